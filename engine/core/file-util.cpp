@@ -1,0 +1,128 @@
+#include "core/file-util.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <utility>
+
+namespace spillway {
+
+Result<std::string> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open " + path, errno);
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return errno_status("cannot read " + path, err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+static Status write_all(int fd, const void* data, size_t size, const std::string& path) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("cannot write " + path, errno);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status();
+}
+
+Status fsync_directory(const std::string& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open directory " + dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) return errno_status("cannot fsync directory " + dir, err);
+  return Status();
+}
+
+Status write_file_atomic_stream(
+    const std::string& path,
+    const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("cannot create " + tmp, errno);
+  Status st = produce([&](const void* d, size_t n) { return write_all(fd, d, n, tmp); });
+  if (st.ok() && ::fsync(fd) != 0) st = errno_status("cannot fsync " + tmp, errno);
+  if (::close(fd) != 0 && st.ok()) st = errno_status("cannot close " + tmp, errno);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = errno_status("cannot rename " + tmp + " to " + path, errno);
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return fsync_directory(std::filesystem::path(path).parent_path().string());
+}
+
+Status write_file_atomic(const std::string& path, std::string_view data) {
+  return write_file_atomic_stream(path, [&](const auto& write) { return write(data.data(), data.size()); });
+}
+
+MappedFile::~MappedFile() { reset(); }
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), path_(std::move(o.path_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    reset();
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+void MappedFile::reset() {
+  if (data_) ::munmap(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return errno_status("cannot stat " + path, err);
+  }
+  MappedFile m;
+  m.path_ = path;
+  m.size_ = static_cast<size_t>(st.st_size);
+  if (m.size_ > 0) {
+    void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      m.size_ = 0;
+      return errno_status("cannot map " + path, err);
+    }
+    m.data_ = static_cast<uint8_t*>(p);
+  }
+  ::close(fd);
+  return m;
+}
+
+}  // namespace spillway

@@ -1,0 +1,57 @@
+// File helpers shared by every engine folder: whole-file reads, atomic writes and read-only
+// memory maps.
+//
+// Atomic writes follow the temp-file, fsync, rename, fsync-directory sequence, so a crash or a
+// full disk leaves either the old file or the new one, never a torn one. All functions are
+// thread-safe for distinct paths. MappedFile is move-only and unmaps on destruction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace spillway {
+
+// Reads a whole file. kNotFound when it does not exist, kIo otherwise.
+Result<std::string> read_file(const std::string& path);
+
+// Writes `data` to `path` atomically. kNoSpace on a full disk (the old file stays as it was).
+Status write_file_atomic(const std::string& path, std::string_view data);
+
+// Streams pieces into `path` atomically: `produce` is called with a writer that appends bytes;
+// the file appears under `path` only when produce returns ok and every byte is on disk.
+Status write_file_atomic_stream(const std::string& path,
+                                const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce);
+
+// fsyncs a directory so that a rename inside it is durable.
+Status fsync_directory(const std::string& dir);
+
+// A read-only, private memory map of a whole file.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+
+  // kNotFound when missing; an empty file maps to size() == 0 and data() == nullptr.
+  static Result<MappedFile> open(const std::string& path);
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void reset();
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+}  // namespace spillway
