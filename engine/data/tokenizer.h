@@ -1,0 +1,55 @@
+// Tokenizer: text <-> token ids, exactly as Hugging Face `tokenizers` (tokenizer.json) or
+// SentencePiece (tokenizer.model) produce them.
+//
+// Implementations: BPE from tokenizer.json (byte-level as GPT-2 / Llama-3 / Qwen, or
+// SentencePiece-style metaspace with byte fallback as Llama-2 / Mistral), and libsentencepiece for
+// a tokenizer.model. A loaded tokenizer is immutable: every const method is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace spillway {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Loads `path`: a tokenizer.json, a tokenizer.model, or a model folder (tokenizer.json is
+  // preferred, then tokenizer.model; tokenizer_config.json beside it supplies bos/eos/pad and
+  // the chat template when present). kNotFound names the folder and the files looked for;
+  // kCorrupt/kUnsupported name the file and the field.
+  static Result<std::unique_ptr<Tokenizer>> load(const std::string& path);
+
+  // Ids of `text` as HF `tokenizer(text, add_special_tokens=False)`: added/special tokens written
+  // in the text are recognised and split out, but no BOS/EOS is added.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // As HF with add_special_tokens=True: the post-processor's BOS/EOS around encode(text).
+  virtual std::vector<int32_t> encode_with_special(std::string_view text) const = 0;
+  // Text of `ids`; with skip_special, special tokens are dropped (HF skip_special_tokens).
+  virtual std::string decode(std::span<const int32_t> ids, bool skip_special = false) const = 0;
+
+  // Number of ids, including added tokens (max id + 1).
+  virtual int32_t vocab_size() const = 0;
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  // The token's string as stored in the vocabulary ("" for an unknown id).
+  virtual std::string id_to_token(int32_t id) const = 0;
+
+  virtual std::optional<int32_t> bos_id() const = 0;
+  virtual std::optional<int32_t> eos_id() const = 0;
+  virtual std::optional<int32_t> pad_id() const = 0;
+  // The Jinja chat template of tokenizer_config.json, empty when none was found.
+  virtual const std::string& chat_template() const = 0;
+  // True when decode(encode(x)) == x for every UTF-8 x (byte-level BPE, byte-fallback SPM
+  // without normalisation that loses information).
+  virtual bool lossless() const = 0;
+};
+
+}  // namespace spillway
