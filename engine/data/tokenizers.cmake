@@ -1,0 +1,1 @@
+target_sources(spillway_data PRIVATE data-placeholder.cpp)
