@@ -1,0 +1,233 @@
+#include "model/model-config.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file-util.h"
+
+namespace spillway {
+namespace {
+
+constexpr const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM";
+
+// Reads an optional numeric field; a present field of the wrong type is an error naming it.
+template <typename T>
+Status read_number(const nlohmann::json& j, const char* key, T* out, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return invalid_argument(std::string("config.json: missing required field '") + key + "'");
+    return {};
+  }
+  if (!it->is_number()) return invalid_argument(std::string("config.json: field '") + key + "' must be a number");
+  *out = it->get<T>();
+  return {};
+}
+
+int read_token_id(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return -1;
+  if (it->is_number_integer()) return it->get<int>();
+  if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) return (*it)[0].get<int>();
+  return -1;
+}
+
+}  // namespace
+
+Status ModelConfig::validate() const {
+  auto positive = [](int v, const char* name) -> Status {
+    if (v <= 0) return invalid_argument(std::string("config.json: '") + name + "' must be positive, got " + std::to_string(v));
+    return {};
+  };
+  SPW_RETURN_IF_ERROR(positive(vocab_size, "vocab_size"));
+  SPW_RETURN_IF_ERROR(positive(hidden_size, "hidden_size"));
+  SPW_RETURN_IF_ERROR(positive(intermediate_size, "intermediate_size"));
+  SPW_RETURN_IF_ERROR(positive(num_layers, "num_hidden_layers"));
+  SPW_RETURN_IF_ERROR(positive(num_heads, "num_attention_heads"));
+  SPW_RETURN_IF_ERROR(positive(num_kv_heads, "num_key_value_heads"));
+  SPW_RETURN_IF_ERROR(positive(head_dim, "head_dim"));
+  if (num_heads % num_kv_heads != 0)
+    return invalid_argument("config.json: num_attention_heads (" + std::to_string(num_heads) +
+                            ") must be a multiple of num_key_value_heads (" + std::to_string(num_kv_heads) + ")");
+  if (head_dim % 2 != 0) return invalid_argument("config.json: head_dim must be even for RoPE");
+  if (!(rms_norm_eps > 0)) return invalid_argument("config.json: rms_norm_eps must be positive");
+  if (!(rope_theta > 0)) return invalid_argument("config.json: rope_theta must be positive");
+  return {};
+}
+
+Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) return invalid_argument("config.json: expected a JSON object");
+  ModelConfig c;
+  auto arch = j.find("architectures");
+  if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+    c.architecture = (*arch)[0].get<std::string>();
+  }
+  if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"].get<std::string>();
+  if (c.architecture.empty()) {
+    if (c.model_type == "llama") c.architecture = "LlamaForCausalLM";
+    else if (c.model_type == "mistral") c.architecture = "MistralForCausalLM";
+    else if (c.model_type == "qwen2") c.architecture = "Qwen2ForCausalLM";
+  }
+  if (c.architecture == "LlamaForCausalLM") {
+    if (c.model_type.empty()) c.model_type = "llama";
+  } else if (c.architecture == "MistralForCausalLM") {
+    if (c.model_type.empty()) c.model_type = "mistral";
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    if (c.model_type.empty()) c.model_type = "qwen2";
+  } else {
+    return unsupported("config.json: architecture '" +
+                       (c.architecture.empty() ? (c.model_type.empty() ? std::string("(none)") : c.model_type) : c.architecture) +
+                       "' is not supported; supported: " + kSupported);
+  }
+
+  SPW_RETURN_IF_ERROR(read_number(j, "vocab_size", &c.vocab_size, true));
+  SPW_RETURN_IF_ERROR(read_number(j, "hidden_size", &c.hidden_size, true));
+  SPW_RETURN_IF_ERROR(read_number(j, "intermediate_size", &c.intermediate_size, true));
+  SPW_RETURN_IF_ERROR(read_number(j, "num_hidden_layers", &c.num_layers, true));
+  SPW_RETURN_IF_ERROR(read_number(j, "num_attention_heads", &c.num_heads, true));
+  c.num_kv_heads = c.num_heads;
+  SPW_RETURN_IF_ERROR(read_number(j, "num_key_value_heads", &c.num_kv_heads, false));
+  if (c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
+  SPW_RETURN_IF_ERROR(read_number(j, "head_dim", &c.head_dim, false));
+  SPW_RETURN_IF_ERROR(read_number(j, "max_position_embeddings", &c.max_position_embeddings, false));
+  SPW_RETURN_IF_ERROR(read_number(j, "rms_norm_eps", &c.rms_norm_eps, false));
+
+  // rope_theta: top level (transformers v4) or inside rope_parameters (v5); rope_scaling (v4) or
+  // rope_parameters (v5) carries the Llama-3 scaling.
+  c.rope_theta = c.model_type == "qwen2" ? 1e6f : 10000.0f;
+  SPW_RETURN_IF_ERROR(read_number(j, "rope_theta", &c.rope_theta, false));
+  const nlohmann::json* scaling = nullptr;
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
+    SPW_RETURN_IF_ERROR(read_number(*rp, "rope_theta", &c.rope_theta, false));
+    scaling = &*rp;
+  }
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) scaling = &*rs;
+  if (scaling) {
+    std::string type;
+    if (auto t = scaling->find("rope_type"); t != scaling->end() && t->is_string()) type = t->get<std::string>();
+    if (auto t = scaling->find("type"); type.empty() && t != scaling->end() && t->is_string()) type = t->get<std::string>();
+    if (type == "llama3") {
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "factor", &c.rope_scaling_factor, true));
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "low_freq_factor", &c.rope_low_freq_factor, false));
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "high_freq_factor", &c.rope_high_freq_factor, false));
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "original_max_position_embeddings", &c.rope_original_max_position, false));
+    } else if (!type.empty() && type != "default") {
+      return unsupported("config.json: rope scaling type '" + type + "' is not supported (supported: default, llama3)");
+    }
+  }
+
+  if (c.model_type == "qwen2") {
+    c.attention_bias = true;  // Qwen2 always has q/k/v biases
+  } else if (auto ab = j.find("attention_bias"); ab != j.end() && ab->is_boolean()) {
+    c.attention_bias = ab->get<bool>();
+  }
+  if (auto mb = j.find("mlp_bias"); mb != j.end() && mb->is_boolean() && mb->get<bool>())
+    return unsupported("config.json: mlp_bias = true is not supported");
+  if (auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean()) c.tie_word_embeddings = tie->get<bool>();
+  if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && act->get<std::string>() != "silu")
+    return unsupported("config.json: hidden_act '" + act->get<std::string>() + "' is not supported (only silu)");
+  c.bos_token_id = read_token_id(j, "bos_token_id");
+  c.eos_token_id = read_token_id(j, "eos_token_id");
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (auto d = j.find(key); d != j.end() && d->is_string()) c.torch_dtype = d->get<std::string>();
+  }
+  SPW_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+Result<ModelConfig> ModelConfig::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;
+  auto text = read_file(file);
+  if (!text.ok()) {
+    if (text.status().code() == ErrorCode::kNotFound)
+      return not_found(file + ": no config.json; a model folder in Hugging Face layout holds config.json and model.safetensors");
+    return text.status();
+  }
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return corrupt(file + ": not valid JSON");
+  auto c = from_json(j);
+  if (!c.ok()) return c.status().with_context(file);
+  return c;
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  nlohmann::json j;
+  j["architectures"] = {architecture};
+  j["model_type"] = model_type;
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_layers;
+  j["num_attention_heads"] = num_heads;
+  j["num_key_value_heads"] = num_kv_heads;
+  j["head_dim"] = head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["rope_theta"] = rope_theta;
+  if (rope_scaling_factor > 0) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", rope_scaling_factor},
+                         {"low_freq_factor", rope_low_freq_factor},
+                         {"high_freq_factor", rope_high_freq_factor},
+                         {"original_max_position_embeddings", rope_original_max_position}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  if (model_type != "qwen2") j["attention_bias"] = attention_bias;
+  j["mlp_bias"] = false;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
+  j["eos_token_id"] = eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr);
+  j["torch_dtype"] = "float32";
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  return j;
+}
+
+namespace {
+struct Preset {
+  const char* name;
+  int vocab, hidden, inter, layers, heads, kv_heads, max_pos;
+};
+// "llama-50m" is the ~50M-parameter benchmark model of the issue; the others bracket it.
+constexpr Preset kPresets[] = {
+    {"llama-tiny", 512, 64, 172, 5, 8, 4, 512},       // stories260K's shape, ~0.26M
+    {"llama-5m", 4096, 256, 688, 6, 8, 4, 1024},      // ~5M, the README's default job
+    {"llama-50m", 32000, 512, 1376, 8, 8, 8, 2048},   // ~50M
+    {"llama-1b", 32000, 2048, 5504, 22, 32, 4, 4096}, // TinyLlama-1.1B's shape
+    {"llama-7b", 32000, 4096, 11008, 32, 32, 32, 4096},
+    {"llama-13b", 32000, 5120, 13824, 40, 40, 40, 4096},
+    {"llama-70b", 32000, 8192, 28672, 80, 64, 8, 4096},
+};
+}  // namespace
+
+const char* model_preset_names() { return "llama-tiny, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b"; }
+
+Result<ModelConfig> model_preset(const std::string& name) {
+  for (const Preset& p : kPresets) {
+    if (name != p.name) continue;
+    ModelConfig c;
+    c.architecture = "LlamaForCausalLM";
+    c.model_type = "llama";
+    c.vocab_size = p.vocab;
+    c.hidden_size = p.hidden;
+    c.intermediate_size = p.inter;
+    c.num_layers = p.layers;
+    c.num_heads = p.heads;
+    c.num_kv_heads = p.kv_heads;
+    c.head_dim = p.hidden / p.heads;
+    c.max_position_embeddings = p.max_pos;
+    c.rms_norm_eps = 1e-5f;
+    c.rope_theta = 10000.0f;
+    c.tie_word_embeddings = false;
+    c.bos_token_id = 1;
+    c.eos_token_id = 2;
+    return c;
+  }
+  return not_found("unknown model preset '" + name + "'; presets: " + model_preset_names());
+}
+
+}  // namespace spillway

@@ -1,0 +1,180 @@
+#include "model/parameter-layout.h"
+
+#include <map>
+#include <sstream>
+
+namespace spillway {
+
+const ParamView* BlockLayout::find(const std::string& n) const {
+  for (const auto& p : params) {
+    if (p.name == n) return &p;
+  }
+  return nullptr;
+}
+
+namespace {
+
+size_t align_up(size_t n) { return (n + kParamAlignment - 1) / kParamAlignment * kParamAlignment; }
+
+// Appends a parameter to `b` and returns its offset.
+size_t add(BlockLayout& b, std::string name, std::vector<int64_t> shape) {
+  ParamView p;
+  p.name = std::move(name);
+  p.numel = 1;
+  for (int64_t d : shape) p.numel *= static_cast<size_t>(d);
+  p.decay = shape.size() >= 2;
+  p.shape = std::move(shape);
+  p.offset = b.numel;
+  b.numel = align_up(b.numel + p.numel);
+  b.params.push_back(std::move(p));
+  return b.params.back().offset;
+}
+
+}  // namespace
+
+ParameterLayout ParameterLayout::build(const ModelConfig& c) {
+  ParameterLayout l;
+  l.config_ = c;
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), f = c.intermediate_size, v = c.vocab_size;
+
+  BlockLayout embed;
+  embed.kind = BlockKind::kEmbedding;
+  embed.name = "embed";
+  add(embed, "model.embed_tokens.weight", {v, h});
+  l.blocks_.push_back(std::move(embed));
+
+  for (int i = 0; i < c.num_layers; ++i) {
+    BlockLayout b;
+    b.kind = BlockKind::kLayer;
+    b.layer = i;
+    b.name = "layer." + std::to_string(i);
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerOffsets o{};
+    o.attn_norm = add(b, p + "input_layernorm.weight", {h});
+    o.wq = add(b, p + "self_attn.q_proj.weight", {q, h});
+    o.bq = c.attention_bias ? add(b, p + "self_attn.q_proj.bias", {q}) : kNoParam;
+    o.wk = add(b, p + "self_attn.k_proj.weight", {kv, h});
+    o.bk = c.attention_bias ? add(b, p + "self_attn.k_proj.bias", {kv}) : kNoParam;
+    o.wv = add(b, p + "self_attn.v_proj.weight", {kv, h});
+    o.bv = c.attention_bias ? add(b, p + "self_attn.v_proj.bias", {kv}) : kNoParam;
+    o.wo = add(b, p + "self_attn.o_proj.weight", {h, q});
+    o.mlp_norm = add(b, p + "post_attention_layernorm.weight", {h});
+    o.w_gate = add(b, p + "mlp.gate_proj.weight", {f, h});
+    o.w_up = add(b, p + "mlp.up_proj.weight", {f, h});
+    o.w_down = add(b, p + "mlp.down_proj.weight", {h, f});
+    l.layer_offsets_ = o;
+    l.blocks_.push_back(std::move(b));
+  }
+
+  BlockLayout head;
+  head.kind = BlockKind::kHead;
+  head.name = "head";
+  l.head_norm_ = add(head, "model.norm.weight", {h});
+  if (!c.tie_word_embeddings) l.head_lm_ = add(head, "lm_head.weight", {v, h});
+  l.blocks_.push_back(std::move(head));
+  return l;
+}
+
+size_t ParameterLayout::max_block_numel() const {
+  size_t m = 0;
+  for (const auto& b : blocks_) m = std::max(m, b.numel);
+  return m;
+}
+
+uint64_t ParameterLayout::parameter_count() const {
+  uint64_t n = 0;
+  for (const auto& b : blocks_) {
+    for (const auto& p : b.params) n += p.numel;
+  }
+  return n;
+}
+
+Status ParameterLayout::check(const TensorStore& store) const {
+  std::vector<std::string> problems;
+  std::map<std::string, const ParamView*> wanted;
+  for (const auto& b : blocks_) {
+    for (const auto& p : b.params) wanted[p.name] = &p;
+  }
+  auto shape_str = [](const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+  };
+  for (const auto& [name, p] : wanted) {
+    const TensorInfo* t = store.find(name);
+    if (!t) {
+      problems.push_back("missing tensor '" + name + "'");
+    } else if (t->shape != p->shape) {
+      problems.push_back("tensor '" + name + "' has shape " + t->shape_string() + ", the config needs " + shape_str(p->shape));
+    } else if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16) {
+      problems.push_back("tensor '" + name + "' has dtype " + dtype_name(t->dtype) + " (weights must be F32, F16 or BF16)");
+    }
+  }
+  for (const TensorInfo* t : store.tensors()) {
+    if (wanted.count(t->name)) continue;
+    // transformers may save a tied head anyway, and older checkpoints keep rotary buffers.
+    if (t->name == "lm_head.weight" && config_.tie_word_embeddings) continue;
+    if (t->name.ends_with("rotary_emb.inv_freq")) continue;
+    problems.push_back("unexpected tensor '" + t->name + "' (not part of a " + config_.architecture + " with this config)");
+  }
+  if (problems.empty()) return {};
+  std::string msg = std::to_string(problems.size()) + " problem(s) between config.json and the weights: ";
+  for (size_t i = 0; i < problems.size() && i < 5; ++i) msg += (i ? "; " : "") + problems[i];
+  if (problems.size() > 5) msg += "; and " + std::to_string(problems.size() - 5) + " more";
+  return corrupt(msg);
+}
+
+Status ParameterLayout::load_block(const TensorStore& store, size_t b, float* dst) const {
+  const BlockLayout& block = blocks_.at(b);
+  std::fill(dst, dst + block.numel, 0.0f);
+  for (const auto& p : block.params) {
+    const TensorInfo* t = store.find(p.name);
+    if (!t) return corrupt("missing tensor '" + p.name + "'");
+    SPW_RETURN_IF_ERROR(store.read_f32(*t, dst + p.offset, p.numel));
+  }
+  return {};
+}
+
+ModelSummary summarize(const ParameterLayout& layout, const TensorStore* store) {
+  ModelSummary s;
+  s.architecture = layout.config().architecture;
+  s.parameters = layout.parameter_count();
+  auto real = [](const BlockLayout& b) {
+    uint64_t n = 0;
+    for (const auto& p : b.params) n += p.numel;
+    return n;
+  };
+  s.embedding_parameters = real(layout.embedding());
+  s.layer_parameters = layout.config().num_layers > 0 ? real(layout.layer(0)) : 0;
+  s.head_parameters = real(layout.head());
+  if (store) {
+    std::map<std::string, uint64_t> per;
+    for (const TensorInfo* t : store->tensors()) {
+      per[dtype_name(t->dtype)] += t->nbytes();
+      s.bytes_on_disk += t->nbytes();
+    }
+    uint64_t best = 0;
+    for (const auto& [d, b] : per) {
+      s.bytes_per_dtype.emplace_back(d, b);
+      if (b > best) best = b, s.dtype = d;
+    }
+  }
+  return s;
+}
+
+std::string ModelSummary::to_string(const ModelConfig& c) const {
+  std::ostringstream o;
+  o << architecture << ": " << parameters << " parameters (" << c.num_layers << " layers x " << layer_parameters
+    << ", embedding " << embedding_parameters << ", head " << head_parameters << ")\n";
+  o << "  hidden " << c.hidden_size << ", ffn " << c.intermediate_size << ", heads " << c.num_heads << "/"
+    << c.num_kv_heads << " x " << c.head_dim << ", vocab " << c.vocab_size
+    << (c.tie_word_embeddings ? ", tied head" : ", untied head") << (c.attention_bias ? ", qkv bias" : "") << "\n";
+  if (bytes_on_disk) {
+    o << "  on disk: " << bytes_on_disk << " bytes";
+    for (const auto& [d, b] : bytes_per_dtype) o << ", " << d << " " << b;
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace spillway
