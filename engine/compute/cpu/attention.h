@@ -1,0 +1,27 @@
+// Causal grouped-query attention on float32 host tensors (transformers' eager attention with a
+// causal mask; FlashAttention-2's backward math).
+//
+//   forward:  S = Q·Kᵀ / sqrt(d) (keys s <= query t);  lse_t = log Σ_s exp(S_ts);
+//             P = exp(S − lse);  O = P·V
+//   backward: P is recomputed from lse; D_t = Σ_j dO_tj·O_tj;  dP = dO·Vᵀ;  dS = P∘(dP − D);
+//             dQ = dS·K / sqrt(d);  dK = dSᵀ·Q / sqrt(d);  dV = Pᵀ·dO
+// Query head h reads kv head h / (hq / hkv); dK and dV sum over the query heads of a group.
+// Plain loops, parallel over query rows (forward, dQ) and key rows (dK, dV) with
+// ThreadPool::global(); rows are interleaved from both ends of the sequence so that every chunk
+// of the causal triangle costs about the same. Pure functions over caller-owned memory.
+#pragma once
+
+#include "core/status.h"
+
+namespace spillway::compute::cpu {
+
+// q [b, t, hq, d], k/v [b, t, hkv, d] → out [b, t, hq, d], lse [b, hq, t].
+// kInvalidArgument for non-positive head sizes or hq not a multiple of hkv.
+Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                         int batch, int seq, int hq, int hkv, int head_dim);
+// dq [b, t, hq, d], dk/dv [b, t, hkv, d] (overwrite) from dout, q, k, v, out and lse.
+Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                          const float* k, const float* v, const float* out, const float* lse,
+                          int batch, int seq, int hq, int hkv, int head_dim);
+
+}  // namespace spillway::compute::cpu

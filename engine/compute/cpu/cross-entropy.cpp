@@ -1,0 +1,110 @@
+// Chunked LM head + cross-entropy (math in cross-entropy.h).
+#include "compute/cpu/cross-entropy.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/thread-pool.h"
+
+namespace spillway::compute::cpu {
+
+static constexpr int32_t kIgnoreIndex = -100;
+
+size_t lm_head_scratch_floats(int n, int v, int chunk) {
+  if (n <= 0 || v <= 0 || chunk <= 0) return 0;
+  return static_cast<size_t>(std::min(n, chunk)) * v;
+}
+
+Status lm_head_loss(double* loss_sum, float* dx, float* dw, const float* x, const float* w,
+                    const int32_t* labels, int n, int d, int v, float loss_scale,
+                    float* logits_out, int chunk, float* scratch) {
+  if (n < 0 || d <= 0 || v <= 0 || chunk <= 0) {
+    return invalid_argument("lm_head_loss: bad shape n=" + std::to_string(n) +
+                            " d=" + std::to_string(d) + " v=" + std::to_string(v) +
+                            " chunk=" + std::to_string(chunk));
+  }
+  for (int i = 0; i < n; ++i) {
+    if (labels[i] != kIgnoreIndex && (labels[i] < 0 || labels[i] >= v)) {
+      return invalid_argument("lm_head_loss: label " + std::to_string(labels[i]) +
+                              " at position " + std::to_string(i) +
+                              " is neither -100 nor in [0, " + std::to_string(v) + ")");
+    }
+  }
+  const bool grad = loss_scale != 0.0f;
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<double> row_loss(std::min(n, chunk));
+  double total = 0.0;
+  for (int r0 = 0; r0 < n; r0 += chunk) {
+    const int rows = std::min(chunk, n - r0);
+    const float* xc = x + static_cast<size_t>(r0) * d;  // [rows, d]
+    float* logits = scratch;                             // [rows, v]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, v, d, 1.0f, xc, d, w, d, 0.0f,
+                logits, v);
+    if (logits_out) {
+      std::memcpy(logits_out + static_cast<size_t>(r0) * v, logits,
+                  sizeof(float) * static_cast<size_t>(rows) * v);
+    }
+    bool any_target = false;
+    for (int r = 0; r < rows; ++r) any_target |= labels[r0 + r] != kIgnoreIndex;
+    pool.parallel_for(
+        static_cast<size_t>(rows),
+        [&](size_t i0, size_t i1) {
+          for (size_t r = i0; r < i1; ++r) {
+            float* lr = logits + r * v;
+            const int32_t label = labels[r0 + r];
+            if (label == kIgnoreIndex) {
+              row_loss[r] = 0.0;
+              if (grad) std::fill(lr, lr + v, 0.0f);
+              continue;
+            }
+            float m = lr[0];
+            for (int j = 1; j < v; ++j) m = std::max(m, lr[j]);
+            const float target = lr[label];
+            // One expf per logit; the row sum in double. With a gradient the exponentials
+            // overwrite the logits and become the softmax in place.
+            double sum = 0.0;
+            if (grad) {
+              for (int j = 0; j < v; ++j) {
+                lr[j] = std::exp(lr[j] - m);
+                sum += lr[j];
+              }
+            } else {
+              for (int j = 0; j < v; ++j) sum += std::exp(lr[j] - m);
+            }
+            row_loss[r] = double(m) + std::log(sum) - target;
+            if (grad) {
+              const float k = static_cast<float>(loss_scale / sum);
+              for (int j = 0; j < v; ++j) lr[j] *= k;
+              lr[label] -= loss_scale;
+            }
+          }
+        },
+        1);
+    for (int r = 0; r < rows; ++r) total += row_loss[r];  // fixed order: deterministic
+    if (!grad) continue;
+    float* dxc = dx ? dx + static_cast<size_t>(r0) * d : nullptr;  // [rows, d]
+    if (!any_target) {
+      if (dxc) std::memset(dxc, 0, sizeof(float) * static_cast<size_t>(rows) * d);
+      continue;
+    }
+    if (dxc) {
+      // dx[rows, d] = dlogits[rows, v] · W[v, d]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, v, 1.0f, logits, v, w, d,
+                  0.0f, dxc, d);
+    }
+    if (dw) {
+      // dW[v, d] += dlogits[rows, v]ᵀ · x[rows, d]
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, v, d, rows, 1.0f, logits, v, xc, d,
+                  1.0f, dw, d);
+    }
+  }
+  if (loss_sum) *loss_sum += total;
+  return Status::ok_status();
+}
+
+}  // namespace spillway::compute::cpu

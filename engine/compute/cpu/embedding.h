@@ -1,0 +1,27 @@
+// Token embedding lookup and its gradient scatter on float32 host tensors (torch.nn.Embedding).
+//
+//   forward:  out[i, :] = table[ids[i], :]
+//   backward: dtable[ids[i], :] += dout[i, :]   (repeated ids sum)
+// The Backend interface does not pass the vocabulary size; `rows` is the number of table rows
+// when the caller knows it (the CPU backend derives it from the table's device allocation) and
+// bounds the ids, otherwise only negative ids are refused. Pure functions; parallel over rows
+// (forward) and column blocks (backward, so repeated ids never race).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace spillway::compute::cpu {
+
+inline constexpr size_t kUnknownRows = static_cast<size_t>(-1);
+
+// out [n, d]; ids [n] (host); table [rows, d]. kInvalidArgument on an id outside [0, rows).
+Status embedding_forward(float* out, const int32_t* ids, const float* table, int n, int d,
+                         size_t rows = kUnknownRows);
+// dtable [rows, d] accumulates; dout [n, d].
+Status embedding_backward(float* dtable, const int32_t* ids, const float* dout, int n, int d,
+                          size_t rows = kUnknownRows);
+
+}  // namespace spillway::compute::cpu

@@ -1,0 +1,71 @@
+// Linear forward/backward: three sgemm calls and a column-sum for the bias.
+#include "compute/cpu/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/thread-pool.h"
+
+namespace spillway::compute::cpu {
+
+static Status check_shape(const char* what, int n, int in, int out) {
+  if (n < 0 || in <= 0 || out <= 0) {
+    return invalid_argument(std::string(what) + ": bad shape n=" + std::to_string(n) +
+                            " in=" + std::to_string(in) + " out=" + std::to_string(out));
+  }
+  return Status::ok_status();
+}
+
+Status linear_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
+                      int out) {
+  SPW_RETURN_IF_ERROR(check_shape("linear_forward", n, in, out));
+  if (n == 0) return Status::ok_status();
+  float beta = 0.0f;
+  if (b) {
+    // Seed y with the bias so sgemm adds x·Wᵀ onto it (beta = 1).
+    ThreadPool::global().parallel_for(
+        static_cast<size_t>(n),
+        [&](size_t i0, size_t i1) {
+          for (size_t i = i0; i < i1; ++i) std::memcpy(y + i * out, b, sizeof(float) * out);
+        },
+        16);
+    beta = 1.0f;
+  }
+  // y[n, out] = x[n, in] · W[out, in]ᵀ
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y,
+              out);
+  return Status::ok_status();
+}
+
+Status linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                       const float* w, int n, int in, int out, bool accumulate_dx) {
+  SPW_RETURN_IF_ERROR(check_shape("linear_backward", n, in, out));
+  if (n == 0) return Status::ok_status();
+  if (dx) {
+    // dx[n, in] = dy[n, out] · W[out, in]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
+                accumulate_dx ? 1.0f : 0.0f, dx, in);
+  }
+  if (dw) {
+    // dW[out, in] += dy[n, out]ᵀ · x[n, in]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f,
+                dw, in);
+  }
+  if (db) {
+    ThreadPool::global().parallel_for(
+        static_cast<size_t>(out),
+        [&](size_t j0, size_t j1) {
+          for (int i = 0; i < n; ++i) {
+            const float* r = dy + static_cast<size_t>(i) * out;
+            for (size_t j = j0; j < j1; ++j) db[j] += r[j];
+          }
+        },
+        64);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace spillway::compute::cpu
