@@ -61,7 +61,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {
 }
 
 CpuBackend::~CpuBackend() {
-  for (auto& [ptr, size] : device_allocs_) std::free(const_cast<char*>(ptr));
+  for (auto& [ptr, alloc] : device_allocs_) std::free(const_cast<char*>(ptr));
   for (void* p : pinned_allocs_) std::free(p);
 }
 
@@ -95,7 +95,7 @@ Result<void*> CpuBackend::device_alloc(size_t bytes) {
     float* f = static_cast<float*>(p);
     std::fill(f, f + rounded / sizeof(float), std::numeric_limits<float>::quiet_NaN());
   }
-  device_allocs_.emplace(static_cast<const char*>(p), rounded);
+  device_allocs_.emplace(static_cast<const char*>(p), DeviceAlloc{bytes, rounded});
   device_used_ += rounded;
   device_peak_ = std::max(device_peak_, device_used_);
   return p;
@@ -108,7 +108,7 @@ void CpuBackend::device_free(void* ptr) {
     log_error("cpu device_free: pointer was not returned by device_alloc (ignored)");
     return;
   }
-  device_used_ -= it->second;
+  device_used_ -= it->second.rounded;
   device_allocs_.erase(it);
   std::free(ptr);
 }
@@ -118,7 +118,7 @@ size_t CpuBackend::device_bytes_after(const void* ptr) const {
   auto it = device_allocs_.upper_bound(c);
   if (it == device_allocs_.begin()) return 0;
   --it;
-  const char* end = it->first + it->second;
+  const char* end = it->first + it->second.bytes;
   return c < end ? static_cast<size_t>(end - c) : 0;
 }
 

@@ -98,8 +98,8 @@ class CpuBackend final : public Backend {
   size_t device_bytes_in_use() const { return device_used_; }
   size_t device_peak_bytes() const { return device_peak_; }
   void reset_device_peak() { device_peak_ = device_used_; }
-  // Bytes of the device allocation that contains `ptr` from `ptr` to its end, or 0 when `ptr` is
-  // not inside a live device allocation (ops also accept plain host pointers on the CPU).
+  // Requested bytes of the device allocation that contains `ptr`, from `ptr` to their end, or 0
+  // when `ptr` is not inside a live device allocation (ops also accept plain host pointers on the CPU).
   size_t device_bytes_after(const void* ptr) const;
 
  private:
@@ -114,7 +114,11 @@ class CpuBackend final : public Backend {
   CpuBackendOptions options_;
   size_t device_total_ = 0;  // capacity reported by device_memory_info
   size_t device_used_ = 0, device_peak_ = 0;
-  std::map<const char*, size_t> device_allocs_;  // start → rounded size
+  struct DeviceAlloc {
+    size_t bytes;    // as requested: bounds embedding ids
+    size_t rounded;  // as counted against the capacity
+  };
+  std::map<const char*, DeviceAlloc> device_allocs_;  // by start address
   std::set<void*> pinned_allocs_;
   int streams_ = 1;               // ids [0, streams_) are valid
   std::vector<bool> event_recorded_;  // indexed by EventId

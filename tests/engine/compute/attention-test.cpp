@@ -1,0 +1,114 @@
+// Causal GQA attention against a double-precision softmax reference; the backward against central
+// finite differences of that reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "compute/backend.h"
+#include "compute-test-util.h"
+
+namespace spillway::compute {
+namespace {
+
+using namespace spillway::compute::testing;
+
+struct Shape {
+  int batch, seq, hq, hkv, d;
+  size_t q_size() const { return static_cast<size_t>(batch) * seq * hq * d; }
+  size_t kv_size() const { return static_cast<size_t>(batch) * seq * hkv * d; }
+};
+
+// out[b, t, hq, d]; lse[b, hq, t] when non-null.
+std::vector<double> attention_ref(const Shape& s, const std::vector<double>& q,
+                                  const std::vector<double>& k, const std::vector<double>& v,
+                                  std::vector<double>* lse = nullptr) {
+  std::vector<double> out(s.q_size());
+  if (lse) lse->assign(static_cast<size_t>(s.batch) * s.hq * s.seq, 0.0);
+  const double scale = 1.0 / std::sqrt(double(s.d));
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.hq; ++h) {
+      const int kvh = h / (s.hq / s.hkv);
+      for (int t = 0; t < s.seq; ++t) {
+        const double* qt = &q[((size_t(b) * s.seq + t) * s.hq + h) * s.d];
+        std::vector<double> sc(t + 1);
+        double m = -INFINITY;
+        for (int u = 0; u <= t; ++u) {
+          const double* ku = &k[((size_t(b) * s.seq + u) * s.hkv + kvh) * s.d];
+          double dd = 0;
+          for (int j = 0; j < s.d; ++j) dd += qt[j] * ku[j];
+          sc[u] = dd * scale;
+          m = std::max(m, sc[u]);
+        }
+        double sum = 0;
+        for (auto& x : sc) sum += std::exp(x - m);
+        if (lse) (*lse)[(size_t(b) * s.hq + h) * s.seq + t] = m + std::log(sum);
+        double* ot = &out[((size_t(b) * s.seq + t) * s.hq + h) * s.d];
+        for (int u = 0; u <= t; ++u) {
+          const double p = std::exp(sc[u] - m) / sum;
+          const double* vu = &v[((size_t(b) * s.seq + u) * s.hkv + kvh) * s.d];
+          for (int j = 0; j < s.d; ++j) ot[j] += p * vu[j];
+        }
+      }
+    }
+  return out;
+}
+
+void check_attention(const Shape& s, uint32_t seed) {
+  auto q = random_floats(s.q_size(), seed), k = random_floats(s.kv_size(), seed + 1),
+       v = random_floats(s.kv_size(), seed + 2), dout = random_floats(s.q_size(), seed + 3);
+  auto be = make_cpu_backend();
+  std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
+  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
+                                    s.seq, s.hq, s.hkv, s.d)
+                  .ok());
+  const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
+  std::vector<double> lse_ref;
+  EXPECT_LT(rel_err(out, attention_ref(s, qd, kd, vd, &lse_ref)), kDirectTol);
+  EXPECT_LT(rel_err(lse, lse_ref), kDirectTol);
+
+  // Outputs are overwritten: start from garbage.
+  std::vector<float> dq(s.q_size(), 7.0f), dk(s.kv_size(), 7.0f), dv(s.kv_size(), 7.0f);
+  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                     k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
+                                     s.hq, s.hkv, s.d)
+                  .ok());
+  auto gq = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, x, kd, vd)); }, qd);
+  auto gk = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, x, vd)); }, kd);
+  auto gv = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, kd, x)); }, vd);
+  EXPECT_LT(rel_err(dq, gq), kFdTol);
+  EXPECT_LT(rel_err(dk, gk), kFdTol);
+  EXPECT_LT(rel_err(dv, gv), kFdTol);
+}
+
+TEST(Attention, GroupedQueryOddSizes) { check_attention({2, 5, 6, 2, 8}, 1); }
+TEST(Attention, MultiHead) { check_attention({1, 7, 4, 4, 8}, 10); }
+TEST(Attention, MultiQueryOddHeadDim) { check_attention({1, 6, 3, 1, 13}, 20); }
+TEST(Attention, SingleToken) { check_attention({3, 1, 2, 1, 8}, 30); }
+
+TEST(Attention, LargeScoresStayFinite) {
+  // Scores of ±hundreds: a softmax without the max shift would overflow.
+  const Shape s{1, 9, 2, 1, 8};
+  auto q = random_floats(s.q_size(), 40, -30.0f, 30.0f), k = random_floats(s.kv_size(), 41, -30.0f, 30.0f),
+       v = random_floats(s.kv_size(), 42);
+  auto be = make_cpu_backend();
+  std::vector<float> out(s.q_size()), lse(s.hq * s.seq);
+  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
+                                    s.hq, s.hkv, s.d)
+                  .ok());
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_LT(rel_err(out, attention_ref(s, to_double(q), to_double(k), to_double(v))), 1e-4);
+}
+
+TEST(Attention, RejectsBadHeads) {
+  auto be = make_cpu_backend();
+  std::vector<float> buf(1024);
+  float* p = buf.data();
+  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 6, 4, 8).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 4, 4, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_backward(p, p, p, p, p, p, p, p, p, 1, 2, 4, 0, 8).code(),
+            ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace spillway::compute

@@ -1,0 +1,83 @@
+// Linear (sgemm) forward and backward against a double-precision reference.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "compute/backend.h"
+#include "compute-test-util.h"
+
+namespace spillway::compute {
+namespace {
+
+using namespace spillway::compute::testing;
+
+// y[n, out] = x[n, in] · W[out, in]ᵀ + b
+std::vector<double> linear_ref(const std::vector<double>& x, const std::vector<double>& w,
+                               const std::vector<double>* b, int n, int in, int out) {
+  std::vector<double> y(static_cast<size_t>(n) * out);
+  for (int i = 0; i < n; ++i) {
+    for (int o = 0; o < out; ++o) {
+      double s = b ? (*b)[o] : 0.0;
+      for (int k = 0; k < in; ++k) s += x[i * in + k] * w[o * in + k];
+      y[i * out + o] = s;
+    }
+  }
+  return y;
+}
+
+TEST(Linear, ForwardWithAndWithoutBias) {
+  const int n = 7, in = 13, out = 11;
+  auto x = random_floats(n * in, 1), w = random_floats(out * in, 2), b = random_floats(out, 3);
+  auto be = make_cpu_backend();
+  std::vector<float> y(n * out, 123.0f);
+  const auto xd = to_double(x), wd = to_double(w), bd = to_double(b);
+  ASSERT_TRUE(be->linear_forward(y.data(), x.data(), w.data(), b.data(), n, in, out).ok());
+  EXPECT_LT(rel_err(y, linear_ref(xd, wd, &bd, n, in, out)), kDirectTol);
+  std::fill(y.begin(), y.end(), 123.0f);  // overwritten, not accumulated
+  ASSERT_TRUE(be->linear_forward(y.data(), x.data(), w.data(), nullptr, n, in, out).ok());
+  EXPECT_LT(rel_err(y, linear_ref(xd, wd, nullptr, n, in, out)), kDirectTol);
+}
+
+TEST(Linear, BackwardMatchesFiniteDifferences) {
+  const int n = 7, in = 13, out = 11;
+  auto x = random_floats(n * in, 4), w = random_floats(out * in, 5), b = random_floats(out, 6),
+       dy = random_floats(n * out, 7);
+  auto dw0 = random_floats(out * in, 8), db0 = random_floats(out, 9), dx0 = random_floats(n * in, 10);
+  auto be = make_cpu_backend();
+  std::vector<float> dx = dx0, dw = dw0, db = db0;
+  ASSERT_TRUE(be->linear_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                                  n, in, out, false)
+                  .ok());
+  const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+  auto gx = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(v, wd, &bd, n, in, out)); }, xd);
+  auto gw = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(xd, v, &bd, n, in, out)); }, wd);
+  auto gb = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(xd, wd, &v, n, in, out)); }, bd);
+  EXPECT_LT(rel_err(dx, gx), kFdTol);
+  EXPECT_LT(rel_err(minus(dw, dw0), gw), kFdTol);
+  EXPECT_LT(rel_err(minus(db, db0), gb), kFdTol);
+
+  // accumulate_dx adds; null dx/dw/db are skipped.
+  std::vector<float> dx_acc = dx0;
+  ASSERT_TRUE(be->linear_backward(dx_acc.data(), nullptr, nullptr, dy.data(), x.data(), w.data(),
+                                  n, in, out, true)
+                  .ok());
+  EXPECT_LT(rel_err(minus(dx_acc, dx0), to_double(dx)), kDirectTol);
+  std::vector<float> dw2 = dw0;
+  ASSERT_TRUE(be->linear_backward(nullptr, dw2.data(), nullptr, dy.data(), x.data(), w.data(), n,
+                                  in, out, false)
+                  .ok());
+  EXPECT_LT(rel_err(dw2, to_double(dw)), kDirectTol);
+}
+
+TEST(Linear, EmptyBatchAndBadShapes) {
+  auto be = make_cpu_backend();
+  float x = 1.0f, w = 1.0f, y = 5.0f;
+  EXPECT_TRUE(be->linear_forward(&y, &x, &w, nullptr, 0, 1, 1).ok());
+  EXPECT_EQ(y, 5.0f);
+  EXPECT_EQ(be->linear_forward(&y, &x, &w, nullptr, 1, 0, 1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->linear_backward(&x, nullptr, nullptr, &y, &x, &w, -1, 1, 1, false).code(),
+            ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace spillway::compute

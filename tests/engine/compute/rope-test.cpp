@@ -1,0 +1,150 @@
+// RoPE: a hand-computed rotation, the double-precision reference on odd shapes, the backward as the
+// transpose (finite differences), and Llama-3 frequency scaling from its formula.
+#include "compute/cpu/rope.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "compute/backend.h"
+#include "compute-test-util.h"
+
+namespace spillway::compute {
+namespace {
+
+using namespace spillway::compute::testing;
+
+std::vector<double> inv_freq_ref(int d, double theta) {
+  std::vector<double> inv(d / 2);
+  for (int i = 0; i < d / 2; ++i) inv[i] = std::pow(theta, -2.0 * i / d);
+  return inv;
+}
+
+// x[b, t, h, d] rotated with angles pos·inv[i] (rotate-half).
+std::vector<double> rope_ref(const std::vector<double>& x, int batch, int seq, int heads, int d,
+                             const std::vector<double>& inv) {
+  std::vector<double> y(x.size());
+  const int half = d / 2;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < seq; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const size_t o = ((static_cast<size_t>(b) * seq + t) * heads + h) * d;
+        for (int i = 0; i < half; ++i) {
+          const double a = t * inv[i], x1 = x[o + i], x2 = x[o + i + half];
+          y[o + i] = x1 * std::cos(a) - x2 * std::sin(a);
+          y[o + i + half] = x2 * std::cos(a) + x1 * std::sin(a);
+        }
+      }
+  return y;
+}
+
+TEST(Rope, HandComputedValue) {
+  // head_dim 4, theta 10000: inv_freq = [1, 0.01]; position 1 rotates pair 0 by 1 rad and pair 1
+  // by 0.01 rad; position 0 is the identity.
+  std::vector<float> x = {1, 2, 3, 4, 1, 2, 3, 4};  // [1, 2, 1, 4]
+  auto be = make_cpu_backend();
+  ASSERT_TRUE(be->rope_forward(x.data(), 1, 2, 1, 4, 10000.0f, RopeScaling{}).ok());
+  EXPECT_FLOAT_EQ(x[0], 1.0f);
+  EXPECT_FLOAT_EQ(x[1], 2.0f);
+  EXPECT_FLOAT_EQ(x[2], 3.0f);
+  EXPECT_FLOAT_EQ(x[3], 4.0f);
+  EXPECT_NEAR(x[4], 1 * std::cos(1.0) - 3 * std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[6], 3 * std::cos(1.0) + 1 * std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[5], 2 * std::cos(0.01) - 4 * std::sin(0.01), 1e-6);
+  EXPECT_NEAR(x[7], 4 * std::cos(0.01) + 2 * std::sin(0.01), 1e-6);
+}
+
+TEST(Rope, ForwardAndBackwardMatchReference) {
+  const int batch = 2, seq = 5, heads = 3, d = 8;
+  const float theta = 10000.0f;
+  auto x = random_floats(batch * seq * heads * d, 1), dy = random_floats(x.size(), 2);
+  const auto inv = inv_freq_ref(d, theta);
+  auto be = make_cpu_backend();
+  std::vector<float> y = x;
+  ASSERT_TRUE(be->rope_forward(y.data(), batch, seq, heads, d, theta, RopeScaling{}).ok());
+  EXPECT_LT(rel_err(y, rope_ref(to_double(x), batch, seq, heads, d, inv)), kDirectTol);
+
+  std::vector<float> dx = dy;
+  ASSERT_TRUE(be->rope_backward(dx.data(), batch, seq, heads, d, theta, RopeScaling{}).ok());
+  const auto dyd = to_double(dy);
+  auto g = fd_grad([&](const std::vector<double>& v) {
+    return dot(dyd, rope_ref(v, batch, seq, heads, d, inv));
+  }, to_double(x));
+  EXPECT_LT(rel_err(dx, g), kFdTol);
+
+  // backward(forward(x)) = x: the rotation is orthogonal.
+  ASSERT_TRUE(be->rope_backward(y.data(), batch, seq, heads, d, theta, RopeScaling{}).ok());
+  EXPECT_LT(rel_err(y, to_double(x)), kDirectTol);
+}
+
+TEST(Rope, TableCacheServesShorterSequences) {
+  // A table built for seq 9 is reused for seq 5; the result must equal a fresh computation.
+  const int heads = 2, d = 6;
+  auto be = make_cpu_backend();
+  auto long_x = random_floats(9 * heads * d, 3);
+  ASSERT_TRUE(be->rope_forward(long_x.data(), 1, 9, heads, d, 500.0f, RopeScaling{}).ok());
+  auto x = random_floats(5 * heads * d, 4);
+  std::vector<float> y = x;
+  ASSERT_TRUE(be->rope_forward(y.data(), 1, 5, heads, d, 500.0f, RopeScaling{}).ok());
+  EXPECT_LT(rel_err(y, rope_ref(to_double(x), 1, 5, heads, d, inv_freq_ref(d, 500.0))), kDirectTol);
+}
+
+// transformers' _compute_llama3_parameters, in double.
+std::vector<double> llama3_ref(int d, double theta, const RopeScaling& s) {
+  auto inv = inv_freq_ref(d, theta);
+  const double old_len = s.original_max_position_embeddings;
+  const double low_wl = old_len / s.low_freq_factor, high_wl = old_len / s.high_freq_factor;
+  for (auto& f : inv) {
+    const double wl = 2 * M_PI / f;
+    if (wl > low_wl) {
+      f = f / s.factor;
+    } else if (wl >= high_wl) {
+      const double sm = (old_len / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - sm) * f / s.factor + sm * f;
+    }
+  }
+  return inv;
+}
+
+TEST(Rope, Llama3ScalingMatchesFormula) {
+  const RopeScaling s{.factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+                      .original_max_position_embeddings = 8192};
+  const int d = 128;
+  const double theta = 500000.0;
+  auto inv = cpu::rope_inv_freq(d, static_cast<float>(theta), s);
+  ASSERT_TRUE(inv.ok()) << inv.status().to_string();
+  const auto ref = llama3_ref(d, theta, s), plain = inv_freq_ref(d, theta);
+  int low = 0, mid = 0, high = 0;  // every regime of the formula is exercised
+  for (int i = 0; i < d / 2; ++i) {
+    EXPECT_NEAR((*inv)[i] / ref[i], 1.0, 2e-6) << "pair " << i;
+    const double ratio = ref[i] / plain[i];
+    if (ratio == 1.0) ++high;
+    else if (std::fabs(ratio - 1.0 / 8) < 1e-12) ++low;
+    else ++mid;
+  }
+  EXPECT_GT(low, 0);
+  EXPECT_GT(mid, 0);
+  EXPECT_GT(high, 0);
+
+  // Through the op, at positions large enough for the scaling to matter.
+  const int seq = 40, heads = 1;
+  auto x = random_floats(seq * heads * d, 5);
+  std::vector<float> y = x;
+  auto be = make_cpu_backend();
+  ASSERT_TRUE(be->rope_forward(y.data(), 1, seq, heads, d, static_cast<float>(theta), s).ok());
+  EXPECT_LT(rel_err(y, rope_ref(to_double(x), 1, seq, heads, d, ref)), kDirectTol);
+}
+
+TEST(Rope, RejectsBadArguments) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(16);
+  EXPECT_EQ(be->rope_forward(x.data(), 1, 2, 1, 7, 10000.0f, {}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->rope_forward(x.data(), 1, 2, 1, 8, 0.0f, {}).code(), ErrorCode::kInvalidArgument);
+  RopeScaling bad{.factor = 8.0f, .low_freq_factor = 4.0f, .high_freq_factor = 1.0f};
+  EXPECT_EQ(be->rope_forward(x.data(), 1, 2, 1, 8, 10000.0f, bad).code(),
+            ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace spillway::compute
