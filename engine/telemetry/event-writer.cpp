@@ -1,0 +1,183 @@
+#include "telemetry/event-writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <filesystem>
+
+namespace spillway {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string dump(const Json& j) {
+  // Log messages can carry arbitrary bytes (file names, tokenizer pieces): replace invalid UTF-8
+  // instead of throwing.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Status write_all(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("write " + path, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status();
+}
+
+// Finite numbers as JSON numbers; NaN/Inf would become null in nlohmann, so say so explicitly here.
+Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+// Machine-readable code for the `error` event (error_code_name() is for people: "i/o error").
+const char* error_code_key(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kCorrupt: return "corrupt";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kNoSpace: return "no_space";
+    case ErrorCode::kOutOfMemory: return "out_of_memory";
+    case ErrorCode::kCancelled: return "cancelled";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EventWriter>> EventWriter::open(const std::string& run_dir, double t_offset_s) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) return io_error("create run directory " + run_dir + ": " + ec.message());
+  return open_file(run_dir + "/events.jsonl", t_offset_s);
+}
+
+Result<std::unique_ptr<EventWriter>> EventWriter::open_file(const std::string& path, double t_offset_s) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("open " + path, errno);
+  // A previous worker killed mid-line leaves a torn last line; terminate it so ours parse.
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    char last = '\n';
+    if (rfd >= 0) {
+      if (::pread(rfd, &last, 1, st.st_size - 1) != 1) last = '\n';
+      ::close(rfd);
+    }
+    if (last != '\n') {
+      Status s = write_all(fd, "\n", 1, path);
+      if (!s.ok()) {
+        ::close(fd);
+        return s;
+      }
+    }
+  }
+  return std::unique_ptr<EventWriter>(new EventWriter(fd, path, t_offset_s));
+}
+
+EventWriter::EventWriter(int fd, std::string path, double t_offset_s)
+    : fd_(fd), path_(std::move(path)), t_offset_s_(t_offset_s), start_(std::chrono::steady_clock::now()) {}
+
+EventWriter::~EventWriter() {
+  if (fd_ >= 0) {
+    ::fsync(fd_);
+    ::close(fd_);
+  }
+}
+
+double EventWriter::now_s() const {
+  return t_offset_s_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::uint64_t EventWriter::lines_written() const {
+  std::lock_guard lock(mu_);
+  return lines_;
+}
+
+Status EventWriter::write_line(std::string_view type, const Json& fields, bool durable) {
+  // "type" and "t" first, then the payload's fields: built as text because nlohmann::json sorts keys.
+  std::string line = "{\"type\":";
+  line += dump(Json(std::string(type)));
+  line += ",\"t\":";
+  std::lock_guard lock(mu_);
+  line += dump(Json(std::round(now_s() * 1e6) / 1e6));  // microsecond resolution is plenty
+  if (fields.is_object()) {
+    for (auto it = fields.begin(); it != fields.end(); ++it) {
+      if (it.key() == "type" || it.key() == "t") continue;
+      line += ',';
+      line += dump(Json(it.key()));
+      line += ':';
+      line += dump(it.value());
+    }
+  } else if (!fields.is_null()) {
+    line += ",\"value\":";
+    line += dump(fields);
+  }
+  line += "}\n";
+  SPW_RETURN_IF_ERROR(write_all(fd_, line.data(), line.size(), path_));
+  ++lines_;
+  if (durable && ::fsync(fd_) != 0) return errno_status("fsync " + path_, errno);
+  return Status();
+}
+
+Status EventWriter::state(std::string_view name, const Json& extra) {
+  Json fields = extra.is_object() ? extra : Json::object();
+  fields["state"] = std::string(name);
+  return write_line("state", fields, /*durable=*/true);
+}
+
+Status EventWriter::sample(const Json& fields) { return write_line("sample", fields, false); }
+
+Status EventWriter::step(const Json& fields) { return write_line("step", fields, false); }
+
+Status EventWriter::span(int layer, std::string_view phase, double start_s, double end_s) {
+  Json fields = Json::object();
+  fields["layer"] = layer >= 0 ? Json(layer) : Json(nullptr);
+  fields["phase"] = std::string(phase);
+  fields["start_s"] = number_or_null(start_s);
+  fields["end_s"] = number_or_null(end_s);
+  return write_line("span", fields, false);
+}
+
+Status EventWriter::log(LogLevel level, std::string_view message) {
+  Json fields = Json::object();
+  fields["level"] = log_level_name(level);
+  fields["message"] = std::string(message);
+  return write_line("log", fields, false);
+}
+
+Status EventWriter::error(std::string_view code, std::string_view message) {
+  Json fields = Json::object();
+  fields["code"] = std::string(code);
+  fields["message"] = std::string(message);
+  return write_line("error", fields, /*durable=*/true);
+}
+
+Status EventWriter::error(const Status& status) {
+  return error(error_code_key(status.code()), status.message());
+}
+
+Status EventWriter::checkpoint(const Json& fields) { return write_line("checkpoint", fields, true); }
+
+Status EventWriter::eval(const Json& fields) { return write_line("eval", fields, false); }
+
+Status EventWriter::emit(std::string_view type, const Json& fields) {
+  bool durable = type == "state" || type == "checkpoint" || type == "error";
+  return write_line(type, fields, durable);
+}
+
+std::function<void(LogLevel, const std::string&)> EventWriter::log_sink() {
+  // Must not log from here: log_message() holds its own mutex while calling the sink.
+  return [this](LogLevel level, const std::string& message) { (void)log(level, message); };
+}
+
+}  // namespace spillway

@@ -1,0 +1,160 @@
+#include "telemetry/telemetry-sampler.h"
+
+namespace spillway {
+namespace {
+
+using Json = nlohmann::json;
+
+Json tier_json(const CounterSnapshot& s, Tier t) {
+  Json j = Json::object();
+  for (Category c : kAllCategories) j[std::string(category_name(c)) + "_bytes"] = s.held(t, c);
+  j["used_bytes"] = s.tier_total(t);
+  if (s.capacity(t) > 0) j["capacity_bytes"] = s.capacity(t);
+  return j;
+}
+
+}  // namespace
+
+TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* writer,
+                                   TelemetrySamplerOptions options)
+    : counters_(counters),
+      writer_(writer),
+      options_(std::move(options)),
+      start_(std::chrono::steady_clock::now()) {
+  if (!options_.ssd_path.empty()) disk_ = DiskStatsReader::for_path(options_.ssd_path);
+  prev_counters_ = counters_.snapshot();
+  prev_t_s_ = now_s();
+  prev_disk_ = disk_.read();
+}
+
+TelemetrySampler::~TelemetrySampler() { stop(); }
+
+double TelemetrySampler::now_s() const {
+  if (writer_) return writer_->now_s();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void TelemetrySampler::start() {
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard lock(thread_mu_);
+    stop_requested_ = false;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void TelemetrySampler::stop() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(thread_mu_);
+    stop_requested_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  (void)sample_once();
+}
+
+void TelemetrySampler::run() {
+  using clock = std::chrono::steady_clock;
+  auto period = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(options_.interval_s > 0 ? options_.interval_s : 0.1));
+  auto next = clock::now() + period;
+  std::unique_lock lock(thread_mu_);
+  while (!stop_requested_) {
+    if (cv_.wait_until(lock, next, [this] { return stop_requested_; })) break;
+    lock.unlock();
+    (void)sample_once();
+    lock.lock();
+    // A fixed schedule keeps the rate at 1/interval; after a stall, skip ahead instead of bursting.
+    next += period;
+    auto now = clock::now();
+    if (next < now) next = now + period;
+  }
+}
+
+Json TelemetrySampler::sample_once() {
+  std::function<void(double, const Json&)> callback;
+  Json sample;
+  double t = 0.0;
+  {
+    std::lock_guard lock(sample_mu_);
+    CounterSnapshot snap = counters_.snapshot();
+    t = now_s();
+    double dt = t - prev_t_s_;
+
+    Json tiers = Json::object();
+    Json hbm = tier_json(snap, Tier::kHbm);
+    if (options_.device_memory) {
+      if (auto dev = options_.device_memory()) {
+        hbm["device_total_bytes"] = dev->total_bytes;
+        hbm["device_free_bytes"] = dev->free_bytes;
+        if (!hbm.contains("capacity_bytes")) hbm["capacity_bytes"] = dev->total_bytes;
+      }
+    }
+    Json dram = tier_json(snap, Tier::kDram);
+    MemInfo mem = read_meminfo();
+    if (mem.total_bytes) dram["total_bytes"] = *mem.total_bytes;
+    if (mem.available_bytes) dram["available_bytes"] = *mem.available_bytes;
+    Json ssd = tier_json(snap, Tier::kSsd);
+    if (!options_.ssd_path.empty()) {
+      FsSpace space = read_fs_space(options_.ssd_path);
+      if (space.free_bytes) ssd["free_bytes"] = *space.free_bytes;
+      if (space.total_bytes) ssd["total_bytes"] = *space.total_bytes;
+    }
+    tiers["hbm"] = std::move(hbm);
+    tiers["dram"] = std::move(dram);
+    tiers["ssd"] = std::move(ssd);
+    sample["tiers"] = std::move(tiers);
+
+    Json links = Json::object();
+    auto moved = snap.moved_since(prev_counters_);
+    for (Link l : kAllLinks) {
+      std::string name = link_name(l);
+      if (dt > 0) links[name + "_gbps"] = static_cast<double>(moved[static_cast<size_t>(l)]) / dt / 1e9;
+      links[name + "_bytes"] = snap.moved(l);
+    }
+    sample["links"] = std::move(links);
+
+    std::optional<DiskIo> disk = disk_.read();
+    if (disk && prev_disk_ && dt > 0) {
+      Json d = Json::object();
+      d["device"] = disk_.device();
+      auto delta = [](std::uint64_t now, std::uint64_t before) { return now >= before ? now - before : 0; };
+      d["read_gbps"] = static_cast<double>(delta(disk->read_bytes, prev_disk_->read_bytes)) / dt / 1e9;
+      d["write_gbps"] = static_cast<double>(delta(disk->written_bytes, prev_disk_->written_bytes)) / dt / 1e9;
+      sample["disk"] = std::move(d);
+    }
+    if (auto rss = read_process_rss_bytes()) sample["rss_bytes"] = *rss;
+    if (dt > 0) sample["interval_s"] = dt;
+
+    prev_counters_ = snap;
+    prev_t_s_ = t;
+    if (disk) prev_disk_ = disk;
+    ++samples_;
+
+    if (writer_) {
+      Status s = writer_->sample(sample);
+      if (!s.ok()) last_error_ = s;
+    }
+    // 1e-3 of slack so a 100 ms timer that fires a hair early still yields one callback a second.
+    if (options_.on_sample &&
+        (!last_callback_t_s_ || t - *last_callback_t_s_ >= options_.callback_interval_s - 1e-3)) {
+      last_callback_t_s_ = t;
+      callback = options_.on_sample;
+    }
+  }
+  if (callback) callback(t, sample);
+  return sample;
+}
+
+std::uint64_t TelemetrySampler::samples_taken() const {
+  std::lock_guard lock(sample_mu_);
+  return samples_;
+}
+
+Status TelemetrySampler::last_error() const {
+  std::lock_guard lock(sample_mu_);
+  return last_error_;
+}
+
+}  // namespace spillway

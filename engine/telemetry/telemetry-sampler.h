@@ -1,0 +1,114 @@
+// TelemetrySampler: the background thread that turns engine counters and system readings into the
+// `sample` events of events.jsonl (about 10 Hz) and hands a downsampled stream (about 1 Hz) to a
+// callback, which the worker points at RunStore::add_sample.
+//
+// Each tick it snapshots TierCounters, computes each link's GB/s from the byte delta since the
+// previous tick (1 GB = 1e9 bytes), reads /proc/meminfo, statvfs and /proc/diskstats of the SSD tier
+// path, process RSS, and (when a probe is given) the GPU's memory, and writes one JSON object:
+//
+//   {"tiers": {"hbm":  {"weights_bytes":..,"gradients_bytes":..,"master_bytes":..,"optimizer_bytes":..,
+//                       "checkpoints_bytes":..,"workspace_bytes":..,"used_bytes":..,"capacity_bytes":..,
+//                       "device_total_bytes":..,"device_free_bytes":..},
+//              "dram": {..categories.., "used_bytes", "capacity_bytes", "total_bytes", "available_bytes"},
+//              "ssd":  {..categories.., "used_bytes", "capacity_bytes", "free_bytes", "total_bytes"}},
+//    "links": {"h2d_gbps":..,"d2h_gbps":..,"ssd_read_gbps":..,"ssd_write_gbps":..,
+//              "h2d_bytes":..,"d2h_bytes":..,"ssd_read_bytes":..,"ssd_write_bytes":..},
+//    "disk":  {"device":"nvme0n1p2","read_gbps":..,"write_gbps":..},
+//    "rss_bytes":.., "interval_s":..}
+//
+// *_bytes under tiers are bytes held now; *_bytes under links are cumulative since the counters began;
+// *_gbps are averages over the last interval_s. A metric that cannot be read is left out of the
+// object (never written as 0): capacity_bytes when not declared, device_* without a GPU probe,
+// total/available without /proc/meminfo, "disk" when the SSD path has no block device.
+//
+// Thread-safety: start()/stop() from the owning thread; sample_once() may be called from any thread
+// (serialized internally), which is how tests drive it without the thread. Ownership: borrows the
+// counters and the writer (both must outlive the sampler); owns its thread, which the destructor
+// stops and joins.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "telemetry/counters.h"
+#include "telemetry/event-writer.h"
+#include "telemetry/sampler.h"
+
+namespace spillway {
+
+// GPU memory as cudaMemGetInfo / NVML report it, bytes.
+struct DeviceMemory {
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;
+};
+
+struct TelemetrySamplerOptions {
+  double interval_s = 0.1;  // event rate; the DESIGN's "about 10 Hz"
+  // Directory of the SSD tier: statvfs and diskstats are read for it. Empty: no ssd free/total, no disk.
+  std::string ssd_path;
+  // GPU memory probe (the CUDA backend's cudaMemGetInfo, or NVML via dlopen); empty or returning
+  // nullopt: device_* fields are absent. Called on the sampler thread.
+  std::function<std::optional<DeviceMemory>()> device_memory;
+  // Receives every sample whose t is at least callback_interval_s after the last one it received
+  // (t_s in the writer's time base). Called on the sampler thread; must not block for long.
+  std::function<void(double t_s, const nlohmann::json& sample)> on_sample;
+  double callback_interval_s = 1.0;
+};
+
+class TelemetrySampler {
+ public:
+  // `writer` may be null (samples then only reach on_sample). Takes the baseline snapshot now, so the
+  // first sample's GB/s covers the time since construction.
+  TelemetrySampler(const TierCounters& counters, EventWriter* writer, TelemetrySamplerOptions options = {});
+  ~TelemetrySampler();
+  TelemetrySampler(const TelemetrySampler&) = delete;
+  TelemetrySampler& operator=(const TelemetrySampler&) = delete;
+
+  // Starts the thread (no-op when running). A sample is written every interval_s until stop().
+  void start();
+  // Stops and joins the thread; writes one last sample so the file ends with final figures. No-op
+  // when not running.
+  void stop();
+  bool running() const { return thread_.joinable(); }
+
+  // Takes one sample now: computes it relative to the previous one, writes it as a `sample` event
+  // (when there is a writer), feeds on_sample when due, and returns it.
+  nlohmann::json sample_once();
+
+  std::uint64_t samples_taken() const;
+  // The last write error from the event writer (ok when none); the thread keeps sampling regardless.
+  Status last_error() const;
+
+ private:
+  double now_s() const;
+  void run();
+
+  const TierCounters& counters_;
+  EventWriter* writer_;
+  TelemetrySamplerOptions options_;
+  DiskStatsReader disk_;
+  std::chrono::steady_clock::time_point start_;
+
+  mutable std::mutex sample_mu_;  // guards the "previous" state below
+  CounterSnapshot prev_counters_;
+  double prev_t_s_ = 0.0;
+  std::optional<DiskIo> prev_disk_;
+  std::optional<double> last_callback_t_s_;
+  std::uint64_t samples_ = 0;
+  Status last_error_;
+
+  std::mutex thread_mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  std::thread thread_;
+};
+
+}  // namespace spillway
