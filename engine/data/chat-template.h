@@ -1,0 +1,85 @@
+// Chat templates: turn a conversation (system / user / assistant / tool messages) into the text a
+// chat model was trained on, split into segments that say which parts are trained.
+//
+// The common families are written out in C++ rather than run through a Jinja engine: llama-2
+// ("[INST]"), llama-3 ("<|start_header_id|>"), ChatML (Qwen, "<|im_start|>"), Stanford Alpaca
+// ("### Instruction:") and plain (prompt, newline, response, EOS). Which one a model uses is
+// recognised from distinctive substrings of tokenizer_config.json's `chat_template`, else from
+// the model family (config.json `model_type`), else from a setting (choose_chat_template).
+//
+// Rendering gives segments (text, trained) so that the tokens of prompts get label -100 and only
+// the assistant's replies (and the token that ends them) are trained, as LLaMA-Factory and
+// axolotl do. BOS and EOS are segments of their own carrying the tokenizer's ids, so a template
+// works with tokenizers that do not parse "<s>" written in text (tokenizer.model).
+//
+// All functions are pure and thread-safe; results are plain values owned by the caller.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace spillway {
+
+class Tokenizer;
+
+// Who speaks. ShareGPT's `function_call` is kToolCall (trained like the assistant, it is the
+// model's output); `observation` is kToolResult (given to the model, never trained).
+enum class ChatRole { kSystem, kUser, kAssistant, kToolCall, kToolResult };
+
+const char* chat_role_name(ChatRole role);
+// True for the roles whose content the model produces (kAssistant, kToolCall).
+inline bool chat_role_is_trained(ChatRole role) {
+  return role == ChatRole::kAssistant || role == ChatRole::kToolCall;
+}
+
+struct ChatMessage {
+  ChatRole role = ChatRole::kUser;
+  std::string content;
+};
+
+enum class ChatTemplateKind { kAuto, kLlama2, kLlama3, kChatMl, kAlpaca, kPlain };
+
+// "auto", "llama-2", "llama-3", "chatml", "alpaca", "plain".
+const char* chat_template_name(ChatTemplateKind kind);
+// Accepts the names above and the aliases "llama2", "llama3", "qwen", "qwen2", "mistral"
+// (llama-2 layout). kInvalidArgument lists the accepted names.
+Result<ChatTemplateKind> parse_chat_template_kind(std::string_view name);
+
+// One piece of rendered text. `special` pieces carry no text: the tokenizer's BOS / EOS id is
+// inserted instead (and dropped when the tokenizer has none).
+struct ChatSegment {
+  enum class Special { kNone, kBos, kEos };
+  std::string text;
+  bool trained = false;
+  Special special = Special::kNone;
+};
+
+// Recognises a Jinja chat template by its distinctive substrings ("<|im_start|>" -> ChatML,
+// "<|start_header_id|>" -> llama-3, "[INST]" -> llama-2, "### Instruction" -> Alpaca).
+// kAuto when none matches (or the template is empty).
+ChatTemplateKind detect_chat_template(std::string_view jinja_template);
+
+struct ChatTemplateChoice {
+  ChatTemplateKind kind = ChatTemplateKind::kPlain;
+  std::string reason;  // for the log and the GUI: "tokenizer_config.json chat_template has ..."
+};
+
+// The template to use, in this order: `requested` when it is not kAuto; the tokenizer's Jinja
+// template when recognised; the model family (`model_type` from config.json: qwen2/qwen3 ->
+// ChatML, mistral/mixtral -> llama-2, llama -> llama-3 when the vocabulary has
+// "<|start_header_id|>", else llama-2); else `fallback` (kAuto there means kPlain).
+// `tokenizer` may be null.
+ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokenizer* tokenizer,
+                                        std::string_view model_type,
+                                        ChatTemplateKind fallback = ChatTemplateKind::kPlain);
+
+// Renders `messages` with `kind` (not kAuto). A system message may only come first.
+// kInvalidArgument for an empty conversation, a system message after the first, or kAuto.
+Result<std::vector<ChatSegment>> render_chat(ChatTemplateKind kind,
+                                             std::span<const ChatMessage> messages);
+
+}  // namespace spillway

@@ -1,0 +1,240 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "core/log.h"
+#include "core/thread-pool.h"
+#include "data/tokenizer.h"
+
+namespace spillway {
+namespace {
+
+bool is_chat_format(DatasetFormat f) {
+  return f == DatasetFormat::kAlpaca || f == DatasetFormat::kShareGpt ||
+         f == DatasetFormat::kOpenAiMessages;
+}
+
+// One record after tokenization: the token stream and which tokens are targets to learn, or,
+// for pre-tokenized data, the finished sequence.
+struct Encoded {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> trained;
+  TokenSequence sequence;  // pre-tokenized only
+  int32_t token_count = 0;
+  bool truncated = false;
+  std::string error;  // non-empty: the record is bad (pre-tokenized id out of range)
+};
+
+void encode_document(const DatasetRecord& r, const Tokenizer& tok, const DatasetOptions& o,
+                     Encoded* e) {
+  if (o.add_bos && tok.bos_id()) e->tokens.push_back(*tok.bos_id());
+  std::vector<int32_t> ids = tok.encode(r.text);
+  e->tokens.insert(e->tokens.end(), ids.begin(), ids.end());
+  if (tok.eos_id()) e->tokens.push_back(*tok.eos_id());
+  // In a packed text stream every token is a target, EOS included: it teaches where a
+  // document ends.
+  e->trained.assign(e->tokens.size(), 1);
+}
+
+void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const DatasetOptions& o,
+                         ChatTemplateKind kind, Encoded* e) {
+  std::vector<ChatMessage> with_system;
+  std::span<const ChatMessage> msgs = r.messages;
+  if (!o.default_system.empty() && (msgs.empty() || msgs.front().role != ChatRole::kSystem)) {
+    with_system.push_back({ChatRole::kSystem, o.default_system});
+    with_system.insert(with_system.end(), msgs.begin(), msgs.end());
+    msgs = with_system;
+  }
+  auto segments = render_chat(kind, msgs);
+  if (!segments.ok()) {
+    e->error = segments.status().message();
+    return;
+  }
+  for (const ChatSegment& s : *segments) {
+    std::optional<int32_t> special;
+    if (s.special == ChatSegment::Special::kBos) {
+      special = tok.bos_id();
+      if (!special) continue;
+    } else if (s.special == ChatSegment::Special::kEos) {
+      special = tok.eos_id();
+      if (!special) continue;
+    }
+    if (special) {
+      e->tokens.push_back(*special);
+      e->trained.push_back(s.trained ? 1 : 0);
+      continue;
+    }
+    std::vector<int32_t> ids = tok.encode(s.text);
+    e->tokens.insert(e->tokens.end(), ids.begin(), ids.end());
+    e->trained.insert(e->trained.end(), ids.size(), s.trained ? 1 : 0);
+  }
+}
+
+void encode_pretokenized(const DatasetRecord& r, const Tokenizer& tok, int seq_len, Encoded* e) {
+  const int32_t vocab = tok.vocab_size();
+  for (size_t i = 0; i < r.input_ids.size(); ++i) {
+    if (r.input_ids[i] >= vocab) {
+      e->error = "'input_ids' entry " + std::to_string(i) + " = " + std::to_string(r.input_ids[i]) +
+                 " is outside the vocabulary (size " + std::to_string(vocab) + ")";
+      return;
+    }
+  }
+  for (size_t i = 0; i < r.labels.size(); ++i) {
+    if (r.labels[i] >= vocab) {
+      e->error = "'labels' entry " + std::to_string(i) + " = " + std::to_string(r.labels[i]) +
+                 " is outside the vocabulary (size " + std::to_string(vocab) + ")";
+      return;
+    }
+  }
+  e->token_count = static_cast<int32_t>(r.input_ids.size());
+  e->sequence = sequence_from_hf_labels(r.input_ids, r.labels, seq_len, &e->truncated);
+}
+
+}  // namespace
+
+const char* instruction_layout_name(InstructionLayout layout) {
+  return layout == InstructionLayout::kPacked ? "packed" : "padded";
+}
+
+Result<InstructionLayout> parse_instruction_layout(std::string_view name) {
+  if (name == "padded" || name.empty()) return InstructionLayout::kPadded;
+  if (name == "packed") return InstructionLayout::kPacked;
+  return invalid_argument("unknown instruction layout '" + std::string(name) +
+                          "' (expected padded or packed)");
+}
+
+Result<Dataset> Dataset::load(const std::string& path, const Tokenizer& tokenizer,
+                              const DatasetOptions& options) {
+  if (options.seq_len < 1)
+    return invalid_argument("seq_len must be at least 1, got " + std::to_string(options.seq_len));
+  SPW_ASSIGN_OR_RETURN(DatasetRecords records, read_dataset_records(path, options.read));
+  return from_records(std::move(records), path, tokenizer, options);
+}
+
+Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string& name,
+                                      const Tokenizer& tokenizer, const DatasetOptions& options) {
+  if (options.seq_len < 1)
+    return invalid_argument("seq_len must be at least 1, got " + std::to_string(options.seq_len));
+  auto shared = std::make_shared<Shared>();
+  shared->seq_len = options.seq_len;
+  shared->format = records.format;
+  shared->pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
+  const bool chat = is_chat_format(records.format);
+  const bool pretokenized = records.format == DatasetFormat::kPreTokenized;
+  if (chat) {
+    shared->chat_template = choose_chat_template(options.chat_template, &tokenizer,
+                                                 options.model_type, options.fallback_template);
+  } else if (!pretokenized && !tokenizer.eos_id()) {
+    log_warn(name + ": the tokenizer has no EOS token; documents are packed without a separator");
+  }
+
+  // Tokenize every record (in parallel when a pool is given: Tokenizer is thread-safe).
+  const size_t n = records.records.size();
+  std::vector<Encoded> enc(n);
+  auto work = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const DatasetRecord& r = records.records[i];
+      Encoded& e = enc[i];
+      if (pretokenized) {
+        encode_pretokenized(r, tokenizer, options.seq_len, &e);
+        continue;
+      }
+      if (chat)
+        encode_conversation(r, tokenizer, options, shared->chat_template.kind, &e);
+      else
+        encode_document(r, tokenizer, options, &e);
+      e.token_count = static_cast<int32_t>(e.tokens.size());
+    }
+  };
+  if (options.pool && n > 1)
+    options.pool->parallel_for(n, work, 1);
+  else
+    work(0, n);
+
+  DatasetStats& st = shared->stats;
+  IssueLog issues(name, options.read.skip_bad_records, options.read.max_reported_issues);
+  std::vector<int32_t> stream;
+  std::vector<uint8_t> stream_trained;
+  const bool pack = !pretokenized && (!chat || options.instruction_layout == InstructionLayout::kPacked);
+  for (size_t i = 0; i < n; ++i) {
+    Encoded& e = enc[i];
+    if (!e.error.empty()) {
+      SPW_RETURN_IF_ERROR(issues.report(records.records[i].line, std::move(e.error)));
+      continue;
+    }
+    ++st.records;
+    st.example_tokens.push_back(e.token_count);
+    st.total_tokens += e.token_count;
+    if (pack) {
+      stream.insert(stream.end(), e.tokens.begin(), e.tokens.end());
+      stream_trained.insert(stream_trained.end(), e.trained.begin(), e.trained.end());
+    } else {
+      TokenSequence s = pretokenized ? std::move(e.sequence)
+                                     : single_sequence(e.tokens, e.trained, options.seq_len, &e.truncated);
+      if (e.truncated) {
+        ++st.truncated;
+        st.dropped_positions += std::max<int64_t>(0, e.token_count - 1 - options.seq_len);
+      }
+      if (!s.input_ids.empty()) shared->sequences.push_back(std::move(s));
+    }
+    e = Encoded();  // free as we go
+  }
+  if (pack) {
+    int64_t dropped = 0;
+    shared->sequences = pack_stream(stream, stream_trained, options.seq_len, options.keep_tail, &dropped);
+    st.dropped_positions += dropped;
+  }
+  st.skipped = records.skipped + issues.count();
+  st.issues = records.issues;
+  for (const RecordIssue& i : issues.kept())
+    if (st.issues.size() < options.read.max_reported_issues) st.issues.push_back(i);
+  st.sequences = static_cast<int64_t>(shared->sequences.size());
+  for (const TokenSequence& s : shared->sequences) {
+    st.positions += static_cast<int64_t>(s.size());
+    st.trained_tokens += s.trained_count();
+  }
+  if (shared->sequences.empty())
+    return invalid_argument(name + ": the dataset gives no training sequence (" +
+                            std::to_string(st.records) + " records, " +
+                            std::to_string(st.total_tokens) + " tokens)");
+  if (st.trained_tokens == 0)
+    return invalid_argument(name + ": no position is trained (every label is -100)");
+  const size_t count = shared->sequences.size();
+  return Dataset(std::move(shared), 0, count);
+}
+
+const ChatTemplateChoice& Dataset::chat_template() const {
+  static const ChatTemplateChoice kNone{ChatTemplateKind::kAuto, ""};
+  return shared_ ? shared_->chat_template : kNone;
+}
+
+int64_t Dataset::position_count() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < size(); ++i) total += static_cast<int64_t>((*this)[i].size());
+  return total;
+}
+
+int64_t Dataset::trained_count() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < size(); ++i) total += (*this)[i].trained_count();
+  return total;
+}
+
+Result<std::pair<Dataset, Dataset>> Dataset::split_tail(double fraction) const {
+  if (!(fraction >= 0.0 && fraction < 1.0))
+    return invalid_argument("eval fraction must be in [0, 1), got " + std::to_string(fraction));
+  const size_t n = size();
+  if (fraction == 0.0) return std::pair<Dataset, Dataset>{*this, Dataset(shared_, end_, end_)};
+  if (n < 2)
+    return invalid_argument("cannot hold out " + std::to_string(fraction * 100.0) +
+                            "% for evaluation from " + std::to_string(n) +
+                            " sequence(s); use a larger dataset or a shorter seq_len");
+  size_t held = static_cast<size_t>(std::llround(static_cast<double>(n) * fraction));
+  held = std::clamp<size_t>(held, 1, n - 1);
+  const size_t cut = end_ - held;
+  return std::pair<Dataset, Dataset>{Dataset(shared_, begin_, cut), Dataset(shared_, cut, end_)};
+}
+
+}  // namespace spillway
