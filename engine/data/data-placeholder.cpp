@@ -1,1 +1,0 @@
-// Removed once the data folder has real sources.
