@@ -1,0 +1,92 @@
+#include "data/tokenizer-config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "core/file-util.h"
+
+namespace spillway {
+
+using nlohmann::json;
+
+namespace {
+
+// A special token is written as "<s>", as {"content": "<s>", ...} (a serialized AddedToken) or
+// as null.
+Status read_token(const json& j, const char* key, const std::string& file,
+                  std::optional<std::string>& out) {
+  if (!j.contains(key) || j[key].is_null()) return {};
+  const json& v = j[key];
+  if (v.is_string()) {
+    out = v.get<std::string>();
+  } else if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    out = v["content"].get<std::string>();
+  } else {
+    return corrupt(file + ": \"" + key + "\" is neither a string nor {\"content\": ...}");
+  }
+  return {};
+}
+
+Result<json> read_json(const std::string& path) {
+  SPW_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    return corrupt(path + ": not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
+  namespace fs = std::filesystem;
+  TokenizerConfig cfg;
+  const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
+  std::error_code ec;
+  if (fs::is_regular_file(config_path, ec)) {
+    SPW_ASSIGN_OR_RETURN(json j, read_json(config_path));
+    if (!j.is_object()) return corrupt(config_path + ": not a JSON object");
+    SPW_RETURN_IF_ERROR(read_token(j, "bos_token", config_path, cfg.bos_token));
+    SPW_RETURN_IF_ERROR(read_token(j, "eos_token", config_path, cfg.eos_token));
+    SPW_RETURN_IF_ERROR(read_token(j, "pad_token", config_path, cfg.pad_token));
+    SPW_RETURN_IF_ERROR(read_token(j, "unk_token", config_path, cfg.unk_token));
+    if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean())
+      cfg.add_bos_token = j["add_bos_token"].get<bool>();
+    if (j.contains("add_eos_token") && j["add_eos_token"].is_boolean())
+      cfg.add_eos_token = j["add_eos_token"].get<bool>();
+    if (j.contains("tokenizer_class") && j["tokenizer_class"].is_string())
+      cfg.tokenizer_class = j["tokenizer_class"].get<std::string>();
+    if (j.contains("chat_template")) {
+      const json& t = j["chat_template"];
+      if (t.is_string()) {
+        cfg.chat_template = t.get<std::string>();
+      } else if (t.is_array()) {
+        // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]: the default one.
+        for (const auto& e : t) {
+          if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) continue;
+          if (cfg.chat_template.empty() || e.value("name", std::string()) == "default")
+            cfg.chat_template = e["template"].get<std::string>();
+        }
+      } else if (!t.is_null()) {
+        return corrupt(config_path + ": \"chat_template\" is neither a string nor a list");
+      }
+    }
+  }
+  const std::string map_path = (fs::path(dir) / "special_tokens_map.json").string();
+  if (fs::is_regular_file(map_path, ec)) {
+    SPW_ASSIGN_OR_RETURN(json j, read_json(map_path));
+    if (!j.is_object()) return corrupt(map_path + ": not a JSON object");
+    if (!cfg.bos_token) SPW_RETURN_IF_ERROR(read_token(j, "bos_token", map_path, cfg.bos_token));
+    if (!cfg.eos_token) SPW_RETURN_IF_ERROR(read_token(j, "eos_token", map_path, cfg.eos_token));
+    if (!cfg.pad_token) SPW_RETURN_IF_ERROR(read_token(j, "pad_token", map_path, cfg.pad_token));
+    if (!cfg.unk_token) SPW_RETURN_IF_ERROR(read_token(j, "unk_token", map_path, cfg.unk_token));
+  }
+  const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
+  if (cfg.chat_template.empty() && fs::is_regular_file(jinja_path, ec)) {
+    SPW_ASSIGN_OR_RETURN(cfg.chat_template, read_file(jinja_path));
+  }
+  return cfg;
+}
+
+}  // namespace spillway

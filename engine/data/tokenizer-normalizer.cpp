@@ -1,0 +1,200 @@
+#include "data/tokenizer-normalizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+#include "core/log.h"
+#include "data/tokenizer-regex.h"
+#include "data/tokenizer-unicode.h"
+
+namespace spillway {
+
+namespace tu = tokenizer_unicode;
+using nlohmann::json;
+
+namespace {
+
+class NormalFormNormalizer final : public TokenizerNormalizer {
+ public:
+  explicit NormalFormNormalizer(tu::NormalForm f) : form_(f) {}
+  void normalize(std::string& s) const override {
+    std::string out;
+    tu::normalize(form_, s, out);
+    s.swap(out);
+  }
+  bool reversible() const override { return false; }
+
+ private:
+  tu::NormalForm form_;
+};
+
+class LowercaseNormalizer final : public TokenizerNormalizer {
+ public:
+  void normalize(std::string& s) const override { s = tu::to_lower(s); }
+  bool reversible() const override { return false; }
+};
+
+class PrependNormalizer final : public TokenizerNormalizer {
+ public:
+  explicit PrependNormalizer(std::string p) : prepend_(std::move(p)) {}
+  void normalize(std::string& s) const override {
+    if (!s.empty()) s.insert(0, prepend_);
+  }
+  bool reversible() const override { return true; }
+
+ private:
+  std::string prepend_;
+};
+
+class ReplaceNormalizer final : public TokenizerNormalizer {
+ public:
+  ReplaceNormalizer(std::string literal, TokenizerRegex re, std::string content)
+      : literal_(std::move(literal)), re_(std::move(re)), content_(std::move(content)) {}
+  void normalize(std::string& s) const override {
+    if (!literal_.empty()) {
+      if (s.find(literal_) == std::string::npos) return;
+      std::string out;
+      out.reserve(s.size() + s.size() / 4);
+      size_t pos = 0;
+      for (size_t f; (f = s.find(literal_, pos)) != std::string::npos; pos = f + literal_.size()) {
+        out.append(s, pos, f - pos);
+        out += content_;
+      }
+      out.append(s, pos, std::string::npos);
+      s.swap(out);
+      return;
+    }
+    std::string out;
+    size_t prev = 0;
+    re_.find_all(s, [&](size_t b, size_t e) {
+      out.append(s, prev, b - prev);
+      out += content_;
+      prev = e;
+    });
+    out.append(s, prev, std::string::npos);
+    s.swap(out);
+  }
+  // " " -> "▁" (the SentencePiece convention) is undone by the Metaspace/Replace decoders.
+  bool reversible() const override { return literal_ == " "; }
+
+ private:
+  std::string literal_;  // non-empty for a String pattern
+  TokenizerRegex re_;    // for a Regex pattern
+  std::string content_;
+};
+
+class StripNormalizer final : public TokenizerNormalizer {
+ public:
+  StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
+  void normalize(std::string& s) const override {
+    size_t b = 0, e = s.size();
+    if (left_) {
+      while (b < e) {
+        size_t i = b;
+        if (!tu::is_whitespace(tu::utf8_next(s, i))) break;
+        b = i;
+      }
+    }
+    if (right_) {
+      while (e > b) {
+        size_t start = e - 1;
+        while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+        size_t i = start;
+        if (!tu::is_whitespace(tu::utf8_next(s, i))) break;
+        e = start;
+      }
+    }
+    s = s.substr(b, e - b);
+  }
+  bool reversible() const override { return false; }
+
+ private:
+  bool left_, right_;
+};
+
+class SequenceNormalizer final : public TokenizerNormalizer {
+ public:
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<TokenizerNormalizer>> n)
+      : items_(std::move(n)) {}
+  void normalize(std::string& s) const override {
+    for (const auto& n : items_) n->normalize(s);
+  }
+  bool reversible() const override {
+    for (const auto& n : items_)
+      if (!n->reversible()) return false;
+    return true;
+  }
+
+ private:
+  std::vector<std::unique_ptr<TokenizerNormalizer>> items_;
+};
+
+// Reads a {"String": s} or {"Regex": r} pattern.
+Status parse_pattern(const json& p, std::string& literal, TokenizerRegex& re) {
+  if (p.is_object() && p.contains("String") && p["String"].is_string()) {
+    literal = p["String"].get<std::string>();
+    if (literal.empty()) return corrupt("empty String pattern");
+    return {};
+  }
+  if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
+    auto r = TokenizerRegex::compile(p["Regex"].get<std::string>());
+    if (!r.ok()) return r.status();
+    re = std::move(r).value();
+    return {};
+  }
+  return corrupt("pattern is neither {\"String\": ...} nor {\"Regex\": ...}");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const json& j) {
+  if (j.is_null()) return std::unique_ptr<TokenizerNormalizer>();
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+    return corrupt("normalizer: missing \"type\"");
+  const std::string type = j["type"].get<std::string>();
+  auto form = [&](tu::NormalForm f) -> Result<std::unique_ptr<TokenizerNormalizer>> {
+    if (!tu::have_icu())
+      log_warn("tokenizer: normalizer " + type +
+               " needs ICU, which this build lacks; text is used as given");
+    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<NormalFormNormalizer>(f));
+  };
+  if (type == "NFC") return form(tu::NormalForm::kNfc);
+  if (type == "NFD") return form(tu::NormalForm::kNfd);
+  if (type == "NFKC") return form(tu::NormalForm::kNfkc);
+  if (type == "NFKD") return form(tu::NormalForm::kNfkd);
+  if (type == "Lowercase") return std::unique_ptr<TokenizerNormalizer>(std::make_unique<LowercaseNormalizer>());
+  if (type == "Prepend") {
+    if (!j.contains("prepend") || !j["prepend"].is_string())
+      return corrupt("normalizer Prepend: missing \"prepend\"");
+    return std::unique_ptr<TokenizerNormalizer>(
+        std::make_unique<PrependNormalizer>(j["prepend"].get<std::string>()));
+  }
+  if (type == "Replace") {
+    if (!j.contains("pattern") || !j.contains("content") || !j["content"].is_string())
+      return corrupt("normalizer Replace: missing \"pattern\" or \"content\"");
+    std::string literal;
+    TokenizerRegex re;
+    Status st = parse_pattern(j["pattern"], literal, re);
+    if (!st.ok()) return st.with_context("normalizer Replace");
+    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<ReplaceNormalizer>(
+        std::move(literal), std::move(re), j["content"].get<std::string>()));
+  }
+  if (type == "Strip") {
+    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<StripNormalizer>(
+        j.value("strip_left", true), j.value("strip_right", true)));
+  }
+  if (type == "Sequence") {
+    if (!j.contains("normalizers") || !j["normalizers"].is_array())
+      return corrupt("normalizer Sequence: missing \"normalizers\"");
+    std::vector<std::unique_ptr<TokenizerNormalizer>> items;
+    for (const auto& n : j["normalizers"]) {
+      SPW_ASSIGN_OR_RETURN(auto item, parse_normalizer(n));
+      if (item) items.push_back(std::move(item));
+    }
+    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<SequenceNormalizer>(std::move(items)));
+  }
+  return unsupported("normalizer type \"" + type + "\"");
+}
+
+}  // namespace spillway

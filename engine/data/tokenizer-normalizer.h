@@ -1,0 +1,34 @@
+// Normalizers of a Hugging Face tokenizer.json ("normalizer"): text -> text before
+// pre-tokenization. Supported types, with the semantics of `tokenizers` (Rust):
+// NFC, NFD, NFKC, NFKD (ICU), Lowercase, Prepend, Replace (String or Regex pattern), Strip
+// (Unicode whitespace), Sequence. Anything else is kUnsupported at load time.
+//
+// HF applies the normalizer to each piece of text between added tokens separately (so Prepend
+// adds its "▁" to every such piece); the caller does the splitting. Normalizers are immutable
+// after parsing; normalize() is const and thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/status.h"
+
+namespace spillway {
+
+class TokenizerNormalizer {
+ public:
+  virtual ~TokenizerNormalizer() = default;
+  // Rewrites `s` (UTF-8) in place.
+  virtual void normalize(std::string& s) const = 0;
+  // False when the normalizer can change text in a way decode cannot undo (Unicode forms,
+  // lowercasing, stripping); Prepend/Replace of the Metaspace kind count as reversible.
+  virtual bool reversible() const = 0;
+};
+
+// Parses a "normalizer" object; a JSON null yields nullptr (no normalizer). kUnsupported names
+// the type; kCorrupt names the missing field.
+Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const nlohmann::json& j);
+
+}  // namespace spillway
