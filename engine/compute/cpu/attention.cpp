@@ -1,8 +1,12 @@
 // Causal GQA attention forward and backward (math in attention.h).
 //
-// Layout: a row (b, t, head) of q/out/dout is q + ((b·T + t)·hq + head)·d; of k/v with hkv heads
-// likewise. Work items are single rows; `interleave` maps item i of a (b, head) to row t so that
-// consecutive items alternate short and long causal rows (0, T−1, 1, T−2, ...).
+// Layout: row (b, t, head) of q/out/dout starts at ((b·T + t)·hq + head)·d; k/v likewise with
+// hkv heads. To turn every inner loop into a SIMD axpy (no horizontal reductions), the operand
+// that a score row runs over is first transposed per head to [b, head, d, T]: a row of scores
+// S[t, 0..T) is then Σ_j q[t, j] · Kᵀ[j, 0..T). Work items are blocks of kRows query (or key)
+// rows, so each loaded K/V/Q row feeds kRows multiply-adds; blocks are visited from both ends of
+// the sequence alternately (0, last, 1, last−1, ...) so that any contiguous range of items covers
+// the causal triangle evenly.
 #include "compute/cpu/attention.h"
 
 #include <algorithm>
@@ -11,28 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "compute/cpu/vec-math.h"
 #include "core/thread-pool.h"
 
 namespace spillway::compute::cpu {
 
 namespace {
 
-inline float dot(const float* a, const float* b, int d) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int j = 0; j < d; ++j) s += a[j] * b[j];
-  return s;
-}
-
-inline void axpy(float* y, float a, const float* x, int d) {
-#pragma omp simd
-  for (int j = 0; j < d; ++j) y[j] += a * x[j];
-}
-
-inline int interleave(size_t i, int seq) {
-  const int k = static_cast<int>(i / 2);
-  return (i % 2 == 0) ? k : seq - 1 - k;
-}
+constexpr int kRows = 4;  // query (or key) rows per work item
 
 Status check_shape(const char* what, int batch, int seq, int hq, int hkv, int d) {
   if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || d <= 0 || hq % hkv != 0) {
@@ -44,50 +34,143 @@ Status check_shape(const char* what, int batch, int seq, int hq, int hkv, int d)
   return Status::ok_status();
 }
 
-// Rows per parallel chunk: enough work (~64k multiply-adds) to amortise the dispatch.
-size_t min_rows(int seq, int d) {
-  const size_t per_row = static_cast<size_t>(std::max(1, seq / 2)) * d * 2;
-  return std::max<size_t>(1, 65536 / std::max<size_t>(1, per_row));
+inline int interleave(size_t i, int blocks) {
+  const int k = static_cast<int>(i / 2);
+  return (i % 2 == 0) ? k : blocks - 1 - k;
 }
+
+// x[b, T, heads, d] → xt[b, heads, d, T]
+std::vector<float> transpose_heads(const float* x, int batch, int seq, int heads, int d) {
+  std::vector<float> xt(static_cast<size_t>(batch) * heads * d * seq);
+  ThreadPool::global().parallel_for(static_cast<size_t>(batch) * heads, [&](size_t i0, size_t i1) {
+    for (size_t bh = i0; bh < i1; ++bh) {
+      const size_t b = bh / heads, h = bh % heads;
+      float* dst = xt.data() + bh * d * seq;
+      for (int t = 0; t < seq; ++t) {
+        const float* src = x + ((b * seq + t) * heads + h) * d;
+        for (int j = 0; j < d; ++j) dst[static_cast<size_t>(j) * seq + t] = src[j];
+      }
+    }
+  });
+  return xt;
+}
+
+// out[r][0, count) = Σ_j a[r][j] · bt[j][0, count) for kRows rows; bt is [d, stride].
+inline void rows_times_transposed(float* const out[kRows], const float* const a[kRows],
+                                  const float* bt, int stride, int count, int d) {
+  for (int r = 0; r < kRows; ++r) std::fill(out[r], out[r] + count, 0.0f);
+  float* o0 = out[0];
+  float* o1 = out[1];
+  float* o2 = out[2];
+  float* o3 = out[3];
+  for (int j = 0; j < d; ++j) {
+    const float* row = bt + static_cast<size_t>(j) * stride;
+    const float a0 = a[0][j], a1 = a[1][j], a2 = a[2][j], a3 = a[3][j];
+#pragma omp simd
+    for (int s = 0; s < count; ++s) {
+      const float x = row[s];
+      o0[s] += a0 * x;
+      o1[s] += a1 * x;
+      o2[s] += a2 * x;
+      o3[s] += a3 * x;
+    }
+  }
+}
+
+// acc[r][0, d) += Σ_{s < count} w[r][s] · rows(s)[0, d) for kRows rows; rows(s) = base + s·stride.
+inline void weighted_rows_sum(float* const acc[kRows], const float* const w[kRows],
+                              const float* base, size_t stride, int s0, int count, int d) {
+  float* c0 = acc[0];
+  float* c1 = acc[1];
+  float* c2 = acc[2];
+  float* c3 = acc[3];
+  for (int s = s0; s < count; ++s) {
+    const float* row = base + s * stride;
+    const float w0 = w[0][s], w1 = w[1][s], w2 = w[2][s], w3 = w[3][s];
+#pragma omp simd
+    for (int j = 0; j < d; ++j) {
+      const float x = row[j];
+      c0[j] += w0 * x;
+      c1[j] += w1 * x;
+      c2[j] += w2 * x;
+      c3[j] += w3 * x;
+    }
+  }
+}
+
+// Rows per parallel chunk: enough work (~64k multiply-adds) to amortise the dispatch.
+size_t min_blocks(int seq, int d) {
+  const size_t per_block = static_cast<size_t>(std::max(1, seq / 2)) * d * 2 * kRows;
+  return std::max<size_t>(1, 65536 / std::max<size_t>(1, per_block));
+}
+
+struct RowScratch {
+  explicit RowScratch(int seq, int d)
+      : s(static_cast<size_t>(kRows) * std::max(seq, 1)),
+        p(static_cast<size_t>(kRows) * std::max(seq, 1)),
+        acc(static_cast<size_t>(kRows) * d) {}
+  std::vector<float> s, p, acc;  // [kRows, seq], [kRows, seq], [kRows, d]
+};
 
 }  // namespace
 
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          int batch, int seq, int hq, int hkv, int head_dim) {
   SPW_RETURN_IF_ERROR(check_shape("attention_forward", batch, seq, hq, hkv, head_dim));
+  if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const size_t items = static_cast<size_t>(batch) * hq * seq;
+  const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, T]
+  const int blocks = (seq + kRows - 1) / kRows;
+  const size_t items = static_cast<size_t>(batch) * hq * blocks;
   ThreadPool::global().parallel_for(
       items,
       [&](size_t i0, size_t i1) {
-        std::vector<float> p(seq);
-        std::vector<float> acc(d);
+        RowScratch sc(seq, d);
         for (size_t item = i0; item < i1; ++item) {
-          const size_t bh = item / seq;  // b·hq + h
-          const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
-          const int t = interleave(item % seq, seq), kvh = h / group;
+          const size_t bh = item / blocks;  // b·hq + h
+          const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq), kvh = h / group;
+          const int t0 = interleave(item % blocks, blocks) * kRows;
+          const int rows = std::min(kRows, seq - t0), count = t0 + rows;  // keys [0, count)
           const size_t tok = static_cast<size_t>(b) * seq;
-          const float* qt = q + ((tok + t) * hq + h) * d;
-          float m = -std::numeric_limits<float>::infinity();
-          for (int s = 0; s <= t; ++s) {
-            p[s] = dot(qt, k + ((tok + s) * hkv + kvh) * d, d) * scale;
-            m = std::max(m, p[s]);
+          const float* qr[kRows];
+          float* sr[kRows];
+          float* ar[kRows];
+          for (int r = 0; r < kRows; ++r) {
+            qr[r] = q + ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;  // pad with a real row
+            sr[r] = sc.s.data() + static_cast<size_t>(r) * seq;
+            ar[r] = sc.acc.data() + static_cast<size_t>(r) * d;
           }
-          float l = 0.0f;
-          for (int s = 0; s <= t; ++s) {
-            p[s] = std::exp(p[s] - m);
-            l += p[s];
+          rows_times_transposed(sr, qr, kt.data() + (static_cast<size_t>(b) * hkv + kvh) * d * seq,
+                                seq, count, d);
+          float l_row[kRows];
+          for (int r = 0; r < kRows; ++r) {
+            const int t = t0 + r;  // keys [0, t] are visible; later ones get weight 0
+            float* s = sr[r];
+            const int visible = std::min(t + 1, count);
+            float m = -std::numeric_limits<float>::infinity();
+            for (int u = 0; u < visible; ++u) m = std::max(m, s[u] * scale);
+            float l = 0.0f;
+#pragma omp simd reduction(+ : l)
+            for (int u = 0; u < visible; ++u) {
+              s[u] = expf_fast(s[u] * scale - m);
+              l += s[u];
+            }
+            std::fill(s + visible, s + count, 0.0f);
+            l_row[r] = l;
+            if (r < rows) lse[bh * seq + t] = m + std::log(l);
           }
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int s = 0; s <= t; ++s) axpy(acc.data(), p[s], v + ((tok + s) * hkv + kvh) * d, d);
-          const float inv_l = 1.0f / l;
-          float* ot = out + ((tok + t) * hq + h) * d;
-          for (int j = 0; j < d; ++j) ot[j] = acc[j] * inv_l;
-          lse[bh * seq + t] = m + std::log(l);
+          std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
+          weighted_rows_sum(ar, sr, v + tok * hkv * d + static_cast<size_t>(kvh) * d,
+                            static_cast<size_t>(hkv) * d, 0, count, d);
+          for (int r = 0; r < rows; ++r) {
+            const float inv_l = 1.0f / l_row[r];
+            float* ot = out + ((tok + t0 + r) * hq + h) * d;
+            for (int j = 0; j < d; ++j) ot[j] = ar[r][j] * inv_l;
+          }
         }
       },
-      min_rows(seq, d));
+      min_blocks(seq, d));
   return Status::ok_status();
 }
 
@@ -95,82 +178,157 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
                           const float* k, const float* v, const float* out, const float* lse,
                           int batch, int seq, int hq, int hkv, int head_dim) {
   SPW_RETURN_IF_ERROR(check_shape("attention_backward", batch, seq, hq, hkv, head_dim));
+  if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   ThreadPool& pool = ThreadPool::global();
-  const size_t rows = min_rows(seq, d);
+  const int blocks = (seq + kRows - 1) / kRows;
+  const size_t chunk = min_blocks(seq, d);
 
   // D[b, hq, t] = rowsum(dO ∘ O)
-  const size_t q_items = static_cast<size_t>(batch) * hq * seq;
-  std::vector<float> delta(q_items);
+  const size_t q_rows = static_cast<size_t>(batch) * hq * seq;
+  std::vector<float> delta(q_rows);
   pool.parallel_for(
-      q_items,
+      q_rows,
       [&](size_t i0, size_t i1) {
         for (size_t item = i0; item < i1; ++item) {
           const size_t bh = item / seq;
           const size_t b = bh / hq, h = bh % hq, t = item % seq;
           const size_t off = ((b * seq + t) * hq + h) * d;
-          delta[item] = dot(dout + off, out + off, d);
+          float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+          for (int j = 0; j < d; ++j) s += dout[off + j] * out[off + j];
+          delta[item] = s;
         }
       },
       256);
 
-  // dQ, one query row per item: dq_t = scale · Σ_{s<=t} dS_ts · k_s
-  pool.parallel_for(
-      q_items,
-      [&](size_t i0, size_t i1) {
-        for (size_t item = i0; item < i1; ++item) {
-          const size_t bh = item / seq;
-          const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
-          const int t = interleave(item % seq, seq), kvh = h / group;
-          const size_t tok = static_cast<size_t>(b) * seq;
-          const size_t qoff = ((tok + t) * hq + h) * d;
-          const float* qt = q + qoff;
-          const float* dot_ = dout + qoff;
-          const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
-          float* dqt = dq + qoff;
-          std::fill(dqt, dqt + d, 0.0f);
-          for (int s = 0; s <= t; ++s) {
-            const size_t koff = ((tok + s) * hkv + kvh) * d;
-            const float pr = std::exp(dot(qt, k + koff, d) * scale - l);
-            const float ds = pr * (dot(dot_, v + koff, d) - dt);
-            axpy(dqt, ds * scale, k + koff, d);
+  // Pass 1, blocks of query rows: P_ts = exp(S_ts − lse_t), dP_ts = dO_t·v_s,
+  // dS = P∘(dP − D), dq_t = scale · Σ_{s<=t} dS_ts · k_s.
+  {
+    const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, T]
+    const std::vector<float> vt = transpose_heads(v, batch, seq, hkv, d);
+    pool.parallel_for(
+        static_cast<size_t>(batch) * hq * blocks,
+        [&](size_t i0, size_t i1) {
+          RowScratch sc(seq, d);
+          for (size_t item = i0; item < i1; ++item) {
+            const size_t bh = item / blocks;
+            const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
+            const int kvh = h / group;
+            const int t0 = interleave(item % blocks, blocks) * kRows;
+            const int rows = std::min(kRows, seq - t0), count = t0 + rows;
+            const size_t tok = static_cast<size_t>(b) * seq;
+            const float* qr[kRows];
+            const float* gr[kRows];
+            float* sr[kRows];
+            float* pr[kRows];
+            float* ar[kRows];
+            for (int r = 0; r < kRows; ++r) {
+              const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
+              qr[r] = q + off;
+              gr[r] = dout + off;
+              sr[r] = sc.s.data() + static_cast<size_t>(r) * seq;
+              pr[r] = sc.p.data() + static_cast<size_t>(r) * seq;
+              ar[r] = sc.acc.data() + static_cast<size_t>(r) * d;
+            }
+            const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * seq;
+            rows_times_transposed(sr, qr, kt.data() + kv_off, seq, count, d);  // S
+            rows_times_transposed(pr, gr, vt.data() + kv_off, seq, count, d);  // dP
+            for (int r = 0; r < kRows; ++r) {
+              const int t = t0 + std::min(r, rows - 1);
+              const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
+              const int visible = std::min(t0 + r + 1, count);
+              float* s = sr[r];
+              const float* dp = pr[r];
+#pragma omp simd
+              for (int u = 0; u < visible; ++u) s[u] = expf_fast(s[u] * scale - l) * (dp[u] - dt);
+              std::fill(s + visible, s + count, 0.0f);
+            }
+            std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
+            weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
+                              static_cast<size_t>(hkv) * d, 0, count, d);
+            for (int r = 0; r < rows; ++r) {
+              float* dqt = dq + ((tok + t0 + r) * hq + h) * d;
+              for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
+            }
           }
-        }
-      },
-      rows);
+        },
+        chunk);
+  }
 
-  // dK, dV, one key row per item, summed over the group's query heads and queries t >= s:
-  // dk_s = scale · Σ dS_ts · q_t,  dv_s = Σ P_ts · dO_t
-  const size_t k_items = static_cast<size_t>(batch) * hkv * seq;
+  // Pass 2, blocks of key rows, summed over the group's query heads and queries t >= s:
+  // dk_s = scale · Σ_t dS_ts · q_t,  dv_s = Σ_t P_ts · dO_t.
+  const std::vector<float> qt = transpose_heads(q, batch, seq, hq, d);     // [b, hq, d, T]
+  const std::vector<float> gt = transpose_heads(dout, batch, seq, hq, d);  // [b, hq, d, T]
   pool.parallel_for(
-      k_items,
+      static_cast<size_t>(batch) * hkv * blocks,
       [&](size_t i0, size_t i1) {
+        RowScratch sc(seq, d);
+        std::vector<float> acc_v(static_cast<size_t>(kRows) * d);
         for (size_t item = i0; item < i1; ++item) {
-          const size_t bkh = item / seq;
+          const size_t bkh = item / blocks;
           const int b = static_cast<int>(bkh / hkv), kvh = static_cast<int>(bkh % hkv);
-          const int s = interleave(item % seq, seq);
+          const int s0 = interleave(item % blocks, blocks) * kRows;
+          const int rows = std::min(kRows, seq - s0);
           const size_t tok = static_cast<size_t>(b) * seq;
-          const size_t koff = ((tok + s) * hkv + kvh) * d;
-          const float* ks = k + koff;
-          const float* vs = v + koff;
-          float* dks = dk + koff;
-          float* dvs = dv + koff;
-          std::fill(dks, dks + d, 0.0f);
-          std::fill(dvs, dvs + d, 0.0f);
+          const float* kr[kRows];
+          const float* vr[kRows];
+          float* sr[kRows];  // [kRows, T] scores, then dS, indexed by query t
+          float* pr[kRows];  // [kRows, T] dP, then P
+          float* ak[kRows];
+          float* av[kRows];
+          for (int r = 0; r < kRows; ++r) {
+            const size_t off = ((tok + s0 + std::min(r, rows - 1)) * hkv + kvh) * d;
+            kr[r] = k + off;
+            vr[r] = v + off;
+            sr[r] = sc.s.data() + static_cast<size_t>(r) * seq;
+            pr[r] = sc.p.data() + static_cast<size_t>(r) * seq;
+            ak[r] = sc.acc.data() + static_cast<size_t>(r) * d;
+            av[r] = acc_v.data() + static_cast<size_t>(r) * d;
+          }
+          std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
+          std::fill(acc_v.begin(), acc_v.end(), 0.0f);
           for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
             const size_t bh = static_cast<size_t>(b) * hq + h;
-            for (int t = s; t < seq; ++t) {
-              const size_t qoff = ((tok + t) * hq + h) * d;
-              const float pr = std::exp(dot(q + qoff, ks, d) * scale - lse[bh * seq + t]);
-              const float ds = pr * (dot(dout + qoff, vs, d) - delta[bh * seq + t]);
-              axpy(dks, ds * scale, q + qoff, d);
-              axpy(dvs, pr, dout + qoff, d);
+            const size_t t_off = bh * d * seq;
+            // Queries t in [s0, T) see at least the first key of the block. The score rows are
+            // indexed by t directly (entries below s0 unused) so lse/D line up without offsets.
+            const int n_t = seq - s0;
+            float* srs[kRows];
+            float* prs[kRows];
+            for (int r = 0; r < kRows; ++r) srs[r] = sr[r] + s0, prs[r] = pr[r] + s0;
+            rows_times_transposed(srs, kr, qt.data() + t_off + s0, seq, n_t, d);  // S[s, t]
+            rows_times_transposed(prs, vr, gt.data() + t_off + s0, seq, n_t, d);  // dP[s, t]
+            const float* l = lse + bh * seq;
+            const float* dt = delta.data() + bh * seq;
+            for (int r = 0; r < kRows; ++r) {
+              const int s = s0 + r;  // query t sees key s when t >= s
+              float* sv = sr[r];
+              float* pv = pr[r];
+              for (int t = s0; t < std::min(s, seq); ++t) sv[t] = pv[t] = 0.0f;
+#pragma omp simd
+              for (int t = std::min(s, seq); t < seq; ++t) {
+                const float p = expf_fast(sv[t] * scale - l[t]);
+                sv[t] = p * (pv[t] - dt[t]);
+                pv[t] = p;
+              }
+            }
+            const float* q_rows = q + (tok * hq + h) * d;
+            const float* g_rows = dout + (tok * hq + h) * d;
+            weighted_rows_sum(ak, sr, q_rows, static_cast<size_t>(hq) * d, s0, seq, d);
+            weighted_rows_sum(av, pr, g_rows, static_cast<size_t>(hq) * d, s0, seq, d);
+          }
+          for (int r = 0; r < rows; ++r) {
+            const size_t off = ((tok + s0 + r) * hkv + kvh) * d;
+            for (int j = 0; j < d; ++j) {
+              dk[off + j] = ak[r][j] * scale;
+              dv[off + j] = av[r][j];
             }
           }
         }
       },
-      rows);
+      chunk);
   return Status::ok_status();
 }
 

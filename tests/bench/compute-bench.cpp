@@ -1,0 +1,106 @@
+// bench-compute: throughput of the CPU backend's hot ops at a ~50M-parameter Llama shape
+// (dim 512, 8 heads of 64, seq 256, FFN 1408, vocab 32000). Prints one line per op:
+// milliseconds per call and GFLOP/s (multiply-add = 2 FLOPs; causal attention counts the
+// triangle only). Not a test: built, never run by ctest.
+//
+//   bench-compute [--batch B] [--seq T] [--reps R]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compute/cpu/cpu-backend.h"
+#include "core/thread-pool.h"
+
+using namespace spillway;
+using namespace spillway::compute;
+
+namespace {
+
+std::vector<float> filled(size_t n, float scale) {
+  std::vector<float> v(n);
+  uint32_t s = 12345;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = scale * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
+void run(const char* name, double flops, int reps, const std::function<Status()>& fn) {
+  if (Status st = fn(); !st.ok()) {  // warm-up, and a failure is reported once
+    std::printf("%-28s failed: %s\n", name, st.to_string().c_str());
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) (void)fn();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  std::printf("%-28s %9.3f ms  %8.2f GFLOP/s\n", name, s * 1e3, flops / s * 1e-9);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int batch = 4, seq = 256, reps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    const int v = std::atoi(argv[i + 1]);
+    if (a == "--batch") batch = v;
+    else if (a == "--seq") seq = v;
+    else if (a == "--reps") reps = v;
+  }
+  const int dim = 512, heads = 8, hd = 64, ffn = 1408, vocab = 32000;
+  const int n = batch * seq;
+  std::printf("bench-compute: batch %d, seq %d, dim %d, heads %d x %d, ffn %d, vocab %d, "
+              "%zu threads\n",
+              batch, seq, dim, heads, hd, ffn, vocab, ThreadPool::global().size());
+  auto be = make_cpu_backend();
+
+  auto x = filled(size_t(n) * dim, 1.0f), w = filled(size_t(ffn) * dim, 0.05f);
+  std::vector<float> y(size_t(n) * ffn), dx(size_t(n) * dim), dw(size_t(ffn) * dim);
+  const double gemm = 2.0 * n * dim * ffn;
+  run("linear fwd 512->1408", gemm, reps,
+      [&] { return be->linear_forward(y.data(), x.data(), w.data(), nullptr, n, dim, ffn); });
+  run("linear bwd 512->1408", 2 * gemm, reps, [&] {
+    return be->linear_backward(dx.data(), dw.data(), nullptr, y.data(), x.data(), w.data(), n, dim,
+                               ffn, false);
+  });
+
+  auto q = filled(size_t(n) * dim, 1.0f), k = filled(size_t(n) * dim, 1.0f),
+       v = filled(size_t(n) * dim, 1.0f), dout = filled(size_t(n) * dim, 1.0f);
+  std::vector<float> out(size_t(n) * dim), lse(size_t(batch) * heads * seq), dq(q.size()),
+      dk(k.size()), dv(v.size());
+  // QKᵀ and PV over the causal triangle: 2 · (2 · T(T+1)/2 · d) per (b, h).
+  const double attn = 2.0 * batch * heads * double(seq) * (seq + 1) * hd;
+  run("attention fwd", attn, reps, [&] {
+    return be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), batch, seq,
+                                 heads, heads, hd);
+  });
+  run("attention bwd", 2.5 * attn, reps, [&] {
+    return be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                                  v.data(), out.data(), lse.data(), batch, seq, heads, heads, hd);
+  });
+
+  std::vector<float> rq = q;
+  run("rope fwd (q)", 6.0 * n * dim / 2, reps, [&] {
+    return be->rope_forward(rq.data(), batch, seq, heads, hd, 10000.0f, RopeScaling{});
+  });
+  std::vector<float> rstd(n), nw = filled(dim, 1.0f);
+  run("rmsnorm fwd", 3.0 * n * dim, reps,
+      [&] { return be->rmsnorm_forward(out.data(), rstd.data(), x.data(), nw.data(), n, dim, 1e-5f); });
+
+  auto head = filled(size_t(vocab) * dim, 0.05f);
+  std::vector<int32_t> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = (i * 7919) % vocab;
+  std::vector<float> dhead(head.size());
+  double loss = 0.0;
+  run("lm_head_loss fwd+bwd", 3 * 2.0 * n * dim * vocab, std::max(1, reps / 2), [&] {
+    return be->lm_head_loss(&loss, dx.data(), dhead.data(), x.data(), head.data(), labels.data(),
+                            n, dim, vocab, 1.0f / n, nullptr, 256);
+  });
+  return 0;
+}
