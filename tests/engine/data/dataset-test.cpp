@@ -1,0 +1,450 @@
+// Dataset end to end on the real files of ../shared/data/datasets. With the byte-level fake
+// tokenizer every expected figure is computed here independently (token count = byte count);
+// with the real stories260K tokenizer (once Tokenizer::load exists) counts are checked against
+// direct encode() calls and pinned figures.
+#include "data/dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/file-util.h"
+#include "core/thread-pool.h"
+#include "data/batch-iterator.h"
+#include "data/tokenizer.h"
+#include "fake-tokenizer.h"
+#include "test-data.h"
+
+namespace spillway {
+namespace {
+
+using json = nlohmann::json;
+using testing::data_path;
+using testing::FakeByteTokenizer;
+
+json load_json(const std::string& rel) {
+  std::ifstream in(data_path(rel));
+  return json::parse(in);
+}
+
+int64_t bytes(const json& s) { return static_cast<int64_t>(s.get_ref<const std::string&>().size()); }
+
+DatasetOptions plain_options(int seq_len = 1 << 16) {
+  DatasetOptions o;
+  o.seq_len = seq_len;
+  o.chat_template = ChatTemplateKind::kPlain;
+  return o;
+}
+
+struct Expected {
+  int64_t records = 0, total = 0, trained = 0;
+};
+
+// Plain template with the byte tokenizer: BOS + (user bytes + "\n") + (reply bytes + EOS) ...
+Expected alpaca_expected(const json& list) {
+  Expected e;
+  for (const json& x : list) {
+    std::string user = x["instruction"].get<std::string>();
+    std::string input = x.value("input", "");
+    if (!input.empty()) user += "\n\n" + input;
+    int64_t reply = bytes(x["output"]);
+    e.records += 1;
+    e.total += 1 + static_cast<int64_t>(user.size()) + 1 + reply + 1;
+    e.trained += reply + 1;
+  }
+  return e;
+}
+
+Expected sharegpt_expected(const json& list) {
+  Expected e;
+  for (const json& x : list) {
+    int64_t total = 1;  // BOS
+    if (x.contains("tools") && x["tools"].get<std::string>() != "" && x["tools"].get<std::string>() != "[]")
+      total += static_cast<int64_t>(std::string("You have access to the following tools:\n").size()) +
+               bytes(x["tools"]) + 2;
+    for (const json& m : x["conversations"]) {
+      std::string from = m["from"];
+      total += bytes(m["value"]) + 1;  // "\n" after a prompt, EOS after a reply
+      if (from == "gpt" || from == "function_call") e.trained += bytes(m["value"]) + 1;
+    }
+    e.records += 1;
+    e.total += total;
+  }
+  return e;
+}
+
+void expect_counts(const Dataset& ds, const Expected& e) {
+  const DatasetStats& st = ds.stats();
+  EXPECT_EQ(st.records, e.records);
+  EXPECT_EQ(st.sequences, e.records);  // padded layout: one conversation per sequence
+  EXPECT_EQ(st.total_tokens, e.total);
+  EXPECT_EQ(st.positions, e.total - e.records);  // n tokens give n-1 positions
+  EXPECT_EQ(st.trained_tokens, e.trained);
+  EXPECT_EQ(st.truncated, 0);
+  EXPECT_EQ(ds.trained_count(), e.trained);
+  EXPECT_EQ(static_cast<int64_t>(st.example_tokens.size()), e.records);
+}
+
+TEST(DatasetFiles, AlpacaEnDemo) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  auto ds = Dataset::load(data_path("datasets/alpaca/alpaca_en_demo.json"), tok, plain_options());
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->format(), DatasetFormat::kAlpaca);
+  EXPECT_EQ(ds->size(), 999u);
+  expect_counts(*ds, alpaca_expected(load_json("datasets/alpaca/alpaca_en_demo.json")));
+}
+
+TEST(DatasetFiles, AlpacaIdentityAndSeedTasks) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  auto id = Dataset::load(data_path("datasets/alpaca/identity.json"), tok, plain_options());
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_EQ(id->size(), 91u);
+  expect_counts(*id, alpaca_expected(load_json("datasets/alpaca/identity.json")));
+
+  auto seed = Dataset::load(data_path("datasets/alpaca/stanford_alpaca_seed_tasks.jsonl"), tok, plain_options());
+  ASSERT_TRUE(seed.ok()) << seed.status().to_string();
+  EXPECT_EQ(seed->format(), DatasetFormat::kAlpaca);
+  EXPECT_EQ(seed->size(), 175u);  // one instance each
+  json flat = json::array();
+  std::ifstream in(data_path("datasets/alpaca/stanford_alpaca_seed_tasks.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    json x = json::parse(line);
+    for (const json& inst : x["instances"])
+      flat.push_back({{"instruction", x["instruction"]}, {"input", inst["input"]}, {"output", inst["output"]}});
+  }
+  expect_counts(*seed, alpaca_expected(flat));
+}
+
+TEST(DatasetFiles, ShareGptFastChat) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  auto ds = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), tok, plain_options());
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->format(), DatasetFormat::kShareGpt);
+  EXPECT_EQ(ds->size(), 500u);
+  expect_counts(*ds, sharegpt_expected(load_json("datasets/sharegpt/fastchat_dummy_conversation.json")));
+}
+
+TEST(DatasetFiles, ShareGptGlaiveToolCalls) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  auto ds = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, plain_options());
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->size(), 300u);
+  expect_counts(*ds, sharegpt_expected(load_json("datasets/sharegpt/glaive_toolcall_en_demo.json")));
+}
+
+TEST(DatasetFiles, ChatMlMasksWithByteTokenizer) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  DatasetOptions o = plain_options();
+  o.chat_template = ChatTemplateKind::kChatMl;
+  auto ds = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  // Each reply trains its bytes plus "<|im_end|>" (10 bytes with this tokenizer).
+  int64_t trained = 0;
+  for (const json& x : load_json("datasets/sharegpt/fastchat_dummy_conversation.json"))
+    for (const json& m : x["conversations"])
+      if (m["from"] == "gpt") trained += bytes(m["value"]) + 10;
+  EXPECT_EQ(ds->stats().trained_tokens, trained);
+  EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kChatMl);
+}
+
+// Every data file in datasets/ reads with its format detected. A new file must be added here.
+TEST(DatasetFiles, EveryFileReadsWithItsFormatDetected) {
+  SPILLWAY_REQUIRE_DATA();
+  struct File {
+    DatasetFormat format;
+    int64_t records;  // documents for text, examples otherwise
+  };
+  const std::map<std::string, File> files = {
+      {"alpaca/alpaca_en_demo.json", {DatasetFormat::kAlpaca, 999}},
+      {"alpaca/identity.json", {DatasetFormat::kAlpaca, 91}},
+      {"alpaca/stanford_alpaca_seed_tasks.jsonl", {DatasetFormat::kAlpaca, 175}},
+      {"sharegpt/fastchat_dummy_conversation.json", {DatasetFormat::kShareGpt, 500}},
+      {"sharegpt/glaive_toolcall_en_demo.json", {DatasetFormat::kShareGpt, 300}},
+      {"pretrain-text/c4_demo.jsonl", {DatasetFormat::kJsonText, 300}},
+      {"pretrain-text/wiki_demo.txt", {DatasetFormat::kText, 1}},
+      {"tinyshakespeare/input.txt", {DatasetFormat::kText, 1}},
+      {"tinystories/TinyStories-valid.head30k.txt", {DatasetFormat::kText, 1}},
+      {"tinystories/tinystories_sample.txt", {DatasetFormat::kText, 5}},  // <|endoftext|> separated
+      {"wikitext-2/valid.txt", {DatasetFormat::kText, 1}},
+      {"wikitext-2/test.txt", {DatasetFormat::kText, 1}},
+  };
+  const std::string root = data_path("datasets");
+  int seen = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    std::string ext = entry.path().extension().string();
+    if (ext != ".txt" && ext != ".json" && ext != ".jsonl") continue;
+    std::string rel = std::filesystem::relative(entry.path(), root).string();
+    auto it = files.find(rel);
+    ASSERT_NE(it, files.end()) << "new dataset file " << rel << ": add it to this table";
+    ++seen;
+    auto format = detect_dataset_format(entry.path().string());
+    ASSERT_TRUE(format.ok()) << rel << ": " << format.status().to_string();
+    EXPECT_EQ(*format, it->second.format) << rel;
+    auto recs = read_dataset_records(entry.path().string(), {});
+    ASSERT_TRUE(recs.ok()) << rel << ": " << recs.status().to_string();
+    EXPECT_EQ(static_cast<int64_t>(recs->records.size()), it->second.records) << rel;
+    EXPECT_EQ(recs->skipped, 0) << rel;
+  }
+  EXPECT_EQ(seen, static_cast<int>(files.size()));
+}
+
+TEST(DatasetFiles, PackedTextAndTheLastTenPercent) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  DatasetOptions o;
+  o.seq_len = 256;
+  const std::string path = data_path("datasets/tinyshakespeare/input.txt");
+  auto ds = Dataset::load(path, tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  auto text = read_file(path);
+  ASSERT_TRUE(text.ok());
+  const int64_t n_bytes = static_cast<int64_t>(text->size());  // 1,115,394
+  const int64_t positions = n_bytes;                            // bytes + EOS, minus one
+  const int64_t full = positions / 256;
+  const DatasetStats& st = ds->stats();
+  EXPECT_EQ(st.total_tokens, n_bytes + 1);
+  EXPECT_EQ(st.positions, positions);
+  EXPECT_EQ(st.trained_tokens, positions);
+  EXPECT_EQ(st.sequences, full + 1);  // the tail is kept
+  EXPECT_EQ(ds->size(), static_cast<size_t>(full + 1));
+  // Sequence k starts at byte 256k and predicts the next byte.
+  const TokenSequence& s5 = (*ds)[5];
+  EXPECT_EQ(s5.input_ids[0], static_cast<unsigned char>((*text)[5 * 256]) + 3);
+  EXPECT_EQ(s5.labels[255], static_cast<unsigned char>((*text)[6 * 256]) + 3);
+  // The last sequence ends with the EOS target.
+  EXPECT_EQ((*ds)[ds->size() - 1].labels.back(), FakeByteTokenizer::kEos);
+
+  auto split = ds->split_tail(0.1);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  auto& [train, eval] = *split;
+  const size_t held = static_cast<size_t>(std::llround((full + 1) * 0.1));
+  EXPECT_EQ(eval.size(), held);
+  EXPECT_EQ(train.size() + eval.size(), ds->size());
+  // Eval is the end of the file: its first position is byte 256 * train.size().
+  EXPECT_EQ(eval[0].input_ids[0], static_cast<unsigned char>((*text)[256 * train.size()]) + 3);
+  EXPECT_EQ(train.trained_count() + eval.trained_count(), st.trained_tokens);
+
+  o.keep_tail = false;
+  auto no_tail = Dataset::load(path, tok, o);
+  ASSERT_TRUE(no_tail.ok());
+  EXPECT_EQ(no_tail->size(), static_cast<size_t>(full));
+  EXPECT_EQ(no_tail->stats().dropped_positions, positions - full * 256);
+
+  EXPECT_FALSE(ds->split_tail(1.0).ok());
+  EXPECT_EQ(ds->split_tail(0.0)->second.size(), 0u);
+}
+
+TEST(DatasetFiles, TextDocumentsGetEosBetweenThem) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  DatasetOptions o;
+  o.seq_len = 128;
+  o.add_bos = true;
+  auto ds = Dataset::load(data_path("datasets/pretrain-text/c4_demo.jsonl"), tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  int64_t total = 0;
+  std::ifstream in(data_path("datasets/pretrain-text/c4_demo.jsonl"));
+  for (std::string line; std::getline(in, line);) total += bytes(json::parse(line)["text"]) + 2;
+  EXPECT_EQ(ds->stats().records, 300);
+  EXPECT_EQ(ds->stats().total_tokens, total);
+  EXPECT_EQ(ds->stats().positions, total - 1);
+  EXPECT_EQ((*ds)[0].input_ids[0], FakeByteTokenizer::kBos);
+}
+
+TEST(DatasetFiles, TruncationIsCounted) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  const int T = 256;
+  auto ds = Dataset::load(data_path("datasets/alpaca/alpaca_en_demo.json"), tok, plain_options(T));
+  ASSERT_TRUE(ds.ok());
+  int64_t truncated = 0, dropped = 0;
+  const json list = load_json("datasets/alpaca/alpaca_en_demo.json");
+  for (const json& x : list) {
+    json one = json::array({x});
+    int64_t n = alpaca_expected(one).total;
+    if (n > T + 1) {
+      ++truncated;
+      dropped += n - 1 - T;
+    }
+  }
+  EXPECT_GT(truncated, 0);
+  EXPECT_EQ(ds->stats().truncated, truncated);
+  EXPECT_EQ(ds->stats().dropped_positions, dropped);
+  EXPECT_EQ(ds->size(), 999u);
+  for (size_t i = 0; i < ds->size(); ++i) ASSERT_LE((*ds)[i].size(), static_cast<size_t>(T));
+  auto h = ds->stats().histogram(10);
+  int64_t sum = 0;
+  for (int64_t c : h) sum += c;
+  EXPECT_EQ(sum, 999);
+  EXPECT_EQ(ds->stats().summary_json()["truncated"].get<int64_t>(), truncated);
+}
+
+TEST(DatasetFiles, PackedInstructionLayoutKeepsMasks) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  DatasetOptions o = plain_options(512);
+  o.instruction_layout = InstructionLayout::kPacked;
+  auto ds = Dataset::load(data_path("datasets/alpaca/identity.json"), tok, o);
+  ASSERT_TRUE(ds.ok());
+  Expected e = alpaca_expected(load_json("datasets/alpaca/identity.json"));
+  // One stream: every reply byte and EOS is a target; the BOS after each EOS is not.
+  EXPECT_EQ(ds->stats().positions, e.total - 1);
+  EXPECT_EQ(ds->stats().trained_tokens, e.trained);
+  EXPECT_EQ(ds->size(), static_cast<size_t>((e.total - 1 + 511) / 512));
+}
+
+TEST(DatasetFiles, ParallelTokenizationMatches) {
+  SPILLWAY_REQUIRE_DATA();
+  FakeByteTokenizer tok;
+  ThreadPool pool(2);
+  DatasetOptions o = plain_options(512);
+  auto serial = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, o);
+  o.pool = &pool;
+  auto parallel = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, o);
+  ASSERT_TRUE(serial.ok() && parallel.ok());
+  ASSERT_EQ(serial->size(), parallel->size());
+  for (size_t i = 0; i < serial->size(); ++i) {
+    ASSERT_EQ((*serial)[i].input_ids, (*parallel)[i].input_ids);
+    ASSERT_EQ((*serial)[i].labels, (*parallel)[i].labels);
+  }
+}
+
+TEST(Dataset, PreTokenizedOutOfVocabReportsLine) {
+  testing::TempDir dir;
+  std::string p = dir.file("tok.jsonl");
+  ASSERT_TRUE(write_file_atomic(p,
+                                "{\"input_ids\": [5, 6, 7], \"labels\": [-100, 6, 7]}\n"
+                                "{\"input_ids\": [5, 600, 7]}\n"
+                                "{\"input_ids\": [8, 9, 10, 11, 12]}\n")
+                  .ok());
+  FakeByteTokenizer tok;  // vocab 259
+  DatasetOptions o;
+  o.seq_len = 3;
+  auto bad = Dataset::load(p, tok, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            p + ":2: 'input_ids' entry 1 = 600 is outside the vocabulary (size 259)");
+
+  o.read.skip_bad_records = true;
+  auto ds = Dataset::load(p, tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->format(), DatasetFormat::kPreTokenized);
+  EXPECT_EQ(ds->stats().skipped, 1);
+  ASSERT_EQ(ds->stats().issues.size(), 1u);
+  EXPECT_EQ(ds->stats().issues[0].line, 2);
+  ASSERT_EQ(ds->size(), 2u);  // never packed
+  EXPECT_EQ((*ds)[0].input_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ((*ds)[0].labels, (std::vector<int32_t>{6, 7}));
+  EXPECT_EQ((*ds)[1].input_ids, (std::vector<int32_t>{8, 9, 10}));  // cut at seq_len
+  EXPECT_EQ((*ds)[1].labels, (std::vector<int32_t>{9, 10, 11}));
+  EXPECT_EQ(ds->stats().truncated, 1);
+}
+
+TEST(Dataset, DefaultSystemPromptAndMissingEos) {
+  DatasetRecords recs;
+  recs.format = DatasetFormat::kAlpaca;
+  DatasetRecord r;
+  r.line = 1;
+  r.messages = {{ChatRole::kUser, "q"}, {ChatRole::kAssistant, "a"}};
+  recs.records.push_back(r);
+  FakeByteTokenizer tok;
+  DatasetOptions o = plain_options(64);
+  o.default_system = "S";
+  auto ds = Dataset::from_records(recs, "mem", tok, o);
+  ASSERT_TRUE(ds.ok());
+  // [BOS] S \n \n q \n a [EOS] -> 8 tokens, 7 positions; targets 'a' and EOS.
+  EXPECT_EQ((*ds)[0].size(), 7u);
+  EXPECT_EQ((*ds)[0].trained_count(), 2);
+  EXPECT_EQ((*ds)[0].input_ids[1], 'S' + 3);
+
+  FakeByteTokenizer no_specials("", /*has_bos=*/false, /*has_eos=*/false);
+  auto bare = Dataset::from_records(recs, "mem", no_specials, plain_options(64));
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ((*bare)[0].size(), 2u);  // tokens q \n a: two positions
+  EXPECT_EQ((*bare)[0].labels, (std::vector<int32_t>{-100, 'a' + 3}));
+}
+
+TEST(Dataset, RejectsBadSettings) {
+  FakeByteTokenizer tok;
+  DatasetRecords recs;
+  recs.format = DatasetFormat::kJsonText;
+  recs.records.push_back(DatasetRecord{1, "x", {}, {}, {}});
+  DatasetOptions o;
+  o.seq_len = 0;
+  EXPECT_FALSE(Dataset::from_records(recs, "mem", tok, o).ok());
+  o.seq_len = 8;
+  FakeByteTokenizer no_eos("", true, false);
+  // One byte and no EOS: a single token, no target at all.
+  auto r = Dataset::from_records(recs, "mem", no_eos, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no training sequence"), std::string::npos);
+}
+
+#ifdef SPILLWAY_HAVE_TOKENIZER_LOAD
+// With the real stories260K tokenizer (SentencePiece-style BPE, vocab 512, BOS 1, EOS 2).
+class RealTokenizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::have_data()) GTEST_SKIP() << "test data not found";
+    auto t = Tokenizer::load(data_path("models/stories260K/tokenizer.json"));
+    if (!t.ok()) GTEST_SKIP() << "Tokenizer::load not usable yet: " << t.status().to_string();
+    tok_ = std::move(t).value();
+  }
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+TEST_F(RealTokenizer, AlpacaMasksCountReplyTokens) {
+  const Tokenizer& tok = *tok_;
+  auto ds = Dataset::load(data_path("datasets/alpaca/alpaca_en_demo.json"), tok, plain_options());
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  int64_t trained = 0, total = 0;
+  for (const json& x : load_json("datasets/alpaca/alpaca_en_demo.json")) {
+    std::string user = x["instruction"].get<std::string>();
+    if (!x["input"].get<std::string>().empty()) user += "\n\n" + x["input"].get<std::string>();
+    int64_t reply = static_cast<int64_t>(tok.encode(x["output"].get<std::string>()).size());
+    trained += reply + 1;
+    total += 1 + static_cast<int64_t>(tok.encode(user + "\n").size()) + reply + 1;
+  }
+  EXPECT_EQ(ds->size(), 999u);
+  EXPECT_EQ(ds->stats().trained_tokens, trained);
+  EXPECT_EQ(ds->stats().total_tokens, total);
+  EXPECT_EQ((*ds)[0].input_ids[0], 1);  // BOS
+}
+
+TEST_F(RealTokenizer, ShareGptAndPackedStories) {
+  const Tokenizer& tok = *tok_;
+  auto chat = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), tok,
+                            plain_options());
+  ASSERT_TRUE(chat.ok()) << chat.status().to_string();
+  EXPECT_EQ(chat->size(), 500u);
+  int64_t trained = 0;
+  for (const json& x : load_json("datasets/sharegpt/fastchat_dummy_conversation.json"))
+    for (const json& m : x["conversations"])
+      if (m["from"] == "gpt") trained += static_cast<int64_t>(tok.encode(m["value"].get<std::string>()).size()) + 1;
+  EXPECT_EQ(chat->stats().trained_tokens, trained);
+
+  DatasetOptions o;
+  o.seq_len = 64;
+  auto stories = Dataset::load(data_path("datasets/tinystories/tinystories_sample.txt"), tok, o);
+  ASSERT_TRUE(stories.ok()) << stories.status().to_string();
+  EXPECT_EQ(stories->stats().records, 5);
+  EXPECT_EQ(stories->stats().positions, stories->stats().total_tokens - 1);
+  auto it = BatchIterator::create(*stories, 4, 1);
+  ASSERT_TRUE(it.ok());
+  Batch b = it->next();
+  for (int32_t id : b.input_ids) EXPECT_LT(id, tok.vocab_size());
+}
+#endif
+
+}  // namespace
+}  // namespace spillway
