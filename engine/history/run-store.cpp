@@ -161,6 +161,13 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
   if (int rc = sqlite3_busy_timeout(db.get(), options.busy_timeout_ms); rc != SQLITE_OK) {
     return sqlite_status(rc, "set busy timeout", db.get());
   }
+  // Refuse a newer schema before changing anything in the file (journal mode included).
+  SPW_ASSIGN_OR_RETURN(std::int64_t version, db.query_int("PRAGMA user_version"));
+  if (version > static_cast<std::int64_t>(run_store_migrations().size())) {
+    return unsupported(path + ": the run database has schema version " + std::to_string(version) +
+                       ", newer than this build of Spillway understands (" +
+                       std::to_string(run_store_migrations().size()) + "); use a newer Spillway");
+  }
   // WAL: readers (GUI) never block the writer (worker) and a killed writer loses nothing committed.
   // synchronous=NORMAL is durable against process crashes, which is what matters here.
   if (!in_memory) {
