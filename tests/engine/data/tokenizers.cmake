@@ -1,0 +1,6 @@
+# Tokenizer tests: golden ids from HF tokenizers, llama.cpp test vectors, libsentencepiece,
+# behaviour and error cases on small synthetic tokenizer.json files.
+spillway_add_test(tokenizer_tests
+  SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/tokenizer-golden-test.cpp
+  LIBS spillway_data nlohmann_json::nlohmann_json)
