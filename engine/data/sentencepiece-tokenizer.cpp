@@ -3,10 +3,101 @@
 #include <sentencepiece_processor.h>
 
 #include <filesystem>
+#include <optional>
+
+#include "core/file-util.h"
 
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
+
+namespace {
+
+// Protocol-buffer wire format, just enough to rewrite one bool of the ModelProto.
+bool read_varint(std::string_view s, size_t& i, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (i >= s.size()) return false;
+    const uint8_t b = static_cast<uint8_t>(s[i++]);
+    v |= static_cast<uint64_t>(b & 0x7F) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+void write_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Visits the fields of a message: fn(field, wire_type, whole field bytes, payload for
+// length-delimited fields). False on malformed input.
+template <typename Fn>
+bool for_each_field(std::string_view msg, Fn&& fn) {
+  size_t i = 0;
+  while (i < msg.size()) {
+    const size_t start = i;
+    uint64_t key = 0, v = 0;
+    if (!read_varint(msg, i, key)) return false;
+    const uint32_t field = static_cast<uint32_t>(key >> 3), wire = key & 7;
+    std::string_view payload;
+    switch (wire) {
+      case 0:
+        if (!read_varint(msg, i, v)) return false;
+        break;
+      case 1:
+        if (msg.size() - i < 8) return false;
+        i += 8;
+        break;
+      case 5:
+        if (msg.size() - i < 4) return false;
+        i += 4;
+        break;
+      case 2:
+        if (!read_varint(msg, i, v) || v > msg.size() - i) return false;
+        payload = msg.substr(i, v);
+        i += v;
+        break;
+      default:
+        return false;
+    }
+    fn(field, wire, msg.substr(start, i - start), payload);
+  }
+  return true;
+}
+
+// The serialized ModelProto with normalizer_spec (field 3).remove_extra_whitespaces (field 4)
+// set to false; nullopt when `proto` does not parse. HF's LlamaConverter ignores that flag (its
+// normalizer is Prepend("▁") + Replace(" ", "▁")), so clearing it makes libsentencepiece give
+// the ids of the converted tokenizer.json, and keeps runs of spaces (code, tables) intact.
+std::optional<std::string> keep_whitespace(std::string_view proto) {
+  std::string out;
+  out.reserve(proto.size() + 8);
+  bool inner_ok = true;
+  const bool ok = for_each_field(proto, [&](uint32_t field, uint32_t wire, std::string_view whole,
+                                            std::string_view payload) {
+    if (field != 3 || wire != 2) {
+      out.append(whole);
+      return;
+    }
+    std::string spec;
+    inner_ok &= for_each_field(payload, [&](uint32_t f, uint32_t, std::string_view w, std::string_view) {
+      if (f != 4) spec.append(w);
+    });
+    spec.push_back(static_cast<char>(4 << 3));  // field 4, varint
+    spec.push_back(0);                          // false
+    out.push_back(static_cast<char>((3 << 3) | 2));
+    write_varint(out, spec.size());
+    out += spec;
+  });
+  if (!ok || !inner_ok) return std::nullopt;
+  return out;
+}
+
+}  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer()
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
@@ -18,7 +109,10 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return not_found(path + ": no such file");
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
-  const auto st = t->sp_->Load(path);
+  SPW_ASSIGN_OR_RETURN(std::string proto, read_file(path));
+  const std::optional<std::string> patched = keep_whitespace(proto);
+  if (!patched) return corrupt(path + ": not a SentencePiece model (malformed protocol buffer)");
+  const auto st = t->sp_->LoadFromSerializedProto(*patched);
   if (!st.ok()) return corrupt(path + ": not a SentencePiece model: " + st.ToString());
   if (t->sp_->GetPieceSize() <= 0) return corrupt(path + ": SentencePiece model has no pieces");
 

@@ -1,10 +1,11 @@
 // SentencePieceTokenizer: a tokenizer.model (SentencePiece ModelProto) run by libsentencepiece,
 // for model folders that ship no tokenizer.json.
 //
-// encode() is SentencePiece's Encode (its own normalizer and dummy-prefix rule); for Llama-style
-// models (identity normalization, add_dummy_prefix, byte_fallback) the ids equal those of the
-// converted tokenizer.json with add_special_tokens=False, except that SentencePiece never
-// recognises control-token text such as "<s>" inside the input. encode_with_special() adds BOS
+// encode() is SentencePiece's Encode (its own normalizer and dummy-prefix rule) with one change:
+// the model's remove_extra_whitespaces flag is cleared at load, because HF's converter ignores
+// it. For Llama-style models (identity normalization, add_dummy_prefix, byte_fallback) the ids
+// then equal those of the converted tokenizer.json with add_special_tokens=False, except that
+// SentencePiece never recognises control-token text such as "<s>" inside the input. encode_with_special() adds BOS
 // (unless tokenizer_config.json says add_bos_token=false) and EOS when add_eos_token=true.
 // decode() renders control tokens as their piece text (HF-like) unless skip_special.
 //

@@ -3,4 +3,6 @@
 spillway_add_test(tokenizer_tests
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/tokenizer-golden-test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/tokenizer-testvectors-test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/tokenizer-sentencepiece-test.cpp
   LIBS spillway_data nlohmann_json::nlohmann_json)
