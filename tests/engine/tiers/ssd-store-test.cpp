@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -37,23 +38,29 @@ std::string group_name(int t, int g) {
   return name;
 }
 
-// A folder on the repository's filesystem (not /tmp), removed afterwards.
+// A folder on the repository's filesystem rather than /tmp (which may be tmpfs elsewhere):
+// $SPILLWAY_SSD_TEST_DIR, else /work/tmp-ssd-test where /work exists, else ./tmp-ssd-test (ctest runs
+// in the build tree). Each process uses its own subfolder; the parent goes when it is empty.
 class RepoDir {
  public:
-  RepoDir() : path_("/work/tmp-ssd-test/" + std::to_string(::getpid())) {
+  RepoDir() {
+    const char* env = std::getenv("SPILLWAY_SSD_TEST_DIR");
+    parent_ = env && *env ? env : std::filesystem::is_directory("/work") ? "/work/tmp-ssd-test" : "tmp-ssd-test";
+    path_ = parent_ + "/" + std::to_string(::getpid());
     std::error_code ec;
     std::filesystem::create_directories(path_, ec);
     ok_ = !ec;
   }
   ~RepoDir() {
     std::error_code ec;
-    std::filesystem::remove_all("/work/tmp-ssd-test", ec);
+    std::filesystem::remove_all(path_, ec);
+    std::filesystem::remove(parent_, ec);  // only succeeds when empty
   }
   bool ok() const { return ok_; }
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
+  std::string parent_, path_;
   bool ok_ = false;
 };
 
@@ -145,7 +152,7 @@ TEST(SsdStore, RoundTripInTmp) {
 
 TEST(SsdStore, RoundTripOnRepoFilesystem) {
   RepoDir dir;
-  if (!dir.ok()) GTEST_SKIP() << "cannot create /work/tmp-ssd-test";
+  if (!dir.ok()) GTEST_SKIP() << "cannot create " << dir.path();
   round_trip(dir.path());
 }
 
