@@ -199,15 +199,38 @@ ChatTemplateKind detect_chat_template(std::string_view jinja) {
   return ChatTemplateKind::kAuto;
 }
 
+std::string default_system_of_template(std::string_view jinja) {
+  static constexpr std::string_view kStart = "<|im_start|>system";
+  static constexpr std::string_view kEnd = "<|im_end|>";
+  for (size_t pos = jinja.find(kStart); pos != std::string_view::npos;
+       pos = jinja.find(kStart, pos + 1)) {
+    std::string_view rest = jinja.substr(pos + kStart.size());
+    // The newline is an escape inside a Jinja string literal ("\\n") or, rarely, a real one.
+    if (rest.substr(0, 2) == "\\n") rest.remove_prefix(2);
+    else if (rest.substr(0, 1) == "\n") rest.remove_prefix(1);
+    else continue;
+    size_t end = rest.find(kEnd);
+    if (end == std::string_view::npos || end == 0) continue;
+    std::string_view text = rest.substr(0, end);
+    // Only a literal: an expression (messages[0]['content'], a concatenation) is not a default.
+    if (text.find_first_of("'\"{}+\\") != std::string_view::npos) continue;
+    return std::string(text);
+  }
+  return "";
+}
+
 ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokenizer* tokenizer,
                                         std::string_view model_type, ChatTemplateKind fallback) {
   if (requested != ChatTemplateKind::kAuto)
-    return {requested, std::string("set to ") + chat_template_name(requested)};
+    return {requested, std::string("set to ") + chat_template_name(requested), ""};
   if (tokenizer && !tokenizer->chat_template().empty()) {
     ChatTemplateKind k = detect_chat_template(tokenizer->chat_template());
-    if (k != ChatTemplateKind::kAuto)
-      return {k, std::string("recognised from tokenizer_config.json chat_template as ") +
-                     chat_template_name(k)};
+    if (k != ChatTemplateKind::kAuto) {
+      ChatTemplateChoice c{k, std::string("recognised from tokenizer_config.json chat_template as ") +
+                                  chat_template_name(k), ""};
+      if (k == ChatTemplateKind::kChatMl) c.default_system = default_system_of_template(tokenizer->chat_template());
+      return c;
+    }
   }
   std::string family = lower(model_type);
   auto has_token = [&](std::string_view t) {
@@ -222,10 +245,11 @@ ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokeni
     k = has_token("<|start_header_id|>") ? ChatTemplateKind::kLlama3 : ChatTemplateKind::kLlama2;
   }
   if (k != ChatTemplateKind::kAuto)
-    return {k, "from model family '" + std::string(model_type) + "': " + chat_template_name(k)};
+    return {k, "from model family '" + std::string(model_type) + "': " + chat_template_name(k), ""};
   if (fallback == ChatTemplateKind::kAuto) fallback = ChatTemplateKind::kPlain;
-  return {fallback, std::string("no chat template recognised; using the default ") +
-                        chat_template_name(fallback)};
+  return {fallback,
+          std::string("no chat template recognised; using the default ") + chat_template_name(fallback),
+          ""};
 }
 
 Result<std::vector<ChatSegment>> render_chat(ChatTemplateKind kind,

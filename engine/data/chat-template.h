@@ -66,7 +66,14 @@ ChatTemplateKind detect_chat_template(std::string_view jinja_template);
 struct ChatTemplateChoice {
   ChatTemplateKind kind = ChatTemplateKind::kPlain;
   std::string reason;  // for the log and the GUI: "tokenizer_config.json chat_template has ..."
+  // The system message the Jinja template inserts when a conversation has none (Qwen2 and
+  // Qwen2.5: "You are ... a helpful assistant."), empty when it inserts none.
+  std::string default_system;
 };
+
+// The literal default system message of a ChatML Jinja template: the text between
+// "<|im_start|>system\n" and "<|im_end|>" when it is a plain string literal. Empty otherwise.
+std::string default_system_of_template(std::string_view jinja_template);
 
 // The template to use, in this order: `requested` when it is not kAuto; the tokenizer's Jinja
 // template when recognised; the model family (`model_type` from config.json: qwen2/qwen3 ->

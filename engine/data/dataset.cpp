@@ -39,11 +39,14 @@ void encode_document(const DatasetRecord& r, const Tokenizer& tok, const Dataset
 }
 
 void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const DatasetOptions& o,
-                         ChatTemplateKind kind, Encoded* e) {
+                         const ChatTemplateChoice& choice, Encoded* e) {
+  const ChatTemplateKind kind = choice.kind;
+  // The setting wins over the default that the model's own template would insert.
+  const std::string& default_system = o.default_system.empty() ? choice.default_system : o.default_system;
   std::vector<ChatMessage> with_system;
   std::span<const ChatMessage> msgs = r.messages;
-  if (!o.default_system.empty() && (msgs.empty() || msgs.front().role != ChatRole::kSystem)) {
-    with_system.push_back({ChatRole::kSystem, o.default_system});
+  if (!default_system.empty() && (msgs.empty() || msgs.front().role != ChatRole::kSystem)) {
+    with_system.push_back({ChatRole::kSystem, default_system});
     with_system.insert(with_system.end(), msgs.begin(), msgs.end());
     msgs = with_system;
   }
@@ -142,7 +145,7 @@ Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string&
         continue;
       }
       if (chat)
-        encode_conversation(r, tokenizer, options, shared->chat_template.kind, &e);
+        encode_conversation(r, tokenizer, options, shared->chat_template, &e);
       else
         encode_document(r, tokenizer, options, &e);
       e.token_count = static_cast<int32_t>(e.tokens.size());

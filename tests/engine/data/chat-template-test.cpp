@@ -130,6 +130,25 @@ TEST(ChatTemplate, ChoiceOrder) {
             ChatTemplateKind::kAlpaca);
 }
 
+TEST(ChatTemplate, DefaultSystemOfChatMlTemplates) {
+  // Qwen2's template, as the Jinja source holds it (the newline is an escape in a literal).
+  EXPECT_EQ(default_system_of_template(
+                "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+                "are a helpful assistant.<|im_end|>\\n' }}{% endif %}"),
+            "You are a helpful assistant.");
+  // An expression is not a default.
+  EXPECT_EQ(default_system_of_template(
+                "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"),
+            "");
+  EXPECT_EQ(default_system_of_template("{{ '<|im_start|>' + message['role'] }}"), "");
+
+  testing::FakeByteTokenizer qwen2(
+      "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}");
+  auto c = choose_chat_template(ChatTemplateKind::kAuto, &qwen2, "");
+  EXPECT_EQ(c.kind, ChatTemplateKind::kChatMl);
+  EXPECT_EQ(c.default_system, "You are a helpful assistant.");
+}
+
 TEST(ChatTemplate, NamesRoundTrip) {
   for (auto k : {ChatTemplateKind::kAuto, ChatTemplateKind::kLlama2, ChatTemplateKind::kLlama3,
                  ChatTemplateKind::kChatMl, ChatTemplateKind::kAlpaca, ChatTemplateKind::kPlain}) {

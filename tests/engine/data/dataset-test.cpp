@@ -444,6 +444,65 @@ TEST_F(RealTokenizer, ShareGptAndPackedStories) {
   Batch b = it->next();
   for (int32_t id : b.input_ids) EXPECT_LT(id, tok.vocab_size());
 }
+
+std::unique_ptr<Tokenizer> load_or_null(const std::string& rel) {
+  auto t = Tokenizer::load(data_path(rel));
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+TEST(RealTokenizers, ChatMlWithQwen25) {
+  SPILLWAY_REQUIRE_DATA();
+  auto tok = load_or_null("tokenizers/qwen2.5/tokenizer.json");
+  if (!tok) GTEST_SKIP() << "qwen2.5 tokenizer does not load yet";
+  auto im_start = tok->token_to_id("<|im_start|>"), im_end = tok->token_to_id("<|im_end|>");
+  ASSERT_TRUE(im_start && im_end);
+  DatasetOptions o;
+  o.seq_len = 4096;
+  auto ds = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), *tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  // Chosen from tokenizer_config.json, with Qwen2.5's default system message.
+  EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kChatMl) << ds->chat_template().reason;
+  EXPECT_EQ(ds->chat_template().default_system,
+            "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+  const TokenSequence& s = (*ds)[0];
+  EXPECT_EQ(s.input_ids[0], *im_start);  // no BOS in Qwen
+  // Every trained span ends with <|im_end|>: one per reply.
+  int64_t im_end_targets = 0, replies = 0;
+  for (int32_t l : s.labels) im_end_targets += l == *im_end;
+  const json first = load_json("datasets/sharegpt/fastchat_dummy_conversation.json")[0];
+  for (const json& m : first["conversations"]) replies += m["from"] == "gpt";
+  EXPECT_EQ(im_end_targets, replies);
+  // The reply's tokens are exactly encode(reply) followed by <|im_end|>.
+  const std::string reply = first["conversations"][1]["value"];
+  std::vector<int32_t> want = tok->encode(reply);
+  want.push_back(*im_end);
+  std::vector<int32_t> got;
+  for (int32_t l : s.labels) {
+    if (l != kIgnoreIndex) got.push_back(l);
+    if (l == *im_end) break;
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST(RealTokenizers, Llama3HeadersAreSpecialTokens) {
+  SPILLWAY_REQUIRE_DATA();
+  auto tok = load_or_null("tokenizers/llama3/tokenizer.json");
+  if (!tok) GTEST_SKIP() << "llama3 tokenizer does not load yet";
+  auto header = tok->token_to_id("<|start_header_id|>"), eot = tok->token_to_id("<|eot_id|>");
+  ASSERT_TRUE(header && eot);
+  DatasetOptions o;
+  o.seq_len = 4096;
+  auto ds = Dataset::load(data_path("datasets/alpaca/identity.json"), *tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kLlama3) << ds->chat_template().reason;
+  const TokenSequence& s = (*ds)[0];
+  EXPECT_EQ(s.input_ids[0], *tok->bos_id());  // <|begin_of_text|>
+  EXPECT_EQ(s.input_ids[1], *header);
+  EXPECT_EQ(s.labels.back(), *eot);  // the reply's closing <|eot_id|> is trained
+  int64_t eots = 0;
+  for (int32_t l : s.labels) eots += l == *eot;
+  EXPECT_EQ(eots, 1);
+}
 #endif
 
 }  // namespace
