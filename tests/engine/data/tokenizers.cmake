@@ -5,4 +5,5 @@ spillway_add_test(tokenizer_tests
     ${CMAKE_CURRENT_LIST_DIR}/tokenizer-golden-test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/tokenizer-testvectors-test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/tokenizer-sentencepiece-test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/tokenizer-behavior-test.cpp
   LIBS spillway_data nlohmann_json::nlohmann_json)
