@@ -43,14 +43,15 @@ void add_special(std::vector<ChatSegment>& out, Special special, bool trained) {
 }
 
 // Llama-2-chat: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {reply} </s><s>[INST] ...
-// The space before the reply is left to the tokenizer (SentencePiece prepends "▁" to the
-// separately encoded reply), as LLaMA-Factory's llama2 template does.
+// (Meta's chat_completion and the HF template). The space before the reply is left to the
+// tokenizer: SentencePiece prepends "▁" to the separately encoded reply, which gives the ids of
+// the whole string; the space after it is part of the trained reply, as in Meta's format.
 void render_llama2(std::span<const ChatMessage> msgs, std::string_view system,
                    std::vector<ChatSegment>& out) {
   bool system_pending = !system.empty();
   for (const ChatMessage& m : msgs) {
     if (chat_role_is_trained(m.role)) {
-      add(out, trim(m.content), true);
+      add(out, std::string(trim(m.content)) + " ", true);
       add_special(out, Special::kEos, true);
       continue;
     }

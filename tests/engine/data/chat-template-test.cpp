@@ -37,8 +37,8 @@ std::string render(ChatTemplateKind kind, const std::vector<ChatMessage>& msgs =
 
 TEST(ChatTemplate, Llama2) {
   EXPECT_EQ(render(ChatTemplateKind::kLlama2),
-            "[B][INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST]{Hello.}{[E]}"
-            "[B][INST] Bye [/INST]{Bye!}{[E]}");
+            "[B][INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST]{Hello. }{[E]}"
+            "[B][INST] Bye [/INST]{Bye! }{[E]}");
 }
 
 TEST(ChatTemplate, Llama3) {

@@ -445,6 +445,33 @@ TEST_F(RealTokenizer, ShareGptAndPackedStories) {
   for (int32_t id : b.input_ids) EXPECT_LT(id, tok.vocab_size());
 }
 
+// Encoding the segments one by one must give the ids that encoding the whole rendered text gives
+// (what HF apply_chat_template + tokenize produce) for byte-level BPE templates whose segment
+// boundaries sit at special tokens or newlines.
+void expect_segmentwise_equals_whole(const Tokenizer& tok, const Dataset& ds,
+                                     const std::string& rel, size_t count) {
+  auto recs = read_dataset_records(data_path(rel), {});
+  ASSERT_TRUE(recs.ok());
+  const std::string& sys = ds.chat_template().default_system;
+  for (size_t i = 0; i < count && i < recs->records.size(); ++i) {
+    std::vector<ChatMessage> msgs = recs->records[i].messages;
+    if (!sys.empty() && msgs.front().role != ChatRole::kSystem)
+      msgs.insert(msgs.begin(), ChatMessage{ChatRole::kSystem, sys});
+    auto segs = render_chat(ds.chat_template().kind, msgs);
+    ASSERT_TRUE(segs.ok());
+    std::string whole;
+    for (const ChatSegment& g : *segs) {
+      if (g.special == ChatSegment::Special::kBos) whole += tok.id_to_token(*tok.bos_id());
+      else if (g.special == ChatSegment::Special::kEos) whole += tok.id_to_token(*tok.eos_id());
+      else whole += g.text;
+    }
+    std::vector<int32_t> ids = tok.encode(whole);
+    const TokenSequence& s = ds[i];
+    ASSERT_EQ(s.size() + 1, ids.size()) << "record " << i;
+    EXPECT_TRUE(std::equal(s.input_ids.begin(), s.input_ids.end(), ids.begin())) << "record " << i;
+  }
+}
+
 std::unique_ptr<Tokenizer> load_or_null(const std::string& rel) {
   auto t = Tokenizer::load(data_path(rel));
   return t.ok() ? std::move(t).value() : nullptr;
@@ -482,6 +509,10 @@ TEST(RealTokenizers, ChatMlWithQwen25) {
     if (l == *im_end) break;
   }
   EXPECT_EQ(got, want);
+  expect_segmentwise_equals_whole(*tok, *ds, "datasets/sharegpt/fastchat_dummy_conversation.json", 50);
+  auto glaive = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), *tok, o);
+  ASSERT_TRUE(glaive.ok()) << glaive.status().to_string();
+  expect_segmentwise_equals_whole(*tok, *glaive, "datasets/sharegpt/glaive_toolcall_en_demo.json", 50);
 }
 
 TEST(RealTokenizers, Llama3HeadersAreSpecialTokens) {
@@ -502,6 +533,43 @@ TEST(RealTokenizers, Llama3HeadersAreSpecialTokens) {
   int64_t eots = 0;
   for (int32_t l : s.labels) eots += l == *eot;
   EXPECT_EQ(eots, 1);
+  expect_segmentwise_equals_whole(*tok, *ds, "datasets/alpaca/identity.json", 91);
+}
+
+// Llama-2 (SentencePiece-style BPE): the dataset's ids equal those of the string that Meta's
+// chat format / the HF Llama-2 template produce, "<s>[INST] {user} [/INST] {reply} </s>...",
+// built here independently of the renderer.
+TEST(RealTokenizers, Llama2MatchesTheReferenceString) {
+  SPILLWAY_REQUIRE_DATA();
+  auto tok = load_or_null("tokenizers/llama2/tokenizer.json");
+  if (!tok) GTEST_SKIP() << "llama2 tokenizer does not load yet";
+  DatasetOptions o;
+  o.seq_len = 4096;
+  o.model_type = "llama";  // no chat_template in this tokenizer_config.json: the family decides
+  const std::string rel = "datasets/sharegpt/fastchat_dummy_conversation.json";
+  auto ds = Dataset::load(data_path(rel), *tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kLlama2) << ds->chat_template().reason;
+  const json list = load_json(rel);
+  auto strip = [](std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    size_t b = 0;
+    while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+    return s.substr(b);
+  };
+  for (size_t i = 0; i < 50; ++i) {
+    std::string text;
+    for (const json& m : list[i]["conversations"]) {
+      std::string v = strip(m["value"].get<std::string>());
+      if (m["from"] == "human") text += "<s>[INST] " + v + " [/INST]";
+      else text += " " + v + " </s>";
+    }
+    std::vector<int32_t> ids = tok->encode(text);
+    const TokenSequence& s = (*ds)[i];
+    ASSERT_EQ(s.size() + 1, ids.size()) << "record " << i << ": " << text;
+    EXPECT_TRUE(std::equal(s.input_ids.begin(), s.input_ids.end(), ids.begin())) << "record " << i;
+    EXPECT_EQ(s.labels.back(), *tok->eos_id());
+  }
 }
 #endif
 
