@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <nmmintrin.h>
@@ -34,22 +35,96 @@ const Tables& tables() {
 }
 
 #ifdef SPW_CRC32C_X86
+// Operators that advance a CRC over `len` zero bytes, as four byte-indexed tables (Mark Adler's
+// crc32c.c, zlib's crc32_combine): shift(crc) == the CRC register after `len` more zero bytes.
+// They let three independent streams be merged, see crc32c_sse42.
+uint32_t gf2_matrix_times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  for (; vec; vec >>= 1, ++mat) {
+    if (vec & 1) sum ^= *mat;
+  }
+  return sum;
+}
+
+void gf2_matrix_square(uint32_t* square, const uint32_t* mat) {
+  for (int n = 0; n < 32; ++n) square[n] = gf2_matrix_times(mat, mat[n]);
+}
+
+// `len` must be a power of two.
+std::array<std::array<uint32_t, 256>, 4> zeros_tables(size_t len) {
+  uint32_t even[32], odd[32];
+  odd[0] = kPoly;  // the operator for one zero bit
+  for (int n = 1; n < 32; ++n) odd[n] = 1u << (n - 1);
+  gf2_matrix_square(even, odd);  // two zero bits
+  gf2_matrix_square(odd, even);  // four zero bits
+  const uint32_t* op = nullptr;
+  for (;;) {  // each square doubles: the first gives one zero byte
+    gf2_matrix_square(even, odd);
+    len >>= 1;
+    if (len == 0) {
+      op = even;
+      break;
+    }
+    gf2_matrix_square(odd, even);
+    len >>= 1;
+    if (len == 0) {
+      op = odd;
+      break;
+    }
+  }
+  std::array<std::array<uint32_t, 256>, 4> z{};
+  for (uint32_t n = 0; n < 256; ++n) {
+    for (int k = 0; k < 4; ++k) z[k][n] = gf2_matrix_times(op, n << (8 * k));
+  }
+  return z;
+}
+
+inline uint32_t shift(const std::array<std::array<uint32_t, 256>, 4>& z, uint32_t crc) {
+  return z[0][crc & 0xFF] ^ z[1][(crc >> 8) & 0xFF] ^ z[2][(crc >> 16) & 0xFF] ^ z[3][crc >> 24];
+}
+
+constexpr size_t kLong = 8192, kShort = 256;
+
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// The crc32 instruction has a 3-cycle latency and a throughput of one per cycle, so three
+// independent streams over adjacent stretches run about three times faster than one chain; the
+// stretches' CRCs are then merged with the zero-shift tables.
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const uint8_t* p, size_t n) {
-  uint64_t c = ~crc;
+  static const auto long_zeros = zeros_tables(kLong);
+  static const auto short_zeros = zeros_tables(kShort);
+  uint64_t c0 = ~crc;
   while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
-    c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+    c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
     --n;
   }
-  // One 8-byte step per instruction: about 8 GB/s at 3 GHz, well above one NVMe drive.
+  for (const auto& [stretch, zeros] : {std::pair{kLong, &long_zeros}, std::pair{kShort, &short_zeros}}) {
+    while (n >= 3 * stretch) {
+      uint64_t c1 = 0, c2 = 0;
+      const uint8_t* end = p + stretch;
+      do {
+        c0 = _mm_crc32_u64(c0, load64(p));
+        c1 = _mm_crc32_u64(c1, load64(p + stretch));
+        c2 = _mm_crc32_u64(c2, load64(p + 2 * stretch));
+        p += 8;
+      } while (p < end);
+      c0 = shift(*zeros, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
+      c0 = shift(*zeros, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c2);
+      p += 2 * stretch;
+      n -= 3 * stretch;
+    }
+  }
   while (n >= 8) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    c = _mm_crc32_u64(c, v);
+    c0 = _mm_crc32_u64(c0, load64(p));
     p += 8;
     n -= 8;
   }
-  while (n-- > 0) c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
-  return ~static_cast<uint32_t>(c);
+  while (n-- > 0) c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
+  return ~static_cast<uint32_t>(c0);
 }
 
 bool have_sse42() {
