@@ -28,7 +28,8 @@ Batch make_batch(const Dataset& ds, std::span<const size_t> indices, int rows) {
 
 Batch make_batch_range(const Dataset& ds, size_t begin, int rows) {
   std::vector<size_t> idx;
-  for (size_t i = begin; i < ds.size() && idx.size() < static_cast<size_t>(rows); ++i) idx.push_back(i);
+  for (size_t i = begin; i < ds.size() && idx.size() < static_cast<size_t>(rows); ++i)
+    idx.push_back(i);
   return make_batch(ds, idx, rows);
 }
 
@@ -45,7 +46,8 @@ Result<BatchIterator> BatchIterator::create(const Dataset& ds, int micro_batch, 
 }
 
 Status BatchIterator::seek(const DataCursor& c) {
-  if (c.seed != cursor_.seed || c.shuffle != cursor_.shuffle || c.dataset_size != cursor_.dataset_size)
+  if (c.seed != cursor_.seed || c.shuffle != cursor_.shuffle ||
+      c.dataset_size != cursor_.dataset_size)
     return invalid_argument(
         "data cursor does not match this dataset: saved seed " + std::to_string(c.seed) +
         ", shuffle " + (c.shuffle ? "on" : "off") + ", " + std::to_string(c.dataset_size) +

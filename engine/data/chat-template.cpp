@@ -66,7 +66,8 @@ void render_llama2(std::span<const ChatMessage> msgs, std::string_view system,
   }
 }
 
-// Llama-3-Instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
+// Llama-3-Instruct:
+// <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
 void render_llama3(std::span<const ChatMessage> msgs, std::string_view system,
                    std::vector<ChatSegment>& out) {
   add_special(out, Special::kBos, false);
@@ -76,9 +77,7 @@ void render_llama3(std::span<const ChatMessage> msgs, std::string_view system,
   if (!system.empty()) add(out, header("system") + std::string(trim(system)) + "<|eot_id|>", false);
   for (const ChatMessage& m : msgs) {
     bool trained = chat_role_is_trained(m.role);
-    const char* role = m.role == ChatRole::kToolResult ? "ipython"
-                       : trained                        ? "assistant"
-                                                        : "user";
+    const char* role = m.role == ChatRole::kToolResult ? "ipython" : trained ? "assistant" : "user";
     add(out, header(role), false);
     add(out, std::string(trim(m.content)) + "<|eot_id|>", trained);
   }
@@ -89,7 +88,8 @@ void render_llama3(std::span<const ChatMessage> msgs, std::string_view system,
 // prompt text of the next turn, so it is not trained.
 void render_chatml(std::span<const ChatMessage> msgs, std::string_view system,
                    std::vector<ChatSegment>& out) {
-  if (!system.empty()) add(out, "<|im_start|>system\n" + std::string(system) + "<|im_end|>\n", false);
+  if (!system.empty())
+    add(out, "<|im_start|>system\n" + std::string(system) + "<|im_end|>\n", false);
   for (const ChatMessage& m : msgs) {
     switch (m.role) {
       case ChatRole::kAssistant:
@@ -103,7 +103,8 @@ void render_chatml(std::span<const ChatMessage> msgs, std::string_view system,
         add(out, "\n", false);
         break;
       case ChatRole::kToolResult:
-        add(out, "<|im_start|>user\n<tool_response>\n" + m.content + "\n</tool_response><|im_end|>\n",
+        add(out,
+            "<|im_start|>user\n<tool_response>\n" + m.content + "\n</tool_response><|im_end|>\n",
             false);
         break;
       default:
@@ -157,23 +158,34 @@ void render_plain(std::span<const ChatMessage> msgs, std::string_view system,
 
 const char* chat_role_name(ChatRole role) {
   switch (role) {
-    case ChatRole::kSystem: return "system";
-    case ChatRole::kUser: return "user";
-    case ChatRole::kAssistant: return "assistant";
-    case ChatRole::kToolCall: return "tool_call";
-    case ChatRole::kToolResult: return "tool_result";
+    case ChatRole::kSystem:
+      return "system";
+    case ChatRole::kUser:
+      return "user";
+    case ChatRole::kAssistant:
+      return "assistant";
+    case ChatRole::kToolCall:
+      return "tool_call";
+    case ChatRole::kToolResult:
+      return "tool_result";
   }
   return "?";
 }
 
 const char* chat_template_name(ChatTemplateKind kind) {
   switch (kind) {
-    case ChatTemplateKind::kAuto: return "auto";
-    case ChatTemplateKind::kLlama2: return "llama-2";
-    case ChatTemplateKind::kLlama3: return "llama-3";
-    case ChatTemplateKind::kChatMl: return "chatml";
-    case ChatTemplateKind::kAlpaca: return "alpaca";
-    case ChatTemplateKind::kPlain: return "plain";
+    case ChatTemplateKind::kAuto:
+      return "auto";
+    case ChatTemplateKind::kLlama2:
+      return "llama-2";
+    case ChatTemplateKind::kLlama3:
+      return "llama-3";
+    case ChatTemplateKind::kChatMl:
+      return "chatml";
+    case ChatTemplateKind::kAlpaca:
+      return "alpaca";
+    case ChatTemplateKind::kPlain:
+      return "plain";
   }
   return "?";
 }
@@ -207,9 +219,12 @@ std::string default_system_of_template(std::string_view jinja) {
        pos = jinja.find(kStart, pos + 1)) {
     std::string_view rest = jinja.substr(pos + kStart.size());
     // The newline is an escape inside a Jinja string literal ("\\n") or, rarely, a real one.
-    if (rest.substr(0, 2) == "\\n") rest.remove_prefix(2);
-    else if (rest.substr(0, 1) == "\n") rest.remove_prefix(1);
-    else continue;
+    if (rest.substr(0, 2) == "\\n")
+      rest.remove_prefix(2);
+    else if (rest.substr(0, 1) == "\n")
+      rest.remove_prefix(1);
+    else
+      continue;
     size_t end = rest.find(kEnd);
     if (end == std::string_view::npos || end == 0) continue;
     std::string_view text = rest.substr(0, end);
@@ -227,9 +242,12 @@ ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokeni
   if (tokenizer && !tokenizer->chat_template().empty()) {
     ChatTemplateKind k = detect_chat_template(tokenizer->chat_template());
     if (k != ChatTemplateKind::kAuto) {
-      ChatTemplateChoice c{k, std::string("recognised from tokenizer_config.json chat_template as ") +
-                                  chat_template_name(k), ""};
-      if (k == ChatTemplateKind::kChatMl) c.default_system = default_system_of_template(tokenizer->chat_template());
+      ChatTemplateChoice c{k,
+                           std::string("recognised from tokenizer_config.json chat_template as ") +
+                               chat_template_name(k),
+                           ""};
+      if (k == ChatTemplateKind::kChatMl)
+        c.default_system = default_system_of_template(tokenizer->chat_template());
       return c;
     }
   }
@@ -248,9 +266,10 @@ ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokeni
   if (k != ChatTemplateKind::kAuto)
     return {k, "from model family '" + std::string(model_type) + "': " + chat_template_name(k), ""};
   if (fallback == ChatTemplateKind::kAuto) fallback = ChatTemplateKind::kPlain;
-  return {fallback,
-          std::string("no chat template recognised; using the default ") + chat_template_name(fallback),
-          ""};
+  return {
+      fallback,
+      std::string("no chat template recognised; using the default ") + chat_template_name(fallback),
+      ""};
 }
 
 Result<std::vector<ChatSegment>> render_chat(ChatTemplateKind kind,
@@ -269,11 +288,21 @@ Result<std::vector<ChatSegment>> render_chat(ChatTemplateKind kind,
   if (messages.empty()) return invalid_argument("conversation has only a system message");
   std::vector<ChatSegment> out;
   switch (kind) {
-    case ChatTemplateKind::kLlama2: render_llama2(messages, system, out); break;
-    case ChatTemplateKind::kLlama3: render_llama3(messages, system, out); break;
-    case ChatTemplateKind::kChatMl: render_chatml(messages, system, out); break;
-    case ChatTemplateKind::kAlpaca: render_alpaca(messages, system, out); break;
-    case ChatTemplateKind::kPlain: render_plain(messages, system, out); break;
+    case ChatTemplateKind::kLlama2:
+      render_llama2(messages, system, out);
+      break;
+    case ChatTemplateKind::kLlama3:
+      render_llama3(messages, system, out);
+      break;
+    case ChatTemplateKind::kChatMl:
+      render_chatml(messages, system, out);
+      break;
+    case ChatTemplateKind::kAlpaca:
+      render_alpaca(messages, system, out);
+      break;
+    case ChatTemplateKind::kPlain:
+      render_plain(messages, system, out);
+      break;
     case ChatTemplateKind::kAuto:
       return invalid_argument("render_chat needs a concrete template, not auto");
   }

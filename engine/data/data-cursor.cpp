@@ -7,7 +7,8 @@
 namespace spillway {
 
 double DataCursor::epoch_progress() const {
-  return dataset_size > 0 ? static_cast<double>(epoch) + static_cast<double>(index) / static_cast<double>(dataset_size)
+  return dataset_size > 0 ? static_cast<double>(epoch) +
+                                static_cast<double>(index) / static_cast<double>(dataset_size)
                           : 0.0;
 }
 
@@ -19,7 +20,9 @@ nlohmann::json DataCursor::to_json() const {
           {"index", index}};
 }
 
-std::string DataCursor::to_json_string() const { return to_json().dump(); }
+std::string DataCursor::to_json_string() const {
+  return to_json().dump();
+}
 
 Result<DataCursor> DataCursor::from_json(const nlohmann::json& j) {
   if (!j.is_object()) return invalid_argument("data cursor: expected a JSON object");
@@ -36,16 +39,19 @@ Result<DataCursor> DataCursor::from_json(const nlohmann::json& j) {
     }
     if (s.empty() || used != s.size() || s[0] == '-')
       return invalid_argument("data cursor: 'seed' is not an unsigned integer: '" + s + "'");
-  } else if (seed->is_number_unsigned() || (seed->is_number_integer() && seed->get<int64_t>() >= 0)) {
+  } else if (seed->is_number_unsigned() ||
+             (seed->is_number_integer() && seed->get<int64_t>() >= 0)) {
     c.seed = seed->get<uint64_t>();
   } else {
-    return invalid_argument("data cursor: 'seed' must be an unsigned integer or its decimal string");
+    return invalid_argument(
+        "data cursor: 'seed' must be an unsigned integer or its decimal string");
   }
   auto get_int = [&](const char* key, int64_t* out) -> Status {
     auto it = j.find(key);
     if (it == j.end()) return invalid_argument(std::string("data cursor: missing '") + key + "'");
     if (!it->is_number_integer() || it->get<int64_t>() < 0)
-      return invalid_argument(std::string("data cursor: '") + key + "' must be a non-negative integer");
+      return invalid_argument(std::string("data cursor: '") + key +
+                              "' must be a non-negative integer");
     *out = it->get<int64_t>();
     return Status();
   };

@@ -28,7 +28,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool is_blank(std::string_view s) { return trim(s).empty(); }
+bool is_blank(std::string_view s) {
+  return trim(s).empty();
+}
 
 std::string extension_of(const std::string& name) {
   size_t slash = name.find_last_of('/');
@@ -43,15 +45,23 @@ bool is_json_extension(const std::string& ext) {
 
 const char* json_type_name(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "an unknown value";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unknown value";
   }
 }
 
@@ -61,7 +71,9 @@ struct JsonSpan {
   std::string_view text;
 };
 
-size_t count_newlines(std::string_view s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t count_newlines(std::string_view s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 // Splits a top-level JSON array into its elements without parsing them. Structural damage
 // (unterminated array or string, text after the closing bracket) is fatal; an empty element
@@ -92,8 +104,10 @@ Status split_json_array(std::string_view s, size_t open_pos, const std::string& 
     } else if (c == '"') {
       int64_t string_line = line;
       for (++i; i < s.size() && s[i] != '"'; ++i) {
-        if (s[i] == '\\') ++i;
-        else if (s[i] == '\n') ++line;
+        if (s[i] == '\\')
+          ++i;
+        else if (s[i] == '\n')
+          ++line;
       }
       if (i >= s.size())
         return invalid_argument(file + ":" + std::to_string(string_line) +
@@ -103,7 +117,8 @@ Status split_json_array(std::string_view s, size_t open_pos, const std::string& 
     } else if (c == '}' || c == ']') {
       if (depth == 0) {
         if (c == '}')
-          return invalid_argument(file + ":" + std::to_string(line) + ": invalid JSON: unexpected '}'");
+          return invalid_argument(file + ":" + std::to_string(line) +
+                                  ": invalid JSON: unexpected '}'");
         if (any || !is_blank(s.substr(start, i - start))) element(i);
         std::string_view rest = s.substr(i + 1);
         if (!is_blank(rest)) {
@@ -237,7 +252,8 @@ Result<ChatRole> role_from_name(const std::string& name) {
 }
 
 // `content` as a string: a string, null (empty), or OpenAI's list of {type: "text", text} parts.
-bool content_string(const json& v, const std::string& where, std::string* out, std::string* reason) {
+bool content_string(const json& v, const std::string& where, std::string* out,
+                    std::string* reason) {
   if (v.is_null()) {
     out->clear();
     return true;
@@ -489,8 +505,8 @@ bool convert_pretokenized(const json& obj, DatasetRecord* r, std::string* reason
   if (auto lab = obj.find("labels"); lab != obj.end() && !lab->is_null()) {
     if (!int_list(*lab, "labels", &r->labels, true, reason)) return false;
     if (r->labels.size() != r->input_ids.size()) {
-      *reason = "'labels' has " + std::to_string(r->labels.size()) + " entries but 'input_ids' has " +
-                std::to_string(r->input_ids.size());
+      *reason = "'labels' has " + std::to_string(r->labels.size()) +
+                " entries but 'input_ids' has " + std::to_string(r->input_ids.size());
       return false;
     }
   }
@@ -512,7 +528,8 @@ Status read_text(std::string_view content, const std::string& file, TextSplit sp
                  DatasetRecords* out) {
   static constexpr std::string_view kEot = "<|endoftext|>";
   if (split == TextSplit::kAuto)
-    split = content.find(kEot) != std::string_view::npos ? TextSplit::kEndOfText : TextSplit::kWholeFile;
+    split = content.find(kEot) != std::string_view::npos ? TextSplit::kEndOfText
+                                                         : TextSplit::kWholeFile;
   out->text_split = split;
   auto add = [&](std::string_view piece, size_t offset) {
     if (is_blank(piece)) return;
@@ -528,7 +545,8 @@ Status read_text(std::string_view content, const std::string& file, TextSplit sp
     size_t pos = 0;
     while (true) {
       size_t e = content.find(kEot, pos);
-      std::string_view piece = content.substr(pos, e == std::string_view::npos ? content.size() - pos : e - pos);
+      std::string_view piece =
+          content.substr(pos, e == std::string_view::npos ? content.size() - pos : e - pos);
       add(piece, pos);
       if (e == std::string_view::npos) break;
       pos = e + kEot.size();
@@ -580,13 +598,20 @@ Status IssueLog::report(int64_t line, std::string reason) {
 
 const char* dataset_format_name(DatasetFormat format) {
   switch (format) {
-    case DatasetFormat::kAuto: return "auto";
-    case DatasetFormat::kText: return "text";
-    case DatasetFormat::kJsonText: return "json-text";
-    case DatasetFormat::kAlpaca: return "alpaca";
-    case DatasetFormat::kShareGpt: return "sharegpt";
-    case DatasetFormat::kOpenAiMessages: return "openai";
-    case DatasetFormat::kPreTokenized: return "pretokenized";
+    case DatasetFormat::kAuto:
+      return "auto";
+    case DatasetFormat::kText:
+      return "text";
+    case DatasetFormat::kJsonText:
+      return "json-text";
+    case DatasetFormat::kAlpaca:
+      return "alpaca";
+    case DatasetFormat::kShareGpt:
+      return "sharegpt";
+    case DatasetFormat::kOpenAiMessages:
+      return "openai";
+    case DatasetFormat::kPreTokenized:
+      return "pretokenized";
   }
   return "?";
 }
@@ -595,22 +620,30 @@ Result<DatasetFormat> parse_dataset_format(std::string_view name) {
   std::string n = lower(trim(name));
   if (n.empty() || n == "auto") return DatasetFormat::kAuto;
   if (n == "text" || n == "txt" || n == "plain") return DatasetFormat::kText;
-  if (n == "json-text" || n == "jsonl" || n == "json" || n == "jsonl-text") return DatasetFormat::kJsonText;
+  if (n == "json-text" || n == "jsonl" || n == "json" || n == "jsonl-text")
+    return DatasetFormat::kJsonText;
   if (n == "alpaca") return DatasetFormat::kAlpaca;
   if (n == "sharegpt") return DatasetFormat::kShareGpt;
   if (n == "openai" || n == "messages") return DatasetFormat::kOpenAiMessages;
-  if (n == "pretokenized" || n == "pre-tokenized" || n == "tokenized") return DatasetFormat::kPreTokenized;
-  return invalid_argument("unknown dataset format '" + std::string(name) +
-                          "' (expected auto, text, json-text, alpaca, sharegpt, openai or pretokenized)");
+  if (n == "pretokenized" || n == "pre-tokenized" || n == "tokenized")
+    return DatasetFormat::kPreTokenized;
+  return invalid_argument(
+      "unknown dataset format '" + std::string(name) +
+      "' (expected auto, text, json-text, alpaca, sharegpt, openai or pretokenized)");
 }
 
 const char* text_split_name(TextSplit split) {
   switch (split) {
-    case TextSplit::kAuto: return "auto";
-    case TextSplit::kWholeFile: return "file";
-    case TextSplit::kLines: return "lines";
-    case TextSplit::kParagraphs: return "paragraphs";
-    case TextSplit::kEndOfText: return "endoftext";
+    case TextSplit::kAuto:
+      return "auto";
+    case TextSplit::kWholeFile:
+      return "file";
+    case TextSplit::kLines:
+      return "lines";
+    case TextSplit::kParagraphs:
+      return "paragraphs";
+    case TextSplit::kEndOfText:
+      return "endoftext";
   }
   return "?";
 }
@@ -632,7 +665,8 @@ Result<DatasetRecords> parse_dataset_records(std::string_view content, const std
   DatasetRecords out;
   out.format = options.format;
   const std::string ext = extension_of(name);
-  if (out.format == DatasetFormat::kAuto && !is_json_extension(ext)) out.format = DatasetFormat::kText;
+  if (out.format == DatasetFormat::kAuto && !is_json_extension(ext))
+    out.format = DatasetFormat::kText;
   if (out.format == DatasetFormat::kText) {
     SPW_RETURN_IF_ERROR(read_text(content, name, options.text_split, &out));
     return out;
@@ -688,7 +722,8 @@ Result<DatasetRecords> parse_dataset_records(std::string_view content, const std
         if (ok) out.records.push_back(std::move(r));
         break;
       }
-      case DatasetFormat::kAuto: break;
+      case DatasetFormat::kAuto:
+        break;
     }
     if (!ok) SPW_RETURN_IF_ERROR(issues.report(line, std::move(reason)));
   }
@@ -697,7 +732,8 @@ Result<DatasetRecords> parse_dataset_records(std::string_view content, const std
   if (out.records.empty()) {
     std::string msg = name + ": no usable record";
     if (out.skipped > 0)
-      msg += " (" + std::to_string(out.skipped) + " bad; first: " + out.issues.front().to_string() + ")";
+      msg += " (" + std::to_string(out.skipped) + " bad; first: " + out.issues.front().to_string() +
+             ")";
     return invalid_argument(msg);
   }
   return out;

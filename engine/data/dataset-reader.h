@@ -27,26 +27,27 @@ namespace spillway {
 
 enum class DatasetFormat {
   kAuto,
-  kText,           // plain text file, split into documents by TextSplit
-  kJsonText,       // {"text": ...}
-  kAlpaca,         // {"instruction", "input", "output"}
-  kShareGpt,       // {"conversations": [{"from", "value"}]}
-  kOpenAiMessages, // {"messages": [{"role", "content"}]}
-  kPreTokenized,   // {"input_ids": [...], "labels": [...]?}
+  kText,            // plain text file, split into documents by TextSplit
+  kJsonText,        // {"text": ...}
+  kAlpaca,          // {"instruction", "input", "output"}
+  kShareGpt,        // {"conversations": [{"from", "value"}]}
+  kOpenAiMessages,  // {"messages": [{"role", "content"}]}
+  kPreTokenized,    // {"input_ids": [...], "labels": [...]?}
 };
 
 // "auto", "text", "json-text", "alpaca", "sharegpt", "openai", "pretokenized".
 const char* dataset_format_name(DatasetFormat format);
-// The names above plus aliases ("txt", "jsonl", "messages", "tokenized"). kInvalidArgument lists them.
+// The names above plus aliases ("txt", "jsonl", "messages", "tokenized"). kInvalidArgument lists
+// them.
 Result<DatasetFormat> parse_dataset_format(std::string_view name);
 
 // How a plain-text file becomes documents (EOS goes between documents when packing).
 enum class TextSplit {
-  kAuto,       // kEndOfText when the file contains "<|endoftext|>", else kWholeFile
-  kWholeFile,  // the file is one document (tinyshakespeare)
-  kLines,      // each non-blank line is a document (wiki_demo.txt: one article a line)
-  kParagraphs, // blank-line separated blocks
-  kEndOfText,  // split on the literal "<|endoftext|>" (TinyStories)
+  kAuto,        // kEndOfText when the file contains "<|endoftext|>", else kWholeFile
+  kWholeFile,   // the file is one document (tinyshakespeare)
+  kLines,       // each non-blank line is a document (wiki_demo.txt: one article a line)
+  kParagraphs,  // blank-line separated blocks
+  kEndOfText,   // split on the literal "<|endoftext|>" (TinyStories)
 };
 
 const char* text_split_name(TextSplit split);

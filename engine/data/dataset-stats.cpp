@@ -6,12 +6,14 @@
 namespace spillway {
 
 int32_t DatasetStats::max_example_tokens() const {
-  return example_tokens.empty() ? 0 : *std::max_element(example_tokens.begin(), example_tokens.end());
+  return example_tokens.empty() ? 0
+                                : *std::max_element(example_tokens.begin(), example_tokens.end());
 }
 
 double DatasetStats::mean_example_tokens() const {
-  return example_tokens.empty() ? 0.0
-                                : static_cast<double>(total_tokens) / static_cast<double>(example_tokens.size());
+  return example_tokens.empty()
+             ? 0.0
+             : static_cast<double>(total_tokens) / static_cast<double>(example_tokens.size());
 }
 
 std::vector<int64_t> DatasetStats::histogram(int bins, int32_t upper) const {

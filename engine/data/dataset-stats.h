@@ -7,20 +7,19 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "data/dataset-reader.h"
 
 namespace spillway {
 
 struct DatasetStats {
-  int64_t records = 0;    // examples tokenized
-  int64_t skipped = 0;    // bad records left out (reader and tokenizer passes together)
+  int64_t records = 0;              // examples tokenized
+  int64_t skipped = 0;              // bad records left out (reader and tokenizer passes together)
   std::vector<RecordIssue> issues;  // the first few of them, "FILE:LINE: reason"
-  int64_t sequences = 0;  // training sequences made
+  int64_t sequences = 0;            // training sequences made
 
   // [records] tokens of each example before truncation, including BOS/EOS and template text.
   std::vector<int32_t> example_tokens;

@@ -42,7 +42,8 @@ void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const Dat
                          const ChatTemplateChoice& choice, Encoded* e) {
   const ChatTemplateKind kind = choice.kind;
   // The setting wins over the default that the model's own template would insert.
-  const std::string& default_system = o.default_system.empty() ? choice.default_system : o.default_system;
+  const std::string& default_system =
+      o.default_system.empty() ? choice.default_system : o.default_system;
   std::vector<ChatMessage> with_system;
   std::span<const ChatMessage> msgs = r.messages;
   if (!default_system.empty() && (msgs.empty() || msgs.front().role != ChatRole::kSystem)) {
@@ -160,7 +161,8 @@ Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string&
   IssueLog issues(name, options.read.skip_bad_records, options.read.max_reported_issues);
   std::vector<int32_t> stream;
   std::vector<uint8_t> stream_trained;
-  const bool pack = !pretokenized && (!chat || options.instruction_layout == InstructionLayout::kPacked);
+  const bool pack =
+      !pretokenized && (!chat || options.instruction_layout == InstructionLayout::kPacked);
   for (size_t i = 0; i < n; ++i) {
     Encoded& e = enc[i];
     if (!e.error.empty()) {
@@ -174,8 +176,9 @@ Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string&
       stream.insert(stream.end(), e.tokens.begin(), e.tokens.end());
       stream_trained.insert(stream_trained.end(), e.trained.begin(), e.trained.end());
     } else {
-      TokenSequence s = pretokenized ? std::move(e.sequence)
-                                     : single_sequence(e.tokens, e.trained, options.seq_len, &e.truncated);
+      TokenSequence s = pretokenized
+                            ? std::move(e.sequence)
+                            : single_sequence(e.tokens, e.trained, options.seq_len, &e.truncated);
       if (e.truncated) {
         ++st.truncated;
         st.dropped_positions += std::max<int64_t>(0, e.token_count - 1 - options.seq_len);
@@ -186,7 +189,8 @@ Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string&
   }
   if (pack) {
     int64_t dropped = 0;
-    shared->sequences = pack_stream(stream, stream_trained, options.seq_len, options.keep_tail, &dropped);
+    shared->sequences =
+        pack_stream(stream, stream_trained, options.seq_len, options.keep_tail, &dropped);
     st.dropped_positions += dropped;
   }
   st.skipped = records.skipped + issues.count();
@@ -209,7 +213,7 @@ Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string&
 }
 
 const ChatTemplateChoice& Dataset::chat_template() const {
-  static const ChatTemplateChoice kNone{ChatTemplateKind::kAuto, ""};
+  static const ChatTemplateChoice kNone{ChatTemplateKind::kAuto, "", ""};
   return shared_ ? shared_->chat_template : kNone;
 }
 

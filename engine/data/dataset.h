@@ -42,8 +42,8 @@ const char* instruction_layout_name(InstructionLayout layout);
 Result<InstructionLayout> parse_instruction_layout(std::string_view name);
 
 struct DatasetOptions {
-  ReadOptions read;  // format (auto), text split, skip_bad_records, how many issues to keep
-  int seq_len = 512; // positions per sequence (the model sees seq_len tokens, predicts seq_len)
+  ReadOptions read;   // format (auto), text split, skip_bad_records, how many issues to keep
+  int seq_len = 512;  // positions per sequence (the model sees seq_len tokens, predicts seq_len)
 
   // Text formats.
   bool add_bos = false;   // BOS before each document (EOS always goes after each)
@@ -102,7 +102,7 @@ class Dataset {
     int seq_len = 0;
     int32_t pad_id = 0;
     DatasetFormat format = DatasetFormat::kAuto;
-    ChatTemplateChoice chat_template{ChatTemplateKind::kAuto, ""};
+    ChatTemplateChoice chat_template{ChatTemplateKind::kAuto, "", ""};
     DatasetStats stats;
   };
   Dataset(std::shared_ptr<const Shared> shared, size_t begin, size_t end)

@@ -22,10 +22,8 @@ std::string show(const std::vector<ChatSegment>& segs) {
 }
 
 const std::vector<ChatMessage> kConversation = {
-    {ChatRole::kSystem, "Be kind."},
-    {ChatRole::kUser, "Hi "},
-    {ChatRole::kAssistant, "Hello."},
-    {ChatRole::kUser, "Bye"},
+    {ChatRole::kSystem, "Be kind."},  {ChatRole::kUser, "Hi "},
+    {ChatRole::kAssistant, "Hello."}, {ChatRole::kUser, "Bye"},
     {ChatRole::kAssistant, "Bye!"},
 };
 
@@ -68,8 +66,7 @@ TEST(ChatTemplate, Alpaca) {
 }
 
 TEST(ChatTemplate, Plain) {
-  EXPECT_EQ(render(ChatTemplateKind::kPlain),
-            "[B]Be kind.\n\nHi \n{Hello.}{[E]}Bye\n{Bye!}{[E]}");
+  EXPECT_EQ(render(ChatTemplateKind::kPlain), "[B]Be kind.\n\nHi \n{Hello.}{[E]}Bye\n{Bye!}{[E]}");
 }
 
 TEST(ChatTemplate, ToolMessagesInChatMl) {
@@ -100,8 +97,9 @@ TEST(ChatTemplate, RejectsBadConversations) {
 TEST(ChatTemplate, DetectsJinjaTemplates) {
   EXPECT_EQ(detect_chat_template("{% for message in messages %}{{'<|im_start|>' + message['role']"),
             ChatTemplateKind::kChatMl);
-  EXPECT_EQ(detect_chat_template("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}"),
-            ChatTemplateKind::kLlama3);
+  EXPECT_EQ(
+      detect_chat_template("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}"),
+      ChatTemplateKind::kLlama3);
   EXPECT_EQ(detect_chat_template("{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"),
             ChatTemplateKind::kLlama2);
   EXPECT_EQ(detect_chat_template("{{ '### Instruction:\\n' + message['content'] }}"),
@@ -121,21 +119,27 @@ TEST(ChatTemplate, ChoiceOrder) {
   EXPECT_EQ(c.kind, ChatTemplateKind::kChatMl);
   EXPECT_NE(c.reason.find("tokenizer_config.json"), std::string::npos);
   // Then the family.
-  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "qwen2").kind, ChatTemplateKind::kChatMl);
-  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "Mistral").kind, ChatTemplateKind::kLlama2);
-  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "llama").kind, ChatTemplateKind::kLlama2);
+  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "qwen2").kind,
+            ChatTemplateKind::kChatMl);
+  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "Mistral").kind,
+            ChatTemplateKind::kLlama2);
+  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "llama").kind,
+            ChatTemplateKind::kLlama2);
   // Then the fallback setting.
-  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "gpt2").kind, ChatTemplateKind::kPlain);
-  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, nullptr, "", ChatTemplateKind::kAlpaca).kind,
-            ChatTemplateKind::kAlpaca);
+  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "gpt2").kind,
+            ChatTemplateKind::kPlain);
+  EXPECT_EQ(
+      choose_chat_template(ChatTemplateKind::kAuto, nullptr, "", ChatTemplateKind::kAlpaca).kind,
+      ChatTemplateKind::kAlpaca);
 }
 
 TEST(ChatTemplate, DefaultSystemOfChatMlTemplates) {
   // Qwen2's template, as the Jinja source holds it (the newline is an escape in a literal).
-  EXPECT_EQ(default_system_of_template(
-                "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
-                "are a helpful assistant.<|im_end|>\\n' }}{% endif %}"),
-            "You are a helpful assistant.");
+  EXPECT_EQ(
+      default_system_of_template(
+          "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+          "are a helpful assistant.<|im_end|>\\n' }}{% endif %}"),
+      "You are a helpful assistant.");
   // An expression is not a default.
   EXPECT_EQ(default_system_of_template(
                 "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"),

@@ -59,10 +59,16 @@ TEST(DataCursor, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ((DataCursor{1, true, 100, 2, 50}.epoch_progress()), 2.5);
 
   EXPECT_FALSE(DataCursor::from_json_string("{").ok());
-  EXPECT_FALSE(DataCursor::from_json_string(R"({"seed": "1", "dataset_size": 5, "epoch": 0})").ok());
-  EXPECT_FALSE(DataCursor::from_json_string(R"({"seed": "x", "dataset_size": 5, "epoch": 0, "index": 0})").ok());
-  EXPECT_FALSE(DataCursor::from_json_string(R"({"seed": 1, "dataset_size": 5, "epoch": 0, "index": 5})").ok());
-  auto numeric = DataCursor::from_json_string(R"({"seed": 9, "dataset_size": 5, "epoch": 1, "index": 2})");
+  EXPECT_FALSE(
+      DataCursor::from_json_string(R"({"seed": "1", "dataset_size": 5, "epoch": 0})").ok());
+  EXPECT_FALSE(
+      DataCursor::from_json_string(R"({"seed": "x", "dataset_size": 5, "epoch": 0, "index": 0})")
+          .ok());
+  EXPECT_FALSE(
+      DataCursor::from_json_string(R"({"seed": 1, "dataset_size": 5, "epoch": 0, "index": 5})")
+          .ok());
+  auto numeric =
+      DataCursor::from_json_string(R"({"seed": 9, "dataset_size": 5, "epoch": 1, "index": 2})");
   ASSERT_TRUE(numeric.ok());
   EXPECT_EQ(numeric->seed, 9u);
 }

@@ -184,9 +184,13 @@ TEST(DatasetReader, DetectsFormatsFromKeysAndExtension) {
       {"a.md", "{\"text\": \"x\"}", DatasetFormat::kText},  // not a JSON extension
       {"a.jsonl", "{\"text\": \"x\"}\n", DatasetFormat::kJsonText},
       {"a.json", "[{\"instruction\": \"x\", \"output\": \"y\"}]", DatasetFormat::kAlpaca},
-      {"a.json", "{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}, {\"from\": \"gpt\", \"value\": \"b\"}]}",
+      {"a.json",
+       "{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}, {\"from\": \"gpt\", "
+       "\"value\": \"b\"}]}",
        DatasetFormat::kShareGpt},
-      {"a.ndjson", "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}\n",
+      {"a.ndjson",
+       "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+       "\"content\": \"b\"}]}\n",
        DatasetFormat::kOpenAiMessages},
       {"a.jsonl", "{\"input_ids\": [1, 2, 3]}\n", DatasetFormat::kPreTokenized},
   };
@@ -269,7 +273,8 @@ TEST(DatasetReader, ShareGptRolesAndTools) {
   const auto& m = r->records.at(0).messages;
   ASSERT_EQ(m.size(), 5u);
   EXPECT_EQ(m[0].role, ChatRole::kSystem);
-  EXPECT_EQ(m[0].content, "be brief\n\nYou have access to the following tools:\n[{\"name\": \"f\"}]");
+  EXPECT_EQ(m[0].content,
+            "be brief\n\nYou have access to the following tools:\n[{\"name\": \"f\"}]");
   EXPECT_EQ(m[1].role, ChatRole::kUser);
   EXPECT_EQ(m[2].role, ChatRole::kToolCall);
   EXPECT_EQ(m[3].role, ChatRole::kToolResult);
@@ -279,9 +284,12 @@ TEST(DatasetReader, ShareGptRolesAndTools) {
 TEST(DatasetReader, OpenAiContentPartsAndToolCalls) {
   const std::string line =
       "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, "
-      "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}, "
-      "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}, "
-      "{\"role\": \"tool\", \"content\": \"42\"}, {\"role\": \"assistant\", \"content\": \"done\"}]}\n";
+      "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": "
+      "\"text\", \"text\": \"b\"}]}, "
+      "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": {\"name\": "
+      "\"f\"}}]}, "
+      "{\"role\": \"tool\", \"content\": \"42\"}, {\"role\": \"assistant\", \"content\": "
+      "\"done\"}]}\n";
   auto r = parse_dataset_records(line, "o.jsonl", {});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const auto& m = r->records.at(0).messages;
@@ -296,16 +304,19 @@ TEST(DatasetReader, OpenAiContentPartsAndToolCalls) {
       "{\"role\": \"assistant\", \"content\": \"x\"}]}",
       "o.jsonl", {});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("o.jsonl:1: message 1 has a content part of unsupported type 'image_url'"),
+  EXPECT_NE(bad.status().message().find(
+                "o.jsonl:1: message 1 has a content part of unsupported type 'image_url'"),
             std::string::npos)
       << bad.status().message();
 }
 
 TEST(DatasetReader, AlpacaHistorySystemAndSeedInstances) {
   auto r = parse_dataset_records(
-      "{\"system\": \"S\", \"history\": [[\"u1\", \"a1\"]], \"instruction\": \"u2\", \"input\": null, "
+      "{\"system\": \"S\", \"history\": [[\"u1\", \"a1\"]], \"instruction\": \"u2\", \"input\": "
+      "null, "
       "\"output\": \"a2\"}\n"
-      "{\"id\": \"seed_task_0\", \"instruction\": \"I\", \"instances\": [{\"input\": \"x\", \"output\": \"y\"}, "
+      "{\"id\": \"seed_task_0\", \"instruction\": \"I\", \"instances\": [{\"input\": \"x\", "
+      "\"output\": \"y\"}, "
       "{\"input\": \"\", \"output\": \"z\"}]}\n",
       "a.jsonl", {});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -324,8 +335,9 @@ TEST(DatasetReader, AlpacaHistorySystemAndSeedInstances) {
 }
 
 TEST(DatasetReader, PreTokenizedKeepsHfLabels) {
-  auto r = parse_dataset_records("{\"input_ids\": [5, 6, 7], \"labels\": [-100, 6, 7], \"attention_mask\": [1, 1, 1]}",
-                                 "t.jsonl", {});
+  auto r = parse_dataset_records(
+      "{\"input_ids\": [5, 6, 7], \"labels\": [-100, 6, 7], \"attention_mask\": [1, 1, 1]}",
+      "t.jsonl", {});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->records[0].input_ids, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(r->records[0].labels, (std::vector<int32_t>{-100, 6, 7}));

@@ -31,7 +31,9 @@ json load_json(const std::string& rel) {
   return json::parse(in);
 }
 
-int64_t bytes(const json& s) { return static_cast<int64_t>(s.get_ref<const std::string&>().size()); }
+int64_t bytes(const json& s) {
+  return static_cast<int64_t>(s.get_ref<const std::string&>().size());
+}
 
 DatasetOptions plain_options(int seq_len = 1 << 16) {
   DatasetOptions o;
@@ -63,9 +65,11 @@ Expected sharegpt_expected(const json& list) {
   Expected e;
   for (const json& x : list) {
     int64_t total = 1;  // BOS
-    if (x.contains("tools") && x["tools"].get<std::string>() != "" && x["tools"].get<std::string>() != "[]")
-      total += static_cast<int64_t>(std::string("You have access to the following tools:\n").size()) +
-               bytes(x["tools"]) + 2;
+    if (x.contains("tools") && x["tools"].get<std::string>() != "" &&
+        x["tools"].get<std::string>() != "[]")
+      total +=
+          static_cast<int64_t>(std::string("You have access to the following tools:\n").size()) +
+          bytes(x["tools"]) + 2;
     for (const json& m : x["conversations"]) {
       std::string from = m["from"];
       total += bytes(m["value"]) + 1;  // "\n" after a prompt, EOS after a reply
@@ -107,7 +111,8 @@ TEST(DatasetFiles, AlpacaIdentityAndSeedTasks) {
   EXPECT_EQ(id->size(), 91u);
   expect_counts(*id, alpaca_expected(load_json("datasets/alpaca/identity.json")));
 
-  auto seed = Dataset::load(data_path("datasets/alpaca/stanford_alpaca_seed_tasks.jsonl"), tok, plain_options());
+  auto seed = Dataset::load(data_path("datasets/alpaca/stanford_alpaca_seed_tasks.jsonl"), tok,
+                            plain_options());
   ASSERT_TRUE(seed.ok()) << seed.status().to_string();
   EXPECT_EQ(seed->format(), DatasetFormat::kAlpaca);
   EXPECT_EQ(seed->size(), 175u);  // one instance each
@@ -116,7 +121,9 @@ TEST(DatasetFiles, AlpacaIdentityAndSeedTasks) {
   for (std::string line; std::getline(in, line);) {
     json x = json::parse(line);
     for (const json& inst : x["instances"])
-      flat.push_back({{"instruction", x["instruction"]}, {"input", inst["input"]}, {"output", inst["output"]}});
+      flat.push_back({{"instruction", x["instruction"]},
+                      {"input", inst["input"]},
+                      {"output", inst["output"]}});
   }
   expect_counts(*seed, alpaca_expected(flat));
 }
@@ -124,20 +131,24 @@ TEST(DatasetFiles, AlpacaIdentityAndSeedTasks) {
 TEST(DatasetFiles, ShareGptFastChat) {
   SPILLWAY_REQUIRE_DATA();
   FakeByteTokenizer tok;
-  auto ds = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), tok, plain_options());
+  auto ds = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), tok,
+                          plain_options());
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   EXPECT_EQ(ds->format(), DatasetFormat::kShareGpt);
   EXPECT_EQ(ds->size(), 500u);
-  expect_counts(*ds, sharegpt_expected(load_json("datasets/sharegpt/fastchat_dummy_conversation.json")));
+  expect_counts(*ds,
+                sharegpt_expected(load_json("datasets/sharegpt/fastchat_dummy_conversation.json")));
 }
 
 TEST(DatasetFiles, ShareGptGlaiveToolCalls) {
   SPILLWAY_REQUIRE_DATA();
   FakeByteTokenizer tok;
-  auto ds = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, plain_options());
+  auto ds = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok,
+                          plain_options());
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   EXPECT_EQ(ds->size(), 300u);
-  expect_counts(*ds, sharegpt_expected(load_json("datasets/sharegpt/glaive_toolcall_en_demo.json")));
+  expect_counts(*ds,
+                sharegpt_expected(load_json("datasets/sharegpt/glaive_toolcall_en_demo.json")));
 }
 
 TEST(DatasetFiles, ChatMlMasksWithByteTokenizer) {
@@ -209,7 +220,7 @@ TEST(DatasetFiles, PackedTextAndTheLastTenPercent) {
   auto text = read_file(path);
   ASSERT_TRUE(text.ok());
   const int64_t n_bytes = static_cast<int64_t>(text->size());  // 1,115,394
-  const int64_t positions = n_bytes;                            // bytes + EOS, minus one
+  const int64_t positions = n_bytes;                           // bytes + EOS, minus one
   const int64_t full = positions / 256;
   const DatasetStats& st = ds->stats();
   EXPECT_EQ(st.total_tokens, n_bytes + 1);
@@ -310,7 +321,8 @@ TEST(DatasetFiles, ParallelTokenizationMatches) {
   DatasetOptions o = plain_options(512);
   auto serial = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, o);
   o.pool = &pool;
-  auto parallel = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, o);
+  auto parallel =
+      Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), tok, o);
   ASSERT_TRUE(serial.ok() && parallel.ok());
   ASSERT_EQ(serial->size(), parallel->size());
   for (size_t i = 0; i < serial->size(); ++i) {
@@ -430,7 +442,8 @@ TEST_F(RealTokenizer, ShareGptAndPackedStories) {
   int64_t trained = 0;
   for (const json& x : load_json("datasets/sharegpt/fastchat_dummy_conversation.json"))
     for (const json& m : x["conversations"])
-      if (m["from"] == "gpt") trained += static_cast<int64_t>(tok.encode(m["value"].get<std::string>()).size()) + 1;
+      if (m["from"] == "gpt")
+        trained += static_cast<int64_t>(tok.encode(m["value"].get<std::string>()).size()) + 1;
   EXPECT_EQ(chat->stats().trained_tokens, trained);
 
   DatasetOptions o;
@@ -461,9 +474,12 @@ void expect_segmentwise_equals_whole(const Tokenizer& tok, const Dataset& ds,
     ASSERT_TRUE(segs.ok());
     std::string whole;
     for (const ChatSegment& g : *segs) {
-      if (g.special == ChatSegment::Special::kBos) whole += tok.id_to_token(*tok.bos_id());
-      else if (g.special == ChatSegment::Special::kEos) whole += tok.id_to_token(*tok.eos_id());
-      else whole += g.text;
+      if (g.special == ChatSegment::Special::kBos)
+        whole += tok.id_to_token(*tok.bos_id());
+      else if (g.special == ChatSegment::Special::kEos)
+        whole += tok.id_to_token(*tok.eos_id());
+      else
+        whole += g.text;
     }
     std::vector<int32_t> ids = tok.encode(whole);
     const TokenSequence& s = ds[i];
@@ -509,10 +525,12 @@ TEST(RealTokenizers, ChatMlWithQwen25) {
     if (l == *im_end) break;
   }
   EXPECT_EQ(got, want);
-  expect_segmentwise_equals_whole(*tok, *ds, "datasets/sharegpt/fastchat_dummy_conversation.json", 50);
+  expect_segmentwise_equals_whole(*tok, *ds, "datasets/sharegpt/fastchat_dummy_conversation.json",
+                                  50);
   auto glaive = Dataset::load(data_path("datasets/sharegpt/glaive_toolcall_en_demo.json"), *tok, o);
   ASSERT_TRUE(glaive.ok()) << glaive.status().to_string();
-  expect_segmentwise_equals_whole(*tok, *glaive, "datasets/sharegpt/glaive_toolcall_en_demo.json", 50);
+  expect_segmentwise_equals_whole(*tok, *glaive, "datasets/sharegpt/glaive_toolcall_en_demo.json",
+                                  50);
 }
 
 TEST(RealTokenizers, Llama3HeadersAreSpecialTokens) {
@@ -561,8 +579,10 @@ TEST(RealTokenizers, Llama2MatchesTheReferenceString) {
     std::string text;
     for (const json& m : list[i]["conversations"]) {
       std::string v = strip(m["value"].get<std::string>());
-      if (m["from"] == "human") text += "<s>[INST] " + v + " [/INST]";
-      else text += " " + v + " </s>";
+      if (m["from"] == "human")
+        text += "<s>[INST] " + v + " [/INST]";
+      else
+        text += " " + v + " </s>";
     }
     std::vector<int32_t> ids = tok->encode(text);
     const TokenSequence& s = (*ds)[i];

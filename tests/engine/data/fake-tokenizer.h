@@ -13,7 +13,8 @@ class FakeByteTokenizer : public Tokenizer {
  public:
   static constexpr int32_t kBos = 1, kEos = 2, kOffset = 3;
 
-  explicit FakeByteTokenizer(std::string chat_template = "", bool has_bos = true, bool has_eos = true)
+  explicit FakeByteTokenizer(std::string chat_template = "", bool has_bos = true,
+                             bool has_eos = true)
       : chat_template_(std::move(chat_template)), has_bos_(has_bos), has_eos_(has_eos) {}
 
   std::vector<int32_t> encode(std::string_view text) const override {
@@ -31,8 +32,10 @@ class FakeByteTokenizer : public Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override {
     std::string s;
     for (int32_t id : ids) {
-      if (id >= kOffset) s.push_back(static_cast<char>(id - kOffset));
-      else if (!skip_special) s += id == kBos ? "<s>" : id == kEos ? "</s>" : "<unk>";
+      if (id >= kOffset)
+        s.push_back(static_cast<char>(id - kOffset));
+      else if (!skip_special)
+        s += id == kBos ? "<s>" : id == kEos ? "</s>" : "<unk>";
     }
     return s;
   }
@@ -43,9 +46,15 @@ class FakeByteTokenizer : public Tokenizer {
     if (token.size() == 1) return static_cast<unsigned char>(token[0]) + kOffset;
     return std::nullopt;
   }
-  std::string id_to_token(int32_t id) const override { return decode(std::span<const int32_t>(&id, 1)); }
-  std::optional<int32_t> bos_id() const override { return has_bos_ ? std::optional<int32_t>(kBos) : std::nullopt; }
-  std::optional<int32_t> eos_id() const override { return has_eos_ ? std::optional<int32_t>(kEos) : std::nullopt; }
+  std::string id_to_token(int32_t id) const override {
+    return decode(std::span<const int32_t>(&id, 1));
+  }
+  std::optional<int32_t> bos_id() const override {
+    return has_bos_ ? std::optional<int32_t>(kBos) : std::nullopt;
+  }
+  std::optional<int32_t> eos_id() const override {
+    return has_eos_ ? std::optional<int32_t>(kEos) : std::nullopt;
+  }
   std::optional<int32_t> pad_id() const override { return std::nullopt; }
   const std::string& chat_template() const override { return chat_template_; }
   bool lossless() const override { return true; }
