@@ -91,6 +91,7 @@ Result<HostRegion> HostPool::allocate(size_t bytes, Category category, std::stri
     // request's own size when it is larger than a slab.
     size_t slab = std::max(config_.slab_bytes, need);
     const size_t cap = config_.dram_cap_bytes;
+    if (cap > 0 && slab_total_ + need > cap) trim_locked();  // empty slabs too small for this request
     if (cap > 0 && slab_total_ + slab > cap) slab = need;
     if (cap > 0 && slab_total_ + slab > cap) {
       return out_of_memory("host pool: cannot allocate " + format_bytes(need) + " for " + label + ": " +
@@ -147,6 +148,10 @@ void HostPool::release(HostRegion& region) {
 
 size_t HostPool::trim() {
   std::lock_guard lock(mutex_);
+  return trim_locked();
+}
+
+size_t HostPool::trim_locked() {
   size_t freed = 0;
   for (auto& s : slabs_) {
     if (s && s->ranges.empty()) {

@@ -11,8 +11,9 @@
 //
 // Thread-safety: allocate(), region release and the queries are safe from any thread (one mutex).
 // Ownership: the pool owns the slabs; a HostRegion is a move-only handle that returns its range
-// on destruction and must not outlive the pool. Empty slabs stay pinned until trim() or the pool's
-// destruction, so that a step that frees and re-allocates does not re-pin.
+// on destruction and must not outlive the pool. Empty slabs stay pinned until trim(), the pool's
+// destruction, or a request that the cap would refuse otherwise, so that a step that frees and
+// re-allocates does not re-pin.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +111,7 @@ class HostPool {
   };
   void release(HostRegion& region);
   std::string usage_locked() const;
+  size_t trim_locked();
 
   HostPoolConfig config_;
   HostAllocator allocator_;

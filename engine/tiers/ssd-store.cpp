@@ -87,7 +87,9 @@ struct SsdStore::BlockOp {
 
 std::string SsdStore::group_path(const std::string& group) const { return config_.folder + "/" + group + ".blk"; }
 
-static std::string serialize_sidecar(uint32_t block_bytes, uint64_t bytes, const std::vector<uint32_t>& crcs,
+namespace {
+
+std::string serialize_sidecar(uint32_t block_bytes, uint64_t bytes, const std::vector<uint32_t>& crcs,
                                      const std::vector<uint8_t>& bad) {
   std::string out(kSidecarMagic, sizeof kSidecarMagic);
   put(&out, kSidecarVersion);
@@ -99,6 +101,8 @@ static std::string serialize_sidecar(uint32_t block_bytes, uint64_t bytes, const
   put(&out, crc32c(out.data(), out.size()));
   return out;
 }
+
+}  // namespace
 
 SsdStore::SsdStore(SsdConfig config, TierCounters* counters, StorageEnv* env)
     : config_(std::move(config)), counters_(counters), env_(env) {}
@@ -204,19 +208,19 @@ Status SsdStore::create_group(const std::string& group, uint64_t bytes, Category
   g->n_blocks = g->file_bytes / config_.block_bytes;
 
   // Space an old file of the same name holds comes back when it is replaced.
-  auto old_size = env_->file_size(g->path);
-  auto free_now = [&]() -> uint64_t {
-    auto f = env_->free_bytes(config_.folder);
-    return (f.ok() ? *f : 0) + (old_size.ok() ? *old_size : 0);
+  auto free_now = [&]() -> Result<uint64_t> {
+    SPW_ASSIGN_OR_RETURN(uint64_t free_bytes, env_->free_bytes(config_.folder));
+    auto old_size = env_->file_size(g->path);
+    return free_bytes + (old_size.ok() ? *old_size : 0);
   };
-  auto no_space_status = [&](uint64_t free_bytes) {
+  auto no_space_status = [&](const Result<uint64_t>& free_bytes) {
     return no_space("SSD store: cannot pre-allocate group '" + group + "' in " + config_.folder + ": it needs " +
-                    format_bytes(g->file_bytes) + " and that filesystem has " + format_bytes(free_bytes) +
+                    format_bytes(g->file_bytes) + " and that filesystem has " +
+                    (free_bytes.ok() ? format_bytes(*free_bytes) : std::string("an unknown amount")) +
                     " free; free space there, choose another folder, or keep less on the SSD tier");
   };
-  if (auto f = env_->free_bytes(config_.folder); f.ok() && g->file_bytes > free_now()) {
-    return no_space_status(free_now());
-  }
+  // Checked before fallocate so the message is the same on filesystems that over-commit.
+  if (auto free_bytes = free_now(); free_bytes.ok() && g->file_bytes > *free_bytes) return no_space_status(free_bytes);
   auto file = env_->create_block_file(g->path, g->file_bytes, config_.use_direct_io);
   if (!file.ok()) {
     if (file.status().code() == ErrorCode::kNoSpace) return no_space_status(free_now());

@@ -112,6 +112,17 @@ TEST(HostPool, CapGivesClearOutOfMemory) {
   EXPECT_TRUE(pool.allocate(2 * kMiB, Category::kOptimizer).ok());
 }
 
+TEST(HostPool, EmptySlabsAreFreedWhenTheCapWouldRefuse) {
+  HostPool pool({.slab_bytes = 4 * kMiB, .dram_cap_bytes = 6 * kMiB});
+  auto small = pool.allocate(kMiB, Category::kWorkspace);
+  ASSERT_TRUE(small.ok());
+  small->reset();
+  // 4 MiB empty slab + 5 MiB would pass the cap: the empty slab goes first.
+  auto big = pool.allocate(5 * kMiB, Category::kWeights);
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_EQ(pool.slab_bytes_total(), 5 * kMiB);
+}
+
 TEST(HostPool, AllocatorFailureIsReported) {
   HostAllocator refusing;
   refusing.name = "cudaHostAlloc";
