@@ -84,6 +84,38 @@ Result<std::unique_ptr<EventWriter>> EventWriter::open_file(const std::string& p
   return std::unique_ptr<EventWriter>(new EventWriter(fd, path, t_offset_s));
 }
 
+std::optional<double> EventWriter::last_t_s(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  constexpr off_t kTail = 64 * 1024;
+  off_t start = st.st_size > kTail ? st.st_size - kTail : 0;
+  std::string buf(static_cast<size_t>(st.st_size - start), '\0');
+  ssize_t n = ::pread(fd, buf.data(), buf.size(), start);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  buf.resize(static_cast<size_t>(n));
+  std::optional<double> best;
+  size_t pos = 0;
+  while (pos < buf.size()) {
+    size_t nl = buf.find('\n', pos);
+    size_t end = nl == std::string::npos ? buf.size() : nl;
+    Json j = Json::parse(buf.begin() + static_cast<std::ptrdiff_t>(pos), buf.begin() + static_cast<std::ptrdiff_t>(end),
+                         nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("t") && j["t"].is_number()) {
+      double t = j["t"].get<double>();
+      if (!best || t > *best) best = t;
+    }
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return best;
+}
+
 EventWriter::EventWriter(int fd, std::string path, double t_offset_s)
     : fd_(fd), path_(std::move(path)), t_offset_s_(t_offset_s), start_(std::chrono::steady_clock::now()) {}
 

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,11 @@ class EventWriter {
   static Result<std::unique_ptr<EventWriter>> open(const std::string& run_dir, double t_offset_s = 0.0);
   // Same, with an explicit file path (tests, or a non-default name).
   static Result<std::unique_ptr<EventWriter>> open_file(const std::string& path, double t_offset_s = 0.0);
+
+  // The largest "t" among the last lines of an existing events file (the last 64 KiB are read; torn
+  // or non-JSON lines are skipped): the t_offset_s a resumed run passes to open(). Absent when the
+  // file is missing, empty or holds no parsable line there.
+  static std::optional<double> last_t_s(const std::string& path);
 
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;

@@ -119,6 +119,10 @@ TEST(EventWriter, ReopenAppendsAndRepairsTornLine) {
     }
   }
   EXPECT_EQ(bad, 1);  // only the torn line itself
+  auto last = EventWriter::last_t_s(path);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_GE(*last, 100.0);
+  EXPECT_FALSE(EventWriter::last_t_s(dir.file("missing.jsonl")).has_value());
   ASSERT_EQ(good.size(), 2u);
   EXPECT_EQ(good[1]["state"], "resumed");
   EXPECT_GE(good[1]["t"].get<double>(), 100.0);
