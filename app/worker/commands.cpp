@@ -2,10 +2,15 @@
 
 #include <ostream>
 
+#include "worker/tokenize-command.h"
+
 namespace spillway::worker {
 
 const std::vector<Command>& commands() {
-  static const std::vector<Command> kCommands = {};
+  static const std::vector<Command> kCommands = {
+      {"tokenize", "tokenize --tokenizer PATH [--add-special-tokens]",
+       "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.", run_tokenize},
+  };
   return kCommands;
 }
 

@@ -38,8 +38,9 @@ json added(int id, const std::string& content, bool special, json flags = json::
 // Writes `j` as tokenizer.json (and `config` as tokenizer_config.json when given) and loads it.
 std::unique_ptr<Tokenizer> load_json(const TempDir& dir, const json& j, const json& config = nullptr) {
   EXPECT_TRUE(write_file_atomic(dir.file("tokenizer.json"), j.dump()).ok());
-  if (!config.is_null())
+  if (!config.is_null()) {
     EXPECT_TRUE(write_file_atomic(dir.file("tokenizer_config.json"), config.dump()).ok());
+  }
   auto t = Tokenizer::load(dir.path());
   EXPECT_TRUE(t.ok()) << t.status().to_string();
   return t.ok() ? std::move(t).value() : nullptr;

@@ -68,7 +68,9 @@ TEST_P(TestVectors, MatchLlamaCpp) {
       ADD_FAILURE() << GetParam().vocab << " string " << i << " " << nlohmann::json(texts[i]).dump()
                     << "\n  got:      " << ids_str(ids) << "\n  expected: " << ids_str(expected[i]);
     }
-    if (tok->lossless()) EXPECT_EQ(tok->decode(ids), texts[i]) << GetParam().vocab << " string " << i;
+    if (tok->lossless()) {
+      EXPECT_EQ(tok->decode(ids), texts[i]) << GetParam().vocab << " string " << i;
+    }
   }
   EXPECT_EQ(failures, 0);
 }
