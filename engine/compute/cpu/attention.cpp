@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -39,62 +40,118 @@ inline int interleave(size_t i, int blocks) {
   return (i % 2 == 0) ? k : blocks - 1 - k;
 }
 
-// x[b, T, heads, d] → xt[b, heads, d, T]
+constexpr int kTile = 16;  // columns per register tile: 2 AVX2 or 4 SSE registers per row
+
+// Row stride of a transposed head: T rounded up to whole tiles.
+inline int padded(int seq) { return (seq + kTile - 1) / kTile * kTile; }
+
+// x[b, T, heads, d] → xt[b, heads, d, padded(T)], zero padding, plus one spare tile at the end
+// so that a tile that starts inside the last row may run past it.
 std::vector<float> transpose_heads(const float* x, int batch, int seq, int heads, int d) {
-  std::vector<float> xt(static_cast<size_t>(batch) * heads * d * seq);
+  const size_t tp = padded(seq);
+  std::vector<float> xt(static_cast<size_t>(batch) * heads * d * tp + kTile, 0.0f);
   ThreadPool::global().parallel_for(static_cast<size_t>(batch) * heads, [&](size_t i0, size_t i1) {
     for (size_t bh = i0; bh < i1; ++bh) {
       const size_t b = bh / heads, h = bh % heads;
-      float* dst = xt.data() + bh * d * seq;
+      float* dst = xt.data() + bh * d * tp;
       for (int t = 0; t < seq; ++t) {
         const float* src = x + ((b * seq + t) * heads + h) * d;
-        for (int j = 0; j < d; ++j) dst[static_cast<size_t>(j) * seq + t] = src[j];
+        for (int j = 0; j < d; ++j) dst[j * tp + t] = src[j];
       }
     }
   });
   return xt;
 }
 
-// out[r][0, count) = Σ_j a[r][j] · bt[j][0, count) for kRows rows; bt is [d, stride].
-inline void rows_times_transposed(float* const out[kRows], const float* const a[kRows],
-                                  const float* bt, int stride, int count, int d) {
-  for (int r = 0; r < kRows; ++r) std::fill(out[r], out[r] + count, 0.0f);
-  float* o0 = out[0];
-  float* o1 = out[1];
-  float* o2 = out[2];
-  float* o3 = out[3];
-  for (int j = 0; j < d; ++j) {
-    const float* row = bt + static_cast<size_t>(j) * stride;
-    const float a0 = a[0][j], a1 = a[1][j], a2 = a[2][j], a3 = a[3][j];
-#pragma omp simd
-    for (int s = 0; s < count; ++s) {
-      const float x = row[s];
-      o0[s] += a0 * x;
-      o1[s] += a1 * x;
-      o2[s] += a2 * x;
-      o3[s] += a3 * x;
+// out[r][0, count) = Σ_j a[r][j] · bt[j][0, count) for kRows rows. bt is [d, stride] and may be
+// read up to whole tiles past `count`; out rows are written likewise (callers pad both).
+// A kRows × kTile tile of sums stays in eight vector registers through the whole j loop.
+static_assert(kRows == 4 && kTile == 16, "the register tile below is written out for 4 x 16");
+SPW_MULTIVERSION
+void rows_times_transposed(float* const out[kRows], const float* const a[kRows], const float* bt,
+                           size_t stride, int count, int d) {
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+  for (int s0 = 0; s0 < count; s0 += kTile) {
+    v8f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
+    const float* col = bt + s0;
+    for (int j = 0; j < d; ++j, col += stride) {
+      const v8f k0 = load8(col), k1 = load8(col + 8);
+      c00 += a0[j] * k0, c01 += a0[j] * k1;
+      c10 += a1[j] * k0, c11 += a1[j] * k1;
+      c20 += a2[j] * k0, c21 += a2[j] * k1;
+      c30 += a3[j] * k0, c31 += a3[j] * k1;
+    }
+    store8(out[0] + s0, c00), store8(out[0] + s0 + 8, c01);
+    store8(out[1] + s0, c10), store8(out[1] + s0 + 8, c11);
+    store8(out[2] + s0, c20), store8(out[2] + s0 + 8, c21);
+    store8(out[3] + s0, c30), store8(out[3] + s0 + 8, c31);
+  }
+}
+
+// acc[r][j0, j0 + 8·V) += Σ_{s in [s0, s1)} w[r][s] · row_s[j0, j0 + 8·V), row_s = base + s·stride.
+template <int V>
+inline __attribute__((always_inline)) void weighted_rows_tile(
+    float* const acc[kRows], const float* const w[kRows], const float* base, size_t stride,
+    int s0, int s1, int j0) {
+  v8f c[kRows][V];
+  for (int r = 0; r < kRows; ++r)
+    for (int x = 0; x < V; ++x) c[r][x] = load8(acc[r] + j0 + 8 * x);
+  for (int s = s0; s < s1; ++s) {
+    const float* row = base + s * stride + j0;
+    v8f x8[V];
+    for (int x = 0; x < V; ++x) x8[x] = load8(row + 8 * x);
+    for (int r = 0; r < kRows; ++r) {
+      const float wr = w[r][s];
+      for (int x = 0; x < V; ++x) c[r][x] += wr * x8[x];
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int x = 0; x < V; ++x) store8(acc[r] + j0 + 8 * x, c[r][x]);
+}
+
+// acc[r][0, d) += Σ_{s in [s0, s1)} w[r][s] · row_s[0, d) for kRows rows.
+SPW_MULTIVERSION
+void weighted_rows_sum(float* const acc[kRows], const float* const w[kRows], const float* base,
+                       size_t stride, int s0, int s1, int d) {
+  int j0 = 0;
+  for (; j0 + 16 <= d; j0 += 16) weighted_rows_tile<2>(acc, w, base, stride, s0, s1, j0);
+  for (; j0 + 8 <= d; j0 += 8) weighted_rows_tile<1>(acc, w, base, stride, s0, s1, j0);
+  for (; j0 < d; ++j0) {  // head sizes that are not a multiple of 8
+    for (int s = s0; s < s1; ++s) {
+      const float x = base[s * stride + j0];
+      for (int r = 0; r < kRows; ++r) acc[r][j0] += w[r][s] * x;
     }
   }
 }
 
-// acc[r][0, d) += Σ_{s < count} w[r][s] · rows(s)[0, d) for kRows rows; rows(s) = base + s·stride.
-inline void weighted_rows_sum(float* const acc[kRows], const float* const w[kRows],
-                              const float* base, size_t stride, int s0, int count, int d) {
-  float* c0 = acc[0];
-  float* c1 = acc[1];
-  float* c2 = acc[2];
-  float* c3 = acc[3];
-  for (int s = s0; s < count; ++s) {
-    const float* row = base + s * stride;
-    const float w0 = w[0][s], w1 = w[1][s], w2 = w[2][s], w3 = w[3][s];
+// s[u] = exp(s[u]·scale − m) for u < n; returns Σ s[u].
+SPW_MULTIVERSION
+float exp_shifted(float* s, int n, float scale, float m) {
+  float l = 0.0f;
+#pragma omp simd reduction(+ : l)
+  for (int u = 0; u < n; ++u) {
+    s[u] = expf_fast(s[u] * scale - m);
+    l += s[u];
+  }
+  return l;
+}
+
+// One query row t against keys u < n: s[u] = P·(dp[u] − D_t) with P = exp(s[u]·scale − lse_t).
+SPW_MULTIVERSION
+void softmax_grad_row(float* s, const float* dp, float lse, float dt, int n, float scale) {
 #pragma omp simd
-    for (int j = 0; j < d; ++j) {
-      const float x = row[j];
-      c0[j] += w0 * x;
-      c1[j] += w1 * x;
-      c2[j] += w2 * x;
-      c3[j] += w3 * x;
-    }
+  for (int u = 0; u < n; ++u) s[u] = expf_fast(s[u] * scale - lse) * (dp[u] - dt);
+}
+
+// One key row s against queries u < n: P = exp(s[u]·scale − lse[u]), s[u] = P·(p[u] − dt[u]),
+// p[u] = P (on entry s holds scores and p holds dP).
+SPW_MULTIVERSION
+void softmax_grad_col(float* s, float* p, const float* lse, const float* dt, int n, float scale) {
+#pragma omp simd
+  for (int u = 0; u < n; ++u) {
+    const float pr = expf_fast(s[u] * scale - lse[u]);
+    s[u] = pr * (p[u] - dt[u]);
+    p[u] = pr;
   }
 }
 
@@ -105,11 +162,13 @@ size_t min_blocks(int seq, int d) {
 }
 
 struct RowScratch {
-  explicit RowScratch(int seq, int d)
-      : s(static_cast<size_t>(kRows) * std::max(seq, 1)),
-        p(static_cast<size_t>(kRows) * std::max(seq, 1)),
+  RowScratch(int seq, int d)
+      : stride(padded(seq) + kTile),
+        s(kRows * stride),
+        p(kRows * stride),
         acc(static_cast<size_t>(kRows) * d) {}
-  std::vector<float> s, p, acc;  // [kRows, seq], [kRows, seq], [kRows, d]
+  size_t stride;                 // a score row: the sequence plus a tile of overrun
+  std::vector<float> s, p, acc;  // [kRows, stride], [kRows, stride], [kRows, d]
 };
 
 }  // namespace
@@ -120,7 +179,8 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
   if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, T]
+  const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, tp]
+  const size_t tp = padded(seq);
   const int blocks = (seq + kRows - 1) / kRows;
   const size_t items = static_cast<size_t>(batch) * hq * blocks;
   ThreadPool::global().parallel_for(
@@ -138,11 +198,11 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
           float* ar[kRows];
           for (int r = 0; r < kRows; ++r) {
             qr[r] = q + ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;  // pad with a real row
-            sr[r] = sc.s.data() + static_cast<size_t>(r) * seq;
+            sr[r] = sc.s.data() + r * sc.stride;
             ar[r] = sc.acc.data() + static_cast<size_t>(r) * d;
           }
-          rows_times_transposed(sr, qr, kt.data() + (static_cast<size_t>(b) * hkv + kvh) * d * seq,
-                                seq, count, d);
+          rows_times_transposed(sr, qr, kt.data() + (static_cast<size_t>(b) * hkv + kvh) * d * tp,
+                                tp, count, d);
           float l_row[kRows];
           for (int r = 0; r < kRows; ++r) {
             const int t = t0 + r;  // keys [0, t] are visible; later ones get weight 0
@@ -150,12 +210,7 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
             const int visible = std::min(t + 1, count);
             float m = -std::numeric_limits<float>::infinity();
             for (int u = 0; u < visible; ++u) m = std::max(m, s[u] * scale);
-            float l = 0.0f;
-#pragma omp simd reduction(+ : l)
-            for (int u = 0; u < visible; ++u) {
-              s[u] = expf_fast(s[u] * scale - m);
-              l += s[u];
-            }
+            const float l = exp_shifted(s, visible, scale, m);
             std::fill(s + visible, s + count, 0.0f);
             l_row[r] = l;
             if (r < rows) lse[bh * seq + t] = m + std::log(l);
@@ -206,7 +261,8 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
   // Pass 1, blocks of query rows: P_ts = exp(S_ts − lse_t), dP_ts = dO_t·v_s,
   // dS = P∘(dP − D), dq_t = scale · Σ_{s<=t} dS_ts · k_s.
   {
-    const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, T]
+    const size_t tp = padded(seq);
+    const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, tp]
     const std::vector<float> vt = transpose_heads(v, batch, seq, hkv, d);
     pool.parallel_for(
         static_cast<size_t>(batch) * hq * blocks,
@@ -228,21 +284,19 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
               const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
               qr[r] = q + off;
               gr[r] = dout + off;
-              sr[r] = sc.s.data() + static_cast<size_t>(r) * seq;
-              pr[r] = sc.p.data() + static_cast<size_t>(r) * seq;
+              sr[r] = sc.s.data() + r * sc.stride;
+              pr[r] = sc.p.data() + r * sc.stride;
               ar[r] = sc.acc.data() + static_cast<size_t>(r) * d;
             }
-            const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * seq;
-            rows_times_transposed(sr, qr, kt.data() + kv_off, seq, count, d);  // S
-            rows_times_transposed(pr, gr, vt.data() + kv_off, seq, count, d);  // dP
+            const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp;
+            rows_times_transposed(sr, qr, kt.data() + kv_off, tp, count, d);  // S
+            rows_times_transposed(pr, gr, vt.data() + kv_off, tp, count, d);  // dP
             for (int r = 0; r < kRows; ++r) {
               const int t = t0 + std::min(r, rows - 1);
               const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
               const int visible = std::min(t0 + r + 1, count);
               float* s = sr[r];
-              const float* dp = pr[r];
-#pragma omp simd
-              for (int u = 0; u < visible; ++u) s[u] = expf_fast(s[u] * scale - l) * (dp[u] - dt);
+              softmax_grad_row(s, pr[r], l, dt, visible, scale);
               std::fill(s + visible, s + count, 0.0f);
             }
             std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
@@ -259,8 +313,9 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
 
   // Pass 2, blocks of key rows, summed over the group's query heads and queries t >= s:
   // dk_s = scale · Σ_t dS_ts · q_t,  dv_s = Σ_t P_ts · dO_t.
-  const std::vector<float> qt = transpose_heads(q, batch, seq, hq, d);     // [b, hq, d, T]
-  const std::vector<float> gt = transpose_heads(dout, batch, seq, hq, d);  // [b, hq, d, T]
+  const size_t tp = padded(seq);
+  const std::vector<float> qt = transpose_heads(q, batch, seq, hq, d);     // [b, hq, d, tp]
+  const std::vector<float> gt = transpose_heads(dout, batch, seq, hq, d);  // [b, hq, d, tp]
   pool.parallel_for(
       static_cast<size_t>(batch) * hkv * blocks,
       [&](size_t i0, size_t i1) {
@@ -282,8 +337,8 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             const size_t off = ((tok + s0 + std::min(r, rows - 1)) * hkv + kvh) * d;
             kr[r] = k + off;
             vr[r] = v + off;
-            sr[r] = sc.s.data() + static_cast<size_t>(r) * seq;
-            pr[r] = sc.p.data() + static_cast<size_t>(r) * seq;
+            sr[r] = sc.s.data() + r * sc.stride;
+            pr[r] = sc.p.data() + r * sc.stride;
             ak[r] = sc.acc.data() + static_cast<size_t>(r) * d;
             av[r] = acc_v.data() + static_cast<size_t>(r) * d;
           }
@@ -291,28 +346,24 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
           std::fill(acc_v.begin(), acc_v.end(), 0.0f);
           for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
             const size_t bh = static_cast<size_t>(b) * hq + h;
-            const size_t t_off = bh * d * seq;
+            const size_t t_off = bh * d * tp;
             // Queries t in [s0, T) see at least the first key of the block. The score rows are
             // indexed by t directly (entries below s0 unused) so lse/D line up without offsets.
             const int n_t = seq - s0;
             float* srs[kRows];
             float* prs[kRows];
             for (int r = 0; r < kRows; ++r) srs[r] = sr[r] + s0, prs[r] = pr[r] + s0;
-            rows_times_transposed(srs, kr, qt.data() + t_off + s0, seq, n_t, d);  // S[s, t]
-            rows_times_transposed(prs, vr, gt.data() + t_off + s0, seq, n_t, d);  // dP[s, t]
+            rows_times_transposed(srs, kr, qt.data() + t_off + s0, tp, n_t, d);  // S[s, t]
+            rows_times_transposed(prs, vr, gt.data() + t_off + s0, tp, n_t, d);  // dP[s, t]
             const float* l = lse + bh * seq;
             const float* dt = delta.data() + bh * seq;
             for (int r = 0; r < kRows; ++r) {
               const int s = s0 + r;  // query t sees key s when t >= s
               float* sv = sr[r];
               float* pv = pr[r];
-              for (int t = s0; t < std::min(s, seq); ++t) sv[t] = pv[t] = 0.0f;
-#pragma omp simd
-              for (int t = std::min(s, seq); t < seq; ++t) {
-                const float p = expf_fast(sv[t] * scale - l[t]);
-                sv[t] = p * (pv[t] - dt[t]);
-                pv[t] = p;
-              }
+              const int first = std::min(s, seq);
+              for (int t = s0; t < first; ++t) sv[t] = pv[t] = 0.0f;
+              softmax_grad_col(sv + first, pv + first, l + first, dt + first, seq - first, scale);
             }
             const float* q_rows = q + (tok * hq + h) * d;
             const float* g_rows = dout + (tok * hq + h) * d;

@@ -9,11 +9,37 @@
 #include <string>
 #include <vector>
 
+#include "compute/cpu/vec-math.h"
 #include "core/thread-pool.h"
 
 namespace spillway::compute::cpu {
 
 static constexpr int32_t kIgnoreIndex = -100;
+
+// CE of one row of logits l[v] for `label`: log Σ exp(l) − l[label] (max-shifted, the sum in
+// double). With grad_scale != 0 the row is overwritten by (softmax − onehot)·grad_scale.
+SPW_MULTIVERSION
+static double cross_entropy_row(float* l, int v, int label, float grad_scale) {
+  float m = l[0];
+  for (int j = 1; j < v; ++j) m = std::max(m, l[j]);
+  const float target = l[label];
+  double sum = 0.0;
+  if (grad_scale != 0.0f) {
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < v; ++j) {
+      l[j] = expf_fast(l[j] - m);  // the exponentials become the softmax in place
+      sum += l[j];
+    }
+    const float k = static_cast<float>(grad_scale / sum);
+#pragma omp simd
+    for (int j = 0; j < v; ++j) l[j] *= k;
+    l[label] -= grad_scale;
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < v; ++j) sum += expf_fast(l[j] - m);
+  }
+  return double(m) + std::log(sum) - target;
+}
 
 size_t lm_head_scratch_floats(int n, int v, int chunk) {
   if (n <= 0 || v <= 0 || chunk <= 0) return 0;
@@ -62,26 +88,7 @@ Status lm_head_loss(double* loss_sum, float* dx, float* dw, const float* x, cons
               if (grad) std::fill(lr, lr + v, 0.0f);
               continue;
             }
-            float m = lr[0];
-            for (int j = 1; j < v; ++j) m = std::max(m, lr[j]);
-            const float target = lr[label];
-            // One expf per logit; the row sum in double. With a gradient the exponentials
-            // overwrite the logits and become the softmax in place.
-            double sum = 0.0;
-            if (grad) {
-              for (int j = 0; j < v; ++j) {
-                lr[j] = std::exp(lr[j] - m);
-                sum += lr[j];
-              }
-            } else {
-              for (int j = 0; j < v; ++j) sum += std::exp(lr[j] - m);
-            }
-            row_loss[r] = double(m) + std::log(sum) - target;
-            if (grad) {
-              const float k = static_cast<float>(loss_scale / sum);
-              for (int j = 0; j < v; ++j) lr[j] *= k;
-              lr[label] -= loss_scale;
-            }
+            row_loss[r] = cross_entropy_row(lr, v, label, grad ? loss_scale : 0.0f);
           }
         },
         1);

@@ -10,6 +10,18 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
+
+// SPW_MULTIVERSION compiles a hot function twice, for x86-64-v3 (AVX2 + FMA) and for the
+// baseline, and picks one at load time (GCC target_clones), so one binary runs everywhere and
+// still uses 8-wide FMAs where they exist. The ISA level, not "arch=haswell": the latter is
+// dispatched on the CPU model and so never chosen on later CPUs. Mark whole loop nests, not tiny
+// helpers: each call goes through an indirect jump.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define SPW_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SPW_MULTIVERSION
+#endif
 
 namespace spillway::compute::cpu {
 
@@ -32,5 +44,17 @@ inline float expf_fast(float x) {
   const int32_t n = static_cast<int32_t>(fn);
   return y * std::bit_cast<float>((n + 127) << 23);
 }
+
+// Eight floats as one value (GCC/Clang vector extension): one AVX register in an AVX2 clone, two
+// SSE registers in the baseline. Used for register tiles whose shape the compiler must not
+// choose; loads and stores are unaligned.
+typedef float v8f __attribute__((vector_size(32)));
+
+__attribute__((always_inline)) inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+__attribute__((always_inline)) inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof(v)); }
 
 }  // namespace spillway::compute::cpu
