@@ -431,6 +431,10 @@ TEST_F(RealTokenizer, AlpacaMasksCountReplyTokens) {
   EXPECT_EQ(ds->stats().trained_tokens, trained);
   EXPECT_EQ(ds->stats().total_tokens, total);
   EXPECT_EQ((*ds)[0].input_ids[0], 1);  // BOS
+  // Pinned figures (plain template, stories260K): a change means the tokenizer or the template
+  // changed.
+  EXPECT_EQ(ds->stats().total_tokens, 485300);
+  EXPECT_EQ(ds->stats().trained_tokens, 429476);
 }
 
 TEST_F(RealTokenizer, ShareGptAndPackedStories) {
@@ -445,6 +449,8 @@ TEST_F(RealTokenizer, ShareGptAndPackedStories) {
       if (m["from"] == "gpt")
         trained += static_cast<int64_t>(tok.encode(m["value"].get<std::string>()).size()) + 1;
   EXPECT_EQ(chat->stats().trained_tokens, trained);
+  EXPECT_EQ(chat->stats().total_tokens, 58383);
+  EXPECT_EQ(chat->stats().trained_tokens, 45475);
 
   DatasetOptions o;
   o.seq_len = 64;
