@@ -56,7 +56,10 @@ inline GoldenFile read_golden(const std::string& name) {
 
 inline std::string ids_str(const std::vector<int32_t>& ids, size_t max = 40) {
   std::string s;
-  for (size_t i = 0; i < ids.size() && i < max; ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size() && i < max; ++i) {
+    if (i) s += ' ';
+    s += std::to_string(ids[i]);
+  }
   if (ids.size() > max) s += " ...";
   return s;
 }
