@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "tokenizer-test-util.h"
@@ -348,6 +349,33 @@ TEST(TokenizerLoad, ClearErrors) {
   ASSERT_FALSE(bad_cfg.ok());
   EXPECT_EQ(bad_cfg.status().code(), ErrorCode::kCorrupt);
   EXPECT_NE(bad_cfg.status().message().find("tokenizer_config.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spillway::testing
+
+namespace spillway::testing {
+namespace {
+
+// Pathological inputs: one huge "word", a huge whitespace run (the \s+(?!\S) look-ahead), a long
+// run of CJK without spaces. Each must finish quickly and round-trip.
+TEST(TokenizerInput, LongRunsStayFastAndExact) {
+  SPILLWAY_REQUIRE_DATA();
+  for (const char* rel : {"tokenizers/llama3/tokenizer.json", "tokenizers/llama2/tokenizer.json"}) {
+    const Tokenizer* tok = shared_tokenizer(rel);
+    ASSERT_NE(tok, nullptr) << rel;
+    std::string cjk;
+    for (int i = 0; i < 20000; ++i) cjk += "\xE4\xB8\xAD\xE6\x96\x87";  // 中文
+    for (const std::string& text : {std::string(200000, 'a'), std::string(200000, ' ') + "x",
+                                    std::string(100000, '\n'), cjk}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto ids = tok->encode(text);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(s, 5.0) << rel << " took " << s << " s on " << text.size() << " bytes";
+      EXPECT_FALSE(ids.empty());
+      EXPECT_EQ(tok->decode(ids), text) << rel;
+    }
+  }
 }
 
 }  // namespace
