@@ -48,7 +48,10 @@ class Tokenizer {
   // The Jinja chat template of tokenizer_config.json, empty when none was found.
   virtual const std::string& chat_template() const = 0;
   // True when decode(encode(x)) == x for every UTF-8 x (byte-level BPE, byte-fallback SPM
-  // without normalisation that loses information).
+  // without normalisation that loses information). Exceptions common to HF: with a Metaspace /
+  // Prepend("▁") tokenizer, text that itself contains U+2581 or spells an added token.
+  // A Unicode normalizer (Qwen's NFC) makes this false even though NFC text round-trips.
+  // tokenizer.model: probed at load on text with space runs, ligatures and emoji.
   virtual bool lossless() const = 0;
 };
 
