@@ -1,0 +1,47 @@
+// CPU AdamW with exactly the semantics of torch.optim.AdamW (decoupled weight decay, bias
+// correction) applied after torch.nn.utils.clip_grad_norm_, in the style of DeepSpeed's cpu_adam:
+// a hyper-parameter struct, a vector body over 64-element tiles under the thread pool (the
+// compiler vectorises the tile loop) and a scalar tail, one contiguous pass per block.
+//
+// Per element (torch/optim/adamw.py, _single_tensor_adamw, no amsgrad):
+//   g  = grad · grad_scale                      (grad_scale = clip coefficient, 1 when off)
+//   p  = p · (1 − lr·wd)                        (only where decay is on: ndim >= 2 tensors)
+//   m  = m + (g − m)·(1 − β1)                   (exp_avg.lerp_)
+//   v  = v·β2 + (1 − β2)·g²
+//   p  = p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε)
+// Thread-safety: adamw_update may run concurrently on disjoint blocks; it uses the global pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "model/parameter-layout.h"
+
+namespace spillway {
+
+struct AdamWConfig {
+  double lr = 1e-3;  // this step's learning rate (after the schedule)
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// Updates `count` elements in place. `step` counts from 1. `decay` selects weight decay.
+void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count, const AdamWConfig& c,
+                        int64_t step, float grad_scale, bool decay);
+
+// Updates a whole parameter block (layout order), with decay per parameter view and padding
+// left untouched, split over the global thread pool.
+void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v, const float* grad,
+                        const AdamWConfig& c, int64_t step, float grad_scale);
+
+// Σ x² over `count` floats, in double (for the global gradient norm).
+double sum_of_squares(const float* x, size_t count);
+
+// torch.nn.utils.clip_grad_norm_: the factor to multiply gradients by, given their global L2
+// norm: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0 (clipping off).
+float clip_coefficient(double total_norm, double max_norm);
+
+}  // namespace spillway

@@ -1,0 +1,73 @@
+#include "train/model-state.h"
+
+#include <cmath>
+#include <random>
+
+namespace spillway {
+
+Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& layout, bool with_optimizer) {
+  std::unique_ptr<ModelState> s(new ModelState(layout));
+  s->blocks_.resize(layout.num_blocks());
+  for (size_t b = 0; b < layout.num_blocks(); ++b) {
+    const size_t bytes = layout.blocks()[b].numel * sizeof(float);
+    Block& k = s->blocks_[b];
+    SPW_ASSIGN_OR_RETURN(k.master, AlignedBuffer::allocate(bytes, 4096));
+    SPW_ASSIGN_OR_RETURN(k.grad, AlignedBuffer::allocate(bytes, 4096));
+    if (with_optimizer) {
+      SPW_ASSIGN_OR_RETURN(k.m, AlignedBuffer::allocate(bytes, 4096));
+      SPW_ASSIGN_OR_RETURN(k.v, AlignedBuffer::allocate(bytes, 4096));
+    }
+  }
+  return s;
+}
+
+Status ModelState::load_weights(const TensorStore& store) {
+  SPW_RETURN_IF_ERROR(layout_.check(store));
+  for (size_t b = 0; b < num_blocks(); ++b) SPW_RETURN_IF_ERROR(layout_.load_block(store, b, master(b)));
+  return {};
+}
+
+void ModelState::init_random(uint64_t seed, float std) {
+  std::mt19937_64 rng(seed);
+  auto normal = [&]() {
+    // Box-Muller on 53-bit uniforms: the same numbers on every platform, unlike std::normal_distribution.
+    const double u1 = ((rng() >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = (rng() >> 11) * 0x1.0p-53;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  };
+  for (size_t b = 0; b < num_blocks(); ++b) {
+    float* w = master(b);
+    std::fill(w, w + layout_.blocks()[b].numel, 0.0f);
+    for (const ParamView& p : layout_.blocks()[b].params) {
+      const bool is_norm = p.shape.size() == 1 && p.name.find("norm") != std::string::npos;
+      const bool is_bias = p.name.ends_with(".bias");
+      for (size_t i = 0; i < p.numel; ++i) {
+        w[p.offset + i] = is_norm ? 1.0f : is_bias ? 0.0f : static_cast<float>(normal() * std);
+      }
+    }
+  }
+}
+
+Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes) const {
+  std::vector<TensorToWrite> tensors;
+  for (size_t b = 0; b < num_blocks(); ++b) {
+    for (const ParamView& p : layout_.blocks()[b].params) {
+      tensors.push_back({p.name, DType::kF32, p.shape, master(b) + p.offset});
+    }
+  }
+  return write_safetensors_sharded(dir, tensors, max_shard_bytes);
+}
+
+uint64_t ModelState::weight_bytes() const {
+  uint64_t n = 0;
+  for (const auto& k : blocks_) n += k.master.size() + k.grad.size();
+  return n;
+}
+
+uint64_t ModelState::optimizer_bytes() const {
+  uint64_t n = 0;
+  for (const auto& k : blocks_) n += k.m.size() + k.v.size();
+  return n;
+}
+
+}  // namespace spillway

@@ -1,0 +1,59 @@
+// ModelState: the training state that lives in host memory (DRAM) — per block the fp32 master
+// weights, the fp32 gradients of the current step and the AdamW moments m and v — plus the
+// optimizer step count.
+//
+// Each of the four is one AlignedBuffer per block in ParameterLayout order, so that a block
+// streams as one contiguous copy and the CPU AdamW makes one pass per block. The state owns its
+// buffers; it is not thread-safe, but distinct blocks may be touched by distinct threads (the
+// optimizer updates block b while the engine uploads block b+1).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "model/parameter-layout.h"
+#include "model/safetensors.h"
+
+namespace spillway {
+
+class ModelState {
+ public:
+  // Allocates zeroed buffers for `layout` (master and grad always; m and v when `with_optimizer`).
+  // kOutOfMemory names the bytes that could not be allocated.
+  static Result<std::unique_ptr<ModelState>> create(const ParameterLayout& layout, bool with_optimizer);
+
+  const ParameterLayout& layout() const { return layout_; }
+  const ModelConfig& config() const { return layout_.config(); }
+  size_t num_blocks() const { return layout_.num_blocks(); }
+  float* master(size_t b) { return blocks_[b].master.as<float>(); }
+  const float* master(size_t b) const { return blocks_[b].master.as<float>(); }
+  float* grad(size_t b) { return blocks_[b].grad.as<float>(); }
+  float* exp_avg(size_t b) { return blocks_[b].m.as<float>(); }
+  float* exp_avg_sq(size_t b) { return blocks_[b].v.as<float>(); }
+  bool has_optimizer() const { return !blocks_.empty() && !blocks_[0].m.empty(); }
+  int64_t step = 0;  // optimizer steps taken
+
+  // Loads every block from `store` after checking that its tensors match the layout.
+  Status load_weights(const TensorStore& store);
+  // transformers' _init_weights for Llama: linear and embedding weights ~ N(0, std²), biases 0,
+  // norm weights 1. Deterministic for a seed (mt19937_64 + Box-Muller, independent of threads).
+  void init_random(uint64_t seed, float std = 0.02f);
+  // Writes the master weights with their Hugging Face names (sharded above `max_shard_bytes`).
+  Status save_weights(const std::string& dir, uint64_t max_shard_bytes = 5ull << 30) const;
+  // Bytes of host memory held, per kind.
+  uint64_t weight_bytes() const;
+  uint64_t optimizer_bytes() const;
+
+ private:
+  struct Block {
+    AlignedBuffer master, grad, m, v;
+  };
+  explicit ModelState(ParameterLayout layout) : layout_(std::move(layout)) {}
+  ParameterLayout layout_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace spillway

@@ -1,0 +1,74 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+namespace spillway {
+
+Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm)
+    : state_(state), base_(base), clip_(clip_grad_norm) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Optimizer::~Optimizer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+StepStats Optimizer::begin_step(double lr) {
+  wait_all();
+  double sq = 0.0;
+  for (size_t b = 0; b < state_.num_blocks(); ++b) {
+    sq += sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
+  }
+  StepStats s;
+  s.grad_norm = std::sqrt(sq);
+  s.clip_coef = clip_coefficient(s.grad_norm, clip_);
+  {
+    std::lock_guard lock(mu_);
+    step_cfg_ = base_;
+    step_cfg_.lr = lr;
+    step_coef_ = s.clip_coef;
+    step_number_ = ++state_.step;
+    done_blocks_ = 0;
+    pending_ = true;
+  }
+  cv_.notify_all();
+  return s;
+}
+
+void Optimizer::wait_block(size_t b) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !pending_ || done_blocks_ > b; });
+}
+
+void Optimizer::wait_all() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !pending_; });
+}
+
+void Optimizer::run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || (pending_ && done_blocks_ == 0); });
+    if (stop_) return;
+    const AdamWConfig cfg = step_cfg_;
+    const float coef = step_coef_;
+    const int64_t step = step_number_;
+    for (size_t b = 0; b < state_.num_blocks(); ++b) {
+      lock.unlock();
+      adamw_update_block(state_.layout().blocks()[b], state_.master(b), state_.exp_avg(b), state_.exp_avg_sq(b),
+                         state_.grad(b), cfg, step, coef);
+      lock.lock();
+      done_blocks_ = b + 1;
+      cv_.notify_all();
+    }
+    pending_ = false;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace spillway

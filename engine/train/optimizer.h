@@ -1,0 +1,58 @@
+// Optimizer: the CPU side of a step after backward — global gradient norm, clipping, and AdamW
+// over every block — run on its own thread so that it overlaps the next step's forward.
+//
+// begin_step() computes the pre-clip global L2 norm over all host gradients (as
+// torch.nn.utils.clip_grad_norm_ does, in double), then updates the blocks in forward order on the
+// optimizer thread. The engine's weight gate calls wait_block(b) before streaming block b, so the
+// next forward waits per layer only for that layer's update (DESIGN.md, step 4). wait_all()
+// before anything reads all weights or optimizer state (checkpoint, export, eval).
+// Thread-safety: begin_step/wait_all from the training thread; wait_block from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "train/adamw.h"
+#include "train/model-state.h"
+
+namespace spillway {
+
+struct StepStats {
+  double grad_norm = 0;   // before clipping
+  float clip_coef = 1.0f; // factor applied to the gradients
+};
+
+class Optimizer {
+ public:
+  Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Starts optimizer step state.step + 1 with learning rate `lr`; returns the norm at once, the
+  // updates run in the background. Waits for the previous step's updates first.
+  StepStats begin_step(double lr);
+  // Blocks until block b has been updated by the step in flight (no-op when none is).
+  void wait_block(size_t b);
+  void wait_all();
+
+ private:
+  void run();
+  ModelState& state_;
+  AdamWConfig base_;
+  double clip_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool pending_ = false;       // a step was posted and not yet finished
+  size_t done_blocks_ = 0;     // blocks of the step in flight already updated
+  AdamWConfig step_cfg_;
+  float step_coef_ = 1.0f;
+  int64_t step_number_ = 0;
+  std::thread thread_;  // last: it starts after every member it uses is constructed
+};
+
+}  // namespace spillway
