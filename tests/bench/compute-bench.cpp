@@ -5,7 +5,7 @@
 // meaningful on a loaded machine; OpenBLAS threads that spin while waiting inflate it a little).
 // Not a test: built, never run by ctest.
 //
-//   bench-compute [--batch B] [--seq T] [--reps R]
+//   bench-compute [--batch B] [--seq T] [--reps R] [--blas-threads N] [--only NAME-PART]
 #include <time.h>
 
 #include <chrono>
@@ -41,7 +41,10 @@ double cpu_seconds() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+std::string g_only;  // --only SUBSTRING: run only the ops whose name contains it
+
 void run(const char* name, double flops, int reps, const std::function<Status()>& fn) {
+  if (!g_only.empty() && std::string(name).find(g_only) == std::string::npos) return;
   if (Status st = fn(); !st.ok()) {  // warm-up, and a failure is reported once
     std::printf("%-28s failed: %s\n", name, st.to_string().c_str());
     return;
@@ -59,20 +62,22 @@ void run(const char* name, double flops, int reps, const std::function<Status()>
 }  // namespace
 
 int main(int argc, char** argv) {
-  int batch = 4, seq = 256, reps = 5;
+  int batch = 4, seq = 256, reps = 5, blas_threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int v = std::atoi(argv[i + 1]);
     if (a == "--batch") batch = v;
     else if (a == "--seq") seq = v;
     else if (a == "--reps") reps = v;
+    else if (a == "--blas-threads") blas_threads = v;
+    else if (a == "--only") g_only = argv[i + 1];
   }
   const int dim = 512, heads = 8, hd = 64, ffn = 1408, vocab = 32000;
   const int n = batch * seq;
   std::printf("bench-compute: batch %d, seq %d, dim %d, heads %d x %d, ffn %d, vocab %d, "
               "%zu threads\n",
               batch, seq, dim, heads, hd, ffn, vocab, ThreadPool::global().size());
-  auto be = make_cpu_backend();
+  auto be = make_cpu_backend(CpuBackendOptions{.blas_threads = blas_threads});
 
   auto x = filled(size_t(n) * dim, 1.0f), w = filled(size_t(ffn) * dim, 0.05f);
   std::vector<float> y(size_t(n) * ffn), dx(size_t(n) * dim), dw(size_t(ffn) * dim);
@@ -106,6 +111,19 @@ int main(int argc, char** argv) {
   std::vector<float> rstd(n), nw = filled(dim, 1.0f);
   run("rmsnorm fwd", 3.0 * n * dim, reps,
       [&] { return be->rmsnorm_forward(out.data(), rstd.data(), x.data(), nw.data(), n, dim, 1e-5f); });
+
+  auto gate = filled(size_t(n) * ffn, 2.0f), up = filled(size_t(n) * ffn, 1.0f);
+  std::vector<float> act(gate.size()), dgate(gate.size()), dup(gate.size());
+  run("swiglu fwd", 4.0 * n * ffn, reps,
+      [&] { return be->swiglu_forward(act.data(), gate.data(), up.data(), n, ffn); });
+  run("swiglu bwd", 8.0 * n * ffn, reps, [&] {
+    return be->swiglu_backward(dgate.data(), dup.data(), act.data(), gate.data(), up.data(), n, ffn);
+  });
+  std::vector<float> dnw(dim);
+  run("rmsnorm bwd", 8.0 * n * dim, reps, [&] {
+    return be->rmsnorm_backward(dx.data(), dnw.data(), out.data(), x.data(), nw.data(), rstd.data(),
+                                n, dim, false);
+  });
 
   auto head = filled(size_t(vocab) * dim, 0.05f);
   std::vector<int32_t> labels(n);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/thread-pool.h"
 
@@ -58,10 +59,14 @@ Status linear_backward(float* dx, float* dw, float* db, const float* dy, const f
     ThreadPool::global().parallel_for(
         static_cast<size_t>(out),
         [&](size_t j0, size_t j1) {
+          // Summed in double: bias gradients are sums of many terms that largely cancel, and
+          // AdamW turns their rounding noise into full-size updates.
+          std::vector<double> acc(j1 - j0, 0.0);
           for (int i = 0; i < n; ++i) {
             const float* r = dy + static_cast<size_t>(i) * out;
-            for (size_t j = j0; j < j1; ++j) db[j] += r[j];
+            for (size_t j = j0; j < j1; ++j) acc[j - j0] += r[j];
           }
+          for (size_t j = j0; j < j1; ++j) db[j] += static_cast<float>(acc[j - j0]);
         },
         64);
   }

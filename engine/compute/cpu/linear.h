@@ -13,7 +13,8 @@ namespace spillway::compute::cpu {
 // b may be null. kInvalidArgument for negative sizes.
 Status linear_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
                       int out);
-// dx (overwrite, or add when accumulate_dx), dw (accumulate) and db (accumulate) are each
+// dx (overwrite, or add when accumulate_dx), dw (accumulate) and db (accumulate, rows summed in
+// double: bias gradients are sums of many largely cancelling terms) are each
 // skipped when null.
 Status linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                        const float* w, int n, int in, int out, bool accumulate_dx);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/thread-pool.h"
 
@@ -63,15 +64,19 @@ Status rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, c
   }
   if (dw) {
     // Column blocks: each task owns dw[j0, j1), so rows sum without atomics or partial buffers.
+    // Summed in double, like the bias gradient (linear.cpp): over thousands of tokens the terms
+    // largely cancel, and AdamW would turn float rounding noise into full-size updates.
     pool.parallel_for(
         static_cast<size_t>(d),
         [&](size_t j0, size_t j1) {
+          std::vector<double> acc(j1 - j0, 0.0);
           for (int i = 0; i < n; ++i) {
             const float* xi = x + static_cast<size_t>(i) * d;
             const float* gi = dy + static_cast<size_t>(i) * d;
             const float r = rstd[i];
-            for (size_t j = j0; j < j1; ++j) dw[j] += gi[j] * xi[j] * r;
+            for (size_t j = j0; j < j1; ++j) acc[j - j0] += double(gi[j] * xi[j]) * r;
           }
+          for (size_t j = j0; j < j1; ++j) dw[j] += static_cast<float>(acc[j - j0]);
         },
         64);
   }

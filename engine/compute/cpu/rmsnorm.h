@@ -14,7 +14,8 @@ namespace spillway::compute::cpu {
 // y, x [n, d]; w [d]; rstd [n]. kInvalidArgument for negative sizes or eps < 0.
 Status rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int n, int d,
                        float eps);
-// dx [n, d] (overwrite, or add when accumulate_dx; skipped when null); dw [d] accumulates
+// dx [n, d] (overwrite, or add when accumulate_dx; skipped when null); dw [d] accumulates, summed
+// over rows in double
 // (skipped when null); dy, x [n, d]; w [d]; rstd [n] from the forward.
 Status rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
                         const float* rstd, int n, int d, bool accumulate_dx);
