@@ -1,8 +1,7 @@
 #include "worker/tokenize-command.h"
 
-#include <nlohmann/json.hpp>
-
 #include <istream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "data/tokenizer.h"
@@ -11,7 +10,8 @@ namespace spillway::worker {
 
 namespace {
 
-constexpr const char* kUsage = "usage: spillway-worker tokenize --tokenizer PATH [--add-special-tokens]\n";
+constexpr const char* kUsage =
+    "usage: spillway-worker tokenize --tokenizer PATH [--add-special-tokens]\n";
 
 }  // namespace
 
@@ -61,7 +61,8 @@ int run_tokenize(const std::vector<std::string>& args, CommandIo io) {
       }
       text = j["text"].get<std::string>();
     } catch (const nlohmann::json::exception& e) {
-      io.err << "spillway-worker tokenize: line " << line_no << ": not valid JSON (" << e.what() << ")\n";
+      io.err << "spillway-worker tokenize: line " << line_no << ": not valid JSON (" << e.what()
+             << ")\n";
       return 1;
     }
     const std::vector<int32_t> ids = add_special ? tok.encode_with_special(text) : tok.encode(text);

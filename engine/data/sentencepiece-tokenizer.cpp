@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "core/file-util.h"
-
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
@@ -77,22 +76,23 @@ std::optional<std::string> keep_whitespace(std::string_view proto) {
   std::string out;
   out.reserve(proto.size() + 8);
   bool inner_ok = true;
-  const bool ok = for_each_field(proto, [&](uint32_t field, uint32_t wire, std::string_view whole,
-                                            std::string_view payload) {
-    if (field != 3 || wire != 2) {
-      out.append(whole);
-      return;
-    }
-    std::string spec;
-    inner_ok &= for_each_field(payload, [&](uint32_t f, uint32_t, std::string_view w, std::string_view) {
-      if (f != 4) spec.append(w);
-    });
-    spec.push_back(static_cast<char>(4 << 3));  // field 4, varint
-    spec.push_back(0);                          // false
-    out.push_back(static_cast<char>((3 << 3) | 2));
-    write_varint(out, spec.size());
-    out += spec;
-  });
+  const bool ok = for_each_field(
+      proto, [&](uint32_t field, uint32_t wire, std::string_view whole, std::string_view payload) {
+        if (field != 3 || wire != 2) {
+          out.append(whole);
+          return;
+        }
+        std::string spec;
+        inner_ok &= for_each_field(payload,
+                                   [&](uint32_t f, uint32_t, std::string_view w, std::string_view) {
+                                     if (f != 4) spec.append(w);
+                                   });
+        spec.push_back(static_cast<char>(4 << 3));  // field 4, varint
+        spec.push_back(0);                          // false
+        out.push_back(static_cast<char>((3 << 3) | 2));
+        write_varint(out, spec.size());
+        out += spec;
+      });
   if (!ok || !inner_ok) return std::nullopt;
   return out;
 }
@@ -116,7 +116,8 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
   if (!st.ok()) return corrupt(path + ": not a SentencePiece model: " + st.ToString());
   if (t->sp_->GetPieceSize() <= 0) return corrupt(path + ": SentencePiece model has no pieces");
 
-  auto id_of = [&](const std::optional<std::string>& piece, int fallback) -> std::optional<int32_t> {
+  auto id_of = [&](const std::optional<std::string>& piece,
+                   int fallback) -> std::optional<int32_t> {
     if (piece) {
       if (auto id = t->token_to_id(*piece)) return id;
     }
@@ -193,7 +194,9 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids, bool sk
   return out;
 }
 
-int32_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int32_t SentencePieceTokenizer::vocab_size() const {
+  return sp_->GetPieceSize();
+}
 
 std::optional<int32_t> SentencePieceTokenizer::token_to_id(std::string_view token) const {
   const int id = sp_->PieceToId(token);

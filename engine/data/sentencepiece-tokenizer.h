@@ -5,9 +5,10 @@
 // the model's remove_extra_whitespaces flag is cleared at load, because HF's converter ignores
 // it. For Llama-style models (identity normalization, add_dummy_prefix, byte_fallback) the ids
 // then equal those of the converted tokenizer.json with add_special_tokens=False, except that
-// SentencePiece never recognises control-token text such as "<s>" inside the input. encode_with_special() adds BOS
-// (unless tokenizer_config.json says add_bos_token=false) and EOS when add_eos_token=true.
-// decode() renders control tokens as their piece text (HF-like) unless skip_special.
+// SentencePiece never recognises control-token text such as "<s>" inside the input.
+// encode_with_special() adds BOS (unless tokenizer_config.json says add_bos_token=false) and EOS
+// when add_eos_token=true. decode() renders control tokens as their piece text (HF-like) unless
+// skip_special.
 //
 // Immutable after load; SentencePieceProcessor's const methods are thread-safe, so every const
 // method here is too. Owns the processor.
@@ -32,7 +33,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   // kNotFound when `path` does not exist; kCorrupt (naming the file and libsentencepiece's
   // message) when it is not a valid model.
   static Result<std::unique_ptr<SentencePieceTokenizer>> load(const std::string& path,
-                                                               const TokenizerConfig& config);
+                                                              const TokenizerConfig& config);
 
   std::vector<int32_t> encode(std::string_view text) const override;
   std::vector<int32_t> encode_with_special(std::string_view text) const override;

@@ -19,7 +19,9 @@ char32_t last_char(std::string_view text, size_t end) {
   return tu::utf8_next(text.substr(0, end), i);
 }
 
-bool is_word_char(char32_t c) { return c == '_' || tu::is_alphanumeric(c); }
+bool is_word_char(char32_t c) {
+  return c == '_' || tu::is_alphanumeric(c);
+}
 
 }  // namespace
 

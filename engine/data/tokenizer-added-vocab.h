@@ -52,8 +52,8 @@ class AddedTokenMatcher {
   int longest_at(std::string_view text, size_t pos, size_t& len) const;
 
   std::vector<AddedToken> tokens_;
-  std::vector<int32_t> node_token_;                    // per trie node: token index or -1
-  std::unordered_map<uint64_t, int32_t> edges_;        // (node << 8 | byte) -> child node
+  std::vector<int32_t> node_token_;              // per trie node: token index or -1
+  std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> child node
   bool first_byte_[256] = {};
 };
 

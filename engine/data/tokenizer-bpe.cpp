@@ -1,9 +1,8 @@
 #include "data/tokenizer-bpe.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <queue>
 
 #include "data/tokenizer-unicode.h"
@@ -26,9 +25,11 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
   m->vocab_.reserve(vocab.size() * 2);
   int64_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer()) return corrupt("model.vocab: id of '" + it.key() + "' is not an integer");
+    if (!it.value().is_number_integer())
+      return corrupt("model.vocab: id of '" + it.key() + "' is not an integer");
     const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id > INT32_MAX) return corrupt("model.vocab: id of '" + it.key() + "' out of range");
+    if (id < 0 || id > INT32_MAX)
+      return corrupt("model.vocab: id of '" + it.key() + "' out of range");
     m->vocab_.emplace(it.key(), static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
@@ -36,7 +37,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
   for (const auto& [tok, id] : m->vocab_) m->id_to_token_[id] = tok;
 
   auto str_field = [&](const char* key) {
-    return model.contains(key) && model[key].is_string() ? model[key].get<std::string>() : std::string();
+    return model.contains(key) && model[key].is_string() ? model[key].get<std::string>()
+                                                         : std::string();
   };
   m->continuing_subword_prefix_ = str_field("continuing_subword_prefix");
   m->end_of_word_suffix_ = str_field("end_of_word_suffix");
@@ -161,14 +163,17 @@ void BpeModel::merge_all(std::vector<int32_t>& ids) const {
   };
   std::vector<Sym> sym(n);
   for (size_t k = 0; k < n; ++k)
-    sym[k] = {ids[k], static_cast<int32_t>(k) - 1, k + 1 < n ? static_cast<int32_t>(k + 1) : -1, true};
+    sym[k] = {ids[k], static_cast<int32_t>(k) - 1, k + 1 < n ? static_cast<int32_t>(k + 1) : -1,
+              true};
   std::vector<Cand> heap;
   heap.reserve(n);
   for (size_t k = 0; k + 1 < n; ++k) {
     auto it = merges_.find(pair_key(ids[k], ids[k + 1]));
-    if (it != merges_.end()) heap.push_back({it->second.rank, static_cast<int32_t>(k), it->second.new_id});
+    if (it != merges_.end())
+      heap.push_back({it->second.rank, static_cast<int32_t>(k), it->second.new_id});
   }
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> queue(std::greater<Cand>(), std::move(heap));
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> queue(std::greater<Cand>(),
+                                                                         std::move(heap));
   while (!queue.empty()) {
     const Cand top = queue.top();
     queue.pop();

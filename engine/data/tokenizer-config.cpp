@@ -1,8 +1,7 @@
 #include "data/tokenizer-config.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
 

@@ -44,7 +44,8 @@ class ByteLevelDecoder final : public TokenizerDecoder {
 
 class MetaspaceDecoder final : public TokenizerDecoder {
  public:
-  MetaspaceDecoder(std::string rep, bool strip_first) : rep_(std::move(rep)), strip_first_(strip_first) {}
+  MetaspaceDecoder(std::string rep, bool strip_first)
+      : rep_(std::move(rep)), strip_first_(strip_first) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t k = 0; k < tokens.size(); ++k) {
       std::string out;
@@ -74,7 +75,8 @@ class ReplaceDecoder final : public TokenizerDecoder {
       std::string out;
       if (!literal_.empty()) {
         size_t pos = 0;
-        for (size_t f; (f = t.find(literal_, pos)) != std::string::npos; pos = f + literal_.size()) {
+        for (size_t f; (f = t.find(literal_, pos)) != std::string::npos;
+             pos = f + literal_.size()) {
           out.append(t, pos, f - pos);
           out += content_;
         }
@@ -190,7 +192,8 @@ class BpeSuffixDecoder final : public TokenizerDecoder {
 
 class SequenceDecoder final : public TokenizerDecoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<TokenizerDecoder>> d) : items_(std::move(d)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<TokenizerDecoder>> d)
+      : items_(std::move(d)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& d : items_) d->decode_chain(tokens);
   }
@@ -221,8 +224,8 @@ Result<std::unique_ptr<TokenizerDecoder>> parse_decoder(const json& j) {
       strip_first = j["prepend_scheme"].get<std::string>() != "never";
     else if (j.contains("add_prefix_space"))
       strip_first = j.value("add_prefix_space", true);
-    return Ptr(std::make_unique<MetaspaceDecoder>(j.value("replacement", std::string("\xE2\x96\x81")),
-                                                  strip_first));
+    return Ptr(std::make_unique<MetaspaceDecoder>(
+        j.value("replacement", std::string("\xE2\x96\x81")), strip_first));
   }
   if (type == "Replace") {
     if (!j.contains("pattern") || !j["pattern"].is_object() || !j.contains("content") ||

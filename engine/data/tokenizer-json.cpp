@@ -1,8 +1,7 @@
 #include "data/tokenizer-json.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "data/tokenizer-unicode.h"
 
@@ -20,7 +19,8 @@ Result<std::vector<AddedToken>> parse_added_tokens(const json& j) {
     const json& t = j[i];
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
         !t.contains("content") || !t["content"].is_string())
-      return corrupt("added_tokens[" + std::to_string(i) + "]: needs integer \"id\" and string \"content\"");
+      return corrupt("added_tokens[" + std::to_string(i) +
+                     "]: needs integer \"id\" and string \"content\"");
     AddedToken a;
     a.id = t["id"].get<int32_t>();
     if (a.id < 0) return corrupt("added_tokens[" + std::to_string(i) + "]: negative id");
@@ -42,9 +42,8 @@ bool is_llama_class(const std::string& c) {
 
 }  // namespace
 
-Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(std::string_view text,
-                                                                      const std::string& source,
-                                                                      const TokenizerConfig& config) {
+Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
+    std::string_view text, const std::string& source, const TokenizerConfig& config) {
   json root;
   try {
     root = json::parse(text);
@@ -136,7 +135,8 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(std::string
   }
   t->chat_template_ = config.chat_template;
 
-  const bool bytes_ok = (t->pre_tokenizer_ && t->pre_tokenizer_->byte_level()) || t->model_->byte_fallback();
+  const bool bytes_ok =
+      (t->pre_tokenizer_ && t->pre_tokenizer_->byte_level()) || t->model_->byte_fallback();
   t->lossless_ = bytes_ok && t->decoder_ && t->decoder_->restores_bytes() &&
                  (!t->normalizer_ || t->normalizer_->reversible());
   return t;
@@ -169,7 +169,8 @@ std::vector<int32_t> JsonTokenizer::encode(std::string_view text) const {
         continue;
       }
       pieces.clear();
-      pieces.push_back({segment.substr(ns.begin, ns.end - ns.begin), rs.begin == 0 && ns.begin == 0});
+      pieces.push_back(
+          {segment.substr(ns.begin, ns.end - ns.begin), rs.begin == 0 && ns.begin == 0});
       if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(pieces);
       for (const PreToken& p : pieces) model_->tokenize(p.text, ids);
     }

@@ -1,7 +1,6 @@
 #include "data/tokenizer-normalizer.h"
 
 #include <nlohmann/json.hpp>
-
 #include <vector>
 
 #include "core/log.h"
@@ -163,7 +162,8 @@ Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const json& j) {
   if (type == "NFD") return form(tu::NormalForm::kNfd);
   if (type == "NFKC") return form(tu::NormalForm::kNfkc);
   if (type == "NFKD") return form(tu::NormalForm::kNfkd);
-  if (type == "Lowercase") return std::unique_ptr<TokenizerNormalizer>(std::make_unique<LowercaseNormalizer>());
+  if (type == "Lowercase")
+    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<LowercaseNormalizer>());
   if (type == "Prepend") {
     if (!j.contains("prepend") || !j["prepend"].is_string())
       return corrupt("normalizer Prepend: missing \"prepend\"");
@@ -192,7 +192,8 @@ Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const json& j) {
       SPW_ASSIGN_OR_RETURN(auto item, parse_normalizer(n));
       if (item) items.push_back(std::move(item));
     }
-    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<SequenceNormalizer>(std::move(items)));
+    return std::unique_ptr<TokenizerNormalizer>(
+        std::make_unique<SequenceNormalizer>(std::move(items)));
   }
   return unsupported("normalizer type \"" + type + "\"");
 }

@@ -9,9 +9,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "core/status.h"
 

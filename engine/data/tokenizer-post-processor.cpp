@@ -10,8 +10,10 @@ std::vector<int32_t> TokenizerPostProcessor::process(const std::vector<int32_t>&
   std::vector<int32_t> out;
   out.reserve(ids.size() + 4);
   for (const auto& item : items_) {
-    if (item.sequence) out.insert(out.end(), ids.begin(), ids.end());
-    else out.insert(out.end(), item.ids.begin(), item.ids.end());
+    if (item.sequence)
+      out.insert(out.end(), ids.begin(), ids.end());
+    else
+      out.insert(out.end(), item.ids.begin(), item.ids.end());
   }
   return out;
 }
@@ -56,12 +58,14 @@ Result<std::vector<TokenizerPostProcessor::Item>> parse_items(const json& j) {
         Item item;
         for (const auto& id : specials[name]["ids"]) {
           if (!id.is_number_integer())
-            return corrupt("post_processor TemplateProcessing: ids of '" + name + "' are not integers");
+            return corrupt("post_processor TemplateProcessing: ids of '" + name +
+                           "' are not integers");
           item.ids.push_back(id.get<int32_t>());
         }
         items.push_back(std::move(item));
       } else {
-        return corrupt("post_processor TemplateProcessing: item is neither Sequence nor SpecialToken");
+        return corrupt(
+            "post_processor TemplateProcessing: item is neither Sequence nor SpecialToken");
       }
     }
     return items;
@@ -75,8 +79,10 @@ Result<std::vector<TokenizerPostProcessor::Item>> parse_items(const json& j) {
       // Substitute the current template for the inner template's sequence slot.
       std::vector<Item> next;
       for (auto& it : inner) {
-        if (it.sequence) next.insert(next.end(), items.begin(), items.end());
-        else next.push_back(std::move(it));
+        if (it.sequence)
+          next.insert(next.end(), items.begin(), items.end());
+        else
+          next.push_back(std::move(it));
       }
       items.swap(next);
     }

@@ -8,9 +8,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json_fwd.hpp>
+#include <vector>
 
 #include "core/status.h"
 

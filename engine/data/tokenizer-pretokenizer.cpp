@@ -1,8 +1,7 @@
 #include "data/tokenizer-pretokenizer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "data/tokenizer-regex.h"
@@ -59,8 +58,10 @@ void split_piece(const PreToken& piece, const std::vector<Span>& spans, SplitBeh
     case SplitBehavior::kContiguous: {
       bool prev = false;
       for (const auto& s : spans) {
-        if (s.match == prev && !cuts.empty()) cuts.back().end = s.end;
-        else cuts.push_back({s.begin, s.end, false});
+        if (s.match == prev && !cuts.empty())
+          cuts.back().end = s.end;
+        else
+          cuts.push_back({s.begin, s.end, false});
         prev = s.match;
       }
       break;
@@ -68,8 +69,10 @@ void split_piece(const PreToken& piece, const std::vector<Span>& spans, SplitBeh
     case SplitBehavior::kMergedWithPrevious: {
       bool prev = false;
       for (const auto& s : spans) {
-        if (s.match && !prev && !cuts.empty()) cuts.back().end = s.end;
-        else cuts.push_back({s.begin, s.end, false});
+        if (s.match && !prev && !cuts.empty())
+          cuts.back().end = s.end;
+        else
+          cuts.push_back({s.begin, s.end, false});
         prev = s.match;
       }
       break;
@@ -77,8 +80,10 @@ void split_piece(const PreToken& piece, const std::vector<Span>& spans, SplitBeh
     case SplitBehavior::kMergedWithNext: {
       bool prev = false;
       for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->match && !prev && !cuts.empty()) cuts.back().begin = it->begin;
-        else cuts.push_back({it->begin, it->end, false});
+        if (it->match && !prev && !cuts.empty())
+          cuts.back().begin = it->begin;
+        else
+          cuts.push_back({it->begin, it->end, false});
         prev = it->match;
       }
       std::reverse(cuts.begin(), cuts.end());
@@ -153,16 +158,20 @@ class MetaspacePreTokenizer final : public TokenizerPreTokenizer {
       std::string t;
       t.reserve(p.text.size() + 8);
       for (char c : p.text) {
-        if (c == ' ') t += rep_;
-        else t.push_back(c);
+        if (c == ' ')
+          t += rep_;
+        else
+          t.push_back(c);
       }
       const bool starts = t.compare(0, rep_.size(), rep_) == 0;
-      if (!starts && (scheme_ == PrependScheme::kAlways ||
-                      (scheme_ == PrependScheme::kFirst && p.at_start)))
+      if (!starts &&
+          (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_start)))
         t.insert(0, rep_);
       PreToken np{std::move(t), p.at_start};
-      if (split_) split_piece(np, find_spans(re_, np.text, false), SplitBehavior::kMergedWithNext, out);
-      else if (!np.text.empty()) out.push_back(std::move(np));
+      if (split_)
+        split_piece(np, find_spans(re_, np.text, false), SplitBehavior::kMergedWithNext, out);
+      else if (!np.text.empty())
+        out.push_back(std::move(np));
     }
     pieces.swap(out);
   }
@@ -219,16 +228,20 @@ Result<std::unique_ptr<TokenizerPreTokenizer>> parse_pre_tokenizer(const json& j
       SPW_ASSIGN_OR_RETURN(auto r, TokenizerRegex::compile(kGpt2Pattern));
       re = std::make_unique<TokenizerRegex>(std::move(r));
     }
-    return Ptr(std::make_unique<ByteLevelPreTokenizer>(j.value("add_prefix_space", true), std::move(re)));
+    return Ptr(
+        std::make_unique<ByteLevelPreTokenizer>(j.value("add_prefix_space", true), std::move(re)));
   }
   if (type == "Split") {
     if (!j.contains("pattern") || !j["pattern"].is_object())
       return corrupt("pre_tokenizer Split: missing \"pattern\"");
     const json& p = j["pattern"];
     Result<TokenizerRegex> re = invalid_argument("pattern");
-    if (p.contains("Regex") && p["Regex"].is_string()) re = TokenizerRegex::compile(p["Regex"].get<std::string>());
-    else if (p.contains("String") && p["String"].is_string()) re = TokenizerRegex::literal(p["String"].get<std::string>());
-    else return corrupt("pre_tokenizer Split: pattern is neither String nor Regex");
+    if (p.contains("Regex") && p["Regex"].is_string())
+      re = TokenizerRegex::compile(p["Regex"].get<std::string>());
+    else if (p.contains("String") && p["String"].is_string())
+      re = TokenizerRegex::literal(p["String"].get<std::string>());
+    else
+      return corrupt("pre_tokenizer Split: pattern is neither String nor Regex");
     if (!re.ok()) return re.status().with_context("pre_tokenizer Split");
     SPW_ASSIGN_OR_RETURN(SplitBehavior b, parse_behavior(j.value("behavior", json("Isolated"))));
     return Ptr(make_split(std::move(re).value(), b, j.value("invert", false)));
@@ -238,14 +251,18 @@ Result<std::unique_ptr<TokenizerPreTokenizer>> parse_pre_tokenizer(const json& j
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
       const std::string s = j["prepend_scheme"].get<std::string>();
-      if (s == "first") scheme = PrependScheme::kFirst;
-      else if (s == "never") scheme = PrependScheme::kNever;
-      else if (s != "always") return unsupported("pre_tokenizer Metaspace: prepend_scheme \"" + s + "\"");
+      if (s == "first")
+        scheme = PrependScheme::kFirst;
+      else if (s == "never")
+        scheme = PrependScheme::kNever;
+      else if (s != "always")
+        return unsupported("pre_tokenizer Metaspace: prepend_scheme \"" + s + "\"");
     } else if (j.contains("add_prefix_space") && !j.value("add_prefix_space", true)) {
       scheme = PrependScheme::kNever;
     }
     SPW_ASSIGN_OR_RETURN(auto re, TokenizerRegex::literal(rep));
-    return Ptr(std::make_unique<MetaspacePreTokenizer>(rep, scheme, j.value("split", true), std::move(re)));
+    return Ptr(std::make_unique<MetaspacePreTokenizer>(rep, scheme, j.value("split", true),
+                                                       std::move(re)));
   }
   if (type == "Digits") {
     const bool individual = j.value("individual_digits", false);

@@ -9,7 +9,9 @@
 
 namespace spillway {
 
-TokenizerRegex::~TokenizerRegex() { pcre2_code_free(code_); }
+TokenizerRegex::~TokenizerRegex() {
+  pcre2_code_free(code_);
+}
 
 TokenizerRegex::TokenizerRegex(TokenizerRegex&& o) noexcept
     : code_(std::exchange(o.code_, nullptr)), jit_(o.jit_), pattern_(std::move(o.pattern_)) {}

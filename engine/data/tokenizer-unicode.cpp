@@ -69,8 +69,8 @@ class CharClass {
     std::string s;
     utf8_append(s, cp);
     pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md,
-                               nullptr);
+    const int rc =
+        pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
     pcre2_match_data_free(md);
     return rc > 0;
   }
@@ -91,9 +91,15 @@ char32_t utf8_next(std::string_view s, size_t& i) {
   const auto b = [&](size_t k) -> char32_t { return static_cast<unsigned char>(s[i + k]); };
   char32_t cp;
   switch (n) {
-    case 1: cp = b(0); break;
-    case 2: cp = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F); break;
-    case 3: cp = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F); break;
+    case 1:
+      cp = b(0);
+      break;
+    case 2:
+      cp = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+      break;
+    case 3:
+      cp = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+      break;
     default:
       cp = ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
   }
@@ -189,10 +195,18 @@ bool normalize(NormalForm form, std::string_view s, std::string& out) {
   UErrorCode st = U_ZERO_ERROR;
   const UNormalizer2* n = nullptr;
   switch (form) {
-    case NormalForm::kNfc: n = unorm2_getNFCInstance(&st); break;
-    case NormalForm::kNfd: n = unorm2_getNFDInstance(&st); break;
-    case NormalForm::kNfkc: n = unorm2_getNFKCInstance(&st); break;
-    case NormalForm::kNfkd: n = unorm2_getNFKDInstance(&st); break;
+    case NormalForm::kNfc:
+      n = unorm2_getNFCInstance(&st);
+      break;
+    case NormalForm::kNfd:
+      n = unorm2_getNFDInstance(&st);
+      break;
+    case NormalForm::kNfkc:
+      n = unorm2_getNFKCInstance(&st);
+      break;
+    case NormalForm::kNfkd:
+      n = unorm2_getNFKDInstance(&st);
+      break;
   }
   if (U_FAILURE(st) || !n) {
     out.assign(s);
@@ -221,8 +235,8 @@ bool normalize(NormalForm form, std::string_view s, std::string& out) {
   }
   st = U_ZERO_ERROR;
   std::u16string norm(static_cast<size_t>(len16) * 4 + 16, u'\0');
-  int32_t nlen = unorm2_normalize(n, in16.data(), len16, norm.data(),
-                                  static_cast<int32_t>(norm.size()), &st);
+  int32_t nlen =
+      unorm2_normalize(n, in16.data(), len16, norm.data(), static_cast<int32_t>(norm.size()), &st);
   if (st == U_BUFFER_OVERFLOW_ERROR) {
     norm.assign(static_cast<size_t>(nlen) + 1, u'\0');
     st = U_ZERO_ERROR;

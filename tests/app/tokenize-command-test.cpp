@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <sstream>
 
 #include "data/tokenizer.h"
@@ -38,7 +37,8 @@ TEST(TokenizeCommand, WritesIdsPerLine) {
   auto tok = Tokenizer::load(path);
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   const std::string input =
-      "{\"text\": \"Once upon a time\"}\n\n{\"text\": \"\", \"extra\": 1}\r\n{\"text\": \"Lily \\u00e9 </s>\"}\n";
+      "{\"text\": \"Once upon a time\"}\n\n{\"text\": \"\", \"extra\": 1}\r\n{\"text\": \"Lily "
+      "\\u00e9 </s>\"}\n";
   RunResult r = run({"tokenize", "--tokenizer", path}, input);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = parse_ids(r.out);
@@ -48,7 +48,8 @@ TEST(TokenizeCommand, WritesIdsPerLine) {
   EXPECT_EQ(rows[2], (*tok)->encode("Lily \xC3\xA9 </s>"));
   EXPECT_EQ(rows[2].back(), 2);  // "</s>" in the text is the special token
 
-  r = run({"tokenize", "--tokenizer", path, "--add-special-tokens"}, "{\"text\": \"Once upon a time\"}\n");
+  r = run({"tokenize", "--tokenizer", path, "--add-special-tokens"},
+          "{\"text\": \"Once upon a time\"}\n");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto with = parse_ids(r.out);
   ASSERT_EQ(with.size(), 1u);
@@ -59,7 +60,8 @@ TEST(TokenizeCommand, WritesIdsPerLine) {
 TEST(TokenizeCommand, MalformedLineNamesTheLine) {
   SPILLWAY_REQUIRE_DATA();
   const std::string path = data_path("models/stories260K/tokenizer.json");
-  RunResult r = run({"tokenize", "--tokenizer", path}, "{\"text\": \"ok\"}\n{\"text\": oops}\n{\"text\": \"x\"}\n");
+  RunResult r = run({"tokenize", "--tokenizer", path},
+                    "{\"text\": \"ok\"}\n{\"text\": oops}\n{\"text\": \"x\"}\n");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("line 2"), std::string::npos) << r.err;
   EXPECT_EQ(parse_ids(r.out).size(), 1u);  // line 1 was written before the error

@@ -41,7 +41,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   using spillway::Tokenizer;
-  const std::string tok_path = argc > 1 ? argv[1] : data_dir() + "/tokenizers/llama3/tokenizer.json";
+  const std::string tok_path =
+      argc > 1 ? argv[1] : data_dir() + "/tokenizers/llama3/tokenizer.json";
   std::vector<std::string> files;
   for (int i = 2; i < argc; ++i) files.push_back(argv[i]);
   if (files.empty()) {
@@ -76,25 +77,27 @@ int main(int argc, char** argv) {
       t0 = std::chrono::steady_clock::now();
       for (const auto& line : lines) tokens += (*tok)->encode(line).size();
       const double s = seconds_since(t0);
-      std::printf("  %-48s lines  %-4s %7.2f MB in %6.3f s = %6.2f MB/s, %8.0f tokens/s (%zu tokens)\n",
-                  file.substr(file.find_last_of('/') + 1).c_str(), pass, mb, s, mb / s, tokens / s,
-                  tokens);
+      std::printf(
+          "  %-48s lines  %-4s %7.2f MB in %6.3f s = %6.2f MB/s, %8.0f tokens/s (%zu tokens)\n",
+          file.substr(file.find_last_of('/') + 1).c_str(), pass, mb, s, mb / s, tokens / s, tokens);
       total_bytes += mb;
       total_s += s;
     }
     t0 = std::chrono::steady_clock::now();
     const auto ids = (*tok)->encode(*text);
     const double s = seconds_since(t0);
-    std::printf("  %-48s whole      %7.2f MB in %6.3f s = %6.2f MB/s, %8.0f tokens/s (%zu tokens)\n",
-                file.substr(file.find_last_of('/') + 1).c_str(), mb, s, mb / s, ids.size() / s,
-                ids.size());
+    std::printf(
+        "  %-48s whole      %7.2f MB in %6.3f s = %6.2f MB/s, %8.0f tokens/s (%zu tokens)\n",
+        file.substr(file.find_last_of('/') + 1).c_str(), mb, s, mb / s, ids.size() / s, ids.size());
     total_bytes += mb;
     total_s += s;
     if ((*tok)->lossless() && (*tok)->decode(ids) != *text) {
-      std::fprintf(stderr, "bench-tokenizer: decode(encode(%s)) differs from the input\n", file.c_str());
+      std::fprintf(stderr, "bench-tokenizer: decode(encode(%s)) differs from the input\n",
+                   file.c_str());
       rc = 1;
     }
   }
-  std::printf("overall: %.2f MB/s single-threaded (target >= 1 MB/s per core)\n", total_bytes / total_s);
+  std::printf("overall: %.2f MB/s single-threaded (target >= 1 MB/s per core)\n",
+              total_bytes / total_s);
   return rc;
 }

@@ -17,27 +17,41 @@ using nlohmann::json;
 // A tiny BPE over the characters ' ', a, b, c, x, y with merges a+b, ab+c, b+c.
 json tiny_model(json merges = json::array({"a b", "ab c", "b c"})) {
   return {{"type", "BPE"},
-          {"vocab", {{" ", 0}, {"a", 1}, {"b", 2}, {"c", 3}, {"ab", 4}, {"abc", 5}, {"bc", 6},
-                     {"<unk>", 7}, {"x", 8}, {"y", 9}}},
+          {"vocab",
+           {{" ", 0},
+            {"a", 1},
+            {"b", 2},
+            {"c", 3},
+            {"ab", 4},
+            {"abc", 5},
+            {"bc", 6},
+            {"<unk>", 7},
+            {"x", 8},
+            {"y", 9}}},
           {"merges", merges},
           {"unk_token", "<unk>"}};
 }
 
 json tiny_tokenizer(json model = tiny_model()) {
-  return {{"version", "1.0"}, {"added_tokens", json::array()}, {"normalizer", nullptr},
-          {"pre_tokenizer", nullptr}, {"post_processor", nullptr}, {"decoder", nullptr},
+  return {{"version", "1.0"},
+          {"added_tokens", json::array()},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", nullptr},
+          {"decoder", nullptr},
           {"model", model}};
 }
 
 json added(int id, const std::string& content, bool special, json flags = json::object()) {
-  json t = {{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+  json t = {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
             {"rstrip", false}, {"normalized", false}, {"special", special}};
   for (auto it = flags.begin(); it != flags.end(); ++it) t[it.key()] = it.value();
   return t;
 }
 
 // Writes `j` as tokenizer.json (and `config` as tokenizer_config.json when given) and loads it.
-std::unique_ptr<Tokenizer> load_json(const TempDir& dir, const json& j, const json& config = nullptr) {
+std::unique_ptr<Tokenizer> load_json(const TempDir& dir, const json& j,
+                                     const json& config = nullptr) {
   EXPECT_TRUE(write_file_atomic(dir.file("tokenizer.json"), j.dump()).ok());
   if (!config.is_null()) {
     EXPECT_TRUE(write_file_atomic(dir.file("tokenizer_config.json"), config.dump()).ok());
@@ -59,7 +73,7 @@ TEST(TokenizerBpe, MergesApplyInRankOrder) {
   TempDir dir;
   auto t = load_json(dir, tiny_tokenizer());
   ASSERT_TRUE(t);
-  EXPECT_EQ(t->encode("abc"), (Ids{5}));   // a+b (rank 0), then ab+c
+  EXPECT_EQ(t->encode("abc"), (Ids{5}));  // a+b (rank 0), then ab+c
   EXPECT_EQ(t->encode("bca"), (Ids{6, 1}));
   EXPECT_EQ(t->encode(""), Ids{});
   // b+c ranked first: "abc" -> a, bc, and no merge joins them.
@@ -72,11 +86,12 @@ TEST(TokenizerBpe, MergesApplyInRankOrder) {
 TEST(TokenizerBpe, MergesAsPairsEqualMergesAsStrings) {
   TempDir d1, d2;
   auto s = load_json(d1, tiny_tokenizer());
-  auto p = load_json(d2, tiny_tokenizer(tiny_model(json::array({json::array({"a", "b"}),
-                                                                 json::array({"ab", "c"}),
-                                                                 json::array({"b", "c"})}))));
+  auto p = load_json(
+      d2, tiny_tokenizer(tiny_model(json::array(
+              {json::array({"a", "b"}), json::array({"ab", "c"}), json::array({"b", "c"})}))));
   ASSERT_TRUE(s && p);
-  for (const char* text : {"abc", "cab", "abcabc", "bbcc a"}) EXPECT_EQ(s->encode(text), p->encode(text)) << text;
+  for (const char* text : {"abc", "cab", "abcabc", "bbcc a"})
+    EXPECT_EQ(s->encode(text), p->encode(text)) << text;
 }
 
 TEST(TokenizerBpe, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
@@ -118,7 +133,9 @@ TEST(TokenizerBpe, ByteFallbackUsesHexTokens) {
   EXPECT_EQ(ids, (Ids{1, 20, 21, 7}));
   EXPECT_EQ(t->decode(Ids{1, 20, 21}), "a\xC3\xA9");
   // A lone continuation byte decodes to U+FFFD, one per byte.
-  EXPECT_EQ(t->decode(Ids{21, 1}), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(t->decode(Ids{21, 1}),
+            "\xEF\xBF\xBD"
+            "a");
 }
 
 TEST(TokenizerAddedTokens, LstripRstripSingleWordAndNormalized) {
@@ -208,15 +225,19 @@ TEST(TokenizerPostProcessor, EncodeWithSpecial) {
       {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
                               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                               {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
-      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {10}}, {"tokens", {"<s>"}}}},
-                          {"</s>", {{"id", "</s>"}, {"ids", {11}}, {"tokens", {"</s>"}}}}}}};
+      {"special_tokens",
+       {{"<s>", {{"id", "<s>"}, {"ids", {10}}, {"tokens", {"<s>"}}}},
+        {"</s>", {{"id", "</s>"}, {"ids", {11}}, {"tokens", {"</s>"}}}}}}};
   TempDir d1;
   auto t = load_json(d1, j);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->encode_with_special("abc"), (Ids{10, 5, 11}));
   EXPECT_EQ(t->bos_id(), 10);  // no config: the template's leading special token
-  j["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"</s>", 11}}, {"cls", {"<s>", 10}},
-                         {"trim_offsets", true}, {"add_prefix_space", false}};
+  j["post_processor"] = {{"type", "RobertaProcessing"},
+                         {"sep", {"</s>", 11}},
+                         {"cls", {"<s>", 10}},
+                         {"trim_offsets", true},
+                         {"add_prefix_space", false}};
   TempDir d2;
   auto r = load_json(d2, j);
   ASSERT_TRUE(r);
@@ -225,7 +246,8 @@ TEST(TokenizerPostProcessor, EncodeWithSpecial) {
 
 TEST(TokenizerConfig, SpecialTokensAndChatTemplate) {
   json j = tiny_tokenizer();
-  j["added_tokens"] = json::array({added(10, "<s>", true), added(11, "</s>", true), added(12, "<pad>", true)});
+  j["added_tokens"] =
+      json::array({added(10, "<s>", true), added(11, "</s>", true), added(12, "<pad>", true)});
   TempDir dir;
   auto t = load_json(dir, j,
                      {{"bos_token", {{"content", "<s>"}, {"__type", "AddedToken"}}},
@@ -248,11 +270,16 @@ TEST(TokenizerConfig, SpecialTokensAndChatTemplate) {
 TEST(TokenizerDecoder, MetaspaceRoundTrip) {
   json j = tiny_tokenizer();
   j["model"]["vocab"]["\xE2\x96\x81"] = 30;
-  j["model"]["vocab"]["\xE2\x96\x81" "a"] = 31;
+  j["model"]["vocab"]
+   ["\xE2\x96\x81"
+    "a"] = 31;
   j["model"]["merges"].push_back("\xE2\x96\x81 a");
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"},
-                        {"prepend_scheme", "always"}, {"split", true}};
-  j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}};
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", "\xE2\x96\x81"},
+                        {"prepend_scheme", "always"},
+                        {"split", true}};
+  j["decoder"] = {
+      {"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}};
   TempDir dir;
   auto t = load_json(dir, j);
   ASSERT_TRUE(t);
@@ -267,7 +294,10 @@ TEST(TokenizerInput, InvalidUtf8IsRepairedNotFatal) {
   SPILLWAY_REQUIRE_DATA();
   const Tokenizer* gpt2 = shared_tokenizer("tokenizers/gpt2/tokenizer.json");
   ASSERT_NE(gpt2, nullptr);
-  EXPECT_EQ(gpt2->encode("a\xFF" "b"), gpt2->encode("a\xEF\xBF\xBD" "b"));
+  EXPECT_EQ(gpt2->encode("a\xFF"
+                         "b"),
+            gpt2->encode("a\xEF\xBF\xBD"
+                         "b"));
   EXPECT_EQ(gpt2->encode("\xE2\x82"), gpt2->encode("\xEF\xBF\xBD"));  // truncated sequence
   // Decoding ids that split a multi-byte character yields U+FFFD, never invalid UTF-8.
   const Ids ids = gpt2->encode("\xF0\x9F\xA6\x99");  // 🦙, several byte tokens
@@ -338,7 +368,8 @@ TEST(TokenizerLoad, ClearErrors) {
   s = load_error(dir, pre.dump());
   EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
   EXPECT_NE(s.message().find("NoSuchThing"), std::string::npos);
-  pre["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  pre["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   s = load_error(dir, pre.dump());
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("(unclosed"), std::string::npos) << s.to_string();

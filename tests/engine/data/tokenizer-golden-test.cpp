@@ -21,8 +21,10 @@ TEST_P(GoldenTokenizerTest, MatchesHuggingFaceIds) {
   for (size_t i = 0; i < g.cases.size(); ++i) {
     const auto ids = tok->encode(g.cases[i].text);
     if (ids != g.cases[i].ids && ++failures <= 5) {
-      ADD_FAILURE() << GetParam() << " case " << i << " text=" << nlohmann::json(g.cases[i].text).dump()
-                    << "\n  got:      " << ids_str(ids) << "\n  expected: " << ids_str(g.cases[i].ids);
+      ADD_FAILURE() << GetParam() << " case " << i
+                    << " text=" << nlohmann::json(g.cases[i].text).dump()
+                    << "\n  got:      " << ids_str(ids)
+                    << "\n  expected: " << ids_str(g.cases[i].ids);
     }
   }
   EXPECT_EQ(failures, 0) << failures << " of " << g.cases.size() << " cases differ";
@@ -40,7 +42,8 @@ TEST_P(GoldenTokenizerTest, DecodeRoundTrips) {
   for (size_t i = 0; i < g.cases.size(); ++i) {
     const std::string back = tok->decode(g.cases[i].ids);
     if (back != g.cases[i].text && ++failures <= 3)
-      ADD_FAILURE() << GetParam() << " case " << i << "\n  decoded:  " << nlohmann::json(back).dump()
+      ADD_FAILURE() << GetParam() << " case " << i
+                    << "\n  decoded:  " << nlohmann::json(back).dump()
                     << "\n  original: " << nlohmann::json(g.cases[i].text).dump();
   }
   EXPECT_EQ(failures, 0);
@@ -58,9 +61,10 @@ INSTANTIATE_TEST_SUITE_P(All, GoldenTokenizerTest,
 
 TEST(GoldenTokenizer, LosslessFlags) {
   SPILLWAY_REQUIRE_DATA();
-  for (const char* rel : {"tokenizers/gpt2/tokenizer.json", "tokenizers/llama3/tokenizer.json",
-                          "tokenizers/llama2/tokenizer.json", "tokenizers/mistral-7b-v0.1/tokenizer.json",
-                          "models/stories260K/tokenizer.json"}) {
+  for (const char* rel :
+       {"tokenizers/gpt2/tokenizer.json", "tokenizers/llama3/tokenizer.json",
+        "tokenizers/llama2/tokenizer.json", "tokenizers/mistral-7b-v0.1/tokenizer.json",
+        "models/stories260K/tokenizer.json"}) {
     const Tokenizer* tok = shared_tokenizer(rel);
     ASSERT_NE(tok, nullptr) << rel;
     EXPECT_TRUE(tok->lossless()) << rel;

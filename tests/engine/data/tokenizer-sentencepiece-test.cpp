@@ -86,11 +86,13 @@ TEST(SentencePieceTokenizer, FolderPrefersTokenizerJson) {
 
 TEST(SentencePieceTokenizer, CorruptModelIsAClearError) {
   TempDir dir;
-  ASSERT_TRUE(write_file_atomic(dir.file("tokenizer.model"), "this is not a protobuf \x01\x02\x03").ok());
+  ASSERT_TRUE(
+      write_file_atomic(dir.file("tokenizer.model"), "this is not a protobuf \x01\x02\x03").ok());
   auto t = Tokenizer::load(dir.path());
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), ErrorCode::kCorrupt);
-  EXPECT_NE(t.status().message().find("tokenizer.model"), std::string::npos) << t.status().to_string();
+  EXPECT_NE(t.status().message().find("tokenizer.model"), std::string::npos)
+      << t.status().to_string();
 }
 
 }  // namespace

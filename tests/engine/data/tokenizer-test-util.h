@@ -2,11 +2,10 @@
 // tokenizer.json files take a moment to parse) and reading the golden files.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -39,7 +39,8 @@ class TestVectors : public ::testing::TestWithParam<VectorCase> {};
 
 TEST_P(TestVectors, MatchLlamaCpp) {
   SPILLWAY_REQUIRE_DATA();
-  const std::string base = data_path("tokenizers/testvectors/ggml-vocab-" + GetParam().vocab + ".gguf");
+  const std::string base =
+      data_path("tokenizers/testvectors/ggml-vocab-" + GetParam().vocab + ".gguf");
   auto inp = read_file(base + ".inp");
   auto out = read_file(base + ".out");
   ASSERT_TRUE(inp.ok() && out.ok()) << base;
@@ -75,17 +76,18 @@ TEST_P(TestVectors, MatchLlamaCpp) {
   EXPECT_EQ(failures, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, TestVectors,
-                         ::testing::Values(VectorCase{"llama-spm", "tokenizers/llama2/tokenizer.json"},
-                                           VectorCase{"llama-bpe", "tokenizers/llama3/tokenizer.json"},
-                                           VectorCase{"qwen2", "tokenizers/qwen2.5/tokenizer.json"},
-                                           VectorCase{"gpt-2", "tokenizers/gpt2/tokenizer.json"}),
-                         [](const auto& info) {
-                           std::string n = info.param.vocab;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    All, TestVectors,
+    ::testing::Values(VectorCase{"llama-spm", "tokenizers/llama2/tokenizer.json"},
+                      VectorCase{"llama-bpe", "tokenizers/llama3/tokenizer.json"},
+                      VectorCase{"qwen2", "tokenizers/qwen2.5/tokenizer.json"},
+                      VectorCase{"gpt-2", "tokenizers/gpt2/tokenizer.json"}),
+    [](const auto& info) {
+      std::string n = info.param.vocab;
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
 
 }  // namespace
 }  // namespace spillway::testing
