@@ -213,7 +213,7 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
             const float l = exp_shifted(s, visible, scale, m);
             std::fill(s + visible, s + count, 0.0f);
             l_row[r] = l;
-            if (r < rows) lse[bh * seq + t] = m + std::log(l);
+            if (lse && r < rows) lse[bh * seq + t] = m + std::log(l);
           }
           std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
           weighted_rows_sum(ar, sr, v + tok * hkv * d + static_cast<size_t>(kvh) * d,

@@ -6,16 +6,20 @@
 //   backward: P is recomputed from lse; D_t = Σ_j dO_tj·O_tj;  dP = dO·Vᵀ;  dS = P∘(dP − D);
 //             dQ = dS·K / sqrt(d);  dK = dSᵀ·Q / sqrt(d);  dV = Pᵀ·dO
 // Query head h reads kv head h / (hq / hkv); dK and dV sum over the query heads of a group.
-// Plain loops, parallel over query rows (forward, dQ) and key rows (dK, dV) with
-// ThreadPool::global(); rows are interleaved from both ends of the sequence so that every chunk
-// of the causal triangle costs about the same. Pure functions over caller-owned memory.
+// No materialised [T, T] matrices beyond one block of rows: register-tiled loops (cpu/vec-math.h,
+// AVX2+FMA where present) over blocks of 4 query rows (forward, dQ) or 4 key rows (dK, dV),
+// parallel with ThreadPool::global(); blocks are taken from both ends of the sequence alternately
+// so that every chunk of the causal triangle costs about the same. dK/dV are owned per kv head,
+// so GQA groups sum without atomics. Scratch: transposed copies of K (forward), K and V, Q and dO
+// (backward), freed on return. Pure functions over caller-owned memory.
 #pragma once
 
 #include "core/status.h"
 
 namespace spillway::compute::cpu {
 
-// q [b, t, hq, d], k/v [b, t, hkv, d] → out [b, t, hq, d], lse [b, hq, t].
+// q [b, t, hq, d], k/v [b, t, hkv, d] → out [b, t, hq, d], lse [b, hq, t] (skipped when null:
+// inference needs no backward).
 // kInvalidArgument for non-positive head sizes or hq not a multiple of hkv.
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          int batch, int seq, int hq, int hkv, int head_dim);
