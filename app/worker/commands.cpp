@@ -2,12 +2,26 @@
 
 #include <ostream>
 
+#include "worker/model-commands.h"
 #include "worker/tokenize-command.h"
+#include "worker/train-command.h"
 
 namespace spillway::worker {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
+      {"train", "train JOB.json [--resume CHECKPOINT_DIR] [--json]",
+       "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now.", run_train},
+      {"plan", "plan JOB.json [--json]",
+       "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time.", run_plan},
+      {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]",
+       "Mean loss and perplexity of a model on a dataset.", run_eval},
+      {"generate", "generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]",
+       "Continues a prompt (greedy at temperature 0).", run_generate},
+      {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH]",
+       "Writes a checkpoint as a Hugging Face model folder.", run_export},
+      {"inspect", "inspect --model DIR [--json]", "Validates a model folder and prints its summary.", run_inspect},
+      {"probe", "probe [--ssd-dir DIR] [--json]", "Measures this machine's compute and memory bandwidths.", run_probe},
       {"tokenize", "tokenize --tokenizer PATH [--add-special-tokens]",
        "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.", run_tokenize},
   };

@@ -1,0 +1,30 @@
+// A small command-line parser for the worker's commands: `--name VALUE`, `--flag`, positionals.
+// Unknown options and missing values are errors that name the option.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace spillway::worker {
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values;
+  std::set<std::string> flags;
+
+  bool has(const std::string& flag) const { return flags.count(flag) > 0; }
+  std::optional<std::string> get(const std::string& name) const;
+  Result<std::string> require(const std::string& name) const;
+  Result<double> number(const std::string& name, double fallback) const;
+};
+
+// `value_options` take a value ("--model"); `flag_options` do not ("--json").
+Result<Args> parse_args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
+                        const std::set<std::string>& flag_options);
+
+}  // namespace spillway::worker

@@ -1,0 +1,14 @@
+// The worker's model commands: eval, generate, export, inspect, probe.
+#pragma once
+
+#include "worker/commands.h"
+
+namespace spillway::worker {
+
+int run_eval(const std::vector<std::string>& args, CommandIo io);
+int run_generate(const std::vector<std::string>& args, CommandIo io);
+int run_export(const std::vector<std::string>& args, CommandIo io);
+int run_inspect(const std::vector<std::string>& args, CommandIo io);
+int run_probe(const std::vector<std::string>& args, CommandIo io);
+
+}  // namespace spillway::worker

@@ -1,0 +1,91 @@
+#include "worker/train-command.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/batch-iterator.h"
+#include "train/planner.h"
+#include "train/trainer.h"
+#include "worker/args.h"
+#include "worker/job-file.h"
+
+namespace spillway::worker {
+namespace {
+
+Trainer* g_trainer = nullptr;  // the running trainer, for the signal handler
+
+// Async-signal-safe: the trainer's request_* only store to atomics.
+void on_signal(int sig) {
+  if (!g_trainer) return;
+  if (sig == SIGUSR1) g_trainer->request_checkpoint();
+  else g_trainer->request_stop();
+}
+
+int fail(CommandIo io, bool json, const Status& st) {
+  if (json) io.out << nlohmann::json{{"error", error_code_name(st.code())}, {"message", st.message()}}.dump() << std::endl;
+  io.err << "spillway-worker: " << st.to_string() << "\n";
+  return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& argv, CommandIo io) {
+  auto args = parse_args(argv, {"--resume"}, {"--json"});
+  if (!args.ok()) return fail(io, false, args.status());
+  const bool json = args->has("--json");
+  if (args->positional.size() != 1) return fail(io, json, invalid_argument("usage: train JOB.json [--resume CHECKPOINT_DIR] [--json]"));
+  auto job = load_job(args->positional[0]);
+  if (!job.ok()) return fail(io, json, job.status());
+  TrainerHooks hooks;
+  hooks.on_started = [&](const std::string& id, const std::string& dir) {
+    if (json) io.out << nlohmann::json{{"run_id", id}, {"run_dir", dir}}.dump() << std::endl;
+    else io.out << "run " << id << " in " << dir << std::endl;
+  };
+  hooks.on_log = [&](const std::string& line) {
+    if (!json) io.out << line << std::endl;
+  };
+  auto trainer = Trainer::create(*job, args->get("--resume").value_or(""), hooks);
+  if (!trainer.ok()) return fail(io, json, trainer.status());
+  g_trainer = trainer->get();
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+  Status st = (*trainer)->run();
+  g_trainer = nullptr;
+  if (!st.ok()) return fail(io, json, st);
+  if (json) io.out << nlohmann::json{{"status", "done"}, {"run_id", (*trainer)->run_id()}}.dump() << std::endl;
+  return 0;
+}
+
+int run_plan(const std::vector<std::string>& argv, CommandIo io) {
+  auto args = parse_args(argv, {}, {"--json"});
+  if (!args.ok()) return fail(io, false, args.status());
+  const bool json = args->has("--json");
+  if (args->positional.size() != 1) return fail(io, json, invalid_argument("usage: plan JOB.json [--json]"));
+  auto job = load_job(args->positional[0]);
+  if (!job.ok()) return fail(io, json, job.status());
+  Result<ModelConfig> config = !job->model_path.empty() ? ModelConfig::load(job->model_path)
+                               : !job->init_preset.empty() ? model_preset(job->init_preset)
+                                                           : ModelConfig::from_json(job->init_config);
+  if (!config.ok()) return fail(io, json, config.status());
+  MachineProbe machine = probe_machine(job->ssd_dir.empty() ? "." : job->ssd_dir);
+  // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
+  const int64_t steps = job->steps > 0 ? job->steps : 0;
+  nlohmann::json plan = make_plan(*config, *job, machine, steps);
+  if (json) {
+    io.out << plan.dump() << std::endl;
+  } else {
+    io.out << plan.dump(2) << std::endl;
+    if (!plan["fits"].get<bool>()) io.err << "does not fit: " << plan["reason"].get<std::string>() << "\n";
+  }
+  return plan["fits"].get<bool>() ? 0 : 3;
+}
+
+}  // namespace spillway::worker

@@ -1,0 +1,11 @@
+// `spillway-worker train JOB.json [--resume CHECKPOINT] [--json]` and `plan JOB.json [--json]`.
+#pragma once
+
+#include "worker/commands.h"
+
+namespace spillway::worker {
+
+int run_train(const std::vector<std::string>& args, CommandIo io);
+int run_plan(const std::vector<std::string>& args, CommandIo io);
+
+}  // namespace spillway::worker

@@ -1,0 +1,45 @@
+// Training checkpoints: everything needed to continue a run exactly — master weights, AdamW
+// moments, the optimizer step, the data position and the seeds — in a folder per step:
+//
+//   checkpoints/step-000120/ model.safetensors      fp32 master weights, Hugging Face names
+//                            optimizer.safetensors  exp_avg.<name>, exp_avg_sq.<name> (fp32)
+//                            trainer_state.json     step, data cursor, seeds, tokens, loss
+//                            config.json            the model's config (so the folder loads as a model)
+//
+// Writing is atomic at folder level: files go into `step-N.tmp-<pid>/`, each fsynced, then the
+// folder is renamed and its parent fsynced, so a crash or a full disk never leaves a torn
+// checkpoint and never touches the last good one. Functions are thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/model-state.h"
+
+namespace spillway {
+
+struct TrainerState {
+  int64_t step = 0;
+  int64_t tokens = 0;       // training tokens processed so far
+  double last_loss = 0;
+  nlohmann::json data_cursor;  // DataCursor::to_json()
+  uint64_t seed = 0;
+  double elapsed_s = 0;
+};
+
+// Writes `state` (with optimizer moments when present) into `checkpoints_dir/step-NNNNNN`.
+// Returns the folder. kNoSpace when the disk is full (nothing is left behind).
+Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
+                                    const TrainerState& trainer);
+// Reads a checkpoint folder into `model` (which must have the checkpoint's layout) and returns the
+// trainer state. kNotFound / kCorrupt name the file.
+Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model);
+// Checkpoint folders under `checkpoints_dir`, oldest first.
+std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
+// Removes all but the newest `keep` checkpoints (keep <= 0: keeps all).
+void prune_checkpoints(const std::string& checkpoints_dir, int keep);
+
+}  // namespace spillway

@@ -1,0 +1,423 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <ctime>
+#include <fstream>
+#include <random>
+
+#include "compute/backend.h"
+#include "core/file-util.h"
+#include "core/thread-pool.h"
+#include "data/batch-iterator.h"
+#include "data/byte-tokenizer.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "history/run-store.h"
+#include "model/safetensors.h"
+#include "telemetry/event-writer.h"
+#include "telemetry/telemetry-sampler.h"
+#include "train/checkpoint.h"
+#include "train/export.h"
+#include "train/model-state.h"
+#include "train/optimizer.h"
+#include "train/streaming-engine.h"
+
+namespace spillway {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// FNV-1a over the file: a content hash so that "same data" can be checked between runs.
+std::string file_hash(const std::string& path) {
+  auto f = MappedFile::open(path);
+  if (!f.ok()) return "";
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < f->size(); ++i) h = (h ^ f->data()[i]) * 1099511628211ull;
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+nlohmann::json hardware_json() {
+  nlohmann::json j;
+  j["cpu_cores"] = std::thread::hardware_concurrency();
+  std::ifstream cpu("/proc/cpuinfo");
+  for (std::string line; std::getline(cpu, line);) {
+    if (line.starts_with("model name")) {
+      j["cpu"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  std::ifstream mem("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  if (mem >> key >> kb) j["dram_bytes"] = kb * 1024;
+  return j;
+}
+
+// "20261123-101502-3fa9c2": sortable by time, unique enough for one machine.
+std::string new_run_id() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  std::random_device rd;
+  char suffix[8];
+  std::snprintf(suffix, sizeof(suffix), "-%06x", static_cast<unsigned>(rd() & 0xffffff));
+  return std::string(buf) + suffix;
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  TrainJob job;
+  TrainerHooks hooks;
+  Trainer* owner = nullptr;
+  std::string run_id, run_dir;
+  std::unique_ptr<RunStore> store;
+  std::unique_ptr<EventWriter> events;
+  std::unique_ptr<TelemetrySampler> sampler;
+  TierCounters counters;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<compute::Backend> backend;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<StreamingEngine> engine;
+  std::unique_ptr<Optimizer> optimizer;
+  Dataset train_ds, eval_ds;
+  std::optional<BatchIterator> iter;
+  TrainerState progress;
+  int64_t total_steps = 0;
+  double last_eval = std::nan("");
+  uint64_t parameters = 0;
+  Clock::time_point started = Clock::now();
+
+  void log(LogLevel level, const std::string& msg) {
+    if (events) (void)events->log(level, msg);
+    if (hooks.on_log) hooks.on_log(msg);
+  }
+
+  Status fail(const Status& st) {
+    if (events) (void)events->error(st), (void)events->state("failed");
+    if (store && !run_id.empty()) {
+      FinalFigures f;
+      f.final_step = progress.step;
+      f.tokens = progress.tokens;
+      f.error_message = st.to_string();
+      (void)store->finish_run(run_id, RunStatus::kFailed, f);
+    }
+    return st;
+  }
+
+  Status load_model() {
+    ModelConfig config;
+    if (!job.model_path.empty()) {
+      SPW_ASSIGN_OR_RETURN(config, ModelConfig::load(job.model_path));
+    } else if (!job.init_preset.empty()) {
+      SPW_ASSIGN_OR_RETURN(config, model_preset(job.init_preset));
+    } else {
+      auto c = ModelConfig::from_json(job.init_config);
+      if (!c.ok()) return c.status().with_context("job.json: model.init");
+      config = *c;
+    }
+    ParameterLayout layout = ParameterLayout::build(config);
+    parameters = layout.parameter_count();
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(layout, true));
+    if (!job.model_path.empty()) {
+      SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
+      SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    } else {
+      state->init_random(job.init_seed);
+    }
+    counters.set(Tier::kDram, Category::kMaster, static_cast<int64_t>(state->weight_bytes() / 2));
+    counters.set(Tier::kDram, Category::kGradients, static_cast<int64_t>(state->weight_bytes() / 2));
+    counters.set(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(state->optimizer_bytes()));
+    return {};
+  }
+
+  Status load_data() {
+    const std::string tok = !job.tokenizer_path.empty() ? job.tokenizer_path : job.model_path;
+    if (tok == "builtin:bytes") {
+      tokenizer = std::make_unique<ByteTokenizer>();
+    } else if (tok.empty()) {
+      return invalid_argument("job.json: model.tokenizer is required for a model made with \"init\" "
+                              "(a tokenizer.json, tokenizer.model, a model folder, or \"builtin:bytes\")");
+    } else {
+      SPW_ASSIGN_OR_RETURN(tokenizer, Tokenizer::load(tok));
+    }
+    if (tokenizer->vocab_size() > state->config().vocab_size)
+      return invalid_argument("the tokenizer has " + std::to_string(tokenizer->vocab_size()) + " tokens but the model only " +
+                              std::to_string(state->config().vocab_size) + "; pick a matching tokenizer or model");
+    DatasetOptions opts;
+    opts.seq_len = job.seq_len;
+    opts.model_type = state->config().model_type;
+    opts.pool = &ThreadPool::global();
+    SPW_ASSIGN_OR_RETURN(opts.read.format, parse_dataset_format(job.format));
+    SPW_ASSIGN_OR_RETURN(opts.chat_template, parse_chat_template_kind(job.chat_template));
+    SPW_ASSIGN_OR_RETURN(Dataset all, Dataset::load(job.train_path, *tokenizer, opts));
+    if (!job.eval_path.empty()) {
+      train_ds = all;
+      SPW_ASSIGN_OR_RETURN(eval_ds, Dataset::load(job.eval_path, *tokenizer, opts));
+    } else if (job.eval_fraction > 0) {
+      SPW_ASSIGN_OR_RETURN(auto split, all.split_tail(job.eval_fraction));
+      train_ds = split.first;
+      eval_ds = split.second;
+    } else {
+      train_ds = all;
+    }
+    if (train_ds.empty()) return invalid_argument(job.train_path + ": no training sequences (is the file empty?)");
+    const int rows = job.micro_batch_size * job.grad_accum;
+    SPW_ASSIGN_OR_RETURN(BatchIterator it, BatchIterator::create(train_ds, rows, job.data_seed, job.shuffle));
+    iter.emplace(std::move(it));
+    total_steps = job.steps > 0 ? job.steps
+                                : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(job.epochs * iter->batches_per_epoch())));
+    return {};
+  }
+
+  Status setup_run() {
+    std::string db = job.db_path;
+    if (db.empty()) {
+      SPW_ASSIGN_OR_RETURN(db, RunStore::default_db_path());
+    }
+    SPW_ASSIGN_OR_RETURN(store, RunStore::open(db));
+    RunInfo info;
+    info.name = job.name;
+    info.job_json = job.resolved.dump();
+    info.model_name = !job.model_path.empty() ? fs::path(job.model_path).filename().string()
+                                              : (!job.init_preset.empty() ? job.init_preset : "custom-init");
+    info.model_path = job.model_path;
+    info.dataset = job.train_path;
+    info.dataset_hash = file_hash(job.train_path);
+    info.hardware_json = hardware_json().dump();
+    info.software_json = nlohmann::json{{"spillway", "0.1.0"}, {"compiler", __VERSION__}, {"backend", backend->name()}}.dump();
+    info.id = new_run_id();
+    if (!job.run_dir.empty()) {
+      info.run_dir = fs::absolute(job.run_dir).string();
+    } else {
+      SPW_ASSIGN_OR_RETURN(std::string runs, RunStore::default_runs_dir());
+      info.run_dir = (fs::path(runs) / info.id).string();
+    }
+    run_dir = info.run_dir;
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec || access(run_dir.c_str(), W_OK) != 0) {
+      return io_error("cannot write the run folder " + run_dir + (ec ? ": " + ec.message() : "") +
+                      "; choose another output.run_dir");
+    }
+    SPW_ASSIGN_OR_RETURN(run_id, store->create_run(info));
+    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(run_dir) / "job.json").string(), job.resolved.dump(2) + "\n"));
+    const std::string events_path = (fs::path(run_dir) / "events.jsonl").string();
+    SPW_ASSIGN_OR_RETURN(events, EventWriter::open(run_dir, EventWriter::last_t_s(events_path).value_or(0.0)));
+    TelemetrySamplerOptions so;
+    so.ssd_path = !job.ssd_dir.empty() ? job.ssd_dir : run_dir;
+    RunStore* s = store.get();
+    std::string id = run_id;
+    so.on_sample = [s, id](double t, const nlohmann::json& sample) { (void)s->add_sample(id, t, sample.dump()); };
+    sampler = std::make_unique<TelemetrySampler>(counters, events.get(), so);
+    if (hooks.on_started) hooks.on_started(run_id, run_dir);
+    return {};
+  }
+
+  Status create_backend() {
+    if (job.backend == "cuda")
+      return unsupported("placement.backend \"cuda\": this build has no CUDA backend yet; use \"cpu\" or \"auto\"");
+    backend = compute::make_cpu_backend(job.device_memory_bytes);
+    counters.set_capacity(Tier::kHbm, job.device_memory_bytes);
+    return {};
+  }
+
+  Status build_engine() {
+    StreamingConfig sc;
+    sc.weight_slots = job.weight_slots;
+    sc.micro_batch_size = job.micro_batch_size;
+    sc.max_micro_batches = job.grad_accum;
+    sc.seq_len = job.seq_len;
+    SPW_ASSIGN_OR_RETURN(engine, StreamingEngine::create(*backend, *state, sc, &counters));
+    AdamWConfig ac;
+    ac.beta1 = job.beta1;
+    ac.beta2 = job.beta2;
+    ac.eps = job.eps;
+    ac.weight_decay = job.weight_decay;
+    optimizer = std::make_unique<Optimizer>(*state, ac, job.clip_grad_norm);
+    Optimizer* opt = optimizer.get();
+    engine->set_weight_gate([opt](size_t b) { opt->wait_block(b); });
+    return {};
+  }
+
+  StepBatch step_batch(const Batch& b) const {
+    StepBatch s;
+    s.micro_batches = job.grad_accum;
+    s.micro_batch_size = job.micro_batch_size;
+    s.seq_len = b.seq_len;
+    s.input_ids = b.input_ids;
+    s.labels = b.labels;
+    return s;
+  }
+
+  Result<double> evaluate() {
+    if (eval_ds.empty()) return std::nan("");
+    const int rows = job.micro_batch_size * job.grad_accum;
+    double loss_sum = 0;
+    int64_t targets = 0;
+    int64_t batches = 0;
+    for (size_t begin = 0; begin < eval_ds.size(); begin += rows) {
+      if (job.eval_batches > 0 && batches++ >= job.eval_batches) break;
+      Batch b = make_batch_range(eval_ds, begin, rows);
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward(step_batch(b)));
+      loss_sum += r.loss_sum;
+      targets += r.targets;
+    }
+    return targets ? loss_sum / targets : std::nan("");
+  }
+
+  Status run_eval() {
+    const auto t0 = Clock::now();
+    SPW_ASSIGN_OR_RETURN(double loss, evaluate());
+    if (std::isnan(loss)) return {};
+    last_eval = loss;
+    const double ppl = std::exp(loss);
+    (void)events->eval({{"step", progress.step}, {"loss", loss}, {"perplexity", ppl}, {"eval_s", seconds_since(t0)}});
+    (void)store->add_eval(run_id, EvalRow{progress.step, loss, ppl, events->now_s()});
+    log(LogLevel::kInfo, "eval at step " + std::to_string(progress.step) + ": loss " + std::to_string(loss) +
+                             ", perplexity " + std::to_string(ppl));
+    return {};
+  }
+
+  Status checkpoint() {
+    optimizer->wait_all();
+    (void)events->state("checkpointing", {{"step", progress.step}});
+    const auto t0 = Clock::now();
+    progress.data_cursor = iter->cursor().to_json();
+    progress.elapsed_s = progress.elapsed_s;
+    SPW_ASSIGN_OR_RETURN(std::string dir, save_checkpoint((fs::path(run_dir) / "checkpoints").string(), *state, progress));
+    prune_checkpoints((fs::path(run_dir) / "checkpoints").string(), job.keep_checkpoints);
+    uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) bytes += e.is_regular_file() ? e.file_size() : 0;
+    (void)events->checkpoint({{"step", progress.step}, {"path", dir}, {"bytes", bytes}, {"write_s", seconds_since(t0)}});
+    (void)store->add_checkpoint(run_id, CheckpointRow{progress.step, dir, 0, static_cast<int64_t>(bytes)});
+    (void)events->state("training", {{"step", progress.step}});
+    log(LogLevel::kInfo, "checkpoint " + dir);
+    return {};
+  }
+
+  Status train_loop() {
+    (void)events->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
+                                     {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes}});
+    if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(run_eval());  // the baseline
+    LrScheduleConfig sched = job.schedule;
+    sched.total_steps = total_steps;
+    while (progress.step < total_steps) {
+      const auto t0 = Clock::now();
+      const double t_start = events->now_s();
+      Batch b = iter->next();
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(step_batch(b)));
+      const double t_compute = events->now_s();
+      const double lr = lr_at(sched, progress.step + 1);
+      StepStats st = optimizer->begin_step(lr);
+      ++progress.step;
+      int64_t step_tokens = 0;
+      for (int32_t len : b.lengths) step_tokens += len;
+      progress.tokens += step_tokens;
+      progress.last_loss = r.loss();
+      const double dt = seconds_since(t0);
+      const double tps = step_tokens / std::max(dt, 1e-9);
+      const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
+      (void)events->span(-1, "compute", t_start, t_compute);
+      (void)events->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
+                          {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
+                          {"step_s", dt}, {"total_steps", total_steps}});
+      (void)store->add_metric(run_id, MetricRow{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops,
+                                                 events->now_s()});
+      if (job.log_every > 0 && progress.step % job.log_every == 0) {
+        char line[256];
+        std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.5f  lr %.3g  grad_norm %.3f  %.0f tokens/s",
+                      static_cast<long long>(progress.step), static_cast<long long>(total_steps), r.loss(), lr,
+                      st.grad_norm, tps);
+        log(LogLevel::kInfo, line);
+      }
+      if (job.eval_every > 0 && progress.step % job.eval_every == 0) SPW_RETURN_IF_ERROR(run_eval());
+      const bool asked = owner->checkpoint_.exchange(false);
+      if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
+        SPW_RETURN_IF_ERROR(checkpoint());
+      if (owner->stop_.load()) {
+        if (!asked) SPW_RETURN_IF_ERROR(checkpoint());
+        return cancelled("stopped on request at step " + std::to_string(progress.step));
+      }
+    }
+    return {};
+  }
+
+  Status finish() {
+    optimizer->wait_all();
+    if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(run_eval());
+    if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0) SPW_RETURN_IF_ERROR(checkpoint());
+    const std::string out = (fs::path(run_dir) / "export").string();
+    SPW_RETURN_IF_ERROR(export_model(*state, job.tokenizer_path.empty() ? job.model_path : job.tokenizer_path, out));
+    (void)events->emit("export", {{"path", out}});
+    log(LogLevel::kInfo, "exported " + out);
+    return {};
+  }
+};
+
+Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->owner = this; }
+Trainer::~Trainer() = default;
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std::string& resume_from, TrainerHooks hooks) {
+  auto impl = std::make_unique<Impl>();
+  impl->job = job;
+  impl->hooks = std::move(hooks);
+  Impl& t = *impl;
+  SPW_RETURN_IF_ERROR(t.create_backend());
+  SPW_RETURN_IF_ERROR(t.load_model());
+  SPW_RETURN_IF_ERROR(t.load_data());
+  if (!resume_from.empty()) {
+    auto st = load_checkpoint(resume_from, *t.state);
+    if (!st.ok()) return st.status();
+    t.progress = *st;
+    auto cursor = DataCursor::from_json(t.progress.data_cursor);
+    if (!cursor.ok()) return cursor.status().with_context(resume_from);
+    SPW_RETURN_IF_ERROR(t.iter->seek(*cursor));
+  }
+  SPW_RETURN_IF_ERROR(t.build_engine());
+  SPW_RETURN_IF_ERROR(t.setup_run());
+  if (!resume_from.empty()) t.log(LogLevel::kInfo, "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));
+  return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
+}
+
+Status Trainer::run() {
+  Impl& t = *impl_;
+  t.sampler->start();
+  Status st = t.train_loop();
+  if (st.ok()) st = t.finish();
+  t.sampler->stop();
+  (void)t.sampler->sample_once();
+  FinalFigures f;
+  f.final_loss = t.progress.last_loss;
+  f.final_step = t.progress.step;
+  f.tokens = t.progress.tokens;
+  if (st.code() == ErrorCode::kCancelled) {
+    (void)t.events->state("stopped", {{"step", t.progress.step}});
+    (void)t.store->finish_run(t.run_id, RunStatus::kStopped, f);
+    t.log(LogLevel::kInfo, st.message());
+    return {};
+  }
+  if (!st.ok()) return t.fail(st);
+  (void)t.events->state("completed", {{"step", t.progress.step}, {"eval_loss", t.last_eval}});
+  (void)t.store->finish_run(t.run_id, RunStatus::kCompleted, f);
+  return {};
+}
+
+const std::string& Trainer::run_id() const { return impl_->run_id; }
+const std::string& Trainer::run_dir() const { return impl_->run_dir; }
+int64_t Trainer::total_steps() const { return impl_->total_steps; }
+double Trainer::last_eval_loss() const { return impl_->last_eval; }
+
+}  // namespace spillway

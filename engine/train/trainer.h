@@ -1,0 +1,52 @@
+// Trainer: runs a TrainJob end to end — model, data, backend, streaming engine, optimizer,
+// learning-rate schedule, evaluation, checkpoints, export — and reports through events.jsonl and
+// the run store. One trainer is one run; it owns everything it creates.
+//
+// Control: request_stop() (SIGTERM) checkpoints and stops cleanly after the current step;
+// request_checkpoint() (SIGUSR1) checkpoints after the current step. Both only set atomics, so
+// they are safe from a signal handler. run() is called once, from one thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "train/train-job.h"
+
+namespace spillway {
+
+struct TrainerHooks {
+  // Called once the run id and folder are known (before the first step).
+  std::function<void(const std::string& run_id, const std::string& run_dir)> on_started;
+  // Every log line, for the terminal.
+  std::function<void(const std::string& line)> on_log;
+};
+
+class Trainer {
+ public:
+  // Resolves the job (loads the model, tokenizer and data, builds the engine) and records the run.
+  // `resume_from`: a checkpoint folder to continue from ("" for a fresh run).
+  static Result<std::unique_ptr<Trainer>> create(const TrainJob& job, const std::string& resume_from,
+                                                 TrainerHooks hooks = {});
+  ~Trainer();
+
+  // Trains to the last step (or until stopped). Ok when completed or stopped on request.
+  Status run();
+  void request_stop() { stop_.store(true); }
+  void request_checkpoint() { checkpoint_.store(true); }
+
+  const std::string& run_id() const;
+  const std::string& run_dir() const;
+  int64_t total_steps() const;
+  double last_eval_loss() const;
+
+ private:
+  struct Impl;
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> stop_{false}, checkpoint_{false};
+};
+
+}  // namespace spillway
