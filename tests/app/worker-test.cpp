@@ -1,0 +1,282 @@
+// The worker end to end, as a user runs it: the golden AdamW trajectory through a job file,
+// exact resume after SIGKILL, a real fine-tune of stories260K on tiny Shakespeare, the run store
+// and events.jsonl, and bad input.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/file-util.h"
+#include "data/dataset.h"
+#include "history/run-store.h"
+#include "model/safetensors.h"
+#include "test-data.h"
+#include "train/inference.h"
+#include "worker-process.h"
+
+namespace spillway {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<json> read_events(const std::string& run_dir) {
+  std::vector<json> out;
+  std::ifstream f(run_dir + "/events.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    json j = json::parse(line, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << line;
+    if (!j.is_discarded()) out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<json> of_type(const std::vector<json>& events, const std::string& type) {
+  std::vector<json> out;
+  for (const auto& e : events) {
+    if (e["type"] == type) out.push_back(e);
+  }
+  return out;
+}
+
+// Writes the golden batches as pre-tokenized JSONL in the Hugging Face convention (labels aligned
+// with input_ids, the model shifts): one extra id at the end carries the last target.
+std::string write_golden_jsonl(const std::string& dir, const std::string& model, int steps, int* B, int* T) {
+  auto traj = TensorStore::open(testing::data_path("golden/" + model + "/adamw_trajectory.safetensors"));
+  EXPECT_TRUE(traj.ok());
+  std::string path = dir + "/golden.jsonl";
+  std::ofstream f(path);
+  for (int s = 0; s < steps; ++s) {
+    const TensorInfo* ids = traj->find("batch" + std::to_string(s) + ".input_ids");
+    const TensorInfo* labels = traj->find("batch" + std::to_string(s) + ".labels");
+    *B = static_cast<int>(ids->shape[0]);
+    *T = static_cast<int>(ids->shape[1]);
+    const int32_t* id = reinterpret_cast<const int32_t*>(traj->data(*ids));
+    const int32_t* lab = reinterpret_cast<const int32_t*>(traj->data(*labels));
+    for (int b = 0; b < *B; ++b) {
+      json row_ids = json::array(), row_labels = json::array({-100});
+      for (int t = 0; t < *T; ++t) row_ids.push_back(id[b * *T + t]);
+      row_ids.push_back(0);
+      for (int t = 0; t < *T; ++t) row_labels.push_back(lab[b * *T + t]);
+      f << json{{"input_ids", row_ids}, {"labels", row_labels}}.dump() << "\n";
+    }
+  }
+  return path;
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"}; }
+  std::string write_job(const std::string& name, const json& job) {
+    std::string path = tmp_.path() + "/" + name + ".json";
+    std::ofstream(path) << job.dump(2);
+    return path;
+  }
+  testing::ProcessResult worker(const std::vector<std::string>& args) {
+    return testing::run_worker_process(args, env_, tmp_.path());
+  }
+  testing::TempDir tmp_;
+  std::vector<std::string> env_;
+};
+
+TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
+  SPILLWAY_REQUIRE_DATA();
+  auto meta = json::parse(*read_file(testing::data_path("golden/stories260K/meta.json")));
+  int B = 0, T = 0;
+  std::string data = write_golden_jsonl(tmp_.path(), "stories260K", 4, &B, &T);
+  for (int mb : {4, 2, 1}) {
+    const std::string run_dir = tmp_.path() + "/golden-mb" + std::to_string(mb);
+    json job = {{"name", "golden"},
+                {"model", {{"path", testing::data_path("models/stories260K")}}},
+                {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", T}, {"shuffle", false}}},
+                {"train", {{"steps", 4}, {"micro_batch_size", mb}, {"grad_accum", B / mb}, {"lr", 1e-3},
+                           {"schedule", "constant"}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8},
+                           {"weight_decay", 0.1}, {"clip_grad_norm", 1.0}}},
+                {"placement", {{"backend", "cpu"}, {"device_memory_bytes", 4 << 20}}},
+                {"output", {{"run_dir", run_dir}}}};
+    auto r = worker({"train", write_job("golden", job)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto steps = of_type(read_events(run_dir), "step");
+    ASSERT_EQ(steps.size(), 4u);
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(steps[s]["step"], s + 1);
+      EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(), 1e-5) << "mb " << mb << " step " << s + 1;
+      EXPECT_NEAR(steps[s]["grad_norm"].get<double>(), meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4);
+    }
+  }
+}
+
+TEST_F(WorkerTest, ResumeAfterSigkillIsBitExact) {
+  SPILLWAY_REQUIRE_DATA();
+  auto job_for = [&](const std::string& run_dir) {
+    return json{{"name", "resume"},
+                {"model", {{"path", testing::data_path("models/stories260K")}}},
+                {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}, {"seed", 7}}},
+                {"train", {{"steps", 6}, {"micro_batch_size", 4}, {"grad_accum", 2}, {"lr", 2e-3}, {"schedule", "cosine"},
+                           {"warmup_steps", 2}, {"weight_decay", 0.1}, {"checkpoint_every", 3}, {"keep_checkpoints", 5}}},
+                {"placement", {{"backend", "cpu"}}},
+                {"output", {{"run_dir", run_dir}}}};
+  };
+  const std::string straight = tmp_.path() + "/straight", killed = tmp_.path() + "/killed";
+  ASSERT_EQ(worker({"train", write_job("straight", job_for(straight))}).exit_code, 0);
+
+  // Start the same job, SIGKILL it as soon as its step-3 checkpoint exists, then resume from it.
+  pid_t pid = testing::spawn_worker({"train", write_job("killed", job_for(killed))}, env_, tmp_.path() + "/k.out",
+                                    tmp_.path() + "/k.err");
+  const std::string ckpt = killed + "/checkpoints/step-000003";
+  for (int i = 0; i < 2000 && !fs::exists(ckpt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  kill(pid, SIGKILL);
+  testing::wait_exit(pid);
+  ASSERT_TRUE(fs::exists(ckpt + "/model.safetensors"));
+  auto r = worker({"train", tmp_.path() + "/killed.json", "--resume", ckpt});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    auto a = read_file(straight + "/checkpoints/step-000006/" + file);
+    auto b = read_file(killed + "/checkpoints/step-000006/" + file);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(*a == *b) << file << " differs after resume";
+  }
+  // The SIGKILLed run shows as interrupted, its rows intact; the resumed one completed.
+  auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
+  ASSERT_TRUE(store.ok());
+  auto runs = (*store)->list_runs();
+  ASSERT_TRUE(runs.ok());
+  int interrupted = 0, completed = 0;
+  for (const auto& run : *runs) {
+    interrupted += run.status == RunStatus::kInterrupted;
+    completed += run.status == RunStatus::kCompleted;
+    if (run.status == RunStatus::kInterrupted) EXPECT_GE((*store)->metrics(run.id)->size(), 3u);
+  }
+  EXPECT_EQ(interrupted, 1);
+  EXPECT_EQ(completed, 2);
+}
+
+TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run_dir = tmp_.path() + "/shakespeare";
+  json job = json::parse(*read_file(std::string(SPILLWAY_SOURCE_DIR) + "/resources/jobs/stories260k-shakespeare.json"));
+  job["model"]["path"] = testing::data_path("models/stories260K");
+  job["data"]["train"] = testing::data_path("datasets/tinyshakespeare/input.txt");
+  job["train"]["eval_batches"] = 0;  // the whole held-out 10%
+  job["output"]["run_dir"] = run_dir;
+  auto r = worker({"train", write_job("shakespeare", job), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json first = json::parse(r.out.substr(0, r.out.find('\n')));
+  const std::string run_id = first["run_id"];
+
+  auto events = read_events(run_dir);
+  auto evals = of_type(events, "eval");
+  ASSERT_GE(evals.size(), 2u);
+  const double before = evals.front()["loss"], after = evals.back()["loss"];
+  EXPECT_EQ(evals.front()["step"], 0);
+  EXPECT_EQ(evals.back()["step"], 200);
+  EXPECT_LT(after, 0.7 * before) << "held-out loss " << before << " -> " << after;
+  std::printf("held-out loss %.4f -> %.4f (%.1f%% lower)\n", before, after, 100 * (1 - after / before));
+
+  // events.jsonl against the documented schema.
+  int samples = 0;
+  for (const auto& e : events) {
+    ASSERT_TRUE(e["type"].is_string());
+    ASSERT_TRUE(e["t"].is_number());
+    const std::string type = e["type"];
+    if (type == "step") {
+      for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "model_tflops", "step_s"})
+        EXPECT_TRUE(e.contains(k) && e[k].is_number()) << k;
+    } else if (type == "sample") {
+      ++samples;
+      EXPECT_TRUE(e["tiers"]["dram"]["master_bytes"].is_number());
+      EXPECT_TRUE(e["tiers"]["hbm"]["weights_bytes"].is_number());
+      EXPECT_TRUE(e["links"]["h2d_gbps"].is_number());
+    } else if (type == "eval") {
+      EXPECT_TRUE(e["loss"].is_number() && e["perplexity"].is_number());
+    } else if (type == "checkpoint") {
+      EXPECT_TRUE(fs::exists(e["path"].get<std::string>()));
+    } else if (type == "state") {
+      EXPECT_TRUE(e["state"].is_string());
+    } else {
+      EXPECT_TRUE(type == "span" || type == "log" || type == "export") << type;
+    }
+  }
+  EXPECT_GT(samples, 5);
+  EXPECT_EQ(of_type(events, "state").back()["state"], "completed");
+
+  // The run store: the run, every step's metrics, downsampled samples, checkpoints, evals.
+  auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
+  ASSERT_TRUE(store.ok());
+  auto run = (*store)->get_run(run_id);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->status, RunStatus::kCompleted);
+  EXPECT_EQ((*store)->metrics(run_id)->size(), 200u);
+  EXPECT_GT((*store)->samples(run_id)->size(), 2u);
+  EXPECT_GE((*store)->checkpoints(run_id)->size(), 2u);
+  EXPECT_EQ((*store)->evals(run_id)->size(), evals.size());
+
+  // The export loads back with the same held-out loss.
+  auto session = InferenceSession::open(run_dir + "/export", 128, 8);
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  DatasetOptions opts;
+  opts.seq_len = 128;
+  auto ds = Dataset::load(testing::data_path("datasets/tinyshakespeare/input.txt"), (*session)->tokenizer(), opts);
+  ASSERT_TRUE(ds.ok());
+  auto split = ds->split_tail(0.1);
+  ASSERT_TRUE(split.ok());
+  auto reloaded = (*session)->eval(split->second);
+  ASSERT_TRUE(reloaded.ok());
+  EXPECT_NEAR(reloaded->loss, after, 1e-4);
+
+  // Generation from the trained model.
+  auto gen = worker({"generate", "--model", run_dir + "/export", "--prompt", "ROMEO:", "--max-new-tokens", "60"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  EXPECT_GT(gen.out.size(), 40u);
+  std::printf("generated:\n%s\n", gen.out.c_str());
+}
+
+TEST_F(WorkerTest, BadInputGivesClearErrors) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string model = testing::data_path("models/stories260K");
+  const std::string text = testing::data_path("datasets/tinyshakespeare/input.txt");
+  json good = {{"name", "bad"}, {"model", {{"path", model}}}, {"data", {{"train", text}, {"seq_len", 32}}},
+               {"train", {{"steps", 1}}}, {"output", {{"run_dir", tmp_.path() + "/never"}}}};
+
+  json wrong_key = good;
+  wrong_key["train"]["learning_rate"] = 1e-3;
+  auto r = worker({"train", write_job("wrong_key", wrong_key)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown key train.learning_rate"), std::string::npos) << r.err;
+
+  json wrong_type = good;
+  wrong_type["train"]["lr"] = "fast";
+  r = worker({"train", write_job("wrong_type", wrong_type)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("train.lr: expected a number"), std::string::npos) << r.err;
+
+  json missing_model = good;
+  missing_model["model"]["path"] = tmp_.path() + "/no-such-model";
+  r = worker({"train", write_job("missing_model", missing_model)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no-such-model"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+
+  std::ofstream(tmp_.path() + "/bad.jsonl") << "{\"text\": \"fine\"}\n{\"text\": \"broken\n";
+  json bad_line = good;
+  bad_line["data"]["train"] = tmp_.path() + "/bad.jsonl";
+  r = worker({"train", write_job("bad_line", bad_line)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bad.jsonl:2"), std::string::npos) << r.err;
+
+  json unwritable = good;
+  unwritable["output"]["run_dir"] = "/proc/spillway-cannot-write-here";
+  r = worker({"train", write_job("unwritable", unwritable)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot write the run folder"), std::string::npos) << r.err;
+
+  // None of them left a run folder behind.
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/never"));
+}
+
+}  // namespace
+}  // namespace spillway
