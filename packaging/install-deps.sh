@@ -13,6 +13,8 @@ packages=(
   qt6-base-dev qt6-base-dev-tools libqt6sql6-sqlite libqt6svg6-dev
   libqcustomplot-dev
   xvfb xauth
+  libicu-dev
+  fortunes
 )
 
 missing=()

@@ -195,7 +195,8 @@ struct Preset {
 // "llama-50m" is the ~50M-parameter benchmark model of the issue; the others bracket it.
 constexpr Preset kPresets[] = {
     {"llama-tiny", 512, 64, 172, 5, 8, 4, 512},       // stories260K's shape, ~0.26M
-    {"llama-5m", 4096, 256, 688, 6, 8, 4, 1024},      // ~5M, the README's default job
+    {"llama-byte-5m", 258, 256, 688, 6, 8, 4, 1024},  // ~4.8M, byte tokenizer: the README's default job
+    {"llama-5m", 4096, 256, 688, 6, 8, 4, 1024},      // ~5M
     {"llama-50m", 32000, 512, 1376, 8, 8, 8, 2048},   // ~50M
     {"llama-1b", 32000, 2048, 5504, 22, 32, 4, 4096}, // TinyLlama-1.1B's shape
     {"llama-7b", 32000, 4096, 11008, 32, 32, 32, 4096},
@@ -204,7 +205,7 @@ constexpr Preset kPresets[] = {
 };
 }  // namespace
 
-const char* model_preset_names() { return "llama-tiny, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b"; }
+const char* model_preset_names() { return "llama-tiny, llama-byte-5m, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b"; }
 
 Result<ModelConfig> model_preset(const std::string& name) {
   for (const Preset& p : kPresets) {
