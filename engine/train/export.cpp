@@ -7,9 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "data/byte-tokenizer.h"
 
 namespace spillway {
 namespace fs = std::filesystem;
+
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& model_dir) {
+  std::error_code ec;
+  if (fs::exists(fs::path(model_dir) / kBuiltinTokenizerMarker, ec)) return std::unique_ptr<Tokenizer>(new ByteTokenizer());
+  return Tokenizer::load(model_dir);
+}
 
 Status export_model(const ModelState& state, const std::string& tokenizer_source, const std::string& out) {
   std::error_code ec;
@@ -28,7 +35,11 @@ Status export_model(const ModelState& state, const std::string& tokenizer_source
   config["transformers_version"] = "4.40.0";
   st = write_file_atomic((fs::path(tmp) / "config.json").string(), config.dump(2) + "\n");
   if (!st.ok()) return fail(st);
-  if (!tokenizer_source.empty() && tokenizer_source.find(':') == std::string::npos) {
+  if (tokenizer_source == "builtin:bytes") {
+    // No tokenizer file exists for the built-in byte tokenizer; this marker lets eval/generate find it.
+    st = write_file_atomic((fs::path(tmp) / kBuiltinTokenizerMarker).string(), "{\"tokenizer\": \"builtin:bytes\"}\n");
+    if (!st.ok()) return fail(st);
+  } else if (!tokenizer_source.empty()) {
     std::vector<fs::path> files;
     if (fs::is_directory(tokenizer_source, ec)) {
       for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",

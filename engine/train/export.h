@@ -7,9 +7,17 @@
 
 #include <string>
 
+#include "data/tokenizer.h"
 #include "train/model-state.h"
 
 namespace spillway {
+
+// Marks an export trained with the built-in byte tokenizer ("builtin:bytes").
+inline constexpr const char* kBuiltinTokenizerMarker = "spillway_tokenizer.json";
+
+// The tokenizer of a model folder: the built-in byte tokenizer when the marker is there, else
+// Tokenizer::load(model_dir).
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& model_dir);
 
 Status export_model(const ModelState& state, const std::string& tokenizer_source, const std::string& out);
 

@@ -7,6 +7,7 @@
 
 #include "data/batch-iterator.h"
 #include "model/safetensors.h"
+#include "train/export.h"
 
 namespace spillway {
 
@@ -14,7 +15,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::open(const std::stri
                                                                  uint64_t device_memory_bytes) {
   auto s = std::make_unique<InferenceSession>();
   SPW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(model_dir));
-  SPW_ASSIGN_OR_RETURN(s->tokenizer_, Tokenizer::load(model_dir));
+  SPW_ASSIGN_OR_RETURN(s->tokenizer_, load_model_tokenizer(model_dir));
   SPW_ASSIGN_OR_RETURN(s->state_, ModelState::create(ParameterLayout::build(config), false));
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(model_dir));
   SPW_RETURN_IF_ERROR(s->state_->load_weights(weights));
