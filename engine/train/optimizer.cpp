@@ -60,8 +60,10 @@ void Optimizer::run() {
     const int64_t step = step_number_;
     for (size_t b = 0; b < state_.num_blocks(); ++b) {
       lock.unlock();
+      const double t0 = span_sink_ ? clock_() : 0.0;
       adamw_update_block(state_.layout().blocks()[b], state_.master(b), state_.exp_avg(b), state_.exp_avg_sq(b),
                          state_.grad(b), cfg, step, coef);
+      if (span_sink_) span_sink_(b, "optimizer", t0, clock_());
       lock.lock();
       done_blocks_ = b + 1;
       cv_.notify_all();

@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -38,6 +39,12 @@ class Optimizer {
   // Blocks until block b has been updated by the step in flight (no-op when none is).
   void wait_block(size_t b);
   void wait_all();
+  // Receives an "optimizer" span per block (block index, start and end in seconds of `clock`),
+  // called from the optimizer thread. Set before the first begin_step.
+  void set_span_sink(std::function<void(size_t, const char*, double, double)> sink, std::function<double()> clock) {
+    span_sink_ = std::move(sink);
+    clock_ = std::move(clock);
+  }
 
  private:
   void run();
@@ -52,6 +59,8 @@ class Optimizer {
   AdamWConfig step_cfg_;
   float step_coef_ = 1.0f;
   int64_t step_number_ = 0;
+  std::function<void(size_t, const char*, double, double)> span_sink_;
+  std::function<double()> clock_;
   std::thread thread_;  // last: it starts after every member it uses is constructed
 };
 

@@ -224,7 +224,7 @@ struct StreamingEngine::Impl {
     Slot& s = slots[victim];
     const size_t count = layout.blocks()[b].numel;
     SPW_RETURN_IF_ERROR(be.stream_wait_event(copy_stream, s.free));
-    SPW_RETURN_IF_ERROR(be.upload_f32(s.ptr, st.master(b), count, copy_stream));
+    SPW_RETURN_IF_ERROR(timed(b, "h2d", [&] { return be.upload_f32(s.ptr, st.master(b), count, copy_stream); }));
     SPW_RETURN_IF_ERROR(be.record_event(s.ready, copy_stream));
     s.block = static_cast<long>(b);
     s.version = version;
@@ -254,6 +254,16 @@ struct StreamingEngine::Impl {
     if (b >= layout.num_blocks()) return {};
     auto r = ensure(b, forward, true);
     return r.ok() ? Status() : r.status();
+  }
+
+  // Times `fn` as a span of block b when a span sink is set.
+  template <typename Fn>
+  Status timed(size_t b, const char* phase, Fn&& fn) {
+    if (!owner->span_sink_) return fn();
+    const double t0 = owner->clock_();
+    Status st = fn();
+    owner->span_sink_(b, phase, t0, owner->clock_());
+    return st;
   }
 
   void moved(Link l, uint64_t bytes) {
@@ -348,7 +358,7 @@ SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, 
     EventId computed = gb.done;
     SPW_RETURN_IF_ERROR(be.record_event(computed, 0));
     SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h_stream, computed));
-    SPW_RETURN_IF_ERROR(be.download_f32(st.grad(b), gb.ptr, count, d2h_stream));
+    SPW_RETURN_IF_ERROR(timed(b, "d2h", [&] { return be.download_f32(st.grad(b), gb.ptr, count, d2h_stream); }));
     SPW_RETURN_IF_ERROR(be.record_event(gb.done, d2h_stream));
     moved(Link::kD2H, count * sizeof(float));
     return {};
@@ -396,21 +406,27 @@ SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, 
     // Forward: embedding, then each layer for every micro-batch, prefetching the next block.
     SPW_ASSIGN_OR_RETURN(char* we, acquire(0, true));
     SPW_RETURN_IF_ERROR(prefetch(1, true));
-    for (int m = 0; m < M; ++m) {
-      void* out = target(C(0, m), stage_b);
-      SPW_RETURN_IF_ERROR(be.embedding_forward(out, ids(m), we, n, h));
-      SPW_RETURN_IF_ERROR(store(C(0, m), out, n));
-    }
+    SPW_RETURN_IF_ERROR(timed(0, "forward", [&]() -> Status {
+      for (int m = 0; m < M; ++m) {
+        void* out = target(C(0, m), stage_b);
+        SPW_RETURN_IF_ERROR(be.embedding_forward(out, ids(m), we, n, h));
+        SPW_RETURN_IF_ERROR(store(C(0, m), out, n));
+      }
+      return {};
+    }));
     SPW_RETURN_IF_ERROR(release(0));
     for (int l = 0; l < L; ++l) {
       SPW_ASSIGN_OR_RETURN(char* w, acquire(1 + l, true));
       SPW_RETURN_IF_ERROR(prefetch(2 + l, true));
-      for (int m = 0; m < M; ++m) {
-        SPW_ASSIGN_OR_RETURN(void* x, load(C(l, m), stage_a, n));
-        void* out = target(C(l + 1, m), stage_b);
-        SPW_RETURN_IF_ERROR(layer_forward(w, x, out, mb, T));
-        SPW_RETURN_IF_ERROR(store(C(l + 1, m), out, n));
-      }
+      SPW_RETURN_IF_ERROR(timed(1 + l, "forward", [&]() -> Status {
+        for (int m = 0; m < M; ++m) {
+          SPW_ASSIGN_OR_RETURN(void* x, load(C(l, m), stage_a, n));
+          void* out = target(C(l + 1, m), stage_b);
+          SPW_RETURN_IF_ERROR(layer_forward(w, x, out, mb, T));
+          SPW_RETURN_IF_ERROR(store(C(l + 1, m), out, n));
+        }
+        return {};
+      }));
       SPW_RETURN_IF_ERROR(release(1 + l));
     }
 
@@ -434,17 +450,20 @@ SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, 
     }
     float* dlm = !train ? nullptr : mc.tie_word_embeddings ? gembed->ptr : ghead->ptr + layout.head_lm_offset();
     const void* wnorm = wh + layout.head_norm_offset() * act;
-    for (int m = 0; m < M; ++m) {
-      SPW_ASSIGN_OR_RETURN(void* x, load(C(L, m), stage_a, n));
-      SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, wnorm, n, h, mc.rms_norm_eps));
-      float* lg = logits ? logits + static_cast<size_t>(m) * n * V : nullptr;
-      SPW_RETURN_IF_ERROR(be.lm_head_loss(&result.loss_sum, train ? dxn : nullptr, dlm, xn, wlm, labels(m), n, h, V,
-                                          scale, lg, cfg.lm_head_chunk));
-      if (!train) continue;
-      void* d = target(dy[m], stage_b);
-      SPW_RETURN_IF_ERROR(be.rmsnorm_backward(d, ghead->ptr + layout.head_norm_offset(), dxn, x, wnorm, rstd1, n, h, false));
-      SPW_RETURN_IF_ERROR(store(dy[m], d, n));
-    }
+    SPW_RETURN_IF_ERROR(timed(head_block, train ? "backward" : "forward", [&]() -> Status {
+      for (int m = 0; m < M; ++m) {
+        SPW_ASSIGN_OR_RETURN(void* x, load(C(L, m), stage_a, n));
+        SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, wnorm, n, h, mc.rms_norm_eps));
+        float* lg = logits ? logits + static_cast<size_t>(m) * n * V : nullptr;
+        SPW_RETURN_IF_ERROR(be.lm_head_loss(&result.loss_sum, train ? dxn : nullptr, dlm, xn, wlm, labels(m), n, h, V,
+                                            scale, lg, cfg.lm_head_chunk));
+        if (!train) continue;
+        void* d = target(dy[m], stage_b);
+        SPW_RETURN_IF_ERROR(be.rmsnorm_backward(d, ghead->ptr + layout.head_norm_offset(), dxn, x, wnorm, rstd1, n, h, false));
+        SPW_RETURN_IF_ERROR(store(dy[m], d, n));
+      }
+      return {};
+    }));
     if (mc.tie_word_embeddings) SPW_RETURN_IF_ERROR(release(0));
     SPW_RETURN_IF_ERROR(release(head_block));
     if (!train) return result;
@@ -457,6 +476,7 @@ SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, 
       if (b > 1) SPW_RETURN_IF_ERROR(prefetch(b - 1, false));  // the embedding's backward needs no weights
       SPW_ASSIGN_OR_RETURN(GradBuf* gb, begin_grad(next_grad, b));
       next_grad = (next_grad + 1) % 2;
+      SPW_RETURN_IF_ERROR(timed(b, "backward", [&]() -> Status {
       for (int m = 0; m < M; ++m) {
         SPW_ASSIGN_OR_RETURN(void* x, load(C(l, m), stage_a, n));
         SPW_ASSIGN_OR_RETURN(void* d, load(dy[m], stage_b, n));
@@ -467,6 +487,8 @@ SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, 
         SPW_RETURN_IF_ERROR(be.copy_d2d(dst, o, static_cast<size_t>(n) * h * act, 0));
         SPW_RETURN_IF_ERROR(store(dy[m], dst, n));
       }
+      return {};
+      }));
       SPW_RETURN_IF_ERROR(release(b));
       SPW_RETURN_IF_ERROR(finish_grad(*gb, b));
     }
@@ -477,10 +499,13 @@ SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, 
     if (!ge) {
       SPW_ASSIGN_OR_RETURN(ge, begin_grad(next_grad, 0));
     }
-    for (int m = 0; m < M; ++m) {
-      SPW_ASSIGN_OR_RETURN(void* d, load(dy[m], stage_b, n));
-      SPW_RETURN_IF_ERROR(be.embedding_backward(ge->ptr, ids(m), d, n, h));
-    }
+    SPW_RETURN_IF_ERROR(timed(0, "backward", [&]() -> Status {
+      for (int m = 0; m < M; ++m) {
+        SPW_ASSIGN_OR_RETURN(void* d, load(dy[m], stage_b, n));
+        SPW_RETURN_IF_ERROR(be.embedding_backward(ge->ptr, ids(m), d, n, h));
+      }
+      return {};
+    }));
     SPW_RETURN_IF_ERROR(finish_grad(*ge, 0));
     for (GradBuf& g : grads) SPW_RETURN_IF_ERROR(be.synchronize_event(g.done));
     return result;

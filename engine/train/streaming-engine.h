@@ -84,6 +84,15 @@ class StreamingEngine {
   // Called before block b's weights are uploaded for a forward pass: blocks until the optimizer
   // has finished with it. Default: no wait.
   void set_weight_gate(std::function<void(size_t block)> gate) { gate_ = std::move(gate); }
+  // Receives timeline spans (block index, phase "h2d" | "forward" | "backward" | "d2h", start and
+  // end in seconds of `clock`) while set; the trainer turns them into `span` events. On the CPU
+  // backend copies are synchronous, so their spans are their real duration; on CUDA they will be
+  // recorded with events.
+  using SpanSink = std::function<void(size_t block, const char* phase, double start_s, double end_s)>;
+  void set_span_sink(SpanSink sink, std::function<double()> clock) {
+    span_sink_ = std::move(sink);
+    clock_ = std::move(clock);
+  }
   // Marks every cached device copy of the weights stale (after the host weights changed).
   void invalidate_weights();
 
@@ -101,6 +110,8 @@ class StreamingEngine {
   explicit StreamingEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   std::function<void(size_t)> gate_;
+  SpanSink span_sink_;
+  std::function<double()> clock_;
   DeviceMemoryPlan plan_;
   uint64_t h2d_bytes_ = 0, d2h_bytes_ = 0;
 };

@@ -24,6 +24,7 @@
 #include "train/export.h"
 #include "train/model-state.h"
 #include "train/optimizer.h"
+#include "train/planner.h"
 #include "train/streaming-engine.h"
 
 namespace spillway {
@@ -251,6 +252,25 @@ struct Trainer::Impl {
     return {};
   }
 
+  // Timeline spans for the GUI, for about one step per second (a span per block and phase would
+  // flood events.jsonl for small models that take many steps a second).
+  std::atomic<bool> spans_on{false};
+  double last_span_step = -1e9;
+  void attach_spans() {
+    const int L = state->config().num_layers;
+    auto sink = [this, L](size_t b, const char* phase, double start, double end) {
+      if (!spans_on.load(std::memory_order_relaxed)) return;
+      const long layer = static_cast<long>(b) - 1;
+      nlohmann::json f = {{"layer", layer >= 0 && layer < L ? nlohmann::json(layer) : nlohmann::json(nullptr)},
+                          {"block", b == 0 ? "embed" : layer == L ? "head" : "layer"},
+                          {"phase", phase}, {"start_s", start}, {"end_s", end}};
+      (void)events->emit("span", f);
+    };
+    auto clock = [this] { return events->now_s(); };
+    engine->set_span_sink(sink, clock);
+    optimizer->set_span_sink(sink, clock);
+  }
+
   StepBatch step_batch(const Batch& b) const {
     StepBatch s;
     s.micro_batches = job.grad_accum;
@@ -311,12 +331,20 @@ struct Trainer::Impl {
   Status train_loop() {
     (void)events->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
                                      {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes}});
+    {
+      // The plan for this run, so that the GUI can show predicted against measured step times.
+      MachineProbe machine = probe_machine(!job.ssd_dir.empty() ? job.ssd_dir : run_dir);
+      machine.backend = backend->name();
+      (void)events->emit("plan", make_plan(state->config(), job, machine, total_steps));
+    }
     if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(run_eval());  // the baseline
     LrScheduleConfig sched = job.schedule;
     sched.total_steps = total_steps;
     while (progress.step < total_steps) {
       const auto t0 = Clock::now();
       const double t_start = events->now_s();
+      spans_on = t_start - last_span_step >= 1.0;
+      if (spans_on) last_span_step = t_start;
       Batch b = iter->next();
       SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(step_batch(b)));
       const double t_compute = events->now_s();
@@ -330,7 +358,7 @@ struct Trainer::Impl {
       const double dt = seconds_since(t0);
       const double tps = step_tokens / std::max(dt, 1e-9);
       const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
-      (void)events->span(-1, "compute", t_start, t_compute);
+      (void)events->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});
       (void)events->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
                           {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
                           {"step_s", dt}, {"total_steps", total_steps}});
@@ -388,6 +416,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std:
   }
   SPW_RETURN_IF_ERROR(t.build_engine());
   SPW_RETURN_IF_ERROR(t.setup_run());
+  t.attach_spans();
   if (!resume_from.empty()) t.log(LogLevel::kInfo, "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
 }

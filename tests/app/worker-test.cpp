@@ -198,7 +198,9 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
     } else if (type == "state") {
       EXPECT_TRUE(e["state"].is_string());
     } else {
-      EXPECT_TRUE(type == "span" || type == "log" || type == "export") << type;
+      EXPECT_TRUE(type == "span" || type == "log" || type == "export" || type == "plan") << type;
+      if (type == "span") EXPECT_TRUE(e["phase"].is_string() && e["start_s"].is_number() && e["end_s"].is_number());
+      if (type == "plan") EXPECT_TRUE(e["fits"].is_boolean() && e["step"]["step_s"].is_number());
     }
   }
   EXPECT_GT(samples, 5);
