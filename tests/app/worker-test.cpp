@@ -237,6 +237,42 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   std::printf("generated:\n%s\n", gen.out.c_str());
 }
 
+TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run_dir = tmp_.path() + "/signals";
+  json job = {{"name", "signals"},
+              {"model", {{"path", testing::data_path("models/stories260K")}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+              {"train", {{"steps", 100000}, {"micro_batch_size", 4}, {"lr", 1e-3}}},
+              {"output", {{"run_dir", run_dir}}}};
+  pid_t pid = testing::spawn_worker({"train", write_job("signals", job)}, env_, tmp_.path() + "/s.out", tmp_.path() + "/s.err");
+  auto wait_for = [&](const std::string& type, size_t count) {
+    for (int i = 0; i < 3000; ++i) {
+      if (fs::exists(run_dir + "/events.jsonl") && of_type(read_events(run_dir), type).size() >= count) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for("step", 3));
+  kill(pid, SIGUSR1);  // checkpoint now, keep training
+  ASSERT_TRUE(wait_for("checkpoint", 1));
+  const size_t steps_at_checkpoint = of_type(read_events(run_dir), "step").size();
+  ASSERT_TRUE(wait_for("step", steps_at_checkpoint + 2));  // still training
+  kill(pid, SIGTERM);  // checkpoint, then stop
+  EXPECT_EQ(testing::wait_exit(pid), 0) << testing::slurp(tmp_.path() + "/s.err");
+  auto events = read_events(run_dir);
+  EXPECT_EQ(of_type(events, "checkpoint").size(), 2u);
+  EXPECT_EQ(of_type(events, "state").back()["state"], "stopped");
+  const int64_t last_step = of_type(events, "step").back()["step"];
+  EXPECT_EQ(of_type(events, "checkpoint").back()["step"], last_step);
+  EXPECT_TRUE(fs::exists(of_type(events, "checkpoint").back()["path"].get<std::string>() + "/optimizer.safetensors"));
+  auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
+  ASSERT_TRUE(store.ok());
+  auto runs = (*store)->list_runs();
+  ASSERT_TRUE(runs.ok() && runs->size() == 1u);
+  EXPECT_EQ(runs->front().status, RunStatus::kStopped);
+}
+
 TEST_F(WorkerTest, BadInputGivesClearErrors) {
   SPILLWAY_REQUIRE_DATA();
   const std::string model = testing::data_path("models/stories260K");
