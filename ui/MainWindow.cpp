@@ -1,15 +1,138 @@
 #include "MainWindow.h"
 
-#include <QLabel>
+#include <signal.h>
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+
+#include "ComparePage.h"
+#include "HistoryPage.h"
+#include "JobSettings.h"
+#include "LivePage.h"
+#include "NewRunPage.h"
+#include "RunHistoryModel.h"
+#include "WorkerClient.h"
 
 namespace spillway::ui {
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("Spillway"));
-  auto* label = new QLabel(tr("Spillway — the desktop app arrives with the GUI issue."), this);
-  label->setAlignment(Qt::AlignCenter);
-  setCentralWidget(label);
-  resize(1100, 720);
+  model_ = new RunHistoryModel(this);
+  const QString error = model_->open(dbPath);
+  auto* central = new QWidget;
+  auto* layout = new QHBoxLayout(central);
+  sidebar_ = new QListWidget;
+  sidebar_->addItems({tr("New run"), tr("Live"), tr("History"), tr("Compare")});
+  sidebar_->setFixedWidth(130);
+  stack_ = new QStackedWidget;
+  newRun_ = new NewRunPage;
+  live_ = new LivePage;
+  live_->setStore(model_->store());
+  history_ = new HistoryPage(model_);
+  compare_ = new ComparePage(model_);
+  for (QWidget* w : {static_cast<QWidget*>(newRun_), static_cast<QWidget*>(live_), static_cast<QWidget*>(history_),
+                     static_cast<QWidget*>(compare_)})
+    stack_->addWidget(w);
+  layout->addWidget(sidebar_);
+  layout->addWidget(stack_, 1);
+  setCentralWidget(central);
+  connect(sidebar_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
+  connect(sidebar_, &QListWidget::currentRowChanged, this, [this](int row) {
+    if (row == kHistory) model_->refresh();
+  });
+  if (!error.isEmpty()) statusBar()->showMessage(tr("Run history unavailable: %1").arg(error));
+
+  connect(newRun_, &NewRunPage::launched, this, [this](const QString& runDir, qint64 pid) {
+    live_->attach(runDir, pid);
+    showPage(kLive);
+  });
+  connect(history_, &HistoryPage::openLive, this, [this](const QString& runDir) {
+    live_->attach(runDir);
+    showPage(kLive);
+  });
+  connect(history_, &HistoryPage::resumed, this, [this](const QString& runDir, qint64 pid) {
+    live_->attach(runDir, pid);
+    showPage(kLive);
+  });
+  connect(history_, &HistoryPage::cloneRun, this, [this](const QString& job) {
+    JobSettings s = JobSettings::fromJson(QJsonDocument::fromJson(job.toUtf8()).object());
+    s.name += tr(" (clone)");
+    newRun_->setSettings(s);
+    showPage(kNewRun);
+  });
+  connect(history_, &HistoryPage::compareRuns, this, [this](const QStringList& ids) {
+    compare_->setRuns(ids);
+    showPage(kCompare);
+  });
+
+  // Menus and shortcuts.
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&New run"), QKeySequence::New, this, [this] { showPage(kNewRun); });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  const char* pages[] = {"New run", "Live", "History", "Compare"};
+  for (int i = 0; i < 4; ++i) view->addAction(tr(pages[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this, [this, i] { showPage(Page(i)); });
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(tr("&Plan"), QKeySequence(Qt::CTRL | Qt::Key_P), newRun_, &NewRunPage::plan);
+  run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_, [this] { newRun_->launch(); });
+  run->addAction(tr("Save &checkpoint"), QKeySequence(Qt::CTRL | Qt::Key_S), live_, [this] { WorkerClient::signal(live_->pid(), SIGUSR1); });
+  run->addAction(tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), live_, [this] { WorkerClient::signal(live_->pid(), SIGTERM); });
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About Spillway"), this, [this] {
+    QMessageBox::about(this, tr("About Spillway"),
+                       tr("Spillway fine-tunes language models larger than the GPU: layers stream through the device, "
+                          "master weights and AdamW state live in DRAM and on the SSD."));
+  });
+
+  QSettings settings;
+  resize(1500, 960);
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  restoreState(settings.value("window/state").toByteArray());
+  showPage(Page(settings.value("window/page", kNewRun).toInt()));
+  if (!reattach().isEmpty()) showPage(kLive);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::showPage(Page page) {
+  sidebar_->setCurrentRow(page);
+  stack_->setCurrentIndex(page);
+}
+
+QString MainWindow::reattach() {
+  RunStore* store = model_->store();
+  if (!store) return {};
+  (void)store->reconcile();
+  RunFilter f;
+  f.status = RunStatus::kRunning;
+  auto runs = store->list_runs(f);
+  if (!runs.ok()) return {};
+  for (const RunInfo& r : *runs) {  // newest first
+    if (r.pid && WorkerClient::alive(*r.pid)) {
+      const QString dir = QString::fromStdString(r.run_dir);
+      live_->attach(dir, *r.pid);
+      return dir;
+    }
+  }
+  return {};
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  // Closing the window never stops a run: the worker runs in its own session.
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/state", saveState());
+  settings.setValue("window/page", stack_->currentIndex());
+  event->accept();
 }
 
 }  // namespace spillway::ui

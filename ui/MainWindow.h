@@ -1,15 +1,49 @@
-// MainWindow: the app's top-level window (pages: New run, Live, History, Compare — issue 4).
-// Lives in the GUI thread; owns its pages through Qt parenting.
+// MainWindow: the app's top-level window — New run, Live, History and Compare pages in a sidebar,
+// menus with keyboard shortcuts, window state kept in QSettings. On start it re-attaches the Live
+// page to a run that is still going. GUI thread; owns its pages through Qt parenting.
 #pragma once
 
 #include <QMainWindow>
 
+class QListWidget;
+class QStackedWidget;
+
 namespace spillway::ui {
+
+class ComparePage;
+class HistoryPage;
+class LivePage;
+class NewRunPage;
+class RunHistoryModel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  // `dbPath`: the run store (default: the worker's default database).
+  explicit MainWindow(const QString& dbPath = QString(), QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  enum Page { kNewRun, kLive, kHistory, kCompare };
+  void showPage(Page page);
+  NewRunPage* newRunPage() const { return newRun_; }
+  LivePage* livePage() const { return live_; }
+  HistoryPage* historyPage() const { return history_; }
+  ComparePage* comparePage() const { return compare_; }
+  RunHistoryModel* historyModel() const { return model_; }
+  // Attaches Live to the newest run whose worker is still alive; returns its folder or "".
+  QString reattach();
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  RunHistoryModel* model_;
+  QListWidget* sidebar_;
+  QStackedWidget* stack_;
+  NewRunPage* newRun_;
+  LivePage* live_;
+  HistoryPage* history_;
+  ComparePage* compare_;
 };
 
 }  // namespace spillway::ui

@@ -1,13 +1,68 @@
 // spillway: the desktop app. The window and its pages live in ui/.
+//
+// Options: --db PATH (run store), --model DIR / --dataset FILE (preselect on New run),
+// --attach RUN_DIR (show a run on Live), --screenshot DIR (after --wait seconds, save a PNG of
+// each page into DIR and quit — used by tests/ui/screenshots.sh under Xvfb).
 #include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QTimer>
 
+#include "ComparePage.h"
+#include "HistoryPage.h"
+#include "LivePage.h"
 #include "MainWindow.h"
+#include "NewRunPage.h"
+#include "RunHistoryModel.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Spillway");
   QApplication::setApplicationName("Spillway");
-  spillway::ui::MainWindow window;
+  QCommandLineParser parser;
+  parser.setApplicationDescription("Spillway: fine-tune language models larger than the GPU");
+  parser.addHelpOption();
+  QCommandLineOption db("db", "Run store database.", "path"), model("model", "Model folder to preselect.", "dir"),
+      dataset("dataset", "Dataset to preselect.", "file"), attach("attach", "Run folder to show live.", "dir"),
+      shots("screenshot", "Save a PNG of each page into DIR and quit.", "dir"),
+      wait("wait", "Seconds to wait before the screenshots.", "s", "6");
+  parser.addOptions({db, model, dataset, attach, shots, wait});
+  parser.process(app);
+
+  spillway::ui::MainWindow window(parser.value(db));
+  if (parser.isSet(model)) window.newRunPage()->setModelPath(parser.value(model));
+  if (parser.isSet(dataset)) window.newRunPage()->setDatasetPath(parser.value(dataset));
+  if (parser.isSet(attach)) {
+    window.livePage()->attach(parser.value(attach));
+    window.showPage(spillway::ui::MainWindow::kLive);
+  }
   window.show();
+  if (parser.isSet(shots)) {
+    const QString dir = parser.value(shots);
+    QDir().mkpath(dir);
+    QTimer::singleShot(static_cast<int>(parser.value(wait).toDouble() * 1000), &window, [&window, dir] {
+      using W = spillway::ui::MainWindow;
+      window.newRunPage()->plan();
+      window.showPage(W::kNewRun);
+      QApplication::processEvents();
+      window.grab().save(dir + "/new-run.png");
+      window.livePage()->tick();
+      window.showPage(W::kLive);
+      QApplication::processEvents();
+      window.grab().save(dir + "/live.png");
+      window.historyModel()->refresh();
+      window.showPage(W::kHistory);
+      QApplication::processEvents();
+      window.grab().save(dir + "/history.png");
+      QStringList ids;
+      for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
+        ids << QString::fromStdString(window.historyModel()->run(i).info.id);
+      window.comparePage()->setRuns(ids);
+      window.showPage(W::kCompare);
+      QApplication::processEvents();
+      window.grab().save(dir + "/compare.png");
+      QApplication::quit();
+    });
+  }
   return QApplication::exec();
 }

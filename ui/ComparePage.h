@@ -1,0 +1,41 @@
+// ComparePage: two or more runs side by side — loss, tokens/s and tier usage overlaid against
+// step, tokens or wall time with a smoothing slider; the config diff with a "differences only"
+// toggle; export of the charts as PNG or SVG and of the metrics as CSV.
+#pragma once
+
+#include <QStringList>
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QSlider;
+class QTableWidget;
+class QCustomPlot;
+
+namespace spillway::ui {
+
+class RunHistoryModel;
+
+class ComparePage : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ComparePage(RunHistoryModel* model, QWidget* parent = nullptr);
+  void setRuns(const QStringList& runIds);
+  const QStringList& runs() const { return runIds_; }
+  QTableWidget* diffTable() const { return diff_; }
+  QCustomPlot* lossPlot() const { return loss_; }
+  bool exportCsv(const QString& path) const;
+  bool exportChart(const QString& path) const;  // .png or .svg by extension
+
+ private:
+  void redraw();
+  RunHistoryModel* model_;
+  QStringList runIds_;
+  QComboBox* xAxis_;
+  QSlider* smoothing_;
+  QCheckBox* diffOnly_;
+  QCustomPlot *loss_, *speed_, *memory_;
+  QTableWidget* diff_;
+};
+
+}  // namespace spillway::ui

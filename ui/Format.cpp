@@ -1,0 +1,30 @@
+#include "Format.h"
+
+#include <cmath>
+
+namespace spillway::ui {
+
+QString formatBytes(double bytes) {
+  if (bytes < 0 || std::isnan(bytes)) return QStringLiteral("—");
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) bytes /= 1000, ++u;
+  return u == 0 ? QString("%1 B").arg(bytes, 0, 'f', 0) : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : 1).arg(units[u]);
+}
+
+QString formatDuration(double s) {
+  if (s < 0 || std::isnan(s) || std::isinf(s)) return QStringLiteral("—");
+  if (s < 60) return QString("%1 s").arg(s, 0, 'f', 1);
+  const long t = std::lround(s);
+  if (t < 3600) return QString("%1 min %2 s").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
+  return QString("%1 h %2 min").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QChar('0'));
+}
+
+QString formatCount(double n) {
+  if (n >= 1e9) return QString("%1 B").arg(n / 1e9, 0, 'f', 2);
+  if (n >= 1e6) return QString("%1 M").arg(n / 1e6, 0, 'f', 1);
+  if (n >= 1e3) return QString("%1 k").arg(n / 1e3, 0, 'f', 1);
+  return QString::number(n);
+}
+
+}  // namespace spillway::ui

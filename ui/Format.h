@@ -1,0 +1,13 @@
+// Small formatting helpers shared by the pages: bytes, durations, rates (decimal units, as the
+// worker's events use: 1 GB = 10^9 bytes).
+#pragma once
+
+#include <QString>
+
+namespace spillway::ui {
+
+QString formatBytes(double bytes);        // "1.23 GB", "512 MB", "—" for a negative value
+QString formatDuration(double seconds);   // "1 h 02 min", "3 min 05 s", "12.3 s"
+QString formatCount(double n);            // "58.1 M", "260 k"
+
+}  // namespace spillway::ui

@@ -1,0 +1,57 @@
+#include "JobSettings.h"
+
+namespace spillway::ui {
+
+QJsonObject JobSettings::toJson() const {
+  QJsonObject data{{"train", trainPath}, {"format", format}, {"template", chatTemplate}, {"seq_len", seqLen}, {"shuffle", shuffle}, {"seed", seed}};
+  if (!evalPath.isEmpty()) data["eval"] = evalPath;
+  else data["eval_fraction"] = evalFraction;
+  QJsonObject placement{{"backend", backend}, {"device_memory_bytes", deviceMemoryBytes}, {"optimizer", optimizerTier},
+                        {"master", masterTier}, {"ssd_dir", ssdDir}, {"dram_cap_bytes", dramCapBytes}};
+  QJsonObject output;
+  if (!runDir.isEmpty()) output["run_dir"] = runDir;
+  return QJsonObject{{"name", name},
+                     {"model", QJsonObject{{"path", modelPath}}},
+                     {"data", data},
+                     {"train", QJsonObject{{"steps", steps}, {"micro_batch_size", microBatchSize}, {"grad_accum", gradAccum}, {"lr", lr},
+                                           {"schedule", schedule}, {"warmup_steps", warmupSteps}, {"weight_decay", weightDecay},
+                                           {"clip_grad_norm", clipGradNorm}, {"eval_every", evalEvery},
+                                           {"checkpoint_every", checkpointEvery}, {"seed", seed}, {"log_every", 10}}},
+                     {"placement", placement},
+                     {"output", output}};
+}
+
+JobSettings JobSettings::fromJson(const QJsonObject& j) {
+  JobSettings s;
+  s.name = j["name"].toString(s.name);
+  s.modelPath = j["model"].toObject()["path"].toString();
+  const QJsonObject d = j["data"].toObject(), t = j["train"].toObject(), p = j["placement"].toObject();
+  s.trainPath = d["train"].toString();
+  s.evalPath = d["eval"].toString();
+  s.evalFraction = d["eval_fraction"].toDouble(s.evalPath.isEmpty() ? 0.1 : 0.0);
+  s.format = d["format"].toString(s.format);
+  s.chatTemplate = d["template"].toString(s.chatTemplate);
+  s.seqLen = d["seq_len"].toInt(s.seqLen);
+  s.shuffle = d["shuffle"].toBool(s.shuffle);
+  s.steps = t["steps"].toInt(s.steps);
+  s.microBatchSize = t["micro_batch_size"].toInt(s.microBatchSize);
+  s.gradAccum = t["grad_accum"].toInt(s.gradAccum);
+  s.lr = t["lr"].toDouble(s.lr);
+  s.schedule = t["schedule"].toString(s.schedule);
+  s.warmupSteps = t["warmup_steps"].toInt(s.warmupSteps);
+  s.weightDecay = t["weight_decay"].toDouble(s.weightDecay);
+  s.clipGradNorm = t["clip_grad_norm"].toDouble(s.clipGradNorm);
+  s.evalEvery = t["eval_every"].toInt(s.evalEvery);
+  s.checkpointEvery = t["checkpoint_every"].toInt(s.checkpointEvery);
+  s.seed = t["seed"].toInt(s.seed);
+  s.backend = p["backend"].toString(s.backend);
+  s.deviceMemoryBytes = static_cast<qint64>(p["device_memory_bytes"].toDouble());
+  s.optimizerTier = p["optimizer"].toString(s.optimizerTier);
+  s.masterTier = p["master"].toString(s.masterTier);
+  s.ssdDir = p["ssd_dir"].toString();
+  s.dramCapBytes = static_cast<qint64>(p["dram_cap_bytes"].toDouble());
+  s.runDir = j["output"].toObject()["run_dir"].toString();
+  return s;
+}
+
+}  // namespace spillway::ui

@@ -1,0 +1,213 @@
+#include "LivePage.h"
+
+#include <signal.h>
+
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "Format.h"
+#include "TierChart.h"
+#include "TimelineView.h"
+#include "WorkerClient.h"
+#include "history/run-store.h"
+
+namespace spillway::ui {
+namespace {
+
+QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString& yLabel) {
+  auto* p = new QCustomPlot;
+  p->plotLayout()->insertRow(0);
+  p->plotLayout()->addElement(0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
+  p->xAxis->setLabel(xLabel);
+  p->yAxis->setLabel(yLabel);
+  placeLegendBelow(p, 2);
+  p->setMinimumHeight(170);
+  return p;
+}
+
+// Exponential moving average with bias correction (TensorBoard's smoothing).
+QVector<double> smooth(const QVector<double>& y, double weight) {
+  QVector<double> out(y.size());
+  double last = 0, debias = 0;
+  for (int i = 0; i < y.size(); ++i) {
+    last = last * weight + (1 - weight) * y[i];
+    debias = debias * weight + (1 - weight);
+    out[i] = last / debias;
+  }
+  return out;
+}
+
+}  // namespace
+
+LivePage::LivePage(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  title_ = new QLabel(tr("No run attached. Launch one from New run, or pick one in History."));
+  title_->setStyleSheet("font-weight: bold;");
+  progress_ = new QProgressBar;
+  progress_->setRange(0, 1000);
+  status_ = new QLabel;
+  pause_ = new QPushButton(tr("Pause"));
+  stop_ = new QPushButton(tr("Stop"));
+  checkpoint_ = new QPushButton(tr("Save checkpoint"));
+  pause_->setToolTip(tr("Suspend the worker (SIGSTOP); press again to resume"));
+  stop_->setToolTip(tr("Checkpoint, then stop cleanly (SIGTERM)"));
+  checkpoint_->setToolTip(tr("Write a checkpoint now and keep training (SIGUSR1)"));
+  top->addWidget(title_, 1);
+  top->addWidget(pause_);
+  top->addWidget(checkpoint_);
+  top->addWidget(stop_);
+  layout->addLayout(top);
+  auto* prow = new QHBoxLayout;
+  prow->addWidget(progress_, 1);
+  prow->addWidget(status_);
+  layout->addLayout(prow);
+
+  auto* grid = new QGridLayout;
+  tiers_[0] = new TierChart("hbm", tr("HBM (device)"));
+  tiers_[1] = new TierChart("dram", tr("DRAM (host)"));
+  tiers_[2] = new TierChart("ssd", tr("SSD"));
+  links_ = makePlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"));
+  const QStringList linkNames = {"h2d", "d2h", "ssd_read", "ssd_write"};
+  const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"), QColor("#d62728")};
+  for (int i = 0; i < 4; ++i) {
+    links_->addGraph()->setName(linkNames[i]);
+    links_->graph(i)->setPen(QPen(linkColors[i], 1.5));
+  }
+  loss_ = makePlot(tr("Loss and learning rate"), tr("step"), tr("loss"));
+  loss_->addGraph()->setName(tr("loss"));
+  loss_->graph(0)->setPen(QPen(QColor(31, 119, 180, 70)));
+  loss_->addGraph()->setName(tr("loss (smoothed)"));
+  loss_->graph(1)->setPen(QPen(QColor("#1f77b4"), 2.5));
+  loss_->addGraph()->setName(tr("eval loss"));
+  loss_->graph(2)->setPen(QPen(QColor("#d62728"), 2));
+  loss_->graph(2)->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
+  loss_->yAxis2->setVisible(true);
+  loss_->yAxis2->setLabel(tr("learning rate"));
+  loss_->addGraph(loss_->xAxis, loss_->yAxis2)->setName(tr("lr"));
+  loss_->graph(3)->setPen(QPen(QColor("#2ca02c"), 1, Qt::DashLine));
+  speed_ = makePlot(tr("Throughput"), tr("step"), tr("tokens/s"));
+  speed_->addGraph()->setName(tr("tokens/s"));
+  speed_->graph(0)->setPen(QPen(QColor("#9467bd"), 1.5));
+  speed_->yAxis2->setVisible(true);
+  speed_->yAxis2->setLabel(tr("model TFLOPS"));
+  speed_->addGraph(speed_->xAxis, speed_->yAxis2)->setName(tr("TFLOPS"));
+  speed_->graph(1)->setPen(QPen(QColor("#8c564b"), 1.5));
+  grid->addWidget(tiers_[0], 0, 0);
+  grid->addWidget(tiers_[1], 0, 1);
+  grid->addWidget(tiers_[2], 0, 2);
+  grid->addWidget(links_, 1, 0);
+  grid->addWidget(loss_, 1, 1);
+  grid->addWidget(speed_, 1, 2);
+  layout->addLayout(grid, 3);
+  timeline_ = new TimelineView;
+  layout->addWidget(timeline_, 1);
+  log_ = new QPlainTextEdit;
+  log_->setReadOnly(true);
+  log_->setMaximumBlockCount(2000);
+  log_->setMaximumHeight(120);
+  layout->addWidget(log_);
+
+  connect(pause_, &QPushButton::clicked, this, &LivePage::pauseOrResume);
+  connect(stop_, &QPushButton::clicked, this, [this] { WorkerClient::signal(pid(), SIGTERM); });
+  connect(checkpoint_, &QPushButton::clicked, this, [this] { WorkerClient::signal(pid(), SIGUSR1); });
+  connect(&timer_, &QTimer::timeout, this, &LivePage::tick);
+  timer_.setInterval(250);
+}
+
+void LivePage::attach(const QString& runDir, qint64 pid) {
+  runDir_ = runDir;
+  pid_ = pid;
+  paused_ = false;
+  pause_->setText(tr("Pause"));
+  series_ = RunSeries();
+  tail_.reset(runDir);
+  logShown_ = 0;
+  log_->clear();
+  title_->setText(runDir);
+  timer_.start();
+  tick();
+}
+
+qint64 LivePage::pid() {
+  if (store_ && !runDir_.isEmpty()) {
+    auto runs = store_->list_runs();
+    if (runs.ok()) {
+      for (const RunInfo& r : *runs) {
+        if (QString::fromStdString(r.run_dir) == runDir_ && r.pid) return *r.pid;
+      }
+    }
+  }
+  return pid_;
+}
+
+void LivePage::pauseOrResume() {
+  if (WorkerClient::signal(pid(), paused_ ? SIGCONT : SIGSTOP)) {
+    paused_ = !paused_;
+    pause_->setText(paused_ ? tr("Resume") : tr("Pause"));
+  }
+}
+
+int LivePage::tick() {
+  const int n = tail_.poll(series_);
+  if (n > 0) redraw();
+  const bool finished = series_.state == "completed" || series_.state == "stopped" || series_.state == "failed";
+  pause_->setEnabled(!finished);
+  stop_->setEnabled(!finished);
+  checkpoint_->setEnabled(!finished);
+  return n;
+}
+
+void LivePage::redraw() {
+  const RunSeries& s = series_;
+  for (TierChart* t : tiers_) t->update(s);
+  double linkTop = 0;
+  for (int i = 0; i < 4; ++i) {
+    const QString name = links_->graph(i)->name();
+    const Ring& r = s.linkGbps.value(name);
+    links_->graph(i)->setData(r.x, r.y, true);
+    for (double v : r.y) linkTop = std::max(linkTop, v);
+  }
+  // % of the measured link capacity (the plan's probe) in the legend.
+  const double h2dCap = s.plan["machine"].toObject()["h2d_bytes_per_s"].toDouble() / 1e9;
+  if (h2dCap > 0 && !s.linkGbps.value("h2d").isEmpty())
+    links_->graph(0)->setName(QString("h2d (%1% of %2 GB/s)").arg(100 * s.linkGbps.value("h2d").lastY() / h2dCap, 0, 'f', 0).arg(h2dCap, 0, 'f', 1));
+  links_->rescaleAxes();
+  links_->yAxis->setRange(0, std::max(linkTop * 1.1, 0.01));
+  links_->replot(QCustomPlot::rpQueuedReplot);
+
+  loss_->graph(0)->setData(s.loss.x, s.loss.y, true);
+  loss_->graph(1)->setData(s.loss.x, smooth(s.loss.y, 0.9), true);
+  loss_->graph(2)->setData(s.evalLoss.x, s.evalLoss.y, true);
+  loss_->graph(3)->setData(s.lr.x, s.lr.y, true);
+  loss_->rescaleAxes();
+  loss_->replot(QCustomPlot::rpQueuedReplot);
+  speed_->graph(0)->setData(s.tokensPerSecond.x, s.tokensPerSecond.y, true);
+  speed_->graph(1)->setData(s.tflops.x, s.tflops.y, true);
+  speed_->rescaleAxes();
+  speed_->replot(QCustomPlot::rpQueuedReplot);
+  timeline_->setSpans(s.spans);
+
+  if (s.totalSteps > 0) progress_->setValue(static_cast<int>(1000 * s.lastStep / s.totalSteps));
+  double recent = 0;
+  const int k = std::min(20, s.stepSeconds.size());
+  for (int i = s.stepSeconds.size() - k; i < s.stepSeconds.size(); ++i) recent += s.stepSeconds.y[i];
+  const double eta = k ? recent / k * static_cast<double>(s.totalSteps - s.lastStep) : -1;
+  progress_->setFormat(QString("step %1 / %2").arg(s.lastStep).arg(s.totalSteps));
+  status_->setText(tr("%1 · loss %2 · %3 tokens/s · ETA %4")
+                       .arg(s.state.isEmpty() ? tr("starting") : s.state)
+                       .arg(s.loss.lastY(), 0, 'f', 4)
+                       .arg(s.tokensPerSecond.lastY(), 0, 'f', 0)
+                       .arg(s.state == "training" ? formatDuration(eta) : QStringLiteral("—")));
+  for (; logShown_ < s.log.size(); ++logShown_) log_->appendPlainText(s.log[logShown_]);
+  if (logShown_ > s.log.size()) logShown_ = s.log.size();
+}
+
+}  // namespace spillway::ui

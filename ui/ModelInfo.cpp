@@ -1,0 +1,80 @@
+#include "ModelInfo.h"
+
+#include <QObject>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileInfo>
+
+#include "Format.h"
+#include "model/parameter-layout.h"
+#include "model/safetensors.h"
+
+namespace spillway::ui {
+
+ModelInfo ModelInfo::inspect(const QString& dir) {
+  ModelInfo info;
+  if (dir.isEmpty()) {
+    info.error = QObject::tr("Choose a model folder (Hugging Face layout: config.json and model.safetensors).");
+    return info;
+  }
+  if (!QFileInfo(dir).isDir()) {
+    info.error = QObject::tr("%1 is not a folder.").arg(dir);
+    return info;
+  }
+  auto config = ModelConfig::load(dir.toStdString());
+  if (!config.ok()) {
+    info.error = QString::fromStdString(config.status().message());
+    return info;
+  }
+  auto store = TensorStore::open(dir.toStdString());
+  if (!store.ok()) {
+    info.error = QString::fromStdString(store.status().message());
+    return info;
+  }
+  ParameterLayout layout = ParameterLayout::build(*config);
+  if (Status st = layout.check(*store); !st.ok()) {
+    info.error = QString::fromStdString(st.message());
+    return info;
+  }
+  ModelSummary s = summarize(layout, &*store);
+  info.ok = true;
+  info.architecture = QString::fromStdString(config->architecture);
+  info.modelType = QString::fromStdString(config->model_type);
+  info.parameters = static_cast<qint64>(s.parameters);
+  info.layers = config->num_layers;
+  info.hiddenSize = config->hidden_size;
+  info.vocabSize = config->vocab_size;
+  info.heads = config->num_heads;
+  info.kvHeads = config->num_kv_heads;
+  info.dtype = QString::fromStdString(s.dtype);
+  info.bytesOnDisk = static_cast<qint64>(s.bytes_on_disk);
+  return info;
+}
+
+QString ModelInfo::summary() const {
+  if (!ok) return error;
+  return QObject::tr("%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 on disk")
+      .arg(architecture, formatCount(parameters))
+      .arg(layers)
+      .arg(hiddenSize)
+      .arg(heads)
+      .arg(kvHeads)
+      .arg(vocabSize)
+      .arg(dtype, formatBytes(bytesOnDisk));
+}
+
+QStringList findHuggingFaceModels(const QString& hubDir) {
+  const QString hub = hubDir.isEmpty() ? QDir::homePath() + "/.cache/huggingface/hub" : hubDir;
+  QStringList out;
+  QDir root(hub);
+  for (const QString& repo : root.entryList({"models--*"}, QDir::Dirs)) {
+    QDir snapshots(root.filePath(repo + "/snapshots"));
+    for (const QString& snap : snapshots.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      const QString path = snapshots.filePath(snap);
+      if (QFileInfo::exists(path + "/config.json")) out << path;
+    }
+  }
+  return out;
+}
+
+}  // namespace spillway::ui

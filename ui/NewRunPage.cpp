@@ -1,0 +1,397 @@
+#include "NewRunPage.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSaveFile>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "Format.h"
+#include "PlanView.h"
+#include "WorkerClient.h"
+#include "history/run-store.h"
+
+namespace spillway::ui {
+namespace {
+
+QSpinBox* spin(int lo, int hi, int value, const QString& tip) {
+  auto* s = new QSpinBox;
+  s->setRange(lo, hi);
+  s->setValue(value);
+  s->setToolTip(tip);
+  return s;
+}
+
+QDoubleSpinBox* dspin(double lo, double hi, double value, int decimals, const QString& tip) {
+  auto* s = new QDoubleSpinBox;
+  s->setRange(lo, hi);
+  s->setDecimals(decimals);
+  s->setValue(value);
+  s->setToolTip(tip);
+  return s;
+}
+
+QComboBox* combo(const QStringList& items, const QString& tip) {
+  auto* c = new QComboBox;
+  c->addItems(items);
+  c->setToolTip(tip);
+  return c;
+}
+
+QString dataHome() {
+  auto runs = RunStore::default_runs_dir();
+  return runs.ok() ? QFileInfo(QString::fromStdString(*runs)).absolutePath() : QDir::homePath() + "/.local/share/spillway";
+}
+
+}  // namespace
+
+NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QVBoxLayout(this);
+  auto* scroll = new QScrollArea;
+  scroll->setWidgetResizable(true);
+  auto* content = new QWidget;
+  auto* layout = new QVBoxLayout(content);
+  scroll->setWidget(content);
+  outer->addWidget(scroll);
+  QSettings settings;
+
+  // Model
+  auto* modelBox = new QGroupBox(tr("Model"));
+  auto* ml = new QVBoxLayout(modelBox);
+  auto* mrow = new QHBoxLayout;
+  modelCombo_ = new QComboBox;
+  modelCombo_->setEditable(true);
+  modelCombo_->setToolTip(tr("A Hugging Face model folder: config.json, model.safetensors (or a sharded index) and tokenizer files"));
+  modelCombo_->addItems(settings.value("recent/models").toStringList());
+  for (const QString& m : findHuggingFaceModels()) {
+    if (modelCombo_->findText(m) < 0) modelCombo_->addItem(m);
+  }
+  modelCombo_->setCurrentText(QString());
+  auto* modelBrowse = new QPushButton(tr("Browse…"));
+  mrow->addWidget(modelCombo_, 1);
+  mrow->addWidget(modelBrowse);
+  ml->addLayout(mrow);
+  modelLabel_ = new QLabel(tr("Choose a model folder."));
+  modelLabel_->setWordWrap(true);
+  ml->addWidget(modelLabel_);
+  layout->addWidget(modelBox);
+  connect(modelBrowse, &QPushButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, tr("Model folder"), modelCombo_->currentText());
+    if (!d.isEmpty()) setModelPath(d);
+  });
+  connect(modelCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::validateModel);
+
+  // Dataset
+  auto* dataBox = new QGroupBox(tr("Dataset"));
+  auto* dl = new QVBoxLayout(dataBox);
+  auto* drow = new QHBoxLayout;
+  dataCombo_ = new QComboBox;
+  dataCombo_->setEditable(true);
+  dataCombo_->addItems(settings.value("recent/datasets").toStringList());
+  dataCombo_->setCurrentText(QString());
+  dataCombo_->setToolTip(tr("Plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI messages, or pre-tokenized JSONL"));
+  formatCombo_ = combo({"auto", "text", "json", "alpaca", "sharegpt", "openai", "pretokenized"}, tr("Dataset format (auto detects it)"));
+  auto* dataBrowse = new QPushButton(tr("Browse…"));
+  drow->addWidget(dataCombo_, 1);
+  drow->addWidget(formatCombo_);
+  drow->addWidget(dataBrowse);
+  dl->addLayout(drow);
+  dataLabel_ = new QLabel(tr("Choose a dataset file."));
+  dataLabel_->setWordWrap(true);
+  dl->addWidget(dataLabel_);
+  auto* prow = new QHBoxLayout;
+  preview_ = new QTextBrowser;
+  preview_->setMinimumHeight(160);
+  histogram_ = new QCustomPlot;
+  histogram_->setMinimumSize(280, 160);
+  histogram_->xAxis->setLabel(tr("tokens per example"));
+  histogram_->yAxis->setLabel(tr("examples"));
+  prow->addWidget(preview_, 3);
+  prow->addWidget(histogram_, 2);
+  dl->addLayout(prow);
+  layout->addWidget(dataBox);
+  connect(dataBrowse, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset"), dataCombo_->currentText());
+    if (!f.isEmpty()) setDatasetPath(f);
+  });
+  connect(dataCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
+  connect(formatCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
+
+  // Training settings
+  auto* trainBox = new QGroupBox(tr("Training"));
+  auto* tf = new QFormLayout(trainBox);
+  name_ = new QLineEdit("fine-tune");
+  name_->setToolTip(tr("The run's name in History"));
+  steps_ = spin(1, 10'000'000, 200, tr("Optimizer steps"));
+  microBatch_ = spin(1, 4096, 4, tr("Sequences per micro-batch: activations on the device grow with it"));
+  gradAccum_ = spin(1, 4096, 1, tr("Micro-batches per optimizer step (gradient accumulation). Layers stream once per step however many there are"));
+  seqLen_ = spin(8, 131072, 256, tr("Tokens per sequence; longer examples are truncated"));
+  lr_ = dspin(1e-7, 1.0, 1e-4, 7, tr("Peak learning rate"));
+  schedule_ = combo({"cosine", "linear", "constant"}, tr("Decay after the linear warmup"));
+  warmup_ = spin(0, 1'000'000, 10, tr("Linear warmup steps"));
+  weightDecay_ = dspin(0, 1, 0.0, 4, tr("AdamW decoupled weight decay (tensors with ndim >= 2)"));
+  clip_ = dspin(0, 1000, 1.0, 3, tr("Global gradient-norm clipping; 0 = off"));
+  evalFraction_ = dspin(0, 0.5, 0.1, 3, tr("Fraction of the data held out for evaluation"));
+  evalEvery_ = spin(0, 1'000'000, 50, tr("Evaluate every N steps (0 = only at the start and end)"));
+  checkpointEvery_ = spin(0, 1'000'000, 100, tr("Checkpoint every N steps (0 = only at the end)"));
+  seed_ = spin(0, 1'000'000, 0, tr("Seed for shuffling"));
+  tf->addRow(tr("Name"), name_);
+  tf->addRow(tr("Steps"), steps_);
+  tf->addRow(tr("Micro-batch size"), microBatch_);
+  tf->addRow(tr("Gradient accumulation"), gradAccum_);
+  tf->addRow(tr("Sequence length"), seqLen_);
+  tf->addRow(tr("Learning rate"), lr_);
+  tf->addRow(tr("Schedule"), schedule_);
+  tf->addRow(tr("Warmup steps"), warmup_);
+  tf->addRow(tr("Weight decay"), weightDecay_);
+  tf->addRow(tr("Clip gradient norm"), clip_);
+  tf->addRow(tr("Eval fraction"), evalFraction_);
+  tf->addRow(tr("Eval every"), evalEvery_);
+  tf->addRow(tr("Checkpoint every"), checkpointEvery_);
+  tf->addRow(tr("Seed"), seed_);
+  layout->addWidget(trainBox);
+  connect(seqLen_, &QSpinBox::valueChanged, this, &NewRunPage::previewDataset);
+
+  // Placement
+  auto* placeBox = new QGroupBox(tr("Tier placement"));
+  auto* pf = new QFormLayout(placeBox);
+  backend_ = combo({"auto", "cpu"}, tr("Compute backend (CUDA arrives with the CUDA backend)"));
+  deviceGb_ = dspin(0, 10000, 0, 2, tr("Device memory for the run in GB; 0 = all of it"));
+  placementMode_ = combo({"auto", "manual"}, tr("auto: DRAM up to the cap, the rest on the SSD, biggest categories first"));
+  optimizerTier_ = combo({"dram", "ssd"}, tr("Where the AdamW moments live"));
+  masterTier_ = combo({"dram", "ssd"}, tr("Where the fp32 master weights live"));
+  ssdDir_ = new QLineEdit;
+  ssdDir_->setToolTip(tr("Folder on a fast SSD for state that does not fit in DRAM"));
+  auto* ssdBrowse = new QPushButton(tr("Browse…"));
+  auto* ssdRow = new QHBoxLayout;
+  ssdRow->addWidget(ssdDir_, 1);
+  ssdRow->addWidget(ssdBrowse);
+  dramCapGb_ = dspin(0, 100000, 0, 1, tr("Most DRAM the run may use in GB; 0 = what is available"));
+  pf->addRow(tr("Backend"), backend_);
+  pf->addRow(tr("Device memory (GB)"), deviceGb_);
+  pf->addRow(tr("Placement"), placementMode_);
+  pf->addRow(tr("Optimizer state"), optimizerTier_);
+  pf->addRow(tr("Master weights"), masterTier_);
+  pf->addRow(tr("SSD folder"), ssdRow);
+  pf->addRow(tr("DRAM cap (GB)"), dramCapGb_);
+  layout->addWidget(placeBox);
+  auto manual = [this] {
+    const bool m = placementMode_->currentText() == "manual";
+    optimizerTier_->setEnabled(m);
+    masterTier_->setEnabled(m);
+  };
+  manual();
+  connect(placementMode_, &QComboBox::currentTextChanged, this, manual);
+  connect(ssdBrowse, &QPushButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, tr("SSD folder"), ssdDir_->text());
+    if (!d.isEmpty()) ssdDir_->setText(d);
+  });
+
+  // Plan and launch
+  auto* planBox = new QGroupBox(tr("Plan"));
+  auto* pl = new QVBoxLayout(planBox);
+  planView_ = new PlanView;
+  pl->addWidget(planView_);
+  auto* buttons = new QHBoxLayout;
+  planButton_ = new QPushButton(tr("Plan"));
+  launchButton_ = new QPushButton(tr("Launch"));
+  launchButton_->setDefault(true);
+  copyButton_ = new QPushButton(tr("Copy command line"));
+  buttons->addWidget(planButton_);
+  buttons->addStretch();
+  buttons->addWidget(copyButton_);
+  buttons->addWidget(launchButton_);
+  pl->addLayout(buttons);
+  layout->addWidget(planBox);
+  connect(planButton_, &QPushButton::clicked, this, &NewRunPage::plan);
+  connect(launchButton_, &QPushButton::clicked, this, [this] { launch(); });
+  connect(copyButton_, &QPushButton::clicked, this, [this] {
+    QString error;
+    const QString job = writeJob(&error);
+    if (job.isEmpty()) return void(QMessageBox::warning(this, tr("Copy command line"), error));
+    QApplication::clipboard()->setText(WorkerClient::commandLine(job));
+  });
+}
+
+void NewRunPage::setModelPath(const QString& dir) { modelCombo_->setCurrentText(dir); }
+void NewRunPage::setDatasetPath(const QString& path) { dataCombo_->setCurrentText(path); }
+
+void NewRunPage::validateModel() {
+  model_ = ModelInfo::inspect(modelCombo_->currentText().trimmed());
+  modelLabel_->setText(model_.ok ? model_.summary() : QString("<span style=\"color:#d32f2f\">%1</span>").arg(model_.error.toHtmlEscaped()));
+  if (model_.ok) previewDataset();
+}
+
+void NewRunPage::previewDataset() {
+  const QString path = dataCombo_->currentText().trimmed();
+  if (path.isEmpty() || !model_.ok) {
+    dataLabel_->setText(path.isEmpty() ? tr("Choose a dataset file.") : tr("Choose a valid model first: its tokenizer counts the tokens."));
+    return;
+  }
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  dataset_ = DatasetPreview::load(path, modelCombo_->currentText().trimmed(), seqLen_->value(), formatCombo_->currentText());
+  QApplication::restoreOverrideCursor();
+  if (!dataset_.ok) {
+    dataLabel_->setText(QString("<span style=\"color:#d32f2f\">%1</span>").arg(dataset_.error.toHtmlEscaped()));
+    preview_->clear();
+    return;
+  }
+  dataLabel_->setText(tr("Format %1 · %2 examples · %3 sequences of up to %4 tokens · %5 tokens, %6 trained · %7 truncated at %4")
+                          .arg(dataset_.format)
+                          .arg(dataset_.examples)
+                          .arg(dataset_.sequences)
+                          .arg(seqLen_->value())
+                          .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
+                          .arg(dataset_.truncated));
+  preview_->setHtml(dataset_.previewHtml);
+  histogram_->clearPlottables();
+  histogram_->clearItems();
+  auto* bars = new QCPBars(histogram_->xAxis, histogram_->yAxis);
+  const double width = static_cast<double>(dataset_.histogramUpper) / std::max<int>(1, dataset_.histogram.size());
+  QVector<double> x, y;
+  for (int i = 0; i < dataset_.histogram.size(); ++i) x << (i + 0.5) * width, y << dataset_.histogram[i];
+  bars->setData(x, y);
+  bars->setWidth(width * 0.9);
+  auto* line = new QCPItemStraightLine(histogram_);
+  line->point1->setCoords(seqLen_->value(), 0);
+  line->point2->setCoords(seqLen_->value(), 1);
+  line->setPen(QPen(QColor("#d32f2f"), 2));
+  histogram_->rescaleAxes();
+  histogram_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+JobSettings NewRunPage::settings() const {
+  JobSettings s;
+  s.name = name_->text();
+  s.modelPath = modelCombo_->currentText().trimmed();
+  s.trainPath = dataCombo_->currentText().trimmed();
+  s.evalFraction = evalFraction_->value();
+  s.format = formatCombo_->currentText();
+  s.seqLen = seqLen_->value();
+  s.steps = steps_->value();
+  s.microBatchSize = microBatch_->value();
+  s.gradAccum = gradAccum_->value();
+  s.lr = lr_->value();
+  s.schedule = schedule_->currentText();
+  s.warmupSteps = warmup_->value();
+  s.weightDecay = weightDecay_->value();
+  s.clipGradNorm = clip_->value();
+  s.evalEvery = evalEvery_->value();
+  s.checkpointEvery = checkpointEvery_->value();
+  s.seed = seed_->value();
+  s.backend = backend_->currentText();
+  s.deviceMemoryBytes = static_cast<qint64>(deviceGb_->value() * 1e9);
+  const bool manual = placementMode_->currentText() == "manual";
+  s.optimizerTier = manual ? optimizerTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
+  s.masterTier = manual ? masterTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
+  s.ssdDir = ssdDir_->text();
+  s.dramCapBytes = static_cast<qint64>(dramCapGb_->value() * 1e9);
+  return s;
+}
+
+void NewRunPage::setSettings(const JobSettings& s) {
+  name_->setText(s.name);
+  steps_->setValue(s.steps);
+  microBatch_->setValue(s.microBatchSize);
+  gradAccum_->setValue(s.gradAccum);
+  seqLen_->setValue(s.seqLen);
+  lr_->setValue(s.lr);
+  schedule_->setCurrentText(s.schedule);
+  warmup_->setValue(s.warmupSteps);
+  weightDecay_->setValue(s.weightDecay);
+  clip_->setValue(s.clipGradNorm);
+  evalFraction_->setValue(s.evalFraction);
+  evalEvery_->setValue(s.evalEvery);
+  checkpointEvery_->setValue(s.checkpointEvery);
+  seed_->setValue(s.seed);
+  backend_->setCurrentText(s.backend);
+  deviceGb_->setValue(s.deviceMemoryBytes / 1e9);
+  ssdDir_->setText(s.ssdDir);
+  dramCapGb_->setValue(s.dramCapBytes / 1e9);
+  formatCombo_->setCurrentText(s.format);
+  setModelPath(s.modelPath);
+  setDatasetPath(s.trainPath);
+}
+
+void NewRunPage::remember(const QString& key, const QString& value) {
+  QSettings settings;
+  QStringList list = settings.value(key).toStringList();
+  list.removeAll(value);
+  list.prepend(value);
+  settings.setValue(key, list.mid(0, 10));
+}
+
+QString NewRunPage::writeJob(QString* error) {
+  JobSettings s = settings();
+  if (!model_.ok) return *error = tr("The model is not usable: %1").arg(model_.error), QString();
+  if (s.trainPath.isEmpty()) return *error = tr("Choose a dataset file."), QString();
+  QString slug = s.name;
+  slug.replace(QRegularExpression("[^A-Za-z0-9_.-]+"), "-");
+  const QString stamp = QDateTime::currentDateTime().toString("yyyyMMdd-hhmmss");
+  const QString folder = dataHome() + "/jobs/" + stamp + "-" + slug;
+  s.runDir = dataHome() + "/runs/" + stamp + "-" + slug;
+  if (!QDir().mkpath(folder)) return *error = tr("Cannot create %1").arg(folder), QString();
+  QSaveFile f(folder + "/job.json");
+  if (!f.open(QIODevice::WriteOnly)) return *error = f.errorString(), QString();
+  f.write(QJsonDocument(s.toJson()).toJson());
+  if (!f.commit()) return *error = f.errorString(), QString();
+  lastJobPath_ = folder + "/job.json";
+  return lastJobPath_;
+}
+
+void NewRunPage::plan() {
+  QString error;
+  const QString job = writeJob(&error);
+  if (job.isEmpty()) {
+    PlanResult r;
+    r.error = error;
+    planView_->setPlan(r);
+    return;
+  }
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  planView_->setPlan(WorkerClient::plan(job));
+  QApplication::restoreOverrideCursor();
+}
+
+bool NewRunPage::launch(QString* runDirOut) {
+  QString error;
+  const QString job = writeJob(&error);
+  if (job.isEmpty()) {
+    QMessageBox::warning(this, tr("Launch"), error);
+    return false;
+  }
+  const qint64 pid = WorkerClient::launch(job, QString(), &error);
+  if (pid < 0) {
+    QMessageBox::warning(this, tr("Launch"), tr("Could not start the worker: %1").arg(error));
+    return false;
+  }
+  remember("recent/models", settings().modelPath);
+  remember("recent/datasets", settings().trainPath);
+  QFile f(job);
+  f.open(QIODevice::ReadOnly);
+  const QString dir = JobSettings::fromJson(QJsonDocument::fromJson(f.readAll()).object()).runDir;
+  if (runDirOut) *runDirOut = dir;
+  emit launched(dir, pid);
+  return true;
+}
+
+}  // namespace spillway::ui

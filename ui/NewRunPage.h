@@ -1,0 +1,72 @@
+// NewRunPage: configure a run — model and dataset pickers with validation and preview, training
+// settings, tier placement, the plan from `spillway-worker plan`, Launch and "Copy command line".
+// GUI thread; the model check and the dataset preview run when a path is chosen.
+#pragma once
+
+#include <QWidget>
+
+#include "DatasetPreview.h"
+#include "JobSettings.h"
+#include "ModelInfo.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+class QTextBrowser;
+class QCustomPlot;
+
+namespace spillway::ui {
+
+class PlanView;
+
+class NewRunPage : public QWidget {
+  Q_OBJECT
+ public:
+  explicit NewRunPage(QWidget* parent = nullptr);
+
+  JobSettings settings() const;
+  void setSettings(const JobSettings& s);  // clone a run
+  void setModelPath(const QString& dir);
+  void setDatasetPath(const QString& path);
+  const ModelInfo& modelInfo() const { return model_; }
+  const DatasetPreview& datasetPreview() const { return dataset_; }
+  PlanView* planView() const { return planView_; }
+
+  // Writes job.json into a new folder under the jobs folder and returns its path ("" + error).
+  QString writeJob(QString* error);
+  // Plan and Launch, as the buttons do (also used by tests and the screenshot mode).
+  void plan();
+  bool launch(QString* runDir = nullptr);
+
+ signals:
+  void launched(const QString& runDir, qint64 pid);
+
+ private:
+  void validateModel();
+  void previewDataset();
+  void remember(const QString& key, const QString& value);
+
+  ModelInfo model_;
+  DatasetPreview dataset_;
+  QComboBox* modelCombo_;
+  QLabel* modelLabel_;
+  QComboBox* dataCombo_;
+  QComboBox* formatCombo_;
+  QLabel* dataLabel_;
+  QTextBrowser* preview_;
+  QCustomPlot* histogram_;
+  QLineEdit* name_;
+  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_, *seed_;
+  QDoubleSpinBox *lr_, *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
+  QComboBox *schedule_, *backend_, *placementMode_, *optimizerTier_, *masterTier_;
+  QLineEdit* ssdDir_;
+  PlanView* planView_;
+  QPushButton *planButton_, *launchButton_, *copyButton_;
+  QString lastJobPath_;
+};
+
+}  // namespace spillway::ui

@@ -1,0 +1,57 @@
+#include "PlanView.h"
+
+#include <QFormLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QVBoxLayout>
+
+#include "Format.h"
+
+namespace spillway::ui {
+
+PlanView::PlanView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* form = new QFormLayout;
+  const char* names[] = {"HBM", "DRAM", "SSD"};
+  for (int i = 0; i < 3; ++i) {
+    bars_[i] = new QProgressBar;
+    bars_[i]->setRange(0, 1000);
+    bars_[i]->setTextVisible(true);
+    bars_[i]->setFormat(tr("not planned"));
+    bars_[i]->setValue(0);
+    form->addRow(names[i], bars_[i]);
+  }
+  layout->addLayout(form);
+  summary_ = new QLabel(tr("Press Plan to see what goes where and how fast it will run."));
+  summary_->setWordWrap(true);
+  message_ = new QLabel;
+  message_->setWordWrap(true);
+  message_->setStyleSheet("color: #d32f2f; font-weight: bold;");
+  layout->addWidget(summary_);
+  layout->addWidget(message_);
+}
+
+QString PlanView::tierText(int i) const { return bars_[i]->format(); }
+
+void PlanView::setPlan(const PlanResult& plan) {
+  plan_ = plan;
+  for (int i = 0; i < 3; ++i) {
+    if (i >= plan.tiers.size()) {
+      bars_[i]->setFormat(tr("—"));
+      bars_[i]->setValue(0);
+      continue;
+    }
+    const TierBar& t = plan.tiers[i];
+    const double denom = t.free > 0 ? t.free : t.total;
+    bars_[i]->setValue(denom > 0 ? static_cast<int>(std::min(1.0, t.needed / denom) * 1000) : 0);
+    bars_[i]->setFormat(tr("needs %1 · free %2 · total %3")
+                            .arg(formatBytes(t.needed), t.free > 0 ? formatBytes(t.free) : tr("unbounded"),
+                                 t.total > 0 ? formatBytes(t.total) : tr("unbounded")));
+    const bool over = denom > 0 && t.needed > denom;
+    bars_[i]->setStyleSheet(over ? "QProgressBar::chunk { background: #d32f2f; }" : "");
+  }
+  summary_->setText(plan.ok ? plan.summary() : QString());
+  message_->setText(!plan.ok ? plan.error : plan.fits ? QString() : tr("Does not fit: %1").arg(plan.reason));
+}
+
+}  // namespace spillway::ui

@@ -1,0 +1,113 @@
+#include "RunHistoryModel.h"
+
+#include <QDateTime>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "Format.h"
+
+namespace spillway::ui {
+
+RunHistoryModel::RunHistoryModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+QString RunHistoryModel::open(const QString& dbPath) {
+  std::string path = dbPath.toStdString();
+  if (path.empty()) {
+    auto d = RunStore::default_db_path();
+    if (!d.ok()) return QString::fromStdString(d.status().message());
+    path = *d;
+  }
+  auto s = RunStore::open(path);
+  if (!s.ok()) return QString::fromStdString(s.status().message());
+  store_ = std::move(*s);
+  refresh();
+  return {};
+}
+
+void RunHistoryModel::refresh() {
+  beginResetModel();
+  rows_.clear();
+  if (store_) {
+    (void)store_->reconcile();
+    auto runs = store_->list_runs();
+    if (runs.ok()) {
+      for (RunInfo& info : *runs) {
+        RunRow r;
+        const double end = info.ended_at ? *info.ended_at : (info.status == RunStatus::kRunning ? QDateTime::currentSecsSinceEpoch() : -1);
+        if (info.started_at && end > 0) r.durationSeconds = end - *info.started_at;
+        if (auto m = store_->metrics(info.id); m.ok() && !m->empty()) {
+          double sum = 0;
+          int n = 0;
+          for (const MetricRow& row : *m) {
+            if (row.tokens_per_s) sum += *row.tokens_per_s, ++n;
+          }
+          if (n) r.meanTokensPerSecond = sum / n;
+        }
+        if (auto samples = store_->samples(info.id); samples.ok()) {
+          for (const SampleRow& s : *samples) {
+            const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json)).object()["tiers"].toObject();
+            r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
+            r.peakDram = std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
+            r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
+          }
+        }
+        r.info = std::move(info);
+        rows_.push_back(std::move(r));
+      }
+    }
+  }
+  endResetModel();
+}
+
+int RunHistoryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : rows_.size(); }
+int RunHistoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
+
+int RunHistoryModel::rowOfRun(const QString& id) const {
+  for (int i = 0; i < rows_.size(); ++i) {
+    if (QString::fromStdString(rows_[i].info.id) == id) return i;
+  }
+  return -1;
+}
+
+QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  static const char* names[] = {"Name", "Model", "Dataset", "Status", "Started", "Duration", "Tokens", "Final loss",
+                                "Peak HBM", "Peak DRAM", "Peak SSD", "Mean tokens/s", "Tags"};
+  return tr(names[section]);
+}
+
+QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rows_.size()) return {};
+  const RunRow& r = rows_[index.row()];
+  const RunInfo& i = r.info;
+  // Sorting uses the raw value (Qt::UserRole); the table shows the formatted one.
+  const bool raw = role == Qt::UserRole;
+  if (role != Qt::DisplayRole && !raw) {
+    if (role == Qt::ToolTipRole && index.column() == kName) return QString::fromStdString(i.id + "\n" + i.run_dir + (i.notes.empty() ? "" : "\n" + i.notes));
+    return {};
+  }
+  switch (index.column()) {
+    case kName: return QString::fromStdString(i.name);
+    case kModel: return QString::fromStdString(i.model_name);
+    case kDataset: return QString::fromStdString(i.dataset).section('/', -1);
+    case kStatus: return QString(run_status_name(i.status));
+    case kStart:
+      if (raw) return i.started_at.value_or(i.created_at);
+      return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(i.started_at.value_or(i.created_at))).toString("yyyy-MM-dd hh:mm");
+    case kDuration: return raw ? QVariant(r.durationSeconds) : QVariant(formatDuration(r.durationSeconds));
+    case kTokens: return raw ? QVariant(static_cast<double>(i.tokens.value_or(0))) : QVariant(formatCount(static_cast<double>(i.tokens.value_or(0))));
+    case kFinalLoss: return i.final_loss ? QVariant(raw ? *i.final_loss : QVariant(QString::number(*i.final_loss, 'f', 4))) : QVariant(raw ? 1e30 : QVariant("—"));
+    case kPeakHbm: return raw ? QVariant(r.peakHbm) : QVariant(formatBytes(r.peakHbm));
+    case kPeakDram: return raw ? QVariant(r.peakDram) : QVariant(formatBytes(r.peakDram));
+    case kPeakSsd: return raw ? QVariant(r.peakSsd) : QVariant(formatBytes(r.peakSsd));
+    case kTokensPerSecond: return raw ? QVariant(r.meanTokensPerSecond) : QVariant(r.meanTokensPerSecond < 0 ? "—" : QString::number(r.meanTokensPerSecond, 'f', 0));
+    case kTags: {
+      QStringList tags;
+      for (const auto& t : i.tags) tags << QString::fromStdString(t);
+      return tags.join(", ");
+    }
+  }
+  return {};
+}
+
+}  // namespace spillway::ui

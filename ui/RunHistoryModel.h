@@ -1,0 +1,46 @@
+// RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history) —
+// name, model, dataset, status, start, duration, tokens, final loss, peak HBM/DRAM/SSD and mean
+// tokens/s. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
+// user's edits: rename, tags, notes, delete). Lives in the GUI thread.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QString>
+#include <QVector>
+#include <memory>
+
+#include "history/run-store.h"
+
+namespace spillway::ui {
+
+struct RunRow {
+  RunInfo info;
+  double durationSeconds = -1;
+  double meanTokensPerSecond = -1;
+  double peakHbm = -1, peakDram = -1, peakSsd = -1;  // bytes, -1 = no samples
+};
+
+class RunHistoryModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kName, kModel, kDataset, kStatus, kStart, kDuration, kTokens, kFinalLoss, kPeakHbm, kPeakDram, kPeakSsd, kTokensPerSecond, kTags, kColumnCount };
+
+  explicit RunHistoryModel(QObject* parent = nullptr);
+  // Opens the store at `dbPath` (default: the worker's default). Returns an error message or "".
+  QString open(const QString& dbPath = QString());
+  RunStore* store() const { return store_.get(); }
+  void refresh();
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+  const RunRow& run(int row) const { return rows_[row]; }
+  int rowOfRun(const QString& id) const;
+
+ private:
+  std::unique_ptr<RunStore> store_;
+  QVector<RunRow> rows_;
+};
+
+}  // namespace spillway::ui

@@ -1,0 +1,91 @@
+#include "RunSeries.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+
+namespace spillway::ui {
+
+void Ring::append(double px, double py) {
+  if (x.size() >= cap) {
+    const int drop = cap / 4;
+    x.remove(0, drop);
+    y.remove(0, drop);
+  }
+  x.append(px);
+  y.append(py);
+}
+
+namespace {
+constexpr int kMaxSpans = 4000;
+constexpr int kMaxLog = 2000;
+const char* kCategories[] = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
+}  // namespace
+
+bool RunSeries::apply(const QByteArray& line) {
+  const QJsonDocument doc = QJsonDocument::fromJson(line);
+  if (!doc.isObject()) return false;
+  const QJsonObject e = doc.object();
+  const QString type = e["type"].toString();
+  if (type.isEmpty()) return false;
+  ++lines;
+  const double t = e["t"].toDouble();
+  lastT = std::max(lastT, t);
+  if (type == "step") {
+    const double step = e["step"].toDouble();
+    lastStep = static_cast<qint64>(step);
+    tokens = static_cast<qint64>(e["tokens"].toDouble());
+    if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
+    loss.append(step, e["loss"].toDouble());
+    lr.append(step, e["lr"].toDouble());
+    tokensPerSecond.append(step, e["tokens_per_s"].toDouble());
+    tflops.append(step, e["model_tflops"].toDouble());
+    stepSeconds.append(step, e["step_s"].toDouble());
+    tokensAtStep.append(step, e["tokens"].toDouble());
+    timeAtStep.append(step, t);
+  } else if (type == "eval") {
+    evalLoss.append(e["step"].toDouble(), e["loss"].toDouble());
+  } else if (type == "sample") {
+    const QJsonObject tiers = e["tiers"].toObject();
+    for (const QString& tier : {QStringLiteral("hbm"), QStringLiteral("dram"), QStringLiteral("ssd")}) {
+      const QJsonObject o = tiers[tier].toObject();
+      if (o.isEmpty()) continue;
+      for (const char* c : kCategories) {
+        const QString key = QString(c) + "_bytes";
+        if (o.contains(key)) tierBytes[tier][c].append(t, o[key].toDouble());
+      }
+      double cap = o["capacity_bytes"].toDouble();
+      if (cap <= 0 && tier == "dram") cap = o["total_bytes"].toDouble();
+      if (cap <= 0 && tier == "ssd") cap = o["total_bytes"].toDouble();
+      if (cap > 0) tierCapacity[tier] = cap;
+    }
+    const QJsonObject links = e["links"].toObject();
+    for (const QString& l : {QStringLiteral("h2d"), QStringLiteral("d2h"), QStringLiteral("ssd_read"), QStringLiteral("ssd_write")}) {
+      const QString key = l + "_gbps";
+      if (links.contains(key)) linkGbps[l].append(t, links[key].toDouble());
+    }
+  } else if (type == "span") {
+    Span s;
+    s.layer = e["layer"].isNull() ? -1 : e["layer"].toInt();
+    s.block = e["block"].toString();
+    s.phase = e["phase"].toString();
+    s.start = e["start_s"].toDouble();
+    s.end = e["end_s"].toDouble();
+    if (spans.size() >= kMaxSpans) spans.remove(0, kMaxSpans / 4);
+    spans.append(s);
+  } else if (type == "state") {
+    state = e["state"].toString();
+    if (e.contains("run_id")) runId = e["run_id"].toString();
+    if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
+  } else if (type == "log" || type == "error" || type == "checkpoint" || type == "eval") {
+    QString text = type == "log" ? e["message"].toString()
+                   : type == "error" ? "error: " + e["message"].toString()
+                                     : QString("checkpoint at step %1: %2").arg(e["step"].toInt()).arg(e["path"].toString());
+    if (log.size() >= kMaxLog) log.erase(log.begin(), log.begin() + kMaxLog / 4);
+    log << QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text);
+  } else if (type == "plan") {
+    plan = e;
+  }
+  return true;
+}
+
+}  // namespace spillway::ui

@@ -1,0 +1,52 @@
+// RunSeries: the chart data of one run, built from its events.jsonl lines — bounded ring buffers
+// (STYLE.md 11) of steps, evals, tier samples by category, link throughput, timeline spans and log
+// lines. Filled by EventTail on the GUI thread's timer tick (parsing a tick's new lines is cheap);
+// read by the Live and Compare pages. Not thread-safe.
+#pragma once
+
+#include <QJsonObject>
+#include <QMap>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+namespace spillway::ui {
+
+// A series that keeps at most `capacity` points, dropping the oldest quarter when full.
+struct Ring {
+  explicit Ring(int capacity = 20000) : cap(capacity) {}
+  QVector<double> x, y;
+  int cap;
+  void append(double px, double py);
+  int size() const { return x.size(); }
+  bool isEmpty() const { return x.isEmpty(); }
+  double lastY() const { return y.isEmpty() ? 0 : y.last(); }
+};
+
+struct Span {
+  int layer = -1;  // -1: not a transformer layer (embedding, head, whole step)
+  QString block, phase;
+  double start = 0, end = 0;
+};
+
+struct RunSeries {
+  QString runId, state;
+  qint64 totalSteps = 0, lastStep = 0, tokens = 0;
+  double lastT = 0;
+  // Per step, x = step.
+  Ring loss, lr, tokensPerSecond, tflops, stepSeconds, tokensAtStep, timeAtStep;
+  Ring evalLoss;
+  // Per sample, x = t (seconds): bytes by tier ("hbm", "dram", "ssd") and category.
+  QMap<QString, QMap<QString, Ring>> tierBytes;
+  QMap<QString, double> tierCapacity;  // bytes, 0 = unknown
+  QMap<QString, Ring> linkGbps;        // "h2d", "d2h", "ssd_read", "ssd_write"
+  QVector<Span> spans;                 // the most recent, bounded
+  QStringList log;                     // log and error lines, bounded
+  QJsonObject plan;
+  int lines = 0;
+
+  // Applies one event; returns false for a line that is not a JSON object with a type.
+  bool apply(const QByteArray& line);
+};
+
+}  // namespace spillway::ui

@@ -1,0 +1,87 @@
+#include "TierChart.h"
+
+#include <algorithm>
+
+namespace spillway::ui {
+
+void placeLegendBelow(QCustomPlot* plot, int columns) {
+  plot->legend->setVisible(true);
+  plot->legend->setFont(QFont(plot->font().family(), 7));
+  plot->legend->setIconSize(12, 7);
+  plot->legend->setRowSpacing(0);
+  plot->legend->setColumnSpacing(4);
+  plot->legend->setBorderPen(Qt::NoPen);
+  plot->legend->setBrush(Qt::NoBrush);
+  plot->axisRect()->insetLayout()->take(plot->legend);
+  plot->plotLayout()->addElement(plot->plotLayout()->rowCount(), 0, plot->legend);
+  plot->plotLayout()->setRowStretchFactor(plot->plotLayout()->rowCount() - 1, 0.001);
+  plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot->legend->setWrap(columns);
+  plot->legend->setMargins(QMargins(2, 0, 2, 0));
+}
+
+const QStringList& categoryNames() {
+  static const QStringList names = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
+  return names;
+}
+
+QColor categoryColor(const QString& c) {
+  static const QMap<QString, QColor> colors = {{"weights", QColor("#1f77b4")},     {"gradients", QColor("#ff7f0e")},
+                                               {"master", QColor("#2ca02c")},      {"optimizer", QColor("#9467bd")},
+                                               {"checkpoints", QColor("#8c564b")}, {"workspace", QColor("#7f7f7f")}};
+  return colors.value(c, Qt::gray);
+}
+
+TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent) : QCustomPlot(parent), tier_(tier) {
+  plotLayout()->insertRow(0);
+  plotLayout()->addElement(0, 0, new QCPTextElement(this, title, QFont(font().family(), 10, QFont::Bold)));
+  xAxis->setLabel(tr("time (s)"));
+  yAxis->setLabel(tr("GB"));
+  for (const QString& c : categoryNames()) {
+    QCPGraph* g = addGraph();
+    g->setName(c);
+    QColor col = categoryColor(c);
+    g->setPen(QPen(col));
+    col.setAlpha(150);
+    g->setBrush(QBrush(col));
+    if (!layers_.isEmpty()) g->setChannelFillGraph(layers_.last());
+    layers_.push_back(g);
+  }
+  capacity_ = addGraph();
+  capacity_->setName(tr("capacity"));
+  capacity_->setPen(QPen(Qt::red, 1.5, Qt::DashLine));
+  placeLegendBelow(this, 4);
+  setMinimumHeight(200);
+}
+
+void TierChart::update(const RunSeries& series) {
+  const auto tierIt = series.tierBytes.find(tier_);
+  QVector<double> base;
+  QVector<double> x;
+  double top = 0;
+  for (int i = 0; i < categoryNames().size(); ++i) {
+    const QString& c = categoryNames()[i];
+    QVector<double> y;
+    if (tierIt != series.tierBytes.end() && tierIt->contains(c)) {
+      const Ring& r = (*tierIt)[c];
+      if (x.isEmpty()) x = r.x;
+      y = r.y;
+    }
+    y.resize(x.size());
+    if (base.size() != x.size()) base = QVector<double>(x.size(), 0.0);
+    for (int k = 0; k < y.size(); ++k) base[k] += y[k] / 1e9;  // stacked, in GB
+    layers_[i]->setData(x, base, true);
+    if (!base.isEmpty()) top = std::max(top, *std::max_element(base.begin(), base.end()));
+  }
+  const double cap = series.tierCapacity.value(tier_, 0) / 1e9;
+  if (cap > 0 && !x.isEmpty()) {
+    capacity_->setData({x.first(), x.last()}, {cap, cap}, true);
+  } else {
+    capacity_->data()->clear();
+  }
+  if (!x.isEmpty()) xAxis->setRange(x.first(), std::max(x.last(), x.first() + 1));
+  yAxis->setRange(0, std::max({top * 1.15, cap * 1.05, 1e-6}));
+  replot(rpQueuedReplot);
+}
+
+}  // namespace spillway::ui

@@ -1,0 +1,33 @@
+// TierChart: one memory tier's bytes by category as a stacked area over time, with the tier's
+// capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below).
+// update() copies the series' ring buffers and queues one replot.
+#pragma once
+
+#include <QString>
+#include <qcustomplot.h>
+
+#include "RunSeries.h"
+
+namespace spillway::ui {
+
+class TierChart : public QCustomPlot {
+  Q_OBJECT
+ public:
+  TierChart(const QString& tier, const QString& title, QWidget* parent = nullptr);
+  void update(const RunSeries& series);
+  const QString& tier() const { return tier_; }
+
+ private:
+  QString tier_;
+  QCPGraph* capacity_;
+  QVector<QCPGraph*> layers_;
+};
+
+// Moves a plot's legend out of the axis rect into a compact row below it, `columns` entries wide.
+void placeLegendBelow(QCustomPlot* plot, int columns);
+
+// Colours of the categories, shared by the charts and their legends.
+QColor categoryColor(const QString& category);
+const QStringList& categoryNames();
+
+}  // namespace spillway::ui
