@@ -59,11 +59,18 @@ DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenize
   for (int i = 0; i < samples && i < static_cast<int>(ds->size()); ++i) {
     const TokenSequence& seq = (*ds)[i];
     html += QString("<p><b>sample %1</b> (%2 tokens, %3 trained)<br/>").arg(i + 1).arg(seq.size()).arg(seq.trained_count());
+    // Each token's text is what it adds to the decoded prefix: decoding tokens one by one would
+    // lose SentencePiece's leading spaces and split multi-byte characters.
+    std::string previous;
     for (size_t t = 0; t < seq.size(); ++t) {
       // Position t's token is the target of position t-1: it is trained when that label is set.
       const bool trained = t > 0 && seq.labels[t - 1] != -100;
-      const int32_t id = seq.input_ids[t];
-      QString text = QString::fromStdString(tokenizer->decode(std::span<const int32_t>(&id, 1))).toHtmlEscaped();
+      std::string prefix = tokenizer->decode(std::span<const int32_t>(seq.input_ids.data(), t + 1));
+      const std::string piece = prefix.size() >= previous.size() && prefix.compare(0, previous.size(), previous) == 0
+                                    ? prefix.substr(previous.size())
+                                    : tokenizer->decode(std::span<const int32_t>(&seq.input_ids[t], 1));
+      previous = std::move(prefix);
+      QString text = QString::fromStdString(piece).toHtmlEscaped();
       text.replace("\n", "↵<br/>");
       html += trained ? QString("<span style=\"background-color:#ffe08a;color:#000\">%1</span>").arg(text) : text;
     }

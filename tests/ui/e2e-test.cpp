@@ -1,0 +1,89 @@
+// The app end to end: it launches a real worker run on stories260K (CPU backend), the Live page
+// receives samples and steps, closing the GUI mid-run does not stop the run, a new window
+// re-attaches to it live, and the run appears in History.
+#include <signal.h>
+
+#include <QTest>
+
+#include <gtest/gtest.h>
+
+#include "HistoryPage.h"
+#include "LivePage.h"
+#include "MainWindow.h"
+#include "NewRunPage.h"
+#include "RunHistoryModel.h"
+#include "WorkerClient.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+
+bool waitFor(const std::function<bool()>& cond, int ms) {
+  for (int waited = 0; waited < ms; waited += 100) {
+    if (cond()) return true;
+    QTest::qWait(100);
+  }
+  return cond();
+}
+
+TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
+  SPILLWAY_REQUIRE_DATA();
+  spillway::testing::TempDir tmp;
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
+  qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
+  qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
+
+  auto window = std::make_unique<MainWindow>();
+  JobSettings s;
+  s.name = "e2e stories260K";
+  s.modelPath = QString::fromStdString(spillway::testing::data_path("models/stories260K"));
+  s.trainPath = QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt"));
+  s.steps = 100000;  // stopped by the test
+  s.seqLen = 64;
+  s.microBatchSize = 4;
+  s.lr = 1e-3;
+  s.evalEvery = 0;
+  s.checkpointEvery = 0;
+  s.backend = "cpu";
+  window->newRunPage()->setSettings(s);
+  ASSERT_TRUE(window->newRunPage()->modelInfo().ok) << window->newRunPage()->modelInfo().error.toStdString();
+  ASSERT_TRUE(window->newRunPage()->datasetPreview().ok) << window->newRunPage()->datasetPreview().error.toStdString();
+  QString runDir;
+  ASSERT_TRUE(window->newRunPage()->launch(&runDir));
+  ASSERT_FALSE(runDir.isEmpty());
+
+  LivePage* live = window->livePage();
+  ASSERT_TRUE(waitFor([&] { return live->series().loss.size() >= 3 && !live->series().tierBytes.isEmpty(); }, 60000))
+      << "no steps or samples from " << runDir.toStdString();
+  const qint64 pid = live->pid();
+  ASSERT_TRUE(WorkerClient::alive(pid));
+
+  // Close the GUI mid-run: the worker keeps going.
+  window->close();
+  window.reset();
+  QTest::qWait(1500);
+  ASSERT_TRUE(WorkerClient::alive(pid));
+
+  // A new window finds the run and shows it live again.
+  auto again = std::make_unique<MainWindow>();
+  EXPECT_EQ(again->livePage()->runDir(), runDir);
+  const qint64 before = again->livePage()->series().lastStep;
+  ASSERT_TRUE(waitFor([&] { return again->livePage()->series().lastStep > before + 2; }, 30000));
+
+  // Stop (checkpoint, then stop), and the run is in History as stopped.
+  ASSERT_TRUE(WorkerClient::signal(pid, SIGTERM));
+  ASSERT_TRUE(waitFor([&] { return !WorkerClient::alive(pid); }, 30000));
+  again->historyModel()->refresh();
+  bool found = false;
+  for (int r = 0; r < again->historyModel()->rowCount(); ++r) {
+    const RunInfo& info = again->historyModel()->run(r).info;
+    if (QString::fromStdString(info.run_dir) != runDir) continue;
+    found = true;
+    EXPECT_EQ(info.status, RunStatus::kStopped);
+    EXPECT_GT(info.final_step.value_or(0), 3);
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace spillway::ui

@@ -1,0 +1,252 @@
+// The desktop app's page logic: model validation messages, dataset preview, plan display, events
+// parsed into chart series, the history model over a test database, the compare diff.
+#include <filesystem>
+#include <fstream>
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QProgressBar>
+#include <QTableWidget>
+
+#include <gtest/gtest.h>
+
+#include "ComparePage.h"
+#include "ConfigDiff.h"
+#include "DatasetPreview.h"
+#include "EventTail.h"
+#include "HistoryPage.h"
+#include "JobSettings.h"
+#include "ModelInfo.h"
+#include "PlanResult.h"
+#include "PlanView.h"
+#include "RunHistoryModel.h"
+#include "RunSeries.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+namespace fs = std::filesystem;
+using spillway::testing::data_path;
+using spillway::testing::TempDir;
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+TEST(ModelInfo, RealModelAndClearMessages) {
+  SPILLWAY_REQUIRE_DATA();
+  ModelInfo m = ModelInfo::inspect(q(data_path("models/stories260K")));
+  ASSERT_TRUE(m.ok) << m.error.toStdString();
+  EXPECT_EQ(m.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(m.parameters, 260032);
+  EXPECT_EQ(m.layers, 5);
+  EXPECT_EQ(m.hiddenSize, 64);
+  EXPECT_EQ(m.vocabSize, 512);
+  EXPECT_EQ(m.dtype, "F32");
+  EXPECT_TRUE(m.summary().contains("260.0 k parameters"));
+
+  EXPECT_TRUE(ModelInfo::inspect("/no/such/folder").error.contains("is not a folder"));
+  EXPECT_TRUE(ModelInfo::inspect(q(data_path("datasets/alpaca"))).error.contains("config.json"));
+
+  TempDir dir;
+  fs::copy(data_path("models/stories260K"), dir.path(), fs::copy_options::recursive);
+  fs::resize_file(dir.path() + "/model.safetensors", 100000);
+  ModelInfo truncated = ModelInfo::inspect(q(dir.path()));
+  EXPECT_FALSE(truncated.ok);
+  EXPECT_TRUE(truncated.error.contains("truncated")) << truncated.error.toStdString();
+
+  std::ofstream(dir.path() + "/config.json") << R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10})";
+  ModelInfo gpt2 = ModelInfo::inspect(q(dir.path()));
+  EXPECT_TRUE(gpt2.error.contains("GPT2LMHeadModel") && gpt2.error.contains("Qwen2ForCausalLM")) << gpt2.error.toStdString();
+}
+
+TEST(ModelInfo, FindsHuggingFaceCacheSnapshots) {
+  TempDir hub;
+  fs::create_directories(hub.path() + "/models--org--tiny/snapshots/abc123");
+  std::ofstream(hub.path() + "/models--org--tiny/snapshots/abc123/config.json") << "{}";
+  fs::create_directories(hub.path() + "/datasets--x/snapshots/1");
+  const QStringList found = findHuggingFaceModels(q(hub.path()));
+  ASSERT_EQ(found.size(), 1);
+  EXPECT_TRUE(found[0].endsWith("models--org--tiny/snapshots/abc123"));
+}
+
+TEST(DatasetPreview, AlpacaWithTrainedTokensHighlighted) {
+  SPILLWAY_REQUIRE_DATA();
+  DatasetPreview p = DatasetPreview::load(q(data_path("datasets/alpaca/alpaca_en_demo.json")), q(data_path("models/stories260K")), 256);
+  ASSERT_TRUE(p.ok) << p.error.toStdString();
+  EXPECT_EQ(p.format, "alpaca");
+  EXPECT_EQ(p.examples, 999);
+  EXPECT_GT(p.truncated, 0);  // some answers are longer than 256 tokens
+  EXPECT_LT(p.trainedTokens, p.totalTokens);  // prompts are masked
+  EXPECT_TRUE(p.previewHtml.contains("background-color:#ffe08a"));
+  qint64 counted = 0;
+  for (qint64 c : p.histogram) counted += c;
+  EXPECT_EQ(counted, 999);
+}
+
+TEST(DatasetPreview, BadLineNamesFileAndLine) {
+  SPILLWAY_REQUIRE_DATA();
+  TempDir dir;
+  std::ofstream(dir.path() + "/bad.jsonl") << "{\"text\": \"ok\"}\n{\"text\": 3}\n";
+  DatasetPreview p = DatasetPreview::load(q(dir.path() + "/bad.jsonl"), q(data_path("models/stories260K")), 64);
+  EXPECT_FALSE(p.ok);
+  EXPECT_TRUE(p.error.contains("bad.jsonl:2")) << p.error.toStdString();
+}
+
+const char* kPlan = R"({"fits": false, "reason": "DRAM: needs 900.00 GB but 120.00 GB is available; set placement.optimizer to \"ssd\"",
+  "tiers": {"hbm": {"needed_bytes": 2e10, "free_bytes": 8e10, "total_bytes": 8e10},
+            "dram": {"needed_bytes": 9e11, "free_bytes": 1.2e11, "total_bytes": 1.3e11},
+            "ssd": {"needed_bytes": 0, "free_bytes": 5e11, "total_bytes": 1e12}},
+  "step": {"step_s": 12.5, "tokens_per_s": 1310.7, "eta_s": 3600, "bottleneck": "optimizer"}})";
+
+TEST(PlanView, ShowsTiersAndWhatToChange) {
+  PlanResult r = PlanResult::fromJson(QJsonDocument::fromJson(kPlan).object());
+  ASSERT_TRUE(r.ok);
+  EXPECT_FALSE(r.fits);
+  ASSERT_EQ(r.tiers.size(), 3);
+  EXPECT_FALSE(r.tiers[1].fits());
+  EXPECT_TRUE(r.tiers[0].fits());
+  EXPECT_EQ(r.bottleneck, "optimizer");
+  PlanView view;
+  view.setPlan(r);
+  EXPECT_TRUE(view.tierText(1).contains("needs 900.0 GB")) << view.tierText(1).toStdString();
+  EXPECT_TRUE(view.tierText(0).contains("free 80.0 GB"));
+  EXPECT_TRUE(r.summary().contains("bottleneck optimizer"));
+  // A worker failure is shown as its message.
+  PlanResult failed = PlanResult::fromWorkerOutput(R"({"error":"invalid_argument","message":"job.json: unknown key train.x"})", "", 2);
+  EXPECT_FALSE(failed.ok);
+  EXPECT_EQ(failed.error, "job.json: unknown key train.x");
+}
+
+TEST(EventTail, ParsesEventsIntoBoundedSeriesAcrossPartialLines) {
+  TempDir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  std::ofstream f(path);
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})" << "\n";
+  f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5e10}})" << "\n";
+  for (int s = 1; s <= 5; ++s) {
+    f << R"({"type":"step","t":)" << s << R"(,"step":)" << s << R"(,"loss":)" << 5.0 - s * 0.1
+      << R"(,"lr":0.001,"grad_norm":1,"tokens":)" << s * 1024 << R"(,"tokens_per_s":1000,"model_tflops":0.1,"step_s":1})" << "\n";
+    f << R"({"type":"sample","t":)" << s + 0.5
+      << R"(,"tiers":{"hbm":{"weights_bytes":1000,"workspace_bytes":500,"capacity_bytes":4000},"dram":{"master_bytes":2000,"total_bytes":9000}},"links":{"h2d_gbps":1.5,"d2h_gbps":0.5}})"
+      << "\n";
+  }
+  f << R"({"type":"span","t":6,"layer":2,"block":"layer","phase":"forward","start_s":5.9,"end_s":5.95})" << "\n";
+  f << R"({"type":"log","t":6,"level":"info","message":"hello"})" << "\n";
+  f << R"({"type":"eval","t":6,"step":5,"loss":4.2,"perplexity":66.7})" << "\n";
+  f << R"({"type":"step","t":7,"st)";  // a line the worker is still writing
+  f.flush();
+  EventTail tail(q(dir.path()));
+  RunSeries s;
+  EXPECT_EQ(tail.poll(s), 15);
+  EXPECT_EQ(s.runId, "r1");
+  EXPECT_EQ(s.totalSteps, 10);
+  EXPECT_EQ(s.lastStep, 5);
+  EXPECT_EQ(s.loss.size(), 5);
+  EXPECT_DOUBLE_EQ(s.loss.lastY(), 4.5);
+  EXPECT_EQ(s.tierBytes["hbm"]["weights"].size(), 5);
+  EXPECT_DOUBLE_EQ(s.tierCapacity["hbm"], 4000);
+  EXPECT_DOUBLE_EQ(s.tierCapacity["dram"], 9000);
+  EXPECT_DOUBLE_EQ(s.linkGbps["h2d"].lastY(), 1.5);
+  ASSERT_EQ(s.spans.size(), 1);
+  EXPECT_EQ(s.spans[0].layer, 2);
+  EXPECT_EQ(s.evalLoss.size(), 1);
+  EXPECT_TRUE(s.log.join("\n").contains("hello"));
+  f << R"(ep":6,"loss":4.4,"lr":0.001,"tokens":6144,"tokens_per_s":1000,"model_tflops":0.1,"step_s":1})" << "\n";
+  f.flush();
+  EXPECT_EQ(tail.poll(s), 1);  // the finished line, once
+  EXPECT_EQ(s.lastStep, 6);
+  Ring r(8);
+  for (int i = 0; i < 100; ++i) r.append(i, i);
+  EXPECT_LE(r.size(), 8);  // bounded
+  EXPECT_DOUBLE_EQ(r.lastY(), 99);
+}
+
+TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
+  TempDir dir;
+  const std::string db = dir.path() + "/runs.db";
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    for (int k = 0; k < 2; ++k) {
+      RunInfo info;
+      info.name = k == 0 ? "alpha" : "beta";
+      info.model_name = "stories260K";
+      info.dataset = "/data/input.txt";
+      info.run_dir = dir.path() + "/run" + std::to_string(k);
+      fs::create_directories(info.run_dir);
+      info.job_json = k == 0 ? R"({"train":{"lr":0.001}})" : R"({"train":{"lr":0.002}})";
+      auto id = (*store)->create_run(info);
+      ASSERT_TRUE(id.ok());
+      for (int s = 1; s <= 4; ++s) ASSERT_TRUE((*store)->add_metric(*id, MetricRow{s, 3.0 - 0.1 * s, 1e-3, 1.0, s * 100, 100.0 * s, 0.1, double(s)}).ok());
+      ASSERT_TRUE((*store)->add_sample(*id, 1.0, R"({"tiers":{"dram":{"used_bytes":5000000},"hbm":{"used_bytes":1000}}})").ok());
+      FinalFigures f;
+      f.final_loss = 2.6;
+      f.final_step = 4;
+      f.tokens = 400;
+      ASSERT_TRUE((*store)->finish_run(*id, RunStatus::kCompleted, f).ok());
+    }
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_EQ(model.rowCount(), 2);
+  const int row = model.rowOfRun(q(model.run(0).info.id));
+  EXPECT_EQ(row, 0);
+  auto cell = [&](int r, int c) { return model.data(model.index(r, c), Qt::DisplayRole).toString(); };
+  EXPECT_EQ(cell(0, RunHistoryModel::kStatus), "completed");
+  EXPECT_EQ(cell(0, RunHistoryModel::kFinalLoss), "2.6000");
+  EXPECT_EQ(cell(0, RunHistoryModel::kTokensPerSecond), "250");  // mean of 100..400
+  EXPECT_EQ(cell(0, RunHistoryModel::kPeakDram), "5.00 MB");
+
+  // Compare: the config diff shows only the differing key.
+  ComparePage compare(&model);
+  compare.setRuns({q(model.run(0).info.id), q(model.run(1).info.id)});
+  ASSERT_EQ(compare.diffTable()->rowCount(), 1);
+  EXPECT_EQ(compare.diffTable()->item(0, 0)->text(), "train.lr");
+  TempDir out;
+  EXPECT_TRUE(compare.exportCsv(q(out.path() + "/m.csv")));
+  QFile csv(q(out.path() + "/m.csv"));
+  ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
+  EXPECT_EQ(csv.readAll().count('\n'), 9);  // header + 2 runs x 4 steps
+  compare.resize(900, 500);
+  EXPECT_TRUE(compare.exportChart(q(out.path() + "/loss.png")));
+  EXPECT_TRUE(compare.exportChart(q(out.path() + "/loss.svg")));
+  EXPECT_GT(fs::file_size(out.path() + "/loss.svg"), 100u);
+
+  // Delete removes the rows and the run's folder.
+  const std::string runDir = model.run(0).info.run_dir;
+  EXPECT_EQ(HistoryPage::deleteRun(&model, q(model.run(0).info.id)), "");
+  EXPECT_EQ(model.rowCount(), 1);
+  EXPECT_FALSE(fs::exists(runDir));
+}
+
+TEST(ConfigDiff, AllOrDifferencesOnly) {
+  const QStringList jobs = {R"({"name":"a","train":{"lr":0.001,"steps":100},"data":{"seq_len":256}})",
+                            R"({"name":"b","train":{"lr":0.001,"steps":200},"data":{"seq_len":256}})"};
+  auto all = configDiff(jobs, false);
+  auto diff = configDiff(jobs, true);
+  EXPECT_EQ(all.size(), 4);
+  ASSERT_EQ(diff.size(), 2);
+  EXPECT_EQ(diff[0].key, "name");
+  EXPECT_EQ(diff[1].key, "train.steps");
+  EXPECT_EQ(diff[1].values, (QStringList{"100", "200"}));
+}
+
+TEST(JobSettings, RoundTripsThroughTheJobFile) {
+  JobSettings s;
+  s.name = "x";
+  s.modelPath = "/m";
+  s.trainPath = "/d.jsonl";
+  s.lr = 3e-4;
+  s.steps = 77;
+  s.optimizerTier = "ssd";
+  s.ssdDir = "/nvme";
+  s.runDir = "/runs/x";
+  JobSettings back = JobSettings::fromJson(s.toJson());
+  EXPECT_EQ(back.modelPath, "/m");
+  EXPECT_EQ(back.steps, 77);
+  EXPECT_DOUBLE_EQ(back.lr, 3e-4);
+  EXPECT_EQ(back.optimizerTier, "ssd");
+  EXPECT_EQ(back.runDir, "/runs/x");
+}
+
+}  // namespace
+}  // namespace spillway::ui
