@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "core/file-util.h"
 #include "model/safetensors.h"
@@ -24,8 +25,30 @@ std::string step_name(int64_t step) {
 
 }  // namespace
 
+// Tensors of one block's moments: exp_avg.<name> and exp_avg_sq.<name> at the block's offsets.
+std::vector<TensorToWrite> moment_tensors(const BlockLayout& block, const float* m, const float* v) {
+  std::vector<TensorToWrite> out;
+  for (const ParamView& p : block.params) {
+    out.push_back({"exp_avg." + p.name, DType::kF32, p.shape, m + p.offset});
+    out.push_back({"exp_avg_sq." + p.name, DType::kF32, p.shape, v + p.offset});
+  }
+  return out;
+}
+
+// Reads one block's moments from `store` (any file holding them) into m, v.
+Status read_moments(const TensorStore& store, const std::string& path, const BlockLayout& block, float* m, float* v) {
+  for (const ParamView& p : block.params) {
+    for (auto [prefix, dst] : {std::pair{"exp_avg.", m}, std::pair{"exp_avg_sq.", v}}) {
+      const TensorInfo* ti = store.find(prefix + p.name);
+      if (!ti) return corrupt(path + ": missing tensor '" + prefix + p.name + "'");
+      SPW_RETURN_IF_ERROR(store.read_f32(*ti, dst + p.offset, p.numel));
+    }
+  }
+  return {};
+}
+
 Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
-                                    const TrainerState& trainer) {
+                                    const TrainerState& trainer, OptimizerStateStore* state) {
   std::error_code ec;
   fs::create_directories(checkpoints_dir, ec);
   if (ec) return io_error("cannot create " + checkpoints_dir + ": " + ec.message());
@@ -46,13 +69,24 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
     std::vector<TensorToWrite> moments;
     auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const
     for (size_t b = 0; b < model.num_blocks(); ++b) {
-      for (const ParamView& p : model.layout().blocks()[b].params) {
-        moments.push_back({"exp_avg." + p.name, DType::kF32, p.shape, m.exp_avg(b) + p.offset});
-        moments.push_back({"exp_avg_sq." + p.name, DType::kF32, p.shape, m.exp_avg_sq(b) + p.offset});
-      }
+      auto t = moment_tensors(model.layout().blocks()[b], m.exp_avg(b), m.exp_avg_sq(b));
+      moments.insert(moments.end(), t.begin(), t.end());
     }
     st = write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), moments);
     if (!st.ok()) return fail(st);
+  } else if (state) {
+    // The moments live on the SSD: stream them out one block at a time. (The master weights are
+    // saved from ModelState's compute copy, which on the CPU backend is the fp32 master itself.)
+    fs::create_directories(fs::path(tmp) / "optimizer", ec);
+    std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
+    for (size_t b = 0; b < model.num_blocks(); ++b) {
+      st = state->read_block(b, nullptr, mb.data(), vb.data());
+      if (st.ok()) {
+        st = write_safetensors((fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string(),
+                               moment_tensors(model.layout().blocks()[b], mb.data(), vb.data()));
+      }
+      if (!st.ok()) return fail(st);
+    }
   }
   nlohmann::json j = {{"format_version", kFormatVersion},
                       {"step", trainer.step},
@@ -73,7 +107,7 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   return final_dir;
 }
 
-Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model) {
+Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, OptimizerStateStore* state) {
   const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
   auto text = read_file(state_path);
   if (!text.ok()) return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
@@ -95,18 +129,25 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model) 
   }
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open((fs::path(dir) / "model.safetensors").string()));
   SPW_RETURN_IF_ERROR(model.load_weights(weights));
-  if (model.has_optimizer()) {
-    const std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
-    SPW_ASSIGN_OR_RETURN(TensorStore moments, TensorStore::open(opt_path));
-    for (size_t b = 0; b < model.num_blocks(); ++b) {
-      for (const ParamView& p : model.layout().blocks()[b].params) {
-        for (auto [prefix, dst] : {std::pair{"exp_avg.", model.exp_avg(b)}, std::pair{"exp_avg_sq.", model.exp_avg_sq(b)}}) {
-          const TensorInfo* ti = moments.find(prefix + p.name);
-          if (!ti) return corrupt(opt_path + ": missing tensor '" + prefix + p.name + "'");
-          SPW_RETURN_IF_ERROR(moments.read_f32(*ti, dst + p.offset, p.numel));
-        }
-      }
+  if (!model.has_optimizer() && !state) return t;
+  const std::string single = (fs::path(dir) / "optimizer.safetensors").string();
+  std::optional<TensorStore> all;
+  if (fs::exists(single)) {
+    SPW_ASSIGN_OR_RETURN(all, TensorStore::open(single));
+  }
+  std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
+  for (size_t b = 0; b < model.num_blocks(); ++b) {
+    const BlockLayout& block = model.layout().blocks()[b];
+    float* m = model.has_optimizer() ? model.exp_avg(b) : mb.data();
+    float* v = model.has_optimizer() ? model.exp_avg_sq(b) : vb.data();
+    if (all) {
+      SPW_RETURN_IF_ERROR(read_moments(*all, single, block, m, v));
+    } else {
+      const std::string path = (fs::path(dir) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string();
+      SPW_ASSIGN_OR_RETURN(TensorStore one, TensorStore::open(path));
+      SPW_RETURN_IF_ERROR(read_moments(one, path, block, m, v));
     }
+    if (!model.has_optimizer()) SPW_RETURN_IF_ERROR(state->write_block(b, model.master(b), m, v));
   }
   return t;
 }

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/model-state.h"
+#include "train/optimizer-state.h"
 
 namespace spillway {
 
@@ -32,11 +33,14 @@ struct TrainerState {
 
 // Writes `state` (with optimizer moments when present) into `checkpoints_dir/step-NNNNNN`.
 // Returns the folder. kNoSpace when the disk is full (nothing is left behind).
+// With the AdamW state on the SSD (`state` on_ssd), the moments are streamed block by block into
+// optimizer/block-<b>.safetensors instead of one optimizer.safetensors.
 Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
-                                    const TrainerState& trainer);
+                                    const TrainerState& trainer, OptimizerStateStore* state = nullptr);
 // Reads a checkpoint folder into `model` (which must have the checkpoint's layout) and returns the
 // trainer state. kNotFound / kCorrupt name the file.
-Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model);
+// Moments go into ModelState when it has them, else into `state` (the SSD store).
+Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, OptimizerStateStore* state = nullptr);
 // Checkpoint folders under `checkpoints_dir`, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 // Removes all but the newest `keep` checkpoints (keep <= 0: keeps all).

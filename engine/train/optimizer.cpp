@@ -4,8 +4,12 @@
 
 namespace spillway {
 
-Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm)
-    : state_(state), base_(base), clip_(clip_grad_norm) {
+Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm, OptimizerStateStore* store)
+    : state_(state),
+      own_store_(store ? nullptr : make_dram_state(state)),
+      store_(store ? store : own_store_.get()),
+      base_(base),
+      clip_(clip_grad_norm) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -45,6 +49,11 @@ void Optimizer::wait_block(size_t b) {
   cv_.wait(lock, [&] { return !pending_ || done_blocks_ > b; });
 }
 
+Status Optimizer::status() const {
+  std::lock_guard lock(const_cast<std::mutex&>(mu_));
+  return error_;
+}
+
 void Optimizer::wait_all() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !pending_; });
@@ -58,16 +67,20 @@ void Optimizer::run() {
     const AdamWConfig cfg = step_cfg_;
     const float coef = step_coef_;
     const int64_t step = step_number_;
-    for (size_t b = 0; b < state_.num_blocks(); ++b) {
-      lock.unlock();
-      const double t0 = span_sink_ ? clock_() : 0.0;
-      adamw_update_block(state_.layout().blocks()[b], state_.master(b), state_.exp_avg(b), state_.exp_avg_sq(b),
-                         state_.grad(b), cfg, step, coef);
-      if (span_sink_) span_sink_(b, "optimizer", t0, clock_());
-      lock.lock();
-      done_blocks_ = b + 1;
-      cv_.notify_all();
-    }
+    lock.unlock();
+    Status st = store_->for_each_block(
+        [&](size_t b, float* master, float* m, float* v) {
+          const double t0 = span_sink_ ? clock_() : 0.0;
+          adamw_update_block(state_.layout().blocks()[b], master, m, v, state_.grad(b), cfg, step, coef);
+          if (span_sink_) span_sink_(b, "optimizer", t0, clock_());
+        },
+        [&](size_t b) {
+          std::lock_guard guard(mu_);
+          done_blocks_ = b + 1;
+          cv_.notify_all();
+        });
+    lock.lock();
+    if (!st.ok() && error_.ok()) error_ = st;
     pending_ = false;
     cv_.notify_all();
   }

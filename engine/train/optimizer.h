@@ -18,6 +18,7 @@
 
 #include "train/adamw.h"
 #include "train/model-state.h"
+#include "train/optimizer-state.h"
 
 namespace spillway {
 
@@ -28,7 +29,8 @@ struct StepStats {
 
 class Optimizer {
  public:
-  Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm);
+  // `store`: where the master/moments live (null: ModelState's own DRAM buffers).
+  Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm, OptimizerStateStore* store = nullptr);
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -39,6 +41,8 @@ class Optimizer {
   // Blocks until block b has been updated by the step in flight (no-op when none is).
   void wait_block(size_t b);
   void wait_all();
+  // The first error of an update (an SSD read or write); sticky. Check after wait_all.
+  Status status() const;
   // Receives an "optimizer" span per block (block index, start and end in seconds of `clock`),
   // called from the optimizer thread. Set before the first begin_step.
   void set_span_sink(std::function<void(size_t, const char*, double, double)> sink, std::function<double()> clock) {
@@ -49,6 +53,9 @@ class Optimizer {
  private:
   void run();
   ModelState& state_;
+  std::unique_ptr<OptimizerStateStore> own_store_;
+  OptimizerStateStore* store_;
+  Status error_;
   AdamWConfig base_;
   double clip_;
   std::mutex mu_;

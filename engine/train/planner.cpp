@@ -58,6 +58,24 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
   return m;
 }
 
+TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes) {
+  const ParameterLayout layout = ParameterLayout::build(config);
+  uint64_t padded = 0;
+  for (const auto& b : layout.blocks()) padded += b.numel;
+  const uint64_t fp32 = padded * 4;
+  const uint64_t cap = job.dram_cap_bytes ? job.dram_cap_bytes : dram_available_bytes;
+  TierPlacement p;
+  // DRAM always holds the gradients and the compute copy of the weights.
+  uint64_t used = 2 * fp32;
+  p.optimizer_on_ssd = job.optimizer_tier == TierChoice::kSsd ||
+                       (job.optimizer_tier == TierChoice::kAuto && cap > 0 && used + 2 * fp32 > cap);
+  if (!p.optimizer_on_ssd) used += 2 * fp32;
+  p.master_on_ssd = job.master_tier == TierChoice::kSsd ||
+                    (job.master_tier == TierChoice::kAuto && p.optimizer_on_ssd && cap > 0 && used > cap);
+  if (p.master_on_ssd) p.optimizer_on_ssd = true;
+  return p;
+}
+
 nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
@@ -81,17 +99,8 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   const bool ckpt_on_device = device_cap == 0 || hbm_fixed + ckpt <= device_cap;
 
   // DRAM / SSD: master weights, gradients, AdamW moments.
-  auto place = [&](TierChoice c, uint64_t bytes, uint64_t dram_used) {
-    if (c == TierChoice::kSsd) return true;
-    if (c == TierChoice::kDram) return false;
-    const uint64_t cap = job.dram_cap_bytes ? job.dram_cap_bytes : machine.dram_available_bytes;
-    return cap > 0 && dram_used + bytes > cap;  // auto: spill the biggest categories first
-  };
-  uint64_t dram_used = fp32 /*gradients*/ + (ckpt_on_device ? 0 : ckpt);
-  const bool opt_ssd = place(job.optimizer_tier, 2 * fp32, dram_used + fp32);
-  if (!opt_ssd) dram_used += 2 * fp32;
-  const bool master_ssd = place(job.master_tier, fp32, dram_used);
-
+  const TierPlacement placement = place_tiers(config, job, machine.dram_available_bytes);
+  const bool opt_ssd = placement.optimizer_on_ssd, master_ssd = placement.master_on_ssd;
   nlohmann::json tiers;
   tiers["hbm"]["categories"] = {{"weights_bytes", slots}, {"gradients_bytes", grads_dev},
                                 {"workspace_bytes", hbm_fixed - slots - grads_dev},
@@ -99,10 +108,15 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   tiers["hbm"]["needed_bytes"] = hbm_fixed + (ckpt_on_device ? ckpt : 0);
   tiers["hbm"]["total_bytes"] = device_cap;
   tiers["hbm"]["free_bytes"] = device_cap;
-  tiers["dram"]["categories"] = {{"master_bytes", master_ssd ? 0 : fp32}, {"gradients_bytes", fp32},
+  // The weights the engine streams stay in DRAM: on the CPU backend the fp32 master doubles as
+  // that copy (so moving the master to the SSD frees nothing there); on CUDA it is a bf16 copy.
+  const bool cpu = machine.backend == "cpu";
+  const uint64_t compute_copy = cpu ? (master_ssd ? fp32 : 0) : padded * 2;
+  const uint64_t master_dram = master_ssd ? 0 : fp32;
+  tiers["dram"]["categories"] = {{"weights_bytes", compute_copy}, {"master_bytes", master_dram}, {"gradients_bytes", fp32},
                                  {"optimizer_bytes", opt_ssd ? 0 : 2 * fp32},
                                  {"checkpoints_bytes", ckpt_on_device ? 0 : ckpt}};
-  uint64_t dram_needed = (master_ssd ? 0 : fp32) + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
+  uint64_t dram_needed = compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
   if (machine.backend == "cpu" && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
   tiers["dram"]["needed_bytes"] = dram_needed;
   tiers["dram"]["total_bytes"] = machine.dram_total_bytes;

@@ -32,6 +32,15 @@ struct MachineProbe {
 // /proc/meminfo and statvfs(ssd_dir).
 MachineProbe probe_machine(const std::string& ssd_dir);
 
+// Where the master weights and AdamW moments go: the job's choice, or for "auto" DRAM up to
+// dram_cap_bytes (else what is available) with the biggest categories spilled to the SSD first.
+// The moments go to the SSD before the master weights; master on the SSD implies the moments too.
+struct TierPlacement {
+  bool optimizer_on_ssd = false;
+  bool master_on_ssd = false;
+};
+TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes);
+
 // The plan as the JSON of `spillway-worker plan --json` (schema in the README).
 nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                          int64_t total_steps);

@@ -24,6 +24,7 @@
 #include "train/export.h"
 #include "train/model-state.h"
 #include "train/optimizer.h"
+#include "train/optimizer-state.h"
 #include "train/planner.h"
 #include "train/streaming-engine.h"
 
@@ -91,7 +92,18 @@ struct Trainer::Impl {
   std::unique_ptr<compute::Backend> backend;
   std::unique_ptr<ModelState> state;
   std::unique_ptr<StreamingEngine> engine;
+  std::unique_ptr<OptimizerStateStore> opt_state;
   std::unique_ptr<Optimizer> optimizer;
+  TierPlacement placement;
+  std::string ssd_folder;
+  uint64_t ssd_read_seen = 0, ssd_write_seen = 0;
+
+  ~Impl() {
+    optimizer.reset();
+    opt_state.reset();
+    std::error_code ec;
+    if (!ssd_folder.empty()) fs::remove_all(ssd_folder, ec);
+  }
   Dataset train_ds, eval_ds;
   std::optional<BatchIterator> iter;
   TrainerState progress;
@@ -130,7 +142,18 @@ struct Trainer::Impl {
     }
     ParameterLayout layout = ParameterLayout::build(config);
     parameters = layout.parameter_count();
-    SPW_ASSIGN_OR_RETURN(state, ModelState::create(layout, true));
+    MachineProbe none;
+    std::ifstream mem("/proc/meminfo");
+    std::string key;
+    uint64_t kb = 0;
+    while (mem >> key >> kb) {
+      if (key == "MemAvailable:") none.dram_available_bytes = kb * 1024;
+      mem.ignore(64, '\n');
+    }
+    placement = place_tiers(config, job, none.dram_available_bytes);
+    if (placement.optimizer_on_ssd && job.ssd_dir.empty())
+      return invalid_argument("the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(layout, !placement.optimizer_on_ssd));
     if (!job.model_path.empty()) {
       SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
       SPW_RETURN_IF_ERROR(state->load_weights(weights));
@@ -140,6 +163,15 @@ struct Trainer::Impl {
     counters.set(Tier::kDram, Category::kMaster, static_cast<int64_t>(state->weight_bytes() / 2));
     counters.set(Tier::kDram, Category::kGradients, static_cast<int64_t>(state->weight_bytes() / 2));
     counters.set(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(state->optimizer_bytes()));
+    if (placement.optimizer_on_ssd) {
+      // Working state, not a checkpoint: a scratch folder per run, removed when the run ends.
+      SsdConfig sc;
+      sc.folder = (fs::path(job.ssd_dir) / ("spillway-state-" + new_run_id())).string();
+      ssd_folder = sc.folder;
+      SPW_ASSIGN_OR_RETURN(opt_state, make_ssd_state(*state, sc, placement.master_on_ssd, &counters));
+    } else {
+      opt_state = make_dram_state(*state);
+    }
     return {};
   }
 
@@ -246,7 +278,7 @@ struct Trainer::Impl {
     ac.beta2 = job.beta2;
     ac.eps = job.eps;
     ac.weight_decay = job.weight_decay;
-    optimizer = std::make_unique<Optimizer>(*state, ac, job.clip_grad_norm);
+    optimizer = std::make_unique<Optimizer>(*state, ac, job.clip_grad_norm, opt_state.get());
     Optimizer* opt = optimizer.get();
     engine->set_weight_gate([opt](size_t b) { opt->wait_block(b); });
     return {};
@@ -316,7 +348,9 @@ struct Trainer::Impl {
     const auto t0 = Clock::now();
     progress.data_cursor = iter->cursor().to_json();
     progress.elapsed_s = progress.elapsed_s;
-    SPW_ASSIGN_OR_RETURN(std::string dir, save_checkpoint((fs::path(run_dir) / "checkpoints").string(), *state, progress));
+    SPW_RETURN_IF_ERROR(optimizer->status());
+    SPW_ASSIGN_OR_RETURN(std::string dir, save_checkpoint((fs::path(run_dir) / "checkpoints").string(), *state, progress,
+                                                          opt_state.get()));
     prune_checkpoints((fs::path(run_dir) / "checkpoints").string(), job.keep_checkpoints);
     uint64_t bytes = 0;
     std::error_code ec;
@@ -330,7 +364,9 @@ struct Trainer::Impl {
 
   Status train_loop() {
     (void)events->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
-                                     {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes}});
+                                     {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes},
+                                     {"optimizer_tier", placement.optimizer_on_ssd ? "ssd" : "dram"},
+                                     {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}});
     {
       // The plan for this run, so that the GUI can show predicted against measured step times.
       MachineProbe machine = probe_machine(!job.ssd_dir.empty() ? job.ssd_dir : run_dir);
@@ -350,6 +386,7 @@ struct Trainer::Impl {
       const double t_compute = events->now_s();
       const double lr = lr_at(sched, progress.step + 1);
       StepStats st = optimizer->begin_step(lr);
+      SPW_RETURN_IF_ERROR(optimizer->status());  // an SSD failure in the previous step's update
       ++progress.step;
       int64_t step_tokens = 0;
       for (int32_t len : b.lengths) step_tokens += len;
@@ -361,7 +398,11 @@ struct Trainer::Impl {
       (void)events->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});
       (void)events->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
                           {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
-                          {"step_s", dt}, {"total_steps", total_steps}});
+                          {"step_s", dt}, {"total_steps", total_steps},
+                          {"ssd_read_bytes", opt_state->ssd_read_bytes() - ssd_read_seen},
+                          {"ssd_write_bytes", opt_state->ssd_write_bytes() - ssd_write_seen}});
+      ssd_read_seen = opt_state->ssd_read_bytes();
+      ssd_write_seen = opt_state->ssd_write_bytes();
       (void)store->add_metric(run_id, MetricRow{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops,
                                                  events->now_s()});
       if (job.log_every > 0 && progress.step % job.log_every == 0) {
@@ -385,6 +426,7 @@ struct Trainer::Impl {
 
   Status finish() {
     optimizer->wait_all();
+    SPW_RETURN_IF_ERROR(optimizer->status());
     if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(run_eval());
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0) SPW_RETURN_IF_ERROR(checkpoint());
     const std::string out = (fs::path(run_dir) / "export").string();
@@ -407,7 +449,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std:
   SPW_RETURN_IF_ERROR(t.load_model());
   SPW_RETURN_IF_ERROR(t.load_data());
   if (!resume_from.empty()) {
-    auto st = load_checkpoint(resume_from, *t.state);
+    auto st = load_checkpoint(resume_from, *t.state, t.opt_state.get());
     if (!st.ok()) return st.status();
     t.progress = *st;
     auto cursor = DataCursor::from_json(t.progress.data_cursor);

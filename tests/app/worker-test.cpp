@@ -87,15 +87,21 @@ TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
   auto meta = json::parse(*read_file(testing::data_path("golden/stories260K/meta.json")));
   int B = 0, T = 0;
   std::string data = write_golden_jsonl(tmp_.path(), "stories260K", 4, &B, &T);
-  for (int mb : {4, 2, 1}) {
-    const std::string run_dir = tmp_.path() + "/golden-mb" + std::to_string(mb);
+  std::vector<std::string> model_files;
+  for (int variant = 0; variant < 5; ++variant) {
+    // mb 4, 2, 1 with the AdamW state in DRAM; then mb 4 with it on the SSD, and with the master too.
+    const int mb = variant < 3 ? (4 >> variant) : 4;
+    const std::string run_dir = tmp_.path() + "/golden-" + std::to_string(variant);
+    json placement = {{"backend", "cpu"}, {"device_memory_bytes", 4 << 20}};
+    if (variant >= 3) placement["optimizer"] = "ssd", placement["ssd_dir"] = tmp_.path() + "/ssd";
+    if (variant == 4) placement["master"] = "ssd";
     json job = {{"name", "golden"},
                 {"model", {{"path", testing::data_path("models/stories260K")}}},
                 {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", T}, {"shuffle", false}}},
                 {"train", {{"steps", 4}, {"micro_batch_size", mb}, {"grad_accum", B / mb}, {"lr", 1e-3},
                            {"schedule", "constant"}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8},
                            {"weight_decay", 0.1}, {"clip_grad_norm", 1.0}}},
-                {"placement", {{"backend", "cpu"}, {"device_memory_bytes", 4 << 20}}},
+                {"placement", placement},
                 {"output", {{"run_dir", run_dir}}}};
     auto r = worker({"train", write_job("golden", job)});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -105,19 +111,31 @@ TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
       EXPECT_EQ(steps[s]["step"], s + 1);
       EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(), 1e-5) << "mb " << mb << " step " << s + 1;
       EXPECT_NEAR(steps[s]["grad_norm"].get<double>(), meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4);
+      // The optimizer of step s runs after its event, so its SSD bytes show in step s+1's.
+      if (variant >= 3 && s > 0) EXPECT_GT(steps[s]["ssd_read_bytes"].get<double>(), 0);
     }
+    model_files.push_back(*read_file(run_dir + "/checkpoints/step-000004/model.safetensors"));
   }
+  // The state on the SSD runs the same math: the trained weights are bit-identical to DRAM's.
+  EXPECT_TRUE(model_files[3] == model_files[0]);
+  EXPECT_TRUE(model_files[4] == model_files[0]);
 }
 
-TEST_F(WorkerTest, ResumeAfterSigkillIsBitExact) {
+class ResumeTest : public WorkerTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   SPILLWAY_REQUIRE_DATA();
+  const std::string tier = GetParam();  // where the AdamW state lives: "dram", "ssd", or "ssd+master"
+  const json placement = tier == "dram" ? json{{"backend", "cpu"}}
+                         : tier == "ssd" ? json{{"backend", "cpu"}, {"optimizer", "ssd"}, {"ssd_dir", tmp_.path() + "/ssd"}}
+                                         : json{{"backend", "cpu"}, {"optimizer", "ssd"}, {"master", "ssd"}, {"ssd_dir", tmp_.path() + "/ssd"}};
   auto job_for = [&](const std::string& run_dir) {
     return json{{"name", "resume"},
                 {"model", {{"path", testing::data_path("models/stories260K")}}},
                 {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}, {"seed", 7}}},
                 {"train", {{"steps", 6}, {"micro_batch_size", 4}, {"grad_accum", 2}, {"lr", 2e-3}, {"schedule", "cosine"},
                            {"warmup_steps", 2}, {"weight_decay", 0.1}, {"checkpoint_every", 3}, {"keep_checkpoints", 5}}},
-                {"placement", {{"backend", "cpu"}}},
+                {"placement", placement},
                 {"output", {{"run_dir", run_dir}}}};
   };
   const std::string straight = tmp_.path() + "/straight", killed = tmp_.path() + "/killed";
@@ -134,12 +152,18 @@ TEST_F(WorkerTest, ResumeAfterSigkillIsBitExact) {
   auto r = worker({"train", tmp_.path() + "/killed.json", "--resume", ckpt});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+  std::vector<std::string> files = {"model.safetensors"};
+  if (tier == "dram") files.push_back("optimizer.safetensors");
+  else for (int b = 0; b < 7; ++b) files.push_back("optimizer/block-" + std::to_string(b) + ".safetensors");
+  for (const std::string& file : files) {
     auto a = read_file(straight + "/checkpoints/step-000006/" + file);
     auto b = read_file(killed + "/checkpoints/step-000006/" + file);
-    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE(a.ok() && b.ok()) << file;
     EXPECT_TRUE(*a == *b) << file << " differs after resume";
   }
+  // The SSD working state of finished runs is removed; the checkpoints hold the durable copy.
+  if (tier != "dram") EXPECT_TRUE(!fs::exists(tmp_.path() + "/ssd") || fs::is_empty(tmp_.path() + "/ssd") ||
+                                  std::distance(fs::directory_iterator(tmp_.path() + "/ssd"), {}) == 1);  // the SIGKILLed run's
   // The SIGKILLed run shows as interrupted, its rows intact; the resumed one completed.
   auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
   ASSERT_TRUE(store.ok());
@@ -154,6 +178,12 @@ TEST_F(WorkerTest, ResumeAfterSigkillIsBitExact) {
   EXPECT_EQ(interrupted, 1);
   EXPECT_EQ(completed, 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiers, ResumeTest, ::testing::Values("dram", "ssd", "ssd+master"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           return n == "ssd+master" ? std::string("ssd_master") : n;
+                         });
 
 TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   SPILLWAY_REQUIRE_DATA();
