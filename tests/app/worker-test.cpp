@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -146,7 +147,11 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
                                     tmp_.path() + "/k.err");
   const std::string ckpt = killed + "/checkpoints/step-000003";
   for (int i = 0; i < 2000 && !fs::exists(ckpt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Then at a random moment of the next steps (mid-forward, mid-update, mid-write of SSD state).
+  const int delay_ms = static_cast<int>(std::random_device()() % 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
   kill(pid, SIGKILL);
+  SCOPED_TRACE("SIGKILL " + std::to_string(delay_ms) + " ms after the step-3 checkpoint");
   testing::wait_exit(pid);
   ASSERT_TRUE(fs::exists(ckpt + "/model.safetensors"));
   auto r = worker({"train", tmp_.path() + "/killed.json", "--resume", ckpt});
