@@ -42,6 +42,7 @@ void RunHistoryModel::refresh() {
             if (row.tokens_per_s) sum += *row.tokens_per_s, ++n;
           }
           if (n) r.meanTokensPerSecond = sum / n;
+          r.tokens = static_cast<double>(m->back().tokens.value_or(0));
         }
         if (auto samples = store_->samples(info.id); samples.ok()) {
           for (const SampleRow& s : *samples) {
@@ -51,6 +52,7 @@ void RunHistoryModel::refresh() {
             r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
           }
         }
+        if (info.tokens) r.tokens = static_cast<double>(*info.tokens);
         r.info = std::move(info);
         rows_.push_back(std::move(r));
       }
@@ -95,7 +97,7 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
       if (raw) return i.started_at.value_or(i.created_at);
       return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(i.started_at.value_or(i.created_at))).toString("yyyy-MM-dd hh:mm");
     case kDuration: return raw ? QVariant(r.durationSeconds) : QVariant(formatDuration(r.durationSeconds));
-    case kTokens: return raw ? QVariant(static_cast<double>(i.tokens.value_or(0))) : QVariant(formatCount(static_cast<double>(i.tokens.value_or(0))));
+    case kTokens: return raw ? QVariant(r.tokens) : QVariant(formatCount(r.tokens));
     case kFinalLoss: return i.final_loss ? QVariant(raw ? *i.final_loss : QVariant(QString::number(*i.final_loss, 'f', 4))) : QVariant(raw ? 1e30 : QVariant("—"));
     case kPeakHbm: return raw ? QVariant(r.peakHbm) : QVariant(formatBytes(r.peakHbm));
     case kPeakDram: return raw ? QVariant(r.peakDram) : QVariant(formatBytes(r.peakDram));

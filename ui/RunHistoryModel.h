@@ -17,6 +17,7 @@ struct RunRow {
   RunInfo info;
   double durationSeconds = -1;
   double meanTokensPerSecond = -1;
+  double tokens = 0;  // the final count, or the latest step's while the run is going
   double peakHbm = -1, peakDram = -1, peakSsd = -1;  // bytes, -1 = no samples
 };
 
