@@ -1,5 +1,8 @@
 #include "train/streaming-engine.h"
 
+#include "tiers/device-arena.h"
+#include "tiers/host-pool.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -57,13 +60,13 @@ struct StreamingEngine::Impl {
   StreamingEngine* owner = nullptr;
 
   StreamId copy_stream = 0, d2h_stream = 0;
-  struct DevAlloc {
-    void* ptr;
-    size_t bytes;
-    Category cat;
-  };
-  std::vector<DevAlloc> dev_allocs;
-  std::vector<std::pair<void*, size_t>> host_allocs;
+  // The device arena holds every device buffer (weight slots, gradients, workspace, the
+  // checkpoints that fit); checkpoints that do not fit go to pinned host slabs. Both count their
+  // bytes in `counters` by tier and category.
+  std::unique_ptr<DeviceArena> arena;
+  std::unique_ptr<HostPool> pool;
+  std::vector<HostRegion> host_regions;  // after `pool`: released before it
+  int reservations = 0;
 
   struct Slot {
     void* ptr = nullptr;
@@ -96,24 +99,8 @@ struct StreamingEngine::Impl {
   Impl(Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* k)
       : be(b), st(s), cfg(c), counters(k), layout(s.layout()), mc(s.config()), act(dtype_size(b.act_dtype())) {}
 
-  ~Impl() {
-    for (auto& d : dev_allocs) {
-      be.device_free(d.ptr);
-      if (counters) counters->sub(Tier::kHbm, d.cat, static_cast<int64_t>(d.bytes));
-    }
-    for (auto& [p, bytes] : host_allocs) {
-      be.host_free_pinned(p);
-      if (counters) counters->sub(Tier::kDram, Category::kCheckpoints, static_cast<int64_t>(bytes));
-    }
-  }
-
   Result<void*> dev_alloc(size_t bytes, Category cat) {
-    bytes = align_bytes(bytes);
-    auto p = be.device_alloc(bytes);
-    if (!p.ok()) return p.status();
-    dev_allocs.push_back({*p, bytes, cat});
-    if (counters) counters->add(Tier::kHbm, cat, static_cast<int64_t>(bytes));
-    return *p;
+    return arena->reserve(std::string(category_name(cat)) + "." + std::to_string(reservations++), bytes, cat);
   }
 
   Status setup() {
@@ -132,6 +119,18 @@ struct StreamingEngine::Impl {
     }
     SPW_ASSIGN_OR_RETURN(copy_stream, be.create_stream());
     SPW_ASSIGN_OR_RETURN(d2h_stream, be.create_stream());
+    // One arena: what streaming needs plus every checkpoint, or what the device has free.
+    const WorkspaceShape shape = workspace_shape(mc, cfg);
+    const size_t buf_bytes = align_bytes(shape.tokens * shape.h * act);
+    const size_t buffers = (static_cast<size_t>(mc.num_layers) + 2) * cfg.max_micro_batches;  // checkpoints + dy
+    const uint64_t wanted = need + (cfg.keep_checkpoints_on_device ? buffers * buf_bytes : 0);
+    DeviceAllocator device{[this](size_t n) { return be.device_alloc(n); }, [this](void* p) { be.device_free(p); }, be.name()};
+    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(std::min<uint64_t>(wanted, free_bytes), device, counters, kDeviceAlign));
+    HostPoolConfig pc;
+    pc.slab_bytes = std::clamp<size_t>(buffers * buf_bytes, 1 << 20, 256 << 20);
+    HostAllocator host{[this](size_t n) { return be.host_alloc_pinned(n); }, [this](void* p, size_t) { be.host_free_pinned(p); },
+                       "pinned host memory (" + be.name() + ")"};
+    pool = std::make_unique<HostPool>(pc, host, counters);
 
     owner->plan_.capacity_bytes = total_bytes;
     slots.resize(cfg.weight_slots);
@@ -175,21 +174,16 @@ struct StreamingEngine::Impl {
     const size_t M = cfg.max_micro_batches;
     chk.resize((mc.num_layers + 1) * M);
     dy.resize(M);
-    const size_t buf_bytes = align_bytes(n * ws.h * act);
-    SPW_RETURN_IF_ERROR(be.device_memory_info(&free_bytes, &total_bytes));
-    size_t device_budget = cfg.keep_checkpoints_on_device && free_bytes > 4 * kDeviceAlign ? free_bytes - 4 * kDeviceAlign : 0;
     auto place = [&](ActBuf& b) -> Status {
-      if (buf_bytes <= device_budget) {
+      if (cfg.keep_checkpoints_on_device && arena->largest_free_bytes() >= buf_bytes) {
         SPW_ASSIGN_OR_RETURN(b.dev, dev_alloc(buf_bytes, Category::kCheckpoints));
-        device_budget -= buf_bytes;
         owner->plan_.checkpoint_bytes_device += buf_bytes;
         return {};
       }
-      auto h = be.host_alloc_pinned(buf_bytes);
-      if (!h.ok()) return h.status().with_context("pinned host memory for activation checkpoints");
-      b.host = *h;
-      host_allocs.emplace_back(b.host, buf_bytes);
-      if (counters) counters->add(Tier::kDram, Category::kCheckpoints, static_cast<int64_t>(buf_bytes));
+      auto h = pool->allocate(buf_bytes, Category::kCheckpoints, "activation checkpoint");
+      if (!h.ok()) return h.status();
+      b.host = h->data();
+      host_regions.push_back(std::move(*h));
       owner->plan_.checkpoint_bytes_host += buf_bytes;
       return {};
     };
