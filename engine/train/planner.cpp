@@ -132,8 +132,11 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
     reason = "HBM: needs " + gb(hbm_fixed) + " (2 weight slots of the largest block, gradient buffers, one micro-batch's "
              "activations) but has " + gb(device_cap) + "; lower micro_batch_size or seq_len";
   } else if (dram_needed > tiers["dram"]["free_bytes"].get<uint64_t>()) {
-    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(tiers["dram"]["free_bytes"].get<uint64_t>()) +
-             " is available; set placement.optimizer (and placement.master) to \"ssd\" or \"auto\" with an ssd_dir";
+    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(tiers["dram"]["free_bytes"].get<uint64_t>()) + " is available; " +
+             (opt_ssd && master_ssd
+                  ? std::string("what remains is the gradients and the weights the device streams: a smaller model, more "
+                                "DRAM, or the CUDA backend (its streamed copy is bf16)")
+                  : std::string("set placement.optimizer (and placement.master) to \"ssd\" or \"auto\" with an ssd_dir"));
   } else if (ssd_needed > 0 && ssd_needed > machine.ssd_free_bytes) {
     reason = "SSD: needs " + gb(ssd_needed) + " in " + (job.ssd_dir.empty() ? std::string("(no ssd_dir)") : job.ssd_dir) +
              " but " + gb(machine.ssd_free_bytes) + " is free; free space or choose another ssd_dir";
