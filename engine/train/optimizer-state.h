@@ -4,11 +4,23 @@
 // for_each_block() hands the optimizer every block's state in forward order as DRAM buffers. The
 // SSD store pipelines it three deep (DESIGN.md "Tiers", ZeRO-Infinity): block b+1 is read
 // SSD → DRAM staging while block b is updated and block b-1 is written back, so SSD time overlaps
-// CPU work. With the master weights on the SSD, ModelState's master buffer is the compute copy the
-// engine streams (fp32 on the CPU backend, bf16 on CUDA): the store refreshes it from the updated
-// master before the block is released. One optimizer thread uses a store at a time.
+// CPU work. On the SSD each block has one group per kind — "m.<block>", "v.<block>" and, with the
+// master there, "master.<block>" (block names from ParameterLayout: "embed", "layer.3", "head") —
+// so the tier counters see optimizer and master bytes under their own categories. With the
+// master weights on the SSD, ModelState's master buffer is the compute copy the engine streams
+// (fp32 on the CPU backend, bf16 on CUDA): the store refreshes it from the updated master before
+// the block is released.
+//
+// The SSD store is working state, not a checkpoint: it is never reopened (resume reads the
+// checkpoint folder), so it is not fsynced; checkpoints copy the state out through read_block().
+//
+// Thread-safety: one thread at a time uses a store (the optimizer thread during for_each_block, the
+// training thread for read_block/write_block while no step is in flight); the byte counters may be
+// read from any thread. Ownership: the store borrows ModelState (and counters, env), which must
+// outlive it; the SSD store owns its SsdStore and staging buffers.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -19,27 +31,42 @@ namespace spillway {
 
 class OptimizerStateStore {
  public:
+  // (block, phase, start, end): a timeline span; times in seconds of the clock given with it.
+  using SpanSink = std::function<void(size_t, const char*, double, double)>;
+
   virtual ~OptimizerStateStore() = default;
-  // update(b, master, m, v) for every block in order; `released(b)` once block b's compute copy
-  // is final (the next forward may stream it). Stops at the first I/O error, releasing the rest.
+  // update(b, master, m, v) for every block in order, each pointer a [numel(b)] fp32 array in DRAM;
+  // `released(b)` once block b's compute copy is final (the next forward may stream it). Stops at
+  // the first I/O error (kIo, kNoSpace, kCorrupt from the SSD store), releasing the rest unupdated.
   virtual Status for_each_block(const std::function<void(size_t, float*, float*, float*)>& update,
                                 const std::function<void(size_t)>& released) = 0;
-  // One block's state, for checkpoints and resume (`master` may be null: ModelState holds it).
+  // One block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may be
+  // null: read_block then skips it, write_block takes ModelState's master (which it also updates
+  // from a non-null `master`, as the compute copy).
   virtual Status read_block(size_t b, float* master, float* m, float* v) = 0;
   virtual Status write_block(size_t b, const float* master, const float* m, const float* v) = 0;
   virtual bool on_ssd() const = 0;
   virtual bool master_on_ssd() const = 0;
-  // Bytes read and written on the SSD so far (for per-step endurance figures).
+  // Bytes the update pipeline read from and wrote to the SSD so far (per-step endurance figures;
+  // checkpoint and resume traffic is not included). Safe from any thread.
   virtual uint64_t ssd_read_bytes() const { return 0; }
   virtual uint64_t ssd_write_bytes() const { return 0; }
+  // Receives "ssd_read" and "ssd_write" spans per block from for_each_block (start: submission,
+  // end: when the pipeline saw the transfer complete). Set while no step is in flight.
+  virtual void set_span_sink(SpanSink sink, std::function<double()> clock) {
+    (void)sink;
+    (void)clock;
+  }
 };
 
 // The DRAM store: ModelState's own master, exp_avg and exp_avg_sq (created with the optimizer).
 std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model);
 
-// The SSD store under `config.folder`: one group per block ([master |] m | v, fp32), initialised
-// from ModelState's master and zero moments. ModelState needs no moments of its own. kNoSpace
-// names the folder and the bytes needed when the disk cannot hold them.
+// The SSD store under `config.folder`: per block the groups above, the moments reading as zeros and
+// the master (when `master_on_ssd`) written from ModelState. ModelState needs no moments of its
+// own. Counts its groups on Tier::kSsd (kOptimizer, kMaster) and its DRAM staging (three blocks'
+// worth) on Tier::kDram kOptimizer in `counters` (may be null). kNoSpace names the folder and the
+// bytes needed when the disk cannot hold them; kIo when the folder cannot be made.
 Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdConfig& config,
                                                             bool master_on_ssd, TierCounters* counters = nullptr,
                                                             StorageEnv* env = StorageEnv::posix());

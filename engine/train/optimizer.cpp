@@ -33,6 +33,7 @@ StepStats Optimizer::begin_step(double lr) {
   s.clip_coef = clip_coefficient(s.grad_norm, clip_);
   {
     std::lock_guard lock(mu_);
+    if (!error_.ok()) return s;
     step_cfg_ = base_;
     step_cfg_.lr = lr;
     step_coef_ = s.clip_coef;

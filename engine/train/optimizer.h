@@ -36,16 +36,19 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Starts optimizer step state.step + 1 with learning rate `lr`; returns the norm at once, the
-  // updates run in the background. Waits for the previous step's updates first.
+  // updates run in the background. Waits for the previous step's updates first. After an update
+  // failed (status() not ok) it starts nothing: the state is no longer a consistent step.
   StepStats begin_step(double lr);
   // Blocks until block b has been updated by the step in flight (no-op when none is).
   void wait_block(size_t b);
   void wait_all();
   // The first error of an update (an SSD read or write); sticky. Check after wait_all.
   Status status() const;
-  // Receives an "optimizer" span per block (block index, start and end in seconds of `clock`),
-  // called from the optimizer thread. Set before the first begin_step.
+  // Receives an "optimizer" span per block (block index, start and end in seconds of `clock`), and
+  // with the state on the SSD its "ssd_read"/"ssd_write" spans, called from the optimizer thread.
+  // Set before the first begin_step.
   void set_span_sink(std::function<void(size_t, const char*, double, double)> sink, std::function<double()> clock) {
+    store_->set_span_sink(sink, clock);
     span_sink_ = std::move(sink);
     clock_ = std::move(clock);
   }

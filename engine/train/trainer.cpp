@@ -26,6 +26,7 @@
 #include "train/optimizer.h"
 #include "train/optimizer-state.h"
 #include "train/planner.h"
+#include "train/scratch-folder.h"
 #include "train/streaming-engine.h"
 
 namespace spillway {
@@ -96,13 +97,13 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   TierPlacement placement;
   std::string ssd_folder;
+  std::unique_ptr<ScratchFolder> scratch;  // ssd_folder, removed when the run ends
   uint64_t ssd_read_seen = 0, ssd_write_seen = 0;
 
   ~Impl() {
     optimizer.reset();
     opt_state.reset();
-    std::error_code ec;
-    if (!ssd_folder.empty()) fs::remove_all(ssd_folder, ec);
+    scratch.reset();
   }
   Dataset train_ds, eval_ds;
   std::optional<BatchIterator> iter;
@@ -160,14 +161,17 @@ struct Trainer::Impl {
     } else {
       state->init_random(job.init_seed);
     }
-    counters.set(Tier::kDram, Category::kMaster, static_cast<int64_t>(state->weight_bytes() / 2));
+    // With the master on the SSD, ModelState's master buffer is the compute copy of the weights.
+    counters.set(Tier::kDram, placement.master_on_ssd ? Category::kWeights : Category::kMaster,
+                 static_cast<int64_t>(state->weight_bytes() / 2));
     counters.set(Tier::kDram, Category::kGradients, static_cast<int64_t>(state->weight_bytes() / 2));
     counters.set(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(state->optimizer_bytes()));
     if (placement.optimizer_on_ssd) {
-      // Working state, not a checkpoint: a scratch folder per run, removed when the run ends.
+      // Working state, not a checkpoint: a scratch folder per run, removed when the run ends (or,
+      // after a SIGKILL, by the next run over the same ssd_dir).
+      SPW_ASSIGN_OR_RETURN(scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + new_run_id(), "spillway-state-"));
       SsdConfig sc;
-      sc.folder = (fs::path(job.ssd_dir) / ("spillway-state-" + new_run_id())).string();
-      ssd_folder = sc.folder;
+      sc.folder = ssd_folder = scratch->path();
       SPW_ASSIGN_OR_RETURN(opt_state, make_ssd_state(*state, sc, placement.master_on_ssd, &counters));
     } else {
       opt_state = make_dram_state(*state);

@@ -1,0 +1,436 @@
+// The AdamW trajectory against the PyTorch reference (../shared/data/golden, as golden-test.cpp)
+// with the optimizer state on the SSD tier, and with the master weights there too: same losses,
+// norms and final parameters to the same tolerances — and bit for bit the DRAM run's master weights
+// and moments, since the update math is the same. Also: checkpoints taken with state on the SSD
+// resume exactly (into either placement), faults while a checkpoint reads the state leave the last
+// one intact, the tier counters and timeline spans, and orphaned scratch folders of killed runs.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/file-util.h"
+#include "tiers/fault-env.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+#include "train/scratch-folder.h"
+#include "train/streaming-engine.h"
+#include "test-data.h"
+
+namespace spillway {
+namespace {
+namespace fs = std::filesystem;
+
+enum class Placement { kDram, kSsd, kSsdMaster };
+
+const char* placement_name(Placement p) {
+  return p == Placement::kDram ? "dram" : p == Placement::kSsd ? "ssd" : "ssd_master";
+}
+
+std::vector<int32_t> read_i32(const TensorStore& s, const std::string& name) {
+  const TensorInfo* t = s.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (!t) return {};
+  std::vector<int32_t> v(t->numel());
+  std::memcpy(v.data(), s.data(*t), t->nbytes());
+  return v;
+}
+
+std::vector<float> read_f32(const TensorStore& s, const std::string& name) {
+  const TensorInfo* t = s.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (!t) return {};
+  std::vector<float> v(t->numel());
+  EXPECT_TRUE(s.read_f32(*t, v.data(), v.size()).ok());
+  return v;
+}
+
+// One model's reference: meta.json and the batches and final parameters of the trajectory.
+struct Golden {
+  std::string name;
+  int B = 0, T = 0;
+  nlohmann::json meta;
+  std::unique_ptr<TensorStore> traj;
+  ParameterLayout layout;
+
+  explicit Golden(const std::string& n) : name(n) {
+    meta = nlohmann::json::parse(*read_file(testing::data_path("golden/" + name + "/meta.json")));
+    B = meta["B"];
+    T = meta["T"];
+    auto t = TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+    EXPECT_TRUE(t.ok());
+    traj = std::make_unique<TensorStore>(std::move(*t));
+    layout = ParameterLayout::build(*ModelConfig::load(testing::data_path("models/" + name)));
+  }
+  // StepBatch views the tokens: they stay in `tokens`, one pair per step.
+  StepBatch batch(int step, int mb) {
+    auto& [ids, labels] = tokens[step];
+    if (ids.empty()) {
+      ids = read_i32(*traj, "batch" + std::to_string(step) + ".input_ids");
+      labels = read_i32(*traj, "batch" + std::to_string(step) + ".labels");
+    }
+    return StepBatch{B / mb, mb, T, ids, labels};
+  }
+  std::map<int, std::pair<std::vector<int32_t>, std::vector<int32_t>>> tokens;
+  AdamWConfig adamw() const {
+    const auto& h = meta["adamw"];
+    AdamWConfig c;
+    c.lr = h["lr"];
+    c.beta1 = h["beta1"];
+    c.beta2 = h["beta2"];
+    c.eps = h["eps"];
+    c.weight_decay = h["weight_decay"];
+    return c;
+  }
+};
+
+// Engine + optimizer over a device of two weight slots, so that layers stream, with the AdamW
+// state in the chosen place. SSD blocks of 64 KiB: a block group spans several of them and ends
+// mid-block, so whole-block, partial-block and multi-request paths all run.
+struct Rig {
+  std::unique_ptr<compute::Backend> backend;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<OptimizerStateStore> store;
+  std::unique_ptr<StreamingEngine> engine;
+  std::unique_ptr<Optimizer> opt;
+
+  Status init(const Golden& g, int mb, Placement p, const std::string& folder, TierCounters* counters = nullptr,
+              StorageEnv* env = StorageEnv::posix()) {
+    StreamingConfig cfg;
+    cfg.weight_slots = 2;
+    cfg.micro_batch_size = mb;
+    cfg.max_micro_batches = g.B / mb;
+    cfg.seq_len = g.T;
+    backend = compute::make_cpu_backend(StreamingEngine::required_device_bytes(g.layout, cfg, 4) + 1024);
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(testing::data_path("models/" + g.name)));
+    SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    if (p == Placement::kDram) {
+      store = make_dram_state(*state);
+    } else {
+      SsdConfig sc;
+      sc.folder = folder;
+      sc.block_bytes = 64 << 10;
+      sc.queue_depth = 8;
+      SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc, p == Placement::kSsdMaster, counters, env));
+    }
+    SPW_ASSIGN_OR_RETURN(engine, StreamingEngine::create(*backend, *state, cfg));
+    opt = std::make_unique<Optimizer>(*state, g.adamw(), g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    Optimizer* o = opt.get();
+    engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
+    return {};
+  }
+
+  // Golden steps [first, last): returns the first failure.
+  Status run(Golden& g, int mb, int first, int last, std::vector<double>* losses = nullptr,
+             std::vector<double>* norms = nullptr) {
+    for (int s = first; s < last; ++s) {
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(g.batch(s, mb)));
+      StepStats st = opt->begin_step(g.meta["adamw"]["lr"].get<double>());
+      SPW_RETURN_IF_ERROR(opt->status());
+      if (losses) losses->push_back(r.loss());
+      if (norms) norms->push_back(st.grad_norm);
+    }
+    opt->wait_all();
+    return opt->status();
+  }
+
+  // master, m, v of block b as the store holds them.
+  void block(size_t b, std::vector<float>* master, std::vector<float>* m, std::vector<float>* v) {
+    const size_t n = state->layout().blocks()[b].numel;
+    master->resize(n), m->resize(n), v->resize(n);
+    ASSERT_TRUE(store->read_block(b, master->data(), m->data(), v->data()).ok());
+  }
+};
+
+// Every block's master, m and v of `a` and `b` are the same bits.
+void expect_identical(Rig& a, Rig& b, const std::string& what) {
+  std::vector<float> ma, mb, va, vb, pa, pb;
+  for (size_t k = 0; k < a.state->num_blocks(); ++k) {
+    a.block(k, &pa, &ma, &va);
+    b.block(k, &pb, &mb, &vb);
+    const std::string name = a.state->layout().blocks()[k].name;
+    EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * 4)) << what << ": master of " << name;
+    EXPECT_EQ(0, std::memcmp(ma.data(), mb.data(), ma.size() * 4)) << what << ": exp_avg of " << name;
+    EXPECT_EQ(0, std::memcmp(va.data(), vb.data(), va.size() * 4)) << what << ": exp_avg_sq of " << name;
+    // The compute copy the engine streams is the master itself on the CPU backend.
+    EXPECT_EQ(0, std::memcmp(a.state->master(k), pa.data(), pa.size() * 4)) << what << ": compute copy of " << name;
+    EXPECT_EQ(0, std::memcmp(b.state->master(k), pb.data(), pb.size() * 4)) << what << ": compute copy of " << name;
+  }
+}
+
+struct Case {
+  std::string model;
+  int micro_batch_size;
+  Placement placement;
+};
+
+class SsdGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SsdGolden, AdamWTrajectoryMatchesReferenceAndDramBitForBit) {
+  SPILLWAY_REQUIRE_DATA();
+  const Case c = GetParam();
+  Golden g(c.model);
+  testing::TempDir dir;
+  Rig dram, ssd;
+  { Status st_ = dram.init(g, c.micro_batch_size, Placement::kDram, ""); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  Status st = ssd.init(g, c.micro_batch_size, c.placement, dir.path() + "/state");
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const int steps = g.meta["adamw"]["steps"];
+  std::vector<double> losses, norms, dram_losses, dram_norms;
+  { Status st_ = dram.run(g, c.micro_batch_size, 0, steps, &dram_losses, &dram_norms); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  st = ssd.run(g, c.micro_batch_size, 0, steps, &losses, &norms);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+
+  // The reference, to golden-test.cpp's tolerances.
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), 1e-5) << "step " << s + 1;
+    EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
+    EXPECT_EQ(losses[s], dram_losses[s]) << "step " << s + 1;
+    EXPECT_EQ(norms[s], dram_norms[s]) << "step " << s + 1;
+  }
+  double num = 0, den = 0;
+  for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+    for (const ParamView& p : g.layout.blocks()[b].params) {
+      auto ref = read_f32(*g.traj, p.name);
+      const float* x = ssd.state->master(b) + p.offset;
+      for (size_t i = 0; i < p.numel; ++i) {
+        num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+      }
+    }
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-4);
+  auto after = ssd.engine->forward(g.batch(steps, c.micro_batch_size));
+  ASSERT_TRUE(after.ok());
+  EXPECT_NEAR(after->loss(), g.meta["loss_after"].get<double>(), 5e-5);
+
+  // The same math as DRAM: every bit of master, exp_avg and exp_avg_sq.
+  expect_identical(dram, ssd, placement_name(c.placement));
+  // Per step: each block read and written once, m and v (and the master).
+  uint64_t fp32 = 0;
+  for (const auto& b : g.layout.blocks()) fp32 += b.numel * 4;
+  const uint64_t kinds = c.placement == Placement::kSsdMaster ? 3 : 2;
+  EXPECT_EQ(ssd.store->ssd_read_bytes(), steps * kinds * fp32);
+  EXPECT_EQ(ssd.store->ssd_write_bytes(), steps * kinds * fp32);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SsdGolden,
+    ::testing::Values(Case{"stories260K", 4, Placement::kSsd}, Case{"stories260K", 2, Placement::kSsdMaster},
+                      Case{"qwen2-tiny", 3, Placement::kSsd}, Case{"qwen2-tiny", 1, Placement::kSsdMaster},
+                      Case{"llama-mha-tiny", 2, Placement::kSsdMaster}),
+    [](const auto& info) {
+      std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) + "_" +
+                      placement_name(info.param.placement);
+      for (char& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+// Two steps, a checkpoint, two more steps; against a run resumed from that checkpoint into a fresh
+// rig of each placement: the same bits at the end. The checkpoint itself holds the SSD state's
+// moments (self-contained safetensors), and resume writes them back into the new SSD store.
+TEST(SsdCheckpoint, ResumesBitExactIntoEitherPlacement) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  testing::TempDir dir;
+  Rig straight;
+  { Status st_ = straight.init(g, 2, Placement::kSsdMaster, dir.path() + "/straight"); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  { Status st_ = straight.run(g, 2, 0, 2); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  TrainerState ts;
+  ts.step = 2;
+  auto ckpt = save_checkpoint(dir.path() + "/checkpoints", *straight.state, ts, straight.store.get());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+  { Status st_ = straight.run(g, 2, 2, 4); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+
+  for (Placement p : {Placement::kDram, Placement::kSsd, Placement::kSsdMaster}) {
+    Rig resumed;
+    { Status st_ = resumed.init(g, 2, p, dir.path() + "/resumed-" + placement_name(p)); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    auto loaded = load_checkpoint(*ckpt, *resumed.state, resumed.store.get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    EXPECT_EQ(loaded->step, 2);
+    EXPECT_EQ(resumed.state->step, 2);
+    { Status st_ = resumed.run(g, 2, 2, 4); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    expect_identical(straight, resumed, std::string("resumed into ") + placement_name(p));
+  }
+}
+
+struct CheckpointFault {
+  const char* name;
+  FaultPlan (*plan)(const FaultInjectingEnv& env);
+  const char* message;
+};
+
+class SsdCheckpointFaults : public ::testing::TestWithParam<CheckpointFault> {};
+
+// A fault while the checkpoint reads the moments off the SSD: a clear error, no new checkpoint
+// folder (nor a leftover temporary one), the previous checkpoint unchanged and loadable, and —
+// since the fault was in the read path only — the next attempt succeeds.
+TEST_P(SsdCheckpointFaults, ClearErrorLastCheckpointIntactRetrySucceeds) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  testing::TempDir dir;
+  FaultInjectingEnv env;
+  Rig rig;
+  { Status st_ = rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", nullptr, &env); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  { Status st_ = rig.run(g, 4, 0, 1); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  const std::string checkpoints = dir.path() + "/checkpoints";
+  TrainerState ts;
+  ts.step = 1;
+  auto good = save_checkpoint(checkpoints, *rig.state, ts, rig.store.get());
+  ASSERT_TRUE(good.ok());
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::recursive_directory_iterator(*good))
+    if (e.is_regular_file()) before[e.path().string()] = *read_file(e.path().string());
+
+  { Status st_ = rig.run(g, 4, 1, 2); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  env.set_plan(GetParam().plan(env));
+  ts.step = 2;
+  auto bad = save_checkpoint(checkpoints, *rig.state, ts, rig.store.get());
+  ASSERT_FALSE(bad.ok()) << GetParam().name;
+  const std::string msg = bad.status().to_string();
+  EXPECT_NE(msg.find(GetParam().message), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checkpoint at step 2"), std::string::npos) << msg;
+  EXPECT_EQ(list_checkpoints(checkpoints), std::vector<std::string>{*good});
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(checkpoints)) ++entries, (void)e;
+  EXPECT_EQ(entries, 1u) << "a temporary folder was left behind";
+  for (const auto& [path, bytes] : before) EXPECT_TRUE(*read_file(path) == bytes) << path << " changed";
+  auto fresh = ModelState::create(g.layout, true);
+  ASSERT_TRUE(fresh.ok());
+  auto loaded = load_checkpoint(*good, **fresh);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->step, 1);
+
+  env.set_plan(FaultPlan{});
+  auto retry = save_checkpoint(checkpoints, *rig.state, ts, rig.store.get());
+  EXPECT_TRUE(retry.ok()) << retry.status().to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, SsdCheckpointFaults,
+    ::testing::Values(
+        CheckpointFault{"eio", [](const FaultInjectingEnv& e) { FaultPlan p; p.eio_on_op = e.ops() + 5; return p; },
+                        "Input/output error"},
+        CheckpointFault{"flipped_byte",
+                        [](const FaultInjectingEnv& e) { FaultPlan p; p.flip_byte_on_read = e.reads() + 7; return p; },
+                        "checksum"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A failed update leaves a state that is no longer one step: the optimizer reports it and refuses
+// to start another step, and the engine never waits forever on an unreleased block.
+TEST(SsdOptimizer, ErrorIsStickyAndStopsFurtherSteps) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  testing::TempDir dir;
+  FaultInjectingEnv env;
+  Rig rig;
+  { Status st_ = rig.init(g, 4, Placement::kSsd, dir.path() + "/state", nullptr, &env); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  { Status st_ = rig.run(g, 4, 0, 1); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  FaultPlan p;
+  p.enospc_from_write = env.writes() + 3;
+  env.set_plan(p);
+  Status st = rig.run(g, 4, 1, 2);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), ErrorCode::kNoSpace) << st.to_string();
+  const int64_t step = rig.state->step;
+  const uint64_t reads = rig.store->ssd_read_bytes();
+  // The next forward runs (no block is left unreleased); the next step starts nothing.
+  auto r = rig.engine->forward_backward(g.batch(2, 4));
+  ASSERT_TRUE(r.ok());
+  rig.opt->begin_step(1e-3);
+  rig.opt->wait_all();
+  EXPECT_FALSE(rig.opt->status().ok());
+  EXPECT_EQ(rig.state->step, step);
+  EXPECT_EQ(rig.store->ssd_read_bytes(), reads);
+}
+
+// Held bytes by tier and category, link bytes, and the per-block timeline spans.
+TEST(SsdOptimizer, CountsBytesByCategoryAndEmitsSpans) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  testing::TempDir dir;
+  TierCounters counters;
+  uint64_t fp32 = 0, max_block = 0;
+  for (const auto& b : g.layout.blocks()) fp32 += b.numel * 4, max_block = std::max<uint64_t>(max_block, b.numel * 4);
+  {
+    Rig rig;
+    { Status st_ = rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", &counters); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    // Group files are padded to whole 64 KiB blocks.
+    EXPECT_GE(counters.held(Tier::kSsd, Category::kOptimizer), static_cast<int64_t>(2 * fp32));
+    EXPECT_LT(counters.held(Tier::kSsd, Category::kOptimizer), static_cast<int64_t>(2 * fp32 + 2 * g.layout.num_blocks() * (64 << 10)));
+    EXPECT_GE(counters.held(Tier::kSsd, Category::kMaster), static_cast<int64_t>(fp32));
+    EXPECT_LT(counters.held(Tier::kSsd, Category::kMaster), static_cast<int64_t>(fp32 + g.layout.num_blocks() * (64 << 10)));
+    EXPECT_EQ(counters.held(Tier::kDram, Category::kOptimizer), static_cast<int64_t>(3 * 3 * max_block));  // staging
+
+    std::mutex mu;
+    std::map<std::string, std::vector<size_t>> spans;
+    bool ordered = true;
+    double t = 0;
+    rig.opt->set_span_sink(
+        [&](size_t b, const char* phase, double start, double end) {
+          std::lock_guard lock(mu);
+          spans[phase].push_back(b);
+          ordered = ordered && start <= end;
+        },
+        [&] { std::lock_guard lock(mu); return t += 1.0; });
+    const uint64_t read0 = counters.moved(Link::kSsdRead), write0 = counters.moved(Link::kSsdWrite);
+    { Status st_ = rig.run(g, 4, 0, 1); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    EXPECT_GE(counters.moved(Link::kSsdRead) - read0, 3 * fp32);
+    EXPECT_GE(counters.moved(Link::kSsdWrite) - write0, 3 * fp32);
+    std::vector<size_t> all(g.layout.num_blocks());
+    for (size_t b = 0; b < all.size(); ++b) all[b] = b;
+    EXPECT_EQ(spans["ssd_read"], all);
+    EXPECT_EQ(spans["optimizer"], all);
+    EXPECT_EQ(spans["ssd_write"], all);
+    EXPECT_TRUE(ordered);
+  }
+  // Closing the store returns every byte it held.
+  EXPECT_EQ(counters.held(Tier::kSsd, Category::kOptimizer), 0);
+  EXPECT_EQ(counters.held(Tier::kSsd, Category::kMaster), 0);
+  EXPECT_EQ(counters.held(Tier::kDram, Category::kOptimizer), 0);
+}
+
+// A run that dies (here: a child that _exits without cleaning up) leaves its scratch folder; the
+// next run over the same parent removes it, while a live run's folder is left alone.
+TEST(ScratchFolder, OrphansOfDeadRunsAreRemovedLiveOnesKept) {
+  testing::TempDir dir;
+  auto live = ScratchFolder::create(dir.path(), "spillway-state-live", "spillway-state-");
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE(write_file_atomic((*live)->path() + "/m.embed.blk", "x").ok());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto dead = ScratchFolder::create(dir.path(), "spillway-state-dead");
+    if (!dead.ok() || !write_file_atomic((*dead)->path() + "/v.head.blk", "y").ok()) _exit(1);
+    _exit(0);  // no destructor: like SIGKILL, the folder and its lock file stay
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(fs::exists(dir.path() + "/spillway-state-dead/v.head.blk"));
+  fs::create_directories(dir.path() + "/unrelated");
+
+  auto next = ScratchFolder::create(dir.path(), "spillway-state-next", "spillway-state-");
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/spillway-state-dead"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/spillway-state-dead.lock"));
+  EXPECT_TRUE(fs::exists((*live)->path() + "/m.embed.blk"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/unrelated"));
+  EXPECT_EQ(remove_orphaned_scratch(dir.path(), "spillway-state-"), 0);
+
+  const std::string path = (*next)->path();
+  next->reset();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".lock"));
+}
+
+}  // namespace
+}  // namespace spillway
