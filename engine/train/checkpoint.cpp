@@ -1,9 +1,12 @@
 #include "train/checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -21,6 +24,22 @@ std::string step_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step-%06lld", static_cast<long long>(step));
   return buf;
+}
+
+// Removes `step-*.tmp-<pid>` folders of checkpoint writers that died mid-write (SIGKILL, power
+// loss): they are never complete, and each can be as big as a checkpoint.
+void remove_dead_temporaries(const std::string& checkpoints_dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const size_t at = n.find(".tmp-");
+    if (!n.starts_with("step-") || at == std::string::npos) continue;
+    const long pid = std::strtol(n.c_str() + at + 5, nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      std::error_code ignore;
+      fs::remove_all(e.path(), ignore);
+    }
+  }
 }
 
 }  // namespace
@@ -52,6 +71,7 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   std::error_code ec;
   fs::create_directories(checkpoints_dir, ec);
   if (ec) return io_error("cannot create " + checkpoints_dir + ": " + ec.message());
+  remove_dead_temporaries(checkpoints_dir);
   const std::string final_dir = (fs::path(checkpoints_dir) / step_name(trainer.step)).string();
   const std::string tmp = final_dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);

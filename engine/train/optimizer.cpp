@@ -31,9 +31,16 @@ StepStats Optimizer::begin_step(double lr) {
   StepStats s;
   s.grad_norm = std::sqrt(sq);
   s.clip_coef = clip_coefficient(s.grad_norm, clip_);
+  if (posted_) {
+    s.prev_update_ssd_read_bytes = store_->ssd_read_bytes() - pass_read_start_;
+    s.prev_update_ssd_write_bytes = store_->ssd_write_bytes() - pass_write_start_;
+  }
   {
     std::lock_guard lock(mu_);
     if (!error_.ok()) return s;
+    pass_read_start_ = store_->ssd_read_bytes();
+    pass_write_start_ = store_->ssd_write_bytes();
+    posted_ = true;
     step_cfg_ = base_;
     step_cfg_.lr = lr;
     step_coef_ = s.clip_coef;

@@ -25,6 +25,10 @@ namespace spillway {
 struct StepStats {
   double grad_norm = 0;   // before clipping
   float clip_coef = 1.0f; // factor applied to the gradients
+  // SSD bytes of the previous step's update, which begin_step waited for (0 with the state in
+  // DRAM, and on the first step): exact per update, for endurance figures.
+  uint64_t prev_update_ssd_read_bytes = 0;
+  uint64_t prev_update_ssd_write_bytes = 0;
 };
 
 class Optimizer {
@@ -69,6 +73,8 @@ class Optimizer {
   AdamWConfig step_cfg_;
   float step_coef_ = 1.0f;
   int64_t step_number_ = 0;
+  uint64_t pass_read_start_ = 0, pass_write_start_ = 0;  // store counters when the last step was posted
+  bool posted_ = false;
   std::function<void(size_t, const char*, double, double)> span_sink_;
   std::function<double()> clock_;
   std::thread thread_;  // last: it starts after every member it uses is constructed

@@ -98,7 +98,6 @@ struct Trainer::Impl {
   TierPlacement placement;
   std::string ssd_folder;
   std::unique_ptr<ScratchFolder> scratch;  // ssd_folder, removed when the run ends
-  uint64_t ssd_read_seen = 0, ssd_write_seen = 0;
 
   ~Impl() {
     optimizer.reset();
@@ -403,10 +402,8 @@ struct Trainer::Impl {
       (void)events->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
                           {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
                           {"step_s", dt}, {"total_steps", total_steps},
-                          {"ssd_read_bytes", opt_state->ssd_read_bytes() - ssd_read_seen},
-                          {"ssd_write_bytes", opt_state->ssd_write_bytes() - ssd_write_seen}});
-      ssd_read_seen = opt_state->ssd_read_bytes();
-      ssd_write_seen = opt_state->ssd_write_bytes();
+                          {"ssd_read_bytes", st.prev_update_ssd_read_bytes},
+                          {"ssd_write_bytes", st.prev_update_ssd_write_bytes}});
       (void)store->add_metric(run_id, MetricRow{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops,
                                                  events->now_s()});
       if (job.log_every > 0 && progress.step % job.log_every == 0) {
