@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -20,6 +21,8 @@
 
 namespace spillway::ui {
 namespace {
+
+const char* kLinkNames[] = {"h2d", "d2h", "ssd_read", "ssd_write"};
 
 QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString& yLabel) {
   auto* p = new QCustomPlot;
@@ -75,10 +78,9 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   tiers_[1] = new TierChart("dram", tr("DRAM (host)"));
   tiers_[2] = new TierChart("ssd", tr("SSD"));
   links_ = makePlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"));
-  const QStringList linkNames = {"h2d", "d2h", "ssd_read", "ssd_write"};
   const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"), QColor("#d62728")};
   for (int i = 0; i < 4; ++i) {
-    links_->addGraph()->setName(linkNames[i]);
+    links_->addGraph()->setName(kLinkNames[i]);
     links_->graph(i)->setPen(QPen(linkColors[i], 1.5));
   }
   loss_ = makePlot(tr("Loss and learning rate"), tr("step"), tr("loss"));
@@ -120,6 +122,10 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   connect(checkpoint_, &QPushButton::clicked, this, [this] { WorkerClient::signal(pid(), SIGUSR1); });
   connect(&timer_, &QTimer::timeout, this, &LivePage::tick);
   timer_.setInterval(250);
+  // The folder too: events.jsonl may not exist yet, and a watched file that is replaced drops out.
+  auto mark = [this] { changed_ = true; };
+  connect(&watcher_, &QFileSystemWatcher::fileChanged, this, mark);
+  connect(&watcher_, &QFileSystemWatcher::directoryChanged, this, mark);
 }
 
 void LivePage::attach(const QString& runDir, qint64 pid) {
@@ -129,11 +135,38 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
   pause_->setText(tr("Pause"));
   series_ = RunSeries();
   tail_.reset(runDir);
+  if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
+  if (!watcher_.directories().isEmpty()) watcher_.removePaths(watcher_.directories());
+  watcher_.addPath(runDir);
+  if (QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
+  changed_ = true;
   logShown_ = 0;
   log_->clear();
   title_->setText(runDir);
   timer_.start();
   tick();
+}
+
+QStringList LivePage::linkLegend() const {
+  // The capacities the worker measured at start (its plan event): the host-device copy rate for
+  // H2D and D2H, the SSD folder's rate for the SSD links when the plan carries it.
+  const QJsonObject machine = series_.plan["machine"].toObject();
+  const double h2d = machine["h2d_bytes_per_s"].toDouble() / 1e9;
+  const double ssd = machine["ssd_bytes_per_s"].toDouble() / 1e9;
+  const double caps[] = {h2d, h2d, ssd, ssd};
+  QStringList out;
+  for (int i = 0; i < 4; ++i) {
+    const QString name = kLinkNames[i];
+    const Ring& r = series_.linkGbps.value(name);
+    if (r.isEmpty()) {
+      out << tr("%1 (unavailable)").arg(name);
+    } else if (caps[i] > 0) {
+      out << tr("%1 %2 GB/s (%3% of %4 GB/s)").arg(name).arg(r.lastY(), 0, 'f', 2).arg(100 * r.lastY() / caps[i], 0, 'f', 0).arg(caps[i], 0, 'f', 1);
+    } else {
+      out << tr("%1 %2 GB/s").arg(name).arg(r.lastY(), 0, 'f', 2);
+    }
+  }
+  return out;
 }
 
 qint64 LivePage::pid() {
@@ -156,6 +189,10 @@ void LivePage::pauseOrResume() {
 }
 
 int LivePage::tick() {
+  if (!changed_ && ++quietTicks_ < 4) return 0;
+  changed_ = false;
+  quietTicks_ = 0;
+  if (watcher_.files().isEmpty() && QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
   const int n = tail_.poll(series_);
   if (n > 0) redraw();
   const bool finished = series_.state == "completed" || series_.state == "stopped" || series_.state == "failed";
@@ -170,15 +207,12 @@ void LivePage::redraw() {
   for (TierChart* t : tiers_) t->update(s);
   double linkTop = 0;
   for (int i = 0; i < 4; ++i) {
-    const QString name = links_->graph(i)->name();
-    const Ring& r = s.linkGbps.value(name);
+    const Ring& r = s.linkGbps.value(kLinkNames[i]);
     links_->graph(i)->setData(r.x, r.y, true);
     for (double v : r.y) linkTop = std::max(linkTop, v);
   }
-  // % of the measured link capacity (the plan's probe) in the legend.
-  const double h2dCap = s.plan["machine"].toObject()["h2d_bytes_per_s"].toDouble() / 1e9;
-  if (h2dCap > 0 && !s.linkGbps.value("h2d").isEmpty())
-    links_->graph(0)->setName(QString("h2d (%1% of %2 GB/s)").arg(100 * s.linkGbps.value("h2d").lastY() / h2dCap, 0, 'f', 0).arg(h2dCap, 0, 'f', 1));
+  const QStringList legend = linkLegend();
+  for (int i = 0; i < 4; ++i) links_->graph(i)->setName(legend[i]);
   links_->rescaleAxes();
   links_->yAxis->setRange(0, std::max(linkTop * 1.1, 0.01));
   links_->replot(QCustomPlot::rpQueuedReplot);
@@ -201,13 +235,16 @@ void LivePage::redraw() {
   for (int i = s.stepSeconds.size() - k; i < s.stepSeconds.size(); ++i) recent += s.stepSeconds.y[i];
   const double eta = k ? recent / k * static_cast<double>(s.totalSteps - s.lastStep) : -1;
   progress_->setFormat(QString("step %1 / %2").arg(s.lastStep).arg(s.totalSteps));
-  status_->setText(tr("%1 · loss %2 · %3 tokens/s · ETA %4")
+  const bool stepped = !s.loss.isEmpty();
+  status_->setText(tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
                        .arg(s.state.isEmpty() ? tr("starting") : s.state)
-                       .arg(s.loss.lastY(), 0, 'f', 4)
-                       .arg(s.tokensPerSecond.lastY(), 0, 'f', 0)
-                       .arg(s.state == "training" ? formatDuration(eta) : QStringLiteral("—")));
-  for (; logShown_ < s.log.size(); ++logShown_) log_->appendPlainText(s.log[logShown_]);
-  if (logShown_ > s.log.size()) logShown_ = s.log.size();
+                       .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
+                       .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0) : QStringLiteral("—"))
+                       .arg(formatCount(static_cast<double>(s.tokens)))
+                       .arg(s.state == "training" && k > 0 ? formatDuration(eta) : QStringLiteral("—")));
+  const qint64 first = s.logTotal - s.log.size();  // the ring may have dropped older lines
+  for (logShown_ = std::max(logShown_, first); logShown_ < s.logTotal; ++logShown_)
+    log_->appendPlainText(s.log[static_cast<int>(logShown_ - first)]);
 }
 
 }  // namespace spillway::ui

@@ -1,10 +1,13 @@
 // LivePage: a running (or finished) run as it happens — HBM, DRAM and SSD by category, link
 // throughput (also as % of the measured capacity), loss (raw faint, smoothed bold), learning rate,
 // tokens/s and TFLOPS, the layer timeline, progress with ETA, the log, and Pause / Stop / Save
-// checkpoint wired to the worker by signals. A timer polls events.jsonl and redraws once per tick
-// (STYLE.md 11); nothing is read or parsed between ticks.
+// checkpoint wired to the worker by signals. A QFileSystemWatcher marks events.jsonl changed; a
+// 250 ms timer reads what was appended (also every second without a change notice, which network
+// file systems do not send) and redraws once per tick (STYLE.md 11); nothing is parsed between
+// ticks. GUI thread; owns its widgets through Qt parenting, borrows the RunStore.
 #pragma once
 
+#include <QFileSystemWatcher>
 #include <QTimer>
 #include <QWidget>
 
@@ -36,8 +39,10 @@ class LivePage : public QWidget {
   const QString& runDir() const { return runDir_; }
   const RunSeries& series() const { return series_; }
   qint64 pid();
-  // One timer tick: poll the events and redraw (public for tests).
+  // One timer tick: poll the events and redraw (public for tests). Returns the new events.
   int tick();
+  // The link names with their share of the measured link capacity, as the legend shows them.
+  QStringList linkLegend() const;
 
  private:
   void redraw();
@@ -50,7 +55,10 @@ class LivePage : public QWidget {
   EventTail tail_;
   RunSeries series_;
   QTimer timer_;
-  int logShown_ = 0;
+  QFileSystemWatcher watcher_;
+  bool changed_ = true;  // events.jsonl changed since the last poll
+  int quietTicks_ = 0;   // ticks without a change notice
+  qint64 logShown_ = 0;  // log lines shown, counted like RunSeries::logTotal
   QLabel* title_;
   QProgressBar* progress_;
   QLabel* status_;

@@ -15,6 +15,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
+#include <QProcess>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSaveFile>
@@ -27,6 +28,7 @@
 
 #include "Format.h"
 #include "PlanView.h"
+#include "PlotTheme.h"
 #include "WorkerClient.h"
 #include "history/run-store.h"
 
@@ -125,6 +127,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   histogram_->setMinimumSize(280, 160);
   histogram_->xAxis->setLabel(tr("tokens per example"));
   histogram_->yAxis->setLabel(tr("examples"));
+  PlotTheme::follow(histogram_);
   prow->addWidget(preview_, 3);
   prow->addWidget(histogram_, 2);
   dl->addLayout(prow);
@@ -361,16 +364,54 @@ QString NewRunPage::writeJob(QString* error) {
 void NewRunPage::plan() {
   QString error;
   const QString job = writeJob(&error);
+  if (planProcess_) {
+    planProcess_->disconnect(this);
+    planProcess_->kill();
+    planProcess_->waitForFinished(1000);
+    planProcess_->deleteLater();
+    planProcess_ = nullptr;
+  }
   if (job.isEmpty()) {
     PlanResult r;
     r.error = error;
     planView_->setPlan(r);
+    emit planned(r);
     return;
   }
-  QApplication::setOverrideCursor(Qt::WaitCursor);
-  planView_->setPlan(WorkerClient::plan(job));
-  QApplication::restoreOverrideCursor();
+  const QString worker = WorkerClient::workerPath();
+  if (worker.isEmpty()) {
+    PlanResult r;
+    r.error = tr("spillway-worker was not found next to the app or on PATH");
+    planView_->setPlan(r);
+    emit planned(r);
+    return;
+  }
+  planView_->setBusy(tr("Planning: measuring this machine…"));
+  planButton_->setEnabled(false);
+  planProcess_ = new QProcess(this);
+  QProcess* p = planProcess_;
+  connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus) {
+    const PlanResult r = PlanResult::fromWorkerOutput(p->readAllStandardOutput(), p->readAllStandardError(), code);
+    p->deleteLater();
+    planProcess_ = nullptr;
+    planButton_->setEnabled(true);
+    planView_->setPlan(r);
+    emit planned(r);
+  });
+  connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;  // the others end in finished()
+    PlanResult r;
+    r.error = tr("Could not start spillway-worker: %1").arg(p->errorString());
+    p->deleteLater();
+    planProcess_ = nullptr;
+    planButton_->setEnabled(true);
+    planView_->setPlan(r);
+    emit planned(r);
+  });
+  p->start(worker, {"plan", job, "--json"});
 }
+
+bool NewRunPage::planning() const { return planProcess_ != nullptr; }
 
 bool NewRunPage::launch(QString* runDirOut) {
   QString error;

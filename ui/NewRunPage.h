@@ -1,6 +1,7 @@
 // NewRunPage: configure a run — model and dataset pickers with validation and preview, training
 // settings, tier placement, the plan from `spillway-worker plan`, Launch and "Copy command line".
-// GUI thread; the model check and the dataset preview run when a path is chosen.
+// GUI thread; the model check and the dataset preview run when a path is chosen, the plan in a
+// child process.
 #pragma once
 
 #include <QWidget>
@@ -8,12 +9,14 @@
 #include "DatasetPreview.h"
 #include "JobSettings.h"
 #include "ModelInfo.h"
+#include "PlanResult.h"
 
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
+class QProcess;
 class QPushButton;
 class QSpinBox;
 class QTextBrowser;
@@ -38,12 +41,16 @@ class NewRunPage : public QWidget {
 
   // Writes job.json into a new folder under the jobs folder and returns its path ("" + error).
   QString writeJob(QString* error);
-  // Plan and Launch, as the buttons do (also used by tests and the screenshot mode).
+  // Plan and Launch, as the buttons do (also used by tests and the screenshot mode). plan() runs
+  // `spillway-worker plan` in the background (it measures the machine, about a second) and shows
+  // the result when it ends; a newer plan() cancels one still going.
   void plan();
+  bool planning() const;
   bool launch(QString* runDir = nullptr);
 
  signals:
   void launched(const QString& runDir, qint64 pid);
+  void planned(const PlanResult& plan);
 
  private:
   void validateModel();
@@ -67,6 +74,7 @@ class NewRunPage : public QWidget {
   PlanView* planView_;
   QPushButton *planButton_, *launchButton_, *copyButton_;
   QString lastJobPath_;
+  QProcess* planProcess_ = nullptr;
 };
 
 }  // namespace spillway::ui

@@ -31,6 +31,11 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(message_);
 }
 
+void PlanView::setBusy(const QString& message) {
+  summary_->setText(message);
+  message_->clear();
+}
+
 QString PlanView::tierText(int i) const { return bars_[i]->format(); }
 
 void PlanView::setPlan(const PlanResult& plan) {

@@ -1,6 +1,6 @@
 // PlanView: the plan of a job before launch — a bar per tier (HBM, DRAM, SSD: needed against
 // free and total), the predicted step time, tokens/s, ETA and bottleneck, and a red message when
-// the job does not fit, saying what to change.
+// the job does not fit, saying what to change. GUI thread; owns its widgets.
 #pragma once
 
 #include <QWidget>
@@ -17,6 +17,7 @@ class PlanView : public QWidget {
  public:
   explicit PlanView(QWidget* parent = nullptr);
   void setPlan(const PlanResult& plan);
+  void setBusy(const QString& message);  // while the worker plans
   const PlanResult& plan() const { return plan_; }
   QString tierText(int i) const;  // for tests
 

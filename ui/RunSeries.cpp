@@ -21,6 +21,12 @@ constexpr int kMaxLog = 2000;
 const char* kCategories[] = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
 }  // namespace
 
+void RunSeries::appendLog(const QString& line) {
+  if (log.size() >= kMaxLog) log.erase(log.begin(), log.begin() + kMaxLog / 4);
+  log << line;
+  ++logTotal;
+}
+
 bool RunSeries::apply(const QByteArray& line) {
   const QJsonDocument doc = QJsonDocument::fromJson(line);
   if (!doc.isObject()) return false;
@@ -44,6 +50,11 @@ bool RunSeries::apply(const QByteArray& line) {
     timeAtStep.append(step, t);
   } else if (type == "eval") {
     evalLoss.append(e["step"].toDouble(), e["loss"].toDouble());
+    appendLog(QString("[%1 s] eval at step %2: loss %3, perplexity %4")
+                  .arg(t, 0, 'f', 1)
+                  .arg(e["step"].toInt())
+                  .arg(e["loss"].toDouble(), 0, 'f', 4)
+                  .arg(e["perplexity"].toDouble(), 0, 'f', 2));
   } else if (type == "sample") {
     const QJsonObject tiers = e["tiers"].toObject();
     for (const QString& tier : {QStringLiteral("hbm"), QStringLiteral("dram"), QStringLiteral("ssd")}) {
@@ -76,12 +87,11 @@ bool RunSeries::apply(const QByteArray& line) {
     state = e["state"].toString();
     if (e.contains("run_id")) runId = e["run_id"].toString();
     if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
-  } else if (type == "log" || type == "error" || type == "checkpoint" || type == "eval") {
-    QString text = type == "log" ? e["message"].toString()
-                   : type == "error" ? "error: " + e["message"].toString()
-                                     : QString("checkpoint at step %1: %2").arg(e["step"].toInt()).arg(e["path"].toString());
-    if (log.size() >= kMaxLog) log.erase(log.begin(), log.begin() + kMaxLog / 4);
-    log << QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text);
+  } else if (type == "log" || type == "error" || type == "checkpoint") {
+    const QString text = type == "log"     ? e["message"].toString()
+                         : type == "error" ? "error: " + e["message"].toString()
+                                           : QString("checkpoint at step %1: %2").arg(e["step"].toInt()).arg(e["path"].toString());
+    appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text));
   } else if (type == "plan") {
     plan = e;
   }

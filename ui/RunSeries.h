@@ -42,11 +42,13 @@ struct RunSeries {
   QMap<QString, Ring> linkGbps;        // "h2d", "d2h", "ssd_read", "ssd_write"
   QVector<Span> spans;                 // the most recent, bounded
   QStringList log;                     // log and error lines, bounded
+  qint64 logTotal = 0;                 // lines ever appended; log holds the last log.size() of them
   QJsonObject plan;
   int lines = 0;
 
   // Applies one event; returns false for a line that is not a JSON object with a type.
   bool apply(const QByteArray& line);
+  void appendLog(const QString& line);  // keeps at most a bounded number of lines
 };
 
 }  // namespace spillway::ui

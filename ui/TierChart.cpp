@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "PlotTheme.h"
+
 namespace spillway::ui {
 
 void placeLegendBelow(QCustomPlot* plot, int columns) {
@@ -18,6 +20,7 @@ void placeLegendBelow(QCustomPlot* plot, int columns) {
   plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
   plot->legend->setWrap(columns);
   plot->legend->setMargins(QMargins(2, 0, 2, 0));
+  PlotTheme::follow(plot);
 }
 
 const QStringList& categoryNames() {
@@ -51,6 +54,11 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   capacity_->setName(tr("capacity"));
   capacity_->setPen(QPen(Qt::red, 1.5, Qt::DashLine));
   placeLegendBelow(this, 4);
+  unavailable_ = new QCPItemText(this);
+  unavailable_->position->setType(QCPItemPosition::ptAxisRectRatio);
+  unavailable_->position->setCoords(0.5, 0.5);
+  unavailable_->setText(tr("unavailable"));
+  unavailable_->setColor(palette().color(QPalette::PlaceholderText));
   setMinimumHeight(200);
 }
 
@@ -79,6 +87,7 @@ void TierChart::update(const RunSeries& series) {
   } else {
     capacity_->data()->clear();
   }
+  unavailable_->setVisible(x.isEmpty());
   if (!x.isEmpty()) xAxis->setRange(x.first(), std::max(x.last(), x.first() + 1));
   yAxis->setRange(0, std::max({top * 1.15, cap * 1.05, 1e-6}));
   replot(rpQueuedReplot);

@@ -1,6 +1,7 @@
 // TierChart: one memory tier's bytes by category as a stacked area over time, with the tier's
 // capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below).
-// update() copies the series' ring buffers and queues one replot.
+// update() copies the series' ring buffers and queues one replot. A tier the worker does not
+// report is shown as unavailable, never as zero (STYLE.md 10). GUI thread only.
 #pragma once
 
 #include <QString>
@@ -20,6 +21,7 @@ class TierChart : public QCustomPlot {
  private:
   QString tier_;
   QCPGraph* capacity_;
+  QCPItemText* unavailable_;  // shown while the worker reports nothing for this tier
   QVector<QCPGraph*> layers_;
 };
 

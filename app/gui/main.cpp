@@ -39,10 +39,10 @@ int main(int argc, char** argv) {
   window.show();
   if (parser.isSet(shots)) {
     const QString dir = parser.value(shots);
+    window.newRunPage()->plan();  // in the background; done well before the screenshots
     QDir().mkpath(dir);
     QTimer::singleShot(static_cast<int>(parser.value(wait).toDouble() * 1000), &window, [&window, dir] {
       using W = spillway::ui::MainWindow;
-      window.newRunPage()->plan();
       window.showPage(W::kNewRun);
       QApplication::processEvents();
       window.grab().save(dir + "/new-run.png");

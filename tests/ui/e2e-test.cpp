@@ -3,6 +3,8 @@
 // re-attaches to it live, and the run appears in History.
 #include <signal.h>
 
+#include <QFileInfo>
+#include <QSignalSpy>
 #include <QTest>
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include "LivePage.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
+#include "PlanView.h"
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
 #include "test-data.h"
@@ -26,8 +29,34 @@ bool waitFor(const std::function<bool()>& cond, int ms) {
   return cond();
 }
 
+#define REQUIRE_WORKER()                                                             \
+  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
+
+TEST(EndToEnd, PlanFromTheWorker) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
+  qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
+  qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
+  NewRunPage page;
+  page.setModelPath(QString::fromStdString(spillway::testing::data_path("models/stories260K")));
+  page.setDatasetPath(QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
+  QSignalSpy spy(&page, &NewRunPage::planned);
+  page.plan();
+  EXPECT_TRUE(page.planning());  // in the background: the window stays responsive
+  ASSERT_TRUE(spy.wait(60000));
+  const PlanResult& plan = page.planView()->plan();
+  ASSERT_TRUE(plan.ok) << plan.error.toStdString();
+  EXPECT_TRUE(plan.fits) << plan.reason.toStdString();
+  EXPECT_EQ(plan.tiers.size(), 3);
+  EXPECT_GT(plan.tokensPerSecond, 0);
+  EXPECT_TRUE(page.planView()->tierText(1).startsWith("needs")) << page.planView()->tierText(1).toStdString();
+}
+
 TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
   spillway::testing::TempDir tmp;
   qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
   qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));

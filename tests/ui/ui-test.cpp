@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include <QFile>
+#include <QPlainTextEdit>
 #include <QJsonDocument>
 #include <QProgressBar>
 #include <QTableWidget>
@@ -16,6 +17,7 @@
 #include "EventTail.h"
 #include "HistoryPage.h"
 #include "JobSettings.h"
+#include "LivePage.h"
 #include "ModelInfo.h"
 #include "PlanResult.h"
 #include "PlanView.h"
@@ -158,6 +160,32 @@ TEST(EventTail, ParsesEventsIntoBoundedSeriesAcrossPartialLines) {
   for (int i = 0; i < 100; ++i) r.append(i, i);
   EXPECT_LE(r.size(), 8);  // bounded
   EXPECT_DOUBLE_EQ(r.lastY(), 99);
+}
+
+TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
+  TempDir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  std::ofstream f(path);
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})" << "\n";
+  f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5e9}})" << "\n";
+  f << R"({"type":"sample","t":1,"tiers":{"dram":{"master_bytes":2000,"capacity_bytes":9000}},"links":{"h2d_gbps":2.5}})" << "\n";
+  f.flush();
+  LivePage live;
+  live.attach(q(dir.path()), 12345);
+  EXPECT_EQ(live.series().lines, 3);
+  const QStringList legend = live.linkLegend();
+  ASSERT_EQ(legend.size(), 4);
+  EXPECT_EQ(legend[0], "h2d 2.50 GB/s (50% of 5.0 GB/s)");  // of the plan's measured 5 GB/s
+  EXPECT_EQ(legend[1], "d2h (unavailable)");          // not reported: never shown as zero
+  // More lines than the log ring holds: every line reaches the log view exactly once.
+  for (int i = 0; i < 2600; ++i) f << R"({"type":"log","t":2,"level":"info","message":"line )" << i << R"("})" << "\n";
+  f.flush();
+  for (int i = 0; i < 5 && live.series().logTotal < 2600; ++i) live.tick();
+  EXPECT_EQ(live.series().logTotal, 2600);
+  EXPECT_LT(live.series().log.size(), 2600);  // bounded
+  auto* log = live.findChild<QPlainTextEdit*>();
+  ASSERT_NE(log, nullptr);
+  EXPECT_TRUE(log->toPlainText().endsWith("line 2599"));
 }
 
 TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
