@@ -1,5 +1,6 @@
 #include "train/optimizer-state.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace spillway {
@@ -8,10 +9,9 @@ namespace {
 class DramState final : public OptimizerStateStore {
  public:
   explicit DramState(ModelState& m) : model_(m) {}
-  Status for_each_block(const std::function<void(size_t, float*, float*, float*)>& update,
-                        const std::function<void(size_t)>& released) override {
+  Status for_each_block(const UpdateFn& update, const std::function<void(size_t)>& released) override {
     for (size_t b = 0; b < model_.num_blocks(); ++b) {
-      update(b, model_.master(b), model_.exp_avg(b), model_.exp_avg_sq(b));
+      update(b, 0, model_.layout().blocks()[b].numel, model_.master(b), model_.exp_avg(b), model_.exp_avg_sq(b));
       released(b);
     }
     return {};
@@ -43,7 +43,11 @@ constexpr const char* kKindPrefix[] = {"master.", "m.", "v."};
 
 class SsdState final : public OptimizerStateStore {
  public:
-  SsdState(ModelState& m, bool master, TierCounters* counters) : model_(m), master_(master), counters_(counters) {}
+  SsdState(ModelState& m, const SsdStateConfig& c, TierCounters* counters)
+      : model_(m), master_(c.master_on_ssd), counters_(counters) {
+    const size_t bb = c.store.block_bytes;
+    chunk_numel_ = std::max<size_t>(1, (c.chunk_bytes + bb - 1) / bb) * bb / sizeof(float);
+  }
   ~SsdState() override {
     store_.reset();  // finishes in-flight requests before the staging they target goes away
     if (counters_) counters_->sub(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
@@ -51,12 +55,12 @@ class SsdState final : public OptimizerStateStore {
 
   Status init(const SsdConfig& config, StorageEnv* env) {
     SPW_ASSIGN_OR_RETURN(store_, SsdStore::open(config, counters_, env));
-    const size_t max_bytes = model_.layout().max_block_numel() * sizeof(float);
+    const size_t piece_bytes = std::min(chunk_numel_, model_.layout().max_block_numel()) * sizeof(float);
     for (Stage& s : stage_) {
       for (int k = first_kind(); k <= kV; ++k) {
         // 4096-aligned, so whole SSD blocks move without the store's own staging copy.
-        SPW_ASSIGN_OR_RETURN(s.buf[k], AlignedBuffer::allocate(max_bytes, 4096));
-        staging_bytes_ += max_bytes;
+        SPW_ASSIGN_OR_RETURN(s.buf[k], AlignedBuffer::allocate(piece_bytes, 4096));
+        staging_bytes_ += piece_bytes;
       }
     }
     if (counters_) counters_->add(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
@@ -71,66 +75,70 @@ class SsdState final : public OptimizerStateStore {
         (void)id;  // consumed by wait_all below
       }
     }
+    for (size_t b = 0; b < model_.num_blocks(); ++b) {
+      for (size_t off = 0; off < numel(b); off += chunk_numel_) pieces_.push_back({b, off, std::min(chunk_numel_, numel(b) - off)});
+    }
     return store_->wait_all();
   }
 
-  Status for_each_block(const std::function<void(size_t, float*, float*, float*)>& update,
-                        const std::function<void(size_t)>& released) override {
-    const size_t n = model_.num_blocks();
+  Status for_each_block(const UpdateFn& update, const std::function<void(size_t)>& released) override {
+    const size_t n = pieces_.size();
     std::vector<Transfer> reads(n), writes(n);
+    std::vector<double> read_start(model_.num_blocks()), write_start(model_.num_blocks());
     auto now = [&] { return span_sink_ ? clock_() : 0.0; };
-    auto read = [&](size_t b) -> Status {
-      Transfer& t = reads[b];
-      t.start = now();
+    auto issue = [&](size_t i, bool write) -> Status {
+      const Piece& p = pieces_[i];
+      Transfer& t = write ? writes[i] : reads[i];
+      if (p.offset == 0) (write ? write_start : read_start)[p.block] = now();
       for (int k = first_kind(); k <= kV; ++k) {
-        SPW_ASSIGN_OR_RETURN(t.ids[t.count], store_->read_async(group(k, b), 0, stage_[b % 3].buf[k].data(), bytes(b)));
-        ++t.count;
-        read_bytes_ += bytes(b);
+        void* buf = stage_[i % 3].buf[k].data();
+        const uint64_t at = p.offset * sizeof(float);
+        auto id = write ? store_->write_async(group(k, p.block), at, buf, p.count * sizeof(float))
+                        : store_->read_async(group(k, p.block), at, buf, p.count * sizeof(float));
+        if (!id.ok()) return id.status();
+        t.ids[t.count++] = *id;
+        (write ? write_bytes_ : read_bytes_) += p.count * sizeof(float);
       }
       return {};
     };
-    auto write = [&](size_t b) -> Status {
-      Transfer& t = writes[b];
-      t.start = now();
-      for (int k = first_kind(); k <= kV; ++k) {
-        SPW_ASSIGN_OR_RETURN(t.ids[t.count], store_->write_async(group(k, b), 0, stage_[b % 3].buf[k].data(), bytes(b)));
-        ++t.count;
-        write_bytes_ += bytes(b);
-      }
-      return {};
-    };
-    auto finish = [&](Transfer& t, size_t b, const char* phase) {
+    auto finish = [&](size_t i, bool write) {
+      Transfer& t = write ? writes[i] : reads[i];
       Status first;
-      for (int i = 0; i < t.count; ++i) {
-        Status s = store_->wait(t.ids[i]);
+      for (int j = 0; j < t.count; ++j) {
+        Status s = store_->wait(t.ids[j]);
         if (first.ok() && !s.ok()) first = s;
       }
-      if (t.count && span_sink_) span_sink_(b, phase, t.start, clock_());
+      const Piece& p = pieces_[i];
+      if (t.count && span_sink_ && p.offset + p.count == numel(p.block)) {
+        span_sink_(p.block, write ? "ssd_write" : "ssd_read", (write ? write_start : read_start)[p.block], clock_());
+      }
       t.count = 0;
       return first;
     };
 
-    Status error = read(0);
-    size_t b = 0;
-    for (; b < n && error.ok(); ++b) {
-      // Stage (b+1) % 3 last held block b-2: its write-back must be done before it is refilled.
-      if (b >= 2) error = finish(writes[b - 2], b - 2, "ssd_write");
-      if (error.ok() && b + 1 < n) error = read(b + 1);
-      if (error.ok()) error = finish(reads[b], b, "ssd_read");
+    Status error = n ? issue(0, false) : Status();
+    size_t i = 0;
+    for (; i < n && error.ok(); ++i) {
+      // Stage (i+1) % 3 last held piece i-2: its write-back must be done before it is refilled.
+      if (i >= 2) error = finish(i - 2, true);
+      if (error.ok() && i + 1 < n) error = issue(i + 1, false);
+      if (error.ok()) error = finish(i, false);
       if (!error.ok()) break;
-      Stage& s = stage_[b % 3];
-      float* master = master_ ? s.buf[kMasterKind].as<float>() : model_.master(b);
-      update(b, master, s.buf[kM].as<float>(), s.buf[kV].as<float>());
+      const Piece& p = pieces_[i];
+      Stage& s = stage_[i % 3];
+      float* master = master_ ? s.buf[kMasterKind].as<float>() : model_.master(p.block) + p.offset;
+      update(p.block, p.offset, p.count, master, s.buf[kM].as<float>(), s.buf[kV].as<float>());
       // The compute copy the next forward streams (fp32 on the CPU backend).
-      if (master_) std::memcpy(model_.master(b), master, bytes(b));
-      released(b);
-      error = write(b);
+      if (master_) std::memcpy(model_.master(p.block) + p.offset, master, p.count * sizeof(float));
+      if (p.offset + p.count == numel(p.block)) released(p.block);
+      error = issue(i, true);
     }
-    for (; b < n; ++b) released(b);  // after an error: nobody waits forever
-    for (size_t i = 0; i < n; ++i) {
-      Status s = finish(writes[i], i, "ssd_write");
+    // After an error nobody may wait forever: release the blocks not yet released.
+    for (size_t b = i < n ? pieces_[i].block : model_.num_blocks(); b < model_.num_blocks(); ++b) released(b);
+    for (size_t j = 0; j < n; ++j) {
+      Status s = finish(j, true);
       if (error.ok()) error = s;
-      (void)finish(reads[i], i, "ssd_read");  // only after an error: reads issued ahead
+      (void)finish(j, false);  // only after an error: reads issued ahead
     }
     Status drained = store_->wait_all();
     return error.ok() ? drained : error;
@@ -159,16 +167,19 @@ class SsdState final : public OptimizerStateStore {
 
  private:
   struct Stage {
-    AlignedBuffer buf[3];  // [kind][max_block_numel] fp32
+    AlignedBuffer buf[3];  // [kind][piece] fp32
+  };
+  struct Piece {
+    size_t block, offset, count;  // elements [offset, offset + count) of the block
   };
   struct Transfer {
     SsdRequestId ids[3] = {};
     int count = 0;
-    double start = 0;
   };
 
   int first_kind() const { return master_ ? kMasterKind : kM; }
-  size_t bytes(size_t b) const { return model_.layout().blocks()[b].numel * sizeof(float); }
+  size_t numel(size_t b) const { return model_.layout().blocks()[b].numel; }
+  size_t bytes(size_t b) const { return numel(b) * sizeof(float); }
   std::string group(int kind, size_t b) const { return kKindPrefix[kind] + model_.layout().blocks()[b].name; }
 
   // Moves the kinds whose pointer is non-null between the SSD and the caller's buffers, all at once.
@@ -196,8 +207,10 @@ class SsdState final : public OptimizerStateStore {
   ModelState& model_;
   bool master_;
   TierCounters* counters_;
+  size_t chunk_numel_;  // a multiple of the store's block size (and so of kParamAlignment)
   std::unique_ptr<SsdStore> store_;
-  Stage stage_[3];  // read b+1 / update b / write b-1, by b % 3
+  std::vector<Piece> pieces_;
+  Stage stage_[3];  // read i+1 / update i / write i-1, by piece i % 3
   uint64_t staging_bytes_ = 0;
   std::atomic<uint64_t> read_bytes_{0}, write_bytes_{0};
   SpanSink span_sink_;
@@ -208,11 +221,21 @@ class SsdState final : public OptimizerStateStore {
 
 std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model) { return std::make_unique<DramState>(model); }
 
+Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdStateConfig& config,
+                                                            TierCounters* counters, StorageEnv* env) {
+  if (config.store.block_bytes == 0 || config.store.block_bytes % 4096)
+    return invalid_argument("SSD state: block_bytes must be a positive multiple of 4096");
+  auto s = std::make_unique<SsdState>(model, config, counters);
+  SPW_RETURN_IF_ERROR(s->init(config.store, env));
+  return std::unique_ptr<OptimizerStateStore>(std::move(s));
+}
+
 Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdConfig& config, bool master_on_ssd,
                                                             TierCounters* counters, StorageEnv* env) {
-  auto s = std::make_unique<SsdState>(model, master_on_ssd, counters);
-  SPW_RETURN_IF_ERROR(s->init(config, env));
-  return std::unique_ptr<OptimizerStateStore>(std::move(s));
+  SsdStateConfig c;
+  c.store = config;
+  c.master_on_ssd = master_on_ssd;
+  return make_ssd_state(model, c, counters, env);
 }
 
 }  // namespace spillway

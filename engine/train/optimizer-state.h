@@ -2,9 +2,12 @@
 // the SSD tier (engine/tiers/ssd-store), with the fp32 master weights optionally there too.
 //
 // for_each_block() hands the optimizer every block's state in forward order as DRAM buffers. The
-// SSD store pipelines it three deep (DESIGN.md "Tiers", ZeRO-Infinity): block b+1 is read
-// SSD → DRAM staging while block b is updated and block b-1 is written back, so SSD time overlaps
-// CPU work. On the SSD each block has one group per kind — "m.<block>", "v.<block>" and, with the
+// SSD store pipelines it three deep (DESIGN.md "Tiers", ZeRO-Infinity): piece i+1 is read
+// SSD → DRAM staging while piece i is updated and piece i-1 is written back, so SSD time overlaps
+// CPU work. A piece is a block, or a chunk of a big one (16 MiB per kind by default), so that the
+// staging stays small whatever the block size (a 7B layer is 800 MB per kind) and the first read
+// that nothing overlaps is short; chunks start at multiples of the store's block size, so no
+// write straddles a checksum block. On the SSD each block has one group per kind — "m.<block>", "v.<block>" and, with the
 // master there, "master.<block>" (block names from ParameterLayout: "embed", "layer.3", "head") —
 // so the tier counters see optimizer and master bytes under their own categories. With the
 // master weights on the SSD, ModelState's master buffer is the compute copy the engine streams
@@ -34,12 +37,15 @@ class OptimizerStateStore {
   // (block, phase, start, end): a timeline span; times in seconds of the clock given with it.
   using SpanSink = std::function<void(size_t, const char*, double, double)>;
 
+  // update(b, offset, count, master, m, v) over every block in order, in pieces: elements
+  // [offset, offset + count) of block b, each pointer a [count] fp32 array in DRAM; offsets are
+  // multiples of kParamAlignment, so AdamW's tiles fall as in one pass over the block (the result
+  // is bit-identical). `released(b)` once block b's compute copy is final (the next forward may
+  // stream it). Stops at the first I/O error (kIo, kNoSpace, kCorrupt from the SSD store),
+  // releasing the rest unupdated.
+  using UpdateFn = std::function<void(size_t, size_t, size_t, float*, float*, float*)>;
   virtual ~OptimizerStateStore() = default;
-  // update(b, master, m, v) for every block in order, each pointer a [numel(b)] fp32 array in DRAM;
-  // `released(b)` once block b's compute copy is final (the next forward may stream it). Stops at
-  // the first I/O error (kIo, kNoSpace, kCorrupt from the SSD store), releasing the rest unupdated.
-  virtual Status for_each_block(const std::function<void(size_t, float*, float*, float*)>& update,
-                                const std::function<void(size_t)>& released) = 0;
+  virtual Status for_each_block(const UpdateFn& update, const std::function<void(size_t)>& released) = 0;
   // One block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may be
   // null: read_block then skips it, write_block takes ModelState's master (which it also updates
   // from a non-null `master`, as the compute copy).
@@ -51,8 +57,9 @@ class OptimizerStateStore {
   // checkpoint and resume traffic is not included). Safe from any thread.
   virtual uint64_t ssd_read_bytes() const { return 0; }
   virtual uint64_t ssd_write_bytes() const { return 0; }
-  // Receives "ssd_read" and "ssd_write" spans per block from for_each_block (start: submission,
-  // end: when the pipeline saw the transfer complete). Set while no step is in flight.
+  // Receives "ssd_read" and "ssd_write" spans per block from for_each_block (start: submission of
+  // its first piece, end: when the pipeline saw its last piece complete). Set while no step is in
+  // flight.
   virtual void set_span_sink(SpanSink sink, std::function<double()> clock) {
     (void)sink;
     (void)clock;
@@ -62,11 +69,21 @@ class OptimizerStateStore {
 // The DRAM store: ModelState's own master, exp_avg and exp_avg_sq (created with the optimizer).
 std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model);
 
-// The SSD store under `config.folder`: per block the groups above, the moments reading as zeros and
-// the master (when `master_on_ssd`) written from ModelState. ModelState needs no moments of its
-// own. Counts its groups on Tier::kSsd (kOptimizer, kMaster) and its DRAM staging (three blocks'
-// worth) on Tier::kDram kOptimizer in `counters` (may be null). kNoSpace names the folder and the
-// bytes needed when the disk cannot hold them; kIo when the folder cannot be made.
+struct SsdStateConfig {
+  SsdConfig store;               // folder, I/O block size, queue depth
+  bool master_on_ssd = false;    // the fp32 master weights too, not only m and v
+  size_t chunk_bytes = 16 << 20; // pipeline piece per kind; rounded up to store.block_bytes
+};
+
+// The SSD store under `config.store.folder`: per block the groups above, the moments reading as
+// zeros and the master (when on the SSD) written from ModelState. ModelState needs no moments of
+// its own. Counts its groups on Tier::kSsd (kOptimizer, kMaster) and its DRAM staging (three
+// pieces of each kind) on Tier::kDram kOptimizer in `counters` (may be null). kNoSpace names the
+// folder and the bytes needed when the disk cannot hold them; kIo when the folder cannot be made.
+Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdStateConfig& config,
+                                                            TierCounters* counters = nullptr,
+                                                            StorageEnv* env = StorageEnv::posix());
+// The same with the default chunk size.
 Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdConfig& config,
                                                             bool master_on_ssd, TierCounters* counters = nullptr,
                                                             StorageEnv* env = StorageEnv::posix());

@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace spillway {
@@ -76,11 +77,23 @@ void Optimizer::run() {
     const float coef = step_coef_;
     const int64_t step = step_number_;
     lock.unlock();
+    double t0 = 0.0;
     Status st = store_->for_each_block(
-        [&](size_t b, float* master, float* m, float* v) {
-          const double t0 = span_sink_ ? clock_() : 0.0;
-          adamw_update_block(state_.layout().blocks()[b], master, m, v, state_.grad(b), cfg, step, coef);
-          if (span_sink_) span_sink_(b, "optimizer", t0, clock_());
+        [&](size_t b, size_t offset, size_t count, float* master, float* m, float* v) {
+          const BlockLayout& block = state_.layout().blocks()[b];
+          if (span_sink_ && offset == 0) t0 = clock_();
+          if (offset == 0 && count == block.numel) {
+            adamw_update_block(block, master, m, v, state_.grad(b), cfg, step, coef);
+          } else {
+            // A piece of the block: each parameter's part of it, the padding untouched as above.
+            for (const ParamView& p : block.params) {
+              const size_t lo = std::max(offset, p.offset), hi = std::min(offset + count, p.offset + p.numel);
+              if (lo >= hi) continue;
+              adamw_update_range(master + (lo - offset), m + (lo - offset), v + (lo - offset), state_.grad(b) + lo,
+                                 hi - lo, cfg, step, coef, p.decay);
+            }
+          }
+          if (span_sink_ && offset + count == block.numel) span_sink_(b, "optimizer", t0, clock_());
         },
         [&](size_t b) {
           std::lock_guard guard(mu_);
