@@ -1,5 +1,7 @@
 #include "train/optimizer-state.h"
 
+#include "tiers/byte-size.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -55,6 +57,16 @@ class SsdState final : public OptimizerStateStore {
 
   Status init(const SsdConfig& config, StorageEnv* env) {
     SPW_ASSIGN_OR_RETURN(store_, SsdStore::open(config, counters_, env));
+    // All groups at once, so that a disk too small says what the whole state needs, not one group.
+    uint64_t need = 0;
+    for (size_t b = 0; b < model_.num_blocks(); ++b) {
+      need += (kV - first_kind() + 1) * ((bytes(b) + config.block_bytes - 1) / config.block_bytes * config.block_bytes);
+    }
+    if (auto free = env->free_bytes(config.folder); free.ok() && *free < need) {
+      return no_space("the AdamW state" + std::string(master_ ? " and master weights" : "") + " need " +
+                      format_bytes(need) + " under " + config.folder + " but only " + format_bytes(*free) +
+                      " are free: free space there, choose another placement.ssd_dir, or keep them in DRAM");
+    }
     const size_t piece_bytes = std::min(chunk_numel_, model_.layout().max_block_numel()) * sizeof(float);
     for (Stage& s : stage_) {
       for (int k = first_kind(); k <= kV; ++k) {

@@ -356,6 +356,23 @@ TEST(SsdOptimizer, ErrorIsStickyAndStopsFurtherSteps) {
   EXPECT_EQ(rig.store->ssd_read_bytes(), reads);
 }
 
+// A disk too small for the whole state: one clear error up front with what is needed and free.
+TEST(SsdOptimizer, DiskTooSmallSaysWhatIsNeeded) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  testing::TempDir dir;
+  FaultInjectingEnv env;
+  FaultPlan p;
+  p.free_bytes_override = 1 << 20;
+  env.set_plan(p);
+  Rig rig;
+  Status st = rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", nullptr, &env);
+  ASSERT_EQ(st.code(), ErrorCode::kNoSpace) << st.to_string();
+  EXPECT_NE(st.message().find("AdamW state and master weights need"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(dir.path() + "/state"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("placement.ssd_dir"), std::string::npos) << st.message();
+}
+
 // Held bytes by tier and category, link bytes, and the per-block timeline spans.
 TEST(SsdOptimizer, CountsBytesByCategoryAndEmitsSpans) {
   SPILLWAY_REQUIRE_DATA();
