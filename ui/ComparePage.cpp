@@ -2,6 +2,8 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <optional>
+
 #include <QFile>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -9,6 +11,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QPainter>
 #include <QPushButton>
 #include <QSlider>
 #include <QSplitter>
@@ -19,6 +22,7 @@
 #include <qcustomplot.h>
 
 #include "ConfigDiff.h"
+#include "Format.h"
 #include "TierChart.h"
 #include "RunHistoryModel.h"
 
@@ -30,7 +34,7 @@ QCustomPlot* plot(const QString& title, const QString& y) {
   p->plotLayout()->insertRow(0);
   p->plotLayout()->addElement(0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
   p->yAxis->setLabel(y);
-  placeLegendBelow(p, 2);
+  placeLegendBelow(p, 1);
   p->setMinimumHeight(180);
   return p;
 }
@@ -93,10 +97,41 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   });
 }
 
+void ComparePage::setXAxis(XAxis x) { xAxis_->setCurrentIndex(x); }
+
 void ComparePage::setRuns(const QStringList& ids) {
   runIds_ = ids;
   redraw();
 }
+
+namespace {
+
+// The x of each step for the chosen axis: 0 step, 1 tokens, 2 wall time; nullopt when the row
+// lacks it (a missing value is left out, never drawn as zero).
+std::optional<double> xOf(const MetricRow& m, int mode) {
+  if (mode == 0) return static_cast<double>(m.step);
+  if (mode == 1) return m.tokens ? std::optional<double>(static_cast<double>(*m.tokens)) : std::nullopt;
+  return m.t_s;
+}
+
+// Maps a wall time onto the chosen axis by linear interpolation over the steps' times (samples
+// are taken by time, not by step), from (t 0, x 0) up to the last step; later times clamp.
+double timeToX(double t, const QVector<double>& stepT, const QVector<double>& stepX) {
+  double t0 = 0, x0 = 0;
+  for (int i = 0; i < stepT.size(); ++i) {
+    if (t <= stepT[i]) return stepT[i] > t0 ? x0 + (stepX[i] - x0) * (t - t0) / (stepT[i] - t0) : stepX[i];
+    t0 = stepT[i], x0 = stepX[i];
+  }
+  return x0;
+}
+
+QString shortLabel(const RunInfo& run) {
+  // Ids read "yyyyMMdd-hhmmss-xxxxxx"; the time and suffix tell apart runs of the same name.
+  const QString id = QString::fromStdString(run.id);
+  return QString::fromStdString(run.name) + " · " + (id.size() > 9 ? id.mid(9) : id);
+}
+
+}  // namespace
 
 void ComparePage::redraw() {
   for (QCustomPlot* p : {loss_, speed_, memory_}) p->clearGraphs();
@@ -105,55 +140,80 @@ void ComparePage::redraw() {
   const double w = smoothing_->value() / 100.0;
   const int mode = xAxis_->currentIndex();
   QStringList jobs, names;
+  struct TierCurve {
+    QString label;
+    QColor color;
+    Qt::PenStyle style;
+    QVector<double> x, bytes;
+  };
+  QVector<TierCurve> tierCurves;
+  double maxBytes = 0;
   for (int k = 0; k < runIds_.size(); ++k) {
     const std::string id = runIds_[k].toStdString();
     auto run = store->get_run(id);
     if (!run.ok()) continue;
     jobs << QString::fromStdString(run->job_json);
-    names << QString::fromStdString(run->name + " (" + run->id + ")");
+    names << shortLabel(*run);
     const QColor color = QColor::fromHsv((k * 67) % 360, 200, 200);
     auto metrics = store->metrics(id);
-    QVector<double> x, loss, tps;
+    QVector<double> lx, loss, sx, tps, stepT, stepX;
     if (metrics.ok()) {
       for (const MetricRow& m : *metrics) {
-        x << (mode == 0 ? m.step : mode == 1 ? static_cast<double>(m.tokens.value_or(0)) : m.t_s.value_or(0));
-        loss << m.loss.value_or(0);
-        tps << m.tokens_per_s.value_or(0);
+        const std::optional<double> x = xOf(m, mode);
+        if (!x) continue;
+        if (m.loss) lx << *x, loss << *m.loss;
+        if (m.tokens_per_s) sx << *x, tps << *m.tokens_per_s;
+        if (m.t_s) stepT << *m.t_s, stepX << *x;
       }
     }
     auto* g = loss_->addGraph();
     g->setName(names.last());
     g->setPen(QPen(color, 2));
-    g->setData(x, ema(loss, w));
+    g->setData(lx, ema(loss, w));
     auto* s = speed_->addGraph();
     s->setName(names.last());
     s->setPen(QPen(color, 2));
-    s->setData(x, ema(tps, w));
-    // Tier usage against wall time (samples are per second, not per step).
+    s->setData(sx, ema(tps, w));
+    // Tier usage: the samples' used bytes per tier, a pen style per tier.
     auto samples = store->samples(id);
-    QVector<double> t, dram, hbm;
-    if (samples.ok()) {
-      for (const SampleRow& r : *samples) {
-        const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(r.json)).object()["tiers"].toObject();
-        t << r.t_s;
-        dram << tiers["dram"].toObject()["used_bytes"].toDouble() / 1e9;
-        hbm << tiers["hbm"].toObject()["used_bytes"].toDouble() / 1e9;
+    const struct {
+      const char* key;
+      const char* label;
+      Qt::PenStyle style;
+    } tiers[] = {{"hbm", "HBM", Qt::DashLine}, {"dram", "DRAM", Qt::SolidLine}, {"ssd", "SSD", Qt::DotLine}};
+    for (const auto& tier : tiers) {
+      TierCurve c{names.last() + " " + tier.label, color, tier.style, {}, {}};
+      if (samples.ok()) {
+        for (const SampleRow& r : *samples) {
+          const QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(r.json)).object()["tiers"].toObject()[tier.key].toObject();
+          if (!o.contains("used_bytes")) continue;
+          c.x << (mode == 2 ? r.t_s : timeToX(r.t_s, stepT, stepX));
+          c.bytes << o["used_bytes"].toDouble();
+          maxBytes = std::max(maxBytes, c.bytes.last());
+        }
       }
+      if (!c.x.isEmpty()) tierCurves << c;
     }
-    auto* md = memory_->addGraph();
-    md->setName(names.last() + " DRAM");
-    md->setPen(QPen(color, 2));
-    md->setData(t, dram);
-    auto* mh = memory_->addGraph();
-    mh->setName(names.last() + " HBM");
-    mh->setPen(QPen(color, 1, Qt::DashLine));
-    mh->setData(t, hbm);
   }
-  for (QCustomPlot* p : {loss_, speed_}) p->xAxis->setLabel(xAxis_->currentText());
-  memory_->xAxis->setLabel(tr("wall time (s)"));
+  const ByteUnit unit = byteUnitFor(maxBytes);
+  for (const TierCurve& c : tierCurves) {
+    auto* g = memory_->addGraph();
+    g->setName(c.label);
+    g->setPen(QPen(c.color, c.style == Qt::SolidLine ? 2 : 1.5, c.style));
+    QVector<double> y = c.bytes;
+    for (double& v : y) v /= unit.bytes;
+    g->setData(c.x, y);
+  }
+  memory_->yAxis->setLabel(unit.name);
   for (QCustomPlot* p : {loss_, speed_, memory_}) {
+    p->xAxis->setLabel(xAxis_->currentText());
     p->rescaleAxes();
     p->replot(QCustomPlot::rpQueuedReplot);
+  }
+  // Throughput and memory start at zero so that runs compare by height.
+  for (QCustomPlot* p : {speed_, memory_}) {
+    p->yAxis->setRangeLower(0);
+    p->yAxis->setRangeUpper(std::max(p->yAxis->range().upper * 1.05, 1e-6));
   }
   const QVector<ConfigDiffRow> rows = configDiff(jobs, diffOnly_->isChecked());
   diff_->clear();
@@ -164,40 +224,59 @@ void ComparePage::redraw() {
     diff_->setItem(r, 0, new QTableWidgetItem(rows[r].key));
     for (int c = 0; c < rows[r].values.size(); ++c) {
       auto* item = new QTableWidgetItem(rows[r].values[c]);
-      if (rows[r].differs) item->setBackground(QColor(255, 224, 138, 120));
+      if (rows[r].differs) item->setBackground(QColor(255, 200, 60, 90));
+      item->setToolTip(rows[r].values[c]);
       diff_->setItem(r, c + 1, item);
     }
   }
+  diff_->resizeColumnsToContents();
+  for (int c = 0; c < diff_->columnCount(); ++c) diff_->setColumnWidth(c, std::min(diff_->columnWidth(c), 420));
 }
 
 bool ComparePage::exportCsv(const QString& path) const {
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
   QTextStream out(&f);
+  // An empty field is a value the worker did not record.
+  auto opt = [](const auto& v) { return v ? QString::number(*v, 'g', 10) : QString(); };
   out << "run_id,step,loss,lr,grad_norm,tokens,tokens_per_s,model_tflops,t_s\n";
   for (const QString& id : runIds_) {
     auto metrics = model_->store()->metrics(id.toStdString());
     if (!metrics.ok()) continue;
     for (const MetricRow& m : *metrics) {
-      out << id << ',' << m.step << ',' << m.loss.value_or(0) << ',' << m.lr.value_or(0) << ',' << m.grad_norm.value_or(0) << ','
-          << m.tokens.value_or(0) << ',' << m.tokens_per_s.value_or(0) << ',' << m.model_tflops.value_or(0) << ',' << m.t_s.value_or(0)
-          << '\n';
+      out << id << ',' << m.step << ',' << opt(m.loss) << ',' << opt(m.lr) << ',' << opt(m.grad_norm) << ',' << opt(m.tokens) << ','
+          << opt(m.tokens_per_s) << ',' << opt(m.model_tflops) << ',' << opt(m.t_s) << '\n';
     }
   }
-  return true;
+  out.flush();
+  return f.error() == QFile::NoError;
 }
 
 bool ComparePage::exportChart(const QString& path) const {
+  // The three charts side by side, each at least 600 x 400.
+  const QList<QCustomPlot*> plots = {loss_, speed_, memory_};
+  const int w = std::max(loss_->width(), 600), h = std::max(loss_->height(), 400);
   if (path.endsWith(".svg", Qt::CaseInsensitive)) {
     QSvgGenerator gen;
     gen.setFileName(path);
-    gen.setSize(loss_->size());
-    gen.setViewBox(QRect(QPoint(0, 0), loss_->size()));
+    gen.setSize(QSize(w * plots.size(), h));
+    gen.setViewBox(QRect(0, 0, w * plots.size(), h));
+    gen.setTitle(tr("Spillway run comparison"));
     QCPPainter painter(&gen);
-    loss_->toPainter(&painter, loss_->width(), loss_->height());
+    for (int i = 0; i < plots.size(); ++i) {
+      painter.save();
+      painter.translate(i * w, 0);
+      plots[i]->toPainter(&painter, w, h);
+      painter.restore();
+    }
     return painter.end();
   }
-  return loss_->savePng(path, std::max(loss_->width(), 600), std::max(loss_->height(), 400));
+  QPixmap all(w * plots.size(), h);
+  all.fill(palette().color(QPalette::Base));
+  QPainter painter(&all);
+  for (int i = 0; i < plots.size(); ++i) painter.drawPixmap(i * w, 0, plots[i]->toPixmap(w, h));
+  painter.end();
+  return all.save(path);
 }
 
 }  // namespace spillway::ui

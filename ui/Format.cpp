@@ -27,4 +27,11 @@ QString formatCount(double n) {
   return QString::number(n);
 }
 
+ByteUnit byteUnitFor(double maxBytes) {
+  if (maxBytes >= 1e12) return {1e12, "TB"};
+  if (maxBytes >= 1e9) return {1e9, "GB"};
+  if (maxBytes >= 1e6) return {1e6, "MB"};
+  return {1e3, "kB"};
+}
+
 }  // namespace spillway::ui

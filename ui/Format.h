@@ -10,4 +10,12 @@ QString formatBytes(double bytes);        // "1.23 GB", "512 MB", "—" for a ne
 QString formatDuration(double seconds);   // "1 h 02 min", "3 min 05 s", "12.3 s"
 QString formatCount(double n);            // "58.1 M", "260 k"
 
+// A decimal byte unit that suits values up to `maxBytes`: its size in bytes and its name
+// ({1e9, "GB"} for 3e9, {1e6, "MB"} for 4e6); at least kB, at most TB.
+struct ByteUnit {
+  double bytes;
+  QString name;
+};
+ByteUnit byteUnitFor(double maxBytes);
+
 }  // namespace spillway::ui

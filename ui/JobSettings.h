@@ -1,6 +1,7 @@
 // JobSettings: the New run page's form as a value — turned into the worker's job.json (schema in
-// the README) and back (clone a run from History). Defaults are the ones a first fine-tune of a
-// small model wants.
+// the README) and back (clone a run from History, open a job file). Keys the form does not show
+// (beta2, eval_batches, keep_checkpoints, weight_slots, ...) ride along in `base`, so a clone
+// keeps them. Defaults are the ones a first fine-tune of a small model wants. A plain value.
 #pragma once
 
 #include <QJsonObject>
@@ -36,6 +37,8 @@ struct JobSettings {
   QString ssdDir;
   qint64 dramCapBytes = 0;
   QString runDir;
+  QJsonObject base;  // the job this came from; toJson() writes the form's fields over it
+
 
   QJsonObject toJson() const;
   static JobSettings fromJson(const QJsonObject& job);

@@ -4,6 +4,8 @@
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QFileDialog>
+#include <QIcon>
 #include <QHBoxLayout>
 #include <QJsonDocument>
 #include <QListWidget>
@@ -21,10 +23,16 @@
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
 
+// The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
+// dropping it and must be called from the global namespace.
+static void initResources() { Q_INIT_RESOURCE(spillway); }
+
 namespace spillway::ui {
 
 MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(parent) {
+  initResources();
   setWindowTitle(tr("Spillway"));
+  setWindowIcon(QIcon(":/spillway/spillway.svg"));
   model_ = new RunHistoryModel(this);
   const QString error = model_->open(dbPath);
   auto* central = new QWidget;
@@ -76,6 +84,13 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   // Menus and shortcuts.
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&New run"), QKeySequence::New, this, [this] { showPage(kNewRun); });
+  file->addAction(tr("&Open job file…"), QKeySequence::Open, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open job file"), QString(), tr("Job files (*.json)"));
+    if (path.isEmpty()) return;
+    QString error;
+    if (!newRun_->loadJob(path, &error)) return void(QMessageBox::warning(this, tr("Open job file"), error));
+    showPage(kNewRun);
+  });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   QMenu* view = menuBar()->addMenu(tr("&View"));

@@ -139,9 +139,14 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   connect(dataCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
   connect(formatCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
 
-  // Training settings
+  // Training and placement side by side, the training form in two columns, so that the plan
+  // stays on screen below them.
   auto* trainBox = new QGroupBox(tr("Training"));
-  auto* tf = new QFormLayout(trainBox);
+  auto* trainColumns = new QHBoxLayout(trainBox);
+  auto* tf = new QFormLayout;
+  auto* tf2 = new QFormLayout;
+  trainColumns->addLayout(tf);
+  trainColumns->addLayout(tf2);
   name_ = new QLineEdit("fine-tune");
   name_->setToolTip(tr("The run's name in History"));
   steps_ = spin(1, 10'000'000, 200, tr("Optimizer steps"));
@@ -164,14 +169,16 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   tf->addRow(tr("Sequence length"), seqLen_);
   tf->addRow(tr("Learning rate"), lr_);
   tf->addRow(tr("Schedule"), schedule_);
-  tf->addRow(tr("Warmup steps"), warmup_);
-  tf->addRow(tr("Weight decay"), weightDecay_);
-  tf->addRow(tr("Clip gradient norm"), clip_);
-  tf->addRow(tr("Eval fraction"), evalFraction_);
-  tf->addRow(tr("Eval every"), evalEvery_);
-  tf->addRow(tr("Checkpoint every"), checkpointEvery_);
-  tf->addRow(tr("Seed"), seed_);
-  layout->addWidget(trainBox);
+  tf2->addRow(tr("Warmup steps"), warmup_);
+  tf2->addRow(tr("Weight decay"), weightDecay_);
+  tf2->addRow(tr("Clip gradient norm"), clip_);
+  tf2->addRow(tr("Eval fraction"), evalFraction_);
+  tf2->addRow(tr("Eval every"), evalEvery_);
+  tf2->addRow(tr("Checkpoint every"), checkpointEvery_);
+  tf2->addRow(tr("Seed"), seed_);
+  auto* settingsRow = new QHBoxLayout;
+  settingsRow->addWidget(trainBox, 2);
+  layout->addLayout(settingsRow);
   connect(seqLen_, &QSpinBox::valueChanged, this, &NewRunPage::previewDataset);
 
   // Placement
@@ -196,7 +203,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   pf->addRow(tr("Master weights"), masterTier_);
   pf->addRow(tr("SSD folder"), ssdRow);
   pf->addRow(tr("DRAM cap (GB)"), dramCapGb_);
-  layout->addWidget(placeBox);
+  settingsRow->addWidget(placeBox, 1);
   auto manual = [this] {
     const bool m = placementMode_->currentText() == "manual";
     optimizerTier_->setEnabled(m);
@@ -283,7 +290,7 @@ void NewRunPage::previewDataset() {
 }
 
 JobSettings NewRunPage::settings() const {
-  JobSettings s;
+  JobSettings s = loaded_;  // what the form does not show (eval file, template, base job)
   s.name = name_->text();
   s.modelPath = modelCombo_->currentText().trimmed();
   s.trainPath = dataCombo_->currentText().trimmed();
@@ -312,6 +319,8 @@ JobSettings NewRunPage::settings() const {
 }
 
 void NewRunPage::setSettings(const JobSettings& s) {
+  loaded_ = s;
+  loaded_.runDir.clear();
   name_->setText(s.name);
   steps_->setValue(s.steps);
   microBatch_->setValue(s.microBatchSize);
@@ -333,6 +342,22 @@ void NewRunPage::setSettings(const JobSettings& s) {
   formatCombo_->setCurrentText(s.format);
   setModelPath(s.modelPath);
   setDatasetPath(s.trainPath);
+}
+
+bool NewRunPage::loadJob(const QString& path, QString* error) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return *error = tr("%1: %2").arg(path, f.errorString()), false;
+  QJsonParseError pe;
+  const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
+  if (!doc.isObject()) return *error = tr("%1: not a JSON object (%2)").arg(path, pe.errorString()), false;
+  JobSettings s = JobSettings::fromJson(doc.object());
+  const QDir base = QFileInfo(path).absoluteDir();
+  for (QString* p : {&s.modelPath, &s.trainPath, &s.evalPath}) {
+    if (!p->isEmpty() && QFileInfo(*p).isRelative()) *p = QDir::cleanPath(base.absoluteFilePath(*p));
+  }
+  s.runDir.clear();  // a new run gets its own folder
+  setSettings(s);
+  return true;
 }
 
 void NewRunPage::remember(const QString& key, const QString& value) {

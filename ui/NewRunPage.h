@@ -33,6 +33,9 @@ class NewRunPage : public QWidget {
 
   JobSettings settings() const;
   void setSettings(const JobSettings& s);  // clone a run
+  // Fills the page from a job file (resources/jobs/*.json, or one written before); relative model
+  // and data paths are taken from the file's folder. False with `error` for an unreadable file.
+  bool loadJob(const QString& path, QString* error);
   void setModelPath(const QString& dir);
   void setDatasetPath(const QString& path);
   const ModelInfo& modelInfo() const { return model_; }
@@ -74,6 +77,7 @@ class NewRunPage : public QWidget {
   PlanView* planView_;
   QPushButton *planButton_, *launchButton_, *copyButton_;
   QString lastJobPath_;
+  JobSettings loaded_;  // the last setSettings(): carries what the form does not show
   QProcess* planProcess_ = nullptr;
 };
 

@@ -74,7 +74,7 @@ int RunHistoryModel::rowOfRun(const QString& id) const {
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {"Name", "Model", "Dataset", "Status", "Started", "Duration", "Tokens", "Final loss",
-                                "Peak HBM", "Peak DRAM", "Peak SSD", "Mean tokens/s", "Tags"};
+                                "Peak HBM", "Peak DRAM", "Peak SSD", "Mean tokens/s", "Tags", "Notes"};
   return tr(names[section]);
 }
 
@@ -86,6 +86,7 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
   const bool raw = role == Qt::UserRole;
   if (role != Qt::DisplayRole && !raw) {
     if (role == Qt::ToolTipRole && index.column() == kName) return QString::fromStdString(i.id + "\n" + i.run_dir + (i.notes.empty() ? "" : "\n" + i.notes));
+    if (role == Qt::ToolTipRole && index.column() == kNotes && !i.notes.empty()) return QString::fromStdString(i.notes);
     return {};
   }
   switch (index.column()) {
@@ -108,6 +109,7 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
       for (const auto& t : i.tags) tags << QString::fromStdString(t);
       return tags.join(", ");
     }
+    case kNotes: return QString::fromStdString(i.notes).section('\n', 0, 0);  // the first line; all of it in the tooltip
   }
   return {};
 }

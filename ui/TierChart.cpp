@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "Format.h"
 #include "PlotTheme.h"
 
 namespace spillway::ui {
@@ -35,9 +36,11 @@ QColor categoryColor(const QString& c) {
   return colors.value(c, Qt::gray);
 }
 
-TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent) : QCustomPlot(parent), tier_(tier) {
+TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
+    : QCustomPlot(parent), tier_(tier), title_(title) {
   plotLayout()->insertRow(0);
-  plotLayout()->addElement(0, 0, new QCPTextElement(this, title, QFont(font().family(), 10, QFont::Bold)));
+  heading_ = new QCPTextElement(this, title, QFont(font().family(), 10, QFont::Bold));
+  plotLayout()->addElement(0, 0, heading_);
   xAxis->setLabel(tr("time (s)"));
   yAxis->setLabel(tr("GB"));
   for (const QString& c : categoryNames()) {
@@ -62,34 +65,50 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   setMinimumHeight(200);
 }
 
+QString TierChart::heading() const { return heading_->text(); }
+
 void TierChart::update(const RunSeries& series) {
   const auto tierIt = series.tierBytes.find(tier_);
-  QVector<double> base;
-  QVector<double> x;
-  double top = 0;
-  for (int i = 0; i < categoryNames().size(); ++i) {
-    const QString& c = categoryNames()[i];
+  // Stack the categories in bytes first; the unit is chosen from the top of the stack.
+  QVector<double> x, base;
+  QVector<QVector<double>> stacked;
+  for (const QString& c : categoryNames()) {
     QVector<double> y;
     if (tierIt != series.tierBytes.end() && tierIt->contains(c)) {
       const Ring& r = (*tierIt)[c];
       if (x.isEmpty()) x = r.x;
       y = r.y;
     }
-    y.resize(x.size());
+    // The worker writes every category in each sample, so the rings line up; align on the newest.
+    QVector<double> aligned(x.size(), 0.0);
+    for (int k = 0; k < std::min(y.size(), x.size()); ++k) aligned[x.size() - 1 - k] = y[y.size() - 1 - k];
     if (base.size() != x.size()) base = QVector<double>(x.size(), 0.0);
-    for (int k = 0; k < y.size(); ++k) base[k] += y[k] / 1e9;  // stacked, in GB
-    layers_[i]->setData(x, base, true);
-    if (!base.isEmpty()) top = std::max(top, *std::max_element(base.begin(), base.end()));
+    for (int k = 0; k < x.size(); ++k) base[k] += aligned[k];
+    stacked.push_back(base);
   }
-  const double cap = series.tierCapacity.value(tier_, 0) / 1e9;
-  if (cap > 0 && !x.isEmpty()) {
+  const double top = base.isEmpty() ? 0 : *std::max_element(base.begin(), base.end());
+  const double capBytes = series.tierCapacity.value(tier_, 0);
+  const bool showCap = capBytes > 0 && top >= 0.05 * capBytes;
+  const ByteUnit unit = byteUnitFor(showCap ? capBytes : top);
+  for (int i = 0; i < stacked.size(); ++i) {
+    QVector<double> y = stacked[i];
+    for (double& v : y) v /= unit.bytes;
+    layers_[i]->setData(x, y, true);
+  }
+  const double cap = capBytes / unit.bytes;
+  if (showCap && !x.isEmpty()) {
     capacity_->setData({x.first(), x.last()}, {cap, cap}, true);
   } else {
     capacity_->data()->clear();
   }
+  yAxis->setLabel(unit.name);
   unavailable_->setVisible(x.isEmpty());
+  QString text = title_;
+  if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(base.last()));
+  if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));
+  heading_->setText(text);
   if (!x.isEmpty()) xAxis->setRange(x.first(), std::max(x.last(), x.first() + 1));
-  yAxis->setRange(0, std::max({top * 1.15, cap * 1.05, 1e-6}));
+  yAxis->setRange(0, std::max({top / unit.bytes * 1.15, showCap ? cap * 1.05 : 0.0, 1e-6}));
   replot(rpQueuedReplot);
 }
 

@@ -1,7 +1,9 @@
 // TierChart: one memory tier's bytes by category as a stacked area over time, with the tier's
 // capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below).
 // update() copies the series' ring buffers and queues one replot. A tier the worker does not
-// report is shown as unavailable, never as zero (STYLE.md 10). GUI thread only.
+// report is shown as unavailable, never as zero (STYLE.md 10). The y unit follows the data (kB to
+// TB); when the tier's use is under 5% of its capacity the axis fits the data and the heading
+// states the capacity instead of drawing a line at the top. GUI thread only.
 #pragma once
 
 #include <QString>
@@ -16,10 +18,12 @@ class TierChart : public QCustomPlot {
  public:
   TierChart(const QString& tier, const QString& title, QWidget* parent = nullptr);
   void update(const RunSeries& series);
+  QString heading() const;  // e.g. "DRAM (host): 4.16 MB of 25.0 GB"
   const QString& tier() const { return tier_; }
 
  private:
-  QString tier_;
+  QString tier_, title_;
+  QCPTextElement* heading_;
   QCPGraph* capacity_;
   QCPItemText* unavailable_;  // shown while the worker reports nothing for this tier
   QVector<QCPGraph*> layers_;

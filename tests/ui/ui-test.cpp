@@ -4,10 +4,12 @@
 #include <fstream>
 
 #include <QFile>
+#include <QImage>
 #include <QPlainTextEdit>
 #include <QJsonDocument>
 #include <QProgressBar>
 #include <QTableWidget>
+#include <qcustomplot.h>
 
 #include <gtest/gtest.h>
 
@@ -234,10 +236,19 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   QFile csv(q(out.path() + "/m.csv"));
   ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
   EXPECT_EQ(csv.readAll().count('\n'), 9);  // header + 2 runs x 4 steps
+  // Tier usage: HBM and DRAM of each run (no SSD reported), in MB, placed on the chosen x axis.
+  ASSERT_EQ(compare.memoryPlot()->graphCount(), 4);
+  EXPECT_EQ(compare.memoryPlot()->yAxis->label(), "MB");
+  EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->value, 5.0);
+  EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->key, 1.0);  // t 1 s = step 1
+  compare.setXAxis(ComparePage::kTokens);
+  EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->key, 100.0);  // step 1 = 100 tokens
+  EXPECT_DOUBLE_EQ(compare.lossPlot()->graph(0)->data()->at(3)->key, 400.0);
   compare.resize(900, 500);
-  EXPECT_TRUE(compare.exportChart(q(out.path() + "/loss.png")));
-  EXPECT_TRUE(compare.exportChart(q(out.path() + "/loss.svg")));
-  EXPECT_GT(fs::file_size(out.path() + "/loss.svg"), 100u);
+  EXPECT_TRUE(compare.exportChart(q(out.path() + "/charts.png")));
+  EXPECT_GE(QImage(q(out.path() + "/charts.png")).width(), 1800);  // all three charts
+  EXPECT_TRUE(compare.exportChart(q(out.path() + "/charts.svg")));
+  EXPECT_GT(fs::file_size(out.path() + "/charts.svg"), 100u);
 
   // Delete removes the rows and the run's folder.
   const std::string runDir = model.run(0).info.run_dir;
@@ -274,6 +285,19 @@ TEST(JobSettings, RoundTripsThroughTheJobFile) {
   EXPECT_DOUBLE_EQ(back.lr, 3e-4);
   EXPECT_EQ(back.optimizerTier, "ssd");
   EXPECT_EQ(back.runDir, "/runs/x");
+  // Keys the form does not show survive a clone; the form's fields win.
+  const QJsonObject job = QJsonDocument::fromJson(R"({"name":"c","model":{"path":"/m"},"data":{"train":"/d","eval_fraction":0.2},
+      "train":{"epochs":2,"beta2":0.95,"eval_batches":7,"lr":0.5},"placement":{"weight_slots":3},"output":{"db":"/x.db"}})").object();
+  JobSettings clone = JobSettings::fromJson(job);
+  clone.lr = 1e-3;
+  const QJsonObject out = clone.toJson();
+  EXPECT_DOUBLE_EQ(out["train"]["beta2"].toDouble(), 0.95);
+  EXPECT_EQ(out["train"]["eval_batches"].toInt(), 7);
+  EXPECT_DOUBLE_EQ(out["train"]["lr"].toDouble(), 1e-3);
+  EXPECT_FALSE(out["train"].toObject().contains("epochs"));
+  EXPECT_EQ(out["placement"]["weight_slots"].toInt(), 3);
+  EXPECT_EQ(out["output"]["db"].toString(), "/x.db");
+  EXPECT_DOUBLE_EQ(out["data"]["eval_fraction"].toDouble(), 0.2);
 }
 
 }  // namespace
