@@ -83,6 +83,8 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   layout->addLayout(charts, 2);
   diff_ = new QTableWidget;
   diff_->horizontalHeader()->setStretchLastSection(true);
+  diff_->verticalHeader()->hide();
+  diff_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   layout->addWidget(diff_, 1);
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &ComparePage::redraw);
   connect(smoothing_, &QSlider::valueChanged, this, &ComparePage::redraw);

@@ -91,6 +91,7 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   loss_->addGraph()->setName(tr("eval loss"));
   loss_->graph(2)->setPen(QPen(QColor("#d62728"), 2));
   loss_->graph(2)->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
+  loss_->graph(2)->setLineStyle(QCPGraph::lsNone);
   loss_->yAxis2->setVisible(true);
   loss_->yAxis2->setLabel(tr("learning rate"));
   loss_->addGraph(loss_->xAxis, loss_->yAxis2)->setName(tr("lr"));

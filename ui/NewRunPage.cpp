@@ -122,9 +122,9 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   dl->addWidget(dataLabel_);
   auto* prow = new QHBoxLayout;
   preview_ = new QTextBrowser;
-  preview_->setMinimumHeight(160);
+  preview_->setMinimumHeight(130);
   histogram_ = new QCustomPlot;
-  histogram_->setMinimumSize(280, 160);
+  histogram_->setMinimumSize(280, 130);
   histogram_->xAxis->setLabel(tr("tokens per example"));
   histogram_->yAxis->setLabel(tr("examples"));
   PlotTheme::follow(histogram_);

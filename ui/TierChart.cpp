@@ -108,7 +108,7 @@ void TierChart::update(const RunSeries& series) {
   if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));
   heading_->setText(text);
   if (!x.isEmpty()) xAxis->setRange(x.first(), std::max(x.last(), x.first() + 1));
-  yAxis->setRange(0, std::max({top / unit.bytes * 1.15, showCap ? cap * 1.05 : 0.0, 1e-6}));
+  yAxis->setRange(0, top > 0 || showCap ? std::max(top / unit.bytes * 1.15, showCap ? cap * 1.05 : 0.0) : 1.0);
   replot(rpQueuedReplot);
 }
 

@@ -17,19 +17,39 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) { setMinimumHeight
 
 void TimelineView::setSpans(const QVector<Span>& spans, double window) {
   spans_.clear();
-  double last = 0;
-  for (const Span& s : spans) last = std::max(last, s.end);
-  // The most recent burst of per-block spans (the trainer records about one step a second).
-  double first = last;
-  for (int i = spans.size() - 1; i >= 0; --i) {
+  // The trainer records one "step" span per step and the per-block spans of about one step a
+  // second; show the blocks of the most recent detailed step, framed by that step's span.
+  int lastBlock = -1;
+  for (int i = spans.size() - 1; i >= 0 && lastBlock < 0; --i) {
+    if (spans[i].block != "step") lastBlock = i;
+  }
+  if (lastBlock < 0) return QWidget::update();
+  const Span& lb = spans[lastBlock];
+  double t0 = lb.start, t1 = lb.end;
+  bool framed = false;
+  if (window > 0) {
+    t0 = lb.end - window, framed = true;
+  } else {
+    for (int i = spans.size() - 1; i >= 0; --i) {
+      const Span& s = spans[i];
+      if (s.block == "step" && s.start <= lb.start + 1e-6 && s.end >= lb.end - 1e-6) {
+        t0 = s.start, t1 = s.end, framed = true;
+        break;
+      }
+    }
+  }
+  double first = lb.start;
+  for (int i = lastBlock; i >= 0; --i) {
     const Span& s = spans[i];
     if (s.block == "step") continue;
-    if (window > 0 ? s.start < last - window : (first - s.end > 0.5)) break;
+    // Without a frame: the blocks back to the first gap of half a second.
+    if (framed ? s.end < t0 - 1e-6 : first - s.end > 0.5) break;
+    if (framed && s.start < t0 - 1e-6) continue;
     first = std::min(first, s.start);
     spans_.push_front(s);
   }
-  t0_ = first;
-  t1_ = std::max(last, first + 1e-6);
+  t0_ = framed ? t0 : first;
+  t1_ = std::max(t1, t0_ + 1e-6);
   QWidget::update();
 }
 

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     window.livePage()->attach(parser.value(attach));
     window.showPage(spillway::ui::MainWindow::kLive);
   }
+  if (parser.isSet(shots)) window.resize(1600, 1000);
   window.show();
   if (parser.isSet(shots)) {
     const QString dir = parser.value(shots);

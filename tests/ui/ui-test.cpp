@@ -25,6 +25,7 @@
 #include "PlanView.h"
 #include "RunHistoryModel.h"
 #include "RunSeries.h"
+#include "TimelineView.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -188,6 +189,25 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
   auto* log = live.findChild<QPlainTextEdit*>();
   ASSERT_NE(log, nullptr);
   EXPECT_TRUE(log->toPlainText().endsWith("line 2599"));
+}
+
+TEST(TimelineView, ShowsTheLatestDetailedStepFramedByItsStepSpan) {
+  auto span = [](const char* block, int layer, const char* phase, double a, double b) {
+    Span s;
+    s.block = block, s.layer = layer, s.phase = phase, s.start = a, s.end = b;
+    return s;
+  };
+  QVector<Span> spans;
+  // Step 1 in detail (three blocks), then steps 2..4 only as whole-step spans, as the trainer writes.
+  spans << span("embed", -1, "forward", 0.00, 0.01) << span("layer", 0, "forward", 0.01, 0.05)
+        << span("layer", 0, "optimizer", 0.05, 0.08) << span("step", -1, "compute", 0.0, 0.1);
+  for (int k = 1; k < 4; ++k) spans << span("step", -1, "compute", k * 0.1, k * 0.1 + 0.1);
+  TimelineView view;
+  view.setSpans(spans);
+  EXPECT_EQ(view.visibleSpans(), 3);
+  EXPECT_NEAR(view.shownSeconds(), 0.1, 1e-9);  // the frame of step 1
+  view.setSpans({});
+  EXPECT_EQ(view.visibleSpans(), 0);
 }
 
 TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
