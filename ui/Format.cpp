@@ -14,7 +14,8 @@ QString formatBytes(double bytes) {
 
 QString formatDuration(double s) {
   if (s < 0 || std::isnan(s) || std::isinf(s)) return QStringLiteral("—");
-  if (s < 60) return QString("%1 s").arg(s, 0, 'f', 1);
+  if (s < 0.1) return QString("%1 ms").arg(s * 1e3, 0, 'f', s < 0.01 ? 2 : 1);
+  if (s < 60) return QString("%1 s").arg(s, 0, 'f', s < 10 ? 2 : 1);
   const long t = std::lround(s);
   if (t < 3600) return QString("%1 min %2 s").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
   return QString("%1 h %2 min").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QChar('0'));

@@ -106,6 +106,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   connect(resume, &QPushButton::clicked, this, [this, current] {
     const RunRow* r = current();
     if (!r) return;
+    if (r->info.status == RunStatus::kRunning && r->info.pid && WorkerClient::alive(*r->info.pid))
+      return void(QMessageBox::information(this, tr("Resume"), tr("This run is still going.")));
     const auto ckpts = list_checkpoints(r->info.run_dir + "/checkpoints");
     if (ckpts.empty()) return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
     const QString runDir = QString::fromStdString(r->info.run_dir);

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <QApplication>
+#include <QActionGroup>
 #include <QCloseEvent>
 #include <QFileDialog>
 #include <QIcon>
@@ -15,6 +16,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 
+#include "AppPalette.h"
 #include "ComparePage.h"
 #include "HistoryPage.h"
 #include "JobSettings.h"
@@ -96,6 +98,20 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   QMenu* view = menuBar()->addMenu(tr("&View"));
   const char* pages[] = {"New run", "Live", "History", "Compare"};
   for (int i = 0; i < 4; ++i) view->addAction(tr(pages[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this, [this, i] { showPage(Page(i)); });
+  view->addSeparator();
+  QMenu* theme = view->addMenu(tr("&Theme"));
+  auto* themes = new QActionGroup(this);
+  const QString current = QSettings().value("view/palette", "system").toString();
+  for (const auto& [key, label] : {std::pair{"system", tr("Follow the &system")}, std::pair{"light", tr("&Light")}, std::pair{"dark", tr("&Dark")}}) {
+    QAction* a = theme->addAction(label);
+    a->setCheckable(true);
+    a->setChecked(current == key);
+    themes->addAction(a);
+    connect(a, &QAction::triggered, this, [k = QString(key)] {
+      QSettings().setValue("view/palette", k);
+      AppPalette::apply(k);
+    });
+  }
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(tr("&Plan"), QKeySequence(Qt::CTRL | Qt::Key_P), newRun_, &NewRunPage::plan);
   run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_, [this] { newRun_->launch(); });

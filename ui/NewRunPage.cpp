@@ -125,7 +125,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   preview_->setMinimumHeight(130);
   histogram_ = new QCustomPlot;
   histogram_->setMinimumSize(280, 130);
-  histogram_->xAxis->setLabel(tr("tokens per example"));
+  histogram_->xAxis->setLabel(tr("tokens per example (longer ones in the last bar)"));
   histogram_->yAxis->setLabel(tr("examples"));
   PlotTheme::follow(histogram_);
   prow->addWidget(preview_, 3);

@@ -1,13 +1,16 @@
 // spillway: the desktop app. The window and its pages live in ui/.
 //
 // Options: --db PATH (run store), --model DIR / --dataset FILE (preselect on New run),
-// --attach RUN_DIR (show a run on Live), --screenshot DIR (after --wait seconds, save a PNG of
-// each page into DIR and quit — used by tests/ui/screenshots.sh under Xvfb).
+// --attach RUN_DIR (show a run on Live), --palette system|light|dark, --screenshot DIR (after
+// --wait seconds, save a PNG of each page into DIR and quit — used by tests/ui/screenshots.sh
+// under Xvfb).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QSettings>
 #include <QTimer>
 
+#include "AppPalette.h"
 #include "ComparePage.h"
 #include "HistoryPage.h"
 #include "LivePage.h"
@@ -25,9 +28,11 @@ int main(int argc, char** argv) {
   QCommandLineOption db("db", "Run store database.", "path"), model("model", "Model folder to preselect.", "dir"),
       dataset("dataset", "Dataset to preselect.", "file"), attach("attach", "Run folder to show live.", "dir"),
       shots("screenshot", "Save a PNG of each page into DIR and quit.", "dir"),
-      wait("wait", "Seconds to wait before the screenshots.", "s", "6");
-  parser.addOptions({db, model, dataset, attach, shots, wait});
+      wait("wait", "Seconds to wait before the screenshots.", "s", "6"),
+      palette("palette", "Look: system, light or dark (default: the View > Theme choice).", "mode");
+  parser.addOptions({db, model, dataset, attach, shots, wait, palette});
   parser.process(app);
+  spillway::ui::AppPalette::apply(parser.isSet(palette) ? parser.value(palette) : QSettings().value("view/palette", "system").toString());
 
   spillway::ui::MainWindow window(parser.value(db));
   if (parser.isSet(model)) window.newRunPage()->setModelPath(parser.value(model));

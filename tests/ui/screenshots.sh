@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Screenshots of each page of the desktop app during a real run (CPU backend, stories260K on tiny
 # Shakespeare), under Xvfb. Images go to OUT (default /tmp/spillway-screenshots); not committed.
-# usage: tests/ui/screenshots.sh [BUILD_DIR] [OUT]
+# usage: [PALETTE=dark] tests/ui/screenshots.sh [BUILD_DIR] [OUT]
 set -euo pipefail
 build=${1:-build}
 out=${2:-/tmp/spillway-screenshots}
@@ -24,7 +24,7 @@ sed 's/"steps": 3000/"steps": 60/; s#"run_dir": "[^"]*"#"run_dir": "'"$work"'/ru
 setsid "$build/app/spillway-worker" train "$work/job.json" > "$work/worker.log" 2>&1 &
 worker=$!
 sleep 4
-xvfb-run -a -s "-screen 0 1600x1000x24" "$build/app/spillway" --screenshot "$out" --wait 8 \
+xvfb-run -a -s "-screen 0 1600x1000x24" "$build/app/spillway" --screenshot "$out" --wait 8 --palette "${PALETTE:-system}" \
   --attach "$work/run" --model "$data/models/stories260K" --dataset "$data/datasets/tinyshakespeare/input.txt"
 kill -TERM "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
