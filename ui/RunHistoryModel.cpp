@@ -35,22 +35,35 @@ void RunHistoryModel::refresh() {
         RunRow r;
         const double end = info.ended_at ? *info.ended_at : (info.status == RunStatus::kRunning ? QDateTime::currentSecsSinceEpoch() : -1);
         if (info.started_at && end > 0) r.durationSeconds = end - *info.started_at;
-        if (auto m = store_->metrics(info.id); m.ok() && !m->empty()) {
-          double sum = 0;
-          int n = 0;
-          for (const MetricRow& row : *m) {
-            if (row.tokens_per_s) sum += *row.tokens_per_s, ++n;
+        const QString key = QString("%1/%2/%3/%4")
+                                .arg(QString::fromStdString(info.id))
+                                .arg(static_cast<int>(info.status))
+                                .arg(info.ended_at.value_or(-1))
+                                .arg(info.final_step.value_or(-1));
+        const bool finished = info.status != RunStatus::kRunning;
+        if (auto it = figures_.find(key); finished && it != figures_.end()) {
+          r.meanTokensPerSecond = it->meanTokensPerSecond;
+          r.tokens = it->tokens;
+          r.peakHbm = it->peakHbm, r.peakDram = it->peakDram, r.peakSsd = it->peakSsd;
+        } else {
+          if (auto m = store_->metrics(info.id); m.ok() && !m->empty()) {
+            double sum = 0;
+            int n = 0;
+            for (const MetricRow& row : *m) {
+              if (row.tokens_per_s) sum += *row.tokens_per_s, ++n;
+            }
+            if (n) r.meanTokensPerSecond = sum / n;
+            r.tokens = static_cast<double>(m->back().tokens.value_or(0));
           }
-          if (n) r.meanTokensPerSecond = sum / n;
-          r.tokens = static_cast<double>(m->back().tokens.value_or(0));
-        }
-        if (auto samples = store_->samples(info.id); samples.ok()) {
-          for (const SampleRow& s : *samples) {
-            const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json)).object()["tiers"].toObject();
-            r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
-            r.peakDram = std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
-            r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
+          if (auto samples = store_->samples(info.id); samples.ok()) {
+            for (const SampleRow& s : *samples) {
+              const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json)).object()["tiers"].toObject();
+              r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
+              r.peakDram = std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
+              r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
+            }
           }
+          if (finished) figures_.insert(key, r);
         }
         if (info.tokens) r.tokens = static_cast<double>(*info.tokens);
         r.info = std::move(info);

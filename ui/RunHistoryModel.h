@@ -1,10 +1,13 @@
 // RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history) —
 // name, model, dataset, status, start, duration, tokens, final loss, peak HBM/DRAM/SSD and mean
 // tokens/s. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
-// user's edits: rename, tags, notes, delete). Lives in the GUI thread.
+// user's edits: rename, tags, notes, delete). The figures read from the metrics and samples of a
+// run that is not running are cached (keyed by its status, end and final step), so that showing
+// History again does not re-read a long run's samples. Lives in the GUI thread.
 #pragma once
 
 #include <QAbstractTableModel>
+#include <QHash>
 #include <QString>
 #include <QVector>
 #include <memory>
@@ -42,6 +45,7 @@ class RunHistoryModel : public QAbstractTableModel {
  private:
   std::unique_ptr<RunStore> store_;
   QVector<RunRow> rows_;
+  QHash<QString, RunRow> figures_;  // "id/status/ended/final step" -> figures of a finished run
 };
 
 }  // namespace spillway::ui
