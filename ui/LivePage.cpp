@@ -119,8 +119,8 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   layout->addWidget(log_);
 
   connect(pause_, &QPushButton::clicked, this, &LivePage::pauseOrResume);
-  connect(stop_, &QPushButton::clicked, this, [this] { WorkerClient::signal(pid(), SIGTERM); });
-  connect(checkpoint_, &QPushButton::clicked, this, [this] { WorkerClient::signal(pid(), SIGUSR1); });
+  connect(stop_, &QPushButton::clicked, this, &LivePage::stop);
+  connect(checkpoint_, &QPushButton::clicked, this, &LivePage::saveCheckpoint);
   connect(&timer_, &QTimer::timeout, this, &LivePage::tick);
   timer_.setInterval(250);
   // The folder too: events.jsonl may not exist yet, and a watched file that is replaced drops out.
@@ -132,8 +132,8 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
 void LivePage::attach(const QString& runDir, qint64 pid) {
   runDir_ = runDir;
   pid_ = pid;
-  paused_ = false;
-  pause_->setText(tr("Pause"));
+  paused_ = WorkerClient::suspended(this->pid());  // paused before the app was restarted
+  pause_->setText(paused_ ? tr("Resume") : tr("Pause"));
   series_ = RunSeries();
   tail_.reset(runDir);
   if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
@@ -181,6 +181,13 @@ qint64 LivePage::pid() {
   }
   return pid_;
 }
+
+void LivePage::stop() {
+  // A suspended worker would hold the SIGTERM until resumed: resume it so that it can stop.
+  if (WorkerClient::signal(pid(), SIGTERM) && paused_) pauseOrResume();
+}
+
+void LivePage::saveCheckpoint() { WorkerClient::signal(pid(), SIGUSR1); }
 
 void LivePage::pauseOrResume() {
   if (WorkerClient::signal(pid(), paused_ ? SIGCONT : SIGSTOP)) {

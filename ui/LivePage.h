@@ -39,6 +39,12 @@ class LivePage : public QWidget {
   const QString& runDir() const { return runDir_; }
   const RunSeries& series() const { return series_; }
   qint64 pid();
+  // The controls, also for the Run menu: SIGSTOP/SIGCONT, SIGTERM (checkpoint, then stop; a
+  // suspended worker is resumed so that it can), SIGUSR1 (checkpoint now).
+  void pauseOrResume();
+  void stop();
+  void saveCheckpoint();
+  bool paused() const { return paused_; }
   // One timer tick: poll the events and redraw (public for tests). Returns the new events.
   int tick();
   // The link names with their share of the measured link capacity, as the legend shows them.
@@ -46,7 +52,6 @@ class LivePage : public QWidget {
 
  private:
   void redraw();
-  void pauseOrResume();
 
   RunStore* store_ = nullptr;
   QString runDir_;

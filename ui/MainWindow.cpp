@@ -115,8 +115,10 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(tr("&Plan"), QKeySequence(Qt::CTRL | Qt::Key_P), newRun_, &NewRunPage::plan);
   run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_, [this] { newRun_->launch(); });
-  run->addAction(tr("Save &checkpoint"), QKeySequence(Qt::CTRL | Qt::Key_S), live_, [this] { WorkerClient::signal(live_->pid(), SIGUSR1); });
-  run->addAction(tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), live_, [this] { WorkerClient::signal(live_->pid(), SIGTERM); });
+  run->addSeparator();
+  run->addAction(tr("Pa&use / resume"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Space), live_, &LivePage::pauseOrResume);
+  run->addAction(tr("Save &checkpoint"), QKeySequence(Qt::CTRL | Qt::Key_S), live_, &LivePage::saveCheckpoint);
+  run->addAction(tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), live_, &LivePage::stop);
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About Spillway"), this, [this] {
     QMessageBox::about(this, tr("About Spillway"),

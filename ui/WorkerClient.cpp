@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <QCoreApplication>
+#include <QFile>
 #include <QFileInfo>
 #include <QProcess>
 #include <QStandardPaths>
@@ -57,6 +58,15 @@ QString WorkerClient::commandLine(const QString& jobPath) {
 }
 
 bool WorkerClient::signal(qint64 pid, int sig) { return pid > 0 && ::kill(static_cast<pid_t>(pid), sig) == 0; }
+
+bool WorkerClient::suspended(qint64 pid) {
+  QFile f(QString("/proc/%1/stat").arg(pid));
+  if (pid <= 0 || !f.open(QIODevice::ReadOnly)) return false;
+  const QByteArray stat = f.readAll();
+  // "pid (comm) S ...": the comm may hold spaces and parentheses, so the state follows the last ')'.
+  const qsizetype close = stat.lastIndexOf(')');
+  return close >= 0 && close + 2 < stat.size() && (stat[close + 2] == 'T' || stat[close + 2] == 't');
+}
 
 bool WorkerClient::alive(qint64 pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0; }
 

@@ -23,6 +23,8 @@ class WorkerClient {
   static QString commandLine(const QString& jobPath);
   static bool signal(qint64 pid, int sig);
   static bool alive(qint64 pid);
+  // True when the process is suspended (SIGSTOP: state T in /proc/PID/stat).
+  static bool suspended(qint64 pid);
 };
 
 }  // namespace spillway::ui

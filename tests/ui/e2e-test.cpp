@@ -99,8 +99,13 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   const qint64 before = again->livePage()->series().lastStep;
   ASSERT_TRUE(waitFor([&] { return again->livePage()->series().lastStep > before + 2; }, 30000));
 
-  // Stop (checkpoint, then stop), and the run is in History as stopped.
-  ASSERT_TRUE(WorkerClient::signal(pid, SIGTERM));
+  // Pause suspends the worker; Stop on a paused run resumes it so that it checkpoints and stops,
+  // and the run is in History as stopped.
+  LivePage* live2 = again->livePage();
+  live2->pauseOrResume();
+  ASSERT_TRUE(waitFor([&] { return WorkerClient::suspended(pid); }, 5000));
+  EXPECT_TRUE(live2->paused());
+  live2->stop();
   ASSERT_TRUE(waitFor([&] { return !WorkerClient::alive(pid); }, 30000));
   again->historyModel()->refresh();
   bool found = false;
