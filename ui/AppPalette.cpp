@@ -16,7 +16,8 @@ QPalette& systemPalette() {
 
 QPalette AppPalette::dark() {
   QPalette p;
-  const QColor window(45, 45, 48), base(30, 30, 32), text(225, 225, 228), disabled(128, 128, 132), highlight(42, 130, 218);
+  const QColor window(45, 45, 48), base(30, 30, 32), text(225, 225, 228), disabled(128, 128, 132),
+      highlight(42, 130, 218);
   p.setColor(QPalette::Window, window);
   p.setColor(QPalette::WindowText, text);
   p.setColor(QPalette::Base, base);
@@ -36,7 +37,8 @@ QPalette AppPalette::dark() {
   p.setColor(QPalette::Mid, window.darker(120));
   p.setColor(QPalette::Dark, window.darker(150));
   p.setColor(QPalette::Shadow, Qt::black);
-  for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText}) p.setColor(QPalette::Disabled, role, disabled);
+  for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
+    p.setColor(QPalette::Disabled, role, disabled);
   return p;
 }
 
@@ -52,7 +54,8 @@ bool AppPalette::desktopPrefersDark() {
 
 void AppPalette::apply(const QString& mode) {
   const QPalette original = systemPalette();
-  const bool wantDark = mode == "dark" || (mode != "light" && !isDark(original) && desktopPrefersDark());
+  const bool wantDark =
+      mode == "dark" || (mode != "light" && !isDark(original) && desktopPrefersDark());
   if (wantDark) {
     QApplication::setStyle(QStyleFactory::create("Fusion"));
     QApplication::setPalette(dark());

@@ -14,9 +14,12 @@ class AppPalette {
   // mode: "system", "light" or "dark"; anything else counts as "system".
   static void apply(const QString& mode);
   static QPalette dark();
-  // True when the desktop prefers a dark look (checked once per call; runs `gsettings` when present).
+  // True when the desktop prefers a dark look (checked once per call; runs `gsettings` when
+  // present).
   static bool desktopPrefersDark();
-  static bool isDark(const QPalette& p) { return p.color(QPalette::Window).lightness() < p.color(QPalette::WindowText).lightness(); }
+  static bool isDark(const QPalette& p) {
+    return p.color(QPalette::Window).lightness() < p.color(QPalette::WindowText).lightness();
+  }
 };
 
 }  // namespace spillway::ui

@@ -1,9 +1,9 @@
 #include "ComparePage.h"
 
+#include <qcustomplot.h>
+
 #include <QCheckBox>
 #include <QComboBox>
-#include <optional>
-
 #include <QFile>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -19,12 +19,12 @@
 #include <QTableWidget>
 #include <QTextStream>
 #include <QVBoxLayout>
-#include <qcustomplot.h>
+#include <optional>
 
 #include "ConfigDiff.h"
 #include "Format.h"
-#include "TierChart.h"
 #include "RunHistoryModel.h"
+#include "TierChart.h"
 
 namespace spillway::ui {
 namespace {
@@ -32,7 +32,8 @@ namespace {
 QCustomPlot* plot(const QString& title, const QString& y) {
   auto* p = new QCustomPlot;
   p->plotLayout()->insertRow(0);
-  p->plotLayout()->addElement(0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
+  p->plotLayout()->addElement(
+      0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
   p->yAxis->setLabel(y);
   placeLegendBelow(p, 1);
   p->setMinimumHeight(180);
@@ -90,16 +91,20 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   connect(smoothing_, &QSlider::valueChanged, this, &ComparePage::redraw);
   connect(diffOnly_, &QCheckBox::toggled, this, &ComparePage::redraw);
   connect(png, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), "compare.png", tr("Images (*.png *.svg)"));
+    const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), "compare.png",
+                                                   tr("Images (*.png *.svg)"));
     if (!f.isEmpty()) exportChart(f);
   });
   connect(csv, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export metrics"), "metrics.csv", tr("CSV (*.csv)"));
+    const QString f =
+        QFileDialog::getSaveFileName(this, tr("Export metrics"), "metrics.csv", tr("CSV (*.csv)"));
     if (!f.isEmpty()) exportCsv(f);
   });
 }
 
-void ComparePage::setXAxis(XAxis x) { xAxis_->setCurrentIndex(x); }
+void ComparePage::setXAxis(XAxis x) {
+  xAxis_->setCurrentIndex(x);
+}
 
 void ComparePage::setRuns(const QStringList& ids) {
   runIds_ = ids;
@@ -112,7 +117,8 @@ namespace {
 // lacks it (a missing value is left out, never drawn as zero).
 std::optional<double> xOf(const MetricRow& m, int mode) {
   if (mode == 0) return static_cast<double>(m.step);
-  if (mode == 1) return m.tokens ? std::optional<double>(static_cast<double>(*m.tokens)) : std::nullopt;
+  if (mode == 1)
+    return m.tokens ? std::optional<double>(static_cast<double>(*m.tokens)) : std::nullopt;
   return m.t_s;
 }
 
@@ -121,7 +127,8 @@ std::optional<double> xOf(const MetricRow& m, int mode) {
 double timeToX(double t, const QVector<double>& stepT, const QVector<double>& stepX) {
   double t0 = 0, x0 = 0;
   for (int i = 0; i < stepT.size(); ++i) {
-    if (t <= stepT[i]) return stepT[i] > t0 ? x0 + (stepX[i] - x0) * (t - t0) / (stepT[i] - t0) : stepX[i];
+    if (t <= stepT[i])
+      return stepT[i] > t0 ? x0 + (stepX[i] - x0) * (t - t0) / (stepT[i] - t0) : stepX[i];
     t0 = stepT[i], x0 = stepX[i];
   }
   return x0;
@@ -182,12 +189,16 @@ void ComparePage::redraw() {
       const char* key;
       const char* label;
       Qt::PenStyle style;
-    } tiers[] = {{"hbm", "HBM", Qt::DashLine}, {"dram", "DRAM", Qt::SolidLine}, {"ssd", "SSD", Qt::DotLine}};
+    } tiers[] = {
+        {"hbm", "HBM", Qt::DashLine}, {"dram", "DRAM", Qt::SolidLine}, {"ssd", "SSD", Qt::DotLine}};
     for (const auto& tier : tiers) {
       TierCurve c{names.last() + " " + tier.label, color, tier.style, {}, {}};
       if (samples.ok()) {
         for (const SampleRow& r : *samples) {
-          const QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(r.json)).object()["tiers"].toObject()[tier.key].toObject();
+          const QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(r.json))
+                                    .object()["tiers"]
+                                    .toObject()[tier.key]
+                                    .toObject();
           if (!o.contains("used_bytes")) continue;
           c.x << (mode == 2 ? r.t_s : timeToX(r.t_s, stepT, stepX));
           c.bytes << o["used_bytes"].toDouble();
@@ -232,7 +243,8 @@ void ComparePage::redraw() {
     }
   }
   diff_->resizeColumnsToContents();
-  for (int c = 0; c < diff_->columnCount(); ++c) diff_->setColumnWidth(c, std::min(diff_->columnWidth(c), 420));
+  for (int c = 0; c < diff_->columnCount(); ++c)
+    diff_->setColumnWidth(c, std::min(diff_->columnWidth(c), 420));
 }
 
 bool ComparePage::exportCsv(const QString& path) const {
@@ -246,8 +258,9 @@ bool ComparePage::exportCsv(const QString& path) const {
     auto metrics = model_->store()->metrics(id.toStdString());
     if (!metrics.ok()) continue;
     for (const MetricRow& m : *metrics) {
-      out << id << ',' << m.step << ',' << opt(m.loss) << ',' << opt(m.lr) << ',' << opt(m.grad_norm) << ',' << opt(m.tokens) << ','
-          << opt(m.tokens_per_s) << ',' << opt(m.model_tflops) << ',' << opt(m.t_s) << '\n';
+      out << id << ',' << m.step << ',' << opt(m.loss) << ',' << opt(m.lr) << ','
+          << opt(m.grad_norm) << ',' << opt(m.tokens) << ',' << opt(m.tokens_per_s) << ','
+          << opt(m.model_tflops) << ',' << opt(m.t_s) << '\n';
     }
   }
   out.flush();

@@ -11,7 +11,8 @@ namespace {
 void flatten(const QJsonValue& v, const QString& prefix, QMap<QString, QString>& out) {
   if (v.isObject()) {
     const QJsonObject o = v.toObject();
-    for (auto it = o.begin(); it != o.end(); ++it) flatten(it.value(), prefix.isEmpty() ? it.key() : prefix + "." + it.key(), out);
+    for (auto it = o.begin(); it != o.end(); ++it)
+      flatten(it.value(), prefix.isEmpty() ? it.key() : prefix + "." + it.key(), out);
   } else if (v.isArray()) {
     out[prefix] = QString::fromUtf8(QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact));
   } else if (v.isDouble()) {

@@ -10,8 +10,8 @@
 
 namespace spillway::ui {
 
-DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenizerPath, int seqLen, const QString& format,
-                                    int samples) {
+DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenizerPath, int seqLen,
+                                    const QString& format, int samples) {
   DatasetPreview p;
   if (path.isEmpty()) {
     p.error = QObject::tr("Choose a dataset file.");
@@ -23,7 +23,8 @@ DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenize
   } else {
     auto t = load_model_tokenizer(tokenizerPath.toStdString());
     if (!t.ok()) {
-      p.error = QObject::tr("The model's tokenizer: %1").arg(QString::fromStdString(t.status().message()));
+      p.error = QObject::tr("The model's tokenizer: %1")
+                    .arg(QString::fromStdString(t.status().message()));
       return p;
     }
     tokenizer = std::move(*t);
@@ -58,7 +59,10 @@ DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenize
   QString html;
   for (int i = 0; i < samples && i < static_cast<int>(ds->size()); ++i) {
     const TokenSequence& seq = (*ds)[i];
-    html += QString("<p><b>sample %1</b> (%2 tokens, %3 trained)<br/>").arg(i + 1).arg(seq.size()).arg(seq.trained_count());
+    html += QString("<p><b>sample %1</b> (%2 tokens, %3 trained)<br/>")
+                .arg(i + 1)
+                .arg(seq.size())
+                .arg(seq.trained_count());
     // Each token's text is what it adds to the decoded prefix: decoding tokens one by one would
     // lose SentencePiece's leading spaces and split multi-byte characters.
     std::string previous;
@@ -66,13 +70,17 @@ DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenize
       // Position t's token is the target of position t-1: it is trained when that label is set.
       const bool trained = t > 0 && seq.labels[t - 1] != -100;
       std::string prefix = tokenizer->decode(std::span<const int32_t>(seq.input_ids.data(), t + 1));
-      const std::string piece = prefix.size() >= previous.size() && prefix.compare(0, previous.size(), previous) == 0
-                                    ? prefix.substr(previous.size())
-                                    : tokenizer->decode(std::span<const int32_t>(&seq.input_ids[t], 1));
+      const std::string piece =
+          prefix.size() >= previous.size() && prefix.compare(0, previous.size(), previous) == 0
+              ? prefix.substr(previous.size())
+              : tokenizer->decode(std::span<const int32_t>(&seq.input_ids[t], 1));
       previous = std::move(prefix);
       QString text = QString::fromStdString(piece).toHtmlEscaped();
       text.replace("\n", "↵<br/>");
-      html += trained ? QString("<span style=\"background-color:#ffe08a;color:#000\">%1</span>").arg(text) : text;
+      html +=
+          trained
+              ? QString("<span style=\"background-color:#ffe08a;color:#000\">%1</span>").arg(text)
+              : text;
     }
     html += "</p>";
   }

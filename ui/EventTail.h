@@ -12,7 +12,8 @@ namespace spillway::ui {
 
 class EventTail {
  public:
-  explicit EventTail(QString runDir = QString()) : path_(runDir.isEmpty() ? QString() : runDir + "/events.jsonl") {}
+  explicit EventTail(QString runDir = QString())
+      : path_(runDir.isEmpty() ? QString() : runDir + "/events.jsonl") {}
   void reset(const QString& runDir);
   const QString& path() const { return path_; }
   // Reads what was appended since the last poll into `series`; returns the number of new events.

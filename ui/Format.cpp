@@ -9,7 +9,8 @@ QString formatBytes(double bytes) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
   int u = 0;
   while (bytes >= 1000 && u < 4) bytes /= 1000, ++u;
-  return u == 0 ? QString("%1 B").arg(bytes, 0, 'f', 0) : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : 1).arg(units[u]);
+  return u == 0 ? QString("%1 B").arg(bytes, 0, 'f', 0)
+                : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : 1).arg(units[u]);
 }
 
 QString formatDuration(double s) {

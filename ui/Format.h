@@ -6,9 +6,9 @@
 
 namespace spillway::ui {
 
-QString formatBytes(double bytes);        // "1.23 GB", "512 MB", "—" for a negative value
-QString formatDuration(double seconds);   // "1 h 02 min", "3 min 05 s", "12.3 s", "1.25 s", "8.4 ms"
-QString formatCount(double n);            // "58.1 M", "260 k"
+QString formatBytes(double bytes);       // "1.23 GB", "512 MB", "—" for a negative value
+QString formatDuration(double seconds);  // "1 h 02 min", "3 min 05 s", "12.3 s", "1.25 s", "8.4 ms"
+QString formatCount(double n);           // "58.1 M", "260 k"
 
 // A decimal byte unit that suits values up to `maxBytes`: its size in bytes and its name
 // ({1e9, "GB"} for 3e9, {1e6, "MB"} for 4e6); at least kB, at most TB.

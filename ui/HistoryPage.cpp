@@ -81,10 +81,12 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     QStringList old;
     for (const auto& t : r->info.tags) old << QString::fromStdString(t);
     bool ok = false;
-    const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags (comma-separated):"), QLineEdit::Normal, old.join(", "), &ok);
+    const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags (comma-separated):"),
+                                               QLineEdit::Normal, old.join(", "), &ok);
     if (!ok) return;
     std::vector<std::string> list;
-    for (const QString& t : text.split(',', Qt::SkipEmptyParts)) list.push_back(t.trimmed().toStdString());
+    for (const QString& t : text.split(',', Qt::SkipEmptyParts))
+      list.push_back(t.trimmed().toStdString());
     (void)model_->store()->set_tags(r->info.id, list);
     model_->refresh();
   });
@@ -92,13 +94,15 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     const RunRow* r = current();
     if (!r) return;
     bool ok = false;
-    const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"), QString::fromStdString(r->info.notes), &ok);
+    const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"),
+                                                        QString::fromStdString(r->info.notes), &ok);
     if (!ok) return;
     (void)model_->store()->set_notes(r->info.id, text.toStdString());
     model_->refresh();
   });
   connect(folder, &QPushButton::clicked, this, [current] {
-    if (const RunRow* r = current()) QDesktopServices::openUrl(QUrl::fromLocalFile(QString::fromStdString(r->info.run_dir)));
+    if (const RunRow* r = current())
+      QDesktopServices::openUrl(QUrl::fromLocalFile(QString::fromStdString(r->info.run_dir)));
   });
   connect(clone, &QPushButton::clicked, this, [this, current] {
     if (const RunRow* r = current()) emit cloneRun(QString::fromStdString(r->info.job_json));
@@ -109,10 +113,12 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     if (r->info.status == RunStatus::kRunning && r->info.pid && WorkerClient::alive(*r->info.pid))
       return void(QMessageBox::information(this, tr("Resume"), tr("This run is still going.")));
     const auto ckpts = list_checkpoints(r->info.run_dir + "/checkpoints");
-    if (ckpts.empty()) return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
+    if (ckpts.empty())
+      return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
     const QString runDir = QString::fromStdString(r->info.run_dir);
     QString error;
-    const qint64 pid = WorkerClient::launch(runDir + "/job.json", QString::fromStdString(ckpts.back()), &error);
+    const qint64 pid =
+        WorkerClient::launch(runDir + "/job.json", QString::fromStdString(ckpts.back()), &error);
     if (pid < 0) return void(QMessageBox::warning(this, tr("Resume"), error));
     emit resumed(runDir, pid);
   });
@@ -120,7 +126,9 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     const RunRow* r = current();
     if (!r) return;
     const QString name = QString::fromStdString(r->info.name);
-    if (QMessageBox::question(this, tr("Delete run"), tr("Delete \"%1\" and its folder %2?").arg(name, QString::fromStdString(r->info.run_dir))) !=
+    if (QMessageBox::question(this, tr("Delete run"),
+                              tr("Delete \"%1\" and its folder %2?")
+                                  .arg(name, QString::fromStdString(r->info.run_dir))) !=
         QMessageBox::Yes)
       return;
     const QString err = deleteRun(model_, QString::fromStdString(r->info.id));
@@ -128,11 +136,14 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   });
 }
 
-void HistoryPage::setFilter(const QString& text) { proxy_->setFilterFixedString(text); }
+void HistoryPage::setFilter(const QString& text) {
+  proxy_->setFilterFixedString(text);
+}
 
 QStringList HistoryPage::selectedRunIds() const {
   QStringList ids;
-  for (const QModelIndex& i : table_->selectionModel()->selectedRows()) ids << QString::fromStdString(model_->run(proxy_->mapToSource(i).row()).info.id);
+  for (const QModelIndex& i : table_->selectionModel()->selectedRows())
+    ids << QString::fromStdString(model_->run(proxy_->mapToSource(i).row()).info.id);
   return ids;
 }
 
@@ -142,7 +153,8 @@ QString HistoryPage::deleteRun(RunHistoryModel* model, const QString& runId) {
   const RunInfo info = model->run(row).info;
   if (info.status == RunStatus::kRunning && info.pid && WorkerClient::alive(*info.pid))
     return tr("The run is still going; stop it first.");
-  if (Status st = model->store()->delete_run(info.id); !st.ok()) return QString::fromStdString(st.message());
+  if (Status st = model->store()->delete_run(info.id); !st.ok())
+    return QString::fromStdString(st.message());
   if (!info.run_dir.empty()) QDir(QString::fromStdString(info.run_dir)).removeRecursively();
   model->refresh();
   return {};

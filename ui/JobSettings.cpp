@@ -14,8 +14,13 @@ QJsonObject overlay(const QJsonObject& base, const char* section, const QJsonObj
 }  // namespace
 
 QJsonObject JobSettings::toJson() const {
-  QJsonObject data = overlay(base, "data", {{"train", trainPath}, {"format", format}, {"template", chatTemplate}, {"seq_len", seqLen},
-                                            {"shuffle", shuffle}, {"seed", seed}});
+  QJsonObject data = overlay(base, "data",
+                             {{"train", trainPath},
+                              {"format", format},
+                              {"template", chatTemplate},
+                              {"seq_len", seqLen},
+                              {"shuffle", shuffle},
+                              {"seed", seed}});
   if (!evalPath.isEmpty()) {
     data["eval"] = evalPath;
     data.remove("eval_fraction");
@@ -23,20 +28,38 @@ QJsonObject JobSettings::toJson() const {
     data["eval_fraction"] = evalFraction;
     data.remove("eval");
   }
-  QJsonObject train = overlay(base, "train", {{"steps", steps}, {"micro_batch_size", microBatchSize}, {"grad_accum", gradAccum}, {"lr", lr},
-                                              {"schedule", schedule}, {"warmup_steps", warmupSteps}, {"weight_decay", weightDecay},
-                                              {"clip_grad_norm", clipGradNorm}, {"eval_every", evalEvery},
-                                              {"checkpoint_every", checkpointEvery}, {"seed", seed}});
+  QJsonObject train = overlay(base, "train",
+                              {{"steps", steps},
+                               {"micro_batch_size", microBatchSize},
+                               {"grad_accum", gradAccum},
+                               {"lr", lr},
+                               {"schedule", schedule},
+                               {"warmup_steps", warmupSteps},
+                               {"weight_decay", weightDecay},
+                               {"clip_grad_norm", clipGradNorm},
+                               {"eval_every", evalEvery},
+                               {"checkpoint_every", checkpointEvery},
+                               {"seed", seed}});
   train.remove("epochs");  // the form counts steps
   if (!train.contains("log_every")) train["log_every"] = 10;
-  const QJsonObject placement = overlay(base, "placement", {{"backend", backend}, {"device_memory_bytes", deviceMemoryBytes}, {"optimizer", optimizerTier},
-                                                            {"master", masterTier}, {"ssd_dir", ssdDir}, {"dram_cap_bytes", dramCapBytes}});
+  const QJsonObject placement = overlay(base, "placement",
+                                        {{"backend", backend},
+                                         {"device_memory_bytes", deviceMemoryBytes},
+                                         {"optimizer", optimizerTier},
+                                         {"master", masterTier},
+                                         {"ssd_dir", ssdDir},
+                                         {"dram_cap_bytes", dramCapBytes}});
   QJsonObject output = base["output"].toObject();
-  if (!runDir.isEmpty()) output["run_dir"] = runDir;
-  else output.remove("run_dir");
+  if (!runDir.isEmpty())
+    output["run_dir"] = runDir;
+  else
+    output.remove("run_dir");
   // A model made from a preset ("init") keeps its section when the form names no folder.
-  const QJsonObject model = modelPath.isEmpty() && base.contains("model") ? base["model"].toObject() : QJsonObject{{"path", modelPath}};
-  return QJsonObject{{"name", name}, {"model", model}, {"data", data}, {"train", train}, {"placement", placement}, {"output", output}};
+  const QJsonObject model = modelPath.isEmpty() && base.contains("model")
+                                ? base["model"].toObject()
+                                : QJsonObject{{"path", modelPath}};
+  return QJsonObject{{"name", name},   {"model", model},         {"data", data},
+                     {"train", train}, {"placement", placement}, {"output", output}};
 }
 
 JobSettings JobSettings::fromJson(const QJsonObject& j) {
@@ -44,7 +67,8 @@ JobSettings JobSettings::fromJson(const QJsonObject& j) {
   s.base = j;
   s.name = j["name"].toString(s.name);
   s.modelPath = j["model"].toObject()["path"].toString();
-  const QJsonObject d = j["data"].toObject(), t = j["train"].toObject(), p = j["placement"].toObject();
+  const QJsonObject d = j["data"].toObject(), t = j["train"].toObject(),
+                    p = j["placement"].toObject();
   s.trainPath = d["train"].toString();
   s.evalPath = d["eval"].toString();
   s.evalFraction = d["eval_fraction"].toDouble(s.evalPath.isEmpty() ? 0.1 : 0.0);

@@ -39,7 +39,6 @@ struct JobSettings {
   QString runDir;
   QJsonObject base;  // the job this came from; toJson() writes the form's fields over it
 
-
   QJsonObject toJson() const;
   static JobSettings fromJson(const QJsonObject& job);
 };

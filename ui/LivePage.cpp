@@ -1,5 +1,6 @@
 #include "LivePage.h"
 
+#include <qcustomplot.h>
 #include <signal.h>
 
 #include <QFileInfo>
@@ -11,7 +12,6 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QVBoxLayout>
-#include <qcustomplot.h>
 
 #include "Format.h"
 #include "TierChart.h"
@@ -27,7 +27,8 @@ const char* kLinkNames[] = {"h2d", "d2h", "ssd_read", "ssd_write"};
 QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString& yLabel) {
   auto* p = new QCustomPlot;
   p->plotLayout()->insertRow(0);
-  p->plotLayout()->addElement(0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
+  p->plotLayout()->addElement(
+      0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
   p->xAxis->setLabel(xLabel);
   p->yAxis->setLabel(yLabel);
   placeLegendBelow(p, 2);
@@ -78,7 +79,8 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   tiers_[1] = new TierChart("dram", tr("DRAM (host)"));
   tiers_[2] = new TierChart("ssd", tr("SSD"));
   links_ = makePlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"));
-  const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"), QColor("#d62728")};
+  const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"),
+                                    QColor("#d62728")};
   for (int i = 0; i < 4; ++i) {
     links_->addGraph()->setName(kLinkNames[i]);
     links_->graph(i)->setPen(QPen(linkColors[i], 1.5));
@@ -162,7 +164,11 @@ QStringList LivePage::linkLegend() const {
     if (r.isEmpty()) {
       out << tr("%1 (unavailable)").arg(name);
     } else if (caps[i] > 0) {
-      out << tr("%1 %2 GB/s (%3% of %4 GB/s)").arg(name).arg(r.lastY(), 0, 'f', 2).arg(100 * r.lastY() / caps[i], 0, 'f', 0).arg(caps[i], 0, 'f', 1);
+      out << tr("%1 %2 GB/s (%3% of %4 GB/s)")
+                 .arg(name)
+                 .arg(r.lastY(), 0, 'f', 2)
+                 .arg(100 * r.lastY() / caps[i], 0, 'f', 0)
+                 .arg(caps[i], 0, 'f', 1);
     } else {
       out << tr("%1 %2 GB/s").arg(name).arg(r.lastY(), 0, 'f', 2);
     }
@@ -187,7 +193,9 @@ void LivePage::stop() {
   if (WorkerClient::signal(pid(), SIGTERM) && paused_) pauseOrResume();
 }
 
-void LivePage::saveCheckpoint() { WorkerClient::signal(pid(), SIGUSR1); }
+void LivePage::saveCheckpoint() {
+  WorkerClient::signal(pid(), SIGUSR1);
+}
 
 void LivePage::pauseOrResume() {
   if (WorkerClient::signal(pid(), paused_ ? SIGCONT : SIGSTOP)) {
@@ -203,7 +211,8 @@ int LivePage::tick() {
   if (watcher_.files().isEmpty() && QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
   const int n = tail_.poll(series_);
   if (n > 0) redraw();
-  const bool finished = series_.state == "completed" || series_.state == "stopped" || series_.state == "failed";
+  const bool finished =
+      series_.state == "completed" || series_.state == "stopped" || series_.state == "failed";
   pause_->setEnabled(!finished);
   stop_->setEnabled(!finished);
   checkpoint_->setEnabled(!finished);
@@ -240,16 +249,18 @@ void LivePage::redraw() {
   if (s.totalSteps > 0) progress_->setValue(static_cast<int>(1000 * s.lastStep / s.totalSteps));
   double recent = 0;
   const int k = std::min(20, s.stepSeconds.size());
-  for (int i = s.stepSeconds.size() - k; i < s.stepSeconds.size(); ++i) recent += s.stepSeconds.y[i];
+  for (int i = s.stepSeconds.size() - k; i < s.stepSeconds.size(); ++i)
+    recent += s.stepSeconds.y[i];
   const double eta = k ? recent / k * static_cast<double>(s.totalSteps - s.lastStep) : -1;
   progress_->setFormat(QString("step %1 / %2").arg(s.lastStep).arg(s.totalSteps));
   const bool stepped = !s.loss.isEmpty();
-  status_->setText(tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
-                       .arg(s.state.isEmpty() ? tr("starting") : s.state)
-                       .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
-                       .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0) : QStringLiteral("—"))
-                       .arg(formatCount(static_cast<double>(s.tokens)))
-                       .arg(s.state == "training" && k > 0 ? formatDuration(eta) : QStringLiteral("—")));
+  status_->setText(
+      tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
+          .arg(s.state.isEmpty() ? tr("starting") : s.state)
+          .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
+          .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0) : QStringLiteral("—"))
+          .arg(formatCount(static_cast<double>(s.tokens)))
+          .arg(s.state == "training" && k > 0 ? formatDuration(eta) : QStringLiteral("—")));
   const qint64 first = s.logTotal - s.log.size();  // the ring may have dropped older lines
   for (logShown_ = std::max(logShown_, first); logShown_ < s.logTotal; ++logShown_)
     log_->appendPlainText(s.log[static_cast<int>(logShown_ - first)]);

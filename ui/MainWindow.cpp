@@ -2,12 +2,12 @@
 
 #include <signal.h>
 
-#include <QApplication>
 #include <QActionGroup>
+#include <QApplication>
 #include <QCloseEvent>
 #include <QFileDialog>
-#include <QIcon>
 #include <QHBoxLayout>
+#include <QIcon>
 #include <QJsonDocument>
 #include <QListWidget>
 #include <QMenuBar>
@@ -27,7 +27,9 @@
 
 // The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
 // dropping it and must be called from the global namespace.
-static void initResources() { Q_INIT_RESOURCE(spillway); }
+static void initResources() {
+  Q_INIT_RESOURCE(spillway);
+}
 
 namespace spillway::ui {
 
@@ -48,8 +50,8 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   live_->setStore(model_->store());
   history_ = new HistoryPage(model_);
   compare_ = new ComparePage(model_);
-  for (QWidget* w : {static_cast<QWidget*>(newRun_), static_cast<QWidget*>(live_), static_cast<QWidget*>(history_),
-                     static_cast<QWidget*>(compare_)})
+  for (QWidget* w : {static_cast<QWidget*>(newRun_), static_cast<QWidget*>(live_),
+                     static_cast<QWidget*>(history_), static_cast<QWidget*>(compare_)})
     stack_->addWidget(w);
   layout->addWidget(sidebar_);
   layout->addWidget(stack_, 1);
@@ -87,22 +89,28 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&New run"), QKeySequence::New, this, [this] { showPage(kNewRun); });
   file->addAction(tr("&Open job file…"), QKeySequence::Open, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open job file"), QString(), tr("Job files (*.json)"));
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open job file"), QString(),
+                                                      tr("Job files (*.json)"));
     if (path.isEmpty()) return;
     QString error;
-    if (!newRun_->loadJob(path, &error)) return void(QMessageBox::warning(this, tr("Open job file"), error));
+    if (!newRun_->loadJob(path, &error))
+      return void(QMessageBox::warning(this, tr("Open job file"), error));
     showPage(kNewRun);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   QMenu* view = menuBar()->addMenu(tr("&View"));
   const char* pages[] = {"New run", "Live", "History", "Compare"};
-  for (int i = 0; i < 4; ++i) view->addAction(tr(pages[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this, [this, i] { showPage(Page(i)); });
+  for (int i = 0; i < 4; ++i)
+    view->addAction(tr(pages[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this,
+                    [this, i] { showPage(Page(i)); });
   view->addSeparator();
   QMenu* theme = view->addMenu(tr("&Theme"));
   auto* themes = new QActionGroup(this);
   const QString current = QSettings().value("view/palette", "system").toString();
-  for (const auto& [key, label] : {std::pair{"system", tr("Follow the &system")}, std::pair{"light", tr("&Light")}, std::pair{"dark", tr("&Dark")}}) {
+  for (const auto& [key, label] :
+       {std::pair{"system", tr("Follow the &system")}, std::pair{"light", tr("&Light")},
+        std::pair{"dark", tr("&Dark")}}) {
     QAction* a = theme->addAction(label);
     a->setCheckable(true);
     a->setChecked(current == key);
@@ -114,15 +122,19 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   }
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(tr("&Plan"), QKeySequence(Qt::CTRL | Qt::Key_P), newRun_, &NewRunPage::plan);
-  run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_, [this] { newRun_->launch(); });
+  run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_,
+                 [this] { newRun_->launch(); });
   run->addSeparator();
-  run->addAction(tr("Pa&use / resume"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Space), live_, &LivePage::pauseOrResume);
-  run->addAction(tr("Save &checkpoint"), QKeySequence(Qt::CTRL | Qt::Key_S), live_, &LivePage::saveCheckpoint);
+  run->addAction(tr("Pa&use / resume"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Space), live_,
+                 &LivePage::pauseOrResume);
+  run->addAction(tr("Save &checkpoint"), QKeySequence(Qt::CTRL | Qt::Key_S), live_,
+                 &LivePage::saveCheckpoint);
   run->addAction(tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), live_, &LivePage::stop);
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About Spillway"), this, [this] {
     QMessageBox::about(this, tr("About Spillway"),
-                       tr("Spillway fine-tunes language models larger than the GPU: layers stream through the device, "
+                       tr("Spillway fine-tunes language models larger than the GPU: layers stream "
+                          "through the device, "
                           "master weights and AdamW state live in DRAM and on the SSD."));
   });
 

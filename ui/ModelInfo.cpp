@@ -1,9 +1,9 @@
 #include "ModelInfo.h"
 
-#include <QObject>
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
+#include <QObject>
 
 #include "Format.h"
 #include "model/parameter-layout.h"
@@ -14,7 +14,8 @@ namespace spillway::ui {
 ModelInfo ModelInfo::inspect(const QString& dir) {
   ModelInfo info;
   if (dir.isEmpty()) {
-    info.error = QObject::tr("Choose a model folder (Hugging Face layout: config.json and model.safetensors).");
+    info.error = QObject::tr(
+        "Choose a model folder (Hugging Face layout: config.json and model.safetensors).");
     return info;
   }
   if (!QFileInfo(dir).isDir()) {
@@ -53,7 +54,9 @@ ModelInfo ModelInfo::inspect(const QString& dir) {
 
 QString ModelInfo::summary() const {
   if (!ok) return error;
-  return QObject::tr("%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 on disk")
+  return QObject::tr(
+             "%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 "
+             "on disk")
       .arg(architecture, formatCount(parameters))
       .arg(layers)
       .arg(hiddenSize)

@@ -1,5 +1,7 @@
 #include "NewRunPage.h"
 
+#include <qcustomplot.h>
+
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
@@ -24,7 +26,6 @@
 #include <QSpinBox>
 #include <QTextBrowser>
 #include <QVBoxLayout>
-#include <qcustomplot.h>
 
 #include "Format.h"
 #include "PlanView.h"
@@ -61,7 +62,8 @@ QComboBox* combo(const QStringList& items, const QString& tip) {
 
 QString dataHome() {
   auto runs = RunStore::default_runs_dir();
-  return runs.ok() ? QFileInfo(QString::fromStdString(*runs)).absolutePath() : QDir::homePath() + "/.local/share/spillway";
+  return runs.ok() ? QFileInfo(QString::fromStdString(*runs)).absolutePath()
+                   : QDir::homePath() + "/.local/share/spillway";
 }
 
 }  // namespace
@@ -82,7 +84,9 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   auto* mrow = new QHBoxLayout;
   modelCombo_ = new QComboBox;
   modelCombo_->setEditable(true);
-  modelCombo_->setToolTip(tr("A Hugging Face model folder: config.json, model.safetensors (or a sharded index) and tokenizer files"));
+  modelCombo_->setToolTip(
+      tr("A Hugging Face model folder: config.json, model.safetensors (or a sharded index) and "
+         "tokenizer files"));
   modelCombo_->addItems(settings.value("recent/models").toStringList());
   for (const QString& m : findHuggingFaceModels()) {
     if (modelCombo_->findText(m) < 0) modelCombo_->addItem(m);
@@ -97,7 +101,8 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   ml->addWidget(modelLabel_);
   layout->addWidget(modelBox);
   connect(modelBrowse, &QPushButton::clicked, this, [this] {
-    const QString d = QFileDialog::getExistingDirectory(this, tr("Model folder"), modelCombo_->currentText());
+    const QString d =
+        QFileDialog::getExistingDirectory(this, tr("Model folder"), modelCombo_->currentText());
     if (!d.isEmpty()) setModelPath(d);
   });
   connect(modelCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::validateModel);
@@ -110,8 +115,11 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   dataCombo_->setEditable(true);
   dataCombo_->addItems(settings.value("recent/datasets").toStringList());
   dataCombo_->setCurrentText(QString());
-  dataCombo_->setToolTip(tr("Plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI messages, or pre-tokenized JSONL"));
-  formatCombo_ = combo({"auto", "text", "json", "alpaca", "sharegpt", "openai", "pretokenized"}, tr("Dataset format (auto detects it)"));
+  dataCombo_->setToolTip(
+      tr("Plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI messages, or "
+         "pre-tokenized JSONL"));
+  formatCombo_ = combo({"auto", "text", "json", "alpaca", "sharegpt", "openai", "pretokenized"},
+                       tr("Dataset format (auto detects it)"));
   auto* dataBrowse = new QPushButton(tr("Browse…"));
   drow->addWidget(dataCombo_, 1);
   drow->addWidget(formatCombo_);
@@ -150,8 +158,11 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   name_ = new QLineEdit("fine-tune");
   name_->setToolTip(tr("The run's name in History"));
   steps_ = spin(1, 10'000'000, 200, tr("Optimizer steps"));
-  microBatch_ = spin(1, 4096, 4, tr("Sequences per micro-batch: activations on the device grow with it"));
-  gradAccum_ = spin(1, 4096, 1, tr("Micro-batches per optimizer step (gradient accumulation). Layers stream once per step however many there are"));
+  microBatch_ =
+      spin(1, 4096, 4, tr("Sequences per micro-batch: activations on the device grow with it"));
+  gradAccum_ = spin(1, 4096, 1,
+                    tr("Micro-batches per optimizer step (gradient accumulation). Layers stream "
+                       "once per step however many there are"));
   seqLen_ = spin(8, 131072, 256, tr("Tokens per sequence; longer examples are truncated"));
   lr_ = dspin(1e-7, 1.0, 1e-4, 7, tr("Peak learning rate"));
   schedule_ = combo({"cosine", "linear", "constant"}, tr("Decay after the linear warmup"));
@@ -186,7 +197,9 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   auto* pf = new QFormLayout(placeBox);
   backend_ = combo({"auto", "cpu"}, tr("Compute backend (CUDA arrives with the CUDA backend)"));
   deviceGb_ = dspin(0, 10000, 0, 2, tr("Device memory for the run in GB; 0 = all of it"));
-  placementMode_ = combo({"auto", "manual"}, tr("auto: DRAM up to the cap, the rest on the SSD, biggest categories first"));
+  placementMode_ =
+      combo({"auto", "manual"},
+            tr("auto: DRAM up to the cap, the rest on the SSD, biggest categories first"));
   optimizerTier_ = combo({"dram", "ssd"}, tr("Where the AdamW moments live"));
   masterTier_ = combo({"dram", "ssd"}, tr("Where the fp32 master weights live"));
   ssdDir_ = new QLineEdit;
@@ -242,43 +255,58 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   });
 }
 
-void NewRunPage::setModelPath(const QString& dir) { modelCombo_->setCurrentText(dir); }
-void NewRunPage::setDatasetPath(const QString& path) { dataCombo_->setCurrentText(path); }
+void NewRunPage::setModelPath(const QString& dir) {
+  modelCombo_->setCurrentText(dir);
+}
+void NewRunPage::setDatasetPath(const QString& path) {
+  dataCombo_->setCurrentText(path);
+}
 
 void NewRunPage::validateModel() {
   model_ = ModelInfo::inspect(modelCombo_->currentText().trimmed());
-  modelLabel_->setText(model_.ok ? model_.summary() : QString("<span style=\"color:#d32f2f\">%1</span>").arg(model_.error.toHtmlEscaped()));
+  modelLabel_->setText(
+      model_.ok
+          ? model_.summary()
+          : QString("<span style=\"color:#d32f2f\">%1</span>").arg(model_.error.toHtmlEscaped()));
   if (model_.ok) previewDataset();
 }
 
 void NewRunPage::previewDataset() {
   const QString path = dataCombo_->currentText().trimmed();
   if (path.isEmpty() || !model_.ok) {
-    dataLabel_->setText(path.isEmpty() ? tr("Choose a dataset file.") : tr("Choose a valid model first: its tokenizer counts the tokens."));
+    dataLabel_->setText(path.isEmpty()
+                            ? tr("Choose a dataset file.")
+                            : tr("Choose a valid model first: its tokenizer counts the tokens."));
     return;
   }
   QApplication::setOverrideCursor(Qt::WaitCursor);
-  dataset_ = DatasetPreview::load(path, modelCombo_->currentText().trimmed(), seqLen_->value(), formatCombo_->currentText());
+  dataset_ = DatasetPreview::load(path, modelCombo_->currentText().trimmed(), seqLen_->value(),
+                                  formatCombo_->currentText());
   QApplication::restoreOverrideCursor();
   if (!dataset_.ok) {
-    dataLabel_->setText(QString("<span style=\"color:#d32f2f\">%1</span>").arg(dataset_.error.toHtmlEscaped()));
+    dataLabel_->setText(
+        QString("<span style=\"color:#d32f2f\">%1</span>").arg(dataset_.error.toHtmlEscaped()));
     preview_->clear();
     return;
   }
-  dataLabel_->setText(tr("Format %1 · %2 examples · %3 sequences of up to %4 tokens · %5 tokens, %6 trained · %7 truncated at %4")
-                          .arg(dataset_.format)
-                          .arg(dataset_.examples)
-                          .arg(dataset_.sequences)
-                          .arg(seqLen_->value())
-                          .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
-                          .arg(dataset_.truncated));
+  dataLabel_->setText(
+      tr("Format %1 · %2 examples · %3 sequences of up to %4 tokens · %5 tokens, %6 trained · %7 "
+         "truncated at %4")
+          .arg(dataset_.format)
+          .arg(dataset_.examples)
+          .arg(dataset_.sequences)
+          .arg(seqLen_->value())
+          .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
+          .arg(dataset_.truncated));
   preview_->setHtml(dataset_.previewHtml);
   histogram_->clearPlottables();
   histogram_->clearItems();
   auto* bars = new QCPBars(histogram_->xAxis, histogram_->yAxis);
-  const double width = static_cast<double>(dataset_.histogramUpper) / std::max<int>(1, dataset_.histogram.size());
+  const double width =
+      static_cast<double>(dataset_.histogramUpper) / std::max<int>(1, dataset_.histogram.size());
   QVector<double> x, y;
-  for (int i = 0; i < dataset_.histogram.size(); ++i) x << (i + 0.5) * width, y << dataset_.histogram[i];
+  for (int i = 0; i < dataset_.histogram.size(); ++i)
+    x << (i + 0.5) * width, y << dataset_.histogram[i];
   bars->setData(x, y);
   bars->setWidth(width * 0.9);
   auto* line = new QCPItemStraightLine(histogram_);
@@ -311,8 +339,10 @@ JobSettings NewRunPage::settings() const {
   s.backend = backend_->currentText();
   s.deviceMemoryBytes = static_cast<qint64>(deviceGb_->value() * 1e9);
   const bool manual = placementMode_->currentText() == "manual";
-  s.optimizerTier = manual ? optimizerTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
-  s.masterTier = manual ? masterTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
+  s.optimizerTier =
+      manual ? optimizerTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
+  s.masterTier =
+      manual ? masterTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
   s.ssdDir = ssdDir_->text();
   s.dramCapBytes = static_cast<qint64>(dramCapGb_->value() * 1e9);
   return s;
@@ -349,11 +379,13 @@ bool NewRunPage::loadJob(const QString& path, QString* error) {
   if (!f.open(QIODevice::ReadOnly)) return *error = tr("%1: %2").arg(path, f.errorString()), false;
   QJsonParseError pe;
   const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
-  if (!doc.isObject()) return *error = tr("%1: not a JSON object (%2)").arg(path, pe.errorString()), false;
+  if (!doc.isObject())
+    return *error = tr("%1: not a JSON object (%2)").arg(path, pe.errorString()), false;
   JobSettings s = JobSettings::fromJson(doc.object());
   const QDir base = QFileInfo(path).absoluteDir();
   for (QString* p : {&s.modelPath, &s.trainPath, &s.evalPath}) {
-    if (!p->isEmpty() && QFileInfo(*p).isRelative()) *p = QDir::cleanPath(base.absoluteFilePath(*p));
+    if (!p->isEmpty() && QFileInfo(*p).isRelative())
+      *p = QDir::cleanPath(base.absoluteFilePath(*p));
   }
   s.runDir.clear();  // a new run gets its own folder
   setSettings(s);
@@ -416,7 +448,8 @@ void NewRunPage::plan() {
   planProcess_ = new QProcess(this);
   QProcess* p = planProcess_;
   connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus) {
-    const PlanResult r = PlanResult::fromWorkerOutput(p->readAllStandardOutput(), p->readAllStandardError(), code);
+    const PlanResult r =
+        PlanResult::fromWorkerOutput(p->readAllStandardOutput(), p->readAllStandardError(), code);
     p->deleteLater();
     planProcess_ = nullptr;
     planButton_->setEnabled(true);
@@ -436,7 +469,9 @@ void NewRunPage::plan() {
   p->start(worker, {"plan", job, "--json"});
 }
 
-bool NewRunPage::planning() const { return planProcess_ != nullptr; }
+bool NewRunPage::planning() const {
+  return planProcess_ != nullptr;
+}
 
 bool NewRunPage::launch(QString* runDirOut) {
   QString error;

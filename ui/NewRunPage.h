@@ -70,7 +70,8 @@ class NewRunPage : public QWidget {
   QTextBrowser* preview_;
   QCustomPlot* histogram_;
   QLineEdit* name_;
-  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_, *seed_;
+  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_,
+      *seed_;
   QDoubleSpinBox *lr_, *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
   QComboBox *schedule_, *backend_, *placementMode_, *optimizerTier_, *masterTier_;
   QLineEdit* ssdDir_;

@@ -1,8 +1,8 @@
 #include "PlanResult.h"
 
-#include <QObject>
 #include <QJsonDocument>
 #include <QLocale>
+#include <QObject>
 
 #include "Format.h"
 
@@ -18,9 +18,11 @@ PlanResult PlanResult::fromJson(const QJsonObject& plan) {
   r.fits = plan["fits"].toBool();
   r.reason = plan["reason"].toString();
   const QJsonObject tiers = plan["tiers"].toObject();
-  for (const auto& [key, label] : {std::pair{"hbm", "HBM"}, std::pair{"dram", "DRAM"}, std::pair{"ssd", "SSD"}}) {
+  for (const auto& [key, label] :
+       {std::pair{"hbm", "HBM"}, std::pair{"dram", "DRAM"}, std::pair{"ssd", "SSD"}}) {
     const QJsonObject t = tiers[key].toObject();
-    r.tiers.push_back({label, t["needed_bytes"].toDouble(), t["free_bytes"].toDouble(), t["total_bytes"].toDouble()});
+    r.tiers.push_back({label, t["needed_bytes"].toDouble(), t["free_bytes"].toDouble(),
+                       t["total_bytes"].toDouble()});
   }
   const QJsonObject step = plan["step"].toObject();
   r.stepSeconds = step["step_s"].toDouble();
@@ -30,7 +32,8 @@ PlanResult PlanResult::fromJson(const QJsonObject& plan) {
   return r;
 }
 
-PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray& err, int exitCode) {
+PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray& err,
+                                        int exitCode) {
   const QJsonDocument doc = QJsonDocument::fromJson(out.trimmed().split('\n').last());
   if (doc.isObject() && doc.object().contains("fits")) return fromJson(doc.object());
   PlanResult r;
@@ -38,7 +41,8 @@ PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray&
     r.error = doc.object()["message"].toString();
   } else {
     r.error = QString::fromUtf8(err).trimmed();
-    if (r.error.isEmpty()) r.error = QObject::tr("spillway-worker plan exited with code %1").arg(exitCode);
+    if (r.error.isEmpty())
+      r.error = QObject::tr("spillway-worker plan exited with code %1").arg(exitCode);
   }
   return r;
 }
@@ -46,7 +50,8 @@ PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray&
 QString PlanResult::summary() const {
   if (!ok) return error;
   return QObject::tr("step %1 · %2 tokens/s · ETA %3 · bottleneck %4")
-      .arg(formatDuration(stepSeconds), QLocale().toString(tokensPerSecond, 'f', 0), formatDuration(etaSeconds), bottleneck);
+      .arg(formatDuration(stepSeconds), QLocale().toString(tokensPerSecond, 'f', 0),
+           formatDuration(etaSeconds), bottleneck);
 }
 
 }  // namespace spillway::ui

@@ -10,22 +10,23 @@
 namespace spillway::ui {
 
 struct TierBar {
-  QString name;  // "HBM", "DRAM", "SSD"
+  QString name;                            // "HBM", "DRAM", "SSD"
   double needed = 0, free = 0, total = 0;  // bytes; total 0 = unbounded
   bool fits() const { return total <= 0 && free <= 0 ? true : needed <= free; }
 };
 
 struct PlanResult {
-  bool ok = false;     // parsed
+  bool ok = false;  // parsed
   bool fits = false;
-  QString reason;      // when !fits
-  QString error;       // when the worker failed
+  QString reason;  // when !fits
+  QString error;   // when the worker failed
   QVector<TierBar> tiers;
   double stepSeconds = 0, tokensPerSecond = 0, etaSeconds = 0;
   QString bottleneck;
 
   static PlanResult fromJson(const QJsonObject& plan);
-  static PlanResult fromWorkerOutput(const QByteArray& stdoutBytes, const QByteArray& stderrBytes, int exitCode);
+  static PlanResult fromWorkerOutput(const QByteArray& stdoutBytes, const QByteArray& stderrBytes,
+                                     int exitCode);
   QString summary() const;  // "step 0.31 s · 3,300 tokens/s · ETA 1 min 02 s · bottleneck compute"
 };
 

@@ -36,7 +36,9 @@ void PlanView::setBusy(const QString& message) {
   message_->clear();
 }
 
-QString PlanView::tierText(int i) const { return bars_[i]->format(); }
+QString PlanView::tierText(int i) const {
+  return bars_[i]->format();
+}
 
 void PlanView::setPlan(const PlanResult& plan) {
   plan_ = plan;
@@ -50,13 +52,16 @@ void PlanView::setPlan(const PlanResult& plan) {
     const double denom = t.free > 0 ? t.free : t.total;
     bars_[i]->setValue(denom > 0 ? static_cast<int>(std::min(1.0, t.needed / denom) * 1000) : 0);
     bars_[i]->setFormat(tr("needs %1 · free %2 · total %3")
-                            .arg(formatBytes(t.needed), t.free > 0 ? formatBytes(t.free) : tr("unbounded"),
+                            .arg(formatBytes(t.needed),
+                                 t.free > 0 ? formatBytes(t.free) : tr("unbounded"),
                                  t.total > 0 ? formatBytes(t.total) : tr("unbounded")));
     const bool over = denom > 0 && t.needed > denom;
     bars_[i]->setStyleSheet(over ? "QProgressBar::chunk { background: #d32f2f; }" : "");
   }
   summary_->setText(plan.ok ? plan.summary() : QString());
-  message_->setText(!plan.ok ? plan.error : plan.fits ? QString() : tr("Does not fit: %1").arg(plan.reason));
+  message_->setText(!plan.ok    ? plan.error
+                    : plan.fits ? QString()
+                                : tr("Does not fit: %1").arg(plan.reason));
 }
 
 }  // namespace spillway::ui

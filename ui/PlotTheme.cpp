@@ -1,8 +1,9 @@
 #include "PlotTheme.h"
 
+#include <qcustomplot.h>
+
 #include <QCoreApplication>
 #include <QEvent>
-#include <qcustomplot.h>
 
 namespace spillway::ui {
 
@@ -41,7 +42,8 @@ void PlotTheme::apply(QCustomPlot* plot) {
   plot->legend->setTextColor(text);
   plot->legend->setBrush(Qt::NoBrush);
   for (int i = 0; i < plot->plotLayout()->elementCount(); ++i) {
-    if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i))) title->setTextColor(text);
+    if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i)))
+      title->setTextColor(text);
   }
 }
 

@@ -33,7 +33,10 @@ void RunHistoryModel::refresh() {
     if (runs.ok()) {
       for (RunInfo& info : *runs) {
         RunRow r;
-        const double end = info.ended_at ? *info.ended_at : (info.status == RunStatus::kRunning ? QDateTime::currentSecsSinceEpoch() : -1);
+        const double end =
+            info.ended_at
+                ? *info.ended_at
+                : (info.status == RunStatus::kRunning ? QDateTime::currentSecsSinceEpoch() : -1);
         if (info.started_at && end > 0) r.durationSeconds = end - *info.started_at;
         const QString key = QString("%1/%2/%3/%4")
                                 .arg(QString::fromStdString(info.id))
@@ -57,9 +60,12 @@ void RunHistoryModel::refresh() {
           }
           if (auto samples = store_->samples(info.id); samples.ok()) {
             for (const SampleRow& s : *samples) {
-              const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json)).object()["tiers"].toObject();
+              const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json))
+                                            .object()["tiers"]
+                                            .toObject();
               r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
-              r.peakDram = std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
+              r.peakDram =
+                  std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
               r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
             }
           }
@@ -74,8 +80,12 @@ void RunHistoryModel::refresh() {
   endResetModel();
 }
 
-int RunHistoryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : rows_.size(); }
-int RunHistoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
+int RunHistoryModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : rows_.size();
+}
+int RunHistoryModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumnCount;
+}
 
 int RunHistoryModel::rowOfRun(const QString& id) const {
   for (int i = 0; i < rows_.size(); ++i) {
@@ -86,8 +96,9 @@ int RunHistoryModel::rowOfRun(const QString& id) const {
 
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Name", "Model", "Dataset", "Status", "Started", "Duration", "Tokens", "Final loss",
-                                "Peak HBM", "Peak DRAM", "Peak SSD", "Mean tokens/s", "Tags", "Notes"};
+  static const char* names[] = {"Name",     "Model",         "Dataset",    "Status",   "Started",
+                                "Duration", "Tokens",        "Final loss", "Peak HBM", "Peak DRAM",
+                                "Peak SSD", "Mean tokens/s", "Tags",       "Notes"};
   return tr(names[section]);
 }
 
@@ -98,31 +109,53 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
   // Sorting uses the raw value (Qt::UserRole); the table shows the formatted one.
   const bool raw = role == Qt::UserRole;
   if (role != Qt::DisplayRole && !raw) {
-    if (role == Qt::ToolTipRole && index.column() == kName) return QString::fromStdString(i.id + "\n" + i.run_dir + (i.notes.empty() ? "" : "\n" + i.notes));
-    if (role == Qt::ToolTipRole && index.column() == kNotes && !i.notes.empty()) return QString::fromStdString(i.notes);
+    if (role == Qt::ToolTipRole && index.column() == kName)
+      return QString::fromStdString(i.id + "\n" + i.run_dir +
+                                    (i.notes.empty() ? "" : "\n" + i.notes));
+    if (role == Qt::ToolTipRole && index.column() == kNotes && !i.notes.empty())
+      return QString::fromStdString(i.notes);
     return {};
   }
   switch (index.column()) {
-    case kName: return QString::fromStdString(i.name);
-    case kModel: return QString::fromStdString(i.model_name);
-    case kDataset: return QString::fromStdString(i.dataset).section('/', -1);
-    case kStatus: return QString(run_status_name(i.status));
+    case kName:
+      return QString::fromStdString(i.name);
+    case kModel:
+      return QString::fromStdString(i.model_name);
+    case kDataset:
+      return QString::fromStdString(i.dataset).section('/', -1);
+    case kStatus:
+      return QString(run_status_name(i.status));
     case kStart:
       if (raw) return i.started_at.value_or(i.created_at);
-      return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(i.started_at.value_or(i.created_at))).toString("yyyy-MM-dd hh:mm");
-    case kDuration: return raw ? QVariant(r.durationSeconds) : QVariant(formatDuration(r.durationSeconds));
-    case kTokens: return raw ? QVariant(r.tokens) : QVariant(formatCount(r.tokens));
-    case kFinalLoss: return i.final_loss ? QVariant(raw ? *i.final_loss : QVariant(QString::number(*i.final_loss, 'f', 4))) : QVariant(raw ? 1e30 : QVariant("—"));
-    case kPeakHbm: return raw ? QVariant(r.peakHbm) : QVariant(formatBytes(r.peakHbm));
-    case kPeakDram: return raw ? QVariant(r.peakDram) : QVariant(formatBytes(r.peakDram));
-    case kPeakSsd: return raw ? QVariant(r.peakSsd) : QVariant(formatBytes(r.peakSsd));
-    case kTokensPerSecond: return raw ? QVariant(r.meanTokensPerSecond) : QVariant(r.meanTokensPerSecond < 0 ? "—" : QString::number(r.meanTokensPerSecond, 'f', 0));
+      return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(i.started_at.value_or(i.created_at)))
+          .toString("yyyy-MM-dd hh:mm");
+    case kDuration:
+      return raw ? QVariant(r.durationSeconds) : QVariant(formatDuration(r.durationSeconds));
+    case kTokens:
+      return raw ? QVariant(r.tokens) : QVariant(formatCount(r.tokens));
+    case kFinalLoss:
+      return i.final_loss
+                 ? QVariant(raw ? *i.final_loss : QVariant(QString::number(*i.final_loss, 'f', 4)))
+                 : QVariant(raw ? 1e30 : QVariant("—"));
+    case kPeakHbm:
+      return raw ? QVariant(r.peakHbm) : QVariant(formatBytes(r.peakHbm));
+    case kPeakDram:
+      return raw ? QVariant(r.peakDram) : QVariant(formatBytes(r.peakDram));
+    case kPeakSsd:
+      return raw ? QVariant(r.peakSsd) : QVariant(formatBytes(r.peakSsd));
+    case kTokensPerSecond:
+      return raw ? QVariant(r.meanTokensPerSecond)
+                 : QVariant(r.meanTokensPerSecond < 0
+                                ? "—"
+                                : QString::number(r.meanTokensPerSecond, 'f', 0));
     case kTags: {
       QStringList tags;
       for (const auto& t : i.tags) tags << QString::fromStdString(t);
       return tags.join(", ");
     }
-    case kNotes: return QString::fromStdString(i.notes).section('\n', 0, 0);  // the first line; all of it in the tooltip
+    case kNotes:
+      return QString::fromStdString(i.notes).section(
+          '\n', 0, 0);  // the first line; all of it in the tooltip
   }
   return {};
 }

@@ -27,7 +27,23 @@ struct RunRow {
 class RunHistoryModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { kName, kModel, kDataset, kStatus, kStart, kDuration, kTokens, kFinalLoss, kPeakHbm, kPeakDram, kPeakSsd, kTokensPerSecond, kTags, kNotes, kColumnCount };
+  enum Column {
+    kName,
+    kModel,
+    kDataset,
+    kStatus,
+    kStart,
+    kDuration,
+    kTokens,
+    kFinalLoss,
+    kPeakHbm,
+    kPeakDram,
+    kPeakSsd,
+    kTokensPerSecond,
+    kTags,
+    kNotes,
+    kColumnCount
+  };
 
   explicit RunHistoryModel(QObject* parent = nullptr);
   // Opens the store at `dbPath` (default: the worker's default). Returns an error message or "".

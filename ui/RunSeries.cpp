@@ -18,7 +18,8 @@ void Ring::append(double px, double py) {
 namespace {
 constexpr int kMaxSpans = 4000;
 constexpr int kMaxLog = 2000;
-const char* kCategories[] = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
+const char* kCategories[] = {"weights",   "gradients",   "master",
+                             "optimizer", "checkpoints", "workspace"};
 }  // namespace
 
 void RunSeries::appendLog(const QString& line) {
@@ -57,7 +58,8 @@ bool RunSeries::apply(const QByteArray& line) {
                   .arg(e["perplexity"].toDouble(), 0, 'f', 2));
   } else if (type == "sample") {
     const QJsonObject tiers = e["tiers"].toObject();
-    for (const QString& tier : {QStringLiteral("hbm"), QStringLiteral("dram"), QStringLiteral("ssd")}) {
+    for (const QString& tier :
+         {QStringLiteral("hbm"), QStringLiteral("dram"), QStringLiteral("ssd")}) {
       const QJsonObject o = tiers[tier].toObject();
       if (o.isEmpty()) continue;
       for (const char* c : kCategories) {
@@ -70,7 +72,8 @@ bool RunSeries::apply(const QByteArray& line) {
       if (cap > 0) tierCapacity[tier] = cap;
     }
     const QJsonObject links = e["links"].toObject();
-    for (const QString& l : {QStringLiteral("h2d"), QStringLiteral("d2h"), QStringLiteral("ssd_read"), QStringLiteral("ssd_write")}) {
+    for (const QString& l : {QStringLiteral("h2d"), QStringLiteral("d2h"),
+                             QStringLiteral("ssd_read"), QStringLiteral("ssd_write")}) {
       const QString key = l + "_gbps";
       if (links.contains(key)) linkGbps[l].append(t, links[key].toDouble());
     }
@@ -88,9 +91,11 @@ bool RunSeries::apply(const QByteArray& line) {
     if (e.contains("run_id")) runId = e["run_id"].toString();
     if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
   } else if (type == "log" || type == "error" || type == "checkpoint") {
-    const QString text = type == "log"     ? e["message"].toString()
-                         : type == "error" ? "error: " + e["message"].toString()
-                                           : QString("checkpoint at step %1: %2").arg(e["step"].toInt()).arg(e["path"].toString());
+    const QString text =
+        type == "log" ? e["message"].toString()
+        : type == "error"
+            ? "error: " + e["message"].toString()
+            : QString("checkpoint at step %1: %2").arg(e["step"].toInt()).arg(e["path"].toString());
     appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text));
   } else if (type == "plan") {
     plan = e;

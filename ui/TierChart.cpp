@@ -25,14 +25,16 @@ void placeLegendBelow(QCustomPlot* plot, int columns) {
 }
 
 const QStringList& categoryNames() {
-  static const QStringList names = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
+  static const QStringList names = {"weights",   "gradients",   "master",
+                                    "optimizer", "checkpoints", "workspace"};
   return names;
 }
 
 QColor categoryColor(const QString& c) {
-  static const QMap<QString, QColor> colors = {{"weights", QColor("#1f77b4")},     {"gradients", QColor("#ff7f0e")},
-                                               {"master", QColor("#2ca02c")},      {"optimizer", QColor("#9467bd")},
-                                               {"checkpoints", QColor("#8c564b")}, {"workspace", QColor("#7f7f7f")}};
+  static const QMap<QString, QColor> colors = {
+      {"weights", QColor("#1f77b4")},     {"gradients", QColor("#ff7f0e")},
+      {"master", QColor("#2ca02c")},      {"optimizer", QColor("#9467bd")},
+      {"checkpoints", QColor("#8c564b")}, {"workspace", QColor("#7f7f7f")}};
   return colors.value(c, Qt::gray);
 }
 
@@ -65,7 +67,9 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   setMinimumHeight(200);
 }
 
-QString TierChart::heading() const { return heading_->text(); }
+QString TierChart::heading() const {
+  return heading_->text();
+}
 
 void TierChart::update(const RunSeries& series) {
   const auto tierIt = series.tierBytes.find(tier_);
@@ -81,7 +85,8 @@ void TierChart::update(const RunSeries& series) {
     }
     // The worker writes every category in each sample, so the rings line up; align on the newest.
     QVector<double> aligned(x.size(), 0.0);
-    for (int k = 0; k < std::min(y.size(), x.size()); ++k) aligned[x.size() - 1 - k] = y[y.size() - 1 - k];
+    for (int k = 0; k < std::min(y.size(), x.size()); ++k)
+      aligned[x.size() - 1 - k] = y[y.size() - 1 - k];
     if (base.size() != x.size()) base = QVector<double>(x.size(), 0.0);
     for (int k = 0; k < x.size(); ++k) base[k] += aligned[k];
     stacked.push_back(base);
@@ -108,7 +113,8 @@ void TierChart::update(const RunSeries& series) {
   if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));
   heading_->setText(text);
   if (!x.isEmpty()) xAxis->setRange(x.first(), std::max(x.last(), x.first() + 1));
-  yAxis->setRange(0, top > 0 || showCap ? std::max(top / unit.bytes * 1.15, showCap ? cap * 1.05 : 0.0) : 1.0);
+  yAxis->setRange(
+      0, top > 0 || showCap ? std::max(top / unit.bytes * 1.15, showCap ? cap * 1.05 : 0.0) : 1.0);
   replot(rpQueuedReplot);
 }
 

@@ -6,8 +6,9 @@
 // states the capacity instead of drawing a line at the top. GUI thread only.
 #pragma once
 
-#include <QString>
 #include <qcustomplot.h>
+
+#include <QString>
 
 #include "RunSeries.h"
 

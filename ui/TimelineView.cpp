@@ -13,7 +13,9 @@ int laneOf(const QString& phase) {
 }
 }  // namespace
 
-TimelineView::TimelineView(QWidget* parent) : QWidget(parent) { setMinimumHeight(150); }
+TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
+  setMinimumHeight(150);
+}
 
 void TimelineView::setSpans(const QVector<Span>& spans, double window) {
   spans_.clear();
@@ -58,7 +60,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
   p.fillRect(rect(), palette().base());
   const int left = 80, laneH = std::max(14, (height() - 20) / static_cast<int>(kLanes.size()));
   p.setPen(palette().text().color());
-  for (int i = 0; i < kLanes.size(); ++i) p.drawText(4, 10 + i * laneH + laneH / 2 + 4, kLaneNames[i]);
+  for (int i = 0; i < kLanes.size(); ++i)
+    p.drawText(4, 10 + i * laneH + laneH / 2 + 4, kLaneNames[i]);
   if (spans_.isEmpty()) {
     p.drawText(rect().adjusted(left, 0, 0, 0), Qt::AlignCenter, tr("no timeline spans yet"));
     return;
@@ -71,7 +74,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
     if (lane < 0) continue;
     const double x0 = left + (s.start - t0_) / (t1_ - t0_) * w;
     const double x1 = left + (s.end - t0_) / (t1_ - t0_) * w;
-    QColor c = QColor::fromHsv(s.layer < 0 ? 0 : 200 - 160 * s.layer / maxLayer, s.layer < 0 ? 0 : 160, 200);
+    QColor c = QColor::fromHsv(s.layer < 0 ? 0 : 200 - 160 * s.layer / maxLayer,
+                               s.layer < 0 ? 0 : 160, 200);
     if (s.phase == "backward") c = c.darker(130);
     p.fillRect(QRectF(x0, 10 + lane * laneH + 2, std::max(1.0, x1 - x0), laneH - 4), c);
   }

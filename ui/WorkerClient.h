@@ -17,8 +17,10 @@ class WorkerClient {
   // The worker next to the GUI binary, then on PATH ($SPILLWAY_WORKER overrides both).
   static QString workerPath();
   static PlanResult plan(const QString& jobPath, int timeoutMs = 60000);
-  // Starts `spillway-worker train JOB [--resume CHECKPOINT]` detached (setsid); returns its pid or -1.
-  static qint64 launch(const QString& jobPath, const QString& resumeFrom = QString(), QString* error = nullptr);
+  // Starts `spillway-worker train JOB [--resume CHECKPOINT]` detached (setsid); returns its pid or
+  // -1.
+  static qint64 launch(const QString& jobPath, const QString& resumeFrom = QString(),
+                       QString* error = nullptr);
   // The equivalent command line, for "Copy command line".
   static QString commandLine(const QString& jobPath);
   static bool signal(qint64 pid, int sig);

@@ -25,14 +25,18 @@ int main(int argc, char** argv) {
   QCommandLineParser parser;
   parser.setApplicationDescription("Spillway: fine-tune language models larger than the GPU");
   parser.addHelpOption();
-  QCommandLineOption db("db", "Run store database.", "path"), model("model", "Model folder to preselect.", "dir"),
-      dataset("dataset", "Dataset to preselect.", "file"), attach("attach", "Run folder to show live.", "dir"),
+  QCommandLineOption db("db", "Run store database.", "path"),
+      model("model", "Model folder to preselect.", "dir"),
+      dataset("dataset", "Dataset to preselect.", "file"),
+      attach("attach", "Run folder to show live.", "dir"),
       shots("screenshot", "Save a PNG of each page into DIR and quit.", "dir"),
       wait("wait", "Seconds to wait before the screenshots.", "s", "6"),
       palette("palette", "Look: system, light or dark (default: the View > Theme choice).", "mode");
   parser.addOptions({db, model, dataset, attach, shots, wait, palette});
   parser.process(app);
-  spillway::ui::AppPalette::apply(parser.isSet(palette) ? parser.value(palette) : QSettings().value("view/palette", "system").toString());
+  spillway::ui::AppPalette::apply(parser.isSet(palette)
+                                      ? parser.value(palette)
+                                      : QSettings().value("view/palette", "system").toString());
 
   spillway::ui::MainWindow window(parser.value(db));
   if (parser.isSet(model)) window.newRunPage()->setModelPath(parser.value(model));
@@ -47,28 +51,29 @@ int main(int argc, char** argv) {
     const QString dir = parser.value(shots);
     window.newRunPage()->plan();  // in the background; done well before the screenshots
     QDir().mkpath(dir);
-    QTimer::singleShot(static_cast<int>(parser.value(wait).toDouble() * 1000), &window, [&window, dir] {
-      using W = spillway::ui::MainWindow;
-      window.showPage(W::kNewRun);
-      QApplication::processEvents();
-      window.grab().save(dir + "/new-run.png");
-      window.livePage()->tick();
-      window.showPage(W::kLive);
-      QApplication::processEvents();
-      window.grab().save(dir + "/live.png");
-      window.historyModel()->refresh();
-      window.showPage(W::kHistory);
-      QApplication::processEvents();
-      window.grab().save(dir + "/history.png");
-      QStringList ids;
-      for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
-        ids << QString::fromStdString(window.historyModel()->run(i).info.id);
-      window.comparePage()->setRuns(ids);
-      window.showPage(W::kCompare);
-      QApplication::processEvents();
-      window.grab().save(dir + "/compare.png");
-      QApplication::quit();
-    });
+    QTimer::singleShot(static_cast<int>(parser.value(wait).toDouble() * 1000), &window,
+                       [&window, dir] {
+                         using W = spillway::ui::MainWindow;
+                         window.showPage(W::kNewRun);
+                         QApplication::processEvents();
+                         window.grab().save(dir + "/new-run.png");
+                         window.livePage()->tick();
+                         window.showPage(W::kLive);
+                         QApplication::processEvents();
+                         window.grab().save(dir + "/live.png");
+                         window.historyModel()->refresh();
+                         window.showPage(W::kHistory);
+                         QApplication::processEvents();
+                         window.grab().save(dir + "/history.png");
+                         QStringList ids;
+                         for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
+                           ids << QString::fromStdString(window.historyModel()->run(i).info.id);
+                         window.comparePage()->setRuns(ids);
+                         window.showPage(W::kCompare);
+                         QApplication::processEvents();
+                         window.grab().save(dir + "/compare.png");
+                         QApplication::quit();
+                       });
   }
   return QApplication::exec();
 }

@@ -1,13 +1,12 @@
 // The app end to end: it launches a real worker run on stories260K (CPU backend), the Live page
 // receives samples and steps, closing the GUI mid-run does not stop the run, a new window
 // re-attaches to it live, and the run appears in History.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <QFileInfo>
 #include <QSignalSpy>
 #include <QTest>
-
-#include <gtest/gtest.h>
 
 #include "HistoryPage.h"
 #include "LivePage.h"
@@ -29,8 +28,9 @@ bool waitFor(const std::function<bool()>& cond, int ms) {
   return cond();
 }
 
-#define REQUIRE_WORKER()                                                             \
-  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
+#define REQUIRE_WORKER()                                 \
+  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
+  GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
 TEST(EndToEnd, PlanFromTheWorker) {
   SPILLWAY_REQUIRE_DATA();
@@ -41,7 +41,8 @@ TEST(EndToEnd, PlanFromTheWorker) {
   qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
   NewRunPage page;
   page.setModelPath(QString::fromStdString(spillway::testing::data_path("models/stories260K")));
-  page.setDatasetPath(QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
+  page.setDatasetPath(
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
   QSignalSpy spy(&page, &NewRunPage::planned);
   page.plan();
   EXPECT_TRUE(page.planning());  // in the background: the window stays responsive
@@ -51,7 +52,8 @@ TEST(EndToEnd, PlanFromTheWorker) {
   EXPECT_TRUE(plan.fits) << plan.reason.toStdString();
   EXPECT_EQ(plan.tiers.size(), 3);
   EXPECT_GT(plan.tokensPerSecond, 0);
-  EXPECT_TRUE(page.planView()->tierText(1).startsWith("needs")) << page.planView()->tierText(1).toStdString();
+  EXPECT_TRUE(page.planView()->tierText(1).startsWith("needs"))
+      << page.planView()->tierText(1).toStdString();
 }
 
 TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
@@ -66,7 +68,8 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   JobSettings s;
   s.name = "e2e stories260K";
   s.modelPath = QString::fromStdString(spillway::testing::data_path("models/stories260K"));
-  s.trainPath = QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt"));
+  s.trainPath =
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt"));
   s.steps = 100000;  // stopped by the test
   s.seqLen = 64;
   s.microBatchSize = 4;
@@ -75,14 +78,18 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   s.checkpointEvery = 0;
   s.backend = "cpu";
   window->newRunPage()->setSettings(s);
-  ASSERT_TRUE(window->newRunPage()->modelInfo().ok) << window->newRunPage()->modelInfo().error.toStdString();
-  ASSERT_TRUE(window->newRunPage()->datasetPreview().ok) << window->newRunPage()->datasetPreview().error.toStdString();
+  ASSERT_TRUE(window->newRunPage()->modelInfo().ok)
+      << window->newRunPage()->modelInfo().error.toStdString();
+  ASSERT_TRUE(window->newRunPage()->datasetPreview().ok)
+      << window->newRunPage()->datasetPreview().error.toStdString();
   QString runDir;
   ASSERT_TRUE(window->newRunPage()->launch(&runDir));
   ASSERT_FALSE(runDir.isEmpty());
 
   LivePage* live = window->livePage();
-  ASSERT_TRUE(waitFor([&] { return live->series().loss.size() >= 3 && !live->series().tierBytes.isEmpty(); }, 60000))
+  ASSERT_TRUE(waitFor(
+      [&] { return live->series().loss.size() >= 3 && !live->series().tierBytes.isEmpty(); },
+      60000))
       << "no steps or samples from " << runDir.toStdString();
   const qint64 pid = live->pid();
   ASSERT_TRUE(WorkerClient::alive(pid));

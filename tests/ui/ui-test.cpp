@@ -1,17 +1,16 @@
 // The desktop app's page logic: model validation messages, dataset preview, plan display, events
 // parsed into chart series, the history model over a test database, the compare diff.
-#include <filesystem>
-#include <fstream>
+#include <gtest/gtest.h>
+#include <qcustomplot.h>
 
 #include <QFile>
 #include <QImage>
-#include <QPlainTextEdit>
 #include <QJsonDocument>
+#include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QTableWidget>
-#include <qcustomplot.h>
-
-#include <gtest/gtest.h>
+#include <filesystem>
+#include <fstream>
 
 #include "ComparePage.h"
 #include "ConfigDiff.h"
@@ -34,7 +33,9 @@ namespace fs = std::filesystem;
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 TEST(ModelInfo, RealModelAndClearMessages) {
   SPILLWAY_REQUIRE_DATA();
@@ -58,9 +59,11 @@ TEST(ModelInfo, RealModelAndClearMessages) {
   EXPECT_FALSE(truncated.ok);
   EXPECT_TRUE(truncated.error.contains("truncated")) << truncated.error.toStdString();
 
-  std::ofstream(dir.path() + "/config.json") << R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10})";
+  std::ofstream(dir.path() + "/config.json")
+      << R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10})";
   ModelInfo gpt2 = ModelInfo::inspect(q(dir.path()));
-  EXPECT_TRUE(gpt2.error.contains("GPT2LMHeadModel") && gpt2.error.contains("Qwen2ForCausalLM")) << gpt2.error.toStdString();
+  EXPECT_TRUE(gpt2.error.contains("GPT2LMHeadModel") && gpt2.error.contains("Qwen2ForCausalLM"))
+      << gpt2.error.toStdString();
 }
 
 TEST(ModelInfo, FindsHuggingFaceCacheSnapshots) {
@@ -75,11 +78,12 @@ TEST(ModelInfo, FindsHuggingFaceCacheSnapshots) {
 
 TEST(DatasetPreview, AlpacaWithTrainedTokensHighlighted) {
   SPILLWAY_REQUIRE_DATA();
-  DatasetPreview p = DatasetPreview::load(q(data_path("datasets/alpaca/alpaca_en_demo.json")), q(data_path("models/stories260K")), 256);
+  DatasetPreview p = DatasetPreview::load(q(data_path("datasets/alpaca/alpaca_en_demo.json")),
+                                          q(data_path("models/stories260K")), 256);
   ASSERT_TRUE(p.ok) << p.error.toStdString();
   EXPECT_EQ(p.format, "alpaca");
   EXPECT_EQ(p.examples, 999);
-  EXPECT_GT(p.truncated, 0);  // some answers are longer than 256 tokens
+  EXPECT_GT(p.truncated, 0);                  // some answers are longer than 256 tokens
   EXPECT_LT(p.trainedTokens, p.totalTokens);  // prompts are masked
   EXPECT_TRUE(p.previewHtml.contains("background-color:#ffe08a"));
   qint64 counted = 0;
@@ -91,12 +95,14 @@ TEST(DatasetPreview, BadLineNamesFileAndLine) {
   SPILLWAY_REQUIRE_DATA();
   TempDir dir;
   std::ofstream(dir.path() + "/bad.jsonl") << "{\"text\": \"ok\"}\n{\"text\": 3}\n";
-  DatasetPreview p = DatasetPreview::load(q(dir.path() + "/bad.jsonl"), q(data_path("models/stories260K")), 64);
+  DatasetPreview p =
+      DatasetPreview::load(q(dir.path() + "/bad.jsonl"), q(data_path("models/stories260K")), 64);
   EXPECT_FALSE(p.ok);
   EXPECT_TRUE(p.error.contains("bad.jsonl:2")) << p.error.toStdString();
 }
 
-const char* kPlan = R"({"fits": false, "reason": "DRAM: needs 900.00 GB but 120.00 GB is available; set placement.optimizer to \"ssd\"",
+const char* kPlan =
+    R"({"fits": false, "reason": "DRAM: needs 900.00 GB but 120.00 GB is available; set placement.optimizer to \"ssd\"",
   "tiers": {"hbm": {"needed_bytes": 2e10, "free_bytes": 8e10, "total_bytes": 8e10},
             "dram": {"needed_bytes": 9e11, "free_bytes": 1.2e11, "total_bytes": 1.3e11},
             "ssd": {"needed_bytes": 0, "free_bytes": 5e11, "total_bytes": 1e12}},
@@ -116,7 +122,8 @@ TEST(PlanView, ShowsTiersAndWhatToChange) {
   EXPECT_TRUE(view.tierText(0).contains("free 80.0 GB"));
   EXPECT_TRUE(r.summary().contains("bottleneck optimizer"));
   // A worker failure is shown as its message.
-  PlanResult failed = PlanResult::fromWorkerOutput(R"({"error":"invalid_argument","message":"job.json: unknown key train.x"})", "", 2);
+  PlanResult failed = PlanResult::fromWorkerOutput(
+      R"({"error":"invalid_argument","message":"job.json: unknown key train.x"})", "", 2);
   EXPECT_FALSE(failed.ok);
   EXPECT_EQ(failed.error, "job.json: unknown key train.x");
 }
@@ -125,18 +132,25 @@ TEST(EventTail, ParsesEventsIntoBoundedSeriesAcrossPartialLines) {
   TempDir dir;
   const std::string path = dir.path() + "/events.jsonl";
   std::ofstream f(path);
-  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})" << "\n";
-  f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5e10}})" << "\n";
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})"
+    << "\n";
+  f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5e10}})"
+    << "\n";
   for (int s = 1; s <= 5; ++s) {
     f << R"({"type":"step","t":)" << s << R"(,"step":)" << s << R"(,"loss":)" << 5.0 - s * 0.1
-      << R"(,"lr":0.001,"grad_norm":1,"tokens":)" << s * 1024 << R"(,"tokens_per_s":1000,"model_tflops":0.1,"step_s":1})" << "\n";
+      << R"(,"lr":0.001,"grad_norm":1,"tokens":)" << s * 1024
+      << R"(,"tokens_per_s":1000,"model_tflops":0.1,"step_s":1})"
+      << "\n";
     f << R"({"type":"sample","t":)" << s + 0.5
       << R"(,"tiers":{"hbm":{"weights_bytes":1000,"workspace_bytes":500,"capacity_bytes":4000},"dram":{"master_bytes":2000,"total_bytes":9000}},"links":{"h2d_gbps":1.5,"d2h_gbps":0.5}})"
       << "\n";
   }
-  f << R"({"type":"span","t":6,"layer":2,"block":"layer","phase":"forward","start_s":5.9,"end_s":5.95})" << "\n";
-  f << R"({"type":"log","t":6,"level":"info","message":"hello"})" << "\n";
-  f << R"({"type":"eval","t":6,"step":5,"loss":4.2,"perplexity":66.7})" << "\n";
+  f << R"({"type":"span","t":6,"layer":2,"block":"layer","phase":"forward","start_s":5.9,"end_s":5.95})"
+    << "\n";
+  f << R"({"type":"log","t":6,"level":"info","message":"hello"})"
+    << "\n";
+  f << R"({"type":"eval","t":6,"step":5,"loss":4.2,"perplexity":66.7})"
+    << "\n";
   f << R"({"type":"step","t":7,"st)";  // a line the worker is still writing
   f.flush();
   EventTail tail(q(dir.path()));
@@ -155,7 +169,8 @@ TEST(EventTail, ParsesEventsIntoBoundedSeriesAcrossPartialLines) {
   EXPECT_EQ(s.spans[0].layer, 2);
   EXPECT_EQ(s.evalLoss.size(), 1);
   EXPECT_TRUE(s.log.join("\n").contains("hello"));
-  f << R"(ep":6,"loss":4.4,"lr":0.001,"tokens":6144,"tokens_per_s":1000,"model_tflops":0.1,"step_s":1})" << "\n";
+  f << R"(ep":6,"loss":4.4,"lr":0.001,"tokens":6144,"tokens_per_s":1000,"model_tflops":0.1,"step_s":1})"
+    << "\n";
   f.flush();
   EXPECT_EQ(tail.poll(s), 1);  // the finished line, once
   EXPECT_EQ(s.lastStep, 6);
@@ -169,9 +184,12 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
   TempDir dir;
   const std::string path = dir.path() + "/events.jsonl";
   std::ofstream f(path);
-  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})" << "\n";
-  f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5e9}})" << "\n";
-  f << R"({"type":"sample","t":1,"tiers":{"dram":{"master_bytes":2000,"capacity_bytes":9000}},"links":{"h2d_gbps":2.5}})" << "\n";
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})"
+    << "\n";
+  f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5e9}})"
+    << "\n";
+  f << R"({"type":"sample","t":1,"tiers":{"dram":{"master_bytes":2000,"capacity_bytes":9000}},"links":{"h2d_gbps":2.5}})"
+    << "\n";
   f.flush();
   LivePage live;
   live.attach(q(dir.path()), 12345);
@@ -179,9 +197,11 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
   const QStringList legend = live.linkLegend();
   ASSERT_EQ(legend.size(), 4);
   EXPECT_EQ(legend[0], "h2d 2.50 GB/s (50% of 5.0 GB/s)");  // of the plan's measured 5 GB/s
-  EXPECT_EQ(legend[1], "d2h (unavailable)");          // not reported: never shown as zero
+  EXPECT_EQ(legend[1], "d2h (unavailable)");                // not reported: never shown as zero
   // More lines than the log ring holds: every line reaches the log view exactly once.
-  for (int i = 0; i < 2600; ++i) f << R"({"type":"log","t":2,"level":"info","message":"line )" << i << R"("})" << "\n";
+  for (int i = 0; i < 2600; ++i)
+    f << R"({"type":"log","t":2,"level":"info","message":"line )" << i << R"("})"
+      << "\n";
   f.flush();
   for (int i = 0; i < 5 && live.series().logTotal < 2600; ++i) live.tick();
   EXPECT_EQ(live.series().logTotal, 2600);
@@ -198,7 +218,8 @@ TEST(TimelineView, ShowsTheLatestDetailedStepFramedByItsStepSpan) {
     return s;
   };
   QVector<Span> spans;
-  // Step 1 in detail (three blocks), then steps 2..4 only as whole-step spans, as the trainer writes.
+  // Step 1 in detail (three blocks), then steps 2..4 only as whole-step spans, as the trainer
+  // writes.
   spans << span("embed", -1, "forward", 0.00, 0.01) << span("layer", 0, "forward", 0.01, 0.05)
         << span("layer", 0, "optimizer", 0.05, 0.08) << span("step", -1, "compute", 0.0, 0.1);
   for (int k = 1; k < 4; ++k) spans << span("step", -1, "compute", k * 0.1, k * 0.1 + 0.1);
@@ -226,8 +247,16 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
       info.job_json = k == 0 ? R"({"train":{"lr":0.001}})" : R"({"train":{"lr":0.002}})";
       auto id = (*store)->create_run(info);
       ASSERT_TRUE(id.ok());
-      for (int s = 1; s <= 4; ++s) ASSERT_TRUE((*store)->add_metric(*id, MetricRow{s, 3.0 - 0.1 * s, 1e-3, 1.0, s * 100, 100.0 * s, 0.1, double(s)}).ok());
-      ASSERT_TRUE((*store)->add_sample(*id, 1.0, R"({"tiers":{"dram":{"used_bytes":5000000},"hbm":{"used_bytes":1000}}})").ok());
+      for (int s = 1; s <= 4; ++s)
+        ASSERT_TRUE((*store)
+                        ->add_metric(*id, MetricRow{s, 3.0 - 0.1 * s, 1e-3, 1.0, s * 100, 100.0 * s,
+                                                    0.1, double(s)})
+                        .ok());
+      ASSERT_TRUE(
+          (*store)
+              ->add_sample(*id, 1.0,
+                           R"({"tiers":{"dram":{"used_bytes":5000000},"hbm":{"used_bytes":1000}}})")
+              .ok());
       FinalFigures f;
       f.final_loss = 2.6;
       f.final_step = 4;
@@ -240,7 +269,9 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   ASSERT_EQ(model.rowCount(), 2);
   const int row = model.rowOfRun(q(model.run(0).info.id));
   EXPECT_EQ(row, 0);
-  auto cell = [&](int r, int c) { return model.data(model.index(r, c), Qt::DisplayRole).toString(); };
+  auto cell = [&](int r, int c) {
+    return model.data(model.index(r, c), Qt::DisplayRole).toString();
+  };
   EXPECT_EQ(cell(0, RunHistoryModel::kStatus), "completed");
   EXPECT_EQ(cell(0, RunHistoryModel::kFinalLoss), "2.6000");
   EXPECT_EQ(cell(0, RunHistoryModel::kTokensPerSecond), "250");  // mean of 100..400
@@ -265,7 +296,8 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->value, 5.0);
   EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->key, 1.0);  // t 1 s = step 1
   compare.setXAxis(ComparePage::kTokens);
-  EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->key, 100.0);  // step 1 = 100 tokens
+  EXPECT_DOUBLE_EQ(compare.memoryPlot()->graph(1)->data()->at(0)->key,
+                   100.0);  // step 1 = 100 tokens
   EXPECT_DOUBLE_EQ(compare.lossPlot()->graph(0)->data()->at(3)->key, 400.0);
   compare.resize(900, 500);
   EXPECT_TRUE(compare.exportChart(q(out.path() + "/charts.png")));
@@ -281,8 +313,9 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
 }
 
 TEST(ConfigDiff, AllOrDifferencesOnly) {
-  const QStringList jobs = {R"({"name":"a","train":{"lr":0.001,"steps":100},"data":{"seq_len":256}})",
-                            R"({"name":"b","train":{"lr":0.001,"steps":200},"data":{"seq_len":256}})"};
+  const QStringList jobs = {
+      R"({"name":"a","train":{"lr":0.001,"steps":100},"data":{"seq_len":256}})",
+      R"({"name":"b","train":{"lr":0.001,"steps":200},"data":{"seq_len":256}})"};
   auto all = configDiff(jobs, false);
   auto diff = configDiff(jobs, true);
   EXPECT_EQ(all.size(), 4);
@@ -309,8 +342,11 @@ TEST(JobSettings, RoundTripsThroughTheJobFile) {
   EXPECT_EQ(back.optimizerTier, "ssd");
   EXPECT_EQ(back.runDir, "/runs/x");
   // Keys the form does not show survive a clone; the form's fields win.
-  const QJsonObject job = QJsonDocument::fromJson(R"({"name":"c","model":{"path":"/m"},"data":{"train":"/d","eval_fraction":0.2},
-      "train":{"epochs":2,"beta2":0.95,"eval_batches":7,"lr":0.5},"placement":{"weight_slots":3},"output":{"db":"/x.db"}})").object();
+  const QJsonObject job =
+      QJsonDocument::fromJson(
+          R"({"name":"c","model":{"path":"/m"},"data":{"train":"/d","eval_fraction":0.2},
+      "train":{"epochs":2,"beta2":0.95,"eval_batches":7,"lr":0.5},"placement":{"weight_slots":3},"output":{"db":"/x.db"}})")
+          .object();
   JobSettings clone = JobSettings::fromJson(job);
   clone.lr = 1e-3;
   const QJsonObject out = clone.toJson();
