@@ -7,6 +7,7 @@ build=${1:-build}
 out=${2:-/tmp/spillway-screenshots}
 data=${SPILLWAY_DATA_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)/shared/data}
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 export XDG_DATA_HOME="$work/xdg"
 mkdir -p "$out"
 cat > "$work/job.json" <<JOB
