@@ -1,6 +1,8 @@
 #include "train/planner.h"
 
+#include <fcntl.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +32,38 @@ std::string gb(double bytes) {
   return buf;
 }
 
+// Sequential O_DIRECT write (fsynced) then read of 64 MiB in `dir`: the slower of the two, in
+// bytes/s; 0 when it cannot be measured (no folder, or a filesystem without O_DIRECT).
+double probe_disk(const std::string& dir) {
+  if (dir.empty()) return 0;
+  const std::string path = dir + "/.spillway-probe-" + std::to_string(::getpid());
+  const size_t bytes = 64 << 20, chunk = 4 << 20;
+  void* buf = nullptr;
+  if (posix_memalign(&buf, 4096, chunk) != 0) return 0;
+  std::memset(buf, 0x5a, chunk);
+  double rate = 0;
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0600);
+  if (fd >= 0) {
+    auto t0 = std::chrono::steady_clock::now();
+    bool ok = true;
+    for (size_t off = 0; ok && off < bytes; off += chunk) {
+      ok = ::pwrite(fd, buf, chunk, static_cast<off_t>(off)) == static_cast<ssize_t>(chunk);
+    }
+    ok = ok && ::fsync(fd) == 0;
+    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t0 = std::chrono::steady_clock::now();
+    for (size_t off = 0; ok && off < bytes; off += chunk) {
+      ok = ::pread(fd, buf, chunk, static_cast<off_t>(off)) == static_cast<ssize_t>(chunk);
+    }
+    const double r = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (ok) rate = bytes / std::max(w, r);
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  std::free(buf);
+  return rate;
+}
+
 }  // namespace
 
 MachineProbe probe_machine(const std::string& ssd_dir) {
@@ -50,6 +84,7 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
     if (key == "MemTotal:") m.dram_total_bytes = kb * 1024;
     if (key == "MemAvailable:") m.dram_available_bytes = kb * 1024;
   }
+  m.ssd_bytes_per_s = probe_disk(ssd_dir);
   struct statvfs vfs {};
   if (!ssd_dir.empty() && statvfs(ssd_dir.c_str(), &vfs) == 0) {
     m.ssd_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
@@ -174,7 +209,8 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
           {"model", {{"architecture", config.architecture}, {"parameters", P}, {"layers", config.num_layers},
                      {"hidden_size", config.hidden_size}, {"vocab_size", config.vocab_size}}},
           {"machine", {{"compute_flops", machine.compute_flops}, {"h2d_bytes_per_s", machine.h2d_bytes_per_s},
-                       {"host_mem_bytes_per_s", machine.host_mem_bytes_per_s}}},
+                       {"host_mem_bytes_per_s", machine.host_mem_bytes_per_s},
+                       {"ssd_bytes_per_s", machine.ssd_bytes_per_s}}},
           {"tiers", tiers},
           {"step", step}};
 }

@@ -372,7 +372,7 @@ struct Trainer::Impl {
                                      {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}});
     {
       // The plan for this run, so that the GUI can show predicted against measured step times.
-      MachineProbe machine = probe_machine(!job.ssd_dir.empty() ? job.ssd_dir : run_dir);
+      MachineProbe machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
       machine.backend = backend->name();
       (void)events->emit("plan", make_plan(state->config(), job, machine, total_steps));
     }
