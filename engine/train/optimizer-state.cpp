@@ -63,7 +63,7 @@ class SsdState final : public OptimizerStateStore {
       need += (kV - first_kind() + 1) * ((bytes(b) + config.block_bytes - 1) / config.block_bytes * config.block_bytes);
     }
     if (auto free = env->free_bytes(config.folder); free.ok() && *free < need) {
-      return no_space("the AdamW state" + std::string(master_ ? " and master weights" : "") + " need " +
+      return no_space(std::string(master_ ? "the AdamW state and master weights need " : "the AdamW state needs ") +
                       format_bytes(need) + " under " + config.folder + " but only " + format_bytes(*free) +
                       " are free: free space there, choose another placement.ssd_dir, or keep them in DRAM");
     }
