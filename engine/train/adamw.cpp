@@ -54,10 +54,10 @@ void update_tiles(float* __restrict p, float* __restrict m, float* __restrict v,
 }  // namespace
 
 void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count, const AdamWConfig& c,
-                        int64_t step, float grad_scale, bool decay) {
+                        int64_t step, float grad_scale, bool decay, ThreadPool* pool) {
   const Coeffs k = coeffs(c, step, decay);
   const size_t tiles = count / kTile;
-  ThreadPool::global().parallel_for(
+  (pool ? *pool : ThreadPool::global()).parallel_for(
       tiles,
       [&](size_t b, size_t e) {
         update_tiles(param + b * kTile, m + b * kTile, v + b * kTile, grad + b * kTile, e - b, grad_scale, k);
@@ -67,10 +67,10 @@ void adamw_update_range(float* param, float* m, float* v, const float* grad, siz
 }
 
 void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v, const float* grad,
-                        const AdamWConfig& c, int64_t step, float grad_scale) {
+                        const AdamWConfig& c, int64_t step, float grad_scale, ThreadPool* pool) {
   for (const ParamView& p : block.params) {
     adamw_update_range(param + p.offset, m + p.offset, v + p.offset, grad + p.offset, p.numel, c, step, grad_scale,
-                       p.decay);
+                       p.decay, pool);
   }
 }
 

@@ -20,6 +20,8 @@
 
 namespace spillway {
 
+class ThreadPool;
+
 struct AdamWConfig {
   double lr = 1e-3;  // this step's learning rate (after the schedule)
   double beta1 = 0.9;
@@ -28,14 +30,15 @@ struct AdamWConfig {
   double weight_decay = 0.01;
 };
 
-// Updates `count` elements in place. `step` counts from 1. `decay` selects weight decay.
+// Updates `count` elements in place. `step` counts from 1. `decay` selects weight decay. Runs on
+// `pool` (null: ThreadPool::global()); the result does not depend on the pool's size.
 void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count, const AdamWConfig& c,
-                        int64_t step, float grad_scale, bool decay);
+                        int64_t step, float grad_scale, bool decay, ThreadPool* pool = nullptr);
 
 // Updates a whole parameter block (layout order), with decay per parameter view and padding
-// left untouched, split over the global thread pool.
+// left untouched, split over `pool` (null: the global thread pool).
 void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v, const float* grad,
-                        const AdamWConfig& c, int64_t step, float grad_scale);
+                        const AdamWConfig& c, int64_t step, float grad_scale, ThreadPool* pool = nullptr);
 
 // Σ x² over `count` floats, in double (for the global gradient norm).
 double sum_of_squares(const float* x, size_t count);

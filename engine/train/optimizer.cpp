@@ -11,6 +11,7 @@ Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm,
       store_(store ? store : own_store_.get()),
       base_(base),
       clip_(clip_grad_norm) {
+  if (store_->on_ssd()) pool_ = std::make_unique<ThreadPool>(std::clamp<size_t>(ThreadPool::global().size() / 8, 1, 4));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -83,14 +84,14 @@ void Optimizer::run() {
           const BlockLayout& block = state_.layout().blocks()[b];
           if (span_sink_ && offset == 0) t0 = clock_();
           if (offset == 0 && count == block.numel) {
-            adamw_update_block(block, master, m, v, state_.grad(b), cfg, step, coef);
+            adamw_update_block(block, master, m, v, state_.grad(b), cfg, step, coef, pool_.get());
           } else {
             // A piece of the block: each parameter's part of it, the padding untouched as above.
             for (const ParamView& p : block.params) {
               const size_t lo = std::max(offset, p.offset), hi = std::min(offset + count, p.offset + p.numel);
               if (lo >= hi) continue;
               adamw_update_range(master + (lo - offset), m + (lo - offset), v + (lo - offset), state_.grad(b) + lo,
-                                 hi - lo, cfg, step, coef, p.decay);
+                                 hi - lo, cfg, step, coef, p.decay, pool_.get());
             }
           }
           if (span_sink_ && offset + count == block.numel) span_sink_(b, "optimizer", t0, clock_());

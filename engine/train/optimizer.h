@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread-pool.h"
 #include "train/adamw.h"
 #include "train/model-state.h"
 #include "train/optimizer-state.h"
@@ -62,6 +63,10 @@ class Optimizer {
   ModelState& state_;
   std::unique_ptr<OptimizerStateStore> own_store_;
   OptimizerStateStore* store_;
+  // With the state on the SSD the update lasts as long as the SSD transfer and runs alongside the
+  // next forward: a small pool of its own (AdamW outpaces the SSD several times over per core) keeps
+  // it from serialising with the engine's kernels on the global pool. Null: the global pool.
+  std::unique_ptr<ThreadPool> pool_;
   Status error_;
   AdamWConfig base_;
   double clip_;
