@@ -44,6 +44,7 @@ double probe_disk(const std::string& dir) {
   double rate = 0;
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0600);
   if (fd >= 0) {
+    ::unlink(path.c_str());  // now: a process killed mid-probe must not leave 64 MiB behind
     auto t0 = std::chrono::steady_clock::now();
     bool ok = true;
     for (size_t off = 0; ok && off < bytes; off += chunk) {
@@ -58,7 +59,6 @@ double probe_disk(const std::string& dir) {
     const double r = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (ok) rate = bytes / std::max(w, r);
     ::close(fd);
-    ::unlink(path.c_str());
   }
   std::free(buf);
   return rate;
