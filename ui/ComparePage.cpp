@@ -22,37 +22,12 @@
 #include <optional>
 
 #include "ConfigDiff.h"
+#include "Charts.h"
 #include "Format.h"
 #include "RunHistoryModel.h"
 #include "TierChart.h"
 
 namespace spillway::ui {
-namespace {
-
-QCustomPlot* plot(const QString& title, const QString& y) {
-  auto* p = new QCustomPlot;
-  p->plotLayout()->insertRow(0);
-  p->plotLayout()->addElement(
-      0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
-  p->yAxis->setLabel(y);
-  placeLegendBelow(p, 1);
-  p->setMinimumHeight(180);
-  return p;
-}
-
-QVector<double> ema(const QVector<double>& y, double w) {
-  QVector<double> out(y.size());
-  double last = 0, debias = 0;
-  for (int i = 0; i < y.size(); ++i) {
-    last = last * w + (1 - w) * y[i];
-    debias = debias * w + (1 - w);
-    out[i] = last / debias;
-  }
-  return out;
-}
-
-}  // namespace
-
 ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   auto* layout = new QVBoxLayout(this);
   auto* controls = new QHBoxLayout;
@@ -75,9 +50,9 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   controls->addWidget(csv);
   layout->addLayout(controls);
   auto* charts = new QHBoxLayout;
-  loss_ = plot(tr("Loss"), tr("loss"));
-  speed_ = plot(tr("Tokens/s"), tr("tokens/s"));
-  memory_ = plot(tr("Tier usage"), tr("GB"));
+  loss_ = titledPlot(tr("Loss"), QString(), tr("loss"), 1, 180);
+  speed_ = titledPlot(tr("Tokens/s"), QString(), tr("tokens/s"), 1, 180);
+  memory_ = titledPlot(tr("Tier usage"), QString(), tr("GB"), 1, 180);
   charts->addWidget(loss_);
   charts->addWidget(speed_);
   charts->addWidget(memory_);
@@ -178,11 +153,11 @@ void ComparePage::redraw() {
     auto* g = loss_->addGraph();
     g->setName(names.last());
     g->setPen(QPen(color, 2));
-    g->setData(lx, ema(loss, w));
+    g->setData(lx, smoothEma(loss, w));
     auto* s = speed_->addGraph();
     s->setName(names.last());
     s->setPen(QPen(color, 2));
-    s->setData(sx, ema(tps, w));
+    s->setData(sx, smoothEma(tps, w));
     // Tier usage: the samples' used bytes per tier, a pen style per tier.
     auto samples = store->samples(id);
     const struct {

@@ -13,6 +13,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include "Charts.h"
 #include "Format.h"
 #include "TierChart.h"
 #include "TimelineView.h"
@@ -23,30 +24,6 @@ namespace spillway::ui {
 namespace {
 
 const char* kLinkNames[] = {"h2d", "d2h", "ssd_read", "ssd_write"};
-
-QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString& yLabel) {
-  auto* p = new QCustomPlot;
-  p->plotLayout()->insertRow(0);
-  p->plotLayout()->addElement(
-      0, 0, new QCPTextElement(p, title, QFont(p->font().family(), 10, QFont::Bold)));
-  p->xAxis->setLabel(xLabel);
-  p->yAxis->setLabel(yLabel);
-  placeLegendBelow(p, 2);
-  p->setMinimumHeight(170);
-  return p;
-}
-
-// Exponential moving average with bias correction (TensorBoard's smoothing).
-QVector<double> smooth(const QVector<double>& y, double weight) {
-  QVector<double> out(y.size());
-  double last = 0, debias = 0;
-  for (int i = 0; i < y.size(); ++i) {
-    last = last * weight + (1 - weight) * y[i];
-    debias = debias * weight + (1 - weight);
-    out[i] = last / debias;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -78,14 +55,14 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   tiers_[0] = new TierChart("hbm", tr("HBM (device)"));
   tiers_[1] = new TierChart("dram", tr("DRAM (host)"));
   tiers_[2] = new TierChart("ssd", tr("SSD"));
-  links_ = makePlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"));
+  links_ = titledPlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"), 2, 170);
   const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"),
                                     QColor("#d62728")};
   for (int i = 0; i < 4; ++i) {
     links_->addGraph()->setName(kLinkNames[i]);
     links_->graph(i)->setPen(QPen(linkColors[i], 1.5));
   }
-  loss_ = makePlot(tr("Loss and learning rate"), tr("step"), tr("loss"));
+  loss_ = titledPlot(tr("Loss and learning rate"), tr("step"), tr("loss"), 2, 170);
   loss_->addGraph()->setName(tr("loss"));
   loss_->graph(0)->setPen(QPen(QColor(31, 119, 180, 70)));
   loss_->addGraph()->setName(tr("loss (smoothed)"));
@@ -98,7 +75,7 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   loss_->yAxis2->setLabel(tr("learning rate"));
   loss_->addGraph(loss_->xAxis, loss_->yAxis2)->setName(tr("lr"));
   loss_->graph(3)->setPen(QPen(QColor("#2ca02c"), 1, Qt::DashLine));
-  speed_ = makePlot(tr("Throughput"), tr("step"), tr("tokens/s"));
+  speed_ = titledPlot(tr("Throughput"), tr("step"), tr("tokens/s"), 2, 170);
   speed_->addGraph()->setName(tr("tokens/s"));
   speed_->graph(0)->setPen(QPen(QColor("#9467bd"), 1.5));
   speed_->yAxis2->setVisible(true);
@@ -235,7 +212,7 @@ void LivePage::redraw() {
   links_->replot(QCustomPlot::rpQueuedReplot);
 
   loss_->graph(0)->setData(s.loss.x, s.loss.y, true);
-  loss_->graph(1)->setData(s.loss.x, smooth(s.loss.y, 0.9), true);
+  loss_->graph(1)->setData(s.loss.x, smoothEma(s.loss.y, 0.9), true);
   loss_->graph(2)->setData(s.evalLoss.x, s.evalLoss.y, true);
   loss_->graph(3)->setData(s.lr.x, s.lr.y, true);
   loss_->rescaleAxes();

@@ -1,28 +1,13 @@
 #include "TierChart.h"
 
+#include "Charts.h"
+
 #include <algorithm>
 
 #include "Format.h"
 #include "PlotTheme.h"
 
 namespace spillway::ui {
-
-void placeLegendBelow(QCustomPlot* plot, int columns) {
-  plot->legend->setVisible(true);
-  plot->legend->setFont(QFont(plot->font().family(), 7));
-  plot->legend->setIconSize(12, 7);
-  plot->legend->setRowSpacing(0);
-  plot->legend->setColumnSpacing(4);
-  plot->legend->setBorderPen(Qt::NoPen);
-  plot->legend->setBrush(Qt::NoBrush);
-  plot->axisRect()->insetLayout()->take(plot->legend);
-  plot->plotLayout()->addElement(plot->plotLayout()->rowCount(), 0, plot->legend);
-  plot->plotLayout()->setRowStretchFactor(plot->plotLayout()->rowCount() - 1, 0.001);
-  plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-  plot->legend->setWrap(columns);
-  plot->legend->setMargins(QMargins(2, 0, 2, 0));
-  PlotTheme::follow(plot);
-}
 
 const QStringList& categoryNames() {
   static const QStringList names = {"weights",   "gradients",   "master",
@@ -40,9 +25,7 @@ QColor categoryColor(const QString& c) {
 
 TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
     : QCustomPlot(parent), tier_(tier), title_(title) {
-  plotLayout()->insertRow(0);
-  heading_ = new QCPTextElement(this, title, QFont(font().family(), 10, QFont::Bold));
-  plotLayout()->addElement(0, 0, heading_);
+  heading_ = addPlotTitle(this, title);
   xAxis->setLabel(tr("time (s)"));
   yAxis->setLabel(tr("GB"));
   for (const QString& c : categoryNames()) {

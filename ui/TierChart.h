@@ -30,9 +30,6 @@ class TierChart : public QCustomPlot {
   QVector<QCPGraph*> layers_;
 };
 
-// Moves a plot's legend out of the axis rect into a compact row below it, `columns` entries wide.
-void placeLegendBelow(QCustomPlot* plot, int columns);
-
 // Colours of the categories, shared by the charts and their legends.
 QColor categoryColor(const QString& category);
 const QStringList& categoryNames();
