@@ -1,19 +1,18 @@
 #include "train/planner.h"
 
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <fstream>
 #include <vector>
 
 #include <cblas.h>
 
 #include "model/parameter-layout.h"
+#include "telemetry/sampler.h"
 #include "train/streaming-engine.h"
 
 namespace spillway {
@@ -76,19 +75,14 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
   t = time_it([&] { std::memcpy(dst.data(), src.data(), src.size()); }, 3);
   m.h2d_bytes_per_s = src.size() / t;
   m.host_mem_bytes_per_s = 2.0 * src.size() / t;  // a copy reads and writes
-  std::ifstream mem("/proc/meminfo");
-  std::string key;
-  uint64_t kb;
-  std::string unit;
-  while (mem >> key >> kb >> unit) {
-    if (key == "MemTotal:") m.dram_total_bytes = kb * 1024;
-    if (key == "MemAvailable:") m.dram_available_bytes = kb * 1024;
-  }
+  const MemInfo mem = read_meminfo();
+  m.dram_total_bytes = mem.total_bytes.value_or(0);
+  m.dram_available_bytes = mem.available_bytes.value_or(0);
   m.ssd_bytes_per_s = probe_disk(ssd_dir);
-  struct statvfs vfs {};
-  if (!ssd_dir.empty() && statvfs(ssd_dir.c_str(), &vfs) == 0) {
-    m.ssd_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-    m.ssd_total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  if (!ssd_dir.empty()) {
+    const FsSpace space = read_fs_space(ssd_dir);
+    m.ssd_free_bytes = space.free_bytes.value_or(0);
+    m.ssd_total_bytes = space.total_bytes.value_or(0);
   }
   return m;
 }

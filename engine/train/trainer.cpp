@@ -19,6 +19,7 @@
 #include "history/run-store.h"
 #include "model/safetensors.h"
 #include "telemetry/event-writer.h"
+#include "telemetry/sampler.h"
 #include "telemetry/telemetry-sampler.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
@@ -43,7 +44,7 @@ std::string file_hash(const std::string& path) {
   if (!f.ok()) return "";
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < f->size(); ++i) h = (h ^ f->data()[i]) * 1099511628211ull;
-  char buf[24];
+  char buf[32];
   std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
   return buf;
 }
@@ -58,10 +59,7 @@ nlohmann::json hardware_json() {
       break;
     }
   }
-  std::ifstream mem("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  if (mem >> key >> kb) j["dram_bytes"] = kb * 1024;
+  if (auto total = read_meminfo().total_bytes) j["dram_bytes"] = *total;
   return j;
 }
 
@@ -142,15 +140,7 @@ struct Trainer::Impl {
     }
     ParameterLayout layout = ParameterLayout::build(config);
     parameters = layout.parameter_count();
-    MachineProbe none;
-    std::ifstream mem("/proc/meminfo");
-    std::string key;
-    uint64_t kb = 0;
-    while (mem >> key >> kb) {
-      if (key == "MemAvailable:") none.dram_available_bytes = kb * 1024;
-      mem.ignore(64, '\n');
-    }
-    placement = place_tiers(config, job, none.dram_available_bytes);
+    placement = place_tiers(config, job, read_meminfo().available_bytes.value_or(0));
     if (placement.optimizer_on_ssd && job.ssd_dir.empty())
       return invalid_argument("the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(layout, !placement.optimizer_on_ssd));
