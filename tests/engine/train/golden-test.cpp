@@ -9,37 +9,15 @@
 #include "core/file-util.h"
 #include "train/optimizer.h"
 #include "train/streaming-engine.h"
+#include "golden-util.h"
 #include "test-data.h"
 
 namespace spillway {
 namespace {
 
-double rel_l2(const float* x, const float* ref, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-std::vector<int32_t> read_i32(const TensorStore& s, const std::string& name) {
-  const TensorInfo* t = s.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  std::vector<int32_t> v(t->numel());
-  std::memcpy(v.data(), s.data(*t), t->nbytes());
-  return v;
-}
-
-std::vector<float> read_f32(const TensorStore& s, const std::string& name) {
-  const TensorInfo* t = s.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  std::vector<float> v(t->numel());
-  EXPECT_TRUE(s.read_f32(*t, v.data(), v.size()).ok());
-  return v;
-}
+using testing::read_f32;
+using testing::read_i32;
+using testing::rel_l2;
 
 struct Golden {
   std::string name;

@@ -22,34 +22,19 @@
 #include "train/optimizer.h"
 #include "train/scratch-folder.h"
 #include "train/streaming-engine.h"
+#include "golden-util.h"
 #include "test-data.h"
 
 namespace spillway {
 namespace {
 namespace fs = std::filesystem;
+using testing::read_f32;
+using testing::read_i32;
 
 enum class Placement { kDram, kSsd, kSsdMaster };
 
 const char* placement_name(Placement p) {
   return p == Placement::kDram ? "dram" : p == Placement::kSsd ? "ssd" : "ssd_master";
-}
-
-std::vector<int32_t> read_i32(const TensorStore& s, const std::string& name) {
-  const TensorInfo* t = s.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  std::vector<int32_t> v(t->numel());
-  std::memcpy(v.data(), s.data(*t), t->nbytes());
-  return v;
-}
-
-std::vector<float> read_f32(const TensorStore& s, const std::string& name) {
-  const TensorInfo* t = s.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  std::vector<float> v(t->numel());
-  EXPECT_TRUE(s.read_f32(*t, v.data(), v.size()).ok());
-  return v;
 }
 
 // One model's reference: meta.json and the batches and final parameters of the trajectory.
