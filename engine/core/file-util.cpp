@@ -74,6 +74,26 @@ Status write_file_atomic_stream(
   return fsync_directory(std::filesystem::path(path).parent_path().string());
 }
 
+Status write_folder_atomic(const std::string& dir, const std::function<Status(const std::string& tmp)>& fill) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) return io_error("cannot create " + tmp + ": " + ec.message());
+  Status st = fill(tmp);
+  if (st.ok()) {
+    fs::remove_all(dir, ec);  // the folder being replaced
+    fs::rename(tmp, dir, ec);
+    if (ec) st = io_error("cannot rename " + tmp + " to " + dir + ": " + ec.message());
+  }
+  if (!st.ok()) {
+    fs::remove_all(tmp, ec);
+    return st;
+  }
+  return fsync_directory(fs::path(dir).parent_path().string());
+}
+
 Status write_file_atomic(const std::string& path, std::string_view data) {
   return write_file_atomic_stream(path, [&](const auto& write) { return write(data.data(), data.size()); });
 }

@@ -27,6 +27,11 @@ Status write_file_atomic(const std::string& path, std::string_view data);
 Status write_file_atomic_stream(const std::string& path,
                                 const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce);
 
+// Writes a whole folder atomically: `fill` writes its files into `dir.tmp-<pid>`; only when it
+// returns ok does that folder replace `dir` (rename, then fsync of the parent), so a crash or a
+// full disk leaves the previous folder, never a half-written one. On failure the temporary folder
+// is removed and fill's error returned.
+Status write_folder_atomic(const std::string& dir, const std::function<Status(const std::string& tmp)>& fill);
 // fsyncs a directory so that a rename inside it is durable.
 Status fsync_directory(const std::string& dir);
 

@@ -73,57 +73,43 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   if (ec) return io_error("cannot create " + checkpoints_dir + ": " + ec.message());
   remove_dead_temporaries(checkpoints_dir);
   const std::string final_dir = (fs::path(checkpoints_dir) / step_name(trainer.step)).string();
-  const std::string tmp = final_dir + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) return io_error("cannot create " + tmp + ": " + ec.message());
-  auto fail = [&](Status st) {
-    std::error_code ignore;
-    fs::remove_all(tmp, ignore);
-    return st.with_context("checkpoint at step " + std::to_string(trainer.step));
-  };
-
-  Status st = model.save_weights(tmp);
-  if (!st.ok()) return fail(st);
-  if (model.has_optimizer()) {
-    std::vector<TensorToWrite> moments;
-    auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const
-    for (size_t b = 0; b < model.num_blocks(); ++b) {
-      auto t = moment_tensors(model.layout().blocks()[b], m.exp_avg(b), m.exp_avg_sq(b));
-      moments.insert(moments.end(), t.begin(), t.end());
-    }
-    st = write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), moments);
-    if (!st.ok()) return fail(st);
-  } else if (state) {
-    // The moments live on the SSD: stream them out one block at a time. (The master weights are
-    // saved from ModelState's compute copy, which on the CPU backend is the fp32 master itself.)
-    fs::create_directories(fs::path(tmp) / "optimizer", ec);
-    std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
-    for (size_t b = 0; b < model.num_blocks(); ++b) {
-      st = state->read_block(b, nullptr, mb.data(), vb.data());
-      if (st.ok()) {
-        st = write_safetensors((fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string(),
-                               moment_tensors(model.layout().blocks()[b], mb.data(), vb.data()));
+  // A checkpoint of the same step from an earlier attempt is replaced.
+  Status st = write_folder_atomic(final_dir, [&](const std::string& tmp) -> Status {
+    SPW_RETURN_IF_ERROR(model.save_weights(tmp));
+    if (model.has_optimizer()) {
+      std::vector<TensorToWrite> moments;
+      auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const
+      for (size_t b = 0; b < model.num_blocks(); ++b) {
+        auto t = moment_tensors(model.layout().blocks()[b], m.exp_avg(b), m.exp_avg_sq(b));
+        moments.insert(moments.end(), t.begin(), t.end());
       }
-      if (!st.ok()) return fail(st);
+      SPW_RETURN_IF_ERROR(write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), moments));
+    } else if (state) {
+      // The moments live on the SSD: stream them out one block at a time. (The master weights are
+      // saved from ModelState's compute copy, which on the CPU backend is the fp32 master itself.)
+      std::error_code mk;
+      fs::create_directories(fs::path(tmp) / "optimizer", mk);
+      if (mk) return io_error("cannot create " + tmp + "/optimizer: " + mk.message());
+      std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
+      for (size_t b = 0; b < model.num_blocks(); ++b) {
+        SPW_RETURN_IF_ERROR(state->read_block(b, nullptr, mb.data(), vb.data()));
+        SPW_RETURN_IF_ERROR(
+            write_safetensors((fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string(),
+                              moment_tensors(model.layout().blocks()[b], mb.data(), vb.data())));
+      }
     }
-  }
-  nlohmann::json j = {{"format_version", kFormatVersion},
-                      {"step", trainer.step},
-                      {"optimizer_step", model.step},
-                      {"tokens", trainer.tokens},
-                      {"last_loss", trainer.last_loss},
-                      {"data_cursor", trainer.data_cursor},
-                      {"seed", trainer.seed},
-                      {"elapsed_s", trainer.elapsed_s}};
-  st = write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n");
-  if (!st.ok()) return fail(st);
-  st = write_file_atomic((fs::path(tmp) / "config.json").string(), model.config().to_json().dump(2) + "\n");
-  if (!st.ok()) return fail(st);
-  fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
-  fs::rename(tmp, final_dir, ec);
-  if (ec) return fail(io_error("cannot rename " + tmp + " to " + final_dir + ": " + ec.message()));
-  SPW_RETURN_IF_ERROR(fsync_directory(checkpoints_dir));
+    nlohmann::json j = {{"format_version", kFormatVersion},
+                        {"step", trainer.step},
+                        {"optimizer_step", model.step},
+                        {"tokens", trainer.tokens},
+                        {"last_loss", trainer.last_loss},
+                        {"data_cursor", trainer.data_cursor},
+                        {"seed", trainer.seed},
+                        {"elapsed_s", trainer.elapsed_s}};
+    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n"));
+    return write_file_atomic((fs::path(tmp) / "config.json").string(), model.config().to_json().dump(2) + "\n");
+  });
+  if (!st.ok()) return st.with_context("checkpoint at step " + std::to_string(trainer.step));
   return final_dir;
 }
 
