@@ -2,11 +2,19 @@
 
 #include <ostream>
 
+#include <nlohmann/json.hpp>
+
 #include "worker/model-commands.h"
 #include "worker/tokenize-command.h"
 #include "worker/train-command.h"
 
 namespace spillway::worker {
+
+int report_failure(CommandIo io, bool json, const Status& st) {
+  if (json) io.out << nlohmann::json{{"error", error_code_name(st.code())}, {"message", st.message()}}.dump() << std::endl;
+  io.err << "spillway-worker: " << st.to_string() << "\n";
+  return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+}
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace spillway::worker {
 
 struct CommandIo {
@@ -23,6 +25,10 @@ struct Command {
   const char* summary;  // one sentence
   CommandFn run;
 };
+
+// Reports a failed command: a {"error", "message"} line on stdout with `json`, the message on
+// stderr always; returns the exit code (2 for bad input, 1 otherwise).
+int report_failure(CommandIo io, bool json, const Status& status);
 
 // Every command, in the order `spillway-worker --help` lists them.
 const std::vector<Command>& commands();

@@ -18,41 +18,31 @@ namespace spillway::worker {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-int fail(CommandIo io, bool as_json, const Status& st) {
-  if (as_json) io.out << json{{"error", error_code_name(st.code())}, {"message", st.message()}}.dump() << std::endl;
-  io.err << "spillway-worker: " << st.to_string() << "\n";
-  return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
-}
-
-}  // namespace
-
 int run_eval(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--model", "--data", "--seq-len", "--batch", "--format"}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
   auto data = args->require("--data");
-  if (!model.ok() || !data.ok()) return fail(io, as_json, invalid_argument("usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]"));
+  if (!model.ok() || !data.ok()) return report_failure(io, as_json, invalid_argument("usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]"));
   auto seq = args->number("--seq-len", 256);
   auto batch = args->number("--batch", 4);
-  if (!seq.ok() || !batch.ok()) return fail(io, as_json, !seq.ok() ? seq.status() : batch.status());
+  if (!seq.ok() || !batch.ok()) return report_failure(io, as_json, !seq.ok() ? seq.status() : batch.status());
   auto session = InferenceSession::open(*model, static_cast<int>(*seq), static_cast<int>(*batch));
-  if (!session.ok()) return fail(io, as_json, session.status());
+  if (!session.ok()) return report_failure(io, as_json, session.status());
   DatasetOptions opts;
   opts.seq_len = static_cast<int>(*seq);
   opts.model_type = (*session)->config().model_type;
   opts.pool = &ThreadPool::global();
   if (auto f = args->get("--format")) {
     auto fmt = parse_dataset_format(*f);
-    if (!fmt.ok()) return fail(io, as_json, fmt.status());
+    if (!fmt.ok()) return report_failure(io, as_json, fmt.status());
     opts.read.format = *fmt;
   }
   auto ds = Dataset::load(*data, (*session)->tokenizer(), opts);
-  if (!ds.ok()) return fail(io, as_json, ds.status());
+  if (!ds.ok()) return report_failure(io, as_json, ds.status());
   auto r = (*session)->eval(*ds);
-  if (!r.ok()) return fail(io, as_json, r.status());
+  if (!r.ok()) return report_failure(io, as_json, r.status());
   if (as_json) {
     io.out << json{{"loss", r->loss}, {"perplexity", r->perplexity}, {"targets", r->targets}, {"sequences", r->sequences}}.dump() << std::endl;
   } else {
@@ -64,32 +54,32 @@ int run_eval(const std::vector<std::string>& argv, CommandIo io) {
 
 int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-p", "--seed"}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
   auto prompt = args->require("--prompt");
   if (!model.ok() || !prompt.ok())
-    return fail(io, as_json, invalid_argument("usage: generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]"));
+    return report_failure(io, as_json, invalid_argument("usage: generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]"));
   GenerateOptions o;
   auto n = args->number("--max-new-tokens", 64);
   auto t = args->number("--temperature", 0.0);
   auto p = args->number("--top-p", 1.0);
   auto s = args->number("--seed", 0);
   for (const auto* r : {&n, &t, &p, &s}) {
-    if (!r->ok()) return fail(io, as_json, r->status());
+    if (!r->ok()) return report_failure(io, as_json, r->status());
   }
   o.max_new_tokens = static_cast<int>(*n);
   o.temperature = static_cast<float>(*t);
   o.top_p = static_cast<float>(*p);
   o.seed = static_cast<uint64_t>(*s);
   auto config = ModelConfig::load(*model);
-  if (!config.ok()) return fail(io, as_json, config.status());
+  if (!config.ok()) return report_failure(io, as_json, config.status());
   auto session = InferenceSession::open(*model, std::min(config->max_position_embeddings, 1024), 1);
-  if (!session.ok()) return fail(io, as_json, session.status());
+  if (!session.ok()) return report_failure(io, as_json, session.status());
   std::vector<int32_t> ids = (*session)->tokenizer().encode_with_special(*prompt);
   const size_t prompt_len = ids.size();
   auto out = (*session)->generate(ids, o);
-  if (!out.ok()) return fail(io, as_json, out.status());
+  if (!out.ok()) return report_failure(io, as_json, out.status());
   const std::vector<int32_t> fresh(out->begin() + prompt_len, out->end());
   const std::string completion = (*session)->tokenizer().decode(fresh, true);
   if (as_json) io.out << json{{"prompt", *prompt}, {"completion", completion}, {"ids", *out}}.dump() << std::endl;
@@ -99,17 +89,17 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
 
 int run_export(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--checkpoint", "--out", "--tokenizer"}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto ckpt = args->require("--checkpoint");
   auto out = args->require("--out");
-  if (!ckpt.ok() || !out.ok()) return fail(io, as_json, invalid_argument("usage: export --checkpoint DIR --out DIR [--tokenizer PATH]"));
+  if (!ckpt.ok() || !out.ok()) return report_failure(io, as_json, invalid_argument("usage: export --checkpoint DIR --out DIR [--tokenizer PATH]"));
   auto config = ModelConfig::load(*ckpt);
-  if (!config.ok()) return fail(io, as_json, config.status());
+  if (!config.ok()) return report_failure(io, as_json, config.status());
   auto state = ModelState::create(ParameterLayout::build(*config), false);
-  if (!state.ok()) return fail(io, as_json, state.status());
+  if (!state.ok()) return report_failure(io, as_json, state.status());
   auto ts = load_checkpoint(*ckpt, **state);
-  if (!ts.ok()) return fail(io, as_json, ts.status());
+  if (!ts.ok()) return report_failure(io, as_json, ts.status());
   // The tokenizer: given, or the one the run was trained with (the run folder's job.json).
   std::string tok = args->get("--tokenizer").value_or("");
   if (tok.empty()) {
@@ -124,7 +114,7 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
     }
   }
   Status st = export_model(**state, tok, *out);
-  if (!st.ok()) return fail(io, as_json, st);
+  if (!st.ok()) return report_failure(io, as_json, st);
   if (as_json) io.out << json{{"out", *out}, {"step", ts->step}}.dump() << std::endl;
   else io.out << "exported step " << ts->step << " to " << *out << std::endl;
   return 0;
@@ -132,16 +122,16 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
 
 int run_inspect(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--model"}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
-  if (!model.ok()) return fail(io, as_json, model.status());
+  if (!model.ok()) return report_failure(io, as_json, model.status());
   auto config = ModelConfig::load(*model);
-  if (!config.ok()) return fail(io, as_json, config.status());
+  if (!config.ok()) return report_failure(io, as_json, config.status());
   auto store = TensorStore::open(*model);
-  if (!store.ok()) return fail(io, as_json, store.status());
+  if (!store.ok()) return report_failure(io, as_json, store.status());
   ParameterLayout layout = ParameterLayout::build(*config);
-  if (Status st = layout.check(*store); !st.ok()) return fail(io, as_json, st);
+  if (Status st = layout.check(*store); !st.ok()) return report_failure(io, as_json, st);
   ModelSummary s = summarize(layout, &*store);
   if (as_json) {
     io.out << json{{"architecture", s.architecture}, {"parameters", s.parameters}, {"layers", config->num_layers},
@@ -157,7 +147,7 @@ int run_inspect(const std::vector<std::string>& argv, CommandIo io) {
 
 int run_probe(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--ssd-dir"}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   MachineProbe m = probe_machine(args->get("--ssd-dir").value_or("."));
   json j = {{"backend", m.backend}, {"compute_gflops", m.compute_flops / 1e9}, {"h2d_gbps", m.h2d_bytes_per_s / 1e9},
             {"host_mem_gbps", m.host_mem_bytes_per_s / 1e9}, {"dram_total_bytes", m.dram_total_bytes},

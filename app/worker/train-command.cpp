@@ -25,21 +25,15 @@ void on_signal(int sig) {
   else g_trainer->request_stop();
 }
 
-int fail(CommandIo io, bool json, const Status& st) {
-  if (json) io.out << nlohmann::json{{"error", error_code_name(st.code())}, {"message", st.message()}}.dump() << std::endl;
-  io.err << "spillway-worker: " << st.to_string() << "\n";
-  return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
-}
-
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--resume"}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   const bool json = args->has("--json");
-  if (args->positional.size() != 1) return fail(io, json, invalid_argument("usage: train JOB.json [--resume CHECKPOINT_DIR] [--json]"));
+  if (args->positional.size() != 1) return report_failure(io, json, invalid_argument("usage: train JOB.json [--resume CHECKPOINT_DIR] [--json]"));
   auto job = load_job(args->positional[0]);
-  if (!job.ok()) return fail(io, json, job.status());
+  if (!job.ok()) return report_failure(io, json, job.status());
   TrainerHooks hooks;
   hooks.on_started = [&](const std::string& id, const std::string& dir) {
     if (json) io.out << nlohmann::json{{"run_id", id}, {"run_dir", dir}}.dump() << std::endl;
@@ -49,7 +43,7 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
     if (!json) io.out << line << std::endl;
   };
   auto trainer = Trainer::create(*job, args->get("--resume").value_or(""), hooks);
-  if (!trainer.ok()) return fail(io, json, trainer.status());
+  if (!trainer.ok()) return report_failure(io, json, trainer.status());
   g_trainer = trainer->get();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -59,22 +53,22 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
   sigaction(SIGUSR1, &sa, nullptr);
   Status st = (*trainer)->run();
   g_trainer = nullptr;
-  if (!st.ok()) return fail(io, json, st);
+  if (!st.ok()) return report_failure(io, json, st);
   if (json) io.out << nlohmann::json{{"status", "done"}, {"run_id", (*trainer)->run_id()}}.dump() << std::endl;
   return 0;
 }
 
 int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {}, {"--json"});
-  if (!args.ok()) return fail(io, false, args.status());
+  if (!args.ok()) return report_failure(io, false, args.status());
   const bool json = args->has("--json");
-  if (args->positional.size() != 1) return fail(io, json, invalid_argument("usage: plan JOB.json [--json]"));
+  if (args->positional.size() != 1) return report_failure(io, json, invalid_argument("usage: plan JOB.json [--json]"));
   auto job = load_job(args->positional[0]);
-  if (!job.ok()) return fail(io, json, job.status());
+  if (!job.ok()) return report_failure(io, json, job.status());
   Result<ModelConfig> config = !job->model_path.empty() ? ModelConfig::load(job->model_path)
                                : !job->init_preset.empty() ? model_preset(job->init_preset)
                                                            : ModelConfig::from_json(job->init_config);
-  if (!config.ok()) return fail(io, json, config.status());
+  if (!config.ok()) return report_failure(io, json, config.status());
   MachineProbe machine = probe_machine(job->ssd_dir.empty() ? "." : job->ssd_dir);
   // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
   const int64_t steps = job->steps > 0 ? job->steps : 0;
