@@ -29,16 +29,16 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::open(const std::stri
   return s;
 }
 
-Result<EvalResult> InferenceSession::eval(const Dataset& ds) {
-  if (ds.seq_len() > max_seq_)
-    return invalid_argument("eval: dataset sequences of " + std::to_string(ds.seq_len()) + " tokens exceed the session's " +
-                            std::to_string(max_seq_));
+Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches, int micro_batch_size,
+                                    int64_t max_batches) {
+  const int rows = micro_batches * micro_batch_size;
   EvalResult r;
   double loss_sum = 0;
-  for (size_t begin = 0; begin < ds.size(); begin += batch_) {
-    Batch b = make_batch_range(ds, begin, batch_);
-    StepBatch sb{1, batch_, b.seq_len, b.input_ids, b.labels};
-    SPW_ASSIGN_OR_RETURN(StepResult s, engine_->forward(sb));
+  int64_t batches = 0;
+  for (size_t begin = 0; begin < ds.size(); begin += rows) {
+    if (max_batches > 0 && batches++ >= max_batches) break;
+    Batch b = make_batch_range(ds, begin, rows);
+    SPW_ASSIGN_OR_RETURN(StepResult s, engine.forward(StepBatch{micro_batches, micro_batch_size, b.seq_len, b.input_ids, b.labels}));
     loss_sum += s.loss_sum;
     r.targets += s.targets;
   }
@@ -46,6 +46,13 @@ Result<EvalResult> InferenceSession::eval(const Dataset& ds) {
   r.loss = r.targets ? loss_sum / r.targets : 0.0;
   r.perplexity = std::exp(r.loss);
   return r;
+}
+
+Result<EvalResult> InferenceSession::eval(const Dataset& ds) {
+  if (ds.seq_len() > max_seq_)
+    return invalid_argument("eval: dataset sequences of " + std::to_string(ds.seq_len()) + " tokens exceed the session's " +
+                            std::to_string(max_seq_));
+  return evaluate_dataset(*engine_, ds, 1, batch_);
 }
 
 Result<std::vector<float>> InferenceSession::logits(const std::vector<int32_t>& ids) {

@@ -33,6 +33,12 @@ struct GenerateOptions {
   bool stop_at_eos = true;
 };
 
+// Mean loss of `ds` in file order through `engine` (forward only), `micro_batches` ×
+// `micro_batch_size` sequences per pass; at most `max_batches` passes (0: all). Used by eval and by
+// the trainer's periodic evaluation. loss is 0 when no target is trained.
+Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches, int micro_batch_size,
+                                    int64_t max_batches = 0);
+
 class InferenceSession {
  public:
   // Loads `model_dir` (config.json, safetensors, tokenizer) for sequences up to `max_seq` tokens,

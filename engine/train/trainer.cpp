@@ -23,6 +23,7 @@
 #include "telemetry/telemetry-sampler.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
+#include "train/inference.h"
 #include "train/model-state.h"
 #include "train/optimizer.h"
 #include "train/optimizer-state.h"
@@ -308,18 +309,9 @@ struct Trainer::Impl {
 
   Result<double> evaluate() {
     if (eval_ds.empty()) return std::nan("");
-    const int rows = job.micro_batch_size * job.grad_accum;
-    double loss_sum = 0;
-    int64_t targets = 0;
-    int64_t batches = 0;
-    for (size_t begin = 0; begin < eval_ds.size(); begin += rows) {
-      if (job.eval_batches > 0 && batches++ >= job.eval_batches) break;
-      Batch b = make_batch_range(eval_ds, begin, rows);
-      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward(step_batch(b)));
-      loss_sum += r.loss_sum;
-      targets += r.targets;
-    }
-    return targets ? loss_sum / targets : std::nan("");
+    SPW_ASSIGN_OR_RETURN(EvalResult r,
+                         evaluate_dataset(*engine, eval_ds, job.grad_accum, job.micro_batch_size, job.eval_batches));
+    return r.targets ? r.loss : std::nan("");
   }
 
   Status run_eval() {
