@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/thread-pool.h"
-#include "data/byte-tokenizer.h"
 #include "data/dataset.h"
 #include "train/export.h"
 
@@ -17,18 +16,12 @@ DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenize
     p.error = QObject::tr("Choose a dataset file.");
     return p;
   }
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (tokenizerPath == "builtin:bytes") {
-    tokenizer = std::make_unique<ByteTokenizer>();
-  } else {
-    auto t = load_model_tokenizer(tokenizerPath.toStdString());
-    if (!t.ok()) {
-      p.error = QObject::tr("The model's tokenizer: %1")
-                    .arg(QString::fromStdString(t.status().message()));
-      return p;
-    }
-    tokenizer = std::move(*t);
+  auto loaded = load_model_tokenizer(tokenizerPath.toStdString());
+  if (!loaded.ok()) {
+    p.error = QObject::tr("The model's tokenizer: %1").arg(QString::fromStdString(loaded.status().message()));
+    return p;
   }
+  const std::unique_ptr<Tokenizer> tokenizer = std::move(*loaded);
   DatasetOptions opts;
   opts.seq_len = seqLen;
   opts.pool = &ThreadPool::global();

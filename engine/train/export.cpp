@@ -10,10 +10,11 @@
 namespace spillway {
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& model_dir) {
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& path) {
   std::error_code ec;
-  if (fs::exists(fs::path(model_dir) / kBuiltinTokenizerMarker, ec)) return std::unique_ptr<Tokenizer>(new ByteTokenizer());
-  return Tokenizer::load(model_dir);
+  if (path == kBuiltinBytesTokenizer || fs::exists(fs::path(path) / kBuiltinTokenizerMarker, ec))
+    return std::unique_ptr<Tokenizer>(new ByteTokenizer());
+  return Tokenizer::load(path);
 }
 
 Status export_model(const ModelState& state, const std::string& tokenizer_source, const std::string& out) {
@@ -22,7 +23,7 @@ Status export_model(const ModelState& state, const std::string& tokenizer_source
     nlohmann::json config = state.config().to_json();
     config["transformers_version"] = "4.40.0";
     SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "config.json").string(), config.dump(2) + "\n"));
-    if (tokenizer_source == "builtin:bytes") {
+    if (tokenizer_source == kBuiltinBytesTokenizer) {
       // No tokenizer file exists for the built-in byte tokenizer; this marker lets eval/generate find it.
       return write_file_atomic((fs::path(tmp) / kBuiltinTokenizerMarker).string(), "{\"tokenizer\": \"builtin:bytes\"}\n");
     }

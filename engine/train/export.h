@@ -15,9 +15,12 @@ namespace spillway {
 // Marks an export trained with the built-in byte tokenizer ("builtin:bytes").
 inline constexpr const char* kBuiltinTokenizerMarker = "spillway_tokenizer.json";
 
-// The tokenizer of a model folder: the built-in byte tokenizer when the marker is there, else
-// Tokenizer::load(model_dir).
-Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& model_dir);
+// Names the built-in byte tokenizer where a tokenizer path is expected (job.json model.tokenizer).
+inline constexpr const char* kBuiltinBytesTokenizer = "builtin:bytes";
+
+// A tokenizer by path: the built-in byte tokenizer for "builtin:bytes" or a model folder holding
+// the marker (an export of such a model), else Tokenizer::load(path).
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& path);
 
 Status export_model(const ModelState& state, const std::string& tokenizer_source, const std::string& out);
 

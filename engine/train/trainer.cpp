@@ -13,7 +13,6 @@
 #include "core/file-util.h"
 #include "core/thread-pool.h"
 #include "data/batch-iterator.h"
-#include "data/byte-tokenizer.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "history/run-store.h"
@@ -171,14 +170,11 @@ struct Trainer::Impl {
 
   Status load_data() {
     const std::string tok = !job.tokenizer_path.empty() ? job.tokenizer_path : job.model_path;
-    if (tok == "builtin:bytes") {
-      tokenizer = std::make_unique<ByteTokenizer>();
-    } else if (tok.empty()) {
+    if (tok.empty()) {
       return invalid_argument("job.json: model.tokenizer is required for a model made with \"init\" "
                               "(a tokenizer.json, tokenizer.model, a model folder, or \"builtin:bytes\")");
-    } else {
-      SPW_ASSIGN_OR_RETURN(tokenizer, Tokenizer::load(tok));
     }
+    SPW_ASSIGN_OR_RETURN(tokenizer, load_model_tokenizer(tok));
     if (tokenizer->vocab_size() > state->config().vocab_size)
       return invalid_argument("the tokenizer has " + std::to_string(tokenizer->vocab_size()) + " tokens but the model only " +
                               std::to_string(state->config().vocab_size) + "; pick a matching tokenizer or model");
