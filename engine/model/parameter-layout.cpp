@@ -81,6 +81,12 @@ size_t ParameterLayout::max_block_numel() const {
   return m;
 }
 
+size_t ParameterLayout::total_numel() const {
+  size_t n = 0;
+  for (const auto& b : blocks_) n += b.numel;
+  return n;
+}
+
 uint64_t ParameterLayout::parameter_count() const {
   uint64_t n = 0;
   for (const auto& b : blocks_) {

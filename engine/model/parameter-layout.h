@@ -63,6 +63,9 @@ class ParameterLayout {
   size_t head_lm_offset() const { return head_lm_; }  // kNoParam when tied to the embedding
 
   size_t max_block_numel() const;
+  // Elements of all blocks together, alignment padding included: what every per-block buffer
+  // (master, gradients, moments) holds in total.
+  size_t total_numel() const;
   size_t layer_block_numel() const { return blocks_[1].numel; }
   // Number of real parameters (no padding), as transformers counts them.
   uint64_t parameter_count() const;

@@ -88,10 +88,7 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
 }
 
 TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes) {
-  const ParameterLayout layout = ParameterLayout::build(config);
-  uint64_t padded = 0;
-  for (const auto& b : layout.blocks()) padded += b.numel;
-  const uint64_t fp32 = padded * 4;
+  const uint64_t fp32 = ParameterLayout::build(config).total_numel() * 4;
   const uint64_t cap = job.dram_cap_bytes ? job.dram_cap_bytes : dram_available_bytes;
   TierPlacement p;
   // DRAM always holds the gradients and the compute copy of the weights.
@@ -108,8 +105,7 @@ TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64
 nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
-  uint64_t padded = 0;
-  for (const auto& b : layout.blocks()) padded += b.numel;
+  const uint64_t padded = layout.total_numel();
   const uint64_t fp32 = padded * 4;
 
   // HBM: what the streaming engine allocates (act dtype fp32 on the CPU backend, bf16 on CUDA).
