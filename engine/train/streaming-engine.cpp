@@ -57,6 +57,7 @@ struct StreamingEngine::Impl {
   const ParameterLayout& layout;
   const ModelConfig& mc;
   size_t act;  // bytes per activation element
+  const compute::RopeScaling rs;  // Llama-3 rope scaling of the model (factor 0: none)
   StreamingEngine* owner = nullptr;
 
   StreamId copy_stream = 0, d2h_stream = 0;
@@ -97,7 +98,14 @@ struct StreamingEngine::Impl {
   std::vector<ActBuf> dy;   // [M]: gradient flowing down, per micro-batch
 
   Impl(Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* k)
-      : be(b), st(s), cfg(c), counters(k), layout(s.layout()), mc(s.config()), act(dtype_size(b.act_dtype())) {}
+      : be(b),
+        st(s),
+        cfg(c),
+        counters(k),
+        layout(s.layout()),
+        mc(s.config()),
+        act(dtype_size(b.act_dtype())),
+        rs{mc.rope_scaling_factor, mc.rope_low_freq_factor, mc.rope_high_freq_factor, mc.rope_original_max_position} {}
 
   Result<void*> dev_alloc(size_t bytes, Category cat) {
     return arena->reserve(std::string(category_name(cat)) + "." + std::to_string(reservations++), bytes, cat);
@@ -292,8 +300,6 @@ struct StreamingEngine::Impl {
   Status layer_forward(const char* w, const void* x, void* out, int batch, int seq) {
     const LayerOffsets& L = layout.layer_offsets();
     const int n = batch * seq, h = mc.hidden_size, qd = mc.q_dim(), kvd = mc.kv_dim(), f = mc.intermediate_size;
-    const compute::RopeScaling rs{mc.rope_scaling_factor, mc.rope_low_freq_factor, mc.rope_high_freq_factor,
-                                  mc.rope_original_max_position};
     SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, wp(w, L.attn_norm), n, h, mc.rms_norm_eps));
     SPW_RETURN_IF_ERROR(be.linear_forward(q, xn, wp(w, L.wq), wp(w, L.bq), n, h, qd));
     SPW_RETURN_IF_ERROR(be.linear_forward(k, xn, wp(w, L.wk), wp(w, L.bk), n, h, kvd));
@@ -318,8 +324,6 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(layer_forward(w, x, y, batch, seq));
     const LayerOffsets& L = layout.layer_offsets();
     const int n = batch * seq, h = mc.hidden_size, qd = mc.q_dim(), kvd = mc.kv_dim(), f = mc.intermediate_size;
-    const compute::RopeScaling rs{mc.rope_scaling_factor, mc.rope_low_freq_factor, mc.rope_high_freq_factor,
-                                  mc.rope_original_max_position};
     // MLP: out = x2 + down(swiglu(gate(xn2), up(xn2)))
     SPW_RETURN_IF_ERROR(be.linear_backward(da, gp(dw, L.w_down), nullptr, dyv, a, wp(w, L.w_down), n, f, h, false));
     SPW_RETURN_IF_ERROR(be.swiglu_backward(dg, du, da, g, u, n, f));
