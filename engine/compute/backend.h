@@ -116,6 +116,15 @@ class Backend {
                                     const void* k, const void* v, const void* out, const float* lse,
                                     int batch, int seq, int hq, int hkv, int head_dim) = 0;
 
+  // db[hkv, d] += ∂loss/∂b_k, the gradient of the key projection's bias (fp32, accumulated), from
+  // the attention's dout and its inputs q, k after RoPE and v, RoPE parameters as for rope_forward.
+  // Apart from dk because its exact value is a near-total cancellation that float32 sums of dk
+  // leave as noise (formula and source: cpu/attention-key-bias.h); the caller then passes no bias
+  // gradient to the key projection's linear_backward.
+  virtual Status attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
+                                             const void* v, int batch, int seq, int hq, int hkv, int head_dim,
+                                             float theta, const RopeScaling& scaling) = 0;
+
   // out[n, f] = silu(gate) · up
   virtual Status swiglu_forward(void* out, const void* gate, const void* up, int n, int f) = 0;
   // dgate[n, f], dup[n, f] (overwrite)

@@ -335,10 +335,14 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(be.linear_backward(datt, gp(dw, L.wo), nullptr, dx2, att, wp(w, L.wo), n, qd, h, false));
     SPW_RETURN_IF_ERROR(be.attention_backward(dq, dk, dv, datt, q, k, v, att, lse, batch, seq, mc.num_heads,
                                               mc.num_kv_heads, mc.head_dim));
+    if (L.bk != kNoParam) {  // the key bias apart from dk (see Backend::attention_key_bias_backward)
+      SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(gp(dw, L.bk), datt, q, k, v, batch, seq, mc.num_heads,
+                                                         mc.num_kv_heads, mc.head_dim, mc.rope_theta, rs));
+    }
     SPW_RETURN_IF_ERROR(be.rope_backward(dq, batch, seq, mc.num_heads, mc.head_dim, mc.rope_theta, rs));
     SPW_RETURN_IF_ERROR(be.rope_backward(dk, batch, seq, mc.num_kv_heads, mc.head_dim, mc.rope_theta, rs));
     SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wq), gp(dw, L.bq), dq, xn, wp(w, L.wq), n, h, qd, false));
-SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), gp(dw, L.bk), dk, xn, wp(w, L.wk), n, h, kvd, true));
+    SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), nullptr, dk, xn, wp(w, L.wk), n, h, kvd, true));
     SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wv), gp(dw, L.bv), dv, xn, wp(w, L.wv), n, h, kvd, true));
     SPW_RETURN_IF_ERROR(be.copy_d2d(dx, dx2, static_cast<size_t>(n) * h * act, 0));
     return be.rmsnorm_backward(dx, gp(dw, L.attn_norm), dxn, x, wp(w, L.attn_norm), rstd1, n, h, true);

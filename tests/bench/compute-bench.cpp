@@ -104,6 +104,13 @@ int main(int argc, char** argv) {
                                   v.data(), out.data(), lse.data(), batch, seq, heads, heads, hd);
   });
 
+  // Qwen2's key bias, in double: 3 dot/axpy products of d per (query, key) pair.
+  std::vector<float> dbk(size_t(heads) * hd);
+  run("attention key-bias bwd (fp64)", 1.5 * attn, reps, [&] {
+    return be->attention_key_bias_backward(dbk.data(), dout.data(), q.data(), k.data(), v.data(), batch, seq, heads,
+                                           heads, hd, 10000.0f, RopeScaling{});
+  });
+
   std::vector<float> rq = q;
   run("rope fwd (q)", 6.0 * n * dim / 2, reps, [&] {
     return be->rope_forward(rq.data(), batch, seq, heads, hd, 10000.0f, RopeScaling{});

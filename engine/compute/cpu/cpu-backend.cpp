@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/attention.h"
 #include "compute/cpu/cross-entropy.h"
 #include "compute/cpu/elementwise.h"
@@ -323,6 +324,14 @@ Status CpuBackend::attention_backward(void* dq, void* dk, void* dv, const void* 
                                       int hq, int hkv, int head_dim) {
   return cpu::attention_backward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), lse,
                                  batch, seq, hq, hkv, head_dim);
+}
+
+Status CpuBackend::attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
+                                               const void* v, int batch, int seq, int hq, int hkv,
+                                               int head_dim, float theta, const RopeScaling& scaling) {
+  if (batch < 0 || seq < 0) return invalid_argument("attention_key_bias_backward: negative shape");
+  SPW_ASSIGN_OR_RETURN(const cpu::RopeTable* table, rope_table(seq, head_dim, theta, scaling));
+  return cpu::attention_key_bias_backward(db, F(dout), F(q), F(k), F(v), batch, seq, hq, hkv, head_dim, *table);
 }
 
 Status CpuBackend::swiglu_forward(void* out, const void* gate, const void* up, int n, int f) {

@@ -85,6 +85,9 @@ class CpuBackend final : public Backend {
   Status attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                             const void* k, const void* v, const void* out, const float* lse,
                             int batch, int seq, int hq, int hkv, int head_dim) override;
+  Status attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k, const void* v,
+                                     int batch, int seq, int hq, int hkv, int head_dim, float theta,
+                                     const RopeScaling& scaling) override;
   Status swiglu_forward(void* out, const void* gate, const void* up, int n, int f) override;
   Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                          const void* up, int n, int f) override;

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "compute/backend.h"
+#include "compute/cpu/attention-key-bias.h"
+#include "compute/cpu/rope.h"
 #include "compute-test-util.h"
 
 namespace spillway::compute {
@@ -184,6 +186,86 @@ TEST(Attention, LargeScoresStayFinite) {
                   .ok());
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   EXPECT_LT(rel_err(out, attention_ref(s, to_double(q), to_double(k), to_double(v))), 1e-4);
+}
+
+// db[g] = Σ_b Σ_j R_jᵀ dk[b, j, g] from the double reference's dk, rotations from `table`.
+std::vector<double> key_bias_ref(const Shape& s, const std::vector<double>& dk, const cpu::RopeTable& table) {
+  std::vector<double> db(static_cast<size_t>(s.hkv) * s.d, 0.0);
+  const int half = s.d / 2;
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < s.seq; ++j)
+      for (int g = 0; g < s.hkv; ++g) {
+        const double* y = &dk[((size_t(b) * s.seq + j) * s.hkv + g) * s.d];
+        for (int f = 0; f < half; ++f) {
+          const double c = table.cos[size_t(j) * half + f], sn = table.sin[size_t(j) * half + f];
+          db[size_t(g) * s.d + f] += y[f] * c + y[f + half] * sn;
+          db[size_t(g) * s.d + f + half] += y[f + half] * c - y[f] * sn;
+        }
+      }
+  return db;
+}
+
+TEST(AttentionKeyBias, MatchesTheDoubleReference) {
+  const Shape s{2, 37, 6, 2, 16};
+  auto q = random_floats(s.q_size(), 40), k = random_floats(s.kv_size(), 41), v = random_floats(s.kv_size(), 42),
+       dout = random_floats(s.q_size(), 43);
+  auto be = make_cpu_backend();
+  std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
+  for (int call = 0; call < 2; ++call) {  // the second call accumulates onto the first
+    ASSERT_TRUE(be->attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(), v.data(), s.batch, s.seq,
+                                                s.hq, s.hkv, s.d, 1e4f, RopeScaling{})
+                    .ok());
+  }
+  std::vector<double> fq, fk, fv;
+  attention_backward_ref(s, to_double(q), to_double(k), to_double(v), to_double(dout), &fq, &fk, &fv);
+  auto table = cpu::make_rope_table(s.seq, s.d, 1e4f, RopeScaling{});
+  ASSERT_TRUE(table.ok());
+  auto ref = key_bias_ref(s, fk, *table);
+  for (auto& x : ref) x *= 2;
+  EXPECT_LT(rel_err(db, ref), 1e-6);
+}
+
+// Without rotation the key bias's gradient vanishes exactly (softmax ignores a per-row shift): the
+// double path gives ~0 where summing float32 dk leaves rounding noise.
+TEST(AttentionKeyBias, VanishesWithoutRotation) {
+  const Shape s{1, 64, 4, 2, 8};
+  auto q = random_floats(s.q_size(), 50), k = random_floats(s.kv_size(), 51), v = random_floats(s.kv_size(), 52),
+       dout = random_floats(s.q_size(), 53);
+  cpu::RopeTable identity;
+  identity.seq = s.seq, identity.head_dim = s.d;
+  identity.cos.assign(size_t(s.seq) * s.d / 2, 1.0f);
+  identity.sin.assign(size_t(s.seq) * s.d / 2, 0.0f);
+  std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
+  ASSERT_TRUE(cpu::attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(), v.data(), s.batch, s.seq,
+                                               s.hq, s.hkv, s.d, identity)
+                  .ok());
+  auto be = make_cpu_backend();
+  std::vector<float> out(s.q_size()), lse(size_t(s.hq) * s.seq), dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
+  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq, s.hq, s.hkv, s.d).ok());
+  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                     out.data(), lse.data(), 1, s.seq, s.hq, s.hkv, s.d)
+                  .ok());
+  double float_sum = 0, dk_scale = 0;  // |Σ_j dk_j| of the float path, and the size of one dk row
+  for (int e = 0; e < s.d; ++e) {
+    double acc = 0;
+    for (int j = 0; j < s.seq; ++j) acc += dk[size_t(j) * s.hkv * s.d + e];
+    float_sum = std::max(float_sum, std::abs(acc));
+  }
+  for (float x : dk) dk_scale = std::max(dk_scale, double(std::abs(x)));
+  double ours = 0;
+  for (float x : db) ours = std::max(ours, double(std::abs(x)));
+  EXPECT_GT(float_sum, 1e-9 * dk_scale);  // the float32 sum is noise well above...
+  EXPECT_LT(ours, 1e-12 * dk_scale);      // ...what the double path leaves
+}
+
+TEST(AttentionKeyBias, RejectsBadShapes) {
+  auto be = make_cpu_backend();
+  std::vector<float> buf(1024);
+  float* p = buf.data();
+  EXPECT_EQ(be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 6, 4, 8, 1e4f, RopeScaling{}).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 4, 4, 7, 1e4f, RopeScaling{}).code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(Attention, RejectsBadHeads) {

@@ -1,0 +1,35 @@
+// The gradient of the key projection's bias (Qwen2's k_proj.bias), in double precision.
+//
+// Softmax is invariant to adding one number to every score of a query row, so without RoPE the
+// gradient of a key bias would vanish exactly; with RoPE what is left comes from the position
+// dependence of the rotation:
+//   db = Σ_i Σ_j dS_ij · R_jᵀ q_i / sqrt(d)      (dS as in cpu/attention.h, q after RoPE,
+//                                                  R_j the rotation at key position j)
+// In the low-frequency pairs R_j is nearly the identity and the terms cancel to ~1e-6 of their
+// size. Summing float32 dk rows over the tokens, as linear_backward does for the other biases,
+// leaves rounding noise of ~1e-10 there, and AdamW, which divides each element by its own RMS,
+// turns noise near zero into steps of up to ±lr. So this recomputes each query row's scores and dP
+// (float32: they only perturb the inputs), normalises the softmax and forms dS in double with
+// D_i = Σ_j P_ij·dP_ij of that same P, so that Σ_j dS_ij = 0 holds to double rounding, and folds the
+// rotation into the row sum, in double: with A_f = Σ_j dS_ij·cos a_jf and B_f = Σ_j dS_ij·sin a_jf
+// (a_jf the angle of pair f at position j, cpu/rope.h),
+//   (Σ_j dS_ij R_jᵀ q_i)[f]       = q_i[f]·A_f + q_i[f + d/2]·B_f
+//   (Σ_j dS_ij R_jᵀ q_i)[f + d/2] = q_i[f + d/2]·A_f − q_i[f]·B_f
+// About as long as attention_backward (bench-compute); only models with a key bias pay for it.
+#pragma once
+
+#include "compute/cpu/rope.h"
+#include "core/status.h"
+
+namespace spillway::compute::cpu {
+
+// db[hkv, d] += ∂loss/∂b_k (fp32 out, accumulated in double) from dout [b, t, hq, d], q [b, t, hq, d]
+// and k [b, t, hkv, d] after RoPE, v [b, t, hkv, d], and the RoPE table that rotated q and k.
+// Deterministic for any thread count (fixed blocks of query rows, summed in a fixed order).
+// kInvalidArgument for non-positive or odd head sizes, hq not a multiple of hkv, or a table of
+// another head size or shorter than seq.
+Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
+                                   const float* v, int batch, int seq, int hq, int hkv, int head_dim,
+                                   const RopeTable& table);
+
+}  // namespace spillway::compute::cpu
