@@ -129,58 +129,135 @@ TEST_P(GoldenTest, LogitsLossAndGradients) {
   EXPECT_GE(s.engine->h2d_bytes(), (2 * g.layout.config().num_layers + 2) * g.layout.layer_block_numel() * 4);
 }
 
-TEST_P(GoldenTest, AdamWTrajectory) {
-  SPILLWAY_REQUIRE_DATA();
-  Golden g = load_golden(GetParam().model);
-  if (g.B % GetParam().micro_batch_size) GTEST_SKIP() << "batch of " << g.B << " does not split";
-  Rig s = make_setup(g, GetParam().micro_batch_size, true);
+// AdamW divides each gradient element by its own running RMS, so the update of an element whose
+// gradient is within a few eps of zero is ill-conditioned: on step 1 it is lr·g/(|g| + eps), and
+// float32 noise in g (~1e-10 absolute here, as in PyTorch's float32 gradients) moves it by up to
+// lr. Such elements are accidents, 1 to 8 per model here, like one stories260K v_proj weight whose
+// step-1 gradient is 8e-9 among neighbours of 1e-2; they move the later step losses by up to 1e-5.
+// An element is ill-conditioned when its step-1 update from our gradient and from the reference's
+// differ by more than 1% of lr.
+bool ill_conditioned(float grad, float ref_grad, double clip, double ref_clip, double eps) {
+  auto update = [&](double g, double c) { return g * c / (std::abs(g * c) + eps); };  // in units of lr
+  return std::abs(update(grad, clip) - update(ref_grad, ref_clip)) > 0.01;
+}
+
+struct Trajectory {
+  Rig rig;
+  std::vector<double> losses, norms;  // per step, before the update
+  std::vector<std::vector<bool>> ill;  // per block, per element
+  size_t ill_count = 0;
+  double loss_after = 0;  // on batch{steps}, after the last update
+};
+
+// The golden AdamW steps through the streaming engine and the Optimizer. With `force`, the
+// ill-conditioned elements of the step-1 gradient take the reference's value before the update.
+Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool force) {
+  Trajectory t;
+  t.rig = make_setup(g, micro_batch_size, true);
   const auto& h = g.meta["adamw"];
   AdamWConfig cfg;
   cfg.beta1 = h["beta1"];
   cfg.beta2 = h["beta2"];
   cfg.eps = h["eps"];
   cfg.weight_decay = h["weight_decay"];
-  Optimizer opt(*s.state, cfg, h["clip_grad_norm"].get<double>());
-  s.engine->set_weight_gate([&](size_t b) { opt.wait_block(b); });
+  const double clip = h["clip_grad_norm"];
+  Optimizer opt(*t.rig.state, cfg, clip);
+  t.rig.engine->set_weight_gate([&](size_t b) { opt.wait_block(b); });
   const int steps = h["steps"];
+  std::vector<int32_t> ids, labels;  // the StepBatch views them
+  auto batch = [&](int step) {
+    ids = read_i32(*g.traj, "batch" + std::to_string(step) + ".input_ids");
+    labels = read_i32(*g.traj, "batch" + std::to_string(step) + ".labels");
+    return batch_of(ids, labels, g.B, g.T, micro_batch_size);
+  };
+  EXPECT_EQ(read_i32(*g.traj, "batch0.input_ids"), read_i32(*g.fb, "input_ids")) << "step 1 is forward_backward's batch";
   for (int step = 0; step < steps; ++step) {
-    auto ids = read_i32(*g.traj, "batch" + std::to_string(step) + ".input_ids");
-    auto labels = read_i32(*g.traj, "batch" + std::to_string(step) + ".labels");
-    auto r = s.engine->forward_backward(batch_of(ids, labels, g.B, g.T, GetParam().micro_batch_size));
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_NEAR(r->loss(), g.meta["step_losses"][step].get<double>(), 1e-5) << "step " << step + 1;
-    StepStats st = opt.begin_step(h["lr"].get<double>());
-    EXPECT_NEAR(st.grad_norm, g.meta["step_grad_norms_before_clip"][step].get<double>(), 1e-4 * st.grad_norm);
-  }
-  opt.wait_all();
-  // The whole model within 1e-4 relative L2, and every tensor within 1e-4 — except where a float32
-  // gradient element that is nearly zero (|g| ~ 1e-8, below float32 rounding of its sum) takes the
-  // other sign than float64's: AdamW normalises it into a full ±lr step, so that tensor lands at up
-  // to ~1.5e-3 (qwen2's k_proj biases, which start at zero; one stories260K v_proj element).
-  double num = 0, den = 0;
-  int loose = 0;
-  for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
-    for (const ParamView& p : g.layout.blocks()[b].params) {
-      auto ref = read_f32(*g.traj, p.name);
-      ASSERT_EQ(ref.size(), p.numel) << p.name;
-      const float* x = s.state->master(b) + p.offset;
-      const double e = rel_l2(x, ref.data(), p.numel);
-      if (e >= 1e-4) ++loose;
-      EXPECT_LT(e, 2e-3) << p.name;
-      for (size_t i = 0; i < p.numel; ++i) {
-        num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
+    auto r = t.rig.engine->forward_backward(batch(step));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return t;
+    t.losses.push_back(r->loss());
+    if (step == 0) {
+      double sq = 0;  // our pre-clip norm, to know our clip coefficient before begin_step
+      for (size_t b = 0; b < g.layout.num_blocks(); ++b)
+        for (size_t i = 0; i < g.layout.blocks()[b].numel; ++i) sq += double(t.rig.state->grad(b)[i]) * t.rig.state->grad(b)[i];
+      const double our_clip = std::min(1.0, clip / std::sqrt(sq));
+      const double ref_clip = std::min(1.0, clip / g.meta["grad_norm"].get<double>());
+      t.ill.resize(g.layout.num_blocks());
+      for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+        t.ill[b].assign(g.layout.blocks()[b].numel, false);
+        for (const ParamView& p : g.layout.blocks()[b].params) {
+          auto ref_grad = read_f32(*g.fb, "grad." + p.name);
+          for (size_t i = 0; i < p.numel; ++i) {
+            float& gi = t.rig.state->grad(b)[p.offset + i];
+            if (!ill_conditioned(gi, ref_grad[i], our_clip, ref_clip, cfg.eps)) continue;
+            t.ill[b][p.offset + i] = true;
+            ++t.ill_count;
+            if (force) gi = ref_grad[i];
+          }
+        }
       }
     }
+    t.norms.push_back(opt.begin_step(h["lr"].get<double>()).grad_norm);
   }
-  EXPECT_LT(std::sqrt(num / den), 1e-4);
-  EXPECT_LE(loose, 3);
-  auto ids = read_i32(*g.traj, "batch" + std::to_string(steps) + ".input_ids");
-  auto labels = read_i32(*g.traj, "batch" + std::to_string(steps) + ".labels");
-  auto after = s.engine->forward(batch_of(ids, labels, g.B, g.T, GetParam().micro_batch_size));
-  ASSERT_TRUE(after.ok());
-  // Not a stated tolerance: it inherits the few sign-flipped elements above.
-  EXPECT_NEAR(after->loss(), g.meta["loss_after"].get<double>(), 5e-5);
+  opt.wait_all();
+  auto after = t.rig.engine->forward(batch(steps));
+  EXPECT_TRUE(after.ok());
+  if (after.ok()) t.loss_after = after->loss();
+  return t;
+}
+
+// The 4 AdamW steps, twice: as trained, and with the few ill-conditioned step-1 gradient elements
+// given the reference's value, which shows that they alone account for what float32 adds.
+// The key biases are the one exception to 1e-4 in both: their exact gradient vanishes but for RoPE,
+// and what is left (down to 3e-11 per element, below eps at every step, so AdamW's update is lr/eps =
+// 1e5 times the gradient) is below what float32 activations carry, however it is summed
+// (Backend::attention_key_bias_backward does it in double). They land at 2.9e-4 to 4.9e-4 on every
+// BLAS kernel and micro-batch split, where PyTorch in float32 lands at 3.6e-4 to 8.9e-4
+// (tests/bench/torch_golden_precision.py): held to 1e-3.
+TEST_P(GoldenTest, AdamWTrajectory) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g = load_golden(GetParam().model);
+  if (g.B % GetParam().micro_batch_size) GTEST_SKIP() << "batch of " << g.B << " does not split";
+  const auto& h = g.meta["adamw"];
+  const int steps = h["steps"];
+  const double max_drift = 2.0 * h["lr"].get<double>() * steps;  // an update of the other sign each step
+  for (bool force : {false, true}) {
+    SCOPED_TRACE(force ? "ill-conditioned step-1 elements given the reference's gradient" : "as trained");
+    Trajectory t = run_trajectory(g, GetParam().micro_batch_size, force);
+    ASSERT_EQ(t.losses.size(), size_t(steps));
+    for (int step = 0; step < steps; ++step) {
+      EXPECT_NEAR(t.losses[step], g.meta["step_losses"][step].get<double>(),
+                  force ? 1e-5 : testing::step_loss_tolerance(step))
+          << "step " << step + 1;
+      EXPECT_NEAR(t.norms[step], g.meta["step_grad_norms_before_clip"][step].get<double>(), 1e-4 * t.norms[step]);
+    }
+    EXPECT_NEAR(t.loss_after, g.meta["loss_after"].get<double>(), force ? 1e-5 : 2 * testing::step_loss_tolerance(steps));
+    size_t total = 0;
+    double num = 0, den = 0;
+    for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+      for (const ParamView& p : g.layout.blocks()[b].params) {
+        auto ref = read_f32(*g.traj, p.name);
+        ASSERT_EQ(ref.size(), p.numel) << p.name;
+        const float* x = t.rig.state->master(b) + p.offset;
+        double tn = 0, td = 0;  // this tensor; unforced, over its well-conditioned elements
+        for (size_t i = 0; i < p.numel; ++i) {
+          const double d = double(x[i]) - ref[i], r2 = double(ref[i]) * ref[i];
+          num += d * d;
+          den += r2;
+          if (force || !t.ill[b][p.offset + i]) {
+            tn += d * d;
+            td += r2;
+          } else {
+            EXPECT_LE(std::abs(d), max_drift) << p.name << "[" << i << "]";
+          }
+        }
+        total += p.numel;
+        EXPECT_LT(std::sqrt(tn / std::max(td, 1e-30)), p.name.ends_with("k_proj.bias") ? 1e-3 : 1e-4) << p.name;
+      }
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-4);
+    EXPECT_LE(t.ill_count, total / 10000) << "ill-conditioned elements";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest,
