@@ -110,10 +110,14 @@ TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
     ASSERT_EQ(steps.size(), 4u);
     for (int s = 0; s < 4; ++s) {
       EXPECT_EQ(steps[s]["step"], s + 1);
-      EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(), 1e-5) << "mb " << mb << " step " << s + 1;
+      // tests/engine/train/golden-util.h step_loss_tolerance: 1e-5 for step 1, 2e-5 after it.
+      EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(), s == 0 ? 1e-5 : 2e-5)
+          << "mb " << mb << " step " << s + 1;
       EXPECT_NEAR(steps[s]["grad_norm"].get<double>(), meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4);
       // The optimizer of step s runs after its event, so its SSD bytes show in step s+1's.
-      if (variant >= 3 && s > 0) EXPECT_GT(steps[s]["ssd_read_bytes"].get<double>(), 0);
+      if (variant >= 3 && s > 0) {
+        EXPECT_GT(steps[s]["ssd_read_bytes"].get<double>(), 0);
+      }
     }
     model_files.push_back(*read_file(run_dir + "/checkpoints/step-000004/model.safetensors"));
   }
@@ -167,8 +171,10 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
     EXPECT_TRUE(*a == *b) << file << " differs after resume";
   }
   // The SSD working state of finished runs is removed; the checkpoints hold the durable copy.
-  if (tier != "dram") EXPECT_TRUE(!fs::exists(tmp_.path() + "/ssd") || fs::is_empty(tmp_.path() + "/ssd") ||
-                                  std::distance(fs::directory_iterator(tmp_.path() + "/ssd"), {}) == 1);  // the SIGKILLed run's
+  if (tier != "dram") {
+    EXPECT_TRUE(!fs::exists(tmp_.path() + "/ssd") || fs::is_empty(tmp_.path() + "/ssd") ||
+                std::distance(fs::directory_iterator(tmp_.path() + "/ssd"), {}) == 1);  // the SIGKILLed run's
+  }
   // The SIGKILLed run shows as interrupted, its rows intact; the resumed one completed.
   auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
   ASSERT_TRUE(store.ok());
@@ -178,7 +184,9 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   for (const auto& run : *runs) {
     interrupted += run.status == RunStatus::kInterrupted;
     completed += run.status == RunStatus::kCompleted;
-    if (run.status == RunStatus::kInterrupted) EXPECT_GE((*store)->metrics(run.id)->size(), 3u);
+    if (run.status == RunStatus::kInterrupted) {
+      EXPECT_GE((*store)->metrics(run.id)->size(), 3u);
+    }
   }
   // When the kill came after the run had already finished, it completed: then it is 0 and 3.
   const bool finished_first = completed == 3;
@@ -236,8 +244,12 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
       EXPECT_TRUE(e["state"].is_string());
     } else {
       EXPECT_TRUE(type == "span" || type == "log" || type == "export" || type == "plan") << type;
-      if (type == "span") EXPECT_TRUE(e["phase"].is_string() && e["start_s"].is_number() && e["end_s"].is_number());
-      if (type == "plan") EXPECT_TRUE(e["fits"].is_boolean() && e["step"]["step_s"].is_number());
+      if (type == "span") {
+        EXPECT_TRUE(e["phase"].is_string() && e["start_s"].is_number() && e["end_s"].is_number());
+      }
+      if (type == "plan") {
+        EXPECT_TRUE(e["fits"].is_boolean() && e["step"]["step_s"].is_number());
+      }
     }
   }
   EXPECT_GT(samples, 5);
