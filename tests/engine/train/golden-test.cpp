@@ -163,6 +163,10 @@ Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool force) {
   const double clip = h["clip_grad_norm"];
   Optimizer opt(*t.rig.state, cfg, clip);
   t.rig.engine->set_weight_gate([&](size_t b) { opt.wait_block(b); });
+  struct Ungate {  // the engine outlives `opt`
+    StreamingEngine& e;
+    ~Ungate() { e.set_weight_gate(nullptr); }
+  } ungate{*t.rig.engine};
   const int steps = h["steps"];
   std::vector<int32_t> ids, labels;  // the StepBatch views them
   auto batch = [&](int step) {
