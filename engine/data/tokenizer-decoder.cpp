@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer-regex.h"
+#include "data/tokenizer-replace.h"
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
@@ -68,36 +68,13 @@ class MetaspaceDecoder final : public TokenizerDecoder {
 
 class ReplaceDecoder final : public TokenizerDecoder {
  public:
-  ReplaceDecoder(std::string literal, TokenizerRegex re, std::string content)
-      : literal_(std::move(literal)), re_(std::move(re)), content_(std::move(content)) {}
+  explicit ReplaceDecoder(TokenizerReplace r) : replace_(std::move(r)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (auto& t : tokens) {
-      std::string out;
-      if (!literal_.empty()) {
-        size_t pos = 0;
-        for (size_t f; (f = t.find(literal_, pos)) != std::string::npos;
-             pos = f + literal_.size()) {
-          out.append(t, pos, f - pos);
-          out += content_;
-        }
-        out.append(t, pos, std::string::npos);
-      } else {
-        size_t prev = 0;
-        re_.find_all(t, [&](size_t b, size_t e) {
-          out.append(t, prev, b - prev);
-          out += content_;
-          prev = e;
-        });
-        out.append(t, prev, std::string::npos);
-      }
-      t.swap(out);
-    }
+    for (auto& t : tokens) replace_.apply(t);
   }
 
  private:
-  std::string literal_;
-  TokenizerRegex re_;
-  std::string content_;
+  TokenizerReplace replace_;
 };
 
 int hex_digit(char c) {
@@ -231,19 +208,9 @@ Result<std::unique_ptr<TokenizerDecoder>> parse_decoder(const json& j) {
     if (!j.contains("pattern") || !j["pattern"].is_object() || !j.contains("content") ||
         !j["content"].is_string())
       return corrupt("decoder Replace: missing \"pattern\" or \"content\"");
-    const json& p = j["pattern"];
-    std::string literal;
-    TokenizerRegex re;
-    if (p.contains("String") && p["String"].is_string()) {
-      literal = p["String"].get<std::string>();
-      if (literal.empty()) return corrupt("decoder Replace: empty String pattern");
-    } else if (p.contains("Regex") && p["Regex"].is_string()) {
-      SPW_ASSIGN_OR_RETURN(re, TokenizerRegex::compile(p["Regex"].get<std::string>()));
-    } else {
-      return corrupt("decoder Replace: pattern is neither String nor Regex");
-    }
-    return Ptr(std::make_unique<ReplaceDecoder>(std::move(literal), std::move(re),
-                                                j["content"].get<std::string>()));
+    auto r = TokenizerReplace::parse(j["pattern"], j["content"].get<std::string>());
+    if (!r.ok()) return r.status().with_context("decoder Replace");
+    return Ptr(std::make_unique<ReplaceDecoder>(std::move(r).value()));
   }
   if (type == "Strip") {
     const std::string content = j.value("content", std::string(" "));

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/log.h"
-#include "data/tokenizer-regex.h"
+#include "data/tokenizer-replace.h"
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
@@ -48,39 +48,13 @@ class PrependNormalizer final : public TokenizerNormalizer {
 
 class ReplaceNormalizer final : public TokenizerNormalizer {
  public:
-  ReplaceNormalizer(std::string literal, TokenizerRegex re, std::string content)
-      : literal_(std::move(literal)), re_(std::move(re)), content_(std::move(content)) {}
-  void normalize(std::string& s) const override {
-    if (!literal_.empty()) {
-      if (s.find(literal_) == std::string::npos) return;
-      std::string out;
-      out.reserve(s.size() + s.size() / 4);
-      size_t pos = 0;
-      for (size_t f; (f = s.find(literal_, pos)) != std::string::npos; pos = f + literal_.size()) {
-        out.append(s, pos, f - pos);
-        out += content_;
-      }
-      out.append(s, pos, std::string::npos);
-      s.swap(out);
-      return;
-    }
-    std::string out;
-    size_t prev = 0;
-    re_.find_all(s, [&](size_t b, size_t e) {
-      out.append(s, prev, b - prev);
-      out += content_;
-      prev = e;
-    });
-    out.append(s, prev, std::string::npos);
-    s.swap(out);
-  }
+  explicit ReplaceNormalizer(TokenizerReplace r) : replace_(std::move(r)) {}
+  void normalize(std::string& s) const override { replace_.apply(s); }
   // " " -> "▁" (the SentencePiece convention) is undone by the Metaspace/Replace decoders.
-  bool reversible() const override { return literal_ == " "; }
+  bool reversible() const override { return replace_.literal() == " "; }
 
  private:
-  std::string literal_;  // non-empty for a String pattern
-  TokenizerRegex re_;    // for a Regex pattern
-  std::string content_;
+  TokenizerReplace replace_;
 };
 
 class StripNormalizer final : public TokenizerNormalizer {
@@ -129,22 +103,6 @@ class SequenceNormalizer final : public TokenizerNormalizer {
   std::vector<std::unique_ptr<TokenizerNormalizer>> items_;
 };
 
-// Reads a {"String": s} or {"Regex": r} pattern.
-Status parse_pattern(const json& p, std::string& literal, TokenizerRegex& re) {
-  if (p.is_object() && p.contains("String") && p["String"].is_string()) {
-    literal = p["String"].get<std::string>();
-    if (literal.empty()) return corrupt("empty String pattern");
-    return {};
-  }
-  if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
-    auto r = TokenizerRegex::compile(p["Regex"].get<std::string>());
-    if (!r.ok()) return r.status();
-    re = std::move(r).value();
-    return {};
-  }
-  return corrupt("pattern is neither {\"String\": ...} nor {\"Regex\": ...}");
-}
-
 }  // namespace
 
 Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const json& j) {
@@ -173,12 +131,9 @@ Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const json& j) {
   if (type == "Replace") {
     if (!j.contains("pattern") || !j.contains("content") || !j["content"].is_string())
       return corrupt("normalizer Replace: missing \"pattern\" or \"content\"");
-    std::string literal;
-    TokenizerRegex re;
-    Status st = parse_pattern(j["pattern"], literal, re);
-    if (!st.ok()) return st.with_context("normalizer Replace");
-    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<ReplaceNormalizer>(
-        std::move(literal), std::move(re), j["content"].get<std::string>()));
+    auto r = TokenizerReplace::parse(j["pattern"], j["content"].get<std::string>());
+    if (!r.ok()) return r.status().with_context("normalizer Replace");
+    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<ReplaceNormalizer>(std::move(r).value()));
   }
   if (type == "Strip") {
     return std::unique_ptr<TokenizerNormalizer>(std::make_unique<StripNormalizer>(

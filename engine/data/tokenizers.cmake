@@ -11,6 +11,7 @@ target_sources(spillway_data PRIVATE
   tokenizer-post-processor.cpp
   tokenizer-pretokenizer.cpp
   tokenizer-regex.cpp
+  tokenizer-replace.cpp
   tokenizer-unicode.cpp
   sentencepiece-tokenizer.cpp)
 
