@@ -32,13 +32,18 @@ bool waitFor(const std::function<bool()>& cond, int ms) {
   if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
   GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
+// Run history and settings under `tmp`, and the worker this build made.
+void use_own_dirs_and_worker(const spillway::testing::TempDir& tmp) {
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
+  qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
+  qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
+}
+
 TEST(EndToEnd, PlanFromTheWorker) {
   SPILLWAY_REQUIRE_DATA();
   REQUIRE_WORKER();
   spillway::testing::TempDir tmp;
-  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
-  qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
-  qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
+  use_own_dirs_and_worker(tmp);
   NewRunPage page;
   page.setModelPath(QString::fromStdString(spillway::testing::data_path("models/stories260K")));
   page.setDatasetPath(
@@ -60,9 +65,7 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   SPILLWAY_REQUIRE_DATA();
   REQUIRE_WORKER();
   spillway::testing::TempDir tmp;
-  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
-  qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
-  qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
+  use_own_dirs_and_worker(tmp);
 
   auto window = std::make_unique<MainWindow>();
   JobSettings s;

@@ -28,6 +28,13 @@
 namespace spillway {
 namespace {
 namespace fs = std::filesystem;
+
+// Fails the test with the status's message unless `expr` (a Status) is ok.
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    const Status st_ = (expr);                   \
+    ASSERT_TRUE(st_.ok()) << st_.to_string();    \
+  } while (0)
 using testing::read_f32;
 using testing::read_i32;
 
@@ -169,12 +176,12 @@ TEST_P(SsdGolden, AdamWTrajectoryMatchesReferenceAndDramBitForBit) {
   Golden g(c.model);
   testing::TempDir dir;
   Rig dram, ssd;
-  { Status st_ = dram.init(g, c.micro_batch_size, Placement::kDram, ""); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(dram.init(g, c.micro_batch_size, Placement::kDram, ""));
   Status st = ssd.init(g, c.micro_batch_size, c.placement, dir.path() + "/state");
   ASSERT_TRUE(st.ok()) << st.to_string();
   const int steps = g.meta["adamw"]["steps"];
   std::vector<double> losses, norms, dram_losses, dram_norms;
-  { Status st_ = dram.run(g, c.micro_batch_size, 0, steps, &dram_losses, &dram_norms); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(dram.run(g, c.micro_batch_size, 0, steps, &dram_losses, &dram_norms));
   st = ssd.run(g, c.micro_batch_size, 0, steps, &losses, &norms);
   ASSERT_TRUE(st.ok()) << st.to_string();
 
@@ -231,22 +238,22 @@ TEST(SsdCheckpoint, ResumesBitExactIntoEitherPlacement) {
   Golden g("stories260K");
   testing::TempDir dir;
   Rig straight;
-  { Status st_ = straight.init(g, 2, Placement::kSsdMaster, dir.path() + "/straight"); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
-  { Status st_ = straight.run(g, 2, 0, 2); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(straight.init(g, 2, Placement::kSsdMaster, dir.path() + "/straight"));
+  ASSERT_OK(straight.run(g, 2, 0, 2));
   TrainerState ts;
   ts.step = 2;
   auto ckpt = save_checkpoint(dir.path() + "/checkpoints", *straight.state, ts, straight.store.get());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
-  { Status st_ = straight.run(g, 2, 2, 4); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(straight.run(g, 2, 2, 4));
 
   for (Placement p : {Placement::kDram, Placement::kSsd, Placement::kSsdMaster}) {
     Rig resumed;
-    { Status st_ = resumed.init(g, 2, p, dir.path() + "/resumed-" + placement_name(p)); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    ASSERT_OK(resumed.init(g, 2, p, dir.path() + "/resumed-" + placement_name(p)));
     auto loaded = load_checkpoint(*ckpt, *resumed.state, resumed.store.get());
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
     EXPECT_EQ(loaded->step, 2);
     EXPECT_EQ(resumed.state->step, 2);
-    { Status st_ = resumed.run(g, 2, 2, 4); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    ASSERT_OK(resumed.run(g, 2, 2, 4));
     expect_identical(straight, resumed, std::string("resumed into ") + placement_name(p));
   }
 }
@@ -268,8 +275,8 @@ TEST_P(SsdCheckpointFaults, ClearErrorLastCheckpointIntactRetrySucceeds) {
   testing::TempDir dir;
   FaultInjectingEnv env;
   Rig rig;
-  { Status st_ = rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", nullptr, &env); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
-  { Status st_ = rig.run(g, 4, 0, 1); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", nullptr, &env));
+  ASSERT_OK(rig.run(g, 4, 0, 1));
   const std::string checkpoints = dir.path() + "/checkpoints";
   TrainerState ts;
   ts.step = 1;
@@ -279,7 +286,7 @@ TEST_P(SsdCheckpointFaults, ClearErrorLastCheckpointIntactRetrySucceeds) {
   for (const auto& e : fs::recursive_directory_iterator(*good))
     if (e.is_regular_file()) before[e.path().string()] = *read_file(e.path().string());
 
-  { Status st_ = rig.run(g, 4, 1, 2); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(rig.run(g, 4, 1, 2));
   env.set_plan(GetParam().plan(env));
   ts.step = 2;
   auto bad = save_checkpoint(checkpoints, *rig.state, ts, rig.store.get());
@@ -321,8 +328,8 @@ TEST(SsdOptimizer, ErrorIsStickyAndStopsFurtherSteps) {
   testing::TempDir dir;
   FaultInjectingEnv env;
   Rig rig;
-  { Status st_ = rig.init(g, 4, Placement::kSsd, dir.path() + "/state", nullptr, &env); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
-  { Status st_ = rig.run(g, 4, 0, 1); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+  ASSERT_OK(rig.init(g, 4, Placement::kSsd, dir.path() + "/state", nullptr, &env));
+  ASSERT_OK(rig.run(g, 4, 0, 1));
   FaultPlan p;
   p.enospc_from_write = env.writes() + 3;
   env.set_plan(p);
@@ -368,7 +375,7 @@ TEST(SsdOptimizer, CountsBytesByCategoryAndEmitsSpans) {
   for (const auto& b : g.layout.blocks()) fp32 += b.numel * 4, max_block = std::max<uint64_t>(max_block, b.numel * 4);
   {
     Rig rig;
-    { Status st_ = rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", &counters); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    ASSERT_OK(rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", &counters));
     // Group files are padded to whole 64 KiB blocks.
     EXPECT_GE(counters.held(Tier::kSsd, Category::kOptimizer), static_cast<int64_t>(2 * fp32));
     EXPECT_LT(counters.held(Tier::kSsd, Category::kOptimizer), static_cast<int64_t>(2 * fp32 + 2 * g.layout.num_blocks() * (64 << 10)));
@@ -389,7 +396,7 @@ TEST(SsdOptimizer, CountsBytesByCategoryAndEmitsSpans) {
         },
         [&] { std::lock_guard lock(mu); return t += 1.0; });
     const uint64_t read0 = counters.moved(Link::kSsdRead), write0 = counters.moved(Link::kSsdWrite);
-    { Status st_ = rig.run(g, 4, 0, 1); ASSERT_TRUE(st_.ok()) << st_.to_string(); }
+    ASSERT_OK(rig.run(g, 4, 0, 1));
     EXPECT_GE(counters.moved(Link::kSsdRead) - read0, 3 * fp32);
     EXPECT_GE(counters.moved(Link::kSsdWrite) - write0, 3 * fp32);
     std::vector<size_t> all(g.layout.num_blocks());
