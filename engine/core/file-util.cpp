@@ -31,7 +31,7 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
-static Status write_all(int fd, const void* data, size_t size, const std::string& path) {
+Status write_all(int fd, const void* data, size_t size, const std::string& path) {
   auto* p = static_cast<const char*>(data);
   while (size > 0) {
     ssize_t n = ::write(fd, p, size);

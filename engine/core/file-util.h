@@ -32,6 +32,9 @@ Status write_file_atomic_stream(const std::string& path,
 // full disk leaves the previous folder, never a half-written one. On failure the temporary folder
 // is removed and fill's error returned.
 Status write_folder_atomic(const std::string& dir, const std::function<Status(const std::string& tmp)>& fill);
+// Writes all `size` bytes to the open descriptor `fd`, retrying short writes and EINTR. On an
+// error, errno's status (kNoSpace for ENOSPC) with "cannot write <path>".
+Status write_all(int fd, const void* data, size_t size, const std::string& path);
 // fsyncs a directory so that a rename inside it is durable.
 Status fsync_directory(const std::string& dir);
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/file-util.h"
+
 namespace spillway {
 namespace {
 
@@ -17,19 +19,6 @@ std::string dump(const Json& j) {
   // Log messages can carry arbitrary bytes (file names, tokenizer pieces): replace invalid UTF-8
   // instead of throwing.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-Status write_all(int fd, const char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_status("write " + path, errno);
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status();
 }
 
 // Finite numbers as JSON numbers; NaN/Inf would become null in nlohmann, so say so explicitly here.
