@@ -207,18 +207,22 @@ Result<TrainJob> load_job(const std::string& path) {
   if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
   auto job = parse_job(j);
   if (!job.ok()) return job.status().with_context(path);
-  // Relative paths are relative to the job file, so a job folder can be moved as a whole.
+  // Relative paths are relative to the job file, so a job folder can be moved as a whole; the
+  // resolved job (what the run folder and the run store keep) holds them absolute, so that it
+  // still names the same files when read from elsewhere (export, History).
   const fs::path base = fs::absolute(path).parent_path();
-  auto resolve = [&](std::string& p) {
-    if (!p.empty() && p.find(':') == std::string::npos && fs::path(p).is_relative()) p = (base / p).lexically_normal().string();
+  auto resolve = [&](std::string& p, const char* section, const char* key) {
+    if (p.empty() || p.find(':') != std::string::npos || !fs::path(p).is_relative()) return;
+    p = (base / p).lexically_normal().string();
+    job->resolved[section][key] = p;
   };
-  resolve(job->model_path);
-  resolve(job->tokenizer_path);
-  resolve(job->train_path);
-  resolve(job->eval_path);
-  resolve(job->ssd_dir);
-  resolve(job->run_dir);
-  resolve(job->db_path);
+  resolve(job->model_path, "model", "path");
+  resolve(job->tokenizer_path, "model", "tokenizer");
+  resolve(job->train_path, "data", "train");
+  resolve(job->eval_path, "data", "eval");
+  resolve(job->ssd_dir, "placement", "ssd_dir");
+  resolve(job->run_dir, "output", "run_dir");
+  resolve(job->db_path, "output", "db");
   return job;
 }
 

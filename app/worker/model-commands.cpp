@@ -113,6 +113,10 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
       }
     }
   }
+  if (tok.empty()) {
+    io.err << "spillway-worker: warning: no --tokenizer and no run folder job.json naming one beside " << *ckpt
+           << ": the export holds no tokenizer files" << std::endl;
+  }
   Status st = export_model(**state, tok, *out);
   if (!st.ok()) return report_failure(io, as_json, st);
   if (as_json) io.out << json{{"out", *out}, {"step", ts->step}}.dump() << std::endl;

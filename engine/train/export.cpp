@@ -32,12 +32,16 @@ Status export_model(const ModelState& state, const std::string& tokenizer_source
     std::vector<fs::path> files;
     if (fs::is_directory(tokenizer_source, ec)) {
       for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-                               "generation_config.json", "chat_template.jinja"}) {
+                               "generation_config.json", "chat_template.jinja", kBuiltinTokenizerMarker}) {
         fs::path p = fs::path(tokenizer_source) / name;
         if (fs::exists(p, ec)) files.push_back(p);
       }
     } else if (fs::exists(tokenizer_source, ec)) {
       files.push_back(tokenizer_source);
+    }
+    if (files.empty()) {
+      return not_found("no tokenizer at " + tokenizer_source +
+                       " (looked for tokenizer.json and tokenizer.model); pass the tokenizer the model was trained with");
     }
     for (const auto& f : files) {
       fs::copy_file(f, fs::path(tmp) / f.filename(), fs::copy_options::overwrite_existing, ec);

@@ -204,7 +204,8 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run_dir = tmp_.path() + "/shakespeare";
   json job = json::parse(*read_file(std::string(SPILLWAY_SOURCE_DIR) + "/resources/jobs/stories260k-shakespeare.json"));
-  job["model"]["path"] = testing::data_path("models/stories260K");
+  // Relative to the job file, as the shipped job's are.
+  job["model"]["path"] = fs::relative(testing::data_path("models/stories260K"), tmp_.path()).string();
   job["data"]["train"] = testing::data_path("datasets/tinyshakespeare/input.txt");
   job["train"]["eval_batches"] = 0;  // the whole held-out 10%
   job["output"]["run_dir"] = run_dir;
@@ -278,6 +279,19 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   auto reloaded = (*session)->eval(split->second);
   ASSERT_TRUE(reloaded.ok());
   EXPECT_NEAR(reloaded->loss, after, 1e-4);
+
+  // The run folder's job.json holds the resolved (absolute) model path, so `export` of a checkpoint
+  // finds the tokenizer the run used, and the export is a whole model folder.
+  const json kept = json::parse(*read_file(run_dir + "/job.json"));
+  EXPECT_EQ(kept["model"]["path"], fs::weakly_canonical(testing::data_path("models/stories260K")).string());
+  const std::string exp100 = tmp_.path() + "/export-100";
+  auto ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000100", "--out", exp100});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_TRUE(fs::exists(exp100 + "/tokenizer.model") || fs::exists(exp100 + "/tokenizer.json"));
+  auto ev = worker({"eval", "--model", exp100, "--data", testing::data_path("datasets/tinyshakespeare/input.txt"),
+                    "--seq-len", "128", "--batch", "8", "--json"});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_LT(json::parse(ev.out)["loss"].get<double>(), before);
 
   // Generation from the trained model.
   auto gen = worker({"generate", "--model", run_dir + "/export", "--prompt", "ROMEO:", "--max-new-tokens", "60"});
