@@ -1,5 +1,7 @@
 #include "telemetry/telemetry-sampler.h"
 
+#include <algorithm>
+
 namespace spillway {
 namespace {
 
@@ -13,6 +15,23 @@ Json tier_json(const CounterSnapshot& s, Tier t) {
   return j;
 }
 
+// The GPU's keys, each only when known. Memory prefers NVML (the whole device, as nvidia-smi shows
+// it) and falls back on the backend's probe (cudaMemGetInfo), which sees the same device memory.
+void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev, Json& sample) {
+  if (g.util_pct) sample["gpu_util_pct"] = *g.util_pct;
+  if (g.mem_used_bytes && g.mem_total_bytes) {
+    sample["gpu_mem_used_bytes"] = *g.mem_used_bytes;
+    sample["gpu_mem_total_bytes"] = *g.mem_total_bytes;
+  } else if (dev) {
+    sample["gpu_mem_used_bytes"] = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
+    sample["gpu_mem_total_bytes"] = dev->total_bytes;
+  }
+  if (g.pcie_tx_gbps) sample["pcie_tx_gbps"] = *g.pcie_tx_gbps;
+  if (g.pcie_rx_gbps) sample["pcie_rx_gbps"] = *g.pcie_rx_gbps;
+  if (g.power_w) sample["gpu_power_w"] = *g.power_w;
+  if (g.temp_c) sample["gpu_temp_c"] = *g.temp_c;
+}
+
 }  // namespace
 
 TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* writer,
@@ -22,6 +41,15 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
       options_(std::move(options)),
       start_(std::chrono::steady_clock::now()) {
   if (!options_.ssd_path.empty()) disk_ = DiskStatsReader::for_path(options_.ssd_path);
+  if (options_.gpu_index) {
+    auto gpu = options_.nvml ? GpuMonitor::open(*options_.gpu_index, *options_.nvml)
+                             : GpuMonitor::open(*options_.gpu_index);
+    if (gpu.ok()) {
+      gpu_.emplace(std::move(gpu).value());
+    } else {
+      gpu_status_ = gpu.status();
+    }
+  }
   prev_counters_ = counters_.snapshot();
   prev_t_s_ = now_s();
   prev_disk_ = disk_.read();
@@ -84,12 +112,12 @@ Json TelemetrySampler::sample_once() {
 
     Json tiers = Json::object();
     Json hbm = tier_json(snap, Tier::kHbm);
-    if (options_.device_memory) {
-      if (auto dev = options_.device_memory()) {
-        hbm["device_total_bytes"] = dev->total_bytes;
-        hbm["device_free_bytes"] = dev->free_bytes;
-        if (!hbm.contains("capacity_bytes")) hbm["capacity_bytes"] = dev->total_bytes;
-      }
+    std::optional<DeviceMemory> dev;
+    if (options_.device_memory) dev = options_.device_memory();
+    if (dev) {
+      hbm["device_total_bytes"] = dev->total_bytes;
+      hbm["device_free_bytes"] = dev->free_bytes;
+      if (!hbm.contains("capacity_bytes")) hbm["capacity_bytes"] = dev->total_bytes;
     }
     Json dram = tier_json(snap, Tier::kDram);
     MemInfo mem = read_meminfo();
@@ -126,6 +154,7 @@ Json TelemetrySampler::sample_once() {
     }
     if (auto rss = read_process_rss_bytes()) sample["rss_bytes"] = *rss;
     if (dt > 0) sample["interval_s"] = dt;
+    add_gpu_fields(gpu_ ? gpu_->sample() : GpuSample{}, dev, sample);
 
     prev_counters_ = snap;
     prev_t_s_ = t;

@@ -4,7 +4,9 @@
 //
 // Each tick it snapshots TierCounters, computes each link's GB/s from the byte delta since the
 // previous tick (1 GB = 1e9 bytes), reads /proc/meminfo, statvfs and /proc/diskstats of the SSD tier
-// path, process RSS, and (when a probe is given) the GPU's memory, and writes one JSON object:
+// path, process RSS, (when a probe is given) the GPU's memory, and (when a GPU is named and NVML
+// loads) the GPU's utilisation, memory, PCIe throughput, power and temperature; it writes one JSON
+// object:
 //
 //   {"tiers": {"hbm":  {"weights_bytes":..,"gradients_bytes":..,"master_bytes":..,"optimizer_bytes":..,
 //                       "checkpoints_bytes":..,"workspace_bytes":..,"used_bytes":..,"capacity_bytes":..,
@@ -14,12 +16,16 @@
 //    "links": {"h2d_gbps":..,"d2h_gbps":..,"ssd_read_gbps":..,"ssd_write_gbps":..,
 //              "h2d_bytes":..,"d2h_bytes":..,"ssd_read_bytes":..,"ssd_write_bytes":..},
 //    "disk":  {"device":"nvme0n1p2","read_gbps":..,"write_gbps":..},
-//    "rss_bytes":.., "interval_s":..}
+//    "rss_bytes":.., "interval_s":..,
+//    "gpu_util_pct":.., "gpu_mem_used_bytes":.., "gpu_mem_total_bytes":.., "pcie_tx_gbps":..,
+//    "pcie_rx_gbps":.., "gpu_power_w":.., "gpu_temp_c":..}
 //
 // *_bytes under tiers are bytes held now; *_bytes under links are cumulative since the counters began;
 // *_gbps are averages over the last interval_s. A metric that cannot be read is left out of the
 // object (never written as 0): capacity_bytes when not declared, device_* without a GPU probe,
-// total/available without /proc/meminfo, "disk" when the SSD path has no block device.
+// total/available without /proc/meminfo, "disk" when the SSD path has no block device, each gpu_*
+// and pcie_* key the GPU does not report (all of them without NVML). gpu_mem_* come from NVML, else
+// from the device memory probe.
 //
 // Thread-safety: start()/stop() from the owning thread; sample_once() may be called from any thread
 // (serialized internally), which is how tests drive it without the thread. Ownership: borrows the
@@ -40,6 +46,7 @@
 
 #include "telemetry/counters.h"
 #include "telemetry/event-writer.h"
+#include "telemetry/nvml.h"
 #include "telemetry/sampler.h"
 
 namespace spillway {
@@ -57,6 +64,12 @@ struct TelemetrySamplerOptions {
   // GPU memory probe (the CUDA backend's cudaMemGetInfo, or NVML via dlopen); empty or returning
   // nullopt: device_* fields are absent. Called on the sampler thread.
   std::function<std::optional<DeviceMemory>()> device_memory;
+  // The GPU whose utilisation, memory, PCIe traffic, power and temperature go into each sample, by
+  // NVML index (see GpuMonitor::open); none for a run without a GPU. When NVML cannot open it the
+  // sampler runs without these keys and gpu_status() says why.
+  std::optional<unsigned int> gpu_index;
+  // NVML entry points to use instead of the system's libnvidia-ml (tests); null: load_nvml().
+  const NvmlApi* nvml = nullptr;
   // Receives every sample whose t is at least callback_interval_s after the last one it received
   // (t_s in the writer's time base). Called on the sampler thread; must not block for long.
   std::function<void(double t_s, const nlohmann::json& sample)> on_sample;
@@ -86,6 +99,9 @@ class TelemetrySampler {
   std::uint64_t samples_taken() const;
   // The last write error from the event writer (ok when none); the thread keeps sampling regardless.
   Status last_error() const;
+  // Why the GPU named by options.gpu_index is not monitored (ok when it is, or when none was named):
+  // for the run's log, e.g. "GPU telemetry unavailable: cannot load libnvidia-ml.so.1 (...)".
+  const Status& gpu_status() const { return gpu_status_; }
 
  private:
   double now_s() const;
@@ -95,6 +111,8 @@ class TelemetrySampler {
   EventWriter* writer_;
   TelemetrySamplerOptions options_;
   DiskStatsReader disk_;
+  std::optional<GpuMonitor> gpu_;  // used under sample_mu_
+  Status gpu_status_;
   std::chrono::steady_clock::time_point start_;
 
   mutable std::mutex sample_mu_;  // guards the "previous" state below
