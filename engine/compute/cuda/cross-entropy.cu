@@ -62,7 +62,8 @@ __device__ MaxSum block_combine(MaxSum t) {
   __shared__ MaxSum warp_part[kWarps];
   __shared__ MaxSum total;
   for (int offset = 16; offset > 0; offset >>= 1) {
-    t = combine(t, {__shfl_down_sync(0xffffffffu, t.m, offset), __shfl_down_sync(0xffffffffu, t.s, offset)});
+    t = combine(t, {__shfl_down_sync(0xffffffffu, t.m, offset),
+                    __shfl_down_sync(0xffffffffu, t.s, offset)});
   }
   const int warp = threadIdx.x / 32;
   if (threadIdx.x % 32 == 0) warp_part[warp] = t;
@@ -88,10 +89,9 @@ __device__ __forceinline__ void store4(bf16* p, float a, float b, float c, float
 // ---- kernels ------------------------------------------------------------------------------------
 
 // Block r handles row r: losses[r], dlogits[r, :] and logits_out[r, :] (each when non-null).
-__global__ void __launch_bounds__(kThreads) cross_entropy_forward_backward_kernel(float* __restrict__ losses, bf16* __restrict__ dlogits,
-                                                      float* __restrict__ logits_out,
-                                                      const float* __restrict__ logits,
-                                                      const int32_t* __restrict__ labels, int v, float loss_scale) {
+__global__ void __launch_bounds__(kThreads) cross_entropy_forward_backward_kernel(
+    float* __restrict__ losses, bf16* __restrict__ dlogits, float* __restrict__ logits_out,
+    const float* __restrict__ logits, const int32_t* __restrict__ labels, int v, float loss_scale) {
   const size_t offset = static_cast<size_t>(blockIdx.x) * v;
   const float* x = logits + offset;
   float* x_out = logits_out ? logits_out + offset : nullptr;
@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_forward_backward_kerne
   const bool valid = label >= 0 && label < v;
 
   // float4 over the row when every row pointer is aligned for it (fp32 16 bytes, bf16 8 bytes).
-  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(x_out) % 16 == 0 &&
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(x_out) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(dx) % 8 == 0;
   const int v4 = vec ? v / 4 : 0;
   const float4* x4 = reinterpret_cast<const float4*>(x);
@@ -153,19 +154,20 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_forward_backward_kerne
 
 // ---- launchers ----------------------------------------------------------------------------------
 
-Status cross_entropy_forward_backward(float* losses, bf16* dlogits, float* logits_out, const float* logits,
-                                      const int32_t* labels, int rows, int v, float loss_scale,
-                                      cudaStream_t stream) {
+Status cross_entropy_forward_backward(float* losses, bf16* dlogits, float* logits_out,
+                                      const float* logits, const int32_t* labels, int rows, int v,
+                                      float loss_scale, cudaStream_t stream) {
   if (rows < 0 || v <= 0) {
-    return invalid_argument("cross_entropy_forward_backward: bad shape rows=" + std::to_string(rows) +
-                            " v=" + std::to_string(v));
+    return invalid_argument("cross_entropy_forward_backward: bad shape rows=" +
+                            std::to_string(rows) + " v=" + std::to_string(v));
   }
   if (rows == 0) return {};
   if (losses == nullptr || logits == nullptr || labels == nullptr) {
-    return invalid_argument("cross_entropy_forward_backward: losses, logits and labels are required");
+    return invalid_argument(
+        "cross_entropy_forward_backward: losses, logits and labels are required");
   }
-  cross_entropy_forward_backward_kernel<<<rows, kThreads, 0, stream>>>(losses, dlogits, logits_out, logits,
-                                                                       labels, v, loss_scale);
+  cross_entropy_forward_backward_kernel<<<rows, kThreads, 0, stream>>>(
+      losses, dlogits, logits_out, logits, labels, v, loss_scale);
   return CUDA_LAUNCH_CHECK("cross_entropy_forward_backward_kernel");
 }
 

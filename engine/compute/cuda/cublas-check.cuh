@@ -23,8 +23,8 @@ inline Status cublas_status(cublasStatus_t s, const char* what, const char* file
 
 }  // namespace spillway::cuda
 
-#define CUBLAS_CHECK(stmt)                                                       \
-  do {                                                                           \
-    if (cublasStatus_t s_ = (stmt); s_ != CUBLAS_STATUS_SUCCESS)                 \
-      return ::spillway::cuda::cublas_status(s_, #stmt, __FILE__, __LINE__);     \
+#define CUBLAS_CHECK(stmt)                                                   \
+  do {                                                                       \
+    if (cublasStatus_t s_ = (stmt); s_ != CUBLAS_STATUS_SUCCESS)             \
+      return ::spillway::cuda::cublas_status(s_, #stmt, __FILE__, __LINE__); \
   } while (0)

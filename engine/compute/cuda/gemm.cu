@@ -19,8 +19,8 @@
 // with bf16 inputs), C always D's type and buffer.
 //
 // Plans. One plan per (op, M, N, K, flags) holds the descriptors and the heuristic's best
-// algorithm, so a call after the first creates nothing. The flags carry β, the bias epilogue and
-// the alignment (up to 256 bytes) of every pointer: cuBLASLt's heuristic assumes 256-byte aligned
+// algorithm, so a call after the first creates nothing. The flags carry the bias epilogue and the
+// alignment (up to 256 bytes) of every pointer: cuBLASLt's heuristic assumes 256-byte aligned
 // buffers unless told otherwise, and the LM head's row chunks or odd tiny-model shapes give less.
 // With no algorithm for a shape and alignment the call fails with kUnsupported naming both.
 //
@@ -57,7 +57,7 @@ constexpr int kEpilogueBiasAlign = 16;
 
 // log2 of the largest power of two (at most 256) dividing the address.
 int align_log2(const void* p) {
-  return std::min(8, std::countr_zero(reinterpret_cast<uintptr_t>(p) | uintptr_t{256}));
+  return std::countr_zero(reinterpret_cast<uintptr_t>(p) | uintptr_t{256});
 }
 
 int pack_flags(const void* a, const void* b, const void* d, const void* bias) {
@@ -66,7 +66,9 @@ int pack_flags(const void* a, const void* b, const void* d, const void* bias) {
   return f;
 }
 
-uint32_t flag_align_bytes(int flags, int shift) { return 1u << ((flags >> shift) & 0xf); }
+uint32_t flag_align_bytes(int flags, int shift) {
+  return 1u << ((flags >> shift) & 0xf);
+}
 
 // "linear_forward n=37 in=96 out=172 (cuBLASLt M=172 N=37 K=96, alignment A/B/D 256/64/8 bytes)"
 std::string describe(const std::tuple<int, int, int, int, int>& key) {
@@ -101,8 +103,8 @@ Status check_args(const char* op, int n, int in, int out, const void* workspace)
                             " in=" + std::to_string(in) + " out=" + std::to_string(out));
   }
   if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 256 != 0) {
-    return invalid_argument(std::string(op) +
-                            ": needs a 256-byte aligned cuBLASLt workspace of Gemm::kWorkspaceBytes");
+    return invalid_argument(
+        std::string(op) + ": needs a 256-byte aligned cuBLASLt workspace of Gemm::kWorkspaceBytes");
   }
   return {};
 }
@@ -128,8 +130,8 @@ constexpr int kBiasRows = 256;
 constexpr int kBiasCols = 32;
 constexpr int kBiasLanes = 8;
 
-__global__ void bias_backward_partial_kernel(float* __restrict__ partial, const bf16* __restrict__ dy,
-                                             int n, int out) {
+__global__ void bias_backward_partial_kernel(float* __restrict__ partial,
+                                             const bf16* __restrict__ dy, int n, int out) {
   __shared__ float lanes[kBiasLanes][kBiasCols + 1];
   const int col = blockIdx.x * kBiasCols + threadIdx.x;
   const int r1 = min(n, static_cast<int>(blockIdx.y + 1) * kBiasRows);
@@ -149,8 +151,9 @@ __global__ void bias_backward_partial_kernel(float* __restrict__ partial, const 
 }
 
 // Pass 2: db[col] += Σ_b partial[b, col], b in order.
-__global__ void bias_backward_final_kernel(float* __restrict__ db, const float* __restrict__ partial,
-                                           int row_blocks, int out) {
+__global__ void bias_backward_final_kernel(float* __restrict__ db,
+                                           const float* __restrict__ partial, int row_blocks,
+                                           int out) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= out) return;
   float s = 0.0f;
@@ -186,26 +189,30 @@ struct Gemm::Plan {
 
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const int32_t op_a = ta, op_b = tb;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     if (flags & kFlagBias) {
       const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       const int32_t bias_type = CUDA_R_16BF;
       // The heuristic reads only the bias pointer's alignment; each call sets the real pointer.
       const void* bias_alignment =
           reinterpret_cast<const void*>(uintptr_t{flag_align_bytes(flags, kShiftBias)});
-      CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                  sizeof(bias_type)));
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_alignment,
-                                                  sizeof(bias_alignment)));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                  sizeof(epilogue)));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                  &bias_type, sizeof(bias_type)));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &bias_alignment, sizeof(bias_alignment)));
     }
     // Stored (pre-op) shapes, packed: A is M×K for op N and K×M for op T; B is K×N or N×K.
     const uint64_t a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
     const uint64_t b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, a_rows, a_cols, static_cast<int64_t>(a_rows)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+    CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+    CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, b_rows, b_cols, static_cast<int64_t>(b_rows)));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, d_type, m, n, m));
 
     cublasLtMatmulPreference_t pref = nullptr;
@@ -219,25 +226,28 @@ struct Gemm::Plan {
                         int flags) {
     const uint64_t workspace = kWorkspaceBytes;
     // fp32 K-partials only when D is bf16 (see the file comment).
-    const uint32_t schemes = f32_out ? CUBLASLT_REDUCTION_SCHEME_MASK
-                                     : CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    const uint32_t align_a = flag_align_bytes(flags, kShiftA), align_b = flag_align_bytes(flags, kShiftB),
+    const uint32_t schemes =
+        f32_out ? CUBLASLT_REDUCTION_SCHEME_MASK
+                : CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    const uint32_t align_a = flag_align_bytes(flags, kShiftA),
+                   align_b = flag_align_bytes(flags, kShiftB),
                    align_d = flag_align_bytes(flags, kShiftD);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                      sizeof(workspace)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                      sizeof(schemes)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                      sizeof(align_a)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                      sizeof(align_b)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                      sizeof(align_d)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                                      sizeof(align_d)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref, 1, &result, &found);
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref, 1, &result, &found);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
       return unsupported("cuBLASLt offers no algorithm for this shape and alignment");
     }
@@ -258,14 +268,15 @@ struct Gemm::Plan {
   }
 
  private:
-  Status matmul(cublasLtHandle_t handle, const void* a_ptr, const void* b_ptr, void* d_ptr, float beta,
-                const void* bias, void* workspace, cudaStream_t stream) {
+  Status matmul(cublasLtHandle_t handle, const void* a_ptr, const void* b_ptr, void* d_ptr,
+                float beta, const void* bias, void* workspace, cudaStream_t stream) {
     if (bias) {
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                  sizeof(bias)));
     }
     const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(handle, desc, &alpha, a_ptr, a, b_ptr, b, &beta, d_ptr, d, d_ptr, d, &algo,
-                                workspace, kWorkspaceBytes, stream));
+    CUBLAS_CHECK(cublasLtMatmul(handle, desc, &alpha, a_ptr, a, b_ptr, b, &beta, d_ptr, d, d_ptr, d,
+                                &algo, workspace, kWorkspaceBytes, stream));
     return {};
   }
 };
@@ -292,13 +303,13 @@ Result<Gemm::Plan*> Gemm::plan(const Key& key) {
 
 // ---- launchers ----------------------------------------------------------------------------------
 
-Status Gemm::linear_forward(bf16* y, const bf16* x, const bf16* w, const bf16* bias, int n, int in, int out,
-                            void* workspace, cudaStream_t stream) {
+Status Gemm::linear_forward(bf16* y, const bf16* x, const bf16* w, const bf16* bias, int n, int in,
+                            int out, void* workspace, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_args("linear_forward", n, in, out, workspace));
   if (n == 0) return {};
   const bool fused_bias = bias && reinterpret_cast<uintptr_t>(bias) % kEpilogueBiasAlign == 0;
   const bf16* epilogue_bias = fused_bias ? bias : nullptr;
-  SPW_ASSIGN_OR_RETURN(Plan* p, plan({kForward, out, n, in, pack_flags(w, x, y, epilogue_bias)}));
+  SPW_ASSIGN_OR_RETURN(Plan * p, plan({kForward, out, n, in, pack_flags(w, x, y, epilogue_bias)}));
   SPW_RETURN_IF_ERROR(p->run(handle_, w, x, y, 0.0f, epilogue_bias, workspace, stream));
   if (!bias || fused_bias) return {};
   const size_t count = static_cast<size_t>(n) * out;
@@ -306,11 +317,11 @@ Status Gemm::linear_forward(bf16* y, const bf16* x, const bf16* w, const bf16* b
   return CUDA_LAUNCH_CHECK("add_bias_kernel");
 }
 
-Status Gemm::linear_forward_f32(float* y, const bf16* x, const bf16* w, int n, int in, int out, void* workspace,
-                                cudaStream_t stream) {
+Status Gemm::linear_forward_f32(float* y, const bf16* x, const bf16* w, int n, int in, int out,
+                                void* workspace, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_args("linear_forward_f32", n, in, out, workspace));
   if (n == 0) return {};
-  SPW_ASSIGN_OR_RETURN(Plan* p, plan({kForwardF32, out, n, in, pack_flags(w, x, y, nullptr)}));
+  SPW_ASSIGN_OR_RETURN(Plan * p, plan({kForwardF32, out, n, in, pack_flags(w, x, y, nullptr)}));
   return p->run(handle_, w, x, y, 0.0f, nullptr, workspace, stream);
 }
 
@@ -318,15 +329,17 @@ Status Gemm::linear_backward_input(bf16* dx, const bf16* dy, const bf16* w, int 
                                    bool accumulate, void* workspace, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_args("linear_backward_input", n, in, out, workspace));
   if (n == 0) return {};
-  SPW_ASSIGN_OR_RETURN(Plan* p, plan({kBackwardInput, in, n, out, pack_flags(w, dy, dx, nullptr)}));
+  SPW_ASSIGN_OR_RETURN(Plan * p,
+                       plan({kBackwardInput, in, n, out, pack_flags(w, dy, dx, nullptr)}));
   return p->run(handle_, w, dy, dx, accumulate ? 1.0f : 0.0f, nullptr, workspace, stream);
 }
 
-Status Gemm::linear_backward_weight(float* dw, const bf16* dy, const bf16* x, int n, int in, int out,
-                                    void* workspace, cudaStream_t stream) {
+Status Gemm::linear_backward_weight(float* dw, const bf16* dy, const bf16* x, int n, int in,
+                                    int out, void* workspace, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_args("linear_backward_weight", n, in, out, workspace));
   if (n == 0) return {};  // dW += 0
-  SPW_ASSIGN_OR_RETURN(Plan* p, plan({kBackwardWeight, in, out, n, pack_flags(x, dy, dw, nullptr)}));
+  SPW_ASSIGN_OR_RETURN(Plan * p,
+                       plan({kBackwardWeight, in, out, n, pack_flags(x, dy, dw, nullptr)}));
   return p->run(handle_, x, dy, dw, 1.0f, nullptr, workspace, stream);
 }
 
@@ -335,10 +348,11 @@ size_t bias_backward_scratch_floats(int n, int out) {
   return static_cast<size_t>(ceil_div(n, kBiasRows)) * out;
 }
 
-Status bias_backward(float* db, const bf16* dy, int n, int out, float* scratch, size_t scratch_floats,
-                     cudaStream_t stream) {
+Status bias_backward(float* db, const bf16* dy, int n, int out, float* scratch,
+                     size_t scratch_floats, cudaStream_t stream) {
   if (n < 0 || out <= 0) {
-    return invalid_argument("bias_backward: bad shape n=" + std::to_string(n) + " out=" + std::to_string(out));
+    return invalid_argument("bias_backward: bad shape n=" + std::to_string(n) +
+                            " out=" + std::to_string(out));
   }
   if (n == 0) return {};
   const unsigned row_blocks = ceil_div(n, kBiasRows);
@@ -348,14 +362,14 @@ Status bias_backward(float* db, const bf16* dy, int n, int out, float* scratch, 
   }
   const size_t need = bias_backward_scratch_floats(n, out);
   if (scratch == nullptr || scratch_floats < need) {
-    return invalid_argument("bias_backward: scratch of " + std::to_string(scratch_floats) + " floats, needs " +
-                            std::to_string(need));
+    return invalid_argument("bias_backward: scratch of " + std::to_string(scratch_floats) +
+                            " floats, needs " + std::to_string(need));
   }
-  bias_backward_partial_kernel<<<dim3(ceil_div(out, kBiasCols), row_blocks), dim3(kBiasCols, kBiasLanes), 0,
-                                 stream>>>(scratch, dy, n, out);
+  bias_backward_partial_kernel<<<dim3(ceil_div(out, kBiasCols), row_blocks),
+                                 dim3(kBiasCols, kBiasLanes), 0, stream>>>(scratch, dy, n, out);
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("bias_backward_partial_kernel"));
-  bias_backward_final_kernel<<<ceil_div(out, 256), 256, 0, stream>>>(db, scratch, static_cast<int>(row_blocks),
-                                                                     out);
+  bias_backward_final_kernel<<<ceil_div(out, 256), 256, 0, stream>>>(
+      db, scratch, static_cast<int>(row_blocks), out);
   return CUDA_LAUNCH_CHECK("bias_backward_final_kernel");
 }
 
