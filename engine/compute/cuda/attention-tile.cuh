@@ -1,0 +1,156 @@
+// Building blocks of the attention kernels (internal to cuda/: attention.cu, attention-key-bias.cu).
+//
+// Two families:
+//   - the generic fp32 tiles: 32 rows of a head staged in shared memory as fp32, row stride
+//     generic_ld(d) (d rounded up to 8, plus 4 floats, so that a float4 read by 32 lanes of 32
+//     different rows hits every bank once); a block of 8 warps where warp w owns 4 rows and lane l
+//     one column of a 32 × 32 score tile.
+//   - the tensor-core primitives of the flash kernels (Ampere/Hopper mma.sync): cp.async 16-byte
+//     copies into shared memory (zero-filled past the sequence), ldmatrix, and
+//     mma.sync.m16n8k16 with bf16 inputs and fp32 accumulators. Fragment layouts are PTX's
+//     ("Matrix fragments for mma.m16n8k16"): with g = lane / 4 and c = lane % 4, an A fragment
+//     holds rows g and g + 8, columns 2c, 2c + 1 (+ 8); a B fragment columns (n) g, rows (k) 2c, 2c + 1
+//     (+ 8); an accumulator rows g, g + 8, columns 2c, 2c + 1.
+#pragma once
+
+#include <cstdint>
+
+#include "compute/cuda/cuda-common.cuh"
+
+namespace spillway::cuda::attn {
+
+// ---------------------------------------------------------------------------------------------
+// warp reductions: the butterfly gives every lane the same value, in the same order on every call
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum_f(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// generic fp32 tiles
+
+inline constexpr int kGenRows = 32;        // rows of a tile (queries or keys); lanes of a warp
+inline constexpr int kGenWarps = 8;
+inline constexpr int kGenThreads = 32 * kGenWarps;
+inline constexpr int kGenRowsPerWarp = kGenRows / kGenWarps;  // 4
+
+// Row stride (floats) of a staged tile: 4·(odd number), so 32 lanes reading float4s of 32 rows
+// hit every bank once; columns [d, generic_ld(d) − 4) are zero so dot products run over whole
+// float4s.
+__host__ __device__ inline int generic_ld(int d) { return (d + 7) / 8 * 8 + 4; }
+
+// s[kGenRows][ld] ← rows [0, rows) of x (row r at x + r·stride, d elements), zero elsewhere.
+__device__ inline void stage_rows_f32(float* s, int ld, const bf16* x, size_t stride, int rows, int d) {
+  const int width = ld - 4;
+  for (int i = threadIdx.x; i < kGenRows * width; i += blockDim.x) {
+    const int r = i / width, c = i - r * width;
+    s[r * ld + c] = (r < rows && c < d) ? __bfloat162float(x[r * stride + c]) : 0.0f;
+  }
+}
+
+// out[r] = a_r · b for the 4 rows a_r = a + r·ld (the same for every lane: broadcast reads) and
+// one row b per lane, over `width` floats (a multiple of 4; float4-aligned rows).
+__device__ __forceinline__ void dot_4rows(float (&out)[kGenRowsPerWarp], const float* a, int ld, const float* b,
+                                          int width) {
+#pragma unroll
+  for (int r = 0; r < kGenRowsPerWarp; ++r) out[r] = 0.0f;
+  for (int c = 0; c < width; c += 4) {
+    const float4 y = *reinterpret_cast<const float4*>(b + c);
+#pragma unroll
+    for (int r = 0; r < kGenRowsPerWarp; ++r) {
+      const float4 x = *reinterpret_cast<const float4*>(a + r * ld + c);
+      out[r] = fmaf(x.x, y.x, out[r]);
+      out[r] = fmaf(x.y, y.y, out[r]);
+      out[r] = fmaf(x.z, y.z, out[r]);
+      out[r] = fmaf(x.w, y.w, out[r]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tensor-core primitives
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared, asynchronous; zero-fills the destination when !valid (src must still
+// be a mapped address: callers pass a row of the same tensor).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most N of this thread's committed groups are pending (a __syncthreads must
+// follow before other threads' copies are read).
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8 × 8 b16 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i, and register i
+// receives matrix i (thread t: row t / 4, columns 2·(t % 4), +1). Volatile with a memory clobber:
+// the same address is read again after the tile changes, so the load must not be cached or moved
+// across barriers.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// As ldmatrix_x4, each matrix transposed (thread t: rows 2·(t % 4), +1 of column t / 4).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d += a · b: A 16 × 16 (row-major fragment), B 16 × 8 (column fragment b0, b1), fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats → bf16x2 (round to nearest even), `lo` in the low half: the element of the lower column.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 2^x with the special-function unit (relative error ~2^-22; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// An accumulator pair (c[0], c[1]) and (c[2], c[3]) of two adjacent 16 × 8 tiles → the A fragment
+// of the 16 × 16 tile they form (the C layout of m16n8 equals the A layout of m16n8k16 per half).
+__device__ __forceinline__ void accum_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+  a[0] = pack_bf16(lo[0], lo[1]);
+  a[1] = pack_bf16(lo[2], lo[3]);
+  a[2] = pack_bf16(hi[0], hi[1]);
+  a[3] = pack_bf16(hi[2], hi[3]);
+}
+
+}  // namespace spillway::cuda::attn
