@@ -40,6 +40,15 @@ __device__ __forceinline__ double warp_sum_d(double v) {
   return v;
 }
 
+// Raises a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB.
+template <class Kernel>
+Status allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
+  return Status::ok_status();
+}
+
 // ---------------------------------------------------------------------------------------------
 // generic fp32 tiles
 

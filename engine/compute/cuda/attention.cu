@@ -703,15 +703,6 @@ Status check_shape(const char* op, int batch, int seq, int hq, int hkv, int head
   return Status::ok_status();
 }
 
-// Raises a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB.
-template <class Kernel>
-Status allow_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
-  return Status::ok_status();
-}
-
 // Calls f(std::integral_constant<int, NC>) with the fewest 32-column chunks NC covering head_dim.
 template <class F>
 Status with_chunks(int head_dim, F&& f) {
