@@ -1,0 +1,18 @@
+// Rotary position embedding in place (rope.cu): rotate-half, angles a = pos · inv_freq[f] computed
+// in fp32 as transformers does (inv_freq = 1 / theta^(2f/d), with Llama-3 scaling when
+// scaling.factor > 0: transformers' _compute_llama3_parameters).
+#pragma once
+
+#include "compute/backend.h"
+#include "compute/cuda/cuda-common.cuh"
+
+namespace spillway::cuda {
+
+// x[b, t, heads, head_dim], positions 0..seq-1 of each sequence.
+Status rope_forward(bf16* x, int batch, int seq, int heads, int head_dim, float theta,
+                    const compute::RopeScaling& scaling, cudaStream_t stream);
+// The transpose (rotation by -angle), in place on dx.
+Status rope_backward(bf16* dx, int batch, int seq, int heads, int head_dim, float theta,
+                     const compute::RopeScaling& scaling, cudaStream_t stream);
+
+}  // namespace spillway::cuda
