@@ -78,15 +78,32 @@ int main(int argc, char** argv) {
               "%zu threads\n",
               batch, seq, dim, heads, hd, ffn, vocab, ThreadPool::global().size());
   auto be = make_cpu_backend(CpuBackendOptions{.blas_threads = blas_threads});
+  const int lm_chunk = 256;
+  OpShapes shapes;
+  shapes.tokens = n, shapes.batch = batch, shapes.seq = seq, shapes.hidden = dim,
+  shapes.heads = heads;
+  shapes.kv_heads = heads, shapes.head_dim = hd, shapes.intermediate = ffn, shapes.vocab = vocab;
+  shapes.lm_head_chunk = lm_chunk;
+  const size_t ws_bytes = be->workspace_bytes(shapes);
+  auto ws = be->device_alloc(ws_bytes);
+  if (!ws.ok()) {
+    std::fprintf(stderr, "bench-compute: workspace: %s\n", ws.status().to_string().c_str());
+    return 1;
+  }
+  if (Status st = be->set_workspace(*ws, ws_bytes, shapes); !st.ok()) {
+    std::fprintf(stderr, "bench-compute: set_workspace: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  std::printf("workspace %.1f MiB\n", ws_bytes / 1048576.0);
 
   auto x = filled(size_t(n) * dim, 1.0f), w = filled(size_t(ffn) * dim, 0.05f);
   std::vector<float> y(size_t(n) * ffn), dx(size_t(n) * dim), dw(size_t(ffn) * dim);
   const double gemm = 2.0 * n * dim * ffn;
   run("linear fwd 512->1408", gemm, reps,
-      [&] { return be->linear_forward(y.data(), x.data(), w.data(), nullptr, n, dim, ffn); });
+      [&] { return be->linear_forward(y.data(), x.data(), w.data(), nullptr, n, dim, ffn, 0); });
   run("linear bwd 512->1408", 2 * gemm, reps, [&] {
     return be->linear_backward(dx.data(), dw.data(), nullptr, y.data(), x.data(), w.data(), n, dim,
-                               ffn, false);
+                               ffn, false, 0);
   });
 
   auto q = filled(size_t(n) * dim, 1.0f), k = filled(size_t(n) * dim, 1.0f),
@@ -97,49 +114,57 @@ int main(int argc, char** argv) {
   const double attn = 2.0 * batch * heads * double(seq) * (seq + 1) * hd;
   run("attention fwd", attn, reps, [&] {
     return be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), batch, seq,
-                                 heads, heads, hd);
+                                 heads, heads, hd, 0);
   });
   run("attention bwd", 2.5 * attn, reps, [&] {
     return be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                                  v.data(), out.data(), lse.data(), batch, seq, heads, heads, hd);
+                                  v.data(), out.data(), lse.data(), batch, seq, heads, heads, hd,
+                                  0);
   });
 
   // Qwen2's key bias, in double: 3 dot/axpy products of d per (query, key) pair.
   std::vector<float> dbk(size_t(heads) * hd);
   run("attention key-bias bwd (fp64)", 1.5 * attn, reps, [&] {
-    return be->attention_key_bias_backward(dbk.data(), dout.data(), q.data(), k.data(), v.data(), batch, seq, heads,
-                                           heads, hd, 10000.0f, RopeScaling{});
+    return be->attention_key_bias_backward(dbk.data(), dout.data(), q.data(), k.data(), v.data(),
+                                           batch, seq, heads, heads, hd, 10000.0f, RopeScaling{},
+                                           0);
   });
 
   std::vector<float> rq = q;
   run("rope fwd (q)", 6.0 * n * dim / 2, reps, [&] {
-    return be->rope_forward(rq.data(), batch, seq, heads, hd, 10000.0f, RopeScaling{});
+    return be->rope_forward(rq.data(), batch, seq, heads, hd, 10000.0f, RopeScaling{}, 0);
   });
   std::vector<float> rstd(n), nw = filled(dim, 1.0f);
-  run("rmsnorm fwd", 3.0 * n * dim, reps,
-      [&] { return be->rmsnorm_forward(out.data(), rstd.data(), x.data(), nw.data(), n, dim, 1e-5f); });
+  run("rmsnorm fwd", 3.0 * n * dim, reps, [&] {
+    return be->rmsnorm_forward(out.data(), rstd.data(), x.data(), nw.data(), n, dim, 1e-5f, 0);
+  });
+  std::vector<float> res_sum(x.size());
+  run("residual+rmsnorm fwd", 4.0 * n * dim, reps, [&] {
+    return be->residual_rmsnorm_forward(res_sum.data(), out.data(), rstd.data(), x.data(), q.data(),
+                                        nw.data(), n, dim, 1e-5f, 0);
+  });
 
   auto gate = filled(size_t(n) * ffn, 2.0f), up = filled(size_t(n) * ffn, 1.0f);
   std::vector<float> act(gate.size()), dgate(gate.size()), dup(gate.size());
   run("swiglu fwd", 4.0 * n * ffn, reps,
-      [&] { return be->swiglu_forward(act.data(), gate.data(), up.data(), n, ffn); });
+      [&] { return be->swiglu_forward(act.data(), gate.data(), up.data(), n, ffn, 0); });
   run("swiglu bwd", 8.0 * n * ffn, reps, [&] {
-    return be->swiglu_backward(dgate.data(), dup.data(), act.data(), gate.data(), up.data(), n, ffn);
+    return be->swiglu_backward(dgate.data(), dup.data(), act.data(), gate.data(), up.data(), n, ffn,
+                               0);
   });
   std::vector<float> dnw(dim);
   run("rmsnorm bwd", 8.0 * n * dim, reps, [&] {
     return be->rmsnorm_backward(dx.data(), dnw.data(), out.data(), x.data(), nw.data(), rstd.data(),
-                                n, dim, false);
+                                n, dim, false, 0);
   });
 
   auto head = filled(size_t(vocab) * dim, 0.05f);
   std::vector<int32_t> labels(n);
   for (int i = 0; i < n; ++i) labels[i] = (i * 7919) % vocab;
-  std::vector<float> dhead(head.size());
-  double loss = 0.0;
+  std::vector<float> dhead(head.size()), losses(n);
   run("lm_head_loss fwd+bwd", 3 * 2.0 * n * dim * vocab, std::max(1, reps / 2), [&] {
-    return be->lm_head_loss(&loss, dx.data(), dhead.data(), x.data(), head.data(), labels.data(),
-                            n, dim, vocab, 1.0f / n, nullptr, 256);
+    return be->lm_head_loss(losses.data(), dx.data(), dhead.data(), x.data(), head.data(),
+                            labels.data(), n, dim, vocab, 1.0f / n, nullptr, lm_chunk, 0);
   });
   return 0;
 }

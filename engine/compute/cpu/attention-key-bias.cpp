@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <vector>
 
+#include "compute/cpu/scratch.h"
 #include "compute/cpu/vec-math.h"
 #include "core/thread-pool.h"
 
@@ -78,17 +78,69 @@ void block_rows(double* out, const float* dout, const float* q, const float* k, 
   }
 }
 
+// One thread's buffers for block_rows.
+struct RowBuffers {
+  float *s, *dp;
+  double *ds, *ab;
+};
+
+RowBuffers take_rows(Scratch& sc, int seq, int d) {
+  RowBuffers r;
+  r.s = sc.take<float>(seq);
+  r.dp = sc.take<float>(seq);
+  r.ds = sc.take<double>(seq);
+  r.ab = sc.take<double>(d);
+  return r;
+}
+
+size_t blocks_of(int seq) {
+  return (static_cast<size_t>(seq) + kRowsPerBlock - 1) / kRowsPerBlock;
+}
+
+// The partial sums [items, d] (item = (b, h, block of rows)), then the per-thread rows.
+struct KeyBiasScratch {
+  double* partial;
+  Scratch::Parts rows;
+};
+
+KeyBiasScratch take_key_bias(Scratch& sc, int batch, int seq, int hq, int d) {
+  KeyBiasScratch k;
+  k.partial = sc.take<double>(static_cast<size_t>(batch) * hq * blocks_of(seq) * d);
+  Scratch count;
+  take_rows(count, seq, d);
+  k.rows = sc.take_parts(count.bytes());
+  return k;
+}
+
 }  // namespace
 
-Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
-                                   const float* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                   const RopeTable& table) {
-  if (batch < 0 || seq < 0) return invalid_argument("attention_key_bias_backward: negative shape");
-  if (hq <= 0 || hkv <= 0 || hq % hkv != 0 || head_dim <= 0 || head_dim % 2 != 0) {
-    return invalid_argument("attention_key_bias_backward: needs hq a multiple of hkv and an even head_dim, got hq " +
-                            std::to_string(hq) + ", hkv " + std::to_string(hkv) + ", head_dim " +
-                            std::to_string(head_dim));
+Status check_attention_key_bias_shape(const char* what, int batch, int seq, int hq, int hkv,
+                                      int head_dim) {
+  if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || hq % hkv != 0 || head_dim <= 0 ||
+      head_dim % 2 != 0) {
+    return invalid_argument(
+        std::string(what) +
+        ": needs batch, seq >= 0, hq a multiple of hkv and an even head_dim, got batch " +
+        std::to_string(batch) + ", seq " + std::to_string(seq) + ", hq " + std::to_string(hq) +
+        ", hkv " + std::to_string(hkv) + ", head_dim " + std::to_string(head_dim));
   }
+  return Status::ok_status();
+}
+
+size_t attention_key_bias_scratch_bytes(int batch, int seq, int hq, int hkv, int head_dim) {
+  if (!check_attention_key_bias_shape("", batch, seq, hq, hkv, head_dim).ok() || batch == 0 ||
+      seq == 0)
+    return 0;
+  Scratch count;
+  take_key_bias(count, batch, seq, hq, head_dim);
+  return count.bytes();
+}
+
+Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
+                                   const float* v, int batch, int seq, int hq, int hkv,
+                                   int head_dim, const RopeTable& table, void* scratch) {
+  SPW_RETURN_IF_ERROR(
+      check_attention_key_bias_shape("attention_key_bias_backward", batch, seq, hq, hkv, head_dim));
   if (table.head_dim != head_dim || table.seq < seq) {
     return invalid_argument("attention_key_bias_backward: RoPE table of head_dim " + std::to_string(table.head_dim) +
                             " for " + std::to_string(table.seq) + " positions, needs " +
@@ -96,18 +148,21 @@ Status attention_key_bias_backward(float* db, const float* dout, const float* q,
   }
   if (batch == 0 || seq == 0) return Status::ok_status();
   const Shape sh{batch, seq, hq, hkv, head_dim};
-  const size_t blocks = (static_cast<size_t>(seq) + kRowsPerBlock - 1) / kRowsPerBlock;
+  const size_t blocks = blocks_of(seq);
   const size_t items = static_cast<size_t>(batch) * hq * blocks;  // (b, h, block of rows)
-  std::vector<double> partial(items * head_dim, 0.0);
-  ThreadPool::global().parallel_for(items, [&](size_t c0, size_t c1) {
-    std::vector<float> s(seq), dp(seq);
-    std::vector<double> ds(seq), ab(head_dim);
+  Scratch ws(scratch);
+  const KeyBiasScratch ks = take_key_bias(ws, batch, seq, hq, head_dim);
+  double* partial = ks.partial;
+  std::fill_n(partial, items * head_dim, 0.0);
+  split_parts(items, 1, [&](size_t part, size_t c0, size_t c1) {
+    Scratch ps(ks.rows[part]);
+    const RowBuffers rb = take_rows(ps, seq, head_dim);
     for (size_t c = c0; c < c1; ++c) {
       const size_t bh = c / blocks;
       const int i0 = static_cast<int>(c % blocks) * kRowsPerBlock;
-      block_rows(partial.data() + c * head_dim, dout, q, k, v, sh, static_cast<int>(bh / hq),
-                 static_cast<int>(bh % hq), i0, std::min(seq, i0 + kRowsPerBlock), table, s.data(), dp.data(),
-                 ds.data(), ab.data());
+      block_rows(partial + c * head_dim, dout, q, k, v, sh, static_cast<int>(bh / hq),
+                 static_cast<int>(bh % hq), i0, std::min(seq, i0 + kRowsPerBlock), table, rb.s,
+                 rb.dp, rb.ds, rb.ab);
     }
   });
   // Sum the partials in a fixed order: kv head g takes query heads g·group .. (g+1)·group − 1.

@@ -18,18 +18,28 @@
 // About as long as attention_backward (bench-compute); only models with a key bias pay for it.
 #pragma once
 
+#include <cstddef>
+
 #include "compute/cpu/rope.h"
 #include "core/status.h"
 
 namespace spillway::compute::cpu {
 
-// db[hkv, d] += ∂loss/∂b_k (fp32 out, accumulated in double) from dout [b, t, hq, d], q [b, t, hq, d]
-// and k [b, t, hkv, d] after RoPE, v [b, t, hkv, d], and the RoPE table that rotated q and k.
+// kInvalidArgument (naming `what`) for negative batch or seq, non-positive or odd head sizes, or
+// hq not a multiple of hkv.
+Status check_attention_key_bias_shape(const char* what, int batch, int seq, int hq, int hkv,
+                                      int head_dim);
+
+// Bytes of scratch attention_key_bias_backward needs for these shapes (0 when empty).
+size_t attention_key_bias_scratch_bytes(int batch, int seq, int hq, int hkv, int head_dim);
+
+// db[hkv, d] += ∂loss/∂b_k (fp32 out, accumulated in double) from dout [b, t, hq, d], q [b, t, hq,
+// d] and k [b, t, hkv, d] after RoPE, v [b, t, hkv, d], and the RoPE table that rotated q and k.
 // Deterministic for any thread count (fixed blocks of query rows, summed in a fixed order).
-// kInvalidArgument for non-positive or odd head sizes, hq not a multiple of hkv, or a table of
-// another head size or shorter than seq.
+// scratch: attention_key_bias_scratch_bytes, 64-byte aligned (partial sums, per-thread rows).
+// kInvalidArgument for a bad shape (above) or a table of another head size or shorter than seq.
 Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
-                                   const float* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                   const RopeTable& table);
+                                   const float* v, int batch, int seq, int hq, int hkv,
+                                   int head_dim, const RopeTable& table, void* scratch);
 
 }  // namespace spillway::compute::cpu

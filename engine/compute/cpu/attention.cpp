@@ -14,8 +14,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <vector>
 
+#include "compute/cpu/scratch.h"
 #include "compute/cpu/vec-math.h"
 #include "core/thread-pool.h"
 
@@ -24,16 +24,6 @@ namespace spillway::compute::cpu {
 namespace {
 
 constexpr int kRows = 4;  // query (or key) rows per work item
-
-Status check_shape(const char* what, int batch, int seq, int hq, int hkv, int d) {
-  if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || d <= 0 || hq % hkv != 0) {
-    return invalid_argument(std::string(what) + ": bad shape batch=" + std::to_string(batch) +
-                            " seq=" + std::to_string(seq) + " hq=" + std::to_string(hq) +
-                            " hkv=" + std::to_string(hkv) + " head_dim=" + std::to_string(d) +
-                            " (hq must be a multiple of hkv)");
-  }
-  return Status::ok_status();
-}
 
 inline int interleave(size_t i, int blocks) {
   const int k = static_cast<int>(i / 2);
@@ -45,22 +35,27 @@ constexpr int kTile = 16;  // columns per register tile: 2 AVX2 or 4 SSE registe
 // Row stride of a transposed head: T rounded up to whole tiles.
 inline int padded(int seq) { return (seq + kTile - 1) / kTile * kTile; }
 
-// x[b, T, heads, d] → xt[b, heads, d, padded(T)], zero padding, plus one spare tile at the end
-// so that a tile that starts inside the last row may run past it.
-std::vector<float> transpose_heads(const float* x, int batch, int seq, int heads, int d) {
+// Floats of a transposed copy of x[b, T, heads, d]: [b, heads, d, padded(T)] plus one spare tile
+// at the end so that a tile that starts inside the last row may run past it.
+size_t transposed_floats(int batch, int seq, int heads, int d) {
+  return static_cast<size_t>(batch) * heads * d * padded(seq) + kTile;
+}
+
+// x[b, T, heads, d] → xt [transposed_floats], zero padding.
+void transpose_heads(float* xt, const float* x, int batch, int seq, int heads, int d) {
   const size_t tp = padded(seq);
-  std::vector<float> xt(static_cast<size_t>(batch) * heads * d * tp + kTile, 0.0f);
   ThreadPool::global().parallel_for(static_cast<size_t>(batch) * heads, [&](size_t i0, size_t i1) {
     for (size_t bh = i0; bh < i1; ++bh) {
       const size_t b = bh / heads, h = bh % heads;
-      float* dst = xt.data() + bh * d * tp;
+      float* dst = xt + bh * d * tp;
       for (int t = 0; t < seq; ++t) {
         const float* src = x + ((b * seq + t) * heads + h) * d;
         for (int j = 0; j < d; ++j) dst[j * tp + t] = src[j];
       }
+      for (int j = 0; j < d; ++j) std::fill(dst + j * tp + seq, dst + (j + 1) * tp, 0.0f);
     }
   });
-  return xt;
+  std::fill_n(xt + static_cast<size_t>(batch) * heads * d * tp, kTile, 0.0f);
 }
 
 // out[r][0, count) = Σ_j a[r][j] · bt[j][0, count) for kRows rows. bt is [d, stride] and may be
@@ -161,88 +156,159 @@ size_t min_blocks(int seq, int d) {
   return std::max<size_t>(1, 65536 / std::max<size_t>(1, per_block));
 }
 
-struct RowScratch {
-  RowScratch(int seq, int d)
-      : stride(padded(seq) + kTile),
-        s(kRows * stride),
-        p(kRows * stride),
-        acc(static_cast<size_t>(kRows) * d) {}
-  size_t stride;                 // a score row: the sequence plus a tile of overrun
-  std::vector<float> s, p, acc;  // [kRows, stride], [kRows, stride], [kRows, d]
+// One thread's row buffers: score rows s (and dP rows p in the backward) [kRows, stride], and
+// output accumulators acc (and acc_v in the backward) [kRows, d].
+struct RowBuffers {
+  size_t stride;  // a score row: the sequence plus a tile of overrun
+  float *s, *p, *acc, *acc_v;
 };
+
+RowBuffers take_rows(Scratch& sc, int seq, int d, bool backward) {
+  RowBuffers r;
+  r.stride = padded(seq) + kTile;
+  r.s = sc.take<float>(kRows * r.stride);
+  r.p = backward ? sc.take<float>(kRows * r.stride) : nullptr;
+  r.acc = sc.take<float>(static_cast<size_t>(kRows) * d);
+  r.acc_v = backward ? sc.take<float>(static_cast<size_t>(kRows) * d) : nullptr;
+  return r;
+}
+
+size_t row_bytes(int seq, int d, bool backward) {
+  Scratch count;
+  take_rows(count, seq, d, backward);
+  return count.bytes();
+}
+
+// Forward scratch: K transposed, then the per-thread rows.
+struct ForwardScratch {
+  float* kt;
+  Scratch::Parts rows;
+};
+
+ForwardScratch take_forward(Scratch& sc, int batch, int seq, int hkv, int d) {
+  ForwardScratch f;
+  f.kt = sc.take<float>(transposed_floats(batch, seq, hkv, d));
+  f.rows = sc.take_parts(row_bytes(seq, d, false));
+  return f;
+}
+
+// Backward scratch: D, two transposed operands (K and V in pass 1, Q and dO in pass 2: hq >= hkv
+// heads), then the per-thread rows.
+struct BackwardScratch {
+  float* delta;
+  float *t0, *t1;
+  Scratch::Parts rows;
+};
+
+BackwardScratch take_backward(Scratch& sc, int batch, int seq, int hq, int d) {
+  BackwardScratch b;
+  b.delta = sc.take<float>(static_cast<size_t>(batch) * hq * seq);
+  b.t0 = sc.take<float>(transposed_floats(batch, seq, hq, d));
+  b.t1 = sc.take<float>(transposed_floats(batch, seq, hq, d));
+  b.rows = sc.take_parts(row_bytes(seq, d, true));
+  return b;
+}
 
 }  // namespace
 
+Status check_attention_shape(const char* what, int batch, int seq, int hq, int hkv, int d) {
+  if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || d <= 0 || hq % hkv != 0) {
+    return invalid_argument(std::string(what) + ": bad shape batch=" + std::to_string(batch) +
+                            " seq=" + std::to_string(seq) + " hq=" + std::to_string(hq) +
+                            " hkv=" + std::to_string(hkv) + " head_dim=" + std::to_string(d) +
+                            " (hq must be a multiple of hkv)");
+  }
+  return Status::ok_status();
+}
+
+size_t attention_forward_scratch_bytes(int batch, int seq, int hq, int hkv, int head_dim) {
+  if (!check_attention_shape("", batch, seq, hq, hkv, head_dim).ok() || batch == 0 || seq == 0)
+    return 0;
+  Scratch count;
+  take_forward(count, batch, seq, hkv, head_dim);
+  return count.bytes();
+}
+
+size_t attention_backward_scratch_bytes(int batch, int seq, int hq, int hkv, int head_dim) {
+  if (!check_attention_shape("", batch, seq, hq, hkv, head_dim).ok() || batch == 0 || seq == 0)
+    return 0;
+  Scratch count;
+  take_backward(count, batch, seq, hq, head_dim);
+  return count.bytes();
+}
+
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                         int batch, int seq, int hq, int hkv, int head_dim) {
-  SPW_RETURN_IF_ERROR(check_shape("attention_forward", batch, seq, hq, hkv, head_dim));
+                         int batch, int seq, int hq, int hkv, int head_dim, void* scratch) {
+  SPW_RETURN_IF_ERROR(check_attention_shape("attention_forward", batch, seq, hq, hkv, head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, tp]
+  Scratch ws(scratch);
+  const ForwardScratch fs = take_forward(ws, batch, seq, hkv, d);
+  transpose_heads(fs.kt, k, batch, seq, hkv, d);  // [b, hkv, d, tp]
   const size_t tp = padded(seq);
   const int blocks = (seq + kRows - 1) / kRows;
   const size_t items = static_cast<size_t>(batch) * hq * blocks;
-  ThreadPool::global().parallel_for(
-      items,
-      [&](size_t i0, size_t i1) {
-        RowScratch sc(seq, d);
-        for (size_t item = i0; item < i1; ++item) {
-          const size_t bh = item / blocks;  // b·hq + h
-          const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq), kvh = h / group;
-          const int t0 = interleave(item % blocks, blocks) * kRows;
-          const int rows = std::min(kRows, seq - t0), count = t0 + rows;  // keys [0, count)
-          const size_t tok = static_cast<size_t>(b) * seq;
-          const float* qr[kRows];
-          float* sr[kRows];
-          float* ar[kRows];
-          for (int r = 0; r < kRows; ++r) {
-            qr[r] = q + ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;  // pad with a real row
-            sr[r] = sc.s.data() + r * sc.stride;
-            ar[r] = sc.acc.data() + static_cast<size_t>(r) * d;
-          }
-          rows_times_transposed(sr, qr, kt.data() + (static_cast<size_t>(b) * hkv + kvh) * d * tp,
-                                tp, count, d);
-          float l_row[kRows];
-          for (int r = 0; r < kRows; ++r) {
-            const int t = t0 + r;  // keys [0, t] are visible; later ones get weight 0
-            float* s = sr[r];
-            const int visible = std::min(t + 1, count);
-            float m = -std::numeric_limits<float>::infinity();
-            for (int u = 0; u < visible; ++u) m = std::max(m, s[u] * scale);
-            const float l = exp_shifted(s, visible, scale, m);
-            std::fill(s + visible, s + count, 0.0f);
-            l_row[r] = l;
-            if (lse && r < rows) lse[bh * seq + t] = m + std::log(l);
-          }
-          std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
-          weighted_rows_sum(ar, sr, v + tok * hkv * d + static_cast<size_t>(kvh) * d,
-                            static_cast<size_t>(hkv) * d, 0, count, d);
-          for (int r = 0; r < rows; ++r) {
-            const float inv_l = 1.0f / l_row[r];
-            float* ot = out + ((tok + t0 + r) * hq + h) * d;
-            for (int j = 0; j < d; ++j) ot[j] = ar[r][j] * inv_l;
-          }
-        }
-      },
-      min_blocks(seq, d));
+  split_parts(items, min_blocks(seq, d), [&](size_t part, size_t i0, size_t i1) {
+    Scratch ps(fs.rows[part]);
+    const RowBuffers sc = take_rows(ps, seq, d, false);
+    for (size_t item = i0; item < i1; ++item) {
+      const size_t bh = item / blocks;  // b·hq + h
+      const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq), kvh = h / group;
+      const int t0 = interleave(item % blocks, blocks) * kRows;
+      const int rows = std::min(kRows, seq - t0), count = t0 + rows;  // keys [0, count)
+      const size_t tok = static_cast<size_t>(b) * seq;
+      const float* qr[kRows];
+      float* sr[kRows];
+      float* ar[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        qr[r] = q + ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;  // pad with a real row
+        sr[r] = sc.s + r * sc.stride;
+        ar[r] = sc.acc + static_cast<size_t>(r) * d;
+      }
+      rows_times_transposed(sr, qr, fs.kt + (static_cast<size_t>(b) * hkv + kvh) * d * tp, tp,
+                            count, d);
+      float l_row[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        const int t = t0 + r;  // keys [0, t] are visible; later ones get weight 0
+        float* s = sr[r];
+        const int visible = std::min(t + 1, count);
+        float m = -std::numeric_limits<float>::infinity();
+        for (int u = 0; u < visible; ++u) m = std::max(m, s[u] * scale);
+        const float l = exp_shifted(s, visible, scale, m);
+        std::fill(s + visible, s + count, 0.0f);
+        l_row[r] = l;
+        if (lse && r < rows) lse[bh * seq + t] = m + std::log(l);
+      }
+      std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
+      weighted_rows_sum(ar, sr, v + tok * hkv * d + static_cast<size_t>(kvh) * d,
+                        static_cast<size_t>(hkv) * d, 0, count, d);
+      for (int r = 0; r < rows; ++r) {
+        const float inv_l = 1.0f / l_row[r];
+        float* ot = out + ((tok + t0 + r) * hq + h) * d;
+        for (int j = 0; j < d; ++j) ot[j] = ar[r][j] * inv_l;
+      }
+    }
+  });
   return Status::ok_status();
 }
 
 Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
-                          int batch, int seq, int hq, int hkv, int head_dim) {
-  SPW_RETURN_IF_ERROR(check_shape("attention_backward", batch, seq, hq, hkv, head_dim));
+                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch) {
+  SPW_RETURN_IF_ERROR(check_attention_shape("attention_backward", batch, seq, hq, hkv, head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   ThreadPool& pool = ThreadPool::global();
   const int blocks = (seq + kRows - 1) / kRows;
   const size_t chunk = min_blocks(seq, d);
+  Scratch ws(scratch);
+  const BackwardScratch bs = take_backward(ws, batch, seq, hq, d);
 
   // D[b, hq, t] = rowsum(dO ∘ O)
   const size_t q_rows = static_cast<size_t>(batch) * hq * seq;
-  std::vector<float> delta(q_rows);
+  float* delta = bs.delta;
   pool.parallel_for(
       q_rows,
       [&](size_t i0, size_t i1) {
@@ -262,12 +328,14 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
   // dS = P∘(dP − D), dq_t = scale · Σ_{s<=t} dS_ts · k_s.
   {
     const size_t tp = padded(seq);
-    const std::vector<float> kt = transpose_heads(k, batch, seq, hkv, d);  // [b, hkv, d, tp]
-    const std::vector<float> vt = transpose_heads(v, batch, seq, hkv, d);
-    pool.parallel_for(
-        static_cast<size_t>(batch) * hq * blocks,
-        [&](size_t i0, size_t i1) {
-          RowScratch sc(seq, d);
+    float* kt = bs.t0;  // [b, hkv, d, tp]
+    float* vt = bs.t1;
+    transpose_heads(kt, k, batch, seq, hkv, d);
+    transpose_heads(vt, v, batch, seq, hkv, d);
+    split_parts(
+        static_cast<size_t>(batch) * hq * blocks, chunk, [&](size_t part, size_t i0, size_t i1) {
+          Scratch ps(bs.rows[part]);
+          const RowBuffers sc = take_rows(ps, seq, d, true);
           for (size_t item = i0; item < i1; ++item) {
             const size_t bh = item / blocks;
             const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
@@ -284,13 +352,13 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
               const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
               qr[r] = q + off;
               gr[r] = dout + off;
-              sr[r] = sc.s.data() + r * sc.stride;
-              pr[r] = sc.p.data() + r * sc.stride;
-              ar[r] = sc.acc.data() + static_cast<size_t>(r) * d;
+              sr[r] = sc.s + r * sc.stride;
+              pr[r] = sc.p + r * sc.stride;
+              ar[r] = sc.acc + static_cast<size_t>(r) * d;
             }
             const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp;
-            rows_times_transposed(sr, qr, kt.data() + kv_off, tp, count, d);  // S
-            rows_times_transposed(pr, gr, vt.data() + kv_off, tp, count, d);  // dP
+            rows_times_transposed(sr, qr, kt + kv_off, tp, count, d);  // S
+            rows_times_transposed(pr, gr, vt + kv_off, tp, count, d);  // dP
             for (int r = 0; r < kRows; ++r) {
               const int t = t0 + std::min(r, rows - 1);
               const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
@@ -299,7 +367,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
               softmax_grad_row(s, pr[r], l, dt, visible, scale);
               std::fill(s + visible, s + count, 0.0f);
             }
-            std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
+            std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
             weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
                               static_cast<size_t>(hkv) * d, 0, count, d);
             for (int r = 0; r < rows; ++r) {
@@ -307,20 +375,20 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
               for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
             }
           }
-        },
-        chunk);
+        });
   }
 
   // Pass 2, blocks of key rows, summed over the group's query heads and queries t >= s:
   // dk_s = scale · Σ_t dS_ts · q_t,  dv_s = Σ_t P_ts · dO_t.
   const size_t tp = padded(seq);
-  const std::vector<float> qt = transpose_heads(q, batch, seq, hq, d);     // [b, hq, d, tp]
-  const std::vector<float> gt = transpose_heads(dout, batch, seq, hq, d);  // [b, hq, d, tp]
-  pool.parallel_for(
-      static_cast<size_t>(batch) * hkv * blocks,
-      [&](size_t i0, size_t i1) {
-        RowScratch sc(seq, d);
-        std::vector<float> acc_v(static_cast<size_t>(kRows) * d);
+  float* qt = bs.t0;  // [b, hq, d, tp]
+  float* gt = bs.t1;  // [b, hq, d, tp]
+  transpose_heads(qt, q, batch, seq, hq, d);
+  transpose_heads(gt, dout, batch, seq, hq, d);
+  split_parts(
+      static_cast<size_t>(batch) * hkv * blocks, chunk, [&](size_t part, size_t i0, size_t i1) {
+        Scratch ps(bs.rows[part]);
+        const RowBuffers sc = take_rows(ps, seq, d, true);
         for (size_t item = i0; item < i1; ++item) {
           const size_t bkh = item / blocks;
           const int b = static_cast<int>(bkh / hkv), kvh = static_cast<int>(bkh % hkv);
@@ -337,13 +405,13 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             const size_t off = ((tok + s0 + std::min(r, rows - 1)) * hkv + kvh) * d;
             kr[r] = k + off;
             vr[r] = v + off;
-            sr[r] = sc.s.data() + r * sc.stride;
-            pr[r] = sc.p.data() + r * sc.stride;
-            ak[r] = sc.acc.data() + static_cast<size_t>(r) * d;
-            av[r] = acc_v.data() + static_cast<size_t>(r) * d;
+            sr[r] = sc.s + r * sc.stride;
+            pr[r] = sc.p + r * sc.stride;
+            ak[r] = sc.acc + static_cast<size_t>(r) * d;
+            av[r] = sc.acc_v + static_cast<size_t>(r) * d;
           }
-          std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
-          std::fill(acc_v.begin(), acc_v.end(), 0.0f);
+          std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
+          std::fill_n(sc.acc_v, static_cast<size_t>(kRows) * d, 0.0f);
           for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
             const size_t bh = static_cast<size_t>(b) * hq + h;
             const size_t t_off = bh * d * tp;
@@ -353,10 +421,10 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             float* srs[kRows];
             float* prs[kRows];
             for (int r = 0; r < kRows; ++r) srs[r] = sr[r] + s0, prs[r] = pr[r] + s0;
-            rows_times_transposed(srs, kr, qt.data() + t_off + s0, tp, n_t, d);  // S[s, t]
-            rows_times_transposed(prs, vr, gt.data() + t_off + s0, tp, n_t, d);  // dP[s, t]
+            rows_times_transposed(srs, kr, qt + t_off + s0, tp, n_t, d);  // S[s, t]
+            rows_times_transposed(prs, vr, gt + t_off + s0, tp, n_t, d);  // dP[s, t]
             const float* l = lse + bh * seq;
-            const float* dt = delta.data() + bh * seq;
+            const float* dt = delta + bh * seq;
             for (int r = 0; r < kRows; ++r) {
               const int s = s0 + r;  // query t sees key s when t >= s
               float* sv = sr[r];
@@ -378,8 +446,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             }
           }
         }
-      },
-      chunk);
+      });
   return Status::ok_status();
 }
 

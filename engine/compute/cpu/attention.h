@@ -10,22 +10,33 @@
 // AVX2+FMA where present) over blocks of 4 query rows (forward, dQ) or 4 key rows (dK, dV),
 // parallel with ThreadPool::global(); blocks are taken from both ends of the sequence alternately
 // so that every chunk of the causal triangle costs about the same. dK/dV are owned per kv head,
-// so GQA groups sum without atomics. Scratch: transposed copies of K (forward), K and V, Q and dO
-// (backward), freed on return. Pure functions over caller-owned memory.
+// so GQA groups sum without atomics. Scratch (transposed copies of K for the forward, of K and V,
+// then Q and dO, for the backward, and per-thread row buffers) comes from the caller, sized by the
+// *_scratch_bytes functions. Pure functions over caller-owned memory.
 #pragma once
+
+#include <cstddef>
 
 #include "core/status.h"
 
 namespace spillway::compute::cpu {
 
+// kInvalidArgument (naming `what`) for negative batch or seq, non-positive head sizes, or hq not
+// a multiple of hkv.
+Status check_attention_shape(const char* what, int batch, int seq, int hq, int hkv, int head_dim);
+
+// Bytes of scratch attention_forward / attention_backward need for these shapes (0 when empty).
+size_t attention_forward_scratch_bytes(int batch, int seq, int hq, int hkv, int head_dim);
+size_t attention_backward_scratch_bytes(int batch, int seq, int hq, int hkv, int head_dim);
+
 // q [b, t, hq, d], k/v [b, t, hkv, d] → out [b, t, hq, d], lse [b, hq, t] (skipped when null:
-// inference needs no backward).
-// kInvalidArgument for non-positive head sizes or hq not a multiple of hkv.
+// inference needs no backward). scratch: attention_forward_scratch_bytes, 64-byte aligned.
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                         int batch, int seq, int hq, int hkv, int head_dim);
+                         int batch, int seq, int hq, int hkv, int head_dim, void* scratch);
 // dq [b, t, hq, d], dk/dv [b, t, hkv, d] (overwrite) from dout, q, k, v, out and lse.
+// scratch: attention_backward_scratch_bytes, 64-byte aligned.
 Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
-                          int batch, int seq, int hq, int hkv, int head_dim);
+                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch);
 
 }  // namespace spillway::compute::cpu

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "compute/cpu/vec-math.h"
 #include "core/thread-pool.h"
@@ -41,19 +40,24 @@ static double cross_entropy_row(float* l, int v, int label, float grad_scale) {
   return double(m) + std::log(sum) - target;
 }
 
-size_t lm_head_scratch_floats(int n, int v, int chunk) {
-  if (n <= 0 || v <= 0 || chunk <= 0) return 0;
-  return static_cast<size_t>(std::min(n, chunk)) * v;
-}
-
-Status lm_head_loss(double* loss_sum, float* dx, float* dw, const float* x, const float* w,
-                    const int32_t* labels, int n, int d, int v, float loss_scale,
-                    float* logits_out, int chunk, float* scratch) {
+Status check_lm_head_shape(int n, int d, int v, int chunk) {
   if (n < 0 || d <= 0 || v <= 0 || chunk <= 0) {
     return invalid_argument("lm_head_loss: bad shape n=" + std::to_string(n) +
                             " d=" + std::to_string(d) + " v=" + std::to_string(v) +
                             " chunk=" + std::to_string(chunk));
   }
+  return Status::ok_status();
+}
+
+size_t lm_head_scratch_bytes(int n, int v, int chunk) {
+  if (n <= 0 || v <= 0 || chunk <= 0) return 0;
+  return sizeof(float) * static_cast<size_t>(std::min(n, chunk)) * v;
+}
+
+Status lm_head_loss(float* losses, float* dx, float* dw, const float* x, const float* w,
+                    const int32_t* labels, int n, int d, int v, float loss_scale, float* logits_out,
+                    int chunk, void* scratch) {
+  SPW_RETURN_IF_ERROR(check_lm_head_shape(n, d, v, chunk));
   for (int i = 0; i < n; ++i) {
     if (labels[i] != kIgnoreIndex && (labels[i] < 0 || labels[i] >= v)) {
       return invalid_argument("lm_head_loss: label " + std::to_string(labels[i]) +
@@ -63,12 +67,10 @@ Status lm_head_loss(double* loss_sum, float* dx, float* dw, const float* x, cons
   }
   const bool grad = loss_scale != 0.0f;
   ThreadPool& pool = ThreadPool::global();
-  std::vector<double> row_loss(std::min(n, chunk));
-  double total = 0.0;
   for (int r0 = 0; r0 < n; r0 += chunk) {
     const int rows = std::min(chunk, n - r0);
     const float* xc = x + static_cast<size_t>(r0) * d;  // [rows, d]
-    float* logits = scratch;                             // [rows, v]
+    float* logits = static_cast<float*>(scratch);       // [rows, v]
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, v, d, 1.0f, xc, d, w, d, 0.0f,
                 logits, v);
     if (logits_out) {
@@ -84,15 +86,15 @@ Status lm_head_loss(double* loss_sum, float* dx, float* dw, const float* x, cons
             float* lr = logits + r * v;
             const int32_t label = labels[r0 + r];
             if (label == kIgnoreIndex) {
-              row_loss[r] = 0.0;
+              losses[r0 + r] = 0.0f;
               if (grad) std::fill(lr, lr + v, 0.0f);
               continue;
             }
-            row_loss[r] = cross_entropy_row(lr, v, label, grad ? loss_scale : 0.0f);
+            losses[r0 + r] =
+                static_cast<float>(cross_entropy_row(lr, v, label, grad ? loss_scale : 0.0f));
           }
         },
         1);
-    for (int r = 0; r < rows; ++r) total += row_loss[r];  // fixed order: deterministic
     if (!grad) continue;
     float* dxc = dx ? dx + static_cast<size_t>(r0) * d : nullptr;  // [rows, d]
     if (!any_target) {
@@ -110,7 +112,6 @@ Status lm_head_loss(double* loss_sum, float* dx, float* dw, const float* x, cons
                   1.0f, dw, d);
     }
   }
-  if (loss_sum) *loss_sum += total;
   return Status::ok_status();
 }
 

@@ -8,11 +8,16 @@
 
 namespace spillway::compute::cpu {
 
-static Status check_ids(const char* what, const int32_t* ids, int n, int d, size_t rows) {
+Status check_embedding_shape(const char* what, int n, int d) {
   if (n < 0 || d <= 0) {
     return invalid_argument(std::string(what) + ": bad shape n=" + std::to_string(n) +
                             " d=" + std::to_string(d));
   }
+  return Status::ok_status();
+}
+
+static Status check_ids(const char* what, const int32_t* ids, int n, int d, size_t rows) {
+  SPW_RETURN_IF_ERROR(check_embedding_shape(what, n, d));
   for (int i = 0; i < n; ++i) {
     if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= rows) {
       return invalid_argument(std::string(what) + ": token id " + std::to_string(ids[i]) +

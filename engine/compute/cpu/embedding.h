@@ -17,7 +17,11 @@ namespace spillway::compute::cpu {
 
 inline constexpr size_t kUnknownRows = static_cast<size_t>(-1);
 
-// out [n, d]; ids [n] (host); table [rows, d]. kInvalidArgument on an id outside [0, rows).
+// kInvalidArgument (naming `what`) for n < 0 or d <= 0.
+Status check_embedding_shape(const char* what, int n, int d);
+
+// out [n, d]; ids [n]; table [rows, d]. kInvalidArgument for a bad shape or an id outside
+// [0, rows).
 Status embedding_forward(float* out, const int32_t* ids, const float* table, int n, int d,
                          size_t rows = kUnknownRows);
 // dtable [rows, d] accumulates; dout [n, d].

@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "core/thread-pool.h"
 
 namespace spillway::compute::cpu {
 
-static Status check_shape(const char* what, int n, int in, int out) {
+static constexpr size_t kColumnTile = 64;  // bias-gradient columns summed per pass over the rows
+
+Status check_linear_shape(const char* what, int n, int in, int out) {
   if (n < 0 || in <= 0 || out <= 0) {
     return invalid_argument(std::string(what) + ": bad shape n=" + std::to_string(n) +
                             " in=" + std::to_string(in) + " out=" + std::to_string(out));
@@ -22,7 +23,7 @@ static Status check_shape(const char* what, int n, int in, int out) {
 
 Status linear_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
                       int out) {
-  SPW_RETURN_IF_ERROR(check_shape("linear_forward", n, in, out));
+  SPW_RETURN_IF_ERROR(check_linear_shape("linear_forward", n, in, out));
   if (n == 0) return Status::ok_status();
   float beta = 0.0f;
   if (b) {
@@ -43,7 +44,7 @@ Status linear_forward(float* y, const float* x, const float* w, const float* b, 
 
 Status linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                        const float* w, int n, int in, int out, bool accumulate_dx) {
-  SPW_RETURN_IF_ERROR(check_shape("linear_backward", n, in, out));
+  SPW_RETURN_IF_ERROR(check_linear_shape("linear_backward", n, in, out));
   if (n == 0) return Status::ok_status();
   if (dx) {
     // dx[n, in] = dy[n, out] · W[out, in]
@@ -60,15 +61,19 @@ Status linear_backward(float* dx, float* dw, float* db, const float* dy, const f
         static_cast<size_t>(out),
         [&](size_t j0, size_t j1) {
           // Summed in double: bias gradients are sums of many terms that largely cancel, and
-          // AdamW turns their rounding noise into full-size updates.
-          std::vector<double> acc(j1 - j0, 0.0);
-          for (int i = 0; i < n; ++i) {
-            const float* r = dy + static_cast<size_t>(i) * out;
-            for (size_t j = j0; j < j1; ++j) acc[j - j0] += r[j];
+          // AdamW turns their rounding noise into full-size updates. Tiles of kColumnTile
+          // columns keep the sums on the stack (no op allocates).
+          for (size_t c0 = j0; c0 < j1; c0 += kColumnTile) {
+            const size_t c1 = std::min(j1, c0 + kColumnTile);
+            double acc[kColumnTile] = {};
+            for (int i = 0; i < n; ++i) {
+              const float* r = dy + static_cast<size_t>(i) * out;
+              for (size_t j = c0; j < c1; ++j) acc[j - c0] += r[j];
+            }
+            for (size_t j = c0; j < c1; ++j) db[j] += static_cast<float>(acc[j - c0]);
           }
-          for (size_t j = j0; j < j1; ++j) db[j] += static_cast<float>(acc[j - j0]);
         },
-        64);
+        kColumnTile);
   }
   return Status::ok_status();
 }

@@ -10,7 +10,10 @@
 
 namespace spillway::compute::cpu {
 
-// b may be null. kInvalidArgument for negative sizes.
+// kInvalidArgument (naming `what`) for n < 0, in <= 0 or out <= 0.
+Status check_linear_shape(const char* what, int n, int in, int out);
+
+// b may be null. kInvalidArgument for a bad shape.
 Status linear_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
                       int out);
 // dx (overwrite, or add when accumulate_dx), dw (accumulate) and db (accumulate, rows summed in

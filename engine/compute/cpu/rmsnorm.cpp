@@ -1,33 +1,64 @@
 // RMSNorm forward and backward (formulas in rmsnorm.h).
 #include "compute/cpu/rmsnorm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "core/thread-pool.h"
 
 namespace spillway::compute::cpu {
 
+static constexpr size_t kColumnTile = 64;  // dw columns summed per pass over the rows
+
 static size_t rows_per_chunk(int d) { return d >= 1024 ? 1 : 1024 / static_cast<size_t>(d) + 1; }
+
+// One row: y = x · rstd · w; returns rstd.
+static inline float norm_row(float* y, const float* x, const float* w, int d, float eps) {
+  double ss = 0.0;
+  for (int j = 0; j < d; ++j) ss += double(x[j]) * x[j];
+  const float r = static_cast<float>(1.0 / std::sqrt(ss / d + double(eps)));
+  for (int j = 0; j < d; ++j) y[j] = x[j] * r * w[j];
+  return r;
+}
+
+Status check_rmsnorm_shape(const char* what, int n, int d, float eps) {
+  if (n < 0 || d <= 0) {
+    return invalid_argument(std::string(what) + ": bad shape n=" + std::to_string(n) +
+                            " d=" + std::to_string(d));
+  }
+  if (!(eps >= 0.0f)) return invalid_argument(std::string(what) + ": eps must be >= 0");
+  return Status::ok_status();
+}
 
 Status rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int n, int d,
                        float eps) {
-  if (n < 0 || d <= 0) {
-    return invalid_argument("rmsnorm: bad shape n=" + std::to_string(n) + " d=" + std::to_string(d));
-  }
-  if (!(eps >= 0.0f)) return invalid_argument("rmsnorm: eps must be >= 0");
+  SPW_RETURN_IF_ERROR(check_rmsnorm_shape("rmsnorm_forward", n, d, eps));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n),
       [&](size_t i0, size_t i1) {
         for (size_t i = i0; i < i1; ++i) {
-          const float* xi = x + i * d;
-          float* yi = y + i * d;
-          double ss = 0.0;
-          for (int j = 0; j < d; ++j) ss += double(xi[j]) * xi[j];
-          const float r = static_cast<float>(1.0 / std::sqrt(ss / d + double(eps)));
+          const float r = norm_row(y + i * d, x + i * d, w, d, eps);
           if (rstd) rstd[i] = r;
-          for (int j = 0; j < d; ++j) yi[j] = xi[j] * r * w[j];
+        }
+      },
+      rows_per_chunk(d));
+  return Status::ok_status();
+}
+
+Status residual_rmsnorm_forward(float* sum, float* y, float* rstd, const float* x, const float* res,
+                                const float* w, int n, int d, float eps) {
+  SPW_RETURN_IF_ERROR(check_rmsnorm_shape("residual_rmsnorm_forward", n, d, eps));
+  ThreadPool::global().parallel_for(
+      static_cast<size_t>(n),
+      [&](size_t i0, size_t i1) {
+        for (size_t i = i0; i < i1; ++i) {
+          float* si = sum + i * d;  // may be x's row: each element is read before it is written
+          const float* xi = x + i * d;
+          const float* ri = res + i * d;
+          for (int j = 0; j < d; ++j) si[j] = xi[j] + ri[j];
+          const float r = norm_row(y + i * d, si, w, d, eps);
+          if (rstd) rstd[i] = r;
         }
       },
       rows_per_chunk(d));
@@ -36,10 +67,7 @@ Status rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, in
 
 Status rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
                         const float* rstd, int n, int d, bool accumulate_dx) {
-  if (n < 0 || d <= 0) {
-    return invalid_argument("rmsnorm_backward: bad shape n=" + std::to_string(n) +
-                            " d=" + std::to_string(d));
-  }
+  SPW_RETURN_IF_ERROR(check_rmsnorm_shape("rmsnorm_backward", n, d, 0.0f));
   ThreadPool& pool = ThreadPool::global();
   if (dx) {
     pool.parallel_for(
@@ -65,20 +93,24 @@ Status rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, c
   if (dw) {
     // Column blocks: each task owns dw[j0, j1), so rows sum without atomics or partial buffers.
     // Summed in double, like the bias gradient (linear.cpp): over thousands of tokens the terms
-    // largely cancel, and AdamW would turn float rounding noise into full-size updates.
+    // largely cancel, and AdamW would turn float rounding noise into full-size updates. Tiles of
+    // kColumnTile columns keep the sums on the stack (no op allocates).
     pool.parallel_for(
         static_cast<size_t>(d),
         [&](size_t j0, size_t j1) {
-          std::vector<double> acc(j1 - j0, 0.0);
-          for (int i = 0; i < n; ++i) {
-            const float* xi = x + static_cast<size_t>(i) * d;
-            const float* gi = dy + static_cast<size_t>(i) * d;
-            const float r = rstd[i];
-            for (size_t j = j0; j < j1; ++j) acc[j - j0] += double(gi[j] * xi[j]) * r;
+          for (size_t c0 = j0; c0 < j1; c0 += kColumnTile) {
+            const size_t c1 = std::min(j1, c0 + kColumnTile);
+            double acc[kColumnTile] = {};
+            for (int i = 0; i < n; ++i) {
+              const float* xi = x + static_cast<size_t>(i) * d;
+              const float* gi = dy + static_cast<size_t>(i) * d;
+              const float r = rstd[i];
+              for (size_t j = c0; j < c1; ++j) acc[j - c0] += double(gi[j] * xi[j]) * r;
+            }
+            for (size_t j = c0; j < c1; ++j) dw[j] += static_cast<float>(acc[j - c0]);
           }
-          for (size_t j = j0; j < j1; ++j) dw[j] += static_cast<float>(acc[j - j0]);
         },
-        64);
+        kColumnTile);
   }
   return Status::ok_status();
 }

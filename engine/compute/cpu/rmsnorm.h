@@ -11,9 +11,16 @@
 
 namespace spillway::compute::cpu {
 
-// y, x [n, d]; w [d]; rstd [n]. kInvalidArgument for negative sizes or eps < 0.
+// kInvalidArgument (naming `what`) for n < 0, d <= 0 or eps < 0.
+Status check_rmsnorm_shape(const char* what, int n, int d, float eps);
+
+// y, x [n, d]; w [d]; rstd [n] (skipped when null). kInvalidArgument for a bad shape.
 Status rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int n, int d,
                        float eps);
+// sum [n, d] = x + res, then y = rmsnorm(sum) as rmsnorm_forward: bit for bit add_inplace followed
+// by rmsnorm_forward. sum may alias x.
+Status residual_rmsnorm_forward(float* sum, float* y, float* rstd, const float* x, const float* res,
+                                const float* w, int n, int d, float eps);
 // dx [n, d] (overwrite, or add when accumulate_dx; skipped when null); dw [d] accumulates, summed
 // over rows in double
 // (skipped when null); dy, x [n, d]; w [d]; rstd [n] from the forward.

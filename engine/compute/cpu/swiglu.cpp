@@ -11,7 +11,7 @@ namespace spillway::compute::cpu {
 
 static constexpr size_t kMinChunk = 4096;
 
-static Status check_shape(const char* what, int n, int f) {
+Status check_swiglu_shape(const char* what, int n, int f) {
   if (n < 0 || f < 0) {
     return invalid_argument(std::string(what) + ": bad shape n=" + std::to_string(n) +
                             " f=" + std::to_string(f));
@@ -40,7 +40,7 @@ static void swiglu_backward_range(float* dgate, float* dup, const float* dout, c
 }
 
 Status swiglu_forward(float* out, const float* gate, const float* up, int n, int f) {
-  SPW_RETURN_IF_ERROR(check_shape("swiglu_forward", n, f));
+  SPW_RETURN_IF_ERROR(check_swiglu_shape("swiglu_forward", n, f));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n) * f,
       [&](size_t i0, size_t i1) { swiglu_forward_range(out + i0, gate + i0, up + i0, i1 - i0); },
@@ -50,7 +50,7 @@ Status swiglu_forward(float* out, const float* gate, const float* up, int n, int
 
 Status swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                        const float* up, int n, int f) {
-  SPW_RETURN_IF_ERROR(check_shape("swiglu_backward", n, f));
+  SPW_RETURN_IF_ERROR(check_swiglu_shape("swiglu_backward", n, f));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n) * f,
       [&](size_t i0, size_t i1) {

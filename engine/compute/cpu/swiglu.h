@@ -8,7 +8,10 @@
 
 namespace spillway::compute::cpu {
 
-// out, gate, up [n, f]. kInvalidArgument for negative sizes.
+// kInvalidArgument (naming `what`) for negative sizes.
+Status check_swiglu_shape(const char* what, int n, int f);
+
+// out, gate, up [n, f]. kInvalidArgument for a bad shape.
 Status swiglu_forward(float* out, const float* gate, const float* up, int n, int f);
 // dgate, dup [n, f] (overwrite); dout, gate, up [n, f].
 Status swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,

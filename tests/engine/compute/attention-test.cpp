@@ -5,10 +5,12 @@
 #include <cmath>
 #include <vector>
 
+#include "backend-test-util.h"
+#include "compute-test-util.h"
 #include "compute/backend.h"
 #include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/rope.h"
-#include "compute-test-util.h"
+#include "core/buffer.h"
 
 namespace spillway::compute {
 namespace {
@@ -99,10 +101,11 @@ void attention_backward_ref(const Shape& s, const std::vector<double>& q,
 void check_attention(const Shape& s, uint32_t seed) {
   auto q = random_floats(s.q_size(), seed), k = random_floats(s.kv_size(), seed + 1),
        v = random_floats(s.kv_size(), seed + 2), dout = random_floats(s.q_size(), seed + 3);
-  auto be = make_cpu_backend();
+  auto be = make_poisoned_cpu_backend();
+  ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
   ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
-                                    s.seq, s.hq, s.hkv, s.d)
+                                    s.seq, s.hq, s.hkv, s.d, 0)
                   .ok());
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
   std::vector<double> lse_ref;
@@ -113,7 +116,7 @@ void check_attention(const Shape& s, uint32_t seed) {
   std::vector<float> dq(s.q_size(), 7.0f), dk(s.kv_size(), 7.0f), dv(s.kv_size(), 7.0f);
   ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
                                      k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
-                                     s.hq, s.hkv, s.d)
+                                     s.hq, s.hkv, s.d, 0)
                   .ok());
   auto gq = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, x, kd, vd)); }, qd);
   auto gk = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, x, vd)); }, kd);
@@ -147,10 +150,11 @@ TEST(Attention, TiledShapesMatchDirectReference) {
   for (const Shape& s : {Shape{2, 37, 4, 2, 64}, Shape{1, 50, 3, 3, 40}}) {
     auto q = random_floats(s.q_size(), 50), k = random_floats(s.kv_size(), 51),
          v = random_floats(s.kv_size(), 52), dout = random_floats(s.q_size(), 53);
-    auto be = make_cpu_backend();
+    auto be = make_poisoned_cpu_backend();
+    ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
     std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-    ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(),
-                                      s.batch, s.seq, s.hq, s.hkv, s.d)
+    ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
+                                      s.seq, s.hq, s.hkv, s.d, 0)
                     .ok());
     const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
     std::vector<double> lse_ref, gq, gk, gv;
@@ -159,7 +163,7 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     std::vector<float> dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
     ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
                                        k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
-                                       s.hq, s.hkv, s.d)
+                                       s.hq, s.hkv, s.d, 0)
                     .ok());
     attention_backward_ref(s, qd, kd, vd, dod, &gq, &gk, &gv);
     EXPECT_LT(rel_err(dq, gq), kDirectTol) << s.d;
@@ -168,7 +172,7 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     // lse may be omitted when no backward follows.
     std::vector<float> out2(s.q_size());
     ASSERT_TRUE(be->attention_forward(out2.data(), nullptr, q.data(), k.data(), v.data(), s.batch,
-                                      s.seq, s.hq, s.hkv, s.d)
+                                      s.seq, s.hq, s.hkv, s.d, 0)
                     .ok());
     EXPECT_EQ(out, out2);
   }
@@ -179,10 +183,11 @@ TEST(Attention, LargeScoresStayFinite) {
   const Shape s{1, 9, 2, 1, 8};
   auto q = random_floats(s.q_size(), 40, -30.0f, 30.0f), k = random_floats(s.kv_size(), 41, -30.0f, 30.0f),
        v = random_floats(s.kv_size(), 42);
-  auto be = make_cpu_backend();
+  auto be = make_poisoned_cpu_backend();
+  ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(s.hq * s.seq);
   ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
-                                    s.hq, s.hkv, s.d)
+                                    s.hq, s.hkv, s.d, 0)
                   .ok());
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   EXPECT_LT(rel_err(out, attention_ref(s, to_double(q), to_double(k), to_double(v))), 1e-4);
@@ -209,11 +214,13 @@ TEST(AttentionKeyBias, MatchesTheDoubleReference) {
   const Shape s{2, 37, 6, 2, 16};
   auto q = random_floats(s.q_size(), 40), k = random_floats(s.kv_size(), 41), v = random_floats(s.kv_size(), 42),
        dout = random_floats(s.q_size(), 43);
-  auto be = make_cpu_backend();
+  auto be = make_poisoned_cpu_backend();
+  ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
   for (int call = 0; call < 2; ++call) {  // the second call accumulates onto the first
-    ASSERT_TRUE(be->attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(), v.data(), s.batch, s.seq,
-                                                s.hq, s.hkv, s.d, 1e4f, RopeScaling{})
+    ASSERT_TRUE(be->attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(),
+                                                v.data(), s.batch, s.seq, s.hq, s.hkv, s.d, 1e4f,
+                                                RopeScaling{}, 0)
                     .ok());
   }
   std::vector<double> fq, fk, fv;
@@ -236,14 +243,21 @@ TEST(AttentionKeyBias, VanishesWithoutRotation) {
   identity.cos.assign(size_t(s.seq) * s.d / 2, 1.0f);
   identity.sin.assign(size_t(s.seq) * s.d / 2, 0.0f);
   std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
-  ASSERT_TRUE(cpu::attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(), v.data(), s.batch, s.seq,
-                                               s.hq, s.hkv, s.d, identity)
-                  .ok());
-  auto be = make_cpu_backend();
+  auto scratch = AlignedBuffer::allocate(
+      cpu::attention_key_bias_scratch_bytes(s.batch, s.seq, s.hq, s.hkv, s.d));
+  ASSERT_TRUE(scratch.ok());
+  ASSERT_OK(cpu::attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(), v.data(),
+                                             s.batch, s.seq, s.hq, s.hkv, s.d, identity,
+                                             scratch->data()));
+  auto be = make_poisoned_cpu_backend();
+  ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.hq) * s.seq), dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq, s.hq, s.hkv, s.d).ok());
-  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                     out.data(), lse.data(), 1, s.seq, s.hq, s.hkv, s.d)
+  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
+                                    s.hq, s.hkv, s.d, 0)
+                  .ok());
+  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                     k.data(), v.data(), out.data(), lse.data(), 1, s.seq, s.hq,
+                                     s.hkv, s.d, 0)
                   .ok());
   double float_sum = 0, dk_scale = 0;  // |Σ_j dk_j| of the float path, and the size of one dk row
   for (int e = 0; e < s.d; ++e) {
@@ -262,19 +276,23 @@ TEST(AttentionKeyBias, RejectsBadShapes) {
   auto be = make_cpu_backend();
   std::vector<float> buf(1024);
   float* p = buf.data();
-  EXPECT_EQ(be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 6, 4, 8, 1e4f, RopeScaling{}).code(),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 4, 4, 7, 1e4f, RopeScaling{}).code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 6, 4, 8, 1e4f, RopeScaling{}, 0).code(),
+      ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 4, 4, 7, 1e4f, RopeScaling{}, 0).code(),
+      ErrorCode::kInvalidArgument);
 }
 
 TEST(Attention, RejectsBadHeads) {
   auto be = make_cpu_backend();
   std::vector<float> buf(1024);
   float* p = buf.data();
-  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 6, 4, 8).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 4, 4, 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_backward(p, p, p, p, p, p, p, p, p, 1, 2, 4, 0, 8).code(),
+  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 6, 4, 8, 0).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 4, 4, 0, 0).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_backward(p, p, p, p, p, p, p, p, p, 1, 2, 4, 0, 8, 0).code(),
             ErrorCode::kInvalidArgument);
 }
 

@@ -1,19 +1,46 @@
-// CpuBackend memory accounting, streams/events and copies.
+// CpuBackend memory accounting, streams/events, copies, argument checks, the workspace, and strict
+// streams: work that runs only when waited for, so missing waits and early host reads show.
 #include "compute/cpu/cpu-backend.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
+
+#include "backend-test-util.h"
+#include "compute-test-util.h"
+#include "core/thread-pool.h"
 
 namespace spillway::compute {
 namespace {
 
-TEST(CpuBackend, NameAndDtype) {
-  auto be = make_cpu_backend();
+using namespace spillway::compute::testing;
+
+// What `count` floats at `p` hold right now, read behind the backend's back (device memory is
+// host memory on the CPU): the tests look at memory before and after the streams run.
+std::vector<float> peek(const void* p, size_t count) {
+  std::vector<float> v(count);
+  std::memcpy(v.data(), p, count * sizeof(float));
+  return v;
+}
+
+CpuBackendOptions strict_options() {
+  return CpuBackendOptions{.strict_streams = true};
+}
+
+TEST(CpuBackend, NameDtypeAndDeviceInfo) {
+  auto be = make_cpu_backend(1 << 20);
   EXPECT_EQ(be->name(), "cpu");
   EXPECT_EQ(be->act_dtype(), DType::kF32);
+  const DeviceInfo info = be->device_info();
+  EXPECT_EQ(info.name, "CPU (" + std::to_string(ThreadPool::global().size()) + " threads)");
+  EXPECT_EQ(info.total_bytes, 1u << 20);
+  EXPECT_EQ(info.compute_capability, 0);
+  EXPECT_EQ(info.multiprocessors, static_cast<int>(ThreadPool::global().size()));
+  EXPECT_TRUE(info.driver.empty());
 }
 
 TEST(CpuBackend, AllocationsAreAlignedAndCounted) {
@@ -71,26 +98,52 @@ TEST(CpuBackend, PoisonedAllocationsAreNaN) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(f[i], 0.0f);
 }
 
+TEST(CpuBackend, HostRegisterValidatesItsArguments) {
+  auto be = make_cpu_backend();
+  std::vector<char> mem(4096);
+  EXPECT_OK(be->host_register(mem.data(), mem.size()));
+  EXPECT_EQ(be->host_register(mem.data(), mem.size()).code(),
+            ErrorCode::kInvalidArgument);  // twice
+  EXPECT_EQ(be->host_register(nullptr, 16).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->host_register(mem.data() + 8, 0).code(), ErrorCode::kInvalidArgument);
+  be->host_unregister(mem.data());
+  EXPECT_OK(be->host_register(mem.data(), mem.size()));  // again, once unregistered
+  be->host_unregister(mem.data());
+}
+
 TEST(CpuBackend, CopiesRoundTrip) {
-  auto be = make_cpu_backend(1 << 20);
-  auto s = be->create_stream();
-  ASSERT_TRUE(s.ok());
-  EXPECT_NE(*s, 0);
-  auto dev = be->device_alloc(100 * sizeof(float));
-  auto dev2 = be->device_alloc(100 * sizeof(float));
-  auto pinned = be->host_alloc_pinned(100 * sizeof(float));
-  ASSERT_TRUE(dev.ok() && dev2.ok() && pinned.ok());
-  std::vector<float> src(100), dst(100, -1.0f);
-  for (int i = 0; i < 100; ++i) src[i] = 0.5f * i;
-  ASSERT_TRUE(be->upload_f32(*dev, src.data(), 100, *s).ok());
-  ASSERT_TRUE(be->copy_d2d(*dev2, *dev, 100 * sizeof(float), 0).ok());
-  ASSERT_TRUE(be->copy_d2h(*pinned, *dev2, 100 * sizeof(float), *s).ok());
-  ASSERT_TRUE(be->copy_h2d(*dev, *pinned, 100 * sizeof(float), *s).ok());
-  ASSERT_TRUE(be->download_f32(dst.data(), *dev, 100, 0).ok());
-  EXPECT_EQ(src, dst);
-  be->host_free_pinned(*pinned);
-  be->device_free(*dev);
-  be->device_free(*dev2);
+  for (bool strict : {false, true}) {
+    auto be = make_cpu_backend(
+        CpuBackendOptions{.device_capacity_bytes = 1 << 20, .strict_streams = strict});
+    auto s = be->create_stream();
+    ASSERT_TRUE(s.ok());
+    EXPECT_NE(s->id(), 0);
+    auto ev = be->create_event();
+    ASSERT_TRUE(ev.ok());
+    auto dev = be->device_alloc(100 * sizeof(float));
+    auto dev2 = be->device_alloc(100 * sizeof(float));
+    auto pinned = be->host_alloc_pinned(100 * sizeof(float));
+    ASSERT_TRUE(dev.ok() && dev2.ok() && pinned.ok());
+    std::vector<float> src(100), dst(100, -1.0f);
+    for (int i = 0; i < 100; ++i) src[i] = 0.5f * i;
+    // Each hop on another stream than the last waits for it through an event.
+    ASSERT_OK(be->copy_h2d(*dev, src.data(), 100 * sizeof(float), *s));
+    ASSERT_OK(be->record_event(*ev, *s));
+    ASSERT_OK(be->stream_wait_event(0, *ev));
+    ASSERT_OK(be->copy_d2d(*dev2, *dev, 100 * sizeof(float), 0));
+    ASSERT_OK(be->record_event(*ev, 0));
+    ASSERT_OK(be->stream_wait_event(*s, *ev));
+    ASSERT_OK(be->copy_d2h(*pinned, *dev2, 100 * sizeof(float), *s));
+    ASSERT_OK(be->copy_h2d(*dev, *pinned, 100 * sizeof(float), *s));
+    ASSERT_OK(be->record_event(*ev, *s));
+    ASSERT_OK(be->stream_wait_event(0, *ev));
+    ASSERT_OK(be->copy_d2h(dst.data(), *dev, 100 * sizeof(float), 0));
+    ASSERT_OK(be->synchronize_stream(0));
+    EXPECT_EQ(src, dst) << (strict ? "strict" : "synchronous");
+    be->host_free_pinned(*pinned);
+    be->device_free(*dev);
+    be->device_free(*dev2);
+  }
 }
 
 TEST(CpuBackend, StreamsAndEventsAreValidated) {
@@ -103,16 +156,320 @@ TEST(CpuBackend, StreamsAndEventsAreValidated) {
   EXPECT_TRUE(be->synchronize_event(*e).ok());
   EXPECT_TRUE(be->synchronize_stream(*s).ok());
   EXPECT_TRUE(be->synchronize_stream(0).ok());
-  EXPECT_EQ(be->synchronize_stream(*s + 1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->synchronize_stream(s->id() + 1).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->synchronize_stream(-1).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->record_event(*e + 1, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->record_event(e->id() + 1, 0).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->record_event(*e, 7).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->stream_wait_event(0, -1).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->synchronize_event(*e + 1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->synchronize_event(e->id() + 1).code(), ErrorCode::kInvalidArgument);
   float x = 1.0f;
   EXPECT_EQ(be->copy_h2d(&x, &x, 4, 9).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->copy_h2d(nullptr, &x, 4, 0).code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(be->copy_h2d(nullptr, nullptr, 0, 0).ok());
+  EXPECT_EQ(be->add_inplace(&x, &x, 1, 9).code(), ErrorCode::kInvalidArgument);
+  // An event never recorded counts as complete.
+  auto fresh = be->create_event();
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_OK(be->synchronize_event(*fresh));
+  EXPECT_OK(be->stream_wait_event(*s, *fresh));
+}
+
+TEST(CpuBackend, TensorsMustFitTheirDeviceAllocations) {
+  auto be = make_cpu_backend();
+  auto dev = be->device_alloc(10 * sizeof(float));
+  ASSERT_TRUE(dev.ok());
+  std::vector<float> host(64, 1.0f);
+  // y[3, 4] is 12 floats; its allocation has 10.
+  auto st = be->linear_forward(*dev, host.data(), host.data(), nullptr, 3, 2, 4, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("y needs 48 bytes"), std::string::npos) << st.message();
+  EXPECT_OK(be->linear_forward(*dev, host.data(), host.data(), nullptr, 2, 2, 5, 0));  // exactly 10
+  EXPECT_EQ(be->copy_h2d(static_cast<char*>(*dev) + 8, host.data(), 40, 0).code(),
+            ErrorCode::kInvalidArgument);
+  st = be->rmsnorm_forward(nullptr, nullptr, host.data(), host.data(), 2, 4, 1e-5f, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("out is null"), std::string::npos) << st.message();
+}
+
+// ---- the workspace ----------------------------------------------------------------------------
+
+TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
+  for (bool strict : {false, true}) {
+    auto be = make_cpu_backend(CpuBackendOptions{.strict_streams = strict});
+    const int batch = 2, seq = 40, hq = 4, hkv = 2, d = 8;
+    std::vector<float> q(size_t(batch) * seq * hq * d, 0.5f),
+        kv(size_t(batch) * seq * hkv * d, 0.5f), out(q.size()), lse(size_t(batch) * hq * seq);
+    auto st = be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
+                                    seq, hq, hkv, d, 0);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);  // at the call, also in strict mode
+    EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("none is set"), std::string::npos) << st.message();
+
+    const int n = 5, v = 7;
+    std::vector<float> x(size_t(n) * d, 0.1f), w(size_t(v) * d, 0.1f), losses(n);
+    std::vector<int32_t> labels(n, 1);
+    st = be->lm_head_loss(losses.data(), nullptr, nullptr, x.data(), w.data(), labels.data(), n, d,
+                          v, 0.0f, nullptr, n, 0);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("lm_head_loss: needs"), std::string::npos) << st.message();
+
+    // Sized for a much smaller call: too small, and the message says by how much.
+    ASSERT_OK(set_test_workspace(*be, attention_shapes(1, 2, 1, 1, d)));
+    st = be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch, seq,
+                               hq, hkv, d, 0);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("the one set has"), std::string::npos) << st.message();
+
+    ASSERT_OK(set_test_workspace(*be, attention_shapes(batch, seq, hq, hkv, d)));
+    EXPECT_OK(be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
+                                    seq, hq, hkv, d, 0));
+    EXPECT_OK(be->synchronize_stream(0));          // nothing failed when the queued op ran
+    EXPECT_OK(be->set_workspace(nullptr, 0, {}));  // taken back
+    EXPECT_EQ(be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
+                                    seq, hq, hkv, d, 0)
+                  .code(),
+              ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(CpuBackend, SetWorkspaceChecksSizeAndAlignment) {
+  auto be = make_cpu_backend();
+  const OpShapes shapes = attention_shapes(1, 16, 2, 1, 8);
+  const size_t bytes = be->workspace_bytes(shapes);
+  EXPECT_GT(bytes, 0u);
+  EXPECT_EQ(bytes % 256, 0u);
+  EXPECT_EQ(be->workspace_bytes(OpShapes{}), 0u);
+  // The largest op's need, not the sum: the ops run one at a time.
+  OpShapes both = shapes;
+  both.tokens = 16, both.vocab = 100, both.lm_head_chunk = 16;
+  EXPECT_EQ(be->workspace_bytes(both),
+            std::max(bytes, be->workspace_bytes(lm_head_shapes(16, 8, 100, 16))));
+  auto ws = be->device_alloc(bytes + 256);
+  ASSERT_TRUE(ws.ok());
+  EXPECT_EQ(be->set_workspace(*ws, bytes - 256, shapes).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->set_workspace(static_cast<char*>(*ws) + 64, bytes, shapes).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->set_workspace(nullptr, bytes, shapes).code(), ErrorCode::kInvalidArgument);
+  // Past the end of its device allocation.
+  EXPECT_EQ(be->set_workspace(static_cast<char*>(*ws) + 256, bytes + 256, shapes).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_OK(be->set_workspace(*ws, bytes, shapes));
+}
+
+// ---- strict streams ---------------------------------------------------------------------------
+
+// (a) Stream A copies a buffer that stream 0 writes: without a wait A sees the old contents; with
+// an event recorded after the write and waited on, the new ones, and nothing stream 0 queued after
+// the record.
+TEST(CpuBackendStrict, ReadsAcrossStreamsNeedAWait) {
+  CpuBackend be(strict_options());
+  const size_t bytes = 4 * sizeof(float);
+  auto buf = be.device_alloc(bytes), dst = be.device_alloc(bytes);
+  ASSERT_TRUE(buf.ok() && dst.ok());
+  const std::vector<float> old_data = {1, 2, 3, 4}, new_data = {5, 6, 7, 8},
+                           later_data = {9, 9, 9, 9};
+  ASSERT_OK(be.copy_h2d(*buf, old_data.data(), bytes, 0));
+  ASSERT_OK(be.synchronize_stream(0));
+  auto a = be.create_stream();
+  ASSERT_TRUE(a.ok());
+
+  ASSERT_OK(be.copy_h2d(*buf, new_data.data(), bytes, 0));
+  ASSERT_OK(be.copy_d2d(*dst, *buf, bytes, *a));  // no wait
+  ASSERT_OK(be.synchronize_stream(*a));
+  EXPECT_EQ(peek(*dst, 4), old_data);
+
+  auto written = be.create_event();
+  ASSERT_TRUE(written.ok());
+  ASSERT_OK(be.record_event(*written, 0));
+  ASSERT_OK(be.copy_h2d(*buf, later_data.data(), bytes, 0));  // after the record: not waited for
+  ASSERT_OK(be.stream_wait_event(*a, *written));
+  ASSERT_OK(be.copy_d2d(*dst, *buf, bytes, *a));
+  ASSERT_OK(be.synchronize_stream(*a));
+  EXPECT_EQ(peek(*dst, 4), new_data);
+  EXPECT_EQ(peek(*buf, 4), new_data);  // stream 0 ran up to the record only
+  ASSERT_OK(be.synchronize_stream(0));
+  EXPECT_EQ(peek(*buf, 4), later_data);
+}
+
+// (b) The host sees the results of copies and ops only after it synchronises.
+TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
+  CpuBackend be(strict_options());
+  const int n = 3, in = 4, out = 2;
+  auto x = random_floats(n * in, 1), w = random_floats(out * in, 2);
+  auto dev = be.device_alloc(x.size() * sizeof(float));
+  ASSERT_TRUE(dev.ok());
+  std::vector<float> back(x.size(), -1.0f), y(n * out, -1.0f);
+  ASSERT_OK(be.copy_h2d(*dev, x.data(), x.size() * sizeof(float), 0));
+  ASSERT_OK(be.linear_forward(y.data(), *dev, w.data(), nullptr, n, in, out, 0));
+  auto done = be.create_event();
+  ASSERT_TRUE(done.ok());
+  ASSERT_OK(be.record_event(*done, 0));
+  ASSERT_OK(be.copy_d2h(back.data(), *dev, x.size() * sizeof(float), 0));
+  EXPECT_EQ(y, std::vector<float>(n * out, -1.0f));
+  EXPECT_EQ(back, std::vector<float>(x.size(), -1.0f));
+
+  ASSERT_OK(
+      be.synchronize_event(*done));  // runs the work before the record: the op, not the copy back
+  EXPECT_NE(y, std::vector<float>(n * out, -1.0f));
+  EXPECT_EQ(back, std::vector<float>(x.size(), -1.0f));
+  ASSERT_OK(be.synchronize_stream(0));
+  EXPECT_EQ(back, x);
+
+  // The op computed what the synchronous backend computes.
+  auto sync = make_cpu_backend();
+  std::vector<float> y_sync(n * out);
+  ASSERT_OK(sync->linear_forward(y_sync.data(), x.data(), w.data(), nullptr, n, in, out, 0));
+  EXPECT_EQ(y, y_sync);
+}
+
+// (c) elapsed_s measures the recorded work when it runs, not when it was queued: a host sleep
+// between queueing and synchronising does not count, the work does.
+TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
+  CpuBackend be(strict_options());
+  const int n = 256, d = 256;
+  auto x = random_floats(size_t(n) * d, 3), w = random_floats(size_t(d) * d, 4);
+  std::vector<float> y(size_t(n) * d);
+  auto start = be.create_event(/*timing=*/true), end = be.create_event(/*timing=*/true);
+  ASSERT_TRUE(start.ok() && end.ok());
+  ASSERT_OK(be.record_event(*start, 0));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_OK(be.linear_forward(y.data(), x.data(), w.data(), nullptr, n, d, d, 0));
+  ASSERT_OK(be.record_event(*end, 0));
+  EXPECT_EQ(be.elapsed_s(*start, *end).status().code(),
+            ErrorCode::kInvalidArgument);  // not run yet
+  const double sleep_s = 0.3;
+  std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_OK(be.synchronize_event(*end));
+  const double sync_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto elapsed = be.elapsed_s(*start, *end);
+  ASSERT_TRUE(elapsed.ok()) << elapsed.status().to_string();
+  EXPECT_GT(*elapsed, 0.0);
+  EXPECT_LE(*elapsed, sync_s);   // within the synchronize that ran the work...
+  EXPECT_LT(*elapsed, sleep_s);  // ...and without the host's sleep before it
+}
+
+TEST(CpuBackend, ElapsedTimeOfSynchronousWork) {
+  auto be = make_cpu_backend();
+  auto start = be->create_event(true), end = be->create_event(true), plain = be->create_event();
+  ASSERT_TRUE(start.ok() && end.ok() && plain.ok());
+  EXPECT_EQ(be->elapsed_s(*start, *end).status().code(),
+            ErrorCode::kInvalidArgument);  // never recorded
+  ASSERT_OK(be->record_event(*start, 0));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(50));  // synchronous: the host's time is the stream's
+  ASSERT_OK(be->record_event(*end, 0));
+  ASSERT_OK(be->record_event(*plain, 0));
+  auto elapsed = be->elapsed_s(*start, *end);
+  ASSERT_TRUE(elapsed.ok()) << elapsed.status().to_string();
+  EXPECT_GE(*elapsed, 0.05);
+  EXPECT_LT(*elapsed, 5.0);
+  EXPECT_EQ(be->elapsed_s(*start, *plain).status().code(),
+            ErrorCode::kInvalidArgument);  // no timing
+}
+
+// (d) Destroying a stream runs its work first; destroyed streams and events stay unknown (ids are
+// not reused).
+TEST(CpuBackendStrict, DestroyedStreamsAndEventsAreRejected) {
+  CpuBackend be(strict_options());
+  auto dev = be.device_alloc(4 * sizeof(float));
+  ASSERT_TRUE(dev.ok());
+  const std::vector<float> data = {1, 2, 3, 4};
+  auto s = be.create_stream();
+  ASSERT_TRUE(s.ok());
+  const StreamId sid = s->id();
+  ASSERT_OK(be.copy_h2d(*dev, data.data(), 4 * sizeof(float), sid));
+  s->reset();
+  EXPECT_EQ(peek(*dev, 4), data);  // the queued copy ran before the stream went
+  EXPECT_EQ(be.synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.copy_h2d(*dev, data.data(), 4 * sizeof(float), sid).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.fill_zero(*dev, 16, sid).code(), ErrorCode::kInvalidArgument);
+
+  auto e = be.create_event(true);
+  ASSERT_TRUE(e.ok());
+  const EventId eid = e->id();
+  EXPECT_EQ(be.record_event(eid, sid).code(), ErrorCode::kInvalidArgument);
+  ASSERT_OK(be.record_event(eid, 0));
+  e->reset();
+  EXPECT_EQ(be.record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.synchronize_event(eid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.stream_wait_event(0, eid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.elapsed_s(eid, eid).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_OK(be.synchronize_stream(0));  // the queued record of the destroyed event does nothing
+
+  auto s2 = be.create_stream();
+  auto e2 = be.create_event();
+  ASSERT_TRUE(s2.ok() && e2.ok());
+  EXPECT_NE(s2->id(), sid);
+  EXPECT_NE(e2->id(), eid);
+  Stream moved = std::move(*s2);  // a moved-from handle destroys nothing
+  EXPECT_OK(be.synchronize_stream(moved));
+}
+
+// Token ids and labels are device data: the strict backend checks them when the op runs (here,
+// after the queued upload), and the synchronize that ran a failing op returns its error, then and
+// later, also to streams that waited on it.
+TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
+  CpuBackend be(CpuBackendOptions{.poison_allocations = true, .strict_streams = true});
+  const int n = 4, d = 8, v = 10;
+  ASSERT_OK(set_test_workspace(be, lm_head_shapes(n, d, v, n)));
+  auto ids = be.device_alloc(n * sizeof(int32_t)), labels = be.device_alloc(n * sizeof(int32_t));
+  auto table = be.device_alloc(size_t(v) * d * sizeof(float)),
+       losses = be.device_alloc(n * sizeof(float));
+  ASSERT_TRUE(ids.ok() && labels.ok() && table.ok() && losses.ok());
+  std::vector<float> table_host = random_floats(size_t(v) * d, 5), x(size_t(n) * d);
+  const std::vector<int32_t> ids_host = {3, 9, 0, 3}, bad_labels = {1, -100, 10, 2};
+  ASSERT_OK(be.copy_h2d(*table, table_host.data(), table_host.size() * sizeof(float), 0));
+  // Poisoned (NaN) ids would be out of range if they were checked now.
+  ASSERT_OK(be.copy_h2d(*ids, ids_host.data(), n * sizeof(int32_t), 0));
+  ASSERT_OK(be.embedding_forward(x.data(), static_cast<const int32_t*>(*ids), *table, n, d, 0));
+  ASSERT_OK(be.synchronize_stream(0));
+  for (int j = 0; j < d; ++j) EXPECT_EQ(x[size_t(1) * d + j], table_host[size_t(9) * d + j]);
+
+  ASSERT_OK(be.copy_h2d(*labels, bad_labels.data(), n * sizeof(int32_t), 0));
+  ASSERT_OK(be.lm_head_loss(static_cast<float*>(*losses), nullptr, nullptr, x.data(), *table,
+                            static_cast<const int32_t*>(*labels), n, d, v, 0.0f, nullptr, n,
+                            0));  // queued: ok
+  auto after = be.create_event();
+  auto a = be.create_stream();
+  ASSERT_TRUE(after.ok() && a.ok());
+  ASSERT_OK(be.record_event(*after, 0));
+  ASSERT_OK(be.stream_wait_event(*a, *after));
+  std::vector<float> host(n);
+  ASSERT_OK(be.copy_d2h(host.data(), *losses, n * sizeof(float), *a));
+
+  Status st = be.synchronize_stream(*a);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("waited for work that failed"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("stream 0: lm_head_loss: label 10"), std::string::npos)
+      << st.message();
+  st = be.synchronize_stream(0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("stream 0: lm_head_loss: label 10"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(be.synchronize_stream(0).code(), ErrorCode::kInvalidArgument);  // sticky
+  EXPECT_EQ(be.synchronize_event(*after).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.fill_zero(*losses, 4, 0).code(), ErrorCode::kInvalidArgument);  // no more work on it
+  auto b = be.create_stream();  // other streams go on
+  ASSERT_TRUE(b.ok());
+  EXPECT_OK(be.fill_zero(*losses, 4, *b));
+  EXPECT_OK(be.synchronize_stream(*b));
+}
+
+// Freeing memory runs the queued work first, as cudaFree synchronises the device.
+TEST(CpuBackendStrict, FreeingMemoryRunsTheWorkThatUsesIt) {
+  CpuBackend be(strict_options());
+  const std::vector<float> data = {1, 2, 3, 4};
+  std::vector<float> back(4, 0.0f);
+  auto dev = be.device_alloc(4 * sizeof(float));
+  auto s = be.create_stream();
+  ASSERT_TRUE(dev.ok() && s.ok());
+  ASSERT_OK(be.copy_h2d(*dev, data.data(), 4 * sizeof(float), *s));
+  ASSERT_OK(be.copy_d2h(back.data(), *dev, 4 * sizeof(float), *s));
+  be.device_free(*dev);
+  EXPECT_EQ(back, data);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // loss and every parameter gradient of ../shared/data/golden (float64 PyTorch) within the
 // tolerances its README gives for a float32 CPU implementation. This pins the conventions (rope
 // layout, GQA head mapping, tied heads, q/k/v biases, loss normalisation) that single-op tests
-// cannot.
+// cannot. Each model runs twice: on the synchronous CPU backend and on the strict one, where every
+// op waits in stream 0's queue until the test synchronises (cpu/cpu-streams.h), so results the host
+// reads too early, or buffers that go before their queued ops ran, would show.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,11 +13,13 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "compute/backend.h"
+#include "compute/cpu/cpu-backend.h"
 #include "core/file-util.h"
 #include "model/model-config.h"
 #include "model/safetensors.h"
@@ -41,11 +45,13 @@ double rel_l2(const float* a, const float* ref, size_t n) {
     ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.to_string(); \
   } while (0)
 
-class GoldenModel : public ::testing::TestWithParam<std::string> {};
+// (model folder, strict streams)
+class GoldenModel : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   SPILLWAY_REQUIRE_DATA();
-  const std::string name = GetParam();
+  const std::string name = std::get<0>(GetParam());
+  const bool strict = std::get<1>(GetParam());
   auto cfg_r = ModelConfig::load(::spillway::testing::data_path("models/" + name));
   ASSERT_TRUE(cfg_r.ok()) << cfg_r.status().to_string();
   const ModelConfig& c = *cfg_r;
@@ -111,49 +117,65 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
     return c.attention_bias ? g[L(l, s)].data() : nullptr;
   };
 
-  auto be = make_cpu_backend();
+  // Poisoned: the workspace starts as NaN, so scratch an op reads before writing would show.
+  auto be = make_cpu_backend(CpuBackendOptions{.poison_allocations = true, .strict_streams = strict});
+  OpShapes shapes;
+  shapes.tokens = n, shapes.batch = B, shapes.seq = T, shapes.hidden = D, shapes.heads = hq, shapes.kv_heads = hkv;
+  shapes.head_dim = hd, shapes.intermediate = F, shapes.vocab = V, shapes.lm_head_chunk = 37;
+  const size_t ws_bytes = be->workspace_bytes(shapes);
+  auto ws = be->device_alloc(ws_bytes);
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  OK(be->set_workspace(*ws, ws_bytes, shapes));
+  // Host copies go through the stream (copy_d2d): the strict backend has not run the ops yet.
+  auto copy = [&](Vec* dst, const Vec& src) {
+    dst->resize(src.size());
+    return be->copy_d2d(dst->data(), src.data(), src.size() * sizeof(float), 0);
+  };
   // Saved activations per layer.
   struct Acts {
     Vec x, h1, rstd1, q, k, v, att, lse, x2, h2, rstd2, gate, up, act;
   };
   std::vector<Acts> acts(c.num_layers);
   Vec x(size_t(n) * D);
-  OK(be->embedding_forward(x.data(), ids.data(), p[emb].data(), n, D));
+  // Per-layer temporaries live as long as the queued ops that use them.
+  Vec o(size_t(n) * D), m(size_t(n) * D);
+  OK(be->embedding_forward(x.data(), ids.data(), p[emb].data(), n, D, 0));
   for (int l = 0; l < c.num_layers; ++l) {
     Acts& a = acts[l];
-    a.x = x;
+    OK(copy(&a.x, x));
     a.h1.resize(x.size()), a.rstd1.resize(n);
-    OK(be->rmsnorm_forward(a.h1.data(), a.rstd1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), n, D, c.rms_norm_eps));
+    OK(be->rmsnorm_forward(a.h1.data(), a.rstd1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), n, D, c.rms_norm_eps, 0));
     a.q.resize(size_t(n) * qd), a.k.resize(size_t(n) * kvd), a.v.resize(size_t(n) * kvd);
-    OK(be->linear_forward(a.q.data(), a.h1.data(), p[L(l, "self_attn.q_proj.weight")].data(), bias(l, "self_attn.q_proj.bias"), n, D, qd));
-    OK(be->linear_forward(a.k.data(), a.h1.data(), p[L(l, "self_attn.k_proj.weight")].data(), bias(l, "self_attn.k_proj.bias"), n, D, kvd));
-    OK(be->linear_forward(a.v.data(), a.h1.data(), p[L(l, "self_attn.v_proj.weight")].data(), bias(l, "self_attn.v_proj.bias"), n, D, kvd));
-    OK(be->rope_forward(a.q.data(), B, T, hq, hd, c.rope_theta, rs));
-    OK(be->rope_forward(a.k.data(), B, T, hkv, hd, c.rope_theta, rs));
+    OK(be->linear_forward(a.q.data(), a.h1.data(), p[L(l, "self_attn.q_proj.weight")].data(), bias(l, "self_attn.q_proj.bias"), n, D, qd, 0));
+    OK(be->linear_forward(a.k.data(), a.h1.data(), p[L(l, "self_attn.k_proj.weight")].data(), bias(l, "self_attn.k_proj.bias"), n, D, kvd, 0));
+    OK(be->linear_forward(a.v.data(), a.h1.data(), p[L(l, "self_attn.v_proj.weight")].data(), bias(l, "self_attn.v_proj.bias"), n, D, kvd, 0));
+    OK(be->rope_forward(a.q.data(), B, T, hq, hd, c.rope_theta, rs, 0));
+    OK(be->rope_forward(a.k.data(), B, T, hkv, hd, c.rope_theta, rs, 0));
     a.att.resize(a.q.size()), a.lse.resize(size_t(B) * hq * T);
-    OK(be->attention_forward(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, T, hq, hkv, hd));
-    Vec o(size_t(n) * D);
-    OK(be->linear_forward(o.data(), a.att.data(), p[L(l, "self_attn.o_proj.weight")].data(), nullptr, n, qd, D));
-    a.x2 = a.x;
-    OK(be->add_inplace(a.x2.data(), o.data(), a.x2.size()));
+    OK(be->attention_forward(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, T, hq, hkv, hd, 0));
+    OK(be->linear_forward(o.data(), a.att.data(), p[L(l, "self_attn.o_proj.weight")].data(), nullptr, n, qd, D, 0));
+    OK(copy(&a.x2, a.x));
+    OK(be->add_inplace(a.x2.data(), o.data(), a.x2.size(), 0));
     a.h2.resize(x.size()), a.rstd2.resize(n);
-    OK(be->rmsnorm_forward(a.h2.data(), a.rstd2.data(), a.x2.data(), p[L(l, "post_attention_layernorm.weight")].data(), n, D, c.rms_norm_eps));
+    OK(be->rmsnorm_forward(a.h2.data(), a.rstd2.data(), a.x2.data(), p[L(l, "post_attention_layernorm.weight")].data(), n, D, c.rms_norm_eps, 0));
     a.gate.resize(size_t(n) * F), a.up.resize(size_t(n) * F), a.act.resize(size_t(n) * F);
-    OK(be->linear_forward(a.gate.data(), a.h2.data(), p[L(l, "mlp.gate_proj.weight")].data(), nullptr, n, D, F));
-    OK(be->linear_forward(a.up.data(), a.h2.data(), p[L(l, "mlp.up_proj.weight")].data(), nullptr, n, D, F));
-    OK(be->swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, F));
-    Vec m(size_t(n) * D);
-    OK(be->linear_forward(m.data(), a.act.data(), p[L(l, "mlp.down_proj.weight")].data(), nullptr, n, F, D));
-    x = a.x2;
-    OK(be->add_inplace(x.data(), m.data(), x.size()));
+    OK(be->linear_forward(a.gate.data(), a.h2.data(), p[L(l, "mlp.gate_proj.weight")].data(), nullptr, n, D, F, 0));
+    OK(be->linear_forward(a.up.data(), a.h2.data(), p[L(l, "mlp.up_proj.weight")].data(), nullptr, n, D, F, 0));
+    OK(be->swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, F, 0));
+    OK(be->linear_forward(m.data(), a.act.data(), p[L(l, "mlp.down_proj.weight")].data(), nullptr, n, F, D, 0));
+    OK(copy(&x, a.x2));
+    OK(be->add_inplace(x.data(), m.data(), x.size(), 0));
   }
   Vec hf(x.size()), rstd_f(n), logits(size_t(n) * V), dhf(x.size());
-  OK(be->rmsnorm_forward(hf.data(), rstd_f.data(), x.data(), p["model.norm.weight"].data(), n, D, c.rms_norm_eps));
+  OK(be->rmsnorm_forward(hf.data(), rstd_f.data(), x.data(), p["model.norm.weight"].data(), n, D, c.rms_norm_eps, 0));
   int targets = 0;
   for (int32_t t : labels) targets += t != -100;
-  double loss_sum = 0.0;
-  OK(be->lm_head_loss(&loss_sum, dhf.data(), g[head].data(), hf.data(), p[head].data(), labels.data(), n, D, V, 1.0f / targets, logits.data(), 37));
+  Vec losses(n);
+  OK(be->lm_head_loss(losses.data(), dhf.data(), g[head].data(), hf.data(), p[head].data(), labels.data(), n, D, V, 1.0f / targets, logits.data(), 37, 0));
 
+  OK(be->synchronize_stream(0));
+  double loss_sum = 0.0;
+  for (float t : losses) loss_sum += t;
   Vec ref;
   OK(load(gold, "logits", &ref));
   const double logits_err = rel_l2(logits.data(), ref.data(), ref.size());
@@ -166,28 +188,29 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
 
   // Backward.
   Vec dx(x.size());
-  OK(be->rmsnorm_backward(dx.data(), g["model.norm.weight"].data(), dhf.data(), x.data(), p["model.norm.weight"].data(), rstd_f.data(), n, D, false));
+  Vec dact(size_t(n) * F), dgate(dact.size()), dup(dact.size()), dh2(size_t(n) * D);
+  Vec datt(size_t(n) * qd), dq(datt.size()), dk(size_t(n) * kvd), dv(dk.size()), dh1(size_t(n) * D);
+  OK(be->rmsnorm_backward(dx.data(), g["model.norm.weight"].data(), dhf.data(), x.data(), p["model.norm.weight"].data(), rstd_f.data(), n, D, false, 0));
   for (int l = c.num_layers - 1; l >= 0; --l) {
     Acts& a = acts[l];
     // MLP: x3 = x2 + down(swiglu(gate(h2), up(h2)))
-    Vec dact(size_t(n) * F), dgate(dact.size()), dup(dact.size()), dh2(size_t(n) * D);
-    OK(be->linear_backward(dact.data(), g[L(l, "mlp.down_proj.weight")].data(), nullptr, dx.data(), a.act.data(), p[L(l, "mlp.down_proj.weight")].data(), n, F, D, false));
-    OK(be->swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, F));
-    OK(be->linear_backward(dh2.data(), g[L(l, "mlp.gate_proj.weight")].data(), nullptr, dgate.data(), a.h2.data(), p[L(l, "mlp.gate_proj.weight")].data(), n, D, F, false));
-    OK(be->linear_backward(dh2.data(), g[L(l, "mlp.up_proj.weight")].data(), nullptr, dup.data(), a.h2.data(), p[L(l, "mlp.up_proj.weight")].data(), n, D, F, true));
-    OK(be->rmsnorm_backward(dx.data(), g[L(l, "post_attention_layernorm.weight")].data(), dh2.data(), a.x2.data(), p[L(l, "post_attention_layernorm.weight")].data(), a.rstd2.data(), n, D, true));
+    OK(be->linear_backward(dact.data(), g[L(l, "mlp.down_proj.weight")].data(), nullptr, dx.data(), a.act.data(), p[L(l, "mlp.down_proj.weight")].data(), n, F, D, false, 0));
+    OK(be->swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, F, 0));
+    OK(be->linear_backward(dh2.data(), g[L(l, "mlp.gate_proj.weight")].data(), nullptr, dgate.data(), a.h2.data(), p[L(l, "mlp.gate_proj.weight")].data(), n, D, F, false, 0));
+    OK(be->linear_backward(dh2.data(), g[L(l, "mlp.up_proj.weight")].data(), nullptr, dup.data(), a.h2.data(), p[L(l, "mlp.up_proj.weight")].data(), n, D, F, true, 0));
+    OK(be->rmsnorm_backward(dx.data(), g[L(l, "post_attention_layernorm.weight")].data(), dh2.data(), a.x2.data(), p[L(l, "post_attention_layernorm.weight")].data(), a.rstd2.data(), n, D, true, 0));
     // Attention: x2 = x + o_proj(attn(rope(q(h1)), rope(k(h1)), v(h1)))
-    Vec datt(size_t(n) * qd), dq(datt.size()), dk(size_t(n) * kvd), dv(dk.size()), dh1(size_t(n) * D);
-    OK(be->linear_backward(datt.data(), g[L(l, "self_attn.o_proj.weight")].data(), nullptr, dx.data(), a.att.data(), p[L(l, "self_attn.o_proj.weight")].data(), n, qd, D, false));
-    OK(be->attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(), a.v.data(), a.att.data(), a.lse.data(), B, T, hq, hkv, hd));
-    OK(be->rope_backward(dq.data(), B, T, hq, hd, c.rope_theta, rs));
-    OK(be->rope_backward(dk.data(), B, T, hkv, hd, c.rope_theta, rs));
-    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.q_proj.weight")].data(), dbias(l, "self_attn.q_proj.bias"), dq.data(), a.h1.data(), p[L(l, "self_attn.q_proj.weight")].data(), n, D, qd, false));
-    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.k_proj.weight")].data(), dbias(l, "self_attn.k_proj.bias"), dk.data(), a.h1.data(), p[L(l, "self_attn.k_proj.weight")].data(), n, D, kvd, true));
-    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.v_proj.weight")].data(), dbias(l, "self_attn.v_proj.bias"), dv.data(), a.h1.data(), p[L(l, "self_attn.v_proj.weight")].data(), n, D, kvd, true));
-    OK(be->rmsnorm_backward(dx.data(), g[L(l, "input_layernorm.weight")].data(), dh1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), a.rstd1.data(), n, D, true));
+    OK(be->linear_backward(datt.data(), g[L(l, "self_attn.o_proj.weight")].data(), nullptr, dx.data(), a.att.data(), p[L(l, "self_attn.o_proj.weight")].data(), n, qd, D, false, 0));
+    OK(be->attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(), a.v.data(), a.att.data(), a.lse.data(), B, T, hq, hkv, hd, 0));
+    OK(be->rope_backward(dq.data(), B, T, hq, hd, c.rope_theta, rs, 0));
+    OK(be->rope_backward(dk.data(), B, T, hkv, hd, c.rope_theta, rs, 0));
+    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.q_proj.weight")].data(), dbias(l, "self_attn.q_proj.bias"), dq.data(), a.h1.data(), p[L(l, "self_attn.q_proj.weight")].data(), n, D, qd, false, 0));
+    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.k_proj.weight")].data(), dbias(l, "self_attn.k_proj.bias"), dk.data(), a.h1.data(), p[L(l, "self_attn.k_proj.weight")].data(), n, D, kvd, true, 0));
+    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.v_proj.weight")].data(), dbias(l, "self_attn.v_proj.bias"), dv.data(), a.h1.data(), p[L(l, "self_attn.v_proj.weight")].data(), n, D, kvd, true, 0));
+    OK(be->rmsnorm_backward(dx.data(), g[L(l, "input_layernorm.weight")].data(), dh1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), a.rstd1.data(), n, D, true, 0));
   }
-  OK(be->embedding_backward(g[emb].data(), ids.data(), dx.data(), n, D));
+  OK(be->embedding_backward(g[emb].data(), ids.data(), dx.data(), n, D, 0));
+  OK(be->synchronize_stream(0));
 
   double worst = 0.0;
   std::string worst_key;
@@ -199,16 +222,17 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
     EXPECT_LT(err, 1e-4) << "grad." << key;
     if (err > worst) worst = err, worst_key = key;
   }
-  std::printf("%s: logits rel L2 %.2e, loss %.8f (ref %.8f), worst gradient rel L2 %.2e (%s)\n",
-              name.c_str(), logits_err, loss_sum / targets, ref_loss, worst, worst_key.c_str());
+  std::printf("%s%s: logits rel L2 %.2e, loss %.8f (ref %.8f), worst gradient rel L2 %.2e (%s)\n",
+              name.c_str(), strict ? " (strict streams)" : "", logits_err, loss_sum / targets, ref_loss, worst, worst_key.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenModel,
-                         ::testing::Values("stories260K", "qwen2-tiny", "llama-mha-tiny"),
+                         ::testing::Combine(::testing::Values("stories260K", "qwen2-tiny", "llama-mha-tiny"),
+                                            ::testing::Bool()),
                          [](const auto& info) {
-                           std::string s = info.param;
+                           std::string s = std::get<0>(info.param);
                            for (char& ch : s) if (ch == '-') ch = '_';
-                           return s;
+                           return s + (std::get<1>(info.param) ? "_strict" : "_synchronous");
                          });
 
 }  // namespace
