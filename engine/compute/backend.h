@@ -194,7 +194,7 @@ class Backend {
   // out = rmsnorm(sum) with rstd as rmsnorm_forward. `sum` may alias x.
   virtual Status residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
                                           const void* w, int n, int d, float eps, StreamId stream) = 0;
-  // dx[n, d] (overwrite, or add when accumulate_dx), dw[d] += (fp32). Uses the workspace.
+  // dx[n, d] (overwrite, or add when accumulate_dx), dw[d] += (fp32). May use the workspace.
   virtual Status rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
                                   const float* rstd, int n, int d, bool accumulate_dx, StreamId stream) = 0;
 
@@ -214,7 +214,7 @@ class Backend {
                                const RopeScaling& scaling, StreamId stream) = 0;
 
   // Causal GQA attention. q[b, t, hq, d], k/v[b, t, hkv, d] → out[b, t, hq, d];
-  // lse[b, hq, t] (fp32 log-sum-exp of the scaled scores) saved for backward.
+  // lse[b, hq, t] (fp32 log-sum-exp of the scaled scores) saved for backward. May use the workspace.
   virtual Status attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, int batch,
                                    int seq, int hq, int hkv, int head_dim, StreamId stream) = 0;
   // dq[b, t, hq, d], dk/dv[b, t, hkv, d] (overwrite) from dout and the forward's inputs/outputs.
