@@ -1,0 +1,561 @@
+// GPU self-test and benchmark of compute/cuda/attention.cu and attention-key-bias.cu (no gtest).
+//
+// Build from the repository root (CUDA 12 or 13, an sm_90 GPU), one line:
+// clang-format off
+//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cpu/rope.cpp engine/core/thread-pool.cpp engine/core/status.cpp -o /tmp/attention-bench
+// clang-format on
+// Run: /tmp/attention-bench [--check-only]
+//
+// Checks, on random bf16 inputs, the generic and (head_dim 64/128) flash kernel sets against naive
+// fp32 GPU kernels written independently here: out (relative L2 < 1e-2), lse (max abs < 2e-3),
+// dq, dk, dv (relative L2 < 2e-2); flash against generic; the same bits on a second call. The
+// key-bias gradient against a double-precision reference that takes the other route
+// (db = Σ_j R_jᵀ dk_j with dk in double): relative L2 < 1e-3 over all elements and < 1e-2 over the
+// lowest-frequency quarter of the pairs (where the cancellation is), and db += on a second call.
+// Exit status 1 when any check fails, before the benchmark. Then times the flash kernels at
+// llama2-7b (b=4, t=2048, 32 heads of 128) and qwen2.5-7b (28/4 heads) shapes and prints TFLOPS
+// with forward FLOPs = 4·b·hq·t²·d / 2 (causal half) and fwd+bwd = 3.5 × that, and the key-bias
+// gradient's time at the qwen2.5-7b shape.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "compute/cpu/rope.h"
+#include "compute/cuda/attention-path.cuh"
+#include "compute/cuda/attention.cuh"
+
+using spillway::Status;
+using spillway::cuda::AttentionPath;
+using spillway::cuda::bf16;
+
+#define CHECK_CUDA(stmt)                                                                          \
+  do {                                                                                            \
+    if (cudaError_t e_ = (stmt); e_ != cudaSuccess) {                                             \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #stmt, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+#define CHECK_OK(expr)                                                                                 \
+  do {                                                                                                 \
+    if (Status s_ = (expr); !s_.ok()) {                                                                \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, s_.to_string().c_str());     \
+      std::exit(1);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+namespace {
+
+constexpr int kMaxD = 256;
+
+// A device buffer of n elements, freed on scope exit.
+template <class T>
+struct DeviceBuffer {
+  explicit DeviceBuffer(size_t n) : n(n) { CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    CHECK_CUDA(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void upload(const std::vector<T>& h) { CHECK_CUDA(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+  T* p = nullptr;
+  size_t n;
+};
+
+// ---------------------------------------------------------------------------------------------
+// inputs
+
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+// x[i] ≈ N(0, scale²): the sum of four uniforms, centred and scaled to unit variance.
+__global__ void fill_kernel(bf16* x, size_t n, uint64_t seed, float scale) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int u = 0; u < 4; ++u) s += hash32(seed * 0x9e3779b97f4a7c15ULL + i * 4 + u) * (1.0f / 4294967296.0f);
+  x[i] = __float2bfloat16_rn((s - 2.0f) * 1.7320508f * scale);
+}
+
+void fill(DeviceBuffer<bf16>& x, uint64_t seed, float scale) {
+  fill_kernel<<<static_cast<unsigned>((x.n + 255) / 256), 256>>>(x.p, x.n, seed, scale);
+  CHECK_CUDA(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------------
+// naive fp32 references: one thread per row, straight from the formulas of cpu/attention.h
+
+struct Shape {
+  int batch, seq, hq, hkv, d;
+  __host__ __device__ size_t q_elems() const { return static_cast<size_t>(batch) * seq * hq * d; }
+  __host__ __device__ size_t kv_elems() const { return static_cast<size_t>(batch) * seq * hkv * d; }
+  __host__ __device__ size_t rows() const { return static_cast<size_t>(batch) * hq * seq; }
+};
+
+__device__ float dot_bf16(const bf16* a, const bf16* b, int d) {
+  float s = 0.0f;
+  for (int j = 0; j < d; ++j) s += __bfloat162float(a[j]) * __bfloat162float(b[j]);
+  return s;
+}
+
+// out[b, t, h, :], lse[b, h, t]
+__global__ void ref_forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, Shape sh) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= sh.rows()) return;
+  const int t = static_cast<int>(idx % sh.seq), bh = static_cast<int>(idx / sh.seq);
+  const int b = bh / sh.hq, h = bh % sh.hq, g = h / (sh.hq / sh.hkv), d = sh.d;
+  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const bf16* qr = q + ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
+  auto krow = [&](const bf16* x, int s) { return x + ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d; };
+  float m = -INFINITY;
+  for (int s = 0; s <= t; ++s) m = fmaxf(m, dot_bf16(qr, krow(k, s), d) * scale);
+  float acc[kMaxD] = {}, l = 0.0f;
+  for (int s = 0; s <= t; ++s) {
+    const float p = expf(dot_bf16(qr, krow(k, s), d) * scale - m);
+    l += p;
+    const bf16* vr = krow(v, s);
+    for (int j = 0; j < d; ++j) acc[j] += p * __bfloat162float(vr[j]);
+  }
+  float* o = out + ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
+  for (int j = 0; j < d; ++j) o[j] = acc[j] / l;
+  lse[idx] = m + logf(l);
+}
+
+// delta[b, h, t] = Σ dout · out
+__global__ void ref_delta_kernel(float* delta, const bf16* dout, const float* out, Shape sh) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= sh.rows()) return;
+  const int t = static_cast<int>(idx % sh.seq), bh = static_cast<int>(idx / sh.seq);
+  const int b = bh / sh.hq, h = bh % sh.hq;
+  const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * sh.d;
+  float s = 0.0f;
+  for (int j = 0; j < sh.d; ++j) s += __bfloat162float(dout[off + j]) * out[off + j];
+  delta[idx] = s;
+}
+
+// dq_t = scale · Σ_{s<=t} P_ts (dP_ts − D_t) k_s
+__global__ void ref_dq_kernel(float* dq, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
+                              const float* lse, const float* delta, Shape sh) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= sh.rows()) return;
+  const int t = static_cast<int>(idx % sh.seq), bh = static_cast<int>(idx / sh.seq);
+  const int b = bh / sh.hq, h = bh % sh.hq, g = h / (sh.hq / sh.hkv), d = sh.d;
+  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
+  float acc[kMaxD] = {};
+  for (int s = 0; s <= t; ++s) {
+    const size_t ko = ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
+    const float p = expf(dot_bf16(q + off, k + ko, d) * scale - lse[idx]);
+    const float ds = p * (dot_bf16(dout + off, v + ko, d) - delta[idx]);
+    for (int j = 0; j < d; ++j) acc[j] += ds * __bfloat162float(k[ko + j]);
+  }
+  for (int j = 0; j < d; ++j) dq[off + j] = acc[j] * scale;
+}
+
+// dk_s = scale · Σ_h Σ_{t>=s} dS_ts q_t,  dv_s = Σ_h Σ_{t>=s} P_ts dout_t
+__global__ void ref_dkdv_kernel(float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k,
+                                const bf16* v, const float* lse, const float* delta, Shape sh) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<size_t>(sh.batch) * sh.hkv * sh.seq) return;
+  const int s = static_cast<int>(idx % sh.seq), bg = static_cast<int>(idx / sh.seq);
+  const int b = bg / sh.hkv, g = bg % sh.hkv, group = sh.hq / sh.hkv, d = sh.d;
+  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const size_t ko = ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
+  float acc_k[kMaxD] = {}, acc_v[kMaxD] = {};
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    for (int t = s; t < sh.seq; ++t) {
+      const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
+      const size_t row = (static_cast<size_t>(b) * sh.hq + h) * sh.seq + t;
+      const float p = expf(dot_bf16(q + off, k + ko, d) * scale - lse[row]);
+      const float ds = p * (dot_bf16(dout + off, v + ko, d) - delta[row]);
+      for (int j = 0; j < d; ++j) {
+        acc_k[j] += ds * __bfloat162float(q[off + j]);
+        acc_v[j] += p * __bfloat162float(dout[off + j]);
+      }
+    }
+  }
+  for (int j = 0; j < d; ++j) {
+    dk[ko + j] = acc_k[j] * scale;
+    dv[ko + j] = acc_v[j];
+  }
+}
+
+// Key bias, double precision, by the other route: lse and D per query row, then per key
+// G_s = Σ_h Σ_{t>=s} dS_ts q_t and rot_s = scale · R_sᵀ G_s, then db = Σ_b Σ_s rot_s.
+__global__ void ref_kb_rows_kernel(double* lse, double* delta, const bf16* dout, const bf16* q, const bf16* k,
+                                   const bf16* v, Shape sh) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= sh.rows()) return;
+  const int t = static_cast<int>(idx % sh.seq), bh = static_cast<int>(idx / sh.seq);
+  const int b = bh / sh.hq, h = bh % sh.hq, g = h / (sh.hq / sh.hkv), d = sh.d;
+  const double scale = 1.0f / sqrtf(static_cast<float>(d));
+  const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
+  auto ddot = [&](const bf16* a, const bf16* c) {
+    double x = 0.0;
+    for (int j = 0; j < d; ++j) x += static_cast<double>(__bfloat162float(a[j])) * __bfloat162float(c[j]);
+    return x;
+  };
+  double m = -INFINITY;
+  for (int s = 0; s <= t; ++s) m = fmax(m, ddot(q + off, k + ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d) * scale);
+  double z = 0.0, pdp = 0.0;
+  for (int s = 0; s <= t; ++s) {
+    const size_t ko = ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
+    const double e = exp(ddot(q + off, k + ko) * scale - m);
+    z += e;
+    pdp += e * ddot(dout + off, v + ko);
+  }
+  lse[idx] = m + log(z);
+  delta[idx] = pdp / z;
+}
+
+__global__ void ref_kb_keys_kernel(double* rot, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
+                                   const double* lse, const double* delta, const float* inv_freq, Shape sh) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<size_t>(sh.batch) * sh.hkv * sh.seq) return;
+  const int s = static_cast<int>(idx % sh.seq), bg = static_cast<int>(idx / sh.seq);
+  const int b = bg / sh.hkv, g = bg % sh.hkv, group = sh.hq / sh.hkv, d = sh.d, half = d / 2;
+  const double scale = 1.0f / sqrtf(static_cast<float>(d));
+  const size_t ko = ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
+  auto ddot = [&](const bf16* a, const bf16* c) {
+    double x = 0.0;
+    for (int j = 0; j < d; ++j) x += static_cast<double>(__bfloat162float(a[j])) * __bfloat162float(c[j]);
+    return x;
+  };
+  double G[kMaxD] = {};
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    for (int t = s; t < sh.seq; ++t) {
+      const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
+      const size_t row = (static_cast<size_t>(b) * sh.hq + h) * sh.seq + t;
+      const double p = exp(ddot(q + off, k + ko) * scale - lse[row]);
+      const double ds = p * (ddot(dout + off, v + ko) - delta[row]);
+      for (int j = 0; j < d; ++j) G[j] += ds * __bfloat162float(q[off + j]);
+    }
+  }
+  double* r = rot + idx * d;  // [b, hkv, seq, d]
+  for (int f = 0; f < half; ++f) {
+    const float angle = __fmul_rn(static_cast<float>(s), inv_freq[f]);
+    const double c = static_cast<float>(cos(static_cast<double>(angle)));
+    const double sn = static_cast<float>(sin(static_cast<double>(angle)));
+    r[f] = scale * (c * G[f] + sn * G[f + half]);
+    r[f + half] = scale * (c * G[f + half] - sn * G[f]);
+  }
+}
+
+__global__ void ref_kb_sum_kernel(double* db, const double* rot, Shape sh) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;  // g·d + e
+  if (idx >= sh.hkv * sh.d) return;
+  const int g = idx / sh.d, e = idx % sh.d;
+  double acc = 0.0;
+  for (int b = 0; b < sh.batch; ++b)
+    for (int s = 0; s < sh.seq; ++s) acc += rot[((static_cast<size_t>(b) * sh.hkv + g) * sh.seq + s) * sh.d + e];
+  db[idx] = acc;
+}
+
+unsigned blocks_for(size_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+// ---------------------------------------------------------------------------------------------
+// comparisons
+
+struct Error {
+  double max_abs = 0.0, rel_l2 = 0.0;
+};
+
+template <class T>
+double as_double(T x) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return __bfloat162float(x);
+  } else {
+    return static_cast<double>(x);
+  }
+}
+
+template <class A, class B>
+Error compare(const std::vector<A>& got, const std::vector<B>& want) {
+  double num = 0.0, den = 0.0, mx = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = as_double(got[i]), b = as_double(want[i]);
+    const double diff = std::isfinite(a) ? std::fabs(a - b) : INFINITY;
+    num += diff * diff;
+    den += b * b;
+    mx = std::max(mx, diff);
+  }
+  return {mx, std::sqrt(num / std::max(den, 1e-300))};
+}
+
+int g_failures = 0;
+
+void report(const char* what, const Error& e, double rel_tol, double abs_tol = INFINITY) {
+  const bool ok = e.rel_l2 <= rel_tol && e.max_abs <= abs_tol;
+  if (!ok) ++g_failures;
+  std::printf("    %-34s max_abs %.3e  rel_l2 %.3e  %s\n", what, e.max_abs, e.rel_l2, ok ? "ok" : "FAIL");
+}
+
+template <class T>
+void report_same_bits(const char* what, const DeviceBuffer<T>& a, const std::vector<T>& first) {
+  const std::vector<T> again = a.host();
+  const bool ok = std::memcmp(again.data(), first.data(), first.size() * sizeof(T)) == 0;
+  if (!ok) ++g_failures;
+  std::printf("    %-34s %s\n", what, ok ? "same bits" : "FAIL: bits differ between calls");
+}
+
+const char* path_name(AttentionPath p) { return p == AttentionPath::kFlash ? "flash" : "generic"; }
+
+// ---------------------------------------------------------------------------------------------
+// checks
+
+struct PathOutputs {
+  std::vector<bf16> out, dq, dk, dv;
+  std::vector<float> lse;
+};
+
+void check_attention(const Shape& sh) {
+  std::printf("attention b=%d t=%d hq=%d hkv=%d d=%d\n", sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
+  fill(q, 1, 2.0f);  // scores of a few units: a peaked softmax
+  fill(k, 2, 1.0f);
+  fill(v, 3, 1.0f);
+  fill(dout, 4, 1.0f);
+
+  DeviceBuffer<float> out_ref(sh.q_elems()), lse_ref(sh.rows()), delta_ref(sh.rows());
+  DeviceBuffer<float> dq_ref(sh.q_elems()), dk_ref(sh.kv_elems()), dv_ref(sh.kv_elems());
+  ref_forward_kernel<<<blocks_for(sh.rows(), 128), 128>>>(out_ref.p, lse_ref.p, q.p, k.p, v.p, sh);
+  ref_delta_kernel<<<blocks_for(sh.rows(), 128), 128>>>(delta_ref.p, dout.p, out_ref.p, sh);
+  ref_dq_kernel<<<blocks_for(sh.rows(), 128), 128>>>(dq_ref.p, dout.p, q.p, k.p, v.p, lse_ref.p, delta_ref.p, sh);
+  ref_dkdv_kernel<<<blocks_for(static_cast<size_t>(sh.batch) * sh.hkv * sh.seq, 128), 128>>>(
+      dk_ref.p, dv_ref.p, dout.p, q.p, k.p, v.p, lse_ref.p, delta_ref.p, sh);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> h_out_ref = out_ref.host(), h_lse_ref = lse_ref.host();
+  const std::vector<float> h_dq_ref = dq_ref.host(), h_dk_ref = dk_ref.host(), h_dv_ref = dv_ref.host();
+
+  DeviceBuffer<bf16> out(sh.q_elems()), dq(sh.q_elems()), dk(sh.kv_elems()), dv(sh.kv_elems());
+  DeviceBuffer<float> lse(sh.rows());
+  const size_t scratch_floats = spillway::cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  DeviceBuffer<float> scratch(scratch_floats);
+
+  std::vector<AttentionPath> paths = {AttentionPath::kGeneric};
+  if (sh.d == 64 || sh.d == 128) paths.push_back(AttentionPath::kFlash);
+  std::vector<PathOutputs> results;
+  for (AttentionPath path : paths) {
+    std::printf("  %s\n", path_name(path));
+    auto forward = [&] {
+      CHECK_OK(spillway::cuda::attention_forward_path(path, out.p, lse.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq,
+                                                      sh.hkv, sh.d, nullptr));
+    };
+    auto backward = [&] {
+      CHECK_OK(spillway::cuda::attention_backward_path(path, dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p, lse.p,
+                                                       sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, scratch.p,
+                                                       scratch_floats, nullptr));
+    };
+    forward();
+    backward();
+    CHECK_CUDA(cudaDeviceSynchronize());
+    PathOutputs r{out.host(), dq.host(), dk.host(), dv.host(), lse.host()};
+    report("out vs fp32 reference", compare(r.out, h_out_ref), 1e-2);
+    report("lse vs fp32 reference", compare(r.lse, h_lse_ref), INFINITY, 2e-3);
+    report("dq vs fp32 reference", compare(r.dq, h_dq_ref), 2e-2);
+    report("dk vs fp32 reference", compare(r.dk, h_dk_ref), 2e-2);
+    report("dv vs fp32 reference", compare(r.dv, h_dv_ref), 2e-2);
+    forward();
+    backward();
+    CHECK_CUDA(cudaDeviceSynchronize());
+    report_same_bits("out, second call", out, r.out);
+    report_same_bits("lse, second call", lse, r.lse);
+    report_same_bits("dq, second call", dq, r.dq);
+    report_same_bits("dk, second call", dk, r.dk);
+    report_same_bits("dv, second call", dv, r.dv);
+    results.push_back(std::move(r));
+  }
+  if (results.size() == 2) {
+    std::printf("  flash vs generic\n");
+    report("out", compare(results[1].out, results[0].out), 1e-2);
+    report("dq", compare(results[1].dq, results[0].dq), 2e-2);
+    report("dk", compare(results[1].dk, results[0].dk), 2e-2);
+    report("dv", compare(results[1].dv, results[0].dv), 2e-2);
+  }
+}
+
+void check_key_bias(const Shape& sh, float theta, const spillway::compute::RopeScaling& scaling) {
+  std::printf("key bias b=%d t=%d hq=%d hkv=%d d=%d theta=%g llama3 factor=%g\n", sh.batch, sh.seq, sh.hq, sh.hkv,
+              sh.d, theta, scaling.factor);
+  DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
+  fill(q, 11, 2.0f);
+  fill(k, 12, 1.0f);
+  fill(v, 13, 1.0f);
+  fill(dout, 14, 1.0f);
+  auto inv = spillway::compute::cpu::rope_inv_freq(sh.d, theta, scaling);
+  CHECK_OK(inv.status());
+  DeviceBuffer<float> inv_freq(inv->size());
+  inv_freq.upload(*inv);
+
+  DeviceBuffer<double> lse(sh.rows()), delta(sh.rows()), rot(sh.kv_elems()), db_ref(static_cast<size_t>(sh.hkv) * sh.d);
+  ref_kb_rows_kernel<<<blocks_for(sh.rows(), 128), 128>>>(lse.p, delta.p, dout.p, q.p, k.p, v.p, sh);
+  ref_kb_keys_kernel<<<blocks_for(static_cast<size_t>(sh.batch) * sh.hkv * sh.seq, 64), 64>>>(
+      rot.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, inv_freq.p, sh);
+  ref_kb_sum_kernel<<<blocks_for(static_cast<size_t>(sh.hkv) * sh.d, 128), 128>>>(db_ref.p, rot.p, sh);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<double> want = db_ref.host();
+
+  const size_t scratch_floats = spillway::cuda::attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  DeviceBuffer<float> scratch(scratch_floats), db(static_cast<size_t>(sh.hkv) * sh.d);
+  auto run = [&] {
+    CHECK_OK(spillway::cuda::attention_key_bias_backward(db.p, dout.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq, sh.hkv,
+                                                         sh.d, theta, scaling, scratch.p, scratch_floats, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+  };
+  CHECK_CUDA(cudaMemset(db.p, 0, db.n * sizeof(float)));
+  run();
+  const std::vector<float> got = db.host();
+  report("db vs double reference", compare(got, want), 1e-3);
+  // The lowest-frequency quarter of the pairs, both halves: where Σ_j dS_ij = 0 cancels most.
+  const int half = sh.d / 2;
+  std::vector<float> got_low;
+  std::vector<double> want_low;
+  for (int g = 0; g < sh.hkv; ++g) {
+    for (int f = half - std::max(1, half / 4); f < half; ++f) {
+      for (int e : {f, f + half}) {
+        got_low.push_back(got[static_cast<size_t>(g) * sh.d + e]);
+        want_low.push_back(want[static_cast<size_t>(g) * sh.d + e]);
+      }
+    }
+  }
+  report("db, lowest-frequency pairs", compare(got_low, want_low), 1e-2);
+  // db += on a second call from ones: exactly 1 + (the first result), which also checks determinism.
+  db.upload(std::vector<float>(db.n, 1.0f));
+  run();
+  const std::vector<float> again = db.host();
+  bool same = true;
+  for (size_t i = 0; i < got.size(); ++i) same = same && again[i] == 1.0f + got[i];
+  if (!same) ++g_failures;
+  std::printf("    %-34s %s\n", "db += on a second call", same ? "1 + first result, same bits" : "FAIL");
+}
+
+// ---------------------------------------------------------------------------------------------
+// benchmark
+
+template <class F>
+float time_ms(F&& f, int iters) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  f();  // warm-up
+  CHECK_CUDA(cudaEventRecord(start));
+  for (int i = 0; i < iters; ++i) f();
+  CHECK_CUDA(cudaEventRecord(stop));
+  CHECK_CUDA(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  return ms / iters;
+}
+
+void bench_attention(const Shape& sh, const char* name) {
+  DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
+  DeviceBuffer<bf16> out(sh.q_elems()), dq(sh.q_elems()), dk(sh.kv_elems()), dv(sh.kv_elems());
+  DeviceBuffer<float> lse(sh.rows());
+  const size_t scratch_floats = spillway::cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  DeviceBuffer<float> scratch(scratch_floats);
+  fill(q, 21, 1.0f);
+  fill(k, 22, 1.0f);
+  fill(v, 23, 1.0f);
+  fill(dout, 24, 1.0f);
+  auto forward = [&] {
+    CHECK_OK(spillway::cuda::attention_forward(out.p, lse.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d,
+                                               nullptr));
+  };
+  auto backward = [&] {
+    CHECK_OK(spillway::cuda::attention_backward(dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p, lse.p, sh.batch,
+                                                sh.seq, sh.hq, sh.hkv, sh.d, scratch.p, scratch_floats, nullptr));
+  };
+  const double fwd_flops = 4.0 * sh.batch * sh.hq * static_cast<double>(sh.seq) * sh.seq * sh.d / 2;
+  const float fwd_ms = time_ms(forward, 20);
+  const float bwd_ms = time_ms(backward, 10);
+  std::printf("%-12s b=%d t=%d hq=%d hkv=%d d=%d  forward %.3f ms %.1f TFLOPS  backward %.3f ms  "
+              "fwd+bwd %.3f ms %.1f TFLOPS\n",
+              name, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, fwd_ms, fwd_flops / (fwd_ms * 1e9), bwd_ms,
+              fwd_ms + bwd_ms, 3.5 * fwd_flops / ((fwd_ms + bwd_ms) * 1e9));
+}
+
+void bench_key_bias(const Shape& sh, float theta) {
+  DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
+  fill(q, 31, 1.0f);
+  fill(k, 32, 1.0f);
+  fill(v, 33, 1.0f);
+  fill(dout, 34, 1.0f);
+  const size_t scratch_floats = spillway::cuda::attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  DeviceBuffer<float> scratch(scratch_floats), db(static_cast<size_t>(sh.hkv) * sh.d);
+  CHECK_CUDA(cudaMemset(db.p, 0, db.n * sizeof(float)));
+  const float ms = time_ms(
+      [&] {
+        CHECK_OK(spillway::cuda::attention_key_bias_backward(db.p, dout.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq,
+                                                             sh.hkv, sh.d, theta, {}, scratch.p, scratch_floats,
+                                                             nullptr));
+      },
+      3);
+  std::printf("key bias     b=%d t=%d hq=%d hkv=%d d=%d  %.3f ms\n", sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool check_only = argc > 1 && std::strcmp(argv[1], "--check-only") == 0;
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+
+  const Shape attention_shapes[] = {
+      {1, 2048, 32, 32, 128},  // llama2-7b
+      {2, 1024, 28, 4, 128},   // qwen2.5-7b
+      {2, 37, 6, 2, 16},       // tiny models, a sequence of no whole tile
+      {1, 256, 8, 4, 8},
+      {1, 300, 4, 2, 64},      // flash with a partial last tile
+      {3, 130, 6, 3, 128},
+      {2, 64, 2, 1, 64},       // one tile, group of 2
+      {1, 77, 3, 1, 32},
+      {1, 40, 2, 2, 200},      // generic with a partial column chunk
+  };
+  for (const Shape& sh : attention_shapes) check_attention(sh);
+
+  spillway::compute::RopeScaling llama3;
+  llama3.factor = 8.0f;
+  llama3.low_freq_factor = 1.0f;
+  llama3.high_freq_factor = 4.0f;
+  llama3.original_max_position_embeddings = 64;  // so that the short test sequence crosses the bands
+  check_key_bias({2, 37, 6, 2, 16}, 10000.0f, {});
+  check_key_bias({1, 256, 8, 4, 8}, 10000.0f, {});
+  check_key_bias({1, 300, 4, 2, 64}, 10000.0f, llama3);
+  check_key_bias({1, 512, 28, 4, 128}, 1000000.0f, {});
+
+  if (g_failures > 0) {
+    std::printf("%d check(s) FAILED\n", g_failures);
+    return 1;
+  }
+  std::printf("all checks passed\n");
+  if (check_only) return 0;
+
+  bench_attention({4, 2048, 32, 32, 128}, "llama2-7b");
+  bench_attention({4, 2048, 28, 4, 128}, "qwen2.5-7b");
+  bench_attention({1, 8192, 32, 32, 128}, "llama2-7b");
+  bench_key_bias({1, 2048, 28, 4, 128}, 1000000.0f);
+  return 0;
+}
