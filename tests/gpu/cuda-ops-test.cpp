@@ -1,0 +1,615 @@
+// Every op of the Backend interface on the CUDA backend against the CPU backend (ggml's
+// test-backend-ops): random, non-zero inputs rounded to bf16 and given to both, so the comparison
+// measures the op (its bf16 outputs and its order of summation), not the rounding of its inputs.
+// Tolerances are relative L2 errors: ~1e-2 for bf16 outputs (GEMMs, norms, elementwise), 2e-2 where
+// a bf16 intermediate feeds a long sum (attention backward, the LM head's dW from bf16 dlogits, the
+// key-bias gradient), tighter for fp32 outputs of identical bf16 inputs. Each op also runs twice on
+// the GPU and must give the same bits (determinism). Shapes: tiny (the golden models' odd sizes,
+// head_dim 8 to 64, GQA and MHA) and the llama-7B layer at sequence 2048.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "compute/backend-loader.h"
+#include "compute/backend.h"
+#include "core/dtype.h"
+#include "engine/compute/compute-test-util.h"
+#include "gpu-test-util.h"
+
+namespace spillway::compute {
+namespace {
+
+using gpu_testing::bf16_rounded;
+using gpu_testing::rel_l2;
+using gpu_testing::same_bits;
+using gpu_testing::Side;
+
+struct Shape {
+  const char* name;
+  int batch, seq, hidden, heads, kv_heads, head_dim, intermediate, vocab, chunk;
+  float theta;
+  int tokens() const { return batch * seq; }
+  int q_dim() const { return heads * head_dim; }
+  int kv_dim() const { return kv_heads * head_dim; }
+  OpShapes op_shapes() const {
+    OpShapes s;
+    s.tokens = tokens();
+    s.batch = batch;
+    s.seq = seq;
+    s.hidden = hidden;
+    s.heads = heads;
+    s.kv_heads = kv_heads;
+    s.head_dim = head_dim;
+    s.intermediate = intermediate;
+    s.vocab = vocab;
+    s.lm_head_chunk = chunk;
+    return s;
+  }
+};
+
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.name; }
+
+// The golden models' shapes (stories260K: d 64, head_dim 8, FFN 172; qwen2-tiny: head_dim 16, GQA
+// 6/2; llama-mha-tiny: MHA, head_dim 32), one with head_dim 64, and the llama-7B layer with GQA.
+const Shape kShapes[] = {
+    {"d64_hd8_gqa", 2, 37, 64, 8, 4, 8, 172, 512, 37, 10000.0f},
+    {"d96_hd16_gqa", 3, 29, 96, 6, 2, 16, 172, 300, 16, 1e6f},
+    {"d128_hd32_mha", 1, 64, 128, 4, 4, 32, 172, 1000, 64, 5e5f},
+    {"d128_hd64_gqa", 2, 100, 128, 4, 2, 64, 344, 777, 50, 10000.0f},
+    {"llama7b_s2048", 1, 2048, 4096, 32, 8, 128, 11008, 32000, 1024, 10000.0f},
+};
+
+// bf16 values in [-scale, scale], none near zero.
+std::vector<float> input(size_t n, uint32_t seed, float scale = 1.0f) {
+  return bf16_rounded(testing::random_floats(n, seed, -scale, scale));
+}
+
+// The initial contents of an accumulated output (fp32, small next to what the ops add).
+std::vector<float> accumulator(size_t n, uint32_t seed) {
+  std::vector<float> v = testing::random_floats(n, seed);
+  for (float& x : v) x *= 0.01f;
+  return v;
+}
+
+// What an accumulating op added to `before`.
+std::vector<float> delta(std::vector<float> after, const std::vector<float>& before) {
+  for (size_t i = 0; i < after.size() && i < before.size(); ++i) after[i] -= before[i];
+  return after;
+}
+
+double norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s);
+}
+
+using Outputs = std::map<std::string, std::vector<float>>;
+using OpRun = std::function<Outputs(Side&)>;
+
+class CudaOps : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override {
+    auto cuda = make_backend({.kind = "cuda"});
+    if (!cuda.ok()) GTEST_SKIP() << "no usable CUDA backend: " << cuda.status().to_string();
+    cuda_ = std::move(cuda->backend);
+    cpu_ = make_cpu_backend();
+  }
+
+  // Runs `run` on the CPU and twice on CUDA (fresh buffers each time): every output of CUDA
+  // within tol[output] of the CPU's, and the two CUDA runs bit for bit the same.
+  void compare(const char* op, const OpRun& run, const std::map<std::string, double>& tol) {
+    const OpShapes shapes = GetParam().op_shapes();
+    Outputs ref, a, b;
+    {
+      Side s(*cpu_, shapes);
+      ref = run(s);
+    }
+    {
+      Side s(*cuda_, shapes);
+      a = run(s);
+    }
+    {
+      Side s(*cuda_, shapes);
+      b = run(s);
+    }
+    for (const auto& [key, want] : ref) {
+      auto t = tol.find(key);
+      ASSERT_NE(t, tol.end()) << "no tolerance for " << op << "." << key;
+      const double err = rel_l2(a[key], want);
+      EXPECT_GT(norm(want), 0.0) << op << "." << key << ": the reference is all zero";
+      EXPECT_LT(err, t->second) << op << "." << key;
+      EXPECT_TRUE(same_bits(a[key], b[key])) << op << "." << key << ": two identical runs differ";
+      std::printf("[%s] %s.%s: rel L2 %.2e (tolerance %.0e)\n", GetParam().name, op, key.c_str(), err,
+                  t->second);
+    }
+  }
+
+  std::unique_ptr<Backend> cuda_, cpu_;
+};
+
+TEST_P(CudaOps, Embedding) {
+  const Shape& s = GetParam();
+  const int n = s.tokens(), d = s.hidden, v = s.vocab;
+  const auto table = input(size_t(v) * d, 1);
+  const auto dout = input(size_t(n) * d, 2);
+  const auto dtable0 = accumulator(size_t(v) * d, 3);
+  std::vector<int32_t> ids(n);
+  // Spread over the table, with every fifth token the same id (duplicates sum in token order).
+  for (int i = 0; i < n; ++i) ids[i] = i % 5 == 0 ? 7 % v : int32_t((uint64_t(i) * 7919 + 13) % v);
+  compare("embedding", [&](Side& side) {
+    Backend& be = side.be();
+    Outputs o;
+    int32_t* idd = side.i32(ids);
+    void* out = side.act_zeros(size_t(n) * d);
+    EXPECT_OK(be.embedding_forward(out, idd, side.act(table), n, d, 0));
+    o["forward.out"] = side.get_act(out, size_t(n) * d);
+    float* dt = side.f32(dtable0);
+    EXPECT_OK(be.embedding_backward(dt, idd, side.act(dout), n, d, 0));
+    o["backward.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
+    return o;
+  }, {{"forward.out", 1e-6}, {"backward.dtable", 1e-5}});
+}
+
+TEST_P(CudaOps, RmsNorm) {
+  const Shape& s = GetParam();
+  const int n = s.tokens(), d = s.hidden;
+  const float eps = 1e-5f;
+  const auto x = input(size_t(n) * d, 10), w = input(d, 11), r = input(size_t(n) * d, 12);
+  const auto dout = input(size_t(n) * d, 13), dx0 = input(size_t(n) * d, 14);
+  const auto dw0 = accumulator(d, 15);
+  std::vector<float> rstd(n);  // of x, in double: the backward's input on both sides
+  for (int i = 0; i < n; ++i) {
+    double ss = 0;
+    for (int j = 0; j < d; ++j) ss += double(x[size_t(i) * d + j]) * x[size_t(i) * d + j];
+    rstd[i] = float(1.0 / std::sqrt(ss / d + eps));
+  }
+  compare("rmsnorm", [&](Side& side) {
+    Backend& be = side.be();
+    const size_t nd = size_t(n) * d;
+    Outputs o;
+    void* xd = side.act(x);
+    void* wd = side.act(w);
+    void* out = side.act_zeros(nd);
+    float* rs = side.f32_zeros(n);
+    EXPECT_OK(be.rmsnorm_forward(out, rs, xd, wd, n, d, eps, 0));
+    o["forward.out"] = side.get_act(out, nd);
+    o["forward.rstd"] = side.get_f32(rs, n);
+
+    void* sum = side.act_zeros(nd);
+    EXPECT_OK(be.residual_rmsnorm_forward(sum, out, rs, xd, side.act(r), wd, n, d, eps, 0));
+    o["residual.sum"] = side.get_act(sum, nd);
+    o["residual.out"] = side.get_act(out, nd);
+    o["residual.rstd"] = side.get_f32(rs, n);
+    void* xa = side.act(x);  // sum aliasing x, as the trainer's residual stream does
+    EXPECT_OK(be.residual_rmsnorm_forward(xa, out, rs, xa, side.act(r), wd, n, d, eps, 0));
+    o["residual_alias.sum"] = side.get_act(xa, nd);
+    o["residual_alias.out"] = side.get_act(out, nd);
+
+    float* rsd = side.f32(rstd);
+    void* dx = side.act_zeros(nd);
+    float* dw = side.f32(dw0);
+    EXPECT_OK(be.rmsnorm_backward(dx, dw, side.act(dout), xd, wd, rsd, n, d, false, 0));
+    o["backward.dx"] = side.get_act(dx, nd);
+    o["backward.dw"] = delta(side.get_f32(dw, d), dw0);
+    void* dxa = side.act(dx0);
+    EXPECT_OK(be.rmsnorm_backward(dxa, side.f32(dw0), side.act(dout), xd, wd, rsd, n, d, true, 0));
+    o["backward_accumulate.dx"] = side.get_act(dxa, nd);
+    return o;
+  }, {{"forward.out", 1e-2}, {"forward.rstd", 1e-4}, {"residual.sum", 1e-2}, {"residual.out", 1e-2},
+      {"residual.rstd", 1e-2}, {"residual_alias.sum", 1e-2}, {"residual_alias.out", 1e-2},
+      {"backward.dx", 1e-2}, {"backward.dw", 1e-2}, {"backward_accumulate.dx", 1e-2}});
+}
+
+// The MLP's up projection (hidden -> intermediate, no bias) and the query projection with a bias.
+TEST_P(CudaOps, Linear) {
+  const Shape& s = GetParam();
+  const int n = s.tokens();
+  struct Case {
+    const char* name;
+    int in, out;
+    bool bias;
+  };
+  for (const Case& c : {Case{"up", s.hidden, s.intermediate, false}, Case{"q_bias", s.hidden, s.q_dim(), true}}) {
+    SCOPED_TRACE(c.name);
+    const int in = c.in, out = c.out;
+    const auto x = input(size_t(n) * in, 20), w = input(size_t(out) * in, 21, 1.0f / std::sqrt(float(in)));
+    const auto b = input(out, 22), dy = input(size_t(n) * out, 23), dx0 = input(size_t(n) * in, 24);
+    const auto dw0 = accumulator(size_t(out) * in, 25);
+    const auto db0 = accumulator(out, 26);
+    const std::string p = std::string(c.name) + ".";
+    compare("linear", [&](Side& side) {
+      Backend& be = side.be();
+      Outputs o;
+      void* xd = side.act(x);
+      void* wd = side.act(w);
+      void* dyd = side.act(dy);
+      void* y = side.act_zeros(size_t(n) * out);
+      EXPECT_OK(be.linear_forward(y, xd, wd, c.bias ? side.act(b) : nullptr, n, in, out, 0));
+      o[p + "forward.y"] = side.get_act(y, size_t(n) * out);
+      void* dx = side.act_zeros(size_t(n) * in);
+      float* dw = side.f32(dw0);
+      float* db = c.bias ? side.f32(db0) : nullptr;
+      EXPECT_OK(be.linear_backward(dx, dw, db, dyd, xd, wd, n, in, out, false, 0));
+      o[p + "backward.dx"] = side.get_act(dx, size_t(n) * in);
+      o[p + "backward.dw"] = delta(side.get_f32(dw, size_t(out) * in), dw0);
+      if (c.bias) o[p + "backward.db"] = delta(side.get_f32(db, out), db0);
+      void* dxa = side.act(dx0);
+      EXPECT_OK(be.linear_backward(dxa, side.f32(dw0), nullptr, dyd, xd, wd, n, in, out, true, 0));
+      o[p + "backward_accumulate.dx"] = side.get_act(dxa, size_t(n) * in);
+      float* dw_only = side.f32(dw0);
+      EXPECT_OK(be.linear_backward(nullptr, dw_only, nullptr, dyd, xd, wd, n, in, out, false, 0));
+      o[p + "backward_no_dx.dw"] = delta(side.get_f32(dw_only, size_t(out) * in), dw0);
+      return o;
+    }, {{p + "forward.y", 1e-2}, {p + "backward.dx", 1e-2}, {p + "backward.dw", 1e-3},
+        {p + "backward.db", 1e-3}, {p + "backward_accumulate.dx", 1e-2}, {p + "backward_no_dx.dw", 1e-3}});
+  }
+}
+
+TEST_P(CudaOps, Rope) {
+  const Shape& s = GetParam();
+  const int B = s.batch, T = s.seq;
+  const auto q = input(size_t(B) * T * s.q_dim(), 30), k = input(size_t(B) * T * s.kv_dim(), 31);
+  // Llama-3 scaling with an original context short enough that all three frequency bands occur.
+  RopeScaling llama3{8.0f, 1.0f, 4.0f, T >= 1024 ? 8192 : 100};
+  compare("rope", [&](Side& side) {
+    Backend& be = side.be();
+    Outputs o;
+    using Named = std::pair<const char*, RopeScaling>;
+    for (const auto& [name, sc] : {Named{"plain", RopeScaling{}}, Named{"llama3", llama3}}) {
+      const std::string p = std::string(name) + ".";
+      void* qd = side.act(q);
+      void* kd = side.act(k);
+      EXPECT_OK(be.rope_forward(qd, B, T, s.heads, s.head_dim, s.theta, sc, 0));
+      EXPECT_OK(be.rope_forward(kd, B, T, s.kv_heads, s.head_dim, s.theta, sc, 0));
+      o[p + "forward.q"] = side.get_act(qd, q.size());
+      o[p + "forward.k"] = side.get_act(kd, k.size());
+      void* dq = side.act(q);
+      EXPECT_OK(be.rope_backward(dq, B, T, s.heads, s.head_dim, s.theta, sc, 0));
+      o[p + "backward.dq"] = side.get_act(dq, q.size());
+    }
+    return o;
+  }, {{"plain.forward.q", 1e-2}, {"plain.forward.k", 1e-2}, {"plain.backward.dq", 1e-2},
+      {"llama3.forward.q", 1e-2}, {"llama3.forward.k", 1e-2}, {"llama3.backward.dq", 1e-2}});
+}
+
+TEST_P(CudaOps, Attention) {
+  const Shape& s = GetParam();
+  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd, nl = size_t(B) * hq * T;
+  const auto q = input(nq, 40), k = input(nkv, 41), v = input(nkv, 42), dout = input(nq, 43);
+  // The backward's saved forward outputs, from the CPU and rounded as the GPU's forward stores them.
+  std::vector<float> out_ref, lse_ref;
+  {
+    Side side(*cpu_, s.op_shapes());
+    void* out = side.act_zeros(nq);
+    float* lse = side.f32_zeros(nl);
+    ASSERT_OK(cpu_->attention_forward(out, lse, side.act(q), side.act(k), side.act(v), B, T, hq, hkv, hd, 0));
+    out_ref = bf16_rounded(side.get_act(out, nq));
+    lse_ref = side.get_f32(lse, nl);
+  }
+  compare("attention", [&](Side& side) {
+    Backend& be = side.be();
+    Outputs o;
+    void* qd = side.act(q);
+    void* kd = side.act(k);
+    void* vd = side.act(v);
+    void* out = side.act_zeros(nq);
+    float* lse = side.f32_zeros(nl);
+    EXPECT_OK(be.attention_forward(out, lse, qd, kd, vd, B, T, hq, hkv, hd, 0));
+    o["forward.out"] = side.get_act(out, nq);
+    o["forward.lse"] = side.get_f32(lse, nl);
+    void* dq = side.act_zeros(nq);
+    void* dk = side.act_zeros(nkv);
+    void* dv = side.act_zeros(nkv);
+    EXPECT_OK(be.attention_backward(dq, dk, dv, side.act(dout), qd, kd, vd, side.act(out_ref), side.f32(lse_ref), B,
+                                    T, hq, hkv, hd, 0));
+    o["backward.dq"] = side.get_act(dq, nq);
+    o["backward.dk"] = side.get_act(dk, nkv);
+    o["backward.dv"] = side.get_act(dv, nkv);
+    return o;
+  }, {{"forward.out", 1e-2}, {"forward.lse", 1e-3}, {"backward.dq", 2e-2}, {"backward.dk", 2e-2},
+      {"backward.dv", 2e-2}});
+}
+
+// The qwen2 key bias's gradient, against the CPU's double-precision one (cpu/attention-key-bias.h):
+// a near-total cancellation, so this is the op where summation order shows most.
+TEST_P(CudaOps, AttentionKeyBias) {
+  const Shape& s = GetParam();
+  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd;
+  const auto q = input(nq, 50), k = input(nkv, 51), v = input(nkv, 52), dout = input(nq, 53);
+  const auto db0 = accumulator(size_t(hkv) * hd, 54);
+  compare("attention_key_bias", [&](Side& side) {
+    Outputs o;
+    float* db = side.f32(db0);
+    EXPECT_OK(side.be().attention_key_bias_backward(db, side.act(dout), side.act(q), side.act(k), side.act(v), B, T,
+                                                    hq, hkv, hd, s.theta, RopeScaling{}, 0));
+    o["db"] = delta(side.get_f32(db, db0.size()), db0);
+    return o;
+  }, {{"db", 2e-2}});
+}
+
+TEST_P(CudaOps, SwiGluAndAdd) {
+  const Shape& s = GetParam();
+  const int n = s.tokens(), f = s.intermediate;
+  const size_t nf = size_t(n) * f;
+  const auto gate = input(nf, 60, 4.0f), up = input(nf, 61), dout = input(nf, 62), y0 = input(nf, 63);
+  compare("elementwise", [&](Side& side) {
+    Backend& be = side.be();
+    Outputs o;
+    void* g = side.act(gate);
+    void* u = side.act(up);
+    void* out = side.act_zeros(nf);
+    EXPECT_OK(be.swiglu_forward(out, g, u, n, f, 0));
+    o["swiglu_forward.out"] = side.get_act(out, nf);
+    void* dg = side.act_zeros(nf);
+    void* du = side.act_zeros(nf);
+    EXPECT_OK(be.swiglu_backward(dg, du, side.act(dout), g, u, n, f, 0));
+    o["swiglu_backward.dgate"] = side.get_act(dg, nf);
+    o["swiglu_backward.dup"] = side.get_act(du, nf);
+    void* y = side.act(y0);
+    EXPECT_OK(be.add_inplace(y, u, nf, 0));
+    o["add_inplace.y"] = side.get_act(y, nf);
+    return o;
+  }, {{"swiglu_forward.out", 1e-2}, {"swiglu_backward.dgate", 1e-2}, {"swiglu_backward.dup", 1e-2},
+      {"add_inplace.y", 1e-2}});
+}
+
+TEST_P(CudaOps, LmHeadLoss) {
+  const Shape& s = GetParam();
+  const int n = s.tokens(), d = s.hidden, v = s.vocab;
+  const auto x = input(size_t(n) * d, 70), w = input(size_t(v) * d, 71, 4.0f / std::sqrt(float(d)));
+  const auto dw0 = accumulator(size_t(v) * d, 72);
+  std::vector<int32_t> labels(n);
+  int targets = 0;
+  for (int i = 0; i < n; ++i) {
+    labels[i] = i % 7 == 3 ? -100 : int32_t((uint64_t(i) * 104729 + 17) % v);
+    targets += labels[i] != -100;
+  }
+  const float scale = 1.0f / targets;
+  const bool with_logits = size_t(n) * v <= (size_t(1) << 24);  // the 7B head's would be 262 MB a side
+  std::map<std::string, double> tol = {{"losses", 1e-3}, {"dx", 1e-2}, {"dw", 2e-2}, {"eval.losses", 1e-3}};
+  if (with_logits) tol["logits"] = 1e-3;
+  compare("lm_head_loss", [&](Side& side) {
+    Backend& be = side.be();
+    Outputs o;
+    void* xd = side.act(x);
+    void* wd = side.act(w);
+    int32_t* ld = side.i32(labels);
+    float* losses = side.f32_zeros(n);
+    void* dx = side.act_zeros(size_t(n) * d);
+    float* dw = side.f32(dw0);
+    float* logits = with_logits ? side.f32_zeros(size_t(n) * v) : nullptr;
+    EXPECT_OK(be.lm_head_loss(losses, dx, dw, xd, wd, ld, n, d, v, scale, logits, s.chunk, 0));
+    o["losses"] = side.get_f32(losses, n);
+    o["dx"] = side.get_act(dx, size_t(n) * d);
+    o["dw"] = delta(side.get_f32(dw, size_t(v) * d), dw0);
+    if (with_logits) o["logits"] = side.get_f32(logits, size_t(n) * v);
+    float* eval = side.f32_zeros(n);
+    EXPECT_OK(be.lm_head_loss(eval, nullptr, nullptr, xd, wd, ld, n, d, v, 0.0f, nullptr, s.chunk, 0));
+    o["eval.losses"] = side.get_f32(eval, n);
+    return o;
+  }, tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --- the backend's own machinery ------------------------------------------------------------------
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cuda = make_backend({.kind = "cuda"});
+    if (!cuda.ok()) GTEST_SKIP() << "no usable CUDA backend: " << cuda.status().to_string();
+    be_ = std::move(cuda->backend);
+    reason_ = cuda->reason;
+  }
+  std::unique_ptr<Backend> be_;
+  std::string reason_;
+};
+
+TEST_F(CudaBackendTest, DescribesItsDevice) {
+  const DeviceInfo info = be_->device_info();
+  EXPECT_EQ(be_->name(), "cuda");
+  EXPECT_EQ(be_->act_dtype(), DType::kBF16);
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GE(info.compute_capability, 80);
+  EXPECT_GT(info.multiprocessors, 0);
+  EXPECT_GT(info.total_bytes, 1ull << 30);
+  EXPECT_NE(info.driver.find("CUDA driver"), std::string::npos) << info.driver;
+  EXPECT_EQ(reason_.rfind("cuda: " + info.name, 0), 0u) << reason_;
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_OK(be_->device_memory_info(&free_bytes, &total_bytes));
+  EXPECT_GT(free_bytes, 0u);
+  EXPECT_LE(free_bytes, total_bytes);
+  std::printf("%s; %s\n", reason_.c_str(), info.driver.c_str());
+}
+
+// f32 -> bf16 rounds to nearest even exactly as core/dtype.h (torch's .to(torch.bfloat16)), for
+// ties, subnormals, infinities and the largest floats; bf16 -> f32 is exact; F32 -> F32 copies.
+TEST_F(CudaBackendTest, ConvertRoundTrips) {
+  std::vector<float> h = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f),
+                          1e-40f, -3e-39f, 0x1p-133f, 3.3895314e38f, -3.3895314e38f, INFINITY, -INFINITY, NAN};
+  const auto random = testing::random_floats(1 << 20, 80, -1e4f, 1e4f);
+  h.insert(h.end(), random.begin(), random.end());
+  const size_t n = h.size();
+  Side side(*be_, OpShapes{});
+  float* src = side.f32(h);
+  auto* b16 = static_cast<uint16_t*>(side.alloc(n * 2));
+  float* back = static_cast<float*>(side.alloc(n * 4));
+  float* copy = static_cast<float*>(side.alloc(n * 4));
+  ASSERT_OK(be_->convert(b16, DType::kBF16, src, DType::kF32, n, 0));
+  ASSERT_OK(be_->convert(back, DType::kF32, b16, DType::kBF16, n, 0));
+  ASSERT_OK(be_->convert(copy, DType::kF32, src, DType::kF32, n, 0));
+  std::vector<uint16_t> got16(n);
+  ASSERT_OK(be_->copy_d2h(got16.data(), b16, n * 2, 0));
+  const auto got = side.get_f32(back, n);
+  const auto copied = side.get_f32(copy, n);
+  EXPECT_TRUE(same_bits(copied, h));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(h[i])) {
+      EXPECT_TRUE(std::isnan(bf16_to_f32(got16[i])) && std::isnan(got[i])) << "NaN stays NaN";
+      continue;
+    }
+    const uint16_t want = f32_to_bf16(h[i]);
+    const float want_back = bf16_to_f32(want);
+    if (got16[i] != want || std::memcmp(&got[i], &want_back, 4) != 0) {
+      if (++bad <= 5) ADD_FAILURE() << "element " << i << " = " << h[i] << ": bf16 0x" << std::hex << got16[i]
+                                    << ", want 0x" << want;
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+  Status s = be_->convert(copy, DType::kF16, src, DType::kF32, n, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+}
+
+// A copy on its own stream, ordered before a conversion on the compute stream by an event; ids
+// of destroyed streams and events are reused; timing events measure GPU time.
+TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
+  const size_t n = 16 << 20;  // 64 MB: long enough that a missing wait would read the old contents
+  auto pinned = be_->host_alloc_pinned(n * 4);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
+  float* host = static_cast<float*>(*pinned);
+  for (size_t i = 0; i < n; ++i) host[i] = float(i % 1000) - 500.0f;
+  Side side(*be_, OpShapes{});
+  float* dev = side.f32_zeros(n);
+  auto* b16 = static_cast<uint16_t*>(side.alloc(n * 2));
+
+  auto copy_stream = be_->create_stream();
+  ASSERT_TRUE(copy_stream.ok()) << copy_stream.status().to_string();
+  EXPECT_NE(copy_stream->id(), 0);
+  auto copied = be_->create_event();
+  auto start = be_->create_event(true), end = be_->create_event(true);
+  ASSERT_TRUE(copied.ok() && start.ok() && end.ok());
+  ASSERT_OK(be_->synchronize_event(*copied));  // never recorded: complete
+  ASSERT_OK(be_->record_event(*start, *copy_stream));
+  ASSERT_OK(be_->copy_h2d(dev, host, n * 4, *copy_stream));
+  ASSERT_OK(be_->record_event(*copied, *copy_stream));
+  ASSERT_OK(be_->record_event(*end, *copy_stream));
+  ASSERT_OK(be_->stream_wait_event(0, *copied));
+  ASSERT_OK(be_->convert(b16, DType::kBF16, dev, DType::kF32, n, 0));
+  std::vector<uint16_t> got(n);
+  ASSERT_OK(be_->copy_d2h(got.data(), b16, n * 2, 0));
+  ASSERT_OK(be_->synchronize_stream(0));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += got[i] != f32_to_bf16(host[i]);
+  EXPECT_EQ(bad, 0u) << "the conversion did not wait for the copy";
+
+  auto t = be_->elapsed_s(*start, *end);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_GT(*t, 0.0);
+  EXPECT_LT(*t, 10.0);
+  std::printf("64 MB host-to-device from pinned memory: %.3f ms, %.1f GB/s\n", *t * 1e3, n * 4 / *t / 1e9);
+  Status no_timing = be_->elapsed_s(*copied, *end).status();
+  EXPECT_EQ(no_timing.code(), ErrorCode::kInvalidArgument) << no_timing.to_string();
+  auto unrecorded = be_->create_event(true);
+  ASSERT_TRUE(unrecorded.ok());
+  EXPECT_EQ(be_->elapsed_s(*unrecorded, *end).status().code(), ErrorCode::kInvalidArgument);
+
+  // Destroyed handles free their ids for reuse; a destroyed id is unknown until then.
+  const StreamId sid = copy_stream->id();
+  copy_stream->reset();
+  EXPECT_EQ(be_->synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
+  auto again = be_->create_stream();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), sid);
+  const EventId eid = copied->id();
+  copied->reset();
+  EXPECT_EQ(be_->record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
+  auto again_event = be_->create_event();
+  ASSERT_TRUE(again_event.ok());
+  EXPECT_EQ(again_event->id(), eid);
+  be_->host_free_pinned(host);
+}
+
+// cudaHostRegister'd memory copies both ways.
+TEST_F(CudaBackendTest, HostRegister) {
+  std::vector<float> host = testing::random_floats(1 << 20, 90);
+  std::vector<float> back(host.size());
+  ASSERT_OK(be_->host_register(host.data(), host.size() * 4));
+  ASSERT_OK(be_->host_register(back.data(), back.size() * 4));
+  EXPECT_EQ(be_->host_register(host.data(), host.size() * 4).code(), ErrorCode::kInvalidArgument);
+  Side side(*be_, OpShapes{});
+  float* dev = static_cast<float*>(side.alloc(host.size() * 4));
+  ASSERT_OK(be_->copy_h2d(dev, host.data(), host.size() * 4, 0));
+  ASSERT_OK(be_->copy_d2h(back.data(), dev, back.size() * 4, 0));
+  ASSERT_OK(be_->synchronize_stream(0));
+  EXPECT_TRUE(same_bits(back, host));
+  be_->host_unregister(host.data());
+  be_->host_unregister(back.data());
+}
+
+TEST_F(CudaBackendTest, ErrorsNameTheOpAndTheFix) {
+  auto huge = be_->device_alloc(size_t(1) << 50);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(huge.status().message().find("lower micro_batch_size or seq_len"), std::string::npos)
+      << huge.status().to_string();
+  EXPECT_NE(huge.status().message().find("free"), std::string::npos) << huge.status().to_string();
+  // The failed allocation leaves the backend usable.
+  Side side(*be_, OpShapes{});
+  void* buf = side.alloc(1 << 20);
+  ASSERT_NE(buf, nullptr);
+
+  Status s = be_->rmsnorm_forward(buf, static_cast<float*>(buf), buf, buf, -1, 64, 1e-5f, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("rmsnorm_forward"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("n=-1"), std::string::npos) << s.to_string();
+  s = be_->linear_forward(buf, buf, buf, nullptr, 4, 0, 8, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("in=0"), std::string::npos) << s.to_string();
+  s = be_->add_inplace(buf, nullptr, 16, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  s = be_->swiglu_forward(buf, buf, buf, 4, 8, 99);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown stream 99"), std::string::npos) << s.to_string();
+}
+
+TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
+  // be_ has no workspace yet.
+  auto buf = be_->device_alloc(64 << 20);
+  ASSERT_TRUE(buf.ok());
+  void* p = *buf;
+  float* f = static_cast<float*>(p);
+  Status s = be_->linear_forward(p, p, p, nullptr, 4, 64, 64, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
+  s = be_->rmsnorm_backward(p, f, p, p, p, f, 4, 64, false, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
+
+  OpShapes small;
+  small.tokens = 16;
+  small.batch = 1;
+  small.seq = 16;
+  small.hidden = 64;
+  small.heads = 2;
+  small.kv_heads = 1;
+  small.head_dim = 64;
+  small.intermediate = 128;
+  const size_t bytes = be_->workspace_bytes(small);
+  EXPECT_EQ(bytes % 256, 0u);
+  auto ws = be_->device_alloc(bytes);
+  ASSERT_TRUE(ws.ok());
+  EXPECT_EQ(be_->set_workspace(*ws, bytes - 256, small).code(), ErrorCode::kInvalidArgument);
+  ASSERT_OK(be_->set_workspace(*ws, bytes, small));
+  // Attention over a sequence 4096 times longer than the workspace was sized for (the buffers would
+  // hold it: the check comes first).
+  s = be_->attention_backward(p, p, p, p, p, p, p, p, f, 1, 65536, 2, 1, 64, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("attention_backward"), std::string::npos) << s.to_string();
+  ASSERT_OK(be_->synchronize_stream(0));
+  be_->device_free(*ws);
+  be_->device_free(p);
+}
+
+}  // namespace
+}  // namespace spillway::compute

@@ -1,0 +1,249 @@
+// The three golden cases of ../shared/data/golden (PyTorch in float64) through the StreamingEngine
+// on the CUDA backend, as tests/engine/train/golden-test.cpp runs them on the CPU: logits, loss and
+// every parameter gradient of one forward/backward, and the 4-step AdamW trajectory, within the
+// bf16 GPU tolerances of ../shared/data/README.md (2e-2 relative L2; losses 2e-2 absolute). Each
+// case runs with the whole batch as one micro-batch and checkpoints on the device, and with
+// micro-batches of one sequence and checkpoints in pinned host memory. And the same job twice
+// gives the same bits: step losses and master weights after 3 steps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file-util.h"
+#include "engine/train/golden-util.h"
+#include "gpu-test-util.h"
+#include "test-data.h"
+#include "train/optimizer.h"
+#include "train/streaming-engine.h"
+
+namespace spillway {
+namespace {
+
+using testing::read_f32;
+using testing::read_i32;
+using testing::rel_l2;
+
+// ../shared/data/README.md: a bf16 GPU path's logits and gradients within 2e-2 relative L2, its
+// losses within 2e-2 absolute.
+constexpr double kTol = 2e-2;
+
+struct Golden {
+  std::string name;
+  int B = 0, T = 0;
+  nlohmann::json meta;
+  std::unique_ptr<TensorStore> fb, traj, weights;
+  ParameterLayout layout;
+};
+
+Golden load_golden(const std::string& name) {
+  Golden g;
+  g.name = name;
+  auto meta = read_file(testing::data_path("golden/" + name + "/meta.json"));
+  EXPECT_TRUE(meta.ok()) << meta.status().to_string();
+  g.meta = nlohmann::json::parse(*meta);
+  g.B = g.meta["B"];
+  g.T = g.meta["T"];
+  auto fb = TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
+  auto traj = TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+  auto weights = TensorStore::open(testing::data_path("models/" + name));
+  EXPECT_TRUE(fb.ok() && traj.ok() && weights.ok());
+  g.fb = std::make_unique<TensorStore>(std::move(*fb));
+  g.traj = std::make_unique<TensorStore>(std::move(*traj));
+  g.weights = std::make_unique<TensorStore>(std::move(*weights));
+  auto config = ModelConfig::load(testing::data_path("models/" + name));
+  EXPECT_TRUE(config.ok());
+  g.layout = ParameterLayout::build(*config);
+  return g;
+}
+
+struct Param {
+  std::string model;
+  int micro_batch_size;
+  bool checkpoints_on_device;
+};
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.model << " micro-batch " << p.micro_batch_size << ", checkpoints on the "
+      << (p.checkpoints_on_device ? "device" : "host");
+}
+
+// The model's state and an engine on `backend` (which must outlive it).
+struct Rig {
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<StreamingEngine> engine;
+};
+
+Rig make_rig(const Golden& g, compute::Backend& backend, const Param& p, bool with_optimizer) {
+  Rig r;
+  StreamingConfig cfg;
+  cfg.weight_slots = 2;
+  cfg.micro_batch_size = p.micro_batch_size;
+  cfg.max_micro_batches = g.B / p.micro_batch_size;
+  cfg.seq_len = g.T;
+  cfg.lm_head_chunk = 37;  // odd, so chunk edges are exercised
+  cfg.keep_checkpoints_on_device = p.checkpoints_on_device;
+  cfg.logits_tokens = p.micro_batch_size * g.T;  // forward() hands back the logits (tiny vocabularies)
+  auto state = ModelState::create(g.layout, with_optimizer);
+  EXPECT_TRUE(state.ok()) << state.status().to_string();
+  if (!state.ok()) return r;
+  r.state = std::move(*state);
+  EXPECT_TRUE(r.state->load_weights(*g.weights).ok());
+  auto engine = StreamingEngine::create(backend, *r.state, cfg);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (engine.ok()) r.engine = std::move(*engine);
+  return r;
+}
+
+StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, int B, int T, int mb) {
+  StepBatch b;
+  b.micro_batches = B / mb;
+  b.micro_batch_size = mb;
+  b.seq_len = T;
+  b.input_ids = ids;
+  b.labels = labels;
+  return b;
+}
+
+// Step losses, pre-clip norms and the master weights after `steps` AdamW steps on the golden batches.
+struct Trajectory {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<float>> master;  // per block
+};
+
+Trajectory run_steps(const Golden& g, compute::Backend& backend, const Param& p, int steps) {
+  Trajectory t;
+  Rig rig = make_rig(g, backend, p, true);
+  if (!rig.engine) return t;
+  const auto& h = g.meta["adamw"];
+  AdamWConfig cfg;
+  cfg.beta1 = h["beta1"];
+  cfg.beta2 = h["beta2"];
+  cfg.eps = h["eps"];
+  cfg.weight_decay = h["weight_decay"];
+  Optimizer opt(*rig.state, cfg, h["clip_grad_norm"].get<double>());
+  rig.engine->set_weight_gate([&](size_t b) { opt.wait_block(b); });
+  struct Ungate {  // the engine outlives `opt`
+    StreamingEngine& e;
+    ~Ungate() { e.set_weight_gate(nullptr); }
+  } ungate{*rig.engine};
+  for (int step = 0; step < steps; ++step) {
+    const auto ids = read_i32(*g.traj, "batch" + std::to_string(step) + ".input_ids");
+    const auto labels = read_i32(*g.traj, "batch" + std::to_string(step) + ".labels");
+    auto r = rig.engine->forward_backward(batch_of(ids, labels, g.B, g.T, p.micro_batch_size));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return t;
+    t.losses.push_back(r->loss());
+    t.norms.push_back(opt.begin_step(h["lr"].get<double>()).grad_norm);
+  }
+  opt.wait_all();
+  EXPECT_TRUE(opt.status().ok()) << opt.status().to_string();
+  for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+    const float* m = rig.state->master(b);
+    t.master.emplace_back(m, m + g.layout.blocks()[b].numel);
+  }
+  return t;
+}
+
+class GoldenGpu : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    SPILLWAY_REQUIRE_DATA();
+    auto cuda = compute::make_backend({.kind = "cuda"});
+    if (!cuda.ok()) GTEST_SKIP() << "no usable CUDA backend: " << cuda.status().to_string();
+    backend_ = std::move(cuda->backend);
+    g_ = load_golden(GetParam().model);
+  }
+  std::unique_ptr<compute::Backend> backend_;
+  Golden g_;
+};
+
+TEST_P(GoldenGpu, LogitsLossAndGradients) {
+  Rig rig = make_rig(g_, *backend_, GetParam(), false);
+  ASSERT_TRUE(rig.engine);
+  const auto ids = read_i32(*g_.fb, "input_ids");
+  const auto labels = read_i32(*g_.fb, "labels");
+  const StepBatch batch = batch_of(ids, labels, g_.B, g_.T, GetParam().micro_batch_size);
+  const double ref_loss = g_.meta["loss"].get<double>();
+
+  const auto ref_logits = read_f32(*g_.fb, "logits");
+  std::vector<float> logits(ref_logits.size());
+  auto fwd = rig.engine->forward(batch, logits.data());
+  ASSERT_TRUE(fwd.ok()) << fwd.status().to_string();
+  const double logits_err = rel_l2(logits.data(), ref_logits.data(), logits.size());
+  EXPECT_LT(logits_err, kTol) << "logits";
+  EXPECT_NEAR(fwd->loss(), ref_loss, kTol);
+
+  auto r = rig.engine->forward_backward(batch);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_NEAR(r->loss(), ref_loss, kTol);
+  double sq = 0, worst = 0;
+  std::string worst_name;
+  for (size_t b = 0; b < g_.layout.num_blocks(); ++b) {
+    for (const ParamView& p : g_.layout.blocks()[b].params) {
+      const auto ref = read_f32(*g_.fb, "grad." + p.name);
+      ASSERT_EQ(ref.size(), p.numel) << p.name;
+      const float* grad = rig.state->grad(b) + p.offset;
+      const double err = rel_l2(grad, ref.data(), p.numel);
+      EXPECT_LT(err, kTol) << "grad." << p.name;
+      if (err > worst) worst = err, worst_name = p.name;
+      for (size_t i = 0; i < p.numel; ++i) sq += double(grad[i]) * grad[i];
+    }
+  }
+  const double ref_norm = g_.meta["grad_norm"].get<double>();
+  EXPECT_NEAR(std::sqrt(sq), ref_norm, kTol * ref_norm);
+  std::printf("%s mb%d: logits rel L2 %.2e, loss %.6f (ref %.6f), worst gradient rel L2 %.2e (%s)\n",
+              g_.name.c_str(), GetParam().micro_batch_size, logits_err, r->loss(), ref_loss, worst,
+              worst_name.c_str());
+}
+
+TEST_P(GoldenGpu, AdamWTrajectory) {
+  const int steps = g_.meta["adamw"]["steps"];
+  const Trajectory t = run_steps(g_, *backend_, GetParam(), steps);
+  ASSERT_EQ(t.losses.size(), size_t(steps));
+  for (int step = 0; step < steps; ++step) {
+    const double want = g_.meta["step_losses"][step].get<double>();
+    EXPECT_NEAR(t.losses[step], want, kTol) << "step " << step + 1;
+    std::printf("%s mb%d step %d: loss %.6f (ref %.6f), grad norm %.6f (ref %.6f)\n", g_.name.c_str(),
+                GetParam().micro_batch_size, step + 1, t.losses[step], want, t.norms[step],
+                g_.meta["step_grad_norms_before_clip"][step].get<double>());
+  }
+}
+
+// The same job twice: bit-identical step losses and master weights (no atomics whose order
+// changes results, fixed cuBLASLt algorithms, the CPU AdamW per element).
+TEST_P(GoldenGpu, Deterministic) {
+  const Trajectory a = run_steps(g_, *backend_, GetParam(), 3);
+  const Trajectory b = run_steps(g_, *backend_, GetParam(), 3);
+  ASSERT_EQ(a.losses.size(), 3u);
+  ASSERT_EQ(b.losses.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(std::memcmp(&a.losses[step], &b.losses[step], sizeof(double)), 0)
+        << "step " << step + 1 << ": " << a.losses[step] << " vs " << b.losses[step];
+  }
+  ASSERT_EQ(a.master.size(), b.master.size());
+  for (size_t blk = 0; blk < a.master.size(); ++blk) {
+    EXPECT_TRUE(gpu_testing::same_bits(a.master[blk], b.master[blk])) << "block " << blk << "'s weights differ";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GoldenGpu,
+                         ::testing::Values(Param{"stories260K", 4, true}, Param{"stories260K", 1, false},
+                                           Param{"qwen2-tiny", 3, true}, Param{"qwen2-tiny", 1, false},
+                                           Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, false}),
+                         [](const auto& info) {
+                           std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
+                                           (info.param.checkpoints_on_device ? "_device" : "_host");
+                           for (char& c : n) {
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace spillway
