@@ -5,6 +5,7 @@
 #include <numeric>
 #include <random>
 
+#include "compute/backend-loader.h"
 #include "data/batch-iterator.h"
 #include "model/safetensors.h"
 #include "train/export.h"
@@ -12,19 +13,22 @@
 namespace spillway {
 
 Result<std::unique_ptr<InferenceSession>> InferenceSession::open(const std::string& model_dir, int max_seq, int batch,
-                                                                 uint64_t device_memory_bytes) {
+                                                                 uint64_t device_memory_bytes, const std::string& backend) {
   auto s = std::make_unique<InferenceSession>();
   SPW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(model_dir));
   SPW_ASSIGN_OR_RETURN(s->tokenizer_, load_model_tokenizer(model_dir));
   SPW_ASSIGN_OR_RETURN(s->state_, ModelState::create(ParameterLayout::build(config), false));
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(model_dir));
   SPW_RETURN_IF_ERROR(s->state_->load_weights(weights));
-  s->backend_ = compute::make_cpu_backend(device_memory_bytes);
+  SPW_ASSIGN_OR_RETURN(compute::BackendChoice choice, compute::make_backend({backend, device_memory_bytes}));
+  s->backend_ = std::move(choice.backend);
+  s->backend_description_ = std::move(choice.reason);
   s->max_seq_ = max_seq;
   s->batch_ = batch;
   StreamingConfig sc;
   sc.micro_batch_size = batch;
   sc.seq_len = max_seq;
+  sc.logits_tokens = max_seq;  // logits() runs one sequence
   SPW_ASSIGN_OR_RETURN(s->engine_, StreamingEngine::create(*s->backend_, *s->state_, sc));
   return s;
 }

@@ -42,11 +42,16 @@ Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, 
 class InferenceSession {
  public:
   // Loads `model_dir` (config.json, safetensors, tokenizer) for sequences up to `max_seq` tokens,
-  // in micro-batches of `batch` sequences.
+  // in micro-batches of `batch` sequences, on the backend `backend` names ("auto", "cpu", "cuda";
+  // compute/backend-loader.h, whose errors pass through). The device holds one sequence's logits,
+  // [max_seq, vocab] fp32, for logits() and generate().
   static Result<std::unique_ptr<InferenceSession>> open(const std::string& model_dir, int max_seq, int batch = 1,
-                                                        uint64_t device_memory_bytes = 0);
+                                                        uint64_t device_memory_bytes = 0,
+                                                        const std::string& backend = "auto");
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Which backend runs the session, on what, and for "auto" why (BackendChoice::reason).
+  const std::string& backend_description() const { return backend_description_; }
   const ModelConfig& config() const { return state_->config(); }
 
   // Mean loss of `ds` (sequences of at most max_seq tokens).
@@ -59,6 +64,7 @@ class InferenceSession {
  private:
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<compute::Backend> backend_;
+  std::string backend_description_;
   std::unique_ptr<ModelState> state_;
   std::unique_ptr<StreamingEngine> engine_;
   int max_seq_ = 0, batch_ = 1;

@@ -114,10 +114,16 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   sc.micro_batch_size = job.micro_batch_size;
   sc.max_micro_batches = job.grad_accum;
   sc.seq_len = job.seq_len;
-  const size_t act = machine.backend == "cuda" ? 2 : 4;
-  const uint64_t hbm_fixed = StreamingEngine::required_device_bytes(layout, sc, act);
-  const uint64_t slots = static_cast<uint64_t>(job.weight_slots) * layout.max_block_numel() * act;
-  const uint64_t grads_dev = (config.tie_word_embeddings ? 3 : 2) * layout.max_block_numel() * 4;
+  const DType act_dtype = machine.backend == "cuda" ? DType::kBF16 : DType::kF32;
+  const size_t act = dtype_size(act_dtype);
+  // The backend's workspace is not known without a backend: its bulk is the LM head's logits chunk
+  // and their gradient, [lm_head_chunk, vocab] fp32 each.
+  const uint64_t backend_ws = 2 * std::min<uint64_t>(sc.lm_head_chunk, static_cast<uint64_t>(job.micro_batch_size) * job.seq_len) *
+                              config.vocab_size * sizeof(float);
+  const DeviceMemoryPlan hbm = StreamingEngine::plan_device_memory(layout, sc, act_dtype, backend_ws);
+  const uint64_t hbm_fixed = hbm.fixed_bytes();
+  const uint64_t slots = hbm.weight_slot_bytes;
+  const uint64_t grads_dev = hbm.gradient_bytes;
   const uint64_t tokens_mb = static_cast<uint64_t>(job.micro_batch_size) * job.seq_len;
   const uint64_t ckpt = (static_cast<uint64_t>(config.num_layers) + 2) * job.grad_accum * tokens_mb * config.hidden_size * act;
   const uint64_t device_cap = job.device_memory_bytes ? job.device_memory_bytes : machine.device_total_bytes;
@@ -128,7 +134,7 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   const bool opt_ssd = placement.optimizer_on_ssd, master_ssd = placement.master_on_ssd;
   nlohmann::json tiers;
   tiers["hbm"]["categories"] = {{"weights_bytes", slots}, {"gradients_bytes", grads_dev},
-                                {"workspace_bytes", hbm_fixed - slots - grads_dev},
+                                {"workspace_bytes", hbm.workspace_bytes},
                                 {"checkpoints_bytes", ckpt_on_device ? ckpt : 0}};
   tiers["hbm"]["needed_bytes"] = hbm_fixed + (ckpt_on_device ? ckpt : 0);
   tiers["hbm"]["total_bytes"] = device_cap;

@@ -1,373 +1,257 @@
+// The step: setup of the device arena and the engine's parts, and the layer-major pass over them.
 #include "train/streaming-engine.h"
-
-#include "tiers/device-arena.h"
-#include "tiers/host-pool.h"
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tiers/device-arena.h"
+#include "tiers/host-pool.h"
+#include "train/activation-store.h"
+#include "train/block-math.h"
+#include "train/weight-slots.h"
 
 namespace spillway {
 
 using compute::Backend;
-using compute::EventId;
 using compute::StreamId;
+using Access = ActivationStore::Access;
 
 namespace {
 
 constexpr size_t kDeviceAlign = 256;
-size_t align_bytes(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
+uint64_t aligned(uint64_t bytes) { return (bytes + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
 
-// Bytes of the per-micro-batch workspace for `tokens` tokens of one layer.
-struct WorkspaceShape {
-  size_t h, qd, kvd, f, tokens, lse;
-  size_t act_elems() const { return tokens * (10 * h + 4 * qd + 4 * kvd + 6 * f); }
-  size_t f32_elems() const { return 2 * tokens + lse; }
-};
+// Timeline spans a step can record: per block at most an upload for the forward and one for the
+// backward, a forward and a backward compute span and a gradient download (5 · (L + 2) covers the
+// tied head's second upload of the embedding, since the embedding's backward needs no weights).
+constexpr size_t kSpansPerBlock = 5;
 
-WorkspaceShape workspace_shape(const ModelConfig& c, const StreamingConfig& s) {
-  const size_t tokens = static_cast<size_t>(s.micro_batch_size) * s.seq_len;
-  return {static_cast<size_t>(c.hidden_size), static_cast<size_t>(c.q_dim()), static_cast<size_t>(c.kv_dim()),
-          static_cast<size_t>(c.intermediate_size), tokens, static_cast<size_t>(c.num_heads) * tokens};
+int tokens_per_micro_batch(const StreamingConfig& c) { return c.micro_batch_size * c.seq_len; }
+size_t tokens_per_step(const StreamingConfig& c) {
+  return static_cast<size_t>(c.max_micro_batches) * tokens_per_micro_batch(c);
+}
+int gradient_buffers(const ModelConfig& c) { return c.tie_word_embeddings ? 3 : 2; }
+// One activation buffer: [micro-batch tokens, hidden] of `act`.
+uint64_t activation_bytes(const ModelConfig& m, const StreamingConfig& c, DType act) {
+  return aligned(static_cast<uint64_t>(tokens_per_micro_batch(c)) * m.hidden_size * dtype_size(act));
+}
+// The step's ids and labels ([max tokens] int32 each) and per-token losses ([max tokens] fp32).
+uint64_t step_io_bytes(const StreamingConfig& c) { return 3 * aligned(tokens_per_step(c) * 4); }
+// A micro-batch's logits for forward(), [logits_tokens, vocab] fp32.
+uint64_t logits_bytes(const ModelConfig& m, const StreamingConfig& c) {
+  return aligned(static_cast<uint64_t>(c.logits_tokens) * m.vocab_size * sizeof(float));
 }
 
 }  // namespace
 
-uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
-                                                size_t act_bytes) {
-  const ModelConfig& c = layout.config();
-  const WorkspaceShape ws = workspace_shape(c, config);
-  const int grad_buffers = c.tie_word_embeddings ? 3 : 2;
-  return config.weight_slots * align_bytes(layout.max_block_numel() * act_bytes) +
-         grad_buffers * align_bytes(layout.max_block_numel() * sizeof(float)) + align_bytes(ws.act_elems() * act_bytes) +
-         align_bytes(ws.f32_elems() * sizeof(float)) + 8 * kDeviceAlign;
+compute::OpShapes StreamingEngine::op_shapes(const ModelConfig& model, const StreamingConfig& config) {
+  return BlockMath::op_shapes(model, config.micro_batch_size, config.seq_len, config.lm_head_chunk);
 }
 
-// An activation buffer [tokens, hidden] of one micro-batch: on the device, or in pinned host
-// memory and staged through a device buffer when used.
-struct ActBuf {
-  void* dev = nullptr;
-  void* host = nullptr;
+DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layout, const StreamingConfig& config,
+                                                     DType act, uint64_t backend_workspace_bytes) {
+  const ModelConfig& c = layout.config();
+  DeviceMemoryPlan p;
+  p.weight_slot_bytes =
+      WeightSlots::slot_bytes(layout, config.weight_slots, act) + WeightSlots::staging_bytes(layout, act);
+  p.gradient_bytes = gradient_buffers(c) * aligned(layout.max_block_numel() * sizeof(float));
+  p.backend_workspace_bytes = aligned(backend_workspace_bytes);
+  p.workspace_bytes = BlockMath::scratch_bytes(c, tokens_per_micro_batch(config), act) +
+                      ActivationStore::staging_bytes(activation_bytes(c, config, act)) + step_io_bytes(config) +
+                      logits_bytes(c, config) + p.backend_workspace_bytes;
+  return p;
+}
+
+uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
+                                                const compute::Backend& backend) {
+  const uint64_t ws = backend.workspace_bytes(op_shapes(layout.config(), config));
+  return plan_device_memory(layout, config, backend.act_dtype(), ws).fixed_bytes();
+}
+
+// A device buffer of fp32 weight gradients, [max block numel], accumulated over a step's
+// micro-batches and then downloaded into the block's host gradient.
+struct GradBuffer {
+  float* ptr = nullptr;
+  compute::Event computed;    // compute has finished accumulating into it
+  compute::Event downloaded;  // its download to the host has finished: it may be zeroed again
 };
 
 struct StreamingEngine::Impl {
   Backend& be;
   ModelState& st;
-  StreamingConfig cfg;
-  TierCounters* counters;
+  const StreamingConfig cfg;
   const ParameterLayout& layout;
   const ModelConfig& mc;
-  size_t act;  // bytes per activation element
-  const compute::RopeScaling rs;  // Llama-3 rope scaling of the model (factor 0: none)
-  StreamingEngine* owner = nullptr;
+  const DType act;
+  LinkTraffic traffic;
+  DeviceMemoryPlan plan;
+  SpanSink sink;
+  std::function<double()> clock;
+  std::vector<void*> registered;  // host memory registered with the backend
 
-  StreamId copy_stream = 0, d2h_stream = 0;
-  // The device arena holds every device buffer (weight slots, gradients, workspace, the
-  // checkpoints that fit); checkpoints that do not fit go to pinned host slabs. Both count their
-  // bytes in `counters` by tier and category.
+  // Every op runs on `compute`; weights go up on `h2d`, gradients and losses come down on `d2h`;
+  // the activation store copies host checkpoints on `act_h2d` and `act_d2h`.
+  compute::Stream compute, h2d, d2h, act_h2d, act_d2h;
+  compute::Event inputs_ready, losses_ready;
+  std::vector<compute::Event> joins;  // one per copy stream: the step's end waits for them all
   std::unique_ptr<DeviceArena> arena;
   std::unique_ptr<HostPool> pool;
-  std::vector<HostRegion> host_regions;  // after `pool`: released before it
-  int reservations = 0;
+  HostRegion host_tokens;  // [2, max step tokens] int32, pinned: ids, then labels
+  HostRegion host_losses;  // [max step tokens] fp32, pinned
+  int32_t* dev_ids = nullptr;     // [max step tokens] int32
+  int32_t* dev_labels = nullptr;  // [max step tokens] int32
+  float* dev_losses = nullptr;    // [max step tokens] fp32
+  float* dev_logits = nullptr;    // [logits_tokens, vocab] fp32
+  bool workspace_set = false;
+  SpanRecorder timeline;
+  std::unique_ptr<WeightSlots> weights;
+  std::unique_ptr<ActivationStore> acts;
+  std::optional<BlockMath> math;
+  std::vector<GradBuffer> grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
 
-  struct Slot {
-    void* ptr = nullptr;
-    long block = -1;
-    uint64_t version = 0;
-    uint64_t last_use = 0;
-    bool pinned = false;
-    EventId ready = 0, free = 0;
-  };
-  std::vector<Slot> slots;
-  uint64_t version = 1, tick = 0;
+  Impl(Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
+      : be(b), st(s), cfg(c), layout(s.layout()), mc(s.config()), act(b.act_dtype()) {
+    traffic.counters = counters;
+  }
 
-  struct GradBuf {
-    float* ptr = nullptr;
-    EventId done = 0;
-  };
-  std::vector<GradBuf> grads;
-  int next_grad = 0;
+  ~Impl() {
+    // Nothing may still be reading or writing memory that is freed or unregistered below (a step
+    // that failed half-way can leave work in flight).
+    for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)be.synchronize_stream(s);
+    if (workspace_set) (void)be.set_workspace(nullptr, 0, compute::OpShapes{});  // it lies in the arena
+    for (void* p : registered) be.host_unregister(p);
+  }
 
-  // Workspace views (act dtype unless noted).
-  char* ws_act = nullptr;
-  float* ws_f32 = nullptr;
-  void *xn, *x2, *xn2, *o, *y, *dxn, *dxn2, *dx2, *stage_a, *stage_b;
-  void *q, *att, *dq, *datt, *k, *v, *dk, *dv, *g, *u, *a, *dg, *du, *da;
-  float *rstd1, *rstd2, *lse;
+  std::vector<StreamId> copy_streams() const { return {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}; }
 
-  std::vector<ActBuf> chk;  // [(layer 0..L) · M + m]: input of layer l (l = L: of the head)
-  std::vector<ActBuf> dy;   // [M]: gradient flowing down, per micro-batch
-
-  Impl(Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* k)
-      : be(b),
-        st(s),
-        cfg(c),
-        counters(k),
-        layout(s.layout()),
-        mc(s.config()),
-        act(dtype_size(b.act_dtype())),
-        rs{mc.rope_scaling_factor, mc.rope_low_freq_factor, mc.rope_high_freq_factor, mc.rope_original_max_position} {}
-
-  Result<void*> dev_alloc(size_t bytes, Category cat) {
-    return arena->reserve(std::string(category_name(cat)) + "." + std::to_string(reservations++), bytes, cat);
+  Result<void*> reserve(const std::string& name, uint64_t bytes, Category category) {
+    return arena->reserve(name, bytes, category);
   }
 
   Status setup() {
     if (cfg.weight_slots < 2) return invalid_argument("streaming: weight_slots must be at least 2");
-    if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1)
-      return invalid_argument("streaming: micro_batch_size, micro-batches and seq_len must be positive");
+    if (cfg.logits_tokens < 0) return invalid_argument("streaming: logits_tokens must not be negative");
+    if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 || cfg.lm_head_chunk < 1)
+      return invalid_argument("streaming: micro_batch_size, micro-batches, seq_len and lm_head_chunk must be positive");
+    // Pinned, so that uploads of the master weights and downloads of the gradients run at link speed.
+    for (size_t b = 0; b < layout.num_blocks(); ++b) {
+      const size_t bytes = layout.blocks()[b].numel * sizeof(float);
+      for (float* p : {st.master(b), st.grad(b)}) {
+        SPW_RETURN_IF_ERROR(be.host_register(p, bytes));
+        registered.push_back(p);
+      }
+    }
     size_t free_bytes = 0, total_bytes = 0;
     SPW_RETURN_IF_ERROR(be.device_memory_info(&free_bytes, &total_bytes));
-    const uint64_t need = required_device_bytes(layout, cfg, act);
-    if (need > free_bytes) {
+    const compute::OpShapes shapes = op_shapes(mc, cfg);
+    const uint64_t backend_ws = be.workspace_bytes(shapes);
+    const DeviceMemoryPlan need = plan_device_memory(layout, cfg, act, backend_ws);
+    if (need.fixed_bytes() > free_bytes) {
       return out_of_memory("the device has " + std::to_string(free_bytes) + " bytes free but streaming needs " +
-                           std::to_string(need) + " (" + std::to_string(cfg.weight_slots) + " weight slots of " +
-                           std::to_string(layout.max_block_numel() * act) + " bytes, gradient buffers and the "
-                           "activations of one micro-batch of " + std::to_string(cfg.micro_batch_size) + " x " +
-                           std::to_string(cfg.seq_len) + " tokens); lower micro_batch_size or seq_len");
+                           std::to_string(need.fixed_bytes()) + " (" + std::to_string(cfg.weight_slots) +
+                           " weight slots of " + std::to_string(layout.max_block_numel() * dtype_size(act)) +
+                           " bytes, gradient buffers, the backend's workspace of " + std::to_string(backend_ws) +
+                           " bytes and the activations of one micro-batch of " + std::to_string(cfg.micro_batch_size) +
+                           " x " + std::to_string(cfg.seq_len) + " tokens); lower micro_batch_size or seq_len");
     }
-    SPW_ASSIGN_OR_RETURN(copy_stream, be.create_stream());
-    SPW_ASSIGN_OR_RETURN(d2h_stream, be.create_stream());
-    // One arena: what streaming needs plus every checkpoint, or what the device has free.
-    const WorkspaceShape shape = workspace_shape(mc, cfg);
-    const size_t buf_bytes = align_bytes(shape.tokens * shape.h * act);
-    const size_t buffers = (static_cast<size_t>(mc.num_layers) + 2) * cfg.max_micro_batches;  // checkpoints + dy
-    const uint64_t wanted = need + (cfg.keep_checkpoints_on_device ? buffers * buf_bytes : 0);
-    DeviceAllocator device{[this](size_t n) { return be.device_alloc(n); }, [this](void* p) { be.device_free(p); }, be.name()};
-    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(std::min<uint64_t>(wanted, free_bytes), device, counters, kDeviceAlign));
+    SPW_ASSIGN_OR_RETURN(compute, be.create_stream());
+    SPW_ASSIGN_OR_RETURN(h2d, be.create_stream());
+    SPW_ASSIGN_OR_RETURN(d2h, be.create_stream());
+    SPW_ASSIGN_OR_RETURN(act_h2d, be.create_stream());
+    SPW_ASSIGN_OR_RETURN(act_d2h, be.create_stream());
+    SPW_ASSIGN_OR_RETURN(inputs_ready, be.create_event());
+    SPW_ASSIGN_OR_RETURN(losses_ready, be.create_event());
+    for (size_t i = 0; i < copy_streams().size(); ++i) {
+      SPW_ASSIGN_OR_RETURN(compute::Event e, be.create_event());
+      joins.push_back(std::move(e));
+    }
+
+    // One arena: the fixed part plus every checkpoint, or what the device has free.
+    const uint64_t act_buf = activation_bytes(mc, cfg, act);
+    const uint64_t buffers = (static_cast<uint64_t>(mc.num_layers) + 2) * cfg.max_micro_batches;
+    const uint64_t wanted = need.fixed_bytes() + (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
+    DeviceAllocator device{[this](size_t n) { return be.device_alloc(n); }, [this](void* p) { be.device_free(p); },
+                           be.name()};
+    const uint64_t capacity = std::min<uint64_t>(wanted, free_bytes);
+    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(capacity, device, traffic.counters, kDeviceAlign));
+    // Pinned slabs sized for the checkpoints when some will spill to the host; otherwise the pool
+    // holds only the step's ids, labels and losses.
     HostPoolConfig pc;
-    pc.slab_bytes = std::clamp<size_t>(buffers * buf_bytes, 1 << 20, 256 << 20);
-    HostAllocator host{[this](size_t n) { return be.host_alloc_pinned(n); }, [this](void* p, size_t) { be.host_free_pinned(p); },
-                       "pinned host memory (" + be.name() + ")"};
-    pool = std::make_unique<HostPool>(pc, host, counters);
+    pc.slab_bytes = capacity < wanted ? std::clamp<size_t>(buffers * act_buf, 1 << 20, 256 << 20) : 1 << 20;
+    HostAllocator host{[this](size_t n) { return be.host_alloc_pinned(n); },
+                       [this](void* p, size_t) { be.host_free_pinned(p); }, "pinned host memory (" + be.name() + ")"};
+    pool = std::make_unique<HostPool>(pc, host, traffic.counters);
 
-    owner->plan_.capacity_bytes = total_bytes;
-    slots.resize(cfg.weight_slots);
-    const size_t slot_bytes = layout.max_block_numel() * act;
-    for (Slot& s : slots) {
-      SPW_ASSIGN_OR_RETURN(s.ptr, dev_alloc(slot_bytes, Category::kWeights));
-      SPW_ASSIGN_OR_RETURN(s.ready, be.create_event());
-      SPW_ASSIGN_OR_RETURN(s.free, be.create_event());
-      owner->plan_.weight_slot_bytes += align_bytes(slot_bytes);
+    SPW_ASSIGN_OR_RETURN(timeline, SpanRecorder::create(be, kSpansPerBlock * layout.num_blocks()));
+    SPW_ASSIGN_OR_RETURN(weights, WeightSlots::create(be, *arena, st, cfg.weight_slots, h2d, compute, timeline, traffic));
+    grads.resize(gradient_buffers(mc));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      // [max block numel] fp32
+      SPW_ASSIGN_OR_RETURN(void* p, reserve("gradients." + std::to_string(i), layout.max_block_numel() * sizeof(float),
+                                            Category::kGradients));
+      grads[i].ptr = static_cast<float*>(p);
+      SPW_ASSIGN_OR_RETURN(grads[i].computed, be.create_event());
+      SPW_ASSIGN_OR_RETURN(grads[i].downloaded, be.create_event());
     }
-    grads.resize(mc.tie_word_embeddings ? 3 : 2);
-    for (GradBuf& g : grads) {
-      SPW_ASSIGN_OR_RETURN(void* p, dev_alloc(layout.max_block_numel() * sizeof(float), Category::kGradients));
-      g.ptr = static_cast<float*>(p);
-      SPW_ASSIGN_OR_RETURN(g.done, be.create_event());
-      owner->plan_.gradient_bytes += align_bytes(layout.max_block_numel() * sizeof(float));
+    SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg), cfg.lm_head_chunk, *arena));
+    math.emplace(std::move(m));
+    if (backend_ws > 0) {
+      // [backend_ws] bytes: the ops' scratch (logits chunks, partial sums, GEMM workspace)
+      SPW_ASSIGN_OR_RETURN(void* p, reserve("backend.workspace", backend_ws, Category::kWorkspace));
+      SPW_RETURN_IF_ERROR(be.set_workspace(p, backend_ws, shapes));
+      workspace_set = true;
     }
+    const size_t max_tokens = tokens_per_step(cfg);
+    SPW_ASSIGN_OR_RETURN(void* ids, reserve("step.ids", max_tokens * sizeof(int32_t), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(void* labels, reserve("step.labels", max_tokens * sizeof(int32_t), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(void* losses, reserve("step.losses", max_tokens * sizeof(float), Category::kWorkspace));
+    dev_ids = static_cast<int32_t*>(ids);        // [max step tokens] int32
+    dev_labels = static_cast<int32_t*>(labels);  // [max step tokens] int32
+    dev_losses = static_cast<float*>(losses);    // [max step tokens] fp32
+    if (cfg.logits_tokens > 0) {
+      // [logits_tokens, vocab] fp32
+      SPW_ASSIGN_OR_RETURN(void* p, reserve("step.logits", logits_bytes(mc, cfg), Category::kWorkspace));
+      dev_logits = static_cast<float*>(p);
+    }
+    // [2, max step tokens] int32 and [max step tokens] fp32, pinned
+    SPW_ASSIGN_OR_RETURN(host_tokens, pool->allocate(2 * max_tokens * sizeof(int32_t), Category::kWorkspace, "token ids and labels"));
+    SPW_ASSIGN_OR_RETURN(host_losses, pool->allocate(max_tokens * sizeof(float), Category::kWorkspace, "per-token losses"));
 
-    const WorkspaceShape ws = workspace_shape(mc, cfg);
-    SPW_ASSIGN_OR_RETURN(void* wa, dev_alloc(ws.act_elems() * act, Category::kWorkspace));
-    SPW_ASSIGN_OR_RETURN(void* wf, dev_alloc(ws.f32_elems() * sizeof(float), Category::kWorkspace));
-    owner->plan_.workspace_bytes = align_bytes(ws.act_elems() * act) + align_bytes(ws.f32_elems() * sizeof(float));
-    ws_act = static_cast<char*>(wa);
-    ws_f32 = static_cast<float*>(wf);
-    char* p = ws_act;
-    auto take = [&](size_t elems) {
-      void* r = p;
-      p += elems * act;
-      return r;
-    };
-    const size_t n = ws.tokens;
-    for (void** t : {&xn, &x2, &xn2, &o, &y, &dxn, &dxn2, &dx2, &stage_a, &stage_b}) *t = take(n * ws.h);
-    for (void** t : {&q, &att, &dq, &datt}) *t = take(n * ws.qd);
-    for (void** t : {&k, &v, &dk, &dv}) *t = take(n * ws.kvd);
-    for (void** t : {&g, &u, &a, &dg, &du, &da}) *t = take(n * ws.f);
-    rstd1 = ws_f32;
-    rstd2 = ws_f32 + n;
-    lse = ws_f32 + 2 * n;
-
-    // Checkpoints and activation gradients: on the device while they fit, the rest pinned on the host.
-    const size_t M = cfg.max_micro_batches;
-    chk.resize((mc.num_layers + 1) * M);
-    dy.resize(M);
-    auto place = [&](ActBuf& b) -> Status {
-      if (cfg.keep_checkpoints_on_device && arena->largest_free_bytes() >= buf_bytes) {
-        SPW_ASSIGN_OR_RETURN(b.dev, dev_alloc(buf_bytes, Category::kCheckpoints));
-        owner->plan_.checkpoint_bytes_device += buf_bytes;
-        return {};
-      }
-      auto h = pool->allocate(buf_bytes, Category::kCheckpoints, "activation checkpoint");
-      if (!h.ok()) return h.status();
-      b.host = h->data();
-      host_regions.push_back(std::move(*h));
-      owner->plan_.checkpoint_bytes_host += buf_bytes;
-      return {};
-    };
-    for (ActBuf& b : dy) SPW_RETURN_IF_ERROR(place(b));
-    for (ActBuf& b : chk) SPW_RETURN_IF_ERROR(place(b));
+    // Last: the checkpoints take what is left.
+    SPW_ASSIGN_OR_RETURN(acts, ActivationStore::create(be, *arena, *pool, mc.num_layers, cfg.max_micro_batches, act_buf,
+                                                       cfg.keep_checkpoints_on_device, {compute, act_h2d, act_d2h},
+                                                       traffic));
+    plan = need;
+    plan.workspace_bytes = need.workspace_bytes - ActivationStore::staging_bytes(act_buf) + acts->staging_bytes();
+    plan.checkpoint_bytes_device = acts->device_bytes();
+    plan.checkpoint_bytes_host = acts->host_bytes();
+    plan.capacity_bytes = total_bytes;
     return {};
-  }
-
-  // --- weight slots ----------------------------------------------------------------------------
-  int find_slot(size_t b) const {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].block == static_cast<long>(b) && slots[i].version == version) return static_cast<int>(i);
-    }
-    return -1;
-  }
-
-  // Makes block b resident (uploading it on the copy stream if needed) and returns its slot, or
-  // -1 when every slot is pinned (only for prefetches).
-  Result<int> ensure(size_t b, bool forward, bool may_fail) {
-    int i = find_slot(b);
-    if (i >= 0) return i;
-    int victim = -1;
-    for (size_t s = 0; s < slots.size(); ++s) {
-      if (slots[s].pinned) continue;
-      if (victim < 0 || slots[s].last_use < slots[victim].last_use) victim = static_cast<int>(s);
-    }
-    if (victim < 0) {
-      if (may_fail) return -1;
-      return internal_error("streaming: every weight slot is pinned");
-    }
-    if (forward && owner->gate_) owner->gate_(b);
-    Slot& s = slots[victim];
-    const size_t count = layout.blocks()[b].numel;
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(copy_stream, s.free));
-    SPW_RETURN_IF_ERROR(timed(b, "h2d", [&] { return be.upload_f32(s.ptr, st.master(b), count, copy_stream); }));
-    SPW_RETURN_IF_ERROR(be.record_event(s.ready, copy_stream));
-    s.block = static_cast<long>(b);
-    s.version = version;
-    s.last_use = ++tick;
-    moved(Link::kH2D, count * act);
-    return victim;
-  }
-
-  // Acquires block b for compute: resident, pinned, and the compute stream waits for its copy.
-  Result<char*> acquire(size_t b, bool forward) {
-    SPW_ASSIGN_OR_RETURN(int i, ensure(b, forward, false));
-    Slot& s = slots[i];
-    s.pinned = true;
-    s.last_use = ++tick;
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(0, s.ready));
-    return static_cast<char*>(s.ptr);
-  }
-
-  Status release(size_t b) {
-    int i = find_slot(b);
-    if (i < 0) return {};
-    slots[i].pinned = false;
-    return be.record_event(slots[i].free, 0);
-  }
-
-  Status prefetch(size_t b, bool forward) {
-    if (b >= layout.num_blocks()) return {};
-    auto r = ensure(b, forward, true);
-    return r.ok() ? Status() : r.status();
-  }
-
-  // Times `fn` as a span of block b when a span sink is set.
-  template <typename Fn>
-  Status timed(size_t b, const char* phase, Fn&& fn) {
-    if (!owner->span_sink_) return fn();
-    const double t0 = owner->clock_();
-    Status st = fn();
-    owner->span_sink_(b, phase, t0, owner->clock_());
-    return st;
-  }
-
-  void moved(Link l, uint64_t bytes) {
-    if (l == Link::kH2D) owner->h2d_bytes_ += bytes;
-    if (l == Link::kD2H) owner->d2h_bytes_ += bytes;
-    if (counters) counters->add_moved(l, bytes);
-  }
-
-  // --- activation buffers ------------------------------------------------------------------------
-  size_t act_buf_bytes(int tokens) const { return static_cast<size_t>(tokens) * mc.hidden_size * act; }
-
-  Result<void*> load(ActBuf& b, void* stage, int tokens) {
-    if (b.dev) return b.dev;
-    SPW_RETURN_IF_ERROR(be.copy_h2d(stage, b.host, act_buf_bytes(tokens), 0));
-    moved(Link::kH2D, act_buf_bytes(tokens));
-    return stage;
-  }
-  void* target(ActBuf& b, void* stage) { return b.dev ? b.dev : stage; }
-  Status store(ActBuf& b, const void* from, int tokens) {
-    if (b.dev) return {};
-    SPW_RETURN_IF_ERROR(be.copy_d2h(b.host, from, act_buf_bytes(tokens), 0));
-    moved(Link::kD2H, act_buf_bytes(tokens));
-    return {};
-  }
-
-  // --- one transformer layer -----------------------------------------------------------------------
-  const void* wp(const char* w, size_t off) const { return off == kNoParam ? nullptr : w + off * act; }
-  float* gp(float* g, size_t off) const { return off == kNoParam ? nullptr : g + off; }
-
-  // out[N, h] = layer(x[N, h]) for `batch` sequences of `seq` tokens; fills the workspace that the
-  // backward needs.
-  Status layer_forward(const char* w, const void* x, void* out, int batch, int seq) {
-    const LayerOffsets& L = layout.layer_offsets();
-    const int n = batch * seq, h = mc.hidden_size, qd = mc.q_dim(), kvd = mc.kv_dim(), f = mc.intermediate_size;
-    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, wp(w, L.attn_norm), n, h, mc.rms_norm_eps));
-    SPW_RETURN_IF_ERROR(be.linear_forward(q, xn, wp(w, L.wq), wp(w, L.bq), n, h, qd));
-    SPW_RETURN_IF_ERROR(be.linear_forward(k, xn, wp(w, L.wk), wp(w, L.bk), n, h, kvd));
-    SPW_RETURN_IF_ERROR(be.linear_forward(v, xn, wp(w, L.wv), wp(w, L.bv), n, h, kvd));
-    SPW_RETURN_IF_ERROR(be.rope_forward(q, batch, seq, mc.num_heads, mc.head_dim, mc.rope_theta, rs));
-    SPW_RETURN_IF_ERROR(be.rope_forward(k, batch, seq, mc.num_kv_heads, mc.head_dim, mc.rope_theta, rs));
-    SPW_RETURN_IF_ERROR(be.attention_forward(att, lse, q, k, v, batch, seq, mc.num_heads, mc.num_kv_heads, mc.head_dim));
-    SPW_RETURN_IF_ERROR(be.linear_forward(o, att, wp(w, L.wo), nullptr, n, qd, h));
-    SPW_RETURN_IF_ERROR(be.copy_d2d(x2, x, static_cast<size_t>(n) * h * act, 0));
-    SPW_RETURN_IF_ERROR(be.add_inplace(x2, o, static_cast<size_t>(n) * h));  // [N, h] residual
-    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn2, rstd2, x2, wp(w, L.mlp_norm), n, h, mc.rms_norm_eps));
-    SPW_RETURN_IF_ERROR(be.linear_forward(g, xn2, wp(w, L.w_gate), nullptr, n, h, f));
-    SPW_RETURN_IF_ERROR(be.linear_forward(u, xn2, wp(w, L.w_up), nullptr, n, h, f));
-    SPW_RETURN_IF_ERROR(be.swiglu_forward(a, g, u, n, f));
-    SPW_RETURN_IF_ERROR(be.linear_forward(out, a, wp(w, L.w_down), nullptr, n, f, h));
-    return be.add_inplace(out, x2, static_cast<size_t>(n) * h);
-  }
-
-  // Recomputes the layer from its checkpoint x, then dx[N, h] = ∂loss/∂x given dyv = ∂loss/∂out,
-  // and dw (fp32, the layer's block layout) += ∂loss/∂w.
-  Status layer_backward(const char* w, float* dw, const void* x, const void* dyv, void* dx, int batch, int seq) {
-    SPW_RETURN_IF_ERROR(layer_forward(w, x, y, batch, seq));
-    const LayerOffsets& L = layout.layer_offsets();
-    const int n = batch * seq, h = mc.hidden_size, qd = mc.q_dim(), kvd = mc.kv_dim(), f = mc.intermediate_size;
-    // MLP: out = x2 + down(swiglu(gate(xn2), up(xn2)))
-    SPW_RETURN_IF_ERROR(be.linear_backward(da, gp(dw, L.w_down), nullptr, dyv, a, wp(w, L.w_down), n, f, h, false));
-    SPW_RETURN_IF_ERROR(be.swiglu_backward(dg, du, da, g, u, n, f));
-    SPW_RETURN_IF_ERROR(be.linear_backward(dxn2, gp(dw, L.w_gate), nullptr, dg, xn2, wp(w, L.w_gate), n, h, f, false));
-    SPW_RETURN_IF_ERROR(be.linear_backward(dxn2, gp(dw, L.w_up), nullptr, du, xn2, wp(w, L.w_up), n, h, f, true));
-    SPW_RETURN_IF_ERROR(be.copy_d2d(dx2, dyv, static_cast<size_t>(n) * h * act, 0));
-    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(dx2, gp(dw, L.mlp_norm), dxn2, x2, wp(w, L.mlp_norm), rstd2, n, h, true));
-    // Attention: x2 = x + o_proj(attn(rope(q), rope(k), v))
-    SPW_RETURN_IF_ERROR(be.linear_backward(datt, gp(dw, L.wo), nullptr, dx2, att, wp(w, L.wo), n, qd, h, false));
-    SPW_RETURN_IF_ERROR(be.attention_backward(dq, dk, dv, datt, q, k, v, att, lse, batch, seq, mc.num_heads,
-                                              mc.num_kv_heads, mc.head_dim));
-    if (L.bk != kNoParam) {  // the key bias apart from dk (see Backend::attention_key_bias_backward)
-      SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(gp(dw, L.bk), datt, q, k, v, batch, seq, mc.num_heads,
-                                                         mc.num_kv_heads, mc.head_dim, mc.rope_theta, rs));
-    }
-    SPW_RETURN_IF_ERROR(be.rope_backward(dq, batch, seq, mc.num_heads, mc.head_dim, mc.rope_theta, rs));
-    SPW_RETURN_IF_ERROR(be.rope_backward(dk, batch, seq, mc.num_kv_heads, mc.head_dim, mc.rope_theta, rs));
-    SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wq), gp(dw, L.bq), dq, xn, wp(w, L.wq), n, h, qd, false));
-    SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), nullptr, dk, xn, wp(w, L.wk), n, h, kvd, true));
-    SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wv), gp(dw, L.bv), dv, xn, wp(w, L.wv), n, h, kvd, true));
-    SPW_RETURN_IF_ERROR(be.copy_d2d(dx, dx2, static_cast<size_t>(n) * h * act, 0));
-    return be.rmsnorm_backward(dx, gp(dw, L.attn_norm), dxn, x, wp(w, L.attn_norm), rstd1, n, h, true);
   }
 
   // --- gradient buffers ----------------------------------------------------------------------------
-  Result<GradBuf*> begin_grad(int index, size_t b) {
-    GradBuf& gb = grads[index];
-    SPW_RETURN_IF_ERROR(be.synchronize_event(gb.done));  // its previous download has finished
-    SPW_RETURN_IF_ERROR(be.fill_zero(gb.ptr, layout.blocks()[b].numel * sizeof(float), 0));
-    return &gb;
+  Result<GradBuffer*> begin_grad(int index, size_t b) {
+    GradBuffer& g = grads[index];
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(compute, g.downloaded));  // its previous download has finished
+    SPW_RETURN_IF_ERROR(be.fill_zero(g.ptr, layout.blocks()[b].numel * sizeof(float), compute));
+    return &g;
   }
-  Status finish_grad(GradBuf& gb, size_t b) {
-    const size_t count = layout.blocks()[b].numel;
-    EventId computed = gb.done;
-    SPW_RETURN_IF_ERROR(be.record_event(computed, 0));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h_stream, computed));
-    SPW_RETURN_IF_ERROR(timed(b, "d2h", [&] { return be.download_f32(st.grad(b), gb.ptr, count, d2h_stream); }));
-    SPW_RETURN_IF_ERROR(be.record_event(gb.done, d2h_stream));
-    moved(Link::kD2H, count * sizeof(float));
+
+  Status finish_grad(GradBuffer& g, size_t b) {
+    const size_t bytes = layout.blocks()[b].numel * sizeof(float);
+    SPW_RETURN_IF_ERROR(be.record_event(g.computed, compute));
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, g.computed));
+    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] { return be.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
+    SPW_RETURN_IF_ERROR(be.record_event(g.downloaded, d2h));
+    traffic.moved(Link::kD2H, bytes);
     return {};
   }
 
-  // --- the pass ------------------------------------------------------------------------------------
-  Status check_batch(const StepBatch& batch) const {
+  // --- the step ------------------------------------------------------------------------------------
+  Status check_batch(const StepBatch& batch, const float* logits) const {
     if (batch.micro_batches < 1 || batch.micro_batches > cfg.max_micro_batches)
       return invalid_argument("streaming: " + std::to_string(batch.micro_batches) + " micro-batches, the engine was set up for 1.." +
                               std::to_string(cfg.max_micro_batches));
@@ -377,6 +261,10 @@ struct StreamingEngine::Impl {
     if (batch.seq_len < 1 || batch.seq_len > cfg.seq_len)
       return invalid_argument("streaming: sequence length " + std::to_string(batch.seq_len) + " exceeds the configured " +
                               std::to_string(cfg.seq_len));
+    if (logits && batch.micro_batch_size * batch.seq_len > cfg.logits_tokens)
+      return invalid_argument("streaming: logits of micro-batches of " + std::to_string(batch.micro_batch_size * batch.seq_len) +
+                              " tokens, the engine was set up for at most " + std::to_string(cfg.logits_tokens) +
+                              " (StreamingConfig::logits_tokens)");
     const size_t tokens = static_cast<size_t>(batch.micro_batches) * batch.micro_batch_size * batch.seq_len;
     if (batch.input_ids.size() != tokens || batch.labels.size() != tokens)
       return invalid_argument("streaming: batch holds " + std::to_string(batch.input_ids.size()) + " ids and " +
@@ -392,124 +280,176 @@ struct StreamingEngine::Impl {
     return {};
   }
 
+  // The step's ids and labels, staged through pinned memory, up once on the H2D stream.
+  Status upload_tokens(const StepBatch& batch, size_t tokens) {
+    int32_t* host_ids = host_tokens.as<int32_t>();
+    int32_t* host_labels = host_ids + tokens_per_step(cfg);
+    std::memcpy(host_ids, batch.input_ids.data(), tokens * sizeof(int32_t));
+    std::memcpy(host_labels, batch.labels.data(), tokens * sizeof(int32_t));
+    SPW_RETURN_IF_ERROR(be.copy_h2d(dev_ids, host_ids, tokens * sizeof(int32_t), h2d));
+    SPW_RETURN_IF_ERROR(be.copy_h2d(dev_labels, host_labels, tokens * sizeof(int32_t), h2d));
+    SPW_RETURN_IF_ERROR(be.record_event(inputs_ready, h2d));
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(compute, inputs_ready));
+    traffic.moved(Link::kH2D, 2 * tokens * sizeof(int32_t));
+    return {};
+  }
+
+  // The per-token losses, down once on the D2H stream.
+  Status download_losses(size_t tokens) {
+    SPW_RETURN_IF_ERROR(be.record_event(losses_ready, compute));
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, losses_ready));
+    SPW_RETURN_IF_ERROR(be.copy_d2h(host_losses.data(), dev_losses, tokens * sizeof(float), d2h));
+    traffic.moved(Link::kD2H, tokens * sizeof(float));
+    return {};
+  }
+
+  // The step's one host synchronisation: the compute stream waits for every copy stream, then the
+  // host for the step-end event.
+  Status end_step() {
+    const std::vector<StreamId> streams = copy_streams();
+    for (size_t i = 0; i < streams.size(); ++i) {
+      SPW_RETURN_IF_ERROR(be.record_event(joins[i], streams[i]));
+      SPW_RETURN_IF_ERROR(be.stream_wait_event(compute, joins[i]));
+    }
+    SPW_RETURN_IF_ERROR(timeline.end_step(compute));
+    return be.synchronize_event(timeline.end_event());
+  }
+
   Result<StepResult> run(const StepBatch& batch, bool train, float* logits) {
-    SPW_RETURN_IF_ERROR(check_batch(batch));
-    ++version;  // the host weights may have changed since the last pass
+    SPW_RETURN_IF_ERROR(check_batch(batch, logits));
+    weights->invalidate();  // the host weights may have changed since the last pass
     const int M = batch.micro_batches, mb = batch.micro_batch_size, T = batch.seq_len, n = mb * T;
-    const int L = mc.num_layers, h = mc.hidden_size, V = mc.vocab_size;
+    const int L = mc.num_layers, V = mc.vocab_size;
+    const size_t tokens = static_cast<size_t>(M) * n;
+    const size_t act_bytes = static_cast<size_t>(n) * mc.hidden_size * dtype_size(act);  // one micro-batch's buffer
     const size_t head_block = layout.num_blocks() - 1;
     StepResult result;
     for (int32_t lab : batch.labels) result.targets += lab != -100;
     const float scale = train && result.targets ? 1.0f / static_cast<float>(result.targets) : 0.0f;
-    auto ids = [&](int m) { return batch.input_ids.data() + static_cast<size_t>(m) * n; };
-    auto labels = [&](int m) { return batch.labels.data() + static_cast<size_t>(m) * n; };
-    auto C = [&](int l, int m) -> ActBuf& { return chk[static_cast<size_t>(l) * cfg.max_micro_batches + m]; };
+    auto open = [&](size_t buffer, Access access) { return acts->open(buffer, access, act_bytes); };
 
-    // Forward: embedding, then each layer for every micro-batch, prefetching the next block.
-    SPW_ASSIGN_OR_RETURN(char* we, acquire(0, true));
-    SPW_RETURN_IF_ERROR(prefetch(1, true));
-    SPW_RETURN_IF_ERROR(timed(0, "forward", [&]() -> Status {
+    const double host_start_s = clock ? clock() : 0.0;
+    SPW_RETURN_IF_ERROR(timeline.begin_step(compute));
+    for (StreamId s : copy_streams()) SPW_RETURN_IF_ERROR(be.stream_wait_event(s, timeline.start_event()));
+    SPW_RETURN_IF_ERROR(upload_tokens(batch, tokens));
+
+    // Forward: the embedding, then each layer for every micro-batch; the next block is prefetched
+    // once this one's compute is enqueued, so its weight gate never holds that compute back.
+    SPW_ASSIGN_OR_RETURN(const char* we, weights->acquire(0, true));
+    SPW_RETURN_IF_ERROR(timed(timeline, 0, SpanPhase::kForward, compute, [&]() -> Status {
       for (int m = 0; m < M; ++m) {
-        void* out = target(C(0, m), stage_b);
-        SPW_RETURN_IF_ERROR(be.embedding_forward(out, ids(m), we, n, h));
-        SPW_RETURN_IF_ERROR(store(C(0, m), out, n));
+        SPW_ASSIGN_OR_RETURN(ActivationStore::View out, open(acts->checkpoint(0, m), Access::kWrite));
+        SPW_RETURN_IF_ERROR(math->embedding_forward(out.ptr, dev_ids + static_cast<size_t>(m) * n, we, n, compute));
+        SPW_RETURN_IF_ERROR(acts->close(out));
       }
       return {};
     }));
-    SPW_RETURN_IF_ERROR(release(0));
+    SPW_RETURN_IF_ERROR(weights->prefetch(1, true));
+    SPW_RETURN_IF_ERROR(weights->release(0));
     for (int l = 0; l < L; ++l) {
-      SPW_ASSIGN_OR_RETURN(char* w, acquire(1 + l, true));
-      SPW_RETURN_IF_ERROR(prefetch(2 + l, true));
-      SPW_RETURN_IF_ERROR(timed(1 + l, "forward", [&]() -> Status {
+      const size_t b = 1 + l;
+      SPW_ASSIGN_OR_RETURN(const char* w, weights->acquire(b, true));
+      SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kForward, compute, [&]() -> Status {
         for (int m = 0; m < M; ++m) {
-          SPW_ASSIGN_OR_RETURN(void* x, load(C(l, m), stage_a, n));
-          void* out = target(C(l + 1, m), stage_b);
-          SPW_RETURN_IF_ERROR(layer_forward(w, x, out, mb, T));
-          SPW_RETURN_IF_ERROR(store(C(l + 1, m), out, n));
+          SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(l, m), Access::kRead));
+          SPW_ASSIGN_OR_RETURN(ActivationStore::View out, open(acts->checkpoint(l + 1, m), Access::kWrite));
+          SPW_RETURN_IF_ERROR(math->layer_forward(w, x.ptr, out.ptr, mb, T, compute));
+          SPW_RETURN_IF_ERROR(acts->close(x));
+          SPW_RETURN_IF_ERROR(acts->close(out));
         }
         return {};
       }));
-      SPW_RETURN_IF_ERROR(release(1 + l));
+      SPW_RETURN_IF_ERROR(weights->prefetch(b + 1, true));
+      SPW_RETURN_IF_ERROR(weights->release(b));
     }
 
     // Head: final norm + LM head + cross-entropy, fused with its backward when training.
-    SPW_ASSIGN_OR_RETURN(char* wh, acquire(head_block, true));
-    const char* wlm = nullptr;
+    SPW_ASSIGN_OR_RETURN(const char* wh, weights->acquire(head_block, true));
+    const char* wlm = nullptr;  // [vocab, hidden]
     if (mc.tie_word_embeddings) {
-      SPW_ASSIGN_OR_RETURN(char* e, acquire(0, true));
-      wlm = e;
+      SPW_ASSIGN_OR_RETURN(wlm, weights->acquire(0, true));
     } else {
-      wlm = wh + layout.head_lm_offset() * act;
+      wlm = wh + layout.head_lm_offset() * dtype_size(act);
     }
-    GradBuf* ghead = nullptr;
-    GradBuf* gembed = nullptr;
+    GradBuffer* ghead = nullptr;
+    GradBuffer* gembed = nullptr;
     if (train) {
       SPW_ASSIGN_OR_RETURN(ghead, begin_grad(0, head_block));
-      next_grad = 1;
       if (mc.tie_word_embeddings) {
         SPW_ASSIGN_OR_RETURN(gembed, begin_grad(2, 0));
       }
     }
-    float* dlm = !train ? nullptr : mc.tie_word_embeddings ? gembed->ptr : ghead->ptr + layout.head_lm_offset();
-    const void* wnorm = wh + layout.head_norm_offset() * act;
-    SPW_RETURN_IF_ERROR(timed(head_block, train ? "backward" : "forward", [&]() -> Status {
+    float* dlm = !train ? nullptr : gembed ? gembed->ptr : ghead->ptr + layout.head_lm_offset();
+    SPW_RETURN_IF_ERROR(timed(timeline, head_block, train ? SpanPhase::kBackward : SpanPhase::kForward, compute,
+                              [&]() -> Status {
       for (int m = 0; m < M; ++m) {
-        SPW_ASSIGN_OR_RETURN(void* x, load(C(L, m), stage_a, n));
-        SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, wnorm, n, h, mc.rms_norm_eps));
-        float* lg = logits ? logits + static_cast<size_t>(m) * n * V : nullptr;
-        SPW_RETURN_IF_ERROR(be.lm_head_loss(&result.loss_sum, train ? dxn : nullptr, dlm, xn, wlm, labels(m), n, h, V,
-                                            scale, lg, cfg.lm_head_chunk));
-        if (!train) continue;
-        void* d = target(dy[m], stage_b);
-        SPW_RETURN_IF_ERROR(be.rmsnorm_backward(d, ghead->ptr + layout.head_norm_offset(), dxn, x, wnorm, rstd1, n, h, false));
-        SPW_RETURN_IF_ERROR(store(dy[m], d, n));
+        const size_t at = static_cast<size_t>(m) * n;
+        SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(L, m), Access::kRead));
+        ActivationStore::View dy;
+        if (train) {
+          SPW_ASSIGN_OR_RETURN(dy, open(acts->gradient(m), Access::kWrite));
+        }
+        SPW_RETURN_IF_ERROR(math->head(wh, wlm, x.ptr, dev_labels + at, dev_losses + at, scale, dy.ptr,
+                                       ghead ? ghead->ptr : nullptr, dlm, logits ? dev_logits : nullptr, n, compute));
+        if (logits) {
+          // On the compute stream: the next micro-batch overwrites the buffer (eval and generation only).
+          SPW_RETURN_IF_ERROR(be.copy_d2h(logits + at * V, dev_logits, static_cast<size_t>(n) * V * sizeof(float), compute));
+        }
+        SPW_RETURN_IF_ERROR(acts->close(x));
+        if (train) SPW_RETURN_IF_ERROR(acts->close(dy));
       }
       return {};
     }));
-    if (mc.tie_word_embeddings) SPW_RETURN_IF_ERROR(release(0));
-    SPW_RETURN_IF_ERROR(release(head_block));
-    if (!train) return result;
-    SPW_RETURN_IF_ERROR(finish_grad(*ghead, head_block));
+    SPW_RETURN_IF_ERROR(download_losses(tokens));
+    if (mc.tie_word_embeddings) SPW_RETURN_IF_ERROR(weights->release(0));
+    if (train && L > 0) SPW_RETURN_IF_ERROR(weights->prefetch(L, false));  // the first block of the backward
+    SPW_RETURN_IF_ERROR(weights->release(head_block));
 
-    // Backward, layer L-1 down to 0: reload, recompute from the checkpoint, backpropagate.
-    for (int l = L - 1; l >= 0; --l) {
-      const size_t b = 1 + l;
-      SPW_ASSIGN_OR_RETURN(char* w, acquire(b, false));
-      if (b > 1) SPW_RETURN_IF_ERROR(prefetch(b - 1, false));  // the embedding's backward needs no weights
-      SPW_ASSIGN_OR_RETURN(GradBuf* gb, begin_grad(next_grad, b));
-      next_grad = (next_grad + 1) % 2;
-      SPW_RETURN_IF_ERROR(timed(b, "backward", [&]() -> Status {
-      for (int m = 0; m < M; ++m) {
-        SPW_ASSIGN_OR_RETURN(void* x, load(C(l, m), stage_a, n));
-        SPW_ASSIGN_OR_RETURN(void* d, load(dy[m], stage_b, n));
-        // dx overwrites dy in place: dxn2 is free scratch by the end of layer_backward, so the
-        // result goes through it.
-        SPW_RETURN_IF_ERROR(layer_backward(w, gb->ptr, x, d, o, mb, T));
-        void* dst = target(dy[m], stage_b);
-        SPW_RETURN_IF_ERROR(be.copy_d2d(dst, o, static_cast<size_t>(n) * h * act, 0));
-        SPW_RETURN_IF_ERROR(store(dy[m], dst, n));
+    if (train) {
+      SPW_RETURN_IF_ERROR(finish_grad(*ghead, head_block));
+      // Backward, layer L-1 down to 0: reload, recompute from the checkpoint, backpropagate; the
+      // gradient buffers alternate so that one downloads while the next accumulates.
+      int next_grad = 1;
+      for (int l = L - 1; l >= 0; --l) {
+        const size_t b = 1 + l;
+        SPW_ASSIGN_OR_RETURN(const char* w, weights->acquire(b, false));
+        SPW_ASSIGN_OR_RETURN(GradBuffer* g, begin_grad(next_grad, b));
+        next_grad = 1 - next_grad;
+        SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kBackward, compute, [&]() -> Status {
+          for (int m = 0; m < M; ++m) {
+            SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(l, m), Access::kRead));
+            SPW_ASSIGN_OR_RETURN(ActivationStore::View dy, open(acts->gradient(m), Access::kUpdate));
+            SPW_RETURN_IF_ERROR(math->layer_backward(w, g->ptr, x.ptr, dy.ptr, mb, T, compute));
+            SPW_RETURN_IF_ERROR(acts->close(x));
+            SPW_RETURN_IF_ERROR(acts->close(dy));
+          }
+          return {};
+        }));
+        if (b > 1) SPW_RETURN_IF_ERROR(weights->prefetch(b - 1, false));  // the embedding's backward needs no weights
+        SPW_RETURN_IF_ERROR(weights->release(b));
+        SPW_RETURN_IF_ERROR(finish_grad(*g, b));
       }
-      return {};
+      // Embedding: scatter-add the gradient reaching the token embeddings (into the LM head's
+      // gradient when they are tied).
+      GradBuffer* ge = gembed;
+      if (!ge) {
+        SPW_ASSIGN_OR_RETURN(ge, begin_grad(next_grad, 0));
+      }
+      SPW_RETURN_IF_ERROR(timed(timeline, 0, SpanPhase::kBackward, compute, [&]() -> Status {
+        for (int m = 0; m < M; ++m) {
+          SPW_ASSIGN_OR_RETURN(ActivationStore::View dy, open(acts->gradient(m), Access::kRead));
+          SPW_RETURN_IF_ERROR(math->embedding_backward(ge->ptr, dev_ids + static_cast<size_t>(m) * n, dy.ptr, n, compute));
+          SPW_RETURN_IF_ERROR(acts->close(dy));
+        }
+        return {};
       }));
-      SPW_RETURN_IF_ERROR(release(b));
-      SPW_RETURN_IF_ERROR(finish_grad(*gb, b));
+      SPW_RETURN_IF_ERROR(finish_grad(*ge, 0));
     }
 
-    // Embedding: scatter-add the gradient reaching the token embeddings (into the LM head's
-    // gradient when they are tied).
-    GradBuf* ge = gembed;
-    if (!ge) {
-      SPW_ASSIGN_OR_RETURN(ge, begin_grad(next_grad, 0));
-    }
-    SPW_RETURN_IF_ERROR(timed(0, "backward", [&]() -> Status {
-      for (int m = 0; m < M; ++m) {
-        SPW_ASSIGN_OR_RETURN(void* d, load(dy[m], stage_b, n));
-        SPW_RETURN_IF_ERROR(be.embedding_backward(ge->ptr, ids(m), d, n, h));
-      }
-      return {};
-    }));
-    SPW_RETURN_IF_ERROR(finish_grad(*ge, 0));
-    for (GradBuf& g : grads) SPW_RETURN_IF_ERROR(be.synchronize_event(g.done));
+    SPW_RETURN_IF_ERROR(end_step());
+    const float* losses = host_losses.as<float>();
+    for (size_t i = 0; i < tokens; ++i) result.loss_sum += losses[i];
+    SPW_ASSIGN_OR_RETURN(result.timeline, timeline.finish(sink, host_start_s));
     return result;
   }
 };
@@ -519,11 +459,8 @@ StreamingEngine::~StreamingEngine() = default;
 
 Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Backend& backend, ModelState& state,
                                                                  const StreamingConfig& config, TierCounters* counters) {
-  auto impl = std::make_unique<Impl>(backend, state, config, counters);
-  Impl* raw = impl.get();
-  std::unique_ptr<StreamingEngine> engine(new StreamingEngine(std::move(impl)));
-  raw->owner = engine.get();
-  SPW_RETURN_IF_ERROR(raw->setup());
+  std::unique_ptr<StreamingEngine> engine(new StreamingEngine(std::make_unique<Impl>(backend, state, config, counters)));
+  SPW_RETURN_IF_ERROR(engine->impl_->setup());
   return engine;
 }
 
@@ -533,6 +470,17 @@ Result<StepResult> StreamingEngine::forward(const StepBatch& batch, float* logit
   return impl_->run(batch, false, logits);
 }
 
-void StreamingEngine::invalidate_weights() { ++impl_->version; }
+void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) { impl_->weights->set_gate(std::move(gate)); }
+
+void StreamingEngine::set_span_sink(SpanSink sink, std::function<double()> clock) {
+  impl_->sink = std::move(sink);
+  impl_->clock = std::move(clock);
+}
+
+void StreamingEngine::invalidate_weights() { impl_->weights->invalidate(); }
+
+const DeviceMemoryPlan& StreamingEngine::memory_plan() const { return impl_->plan; }
+uint64_t StreamingEngine::h2d_bytes() const { return impl_->traffic.h2d_bytes; }
+uint64_t StreamingEngine::d2h_bytes() const { return impl_->traffic.d2h_bytes; }
 
 }  // namespace spillway

@@ -1,24 +1,36 @@
-// StreamingEngine: the layer-major step of DESIGN.md on any compute Backend.
+// StreamingEngine: the layer-major step of DESIGN.md ("The step") on any compute Backend.
 //
-// Forward: blocks stream host→device through K weight slots (block b+1 is copied on the copy
-// stream while block b computes); every micro-batch passes through a layer before the next layer
-// is touched, and the input of each layer for each micro-batch is kept as a checkpoint — on the
-// device while the arena has room, else in pinned host memory. Head: final norm, LM head and
-// cross-entropy fused and chunked over tokens (the full logits never exist). Backward, head down
-// to the embedding: the layer is re-loaded, its forward recomputed from the checkpoint,
-// backpropagated, and its fp32 weight gradients accumulated over the micro-batches on the device
-// and then copied to the host gradient buffers of ModelState.
+// Forward: blocks stream host→device through K weight slots (WeightSlots: block b+1 is copied on
+// the H2D stream while block b computes); every micro-batch passes through a layer before the next
+// layer is touched, and the input of each layer for each micro-batch is kept as a checkpoint
+// (ActivationStore: on the device while the arena has room, else in pinned host memory). Head:
+// final norm, LM head and cross-entropy fused and chunked over tokens (the full logits never
+// exist). Backward, head down to the embedding: the layer is re-loaded, its forward recomputed from
+// the checkpoint, backpropagated (BlockMath), and its fp32 weight gradients accumulated over the
+// micro-batches on the device, then copied to the host gradient buffers of ModelState on the D2H
+// stream.
 //
-// Device memory is fixed at creation: K weight slots of the largest block, two fp32 gradient
-// buffers, the activations of one micro-batch of one layer, and the checkpoints that fit; so it
-// does not grow with the number of layers. Creation fails with kOutOfMemory, saying how much is
-// needed, when even that does not fit.
+// Streams and synchronisation: every op runs on one compute stream; weights go up on an H2D stream
+// and gradients come down on a D2H stream, all owned by the engine and ordered only by events. A
+// step's token ids and labels go up once, its per-token losses come down once. The host waits
+// inside a step only in the weight gate (the optimizer finishing a block before it is uploaded for
+// a forward pass) and once at the end of the step, after which the step's timeline is read from
+// its timing events (StepResult::timeline, and the span sink).
+//
+// Device memory is one arena fixed at creation: K weight slots of the largest block (and an fp32
+// staging chunk when the backend computes in bf16), fp32 gradient buffers, the activations of one
+// micro-batch of one layer, the step's ids, labels and losses, the backend's workspace, and the
+// checkpoints that fit; so it does not grow with the number of layers. Creation fails with
+// kOutOfMemory, saying how much is needed, when even that does not fit. The master weights and
+// gradients of `state` are registered with the backend (pinned) for the engine's life, so one
+// engine at a time works on a state.
 //
 // Loss semantics (the golden reference): labels are already shifted, -100 is ignored, and the
 // loss of a step is the mean cross-entropy over all non-ignored targets of the whole step, so
 // splitting the step into micro-batches changes nothing.
 // Not thread-safe: one thread drives an engine. The weight gate lets an optimizer running on
-// another thread update block b while the engine streams other blocks.
+// another thread update block b while the engine streams other blocks. The backend and the state
+// must outlive the engine.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +41,7 @@
 #include "compute/backend.h"
 #include "telemetry/counters.h"
 #include "train/model-state.h"
+#include "train/step-timeline.h"
 
 namespace spillway {
 
@@ -39,6 +52,9 @@ struct StreamingConfig {
   int seq_len = 128;
   int lm_head_chunk = 256;   // tokens whose logits exist at once
   bool keep_checkpoints_on_device = true;  // while they fit
+  // forward() may return the logits of micro-batches of up to this many tokens: reserves
+  // [logits_tokens, vocab] fp32 on the device (eval and generation with small inputs; 0 for training).
+  int logits_tokens = 0;
 };
 
 // One step's tokens: micro_batches × micro_batch_size sequences of seq_len tokens, row-major.
@@ -51,24 +67,32 @@ struct StepBatch {
 };
 
 struct StepResult {
-  double loss_sum = 0;   // Σ CE over non-ignored targets
+  double loss_sum = 0;   // Σ CE over non-ignored targets (per-token fp32 losses summed in double)
   int64_t targets = 0;   // non-ignored targets
+  StepTimeline timeline; // device time of the step and of its streams' work
   double loss() const { return targets ? loss_sum / static_cast<double>(targets) : 0.0; }
 };
 
-// Where the engine placed things on the device, for the planner, telemetry and tests.
+// Where the engine places things on the device, for the planner, telemetry and tests. Every part
+// counts its 256-aligned reservations in the arena.
 struct DeviceMemoryPlan {
-  uint64_t weight_slot_bytes = 0;   // all K slots
-  uint64_t gradient_bytes = 0;
+  uint64_t weight_slot_bytes = 0;  // the K slots, and the fp32 staging chunk when act_dtype is not fp32
+  uint64_t gradient_bytes = 0;     // fp32 gradient buffers: 2, or 3 with tied embeddings
+  // One micro-batch's layer activations, the device stand-ins of host checkpoints, the step's ids,
+  // labels and losses, the logits buffer (logits_tokens) and the backend's workspace.
   uint64_t workspace_bytes = 0;
+  uint64_t backend_workspace_bytes = 0;  // the part of workspace_bytes that the backend's ops use
   uint64_t checkpoint_bytes_device = 0;
   uint64_t checkpoint_bytes_host = 0;
-  uint64_t capacity_bytes = 0;
+  uint64_t capacity_bytes = 0;  // the device's total
+  // What the engine needs on the device apart from checkpoints kept there.
+  uint64_t fixed_bytes() const { return weight_slot_bytes + gradient_bytes + workspace_bytes; }
 };
 
 class StreamingEngine {
  public:
   // `counters` (optional) receives bytes held per tier/category and bytes moved per link.
+  // kOutOfMemory when the device cannot hold fixed_bytes(); kInvalidArgument for a bad config.
   static Result<std::unique_ptr<StreamingEngine>> create(compute::Backend& backend, ModelState& state,
                                                          const StreamingConfig& config,
                                                          TierCounters* counters = nullptr);
@@ -77,43 +101,42 @@ class StreamingEngine {
   // Forward and backward of one step. Overwrites the host gradients of every block with
   // ∂(mean loss)/∂w. kInvalidArgument for shapes beyond the configured maxima or ids out of range.
   Result<StepResult> forward_backward(const StepBatch& batch);
-  // Forward only (eval, generation). When `logits` is given it receives [sequences, seq_len, vocab]
-  // fp32 logits (tests and generation; small inputs only).
+  // Forward only (eval, generation). When `logits` is given (micro-batches of at most
+  // config.logits_tokens tokens) it receives [sequences, seq_len, vocab] fp32 host logits, copied
+  // back one micro-batch at a time.
   Result<StepResult> forward(const StepBatch& batch, float* logits = nullptr);
 
   // Called before block b's weights are uploaded for a forward pass: blocks until the optimizer
   // has finished with it. Default: no wait.
-  void set_weight_gate(std::function<void(size_t block)> gate) { gate_ = std::move(gate); }
-  // Receives timeline spans (block index, phase "h2d" | "forward" | "backward" | "d2h", start and
-  // end in seconds of `clock`) while set; the trainer turns them into `span` events. On the CPU
-  // backend copies are synchronous, so their spans are their real duration; on CUDA they will be
-  // recorded with events.
-  using SpanSink = std::function<void(size_t block, const char* phase, double start_s, double end_s)>;
-  void set_span_sink(SpanSink sink, std::function<double()> clock) {
-    span_sink_ = std::move(sink);
-    clock_ = std::move(clock);
-  }
+  void set_weight_gate(std::function<void(size_t block)> gate);
+  // Receives the step's timeline spans (block index, phase "h2d" | "forward" | "backward" | "d2h",
+  // start and end in seconds of `clock`) at the end of each step, timed on the device by events
+  // and placed at `clock`'s reading at step start; the trainer turns them into `span` events.
+  using SpanSink = spillway::SpanSink;
+  void set_span_sink(SpanSink sink, std::function<double()> clock);
   // Marks every cached device copy of the weights stale (after the host weights changed).
   void invalidate_weights();
 
-  const DeviceMemoryPlan& memory_plan() const { return plan_; }
+  const DeviceMemoryPlan& memory_plan() const;
   // Bytes moved host→device and device→host so far.
-  uint64_t h2d_bytes() const { return h2d_bytes_; }
-  uint64_t d2h_bytes() const { return d2h_bytes_; }
+  uint64_t h2d_bytes() const;
+  uint64_t d2h_bytes() const;
 
-  // Device bytes the engine needs for `config` (without checkpoints on the device), for the planner.
+  // The ops' largest shapes for `config`: what Backend::workspace_bytes is asked about.
+  static compute::OpShapes op_shapes(const ModelConfig& model, const StreamingConfig& config);
+  // The fixed part of the engine's device memory (no checkpoints on the device) for activations of
+  // `act` and a backend workspace of `backend_workspace_bytes`: for the planner, which may have no
+  // backend at hand.
+  static DeviceMemoryPlan plan_device_memory(const ParameterLayout& layout, const StreamingConfig& config, DType act,
+                                             uint64_t backend_workspace_bytes);
+  // Device bytes the engine needs on `backend` for `config` without checkpoints on the device.
   static uint64_t required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
-                                        size_t act_bytes);
+                                        const compute::Backend& backend);
 
  private:
   struct Impl;
   explicit StreamingEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  std::function<void(size_t)> gate_;
-  SpanSink span_sink_;
-  std::function<double()> clock_;
-  DeviceMemoryPlan plan_;
-  uint64_t h2d_bytes_ = 0, d2h_bytes_ = 0;
 };
 
 }  // namespace spillway

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <random>
 
-#include "compute/backend.h"
+#include "compute/backend-loader.h"
 #include "core/file-util.h"
 #include "core/thread-pool.h"
 #include "data/batch-iterator.h"
@@ -89,6 +89,7 @@ struct Trainer::Impl {
   TierCounters counters;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<compute::Backend> backend;
+  std::string backend_reason;  // which backend and why, for the log
   std::unique_ptr<ModelState> state;
   std::unique_ptr<StreamingEngine> engine;
   std::unique_ptr<OptimizerStateStore> opt_state;
@@ -249,10 +250,16 @@ struct Trainer::Impl {
   }
 
   Status create_backend() {
-    if (job.backend == "cuda")
-      return unsupported("placement.backend \"cuda\": this build has no CUDA backend yet; use \"cpu\" or \"auto\"");
-    backend = compute::make_cpu_backend(job.device_memory_bytes);
-    counters.set_capacity(Tier::kHbm, job.device_memory_bytes);
+    compute::BackendOptions options;
+    options.kind = job.backend;
+    options.device_memory_bytes = job.device_memory_bytes;
+    auto choice = compute::make_backend(options);
+    if (!choice.ok()) return choice.status().with_context("placement.backend \"" + job.backend + "\"");
+    backend = std::move(choice->backend);
+    backend_reason = std::move(choice->reason);
+    // The HBM tier's capacity: the GPU's memory; the CPU backend's "device" only when capped
+    // (uncapped, it is DRAM).
+    counters.set_capacity(Tier::kHbm, backend->name() == "cpu" ? job.device_memory_bytes : backend->device_info().total_bytes);
     return {};
   }
 
@@ -438,6 +445,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std:
   SPW_RETURN_IF_ERROR(t.build_engine());
   SPW_RETURN_IF_ERROR(t.setup_run());
   t.attach_spans();
+  t.log(LogLevel::kInfo, "backend " + t.backend_reason);
   if (!resume_from.empty()) t.log(LogLevel::kInfo, "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
 }

@@ -1,7 +1,13 @@
 // The streaming schedule against the PyTorch reference (../shared/data/golden): logits, loss and
 // every gradient of one forward/backward, and the AdamW trajectory, with a device capacity of
-// about two layers so that layers really stream, and with the batch split into micro-batches.
+// about two layers so that layers really stream, and with the batch split into micro-batches;
+// each also on the CPU backend's strict stream mode, where a missing wait between streams fails.
+// Then what does not depend on the reference: checkpoint placement, the timeline, the errors.
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +15,7 @@
 #include "core/file-util.h"
 #include "train/optimizer.h"
 #include "train/streaming-engine.h"
+#include "engine-util.h"
 #include "golden-util.h"
 #include "test-data.h"
 
@@ -52,18 +59,25 @@ struct Rig {
   std::unique_ptr<StreamingEngine> engine;
 };
 
-// A device just big enough for 2 weight slots, the gradient buffers and one micro-batch's
-// activations, so every checkpoint goes to host memory and every layer streams.
-Rig make_setup(const Golden& g, int micro_batch_size, bool with_optimizer) {
-  Rig s;
+StreamingConfig golden_config(const Golden& g, int micro_batch_size) {
   StreamingConfig cfg;
   cfg.weight_slots = 2;
   cfg.micro_batch_size = micro_batch_size;
   cfg.max_micro_batches = g.B / micro_batch_size;
   cfg.seq_len = g.T;
   cfg.lm_head_chunk = 37;  // odd, so chunk edges are exercised
-  const uint64_t need = StreamingEngine::required_device_bytes(g.layout, cfg, 4);
-  s.backend = compute::make_cpu_backend(need + 1024);
+  cfg.logits_tokens = micro_batch_size * g.T;
+  return cfg;
+}
+
+// A device just big enough for 2 weight slots, the gradient buffers and one micro-batch's
+// activations, so every layer streams, and every checkpoint in host memory (a tiny model's few
+// checkpoints would otherwise fit where the staging buffers for host checkpoints go).
+Rig make_setup(const Golden& g, int micro_batch_size, bool with_optimizer, bool strict) {
+  Rig s;
+  StreamingConfig cfg = golden_config(g, micro_batch_size);
+  cfg.keep_checkpoints_on_device = false;
+  s.backend = testing::engine_cpu_backend(g.layout, cfg, strict);
   auto state = ModelState::create(g.layout, with_optimizer);
   EXPECT_TRUE(state.ok());
   s.state = std::move(*state);
@@ -92,6 +106,7 @@ StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& 
 struct Param {
   std::string model;
   int micro_batch_size;
+  bool strict = false;  // the CPU backend's strict stream mode
 };
 
 class GoldenTest : public ::testing::TestWithParam<Param> {};
@@ -100,7 +115,7 @@ TEST_P(GoldenTest, LogitsLossAndGradients) {
   SPILLWAY_REQUIRE_DATA();
   Golden g = load_golden(GetParam().model);
   if (g.B % GetParam().micro_batch_size) GTEST_SKIP() << "batch of " << g.B << " does not split";
-  Rig s = make_setup(g, GetParam().micro_batch_size, false);
+  Rig s = make_setup(g, GetParam().micro_batch_size, false, GetParam().strict);
   auto ids = read_i32(*g.fb, "input_ids");
   auto labels = read_i32(*g.fb, "labels");
   StepBatch batch = batch_of(ids, labels, g.B, g.T, GetParam().micro_batch_size);
@@ -151,9 +166,9 @@ struct Trajectory {
 
 // The golden AdamW steps through the streaming engine and the Optimizer. With `force`, the
 // ill-conditioned elements of the step-1 gradient take the reference's value before the update.
-Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool force) {
+Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool strict, bool force) {
   Trajectory t;
-  t.rig = make_setup(g, micro_batch_size, true);
+  t.rig = make_setup(g, micro_batch_size, true, strict);
   const auto& h = g.meta["adamw"];
   AdamWConfig cfg;
   cfg.beta1 = h["beta1"];
@@ -227,7 +242,7 @@ TEST_P(GoldenTest, AdamWTrajectory) {
   const double max_drift = 2.0 * h["lr"].get<double>() * steps;  // an update of the other sign each step
   for (bool force : {false, true}) {
     SCOPED_TRACE(force ? "ill-conditioned step-1 elements given the reference's gradient" : "as trained");
-    Trajectory t = run_trajectory(g, GetParam().micro_batch_size, force);
+    Trajectory t = run_trajectory(g, GetParam().micro_batch_size, GetParam().strict, force);
     ASSERT_EQ(t.losses.size(), size_t(steps));
     for (int step = 0; step < steps; ++step) {
       EXPECT_NEAR(t.losses[step], g.meta["step_losses"][step].get<double>(),
@@ -267,9 +282,13 @@ TEST_P(GoldenTest, AdamWTrajectory) {
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest,
                          ::testing::Values(Param{"stories260K", 4}, Param{"stories260K", 2}, Param{"stories260K", 1},
                                            Param{"qwen2-tiny", 3}, Param{"qwen2-tiny", 1},
-                                           Param{"llama-mha-tiny", 2}, Param{"llama-mha-tiny", 1}),
+                                           Param{"llama-mha-tiny", 2}, Param{"llama-mha-tiny", 1},
+                                           Param{"stories260K", 2, true}, Param{"stories260K", 1, true},
+                                           Param{"qwen2-tiny", 3, true}, Param{"qwen2-tiny", 1, true},
+                                           Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, true}),
                          [](const auto& info) {
-                           std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size);
+                           std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
+                                           (info.param.strict ? "_strict" : "");
                            for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
@@ -286,6 +305,151 @@ TEST(StreamingEngine, TooSmallDeviceSaysWhatIsNeeded) {
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(engine.status().message().find("lower micro_batch_size or seq_len"), std::string::npos);
+}
+
+struct Engine {
+  std::unique_ptr<compute::Backend> backend;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<StreamingEngine> engine;
+};
+
+Engine make_engine(const Golden& g, const StreamingConfig& cfg, bool strict, size_t extra_device_bytes) {
+  Engine e;
+  e.backend = testing::engine_cpu_backend(g.layout, cfg, strict, extra_device_bytes);
+  auto state = ModelState::create(g.layout, false);
+  EXPECT_TRUE(state.ok());
+  e.state = std::move(*state);
+  auto store = TensorStore::open(testing::data_path("models/" + g.name));
+  EXPECT_TRUE(store.ok() && e.state->load_weights(*store).ok());
+  auto engine = StreamingEngine::create(*e.backend, *e.state, cfg);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (engine.ok()) e.engine = std::move(*engine);
+  return e;
+}
+
+// Where the checkpoints and activation gradients live — all on the host through the staging
+// buffers, some on the device, all on the device — changes no bit of the loss or the gradients, in
+// either stream mode; only the bytes that cross the link.
+TEST(StreamingEngine, CheckpointPlacementChangesNoBit) {
+  SPILLWAY_REQUIRE_DATA();
+  for (const char* model : {"stories260K", "qwen2-tiny"}) {
+    Golden g = load_golden(model);
+    const int mb = 1;
+    const StreamingConfig cfg = golden_config(g, mb);
+    const auto ids = read_i32(*g.fb, "input_ids");
+    const auto labels = read_i32(*g.fb, "labels");
+    const StepBatch batch = batch_of(ids, labels, g.B, g.T, mb);
+    const uint64_t buffer = (uint64_t(mb) * g.T * g.layout.config().hidden_size * 4 + 255) / 256 * 256;
+    const uint64_t buffers = (uint64_t(g.layout.config().num_layers) + 2) * cfg.max_micro_batches;
+    for (bool strict : {false, true}) {
+      SCOPED_TRACE(std::string(model) + (strict ? ", strict streams" : ""));
+      struct Run {
+        double loss = 0, loss_sum = 0;
+        std::vector<std::vector<float>> grads;
+        DeviceMemoryPlan plan;
+        uint64_t h2d = 0;
+      };
+      std::vector<Run> runs;
+      for (uint64_t extra : {uint64_t{1024}, buffers / 2 * buffer, buffers * buffer}) {
+        Engine e = make_engine(g, cfg, strict, extra);
+        ASSERT_TRUE(e.engine);
+        auto r = e.engine->forward_backward(batch);
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        Run run{r->loss(), r->loss_sum, {}, e.engine->memory_plan(), e.engine->h2d_bytes()};
+        for (size_t b = 0; b < g.layout.num_blocks(); ++b)
+          run.grads.emplace_back(e.state->grad(b), e.state->grad(b) + g.layout.blocks()[b].numel);
+        runs.push_back(std::move(run));
+      }
+      EXPECT_EQ(runs[0].plan.checkpoint_bytes_device, 0u);
+      EXPECT_EQ(runs[0].plan.checkpoint_bytes_host, buffers * buffer);
+      EXPECT_GT(runs[1].plan.checkpoint_bytes_device, 0u);
+      EXPECT_GT(runs[1].plan.checkpoint_bytes_host, 0u);
+      EXPECT_EQ(runs[2].plan.checkpoint_bytes_device, buffers * buffer);
+      EXPECT_EQ(runs[2].plan.checkpoint_bytes_host, 0u);
+      // No staging buffers when everything is on the device.
+      EXPECT_LT(runs[2].plan.workspace_bytes, runs[0].plan.workspace_bytes);
+      EXPECT_GT(runs[0].h2d, runs[1].h2d);
+      EXPECT_GT(runs[1].h2d, runs[2].h2d);
+      EXPECT_NEAR(runs[0].loss, g.meta["loss"].get<double>(), 1e-5);
+      for (size_t i = 1; i < runs.size(); ++i) {
+        EXPECT_EQ(runs[i].loss_sum, runs[0].loss_sum) << "placement " << i;
+        for (size_t b = 0; b < runs[0].grads.size(); ++b)
+          EXPECT_EQ(runs[i].grads[b], runs[0].grads[b]) << "placement " << i << ", block " << b;
+      }
+    }
+  }
+}
+
+// The step's timeline comes from device events: every block's upload, compute and gradient
+// download as a span on the clock's reading at step start, inside the step; the compute stream's
+// busy time is the sum of its spans.
+TEST(StreamingEngine, TimelineSpansFromEvents) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g = load_golden("stories260K");
+  const auto ids = read_i32(*g.fb, "input_ids");
+  const auto labels = read_i32(*g.fb, "labels");
+  for (bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "strict streams" : "synchronous streams");
+    Engine e = make_engine(g, golden_config(g, 2), strict, 1024);
+    ASSERT_TRUE(e.engine);
+    struct Span {
+      size_t block;
+      std::string phase;
+      double start, end;
+    };
+    std::vector<Span> spans;
+    const double t0 = 1000.0;
+    e.engine->set_span_sink([&](size_t b, const char* phase, double start, double end) { spans.push_back({b, phase, start, end}); },
+                            [&] { return t0; });
+    auto r = e.engine->forward_backward(batch_of(ids, labels, g.B, g.T, 2));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const StepTimeline& t = r->timeline;
+    EXPECT_GT(t.step_s, 0.0);
+    EXPECT_GT(t.compute_busy_s, 0.0);
+    EXPECT_LE(t.compute_busy_s, t.step_s * (1 + 1e-9));
+    EXPECT_GT(t.h2d_s, 0.0);
+    EXPECT_GT(t.d2h_s, 0.0);
+    EXPECT_GE(t.compute_idle_fraction(), 0.0);
+    const size_t blocks = g.layout.num_blocks(), head = blocks - 1;
+    std::map<std::string, std::set<size_t>> seen;
+    double busy = 0;
+    for (const Span& s : spans) {
+      seen[s.phase].insert(s.block);
+      EXPECT_LE(t0, s.start) << s.phase << " " << s.block;
+      EXPECT_LE(s.start, s.end) << s.phase << " " << s.block;
+      EXPECT_LE(s.end, t0 + t.step_s * (1 + 1e-9)) << s.phase << " " << s.block;
+      if (s.phase == "forward" || s.phase == "backward") busy += s.end - s.start;
+    }
+    EXPECT_NEAR(busy, t.compute_busy_s, 1e-9);
+    std::set<size_t> all, layers_and_embedding, all_but_embedding;
+    for (size_t b = 0; b < blocks; ++b) {
+      all.insert(b);
+      if (b != head) layers_and_embedding.insert(b);
+      if (b != 0) all_but_embedding.insert(b);
+    }
+    EXPECT_EQ(seen["h2d"], all);
+    EXPECT_EQ(seen["forward"], layers_and_embedding);  // the head's compute is its backward, fused
+    EXPECT_EQ(seen["backward"], all);
+    EXPECT_EQ(seen["d2h"], all);
+    EXPECT_EQ(seen.size(), 4u);
+  }
+}
+
+TEST(StreamingEngine, LogitsNeedTheirDeviceBuffer) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g = load_golden("stories260K");
+  StreamingConfig cfg = golden_config(g, 4);
+  cfg.logits_tokens = 0;
+  Engine e = make_engine(g, cfg, false, 1024);
+  ASSERT_TRUE(e.engine);
+  const auto ids = read_i32(*g.fb, "input_ids");
+  const auto labels = read_i32(*g.fb, "labels");
+  std::vector<float> logits(size_t(g.B) * g.T * g.layout.config().vocab_size);
+  auto r = e.engine->forward(batch_of(ids, labels, g.B, g.T, 4), logits.data());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("logits_tokens"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(e.engine->forward(batch_of(ids, labels, g.B, g.T, 4)).ok());
 }
 
 }  // namespace

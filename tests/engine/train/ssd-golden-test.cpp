@@ -22,6 +22,7 @@
 #include "train/optimizer.h"
 #include "train/scratch-folder.h"
 #include "train/streaming-engine.h"
+#include "engine-util.h"
 #include "golden-util.h"
 #include "test-data.h"
 
@@ -102,7 +103,7 @@ struct Rig {
     cfg.micro_batch_size = mb;
     cfg.max_micro_batches = g.B / mb;
     cfg.seq_len = g.T;
-    backend = compute::make_cpu_backend(StreamingEngine::required_device_bytes(g.layout, cfg, 4) + 1024);
+    backend = testing::engine_cpu_backend(g.layout, cfg, false);
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(testing::data_path("models/" + g.name)));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
