@@ -24,7 +24,8 @@ std::vector<fs::path> module_candidates() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     paths.push_back(exe.parent_path() / kModuleFile);
-    paths.push_back((exe.parent_path() / ".." / "lib" / "spillway" / kModuleFile).lexically_normal());
+    paths.push_back(
+        (exe.parent_path() / ".." / "lib" / "spillway" / kModuleFile).lexically_normal());
   }
 #ifdef SPILLWAY_CUDA_MODULE_BUILD_PATH
   paths.push_back(SPILLWAY_CUDA_MODULE_BUILD_PATH);
@@ -42,13 +43,15 @@ std::string describe_dlopen_error(const std::string& path, const std::string& er
       std::string cuda = "CUDA";
       if (const size_t so = missing.rfind(".so."); so != std::string::npos) {
         const std::string major = missing.substr(so + 4, missing.find('.', so + 4) - (so + 4));
-        if (!major.empty() && major.find_first_not_of("0123456789") == std::string::npos) cuda += " " + major;
+        if (!major.empty() && major.find_first_not_of("0123456789") == std::string::npos)
+          cuda += " " + major;
       }
       return missing + " not found (needed by " + path + "): install the " + cuda +
              " runtime libraries or use backend cpu";
     }
   }
-  return "could not load " + path + " (" + err + "): rebuild it with this version of Spillway or use backend cpu";
+  return "could not load " + path + " (" + err +
+         "): rebuild it with this version of Spillway or use backend cpu";
 }
 
 // Opens the module and finds its entry point. The handle is never closed: backends it made must
@@ -57,7 +60,8 @@ Result<CudaBackendCreateFn> load_module() {
   std::error_code ec;
   fs::path path;
   if (const char* env = std::getenv("SPILLWAY_CUDA_BACKEND"); env && *env) {
-    // An explicit path is the only one tried: silently loading another module would hide the mistake.
+    // An explicit path is the only one tried: silently loading another module would hide the
+    // mistake.
     path = env;
     if (!fs::is_regular_file(path, ec)) {
       return unsupported(std::string("SPILLWAY_CUDA_BACKEND=") + env +
@@ -78,8 +82,8 @@ Result<CudaBackendCreateFn> load_module() {
 #else
       const char* fix = "build Spillway with -DSPILLWAY_CUDA=ON or set SPILLWAY_CUDA_BACKEND";
 #endif
-      return unsupported(std::string("no CUDA backend module (") + kModuleFile + " not found: looked at " + looked +
-                         "): " + fix);
+      return unsupported(std::string("no CUDA backend module (") + kModuleFile +
+                         " not found: looked at " + looked + "): " + fix);
     }
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -89,7 +93,8 @@ Result<CudaBackendCreateFn> load_module() {
   }
   void* entry = dlsym(handle, kCudaBackendEntry);
   if (entry == nullptr) {
-    return unsupported(path.string() + " is not a Spillway CUDA backend module (it has no " + kCudaBackendEntry +
+    return unsupported(path.string() + " is not a Spillway CUDA backend module (it has no " +
+                       kCudaBackendEntry +
                        "): point SPILLWAY_CUDA_BACKEND at libspillway-cuda.so or rebuild it");
   }
   return reinterpret_cast<CudaBackendCreateFn>(entry);
@@ -101,11 +106,14 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   char error[1024] = {};
   const int code = create(device, &raw, error, sizeof(error));
   if (code != 0) {
-    const bool known = code > static_cast<int>(ErrorCode::kOk) && code <= static_cast<int>(ErrorCode::kInternal);
-    const std::string message = error[0] ? error : "the CUDA backend module failed with code " + std::to_string(code);
+    const bool known =
+        code > static_cast<int>(ErrorCode::kOk) && code <= static_cast<int>(ErrorCode::kInternal);
+    const std::string message =
+        error[0] ? error : "the CUDA backend module failed with code " + std::to_string(code);
     return Status(known ? static_cast<ErrorCode>(code) : ErrorCode::kInternal, message);
   }
-  if (raw == nullptr) return internal_error("the CUDA backend module returned success but no backend");
+  if (raw == nullptr)
+    return internal_error("the CUDA backend module returned success but no backend");
   return std::unique_ptr<Backend>(raw);
 }
 

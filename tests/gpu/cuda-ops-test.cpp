@@ -53,7 +53,9 @@ struct Shape {
   }
 };
 
-void PrintTo(const Shape& s, std::ostream* os) { *os << s.name; }
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.name;
+}
 
 // The golden models' shapes (stories260K: d 64, head_dim 8, FFN 172; qwen2-tiny: head_dim 16, GQA
 // 6/2; llama-mha-tiny: MHA, head_dim 32), one with head_dim 64, and the llama-7B layer with GQA.
@@ -125,8 +127,8 @@ class CudaOps : public ::testing::TestWithParam<Shape> {
       EXPECT_GT(norm(want), 0.0) << op << "." << key << ": the reference is all zero";
       EXPECT_LT(err, t->second) << op << "." << key;
       EXPECT_TRUE(same_bits(a[key], b[key])) << op << "." << key << ": two identical runs differ";
-      std::printf("[%s] %s.%s: rel L2 %.2e (tolerance %.0e)\n", GetParam().name, op, key.c_str(), err,
-                  t->second);
+      std::printf("[%s] %s.%s: rel L2 %.2e (tolerance %.0e)\n", GetParam().name, op, key.c_str(),
+                  err, t->second);
     }
   }
 
@@ -142,18 +144,20 @@ TEST_P(CudaOps, Embedding) {
   std::vector<int32_t> ids(n);
   // Spread over the table, with every fifth token the same id (duplicates sum in token order).
   for (int i = 0; i < n; ++i) ids[i] = i % 5 == 0 ? 7 % v : int32_t((uint64_t(i) * 7919 + 13) % v);
-  compare("embedding", [&](Side& side) {
-    Backend& be = side.be();
-    Outputs o;
-    int32_t* idd = side.i32(ids);
-    void* out = side.act_zeros(size_t(n) * d);
-    EXPECT_OK(be.embedding_forward(out, idd, side.act(table), n, d, 0));
-    o["forward.out"] = side.get_act(out, size_t(n) * d);
-    float* dt = side.f32(dtable0);
-    EXPECT_OK(be.embedding_backward(dt, idd, side.act(dout), n, d, 0));
-    o["backward.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
-    return o;
-  }, {{"forward.out", 1e-6}, {"backward.dtable", 1e-5}});
+  compare("embedding",
+          [&](Side& side) {
+            Backend& be = side.be();
+            Outputs o;
+            int32_t* idd = side.i32(ids);
+            void* out = side.act_zeros(size_t(n) * d);
+            EXPECT_OK(be.embedding_forward(out, idd, side.act(table), n, d, 0));
+            o["forward.out"] = side.get_act(out, size_t(n) * d);
+            float* dt = side.f32(dtable0);
+            EXPECT_OK(be.embedding_backward(dt, idd, side.act(dout), n, d, 0));
+            o["backward.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
+            return o;
+          },
+          {{"forward.out", 1e-6}, {"backward.dtable", 1e-5}});
 }
 
 TEST_P(CudaOps, RmsNorm) {
@@ -169,41 +173,51 @@ TEST_P(CudaOps, RmsNorm) {
     for (int j = 0; j < d; ++j) ss += double(x[size_t(i) * d + j]) * x[size_t(i) * d + j];
     rstd[i] = float(1.0 / std::sqrt(ss / d + eps));
   }
-  compare("rmsnorm", [&](Side& side) {
-    Backend& be = side.be();
-    const size_t nd = size_t(n) * d;
-    Outputs o;
-    void* xd = side.act(x);
-    void* wd = side.act(w);
-    void* out = side.act_zeros(nd);
-    float* rs = side.f32_zeros(n);
-    EXPECT_OK(be.rmsnorm_forward(out, rs, xd, wd, n, d, eps, 0));
-    o["forward.out"] = side.get_act(out, nd);
-    o["forward.rstd"] = side.get_f32(rs, n);
+  compare("rmsnorm",
+          [&](Side& side) {
+            Backend& be = side.be();
+            const size_t nd = size_t(n) * d;
+            Outputs o;
+            void* xd = side.act(x);
+            void* wd = side.act(w);
+            void* out = side.act_zeros(nd);
+            float* rs = side.f32_zeros(n);
+            EXPECT_OK(be.rmsnorm_forward(out, rs, xd, wd, n, d, eps, 0));
+            o["forward.out"] = side.get_act(out, nd);
+            o["forward.rstd"] = side.get_f32(rs, n);
 
-    void* sum = side.act_zeros(nd);
-    EXPECT_OK(be.residual_rmsnorm_forward(sum, out, rs, xd, side.act(r), wd, n, d, eps, 0));
-    o["residual.sum"] = side.get_act(sum, nd);
-    o["residual.out"] = side.get_act(out, nd);
-    o["residual.rstd"] = side.get_f32(rs, n);
-    void* xa = side.act(x);  // sum aliasing x, as the trainer's residual stream does
-    EXPECT_OK(be.residual_rmsnorm_forward(xa, out, rs, xa, side.act(r), wd, n, d, eps, 0));
-    o["residual_alias.sum"] = side.get_act(xa, nd);
-    o["residual_alias.out"] = side.get_act(out, nd);
+            void* sum = side.act_zeros(nd);
+            EXPECT_OK(be.residual_rmsnorm_forward(sum, out, rs, xd, side.act(r), wd, n, d, eps, 0));
+            o["residual.sum"] = side.get_act(sum, nd);
+            o["residual.out"] = side.get_act(out, nd);
+            o["residual.rstd"] = side.get_f32(rs, n);
+            void* xa = side.act(x);  // sum aliasing x, as the trainer's residual stream does
+            EXPECT_OK(be.residual_rmsnorm_forward(xa, out, rs, xa, side.act(r), wd, n, d, eps, 0));
+            o["residual_alias.sum"] = side.get_act(xa, nd);
+            o["residual_alias.out"] = side.get_act(out, nd);
 
-    float* rsd = side.f32(rstd);
-    void* dx = side.act_zeros(nd);
-    float* dw = side.f32(dw0);
-    EXPECT_OK(be.rmsnorm_backward(dx, dw, side.act(dout), xd, wd, rsd, n, d, false, 0));
-    o["backward.dx"] = side.get_act(dx, nd);
-    o["backward.dw"] = delta(side.get_f32(dw, d), dw0);
-    void* dxa = side.act(dx0);
-    EXPECT_OK(be.rmsnorm_backward(dxa, side.f32(dw0), side.act(dout), xd, wd, rsd, n, d, true, 0));
-    o["backward_accumulate.dx"] = side.get_act(dxa, nd);
-    return o;
-  }, {{"forward.out", 1e-2}, {"forward.rstd", 1e-4}, {"residual.sum", 1e-2}, {"residual.out", 1e-2},
-      {"residual.rstd", 1e-2}, {"residual_alias.sum", 1e-2}, {"residual_alias.out", 1e-2},
-      {"backward.dx", 1e-2}, {"backward.dw", 1e-2}, {"backward_accumulate.dx", 1e-2}});
+            float* rsd = side.f32(rstd);
+            void* dx = side.act_zeros(nd);
+            float* dw = side.f32(dw0);
+            EXPECT_OK(be.rmsnorm_backward(dx, dw, side.act(dout), xd, wd, rsd, n, d, false, 0));
+            o["backward.dx"] = side.get_act(dx, nd);
+            o["backward.dw"] = delta(side.get_f32(dw, d), dw0);
+            void* dxa = side.act(dx0);
+            EXPECT_OK(be.rmsnorm_backward(dxa, side.f32(dw0), side.act(dout), xd, wd, rsd, n, d,
+                                          true, 0));
+            o["backward_accumulate.dx"] = side.get_act(dxa, nd);
+            return o;
+          },
+          {{"forward.out", 1e-2},
+           {"forward.rstd", 1e-4},
+           {"residual.sum", 1e-2},
+           {"residual.out", 1e-2},
+           {"residual.rstd", 1e-2},
+           {"residual_alias.sum", 1e-2},
+           {"residual_alias.out", 1e-2},
+           {"backward.dx", 1e-2},
+           {"backward.dw", 1e-2},
+           {"backward_accumulate.dx", 1e-2}});
 }
 
 // The MLP's up projection (hidden -> intermediate, no bias) and the query projection with a bias.
@@ -215,39 +229,50 @@ TEST_P(CudaOps, Linear) {
     int in, out;
     bool bias;
   };
-  for (const Case& c : {Case{"up", s.hidden, s.intermediate, false}, Case{"q_bias", s.hidden, s.q_dim(), true}}) {
+  for (const Case& c :
+       {Case{"up", s.hidden, s.intermediate, false}, Case{"q_bias", s.hidden, s.q_dim(), true}}) {
     SCOPED_TRACE(c.name);
     const int in = c.in, out = c.out;
-    const auto x = input(size_t(n) * in, 20), w = input(size_t(out) * in, 21, 1.0f / std::sqrt(float(in)));
+    const auto x = input(size_t(n) * in, 20),
+               w = input(size_t(out) * in, 21, 1.0f / std::sqrt(float(in)));
     const auto b = input(out, 22), dy = input(size_t(n) * out, 23), dx0 = input(size_t(n) * in, 24);
     const auto dw0 = accumulator(size_t(out) * in, 25);
     const auto db0 = accumulator(out, 26);
     const std::string p = std::string(c.name) + ".";
-    compare("linear", [&](Side& side) {
-      Backend& be = side.be();
-      Outputs o;
-      void* xd = side.act(x);
-      void* wd = side.act(w);
-      void* dyd = side.act(dy);
-      void* y = side.act_zeros(size_t(n) * out);
-      EXPECT_OK(be.linear_forward(y, xd, wd, c.bias ? side.act(b) : nullptr, n, in, out, 0));
-      o[p + "forward.y"] = side.get_act(y, size_t(n) * out);
-      void* dx = side.act_zeros(size_t(n) * in);
-      float* dw = side.f32(dw0);
-      float* db = c.bias ? side.f32(db0) : nullptr;
-      EXPECT_OK(be.linear_backward(dx, dw, db, dyd, xd, wd, n, in, out, false, 0));
-      o[p + "backward.dx"] = side.get_act(dx, size_t(n) * in);
-      o[p + "backward.dw"] = delta(side.get_f32(dw, size_t(out) * in), dw0);
-      if (c.bias) o[p + "backward.db"] = delta(side.get_f32(db, out), db0);
-      void* dxa = side.act(dx0);
-      EXPECT_OK(be.linear_backward(dxa, side.f32(dw0), nullptr, dyd, xd, wd, n, in, out, true, 0));
-      o[p + "backward_accumulate.dx"] = side.get_act(dxa, size_t(n) * in);
-      float* dw_only = side.f32(dw0);
-      EXPECT_OK(be.linear_backward(nullptr, dw_only, nullptr, dyd, xd, wd, n, in, out, false, 0));
-      o[p + "backward_no_dx.dw"] = delta(side.get_f32(dw_only, size_t(out) * in), dw0);
-      return o;
-    }, {{p + "forward.y", 1e-2}, {p + "backward.dx", 1e-2}, {p + "backward.dw", 1e-3},
-        {p + "backward.db", 1e-3}, {p + "backward_accumulate.dx", 1e-2}, {p + "backward_no_dx.dw", 1e-3}});
+    compare(
+        "linear",
+        [&](Side& side) {
+          Backend& be = side.be();
+          Outputs o;
+          void* xd = side.act(x);
+          void* wd = side.act(w);
+          void* dyd = side.act(dy);
+          void* y = side.act_zeros(size_t(n) * out);
+          EXPECT_OK(be.linear_forward(y, xd, wd, c.bias ? side.act(b) : nullptr, n, in, out, 0));
+          o[p + "forward.y"] = side.get_act(y, size_t(n) * out);
+          void* dx = side.act_zeros(size_t(n) * in);
+          float* dw = side.f32(dw0);
+          float* db = c.bias ? side.f32(db0) : nullptr;
+          EXPECT_OK(be.linear_backward(dx, dw, db, dyd, xd, wd, n, in, out, false, 0));
+          o[p + "backward.dx"] = side.get_act(dx, size_t(n) * in);
+          o[p + "backward.dw"] = delta(side.get_f32(dw, size_t(out) * in), dw0);
+          if (c.bias) o[p + "backward.db"] = delta(side.get_f32(db, out), db0);
+          void* dxa = side.act(dx0);
+          EXPECT_OK(
+              be.linear_backward(dxa, side.f32(dw0), nullptr, dyd, xd, wd, n, in, out, true, 0));
+          o[p + "backward_accumulate.dx"] = side.get_act(dxa, size_t(n) * in);
+          float* dw_only = side.f32(dw0);
+          EXPECT_OK(
+              be.linear_backward(nullptr, dw_only, nullptr, dyd, xd, wd, n, in, out, false, 0));
+          o[p + "backward_no_dx.dw"] = delta(side.get_f32(dw_only, size_t(out) * in), dw0);
+          return o;
+        },
+        {{p + "forward.y", 1e-2},
+         {p + "backward.dx", 1e-2},
+         {p + "backward.dw", 1e-3},
+         {p + "backward.db", 1e-3},
+         {p + "backward_accumulate.dx", 1e-2},
+         {p + "backward_no_dx.dw", 1e-3}});
   }
 }
 
@@ -257,64 +282,80 @@ TEST_P(CudaOps, Rope) {
   const auto q = input(size_t(B) * T * s.q_dim(), 30), k = input(size_t(B) * T * s.kv_dim(), 31);
   // Llama-3 scaling with an original context short enough that all three frequency bands occur.
   RopeScaling llama3{8.0f, 1.0f, 4.0f, T >= 1024 ? 8192 : 100};
-  compare("rope", [&](Side& side) {
-    Backend& be = side.be();
-    Outputs o;
-    using Named = std::pair<const char*, RopeScaling>;
-    for (const auto& [name, sc] : {Named{"plain", RopeScaling{}}, Named{"llama3", llama3}}) {
-      const std::string p = std::string(name) + ".";
-      void* qd = side.act(q);
-      void* kd = side.act(k);
-      EXPECT_OK(be.rope_forward(qd, B, T, s.heads, s.head_dim, s.theta, sc, 0));
-      EXPECT_OK(be.rope_forward(kd, B, T, s.kv_heads, s.head_dim, s.theta, sc, 0));
-      o[p + "forward.q"] = side.get_act(qd, q.size());
-      o[p + "forward.k"] = side.get_act(kd, k.size());
-      void* dq = side.act(q);
-      EXPECT_OK(be.rope_backward(dq, B, T, s.heads, s.head_dim, s.theta, sc, 0));
-      o[p + "backward.dq"] = side.get_act(dq, q.size());
-    }
-    return o;
-  }, {{"plain.forward.q", 1e-2}, {"plain.forward.k", 1e-2}, {"plain.backward.dq", 1e-2},
-      {"llama3.forward.q", 1e-2}, {"llama3.forward.k", 1e-2}, {"llama3.backward.dq", 1e-2}});
+  compare(
+      "rope",
+      [&](Side& side) {
+        Backend& be = side.be();
+        Outputs o;
+        using Named = std::pair<const char*, RopeScaling>;
+        for (const auto& [name, sc] : {Named{"plain", RopeScaling{}}, Named{"llama3", llama3}}) {
+          const std::string p = std::string(name) + ".";
+          void* qd = side.act(q);
+          void* kd = side.act(k);
+          EXPECT_OK(be.rope_forward(qd, B, T, s.heads, s.head_dim, s.theta, sc, 0));
+          EXPECT_OK(be.rope_forward(kd, B, T, s.kv_heads, s.head_dim, s.theta, sc, 0));
+          o[p + "forward.q"] = side.get_act(qd, q.size());
+          o[p + "forward.k"] = side.get_act(kd, k.size());
+          void* dq = side.act(q);
+          EXPECT_OK(be.rope_backward(dq, B, T, s.heads, s.head_dim, s.theta, sc, 0));
+          o[p + "backward.dq"] = side.get_act(dq, q.size());
+        }
+        return o;
+      },
+      {{"plain.forward.q", 1e-2},
+       {"plain.forward.k", 1e-2},
+       {"plain.backward.dq", 1e-2},
+       {"llama3.forward.q", 1e-2},
+       {"llama3.forward.k", 1e-2},
+       {"llama3.backward.dq", 1e-2}});
 }
 
 TEST_P(CudaOps, Attention) {
   const Shape& s = GetParam();
   const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
-  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd, nl = size_t(B) * hq * T;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
+               nl = size_t(B) * hq * T;
   const auto q = input(nq, 40), k = input(nkv, 41), v = input(nkv, 42), dout = input(nq, 43);
-  // The backward's saved forward outputs, from the CPU and rounded as the GPU's forward stores them.
+  // The backward's saved forward outputs, from the CPU and rounded as the GPU's forward stores
+  // them.
   std::vector<float> out_ref, lse_ref;
   {
     Side side(*cpu_, s.op_shapes());
     void* out = side.act_zeros(nq);
     float* lse = side.f32_zeros(nl);
-    ASSERT_OK(cpu_->attention_forward(out, lse, side.act(q), side.act(k), side.act(v), B, T, hq, hkv, hd, 0));
+    ASSERT_OK(cpu_->attention_forward(out, lse, side.act(q), side.act(k), side.act(v), B, T, hq,
+                                      hkv, hd, 0));
     out_ref = bf16_rounded(side.get_act(out, nq));
     lse_ref = side.get_f32(lse, nl);
   }
-  compare("attention", [&](Side& side) {
-    Backend& be = side.be();
-    Outputs o;
-    void* qd = side.act(q);
-    void* kd = side.act(k);
-    void* vd = side.act(v);
-    void* out = side.act_zeros(nq);
-    float* lse = side.f32_zeros(nl);
-    EXPECT_OK(be.attention_forward(out, lse, qd, kd, vd, B, T, hq, hkv, hd, 0));
-    o["forward.out"] = side.get_act(out, nq);
-    o["forward.lse"] = side.get_f32(lse, nl);
-    void* dq = side.act_zeros(nq);
-    void* dk = side.act_zeros(nkv);
-    void* dv = side.act_zeros(nkv);
-    EXPECT_OK(be.attention_backward(dq, dk, dv, side.act(dout), qd, kd, vd, side.act(out_ref), side.f32(lse_ref), B,
-                                    T, hq, hkv, hd, 0));
-    o["backward.dq"] = side.get_act(dq, nq);
-    o["backward.dk"] = side.get_act(dk, nkv);
-    o["backward.dv"] = side.get_act(dv, nkv);
-    return o;
-  }, {{"forward.out", 1e-2}, {"forward.lse", 1e-3}, {"backward.dq", 2e-2}, {"backward.dk", 2e-2},
-      {"backward.dv", 2e-2}});
+  compare(
+      "attention",
+      [&](Side& side) {
+        Backend& be = side.be();
+        Outputs o;
+        void* qd = side.act(q);
+        void* kd = side.act(k);
+        void* vd = side.act(v);
+        void* out = side.act_zeros(nq);
+        float* lse = side.f32_zeros(nl);
+        EXPECT_OK(be.attention_forward(out, lse, qd, kd, vd, B, T, hq, hkv, hd, 0));
+        o["forward.out"] = side.get_act(out, nq);
+        o["forward.lse"] = side.get_f32(lse, nl);
+        void* dq = side.act_zeros(nq);
+        void* dk = side.act_zeros(nkv);
+        void* dv = side.act_zeros(nkv);
+        EXPECT_OK(be.attention_backward(dq, dk, dv, side.act(dout), qd, kd, vd, side.act(out_ref),
+                                        side.f32(lse_ref), B, T, hq, hkv, hd, 0));
+        o["backward.dq"] = side.get_act(dq, nq);
+        o["backward.dk"] = side.get_act(dk, nkv);
+        o["backward.dv"] = side.get_act(dv, nkv);
+        return o;
+      },
+      {{"forward.out", 1e-2},
+       {"forward.lse", 1e-3},
+       {"backward.dq", 2e-2},
+       {"backward.dk", 2e-2},
+       {"backward.dv", 2e-2}});
 }
 
 // The qwen2 key bias's gradient, against the CPU's double-precision one (cpu/attention-key-bias.h):
@@ -325,40 +366,48 @@ TEST_P(CudaOps, AttentionKeyBias) {
   const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd;
   const auto q = input(nq, 50), k = input(nkv, 51), v = input(nkv, 52), dout = input(nq, 53);
   const auto db0 = accumulator(size_t(hkv) * hd, 54);
-  compare("attention_key_bias", [&](Side& side) {
-    Outputs o;
-    float* db = side.f32(db0);
-    EXPECT_OK(side.be().attention_key_bias_backward(db, side.act(dout), side.act(q), side.act(k), side.act(v), B, T,
-                                                    hq, hkv, hd, s.theta, RopeScaling{}, 0));
-    o["db"] = delta(side.get_f32(db, db0.size()), db0);
-    return o;
-  }, {{"db", 2e-2}});
+  compare("attention_key_bias",
+          [&](Side& side) {
+            Outputs o;
+            float* db = side.f32(db0);
+            EXPECT_OK(side.be().attention_key_bias_backward(db, side.act(dout), side.act(q),
+                                                            side.act(k), side.act(v), B, T, hq, hkv,
+                                                            hd, s.theta, RopeScaling{}, 0));
+            o["db"] = delta(side.get_f32(db, db0.size()), db0);
+            return o;
+          },
+          {{"db", 2e-2}});
 }
 
 TEST_P(CudaOps, SwiGluAndAdd) {
   const Shape& s = GetParam();
   const int n = s.tokens(), f = s.intermediate;
   const size_t nf = size_t(n) * f;
-  const auto gate = input(nf, 60, 4.0f), up = input(nf, 61), dout = input(nf, 62), y0 = input(nf, 63);
-  compare("elementwise", [&](Side& side) {
-    Backend& be = side.be();
-    Outputs o;
-    void* g = side.act(gate);
-    void* u = side.act(up);
-    void* out = side.act_zeros(nf);
-    EXPECT_OK(be.swiglu_forward(out, g, u, n, f, 0));
-    o["swiglu_forward.out"] = side.get_act(out, nf);
-    void* dg = side.act_zeros(nf);
-    void* du = side.act_zeros(nf);
-    EXPECT_OK(be.swiglu_backward(dg, du, side.act(dout), g, u, n, f, 0));
-    o["swiglu_backward.dgate"] = side.get_act(dg, nf);
-    o["swiglu_backward.dup"] = side.get_act(du, nf);
-    void* y = side.act(y0);
-    EXPECT_OK(be.add_inplace(y, u, nf, 0));
-    o["add_inplace.y"] = side.get_act(y, nf);
-    return o;
-  }, {{"swiglu_forward.out", 1e-2}, {"swiglu_backward.dgate", 1e-2}, {"swiglu_backward.dup", 1e-2},
-      {"add_inplace.y", 1e-2}});
+  const auto gate = input(nf, 60, 4.0f), up = input(nf, 61), dout = input(nf, 62),
+             y0 = input(nf, 63);
+  compare("elementwise",
+          [&](Side& side) {
+            Backend& be = side.be();
+            Outputs o;
+            void* g = side.act(gate);
+            void* u = side.act(up);
+            void* out = side.act_zeros(nf);
+            EXPECT_OK(be.swiglu_forward(out, g, u, n, f, 0));
+            o["swiglu_forward.out"] = side.get_act(out, nf);
+            void* dg = side.act_zeros(nf);
+            void* du = side.act_zeros(nf);
+            EXPECT_OK(be.swiglu_backward(dg, du, side.act(dout), g, u, n, f, 0));
+            o["swiglu_backward.dgate"] = side.get_act(dg, nf);
+            o["swiglu_backward.dup"] = side.get_act(du, nf);
+            void* y = side.act(y0);
+            EXPECT_OK(be.add_inplace(y, u, nf, 0));
+            o["add_inplace.y"] = side.get_act(y, nf);
+            return o;
+          },
+          {{"swiglu_forward.out", 1e-2},
+           {"swiglu_backward.dgate", 1e-2},
+           {"swiglu_backward.dup", 1e-2},
+           {"add_inplace.y", 1e-2}});
 }
 
 TEST_P(CudaOps, LmHeadLoss) {
@@ -373,35 +422,42 @@ TEST_P(CudaOps, LmHeadLoss) {
     targets += labels[i] != -100;
   }
   const float scale = 1.0f / targets;
-  const bool with_logits = size_t(n) * v <= (size_t(1) << 24);  // the 7B head's would be 262 MB a side
-  std::map<std::string, double> tol = {{"losses", 1e-3}, {"dx", 1e-2}, {"dw", 2e-2}, {"eval.losses", 1e-3}};
+  const bool with_logits =
+      size_t(n) * v <= (size_t(1) << 24);  // the 7B head's would be 262 MB a side
+  std::map<std::string, double> tol = {
+      {"losses", 1e-3}, {"dx", 1e-2}, {"dw", 2e-2}, {"eval.losses", 1e-3}};
   if (with_logits) tol["logits"] = 1e-3;
-  compare("lm_head_loss", [&](Side& side) {
-    Backend& be = side.be();
-    Outputs o;
-    void* xd = side.act(x);
-    void* wd = side.act(w);
-    int32_t* ld = side.i32(labels);
-    float* losses = side.f32_zeros(n);
-    void* dx = side.act_zeros(size_t(n) * d);
-    float* dw = side.f32(dw0);
-    float* logits = with_logits ? side.f32_zeros(size_t(n) * v) : nullptr;
-    EXPECT_OK(be.lm_head_loss(losses, dx, dw, xd, wd, ld, n, d, v, scale, logits, s.chunk, 0));
-    o["losses"] = side.get_f32(losses, n);
-    o["dx"] = side.get_act(dx, size_t(n) * d);
-    o["dw"] = delta(side.get_f32(dw, size_t(v) * d), dw0);
-    if (with_logits) o["logits"] = side.get_f32(logits, size_t(n) * v);
-    float* eval = side.f32_zeros(n);
-    EXPECT_OK(be.lm_head_loss(eval, nullptr, nullptr, xd, wd, ld, n, d, v, 0.0f, nullptr, s.chunk, 0));
-    o["eval.losses"] = side.get_f32(eval, n);
-    return o;
-  }, tol);
+  compare(
+      "lm_head_loss",
+      [&](Side& side) {
+        Backend& be = side.be();
+        Outputs o;
+        void* xd = side.act(x);
+        void* wd = side.act(w);
+        int32_t* ld = side.i32(labels);
+        float* losses = side.f32_zeros(n);
+        void* dx = side.act_zeros(size_t(n) * d);
+        float* dw = side.f32(dw0);
+        float* logits = with_logits ? side.f32_zeros(size_t(n) * v) : nullptr;
+        EXPECT_OK(be.lm_head_loss(losses, dx, dw, xd, wd, ld, n, d, v, scale, logits, s.chunk, 0));
+        o["losses"] = side.get_f32(losses, n);
+        o["dx"] = side.get_act(dx, size_t(n) * d);
+        o["dw"] = delta(side.get_f32(dw, size_t(v) * d), dw0);
+        if (with_logits) o["logits"] = side.get_f32(logits, size_t(n) * v);
+        float* eval = side.f32_zeros(n);
+        EXPECT_OK(be.lm_head_loss(eval, nullptr, nullptr, xd, wd, ld, n, d, v, 0.0f, nullptr,
+                                  s.chunk, 0));
+        o["eval.losses"] = side.get_f32(eval, n);
+        return o;
+      },
+      tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// --- the backend's own machinery ------------------------------------------------------------------
+// --- the backend's own machinery
+// ------------------------------------------------------------------
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -435,8 +491,21 @@ TEST_F(CudaBackendTest, DescribesItsDevice) {
 // f32 -> bf16 rounds to nearest even exactly as core/dtype.h (torch's .to(torch.bfloat16)), for
 // ties, subnormals, infinities and the largest floats; bf16 -> f32 is exact; F32 -> F32 copies.
 TEST_F(CudaBackendTest, ConvertRoundTrips) {
-  std::vector<float> h = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f),
-                          1e-40f, -3e-39f, 0x1p-133f, 3.3895314e38f, -3.3895314e38f, INFINITY, -INFINITY, NAN};
+  std::vector<float> h = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          1.0f + 0x1p-8f,
+                          1.0f + 3 * 0x1p-8f,
+                          -(1.0f + 0x1p-8f),
+                          1e-40f,
+                          -3e-39f,
+                          0x1p-133f,
+                          3.3895314e38f,
+                          -3.3895314e38f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN};
   const auto random = testing::random_floats(1 << 20, 80, -1e4f, 1e4f);
   h.insert(h.end(), random.begin(), random.end());
   const size_t n = h.size();
@@ -462,8 +531,9 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
     const uint16_t want = f32_to_bf16(h[i]);
     const float want_back = bf16_to_f32(want);
     if (got16[i] != want || std::memcmp(&got[i], &want_back, 4) != 0) {
-      if (++bad <= 5) ADD_FAILURE() << "element " << i << " = " << h[i] << ": bf16 0x" << std::hex << got16[i]
-                                    << ", want 0x" << want;
+      if (++bad <= 5)
+        ADD_FAILURE() << "element " << i << " = " << h[i] << ": bf16 0x" << std::hex << got16[i]
+                      << ", want 0x" << want;
     }
   }
   EXPECT_EQ(bad, 0u);
@@ -507,7 +577,8 @@ TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_GT(*t, 0.0);
   EXPECT_LT(*t, 10.0);
-  std::printf("64 MB host-to-device from pinned memory: %.3f ms, %.1f GB/s\n", *t * 1e3, n * 4 / *t / 1e9);
+  std::printf("64 MB host-to-device from pinned memory: %.3f ms, %.1f GB/s\n", *t * 1e3,
+              n * 4 / *t / 1e9);
   Status no_timing = be_->elapsed_s(*copied, *end).status();
   EXPECT_EQ(no_timing.code(), ErrorCode::kInvalidArgument) << no_timing.to_string();
   auto unrecorded = be_->create_event(true);

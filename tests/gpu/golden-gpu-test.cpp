@@ -11,9 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <ostream>
-
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "core/file-util.h"
 #include "engine/train/golden-util.h"
@@ -49,8 +48,10 @@ Golden load_golden(const std::string& name) {
   g.meta = nlohmann::json::parse(*meta);
   g.B = g.meta["B"];
   g.T = g.meta["T"];
-  auto fb = TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
-  auto traj = TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+  auto fb =
+      TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
+  auto traj =
+      TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
   auto weights = TensorStore::open(testing::data_path("models/" + name));
   EXPECT_TRUE(fb.ok() && traj.ok() && weights.ok());
   g.fb = std::make_unique<TensorStore>(std::move(*fb));
@@ -88,7 +89,8 @@ Rig make_rig(const Golden& g, compute::Backend& backend, const Param& p, bool wi
   cfg.seq_len = g.T;
   cfg.lm_head_chunk = 37;  // odd, so chunk edges are exercised
   cfg.keep_checkpoints_on_device = p.checkpoints_on_device;
-  cfg.logits_tokens = p.micro_batch_size * g.T;  // forward() hands back the logits (tiny vocabularies)
+  cfg.logits_tokens =
+      p.micro_batch_size * g.T;  // forward() hands back the logits (tiny vocabularies)
   auto state = ModelState::create(g.layout, with_optimizer);
   EXPECT_TRUE(state.ok()) << state.status().to_string();
   if (!state.ok()) return r;
@@ -100,7 +102,8 @@ Rig make_rig(const Golden& g, compute::Backend& backend, const Param& p, bool wi
   return r;
 }
 
-StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, int B, int T, int mb) {
+StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, int B,
+                   int T, int mb) {
   StepBatch b;
   b.micro_batches = B / mb;
   b.micro_batch_size = mb;
@@ -110,7 +113,8 @@ StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& 
   return b;
 }
 
-// Step losses, pre-clip norms and the master weights after `steps` AdamW steps on the golden batches.
+// Step losses, pre-clip norms and the master weights after `steps` AdamW steps on the golden
+// batches.
 struct Trajectory {
   std::vector<double> losses, norms;
   std::vector<std::vector<float>> master;  // per block
@@ -197,9 +201,10 @@ TEST_P(GoldenGpu, LogitsLossAndGradients) {
   }
   const double ref_norm = g_.meta["grad_norm"].get<double>();
   EXPECT_NEAR(std::sqrt(sq), ref_norm, kTol * ref_norm);
-  std::printf("%s mb%d: logits rel L2 %.2e, loss %.6f (ref %.6f), worst gradient rel L2 %.2e (%s)\n",
-              g_.name.c_str(), GetParam().micro_batch_size, logits_err, r->loss(), ref_loss, worst,
-              worst_name.c_str());
+  std::printf(
+      "%s mb%d: logits rel L2 %.2e, loss %.6f (ref %.6f), worst gradient rel L2 %.2e (%s)\n",
+      g_.name.c_str(), GetParam().micro_batch_size, logits_err, r->loss(), ref_loss, worst,
+      worst_name.c_str());
 }
 
 TEST_P(GoldenGpu, AdamWTrajectory) {
@@ -209,9 +214,9 @@ TEST_P(GoldenGpu, AdamWTrajectory) {
   for (int step = 0; step < steps; ++step) {
     const double want = g_.meta["step_losses"][step].get<double>();
     EXPECT_NEAR(t.losses[step], want, kTol) << "step " << step + 1;
-    std::printf("%s mb%d step %d: loss %.6f (ref %.6f), grad norm %.6f (ref %.6f)\n", g_.name.c_str(),
-                GetParam().micro_batch_size, step + 1, t.losses[step], want, t.norms[step],
-                g_.meta["step_grad_norms_before_clip"][step].get<double>());
+    std::printf("%s mb%d step %d: loss %.6f (ref %.6f), grad norm %.6f (ref %.6f)\n",
+                g_.name.c_str(), GetParam().micro_batch_size, step + 1, t.losses[step], want,
+                t.norms[step], g_.meta["step_grad_norms_before_clip"][step].get<double>());
   }
 }
 
@@ -228,22 +233,24 @@ TEST_P(GoldenGpu, Deterministic) {
   }
   ASSERT_EQ(a.master.size(), b.master.size());
   for (size_t blk = 0; blk < a.master.size(); ++blk) {
-    EXPECT_TRUE(gpu_testing::same_bits(a.master[blk], b.master[blk])) << "block " << blk << "'s weights differ";
+    EXPECT_TRUE(gpu_testing::same_bits(a.master[blk], b.master[blk]))
+        << "block " << blk << "'s weights differ";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GoldenGpu,
-                         ::testing::Values(Param{"stories260K", 4, true}, Param{"stories260K", 1, false},
-                                           Param{"qwen2-tiny", 3, true}, Param{"qwen2-tiny", 1, false},
-                                           Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, false}),
-                         [](const auto& info) {
-                           std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
-                                           (info.param.checkpoints_on_device ? "_device" : "_host");
-                           for (char& c : n) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GoldenGpu,
+    ::testing::Values(Param{"stories260K", 4, true}, Param{"stories260K", 1, false},
+                      Param{"qwen2-tiny", 3, true}, Param{"qwen2-tiny", 1, false},
+                      Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, false}),
+    [](const auto& info) {
+      std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
+                      (info.param.checkpoints_on_device ? "_device" : "_host");
+      for (char& c : n) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return n;
+    });
 
 }  // namespace
 }  // namespace spillway

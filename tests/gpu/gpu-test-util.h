@@ -20,16 +20,16 @@ namespace spillway::gpu_testing {
 
 using compute::Backend;
 
-#define EXPECT_OK(expr)                                                                         \
-  do {                                                                                          \
-    const ::spillway::Status s_ = (expr);                                                       \
-    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_.to_string();                                    \
+#define EXPECT_OK(expr)                                      \
+  do {                                                       \
+    const ::spillway::Status s_ = (expr);                    \
+    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_.to_string(); \
   } while (0)
 
-#define ASSERT_OK(expr)                                                                         \
-  do {                                                                                          \
-    const ::spillway::Status s_ = (expr);                                                       \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.to_string();                                    \
+#define ASSERT_OK(expr)                                      \
+  do {                                                       \
+    const ::spillway::Status s_ = (expr);                    \
+    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.to_string(); \
   } while (0)
 
 // The values a bf16 tensor holds: inputs go to both backends already rounded, so a comparison
@@ -92,9 +92,13 @@ class Side {
     return a;
   }
   void* act_zeros(size_t n) { return zeros(n * dtype_size(be_.act_dtype())); }
-  float* f32(const std::vector<float>& v) { return static_cast<float*>(upload(v.data(), v.size() * 4)); }
+  float* f32(const std::vector<float>& v) {
+    return static_cast<float*>(upload(v.data(), v.size() * 4));
+  }
   float* f32_zeros(size_t n) { return static_cast<float*>(zeros(n * 4)); }
-  int32_t* i32(const std::vector<int32_t>& v) { return static_cast<int32_t*>(upload(v.data(), v.size() * 4)); }
+  int32_t* i32(const std::vector<int32_t>& v) {
+    return static_cast<int32_t*>(upload(v.data(), v.size() * 4));
+  }
 
   std::vector<float> get_act(const void* p, size_t n) {
     if (be_.act_dtype() == DType::kF32) return get_f32(static_cast<const float*>(p), n);
@@ -117,7 +121,8 @@ class Side {
   void* upload(const void* src, size_t bytes) {
     void* p = alloc(bytes);
     // Synchronised at once: `src` may be a temporary, and a stream may hold a copy until waited on.
-    if (p && check(be_.copy_h2d(p, src, bytes, 0), "copy_h2d")) check(be_.synchronize_stream(0), "synchronize");
+    if (p && check(be_.copy_h2d(p, src, bytes, 0), "copy_h2d"))
+      check(be_.synchronize_stream(0), "synchronize");
     return p;
   }
   void* zeros(size_t bytes) {

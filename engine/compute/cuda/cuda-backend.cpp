@@ -27,7 +27,9 @@ using cuda::bf16;
 
 constexpr size_t kAlign = 256;
 
-size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
 
 std::string gib(size_t bytes) {
   char buf[32];
@@ -79,7 +81,8 @@ Status device_fault(cudaError_t e, const char* what) {
 Status check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok_status();
   if (is_device_fault(e)) return device_fault(e, what);
-  if (e == cudaErrorMemoryAllocation) return out_of_memory(std::string(what) + ": " + error_text(e));
+  if (e == cudaErrorMemoryAllocation)
+    return out_of_memory(std::string(what) + ": " + error_text(e));
   return internal_error(std::string(what) + ": CUDA error " + error_text(e));
 }
 
@@ -109,7 +112,8 @@ std::string dims_text(std::initializer_list<Dim> counts, std::initializer_list<D
 
 // kInvalidArgument naming the op and every size unless the counts (tokens, batch, seq: 0 is an
 // empty call) are >= 0 and the feature sizes are > 0.
-Status check_shape(const char* op, std::initializer_list<Dim> counts, std::initializer_list<Dim> sizes) {
+Status check_shape(const char* op, std::initializer_list<Dim> counts,
+                   std::initializer_list<Dim> sizes) {
   bool ok = true;
   for (const Dim& d : counts) ok = ok && d.value >= 0;
   for (const Dim& d : sizes) ok = ok && d.value > 0;
@@ -130,8 +134,12 @@ Status check_pointers(const char* op, std::initializer_list<Ptr> ptrs) {
   return Status::ok_status();
 }
 
-bf16* B(void* p) { return static_cast<bf16*>(p); }
-const bf16* B(const void* p) { return static_cast<const bf16*>(p); }
+bf16* B(void* p) {
+  return static_cast<bf16*>(p);
+}
+const bf16* B(const void* p) {
+  return static_cast<const bf16*>(p);
+}
 
 // Bytes of the lm_head_loss scratch for `rows` tokens: fp32 logits [rows, v], then bf16 dlogits.
 size_t lm_head_scratch_bytes(size_t rows, size_t v) {
@@ -148,27 +156,31 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   cudaDriverGetVersion(&driver);  // 0 when no driver is installed
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0)) return not_found("no CUDA GPU found");
+  if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0))
+    return not_found("no CUDA GPU found");
   if (e == cudaErrorInsufficientDriver) {
     if (driver == 0) {
-      return unsupported("no NVIDIA driver found (libcuda.so.1): install the NVIDIA driver for CUDA " +
-                         cuda_version(runtime) + " or use backend cpu");
+      return unsupported(
+          "no NVIDIA driver found (libcuda.so.1): install the NVIDIA driver for CUDA " +
+          cuda_version(runtime) + " or use backend cpu");
     }
-    return unsupported("the NVIDIA driver is too old for CUDA " + cuda_version(runtime) + " (it supports CUDA " +
-                       cuda_version(driver) + "): update the driver");
+    return unsupported("the NVIDIA driver is too old for CUDA " + cuda_version(runtime) +
+                       " (it supports CUDA " + cuda_version(driver) + "): update the driver");
   }
   if (e == cudaErrorStubLibrary) {
-    return unsupported("libcuda.so is the CUDA toolkit's stub, not the driver: install the NVIDIA driver or "
-                       "take the toolkit's stubs folder off LD_LIBRARY_PATH");
+    return unsupported(
+        "libcuda.so is the CUDA toolkit's stub, not the driver: install the NVIDIA driver or "
+        "take the toolkit's stubs folder off LD_LIBRARY_PATH");
   }
   if (e == cudaErrorSystemDriverMismatch) {
-    return unsupported("the NVIDIA kernel module and libcuda.so are of different versions: reboot, or reinstall "
-                       "the driver");
+    return unsupported(
+        "the NVIDIA kernel module and libcuda.so are of different versions: reboot, or reinstall "
+        "the driver");
   }
   if (e != cudaSuccess) return unsupported("CUDA could not start: " + error_text(e));
   if (device < 0 || device >= count) {
-    return not_found("no CUDA device " + std::to_string(device) + " (this machine has " + std::to_string(count) +
-                     ", numbered from 0)");
+    return not_found("no CUDA device " + std::to_string(device) + " (this machine has " +
+                     std::to_string(count) + ", numbered from 0)");
   }
 
   cudaDeviceProp p{};
@@ -178,8 +190,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   const int sm = p.major * 10 + p.minor;
   const std::string gpu = std::string(p.name) + " (sm_" + std::to_string(sm) + ")";
   if (sm < 80) {
-    return unsupported(gpu + " is too old: the CUDA backend needs sm_80 or newer (A100, RTX 30 series, H100 or "
-                       "later); use backend cpu");
+    return unsupported(
+        gpu +
+        " is too old: the CUDA backend needs sm_80 or newer (A100, RTX 30 series, H100 or "
+        "later); use backend cpu");
   }
   if (cudaError_t se = cudaSetDevice(device); se != cudaSuccess) {
     if (se == cudaErrorDevicesUnavailable) {
@@ -190,9 +204,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   if (cudaError_t ke = cuda::kernel_image_status(); ke != cudaSuccess) {
     if (ke == cudaErrorNoKernelImageForDevice || ke == cudaErrorInvalidDeviceFunction ||
         ke == cudaErrorUnsupportedPtxVersion) {
-      return unsupported(gpu + " has no kernels in libspillway-cuda.so (built for CUDA architectures " +
-                         cuda::built_architectures() + "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" +
-                         std::to_string(sm));
+      return unsupported(gpu +
+                         " has no kernels in libspillway-cuda.so (built for CUDA architectures " +
+                         cuda::built_architectures() +
+                         "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(sm));
     }
     return unsupported(gpu + ": " + error_text(ke));
   }
@@ -212,7 +227,8 @@ CudaBackend::CudaBackend(int device, DeviceInfo info) : device_(device), info_(s
 
 Status CudaBackend::init() {
   cudaStream_t compute = nullptr;
-  SPW_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate"));
+  SPW_RETURN_IF_ERROR(
+      check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate"));
   streams_.push_back(compute);
   SPW_ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   return Status::ok_status();
@@ -238,19 +254,23 @@ CudaBackend::~CudaBackend() {
 
 // --- memory --------------------------------------------------------------------------------------
 
-Status CudaBackend::use_device(const char* what) const { return check(cudaSetDevice(device_), what); }
+Status CudaBackend::use_device(const char* what) const {
+  return check(cudaSetDevice(device_), what);
+}
 
 Result<void*> CudaBackend::device_alloc(size_t bytes) {
   SPW_RETURN_IF_ERROR(use_device("device_alloc"));
   void* p = nullptr;
-  // At least one byte, so that every allocation is a distinct pointer (cudaMalloc returns 256-aligned).
+  // At least one byte, so that every allocation is a distinct pointer (cudaMalloc returns
+  // 256-aligned).
   const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // not sticky: clear it so the next launch check does not see it
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    return out_of_memory("GPU out of memory: asked for " + gib(bytes) + " (" + std::to_string(bytes) +
-                         " bytes), " + gib(free_bytes) + " free of " + gib(total_bytes) + " on " + info_.name +
+    return out_of_memory("GPU out of memory: asked for " + gib(bytes) + " (" +
+                         std::to_string(bytes) + " bytes), " + gib(free_bytes) + " free of " +
+                         gib(total_bytes) + " on " + info_.name +
                          ": lower micro_batch_size or seq_len");
   }
   SPW_RETURN_IF_ERROR(check(e, "cudaMalloc"));
@@ -271,8 +291,9 @@ Result<void*> CudaBackend::host_alloc_pinned(size_t bytes) {
   const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    return out_of_memory("could not allocate " + gib(bytes) +
-                         " of pinned host memory: free host memory, or lower micro_batch_size or seq_len");
+    return out_of_memory(
+        "could not allocate " + gib(bytes) +
+        " of pinned host memory: free host memory, or lower micro_batch_size or seq_len");
   }
   SPW_RETURN_IF_ERROR(check(e, "cudaHostAlloc"));
   pinned_allocs_.insert(p);
@@ -286,10 +307,11 @@ void CudaBackend::host_free_pinned(void* ptr) {
 
 Status CudaBackend::host_register(void* ptr, size_t bytes) {
   if (ptr == nullptr || bytes == 0) {
-    return invalid_argument("host_register: empty range (ptr " + std::string(ptr ? "set" : "null") + ", " +
-                            std::to_string(bytes) + " bytes)");
+    return invalid_argument("host_register: empty range (ptr " + std::string(ptr ? "set" : "null") +
+                            ", " + std::to_string(bytes) + " bytes)");
   }
-  SPW_RETURN_IF_ERROR(use_device("host_register"));  // this may be another thread than the trainer's
+  SPW_RETURN_IF_ERROR(
+      use_device("host_register"));  // this may be another thread than the trainer's
   const cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
   if (e == cudaErrorHostMemoryAlreadyRegistered) {
     cudaGetLastError();
@@ -335,7 +357,8 @@ Result<cudaStream_t> CudaBackend::stream_of(StreamId stream, const char* what) c
 }
 
 Result<cudaEvent_t> CudaBackend::event_of(EventId event, const char* what) const {
-  if (event < 0 || static_cast<size_t>(event) >= events_.size() || events_[event].event == nullptr) {
+  if (event < 0 || static_cast<size_t>(event) >= events_.size() ||
+      events_[event].event == nullptr) {
     return invalid_argument(std::string(what) + ": unknown event " + std::to_string(event));
   }
   return events_[event].event;
@@ -344,7 +367,8 @@ Result<cudaEvent_t> CudaBackend::event_of(EventId event, const char* what) const
 Result<Stream> CudaBackend::create_stream() {
   SPW_RETURN_IF_ERROR(use_device("create_stream"));
   cudaStream_t s = nullptr;
-  SPW_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  SPW_RETURN_IF_ERROR(
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
   StreamId id;
   if (!free_streams_.empty()) {
     id = free_streams_.back();
@@ -359,7 +383,8 @@ Result<Stream> CudaBackend::create_stream() {
 
 void CudaBackend::destroy_stream(StreamId stream) {
   // Stream 0 belongs to the backend; a handle never owns it.
-  if (stream <= 0 || static_cast<size_t>(stream) >= streams_.size() || streams_[stream] == nullptr) return;
+  if (stream <= 0 || static_cast<size_t>(stream) >= streams_.size() || streams_[stream] == nullptr)
+    return;
   cudaSetDevice(device_);
   cudaStreamDestroy(streams_[stream]);  // returns at once; the stream goes when its work is done
   streams_[stream] = nullptr;
@@ -370,8 +395,9 @@ Result<Event> CudaBackend::create_event(bool timing) {
   SPW_RETURN_IF_ERROR(use_device("create_event"));
   cudaEvent_t e = nullptr;
   // Events without timing are lighter to record and to wait on.
-  SPW_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
-                            "cudaEventCreate"));
+  SPW_RETURN_IF_ERROR(
+      check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
+            "cudaEventCreate"));
   EventId id;
   if (!free_events_.empty()) {
     id = free_events_.back();
@@ -385,7 +411,8 @@ Result<Event> CudaBackend::create_event(bool timing) {
 }
 
 void CudaBackend::destroy_event(EventId event) {
-  if (event < 0 || static_cast<size_t>(event) >= events_.size() || events_[event].event == nullptr) return;
+  if (event < 0 || static_cast<size_t>(event) >= events_.size() || events_[event].event == nullptr)
+    return;
   cudaSetDevice(device_);
   cudaEventDestroy(events_[event].event);
   events_[event] = EventSlot{};
@@ -419,8 +446,8 @@ Result<double> CudaBackend::elapsed_s(EventId start, EventId end) {
   SPW_ASSIGN_OR_RETURN(cudaEvent_t a, event_of(start, "elapsed_s"));
   SPW_ASSIGN_OR_RETURN(cudaEvent_t b, event_of(end, "elapsed_s"));
   if (!events_[start].timing || !events_[end].timing) {
-    return invalid_argument("elapsed_s: events " + std::to_string(start) + " and " + std::to_string(end) +
-                            " must both be created with timing = true");
+    return invalid_argument("elapsed_s: events " + std::to_string(start) + " and " +
+                            std::to_string(end) + " must both be created with timing = true");
   }
   SPW_RETURN_IF_ERROR(use_device("elapsed_s"));
   SPW_RETURN_IF_ERROR(check(cudaEventSynchronize(b), "elapsed_s"));
@@ -428,8 +455,8 @@ Result<double> CudaBackend::elapsed_s(EventId start, EventId end) {
   const cudaError_t e = cudaEventElapsedTime(&ms, a, b);
   if (e == cudaErrorInvalidResourceHandle) {
     cudaGetLastError();
-    return invalid_argument("elapsed_s: events " + std::to_string(start) + " and " + std::to_string(end) +
-                            " must both be recorded");
+    return invalid_argument("elapsed_s: events " + std::to_string(start) + " and " +
+                            std::to_string(end) + " must both be recorded");
   }
   SPW_RETURN_IF_ERROR(check(e, "cudaEventElapsedTime"));
   return static_cast<double>(ms) * 1e-3;
@@ -437,14 +464,16 @@ Result<double> CudaBackend::elapsed_s(EventId start, EventId end) {
 
 // --- copies and conversions ----------------------------------------------------------------------
 
-Status CudaBackend::copy_h2d(void* dst_device, const void* src_host, size_t bytes, StreamId stream) {
+Status CudaBackend::copy_h2d(void* dst_device, const void* src_host, size_t bytes,
+                             StreamId stream) {
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, "copy_h2d"));
   if (bytes == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers("copy_h2d", {{"dst", dst_device}, {"src", src_host}}));
   return check(cudaMemcpyAsync(dst_device, src_host, bytes, cudaMemcpyHostToDevice, s), "copy_h2d");
 }
 
-Status CudaBackend::copy_d2h(void* dst_host, const void* src_device, size_t bytes, StreamId stream) {
+Status CudaBackend::copy_d2h(void* dst_host, const void* src_device, size_t bytes,
+                             StreamId stream) {
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, "copy_d2h"));
   if (bytes == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers("copy_d2h", {{"dst", dst_host}, {"src", src_device}}));
@@ -458,20 +487,22 @@ Status CudaBackend::copy_d2d(void* dst, const void* src, size_t bytes, StreamId 
   return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "copy_d2d");
 }
 
-Status CudaBackend::convert(void* dst, DType dst_type, const void* src, DType src_type, size_t count,
-                            StreamId stream) {
+Status CudaBackend::convert(void* dst, DType dst_type, const void* src, DType src_type,
+                            size_t count, StreamId stream) {
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, "convert"));
   if (count == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers("convert", {{"dst", dst}, {"src", src}}));
   if (dst_type == src_type) return copy_d2d(dst, src, count * dtype_size(src_type), stream);
   if (src_type == DType::kF32 && dst_type == DType::kBF16) {
-    return dispatched(cuda::convert_f32_to_bf16(B(dst), static_cast<const float*>(src), count, s), s, "convert");
+    return dispatched(cuda::convert_f32_to_bf16(B(dst), static_cast<const float*>(src), count, s),
+                      s, "convert");
   }
   if (src_type == DType::kBF16 && dst_type == DType::kF32) {
-    return dispatched(cuda::convert_bf16_to_f32(static_cast<float*>(dst), B(src), count, s), s, "convert");
+    return dispatched(cuda::convert_bf16_to_f32(static_cast<float*>(dst), B(src), count, s), s,
+                      "convert");
   }
-  return invalid_argument(std::string("convert: ") + dtype_name(src_type) + " to " + dtype_name(dst_type) +
-                          " is not supported (F32 and BF16 only)");
+  return invalid_argument(std::string("convert: ") + dtype_name(src_type) + " to " +
+                          dtype_name(dst_type) + " is not supported (F32 and BF16 only)");
 }
 
 Status CudaBackend::fill_zero(void* dst_device, size_t bytes, StreamId stream) {
@@ -491,16 +522,20 @@ size_t CudaBackend::workspace_bytes(const OpShapes& sh) const {
     op = std::max(op, cuda::rmsnorm_backward_scratch_floats(sh.tokens, sh.hidden) * sizeof(float));
   }
   if (sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0) {
-    op = std::max(op, cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
-                                                              sh.head_dim) * sizeof(float));
-    op = std::max(op, cuda::attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
-                                                              sh.head_dim) * sizeof(float));
+    op = std::max(op, cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads,
+                                                              sh.kv_heads, sh.head_dim) *
+                          sizeof(float));
+    op = std::max(op, cuda::attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads,
+                                                              sh.kv_heads, sh.head_dim) *
+                          sizeof(float));
   }
   if (sh.tokens > 0) {
     // A linear's bias gradient; the projections' widths (q/k/v carry biases in Qwen2, the others
     // bound any width a caller may use).
-    for (int out : {sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim, sh.hidden, sh.intermediate}) {
-      if (out > 0) op = std::max(op, cuda::bias_backward_scratch_floats(sh.tokens, out) * sizeof(float));
+    for (int out :
+         {sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim, sh.hidden, sh.intermediate}) {
+      if (out > 0)
+        op = std::max(op, cuda::bias_backward_scratch_floats(sh.tokens, out) * sizeof(float));
     }
   }
   if (sh.vocab > 0 && sh.lm_head_chunk > 0) {
@@ -529,16 +564,18 @@ Status CudaBackend::set_workspace(void* ptr, size_t bytes, const OpShapes& shape
 
 Result<void*> CudaBackend::gemm_workspace(const char* what) const {
   if (ws_gemm_ == nullptr) {
-    return invalid_argument(std::string(what) +
-                            ": no workspace (call set_workspace with workspace_bytes(shapes) first)");
+    return invalid_argument(
+        std::string(what) +
+        ": no workspace (call set_workspace with workspace_bytes(shapes) first)");
   }
   return ws_gemm_;
 }
 
 Result<CudaBackend::Scratch> CudaBackend::scratch(size_t floats, const char* what) const {
   if (ws_gemm_ == nullptr) {
-    return invalid_argument(std::string(what) +
-                            ": no workspace (call set_workspace with workspace_bytes(shapes) first)");
+    return invalid_argument(
+        std::string(what) +
+        ": no workspace (call set_workspace with workspace_bytes(shapes) first)");
   }
   if (floats > ws_scratch_.floats) {
     return invalid_argument(std::string(what) + " needs " + std::to_string(floats * sizeof(float)) +
@@ -551,8 +588,8 @@ Result<CudaBackend::Scratch> CudaBackend::scratch(size_t floats, const char* wha
 
 // --- ops -----------------------------------------------------------------------------------------
 
-Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
-                                      StreamId stream) {
+Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void* table, int n,
+                                      int d, StreamId stream) {
   constexpr const char* op = "embedding_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -561,8 +598,8 @@ Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void*
   return dispatched(cuda::embedding_forward(B(out), ids, B(table), n, d, s), s, op);
 }
 
-Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
-                                       StreamId stream) {
+Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
+                                       int d, StreamId stream) {
   constexpr const char* op = "embedding_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -571,8 +608,8 @@ Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const 
   return dispatched(cuda::embedding_backward(dtable, ids, B(dout), n, d, s), s, op);
 }
 
-Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d, float eps,
-                                    StreamId stream) {
+Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
+                                    int d, float eps, StreamId stream) {
   constexpr const char* op = "rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -581,33 +618,36 @@ Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const
   return dispatched(cuda::rmsnorm_forward(B(out), rstd, B(x), B(w), n, d, eps, s), s, op);
 }
 
-Status CudaBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
-                                             const void* w, int n, int d, float eps, StreamId stream) {
+Status CudaBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
+                                             const void* r, const void* w, int n, int d, float eps,
+                                             StreamId stream) {
   constexpr const char* op = "residual_rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
   if (n == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(
-      check_pointers(op, {{"sum", sum}, {"out", out}, {"rstd", rstd}, {"x", x}, {"r", r}, {"w", w}}));
-  return dispatched(cuda::residual_rmsnorm_forward(B(sum), B(out), rstd, B(x), B(r), B(w), n, d, eps, s), s, op);
+  SPW_RETURN_IF_ERROR(check_pointers(
+      op, {{"sum", sum}, {"out", out}, {"rstd", rstd}, {"x", x}, {"r", r}, {"w", w}}));
+  return dispatched(
+      cuda::residual_rmsnorm_forward(B(sum), B(out), rstd, B(x), B(r), B(w), n, d, eps, s), s, op);
 }
 
-Status CudaBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
-                                     const float* rstd, int n, int d, bool accumulate_dx, StreamId stream) {
+Status CudaBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
+                                     const void* w, const float* rstd, int n, int d,
+                                     bool accumulate_dx, StreamId stream) {
   constexpr const char* op = "rmsnorm_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
   if (n == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(
-      check_pointers(op, {{"dx", dx}, {"dw", dw}, {"dout", dout}, {"x", x}, {"w", w}, {"rstd", rstd}}));
+  SPW_RETURN_IF_ERROR(check_pointers(
+      op, {{"dx", dx}, {"dw", dw}, {"dout", dout}, {"x", x}, {"w", w}, {"rstd", rstd}}));
   SPW_ASSIGN_OR_RETURN(Scratch sc, scratch(cuda::rmsnorm_backward_scratch_floats(n, d), op));
-  return dispatched(cuda::rmsnorm_backward(B(dx), dw, B(dout), B(x), B(w), rstd, n, d, accumulate_dx, sc.ptr,
-                                           sc.floats, s),
+  return dispatched(cuda::rmsnorm_backward(B(dx), dw, B(dout), B(x), B(w), rstd, n, d,
+                                           accumulate_dx, sc.ptr, sc.floats, s),
                     s, op);
 }
 
-Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in, int out,
-                                   StreamId stream) {
+Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const void* b, int n,
+                                   int in, int out, StreamId stream) {
   constexpr const char* op = "linear_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"in", in}, {"out", out}}));
@@ -617,8 +657,9 @@ Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const 
   return dispatched(gemm_->linear_forward(B(y), B(x), B(w), B(b), n, in, out, ws, s), s, op);
 }
 
-Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
-                                    int n, int in, int out, bool accumulate_dx, StreamId stream) {
+Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+                                    const void* w, int n, int in, int out, bool accumulate_dx,
+                                    StreamId stream) {
   constexpr const char* op = "linear_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"in", in}, {"out", out}}));
@@ -626,13 +667,15 @@ Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* 
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"dw", dw}, {"dy", dy}, {"x", x}, {"w", w}}));
   SPW_ASSIGN_OR_RETURN(void* ws, gemm_workspace(op));
   if (dx) {
-    SPW_RETURN_IF_ERROR(
-        dispatched(gemm_->linear_backward_input(B(dx), B(dy), B(w), n, in, out, accumulate_dx, ws, s), s, op));
+    SPW_RETURN_IF_ERROR(dispatched(
+        gemm_->linear_backward_input(B(dx), B(dy), B(w), n, in, out, accumulate_dx, ws, s), s, op));
   }
-  SPW_RETURN_IF_ERROR(dispatched(gemm_->linear_backward_weight(dw, B(dy), B(x), n, in, out, ws, s), s, op));
+  SPW_RETURN_IF_ERROR(
+      dispatched(gemm_->linear_backward_weight(dw, B(dy), B(x), n, in, out, ws, s), s, op));
   if (db) {
     SPW_ASSIGN_OR_RETURN(Scratch sc, scratch(cuda::bias_backward_scratch_floats(n, out), op));
-    SPW_RETURN_IF_ERROR(dispatched(cuda::bias_backward(db, B(dy), n, out, sc.ptr, sc.floats, s), s, op));
+    SPW_RETURN_IF_ERROR(
+        dispatched(cuda::bias_backward(db, B(dy), n, out, sc.ptr, sc.floats, s), s, op));
   }
   return Status::ok_status();
 }
@@ -641,68 +684,90 @@ Status CudaBackend::rope_forward(void* x, int batch, int seq, int heads, int hea
                                  const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
-  SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}}, {{"heads", heads}, {"head_dim", head_dim}}));
+  SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
+                                  {{"heads", heads}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"x", x}}));
-  return dispatched(cuda::rope_forward(B(x), batch, seq, heads, head_dim, theta, scaling, s), s, op);
+  return dispatched(cuda::rope_forward(B(x), batch, seq, heads, head_dim, theta, scaling, s), s,
+                    op);
 }
 
-Status CudaBackend::rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                                  const RopeScaling& scaling, StreamId stream) {
+Status CudaBackend::rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
+                                  float theta, const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
-  SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}}, {{"heads", heads}, {"head_dim", head_dim}}));
+  SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
+                                  {{"heads", heads}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"dx", dx}}));
-  return dispatched(cuda::rope_backward(B(dx), batch, seq, heads, head_dim, theta, scaling, s), s, op);
+  return dispatched(cuda::rope_backward(B(dx), batch, seq, heads, head_dim, theta, scaling, s), s,
+                    op);
 }
 
-Status CudaBackend::attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
-                                      int batch, int seq, int hq, int hkv, int head_dim, StreamId stream) {
+Status CudaBackend::attention_forward(void* out, float* lse, const void* q, const void* k,
+                                      const void* v, int batch, int seq, int hq, int hkv,
+                                      int head_dim, StreamId stream) {
   constexpr const char* op = "attention_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
                                   {{"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}, {"lse", lse}, {"q", q}, {"k", k}, {"v", v}}));
-  return dispatched(cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv, head_dim, s), s,
-                    op);
+  SPW_RETURN_IF_ERROR(
+      check_pointers(op, {{"out", out}, {"lse", lse}, {"q", q}, {"k", k}, {"v", v}}));
+  return dispatched(
+      cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv, head_dim, s), s,
+      op);
 }
 
-Status CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                                       const void* v, const void* out, const float* lse, int batch, int seq, int hq,
-                                       int hkv, int head_dim, StreamId stream) {
+Status CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void* dout,
+                                       const void* q, const void* k, const void* v, const void* out,
+                                       const float* lse, int batch, int seq, int hq, int hkv,
+                                       int head_dim, StreamId stream) {
   constexpr const char* op = "attention_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
                                   {{"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(check_pointers(op, {{"dq", dq}, {"dk", dk}, {"dv", dv}, {"dout", dout}, {"q", q}, {"k", k},
-                                          {"v", v}, {"out", out}, {"lse", lse}}));
-  SPW_ASSIGN_OR_RETURN(Scratch sc,
-                       scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim), op));
-  return dispatched(cuda::attention_backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, batch,
-                                             seq, hq, hkv, head_dim, sc.ptr, sc.floats, s),
-                    s, op);
+  SPW_RETURN_IF_ERROR(check_pointers(op, {{"dq", dq},
+                                          {"dk", dk},
+                                          {"dv", dv},
+                                          {"dout", dout},
+                                          {"q", q},
+                                          {"k", k},
+                                          {"v", v},
+                                          {"out", out},
+                                          {"lse", lse}}));
+  SPW_ASSIGN_OR_RETURN(
+      Scratch sc,
+      scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim), op));
+  return dispatched(
+      cuda::attention_backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, batch,
+                               seq, hq, hkv, head_dim, sc.ptr, sc.floats, s),
+      s, op);
 }
 
-Status CudaBackend::attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
-                                                const void* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                                float theta, const RopeScaling& scaling, StreamId stream) {
+Status CudaBackend::attention_key_bias_backward(float* db, const void* dout, const void* q,
+                                                const void* k, const void* v, int batch, int seq,
+                                                int hq, int hkv, int head_dim, float theta,
+                                                const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "attention_key_bias_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
                                   {{"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(check_pointers(op, {{"db", db}, {"dout", dout}, {"q", q}, {"k", k}, {"v", v}}));
-  SPW_ASSIGN_OR_RETURN(Scratch sc,
-                       scratch(cuda::attention_key_bias_scratch_floats(batch, seq, hq, hkv, head_dim), op));
-  return dispatched(cuda::attention_key_bias_backward(db, B(dout), B(q), B(k), B(v), batch, seq, hq, hkv, head_dim,
-                                                      theta, scaling, sc.ptr, sc.floats, s),
-                    s, op);
+  SPW_RETURN_IF_ERROR(
+      check_pointers(op, {{"db", db}, {"dout", dout}, {"q", q}, {"k", k}, {"v", v}}));
+  SPW_ASSIGN_OR_RETURN(
+      Scratch sc,
+      scratch(cuda::attention_key_bias_scratch_floats(batch, seq, hq, hkv, head_dim), op));
+  return dispatched(
+      cuda::attention_key_bias_backward(db, B(dout), B(q), B(k), B(v), batch, seq, hq, hkv,
+                                        head_dim, theta, scaling, sc.ptr, sc.floats, s),
+      s, op);
 }
 
-Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, int n, int f, StreamId stream) {
+Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+                                   StreamId stream) {
   constexpr const char* op = "swiglu_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"f", f}}));
@@ -711,15 +776,16 @@ Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, 
   return dispatched(cuda::swiglu_forward(B(out), B(gate), B(up), n, f, s), s, op);
 }
 
-Status CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
-                                    int n, int f, StreamId stream) {
+Status CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                                    const void* up, int n, int f, StreamId stream) {
   constexpr const char* op = "swiglu_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"f", f}}));
   if (n == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(
-      check_pointers(op, {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
-  return dispatched(cuda::swiglu_backward(B(dgate), B(dup), B(dout), B(gate), B(up), n, f, s), s, op);
+  SPW_RETURN_IF_ERROR(check_pointers(
+      op, {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
+  return dispatched(cuda::swiglu_backward(B(dgate), B(dup), B(dout), B(gate), B(up), n, f, s), s,
+                    op);
 }
 
 Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId stream) {
@@ -734,13 +800,14 @@ Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId s
 // losses and bf16 dlogits, then dx = dlogits·W and dW += dlogitsᵀ·x (cuBLASLt, beta 1). The logits
 // go straight to logits_out when the caller wants them, else to the workspace.
 Status CudaBackend::lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
-                                 const int32_t* labels, int n, int d, int v, float loss_scale, float* logits_out,
-                                 int chunk, StreamId stream) {
+                                 const int32_t* labels, int n, int d, int v, float loss_scale,
+                                 float* logits_out, int chunk, StreamId stream) {
   constexpr const char* op = "lm_head_loss";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}, {"v", v}, {"chunk", chunk}}));
   if (n == 0) return Status::ok_status();
-  SPW_RETURN_IF_ERROR(check_pointers(op, {{"losses", losses}, {"x", x}, {"w", w}, {"labels", labels}}));
+  SPW_RETURN_IF_ERROR(
+      check_pointers(op, {{"losses", losses}, {"x", x}, {"w", w}, {"labels", labels}}));
   const bool backward = loss_scale != 0.0f;
   if (backward) SPW_RETURN_IF_ERROR(check_pointers(op, {{"dx", dx}, {"dw", dw}}));
   SPW_ASSIGN_OR_RETURN(void* ws, gemm_workspace(op));
@@ -749,27 +816,34 @@ Status CudaBackend::lm_head_loss(float* losses, void* dx, float* dw, const void*
   size_t rows = static_cast<size_t>(std::min(chunk, n));
   const size_t avail = ws_scratch_.floats * sizeof(float);
   if (lm_head_scratch_bytes(rows, v) > avail) {
-    rows = std::min(rows, avail > kAlign ? (avail - kAlign) / (size_t(v) * (sizeof(float) + sizeof(bf16))) : 0);
+    // Each of the two regions rounds up by less than kAlign.
+    rows = std::min(rows, avail > 2 * kAlign
+                              ? (avail - 2 * kAlign) / (size_t(v) * (sizeof(float) + sizeof(bf16)))
+                              : 0);
     if (rows == 0) {
-      return invalid_argument("lm_head_loss: the workspace holds no chunk of v=" + std::to_string(v) +
-                              " logits (call set_workspace with OpShapes.vocab and lm_head_chunk)");
+      return invalid_argument(
+          "lm_head_loss: the workspace holds no chunk of v=" + std::to_string(v) +
+          " logits (call set_workspace with OpShapes.vocab and lm_head_chunk)");
     }
   }
   float* logits_ws = ws_scratch_.ptr;
-  bf16* dlogits = reinterpret_cast<bf16*>(reinterpret_cast<char*>(logits_ws) + align_up(rows * v * sizeof(float)));
+  bf16* dlogits = reinterpret_cast<bf16*>(reinterpret_cast<char*>(logits_ws) +
+                                          align_up(rows * v * sizeof(float)));
   for (size_t r0 = 0; r0 < size_t(n); r0 += rows) {
     const int m = static_cast<int>(std::min(rows, size_t(n) - r0));
     const bf16* xc = B(x) + r0 * d;
     float* logits = logits_out ? logits_out + r0 * v : logits_ws;
-    SPW_RETURN_IF_ERROR(dispatched(gemm_->linear_forward_f32(logits, xc, B(w), m, d, v, ws, s), s, op));
-    SPW_RETURN_IF_ERROR(dispatched(cuda::cross_entropy_forward_backward(losses + r0, backward ? dlogits : nullptr,
-                                                                        nullptr, logits, labels + r0, m, v,
-                                                                        loss_scale, s),
-                                   s, op));
-    if (!backward) continue;
     SPW_RETURN_IF_ERROR(
-        dispatched(gemm_->linear_backward_input(B(dx) + r0 * d, dlogits, B(w), m, d, v, false, ws, s), s, op));
-    SPW_RETURN_IF_ERROR(dispatched(gemm_->linear_backward_weight(dw, dlogits, xc, m, d, v, ws, s), s, op));
+        dispatched(gemm_->linear_forward_f32(logits, xc, B(w), m, d, v, ws, s), s, op));
+    SPW_RETURN_IF_ERROR(dispatched(
+        cuda::cross_entropy_forward_backward(losses + r0, backward ? dlogits : nullptr, nullptr,
+                                             logits, labels + r0, m, v, loss_scale, s),
+        s, op));
+    if (!backward) continue;
+    SPW_RETURN_IF_ERROR(dispatched(
+        gemm_->linear_backward_input(B(dx) + r0 * d, dlogits, B(w), m, d, v, false, ws, s), s, op));
+    SPW_RETURN_IF_ERROR(
+        dispatched(gemm_->linear_backward_weight(dw, dlogits, xc, m, d, v, ws, s), s, op));
   }
   return Status::ok_status();
 }

@@ -42,8 +42,8 @@ namespace spillway::compute {
 class CudaBackend final : public Backend {
  public:
   // Selects `device` and creates the compute stream and cuBLASLt. Errors a user can act on:
-  // kNotFound "no CUDA GPU found" / no device of that ordinal; kUnsupported for a missing or too old
-  // driver, a GPU older than sm_80, or one this module has no kernels for.
+  // kNotFound "no CUDA GPU found" / no device of that ordinal; kUnsupported for a missing or too
+  // old driver, a GPU older than sm_80, or one this module has no kernels for.
   static Result<std::unique_ptr<CudaBackend>> create(int device);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
@@ -112,8 +112,8 @@ class CudaBackend final : public Backend {
                                      StreamId stream) override;
   Status swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                         StreamId stream) override;
-  Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                         const void* up, int n, int f, StreamId stream) override;
+  Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                         int n, int f, StreamId stream) override;
   Status add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
   Status lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                       const int32_t* labels, int n, int d, int v, float loss_scale,
@@ -152,12 +152,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::vector<cudaStream_t> streams_;  // by StreamId; [0] the compute stream; null: free
   std::vector<StreamId> free_streams_;
-  std::vector<EventSlot> events_;      // by EventId
+  std::vector<EventSlot> events_;  // by EventId
   std::vector<EventId> free_events_;
-  void* ws_gemm_ = nullptr;            // Gemm::kWorkspaceBytes, null until set_workspace
+  void* ws_gemm_ = nullptr;  // Gemm::kWorkspaceBytes, null until set_workspace
   Scratch ws_scratch_;
   std::unordered_set<void*> device_allocs_, pinned_allocs_;
-  std::mutex registered_mu_;           // host_register may run on any thread
+  std::mutex registered_mu_;  // host_register may run on any thread
   std::unordered_set<void*> registered_;
 };
 

@@ -21,7 +21,8 @@ int fail(spillway::ErrorCode code, const char* message, char* error, size_t erro
 extern "C" __attribute__((visibility("default"))) int spillway_cuda_backend_create_v1(
     int device, spillway::compute::Backend** out, char* error, size_t error_size) {
   using spillway::ErrorCode;
-  if (out == nullptr) return fail(ErrorCode::kInvalidArgument, "no output pointer", error, error_size);
+  if (out == nullptr)
+    return fail(ErrorCode::kInvalidArgument, "no output pointer", error, error_size);
   *out = nullptr;
   // No exception may cross the C boundary.
   try {
@@ -32,11 +33,13 @@ extern "C" __attribute__((visibility("default"))) int spillway_cuda_backend_crea
     *out = backend->release();
     return 0;
   } catch (const std::bad_alloc&) {
-    return fail(ErrorCode::kOutOfMemory, "out of host memory while creating the CUDA backend", error, error_size);
+    return fail(ErrorCode::kOutOfMemory, "out of host memory while creating the CUDA backend",
+                error, error_size);
   } catch (const std::exception& e) {
     return fail(ErrorCode::kInternal, e.what(), error, error_size);
   }
 }
 
-static_assert(std::is_same_v<decltype(&spillway_cuda_backend_create_v1), spillway::compute::CudaBackendCreateFn>,
+static_assert(std::is_same_v<decltype(&spillway_cuda_backend_create_v1),
+                             spillway::compute::CudaBackendCreateFn>,
               "the entry point must match backend-loader.h");

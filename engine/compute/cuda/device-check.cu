@@ -1,8 +1,8 @@
 // A kernel that does nothing, compiled for the same architectures as every other kernel of the
 // module: if the device has an image of it, it has images of them all.
-#include "compute/cuda/device-check.cuh"
-
 #include <cuda_runtime.h>
+
+#include "compute/cuda/device-check.cuh"
 
 namespace spillway::cuda {
 
@@ -17,6 +17,8 @@ cudaError_t kernel_image_status() {
   return e;
 }
 
-const char* built_architectures() { return SPILLWAY_CUDA_ARCHITECTURES; }
+const char* built_architectures() {
+  return SPILLWAY_CUDA_ARCHITECTURES;
+}
 
 }  // namespace spillway::cuda

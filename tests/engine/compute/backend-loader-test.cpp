@@ -37,7 +37,9 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == std::string::npos; }
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == std::string::npos;
+}
 
 TEST(BackendLoader, CpuAsAsked) {
   BackendOptions options;
@@ -58,7 +60,8 @@ TEST(BackendLoader, UnknownKind) {
   auto choice = make_backend({.kind = "tpu"});
   ASSERT_FALSE(choice.ok());
   EXPECT_EQ(choice.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(choice.status().message().find("auto, cpu or cuda"), std::string::npos) << choice.status().to_string();
+  EXPECT_NE(choice.status().message().find("auto, cpu or cuda"), std::string::npos)
+      << choice.status().to_string();
 }
 
 TEST(BackendLoader, AutoFallsBackToCpuWhenTheModuleIsMissing) {
@@ -67,7 +70,8 @@ TEST(BackendLoader, AutoFallsBackToCpuWhenTheModuleIsMissing) {
   ASSERT_TRUE(choice.ok()) << choice.status().to_string();
   EXPECT_EQ(choice->backend->name(), "cpu");
   EXPECT_EQ(choice->reason.rfind("cpu: ", 0), 0u) << choice->reason;
-  EXPECT_NE(choice->reason.find("/nonexistent/libspillway-cuda.so"), std::string::npos) << choice->reason;
+  EXPECT_NE(choice->reason.find("/nonexistent/libspillway-cuda.so"), std::string::npos)
+      << choice->reason;
   EXPECT_TRUE(one_line(choice->reason)) << choice->reason;
 }
 
@@ -96,7 +100,8 @@ TEST(BackendLoader, NotALibrary) {
   auto cuda = make_backend({.kind = "cuda"});
   ASSERT_FALSE(cuda.ok());
   EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(cuda.status().message().find("could not load " + path), std::string::npos) << cuda.status().to_string();
+  EXPECT_NE(cuda.status().message().find("could not load " + path), std::string::npos)
+      << cuda.status().to_string();
   EXPECT_TRUE(one_line(cuda.status().message())) << cuda.status().to_string();
   auto automatic = make_backend({.kind = "auto"});
   ASSERT_TRUE(automatic.ok()) << automatic.status().to_string();
@@ -116,7 +121,8 @@ TEST(BackendLoader, LibraryWithoutTheEntryPoint) {
   auto cuda = make_backend({.kind = "cuda"});
   ASSERT_FALSE(cuda.ok());
   EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(cuda.status().message().find(kCudaBackendEntry), std::string::npos) << cuda.status().to_string();
+  EXPECT_NE(cuda.status().message().find(kCudaBackendEntry), std::string::npos)
+      << cuda.status().to_string();
   EXPECT_TRUE(one_line(cuda.status().message())) << cuda.status().to_string();
 }
 
