@@ -36,8 +36,9 @@ struct StepTimeline {
   double compute_busy_s = 0;  // Σ "forward" and "backward" spans: the compute stream's busy time
   double h2d_s = 0;           // Σ "h2d" spans: the link busy uploading weights
   double d2h_s = 0;           // Σ "d2h" spans: the link busy downloading gradients
-  // The part of the step the compute stream had nothing to run (waiting for weights, the weight
-  // gate, activation copies): the GPU idle fraction of the benchmark.
+  // The part of the step the compute stream had nothing to run (waiting for weights or the weight
+  // gate between blocks): the GPU idle fraction of the benchmark. A wait for a host checkpoint's
+  // copy inside a block's span counts as busy.
   double compute_idle_fraction() const { return step_s > 0 ? 1.0 - compute_busy_s / step_s : 0.0; }
 };
 
