@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "worker/bench-command.h"
 #include "worker/model-commands.h"
+#include "worker/probe-command.h"
 #include "worker/tokenize-command.h"
 #include "worker/train-command.h"
 
@@ -29,7 +31,15 @@ const std::vector<Command>& commands() {
       {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH]",
        "Writes a checkpoint as a Hugging Face model folder.", run_export},
       {"inspect", "inspect --model DIR [--json]", "Validates a model folder and prints its summary.", run_inspect},
-      {"probe", "probe [--ssd-dir DIR] [--json]", "Measures this machine's compute and memory bandwidths.", run_probe},
+      {"probe", "probe [--ssd-dir DIR] [--backend auto|cpu|cuda] [--json]",
+       "Measures this machine: compute, memory and disk bandwidths; on a GPU its GEMM TFLOPS, the host link and the CPU AdamW.",
+       run_probe},
+      {"bench",
+       "bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] [--tokens-per-step K | --micro-batches M] "
+       "[--weight-slots K] [--steps S] [--warmup W] [--json]",
+       "Times training steps of a random-initialised model shape (tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b, a preset or a "
+       "model folder).",
+       run_bench},
       {"tokenize", "tokenize --tokenizer PATH [--add-special-tokens]",
        "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.", run_tokenize},
   };

@@ -11,7 +11,6 @@
 #include "train/checkpoint.h"
 #include "train/export.h"
 #include "train/inference.h"
-#include "train/planner.h"
 #include "worker/args.h"
 
 namespace spillway::worker {
@@ -146,17 +145,6 @@ int run_inspect(const std::vector<std::string>& argv, CommandIo io) {
   } else {
     io.out << s.to_string(*config);
   }
-  return 0;
-}
-
-int run_probe(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--ssd-dir"}, {"--json"});
-  if (!args.ok()) return report_failure(io, false, args.status());
-  MachineProbe m = probe_machine(args->get("--ssd-dir").value_or("."));
-  json j = {{"backend", m.backend}, {"compute_gflops", m.compute_flops / 1e9}, {"h2d_gbps", m.h2d_bytes_per_s / 1e9},
-            {"host_mem_gbps", m.host_mem_bytes_per_s / 1e9}, {"dram_total_bytes", m.dram_total_bytes},
-            {"dram_available_bytes", m.dram_available_bytes}, {"ssd_free_bytes", m.ssd_free_bytes}};
-  io.out << (args->has("--json") ? j.dump() : j.dump(2)) << std::endl;
   return 0;
 }
 

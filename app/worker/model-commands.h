@@ -1,4 +1,4 @@
-// The worker's model commands: eval, generate, export, inspect, probe.
+// The worker's model commands: eval, generate, export, inspect.
 #pragma once
 
 #include "worker/commands.h"
@@ -9,6 +9,5 @@ int run_eval(const std::vector<std::string>& args, CommandIo io);
 int run_generate(const std::vector<std::string>& args, CommandIo io);
 int run_export(const std::vector<std::string>& args, CommandIo io);
 int run_inspect(const std::vector<std::string>& args, CommandIo io);
-int run_probe(const std::vector<std::string>& args, CommandIo io);
 
 }  // namespace spillway::worker

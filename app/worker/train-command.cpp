@@ -12,6 +12,7 @@
 #include "train/trainer.h"
 #include "worker/args.h"
 #include "worker/job-file.h"
+#include "worker/probe-command.h"
 
 namespace spillway::worker {
 namespace {
@@ -69,10 +70,13 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
                                : !job->init_preset.empty() ? model_preset(job->init_preset)
                                                            : ModelConfig::from_json(job->init_config);
   if (!config.ok()) return report_failure(io, json, config.status());
-  MachineProbe machine = probe_machine(job->ssd_dir.empty() ? "." : job->ssd_dir);
+  std::string reason;
+  auto machine = probe_for_backend(job->ssd_dir.empty() ? "." : job->ssd_dir, job->backend, &reason);
+  if (!machine.ok()) return report_failure(io, json, machine.status());
   // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
   const int64_t steps = job->steps > 0 ? job->steps : 0;
-  nlohmann::json plan = make_plan(*config, *job, machine, steps);
+  nlohmann::json plan = make_plan(*config, *job, *machine, steps);
+  plan["backend_reason"] = reason;
   if (json) {
     io.out << plan.dump() << std::endl;
   } else {

@@ -1,29 +1,13 @@
 #include "train/planner.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <functional>
 #include <vector>
 
-#include <cblas.h>
-
 #include "model/parameter-layout.h"
-#include "telemetry/sampler.h"
 #include "train/streaming-engine.h"
 
 namespace spillway {
 namespace {
-
-double time_it(const std::function<void()>& fn, int reps) {
-  fn();  // warm-up
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
 
 std::string gb(double bytes) {
   char buf[32];
@@ -31,60 +15,14 @@ std::string gb(double bytes) {
   return buf;
 }
 
-// Sequential O_DIRECT write (fsynced) then read of 64 MiB in `dir`: the slower of the two, in
-// bytes/s; 0 when it cannot be measured (no folder, or a filesystem without O_DIRECT).
-double probe_disk(const std::string& dir) {
-  if (dir.empty()) return 0;
-  const std::string path = dir + "/.spillway-probe-" + std::to_string(::getpid());
-  const size_t bytes = 64 << 20, chunk = 4 << 20;
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, chunk) != 0) return 0;
-  std::memset(buf, 0x5a, chunk);
-  double rate = 0;
-  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0600);
-  if (fd >= 0) {
-    ::unlink(path.c_str());  // now: a process killed mid-probe must not leave 64 MiB behind
-    auto t0 = std::chrono::steady_clock::now();
-    bool ok = true;
-    for (size_t off = 0; ok && off < bytes; off += chunk) {
-      ok = ::pwrite(fd, buf, chunk, static_cast<off_t>(off)) == static_cast<ssize_t>(chunk);
-    }
-    ok = ok && ::fsync(fd) == 0;
-    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    t0 = std::chrono::steady_clock::now();
-    for (size_t off = 0; ok && off < bytes; off += chunk) {
-      ok = ::pread(fd, buf, chunk, static_cast<off_t>(off)) == static_cast<ssize_t>(chunk);
-    }
-    const double r = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (ok) rate = bytes / std::max(w, r);
-    ::close(fd);
-  }
-  std::free(buf);
-  return rate;
-}
-
 }  // namespace
 
-MachineProbe probe_machine(const std::string& ssd_dir) {
-  MachineProbe m;
-  const int n = 512;
-  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
-  double t = time_it([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); }, 5);
-  m.compute_flops = 2.0 * n * n * n / t;
-  std::vector<char> src(64 << 20, 1), dst(64 << 20);
-  t = time_it([&] { std::memcpy(dst.data(), src.data(), src.size()); }, 3);
-  m.h2d_bytes_per_s = src.size() / t;
-  m.host_mem_bytes_per_s = 2.0 * src.size() / t;  // a copy reads and writes
-  const MemInfo mem = read_meminfo();
-  m.dram_total_bytes = mem.total_bytes.value_or(0);
-  m.dram_available_bytes = mem.available_bytes.value_or(0);
-  m.ssd_bytes_per_s = probe_disk(ssd_dir);
-  if (!ssd_dir.empty()) {
-    const FsSpace space = read_fs_space(ssd_dir);
-    m.ssd_free_bytes = space.free_bytes.value_or(0);
-    m.ssd_total_bytes = space.total_bytes.value_or(0);
-  }
-  return m;
+StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len) {
+  const double embedding = static_cast<double>(config.vocab_size) * config.hidden_size;
+  const double params = static_cast<double>(ParameterLayout::build(config).parameter_count());
+  const double matmul_params = config.tie_word_embeddings ? params : params - embedding;
+  const double attention = static_cast<double>(config.num_layers) * seq_len * config.hidden_size;
+  return {6.0 * (matmul_params + attention) * tokens, 8.0 * (matmul_params + attention) * tokens};
 }
 
 TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes) {
@@ -127,7 +65,9 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   const uint64_t tokens_mb = static_cast<uint64_t>(job.micro_batch_size) * job.seq_len;
   const uint64_t ckpt = (static_cast<uint64_t>(config.num_layers) + 2) * job.grad_accum * tokens_mb * config.hidden_size * act;
   const uint64_t device_cap = job.device_memory_bytes ? job.device_memory_bytes : machine.device_total_bytes;
-  const bool ckpt_on_device = device_cap == 0 || hbm_fixed + ckpt <= device_cap;
+  // A GPU's free memory is what the engine can have (its total less the CUDA context and others').
+  const uint64_t device_free = job.device_memory_bytes || !machine.device_free_bytes ? device_cap : machine.device_free_bytes;
+  const bool ckpt_on_device = device_free == 0 || hbm_fixed + ckpt <= device_free;
 
   // DRAM / SSD: master weights, gradients, AdamW moments.
   const TierPlacement placement = place_tiers(config, job, machine.dram_available_bytes);
@@ -138,7 +78,7 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
                                 {"checkpoints_bytes", ckpt_on_device ? ckpt : 0}};
   tiers["hbm"]["needed_bytes"] = hbm_fixed + (ckpt_on_device ? ckpt : 0);
   tiers["hbm"]["total_bytes"] = device_cap;
-  tiers["hbm"]["free_bytes"] = device_cap;
+  tiers["hbm"]["free_bytes"] = device_free;
   // The weights the engine streams stay in DRAM: on the CPU backend the fp32 master doubles as
   // that copy (so moving the master to the SSD frees nothing there); on CUDA it is a bf16 copy.
   const bool cpu = machine.backend == "cpu";
@@ -159,9 +99,9 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   tiers["ssd"]["free_bytes"] = machine.ssd_free_bytes;
 
   std::string reason;
-  if (device_cap && hbm_fixed > device_cap) {
-    reason = "HBM: needs " + gb(hbm_fixed) + " (2 weight slots of the largest block, gradient buffers, one micro-batch's "
-             "activations) but has " + gb(device_cap) + "; lower micro_batch_size or seq_len";
+  if (device_free && hbm_fixed > device_free) {
+    reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) + " weight slots of the largest block, "
+             "gradient buffers, one micro-batch's activations) but has " + gb(device_free) + "; lower micro_batch_size or seq_len";
   } else if (dram_needed > tiers["dram"]["free_bytes"].get<uint64_t>()) {
     reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(tiers["dram"]["free_bytes"].get<uint64_t>()) + " is available; " +
              (opt_ssd && master_ssd
@@ -173,40 +113,77 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
              " but " + gb(machine.ssd_free_bytes) + " is free; free space or choose another ssd_dir";
   }
 
-  // Step time. FLOPs: 6·P per token for forward+backward plus 2·P for the recomputed forward, and
-  // attention 12·L·T·h per token (forward+backward, causal halves it: 6·L·T·h) — Chinchilla/PaLM counting.
+  // Step time: compute at the backend's measured GEMM rate, the host link each way, the SSD, and the
+  // CPU optimizer: the gradient norm (one pass over the fp32 gradients on the training thread,
+  // before the next step starts) and AdamW (measured, or 28 B/param of DRAM traffic: read p, g,
+  // m, v; write p, m, v).
   const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
-  const double attn = 6.0 * config.num_layers * job.seq_len * config.q_dim() * 4.0 / 3.0;
-  const double flops = tokens * (8.0 * P + attn);
-  const double compute_s = flops / std::max(machine.compute_flops, 1.0);
+  const StepFlops flops = step_flops(config, tokens, job.seq_len);
+  const double compute_s = flops.hardware / (std::max(machine.compute_flops, 1.0) * (cpu ? 1.0 : kGpuComputeEfficiency));
   const double block_bytes = static_cast<double>(padded) * act;
-  const double h2d_s = (2.0 * block_bytes + (ckpt_on_device ? 0 : 2.0 * ckpt)) / std::max(machine.h2d_bytes_per_s, 1.0);
-  const double d2h_s = (static_cast<double>(fp32) + (ckpt_on_device ? 0 : ckpt)) / std::max(machine.h2d_bytes_per_s, 1.0);
+  const double h2d_bytes = 2.0 * block_bytes + (ckpt_on_device ? 0 : 2.0 * ckpt);
+  const double d2h_bytes = static_cast<double>(fp32) + (ckpt_on_device ? 0 : ckpt);
+  const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0);
+  const double h2d_s = h2d_bytes / h2d_bw;
+  const double d2h_s = d2h_bytes / (machine.d2h_bytes_per_s > 0 ? machine.d2h_bytes_per_s : h2d_bw);
+  // Both directions at once where the probe measured that (a PCIe link is full duplex but the
+  // sum stays below twice one way), else they take turns.
+  const double link_s = machine.duplex_bytes_per_s > 0
+                            ? std::max({h2d_s, d2h_s, (h2d_bytes + d2h_bytes) / machine.duplex_bytes_per_s})
+                            : h2d_s + d2h_s;
   const double ssd_bw = machine.ssd_bytes_per_s > 0 ? machine.ssd_bytes_per_s : 2e9;
   const double ssd_s = 2.0 * static_cast<double>(ssd_needed) / ssd_bw;  // read and write back every step
-  // AdamW touches p, g, m, v (read) and p, m, v (write): 28 bytes per parameter.
-  const double optimizer_s = 28.0 * P / std::max(machine.host_mem_bytes_per_s, 1.0);
+  const double host_bw = std::max(machine.host_mem_bytes_per_s, 1.0);
+  const double grad_norm_s = 4.0 * P / host_bw;
+  const double adamw_s = machine.adamw_params_per_s > 0 ? P / machine.adamw_params_per_s : 28.0 * P / host_bw;
+  const double optimizer_s = grad_norm_s + adamw_s;
+  // On the CPU backend compute, copies and the optimizer share the same cores: they add up. On a
+  // GPU the AdamW of step s runs while step s+1's forward streams and computes; the forward waits
+  // per block for that block's update, so only what outlasts the forward (2 of the 8 FLOP units
+  // of a step with recompute, or a quarter of the link time when that is longer) holds the GPU.
+  double optimizer_visible_s = optimizer_s, step_s = compute_s + optimizer_s + ssd_s;
+  if (!cpu) {
+    const double overlapped_s = std::max(compute_s, link_s);
+    optimizer_visible_s = grad_norm_s + std::max(0.0, adamw_s - overlapped_s / 4.0);
+    step_s = optimizer_visible_s + std::max(overlapped_s, ssd_s);
+  }
   struct Part {
     const char* name;
     double s;
   };
-  // On the CPU backend compute, copies and the optimizer share the same cores: they add up.
-  const bool overlapped = machine.backend != "cpu";
-  std::vector<Part> parts = {{"compute", compute_s}, {"h2d", h2d_s + d2h_s}, {"ssd", ssd_s}, {"optimizer", optimizer_s}};
+  const std::vector<Part> parts = {{"compute", compute_s}, {"h2d", link_s}, {"ssd", ssd_s}, {"optimizer", optimizer_visible_s}};
   const Part worst = *std::max_element(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.s < b.s; });
-  const double step_s = overlapped ? worst.s : compute_s + optimizer_s + ssd_s;
-  nlohmann::json step = {{"tokens", tokens},       {"flops", flops},         {"compute_s", compute_s},
-                         {"h2d_s", h2d_s},         {"d2h_s", d2h_s},         {"ssd_s", ssd_s},
-                         {"optimizer_s", optimizer_s}, {"step_s", step_s},   {"tokens_per_s", tokens / step_s},
-                         {"eta_s", step_s * total_steps}, {"bottleneck", worst.name}, {"total_steps", total_steps}};
+  nlohmann::json step = {{"tokens", tokens},
+                         {"flops", flops.hardware},
+                         {"model_flops", flops.model},
+                         {"compute_efficiency", cpu ? 1.0 : kGpuComputeEfficiency},
+                         {"compute_s", compute_s},
+                         {"h2d_bytes", h2d_bytes},
+                         {"d2h_bytes", d2h_bytes},
+                         {"h2d_s", h2d_s},
+                         {"d2h_s", d2h_s},
+                         {"link_s", link_s},
+                         {"ssd_s", ssd_s},
+                         {"grad_norm_s", grad_norm_s},
+                         {"adamw_s", adamw_s},
+                         {"optimizer_s", optimizer_s},
+                         {"optimizer_visible_s", optimizer_visible_s},
+                         {"step_s", step_s},
+                         {"tokens_per_s", tokens / step_s},
+                         {"model_tflops", flops.model / step_s / 1e12},
+                         {"eta_s", step_s * total_steps},
+                         {"bottleneck", worst.name},
+                         {"total_steps", total_steps}};
   return {{"fits", reason.empty()},
           {"reason", reason},
           {"backend", machine.backend},
           {"model", {{"architecture", config.architecture}, {"parameters", P}, {"layers", config.num_layers},
                      {"hidden_size", config.hidden_size}, {"vocab_size", config.vocab_size}}},
           {"machine", {{"compute_flops", machine.compute_flops}, {"h2d_bytes_per_s", machine.h2d_bytes_per_s},
+                       {"d2h_bytes_per_s", machine.d2h_bytes_per_s}, {"duplex_bytes_per_s", machine.duplex_bytes_per_s},
                        {"host_mem_bytes_per_s", machine.host_mem_bytes_per_s},
-                       {"ssd_bytes_per_s", machine.ssd_bytes_per_s}}},
+                       {"adamw_params_per_s", machine.adamw_params_per_s},
+                       {"ssd_bytes_per_s", machine.ssd_bytes_per_s}, {"device", machine.device}}},
           {"tiers", tiers},
           {"step", step}};
 }

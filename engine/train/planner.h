@@ -1,10 +1,10 @@
 // Planner: before launch, what goes where and how fast it will run (DESIGN.md, "Planner").
 //
-// From the model config, the job and this machine's measured bandwidths (probe_machine), predicts
+// From the model config, the job and this machine's measured figures (machine-probe.h), predicts
 // the bytes of each category per tier (HBM, DRAM, SSD), whether they fit, and per step the time of
 // compute, host↔device copies, SSD traffic and the CPU optimizer. These overlap in the layer-major
 // schedule, so the step takes about the longest of them: that one is the bottleneck.
-// Pure functions apart from probe_machine (which runs ~0.3 s of measurements).
+// Pure functions.
 #pragma once
 
 #include <cstdint>
@@ -13,24 +13,29 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model-config.h"
+#include "train/machine-probe.h"
 #include "train/train-job.h"
 
 namespace spillway {
 
-struct MachineProbe {
-  double compute_flops = 0;   // sustained FLOP/s of the backend's GEMMs
-  double h2d_bytes_per_s = 0; // host→device link (memcpy on the CPU backend)
-  double host_mem_bytes_per_s = 0;  // DRAM bandwidth as the optimizer sees it
-  double ssd_bytes_per_s = 0;  // 0: not measured (a typical NVMe figure is assumed)
-  uint64_t dram_total_bytes = 0, dram_available_bytes = 0;
-  uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
-  uint64_t ssd_free_bytes = 0, ssd_total_bytes = 0;
-  std::string backend = "cpu";
+// FLOPs of one training step of `tokens` tokens in sequences of `seq_len` (a multiply-add counts 2).
+// model: 6·N·tokens + 6·L·T·hidden·tokens, the formula of ../shared/bench/README.md that the
+// PyTorch peers report (PaLM's appendix B, the attention term halved for the causal mask), with N
+// the parameters other than the input embedding table; a tied LM head still counts, its matmul
+// runs, so a tied shape counts as the peers' untied copy of it. hardware: 8 instead of 6, because
+// the engine recomputes each layer's forward in the backward (activation checkpointing).
+struct StepFlops {
+  double model = 0;
+  double hardware = 0;
 };
+StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 
-// Measures this machine (CPU backend): a 512³ sgemm, memcpy and a streaming triad; reads
-// /proc/meminfo and statvfs(ssd_dir).
-MachineProbe probe_machine(const std::string& ssd_dir);
+// The part of a GPU's measured GEMM rate (MachineProbe::compute_flops, an 8192³ bf16 GEMM) that a
+// training step sustains: the 7B layers' GEMMs reach 87-100% of it (../shared/bench/README.md,
+// op_ceilings), attention forward+backward about half but it is ~4% of the FLOPs at T=2048, and
+// the memory-bound ops between the GEMMs (norms, RoPE, SwiGLU, casts, the LM head's softmax) take
+// roughly a fifth of the time.
+inline constexpr double kGpuComputeEfficiency = 0.7;
 
 // Where the master weights and AdamW moments go: the job's choice, or for "auto" DRAM up to
 // dram_cap_bytes (else what is available) with the biggest categories spilled to the SSD first.
@@ -41,7 +46,11 @@ struct TierPlacement {
 };
 TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes);
 
-// The plan as the JSON of `spillway-worker plan --json` (schema in the README).
+// The plan as the JSON of `spillway-worker plan --json` (schema in the README). For a GPU backend
+// (machine.backend != "cpu") the step overlaps compute, the host link and the CPU AdamW: it takes
+// the longest of compute and link, plus the optimizer's visible part (the gradient norm, and what
+// of AdamW outlasts the next step's forward); `machine` should then come from probe_device and
+// measure_adamw, or the compute and link figures are the host's.
 nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                          int64_t total_steps);
 

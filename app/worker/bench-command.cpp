@@ -1,0 +1,295 @@
+#include "worker/bench-command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <ostream>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compute/backend-loader.h"
+#include "core/thread-pool.h"
+#include "model/parameter-layout.h"
+#include "train/model-state.h"
+#include "train/optimizer.h"
+#include "train/planner.h"
+#include "train/streaming-engine.h"
+#include "worker/args.h"
+#include "worker/bench-models.h"
+#include "worker/metered-backend.h"
+
+namespace spillway::worker {
+namespace {
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kUsage =
+    "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
+    "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--steps S] [--warmup W] [--json]";
+constexpr double kLr = 1e-5;
+
+struct BenchOptions {
+  std::string model;
+  std::string backend = "auto";
+  int micro_batch = 4;
+  int seq_len = 2048;
+  int micro_batches = 4;
+  int weight_slots = 2;
+  int steps = 5;
+  int warmup = 2;  // at least 1: a timed step's forward overlaps the AdamW of the step before
+};
+
+Result<int> positive_int(const Args& a, const std::string& name, int fallback, int min = 1) {
+  SPW_ASSIGN_OR_RETURN(double v, a.number(name, fallback));
+  if (v != std::floor(v) || v < min || v > (1 << 30))
+    return invalid_argument("option " + name + " expects a whole number of at least " + std::to_string(min));
+  return static_cast<int>(v);
+}
+
+Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
+  SPW_ASSIGN_OR_RETURN(Args a, parse_args(argv, {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
+                                                 "--micro-batches", "--weight-slots", "--steps", "--warmup"},
+                                          {"--json"}));
+  BenchOptions o;
+  if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
+  o.model = *a.get("--model");
+  o.backend = a.get("--backend").value_or(o.backend);
+  SPW_ASSIGN_OR_RETURN(o.micro_batch, positive_int(a, "--micro-batch", o.micro_batch));
+  SPW_ASSIGN_OR_RETURN(o.seq_len, positive_int(a, "--seq-len", o.seq_len, 2));
+  SPW_ASSIGN_OR_RETURN(o.micro_batches, positive_int(a, "--micro-batches", o.micro_batches));
+  SPW_ASSIGN_OR_RETURN(o.weight_slots, positive_int(a, "--weight-slots", o.weight_slots, 2));
+  SPW_ASSIGN_OR_RETURN(o.steps, positive_int(a, "--steps", o.steps));
+  SPW_ASSIGN_OR_RETURN(o.warmup, positive_int(a, "--warmup", o.warmup));
+  if (a.get("--tokens-per-step")) {
+    if (a.get("--micro-batches")) return invalid_argument("bench: give --tokens-per-step or --micro-batches, not both");
+    SPW_ASSIGN_OR_RETURN(int k, positive_int(a, "--tokens-per-step", 0));
+    const int per_call = o.micro_batch * o.seq_len;
+    if (k % per_call != 0)
+      return invalid_argument("bench: --tokens-per-step " + std::to_string(k) + " is not a multiple of micro-batch x seq-len = " +
+                              std::to_string(per_call));
+    o.micro_batches = k / per_call;
+  }
+  return o;
+}
+
+// The optimizer's "optimizer" spans (one per block and pass, from its thread): seconds of each pass.
+class OptimizerPasses {
+ public:
+  explicit OptimizerPasses(size_t blocks) : blocks_(blocks) {}
+  void add(const char* phase, double start, double end) {
+    if (std::string_view(phase) != "optimizer") return;
+    std::lock_guard lock(mu_);
+    if (spans_++ % blocks_ == 0) passes_.push_back(0);
+    passes_.back() += end - start;
+  }
+  // The passes completed so far, in order.
+  std::vector<double> passes() const {
+    std::lock_guard lock(mu_);
+    std::vector<double> done = passes_;
+    if (spans_ % blocks_ != 0) done.pop_back();
+    return done;
+  }
+
+ private:
+  const size_t blocks_;
+  mutable std::mutex mu_;
+  size_t spans_ = 0;
+  std::vector<double> passes_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Random weights. ModelState::init_random draws every weight on one thread, about two minutes for
+// 7B parameters; a step's speed does not depend on the values, so draw a one-layer model of the
+// same shape and copy its layer into every layer.
+Status init_weights(ModelState& state, uint64_t seed) {
+  ModelConfig one_layer = state.config();
+  one_layer.num_layers = 1;
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> drawn, ModelState::create(ParameterLayout::build(one_layer), false));
+  drawn->init_random(seed);
+  const size_t blocks = state.num_blocks();  // embedding, layers, head
+  ThreadPool::global().parallel_for(blocks, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; ++b) {
+      const size_t from = b == 0 ? 0 : b + 1 == blocks ? 2 : 1;
+      std::memcpy(state.master(b), drawn->master(from), state.layout().blocks()[b].numel * sizeof(float));
+    }
+  });
+  return {};
+}
+
+// Random token ids, and as labels the next id of each sequence (-100 after the last).
+void random_batch(int vocab, std::vector<int32_t>& ids, std::vector<int32_t>& labels, int seq_len) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  for (int32_t& id : ids) id = token(rng);
+  for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % seq_len == 0 ? -100 : ids[i + 1];
+}
+
+Result<json> run_benchmark(const BenchOptions& o) {
+  SPW_ASSIGN_OR_RETURN(ModelConfig config, bench_model_config(o.model));
+  compute::BackendOptions bo;
+  bo.kind = o.backend;
+  SPW_ASSIGN_OR_RETURN(compute::BackendChoice choice, compute::make_backend(bo));
+  MeteredBackend backend(*choice.backend);
+  const ParameterLayout layout = ParameterLayout::build(config);
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(layout, true));
+  SPW_RETURN_IF_ERROR(init_weights(*state, 1));
+
+  StreamingConfig sc;
+  sc.weight_slots = o.weight_slots;
+  sc.micro_batch_size = o.micro_batch;
+  sc.max_micro_batches = o.micro_batches;
+  sc.seq_len = o.seq_len;
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(backend, *state, sc));
+  const Clock::time_point origin = Clock::now();
+  auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
+  OptimizerPasses adamw(state->num_blocks());  // before the optimizer: its thread reports here until it is gone
+  Optimizer optimizer(*state, AdamWConfig{kLr, 0.9, 0.95, 1e-8, 0.1}, 1.0);
+  optimizer.set_span_sink([&adamw](size_t, const char* phase, double start, double end) { adamw.add(phase, start, end); },
+                          now);
+  // The time the forward waits at the weight gate for the optimizer is the AdamW that was not
+  // hidden behind GPU work (only the training thread calls the gate).
+  double gate_s = 0;
+  engine->set_weight_gate([&](size_t b) {
+    const double t0 = now();
+    optimizer.wait_block(b);
+    gate_s += now() - t0;
+  });
+
+  const size_t tokens_per_call = static_cast<size_t>(o.micro_batch) * o.seq_len;
+  std::vector<int32_t> ids(tokens_per_call * o.micro_batches), labels(ids.size());
+  random_batch(config.vocab_size, ids, labels, o.seq_len);
+  const StepBatch batch{o.micro_batches, o.micro_batch, o.seq_len, ids, labels};
+
+  const int total = o.warmup + o.steps;
+  std::vector<double> step_s, visible_s, norm_s;
+  double busy_s = 0, loss = 0;
+  uint64_t h2d0 = 0, d2h0 = 0;
+  for (int i = 0; i < total; ++i) {
+    const bool timed = i >= o.warmup;
+    if (i == o.warmup) h2d0 = engine->h2d_bytes(), d2h0 = engine->d2h_bytes();
+    const double t0 = now();
+    gate_s = 0;
+    SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(batch));
+    const double t1 = now();
+    optimizer.wait_all();  // what is left of the previous step's AdamW when the backward outran it
+    const double t2 = now();
+    optimizer.begin_step(kLr);  // the gradient norm, here; this step's AdamW then runs behind the next forward
+    SPW_RETURN_IF_ERROR(optimizer.status());
+    const double t3 = now();
+    loss = r.loss();
+    if (!timed) continue;
+    step_s.push_back(t3 - t0);
+    visible_s.push_back(gate_s + (t2 - t1));
+    norm_s.push_back(t3 - t2);
+    busy_s += r.timeline.compute_busy_s;
+  }
+  optimizer.wait_all();
+  SPW_RETURN_IF_ERROR(optimizer.status());
+
+  // The AdamW passes the timed steps overlapped: those of steps warmup-1 .. total-2.
+  const std::vector<double> passes = adamw.passes();
+  if (passes.size() < static_cast<size_t>(total)) return internal_error("bench: the optimizer reported fewer passes than steps");
+  const std::vector<double> overlapped(passes.begin() + (o.warmup - 1), passes.begin() + (total - 1));
+  double adamw_total = 0, visible_total = 0, step_total = 0;
+  for (double s : overlapped) adamw_total += s;
+  for (double s : visible_s) visible_total += s;
+  for (double s : step_s) step_total += s;
+
+  const double step = median(step_s);
+  const double tokens = static_cast<double>(ids.size());
+  const StepFlops flops = step_flops(config, tokens, o.seq_len);
+  const double h2d = static_cast<double>(engine->h2d_bytes() - h2d0) / o.steps;
+  const double d2h = static_cast<double>(engine->d2h_bytes() - d2h0) / o.steps;
+  const compute::DeviceInfo device = backend.device_info();
+  json device_used = nullptr;  // the whole process's device memory, CUDA context and libraries included
+  if (backend.name() != "cpu") {
+    size_t free_bytes = 0, total_bytes = 0;
+    SPW_RETURN_IF_ERROR(backend.device_memory_info(&free_bytes, &total_bytes));
+    device_used = total_bytes - free_bytes;
+  }
+  return json{{"model", o.model},
+              {"backend", backend.name()},
+              {"backend_reason", choice.reason},
+              {"device", device.name},
+              {"params", layout.parameter_count()},
+              {"micro_batch", o.micro_batch},
+              {"seq_len", o.seq_len},
+              {"micro_batches", o.micro_batches},
+              {"tokens_per_step", ids.size()},
+              {"weight_slots", o.weight_slots},
+              {"steps", o.steps},
+              {"step_s", step},
+              {"step_s_min", *std::min_element(step_s.begin(), step_s.end())},
+              {"tokens_per_s", tokens / step},
+              {"model_tflops", flops.model / step / 1e12},
+              {"hardware_tflops", flops.hardware / step / 1e12},
+              {"peak_hbm_bytes", backend.peak_device_bytes()},
+              {"device_used_bytes", device_used},
+              {"peak_pinned_bytes", backend.peak_pinned_bytes()},
+              {"h2d_bytes", h2d},
+              {"d2h_bytes", d2h},
+              {"h2d_gbps", h2d / step / 1e9},
+              {"d2h_gbps", d2h / step / 1e9},
+              {"gpu_idle_fraction", std::clamp(1.0 - busy_s / step_total, 0.0, 1.0)},
+              {"grad_norm_s", median(norm_s)},
+              {"adamw_s", median(overlapped)},
+              {"adamw_visible_s", median(visible_s)},
+              {"adamw_hidden_fraction", adamw_total > 0 ? std::clamp(1.0 - visible_total / adamw_total, 0.0, 1.0) : 1.0},
+              {"loss", loss}};
+}
+
+void print_table(std::ostream& out, const json& r) {
+  char line[160];
+  auto row = [&](const char* name, const std::string& value) {
+    std::snprintf(line, sizeof(line), "  %-22s %s\n", name, value.c_str());
+    out << line;
+  };
+  auto num = [](double v, const char* fmt) {
+    char buf[48];
+    std::snprintf(buf, sizeof(buf), fmt, v);
+    return std::string(buf);
+  };
+  const double params = r["params"].get<double>();
+  out << r["model"].get<std::string>() << " on " << r["backend"].get<std::string>() << " (" << r["device"].get<std::string>()
+      << "), " << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.2f M")) << " parameters\n";
+  row("tokens per step", std::to_string(r["tokens_per_step"].get<int64_t>()) + " (" + std::to_string(r["micro_batches"].get<int>()) +
+                             " x " + std::to_string(r["micro_batch"].get<int>()) + " x " + std::to_string(r["seq_len"].get<int>()) + ")");
+  row("step", num(r["step_s"].get<double>(), "%.3f s") + " (median of " + std::to_string(r["steps"].get<int>()) + ")");
+  row("tokens/s", num(r["tokens_per_s"].get<double>(), "%.0f"));
+  row("model TFLOPS", num(r["model_tflops"].get<double>(), "%.3g"));
+  row("hardware TFLOPS", num(r["hardware_tflops"].get<double>(), "%.3g") + " (with the recomputed forward)");
+  row("peak HBM", num(r["peak_hbm_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
+  row("peak pinned DRAM", num(r["peak_pinned_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
+  row("H2D per step", num(r["h2d_bytes"].get<double>() / 1e9, "%.3g GB") + num(r["h2d_gbps"].get<double>(), " (%.3g GB/s)"));
+  row("D2H per step", num(r["d2h_bytes"].get<double>() / 1e9, "%.3g GB") + num(r["d2h_gbps"].get<double>(), " (%.3g GB/s)"));
+  row("GPU idle", num(100 * r["gpu_idle_fraction"].get<double>(), "%.1f%%"));
+  row("gradient norm", num(r["grad_norm_s"].get<double>(), "%.3f s"));
+  row("AdamW", num(r["adamw_s"].get<double>(), "%.3f s") + num(100 * r["adamw_hidden_fraction"].get<double>(), " (%.0f%% hidden)"));
+  row("loss", num(r["loss"].get<double>(), "%.4f"));
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& argv, CommandIo io) {
+  const bool as_json = std::find(argv.begin(), argv.end(), "--json") != argv.end();
+  auto options = parse_options(argv);
+  if (!options.ok()) return report_failure(io, as_json, options.status());
+  auto result = run_benchmark(*options);
+  if (!result.ok()) return report_failure(io, as_json, result.status());
+  if (as_json) io.out << result->dump() << std::endl;
+  else print_table(io.out, *result);
+  return 0;
+}
+
+}  // namespace spillway::worker

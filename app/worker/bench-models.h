@@ -1,0 +1,21 @@
+// The model shapes `spillway-worker bench` runs: the real Hugging Face configs of the models the
+// GPU benchmark compares against (random-initialised: throughput does not depend on the weights).
+#pragma once
+
+#include <string>
+
+#include "model/model-config.h"
+
+namespace spillway::worker {
+
+// "tinyllama-1.1b", "llama3.2-3b", "llama2-7b", "qwen2.5-7b": the config.json of
+// TinyLlama/TinyLlama-1.1B-Chat-v1.0, meta-llama/Llama-3.2-3B (Llama-3 rope scaling, tied
+// embeddings), meta-llama/Llama-2-7b-hf and Qwen/Qwen2.5-7B (q/k/v biases), parsed as a model
+// folder's would be; otherwise a preset name (model_preset: "llama-tiny" is stories260K's shape)
+// or a path to a model folder or its config.json. kNotFound lists the names.
+Result<ModelConfig> bench_model_config(const std::string& shape);
+
+// The built-in names, for the usage line.
+const char* bench_model_names();
+
+}  // namespace spillway::worker

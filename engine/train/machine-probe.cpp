@@ -1,0 +1,266 @@
+#include "train/machine-probe.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include <cblas.h>
+
+#include "core/buffer.h"
+#include "core/dtype.h"
+#include "core/thread-pool.h"
+#include "telemetry/sampler.h"
+#include "train/adamw.h"
+
+namespace spillway {
+namespace {
+
+using compute::Backend;
+using compute::EventId;
+using compute::StreamId;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double time_it(const std::function<void()>& fn, int reps) {
+  fn();  // warm-up
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) fn();
+  return seconds_since(t0) / reps;
+}
+
+// Sequential O_DIRECT write (fsynced) then read of 64 MiB in `dir`: the slower of the two, in
+// bytes/s; 0 when it cannot be measured (no folder, or a filesystem without O_DIRECT).
+double probe_disk(const std::string& dir) {
+  if (dir.empty()) return 0;
+  const std::string path = dir + "/.spillway-probe-" + std::to_string(::getpid());
+  const size_t bytes = 64 << 20, chunk = 4 << 20;
+  void* buf = nullptr;
+  if (posix_memalign(&buf, 4096, chunk) != 0) return 0;
+  std::memset(buf, 0x5a, chunk);
+  double rate = 0;
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0600);
+  if (fd >= 0) {
+    ::unlink(path.c_str());  // now: a process killed mid-probe must not leave 64 MiB behind
+    auto t0 = Clock::now();
+    bool ok = true;
+    for (size_t off = 0; ok && off < bytes; off += chunk) {
+      ok = ::pwrite(fd, buf, chunk, static_cast<off_t>(off)) == static_cast<ssize_t>(chunk);
+    }
+    ok = ok && ::fsync(fd) == 0;
+    const double w = seconds_since(t0);
+    t0 = Clock::now();
+    for (size_t off = 0; ok && off < bytes; off += chunk) {
+      ok = ::pread(fd, buf, chunk, static_cast<off_t>(off)) == static_cast<ssize_t>(chunk);
+    }
+    const double r = seconds_since(t0);
+    if (ok) rate = bytes / std::max(w, r);
+    ::close(fd);
+  }
+  std::free(buf);
+  return rate;
+}
+
+// Device and pinned host buffers of the probe, freed through the backend when they go.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Backend& be, void* p) : be_(&be), p_(p) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(std::exchange(o.p_, nullptr)) {}
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (p_) be_->device_free(p_);
+  }
+  void* get() const { return p_; }
+
+ private:
+  Backend* be_;
+  void* p_;
+};
+
+class PinnedBuffer {
+ public:
+  PinnedBuffer(Backend& be, void* p) : be_(&be), p_(p) {}
+  PinnedBuffer(PinnedBuffer&& o) noexcept : be_(o.be_), p_(std::exchange(o.p_, nullptr)) {}
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (p_) be_->host_free_pinned(p_);
+  }
+  void* get() const { return p_; }
+
+ private:
+  Backend* be_;
+  void* p_;
+};
+
+Result<DeviceBuffer> device_buffer(Backend& be, size_t bytes) {
+  SPW_ASSIGN_OR_RETURN(void* p, be.device_alloc(bytes));
+  return DeviceBuffer(be, p);
+}
+
+Result<PinnedBuffer> pinned_buffer(Backend& be, size_t bytes) {
+  SPW_ASSIGN_OR_RETURN(void* p, be.host_alloc_pinned(bytes));
+  return PinnedBuffer(be, p);
+}
+
+// Seconds per repetition of `enqueue` (which puts `reps` repetitions of work on streams ordered
+// after `start` on `first`, and returns the stream that ends last), between two timing events.
+Result<double> time_on_device(Backend& be, StreamId first, int reps, const std::function<Result<StreamId>()>& enqueue) {
+  SPW_ASSIGN_OR_RETURN(compute::Event start, be.create_event(true));
+  SPW_ASSIGN_OR_RETURN(compute::Event end, be.create_event(true));
+  SPW_RETURN_IF_ERROR(be.record_event(start, first));
+  SPW_ASSIGN_OR_RETURN(StreamId last, enqueue());
+  SPW_RETURN_IF_ERROR(be.record_event(end, last));
+  SPW_RETURN_IF_ERROR(be.synchronize_event(end));
+  SPW_ASSIGN_OR_RETURN(double s, be.elapsed_s(start, end));
+  return s / reps;
+}
+
+// Fills `bytes / act` elements of pinned `host` with uniform values in [-1, 1) in `act`
+// (a cheap LCG: the GEMM's speed depends on the values only through power draw, so they must be
+// non-zero, not well distributed).
+void fill_random(void* host, DType act, size_t count, uint64_t seed) {
+  std::vector<float> f(count);
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (float& x : f) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(s >> 40) * 0x1.0p-23f - 1.0f;
+  }
+  convert_from_f32(f.data(), act, host, count);
+}
+
+}  // namespace
+
+MachineProbe probe_machine(const std::string& ssd_dir) {
+  MachineProbe m;
+  const int n = 512;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+  double t = time_it([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); }, 5);
+  m.compute_flops = 2.0 * n * n * n / t;
+  std::vector<char> src(64 << 20, 1), dst(64 << 20);
+  t = time_it([&] { std::memcpy(dst.data(), src.data(), src.size()); }, 3);
+  m.h2d_bytes_per_s = src.size() / t;
+  m.host_mem_bytes_per_s = 2.0 * src.size() / t;  // a copy reads and writes
+  const MemInfo mem = read_meminfo();
+  m.dram_total_bytes = mem.total_bytes.value_or(0);
+  m.dram_available_bytes = mem.available_bytes.value_or(0);
+  m.ssd_bytes_per_s = probe_disk(ssd_dir);
+  if (!ssd_dir.empty()) {
+    const FsSpace space = read_fs_space(ssd_dir);
+    m.ssd_free_bytes = space.free_bytes.value_or(0);
+    m.ssd_total_bytes = space.total_bytes.value_or(0);
+  }
+  return m;
+}
+
+Status probe_device(Backend& be, MachineProbe* m, const DeviceProbeSizes& sizes) {
+  if (sizes.gemm_n < 1 || sizes.gemm_reps < 1 || sizes.copy_bytes == 0 || sizes.copy_reps < 1)
+    return invalid_argument("probe_device: sizes and repetitions must be positive");
+  size_t free_bytes = 0, total_bytes = 0;
+  SPW_RETURN_IF_ERROR(be.device_memory_info(&free_bytes, &total_bytes));
+  const DType act = be.act_dtype();
+  const size_t n = static_cast<size_t>(sizes.gemm_n);
+  const size_t mat_bytes = n * n * dtype_size(act);
+  const size_t copy = sizes.copy_bytes;
+
+  // The GEMM: y[n, n] = x[n, n] · W[n, n]ᵀ, as the engine's linear layers call it.
+  compute::OpShapes shapes;
+  shapes.tokens = shapes.seq = shapes.hidden = shapes.intermediate = shapes.vocab = sizes.gemm_n;
+  shapes.batch = shapes.lm_head_chunk = 1;
+  shapes.head_dim = std::min(sizes.gemm_n, 128);
+  shapes.heads = shapes.kv_heads = std::max(1, sizes.gemm_n / shapes.head_dim);
+  const size_t ws_bytes = be.workspace_bytes(shapes);
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer ws, device_buffer(be, std::max<size_t>(ws_bytes, 256)));
+  SPW_RETURN_IF_ERROR(be.set_workspace(ws.get(), std::max<size_t>(ws_bytes, 256), shapes));
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer x, device_buffer(be, mat_bytes));
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer w, device_buffer(be, mat_bytes));
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer y, device_buffer(be, mat_bytes));
+  SPW_ASSIGN_OR_RETURN(PinnedBuffer h_src, pinned_buffer(be, std::max(copy, mat_bytes)));
+  SPW_ASSIGN_OR_RETURN(PinnedBuffer h_dst, pinned_buffer(be, copy));
+  const StreamId compute = 0;
+  for (auto [dst, seed] : {std::pair{x.get(), 1}, std::pair{w.get(), 2}}) {
+    fill_random(h_src.get(), act, n * n, seed);
+    SPW_RETURN_IF_ERROR(be.copy_h2d(dst, h_src.get(), mat_bytes, compute));
+    SPW_RETURN_IF_ERROR(be.synchronize_stream(compute));  // h_src is refilled next
+  }
+  const int in = sizes.gemm_n;
+  auto gemms = [&](int reps) -> Result<StreamId> {
+    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(be.linear_forward(y.get(), x.get(), w.get(), nullptr, in, in, in, compute));
+    return compute;
+  };
+  SPW_RETURN_IF_ERROR(gemms(2).status());  // warm-up: the GEMM library picks its algorithm on first use
+  SPW_ASSIGN_OR_RETURN(double gemm_s, time_on_device(be, compute, sizes.gemm_reps, [&] { return gemms(sizes.gemm_reps); }));
+
+  // The host link with pinned buffers: each way alone, then both at once on two streams.
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer d_a, device_buffer(be, copy));
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer d_b, device_buffer(be, copy));
+  SPW_ASSIGN_OR_RETURN(compute::Stream up, be.create_stream());
+  SPW_ASSIGN_OR_RETURN(compute::Stream down, be.create_stream());
+  auto h2d = [&](int reps) -> Result<StreamId> {
+    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(be.copy_h2d(d_a.get(), h_src.get(), copy, up));
+    return up.id();
+  };
+  auto d2h = [&](int reps) -> Result<StreamId> {
+    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(be.copy_d2h(h_dst.get(), d_b.get(), copy, down));
+    return down.id();
+  };
+  SPW_RETURN_IF_ERROR(h2d(1).status());
+  SPW_RETURN_IF_ERROR(d2h(1).status());
+  const int reps = sizes.copy_reps;
+  SPW_ASSIGN_OR_RETURN(double h2d_s, time_on_device(be, up, reps, [&] { return h2d(reps); }));
+  SPW_ASSIGN_OR_RETURN(double d2h_s, time_on_device(be, down, reps, [&] { return d2h(reps); }));
+  SPW_ASSIGN_OR_RETURN(compute::Event started, be.create_event());
+  SPW_ASSIGN_OR_RETURN(compute::Event down_done, be.create_event());
+  SPW_ASSIGN_OR_RETURN(double duplex_s, time_on_device(be, up, reps, [&]() -> Result<StreamId> {
+    // `down` starts with `up` and `up` ends after `down`, so the timing events bracket both.
+    SPW_RETURN_IF_ERROR(be.record_event(started, up));
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(down, started));
+    SPW_RETURN_IF_ERROR(h2d(reps).status());
+    SPW_RETURN_IF_ERROR(d2h(reps).status());
+    SPW_RETURN_IF_ERROR(be.record_event(down_done, down));
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(up, down_done));
+    return up.id();
+  }));
+
+  m->compute_flops = 2.0 * static_cast<double>(n) * n * n / gemm_s;
+  m->h2d_bytes_per_s = copy / h2d_s;
+  m->d2h_bytes_per_s = copy / d2h_s;
+  m->duplex_bytes_per_s = 2.0 * copy / duplex_s;
+  m->device_total_bytes = total_bytes;
+  m->device_free_bytes = free_bytes;
+  m->backend = be.name();
+  m->device = be.device_info().name;
+  return {};
+}
+
+Result<double> measure_adamw(size_t params) {
+  if (params == 0) return invalid_argument("measure_adamw: params must be positive");
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer p, AlignedBuffer::allocate(params * sizeof(float), 4096));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer m, AlignedBuffer::allocate(params * sizeof(float), 4096));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer v, AlignedBuffer::allocate(params * sizeof(float), 4096));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer g, AlignedBuffer::allocate(params * sizeof(float), 4096));
+  float* pp = p.as<float>();
+  float* gp = g.as<float>();
+  ThreadPool::global().parallel_for(params, [&](size_t b, size_t e) {
+    std::fill(pp + b, pp + e, 0.02f);
+    std::fill(gp + b, gp + e, 1e-3f);
+  }, 1 << 16);
+  const AdamWConfig c{1e-4, 0.9, 0.95, 1e-8, 0.1};
+  double best = 0;
+  for (int step = 1; step <= 4; ++step) {
+    const auto t0 = Clock::now();
+    adamw_update_range(pp, m.as<float>(), v.as<float>(), gp, params, c, step, 1.0f, true);
+    const double s = seconds_since(t0);
+    if (step > 1 && (best == 0 || s < best)) best = s;  // step 1 is the warm-up
+  }
+  return static_cast<double>(params) / best;
+}
+
+}  // namespace spillway

@@ -1,0 +1,66 @@
+// MachineProbe: what this machine can do, measured, for the planner (planner.h) and the worker's
+// `probe` command.
+//
+// probe_machine measures the host in about 0.3 s (a small sgemm, memcpy, the disk) and is what a
+// CPU job is planned with. probe_device adds what a GPU job depends on, measured through the
+// compute Backend: its GEMM rate, the host link each way and both ways at once; measure_adamw the
+// CPU optimizer's rate on all cores. Figures left at 0 were not measured; the planner then falls
+// back to the documented estimate of each field.
+// Thread-safety: the functions may run on any thread but use the global thread pool and, for
+// probe_device, the backend (one thread drives a backend).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "compute/backend.h"
+#include "core/status.h"
+
+namespace spillway {
+
+struct MachineProbe {
+  double compute_flops = 0;         // sustained FLOP/s of the backend's GEMMs (CPU: fp32 sgemm; CUDA: bf16)
+  double h2d_bytes_per_s = 0;       // host→device link (memcpy on the CPU backend)
+  double d2h_bytes_per_s = 0;       // device→host; 0: not measured (taken as h2d_bytes_per_s)
+  double duplex_bytes_per_s = 0;    // both directions at once, bytes of both; 0: not measured (they take turns)
+  double host_mem_bytes_per_s = 0;  // DRAM bandwidth as the optimizer sees it
+  double adamw_params_per_s = 0;    // CPU AdamW on all cores; 0: not measured (28 B/param at host_mem_bytes_per_s)
+  double ssd_bytes_per_s = 0;       // 0: not measured (a typical NVMe figure is assumed)
+  uint64_t dram_total_bytes = 0, dram_available_bytes = 0;
+  uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
+  uint64_t device_free_bytes = 0;   // 0: not measured (taken as device_total_bytes)
+  uint64_t ssd_free_bytes = 0, ssd_total_bytes = 0;
+  std::string backend = "cpu";
+  std::string device;               // the backend's device name; empty when no device was probed
+};
+
+// Measures this machine (CPU backend): a 512³ sgemm, memcpy and a streaming triad; reads
+// /proc/meminfo and statvfs(ssd_dir).
+MachineProbe probe_machine(const std::string& ssd_dir);
+
+// What probe_device measures with. The defaults are the GPU's: a GEMM big enough to reach the
+// tensor cores' sustained rate (8192³ = 1.1 TFLOP) and copies long enough (256 MiB) that the
+// launch latency is noise. Tests on the CPU backend pass small sizes.
+struct DeviceProbeSizes {
+  int gemm_n = 8192;                    // y[n, n] = x[n, n] · W[n, n]ᵀ in the backend's act dtype
+  int gemm_reps = 20;
+  size_t copy_bytes = size_t{256} << 20;  // per copy, each way
+  int copy_reps = 4;
+};
+
+// Measures `backend` and fills compute_flops (linear_forward of gemm_n³, 2n³ FLOPs per call),
+// h2d_bytes_per_s, d2h_bytes_per_s and duplex_bytes_per_s (pinned host buffers, one copy stream
+// per direction), device_total_bytes, device_free_bytes (before its own buffers), `backend` and
+// `device`; everything timed between backend events (GPU time, not host enqueue time). It borrows
+// the backend's workspace (set_workspace) and frees all it allocated: call it before an engine
+// hands the backend its own workspace. Needs 3·n²·act + 2·copy_bytes of device memory and
+// 2·copy_bytes of pinned host memory: kOutOfMemory from the backend otherwise, `m` unchanged.
+Status probe_device(compute::Backend& backend, MachineProbe* m, const DeviceProbeSizes& sizes = {});
+
+// The CPU AdamW's rate on the global thread pool (all cores): adamw_update_range over `params`
+// parameters (16 bytes each of fresh memory), best of 3 passes after a warm-up pass, in
+// parameters/s. kOutOfMemory when the 16·params bytes cannot be allocated.
+Result<double> measure_adamw(size_t params);
+
+}  // namespace spillway

@@ -1,0 +1,126 @@
+// `spillway-worker bench` and `probe`, run in-process through run_worker on the CPU backend: the
+// built-in shapes are the real models', the benchmark's JSON line has every figure, bad arguments
+// say what is wrong, and the probe keeps its original keys.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/parameter-layout.h"
+#include "test-data.h"
+#include "worker/bench-models.h"
+#include "worker/commands.h"
+
+namespace spillway::testing {
+namespace {
+using nlohmann::json;
+
+struct RunResult {
+  int code;
+  std::string out, err;
+};
+
+RunResult run(const std::vector<std::string>& argv) {
+  std::istringstream in;
+  std::ostringstream out, err;
+  const int code = worker::run_worker(argv, {in, out, err});
+  return {code, out.str(), err.str()};
+}
+
+TEST(BenchModels, RealShapesHaveTheirParameterCounts) {
+  // transformers' num_parameters() of each model.
+  const std::pair<const char*, uint64_t> expected[] = {{"tinyllama-1.1b", 1'100'048'384},
+                                                       {"llama3.2-3b", 3'212'749'824},
+                                                       {"llama2-7b", 6'738'415'616},
+                                                       {"qwen2.5-7b", 7'615'616'512}};
+  for (const auto& [name, params] : expected) {
+    auto c = worker::bench_model_config(name);
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().to_string();
+    EXPECT_EQ(ParameterLayout::build(*c).parameter_count(), params) << name;
+  }
+  const ModelConfig llama3 = *worker::bench_model_config("llama3.2-3b");
+  EXPECT_TRUE(llama3.tie_word_embeddings);
+  EXPECT_EQ(llama3.rope_scaling_factor, 32.0f);
+  EXPECT_EQ(llama3.rope_theta, 500000.0f);
+  const ModelConfig qwen = *worker::bench_model_config("qwen2.5-7b");
+  EXPECT_TRUE(qwen.attention_bias);
+  EXPECT_EQ(qwen.rms_norm_eps, 1e-6f);
+
+  auto unknown = worker::bench_model_config("llama-9000");
+  EXPECT_EQ(unknown.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("llama2-7b"), std::string::npos);
+}
+
+TEST(BenchModels, ModelFolderGivesItsConfig) {
+  SPILLWAY_REQUIRE_DATA();
+  auto c = worker::bench_model_config(data_path("models/stories260K"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->hidden_size, 64);
+}
+
+TEST(BenchCommand, TinyShapeOnTheCpuBackend) {
+  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len", "32",
+                     "--micro-batches", "2", "--steps", "2", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["model"], "llama-tiny");
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["tokens_per_step"], 128);
+  EXPECT_EQ(j["micro_batches"], 2);
+  for (const char* key : {"params", "step_s", "tokens_per_s", "model_tflops", "hardware_tflops", "peak_hbm_bytes",
+                          "peak_pinned_bytes", "h2d_bytes", "d2h_bytes", "h2d_gbps", "d2h_gbps", "adamw_s", "grad_norm_s"}) {
+    ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key << " in " << r.out;
+    EXPECT_GT(j[key].get<double>(), 0) << key;
+  }
+  for (const char* key : {"gpu_idle_fraction", "adamw_hidden_fraction"}) {
+    ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key;
+    EXPECT_GE(j[key].get<double>(), 0) << key;
+    EXPECT_LE(j[key].get<double>(), 1) << key;
+  }
+  EXPECT_NEAR(j["hardware_tflops"].get<double>() / j["model_tflops"].get<double>(), 8.0 / 6.0, 1e-9);
+  EXPECT_TRUE(j["device_used_bytes"].is_null());  // no GPU: no device-wide figure
+  EXPECT_NEAR(j["loss"].get<double>(), std::log(512.0), 0.5);  // random weights, random tokens
+
+  // The same through --tokens-per-step, as a table.
+  r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len", "32",
+           "--tokens-per-step", "128", "--steps", "1", "--warmup", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("128 (2 x 2 x 32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model TFLOPS"), std::string::npos) << r.out;
+}
+
+TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
+  RunResult r = run({"bench", "--model", "llama-tiny", "--micro-batch", "2", "--seq-len", "32", "--tokens-per-step", "100"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a multiple of micro-batch x seq-len = 64"), std::string::npos) << r.err;
+  r = run({"bench", "--model", "llama-tiny", "--tokens-per-step", "128", "--micro-batches", "2"});
+  EXPECT_EQ(r.code, 2);
+  r = run({"bench", "--model", "llama-tiny", "--steps", "0"});
+  EXPECT_EQ(r.code, 2);
+  r = run({"bench", "--json"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(json::parse(r.out)["error"], "invalid argument");
+  r = run({"bench", "--model", "no-such-shape", "--backend", "cpu"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("tinyllama-1.1b"), std::string::npos) << r.err;
+}
+
+TEST(ProbeCommand, CpuBackendKeepsItsKeys) {
+  TempDir tmp;
+  RunResult r = run({"probe", "--backend", "cpu", "--ssd-dir", tmp.path(), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["backend"], "cpu");
+  for (const char* key : {"compute_gflops", "h2d_gbps", "host_mem_gbps", "dram_total_bytes", "dram_available_bytes",
+                          "ssd_free_bytes"}) {
+    ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key << " in " << r.out;
+  }
+  EXPECT_GT(j["compute_gflops"].get<double>(), 0);
+  // Measured only on a GPU: unavailable, not 0.
+  for (const char* key : {"d2h_gbps", "duplex_gbps", "adamw_mparams_per_s", "device"}) EXPECT_TRUE(j[key].is_null()) << key;
+}
+
+}  // namespace
+}  // namespace spillway::testing
