@@ -79,10 +79,11 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   tiers["hbm"]["needed_bytes"] = hbm_fixed + (ckpt_on_device ? ckpt : 0);
   tiers["hbm"]["total_bytes"] = device_cap;
   tiers["hbm"]["free_bytes"] = device_free;
-  // The weights the engine streams stay in DRAM: on the CPU backend the fp32 master doubles as
-  // that copy (so moving the master to the SSD frees nothing there); on CUDA it is a bf16 copy.
+  // The engine streams the fp32 master itself (on CUDA converted to bf16 on the device,
+  // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
+  // on the SSD ModelState's master buffer stays behind as the streamed copy.
   const bool cpu = machine.backend == "cpu";
-  const uint64_t compute_copy = cpu ? (master_ssd ? fp32 : 0) : padded * 2;
+  const uint64_t compute_copy = master_ssd ? fp32 : 0;
   const uint64_t master_dram = master_ssd ? 0 : fp32;
   tiers["dram"]["categories"] = {{"weights_bytes", compute_copy}, {"master_bytes", master_dram}, {"gradients_bytes", fp32},
                                  {"optimizer_bytes", opt_ssd ? 0 : 2 * fp32},
@@ -105,8 +106,8 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   } else if (dram_needed > tiers["dram"]["free_bytes"].get<uint64_t>()) {
     reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(tiers["dram"]["free_bytes"].get<uint64_t>()) + " is available; " +
              (opt_ssd && master_ssd
-                  ? std::string("what remains is the gradients and the weights the device streams: a smaller model, more "
-                                "DRAM, or the CUDA backend (its streamed copy is bf16)")
+                  ? std::string("what remains is the gradients and the weights the device streams: a smaller model or "
+                                "more DRAM")
                   : std::string("set placement.optimizer (and placement.master) to \"ssd\" or \"auto\" with an ssd_dir"));
   } else if (ssd_needed > 0 && ssd_needed > machine.ssd_free_bytes) {
     reason = "SSD: needs " + gb(ssd_needed) + " in " + (job.ssd_dir.empty() ? std::string("(no ssd_dir)") : job.ssd_dir) +
@@ -120,8 +121,9 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
   const StepFlops flops = step_flops(config, tokens, job.seq_len);
   const double compute_s = flops.hardware / (std::max(machine.compute_flops, 1.0) * (cpu ? 1.0 : kGpuComputeEfficiency));
-  const double block_bytes = static_cast<double>(padded) * act;
-  const double h2d_bytes = 2.0 * block_bytes + (ckpt_on_device ? 0 : 2.0 * ckpt);
+  // Every block's fp32 master goes up for the forward and again for the backward; its fp32
+  // gradients come down once.
+  const double h2d_bytes = 2.0 * static_cast<double>(fp32) + (ckpt_on_device ? 0 : 2.0 * ckpt);
   const double d2h_bytes = static_cast<double>(fp32) + (ckpt_on_device ? 0 : ckpt);
   const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0);
   const double h2d_s = h2d_bytes / h2d_bw;
