@@ -170,12 +170,10 @@ Status probe_device(Backend& be, MachineProbe* m, const DeviceProbeSizes& sizes)
   const size_t mat_bytes = n * n * dtype_size(act);
   const size_t copy = sizes.copy_bytes;
 
-  // The GEMM: y[n, n] = x[n, n] · W[n, n]ᵀ, as the engine's linear layers call it.
+  // The GEMM: y[n, n] = x[n, n] · W[n, n]ᵀ, as the engine's linear layers call it; the workspace
+  // only for linears of that size (no attention, no LM head).
   compute::OpShapes shapes;
-  shapes.tokens = shapes.seq = shapes.hidden = shapes.intermediate = shapes.vocab = sizes.gemm_n;
-  shapes.batch = shapes.lm_head_chunk = 1;
-  shapes.head_dim = std::min(sizes.gemm_n, 128);
-  shapes.heads = shapes.kv_heads = std::max(1, sizes.gemm_n / shapes.head_dim);
+  shapes.tokens = shapes.hidden = shapes.intermediate = sizes.gemm_n;
   const size_t ws_bytes = be.workspace_bytes(shapes);
   SPW_ASSIGN_OR_RETURN(DeviceBuffer ws, device_buffer(be, std::max<size_t>(ws_bytes, 256)));
   SPW_RETURN_IF_ERROR(be.set_workspace(ws.get(), std::max<size_t>(ws_bytes, 256), shapes));
