@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <ostream>
@@ -34,22 +34,44 @@ constexpr const char* kUsage =
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--steps S] [--warmup W] [--json]";
 constexpr double kLr = 1e-5;
 
-struct BenchOptions {
-  std::string model;
-  std::string backend = "auto";
+// One engine configuration to time.
+struct BenchConfig {
   int micro_batch = 4;
   int seq_len = 2048;
   int micro_batches = 4;
   int weight_slots = 2;
+};
+
+struct BenchOptions {
+  std::string model;
+  std::string backend = "auto";
+  std::vector<BenchConfig> configs;  // every combination of the lists given, timed one after another
   int steps = 5;
   int warmup = 2;  // at least 1: a timed step's forward overlaps the AdamW of the step before
 };
 
-Result<int> positive_int(const Args& a, const std::string& name, int fallback, int min = 1) {
-  SPW_ASSIGN_OR_RETURN(double v, a.number(name, fallback));
-  if (v != std::floor(v) || v < min || v > (1 << 30))
-    return invalid_argument("option " + name + " expects a whole number of at least " + std::to_string(min));
+Result<int> whole_number(const std::string& name, const std::string& text, int min) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < min || v > (1 << 30))
+    return invalid_argument("option " + name + " expects whole numbers of at least " + std::to_string(min) + ", got '" +
+                            text + "'");
   return static_cast<int>(v);
+}
+
+// `--name 4` or, for a sweep, `--name 1,2,4`; `fallback` when absent.
+Result<std::vector<int>> number_list(const Args& a, const std::string& name, int fallback, int min = 1) {
+  const auto text = a.get(name);
+  if (!text) return std::vector<int>{fallback};
+  std::vector<int> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text->find(',', start);
+    SPW_ASSIGN_OR_RETURN(int v, whole_number(name, text->substr(start, comma - start), min));
+    out.push_back(v);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
 
 Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
@@ -60,20 +82,36 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
   o.model = *a.get("--model");
   o.backend = a.get("--backend").value_or(o.backend);
-  SPW_ASSIGN_OR_RETURN(o.micro_batch, positive_int(a, "--micro-batch", o.micro_batch));
-  SPW_ASSIGN_OR_RETURN(o.seq_len, positive_int(a, "--seq-len", o.seq_len, 2));
-  SPW_ASSIGN_OR_RETURN(o.micro_batches, positive_int(a, "--micro-batches", o.micro_batches));
-  SPW_ASSIGN_OR_RETURN(o.weight_slots, positive_int(a, "--weight-slots", o.weight_slots, 2));
-  SPW_ASSIGN_OR_RETURN(o.steps, positive_int(a, "--steps", o.steps));
-  SPW_ASSIGN_OR_RETURN(o.warmup, positive_int(a, "--warmup", o.warmup));
-  if (a.get("--tokens-per-step")) {
-    if (a.get("--micro-batches")) return invalid_argument("bench: give --tokens-per-step or --micro-batches, not both");
-    SPW_ASSIGN_OR_RETURN(int k, positive_int(a, "--tokens-per-step", 0));
-    const int per_call = o.micro_batch * o.seq_len;
-    if (k % per_call != 0)
-      return invalid_argument("bench: --tokens-per-step " + std::to_string(k) + " is not a multiple of micro-batch x seq-len = " +
-                              std::to_string(per_call));
-    o.micro_batches = k / per_call;
+  const BenchConfig d;
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> seq_lens, number_list(a, "--seq-len", d.seq_len, 2));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batch, number_list(a, "--micro-batch", d.micro_batch));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batches, number_list(a, "--micro-batches", d.micro_batches));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> slots, number_list(a, "--weight-slots", d.weight_slots, 2));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> tokens, number_list(a, "--tokens-per-step", 0));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
+  if (steps.size() > 1 || warmup.size() > 1) return invalid_argument("bench: --steps and --warmup take one number");
+  o.steps = steps[0];
+  o.warmup = warmup[0];
+  const bool by_tokens = a.get("--tokens-per-step").has_value();
+  if (by_tokens && a.get("--micro-batches")) return invalid_argument("bench: give --tokens-per-step or --micro-batches, not both");
+  for (int t : seq_lens) {
+    for (int mb : micro_batch) {
+      for (int m : by_tokens ? tokens : micro_batches) {
+        BenchConfig c{mb, t, m, 0};
+        if (by_tokens) {
+          const int per_call = mb * t;
+          if (m % per_call != 0)
+            return invalid_argument("bench: --tokens-per-step " + std::to_string(m) +
+                                    " is not a multiple of micro-batch x seq-len = " + std::to_string(per_call));
+          c.micro_batches = m / per_call;
+        }
+        for (int k : slots) {
+          c.weight_slots = k;
+          o.configs.push_back(c);
+        }
+      }
+    }
   }
   return o;
 }
@@ -135,26 +173,22 @@ void random_batch(int vocab, std::vector<int32_t>& ids, std::vector<int32_t>& la
   for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % seq_len == 0 ? -100 : ids[i + 1];
 }
 
-Result<json> run_benchmark(const BenchOptions& o) {
-  SPW_ASSIGN_OR_RETURN(ModelConfig config, bench_model_config(o.model));
-  compute::BackendOptions bo;
-  bo.kind = o.backend;
-  SPW_ASSIGN_OR_RETURN(compute::BackendChoice choice, compute::make_backend(bo));
-  MeteredBackend backend(*choice.backend);
-  const ParameterLayout layout = ParameterLayout::build(config);
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(layout, true));
-  SPW_RETURN_IF_ERROR(init_weights(*state, 1));
-
+// Times `o.warmup` + `o.steps` steps of configuration `c` on `backend` and `state` (whose weights
+// and AdamW state carry over from configuration to configuration: only the speed is of interest).
+Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBackend& backend, ModelState& state,
+                          const std::string& backend_reason) {
+  const ModelConfig& config = state.config();
+  backend.reset_peaks();
   StreamingConfig sc;
-  sc.weight_slots = o.weight_slots;
-  sc.micro_batch_size = o.micro_batch;
-  sc.max_micro_batches = o.micro_batches;
-  sc.seq_len = o.seq_len;
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(backend, *state, sc));
+  sc.weight_slots = c.weight_slots;
+  sc.micro_batch_size = c.micro_batch;
+  sc.max_micro_batches = c.micro_batches;
+  sc.seq_len = c.seq_len;
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(backend, state, sc));
   const Clock::time_point origin = Clock::now();
   auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
-  OptimizerPasses adamw(state->num_blocks());  // before the optimizer: its thread reports here until it is gone
-  Optimizer optimizer(*state, AdamWConfig{kLr, 0.9, 0.95, 1e-8, 0.1}, 1.0);
+  OptimizerPasses adamw(state.num_blocks());  // before the optimizer: its thread reports here until it is gone
+  Optimizer optimizer(state, AdamWConfig{kLr, 0.9, 0.95, 1e-8, 0.1}, 1.0);
   optimizer.set_span_sink([&adamw](size_t, const char* phase, double start, double end) { adamw.add(phase, start, end); },
                           now);
   // The time the forward waits at the weight gate for the optimizer is the AdamW that was not
@@ -166,10 +200,10 @@ Result<json> run_benchmark(const BenchOptions& o) {
     gate_s += now() - t0;
   });
 
-  const size_t tokens_per_call = static_cast<size_t>(o.micro_batch) * o.seq_len;
-  std::vector<int32_t> ids(tokens_per_call * o.micro_batches), labels(ids.size());
-  random_batch(config.vocab_size, ids, labels, o.seq_len);
-  const StepBatch batch{o.micro_batches, o.micro_batch, o.seq_len, ids, labels};
+  const size_t tokens_per_call = static_cast<size_t>(c.micro_batch) * c.seq_len;
+  std::vector<int32_t> ids(tokens_per_call * c.micro_batches), labels(ids.size());
+  random_batch(config.vocab_size, ids, labels, c.seq_len);
+  const StepBatch batch{c.micro_batches, c.micro_batch, c.seq_len, ids, labels};
 
   const int total = o.warmup + o.steps;
   std::vector<double> step_s, visible_s, norm_s;
@@ -208,7 +242,7 @@ Result<json> run_benchmark(const BenchOptions& o) {
 
   const double step = median(step_s);
   const double tokens = static_cast<double>(ids.size());
-  const StepFlops flops = step_flops(config, tokens, o.seq_len);
+  const StepFlops flops = step_flops(config, tokens, c.seq_len);
   const double h2d = static_cast<double>(engine->h2d_bytes() - h2d0) / o.steps;
   const double d2h = static_cast<double>(engine->d2h_bytes() - d2h0) / o.steps;
   const compute::DeviceInfo device = backend.device_info();
@@ -220,14 +254,14 @@ Result<json> run_benchmark(const BenchOptions& o) {
   }
   return json{{"model", o.model},
               {"backend", backend.name()},
-              {"backend_reason", choice.reason},
+              {"backend_reason", backend_reason},
               {"device", device.name},
-              {"params", layout.parameter_count()},
-              {"micro_batch", o.micro_batch},
-              {"seq_len", o.seq_len},
-              {"micro_batches", o.micro_batches},
+              {"params", state.layout().parameter_count()},
+              {"micro_batch", c.micro_batch},
+              {"seq_len", c.seq_len},
+              {"micro_batches", c.micro_batches},
               {"tokens_per_step", ids.size()},
-              {"weight_slots", o.weight_slots},
+              {"weight_slots", c.weight_slots},
               {"steps", o.steps},
               {"step_s", step},
               {"step_s_min", *std::min_element(step_s.begin(), step_s.end())},
@@ -285,11 +319,39 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   const bool as_json = std::find(argv.begin(), argv.end(), "--json") != argv.end();
   auto options = parse_options(argv);
   if (!options.ok()) return report_failure(io, as_json, options.status());
-  auto result = run_benchmark(*options);
-  if (!result.ok()) return report_failure(io, as_json, result.status());
-  if (as_json) io.out << result->dump() << std::endl;
-  else print_table(io.out, *result);
-  return 0;
+  auto config = bench_model_config(options->model);
+  if (!config.ok()) return report_failure(io, as_json, config.status());
+  compute::BackendOptions bo;
+  bo.kind = options->backend;
+  auto choice = compute::make_backend(bo);
+  if (!choice.ok()) return report_failure(io, as_json, choice.status());
+  MeteredBackend backend(*choice->backend);
+  // The model state is made once: for 7B parameters its 108 GB take longer to allocate than a
+  // configuration takes to time.
+  auto state = ModelState::create(ParameterLayout::build(*config), true);
+  if (!state.ok()) return report_failure(io, as_json, state.status());
+  if (Status st = init_weights(**state, 1); !st.ok()) return report_failure(io, as_json, st);
+  int exit_code = 0;
+  for (const BenchConfig& c : options->configs) {
+    auto result = bench_config(*options, c, backend, **state, choice->reason);
+    if (!result.ok()) {
+      // A configuration that does not fit (a sweep's largest) does not stop the others.
+      if (as_json) {
+        io.out << json{{"model", options->model}, {"micro_batch", c.micro_batch}, {"seq_len", c.seq_len},
+                       {"micro_batches", c.micro_batches}, {"weight_slots", c.weight_slots},
+                       {"error", error_code_name(result.status().code())}, {"message", result.status().message()}}
+                      .dump()
+               << std::endl;
+      }
+      io.err << "spillway-worker: bench " << c.micro_batches << " x " << c.micro_batch << " x " << c.seq_len << ": "
+             << result.status().to_string() << "\n";
+      exit_code = 1;
+      continue;
+    }
+    if (as_json) io.out << result->dump() << std::endl;
+    else print_table(io.out, *result);
+  }
+  return exit_code;
 }
 
 }  // namespace spillway::worker

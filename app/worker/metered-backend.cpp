@@ -19,6 +19,11 @@ void MeteredBackend::Meter::remove(void* ptr) {
   held.erase(it);
 }
 
+void MeteredBackend::Meter::reset_peak() {
+  std::lock_guard lock(mu);
+  peak.store(now.load());
+}
+
 Result<void*> MeteredBackend::device_alloc(size_t bytes) {
   SPW_ASSIGN_OR_RETURN(void* p, in_.device_alloc(bytes));
   device_.add(p, bytes);

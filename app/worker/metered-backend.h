@@ -27,6 +27,11 @@ class MeteredBackend final : public compute::Backend {
   uint64_t peak_device_bytes() const { return device_.peak; }
   uint64_t pinned_bytes() const { return pinned_.now; }
   uint64_t peak_pinned_bytes() const { return pinned_.peak; }
+  // Starts new peaks from what is held now (between measurements).
+  void reset_peaks() {
+    device_.reset_peak();
+    pinned_.reset_peak();
+  }
 
   std::string name() const override { return in_.name(); }
   DType act_dtype() const override { return in_.act_dtype(); }
@@ -146,6 +151,7 @@ class MeteredBackend final : public compute::Backend {
     std::atomic<uint64_t> now{0}, peak{0};
     void add(void* ptr, size_t bytes);
     void remove(void* ptr);
+    void reset_peak();
   };
   compute::Backend& in_;
   Meter device_, pinned_;

@@ -91,6 +91,24 @@ TEST(BenchCommand, TinyShapeOnTheCpuBackend) {
   EXPECT_NE(r.out.find("model TFLOPS"), std::string::npos) << r.out;
 }
 
+TEST(BenchCommand, SweepsEveryCombinationInOneProcess) {
+  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--seq-len", "32", "--micro-batch", "1,2",
+                     "--tokens-per-step", "128", "--weight-slots", "2,3", "--steps", "1", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  const int expected[4][3] = {{1, 4, 2}, {1, 4, 3}, {2, 2, 2}, {2, 2, 3}};  // micro-batch, micro-batches, slots
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i]["micro_batch"], expected[i][0]);
+    EXPECT_EQ(rows[i]["micro_batches"], expected[i][1]);
+    EXPECT_EQ(rows[i]["weight_slots"], expected[i][2]);
+    EXPECT_EQ(rows[i]["tokens_per_step"], 128);
+    EXPECT_GT(rows[i]["tokens_per_s"].get<double>(), 0);
+  }
+}
+
 TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
   RunResult r = run({"bench", "--model", "llama-tiny", "--micro-batch", "2", "--seq-len", "32", "--tokens-per-step", "100"});
   EXPECT_EQ(r.code, 2);
@@ -99,6 +117,9 @@ TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
   EXPECT_EQ(r.code, 2);
   r = run({"bench", "--model", "llama-tiny", "--steps", "0"});
   EXPECT_EQ(r.code, 2);
+  r = run({"bench", "--model", "llama-tiny", "--micro-batch", "2,x"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("got 'x'"), std::string::npos) << r.err;
   r = run({"bench", "--json"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(json::parse(r.out)["error"], "invalid argument");
