@@ -38,9 +38,11 @@ constexpr int kMaxHeadDim = 256;
 
 // delta[b, h, t] = Σ_j dout[b, t, h, j] · out[b, t, h, j]; one warp per (b, t, h) row.
 __global__ void attention_delta_kernel(float* __restrict__ delta, const bf16* __restrict__ dout,
-                                       const bf16* __restrict__ out, size_t rows, int seq, int hq, int d) {
-  const size_t row = static_cast<size_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;  // (b·seq + t)·hq + h
-  if (row >= rows) return;  // whole warps
+                                       const bf16* __restrict__ out, size_t rows, int seq, int hq,
+                                       int d) {
+  const size_t row =
+      static_cast<size_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;  // (b·seq + t)·hq + h
+  if (row >= rows) return;                                                     // whole warps
   const int lane = threadIdx.x % 32;
   const bf16* g = dout + row * d;
   const bf16* o = out + row * d;
@@ -60,22 +62,25 @@ __global__ void attention_delta_kernel(float* __restrict__ delta, const bf16* __
 // key l of each key tile and output columns l + 32·c.
 template <int NC>
 __global__ void __launch_bounds__(kGenThreads, 1)
-    attention_forward_generic_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ q,
-                                     const bf16* __restrict__ k, const bf16* __restrict__ v, int seq, int hq,
-                                     int hkv, int d, int n_tiles, int bh_count, float scale) {
+    attention_forward_generic_kernel(bf16* __restrict__ out, float* __restrict__ lse,
+                                     const bf16* __restrict__ q, const bf16* __restrict__ k,
+                                     const bf16* __restrict__ v, int seq, int hq, int hkv, int d,
+                                     int n_tiles, int bh_count, float scale) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sQ = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
   float* sK = sQ + kGenRows * ld;
   float* sV = sK + kGenRows * ld;
-  const int bh = blockIdx.x % bh_count, tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count,
+            tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
   const int b = bh / hq, h = bh % hq, kvh = h / (hq / hkv);
   const int q0 = tile * kGenRows;
   const size_t q_stride = static_cast<size_t>(hq) * d, kv_stride = static_cast<size_t>(hkv) * d;
   const bf16* k_head = k + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * d;
   const bf16* v_head = v + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * d;
-  stage_rows_f32(sQ, ld, q + (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * d, q_stride,
-                 min(kGenRows, seq - q0), d);
+  stage_rows_f32(sQ, ld,
+                 q + (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * d,
+                 q_stride, min(kGenRows, seq - q0), d);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * kGenRowsPerWarp;
   float m[kGenRowsPerWarp], l[kGenRowsPerWarp], o[kGenRowsPerWarp][NC];
@@ -143,15 +148,16 @@ __global__ void __launch_bounds__(kGenThreads, 1)
     attention_backward_dq_generic_kernel(bf16* __restrict__ dq, const bf16* __restrict__ dout,
                                          const bf16* __restrict__ q, const bf16* __restrict__ k,
                                          const bf16* __restrict__ v, const float* __restrict__ lse,
-                                         const float* __restrict__ delta, int seq, int hq, int hkv, int d,
-                                         int n_tiles, int bh_count, float scale) {
+                                         const float* __restrict__ delta, int seq, int hq, int hkv,
+                                         int d, int n_tiles, int bh_count, float scale) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sQ = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
   float* sdO = sQ + kGenRows * ld;
   float* sK = sdO + kGenRows * ld;
   float* sV = sK + kGenRows * ld;
-  const int bh = blockIdx.x % bh_count, tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count,
+            tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
   const int b = bh / hq, h = bh % hq, kvh = h / (hq / hkv);
   const int q0 = tile * kGenRows;
   const size_t q_stride = static_cast<size_t>(hq) * d, kv_stride = static_cast<size_t>(hkv) * d;
@@ -219,12 +225,11 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 // and the query tiles tile .. n_tiles − 1. Lane l of warp w: keys 4w .. 4w + 3, query l of each
 // query tile and output columns l + 32·c.
 template <int NC>
-__global__ void __launch_bounds__(kGenThreads, 1)
-    attention_backward_dkdv_generic_kernel(bf16* __restrict__ dk, bf16* __restrict__ dv,
-                                           const bf16* __restrict__ dout, const bf16* __restrict__ q,
-                                           const bf16* __restrict__ k, const bf16* __restrict__ v,
-                                           const float* __restrict__ lse, const float* __restrict__ delta, int seq,
-                                           int hq, int hkv, int d, int n_tiles, int bkv_count, float scale) {
+__global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generic_kernel(
+    bf16* __restrict__ dk, bf16* __restrict__ dv, const bf16* __restrict__ dout,
+    const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+    const float* __restrict__ lse, const float* __restrict__ delta, int seq, int hq, int hkv, int d,
+    int n_tiles, int bkv_count, float scale) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sK = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -237,7 +242,8 @@ __global__ void __launch_bounds__(kGenThreads, 1)
   const int b = bkv / hkv, kvh = bkv % hkv, group = hq / hkv;
   const int k0 = tile * kGenRows;
   const size_t q_stride = static_cast<size_t>(hq) * d, kv_stride = static_cast<size_t>(hkv) * d;
-  const size_t kv_off = (static_cast<size_t>(b) * seq + k0) * kv_stride + static_cast<size_t>(kvh) * d;
+  const size_t kv_off =
+      (static_cast<size_t>(b) * seq + k0) * kv_stride + static_cast<size_t>(kvh) * d;
   const int k_rows = min(kGenRows, seq - k0);
   stage_rows_f32(sK, ld, k + kv_off, kv_stride, k_rows, d);
   stage_rows_f32(sV, ld, v + kv_off, kv_stride, k_rows, d);
@@ -253,7 +259,8 @@ __global__ void __launch_bounds__(kGenThreads, 1)
     const size_t bh = static_cast<size_t>(b) * hq + h;
     for (int qt = tile; qt < n_tiles; ++qt) {
       const int q0 = qt * kGenRows, rows = min(kGenRows, seq - q0);
-      const size_t q_off = (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * d;
+      const size_t q_off =
+          (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * d;
       __syncthreads();  // the previous Q/dO tile is consumed
       stage_rows_f32(sQ, ld, q + q_off, q_stride, rows, d);
       stage_rows_f32(sdO, ld, dout + q_off, q_stride, rows, d);
@@ -299,7 +306,8 @@ __global__ void __launch_bounds__(kGenThreads, 1)
   for (int r = 0; r < kGenRowsPerWarp; ++r) {
     const int s = k0 + row0 + r;
     if (s >= seq) continue;
-    const size_t off = (static_cast<size_t>(b) * seq + s) * kv_stride + static_cast<size_t>(kvh) * d;
+    const size_t off =
+        (static_cast<size_t>(b) * seq + s) * kv_stride + static_cast<size_t>(kvh) * d;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int col = lane + 32 * c;
@@ -320,91 +328,19 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 // an accumulator element (e = 0..3) of the 16 × 8 block nb sits at row g + 8·(e / 2), column
 // 8·nb + 2c + e % 2.
 
-constexpr int kFlashWarps = 4;
+constexpr int kFlashWarps = kFlashTile / 16;  // one warp per 16 rows of the block's own tile
 constexpr int kFlashThreads = 32 * kFlashWarps;
-constexpr int kFlashTile = 16 * kFlashWarps;  // rows per block = rows and columns of a score tile
-constexpr int kFlashChunk = 32;               // dK/dV: queries per step within a query tile (registers)
+constexpr int kFlashChunk = 32;  // dK/dV: queries per step within a query tile (registers)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int D>
-constexpr int kFlashTileElems = kFlashTile * (D + 8);
-
-// Lane offsets (bytes) into a tile for the three ldmatrix patterns:
-//   A:  the lane's row of a 16-row slab (rows lane % 16, columns 8·(lane / 16)) → a 16 × 16 A fragment;
-//   B:  rows n of a tile as the n index of two 8-column B fragments (x4: b0, b1 of n-block 2j, then 2j + 1);
-//   Bt: rows k of a tile read transposed as the k index of B (x4: b0, b1 of column block 2j, then 2j + 1).
-template <int D>
-__device__ __forceinline__ uint32_t lane_off_a(int lane) {
-  return (((lane & 15) * (D + 8)) + (lane >> 4) * 8) * 2;
-}
-template <int D>
-__device__ __forceinline__ uint32_t lane_off_b(int lane) {
-  return ((((lane >> 4) * 8 + (lane & 7)) * (D + 8)) + ((lane >> 3) & 1) * 8) * 2;
-}
-template <int D>
-__device__ __forceinline__ uint32_t lane_off_bt(int lane) {
-  return (((((lane >> 3) & 1) * 8 + (lane & 7)) * (D + 8)) + (lane >> 4) * 8) * 2;
-}
-
-// s[64][D + 8] ← rows [0, rows) of a tile (row r at src + r·stride, D bf16), asynchronously (one
-// cp.async group per call site's commit); rows >= rows are zero-filled. rows >= 1.
-template <int D>
-__device__ __forceinline__ void flash_load_tile(bf16* s, const bf16* src, size_t stride, int rows) {
-  constexpr int kChunks = D / 8;  // 16-byte pieces of a row
-  constexpr int kPerThread = kFlashTile * kChunks / kFlashThreads;
-  const uint32_t base = smem_u32(s);
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int idx = threadIdx.x + i * kFlashThreads;
-    const int r = idx / kChunks, c = idx % kChunks;
-    const bool valid = r < rows;
-    cp_async_16(base + (r * (D + 8) + c * 8) * 2, src + (valid ? r : 0) * stride + c * 8, valid);
-  }
-}
-
-// acc[N/8][4] += A · Bᵀ over k = D. A: the warp's 16 × D slab (lane address a_addr, see lane_off_a);
-// B: N rows × D of a tile (lane address b_addr, see lane_off_b).
-template <int D, int N>
-__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], uint32_t a_addr, uint32_t b_addr) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    ldmatrix_x4(a, a_addr + kk * 32);
-#pragma unroll
-    for (int np = 0; np < N / 16; ++np) {
-      uint32_t b[4];
-      ldmatrix_x4(b, b_addr + (np * 16 * (D + 8) + kk * 16) * 2);
-      mma_bf16(acc[2 * np], a, b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// acc[D/8][4] += P · B over k = K. P: 16 × K in accumulator layout (rounded to bf16 here);
-// B: K rows × D of a tile read transposed (lane address t_addr, see lane_off_bt).
-template <int D, int K>
-__device__ __forceinline__ void mma_pb(float (&acc)[D / 8][4], const float (&p)[K / 8][4], uint32_t t_addr) {
-#pragma unroll
-  for (int t = 0; t < K / 16; ++t) {
-    uint32_t a[4];
-    accum_to_a(a, p[2 * t], p[2 * t + 1]);
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, t_addr + (t * 16 * (D + 8) + dp * 16) * 2);
-      mma_bf16(acc[2 * dp], a, b[0], b[1]);
-      mma_bf16(acc[2 * dp + 1], a, b[2], b[3]);
-    }
-  }
-}
-
 // Writes the warp's 16 × D accumulator rows, times row_scale[2] (rows g, g + 8), as bf16 into the
-// warp's own rows of the tile s, then copies rows [0, rows) of them to dst (row r at dst + r·stride)
-// with 16-byte stores. Only this warp reads or writes those rows of s.
+// warp's own rows of the tile s, then copies rows [0, rows) of them to dst (row r at dst +
+// r·stride) with 16-byte stores. Only this warp reads or writes those rows of s.
 template <int D>
 __device__ __forceinline__ void flash_store_rows(bf16* dst, size_t stride, int rows, bf16* s,
-                                                 const float (&acc)[D / 8][4], const float (&row_scale)[2]) {
+                                                 const float (&acc)[D / 8][4],
+                                                 const float (&row_scale)[2]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   bf16* slab = s + warp * 16 * (D + 8);
   __syncwarp();
@@ -433,22 +369,25 @@ __device__ __forceinline__ void flash_store_rows(bf16* dst, size_t stride, int r
 // key). K and V have one buffer each, staggered: V(kt) loads during S = Q·Kᵀ, K(kt − 1) during P·V.
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads)
-    attention_forward_flash_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ q,
-                                   const bf16* __restrict__ k, const bf16* __restrict__ v, int seq, int hq,
-                                   int hkv, int n_tiles, int bh_count, float scale_log2) {
+    attention_forward_flash_kernel(bf16* __restrict__ out, float* __restrict__ lse,
+                                   const bf16* __restrict__ q, const bf16* __restrict__ k,
+                                   const bf16* __restrict__ v, int seq, int hq, int hkv,
+                                   int n_tiles, int bh_count, float scale_log2) {
   extern __shared__ uint4 smem_u4[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sK = sQ + kFlashTileElems<D>;
   bf16* sV = sK + kFlashTileElems<D>;
-  const int bh = blockIdx.x % bh_count, tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count,
+            tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
   const int b = bh / hq, h = bh % hq, kvh = h / (hq / hkv);
   const int q0 = tile * kFlashTile, q_rows = min(kFlashTile, seq - q0);
   const size_t q_stride = static_cast<size_t>(hq) * D, kv_stride = static_cast<size_t>(hkv) * D;
   const size_t q_off = (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * D;
   const bf16* k_head = k + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
   const bf16* v_head = v + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
-  flash_load_tile<D>(sQ, q + q_off, q_stride, q_rows);
-  flash_load_tile<D>(sK, k_head + static_cast<size_t>(q0) * kv_stride, kv_stride, q_rows);
+  flash_load_tile<D, kFlashThreads>(sQ, q + q_off, q_stride, q_rows);
+  flash_load_tile<D, kFlashThreads>(sK, k_head + static_cast<size_t>(q0) * kv_stride, kv_stride,
+                                    q_rows);
   cp_async_commit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -458,12 +397,14 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int row_g = q0 + warp * 16 + g;  // the lane's rows: row_g and row_g + 8
 
   float o[D / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (log2 units), partial sums
+  float m[2] = {-INFINITY, -INFINITY},
+        l[2] = {0.0f, 0.0f};  // running max (log2 units), partial sums
   for (int kt = tile; kt >= 0; --kt) {
     const int k0 = kt * kFlashTile;
     cp_async_wait<0>();
     __syncthreads();  // K(kt) (and Q) landed; every warp is done with sV
-    flash_load_tile<D>(sV, v_head + static_cast<size_t>(k0) * kv_stride, kv_stride, min(kFlashTile, seq - k0));
+    flash_load_tile<D, kFlashThreads>(sV, v_head + static_cast<size_t>(k0) * kv_stride, kv_stride,
+                                      min(kFlashTile, seq - k0));
     cp_async_commit();
 
     float s[kFlashTile / 8][4] = {};
@@ -481,7 +422,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int hr = 0; hr < 2; ++hr) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int nb = 0; nb < kFlashTile / 8; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * hr], s[nb][2 * hr + 1]));
+      for (int nb = 0; nb < kFlashTile / 8; ++nb)
+        mx = fmaxf(mx, fmaxf(s[nb][2 * hr], s[nb][2 * hr + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[hr], mx * scale_log2);
@@ -507,7 +449,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     cp_async_wait<0>();
     __syncthreads();  // V(kt) landed; every warp is done with sK
     if (kt > 0) {
-      flash_load_tile<D>(sK, k_head + static_cast<size_t>(k0 - kFlashTile) * kv_stride, kv_stride, kFlashTile);
+      flash_load_tile<D, kFlashThreads>(
+          sK, k_head + static_cast<size_t>(k0 - kFlashTile) * kv_stride, kv_stride, kFlashTile);
       cp_async_commit();
     }
     mma_pb<D, kFlashTile>(o, s, v_addr);
@@ -521,7 +464,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     inv_l[hr] = 1.0f / sum;
     const int t = row_g + 8 * hr;
-    if (lse != nullptr && c == 0 && t < seq) lse[static_cast<size_t>(bh) * seq + t] = (m[hr] + log2f(sum)) * kLn2;
+    if (lse != nullptr && c == 0 && t < seq)
+      lse[static_cast<size_t>(bh) * seq + t] = (m[hr] + log2f(sum)) * kLn2;
   }
   flash_store_rows<D>(out + q_off, q_stride, q_rows, sQ, o, inv_l);
 }
@@ -533,24 +477,25 @@ __global__ void __launch_bounds__(kFlashThreads)
     attention_backward_dq_flash_kernel(bf16* __restrict__ dq, const bf16* __restrict__ dout,
                                        const bf16* __restrict__ q, const bf16* __restrict__ k,
                                        const bf16* __restrict__ v, const float* __restrict__ lse,
-                                       const float* __restrict__ delta, int seq, int hq, int hkv, int n_tiles,
-                                       int bh_count, float scale_log2, float scale) {
+                                       const float* __restrict__ delta, int seq, int hq, int hkv,
+                                       int n_tiles, int bh_count, float scale_log2, float scale) {
   extern __shared__ uint4 smem_u4[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sdO = sQ + kFlashTileElems<D>;
-  bf16* sK = sdO + kFlashTileElems<D>;  // two buffers
+  bf16* sK = sdO + kFlashTileElems<D>;     // two buffers
   bf16* sV = sK + 2 * kFlashTileElems<D>;  // two buffers
-  const int bh = blockIdx.x % bh_count, tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count,
+            tile = n_tiles - 1 - static_cast<int>(blockIdx.x / bh_count);
   const int b = bh / hq, h = bh % hq, kvh = h / (hq / hkv);
   const int q0 = tile * kFlashTile, q_rows = min(kFlashTile, seq - q0);
   const size_t q_stride = static_cast<size_t>(hq) * D, kv_stride = static_cast<size_t>(hkv) * D;
   const size_t q_off = (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * D;
   const bf16* k_head = k + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
   const bf16* v_head = v + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
-  flash_load_tile<D>(sQ, q + q_off, q_stride, q_rows);
-  flash_load_tile<D>(sdO, dout + q_off, q_stride, q_rows);
-  flash_load_tile<D>(sK, k_head, kv_stride, min(kFlashTile, seq));
-  flash_load_tile<D>(sV, v_head, kv_stride, min(kFlashTile, seq));
+  flash_load_tile<D, kFlashThreads>(sQ, q + q_off, q_stride, q_rows);
+  flash_load_tile<D, kFlashThreads>(sdO, dout + q_off, q_stride, q_rows);
+  flash_load_tile<D, kFlashThreads>(sK, k_head, kv_stride, min(kFlashTile, seq));
+  flash_load_tile<D, kFlashThreads>(sV, v_head, kv_stride, min(kFlashTile, seq));
   cp_async_commit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -572,10 +517,12 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncthreads();  // K/V(kt) landed; every warp is done with the other buffer
     if (kt < tile) {
       const int next = k0 + kFlashTile;
-      flash_load_tile<D>(sK + (buf ^ 1) * kFlashTileElems<D>, k_head + static_cast<size_t>(next) * kv_stride,
-                         kv_stride, min(kFlashTile, seq - next));
-      flash_load_tile<D>(sV + (buf ^ 1) * kFlashTileElems<D>, v_head + static_cast<size_t>(next) * kv_stride,
-                         kv_stride, min(kFlashTile, seq - next));
+      flash_load_tile<D, kFlashThreads>(sK + (buf ^ 1) * kFlashTileElems<D>,
+                                        k_head + static_cast<size_t>(next) * kv_stride, kv_stride,
+                                        min(kFlashTile, seq - next));
+      flash_load_tile<D, kFlashThreads>(sV + (buf ^ 1) * kFlashTileElems<D>,
+                                        v_head + static_cast<size_t>(next) * kv_stride, kv_stride,
+                                        min(kFlashTile, seq - next));
       cp_async_commit();
     }
     const bf16* sKb = sK + buf * kFlashTileElems<D>;
@@ -607,41 +554,46 @@ __global__ void __launch_bounds__(kFlashThreads)
     attention_backward_dkdv_flash_kernel(bf16* __restrict__ dk, bf16* __restrict__ dv,
                                          const bf16* __restrict__ dout, const bf16* __restrict__ q,
                                          const bf16* __restrict__ k, const bf16* __restrict__ v,
-                                         const float* __restrict__ lse, const float* __restrict__ delta, int seq,
-                                         int hq, int hkv, int n_tiles, int bkv_count, float scale_log2,
+                                         const float* __restrict__ lse,
+                                         const float* __restrict__ delta, int seq, int hq, int hkv,
+                                         int n_tiles, int bkv_count, float scale_log2,
                                          float scale) {
   extern __shared__ uint4 smem_u4[];
   bf16* sK = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sV = sK + kFlashTileElems<D>;
-  bf16* sQ = sV + kFlashTileElems<D>;    // two buffers
-  bf16* sdO = sQ + 2 * kFlashTileElems<D>;  // two buffers
+  bf16* sQ = sV + kFlashTileElems<D>;                                  // two buffers
+  bf16* sdO = sQ + 2 * kFlashTileElems<D>;                             // two buffers
   float* sL = reinterpret_cast<float*>(sdO + 2 * kFlashTileElems<D>);  // [2][64] lse (log2 units)
-  float* sD = sL + 2 * kFlashTile;                                      // [2][64] delta
+  float* sD = sL + 2 * kFlashTile;                                     // [2][64] delta
   const int bkv = blockIdx.x % bkv_count, tile = static_cast<int>(blockIdx.x / bkv_count);
   const int b = bkv / hkv, kvh = bkv % hkv, group = hq / hkv;
   const int k0 = tile * kFlashTile, k_rows = min(kFlashTile, seq - k0);
   const size_t q_stride = static_cast<size_t>(hq) * D, kv_stride = static_cast<size_t>(hkv) * D;
-  const size_t kv_off = (static_cast<size_t>(b) * seq + k0) * kv_stride + static_cast<size_t>(kvh) * D;
+  const size_t kv_off =
+      (static_cast<size_t>(b) * seq + k0) * kv_stride + static_cast<size_t>(kvh) * D;
   const int n_q = n_tiles - tile, n_iter = group * n_q;  // (query head, query tile) pairs
 
-  // Iteration `it` → query head kvh·group + it / n_q, query tile tile + it % n_q, into buffer `buf`.
+  // Iteration `it` → query head kvh·group + it / n_q, query tile tile + it % n_q, into buffer
+  // `buf`.
   auto load_queries = [&](int it, int buf) {
     const int h = kvh * group + it / n_q, q0 = (tile + it % n_q) * kFlashTile;
-    const size_t q_off = (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * D;
+    const size_t q_off =
+        (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * D;
     const int rows = min(kFlashTile, seq - q0);
-    flash_load_tile<D>(sQ + buf * kFlashTileElems<D>, q + q_off, q_stride, rows);
-    flash_load_tile<D>(sdO + buf * kFlashTileElems<D>, dout + q_off, q_stride, rows);
+    flash_load_tile<D, kFlashThreads>(sQ + buf * kFlashTileElems<D>, q + q_off, q_stride, rows);
+    flash_load_tile<D, kFlashThreads>(sdO + buf * kFlashTileElems<D>, dout + q_off, q_stride, rows);
     const size_t bh = static_cast<size_t>(b) * hq + h;
     const int i = threadIdx.x % kFlashTile, t = q0 + i;
     static_assert(kFlashThreads == 2 * kFlashTile, "one thread per lse and per delta entry");
     if (threadIdx.x < kFlashTile) {
-      sL[buf * kFlashTile + i] = t < seq ? lse[bh * seq + t] * kLog2e : INFINITY;  // padding rows: P = 0
+      sL[buf * kFlashTile + i] =
+          t < seq ? lse[bh * seq + t] * kLog2e : INFINITY;  // padding rows: P = 0
     } else {
       sD[buf * kFlashTile + i] = t < seq ? delta[bh * seq + t] : 0.0f;
     }
   };
-  flash_load_tile<D>(sK, k + kv_off, kv_stride, k_rows);
-  flash_load_tile<D>(sV, v + kv_off, kv_stride, k_rows);
+  flash_load_tile<D, kFlashThreads>(sK, k + kv_off, kv_stride, k_rows);
+  flash_load_tile<D, kFlashThreads>(sV, v + kv_off, kv_stride, k_rows);
   load_queries(0, 0);
   cp_async_commit();
 
@@ -654,7 +606,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   for (int it = 0; it < n_iter; ++it) {
     const int buf = it & 1;
     cp_async_wait<0>();
-    __syncthreads();  // tile `it` landed (lse/delta stores too); every warp is done with the other buffer
+    __syncthreads();  // tile `it` landed (lse/delta stores too); every warp is done with the other
+                      // buffer
     if (it + 1 < n_iter) {
       load_queries(it + 1, buf ^ 1);
       cp_async_commit();
@@ -666,6 +619,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const float* row_delta = sD + buf * kFlashTile;
 #pragma unroll
     for (int qc = 0; qc < kFlashTile; qc += kFlashChunk) {
+      if (q0 == k0 && qc + kFlashChunk <= warp * 16) continue;  // every query before every key
       const uint32_t chunk = qc * (D + 8) * 2;
       float st[kFlashChunk / 8][4] = {}, dpt[kFlashChunk / 8][4] = {};
       mma_abt<D, kFlashChunk>(st, k_addr, q_base + chunk + lane_off_b<D>(lane));
@@ -677,8 +631,8 @@ __global__ void __launch_bounds__(kFlashThreads)
           const int i = qc + nb * 8 + 2 * c + (e & 1);  // query within the tile
           float p = fast_exp2(fmaf(st[nb][e], scale_log2, -row_lse[i]));
           if (q0 == k0 && i < key_g + 8 * (e >> 1) - k0) p = 0.0f;  // diagonal tile: query < key
-          dpt[nb][e] = p * (dpt[nb][e] - row_delta[i]);  // dSᵀ
-          st[nb][e] = p;                                 // Pᵀ
+          dpt[nb][e] = p * (dpt[nb][e] - row_delta[i]);             // dSᵀ
+          st[nb][e] = p;                                            // Pᵀ
         }
       }
       mma_pb<D, kFlashChunk>(acc_v, st, do_base + chunk + lane_off_bt<D>(lane));
@@ -694,11 +648,13 @@ __global__ void __launch_bounds__(kFlashThreads)
 // launchers (helpers)
 
 Status check_shape(const char* op, int batch, int seq, int hq, int hkv, int head_dim) {
-  if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || hq % hkv != 0 || head_dim <= 0 || head_dim > kMaxHeadDim) {
-    return invalid_argument(std::string(op) + ": bad shape batch=" + std::to_string(batch) +
-                            " seq=" + std::to_string(seq) + " hq=" + std::to_string(hq) +
-                            " hkv=" + std::to_string(hkv) + " head_dim=" + std::to_string(head_dim) +
-                            " (hq a multiple of hkv, head_dim at most " + std::to_string(kMaxHeadDim) + ")");
+  if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || hq % hkv != 0 || head_dim <= 0 ||
+      head_dim > kMaxHeadDim) {
+    return invalid_argument(
+        std::string(op) + ": bad shape batch=" + std::to_string(batch) +
+        " seq=" + std::to_string(seq) + " hq=" + std::to_string(hq) +
+        " hkv=" + std::to_string(hkv) + " head_dim=" + std::to_string(head_dim) +
+        " (hq a multiple of hkv, head_dim at most " + std::to_string(kMaxHeadDim) + ")");
   }
   return Status::ok_status();
 }
@@ -722,70 +678,73 @@ bool flash_applies(int head_dim, const T*... p) {
 // Which kernels run: kFlash must apply, kAuto takes it where it does.
 Result<bool> use_flash(const char* op, AttentionPath path, bool applies, int head_dim) {
   if (path == AttentionPath::kFlash && !applies) {
-    return invalid_argument(std::string(op) + ": the flash kernels need head_dim 64 or 128 and 16-byte aligned "
-                            "tensors, got head_dim " + std::to_string(head_dim));
+    return invalid_argument(std::string(op) +
+                            ": the flash kernels need head_dim 64 or 128 and 16-byte aligned "
+                            "tensors, got head_dim " +
+                            std::to_string(head_dim));
   }
   return path != AttentionPath::kGeneric && applies;
 }
 
-Status launch_delta(float* delta, const bf16* dout, const bf16* out, int batch, int seq, int hq, int d,
-                    cudaStream_t stream) {
+Status launch_delta(float* delta, const bf16* dout, const bf16* out, int batch, int seq, int hq,
+                    int d, cudaStream_t stream) {
   const size_t rows = static_cast<size_t>(batch) * seq * hq;
   constexpr int kWarps = 8;
-  attention_delta_kernel<<<ceil_div(rows, kWarps), 32 * kWarps, 0, stream>>>(delta, dout, out, rows, seq, hq, d);
+  attention_delta_kernel<<<ceil_div(rows, kWarps), 32 * kWarps, 0, stream>>>(delta, dout, out, rows,
+                                                                             seq, hq, d);
   return CUDA_LAUNCH_CHECK("attention_delta_kernel");
 }
 
-Status forward_generic(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq,
-                       int hq, int hkv, int d, cudaStream_t stream) {
+Status forward_generic(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                       int batch, int seq, int hq, int hkv, int d, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kGenRows)), bh_count = batch * hq;
   const size_t smem = 3 * sizeof(float) * kGenRows * generic_ld(d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   return with_chunks(d, [&](auto nc) -> Status {
     const auto kernel = attention_forward_generic_kernel<decltype(nc)::value>;
     SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
-    kernel<<<n_tiles * bh_count, kGenThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv, d, n_tiles,
-                                                                bh_count, scale);
+    kernel<<<n_tiles * bh_count, kGenThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv, d,
+                                                              n_tiles, bh_count, scale);
     return CUDA_LAUNCH_CHECK("attention_forward_generic_kernel");
   });
 }
 
 template <int D>
-Status forward_flash(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq, int hq,
-                     int hkv, cudaStream_t stream) {
+Status forward_flash(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch,
+                     int seq, int hq, int hkv, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kFlashTile)), bh_count = batch * hq;
   const size_t smem = 3 * sizeof(bf16) * kFlashTileElems<D>;
   const auto kernel = attention_forward_flash_kernel<D>;
   SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(D));
-  kernel<<<n_tiles * bh_count, kFlashThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv, n_tiles, bh_count,
-                                                               scale_log2);
+  kernel<<<n_tiles * bh_count, kFlashThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv,
+                                                              n_tiles, bh_count, scale_log2);
   return CUDA_LAUNCH_CHECK("attention_forward_flash_kernel");
 }
 
 template <int D>
-Status backward_flash(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
-                      const float* lse, const float* delta, int batch, int seq, int hq, int hkv,
-                      cudaStream_t stream) {
+Status backward_flash(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
+                      const bf16* v, const float* lse, const float* delta, int batch, int seq,
+                      int hq, int hkv, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kFlashTile));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D)), scale_log2 = scale * kLog2e;
   const auto dkdv = attention_backward_dkdv_flash_kernel<D>;
   const size_t dkdv_smem = 6 * sizeof(bf16) * kFlashTileElems<D> + 4 * sizeof(float) * kFlashTile;
   SPW_RETURN_IF_ERROR(allow_smem(dkdv, dkdv_smem));
-  dkdv<<<n_tiles * batch * hkv, kFlashThreads, dkdv_smem, stream>>>(dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv,
-                                                                     n_tiles, batch * hkv, scale_log2, scale);
+  dkdv<<<n_tiles * batch * hkv, kFlashThreads, dkdv_smem, stream>>>(
+      dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hkv, scale_log2, scale);
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("attention_backward_dkdv_flash_kernel"));
   const auto dqk = attention_backward_dq_flash_kernel<D>;
   const size_t dq_smem = 6 * sizeof(bf16) * kFlashTileElems<D>;
   SPW_RETURN_IF_ERROR(allow_smem(dqk, dq_smem));
-  dqk<<<n_tiles * batch * hq, kFlashThreads, dq_smem, stream>>>(dq, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles,
-                                                                 batch * hq, scale_log2, scale);
+  dqk<<<n_tiles * batch * hq, kFlashThreads, dq_smem, stream>>>(
+      dq, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hq, scale_log2, scale);
   return CUDA_LAUNCH_CHECK("attention_backward_dq_flash_kernel");
 }
 
-Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                        const bf16* v, const float* lse, const float* delta, int batch, int seq, int hq, int hkv,
-                        int d, cudaStream_t stream) {
+Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
+                        const bf16* k, const bf16* v, const float* lse, const float* delta,
+                        int batch, int seq, int hq, int hkv, int d, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kGenRows));
   const int ld = generic_ld(d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -794,14 +753,14 @@ Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
     const auto dkdv = attention_backward_dkdv_generic_kernel<NC>;
     const size_t dkdv_smem = sizeof(float) * (4 * kGenRows * ld + 2 * kGenRows);
     SPW_RETURN_IF_ERROR(allow_smem(dkdv, dkdv_smem));
-    dkdv<<<n_tiles * batch * hkv, kGenThreads, dkdv_smem, stream>>>(dk, dv, dout, q, k, v, lse, delta, seq, hq,
-                                                                     hkv, d, n_tiles, batch * hkv, scale);
+    dkdv<<<n_tiles * batch * hkv, kGenThreads, dkdv_smem, stream>>>(
+        dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hkv, scale);
     SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("attention_backward_dkdv_generic_kernel"));
     const auto dqk = attention_backward_dq_generic_kernel<NC>;
     const size_t dq_smem = sizeof(float) * 4 * kGenRows * ld;
     SPW_RETURN_IF_ERROR(allow_smem(dqk, dq_smem));
-    dqk<<<n_tiles * batch * hq, kGenThreads, dq_smem, stream>>>(dq, dout, q, k, v, lse, delta, seq, hq, hkv, d,
-                                                                 n_tiles, batch * hq, scale);
+    dqk<<<n_tiles * batch * hq, kGenThreads, dq_smem, stream>>>(
+        dq, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hq, scale);
     return CUDA_LAUNCH_CHECK("attention_backward_dq_generic_kernel");
   });
 }
@@ -811,21 +770,23 @@ Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
 // ---------------------------------------------------------------------------------------------
 // launchers
 
-Status attention_forward_path(AttentionPath path, bf16* out, float* lse, const bf16* q, const bf16* k,
-                              const bf16* v, int batch, int seq, int hq, int hkv, int head_dim,
-                              cudaStream_t stream) {
+Status attention_forward_path(AttentionPath path, bf16* out, float* lse, const bf16* q,
+                              const bf16* k, const bf16* v, int batch, int seq, int hq, int hkv,
+                              int head_dim, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("attention_forward", batch, seq, hq, hkv, head_dim));
-  SPW_ASSIGN_OR_RETURN(const bool flash, use_flash("attention_forward", path,
-                                                   flash_applies(head_dim, out, q, k, v), head_dim));
+  SPW_ASSIGN_OR_RETURN(
+      const bool flash,
+      use_flash("attention_forward", path, flash_applies(head_dim, out, q, k, v), head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
   if (!flash) return forward_generic(out, lse, q, k, v, batch, seq, hq, hkv, head_dim, stream);
   return head_dim == 64 ? forward_flash<64>(out, lse, q, k, v, batch, seq, hq, hkv, stream)
                         : forward_flash<128>(out, lse, q, k, v, batch, seq, hq, hkv, stream);
 }
 
-Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq,
-                         int hq, int hkv, int head_dim, cudaStream_t stream) {
-  return attention_forward_path(AttentionPath::kAuto, out, lse, q, k, v, batch, seq, hq, hkv, head_dim, stream);
+Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                         int batch, int seq, int hq, int hkv, int head_dim, cudaStream_t stream) {
+  return attention_forward_path(AttentionPath::kAuto, out, lse, q, k, v, batch, seq, hq, hkv,
+                                head_dim, stream);
 }
 
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim) {
@@ -833,34 +794,38 @@ size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, in
 }
 
 Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
-                               const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse,
-                               int batch, int seq, int hq, int hkv, int head_dim, float* scratch,
-                               size_t scratch_floats, cudaStream_t stream) {
+                               const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                               const float* lse, int batch, int seq, int hq, int hkv, int head_dim,
+                               float* scratch, size_t scratch_floats, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("attention_backward", batch, seq, hq, hkv, head_dim));
-  SPW_ASSIGN_OR_RETURN(const bool flash,
-                       use_flash("attention_backward", path,
-                                 flash_applies(head_dim, dq, dk, dv, dout, q, k, v, out), head_dim));
+  SPW_ASSIGN_OR_RETURN(
+      const bool flash,
+      use_flash("attention_backward", path, flash_applies(head_dim, dq, dk, dv, dout, q, k, v, out),
+                head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
   const size_t need = attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim);
   if (scratch_floats < need) {
-    return invalid_argument("attention_backward: scratch of " + std::to_string(scratch_floats) + " floats, needs " +
-                            std::to_string(need));
+    return invalid_argument("attention_backward: scratch of " + std::to_string(scratch_floats) +
+                            " floats, needs " + std::to_string(need));
   }
   float* delta = scratch;  // [b, hq, t]
   SPW_RETURN_IF_ERROR(launch_delta(delta, dout, out, batch, seq, hq, head_dim, stream));
   if (flash) {
-    return head_dim == 64
-               ? backward_flash<64>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, stream)
-               : backward_flash<128>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, stream);
+    return head_dim == 64 ? backward_flash<64>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
+                                               hq, hkv, stream)
+                          : backward_flash<128>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
+                                                hq, hkv, stream);
   }
-  return backward_generic(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, head_dim, stream);
+  return backward_generic(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, head_dim,
+                          stream);
 }
 
-Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                          const bf16* v, const bf16* out, const float* lse, int batch, int seq, int hq, int hkv,
-                          int head_dim, float* scratch, size_t scratch_floats, cudaStream_t stream) {
-  return attention_backward_path(AttentionPath::kAuto, dq, dk, dv, dout, q, k, v, out, lse, batch, seq, hq, hkv,
-                                 head_dim, scratch, scratch_floats, stream);
+Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
+                          const bf16* k, const bf16* v, const bf16* out, const float* lse,
+                          int batch, int seq, int hq, int hkv, int head_dim, float* scratch,
+                          size_t scratch_floats, cudaStream_t stream) {
+  return attention_backward_path(AttentionPath::kAuto, dq, dk, dv, dout, q, k, v, out, lse, batch,
+                                 seq, hq, hkv, head_dim, scratch, scratch_floats, stream);
 }
 
 }  // namespace spillway::cuda
