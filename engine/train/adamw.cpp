@@ -38,7 +38,16 @@ inline void update_one(float& p, float& m, float& v, float g, const Coeffs& k) {
   p -= k.step_size * m / denom;
 }
 
-// The vector body: fixed-size tiles the compiler turns into SIMD without aliasing worries.
+// The vector body: fixed-size tiles the compiler turns into SIMD without aliasing worries, compiled
+// for AVX2 and for the baseline and picked at load time (GCC target_clones by ISA level, as
+// SPW_MULTIVERSION in compute/cpu/vec-math.h). Two flags of this file make that possible and exact
+// (engine/train/CMakeLists.txt): -fno-math-errno, without which sqrt is a scalar call that may set
+// errno and the loop stays scalar (3x slower on 256M parameters with 2 threads, 7x in cache), and
+// -ffp-contract=off, so that no clone fuses a·b + c: every clone and the scalar tail round alike,
+// and the result is the same bits on every x86-64 CPU.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 void update_tiles(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
                   size_t tiles, float scale, const Coeffs& k) {
   for (size_t t = 0; t < tiles; ++t) {

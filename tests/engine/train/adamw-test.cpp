@@ -1,10 +1,12 @@
 #include "train/adamw.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <gtest/gtest.h>
 
+#include "core/thread-pool.h"
 #include "train/lr-schedule.h"
 
 namespace spillway {
@@ -37,6 +39,33 @@ TEST(AdamW, MatchesTorchFormulaOnOddSizes) {
       reference(pd, md, vd, gd, 1e-2, 0.9, 0.95, 1e-8, 0.1, step, step % 2 == 1);
     }
     for (size_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], pd[i], 1e-5 * (1 + std::abs(pd[i]))) << n << " " << i;
+  }
+}
+
+// The SIMD body (an AVX2 clone where the CPU has it), the scalar tail and any split over threads
+// round alike: the same bits for a whole range on pools of any size as element by element.
+TEST(AdamW, SameBitsForAnyThreadCountAndAlignment) {
+  const size_t n = 3 * 16384 * 64 + 45;  // several chunks per thread, a tail that is no whole tile
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  std::vector<float> p0(n), m0(n), v0(n), g(n);
+  for (size_t i = 0; i < n; ++i) {
+    p0[i] = dist(rng);
+    m0[i] = 0.1f * dist(rng);
+    v0[i] = 0.01f * std::abs(dist(rng));
+    g[i] = dist(rng);
+  }
+  const AdamWConfig c{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  std::vector<float> pe = p0, me = m0, ve = v0;
+  for (size_t i = 0; i < n; ++i)
+    adamw_update_range(&pe[i], &me[i], &ve[i], &g[i], 1, c, 3, 0.5f, true);
+  for (size_t threads : {1u, 2u, 3u, 7u}) {
+    ThreadPool pool(threads);
+    std::vector<float> p = p0, m = m0, v = v0;
+    adamw_update_range(p.data(), m.data(), v.data(), g.data(), n, c, 3, 0.5f, true, &pool);
+    ASSERT_EQ(0, std::memcmp(p.data(), pe.data(), n * sizeof(float))) << threads;
+    ASSERT_EQ(0, std::memcmp(m.data(), me.data(), n * sizeof(float))) << threads;
+    ASSERT_EQ(0, std::memcmp(v.data(), ve.data(), n * sizeof(float))) << threads;
   }
 }
 
