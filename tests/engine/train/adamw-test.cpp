@@ -69,6 +69,44 @@ TEST(AdamW, SameBitsForAnyThreadCountAndAlignment) {
   }
 }
 
+// A whole block in one pass: the bits of updating view by view, padding untouched.
+TEST(AdamW, BlockEqualsItsViewsOneByOne) {
+  BlockLayout block;
+  size_t offset = 0;
+  for (size_t numel : {100u, 5u, 64u * 1000u + 7u, 0u, 64u * 300u, 3u}) {
+    ParamView view;
+    view.offset = offset;
+    view.numel = numel;
+    view.decay = numel % 2 == 1;
+    block.params.push_back(view);
+    offset += (numel + 15) / 16 * 16 + 16;  // padding after each view
+  }
+  block.numel = offset;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist;
+  std::vector<float> p0(block.numel), m0(block.numel), v0(block.numel), g(block.numel);
+  for (size_t i = 0; i < block.numel; ++i) {
+    p0[i] = dist(rng);
+    m0[i] = 0.1f * dist(rng);
+    v0[i] = 0.01f * std::abs(dist(rng));
+    g[i] = dist(rng);
+  }
+  const AdamWConfig c{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  std::vector<float> pe = p0, me = m0, ve = v0;
+  for (const ParamView& view : block.params) {
+    const size_t o = view.offset;
+    adamw_update_range(&pe[o], &me[o], &ve[o], &g[o], view.numel, c, 4, 0.7f, view.decay);
+  }
+  for (size_t threads : {1u, 3u}) {
+    ThreadPool pool(threads);
+    std::vector<float> p = p0, m = m0, v = v0;
+    adamw_update_block(block, p.data(), m.data(), v.data(), g.data(), c, 4, 0.7f, &pool);
+    ASSERT_EQ(0, std::memcmp(p.data(), pe.data(), p.size() * sizeof(float))) << threads;
+    ASSERT_EQ(0, std::memcmp(m.data(), me.data(), m.size() * sizeof(float))) << threads;
+    ASSERT_EQ(0, std::memcmp(v.data(), ve.data(), v.size() * sizeof(float))) << threads;
+  }
+}
+
 TEST(AdamW, ClipCoefficientIsTorchs) {
   EXPECT_FLOAT_EQ(clip_coefficient(4.0, 1.0), static_cast<float>(1.0 / (4.0 + 1e-6)));
   EXPECT_FLOAT_EQ(clip_coefficient(0.5, 1.0), 1.0f);
