@@ -133,6 +133,9 @@ class MeteredBackend final : public compute::Backend {
   Status add_inplace(void* y, const void* x, size_t count, compute::StreamId s) override {
     return in_.add_inplace(y, x, count, s);
   }
+  Status sum_squares(double* out, const float* x, size_t count, compute::StreamId s) override {
+    return in_.sum_squares(out, x, count, s);
+  }
   Status lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w, const int32_t* labels, int n,
                       int d, int v, float loss_scale, float* logits_out, int chunk, compute::StreamId s) override {
     return in_.lm_head_loss(losses, dx, dw, x, w, labels, n, d, v, loss_scale, logits_out, chunk, s);

@@ -240,6 +240,17 @@ class Backend {
   // y[i] += x[i] for i < count (residual connections)
   virtual Status add_inplace(void* y, const void* x, size_t count, StreamId stream) = 0;
 
+  // *out = Σ x[i]² for i < count: x fp32 (a block's gradient, [count]), out one double; both
+  // device memory. The squares are summed in double (each is exact there), so this is the block's
+  // part of the global gradient norm (torch.nn.utils.clip_grad_norm_) without the gradients
+  // leaving the device. Deterministic: the split into partial sums depends on `count` alone and
+  // the partials are combined in a fixed order, so the same x gives the same bits whatever the
+  // thread count or grid; the CPU's order (cpu/reduce.h) and CUDA's (cuda/reduce.cuh) differ, so
+  // the two backends agree to rounding (about 1e-15 relative), not bit for bit. count == 0
+  // writes 0. CUDA takes its partial sums (at most 8 KiB) from the workspace, which
+  // workspace_bytes counts for any shapes; the CPU needs none.
+  virtual Status sum_squares(double* out, const float* x, size_t count, StreamId stream) = 0;
+
   // Fused, chunked LM head + cross-entropy, forward and backward in one call; logits for at most
   // `chunk` tokens exist at a time (in the workspace). x[n, d] is the final-normed hidden state,
   // w[v, d] the head, labels[n] device int32 (-100 ignored). Writes losses[n] (fp32, device): the

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "compute/cpu/reduce.h"
 #include "core/thread-pool.h"
 
 namespace spillway {
@@ -105,23 +106,7 @@ void adamw_update_block(const BlockLayout& block, float* param, float* m, float*
   }
 }
 
-double sum_of_squares(const float* x, size_t count) {
-  // Fixed chunking so that the sum is the same bit for bit whatever the pool size.
-  constexpr size_t kChunk = 1 << 14;
-  const size_t chunks = (count + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks, 0.0);
-  ThreadPool::global().parallel_for(chunks, [&](size_t b, size_t e) {
-    for (size_t c = b; c < e; ++c) {
-      const size_t lo = c * kChunk, hi = std::min(count, lo + kChunk);
-      double s = 0.0;
-      for (size_t i = lo; i < hi; ++i) s += static_cast<double>(x[i]) * x[i];
-      partial[c] = s;
-    }
-  });
-  double total = 0.0;
-  for (double p : partial) total += p;
-  return total;
-}
+double sum_of_squares(const float* x, size_t count) { return compute::cpu::sum_squares(x, count); }
 
 float clip_coefficient(double total_norm, double max_norm) {
   if (max_norm <= 0) return 1.0f;

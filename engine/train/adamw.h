@@ -40,7 +40,9 @@ void adamw_update_range(float* param, float* m, float* v, const float* grad, siz
 void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v, const float* grad,
                         const AdamWConfig& c, int64_t step, float grad_scale, ThreadPool* pool = nullptr);
 
-// Σ x² over `count` floats, in double (for the global gradient norm).
+// Σ x² over `count` floats, in double (for the global gradient norm): compute::cpu::sum_squares,
+// whose order of additions depends on `count` alone (compute/cpu/reduce.h), so the same bits
+// whatever the pool size, and the same as the CPU backend's Backend::sum_squares.
 double sum_of_squares(const float* x, size_t count);
 
 // torch.nn.utils.clip_grad_norm_: the factor to multiply gradients by, given their global L2

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <ostream>
@@ -644,6 +645,84 @@ TEST_F(CudaBackendTest, ErrorsNameTheOpAndTheFix) {
   EXPECT_NE(s.message().find("unknown stream 99"), std::string::npos) << s.to_string();
 }
 
+// fp32 values of either sign, uniform in (0, 1) scaled by 2^-8 .. 2^8: squares over 40 binades, so
+// that the order of the additions shows. A cheap generator: the 7B case needs 200M of them.
+std::vector<float> spread_floats(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const float unit = float((s >> 40) | 1) * 0x1p-24f;  // (0, 1)
+    v[i] = std::ldexp((s >> 39) & 1 ? -unit : unit, int((s >> 32) % 17) - 8);
+  }
+  return v;
+}
+
+// *out of sum_squares over x[0, n) on `be` (stream 0), read back; `out` starts as NaN so that an
+// op that writes nothing shows.
+double sum_squares_on(Backend& be, double* out, const float* x, size_t n) {
+  const double nan = NAN;
+  EXPECT_OK(be.copy_h2d(out, &nan, sizeof(double), 0));
+  EXPECT_OK(be.sum_squares(out, x, n, 0));
+  double got = NAN;
+  EXPECT_OK(be.copy_d2h(&got, out, sizeof(double), 0));
+  EXPECT_OK(be.synchronize_stream(0));
+  return got;
+}
+
+// Σ x² in double (the per-block part of the gradient norm): within 1e-14 of the CPU backend's (the
+// two orders differ; each is within a few 1e-16 of the exact sum), the same bits on a rerun and
+// from a copy that is not 16-byte aligned (scalar loads instead of float4, one order), 0 for no
+// elements. Sizes around the kernel's 4-element groups, its 16384-element chunks and its cap of
+// 1024 chunks, and a llama-7B layer's gradient (202M floats), timed.
+TEST_F(CudaBackendTest, SumSquares) {
+  auto cpu = make_cpu_backend();
+  const size_t layer_7b = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{5}, size_t{4095}, size_t{16383},
+                   size_t{16384}, size_t{16385}, (size_t{1} << 20) + 3, size_t{16384} * 1024 + 7,
+                   size_t{16384} * 3000 + 1, layer_7b}) {
+    SCOPED_TRACE("count " + std::to_string(n));
+    const std::vector<float> x = spread_floats(n, n);
+    double want = NAN;
+    {
+      Side side(*cpu, OpShapes{});
+      want = sum_squares_on(*cpu, static_cast<double*>(side.alloc(sizeof(double))), side.f32(x), n);
+    }
+    Side side(*be_, OpShapes{});
+    auto* out = static_cast<double*>(side.alloc(sizeof(double)));
+    const float* dx = side.f32(x);
+    const double got = sum_squares_on(*be_, out, dx, n);
+    if (n == 0) {
+      EXPECT_EQ(want, 0.0);
+      EXPECT_EQ(got, 0.0);
+      continue;
+    }
+    EXPECT_LT(std::abs(got - want) / want, 1e-14) << "cuda " << got << ", cpu " << want;
+    const double again = sum_squares_on(*be_, out, dx, n);
+    EXPECT_EQ(std::memcmp(&got, &again, sizeof(double)), 0) << "two identical runs differ";
+    float* shifted =
+        static_cast<float*>(side.alloc((n + 1) * sizeof(float))) + 1;  // 4 bytes past 256
+    ASSERT_OK(be_->copy_h2d(shifted, x.data(), n * sizeof(float), 0));
+    const double unaligned = sum_squares_on(*be_, out, shifted, n);
+    EXPECT_EQ(std::memcmp(&got, &unaligned, sizeof(double)), 0)
+        << "the unaligned copy sums differently";
+    if (n == layer_7b) {
+      auto start = be_->create_event(true), end = be_->create_event(true);
+      ASSERT_TRUE(start.ok() && end.ok());
+      constexpr int kRuns = 10;
+      ASSERT_OK(be_->record_event(*start, 0));
+      for (int r = 0; r < kRuns; ++r) ASSERT_OK(be_->sum_squares(out, dx, n, 0));
+      ASSERT_OK(be_->record_event(*end, 0));
+      ASSERT_OK(be_->synchronize_stream(0));
+      auto t = be_->elapsed_s(*start, *end);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      const double s = *t / kRuns;
+      std::printf("sum_squares of a llama-7B layer's gradient (%zu floats): %.3f ms, %.0f GB/s\n",
+                  n, s * 1e3, n * sizeof(float) / s / 1e9);
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   // be_ has no workspace yet.
   auto buf = be_->device_alloc(64 << 20);
@@ -654,6 +733,9 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
   s = be_->rmsnorm_backward(p, f, p, p, p, f, 4, 64, false, 0);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
+  s = be_->sum_squares(static_cast<double*>(p), f, 64, 0);  // its partial sums
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
 

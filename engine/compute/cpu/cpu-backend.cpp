@@ -17,6 +17,7 @@
 #include "compute/cpu/elementwise.h"
 #include "compute/cpu/embedding.h"
 #include "compute/cpu/linear.h"
+#include "compute/cpu/reduce.h"
 #include "compute/cpu/rmsnorm.h"
 #include "compute/cpu/swiglu.h"
 #include "core/log.h"
@@ -630,6 +631,16 @@ Status CpuBackend::add_inplace(void* y, const void* x, size_t count, StreamId st
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_tensors(op, {{"y", y, f32(count)}, {"x", x, f32(count)}}));
   return streams_.submit(stream, [=] { return cpu::add_inplace(F(y), F(x), count); });
+}
+
+Status CpuBackend::sum_squares(double* out, const float* x, size_t count, StreamId stream) {
+  const char* op = "sum_squares";
+  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
+  SPW_RETURN_IF_ERROR(check_tensors(op, {{"out", out, sizeof(double)}, {"x", x, f32(count)}}));
+  return streams_.submit(stream, [=] {
+    *out = cpu::sum_squares(x, count);
+    return Status::ok_status();
+  });
 }
 
 Status CpuBackend::lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,

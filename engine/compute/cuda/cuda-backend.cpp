@@ -16,6 +16,7 @@
 #include "compute/cuda/elementwise.cuh"
 #include "compute/cuda/embedding.cuh"
 #include "compute/cuda/gemm.cuh"
+#include "compute/cuda/reduce.cuh"
 #include "compute/cuda/rmsnorm.cuh"
 #include "compute/cuda/rope.cuh"
 
@@ -538,6 +539,8 @@ size_t CudaBackend::workspace_bytes(const OpShapes& sh) const {
         op = std::max(op, cuda::bias_backward_scratch_floats(sh.tokens, out) * sizeof(float));
     }
   }
+  // sum_squares' partials: a constant, needed whatever the shapes.
+  op = std::max(op, cuda::sum_squares_scratch_doubles() * sizeof(double));
   if (sh.vocab > 0 && sh.lm_head_chunk > 0) {
     const int rows = sh.tokens > 0 ? std::min(sh.lm_head_chunk, sh.tokens) : sh.lm_head_chunk;
     op = std::max(op, lm_head_scratch_bytes(rows, sh.vocab));
@@ -794,6 +797,17 @@ Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId s
   if (count == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"y", y}, {"x", x}}));
   return dispatched(cuda::add_inplace(B(y), B(x), count, s), s, op);
+}
+
+Status CudaBackend::sum_squares(double* out, const float* x, size_t count, StreamId stream) {
+  constexpr const char* op = "sum_squares";
+  SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
+  SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}}));
+  if (count > 0) SPW_RETURN_IF_ERROR(check_pointers(op, {{"x", x}}));
+  const size_t doubles = cuda::sum_squares_scratch_doubles();
+  SPW_ASSIGN_OR_RETURN(Scratch sc, scratch(doubles * sizeof(double) / sizeof(float), op));
+  return dispatched(cuda::sum_squares(out, x, count, reinterpret_cast<double*>(sc.ptr), doubles, s),
+                    s, op);
 }
 
 // Per chunk of rows: logits = x·Wᵀ in fp32 (cuBLASLt), the cross-entropy kernel turns them into

@@ -115,6 +115,7 @@ class CudaBackend final : public Backend {
   Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
                          int n, int f, StreamId stream) override;
   Status add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
+  Status sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
   Status lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                       const int32_t* labels, int n, int d, int v, float loss_scale,
                       float* logits_out, int chunk, StreamId stream) override;
