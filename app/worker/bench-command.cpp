@@ -218,7 +218,9 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
     const double t1 = now();
     optimizer.wait_all();  // what is left of the previous step's AdamW when the backward outran it
     const double t2 = now();
-    optimizer.begin_step(kLr);  // the gradient norm, here; this step's AdamW then runs behind the next forward
+    // The gradient norm from the engine's per-block sums (reduced on the device), so ~0 here; this
+    // step's AdamW then runs behind the next forward.
+    optimizer.begin_step(kLr, r.grad_sumsq);
     SPW_RETURN_IF_ERROR(optimizer.status());
     const double t3 = now();
     loss = r.loss();

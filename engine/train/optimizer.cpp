@@ -24,11 +24,12 @@ Optimizer::~Optimizer() {
   thread_.join();
 }
 
-StepStats Optimizer::begin_step(double lr) {
+StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
   wait_all();
-  double sq = 0.0;
+  const bool measured = grad_sumsq.size() == state_.num_blocks();
+  double sq = 0.0;  // summed in block order either way: the same bits when the sums are the same
   for (size_t b = 0; b < state_.num_blocks(); ++b) {
-    sq += sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
+    sq += measured ? grad_sumsq[b] : sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
   }
   StepStats s;
   s.grad_norm = std::sqrt(sq);

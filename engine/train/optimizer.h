@@ -1,9 +1,10 @@
 // Optimizer: the CPU side of a step after backward — global gradient norm, clipping, and AdamW
 // over every block — run on its own thread so that it overlaps the next step's forward.
 //
-// begin_step() computes the pre-clip global L2 norm over all host gradients (as
-// torch.nn.utils.clip_grad_norm_ does, in double), then updates the blocks in forward order on the
-// optimizer thread. The engine's weight gate calls wait_block(b) before streaming block b, so the
+// begin_step() takes the pre-clip global L2 norm of all gradients (as
+// torch.nn.utils.clip_grad_norm_, in double) from the per-block sums of squares the engine measured
+// on the device (StepResult::grad_sumsq), or computes it over the host gradients when it is not
+// given, then updates the blocks in forward order on the optimizer thread. The engine's weight gate calls wait_block(b) before streaming block b, so the
 // next forward waits per layer only for that layer's update (DESIGN.md, step 4). wait_all()
 // before anything reads all weights or optimizer state (checkpoint, export, eval).
 // Thread-safety: begin_step/wait_all from the training thread; wait_block from any thread.
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -43,7 +45,10 @@ class Optimizer {
   // Starts optimizer step state.step + 1 with learning rate `lr`; returns the norm at once, the
   // updates run in the background. Waits for the previous step's updates first. After an update
   // failed (status() not ok) it starts nothing: the state is no longer a consistent step.
-  StepStats begin_step(double lr);
+  // `grad_sumsq`: Σ g² of each block's gradient, [num_blocks], in block order (the engine's
+  // StepResult::grad_sumsq, of the gradients now in the host buffers); empty, or of another size,
+  // and begin_step sums the host gradients itself (a pass over all of them: 27 GB for 7B).
+  StepStats begin_step(double lr, std::span<const double> grad_sumsq = {});
   // Blocks until block b has been updated by the step in flight (no-op when none is).
   void wait_block(size_t b);
   void wait_all();

@@ -40,6 +40,8 @@ uint64_t activation_bytes(const ModelConfig& m, const StreamingConfig& c, DType 
 }
 // The step's ids and labels ([max tokens] int32 each) and per-token losses ([max tokens] fp32).
 uint64_t step_io_bytes(const StreamingConfig& c) { return 3 * aligned(tokens_per_step(c) * 4); }
+// The step's per-block gradient sums of squares, [num_blocks] double.
+uint64_t grad_sumsq_bytes(const ParameterLayout& layout) { return aligned(layout.num_blocks() * sizeof(double)); }
 // A micro-batch's logits for forward(), [logits_tokens, vocab] fp32.
 uint64_t logits_bytes(const ModelConfig& m, const StreamingConfig& c) {
   return aligned(static_cast<uint64_t>(c.logits_tokens) * m.vocab_size * sizeof(float));
@@ -61,7 +63,7 @@ DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layo
   p.backend_workspace_bytes = aligned(backend_workspace_bytes);
   p.workspace_bytes = BlockMath::scratch_bytes(c, tokens_per_micro_batch(config), act) +
                       ActivationStore::staging_bytes(activation_bytes(c, config, act)) + step_io_bytes(config) +
-                      logits_bytes(c, config) + p.backend_workspace_bytes;
+                      grad_sumsq_bytes(layout) + logits_bytes(c, config) + p.backend_workspace_bytes;
   return p;
 }
 
@@ -95,15 +97,17 @@ struct StreamingEngine::Impl {
   // Every op runs on `compute`; weights go up on `h2d`, gradients and losses come down on `d2h`;
   // the activation store copies host checkpoints on `act_h2d` and `act_d2h`.
   compute::Stream compute, h2d, d2h, act_h2d, act_d2h;
-  compute::Event inputs_ready, losses_ready;
+  compute::Event inputs_ready, losses_ready, grad_sumsq_ready;
   std::vector<compute::Event> joins;  // one per copy stream: the step's end waits for them all
   std::unique_ptr<DeviceArena> arena;
   std::unique_ptr<HostPool> pool;
   HostRegion host_tokens;  // [2, max step tokens] int32, pinned: ids, then labels
   HostRegion host_losses;  // [max step tokens] fp32, pinned
+  HostRegion host_grad_sumsq;  // [num_blocks] double, pinned
   int32_t* dev_ids = nullptr;     // [max step tokens] int32
   int32_t* dev_labels = nullptr;  // [max step tokens] int32
   float* dev_losses = nullptr;    // [max step tokens] fp32
+  double* dev_grad_sumsq = nullptr;  // [num_blocks] double: Σ g² of each block's gradient
   float* dev_logits = nullptr;    // [logits_tokens, vocab] fp32
   bool workspace_set = false;
   SpanRecorder timeline;
@@ -164,6 +168,7 @@ struct StreamingEngine::Impl {
     SPW_ASSIGN_OR_RETURN(act_d2h, be.create_stream());
     SPW_ASSIGN_OR_RETURN(inputs_ready, be.create_event());
     SPW_ASSIGN_OR_RETURN(losses_ready, be.create_event());
+    SPW_ASSIGN_OR_RETURN(grad_sumsq_ready, be.create_event());
     for (size_t i = 0; i < copy_streams().size(); ++i) {
       SPW_ASSIGN_OR_RETURN(compute::Event e, be.create_event());
       joins.push_back(std::move(e));
@@ -211,14 +216,18 @@ struct StreamingEngine::Impl {
     dev_ids = static_cast<int32_t*>(ids);        // [max step tokens] int32
     dev_labels = static_cast<int32_t*>(labels);  // [max step tokens] int32
     dev_losses = static_cast<float*>(losses);    // [max step tokens] fp32
+    SPW_ASSIGN_OR_RETURN(void* sumsq, reserve("step.grad_sumsq", grad_sumsq_bytes(layout), Category::kWorkspace));
+    dev_grad_sumsq = static_cast<double*>(sumsq);  // [num_blocks] double
     if (cfg.logits_tokens > 0) {
       // [logits_tokens, vocab] fp32
       SPW_ASSIGN_OR_RETURN(void* p, reserve("step.logits", logits_bytes(mc, cfg), Category::kWorkspace));
       dev_logits = static_cast<float*>(p);
     }
-    // [2, max step tokens] int32 and [max step tokens] fp32, pinned
+    // [2, max step tokens] int32, [max step tokens] fp32 and [num_blocks] double, pinned
     SPW_ASSIGN_OR_RETURN(host_tokens, pool->allocate(2 * max_tokens * sizeof(int32_t), Category::kWorkspace, "token ids and labels"));
     SPW_ASSIGN_OR_RETURN(host_losses, pool->allocate(max_tokens * sizeof(float), Category::kWorkspace, "per-token losses"));
+    SPW_ASSIGN_OR_RETURN(host_grad_sumsq, pool->allocate(layout.num_blocks() * sizeof(double), Category::kWorkspace,
+                                                         "gradient sums of squares"));
 
     // Last: the checkpoints take what is left.
     SPW_ASSIGN_OR_RETURN(acts, ActivationStore::create(be, *arena, *pool, mc.num_layers, cfg.max_micro_batches, act_buf,
@@ -240,12 +249,18 @@ struct StreamingEngine::Impl {
     return &g;
   }
 
+  // Block b's gradient is complete: it comes down on the D2H stream while the compute stream reduces
+  // it to its sum of squares (both only read it; the buffer's next begin_grad follows the reduction
+  // on the compute stream and waits for the download). Called once per block and step, so each
+  // block's final gradient is counted once, tied embeddings included: the LM head's part of the
+  // gradient is the embedding block's (ghead holds the final norm's only).
   Status finish_grad(GradBuffer& g, size_t b) {
-    const size_t bytes = layout.blocks()[b].numel * sizeof(float);
+    const size_t numel = layout.blocks()[b].numel, bytes = numel * sizeof(float);
     SPW_RETURN_IF_ERROR(be.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] { return be.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
     SPW_RETURN_IF_ERROR(be.record_event(g.downloaded, d2h));
+    SPW_RETURN_IF_ERROR(be.sum_squares(dev_grad_sumsq + b, g.ptr, numel, compute));
     traffic.moved(Link::kD2H, bytes);
     return {};
   }
@@ -300,6 +315,16 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, losses_ready));
     SPW_RETURN_IF_ERROR(be.copy_d2h(host_losses.data(), dev_losses, tokens * sizeof(float), d2h));
     traffic.moved(Link::kD2H, tokens * sizeof(float));
+    return {};
+  }
+
+  // The blocks' gradient sums of squares, down once on the D2H stream after the last of them.
+  Status download_grad_sumsq() {
+    const size_t bytes = layout.num_blocks() * sizeof(double);
+    SPW_RETURN_IF_ERROR(be.record_event(grad_sumsq_ready, compute));
+    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, grad_sumsq_ready));
+    SPW_RETURN_IF_ERROR(be.copy_d2h(host_grad_sumsq.data(), dev_grad_sumsq, bytes, d2h));
+    traffic.moved(Link::kD2H, bytes);
     return {};
   }
 
@@ -444,11 +469,16 @@ struct StreamingEngine::Impl {
         return {};
       }));
       SPW_RETURN_IF_ERROR(finish_grad(*ge, 0));
+      SPW_RETURN_IF_ERROR(download_grad_sumsq());
     }
 
     SPW_RETURN_IF_ERROR(end_step());
     const float* losses = host_losses.as<float>();
     for (size_t i = 0; i < tokens; ++i) result.loss_sum += losses[i];
+    if (train) {
+      const double* sumsq = host_grad_sumsq.as<double>();
+      result.grad_sumsq.assign(sumsq, sumsq + layout.num_blocks());
+    }
     SPW_ASSIGN_OR_RETURN(result.timeline, timeline.finish(sink, host_start_s));
     return result;
   }

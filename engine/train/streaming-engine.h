@@ -8,22 +8,23 @@
 // exist). Backward, head down to the embedding: the layer is re-loaded, its forward recomputed from
 // the checkpoint, backpropagated (BlockMath), and its fp32 weight gradients accumulated over the
 // micro-batches on the device, then copied to the host gradient buffers of ModelState on the D2H
-// stream.
+// stream while the compute stream reduces them to their sum of squares (for the gradient norm).
 //
 // Streams and synchronisation: every op runs on one compute stream; weights go up on an H2D stream
 // and gradients come down on a D2H stream, all owned by the engine and ordered only by events. A
-// step's token ids and labels go up once, its per-token losses come down once. The host waits
-// inside a step only in the weight gate (the optimizer finishing a block before it is uploaded for
-// a forward pass) and once at the end of the step, after which the step's timeline is read from
-// its timing events (StepResult::timeline, and the span sink).
+// step's token ids and labels go up once; its per-token losses and per-block gradient sums of
+// squares come down once. The host waits inside a step only in the weight gate (the optimizer
+// finishing a block before it is uploaded for a forward pass) and once at the end of the step,
+// after which the step's timeline is read from its timing events (StepResult::timeline, and the
+// span sink).
 //
 // Device memory is one arena fixed at creation: K weight slots of the largest block (and an fp32
 // staging chunk when the backend computes in bf16), fp32 gradient buffers, the activations of one
-// micro-batch of one layer, the step's ids, labels and losses, the backend's workspace, and the
-// checkpoints that fit; so it does not grow with the number of layers. Creation fails with
-// kOutOfMemory, saying how much is needed, when even that does not fit. The master weights and
-// gradients of `state` are registered with the backend (pinned) for the engine's life, so one
-// engine at a time works on a state.
+// micro-batch of one layer, the step's ids, labels, losses and gradient sums of squares, the
+// backend's workspace, and the checkpoints that fit; so it does not grow with the number of layers
+// (but for one double per block). Creation fails with kOutOfMemory, saying how much is needed,
+// when even that does not fit. The master weights and gradients of `state` are registered with the
+// backend (pinned) for the engine's life, so one engine at a time works on a state.
 //
 // Loss semantics (the golden reference): labels are already shifted, -100 is ignored, and the
 // loss of a step is the mean cross-entropy over all non-ignored targets of the whole step, so
@@ -37,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "compute/backend.h"
 #include "telemetry/counters.h"
@@ -69,6 +71,10 @@ struct StepBatch {
 struct StepResult {
   double loss_sum = 0;   // Σ CE over non-ignored targets (per-token fp32 losses summed in double)
   int64_t targets = 0;   // non-ignored targets
+  // forward_backward: Σ g² of each block's fp32 gradient, [num_blocks] in block order, reduced on
+  // the device (Backend::sum_squares) as the gradient came down: the global gradient norm without
+  // a pass over the host gradients (Optimizer::begin_step). Empty after forward().
+  std::vector<double> grad_sumsq;
   StepTimeline timeline; // device time of the step and of its streams' work
   double loss() const { return targets ? loss_sum / static_cast<double>(targets) : 0.0; }
 };
@@ -79,7 +85,8 @@ struct DeviceMemoryPlan {
   uint64_t weight_slot_bytes = 0;  // the K slots, and the fp32 staging chunk when act_dtype is not fp32
   uint64_t gradient_bytes = 0;     // fp32 gradient buffers: 2, or 3 with tied embeddings
   // One micro-batch's layer activations, the device stand-ins of host checkpoints, the step's ids,
-  // labels and losses, the logits buffer (logits_tokens) and the backend's workspace.
+  // labels, losses and gradient sums of squares, the logits buffer (logits_tokens) and the
+  // backend's workspace.
   uint64_t workspace_bytes = 0;
   uint64_t backend_workspace_bytes = 0;  // the part of workspace_bytes that the backend's ops use
   uint64_t checkpoint_bytes_device = 0;

@@ -373,7 +373,7 @@ struct Trainer::Impl {
       SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(step_batch(b)));
       const double t_compute = events->now_s();
       const double lr = lr_at(sched, progress.step + 1);
-      StepStats st = optimizer->begin_step(lr);
+      StepStats st = optimizer->begin_step(lr, r.grad_sumsq);  // the norm from the engine's device sums
       SPW_RETURN_IF_ERROR(optimizer->status());  // an SSD failure in the previous step's update
       ++progress.step;
       int64_t step_tokens = 0;

@@ -152,7 +152,8 @@ Trajectory run_steps(const Golden& g, compute::Backend& backend, const Param& p,
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (!r.ok()) return t;
     t.losses.push_back(r->loss());
-    t.norms.push_back(opt.begin_step(h["lr"].get<double>()).grad_norm);
+    t.norms.push_back(
+        opt.begin_step(h["lr"].get<double>(), r->grad_sumsq).grad_norm);  // as the trainer
   }
   opt.wait_all();
   EXPECT_TRUE(opt.status().ok()) << opt.status().to_string();
@@ -210,6 +211,13 @@ TEST_P(GoldenGpu, LogitsLossAndGradients) {
   }
   const double ref_norm = g_.meta["grad_norm"].get<double>();
   EXPECT_NEAR(std::sqrt(sq), ref_norm, kTol * ref_norm);
+  // The per-block sums of squares reduced on the GPU are the host's over the downloaded gradients,
+  // but for the order of the additions.
+  ASSERT_EQ(r->grad_sumsq.size(), g_.layout.num_blocks());
+  for (size_t b = 0; b < g_.layout.num_blocks(); ++b) {
+    const double host = sum_of_squares(rig.state->grad(b), g_.layout.blocks()[b].numel);
+    EXPECT_NEAR(r->grad_sumsq[b], host, 1e-14 * host) << "block " << b;
+  }
   std::printf(
       "%s mb%d: logits rel L2 %.2e, loss %.6f (ref %.6f), worst gradient rel L2 %.2e (%s)\n",
       g_.name.c_str(), GetParam().micro_batch_size, logits_err, r->loss(), ref_loss, worst,
