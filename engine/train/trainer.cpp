@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/export.h"
 #include "train/inference.h"
+#include "train/machine-probe.h"
 #include "train/model-state.h"
 #include "train/optimizer.h"
 #include "train/optimizer-state.h"
@@ -263,6 +264,29 @@ struct Trainer::Impl {
     return {};
   }
 
+  // What the run's plan is made with (train_loop emits it): the host's figures, and on a GPU the
+  // GPU's own, measured before build_engine because probe_device borrows the backend's workspace
+  // and about 1 GiB of device memory that the engine's arena would otherwise hold. The plan is
+  // advice, so a failed GPU probe does not fail the run: the plan falls back to the host's
+  // figures and probe_note says why.
+  MachineProbe machine;
+  std::string probe_note;
+  void probe_for_plan() {
+    machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
+    machine.backend = backend->name();
+    if (machine.backend == "cpu") return;  // its compute and link are the host's, measured above
+    // 64 Mi parameters (1 GiB of AdamW state): far beyond the caches, as in a step, yet small
+    // next to the model's own state, which is in DRAM already.
+    constexpr size_t kAdamwProbeParams = size_t{64} << 20;
+    Status st = probe_device(*backend, &machine);
+    if (st.ok()) {
+      auto rate = measure_adamw(kAdamwProbeParams);
+      if (rate.ok()) machine.adamw_params_per_s = *rate;
+      else st = rate.status();
+    }
+    if (!st.ok()) probe_note = "the plan uses estimated figures: probing the GPU failed: " + st.to_string();
+  }
+
   Status build_engine() {
     StreamingConfig sc;
     sc.weight_slots = job.weight_slots;
@@ -357,8 +381,6 @@ struct Trainer::Impl {
                                      {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}});
     {
       // The plan for this run, so that the GUI can show predicted against measured step times.
-      MachineProbe machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
-      machine.backend = backend->name();
       (void)events->emit("plan", make_plan(state->config(), job, machine, total_steps));
     }
     if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(run_eval());  // the baseline
@@ -442,10 +464,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std:
     if (!cursor.ok()) return cursor.status().with_context(resume_from);
     SPW_RETURN_IF_ERROR(t.iter->seek(*cursor));
   }
+  t.probe_for_plan();
   SPW_RETURN_IF_ERROR(t.build_engine());
   SPW_RETURN_IF_ERROR(t.setup_run());
   t.attach_spans();
   t.log(LogLevel::kInfo, "backend " + t.backend_reason);
+  if (!t.probe_note.empty()) t.log(LogLevel::kWarn, t.probe_note);
   if (!resume_from.empty()) t.log(LogLevel::kInfo, "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
 }
