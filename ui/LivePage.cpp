@@ -12,6 +12,8 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <array>
+#include <limits>
 
 #include "Charts.h"
 #include "Format.h"
@@ -24,6 +26,27 @@ namespace spillway::ui {
 namespace {
 
 const char* kLinkNames[] = {"h2d", "d2h", "ssd_read", "ssd_write"};
+
+// A series without data is hidden and leaves the legend, so an unreported metric reads as absent
+// rather than as a flat zero (STYLE.md 10).
+void showGraph(QCPGraph* g, bool show) {
+  if (g->visible() == show) return;
+  g->setVisible(show);
+  if (show) {
+    g->addToLegend();
+  } else {
+    g->removeFromLegend();
+  }
+}
+
+// The host link's capacity the worker measured at start (its plan event), GB/s: {h2d, d2h}; 0 when
+// not measured. A plan without a separate D2H figure measured one copy rate for both ways.
+std::array<double, 2> hostLinkCapacity(const QJsonObject& plan) {
+  const QJsonObject machine = plan["machine"].toObject();
+  const double h2d = machine["h2d_bytes_per_s"].toDouble() / 1e9;
+  const double d2h = machine["d2h_bytes_per_s"].toDouble() / 1e9;
+  return {h2d, d2h > 0 ? d2h : h2d};
+}
 
 }  // namespace
 
@@ -61,6 +84,21 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   for (int i = 0; i < 4; ++i) {
     links_->addGraph()->setName(kLinkNames[i]);
     links_->graph(i)->setPen(QPen(linkColors[i], 1.5));
+  }
+  for (int i = 0; i < 2; ++i) {
+    pcie_[i] = links_->addGraph();
+    pcie_[i]->setPen(QPen(linkColors[i], 1, Qt::DotLine));
+    linkCapacity_[i] = links_->addGraph();
+    QColor c = linkColors[i];
+    c.setAlpha(160);
+    linkCapacity_[i]->setPen(QPen(c, 1, Qt::DashLine));
+  }
+  links_->yAxis2->setLabel(tr("GPU busy (%)"));
+  gpuUtil_ = links_->addGraph(links_->xAxis, links_->yAxis2);
+  gpuUtil_->setPen(QPen(QColor("#9467bd"), 1.5));
+  for (QCPGraph* g : {pcie_[0], pcie_[1], linkCapacity_[0], linkCapacity_[1], gpuUtil_}) {
+    g->setVisible(false);
+    g->removeFromLegend();
   }
   loss_ = titledPlot(tr("Loss and learning rate"), tr("step"), tr("loss"), 2, 170);
   loss_->addGraph()->setName(tr("loss"));
@@ -128,12 +166,11 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
 }
 
 QStringList LivePage::linkLegend() const {
-  // The capacities the worker measured at start (its plan event): the host-device copy rate for
+  // The capacities the worker measured at start (its plan event): the host-device copy rates for
   // H2D and D2H, the SSD folder's rate for the SSD links when the plan carries it.
-  const QJsonObject machine = series_.plan["machine"].toObject();
-  const double h2d = machine["h2d_bytes_per_s"].toDouble() / 1e9;
-  const double ssd = machine["ssd_bytes_per_s"].toDouble() / 1e9;
-  const double caps[] = {h2d, h2d, ssd, ssd};
+  const auto host = hostLinkCapacity(series_.plan);
+  const double ssd = series_.plan["machine"].toObject()["ssd_bytes_per_s"].toDouble() / 1e9;
+  const double caps[] = {host[0], host[1], ssd, ssd};
   QStringList out;
   for (int i = 0; i < 4; ++i) {
     const QString name = kLinkNames[i];
@@ -151,6 +188,27 @@ QStringList LivePage::linkLegend() const {
     }
   }
   return out;
+}
+
+QString LivePage::gpuLegend() const {
+  const RunSeries& s = series_;
+  if (s.gpuUtilPct.isEmpty()) return {};
+  QString text = tr("GPU busy %1%").arg(s.gpuUtilPct.lastY(), 0, 'f', 0);
+  // Power and temperature ride along when they come in the same samples (a stale figure would
+  // mislead: only the latest sample's).
+  if (!s.gpuPowerW.isEmpty() && s.gpuPowerW.x.last() == s.gpuUtilPct.x.last())
+    text += tr(" · %1 W").arg(s.gpuPowerW.lastY(), 0, 'f', 0);
+  if (!s.gpuTempC.isEmpty() && s.gpuTempC.x.last() == s.gpuUtilPct.x.last())
+    text += tr(" · %1 °C").arg(s.gpuTempC.lastY(), 0, 'f', 0);
+  return text;
+}
+
+bool LivePage::gpuSeriesShown() const {
+  return gpuUtil_->visible();
+}
+
+bool LivePage::linkCapacityShown() const {
+  return linkCapacity_[0]->visible() || linkCapacity_[1]->visible();
 }
 
 qint64 LivePage::pid() {
@@ -200,15 +258,47 @@ void LivePage::redraw() {
   const RunSeries& s = series_;
   for (TierChart* t : tiers_) t->update(s);
   double linkTop = 0;
+  double t0 = std::numeric_limits<double>::infinity(), t1 = -t0;  // the time the links cover
+  const auto cover = [&](const Ring& r) {
+    for (double v : r.y) linkTop = std::max(linkTop, v);
+    if (!r.isEmpty()) t0 = std::min(t0, r.x.first()), t1 = std::max(t1, r.x.last());
+  };
   for (int i = 0; i < 4; ++i) {
     const Ring& r = s.linkGbps.value(kLinkNames[i]);
     links_->graph(i)->setData(r.x, r.y, true);
-    for (double v : r.y) linkTop = std::max(linkTop, v);
+    cover(r);
   }
   const QStringList legend = linkLegend();
   for (int i = 0; i < 4; ++i) links_->graph(i)->setName(legend[i]);
+  const char* pcieKeys[] = {"rx", "tx"};
+  const QString pcieNames[] = {tr("PCIe host→GPU"), tr("PCIe GPU→host")};
+  for (int i = 0; i < 2; ++i) {
+    const Ring& r = s.pcieGbps.value(pcieKeys[i]);
+    pcie_[i]->setData(r.x, r.y, true);
+    cover(r);
+    pcie_[i]->setName(tr("%1 %2 GB/s (GPU counter)").arg(pcieNames[i]).arg(r.lastY(), 0, 'f', 2));
+    showGraph(pcie_[i], !r.isEmpty());
+  }
+  const auto host = hostLinkCapacity(s.plan);
+  for (int i = 0; i < 2; ++i) {
+    // One line when both ways were measured as one copy rate.
+    const bool show = host[i] > 0 && t1 >= t0 && (i == 0 || host[1] != host[0]);
+    if (show) {
+      linkCapacity_[i]->setData({t0, t1}, {host[i], host[i]}, true);
+      linkCapacity_[i]->setName(i == 0 && host[1] == host[0]
+                                    ? tr("host link capacity %1 GB/s").arg(host[0], 0, 'f', 1)
+                                    : tr("%1 capacity %2 GB/s").arg(kLinkNames[i]).arg(host[i], 0, 'f', 1));
+      linkTop = std::max(linkTop, host[i]);
+    }
+    showGraph(linkCapacity_[i], show);
+  }
+  gpuUtil_->setData(s.gpuUtilPct.x, s.gpuUtilPct.y, true);
+  gpuUtil_->setName(gpuLegend());
+  showGraph(gpuUtil_, !s.gpuUtilPct.isEmpty());
+  links_->yAxis2->setVisible(gpuUtil_->visible());
   links_->rescaleAxes();
   links_->yAxis->setRange(0, std::max(linkTop * 1.1, 0.01));
+  links_->yAxis2->setRange(0, 105);
   links_->replot(QCustomPlot::rpQueuedReplot);
 
   loss_->graph(0)->setData(s.loss.x, s.loss.y, true);

@@ -1,5 +1,7 @@
-// LivePage: a running (or finished) run as it happens — HBM, DRAM and SSD by category, link
-// throughput (also as % of the measured capacity), loss (raw faint, smoothed bold), learning rate,
+// LivePage: a running (or finished) run as it happens — HBM, DRAM and SSD by category (HBM also as
+// the GPU reports it), link throughput against the measured capacity (the plan's machine figures)
+// with the GPU's own PCIe counters and its utilisation when the worker reports them (hidden, never
+// drawn as zero, when it does not), loss (raw faint, smoothed bold), learning rate,
 // tokens/s and TFLOPS, the layer timeline, progress with ETA, the log, and Pause / Stop / Save
 // checkpoint wired to the worker by signals. A QFileSystemWatcher marks events.jsonl changed; a
 // 250 ms timer reads what was appended (also every second without a change notice, which network
@@ -19,6 +21,7 @@ class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
 class QCustomPlot;
+class QCPGraph;
 
 namespace spillway {
 class RunStore;
@@ -49,6 +52,12 @@ class LivePage : public QWidget {
   int tick();
   // The link names with their share of the measured link capacity, as the legend shows them.
   QStringList linkLegend() const;
+  // "GPU busy 87% · 412 W · 63 °C" (power and temperature when reported); empty while the worker
+  // reports no GPU utilisation, and then the series and its axis are hidden.
+  QString gpuLegend() const;
+  bool gpuSeriesShown() const;
+  // Whether the host link's measured capacity is drawn (the plan carries it).
+  bool linkCapacityShown() const;
 
  private:
   void redraw();
@@ -69,6 +78,9 @@ class LivePage : public QWidget {
   QLabel* status_;
   TierChart* tiers_[3];
   QCustomPlot* links_;
+  QCPGraph* pcie_[2];          // the GPU's PCIe counters: host -> GPU, GPU -> host
+  QCPGraph* linkCapacity_[2];  // h2d, d2h measured capacity
+  QCPGraph* gpuUtil_;          // on the right axis, %
   QCustomPlot* loss_;
   QCustomPlot* speed_;
   TimelineView* timeline_;

@@ -28,6 +28,7 @@
 #include <QVBoxLayout>
 
 #include "Format.h"
+#include "GpuProbe.h"
 #include "PlanView.h"
 #include "PlotTheme.h"
 #include "WorkerClient.h"
@@ -195,7 +196,24 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   // Placement
   auto* placeBox = new QGroupBox(tr("Tier placement"));
   auto* pf = new QFormLayout(placeBox);
-  backend_ = combo({"auto", "cpu"}, tr("Compute backend (CUDA arrives with the CUDA backend)"));
+  backend_ = combo({"auto", "cpu", "cuda"},
+                   tr("Compute backend: auto takes the GPU when a usable one is present, else the "
+                      "CPU; cuda fails at launch without one"));
+  gpuLabel_ = new QLabel;
+  gpuLabel_->setWordWrap(true);
+  gpuLabel_->setToolTip(tr("The GPU the CUDA backend would use (device 0)"));
+  gpuProbe_ = new GpuProbe(this);
+  const auto showGpu = [this] {
+    const bool usable = gpuProbe_->done() && gpuProbe_->answer().usable;
+    gpuLabel_->setText(gpuProbe_->text());
+    gpuLabel_->setEnabled(usable || !gpuProbe_->done());  // greyed: no GPU to choose
+  };
+  connect(gpuProbe_, &GpuProbe::finished, this, showGpu);
+  showGpu();
+  gpuProbe_->start();
+  auto* backendRow = new QHBoxLayout;
+  backendRow->addWidget(backend_);
+  backendRow->addWidget(gpuLabel_, 1);
   deviceGb_ = dspin(0, 10000, 0, 2, tr("Device memory for the run in GB; 0 = all of it"));
   placementMode_ =
       combo({"auto", "manual"},
@@ -209,7 +227,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   ssdRow->addWidget(ssdDir_, 1);
   ssdRow->addWidget(ssdBrowse);
   dramCapGb_ = dspin(0, 100000, 0, 1, tr("Most DRAM the run may use in GB; 0 = what is available"));
-  pf->addRow(tr("Backend"), backend_);
+  pf->addRow(tr("Backend"), backendRow);
   pf->addRow(tr("Device memory (GB)"), deviceGb_);
   pf->addRow(tr("Placement"), placementMode_);
   pf->addRow(tr("Optimizer state"), optimizerTier_);

@@ -1,7 +1,8 @@
 // NewRunPage: configure a run — model and dataset pickers with validation and preview, training
-// settings, tier placement, the plan from `spillway-worker plan`, Launch and "Copy command line".
-// GUI thread; the model check and the dataset preview run when a path is chosen, the plan in a
-// child process.
+// settings, the compute backend with this machine's GPU, tier placement, the plan from
+// `spillway-worker plan`, Launch and "Copy command line". GUI thread; the model check and the
+// dataset preview run when a path is chosen, the GPU probe once on a pool thread (GpuProbe), the
+// plan in a child process.
 #pragma once
 
 #include <QWidget>
@@ -24,6 +25,7 @@ class QCustomPlot;
 
 namespace spillway::ui {
 
+class GpuProbe;
 class PlanView;
 
 class NewRunPage : public QWidget {
@@ -41,6 +43,8 @@ class NewRunPage : public QWidget {
   const ModelInfo& modelInfo() const { return model_; }
   const DatasetPreview& datasetPreview() const { return dataset_; }
   PlanView* planView() const { return planView_; }
+  // The GPU probe started with the page; its text() is what the label by the backend choice shows.
+  const GpuProbe* gpuProbe() const { return gpuProbe_; }
 
   // Writes job.json into a new folder under the jobs folder and returns its path ("" + error).
   QString writeJob(QString* error);
@@ -74,6 +78,8 @@ class NewRunPage : public QWidget {
       *seed_;
   QDoubleSpinBox *lr_, *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
   QComboBox *schedule_, *backend_, *placementMode_, *optimizerTier_, *masterTier_;
+  QLabel* gpuLabel_;
+  GpuProbe* gpuProbe_;
   QLineEdit* ssdDir_;
   PlanView* planView_;
   QPushButton *planButton_, *launchButton_, *copyButton_;

@@ -71,12 +71,21 @@ bool RunSeries::apply(const QByteArray& line) {
       if (cap <= 0 && tier == "ssd") cap = o["total_bytes"].toDouble();
       if (cap > 0) tierCapacity[tier] = cap;
     }
+    if (e.contains("gpu_mem_used_bytes"))
+      tierMeasuredBytes["hbm"].append(t, e["gpu_mem_used_bytes"].toDouble());
+    if (tierCapacity.value("hbm", 0) <= 0 && e["gpu_mem_total_bytes"].toDouble() > 0)
+      tierCapacity["hbm"] = e["gpu_mem_total_bytes"].toDouble();
     const QJsonObject links = e["links"].toObject();
     for (const QString& l : {QStringLiteral("h2d"), QStringLiteral("d2h"),
                              QStringLiteral("ssd_read"), QStringLiteral("ssd_write")}) {
       const QString key = l + "_gbps";
       if (links.contains(key)) linkGbps[l].append(t, links[key].toDouble());
     }
+    if (e.contains("pcie_rx_gbps")) pcieGbps["rx"].append(t, e["pcie_rx_gbps"].toDouble());
+    if (e.contains("pcie_tx_gbps")) pcieGbps["tx"].append(t, e["pcie_tx_gbps"].toDouble());
+    if (e.contains("gpu_util_pct")) gpuUtilPct.append(t, e["gpu_util_pct"].toDouble());
+    if (e.contains("gpu_power_w")) gpuPowerW.append(t, e["gpu_power_w"].toDouble());
+    if (e.contains("gpu_temp_c")) gpuTempC.append(t, e["gpu_temp_c"].toDouble());
   } else if (type == "span") {
     Span s;
     s.layer = e["layer"].isNull() ? -1 : e["layer"].toInt();

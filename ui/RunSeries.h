@@ -1,6 +1,6 @@
 // RunSeries: the chart data of one run, built from its events.jsonl lines — bounded ring buffers
-// (STYLE.md 11) of steps, evals, tier samples by category, link throughput, timeline spans and log
-// lines. Filled by EventTail on the GUI thread's timer tick (parsing a tick's new lines is cheap);
+// (STYLE.md 11) of steps, evals, tier samples by category, link throughput, GPU telemetry, timeline
+// spans and log lines. Filled by EventTail on the GUI thread's timer tick (parsing a tick's new lines is cheap);
 // read by the Live and Compare pages. Not thread-safe.
 #pragma once
 
@@ -39,7 +39,13 @@ struct RunSeries {
   // Per sample, x = t (seconds): bytes by tier ("hbm", "dram", "ssd") and category.
   QMap<QString, QMap<QString, Ring>> tierBytes;
   QMap<QString, double> tierCapacity;  // bytes, 0 = unknown
+  // The memory a tier's device reports in use, by tier: "hbm" from gpu_mem_used_bytes (the whole
+  // GPU as NVML or cudaMemGetInfo see it, against the engine's own accounting in tierBytes).
+  QMap<QString, Ring> tierMeasuredBytes;
   QMap<QString, Ring> linkGbps;        // "h2d", "d2h", "ssd_read", "ssd_write"
+  // GPU telemetry (NVML), x = t; a ring stays empty while the worker does not report its metric.
+  Ring gpuUtilPct, gpuPowerW, gpuTempC;
+  QMap<QString, Ring> pcieGbps;  // "rx" (host -> GPU), "tx" (GPU -> host)
   QVector<Span> spans;                 // the most recent, bounded
   QStringList log;                     // log and error lines, bounded
   qint64 logTotal = 0;                 // lines ever appended; log holds the last log.size() of them

@@ -41,7 +41,12 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   capacity_ = addGraph();
   capacity_->setName(tr("capacity"));
   capacity_->setPen(QPen(Qt::red, 1.5, Qt::DashLine));
+  measured_ = addGraph();
+  measured_->setName(tr("in use on the device"));
+  measured_->setPen(QPen(palette().color(QPalette::WindowText), 1.5));
+  measured_->setVisible(false);
   placeLegendBelow(this, 4);
+  measured_->removeFromLegend();
   unavailable_ = new QCPItemText(this);
   unavailable_->position->setType(QCPItemPosition::ptAxisRectRatio);
   unavailable_->position->setCoords(0.5, 0.5);
@@ -52,6 +57,10 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
 
 QString TierChart::heading() const {
   return heading_->text();
+}
+
+bool TierChart::measuredShown() const {
+  return measured_->visible();
 }
 
 void TierChart::update(const RunSeries& series) {
@@ -74,7 +83,9 @@ void TierChart::update(const RunSeries& series) {
     for (int k = 0; k < x.size(); ++k) base[k] += aligned[k];
     stacked.push_back(base);
   }
-  const double top = base.isEmpty() ? 0 : *std::max_element(base.begin(), base.end());
+  const Ring measured = series.tierMeasuredBytes.value(tier_);
+  double top = base.isEmpty() ? 0 : *std::max_element(base.begin(), base.end());
+  for (double v : measured.y) top = std::max(top, v);
   const double capBytes = series.tierCapacity.value(tier_, 0);
   const bool showCap = capBytes > 0 && top >= 0.05 * capBytes;
   const ByteUnit unit = byteUnitFor(showCap ? capBytes : top);
@@ -84,18 +95,27 @@ void TierChart::update(const RunSeries& series) {
     layers_[i]->setData(x, y, true);
   }
   const double cap = capBytes / unit.bytes;
-  if (showCap && !x.isEmpty()) {
-    capacity_->setData({x.first(), x.last()}, {cap, cap}, true);
+  const QVector<double>& tx = x.isEmpty() ? measured.x : x;  // the time axis of what is shown
+  if (showCap && !tx.isEmpty()) {
+    capacity_->setData({tx.first(), tx.last()}, {cap, cap}, true);
   } else {
     capacity_->data()->clear();
   }
+  QVector<double> my = measured.y;
+  for (double& v : my) v /= unit.bytes;
+  measured_->setData(measured.x, my, true);
+  if (measured_->visible() != !measured.isEmpty()) {
+    measured_->setVisible(!measured.isEmpty());
+    measured.isEmpty() ? measured_->removeFromLegend() : measured_->addToLegend();
+  }
   yAxis->setLabel(unit.name);
-  unavailable_->setVisible(x.isEmpty());
+  unavailable_->setVisible(x.isEmpty() && measured.isEmpty());
   QString text = title_;
   if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(base.last()));
   if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));
+  if (!measured.isEmpty()) text += tr(" · %1 in use on the device").arg(formatBytes(measured.lastY()));
   heading_->setText(text);
-  if (!x.isEmpty()) xAxis->setRange(x.first(), std::max(x.last(), x.first() + 1));
+  if (!tx.isEmpty()) xAxis->setRange(tx.first(), std::max(tx.last(), tx.first() + 1));
   yAxis->setRange(
       0, top > 0 || showCap ? std::max(top / unit.bytes * 1.15, showCap ? cap * 1.05 : 0.0) : 1.0);
   replot(rpQueuedReplot);

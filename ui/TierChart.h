@@ -1,5 +1,8 @@
 // TierChart: one memory tier's bytes by category as a stacked area over time, with the tier's
-// capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below).
+// capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below),
+// and, where the device reports its own use (HBM: the GPU's memory in use, NVML or cudaMemGetInfo),
+// that as a solid line over the stack: the gap is what the CUDA context, the allocator and other
+// processes hold beyond the engine's accounting.
 // update() copies the series' ring buffers and queues one replot. A tier the worker does not
 // report is shown as unavailable, never as zero (STYLE.md 10). The y unit follows the data (kB to
 // TB); when the tier's use is under 5% of its capacity the axis fits the data and the heading
@@ -20,12 +23,14 @@ class TierChart : public QCustomPlot {
   TierChart(const QString& tier, const QString& title, QWidget* parent = nullptr);
   void update(const RunSeries& series);
   QString heading() const;  // e.g. "DRAM (host): 4.16 MB of 25.0 GB"
+  bool measuredShown() const;  // the device's own figure is drawn
   const QString& tier() const { return tier_; }
 
  private:
   QString tier_, title_;
   QCPTextElement* heading_;
   QCPGraph* capacity_;
+  QCPGraph* measured_;  // hidden (and out of the legend) while the device reports nothing
   QCPItemText* unavailable_;  // shown while the worker reports nothing for this tier
   QVector<QCPGraph*> layers_;
 };

@@ -6,9 +6,14 @@
 #include <QFile>
 #include <QImage>
 #include <QJsonDocument>
+#include <QComboBox>
+#include <QLabel>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QSignalSpy>
 #include <QTableWidget>
+#include <QTest>
+#include <QThread>
 #include <filesystem>
 #include <fstream>
 
@@ -16,14 +21,17 @@
 #include "ConfigDiff.h"
 #include "DatasetPreview.h"
 #include "EventTail.h"
+#include "GpuProbe.h"
 #include "HistoryPage.h"
 #include "JobSettings.h"
 #include "LivePage.h"
 #include "ModelInfo.h"
+#include "NewRunPage.h"
 #include "PlanResult.h"
 #include "PlanView.h"
 #include "RunHistoryModel.h"
 #include "RunSeries.h"
+#include "TierChart.h"
 #include "TimelineView.h"
 #include "test-data.h"
 
@@ -209,6 +217,110 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
   auto* log = live.findChild<QPlainTextEdit*>();
   ASSERT_NE(log, nullptr);
   EXPECT_TRUE(log->toPlainText().endsWith("line 2599"));
+}
+
+TierChart* hbmChart(const LivePage& live) {
+  for (TierChart* c : live.findChildren<TierChart*>())
+    if (c->tier() == "hbm") return c;
+  return nullptr;
+}
+
+TEST(LivePage, GpuSeriesShownWhenTheSamplesCarryGpuFieldsAndHiddenWithout) {
+  TempDir gpuRun, cpuRun;
+  {
+    std::ofstream f(gpuRun.path() + "/events.jsonl");
+    f << R"({"type":"plan","t":0.1,"fits":true,"machine":{"h2d_bytes_per_s":5.5e10,"d2h_bytes_per_s":5.3e10}})"
+      << "\n";
+    for (int i = 1; i <= 3; ++i)
+      f << R"({"type":"sample","t":)" << i
+        << R"(,"tiers":{"hbm":{"weights_bytes":2e9,"workspace_bytes":1e9}},"links":{"h2d_gbps":20,"d2h_gbps":10},)"
+        << R"("gpu_util_pct":87,"gpu_mem_used_bytes":4.5e9,"gpu_mem_total_bytes":8.5e10,"pcie_tx_gbps":10.5,)"
+        << R"("pcie_rx_gbps":21.25,"gpu_power_w":412.4,"gpu_temp_c":63})"
+        << "\n";
+  }
+  {
+    std::ofstream f(cpuRun.path() + "/events.jsonl");
+    f << R"({"type":"sample","t":1,"tiers":{"hbm":{"weights_bytes":1000}},"links":{"h2d_gbps":2.5}})"
+      << "\n";
+  }
+
+  LivePage live;
+  live.attach(q(gpuRun.path()), 12345);
+  const RunSeries& s = live.series();
+  EXPECT_EQ(s.gpuUtilPct.size(), 3);
+  EXPECT_DOUBLE_EQ(s.pcieGbps["rx"].lastY(), 21.25);
+  EXPECT_DOUBLE_EQ(s.tierMeasuredBytes["hbm"].lastY(), 4.5e9);
+  EXPECT_DOUBLE_EQ(s.tierCapacity["hbm"], 8.5e10);  // no declared capacity: the GPU's size
+  EXPECT_TRUE(live.gpuSeriesShown());
+  EXPECT_EQ(live.gpuLegend(), "GPU busy 87% · 412 W · 63 °C");
+  EXPECT_TRUE(live.linkCapacityShown());
+  EXPECT_EQ(live.linkLegend()[1], "d2h 10.00 GB/s (19% of 53.0 GB/s)");  // its own measured rate
+  TierChart* hbm = hbmChart(live);
+  ASSERT_NE(hbm, nullptr);
+  EXPECT_TRUE(hbm->measuredShown());
+  EXPECT_EQ(hbm->heading(), "HBM (device): 3.00 GB of 85.0 GB · 4.50 GB in use on the device")
+      << hbm->heading().toStdString();
+
+  // The same page on a run without GPU metrics: every GPU series hides again.
+  live.attach(q(cpuRun.path()), 12345);
+  EXPECT_TRUE(live.series().gpuUtilPct.isEmpty());
+  EXPECT_FALSE(live.gpuSeriesShown());
+  EXPECT_TRUE(live.gpuLegend().isEmpty());
+  EXPECT_FALSE(live.linkCapacityShown());  // no plan: no measured capacity to draw
+  EXPECT_FALSE(hbm->measuredShown());
+}
+
+TEST(GpuProbe, ProbesOffTheGuiThreadAndSaysWhatItFound) {
+  Qt::HANDLE probedOn = nullptr;
+  GpuProbe found(
+      [&probedOn](compute::DeviceInfo* info, std::string*) {
+        probedOn = QThread::currentThreadId();
+        info->name = "NVIDIA H100 80GB HBM3";
+        info->total_bytes = 85'031'714'816ull;
+        info->compute_capability = 90;
+        return true;
+      },
+      nullptr);
+  QSignalSpy spy(&found, &GpuProbe::finished);
+  found.start();
+  EXPECT_EQ(found.text(), "probing GPU…");
+  ASSERT_TRUE(spy.wait(10000));
+  EXPECT_NE(probedOn, QThread::currentThreadId());
+  EXPECT_TRUE(found.answer().usable);
+  EXPECT_EQ(spy.takeFirst().at(0).toString(), "NVIDIA H100 80GB HBM3 · 85.0 GB · sm_90");
+
+  GpuProbe none(
+      [](compute::DeviceInfo*, std::string* why) {
+        *why = "cpu: no CUDA backend module (libspillway-cuda.so not found)";
+        return false;
+      },
+      nullptr);
+  QSignalSpy noneSpy(&none, &GpuProbe::finished);
+  none.start();
+  ASSERT_TRUE(noneSpy.wait(10000));
+  EXPECT_EQ(none.text(), "no usable GPU: cpu: no CUDA backend module (libspillway-cuda.so not found)");
+}
+
+TEST(NewRunPage, OffersCudaAndShowsTheGpuProbe) {
+  NewRunPage page;
+  QComboBox* backend = nullptr;
+  for (QComboBox* c : page.findChildren<QComboBox*>())
+    if (c->findText("cuda") >= 0) backend = c;
+  ASSERT_NE(backend, nullptr);
+  EXPECT_EQ(backend->count(), 3);
+  EXPECT_EQ(backend->itemText(0), "auto");
+  EXPECT_EQ(backend->itemText(1), "cpu");
+  QLabel* label = nullptr;
+  for (QLabel* l : page.findChildren<QLabel*>())
+    if (l->text() == page.gpuProbe()->text()) label = l;
+  ASSERT_NE(label, nullptr);
+  for (int waited = 0; waited < 30000 && !page.gpuProbe()->done(); waited += 50) QTest::qWait(50);
+  ASSERT_TRUE(page.gpuProbe()->done());
+  // This machine's answer, whatever it is: a GPU's name, or why there is none.
+  EXPECT_EQ(label->text(), page.gpuProbe()->text());
+  if (!page.gpuProbe()->answer().usable) {
+    EXPECT_TRUE(label->text().startsWith("no usable GPU: ")) << label->text().toStdString();
+  }
 }
 
 TEST(TimelineView, ShowsTheLatestDetailedStepFramedByItsStepSpan) {
