@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "run-files.h"
 #include "test-data.h"
 #include "train/checkpoint.h"
 #include "worker-process.h"
@@ -26,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using testing::checkpoint_files;
 
 constexpr int kSteps = 8;
 
@@ -58,16 +60,6 @@ class SsdResumeTest : public ::testing::Test {
   testing::TempDir tmp_;
   std::vector<std::string> env_;
 };
-
-// Files of the final checkpoint that must match: weights and every block's moments.
-std::vector<std::string> checkpoint_files(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") out.push_back(fs::relative(e.path(), dir).string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
   SPILLWAY_REQUIRE_DATA();

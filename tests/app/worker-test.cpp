@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "history/run-store.h"
 #include "model/safetensors.h"
+#include "run-files.h"
 #include "test-data.h"
 #include "train/inference.h"
 #include "worker-process.h"
@@ -24,24 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::vector<json> read_events(const std::string& run_dir) {
-  std::vector<json> out;
-  std::ifstream f(run_dir + "/events.jsonl");
-  for (std::string line; std::getline(f, line);) {
-    json j = json::parse(line, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << line;
-    if (!j.is_discarded()) out.push_back(j);
-  }
-  return out;
-}
-
-std::vector<json> of_type(const std::vector<json>& events, const std::string& type) {
-  std::vector<json> out;
-  for (const auto& e : events) {
-    if (e["type"] == type) out.push_back(e);
-  }
-  return out;
-}
+using testing::of_type;
+using testing::read_events;
 
 // Writes the golden batches as pre-tokenized JSONL in the Hugging Face convention (labels aligned
 // with input_ids, the model shifts): one extra id at the end carries the last target.
