@@ -123,6 +123,8 @@ struct DeviceInfo {
   int compute_capability = 0;     // 90 for sm_90; 0 on the CPU
   int multiprocessors = 0;        // SMs; threads on the CPU
   std::string driver;             // "CUDA driver 13.0, runtime 13.0"; empty on the CPU
+  std::string pci_bus_id;         // "0000:01:00.0" (domain:bus:device.function); empty on the CPU.
+                                  // Names the same GPU to NVML whatever CUDA_VISIBLE_DEVICES says
 };
 
 class Backend {

@@ -37,6 +37,7 @@ Result<const NvmlApi*> load_once() {
   resolve(lib, "nvmlInit_v2", &api.init, &missing);
   resolve(lib, "nvmlShutdown", &api.shutdown, &missing);
   resolve(lib, "nvmlDeviceGetHandleByIndex_v2", &api.device_get_handle_by_index, &missing);
+  resolve(lib, "nvmlDeviceGetHandleByPciBusId_v2", &api.device_get_handle_by_pci_bus_id, &missing);
   resolve(lib, "nvmlDeviceGetName", &api.device_get_name, &missing);
   resolve(lib, "nvmlDeviceGetUtilizationRates", &api.device_get_utilization_rates, &missing);
   resolve(lib, "nvmlDeviceGetMemoryInfo", &api.device_get_memory_info, &missing);
@@ -67,6 +68,23 @@ Result<GpuMonitor> GpuMonitor::open(unsigned int index) {
 }
 
 Result<GpuMonitor> GpuMonitor::open(unsigned int index, const NvmlApi& api) {
+  return open_with(api, index, "NVML index " + std::to_string(index),
+                   [index](const NvmlApi& a, nvml::Device* d) { return a.device_get_handle_by_index(index, d); });
+}
+
+Result<GpuMonitor> GpuMonitor::open(const std::string& pci_bus_id) {
+  SPW_ASSIGN_OR_RETURN(const NvmlApi* api, load_nvml());
+  return open(pci_bus_id, *api);
+}
+
+Result<GpuMonitor> GpuMonitor::open(const std::string& pci_bus_id, const NvmlApi& api) {
+  return open_with(api, 0, "PCI address " + pci_bus_id, [&pci_bus_id](const NvmlApi& a, nvml::Device* d) {
+    return a.device_get_handle_by_pci_bus_id(pci_bus_id.c_str(), d);
+  });
+}
+
+Result<GpuMonitor> GpuMonitor::open_with(const NvmlApi& api, unsigned int index, const std::string& where,
+                                         const std::function<nvml::Return(const NvmlApi&, nvml::Device*)>& find) {
   nvml::Return r = api.init();
   if (r != nvml::kSuccess) {
     return unsupported("GPU telemetry unavailable: nvmlInit failed: " + nvml_error(api, r) +
@@ -74,10 +92,9 @@ Result<GpuMonitor> GpuMonitor::open(unsigned int index, const NvmlApi& api) {
   }
   // From here the session is the monitor's: its destructor shuts NVML down on every return.
   GpuMonitor monitor(&api, nullptr, index, {});
-  r = api.device_get_handle_by_index(index, &monitor.device_);
+  r = find(api, &monitor.device_);
   if (r != nvml::kSuccess) {
-    return not_found("GPU telemetry unavailable: no GPU at NVML index " + std::to_string(index) +
-                     ": " + nvml_error(api, r));
+    return not_found("GPU telemetry unavailable: no GPU at " + where + ": " + nvml_error(api, r));
   }
   char name[nvml::kDeviceNameBufferSize] = {};
   if (api.device_get_name(monitor.device_, name, sizeof(name)) == nvml::kSuccess) {

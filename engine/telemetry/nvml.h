@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -51,6 +52,8 @@ struct NvmlApi {
   nvml::Return (*init)();      // nvmlInit_v2
   nvml::Return (*shutdown)();  // nvmlShutdown
   nvml::Return (*device_get_handle_by_index)(unsigned int index, nvml::Device* device);  // _v2
+  // nvmlDeviceGetHandleByPciBusId_v2: "0000:01:00.0" as cudaDeviceGetPCIBusId writes it
+  nvml::Return (*device_get_handle_by_pci_bus_id)(const char* pci_bus_id, nvml::Device* device);
   nvml::Return (*device_get_name)(nvml::Device device, char* name, unsigned int length);
   nvml::Return (*device_get_utilization_rates)(nvml::Device device, nvml::Utilization* out);
   nvml::Return (*device_get_memory_info)(nvml::Device device, nvml::Memory* out);
@@ -88,6 +91,11 @@ class GpuMonitor {
   static Result<GpuMonitor> open(unsigned int index);
   // The same through `api` (tests inject fakes); `api` must outlive the monitor.
   static Result<GpuMonitor> open(unsigned int index, const NvmlApi& api);
+  // Opens the GPU at PCI address `pci_bus_id` ("0000:01:00.0", DeviceInfo::pci_bus_id): the same
+  // GPU the CUDA backend runs on, whatever the ordering and CUDA_VISIBLE_DEVICES. kNotFound when no
+  // GPU has that address; otherwise as open(index).
+  static Result<GpuMonitor> open(const std::string& pci_bus_id);
+  static Result<GpuMonitor> open(const std::string& pci_bus_id, const NvmlApi& api);
 
   GpuMonitor(GpuMonitor&& other) noexcept;
   GpuMonitor& operator=(GpuMonitor&& other) noexcept;
@@ -104,6 +112,9 @@ class GpuMonitor {
   GpuSample sample();
 
  private:
+  // nvmlInit, then `find` the device (`where` names it in the error); index_ is `index`.
+  static Result<GpuMonitor> open_with(const NvmlApi& api, unsigned int index, const std::string& where,
+                                      const std::function<nvml::Return(const NvmlApi&, nvml::Device*)>& find);
   GpuMonitor(const NvmlApi* api, nvml::Device device, unsigned int index, std::string name)
       : api_(api), device_(device), index_(index), name_(std::move(name)) {}
 

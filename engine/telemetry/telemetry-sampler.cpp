@@ -41,9 +41,14 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
       options_(std::move(options)),
       start_(std::chrono::steady_clock::now()) {
   if (!options_.ssd_path.empty()) disk_ = DiskStatsReader::for_path(options_.ssd_path);
-  if (options_.gpu_index) {
-    auto gpu = options_.nvml ? GpuMonitor::open(*options_.gpu_index, *options_.nvml)
-                             : GpuMonitor::open(*options_.gpu_index);
+  if (!options_.gpu_pci_bus_id.empty() || options_.gpu_index) {
+    const NvmlApi* api = options_.nvml;
+    Result<GpuMonitor> gpu = unsupported("no NVML");
+    if (!options_.gpu_pci_bus_id.empty()) {
+      gpu = api ? GpuMonitor::open(options_.gpu_pci_bus_id, *api) : GpuMonitor::open(options_.gpu_pci_bus_id);
+    } else {
+      gpu = api ? GpuMonitor::open(*options_.gpu_index, *api) : GpuMonitor::open(*options_.gpu_index);
+    }
     if (gpu.ok()) {
       gpu_.emplace(std::move(gpu).value());
     } else {

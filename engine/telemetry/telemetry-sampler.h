@@ -65,8 +65,10 @@ struct TelemetrySamplerOptions {
   // nullopt: device_* fields are absent. Called on the sampler thread.
   std::function<std::optional<DeviceMemory>()> device_memory;
   // The GPU whose utilisation, memory, PCIe traffic, power and temperature go into each sample, by
-  // NVML index (see GpuMonitor::open); none for a run without a GPU. When NVML cannot open it the
+  // PCI address (DeviceInfo::pci_bus_id: the backend's own GPU) or, when that is empty, by NVML
+  // index (see GpuMonitor::open); neither for a run without a GPU. When NVML cannot open it the
   // sampler runs without these keys and gpu_status() says why.
+  std::string gpu_pci_bus_id;
   std::optional<unsigned int> gpu_index;
   // NVML entry points to use instead of the system's libnvidia-ml (tests); null: load_nvml().
   const NvmlApi* nvml = nullptr;
@@ -99,7 +101,7 @@ class TelemetrySampler {
   std::uint64_t samples_taken() const;
   // The last write error from the event writer (ok when none); the thread keeps sampling regardless.
   Status last_error() const;
-  // Why the GPU named by options.gpu_index is not monitored (ok when it is, or when none was named):
+  // Why the GPU named by options.gpu_pci_bus_id or gpu_index is not monitored (ok when it is, or when none was named):
   // for the run's log, e.g. "GPU telemetry unavailable: cannot load libnvidia-ml.so.1 (...)".
   const Status& gpu_status() const { return gpu_status_; }
 

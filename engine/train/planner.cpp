@@ -115,8 +115,9 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   }
 
   // Step time: compute at the backend's measured GEMM rate, the host link each way, the SSD, and the
-  // CPU optimizer: the gradient norm (one pass over the fp32 gradients on the training thread,
-  // before the next step starts) and AdamW (measured, or 28 B/param of DRAM traffic: read p, g,
+  // CPU optimizer: the gradient norm (the engine reduces each block's fp32 gradient on the
+  // backend as it is produced: on the CPU a pass over the gradients on the same cores; on a GPU a
+  // few milliseconds of HBM reads under the download, counted as none) and AdamW (measured, or 28 B/param of DRAM traffic: read p, g,
   // m, v; write p, m, v).
   const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
   const StepFlops flops = step_flops(config, tokens, job.seq_len);
@@ -136,7 +137,7 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   const double ssd_bw = machine.ssd_bytes_per_s > 0 ? machine.ssd_bytes_per_s : 2e9;
   const double ssd_s = 2.0 * static_cast<double>(ssd_needed) / ssd_bw;  // read and write back every step
   const double host_bw = std::max(machine.host_mem_bytes_per_s, 1.0);
-  const double grad_norm_s = 4.0 * P / host_bw;
+  const double grad_norm_s = cpu ? 4.0 * P / host_bw : 0.0;
   const double adamw_s = machine.adamw_params_per_s > 0 ? P / machine.adamw_params_per_s : 28.0 * P / host_bw;
   const double optimizer_s = grad_norm_s + adamw_s;
   // On the CPU backend compute, copies and the optimizer share the same cores: they add up. On a

@@ -100,6 +100,7 @@ struct Trainer::Impl {
   std::unique_ptr<ScratchFolder> scratch;  // ssd_folder, removed when the run ends
 
   ~Impl() {
+    sampler.reset();  // its thread reads counters and the backend, declared after it
     optimizer.reset();
     opt_state.reset();
     scratch.reset();
@@ -245,7 +246,18 @@ struct Trainer::Impl {
     RunStore* s = store.get();
     std::string id = run_id;
     so.on_sample = [s, id](double t, const nlohmann::json& sample) { (void)s->add_sample(id, t, sample.dump()); };
+    if (backend->name() != "cpu") {
+      // The GPU's own HBM use and NVML's utilisation, PCIe, power and temperature in each sample.
+      so.gpu_pci_bus_id = backend->device_info().pci_bus_id;
+      compute::Backend* b = backend.get();
+      so.device_memory = [b]() -> std::optional<DeviceMemory> {
+        size_t free_bytes = 0, total_bytes = 0;
+        if (!b->device_memory_info(&free_bytes, &total_bytes).ok()) return std::nullopt;
+        return DeviceMemory{total_bytes, free_bytes};
+      };
+    }
     sampler = std::make_unique<TelemetrySampler>(counters, events.get(), so);
+    if (!sampler->gpu_status().ok()) log(LogLevel::kWarn, sampler->gpu_status().message());
     if (hooks.on_started) hooks.on_started(run_id, run_dir);
     return {};
   }

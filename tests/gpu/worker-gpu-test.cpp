@@ -226,6 +226,19 @@ TEST_F(WorkerGpu, HeldOutLossWithinTwoPercentOfCpu) {
     EXPECT_GT(plan["machine"]["d2h_bytes_per_s"].get<double>(), 0);
     EXPECT_GT(plan["machine"]["duplex_bytes_per_s"].get<double>(), 0);
     EXPECT_GT(plan["machine"]["adamw_params_per_s"].get<double>(), 0);
+
+    // Live's GPU series: the samples carry the GPU's own memory (cudaMemGetInfo) and NVML's
+    // readings of the GPU the backend runs on.
+    const auto samples = of_type(gpu_events, "sample");
+    ASSERT_FALSE(samples.empty());
+    const json& last = samples.back();
+    std::printf("last sample: hbm %s, gpu_util_pct %s, gpu_mem_used_bytes %s, pcie_rx_gbps %s\n",
+                last["tiers"]["hbm"].dump().c_str(), last.value("gpu_util_pct", json()).dump().c_str(),
+                last.value("gpu_mem_used_bytes", json()).dump().c_str(), last.value("pcie_rx_gbps", json()).dump().c_str());
+    EXPECT_GT(last["tiers"]["hbm"].value("device_total_bytes", 0.0), 1e9);
+    EXPECT_GT(last["tiers"]["hbm"].value("device_free_bytes", 0.0), 0.0);
+    EXPECT_GT(last.value("gpu_mem_total_bytes", 0.0), 1e9) << "NVML did not watch the run's GPU";
+    EXPECT_TRUE(last.contains("gpu_util_pct"));
   }
 }
 

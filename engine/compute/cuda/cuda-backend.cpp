@@ -219,6 +219,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   info.compute_capability = sm;
   info.multiprocessors = p.multiProcessorCount;
   info.driver = "CUDA driver " + cuda_version(driver) + ", runtime " + cuda_version(runtime);
+  char bus_id[32] = {};  // "0000:01:00.0" is 12 characters; 13 with the terminator
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) == cudaSuccess) info.pci_bus_id = bus_id;
   std::unique_ptr<CudaBackend> backend(new CudaBackend(device, std::move(info)));
   SPW_RETURN_IF_ERROR(backend->init());
   return backend;

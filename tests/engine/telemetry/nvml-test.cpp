@@ -36,6 +36,11 @@ nvml::Return fake_handle(unsigned int index, nvml::Device* device) {
   *device = kDevice;
   return nvml::kSuccess;
 }
+nvml::Return fake_handle_by_bus(const char* bus_id, nvml::Device* device) {
+  if (std::strcmp(bus_id, "0000:4A:00.0") != 0) return 6;  // NVML_ERROR_NOT_FOUND
+  *device = kDevice;
+  return nvml::kSuccess;
+}
 nvml::Return fake_name(nvml::Device, char* name, unsigned int length) {
   std::strncpy(name, "NVIDIA H100 80GB HBM3", length - 1);
   return nvml::kSuccess;
@@ -69,9 +74,9 @@ const char* fake_error_string(nvml::Return r) {
   return r == 9 ? "Driver Not Loaded" : "Invalid Argument";
 }
 
-const NvmlApi kFakeApi = {fake_init,   fake_shutdown, fake_handle, fake_name,
-                          fake_util,   fake_memory,   fake_pcie,   fake_power,
-                          fake_temperature, fake_error_string};
+const NvmlApi kFakeApi = {fake_init,        fake_shutdown, fake_handle, fake_handle_by_bus,
+                          fake_name,        fake_util,     fake_memory, fake_pcie,
+                          fake_power,       fake_temperature, fake_error_string};
 
 class Nvml : public testing::Test {
  protected:
@@ -135,6 +140,30 @@ TEST_F(Nvml, MissingMetricsAreAbsentAndUnsupportedOnesAreNotAskedAgain) {
   EXPECT_EQ(second.temp_c, 63.0);
   EXPECT_FALSE(second.power_w.has_value());
   EXPECT_EQ(fake.power_calls, 1);
+}
+
+// The trainer names its GPU by the PCI address the CUDA backend reports, so NVML watches the GPU
+// that trains whatever CUDA_VISIBLE_DEVICES and the device ordering say.
+TEST_F(Nvml, OpensTheGpuAtAPciAddress) {
+  auto gpu = GpuMonitor::open(std::string("0000:4A:00.0"), kFakeApi);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  EXPECT_EQ(gpu->name(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpu->sample().util_pct, 87.0);
+
+  auto other = GpuMonitor::open(std::string("0000:01:00.0"), kFakeApi);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(other.status().message().find("no GPU at PCI address 0000:01:00.0"), std::string::npos)
+      << other.status().message();
+
+  TelemetrySamplerOptions opt;
+  opt.gpu_pci_bus_id = "0000:4A:00.0";
+  opt.gpu_index = 3;  // ignored: the address wins
+  opt.nvml = &kFakeApi;
+  TierCounters counters;
+  TelemetrySampler sampler(counters, nullptr, opt);
+  EXPECT_TRUE(sampler.gpu_status().ok()) << sampler.gpu_status().to_string();
+  EXPECT_EQ(sampler.sample_once().value("gpu_util_pct", -1.0), 87.0);
 }
 
 TEST_F(Nvml, OpenFailuresSayWhyAndShutDown) {
