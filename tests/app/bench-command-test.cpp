@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -107,6 +108,27 @@ TEST(BenchCommand, SweepsEveryCombinationInOneProcess) {
     EXPECT_EQ(rows[i]["tokens_per_step"], 128);
     EXPECT_GT(rows[i]["tokens_per_s"].get<double>(), 0);
   }
+}
+
+// --checkpoints host keeps every activation checkpoint in pinned host memory: less HBM, and the
+// checkpoints cross the link (down after the forward, up again for the backward).
+TEST(BenchCommand, CheckpointsOnTheHostTradeHbmForLinkBytes) {
+  std::map<std::string, json> by_place;
+  for (const char* place : {"device", "host"}) {
+    RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len", "32",
+                       "--micro-batches", "2", "--checkpoints", place, "--steps", "1", "--warmup", "1", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    by_place[place] = json::parse(r.out);
+    EXPECT_EQ(by_place[place]["checkpoints"], place);
+  }
+  const json &device = by_place["device"], &host = by_place["host"];
+  EXPECT_LT(host["peak_hbm_bytes"].get<double>(), device["peak_hbm_bytes"].get<double>());
+  EXPECT_GT(host["h2d_bytes"].get<double>(), device["h2d_bytes"].get<double>());
+  EXPECT_GT(host["d2h_bytes"].get<double>(), device["d2h_bytes"].get<double>());
+
+  RunResult bad = run({"bench", "--model", "llama-tiny", "--checkpoints", "ssd"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--checkpoints is device or host, got 'ssd'"), std::string::npos) << bad.err;
 }
 
 TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
