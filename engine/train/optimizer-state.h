@@ -10,9 +10,9 @@
 // write straddles a checksum block. On the SSD each block has one group per kind — "m.<block>", "v.<block>" and, with the
 // master there, "master.<block>" (block names from ParameterLayout: "embed", "layer.3", "head") —
 // so the tier counters see optimizer and master bytes under their own categories. With the
-// master weights on the SSD, ModelState's master buffer is the compute copy the engine streams
-// (fp32 on the CPU backend, bf16 on CUDA): the store refreshes it from the updated master before
-// the block is released.
+// master weights on the SSD, ModelState's master buffer is the fp32 copy the engine streams (the
+// CUDA backend converts it to bf16 on the device): the store refreshes it from the updated master
+// before the block is released.
 //
 // The SSD store is working state, not a checkpoint: it is never reopened (resume reads the
 // checkpoint folder), so it is not fsynced; checkpoints copy the state out through read_block().
