@@ -122,10 +122,11 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
   const StepFlops flops = step_flops(config, tokens, job.seq_len);
   const double compute_s = flops.hardware / (std::max(machine.compute_flops, 1.0) * (cpu ? 1.0 : kGpuComputeEfficiency));
-  // Every block's fp32 master goes up for the forward and again for the backward; its fp32
-  // gradients come down once.
-  const double h2d_bytes = 2.0 * static_cast<double>(fp32) + (ckpt_on_device ? 0 : 2.0 * ckpt);
-  const double d2h_bytes = static_cast<double>(fp32) + (ckpt_on_device ? 0 : ckpt);
+  // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
+  // those still in a slot); its fp32 gradients come down once: the engine's own count.
+  const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
+  const double h2d_bytes = static_cast<double>(link.h2d) + (ckpt_on_device ? 0 : 2.0 * ckpt);
+  const double d2h_bytes = static_cast<double>(link.d2h) + (ckpt_on_device ? 0 : ckpt);
   const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0);
   const double h2d_s = h2d_bytes / h2d_bw;
   const double d2h_s = d2h_bytes / (machine.d2h_bytes_per_s > 0 ? machine.d2h_bytes_per_s : h2d_bw);

@@ -67,6 +67,23 @@ DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layo
   return p;
 }
 
+StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayout& layout,
+                                                            const StreamingConfig& config) {
+  const ModelConfig& c = layout.config();
+  const auto& blocks = layout.blocks();  // embedding, layers 1..L, head
+  const size_t L = static_cast<size_t>(c.num_layers);
+  const uint64_t tokens = tokens_per_step(config);
+  LinkBytes bytes;
+  const uint64_t fp32 = layout.total_numel() * sizeof(float);
+  bytes.h2d = fp32 + (c.tie_word_embeddings ? blocks[0].numel * sizeof(float) : 0);
+  const size_t others = c.tie_word_embeddings ? 2 : 1;  // blocks after the last layer in the slots
+  const size_t resident = std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
+  for (size_t l = 0; l + resident < L; ++l) bytes.h2d += blocks[1 + l].numel * sizeof(float);
+  bytes.h2d += 2 * tokens * sizeof(int32_t);
+  bytes.d2h = fp32 + tokens * sizeof(float) + blocks.size() * sizeof(double);
+  return bytes;
+}
+
 uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
                                                 const compute::Backend& backend) {
   const uint64_t ws = backend.workspace_bytes(op_shapes(layout.config(), config));

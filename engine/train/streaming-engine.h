@@ -136,6 +136,17 @@ class StreamingEngine {
   // backend at hand.
   static DeviceMemoryPlan plan_device_memory(const ParameterLayout& layout, const StreamingConfig& config, DType act,
                                              uint64_t backend_workspace_bytes);
+  // Bytes one training step moves across the host link, activations all on the device (checkpoints
+  // spilled to the host add theirs). Up: every block's fp32 master for the forward (a tied head's
+  // embedding a second time) and every layer's again for the backward, less the layers still in a
+  // weight slot when the backward starts (slots are reused least recently used: the last K - 1
+  // layers stay, K - 2 with a tied head holding the embedding), plus the token ids and labels
+  // (int32). Down: every block's fp32 gradient once, the per-token fp32 losses and the per-block
+  // double sums of squares. The engine's h2d_bytes() and d2h_bytes() move by exactly these.
+  struct LinkBytes {
+    uint64_t h2d = 0, d2h = 0;
+  };
+  static LinkBytes plan_link_bytes(const ParameterLayout& layout, const StreamingConfig& config);
   // Device bytes the engine needs on `backend` for `config` without checkpoints on the device.
   static uint64_t required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
                                         const compute::Backend& backend);

@@ -389,6 +389,37 @@ TEST(StreamingEngine, CheckpointPlacementChangesNoBit) {
   }
 }
 
+// The bytes a step moves across the link are the plan's (StreamingEngine::plan_link_bytes, what the
+// planner predicts), byte for byte: a tied head (stories260K) and an untied one (qwen2-tiny), 2
+// and 3 weight slots, one and several micro-batches; and the same on a second step.
+TEST(StreamingEngine, LinkBytesAreThePlans) {
+  SPILLWAY_REQUIRE_DATA();
+  for (const char* model : {"stories260K", "qwen2-tiny"}) {
+    Golden g = load_golden(model);
+    const auto ids = read_i32(*g.fb, "input_ids");
+    const auto labels = read_i32(*g.fb, "labels");
+    for (int slots : {2, 3}) {
+      for (int mb : {1, g.B}) {
+        SCOPED_TRACE(std::string(model) + ", " + std::to_string(slots) + " slots, micro-batch " + std::to_string(mb));
+        StreamingConfig cfg = golden_config(g, mb);
+        cfg.weight_slots = slots;
+        const uint64_t buffer = (uint64_t(mb) * g.T * g.layout.config().hidden_size * 4 + 255) / 256 * 256;
+        const uint64_t buffers = (uint64_t(g.layout.config().num_layers) + 2) * cfg.max_micro_batches;
+        Engine e = make_engine(g, cfg, /*strict=*/false, buffers * buffer);  // every activation on the device
+        ASSERT_TRUE(e.engine);
+        ASSERT_EQ(e.engine->memory_plan().checkpoint_bytes_host, 0u);
+        const StreamingEngine::LinkBytes plan = StreamingEngine::plan_link_bytes(g.layout, cfg);
+        const StepBatch batch = batch_of(ids, labels, g.B, g.T, mb);
+        for (int step = 1; step <= 2; ++step) {
+          ASSERT_TRUE(e.engine->forward_backward(batch).ok());
+          EXPECT_EQ(e.engine->h2d_bytes(), step * plan.h2d) << "step " << step;
+          EXPECT_EQ(e.engine->d2h_bytes(), step * plan.d2h) << "step " << step;
+        }
+      }
+    }
+  }
+}
+
 // The step's timeline comes from device events: every block's upload, compute and gradient
 // download as a span on the clock's reading at step start, inside the step; the compute stream's
 // busy time is the sum of its spans.
