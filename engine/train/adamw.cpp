@@ -2,13 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <vector>
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define SPW_ADAMW_STREAM 1
-#endif
 
 #include "compute/cpu/reduce.h"
 #include "core/thread-pool.h"
@@ -67,52 +61,6 @@ void update_tiles(float* __restrict p, float* __restrict m, float* __restrict v,
   }
 }
 
-#ifdef SPW_ADAMW_STREAM
-// The same update on AVX2, 8 lanes, with the same operations in the same order as update_one
-// (separate multiply and add, IEEE sqrt and divide: the same bits), but p, m and v written with
-// non-temporal stores. A plain store first reads the line it writes (read-for-ownership), so the
-// update moved 40 B per parameter (read p, g, m, v; read and write p, m, v); streaming stores move
-// 28, and nothing of these arrays is read again by the CPU soon (the next reader is the GPU's DMA
-// or the next step). Needs p, m, v 32-byte aligned; the sfence orders the stores before the
-// caller's barrier.
-__attribute__((target("avx2"))) void update_tiles_stream(float* p, float* m, float* v, const float* g, size_t tiles,
-                                                         float scale, const Coeffs& k) {
-  const __m256 decay_mul = _mm256_set1_ps(k.decay_mul), omb1 = _mm256_set1_ps(k.one_minus_b1),
-               b2 = _mm256_set1_ps(k.b2), omb2 = _mm256_set1_ps(k.one_minus_b2),
-               step_size = _mm256_set1_ps(k.step_size), inv_bc2_sqrt = _mm256_set1_ps(k.inv_bc2_sqrt),
-               eps = _mm256_set1_ps(k.eps), s = _mm256_set1_ps(scale);
-  const size_t n = tiles * kTile;
-  for (size_t i = 0; i < n; i += 8) {
-    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), s);
-    __m256 pi = _mm256_mul_ps(_mm256_load_ps(p + i), decay_mul);
-    __m256 mi = _mm256_load_ps(m + i);
-    mi = _mm256_add_ps(mi, _mm256_mul_ps(_mm256_sub_ps(gi, mi), omb1));
-    __m256 vi = _mm256_load_ps(v + i);
-    vi = _mm256_add_ps(_mm256_mul_ps(vi, b2), _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
-    const __m256 denom = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), inv_bc2_sqrt), eps);
-    pi = _mm256_sub_ps(pi, _mm256_div_ps(_mm256_mul_ps(step_size, mi), denom));
-    _mm256_stream_ps(p + i, pi);
-    _mm256_stream_ps(m + i, mi);
-    _mm256_stream_ps(v + i, vi);
-  }
-  _mm_sfence();
-}
-
-bool stream_aligned(const float* p, const float* m, const float* v) {
-  return ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v)) & 31) == 0;
-}
-#endif
-
-// The tiles of one thread's range: the streaming AVX2 body where the CPU has AVX2 and the arrays
-// are aligned, else the portable one; both give the same bits.
-void update_range_tiles(float* p, float* m, float* v, const float* g, size_t tiles, float scale, const Coeffs& k) {
-#ifdef SPW_ADAMW_STREAM
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2 && stream_aligned(p, m, v)) return update_tiles_stream(p, m, v, g, tiles, scale, k);
-#endif
-  update_tiles(p, m, v, g, tiles, scale, k);
-}
-
 }  // namespace
 
 void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count, const AdamWConfig& c,
@@ -122,7 +70,7 @@ void adamw_update_range(float* param, float* m, float* v, const float* grad, siz
   (pool ? *pool : ThreadPool::global()).parallel_for(
       tiles,
       [&](size_t b, size_t e) {
-        update_range_tiles(param + b * kTile, m + b * kTile, v + b * kTile, grad + b * kTile, e - b, grad_scale, k);
+        update_tiles(param + b * kTile, m + b * kTile, v + b * kTile, grad + b * kTile, e - b, grad_scale, k);
       },
       /*min_chunk=*/256);
   for (size_t i = tiles * kTile; i < count; ++i) update_one(param[i], m[i], v[i], grad[i] * grad_scale, k);
@@ -145,8 +93,8 @@ void adamw_update_block(const BlockLayout& block, float* param, float* m, float*
     for (; b < e; ++i) {
       const size_t end = std::min(e, first_tile[i + 1]);
       const size_t at = views[i].offset + (b - first_tile[i]) * kTile;
-      update_range_tiles(param + at, m + at, v + at, grad + at, end - b, grad_scale,
-                         views[i].decay ? with_decay : without);
+      update_tiles(param + at, m + at, v + at, grad + at, end - b, grad_scale,
+                   views[i].decay ? with_decay : without);
       b = end;
     }
   };
