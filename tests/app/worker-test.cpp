@@ -134,6 +134,7 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   // Start the same job, SIGKILL it as soon as its step-3 checkpoint exists, then resume from it.
   pid_t pid = testing::spawn_worker({"train", write_job("killed", job_for(killed))}, env_, tmp_.path() + "/k.out",
                                     tmp_.path() + "/k.err");
+  ASSERT_GT(pid, 0);
   const std::string ckpt = killed + "/checkpoints/step-000003";
   for (int i = 0; i < 2000 && !fs::exists(ckpt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // Then at a random moment of the next steps (mid-forward, mid-update, mid-write of SSD state).
@@ -294,6 +295,7 @@ TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
               {"train", {{"steps", 100000}, {"micro_batch_size", 4}, {"lr", 1e-3}}},
               {"output", {{"run_dir", run_dir}}}};
   pid_t pid = testing::spawn_worker({"train", write_job("signals", job)}, env_, tmp_.path() + "/s.out", tmp_.path() + "/s.err");
+  ASSERT_GT(pid, 0);
   auto wait_for = [&](const std::string& type, size_t count) {
     for (int i = 0; i < 3000; ++i) {
       if (fs::exists(run_dir + "/events.jsonl") && of_type(read_events(run_dir), type).size() >= count) return true;
