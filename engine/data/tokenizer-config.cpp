@@ -27,6 +27,15 @@ Status read_token(const json& j, const char* key, const std::string& file,
   return {};
 }
 
+// A flag that may be absent or null (left unset); anything but true or false is an error.
+Status read_flag(const json& j, const std::string& key, const std::string& file, std::optional<bool>& out) {
+  if (!j.contains(key) || j[key].is_null()) return {};
+  if (!j[key].is_boolean())
+    return corrupt(file + ": \"" + key + "\" is " + j[key].dump().substr(0, 40) + ", expected true or false");
+  out = j[key].get<bool>();
+  return {};
+}
+
 Result<json> read_json(const std::string& path) {
   SPW_ASSIGN_OR_RETURN(std::string text, read_file(path));
   try {
@@ -50,10 +59,8 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
     SPW_RETURN_IF_ERROR(read_token(j, "eos_token", config_path, cfg.eos_token));
     SPW_RETURN_IF_ERROR(read_token(j, "pad_token", config_path, cfg.pad_token));
     SPW_RETURN_IF_ERROR(read_token(j, "unk_token", config_path, cfg.unk_token));
-    if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean())
-      cfg.add_bos_token = j["add_bos_token"].get<bool>();
-    if (j.contains("add_eos_token") && j["add_eos_token"].is_boolean())
-      cfg.add_eos_token = j["add_eos_token"].get<bool>();
+    SPW_RETURN_IF_ERROR(read_flag(j, "add_bos_token", config_path, cfg.add_bos_token));
+    SPW_RETURN_IF_ERROR(read_flag(j, "add_eos_token", config_path, cfg.add_eos_token));
     if (j.contains("tokenizer_class") && j["tokenizer_class"].is_string())
       cfg.tokenizer_class = j["tokenizer_class"].get<std::string>();
     if (j.contains("chat_template")) {

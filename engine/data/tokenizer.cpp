@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "core/file-util.h"
 #include "data/sentencepiece-tokenizer.h"
 #include "data/tokenizer-config.h"
@@ -12,15 +14,34 @@ namespace spillway {
 
 namespace {
 
+// Runs `read`, a reader of `file` built on nlohmann::json, and turns the exception its accessors
+// throw for a field of the wrong type or a missing one (a flag that is null, a number where a
+// string belongs: cases the readers do not check one by one) into a clear error naming the file,
+// instead of an uncaught exception that aborts the process.
+template <typename Read>
+auto json_guard(const std::string& file, Read read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(file + ": a field has the wrong type or is missing (" + e.what() +
+                   "); is it a Hugging Face tokenizer file?");
+  }
+}
+
+Result<TokenizerConfig> config_of(const std::string& dir) {
+  return json_guard((std::filesystem::path(dir) / "tokenizer_config.json").string(),
+                    [&] { return load_tokenizer_config(dir); });
+}
+
 Result<std::unique_ptr<Tokenizer>> load_json(const std::string& file, const std::string& dir) {
-  SPW_ASSIGN_OR_RETURN(TokenizerConfig cfg, load_tokenizer_config(dir));
+  SPW_ASSIGN_OR_RETURN(TokenizerConfig cfg, config_of(dir));
   SPW_ASSIGN_OR_RETURN(std::string text, read_file(file));
-  SPW_ASSIGN_OR_RETURN(auto t, JsonTokenizer::from_json_text(text, file, cfg));
+  SPW_ASSIGN_OR_RETURN(auto t, json_guard(file, [&] { return JsonTokenizer::from_json_text(text, file, cfg); }));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
 Result<std::unique_ptr<Tokenizer>> load_model(const std::string& file, const std::string& dir) {
-  SPW_ASSIGN_OR_RETURN(TokenizerConfig cfg, load_tokenizer_config(dir));
+  SPW_ASSIGN_OR_RETURN(TokenizerConfig cfg, config_of(dir));
   SPW_ASSIGN_OR_RETURN(auto t, SentencePieceTokenizer::load(file, cfg));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
