@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/file-util.h"
+#include "core/json-depth.h"
 
 namespace spillway::worker {
 namespace fs = std::filesystem;
@@ -203,6 +204,7 @@ Result<TrainJob> parse_job(const json& input) {
 Result<TrainJob> load_job(const std::string& path) {
   auto text = read_file(path);
   if (!text.ok()) return text.status().with_context("job file");
+  SPW_RETURN_IF_ERROR(check_json_depth(*text, path));
   json j = json::parse(*text, nullptr, false);
   if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
   auto job = parse_job(j);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "core/json-depth.h"
 
 namespace spillway {
 namespace {
@@ -157,6 +158,10 @@ bool parse_record(const JsonSpan& span, json* out, std::string* reason, int64_t*
   *line = span.line;
   if (span.text.empty()) {
     *reason = "invalid JSON: empty list element";
+    return false;
+  }
+  if (const size_t depth = json_nesting_depth(span.text); depth > kMaxJsonDepth) {
+    *reason = "JSON nested " + std::to_string(depth) + " levels deep (at most " + std::to_string(kMaxJsonDepth) + ")";
     return false;
   }
   try {

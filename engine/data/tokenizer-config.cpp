@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "core/json-depth.h"
 
 namespace spillway {
 
@@ -38,6 +39,7 @@ Status read_flag(const json& j, const std::string& key, const std::string& file,
 
 Result<json> read_json(const std::string& path) {
   SPW_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  SPW_RETURN_IF_ERROR(check_json_depth(text, path));
   try {
     return json::parse(text);
   } catch (const json::exception& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/json-depth.h"
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
@@ -44,6 +45,7 @@ bool is_llama_class(const std::string& c) {
 
 Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
     std::string_view text, const std::string& source, const TokenizerConfig& config) {
+  SPW_RETURN_IF_ERROR(check_json_depth(text, source));
   json root;
   try {
     root = json::parse(text);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "core/json-depth.h"
 
 namespace spillway {
 namespace {
@@ -145,6 +146,7 @@ Result<ModelConfig> ModelConfig::load(const std::string& path) {
       return not_found(file + ": no config.json; a model folder in Hugging Face layout holds config.json and model.safetensors");
     return text.status();
   }
+  SPW_RETURN_IF_ERROR(check_json_depth(*text, file));
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return corrupt(file + ": not valid JSON");
   auto c = from_json(j);

@@ -323,6 +323,120 @@ TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
   EXPECT_EQ(runs->front().status, RunStatus::kStopped);
 }
 
+// A copy of stories260K's model folder without its tokenizer files: config.json and the weights.
+std::string bare_model(const std::string& dir) {
+  const std::string bare = dir + "/bare-model";
+  fs::create_directories(bare);
+  for (const char* name : {"config.json", "model.safetensors"})
+    fs::copy_file(testing::data_path("models/stories260K/") + name, bare + "/" + name);
+  return bare;
+}
+
+// `records` pre-tokenized rows of `len` ids below `vocab`, one per line.
+std::string write_pretokenized(const std::string& path, int records, int len, int vocab) {
+  std::mt19937 rng(11);
+  std::ofstream f(path);
+  for (int r = 0; r < records; ++r) {
+    json ids = json::array();
+    for (int t = 0; t < len; ++t) ids.push_back(static_cast<int>(rng() % vocab));
+    f << json{{"input_ids", ids}}.dump() << "\n";
+  }
+  return path;
+}
+
+TEST_F(WorkerTest, ModelWithoutTokenizerTrainsOnPreTokenizedData) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string model = bare_model(tmp_.path());
+  const int vocab = json::parse(*read_file(model + "/config.json"))["vocab_size"];
+  const std::string data = write_pretokenized(tmp_.path() + "/ids.jsonl", 8, 33, vocab);
+  const std::string run_dir = tmp_.path() + "/bare-run";
+  json job = {{"name", "bare"},
+              {"model", {{"path", model}}},
+              {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", 32}}},
+              {"train", {{"steps", 3}, {"micro_batch_size", 2}, {"lr", 1e-3}}},
+              {"output", {{"run_dir", run_dir}}}};
+  auto r = worker({"train", write_job("bare", job)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto events = read_events(run_dir);
+  EXPECT_EQ(of_type(events, "step").size(), 3u);
+
+  // The export is the model without a tokenizer, and says so: in the export event and the log.
+  const std::string exported = run_dir + "/export";
+  EXPECT_TRUE(fs::exists(exported + "/model.safetensors") && fs::exists(exported + "/config.json"));
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json"})
+    EXPECT_FALSE(fs::exists(exported + "/" + name)) << name;
+  ASSERT_EQ(of_type(events, "export").size(), 1u);
+  EXPECT_EQ(of_type(events, "export")[0]["tokenizer"], false);
+  bool warned = false;
+  for (const auto& e : of_type(events, "log"))
+    warned |= e["message"].get<std::string>().find("without a tokenizer") != std::string::npos;
+  EXPECT_TRUE(warned);
+
+  // `export` of a checkpoint of that run: the run's model folder names no tokenizer, and it says so.
+  const std::string out = tmp_.path() + "/bare-export";
+  auto ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000003", "--out", out});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_NE(ex.out.find("no tokenizer written"), std::string::npos) << ex.out;
+  EXPECT_NE(ex.err.find("has no tokenizer files"), std::string::npos) << ex.err;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(out + "/tokenizer.json") || fs::exists(out + "/tokenizer.model"));
+  ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000003", "--out", out + "-json", "--json"});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_EQ(json::parse(ex.out)["tokenizer"], false);
+
+  // Text data still needs a tokenizer.
+  json text = job;
+  text["data"] = {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}};
+  text["output"]["run_dir"] = tmp_.path() + "/never";
+  r = worker({"train", write_job("bare-text", text)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("text data needs a tokenizer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(model + " has no tokenizer files"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/never"));
+}
+
+TEST_F(WorkerTest, PreTokenizedIdBeyondModelVocabIsAClearError) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string model = bare_model(tmp_.path());
+  const std::string data = write_pretokenized(tmp_.path() + "/ids.jsonl", 3, 33, 512);
+  std::ofstream(data, std::ios::app) << json{{"input_ids", {5, 6, 512, 7}}}.dump() << "\n";
+  json job = {{"name", "oov"},
+              {"model", {{"path", model}}},
+              {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", 32}}},
+              {"train", {{"steps", 1}}},
+              {"output", {{"run_dir", tmp_.path() + "/never"}}}};
+  auto r = worker({"train", write_job("oov", job)});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(data + ":4: 'input_ids' entry 2 = 512 is not below the model's vocab_size 512"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/never"));
+}
+
+// trainer_state.json's elapsed_s: the run's time at each checkpoint, carried on through a resume.
+TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
+  SPILLWAY_REQUIRE_DATA();
+  auto job_for = [&](const std::string& run_dir) {
+    return json{{"name", "elapsed"},
+                {"model", {{"path", testing::data_path("models/stories260K")}}},
+                {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+                {"train", {{"steps", 4}, {"micro_batch_size", 4}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
+                {"output", {{"run_dir", run_dir}}}};
+  };
+  auto elapsed = [](const std::string& ckpt) {
+    return json::parse(*read_file(ckpt + "/trainer_state.json"))["elapsed_s"].get<double>();
+  };
+  const std::string first = tmp_.path() + "/elapsed", second = tmp_.path() + "/elapsed-resumed";
+  auto r = worker({"train", write_job("elapsed", job_for(first))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double at2 = elapsed(first + "/checkpoints/step-000002"), at4 = elapsed(first + "/checkpoints/step-000004");
+  EXPECT_GT(at2, 0);
+  EXPECT_GT(at4, at2);
+  // Resumed from step 2 into another folder: its step 4 counts the first run's time up to step 2 too.
+  r = worker({"train", write_job("elapsed-resumed", job_for(second)), "--resume", first + "/checkpoints/step-000002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(elapsed(second + "/checkpoints/step-000004"), at2);
+}
+
 TEST_F(WorkerTest, BadInputGivesClearErrors) {
   SPILLWAY_REQUIRE_DATA();
   const std::string model = testing::data_path("models/stories260K");
@@ -361,6 +475,16 @@ TEST_F(WorkerTest, BadInputGivesClearErrors) {
   r = worker({"train", write_job("unwritable", unwritable)});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot write the run folder"), std::string::npos) << r.err;
+
+  // A job nested 100,000 levels deep overflowed the stack in plan and train; now a clear error.
+  const std::string deep_job = tmp_.path() + "/deep.json";
+  std::ofstream(deep_job) << "{\"name\": \"deep\", \"train\": {\"lr\": " << std::string(100000, '[')
+                          << std::string(100000, ']') << "}}";
+  for (const char* command : {"plan", "train"}) {
+    r = worker({command, deep_job});
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("deep.json: JSON nested 100002 levels deep (at most 100)"), std::string::npos) << r.err;
+  }
 
   // None of them left a run folder behind.
   EXPECT_FALSE(fs::exists(tmp_.path() + "/never"));

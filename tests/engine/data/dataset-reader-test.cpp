@@ -38,6 +38,12 @@ TEST(DatasetReaderBadLines, InvalidJsonLine) {
              "invalid JSON");
 }
 
+// A record nested thousands of levels deep is a bad line, not a stack overflow.
+TEST(DatasetReaderBadLines, PathologicalNesting) {
+  const std::string deep = "{\"text\": " + std::string(20000, '[') + std::string(20000, ']') + "}";
+  expect_bad("a.jsonl", "{\"text\": \"ok\"}\n" + deep + "\n", 2, "JSON nested 20001 levels deep (at most 100)");
+}
+
 TEST(DatasetReaderBadLines, MissingKey) {
   expect_bad("a.jsonl",
              "{\"instruction\": \"a\", \"input\": \"\", \"output\": \"b\"}\n"
