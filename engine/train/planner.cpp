@@ -1,6 +1,7 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "model/parameter-layout.h"
@@ -40,7 +41,10 @@ TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64
   return p;
 }
 
-nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
+namespace {
+
+// make_plan without its suggestion: the step model that make_plan and suggest_batch share.
+nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
   const uint64_t padded = layout.total_numel();
@@ -121,7 +125,11 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   // m, v; write p, m, v).
   const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
   const StepFlops flops = step_flops(config, tokens, job.seq_len);
-  const double compute_s = flops.hardware / (std::max(machine.compute_flops, 1.0) * (cpu ? 1.0 : kGpuComputeEfficiency));
+  // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
+  // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
+  const double accumulate_s = cpu ? 0.0 : job.grad_accum * 8.0 * P / kGpuHbmBytesPerS;
+  const double compute_s =
+      flops.hardware / (std::max(machine.compute_flops, 1.0) * (cpu ? 1.0 : kGpuComputeEfficiency)) + accumulate_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
   // those still in a slot); its fp32 gradients come down once: the engine's own count.
   const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
@@ -162,6 +170,7 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
                          {"model_flops", flops.model},
                          {"compute_efficiency", cpu ? 1.0 : kGpuComputeEfficiency},
                          {"compute_s", compute_s},
+                         {"accumulate_s", accumulate_s},
                          {"h2d_bytes", h2d_bytes},
                          {"d2h_bytes", d2h_bytes},
                          {"h2d_s", h2d_s},
@@ -181,6 +190,10 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
   return {{"fits", reason.empty()},
           {"reason", reason},
           {"backend", machine.backend},
+          {"micro_batch_size", job.micro_batch_size},
+          {"grad_accum", job.grad_accum},
+          {"seq_len", job.seq_len},
+          {"checkpoints", ckpt_on_device ? "device" : "host"},
           {"model", {{"architecture", config.architecture}, {"parameters", P}, {"layers", config.num_layers},
                      {"hidden_size", config.hidden_size}, {"vocab_size", config.vocab_size}}},
           {"machine", {{"compute_flops", machine.compute_flops}, {"h2d_bytes_per_s", machine.h2d_bytes_per_s},
@@ -190,6 +203,166 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
                        {"ssd_bytes_per_s", machine.ssd_bytes_per_s}, {"device", machine.device}}},
           {"tiers", tiers},
           {"step", step}};
+}
+
+}  // namespace
+
+nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps,
+                         bool with_suggestion) {
+  nlohmann::json plan = plan_job(config, job, machine, total_steps);
+  if (with_suggestion) plan["suggestion"] = suggest_batch(config, job, machine);
+  return plan;
+}
+
+namespace {
+
+// "64K" for a multiple of 1,024 tokens, else the number.
+std::string tokens_text(int64_t tokens) {
+  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), s < 10 ? "%.1f s" : "%.0f s", s);
+  return buf;
+}
+
+struct Candidate {
+  int micro_batch = 0, grad_accum = 0;
+  int64_t tokens = 0;
+  nlohmann::json plan;
+  bool fits() const { return plan["fits"].get<bool>(); }
+  bool on_device() const { return plan["checkpoints"] == "device"; }
+  double tokens_per_s() const { return plan["step"]["tokens_per_s"].get<double>(); }
+  double step(const char* key) const { return plan["step"][key].get<double>(); }
+};
+
+nlohmann::json suggestion_json(const Candidate& c, const TrainJob& job, const std::string& why) {
+  const auto& hbm = c.plan["tiers"]["hbm"];
+  return {{"fits", true},
+          {"micro_batch_size", c.micro_batch},
+          {"grad_accum", c.grad_accum},
+          {"tokens_per_step", c.tokens},
+          {"step_s", c.step("step_s")},
+          {"tokens_per_s", c.tokens_per_s()},
+          {"model_tflops", c.step("model_tflops")},
+          {"checkpoints_on_device", c.on_device()},
+          {"hbm_needed_bytes", hbm["needed_bytes"]},
+          {"hbm_free_bytes", hbm["free_bytes"]},
+          {"same_as_job", c.micro_batch == job.micro_batch_size && c.grad_accum == job.grad_accum},
+          {"why", why}};
+}
+
+// Where the checkpoints of `c` go, for the end of a `why`: "micro-batch 8 keeps checkpoints in
+// HBM (25 GB of 84)".
+std::string checkpoints_text(const Candidate& c) {
+  const auto& hbm = c.plan["tiers"]["hbm"];
+  const double needed = hbm["needed_bytes"].get<double>(), free = hbm["free_bytes"].get<double>();
+  const double ckpt = c.plan["tiers"][c.on_device() ? "hbm" : "dram"]["categories"]["checkpoints_bytes"].get<double>();
+  char buf[160];
+  if (free <= 0) {
+    std::snprintf(buf, sizeof(buf), "micro-batch %d, checkpoints %.0f GB", c.micro_batch, ckpt / 1e9);
+  } else if (c.on_device()) {
+    std::snprintf(buf, sizeof(buf), "micro-batch %d keeps checkpoints in HBM (%.0f GB of %.0f)", c.micro_batch,
+                  needed / 1e9, free / 1e9);
+  } else {
+    std::snprintf(buf, sizeof(buf), "micro-batch %d; its checkpoints (%.0f GB) do not fit HBM and go to host memory",
+                  c.micro_batch, ckpt / 1e9);
+  }
+  return buf;
+}
+
+// What a step smaller than `chosen` loses most to, and from which size on it is hidden.
+std::string limit_text(const Candidate& chosen, const Candidate* below) {
+  if (!below) return "the smallest step that fits already keeps the GPU busy";
+  const double compute = below->step("compute_s"), link = below->step("link_s");
+  const double optimizer = below->step("optimizer_visible_s");
+  const double link_excess = std::max(0.0, link - compute);
+  const double ssd_excess = std::max(0.0, below->step("ssd_s") - std::max(compute, link));
+  const std::string from = " from " + tokens_text(chosen.tokens) + " tokens per step";
+  if (optimizer >= link_excess && optimizer >= ssd_excess && optimizer > 0) {
+    return "AdamW (" + seconds_text(chosen.step("adamw_s")) + ") hides behind the forward" + from;
+  }
+  if (link_excess >= ssd_excess && link_excess > 0) {
+    return "the host link (" + seconds_text(chosen.step("link_s")) + " per step) hides behind compute" + from;
+  }
+  if (ssd_excess > 0) return "the SSD (" + seconds_text(chosen.step("ssd_s")) + " per step) hides behind compute" + from;
+  return "fewer, larger micro-batches spend less on adding up the weight gradients" + from;
+}
+
+}  // namespace
+
+nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine) {
+  const bool cpu = machine.backend == "cpu";
+  const std::string shared = "the CPU backend runs compute and AdamW on the same cores, so a larger step hides nothing";
+  const int64_t own_tokens = static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
+  const nlohmann::json own = plan_job(config, job, machine, 0);
+  if (cpu && own["fits"].get<bool>()) {
+    const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
+    return suggestion_json(c, job, shared + ": the job's own micro-batch and accumulation");
+  }
+  std::vector<Candidate> all;
+  for (int mb : {1, 2, 4, 8, 16}) {
+    TrainJob j = job;
+    j.micro_batch_size = mb;
+    bool any = false;
+    for (int ga = 1; ga <= 64; ++ga) {
+      j.grad_accum = ga;
+      Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len, plan_job(config, j, machine, 0)};
+      // One micro-batch that does not fit HBM: neither does any larger one.
+      if (ga == 1 && !c.fits() && c.plan["reason"].get<std::string>().starts_with("HBM")) break;
+      any = true;
+      all.push_back(std::move(c));
+    }
+    if (!any) break;
+  }
+  std::vector<const Candidate*> fitting;
+  for (const Candidate& c : all) {
+    if (c.fits()) fitting.push_back(&c);
+  }
+  if (fitting.empty()) {
+    TrainJob j = job;
+    j.micro_batch_size = j.grad_accum = 1;
+    const nlohmann::json smallest = plan_job(config, j, machine, 0);
+    return {{"fits", false}, {"why", "no micro-batch fits: " + smallest["reason"].get<std::string>()}};
+  }
+  // Smaller steps first, the larger micro-batch first at equal steps.
+  auto smaller = [](const Candidate* a, const Candidate* b) {
+    return a->tokens != b->tokens ? a->tokens < b->tokens : a->micro_batch > b->micro_batch;
+  };
+  std::sort(fitting.begin(), fitting.end(), smaller);
+
+  if (cpu) {
+    // The job's own values do not fit: keep its tokens per step in smaller micro-batches if one
+    // fits, else the smallest step that does.
+    const std::string not_own = "; the job's " + std::to_string(job.micro_batch_size) + " x " + std::to_string(job.grad_accum) +
+                                " does not fit (" + own["reason"].get<std::string>() + "): ";
+    for (const Candidate* c : fitting) {
+      if (c->tokens == own_tokens) return suggestion_json(*c, job, shared + not_own + "the same tokens per step in smaller micro-batches");
+    }
+    return suggestion_json(*fitting.front(), job, shared + not_own + "the smallest step that fits");
+  }
+
+  double best = 0;
+  for (const Candidate* c : fitting) best = std::max(best, c->tokens_per_s());
+  const double floor = (1.0 - kSuggestWithin) * best;
+  const Candidate* chosen = nullptr;
+  for (bool need_device : {true, false}) {
+    for (const Candidate* c : fitting) {
+      if (c->tokens_per_s() >= floor && (c->on_device() || !need_device)) {
+        chosen = c;
+        break;
+      }
+    }
+    if (chosen) break;
+  }
+  // The step just below the chosen one (its best split) names what a smaller step loses to.
+  const Candidate* below = nullptr;
+  for (const Candidate* c : fitting) {
+    if (c->tokens >= chosen->tokens) break;
+    if (!below || c->tokens > below->tokens || c->tokens_per_s() > below->tokens_per_s()) below = c;
+  }
+  return suggestion_json(*chosen, job, limit_text(*chosen, below) + "; " + checkpoints_text(*chosen));
 }
 
 }  // namespace spillway

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <vector>
 
 #include "model/parameter-layout.h"
 #include "train/machine-probe.h"
@@ -70,7 +72,12 @@ TEST(Planner, SevenBOnTheH100IsComputeBound) {
   ASSERT_TRUE(plan["fits"].get<bool>()) << plan["reason"];
   const auto& s = plan["step"];
   const double compute = s["compute_s"], link = s["link_s"], adamw = s["adamw_s"], norm = s["grad_norm_s"];
-  EXPECT_NEAR(compute, step_flops(c, 32768, 2048).hardware / (790e12 * kGpuComputeEfficiency), 1e-9);
+  // The GEMMs at 70% of the probe's rate, and each of the 4 micro-batches adding the weight
+  // gradients into the fp32 buffers (8 B/param of HBM traffic).
+  const double P = 6'738'415'616.0;
+  EXPECT_NEAR(compute, step_flops(c, 32768, 2048).hardware / (790e12 * kGpuComputeEfficiency) + 4 * 8 * P / kGpuHbmBytesPerS,
+              1e-9);
+  EXPECT_NEAR(s["accumulate_s"].get<double>(), 4 * 8 * P / kGpuHbmBytesPerS, 1e-12);
   // 27 GB of fp32 master weights up for the forward and the layers' again for the backward but
   // the last one (still in a slot), and 27 GB of fp32 gradients down, the per-token losses and the
   // per-block sums of squares: exactly what the bench measured on the H100 at 32K tokens per step.
@@ -139,6 +146,132 @@ TEST(Planner, CpuStepAddsItsParts) {
               s["compute_s"].get<double>() + s["optimizer_s"].get<double>() + s["ssd_s"].get<double>(), 1e-12);
   // Not measured: AdamW at 28 B/param of memory traffic.
   EXPECT_NEAR(s["adamw_s"].get<double>(), 28.0 * ParameterLayout::build(c).parameter_count() / 20e9, 1e-12);
+}
+
+// The plan of `job` with another micro-batch and accumulation, without its own suggestion.
+nlohmann::json plan_of(const ModelConfig& c, TrainJob job, const MachineProbe& m, int micro_batch, int grad_accum) {
+  job.micro_batch_size = micro_batch;
+  job.grad_accum = grad_accum;
+  return make_plan(c, job, m, 0, /*with_suggestion=*/false);
+}
+
+// What suggest_batch promises, checked against every candidate planned on its own: the suggestion
+// fits, is within 5% of the best tokens/s, no smaller step (with checkpoints in HBM) is, and at its
+// size no larger micro-batch is.
+void expect_smallest_within_five_percent(const ModelConfig& c, const TrainJob& job, const MachineProbe& m,
+                                         const nlohmann::json& suggestion) {
+  ASSERT_TRUE(suggestion["fits"].get<bool>()) << suggestion.dump();
+  const int mb = suggestion["micro_batch_size"], ga = suggestion["grad_accum"];
+  const int64_t tokens = suggestion["tokens_per_step"];
+  EXPECT_EQ(tokens, int64_t{mb} * ga * job.seq_len);
+  const nlohmann::json own = plan_of(c, job, m, mb, ga);
+  ASSERT_TRUE(own["fits"].get<bool>());
+  EXPECT_DOUBLE_EQ(suggestion["tokens_per_s"].get<double>(), own["step"]["tokens_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(suggestion["step_s"].get<double>(), own["step"]["step_s"].get<double>());
+  EXPECT_DOUBLE_EQ(suggestion["model_tflops"].get<double>(), own["step"]["model_tflops"].get<double>());
+  struct Planned {
+    int mb, ga;
+    double tokens_per_s;
+    bool on_device;
+  };
+  std::vector<Planned> fitting;
+  for (int b : {1, 2, 4, 8, 16}) {
+    for (int a = 1; a <= 64; ++a) {
+      const nlohmann::json p = plan_of(c, job, m, b, a);
+      if (p["fits"].get<bool>()) fitting.push_back({b, a, p["step"]["tokens_per_s"].get<double>(), p["checkpoints"] == "device"});
+    }
+  }
+  double best = 0;
+  for (const Planned& p : fitting) best = std::max(best, p.tokens_per_s);
+  EXPECT_GE(suggestion["tokens_per_s"].get<double>(), (1 - kSuggestWithin) * best);
+  EXPECT_EQ(suggestion["checkpoints_on_device"].get<bool>(), own["checkpoints"] == "device");
+  for (const Planned& p : fitting) {
+    const int64_t t = int64_t{p.mb} * p.ga * job.seq_len;
+    const bool good = p.tokens_per_s >= (1 - kSuggestWithin) * best;
+    if (!good || (!p.on_device && suggestion["checkpoints_on_device"].get<bool>())) continue;
+    EXPECT_GE(t, tokens) << p.mb << " x " << p.ga << " is smaller and within 5% of the best";
+    if (t == tokens) {
+      EXPECT_LE(p.mb, mb) << "a larger micro-batch at the same tokens per step";
+    }
+  }
+}
+
+TEST(SuggestBatch, SevenBOnTheH100KeepsTheGpuBusyWithTheSmallestStep) {
+  const ModelConfig c = llama2_7b();
+  const TrainJob job = seven_b_job();
+  const nlohmann::json plan = make_plan(c, job, h100_host(), 10);
+  const nlohmann::json& s = plan["suggestion"];
+  std::printf("job 4 x 4 x 2048: %.0f tokens/s; suggestion: %s\n", plan["step"]["tokens_per_s"].get<double>(), s.dump().c_str());
+  expect_smallest_within_five_percent(c, job, h100_host(), s);
+  // Better than the job's own 32K tokens per step, where AdamW outlasts the forward.
+  EXPECT_GT(s["tokens_per_s"].get<double>(), plan["step"]["tokens_per_s"].get<double>());
+  EXPECT_GT(s["tokens_per_step"].get<int64_t>(), 32768);
+  EXPECT_TRUE(s["checkpoints_on_device"].get<bool>());
+  EXPECT_LE(s["hbm_needed_bytes"].get<double>(), 84e9);
+  EXPECT_FALSE(s["same_as_job"].get<bool>());
+  const std::string why = s["why"];
+  EXPECT_NE(why.find("AdamW"), std::string::npos) << why;
+  EXPECT_NE(why.find("keeps checkpoints in HBM"), std::string::npos) << why;
+}
+
+TEST(SuggestBatch, ASlowOptimizerNeedsALargerStep) {
+  const ModelConfig c = llama2_7b();
+  MachineProbe slow_cpu = h100_host();
+  slow_cpu.adamw_params_per_s = 1e9;  // 6.7 s of AdamW per step
+  const nlohmann::json fast = suggest_batch(c, seven_b_job(), h100_host());
+  const nlohmann::json slow = suggest_batch(c, seven_b_job(), slow_cpu);
+  std::printf("fast AdamW: %s\nslow AdamW: %s\n", fast.dump().c_str(), slow.dump().c_str());
+  expect_smallest_within_five_percent(c, seven_b_job(), slow_cpu, slow);
+  EXPECT_GT(slow["tokens_per_step"].get<int64_t>(), fast["tokens_per_step"].get<int64_t>());
+  EXPECT_NE(slow["why"].get<std::string>().find("AdamW"), std::string::npos);
+}
+
+TEST(SuggestBatch, SmallMicroBatchesWasteTheGpu) {
+  // The same tokens per step in more micro-batches is predicted slower: each adds the weight
+  // gradients into the fp32 buffers again.
+  const ModelConfig c = llama2_7b();
+  const double mb1 = plan_of(c, seven_b_job(), h100_host(), 1, 32)["step"]["compute_s"];
+  const double mb8 = plan_of(c, seven_b_job(), h100_host(), 8, 4)["step"]["compute_s"];
+  EXPECT_NEAR(mb1 - mb8, 28 * 8 * 6'738'415'616.0 / kGpuHbmBytesPerS, 1e-9);
+}
+
+TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
+  const ModelConfig c = *model_preset("llama-50m");
+  MachineProbe m;
+  m.compute_flops = 100e9;
+  m.h2d_bytes_per_s = m.host_mem_bytes_per_s = 20e9;
+  m.dram_total_bytes = m.dram_available_bytes = 16ull << 30;
+  TrainJob job;
+  job.seq_len = 256;
+  job.micro_batch_size = 4;
+  job.grad_accum = 2;
+  nlohmann::json s = make_plan(c, job, m, 100)["suggestion"];
+  ASSERT_TRUE(s["fits"].get<bool>()) << s.dump();
+  EXPECT_EQ(s["micro_batch_size"], 4);
+  EXPECT_EQ(s["grad_accum"], 2);
+  EXPECT_TRUE(s["same_as_job"].get<bool>());
+  EXPECT_NE(s["why"].get<std::string>().find("CPU backend"), std::string::npos);
+
+  // A capped "device" that holds a micro-batch of 1 but not of 4 (its activations grow with it):
+  // the job's 2,048 tokens per step in micro-batches that fit.
+  job.micro_batch_size = 4;
+  job.device_memory_bytes = plan_of(c, job, m, 1, 1)["tiers"]["hbm"]["needed_bytes"].get<uint64_t>();
+  ASSERT_FALSE(plan_of(c, job, m, 4, 2)["fits"].get<bool>());
+  s = suggest_batch(c, job, m);
+  std::printf("capped CPU device: %s\n", s.dump().c_str());
+  ASSERT_TRUE(s["fits"].get<bool>()) << s.dump();
+  EXPECT_TRUE(plan_of(c, job, m, s["micro_batch_size"], s["grad_accum"])["fits"].get<bool>());
+  EXPECT_LT(s["micro_batch_size"].get<int>(), 4);
+  EXPECT_EQ(s["tokens_per_step"], 2048);
+  EXPECT_FALSE(s["same_as_job"].get<bool>());
+}
+
+TEST(SuggestBatch, NothingFitsSaysWhy) {
+  MachineProbe small = h100_host();
+  small.dram_total_bytes = small.dram_available_bytes = 32ull << 30;
+  const nlohmann::json s = suggest_batch(llama2_7b(), seven_b_job(), small);
+  EXPECT_FALSE(s["fits"].get<bool>());
+  EXPECT_NE(s["why"].get<std::string>().find("DRAM"), std::string::npos) << s.dump();
 }
 
 TEST(MachineProbe, DeviceFiguresThroughTheCpuBackend) {
