@@ -1,6 +1,10 @@
 #include "model/model-config.h"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +16,9 @@ namespace {
 
 constexpr const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM";
 
-// Reads an optional numeric field; a present field of the wrong type is an error naming it.
+// Reads an optional numeric field; a present field of the wrong type is an error naming it. An
+// integer field must hold a whole number within its type (5.9 layers or 2^40 heads are errors,
+// never truncated or wrapped); a floating-point one must be finite.
 template <typename T>
 Status read_number(const nlohmann::json& j, const char* key, T* out, bool required) {
   auto it = j.find(key);
@@ -21,7 +27,21 @@ Status read_number(const nlohmann::json& j, const char* key, T* out, bool requir
     return {};
   }
   if (!it->is_number()) return invalid_argument(std::string("config.json: field '") + key + "' must be a number");
-  *out = it->get<T>();
+  const std::string got = it->dump().substr(0, 40);
+  if constexpr (std::is_integral_v<T>) {
+    const double v = it->get<double>();
+    const bool whole = it->is_number_integer() || (std::isfinite(v) && v == std::floor(v));
+    if (!whole) return invalid_argument(std::string("config.json: field '") + key + "' must be a whole number, got " + got);
+    const bool fits = it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                               : v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                                                     v <= static_cast<double>(std::numeric_limits<T>::max());
+    if (!fits) return invalid_argument(std::string("config.json: field '") + key + "' is out of range, got " + got);
+    *out = it->is_number_integer() ? it->get<T>() : static_cast<T>(v);
+  } else {
+    const double v = it->get<double>();
+    if (!std::isfinite(static_cast<T>(v))) return invalid_argument(std::string("config.json: field '") + key + "' must be finite, got " + got);
+    *out = static_cast<T>(v);
+  }
   return {};
 }
 
@@ -47,6 +67,21 @@ Status ModelConfig::validate() const {
   SPW_RETURN_IF_ERROR(positive(num_heads, "num_attention_heads"));
   SPW_RETURN_IF_ERROR(positive(num_kv_heads, "num_key_value_heads"));
   SPW_RETURN_IF_ERROR(positive(head_dim, "head_dim"));
+  // Upper bounds far above any real model (Llama 3.1 405B: hidden 16384, 126 layers, vocab 128256)
+  // that keep every size the engine computes (a tensor's elements, heads x head_dim, a layer's
+  // parameters) well inside int64 and the per-row ones inside int32.
+  auto at_most = [](int64_t v, int64_t max, const std::string& name) -> Status {
+    if (v > max) return invalid_argument("config.json: '" + name + "' is " + std::to_string(v) + ", more than the " +
+                                         std::to_string(max) + " Spillway supports");
+    return {};
+  };
+  SPW_RETURN_IF_ERROR(at_most(vocab_size, int64_t{1} << 24, "vocab_size"));
+  SPW_RETURN_IF_ERROR(at_most(hidden_size, int64_t{1} << 17, "hidden_size"));
+  SPW_RETURN_IF_ERROR(at_most(intermediate_size, int64_t{1} << 20, "intermediate_size"));
+  SPW_RETURN_IF_ERROR(at_most(num_layers, 4096, "num_hidden_layers"));
+  SPW_RETURN_IF_ERROR(at_most(num_heads, 4096, "num_attention_heads"));
+  SPW_RETURN_IF_ERROR(at_most(head_dim, 1024, "head_dim"));
+  SPW_RETURN_IF_ERROR(at_most(int64_t{num_heads} * head_dim, int64_t{1} << 20, "num_attention_heads x head_dim"));
   if (num_heads % num_kv_heads != 0)
     return invalid_argument("config.json: num_attention_heads (" + std::to_string(num_heads) +
                             ") must be a multiple of num_key_value_heads (" + std::to_string(num_kv_heads) + ")");

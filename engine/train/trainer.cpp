@@ -112,6 +112,10 @@ struct Trainer::Impl {
   double last_eval = std::nan("");
   uint64_t parameters = 0;
   Clock::time_point started = Clock::now();
+  double resumed_elapsed_s = 0;  // the elapsed_s of the checkpoint this run resumed from
+
+  // The run's training time so far: this process's, plus that of the runs it resumed from.
+  double elapsed_s() const { return resumed_elapsed_s + seconds_since(started); }
 
   void log(LogLevel level, const std::string& msg) {
     if (events) (void)events->log(level, msg);
@@ -371,7 +375,7 @@ struct Trainer::Impl {
     (void)events->state("checkpointing", {{"step", progress.step}});
     const auto t0 = Clock::now();
     progress.data_cursor = iter->cursor().to_json();
-    progress.elapsed_s = progress.elapsed_s;
+    progress.elapsed_s = elapsed_s();
     SPW_RETURN_IF_ERROR(optimizer->status());
     SPW_ASSIGN_OR_RETURN(std::string dir, save_checkpoint((fs::path(run_dir) / "checkpoints").string(), *state, progress,
                                                           opt_state.get()));
@@ -472,6 +476,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std:
     auto st = load_checkpoint(resume_from, *t.state, t.opt_state.get());
     if (!st.ok()) return st.status();
     t.progress = *st;
+    t.resumed_elapsed_s = t.progress.elapsed_s;
     auto cursor = DataCursor::from_json(t.progress.data_cursor);
     if (!cursor.ok()) return cursor.status().with_context(resume_from);
     SPW_RETURN_IF_ERROR(t.iter->seek(*cursor));

@@ -98,6 +98,40 @@ TEST(ModelConfig, BadFieldsAreNamed) {
   EXPECT_FALSE(ModelConfig::from_json(j).ok());
 }
 
+// Numbers that used to be truncated or wrap (issue 15): each is an error naming the field.
+TEST(ModelConfig, NumbersAreNeitherTruncatedNorWrapped) {
+  const std::pair<const char*, nlohmann::json> bad[] = {
+      {"num_hidden_layers", 5.9},                   // was read as 5 layers
+      {"num_hidden_layers", 4294967301.0},          // wrapped to 5
+      {"num_hidden_layers", 2147483648LL},          // past int
+      {"num_hidden_layers", 1000000},               // a million-layer loop until memory runs out
+      {"vocab_size", 1e300},
+      {"hidden_size", -64},
+      {"head_dim", 1 << 16},
+      {"rms_norm_eps", 1e300},                      // infinite as a float
+  };
+  for (const auto& [key, value] : bad) {
+    auto j = base();
+    j[key] = value;
+    auto c = ModelConfig::from_json(j);
+    ASSERT_FALSE(c.ok()) << key << " = " << value.dump();
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status().message();
+  }
+  auto j = base();
+  j["num_attention_heads"] = j["num_key_value_heads"] = 4096;
+  j["head_dim"] = 1024;  // each within bounds, their product (the q projection's rows) not
+  auto too_wide = ModelConfig::from_json(j);
+  ASSERT_FALSE(too_wide.ok());
+  EXPECT_NE(too_wide.status().message().find("num_attention_heads x head_dim"), std::string::npos)
+      << too_wide.status().message();
+
+  j = base();
+  j["num_hidden_layers"] = 4.0;  // a whole number written as a float is fine
+  auto c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->num_layers, 4);
+}
+
 TEST(ModelConfig, MissingFolderSaysWhatIsNeeded) {
   auto c = ModelConfig::load("/nonexistent/model");
   ASSERT_FALSE(c.ok());
