@@ -99,27 +99,42 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
   if (!state.ok()) return report_failure(io, as_json, state.status());
   auto ts = load_checkpoint(*ckpt, **state);
   if (!ts.ok()) return report_failure(io, as_json, ts.status());
-  // The tokenizer: given, or the one the run was trained with (the run folder's job.json).
+  // The tokenizer: given, or the one the run was trained with (the run folder's job.json); none
+  // when the run's model folder has none (it trained on pre-tokenized data).
   std::string tok = args->get("--tokenizer").value_or("");
+  std::string no_tokenizer_why;
   if (tok.empty()) {
     fs::path job_path = fs::path(*ckpt).parent_path().parent_path() / "job.json";
+    bool named = false;  // model.tokenizer itself: must exist, export_model says so when it does not
     if (auto text = read_file(job_path.string()); text.ok()) {
       json j = json::parse(*text, nullptr, false);
-      if (j.is_object()) {
-        tok = j["model"].value("tokenizer", json()).is_string() ? j["model"]["tokenizer"].get<std::string>()
-              : j["model"].value("path", json()).is_string()    ? j["model"]["path"].get<std::string>()
-                                                                 : "";
+      if (j.is_object() && j["model"].is_object()) {
+        named = j["model"].value("tokenizer", json()).is_string();
+        tok = named                                          ? j["model"]["tokenizer"].get<std::string>()
+              : j["model"].value("path", json()).is_string() ? j["model"]["path"].get<std::string>()
+                                                             : "";
       }
     }
+    if (tok.empty()) {
+      no_tokenizer_why = "no --tokenizer and no run folder job.json naming one beside " + *ckpt;
+    } else if (!named && !has_tokenizer_files(tok)) {
+      no_tokenizer_why = "the run's model folder " + tok + " has no tokenizer files (it trained on pre-tokenized data)";
+      tok.clear();
+    }
   }
-  if (tok.empty()) {
-    io.err << "spillway-worker: warning: no --tokenizer and no run folder job.json naming one beside " << *ckpt
-           << ": the export holds no tokenizer files" << std::endl;
+  if (!no_tokenizer_why.empty()) {
+    io.err << "spillway-worker: warning: " << no_tokenizer_why
+           << ": the export holds no tokenizer files; pass --tokenizer PATH to include one" << std::endl;
   }
   Status st = export_model(**state, tok, *out);
   if (!st.ok()) return report_failure(io, as_json, st);
-  if (as_json) io.out << json{{"out", *out}, {"step", ts->step}}.dump() << std::endl;
-  else io.out << "exported step " << ts->step << " to " << *out << std::endl;
+  if (as_json) {
+    json j = {{"out", *out}, {"step", ts->step}, {"tokenizer", !tok.empty()}};
+    if (tok.empty()) j["warning"] = "no tokenizer written: " + no_tokenizer_why;
+    io.out << j.dump() << std::endl;
+  } else {
+    io.out << "exported step " << ts->step << " to " << *out << (tok.empty() ? " (no tokenizer written)" : "") << std::endl;
+  }
   return 0;
 }
 

@@ -76,19 +76,30 @@ void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const Dat
   }
 }
 
-void encode_pretokenized(const DatasetRecord& r, const Tokenizer& tok, int seq_len, Encoded* e) {
-  const int32_t vocab = tok.vocab_size();
+// The bound pre-tokenized ids are checked against: the model's vocab_size when given (what the
+// embedding and LM head index), else the tokenizer's size.
+struct VocabBound {
+  int32_t size = 0;
+  bool from_model = false;
+
+  std::string why_out(const char* key, size_t i, int32_t id) const {
+    const std::string entry = "'" + std::string(key) + "' entry " + std::to_string(i) + " = " +
+                              std::to_string(id);
+    return from_model ? entry + " is not below the model's vocab_size " + std::to_string(size)
+                      : entry + " is outside the vocabulary (size " + std::to_string(size) + ")";
+  }
+};
+
+void encode_pretokenized(const DatasetRecord& r, const VocabBound& vocab, int seq_len, Encoded* e) {
   for (size_t i = 0; i < r.input_ids.size(); ++i) {
-    if (r.input_ids[i] >= vocab) {
-      e->error = "'input_ids' entry " + std::to_string(i) + " = " + std::to_string(r.input_ids[i]) +
-                 " is outside the vocabulary (size " + std::to_string(vocab) + ")";
+    if (r.input_ids[i] >= vocab.size) {
+      e->error = vocab.why_out("input_ids", i, r.input_ids[i]);
       return;
     }
   }
   for (size_t i = 0; i < r.labels.size(); ++i) {
-    if (r.labels[i] >= vocab) {
-      e->error = "'labels' entry " + std::to_string(i) + " = " + std::to_string(r.labels[i]) +
-                 " is outside the vocabulary (size " + std::to_string(vocab) + ")";
+    if (r.labels[i] >= vocab.size) {
+      e->error = vocab.why_out("labels", i, r.labels[i]);
       return;
     }
   }
@@ -114,23 +125,50 @@ Result<Dataset> Dataset::load(const std::string& path, const Tokenizer& tokenize
   if (options.seq_len < 1)
     return invalid_argument("seq_len must be at least 1, got " + std::to_string(options.seq_len));
   SPW_ASSIGN_OR_RETURN(DatasetRecords records, read_dataset_records(path, options.read));
-  return from_records(std::move(records), path, tokenizer, options);
+  return build(std::move(records), path, &tokenizer, options);
+}
+
+Result<Dataset> Dataset::load(const std::string& path, const DatasetOptions& options) {
+  if (options.seq_len < 1)
+    return invalid_argument("seq_len must be at least 1, got " + std::to_string(options.seq_len));
+  SPW_ASSIGN_OR_RETURN(DatasetRecords records, read_dataset_records(path, options.read));
+  return build(std::move(records), path, nullptr, options);
 }
 
 Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string& name,
                                       const Tokenizer& tokenizer, const DatasetOptions& options) {
+  return build(std::move(records), name, &tokenizer, options);
+}
+
+Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string& name,
+                                      const DatasetOptions& options) {
+  return build(std::move(records), name, nullptr, options);
+}
+
+Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
+                               const Tokenizer* tokenizer, const DatasetOptions& options) {
   if (options.seq_len < 1)
     return invalid_argument("seq_len must be at least 1, got " + std::to_string(options.seq_len));
+  const bool chat = is_chat_format(records.format);
+  const bool pretokenized = records.format == DatasetFormat::kPreTokenized;
+  if (!tokenizer && !pretokenized) {
+    return invalid_argument(name + ": " + dataset_format_name(records.format) +
+                            " data needs a tokenizer; only pre-tokenized data (\"input_ids\" "
+                            "records) can be read without one");
+  }
+  if (!tokenizer && options.vocab_size <= 0)
+    return invalid_argument(name + ": pre-tokenized data without a tokenizer needs the model's vocab_size");
+  const VocabBound vocab = options.vocab_size > 0 ? VocabBound{options.vocab_size, true}
+                                                  : VocabBound{tokenizer->vocab_size(), false};
   auto shared = std::make_shared<Shared>();
   shared->seq_len = options.seq_len;
   shared->format = records.format;
-  shared->pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
-  const bool chat = is_chat_format(records.format);
-  const bool pretokenized = records.format == DatasetFormat::kPreTokenized;
+  // Padding positions have label -100, so without a tokenizer any id in range will do.
+  shared->pad_id = tokenizer ? tokenizer->pad_id().value_or(tokenizer->eos_id().value_or(0)) : 0;
   if (chat) {
-    shared->chat_template = choose_chat_template(options.chat_template, &tokenizer,
+    shared->chat_template = choose_chat_template(options.chat_template, tokenizer,
                                                  options.model_type, options.fallback_template);
-  } else if (!pretokenized && !tokenizer.eos_id()) {
+  } else if (!pretokenized && !tokenizer->eos_id()) {
     log_warn(name + ": the tokenizer has no EOS token; documents are packed without a separator");
   }
 
@@ -142,13 +180,13 @@ Result<Dataset> Dataset::from_records(DatasetRecords records, const std::string&
       const DatasetRecord& r = records.records[i];
       Encoded& e = enc[i];
       if (pretokenized) {
-        encode_pretokenized(r, tokenizer, options.seq_len, &e);
+        encode_pretokenized(r, vocab, options.seq_len, &e);
         continue;
       }
       if (chat)
-        encode_conversation(r, tokenizer, options, shared->chat_template, &e);
+        encode_conversation(r, *tokenizer, options, shared->chat_template, &e);
       else
-        encode_document(r, tokenizer, options, &e);
+        encode_document(r, *tokenizer, options, &e);
       e.token_count = static_cast<int32_t>(e.tokens.size());
     }
   };

@@ -13,7 +13,8 @@
 //   positions, at the cost of cross-example attention (LLaMA-Factory's `packing` without
 //   `neat_packing`).
 // - Pre-tokenized records are one sequence each, never packed, cut at seq_len; labels follow the
-//   HF convention in the file and are shifted on load.
+//   HF convention in the file and are shifted on load. They need no tokenizer: a model folder
+//   without tokenizer files trains on them, the ids checked against the model's vocab_size.
 //
 // A Dataset is immutable after load and cheap to copy: copies and the views made by
 // split_tail() share the sequences (shared_ptr to const). All const methods are thread-safe.
@@ -56,6 +57,11 @@ struct DatasetOptions {
   std::string default_system;  // system message for conversations that have none
   InstructionLayout instruction_layout = InstructionLayout::kPadded;
 
+  // Pre-tokenized data: every id must be below this, the model's vocab_size (config.json), which
+  // may exceed the tokenizer's size (padded embeddings). 0: below the tokenizer's size instead;
+  // it must be set when there is no tokenizer.
+  int32_t vocab_size = 0;
+
   ThreadPool* pool = nullptr;  // tokenizes records in parallel when set
 };
 
@@ -68,9 +74,15 @@ class Dataset {
   // vocabulary) unless skipping; kInvalidArgument when no sequence results or seq_len < 1.
   static Result<Dataset> load(const std::string& path, const Tokenizer& tokenizer,
                               const DatasetOptions& options);
+  // As load, for a model that has no tokenizer: pre-tokenized data only, its ids checked against
+  // options.vocab_size. kInvalidArgument "FILE: <format> data needs a tokenizer ..." for any other
+  // format, and when options.vocab_size is not set.
+  static Result<Dataset> load(const std::string& path, const DatasetOptions& options);
   // As load, from records already read; `name` is used in messages.
   static Result<Dataset> from_records(DatasetRecords records, const std::string& name,
                                       const Tokenizer& tokenizer, const DatasetOptions& options);
+  static Result<Dataset> from_records(DatasetRecords records, const std::string& name,
+                                      const DatasetOptions& options);
 
   size_t size() const { return end_ - begin_; }
   bool empty() const { return size() == 0; }
@@ -105,6 +117,9 @@ class Dataset {
     ChatTemplateChoice chat_template{ChatTemplateKind::kAuto, "", ""};
     DatasetStats stats;
   };
+  // `tokenizer` may be null for pre-tokenized records.
+  static Result<Dataset> build(DatasetRecords records, const std::string& name,
+                               const Tokenizer* tokenizer, const DatasetOptions& options);
   Dataset(std::shared_ptr<const Shared> shared, size_t begin, size_t end)
       : shared_(std::move(shared)), begin_(begin), end_(end) {}
 

@@ -22,6 +22,11 @@ inline constexpr const char* kBuiltinBytesTokenizer = "builtin:bytes";
 // the marker (an export of such a model), else Tokenizer::load(path).
 Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& path);
 
+// Whether `path` names a tokenizer: "builtin:bytes", a file, or a folder holding tokenizer.json,
+// tokenizer.model or the marker. False for a model folder shipped without tokenizer files, which
+// can still be trained on pre-tokenized data and exported without a tokenizer.
+bool has_tokenizer_files(const std::string& path);
+
 // `tokenizer_source`: a model folder, a tokenizer file, "builtin:bytes", or empty for none (a
 // model trained on pre-tokenized data). kNotFound when it names no tokenizer (nothing is written).
 Status export_model(const ModelState& state, const std::string& tokenizer_source, const std::string& out);

@@ -14,6 +14,7 @@
 #include "core/thread-pool.h"
 #include "data/batch-iterator.h"
 #include "data/dataset.h"
+#include "data/dataset-reader.h"
 #include "data/tokenizer.h"
 #include "history/run-store.h"
 #include "model/safetensors.h"
@@ -88,7 +89,8 @@ struct Trainer::Impl {
   std::unique_ptr<EventWriter> events;
   std::unique_ptr<TelemetrySampler> sampler;
   TierCounters counters;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;  // null: the model has none, the data is pre-tokenized
+  std::string tokenizer_source;          // what export copies the tokenizer from; empty for none
   std::unique_ptr<compute::Backend> backend;
   std::string backend_reason;  // which backend and why, for the log
   std::unique_ptr<ModelState> state;
@@ -175,26 +177,48 @@ struct Trainer::Impl {
     return {};
   }
 
-  Status load_data() {
-    const std::string tok = !job.tokenizer_path.empty() ? job.tokenizer_path : job.model_path;
-    if (tok.empty()) {
-      return invalid_argument("job.json: model.tokenizer is required for a model made with \"init\" "
-                              "(a tokenizer.json, tokenizer.model, a model folder, or \"builtin:bytes\")");
-    }
-    SPW_ASSIGN_OR_RETURN(tokenizer, load_model_tokenizer(tok));
+  // model.tokenizer, else the model folder's own. A model folder without tokenizer files (or an
+  // "init" model that names none) has no tokenizer: it trains on pre-tokenized data only.
+  Status load_tokenizer() {
+    tokenizer_source = !job.tokenizer_path.empty() ? job.tokenizer_path : job.model_path;
+    if (job.tokenizer_path.empty() && !tokenizer_source.empty() && !has_tokenizer_files(tokenizer_source))
+      tokenizer_source.clear();
+    if (tokenizer_source.empty()) return {};
+    SPW_ASSIGN_OR_RETURN(tokenizer, load_model_tokenizer(tokenizer_source));
     if (tokenizer->vocab_size() > state->config().vocab_size)
       return invalid_argument("the tokenizer has " + std::to_string(tokenizer->vocab_size()) + " tokens but the model only " +
                               std::to_string(state->config().vocab_size) + "; pick a matching tokenizer or model");
+    return {};
+  }
+
+  // Dataset::load with the tokenizer, or without one: pre-tokenized data only.
+  Result<Dataset> load_dataset(const std::string& path, const DatasetOptions& opts) const {
+    if (tokenizer) return Dataset::load(path, *tokenizer, opts);
+    SPW_ASSIGN_OR_RETURN(DatasetRecords records, read_dataset_records(path, opts.read));
+    if (records.format != DatasetFormat::kPreTokenized) {
+      const std::string why = !job.model_path.empty()
+                                  ? "the model folder " + job.model_path + " has no tokenizer files (tokenizer.json or tokenizer.model)"
+                                  : "a model made with \"init\" has no tokenizer unless model.tokenizer names one";
+      return invalid_argument(path + ": " + dataset_format_name(records.format) + " data needs a tokenizer, and " + why +
+                              "; set model.tokenizer (a tokenizer.json, tokenizer.model, a model folder, or \"builtin:bytes\") "
+                              "or train on pre-tokenized data (data.format \"pretokenized\": JSONL with input_ids)");
+    }
+    return Dataset::from_records(std::move(records), path, opts);
+  }
+
+  Status load_data() {
+    SPW_RETURN_IF_ERROR(load_tokenizer());
     DatasetOptions opts;
     opts.seq_len = job.seq_len;
     opts.model_type = state->config().model_type;
+    opts.vocab_size = state->config().vocab_size;  // pre-tokenized ids index the model's embedding
     opts.pool = &ThreadPool::global();
     SPW_ASSIGN_OR_RETURN(opts.read.format, parse_dataset_format(job.format));
     SPW_ASSIGN_OR_RETURN(opts.chat_template, parse_chat_template_kind(job.chat_template));
-    SPW_ASSIGN_OR_RETURN(Dataset all, Dataset::load(job.train_path, *tokenizer, opts));
+    SPW_ASSIGN_OR_RETURN(Dataset all, load_dataset(job.train_path, opts));
     if (!job.eval_path.empty()) {
       train_ds = all;
-      SPW_ASSIGN_OR_RETURN(eval_ds, Dataset::load(job.eval_path, *tokenizer, opts));
+      SPW_ASSIGN_OR_RETURN(eval_ds, load_dataset(job.eval_path, opts));
     } else if (job.eval_fraction > 0) {
       SPW_ASSIGN_OR_RETURN(auto split, all.split_tail(job.eval_fraction));
       train_ds = split.first;
@@ -454,9 +478,14 @@ struct Trainer::Impl {
     if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(run_eval());
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0) SPW_RETURN_IF_ERROR(checkpoint());
     const std::string out = (fs::path(run_dir) / "export").string();
-    SPW_RETURN_IF_ERROR(export_model(*state, job.tokenizer_path.empty() ? job.model_path : job.tokenizer_path, out));
-    (void)events->emit("export", {{"path", out}});
-    log(LogLevel::kInfo, "exported " + out);
+    SPW_RETURN_IF_ERROR(export_model(*state, tokenizer_source, out));
+    (void)events->emit("export", {{"path", out}, {"tokenizer", !tokenizer_source.empty()}});
+    if (tokenizer_source.empty()) {
+      log(LogLevel::kWarn, "exported " + out + " without a tokenizer: the model has none (it trained on pre-tokenized "
+                           "data); copy the tokenizer files into it before loading it with transformers");
+    } else {
+      log(LogLevel::kInfo, "exported " + out);
+    }
     return {};
   }
 };

@@ -437,31 +437,6 @@ TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
   EXPECT_GT(elapsed(second + "/checkpoints/step-000004"), at2);
 }
 
-// trainer_state.json's elapsed_s: the run's time at each checkpoint, carried on through a resume.
-TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
-  SPILLWAY_REQUIRE_DATA();
-  auto job_for = [&](const std::string& run_dir) {
-    return json{{"name", "elapsed"},
-                {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
-                {"train", {{"steps", 4}, {"micro_batch_size", 4}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
-                {"output", {{"run_dir", run_dir}}}};
-  };
-  auto elapsed = [](const std::string& ckpt) {
-    return json::parse(*read_file(ckpt + "/trainer_state.json"))["elapsed_s"].get<double>();
-  };
-  const std::string first = tmp_.path() + "/elapsed", second = tmp_.path() + "/elapsed-resumed";
-  auto r = worker({"train", write_job("elapsed", job_for(first))});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const double at2 = elapsed(first + "/checkpoints/step-000002"), at4 = elapsed(first + "/checkpoints/step-000004");
-  EXPECT_GT(at2, 0);
-  EXPECT_GT(at4, at2);
-  // Resumed from step 2 into another folder: its step 4 counts the first run's time up to step 2 too.
-  r = worker({"train", write_job("elapsed-resumed", job_for(second)), "--resume", first + "/checkpoints/step-000002"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_GT(elapsed(second + "/checkpoints/step-000004"), at2);
-}
-
 TEST_F(WorkerTest, BadInputGivesClearErrors) {
   SPILLWAY_REQUIRE_DATA();
   const std::string model = testing::data_path("models/stories260K");

@@ -362,6 +362,55 @@ TEST(Dataset, PreTokenizedOutOfVocabReportsLine) {
   EXPECT_EQ(ds->stats().truncated, 1);
 }
 
+TEST(Dataset, PreTokenizedIdsCheckedAgainstModelVocab) {
+  testing::TempDir dir;
+  std::string p = dir.file("tok.jsonl");
+  ASSERT_TRUE(write_file_atomic(p,
+                                "{\"input_ids\": [5, 300, 7], \"labels\": [-100, 300, 7]}\n"
+                                "{\"input_ids\": [5, 512, 7]}\n")
+                  .ok());
+  DatasetOptions o;
+  o.seq_len = 3;
+  o.vocab_size = 512;  // the model's, larger than the tokenizer's 259
+  // Without a tokenizer, and with one: the bound is the model's vocab_size either way.
+  auto bare = Dataset::load(p, o);
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().message(), p + ":2: 'input_ids' entry 1 = 512 is not below the model's vocab_size 512");
+  FakeByteTokenizer tok;
+  auto with_tok = Dataset::load(p, tok, o);
+  ASSERT_FALSE(with_tok.ok());
+  EXPECT_EQ(with_tok.status().message(), bare.status().message());
+
+  o.vocab_size = 513;
+  auto ds = Dataset::load(p, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  ASSERT_EQ(ds->size(), 2u);
+  EXPECT_EQ((*ds)[0].input_ids, (std::vector<int32_t>{5, 300}));
+  EXPECT_EQ((*ds)[0].labels, (std::vector<int32_t>{300, 7}));
+  EXPECT_EQ(ds->pad_id(), 0);
+  // 300 is beyond the tokenizer's 259 but within the model's vocabulary.
+  EXPECT_TRUE(Dataset::load(p, tok, o).ok());
+}
+
+TEST(Dataset, WithoutTokenizerOnlyPreTokenizedData) {
+  testing::TempDir dir;
+  const std::string text = dir.file("a.txt"), ids = dir.file("ids.jsonl");
+  ASSERT_TRUE(write_file_atomic(text, "some text\n").ok());
+  ASSERT_TRUE(write_file_atomic(ids, "{\"input_ids\": [1, 2, 3]}\n").ok());
+  DatasetOptions o;
+  o.seq_len = 4;
+  o.vocab_size = 16;
+  auto t = Dataset::load(text, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find(text + ": text data needs a tokenizer"), std::string::npos)
+      << t.status().message();
+  o.vocab_size = 0;  // nothing to check the ids against
+  auto unbounded = Dataset::load(ids, o);
+  ASSERT_FALSE(unbounded.ok());
+  EXPECT_NE(unbounded.status().message().find("vocab_size"), std::string::npos);
+}
+
 TEST(Dataset, DefaultSystemPromptAndMissingEos) {
   DatasetRecords recs;
   recs.format = DatasetFormat::kAlpaca;
