@@ -12,9 +12,19 @@
 namespace spillway {
 
 Result<std::string> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever (a FIFO named
+  // config.json hung the worker); only regular files are read, so a FIFO or a device such as
+  // /dev/zero (which never ends) is an error instead.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return errno_status("cannot open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    return invalid_argument(path + (dir ? " is a folder, not a file" : " is not a regular file (a FIFO, socket or device)"));
+  }
   std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
