@@ -1,5 +1,7 @@
 #include "worker/job-file.h"
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -50,8 +52,11 @@ Status check_section(json& section, const std::string& path, const std::vector<s
       section[key] = def;
       continue;
     }
-    if (!matches(*it, kind))
-      return invalid_argument("job.json: " + path + "." + key + ": expected " + kind_name(kind) + ", got " + it->dump());
+    if (!matches(*it, kind)) {
+      std::string got = it->dump();  // a value may be megabytes long: show its start
+      if (got.size() > 60) got = got.substr(0, 60) + "...";
+      return invalid_argument("job.json: " + path + "." + key + ": expected " + kind_name(kind) + ", got " + got);
+    }
   }
   for (auto it = section.begin(); it != section.end(); ++it) {
     if (!known.count(it.key())) {
@@ -61,6 +66,34 @@ Status check_section(json& section, const std::string& path, const std::vector<s
     }
   }
   return {};
+}
+
+// An integer key within [lo, hi]: out-of-range values used to wrap when read into an int (a
+// micro-batch of 2^32 + 4 became 4) or overflow the planner's arithmetic.
+Result<int64_t> int_in(const json& section, const std::string& path, const char* key, int64_t lo, int64_t hi) {
+  const json& v = section[key];
+  bool fits = false;
+  if (v.is_number_unsigned()) {
+    fits = v.get<uint64_t>() <= static_cast<uint64_t>(hi) && static_cast<int64_t>(v.get<uint64_t>()) >= lo;
+  } else {
+    const int64_t x = v.get<int64_t>();
+    fits = x >= lo && x <= hi;
+  }
+  if (!fits)
+    return invalid_argument("job.json: " + path + "." + key + " must be in [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "], got " + v.dump());
+  return v.get<int64_t>();
+}
+
+// A finite number within [lo, hi].
+Result<double> number_in(const json& section, const std::string& path, const char* key, double lo, double hi) {
+  const double v = section[key].get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    char range[96];
+    std::snprintf(range, sizeof(range), "[%g, %g], got %g", lo, hi, v);
+    return invalid_argument("job.json: " + path + "." + key + " must be in " + range);
+  }
+  return v;
 }
 
 Result<TierChoice> tier_choice(const json& v, const std::string& key) {
@@ -149,46 +182,49 @@ Result<TrainJob> parse_job(const json& input) {
   if (job.eval_fraction < 0 || job.eval_fraction >= 1) return invalid_argument("job.json: data.eval_fraction must be in [0, 1)");
   job.format = d["format"].get<std::string>();
   job.chat_template = d["template"].get<std::string>();
-  job.seq_len = d["seq_len"].get<int>();
-  if (job.seq_len < 2) return invalid_argument("job.json: data.seq_len must be at least 2");
+  constexpr int64_t kMaxCount = int64_t{1} << 40;  // steps, intervals: far beyond any run, safe to multiply
+  SPW_ASSIGN_OR_RETURN(const int64_t seq_len, int_in(d, "data", "seq_len", 2, 1 << 20));
+  job.seq_len = static_cast<int>(seq_len);
   job.shuffle = d["shuffle"].get<bool>();
   job.data_seed = d["seed"].get<uint64_t>();
 
-  job.steps = t["steps"].get<int64_t>();
-  job.epochs = t["epochs"].get<double>();
-  if (job.steps < 0 || job.epochs < 0) return invalid_argument("job.json: train.steps and train.epochs must not be negative");
+  SPW_ASSIGN_OR_RETURN(job.steps, int_in(t, "train", "steps", 0, kMaxCount));
+  SPW_ASSIGN_OR_RETURN(job.epochs, number_in(t, "train", "epochs", 0, 1e6));
   if (job.steps == 0 && job.epochs == 0) return invalid_argument("job.json: set train.steps or train.epochs");
-  job.micro_batch_size = t["micro_batch_size"].get<int>();
-  job.grad_accum = t["grad_accum"].get<int>();
-  if (job.micro_batch_size < 1 || job.grad_accum < 1)
-    return invalid_argument("job.json: train.micro_batch_size and train.grad_accum must be at least 1");
+  SPW_ASSIGN_OR_RETURN(const int64_t micro_batch, int_in(t, "train", "micro_batch_size", 1, 1 << 16));
+  SPW_ASSIGN_OR_RETURN(const int64_t grad_accum, int_in(t, "train", "grad_accum", 1, 1 << 16));
+  job.micro_batch_size = static_cast<int>(micro_batch);
+  job.grad_accum = static_cast<int>(grad_accum);
   job.schedule.lr = t["lr"].get<double>();
-  if (!(job.schedule.lr > 0)) return invalid_argument("job.json: train.lr must be positive");
+  // Above 10 every model diverges (1e300 trained to a NaN loss and exported a NaN model).
+  if (!(job.schedule.lr > 0) || !(job.schedule.lr <= 10))
+    return invalid_argument("job.json: train.lr must be in (0, 10], got " + t["lr"].dump());
   auto sched = parse_lr_schedule(t["schedule"].get<std::string>());
   if (!sched.ok()) return sched.status().with_context("job.json: train.schedule");
   job.schedule.kind = *sched;
-  job.schedule.warmup_steps = t["warmup_steps"].get<int64_t>();
-  job.schedule.min_lr_ratio = t["min_lr_ratio"].get<double>();
-  job.weight_decay = t["weight_decay"].get<double>();
+  SPW_ASSIGN_OR_RETURN(job.schedule.warmup_steps, int_in(t, "train", "warmup_steps", 0, kMaxCount));
+  SPW_ASSIGN_OR_RETURN(job.schedule.min_lr_ratio, number_in(t, "train", "min_lr_ratio", 0, 1));
+  SPW_ASSIGN_OR_RETURN(job.weight_decay, number_in(t, "train", "weight_decay", 0, 1e3));
   job.beta1 = t["beta1"].get<double>();
   job.beta2 = t["beta2"].get<double>();
-  job.eps = t["eps"].get<double>();
+  SPW_ASSIGN_OR_RETURN(job.eps, number_in(t, "train", "eps", 0, 1));
   if (job.beta1 < 0 || job.beta1 >= 1 || job.beta2 < 0 || job.beta2 >= 1)
     return invalid_argument("job.json: train.beta1 and train.beta2 must be in [0, 1)");
-  job.clip_grad_norm = t["clip_grad_norm"].get<double>();
+  SPW_ASSIGN_OR_RETURN(job.clip_grad_norm, number_in(t, "train", "clip_grad_norm", 0, 1e30));
   job.seed = t["seed"].get<uint64_t>();
-  job.eval_every = t["eval_every"].get<int64_t>();
-  job.eval_batches = t["eval_batches"].get<int64_t>();
-  job.checkpoint_every = t["checkpoint_every"].get<int64_t>();
-  job.keep_checkpoints = t["keep_checkpoints"].get<int>();
-  job.log_every = t["log_every"].get<int64_t>();
+  SPW_ASSIGN_OR_RETURN(job.eval_every, int_in(t, "train", "eval_every", 0, kMaxCount));
+  SPW_ASSIGN_OR_RETURN(job.eval_batches, int_in(t, "train", "eval_batches", 0, kMaxCount));
+  SPW_ASSIGN_OR_RETURN(job.checkpoint_every, int_in(t, "train", "checkpoint_every", 0, kMaxCount));
+  SPW_ASSIGN_OR_RETURN(const int64_t keep, int_in(t, "train", "keep_checkpoints", 0, 1 << 20));
+  job.keep_checkpoints = static_cast<int>(keep);
+  SPW_ASSIGN_OR_RETURN(job.log_every, int_in(t, "train", "log_every", 0, kMaxCount));
 
   job.backend = p["backend"].get<std::string>();
   if (job.backend != "auto" && job.backend != "cpu" && job.backend != "cuda")
     return invalid_argument("job.json: placement.backend: '" + job.backend + "' is not one of auto, cpu, cuda");
   job.device_memory_bytes = p["device_memory_bytes"].get<uint64_t>();
-  job.weight_slots = p["weight_slots"].get<int>();
-  if (job.weight_slots < 2) return invalid_argument("job.json: placement.weight_slots must be at least 2");
+  SPW_ASSIGN_OR_RETURN(const int64_t slots, int_in(p, "placement", "weight_slots", 2, 64));
+  job.weight_slots = static_cast<int>(slots);
   SPW_ASSIGN_OR_RETURN(job.optimizer_tier, tier_choice(p["optimizer"], "optimizer"));
   SPW_ASSIGN_OR_RETURN(job.master_tier, tier_choice(p["master"], "master"));
   job.ssd_dir = p["ssd_dir"].get<std::string>();
