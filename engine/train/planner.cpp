@@ -294,12 +294,12 @@ std::string limit_text(const Candidate& chosen, const Candidate* below) {
 
 nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine) {
   const bool cpu = machine.backend == "cpu";
-  const std::string shared = "the CPU backend runs compute and AdamW on the same cores, so a larger step hides nothing";
+  const std::string shared = "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
   const int64_t own_tokens = static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
   const nlohmann::json own = plan_job(config, job, machine, 0);
   if (cpu && own["fits"].get<bool>()) {
     const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
-    return suggestion_json(c, job, shared + ": the job's own micro-batch and accumulation");
+    return suggestion_json(c, job, shared);
   }
   std::vector<Candidate> all;
   for (int mb : {1, 2, 4, 8, 16}) {
