@@ -264,6 +264,10 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   pl->addLayout(buttons);
   layout->addWidget(planBox);
   connect(planButton_, &QPushButton::clicked, this, &NewRunPage::plan);
+  connect(planView_, &PlanView::applySuggestion, this, [this](int microBatchSize, int gradAccum) {
+    microBatch_->setValue(microBatchSize);
+    gradAccum_->setValue(gradAccum);
+  });
   connect(launchButton_, &QPushButton::clicked, this, [this] { launch(); });
   connect(copyButton_, &QPushButton::clicked, this, [this] {
     QString error;

@@ -29,7 +29,37 @@ PlanResult PlanResult::fromJson(const QJsonObject& plan) {
   r.tokensPerSecond = step["tokens_per_s"].toDouble();
   r.etaSeconds = step["eta_s"].toDouble();
   r.bottleneck = step["bottleneck"].toString();
+  if (plan.contains("suggestion")) r.suggestion = BatchSuggestion::fromJson(plan["suggestion"].toObject());
   return r;
+}
+
+BatchSuggestion BatchSuggestion::fromJson(const QJsonObject& s) {
+  BatchSuggestion b;
+  b.present = true;
+  b.fits = s["fits"].toBool();
+  b.why = s["why"].toString();
+  if (!b.fits) return b;
+  b.microBatchSize = s["micro_batch_size"].toInt();
+  b.gradAccum = s["grad_accum"].toInt();
+  b.tokensPerStep = s["tokens_per_step"].toDouble();
+  b.tokensPerSecond = s["tokens_per_s"].toDouble();
+  b.stepSeconds = s["step_s"].toDouble();
+  b.modelTflops = s["model_tflops"].toDouble();
+  b.sameAsJob = s["same_as_job"].toBool();
+  b.fits = b.microBatchSize > 0 && b.gradAccum > 0;
+  return b;
+}
+
+QString BatchSuggestion::text() const {
+  if (!present) return {};
+  if (!fits) return QObject::tr("Suggested: nothing — %1").arg(why);
+  const qint64 tokens = static_cast<qint64>(tokensPerStep);
+  const QString perStep = tokens % 1024 == 0 ? QString("%1K").arg(tokens / 1024) : QLocale().toString(tokens);
+  return QObject::tr("Suggested: micro-batch %1 × %2 accumulation = %3 tokens/step, %4 tokens/s predicted%5 — %6")
+      .arg(microBatchSize)
+      .arg(gradAccum)
+      .arg(perStep, QLocale().toString(tokensPerSecond, 'f', 0),
+           sameAsJob ? QObject::tr(" (the job's own)") : QString(), why);
 }
 
 PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray& err,

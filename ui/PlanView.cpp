@@ -1,8 +1,10 @@
 #include "PlanView.h"
 
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QVBoxLayout>
 
 #include "Format.h"
@@ -27,8 +29,36 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   message_ = new QLabel;
   message_->setWordWrap(true);
   message_->setStyleSheet("color: #d32f2f; font-weight: bold;");
+  suggestionRow_ = new QWidget;
+  auto* row = new QHBoxLayout(suggestionRow_);
+  row->setContentsMargins(0, 0, 0, 0);
+  suggestion_ = new QLabel;
+  suggestion_->setWordWrap(true);
+  suggestion_->setTextFormat(Qt::PlainText);
+  suggestion_->setToolTip(
+      tr("The smallest tokens per step whose predicted tokens/s is within 5% of the best the planner "
+         "finds for this model and machine (micro-batches 1-16, accumulation 1-64)"));
+  apply_ = new QPushButton(tr("Apply"));
+  apply_->setObjectName("applySuggestion");
+  apply_->setToolTip(tr("Set the micro-batch size and gradient accumulation to the suggestion"));
+  row->addWidget(suggestion_, 1);
+  row->addWidget(apply_);
+  suggestionRow_->hide();
   layout->addWidget(summary_);
+  layout->addWidget(suggestionRow_);
   layout->addWidget(message_);
+  connect(apply_, &QPushButton::clicked, this, [this] {
+    const BatchSuggestion& s = plan_.suggestion;
+    if (!s.fits) return;
+    emit applySuggestion(s.microBatchSize, s.gradAccum);
+    apply_->setEnabled(false);
+    apply_->setText(tr("Applied"));
+    apply_->setToolTip(tr("Press Plan for the plan of these settings"));
+  });
+}
+
+QString PlanView::suggestionText() const {
+  return suggestion_->text();
 }
 
 void PlanView::setBusy(const QString& message) {
@@ -59,6 +89,12 @@ void PlanView::setPlan(const PlanResult& plan) {
     bars_[i]->setStyleSheet(over ? "QProgressBar::chunk { background: #d32f2f; }" : "");
   }
   summary_->setText(plan.ok ? plan.summary() : QString());
+  const BatchSuggestion& s = plan.suggestion;
+  suggestionRow_->setVisible(plan.ok && s.present);
+  suggestion_->setText(plan.ok ? s.text() : QString());
+  apply_->setText(tr("Apply"));
+  apply_->setToolTip(tr("Set the micro-batch size and gradient accumulation to the suggestion"));
+  apply_->setEnabled(s.fits && !s.sameAsJob);
   message_->setText(!plan.ok    ? plan.error
                     : plan.fits ? QString()
                                 : tr("Does not fit: %1").arg(plan.reason));

@@ -1,6 +1,8 @@
 // PlanView: the plan of a job before launch — a bar per tier (HBM, DRAM, SSD: needed against
-// free and total), the predicted step time, tokens/s, ETA and bottleneck, and a red message when
-// the job does not fit, saying what to change. GUI thread; owns its widgets.
+// free and total), the predicted step time, tokens/s, ETA and bottleneck, a red message when
+// the job does not fit, saying what to change, and the planner's suggested micro-batch and
+// accumulation with an Apply button (applySuggestion: the page sets its form). GUI thread; owns
+// its widgets.
 #pragma once
 
 #include <QWidget>
@@ -9,6 +11,7 @@
 
 class QLabel;
 class QProgressBar;
+class QPushButton;
 
 namespace spillway::ui {
 
@@ -20,11 +23,20 @@ class PlanView : public QWidget {
   void setBusy(const QString& message);  // while the worker plans
   const PlanResult& plan() const { return plan_; }
   QString tierText(int i) const;  // for tests
+  QString suggestionText() const;  // for tests
+  QPushButton* applyButton() const { return apply_; }
+
+ signals:
+  // Apply was pressed: the suggestion's values, for the form.
+  void applySuggestion(int microBatchSize, int gradAccum);
 
  private:
   PlanResult plan_;
   QProgressBar* bars_[3];
   QLabel* summary_;
+  QLabel* suggestion_;
+  QPushButton* apply_;
+  QWidget* suggestionRow_;
   QLabel* message_;
 };
 

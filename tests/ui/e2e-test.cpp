@@ -59,6 +59,17 @@ TEST(EndToEnd, PlanFromTheWorker) {
   EXPECT_GT(plan.tokensPerSecond, 0);
   EXPECT_TRUE(page.planView()->tierText(1).startsWith("needs"))
       << page.planView()->tierText(1).toStdString();
+  // The worker's suggestion: on the CPU backend the job's own micro-batch and accumulation.
+  ASSERT_TRUE(plan.suggestion.present);
+  EXPECT_TRUE(plan.suggestion.fits) << plan.suggestion.why.toStdString();
+  EXPECT_GT(plan.suggestion.microBatchSize, 0);
+  if (plan.suggestion.why.contains("CPU backend")) {
+    EXPECT_TRUE(plan.suggestion.sameAsJob);
+    EXPECT_EQ(plan.suggestion.microBatchSize, page.settings().microBatchSize);
+    EXPECT_EQ(plan.suggestion.gradAccum, page.settings().gradAccum);
+  }
+  EXPECT_TRUE(page.planView()->suggestionText().startsWith("Suggested: micro-batch "))
+      << page.planView()->suggestionText().toStdString();
 }
 
 TEST(EndToEnd, LaunchWatchCloseReattachHistory) {

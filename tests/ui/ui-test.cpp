@@ -8,8 +8,10 @@
 #include <QJsonDocument>
 #include <QComboBox>
 #include <QLabel>
+#include <QLocale>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
@@ -321,6 +323,56 @@ TEST(NewRunPage, OffersCudaAndShowsTheGpuProbe) {
   if (!page.gpuProbe()->answer().usable) {
     EXPECT_TRUE(label->text().startsWith("no usable GPU: ")) << label->text().toStdString();
   }
+}
+
+TEST(NewRunPage, AppliesThePlansSuggestedBatch) {
+  NewRunPage page;
+  JobSettings settings = page.settings();
+  settings.microBatchSize = 4;
+  settings.gradAccum = 4;
+  page.setSettings(settings);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  const char* plan = R"json({"fits": true, "reason": "",
+    "tiers": {"hbm": {"needed_bytes": 1.4e10, "free_bytes": 8.4e10, "total_bytes": 8.5e10},
+              "dram": {"needed_bytes": 1.08e11, "free_bytes": 1.3e11, "total_bytes": 1.34e11},
+              "ssd": {"needed_bytes": 0, "free_bytes": 6.4e10, "total_bytes": 6.4e10}},
+    "step": {"step_s": 4.0, "tokens_per_s": 8192, "eta_s": 400, "bottleneck": "compute"},
+    "suggestion": {"fits": true, "micro_batch_size": 8, "grad_accum": 4, "tokens_per_step": 65536,
+                   "tokens_per_s": 9900.4, "step_s": 6.62, "model_tflops": 408.5, "same_as_job": false,
+                   "why": "AdamW (1.5 s) hides behind the forward from 64K tokens per step; micro-batch 8 keeps checkpoints in HBM (25 GB of 84)"}})json";
+  page.planView()->setPlan(PlanResult::fromJson(QJsonDocument::fromJson(plan).object()));
+  const QString text = page.planView()->suggestionText();
+  EXPECT_TRUE(text.startsWith("Suggested: micro-batch 8 × 4 accumulation = 64K tokens/step, " +
+                              QLocale().toString(9900.4, 'f', 0) + " tokens/s predicted — AdamW (1.5 s)"))
+      << text.toStdString();
+  QPushButton* apply = page.planView()->findChild<QPushButton*>("applySuggestion");
+  ASSERT_NE(apply, nullptr);
+  EXPECT_TRUE(apply->isVisible());
+  ASSERT_TRUE(apply->isEnabled());
+  QTest::mouseClick(apply, Qt::LeftButton);
+  EXPECT_EQ(page.settings().microBatchSize, 8);
+  EXPECT_EQ(page.settings().gradAccum, 4);
+  EXPECT_FALSE(apply->isEnabled());  // applied; Plan shows the plan of the new settings
+
+  // The job's own values: nothing to apply. Nothing fits: the reason, and no button to press.
+  PlanResult own = PlanResult::fromJson(QJsonDocument::fromJson(plan).object());
+  own.suggestion.sameAsJob = true;
+  page.planView()->setPlan(own);
+  EXPECT_TRUE(page.planView()->suggestionText().contains("(the job's own)"));
+  EXPECT_FALSE(apply->isEnabled());
+  PlanResult none = own;
+  none.suggestion = BatchSuggestion::fromJson(
+      QJsonDocument::fromJson(R"({"fits": false, "why": "no micro-batch fits: DRAM: needs 113 GB"})").object());
+  page.planView()->setPlan(none);
+  EXPECT_EQ(page.planView()->suggestionText(), "Suggested: nothing — no micro-batch fits: DRAM: needs 113 GB");
+  EXPECT_FALSE(apply->isEnabled());
+  // A plan from a worker without suggestions: no row.
+  PlanResult old = own;
+  old.suggestion = {};
+  page.planView()->setPlan(old);
+  EXPECT_FALSE(apply->isVisible());
+  for (int waited = 0; waited < 30000 && !page.gpuProbe()->done(); waited += 50) QTest::qWait(50);
 }
 
 TEST(TimelineView, ShowsTheLatestDetailedStepFramedByItsStepSpan) {
