@@ -8,6 +8,13 @@
 #include "train/streaming-engine.h"
 
 namespace spillway {
+
+Status check_positions(const ModelConfig& config, const TrainJob& job) {
+  if (job.seq_len <= config.max_position_embeddings) return {};
+  // RoPE runs past it, but the model never saw such positions: a silent loss of quality.
+  return invalid_argument("data.seq_len " + std::to_string(job.seq_len) + " is beyond the model's max_position_embeddings " +
+                          std::to_string(config.max_position_embeddings) + "; lower data.seq_len");
+}
 namespace {
 
 std::string gb(double bytes) {
@@ -104,7 +111,9 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   tiers["ssd"]["free_bytes"] = machine.ssd_free_bytes;
 
   std::string reason;
-  if (device_free && hbm_fixed > device_free) {
+  if (Status st = check_positions(config, job); !st.ok()) {
+    reason = st.message();
+  } else if (device_free && hbm_fixed > device_free) {
     reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) + " weight slots of the largest block, "
              "gradient buffers, one micro-batch's activations) but has " + gb(device_free) + "; lower micro_batch_size or seq_len";
   } else if (dram_needed > tiers["dram"]["free_bytes"].get<uint64_t>()) {

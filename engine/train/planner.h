@@ -53,6 +53,10 @@ struct TierPlacement {
 };
 TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes);
 
+// kInvalidArgument when the job's seq_len is beyond the model's max_position_embeddings (a plan
+// that does not fit says the same).
+Status check_positions(const ModelConfig& config, const TrainJob& job);
+
 // The plan as the JSON of `spillway-worker plan --json` (schema in the README). For a GPU backend
 // (machine.backend != "cpu") the step overlaps compute, the host link and the CPU AdamW: it takes
 // the longest of compute and link, plus the optimizer's visible part (the gradient norm, and what

@@ -136,6 +136,35 @@ struct Trainer::Impl {
     return st;
   }
 
+  // What `plan` refuses, refused before anything is allocated: a job that does not fit would
+  // otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
+  // would train without a word. Only the memory and the job are checked here (the figures that
+  // predict the step come later, with the GPU's probe).
+  Status check_fits(const ModelConfig& config) const {
+    SPW_RETURN_IF_ERROR(check_positions(config, job));
+    MachineProbe m;
+    m.backend = backend->name();
+    const MemInfo mem = read_meminfo();
+    m.dram_total_bytes = mem.total_bytes.value_or(0);
+    m.dram_available_bytes = mem.available_bytes.value_or(UINT64_MAX);  // unknown: not the limit
+    if (m.backend != "cpu") {
+      size_t free_bytes = 0, total_bytes = 0;
+      if (backend->device_memory_info(&free_bytes, &total_bytes).ok()) {
+        m.device_total_bytes = total_bytes;
+        m.device_free_bytes = free_bytes;
+      }
+    }
+    if (!job.ssd_dir.empty()) {
+      const FsSpace space = read_fs_space(job.ssd_dir);  // a folder not made yet: not the limit
+      m.ssd_total_bytes = space.total_bytes.value_or(UINT64_MAX);
+      m.ssd_free_bytes = space.free_bytes.value_or(UINT64_MAX);
+    }
+    const nlohmann::json plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
+    if (plan["fits"].get<bool>()) return {};
+    return out_of_memory("the job does not fit: " + plan["reason"].get<std::string>() +
+                         " (spillway-worker plan shows the whole plan)");
+  }
+
   Status load_model() {
     ModelConfig config;
     if (!job.model_path.empty()) {
@@ -147,6 +176,7 @@ struct Trainer::Impl {
       if (!c.ok()) return c.status().with_context("job.json: model.init");
       config = *c;
     }
+    SPW_RETURN_IF_ERROR(check_fits(config));
     ParameterLayout layout = ParameterLayout::build(config);
     parameters = layout.parameter_count();
     placement = place_tiers(config, job, read_meminfo().available_bytes.value_or(0));
@@ -414,6 +444,21 @@ struct Trainer::Impl {
     return {};
   }
 
+  // A step whose loss or gradients are not finite has diverged: the run stops before the optimizer
+  // spreads NaN through the weights (a learning rate of 1e300 trained on and exported a NaN model).
+  // The weights in memory are the previous step's; the last checkpoint stays as it was.
+  Status check_finite(const StepResult& r) const {
+    double sumsq = 0;
+    for (double s : r.grad_sumsq) sumsq += s;
+    if (std::isfinite(r.loss()) && std::isfinite(sumsq)) return {};
+    char what[256];
+    std::snprintf(what, sizeof(what),
+                  "step %lld diverged: loss %g, gradient norm %g; lower train.lr (%g) or raise train.warmup_steps, "
+                  "and resume from the last checkpoint",
+                  static_cast<long long>(progress.step + 1), r.loss(), std::sqrt(sumsq), job.schedule.lr);
+    return invalid_argument(what);
+  }
+
   Status train_loop() {
     (void)events->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
                                      {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes},
@@ -433,6 +478,7 @@ struct Trainer::Impl {
       if (spans_on) last_span_step = t_start;
       Batch b = iter->next();
       SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(step_batch(b)));
+      SPW_RETURN_IF_ERROR(check_finite(r));
       const double t_compute = events->now_s();
       const double lr = lr_at(sched, progress.step + 1);
       StepStats st = optimizer->begin_step(lr, r.grad_sumsq);  // the norm from the engine's device sums

@@ -437,6 +437,43 @@ TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
   EXPECT_GT(elapsed(second + "/checkpoints/step-000004"), at2);
 }
 
+// A run that diverges stops at the first non-finite loss with a clear error, keeps its last
+// checkpoint and exports nothing (a learning rate of 1e300 used to train on and export NaN
+// weights, exit 0). A seq_len past the model's positions, and a job whose memory does not fit,
+// are refused before anything is allocated, as `plan` refuses them.
+TEST_F(WorkerTest, DivergedOrUnfitRunsStopWithClearErrors) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run_dir = tmp_.path() + "/diverge";
+  json job = {{"name", "diverge"},
+              {"model", {{"path", testing::data_path("models/stories260K")}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+              {"train", {{"steps", 40}, {"micro_batch_size", 4}, {"lr", 10}, {"clip_grad_norm", 0}, {"checkpoint_every", 2}}},
+              {"output", {{"run_dir", run_dir}}}};
+  auto r = worker({"train", write_job("diverge", job)});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("diverged: loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lower train.lr (10)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(run_dir + "/export"));
+  ASSERT_TRUE(fs::exists(run_dir + "/checkpoints"));
+  EXPECT_FALSE(fs::is_empty(run_dir + "/checkpoints")) << "the last good checkpoint stays";
+
+  json long_seq = job;
+  long_seq["data"]["seq_len"] = 1024;  // stories260K has 512 positions
+  long_seq["output"]["run_dir"] = tmp_.path() + "/long";
+  r = worker({"train", write_job("long", long_seq)});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("data.seq_len 1024 is beyond the model's max_position_embeddings 512"), std::string::npos) << r.err;
+  r = worker({"plan", write_job("long", long_seq)});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+
+  json small_dram = job;
+  small_dram["placement"] = {{"dram_cap_bytes", 1 << 20}};  // 1 MiB for a 0.26M-parameter model's 4 MB of state
+  small_dram["output"]["run_dir"] = tmp_.path() + "/small";
+  r = worker({"train", write_job("small", small_dram)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("the job does not fit: DRAM"), std::string::npos) << r.err;
+}
+
 TEST_F(WorkerTest, BadInputGivesClearErrors) {
   SPILLWAY_REQUIRE_DATA();
   const std::string model = testing::data_path("models/stories260K");
