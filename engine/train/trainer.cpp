@@ -451,12 +451,16 @@ struct Trainer::Impl {
     double sumsq = 0;
     for (double s : r.grad_sumsq) sumsq += s;
     if (std::isfinite(r.loss()) && std::isfinite(sumsq)) return {};
-    char what[256];
-    std::snprintf(what, sizeof(what),
-                  "step %lld diverged: loss %g, gradient norm %g; lower train.lr (%g) or raise train.warmup_steps, "
-                  "and resume from the last checkpoint",
-                  static_cast<long long>(progress.step + 1), r.loss(), std::sqrt(sumsq), job.schedule.lr);
-    return invalid_argument(what);
+    auto number = [](double v) {  // "nan", never "-nan"
+      char b[32];
+      std::snprintf(b, sizeof(b), "%g", std::isnan(v) ? std::fabs(v) : v);
+      return std::string(b);
+    };
+    char lr[32];
+    std::snprintf(lr, sizeof(lr), "%g", job.schedule.lr);
+    return invalid_argument("step " + std::to_string(progress.step + 1) + " diverged: loss " + number(r.loss()) +
+                            ", gradient norm " + number(std::sqrt(sumsq)) + "; lower train.lr (" + lr +
+                            ") or raise train.warmup_steps, and resume from the last checkpoint");
   }
 
   Status train_loop() {

@@ -99,7 +99,17 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
     // The first attempt dies before its end; later ones may outlive the kill (then the kill is a
     // no-op on a finished process), more likely as attempts go on, so that the loop ends.
     const double frac = std::uniform_real_distribution<double>(0.0, attempt == 0 ? 0.8 : attempt < 8 ? 1.1 : 3.0)(rng);
-    std::this_thread::sleep_for(std::chrono::duration<double>(frac * left_s));
+    if (attempt == 0) {
+      // The first attempt must die mid-run whatever the machine's load (timed from the straight
+      // run alone, a loaded machine let it finish first): wait for its first checkpoint, then
+      // kill within the next few steps.
+      for (const auto until = Clock::now() + std::chrono::duration<double>(10 * left_s + 30);
+           list_checkpoints(checkpoints).empty() && Clock::now() < until;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::duration<double>(frac * body_s / kSteps));
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(frac * left_s));
+    }
     kill(pid, SIGKILL);
     const int code = testing::wait_exit(pid);
     log += "attempt " + std::to_string(attempt) + " from " + (resume.empty() ? "scratch" : fs::path(resume).filename().string()) +
