@@ -17,9 +17,14 @@ Status check_positions(const ModelConfig& config, const TrainJob& job) {
 }
 namespace {
 
+// Bytes in the unit that shows them ("107.81 GB", "4.19 MB", "512 bytes"): a small job's
+// shortfall must not read "needs 0.00 GB but 0.00 GB is available".
 std::string gb(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  if (bytes >= 1e9) std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  else if (bytes >= 1e6) std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
+  else if (bytes >= 1e3) std::snprintf(buf, sizeof(buf), "%.2f kB", bytes / 1e3);
+  else std::snprintf(buf, sizeof(buf), "%.0f bytes", bytes);
   return buf;
 }
 

@@ -471,7 +471,8 @@ TEST_F(WorkerTest, DivergedOrUnfitRunsStopWithClearErrors) {
   small_dram["output"]["run_dir"] = tmp_.path() + "/small";
   r = worker({"train", write_job("small", small_dram)});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("the job does not fit: DRAM"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the job does not fit: DRAM: needs "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" MB but 1.05 MB is available"), std::string::npos) << r.err;
 }
 
 TEST_F(WorkerTest, BadInputGivesClearErrors) {
