@@ -8,7 +8,8 @@ QString formatBytes(double bytes) {
   if (bytes < 0 || std::isnan(bytes)) return QStringLiteral("—");
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
   int u = 0;
-  while (bytes >= 1000 && u < 4) bytes /= 1000, ++u;
+  // 999,960 B is "1.00 MB", not "1000.0 kB": move up where the rounded figure would reach 1000.
+  while (bytes >= (u == 0 ? 999.5 : 999.95) && u < 4) bytes /= 1000, ++u;
   return u == 0 ? QString("%1 B").arg(bytes, 0, 'f', 0)
                 : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : 1).arg(units[u]);
 }
