@@ -1,43 +1,201 @@
 #include "DatasetPreview.h"
 
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QLocale>
 #include <QObject>
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
+#include "DatasetSample.h"
 #include "core/thread-pool.h"
 #include "data/dataset.h"
+#include "data/tokenizer.h"
 #include "train/export.h"
 
 namespace spillway::ui {
+namespace {
+
+// Tokens of context before each shown token: enough for a piece to come out as it does in the
+// whole text (SentencePiece's leading space, a character split over byte tokens), and a constant,
+// so rendering costs O(tokens shown) and not O(seq_len^2) as decoding the whole prefix did (seq_len
+// 100000 spent minutes there).
+constexpr size_t kDecodeContext = 8;
+
+bool stop(const std::atomic<bool>* cancel) {
+  return cancel && cancel->load(std::memory_order_relaxed);
+}
+
+DatasetPreview cancelledPreview(quint64 generation) {
+  DatasetPreview p;
+  p.cancelled = true;
+  p.generation = generation;
+  return p;
+}
+
+// Identifies the tokenizer files' version: the names, sizes and times of the folder's files.
+QString tokenizerStamp(const QString& path) {
+  const QFileInfo info(path);
+  QString stamp = path;
+  const QFileInfoList files =
+      info.isDir() ? QDir(path).entryInfoList(QDir::Files, QDir::Name) : QFileInfoList{info};
+  for (const QFileInfo& f : files)
+    stamp += QString("|%1:%2:%3")
+                 .arg(f.fileName())
+                 .arg(f.size())
+                 .arg(f.lastModified().toMSecsSinceEpoch());
+  return stamp;
+}
+
+// The last tokenizer loaded, kept while its files do not change: every change of the form
+// previews with the same model, and a large tokenizer.json (a 128K-token BPE vocabulary and its
+// merges) need not be parsed again each time.
+std::shared_ptr<const Tokenizer> cachedTokenizer(const QString& path, QString* error) {
+  static std::mutex mutex;
+  static QString cachedStamp;
+  static std::shared_ptr<const Tokenizer> cached;
+  const QString stamp = tokenizerStamp(path);
+  {
+    std::lock_guard lock(mutex);
+    if (cached && stamp == cachedStamp) return cached;
+  }
+  auto loaded = load_model_tokenizer(path.toStdString());
+  if (!loaded.ok()) {
+    *error = QObject::tr("The model's tokenizer: %1")
+                 .arg(QString::fromStdString(loaded.status().message()));
+    return nullptr;
+  }
+  std::shared_ptr<const Tokenizer> tokenizer = std::move(*loaded);
+  std::lock_guard lock(mutex);
+  cachedStamp = stamp;
+  cached = tokenizer;
+  return tokenizer;
+}
+
+// Whether the engine reads `path` as JSON (and the sample must be cut at JSON record boundaries).
+bool readAsJson(const QString& path, DatasetFormat format) {
+  if (format == DatasetFormat::kText) return false;
+  if (format != DatasetFormat::kAuto) return true;
+  const QString ext = QFileInfo(path).suffix().toLower();
+  return ext == "json" || ext == "jsonl" || ext == "ndjson";
+}
+
+// `seq`'s first kShownTokens tokens as HTML, trained ones highlighted. Empty when cancelled.
+QString renderSequence(const TokenSequence& seq, const Tokenizer& tokenizer,
+                       const std::atomic<bool>* cancel, bool* cancelled) {
+  QString html;
+  const size_t shown = std::min<size_t>(seq.size(), DatasetPreview::kShownTokens);
+  for (size_t t = 0; t < shown; ++t) {
+    if (stop(cancel)) return *cancelled = true, QString();
+    // Position t's token is the target of position t-1: it is trained when that label is set.
+    const bool trained = t > 0 && seq.labels[t - 1] != -100;
+    // Each token's text is what it adds to the decoded text before it: decoding tokens one by
+    // one would lose SentencePiece's leading spaces and split multi-byte characters.
+    const size_t from = t > kDecodeContext ? t - kDecodeContext : 0;
+    const std::span<const int32_t> ids(seq.input_ids.data() + from, t + 1 - from);
+    const std::string with = tokenizer.decode(ids);
+    const std::string before =
+        t > from ? tokenizer.decode(ids.first(ids.size() - 1)) : std::string();
+    const std::string piece =
+        with.size() >= before.size() && with.compare(0, before.size(), before) == 0
+            ? with.substr(before.size())
+            : tokenizer.decode(ids.last(1));
+    QString text = QString::fromStdString(piece).toHtmlEscaped();
+    text.replace("\n", "↵<br/>");
+    html += trained
+                ? QString("<span style=\"background-color:#ffe08a;color:#000\">%1</span>").arg(text)
+                : text;
+  }
+  if (const qint64 more = static_cast<qint64>(seq.size() - shown); more > 0) {
+    html += " <i>" +
+            (more == 1 ? QObject::tr("… and 1 more token")
+                       : QObject::tr("… and %1 more tokens").arg(QLocale().toString(more))) +
+            "</i>";
+  }
+  return html;
+}
+
+}  // namespace
 
 DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenizerPath, int seqLen,
                                     const QString& format, int samples) {
+  Request r;
+  r.path = path;
+  r.tokenizerPath = tokenizerPath;
+  r.seqLen = seqLen;
+  r.format = format;
+  r.samples = samples;
+  return load(r);
+}
+
+DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* cancel) {
   DatasetPreview p;
-  if (path.isEmpty()) {
+  p.generation = r.generation;
+  p.seqLen = r.seqLen;
+  if (r.path.isEmpty()) {
     p.error = QObject::tr("Choose a dataset file.");
     return p;
   }
-  auto loaded = load_model_tokenizer(tokenizerPath.toStdString());
-  if (!loaded.ok()) {
-    p.error = QObject::tr("The model's tokenizer: %1").arg(QString::fromStdString(loaded.status().message()));
-    return p;
-  }
-  const std::unique_ptr<Tokenizer> tokenizer = std::move(*loaded);
-  DatasetOptions opts;
-  opts.seq_len = seqLen;
-  opts.pool = &ThreadPool::global();
-  auto fmt = parse_dataset_format(format.toStdString());
+  auto fmt = parse_dataset_format(r.format.toStdString());
   if (!fmt.ok()) {
     p.error = QString::fromStdString(fmt.status().message());
     return p;
   }
+  if (stop(cancel)) return cancelledPreview(r.generation);
+  const DatasetSample sample =
+      DatasetSample::read(r.path, r.sampleBytes, readAsJson(r.path, *fmt), cancel);
+  if (sample.cancelled) return cancelledPreview(r.generation);
+  if (!sample.ok()) {
+    p.error = sample.error;
+    return p;
+  }
+  p.fileBytes = sample.fileBytes;
+  p.sampleBytes = sample.readBytes;
+  p.sampled = !sample.whole;
+
+  QString error;
+  const std::shared_ptr<const Tokenizer> tokenizer = cachedTokenizer(r.tokenizerPath, &error);
+  if (!tokenizer) {
+    p.error = error;
+    return p;
+  }
+  if (stop(cancel)) return cancelledPreview(r.generation);
+
+  DatasetOptions opts;
+  opts.seq_len = r.seqLen;
+  opts.pool = &ThreadPool::global();
   opts.read.format = *fmt;
-  auto ds = Dataset::load(path.toStdString(), *tokenizer, opts);
+  const std::string path = r.path.toStdString();
+  auto records = parse_dataset_records(
+      std::string_view(sample.bytes.constData(), sample.bytes.size()), path, opts.read);
+  if (!records.ok() && p.sampled) {
+    // The cut may have split a record the sampler cannot see the end of (one JSON object over
+    // many lines): read the whole file, and keep the records that start inside the sample. A bad
+    // record is then reported as the worker would report it.
+    if (stop(cancel)) return cancelledPreview(r.generation);
+    records = read_dataset_records(path, opts.read);
+    if (records.ok()) {
+      const int64_t lines = sample.bytes.count('\n') + 1;
+      auto& list = records->records;
+      auto past = std::find_if(list.begin() + 1, list.end(),
+                               [lines](const DatasetRecord& rec) { return rec.line > lines; });
+      list.erase(past, list.end());
+    }
+  }
+  if (!records.ok()) {
+    p.error = QString::fromStdString(records.status().message());
+    return p;
+  }
+  if (stop(cancel)) return cancelledPreview(r.generation);
+  auto ds = Dataset::from_records(std::move(*records), path, *tokenizer, opts);
+  if (stop(cancel)) return cancelledPreview(r.generation);
   if (!ds.ok()) {
     p.error = QString::fromStdString(ds.status().message());
     return p;
   }
   const DatasetStats& s = ds->stats();
-  p.ok = true;
   p.format = dataset_format_name(ds->format());
   p.chatTemplate = QString::fromStdString(ds->chat_template().reason);
   p.examples = s.records;
@@ -46,38 +204,23 @@ DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenize
   p.trainedTokens = s.trained_tokens;
   p.truncated = s.truncated;
   p.maxExampleTokens = s.max_example_tokens();
-  p.histogramUpper = std::max(seqLen * 2, 1);
+  p.histogramUpper = std::max(r.seqLen * 2, 1);
   for (int64_t c : s.histogram(40, p.histogramUpper)) p.histogram << c;
 
   QString html;
-  for (int i = 0; i < samples && i < static_cast<int>(ds->size()); ++i) {
+  for (int i = 0; i < r.samples && i < static_cast<int>(ds->size()); ++i) {
     const TokenSequence& seq = (*ds)[i];
-    html += QString("<p><b>sample %1</b> (%2 tokens, %3 trained)<br/>")
+    bool cancelled = false;
+    const QString body = renderSequence(seq, *tokenizer, cancel, &cancelled);
+    if (cancelled) return cancelledPreview(r.generation);
+    html += QString("<p><b>sample %1</b> (%2 tokens, %3 trained)<br/>%4</p>")
                 .arg(i + 1)
                 .arg(seq.size())
-                .arg(seq.trained_count());
-    // Each token's text is what it adds to the decoded prefix: decoding tokens one by one would
-    // lose SentencePiece's leading spaces and split multi-byte characters.
-    std::string previous;
-    for (size_t t = 0; t < seq.size(); ++t) {
-      // Position t's token is the target of position t-1: it is trained when that label is set.
-      const bool trained = t > 0 && seq.labels[t - 1] != -100;
-      std::string prefix = tokenizer->decode(std::span<const int32_t>(seq.input_ids.data(), t + 1));
-      const std::string piece =
-          prefix.size() >= previous.size() && prefix.compare(0, previous.size(), previous) == 0
-              ? prefix.substr(previous.size())
-              : tokenizer->decode(std::span<const int32_t>(&seq.input_ids[t], 1));
-      previous = std::move(prefix);
-      QString text = QString::fromStdString(piece).toHtmlEscaped();
-      text.replace("\n", "↵<br/>");
-      html +=
-          trained
-              ? QString("<span style=\"background-color:#ffe08a;color:#000\">%1</span>").arg(text)
-              : text;
-    }
-    html += "</p>";
+                .arg(seq.trained_count())
+                .arg(body);
   }
   p.previewHtml = html;
+  p.ok = true;
   return p;
 }
 

@@ -1,0 +1,227 @@
+#include "DatasetSample.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QObject>
+#include <algorithm>
+
+#include "Format.h"
+
+namespace spillway::ui {
+namespace {
+
+constexpr qint64 kChunk = 256 * 1024;
+constexpr qsizetype kHead = 64 * 1024;  // what the text check looks at
+
+bool stopRequested(const std::atomic<bool>* cancel) {
+  return cancel && cancel->load(std::memory_order_relaxed);
+}
+
+// Finds the element boundaries of a top-level JSON list as bytes arrive: the position of each ','
+// between two elements, and of the closing ']'. Strings are skipped with their escapes, so brackets
+// and commas inside them do not count.
+struct JsonListScanner {
+  qsizetype pos = 0;
+  int depth = 0;
+  bool inString = false, escape = false;
+  qsizetype lastComma = -1;  // the last ',' at depth 1
+  qsizetype close = -1;      // the ']' that closes the list
+  bool firstComma = false;   // stop at the next ',' (reading past the limit)
+
+  void scan(const QByteArray& s) {
+    for (; pos < s.size() && close < 0; ++pos) {
+      const char c = s[pos];
+      if (inString) {
+        if (escape)
+          escape = false;
+        else if (c == '\\')
+          escape = true;
+        else if (c == '"')
+          inString = false;
+      } else if (c == '"') {
+        inString = true;
+      } else if (c == '[' || c == '{') {
+        ++depth;
+      } else if (c == ']' || c == '}') {
+        if (--depth == 0) close = pos;
+      } else if (c == ',' && depth == 1) {
+        lastComma = pos;
+        if (firstComma) return;
+      }
+    }
+  }
+};
+
+// The length of `s` without a UTF-8 sequence cut off at its end.
+qsizetype utf8Prefix(const QByteArray& s) {
+  qsizetype n = s.size();
+  for (int back = 1; back <= 4 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation: look further back for its lead byte
+    const int length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+    return length > back ? n - back : n;
+  }
+  return n;
+}
+
+}  // namespace
+
+QString DatasetSample::notTextReason(const QByteArray& head, const QString& name) {
+  const QString datasetIs = QObject::tr("A dataset is UTF-8 text: plain text, JSON or JSON lines.");
+  struct Signature {
+    QByteArray magic;
+    const char* what;
+  };
+  const Signature signatures[] = {
+      {QByteArray("\x1F\x8B", 2), QT_TR_NOOP("a gzip file")},
+      {QByteArray("PK\x03\x04", 4), QT_TR_NOOP("a zip file")},
+      {QByteArray("\x28\xB5\x2F\xFD", 4), QT_TR_NOOP("a zstd file")},
+      {QByteArray("\xFD"
+                  "7zXZ\x00",
+                  6),
+       QT_TR_NOOP("an xz file")},
+      {QByteArray("PAR1"), QT_TR_NOOP("a Parquet file")},
+      {QByteArray("ARROW1"), QT_TR_NOOP("an Arrow file")},
+  };
+  for (const Signature& s : signatures) {
+    if (head.startsWith(s.magic))
+      return QObject::tr("%1 is %2, not text. %3").arg(name, QObject::tr(s.what), datasetIs);
+  }
+  if (head.startsWith("\xFF\xFE") || head.startsWith("\xFE\xFF"))
+    return QObject::tr("%1 is UTF-16 text: save it as UTF-8. %2").arg(name, datasetIs);
+  if (const qsizetype nul = head.indexOf('\0'); nul >= 0)
+    return QObject::tr(
+               "%1 is not a text file: byte %2 is NUL (a binary file, or text in UTF-16). %3")
+        .arg(name)
+        .arg(nul)
+        .arg(datasetIs);
+  // Control characters other than whitespace and ESC, and bytes that are not UTF-8: a few are
+  // noise in a real text (a Latin-1 'ä'), a tenth is a binary format.
+  qsizetype bad = 0;
+  const qsizetype n = utf8Prefix(head);
+  for (qsizetype i = 0; i < n;) {
+    const auto c = static_cast<unsigned char>(head[i]);
+    if (c < 0x80) {
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' && c != 0x1B)
+        ++bad;
+      else if (c == 0x7F)
+        ++bad;
+      ++i;
+      continue;
+    }
+    const int length = (c & 0xE0) == 0xC0 && c >= 0xC2   ? 2
+                       : (c & 0xF0) == 0xE0              ? 3
+                       : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4
+                                                         : 0;
+    bool valid = length > 0 && i + length <= n;
+    for (int k = 1; valid && k < length; ++k)
+      valid = (static_cast<unsigned char>(head[i + k]) & 0xC0) == 0x80;
+    if (!valid) {
+      ++bad;
+      ++i;
+    } else {
+      i += length;
+    }
+  }
+  if (n > 0 && bad * 10 > n)
+    return QObject::tr(
+               "%1 is not a text file: %2% of its first %3 are control characters or "
+               "invalid UTF-8. %4")
+        .arg(name)
+        .arg(bad * 100 / n)
+        .arg(formatBytes(static_cast<double>(n)))
+        .arg(datasetIs);
+  return {};
+}
+
+DatasetSample DatasetSample::read(const QString& path, qint64 limit, bool json,
+                                  const std::atomic<bool>* cancel) {
+  DatasetSample s;
+  const QFileInfo info(path);
+  if (!info.exists()) return s.error = QObject::tr("%1 does not exist.").arg(path), s;
+  if (info.isDir()) return s.error = QObject::tr("%1 is a folder, not a file.").arg(path), s;
+  // Before opening: opening a FIFO would wait for a writer, and a device may never end.
+  if (!info.isFile())
+    return s.error = QObject::tr("%1 is not a regular file (a FIFO, socket or device).").arg(path),
+           s;
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly))
+    return s.error = QObject::tr("Cannot open %1: %2").arg(path, f.errorString()), s;
+  s.fileBytes = f.size();
+
+  QByteArray buf;
+  bool eof = false;
+  auto readChunk = [&](qint64 most) {
+    if (stopRequested(cancel)) return s.cancelled = true, false;
+    const QByteArray chunk = f.read(std::min(most, kChunk));
+    if (chunk.isEmpty()) {
+      eof = true;
+      if (f.error() != QFileDevice::NoError)
+        s.error = QObject::tr("Cannot read %1: %2").arg(path, f.errorString());
+      return false;
+    }
+    buf += chunk;
+    return true;
+  };
+  while (buf.size() < limit && readChunk(limit - buf.size())) {
+  }
+  if (!s.error.isEmpty() || s.cancelled) return s;
+  if (const QString why = notTextReason(buf.left(kHead), path); !why.isEmpty())
+    return s.error = why, s;
+  if (eof || buf.size() >= s.fileBytes) {
+    s.bytes = std::move(buf);
+    s.readBytes = s.bytes.size();
+    return s;
+  }
+
+  // Cut at a record boundary, reading on only while the record that crosses the limit lasts.
+  qsizetype first = buf.startsWith("\xEF\xBB\xBF") ? 3 : 0;
+  while (first < buf.size() && QByteArray(" \t\r\n").contains(buf[first])) ++first;
+  qsizetype cut = -1;
+  QByteArray closing;
+  if (json && first < buf.size() && buf[first] == '[') {
+    JsonListScanner scanner;
+    scanner.pos = first;
+    for (;;) {
+      scanner.scan(buf);
+      if (scanner.close >= 0) {
+        cut = scanner.close + 1;
+        break;
+      }
+      if (scanner.lastComma >= 0) {
+        cut = scanner.lastComma;
+        closing = "]";
+        break;
+      }
+      scanner.firstComma = true;
+      if (!readChunk(kChunk)) break;
+    }
+  } else {
+    for (qsizetype from = -1;;) {
+      // The last line break within the limit, else the first one after it.
+      const qsizetype nl = from < 0 ? buf.lastIndexOf('\n') : buf.indexOf('\n', from);
+      if (nl >= 0) {
+        cut = nl + 1;
+        break;
+      }
+      if (!json) {
+        cut = utf8Prefix(buf);
+        break;
+      }
+      from = buf.size();
+      if (!readChunk(kChunk)) break;
+    }
+  }
+  if (!s.error.isEmpty() || s.cancelled) return s;
+  if (cut < 0 || (eof && cut >= buf.size())) {  // the record ran to the end of the file
+    s.bytes = std::move(buf);
+    s.readBytes = s.bytes.size();
+    return s;
+  }
+  s.bytes = buf.left(cut) + closing;
+  s.readBytes = cut;
+  s.whole = cut >= s.fileBytes;
+  return s;
+}
+
+}  // namespace spillway::ui
