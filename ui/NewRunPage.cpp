@@ -18,6 +18,7 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QProcess>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSaveFile>
@@ -27,6 +28,7 @@
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
+#include "DatasetPreviewLoader.h"
 #include "Format.h"
 #include "GpuProbe.h"
 #include "PlanView.h"
@@ -116,6 +118,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   dataCombo_->setEditable(true);
   dataCombo_->addItems(settings.value("recent/datasets").toStringList());
   dataCombo_->setCurrentText(QString());
+  dataCombo_->setObjectName("datasetPath");
   dataCombo_->setToolTip(
       tr("Plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI messages, or "
          "pre-tokenized JSONL"));
@@ -127,8 +130,19 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   drow->addWidget(dataBrowse);
   dl->addLayout(drow);
   dataLabel_ = new QLabel(tr("Choose a dataset file."));
+  dataLabel_->setObjectName("datasetLabel");
   dataLabel_->setWordWrap(true);
-  dl->addWidget(dataLabel_);
+  dataBusy_ = new QProgressBar;
+  dataBusy_->setRange(0, 0);  // busy: a load has no steps to count
+  dataBusy_->setTextVisible(false);
+  dataBusy_->setMaximumSize(120, 12);
+  dataBusy_->hide();
+  auto* labelRow = new QHBoxLayout;
+  labelRow->addWidget(dataLabel_, 1);
+  labelRow->addWidget(dataBusy_);
+  dl->addLayout(labelRow);
+  datasetLoader_ = new DatasetPreviewLoader(this);
+  connect(datasetLoader_, &DatasetPreviewLoader::finished, this, &NewRunPage::showDatasetPreview);
   auto* prow = new QHBoxLayout;
   preview_ = new QTextBrowser;
   preview_->setMinimumHeight(130);
@@ -165,6 +179,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
                     tr("Micro-batches per optimizer step (gradient accumulation). Layers stream "
                        "once per step however many there are"));
   seqLen_ = spin(8, 131072, 256, tr("Tokens per sequence; longer examples are truncated"));
+  seqLen_->setObjectName("seqLen");
   lr_ = dspin(1e-7, 1.0, 1e-4, 7, tr("Peak learning rate"));
   schedule_ = combo({"cosine", "linear", "constant"}, tr("Decay after the linear warmup"));
   warmup_ = spin(0, 1'000'000, 10, tr("Linear warmup steps"));
@@ -296,30 +311,69 @@ void NewRunPage::validateModel() {
 void NewRunPage::previewDataset() {
   const QString path = dataCombo_->currentText().trimmed();
   if (path.isEmpty() || !model_.ok) {
-    dataLabel_->setText(path.isEmpty()
-                            ? tr("Choose a dataset file.")
-                            : tr("Choose a valid model first: its tokenizer counts the tokens."));
+    datasetLoader_->cancel();
+    dataBusy_->hide();
+    dataset_ = DatasetPreview();
+    dataset_.error =
+        path.isEmpty() ? tr("Choose a dataset file.")
+                       : tr("Choose a valid model first: its tokenizer counts the tokens.");
+    dataLabel_->setText(dataset_.error);
+    clearDatasetView();
     return;
   }
-  QApplication::setOverrideCursor(Qt::WaitCursor);
-  dataset_ = DatasetPreview::load(path, modelCombo_->currentText().trimmed(), seqLen_->value(),
-                                  formatCombo_->currentText());
-  QApplication::restoreOverrideCursor();
+  // Only schedules: the load starts on a pool thread once the changes pause, and a newer change
+  // cancels it.
+  DatasetPreview::Request request;
+  request.path = path;
+  request.tokenizerPath = modelCombo_->currentText().trimmed();
+  request.seqLen = seqLen_->value();
+  request.format = formatCombo_->currentText();
+  datasetLoader_->request(request);
+  dataLabel_->setText(tr("Reading dataset…"));
+  dataBusy_->show();
+}
+
+// No samples and no bars: what was shown belongs to another file or setting.
+void NewRunPage::clearDatasetView() {
+  preview_->clear();
+  histogram_->clearPlottables();
+  histogram_->clearItems();
+  histogram_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
+  dataBusy_->hide();
+  dataset_ = preview;
   if (!dataset_.ok) {
     dataLabel_->setText(
         QString("<span style=\"color:#d32f2f\">%1</span>").arg(dataset_.error.toHtmlEscaped()));
-    preview_->clear();
+    clearDatasetView();
+    emit datasetPreviewed(dataset_);
     return;
   }
-  dataLabel_->setText(
-      tr("Format %1 · %2 examples · %3 sequences of up to %4 tokens · %5 tokens, %6 trained · %7 "
-         "truncated at %4")
+  // English plurals without a translation file: tr() fills in %n, the source text has the form.
+  const int examples = static_cast<int>(dataset_.examples);
+  const int sequences = static_cast<int>(dataset_.sequences);
+  QString text =
+      tr("Format %1 · %2 · %3 of up to %4 tokens · %5 tokens, %6 trained · %7 truncated at %4")
           .arg(dataset_.format)
-          .arg(dataset_.examples)
-          .arg(dataset_.sequences)
-          .arg(seqLen_->value())
+          .arg(examples == 1 ? tr("%n example", nullptr, examples)
+                             : tr("%n examples", nullptr, examples))
+          .arg(sequences == 1 ? tr("%n sequence", nullptr, sequences)
+                              : tr("%n sequences", nullptr, sequences))
+          .arg(dataset_.seqLen)
           .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
-          .arg(dataset_.truncated));
+          .arg(dataset_.truncated);
+  if (dataset_.sampled && dataset_.sampleBytes > 0) {
+    const double wholeTokens = static_cast<double>(dataset_.totalTokens) *
+                               static_cast<double>(dataset_.fileBytes) /
+                               static_cast<double>(dataset_.sampleBytes);
+    text += tr(" — counted in the first %1 of %2; about %3 tokens in the whole file")
+                .arg(formatBytes(static_cast<double>(dataset_.sampleBytes)),
+                     formatBytes(static_cast<double>(dataset_.fileBytes)),
+                     formatCount(wholeTokens));
+  }
+  dataLabel_->setText(text);
   preview_->setHtml(dataset_.previewHtml);
   histogram_->clearPlottables();
   histogram_->clearItems();
@@ -332,11 +386,12 @@ void NewRunPage::previewDataset() {
   bars->setData(x, y);
   bars->setWidth(width * 0.9);
   auto* line = new QCPItemStraightLine(histogram_);
-  line->point1->setCoords(seqLen_->value(), 0);
-  line->point2->setCoords(seqLen_->value(), 1);
+  line->point1->setCoords(dataset_.seqLen, 0);
+  line->point2->setCoords(dataset_.seqLen, 1);
   line->setPen(QPen(QColor("#d32f2f"), 2));
   histogram_->rescaleAxes();
   histogram_->replot(QCustomPlot::rpQueuedReplot);
+  emit datasetPreviewed(dataset_);
 }
 
 JobSettings NewRunPage::settings() const {

@@ -1,8 +1,9 @@
 // NewRunPage: configure a run — model and dataset pickers with validation and preview, training
 // settings, the compute backend with this machine's GPU, tier placement, the plan from
-// `spillway-worker plan`, Launch and "Copy command line". GUI thread; the model check and the
-// dataset preview run when a path is chosen, the GPU probe once on a pool thread (GpuProbe), the
-// plan in a child process.
+// `spillway-worker plan`, Launch and "Copy command line". GUI thread; the model check runs when a
+// path is chosen, the dataset preview on a pool thread after a pause in the changes
+// (DatasetPreviewLoader), the GPU probe once on a pool thread (GpuProbe), the plan in a child
+// process.
 #pragma once
 
 #include <QWidget>
@@ -18,6 +19,7 @@ class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QProcess;
+class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTextBrowser;
@@ -25,6 +27,7 @@ class QCustomPlot;
 
 namespace spillway::ui {
 
+class DatasetPreviewLoader;
 class GpuProbe;
 class PlanView;
 
@@ -41,7 +44,9 @@ class NewRunPage : public QWidget {
   void setModelPath(const QString& dir);
   void setDatasetPath(const QString& path);
   const ModelInfo& modelInfo() const { return model_; }
+  // The last preview shown; while datasetLoader()->busy() a newer one is on its way.
   const DatasetPreview& datasetPreview() const { return dataset_; }
+  const DatasetPreviewLoader* datasetLoader() const { return datasetLoader_; }
   PlanView* planView() const { return planView_; }
   // The GPU probe started with the page; its text() is what the label by the backend choice shows.
   const GpuProbe* gpuProbe() const { return gpuProbe_; }
@@ -58,10 +63,13 @@ class NewRunPage : public QWidget {
  signals:
   void launched(const QString& runDir, qint64 pid);
   void planned(const PlanResult& plan);
+  void datasetPreviewed(const DatasetPreview& preview);  // a preview (or its error) is shown
 
  private:
   void validateModel();
   void previewDataset();
+  void showDatasetPreview(const DatasetPreview& preview);
+  void clearDatasetView();
   void remember(const QString& key, const QString& value);
 
   ModelInfo model_;
@@ -71,6 +79,8 @@ class NewRunPage : public QWidget {
   QComboBox* dataCombo_;
   QComboBox* formatCombo_;
   QLabel* dataLabel_;
+  QProgressBar* dataBusy_;
+  DatasetPreviewLoader* datasetLoader_;
   QTextBrowser* preview_;
   QCustomPlot* histogram_;
   QLineEdit* name_;

@@ -1,19 +1,30 @@
-// The New run page's dataset preview (issue 13, "the window freezes"): the bounded sample and its
-// record boundaries, binary files refused, cancellation, and a long sequence length in bounded
-// time.
+// The New run page's dataset preview off the GUI thread (issue 13, "the window freezes"): the
+// bounded sample and its record boundaries, binary files refused, the loader's pause, generations
+// and cancellation, and the real page: typing a path starts one load, a change of the sequence
+// length or a 55 MB file returns to the event loop at once and the preview comes later.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTest>
 #include <QTextDocument>
+#include <QTimer>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "DatasetPreview.h"
+#include "DatasetPreviewLoader.h"
 #include "DatasetSample.h"
+#include "NewRunPage.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -51,6 +62,28 @@ std::string binaryFile(const TempDir& dir) {
   for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) & 0xFF));
   return path;
 }
+
+// The longest time the event loop went without running a 5 ms timer while it was watched: how
+// long the GUI thread was blocked.
+class EventLoopWatch {
+ public:
+  EventLoopWatch() {
+    timer_.setInterval(5);
+    QObject::connect(&timer_, &QTimer::timeout, [this] {
+      const qint64 now = clock_.elapsed();
+      longest_ = std::max(longest_, now - last_);
+      last_ = now;
+    });
+    clock_.start();
+    timer_.start();
+  }
+  qint64 longestGapMs() const { return longest_; }
+
+ private:
+  QTimer timer_;
+  QElapsedTimer clock_;
+  qint64 last_ = 0, longest_ = 0;
+};
 
 // ---- DatasetSample -------------------------------------------------------------------------
 
@@ -233,6 +266,206 @@ TEST(DatasetPreview, LongSequenceShowsItsFirstTokensInBoundedTime) {
   EXPECT_TRUE(doc.toPlainText().contains(
       QString("First Citizen:↵\nBefore we proceed any further, hear me speak.")))
       << doc.toPlainText().left(300).toStdString();
+}
+
+// ---- DatasetPreviewLoader ------------------------------------------------------------------
+
+TEST(DatasetPreviewLoader, DropsAStaleResultAndCancelsItsLoad) {
+  std::mutex mutex;
+  QStringList loaded;
+  std::atomic<bool> releaseFirst{false}, firstSawCancel{false};
+  Qt::HANDLE loadedOn = nullptr;
+  DatasetPreviewLoader loader(
+      [&](const DatasetPreview::Request& r, const std::atomic<bool>& cancel) {
+        {
+          std::lock_guard lock(mutex);
+          loaded << r.path;
+          loadedOn = QThread::currentThreadId();
+        }
+        // The first load is one that cannot stop where it is (a tokenizer call): it finishes
+        // after it has been cancelled, and its answer must not be shown.
+        while (r.path == "first" && !releaseFirst) QThread::msleep(2);
+        if (r.path == "first") firstSawCancel = cancel.load();
+        DatasetPreview p;
+        p.ok = true;
+        p.format = r.path;
+        p.generation = r.generation;
+        return p;
+      },
+      nullptr);
+  loader.setDelay(30);
+  QSignalSpy started(&loader, &DatasetPreviewLoader::started);
+  QSignalSpy finished(&loader, &DatasetPreviewLoader::finished);
+  DatasetPreview::Request first;
+  first.path = "first";
+  loader.request(first);
+  EXPECT_TRUE(loader.busy());
+  ASSERT_TRUE(started.wait(5000));
+  const quint64 firstGeneration = started.at(0).at(0).toULongLong();
+  DatasetPreview::Request second;
+  second.path = "second";
+  loader.request(second);  // the path changed during the first load
+  EXPECT_GT(loader.generation(), firstGeneration);
+  releaseFirst = true;
+  ASSERT_TRUE(finished.wait(5000));
+  QTest::qWait(200);  // time for a stale answer to arrive, were it delivered
+  ASSERT_EQ(finished.size(), 1);
+  const auto shown = finished.at(0).at(0).value<DatasetPreview>();
+  EXPECT_EQ(shown.format, "second");
+  EXPECT_EQ(shown.generation, loader.generation());
+  EXPECT_TRUE(firstSawCancel);
+  EXPECT_EQ(loader.startedCount(), 2);
+  EXPECT_EQ(loader.droppedCount(), 1);
+  EXPECT_FALSE(loader.busy());
+  EXPECT_NE(loadedOn, QThread::currentThreadId());
+
+  // cancel() drops a pending request: nothing starts.
+  loader.request(first);
+  loader.cancel();
+  QTest::qWait(100);
+  EXPECT_EQ(loader.startedCount(), 2);
+  EXPECT_FALSE(loader.busy());
+}
+
+// ---- the page ------------------------------------------------------------------------------
+
+// A page with stories260K chosen, shown, with nothing loading.
+std::unique_ptr<NewRunPage> pageWithModel() {
+  auto page = std::make_unique<NewRunPage>();
+  page->setModelPath(stories260K());
+  page->show();
+  EXPECT_TRUE(QTest::qWaitForWindowExposed(page.get()));
+  EXPECT_TRUE(page->modelInfo().ok) << page->modelInfo().error.toStdString();
+  return page;
+}
+
+QString labelText(const NewRunPage& page) {
+  auto* label = page.findChild<QLabel*>("datasetLabel");
+  return label ? label->text() : QString();
+}
+
+TEST(NewRunPage, TypingAPathStartsOneLoadAfterThePause) {
+  SPILLWAY_REQUIRE_DATA();
+  auto page = pageWithModel();
+  auto* field = page->findChild<QComboBox*>("datasetPath");
+  ASSERT_NE(field, nullptr);
+  // A recent dataset: the field completes to it on every key, as in the issue.
+  field->addItem(shakespeare());
+  field->setCurrentText(QString());  // the first item added became the current one
+  QSignalSpy started(page->datasetLoader(), &DatasetPreviewLoader::started);
+  QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+  field->lineEdit()->setFocus();
+  // A fast typist: a key every 40 ms. Each key's handling (the completion and the page's slot) is
+  // timed on its own.
+  qint64 slowestKeyUs = 0;
+  for (const QChar c : shakespeare()) {
+    QElapsedTimer t;
+    t.start();
+    QTest::keyClick(field->lineEdit(), c.toLatin1());
+    slowestKeyUs = std::max(slowestKeyUs, t.nsecsElapsed() / 1000);
+    QTest::qWait(40);
+  }
+  std::printf("typed %lld characters; the slowest key took %lld us\n",
+              static_cast<long long>(shakespeare().size()), static_cast<long long>(slowestKeyUs));
+  EXPECT_LT(slowestKeyUs, 100'000);
+  EXPECT_EQ(field->currentText(), shakespeare());
+  EXPECT_EQ(started.size(), 0);  // no pause yet
+  EXPECT_EQ(labelText(*page), "Reading dataset…");
+  ASSERT_TRUE(previewed.wait(20000));
+  QTest::qWait(400);
+  EXPECT_EQ(started.size(), 1);
+  EXPECT_EQ(previewed.size(), 1);
+  ASSERT_TRUE(page->datasetPreview().ok) << page->datasetPreview().error.toStdString();
+  // One document: "1 example", not "1 examples".
+  EXPECT_TRUE(labelText(*page).startsWith("Format text · 1 example · "))
+      << labelText(*page).toStdString();
+}
+
+TEST(NewRunPage, SequenceLength100000ReturnsAtOnceAndThePreviewComesLater) {
+  SPILLWAY_REQUIRE_DATA();
+  auto page = pageWithModel();
+  QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+  page->setDatasetPath(shakespeare());
+  ASSERT_TRUE(previewed.wait(20000));
+  ASSERT_TRUE(page->datasetPreview().ok);
+  auto* seqLen = page->findChild<QSpinBox*>("seqLen");
+  ASSERT_NE(seqLen, nullptr);
+
+  EventLoopWatch watch;
+  QElapsedTimer t;
+  t.start();
+  seqLen->setValue(100000);  // runs the page's slot, as a typed value does
+  const qint64 slotUs = t.nsecsElapsed() / 1000;
+  std::printf("seq 100000: %lld us in the slot\n", static_cast<long long>(slotUs));
+  EXPECT_LT(slotUs, 100'000);
+  EXPECT_EQ(labelText(*page), "Reading dataset…");
+  EXPECT_TRUE(page->datasetLoader()->busy());
+  t.restart();
+  ASSERT_TRUE(previewed.wait(30000));
+  std::printf("seq 100000: preview shown %lld ms later; the event loop's longest gap %lld ms\n",
+              static_cast<long long>(t.elapsed()), static_cast<long long>(watch.longestGapMs()));
+  EXPECT_LT(watch.longestGapMs(), 100);
+  ASSERT_TRUE(page->datasetPreview().ok) << page->datasetPreview().error.toStdString();
+  EXPECT_EQ(page->datasetPreview().seqLen, 100000);
+  EXPECT_TRUE(labelText(*page).contains("sequences of up to 100000 tokens"))
+      << labelText(*page).toStdString();
+}
+
+TEST(NewRunPage, A55MBFileReturnsAtOnceAndShowsTheSampleItCounted) {
+  SPILLWAY_REQUIRE_DATA();
+  TempDir dir;
+  const QString big = q(repeatedShakespeare(dir, 50));
+  auto page = pageWithModel();
+  QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+  EventLoopWatch watch;
+  QElapsedTimer t;
+  t.start();
+  page->setDatasetPath(big);  // as a paste into the field does
+  const qint64 slotUs = t.nsecsElapsed() / 1000;
+  std::printf("55.8 MB file: %lld us in the slot\n", static_cast<long long>(slotUs));
+  EXPECT_LT(slotUs, 100'000);
+  t.restart();
+  ASSERT_TRUE(previewed.wait(30000));
+  std::printf(
+      "55.8 MB file: preview shown %lld ms later (after the 300 ms pause); the event loop's "
+      "longest gap %lld ms\n",
+      static_cast<long long>(t.elapsed()), static_cast<long long>(watch.longestGapMs()));
+  EXPECT_LT(watch.longestGapMs(), 100);
+  ASSERT_TRUE(page->datasetPreview().ok) << page->datasetPreview().error.toStdString();
+  EXPECT_TRUE(page->datasetPreview().sampled);
+  EXPECT_TRUE(labelText(*page).contains("counted in the first 1.00 MB of 55.8 MB; about 34."))
+      << labelText(*page).toStdString();
+}
+
+TEST(NewRunPage, APathChangedDuringALoadShowsOnlyTheNewFile) {
+  SPILLWAY_REQUIRE_DATA();
+  TempDir dir;
+  const QString big = q(repeatedShakespeare(dir, 12));
+  auto page = pageWithModel();
+  QSignalSpy started(page->datasetLoader(), &DatasetPreviewLoader::started);
+  QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+  page->setDatasetPath(big);
+  ASSERT_TRUE(started.wait(5000));  // the big file's load is running (it takes about 0.4 s)
+  page->setDatasetPath(shakespeare());
+  ASSERT_TRUE(previewed.wait(20000));
+  QTest::qWait(600);  // were the stale answer delivered, it would be by now
+  ASSERT_EQ(previewed.size(), 1);
+  EXPECT_EQ(page->datasetPreview().fileBytes, 1115394);
+  EXPECT_EQ(page->datasetLoader()->startedCount(), 2);
+  EXPECT_EQ(page->datasetLoader()->droppedCount(), 1);
+}
+
+TEST(NewRunPage, BinaryFileShowsItsErrorInRed) {
+  SPILLWAY_REQUIRE_DATA();
+  TempDir dir;
+  auto page = pageWithModel();
+  QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+  page->setDatasetPath(q(binaryFile(dir)));
+  ASSERT_TRUE(previewed.wait(20000));
+  EXPECT_FALSE(page->datasetPreview().ok);
+  EXPECT_TRUE(labelText(*page).startsWith("<span style=\"color:#d32f2f\">"))
+      << labelText(*page).toStdString();
+  EXPECT_TRUE(labelText(*page).contains("is not a text file: byte 8 is NUL"));
 }
 
 }  // namespace

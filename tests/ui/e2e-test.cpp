@@ -91,9 +91,11 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   s.evalEvery = 0;
   s.checkpointEvery = 0;
   s.backend = "cpu";
+  QSignalSpy previewed(window->newRunPage(), &NewRunPage::datasetPreviewed);
   window->newRunPage()->setSettings(s);
   ASSERT_TRUE(window->newRunPage()->modelInfo().ok)
       << window->newRunPage()->modelInfo().error.toStdString();
+  ASSERT_TRUE(previewed.wait(30000));  // the preview loads off the GUI thread
   ASSERT_TRUE(window->newRunPage()->datasetPreview().ok)
       << window->newRunPage()->datasetPreview().error.toStdString();
   QString runDir;
