@@ -47,6 +47,15 @@ TrainJob seven_b_job() {
   return job;
 }
 
+// A CPU-only host: 100 GFLOP/s, 20 GB/s of memory, 16 GiB of DRAM.
+MachineProbe small_cpu_host() {
+  MachineProbe m;
+  m.compute_flops = 100e9;
+  m.h2d_bytes_per_s = m.host_mem_bytes_per_s = 20e9;
+  m.dram_total_bytes = m.dram_available_bytes = 16ull << 30;
+  return m;
+}
+
 TEST(StepFlops, MatchesTheBenchReadmeFormula) {
   const ModelConfig c = llama2_7b();
   const double tokens = 32768;
@@ -132,10 +141,7 @@ TEST(Planner, NamesTheLinkAndTheOptimizerWhenTheyAreSlowest) {
 
 TEST(Planner, CpuStepAddsItsParts) {
   const ModelConfig c = *model_preset("llama-50m");
-  MachineProbe m;
-  m.compute_flops = 100e9;
-  m.h2d_bytes_per_s = m.host_mem_bytes_per_s = 20e9;
-  m.dram_total_bytes = m.dram_available_bytes = 16ull << 30;
+  const MachineProbe m = small_cpu_host();
   TrainJob job;
   job.seq_len = 256;
   job.micro_batch_size = 4;
@@ -237,10 +243,7 @@ TEST(SuggestBatch, SmallMicroBatchesWasteTheGpu) {
 
 TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
   const ModelConfig c = *model_preset("llama-50m");
-  MachineProbe m;
-  m.compute_flops = 100e9;
-  m.h2d_bytes_per_s = m.host_mem_bytes_per_s = 20e9;
-  m.dram_total_bytes = m.dram_available_bytes = 16ull << 30;
+  const MachineProbe m = small_cpu_host();
   TrainJob job;
   job.seq_len = 256;
   job.micro_batch_size = 4;
