@@ -6,12 +6,13 @@
 #include <algorithm>
 
 #include "Format.h"
+#include "data/text-check.h"
 
 namespace spillway::ui {
 namespace {
 
 constexpr qint64 kChunk = 256 * 1024;
-constexpr qsizetype kHead = 64 * 1024;  // what the text check looks at
+constexpr qsizetype kHead = static_cast<qsizetype>(kTextCheckBytes);  // what the text check looks at
 
 bool stopRequested(const std::atomic<bool>* cancel) {
   return cancel && cancel->load(std::memory_order_relaxed);
@@ -67,71 +68,8 @@ qsizetype utf8Prefix(const QByteArray& s) {
 }  // namespace
 
 QString DatasetSample::notTextReason(const QByteArray& head, const QString& name) {
-  const QString datasetIs = QObject::tr("A dataset is UTF-8 text: plain text, JSON or JSON lines.");
-  struct Signature {
-    QByteArray magic;
-    const char* what;
-  };
-  const Signature signatures[] = {
-      {QByteArray("\x1F\x8B", 2), QT_TR_NOOP("a gzip file")},
-      {QByteArray("PK\x03\x04", 4), QT_TR_NOOP("a zip file")},
-      {QByteArray("\x28\xB5\x2F\xFD", 4), QT_TR_NOOP("a zstd file")},
-      {QByteArray("\xFD"
-                  "7zXZ\x00",
-                  6),
-       QT_TR_NOOP("an xz file")},
-      {QByteArray("PAR1"), QT_TR_NOOP("a Parquet file")},
-      {QByteArray("ARROW1"), QT_TR_NOOP("an Arrow file")},
-  };
-  for (const Signature& s : signatures) {
-    if (head.startsWith(s.magic))
-      return QObject::tr("%1 is %2, not text. %3").arg(name, QObject::tr(s.what), datasetIs);
-  }
-  if (head.startsWith("\xFF\xFE") || head.startsWith("\xFE\xFF"))
-    return QObject::tr("%1 is UTF-16 text: save it as UTF-8. %2").arg(name, datasetIs);
-  if (const qsizetype nul = head.indexOf('\0'); nul >= 0)
-    return QObject::tr(
-               "%1 is not a text file: byte %2 is NUL (a binary file, or text in UTF-16). %3")
-        .arg(name)
-        .arg(nul)
-        .arg(datasetIs);
-  // Control characters other than whitespace and ESC, and bytes that are not UTF-8: a few are
-  // noise in a real text (a Latin-1 'ä'), a tenth is a binary format.
-  qsizetype bad = 0;
-  const qsizetype n = utf8Prefix(head);
-  for (qsizetype i = 0; i < n;) {
-    const auto c = static_cast<unsigned char>(head[i]);
-    if (c < 0x80) {
-      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' && c != 0x1B)
-        ++bad;
-      else if (c == 0x7F)
-        ++bad;
-      ++i;
-      continue;
-    }
-    const int length = (c & 0xE0) == 0xC0 && c >= 0xC2   ? 2
-                       : (c & 0xF0) == 0xE0              ? 3
-                       : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4
-                                                         : 0;
-    bool valid = length > 0 && i + length <= n;
-    for (int k = 1; valid && k < length; ++k)
-      valid = (static_cast<unsigned char>(head[i + k]) & 0xC0) == 0x80;
-    if (!valid) {
-      ++bad;
-      ++i;
-    } else {
-      i += length;
-    }
-  }
-  if (n > 0 && bad * 10 > n)
-    return QObject::tr(
-               "%1 is not a text file: %2% of its first %3 are control characters or "
-               "invalid UTF-8. %4")
-        .arg(name)
-        .arg(bad * 100 / n)
-        .arg(formatBytes(static_cast<double>(n)))
-        .arg(datasetIs);
-  return {};
+  return QString::fromStdString(
+      not_text_reason(std::string_view(head.constData(), static_cast<size_t>(head.size())), name.toStdString()));
 }
 
 DatasetSample DatasetSample::read(const QString& path, qint64 limit, bool json,

@@ -10,6 +10,7 @@
 
 #include "core/file-util.h"
 #include "core/json-depth.h"
+#include "data/text-check.h"
 
 namespace spillway {
 namespace {
@@ -744,14 +745,23 @@ Result<DatasetRecords> parse_dataset_records(std::string_view content, const std
   return out;
 }
 
-Result<DatasetRecords> read_dataset_records(const std::string& path, const ReadOptions& options) {
+// A dataset file's content, refused when it is not text (a binary file read as text trained on
+// garbage without a word).
+Result<std::string> read_text_file(const std::string& path) {
   SPW_ASSIGN_OR_RETURN(std::string content, read_file(path));
+  if (std::string why = not_text_reason(std::string_view(content).substr(0, kTextCheckBytes), path); !why.empty())
+    return invalid_argument(why);
+  return content;
+}
+
+Result<DatasetRecords> read_dataset_records(const std::string& path, const ReadOptions& options) {
+  SPW_ASSIGN_OR_RETURN(std::string content, read_text_file(path));
   return parse_dataset_records(content, path, options);
 }
 
 Result<DatasetFormat> detect_dataset_format(const std::string& path) {
   const std::string ext = extension_of(path);
-  SPW_ASSIGN_OR_RETURN(std::string content, read_file(path));
+  SPW_ASSIGN_OR_RETURN(std::string content, read_text_file(path));
   if (!is_json_extension(ext)) return DatasetFormat::kText;
   std::string_view s = content;
   if (s.size() >= 3 && s.substr(0, 3) == "\xEF\xBB\xBF") s.remove_prefix(3);

@@ -38,6 +38,30 @@ TEST(DatasetReaderBadLines, InvalidJsonLine) {
              "invalid JSON");
 }
 
+// A file that is not UTF-8 text is refused with what it is, never read as text (the worker
+// trained on a gzip file's bytes without a word); real text with a stray Latin-1 byte is fine.
+TEST(DatasetReaderBadLines, BinaryFilesAreNotText) {
+  TempDir dir;
+  const std::pair<std::string, const char*> cases[] = {
+      {std::string("\x1F\x8B\x08\x00\x00\x00", 6), "is a gzip file, not text"},
+      {std::string("PAR1\x15\x04\x15", 7), "is a Parquet file, not text"},
+      {std::string("\xFF\xFEh\x00i\x00", 6), "is UTF-16 text: save it as UTF-8"},
+      {std::string("text\0more", 9), "byte 4 is NUL"},
+      {std::string(200, '\x01') + "abc", "are control characters or invalid UTF-8"},
+  };
+  for (const auto& [bytes, what] : cases) {
+    const std::string p = write(dir, "d.txt", bytes);
+    auto r = read_dataset_records(p, ReadOptions{});
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message().rfind(p + " is ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+    EXPECT_FALSE(detect_dataset_format(p).ok()) << what;
+  }
+  const std::string latin1 = write(dir, "l.txt", "F\xFC\xDFe over the road, and a long enough line of plain text.\n");
+  EXPECT_TRUE(read_dataset_records(latin1, ReadOptions{}).ok());
+}
+
 // A record nested thousands of levels deep is a bad line, not a stack overflow.
 TEST(DatasetReaderBadLines, PathologicalNesting) {
   const std::string deep = "{\"text\": " + std::string(20000, '[') + std::string(20000, ']') + "}";
