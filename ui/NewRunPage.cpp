@@ -16,6 +16,7 @@
 #include <QJsonDocument>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMessageBox>
 #include <QProcess>
 #include <QProgressBar>
@@ -27,6 +28,7 @@
 #include <QSpinBox>
 #include <QTextBrowser>
 #include <QVBoxLayout>
+#include <optional>
 
 #include "DatasetPreviewLoader.h"
 #include "Format.h"
@@ -54,6 +56,40 @@ QDoubleSpinBox* dspin(double lo, double hi, double value, int decimals, const QS
   s->setValue(value);
   s->setToolTip(tip);
   return s;
+}
+
+// The worker's limits (app/worker/job-file.cpp): train.lr in (0, 10], micro_batch_size up to 2^16.
+constexpr double kMaxLr = 10.0;
+constexpr int kMaxMicroBatch = 1 << 16;
+
+// A learning rate as typed: 3e-3, 2E-5, 0.0003, or a decimal in this locale ("0,0003"); nullopt
+// for anything else.
+std::optional<double> parseNumber(const QString& text) {
+  const QString t = text.trimmed();
+  bool ok = false;
+  double v = QLocale::c().toDouble(t, &ok);
+  if (!ok) v = QLocale().toDouble(t, &ok);
+  return ok ? std::optional<double>(v) : std::nullopt;
+}
+
+QString shortest(double v) {
+  return QString::number(v, 'g', QLocale::FloatingPointShortest);
+}
+
+// A field with its error under it, red and hidden while there is none.
+QWidget* withError(QWidget* field, QLabel** error, const QString& name) {
+  auto* w = new QWidget;
+  auto* l = new QVBoxLayout(w);
+  l->setContentsMargins(0, 0, 0, 0);
+  l->setSpacing(2);
+  l->addWidget(field);
+  *error = new QLabel;
+  (*error)->setObjectName(name);
+  (*error)->setStyleSheet("color:#d32f2f");
+  (*error)->setWordWrap(true);
+  (*error)->hide();
+  l->addWidget(*error);
+  return w;
 }
 
 QComboBox* combo(const QStringList& items, const QString& tip) {
@@ -174,13 +210,18 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   name_->setToolTip(tr("The run's name in History"));
   steps_ = spin(1, 10'000'000, 200, tr("Optimizer steps"));
   microBatch_ =
-      spin(1, 4096, 4, tr("Sequences per micro-batch: activations on the device grow with it"));
+      spin(1, 999'999'999, 4,
+           tr("Sequences per micro-batch, at most %L1: activations on the device grow with it")
+               .arg(kMaxMicroBatch));
+  microBatch_->setObjectName("microBatch");
   gradAccum_ = spin(1, 4096, 1,
                     tr("Micro-batches per optimizer step (gradient accumulation). Layers stream "
                        "once per step however many there are"));
   seqLen_ = spin(8, 131072, 256, tr("Tokens per sequence; longer examples are truncated"));
   seqLen_->setObjectName("seqLen");
-  lr_ = dspin(1e-7, 1.0, 1e-4, 7, tr("Peak learning rate"));
+  lr_ = new QLineEdit(shortest(lrValue_));
+  lr_->setObjectName("learningRate");
+  lr_->setToolTip(tr("Peak learning rate, a number in (0, 10]: 3e-4, 2E-5 or 0.0003"));
   schedule_ = combo({"cosine", "linear", "constant"}, tr("Decay after the linear warmup"));
   warmup_ = spin(0, 1'000'000, 10, tr("Linear warmup steps"));
   weightDecay_ = dspin(0, 1, 0.0, 4, tr("AdamW decoupled weight decay (tensors with ndim >= 2)"));
@@ -191,10 +232,10 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   seed_ = spin(0, 1'000'000, 0, tr("Seed for shuffling"));
   tf->addRow(tr("Name"), name_);
   tf->addRow(tr("Steps"), steps_);
-  tf->addRow(tr("Micro-batch size"), microBatch_);
+  tf->addRow(tr("Micro-batch size"), withError(microBatch_, &microBatchError_, "microBatchError"));
   tf->addRow(tr("Gradient accumulation"), gradAccum_);
   tf->addRow(tr("Sequence length"), seqLen_);
-  tf->addRow(tr("Learning rate"), lr_);
+  tf->addRow(tr("Learning rate"), withError(lr_, &lrError_, "learningRateError"));
   tf->addRow(tr("Schedule"), schedule_);
   tf2->addRow(tr("Warmup steps"), warmup_);
   tf2->addRow(tr("Weight decay"), weightDecay_);
@@ -284,12 +325,44 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
     gradAccum_->setValue(gradAccum);
   });
   connect(launchButton_, &QPushButton::clicked, this, [this] { launch(); });
+  connect(lr_, &QLineEdit::textChanged, this, &NewRunPage::checkInputs);
+  connect(microBatch_, &QSpinBox::valueChanged, this, &NewRunPage::checkInputs);
   connect(copyButton_, &QPushButton::clicked, this, [this] {
     QString error;
     const QString job = writeJob(&error);
     if (job.isEmpty()) return void(QMessageBox::warning(this, tr("Copy command line"), error));
     QApplication::clipboard()->setText(WorkerClient::commandLine(job));
   });
+}
+
+void NewRunPage::checkInputs() {
+  const std::optional<double> lr = parseNumber(lr_->text());
+  const bool lrOk = lr && *lr > 0 && *lr <= kMaxLr;  // also false for nan
+  if (lrOk) lrValue_ = *lr;
+  lrError_->setText(lrOk ? QString()
+                    : lr_->text().trimmed().isEmpty()
+                        ? tr("Enter a learning rate, a number in (0, 10].")
+                        : tr("\"%1\" is not a learning rate: enter a number in (0, 10], such as "
+                             "3e-4 or 0.0003.")
+                              .arg(lr_->text().trimmed()));
+  lrError_->setVisible(!lrOk);
+  lr_->setStyleSheet(lrOk ? QString() : QString("QLineEdit { border: 1px solid #d32f2f; }"));
+  const bool batchOk = microBatch_->value() <= kMaxMicroBatch;
+  microBatchError_->setText(batchOk
+                                ? QString()
+                                : tr("%L1 sequences is more than the worker's %L2 per micro-batch.")
+                                      .arg(microBatch_->value())
+                                      .arg(kMaxMicroBatch));
+  microBatchError_->setVisible(!batchOk);
+  const bool ok = lrOk && batchOk;
+  planButton_->setEnabled(ok && !planning());
+  launchButton_->setEnabled(ok);
+  copyButton_->setEnabled(ok);
+}
+
+QString NewRunPage::inputError() const {
+  if (!lrError_->text().isEmpty()) return lrError_->text();
+  return microBatchError_->text();
 }
 
 void NewRunPage::setModelPath(const QString& dir) {
@@ -405,7 +478,7 @@ JobSettings NewRunPage::settings() const {
   s.steps = steps_->value();
   s.microBatchSize = microBatch_->value();
   s.gradAccum = gradAccum_->value();
-  s.lr = lr_->value();
+  s.lr = lrValue_;  // the last valid value; while the field's text is not one, writeJob() refuses
   s.schedule = schedule_->currentText();
   s.warmupSteps = warmup_->value();
   s.weightDecay = weightDecay_->value();
@@ -433,7 +506,7 @@ void NewRunPage::setSettings(const JobSettings& s) {
   microBatch_->setValue(s.microBatchSize);
   gradAccum_->setValue(s.gradAccum);
   seqLen_->setValue(s.seqLen);
-  lr_->setValue(s.lr);
+  lr_->setText(shortest(s.lr));
   schedule_->setCurrentText(s.schedule);
   warmup_->setValue(s.warmupSteps);
   weightDecay_->setValue(s.weightDecay);
@@ -478,6 +551,7 @@ void NewRunPage::remember(const QString& key, const QString& value) {
 }
 
 QString NewRunPage::writeJob(QString* error) {
+  if (const QString e = inputError(); !e.isEmpty()) return *error = e, QString();
   JobSettings s = settings();
   if (!model_.ok) return *error = tr("The model is not usable: %1").arg(model_.error), QString();
   if (s.trainPath.isEmpty()) return *error = tr("Choose a dataset file."), QString();
@@ -529,7 +603,7 @@ void NewRunPage::plan() {
         PlanResult::fromWorkerOutput(p->readAllStandardOutput(), p->readAllStandardError(), code);
     p->deleteLater();
     planProcess_ = nullptr;
-    planButton_->setEnabled(true);
+    planButton_->setEnabled(inputError().isEmpty());
     planView_->setPlan(r);
     emit planned(r);
   });
@@ -539,7 +613,7 @@ void NewRunPage::plan() {
     r.error = tr("Could not start spillway-worker: %1").arg(p->errorString());
     p->deleteLater();
     planProcess_ = nullptr;
-    planButton_->setEnabled(true);
+    planButton_->setEnabled(inputError().isEmpty());
     planView_->setPlan(r);
     emit planned(r);
   });

@@ -51,6 +51,11 @@ class NewRunPage : public QWidget {
   // The GPU probe started with the page; its text() is what the label by the backend choice shows.
   const GpuProbe* gpuProbe() const { return gpuProbe_; }
 
+  // Why the training form cannot be used as typed ("" when it can): a learning rate that is not a
+  // number in (0, 10], a micro-batch above the worker's 65,536. Shown in red under the field;
+  // Plan, Launch and Copy are disabled while it is not empty, and writeJob() refuses.
+  QString inputError() const;
+
   // Writes job.json into a new folder under the jobs folder and returns its path ("" + error).
   QString writeJob(QString* error);
   // Plan and Launch, as the buttons do (also used by tests and the screenshot mode). plan() runs
@@ -71,6 +76,7 @@ class NewRunPage : public QWidget {
   void showDatasetPreview(const DatasetPreview& preview);
   void clearDatasetView();
   void remember(const QString& key, const QString& value);
+  void checkInputs();  // shows or clears the field errors and enables the buttons to match
 
   ModelInfo model_;
   DatasetPreview dataset_;
@@ -86,7 +92,10 @@ class NewRunPage : public QWidget {
   QLineEdit* name_;
   QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_,
       *seed_;
-  QDoubleSpinBox *lr_, *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
+  QLineEdit* lr_;  // text, so that 3e-3 and 2e-5 can be typed; lrValue_ is its last valid value
+  double lrValue_ = 1e-4;
+  QLabel *lrError_, *microBatchError_;
+  QDoubleSpinBox *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
   QComboBox *schedule_, *backend_, *placementMode_, *optimizerTier_, *masterTier_;
   QLabel* gpuLabel_;
   GpuProbe* gpuProbe_;

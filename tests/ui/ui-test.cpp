@@ -3,16 +3,18 @@
 #include <gtest/gtest.h>
 #include <qcustomplot.h>
 
+#include <QComboBox>
 #include <QFile>
 #include <QImage>
 #include <QJsonDocument>
-#include <QComboBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QTest>
 #include <QThread>
@@ -323,6 +325,90 @@ TEST(NewRunPage, OffersCudaAndShowsTheGpuProbe) {
   if (!page.gpuProbe()->answer().usable) {
     EXPECT_TRUE(label->text().startsWith("no usable GPU: ")) << label->text().toStdString();
   }
+}
+
+// Types `text` over what the field holds, as a person would.
+void retype(QWidget* field, const QString& text) {
+  field->setFocus();
+  QTest::keyClick(field, Qt::Key_A, Qt::ControlModifier);
+  QTest::keyClick(field, Qt::Key_Delete);
+  QTest::keyClicks(field, text);
+}
+
+TEST(NewRunPage, LearningRateTakesScientificNotationAndDecimals) {
+  NewRunPage page;
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  auto* lr = page.findChild<QLineEdit*>("learningRate");
+  auto* error = page.findChild<QLabel*>("learningRateError");
+  ASSERT_NE(lr, nullptr);
+  ASSERT_NE(error, nullptr);
+  const std::pair<const char*, double> cases[] = {
+      {"3e-3", 3e-3}, {"2e-5", 2e-5}, {"0.0003", 3e-4}, {"1E-4", 1e-4}, {"10", 10.0}};
+  for (const auto& [text, value] : cases) {
+    retype(lr, text);
+    EXPECT_DOUBLE_EQ(page.settings().lr, value) << text;
+    EXPECT_FALSE(error->isVisible()) << text;
+    EXPECT_TRUE(page.inputError().isEmpty()) << text;
+  }
+  // The value round-trips through the job settings unchanged.
+  JobSettings s = page.settings();
+  s.lr = 2e-5;
+  page.setSettings(s);
+  EXPECT_DOUBLE_EQ(page.settings().lr, 2e-5);
+  EXPECT_DOUBLE_EQ(JobSettings::fromJson(page.settings().toJson()).lr, 2e-5);
+  EXPECT_FALSE(error->isVisible());
+}
+
+TEST(NewRunPage, RefusesALearningRateOutsideTheWorkersRange) {
+  NewRunPage page;
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  auto* lr = page.findChild<QLineEdit*>("learningRate");
+  auto* error = page.findChild<QLabel*>("learningRateError");
+  ASSERT_NE(lr, nullptr);
+  ASSERT_NE(error, nullptr);
+  QPushButton* launch = nullptr;
+  for (QPushButton* b : page.findChildren<QPushButton*>())
+    if (b->text() == "Launch") launch = b;
+  ASSERT_NE(launch, nullptr);
+  for (const char* text : {"abc", "0", "11", "-1e-4", ""}) {
+    retype(lr, text);
+    EXPECT_TRUE(error->isVisible()) << text;
+    EXPECT_TRUE(error->text().contains("(0, 10]")) << error->text().toStdString();
+    EXPECT_EQ(lr->text(), text);  // kept as typed, not reverted
+    EXPECT_FALSE(launch->isEnabled()) << text;
+    QString why;
+    EXPECT_TRUE(page.writeJob(&why).isEmpty()) << text;  // no job with a value that was not typed
+    EXPECT_EQ(why, error->text());
+  }
+  retype(lr, "3e-3");
+  EXPECT_FALSE(error->isVisible());
+  EXPECT_TRUE(launch->isEnabled());
+  EXPECT_DOUBLE_EQ(page.settings().lr, 3e-3);
+}
+
+TEST(NewRunPage, RefusesAMicroBatchAboveTheWorkersLimit) {
+  NewRunPage page;
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  auto* batch = page.findChild<QSpinBox*>("microBatch");
+  auto* error = page.findChild<QLabel*>("microBatchError");
+  ASSERT_NE(batch, nullptr);
+  ASSERT_NE(error, nullptr);
+  retype(batch, "65536");
+  EXPECT_EQ(page.settings().microBatchSize, 65536);
+  EXPECT_FALSE(error->isVisible());
+  retype(batch, "100000");
+  EXPECT_EQ(batch->value(), 100000);  // not clamped to something else without a word
+  EXPECT_TRUE(error->isVisible());
+  EXPECT_TRUE(error->text().contains(QLocale().toString(65536))) << error->text().toStdString();
+  QString why;
+  EXPECT_TRUE(page.writeJob(&why).isEmpty());
+  EXPECT_EQ(why, error->text());
+  retype(batch, "8");
+  EXPECT_FALSE(error->isVisible());
+  EXPECT_TRUE(page.inputError().isEmpty());
 }
 
 TEST(NewRunPage, AppliesThePlansSuggestedBatch) {
