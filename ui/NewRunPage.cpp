@@ -214,7 +214,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
            tr("Sequences per micro-batch, at most %L1: activations on the device grow with it")
                .arg(kMaxMicroBatch));
   microBatch_->setObjectName("microBatch");
-  gradAccum_ = spin(1, 4096, 1,
+  gradAccum_ = spin(1, 1 << 16, 1,  // the worker's own limit
                     tr("Micro-batches per optimizer step (gradient accumulation). Layers stream "
                        "once per step however many there are"));
   seqLen_ = spin(8, 131072, 256, tr("Tokens per sequence; longer examples are truncated"));
