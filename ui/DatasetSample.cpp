@@ -53,18 +53,6 @@ struct JsonListScanner {
   }
 };
 
-// The length of `s` without a UTF-8 sequence cut off at its end.
-qsizetype utf8Prefix(const QByteArray& s) {
-  qsizetype n = s.size();
-  for (int back = 1; back <= 4 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation: look further back for its lead byte
-    const int length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-    return length > back ? n - back : n;
-  }
-  return n;
-}
-
 }  // namespace
 
 QString DatasetSample::notTextReason(const QByteArray& head, const QString& name) {
@@ -143,7 +131,7 @@ DatasetSample DatasetSample::read(const QString& path, qint64 limit, bool json,
         break;
       }
       if (!json) {
-        cut = utf8Prefix(buf);
+        cut = static_cast<qsizetype>(utf8_prefix({buf.constData(), static_cast<size_t>(buf.size())}));
         break;
       }
       from = buf.size();

@@ -5,7 +5,8 @@ namespace {
 
 constexpr const char* kDatasetIs = "A dataset is UTF-8 text: plain text, JSON or JSON lines.";
 
-// The length of `s` without a UTF-8 sequence cut off at its end.
+}  // namespace
+
 size_t utf8_prefix(std::string_view s) {
   const size_t n = s.size();
   for (size_t back = 1; back <= 4 && back <= n; ++back) {
@@ -16,8 +17,6 @@ size_t utf8_prefix(std::string_view s) {
   }
   return n;
 }
-
-}  // namespace
 
 std::string not_text_reason(std::string_view head, const std::string& name) {
   struct Signature {

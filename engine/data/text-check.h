@@ -19,4 +19,8 @@ inline constexpr size_t kTextCheckBytes = 64 * 1024;
 // UTF-8 sequence cut off at the end of `head` is not counted.
 std::string not_text_reason(std::string_view head, const std::string& name);
 
+// The length of `s` without a UTF-8 sequence cut off at its end (where a file read in pieces may
+// be cut without splitting a character).
+size_t utf8_prefix(std::string_view s);
+
 }  // namespace spillway
