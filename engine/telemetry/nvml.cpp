@@ -72,11 +72,6 @@ Result<GpuMonitor> GpuMonitor::open(unsigned int index, const NvmlApi& api) {
                    [index](const NvmlApi& a, nvml::Device* d) { return a.device_get_handle_by_index(index, d); });
 }
 
-Result<GpuMonitor> GpuMonitor::open(const std::string& pci_bus_id) {
-  SPW_ASSIGN_OR_RETURN(const NvmlApi* api, load_nvml());
-  return open(pci_bus_id, *api);
-}
-
 Result<GpuMonitor> GpuMonitor::open(const std::string& pci_bus_id, const NvmlApi& api) {
   return open_with(api, 0, "PCI address " + pci_bus_id, [&pci_bus_id](const NvmlApi& a, nvml::Device* d) {
     return a.device_get_handle_by_pci_bus_id(pci_bus_id.c_str(), d);

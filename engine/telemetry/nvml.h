@@ -93,8 +93,8 @@ class GpuMonitor {
   static Result<GpuMonitor> open(unsigned int index, const NvmlApi& api);
   // Opens the GPU at PCI address `pci_bus_id` ("0000:01:00.0", DeviceInfo::pci_bus_id): the same
   // GPU the CUDA backend runs on, whatever the ordering and CUDA_VISIBLE_DEVICES. kNotFound when no
-  // GPU has that address; otherwise as open(index).
-  static Result<GpuMonitor> open(const std::string& pci_bus_id);
+  // GPU has that address; otherwise as open(index). `api` as for open(index, api): load_nvml()'s
+  // table or tests' fakes.
   static Result<GpuMonitor> open(const std::string& pci_bus_id, const NvmlApi& api);
 
   GpuMonitor(GpuMonitor&& other) noexcept;

@@ -42,13 +42,11 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
       start_(std::chrono::steady_clock::now()) {
   if (!options_.ssd_path.empty()) disk_ = DiskStatsReader::for_path(options_.ssd_path);
   if (!options_.gpu_pci_bus_id.empty() || options_.gpu_index) {
-    const NvmlApi* api = options_.nvml;
-    Result<GpuMonitor> gpu = unsupported("no NVML");
-    if (!options_.gpu_pci_bus_id.empty()) {
-      gpu = api ? GpuMonitor::open(options_.gpu_pci_bus_id, *api) : GpuMonitor::open(options_.gpu_pci_bus_id);
-    } else {
-      gpu = api ? GpuMonitor::open(*options_.gpu_index, *api) : GpuMonitor::open(*options_.gpu_index);
-    }
+    Result<GpuMonitor> gpu = [this]() -> Result<GpuMonitor> {
+      SPW_ASSIGN_OR_RETURN(const NvmlApi* api, options_.nvml ? Result<const NvmlApi*>(options_.nvml) : load_nvml());
+      return options_.gpu_pci_bus_id.empty() ? GpuMonitor::open(*options_.gpu_index, *api)
+                                             : GpuMonitor::open(options_.gpu_pci_bus_id, *api);
+    }();
     if (gpu.ok()) {
       gpu_.emplace(std::move(gpu).value());
     } else {
