@@ -27,19 +27,20 @@ Status read_number(const nlohmann::json& j, const char* key, T* out, bool requir
     return {};
   }
   if (!it->is_number()) return invalid_argument(std::string("config.json: field '") + key + "' must be a number");
-  const std::string got = it->dump().substr(0, 40);
+  auto bad = [&](const char* what) {
+    return invalid_argument(std::string("config.json: field '") + key + "' " + what + ", got " + it->dump().substr(0, 40));
+  };
+  const double v = it->get<double>();
   if constexpr (std::is_integral_v<T>) {
-    const double v = it->get<double>();
     const bool whole = it->is_number_integer() || (std::isfinite(v) && v == std::floor(v));
-    if (!whole) return invalid_argument(std::string("config.json: field '") + key + "' must be a whole number, got " + got);
+    if (!whole) return bad("must be a whole number");
     const bool fits = it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
                                                : v >= static_cast<double>(std::numeric_limits<T>::min()) &&
                                                      v <= static_cast<double>(std::numeric_limits<T>::max());
-    if (!fits) return invalid_argument(std::string("config.json: field '") + key + "' is out of range, got " + got);
+    if (!fits) return bad("is out of range");
     *out = it->is_number_integer() ? it->get<T>() : static_cast<T>(v);
   } else {
-    const double v = it->get<double>();
-    if (!std::isfinite(static_cast<T>(v))) return invalid_argument(std::string("config.json: field '") + key + "' must be finite, got " + got);
+    if (!std::isfinite(static_cast<T>(v))) return bad("must be finite");
     *out = static_cast<T>(v);
   }
   return {};
