@@ -140,11 +140,10 @@ struct Trainer::Impl {
   // otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
   // would train without a word. Only the memory and the job are checked here (the figures that
   // predict the step come later, with the GPU's probe).
-  Status check_fits(const ModelConfig& config) const {
+  Status check_fits(const ModelConfig& config, const MemInfo& mem) const {
     SPW_RETURN_IF_ERROR(check_positions(config, job));
     MachineProbe m;
     m.backend = backend->name();
-    const MemInfo mem = read_meminfo();
     m.dram_total_bytes = mem.total_bytes.value_or(0);
     m.dram_available_bytes = mem.available_bytes.value_or(UINT64_MAX);  // unknown: not the limit
     if (m.backend != "cpu") {
@@ -176,10 +175,11 @@ struct Trainer::Impl {
       if (!c.ok()) return c.status().with_context("job.json: model.init");
       config = *c;
     }
-    SPW_RETURN_IF_ERROR(check_fits(config));
+    const MemInfo mem = read_meminfo();  // one reading for the fit check and the placement
+    SPW_RETURN_IF_ERROR(check_fits(config, mem));
     ParameterLayout layout = ParameterLayout::build(config);
     parameters = layout.parameter_count();
-    placement = place_tiers(config, job, read_meminfo().available_bytes.value_or(0));
+    placement = place_tiers(config, job, mem.available_bytes.value_or(0));
     if (placement.optimizer_on_ssd && job.ssd_dir.empty())
       return invalid_argument("the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(layout, !placement.optimizer_on_ssd));
