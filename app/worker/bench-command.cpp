@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <ostream>
 #include <random>
@@ -14,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/backend-loader.h"
-#include "core/thread-pool.h"
 #include "model/parameter-layout.h"
 #include "train/model-state.h"
 #include "train/optimizer.h"
@@ -154,24 +152,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Random weights. ModelState::init_random draws every weight on one thread, about two minutes for
-// 7B parameters; a step's speed does not depend on the values, so draw a one-layer model of the
-// same shape and copy its layer into every layer.
-Status init_weights(ModelState& state, uint64_t seed) {
-  ModelConfig one_layer = state.config();
-  one_layer.num_layers = 1;
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> drawn, ModelState::create(ParameterLayout::build(one_layer), false));
-  drawn->init_random(seed);
-  const size_t blocks = state.num_blocks();  // embedding, layers, head
-  ThreadPool::global().parallel_for(blocks, [&](size_t begin, size_t end) {
-    for (size_t b = begin; b < end; ++b) {
-      const size_t from = b == 0 ? 0 : b + 1 == blocks ? 2 : 1;
-      std::memcpy(state.master(b), drawn->master(from), state.layout().blocks()[b].numel * sizeof(float));
-    }
-  });
-  return {};
 }
 
 // Random token ids, and as labels the next id of each sequence (-100 after the last).
@@ -345,7 +325,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   // configuration takes to time.
   auto state = ModelState::create(ParameterLayout::build(*config), true);
   if (!state.ok()) return report_failure(io, as_json, state.status());
-  if (Status st = init_weights(**state, 1); !st.ok()) return report_failure(io, as_json, st);
+  (*state)->init_random(1);  // every block on its own thread: seconds for 7B parameters
   int exit_code = 0;
   for (const BenchConfig& c : options->configs) {
     auto result = bench_config(*options, c, backend, **state, choice->reason);

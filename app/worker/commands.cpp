@@ -8,6 +8,7 @@
 #include "worker/model-commands.h"
 #include "worker/probe-command.h"
 #include "worker/tokenize-command.h"
+#include "worker/plan-command.h"
 #include "worker/train-command.h"
 
 namespace spillway::worker {
@@ -22,8 +23,10 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"train", "train JOB.json [--resume CHECKPOINT_DIR] [--json]",
        "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now.", run_train},
-      {"plan", "plan JOB.json [--json]",
-       "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time.", run_plan},
+      {"plan", "plan JOB.json [--measure N] [--json]",
+       "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; --measure N runs the job's first N "
+       "steps in a throwaway run and prints measured against predicted (step time, peak HBM and DRAM, link bytes).",
+       run_plan},
       {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]",
        "Mean loss and perplexity of a model on a dataset.", run_eval},
       {"generate", "generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]",

@@ -1,4 +1,4 @@
-// `spillway-worker train JOB.json [--resume CHECKPOINT] [--json]` and `plan JOB.json [--json]`.
+// `spillway-worker train JOB.json [--resume CHECKPOINT] [--json]`.
 #pragma once
 
 #include "worker/commands.h"
@@ -6,6 +6,5 @@
 namespace spillway::worker {
 
 int run_train(const std::vector<std::string>& args, CommandIo io);
-int run_plan(const std::vector<std::string>& args, CommandIo io);
 
 }  // namespace spillway::worker

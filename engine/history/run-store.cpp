@@ -64,7 +64,7 @@ std::string like_pattern(const std::string& text) {
 constexpr const char* kRunColumns =
     "id, name, status, created_at, started_at, ended_at, job_json, model_name, model_path, dataset, "
     "dataset_hash, hardware_json, software_json, run_dir, parent_id, host, boot_id, pid, pid_start_ticks, "
-    "tags, notes, final_loss, final_step, tokens, error_message";
+    "tags, notes, final_loss, final_step, tokens, error_message, predicted_json, measured_json";
 
 RunInfo read_run(const SqliteStmt& s) {
   RunInfo r;
@@ -95,6 +95,8 @@ RunInfo read_run(const SqliteStmt& s) {
   r.final_step = s.column_opt_int64(c++);
   r.tokens = s.column_opt_int64(c++);
   r.error_message = s.column_text(c++);
+  r.predicted_json = s.column_text(c++);
+  r.measured_json = s.column_text(c++);
   return r;
 }
 
@@ -196,7 +198,7 @@ Result<int> RunStore::schema_version() {
 
 Result<std::string> RunStore::insert_run(const RunInfo& r) {
   SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(std::string("INSERT INTO runs (") + kRunColumns +
-                                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   s.bind(1, r.id).bind(2, r.name).bind(3, run_status_name(r.status)).bind(4, r.created_at);
   s.bind(5, r.started_at).bind(6, r.ended_at).bind(7, r.job_json).bind(8, r.model_name);
   s.bind(9, r.model_path).bind(10, r.dataset).bind(11, r.dataset_hash).bind(12, r.hardware_json);
@@ -208,7 +210,7 @@ Result<std::string> RunStore::insert_run(const RunInfo& r) {
   }
   s.bind(16, r.host).bind(17, r.boot_id).bind(18, r.pid).bind(19, r.pid_start_ticks);
   s.bind(20, tags_to_json(r.tags)).bind(21, r.notes).bind(22, r.final_loss).bind(23, r.final_step);
-  s.bind(24, r.tokens).bind(25, r.error_message);
+  s.bind(24, r.tokens).bind(25, r.error_message).bind(26, r.predicted_json).bind(27, r.measured_json);
   SPW_RETURN_IF_ERROR(s.run());
   return r.id;
 }
@@ -454,6 +456,15 @@ Status RunStore::set_tags(const std::string& run_id, const std::vector<std::stri
   std::lock_guard lock(mu_);
   SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare("UPDATE runs SET tags = ? WHERE id = ?"));
   s.bind(1, tags_to_json(tags)).bind(2, run_id);
+  SPW_RETURN_IF_ERROR(s.run());
+  return expect_one_change(run_id);
+}
+
+Status RunStore::set_step_figures(const std::string& run_id, const std::string& predicted_json,
+                                  const std::string& measured_json) {
+  std::lock_guard lock(mu_);
+  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare("UPDATE runs SET predicted_json = ?, measured_json = ? WHERE id = ?"));
+  s.bind(1, predicted_json).bind(2, measured_json).bind(3, run_id);
   SPW_RETURN_IF_ERROR(s.run());
   return expect_one_change(run_id);
 }

@@ -69,6 +69,11 @@ struct RunInfo {
   std::optional<std::int64_t> final_step;
   std::optional<std::int64_t> tokens;  // tokens trained on
   std::string error_message;           // why it failed / was interrupted
+  // The run's step figures (train/run-figures.h: step_s, tokens_per_s, peak_hbm_bytes,
+  // peak_dram_bytes, h2d_bytes, d2h_bytes; null where absent) as its plan predicted them and as
+  // its steps measured them; "{}" until the run has trained a step.
+  std::string predicted_json = "{}";
+  std::string measured_json = "{}";
 };
 
 struct MetricRow {
@@ -186,6 +191,9 @@ class RunStore {
   Result<std::vector<EventRow>> events(const std::string& run_id, const std::string& type = {});
   Result<std::vector<CheckpointRow>> checkpoints(const std::string& run_id);
   Result<std::vector<EvalRow>> evals(const std::string& run_id);
+
+  // Stores the run's predicted and measured step figures (JSON objects). kNotFound for an unknown id.
+  Status set_step_figures(const std::string& run_id, const std::string& predicted_json, const std::string& measured_json);
 
   // User edits. kNotFound for an unknown id.
   Status set_tags(const std::string& run_id, const std::vector<std::string>& tags);

@@ -87,6 +87,10 @@ CREATE TABLE evals (
   PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 )sql"},
+    {"runs: the plan's predicted and the run's measured step figures", R"sql(
+ALTER TABLE runs ADD COLUMN predicted_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE runs ADD COLUMN measured_json TEXT NOT NULL DEFAULT '{}';
+)sql"},
 };
 
 }  // namespace

@@ -169,6 +169,18 @@ std::optional<std::uint64_t> read_process_rss_bytes() {
   return *pages * static_cast<std::uint64_t>(page);
 }
 
+std::optional<std::uint64_t> read_process_peak_rss_bytes() {
+  auto text = read_file("/proc/self/status");
+  if (!text.ok()) return std::nullopt;
+  std::optional<std::uint64_t> out;
+  for_each_line(*text, [&](std::string_view line) {
+    auto f = split_ws(line);  // "VmHWM:", "123456", "kB"
+    if (out || f.size() < 3 || f[0] != "VmHWM:" || f[2] != "kB") return;
+    if (auto kib = parse_u64(f[1])) out = *kib * 1024;
+  });
+  return out;
+}
+
 std::optional<DiskIo> parse_diskstats(std::string_view text, std::string_view device) {
   std::optional<DiskIo> out;
   for_each_line(text, [&](std::string_view line) {

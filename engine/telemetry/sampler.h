@@ -36,6 +36,8 @@ FsSpace read_fs_space(const std::string& path);
 
 // Resident set size of this process, bytes (/proc/self/statm field 2 times the page size).
 std::optional<std::uint64_t> read_process_rss_bytes();
+// The peak resident set size of this process so far, bytes (VmHWM of /proc/self/status).
+std::optional<std::uint64_t> read_process_peak_rss_bytes();
 
 // Cumulative traffic of one block device since boot, bytes (diskstats sectors are always 512 bytes,
 // whatever the device's logical block size — Documentation/admin-guide/iostats.rst).

@@ -29,6 +29,7 @@
 #include "train/optimizer.h"
 #include "train/optimizer-state.h"
 #include "train/planner.h"
+#include "train/run-figures.h"
 #include "train/scratch-folder.h"
 #include "train/streaming-engine.h"
 
@@ -113,6 +114,8 @@ struct Trainer::Impl {
   int64_t total_steps = 0;
   double last_eval = std::nan("");
   uint64_t parameters = 0;
+  nlohmann::json plan;          // this run's plan, made when training starts
+  StepFigureRecorder recorder;  // what the steps measured, to hold against the plan
   Clock::time_point started = Clock::now();
   double resumed_elapsed_s = 0;  // the elapsed_s of the checkpoint this run resumed from
 
@@ -463,15 +466,35 @@ struct Trainer::Impl {
                             ") or raise train.warmup_steps, and resume from the last checkpoint");
   }
 
+  void record_step(double step_s, int64_t tokens) {
+    size_t free_bytes = 0, total_bytes = 0;
+    uint64_t device_used = 0;  // the CPU backend's "device" is host memory: counted in DRAM
+    if (backend->name() != "cpu" && backend->device_memory_info(&free_bytes, &total_bytes).ok())
+      device_used = total_bytes - free_bytes;
+    recorder.add_step(step_s, tokens, device_used, engine->h2d_bytes(), engine->d2h_bytes());
+  }
+
+  // The figures measured against the plan's, as the "measured" event and in runs.db.
+  StepFigures report_figures() {
+    const StepFigures measured = recorder.figures();
+    if (recorder.steps() == 0) return measured;
+    const StepFigures predicted = predicted_figures(plan);
+    Status st = events->emit("measured", {{"steps", recorder.steps()},
+                                          {"figures", figures_to_json(measured)},
+                                          {"versus_plan", compare_figures(predicted, measured)}});
+    if (st.ok()) st = store->set_step_figures(run_id, figures_to_json(predicted).dump(), figures_to_json(measured).dump());
+    if (!st.ok()) log(LogLevel::kWarn, "the run's predicted and measured figures were not recorded: " + st.to_string());
+    return measured;
+  }
+
   Status train_loop() {
     (void)events->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
                                      {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes},
                                      {"optimizer_tier", placement.optimizer_on_ssd ? "ssd" : "dram"},
                                      {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}});
-    {
-      // The plan for this run, so that the GUI can show predicted against measured step times.
-      (void)events->emit("plan", make_plan(state->config(), job, machine, total_steps));
-    }
+    // The plan for this run, so that the GUI and History show predicted against measured figures.
+    plan = make_plan(state->config(), job, machine, total_steps);
+    (void)events->emit("plan", plan);
     if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(run_eval());  // the baseline
     LrScheduleConfig sched = job.schedule;
     sched.total_steps = total_steps;
@@ -493,6 +516,7 @@ struct Trainer::Impl {
       progress.tokens += step_tokens;
       progress.last_loss = r.loss();
       const double dt = seconds_since(t0);
+      record_step(dt, step_tokens);
       const double tps = step_tokens / std::max(dt, 1e-9);
       const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
       (void)events->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});
@@ -576,6 +600,7 @@ Status Trainer::run() {
   Status st = t.train_loop();
   if (st.ok()) st = t.finish();
   t.sampler->stop();
+  t.report_figures();
   (void)t.sampler->sample_once();
   FinalFigures f;
   f.final_loss = t.progress.last_loss;
@@ -593,6 +618,26 @@ Status Trainer::run() {
   return {};
 }
 
+Result<StepFigures> Trainer::measure() {
+  Impl& t = *impl_;
+  t.sampler->start();
+  Status st = t.train_loop();
+  if (st.ok()) {
+    t.optimizer->wait_all();
+    st = t.optimizer->status();
+  }
+  t.sampler->stop();
+  const StepFigures measured = t.report_figures();
+  if (!st.ok()) return t.fail(st);
+  FinalFigures f;
+  f.final_loss = t.progress.last_loss;
+  f.final_step = t.progress.step;
+  f.tokens = t.progress.tokens;
+  (void)t.store->finish_run(t.run_id, RunStatus::kCompleted, f);
+  return measured;
+}
+
+const nlohmann::json& Trainer::plan() const { return impl_->plan; }
 const std::string& Trainer::run_id() const { return impl_->run_id; }
 const std::string& Trainer::run_dir() const { return impl_->run_dir; }
 int64_t Trainer::total_steps() const { return impl_->total_steps; }

@@ -12,7 +12,10 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
+#include "train/run-figures.h"
 #include "train/train-job.h"
 
 namespace spillway {
@@ -34,9 +37,15 @@ class Trainer {
 
   // Trains to the last step (or until stopped). Ok when completed or stopped on request.
   Status run();
+  // Trains the job's steps like run() but neither evaluates, checkpoints nor exports: the probe of
+  // `spillway-worker plan --measure N`. Returns what the steps measured (run-figures.h); plan()
+  // holds the prediction. Errors: those of run().
+  Result<StepFigures> measure();
   void request_stop() { stop_.store(true); }
   void request_checkpoint() { checkpoint_.store(true); }
 
+  // The plan made for this run when its training started (make_plan's JSON; null before).
+  const nlohmann::json& plan() const;
   const std::string& run_id() const;
   const std::string& run_dir() const;
   int64_t total_steps() const;

@@ -1,0 +1,207 @@
+#include "worker/plan-command.h"
+
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <ostream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "tiers/byte-size.h"
+#include "train/planner.h"
+#include "train/run-figures.h"
+#include "train/trainer.h"
+#include "worker/args.h"
+#include "worker/job-file.h"
+#include "worker/probe-command.h"
+
+namespace spillway::worker {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage = "usage: plan JOB.json [--measure N] [--json]";
+constexpr int kMaxMeasureSteps = 1000;
+
+std::string num(double v, const char* fmt) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+// 12345.6 -> "12,346"
+std::string thousands(double v) {
+  const std::string digits = num(std::abs(v), "%.0f");
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string gb(const nlohmann::json& bytes) {
+  return num(bytes.get<double>() / 1e9, "%.1f GB");
+}
+
+// "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model TFLOPS"
+std::string suggestion_line(const nlohmann::json& s) {
+  const int64_t tokens = s["tokens_per_step"];
+  return "micro-batch " + std::to_string(s["micro_batch_size"].get<int>()) + " x " + std::to_string(s["grad_accum"].get<int>()) +
+         " accumulation = " + (tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens)) +
+         " tokens/step: " + thousands(s["tokens_per_s"]) + " tokens/s, step " + num(s["step_s"], "%.2f s") + ", " +
+         num(s["model_tflops"], "%.3g model TFLOPS") + (s["same_as_job"].get<bool>() ? " (the job's own)" : "");
+}
+
+// `plan` without --json: the plan as a table, the suggested batch last.
+void print_plan(std::ostream& out, const nlohmann::json& plan) {
+  auto row = [&](const std::string& name, const std::string& value) {
+    out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 0, ' ') << " " << value << "\n";
+  };
+  const auto& model = plan["model"];
+  const double params = model["parameters"];
+  const std::string device = plan["machine"]["device"].get<std::string>();
+  out << model["architecture"].get<std::string>() << " ("
+      << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M")) << " parameters, "
+      << model["layers"].get<int>() << " layers) on " << plan["backend"].get<std::string>()
+      << (device.empty() ? "" : " (" + device + ")") << ": " << (plan["fits"].get<bool>() ? "fits" : "does not fit") << "\n";
+  for (const auto& [key, name] : {std::pair{"hbm", "HBM"}, std::pair{"dram", "DRAM"}, std::pair{"ssd", "SSD"}}) {
+    const auto& t = plan["tiers"][key];
+    const double free = t["free_bytes"], total = t["total_bytes"];
+    row(name, "needs " + gb(t["needed_bytes"]) + ", free " + (free > 0 ? gb(t["free_bytes"]) : "unbounded") + ", total " +
+                  (total > 0 ? gb(t["total_bytes"]) : "unbounded"));
+  }
+  const auto& s = plan["step"];
+  row("tokens per step", thousands(s["tokens"]) + " (" + std::to_string(plan["micro_batch_size"].get<int>()) + " x " +
+                             std::to_string(plan["grad_accum"].get<int>()) + " x " + std::to_string(plan["seq_len"].get<int>()) +
+                             "), checkpoints " + (plan["checkpoints"] == "device" ? "on the device" : "in host memory"));
+  row("step", num(s["step_s"], "%.2f s") + ": compute " + num(s["compute_s"], "%.2f s") + ", link " + num(s["link_s"], "%.2f s") +
+                  ", AdamW " + num(s["adamw_s"], "%.2f s") + ", optimizer visible " + num(s["optimizer_visible_s"], "%.2f s") +
+                  (s["ssd_s"].get<double>() > 0 ? ", SSD " + num(s["ssd_s"], "%.2f s") : ""));
+  row("tokens/s", thousands(s["tokens_per_s"]) + " (" + num(s["model_tflops"], "%.3g model TFLOPS") + ")");
+  if (s["total_steps"].get<int64_t>() > 0) {
+    const double eta = s["eta_s"];
+    row("ETA", (eta >= 3600 ? num(eta / 3600, "%.1f h") : eta >= 60 ? num(eta / 60, "%.1f min") : num(eta, "%.0f s")) + " for " +
+                   std::to_string(s["total_steps"].get<int64_t>()) + " steps");
+  }
+  row("bottleneck", s["bottleneck"].get<std::string>());
+  if (plan.contains("suggestion")) {
+    const auto& g = plan["suggestion"];
+    if (g["fits"].get<bool>()) row("suggested", suggestion_line(g));
+    row(g["fits"].get<bool>() ? "" : "suggested", g["why"].get<std::string>());
+  }
+}
+
+
+// "3.81 s", "23.2 GiB", "9,843": one figure of the comparison as the table shows it.
+std::string figure_text(const std::string& key, const nlohmann::json& v) {
+  if (v.is_null()) return "-";
+  if (key == "step_s") return num(v, "%.3g s");
+  if (key == "tokens_per_s") return thousands(v);
+  return format_bytes(static_cast<uint64_t>(v.get<double>()));
+}
+
+// `plan --measure N`: the job's first N steps in a throwaway run, held against the plan that run
+// made with its own probe of this machine. The run's folder and database are in a temporary
+// folder, removed afterwards: History does not list it. Nothing is evaluated, checkpointed or
+// exported. Exit 3 when the job does not fit (the trainer refuses it as plan would).
+int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
+  std::string scratch = (fs::temp_directory_path() / "spillway-measure.XXXXXX").string();
+  if (!::mkdtemp(scratch.data()))
+    return report_failure(io, json, io_error("plan --measure: cannot make a temporary folder " + scratch + ": " + std::strerror(errno)));
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{scratch};
+  job.steps = steps;
+  job.epochs = 0;
+  job.eval_every = 0;
+  job.checkpoint_every = 0;
+  job.run_dir = scratch + "/run";
+  job.db_path = scratch + "/runs.db";
+  TrainerHooks hooks;
+  hooks.on_log = [&](const std::string& line) {
+    if (!json) io.out << line << std::endl;
+  };
+  if (!json) io.out << "measuring " << steps << (steps == 1 ? " step" : " steps") << " of the job in a throwaway run" << std::endl;
+  auto trainer = Trainer::create(job, "", hooks);
+  if (!trainer.ok()) {
+    const int code = report_failure(io, json, trainer.status());
+    return trainer.status().code() == ErrorCode::kOutOfMemory ? 3 : code;
+  }
+  auto measured = (*trainer)->measure();
+  if (!measured.ok()) return report_failure(io, json, measured.status());
+  const nlohmann::json& plan = (*trainer)->plan();
+  const nlohmann::json versus = compare_figures(predicted_figures(plan), *measured);
+  if (json) {
+    io.out << nlohmann::json{{"steps", steps}, {"plan", plan}, {"figures", figures_to_json(*measured)}, {"versus_plan", versus}}.dump()
+           << std::endl;
+    return 0;
+  }
+  print_plan(io.out, plan);
+  io.out << "measured over " << (steps > 1 ? std::to_string(steps - 1) + " steps after the first" : std::string("1 step"))
+         << ", against the plan:\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", "", "predicted", "measured", "ratio");
+  io.out << line;
+  const std::pair<const char*, const char*> rows[] = {{"step_s", "step"},           {"tokens_per_s", "tokens/s"},
+                                                      {"peak_hbm_bytes", "peak HBM"}, {"peak_dram_bytes", "peak DRAM"},
+                                                      {"h2d_bytes", "H2D per step"},  {"d2h_bytes", "D2H per step"}};
+  for (const auto& [key, name] : rows) {
+    const auto& r = versus[key];
+    std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", name, figure_text(key, r["predicted"]).c_str(),
+                  figure_text(key, r["measured"]).c_str(), r["ratio"].is_null() ? "-" : num(r["ratio"], "%.2f").c_str());
+    io.out << line;
+  }
+  io.out << "  (HBM measured: all device memory in use, CUDA context and libraries included; DRAM measured: the\n"
+            "  process's peak resident set, data and libraries included; the plan counts the engine's own)\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_plan(const std::vector<std::string>& argv, CommandIo io) {
+  auto args = parse_args(argv, {"--measure"}, {"--json"});
+  if (!args.ok()) return report_failure(io, false, args.status());
+  const bool json = args->has("--json");
+  if (args->positional.size() != 1) return report_failure(io, json, invalid_argument(kUsage));
+  auto job = load_job(args->positional[0]);
+  if (!job.ok()) return report_failure(io, json, job.status());
+  if (auto text = args->get("--measure")) {
+    char* end = nullptr;
+    const long steps = std::strtol(text->c_str(), &end, 10);
+    if (text->empty() || *end != '\0' || steps < 1 || steps > kMaxMeasureSteps)
+      return report_failure(io, json, invalid_argument("plan: --measure takes a number of steps from 1 to " +
+                                                       std::to_string(kMaxMeasureSteps) + ", got '" + *text + "'"));
+    return measure_plan(*job, static_cast<int>(steps), json, io);
+  }
+  Result<ModelConfig> config = !job->model_path.empty() ? ModelConfig::load(job->model_path)
+                               : !job->init_preset.empty() ? model_preset(job->init_preset)
+                                                           : ModelConfig::from_json(job->init_config);
+  if (!config.ok()) return report_failure(io, json, config.status());
+  std::string reason;
+  auto machine = probe_for_backend(job->ssd_dir.empty() ? "." : job->ssd_dir, job->backend, &reason);
+  if (!machine.ok()) return report_failure(io, json, machine.status());
+  // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
+  const int64_t steps = job->steps > 0 ? job->steps : 0;
+  nlohmann::json plan = make_plan(*config, *job, *machine, steps);
+  plan["backend_reason"] = reason;
+  if (json) {
+    io.out << plan.dump() << std::endl;
+  } else {
+    print_plan(io.out, plan);
+    io.out.flush();
+    if (!plan["fits"].get<bool>()) io.err << "does not fit: " << plan["reason"].get<std::string>() << "\n";
+  }
+  return plan["fits"].get<bool>() ? 0 : 3;
+}
+
+}  // namespace spillway::worker
