@@ -29,9 +29,9 @@ const std::vector<Command>& commands() {
        run_plan},
       {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]",
        "Mean loss and perplexity of a model on a dataset.", run_eval},
-      {"generate", "generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]",
+      {"generate", "generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--json]",
        "Continues a prompt (greedy at temperature 0).", run_generate},
-      {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH]",
+      {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH] [--json]",
        "Writes a checkpoint as a Hugging Face model folder.", run_export},
       {"inspect", "inspect --model DIR [--json]", "Validates a model folder and prints its summary.", run_inspect},
       {"probe", "probe [--ssd-dir DIR] [--backend auto|cpu|cuda] [--json]",
@@ -39,7 +39,7 @@ const std::vector<Command>& commands() {
        run_probe},
       {"bench",
        "bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] [--tokens-per-step K | --micro-batches M] "
-       "[--weight-slots K] [--steps S] [--warmup W] [--json]",
+       "[--weight-slots K] [--checkpoints device|host] [--steps S] [--warmup W] [--json]",
        "Times training steps of a random-initialised model shape (tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b, a preset or a "
        "model folder); N, T, K, M and the slots may be comma-separated lists to sweep.",
        run_bench},
