@@ -29,7 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
-    "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--checkpoints device|host] [--steps S] [--warmup W] "
+    "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] [--checkpoints device|host] [--steps S] "
+    "[--warmup W] "
     "[--json]";
 constexpr double kLr = 1e-5;
 
@@ -39,6 +40,7 @@ struct BenchConfig {
   int seq_len = 2048;
   int micro_batches = 4;
   int weight_slots = 2;
+  int lm_head_chunk = StreamingConfig{}.lm_head_chunk;  // tokens whose logits exist at once
 };
 
 struct BenchOptions {
@@ -79,7 +81,7 @@ Result<std::vector<int>> number_list(const Args& a, const std::string& name, int
 
 Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   SPW_ASSIGN_OR_RETURN(Args a, parse_args(argv, {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
-                                                 "--micro-batches", "--weight-slots", "--checkpoints", "--steps", "--warmup"},
+                                                 "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints", "--steps", "--warmup"},
                                           {"--json"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
@@ -94,6 +96,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batch, number_list(a, "--micro-batch", d.micro_batch));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batches, number_list(a, "--micro-batches", d.micro_batches));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> slots, number_list(a, "--weight-slots", d.weight_slots, 2));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> chunks, number_list(a, "--lm-head-chunk", d.lm_head_chunk));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> tokens, number_list(a, "--tokens-per-step", 0));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
@@ -105,7 +108,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   for (int t : seq_lens) {
     for (int mb : micro_batch) {
       for (int m : by_tokens ? tokens : micro_batches) {
-        BenchConfig c{mb, t, m, 0};
+        BenchConfig c{mb, t, m, 0, 0};
         if (by_tokens) {
           const int per_call = mb * t;
           if (m % per_call != 0)
@@ -114,8 +117,11 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
           c.micro_batches = m / per_call;
         }
         for (int k : slots) {
-          c.weight_slots = k;
-          o.configs.push_back(c);
+          for (int chunk : chunks) {
+            c.weight_slots = k;
+            c.lm_head_chunk = chunk;
+            o.configs.push_back(c);
+          }
         }
       }
     }
@@ -173,6 +179,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
   sc.micro_batch_size = c.micro_batch;
   sc.max_micro_batches = c.micro_batches;
   sc.seq_len = c.seq_len;
+  sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(backend, state, sc));
   const Clock::time_point origin = Clock::now();
@@ -256,6 +263,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
               {"micro_batches", c.micro_batches},
               {"tokens_per_step", ids.size()},
               {"weight_slots", c.weight_slots},
+              {"lm_head_chunk", StreamingEngine::lm_head_chunk(config, sc)},
               {"checkpoints", o.checkpoints_on_device ? "device" : "host"},
               {"steps", o.steps},
               {"step_s", step},

@@ -1,6 +1,7 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -55,6 +56,28 @@ TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64
 
 namespace {
 
+// A GPU step's compute time by part (planner.h, kGpuGemmEfficiency and below); all 0 on the CPU.
+struct GpuCompute {
+  double gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0;
+};
+
+GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, const TrainJob& job, const MachineProbe& machine,
+                       int lm_head_chunk) {
+  const double gemm_flops_per_s = std::max(machine.compute_flops, 1.0) * kGpuGemmEfficiency;
+  const double tokens_mb = static_cast<double>(job.micro_batch_size) * job.seq_len;
+  const double tokens = tokens_mb * job.grad_accum;
+  const double L = c.num_layers, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  double layer_params = 0;  // blocks 1..L: the decoder layers
+  for (int b = 1; b <= c.num_layers; ++b) layer_params += static_cast<double>(layout.blocks()[b].numel);
+  const double chunks = std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
+  GpuCompute g;
+  g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
+  g.attention_s = 8.0 * L * job.seq_len * H * tokens / (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
+  g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s + (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
+  g.elementwise_s = kGpuElementwiseBytes * L * (2 * H + I) * tokens / kGpuHbmBytesPerS;
+  return g;
+}
+
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
 nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
   const ParameterLayout layout = ParameterLayout::build(config);
@@ -72,7 +95,7 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   const size_t act = dtype_size(act_dtype);
   // The backend's workspace is not known without a backend: its bulk is the LM head's logits chunk
   // and their gradient, [lm_head_chunk, vocab] fp32 each.
-  const uint64_t backend_ws = 2 * std::min<uint64_t>(sc.lm_head_chunk, static_cast<uint64_t>(job.micro_batch_size) * job.seq_len) *
+  const uint64_t backend_ws = 2 * std::min<uint64_t>(StreamingEngine::lm_head_chunk(config, sc), static_cast<uint64_t>(job.micro_batch_size) * job.seq_len) *
                               config.vocab_size * sizeof(float);
   const DeviceMemoryPlan hbm = StreamingEngine::plan_device_memory(layout, sc, act_dtype, backend_ws);
   const uint64_t hbm_fixed = hbm.fixed_bytes();
@@ -95,6 +118,7 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   tiers["hbm"]["needed_bytes"] = hbm_fixed + (ckpt_on_device ? ckpt : 0);
   tiers["hbm"]["total_bytes"] = device_cap;
   tiers["hbm"]["free_bytes"] = device_free;
+  tiers["hbm"]["runtime_bytes"] = machine.backend == "cpu" ? 0 : kGpuRuntimeHbmBytes;
   // The engine streams the fp32 master itself (on CUDA converted to bf16 on the device,
   // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
   // on the SSD ModelState's master buffer stays behind as the streamed copy.
@@ -108,6 +132,7 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   if (machine.backend == "cpu" && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
   tiers["dram"]["needed_bytes"] = dram_needed;
   tiers["dram"]["total_bytes"] = machine.dram_total_bytes;
+  tiers["dram"]["runtime_bytes"] = machine.backend == "cpu" ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
   tiers["dram"]["free_bytes"] = job.dram_cap_bytes ? std::min(job.dram_cap_bytes, machine.dram_available_bytes) : machine.dram_available_bytes;
   const uint64_t ssd_needed = (opt_ssd ? 2 * fp32 : 0) + (master_ssd ? fp32 : 0);
   tiers["ssd"]["categories"] = {{"optimizer_bytes", opt_ssd ? 2 * fp32 : 0}, {"master_bytes", master_ssd ? fp32 : 0}};
@@ -142,8 +167,9 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
   // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
   const double accumulate_s = cpu ? 0.0 : job.grad_accum * 8.0 * P / kGpuHbmBytesPerS;
+  const GpuCompute gpu = cpu ? GpuCompute{} : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
   const double compute_s =
-      flops.hardware / (std::max(machine.compute_flops, 1.0) * (cpu ? 1.0 : kGpuComputeEfficiency)) + accumulate_s;
+      cpu ? flops.hardware / std::max(machine.compute_flops, 1.0) : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s + accumulate_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
   // those still in a slot); its fp32 gradients come down once: the engine's own count.
   const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
@@ -182,8 +208,11 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   nlohmann::json step = {{"tokens", tokens},
                          {"flops", flops.hardware},
                          {"model_flops", flops.model},
-                         {"compute_efficiency", cpu ? 1.0 : kGpuComputeEfficiency},
                          {"compute_s", compute_s},
+                         {"gemm_s", gpu.gemm_s},
+                         {"attention_s", gpu.attention_s},
+                         {"lm_head_s", gpu.lm_head_s},
+                         {"elementwise_s", gpu.elementwise_s},
                          {"accumulate_s", accumulate_s},
                          {"h2d_bytes", h2d_bytes},
                          {"d2h_bytes", d2h_bytes},

@@ -30,12 +30,33 @@ struct StepFlops {
 };
 StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 
-// The part of a GPU's measured GEMM rate (MachineProbe::compute_flops, an 8192³ bf16 GEMM) that a
-// training step sustains: the 7B layers' GEMMs reach 87-100% of it (../shared/bench/README.md,
-// op_ceilings), attention forward+backward about half but it is ~4% of the FLOPs at T=2048, and
-// the memory-bound ops between the GEMMs (norms, RoPE, SwiGLU, casts, the LM head's softmax) take
-// roughly a fifth of the time.
-inline constexpr double kGpuComputeEfficiency = 0.7;
+// A GPU step's compute, in four parts, each at its own rate (MachineProbe::compute_flops is the
+// probe's 8192³ bf16 GEMM, 816 TFLOPS on the H100; kGpuHbmBytesPerS below):
+//  - the layers' GEMMs, 8·N_layers FLOPs per token with the recomputed forward, at
+//    kGpuGemmEfficiency of the probe (the 7B layer shapes reach 0.77-0.98 of it, README per-op table);
+//  - attention, 8·L·T·hidden FLOPs per token (the causal half), at kGpuAttentionEfficiency: our
+//    deterministic kernel's forward+backward, 190 TFLOPS;
+//  - the LM head: its three GEMMs (6·vocab·hidden FLOPs per token) at the GEMM rate, the logits'
+//    softmax traffic (16·vocab bytes per token) and, per chunk of lm_head_chunk tokens, a read and
+//    write of the fp32 [vocab, hidden] weight gradient;
+//  - the memory-bound ops between the GEMMs (RMSNorm, RoPE, SwiGLU, residual adds, casts; forward,
+//    recompute and backward): kGpuElementwiseBytes per token, layer and unit of 2·hidden +
+//    intermediate. Fitted to the measured steps of tinyllama-1.1b and llama2-7b (plan --measure,
+//    H100, 64K tokens per step: tests/bench/figures/calibration-h100.json); llama3.2-3b, not in
+//    the fit, came within 2%. qwen2.5-7b measured 22% slower than this model predicts.
+inline constexpr double kGpuGemmEfficiency = 0.85;
+inline constexpr double kGpuAttentionEfficiency = 0.23;
+inline constexpr double kGpuElementwiseBytes = 33;
+
+// Memory the process holds whatever the job: on a GPU the CUDA context, cuBLASLt's and cuDNN's
+// handles and our kernels in HBM (350-560 MB measured on the H100 with CUDA 13), and the CUDA
+// libraries' host memory in DRAM (1.46 GB, the same for four models); on the CPU backend the
+// libraries and the data (0.27 GB for a 6.5M-parameter model on the 2-core VM). It is already
+// outside the free memory a probe reads, so the fit check leaves it out; the predicted peaks
+// (run-figures.h, predicted_figures) add it.
+inline constexpr uint64_t kGpuRuntimeHbmBytes = 450'000'000;
+inline constexpr uint64_t kGpuRuntimeDramBytes = 1'460'000'000;
+inline constexpr uint64_t kCpuRuntimeDramBytes = 270'000'000;
 
 // HBM bandwidth for what a GPU step does per micro-batch whatever its size: each layer's backward
 // adds its weight gradient into the fp32 gradient buffer (cuBLASLt, beta 1), reading and writing

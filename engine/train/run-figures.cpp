@@ -39,21 +39,27 @@ StepFigures predicted_figures(const json& plan) {
   f.step_s = number_at(plan, "/step/step_s");
   f.tokens_per_s = number_at(plan, "/step/tokens_per_s");
   // A CPU backend without a device cap has no HBM: its "device" needs are counted in DRAM.
+  auto peak = [&](const char* tier) -> std::optional<uint64_t> {
+    const std::string at = std::string("/tiers/") + tier;
+    const auto needed = bytes_at(plan, (at + "/needed_bytes").c_str());
+    if (!needed) return std::nullopt;
+    return *needed + bytes_at(plan, (at + "/runtime_bytes").c_str()).value_or(0);
+  };
   if (plan.value("backend", "") != "cpu" || bytes_at(plan, "/tiers/hbm/total_bytes").value_or(0) > 0)
-    f.peak_hbm_bytes = bytes_at(plan, "/tiers/hbm/needed_bytes");
-  f.peak_dram_bytes = bytes_at(plan, "/tiers/dram/needed_bytes");
+    f.peak_hbm_bytes = peak("hbm");
+  f.peak_dram_bytes = peak("dram");
   f.h2d_bytes = number_at(plan, "/step/h2d_bytes");
   f.d2h_bytes = number_at(plan, "/step/d2h_bytes");
   return f;
 }
 
-void StepFigureRecorder::add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_total,
-                                  uint64_t d2h_total) {
-  if (step_s_.empty()) h2d_first_ = h2d_total, d2h_first_ = d2h_total;
+void StepFigureRecorder::add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_bytes,
+                                  uint64_t d2h_bytes) {
   step_s_.push_back(step_s);
   tokens_.push_back(tokens);
+  h2d_.push_back(h2d_bytes);
+  d2h_.push_back(d2h_bytes);
   peak_device_ = std::max(peak_device_, device_used_bytes);
-  h2d_last_ = h2d_total, d2h_last_ = d2h_total;
 }
 
 StepFigures StepFigureRecorder::figures() const {
@@ -61,18 +67,19 @@ StepFigures StepFigureRecorder::figures() const {
   if (step_s_.empty()) return f;
   // The steps after the first, or the first alone.
   const size_t from = step_s_.size() > 1 ? 1 : 0;
-  const std::vector<double> timed(step_s_.begin() + from, step_s_.end());
-  double seconds = 0;
+  double seconds = 0, h2d = 0, d2h = 0;
   int64_t tokens = 0;
-  for (size_t i = from; i < step_s_.size(); ++i) seconds += step_s_[i], tokens += tokens_[i];
-  f.step_s = median(timed);
+  for (size_t i = from; i < step_s_.size(); ++i) {
+    seconds += step_s_[i], tokens += tokens_[i];
+    h2d += static_cast<double>(h2d_[i]), d2h += static_cast<double>(d2h_[i]);
+  }
+  const double n = static_cast<double>(step_s_.size() - from);
+  f.step_s = median(std::vector<double>(step_s_.begin() + from, step_s_.end()));
   if (seconds > 0) f.tokens_per_s = static_cast<double>(tokens) / seconds;
   if (peak_device_ > 0) f.peak_hbm_bytes = peak_device_;
   f.peak_dram_bytes = read_process_peak_rss_bytes();
-  const double n = static_cast<double>(timed.size());
-  // The first step's bytes are not counted apart from it: with it alone, the counters themselves.
-  f.h2d_bytes = from ? static_cast<double>(h2d_last_ - h2d_first_) / n : static_cast<double>(h2d_last_);
-  f.d2h_bytes = from ? static_cast<double>(d2h_last_ - d2h_first_) / n : static_cast<double>(d2h_last_);
+  f.h2d_bytes = h2d / n;
+  f.d2h_bytes = d2h / n;
   return f;
 }
 

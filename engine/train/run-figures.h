@@ -24,9 +24,9 @@ struct StepFigures {
   std::optional<double> d2h_bytes;          // device → host bytes per step
 };
 
-// The plan's prediction (make_plan's JSON): step.step_s, step.tokens_per_s, tiers.hbm.needed_bytes
-// (absent on the CPU backend without a device cap), tiers.dram.needed_bytes, step.h2d_bytes and
-// step.d2h_bytes (absent on the CPU backend, which copies nothing).
+// The plan's prediction (make_plan's JSON): step.step_s, step.tokens_per_s, the peaks as each
+// tier's needed_bytes + runtime_bytes (HBM absent on the CPU backend without a device cap),
+// step.h2d_bytes and step.d2h_bytes.
 StepFigures predicted_figures(const nlohmann::json& plan);
 
 // Collects the measured figures step by step.
@@ -37,12 +37,13 @@ StepFigures predicted_figures(const nlohmann::json& plan);
 //    do for the user) after each step, at its highest; the plan counts the engine's arena only.
 //  - DRAM: the process's peak resident set (VmHWM), pinned buffers included; the plan counts the
 //    model state, gradients, moments and host checkpoints, not the data or the libraries.
-//  - Link bytes: the engine's cumulative copy counters, per step over the same steps as the time.
+//  - Link bytes: what the engine's copy counters moved during each step (not between steps, where
+//    an evaluation may copy too), per step over the same steps as the time.
 class StepFigureRecorder {
  public:
   // After each step: its seconds and trained tokens, the device memory in use (0: no device), and
-  // the engine's cumulative H2D and D2H byte counters.
-  void add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_total, uint64_t d2h_total);
+  // the bytes the step moved host → device and device → host.
+  void add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_bytes, uint64_t d2h_bytes);
   int64_t steps() const { return static_cast<int64_t>(step_s_.size()); }
   // The figures so far (reads VmHWM now); all absent before the first step.
   StepFigures figures() const;
@@ -50,9 +51,8 @@ class StepFigureRecorder {
  private:
   std::vector<double> step_s_;
   std::vector<int64_t> tokens_;
+  std::vector<uint64_t> h2d_, d2h_;
   uint64_t peak_device_ = 0;
-  uint64_t h2d_first_ = 0, d2h_first_ = 0;  // counters after the first step
-  uint64_t h2d_last_ = 0, d2h_last_ = 0;
 };
 
 // {"step_s": {"predicted", "measured", "ratio"}, "tokens_per_s": ..., "peak_hbm_bytes": ...,

@@ -49,8 +49,18 @@ uint64_t logits_bytes(const ModelConfig& m, const StreamingConfig& c) {
 
 }  // namespace
 
+int lm_head_chunk_for(int64_t vocab) {
+  int chunk = 4096;
+  while (chunk > 256 && 2 * uint64_t(chunk) * uint64_t(std::max<int64_t>(vocab, 1)) * sizeof(float) > kLmHeadLogitsBytes) chunk /= 2;
+  return chunk;
+}
+
+int StreamingEngine::lm_head_chunk(const ModelConfig& model, const StreamingConfig& config) {
+  return config.lm_head_chunk > 0 ? config.lm_head_chunk : lm_head_chunk_for(model.vocab_size);
+}
+
 compute::OpShapes StreamingEngine::op_shapes(const ModelConfig& model, const StreamingConfig& config) {
-  return BlockMath::op_shapes(model, config.micro_batch_size, config.seq_len, config.lm_head_chunk);
+  return BlockMath::op_shapes(model, config.micro_batch_size, config.seq_len, lm_head_chunk(model, config));
 }
 
 DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layout, const StreamingConfig& config,
@@ -155,8 +165,8 @@ struct StreamingEngine::Impl {
   Status setup() {
     if (cfg.weight_slots < 2) return invalid_argument("streaming: weight_slots must be at least 2");
     if (cfg.logits_tokens < 0) return invalid_argument("streaming: logits_tokens must not be negative");
-    if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 || cfg.lm_head_chunk < 1)
-      return invalid_argument("streaming: micro_batch_size, micro-batches, seq_len and lm_head_chunk must be positive");
+    if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 || cfg.lm_head_chunk < 0)
+      return invalid_argument("streaming: micro_batch_size, micro-batches and seq_len must be positive, lm_head_chunk not negative");
     // Pinned, so that uploads of the master weights and downloads of the gradients run at link speed.
     for (size_t b = 0; b < layout.num_blocks(); ++b) {
       const size_t bytes = layout.blocks()[b].numel * sizeof(float);
@@ -218,7 +228,7 @@ struct StreamingEngine::Impl {
       SPW_ASSIGN_OR_RETURN(grads[i].computed, be.create_event());
       SPW_ASSIGN_OR_RETURN(grads[i].downloaded, be.create_event());
     }
-    SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg), cfg.lm_head_chunk, *arena));
+    SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg), lm_head_chunk(mc, cfg), *arena));
     math.emplace(std::move(m));
     if (backend_ws > 0) {
       // [backend_ws] bytes: the ops' scratch (logits chunks, partial sums, GEMM workspace)

@@ -178,7 +178,7 @@ struct Trainer::Impl {
       if (!c.ok()) return c.status().with_context("job.json: model.init");
       config = *c;
     }
-    const MemInfo mem = read_meminfo();  // one reading for the fit check and the placement
+    const MemInfo mem = mem_at_start = read_meminfo();  // one reading for the fit check, the placement and the plan
     SPW_RETURN_IF_ERROR(check_fits(config, mem));
     ParameterLayout layout = ParameterLayout::build(config);
     parameters = layout.parameter_count();
@@ -344,8 +344,12 @@ struct Trainer::Impl {
   // figures and probe_note says why.
   MachineProbe machine;
   std::string probe_note;
+  MemInfo mem_at_start;  // read before the model state was allocated
   void probe_for_plan() {
     machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
+    // The DRAM the job had before it allocated its own state: read now, the plan would count that
+    // state as taken, find the job too big for what is left and place the tiers differently.
+    if (mem_at_start.available_bytes) machine.dram_available_bytes = *mem_at_start.available_bytes;
     machine.backend = backend->name();
     if (machine.backend == "cpu") return;  // its compute and link are the host's, measured above
     // 64 Mi parameters (1 GiB of AdamW state): far beyond the caches, as in a step, yet small
@@ -466,12 +470,13 @@ struct Trainer::Impl {
                             ") or raise train.warmup_steps, and resume from the last checkpoint");
   }
 
-  void record_step(double step_s, int64_t tokens) {
+  // `h2d0`, `d2h0`: the engine's copy counters when the step began.
+  void record_step(double step_s, int64_t tokens, uint64_t h2d0, uint64_t d2h0) {
     size_t free_bytes = 0, total_bytes = 0;
     uint64_t device_used = 0;  // the CPU backend's "device" is host memory: counted in DRAM
     if (backend->name() != "cpu" && backend->device_memory_info(&free_bytes, &total_bytes).ok())
       device_used = total_bytes - free_bytes;
-    recorder.add_step(step_s, tokens, device_used, engine->h2d_bytes(), engine->d2h_bytes());
+    recorder.add_step(step_s, tokens, device_used, engine->h2d_bytes() - h2d0, engine->d2h_bytes() - d2h0);
   }
 
   // The figures measured against the plan's, as the "measured" event and in runs.db.
@@ -500,6 +505,7 @@ struct Trainer::Impl {
     sched.total_steps = total_steps;
     while (progress.step < total_steps) {
       const auto t0 = Clock::now();
+      const uint64_t h2d0 = engine->h2d_bytes(), d2h0 = engine->d2h_bytes();
       const double t_start = events->now_s();
       spans_on = t_start - last_span_step >= 1.0;
       if (spans_on) last_span_step = t_start;
@@ -516,7 +522,7 @@ struct Trainer::Impl {
       progress.tokens += step_tokens;
       progress.last_loss = r.loss();
       const double dt = seconds_since(t0);
-      record_step(dt, step_tokens);
+      record_step(dt, step_tokens, h2d0, d2h0);
       const double tps = step_tokens / std::max(dt, 1e-9);
       const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
       (void)events->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});

@@ -230,7 +230,12 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
     } else if (type == "state") {
       EXPECT_TRUE(e["state"].is_string());
     } else {
-      EXPECT_TRUE(type == "span" || type == "log" || type == "export" || type == "plan") << type;
+      EXPECT_TRUE(type == "span" || type == "log" || type == "export" || type == "plan" || type == "measured") << type;
+      if (type == "measured") {
+        EXPECT_TRUE(e["figures"]["step_s"].is_number() && e["versus_plan"]["step_s"]["ratio"].is_number());
+        // The engine moves across the link exactly what the plan counts.
+        EXPECT_DOUBLE_EQ(e["versus_plan"]["h2d_bytes"]["ratio"].get<double>(), 1.0);
+      }
       if (type == "span") {
         EXPECT_TRUE(e["phase"].is_string() && e["start_s"].is_number() && e["end_s"].is_number());
       }
@@ -252,9 +257,14 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   EXPECT_GT((*store)->samples(run_id)->size(), 2u);
   EXPECT_GE((*store)->checkpoints(run_id)->size(), 2u);
   EXPECT_EQ((*store)->evals(run_id)->size(), evals.size());
+  // History keeps the plan's figures and the measured ones together.
+  EXPECT_TRUE(json::parse(run->predicted_json)["step_s"].is_number()) << run->predicted_json;
+  EXPECT_TRUE(json::parse(run->measured_json)["step_s"].is_number()) << run->measured_json;
+  EXPECT_TRUE(json::parse(run->measured_json)["peak_dram_bytes"].is_number()) << run->measured_json;
 
   // The export loads back with the same held-out loss.
-  auto session = InferenceSession::open(run_dir + "/export", 128, 8);
+  // On the CPU, as the run trained, on a GPU machine too (a bf16 GPU evaluation differs by ~1e-4).
+  auto session = InferenceSession::open(run_dir + "/export", 128, 8, 0, "cpu");
   ASSERT_TRUE(session.ok()) << session.status().to_string();
   DatasetOptions opts;
   opts.seq_len = 128;
@@ -435,6 +445,44 @@ TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
   r = worker({"train", write_job("elapsed-resumed", job_for(second)), "--resume", first + "/checkpoints/step-000002"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GT(elapsed(second + "/checkpoints/step-000004"), at2);
+}
+
+// `plan --measure N` trains N real steps of the job in a throwaway run and prints measured against
+// predicted; History does not list that run and its temporary folder is gone afterwards.
+TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string tmpdir = tmp_.path() + "/tmp";
+  fs::create_directories(tmpdir);
+  env_.push_back("TMPDIR=" + tmpdir);
+  json job = {{"name", "measure"},
+              {"model", {{"path", testing::data_path("models/stories260K")}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+              {"train", {{"steps", 1000}, {"micro_batch_size", 4}, {"grad_accum", 2}, {"checkpoint_every", 1}, {"eval_every", 1}}},
+              {"placement", {{"backend", "cpu"}}}};
+  const std::string path = write_job("measure", job);
+  auto r = worker({"plan", path, "--measure", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["steps"], 3);
+  EXPECT_TRUE(out["plan"]["fits"].get<bool>());
+  const json& v = out["versus_plan"];
+  EXPECT_GT(v["step_s"]["measured"].get<double>(), 0);
+  EXPECT_GT(v["step_s"]["ratio"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(v["h2d_bytes"]["ratio"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(v["d2h_bytes"]["ratio"].get<double>(), 1.0);
+  EXPECT_TRUE(v["peak_hbm_bytes"]["measured"].is_null());  // the CPU backend has no HBM
+  EXPECT_GT(v["peak_dram_bytes"]["measured"].get<double>(), 0);
+  EXPECT_TRUE(fs::is_empty(tmpdir)) << "the throwaway run's folder is removed";
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs.db")) << "History does not see the probe";
+
+  r = worker({"plan", path, "--measure", "3"});  // the table
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured over 2 steps after the first, against the plan:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("H2D per step"), std::string::npos) << r.out;
+
+  r = worker({"plan", path, "--measure", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--measure takes a number of steps from 1 to 1000, got '0'"), std::string::npos) << r.err;
 }
 
 // A run that diverges stops at the first non-finite loss with a clear error, keeps its last

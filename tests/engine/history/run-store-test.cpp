@@ -144,6 +144,22 @@ TEST(RunStore, UnknownRunIsNotFound) {
   EXPECT_FALSE(store->add_metric("nope", m).ok());
 }
 
+TEST(RunStore, StepFiguresRoundTrip) {
+  auto store = open_store(":memory:");
+  ASSERT_TRUE(store);
+  RunInfo info;
+  info.status = RunStatus::kCompleted;
+  auto id = store->create_run(info);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(store->get_run(*id)->predicted_json, "{}");  // until the run has trained a step
+  ASSERT_TRUE(store->set_step_figures(*id, R"({"step_s":6.41})", R"({"step_s":6.46})").ok());
+  auto run = store->get_run(*id);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->predicted_json, R"({"step_s":6.41})");
+  EXPECT_EQ(run->measured_json, R"({"step_s":6.46})");
+  EXPECT_EQ(store->set_step_figures("nope", "{}", "{}").code(), ErrorCode::kNotFound);
+}
+
 TEST(RunStore, DuplicateIdIsRejected) {
   auto store = open_store(":memory:");
   ASSERT_TRUE(store);

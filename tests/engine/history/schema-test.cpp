@@ -59,6 +59,26 @@ TEST(Schema, AppliesOnlyNewMigrations) {
   EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM a"), 1);
 }
 
+TEST(Schema, VersionOneDatabaseGainsTheStepFiguresAndKeepsItsRuns) {
+  testing::TempDir dir;
+  const std::string path = dir.file("runs.db");
+  {
+    // A database as the first release wrote it: migration 1 only, one run.
+    auto db = SqliteDb::open(path);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(apply_migrations(*db, run_store_migrations().first(1)).ok());
+    ASSERT_TRUE(db->exec("INSERT INTO runs (id, name, status, created_at) VALUES ('old', 'kept', 'completed', 1.0)").ok());
+  }
+  auto store = RunStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  EXPECT_EQ(*(*store)->schema_version(), 2);
+  auto run = (*store)->get_run("old");
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_EQ(run->name, "kept");
+  EXPECT_EQ(run->predicted_json, "{}");
+  EXPECT_EQ(run->measured_json, "{}");
+}
+
 TEST(Schema, FailedMigrationRollsBack) {
   testing::TempDir dir;
   auto db = SqliteDb::open(dir.file("m.db"));

@@ -9,6 +9,7 @@
 #include "model/parameter-layout.h"
 #include "train/machine-probe.h"
 #include "train/planner.h"
+#include "train/streaming-engine.h"
 
 namespace spillway {
 namespace {
@@ -81,11 +82,22 @@ TEST(Planner, SevenBOnTheH100IsComputeBound) {
   ASSERT_TRUE(plan["fits"].get<bool>()) << plan["reason"];
   const auto& s = plan["step"];
   const double compute = s["compute_s"], link = s["link_s"], adamw = s["adamw_s"], norm = s["grad_norm_s"];
-  // The GEMMs at 70% of the probe's rate, and each of the 4 micro-batches adding the weight
-  // gradients into the fp32 buffers (8 B/param of HBM traffic).
-  const double P = 6'738'415'616.0;
-  EXPECT_NEAR(compute, step_flops(c, 32768, 2048).hardware / (790e12 * kGpuComputeEfficiency) + 4 * 8 * P / kGpuHbmBytesPerS,
-              1e-9);
+  // The layers' GEMMs (8 FLOPs per parameter and token, with the recomputed forward) at
+  // kGpuGemmEfficiency of the probe's rate; attention at its own rate; the LM head's three GEMMs,
+  // its logits traffic and one read and write of its fp32 weight gradient per chunk of 4,096
+  // tokens (2 per micro-batch of 8,192); the memory-bound ops; and each of the 4 micro-batches
+  // adding the weight gradients into the fp32 buffers (8 B/param of HBM traffic).
+  const double P = 6'738'415'616.0, layers = 32 * 202'383'360.0, tokens = 32768;
+  const double gemm = 8 * layers * tokens / (790e12 * kGpuGemmEfficiency);
+  const double attention = 8.0 * 32 * 2048 * 4096 * tokens / (790e12 * kGpuAttentionEfficiency);
+  const double lm_head = 6.0 * 32000 * 4096 * tokens / (790e12 * kGpuGemmEfficiency) +
+                         (16.0 * 32000 * tokens + 8 * 8.0 * 32000 * 4096) / kGpuHbmBytesPerS;
+  const double elementwise = kGpuElementwiseBytes * 32 * (2 * 4096 + 11008) * tokens / kGpuHbmBytesPerS;
+  EXPECT_NEAR(s["gemm_s"].get<double>(), gemm, 1e-9);
+  EXPECT_NEAR(s["attention_s"].get<double>(), attention, 1e-9);
+  EXPECT_NEAR(s["lm_head_s"].get<double>(), lm_head, 1e-9);
+  EXPECT_NEAR(s["elementwise_s"].get<double>(), elementwise, 1e-9);
+  EXPECT_NEAR(compute, gemm + attention + lm_head + elementwise + 4 * 8 * P / kGpuHbmBytesPerS, 1e-9);
   EXPECT_NEAR(s["accumulate_s"].get<double>(), 4 * 8 * P / kGpuHbmBytesPerS, 1e-12);
   // 27 GB of fp32 master weights up for the forward and the layers' again for the backward but
   // the last one (still in a slot), and 27 GB of fp32 gradients down, the per-token losses and the
@@ -238,7 +250,22 @@ TEST(SuggestBatch, SmallMicroBatchesWasteTheGpu) {
   const ModelConfig c = llama2_7b();
   const double mb1 = plan_of(c, seven_b_job(), h100_host(), 1, 32)["step"]["compute_s"];
   const double mb8 = plan_of(c, seven_b_job(), h100_host(), 8, 4)["step"]["compute_s"];
-  EXPECT_NEAR(mb1 - mb8, 28 * 8 * 6'738'415'616.0 / kGpuHbmBytesPerS, 1e-9);
+  // 28 more gradient additions, and 16 more LM head chunks (32 of 2,048 tokens against 16 of 4,096),
+  // each a read and write of the head's fp32 weight gradient.
+  EXPECT_NEAR(mb1 - mb8, (28 * 8 * 6'738'415'616.0 + 16 * 8 * 32000.0 * 4096) / kGpuHbmBytesPerS, 1e-9);
+}
+
+TEST(Planner, LmHeadChunkKeepsTheLogitsWithinTheirBudget) {
+  // [chunk, vocab] fp32 logits and their gradient within kLmHeadLogitsBytes (1 GiB), 256 to 4,096 tokens.
+  EXPECT_EQ(lm_head_chunk_for(32000), 4096);   // llama2-7b, tinyllama: 1.05 GB
+  EXPECT_EQ(lm_head_chunk_for(128256), 1024);  // llama3: 1.05 GB
+  EXPECT_EQ(lm_head_chunk_for(152064), 512);   // qwen2.5: 0.62 GB
+  EXPECT_EQ(lm_head_chunk_for(4'000'000), 256);
+  StreamingConfig sc;
+  ModelConfig c = llama2_7b();
+  EXPECT_EQ(StreamingEngine::lm_head_chunk(c, sc), 4096);
+  sc.lm_head_chunk = 37;
+  EXPECT_EQ(StreamingEngine::lm_head_chunk(c, sc), 37);
 }
 
 TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
