@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/bench-command.h"
+#include "worker/job-keys-command.h"
 #include "worker/model-commands.h"
 #include "worker/probe-command.h"
 #include "worker/tokenize-command.h"
@@ -45,6 +46,8 @@ const std::vector<Command>& commands() {
        run_bench},
       {"tokenize", "tokenize --tokenizer PATH [--add-special-tokens]",
        "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.", run_tokenize},
+      {"job-keys", "job-keys [--markdown | --json]",
+       "Prints every key of the job file with its default, unit, allowed values and meaning.", run_job_keys},
   };
   return kCommands;
 }

@@ -1,7 +1,7 @@
-// The job file (job.json) of `spillway-worker train` and `plan`: strict parsing into a TrainJob.
-// Every key is known and typed: an unknown key or a wrong type is kInvalidArgument naming the key
-// path ("train.lr: expected a number"). Defaults are filled in and recorded in
-// TrainJob::resolved, which is what the run store keeps. The schema is documented in the README.
+// The job file (job.json) of `spillway-worker train` and `plan`: checked against the job schema
+// (app/job/job-schema: every key known, typed and in range, defaults filled in) and turned into the
+// engine's plain TrainJob. The resolved job — every key present — is what the worker writes into
+// the run folder and the run store keeps; `spillway-worker job-keys` prints the schema.
 #pragma once
 
 #include <string>
@@ -12,8 +12,20 @@
 
 namespace spillway::worker {
 
+// A job file as the worker reads it: the engine's job and the resolved JSON it came from.
+struct JobFile {
+  TrainJob job;
+  nlohmann::json resolved;  // every key of the schema, defaults filled in, paths absolute (load_job)
+};
+
+// Checks `j` against the schema and converts it. kInvalidArgument naming the key.
+Result<JobFile> parse_job_file(const nlohmann::json& j);
+// Reads and parses a job file; relative paths in it (the schema's path keys) are resolved against
+// the file's folder, in the job and in `resolved`.
+Result<JobFile> load_job_file(const std::string& path);
+
+// The same, for callers that need only the engine's job (plan, tests).
 Result<TrainJob> parse_job(const nlohmann::json& j);
-// Reads and parses a job file; relative paths in it are resolved against the file's folder.
 Result<TrainJob> load_job(const std::string& path);
 
 }  // namespace spillway::worker

@@ -12,6 +12,7 @@
 #include "train/export.h"
 #include "train/inference.h"
 #include "worker/args.h"
+#include "worker/job-file.h"
 
 namespace spillway::worker {
 namespace fs = std::filesystem;
@@ -104,18 +105,16 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
   std::string tok = args->get("--tokenizer").value_or("");
   std::string no_tokenizer_why;
   if (tok.empty()) {
-    fs::path job_path = fs::path(*ckpt).parent_path().parent_path() / "job.json";
-    bool named = false;  // model.tokenizer itself: must exist, export_model says so when it does not
-    if (auto text = read_file(job_path.string()); text.ok()) {
-      json j = json::parse(*text, nullptr, false);
-      if (j.is_object() && j["model"].is_object()) {
-        named = j["model"].value("tokenizer", json()).is_string();
-        tok = named                                          ? j["model"]["tokenizer"].get<std::string>()
-              : j["model"].value("path", json()).is_string() ? j["model"]["path"].get<std::string>()
-                                                             : "";
-      }
-    }
-    if (tok.empty()) {
+    // The run folder's job.json, read as `train` read it (the job schema).
+    const std::string job_path = (fs::path(*ckpt).parent_path().parent_path() / "job.json").string();
+    auto run_job = fs::exists(job_path) ? load_job(job_path) : Result<TrainJob>(not_found(job_path));
+    // model.tokenizer itself must exist (export_model says so when it does not); the model folder
+    // may have none.
+    const bool named = run_job.ok() && !run_job->tokenizer_path.empty();
+    if (run_job.ok()) tok = named ? run_job->tokenizer_path : run_job->model_path;
+    if (!run_job.ok() && run_job.status().code() != ErrorCode::kNotFound) {
+      no_tokenizer_why = "no --tokenizer, and the run folder's job.json cannot be read (" + run_job.status().message() + ")";
+    } else if (tok.empty()) {
       no_tokenizer_why = "no --tokenizer and no run folder job.json naming one beside " + *ckpt;
     } else if (!named && !has_tokenizer_files(tok)) {
       no_tokenizer_why = "the run's model folder " + tok + " has no tokenizer files (it trained on pre-tokenized data)";

@@ -1,6 +1,7 @@
 // TrainJob: a fully resolved training job — what `spillway-worker train JOB.json` runs. The job
-// file's JSON schema and its strict parsing live in app/worker/job-file; the trainer and the
-// planner take this plain struct. Copyable value, no shared state.
+// file's keys, defaults and ranges live in one table, app/job/job-schema, and the worker's
+// app/worker/job-file turns a job file into this plain struct for the trainer and the planner.
+// The defaults below are the schema's (job_schema_tests checks them). Copyable value, no shared state.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +36,10 @@ struct TrainJob {
 
   // train
   int64_t steps = 0;   // 0: from epochs
-  double epochs = 0;   // used when steps == 0
+  double epochs = 1;   // used when steps == 0
   int micro_batch_size = 1;
   int grad_accum = 1;
-  LrScheduleConfig schedule;  // lr, kind, warmup (total filled in from steps)
+  LrScheduleConfig schedule{LrSchedule::kConstant, 1e-4};  // kind, lr, warmup (total filled in from steps)
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double clip_grad_norm = 1.0;
