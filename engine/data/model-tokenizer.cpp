@@ -1,0 +1,26 @@
+#include "data/model-tokenizer.h"
+
+#include <filesystem>
+
+#include "data/byte-tokenizer.h"
+
+namespace spillway {
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (path == kBuiltinBytesTokenizer || fs::exists(fs::path(path) / kBuiltinTokenizerMarker, ec))
+    return std::unique_ptr<Tokenizer>(new ByteTokenizer());
+  return Tokenizer::load(path);
+}
+
+bool has_tokenizer_files(const std::string& path) {
+  std::error_code ec;
+  if (path == kBuiltinBytesTokenizer) return true;
+  if (!fs::is_directory(path, ec)) return fs::is_regular_file(path, ec);
+  for (const char* name : {"tokenizer.json", "tokenizer.model", kBuiltinTokenizerMarker})
+    if (fs::is_regular_file(fs::path(path) / name, ec)) return true;
+  return false;
+}
+
+}  // namespace spillway
