@@ -94,11 +94,47 @@ int RunHistoryModel::rowOfRun(const QString& id) const {
   return -1;
 }
 
+namespace {
+
+QJsonObject figures(const std::string& json) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(json)).object();
+}
+
+// Every figure the plan predicted and the run measured (run-figures.h), with their ratio.
+QString figuresTooltip(const RunInfo& i) {
+  const QJsonObject p = figures(i.predicted_json), m = figures(i.measured_json);
+  if (m.isEmpty()) return QObject::tr("Not measured: the run has not finished a step.");
+  struct Row {
+    const char* key;
+    const char* name;
+    bool bytes;
+  };
+  const Row rows[] = {{"step_s", "Step", false},           {"tokens_per_s", "Tokens/s", false},
+                      {"peak_hbm_bytes", "Peak HBM", true}, {"peak_dram_bytes", "Peak DRAM", true},
+                      {"h2d_bytes", "H2D per step", true},  {"d2h_bytes", "D2H per step", true}};
+  QStringList lines{QObject::tr("Predicted by the plan → measured (measured / predicted)")};
+  for (const Row& r : rows) {
+    const double pv = p[r.key].toDouble(-1), mv = m[r.key].toDouble(-1);
+    if (mv < 0) continue;
+    auto text = [&](double v) {
+      if (v < 0) return QStringLiteral("—");
+      if (r.bytes) return formatBytes(v);
+      return QString(r.key) == "step_s" ? formatDuration(v) : QString::number(v, 'f', 0);
+    };
+    lines << QStringLiteral("%1: %2 → %3%4")
+                 .arg(QObject::tr(r.name), text(pv), text(mv),
+                      pv > 0 ? QStringLiteral(" (%1)").arg(mv / pv, 0, 'f', 2) : QString());
+  }
+  return lines.join('\n');
+}
+
+}  // namespace
+
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {"Name",     "Model",         "Dataset",    "Status",   "Started",
                                 "Duration", "Tokens",        "Final loss", "Peak HBM", "Peak DRAM",
-                                "Peak SSD", "Mean tokens/s", "Tags",       "Notes"};
+                                "Peak SSD", "Mean tokens/s", "Step (plan → measured)", "Tags", "Notes"};
   return tr(names[section]);
 }
 
@@ -114,6 +150,7 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
                                     (i.notes.empty() ? "" : "\n" + i.notes));
     if (role == Qt::ToolTipRole && index.column() == kNotes && !i.notes.empty())
       return QString::fromStdString(i.notes);
+    if (role == Qt::ToolTipRole && index.column() == kStepTime) return figuresTooltip(i);
     return {};
   }
   switch (index.column()) {
@@ -148,6 +185,13 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
                  : QVariant(r.meanTokensPerSecond < 0
                                 ? "—"
                                 : QString::number(r.meanTokensPerSecond, 'f', 0));
+    case kStepTime: {
+      const double predicted = figures(i.predicted_json)["step_s"].toDouble(-1);
+      const double measured = figures(i.measured_json)["step_s"].toDouble(-1);
+      if (raw) return measured;
+      if (measured < 0) return QStringLiteral("—");
+      return (predicted > 0 ? formatDuration(predicted) + " → " : QString()) + formatDuration(measured);
+    }
     case kTags: {
       QStringList tags;
       for (const auto& t : i.tags) tags << QString::fromStdString(t);

@@ -1,6 +1,6 @@
 // RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history) —
-// name, model, dataset, status, start, duration, tokens, final loss, peak HBM/DRAM/SSD and mean
-// tokens/s. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
+// name, model, dataset, status, start, duration, tokens, final loss, peak HBM/DRAM/SSD, mean
+// tokens/s and the step time the plan predicted against the one the run measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
 // user's edits: rename, tags, notes, delete). The figures read from the metrics and samples of a
 // run that is not running are cached (keyed by its status, end and final step), so that showing
 // History again does not re-read a long run's samples. Lives in the GUI thread.
@@ -40,6 +40,7 @@ class RunHistoryModel : public QAbstractTableModel {
     kPeakDram,
     kPeakSsd,
     kTokensPerSecond,
+    kStepTime,
     kTags,
     kNotes,
     kColumnCount

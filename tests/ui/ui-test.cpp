@@ -512,6 +512,12 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
       f.final_step = 4;
       f.tokens = 400;
       ASSERT_TRUE((*store)->finish_run(*id, RunStatus::kCompleted, f).ok());
+      if (k == 0) {
+        ASSERT_TRUE((*store)
+                        ->set_step_figures(*id, R"({"step_s":6.53,"peak_hbm_bytes":26000000000})",
+                                           R"({"step_s":6.5,"peak_hbm_bytes":26290749440,"tokens_per_s":10089})")
+                        .ok());
+      }
     }
   }
   RunHistoryModel model;
@@ -526,6 +532,13 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   EXPECT_EQ(cell(0, RunHistoryModel::kFinalLoss), "2.6000");
   EXPECT_EQ(cell(0, RunHistoryModel::kTokensPerSecond), "250");  // mean of 100..400
   EXPECT_EQ(cell(0, RunHistoryModel::kPeakDram), "5.00 MB");
+  // The plan's step time against the measured one, every figure in the tooltip; "—" unmeasured.
+  const int alpha = model.run(0).info.name == "alpha" ? 0 : 1;  // the run with figures
+  EXPECT_EQ(cell(alpha, RunHistoryModel::kStepTime).toStdString(), "6.53 s → 6.50 s");
+  const QString tip = model.data(model.index(alpha, RunHistoryModel::kStepTime), Qt::ToolTipRole).toString();
+  EXPECT_TRUE(tip.contains("Peak HBM: 26.0 GB → 26.3 GB (1.01)")) << tip.toStdString();
+  EXPECT_TRUE(tip.contains("Tokens/s: — → 10089")) << tip.toStdString();
+  EXPECT_EQ(cell(1 - alpha, RunHistoryModel::kStepTime).toStdString(), "—");
   model.refresh();  // a finished run's figures come from the cache, the same
   EXPECT_EQ(cell(0, RunHistoryModel::kPeakDram), "5.00 MB");
   EXPECT_EQ(cell(0, RunHistoryModel::kTokensPerSecond), "250");
@@ -603,7 +616,9 @@ TEST(JobSettings, RoundTripsThroughTheJobFile) {
   EXPECT_DOUBLE_EQ(out["train"]["beta2"].toDouble(), 0.95);
   EXPECT_EQ(out["train"]["eval_batches"].toInt(), 7);
   EXPECT_DOUBLE_EQ(out["train"]["lr"].toDouble(), 1e-3);
-  EXPECT_FALSE(out["train"].toObject().contains("epochs"));
+  // An epoch-based run is cloned as one (the form has both steps and epochs).
+  EXPECT_EQ(out["train"]["steps"].toInt(), 0);
+  EXPECT_DOUBLE_EQ(out["train"]["epochs"].toDouble(), 2);
   EXPECT_EQ(out["placement"]["weight_slots"].toInt(), 3);
   EXPECT_EQ(out["output"]["db"].toString(), "/x.db");
   EXPECT_DOUBLE_EQ(out["data"]["eval_fraction"].toDouble(), 0.2);
