@@ -10,10 +10,12 @@
 #include <mutex>
 
 #include "DatasetSample.h"
-#include "core/thread-pool.h"
+#include "JobSettings.h"
+#include "data/dataset-options.h"
 #include "data/dataset.h"
+#include "data/model-tokenizer.h"
 #include "data/tokenizer.h"
-#include "train/export.h"
+#include "model/model-config.h"
 
 namespace spillway::ui {
 namespace {
@@ -119,11 +121,23 @@ QString renderSequence(const TokenSequence& seq, const Tokenizer& tokenizer,
 
 }  // namespace
 
-DatasetPreview DatasetPreview::load(const QString& path, const QString& tokenizerPath, int seqLen,
+DatasetPreview::Request DatasetPreview::Request::of(const JobSettings& job) {
+  Request r;
+  r.path = job.trainPath;
+  r.modelPath = job.modelPath;
+  r.tokenizerPath = job.tokenizerPath.isEmpty() ? job.modelPath : job.tokenizerPath;
+  r.seqLen = job.seqLen;
+  r.format = job.format;
+  r.chatTemplate = job.chatTemplate;
+  return r;
+}
+
+DatasetPreview DatasetPreview::load(const QString& path, const QString& modelPath, int seqLen,
                                     const QString& format, int samples) {
   Request r;
   r.path = path;
-  r.tokenizerPath = tokenizerPath;
+  r.modelPath = modelPath;
+  r.tokenizerPath = modelPath;
   r.seqLen = seqLen;
   r.format = format;
   r.samples = samples;
@@ -138,14 +152,23 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
     p.error = QObject::tr("Choose a dataset file.");
     return p;
   }
-  auto fmt = parse_dataset_format(r.format.toStdString());
-  if (!fmt.ok()) {
-    p.error = QString::fromStdString(fmt.status().message());
+  if (stop(cancel)) return cancelledPreview(r.generation);
+  // The options training reads the data with: the job's settings and the model's config.json.
+  auto config = ModelConfig::load(r.modelPath.toStdString());
+  if (!config.ok()) {
+    p.error = QObject::tr("The model's config.json: %1").arg(QString::fromStdString(config.status().message()));
     return p;
   }
+  auto options = make_dataset_options(
+      {r.format.toStdString(), r.chatTemplate.toStdString(), r.seqLen}, *config);
+  if (!options.ok()) {
+    p.error = QString::fromStdString(options.status().message());
+    return p;
+  }
+  const DatasetOptions& opts = *options;
   if (stop(cancel)) return cancelledPreview(r.generation);
   const DatasetSample sample =
-      DatasetSample::read(r.path, r.sampleBytes, readAsJson(r.path, *fmt), cancel);
+      DatasetSample::read(r.path, r.sampleBytes, readAsJson(r.path, opts.read.format), cancel);
   if (sample.cancelled) return cancelledPreview(r.generation);
   if (!sample.ok()) {
     p.error = sample.error;
@@ -163,10 +186,6 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
   }
   if (stop(cancel)) return cancelledPreview(r.generation);
 
-  DatasetOptions opts;
-  opts.seq_len = r.seqLen;
-  opts.pool = &ThreadPool::global();
-  opts.read.format = *fmt;
   const std::string path = r.path.toStdString();
   auto records = parse_dataset_records(
       std::string_view(sample.bytes.constData(), sample.bytes.size()), path, opts.read);
@@ -197,7 +216,9 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
   }
   const DatasetStats& s = ds->stats();
   p.format = dataset_format_name(ds->format());
-  p.chatTemplate = QString::fromStdString(ds->chat_template().reason);
+  if (ds->chat_template().kind != ChatTemplateKind::kAuto)
+    p.chatTemplate = chat_template_name(ds->chat_template().kind);
+  p.chatTemplateReason = QString::fromStdString(ds->chat_template().reason);
   p.examples = s.records;
   p.sequences = static_cast<qint64>(ds->size());
   p.totalTokens = s.total_tokens;
@@ -213,6 +234,10 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
     bool cancelled = false;
     const QString body = renderSequence(seq, *tokenizer, cancel, &cancelled);
     if (cancelled) return cancelledPreview(r.generation);
+    Sample whole;
+    whole.ids = QVector<int>(seq.input_ids.begin(), seq.input_ids.end());
+    whole.labels = QVector<int>(seq.labels.begin(), seq.labels.end());
+    p.samples << whole;
     html += QString("<p><b>sample %1</b> (%2 tokens, %3 trained)<br/>%4</p>")
                 .arg(i + 1)
                 .arg(seq.size())

@@ -2,6 +2,11 @@
 // example count, token-length statistics and truncation at the chosen sequence length, and the
 // first samples rendered with the trained tokens highlighted.
 //
+// The data is read with the options training uses (make_dataset_options, engine/data): the job's
+// format, chat template and sequence length and the model's config.json (its model_type picks the
+// template when the tokenizer names none), so the template and the trained-token mask shown are
+// training's.
+//
 // load() reads a bounded sample (DatasetSample: the first Request::sampleBytes, cut at a record
 // boundary), so its cost does not grow with the file: the counts are those of the sample, and
 // `sampled` says so. It tokenizes with the model's tokenizer (engine/data): 1 MB of plain text is
@@ -22,18 +27,31 @@
 
 namespace spillway::ui {
 
+struct JobSettings;
+
 struct DatasetPreview {
   // What to preview. `generation` is the loader's request number, echoed in the result.
   struct Request {
     QString path;
+    QString modelPath;      // the model folder: its config.json (model_type, vocab_size)
     QString tokenizerPath;  // a model folder or tokenizer file ("builtin:bytes": byte tokenizer)
     int seqLen = 512;
     QString format = "auto";
+    QString chatTemplate = "auto";
     int samples = 3;
     qint64 sampleBytes = 1'000'000;  // read at most this much of the file
     quint64 generation = 0;
 
     bool operator==(const Request&) const = default;
+
+    // The preview of a job's training data: its file, model, tokenizer (model.tokenizer, else the
+    // model folder), format, template and sequence length.
+    static Request of(const JobSettings& job);
+  };
+  // One sample sequence as training sees it: token ids and their labels (-100: not trained).
+  struct Sample {
+    QVector<int> ids;
+    QVector<int> labels;
   };
   static constexpr int kShownTokens = 512;  // per sample in previewHtml
 
@@ -43,7 +61,8 @@ struct DatasetPreview {
   int seqLen = 0;  // the request's
   QString error;   // "FILE:LINE: reason" for a malformed record, or what is missing or wrong
   QString format;
-  QString chatTemplate;
+  QString chatTemplate;        // the template used for chat formats ("" for text): "chatml", ...
+  QString chatTemplateReason;  // why that one: "tokenizer_config.json chat_template has ..."
   // The counts below are of the first `sampleBytes` of `fileBytes` when `sampled`.
   bool sampled = false;
   qint64 sampleBytes = 0;
@@ -57,9 +76,11 @@ struct DatasetPreview {
   QVector<qint64> histogram;  // counts of example lengths in equal bins over [0, histogramUpper]
   int histogramUpper = 0;
   QString previewHtml;  // first samples; trained tokens highlighted
+  QVector<Sample> samples;  // the same first samples, whole
 
   static DatasetPreview load(const Request& request, const std::atomic<bool>* cancel = nullptr);
-  static DatasetPreview load(const QString& path, const QString& tokenizerPath, int seqLen,
+  // A model folder that is also the tokenizer's.
+  static DatasetPreview load(const QString& path, const QString& modelPath, int seqLen,
                              const QString& format = "auto", int samples = 3);
 };
 

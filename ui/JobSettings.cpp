@@ -28,20 +28,18 @@ QJsonObject JobSettings::toJson() const {
     data["eval_fraction"] = evalFraction;
     data.remove("eval");
   }
-  QJsonObject train = overlay(base, "train",
-                              {{"steps", steps},
-                               {"micro_batch_size", microBatchSize},
-                               {"grad_accum", gradAccum},
-                               {"lr", lr},
-                               {"schedule", schedule},
-                               {"warmup_steps", warmupSteps},
-                               {"weight_decay", weightDecay},
-                               {"clip_grad_norm", clipGradNorm},
-                               {"eval_every", evalEvery},
-                               {"checkpoint_every", checkpointEvery},
-                               {"seed", seed}});
-  train.remove("epochs");  // the form counts steps
-  if (!train.contains("log_every")) train["log_every"] = 10;
+  const QJsonObject train = overlay(base, "train",
+                                    {{"steps", steps},
+                                     {"epochs", epochs},
+                                     {"micro_batch_size", microBatchSize},
+                                     {"grad_accum", gradAccum},
+                                     {"lr", lr},
+                                     {"schedule", schedule},
+                                     {"warmup_steps", warmupSteps},
+                                     {"weight_decay", weightDecay},
+                                     {"clip_grad_norm", clipGradNorm},
+                                     {"eval_every", evalEvery},
+                                     {"checkpoint_every", checkpointEvery}});
   const QJsonObject placement = overlay(base, "placement",
                                         {{"backend", backend},
                                          {"device_memory_bytes", deviceMemoryBytes},
@@ -55,28 +53,31 @@ QJsonObject JobSettings::toJson() const {
   else
     output.remove("run_dir");
   // A model made from a preset ("init") keeps its section when the form names no folder.
-  const QJsonObject model = modelPath.isEmpty() && base.contains("model")
-                                ? base["model"].toObject()
-                                : QJsonObject{{"path", modelPath}};
+  QJsonObject model = modelPath.isEmpty() && base.contains("model") ? base["model"].toObject()
+                                                                     : QJsonObject{{"path", modelPath}};
+  if (!modelPath.isEmpty() && !tokenizerPath.isEmpty()) model["tokenizer"] = tokenizerPath;
   return QJsonObject{{"name", name},   {"model", model},         {"data", data},
                      {"train", train}, {"placement", placement}, {"output", output}};
 }
 
 JobSettings JobSettings::fromJson(const QJsonObject& j) {
-  JobSettings s;
+  JobSettings s;  // the schema's defaults for whatever the job leaves out
   s.base = j;
   s.name = j["name"].toString(s.name);
-  s.modelPath = j["model"].toObject()["path"].toString();
-  const QJsonObject d = j["data"].toObject(), t = j["train"].toObject(),
+  const QJsonObject m = j["model"].toObject(), d = j["data"].toObject(), t = j["train"].toObject(),
                     p = j["placement"].toObject();
+  s.modelPath = m["path"].toString();
+  s.tokenizerPath = m["tokenizer"].toString();
   s.trainPath = d["train"].toString();
   s.evalPath = d["eval"].toString();
-  s.evalFraction = d["eval_fraction"].toDouble(s.evalPath.isEmpty() ? 0.1 : 0.0);
+  s.evalFraction = d["eval_fraction"].toDouble(s.evalFraction);
   s.format = d["format"].toString(s.format);
   s.chatTemplate = d["template"].toString(s.chatTemplate);
   s.seqLen = d["seq_len"].toInt(s.seqLen);
   s.shuffle = d["shuffle"].toBool(s.shuffle);
+  s.seed = d["seed"].toInt(s.seed);
   s.steps = t["steps"].toInt(s.steps);
+  s.epochs = t["epochs"].toDouble(s.epochs);
   s.microBatchSize = t["micro_batch_size"].toInt(s.microBatchSize);
   s.gradAccum = t["grad_accum"].toInt(s.gradAccum);
   s.lr = t["lr"].toDouble(s.lr);
@@ -86,13 +87,12 @@ JobSettings JobSettings::fromJson(const QJsonObject& j) {
   s.clipGradNorm = t["clip_grad_norm"].toDouble(s.clipGradNorm);
   s.evalEvery = t["eval_every"].toInt(s.evalEvery);
   s.checkpointEvery = t["checkpoint_every"].toInt(s.checkpointEvery);
-  s.seed = t["seed"].toInt(s.seed);
   s.backend = p["backend"].toString(s.backend);
-  s.deviceMemoryBytes = static_cast<qint64>(p["device_memory_bytes"].toDouble());
+  s.deviceMemoryBytes = static_cast<qint64>(p["device_memory_bytes"].toDouble(s.deviceMemoryBytes));
   s.optimizerTier = p["optimizer"].toString(s.optimizerTier);
   s.masterTier = p["master"].toString(s.masterTier);
-  s.ssdDir = p["ssd_dir"].toString();
-  s.dramCapBytes = static_cast<qint64>(p["dram_cap_bytes"].toDouble());
+  s.ssdDir = p["ssd_dir"].toString(s.ssdDir);
+  s.dramCapBytes = static_cast<qint64>(p["dram_cap_bytes"].toDouble(s.dramCapBytes));
   s.runDir = j["output"].toObject()["run_dir"].toString();
   return s;
 }

@@ -1,41 +1,46 @@
-// JobSettings: the New run page's form as a value — turned into the worker's job.json (schema in
-// the README) and back (clone a run from History, open a job file). Keys the form does not show
-// (beta2, eval_batches, keep_checkpoints, weight_slots, ...) ride along in `base`, so a clone
-// keeps them. Defaults are the ones a first fine-tune of a small model wants. A plain value.
+// JobSettings: the New run page's form as a value — turned into the worker's job.json and back
+// (clone a run from History, open a job file). Keys the form does not show (beta2, eval_batches,
+// keep_checkpoints, weight_slots, ...) ride along in `base`, so a clone keeps them. Every default
+// is the job schema's (app/job/job-schema, through JobForm): a form left as it is runs what a job
+// file that leaves the keys out runs. A plain value.
 #pragma once
 
 #include <QJsonObject>
 #include <QString>
 
+#include "JobForm.h"
+
 namespace spillway::ui {
 
 struct JobSettings {
-  QString name = "fine-tune";
+  QString name = "fine-tune";  // name is required: the form's starting text
   QString modelPath;
+  QString tokenizerPath;  // model.tokenizer ("" : the model folder's); not on the form, kept from `base`
   QString trainPath;
   QString evalPath;
-  double evalFraction = 0.1;
-  QString format = "auto";
-  QString chatTemplate = "auto";
-  int seqLen = 256;
-  bool shuffle = true;
-  int steps = 200;
-  int microBatchSize = 4;
-  int gradAccum = 1;
-  double lr = 1e-4;
-  QString schedule = "cosine";
-  int warmupSteps = 10;
-  double weightDecay = 0.0;
-  double clipGradNorm = 1.0;
-  int evalEvery = 50;
-  int checkpointEvery = 100;
-  int seed = 0;
-  QString backend = "auto";
-  qint64 deviceMemoryBytes = 0;
-  QString optimizerTier = "dram";
-  QString masterTier = "dram";
-  QString ssdDir;
-  qint64 dramCapBytes = 0;
+  double evalFraction = JobForm::defaultValue("data.eval_fraction").toDouble();
+  QString format = JobForm::defaultValue("data.format").toString();
+  QString chatTemplate = JobForm::defaultValue("data.template").toString();
+  int seqLen = JobForm::defaultValue("data.seq_len").toInt();
+  bool shuffle = JobForm::defaultValue("data.shuffle").toBool();
+  int seed = JobForm::defaultValue("data.seed").toInt();  // data.seed: the shuffle's
+  int steps = JobForm::defaultValue("train.steps").toInt();
+  double epochs = JobForm::defaultValue("train.epochs").toDouble();
+  int microBatchSize = JobForm::defaultValue("train.micro_batch_size").toInt();
+  int gradAccum = JobForm::defaultValue("train.grad_accum").toInt();
+  double lr = JobForm::defaultValue("train.lr").toDouble();
+  QString schedule = JobForm::defaultValue("train.schedule").toString();
+  int warmupSteps = JobForm::defaultValue("train.warmup_steps").toInt();
+  double weightDecay = JobForm::defaultValue("train.weight_decay").toDouble();
+  double clipGradNorm = JobForm::defaultValue("train.clip_grad_norm").toDouble();
+  int evalEvery = JobForm::defaultValue("train.eval_every").toInt();
+  int checkpointEvery = JobForm::defaultValue("train.checkpoint_every").toInt();
+  QString backend = JobForm::defaultValue("placement.backend").toString();
+  qint64 deviceMemoryBytes = JobForm::defaultValue("placement.device_memory_bytes").toInteger();
+  QString optimizerTier = JobForm::defaultValue("placement.optimizer").toString();
+  QString masterTier = JobForm::defaultValue("placement.master").toString();
+  QString ssdDir = JobForm::defaultValue("placement.ssd_dir").toString();
+  qint64 dramCapBytes = JobForm::defaultValue("placement.dram_cap_bytes").toInteger();
   QString runDir;
   QJsonObject base;  // the job this came from; toJson() writes the form's fields over it
 

@@ -33,6 +33,7 @@
 #include "DatasetPreviewLoader.h"
 #include "Format.h"
 #include "GpuProbe.h"
+#include "JobForm.h"
 #include "PlanView.h"
 #include "PlotTheme.h"
 #include "WorkerClient.h"
@@ -41,26 +42,9 @@
 namespace spillway::ui {
 namespace {
 
-QSpinBox* spin(int lo, int hi, int value, const QString& tip) {
-  auto* s = new QSpinBox;
-  s->setRange(lo, hi);
-  s->setValue(value);
-  s->setToolTip(tip);
-  return s;
-}
-
-QDoubleSpinBox* dspin(double lo, double hi, double value, int decimals, const QString& tip) {
-  auto* s = new QDoubleSpinBox;
-  s->setRange(lo, hi);
-  s->setDecimals(decimals);
-  s->setValue(value);
-  s->setToolTip(tip);
-  return s;
-}
-
-// The worker's limits (app/worker/job-file.cpp): train.lr in (0, 10], micro_batch_size up to 2^16.
-constexpr double kMaxLr = 10.0;
-constexpr int kMaxMicroBatch = 1 << 16;
+// The worker's limits, from the job schema: train.lr in (0, 10], micro_batch_size up to 2^16.
+const double kMaxLr = JobForm::maximum("train.lr");
+const int kMaxMicroBatch = static_cast<int>(JobForm::maximum("train.micro_batch_size"));
 
 // A learning rate as typed: 3e-3, 2E-5, 0.0003, or a decimal in this locale ("0,0003"); nullopt
 // for anything else.
@@ -92,13 +76,6 @@ QWidget* withError(QWidget* field, QLabel** error, const QString& name) {
   return w;
 }
 
-QComboBox* combo(const QStringList& items, const QString& tip) {
-  auto* c = new QComboBox;
-  c->addItems(items);
-  c->setToolTip(tip);
-  return c;
-}
-
 QString dataHome() {
   auto runs = RunStore::default_runs_dir();
   return runs.ok() ? QFileInfo(QString::fromStdString(*runs)).absolutePath()
@@ -123,9 +100,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   auto* mrow = new QHBoxLayout;
   modelCombo_ = new QComboBox;
   modelCombo_->setEditable(true);
-  modelCombo_->setToolTip(
-      tr("A Hugging Face model folder: config.json, model.safetensors (or a sharded index) and "
-         "tokenizer files"));
+  JobForm::bind(modelCombo_, "model.path");
   modelCombo_->addItems(settings.value("recent/models").toStringList());
   for (const QString& m : findHuggingFaceModels()) {
     if (modelCombo_->findText(m) < 0) modelCombo_->addItem(m);
@@ -155,14 +130,15 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   dataCombo_->addItems(settings.value("recent/datasets").toStringList());
   dataCombo_->setCurrentText(QString());
   dataCombo_->setObjectName("datasetPath");
-  dataCombo_->setToolTip(
-      tr("Plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI messages, or "
-         "pre-tokenized JSONL"));
-  formatCombo_ = combo({"auto", "text", "json", "alpaca", "sharegpt", "openai", "pretokenized"},
-                       tr("Dataset format (auto detects it)"));
+  JobForm::bind(dataCombo_, "data.train");
+  formatCombo_ = JobForm::comboBox("data.format");
+  formatCombo_->setObjectName("datasetFormat");
+  templateCombo_ = JobForm::comboBox("data.template");
+  templateCombo_->setObjectName("chatTemplate");
   auto* dataBrowse = new QPushButton(tr("Browse…"));
   drow->addWidget(dataCombo_, 1);
   drow->addWidget(formatCombo_);
+  drow->addWidget(templateCombo_);
   drow->addWidget(dataBrowse);
   dl->addLayout(drow);
   dataLabel_ = new QLabel(tr("Choose a dataset file."));
@@ -197,6 +173,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   });
   connect(dataCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
   connect(formatCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
+  connect(templateCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::previewDataset);
 
   // Training and placement side by side, the training form in two columns, so that the plan
   // stays on screen below them.
@@ -206,32 +183,37 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   auto* tf2 = new QFormLayout;
   trainColumns->addLayout(tf);
   trainColumns->addLayout(tf2);
-  name_ = new QLineEdit("fine-tune");
-  name_->setToolTip(tr("The run's name in History"));
-  steps_ = spin(1, 10'000'000, 200, tr("Optimizer steps"));
-  microBatch_ =
-      spin(1, 999'999'999, 4,
-           tr("Sequences per micro-batch, at most %L1: activations on the device grow with it")
-               .arg(kMaxMicroBatch));
+  // Every field from the job schema: its default, range or choices and tooltip (JobForm).
+  name_ = new QLineEdit(JobSettings().name);
+  JobForm::bind(name_, "name");
+  steps_ = JobForm::spinBox("train.steps");
+  steps_->setObjectName("steps");
+  steps_->setSpecialValueText(tr("from epochs"));
+  epochs_ = JobForm::doubleSpinBox("train.epochs", 2);
+  epochs_->setObjectName("epochs");
+  // Up to 999,999,999 shown, so that a value past the worker's limit is refused with a message
+  // rather than changed without a word.
+  microBatch_ = JobForm::spinBox("train.micro_batch_size", 999'999'999);
   microBatch_->setObjectName("microBatch");
-  gradAccum_ = spin(1, 1 << 16, 1,  // the worker's own limit
-                    tr("Micro-batches per optimizer step (gradient accumulation). Layers stream "
-                       "once per step however many there are"));
-  seqLen_ = spin(8, 131072, 256, tr("Tokens per sequence; longer examples are truncated"));
+  gradAccum_ = JobForm::spinBox("train.grad_accum");
+  seqLen_ = JobForm::spinBox("data.seq_len");
   seqLen_->setObjectName("seqLen");
-  lr_ = new QLineEdit(shortest(lrValue_));
+  lrValue_ = JobForm::defaultValue("train.lr").toDouble();
+  lr_ = JobForm::lineEdit("train.lr");
+  lr_->setText(shortest(lrValue_));
   lr_->setObjectName("learningRate");
-  lr_->setToolTip(tr("Peak learning rate, a number in (0, 10]: 3e-4, 2E-5 or 0.0003"));
-  schedule_ = combo({"cosine", "linear", "constant"}, tr("Decay after the linear warmup"));
-  warmup_ = spin(0, 1'000'000, 10, tr("Linear warmup steps"));
-  weightDecay_ = dspin(0, 1, 0.0, 4, tr("AdamW decoupled weight decay (tensors with ndim >= 2)"));
-  clip_ = dspin(0, 1000, 1.0, 3, tr("Global gradient-norm clipping; 0 = off"));
-  evalFraction_ = dspin(0, 0.5, 0.1, 3, tr("Fraction of the data held out for evaluation"));
-  evalEvery_ = spin(0, 1'000'000, 50, tr("Evaluate every N steps (0 = only at the start and end)"));
-  checkpointEvery_ = spin(0, 1'000'000, 100, tr("Checkpoint every N steps (0 = only at the end)"));
-  seed_ = spin(0, 1'000'000, 0, tr("Seed for shuffling"));
+  lr_->setToolTip(lr_->toolTip() + tr("\nTyped as 3e-4, 2E-5 or 0.0003"));
+  schedule_ = JobForm::comboBox("train.schedule");
+  warmup_ = JobForm::spinBox("train.warmup_steps");
+  weightDecay_ = JobForm::doubleSpinBox("train.weight_decay", 4);
+  clip_ = JobForm::doubleSpinBox("train.clip_grad_norm", 3);
+  evalFraction_ = JobForm::doubleSpinBox("data.eval_fraction", 3);
+  evalEvery_ = JobForm::spinBox("train.eval_every");
+  checkpointEvery_ = JobForm::spinBox("train.checkpoint_every");
+  seed_ = JobForm::spinBox("data.seed");
   tf->addRow(tr("Name"), name_);
   tf->addRow(tr("Steps"), steps_);
+  tf->addRow(tr("Epochs"), epochs_);
   tf->addRow(tr("Micro-batch size"), withError(microBatch_, &microBatchError_, "microBatchError"));
   tf->addRow(tr("Gradient accumulation"), gradAccum_);
   tf->addRow(tr("Sequence length"), seqLen_);
@@ -248,13 +230,14 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   settingsRow->addWidget(trainBox, 2);
   layout->addLayout(settingsRow);
   connect(seqLen_, &QSpinBox::valueChanged, this, &NewRunPage::previewDataset);
+  const auto stepsOrEpochs = [this] { epochs_->setEnabled(steps_->value() == 0); };
+  stepsOrEpochs();
+  connect(steps_, &QSpinBox::valueChanged, this, stepsOrEpochs);
 
   // Placement
   auto* placeBox = new QGroupBox(tr("Tier placement"));
   auto* pf = new QFormLayout(placeBox);
-  backend_ = combo({"auto", "cpu", "cuda"},
-                   tr("Compute backend: auto takes the GPU when a usable one is present, else the "
-                      "CPU; cuda fails at launch without one"));
+  backend_ = JobForm::comboBox("placement.backend");
   gpuLabel_ = new QLabel;
   gpuLabel_->setWordWrap(true);
   gpuLabel_->setToolTip(tr("The GPU the CUDA backend would use (device 0)"));
@@ -270,34 +253,22 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   auto* backendRow = new QHBoxLayout;
   backendRow->addWidget(backend_);
   backendRow->addWidget(gpuLabel_, 1);
-  deviceGb_ = dspin(0, 10000, 0, 2, tr("Device memory for the run in GB; 0 = all of it"));
-  placementMode_ =
-      combo({"auto", "manual"},
-            tr("auto: DRAM up to the cap, the rest on the SSD, biggest categories first"));
-  optimizerTier_ = combo({"dram", "ssd"}, tr("Where the AdamW moments live"));
-  masterTier_ = combo({"dram", "ssd"}, tr("Where the fp32 master weights live"));
-  ssdDir_ = new QLineEdit;
-  ssdDir_->setToolTip(tr("Folder on a fast SSD for state that does not fit in DRAM"));
+  deviceGb_ = JobForm::doubleSpinBox("placement.device_memory_bytes", 2, 1e-9);  // shown in GB
+  optimizerTier_ = JobForm::comboBox("placement.optimizer");
+  masterTier_ = JobForm::comboBox("placement.master");
+  ssdDir_ = JobForm::lineEdit("placement.ssd_dir");
   auto* ssdBrowse = new QPushButton(tr("Browse…"));
   auto* ssdRow = new QHBoxLayout;
   ssdRow->addWidget(ssdDir_, 1);
   ssdRow->addWidget(ssdBrowse);
-  dramCapGb_ = dspin(0, 100000, 0, 1, tr("Most DRAM the run may use in GB; 0 = what is available"));
+  dramCapGb_ = JobForm::doubleSpinBox("placement.dram_cap_bytes", 1, 1e-9);  // shown in GB
   pf->addRow(tr("Backend"), backendRow);
   pf->addRow(tr("Device memory (GB)"), deviceGb_);
-  pf->addRow(tr("Placement"), placementMode_);
   pf->addRow(tr("Optimizer state"), optimizerTier_);
   pf->addRow(tr("Master weights"), masterTier_);
   pf->addRow(tr("SSD folder"), ssdRow);
   pf->addRow(tr("DRAM cap (GB)"), dramCapGb_);
   settingsRow->addWidget(placeBox, 1);
-  auto manual = [this] {
-    const bool m = placementMode_->currentText() == "manual";
-    optimizerTier_->setEnabled(m);
-    masterTier_->setEnabled(m);
-  };
-  manual();
-  connect(placementMode_, &QComboBox::currentTextChanged, this, manual);
   connect(ssdBrowse, &QPushButton::clicked, this, [this] {
     const QString d = QFileDialog::getExistingDirectory(this, tr("SSD folder"), ssdDir_->text());
     if (!d.isEmpty()) ssdDir_->setText(d);
@@ -339,12 +310,13 @@ void NewRunPage::checkInputs() {
   const std::optional<double> lr = parseNumber(lr_->text());
   const bool lrOk = lr && *lr > 0 && *lr <= kMaxLr;  // also false for nan
   if (lrOk) lrValue_ = *lr;
+  const QString range = JobForm::allowed("train.lr");
   lrError_->setText(lrOk ? QString()
                     : lr_->text().trimmed().isEmpty()
-                        ? tr("Enter a learning rate, a number in (0, 10].")
-                        : tr("\"%1\" is not a learning rate: enter a number in (0, 10], such as "
+                        ? tr("Enter a learning rate, a number in %1.").arg(range)
+                        : tr("\"%1\" is not a learning rate: enter a number in %2, such as "
                              "3e-4 or 0.0003.")
-                              .arg(lr_->text().trimmed()));
+                              .arg(lr_->text().trimmed(), range));
   lrError_->setVisible(!lrOk);
   lr_->setStyleSheet(lrOk ? QString() : QString("QLineEdit { border: 1px solid #d32f2f; }"));
   const bool batchOk = microBatch_->value() <= kMaxMicroBatch;
@@ -396,12 +368,7 @@ void NewRunPage::previewDataset() {
   }
   // Only schedules: the load starts on a pool thread once the changes pause, and a newer change
   // cancels it.
-  DatasetPreview::Request request;
-  request.path = path;
-  request.tokenizerPath = modelCombo_->currentText().trimmed();
-  request.seqLen = seqLen_->value();
-  request.format = formatCombo_->currentText();
-  datasetLoader_->request(request);
+  datasetLoader_->request(DatasetPreview::Request::of(settings()));
   dataLabel_->setText(tr("Reading dataset…"));
   dataBusy_->show();
 }
@@ -437,6 +404,8 @@ void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
           .arg(dataset_.seqLen)
           .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
           .arg(dataset_.truncated);
+  if (!dataset_.chatTemplate.isEmpty())
+    text += tr(" · template %1 (%2)").arg(dataset_.chatTemplate, dataset_.chatTemplateReason);
   if (dataset_.sampled && dataset_.sampleBytes > 0) {
     const double wholeTokens = static_cast<double>(dataset_.totalTokens) *
                                static_cast<double>(dataset_.fileBytes) /
@@ -468,14 +437,16 @@ void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
 }
 
 JobSettings NewRunPage::settings() const {
-  JobSettings s = loaded_;  // what the form does not show (eval file, template, base job)
+  JobSettings s = loaded_;  // what the form does not show (eval file, tokenizer, base job)
   s.name = name_->text();
   s.modelPath = modelCombo_->currentText().trimmed();
   s.trainPath = dataCombo_->currentText().trimmed();
   s.evalFraction = evalFraction_->value();
   s.format = formatCombo_->currentText();
+  s.chatTemplate = templateCombo_->currentText();
   s.seqLen = seqLen_->value();
   s.steps = steps_->value();
+  s.epochs = epochs_->value();
   s.microBatchSize = microBatch_->value();
   s.gradAccum = gradAccum_->value();
   s.lr = lrValue_;  // the last valid value; while the field's text is not one, writeJob() refuses
@@ -488,11 +459,8 @@ JobSettings NewRunPage::settings() const {
   s.seed = seed_->value();
   s.backend = backend_->currentText();
   s.deviceMemoryBytes = static_cast<qint64>(deviceGb_->value() * 1e9);
-  const bool manual = placementMode_->currentText() == "manual";
-  s.optimizerTier =
-      manual ? optimizerTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
-  s.masterTier =
-      manual ? masterTier_->currentText() : (ssdDir_->text().isEmpty() ? "dram" : "auto");
+  s.optimizerTier = optimizerTier_->currentText();
+  s.masterTier = masterTier_->currentText();
   s.ssdDir = ssdDir_->text();
   s.dramCapBytes = static_cast<qint64>(dramCapGb_->value() * 1e9);
   return s;
@@ -503,6 +471,7 @@ void NewRunPage::setSettings(const JobSettings& s) {
   loaded_.runDir.clear();
   name_->setText(s.name);
   steps_->setValue(s.steps);
+  epochs_->setValue(s.epochs);
   microBatch_->setValue(s.microBatchSize);
   gradAccum_->setValue(s.gradAccum);
   seqLen_->setValue(s.seqLen);
@@ -516,10 +485,13 @@ void NewRunPage::setSettings(const JobSettings& s) {
   checkpointEvery_->setValue(s.checkpointEvery);
   seed_->setValue(s.seed);
   backend_->setCurrentText(s.backend);
+  optimizerTier_->setCurrentText(s.optimizerTier);
+  masterTier_->setCurrentText(s.masterTier);
   deviceGb_->setValue(s.deviceMemoryBytes / 1e9);
   ssdDir_->setText(s.ssdDir);
   dramCapGb_->setValue(s.dramCapBytes / 1e9);
   formatCombo_->setCurrentText(s.format);
+  templateCombo_->setCurrentText(s.chatTemplate);
   setModelPath(s.modelPath);
   setDatasetPath(s.trainPath);
 }

@@ -84,6 +84,7 @@ class NewRunPage : public QWidget {
   QLabel* modelLabel_;
   QComboBox* dataCombo_;
   QComboBox* formatCombo_;
+  QComboBox* templateCombo_;
   QLabel* dataLabel_;
   QProgressBar* dataBusy_;
   DatasetPreviewLoader* datasetLoader_;
@@ -93,10 +94,10 @@ class NewRunPage : public QWidget {
   QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_,
       *seed_;
   QLineEdit* lr_;  // text, so that 3e-3 and 2e-5 can be typed; lrValue_ is its last valid value
-  double lrValue_ = 1e-4;
+  double lrValue_ = 0;  // the schema's default until the field holds another valid value
   QLabel *lrError_, *microBatchError_;
-  QDoubleSpinBox *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
-  QComboBox *schedule_, *backend_, *placementMode_, *optimizerTier_, *masterTier_;
+  QDoubleSpinBox *epochs_, *weightDecay_, *clip_, *evalFraction_, *deviceGb_, *dramCapGb_;
+  QComboBox *schedule_, *backend_, *optimizerTier_, *masterTier_;
   QLabel* gpuLabel_;
   GpuProbe* gpuProbe_;
   QLineEdit* ssdDir_;

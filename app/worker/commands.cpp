@@ -28,8 +28,8 @@ const std::vector<Command>& commands() {
        "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; --measure N runs the job's first N "
        "steps in a throwaway run and prints measured against predicted (step time, peak HBM and DRAM, link bytes).",
        run_plan},
-      {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]",
-       "Mean loss and perplexity of a model on a dataset.", run_eval},
+      {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] [--template T] [--json]",
+       "Mean loss and perplexity of a model on a dataset, read as training reads it (data.format, data.template).", run_eval},
       {"generate", "generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--json]",
        "Continues a prompt (greedy at temperature 0).", run_generate},
       {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH] [--json]",

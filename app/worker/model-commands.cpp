@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/thread-pool.h"
 #include "data/dataset.h"
+#include "data/dataset-options.h"
 #include "model/parameter-layout.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
@@ -19,27 +19,28 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 int run_eval(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--model", "--data", "--seq-len", "--batch", "--format"}, {"--json"});
+  auto args = parse_args(argv, {"--model", "--data", "--seq-len", "--batch", "--format", "--template"}, {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
   auto data = args->require("--data");
-  if (!model.ok() || !data.ok()) return report_failure(io, as_json, invalid_argument("usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--json]"));
-  auto seq = args->number("--seq-len", 256);
+  if (!model.ok() || !data.ok())
+    return report_failure(io, as_json,
+                          invalid_argument("usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] "
+                                           "[--template T] [--json]"));
+  // The job file's defaults for what eval shares with training (data.seq_len, data.format, data.template).
+  DataSettings settings;
+  auto seq = args->number("--seq-len", settings.seq_len);
   auto batch = args->number("--batch", 4);
   if (!seq.ok() || !batch.ok()) return report_failure(io, as_json, !seq.ok() ? seq.status() : batch.status());
-  auto session = InferenceSession::open(*model, static_cast<int>(*seq), static_cast<int>(*batch));
+  settings.seq_len = static_cast<int>(*seq);
+  settings.format = args->get("--format").value_or(settings.format);
+  settings.chat_template = args->get("--template").value_or(settings.chat_template);
+  auto session = InferenceSession::open(*model, settings.seq_len, static_cast<int>(*batch));
   if (!session.ok()) return report_failure(io, as_json, session.status());
-  DatasetOptions opts;
-  opts.seq_len = static_cast<int>(*seq);
-  opts.model_type = (*session)->config().model_type;
-  opts.pool = &ThreadPool::global();
-  if (auto f = args->get("--format")) {
-    auto fmt = parse_dataset_format(*f);
-    if (!fmt.ok()) return report_failure(io, as_json, fmt.status());
-    opts.read.format = *fmt;
-  }
-  auto ds = Dataset::load(*data, (*session)->tokenizer(), opts);
+  auto opts = make_dataset_options(settings, (*session)->config());
+  if (!opts.ok()) return report_failure(io, as_json, opts.status());
+  auto ds = Dataset::load(*data, (*session)->tokenizer(), *opts);
   if (!ds.ok()) return report_failure(io, as_json, ds.status());
   auto r = (*session)->eval(*ds);
   if (!r.ok()) return report_failure(io, as_json, r.status());

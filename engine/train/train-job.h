@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/dataset-options.h"
+#include "model/model-config.h"
 #include "train/lr-schedule.h"
 
 namespace spillway {
@@ -65,5 +67,14 @@ struct TrainJob {
 
   nlohmann::json resolved;  // the job as run, with every default filled in (stored with the run)
 };
+
+// What the job says about its data (data.format, data.template, data.seq_len).
+inline DataSettings data_settings(const TrainJob& job) { return {job.format, job.chat_template, job.seq_len}; }
+
+// The options training reads the job's data with, for `model`: make_dataset_options, shared with
+// `eval` and the GUI's preview.
+inline Result<DatasetOptions> dataset_options(const TrainJob& job, const ModelConfig& model) {
+  return make_dataset_options(data_settings(job), model);
+}
 
 }  // namespace spillway

@@ -206,7 +206,7 @@ TEST(DatasetPreview, SamplesALargeFileAndStopsWhenCancelled) {
   std::atomic<bool> cancel{true};
   DatasetPreview::Request r;
   r.path = q(big);
-  r.tokenizerPath = stories260K();
+  r.modelPath = r.tokenizerPath = stories260K();
   r.seqLen = 256;
   r.sampleBytes = 1LL << 40;  // the whole file: about 4 s of tokenizing
   r.generation = 7;
@@ -235,7 +235,7 @@ TEST(DatasetPreview, ARecordTheSampleCannotCutIsReadWhole) {
   std::ofstream(dir.file("one.json")) << "{\n  \"text\": \"" << std::string(3000, 'a') << "\"\n}\n";
   DatasetPreview::Request r;
   r.path = q(dir.file("one.json"));
-  r.tokenizerPath = stories260K();
+  r.modelPath = r.tokenizerPath = stories260K();
   r.seqLen = 64;
   r.sampleBytes = 100;
   DatasetPreview p = DatasetPreview::load(r);

@@ -1,0 +1,30 @@
+// The dataset options of a job for a model: the one place that turns what a job says about its data
+// (the job file's data.format, data.template and data.seq_len) and the model it trains (config.json:
+// model_type picks the chat template when the tokenizer names none, vocab_size bounds pre-tokenized
+// ids) into DatasetOptions. Training (engine/train, through dataset_options(TrainJob, ...)), the
+// worker's `eval` and the GUI's dataset preview all call it, so the preview shows the chat template
+// and the trained-token mask that training uses.
+//
+// Pure function of its arguments; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "data/dataset.h"
+#include "model/model-config.h"
+
+namespace spillway {
+
+// What a job says about its data; the job file's names and defaults (app/job/job-schema).
+struct DataSettings {
+  std::string format = "auto";         // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
+  std::string chat_template = "auto";  // data.template: auto, llama-2, llama-3, chatml, alpaca, plain
+  int seq_len = 256;                   // data.seq_len: positions per sequence
+};
+
+// kInvalidArgument naming data.format or data.template when one is not a known name, or
+// data.seq_len below 2. The options tokenize on ThreadPool::global().
+Result<DatasetOptions> make_dataset_options(const DataSettings& data, const ModelConfig& model);
+
+}  // namespace spillway

@@ -1,0 +1,48 @@
+// JobForm: the New run form's fields made from the job schema (app/job/job-schema), so that the
+// form and the worker cannot disagree. Each field starts at its key's default, takes the key's
+// range or choices, carries a tooltip made of the key's description, default and range, and names
+// its key in the Qt property "jobKey" (ui_tests checks every field of the form against the schema).
+// Static functions only; GUI thread (they make widgets), except the value helpers.
+#pragma once
+
+#include <QJsonValue>
+#include <QString>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLineEdit;
+class QSpinBox;
+class QWidget;
+
+namespace spillway::ui {
+
+class JobForm {
+ public:
+  static constexpr const char* kKeyProperty = "jobKey";
+
+  // The schema's default of `path` ("train.lr") as JSON (null for required keys and keys left
+  // unset); an unknown path is a programming error and gives null.
+  static QJsonValue defaultValue(const char* path);
+  // "[1, 65536]", "(0, 10]"; "" for a key without a range.
+  static QString allowed(const char* path);
+  // The schema's bounds of a numeric key.
+  static double minimum(const char* path);
+  static double maximum(const char* path);
+  // The description, then "train.lr · default 0.0001 · (0, 10]".
+  static QString toolTip(const char* path);
+  // Why `value` is not a valid `path` ("job.json: train.lr must be in (0, 10], got 11"), or "".
+  static QString check(const char* path, const QJsonValue& value);
+
+  // Fields. An integer key's spin box takes the key's range clamped to int, or [min, `maxShown`]
+  // when `maxShown` > 0 (so that a value past the range can be typed and refused with a message).
+  static QSpinBox* spinBox(const char* path, int maxShown = 0);
+  // A number shown in a unit `scale` times the key's (bytes shown in GB: scale 1e-9).
+  static QDoubleSpinBox* doubleSpinBox(const char* path, int decimals, double scale = 1.0);
+  // The key's choices, its default selected.
+  static QComboBox* comboBox(const char* path);
+  static QLineEdit* lineEdit(const char* path);
+  // Names `path` in the "jobKey" property of a field made elsewhere, and gives it the tooltip.
+  static void bind(QWidget* field, const char* path);
+};
+
+}  // namespace spillway::ui
