@@ -105,13 +105,11 @@ Result<JobFile> load_job_file(const std::string& path) {
 
 Result<TrainJob> parse_job(const json& j) {
   SPW_ASSIGN_OR_RETURN(JobFile file, parse_job_file(j));
-  file.job.resolved = std::move(file.resolved);
   return std::move(file.job);
 }
 
 Result<TrainJob> load_job(const std::string& path) {
   SPW_ASSIGN_OR_RETURN(JobFile file, load_job_file(path));
-  file.job.resolved = std::move(file.resolved);
   return std::move(file.job);
 }
 

@@ -3,10 +3,12 @@
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/file-util.h"
 #include "data/batch-iterator.h"
 #include "train/trainer.h"
 #include "worker/args.h"
@@ -31,9 +33,14 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool json = args->has("--json");
   if (args->positional.size() != 1) return report_failure(io, json, invalid_argument("usage: train JOB.json [--resume CHECKPOINT_DIR] [--json]"));
-  auto job = load_job(args->positional[0]);
+  auto job = load_job_file(args->positional[0]);
   if (!job.ok()) return report_failure(io, json, job.status());
   TrainerHooks hooks;
+  // The resolved job is the worker's: the run store keeps it, the run folder holds it as job.json.
+  hooks.job_json = job->resolved.dump();
+  hooks.on_run_folder = [&](const std::string& dir) {
+    return write_file_atomic((std::filesystem::path(dir) / "job.json").string(), job->resolved.dump(2) + "\n");
+  };
   hooks.on_started = [&](const std::string& id, const std::string& dir) {
     if (json) io.out << nlohmann::json{{"run_id", id}, {"run_dir", dir}}.dump() << std::endl;
     else io.out << "run " << id << " in " << dir << std::endl;
@@ -41,7 +48,7 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
   hooks.on_log = [&](const std::string& line) {
     if (!json) io.out << line << std::endl;
   };
-  auto trainer = Trainer::create(*job, args->get("--resume").value_or(""), hooks);
+  auto trainer = Trainer::create(job->job, args->get("--resume").value_or(""), hooks);
   if (!trainer.ok()) return report_failure(io, json, trainer.status());
   g_trainer = trainer->get();
   struct sigaction sa {};

@@ -64,8 +64,6 @@ struct TrainJob {
   // output
   std::string run_dir;  // default: <runs dir>/<run id>
   std::string db_path;  // default: RunStore::default_db_path()
-
-  nlohmann::json resolved;  // the job as run, with every default filled in (stored with the run)
 };
 
 // What the job says about its data (data.format, data.template, data.seq_len).

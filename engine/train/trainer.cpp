@@ -241,13 +241,8 @@ struct Trainer::Impl {
 
   Status load_data() {
     SPW_RETURN_IF_ERROR(load_tokenizer());
-    DatasetOptions opts;
-    opts.seq_len = job.seq_len;
-    opts.model_type = state->config().model_type;
-    opts.vocab_size = state->config().vocab_size;  // pre-tokenized ids index the model's embedding
-    opts.pool = &ThreadPool::global();
-    SPW_ASSIGN_OR_RETURN(opts.read.format, parse_dataset_format(job.format));
-    SPW_ASSIGN_OR_RETURN(opts.chat_template, parse_chat_template_kind(job.chat_template));
+    // The options `eval` and the GUI's preview read data with too (train-job.h).
+    SPW_ASSIGN_OR_RETURN(const DatasetOptions opts, dataset_options(job, state->config()));
     SPW_ASSIGN_OR_RETURN(Dataset all, load_dataset(job.train_path, opts));
     if (!job.eval_path.empty()) {
       train_ds = all;
@@ -276,7 +271,7 @@ struct Trainer::Impl {
     SPW_ASSIGN_OR_RETURN(store, RunStore::open(db));
     RunInfo info;
     info.name = job.name;
-    info.job_json = job.resolved.dump();
+    info.job_json = hooks.job_json;
     info.model_name = !job.model_path.empty() ? fs::path(job.model_path).filename().string()
                                               : (!job.init_preset.empty() ? job.init_preset : "custom-init");
     info.model_path = job.model_path;
@@ -299,7 +294,7 @@ struct Trainer::Impl {
                       "; choose another output.run_dir");
     }
     SPW_ASSIGN_OR_RETURN(run_id, store->create_run(info));
-    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(run_dir) / "job.json").string(), job.resolved.dump(2) + "\n"));
+    if (hooks.on_run_folder) SPW_RETURN_IF_ERROR(hooks.on_run_folder(run_dir));
     const std::string events_path = (fs::path(run_dir) / "events.jsonl").string();
     SPW_ASSIGN_OR_RETURN(events, EventWriter::open(run_dir, EventWriter::last_t_s(events_path).value_or(0.0)));
     TelemetrySamplerOptions so;

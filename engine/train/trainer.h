@@ -25,6 +25,12 @@ struct TrainerHooks {
   std::function<void(const std::string& run_id, const std::string& run_dir)> on_started;
   // Every log line, for the terminal.
   std::function<void(const std::string& line)> on_log;
+  // The job as its owner resolved it (the worker's job.json: every key, defaults filled in), kept
+  // with the run in the run store so that History can show, compare and clone it. Opaque here.
+  std::string job_json = "{}";
+  // Called once the run folder exists and the run is recorded, before its first event: the worker
+  // writes its job.json there. An error fails create().
+  std::function<Status(const std::string& run_dir)> on_run_folder;
 };
 
 class Trainer {
