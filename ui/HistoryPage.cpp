@@ -18,7 +18,7 @@
 
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
-#include "train/checkpoint.h"
+#include "history/run-folder.h"
 
 namespace spillway::ui {
 
@@ -112,7 +112,7 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     if (!r) return;
     if (r->info.status == RunStatus::kRunning && r->info.pid && WorkerClient::alive(*r->info.pid))
       return void(QMessageBox::information(this, tr("Resume"), tr("This run is still going.")));
-    const auto ckpts = list_checkpoints(r->info.run_dir + "/checkpoints");
+    const auto ckpts = list_run_checkpoints(r->info.run_dir);
     if (ckpts.empty())
       return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
     const QString runDir = QString::fromStdString(r->info.run_dir);

@@ -158,17 +158,6 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
   return t;
 }
 
-std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (e.is_directory() && n.starts_with("step-") && n.find(".tmp") == std::string::npos) out.push_back(e.path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
   if (keep <= 0) return;
   auto all = list_checkpoints(checkpoints_dir);

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "history/run-folder.h"  // list_checkpoints: the run folder's layout
 #include "train/model-state.h"
 #include "train/optimizer-state.h"
 
@@ -41,8 +42,6 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
 // trainer state. kNotFound / kCorrupt name the file.
 // Moments go into ModelState when it has them, else into `state` (the SSD store).
 Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, OptimizerStateStore* state = nullptr);
-// Checkpoint folders under `checkpoints_dir`, oldest first.
-std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 // Removes all but the newest `keep` checkpoints (keep <= 0: keeps all).
 void prune_checkpoints(const std::string& checkpoints_dir, int keep);
 
