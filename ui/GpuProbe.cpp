@@ -1,13 +1,37 @@
 #include "GpuProbe.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "Format.h"
-#include "compute/backend-loader.h"
+#include "WorkerClient.h"
 
 namespace spillway::ui {
 
-GpuProbe::GpuProbe(QObject* parent) : GpuProbe(compute::probe_cuda, parent) {}
+GpuProbe::GpuProbe(QObject* parent) : GpuProbe(askWorker, parent) {}
+
+bool GpuProbe::askWorker(Device* device, QString* why) {
+  const QString worker = WorkerClient::workerPath();
+  if (worker.isEmpty()) return *why = tr("spillway-worker was not found next to the app or on PATH"), false;
+  QProcess p;
+  p.start(worker, {"probe", "--gpu", "--json"});
+  if (!p.waitForFinished(60000)) {
+    p.kill();
+    p.waitForFinished(1000);
+    return *why = tr("spillway-worker probe --gpu did not answer: %1").arg(p.errorString()), false;
+  }
+  const QJsonObject a = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+  if (a.isEmpty())
+    return *why = tr("spillway-worker probe --gpu: %1").arg(QString::fromUtf8(p.readAllStandardError()).trimmed()),
+           false;
+  if (!a["usable"].toBool()) return *why = a["why"].toString(), false;
+  device->name = a["name"].toString();
+  device->totalBytes = a["total_bytes"].toInteger();
+  device->computeCapability = a["compute_capability"].toInt();
+  return true;
+}
 
 GpuProbe::GpuProbe(ProbeFn probe, QObject* parent) : QObject(parent), probe_(std::move(probe)) {
   connect(&watcher_, &QFutureWatcher<Answer>::finished, this, [this] {
@@ -23,9 +47,7 @@ void GpuProbe::start() {
   // The task holds its own copy of the probe: it may outlive this object.
   watcher_.setFuture(QtConcurrent::run([probe = probe_] {
     Answer a;
-    std::string why;
-    a.usable = probe(&a.info, &why);
-    a.why = QString::fromStdString(why);
+    a.usable = probe(&a.device, &a.why);
     return a;
   }));
 }
@@ -38,9 +60,9 @@ QString GpuProbe::describe(const Answer& a) {
   if (!a.usable) {
     return tr("no usable GPU: %1").arg(a.why.isEmpty() ? tr("unknown reason") : a.why);
   }
-  QString text = QString::fromStdString(a.info.name);
-  if (a.info.total_bytes > 0) text += " · " + formatBytes(static_cast<double>(a.info.total_bytes));
-  if (a.info.compute_capability > 0) text += QString(" · sm_%1").arg(a.info.compute_capability);
+  QString text = a.device.name;
+  if (a.device.totalBytes > 0) text += " · " + formatBytes(static_cast<double>(a.device.totalBytes));
+  if (a.device.computeCapability > 0) text += QString(" · sm_%1").arg(a.device.computeCapability);
   return text;
 }
 

@@ -1,36 +1,45 @@
 // GpuProbe: whether this machine has a usable CUDA GPU, for the New run page's backend choice.
-// compute::probe_cuda loads the CUDA backend module and creates a device context, which takes up
-// to a few seconds, so start() runs it once on Qt's thread pool and finished() brings the answer
-// back to the GUI thread; text() says "probing GPU…" until then.
+// The GUI does not load the CUDA module itself: it asks the worker (`spillway-worker probe --gpu
+// --json`), which loads it and creates a device context — up to a few seconds — so start() runs
+// the question once on Qt's thread pool and finished() brings the answer back to the GUI thread;
+// text() says "probing GPU…" until then.
 //
 // Thread-safety: a GUI-thread object; only the probe function runs elsewhere (it must be safe to
-// call from any thread, as probe_cuda is). Ownership: owns its future watcher; a probe still running
-// when the object is destroyed finishes on the pool and its answer is dropped.
+// call from any thread). Ownership: owns its future watcher; a probe still running when the object
+// is destroyed finishes on the pool and its answer is dropped.
 #pragma once
 
 #include <QFutureWatcher>
 #include <QObject>
 #include <QString>
 #include <functional>
-#include <string>
-
-#include "compute/backend.h"
 
 namespace spillway::ui {
 
 class GpuProbe : public QObject {
   Q_OBJECT
  public:
+  // The GPU the CUDA backend would use (device 0).
+  struct Device {
+    QString name;           // "NVIDIA H100 80GB HBM3"
+    qint64 totalBytes = 0;  // its memory
+    int computeCapability = 0;  // 90 for sm_90
+  };
   struct Answer {
     bool usable = false;
-    compute::DeviceInfo info;  // when usable
-    QString why;               // when not: what is missing, as make_backend says it
+    Device device;  // when usable
+    QString why;    // when not: what is missing, as the worker says it
   };
-  // compute::probe_cuda's shape; tests pass a fake.
-  using ProbeFn = std::function<bool(compute::DeviceInfo* info, std::string* why)>;
+  // True with `device` filled when a GPU is usable, else false with `why`; tests pass a fake.
+  using ProbeFn = std::function<bool(Device* device, QString* why)>;
 
+  // Probes with askWorker.
   explicit GpuProbe(QObject* parent = nullptr);
   GpuProbe(ProbeFn probe, QObject* parent);
+
+  // Runs `spillway-worker probe --gpu --json` (WorkerClient::workerPath) and reads its answer;
+  // blocks up to a minute, so call it off the GUI thread.
+  static bool askWorker(Device* device, QString* why);
 
   // Starts the probe (once: later calls do nothing).
   void start();

@@ -35,8 +35,9 @@ const std::vector<Command>& commands() {
       {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH] [--json]",
        "Writes a checkpoint as a Hugging Face model folder.", run_export},
       {"inspect", "inspect --model DIR [--json]", "Validates a model folder and prints its summary.", run_inspect},
-      {"probe", "probe [--ssd-dir DIR] [--backend auto|cpu|cuda] [--json]",
-       "Measures this machine: compute, memory and disk bandwidths; on a GPU its GEMM TFLOPS, the host link and the CPU AdamW.",
+      {"probe", "probe [--ssd-dir DIR] [--backend auto|cpu|cuda] [--gpu] [--json]",
+       "Measures this machine: compute, memory and disk bandwidths; on a GPU its GEMM TFLOPS, the host link and the CPU AdamW. "
+       "--gpu only says whether a usable CUDA GPU is there (name, memory, compute capability) or why not.",
        run_probe},
       {"bench",
        "bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] [--tokens-per-step K | --micro-batches M] "

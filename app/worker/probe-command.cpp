@@ -23,10 +23,31 @@ Result<MachineProbe> probe_for_backend(const std::string& ssd_dir, const std::st
   return m;
 }
 
+// `probe --gpu`: whether a usable CUDA GPU is there, without measuring anything (a second or so,
+// the time the CUDA module takes to load): what the GUI's backend choice shows. Exit 0 either way.
+int probe_gpu(bool as_json, CommandIo io) {
+  compute::DeviceInfo info;
+  std::string why;
+  const bool usable = compute::probe_cuda(&info, &why);
+  json j = {{"usable", usable}};
+  if (usable) {
+    j["name"] = info.name;
+    j["total_bytes"] = info.total_bytes;
+    j["compute_capability"] = info.compute_capability;
+    j["pci_bus_id"] = info.pci_bus_id;
+  } else {
+    j["why"] = why;
+  }
+  if (as_json) io.out << j.dump() << std::endl;
+  else io.out << (usable ? info.name : "no usable GPU: " + why) << std::endl;
+  return 0;
+}
+
 int run_probe(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--ssd-dir", "--backend"}, {"--json"});
+  auto args = parse_args(argv, {"--ssd-dir", "--backend"}, {"--json", "--gpu"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
+  if (args->has("--gpu")) return probe_gpu(as_json, io);
   std::string reason;
   auto m = probe_for_backend(args->get("--ssd-dir").value_or("."), args->get("--backend").value_or("auto"), &reason);
   if (!m.ok()) return report_failure(io, as_json, m.status());

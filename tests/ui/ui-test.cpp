@@ -277,11 +277,11 @@ TEST(LivePage, GpuSeriesShownWhenTheSamplesCarryGpuFieldsAndHiddenWithout) {
 TEST(GpuProbe, ProbesOffTheGuiThreadAndSaysWhatItFound) {
   Qt::HANDLE probedOn = nullptr;
   GpuProbe found(
-      [&probedOn](compute::DeviceInfo* info, std::string*) {
+      [&probedOn](GpuProbe::Device* device, QString*) {
         probedOn = QThread::currentThreadId();
-        info->name = "NVIDIA H100 80GB HBM3";
-        info->total_bytes = 85'031'714'816ull;
-        info->compute_capability = 90;
+        device->name = "NVIDIA H100 80GB HBM3";
+        device->totalBytes = 85'031'714'816ll;
+        device->computeCapability = 90;
         return true;
       },
       nullptr);
@@ -294,7 +294,7 @@ TEST(GpuProbe, ProbesOffTheGuiThreadAndSaysWhatItFound) {
   EXPECT_EQ(spy.takeFirst().at(0).toString(), "NVIDIA H100 80GB HBM3 · 85.0 GB · sm_90");
 
   GpuProbe none(
-      [](compute::DeviceInfo*, std::string* why) {
+      [](GpuProbe::Device*, QString* why) {
         *why = "cpu: no CUDA backend module (libspillway-cuda.so not found)";
         return false;
       },
