@@ -131,6 +131,7 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
   hooks.on_log = [&](const std::string& line) {
     if (!json) io.out << line << std::endl;
   };
+  hooks.on_warning = [&](const std::string& warning) { io.err << "spillway-worker: warning: " << warning << std::endl; };
   if (!json) io.out << "measuring " << steps << (steps == 1 ? " step" : " steps") << " of the job in a throwaway run" << std::endl;
   auto trainer = Trainer::create(job, "", hooks);
   if (!trainer.ok()) {

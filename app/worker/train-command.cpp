@@ -48,6 +48,7 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
   hooks.on_log = [&](const std::string& line) {
     if (!json) io.out << line << std::endl;
   };
+  hooks.on_warning = [&](const std::string& warning) { io.err << "spillway-worker: warning: " << warning << std::endl; };
   auto trainer = Trainer::create(job->job, args->get("--resume").value_or(""), hooks);
   if (!trainer.ok()) return report_failure(io, json, trainer.status());
   g_trainer = trainer->get();

@@ -23,20 +23,6 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// "20250131-142501-3fa9c2": UTC time to the second (sorts with creation time, readable as a folder
-// name) plus 24 random bits so two runs started in the same second do not collide.
-std::string generate_run_id() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm {};
-  gmtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  char suffix[8];
-  std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(rng() & 0xffffff));
-  return std::string(stamp) + "-" + suffix;
-}
-
 std::string tags_to_json(const std::vector<std::string>& tags) {
   return nlohmann::json(tags).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -190,6 +176,20 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
   return store;
 }
 
+// "20250131-142501-3fa9c2": UTC time to the second (sorts with creation time, readable as a folder
+// name) plus 24 random bits so two runs started in the same second do not collide.
+std::string RunStore::new_run_id() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm {};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(rng() & 0xffffff));
+  return std::string(stamp) + "-" + suffix;
+}
+
 Result<int> RunStore::schema_version() {
   std::lock_guard lock(mu_);
   SPW_ASSIGN_OR_RETURN(std::int64_t v, db_.query_int("PRAGMA user_version"));
@@ -238,7 +238,7 @@ Result<std::string> RunStore::create_run(RunInfo info) {
   // Generated ids can collide only within one second and 1 in 2^24; retry a few times.
   Status last;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    info.id = generate_run_id();
+    info.id = new_run_id();
     Result<std::string> id = insert_run(info);
     if (id.ok()) return id;
     last = id.status();

@@ -156,6 +156,10 @@ class RunStore {
   // The folder that holds one subfolder per run: .../spillway/runs.
   static Result<std::string> default_runs_dir();
 
+  // "20250131-142501-3fa9c2": UTC time to the second (sorts with creation time, readable as a
+  // folder name) plus 24 random bits so two runs started in the same second do not collide.
+  static std::string new_run_id();
+
   const std::string& path() const { return path_; }
   // PRAGMA user_version of the open database.
   Result<int> schema_version();

@@ -1,13 +1,10 @@
 #include "train/trainer.h"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <ctime>
 #include <fstream>
-#include <random>
 
 #include "compute/backend-loader.h"
 #include "core/file-util.h"
@@ -16,9 +13,8 @@
 #include "data/dataset.h"
 #include "data/dataset-reader.h"
 #include "data/tokenizer.h"
-#include "history/run-store.h"
+#include "history/run-recorder.h"
 #include "model/safetensors.h"
-#include "telemetry/event-writer.h"
 #include "telemetry/sampler.h"
 #include "telemetry/telemetry-sampler.h"
 #include "train/checkpoint.h"
@@ -66,19 +62,6 @@ nlohmann::json hardware_json() {
   return j;
 }
 
-// "20261123-101502-3fa9c2": sortable by time, unique enough for one machine.
-std::string new_run_id() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  std::random_device rd;
-  char suffix[8];
-  std::snprintf(suffix, sizeof(suffix), "-%06x", static_cast<unsigned>(rd() & 0xffffff));
-  return std::string(buf) + suffix;
-}
-
 }  // namespace
 
 struct Trainer::Impl {
@@ -86,8 +69,7 @@ struct Trainer::Impl {
   TrainerHooks hooks;
   Trainer* owner = nullptr;
   std::string run_id, run_dir;
-  std::unique_ptr<RunStore> store;
-  std::unique_ptr<EventWriter> events;
+  std::unique_ptr<RunRecorder> rec;  // the run's id, folder, events.jsonl and runs.db rows
   std::unique_ptr<TelemetrySampler> sampler;
   TierCounters counters;
   std::unique_ptr<Tokenizer> tokenizer;  // null: the model has none, the data is pre-tokenized
@@ -115,7 +97,7 @@ struct Trainer::Impl {
   double last_eval = std::nan("");
   uint64_t parameters = 0;
   nlohmann::json plan;          // this run's plan, made when training starts
-  StepFigureRecorder recorder;  // what the steps measured, to hold against the plan
+  StepFigureRecorder figures;  // what the steps measured, to hold against the plan
   Clock::time_point started = Clock::now();
   double resumed_elapsed_s = 0;  // the elapsed_s of the checkpoint this run resumed from
 
@@ -123,20 +105,24 @@ struct Trainer::Impl {
   double elapsed_s() const { return resumed_elapsed_s + seconds_since(started); }
 
   void log(LogLevel level, const std::string& msg) {
-    if (events) (void)events->log(level, msg);
+    if (rec) rec->log(level, msg);
     if (hooks.on_log) hooks.on_log(msg);
   }
 
+  FinalFigures final_figures() const {
+    FinalFigures f;
+    f.final_loss = progress.last_loss;
+    f.final_step = progress.step;
+    f.tokens = progress.tokens;
+    return f;
+  }
+
+  // Records the failure (before the run is recorded there is nothing to record it in).
   Status fail(const Status& st) {
-    if (events) (void)events->error(st), (void)events->state("failed");
-    if (store && !run_id.empty()) {
-      FinalFigures f;
-      f.final_step = progress.step;
-      f.tokens = progress.tokens;
-      f.error_message = st.to_string();
-      (void)store->finish_run(run_id, RunStatus::kFailed, f);
-    }
-    return st;
+    if (!rec) return st;
+    FinalFigures f = final_figures();
+    f.final_loss.reset();
+    return rec->fail(st, f);
   }
 
   // What `plan` refuses, refused before anything is allocated: a job that does not fit would
@@ -200,7 +186,7 @@ struct Trainer::Impl {
     if (placement.optimizer_on_ssd) {
       // Working state, not a checkpoint: a scratch folder per run, removed when the run ends (or,
       // after a SIGKILL, by the next run over the same ssd_dir).
-      SPW_ASSIGN_OR_RETURN(scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + new_run_id(), "spillway-state-"));
+      SPW_ASSIGN_OR_RETURN(scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + RunStore::new_run_id(), "spillway-state-"));
       SsdConfig sc;
       sc.folder = ssd_folder = scratch->path();
       SPW_ASSIGN_OR_RETURN(opt_state, make_ssd_state(*state, sc, placement.master_on_ssd, &counters));
@@ -264,11 +250,6 @@ struct Trainer::Impl {
   }
 
   Status setup_run() {
-    std::string db = job.db_path;
-    if (db.empty()) {
-      SPW_ASSIGN_OR_RETURN(db, RunStore::default_db_path());
-    }
-    SPW_ASSIGN_OR_RETURN(store, RunStore::open(db));
     RunInfo info;
     info.name = job.name;
     info.job_json = hooks.job_json;
@@ -279,29 +260,18 @@ struct Trainer::Impl {
     info.dataset_hash = file_hash(job.train_path);
     info.hardware_json = hardware_json().dump();
     info.software_json = nlohmann::json{{"spillway", "0.1.0"}, {"compiler", __VERSION__}, {"backend", backend->name()}}.dump();
-    info.id = new_run_id();
-    if (!job.run_dir.empty()) {
-      info.run_dir = fs::absolute(job.run_dir).string();
-    } else {
-      SPW_ASSIGN_OR_RETURN(std::string runs, RunStore::default_runs_dir());
-      info.run_dir = (fs::path(runs) / info.id).string();
-    }
-    run_dir = info.run_dir;
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec || access(run_dir.c_str(), W_OK) != 0) {
-      return io_error("cannot write the run folder " + run_dir + (ec ? ": " + ec.message() : "") +
-                      "; choose another output.run_dir");
-    }
-    SPW_ASSIGN_OR_RETURN(run_id, store->create_run(info));
+    info.run_dir = job.run_dir;
+    RunRecorderOptions ro;
+    ro.db_path = job.db_path;
+    ro.on_warning = hooks.on_warning;
+    SPW_ASSIGN_OR_RETURN(rec, RunRecorder::create(std::move(info), std::move(ro)));
+    run_id = rec->id();
+    run_dir = rec->dir();
     if (hooks.on_run_folder) SPW_RETURN_IF_ERROR(hooks.on_run_folder(run_dir));
-    const std::string events_path = (fs::path(run_dir) / "events.jsonl").string();
-    SPW_ASSIGN_OR_RETURN(events, EventWriter::open(run_dir, EventWriter::last_t_s(events_path).value_or(0.0)));
     TelemetrySamplerOptions so;
     so.ssd_path = !job.ssd_dir.empty() ? job.ssd_dir : run_dir;
-    RunStore* s = store.get();
-    std::string id = run_id;
-    so.on_sample = [s, id](double t, const nlohmann::json& sample) { (void)s->add_sample(id, t, sample.dump()); };
+    RunRecorder* r = rec.get();
+    so.on_sample = [r](double t, const nlohmann::json& sample) { r->sample(t, sample); };
     if (backend->name() != "cpu") {
       // The GPU's own HBM use and NVML's utilisation, PCIe, power and temperature in each sample.
       so.gpu_pci_bus_id = backend->device_info().pci_bus_id;
@@ -312,7 +282,7 @@ struct Trainer::Impl {
         return DeviceMemory{total_bytes, free_bytes};
       };
     }
-    sampler = std::make_unique<TelemetrySampler>(counters, events.get(), so);
+    sampler = std::make_unique<TelemetrySampler>(counters, rec->events(), so);
     if (!sampler->gpu_status().ok()) log(LogLevel::kWarn, sampler->gpu_status().message());
     if (hooks.on_started) hooks.on_started(run_id, run_dir);
     return {};
@@ -389,9 +359,9 @@ struct Trainer::Impl {
       nlohmann::json f = {{"layer", layer >= 0 && layer < L ? nlohmann::json(layer) : nlohmann::json(nullptr)},
                           {"block", b == 0 ? "embed" : layer == L ? "head" : "layer"},
                           {"phase", phase}, {"start_s", start}, {"end_s", end}};
-      (void)events->emit("span", f);
+      rec->emit("span", f);
     };
-    auto clock = [this] { return events->now_s(); };
+    auto clock = [this] { return rec->now_s(); };
     engine->set_span_sink(sink, clock);
     optimizer->set_span_sink(sink, clock);
   }
@@ -419,8 +389,8 @@ struct Trainer::Impl {
     if (std::isnan(loss)) return {};
     last_eval = loss;
     const double ppl = std::exp(loss);
-    (void)events->eval({{"step", progress.step}, {"loss", loss}, {"perplexity", ppl}, {"eval_s", seconds_since(t0)}});
-    (void)store->add_eval(run_id, EvalRow{progress.step, loss, ppl, events->now_s()});
+    rec->eval({{"step", progress.step}, {"loss", loss}, {"perplexity", ppl}, {"eval_s", seconds_since(t0)}},
+              EvalRow{progress.step, loss, ppl, rec->now_s()});
     log(LogLevel::kInfo, "eval at step " + std::to_string(progress.step) + ": loss " + std::to_string(loss) +
                              ", perplexity " + std::to_string(ppl));
     return {};
@@ -428,7 +398,7 @@ struct Trainer::Impl {
 
   Status checkpoint() {
     optimizer->wait_all();
-    (void)events->state("checkpointing", {{"step", progress.step}});
+    SPW_RETURN_IF_ERROR(rec->state("checkpointing", {{"step", progress.step}}));
     const auto t0 = Clock::now();
     progress.data_cursor = iter->cursor().to_json();
     progress.elapsed_s = elapsed_s();
@@ -439,9 +409,8 @@ struct Trainer::Impl {
     uint64_t bytes = 0;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) bytes += e.is_regular_file() ? e.file_size() : 0;
-    (void)events->checkpoint({{"step", progress.step}, {"path", dir}, {"bytes", bytes}, {"write_s", seconds_since(t0)}});
-    (void)store->add_checkpoint(run_id, CheckpointRow{progress.step, dir, 0, static_cast<int64_t>(bytes)});
-    (void)events->state("training", {{"step", progress.step}});
+    SPW_RETURN_IF_ERROR(rec->checkpoint(progress.step, dir, bytes, seconds_since(t0)));
+    SPW_RETURN_IF_ERROR(rec->state("training", {{"step", progress.step}}));
     log(LogLevel::kInfo, "checkpoint " + dir);
     return {};
   }
@@ -471,43 +440,42 @@ struct Trainer::Impl {
     uint64_t device_used = 0;  // the CPU backend's "device" is host memory: counted in DRAM
     if (backend->name() != "cpu" && backend->device_memory_info(&free_bytes, &total_bytes).ok())
       device_used = total_bytes - free_bytes;
-    recorder.add_step(step_s, tokens, device_used, engine->h2d_bytes() - h2d0, engine->d2h_bytes() - d2h0);
+    figures.add_step(step_s, tokens, device_used, engine->h2d_bytes() - h2d0, engine->d2h_bytes() - d2h0);
   }
 
   // The figures measured against the plan's, as the "measured" event and in runs.db.
   StepFigures report_figures() {
-    const StepFigures measured = recorder.figures();
-    if (recorder.steps() == 0) return measured;
+    const StepFigures measured = figures.figures();
+    if (figures.steps() == 0) return measured;
     const StepFigures predicted = predicted_figures(plan);
-    Status st = events->emit("measured", {{"steps", recorder.steps()},
-                                          {"figures", figures_to_json(measured)},
-                                          {"versus_plan", compare_figures(predicted, measured)}});
-    if (st.ok()) st = store->set_step_figures(run_id, figures_to_json(predicted).dump(), figures_to_json(measured).dump());
-    if (!st.ok()) log(LogLevel::kWarn, "the run's predicted and measured figures were not recorded: " + st.to_string());
+    rec->emit("measured", {{"steps", figures.steps()},
+                           {"figures", figures_to_json(measured)},
+                           {"versus_plan", compare_figures(predicted, measured)}});
+    rec->step_figures(figures_to_json(predicted).dump(), figures_to_json(measured).dump());
     return measured;
   }
 
   Status train_loop() {
-    (void)events->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
+    SPW_RETURN_IF_ERROR(rec->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
                                      {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes},
                                      {"optimizer_tier", placement.optimizer_on_ssd ? "ssd" : "dram"},
-                                     {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}});
+                                     {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}}));
     // The plan for this run, so that the GUI and History show predicted against measured figures.
     plan = make_plan(state->config(), job, machine, total_steps);
-    (void)events->emit("plan", plan);
+    rec->emit("plan", plan);
     if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(run_eval());  // the baseline
     LrScheduleConfig sched = job.schedule;
     sched.total_steps = total_steps;
     while (progress.step < total_steps) {
       const auto t0 = Clock::now();
       const uint64_t h2d0 = engine->h2d_bytes(), d2h0 = engine->d2h_bytes();
-      const double t_start = events->now_s();
+      const double t_start = rec->now_s();
       spans_on = t_start - last_span_step >= 1.0;
       if (spans_on) last_span_step = t_start;
       Batch b = iter->next();
       SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(step_batch(b)));
       SPW_RETURN_IF_ERROR(check_finite(r));
-      const double t_compute = events->now_s();
+      const double t_compute = rec->now_s();
       const double lr = lr_at(sched, progress.step + 1);
       StepStats st = optimizer->begin_step(lr, r.grad_sumsq);  // the norm from the engine's device sums
       SPW_RETURN_IF_ERROR(optimizer->status());  // an SSD failure in the previous step's update
@@ -520,14 +488,13 @@ struct Trainer::Impl {
       record_step(dt, step_tokens, h2d0, d2h0);
       const double tps = step_tokens / std::max(dt, 1e-9);
       const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
-      (void)events->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});
-      (void)events->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
-                          {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
-                          {"step_s", dt}, {"total_steps", total_steps},
-                          {"ssd_read_bytes", st.prev_update_ssd_read_bytes},
-                          {"ssd_write_bytes", st.prev_update_ssd_write_bytes}});
-      (void)store->add_metric(run_id, MetricRow{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops,
-                                                 events->now_s()});
+      rec->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});
+      rec->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
+                 {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
+                 {"step_s", dt}, {"total_steps", total_steps},
+                 {"ssd_read_bytes", st.prev_update_ssd_read_bytes},
+                 {"ssd_write_bytes", st.prev_update_ssd_write_bytes}},
+                MetricRow{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops, rec->now_s()});
       if (job.log_every > 0 && progress.step % job.log_every == 0) {
         char line[256];
         std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.5f  lr %.3g  grad_norm %.3f  %.0f tokens/s",
@@ -554,7 +521,7 @@ struct Trainer::Impl {
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0) SPW_RETURN_IF_ERROR(checkpoint());
     const std::string out = (fs::path(run_dir) / "export").string();
     SPW_RETURN_IF_ERROR(export_model(*state, tokenizer_source, out));
-    (void)events->emit("export", {{"path", out}, {"tokenizer", !tokenizer_source.empty()}});
+    rec->emit("export", {{"path", out}, {"tokenizer", !tokenizer_source.empty()}});
     if (tokenizer_source.empty()) {
       log(LogLevel::kWarn, "exported " + out + " without a tokenizer: the model has none (it trained on pre-tokenized "
                            "data); copy the tokenizer files into it before loading it with transformers");
@@ -602,21 +569,13 @@ Status Trainer::run() {
   if (st.ok()) st = t.finish();
   t.sampler->stop();
   t.report_figures();
-  (void)t.sampler->sample_once();
-  FinalFigures f;
-  f.final_loss = t.progress.last_loss;
-  f.final_step = t.progress.step;
-  f.tokens = t.progress.tokens;
+  t.sampler->sample_once();  // the last sample, after the run's final writes
   if (st.code() == ErrorCode::kCancelled) {
-    (void)t.events->state("stopped", {{"step", t.progress.step}});
-    (void)t.store->finish_run(t.run_id, RunStatus::kStopped, f);
     t.log(LogLevel::kInfo, st.message());
-    return {};
+    return t.rec->finish(RunStatus::kStopped, t.final_figures(), {{"step", t.progress.step}});
   }
   if (!st.ok()) return t.fail(st);
-  (void)t.events->state("completed", {{"step", t.progress.step}, {"eval_loss", t.last_eval}});
-  (void)t.store->finish_run(t.run_id, RunStatus::kCompleted, f);
-  return {};
+  return t.rec->finish(RunStatus::kCompleted, t.final_figures(), {{"step", t.progress.step}, {"eval_loss", t.last_eval}});
 }
 
 Result<StepFigures> Trainer::measure() {
@@ -630,11 +589,7 @@ Result<StepFigures> Trainer::measure() {
   t.sampler->stop();
   const StepFigures measured = t.report_figures();
   if (!st.ok()) return t.fail(st);
-  FinalFigures f;
-  f.final_loss = t.progress.last_loss;
-  f.final_step = t.progress.step;
-  f.tokens = t.progress.tokens;
-  (void)t.store->finish_run(t.run_id, RunStatus::kCompleted, f);
+  SPW_RETURN_IF_ERROR(t.rec->finish(RunStatus::kCompleted, t.final_figures()));
   return measured;
 }
 

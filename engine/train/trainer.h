@@ -25,6 +25,9 @@ struct TrainerHooks {
   std::function<void(const std::string& run_id, const std::string& run_dir)> on_started;
   // Every log line, for the terminal.
   std::function<void(const std::string& line)> on_log;
+  // A record of the run that could not be written and did not stop it (a step's row in a locked
+  // runs.db, ...): once per destination, a sentence for the user (history/run-recorder.h).
+  std::function<void(const std::string& warning)> on_warning;
   // The job as its owner resolved it (the worker's job.json: every key, defaults filled in), kept
   // with the run in the run store so that History can show, compare and clone it. Opaque here.
   std::string job_json = "{}";

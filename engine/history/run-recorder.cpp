@@ -1,0 +1,132 @@
+#include "history/run-recorder.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "history/run-folder.h"
+
+namespace spillway {
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecorderOptions options) {
+  std::string db = options.db_path;
+  if (db.empty()) {
+    SPW_ASSIGN_OR_RETURN(db, RunStore::default_db_path());
+  }
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<RunStore> store, RunStore::open(db, options.store));
+  if (info.id.empty()) info.id = RunStore::new_run_id();
+  if (!info.run_dir.empty()) {
+    info.run_dir = fs::absolute(info.run_dir).string();
+  } else {
+    SPW_ASSIGN_OR_RETURN(std::string runs, RunStore::default_runs_dir());
+    info.run_dir = (fs::path(runs) / info.id).string();
+  }
+  std::error_code ec;
+  fs::create_directories(info.run_dir, ec);
+  if (ec || access(info.run_dir.c_str(), W_OK) != 0) {
+    return io_error("cannot write the run folder " + info.run_dir + (ec ? ": " + ec.message() : "") +
+                    "; choose another output.run_dir");
+  }
+  SPW_ASSIGN_OR_RETURN(std::string id, store->create_run(info));
+  const std::string events_path = (fs::path(info.run_dir) / kRunEventsFile).string();
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events,
+                       EventWriter::open(info.run_dir, EventWriter::last_t_s(events_path).value_or(0.0)));
+  return std::unique_ptr<RunRecorder>(
+      new RunRecorder(std::move(store), std::move(events), std::move(id), info.run_dir, std::move(options)));
+}
+
+RunRecorder::RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events, std::string id,
+                         std::string dir, RunRecorderOptions options)
+    : store_(std::move(store)), events_(std::move(events)), id_(std::move(id)), dir_(std::move(dir)),
+      options_(std::move(options)) {}
+
+RunRecorder::~RunRecorder() = default;
+
+Status RunRecorder::must(const std::function<Status()>& write, const std::string& what) {
+  Status st = write();
+  if (st.ok()) return st;
+  std::this_thread::sleep_for(std::chrono::duration<double>(options_.retry_delay_s));
+  st = write();
+  if (st.ok()) return st;
+  return st.with_context("the run's history (" + store_->path() + ") could not record " + what +
+                         "; the run folder " + dir_ + " keeps its checkpoints: free the database (close the program "
+                         "holding it, or make it writable) and resume");
+}
+
+void RunRecorder::lost(bool in_db, const std::string& what, const Status& st) {
+  dropped_.fetch_add(1);
+  std::string warning;
+  {
+    std::lock_guard lock(warn_mu_);
+    bool& warned = in_db ? warned_db_ : warned_events_;
+    if (warned) return;
+    warned = true;
+    warning = std::string(in_db ? "History (" + store_->path() + ")" : events_->path()) + " could not record " + what +
+              ": " + st.to_string() + "; the run goes on" +
+              (in_db ? ", and its events.jsonl keeps every step" : ", and History keeps its steps") +
+              " (further failures are counted, not repeated)";
+  }
+  if (options_.on_warning) options_.on_warning(warning);
+  if (in_db) log(LogLevel::kWarn, warning);  // into the other destination
+}
+
+Status RunRecorder::state(std::string_view name, const nlohmann::json& extra) {
+  Status st = events_->state(name, extra);
+  if (!st.ok()) return st.with_context(events_->path() + ": the '" + std::string(name) + "' state");
+  return st;
+}
+
+Status RunRecorder::checkpoint(int64_t step, const std::string& path, uint64_t bytes, double write_s) {
+  Status st = events_->checkpoint({{"step", step}, {"path", path}, {"bytes", bytes}, {"write_s", write_s}});
+  if (!st.ok()) return st.with_context(events_->path() + ": checkpoint " + path);
+  return must([&] { return store_->add_checkpoint(id_, CheckpointRow{step, path, 0, static_cast<int64_t>(bytes)}); },
+              "checkpoint " + path);
+}
+
+Status RunRecorder::finish(RunStatus status, const FinalFigures& figures, const nlohmann::json& state_extra) {
+  if (const uint64_t n = dropped(); n > 0)
+    log(LogLevel::kWarn, std::to_string(n) + " telemetry record" + (n == 1 ? " was" : "s were") + " not written (see the first warning)");
+  SPW_RETURN_IF_ERROR(state(run_status_name(status), state_extra));
+  return must([&] { return store_->finish_run(id_, status, figures); }, std::string("the run's end (") + run_status_name(status) + ")");
+}
+
+Status RunRecorder::fail(const Status& why, FinalFigures figures) {
+  figures.error_message = why.to_string();
+  Status st = events_->error(why);
+  if (st.ok()) st = events_->state("failed");
+  if (st.ok()) st = must([&] { return store_->finish_run(id_, RunStatus::kFailed, figures); }, "the run's failure");
+  if (st.ok()) return why;
+  return Status(why.code(), why.message() + " (and recording the failure failed too: " + st.to_string() + ")");
+}
+
+void RunRecorder::step(const nlohmann::json& fields, const MetricRow& row) {
+  if (Status st = events_->step(fields); !st.ok()) lost(false, "step " + std::to_string(row.step), st);
+  if (Status st = store_->add_metric(id_, row); !st.ok()) lost(true, "step " + std::to_string(row.step) + "'s metrics", st);
+}
+
+void RunRecorder::eval(const nlohmann::json& fields, const EvalRow& row) {
+  if (Status st = events_->eval(fields); !st.ok()) lost(false, "the eval at step " + std::to_string(row.step), st);
+  if (Status st = store_->add_eval(id_, row); !st.ok()) lost(true, "the eval at step " + std::to_string(row.step), st);
+}
+
+void RunRecorder::sample(double t_s, const nlohmann::json& fields) {
+  if (auto st = store_->add_sample(id_, t_s, fields.dump()); !st.ok()) lost(true, "a telemetry sample", st.status());
+}
+
+void RunRecorder::emit(std::string_view type, const nlohmann::json& fields) {
+  if (Status st = events_->emit(type, fields); !st.ok()) lost(false, "a '" + std::string(type) + "' event", st);
+}
+
+void RunRecorder::log(LogLevel level, std::string_view message) {
+  if (Status st = events_->log(level, message); !st.ok()) lost(false, "a log line", st);
+}
+
+void RunRecorder::step_figures(const std::string& predicted_json, const std::string& measured_json) {
+  if (Status st = store_->set_step_figures(id_, predicted_json, measured_json); !st.ok())
+    lost(true, "the predicted and measured figures", st);
+}
+
+}  // namespace spillway

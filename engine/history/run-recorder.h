@@ -1,0 +1,95 @@
+// RunRecorder: the records of one training run — its id, its folder, events.jsonl (EventWriter)
+// and its rows in runs.db (RunStore) — with one policy for a record that cannot be written:
+//  - The records a resume and a restarted GUI trust — a state change, a checkpoint, an error, the
+//    end — return the failure, and the trainer stops the run with it (its checkpoints stay). A
+//    runs.db write of those is retried once after kRetryDelayS first: another process (the GUI, a
+//    second worker, a backup) may hold the write lock past the busy timeout for a moment.
+//  - Telemetry (a step's metric row, a sample, a span, a log line, an eval row, the plan and the
+//    measured figures) never stops a run: a failed write is counted, and the first failure of each
+//    destination (events.jsonl, runs.db) is reported once, through on_warning and as a log event
+//    where the file still takes one; finish() reports the count.
+// Nothing is dropped without a word, and no caller casts a Status to void.
+//
+// Thread-safety: the telemetry methods may be called from any thread (the sampler's, the
+// optimizer's); create, state, checkpoint, fail and finish from one thread. Ownership: the
+// recorder owns its EventWriter and RunStore; not copyable or movable.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "history/run-store.h"
+#include "telemetry/event-writer.h"
+
+namespace spillway {
+
+struct RunRecorderOptions {
+  std::string db_path;    // "" : RunStore::default_db_path()
+  RunStoreOptions store;  // busy timeout and the rest
+  double retry_delay_s = 1.0;
+  // Each telemetry destination's first failure, as a sentence for the user (the worker prints it).
+  std::function<void(const std::string&)> on_warning;
+};
+
+class RunRecorder {
+ public:
+  // Opens runs.db, creates the run folder (info.run_dir, or <runs dir>/<id> when empty; kIo naming
+  // it when it cannot be written), inserts the run's row (info.id generated when empty) and opens
+  // the folder's events.jsonl (appending: a resumed run's time continues from its last line).
+  static Result<std::unique_ptr<RunRecorder>> create(RunInfo info, RunRecorderOptions options);
+  ~RunRecorder();
+  RunRecorder(const RunRecorder&) = delete;
+  RunRecorder& operator=(const RunRecorder&) = delete;
+
+  const std::string& id() const { return id_; }
+  const std::string& dir() const { return dir_; }
+  // The events file's clock (seconds since the run started, continued across resumes).
+  double now_s() const { return events_->now_s(); }
+  // For the telemetry sampler, which writes its sample lines itself.
+  EventWriter* events() { return events_.get(); }
+
+  // Records the run cannot go on without: an error names the file and what to do.
+  Status state(std::string_view name, const nlohmann::json& extra = nlohmann::json::object());
+  Status checkpoint(int64_t step, const std::string& path, uint64_t bytes, double write_s);
+  // The end of a run that completed or stopped: its state line and its row's final figures.
+  Status finish(RunStatus status, const FinalFigures& figures, const nlohmann::json& state_extra = nlohmann::json::object());
+  // The end of a run that failed with `why`: an error line, a "failed" state and the row. Returns
+  // `why`, with the failure to record it appended when there was one.
+  Status fail(const Status& why, FinalFigures figures);
+
+  // Telemetry: counted and reported once when it cannot be written.
+  void step(const nlohmann::json& fields, const MetricRow& row);
+  void eval(const nlohmann::json& fields, const EvalRow& row);
+  void sample(double t_s, const nlohmann::json& fields);  // the runs.db row of a sample the sampler wrote
+  void emit(std::string_view type, const nlohmann::json& fields);
+  void log(LogLevel level, std::string_view message);
+  void step_figures(const std::string& predicted_json, const std::string& measured_json);
+  // Telemetry records not written so far.
+  uint64_t dropped() const { return dropped_.load(); }
+
+ private:
+  RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events, std::string id, std::string dir,
+              RunRecorderOptions options);
+  // A runs.db write of a record the run needs, retried once.
+  Status must(const std::function<Status()>& write, const std::string& what);
+  // A telemetry record not written: counted; the first of each destination is reported.
+  void lost(bool in_db, const std::string& what, const Status& st);
+
+  std::unique_ptr<RunStore> store_;
+  std::unique_ptr<EventWriter> events_;
+  std::string id_, dir_;
+  RunRecorderOptions options_;
+  std::atomic<uint64_t> dropped_{0};
+  std::mutex warn_mu_;
+  bool warned_db_ = false, warned_events_ = false;
+};
+
+}  // namespace spillway
