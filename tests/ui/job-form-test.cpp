@@ -64,8 +64,9 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
     ASSERT_NE(k, nullptr) << describe(w) << " names " << path << ", which the job schema does not have";
     keys.insert(path);
     EXPECT_TRUE(w->toolTip().contains(QString::fromStdString(k->description))) << path << ": " << describe(w);
-    if (!k->required && !k->default_value.is_null())
+    if (!k->required && !k->default_value.is_null()) {
       EXPECT_EQ(valueIn(job, *k), schemaDefault(*k)) << path << ": the form starts elsewhere than the schema's default";
+    }
     if (auto* s = qobject_cast<QSpinBox*>(w)) {
       EXPECT_EQ(s->minimum(), static_cast<int>(k->range.lo)) << path;
       // The range's end, or past it where the form refuses a value with a message (micro-batch).
