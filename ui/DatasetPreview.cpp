@@ -97,13 +97,18 @@ QString renderSequence(const TokenSequence& seq, const Tokenizer& tokenizer,
     // one would lose SentencePiece's leading spaces and split multi-byte characters.
     const size_t from = t > kDecodeContext ? t - kDecodeContext : 0;
     const std::span<const int32_t> ids(seq.input_ids.data() + from, t + 1 - from);
-    const std::string with = tokenizer.decode(ids);
-    const std::string before =
-        t > from ? tokenizer.decode(ids.first(ids.size() - 1)) : std::string();
-    const std::string piece =
-        with.size() >= before.size() && with.compare(0, before.size(), before) == 0
-            ? with.substr(before.size())
-            : tokenizer.decode(ids.last(1));
+    const auto with = tokenizer.decode(ids);
+    const auto before =
+        t > from ? tokenizer.decode(ids.first(ids.size() - 1)) : Result<std::string>(std::string());
+    if (!with.ok() || !before.ok()) {
+      // A decoder that fails (tokenizer.h) ends the sample with its reason.
+      const Status& why = with.ok() ? before.status() : with.status();
+      return html + QString("<span style=\"color:#d33\"> [%1]</span>")
+                        .arg(QString::fromStdString(why.message()).toHtmlEscaped());
+    }
+    const bool extends = with->size() >= before->size() && with->compare(0, before->size(), *before) == 0;
+    const auto last = extends ? Result<std::string>(with->substr(before->size())) : tokenizer.decode(ids.last(1));
+    const std::string piece = last.ok() ? *last : std::string();
     QString text = QString::fromStdString(piece).toHtmlEscaped();
     text.replace("\n", "↵<br/>");
     html += trained

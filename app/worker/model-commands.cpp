@@ -77,14 +77,16 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   if (!config.ok()) return report_failure(io, as_json, config.status());
   auto session = InferenceSession::open(*model, std::min(config->max_position_embeddings, 1024), 1);
   if (!session.ok()) return report_failure(io, as_json, session.status());
-  std::vector<int32_t> ids = (*session)->tokenizer().encode_with_special(*prompt);
-  const size_t prompt_len = ids.size();
-  auto out = (*session)->generate(ids, o);
+  auto ids = (*session)->tokenizer().encode_with_special(*prompt);
+  if (!ids.ok()) return report_failure(io, as_json, ids.status().with_context("--prompt"));
+  const size_t prompt_len = ids->size();
+  auto out = (*session)->generate(*ids, o);
   if (!out.ok()) return report_failure(io, as_json, out.status());
   const std::vector<int32_t> fresh(out->begin() + prompt_len, out->end());
-  const std::string completion = (*session)->tokenizer().decode(fresh, true);
-  if (as_json) io.out << json{{"prompt", *prompt}, {"completion", completion}, {"ids", *out}}.dump() << std::endl;
-  else io.out << *prompt << completion << std::endl;
+  const auto completion = (*session)->tokenizer().decode(fresh, true);
+  if (!completion.ok()) return report_failure(io, as_json, completion.status());
+  if (as_json) io.out << json{{"prompt", *prompt}, {"completion", *completion}, {"ids", *out}}.dump() << std::endl;
+  else io.out << *prompt << *completion << std::endl;
   return 0;
 }
 

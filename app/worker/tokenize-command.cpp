@@ -65,11 +65,15 @@ int run_tokenize(const std::vector<std::string>& args, CommandIo io) {
              << ")\n";
       return 1;
     }
-    const std::vector<int32_t> ids = add_special ? tok.encode_with_special(text) : tok.encode(text);
+    const auto ids = add_special ? tok.encode_with_special(text) : tok.encode(text);
+    if (!ids.ok()) {
+      io.err << "spillway-worker tokenize: line " << line_no << ": " << ids.status().to_string() << "\n";
+      return 1;
+    }
     out.assign("{\"ids\":[");
-    for (size_t k = 0; k < ids.size(); ++k) {
+    for (size_t k = 0; k < ids->size(); ++k) {
       if (k) out.push_back(',');
-      out += std::to_string(ids[k]);
+      out += std::to_string((*ids)[k]);
     }
     out += "]}\n";
     io.out << out;

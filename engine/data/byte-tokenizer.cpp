@@ -2,20 +2,20 @@
 
 namespace spillway {
 
-std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
+Result<std::vector<int32_t>> ByteTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size());
   for (unsigned char c : text) ids.push_back(c);
   return ids;
 }
 
-std::vector<int32_t> ByteTokenizer::encode_with_special(std::string_view text) const {
+Result<std::vector<int32_t>> ByteTokenizer::encode_with_special(std::string_view text) const {
   std::vector<int32_t> ids{kBos};
   for (unsigned char c : text) ids.push_back(c);
   return ids;
 }
 
-std::string ByteTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+Result<std::string> ByteTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string out;
   for (int32_t id : ids) {
     if (id >= 0 && id < 256) out.push_back(static_cast<char>(id));

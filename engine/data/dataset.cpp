@@ -24,14 +24,20 @@ struct Encoded {
   TokenSequence sequence;  // pre-tokenized only
   int32_t token_count = 0;
   bool truncated = false;
-  std::string error;  // non-empty: the record is bad (pre-tokenized id out of range)
+  // Non-empty: the record is bad (a pre-tokenized id out of range, a text the tokenizer cannot
+  // split: tokenizer.h).
+  std::string error;
 };
 
 void encode_document(const DatasetRecord& r, const Tokenizer& tok, const DatasetOptions& o,
                      Encoded* e) {
   if (o.add_bos && tok.bos_id()) e->tokens.push_back(*tok.bos_id());
-  std::vector<int32_t> ids = tok.encode(r.text);
-  e->tokens.insert(e->tokens.end(), ids.begin(), ids.end());
+  const auto ids = tok.encode(r.text);
+  if (!ids.ok()) {
+    e->error = ids.status().message();
+    return;
+  }
+  e->tokens.insert(e->tokens.end(), ids->begin(), ids->end());
   if (tok.eos_id()) e->tokens.push_back(*tok.eos_id());
   // In a packed text stream every token is a target, EOS included: it teaches where a
   // document ends.
@@ -70,9 +76,13 @@ void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const Dat
       e->trained.push_back(s.trained ? 1 : 0);
       continue;
     }
-    std::vector<int32_t> ids = tok.encode(s.text);
-    e->tokens.insert(e->tokens.end(), ids.begin(), ids.end());
-    e->trained.insert(e->trained.end(), ids.size(), s.trained ? 1 : 0);
+    const auto ids = tok.encode(s.text);
+    if (!ids.ok()) {
+      e->error = ids.status().message();
+      return;
+    }
+    e->tokens.insert(e->tokens.end(), ids->begin(), ids->end());
+    e->trained.insert(e->trained.end(), ids->size(), s.trained ? 1 : 0);
   }
 }
 

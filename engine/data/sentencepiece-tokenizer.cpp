@@ -109,6 +109,7 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return not_found(path + ": no such file");
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
+  t->path_ = path;
   SPW_ASSIGN_OR_RETURN(std::string proto, read_file(path));
   const std::optional<std::string> patched = keep_whitespace(proto);
   if (!patched) return corrupt(path + ": not a SentencePiece model (malformed protocol buffer)");
@@ -136,47 +137,56 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
   bool lossless = true;
   for (const char* probe : {"  two  spaces\tand tab\n\nnew lines ", "\xEF\xAC\x81 \xC2\xBD",
                             "\xF0\x9F\xA6\x99 \xE1\x9E\x80\xE1\x9E\xB6 \xE2\x9C\x85"}) {
-    const std::vector<int32_t> ids = t->encode(probe);
-    lossless &= t->decode(ids) == probe;
+    const auto ids = t->encode(probe);
+    if (!ids.ok()) return ids.status();
+    const auto back = t->decode(*ids);
+    if (!back.ok()) return back.status();
+    lossless &= *back == probe;
   }
   t->lossless_ = lossless;
   return t;
 }
 
-std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
+Result<std::vector<int32_t>> SentencePieceTokenizer::encode(std::string_view text) const {
   std::string repaired;
   if (!tokenizer_unicode::utf8_valid(text)) {
     repaired = tokenizer_unicode::utf8_repair(text);
     text = repaired;
   }
   std::vector<int> ids;
-  if (!sp_->Encode(text, &ids).ok()) return {};
-  return {ids.begin(), ids.end()};
+  if (const auto st = sp_->Encode(text, &ids); !st.ok())
+    return invalid_argument(path_ + ": SentencePiece cannot encode a text of " + std::to_string(text.size()) +
+                            " bytes: " + st.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-std::vector<int32_t> SentencePieceTokenizer::encode_with_special(std::string_view text) const {
+Result<std::vector<int32_t>> SentencePieceTokenizer::encode_with_special(std::string_view text) const {
   std::vector<int32_t> ids;
   if (add_bos_ && bos_id_) ids.push_back(*bos_id_);
-  const auto body = encode(text);
+  SPW_ASSIGN_OR_RETURN(const std::vector<int32_t> body, encode(text));
   ids.insert(ids.end(), body.begin(), body.end());
   if (add_eos_ && eos_id_) ids.push_back(*eos_id_);
   return ids;
 }
 
-std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+Result<std::string> SentencePieceTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   // SentencePiece drops control tokens when decoding; outside skip_special they are written as
   // their piece text, and a run that follows one keeps its leading space, as HF's decoder does.
   std::string out;
   std::vector<int> run;
   const int n = sp_->GetPieceSize();
+  Status failed;
   auto flush = [&] {
     if (run.empty()) return;
     std::string text;
-    if (sp_->Decode(run, &text).ok()) {
+    if (const auto st = sp_->Decode(run, &text); st.ok()) {
       const std::string& first = sp_->IdToPiece(run.front());
       if (!out.empty() && first.rfind("\xE2\x96\x81", 0) == 0 && (text.empty() || text[0] != ' '))
         out.push_back(' ');
       out += text;
+    } else if (failed.ok()) {
+      failed = invalid_argument(path_ + ": SentencePiece cannot decode " + std::to_string(run.size()) +
+                                " ids: " + st.ToString());
     }
     run.clear();
   };
@@ -191,6 +201,7 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids, bool sk
     run.push_back(id);
   }
   flush();
+  if (!failed.ok()) return failed;
   return out;
 }
 

@@ -35,9 +35,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   static Result<std::unique_ptr<SentencePieceTokenizer>> load(const std::string& path,
                                                               const TokenizerConfig& config);
 
-  std::vector<int32_t> encode(std::string_view text) const override;
-  std::vector<int32_t> encode_with_special(std::string_view text) const override;
-  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override;
+  Result<std::vector<int32_t>> encode(std::string_view text) const override;
+  Result<std::vector<int32_t>> encode_with_special(std::string_view text) const override;
+  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const override;
 
   int32_t vocab_size() const override;
   std::optional<int32_t> token_to_id(std::string_view token) const override;
@@ -53,6 +53,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   SentencePieceTokenizer();
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string path_;  // for errors
   std::optional<int32_t> bos_id_, eos_id_, pad_id_;
   bool add_bos_ = true, add_eos_ = false;
   std::string chat_template_;

@@ -16,7 +16,7 @@ constexpr const char* kReplacementChar = "\xEF\xBF\xBD";
 
 class ByteLevelDecoder final : public TokenizerDecoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  Status decode_chain(std::vector<std::string>& tokens) const override {
     std::string bytes;
     for (const auto& t : tokens) {
       // A token whose characters are not all in the table (an added token such as "<|x|>" is
@@ -38,6 +38,7 @@ class ByteLevelDecoder final : public TokenizerDecoder {
       }
     }
     tokens.assign(1, tu::utf8_valid(bytes) ? bytes : tu::utf8_repair(bytes));
+    return {};
   }
   bool restores_bytes() const override { return true; }
 };
@@ -46,7 +47,7 @@ class MetaspaceDecoder final : public TokenizerDecoder {
  public:
   MetaspaceDecoder(std::string rep, bool strip_first)
       : rep_(std::move(rep)), strip_first_(strip_first) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  Status decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t k = 0; k < tokens.size(); ++k) {
       std::string out;
       const std::string& t = tokens[k];
@@ -59,6 +60,7 @@ class MetaspaceDecoder final : public TokenizerDecoder {
       }
       tokens[k].swap(out);
     }
+    return {};
   }
 
  private:
@@ -69,8 +71,9 @@ class MetaspaceDecoder final : public TokenizerDecoder {
 class ReplaceDecoder final : public TokenizerDecoder {
  public:
   explicit ReplaceDecoder(TokenizerReplace r) : replace_(std::move(r)) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
-    for (auto& t : tokens) replace_.apply(t);
+  Status decode_chain(std::vector<std::string>& tokens) const override {
+    for (auto& t : tokens) SPW_RETURN_IF_ERROR(replace_.apply(t));
+    return {};
   }
 
  private:
@@ -86,7 +89,7 @@ int hex_digit(char c) {
 
 class ByteFallbackDecoder final : public TokenizerDecoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  Status decode_chain(std::vector<std::string>& tokens) const override {
     std::vector<std::string> out;
     out.reserve(tokens.size());
     std::string pending;
@@ -110,16 +113,18 @@ class ByteFallbackDecoder final : public TokenizerDecoder {
     }
     flush();
     tokens.swap(out);
+    return {};
   }
   bool restores_bytes() const override { return true; }
 };
 
 class FuseDecoder final : public TokenizerDecoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  Status decode_chain(std::vector<std::string>& tokens) const override {
     std::string all;
     for (const auto& t : tokens) all += t;
     tokens.assign(1, std::move(all));
+    return {};
   }
 };
 
@@ -127,7 +132,7 @@ class StripDecoder final : public TokenizerDecoder {
  public:
   StripDecoder(std::string content, size_t start, size_t stop)
       : content_(std::move(content)), start_(start), stop_(stop) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  Status decode_chain(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens) {
       size_t b = 0, e = t.size();
       for (size_t k = 0; k < start_ && b < e && t.compare(b, content_.size(), content_) == 0; ++k)
@@ -138,6 +143,7 @@ class StripDecoder final : public TokenizerDecoder {
         e -= content_.size();
       t = t.substr(b, e - b);
     }
+    return {};
   }
 
  private:
@@ -148,7 +154,7 @@ class StripDecoder final : public TokenizerDecoder {
 class BpeSuffixDecoder final : public TokenizerDecoder {
  public:
   explicit BpeSuffixDecoder(std::string suffix) : suffix_(std::move(suffix)) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  Status decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t k = 0; k < tokens.size(); ++k) {
       std::string& t = tokens[k];
       const std::string rep = k + 1 == tokens.size() ? "" : " ";
@@ -161,6 +167,7 @@ class BpeSuffixDecoder final : public TokenizerDecoder {
       out.append(t, pos, std::string::npos);
       t.swap(out);
     }
+    return {};
   }
 
  private:
@@ -171,8 +178,9 @@ class SequenceDecoder final : public TokenizerDecoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<TokenizerDecoder>> d)
       : items_(std::move(d)) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
-    for (const auto& d : items_) d->decode_chain(tokens);
+  Status decode_chain(std::vector<std::string>& tokens) const override {
+    for (const auto& d : items_) SPW_RETURN_IF_ERROR(d->decode_chain(tokens));
+    return {};
   }
   bool restores_bytes() const override {
     for (const auto& d : items_)

@@ -20,7 +20,8 @@ class TokenizerDecoder {
  public:
   virtual ~TokenizerDecoder() = default;
   // Rewrites the token strings; the decoded text is the concatenation of the result.
-  virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  // kInvalidArgument when a Replace regex gives up on a token (tokenizer-regex.h).
+  virtual Status decode_chain(std::vector<std::string>& tokens) const = 0;
   // True for a ByteLevel or ByteFallback step: decode reproduces arbitrary bytes.
   virtual bool restores_bytes() const { return false; }
 };

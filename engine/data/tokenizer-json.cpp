@@ -56,6 +56,7 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
   if (!root.contains("model")) return corrupt(source + ": missing field \"model\"");
 
   std::unique_ptr<JsonTokenizer> t(new JsonTokenizer());
+  t->source_ = source;
   auto ctx = [&](const Status& s) { return s.with_context(source); };
   {
     auto m = BpeModel::from_json(root["model"]);
@@ -99,7 +100,10 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
     t->vocab_size_ = std::max(t->vocab_size_, a.id + 1);
     if (a.normalized) {
       std::string p = a.content;
-      if (t->normalizer_) t->normalizer_->normalize(p);
+      if (t->normalizer_) {
+        const Status st = t->normalizer_->normalize(p);
+        if (!st.ok()) return ctx(st.with_context("added token " + std::to_string(a.id)));
+      }
       norm.push_back(a);
       norm_pat.push_back(std::move(p));
     } else {
@@ -144,7 +148,7 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
   return t;
 }
 
-std::vector<int32_t> JsonTokenizer::encode(std::string_view text) const {
+Result<std::vector<int32_t>> JsonTokenizer::encode(std::string_view text) const {
   std::string repaired;
   if (!tokenizer_unicode::utf8_valid(text)) {
     repaired = tokenizer_unicode::utf8_repair(text);
@@ -162,7 +166,10 @@ std::vector<int32_t> JsonTokenizer::encode(std::string_view text) const {
       continue;
     }
     segment.assign(text.substr(rs.begin, rs.end - rs.begin));
-    if (normalizer_) normalizer_->normalize(segment);
+    if (normalizer_) {
+      const Status st = normalizer_->normalize(segment);
+      if (!st.ok()) return st.with_context(source_ + ": normalizer");
+    }
     norm_splits.clear();
     normalized_matcher_.find(segment, norm_splits);
     for (const AddedSplit& ns : norm_splits) {
@@ -173,18 +180,22 @@ std::vector<int32_t> JsonTokenizer::encode(std::string_view text) const {
       pieces.clear();
       pieces.push_back(
           {segment.substr(ns.begin, ns.end - ns.begin), rs.begin == 0 && ns.begin == 0});
-      if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(pieces);
+      if (pre_tokenizer_) {
+        const Status st = pre_tokenizer_->pre_tokenize(pieces);
+        if (!st.ok()) return st.with_context(source_ + ": pre_tokenizer");
+      }
       for (const PreToken& p : pieces) model_->tokenize(p.text, ids);
     }
   }
   return ids;
 }
 
-std::vector<int32_t> JsonTokenizer::encode_with_special(std::string_view text) const {
-  return post_processor_.process(encode(text));
+Result<std::vector<int32_t>> JsonTokenizer::encode_with_special(std::string_view text) const {
+  SPW_ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(text));
+  return post_processor_.process(std::move(ids));
 }
 
-std::string JsonTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+Result<std::string> JsonTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -212,7 +223,8 @@ std::string JsonTokenizer::decode(std::span<const int32_t> ids, bool skip_specia
     }
     return out;
   }
-  decoder_->decode_chain(tokens);
+  const Status st = decoder_->decode_chain(tokens);
+  if (!st.ok()) return st.with_context(source_ + ": decoder");
   std::string out;
   for (const auto& s : tokens) out += s;
   return out;

@@ -38,9 +38,9 @@ class JsonTokenizer final : public Tokenizer {
                                                                const std::string& source,
                                                                const TokenizerConfig& config);
 
-  std::vector<int32_t> encode(std::string_view text) const override;
-  std::vector<int32_t> encode_with_special(std::string_view text) const override;
-  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override;
+  Result<std::vector<int32_t>> encode(std::string_view text) const override;
+  Result<std::vector<int32_t>> encode_with_special(std::string_view text) const override;
+  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const override;
 
   int32_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
@@ -58,6 +58,7 @@ class JsonTokenizer final : public Tokenizer {
  private:
   JsonTokenizer() = default;
 
+  std::string source_;  // the file, for errors
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<TokenizerNormalizer> normalizer_;
   std::unique_ptr<TokenizerPreTokenizer> pre_tokenizer_;

@@ -14,13 +14,26 @@ using nlohmann::json;
 
 namespace {
 
+const char* form_name(tu::NormalForm f) {
+  switch (f) {
+    case tu::NormalForm::kNfc: return "NFC";
+    case tu::NormalForm::kNfd: return "NFD";
+    case tu::NormalForm::kNfkc: return "NFKC";
+    case tu::NormalForm::kNfkd: return "NFKD";
+  }
+  return "?";
+}
+
 class NormalFormNormalizer final : public TokenizerNormalizer {
  public:
   explicit NormalFormNormalizer(tu::NormalForm f) : form_(f) {}
-  void normalize(std::string& s) const override {
+  Status normalize(std::string& s) const override {
     std::string out;
-    tu::normalize(form_, s, out);
+    if (!tu::normalize(form_, s, out))
+      return invalid_argument(std::string("Unicode normalization (") + form_name(form_) +
+                              ") failed on a piece of " + std::to_string(s.size()) + " bytes (ICU)");
     s.swap(out);
+    return {};
   }
   bool reversible() const override { return false; }
 
@@ -30,15 +43,19 @@ class NormalFormNormalizer final : public TokenizerNormalizer {
 
 class LowercaseNormalizer final : public TokenizerNormalizer {
  public:
-  void normalize(std::string& s) const override { s = tu::to_lower(s); }
+  Status normalize(std::string& s) const override {
+    s = tu::to_lower(s);
+    return {};
+  }
   bool reversible() const override { return false; }
 };
 
 class PrependNormalizer final : public TokenizerNormalizer {
  public:
   explicit PrependNormalizer(std::string p) : prepend_(std::move(p)) {}
-  void normalize(std::string& s) const override {
+  Status normalize(std::string& s) const override {
     if (!s.empty()) s.insert(0, prepend_);
+    return {};
   }
   bool reversible() const override { return true; }
 
@@ -49,7 +66,7 @@ class PrependNormalizer final : public TokenizerNormalizer {
 class ReplaceNormalizer final : public TokenizerNormalizer {
  public:
   explicit ReplaceNormalizer(TokenizerReplace r) : replace_(std::move(r)) {}
-  void normalize(std::string& s) const override { replace_.apply(s); }
+  Status normalize(std::string& s) const override { return replace_.apply(s); }
   // " " -> "▁" (the SentencePiece convention) is undone by the Metaspace/Replace decoders.
   bool reversible() const override { return replace_.literal() == " "; }
 
@@ -60,7 +77,7 @@ class ReplaceNormalizer final : public TokenizerNormalizer {
 class StripNormalizer final : public TokenizerNormalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
-  void normalize(std::string& s) const override {
+  Status normalize(std::string& s) const override {
     size_t b = 0, e = s.size();
     if (left_) {
       while (b < e) {
@@ -79,6 +96,7 @@ class StripNormalizer final : public TokenizerNormalizer {
       }
     }
     s = s.substr(b, e - b);
+    return {};
   }
   bool reversible() const override { return false; }
 
@@ -90,8 +108,9 @@ class SequenceNormalizer final : public TokenizerNormalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<TokenizerNormalizer>> n)
       : items_(std::move(n)) {}
-  void normalize(std::string& s) const override {
-    for (const auto& n : items_) n->normalize(s);
+  Status normalize(std::string& s) const override {
+    for (const auto& n : items_) SPW_RETURN_IF_ERROR(n->normalize(s));
+    return {};
   }
   bool reversible() const override {
     for (const auto& n : items_)

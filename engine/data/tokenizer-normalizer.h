@@ -19,8 +19,9 @@ namespace spillway {
 class TokenizerNormalizer {
  public:
   virtual ~TokenizerNormalizer() = default;
-  // Rewrites `s` (UTF-8) in place.
-  virtual void normalize(std::string& s) const = 0;
+  // Rewrites `s` (UTF-8) in place. kInvalidArgument when a step cannot process this text (a
+  // Replace regex that gives up, ICU failing on a Unicode form); `s` is then unusable.
+  virtual Status normalize(std::string& s) const = 0;
   // False when the normalizer can change text in a way decode cannot undo (Unicode forms,
   // lowercasing, stripping); Prepend/Replace of the Metaspace kind count as reversible.
   virtual bool reversible() const = 0;

@@ -26,14 +26,14 @@ struct Span {
 };
 
 // The spans of `text` that match / do not match, covering it (HF Pattern::find_matches).
-std::vector<Span> find_spans(const TokenizerRegex& re, std::string_view text, bool invert) {
+Result<std::vector<Span>> find_spans(const TokenizerRegex& re, std::string_view text, bool invert) {
   std::vector<Span> spans;
   size_t prev = 0;
-  re.find_all(text, [&](size_t b, size_t e) {
+  SPW_RETURN_IF_ERROR(re.find_all(text, [&](size_t b, size_t e) {
     if (prev != b) spans.push_back({prev, b, invert});
     spans.push_back({b, e, !invert});
     prev = e;
-  });
+  }));
   if (prev != text.size()) spans.push_back({prev, text.size(), invert});
   return spans;
 }
@@ -100,11 +100,15 @@ class SplitPreTokenizer final : public TokenizerPreTokenizer {
  public:
   SplitPreTokenizer(TokenizerRegex re, SplitBehavior b, bool invert)
       : re_(std::move(re)), behavior_(b), invert_(invert) {}
-  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+  Status pre_tokenize(std::vector<PreToken>& pieces) const override {
     std::vector<PreToken> out;
     out.reserve(pieces.size() * 4);
-    for (const auto& p : pieces) split_piece(p, find_spans(re_, p.text, invert_), behavior_, out);
+    for (const auto& p : pieces) {
+      SPW_ASSIGN_OR_RETURN(const std::vector<Span> spans, find_spans(re_, p.text, invert_));
+      split_piece(p, spans, behavior_, out);
+    }
     pieces.swap(out);
+    return {};
   }
 
  private:
@@ -117,7 +121,7 @@ class ByteLevelPreTokenizer final : public TokenizerPreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, std::unique_ptr<TokenizerRegex> re)
       : add_prefix_space_(add_prefix_space), re_(std::move(re)) {}
-  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+  Status pre_tokenize(std::vector<PreToken>& pieces) const override {
     if (add_prefix_space_) {
       for (auto& p : pieces)
         if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, 1, ' ');
@@ -125,8 +129,10 @@ class ByteLevelPreTokenizer final : public TokenizerPreTokenizer {
     if (re_) {
       std::vector<PreToken> out;
       out.reserve(pieces.size() * 4);
-      for (const auto& p : pieces)
-        split_piece(p, find_spans(*re_, p.text, false), SplitBehavior::kIsolated, out);
+      for (const auto& p : pieces) {
+        SPW_ASSIGN_OR_RETURN(const std::vector<Span> spans, find_spans(*re_, p.text, false));
+        split_piece(p, spans, SplitBehavior::kIsolated, out);
+      }
       pieces.swap(out);
     }
     const auto& table = tu::byte_to_utf8();
@@ -136,6 +142,7 @@ class ByteLevelPreTokenizer final : public TokenizerPreTokenizer {
       for (unsigned char c : p.text) mapped += table[c];
       p.text.swap(mapped);
     }
+    return {};
   }
   bool byte_level() const override { return true; }
 
@@ -151,7 +158,7 @@ class MetaspacePreTokenizer final : public TokenizerPreTokenizer {
   MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, bool split,
                         TokenizerRegex re)
       : rep_(std::move(replacement)), scheme_(scheme), split_(split), re_(std::move(re)) {}
-  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+  Status pre_tokenize(std::vector<PreToken>& pieces) const override {
     std::vector<PreToken> out;
     out.reserve(pieces.size() * 4);
     for (auto& p : pieces) {
@@ -168,12 +175,15 @@ class MetaspacePreTokenizer final : public TokenizerPreTokenizer {
           (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_start)))
         t.insert(0, rep_);
       PreToken np{std::move(t), p.at_start};
-      if (split_)
-        split_piece(np, find_spans(re_, np.text, false), SplitBehavior::kMergedWithNext, out);
-      else if (!np.text.empty())
+      if (split_) {
+        SPW_ASSIGN_OR_RETURN(const std::vector<Span> spans, find_spans(re_, np.text, false));
+        split_piece(np, spans, SplitBehavior::kMergedWithNext, out);
+      } else if (!np.text.empty()) {
         out.push_back(std::move(np));
+      }
     }
     pieces.swap(out);
+    return {};
   }
 
  private:
@@ -187,8 +197,9 @@ class SequencePreTokenizer final : public TokenizerPreTokenizer {
  public:
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<TokenizerPreTokenizer>> items)
       : items_(std::move(items)) {}
-  void pre_tokenize(std::vector<PreToken>& pieces) const override {
-    for (const auto& p : items_) p->pre_tokenize(pieces);
+  Status pre_tokenize(std::vector<PreToken>& pieces) const override {
+    for (const auto& p : items_) SPW_RETURN_IF_ERROR(p->pre_tokenize(pieces));
+    return {};
   }
   bool byte_level() const override {
     for (const auto& p : items_)

@@ -33,8 +33,9 @@ struct PreToken {
 class TokenizerPreTokenizer {
  public:
   virtual ~TokenizerPreTokenizer() = default;
-  // Replaces `pieces` by their splits (empty splits are dropped, as HF does).
-  virtual void pre_tokenize(std::vector<PreToken>& pieces) const = 0;
+  // Replaces `pieces` by their splits (empty splits are dropped, as HF does). kInvalidArgument
+  // when a pattern gives up on a piece (tokenizer-regex.h); `pieces` is then unusable.
+  virtual Status pre_tokenize(std::vector<PreToken>& pieces) const = 0;
   // True for ByteLevel (alone or in a Sequence): every byte is representable.
   virtual bool byte_level() const { return false; }
 };

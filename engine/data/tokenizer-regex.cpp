@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "data/tokenizer-unicode.h"
@@ -60,15 +61,38 @@ Result<TokenizerRegex> TokenizerRegex::literal(std::string_view text) {
   return compile(p);
 }
 
-bool TokenizerRegex::find_all(std::string_view text,
-                              const std::function<void(size_t, size_t)>& on_match) const {
-  if (!code_) return false;
+namespace {
+
+// `s` cut to `max` bytes (at a character boundary) with control characters escaped, for messages.
+std::string shown(std::string_view s, size_t max) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size() && out.size() < max) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = std::min(tokenizer_unicode::utf8_len(c), s.size() - i);
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += c == '\n' ? std::string("\\n") : std::string("\\x") + hex[c >> 4] + hex[c & 15];
+    } else {
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  if (i < s.size()) out += "...";
+  return out;
+}
+
+}  // namespace
+
+Status TokenizerRegex::find_all(std::string_view text,
+                                const std::function<void(size_t, size_t)>& on_match) const {
+  if (!code_) return internal_error("tokenizer regex used before it was compiled");
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
   pcre2_jit_stack* stack = nullptr;
   pcre2_match_context* mctx = nullptr;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
-  bool ok = true;
+  int failure = 0;
   while (pos <= text.size()) {
     // The subject was validated by the caller; skipping the check keeps matching linear.
     int rc = jit_ ? pcre2_jit_match(code_, subject, text.size(), pos, 0, md, mctx)
@@ -81,7 +105,7 @@ bool TokenizerRegex::find_all(std::string_view text,
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
-      ok = false;
+      failure = rc;
       break;
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
@@ -98,7 +122,14 @@ bool TokenizerRegex::find_all(std::string_view text,
   pcre2_match_data_free(md);
   if (mctx) pcre2_match_context_free(mctx);
   if (stack) pcre2_jit_stack_free(stack);
-  return ok;
+  if (failure == 0) return {};
+  PCRE2_UCHAR msg[256];
+  pcre2_get_error_message(failure, msg, sizeof(msg));
+  return invalid_argument("tokenizer regex '" + shown(pattern_, 80) + "' gave up on a piece of " +
+                          std::to_string(text.size()) + " bytes at byte " + std::to_string(pos) + " ('" +
+                          shown(text.substr(pos), 40) + "'): PCRE2: " + reinterpret_cast<const char*>(msg) +
+                          "; the pattern backtracks too much on this text, so it cannot be split as the "
+                          "tokenizer was trained (shorten such runs in the data or fix the pattern)");
 }
 
 }  // namespace spillway

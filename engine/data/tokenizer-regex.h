@@ -4,6 +4,7 @@
 // and decoder.
 //
 // Immutable after compile(); find_all() is const and thread-safe (match data is per call).
+// A failed match is an error the tokenizer returns from encode(), never a silently unsplit text.
 // Move-only: owns the pcre2_code.
 #pragma once
 
@@ -34,8 +35,12 @@ class TokenizerRegex {
 
   // Calls on_match(start, end) for each successive non-overlapping match in `text` (byte
   // offsets), as Rust's find_iter: an empty match advances by one character. `text` must be
-  // valid UTF-8. Returns false when matching failed (a PCRE2 resource limit).
-  bool find_all(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const;
+  // valid UTF-8. When PCRE2 gives up (its match limit, depth or heap limit, or the 8 MiB JIT
+  // stack: a pattern that backtracks catastrophically on this text), the matches reported so far
+  // stand and kInvalidArgument names the pattern, the text and PCRE2's reason; the caller must
+  // not use a partial split (Oniguruma, which HF `tokenizers` uses, has no such limit, so there is
+  // no result to match).
+  Status find_all(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const;
 
   const std::string& pattern() const { return pattern_; }
 

@@ -19,10 +19,10 @@ Result<TokenizerReplace> TokenizerReplace::parse(const nlohmann::json& p, std::s
   return corrupt("pattern is neither {\"String\": ...} nor {\"Regex\": ...}");
 }
 
-void TokenizerReplace::apply(std::string& s) const {
+Status TokenizerReplace::apply(std::string& s) const {
   std::string out;
   if (!literal_.empty()) {
-    if (s.find(literal_) == std::string::npos) return;
+    if (s.find(literal_) == std::string::npos) return {};
     out.reserve(s.size() + s.size() / 4);
     size_t pos = 0;
     for (size_t f; (f = s.find(literal_, pos)) != std::string::npos; pos = f + literal_.size()) {
@@ -32,14 +32,15 @@ void TokenizerReplace::apply(std::string& s) const {
     out.append(s, pos, std::string::npos);
   } else {
     size_t prev = 0;
-    re_.find_all(s, [&](size_t b, size_t e) {
+    SPW_RETURN_IF_ERROR(re_.find_all(s, [&](size_t b, size_t e) {
       out.append(s, prev, b - prev);
       out += content_;
       prev = e;
-    });
+    }));
     out.append(s, prev, std::string::npos);
   }
   s.swap(out);
+  return {};
 }
 
 }  // namespace spillway

@@ -19,8 +19,9 @@ class TokenizerReplace {
   // kInvalidArgument for a regex that does not compile.
   static Result<TokenizerReplace> parse(const nlohmann::json& pattern, std::string content);
 
-  // Replaces every match in `s`, in place.
-  void apply(std::string& s) const;
+  // Replaces every match in `s`, in place. A Regex pattern's matching failure (find_all) is
+  // returned and leaves `s` unchanged.
+  Status apply(std::string& s) const;
 
   // The String pattern, empty for a Regex one.
   const std::string& literal() const { return literal_; }

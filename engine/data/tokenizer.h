@@ -29,12 +29,17 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& path);
 
   // Ids of `text` as HF `tokenizer(text, add_special_tokens=False)`: added/special tokens written
-  // in the text are recognised and split out, but no BOS/EOS is added.
-  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // in the text are recognised and split out, but no BOS/EOS is added. kInvalidArgument naming
+  // the tokenizer file, the pattern and the piece of text when the text cannot be tokenized as
+  // the tokenizer defines it: a pre-tokenizer or normalizer regex on which PCRE2 gives up (its
+  // match limit; HF's Oniguruma has none, so no result would match HF's), or a Unicode
+  // normalization that fails. Never a silently different split.
+  virtual Result<std::vector<int32_t>> encode(std::string_view text) const = 0;
   // As HF with add_special_tokens=True: the post-processor's BOS/EOS around encode(text).
-  virtual std::vector<int32_t> encode_with_special(std::string_view text) const = 0;
+  virtual Result<std::vector<int32_t>> encode_with_special(std::string_view text) const = 0;
   // Text of `ids`; with skip_special, special tokens are dropped (HF skip_special_tokens).
-  virtual std::string decode(std::span<const int32_t> ids, bool skip_special = false) const = 0;
+  // kInvalidArgument when a decoder's Replace regex gives up on a token (as encode).
+  virtual Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const = 0;
 
   // Number of ids, including added tokens (max id + 1).
   virtual int32_t vocab_size() const = 0;

@@ -43,9 +43,9 @@ TEST(TokenizeCommand, WritesIdsPerLine) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = parse_ids(r.out);
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0], (*tok)->encode("Once upon a time"));
+  EXPECT_EQ(rows[0], *(*tok)->encode("Once upon a time"));
   EXPECT_TRUE(rows[1].empty());
-  EXPECT_EQ(rows[2], (*tok)->encode("Lily \xC3\xA9 </s>"));
+  EXPECT_EQ(rows[2], *(*tok)->encode("Lily \xC3\xA9 </s>"));
   EXPECT_EQ(rows[2].back(), 2);  // "</s>" in the text is the special token
 
   r = run({"tokenize", "--tokenizer", path, "--add-special-tokens"},
@@ -53,7 +53,7 @@ TEST(TokenizeCommand, WritesIdsPerLine) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto with = parse_ids(r.out);
   ASSERT_EQ(with.size(), 1u);
-  EXPECT_EQ(with[0], (*tok)->encode_with_special("Once upon a time"));
+  EXPECT_EQ(with[0], *(*tok)->encode_with_special("Once upon a time"));
   EXPECT_EQ(with[0].front(), 1);
 }
 

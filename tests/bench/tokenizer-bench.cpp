@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     for (const char* pass : {"cold", "warm"}) {
       size_t tokens = 0;
       t0 = std::chrono::steady_clock::now();
-      for (const auto& line : lines) tokens += (*tok)->encode(line).size();
+      for (const auto& line : lines) tokens += (*tok)->encode(line)->size();
       const double s = seconds_since(t0);
       std::printf(
           "  %-48s lines  %-4s %7.2f MB in %6.3f s = %6.2f MB/s, %8.0f tokens/s (%zu tokens)\n",
@@ -84,14 +84,14 @@ int main(int argc, char** argv) {
       total_s += s;
     }
     t0 = std::chrono::steady_clock::now();
-    const auto ids = (*tok)->encode(*text);
+    const auto ids = *(*tok)->encode(*text);
     const double s = seconds_since(t0);
     std::printf(
         "  %-48s whole      %7.2f MB in %6.3f s = %6.2f MB/s, %8.0f tokens/s (%zu tokens)\n",
         file.substr(file.find_last_of('/') + 1).c_str(), mb, s, mb / s, ids.size() / s, ids.size());
     total_bytes += mb;
     total_s += s;
-    if ((*tok)->lossless() && (*tok)->decode(ids) != *text) {
+    if ((*tok)->lossless() && *(*tok)->decode(ids) != *text) {
       std::fprintf(stderr, "bench-tokenizer: decode(encode(%s)) differs from the input\n",
                    file.c_str());
       rc = 1;

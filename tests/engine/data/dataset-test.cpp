@@ -472,9 +472,9 @@ TEST_F(RealTokenizer, AlpacaMasksCountReplyTokens) {
   for (const json& x : load_json("datasets/alpaca/alpaca_en_demo.json")) {
     std::string user = x["instruction"].get<std::string>();
     if (!x["input"].get<std::string>().empty()) user += "\n\n" + x["input"].get<std::string>();
-    int64_t reply = static_cast<int64_t>(tok.encode(x["output"].get<std::string>()).size());
+    int64_t reply = static_cast<int64_t>(tok.encode(x["output"].get<std::string>())->size());
     trained += reply + 1;
-    total += 1 + static_cast<int64_t>(tok.encode(user + "\n").size()) + reply + 1;
+    total += 1 + static_cast<int64_t>(tok.encode(user + "\n")->size()) + reply + 1;
   }
   EXPECT_EQ(ds->size(), 999u);
   EXPECT_EQ(ds->stats().trained_tokens, trained);
@@ -496,7 +496,7 @@ TEST_F(RealTokenizer, ShareGptAndPackedStories) {
   for (const json& x : load_json("datasets/sharegpt/fastchat_dummy_conversation.json"))
     for (const json& m : x["conversations"])
       if (m["from"] == "gpt")
-        trained += static_cast<int64_t>(tok.encode(m["value"].get<std::string>()).size()) + 1;
+        trained += static_cast<int64_t>(tok.encode(m["value"].get<std::string>())->size()) + 1;
   EXPECT_EQ(chat->stats().trained_tokens, trained);
   EXPECT_EQ(chat->stats().total_tokens, 58383);
   EXPECT_EQ(chat->stats().trained_tokens, 45475);
@@ -536,7 +536,7 @@ void expect_segmentwise_equals_whole(const Tokenizer& tok, const Dataset& ds,
       else
         whole += g.text;
     }
-    std::vector<int32_t> ids = tok.encode(whole);
+    std::vector<int32_t> ids = *tok.encode(whole);
     const TokenSequence& s = ds[i];
     ASSERT_EQ(s.size() + 1, ids.size()) << "record " << i;
     EXPECT_TRUE(std::equal(s.input_ids.begin(), s.input_ids.end(), ids.begin())) << "record " << i;
@@ -572,7 +572,7 @@ TEST(RealTokenizers, ChatMlWithQwen25) {
   EXPECT_EQ(im_end_targets, replies);
   // The reply's tokens are exactly encode(reply) followed by <|im_end|>.
   const std::string reply = first["conversations"][1]["value"];
-  std::vector<int32_t> want = tok->encode(reply);
+  std::vector<int32_t> want = *tok->encode(reply);
   want.push_back(*im_end);
   std::vector<int32_t> got;
   for (int32_t l : s.labels) {
@@ -639,7 +639,7 @@ TEST(RealTokenizers, Llama2MatchesTheReferenceString) {
       else
         text += " " + v + " </s>";
     }
-    std::vector<int32_t> ids = tok->encode(text);
+    std::vector<int32_t> ids = *tok->encode(text);
     const TokenSequence& s = (*ds)[i];
     ASSERT_EQ(s.size() + 1, ids.size()) << "record " << i << ": " << text;
     EXPECT_TRUE(std::equal(s.input_ids.begin(), s.input_ids.end(), ids.begin())) << "record " << i;

@@ -17,19 +17,19 @@ class FakeByteTokenizer : public Tokenizer {
                              bool has_eos = true)
       : chat_template_(std::move(chat_template)), has_bos_(has_bos), has_eos_(has_eos) {}
 
-  std::vector<int32_t> encode(std::string_view text) const override {
+  Result<std::vector<int32_t>> encode(std::string_view text) const override {
     std::vector<int32_t> ids;
     ids.reserve(text.size());
     for (unsigned char c : text) ids.push_back(static_cast<int32_t>(c) + kOffset);
     return ids;
   }
-  std::vector<int32_t> encode_with_special(std::string_view text) const override {
+  Result<std::vector<int32_t>> encode_with_special(std::string_view text) const override {
     std::vector<int32_t> ids{kBos};
     auto body = encode(text);
-    ids.insert(ids.end(), body.begin(), body.end());
+    ids.insert(ids.end(), body->begin(), body->end());
     return ids;
   }
-  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override {
+  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const override {
     std::string s;
     for (int32_t id : ids) {
       if (id >= kOffset)
@@ -47,7 +47,7 @@ class FakeByteTokenizer : public Tokenizer {
     return std::nullopt;
   }
   std::string id_to_token(int32_t id) const override {
-    return decode(std::span<const int32_t>(&id, 1));
+    return *decode(std::span<const int32_t>(&id, 1));
   }
   std::optional<int32_t> bos_id() const override {
     return has_bos_ ? std::optional<int32_t>(kBos) : std::nullopt;
