@@ -58,7 +58,7 @@ TEST(DatasetReaderBadLines, BinaryFilesAreNotText) {
     EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
     EXPECT_FALSE(detect_dataset_format(p).ok()) << what;
   }
-  const std::string latin1 = write(dir, "l.txt", "F\xFC\xDFe over the road, and a long enough line of plain text.\n");
+  const std::string latin1 = write(dir, "l.txt", "F\xFC\xDF" "e over the road, and a long enough line of plain text.\n");
   EXPECT_TRUE(read_dataset_records(latin1, ReadOptions{}).ok());
 }
 
