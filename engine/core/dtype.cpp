@@ -87,7 +87,9 @@ uint16_t f32_to_f16(float f) {
 
 void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
-    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kF32:
+      if (n) std::memcpy(dst, src, n * 4);  // an empty tensor may have no buffer: memcpy needs one
+      return;
     case DType::kBF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
@@ -118,7 +120,9 @@ void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
 
 void convert_from_f32(const float* src, DType to, void* dst, size_t n) {
   switch (to) {
-    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kF32:
+      if (n) std::memcpy(dst, src, n * 4);  // an empty tensor may have no buffer: memcpy needs one
+      return;
     case DType::kBF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);

@@ -63,7 +63,10 @@ Status parse_entry(const std::string& path, const std::string& name, const nlohm
     return bad(path, where + "data ends at byte " + std::to_string(t->end) + " of the data section, past its end (" +
                          std::to_string(data_size) + " bytes): the file is truncated or the header is wrong");
   }
-  uint64_t expect = numel * dtype_size(t->dtype);
+  // The byte size is checked for overflow too: [2^62] of F32 would wrap to 0 bytes and pass.
+  uint64_t expect = 0;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(t->dtype)), &expect))
+    return bad(path, where + "shape " + t->shape_string() + " of " + dtype_name(t->dtype) + " overflows a 64-bit byte size");
   if (t->nbytes() != expect) {
     return bad(path, where + "shape " + t->shape_string() + " of " + dtype_name(t->dtype) + " needs " +
                          std::to_string(expect) + " bytes but data_offsets span " + std::to_string(t->nbytes()));

@@ -76,7 +76,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "'dtype'"},
         CorruptCase{"bad_metadata", R"({"__metadata__":{"format":3},"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})",
                     24, -1, ErrorCode::kCorrupt, "__metadata__"},
-        CorruptCase{"entry_not_object", R"({"a":[1,2]})", 24, -1, ErrorCode::kCorrupt, "tensor 'a'"}),
+        CorruptCase{"entry_not_object", R"({"a":[1,2]})", 24, -1, ErrorCode::kCorrupt, "tensor 'a'"},
+        // 2^62 elements of 4 bytes wrap to a byte size of 0, which matched the empty data_offsets.
+        CorruptCase{"byte_size_overflows", R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})",
+                    24, -1, ErrorCode::kCorrupt, "overflows a 64-bit byte size"}),
     [](const auto& info) { return std::string(info.param.kind); });
 
 TEST(Safetensors, FileShorterThanLength) {
@@ -130,6 +133,20 @@ TEST(Safetensors, WriteReadRoundTripWithConversions) {
   f.read(reinterpret_cast<char*>(&n), 8);
   EXPECT_EQ(n % 8, 0u);
   EXPECT_EQ(store->find("w.a")->begin % 4, 0u);
+}
+
+// An empty tensor reads as nothing, into no buffer (fuzzing found memcpy given a null pointer).
+TEST(Safetensors, EmptyTensorReadsIntoNoBuffer) {
+  testing::TempDir dir;
+  const std::string path = (fs::path(dir.path()) / "e.safetensors").string();
+  const float one = 1;
+  ASSERT_TRUE(write_safetensors(path, {{"empty", DType::kF32, {0, 4}, &one}, {"bf", DType::kBF16, {0}, &one}}).ok());
+  auto store = TensorStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  for (const char* name : {"empty", "bf"}) {
+    std::vector<float> none;
+    EXPECT_TRUE(store->read_f32(*store->find(name), none.data(), 0).ok()) << name;
+  }
 }
 
 TEST(Safetensors, ShardedWriteAndIndexRead) {
