@@ -120,6 +120,10 @@ void RunRecorder::emit(std::string_view type, const nlohmann::json& fields) {
   if (Status st = events_->emit(type, fields); !st.ok()) lost(false, "a '" + std::string(type) + "' event", st);
 }
 
+void RunRecorder::span(const SpanEvent& span) {
+  if (Status st = events_->span(span); !st.ok()) lost(false, "a span", st);
+}
+
 void RunRecorder::log(LogLevel level, std::string_view message) {
   if (Status st = events_->log(level, message); !st.ok()) lost(false, "a log line", st);
 }

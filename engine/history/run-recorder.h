@@ -70,6 +70,7 @@ class RunRecorder {
   void eval(const nlohmann::json& fields, const EvalRow& row);
   void sample(double t_s, const nlohmann::json& fields);  // the runs.db row of a sample the sampler wrote
   void emit(std::string_view type, const nlohmann::json& fields);
+  void span(const SpanEvent& span);
   void log(LogLevel level, std::string_view message);
   void step_figures(const std::string& predicted_json, const std::string& measured_json);
   // Telemetry records not written so far.

@@ -160,12 +160,13 @@ Status EventWriter::sample(const Json& fields) { return write_line("sample", fie
 
 Status EventWriter::step(const Json& fields) { return write_line("step", fields, false); }
 
-Status EventWriter::span(int layer, std::string_view phase, double start_s, double end_s) {
+Status EventWriter::span(const SpanEvent& span) {
   Json fields = Json::object();
-  fields["layer"] = layer >= 0 ? Json(layer) : Json(nullptr);
-  fields["phase"] = std::string(phase);
-  fields["start_s"] = number_or_null(start_s);
-  fields["end_s"] = number_or_null(end_s);
+  fields["block"] = std::string(span.block);
+  fields["layer"] = span.layer ? Json(*span.layer) : Json(nullptr);
+  fields["phase"] = std::string(span.phase);
+  fields["start_s"] = number_or_null(span.start_s);
+  fields["end_s"] = number_or_null(span.end_s);
   return write_line("span", fields, false);
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "telemetry/span.h"
 
 namespace spillway {
 
@@ -58,9 +59,9 @@ class EventWriter {
   Status sample(const nlohmann::json& fields);
   // One optimizer step: step, loss, lr, grad_norm, tokens, tokens_per_s, model_tflops, ...
   Status step(const nlohmann::json& fields);
-  // Timeline: {"layer":l,"phase":"forward"|"backward"|"h2d"|...,"start_s":..,"end_s":..}; start/end
-  // are in the now_s() time base; layer < 0 means "not a layer" (head, optimizer) and is written as null.
-  Status span(int layer, std::string_view phase, double start_s, double end_s);
+  // Timeline: {"block":..,"layer":l or null,"phase":..,"start_s":..,"end_s":..} (span.h); start and
+  // end in the now_s() time base.
+  Status span(const SpanEvent& span);
   // {"level":"info","message":..}.
   Status log(LogLevel level, std::string_view message);
   // {"code":"io","message":..}. Fsync'ed. The Status overload writes snake_case codes:

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 
+#include "telemetry/span.h"
 #include "tiers/ssd-store.h"
 #include "train/model-state.h"
 
@@ -34,9 +35,6 @@ namespace spillway {
 
 class OptimizerStateStore {
  public:
-  // (block, phase, start, end): a timeline span; times in seconds of the clock given with it.
-  using SpanSink = std::function<void(size_t, const char*, double, double)>;
-
   // update(b, offset, count, master, m, v) over every block in order, in pieces: elements
   // [offset, offset + count) of block b, each pointer a [count] fp32 array in DRAM; offsets are
   // multiples of kParamAlignment, so AdamW's tiles fall as in one pass over the block (the result

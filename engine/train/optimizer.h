@@ -57,7 +57,7 @@ class Optimizer {
   // Receives an "optimizer" span per block (block index, start and end in seconds of `clock`), and
   // with the state on the SSD its "ssd_read"/"ssd_write" spans, called from the optimizer thread.
   // Set before the first begin_step.
-  void set_span_sink(std::function<void(size_t, const char*, double, double)> sink, std::function<double()> clock) {
+  void set_span_sink(SpanSink sink, std::function<double()> clock) {
     store_->set_span_sink(sink, clock);
     span_sink_ = std::move(sink);
     clock_ = std::move(clock);
@@ -85,7 +85,7 @@ class Optimizer {
   int64_t step_number_ = 0;
   uint64_t pass_read_start_ = 0, pass_write_start_ = 0;  // store counters when the last step was posted
   bool posted_ = false;
-  std::function<void(size_t, const char*, double, double)> span_sink_;
+  SpanSink span_sink_;
   std::function<double()> clock_;
   std::thread thread_;  // last: it starts after every member it uses is constructed
 };

@@ -19,6 +19,7 @@
 
 #include "compute/backend.h"
 #include "telemetry/counters.h"
+#include "telemetry/span.h"
 
 namespace spillway {
 
@@ -26,9 +27,6 @@ enum class SpanPhase { kH2D, kForward, kBackward, kD2H };
 // "h2d", "forward", "backward", "d2h": the `phase` of span events.
 const char* span_phase_name(SpanPhase phase);
 
-// Receives a span: block index, phase name, start and end in seconds of the clock the engine was
-// given (StreamingEngine::set_span_sink).
-using SpanSink = std::function<void(size_t block, const char* phase, double start_s, double end_s)>;
 
 // What one step's timeline adds up to, in seconds of device time.
 struct StepTimeline {

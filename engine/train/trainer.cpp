@@ -354,12 +354,7 @@ struct Trainer::Impl {
   void attach_spans() {
     const int L = state->config().num_layers;
     auto sink = [this, L](size_t b, const char* phase, double start, double end) {
-      if (!spans_on.load(std::memory_order_relaxed)) return;
-      const long layer = static_cast<long>(b) - 1;
-      nlohmann::json f = {{"layer", layer >= 0 && layer < L ? nlohmann::json(layer) : nlohmann::json(nullptr)},
-                          {"block", b == 0 ? "embed" : layer == L ? "head" : "layer"},
-                          {"phase", phase}, {"start_s", start}, {"end_s", end}};
-      rec->emit("span", f);
+      if (spans_on.load(std::memory_order_relaxed)) rec->span(block_span(b, L, phase, start, end));
     };
     auto clock = [this] { return rec->now_s(); };
     engine->set_span_sink(sink, clock);
@@ -488,7 +483,7 @@ struct Trainer::Impl {
       record_step(dt, step_tokens, h2d0, d2h0);
       const double tps = step_tokens / std::max(dt, 1e-9);
       const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
-      rec->emit("span", {{"layer", nullptr}, {"block", "step"}, {"phase", "compute"}, {"start_s", t_start}, {"end_s", t_compute}});
+      rec->span({"step", std::nullopt, "compute", t_start, t_compute});
       rec->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
                  {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
                  {"step_s", dt}, {"total_steps", total_steps},

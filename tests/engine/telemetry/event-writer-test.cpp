@@ -39,8 +39,8 @@ TEST(EventWriter, EveryLineIsJsonWithTypeAndT) {
     ASSERT_TRUE(ew.sample({{"rss_bytes", 123}}).ok());
     ASSERT_TRUE(ew.step({{"step", 1}, {"loss", 2.5}}).ok());
     double t0 = ew.now_s();
-    ASSERT_TRUE(ew.span(3, "forward", t0, t0 + 0.01).ok());
-    ASSERT_TRUE(ew.span(-1, "optimizer", t0, t0 + 0.02).ok());
+    ASSERT_TRUE(ew.span(block_span(4, 32, "forward", t0, t0 + 0.01)).ok());    // layer 3
+    ASSERT_TRUE(ew.span(block_span(33, 32, "optimizer", t0, t0 + 0.02)).ok());  // the head
     ASSERT_TRUE(ew.log(LogLevel::kWarn, "bad \xff byte").ok());
     ASSERT_TRUE(ew.error(io_error("disk gone")).ok());
     ASSERT_TRUE(ew.checkpoint({{"step", 1}, {"path", "ckpt/1"}}).ok());

@@ -1,0 +1,35 @@
+// Spans: the timeline of a step, the lanes the GUI draws (compute, H2D, D2H, optimizer, SSD). The
+// streaming engine and the optimizer report one per block and phase through a SpanSink; the trainer
+// writes each as a `span` event (EventWriter::span, README "events.jsonl"). Plain types.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+namespace spillway {
+
+// (block, phase, start, end): block b of the model (0 the embedding, 1..L the layers, L+1 the
+// head), the phase ("h2d", "forward", "backward", "d2h", "optimizer", "ssd_read", "ssd_write"),
+// start and end in seconds of the clock given with the sink. Called from the thread doing the work.
+using SpanSink = std::function<void(size_t block, const char* phase, double start_s, double end_s)>;
+
+// One `span` event: {"block": "embed" | "layer" | "head" | "step", "layer": index or null,
+// "phase", "start_s", "end_s"}.
+struct SpanEvent {
+  std::string_view block;
+  std::optional<int> layer;
+  std::string_view phase;
+  double start_s = 0, end_s = 0;
+};
+
+// The event of a SpanSink call on a model of `num_layers` layers.
+inline SpanEvent block_span(size_t block, int num_layers, std::string_view phase, double start_s, double end_s) {
+  const long layer = static_cast<long>(block) - 1;
+  const bool is_layer = layer >= 0 && layer < num_layers;
+  return {block == 0 ? "embed" : is_layer ? "layer" : "head", is_layer ? std::optional<int>(int(layer)) : std::nullopt,
+          phase, start_s, end_s};
+}
+
+}  // namespace spillway
