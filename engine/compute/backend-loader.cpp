@@ -24,11 +24,17 @@ std::vector<fs::path> module_candidates() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     paths.push_back(exe.parent_path() / kModuleFile);
-    paths.push_back(
-        (exe.parent_path() / ".." / "lib" / "spillway" / kModuleFile).lexically_normal());
+    // The installed layout: <prefix>/bin/spillway-worker and <prefix>/<libdir>/spillway/ (the
+    // libdir of GNUInstallDirs, e.g. lib/x86_64-linux-gnu), relative so the tree can be moved.
+    paths.push_back((exe.parent_path() / ".." / SPILLWAY_INSTALL_LIBDIR / "spillway" / kModuleFile)
+                        .lexically_normal());
   }
 #ifdef SPILLWAY_CUDA_MODULE_BUILD_PATH
-  paths.push_back(SPILLWAY_CUDA_MODULE_BUILD_PATH);
+  // Only for executables of the build tree (tests live in its subfolders): an installed worker on
+  // a machine that also has a build tree must not load that tree's module, of another version.
+  const fs::path build_dir = fs::path(SPILLWAY_BUILD_DIR).lexically_normal();
+  const fs::path rel = exe.lexically_normal().lexically_relative(build_dir);
+  if (!ec && !rel.empty() && *rel.begin() != "..") paths.push_back(SPILLWAY_CUDA_MODULE_BUILD_PATH);
 #endif
   return paths;
 }

@@ -3,8 +3,9 @@
 // start and run on a machine without a GPU, a driver or the CUDA libraries.
 //
 // The module is looked for, in order: $SPILLWAY_CUDA_BACKEND (a path to the .so), next to the
-// running executable (<exe dir>/libspillway-cuda.so), <exe dir>/../lib/spillway/, and the build
-// tree's path compiled in. It exports one C function (kCudaBackendEntry) that creates the backend.
+// running executable (<exe dir>/libspillway-cuda.so), <exe dir>/../<libdir>/spillway/ (the
+// installed layout, libdir as configured: lib or lib/x86_64-linux-gnu), and, for executables
+// inside the build tree only, the build tree's path compiled in. It exports one C function (kCudaBackendEntry) that creates the backend.
 // Thread-safety: make_backend may be called from any thread; the module stays loaded for the life
 // of the process (backends it made must not outlive it, so it is never unloaded).
 #pragma once
