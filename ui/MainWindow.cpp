@@ -91,11 +91,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   file->addAction(tr("&Open job file…"), QKeySequence::Open, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open job file"), QString(),
                                                       tr("Job files (*.json)"));
-    if (path.isEmpty()) return;
-    QString error;
-    if (!newRun_->loadJob(path, &error))
-      return void(QMessageBox::warning(this, tr("Open job file"), error));
-    showPage(kNewRun);
+    if (!path.isEmpty()) openJob(path);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -151,6 +147,16 @@ MainWindow::~MainWindow() = default;
 void MainWindow::showPage(Page page) {
   sidebar_->setCurrentRow(page);
   stack_->setCurrentIndex(page);
+}
+
+bool MainWindow::openJob(const QString& path) {
+  QString error;
+  if (!newRun_->loadJob(path, &error)) {
+    QMessageBox::warning(this, tr("Open job file"), error);
+    return false;
+  }
+  showPage(kNewRun);
+  return true;
 }
 
 QString MainWindow::reattach() {

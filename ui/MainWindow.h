@@ -32,6 +32,9 @@ class MainWindow : public QMainWindow {
   RunHistoryModel* historyModel() const { return model_; }
   // Attaches Live to the newest run whose worker is still alive; returns its folder or "".
   QString reattach();
+  // Loads a job file into New run and shows that page (File › Open job file, `spillway JOB`, a
+  // job opened from the file manager); on failure says why in a message box and returns false.
+  bool openJob(const QString& path);
 
  protected:
   void closeEvent(QCloseEvent* event) override;

@@ -1,9 +1,11 @@
 // spillway: the desktop app. The window and its pages live in ui/.
 //
-// Options: --db PATH (run store), --model DIR / --dataset FILE (preselect on New run),
-// --attach RUN_DIR (show a run on Live), --palette system|light|dark, --screenshot DIR (after
-// --wait seconds, save a PNG of each page into DIR and quit — used by tests/ui/screenshots.sh
-// under Xvfb).
+// usage: spillway [options] [JOB.json]. A job file given (by a file manager through the desktop
+// entry's %f, or by hand) opens on New run. Options: --db PATH (run store), --model DIR /
+// --dataset FILE (preselect on New run), --attach RUN_DIR (show a run on Live), --palette
+// system|light|dark, --screenshot DIR (after --wait seconds, save a PNG of each page into DIR and
+// quit — used by tests/ui/screenshots.sh and tests/packaging/install-test.sh under Xvfb). The man
+// page packaging/man/spillway.1 is checked against --help.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -22,6 +24,8 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Spillway");
   QApplication::setApplicationName("Spillway");
+  // The desktop entry's id: Wayland compositors match the window to it (and to its icon).
+  QGuiApplication::setDesktopFileName("org.spillway.Spillway");
   QCommandLineParser parser;
   parser.setApplicationDescription("Spillway: fine-tune language models larger than the GPU");
   parser.addHelpOption();
@@ -33,6 +37,7 @@ int main(int argc, char** argv) {
       wait("wait", "Seconds to wait before the screenshots.", "s", "6"),
       palette("palette", "Look: system, light or dark (default: the View > Theme choice).", "mode");
   parser.addOptions({db, model, dataset, attach, shots, wait, palette});
+  parser.addPositionalArgument("job.json", "A job file to open on New run.", "[job.json]");
   parser.process(app);
   spillway::ui::AppPalette::apply(parser.isSet(palette)
                                       ? parser.value(palette)
@@ -47,6 +52,8 @@ int main(int argc, char** argv) {
   }
   if (parser.isSet(shots)) window.resize(1600, 1000);
   window.show();
+  if (const QStringList jobs = parser.positionalArguments(); !jobs.isEmpty())
+    window.openJob(jobs.first());
   if (parser.isSet(shots)) {
     const QString dir = parser.value(shots);
     window.newRunPage()->plan();  // in the background; done well before the screenshots
