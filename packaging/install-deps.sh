@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that Spillway's build and tests need.
-# Idempotent and non-interactive; run as root (or through sudo).
+# Installs the Debian 12 packages that Spillway's build and tests need; with --packaging also what
+# the install test of the Debian packages needs (tests/packaging/install-test.sh: lintian,
+# debootstrap). Idempotent and non-interactive; run as root (or through sudo).
 set -euo pipefail
 
 packages=(
@@ -15,7 +16,14 @@ packages=(
   xvfb xauth
   libicu-dev
   fortunes
+  # The packaging tests (label packaging): the man-page check, the desktop entry, AppStream
+  # metainfo and MIME type validators, and dpkg-shlibdeps for cpack -G DEB.
+  python3 man-db desktop-file-utils appstream shared-mime-info libglib2.0-bin dpkg-dev
 )
+
+if [ "${1:-}" = --packaging ]; then
+  packages+=(lintian debootstrap)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
