@@ -93,7 +93,8 @@ appstreamcli validate-tree --no-net "$tree" || fail "appstreamcli validate-tree"
 # ---- 3. a clean Debian 12 root ----
 make_base() {
   local stage="$cache/stage"
-  rm -rf "$stage"
+  findmnt -R -n -l -o TARGET "$stage" 2> /dev/null | sort -r | while read -r m; do umount -l "$m" || true; done
+  rm -rf --one-file-system "$stage"
   debootstrap --variant=minbase bookworm "$stage" "$mirror" > "$cache/debootstrap.log" 2>&1 ||
     { tail -20 "$cache/debootstrap.log"; return 1; }
   cat > "$stage/etc/apt/sources.list" <<EOF
@@ -110,20 +111,26 @@ EOF
   chroot "$stage" useradd --create-home --shell /bin/bash tester
   tar --numeric-owner -C "$stage" -cf "$cache/bookworm-base.tar.partial" .
   mv "$cache/bookworm-base.tar.partial" "$cache/bookworm-base.tar"
-  rm -rf "$stage"
+  rm -rf --one-file-system "$stage"
 }
 if [ ! -f "$cache/bookworm-base.tar" ]; then
   phase "debootstrap (cached after)" make_base || fail "debootstrap of bookworm from $mirror"
 fi
 
-mounted=()
+# Unmounts whatever is mounted under the root (this run's mounts, or a killed run's), deepest
+# first, so that removing the root can never reach the host's /dev or the apt cache.
+unmount_root() {
+  findmnt -R -n -l -o TARGET "$root" 2> /dev/null | sort -r | while read -r m; do umount -l "$m" || true; done
+}
 cleanup() {
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2> /dev/null || true; done
+  unmount_root
   rm -rf "$tree"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 unpack_root() {
-  rm -rf "$root" && mkdir -p "$root" && tar --numeric-owner -C "$root" -xf "$cache/bookworm-base.tar"
+  unmount_root
+  rm -rf --one-file-system "$root" && mkdir -p "$root" && tar --numeric-owner -C "$root" -xf "$cache/bookworm-base.tar"
 }
 phase "fresh root from the cache" unpack_root
 mkdir -p "$cache/archives/partial"
@@ -136,7 +143,6 @@ for m in proc sys dev dev/pts tmp var/cache/apt/archives; do
     tmp) mount -t tmpfs -o mode=1777 tmpfs "$root/tmp" ;;
     var/cache/apt/archives) mount --bind "$cache/archives" "$root/var/cache/apt/archives" ;;
   esac
-  mounted+=("$root/$m")
 done
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
