@@ -281,16 +281,22 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   pl->addWidget(planView_);
   auto* buttons = new QHBoxLayout;
   planButton_ = new QPushButton(tr("Plan"));
+  measureButton_ = new QPushButton(tr("Measure %1 steps").arg(kMeasureSteps));
+  measureButton_->setToolTip(tr("Train the job's first %1 steps in a throwaway run and show the measured step time, "
+                                "peak HBM and DRAM and link bytes against the plan's (spillway-worker plan --measure %1)")
+                                 .arg(kMeasureSteps));
   launchButton_ = new QPushButton(tr("Launch"));
   launchButton_->setDefault(true);
   copyButton_ = new QPushButton(tr("Copy command line"));
   buttons->addWidget(planButton_);
+  buttons->addWidget(measureButton_);
   buttons->addStretch();
   buttons->addWidget(copyButton_);
   buttons->addWidget(launchButton_);
   pl->addLayout(buttons);
   layout->addWidget(planBox);
   connect(planButton_, &QPushButton::clicked, this, &NewRunPage::plan);
+  connect(measureButton_, &QPushButton::clicked, this, &NewRunPage::measure);
   connect(planView_, &PlanView::applySuggestion, this, [this](int microBatchSize, int gradAccum) {
     microBatch_->setValue(microBatchSize);
     gradAccum_->setValue(gradAccum);
@@ -328,6 +334,7 @@ void NewRunPage::checkInputs() {
   microBatchError_->setVisible(!batchOk);
   const bool ok = lrOk && batchOk;
   planButton_->setEnabled(ok && !planning());
+  measureButton_->setEnabled(ok && !planning());
   launchButton_->setEnabled(ok);
   copyButton_->setEnabled(ok);
 }
@@ -542,6 +549,15 @@ QString NewRunPage::writeJob(QString* error) {
 }
 
 void NewRunPage::plan() {
+  runPlan({}, tr("Planning: measuring this machine…"));
+}
+
+void NewRunPage::measure() {
+  runPlan({"--measure", QString::number(kMeasureSteps)},
+          tr("Measuring: loading the model and training %1 steps…").arg(kMeasureSteps));
+}
+
+void NewRunPage::runPlan(const QStringList& extraArgs, const QString& busyText) {
   QString error;
   const QString job = writeJob(&error);
   if (planProcess_) {
@@ -566,8 +582,9 @@ void NewRunPage::plan() {
     emit planned(r);
     return;
   }
-  planView_->setBusy(tr("Planning: measuring this machine…"));
+  planView_->setBusy(busyText);
   planButton_->setEnabled(false);
+  measureButton_->setEnabled(false);
   planProcess_ = new QProcess(this);
   QProcess* p = planProcess_;
   connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus) {
@@ -576,6 +593,7 @@ void NewRunPage::plan() {
     p->deleteLater();
     planProcess_ = nullptr;
     planButton_->setEnabled(inputError().isEmpty());
+    measureButton_->setEnabled(inputError().isEmpty());
     planView_->setPlan(r);
     emit planned(r);
   });
@@ -586,10 +604,11 @@ void NewRunPage::plan() {
     p->deleteLater();
     planProcess_ = nullptr;
     planButton_->setEnabled(inputError().isEmpty());
+    measureButton_->setEnabled(inputError().isEmpty());
     planView_->setPlan(r);
     emit planned(r);
   });
-  p->start(worker, {"plan", job, "--json"});
+  p->start(worker, QStringList{"plan", job, "--json"} + extraArgs);
 }
 
 bool NewRunPage::planning() const {

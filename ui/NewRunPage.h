@@ -62,6 +62,10 @@ class NewRunPage : public QWidget {
   // `spillway-worker plan` in the background (it measures the machine, about a second) and shows
   // the result when it ends; a newer plan() cancels one still going.
   void plan();
+  // Plan, then train the job's first kMeasureSteps steps in a throwaway run and show what they
+  // measured against the plan (`spillway-worker plan --measure`): seconds to minutes, in the worker.
+  void measure();
+  static constexpr int kMeasureSteps = 3;
   bool planning() const;
   bool launch(QString* runDir = nullptr);
 
@@ -102,10 +106,12 @@ class NewRunPage : public QWidget {
   GpuProbe* gpuProbe_;
   QLineEdit* ssdDir_;
   PlanView* planView_;
-  QPushButton *planButton_, *launchButton_, *copyButton_;
+  QPushButton *planButton_, *measureButton_, *launchButton_, *copyButton_;
   QString lastJobPath_;
   JobSettings loaded_;  // the last setSettings(): carries what the form does not show
   QProcess* planProcess_ = nullptr;
+  // `spillway-worker plan JOB --json` with `extraArgs`, the view showing `busyText` meanwhile.
+  void runPlan(const QStringList& extraArgs, const QString& busyText);
 };
 
 }  // namespace spillway::ui

@@ -66,6 +66,29 @@ PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray&
                                         int exitCode) {
   const QJsonDocument doc = QJsonDocument::fromJson(out.trimmed().split('\n').last());
   if (doc.isObject() && doc.object().contains("fits")) return fromJson(doc.object());
+  if (doc.isObject() && doc.object().contains("versus_plan")) {  // plan --measure
+    PlanResult r = fromJson(doc.object()["plan"].toObject());
+    const QJsonObject v = doc.object()["versus_plan"].toObject();
+    struct Row {
+      const char* key;
+      const char* name;
+      bool bytes;
+    };
+    const Row rows[] = {{"step_s", "step", false},          {"peak_hbm_bytes", "peak HBM", true},
+                        {"peak_dram_bytes", "peak DRAM", true}, {"h2d_bytes", "H2D per step", true},
+                        {"d2h_bytes", "D2H per step", true}};
+    for (const Row& row : rows) {
+      const QJsonObject f = v[row.key].toObject();
+      if (!f["measured"].isDouble()) continue;
+      auto text = [&](double x) { return row.bytes ? formatBytes(x) : formatDuration(x); };
+      r.measured << QObject::tr("%1 %2 measured · %3 planned%4")
+                        .arg(QObject::tr(row.name), text(f["measured"].toDouble()),
+                             f["predicted"].isDouble() ? text(f["predicted"].toDouble()) : QStringLiteral("—"),
+                             f["ratio"].isDouble() ? QStringLiteral(" (%1×)").arg(f["ratio"].toDouble(), 0, 'f', 2)
+                                                   : QString());
+    }
+    return r;
+  }
   PlanResult r;
   if (doc.isObject() && doc.object().contains("message")) {
     r.error = doc.object()["message"].toString();

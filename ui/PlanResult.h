@@ -6,6 +6,7 @@
 
 #include <QJsonObject>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 
 namespace spillway::ui {
@@ -39,6 +40,9 @@ struct PlanResult {
   double stepSeconds = 0, tokensPerSecond = 0, etaSeconds = 0;
   QString bottleneck;
   BatchSuggestion suggestion;
+  // After `plan --measure`: what the steps measured against the plan, one line per figure
+  // ("step 6.50 s measured · 6.53 s planned (1.00×)"); empty for a plain plan.
+  QStringList measured;
 
   static PlanResult fromJson(const QJsonObject& plan);
   static PlanResult fromWorkerOutput(const QByteArray& stdoutBytes, const QByteArray& stderrBytes,

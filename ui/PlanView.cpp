@@ -28,6 +28,11 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   summary_->setWordWrap(true);
   message_ = new QLabel;
   message_->setWordWrap(true);
+  measured_ = new QLabel;
+  measured_->setObjectName("measured");
+  measured_->setTextFormat(Qt::PlainText);
+  measured_->setWordWrap(true);
+  measured_->setVisible(false);
   message_->setStyleSheet("color: #d32f2f; font-weight: bold;");
   suggestionRow_ = new QWidget;
   auto* row = new QHBoxLayout(suggestionRow_);
@@ -46,6 +51,7 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   suggestionRow_->hide();
   layout->addWidget(summary_);
   layout->addWidget(suggestionRow_);
+  layout->addWidget(measured_);
   layout->addWidget(message_);
   connect(apply_, &QPushButton::clicked, this, [this] {
     const BatchSuggestion& s = plan_.suggestion;
@@ -98,6 +104,8 @@ void PlanView::setPlan(const PlanResult& plan) {
   message_->setText(!plan.ok    ? plan.error
                     : plan.fits ? QString()
                                 : tr("Does not fit: %1").arg(plan.reason));
+  measured_->setVisible(plan.ok && !plan.measured.isEmpty());
+  measured_->setText(tr("Measured against the plan (the steps after the first):") + "\n" + plan.measured.join('\n'));
 }
 
 }  // namespace spillway::ui

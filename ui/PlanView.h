@@ -38,6 +38,7 @@ class PlanView : public QWidget {
   QPushButton* apply_;
   QWidget* suggestionRow_;
   QLabel* message_;
+  QLabel* measured_;  // plan --measure's figures against the plan
 };
 
 }  // namespace spillway::ui

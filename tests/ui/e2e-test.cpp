@@ -72,6 +72,28 @@ TEST(EndToEnd, PlanFromTheWorker) {
       << page.planView()->suggestionText().toStdString();
 }
 
+// Measure: the worker trains the job's first steps in a throwaway run and the plan view shows
+// them against the plan; History does not list the probe.
+TEST(EndToEnd, MeasureFromTheWorker) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  NewRunPage page;
+  page.setModelPath(QString::fromStdString(spillway::testing::data_path("models/stories260K")));
+  page.setDatasetPath(
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
+  QSignalSpy spy(&page, &NewRunPage::planned);
+  page.measure();
+  EXPECT_TRUE(page.planning());
+  ASSERT_TRUE(spy.wait(120000));
+  const PlanResult& plan = page.planView()->plan();
+  ASSERT_TRUE(plan.ok) << plan.error.toStdString();
+  ASSERT_FALSE(plan.measured.isEmpty());
+  EXPECT_TRUE(plan.measured[0].startsWith("step ")) << plan.measured[0].toStdString();
+  EXPECT_TRUE(plan.measured.join('\n').contains("peak DRAM")) << plan.measured.join('\n').toStdString();
+}
+
 TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   SPILLWAY_REQUIRE_DATA();
   REQUIRE_WORKER();

@@ -138,6 +138,26 @@ TEST(PlanView, ShowsTiersAndWhatToChange) {
       R"({"error":"invalid_argument","message":"job.json: unknown key train.x"})", "", 2);
   EXPECT_FALSE(failed.ok);
   EXPECT_EQ(failed.error, "job.json: unknown key train.x");
+  EXPECT_TRUE(r.measured.isEmpty());
+
+  // plan --measure: the plan, and each measured figure against it.
+  const QByteArray measured = "{\"steps\": 3, \"plan\": " + QByteArray(kPlan) +
+      R"(, "versus_plan": {"step_s": {"predicted": 12.5, "measured": 13.0, "ratio": 1.04},
+          "peak_hbm_bytes": {"predicted": null, "measured": null, "ratio": null},
+          "peak_dram_bytes": {"predicted": 9e11, "measured": 8.1e11, "ratio": 0.9}}})";
+  PlanResult m = PlanResult::fromWorkerOutput(measured.simplified(), "", 0);
+  ASSERT_TRUE(m.ok);
+  EXPECT_EQ(m.bottleneck, "optimizer");
+  ASSERT_EQ(m.measured.size(), 2);  // no HBM on the CPU
+  EXPECT_EQ(m.measured[0].toStdString(), "step 13.0 s measured · 12.5 s planned (1.04×)");
+  EXPECT_EQ(m.measured[1].toStdString(), "peak DRAM 810.0 GB measured · 900.0 GB planned (0.90×)");
+  view.setPlan(m);
+  auto* label = view.findChild<QLabel*>("measured");
+  ASSERT_TRUE(label);
+  EXPECT_FALSE(label->isHidden());
+  EXPECT_TRUE(label->text().contains("step 13.0 s measured")) << label->text().toStdString();
+  view.setPlan(r);
+  EXPECT_TRUE(label->isHidden());
 }
 
 TEST(EventTail, ParsesEventsIntoBoundedSeriesAcrossPartialLines) {
