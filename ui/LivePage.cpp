@@ -3,8 +3,13 @@
 #include <qcustomplot.h>
 #include <signal.h>
 
+#include <QAction>
+#include <QFile>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMessageBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -12,7 +17,9 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include "Charts.h"
@@ -48,6 +55,19 @@ std::array<double, 2> hostLinkCapacity(const QJsonObject& plan) {
   return {h2d, d2h > 0 ? d2h : h2d};
 }
 
+// The run's name from a job file, "" when it has none.
+QString jobName(const QString& jobPath) {
+  QFile f(jobPath);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QJsonDocument::fromJson(f.readAll()).object()["name"].toString();
+}
+
+double median(QVector<double> v) {
+  if (v.isEmpty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 LivePage::LivePage(QWidget* parent) : QWidget(parent) {
@@ -55,15 +75,24 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   auto* top = new QHBoxLayout;
   title_ = new QLabel(tr("No run attached. Launch one from New run, or pick one in History."));
   title_->setStyleSheet("font-weight: bold;");
+  title_->setObjectName("liveTitle");
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
   status_ = new QLabel;
   pause_ = new QPushButton(tr("Pause"));
   stop_ = new QPushButton(tr("Stop"));
   checkpoint_ = new QPushButton(tr("Save checkpoint"));
+  pauseAction_ = new QAction(tr("Pa&use / resume"), this);
+  pauseAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Space));
+  checkpointAction_ = new QAction(tr("Save &checkpoint"), this);
+  checkpointAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_S));
+  stopAction_ = new QAction(tr("&Stop"), this);
+  stopAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
   pause_->setToolTip(tr("Suspend the worker (SIGSTOP); press again to resume"));
   stop_->setToolTip(tr("Checkpoint, then stop cleanly (SIGTERM)"));
   checkpoint_->setToolTip(tr("Write a checkpoint now and keep training (SIGUSR1)"));
+  status_->setObjectName("liveStatus");
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   top->addWidget(title_, 1);
   top->addWidget(pause_);
   top->addWidget(checkpoint_);
@@ -138,29 +167,44 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   connect(pause_, &QPushButton::clicked, this, &LivePage::pauseOrResume);
   connect(stop_, &QPushButton::clicked, this, &LivePage::stop);
   connect(checkpoint_, &QPushButton::clicked, this, &LivePage::saveCheckpoint);
+  connect(pauseAction_, &QAction::triggered, this, &LivePage::pauseOrResume);
+  connect(stopAction_, &QAction::triggered, this, &LivePage::stop);
+  connect(checkpointAction_, &QAction::triggered, this, &LivePage::saveCheckpoint);
   connect(&timer_, &QTimer::timeout, this, &LivePage::tick);
   timer_.setInterval(250);
   // The folder too: events.jsonl may not exist yet, and a watched file that is replaced drops out.
   auto mark = [this] { changed_ = true; };
   connect(&watcher_, &QFileSystemWatcher::fileChanged, this, mark);
   connect(&watcher_, &QFileSystemWatcher::directoryChanged, this, mark);
+  updateControls();
 }
 
 void LivePage::attach(const QString& runDir, qint64 pid) {
   runDir_ = runDir;
   pid_ = pid;
-  paused_ = WorkerClient::suspended(this->pid());  // paused before the app was restarted
-  pause_->setText(paused_ ? tr("Resume") : tr("Pause"));
+  pidLookups_ = 0;
+  if (pid_ <= 0) pid_ = pidFromStore();
+  paused_ = WorkerClient::suspended(pid_);  // paused before the app was restarted
+  // A worker this app launched is watched from the start, even one that is gone by the first
+  // tick (a job that fails at once).
+  sawAlive_ = !WorkerClient::outputDir(pid_).isEmpty();
+  ended_ = false;
+  endPhase_ = Phase::kNoRun;
+  endMessage_.clear();
   series_ = RunSeries();
   tail_.reset(runDir);
   if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
   if (!watcher_.directories().isEmpty()) watcher_.removePaths(watcher_.directories());
-  watcher_.addPath(runDir);
+  if (QFileInfo(runDir).isDir()) watcher_.addPath(runDir);
   if (QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
   changed_ = true;
   logShown_ = 0;
   log_->clear();
-  title_->setText(runDir);
+  runName_ = jobName(runDir + "/job.json");
+  if (runName_.isEmpty()) runName_ = jobName(WorkerClient::outputDir(pid_) + "/job.json");
+  title_->setText(runName_.isEmpty() ? runDir : tr("%1 — %2").arg(runName_, runDir));
+  title_->setToolTip(runDir);
+  redraw();  // the previous run's charts go
   timer_.start();
   tick();
 }
@@ -211,47 +255,202 @@ bool LivePage::linkCapacityShown() const {
   return linkCapacity_[0]->visible() || linkCapacity_[1]->visible();
 }
 
-qint64 LivePage::pid() {
-  if (store_ && !runDir_.isEmpty()) {
-    auto runs = store_->list_runs();
-    if (runs.ok()) {
-      for (const RunInfo& r : *runs) {
-        if (QString::fromStdString(r.run_dir) == runDir_ && r.pid) return *r.pid;
-      }
-    }
+qint64 LivePage::pidFromStore() const {
+  if (!store_ || runDir_.isEmpty()) return -1;
+  auto runs = store_->list_runs();
+  if (!runs.ok()) return -1;
+  for (const RunInfo& r : *runs) {  // newest first
+    if (QString::fromStdString(r.run_dir) == runDir_ && r.pid) return *r.pid;
   }
+  return -1;
+}
+
+qint64 LivePage::pid() {
   return pid_;
 }
 
+LivePage::Phase LivePage::phase() const {
+  if (runDir_.isEmpty()) return Phase::kNoRun;
+  if (ended_) return endPhase_;
+  if (paused_) return Phase::kPaused;
+  if (series_.state == "training") return Phase::kTraining;
+  if (series_.state == "checkpointing") return Phase::kCheckpointing;
+  return Phase::kStarting;
+}
+
+QString LivePage::phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kNoRun: return tr("no run");
+    case Phase::kStarting: return tr("starting");
+    case Phase::kTraining: return tr("training");
+    case Phase::kCheckpointing: return tr("checkpointing");
+    case Phase::kPaused: return tr("paused");
+    case Phase::kCompleted: return tr("completed");
+    case Phase::kStopped: return tr("stopped");
+    case Phase::kFailed: return tr("failed");
+    case Phase::kInterrupted: return tr("interrupted");
+  }
+  return {};
+}
+
+void LivePage::updateControls() {
+  const Phase p = phase();
+  const bool running = p == Phase::kStarting || p == Phase::kTraining ||
+                       p == Phase::kCheckpointing || p == Phase::kPaused;
+  const bool canSignal = running && pid_ > 0;
+  // A paused worker would hold SIGUSR1 until resumed; a checkpoint in progress needs no second.
+  const bool canCheckpoint = canSignal && p == Phase::kTraining;
+  pauseAction_->setEnabled(canSignal);
+  stopAction_->setEnabled(canSignal);
+  checkpointAction_->setEnabled(canCheckpoint);
+  pause_->setEnabled(canSignal);
+  stop_->setEnabled(canSignal);
+  checkpoint_->setEnabled(canCheckpoint);
+  pause_->setText(paused_ && running ? tr("Resume") : tr("Pause"));
+}
+
 void LivePage::stop() {
+  if (!stopAction_->isEnabled()) return;
   // A suspended worker would hold the SIGTERM until resumed: resume it so that it can stop.
-  if (WorkerClient::signal(pid(), SIGTERM) && paused_) pauseOrResume();
+  if (WorkerClient::signal(pid_, SIGTERM) && paused_) pauseOrResume();
 }
 
 void LivePage::saveCheckpoint() {
-  WorkerClient::signal(pid(), SIGUSR1);
+  if (!checkpointAction_->isEnabled()) return;
+  WorkerClient::signal(pid_, SIGUSR1);
 }
 
 void LivePage::pauseOrResume() {
-  if (WorkerClient::signal(pid(), paused_ ? SIGCONT : SIGSTOP)) {
+  if (!pauseAction_->isEnabled()) return;
+  if (WorkerClient::signal(pid_, paused_ ? SIGCONT : SIGSTOP)) {
     paused_ = !paused_;
-    pause_->setText(paused_ ? tr("Resume") : tr("Pause"));
+    updateControls();
+    redraw();  // the status says paused at once, and the ETA waits
   }
 }
 
 int LivePage::tick() {
-  if (!changed_ && ++quietTicks_ < 4) return 0;
+  if (runDir_.isEmpty()) return 0;
+  // A worker that History opened before it wrote its row: look for its pid for a while.
+  if (pid_ <= 0 && !ended_ && pidLookups_ < 40 && pidLookups_++ % 4 == 0) pid_ = pidFromStore();
+  // Liveness before the events: whatever a worker wrote before it exited is read on this tick.
+  const bool alive = !ended_ && WorkerClient::alive(pid_);
+  if (alive) sawAlive_ = true;
+  const bool gone = !ended_ && !alive;
+  if (!gone && !changed_ && ++quietTicks_ < 4) return 0;
   changed_ = false;
   quietTicks_ = 0;
   if (watcher_.files().isEmpty() && QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
+  if (watcher_.directories().isEmpty() && QFileInfo(runDir_).isDir()) watcher_.addPath(runDir_);
   const int n = tail_.poll(series_);
-  if (n > 0) redraw();
-  const bool finished =
-      series_.state == "completed" || series_.state == "stopped" || series_.state == "failed";
-  pause_->setEnabled(!finished);
-  stop_->setEnabled(!finished);
-  checkpoint_->setEnabled(!finished);
+  // A final state ends the run only once its worker is gone: a resumed run's events.jsonl still
+  // holds the state its previous worker ended with.
+  const bool final = series_.state == "completed" || series_.state == "stopped" ||
+                     series_.state == "failed";
+  const bool wasEnded = ended_;
+  if (!ended_ && (gone || (final && pid_ <= 0))) conclude(sawAlive_);
+  if (n > 0 || ended_ != wasEnded) redraw();
+  updateControls();
   return n;
+}
+
+void LivePage::conclude(bool watched) {
+  ended_ = true;
+  paused_ = false;
+  endMessage_.clear();
+  const WorkerClient::LastWords words =
+      WorkerClient::lastWords(WorkerClient::outputDir(pid_).isEmpty() ? runDir_
+                                                                       : WorkerClient::outputDir(pid_));
+  // The worker's own last line first: a job that failed before its run began wrote no events at
+  // all (and a failed resume's events.jsonl ends with the previous worker's state).
+  if (!words.code.isEmpty()) {
+    endPhase_ = Phase::kFailed;
+    endMessage_ = words.message;
+  } else if (series_.state == "completed") {
+    endPhase_ = Phase::kCompleted;
+  } else if (series_.state == "stopped") {
+    endPhase_ = Phase::kStopped;
+  } else if (series_.state == "failed") {
+    endPhase_ = Phase::kFailed;
+    endMessage_ = !series_.lastError.isEmpty() ? series_.lastError : words.message;
+  } else if (!words.done && !words.message.isEmpty()) {
+    endPhase_ = Phase::kFailed;  // its message on stderr only (a worker run without --json)
+    endMessage_ = words.message;
+  } else if (words.done) {
+    endPhase_ = Phase::kCompleted;
+  } else {
+    endPhase_ = Phase::kInterrupted;
+    if (store_) {
+      (void)store_->reconcile();  // a running row whose worker is gone becomes interrupted
+      auto runs = store_->list_runs();
+      for (const RunInfo& r : runs.ok() ? *runs : std::vector<RunInfo>{}) {  // newest first
+        if (QString::fromStdString(r.run_dir) != runDir_) continue;
+        if (r.status == RunStatus::kFailed) endPhase_ = Phase::kFailed;
+        endMessage_ = QString::fromStdString(r.error_message);
+        break;
+      }
+    }
+    if (endMessage_.isEmpty() || (watched && endPhase_ == Phase::kInterrupted))
+      endMessage_ = watched ? tr("The worker (pid %1) exited without finishing the run: it was "
+                                 "killed or crashed. Its last checkpoint is kept; Resume in "
+                                 "History continues from it.")
+                                  .arg(pid_)
+                            : tr("No worker is running this run.");
+    if (watched && !words.stderrTail.isEmpty())
+      endMessage_ += tr("\n\nIts last output:\n%1").arg(words.stderrTail);
+  }
+  if (!watched) return;  // an old run: its status line says how it ended
+  if ((endPhase_ == Phase::kFailed || endPhase_ == Phase::kInterrupted) && !endMessage_.isEmpty() &&
+      endMessage_ != series_.lastError)
+    series_.appendLog(tr("%1: %2").arg(phaseName(endPhase_), endMessage_));
+  emit runEnded(runDir_, endPhase_, endMessage_);
+  if (endPhase_ != Phase::kFailed && endPhase_ != Phase::kInterrupted) return;
+  // Not modal: the charts and the log stay readable, and nothing waits on the answer.
+  auto* box = new QMessageBox(QMessageBox::Critical,
+                              endPhase_ == Phase::kFailed ? tr("The run failed")
+                                                          : tr("The worker stopped"),
+                              endPhase_ == Phase::kFailed
+                                  ? tr("%1 failed:\n\n%2").arg(runName_.isEmpty() ? runDir_ : runName_, endMessage_)
+                                  : endMessage_,
+                              QMessageBox::Ok, this);
+  box->setObjectName("runEndedDialog");
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  box->open();
+}
+
+QString LivePage::statusText() const {
+  return status_->text();
+}
+
+void LivePage::redrawThroughput() {
+  const RunSeries& s = series_;
+  // Model TFLOPS is 6·N·tokens/s (PaLM appendix B), the same curve in other units: drawn as a
+  // second line it lies exactly on the first. One line, then, read against both axes; the right
+  // axis is the left one times the run's TFLOPS per token/s. A run whose ratio varies (a worker
+  // that counts FLOPs otherwise) gets its own line again.
+  QVector<double> ratios;
+  for (int i = 0; i < std::min(s.tflops.size(), s.tokensPerSecond.size()); ++i)
+    if (s.tokensPerSecond.y[i] > 0) ratios << s.tflops.y[i] / s.tokensPerSecond.y[i];
+  const double ratio = median(ratios);
+  bool proportional = ratio > 0;
+  for (double r : ratios) proportional = proportional && std::abs(r - ratio) <= 0.01 * ratio;
+  speed_->graph(0)->setData(s.tokensPerSecond.x, s.tokensPerSecond.y, true);
+  speed_->graph(1)->setData(s.tflops.x, s.tflops.y, true);
+  showGraph(speed_->graph(1), !proportional && !s.tflops.isEmpty());
+  speed_->graph(0)->setName(proportional ? tr("tokens/s (right axis: model TFLOPS)") : tr("tokens/s"));
+  double top = 0, tflopsTop = 0;
+  for (double v : s.tokensPerSecond.y) top = std::max(top, v);
+  for (double v : s.tflops.y) tflopsTop = std::max(tflopsTop, v);
+  speed_->xAxis->rescale();
+  if (s.tokensPerSecond.size() == 1) {
+    const double x = s.tokensPerSecond.x[0];
+    speed_->xAxis->setRange(x - 1, x + 1);
+  }
+  speed_->yAxis->setRange(0, top > 0 ? top * 1.1 : 1);
+  speed_->yAxis2->setRange(0, proportional ? speed_->yAxis->range().upper * ratio
+                                           : (tflopsTop > 0 ? tflopsTop * 1.1 : 1));
+  speed_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void LivePage::redraw() {
@@ -307,27 +506,32 @@ void LivePage::redraw() {
   loss_->graph(3)->setData(s.lr.x, s.lr.y, true);
   loss_->rescaleAxes();
   loss_->replot(QCustomPlot::rpQueuedReplot);
-  speed_->graph(0)->setData(s.tokensPerSecond.x, s.tokensPerSecond.y, true);
-  speed_->graph(1)->setData(s.tflops.x, s.tflops.y, true);
-  speed_->rescaleAxes();
-  speed_->replot(QCustomPlot::rpQueuedReplot);
+  redrawThroughput();
   timeline_->setSpans(s.spans);
 
-  if (s.totalSteps > 0) progress_->setValue(static_cast<int>(1000 * s.lastStep / s.totalSteps));
-  double recent = 0;
-  const int k = std::min(20, s.stepSeconds.size());
-  for (int i = s.stepSeconds.size() - k; i < s.stepSeconds.size(); ++i)
-    recent += s.stepSeconds.y[i];
-  const double eta = k ? recent / k * static_cast<double>(s.totalSteps - s.lastStep) : -1;
+  progress_->setValue(s.totalSteps > 0 ? static_cast<int>(1000 * s.lastStep / s.totalSteps) : 0);
   progress_->setFormat(QString("step %1 / %2").arg(s.lastStep).arg(s.totalSteps));
+  // The median of the recent steps: a step that spanned a pause (SIGSTOP stops its clock too)
+  // does not move the estimate.
+  const int k = std::min(20, s.stepSeconds.size());
+  const double eta = k ? median(s.stepSeconds.y.mid(s.stepSeconds.size() - k)) *
+                             static_cast<double>(s.totalSteps - s.lastStep)
+                       : -1;
+  const Phase p = phase();
   const bool stepped = !s.loss.isEmpty();
-  status_->setText(
-      tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
-          .arg(s.state.isEmpty() ? tr("starting") : s.state)
-          .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
-          .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0) : QStringLiteral("—"))
-          .arg(formatCount(static_cast<double>(s.tokens)))
-          .arg(s.state == "training" && k > 0 ? formatDuration(eta) : QStringLiteral("—")));
+  QString text = tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
+                     .arg(phaseName(p))
+                     .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
+                     .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0)
+                                  : QStringLiteral("—"))
+                     .arg(formatCount(static_cast<double>(s.tokens)))
+                     .arg(p == Phase::kTraining && k > 0 ? formatDuration(eta)
+                          : p == Phase::kPaused          ? tr("— (paused)")
+                                                         : QStringLiteral("—"));
+  const bool bad = p == Phase::kFailed || p == Phase::kInterrupted;
+  if (bad && !endMessage_.isEmpty()) text += " · " + endMessage_.section('\n', 0, 0);
+  status_->setText(text);
+  status_->setStyleSheet(bad ? "color: #d62728;" : QString());
   const qint64 first = s.logTotal - s.log.size();  // the ring may have dropped older lines
   for (logShown_ = std::max(logShown_, first); logShown_ < s.logTotal; ++logShown_)
     log_->appendPlainText(s.log[static_cast<int>(logShown_ - first)]);

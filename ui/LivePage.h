@@ -6,7 +6,14 @@
 // checkpoint wired to the worker by signals. A QFileSystemWatcher marks events.jsonl changed; a
 // 250 ms timer reads what was appended (also every second without a change notice, which network
 // file systems do not send) and redraws once per tick (STYLE.md 11); nothing is parsed between
-// ticks. GUI thread; owns its widgets through Qt parenting, borrows the RunStore.
+// ticks.
+// The page knows the run's phase (starting, training, paused, ..., failed, interrupted) from its
+// events and from whether its worker is alive, checked each tick before the events are read; the
+// controls (the buttons and the Run menu's actions, which the page owns) follow it. A worker that
+// exits without a final state is noticed on the next tick: its last words (worker.out's error,
+// worker.err) or "killed or crashed" are shown in the status line, the log and a dialog, and
+// runEnded() tells the window. GUI thread; owns its widgets through Qt parenting, borrows the
+// RunStore.
 #pragma once
 
 #include <QFileSystemWatcher>
@@ -16,6 +23,7 @@
 #include "EventTail.h"
 #include "RunSeries.h"
 
+class QAction;
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
@@ -35,13 +43,42 @@ class TimelineView;
 class LivePage : public QWidget {
   Q_OBJECT
  public:
+  // The run as the page shows it. kInterrupted: the worker exited without a final state (killed,
+  // crashed) or is gone for a run the store still lists as running.
+  enum class Phase {
+    kNoRun,
+    kStarting,
+    kTraining,
+    kCheckpointing,
+    kPaused,
+    kCompleted,
+    kStopped,
+    kFailed,
+    kInterrupted
+  };
+  Q_ENUM(Phase)
+
   explicit LivePage(QWidget* parent = nullptr);
   void setStore(RunStore* store) { store_ = store; }
   // Follows the run in `runDir`; `pid` of its worker when known (else read from the run store).
+  // The charts, log and controls start over.
   void attach(const QString& runDir, qint64 pid = -1);
   const QString& runDir() const { return runDir_; }
   const RunSeries& series() const { return series_; }
   qint64 pid();
+  Phase phase() const;
+  static QString phaseName(Phase phase);
+  // Why the run failed or ended early (the worker's message), "" otherwise.
+  const QString& endMessage() const { return endMessage_; }
+  // "training · loss 2.3456 · 1234 tokens/s · 1.2 M tokens · ETA 3 min 05 s", as shown.
+  QString statusText() const;
+  // The controls as actions (the Run menu shows them; the buttons mirror their enabled state).
+  QAction* pauseAction() const { return pauseAction_; }
+  QAction* checkpointAction() const { return checkpointAction_; }
+  QAction* stopAction() const { return stopAction_; }
+  QCustomPlot* throughputPlot() const { return speed_; }
+  QCustomPlot* linkPlot() const { return links_; }
+  TimelineView* timeline() const { return timeline_; }
   // The controls, also for the Run menu: SIGSTOP/SIGCONT, SIGTERM (checkpoint, then stop; a
   // suspended worker is resumed so that it can), SIGUSR1 (checkpoint now).
   void pauseOrResume();
@@ -59,13 +96,29 @@ class LivePage : public QWidget {
   // Whether the host link's measured capacity is drawn (the plan carries it).
   bool linkCapacityShown() const;
 
+ signals:
+  // The run ended while the page followed its live worker: completed, stopped, failed (with the
+  // worker's message) or interrupted (its worker died).
+  void runEnded(const QString& runDir, LivePage::Phase phase, const QString& message);
+
  private:
   void redraw();
+  void redrawThroughput();
+  void updateControls();
+  // The worker is gone: the phase from its final state, else from its last words.
+  void conclude(bool watched);
+  qint64 pidFromStore() const;
 
   RunStore* store_ = nullptr;
   QString runDir_;
+  QString runName_;
   qint64 pid_ = -1;
   bool paused_ = false;
+  bool sawAlive_ = false;  // the worker was alive while this page followed it
+  bool ended_ = false;     // the phase below is final
+  Phase endPhase_ = Phase::kNoRun;
+  QString endMessage_;
+  int pidLookups_ = 0;  // ticks spent looking for an unknown worker's pid
   EventTail tail_;
   RunSeries series_;
   QTimer timer_;
@@ -86,6 +139,7 @@ class LivePage : public QWidget {
   TimelineView* timeline_;
   QPlainTextEdit* log_;
   QPushButton *pause_, *stop_, *checkpoint_;
+  QAction *pauseAction_, *checkpointAction_, *stopAction_;
 };
 
 }  // namespace spillway::ui

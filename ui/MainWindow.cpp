@@ -66,6 +66,8 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     live_->attach(runDir, pid);
     showPage(kLive);
   });
+  // A run that ends while Live watches it (failed at start, its worker died) shows in History.
+  connect(live_, &LivePage::runEnded, model_, &RunHistoryModel::refresh);
   connect(history_, &HistoryPage::openLive, this, [this](const QString& runDir) {
     live_->attach(runDir);
     showPage(kLive);
@@ -121,11 +123,8 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_,
                  [this] { newRun_->launch(); });
   run->addSeparator();
-  run->addAction(tr("Pa&use / resume"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Space), live_,
-                 &LivePage::pauseOrResume);
-  run->addAction(tr("Save &checkpoint"), QKeySequence(Qt::CTRL | Qt::Key_S), live_,
-                 &LivePage::saveCheckpoint);
-  run->addAction(tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), live_, &LivePage::stop);
+  // Live's own actions: enabled only while its run can take them.
+  run->addActions({live_->pauseAction(), live_->checkpointAction(), live_->stopAction()});
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About Spillway"), this, [this] {
     QMessageBox::about(this, tr("About Spillway"),

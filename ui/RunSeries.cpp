@@ -2,6 +2,8 @@
 
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <cmath>
+#include <limits>
 
 namespace spillway::ui {
 
@@ -15,7 +17,21 @@ void Ring::append(double px, double py) {
   y.append(py);
 }
 
+double Ring::lastY() const {
+  for (qsizetype i = y.size() - 1; i >= 0; --i)
+    if (!std::isnan(y[i])) return y[i];
+  return 0;
+}
+
+void Ring::breakLine(double px) {
+  if (isEmpty() || std::isnan(y.last())) return;
+  append(px, std::numeric_limits<double>::quiet_NaN());
+}
+
 namespace {
+// Samples come about 10 times a second; a gap of this many seconds (or five sample intervals)
+// means the worker was paused or stalled.
+constexpr double kSampleGapSeconds = 2.0;
 constexpr int kMaxSpans = 4000;
 constexpr int kMaxLog = 2000;
 const char* kCategories[] = {"weights",   "gradients",   "master",
@@ -51,12 +67,15 @@ bool RunSeries::apply(const QByteArray& line) {
     timeAtStep.append(step, t);
   } else if (type == "eval") {
     evalLoss.append(e["step"].toDouble(), e["loss"].toDouble());
-    appendLog(QString("[%1 s] eval at step %2: loss %3, perplexity %4")
-                  .arg(t, 0, 'f', 1)
-                  .arg(e["step"].toInt())
-                  .arg(e["loss"].toDouble(), 0, 'f', 4)
-                  .arg(e["perplexity"].toDouble(), 0, 'f', 2));
   } else if (type == "sample") {
+    const double interval = e["interval_s"].toDouble();
+    if (lastSampleT >= 0 && t - lastSampleT > std::max(kSampleGapSeconds, 5 * interval)) {
+      const double at = lastSampleT + 1e-3;
+      for (Ring& r : linkGbps) r.breakLine(at);
+      for (Ring& r : pcieGbps) r.breakLine(at);
+      gpuUtilPct.breakLine(at);
+    }
+    lastSampleT = t;
     const QJsonObject tiers = e["tiers"].toObject();
     for (const QString& tier :
          {QStringLiteral("hbm"), QStringLiteral("dram"), QStringLiteral("ssd")}) {
@@ -99,12 +118,9 @@ bool RunSeries::apply(const QByteArray& line) {
     state = e["state"].toString();
     if (e.contains("run_id")) runId = e["run_id"].toString();
     if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
-  } else if (type == "log" || type == "error" || type == "checkpoint") {
-    const QString text =
-        type == "log" ? e["message"].toString()
-        : type == "error"
-            ? "error: " + e["message"].toString()
-            : QString("checkpoint at step %1: %2").arg(e["step"].toInt()).arg(e["path"].toString());
+  } else if (type == "log" || type == "error") {
+    if (type == "error") lastError = e["message"].toString();
+    const QString text = type == "log" ? e["message"].toString() : "error: " + e["message"].toString();
     appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text));
   } else if (type == "plan") {
     plan = e;

@@ -20,7 +20,10 @@ struct Ring {
   void append(double px, double py);
   int size() const { return x.size(); }
   bool isEmpty() const { return x.isEmpty(); }
-  double lastY() const { return y.isEmpty() ? 0 : y.last(); }
+  // The latest value (a line break's NaN skipped); 0 when empty.
+  double lastY() const;
+  // Ends the line before the next point: a NaN point, which QCustomPlot draws as a gap.
+  void breakLine(double px);
 };
 
 struct Span {
@@ -42,12 +45,17 @@ struct RunSeries {
   // The memory a tier's device reports in use, by tier: "hbm" from gpu_mem_used_bytes (the whole
   // GPU as NVML or cudaMemGetInfo see it, against the engine's own accounting in tierBytes).
   QMap<QString, Ring> tierMeasuredBytes;
+  // Link and GPU rates break (a NaN point, drawn as a gap) where the samples stop for a while (a
+  // paused or stalled worker): a line across the gap would show a rate nobody measured.
   QMap<QString, Ring> linkGbps;        // "h2d", "d2h", "ssd_read", "ssd_write"
   // GPU telemetry (NVML), x = t; a ring stays empty while the worker does not report its metric.
   Ring gpuUtilPct, gpuPowerW, gpuTempC;
   QMap<QString, Ring> pcieGbps;  // "rx" (host -> GPU), "tx" (GPU -> host)
   QVector<Span> spans;                 // the most recent, bounded
-  QStringList log;                     // log and error lines, bounded
+  QStringList log;  // log and error lines, bounded (eval and checkpoint events are not repeated:
+                    // the worker logs each of them itself)
+  QString lastError;                   // the message of the latest error event
+  double lastSampleT = -1;             // t of the latest sample, -1 before the first
   qint64 logTotal = 0;                 // lines ever appended; log holds the last log.size() of them
   QJsonObject plan;
   int lines = 0;

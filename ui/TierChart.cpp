@@ -68,13 +68,18 @@ void TierChart::update(const RunSeries& series) {
   // Stack the categories in bytes first; the unit is chosen from the top of the stack.
   QVector<double> x, base;
   QVector<QVector<double>> stacked;
+  // The time axis: the first category reported (a tier may leave out the ones it never holds).
+  if (tierIt != series.tierBytes.end()) {
+    for (const QString& c : categoryNames()) {
+      if (tierIt->contains(c) && !(*tierIt)[c].isEmpty()) {
+        x = (*tierIt)[c].x;
+        break;
+      }
+    }
+  }
   for (const QString& c : categoryNames()) {
     QVector<double> y;
-    if (tierIt != series.tierBytes.end() && tierIt->contains(c)) {
-      const Ring& r = (*tierIt)[c];
-      if (x.isEmpty()) x = r.x;
-      y = r.y;
-    }
+    if (tierIt != series.tierBytes.end() && tierIt->contains(c)) y = (*tierIt)[c].y;
     // The worker writes every category in each sample, so the rings line up; align on the newest.
     QVector<double> aligned(x.size(), 0.0);
     for (int k = 0; k < std::min(y.size(), x.size()); ++k)
@@ -110,9 +115,13 @@ void TierChart::update(const RunSeries& series) {
   }
   yAxis->setLabel(unit.name);
   unavailable_->setVisible(x.isEmpty() && measured.isEmpty());
-  QString text = title_;
+  // The CPU backend has no HBM: its "device" is an arena it carves out of host memory, sized for
+  // the run, so it reads as an arena rather than as a full GPU.
+  const bool cpuArena = tier_ == "hbm" && series.plan["backend"].toString() == "cpu";
+  QString text = cpuArena ? tr("Device arena (CPU backend, in DRAM)") : title_;
   if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(base.last()));
-  if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));
+  if (capBytes > 0)
+    text += cpuArena ? tr(" of a %1 arena").arg(formatBytes(capBytes)) : tr(" of %1").arg(formatBytes(capBytes));
   if (!measured.isEmpty()) text += tr(" · %1 in use on the device").arg(formatBytes(measured.lastY()));
   heading_->setText(text);
   if (!tx.isEmpty()) xAxis->setRange(tx.first(), std::max(tx.last(), tx.first() + 1));

@@ -2,13 +2,48 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include <QCoreApplication>
 #include <QFile>
 #include <QFileInfo>
+#include <QHash>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QStandardPaths>
 
 namespace spillway::ui {
+namespace {
+
+// pid -> the folder of its worker.out / worker.err, for the workers launch() started.
+QHash<qint64, QString>& launchedOutputs() {
+  static QHash<qint64, QString> outputs;
+  return outputs;
+}
+
+// /proc/PID/stat's state letter, or 0 when there is no such process. "pid (comm) S ...": the comm
+// may hold spaces and parentheses, so the state follows the last ')'.
+char processState(qint64 pid) {
+  QFile f(QString("/proc/%1/stat").arg(pid));
+  if (pid <= 0 || !f.open(QIODevice::ReadOnly)) return 0;
+  const QByteArray stat = f.readAll();
+  const qsizetype close = stat.lastIndexOf(')');
+  return close >= 0 && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
+// The last `n` non-empty lines of a file (read from its last 64 kB).
+QList<QByteArray> lastLines(const QString& path, int n) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  if (f.size() > 65536) f.seek(f.size() - 65536);
+  QList<QByteArray> lines;
+  for (const QByteArray& l : f.readAll().split('\n'))
+    if (!l.trimmed().isEmpty()) lines << l.trimmed();
+  return lines.mid(std::max<qsizetype>(0, lines.size() - n));
+}
+
+}  // namespace
 
 QString WorkerClient::workerPath() {
   const QString env = qEnvironmentVariable("SPILLWAY_WORKER");
@@ -54,6 +89,7 @@ qint64 WorkerClient::launch(const QString& jobPath, const QString& resumeFrom, Q
     if (error) *error = p.errorString();
     return -1;
   }
+  launchedOutputs().insert(pid, QFileInfo(jobPath).absolutePath());
   return pid;
 }
 
@@ -67,18 +103,37 @@ bool WorkerClient::signal(qint64 pid, int sig) {
 }
 
 bool WorkerClient::suspended(qint64 pid) {
-  QFile f(QString("/proc/%1/stat").arg(pid));
-  if (pid <= 0 || !f.open(QIODevice::ReadOnly)) return false;
-  const QByteArray stat = f.readAll();
-  // "pid (comm) S ...": the comm may hold spaces and parentheses, so the state follows the last
-  // ')'.
-  const qsizetype close = stat.lastIndexOf(')');
-  return close >= 0 && close + 2 < stat.size() &&
-         (stat[close + 2] == 'T' || stat[close + 2] == 't');
+  const char state = processState(pid);
+  return state == 'T' || state == 't';
 }
 
 bool WorkerClient::alive(qint64 pid) {
-  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0;
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  const char state = processState(pid);
+  return state != 'Z' && state != 'X';
+}
+
+QString WorkerClient::outputDir(qint64 pid) {
+  return launchedOutputs().value(pid);
+}
+
+WorkerClient::LastWords WorkerClient::lastWords(const QString& dir) {
+  LastWords w;
+  if (dir.isEmpty()) return w;
+  const QList<QByteArray> out = lastLines(dir + "/worker.out", 1);
+  const QJsonObject last = out.isEmpty() ? QJsonObject() : QJsonDocument::fromJson(out[0]).object();
+  w.done = last["status"].toString() == "done";
+  if (last.contains("error")) {
+    w.code = last["error"].toString();
+    w.message = last["message"].toString();
+  }
+  QStringList tail;
+  for (const QByteArray& l : lastLines(dir + "/worker.err", 5)) tail << QString::fromUtf8(l);
+  w.stderrTail = tail.join('\n');
+  const QString prefix = QStringLiteral("spillway-worker: ");
+  if (w.message.isEmpty() && !tail.isEmpty() && tail.last().startsWith(prefix))
+    w.message = tail.last().mid(prefix.size());
+  return w;
 }
 
 }  // namespace spillway::ui

@@ -1,7 +1,9 @@
 // WorkerClient: how the GUI talks to spillway-worker — find the binary, run `plan` (blocking, a
 // second or so), launch `train` detached in its own session so that closing or crashing the GUI
 // loses nothing, and signal a running worker (SIGTERM: checkpoint and stop; SIGUSR1: checkpoint
-// now; SIGSTOP/SIGCONT: pause). Stateless apart from the binary path; GUI thread.
+// now; SIGSTOP/SIGCONT: pause), and read what a worker that has exited left behind (its stdout's
+// last JSON line, its stderr). Stateless apart from the binary path and the output folders of the
+// workers this process launched; GUI thread.
 #pragma once
 
 #include <QByteArray>
@@ -21,9 +23,24 @@ class WorkerClient {
   // -1.
   static qint64 launch(const QString& jobPath, const QString& resumeFrom = QString(),
                        QString* error = nullptr);
+  // What a worker printed before it exited, from `dir`/worker.out (its --json stdout: the last
+  // line is {"status": "done"} or {"error": CODE, "message": TEXT}) and `dir`/worker.err (where a
+  // worker run without --json reports "spillway-worker: TEXT", and a crash says what it can).
+  // All empty when it left nothing (killed).
+  struct LastWords {
+    bool done = false;
+    QString code;     // the worker's error code ("io", "invalid_argument", ...), "" when none
+    QString message;  // the sentence it failed with, "" when none
+    QString stderrTail;  // the last lines of worker.err, at most 5
+  };
+  static LastWords lastWords(const QString& dir);
+  // The folder that holds worker.out and worker.err of a worker launch() started in this process
+  // (the job file's folder); "" for any other pid.
+  static QString outputDir(qint64 pid);
   // The equivalent command line, for "Copy command line".
   static QString commandLine(const QString& jobPath);
   static bool signal(qint64 pid, int sig);
+  // A process with this pid exists and is not a zombie (a killed child not yet reaped is gone).
   static bool alive(qint64 pid);
   // True when the process is suspended (SIGSTOP: state T in /proc/PID/stat).
   static bool suspended(qint64 pid);

@@ -2,7 +2,10 @@
 
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <ostream>
 
@@ -10,6 +13,8 @@
 
 #include "core/file-util.h"
 #include "data/batch-iterator.h"
+#include "history/process-liveness.h"
+#include "history/run-store.h"
 #include "train/trainer.h"
 #include "worker/args.h"
 #include "worker/job-file.h"
@@ -24,6 +29,50 @@ void on_signal(int sig) {
   if (!g_trainer) return;
   if (sig == SIGUSR1) g_trainer->request_checkpoint();
   else g_trainer->request_stop();
+}
+
+// A job that fails before its run begins (a model, dataset, backend or SSD folder refused) has no
+// row in runs.db yet: it gets one, failed with the reason, so that History shows it beside the
+// runs that started. A row this process wrote already (the trainer got that far) is ended as failed
+// instead. A resume that fails to start leaves the run it resumes as it was. A record that cannot
+// be written is reported on stderr; the job's own error is what the exit code reports.
+void record_failed_start(const JobFile& file, const Status& why, std::ostream& err) {
+  const TrainJob& job = file.job;
+  std::string db = job.db_path;
+  if (db.empty()) {
+    auto path = RunStore::default_db_path();
+    if (!path.ok()) return void(err << "spillway-worker: warning: the failed run is not in History: " << path.status().to_string() << "\n");
+    db = *path;
+  }
+  auto store = RunStore::open(db);
+  if (!store.ok()) return void(err << "spillway-worker: warning: the failed run is not in History: " << store.status().to_string() << "\n");
+  const std::string run_dir = job.run_dir.empty() ? std::string() : std::filesystem::absolute(job.run_dir).string();
+  FinalFigures figures;
+  figures.error_message = why.to_string();
+  RunFilter mine;
+  mine.status = RunStatus::kRunning;
+  if (auto runs = (*store)->list_runs(mine); runs.ok()) {
+    for (const RunInfo& r : *runs) {
+      if (r.pid == static_cast<int64_t>(getpid()) && r.boot_id == current_boot_id()) {
+        Status st = (*store)->finish_run(r.id, RunStatus::kFailed, figures);
+        if (!st.ok()) err << "spillway-worker: warning: the failed run is not in History: " << st.to_string() << "\n";
+        return;
+      }
+    }
+  }
+  RunInfo info;
+  info.name = job.name;
+  info.status = RunStatus::kFailed;
+  info.ended_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  info.job_json = file.resolved.dump();
+  info.model_name = !job.model_path.empty() ? std::filesystem::path(job.model_path).filename().string()
+                                            : (!job.init_preset.empty() ? job.init_preset : "custom-init");
+  info.model_path = job.model_path;
+  info.dataset = job.train_path;
+  info.run_dir = run_dir;
+  info.error_message = figures.error_message;
+  if (auto id = (*store)->create_run(info); !id.ok())
+    err << "spillway-worker: warning: the failed run is not in History: " << id.status().to_string() << "\n";
 }
 
 }  // namespace
@@ -49,8 +98,12 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
     if (!json) io.out << line << std::endl;
   };
   hooks.on_warning = [&](const std::string& warning) { io.err << "spillway-worker: warning: " << warning << std::endl; };
-  auto trainer = Trainer::create(job->job, args->get("--resume").value_or(""), hooks);
-  if (!trainer.ok()) return report_failure(io, json, trainer.status());
+  const std::string resume_from = args->get("--resume").value_or("");
+  auto trainer = Trainer::create(job->job, resume_from, hooks);
+  if (!trainer.ok()) {
+    if (resume_from.empty()) record_failed_start(*job, trainer.status(), io.err);
+    return report_failure(io, json, trainer.status());
+  }
   g_trainer = trainer->get();
   struct sigaction sa {};
   sa.sa_handler = on_signal;

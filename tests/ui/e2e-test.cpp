@@ -5,8 +5,11 @@
 #include <signal.h>
 
 #include <QFileInfo>
+#include <QMessageBox>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
+#include <fstream>
 
 #include "HistoryPage.h"
 #include "LivePage.h"
@@ -162,6 +165,69 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
     EXPECT_GT(info.final_step.value_or(0), 3);
   }
   EXPECT_TRUE(found);
+}
+
+// A job the worker refuses once it has started (issue 13: a read-only SSD folder gave nothing but
+// a worker.err file): Live says failed with the worker's own message, in its status line and a
+// dialog, its controls go off, and History lists the run as failed with that message.
+TEST(EndToEnd, ARunThatFailsAtStartIsShownWithTheWorkersMessageAndInHistory) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  // The SSD folder is a file: the worker cannot make its state folder there (as root, a
+  // read-only mode would not stop it; a file does).
+  const std::string ssd = tmp.path() + "/not-a-folder";
+  std::ofstream(ssd) << "x";
+
+  MainWindow window;
+  JobSettings s;
+  s.name = "e2e fails at start";
+  s.modelPath = QString::fromStdString(spillway::testing::data_path("models/stories260K"));
+  s.trainPath =
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt"));
+  s.steps = 10;
+  s.seqLen = 64;
+  s.backend = "cpu";
+  s.optimizerTier = "ssd";
+  s.ssdDir = QString::fromStdString(ssd);
+  QSignalSpy previewed(window.newRunPage(), &NewRunPage::datasetPreviewed);
+  window.newRunPage()->setSettings(s);
+  ASSERT_TRUE(previewed.wait(30000));
+  QString runDir;
+  ASSERT_TRUE(window.newRunPage()->launch(&runDir));
+  LivePage* live = window.livePage();
+  ASSERT_TRUE(waitFor([&] { return live->phase() == LivePage::Phase::kFailed; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+  const QString message = live->endMessage();
+  EXPECT_TRUE(message.contains(QString::fromStdString(ssd))) << message.toStdString();
+  EXPECT_TRUE(live->statusText().startsWith("failed · ")) << live->statusText().toStdString();
+  auto* dialog = live->findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_TRUE(dialog->isVisible());
+  EXPECT_TRUE(dialog->text().endsWith(message)) << dialog->text().toStdString();
+  EXPECT_EQ(live->findChildren<QPushButton*>(Qt::FindDirectChildrenOnly).size(), 3);
+  for (QPushButton* b : live->findChildren<QPushButton*>(Qt::FindDirectChildrenOnly))
+    EXPECT_FALSE(b->isEnabled()) << b->text().toStdString();  // Pause, Save checkpoint, Stop
+  EXPECT_FALSE(live->pauseAction()->isEnabled());
+  EXPECT_FALSE(live->stopAction()->isEnabled());
+
+  // History: the worker recorded the run as failed, with the same message.
+  bool found = false;
+  for (int r = 0; r < window.historyModel()->rowCount(); ++r) {
+    const RunInfo& info = window.historyModel()->run(r).info;
+    if (info.name != "e2e fails at start") continue;
+    found = true;
+    EXPECT_EQ(info.status, RunStatus::kFailed);
+    EXPECT_TRUE(QString::fromStdString(info.error_message).contains(message)) << info.error_message;
+    EXPECT_EQ(QString::fromStdString(info.run_dir), runDir);
+    const int row = window.historyModel()->rowOfRun(QString::fromStdString(info.id));
+    EXPECT_EQ(window.historyModel()->data(window.historyModel()->index(row, RunHistoryModel::kStatus),
+                                          Qt::DisplayRole),
+              "failed");
+  }
+  EXPECT_TRUE(found);
+  dialog->accept();
 }
 
 }  // namespace

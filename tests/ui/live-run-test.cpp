@@ -1,0 +1,437 @@
+// The Live page as the user sees a run: a run that fails at start (the worker's message in the
+// status line, the log and a dialog; the previous run's charts gone), controls that follow the
+// run's state (none without a run, Save checkpoint only while training, Pause that says paused and
+// stops the ETA), a worker that dies (noticed, shown, its run marked interrupted in the store), a
+// resumed run's stale final state, and the smaller items of issue 13 (eval and checkpoint lines
+// once in the log, the link line broken over a pause, tokens/s and TFLOPS as one line on two axes,
+// the CPU backend's device arena, the timeline's time axis and legend). The workers are small
+// shell scripts launched through WorkerClient as the real one is: detached, in their own session.
+#include <gtest/gtest.h>
+#include <qcustomplot.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <QAction>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTest>
+#include <cmath>
+#include <fstream>
+#include <functional>
+
+#include "LivePage.h"
+#include "TierChart.h"
+#include "TimelineView.h"
+#include "WorkerClient.h"
+#include "history/process-liveness.h"
+#include "history/run-store.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+using spillway::testing::TempDir;
+using Phase = LivePage::Phase;
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+bool waitFor(const std::function<bool()>& cond, int ms) {
+  for (int waited = 0; waited < ms; waited += 50) {
+    if (cond()) return true;
+    QTest::qWait(50);
+  }
+  return cond();
+}
+
+// A fake spillway-worker for WorkerClient::launch: `body` is the script after the shebang.
+// SPILLWAY_WORKER names it while the object lives; the workers it started are killed at the end.
+class FakeWorker {
+ public:
+  FakeWorker(const TempDir& dir, const std::string& body) : path_(dir.path() + "/fake-worker") {
+    std::ofstream(path_) << "#!/bin/sh\n" << body << "\n";
+    ::chmod(path_.c_str(), 0755);
+    qputenv("SPILLWAY_WORKER", QByteArray::fromStdString(path_));
+  }
+  ~FakeWorker() {
+    for (qint64 pid : started_)
+      if (WorkerClient::alive(pid)) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    qunsetenv("SPILLWAY_WORKER");
+  }
+  // Launches it on `job` as the New run page does; returns the pid.
+  qint64 launch(const std::string& job) {
+    QString error;
+    const qint64 pid = WorkerClient::launch(q(job), QString(), &error);
+    EXPECT_GT(pid, 0) << error.toStdString();
+    started_ << pid;
+    return pid;
+  }
+
+ private:
+  std::string path_;
+  QList<qint64> started_;
+};
+
+QPushButton* button(const LivePage& live, const QString& text) {
+  for (QPushButton* b : live.findChildren<QPushButton*>())
+    if (b->text() == text) return b;
+  return nullptr;
+}
+
+// Steps 1..n of a run at 0.5 s a step, 100 tokens/s, on `t` from 1.
+void writeSteps(std::ofstream& f, int n, double tflopsPerToken = 1e-3) {
+  for (int s = 1; s <= n; ++s)
+    f << R"({"type":"step","t":)" << s << R"(,"step":)" << s << R"(,"total_steps":100,"loss":)"
+      << 4.0 - 0.1 * s << R"(,"lr":0.001,"tokens":)" << 50 * s << R"(,"tokens_per_s":)" << 90 + s
+      << R"(,"model_tflops":)" << (90 + s) * tflopsPerToken << R"(,"step_s":0.5})"
+      << "\n";
+}
+
+TEST(LivePage, WithoutARunEveryControlIsOff) {
+  LivePage live;
+  EXPECT_EQ(live.phase(), Phase::kNoRun);
+  for (const char* name : {"Pause", "Save checkpoint", "Stop"}) {
+    QPushButton* b = button(live, name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_FALSE(b->isEnabled()) << name;
+  }
+  EXPECT_FALSE(live.pauseAction()->isEnabled());
+  EXPECT_FALSE(live.checkpointAction()->isEnabled());
+  EXPECT_FALSE(live.stopAction()->isEnabled());
+  live.stop();  // the menu's shortcut on no run: nothing to signal, nothing happens
+  EXPECT_EQ(live.phase(), Phase::kNoRun);
+}
+
+TEST(LivePage, ARunThatFailsAtStartShowsTheWorkersMessage) {
+  TempDir tmp;
+  // The previous run, with a loss curve on the charts.
+  const std::string before = tmp.path() + "/before";
+  std::filesystem::create_directories(before);
+  {
+    std::ofstream f(before + "/events.jsonl");
+    f << R"({"type":"state","t":0,"state":"training","run_id":"r0","total_steps":100})"
+      << "\n";
+    writeSteps(f, 5);
+    f << R"({"type":"state","t":6,"state":"completed"})"
+      << "\n";
+  }
+  LivePage live;
+  live.attach(q(before));
+  EXPECT_EQ(live.phase(), Phase::kCompleted);
+  auto* lossPlot = live.findChildren<QCustomPlot*>().at(4);  // hbm, dram, ssd, links, loss, ...
+  ASSERT_EQ(lossPlot->graph(0)->name(), "loss");
+  EXPECT_EQ(lossPlot->graph(0)->data()->size(), 5);
+  EXPECT_EQ(live.findChild<QMessageBox*>("runEndedDialog"), nullptr);  // not watched: no dialog
+
+  // The worker refuses the job before its run begins: no run folder, no events, its message on
+  // stdout (--json) and stderr, exit 1 — what a read-only SSD folder gave.
+  const char* message = "cannot lock /mnt/ro/spillway-state-1/.lock: Read-only file system";
+  FakeWorker worker(tmp, std::string("echo '{\"error\":\"io\",\"message\":\"") + message +
+                             "\"}'\necho 'spillway-worker: io: " + message + "' >&2\nexit 1");
+  const std::string jobDir = tmp.path() + "/jobs/20250101-ro";
+  std::filesystem::create_directories(jobDir);
+  std::ofstream(jobDir + "/job.json") << R"({"name": "read-only ssd"})";
+  QSignalSpy ended(&live, &LivePage::runEnded);
+  const qint64 pid = worker.launch(jobDir + "/job.json");
+  const QString runDir = q(tmp.path() + "/runs/20250101-ro");  // never made
+  live.attach(runDir, pid);
+  EXPECT_EQ(lossPlot->graph(0)->data()->size(), 0);  // the previous run's charts are gone
+  auto* title = live.findChild<QLabel*>("liveTitle");
+  ASSERT_NE(title, nullptr);
+  EXPECT_EQ(title->text(), "read-only ssd — " + runDir);
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kFailed; }, 10000))
+      << LivePage::phaseName(live.phase()).toStdString();
+  EXPECT_EQ(live.endMessage(), message);
+  auto* status = live.findChild<QLabel*>("liveStatus");
+  ASSERT_NE(status, nullptr);
+  EXPECT_TRUE(status->text().startsWith("failed · ")) << status->text().toStdString();
+  EXPECT_TRUE(status->text().endsWith(message)) << status->text().toStdString();
+  EXPECT_TRUE(live.findChild<QPlainTextEdit*>()->toPlainText().contains(QString("failed: ") + message));
+  auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_TRUE(dialog->isVisible());
+  EXPECT_EQ(dialog->text(), QString("read-only ssd failed:\n\n") + message);
+  ASSERT_EQ(ended.size(), 1);
+  EXPECT_EQ(ended[0][1].value<Phase>(), Phase::kFailed);
+  EXPECT_EQ(ended[0][2].toString(), message);
+  for (const char* name : {"Pause", "Save checkpoint", "Stop"})
+    EXPECT_FALSE(button(live, name)->isEnabled()) << name;
+  dialog->accept();
+}
+
+TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
+  TempDir tmp;
+  const std::string runDir = tmp.path() + "/run";
+  std::filesystem::create_directories(runDir);
+  FakeWorker worker(tmp, "exec sleep 120");  // a worker that trains until it is killed
+  std::ofstream job(tmp.path() + "/job.json");
+  job << R"({"name": "killed"})";
+  job.close();
+  const qint64 pid = worker.launch(tmp.path() + "/job.json");
+  ASSERT_TRUE(waitFor([&] { return WorkerClient::alive(pid); }, 5000));
+
+  // The run store lists it as running, by the fake worker's identity.
+  auto store = RunStore::open(tmp.path() + "/runs.db");
+  ASSERT_TRUE(store.ok());
+  RunInfo info;
+  info.name = "killed";
+  info.run_dir = runDir;
+  info.pid = pid;
+  ASSERT_TRUE(waitFor([&] { return process_start_ticks(pid).has_value(); }, 2000));
+  info.pid_start_ticks = static_cast<std::int64_t>(*process_start_ticks(pid));
+  info.boot_id = current_boot_id();
+  info.host = current_host_name();
+  auto id = (*store)->create_run(info);
+  ASSERT_TRUE(id.ok());
+
+  LivePage live;
+  live.setStore(store->get());
+  live.attach(q(runDir), pid);
+  EXPECT_EQ(live.phase(), Phase::kStarting);  // alive, nothing written yet
+  EXPECT_TRUE(button(live, "Stop")->isEnabled());
+  EXPECT_TRUE(button(live, "Pause")->isEnabled());
+  EXPECT_FALSE(button(live, "Save checkpoint")->isEnabled());  // nothing to checkpoint yet
+
+  std::ofstream f(runDir + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":100})"
+    << "\n";
+  writeSteps(f, 4);
+  f.flush();
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kTraining; }, 5000));
+  for (const char* name : {"Pause", "Save checkpoint", "Stop"})
+    EXPECT_TRUE(button(live, name)->isEnabled()) << name;
+  EXPECT_TRUE(live.checkpointAction()->isEnabled());
+  // 96 steps left at the median 0.5 s.
+  EXPECT_TRUE(live.statusText().startsWith("training · loss 3.6000 · 94 tokens/s"))
+      << live.statusText().toStdString();
+  EXPECT_TRUE(live.statusText().endsWith("ETA 48.0 s")) << live.statusText().toStdString();
+
+  // Pause: the worker is suspended, the page says so and the ETA waits.
+  QTest::mouseClick(button(live, "Pause"), Qt::LeftButton);
+  ASSERT_TRUE(waitFor([&] { return WorkerClient::suspended(pid); }, 5000));
+  EXPECT_EQ(live.phase(), Phase::kPaused);
+  ASSERT_NE(button(live, "Resume"), nullptr);
+  EXPECT_FALSE(button(live, "Save checkpoint")->isEnabled());
+  EXPECT_TRUE(button(live, "Stop")->isEnabled());
+  EXPECT_TRUE(live.statusText().startsWith("paused · ")) << live.statusText().toStdString();
+  EXPECT_TRUE(live.statusText().endsWith("ETA — (paused)")) << live.statusText().toStdString();
+  live.tick();
+  EXPECT_EQ(live.phase(), Phase::kPaused);
+  QTest::mouseClick(button(live, "Resume"), Qt::LeftButton);
+  ASSERT_TRUE(waitFor([&] { return !WorkerClient::suspended(pid); }, 5000));
+  EXPECT_EQ(live.phase(), Phase::kTraining);
+  EXPECT_TRUE(live.statusText().endsWith("ETA 48.0 s")) << live.statusText().toStdString();
+
+  // The worker is killed (the OOM killer, kill -9): noticed on the next tick.
+  QSignalSpy ended(&live, &LivePage::runEnded);
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kInterrupted; }, 5000));
+  EXPECT_TRUE(live.endMessage().startsWith(
+      QString("The worker (pid %1) exited without finishing the run: it was killed or crashed.").arg(pid)))
+      << live.endMessage().toStdString();
+  EXPECT_TRUE(live.statusText().startsWith("interrupted · loss 3.6000")) << live.statusText().toStdString();
+  EXPECT_TRUE(live.statusText().contains("killed or crashed"));
+  EXPECT_EQ(live.findChild<QLabel*>("liveStatus")->styleSheet(), "color: #d62728;");
+  auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_TRUE(dialog->isVisible());
+  EXPECT_EQ(dialog->text(), live.endMessage());
+  ASSERT_EQ(ended.size(), 1);
+  EXPECT_EQ(ended[0][1].value<Phase>(), Phase::kInterrupted);
+  for (const char* name : {"Pause", "Save checkpoint", "Stop"})
+    EXPECT_FALSE(button(live, name)->isEnabled()) << name;
+  EXPECT_FALSE(live.stopAction()->isEnabled());
+  // History lists it as interrupted.
+  auto row = (*store)->get_run(*id);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->status, RunStatus::kInterrupted);
+  dialog->accept();
+}
+
+TEST(LivePage, AResumedRunIsNotEndedByItsPreviousWorkersState) {
+  TempDir tmp;
+  const std::string runDir = tmp.path() + "/run";
+  std::filesystem::create_directories(runDir);
+  std::ofstream f(runDir + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":100})"
+    << "\n";
+  writeSteps(f, 3);
+  f << R"({"type":"state","t":4,"state":"stopped"})"
+    << "\n";
+  f.flush();
+  FakeWorker worker(tmp, "exec sleep 120");
+  std::ofstream(tmp.path() + "/job.json") << "{}";
+  const qint64 pid = worker.launch(tmp.path() + "/job.json");
+  ASSERT_TRUE(waitFor([&] { return WorkerClient::alive(pid); }, 5000));
+  LivePage live;
+  live.attach(q(runDir), pid);  // the resumed worker is still loading the model
+  live.tick();
+  EXPECT_EQ(live.phase(), Phase::kStarting);
+  EXPECT_TRUE(button(live, "Stop")->isEnabled());
+  f << R"({"type":"state","t":5,"state":"training","run_id":"r1","total_steps":100})"
+    << "\n";
+  f.flush();
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kTraining; }, 5000));
+  EXPECT_EQ(live.series().loss.size(), 3);  // one curve, the previous worker's steps included
+}
+
+TEST(LivePage, EvalAndCheckpointLinesAppearOnceInTheLog) {
+  TempDir tmp;
+  std::ofstream f(tmp.path() + "/events.jsonl");
+  // What the worker writes at an eval and a checkpoint: the event, and its own log line.
+  f << R"({"type":"eval","t":1,"step":10,"loss":2.5,"perplexity":12.18,"eval_s":0.1})"
+    << "\n"
+    << R"({"type":"log","t":1,"level":"info","message":"eval at step 10: loss 2.500000, perplexity 12.182494"})"
+    << "\n"
+    << R"({"type":"checkpoint","t":2,"step":10,"path":"/r/checkpoints/step-000010","bytes":1000,"write_s":0.1})"
+    << "\n"
+    << R"({"type":"log","t":2,"level":"info","message":"checkpoint /r/checkpoints/step-000010"})"
+    << "\n";
+  f.flush();
+  LivePage live;
+  live.attach(q(tmp.path()));
+  const QString log = live.findChild<QPlainTextEdit*>()->toPlainText();
+  EXPECT_EQ(log.count("eval at step 10"), 1) << log.toStdString();
+  EXPECT_EQ(log.count("step-000010"), 1) << log.toStdString();
+  EXPECT_EQ(live.series().evalLoss.size(), 1);  // the eval point is still drawn
+}
+
+TEST(LivePage, TheLinkLineBreaksWhereTheSamplesStop) {
+  TempDir tmp;
+  std::ofstream f(tmp.path() + "/events.jsonl");
+  auto sample = [&](double t, double gbps) {
+    f << R"({"type":"sample","t":)" << t << R"(,"interval_s":0.1,"links":{"h2d_gbps":)" << gbps
+      << R"(,"d2h_gbps":1}})"
+      << "\n";
+  };
+  for (int i = 0; i < 5; ++i) sample(1 + 0.1 * i, 20);
+  for (int i = 0; i < 5; ++i) sample(31 + 0.1 * i, 18);  // 30 s paused in between
+  f.flush();
+  LivePage live;
+  live.attach(q(tmp.path()));
+  QCPGraph* h2d = live.linkPlot()->graph(0);
+  ASSERT_EQ(h2d->data()->size(), 11);  // 10 samples and one break
+  const double atBreak = h2d->data()->at(5)->key;
+  EXPECT_NEAR(atBreak, 1.401, 1e-9);
+  EXPECT_TRUE(std::isnan(h2d->data()->at(5)->value));
+  EXPECT_DOUBLE_EQ(h2d->data()->at(6)->value, 18);
+  EXPECT_EQ(live.linkLegend()[0], "h2d 18.00 GB/s");  // the latest figure, not the break
+  EXPECT_EQ(live.linkPlot()->graph(1)->data()->size(), 11);
+  // Samples 0.1 s apart draw one unbroken line.
+  RunSeries steady;
+  for (int i = 0; i < 50; ++i)
+    steady.apply(QByteArray(R"({"type":"sample","t":)") + QByteArray::number(0.1 * i) +
+                 R"(,"interval_s":0.1,"links":{"h2d_gbps":5}})");
+  EXPECT_EQ(steady.linkGbps["h2d"].size(), 50);
+}
+
+TEST(LivePage, TokensPerSecondAndTflopsAreOneLineReadOnTwoAxes) {
+  TempDir tmp;
+  {
+    std::ofstream f(tmp.path() + "/events.jsonl");
+    writeSteps(f, 10, 2e-3);  // TFLOPS = 6·N·tokens/s: a fixed ratio
+  }
+  LivePage live;
+  live.attach(q(tmp.path()));
+  QCustomPlot* speed = live.throughputPlot();
+  EXPECT_EQ(speed->graph(0)->data()->size(), 10);
+  EXPECT_FALSE(speed->graph(1)->visible());  // it would lie exactly on the tokens/s line
+  EXPECT_EQ(speed->graph(0)->name(), "tokens/s (right axis: model TFLOPS)");
+  EXPECT_DOUBLE_EQ(speed->yAxis->range().upper, 100 * 1.1);
+  EXPECT_NEAR(speed->yAxis2->range().upper, 100 * 1.1 * 2e-3, 1e-12);
+  EXPECT_EQ(speed->yAxis2->label(), "model TFLOPS");
+
+  // A worker whose TFLOPS are not proportional: its own line again.
+  TempDir other;
+  {
+    std::ofstream f(other.path() + "/events.jsonl");
+    for (int s = 1; s <= 4; ++s)
+      f << R"({"type":"step","t":)" << s << R"(,"step":)" << s
+        << R"(,"loss":3,"tokens_per_s":100,"model_tflops":)" << 0.1 * s << R"(,"step_s":1})"
+        << "\n";
+  }
+  live.attach(q(other.path()));
+  EXPECT_TRUE(speed->graph(1)->visible());
+  EXPECT_EQ(speed->graph(0)->name(), "tokens/s");
+  EXPECT_NEAR(speed->yAxis2->range().upper, 0.44, 1e-12);
+}
+
+TEST(LivePage, TheCpuBackendsDeviceArenaIsNotCalledHbm) {
+  TempDir tmp;
+  {
+    std::ofstream f(tmp.path() + "/events.jsonl");
+    // What the worker writes on the CPU backend (stories260K): its plan names the backend, and the
+    // "hbm" tier is the arena it sized for the run.
+    f << R"({"type":"plan","t":0.1,"fits":true,"backend":"cpu","machine":{}})"
+      << "\n"
+      << R"({"type":"sample","t":1,"interval_s":0.1,"tiers":{"hbm":{"capacity_bytes":3769088,"checkpoints_bytes":458752,)"
+      << R"("gradients_bytes":545280,"weights_bytes":363520,"workspace_bytes":2139392,"used_bytes":3506944}}})"
+      << "\n";
+  }
+  LivePage live;
+  live.attach(q(tmp.path()));
+  TierChart* hbm = nullptr;
+  for (TierChart* c : live.findChildren<TierChart*>())
+    if (c->tier() == "hbm") hbm = c;
+  ASSERT_NE(hbm, nullptr);
+  EXPECT_EQ(hbm->heading(), "Device arena (CPU backend, in DRAM): 3.51 MB of a 3.77 MB arena");
+  // A GPU run keeps its HBM.
+  TempDir gpu;
+  {
+    std::ofstream f(gpu.path() + "/events.jsonl");
+    f << R"({"type":"plan","t":0.1,"fits":true,"backend":"cuda","machine":{}})"
+      << "\n"
+      << R"({"type":"sample","t":1,"tiers":{"hbm":{"capacity_bytes":8e10,"weights_bytes":2e10}}})"
+      << "\n";
+  }
+  live.attach(q(gpu.path()));
+  EXPECT_EQ(hbm->heading(), "HBM (device): 20.0 GB of 80.0 GB");
+}
+
+TEST(TimelineView, HasATimeAxisAndALegend) {
+  auto span = [](const char* block, int layer, const char* phase, double a, double b) {
+    Span s;
+    s.block = block, s.layer = layer, s.phase = phase, s.start = a, s.end = b;
+    return s;
+  };
+  QVector<Span> spans;
+  spans << span("embed", -1, "forward", 10.000, 10.002);
+  for (int l = 0; l < 4; ++l) {
+    spans << span("layer", l, "h2d", 10.002 + 0.01 * l, 10.006 + 0.01 * l)
+          << span("layer", l, "forward", 10.006 + 0.01 * l, 10.012 + 0.01 * l);
+  }
+  spans << span("step", -1, "compute", 10.0, 10.1);
+  TimelineView view;
+  view.resize(800, 170);
+  view.setSpans(spans);
+  // 100 ms over 712 px: a tick every 20 ms, the unit on the last.
+  EXPECT_EQ(view.tickLabels(), (QStringList{"0", "20", "40", "60", "80", "100 ms"}));
+  ASSERT_EQ(view.ticks().size(), 6);
+  EXPECT_NEAR(view.ticks()[5], 0.1, 1e-12);
+  EXPECT_EQ(view.legend(), (QStringList{"layer 0", "layer 3", "backward (darker)", "embed / head / step"}));
+  // Drawn: the band under the lanes holds the tick labels and the legend; empty, it is blank.
+  view.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+  auto inked = [&] {
+    const QImage img = view.grab().toImage();
+    const QColor base = view.palette().base().color();
+    int n = 0;
+    for (int y = view.height() - 34; y < view.height(); ++y)
+      for (int x = 80; x < view.width(); ++x) n += QColor(img.pixel(x, y)) != base;
+    return n;
+  };
+  EXPECT_GT(inked(), 300);
+  // A narrow timeline has fewer ticks, still whole numbers of milliseconds.
+  view.resize(300, 170);
+  EXPECT_EQ(view.tickLabels(), (QStringList{"0", "50", "100 ms"}));
+  view.setSpans({});
+  EXPECT_TRUE(view.tickLabels().isEmpty());
+  EXPECT_TRUE(view.legend().isEmpty());
+  EXPECT_EQ(inked(), 0);
+}
+
+}  // namespace
+}  // namespace spillway::ui
