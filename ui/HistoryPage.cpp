@@ -2,6 +2,9 @@
 
 #include <QDesktopServices>
 #include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
@@ -16,11 +19,41 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "Format.h"
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
 #include "history/run-folder.h"
 
 namespace spillway::ui {
+namespace {
+
+// What a worker writes into its run folder (engine/train, app/worker): the entries Delete removes.
+const QStringList kRunEntries = {"job.json", "events.jsonl", "checkpoints", "export",
+                                 "worker.out", "worker.err"};
+
+QString folderKey(const std::string& dir) {
+  if (dir.empty()) return {};
+  const QFileInfo fi(QString::fromStdString(dir));
+  const QString canonical = fi.canonicalFilePath();
+  return canonical.isEmpty() ? QDir::cleanPath(fi.absoluteFilePath()) : canonical;
+}
+
+// The same folder, or one inside the other.
+bool overlaps(const QString& a, const QString& b) {
+  if (a.isEmpty() || b.isEmpty()) return false;
+  return a == b || a.startsWith(b + '/') || b.startsWith(a + '/');
+}
+
+qint64 sizeOf(const QString& path) {
+  const QFileInfo fi(path);
+  if (!fi.isDir() || fi.isSymLink()) return fi.size();
+  qint64 bytes = 0;
+  QDirIterator it(path, QDir::Files | QDir::Hidden | QDir::System, QDirIterator::Subdirectories);
+  while (it.hasNext()) bytes += QFileInfo(it.next()).size();
+  return bytes;
+}
+
+}  // namespace
 
 HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   auto* layout = new QVBoxLayout(this);
@@ -125,13 +158,17 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   connect(del, &QPushButton::clicked, this, [this, current] {
     const RunRow* r = current();
     if (!r) return;
-    const QString name = QString::fromStdString(r->info.name);
-    if (QMessageBox::question(this, tr("Delete run"),
-                              tr("Delete \"%1\" and its folder %2?")
-                                  .arg(name, QString::fromStdString(r->info.run_dir))) !=
-        QMessageBox::Yes)
-      return;
-    const QString err = deleteRun(model_, QString::fromStdString(r->info.id));
+    const QString id = QString::fromStdString(r->info.id);
+    const DeletePlan plan = planDelete(model_, id);
+    if (!plan.error.isEmpty())
+      return void(QMessageBox::warning(this, tr("Delete run"), plan.error));
+    QMessageBox box(QMessageBox::Question, tr("Delete run"), describe(plan),
+                    QMessageBox::Yes | QMessageBox::Cancel, this);
+    box.setObjectName("deleteRunConfirmation");
+    box.setDefaultButton(QMessageBox::Cancel);
+    box.button(QMessageBox::Yes)->setText(tr("Delete"));
+    if (box.exec() != QMessageBox::Yes) return;
+    const QString err = deleteRun(model_, id);
     if (!err.isEmpty()) QMessageBox::warning(this, tr("Delete run"), err);
   });
 }
@@ -147,16 +184,100 @@ QStringList HistoryPage::selectedRunIds() const {
   return ids;
 }
 
-QString HistoryPage::deleteRun(RunHistoryModel* model, const QString& runId) {
+HistoryPage::DeletePlan HistoryPage::planDelete(RunHistoryModel* model, const QString& runId) {
+  DeletePlan plan;
   const int row = model->rowOfRun(runId);
-  if (row < 0) return tr("No run %1").arg(runId);
-  const RunInfo info = model->run(row).info;
-  if (info.status == RunStatus::kRunning && info.pid && WorkerClient::alive(*info.pid))
-    return tr("The run is still going; stop it first.");
-  if (Status st = model->store()->delete_run(info.id); !st.ok())
+  if (row < 0) {
+    plan.error = tr("No run %1").arg(runId);
+    return plan;
+  }
+  const RunInfo& info = model->run(row).info;
+  plan.runName = QString::fromStdString(info.name);
+  plan.runDir = QString::fromStdString(info.run_dir);
+  if (info.status == RunStatus::kRunning && info.pid && WorkerClient::alive(*info.pid)) {
+    plan.error = tr("\"%1\" is still running; stop it first.").arg(plan.runName);
+    return plan;
+  }
+  const QString folder = folderKey(info.run_dir);
+  for (int r = 0; r < model->rowCount(); ++r) {
+    const RunInfo& other = model->run(r).info;
+    if (other.id == info.id || !overlaps(folder, folderKey(other.run_dir))) continue;
+    const bool live = other.status == RunStatus::kRunning && other.pid && WorkerClient::alive(*other.pid);
+    plan.sharedBy << (live ? tr("\"%1\" (running, its worker pid %2 writes there)")
+                                 .arg(QString::fromStdString(other.name))
+                                 .arg(*other.pid)
+                           : tr("\"%1\" (%2)")
+                                 .arg(QString::fromStdString(other.name),
+                                      QString::fromLatin1(run_status_name(other.status))));
+  }
+  const QDir dir(folder);
+  plan.folderExists = !folder.isEmpty() && dir.exists();
+  if (!plan.folderExists) return plan;
+  for (const QFileInfo& e :
+       dir.entryInfoList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot,
+                         QDir::Name)) {
+    if (!kRunEntries.contains(e.fileName())) {
+      plan.kept << e.absoluteFilePath();
+      continue;
+    }
+    plan.files << e.absoluteFilePath();
+    plan.bytes += sizeOf(e.absoluteFilePath());
+    if (e.fileName() == "checkpoints")
+      plan.checkpoints = QDir(e.absoluteFilePath()).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size();
+  }
+  return plan;
+}
+
+QString HistoryPage::describe(const DeletePlan& plan) {
+  QString text = tr("Delete the run \"%1\" from History (its metrics, samples and events)?")
+                     .arg(plan.runName);
+  if (!plan.sharedBy.isEmpty()) {
+    text += tr("\n\nIts folder %1 stays, and nothing in it is removed: it is also the folder of "
+               "%2.")
+                .arg(plan.runDir, plan.sharedBy.join(tr(", ")));
+    return text;
+  }
+  if (plan.files.isEmpty()) {
+    if (plan.folderExists)
+      text += plan.kept.isEmpty() ? tr("\n\nIts folder %1 is empty and goes.").arg(plan.runDir)
+                                  : tr("\n\nIts folder %1 holds none of its files and stays.").arg(plan.runDir);
+    return text;
+  }
+  QStringList names;
+  for (const QString& f : plan.files) {
+    const QString name = QFileInfo(f).fileName();
+    names << (name == "checkpoints" ? (plan.checkpoints == 1 ? tr("1 checkpoint")
+                                                              : tr("%1 checkpoints").arg(plan.checkpoints))
+              : name == "export"    ? tr("the exported model")
+                                    : name);
+  }
+  text += tr("\n\nThese files go, %1 in all: %2, in %3.")
+              .arg(formatBytes(static_cast<double>(plan.bytes)), names.join(tr(", ")), plan.runDir);
+  if (!plan.kept.isEmpty()) {
+    QStringList kept;
+    for (const QString& k : plan.kept) kept << QFileInfo(k).fileName();
+    text += tr("\n\nThe folder stays with what is not the run's: %1.").arg(kept.join(tr(", ")));
+  }
+  return text;
+}
+
+QString HistoryPage::deleteRun(RunHistoryModel* model, const QString& runId) {
+  const DeletePlan plan = planDelete(model, runId);
+  if (!plan.error.isEmpty()) return plan.error;
+  if (Status st = model->store()->delete_run(runId.toStdString()); !st.ok())
     return QString::fromStdString(st.message());
-  if (!info.run_dir.empty()) QDir(QString::fromStdString(info.run_dir)).removeRecursively();
+  QStringList failed;
+  if (plan.sharedBy.isEmpty()) {
+    for (const QString& f : plan.files) {
+      const bool ok = QFileInfo(f).isDir() && !QFileInfo(f).isSymLink() ? QDir(f).removeRecursively()
+                                                                        : QFile::remove(f);
+      if (!ok) failed << f;
+    }
+    if (plan.kept.isEmpty() && !plan.runDir.isEmpty()) QDir().rmdir(folderKey(plan.runDir.toStdString()));
+  }
   model->refresh();
+  if (!failed.isEmpty())
+    return tr("The run's row is gone, but these could not be removed: %1").arg(failed.join(", "));
   return {};
 }
 

@@ -1,6 +1,10 @@
 // HistoryPage: every run from the run store in a sortable, filterable table, with tags and notes,
-// delete (confirmed; removes the run's files too), open the run folder, resume from the latest
-// checkpoint, clone as a new run, and open a run in Live or Compare.
+// delete, open the run folder, resume from the latest checkpoint, clone as a new run, and open a
+// run in Live or Compare.
+// Delete asks first, saying what goes: the row, and the run's files (job.json, events.jsonl,
+// checkpoints/, export/, the worker's output) with their size — unless another row names the same
+// folder (or one inside or around it) or a live worker writes there, and then the folder stays and
+// the confirmation says whose it is. Files in the folder that are not the run's stay too.
 #pragma once
 
 #include <QWidget>
@@ -20,7 +24,22 @@ class HistoryPage : public QWidget {
   QStringList selectedRunIds() const;
   QTableView* table() const { return table_; }
   void setFilter(const QString& text);
-  // Deletes a run's rows and folder (no confirmation: the button asks first).
+  // What deleting a run would remove, worked out before anything is touched.
+  struct DeletePlan {
+    QString error;         // why the run cannot be deleted now ("" when it can)
+    QString runName, runDir;
+    QStringList files;     // the run's entries in its folder that go (absolute paths)
+    QStringList kept;      // entries of the folder that are not the run's and stay
+    QStringList sharedBy;  // why the folder stays: "\"name\" (status)" of each run that uses it
+    bool folderExists = false;
+    qint64 bytes = 0;      // the size of `files`
+    int checkpoints = 0;
+  };
+  static DeletePlan planDelete(RunHistoryModel* model, const QString& runId);
+  // The confirmation's text for `plan`: what goes, what stays and why.
+  static QString describe(const DeletePlan& plan);
+  // Deletes a run's rows and, where planDelete says so, its files (no confirmation: the button
+  // asks first). Returns an error message or "".
   static QString deleteRun(RunHistoryModel* model, const QString& runId);
 
  signals:

@@ -1,0 +1,197 @@
+// History's Delete as the user meets it: the confirmation says what goes (the row; the run's
+// files, with their size) and what stays and why; a folder that another row names (a resumed
+// run's) or that a live worker writes to is never removed, and neither is a file in the folder that
+// is not the run's. Drives the real page: select a row, press Delete, read and answer the dialog.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QMessageBox>
+#include <QProcess>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTest>
+#include <QTimer>
+#include <filesystem>
+#include <fstream>
+
+#include "HistoryPage.h"
+#include "RunHistoryModel.h"
+#include "history/process-liveness.h"
+#include "history/run-store.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+namespace fs = std::filesystem;
+using spillway::testing::TempDir;
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+// A run folder as the worker leaves it: job.json, events.jsonl, two checkpoints and an export
+// (1,000 + 2,000 + 2 x 10,000 + 50,000 bytes).
+void makeRunFolder(const std::string& dir) {
+  fs::create_directories(dir + "/checkpoints/step-000010");
+  fs::create_directories(dir + "/checkpoints/step-000020");
+  fs::create_directories(dir + "/export");
+  auto write = [](const std::string& path, size_t bytes) { std::ofstream(path) << std::string(bytes, 'x'); };
+  write(dir + "/job.json", 1000);
+  write(dir + "/events.jsonl", 2000);
+  write(dir + "/checkpoints/step-000010/model.safetensors", 10000);
+  write(dir + "/checkpoints/step-000020/model.safetensors", 10000);
+  write(dir + "/export/model.safetensors", 50000);
+}
+
+std::string addRun(RunStore& store, const std::string& name, RunStatus status, const std::string& dir,
+                   std::optional<qint64> livePid = std::nullopt) {
+  RunInfo info;
+  info.name = name;
+  info.status = status;
+  info.run_dir = dir;
+  if (livePid) {
+    info.pid = *livePid;
+    info.pid_start_ticks = static_cast<std::int64_t>(process_start_ticks(*livePid).value_or(0));
+    info.boot_id = current_boot_id();
+    info.host = current_host_name();
+  }
+  auto id = store.create_run(info);
+  EXPECT_TRUE(id.ok());
+  return id.ok() ? *id : std::string();
+}
+
+// Selects the row of run `name`, presses Delete and answers the dialog that comes with `answer`
+// (a button's text); returns the dialog's text ("" when none came).
+QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& name, const QString& answer) {
+  auto* proxy = qobject_cast<QSortFilterProxyModel*>(page.table()->model());
+  for (int r = 0; r < proxy->rowCount(); ++r) {
+    const QModelIndex i = proxy->index(r, RunHistoryModel::kName);
+    if (i.data().toString() == name) page.table()->setCurrentIndex(i);
+  }
+  EXPECT_EQ(page.table()->currentIndex().data().toString(), name);
+  QPushButton* del = nullptr;
+  for (QPushButton* b : page.findChildren<QPushButton*>())
+    if (b->text() == "Delete") del = b;
+  EXPECT_NE(del, nullptr);
+  QString text;
+  QTimer::singleShot(100, [&] {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box) return;
+    text = box->text();
+    for (QAbstractButton* b : box->buttons())
+      if (b->text().remove('&') == answer) return b->click();
+    ADD_FAILURE() << "no button " << answer.toStdString() << " in " << text.toStdString();
+    box->reject();
+  });
+  QTest::mouseClick(del, Qt::LeftButton);
+  (void)model;
+  return text;
+}
+
+TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  const std::string folder = tmp.path() + "/runs/20250101-shakespeare";
+  makeRunFolder(folder);
+  std::ofstream(folder + "/notes.txt") << "mine";  // the user's own file in the run folder
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    addRun(**store, "shakespeare", RunStatus::kStopped, folder);
+    addRun(**store, "shakespeare (resumed)", RunStatus::kCompleted, folder);  // Resume's row
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+
+  // The stopped row: its folder holds the resumed run's checkpoints and export, so it stays.
+  QString text = pressDelete(page, model, "shakespeare", "Delete");
+  EXPECT_EQ(text.toStdString(),
+            "Delete the run \"shakespeare\" from History (its metrics, samples and events)?\n\n"
+            "Its folder " + folder + " stays, and nothing in it is removed: it is also the folder of "
+            "\"shakespeare (resumed)\" (completed).");
+  ASSERT_EQ(model.rowCount(), 1);
+  EXPECT_EQ(model.run(0).info.name, "shakespeare (resumed)");
+  EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
+  EXPECT_TRUE(fs::exists(folder + "/checkpoints/step-000020/model.safetensors"));
+
+  // Cancel removes nothing.
+  text = pressDelete(page, model, "shakespeare (resumed)", "Cancel");
+  EXPECT_FALSE(text.isEmpty());
+  EXPECT_EQ(model.rowCount(), 1);
+  EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
+
+  // The last row that uses it: the run's files go, the user's file and so the folder stay.
+  text = pressDelete(page, model, "shakespeare (resumed)", "Delete");
+  EXPECT_EQ(text.toStdString(),
+            "Delete the run \"shakespeare (resumed)\" from History (its metrics, samples and events)?\n\n"
+            "These files go, 73.0 kB in all: 2 checkpoints, events.jsonl, the exported model, job.json, in " +
+                folder + ".\n\nThe folder stays with what is not the run's: notes.txt.");
+  EXPECT_EQ(model.rowCount(), 0);
+  EXPECT_FALSE(fs::exists(folder + "/checkpoints"));
+  EXPECT_FALSE(fs::exists(folder + "/export"));
+  EXPECT_FALSE(fs::exists(folder + "/events.jsonl"));
+  EXPECT_TRUE(fs::exists(folder + "/notes.txt"));
+}
+
+TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  const std::string folder = tmp.path() + "/run";
+  makeRunFolder(folder);
+  QProcess worker;  // stands in for a worker that is still training in `folder`
+  worker.start("sleep", {"120"});
+  ASSERT_TRUE(worker.waitForStarted());
+  const qint64 pid = worker.processId();
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    addRun(**store, "first attempt", RunStatus::kFailed, folder + "/");  // the same folder, spelt otherwise
+    addRun(**store, "training now", RunStatus::kRunning, folder, pid);
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_EQ(model.rowCount(), 2);  // the live worker's run is still running after the store's check
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+
+  QString text = pressDelete(page, model, "training now", "OK");
+  EXPECT_EQ(text, "\"training now\" is still running; stop it first.");
+  EXPECT_EQ(model.rowCount(), 2);
+
+  text = pressDelete(page, model, "first attempt", "Delete");
+  EXPECT_TRUE(text.endsWith(QString("it is also the folder of \"training now\" (running, its worker pid %1 "
+                                    "writes there).")
+                                .arg(pid)))
+      << text.toStdString();
+  EXPECT_EQ(model.rowCount(), 1);
+  EXPECT_TRUE(fs::exists(folder + "/checkpoints/step-000010/model.safetensors"));
+  EXPECT_TRUE(fs::exists(folder + "/events.jsonl"));
+  worker.kill();
+  worker.waitForFinished();
+}
+
+TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    addRun(**store, "failed at start", RunStatus::kFailed, tmp.path() + "/runs/never-made");
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  const QString text = pressDelete(page, model, "failed at start", "Delete");
+  EXPECT_EQ(text, "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+}  // namespace
+}  // namespace spillway::ui
