@@ -6,20 +6,27 @@
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QMessageBox>
 #include <QPainter>
 #include <QPushButton>
 #include <QSlider>
 #include <QSplitter>
 #include <QSvgGenerator>
 #include <QTableWidget>
+#include <QRegularExpression>
+#include <QTextDocumentFragment>
 #include <QTextStream>
+#include <QUrl>
 #include <QVBoxLayout>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "ConfigDiff.h"
 #include "Charts.h"
@@ -49,6 +56,13 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   controls->addWidget(png);
   controls->addWidget(csv);
   layout->addLayout(controls);
+  // Where the last export went (with a link to its folder), or why it failed.
+  exportStatus_ = new QLabel;
+  exportStatus_->setObjectName("exportStatus");
+  exportStatus_->setOpenExternalLinks(true);
+  exportStatus_->setTextInteractionFlags(Qt::TextBrowserInteraction);
+  exportStatus_->hide();
+  layout->addWidget(exportStatus_);
   auto* charts = new QHBoxLayout;
   loss_ = titledPlot(tr("Loss"), QString(), tr("loss"), 1, 180);
   speed_ = titledPlot(tr("Tokens/s"), QString(), tr("tokens/s"), 1, 180);
@@ -68,13 +82,47 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   connect(png, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), "compare.png",
                                                    tr("Images (*.png *.svg)"));
-    if (!f.isEmpty()) exportChart(f);
+    if (f.isEmpty()) return;
+    const bool ok = exportChart(f);
+    showExport(ok, ok ? tr("Saved the charts of %1 to %2")
+                             .arg(runIds_.size() == 1 ? tr("1 run") : tr("%1 runs").arg(runIds_.size()), f)
+                      : tr("Could not write the charts to %1").arg(f),
+               f);
   });
   connect(csv, &QPushButton::clicked, this, [this] {
     const QString f =
         QFileDialog::getSaveFileName(this, tr("Export metrics"), "metrics.csv", tr("CSV (*.csv)"));
-    if (!f.isEmpty()) exportCsv(f);
+    if (f.isEmpty()) return;
+    int rows = 0;
+    const bool ok = exportCsv(f, &rows);
+    showExport(ok,
+               ok ? tr("Saved %1 rows of %2 to %3")
+                        .arg(rows)
+                        .arg(runIds_.size() == 1 ? tr("1 run") : tr("%1 runs").arg(runIds_.size()))
+                        .arg(f)
+                  : tr("Could not write %1").arg(f),
+               f);
   });
+}
+
+void ComparePage::showExport(bool ok, const QString& text, const QString& path) {
+  if (ok) {
+    exportStatus_->setText(
+        QString("%1 · <a href=\"%2\">%3</a>")
+            .arg(text.toHtmlEscaped(),
+                 QUrl::fromLocalFile(QFileInfo(path).absolutePath()).toString(QUrl::FullyEncoded),
+                 tr("open folder")));
+    exportStatus_->setStyleSheet(QString());
+  } else {
+    exportStatus_->setText(text.toHtmlEscaped());
+    exportStatus_->setStyleSheet("color: #d62728;");
+    QMessageBox::warning(this, tr("Export"), text);
+  }
+  exportStatus_->show();
+}
+
+QString ComparePage::exportMessage() const {
+  return QTextDocumentFragment::fromHtml(exportStatus_->text()).toPlainText();
 }
 
 void ComparePage::setXAxis(XAxis x) {
@@ -222,23 +270,49 @@ void ComparePage::redraw() {
     diff_->setColumnWidth(c, std::min(diff_->columnWidth(c), 420));
 }
 
-bool ComparePage::exportCsv(const QString& path) const {
+bool ComparePage::exportCsv(const QString& path, int* rowsOut) const {
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
   QTextStream out(&f);
   // An empty field is a value the worker did not record.
   auto opt = [](const auto& v) { return v ? QString::number(*v, 'g', 10) : QString(); };
-  out << "run_id,step,loss,lr,grad_norm,tokens,tokens_per_s,model_tflops,t_s\n";
+  // RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled.
+  auto field = [](QString v) {
+    if (!v.contains(QRegularExpression("[,\"\r\n]"))) return v;
+    return '"' + v.replace('"', "\"\"") + '"';
+  };
+  out << "run_id,run_name,step,loss,eval_loss,lr,grad_norm,tokens,tokens_per_s,model_tflops,t_s\n";
+  int rows = 0;
   for (const QString& id : runIds_) {
+    const int row = model_->rowOfRun(id);
+    const QString name = row >= 0 ? QString::fromStdString(model_->run(row).info.name) : QString();
     auto metrics = model_->store()->metrics(id.toStdString());
+    auto evals = model_->store()->evals(id.toStdString());
     if (!metrics.ok()) continue;
-    for (const MetricRow& m : *metrics) {
-      out << id << ',' << m.step << ',' << opt(m.loss) << ',' << opt(m.lr) << ','
-          << opt(m.grad_norm) << ',' << opt(m.tokens) << ',' << opt(m.tokens_per_s) << ','
-          << opt(m.model_tflops) << ',' << opt(m.t_s) << '\n';
+    // Eval losses on their steps; an eval at a step without a metric row (step 0, before training)
+    // gets a row of its own.
+    std::map<std::int64_t, std::optional<double>> evalAt;
+    if (evals.ok())
+      for (const EvalRow& e : *evals) evalAt[e.step] = e.loss;
+    std::map<std::int64_t, const MetricRow*> byStep;
+    for (const MetricRow& m : *metrics) byStep[m.step] = &m;
+    std::set<std::int64_t> steps;
+    for (const auto& [step, m] : byStep) steps.insert(step);
+    for (const auto& [step, loss] : evalAt) steps.insert(step);
+    for (std::int64_t step : steps) {
+      const MetricRow* m = byStep.count(step) ? byStep[step] : nullptr;
+      const std::optional<double> eval = evalAt.count(step) ? evalAt[step] : std::nullopt;
+      MetricRow none;
+      const MetricRow& r = m ? *m : none;
+      out << field(id) << ',' << field(name) << ',' << step << ',' << opt(r.loss) << ','
+          << opt(eval) << ',' << opt(r.lr) << ',' << opt(r.grad_norm) << ',' << opt(r.tokens)
+          << ',' << opt(r.tokens_per_s) << ',' << opt(r.model_tflops) << ',' << opt(r.t_s)
+          << '\n';
+      ++rows;
     }
   }
   out.flush();
+  if (rowsOut) *rowsOut = rows;
   return f.error() == QFile::NoError;
 }
 

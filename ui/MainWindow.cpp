@@ -127,10 +127,14 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   run->addActions({live_->pauseAction(), live_->checkpointAction(), live_->stopAction()});
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About Spillway"), this, [this] {
-    QMessageBox::about(this, tr("About Spillway"),
-                       tr("Spillway fine-tunes language models larger than the GPU: layers stream "
-                          "through the device, "
-                          "master weights and AdamW state live in DRAM and on the SSD."));
+    const QString worker = WorkerClient::workerPath();
+    QMessageBox::about(
+        this, tr("About Spillway"),
+        tr("<h3>Spillway %1</h3><p>Spillway fine-tunes language models larger than the GPU: "
+           "layers stream through the device, master weights and AdamW state live in DRAM and on "
+           "the SSD.</p><p>Qt %2 · worker: %3</p>")
+            .arg(QStringLiteral(SPILLWAY_VERSION), QString::fromLatin1(qVersion()),
+                 worker.isEmpty() ? tr("not found") : worker.toHtmlEscaped()));
   });
 
   QSettings settings;
