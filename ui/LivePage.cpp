@@ -34,6 +34,10 @@ namespace {
 
 const char* kLinkNames[] = {"h2d", "d2h", "ssd_read", "ssd_write"};
 
+// The charts' least height: with the tier charts, the timeline and the log, the page fits a
+// 1280 x 720 screen (window-fit-test); a taller window gives the charts the rest.
+constexpr int kPlotHeight = 150;
+
 // A series without data is hidden and leaves the legend, so an unreported metric reads as absent
 // rather than as a flat zero (STYLE.md 10).
 void showGraph(QCPGraph* g, bool show) {
@@ -76,6 +80,9 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   title_ = new QLabel(tr("No run attached. Launch one from New run, or pick one in History."));
   title_->setStyleSheet("font-weight: bold;");
   title_->setObjectName("liveTitle");
+  // A long run name or folder, or a long failure, wraps or is cut (the tooltip has it whole)
+  // rather than widening the window past the screen.
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
   status_ = new QLabel;
@@ -92,6 +99,8 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   stop_->setToolTip(tr("Checkpoint, then stop cleanly (SIGTERM)"));
   checkpoint_->setToolTip(tr("Write a checkpoint now and keep training (SIGUSR1)"));
   status_->setObjectName("liveStatus");
+  status_->setWordWrap(true);
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   top->addWidget(title_, 1);
   top->addWidget(pause_);
@@ -100,14 +109,14 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   layout->addLayout(top);
   auto* prow = new QHBoxLayout;
   prow->addWidget(progress_, 1);
-  prow->addWidget(status_);
+  prow->addWidget(status_, 2);
   layout->addLayout(prow);
 
   auto* grid = new QGridLayout;
   tiers_[0] = new TierChart("hbm", tr("HBM (device)"));
   tiers_[1] = new TierChart("dram", tr("DRAM (host)"));
   tiers_[2] = new TierChart("ssd", tr("SSD"));
-  links_ = titledPlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"), 2, 170);
+  links_ = titledPlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"), 2, kPlotHeight);
   const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"),
                                     QColor("#d62728")};
   for (int i = 0; i < 4; ++i) {
@@ -129,7 +138,7 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
     g->setVisible(false);
     g->removeFromLegend();
   }
-  loss_ = titledPlot(tr("Loss and learning rate"), tr("step"), tr("loss"), 2, 170);
+  loss_ = titledPlot(tr("Loss and learning rate"), tr("step"), tr("loss"), 2, kPlotHeight);
   loss_->addGraph()->setName(tr("loss"));
   loss_->graph(0)->setPen(QPen(QColor(31, 119, 180, 70)));
   loss_->addGraph()->setName(tr("loss (smoothed)"));
@@ -142,7 +151,7 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   loss_->yAxis2->setLabel(tr("learning rate"));
   loss_->addGraph(loss_->xAxis, loss_->yAxis2)->setName(tr("lr"));
   loss_->graph(3)->setPen(QPen(QColor("#2ca02c"), 1, Qt::DashLine));
-  speed_ = titledPlot(tr("Throughput"), tr("step"), tr("tokens/s"), 2, 170);
+  speed_ = titledPlot(tr("Throughput"), tr("step"), tr("tokens/s"), 2, kPlotHeight);
   speed_->addGraph()->setName(tr("tokens/s"));
   speed_->graph(0)->setPen(QPen(QColor("#9467bd"), 1.5));
   speed_->yAxis2->setVisible(true);
@@ -161,6 +170,7 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   log_ = new QPlainTextEdit;
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
+  log_->setMinimumHeight(56);  // three lines
   log_->setMaximumHeight(120);
   layout->addWidget(log_);
 
@@ -531,6 +541,7 @@ void LivePage::redraw() {
   const bool bad = p == Phase::kFailed || p == Phase::kInterrupted;
   if (bad && !endMessage_.isEmpty()) text += " · " + endMessage_.section('\n', 0, 0);
   status_->setText(text);
+  status_->setToolTip(text);
   status_->setStyleSheet(bad ? "color: #d62728;" : QString());
   const qint64 first = s.logTotal - s.log.size();  // the ring may have dropped older lines
   for (logShown_ = std::max(logShown_, first); logShown_ < s.logTotal; ++logShown_)

@@ -52,7 +52,7 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   unavailable_->position->setCoords(0.5, 0.5);
   unavailable_->setText(tr("unavailable"));
   unavailable_->setColor(palette().color(QPalette::PlaceholderText));
-  setMinimumHeight(200);
+  setMinimumHeight(150);
 }
 
 QString TierChart::heading() const {

@@ -35,11 +35,11 @@ int laneOf(const QString& phase) {
 }  // namespace
 
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
-  setMinimumHeight(150);
+  setMinimumHeight(120);  // six lanes of 10 px, the axis and the legend
 }
 
 QSize TimelineView::minimumSizeHint() const {
-  return {360, 150};
+  return {360, 120};
 }
 
 QVector<double> TimelineView::ticks() const {

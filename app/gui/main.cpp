@@ -3,9 +3,10 @@
 // usage: spillway [options] [JOB.json]. A job file given (by a file manager through the desktop
 // entry's %f, or by hand) opens on New run. Options: --db PATH (run store), --model DIR /
 // --dataset FILE (preselect on New run), --attach RUN_DIR (show a run on Live), --palette
-// system|light|dark, --screenshot DIR (after --wait seconds, save a PNG of each page into DIR and
-// quit — used by tests/ui/screenshots.sh and tests/packaging/install-test.sh under Xvfb). The man
-// page packaging/man/spillway.1 is checked against --help.
+// system|light|dark, --screenshot DIR (after --wait seconds, save a PNG of each page, the window
+// --size WxH, into DIR and quit — used by tests/ui/screenshots.sh and
+// tests/packaging/install-test.sh under Xvfb). The man page packaging/man/spillway.1 is checked
+// against --help.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -35,8 +36,9 @@ int main(int argc, char** argv) {
       attach("attach", "Run folder to show live.", "dir"),
       shots("screenshot", "Save a PNG of each page into DIR and quit.", "dir"),
       wait("wait", "Seconds to wait before the screenshots.", "s", "6"),
+      size("size", "Window size for the screenshots (default 1600x1000).", "WxH", "1600x1000"),
       palette("palette", "Look: system, light or dark (default: the View > Theme choice).", "mode");
-  parser.addOptions({db, model, dataset, attach, shots, wait, palette});
+  parser.addOptions({db, model, dataset, attach, shots, wait, size, palette});
   parser.addPositionalArgument("job.json", "A job file to open on New run.", "[job.json]");
   parser.process(app);
   spillway::ui::AppPalette::apply(parser.isSet(palette)
@@ -50,7 +52,11 @@ int main(int argc, char** argv) {
     window.livePage()->attach(parser.value(attach));
     window.showPage(spillway::ui::MainWindow::kLive);
   }
-  if (parser.isSet(shots)) window.resize(1600, 1000);
+  if (parser.isSet(shots)) {
+    const QStringList wh = parser.value(size).split('x');
+    window.resize(wh.value(0).toInt() > 0 ? wh.value(0).toInt() : 1600,
+                  wh.value(1).toInt() > 0 ? wh.value(1).toInt() : 1000);
+  }
   window.show();
   if (const QStringList jobs = parser.positionalArguments(); !jobs.isEmpty())
     window.openJob(jobs.first());
