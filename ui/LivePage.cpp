@@ -21,6 +21,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "Charts.h"
 #include "Format.h"
@@ -194,6 +195,10 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
   pid_ = pid;
   pidLookups_ = 0;
   if (pid_ <= 0) pid_ = pidFromStore();
+  // Without a worker to watch, the run store says whether the run has ended (a run that failed at
+  // start has no pid and no events); else the events alone tell.
+  const std::optional<RunInfo> row = pid_ <= 0 ? storeRow() : std::nullopt;
+  endedInStore_ = row && row->status != RunStatus::kRunning;
   paused_ = WorkerClient::suspended(pid_);  // paused before the app was restarted
   // A worker this app launched is watched from the start, even one that is gone by the first
   // tick (a job that fails at once).
@@ -265,14 +270,19 @@ bool LivePage::linkCapacityShown() const {
   return linkCapacity_[0]->visible() || linkCapacity_[1]->visible();
 }
 
-qint64 LivePage::pidFromStore() const {
-  if (!store_ || runDir_.isEmpty()) return -1;
+std::optional<RunInfo> LivePage::storeRow() const {
+  if (!store_ || runDir_.isEmpty()) return std::nullopt;
   auto runs = store_->list_runs();
-  if (!runs.ok()) return -1;
-  for (const RunInfo& r : *runs) {  // newest first
-    if (QString::fromStdString(r.run_dir) == runDir_ && r.pid) return *r.pid;
+  if (!runs.ok()) return std::nullopt;
+  for (const RunInfo& r : *runs) {  // newest first: a resumed run's latest row
+    if (QString::fromStdString(r.run_dir) == runDir_) return r;
   }
-  return -1;
+  return std::nullopt;
+}
+
+qint64 LivePage::pidFromStore() const {
+  const std::optional<RunInfo> row = storeRow();
+  return row && row->pid ? *row->pid : -1;
 }
 
 qint64 LivePage::pid() {
@@ -346,7 +356,8 @@ int LivePage::tick() {
   // Liveness before the events: whatever a worker wrote before it exited is read on this tick.
   const bool alive = !ended_ && WorkerClient::alive(pid_);
   if (alive) sawAlive_ = true;
-  const bool gone = !ended_ && !alive;
+  // A worker whose pid is unknown (a run folder attached by hand) is not judged by its pid.
+  const bool gone = !ended_ && ((pid_ > 0 && !alive) || endedInStore_);
   if (!gone && !changed_ && ++quietTicks_ < 4) return 0;
   changed_ = false;
   quietTicks_ = 0;
@@ -392,12 +403,11 @@ void LivePage::conclude(bool watched) {
     endPhase_ = Phase::kInterrupted;
     if (store_) {
       (void)store_->reconcile();  // a running row whose worker is gone becomes interrupted
-      auto runs = store_->list_runs();
-      for (const RunInfo& r : runs.ok() ? *runs : std::vector<RunInfo>{}) {  // newest first
-        if (QString::fromStdString(r.run_dir) != runDir_) continue;
-        if (r.status == RunStatus::kFailed) endPhase_ = Phase::kFailed;
-        endMessage_ = QString::fromStdString(r.error_message);
-        break;
+      if (const std::optional<RunInfo> row = storeRow()) {
+        if (row->status == RunStatus::kFailed) endPhase_ = Phase::kFailed;
+        if (row->status == RunStatus::kCompleted) endPhase_ = Phase::kCompleted;
+        if (row->status == RunStatus::kStopped) endPhase_ = Phase::kStopped;
+        endMessage_ = QString::fromStdString(row->error_message);
       }
     }
     if (endMessage_.isEmpty() || (watched && endPhase_ == Phase::kInterrupted))

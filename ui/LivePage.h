@@ -20,8 +20,11 @@
 #include <QTimer>
 #include <QWidget>
 
+#include <optional>
+
 #include "EventTail.h"
 #include "RunSeries.h"
+#include "history/run-store.h"
 
 class QAction;
 class QLabel;
@@ -30,10 +33,6 @@ class QProgressBar;
 class QPushButton;
 class QCustomPlot;
 class QCPGraph;
-
-namespace spillway {
-class RunStore;
-}
 
 namespace spillway::ui {
 
@@ -107,6 +106,8 @@ class LivePage : public QWidget {
   void updateControls();
   // The worker is gone: the phase from its final state, else from its last words.
   void conclude(bool watched);
+  // The run's newest row in the store (a resumed run's latest), by its folder.
+  std::optional<RunInfo> storeRow() const;
   qint64 pidFromStore() const;
 
   RunStore* store_ = nullptr;
@@ -116,6 +117,7 @@ class LivePage : public QWidget {
   bool paused_ = false;
   bool sawAlive_ = false;  // the worker was alive while this page followed it
   bool ended_ = false;     // the phase below is final
+  bool endedInStore_ = false;  // no worker known, and the store lists the run as ended
   Phase endPhase_ = Phase::kNoRun;
   QString endMessage_;
   int pidLookups_ = 0;  // ticks spent looking for an unknown worker's pid

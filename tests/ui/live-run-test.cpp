@@ -278,6 +278,41 @@ TEST(LivePage, AResumedRunIsNotEndedByItsPreviousWorkersState) {
   EXPECT_EQ(live.series().loss.size(), 3);  // one curve, the previous worker's steps included
 }
 
+TEST(LivePage, ARunOpenedFromHistoryShowsHowItEndedWithoutADialog) {
+  TempDir tmp;
+  auto store = RunStore::open(tmp.path() + "/runs.db");
+  ASSERT_TRUE(store.ok());
+  // What the worker records for a job it refused at start: no pid, no folder, the message.
+  RunInfo failed;
+  failed.name = "ssd is a file";
+  failed.status = RunStatus::kFailed;
+  failed.run_dir = tmp.path() + "/runs/never-made";
+  failed.error_message = "i/o error: cannot create /mnt/x: Not a directory";
+  ASSERT_TRUE((*store)->create_run(failed).ok());
+  LivePage live;
+  live.setStore(store->get());
+  live.attach(q(failed.run_dir));  // History's Open in Live: no pid
+  EXPECT_EQ(live.phase(), Phase::kFailed);
+  EXPECT_EQ(live.endMessage().toStdString(), failed.error_message);
+  EXPECT_TRUE(live.statusText().endsWith(q(failed.error_message))) << live.statusText().toStdString();
+  EXPECT_EQ(live.findChild<QMessageBox*>("runEndedDialog"), nullptr);
+  EXPECT_FALSE(live.stopAction()->isEnabled());
+
+  // A run folder attached by hand, its worker unknown to this store: its events tell, and with no
+  // pid to signal the controls stay off.
+  const std::string byHand = tmp.path() + "/elsewhere";
+  std::filesystem::create_directories(byHand);
+  std::ofstream f(byHand + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":100})" << "\n";
+  writeSteps(f, 2);
+  f.close();
+  live.attach(q(byHand));
+  for (int i = 0; i < 5; ++i) live.tick();
+  EXPECT_EQ(live.phase(), Phase::kTraining);
+  EXPECT_FALSE(live.pauseAction()->isEnabled());
+  EXPECT_FALSE(live.stopAction()->isEnabled());
+}
+
 TEST(LivePage, EvalAndCheckpointLinesAppearOnceInTheLog) {
   TempDir tmp;
   std::ofstream f(tmp.path() + "/events.jsonl");
