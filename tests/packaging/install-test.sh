@@ -91,9 +91,16 @@ desktop-file-validate "$tree/usr/share/applications/org.spillway.Spillway.deskto
 appstreamcli validate-tree --no-net "$tree" || fail "appstreamcli validate-tree"
 
 # ---- 3. a clean Debian 12 root ----
+# Unmounts whatever is mounted below DIR (this run's mounts, or a killed run's), deepest first, so
+# that removing a root can never reach the host's /dev or the apt cache.
+unmount_under() {
+  awk -v d="$1/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+    while read -r m; do umount -l "$m" || true; done
+}
+unmount_root() { unmount_under "$root"; }
 make_base() {
   local stage="$cache/stage"
-  findmnt -R -n -l -o TARGET "$stage" 2> /dev/null | sort -r | while read -r m; do umount -l "$m" || true; done
+  unmount_under "$stage"
   rm -rf --one-file-system "$stage"
   debootstrap --variant=minbase bookworm "$stage" "$mirror" > "$cache/debootstrap.log" 2>&1 ||
     { tail -20 "$cache/debootstrap.log"; return 1; }
@@ -103,10 +110,10 @@ deb $mirror bookworm-updates main
 deb http://security.debian.org/debian-security bookworm-security main
 EOF
   # The test's own tools (not the package's dependencies): Xvfb and xwininfo to show the window,
-  # man to render the pages, sqlite3 to read the run database, procps for pgrep.
+  # man to render the pages, sqlite3 to read the run database.
   chroot "$stage" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive chroot "$stage" apt-get install -y -qq --no-install-recommends \
-    xvfb xauth x11-utils man-db sqlite3 procps > "$cache/tools.log" 2>&1 || { tail -20 "$cache/tools.log"; return 1; }
+    xvfb xauth x11-utils man-db sqlite3 > "$cache/tools.log" 2>&1 || { tail -20 "$cache/tools.log"; return 1; }
   chroot "$stage" apt-get clean
   chroot "$stage" useradd --create-home --shell /bin/bash tester
   tar --numeric-owner -C "$stage" -cf "$cache/bookworm-base.tar.partial" .
@@ -117,11 +124,6 @@ if [ ! -f "$cache/bookworm-base.tar" ]; then
   phase "debootstrap (cached after)" make_base || fail "debootstrap of bookworm from $mirror"
 fi
 
-# Unmounts whatever is mounted under the root (this run's mounts, or a killed run's), deepest
-# first, so that removing the root can never reach the host's /dev or the apt cache.
-unmount_root() {
-  findmnt -R -n -l -o TARGET "$root" 2> /dev/null | sort -r | while read -r m; do umount -l "$m" || true; done
-}
 cleanup() {
   unmount_root
   rm -rf "$tree"
