@@ -6,7 +6,9 @@
 // update() copies the series' ring buffers and queues one replot. A tier the worker does not
 // report is shown as unavailable, never as zero (STYLE.md 10). The y unit follows the data (kB to
 // TB); when the tier's use is under 5% of its capacity the axis fits the data and the heading
-// states the capacity instead of drawing a line at the top. GUI thread only.
+// states the capacity instead of drawing a line at the top. On the CPU backend (the run's plan
+// names it) the "hbm" tier is the backend's device arena in host memory, and the heading says so
+// rather than calling it HBM. GUI thread only.
 #pragma once
 
 #include <qcustomplot.h>

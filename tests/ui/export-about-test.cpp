@@ -70,7 +70,8 @@ TEST(ComparePage, ExportsSayWhereTheyWentAndTheCsvHasNamesAndEvalLoss) {
     ASSERT_TRUE(made.ok());
     id = *made;
     ASSERT_TRUE((*store)->add_metric(id, MetricRow{1, 2.5, 1e-3, 1.0, 100, 100.0, 0.1, 1.0}).ok());
-    ASSERT_TRUE((*store)->add_metric(id, MetricRow{2, 2.25, 1e-3, 0.5, 200, 110.0, 0.11, 2.0}).ok());
+    ASSERT_TRUE(
+        (*store)->add_metric(id, MetricRow{2, 2.25, 1e-3, 0.5, 200, 110.0, 0.11, 2.0}).ok());
     ASSERT_TRUE((*store)->add_eval(id, EvalRow{0, 3.0, 20.0, 0.1}).ok());  // before training
     ASSERT_TRUE((*store)->add_eval(id, EvalRow{2, 2.375, 10.7, 2.1}).ok());
   }
@@ -101,11 +102,12 @@ TEST(ComparePage, ExportsSayWhereTheyWentAndTheCsvHasNamesAndEvalLoss) {
   QFile csv(csvPath);
   ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
   const QString qid = q(id);
-  EXPECT_EQ(QString::fromUtf8(csv.readAll()),
-            "run_id,run_name,step,loss,eval_loss,lr,grad_norm,tokens,tokens_per_s,model_tflops,t_s\n" +
-                qid + ",\"lr 1e-3, \"\"warm\"\"\",0,,3,,,,,,\n" +
-                qid + ",\"lr 1e-3, \"\"warm\"\"\",1,2.5,,0.001,1,100,100,0.1,1\n" +
-                qid + ",\"lr 1e-3, \"\"warm\"\"\",2,2.25,2.375,0.001,0.5,200,110,0.11,2\n");
+  EXPECT_EQ(
+      QString::fromUtf8(csv.readAll()),
+      "run_id,run_name,step,loss,eval_loss,lr,grad_norm,tokens,tokens_per_s,model_tflops,t_s\n" +
+          qid + ",\"lr 1e-3, \"\"warm\"\"\",0,,3,,,,,,\n" + qid +
+          ",\"lr 1e-3, \"\"warm\"\"\",1,2.5,,0.001,1,100,100,0.1,1\n" + qid +
+          ",\"lr 1e-3, \"\"warm\"\"\",2,2.25,2.375,0.001,0.5,200,110,0.11,2\n");
 
   const QString pngPath = q(tmp.path() + "/out/charts.png");
   answerModal([&] { QTest::mouseClick(buttonOf(&page, "Export chart…"), Qt::LeftButton); },
@@ -135,7 +137,8 @@ TEST(MainWindow, AboutNamesTheVersion) {
                 text = box->text();
                 box->accept();
               });
-  EXPECT_TRUE(text.startsWith(QString("<h3>Spillway %1</h3>").arg(SPILLWAY_VERSION))) << text.toStdString();
+  EXPECT_TRUE(text.startsWith(QString("<h3>Spillway %1</h3>").arg(SPILLWAY_VERSION)))
+      << text.toStdString();
   EXPECT_TRUE(text.contains(QString("Qt %1").arg(qVersion()))) << text.toStdString();
 }
 

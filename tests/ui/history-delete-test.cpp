@@ -36,7 +36,9 @@ void makeRunFolder(const std::string& dir) {
   fs::create_directories(dir + "/checkpoints/step-000010");
   fs::create_directories(dir + "/checkpoints/step-000020");
   fs::create_directories(dir + "/export");
-  auto write = [](const std::string& path, size_t bytes) { std::ofstream(path) << std::string(bytes, 'x'); };
+  auto write = [](const std::string& path, size_t bytes) {
+    std::ofstream(path) << std::string(bytes, 'x');
+  };
   write(dir + "/job.json", 1000);
   write(dir + "/events.jsonl", 2000);
   write(dir + "/checkpoints/step-000010/model.safetensors", 10000);
@@ -44,8 +46,8 @@ void makeRunFolder(const std::string& dir) {
   write(dir + "/export/model.safetensors", 50000);
 }
 
-std::string addRun(RunStore& store, const std::string& name, RunStatus status, const std::string& dir,
-                   std::optional<qint64> livePid = std::nullopt) {
+std::string addRun(RunStore& store, const std::string& name, RunStatus status,
+                   const std::string& dir, std::optional<qint64> livePid = std::nullopt) {
   RunInfo info;
   info.name = name;
   info.status = status;
@@ -63,7 +65,8 @@ std::string addRun(RunStore& store, const std::string& name, RunStatus status, c
 
 // Selects the row of run `name`, presses Delete and answers the dialog that comes with `answer`
 // (a button's text); returns the dialog's text ("" when none came).
-QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& name, const QString& answer) {
+QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& name,
+                    const QString& answer) {
   auto* proxy = qobject_cast<QSortFilterProxyModel*>(page.table()->model());
   for (int r = 0; r < proxy->rowCount(); ++r) {
     const QModelIndex i = proxy->index(r, RunHistoryModel::kName);
@@ -111,8 +114,10 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
   QString text = pressDelete(page, model, "shakespeare", "Delete");
   EXPECT_EQ(text.toStdString(),
             "Delete the run \"shakespeare\" from History (its metrics, samples and events)?\n\n"
-            "Its folder " + folder + " stays, and nothing in it is removed: it is also the folder of "
-            "\"shakespeare (resumed)\" (completed).");
+            "Its folder " +
+                folder +
+                " stays, and nothing in it is removed: it is also the folder of "
+                "\"shakespeare (resumed)\" (completed).");
   ASSERT_EQ(model.rowCount(), 1);
   EXPECT_EQ(model.run(0).info.name, "shakespeare (resumed)");
   EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
@@ -126,10 +131,12 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
 
   // The last row that uses it: the run's files go, the user's file and so the folder stay.
   text = pressDelete(page, model, "shakespeare (resumed)", "Delete");
-  EXPECT_EQ(text.toStdString(),
-            "Delete the run \"shakespeare (resumed)\" from History (its metrics, samples and events)?\n\n"
-            "These files go, 73.0 kB in all: 2 checkpoints, events.jsonl, the exported model, job.json, in " +
-                folder + ".\n\nThe folder stays with what is not the run's: notes.txt.");
+  EXPECT_EQ(
+      text.toStdString(),
+      "Delete the run \"shakespeare (resumed)\" from History (its metrics, samples and events)?\n\n"
+      "These files go, 73.0 kB in all: 2 checkpoints, events.jsonl, the exported model, job.json, "
+      "in " +
+          folder + ".\n\nThe folder stays with what is not the run's: notes.txt.");
   EXPECT_EQ(model.rowCount(), 0);
   EXPECT_FALSE(fs::exists(folder + "/checkpoints"));
   EXPECT_FALSE(fs::exists(folder + "/export"));
@@ -149,7 +156,8 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
   {
     auto store = RunStore::open(db);
     ASSERT_TRUE(store.ok());
-    addRun(**store, "first attempt", RunStatus::kFailed, folder + "/");  // the same folder, spelt otherwise
+    addRun(**store, "first attempt", RunStatus::kFailed,
+           folder + "/");  // the same folder, spelt otherwise
     addRun(**store, "training now", RunStatus::kRunning, folder, pid);
   }
   RunHistoryModel model;
@@ -164,9 +172,10 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
   EXPECT_EQ(model.rowCount(), 2);
 
   text = pressDelete(page, model, "first attempt", "Delete");
-  EXPECT_TRUE(text.endsWith(QString("it is also the folder of \"training now\" (running, its worker pid %1 "
-                                    "writes there).")
-                                .arg(pid)))
+  EXPECT_TRUE(
+      text.endsWith(QString("it is also the folder of \"training now\" (running, its worker pid %1 "
+                            "writes there).")
+                        .arg(pid)))
       << text.toStdString();
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_TRUE(fs::exists(folder + "/checkpoints/step-000010/model.safetensors"));
@@ -189,7 +198,8 @@ TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
   page.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
   const QString text = pressDelete(page, model, "failed at start", "Delete");
-  EXPECT_EQ(text, "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
+  EXPECT_EQ(text,
+            "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
   EXPECT_EQ(model.rowCount(), 0);
 }
 

@@ -149,7 +149,8 @@ TEST(LivePage, ARunThatFailsAtStartShowsTheWorkersMessage) {
   ASSERT_NE(status, nullptr);
   EXPECT_TRUE(status->text().startsWith("failed · ")) << status->text().toStdString();
   EXPECT_TRUE(status->text().endsWith(message)) << status->text().toStdString();
-  EXPECT_TRUE(live.findChild<QPlainTextEdit*>()->toPlainText().contains(QString("failed: ") + message));
+  EXPECT_TRUE(
+      live.findChild<QPlainTextEdit*>()->toPlainText().contains(QString("failed: ") + message));
   auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
   ASSERT_NE(dialog, nullptr);
   EXPECT_TRUE(dialog->isVisible());
@@ -230,9 +231,11 @@ TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
   ::kill(static_cast<pid_t>(pid), SIGKILL);
   ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kInterrupted; }, 5000));
   EXPECT_TRUE(live.endMessage().startsWith(
-      QString("The worker (pid %1) exited without finishing the run: it was killed or crashed.").arg(pid)))
+      QString("The worker (pid %1) exited without finishing the run: it was killed or crashed.")
+          .arg(pid)))
       << live.endMessage().toStdString();
-  EXPECT_TRUE(live.statusText().startsWith("interrupted · loss 3.6000")) << live.statusText().toStdString();
+  EXPECT_TRUE(live.statusText().startsWith("interrupted · loss 3.6000"))
+      << live.statusText().toStdString();
   EXPECT_TRUE(live.statusText().contains("killed or crashed"));
   EXPECT_EQ(live.findChild<QLabel*>("liveStatus")->styleSheet(), "color: #d62728;");
   auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
@@ -294,7 +297,8 @@ TEST(LivePage, ARunOpenedFromHistoryShowsHowItEndedWithoutADialog) {
   live.attach(q(failed.run_dir));  // History's Open in Live: no pid
   EXPECT_EQ(live.phase(), Phase::kFailed);
   EXPECT_EQ(live.endMessage().toStdString(), failed.error_message);
-  EXPECT_TRUE(live.statusText().endsWith(q(failed.error_message))) << live.statusText().toStdString();
+  EXPECT_TRUE(live.statusText().endsWith(q(failed.error_message)))
+      << live.statusText().toStdString();
   EXPECT_EQ(live.findChild<QMessageBox*>("runEndedDialog"), nullptr);
   EXPECT_FALSE(live.stopAction()->isEnabled());
 
@@ -303,7 +307,8 @@ TEST(LivePage, ARunOpenedFromHistoryShowsHowItEndedWithoutADialog) {
   const std::string byHand = tmp.path() + "/elsewhere";
   std::filesystem::create_directories(byHand);
   std::ofstream f(byHand + "/events.jsonl");
-  f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":100})" << "\n";
+  f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":100})"
+    << "\n";
   writeSteps(f, 2);
   f.close();
   live.attach(q(byHand));
@@ -446,7 +451,8 @@ TEST(TimelineView, HasATimeAxisAndALegend) {
   EXPECT_EQ(view.tickLabels(), (QStringList{"0", "20", "40", "60", "80", "100 ms"}));
   ASSERT_EQ(view.ticks().size(), 6);
   EXPECT_NEAR(view.ticks()[5], 0.1, 1e-12);
-  EXPECT_EQ(view.legend(), (QStringList{"layer 0", "layer 3", "backward (darker)", "embed / head / step"}));
+  EXPECT_EQ(view.legend(),
+            (QStringList{"layer 0", "layer 3", "backward (darker)", "embed / head / step"}));
   // Drawn: the band under the lanes holds the tick labels and the legend; empty, it is blank.
   view.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));

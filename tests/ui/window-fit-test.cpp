@@ -90,9 +90,9 @@ void expectEveryControlReachable(MainWindow& window, const QSize& size) {
       }
       const QRect onWindow(w->mapTo(&window, QPoint(0, 0)), w->size());
       EXPECT_TRUE(window.rect().contains(onWindow))
-          << names[p] << ": " << describe(w).toStdString() << " at " << onWindow.x() << "," << onWindow.y()
-          << " " << onWindow.width() << "x" << onWindow.height() << " in " << size.width() << "x"
-          << size.height();
+          << names[p] << ": " << describe(w).toStdString() << " at " << onWindow.x() << ","
+          << onWindow.y() << " " << onWindow.width() << "x" << onWindow.height() << " in "
+          << size.width() << "x" << size.height();
       // Whole: nothing of it hidden by a parent's edge.
       EXPECT_EQ(w->visibleRegion().boundingRect(), w->rect())
           << names[p] << ": " << describe(w).toStdString() << " clipped in " << size.width() << "x"
@@ -121,19 +121,24 @@ TEST(WindowFit, FitsA1280x720ScreenAndLarger) {
   const std::string longName(240, 'n'), longPath = "/mnt/" + std::string(200, 'p');
   std::ofstream(run + "/job.json") << "{\"name\": \"" << longName << "\"}";
   std::ofstream(run + "/events.jsonl")
-      << R"({"type":"state","t":0,"state":"training","total_steps":10})" << "\n"
+      << R"({"type":"state","t":0,"state":"training","total_steps":10})"
+      << "\n"
       << R"({"type":"error","t":1,"code":"io","message":"cannot lock )" << longPath
-      << R"(/.lock: Read-only file system"})" << "\n"
-      << R"({"type":"state","t":1,"state":"failed"})" << "\n";
+      << R"(/.lock: Read-only file system"})"
+      << "\n"
+      << R"({"type":"state","t":1,"state":"failed"})"
+      << "\n";
   window.livePage()->attach(QString::fromStdString(run));
   ASSERT_EQ(window.livePage()->phase(), LivePage::Phase::kFailed);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
   const QSize least = window.minimumSizeHint().expandedTo(window.minimumSize());
-  for (QWidget* page : {static_cast<QWidget*>(window.newRunPage()), static_cast<QWidget*>(window.livePage()),
-                        static_cast<QWidget*>(window.historyPage()), static_cast<QWidget*>(window.comparePage())})
-    std::cout << page->metaObject()->className() << " needs at least " << page->minimumSizeHint().width()
-              << " x " << page->minimumSizeHint().height() << "\n";
+  for (QWidget* page :
+       {static_cast<QWidget*>(window.newRunPage()), static_cast<QWidget*>(window.livePage()),
+        static_cast<QWidget*>(window.historyPage()), static_cast<QWidget*>(window.comparePage())})
+    std::cout << page->metaObject()->className() << " needs at least "
+              << page->minimumSizeHint().width() << " x " << page->minimumSizeHint().height()
+              << "\n";
   std::cout << "minimum size " << least.width() << " x " << least.height() << " at scale "
             << window.devicePixelRatio() << "\n";
   if (qEnvironmentVariableIsSet("QT_SCALE_FACTOR"))  // WindowFit.At200Percent: really at 200%
