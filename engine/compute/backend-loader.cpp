@@ -17,6 +17,21 @@ namespace fs = std::filesystem;
 
 constexpr const char* kModuleFile = "libspillway-cuda.so";
 
+// Whether the running executable lies inside the build tree (the tests live in its subfolders),
+// rather than installed.
+bool running_in_build_tree() {
+#ifdef SPILLWAY_BUILD_DIR
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return false;
+  const fs::path build_dir = fs::path(SPILLWAY_BUILD_DIR).lexically_normal();
+  const fs::path rel = exe.lexically_normal().lexically_relative(build_dir);
+  return !rel.empty() && *rel.begin() != "..";
+#else
+  return false;
+#endif
+}
+
 // Where the module may be, in the order of backend-loader.h (without the environment variable).
 std::vector<fs::path> module_candidates() {
   std::vector<fs::path> paths;
@@ -30,11 +45,9 @@ std::vector<fs::path> module_candidates() {
                         .lexically_normal());
   }
 #ifdef SPILLWAY_CUDA_MODULE_BUILD_PATH
-  // Only for executables of the build tree (tests live in its subfolders): an installed worker on
-  // a machine that also has a build tree must not load that tree's module, of another version.
-  const fs::path build_dir = fs::path(SPILLWAY_BUILD_DIR).lexically_normal();
-  const fs::path rel = exe.lexically_normal().lexically_relative(build_dir);
-  if (!ec && !rel.empty() && *rel.begin() != "..") paths.push_back(SPILLWAY_CUDA_MODULE_BUILD_PATH);
+  // Only for executables of the build tree: an installed worker on a machine that also has a build
+  // tree must not load that tree's module, of another version.
+  if (running_in_build_tree()) paths.push_back(SPILLWAY_CUDA_MODULE_BUILD_PATH);
 #endif
   return paths;
 }
@@ -84,7 +97,9 @@ Result<CudaBackendCreateFn> load_module() {
     }
     if (path.empty()) {
 #ifdef SPILLWAY_CUDA_MODULE_BUILD_PATH
-      const char* fix = "build the spillway_cuda target or set SPILLWAY_CUDA_BACKEND";
+      const char* fix = running_in_build_tree()
+                            ? "build the spillway_cuda target or set SPILLWAY_CUDA_BACKEND"
+                            : "install the spillway-cuda package or set SPILLWAY_CUDA_BACKEND";
 #else
       const char* fix = "build Spillway with -DSPILLWAY_CUDA=ON or set SPILLWAY_CUDA_BACKEND";
 #endif

@@ -88,12 +88,16 @@ fi
 
 if [ -n "$cuda_deb" ]; then
   step "spillway-cuda on a machine without NVIDIA software"
+  rc=0 && "${as_user[@]}" spillway-worker probe --backend cuda > /tmp/probe.out 2>&1 || rc=$?
+  echo "before: $(cat /tmp/probe.out)"
+  [ "$rc" -ne 0 ] && grep -q 'install the spillway-cuda package' /tmp/probe.out ||
+    fail "probe --backend cuda without spillway-cuda: expected a message naming the package"
   DEBIAN_FRONTEND=noninteractive apt-get install -y "/debs/$cuda_deb" > /tmp/cuda-install.log 2>&1 ||
     { tail -20 /tmp/cuda-install.log; fail "apt-get install spillway-cuda"; }
   grep -E '^(Setting up|Recommended packages)' -A1 /tmp/cuda-install.log | head -6 || true
   dpkg -L spillway-cuda | grep '\.so$'
   rc=0 && "${as_user[@]}" spillway-worker probe --backend cuda > /tmp/probe.out 2>&1 || rc=$?
-  cat /tmp/probe.out
+  echo "after: $(cat /tmp/probe.out)"
   [ "$rc" -ne 0 ] && grep -q libcublasLt /tmp/probe.out || fail "probe --backend cuda: expected a message naming libcublasLt, got exit $rc"
   "${as_user[@]}" spillway-worker plan /usr/share/spillway/jobs/default.json > /tmp/plan.out 2>&1 || { cat /tmp/plan.out; fail "plan with spillway-cuda installed"; }
   echo "plan of the built-in job still runs on the CPU: $(grep -m1 -i 'step' /tmp/plan.out || true)"
