@@ -19,6 +19,9 @@ packages=(
   # The packaging tests (label packaging): the man-page check, the desktop entry, AppStream
   # metainfo and MIME type validators, and dpkg-shlibdeps for cpack -G DEB.
   python3 man-db desktop-file-utils appstream shared-mime-info libglib2.0-bin dpkg-dev
+  # The sanitizer and fuzzing build of CI (.ci/run): clang, and libFuzzer with the ASan/UBSan/TSan
+  # runtimes (libclang-rt-14-dev).
+  clang libclang-rt-14-dev
 )
 
 if [ "${1:-}" = --packaging ]; then

@@ -1,0 +1,132 @@
+// Fuzz target: a checkpoint folder given to `train --resume` (and `export --checkpoint`). The
+// folder is a valid checkpoint of a tiny Llama written by save_checkpoint; the first input byte
+// picks which of its files the rest of the input replaces: trainer_state.json, model.safetensors,
+// optimizer.safetensors or config.json. The folder is then read as the trainer resumes
+// (load_checkpoint into the job's model, DataCursor::from_json of its data cursor, a
+// BatchIterator seek and a few batches) and as export reads it (ModelConfig::load of its
+// config.json, whose layout must match for the checkpoint to load).
+//
+// Seeds: the selector byte followed by each file of the valid checkpoint.
+#include <cstdint>
+#include <filesystem>
+
+#include "data/batch-iterator.h"
+#include "data/data-cursor.h"
+#include "data/dataset.h"
+#include "fuzz-util.h"
+#include "train/checkpoint.h"
+#include "train/model-state.h"
+
+using namespace spillway;
+
+namespace {
+
+const char* kFiles[] = {"trainer_state.json", "model.safetensors", "optimizer.safetensors", "config.json"};
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.model_type = "llama";
+  c.vocab_size = 16;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 4;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+// A 20-sequence pre-tokenized dataset of 8 positions each, as the job would load.
+const Dataset& dataset() {
+  static const Dataset ds = [] {
+    DatasetRecords records;
+    records.format = DatasetFormat::kPreTokenized;
+    for (int i = 0; i < 20; ++i) {
+      DatasetRecord r;
+      r.line = i + 1;
+      for (int t = 0; t < 9; ++t) r.input_ids.push_back((i + t) % 16);
+      records.records.push_back(std::move(r));
+    }
+    DatasetOptions o;
+    o.seq_len = 8;
+    o.vocab_size = 16;
+    return *Dataset::from_records(std::move(records), "fuzz.jsonl", o);
+  }();
+  return ds;
+}
+
+struct Template {
+  std::string files[4];
+};
+
+// The files of a valid checkpoint at step 3 with a data cursor into dataset().
+const Template& valid() {
+  static const Template t = [] {
+    Template out;
+    const std::string dir = fuzz::fresh_dir("template");
+    auto state = ModelState::create(ParameterLayout::build(tiny_config()), true);
+    (*state)->init_random(1);
+    (*state)->step = 3;
+    auto it = BatchIterator::create(dataset(), 2, 7);
+    for (int i = 0; i < 3; ++i) (void)it->next();
+    TrainerState ts;
+    ts.step = 3;
+    ts.tokens = 48;
+    ts.last_loss = 2.5;
+    ts.data_cursor = it->cursor().to_json();
+    ts.seed = 7;
+    ts.elapsed_s = 1.5;
+    auto saved = save_checkpoint(dir, **state, ts);
+    for (int f = 0; f < 4; ++f) out.files[f] = saved.ok() ? fuzz::slurp(*saved + "/" + kFiles[f]) : std::string();
+    return out;
+  }();
+  return t;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const Template& t = valid();
+  for (int f = 0; f < 4; ++f) fuzz::add_seed(kFiles[f], std::string(1, static_cast<char>(f)) + t.files[f]);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  static const std::string dir = fuzz::fresh_dir("step-000003");
+  const Template& t = valid();
+  const int which = data[0] % 4;
+  for (int f = 0; f < 4; ++f) {
+    if (f == which)
+      fuzz::write_input(dir, kFiles[f], data + 1, size - 1);
+    else
+      fuzz::spit(dir + "/" + kFiles[f], t.files[f]);
+  }
+  // Resume: the job's model, the checkpoint's state, the data position.
+  static std::unique_ptr<ModelState> state = std::move(ModelState::create(ParameterLayout::build(tiny_config()), true)).value();
+  auto ts = load_checkpoint(dir, *state);
+  if (ts.ok()) {
+    auto cursor = DataCursor::from_json(ts->data_cursor);
+    if (cursor.ok()) {
+      auto it = BatchIterator::create(dataset(), 2, 7);
+      if (it->seek(*cursor).ok()) {
+        for (int i = 0; i < 3; ++i) (void)it->next();
+        (void)it->cursor().consumed();
+        (void)it->cursor().epoch_progress();
+      }
+    }
+  }
+  // Export: the checkpoint's own config.json decides the layout it is read with.
+  auto config = ModelConfig::load(dir);
+  if (config.ok() && config->validate().ok()) {
+    const ParameterLayout layout = ParameterLayout::build(*config);
+    // Export allocates the whole model: only for configs of a size a test machine holds.
+    if (layout.total_numel() <= (size_t{1} << 22)) {
+      auto other = ModelState::create(layout, false);
+      if (other.ok()) (void)load_checkpoint(dir, **other);
+    }
+  }
+  return 0;
+}
