@@ -20,6 +20,15 @@ inline std::string data_path(const std::string& rel) { return data_dir() + "/" +
 
 inline bool have_data() { return std::filesystem::is_directory(data_dir() + "/models"); }
 
+// What a test's time limit (a responsiveness or speed bound set for optimized code) is multiplied
+// by: sanitizer builds (SPILLWAY_SANITIZE, cmake/sanitizers.cmake) run the code several times
+// slower, and CI runs their suite two tests at a time.
+#ifdef SPILLWAY_SANITIZED
+inline constexpr double kTimeScale = 5;
+#else
+inline constexpr double kTimeScale = 1;
+#endif
+
 // A fresh empty directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:

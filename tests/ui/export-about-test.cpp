@@ -13,6 +13,7 @@
 #include <QPushButton>
 #include <QTest>
 #include <QTimer>
+#include <QUrl>
 #include <functional>
 
 #include "ComparePage.h"
@@ -97,7 +98,8 @@ TEST(ComparePage, ExportsSayWhereTheyWentAndTheCsvHasNamesAndEvalLoss) {
   EXPECT_TRUE(status->isVisible());
   EXPECT_EQ(page.exportMessage().toStdString(),
             ("Saved 3 rows of 1 run to " + csvPath + " · open folder").toStdString());
-  EXPECT_TRUE(status->text().contains("href=\"file://" + q(tmp.path()) + "/out\""))
+  EXPECT_TRUE(status->text().contains(
+      "href=\"" + QUrl::fromLocalFile(q(tmp.path() + "/out")).toString(QUrl::FullyEncoded) + "\""))
       << status->text().toStdString();
   QFile csv(csvPath);
   ASSERT_TRUE(csv.open(QIODevice::ReadOnly));

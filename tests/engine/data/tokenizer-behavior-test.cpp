@@ -406,7 +406,7 @@ TEST(TokenizerInput, LongRunsStayFastAndExact) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto ids = *tok->encode(text);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      EXPECT_LT(s, 5.0) << rel << " took " << s << " s on " << text.size() << " bytes";
+      EXPECT_LT(s, 5.0 * kTimeScale) << rel << " took " << s << " s on " << text.size() << " bytes";
       EXPECT_FALSE(ids.empty());
       EXPECT_EQ(*tok->decode(ids), text) << rel;
     }
