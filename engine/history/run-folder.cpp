@@ -3,8 +3,52 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "history/run-store.h"
+
 namespace spillway {
 namespace fs = std::filesystem;
+
+namespace {
+
+fs::path folder_key(const std::string& path) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec);
+  if (ec) abs = path;
+  fs::path canon = fs::weakly_canonical(abs, ec);
+  fs::path key = (ec ? abs : canon).lexically_normal();
+  // "a/b/" and "a/b" are one folder.
+  if (!key.has_filename() && key.has_parent_path() && key != key.root_path())
+    key = key.parent_path();
+  return key;
+}
+
+}  // namespace
+
+std::string run_folder(const std::string& runs_dir, const std::string& run_id) {
+  return (fs::path(runs_dir) / run_id).string();
+}
+
+Result<std::string> default_run_folder(const std::string& run_id) {
+  SPW_ASSIGN_OR_RETURN(std::string runs, RunStore::default_runs_dir());
+  return run_folder(runs, run_id);
+}
+
+std::string run_folder_of_checkpoint(const std::string& checkpoint_dir) {
+  if (checkpoint_dir.empty()) return {};
+  std::error_code ec;
+  fs::path p = fs::absolute(checkpoint_dir, ec).lexically_normal();
+  if (ec) return {};
+  if (!p.has_filename()) p = p.parent_path();  // "step-000003/"
+  const fs::path parent = p.parent_path();
+  if (parent.filename() != kRunCheckpointsDir || !p.filename().string().starts_with("step-"))
+    return {};
+  return parent.parent_path().string();
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  return folder_key(a) == folder_key(b);
+}
 
 std::string run_checkpoints_dir(const std::string& run_dir) {
   return (fs::path(run_dir) / kRunCheckpointsDir).string();

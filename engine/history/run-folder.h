@@ -1,11 +1,17 @@
 // The run folder: what a run keeps on disk beside its rows in runs.db — `<runs dir>/<run id>/`
 // holding job.json (the job as resolved), events.jsonl, checkpoints/step-NNNNNN/ and export/.
-// The names are here so that the worker, the trainer and the GUI (History's Resume) agree on them.
-// Free functions; thread-safe; they only read the file system.
+// The names are here so that the worker, the trainer and the GUI (New run's Launch, History's
+// Resume) agree on them: a run's folder is named by its run id (RunStore::new_run_id) whichever way
+// it was launched, unless its job names one (output.run_dir). Folders of older releases
+// (`runs/<stamp>-<name>`, the GUI's naming until 2026-11) are found through their runs.db row,
+// which holds the folder, so they still open and resume. Free functions; thread-safe; they only
+// read the file system (and the environment, for the default runs folder).
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "core/status.h"
 
 namespace spillway {
 
@@ -13,6 +19,23 @@ inline constexpr const char* kRunJobFile = "job.json";
 inline constexpr const char* kRunEventsFile = "events.jsonl";
 inline constexpr const char* kRunCheckpointsDir = "checkpoints";
 inline constexpr const char* kRunExportDir = "export";
+
+// The folder of run `run_id` under `runs_dir`: `<runs_dir>/<run_id>`. The one naming of run
+// folders.
+std::string run_folder(const std::string& runs_dir, const std::string& run_id);
+// The folder of run `run_id` under RunStore::default_runs_dir() ($XDG_DATA_HOME/spillway/runs).
+// kNotFound when no data folder is known (RunStore::default_runs_dir).
+Result<std::string> default_run_folder(const std::string& run_id);
+
+// The run folder a checkpoint folder belongs to: `<dir>` for `<dir>/checkpoints/step-NNNNNN` (a
+// trailing slash allowed), absolute; "" for a checkpoint kept anywhere else (it names no run).
+std::string run_folder_of_checkpoint(const std::string& checkpoint_dir);
+
+// Whether two paths name the same folder: compared as canonical paths (symbolic links, "..", a
+// trailing slash and a relative path resolved), so that a folder named two ways is one folder.
+// Paths that do not exist compare by their lexically normal absolute form. False when either is
+// empty.
+bool same_folder(const std::string& a, const std::string& b);
 
 // `run_dir`/checkpoints.
 std::string run_checkpoints_dir(const std::string& run_dir);

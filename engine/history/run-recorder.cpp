@@ -6,36 +6,96 @@
 #include <filesystem>
 #include <thread>
 
+#include "history/process-liveness.h"
 #include "history/run-folder.h"
 
 namespace spillway {
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecorderOptions options) {
+Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecorderOptions options,
+                                                         const std::optional<ResumePoint>& resume) {
   std::string db = options.db_path;
   if (db.empty()) {
     SPW_ASSIGN_OR_RETURN(db, RunStore::default_db_path());
   }
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<RunStore> store, RunStore::open(db, options.store));
+  if (!info.run_dir.empty()) info.run_dir = fs::absolute(info.run_dir).string();
+  // A resume: the run it continues, when runs.db knows it.
+  std::optional<RunInfo> resumed;
+  if (resume) {
+    const std::string from_folder = run_folder_of_checkpoint(resume->checkpoint_dir);
+    if (!info.id.empty()) {
+      auto run = store->get_run(info.id);
+      if (run.ok()) {
+        if (!info.run_dir.empty() && !same_folder(info.run_dir, run->run_dir)) {
+          return invalid_argument("run " + info.id + " has its folder in " + run->run_dir +
+                                  ", not in output.run_dir " + info.run_dir +
+                                  ": resume it without output.run_dir, or leave out the run id to "
+                                  "start a new run from the checkpoint there");
+        }
+        resumed = std::move(*run);
+      } else if (run.status().code() != ErrorCode::kNotFound) {
+        return run.status();
+      }
+    } else {
+      const std::string folder = !info.run_dir.empty() ? info.run_dir : from_folder;
+      SPW_ASSIGN_OR_RETURN(resumed, store->find_run_by_folder(folder));
+    }
+    if (!resumed) {
+      if (info.run_dir.empty()) info.run_dir = from_folder;
+      // A branch into another folder: the run that wrote the checkpoint is its parent.
+      if (info.parent_id.empty() && !from_folder.empty() &&
+          !same_folder(info.run_dir, from_folder)) {
+        SPW_ASSIGN_OR_RETURN(std::optional<RunInfo> parent, store->find_run_by_folder(from_folder));
+        if (parent) info.parent_id = parent->id;
+      }
+    }
+  }
+  if (resumed) {
+    // Two workers must not write one run (Resume pressed twice, a terminal and the GUI).
+    if (resumed->status == RunStatus::kRunning && resumed->pid &&
+        *resumed->pid != static_cast<int64_t>(getpid())) {
+      ProcessIdentity who;
+      who.pid = *resumed->pid;
+      if (resumed->pid_start_ticks)
+        who.start_ticks = static_cast<uint64_t>(*resumed->pid_start_ticks);
+      who.boot_id = resumed->boot_id;
+      who.host = resumed->host;
+      if (check_process(who) != Liveness::kGone) {
+        return invalid_argument("run " + resumed->id + " in " + resumed->run_dir +
+                                " is still running (worker " + std::to_string(who.pid) +
+                                (who.host.empty() ? "" : " on " + who.host) +
+                                "): stop it, or wait for it to end, before resuming it");
+      }
+    }
+    info.id = resumed->id;
+    info.run_dir = resumed->run_dir;
+  }
   if (info.id.empty()) info.id = RunStore::new_run_id();
-  if (!info.run_dir.empty()) {
-    info.run_dir = fs::absolute(info.run_dir).string();
-  } else {
-    SPW_ASSIGN_OR_RETURN(std::string runs, RunStore::default_runs_dir());
-    info.run_dir = (fs::path(runs) / info.id).string();
+  if (info.run_dir.empty()) {
+    SPW_ASSIGN_OR_RETURN(info.run_dir, default_run_folder(info.id));
   }
   std::error_code ec;
   fs::create_directories(info.run_dir, ec);
   if (ec || access(info.run_dir.c_str(), W_OK) != 0) {
-    return io_error("cannot write the run folder " + info.run_dir + (ec ? ": " + ec.message() : "") +
-                    "; choose another output.run_dir");
+    return io_error("cannot write the run folder " + info.run_dir +
+                    (ec ? ": " + ec.message() : "") + "; choose another output.run_dir");
   }
-  SPW_ASSIGN_OR_RETURN(std::string id, store->create_run(info));
+  std::string id = info.id;
+  if (resumed) {
+    Status st = store->resume_run(id, info, resume->step);
+    if (!st.ok()) return st.with_context("resume run " + id);
+  } else {
+    SPW_ASSIGN_OR_RETURN(id, store->create_run(info));
+  }
   const std::string events_path = (fs::path(info.run_dir) / kRunEventsFile).string();
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events,
-                       EventWriter::open(info.run_dir, EventWriter::last_t_s(events_path).value_or(0.0)));
-  return std::unique_ptr<RunRecorder>(
-      new RunRecorder(std::move(store), std::move(events), std::move(id), info.run_dir, std::move(options)));
+  SPW_ASSIGN_OR_RETURN(
+      std::unique_ptr<EventWriter> events,
+      EventWriter::open(info.run_dir, EventWriter::last_t_s(events_path).value_or(0.0)));
+  auto rec = std::unique_ptr<RunRecorder>(new RunRecorder(
+      std::move(store), std::move(events), std::move(id), info.run_dir, std::move(options)));
+  rec->resumed_ = resumed.has_value();
+  return rec;
 }
 
 RunRecorder::RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events, std::string id,

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,12 +40,34 @@ struct RunRecorderOptions {
   std::function<void(const std::string&)> on_warning;
 };
 
+// Where a resumed run takes up: the checkpoint folder it loaded and the step that checkpoint holds.
+struct ResumePoint {
+  std::string checkpoint_dir;
+  std::int64_t step = 0;
+};
+
 class RunRecorder {
  public:
-  // Opens runs.db, creates the run folder (info.run_dir, or <runs dir>/<id> when empty; kIo naming
-  // it when it cannot be written), inserts the run's row (info.id generated when empty) and opens
-  // the folder's events.jsonl (appending: a resumed run's time continues from its last line).
-  static Result<std::unique_ptr<RunRecorder>> create(RunInfo info, RunRecorderOptions options);
+  // Opens runs.db, creates the run folder (kIo naming it when it cannot be written), records the
+  // run and opens the folder's events.jsonl (appending: a resumed run's time continues from its
+  // last line).
+  //  - A new run (no `resume`): its row is inserted with info.id (generated when empty;
+  //    kInvalidArgument when taken) in info.run_dir, or when that is empty in
+  //    default_run_folder(id) (history/run-folder.h), the one naming of run folders.
+  //  - A resume is the same run: the run it continues is info.id when given, else the run whose
+  //    folder is info.run_dir, else the one whose folder holds the checkpoint
+  //    (run_folder_of_checkpoint). Its row is taken up again (RunStore::resume_run: one row, its
+  //    metrics up to resume->step kept, its tags and notes kept) and its folder is the run's.
+  //    kInvalidArgument when info.id's run has another folder than a given info.run_dir. When no
+  //    such run is in runs.db (another database, a folder made by hand), a new row is inserted in
+  //    info.run_dir, else the checkpoint's run folder, else the default folder. A resume into
+  //    another folder than the checkpoint's (a branch) is a new run whose parent_id is the run
+  //    that wrote the checkpoint.
+  static Result<std::unique_ptr<RunRecorder>> create(
+      RunInfo info, RunRecorderOptions options,
+      const std::optional<ResumePoint>& resume = std::nullopt);
+  // Whether create() took up an existing run (a resume) rather than inserting one.
+  bool resumed() const { return resumed_; }
   ~RunRecorder();
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
@@ -88,6 +111,7 @@ class RunRecorder {
   std::unique_ptr<EventWriter> events_;
   std::string id_, dir_;
   RunRecorderOptions options_;
+  bool resumed_ = false;
   std::atomic<uint64_t> dropped_{0};
   std::mutex warn_mu_;
   bool warned_db_ = false, warned_events_ = false;

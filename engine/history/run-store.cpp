@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <random>
 
+#include "core/json-file.h"
 #include "core/log.h"
 #include "history/process-liveness.h"
+#include "history/run-folder.h"
 #include "history/schema.h"
 
 namespace spillway {
@@ -29,9 +31,10 @@ std::string tags_to_json(const std::vector<std::string>& tags) {
 
 std::vector<std::string> tags_from_json(const std::string& text) {
   std::vector<std::string> out;
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return out;
-  for (const auto& t : j) {
+  // A column the GUI may have edited: anything but a list of strings reads as no tags.
+  auto j = parse_json(text, "runs.db tags", ErrorCode::kCorrupt);
+  if (!j.ok() || !j->is_array()) return out;
+  for (const auto& t : *j) {
     if (t.is_string()) out.push_back(t.get<std::string>());
   }
   return out;
@@ -333,6 +336,59 @@ Status RunStore::add_eval(const std::string& run_id, const EvalRow& e) {
       "INSERT OR REPLACE INTO evals (run_id, step, loss, perplexity, t_s) VALUES (?,?,?,?,?)"));
   s.bind(1, run_id).bind(2, e.step).bind(3, e.loss).bind(4, e.perplexity).bind(5, e.t_s);
   return s.run();
+}
+
+Status RunStore::resume_run(const std::string& run_id, const RunInfo& now, std::int64_t from_step) {
+  std::lock_guard lock(mu_);
+  RunInfo who = now;
+  if (!who.pid) {
+    ProcessIdentity self = current_process_identity();
+    who.pid = self.pid;
+    if (self.start_ticks) who.pid_start_ticks = static_cast<std::int64_t>(*self.start_ticks);
+    if (who.boot_id.empty()) who.boot_id = self.boot_id;
+    if (who.host.empty()) who.host = self.host;
+  }
+  if (who.host.empty()) who.host = current_host_name();
+  SPW_ASSIGN_OR_RETURN(SqliteTransaction tx, SqliteTransaction::begin(db_));
+  {
+    SPW_ASSIGN_OR_RETURN(SqliteStmt s,
+                         db_.prepare("UPDATE runs SET status = 'running', ended_at = NULL, "
+                                     "error_message = '', started_at = COALESCE(started_at, ?1), "
+                                     "job_json = ?2, hardware_json = ?3, software_json = ?4, host "
+                                     "= ?5, boot_id = ?6, pid = ?7, "
+                                     "pid_start_ticks = ?8 WHERE id = ?9"));
+    s.bind(1, unix_now())
+        .bind(2, who.job_json)
+        .bind(3, who.hardware_json)
+        .bind(4, who.software_json);
+    s.bind(5, who.host)
+        .bind(6, who.boot_id)
+        .bind(7, who.pid)
+        .bind(8, who.pid_start_ticks)
+        .bind(9, run_id);
+    SPW_RETURN_IF_ERROR(s.run());
+    SPW_RETURN_IF_ERROR(expect_one_change(run_id));
+  }
+  for (const char* table : {"metrics", "evals"}) {
+    SPW_ASSIGN_OR_RETURN(SqliteStmt d, db_.prepare(std::string("DELETE FROM ") + table +
+                                                   " WHERE run_id = ?1 AND step > ?2"));
+    d.bind(1, run_id).bind(2, from_step);
+    SPW_RETURN_IF_ERROR(d.run());
+  }
+  SPW_RETURN_IF_ERROR(tx.commit());
+  // The resumed worker's samples continue the events' clock; the next one is stored.
+  last_sample_t_.erase(run_id);
+  return Status();
+}
+
+Result<std::optional<RunInfo>> RunStore::find_run_by_folder(const std::string& run_dir) {
+  if (run_dir.empty()) return std::optional<RunInfo>();
+  SPW_ASSIGN_OR_RETURN(std::vector<RunInfo> runs, list_runs());
+  for (RunInfo& r : runs) {  // newest first
+    if (r.run_dir == run_dir || same_folder(r.run_dir, run_dir))
+      return std::optional<RunInfo>(std::move(r));
+  }
+  return std::optional<RunInfo>();
 }
 
 Result<std::vector<RunInfo>> RunStore::list_runs(const RunFilter& f) {

@@ -184,6 +184,20 @@ class RunStore {
   Status add_checkpoint(const std::string& run_id, const CheckpointRow& row);
   Status add_eval(const std::string& run_id, const EvalRow& row);
 
+  // A run taken up again from its checkpoint at `from_step` (a resume: the same run, one row). In
+  // one transaction its row becomes 'running' again with `now`'s worker (pid, pid_start_ticks,
+  // boot_id, host; the calling process when now.pid is unset), job_json, hardware_json and
+  // software_json, with ended_at and error_message cleared; its id, name, tags, notes, parent,
+  // run_dir, created_at and started_at stay. Its metrics and evals after `from_step` go: the
+  // resumed run trains those steps again, so a resume from an earlier checkpoint replaces them
+  // instead of leaving the abandoned ones beside the new. Checkpoints, samples and events stay.
+  // kNotFound for an unknown id.
+  Status resume_run(const std::string& run_id, const RunInfo& now, std::int64_t from_step);
+
+  // The newest run whose run_dir is `run_dir` (the same folder however it is spelled:
+  // history/run-folder.h same_folder); nullopt when there is none.
+  Result<std::optional<RunInfo>> find_run_by_folder(const std::string& run_dir);
+
   // Newest first.
   Result<std::vector<RunInfo>> list_runs(const RunFilter& filter = {});
   // kNotFound for an unknown id.

@@ -1,9 +1,121 @@
 #include "history/schema.h"
 
+#include <algorithm>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace spillway {
 namespace {
+
+// Migration 3. Until 2026-11 a resume inserted a second row for the same run folder (History
+// listed the run twice, Compare drew it from its resume step only, its tags and notes stayed on
+// the first row). Each such row is merged into the row it resumed, so that old databases read as
+// new ones write: one row per run.
+//  - A row is a resume when its first step is above 1 (it began from a checkpoint). Rows of one
+//    folder (the same run_dir text: Resume passed the row's own folder) are taken in creation
+//    order; a resume merges into the latest earlier row that is not itself merged away. A row that
+//    starts at step 1 is a new run trained into the same folder and stays a row of its own; a row
+//    with no steps (failed or stopped before its first) names no step to continue from and stays
+//    too.
+//  - The merged row keeps the first row's id, name, created_at, started_at and parent, and takes
+//    the later row's state: status, ended_at, job, machine, worker, final figures, error message
+//    and step figures. Tags are the union (first row's first); notes are both when they differ.
+//  - Metrics and evals of the first row from the resume's first step on are replaced by the
+//    resume's (a resume from an earlier checkpoint trained them again); checkpoints take the
+//    resume's where both have one; samples and events move over. Rows that named the merged row as
+//    their parent name the merged-into row.
+Status merge_resumed_rows(SqliteDb& db) {
+  struct Row {
+    std::string id, run_dir, name, notes, tags;
+    std::optional<std::int64_t> first_step;
+  };
+  std::vector<Row> rows;
+  {
+    SPW_ASSIGN_OR_RETURN(SqliteStmt s,
+                         db.prepare("SELECT id, run_dir, name, notes, tags, (SELECT MIN(step) FROM "
+                                    "metrics WHERE run_id = runs.id) FROM runs "
+                                    "WHERE run_dir != '' AND run_dir IN (SELECT run_dir FROM runs "
+                                    "GROUP BY run_dir HAVING COUNT(*) > 1) "
+                                    "ORDER BY run_dir, created_at, id"));
+    for (;;) {
+      SPW_ASSIGN_OR_RETURN(bool row, s.step());
+      if (!row) break;
+      rows.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
+                      s.column_text(4), s.column_opt_int64(5)});
+    }
+  }
+  // ?1 the row merged into, ?2 the row merged, ?3 the resume's first step (as the statement uses
+  // them).
+  auto exec = [&](const char* sql, const std::string& into, const std::string& from,
+                  std::int64_t step = 0) -> Status {
+    SPW_ASSIGN_OR_RETURN(SqliteStmt s, db.prepare(sql));
+    const int n = sqlite3_bind_parameter_count(s.get());
+    if (n >= 1) s.bind(1, into);
+    if (n >= 2) s.bind(2, from);
+    if (n >= 3) s.bind(3, step);
+    return s.run();
+  };
+  std::map<std::string, Row> survivor;  // run_dir -> the row later resumes merge into
+  for (const Row& r : rows) {
+    auto it = survivor.find(r.run_dir);
+    const bool resume = r.first_step && *r.first_step > 1;
+    if (it == survivor.end() || !resume) {
+      if (it == survivor.end() || r.first_step) survivor[r.run_dir] = r;
+      continue;
+    }
+    Row& into = it->second;
+    const std::int64_t from = *r.first_step;
+    SPW_RETURN_IF_ERROR(
+        exec("DELETE FROM metrics WHERE run_id = ?1 AND step >= ?3", into.id, r.id, from));
+    SPW_RETURN_IF_ERROR(
+        exec("DELETE FROM evals WHERE run_id = ?1 AND step >= ?3", into.id, r.id, from));
+    SPW_RETURN_IF_ERROR(exec("UPDATE metrics SET run_id = ?1 WHERE run_id = ?2", into.id, r.id));
+    SPW_RETURN_IF_ERROR(
+        exec("UPDATE OR REPLACE evals SET run_id = ?1 WHERE run_id = ?2", into.id, r.id));
+    SPW_RETURN_IF_ERROR(
+        exec("UPDATE OR REPLACE checkpoints SET run_id = ?1 WHERE run_id = ?2", into.id, r.id));
+    SPW_RETURN_IF_ERROR(exec("UPDATE samples SET run_id = ?1 WHERE run_id = ?2", into.id, r.id));
+    SPW_RETURN_IF_ERROR(exec("UPDATE events SET run_id = ?1 WHERE run_id = ?2", into.id, r.id));
+    SPW_RETURN_IF_ERROR(
+        exec("UPDATE runs SET (status, ended_at, job_json, model_name, model_path, dataset, "
+             "dataset_hash, hardware_json, "
+             "software_json, host, boot_id, pid, pid_start_ticks, final_loss, final_step, tokens, "
+             "error_message, "
+             "predicted_json, measured_json) = (SELECT status, ended_at, job_json, model_name, "
+             "model_path, dataset, "
+             "dataset_hash, hardware_json, software_json, host, boot_id, pid, pid_start_ticks, "
+             "final_loss, final_step, "
+             "tokens, error_message, predicted_json, measured_json FROM runs WHERE id = ?2) WHERE "
+             "id = ?1",
+             into.id, r.id));
+    // Tags: the union, in order; notes: both when they differ.
+    nlohmann::json tags = nlohmann::json::parse(into.tags, nullptr, false);
+    if (!tags.is_array()) tags = nlohmann::json::array();
+    const nlohmann::json more = nlohmann::json::parse(r.tags, nullptr, false);
+    if (more.is_array()) {
+      for (const auto& t : more)
+        if (std::find(tags.begin(), tags.end(), t) == tags.end()) tags.push_back(t);
+    }
+    into.tags = tags.dump();
+    if (!r.notes.empty() && r.notes != into.notes)
+      into.notes = into.notes.empty() ? r.notes : into.notes + "\n\n" + r.notes;
+    if (into.name.empty()) into.name = r.name;
+    {
+      SPW_ASSIGN_OR_RETURN(
+          SqliteStmt u,
+          db.prepare("UPDATE runs SET tags = ?1, notes = ?2, name = ?3 WHERE id = ?4"));
+      u.bind(1, into.tags).bind(2, into.notes).bind(3, into.name).bind(4, into.id);
+      SPW_RETURN_IF_ERROR(u.run());
+    }
+    SPW_RETURN_IF_ERROR(exec("UPDATE runs SET parent_id = ?1 WHERE parent_id = ?2", into.id, r.id));
+    SPW_RETURN_IF_ERROR(exec("DELETE FROM runs WHERE id = ?2", into.id, r.id));
+  }
+  return Status();
+}
 
 // Times are unix seconds (REAL, UTC); t_s columns are seconds since run start (the events.jsonl
 // time base). Child rows cascade with their run (PRAGMA foreign_keys=ON is set per connection).
@@ -91,6 +203,9 @@ CREATE TABLE evals (
 ALTER TABLE runs ADD COLUMN predicted_json TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE runs ADD COLUMN measured_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
+    {"runs: a resumed run is one row (the rows a resume added are merged into the run they "
+     "resumed)",
+     "", merge_resumed_rows},
 };
 
 }  // namespace
@@ -112,6 +227,7 @@ Result<int> apply_migrations(SqliteDb& db, std::span<const Migration> migrations
     if (v >= known) break;
     const Migration& m = migrations[static_cast<size_t>(v)];
     Status s = db.exec(m.sql);
+    if (s.ok() && m.apply) s = m.apply(db);
     if (!s.ok()) {
       return s.with_context("migration " + std::to_string(v + 1) + " (" + m.description + ")");
     }

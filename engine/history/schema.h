@@ -18,6 +18,8 @@ namespace spillway {
 struct Migration {
   const char* description;
   const char* sql;  // one or more statements
+  // A data change SQL alone would say badly, run after `sql` in the same transaction; may be null.
+  Status (*apply)(SqliteDb& db) = nullptr;
 };
 
 // The run store's migrations, in order.
