@@ -1,6 +1,8 @@
 #include "core/file-util.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +10,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <utility>
+
+#include "core/fail-point.h"
 
 namespace spillway {
 
@@ -21,7 +25,8 @@ Result<std::string> read_file(const std::string& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const bool dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    return invalid_argument(path + (dir ? " is a folder, not a file" : " is not a regular file (a FIFO, socket or device)"));
+    return invalid_argument(path + (dir ? " is a folder, not a file"
+                                        : " is not a regular file (a FIFO, socket or device)"));
   }
   std::string out;
   out.reserve(static_cast<size_t>(st.st_size));
@@ -84,16 +89,53 @@ Status write_file_atomic_stream(
   return fsync_directory(std::filesystem::path(path).parent_path().string());
 }
 
-Status write_folder_atomic(const std::string& dir, const std::function<Status(const std::string& tmp)>& fill) {
+namespace {
+
+// Removes `<name>.tmp-<pid>` siblings of `dir` left by writers that died (SIGKILL, power loss)
+// before their folder was swapped in: each is a half-written folder, or after a swap the version
+// it replaced, never the only copy of anything.
+void remove_dead_folder_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path target(dir);
+  const std::string prefix = target.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(
+           target.parent_path().empty() ? fs::path(".") : target.parent_path(), ec)) {
+    const std::string n = e.path().filename().string();
+    if (!n.starts_with(prefix)) continue;
+    const long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignore;
+      fs::remove_all(e.path(), ignore);
+    }
+  }
+}
+
+}  // namespace
+
+Status write_folder_atomic(const std::string& dir,
+                           const std::function<Status(const std::string& tmp)>& fill) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  remove_dead_folder_temporaries(dir);
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return io_error("cannot create " + tmp + ": " + ec.message());
   Status st = fill(tmp);
   if (st.ok()) {
-    fs::remove_all(dir, ec);  // the folder being replaced
+    // The finished folder takes `dir`'s place in one step (RENAME_EXCHANGE), so that at every
+    // instant `dir` holds one whole version: removing the old one first left a moment in which a
+    // kill lost both. The old version, now under `tmp`, is removed after.
+    if (fs::exists(dir, ec) &&
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+      (void)fail_point("folder.replace");
+      st = fsync_directory(fs::path(dir).parent_path().string());
+      fs::remove_all(tmp, ec);
+      return st;
+    }
+    // No `dir` yet, or a filesystem without RENAME_EXCHANGE: the old one goes first.
+    fs::remove_all(dir, ec);
     fs::rename(tmp, dir, ec);
     if (ec) st = io_error("cannot rename " + tmp + " to " + dir + ": " + ec.message());
   }
@@ -105,13 +147,18 @@ Status write_folder_atomic(const std::string& dir, const std::function<Status(co
 }
 
 Status write_file_atomic(const std::string& path, std::string_view data) {
-  return write_file_atomic_stream(path, [&](const auto& write) { return write(data.data(), data.size()); });
+  return write_file_atomic_stream(
+      path, [&](const auto& write) { return write(data.data(), data.size()); });
 }
 
-MappedFile::~MappedFile() { reset(); }
+MappedFile::~MappedFile() {
+  reset();
+}
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), path_(std::move(o.path_)) {}
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      path_(std::move(o.path_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {

@@ -28,9 +28,11 @@ Status write_file_atomic_stream(const std::string& path,
                                 const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce);
 
 // Writes a whole folder atomically: `fill` writes its files into `dir.tmp-<pid>`; only when it
-// returns ok does that folder replace `dir` (rename, then fsync of the parent), so a crash or a
-// full disk leaves the previous folder, never a half-written one. On failure the temporary folder
-// is removed and fill's error returned.
+// returns ok does that folder replace `dir` (swapped in with renameat2 RENAME_EXCHANGE where `dir`
+// exists, so `dir` is never missing, then fsync of the parent), so a crash or a full disk leaves
+// the previous folder, never a half-written one and never none. On failure the temporary folder
+// is removed and fill's error returned; `dir.tmp-<pid>` folders of writers that died are removed
+// first.
 Status write_folder_atomic(const std::string& dir, const std::function<Status(const std::string& tmp)>& fill);
 // Writes all `size` bytes to the open descriptor `fd`, retrying short writes and EINTR. On an
 // error, errno's status (kNoSpace for ENOSPC) with "cannot write <path>".

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/fail-point.h"
 #include "core/file-util.h"
 #include "model/safetensors.h"
 
@@ -76,6 +77,7 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   // A checkpoint of the same step from an earlier attempt is replaced.
   Status st = write_folder_atomic(final_dir, [&](const std::string& tmp) -> Status {
     SPW_RETURN_IF_ERROR(model.save_weights(tmp));
+    if (fail_point("checkpoint.write")) return io_error("checkpoint.write: failed by SPILLWAY_FAIL_POINTS");
     if (model.has_optimizer()) {
       std::vector<TensorToWrite> moments;
       auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const

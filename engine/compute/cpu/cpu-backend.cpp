@@ -20,6 +20,7 @@
 #include "compute/cpu/reduce.h"
 #include "compute/cpu/rmsnorm.h"
 #include "compute/cpu/swiglu.h"
+#include "core/fail-point.h"
 #include "core/log.h"
 #include "core/thread-pool.h"
 
@@ -164,10 +165,11 @@ size_t CpuBackend::device_bytes_after(const void* ptr) const {
 
 Result<void*> CpuBackend::host_alloc_pinned(size_t bytes) {
   const size_t rounded = round_up(std::max<size_t>(bytes, 1));
-  void* p = std::aligned_alloc(kDeviceAlignment, rounded);
+  void* p = fail_point("host.alloc") ? nullptr : std::aligned_alloc(kDeviceAlignment, rounded);
   if (p == nullptr) {
-    return out_of_memory("cpu host_alloc_pinned: host refused " + std::to_string(rounded) +
-                         " bytes (" + mib(rounded) + ")");
+    return out_of_memory("could not allocate " + mib(rounded) +
+                         " of host memory for the engine's buffers: free host memory, or lower "
+                         "micro_batch_size or seq_len");
   }
   pinned_allocs_.insert(p);
   return p;

@@ -19,6 +19,7 @@
 #include "compute/cuda/reduce.cuh"
 #include "compute/cuda/rmsnorm.cuh"
 #include "compute/cuda/rope.cuh"
+#include "core/fail-point.h"
 
 namespace spillway::compute {
 
@@ -291,7 +292,8 @@ void CudaBackend::device_free(void* ptr) {
 Result<void*> CudaBackend::host_alloc_pinned(size_t bytes) {
   SPW_RETURN_IF_ERROR(use_device("host_alloc_pinned"));
   void* p = nullptr;
-  const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+  const cudaError_t e = fail_point("host.alloc") ? cudaErrorMemoryAllocation
+                                                : cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     return out_of_memory(
