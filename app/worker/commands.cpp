@@ -22,8 +22,11 @@ int report_failure(CommandIo io, bool json, const Status& st) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
-      {"train", "train JOB.json [--resume CHECKPOINT_DIR] [--json]",
-       "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now.", run_train},
+      {"train", "train JOB.json [--resume CHECKPOINT_DIR] [--run-id ID] [--json]",
+       "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now. --resume continues the run that "
+       "wrote the checkpoint (the same History row and folder); --run-id records the run under ID (its folder "
+       "runs/ID unless the job names one), or names the run to resume.",
+       run_train},
       {"plan", "plan JOB.json [--measure N] [--json]",
        "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; --measure N runs the job's first N "
        "steps in a throwaway run and prints measured against predicted (step time, peak HBM and DRAM, link bytes).",

@@ -51,6 +51,14 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
       }
     }
   }
+  if (!resume && !info.id.empty()) {
+    if (auto taken = store->get_run(info.id); taken.ok()) {
+      return invalid_argument(
+          "run " + info.id + " is in History already (its folder " + taken->run_dir +
+          "): resume it from one of its checkpoints (--resume), or start a new run without "
+          "its id");
+    }
+  }
   if (resumed) {
     // Two workers must not write one run (Resume pressed twice, a terminal and the GUI).
     if (resumed->status == RunStatus::kRunning && resumed->pid &&

@@ -100,6 +100,7 @@ struct Trainer::Impl {
   StepFigureRecorder figures;  // what the steps measured, to hold against the plan
   Clock::time_point started = Clock::now();
   double resumed_elapsed_s = 0;  // the elapsed_s of the checkpoint this run resumed from
+  std::string resumed_from;      // the checkpoint folder it resumed from ("" for a fresh run)
 
   // The run's training time so far: this process's, plus that of the runs it resumed from.
   double elapsed_s() const { return resumed_elapsed_s + seconds_since(started); }
@@ -261,10 +262,14 @@ struct Trainer::Impl {
     info.hardware_json = hardware_json().dump();
     info.software_json = nlohmann::json{{"spillway", "0.1.0"}, {"compiler", __VERSION__}, {"backend", backend->name()}}.dump();
     info.run_dir = job.run_dir;
+    info.id = hooks.run_id;
     RunRecorderOptions ro;
     ro.db_path = job.db_path;
     ro.on_warning = hooks.on_warning;
-    SPW_ASSIGN_OR_RETURN(rec, RunRecorder::create(std::move(info), std::move(ro)));
+    // A resume continues its run: one row, one folder (history/run-recorder.h).
+    std::optional<ResumePoint> resume;
+    if (!resumed_from.empty()) resume = ResumePoint{resumed_from, progress.step};
+    SPW_ASSIGN_OR_RETURN(rec, RunRecorder::create(std::move(info), std::move(ro), resume));
     run_id = rec->id();
     run_dir = rec->dir();
     if (hooks.on_run_folder) SPW_RETURN_IF_ERROR(hooks.on_run_folder(run_dir));
@@ -543,6 +548,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std:
     if (!st.ok()) return st.status();
     t.progress = *st;
     t.resumed_elapsed_s = t.progress.elapsed_s;
+    t.resumed_from = resume_from;
     auto cursor = DataCursor::from_json(t.progress.data_cursor);
     if (!cursor.ok()) return cursor.status().with_context(resume_from);
     SPW_RETURN_IF_ERROR(t.iter->seek(*cursor));

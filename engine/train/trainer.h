@@ -31,6 +31,9 @@ struct TrainerHooks {
   // The job as its owner resolved it (the worker's job.json: every key, defaults filled in), kept
   // with the run in the run store so that History can show, compare and clone it. Opaque here.
   std::string job_json = "{}";
+  // The run's id as its launcher chose it (the GUI names the run folder by it before the worker
+  // starts: history/run-folder.h); "" : generated. With a resume, the run to continue.
+  std::string run_id;
   // Called once the run folder exists and the run is recorded, before its first event: the worker
   // writes its job.json there. An error fails create().
   std::function<Status(const std::string& run_dir)> on_run_folder;

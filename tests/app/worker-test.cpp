@@ -162,23 +162,19 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
     EXPECT_TRUE(!fs::exists(tmp_.path() + "/ssd") || fs::is_empty(tmp_.path() + "/ssd") ||
                 std::distance(fs::directory_iterator(tmp_.path() + "/ssd"), {}) == 1);  // the SIGKILLed run's
   }
-  // The SIGKILLed run shows as interrupted, its rows intact; the resumed one completed.
+  // The SIGKILLed run, resumed, is one run: one row, completed, with all six steps.
   auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
   ASSERT_TRUE(store.ok());
   auto runs = (*store)->list_runs();
   ASSERT_TRUE(runs.ok());
-  int interrupted = 0, completed = 0;
+  ASSERT_EQ(runs->size(), 2u);  // straight and killed
   for (const auto& run : *runs) {
-    interrupted += run.status == RunStatus::kInterrupted;
-    completed += run.status == RunStatus::kCompleted;
-    if (run.status == RunStatus::kInterrupted) {
-      EXPECT_GE((*store)->metrics(run.id)->size(), 3u);
-    }
+    EXPECT_EQ(run.status, RunStatus::kCompleted) << run.run_dir;
+    const auto metrics = (*store)->metrics(run.id);
+    ASSERT_EQ(metrics->size(), 6u) << run.run_dir;
+    EXPECT_EQ(metrics->front().step, 1);
+    EXPECT_EQ(metrics->back().step, 6);
   }
-  // When the kill came after the run had already finished, it completed: then it is 0 and 3.
-  const bool finished_first = completed == 3;
-  EXPECT_EQ(interrupted, finished_first ? 0 : 1);
-  EXPECT_EQ(completed, finished_first ? 3 : 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, ResumeTest, ::testing::Values("dram", "ssd", "ssd+master"),
@@ -579,6 +575,164 @@ TEST_F(WorkerTest, BadInputGivesClearErrors) {
 
   // None of them left a run folder behind.
   EXPECT_FALSE(fs::exists(tmp_.path() + "/never"));
+}
+
+// A resumed run is the same run (issue 13 point 2): resumed from an earlier checkpoint, from a
+// terminal with the job as it was written (no run folder in it), it keeps its row, its folder, its
+// tags and notes, and its metrics up to the checkpoint; the steps after it are replaced, not
+// doubled. The run folder is named by the run id (issue 12 point 4), the id the launcher gives
+// with --run-id when it gives one.
+TEST_F(WorkerTest, AResumedRunIsTheSameRunInItsFolder) {
+  SPILLWAY_REQUIRE_DATA();
+  json job = {{"name", "same run"},
+              {"model", {{"path", testing::data_path("models/stories260K")}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+              {"train", {{"steps", 6}, {"micro_batch_size", 2}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}}};
+  const std::string job_path = write_job("same-run", job);
+  auto r = worker({"train", job_path, "--json", "--run-id", "20261125-230000-abcdef"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json started = json::parse(r.out.substr(0, r.out.find('\n')));
+  const std::string run_dir = tmp_.path() + "/xdg/spillway/runs/20261125-230000-abcdef";
+  EXPECT_EQ(started["run_id"], "20261125-230000-abcdef");
+  EXPECT_EQ(started["run_dir"], run_dir);
+  auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
+  ASSERT_TRUE(store.ok());
+  const std::string id = "20261125-230000-abcdef";
+  ASSERT_TRUE((*store)->set_tags(id, {"keep"}).ok());
+  ASSERT_TRUE((*store)->set_notes(id, "before the resume").ok());
+  const auto first = *(*store)->metrics(id);
+  ASSERT_EQ(first.size(), 6u);
+
+  // Resumed from step 2 as a terminal user does: the job file as written, the run's checkpoint.
+  r = worker({"train", job_path, "--resume", run_dir + "/checkpoints/step-000002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("run " + id + " in " + run_dir), std::string::npos) << r.out;
+  const auto runs = *(*store)->list_runs();
+  ASSERT_EQ(runs.size(), 1u) << "a resume adds no History row";
+  EXPECT_EQ(runs[0].id, id);
+  EXPECT_EQ(runs[0].status, RunStatus::kCompleted);
+  EXPECT_EQ(runs[0].tags, std::vector<std::string>{"keep"});
+  EXPECT_EQ(runs[0].notes, "before the resume");
+  EXPECT_EQ(runs[0].final_step, 6);
+  const auto metrics = *(*store)->metrics(id);
+  ASSERT_EQ(metrics.size(), 6u) << "steps 3..6 replaced, not doubled";
+  for (int s = 0; s < 6; ++s) EXPECT_EQ(metrics[s].step, s + 1);
+  EXPECT_EQ(*metrics[1].loss, *first[1].loss) << "step 2, before the resume, stays";
+  // The resumed steps are the same math (bit-exact resume), written again with later times.
+  EXPECT_NEAR(*metrics[5].loss, *first[5].loss, 1e-6);
+  EXPECT_GT(*metrics[5].t_s, *first[5].t_s);
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs") &&
+               std::distance(fs::directory_iterator(tmp_.path() + "/xdg/spillway/runs"), {}) != 1)
+      << "no second folder";
+
+  // A second launch of the same job without a run id is a new run in its own folder.
+  r = worker({"train", job_path, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json second = json::parse(r.out.substr(0, r.out.find('\n')));
+  EXPECT_NE(second["run_id"], id);
+  EXPECT_EQ(second["run_dir"], tmp_.path() + "/xdg/spillway/runs/" + second["run_id"].get<std::string>());
+  // A run id already taken is refused for a new run, and a run id that is not a folder name at all.
+  r = worker({"train", job_path, "--run-id", id});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("run " + id + " is in History already (its folder " + run_dir +
+                       "): resume it from one of its checkpoints (--resume), or start a new run without its id"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ((*store)->get_run(id)->status, RunStatus::kCompleted) << "the run named is left alone";
+  r = worker({"train", job_path, "--run-id", "../elsewhere"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--run-id '../elsewhere': a run id names the run's folder"), std::string::npos) << r.err;
+  // The refused launch is in History as failed, with no folder (it named another run's).
+  const auto all = *(*store)->list_runs();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].status, RunStatus::kFailed);
+  EXPECT_EQ(all[0].run_dir, "");
+  EXPECT_NE(all[0].error_message.find("is in History already"), std::string::npos) << all[0].error_message;
+}
+
+// A resume that fails (issue 13: it left no record) fails its run with the worker's message; the
+// run keeps its steps and checkpoints and resumes from another checkpoint.
+TEST_F(WorkerTest, AFailedResumeIsRecordedOnItsRun) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run_dir = tmp_.path() + "/resumable";
+  json job = {{"name", "resumable"},
+              {"model", {{"path", testing::data_path("models/stories260K")}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+              {"train", {{"steps", 4}, {"micro_batch_size", 2}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
+              {"output", {{"run_dir", run_dir}}}};
+  const std::string job_path = write_job("resumable", job);
+  auto r = worker({"train", job_path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
+  ASSERT_TRUE(store.ok());
+  const std::string id = (*store)->list_runs()->at(0).id;
+  // The checkpoint at step 2 loses its weights.
+  fs::remove(run_dir + "/checkpoints/step-000002/model.safetensors");
+  r = worker({"train", job_path, "--resume", run_dir + "/checkpoints/step-000002", "--run-id", id});
+  ASSERT_NE(r.exit_code, 0);
+  const std::string message = r.err.substr(std::string("spillway-worker: ").size(),
+                                           r.err.find('\n') - std::string("spillway-worker: ").size());
+  EXPECT_NE(message.find("model.safetensors"), std::string::npos) << r.err;
+  auto runs = *(*store)->list_runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::kFailed);
+  EXPECT_EQ(runs[0].error_message,
+            "could not resume from " + run_dir + "/checkpoints/step-000002: " + message);
+  EXPECT_EQ((*store)->metrics(id)->size(), 4u);
+  EXPECT_EQ(runs[0].final_step, 4);
+
+  // The same from a terminal, without the run id: the checkpoint's folder names the run.
+  r = worker({"train", job_path, "--resume", run_dir + "/checkpoints/step-000002/"});
+  ASSERT_NE(r.exit_code, 0);
+  EXPECT_EQ((*store)->list_runs()->size(), 1u);
+
+  // From its other checkpoint it goes on, and the failure is gone.
+  r = worker({"train", job_path, "--resume", run_dir + "/checkpoints/step-000004"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  runs = *(*store)->list_runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::kCompleted);
+  EXPECT_EQ(runs[0].error_message, "");
+}
+
+// A job file the worker cannot read (issue 13: the GUI showed the failure, History nothing) is a
+// failed run when the launch names a run: the GUI's --run-id gives the folder it watches. A job
+// typed wrong on a terminal, naming no run, is answered there and not kept.
+TEST_F(WorkerTest, AJobItCannotReadIsAFailedRunWhenTheLaunchNamesOne) {
+  const std::string jobs = tmp_.path() + "/jobs/20261125-gui job";
+  fs::create_directories(jobs);
+  std::ofstream(jobs + "/job.json") << R"({"name": "typo", "model": {"path": "model"}, "data": {"train": "x.txt"},
+                                          "train": {"learning_rate": 0.001}})";
+  auto r = worker({"train", jobs + "/job.json", "--json", "--run-id", "20261125-230001-000001"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const json reply = json::parse(r.out.substr(0, r.out.find('\n')));
+  const std::string message = reply["message"].get<std::string>();
+  EXPECT_NE(message.find("unknown key train.learning_rate"), std::string::npos) << message;
+  auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
+  ASSERT_TRUE(store.ok());
+  auto run = (*store)->get_run("20261125-230001-000001");
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_EQ(run->status, RunStatus::kFailed);
+  EXPECT_EQ(run->name, "typo");
+  EXPECT_EQ(run->model_path, jobs + "/model");  // relative to the job file, as the worker reads it
+  EXPECT_EQ(run->dataset, jobs + "/x.txt");
+  EXPECT_NE(run->error_message.find(message), std::string::npos) << run->error_message;
+  EXPECT_EQ(run->run_dir, tmp_.path() + "/xdg/spillway/runs/20261125-230001-000001");
+  EXPECT_FALSE(fs::exists(run->run_dir)) << "no folder is made for a run that never began";
+
+  // Not JSON at all: named by its folder.
+  std::ofstream(jobs + "/job.json", std::ios::trunc) << "{\"name\": ";
+  r = worker({"train", jobs + "/job.json", "--run-id", "20261125-230001-000002"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  run = (*store)->get_run("20261125-230001-000002");
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_EQ(run->name, "20261125-gui job");
+  EXPECT_NE(run->error_message.find("not valid JSON"), std::string::npos) << run->error_message;
+
+  // A terminal's mistyped job, naming no run: no row.
+  r = worker({"train", tmp_.path() + "/no-such-job.json"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ((*store)->list_runs()->size(), 2u);
 }
 
 }  // namespace
