@@ -71,6 +71,10 @@ std::vector<JobKey> build_table() {
              "the model family's."),
       ranged(key("data.seq_len", T::kInteger, 256, "tokens", "Tokens per sequence; longer examples are cut."),
              closed(2, 1 << 20)),
+      key("data.packing", T::kBool, false, "",
+          "Instruction data: concatenate conversations and cut them into full sequences, so none is truncated and "
+          "none padded (a conversation may then attend to the one before it); false: one conversation per "
+          "sequence, cut at data.seq_len."),
       key("data.shuffle", T::kBool, true, "", "Shuffle the sequences each epoch, deterministically by data.seed."),
       ranged(key("data.seed", T::kInteger, 0, "", "Seed of the shuffle."), closed(0, kMaxSeed)),
       ranged(key("train.steps", T::kInteger, 0, "steps", "Optimizer steps; 0: as many as train.epochs takes."),

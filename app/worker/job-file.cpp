@@ -35,6 +35,7 @@ Result<TrainJob> to_train_job(const json& j) {
   job.format = d["format"].get<std::string>();
   job.chat_template = d["template"].get<std::string>();
   job.seq_len = d["seq_len"].get<int>();
+  job.packing = d["packing"].get<bool>();
   job.shuffle = d["shuffle"].get<bool>();
   job.data_seed = d["seed"].get<uint64_t>();
   job.steps = t["steps"].get<int64_t>();

@@ -8,6 +8,7 @@ Result<DatasetOptions> make_dataset_options(const DataSettings& data, const Mode
   if (data.seq_len < 2) return invalid_argument("data.seq_len must be at least 2, got " + std::to_string(data.seq_len));
   DatasetOptions opts;
   opts.seq_len = data.seq_len;
+  opts.instruction_layout = data.packing ? InstructionLayout::kPacked : InstructionLayout::kPadded;
   auto format = parse_dataset_format(data.format);
   if (!format.ok()) return format.status().with_context("data.format");
   opts.read.format = *format;

@@ -1,5 +1,5 @@
 // The dataset options of a job for a model: the one place that turns what a job says about its data
-// (the job file's data.format, data.template and data.seq_len) and the model it trains (config.json:
+// (the job file's data.format, data.template, data.seq_len and data.packing) and the model it trains (config.json:
 // model_type picks the chat template when the tokenizer names none, vocab_size bounds pre-tokenized
 // ids) into DatasetOptions. Training (engine/train, through dataset_options(TrainJob, ...)), the
 // worker's `eval` and the GUI's dataset preview all call it, so the preview shows the chat template
@@ -21,6 +21,7 @@ struct DataSettings {
   std::string format = "auto";         // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
   std::string chat_template = "auto";  // data.template: auto, llama-2, llama-3, chatml, alpaca, plain
   int seq_len = 256;                   // data.seq_len: positions per sequence
+  bool packing = false;                // data.packing: instruction data packed (kPacked)
 };
 
 // kInvalidArgument naming data.format or data.template when one is not a known name, or

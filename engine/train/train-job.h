@@ -33,6 +33,7 @@ struct TrainJob {
   std::string format = "auto";
   std::string chat_template = "auto";
   int seq_len = 256;
+  bool packing = false;  // instruction data packed into full sequences (InstructionLayout::kPacked)
   bool shuffle = true;
   uint64_t data_seed = 0;
 
@@ -66,8 +67,10 @@ struct TrainJob {
   std::string db_path;  // default: RunStore::default_db_path()
 };
 
-// What the job says about its data (data.format, data.template, data.seq_len).
-inline DataSettings data_settings(const TrainJob& job) { return {job.format, job.chat_template, job.seq_len}; }
+// What the job says about its data (data.format, data.template, data.seq_len, data.packing).
+inline DataSettings data_settings(const TrainJob& job) {
+  return {job.format, job.chat_template, job.seq_len, job.packing};
+}
 
 // The options training reads the job's data with, for `model`: make_dataset_options, shared with
 // `eval` and the GUI's preview.

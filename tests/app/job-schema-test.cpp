@@ -96,6 +96,7 @@ TEST(JobSchema, TrainJobDefaultsAreTheSchemas) {
   EXPECT_EQ(p.format, d.format);
   EXPECT_EQ(p.chat_template, d.chat_template);
   EXPECT_EQ(p.seq_len, d.seq_len);
+  EXPECT_EQ(p.packing, d.packing);
   EXPECT_EQ(p.shuffle, d.shuffle);
   EXPECT_EQ(p.data_seed, d.data_seed);
   EXPECT_EQ(p.steps, d.steps);
@@ -161,7 +162,7 @@ TEST(JobSchema, EveryKeyReachesTheEngine) {
         a.name == b.name && a.model_path == b.model_path && a.init_preset == b.init_preset && a.init_seed == b.init_seed &&
         a.tokenizer_path == b.tokenizer_path && a.train_path == b.train_path && a.eval_path == b.eval_path &&
         a.eval_fraction == b.eval_fraction && a.format == b.format && a.chat_template == b.chat_template &&
-        a.seq_len == b.seq_len && a.shuffle == b.shuffle && a.data_seed == b.data_seed && a.steps == b.steps &&
+        a.seq_len == b.seq_len && a.packing == b.packing && a.shuffle == b.shuffle && a.data_seed == b.data_seed && a.steps == b.steps &&
         a.epochs == b.epochs && a.micro_batch_size == b.micro_batch_size && a.grad_accum == b.grad_accum &&
         a.schedule.lr == b.schedule.lr && a.schedule.kind == b.schedule.kind &&
         a.schedule.warmup_steps == b.schedule.warmup_steps && a.schedule.min_lr_ratio == b.schedule.min_lr_ratio &&
