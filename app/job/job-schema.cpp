@@ -116,7 +116,8 @@ std::vector<JobKey> build_table() {
                  "Checkpoint every N steps, and after the last; 0: only after the last."),
              closed(0, kMaxCount)),
       ranged(key("train.keep_checkpoints", T::kInteger, 2, "checkpoints",
-                 "How many of the newest checkpoints are kept; 0: all."),
+                 "How many of the newest scheduled checkpoints are kept; 0: all. One saved on request (Save "
+                 "checkpoint, SIGUSR1) is always kept."),
              closed(0, 1 << 20)),
       ranged(key("train.log_every", T::kInteger, 1, "steps", "A log line every N steps; 0: none."),
              closed(0, kMaxCount)),

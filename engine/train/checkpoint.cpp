@@ -107,7 +107,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
                         {"last_loss", trainer.last_loss},
                         {"data_cursor", trainer.data_cursor},
                         {"seed", trainer.seed},
-                        {"elapsed_s", trainer.elapsed_s}};
+                        {"elapsed_s", trainer.elapsed_s},
+                        {"manual", trainer.manual}};
     SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n"));
     return write_file_atomic((fs::path(tmp) / "config.json").string(), model.config().to_json().dump(2) + "\n");
   });
@@ -131,6 +132,7 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
     t.data_cursor = j.value("data_cursor", nlohmann::json());
     t.seed = j.value("seed", uint64_t{0});
     t.elapsed_s = j.value("elapsed_s", 0.0);
+    t.manual = j.value("manual", false);
     model.step = j.at("optimizer_step").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     return corrupt(state_path + ": " + e.what());
@@ -162,9 +164,14 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
 
 void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
   if (keep <= 0) return;
-  auto all = list_checkpoints(checkpoints_dir);
+  std::vector<std::string> scheduled;  // oldest first, as list_checkpoints gives them
+  for (std::string& dir : list_checkpoints(checkpoints_dir)) {
+    auto text = read_file((fs::path(dir) / "trainer_state.json").string());
+    const nlohmann::json j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    if (!(j.is_object() && j.value("manual", false))) scheduled.push_back(std::move(dir));
+  }
   std::error_code ec;
-  for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i], ec);
+  for (size_t i = 0; i + keep < scheduled.size(); ++i) fs::remove_all(scheduled[i], ec);
 }
 
 }  // namespace spillway

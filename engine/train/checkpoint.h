@@ -30,6 +30,9 @@ struct TrainerState {
   nlohmann::json data_cursor;  // DataCursor::to_json()
   uint64_t seed = 0;
   double elapsed_s = 0;
+  // Saved on request (Save checkpoint, SIGUSR1) rather than by train.checkpoint_every: the user
+  // chose this step, so prune_checkpoints never removes it.
+  bool manual = false;
 };
 
 // Writes `state` (with optimizer moments when present) into `checkpoints_dir/step-NNNNNN`.
@@ -42,7 +45,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
 // trainer state. kNotFound / kCorrupt name the file.
 // Moments go into ModelState when it has them, else into `state` (the SSD store).
 Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, OptimizerStateStore* state = nullptr);
-// Removes all but the newest `keep` checkpoints (keep <= 0: keeps all).
+// Removes all but the newest `keep` of the checkpoints saved by the schedule (keep <= 0: keeps
+// all); a manual one (trainer_state.json "manual": true) is never removed and does not count.
 void prune_checkpoints(const std::string& checkpoints_dir, int keep);
 
 }  // namespace spillway

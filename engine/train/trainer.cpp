@@ -396,15 +396,18 @@ struct Trainer::Impl {
     return {};
   }
 
-  Status checkpoint() {
+  // `manual`: asked for (SIGUSR1, the app's Save checkpoint), kept by the keep-N rotation.
+  Status checkpoint(bool manual = false) {
     optimizer->wait_all();
     SPW_RETURN_IF_ERROR(rec->state("checkpointing", {{"step", progress.step}}));
     const auto t0 = Clock::now();
     progress.data_cursor = iter->cursor().to_json();
     progress.elapsed_s = elapsed_s();
     SPW_RETURN_IF_ERROR(optimizer->status());
-    SPW_ASSIGN_OR_RETURN(std::string dir, save_checkpoint((fs::path(run_dir) / "checkpoints").string(), *state, progress,
-                                                          opt_state.get()));
+    progress.manual = manual;
+    auto saved = save_checkpoint((fs::path(run_dir) / "checkpoints").string(), *state, progress, opt_state.get());
+    progress.manual = false;
+    SPW_ASSIGN_OR_RETURN(std::string dir, std::move(saved));
     prune_checkpoints((fs::path(run_dir) / "checkpoints").string(), job.keep_checkpoints);
     uint64_t bytes = 0;
     std::error_code ec;
@@ -505,7 +508,7 @@ struct Trainer::Impl {
       if (job.eval_every > 0 && progress.step % job.eval_every == 0) SPW_RETURN_IF_ERROR(run_eval());
       const bool asked = owner->checkpoint_.exchange(false);
       if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
-        SPW_RETURN_IF_ERROR(checkpoint());
+        SPW_RETURN_IF_ERROR(checkpoint(asked));
       if (owner->stop_.load()) {
         if (!asked) SPW_RETURN_IF_ERROR(checkpoint());
         return cancelled("stopped on request at step " + std::to_string(progress.step));

@@ -13,6 +13,7 @@
 
 #include "core/file-util.h"
 #include "data/dataset.h"
+#include "history/run-folder.h"
 #include "history/run-store.h"
 #include "model/safetensors.h"
 #include "run-files.h"
@@ -328,6 +329,48 @@ TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
   auto runs = (*store)->list_runs();
   ASSERT_TRUE(runs.ok() && runs->size() == 1u);
   EXPECT_EQ(runs->front().status, RunStatus::kStopped);
+}
+
+// A checkpoint saved on request (SIGUSR1, the app's Save checkpoint) is the user's: the keep-N
+// rotation of the scheduled ones never removes it (issue 13: it was deleted by keep_checkpoints).
+TEST_F(WorkerTest, AManualCheckpointIsKeptByTheRotation) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run_dir = tmp_.path() + "/manual";
+  json job = {{"name", "manual"},
+              {"model", {{"path", testing::data_path("models/stories260K")}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+              {"train", {{"steps", 100000}, {"micro_batch_size", 2}, {"lr", 1e-3}, {"checkpoint_every", 2},
+                         {"keep_checkpoints", 1}}},
+              {"output", {{"run_dir", run_dir}}}};
+  pid_t pid = testing::spawn_worker({"train", write_job("manual", job)}, env_, tmp_.path() + "/m.out", tmp_.path() + "/m.err");
+  ASSERT_GT(pid, 0);
+  auto wait_for = [&](const std::string& type, size_t count) {
+    for (int i = 0; i < 12000; ++i) {
+      if (fs::exists(run_dir + "/events.jsonl") && of_type(read_events(run_dir), type).size() >= count) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for("step", 3));
+  const size_t before = of_type(read_events(run_dir), "checkpoint").size();
+  kill(pid, SIGUSR1);
+  ASSERT_TRUE(wait_for("checkpoint", before + 1));
+  const size_t checkpoints = of_type(read_events(run_dir), "checkpoint").size();
+  ASSERT_TRUE(wait_for("checkpoint", checkpoints + 3));  // three scheduled ones after it
+  kill(pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(pid), 0) << testing::slurp(tmp_.path() + "/m.err");
+  std::vector<int64_t> manual, scheduled;
+  for (const std::string& dir : list_checkpoints(run_dir + "/checkpoints")) {
+    const json state = json::parse(*read_file(dir + "/trainer_state.json"));
+    (state.value("manual", false) ? manual : scheduled).push_back(state["step"].get<int64_t>());
+  }
+  ASSERT_EQ(manual.size(), 1u);
+  ASSERT_EQ(scheduled.size(), 1u);  // keep_checkpoints 1: the newest of the scheduled ones
+  const int64_t last_step = of_type(read_events(run_dir), "step").back()["step"];
+  EXPECT_EQ(scheduled[0], last_step);  // the stop's checkpoint
+  EXPECT_LT(manual[0] + 4, last_step);  // older than three scheduled ones that came and went
+  std::printf("manual checkpoint at step %lld kept; scheduled ones up to step %lld pruned to the last\n",
+              static_cast<long long>(manual[0]), static_cast<long long>(last_step));
 }
 
 // A copy of stories260K's model folder without its tokenizer files: config.json and the weights.
