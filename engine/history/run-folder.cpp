@@ -1,7 +1,13 @@
 #include "history/run-folder.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <utility>
 
 #include "history/run-store.h"
 
@@ -59,10 +65,38 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (e.is_directory(ec) && n.starts_with("step-") && n.find(".tmp") == std::string::npos) out.push_back(e.path().string());
+    if (e.is_directory(ec) && n.starts_with("step-") && n.find(".tmp") == std::string::npos)
+      out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Result<RunFolderLock> RunFolderLock::acquire(const std::string& run_dir) {
+  const int fd = ::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open the run folder " + run_dir, errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      return invalid_argument("the run folder " + run_dir + " is in use by another worker");
+    return errno_status("cannot lock the run folder " + run_dir, err);
+  }
+  return RunFolderLock(fd);
+}
+
+RunFolderLock::~RunFolderLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+RunFolderLock::RunFolderLock(RunFolderLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+
+RunFolderLock& RunFolderLock::operator=(RunFolderLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
 }
 
 }  // namespace spillway

@@ -45,6 +45,29 @@ std::string run_checkpoints_dir(const std::string& run_dir);
 // folder cannot be read.
 std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 
+// An exclusive flock(2) on a run folder, held by the worker that writes the run in it, so that a
+// second worker given the same folder (two jobs naming one output.run_dir, a resume started twice)
+// is refused before it writes anything there: two writers interleave events.jsonl lines and
+// checkpoints of different runs. The kernel drops the lock when its process dies (kill -9 leaves
+// no stale lock), and nothing is added to the folder. Move-only; the destructor releases it.
+class RunFolderLock {
+ public:
+  // Takes the lock on `run_dir` (an existing folder) without waiting. kInvalidArgument when another
+  // process holds it (the message names the folder; the caller adds who); kIo when the folder
+  // cannot be opened.
+  static Result<RunFolderLock> acquire(const std::string& run_dir);
+  RunFolderLock() = default;
+  ~RunFolderLock();
+  RunFolderLock(RunFolderLock&& o) noexcept;
+  RunFolderLock& operator=(RunFolderLock&& o) noexcept;
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  explicit RunFolderLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 // The checkpoints of the run in `run_dir`, oldest first.
 inline std::vector<std::string> list_run_checkpoints(const std::string& run_dir) {
   return list_checkpoints(run_checkpoints_dir(run_dir));

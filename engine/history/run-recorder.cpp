@@ -89,6 +89,18 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
     return io_error("cannot write the run folder " + info.run_dir +
                     (ec ? ": " + ec.message() : "") + "; choose another output.run_dir");
   }
+  // One worker per run folder: a second one is refused before it writes anything there.
+  auto lock = RunFolderLock::acquire(info.run_dir);
+  if (!lock.ok()) {
+    if (lock.status().code() != ErrorCode::kInvalidArgument) return lock.status();
+    std::string who;
+    auto other = store->find_run_by_folder(info.run_dir);
+    if (other.ok() && *other && (*other)->status == RunStatus::kRunning)
+      who = " (run " + (*other)->id +
+            ((*other)->pid ? ", worker process " + std::to_string(*(*other)->pid) : std::string()) + ")";
+    return invalid_argument(lock.status().message() + who +
+                            ": stop that run or wait for it to end, or choose another output.run_dir");
+  }
   std::string id = info.id;
   if (resumed) {
     Status st = store->resume_run(id, info, resume->step);
@@ -103,6 +115,7 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
   auto rec = std::unique_ptr<RunRecorder>(new RunRecorder(
       std::move(store), std::move(events), std::move(id), info.run_dir, std::move(options)));
   rec->resumed_ = resumed.has_value();
+  rec->folder_lock_ = std::move(*lock);
   return rec;
 }
 

@@ -27,6 +27,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "history/run-folder.h"
 #include "history/run-store.h"
 #include "telemetry/event-writer.h"
 
@@ -112,6 +113,7 @@ class RunRecorder {
   std::string id_, dir_;
   RunRecorderOptions options_;
   bool resumed_ = false;
+  RunFolderLock folder_lock_;  // held while this recorder writes the run folder
   std::atomic<uint64_t> dropped_{0};
   std::mutex warn_mu_;
   bool warned_db_ = false, warned_events_ = false;

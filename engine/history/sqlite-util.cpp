@@ -1,5 +1,10 @@
 #include "history/sqlite-util.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <utility>
 
@@ -135,8 +140,47 @@ void register_fault_vfs() {
 
 }  // namespace
 
+namespace {
+
+// A condition of the database file rather than of the query (locked by another process,
+// read-only, a full disk, damaged, not openable), as a sentence that names the file and what to
+// do, without the SQL; "" for any other result code.
+std::string file_problem(int rc, sqlite3* db) {
+  const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  if (!file || !*file) return {};
+  const std::string path = file, why = sqlite3_errmsg(db);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return path + " is locked by another process (" + why +
+             "): close the program holding it (another Spillway worker or app, a database browser, a "
+             "backup) and try again";
+    case SQLITE_READONLY:
+      return path + " is read-only (" + why + "): make it and its folder writable";
+    case SQLITE_FULL:
+      return "the disk holding " + path + " is full (" + why + "): free space on it";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return path + " is damaged (" + why +
+             "); Spillway leaves it as it is: move it aside (History then starts a new one) or "
+             "restore it from a backup";
+    case SQLITE_CANTOPEN: {
+      const std::string folder = std::filesystem::path(path).parent_path().string();
+      if (::access(folder.c_str(), W_OK) != 0)
+        return "cannot open " + path + " (" + why + "): its folder " + folder + " is not writable (" +
+               std::strerror(errno) + "), and SQLite keeps its -wal and -shm files there: make it writable";
+      return "cannot open " + path + " (" + why + "): make sure it and its folder exist and are writable";
+    }
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 Status sqlite_status(int rc, const std::string& what, sqlite3* db) {
-  std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string msg = file_problem(rc, db);
+  if (msg.empty()) msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_OK:
     case SQLITE_ROW:
@@ -291,6 +335,7 @@ Status SqliteDb::exec(const std::string& sql) {
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
+    if (!file_problem(rc, db_).empty()) return sqlite_status(rc, "sql", db_);
     Status s = sqlite_status(rc, "sql", nullptr);
     return Status(s.code(), "sql '" + sql.substr(0, 120) + "': " + msg);
   }

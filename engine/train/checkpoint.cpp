@@ -112,7 +112,14 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
     SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n"));
     return write_file_atomic((fs::path(tmp) / "config.json").string(), model.config().to_json().dump(2) + "\n");
   });
-  if (!st.ok()) return st.with_context("checkpoint at step " + std::to_string(trainer.step));
+  if (!st.ok()) {
+    // Nothing of this checkpoint is left behind (write_folder_atomic); the ones before it are whole.
+    const std::vector<std::string> kept = list_checkpoints(checkpoints_dir);
+    return Status(st.code(), "checkpoint at step " + std::to_string(trainer.step) + " not saved: " + st.message() +
+                                 (kept.empty() ? std::string("; there is no earlier checkpoint")
+                                               : "; the last whole checkpoint, " + kept.back() +
+                                                     ", is kept: resume from it (--resume) once that is fixed"));
+  }
   return final_dir;
 }
 
