@@ -7,11 +7,11 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QMessageBox>
-#include <QHBoxLayout>
 #include <QLabel>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
@@ -214,6 +214,7 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
   if (QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
   changed_ = true;
   logShown_ = 0;
+  skippedShown_ = 0;
   log_->clear();
   runName_ = jobName(runDir + "/job.json");
   if (runName_.isEmpty()) runName_ = jobName(WorkerClient::outputDir(pid_) + "/job.json");
@@ -300,15 +301,24 @@ LivePage::Phase LivePage::phase() const {
 
 QString LivePage::phaseName(Phase phase) {
   switch (phase) {
-    case Phase::kNoRun: return tr("no run");
-    case Phase::kStarting: return tr("starting");
-    case Phase::kTraining: return tr("training");
-    case Phase::kCheckpointing: return tr("checkpointing");
-    case Phase::kPaused: return tr("paused");
-    case Phase::kCompleted: return tr("completed");
-    case Phase::kStopped: return tr("stopped");
-    case Phase::kFailed: return tr("failed");
-    case Phase::kInterrupted: return tr("interrupted");
+    case Phase::kNoRun:
+      return tr("no run");
+    case Phase::kStarting:
+      return tr("starting");
+    case Phase::kTraining:
+      return tr("training");
+    case Phase::kCheckpointing:
+      return tr("checkpointing");
+    case Phase::kPaused:
+      return tr("paused");
+    case Phase::kCompleted:
+      return tr("completed");
+    case Phase::kStopped:
+      return tr("stopped");
+    case Phase::kFailed:
+      return tr("failed");
+    case Phase::kInterrupted:
+      return tr("interrupted");
   }
   return {};
 }
@@ -363,13 +373,31 @@ int LivePage::tick() {
   quietTicks_ = 0;
   if (watcher_.files().isEmpty() && QFileInfo::exists(tail_.path())) watcher_.addPath(tail_.path());
   if (watcher_.directories().isEmpty() && QFileInfo(runDir_).isDir()) watcher_.addPath(runDir_);
-  const int n = tail_.poll(series_);
+  int n = tail_.poll(series_);
   // A final state ends the run only once its worker is gone: a resumed run's events.jsonl still
   // holds the state its previous worker ended with.
-  const bool final = series_.state == "completed" || series_.state == "stopped" ||
-                     series_.state == "failed";
+  const bool final =
+      series_.state == "completed" || series_.state == "stopped" || series_.state == "failed";
   const bool wasEnded = ended_;
-  if (!ended_ && (gone || (final && pid_ <= 0))) conclude(sawAlive_);
+  const bool ending = !ended_ && (gone || (final && pid_ <= 0));
+  if (ending) n += tail_.finish(series_);  // a last line cut off by the worker's end
+  if (tail_.skipped() > skippedShown_) {
+    // Said in the log, once per new count: the charts go on with the lines that could be read.
+    const int k = tail_.skipped();
+    series_.appendLog(
+        k == 1
+            ? tr("Line %1 of events.jsonl could not be read (damaged, or cut off when the worker "
+                 "stopped) and was skipped; the charts show the other lines.")
+                  .arg(tail_.firstSkippedLine())
+            : tr("%1 lines of events.jsonl could not be read (damaged, or cut off when the worker "
+                 "stopped) and were skipped, the first at line %2; the charts show the other "
+                 "lines.")
+                  .arg(k)
+                  .arg(tail_.firstSkippedLine()));
+    skippedShown_ = k;
+    ++n;
+  }
+  if (ending) conclude(sawAlive_);
   if (n > 0 || ended_ != wasEnded) redraw();
   updateControls();
   return n;
@@ -379,9 +407,8 @@ void LivePage::conclude(bool watched) {
   ended_ = true;
   paused_ = false;
   endMessage_.clear();
-  const WorkerClient::LastWords words =
-      WorkerClient::lastWords(WorkerClient::outputDir(pid_).isEmpty() ? runDir_
-                                                                       : WorkerClient::outputDir(pid_));
+  const WorkerClient::LastWords words = WorkerClient::lastWords(
+      WorkerClient::outputDir(pid_).isEmpty() ? runDir_ : WorkerClient::outputDir(pid_));
   // The worker's own last line first: a job that failed before its run began wrote no events at
   // all (and a failed resume's events.jsonl ends with the previous worker's state).
   if (!words.code.isEmpty()) {
@@ -426,13 +453,13 @@ void LivePage::conclude(bool watched) {
   emit runEnded(runDir_, endPhase_, endMessage_);
   if (endPhase_ != Phase::kFailed && endPhase_ != Phase::kInterrupted) return;
   // Not modal: the charts and the log stay readable, and nothing waits on the answer.
-  auto* box = new QMessageBox(QMessageBox::Critical,
-                              endPhase_ == Phase::kFailed ? tr("The run failed")
-                                                          : tr("The worker stopped"),
-                              endPhase_ == Phase::kFailed
-                                  ? tr("%1 failed:\n\n%2").arg(runName_.isEmpty() ? runDir_ : runName_, endMessage_)
-                                  : endMessage_,
-                              QMessageBox::Ok, this);
+  auto* box = new QMessageBox(
+      QMessageBox::Critical,
+      endPhase_ == Phase::kFailed ? tr("The run failed") : tr("The worker stopped"),
+      endPhase_ == Phase::kFailed
+          ? tr("%1 failed:\n\n%2").arg(runName_.isEmpty() ? runDir_ : runName_, endMessage_)
+          : endMessage_,
+      QMessageBox::Ok, this);
   box->setObjectName("runEndedDialog");
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -458,7 +485,8 @@ void LivePage::redrawThroughput() {
   speed_->graph(0)->setData(s.tokensPerSecond.x, s.tokensPerSecond.y, true);
   speed_->graph(1)->setData(s.tflops.x, s.tflops.y, true);
   showGraph(speed_->graph(1), !proportional && !s.tflops.isEmpty());
-  speed_->graph(0)->setName(proportional ? tr("tokens/s (right axis: model TFLOPS)") : tr("tokens/s"));
+  speed_->graph(0)->setName(proportional ? tr("tokens/s (right axis: model TFLOPS)")
+                                         : tr("tokens/s"));
   double top = 0, tflopsTop = 0;
   for (double v : s.tokensPerSecond.y) top = std::max(top, v);
   for (double v : s.tflops.y) tflopsTop = std::max(tflopsTop, v);
@@ -504,9 +532,10 @@ void LivePage::redraw() {
     const bool show = host[i] > 0 && t1 >= t0 && (i == 0 || host[1] != host[0]);
     if (show) {
       linkCapacity_[i]->setData({t0, t1}, {host[i], host[i]}, true);
-      linkCapacity_[i]->setName(i == 0 && host[1] == host[0]
-                                    ? tr("host link capacity %1 GB/s").arg(host[0], 0, 'f', 1)
-                                    : tr("%1 capacity %2 GB/s").arg(kLinkNames[i]).arg(host[i], 0, 'f', 1));
+      linkCapacity_[i]->setName(
+          i == 0 && host[1] == host[0]
+              ? tr("host link capacity %1 GB/s").arg(host[0], 0, 'f', 1)
+              : tr("%1 capacity %2 GB/s").arg(kLinkNames[i]).arg(host[i], 0, 'f', 1));
       linkTop = std::max(linkTop, host[i]);
     }
     showGraph(linkCapacity_[i], show);
@@ -539,15 +568,15 @@ void LivePage::redraw() {
                        : -1;
   const Phase p = phase();
   const bool stepped = !s.loss.isEmpty();
-  QString text = tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
-                     .arg(phaseName(p))
-                     .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
-                     .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0)
-                                  : QStringLiteral("—"))
-                     .arg(formatCount(static_cast<double>(s.tokens)))
-                     .arg(p == Phase::kTraining && k > 0 ? formatDuration(eta)
-                          : p == Phase::kPaused          ? tr("— (paused)")
-                                                         : QStringLiteral("—"));
+  QString text =
+      tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
+          .arg(phaseName(p))
+          .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
+          .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0) : QStringLiteral("—"))
+          .arg(formatCount(static_cast<double>(s.tokens)))
+          .arg(p == Phase::kTraining && k > 0 ? formatDuration(eta)
+               : p == Phase::kPaused          ? tr("— (paused)")
+                                              : QStringLiteral("—"));
   const bool bad = p == Phase::kFailed || p == Phase::kInterrupted;
   if (bad && !endMessage_.isEmpty()) text += " · " + endMessage_.section('\n', 0, 0);
   status_->setText(text);

@@ -19,7 +19,6 @@
 #include <QFileSystemWatcher>
 #include <QTimer>
 #include <QWidget>
-
 #include <optional>
 
 #include "EventTail.h"
@@ -115,8 +114,8 @@ class LivePage : public QWidget {
   QString runName_;
   qint64 pid_ = -1;
   bool paused_ = false;
-  bool sawAlive_ = false;  // the worker was alive while this page followed it
-  bool ended_ = false;     // the phase below is final
+  bool sawAlive_ = false;      // the worker was alive while this page followed it
+  bool ended_ = false;         // the phase below is final
   bool endedInStore_ = false;  // no worker known, and the store lists the run as ended
   Phase endPhase_ = Phase::kNoRun;
   QString endMessage_;
@@ -125,9 +124,10 @@ class LivePage : public QWidget {
   RunSeries series_;
   QTimer timer_;
   QFileSystemWatcher watcher_;
-  bool changed_ = true;  // events.jsonl changed since the last poll
-  int quietTicks_ = 0;   // ticks without a change notice
-  qint64 logShown_ = 0;  // log lines shown, counted like RunSeries::logTotal
+  bool changed_ = true;   // events.jsonl changed since the last poll
+  int quietTicks_ = 0;    // ticks without a change notice
+  qint64 logShown_ = 0;   // log lines shown, counted like RunSeries::logTotal
+  int skippedShown_ = 0;  // unreadable events.jsonl lines already reported in the log
   QLabel* title_;
   QProgressBar* progress_;
   QLabel* status_;

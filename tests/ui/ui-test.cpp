@@ -141,7 +141,8 @@ TEST(PlanView, ShowsTiersAndWhatToChange) {
   EXPECT_TRUE(r.measured.isEmpty());
 
   // plan --measure: the plan, and each measured figure against it.
-  const QByteArray measured = "{\"steps\": 3, \"plan\": " + QByteArray(kPlan) +
+  const QByteArray measured =
+      "{\"steps\": 3, \"plan\": " + QByteArray(kPlan) +
       R"(, "versus_plan": {"step_s": {"predicted": 12.5, "measured": 13.0, "ratio": 1.04},
           "peak_hbm_bytes": {"predicted": null, "measured": null, "ratio": null},
           "peak_dram_bytes": {"predicted": 9e11, "measured": 8.1e11, "ratio": 0.9}}})";
@@ -243,6 +244,92 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
   EXPECT_TRUE(log->toPlainText().endsWith("line 2599"));
 }
 
+// The fault matrix's GUI row (README "What survives a fault"): an events.jsonl with damaged lines
+// (garbage, NUL bytes a crash left, JSON that is not an event, a line a killed worker cut off and a
+// resumed one wrote after), a cut-off last line, a line of megabytes without a newline, and a file
+// replaced by a shorter one. Every event that can be read is charted; the rest are counted with
+// the first one's line number, and the Live page says so in its log.
+TEST(EventTail, DamagedAndCutOffLinesAreSkippedCountedAndBounded) {
+  TempDir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  std::ofstream f(path, std::ios::binary);
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})"
+    << "\n";                          // line 1
+  f << "garbage\n";                   // 2
+  f << std::string(8, '\0') << "\n";  // 3
+  f << "[1, 2]\n";                    // 4
+  f << R"({"t":1,"step":1})"
+    << "\n";  // 5: no type
+  f << R"({"type":"step","t":1,"step":1,"loss":4.5,"tokens":64})"
+    << "\n";                          // 6
+  f << R"({"type":"step","t":2,"st)"  // 7: cut off...
+    << R"({"type":"state","t":2.5,"state":"training","step":1})"
+    << "\n";  // ...resumed
+  f << R"({"type":"step","t":3,"step":2,"loss":4.25,"tokens":128})"
+    << "\n";                                    // 8
+  f << R"({"type":"step","t":4,"step":3,"lo)";  // 9: killed here
+  f.flush();
+  EventTail tail(q(dir.path()));
+  RunSeries s;
+  EXPECT_EQ(tail.poll(s), 3);
+  EXPECT_EQ(tail.skipped(), 5);
+  EXPECT_EQ(tail.firstSkippedLine(), 2);
+  EXPECT_EQ(s.lastStep, 2);
+  EXPECT_EQ(s.loss.size(), 2);
+  EXPECT_DOUBLE_EQ(s.loss.lastY(), 4.25);
+  EXPECT_EQ(tail.finish(s), 0);  // the worker is gone: line 9 never ends
+  EXPECT_EQ(tail.skipped(), 6);
+  EXPECT_EQ(s.lastStep, 2);
+
+  // 5 MiB without a newline (a disk error's garbage): dropped past kMaxLineBytes, counted once.
+  const std::string junk(5 << 20, 'x');
+  f << "\n" << junk.substr(0, 3 << 20);
+  f.flush();
+  EXPECT_EQ(tail.poll(s), 0);
+  EXPECT_EQ(tail.skipped(), 6);
+  f << junk.substr(3 << 20);
+  f.flush();
+  EXPECT_EQ(tail.poll(s), 0);
+  EXPECT_EQ(tail.skipped(), 7);
+  f << "\n"
+    << R"({"type":"step","t":5,"step":3,"loss":4.0,"tokens":192})"
+    << "\n";
+  f.flush();
+  EXPECT_EQ(tail.poll(s), 1);
+  EXPECT_EQ(tail.skipped(), 7);
+  EXPECT_EQ(s.lastStep, 3);
+
+  // Replaced by a shorter file (a run folder reused): read from its start.
+  f.close();
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << R"({"type":"step","t":1,"step":9,"loss":3.0,"tokens":64})"
+      << "\n";
+  EXPECT_EQ(tail.poll(s), 1);
+  EXPECT_EQ(s.lastStep, 9);
+}
+
+TEST(LivePage, SaysWhenEventsJsonlHasLinesItCannotRead) {
+  TempDir dir;
+  {
+    std::ofstream f(dir.path() + "/events.jsonl", std::ios::binary);
+    f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":10})"
+      << "\n";
+    f << "\x01\x02 not json\n";
+    f << R"({"type":"step","t":1,"step":1,"loss":4.5,"tokens":64})"
+      << "\n";
+    f << R"({"type":"step","t":2,"step":2,"lo)";  // the worker was killed writing this
+  }
+  LivePage live;
+  live.attach(q(dir.path()), 999999999);  // no such worker: the run has ended
+  EXPECT_EQ(live.series().lastStep, 1);
+  auto* log = live.findChild<QPlainTextEdit*>();
+  ASSERT_NE(log, nullptr);
+  EXPECT_TRUE(log->toPlainText().contains(
+      "2 lines of events.jsonl could not be read (damaged, or cut off when the worker stopped) and "
+      "were skipped, the first at line 2; the charts show the other lines."))
+      << log->toPlainText().toStdString();
+}
+
 TierChart* hbmChart(const LivePage& live) {
   for (TierChart* c : live.findChildren<TierChart*>())
     if (c->tier() == "hbm") return c;
@@ -322,7 +409,8 @@ TEST(GpuProbe, ProbesOffTheGuiThreadAndSaysWhatItFound) {
   QSignalSpy noneSpy(&none, &GpuProbe::finished);
   none.start();
   ASSERT_TRUE(noneSpy.wait(10000));
-  EXPECT_EQ(none.text(), "no usable GPU: cpu: no CUDA backend module (libspillway-cuda.so not found)");
+  EXPECT_EQ(none.text(),
+            "no usable GPU: cpu: no CUDA backend module (libspillway-cuda.so not found)");
 }
 
 TEST(NewRunPage, OffersCudaAndShowsTheGpuProbe) {
@@ -450,7 +538,8 @@ TEST(NewRunPage, AppliesThePlansSuggestedBatch) {
   page.planView()->setPlan(PlanResult::fromJson(QJsonDocument::fromJson(plan).object()));
   const QString text = page.planView()->suggestionText();
   EXPECT_TRUE(text.startsWith("Suggested: micro-batch 8 × 4 accumulation = 64K tokens/step, " +
-                              QLocale().toString(9900.4, 'f', 0) + " tokens/s predicted — AdamW (1.5 s)"))
+                              QLocale().toString(9900.4, 'f', 0) +
+                              " tokens/s predicted — AdamW (1.5 s)"))
       << text.toStdString();
   QPushButton* apply = page.planView()->findChild<QPushButton*>("applySuggestion");
   ASSERT_NE(apply, nullptr);
@@ -469,9 +558,12 @@ TEST(NewRunPage, AppliesThePlansSuggestedBatch) {
   EXPECT_FALSE(apply->isEnabled());
   PlanResult none = own;
   none.suggestion = BatchSuggestion::fromJson(
-      QJsonDocument::fromJson(R"({"fits": false, "why": "no micro-batch fits: DRAM: needs 113 GB"})").object());
+      QJsonDocument::fromJson(
+          R"({"fits": false, "why": "no micro-batch fits: DRAM: needs 113 GB"})")
+          .object());
   page.planView()->setPlan(none);
-  EXPECT_EQ(page.planView()->suggestionText(), "Suggested: nothing — no micro-batch fits: DRAM: needs 113 GB");
+  EXPECT_EQ(page.planView()->suggestionText(),
+            "Suggested: nothing — no micro-batch fits: DRAM: needs 113 GB");
   EXPECT_FALSE(apply->isEnabled());
   // A plan from a worker without suggestions: no row.
   PlanResult old = own;
@@ -534,8 +626,9 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
       ASSERT_TRUE((*store)->finish_run(*id, RunStatus::kCompleted, f).ok());
       if (k == 0) {
         ASSERT_TRUE((*store)
-                        ->set_step_figures(*id, R"({"step_s":6.53,"peak_hbm_bytes":26000000000})",
-                                           R"({"step_s":6.5,"peak_hbm_bytes":26290749440,"tokens_per_s":10089})")
+                        ->set_step_figures(
+                            *id, R"({"step_s":6.53,"peak_hbm_bytes":26000000000})",
+                            R"({"step_s":6.5,"peak_hbm_bytes":26290749440,"tokens_per_s":10089})")
                         .ok());
       }
     }
@@ -555,7 +648,8 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   // The plan's step time against the measured one, every figure in the tooltip; "—" unmeasured.
   const int alpha = model.run(0).info.name == "alpha" ? 0 : 1;  // the run with figures
   EXPECT_EQ(cell(alpha, RunHistoryModel::kStepTime).toStdString(), "6.53 s → 6.50 s");
-  const QString tip = model.data(model.index(alpha, RunHistoryModel::kStepTime), Qt::ToolTipRole).toString();
+  const QString tip =
+      model.data(model.index(alpha, RunHistoryModel::kStepTime), Qt::ToolTipRole).toString();
   EXPECT_TRUE(tip.contains("Peak HBM: 26.0 GB → 26.3 GB (1.01)")) << tip.toStdString();
   EXPECT_TRUE(tip.contains("Tokens/s: — → 10089")) << tip.toStdString();
   EXPECT_EQ(cell(1 - alpha, RunHistoryModel::kStepTime).toStdString(), "—");
