@@ -178,7 +178,16 @@ void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
     if (!(j.is_object() && j.value("manual", false))) scheduled.push_back(std::move(dir));
   }
   std::error_code ec;
-  for (size_t i = 0; i + keep < scheduled.size(); ++i) fs::remove_all(scheduled[i], ec);
+  for (size_t i = 0; i + keep < scheduled.size(); ++i) {
+    // Renamed out of the list first: a kill in the middle of remove_all would otherwise leave a
+    // half-deleted step-N folder that list_checkpoints (and History's Resume) offers as whole. As
+    // step-N.tmp-<pid> it is never listed, and the next writer removes it once this process is gone.
+    const std::string doomed = scheduled[i] + ".tmp-" + std::to_string(::getpid());
+    fs::rename(scheduled[i], doomed, ec);
+    if (ec) continue;  // left in place, whole; the next prune tries again
+    if (fail_point("checkpoint.prune")) continue;
+    fs::remove_all(doomed, ec);
+  }
 }
 
 }  // namespace spillway

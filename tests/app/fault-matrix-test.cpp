@@ -156,6 +156,27 @@ TEST_F(FaultMatrix, KillDuringCheckpointWrite) {
   EXPECT_TRUE(fs::exists(run + "/export/model.safetensors"));
 }
 
+// kill -9 while the keep-N rotation removes an old checkpoint: the one being removed is out of the
+// list at once (renamed, then deleted), so a half-deleted folder is never offered for resume; the
+// newest is whole, resume from it works, and the next checkpoint's writer removes the leftover.
+TEST_F(FaultMatrix, KillDuringCheckpointRotation) {
+  SPILLWAY_REQUIRE_DATA();
+  json j = job(tmp_.path() + "/run");
+  j["train"]["keep_checkpoints"] = 1;
+  const std::string run = tmp_.path() + "/run", path = write_job("run", j);
+  auto r = worker({"train", path}, "checkpoint.prune=kill@1");
+  ASSERT_EQ(r.exit_code, kKilled) << r.err;
+  const std::string ckpts = run_checkpoints_dir(run);
+  EXPECT_EQ(list_checkpoints(ckpts), std::vector<std::string>{ckpts + "/step-000004"});
+  const auto names = names_in(ckpts);
+  ASSERT_EQ(names.size(), 2u) << ::testing::PrintToString(names);
+  EXPECT_TRUE(names[0].starts_with("step-000002.tmp-")) << names[0];
+  expect_checkpoint_readable(ckpts + "/step-000004");
+  r = worker({"train", path, "--resume", ckpts + "/step-000004"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(names_in(ckpts), std::vector<std::string>{"step-000006"});
+}
+
 // kill -9 in the middle of an export: over an earlier export (the run's own, re-exported from a
 // checkpoint) the earlier one stays whole and byte-identical; killed just after the new folder was
 // swapped in, the new one is whole and the old one's leftover is removed by the next export; killed
