@@ -3,6 +3,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QHash>
 #include <QLocale>
 #include <QObject>
 #include <algorithm>
@@ -84,19 +85,58 @@ bool readAsJson(const QString& path, DatasetFormat format) {
   return ext == "json" || ext == "jsonl" || ext == "ndjson";
 }
 
-// `seq`'s first kShownTokens tokens as HTML, trained ones highlighted. Empty when cancelled.
+// The trained-token highlight, and the look of a special token (BOS, EOS, a template's end of
+// turn), which decodes to nothing or to text that reads like the data's own.
+constexpr const char* kTrainedStyle = "background-color:#ffe08a;color:#000";
+constexpr const char* kSpecialStyle = "color:#b3261e;font-weight:bold";
+
+// Whether `id` is a special token that the preview shows by its name: BOS and EOS (a
+// SentencePiece control token decodes to ""), and any token HF's skip_special_tokens drops
+// (<|im_end|>, <|eot_id|>). `cache` remembers the answer per id.
+bool isSpecial(int32_t id, const Tokenizer& tokenizer, QHash<int32_t, bool>& cache) {
+  if (auto it = cache.constFind(id); it != cache.constEnd()) return *it;
+  bool special = id == tokenizer.bos_id() || id == tokenizer.eos_id();
+  if (!special) {
+    const int32_t one[] = {id};
+    const auto skipped = tokenizer.decode(one, true);
+    const auto kept = tokenizer.decode(one, false);
+    special = skipped.ok() && kept.ok() && skipped->empty() && !kept->empty();
+  }
+  cache.insert(id, special);
+  return special;
+}
+
+// `seq`'s first kShownTokens tokens as HTML, trained ones highlighted, special tokens shown by
+// their names (counted in `preview`). Empty when cancelled.
 QString renderSequence(const TokenSequence& seq, const Tokenizer& tokenizer,
-                       const std::atomic<bool>* cancel, bool* cancelled) {
+                       const std::atomic<bool>* cancel, bool* cancelled, DatasetPreview& preview) {
   QString html;
-  const size_t shown = std::min<size_t>(seq.size(), DatasetPreview::kShownTokens);
+  QHash<int32_t, bool> specials;
+  // The inputs, then the last target when it is trained: the token that ends the last reply
+  // (EOS, <|im_end|>) is only a label, never an input, and would not be shown otherwise.
+  std::vector<int32_t> tokens(seq.input_ids.begin(), seq.input_ids.end());
+  if (!seq.labels.empty() && seq.labels.back() != -100) tokens.push_back(seq.labels.back());
+  const size_t shown = std::min<size_t>(tokens.size(), DatasetPreview::kShownTokens);
   for (size_t t = 0; t < shown; ++t) {
     if (stop(cancel)) return *cancelled = true, QString();
     // Position t's token is the target of position t-1: it is trained when that label is set.
     const bool trained = t > 0 && seq.labels[t - 1] != -100;
+    if (isSpecial(tokens[t], tokenizer, specials)) {
+      const QString name = QString::fromStdString(tokenizer.id_to_token(tokens[t])).toHtmlEscaped();
+      const QString why = trained ? QObject::tr("special token %1, trained")
+                                  : QObject::tr("special token %1, not trained");
+      html += QString("<span style=\"%1;%2\" title=\"%3\">%4</span>")
+                  .arg(kSpecialStyle, trained ? kTrainedStyle : "", why.arg(name), name);
+      ++preview.specialTokensShown;
+      if (trained) ++preview.specialTokensTrained;
+      // A line break after a reply's closing token and after EOS: the next turn starts a line.
+      if (trained || tokens[t] == tokenizer.eos_id()) html += "<br/>";
+      continue;
+    }
     // Each token's text is what it adds to the decoded text before it: decoding tokens one by
     // one would lose SentencePiece's leading spaces and split multi-byte characters.
     const size_t from = t > kDecodeContext ? t - kDecodeContext : 0;
-    const std::span<const int32_t> ids(seq.input_ids.data() + from, t + 1 - from);
+    const std::span<const int32_t> ids(tokens.data() + from, t + 1 - from);
     const auto with = tokenizer.decode(ids);
     const auto before =
         t > from ? tokenizer.decode(ids.first(ids.size() - 1)) : Result<std::string>(std::string());
@@ -111,11 +151,9 @@ QString renderSequence(const TokenSequence& seq, const Tokenizer& tokenizer,
     const std::string piece = last.ok() ? *last : std::string();
     QString text = QString::fromStdString(piece).toHtmlEscaped();
     text.replace("\n", "↵<br/>");
-    html += trained
-                ? QString("<span style=\"background-color:#ffe08a;color:#000\">%1</span>").arg(text)
-                : text;
+    html += trained ? QString("<span style=\"%1\">%2</span>").arg(kTrainedStyle, text) : text;
   }
-  if (const qint64 more = static_cast<qint64>(seq.size() - shown); more > 0) {
+  if (const qint64 more = static_cast<qint64>(tokens.size() - shown); more > 0) {
     html += " <i>" +
             (more == 1 ? QObject::tr("… and 1 more token")
                        : QObject::tr("… and %1 more tokens").arg(QLocale().toString(more))) +
@@ -134,6 +172,7 @@ DatasetPreview::Request DatasetPreview::Request::of(const JobSettings& job) {
   r.seqLen = job.seqLen;
   r.format = job.format;
   r.chatTemplate = job.chatTemplate;
+  r.packing = job.packing;
   return r;
 }
 
@@ -165,7 +204,7 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
     return p;
   }
   auto options = make_dataset_options(
-      {r.format.toStdString(), r.chatTemplate.toStdString(), r.seqLen}, *config);
+      {r.format.toStdString(), r.chatTemplate.toStdString(), r.seqLen, r.packing}, *config);
   if (!options.ok()) {
     p.error = QString::fromStdString(options.status().message());
     return p;
@@ -230,6 +269,17 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
   p.trainedTokens = s.trained_tokens;
   p.truncated = s.truncated;
   p.maxExampleTokens = s.max_example_tokens();
+  const bool chat = ds->chat_template().kind != ChatTemplateKind::kAuto;
+  p.packed = chat && r.packing;
+  if (p.truncated > 0) {
+    // An example of n tokens is whole in a sequence of n - 1 positions (the last token is only a
+    // target); rounded up to a multiple of 64, within the job's and the model's limits.
+    const int most = std::min<int>(static_cast<int>(JobForm::maximum("data.seq_len")),
+                                   config->max_position_embeddings);
+    const int need = std::max(2, p.maxExampleTokens - 1);
+    p.seqLenForAll = std::min(most, (need + 63) / 64 * 64);
+    p.packingHelps = chat && !r.packing;
+  }
   p.histogramUpper = std::max(r.seqLen * 2, 1);
   for (int64_t c : s.histogram(40, p.histogramUpper)) p.histogram << c;
 
@@ -237,7 +287,7 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
   for (int i = 0; i < r.samples && i < static_cast<int>(ds->size()); ++i) {
     const TokenSequence& seq = (*ds)[i];
     bool cancelled = false;
-    const QString body = renderSequence(seq, *tokenizer, cancel, &cancelled);
+    const QString body = renderSequence(seq, *tokenizer, cancel, &cancelled, p);
     if (cancelled) return cancelledPreview(r.generation);
     Sample whole;
     whole.ids = QVector<int>(seq.input_ids.begin(), seq.input_ids.end());

@@ -38,6 +38,7 @@ struct DatasetPreview {
     int seqLen = 512;
     QString format = "auto";
     QString chatTemplate = "auto";
+    bool packing = false;  // data.packing: instruction data packed into full sequences
     int samples = 3;
     qint64 sampleBytes = 1'000'000;  // read at most this much of the file
     quint64 generation = 0;
@@ -73,6 +74,16 @@ struct DatasetPreview {
   qint64 trainedTokens = 0;
   qint64 truncated = 0;  // examples cut at seqLen
   int maxExampleTokens = 0;
+  bool packed = false;  // chat data packed (data.packing): nothing is truncated, windows are cut
+  // When examples are truncated: the sequence length that holds the longest one (a multiple of
+  // 64, at most the model's positions), and whether packing would keep them whole instead (chat
+  // data only: text is always packed).
+  int seqLenForAll = 0;
+  bool packingHelps = false;
+  // The special tokens shown in previewHtml as chips (their vocabulary strings, "</s>",
+  // "<|im_end|>"), and how many of them are trained targets: a template's end-of-turn token is.
+  int specialTokensShown = 0;
+  int specialTokensTrained = 0;
   QVector<qint64> histogram;  // counts of example lengths in equal bins over [0, histogramUpper]
   int histogramUpper = 0;
   QString previewHtml;  // first samples; trained tokens highlighted

@@ -19,6 +19,7 @@ QJsonObject JobSettings::toJson() const {
                               {"format", format},
                               {"template", chatTemplate},
                               {"seq_len", seqLen},
+                              {"packing", packing},
                               {"shuffle", shuffle},
                               {"seed", seed}});
   if (!evalPath.isEmpty()) {
@@ -74,6 +75,7 @@ JobSettings JobSettings::fromJson(const QJsonObject& j) {
   s.format = d["format"].toString(s.format);
   s.chatTemplate = d["template"].toString(s.chatTemplate);
   s.seqLen = d["seq_len"].toInt(s.seqLen);
+  s.packing = d["packing"].toBool(s.packing);
   s.shuffle = d["shuffle"].toBool(s.shuffle);
   s.seed = d["seed"].toInt(s.seed);
   s.steps = t["steps"].toInt(s.steps);

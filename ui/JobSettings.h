@@ -22,6 +22,7 @@ struct JobSettings {
   QString format = JobForm::defaultValue("data.format").toString();
   QString chatTemplate = JobForm::defaultValue("data.template").toString();
   int seqLen = JobForm::defaultValue("data.seq_len").toInt();
+  bool packing = JobForm::defaultValue("data.packing").toBool();  // instruction data packed
   bool shuffle = JobForm::defaultValue("data.shuffle").toBool();
   int seed = JobForm::defaultValue("data.seed").toInt();  // data.seed: the shuffle's
   int steps = JobForm::defaultValue("train.steps").toInt();

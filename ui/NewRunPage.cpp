@@ -135,9 +135,12 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   formatCombo_->setObjectName("datasetFormat");
   templateCombo_ = JobForm::comboBox("data.template");
   templateCombo_->setObjectName("chatTemplate");
+  auto* templateName = new QLabel(tr("Chat template"));
+  templateName->setBuddy(templateCombo_);
   auto* dataBrowse = new QPushButton(tr("Browse…"));
   drow->addWidget(dataCombo_, 1);
   drow->addWidget(formatCombo_);
+  drow->addWidget(templateName);
   drow->addWidget(templateCombo_);
   drow->addWidget(dataBrowse);
   dl->addLayout(drow);
@@ -153,6 +156,29 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   labelRow->addWidget(dataLabel_, 1);
   labelRow->addWidget(dataBusy_);
   dl->addLayout(labelRow);
+  templateUsed_ = new QLabel;
+  templateUsed_->setObjectName("chatTemplateUsed");
+  templateUsed_->setWordWrap(true);
+  templateUsed_->hide();
+  dl->addWidget(templateUsed_);
+  truncation_ = new QWidget;
+  truncation_->setObjectName("truncationWarning");
+  auto* tl = new QHBoxLayout(truncation_);
+  tl->setContentsMargins(0, 0, 0, 0);
+  truncationText_ = new QLabel;
+  truncationText_->setObjectName("truncationText");
+  truncationText_->setWordWrap(true);
+  truncationText_->setStyleSheet("color:#b45309");  // amber: a warning, not an error
+  useSeqLen_ = new QPushButton;
+  useSeqLen_->setObjectName("useSeqLenForAll");
+  usePacking_ = new QPushButton(tr("Pack conversations"));
+  usePacking_->setObjectName("usePacking");
+  usePacking_->setToolTip(JobForm::toolTip("data.packing"));
+  tl->addWidget(truncationText_, 1);
+  tl->addWidget(useSeqLen_);
+  tl->addWidget(usePacking_);
+  truncation_->hide();
+  dl->addWidget(truncation_);
   datasetLoader_ = new DatasetPreviewLoader(this);
   connect(datasetLoader_, &DatasetPreviewLoader::finished, this, &NewRunPage::showDatasetPreview);
   auto* prow = new QHBoxLayout;
@@ -198,6 +224,10 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   gradAccum_ = JobForm::spinBox("train.grad_accum");
   seqLen_ = JobForm::spinBox("data.seq_len");
   seqLen_->setObjectName("seqLen");
+  packing_ = new QCheckBox(tr("Pack conversations into full sequences"));
+  JobForm::bind(packing_, "data.packing");
+  packing_->setObjectName("packing");
+  packing_->setChecked(JobForm::defaultValue("data.packing").toBool());
   lrValue_ = JobForm::defaultValue("train.lr").toDouble();
   lr_ = JobForm::lineEdit("train.lr");
   lr_->setText(shortest(lrValue_));
@@ -217,6 +247,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   tf->addRow(tr("Micro-batch size"), withError(microBatch_, &microBatchError_, "microBatchError"));
   tf->addRow(tr("Gradient accumulation"), gradAccum_);
   tf->addRow(tr("Sequence length"), seqLen_);
+  tf->addRow(tr("Packing"), packing_);
   tf->addRow(tr("Learning rate"), withError(lr_, &lrError_, "learningRateError"));
   tf->addRow(tr("Schedule"), schedule_);
   tf2->addRow(tr("Warmup steps"), warmup_);
@@ -230,6 +261,10 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   settingsRow->addWidget(trainBox, 2);
   layout->addLayout(settingsRow);
   connect(seqLen_, &QSpinBox::valueChanged, this, &NewRunPage::previewDataset);
+  connect(packing_, &QCheckBox::toggled, this, &NewRunPage::previewDataset);
+  connect(useSeqLen_, &QPushButton::clicked, this,
+          [this] { seqLen_->setValue(dataset_.seqLenForAll); });
+  connect(usePacking_, &QPushButton::clicked, this, [this] { packing_->setChecked(true); });
   const auto stepsOrEpochs = [this] { epochs_->setEnabled(steps_->value() == 0); };
   stepsOrEpochs();
   connect(steps_, &QSpinBox::valueChanged, this, stepsOrEpochs);
@@ -382,6 +417,8 @@ void NewRunPage::previewDataset() {
 
 // No samples and no bars: what was shown belongs to another file or setting.
 void NewRunPage::clearDatasetView() {
+  templateUsed_->hide();
+  truncation_->hide();
   preview_->clear();
   histogram_->clearPlottables();
   histogram_->clearItems();
@@ -411,8 +448,7 @@ void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
           .arg(dataset_.seqLen)
           .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
           .arg(dataset_.truncated);
-  if (!dataset_.chatTemplate.isEmpty())
-    text += tr(" · template %1 (%2)").arg(dataset_.chatTemplate, dataset_.chatTemplateReason);
+  if (dataset_.packed) text += tr(" · conversations packed");
   if (dataset_.sampled && dataset_.sampleBytes > 0) {
     const double wholeTokens = static_cast<double>(dataset_.totalTokens) *
                                static_cast<double>(dataset_.fileBytes) /
@@ -423,6 +459,7 @@ void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
                      formatCount(wholeTokens));
   }
   dataLabel_->setText(text);
+  showTemplateAndTruncation();
   preview_->setHtml(dataset_.previewHtml);
   histogram_->clearPlottables();
   histogram_->clearItems();
@@ -443,6 +480,56 @@ void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
   emit datasetPreviewed(dataset_);
 }
 
+// The template line (chat data only) and the truncation warning of the preview just shown.
+void NewRunPage::showTemplateAndTruncation() {
+  if (dataset_.chatTemplate.isEmpty()) {
+    templateUsed_->hide();
+  } else {
+    QString line = tr("Chat template used: <b>%1</b> (%2).")
+                       .arg(dataset_.chatTemplate.toHtmlEscaped(),
+                            dataset_.chatTemplateReason.toHtmlEscaped());
+    if (dataset_.specialTokensShown > 0)
+      line +=
+          tr(" Special tokens are shown by name in <span style=\"color:#b3261e;font-weight:"
+             "bold\">red</span>; those on yellow are trained, as each reply's closing token is.");
+    templateUsed_->setText(line);
+    templateUsed_->show();
+  }
+  if (dataset_.truncated <= 0) {
+    truncation_->hide();
+    return;
+  }
+  const double share = 100.0 * static_cast<double>(dataset_.truncated) /
+                       static_cast<double>(std::max<qint64>(1, dataset_.examples));
+  QString warning = tr("⚠ %1 of %2 examples (%3%) are longer than %4 tokens and are cut: their "
+                       "ends are not trained.")
+                        .arg(dataset_.truncated)
+                        .arg(dataset_.examples)
+                        .arg(share, 0, 'f', 0)
+                        .arg(dataset_.seqLen);
+  const bool longer = dataset_.seqLenForAll > dataset_.seqLen;
+  // The longest example fits the model's positions, or only fewer are cut.
+  const bool holdsAll = dataset_.seqLenForAll >= dataset_.maxExampleTokens - 1;
+  const QString seqFix =
+      holdsAll
+          ? tr("a sequence length of %1 holds the longest (%2 tokens)")
+                .arg(dataset_.seqLenForAll)
+                .arg(dataset_.maxExampleTokens)
+          : tr("a sequence length of %1, the model's most, cuts fewer").arg(dataset_.seqLenForAll);
+  if (longer && dataset_.packingHelps)
+    warning += tr(" Fix: %1, or pack the conversations.").arg(seqFix);
+  else if (longer)
+    warning += tr(" Fix: %1.").arg(seqFix);
+  else if (dataset_.packingHelps)
+    warning += tr(" The model takes at most %1 positions: pack the conversations.")
+                   .arg(dataset_.seqLenForAll);
+  truncationText_->setText(warning);
+  useSeqLen_->setText(tr("Use %1").arg(dataset_.seqLenForAll));
+  useSeqLen_->setVisible(longer);
+  usePacking_->setVisible(dataset_.packingHelps);
+  truncation_->show();
+}
+
 JobSettings NewRunPage::settings() const {
   JobSettings s = loaded_;  // what the form does not show (eval file, tokenizer, base job)
   s.name = name_->text();
@@ -452,6 +539,7 @@ JobSettings NewRunPage::settings() const {
   s.format = formatCombo_->currentText();
   s.chatTemplate = templateCombo_->currentText();
   s.seqLen = seqLen_->value();
+  s.packing = packing_->isChecked();
   s.steps = steps_->value();
   s.epochs = epochs_->value();
   s.microBatchSize = microBatch_->value();
@@ -482,6 +570,7 @@ void NewRunPage::setSettings(const JobSettings& s) {
   microBatch_->setValue(s.microBatchSize);
   gradAccum_->setValue(s.gradAccum);
   seqLen_->setValue(s.seqLen);
+  packing_->setChecked(s.packing);
   lr_->setText(shortest(s.lr));
   schedule_->setCurrentText(s.schedule);
   warmup_->setValue(s.warmupSteps);

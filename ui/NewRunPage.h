@@ -79,6 +79,7 @@ class NewRunPage : public QWidget {
   void previewDataset();
   void showDatasetPreview(const DatasetPreview& preview);
   void clearDatasetView();
+  void showTemplateAndTruncation();
   void remember(const QString& key, const QString& value);
   void checkInputs();  // shows or clears the field errors and enables the buttons to match
 
@@ -89,7 +90,13 @@ class NewRunPage : public QWidget {
   QComboBox* dataCombo_;
   QComboBox* formatCombo_;
   QComboBox* templateCombo_;
+  QCheckBox* packing_;
   QLabel* dataLabel_;
+  QLabel* templateUsed_;  // the chat template the preview (and training) renders with, and why
+  // Truncated examples as a warning, with the two fixes as buttons.
+  QWidget* truncation_;
+  QLabel* truncationText_;
+  QPushButton *useSeqLen_, *usePacking_;
   QProgressBar* dataBusy_;
   DatasetPreviewLoader* datasetLoader_;
   QTextBrowser* preview_;

@@ -1,0 +1,186 @@
+// The chat template on the New run page (issue 13 point 6): chosen in the form (auto and each
+// supported one), the template used named in the preview with why, the end-of-turn tokens shown
+// by name and as trained, and truncation as a warning whose fixes (a longer sequence, packing)
+// are buttons that change the form.
+#include <gtest/gtest.h>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QJsonObject>
+#include <QLabel>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTest>
+
+#include "DatasetPreview.h"
+#include "JobForm.h"
+#include "NewRunPage.h"
+#include "data/chat-template.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+using spillway::testing::data_path;
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+QString alpaca() {
+  return q(data_path("datasets/alpaca/alpaca_en_demo.json"));
+}
+
+// Waits for the preview that the last change of the form asked for.
+bool waitForPreview(NewRunPage& page, QSignalSpy& spy) {
+  spy.clear();
+  return spy.wait(30000) && page.datasetPreview().ok;
+}
+
+TEST(ChatTemplate, TheFormOffersAutoAndEverySupportedTemplate) {
+  NewRunPage page;
+  auto* combo = page.findChild<QComboBox*>("chatTemplate");
+  ASSERT_NE(combo, nullptr);
+  QStringList items;
+  for (int i = 0; i < combo->count(); ++i) items << combo->itemText(i);
+  EXPECT_EQ(items, (QStringList{"auto", "llama-2", "llama-3", "chatml", "alpaca", "plain"}));
+  EXPECT_EQ(combo->currentText(), "auto");
+  // Every name the form offers is one the engine renders.
+  for (const QString& name : items)
+    EXPECT_TRUE(parse_chat_template_kind(name.toStdString()).ok()) << name.toStdString();
+  // The combo has a visible label, and the job carries what is chosen.
+  bool labelled = false;
+  for (QLabel* l : page.findChildren<QLabel*>()) labelled |= l->buddy() == combo;
+  EXPECT_TRUE(labelled);
+  combo->setCurrentText("chatml");
+  EXPECT_EQ(page.settings().toJson()["data"].toObject()["template"].toString(), "chatml");
+}
+
+TEST(ChatTemplate, ThePreviewNamesTheTemplateUsedAndShowsTrainedEndOfTurnTokens) {
+  SPILLWAY_REQUIRE_DATA();
+  NewRunPage page;
+  page.show();
+  QSignalSpy previewed(&page, &NewRunPage::datasetPreviewed);
+  page.setModelPath(q(data_path("models/stories260K")));
+  page.findChild<QSpinBox*>("seqLen")->setValue(512);
+  // Short replies ("I am {{name}}, an AI assistant..."): every sample ends inside the sequence.
+  page.setDatasetPath(q(data_path("datasets/alpaca/identity.json")));
+  ASSERT_TRUE(waitForPreview(page, previewed)) << page.datasetPreview().error.toStdString();
+  auto* used = page.findChild<QLabel*>("chatTemplateUsed");
+  ASSERT_NE(used, nullptr);
+  EXPECT_TRUE(used->isVisible());
+  // auto: stories260K's tokenizer has no chat template; its family (llama, no Llama-3 header
+  // token) gives llama-2.
+  EXPECT_EQ(page.datasetPreview().chatTemplate, "llama-2");
+  EXPECT_TRUE(
+      used->text().startsWith("Chat template used: <b>llama-2</b> (from model family 'llama'"))
+      << used->text().toStdString();
+  // Each reply ends with EOS, shown by its name, trained; the prompt's BOS is shown, not trained.
+  const DatasetPreview& p = page.datasetPreview();
+  EXPECT_EQ(p.truncated, 0);
+  EXPECT_EQ(p.specialTokensTrained, 3) << p.previewHtml.left(3000).toStdString();  // one per sample
+  EXPECT_GT(p.specialTokensShown, p.specialTokensTrained);  // BOS of each sample
+  EXPECT_TRUE(
+      p.previewHtml.contains("title=\"special token &lt;/s&gt;, trained\">&lt;/s&gt;</span>"))
+      << p.previewHtml.left(3000).toStdString();
+  EXPECT_TRUE(
+      p.previewHtml.contains("title=\"special token &lt;s&gt;, not trained\">&lt;s&gt;</span>"));
+  EXPECT_TRUE(used->text().contains("those on yellow are trained"));
+
+  // Chosen in the form: alpaca's layout, and the preview says it was set.
+  page.findChild<QComboBox*>("chatTemplate")->setCurrentText("alpaca");
+  ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_EQ(page.datasetPreview().chatTemplate, "alpaca");
+  EXPECT_EQ(used->text().left(50).toStdString(),
+            "Chat template used: <b>alpaca</b> (set to alpaca).");
+  EXPECT_TRUE(page.datasetPreview().previewHtml.contains("### Instruction:"));
+  EXPECT_EQ(page.datasetPreview().specialTokensTrained, 3);  // alpaca's replies end with EOS too
+
+  // Plain text has no template: the line goes.
+  page.setDatasetPath(q(data_path("datasets/tinyshakespeare/input.txt")));
+  ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_FALSE(used->isVisible());
+}
+
+TEST(ChatTemplate, ChatMlEndOfTurnIsShownByNameAndTrained) {
+  SPILLWAY_REQUIRE_DATA();
+  DatasetPreview::Request r;
+  r.path = alpaca();
+  r.modelPath = q(data_path("models/qwen2-tiny"));
+  r.tokenizerPath = q(data_path("tokenizers/qwen2.5"));
+  r.seqLen = 1024;
+  const DatasetPreview p = DatasetPreview::load(r);
+  ASSERT_TRUE(p.ok) << p.error.toStdString();
+  EXPECT_EQ(p.chatTemplate, "chatml");
+  // <|im_end|> closes every turn; the reply's is trained, the system's and the user's are not.
+  EXPECT_TRUE(p.previewHtml.contains("title=\"special token &lt;|im_end|&gt;, trained\""))
+      << p.previewHtml.left(3000).toStdString();
+  EXPECT_TRUE(p.previewHtml.contains("title=\"special token &lt;|im_end|&gt;, not trained\""));
+  EXPECT_GE(p.specialTokensTrained, 1);
+}
+
+TEST(ChatTemplate, TruncationIsAWarningWhoseFixesChangeTheForm) {
+  SPILLWAY_REQUIRE_DATA();
+  NewRunPage page;
+  page.show();
+  QSignalSpy previewed(&page, &NewRunPage::datasetPreviewed);
+  page.setModelPath(q(data_path("models/stories260K")));
+  page.findChild<QSpinBox*>("seqLen")->setValue(128);
+  page.setDatasetPath(alpaca());
+  ASSERT_TRUE(waitForPreview(page, previewed)) << page.datasetPreview().error.toStdString();
+  const DatasetPreview first = page.datasetPreview();
+  ASSERT_GT(first.truncated, 0);
+  auto* warning = page.findChild<QWidget*>("truncationWarning");
+  auto* text = page.findChild<QLabel*>("truncationText");
+  auto* useSeqLen = page.findChild<QPushButton*>("useSeqLenForAll");
+  auto* usePacking = page.findChild<QPushButton*>("usePacking");
+  ASSERT_TRUE(warning && text && useSeqLen && usePacking);
+  EXPECT_TRUE(warning->isVisible());
+  std::printf("alpaca at 128 on stories260K: %s\n", text->text().toStdString().c_str());
+  EXPECT_TRUE(text->text().startsWith(QString("⚠ %1 of 999 examples (").arg(first.truncated)))
+      << text->text().toStdString();
+  EXPECT_TRUE(
+      text->text().contains("are longer than 128 tokens and are cut: their ends are not trained."));
+  // The longer sequence: a multiple of 64 within the model's 512 positions.
+  EXPECT_GT(first.seqLenForAll, 128);
+  EXPECT_LE(first.seqLenForAll, 512);
+  EXPECT_EQ(first.seqLenForAll % 64, 0);
+  EXPECT_TRUE(useSeqLen->isVisible());
+  EXPECT_EQ(useSeqLen->text(), QString("Use %1").arg(first.seqLenForAll));
+  EXPECT_TRUE(usePacking->isVisible());  // chat data, not packed: packing helps
+
+  // Fix 1: the longer sequence, from the button.
+  QTest::mouseClick(useSeqLen, Qt::LeftButton);
+  EXPECT_EQ(page.findChild<QSpinBox*>("seqLen")->value(), first.seqLenForAll);
+  ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_LT(page.datasetPreview().truncated, first.truncated);
+  if (page.datasetPreview().truncated == 0) {
+    EXPECT_FALSE(warning->isVisible());
+  } else {  // the longest example is past the model's 512 positions: only packing helps
+    EXPECT_EQ(first.seqLenForAll, 512);
+    EXPECT_FALSE(useSeqLen->isVisible());
+    EXPECT_TRUE(
+        text->text().contains("The model takes at most 512 positions: pack the conversations."))
+        << text->text().toStdString();
+  }
+
+  // Fix 2: packing, from the button: nothing is cut, and the job says data.packing.
+  page.findChild<QSpinBox*>("seqLen")->setValue(128);
+  ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_EQ(page.datasetPreview().truncated, first.truncated);
+  QTest::mouseClick(usePacking, Qt::LeftButton);
+  EXPECT_TRUE(page.findChild<QCheckBox*>("packing")->isChecked());
+  ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_TRUE(page.datasetPreview().packed);
+  EXPECT_EQ(page.datasetPreview().truncated, 0);
+  EXPECT_FALSE(warning->isVisible());
+  EXPECT_TRUE(page.findChild<QLabel*>("datasetLabel")->text().contains("conversations packed"));
+  EXPECT_TRUE(page.settings().toJson()["data"].toObject()["packing"].toBool());
+  // Packed windows are full, and the replies' ends that were cut are trained now.
+  ASSERT_FALSE(page.datasetPreview().samples.isEmpty());
+  EXPECT_EQ(page.datasetPreview().samples[0].ids.size(), 128);
+  EXPECT_GT(page.datasetPreview().trainedTokens, first.trainedTokens);
+}
+
+}  // namespace
+}  // namespace spillway::ui
