@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "core/json-file.h"
 #include "data/chat-template.h"
 #include "data/dataset-reader.h"
 
@@ -15,6 +16,8 @@ namespace {
 constexpr double kMaxCount = 1099511627776.0;  // 2^40 steps or intervals: far beyond any run, safe to multiply
 constexpr double kMaxBytes = 1152921504606846976.0;  // 2^60 bytes (1 EiB): no tier is larger
 constexpr double kMaxSeed = 18446744073709551615.0;  // 2^64 - 1 (as a double: 2^64)
+constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 24;  // train.micro_batch_size x data.seq_len
+constexpr int64_t kMaxStepSequences = int64_t{1} << 20;     // train.micro_batch_size x train.grad_accum
 
 Range closed(double lo, double hi) { return {lo, hi, false, false}; }
 Range upper_open(double lo, double hi) { return {lo, hi, false, true}; }
@@ -152,10 +155,14 @@ std::string number_text(double v) {
 }
 
 // A value as an error quotes it: its start only, a value may be megabytes long.
-std::string quoted(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 60) + "...";
-  return s;
+std::string quoted(const json& v) { return describe_json(v); }
+
+// A key of the user's as an error names it: as is when it looks like a key, else quoted (it may be
+// megabytes long or hold a newline).
+std::string key_text(const std::string& key) {
+  const bool plain = !key.empty() && key.size() <= 60 &&
+                     key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == std::string::npos;
+  return plain ? key : quote_for_message(key);
 }
 
 // Whether the JSON integer `v` lies in `r`, whose bounds are whole numbers; 2^64 - 1 (kMaxSeed)
@@ -302,7 +309,7 @@ Status check_value(const JobKey& k, const json& v) {
     for (const auto& c : k.choices) {
       if (s == c) return {};
     }
-    return invalid_argument("job.json: " + k.path + ": '" + s + "' is not one of " + k.allowed());
+    return invalid_argument("job.json: " + k.path + ": " + quote_name(s) + " is not one of " + k.allowed());
   }
   return {};
 }
@@ -316,7 +323,7 @@ Result<json> resolve_job(const json& input) {
     if (!top.count(it.key())) {
       std::string list;
       for (const auto& k : top) list += (list.empty() ? "" : ", ") + k;
-      return invalid_argument("job.json: unknown key job." + it.key() + " (known keys: " + list + ")");
+      return invalid_argument("job.json: unknown key job." + key_text(it.key()) + " (known keys: " + list + ")");
     }
   }
   json j = json::object();
@@ -354,7 +361,7 @@ Result<json> resolve_job(const json& input) {
       if (!known.count(v.key())) {
         std::string list;
         for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-        return invalid_argument("job.json: unknown key " + section + "." + v.key() + " (known keys: " + list + ")");
+        return invalid_argument("job.json: unknown key " + section + "." + key_text(v.key()) + " (known keys: " + list + ")");
       }
     }
     j[section] = std::move(out);
@@ -366,6 +373,19 @@ Result<json> resolve_job(const json& input) {
         "job.json: model needs exactly one of \"path\" (a Hugging Face folder) or \"init\" (a preset name or a config object)");
   if (j["train"]["steps"].get<int64_t>() == 0 && j["train"]["epochs"].get<double>() == 0)
     return invalid_argument("job.json: set train.steps or train.epochs");
+  // Each key has its range; their products have theirs too, far above any real job, so that every
+  // size the engine computes from them (a micro-batch's tokens in an int, a step's rows, their bytes)
+  // stays exact: 65,536 sequences of 2^20 tokens wrapped to 0 tokens and a plan that fit (issue 15).
+  const int64_t mb = j["train"]["micro_batch_size"].get<int64_t>(), seq = j["data"]["seq_len"].get<int64_t>(),
+                accum = j["train"]["grad_accum"].get<int64_t>();
+  if (mb * seq > kMaxMicroBatchTokens)
+    return invalid_argument("job.json: train.micro_batch_size x data.seq_len is " + std::to_string(mb * seq) +
+                            " tokens a micro-batch, more than " + std::to_string(kMaxMicroBatchTokens) +
+                            "; lower train.micro_batch_size (and raise train.grad_accum) or data.seq_len");
+  if (mb * accum > kMaxStepSequences)
+    return invalid_argument("job.json: train.micro_batch_size x train.grad_accum is " + std::to_string(mb * accum) +
+                            " sequences a step, more than " + std::to_string(kMaxStepSequences) +
+                            "; lower one of them");
   const json& p = j["placement"];
   if ((p["optimizer"] == "ssd" || p["master"] == "ssd") && p["ssd_dir"].get<std::string>().empty())
     return invalid_argument("job.json: placement.ssd_dir is required when optimizer or master is on \"ssd\"");

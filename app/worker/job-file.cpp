@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "core/file-util.h"
-#include "core/json-depth.h"
+#include "core/json-file.h"
 #include "job/job-schema.h"
 
 namespace spillway::worker {
@@ -82,9 +82,7 @@ Result<JobFile> parse_job_file(const json& input) {
 Result<JobFile> load_job_file(const std::string& path) {
   auto text = read_file(path);
   if (!text.ok()) return text.status().with_context("job file");
-  SPW_RETURN_IF_ERROR(check_json_depth(*text, path));
-  json j = json::parse(*text, nullptr, false);
-  if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
+  SPW_ASSIGN_OR_RETURN(json j, parse_json(*text, path));
   auto resolved = job::resolve_job(j);
   if (!resolved.ok()) return resolved.status().with_context(path);
   // Relative paths are relative to the job file, so a job folder can be moved as a whole; the

@@ -2,7 +2,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <exception>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "worker/commands.h"
 
@@ -31,5 +34,16 @@ void tune_openblas_and_reexec(char** argv) {
 int main(int argc, char** argv) {
   tune_openblas_and_reexec(argv);
   std::ios::sync_with_stdio(false);
-  return spillway::worker::run_worker({argv + 1, argv + argc}, {std::cin, std::cout, std::cerr});
+  // Every reader returns a Status (core/json-file.h); this is the net under them, so that no input
+  // can end the worker with an uncaught exception's abort and a core dump instead of a message.
+  try {
+    return spillway::worker::run_worker({argv + 1, argv + argc}, {std::cin, std::cout, std::cerr});
+  } catch (const std::bad_alloc&) {
+    std::cerr << "spillway-worker: out of memory: an allocation failed; lower the job's sizes (spillway-worker plan "
+                 "JOB.json says what fits)\n";
+  } catch (const std::exception& e) {
+    std::cerr << "spillway-worker: internal error: " << std::string(e.what()).substr(0, 300)
+              << " (a bug: please report it with the command and its input files)\n";
+  }
+  return 1;
 }

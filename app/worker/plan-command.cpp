@@ -200,8 +200,11 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   } else {
     print_plan(io.out, plan);
     io.out.flush();
-    if (!plan["fits"].get<bool>()) io.err << "does not fit: " << plan["reason"].get<std::string>() << "\n";
   }
+  // Exit 3 always comes with a line on stderr, --json or not (a script that reads only the exit
+  // code and stderr learns why).
+  if (!plan["fits"].get<bool>())
+    io.err << "spillway-worker: " << args->positional[0] << ": does not fit: " << plan["reason"].get<std::string>() << "\n";
   return plan["fits"].get<bool>() ? 0 : 3;
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "core/json-file.h"
 #include "data/tokenizer.h"
 
 namespace spillway::worker {
@@ -51,21 +52,18 @@ int run_tokenize(const std::vector<std::string>& args, CommandIo io) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    std::string text;
-    try {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-        io.err << "spillway-worker tokenize: line " << line_no
-               << ": expected an object with a string \"text\"\n";
-        return 1;
-      }
-      text = j["text"].get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      io.err << "spillway-worker tokenize: line " << line_no << ": not valid JSON (" << e.what()
-             << ")\n";
+    // parse_json never throws, and its message quotes the line escaped and cut short.
+    const auto j = parse_json(line, "line " + std::to_string(line_no));
+    if (!j.ok()) {
+      io.err << "spillway-worker tokenize: " << j.status().message() << "\n";
       return 1;
     }
-    const auto ids = add_special ? tok.encode_with_special(text) : tok.encode(text);
+    const auto text = JsonField(*j, "line " + std::to_string(line_no))["text"].string();
+    if (!text.ok()) {
+      io.err << "spillway-worker tokenize: " << text.status().message() << " (each line is {\"text\": \"...\"})\n";
+      return 1;
+    }
+    const auto ids = add_special ? tok.encode_with_special(*text) : tok.encode(*text);
     if (!ids.ok()) {
       io.err << "spillway-worker tokenize: line " << line_no << ": " << ids.status().to_string() << "\n";
       return 1;

@@ -59,6 +59,14 @@ std::string quote_for_message(std::string_view s, size_t max_chars) {
   return out + "\"";
 }
 
+std::string quote_name(std::string_view s) {
+  const bool plain =
+      !s.empty() && s.size() <= kQuoteChars && std::all_of(s.begin(), s.end(), [](char c) {
+        return c >= 0x20 && c < 0x7F && c != '\'' && c != '"' && c != '\\';
+      });
+  return plain ? "'" + std::string(s) + "'" : quote_for_message(s);
+}
+
 std::string describe_json(const nlohmann::json& v, size_t max_chars) {
   if (v.is_string()) return quote_for_message(v.get_ref<const std::string&>(), max_chars);
   std::string text;

@@ -35,6 +35,9 @@ inline constexpr size_t kQuoteChars = 60;
 // (\n, \", \u001b), bytes of invalid UTF-8 as \xNN; past `max_chars` cut and followed by
 // "... (N bytes)".
 std::string quote_for_message(std::string_view s, size_t max_chars = kQuoteChars);
+// A name the user gave (a format, a role, a template) for a message: 'csv' in single quotes when it
+// is a short run of printable ASCII without quotes or backslashes, else quote_for_message(s).
+std::string quote_name(std::string_view s);
 // A JSON value for a message: a string quoted as above, anything else as compact JSON cut to
 // `max_chars` ("[1, 2, 3, ... (5000 bytes)"). Never throws.
 std::string describe_json(const nlohmann::json& v, size_t max_chars = kQuoteChars);

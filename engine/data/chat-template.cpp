@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/json-file.h"
 #include "data/tokenizer.h"
 
 namespace spillway {
@@ -198,8 +199,8 @@ Result<ChatTemplateKind> parse_chat_template_kind(std::string_view name) {
   if (n == "chatml" || n == "qwen" || n == "qwen2") return ChatTemplateKind::kChatMl;
   if (n == "alpaca") return ChatTemplateKind::kAlpaca;
   if (n == "plain") return ChatTemplateKind::kPlain;
-  return invalid_argument("unknown chat template '" + std::string(name) +
-                          "' (expected auto, llama-2, llama-3, chatml, alpaca or plain)");
+  return invalid_argument("unknown chat template " + quote_name(name) +
+                          " (expected auto, llama-2, llama-3, chatml, alpaca or plain)");
 }
 
 ChatTemplateKind detect_chat_template(std::string_view jinja) {

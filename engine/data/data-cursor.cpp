@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "core/json-file.h"
+
 namespace spillway {
 
 double DataCursor::epoch_progress() const {
@@ -69,8 +71,7 @@ Result<DataCursor> DataCursor::from_json(const nlohmann::json& j) {
 }
 
 Result<DataCursor> DataCursor::from_json_string(std::string_view text) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) return invalid_argument("data cursor: invalid JSON");
+  SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(text, "data cursor", ErrorCode::kCorrupt));
   return from_json(j);
 }
 

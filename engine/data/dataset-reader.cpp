@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "core/json-file.h"
 #include "core/json-depth.h"
 #include "data/text-check.h"
 
@@ -254,7 +255,7 @@ Result<ChatRole> role_from_name(const std::string& name) {
   if (n == "observation" || n == "tool" || n == "function" || n == "tool_response" ||
       n == "ipython")
     return ChatRole::kToolResult;
-  return invalid_argument("unknown role '" + name + "'");
+  return invalid_argument("unknown role " + quote_name(name));
 }
 
 // `content` as a string: a string, null (empty), or OpenAI's list of {type: "text", text} parts.
@@ -634,8 +635,8 @@ Result<DatasetFormat> parse_dataset_format(std::string_view name) {
   if (n == "pretokenized" || n == "pre-tokenized" || n == "tokenized")
     return DatasetFormat::kPreTokenized;
   return invalid_argument(
-      "unknown dataset format '" + std::string(name) +
-      "' (expected auto, text, json-text, alpaca, sharegpt, openai or pretokenized)");
+      "unknown dataset format " + quote_name(name) +
+      " (expected auto, text, json-text, alpaca, sharegpt, openai or pretokenized)");
 }
 
 const char* text_split_name(TextSplit split) {
@@ -661,8 +662,8 @@ Result<TextSplit> parse_text_split(std::string_view name) {
   if (n == "lines" || n == "line") return TextSplit::kLines;
   if (n == "paragraphs" || n == "paragraph") return TextSplit::kParagraphs;
   if (n == "endoftext" || n == "<|endoftext|>") return TextSplit::kEndOfText;
-  return invalid_argument("unknown text split '" + std::string(name) +
-                          "' (expected auto, file, lines, paragraphs or endoftext)");
+  return invalid_argument("unknown text split " + quote_name(name) +
+                          " (expected auto, file, lines, paragraphs or endoftext)");
 }
 
 Result<DatasetRecords> parse_dataset_records(std::string_view content, const std::string& name,

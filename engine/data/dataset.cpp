@@ -1,9 +1,11 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <cmath>
 
+#include "core/json-file.h"
 #include "core/log.h"
 #include "core/thread-pool.h"
 #include "data/tokenizer.h"
@@ -126,8 +128,8 @@ const char* instruction_layout_name(InstructionLayout layout) {
 Result<InstructionLayout> parse_instruction_layout(std::string_view name) {
   if (name == "padded" || name.empty()) return InstructionLayout::kPadded;
   if (name == "packed") return InstructionLayout::kPacked;
-  return invalid_argument("unknown instruction layout '" + std::string(name) +
-                          "' (expected padded or packed)");
+  return invalid_argument("unknown instruction layout " + quote_name(name) +
+                          " (expected padded or packed)");
 }
 
 Result<Dataset> Dataset::load(const std::string& path, const Tokenizer& tokenizer,
@@ -278,14 +280,16 @@ int64_t Dataset::trained_count() const {
 }
 
 Result<std::pair<Dataset, Dataset>> Dataset::split_tail(double fraction) const {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", fraction);
   if (!(fraction >= 0.0 && fraction < 1.0))
-    return invalid_argument("eval fraction must be in [0, 1), got " + std::to_string(fraction));
+    return invalid_argument(std::string("data.eval_fraction must be in [0, 1), got ") + text);
   const size_t n = size();
   if (fraction == 0.0) return std::pair<Dataset, Dataset>{*this, Dataset(shared_, end_, end_)};
   if (n < 2)
-    return invalid_argument("cannot hold out " + std::to_string(fraction * 100.0) +
-                            "% for evaluation from " + std::to_string(n) +
-                            " sequence(s); use a larger dataset or a shorter seq_len");
+    return invalid_argument(std::string("data.eval_fraction ") + text + " cannot hold out a sequence for evaluation from " +
+                            (n == 1 ? "the dataset's only sequence" : "an empty dataset") +
+                            "; use a larger dataset, a shorter data.seq_len, a data.eval file, or data.eval_fraction 0");
   size_t held = static_cast<size_t>(std::llround(static_cast<double>(n) * fraction));
   held = std::clamp<size_t>(held, 1, n - 1);
   const size_t cut = end_ - held;

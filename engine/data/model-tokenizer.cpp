@@ -17,9 +17,11 @@ Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const std::string& path)
 bool has_tokenizer_files(const std::string& path) {
   std::error_code ec;
   if (path == kBuiltinBytesTokenizer) return true;
-  if (!fs::is_directory(path, ec)) return fs::is_regular_file(path, ec);
+  // exists, not is_regular_file: a tokenizer file that is a FIFO or a device is there, and loading
+  // it says what is wrong with it.
+  if (!fs::is_directory(path, ec)) return fs::exists(path, ec);
   for (const char* name : {"tokenizer.json", "tokenizer.model", kBuiltinTokenizerMarker})
-    if (fs::is_regular_file(fs::path(path) / name, ec)) return true;
+    if (fs::exists(fs::path(path) / name, ec)) return true;
   return false;
 }
 

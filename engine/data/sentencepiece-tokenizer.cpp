@@ -107,7 +107,7 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
     const std::string& path, const TokenizerConfig& config) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return not_found(path + ": no such file");
+  if (!std::filesystem::exists(path, ec)) return not_found(path + ": no such file");  // read_file refuses a FIFO
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
   t->path_ = path;
   SPW_ASSIGN_OR_RETURN(std::string proto, read_file(path));

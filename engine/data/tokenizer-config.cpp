@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
-#include "core/json-depth.h"
+#include "core/json-file.h"
 
 namespace spillway {
 
@@ -32,19 +32,13 @@ Status read_token(const json& j, const char* key, const std::string& file,
 Status read_flag(const json& j, const std::string& key, const std::string& file, std::optional<bool>& out) {
   if (!j.contains(key) || j[key].is_null()) return {};
   if (!j[key].is_boolean())
-    return corrupt(file + ": \"" + key + "\" is " + j[key].dump().substr(0, 40) + ", expected true or false");
+    return corrupt(file + ": \"" + key + "\" is " + describe_json(j[key]) + ", expected true or false");
   out = j[key].get<bool>();
   return {};
 }
 
 Result<json> read_json(const std::string& path) {
-  SPW_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  SPW_RETURN_IF_ERROR(check_json_depth(text, path));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return corrupt(path + ": not valid JSON: " + e.what());
-  }
+  return read_json_file(path, ErrorCode::kCorrupt);
 }
 
 }  // namespace
@@ -54,7 +48,9 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
   TokenizerConfig cfg;
   const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
   std::error_code ec;
-  if (fs::is_regular_file(config_path, ec)) {
+  // A file that exists is read, so that one that is not a regular file (a FIFO, a device) is an
+  // error from read_file instead of silently left out.
+  if (fs::exists(config_path, ec)) {
     SPW_ASSIGN_OR_RETURN(json j, read_json(config_path));
     if (!j.is_object()) return corrupt(config_path + ": not a JSON object");
     SPW_RETURN_IF_ERROR(read_token(j, "bos_token", config_path, cfg.bos_token));
@@ -82,7 +78,7 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
     }
   }
   const std::string map_path = (fs::path(dir) / "special_tokens_map.json").string();
-  if (fs::is_regular_file(map_path, ec)) {
+  if (fs::exists(map_path, ec)) {
     SPW_ASSIGN_OR_RETURN(json j, read_json(map_path));
     if (!j.is_object()) return corrupt(map_path + ": not a JSON object");
     if (!cfg.bos_token) SPW_RETURN_IF_ERROR(read_token(j, "bos_token", map_path, cfg.bos_token));
@@ -91,7 +87,7 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
     if (!cfg.unk_token) SPW_RETURN_IF_ERROR(read_token(j, "unk_token", map_path, cfg.unk_token));
   }
   const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
-  if (cfg.chat_template.empty() && fs::is_regular_file(jinja_path, ec)) {
+  if (cfg.chat_template.empty() && fs::exists(jinja_path, ec)) {
     SPW_ASSIGN_OR_RETURN(cfg.chat_template, read_file(jinja_path));
   }
   return cfg;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "core/json-depth.h"
+#include "core/json-file.h"
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
@@ -45,13 +45,7 @@ bool is_llama_class(const std::string& c) {
 
 Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
     std::string_view text, const std::string& source, const TokenizerConfig& config) {
-  SPW_RETURN_IF_ERROR(check_json_depth(text, source));
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    return corrupt(source + ": not valid JSON: " + e.what());
-  }
+  SPW_ASSIGN_OR_RETURN(json root, parse_json(text, source, ErrorCode::kCorrupt));
   if (!root.is_object()) return corrupt(source + ": not a JSON object");
   if (!root.contains("model")) return corrupt(source + ": missing field \"model\"");
 

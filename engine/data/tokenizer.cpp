@@ -55,8 +55,10 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     const std::string json_file = (fs::path(path) / "tokenizer.json").string();
     const std::string model_file = (fs::path(path) / "tokenizer.model").string();
-    if (fs::is_regular_file(json_file, ec)) return load_json(json_file, path);
-    if (fs::is_regular_file(model_file, ec)) return load_model(model_file, path);
+    // exists, not is_regular_file: a tokenizer.json that is a FIFO is an error (read_file says so),
+    // not a reason to train with tokenizer.model instead and fail at export.
+    if (fs::exists(json_file, ec)) return load_json(json_file, path);
+    if (fs::exists(model_file, ec)) return load_model(model_file, path);
     return not_found(path + ": no tokenizer found (looked for tokenizer.json and tokenizer.model)");
   }
   if (!fs::exists(path, ec)) return not_found(path + ": no such file or folder");

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
-#include "core/json-depth.h"
+#include "core/json-file.h"
 
 namespace spillway {
 namespace {
@@ -182,9 +182,7 @@ Result<ModelConfig> ModelConfig::load(const std::string& path) {
       return not_found(file + ": no config.json; a model folder in Hugging Face layout holds config.json and model.safetensors");
     return text.status();
   }
-  SPW_RETURN_IF_ERROR(check_json_depth(*text, file));
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return corrupt(file + ": not valid JSON");
+  SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, file));
   auto c = from_json(j);
   if (!c.ok()) return c.status().with_context(file);
   return c;

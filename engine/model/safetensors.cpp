@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file-util.h"
+#include "core/json-file.h"
+
 namespace spillway {
 namespace fs = std::filesystem;
 
@@ -29,14 +32,14 @@ Status bad(const std::string& path, const std::string& what) { return corrupt(pa
 // Parses one tensor entry of the header; `data_size` bounds the offsets.
 Status parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
                    uint64_t data_size, TensorInfo* t) {
-  const std::string where = "tensor '" + name + "': ";
+  const std::string where = "tensor " + quote_name(name) + ": ";
   if (!e.is_object()) return bad(path, where + "header entry is not an object");
   auto dt = e.find("dtype");
   if (dt == e.end() || !dt->is_string()) return bad(path, where + "missing or non-string 'dtype'");
   auto parsed = parse_dtype(dt->get<std::string>());
   if (!parsed) {
-    return unsupported(path + ": " + where + "dtype '" + dt->get<std::string>() +
-                       "' is not supported (F32, F16, BF16, I32, I64, U8)");
+    return unsupported(path + ": " + where + "dtype " + quote_name(dt->get<std::string>()) +
+                       " is not supported (F32, F16, BF16, I32, I64, U8)");
   }
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) return bad(path, where + "missing or non-array 'shape'");
@@ -92,8 +95,9 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
                          "-byte file (truncated?)");
   }
   const char* header = reinterpret_cast<const char*>(f.file_.data() + 8);
-  nlohmann::json j = nlohmann::json::parse(header, header + n, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return bad(path, "header is not well-formed JSON");
+  auto parsed = parse_json(std::string_view(header, n), path + ": header", ErrorCode::kCorrupt);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
   if (!j.is_object()) return bad(path, "header is not a JSON object");
   const uint64_t data_size = size - 8 - n;
   f.data_ = f.file_.data() + 8 + n;
@@ -101,7 +105,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) return bad(path, "__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) return bad(path, "__metadata__ value '" + m.key() + "' is not a string");
+        if (!m->is_string()) return bad(path, "__metadata__ value " + quote_name(m.key()) + " is not a string");
         f.metadata_[m.key()] = m->get<std::string>();
       }
       continue;
@@ -117,7 +121,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     const TensorInfo* prev = by_offset[i - 1];
     const TensorInfo* cur = by_offset[i];
     if (cur->begin < prev->end && cur->nbytes() > 0 && prev->nbytes() > 0) {
-      return bad(path, "tensors '" + prev->name + "' and '" + cur->name + "' overlap in the data section");
+      return bad(path, "tensors " + quote_name(prev->name) + " and " + quote_name(cur->name) + " overlap in the data section");
     }
   }
   return f;
@@ -152,16 +156,15 @@ Result<TensorStore> TensorStore::open(const std::string& path) {
 
   std::map<std::string, std::string> expected;  // tensor -> shard, from the index
   if (!index_path.empty()) {
-    SPW_ASSIGN_OR_RETURN(std::string text, read_file(index_path));
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return corrupt(index_path + ": not a JSON object");
+    SPW_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(index_path, ErrorCode::kCorrupt));
+    if (!j.is_object()) return corrupt(index_path + ": not a JSON object");
     auto wm = j.find("weight_map");
     if (wm == j.end() || !wm->is_object()) return corrupt(index_path + ": missing 'weight_map' object");
     std::vector<std::string> shards;
     for (auto it = wm->begin(); it != wm->end(); ++it) {
-      if (!it->is_string()) return corrupt(index_path + ": weight_map entry '" + it.key() + "' is not a file name");
+      if (!it->is_string()) return corrupt(index_path + ": weight_map entry " + quote_name(it.key()) + " is not a file name");
       std::string shard = it->get<std::string>();
-      if (shard.find('/') != std::string::npos) return corrupt(index_path + ": shard name '" + shard + "' must be a plain file name");
+      if (shard.find('/') != std::string::npos) return corrupt(index_path + ": shard name " + quote_name(shard) + " must be a plain file name");
       expected[it.key()] = shard;
       if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
     }
@@ -176,15 +179,15 @@ Result<TensorStore> TensorStore::open(const std::string& path) {
       TensorInfo copy = t;
       copy.file_index = i;
       auto [it, inserted] = store.index_.emplace(t.name, copy);
-      if (!inserted) return corrupt(files[i] + ": tensor '" + t.name + "' also appears in " + files[it->second.file_index]);
+      if (!inserted) return corrupt(files[i] + ": tensor " + quote_name(t.name) + " also appears in " + files[it->second.file_index]);
     }
     store.files_.push_back(std::move(*f));
   }
   for (const auto& [name, shard] : expected) {
     auto it = store.index_.find(name);
-    if (it == store.index_.end()) return corrupt(index_path + ": tensor '" + name + "' is listed in shard " + shard + " but missing from it");
+    if (it == store.index_.end()) return corrupt(index_path + ": tensor " + quote_name(name) + " is listed in shard " + quote_name(shard) + " but missing from it");
     if (fs::path(store.files_[it->second.file_index].path()).filename() != shard)
-      return corrupt(index_path + ": tensor '" + name + "' is listed in " + shard + " but found in another shard");
+      return corrupt(index_path + ": tensor " + quote_name(name) + " is listed in " + quote_name(shard) + " but found in another shard");
   }
   return store;
 }

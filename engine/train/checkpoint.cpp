@@ -12,6 +12,7 @@
 
 #include "core/fail-point.h"
 #include "core/file-util.h"
+#include "core/json-file.h"
 #include "model/safetensors.h"
 
 namespace spillway {
@@ -127,8 +128,8 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
   const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
   auto text = read_file(state_path);
   if (!text.ok()) return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return corrupt(state_path + ": not a JSON object");
+  SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, state_path, ErrorCode::kCorrupt));
+  if (!j.is_object()) return corrupt(state_path + ": not a JSON object");
   TrainerState t;
   try {
     if (j.at("format_version").get<int>() != kFormatVersion)
@@ -142,7 +143,7 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
     t.manual = j.value("manual", false);
     model.step = j.at("optimizer_step").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    return corrupt(state_path + ": " + e.what());
+    return corrupt(state_path + ": " + std::string(e.what()).substr(0, 200) + "; the checkpoint is damaged: resume from an earlier one");
   }
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open((fs::path(dir) / "model.safetensors").string()));
   SPW_RETURN_IF_ERROR(model.load_weights(weights));

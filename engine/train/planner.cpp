@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/checked-math.h"
 #include "model/parameter-layout.h"
 #include "train/streaming-engine.h"
 
@@ -102,7 +103,10 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   const uint64_t slots = hbm.weight_slot_bytes;
   const uint64_t grads_dev = hbm.gradient_bytes;
   const uint64_t tokens_mb = static_cast<uint64_t>(job.micro_batch_size) * job.seq_len;
-  const uint64_t ckpt = (static_cast<uint64_t>(config.num_layers) + 2) * job.grad_accum * tokens_mb * config.hidden_size * act;
+  // Saturating: with a huge batch and a huge model the product passes 2^64 and wrapped to a
+  // small number that fit.
+  const uint64_t ckpt = mul_saturated({static_cast<uint64_t>(config.num_layers) + 2, static_cast<uint64_t>(job.grad_accum), tokens_mb,
+                                       static_cast<uint64_t>(config.hidden_size), act});
   const uint64_t device_cap = job.device_memory_bytes ? job.device_memory_bytes : machine.device_total_bytes;
   // A GPU's free memory is what the engine can have (its total less the CUDA context and others').
   const uint64_t device_free = job.device_memory_bytes || !machine.device_free_bytes ? device_cap : machine.device_free_bytes;

@@ -235,9 +235,10 @@ struct Trainer::Impl {
       train_ds = all;
       SPW_ASSIGN_OR_RETURN(eval_ds, load_dataset(job.eval_path, opts));
     } else if (job.eval_fraction > 0) {
-      SPW_ASSIGN_OR_RETURN(auto split, all.split_tail(job.eval_fraction));
-      train_ds = split.first;
-      eval_ds = split.second;
+      auto split = all.split_tail(job.eval_fraction);
+      if (!split.ok()) return split.status().with_context(job.train_path);
+      train_ds = split->first;
+      eval_ds = split->second;
     } else {
       train_ds = all;
     }

@@ -1,6 +1,8 @@
 // `spillway-worker tokenize`, run in-process through run_worker with string streams.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -74,6 +76,19 @@ TEST(TokenizeCommand, MalformedLineNamesTheLine) {
   r = run({"tokenize", "--tokenizer", path}, "[\"text\"]\n");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+}
+
+// A malformed line of a megabyte: nlohmann's message quoted the whole token it read last (the
+// megabyte, a control byte included) on stderr. Now the line and column, and a short escaped quote.
+TEST(TokenizeCommand, AMegabyteMalformedLineIsNotEchoed) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string path = data_path("models/stories260K/tokenizer.json");
+  RunResult r = run({"tokenize", "--tokenizer", path}, "{\"text\": \"" + std::string(1 << 20, 'x') + "\x01\"}\n");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_LT(r.err.size(), 400u) << r.err.substr(0, 400);
+  EXPECT_EQ(r.err.rfind("spillway-worker tokenize: line 1:1:", 0), 0u) << r.err.substr(0, 400);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err.substr(0, 400);
+  EXPECT_EQ(r.err.find('\x01'), std::string::npos);
 }
 
 TEST(TokenizeCommand, ArgumentAndLoadErrors) {

@@ -83,6 +83,8 @@ TEST(JsonFile, QuotesAreEscapedAndCutShort) {
   EXPECT_EQ(quote_for_message("caf\xc3\xa9 \xff!"),
             "\"caf\xc3\xa9 \\xFF!\"");  // valid UTF-8 kept, a stray byte escaped
   EXPECT_EQ(quote_for_message(std::string(1000, 'y'), 5), "\"yyyyy\"... (1000 bytes)");
+  EXPECT_EQ(quote_name("csv"), "'csv'");
+  EXPECT_EQ(quote_name("it's\n"), R"("it's\n")");
   EXPECT_EQ(describe_json(json::parse("[1, 2, 3]")), "[1,2,3]");
   const std::string big = describe_json(json(std::vector<int>(5000, 7)), 10);
   EXPECT_EQ(big, "[7,7,7,7,7... (10001 bytes)");

@@ -1,0 +1,222 @@
+// Untrusted input end to end (issue 15 point 3), through the built worker as a user runs it: every
+// bad file gets exit 2 (bad input) or 3 (plan: does not fit) and one line on stderr naming the
+// file, the place and the fix, within seconds; values are quoted escaped and cut short; a FIFO is
+// refused without blocking.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/file-util.h"
+#include "run-files.h"
+#include "test-data.h"
+#include "worker-process.h"
+
+namespace spillway {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::of_type;
+using testing::read_events;
+using Clock = std::chrono::steady_clock;
+
+class UntrustedInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"};
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = tmp_.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string write_job(const std::string& name, const json& job) {
+    return write(name + ".json", job.dump(2));
+  }
+  testing::ProcessResult worker(const std::vector<std::string>& args) {
+    return testing::run_worker_process(args, env_, tmp_.path());
+  }
+  json good_job(const std::string& name) const {
+    return {
+        {"name", name},
+        {"model", {{"path", testing::data_path("models/stories260K")}}},
+        {"data",
+         {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+        {"train", {{"steps", 1}, {"micro_batch_size", 2}}},
+        {"placement", {{"backend", "cpu"}}},
+        {"output", {{"run_dir", tmp_.path() + "/" + name}}}};
+  }
+  // stderr is one line: "spillway-worker: ...\n", nothing before or after.
+  static void expect_one_line(const std::string& err) {
+    ASSERT_FALSE(err.empty());
+    EXPECT_EQ(err.rfind("spillway-worker: ", 0), 0u) << err.substr(0, 600);
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err.substr(0, 600);
+    EXPECT_EQ(err.back(), '\n') << err.substr(0, 600);
+  }
+  testing::TempDir tmp_;
+  std::vector<std::string> env_;
+};
+
+// A job.json or config.json that is not JSON: the file, line and column, what was expected and
+// the text there (was "bad.json: not valid JSON", and "corrupt", exit 1, for a config.json).
+TEST_F(UntrustedInput, SyntaxErrorsInJobAndConfigNameLineAndColumn) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string job =
+      write("bad.json",
+            "{\"name\": \"t\",\n \"model\": {\"path\": \"x\"},\n \"data\": {\"train\": oops}}");
+  auto r = worker({"plan", job});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find("bad.json:3:20: not valid JSON: syntax error while parsing value - invalid "
+                       "literal, at \"oops}}\"; "
+                       "fix the JSON there"),
+            std::string::npos)
+      << r.err;
+
+  const std::string model = tmp_.path() + "/model";
+  fs::create_directories(model);
+  fs::create_symlink(testing::data_path("models/stories260K/model.safetensors"),
+                     model + "/model.safetensors");
+  write("model/config.json", "{\"dim\": 64,\n \"hidden_size\": [1,\n");
+  json with_model = good_job("cfg");
+  with_model["model"]["path"] = model;
+  r = worker({"train", write_job("cfg", with_model)});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find("model/config.json:3:1: not valid JSON: syntax error while parsing value - "
+                       "unexpected end of input"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("at the end of the text (is it cut short?)"), std::string::npos) << r.err;
+}
+
+// A tokenizer.json that is a FIFO was passed over for tokenizer.model: the run trained and then
+// failed at export copying the FIFO (exit 1, minutes later). Now it is refused before training.
+TEST_F(UntrustedInput, AFifoNamedTokenizerJsonIsRefusedBeforeTraining) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string model = tmp_.path() + "/model";
+  fs::create_directories(model);
+  for (const char* f :
+       {"config.json", "model.safetensors", "tokenizer.model", "tokenizer_config.json"})
+    fs::create_symlink(testing::data_path(std::string("models/stories260K/") + f), model + "/" + f);
+  ASSERT_EQ(::mkfifo((model + "/tokenizer.json").c_str(), 0600), 0);
+  json job = good_job("fifo");
+  job["model"]["path"] = model;
+  const auto t0 = Clock::now();
+  auto r = worker({"train", write_job("fifo", job)});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 20 * testing::kTimeScale);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find(model + "/tokenizer.json is not a regular file (a FIFO, socket or device)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/fifo/checkpoints")) << "nothing was trained";
+}
+
+// Was "cannot hold out 10.000000% for evaluation from 1 sequence(s)", naming neither the file nor
+// the key.
+TEST_F(UntrustedInput, EvalFractionOfATinyDatasetNamesTheFileAndTheKey) {
+  SPILLWAY_REQUIRE_DATA();
+  json job = good_job("tiny");
+  job["data"]["train"] = write("tiny.txt", "hello world\n");
+  job["data"]["eval_fraction"] = 0.1;
+  auto r = worker({"train", write_job("tiny", job)});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find("tiny.txt: data.eval_fraction 0.1 cannot hold out a sequence for evaluation "
+                       "from the dataset's only "
+                       "sequence; use a larger dataset, a shorter data.seq_len, a data.eval file, "
+                       "or data.eval_fraction 0"),
+            std::string::npos)
+      << r.err;
+}
+
+// `plan --json` exited 3 with nothing on stderr when the job did not fit.
+TEST_F(UntrustedInput, PlanThatDoesNotFitSaysWhyOnStderrEvenWithJson) {
+  SPILLWAY_REQUIRE_DATA();
+  json job = good_job("long");
+  job["data"]["seq_len"] = 4096;  // stories260K has 512 positions
+  const std::string path = write_job("long", job);
+  for (const bool as_json : {true, false}) {
+    auto r = as_json ? worker({"plan", path, "--json"}) : worker({"plan", path});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    expect_one_line(r.err);
+    EXPECT_NE(r.err.find("long.json: does not fit: data.seq_len 4096 is beyond the model's "
+                         "max_position_embeddings 512; "
+                         "lower data.seq_len"),
+              std::string::npos)
+        << r.err;
+    if (as_json) EXPECT_FALSE(json::parse(r.out)["fits"].get<bool>());
+  }
+}
+
+// 65,536 sequences of 2^20 tokens: the plan's int arithmetic wrapped to 0 tokens a micro-batch and
+// the job was planned as fitting, HBM 0.0 GB (exit 0). The products of sizes have their limits too.
+TEST_F(UntrustedInput, SizesWhoseProductsOverflowAreRefused) {
+  SPILLWAY_REQUIRE_DATA();
+  json job = good_job("huge");
+  job["model"] = {{"init",
+                   {{"architectures", {"LlamaForCausalLM"}},
+                    {"vocab_size", 258},
+                    {"hidden_size", 256},
+                    {"intermediate_size", 688},
+                    {"num_hidden_layers", 6},
+                    {"num_attention_heads", 8},
+                    {"num_key_value_heads", 4},
+                    {"max_position_embeddings", 1 << 20}}},
+                  {"tokenizer", "builtin:bytes"}};
+  job["data"]["seq_len"] = 1 << 20;
+  job["train"]["micro_batch_size"] = 1 << 16;
+  job["train"]["grad_accum"] = 1 << 16;
+  for (const char* command : {"plan", "train"}) {
+    auto r = worker({command, write_job("huge", job)});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    expect_one_line(r.err);
+    EXPECT_NE(r.err.find("huge.json: job.json: train.micro_batch_size x data.seq_len is "
+                         "68719476736 tokens a micro-batch, more "
+                         "than 16777216; lower train.micro_batch_size (and raise train.grad_accum) "
+                         "or data.seq_len"),
+              std::string::npos)
+        << r.err;
+  }
+  job["data"]["seq_len"] = 16;
+  job["train"]["micro_batch_size"] = 1024;
+  auto r = worker({"plan", write_job("huge", job)});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("train.micro_batch_size x train.grad_accum is 67108864 sequences a step, "
+                       "more than 1048576"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/huge")) << "nothing was started";
+}
+
+// A key or a value of a megabyte with newlines in it is quoted escaped and cut short.
+TEST_F(UntrustedInput, ValuesInMessagesAreEscapedAndCutShort) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string huge = "line one\nline two\x1b" + std::string(1 << 20, 'x');
+  json bad_key = good_job("key");
+  bad_key["train"][huge] = 1;
+  json bad_enum = good_job("enum");
+  bad_enum["data"]["format"] = huge;
+  json bad_type = good_job("type");
+  bad_type["train"]["steps"] = huge;
+  for (const auto& [name, job] :
+       {std::pair{"key", bad_key}, std::pair{"enum", bad_enum}, std::pair{"type", bad_type}}) {
+    auto r = worker({"plan", write_job(name, job)});
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err.substr(0, 300);
+    expect_one_line(r.err);
+    EXPECT_LT(r.err.size(), 600u) << name << ": " << r.err.substr(0, 600);
+    EXPECT_NE(r.err.find(R"("line one\nline two\u001Bxxxx)"), std::string::npos)
+        << name << ": " << r.err.substr(0, 600);
+    EXPECT_NE(r.err.find("(1048594 bytes)"), std::string::npos)
+        << name << ": " << r.err.substr(0, 600);
+  }
+}
+
+}  // namespace
+}  // namespace spillway
