@@ -142,6 +142,7 @@ struct StreamingEngine::Impl {
   std::unique_ptr<ActivationStore> acts;
   std::optional<BlockMath> math;
   std::vector<GradBuffer> grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
+  const std::atomic<bool>* stop = nullptr;  // set_stop_flag
 
   Impl(Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
       : be(b), st(s), cfg(c), layout(s.layout()), mc(s.config()), act(b.act_dtype()) {
@@ -367,7 +368,24 @@ struct StreamingEngine::Impl {
     return be.synchronize_event(timeline.end_event());
   }
 
+  // kCancelled once the stop flag is set: checked before each micro-batch of each layer.
+  Status check_stop() const {
+    if (stop && stop->load(std::memory_order_relaxed)) return cancelled("the step was stopped on request");
+    return {};
+  }
+
   Result<StepResult> run(const StepBatch& batch, bool train, float* logits) {
+    Result<StepResult> r = run_pass(batch, train, logits);
+    // A pass that stopped half-way (a stop request, a failure) may leave copies and kernels queued
+    // that read or write host memory the caller is about to use (the master weights it
+    // checkpoints): they finish before the caller sees the error.
+    if (!r.ok()) {
+      for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)be.synchronize_stream(s);
+    }
+    return r;
+  }
+
+  Result<StepResult> run_pass(const StepBatch& batch, bool train, float* logits) {
     SPW_RETURN_IF_ERROR(check_batch(batch, logits));
     weights->invalidate();  // the host weights may have changed since the last pass
     const int M = batch.micro_batches, mb = batch.micro_batch_size, T = batch.seq_len, n = mb * T;
@@ -403,6 +421,7 @@ struct StreamingEngine::Impl {
       SPW_ASSIGN_OR_RETURN(const char* w, weights->acquire(b, true));
       SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kForward, compute, [&]() -> Status {
         for (int m = 0; m < M; ++m) {
+          SPW_RETURN_IF_ERROR(check_stop());
           SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(l, m), Access::kRead));
           SPW_ASSIGN_OR_RETURN(ActivationStore::View out, open(acts->checkpoint(l + 1, m), Access::kWrite));
           SPW_RETURN_IF_ERROR(math->layer_forward(w, x.ptr, out.ptr, mb, T, compute));
@@ -435,6 +454,7 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(timed(timeline, head_block, train ? SpanPhase::kBackward : SpanPhase::kForward, compute,
                               [&]() -> Status {
       for (int m = 0; m < M; ++m) {
+        SPW_RETURN_IF_ERROR(check_stop());
         const size_t at = static_cast<size_t>(m) * n;
         SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(L, m), Access::kRead));
         ActivationStore::View dy;
@@ -469,6 +489,7 @@ struct StreamingEngine::Impl {
         next_grad = 1 - next_grad;
         SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kBackward, compute, [&]() -> Status {
           for (int m = 0; m < M; ++m) {
+            SPW_RETURN_IF_ERROR(check_stop());
             SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(l, m), Access::kRead));
             SPW_ASSIGN_OR_RETURN(ActivationStore::View dy, open(acts->gradient(m), Access::kUpdate));
             SPW_RETURN_IF_ERROR(math->layer_backward(w, g->ptr, x.ptr, dy.ptr, mb, T, compute));
@@ -528,6 +549,8 @@ Result<StepResult> StreamingEngine::forward(const StepBatch& batch, float* logit
 }
 
 void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) { impl_->weights->set_gate(std::move(gate)); }
+
+void StreamingEngine::set_stop_flag(const std::atomic<bool>* stop) { impl_->stop = stop; }
 
 void StreamingEngine::set_span_sink(SpanSink sink, std::function<double()> clock) {
   impl_->sink = std::move(sink);

@@ -34,6 +34,7 @@
 // must outlive the engine.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -131,6 +132,12 @@ class StreamingEngine {
   void set_span_sink(SpanSink sink, std::function<double()> clock);
   // Marks every cached device copy of the weights stale (after the host weights changed).
   void invalidate_weights();
+  // A flag (the trainer's SIGTERM) read before each micro-batch of each layer: once set, the pass
+  // under way stops there with kCancelled after the work already queued has finished, so a step of
+  // ten minutes stops within about one layer's compute of one micro-batch. The host gradients are
+  // then partial and the step must not be applied; the host weights are untouched. Null: never.
+  // The flag must outlive the engine.
+  void set_stop_flag(const std::atomic<bool>* stop);
 
   const DeviceMemoryPlan& memory_plan() const;
   // Bytes moved host→device and device→host so far.

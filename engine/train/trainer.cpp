@@ -384,6 +384,19 @@ struct Trainer::Impl {
     return r.targets ? r.loss : std::nan("");
   }
 
+  // A stop request that interrupted a step or an evaluation: checkpoint the last finished step
+  // (after its optimizer update), then stop as the loop's own check does.
+  Status stop_at_step() {
+    SPW_RETURN_IF_ERROR(checkpoint());
+    return cancelled("stopped on request at step " + std::to_string(progress.step));
+  }
+
+  // run_eval, and when a stop request cuts the evaluation short, stop_at_step.
+  Status eval_or_stop() {
+    Status st = run_eval();
+    return st.code() == ErrorCode::kCancelled ? stop_at_step() : st;
+  }
+
   Status run_eval() {
     const auto t0 = Clock::now();
     SPW_ASSIGN_OR_RETURN(double loss, evaluate());
@@ -476,8 +489,17 @@ struct Trainer::Impl {
       const double t_start = rec->now_s();
       spans_on = t_start - last_span_step >= 1.0;
       if (spans_on) last_span_step = t_start;
+      const DataCursor before = iter->cursor();
       Batch b = iter->next();
-      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(step_batch(b)));
+      auto stepped = engine->forward_backward(step_batch(b));
+      if (stepped.status().code() == ErrorCode::kCancelled) {
+        // SIGTERM inside a long step (the engine checks between micro-batches and layers): the
+        // step is dropped unapplied, its batch read again on resume, and the run stops at the last
+        // finished step.
+        SPW_RETURN_IF_ERROR(iter->seek(before));
+        return stop_at_step();
+      }
+      SPW_ASSIGN_OR_RETURN(StepResult r, std::move(stepped));
       SPW_RETURN_IF_ERROR(check_finite(r));
       const double t_compute = rec->now_s();
       const double lr = lr_at(sched, progress.step + 1);
@@ -506,7 +528,7 @@ struct Trainer::Impl {
                       st.grad_norm, tps);
         log(LogLevel::kInfo, line);
       }
-      if (job.eval_every > 0 && progress.step % job.eval_every == 0) SPW_RETURN_IF_ERROR(run_eval());
+      if (job.eval_every > 0 && progress.step % job.eval_every == 0) SPW_RETURN_IF_ERROR(eval_or_stop());
       const bool asked = owner->checkpoint_.exchange(false);
       if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
         SPW_RETURN_IF_ERROR(checkpoint(asked));
@@ -521,7 +543,7 @@ struct Trainer::Impl {
   Status finish() {
     optimizer->wait_all();
     SPW_RETURN_IF_ERROR(optimizer->status());
-    if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(run_eval());
+    if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(eval_or_stop());
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0) SPW_RETURN_IF_ERROR(checkpoint());
     const std::string out = (fs::path(run_dir) / "export").string();
     SPW_RETURN_IF_ERROR(export_model(*state, tokenizer_source, out));
@@ -536,7 +558,10 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->owner = this; }
+Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->owner = this;
+  impl_->engine->set_stop_flag(&stop_);  // a SIGTERM stops a long step between layers, not after it
+}
 Trainer::~Trainer() = default;
 
 Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std::string& resume_from, TrainerHooks hooks) {

@@ -2,8 +2,9 @@
 // learning-rate schedule, evaluation, checkpoints, export — and reports through events.jsonl and
 // the run store. One trainer is one run; it owns everything it creates.
 //
-// Control: request_stop() (SIGTERM) checkpoints and stops cleanly after the current step;
-// request_checkpoint() (SIGUSR1) checkpoints after the current step. Both only set atomics, so
+// Control: request_stop() (SIGTERM) stops the current step or evaluation at its next micro-batch
+// or layer (the step is dropped unapplied and its batch kept for the resume), checkpoints the last
+// finished step and stops; request_checkpoint() (SIGUSR1) checkpoints after the current step. Both only set atomics, so
 // they are safe from a signal handler. run() is called once, from one thread.
 #pragma once
 
