@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <ostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "data/chat-template.h"
 #include "data/dataset.h"
 #include "data/dataset-options.h"
 #include "model/parameter-layout.h"
@@ -53,14 +55,59 @@ int run_eval(const std::vector<std::string>& argv, CommandIo io) {
   return 0;
 }
 
+namespace {
+
+// The prompt as a chat model sees a user's message: rendered by `kind`'s template with the
+// assistant's turn opened (every segment before the reply's first trained one), BOS/EOS segments
+// as the tokenizer's ids. `stop` gets the template's end-of-turn token (the reply's closing text
+// when it is one token: <|im_end|>, <|eot_id|>), which ends the reply as EOS does.
+Result<std::vector<int32_t>> chat_prompt_ids(ChatTemplateChoice choice, const std::string& prompt,
+                                             const Tokenizer& tok, std::string* text,
+                                             std::vector<int32_t>* stop) {
+  std::vector<ChatMessage> msgs;
+  if (!choice.default_system.empty()) msgs.push_back({ChatRole::kSystem, choice.default_system});
+  msgs.push_back({ChatRole::kUser, prompt});
+  msgs.push_back({ChatRole::kAssistant, ""});
+  SPW_ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, render_chat(choice.kind, msgs));
+  std::vector<int32_t> ids;
+  bool reply = false;
+  for (const ChatSegment& seg : segments) {
+    reply |= seg.trained;
+    std::optional<int32_t> special;
+    if (seg.special == ChatSegment::Special::kBos) special = tok.bos_id();
+    if (seg.special == ChatSegment::Special::kEos) special = tok.eos_id();
+    if (reply) {  // the empty reply's closing: its one special token is a stop
+      if (special) continue;
+      auto closing = tok.encode(seg.text);
+      if (closing.ok() && closing->size() == 1) stop->push_back(closing->front());
+      continue;
+    }
+    if (seg.special != ChatSegment::Special::kNone) {
+      if (special) ids.push_back(*special);
+      continue;
+    }
+    SPW_ASSIGN_OR_RETURN(std::vector<int32_t> part, tok.encode(seg.text));
+    ids.insert(ids.end(), part.begin(), part.end());
+    *text += seg.text;
+  }
+  return ids;
+}
+
+}  // namespace
+
 int run_generate(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-p", "--seed"}, {"--json"});
+  auto args = parse_args(argv, {"--model", "--tokenizer", "--prompt", "--max-new-tokens", "--temperature", "--top-p",
+                                "--seed", "--chat", "--backend"},
+                         {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
   auto prompt = args->require("--prompt");
   if (!model.ok() || !prompt.ok())
-    return report_failure(io, as_json, invalid_argument("usage: generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]"));
+    return report_failure(io, as_json,
+                          invalid_argument("usage: generate --model DIR --prompt TEXT [--tokenizer PATH] "
+                                           "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
+                                           "[--chat TEMPLATE] [--backend B] [--json]"));
   GenerateOptions o;
   auto n = args->number("--max-new-tokens", 64);
   auto t = args->number("--temperature", 0.0);
@@ -69,24 +116,61 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   for (const auto* r : {&n, &t, &p, &s}) {
     if (!r->ok()) return report_failure(io, as_json, r->status());
   }
+  const auto shortest = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  if (*n < 1 || *n > 4096)
+    return report_failure(io, as_json, invalid_argument("--max-new-tokens must be in [1, 4096], got " + shortest(*n)));
+  if (*t < 0 || *t > 100)
+    return report_failure(io, as_json, invalid_argument("--temperature must be in [0, 100], got " + shortest(*t)));
+  if (!(*p > 0 && *p <= 1))
+    return report_failure(io, as_json, invalid_argument("--top-p must be in (0, 1], got " + shortest(*p)));
   o.max_new_tokens = static_cast<int>(*n);
   o.temperature = static_cast<float>(*t);
   o.top_p = static_cast<float>(*p);
   o.seed = static_cast<uint64_t>(*s);
+  // --chat: the template by name, or auto (the tokenizer's, else the model family's).
+  std::optional<ChatTemplateKind> chat;
+  if (auto name = args->get("--chat")) {
+    auto kind = parse_chat_template_kind(*name);
+    if (!kind.ok()) return report_failure(io, as_json, kind.status().with_context("--chat"));
+    chat = *kind;
+  }
   auto config = ModelConfig::load(*model);
   if (!config.ok()) return report_failure(io, as_json, config.status());
-  auto session = InferenceSession::open(*model, std::min(config->max_position_embeddings, 1024), 1);
+  auto session = InferenceSession::open(*model, std::min(config->max_position_embeddings, 1024), 1, 0,
+                                        args->get("--backend").value_or("auto"), args->get("--tokenizer").value_or(""));
   if (!session.ok()) return report_failure(io, as_json, session.status());
-  auto ids = (*session)->tokenizer().encode_with_special(*prompt);
+  const Tokenizer& tok = (*session)->tokenizer();
+  std::string prompt_text = *prompt;
+  std::string template_name, template_reason;
+  Result<std::vector<int32_t>> ids = std::vector<int32_t>();
+  if (chat) {
+    const ChatTemplateChoice choice = choose_chat_template(*chat, &tok, config->model_type);
+    template_name = chat_template_name(choice.kind);
+    template_reason = choice.reason;
+    prompt_text.clear();
+    ids = chat_prompt_ids(choice, *prompt, tok, &prompt_text, &o.stop_ids);
+  } else {
+    ids = tok.encode_with_special(*prompt);
+  }
   if (!ids.ok()) return report_failure(io, as_json, ids.status().with_context("--prompt"));
   const size_t prompt_len = ids->size();
   auto out = (*session)->generate(*ids, o);
   if (!out.ok()) return report_failure(io, as_json, out.status());
   const std::vector<int32_t> fresh(out->begin() + prompt_len, out->end());
-  const auto completion = (*session)->tokenizer().decode(fresh, true);
+  const auto completion = tok.decode(fresh, true);
   if (!completion.ok()) return report_failure(io, as_json, completion.status());
-  if (as_json) io.out << json{{"prompt", *prompt}, {"completion", *completion}, {"ids", *out}}.dump() << std::endl;
-  else io.out << *prompt << *completion << std::endl;
+  if (as_json) {
+    json j = {{"prompt", *prompt}, {"completion", *completion}, {"ids", *out}, {"prompt_tokens", prompt_len},
+              {"new_tokens", fresh.size()}, {"backend", (*session)->backend_description()}};
+    if (chat) j.update({{"template", template_name}, {"template_reason", template_reason}, {"prompt_text", prompt_text}});
+    io.out << j.dump() << std::endl;
+  } else {
+    io.out << prompt_text << *completion << std::endl;
+  }
   return 0;
 }
 

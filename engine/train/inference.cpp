@@ -13,10 +13,11 @@
 namespace spillway {
 
 Result<std::unique_ptr<InferenceSession>> InferenceSession::open(const std::string& model_dir, int max_seq, int batch,
-                                                                 uint64_t device_memory_bytes, const std::string& backend) {
+                                                                 uint64_t device_memory_bytes, const std::string& backend,
+                                                                 const std::string& tokenizer_path) {
   auto s = std::make_unique<InferenceSession>();
   SPW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(model_dir));
-  SPW_ASSIGN_OR_RETURN(s->tokenizer_, load_model_tokenizer(model_dir));
+  SPW_ASSIGN_OR_RETURN(s->tokenizer_, load_model_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path));
   SPW_ASSIGN_OR_RETURN(s->state_, ModelState::create(ParameterLayout::build(config), false));
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(model_dir));
   SPW_RETURN_IF_ERROR(s->state_->load_weights(weights));
@@ -104,6 +105,7 @@ Result<std::vector<int32_t>> InferenceSession::generate(std::vector<int32_t> ids
     }
     ids.push_back(next);
     if (o.stop_at_eos && eos && next == *eos) break;
+    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) break;
   }
   return ids;
 }

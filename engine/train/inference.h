@@ -31,6 +31,9 @@ struct GenerateOptions {
   float top_p = 1.0f;        // nucleus sampling (Holtzman et al. 2019) when < 1
   uint64_t seed = 0;
   bool stop_at_eos = true;
+  // Further ids that end the reply when generated (a chat template's end of turn, <|im_end|>,
+  // <|eot_id|>); kept in the output, as EOS is.
+  std::vector<int32_t> stop_ids;
 };
 
 // Mean loss of `ds` in file order through `engine` (forward only), `micro_batches` ×
@@ -41,13 +44,15 @@ Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, 
 
 class InferenceSession {
  public:
-  // Loads `model_dir` (config.json, safetensors, tokenizer) for sequences up to `max_seq` tokens,
+  // Loads `model_dir` (config.json, safetensors, tokenizer: `tokenizer_path` when not empty, for a
+  // checkpoint folder, which has none) for sequences up to `max_seq` tokens,
   // in micro-batches of `batch` sequences, on the backend `backend` names ("auto", "cpu", "cuda";
   // compute/backend-loader.h, whose errors pass through). The device holds one sequence's logits,
   // [max_seq, vocab] fp32, for logits() and generate().
   static Result<std::unique_ptr<InferenceSession>> open(const std::string& model_dir, int max_seq, int batch = 1,
                                                         uint64_t device_memory_bytes = 0,
-                                                        const std::string& backend = "auto");
+                                                        const std::string& backend = "auto",
+                                                        const std::string& tokenizer_path = "");
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // Which backend runs the session, on what, and for "auto" why (BackendChoice::reason).

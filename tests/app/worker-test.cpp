@@ -778,5 +778,39 @@ TEST_F(WorkerTest, AJobItCannotReadIsAFailedRunWhenTheLaunchNamesOne) {
   EXPECT_EQ((*store)->list_runs()->size(), 2u);
 }
 
+// generate --chat: the prompt as a user turn in the model's template with the assistant's turn
+// opened (what the app's Try it sends), --tokenizer for a folder without one, and bad values refused.
+TEST_F(WorkerTest, GenerateAnswersAsAChatTurn) {
+  SPILLWAY_REQUIRE_DATA();
+  auto llama = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt",
+                       "Name three colours.", "--chat", "auto", "--max-new-tokens", "4", "--json"});
+  ASSERT_EQ(llama.exit_code, 0) << llama.err;
+  const json l = json::parse(llama.out);
+  EXPECT_EQ(l["template"], "llama-2");  // stories260K's family; its tokenizer names no template
+  EXPECT_EQ(l["prompt_text"], "[INST] Name three colours. [/INST]");
+  EXPECT_EQ(l["ids"][0], 1);  // BOS first, as training renders it
+  EXPECT_LE(l["new_tokens"].get<int>(), 4);
+
+  // A model folder without a tokenizer (as a checkpoint is), the tokenizer given; ChatML by name.
+  const std::string bare = bare_model(tmp_.path());
+  auto chatml = worker({"generate", "--model", bare, "--tokenizer", testing::data_path("models/stories260K"),
+                        "--prompt", "hi", "--chat", "chatml", "--max-new-tokens", "2", "--json"});
+  ASSERT_EQ(chatml.exit_code, 0) << chatml.err;
+  const json c = json::parse(chatml.out);
+  EXPECT_EQ(c["template"], "chatml");
+  EXPECT_EQ(c["template_reason"], "set to chatml");
+  EXPECT_EQ(c["prompt_text"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+
+  auto without = worker({"generate", "--model", bare, "--prompt", "hi"});
+  EXPECT_NE(without.exit_code, 0);  // no tokenizer in the folder and none given
+  auto bad = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt", "x", "--chat",
+                     "vicuna", "--json"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--chat: unknown chat template 'vicuna'"), std::string::npos) << bad.out;
+  auto top = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt", "x", "--top-p", "0"});
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_NE(top.err.find("--top-p must be in (0, 1]"), std::string::npos) << top.err;
+}
+
 }  // namespace
 }  // namespace spillway
