@@ -189,10 +189,12 @@ void ComparePage::redraw() {
     const QColor color = QColor::fromHsv((k * 67) % 360, 200, 200);
     auto metrics = store->metrics(id);
     QVector<double> lx, loss, sx, tps, stepT, stepX;
+    std::map<std::int64_t, double> xOfStep;  // where each step lies on the chosen axis
     if (metrics.ok()) {
       for (const MetricRow& m : *metrics) {
         const std::optional<double> x = xOf(m, mode);
         if (!x) continue;
+        xOfStep[m.step] = *x;
         if (m.loss) lx << *x, loss << *m.loss;
         if (m.tokens_per_s) sx << *x, tps << *m.tokens_per_s;
         if (m.t_s) stepT << *m.t_s, stepX << *x;
@@ -202,6 +204,31 @@ void ComparePage::redraw() {
     g->setName(names.last());
     g->setPen(QPen(color, 2));
     g->setData(lx, smoothEma(loss, w));
+    // Eval loss: the same colour, dashed, a dot on each evaluation, never smoothed. The eval
+    // before the first step (step 0) lies at the axis' origin, or at its time.
+    QVector<double> ex, eval;
+    if (auto evals = store->evals(id); evals.ok()) {
+      for (const EvalRow& e : *evals) {
+        if (!e.loss) continue;
+        const auto at = xOfStep.find(e.step);
+        if (at != xOfStep.end())
+          ex << at->second;
+        else if (mode == 2 && e.t_s)
+          ex << *e.t_s;
+        else if (e.step == 0)
+          ex << 0.0;
+        else
+          continue;  // no step row to place it by
+        eval << *e.loss;
+      }
+    }
+    if (!eval.isEmpty()) {
+      auto* e = loss_->addGraph();
+      e->setName(names.last() + tr(" · eval"));
+      e->setPen(QPen(color, 1.5, Qt::DashLine));
+      e->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+      e->setData(ex, eval);
+    }
     auto* s = speed_->addGraph();
     s->setName(names.last());
     s->setPen(QPen(color, 2));

@@ -1,8 +1,8 @@
-// ComparePage: two or more runs side by side — loss, tokens/s and tier usage overlaid against
-// step, tokens or wall time with a smoothing slider; the config diff with a "differences only"
-// toggle; export of the charts as PNG or SVG and of the metrics as CSV (run id and name, eval loss
-// on its steps), each saying where it went. Reads the run store on setRuns() and when a control
-// changes, never on a timer. GUI thread; borrows the model.
+// ComparePage: two or more runs side by side — loss (and each run's eval loss), tokens/s and tier
+// usage overlaid against step, tokens or wall time with a smoothing slider; the config diff with
+// a "differences only" toggle; export of the charts as PNG or SVG and of the metrics as CSV (run
+// id and name, eval loss on its steps), each saying where it went. Reads the run store on
+// setRuns() and when a control changes, never on a timer. GUI thread; borrows the model.
 #pragma once
 
 #include <QStringList>

@@ -62,6 +62,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   filter_->setClearButtonEnabled(true);
   layout->addWidget(filter_);
   proxy_ = new QSortFilterProxyModel(this);
+  // Before the proxy listens: the selection is read while the proxy still maps the old rows.
+  connect(model_, &QAbstractItemModel::modelAboutToBeReset, this, &HistoryPage::rememberSelection);
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(Qt::UserRole);
   proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
@@ -74,6 +76,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   layout->addWidget(table_, 1);
+  // After the view's selection model has cleared itself on the reset.
+  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::restoreSelection);
   connect(filter_, &QLineEdit::textChanged, this, &HistoryPage::setFilter);
 
   auto* buttons = new QHBoxLayout;
@@ -175,6 +179,29 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
 
 void HistoryPage::setFilter(const QString& text) {
   proxy_->setFilterFixedString(text);
+}
+
+void HistoryPage::rememberSelection() {
+  keepSelected_ = selectedRunIds();
+  const QModelIndex c = table_->currentIndex();
+  keepCurrent_ = c.isValid()
+                     ? QString::fromStdString(model_->run(proxy_->mapToSource(c).row()).info.id)
+                     : QString();
+}
+
+void HistoryPage::restoreSelection() {
+  auto at = [this](const QString& id) {
+    const int row = model_->rowOfRun(id);
+    return row < 0 ? QModelIndex() : proxy_->mapFromSource(model_->index(row, 0));
+  };
+  QItemSelection selection;
+  for (const QString& id : keepSelected_) {
+    if (const QModelIndex i = at(id); i.isValid()) selection.select(i, i);
+  }
+  table_->selectionModel()->select(selection,
+                                   QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  if (const QModelIndex c = at(keepCurrent_); c.isValid())
+    table_->selectionModel()->setCurrentIndex(c, QItemSelectionModel::NoUpdate);
 }
 
 QStringList HistoryPage::selectedRunIds() const {

@@ -49,6 +49,12 @@ class HistoryPage : public QWidget {
   void resumed(const QString& runDir, qint64 pid);
 
  private:
+  // A refresh resets the model (after Tags or Notes, Refresh, a run's end): the same runs are
+  // selected and current again afterwards, so that Notes after Tags acts on the run.
+  void rememberSelection();
+  void restoreSelection();
+  QStringList keepSelected_;
+  QString keepCurrent_;
   RunHistoryModel* model_;
   QSortFilterProxyModel* proxy_;
   QTableView* table_;

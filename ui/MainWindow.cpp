@@ -63,6 +63,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   if (!error.isEmpty()) statusBar()->showMessage(tr("Run history unavailable: %1").arg(error));
 
   connect(newRun_, &NewRunPage::launched, this, [this](const QString& runDir, qint64 pid) {
+    rememberForm();
     live_->attach(runDir, pid);
     showPage(kLive);
   });
@@ -94,6 +95,12 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     const QString path = QFileDialog::getOpenFileName(this, tr("Open job file"), QString(),
                                                       tr("Job files (*.json)"));
     if (!path.isEmpty()) openJob(path);
+  });
+  // Ctrl+Shift+S: Ctrl+S is Live's Save checkpoint.
+  file->addAction(tr("&Save job file…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save job file"), QString(),
+                                                      tr("Job files (*.json)"));
+    if (!path.isEmpty()) saveJob(path);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -138,6 +145,10 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   });
 
   QSettings settings;
+  // The form as it was when the window last closed (or a run was launched).
+  if (const QJsonDocument last = QJsonDocument::fromJson(settings.value(kLastJobKey).toByteArray());
+      last.isObject())
+    newRun_->setSettings(JobSettings::fromJson(last.object()));
   resize(1500, 960);
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
@@ -150,6 +161,22 @@ MainWindow::~MainWindow() = default;
 void MainWindow::showPage(Page page) {
   sidebar_->setCurrentRow(page);
   stack_->setCurrentIndex(page);
+}
+
+bool MainWindow::saveJob(const QString& path) {
+  QString error;
+  if (!newRun_->saveJob(path, &error)) {
+    QMessageBox::warning(this, tr("Save job file"), tr("The job was not saved: %1").arg(error));
+    return false;
+  }
+  statusBar()->showMessage(tr("Saved the job to %1").arg(path));
+  return true;
+}
+
+void MainWindow::rememberForm() {
+  JobSettings s = newRun_->settings();
+  s.runDir.clear();
+  QSettings().setValue(kLastJobKey, QJsonDocument(s.toJson()).toJson(QJsonDocument::Compact));
 }
 
 bool MainWindow::openJob(const QString& path) {
@@ -186,6 +213,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue("window/geometry", saveGeometry());
   settings.setValue("window/state", saveState());
   settings.setValue("window/page", stack_->currentIndex());
+  rememberForm();
   event->accept();
 }
 

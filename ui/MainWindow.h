@@ -35,11 +35,18 @@ class MainWindow : public QMainWindow {
   // Loads a job file into New run and shows that page (File › Open job file, `spillway JOB`, a
   // job opened from the file manager); on failure says why in a message box and returns false.
   bool openJob(const QString& path);
+  // Writes New run's form as a job file (File › Save job file); on failure says why in a message
+  // box and returns false.
+  bool saveJob(const QString& path);
+  // Where the last form is kept in QSettings (as a job's JSON): restored when a window opens,
+  // written when one closes and when a run is launched.
+  static constexpr const char* kLastJobKey = "newRun/lastJob";
 
  protected:
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  void rememberForm();
   RunHistoryModel* model_;
   QListWidget* sidebar_;
   QStackedWidget* stack_;

@@ -6,6 +6,7 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QComboBox>
+#include <QCryptographicHash>
 #include <QDateTime>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -26,6 +27,7 @@
 #include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 #include <optional>
@@ -38,6 +40,7 @@
 #include "PlotTheme.h"
 #include "WorkerClient.h"
 #include "history/run-store.h"
+#include "job/job-schema.h"
 
 namespace spillway::ui {
 namespace {
@@ -341,7 +344,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   connect(microBatch_, &QSpinBox::valueChanged, this, &NewRunPage::checkInputs);
   connect(copyButton_, &QPushButton::clicked, this, [this] {
     QString error;
-    const QString job = writeJob(&error);
+    const QString job = writeCommandLineJob(&error);
     if (job.isEmpty()) return void(QMessageBox::warning(this, tr("Copy command line"), error));
     QApplication::clipboard()->setText(WorkerClient::commandLine(job));
   });
@@ -592,13 +595,24 @@ void NewRunPage::setSettings(const JobSettings& s) {
   setDatasetPath(s.trainPath);
 }
 
+NewRunPage::~NewRunPage() = default;
+
 bool NewRunPage::loadJob(const QString& path, QString* error) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return *error = tr("%1: %2").arg(path, f.errorString()), false;
+  const QByteArray bytes = f.readAll();
   QJsonParseError pe;
-  const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
+  const QJsonDocument doc = QJsonDocument::fromJson(bytes, &pe);
   if (!doc.isObject())
     return *error = tr("%1: not a JSON object (%2)").arg(path, pe.errorString()), false;
+  // The worker's own check: a key the schema does not know would be refused at launch, and a
+  // form filled without it would not run what the file says.
+  const auto resolved = job::resolve_job(nlohmann::json::parse(
+      bytes.constData(), bytes.constData() + bytes.size(), nullptr, /*allow_exceptions=*/false));
+  if (!resolved.ok())
+    return *error = tr("%1 is not a job the worker takes: %2")
+                        .arg(path, QString::fromStdString(resolved.status().message())),
+           false;
   JobSettings s = JobSettings::fromJson(doc.object());
   const QDir base = QFileInfo(path).absoluteDir();
   for (QString* p : {&s.modelPath, &s.trainPath, &s.evalPath}) {
@@ -610,6 +624,17 @@ bool NewRunPage::loadJob(const QString& path, QString* error) {
   return true;
 }
 
+bool NewRunPage::saveJob(const QString& path, QString* error) {
+  JobSettings s;
+  if (!jobForWorker(&s, error)) return false;
+  s.runDir.clear();
+  const QByteArray json = QJsonDocument(s.toJson()).toJson();
+  const auto resolved = job::resolve_job(nlohmann::json::parse(
+      json.constData(), json.constData() + json.size(), nullptr, /*allow_exceptions=*/false));
+  if (!resolved.ok()) return *error = QString::fromStdString(resolved.status().message()), false;
+  return writeJobFile(path, s, error);
+}
+
 void NewRunPage::remember(const QString& key, const QString& value) {
   QSettings settings;
   QStringList list = settings.value(key).toStringList();
@@ -618,23 +643,67 @@ void NewRunPage::remember(const QString& key, const QString& value) {
   settings.setValue(key, list.mid(0, 10));
 }
 
+bool NewRunPage::jobForWorker(JobSettings* job, QString* error) const {
+  if (const QString e = inputError(); !e.isEmpty()) return *error = e, false;
+  *job = settings();
+  if (!model_.ok) return *error = tr("The model is not usable: %1").arg(model_.error), false;
+  if (job->trainPath.isEmpty()) return *error = tr("Choose a dataset file."), false;
+  return true;
+}
+
+bool NewRunPage::writeJobFile(const QString& path, const JobSettings& job, QString* error) {
+  if (!QDir().mkpath(QFileInfo(path).absolutePath()))
+    return *error = tr("Cannot create %1").arg(QFileInfo(path).absolutePath()), false;
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly))
+    return *error = tr("Cannot write %1: %2").arg(path, f.errorString()), false;
+  f.write(QJsonDocument(job.toJson()).toJson());
+  if (!f.commit()) return *error = tr("Cannot write %1: %2").arg(path, f.errorString()), false;
+  return true;
+}
+
+QString NewRunPage::slug() const {
+  QString s = name_->text();
+  s.replace(QRegularExpression("[^A-Za-z0-9_.-]+"), "-");
+  return s;
+}
+
 QString NewRunPage::writeJob(QString* error) {
-  if (const QString e = inputError(); !e.isEmpty()) return *error = e, QString();
-  JobSettings s = settings();
-  if (!model_.ok) return *error = tr("The model is not usable: %1").arg(model_.error), QString();
-  if (s.trainPath.isEmpty()) return *error = tr("Choose a dataset file."), QString();
-  QString slug = s.name;
-  slug.replace(QRegularExpression("[^A-Za-z0-9_.-]+"), "-");
+  JobSettings s;
+  if (!jobForWorker(&s, error)) return {};
   const QString stamp = QDateTime::currentDateTime().toString("yyyyMMdd-hhmmss");
-  const QString folder = dataHome() + "/jobs/" + stamp + "-" + slug;
-  s.runDir = dataHome() + "/runs/" + stamp + "-" + slug;
-  if (!QDir().mkpath(folder)) return *error = tr("Cannot create %1").arg(folder), QString();
-  QSaveFile f(folder + "/job.json");
-  if (!f.open(QIODevice::WriteOnly)) return *error = f.errorString(), QString();
-  f.write(QJsonDocument(s.toJson()).toJson());
-  if (!f.commit()) return *error = f.errorString(), QString();
+  const QString folder = dataHome() + "/jobs/" + stamp + "-" + slug();
+  // The job names no run folder: the worker names it by the run's id (history/run-folder.h),
+  // the same folder whether the job is launched here or from a terminal.
+  s.runDir.clear();
+  if (!writeJobFile(folder + "/job.json", s, error)) return {};
   lastJobPath_ = folder + "/job.json";
   return lastJobPath_;
+}
+
+QString NewRunPage::writePlanJob(QString* error) {
+  JobSettings s;
+  if (!jobForWorker(&s, error)) return {};
+  if (!planDir_ || !planDir_->isValid()) {
+    planDir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + "/spillway-plan-XXXXXX");
+    if (!planDir_->isValid())
+      return *error =
+                 tr("Cannot make a temporary folder for the plan: %1").arg(planDir_->errorString()),
+             QString();
+  }
+  const QString path = planDir_->filePath("job.json");
+  return writeJobFile(path, s, error) ? path : QString();
+}
+
+QString NewRunPage::writeCommandLineJob(QString* error) {
+  JobSettings s;
+  if (!jobForWorker(&s, error)) return {};
+  // No run folder: each run of the command gets its own under the runs folder.
+  const QByteArray json = QJsonDocument(s.toJson()).toJson();
+  const QString hash =
+      QString::fromLatin1(QCryptographicHash::hash(json, QCryptographicHash::Sha1).toHex().left(8));
+  const QString path = dataHome() + "/jobs/" + slug() + "-" + hash + ".json";
+  return writeJobFile(path, s, error) ? path : QString();
 }
 
 void NewRunPage::plan() {
@@ -648,7 +717,7 @@ void NewRunPage::measure() {
 
 void NewRunPage::runPlan(const QStringList& extraArgs, const QString& busyText) {
   QString error;
-  const QString job = writeJob(&error);
+  const QString job = writePlanJob(&error);
   if (planProcess_) {
     planProcess_->disconnect(this);
     planProcess_->kill();

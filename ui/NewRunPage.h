@@ -7,6 +7,7 @@
 #pragma once
 
 #include <QWidget>
+#include <memory>
 
 #include "DatasetPreview.h"
 #include "JobSettings.h"
@@ -22,6 +23,7 @@ class QProcess;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QTemporaryDir;
 class QTextBrowser;
 class QCustomPlot;
 
@@ -35,12 +37,19 @@ class NewRunPage : public QWidget {
   Q_OBJECT
  public:
   explicit NewRunPage(QWidget* parent = nullptr);
+  ~NewRunPage() override;
 
   JobSettings settings() const;
   void setSettings(const JobSettings& s);  // clone a run
   // Fills the page from a job file (resources/jobs/*.json, or one written before); relative model
-  // and data paths are taken from the file's folder. False with `error` for an unreadable file.
+  // and data paths are taken from the file's folder. False with `error`, the form untouched, for
+  // a file the worker would refuse: unreadable, not JSON, or refused by the job schema (an
+  // unknown key, a value out of range: the message names the key).
   bool loadJob(const QString& path, QString* error);
+  // File › Save job file: the form as a job file that `spillway-worker train FILE` runs (no run
+  // folder: each run gets its own). False with `error` when the form is not a job yet (a field's
+  // error, no usable model, no dataset) or the file cannot be written.
+  bool saveJob(const QString& path, QString* error);
   void setModelPath(const QString& dir);
   void setDatasetPath(const QString& path);
   const ModelInfo& modelInfo() const { return model_; }
@@ -56,8 +65,15 @@ class NewRunPage : public QWidget {
   // Plan, Launch and Copy are disabled while it is not empty, and writeJob() refuses.
   QString inputError() const;
 
-  // Writes job.json into a new folder under the jobs folder and returns its path ("" + error).
+  // Writes job.json into a new folder under the jobs folder and returns its path ("" + error):
+  // Launch's, one folder a run, where the worker's output goes too.
   QString writeJob(QString* error);
+  // Plan's and Measure's job: one file in a temporary folder of the page's, overwritten by each
+  // plan and removed with the page (plan and measure make no run folder).
+  QString writePlanJob(QString* error);
+  // Copy command line's: jobs/NAME-HASH.json, named by its content and without a run folder (each
+  // run of the command gets its own), so copying the same form again writes nothing new.
+  QString writeCommandLineJob(QString* error);
   // Plan and Launch, as the buttons do (also used by tests and the screenshot mode). plan() runs
   // `spillway-worker plan` in the background (it measures the machine, about a second) and shows
   // the result when it ends; a newer plan() cancels one still going.
@@ -115,6 +131,11 @@ class NewRunPage : public QWidget {
   PlanView* planView_;
   QPushButton *planButton_, *measureButton_, *launchButton_, *copyButton_;
   QString lastJobPath_;
+  std::unique_ptr<QTemporaryDir> planDir_;
+  // The form as a job the worker takes, or why not (a field's error, no usable model, no data).
+  bool jobForWorker(JobSettings* job, QString* error) const;
+  static bool writeJobFile(const QString& path, const JobSettings& job, QString* error);
+  QString slug() const;  // the name as a file name
   JobSettings loaded_;  // the last setSettings(): carries what the form does not show
   QProcess* planProcess_ = nullptr;
   // `spillway-worker plan JOB --json` with `extraArgs`, the view showing `busyText` meanwhile.

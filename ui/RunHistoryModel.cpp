@@ -48,7 +48,13 @@ void RunHistoryModel::refresh() {
           r.meanTokensPerSecond = it->meanTokensPerSecond;
           r.tokens = it->tokens;
           r.peakHbm = it->peakHbm, r.peakDram = it->peakDram, r.peakSsd = it->peakSsd;
+          r.evalLoss = it->evalLoss, r.evalStep = it->evalStep;
         } else {
+          if (auto evals = store_->evals(info.id); evals.ok()) {
+            for (const EvalRow& e : *evals) {  // in step order: the last one with a loss
+              if (e.loss) r.evalLoss = e.loss, r.evalStep = e.step;
+            }
+          }
           if (auto m = store_->metrics(info.id); m.ok() && !m->empty()) {
             double sum = 0;
             int n = 0;
@@ -133,7 +139,7 @@ QString figuresTooltip(const RunInfo& i) {
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {"Name",     "Model",         "Dataset",    "Status",   "Started",
-                                "Duration", "Tokens",        "Final loss", "Peak HBM", "Peak DRAM",
+                                "Duration", "Tokens",        "Final loss", "Eval loss", "Peak HBM", "Peak DRAM",
                                 "Peak SSD", "Mean tokens/s", "Step (plan → measured)", "Tags", "Notes"};
   return tr(names[section]);
 }
@@ -151,6 +157,9 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::ToolTipRole && index.column() == kNotes && !i.notes.empty())
       return QString::fromStdString(i.notes);
     if (role == Qt::ToolTipRole && index.column() == kStepTime) return figuresTooltip(i);
+    if (role == Qt::ToolTipRole && index.column() == kEvalLoss)
+      return r.evalLoss ? tr("The last evaluation, at step %1").arg(r.evalStep)
+                        : tr("Not evaluated yet");
     return {};
   }
   switch (index.column()) {
@@ -173,6 +182,10 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
     case kFinalLoss:
       return i.final_loss
                  ? QVariant(raw ? *i.final_loss : QVariant(QString::number(*i.final_loss, 'f', 4)))
+                 : QVariant(raw ? 1e30 : QVariant("—"));
+    case kEvalLoss:
+      return r.evalLoss
+                 ? QVariant(raw ? *r.evalLoss : QVariant(QString::number(*r.evalLoss, 'f', 4)))
                  : QVariant(raw ? 1e30 : QVariant("—"));
     case kPeakHbm:
       return raw ? QVariant(r.peakHbm) : QVariant(formatBytes(r.peakHbm));

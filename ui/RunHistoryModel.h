@@ -1,5 +1,6 @@
 // RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history) —
-// name, model, dataset, status, start, duration, tokens, final loss, peak HBM/DRAM/SSD, mean
+// name, model, dataset, status, start, duration, tokens, final loss, the last eval loss, peak
+// HBM/DRAM/SSD, mean
 // tokens/s and the step time the plan predicted against the one the run measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
 // user's edits: rename, tags, notes, delete). The figures read from the metrics and samples of a
 // run that is not running are cached (keyed by its status, end and final step), so that showing
@@ -22,6 +23,8 @@ struct RunRow {
   double meanTokensPerSecond = -1;
   double tokens = 0;  // the final count, or the latest step's while the run is going
   double peakHbm = -1, peakDram = -1, peakSsd = -1;  // bytes, -1 = no samples
+  std::optional<double> evalLoss;  // the last evaluation's loss; none before the first eval
+  std::int64_t evalStep = -1;      // its step
 };
 
 class RunHistoryModel : public QAbstractTableModel {
@@ -36,6 +39,7 @@ class RunHistoryModel : public QAbstractTableModel {
     kDuration,
     kTokens,
     kFinalLoss,
+    kEvalLoss,
     kPeakHbm,
     kPeakDram,
     kPeakSsd,
