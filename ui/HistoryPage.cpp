@@ -90,6 +90,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   auto* refresh = add(tr("Refresh"), tr("Re-read the run store"));
   auto* live = add(tr("Open in Live"), tr("Show the run's charts (live when it is still running)"));
   auto* compare = add(tr("Compare"), tr("Compare the selected runs"));
+  auto* tryIt = add(tr("Try it"), tr("Prompt the run's fine-tuned model and its base side by side, "
+                                     "or export it"));
   auto* tags = add(tr("Tags…"), tr("Comma-separated tags"));
   auto* notes = add(tr("Notes…"), tr("Free-text notes"));
   auto* folder = add(tr("Open folder"), tr("Open the run folder"));
@@ -112,6 +114,9 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     if (const RunRow* r = current()) emit openLive(QString::fromStdString(r->info.run_dir));
   });
   connect(compare, &QPushButton::clicked, this, [this] { emit compareRuns(selectedRunIds()); });
+  connect(tryIt, &QPushButton::clicked, this, [this, current] {
+    if (const RunRow* r = current()) emit tryRun(QString::fromStdString(r->info.id));
+  });
   connect(tags, &QPushButton::clicked, this, [this, current] {
     const RunRow* r = current();
     if (!r) return;

@@ -46,6 +46,7 @@ class HistoryPage : public QWidget {
   void openLive(const QString& runDir);
   void cloneRun(const QString& jobJson);
   void compareRuns(const QStringList& runIds);
+  void tryRun(const QString& runId);  // Try it: the run's model against its base
   void resumed(const QString& runDir, qint64 pid);
 
  private:

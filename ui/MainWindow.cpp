@@ -23,6 +23,7 @@
 #include "LivePage.h"
 #include "NewRunPage.h"
 #include "RunHistoryModel.h"
+#include "TryItPage.h"
 #include "WorkerClient.h"
 
 // The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
@@ -42,7 +43,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   auto* central = new QWidget;
   auto* layout = new QHBoxLayout(central);
   sidebar_ = new QListWidget;
-  sidebar_->addItems({tr("New run"), tr("Live"), tr("History"), tr("Compare")});
+  sidebar_->addItems({tr("New run"), tr("Live"), tr("History"), tr("Compare"), tr("Try it")});
   sidebar_->setFixedWidth(130);
   stack_ = new QStackedWidget;
   newRun_ = new NewRunPage;
@@ -50,8 +51,10 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   live_->setStore(model_->store());
   history_ = new HistoryPage(model_);
   compare_ = new ComparePage(model_);
+  tryIt_ = new TryItPage(model_);
   for (QWidget* w : {static_cast<QWidget*>(newRun_), static_cast<QWidget*>(live_),
-                     static_cast<QWidget*>(history_), static_cast<QWidget*>(compare_)})
+                     static_cast<QWidget*>(history_), static_cast<QWidget*>(compare_),
+                     static_cast<QWidget*>(tryIt_)})
     stack_->addWidget(w);
   layout->addWidget(sidebar_);
   layout->addWidget(stack_, 1);
@@ -83,6 +86,10 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     newRun_->setSettings(s);
     showPage(kNewRun);
   });
+  connect(history_, &HistoryPage::tryRun, this, [this](const QString& id) {
+    tryIt_->setRun(id);
+    showPage(kTryIt);
+  });
   connect(history_, &HistoryPage::compareRuns, this, [this](const QStringList& ids) {
     compare_->setRuns(ids);
     showPage(kCompare);
@@ -105,8 +112,8 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  const char* pages[] = {"New run", "Live", "History", "Compare"};
-  for (int i = 0; i < 4; ++i)
+  const char* pages[] = {"New run", "Live", "History", "Compare", "Try it"};
+  for (int i = 0; i < 5; ++i)
     view->addAction(tr(pages[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this,
                     [this, i] { showPage(Page(i)); });
   view->addSeparator();

@@ -1,4 +1,5 @@
-// MainWindow: the app's top-level window — New run, Live, History and Compare pages in a sidebar,
+// MainWindow: the app's top-level window — New run, Live, History, Compare and Try it pages in a
+// sidebar,
 // menus with keyboard shortcuts, window state kept in QSettings. On start it re-attaches the Live
 // page to a run that is still going. GUI thread; owns its pages through Qt parenting.
 #pragma once
@@ -15,6 +16,7 @@ class HistoryPage;
 class LivePage;
 class NewRunPage;
 class RunHistoryModel;
+class TryItPage;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -23,12 +25,13 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(const QString& dbPath = QString(), QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  enum Page { kNewRun, kLive, kHistory, kCompare };
+  enum Page { kNewRun, kLive, kHistory, kCompare, kTryIt };
   void showPage(Page page);
   NewRunPage* newRunPage() const { return newRun_; }
   LivePage* livePage() const { return live_; }
   HistoryPage* historyPage() const { return history_; }
   ComparePage* comparePage() const { return compare_; }
+  TryItPage* tryItPage() const { return tryIt_; }
   RunHistoryModel* historyModel() const { return model_; }
   // Attaches Live to the newest run whose worker is still alive; returns its folder or "".
   QString reattach();
@@ -54,6 +57,7 @@ class MainWindow : public QMainWindow {
   LivePage* live_;
   HistoryPage* history_;
   ComparePage* compare_;
+  TryItPage* tryIt_;
 };
 
 }  // namespace spillway::ui

@@ -1,0 +1,254 @@
+// Try it (issue 13 point 4) with the real worker: a run trained by spillway-worker, opened from
+// History's Try it button; the base and the fine-tuned model answer the same prompt side by side
+// (what `spillway-worker generate` gives for each), in worker processes while the event loop runs
+// on; chat format for chat data; the latest checkpoint when the run has no export; Stop; a
+// worker's error shown on its side; Export writes the chosen folder and says where it went.
+#include <gtest/gtest.h>
+
+#include <QCheckBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QProcess>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QTableView>
+#include <QTest>
+#include <QTimer>
+#include <QUrl>
+#include <filesystem>
+#include <fstream>
+
+#include "HistoryPage.h"
+#include "MainWindow.h"
+#include "RunHistoryModel.h"
+#include "TryItPage.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+namespace fs = std::filesystem;
+using spillway::testing::data_path;
+using spillway::testing::TempDir;
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+#define REQUIRE_WORKER()                                 \
+  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
+  GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
+
+// The longest the event loop went without running a 5 ms timer while this lived.
+class EventLoopWatch {
+ public:
+  EventLoopWatch() {
+    timer_.setInterval(5);
+    QObject::connect(&timer_, &QTimer::timeout, [this] {
+      const qint64 now = clock_.elapsed();
+      longest_ = std::max(longest_, now - last_);
+      last_ = now;
+    });
+    clock_.start();
+    timer_.start();
+  }
+  qint64 longestGapMs() const { return longest_; }
+
+ private:
+  QTimer timer_;
+  QElapsedTimer clock_;
+  qint64 last_ = 0, longest_ = 0;
+};
+
+// Trains `model` on `data` for a few steps with the real worker; the run goes into `tmp`'s
+// runs.db. Returns the run folder.
+std::string train(const TempDir& tmp, const std::string& name, const std::string& model,
+                  const std::string& data) {
+  const std::string runDir = tmp.path() + "/runs/" + name;
+  const std::string job = tmp.path() + "/" + name + ".json";
+  std::ofstream(job)
+      << R"({"name": ")" << name << R"(", "model": {"path": ")" << model
+      << R"("}, "data": {"train": ")" << data
+      << R"(", "seq_len": 48}, "train": {"steps": 6, "micro_batch_size": 2, "lr": 0.01,
+                     "checkpoint_every": 3}, "output": {"run_dir": ")"
+      << runDir << R"(", "db": ")" << tmp.path() << R"(/runs.db"}})";
+  QProcess worker;
+  worker.start(SPILLWAY_WORKER_BINARY, {"train", q(job)});
+  EXPECT_TRUE(worker.waitForFinished(300000));
+  EXPECT_EQ(worker.exitCode(), 0) << worker.readAllStandardError().toStdString();
+  return runDir;
+}
+
+// What the worker's own command line answers.
+QString cliCompletion(const QStringList& args) {
+  QProcess worker;
+  worker.start(SPILLWAY_WORKER_BINARY, QStringList{"generate"} + args + QStringList{"--json"});
+  EXPECT_TRUE(worker.waitForFinished(120000));
+  EXPECT_EQ(worker.exitCode(), 0) << worker.readAllStandardOutput().toStdString();
+  const QByteArray line = worker.readAllStandardOutput().trimmed().split('\n').last();
+  return QJsonDocument::fromJson(line).object()["completion"].toString();
+}
+
+QPushButton* buttonOf(QWidget* page, const QString& text) {
+  for (QPushButton* b : page->findChildren<QPushButton*>())
+    if (b->text() == text) return b;
+  return nullptr;
+}
+
+class TryIt : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!spillway::testing::have_data()) GTEST_SKIP() << "no test data";
+    if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) GTEST_SKIP() << "no worker binary";
+    qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
+  }
+  TempDir tmp_;
+};
+
+TEST_F(TryIt, BaseAndFineTunedSideBySideFromHistoryInTheWorker) {
+  const std::string stories = data_path("models/stories260K");
+  const std::string run =
+      train(tmp_, "shakespeare", stories, data_path("datasets/tinyshakespeare/input.txt"));
+  MainWindow window(q(tmp_.path() + "/runs.db"));
+  window.resize(1280, 720);
+  window.show();
+  window.showPage(MainWindow::kHistory);
+  window.historyModel()->refresh();
+  HistoryPage* history = window.historyPage();
+  ASSERT_EQ(window.historyModel()->rowCount(), 1);
+  history->table()->selectRow(0);
+  history->table()->setCurrentIndex(history->table()->model()->index(0, 0));
+  QTest::mouseClick(buttonOf(history, "Try it"), Qt::LeftButton);
+  TryItPage* page = window.tryItPage();
+  ASSERT_TRUE(page->isVisible());
+  // The page fits the window at 1280 x 720 (less a panel and a title bar), as the others do.
+  EXPECT_LE(window.minimumSizeHint().width(), 1280);
+  EXPECT_LE(window.minimumSizeHint().height(), 658);
+  for (QWidget* w : page->findChildren<QPushButton*>())
+    EXPECT_EQ(w->visibleRegion().boundingRect().size(), w->size()) << w->objectName().toStdString();
+  const TryItPage::Models& m = page->models();
+  ASSERT_EQ(m.error, "");
+  EXPECT_EQ(m.tuned, q(run) + "/export");
+  EXPECT_FALSE(m.tunedIsCheckpoint);
+  EXPECT_EQ(QFileInfo(m.baseModel).canonicalFilePath().toStdString(),
+            fs::canonical(stories).string());
+  EXPECT_FALSE(page->findChild<QCheckBox*>("tryChat")->isChecked());  // plain text, no template
+  EXPECT_TRUE(
+      page->findChild<QLabel*>("tryModels")->text().contains("Fine-tuned: " + q(run) + "/export"));
+
+  page->setPrompt("ROMEO:");
+  QSignalSpy done(page, &TryItPage::generated);
+  EventLoopWatch watch;
+  QTest::mouseClick(page->findChild<QPushButton*>("tryGenerate"), Qt::LeftButton);
+  EXPECT_TRUE(page->busy());
+  EXPECT_TRUE(page->findChild<QPushButton*>("tryStop")->isEnabled());
+  EXPECT_FALSE(page->findChild<QPushButton*>("tryGenerate")->isEnabled());
+  ASSERT_TRUE(done.wait(120000));
+  std::printf("generate: the event loop's longest gap %lld ms\nbase: %s\nfine-tuned: %s\n",
+              static_cast<long long>(watch.longestGapMs()), page->baseText().toStdString().c_str(),
+              page->tunedText().toStdString().c_str());
+  EXPECT_LT(watch.longestGapMs(), 100 * ::spillway::testing::kTimeScale);
+  EXPECT_EQ(page->baseError(), "");
+  EXPECT_EQ(page->tunedError(), "");
+  // Each side is what the worker gives for its model: greedy, so the same text.
+  EXPECT_EQ(page->baseText(), cliCompletion({"--model", m.baseModel, "--prompt", "ROMEO:"}));
+  EXPECT_EQ(page->tunedText(), cliCompletion({"--model", m.tuned, "--prompt", "ROMEO:"}));
+  EXPECT_FALSE(page->tunedText().isEmpty());
+  EXPECT_TRUE(page->findChild<QLabel*>("tryTunedStatus")->text().endsWith("new tokens"));
+  EXPECT_FALSE(page->busy());
+}
+
+TEST_F(TryIt, ChatDataIsPromptedAsAChatAndACheckpointServesWithoutAnExport) {
+  const std::string run = train(tmp_, "alpaca", data_path("models/stories260K"),
+                                data_path("datasets/alpaca/alpaca_en_demo.json"));
+  fs::remove_all(run + "/export");  // a run stopped before its end has checkpoints only
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  TryItPage page(&model);
+  page.setRun(QString::fromStdString(model.run(0).info.id));
+  const TryItPage::Models& m = page.models();
+  ASSERT_EQ(m.error, "");
+  EXPECT_TRUE(m.tunedIsCheckpoint);
+  EXPECT_EQ(m.tuned, q(run) + "/checkpoints/step-000006");
+  EXPECT_TRUE(page.findChild<QCheckBox*>("tryChat")->isChecked());
+  page.setPrompt("Name three colours.");
+  QSignalSpy done(&page, &TryItPage::generated);
+  ASSERT_TRUE(page.generate());
+  ASSERT_TRUE(done.wait(120000));
+  EXPECT_EQ(page.tunedError(), "");
+  EXPECT_EQ(page.baseError(), "");
+  // stories260K has no chat template of its own: the family's, llama-2, as in training.
+  EXPECT_TRUE(page.findChild<QLabel*>("tryTunedStatus")->text().endsWith("chat template llama-2"))
+      << page.findChild<QLabel*>("tryTunedStatus")->text().toStdString();
+  EXPECT_EQ(page.tunedText(), cliCompletion({"--model", m.tuned, "--tokenizer", m.tokenizer,
+                                             "--prompt", "Name three colours.", "--chat", "auto"}));
+}
+
+TEST_F(TryIt, StopEndsBothSidesAndAWorkersErrorIsShownOnItsSide) {
+  // A copy of the base model, so that it can go missing after training.
+  const std::string base = tmp_.path() + "/base-model";
+  fs::copy(data_path("models/stories260K"), base);
+  train(tmp_, "gone", base, data_path("datasets/tinyshakespeare/input.txt"));
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  TryItPage page(&model);
+  page.setRun(QString::fromStdString(model.run(0).info.id));
+  page.setPrompt("Once upon a time");
+  QSignalSpy done(&page, &TryItPage::generated);
+
+  page.findChild<QSpinBox*>("tryMaxTokens")->setValue(4000);  // long enough to be stopped
+  ASSERT_TRUE(page.generate());
+  QTest::qWait(300);
+  QTest::mouseClick(page.findChild<QPushButton*>("tryStop"), Qt::LeftButton);
+  ASSERT_TRUE(done.wait(10000));
+  EXPECT_FALSE(page.busy());
+  EXPECT_EQ(page.baseError(), "Stopped.");
+  EXPECT_EQ(page.tunedError(), "Stopped.");
+  EXPECT_TRUE(page.findChild<QPushButton*>("tryGenerate")->isEnabled());
+
+  fs::remove(base + "/model.safetensors");
+  page.findChild<QSpinBox*>("tryMaxTokens")->setValue(8);
+  ASSERT_TRUE(page.generate());
+  ASSERT_TRUE(done.wait(120000));
+  std::printf("base side said: %s\n", page.baseError().toStdString().c_str());
+  EXPECT_TRUE(page.baseError().contains("model.safetensors")) << page.baseError().toStdString();
+  EXPECT_TRUE(page.findChild<QLabel*>("tryBaseStatus")->text().contains("color:#d32f2f"));
+  EXPECT_EQ(page.tunedError(), "");  // the export does not need the base folder
+  EXPECT_FALSE(page.tunedText().isEmpty());
+}
+
+TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
+  const std::string run = train(tmp_, "export", data_path("models/stories260K"),
+                                data_path("datasets/tinyshakespeare/input.txt"));
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  TryItPage page(&model);
+  page.show();
+  page.setRun(QString::fromStdString(model.run(0).info.id));
+  const QString out = q(tmp_.path() + "/my exports/shakespeare");
+  QSignalSpy exported(&page, &TryItPage::exported);
+  ASSERT_TRUE(page.exportTo(out));
+  EXPECT_FALSE(page.findChild<QPushButton*>("tryExport")->isEnabled());  // one at a time
+  ASSERT_TRUE(exported.wait(120000));
+  EXPECT_TRUE(exported.at(0).at(0).toBool()) << exported.at(0).at(1).toString().toStdString();
+  EXPECT_EQ(page.exportMessage().toStdString(),
+            ("Exported step 6 to " + out + " · open folder").toStdString());
+  auto* status = page.findChild<QLabel*>("tryExportStatus");
+  EXPECT_TRUE(status->isVisible());
+  EXPECT_TRUE(status->text().contains(QUrl::fromLocalFile(out).toString(QUrl::FullyEncoded)));
+  for (const char* f : {"config.json", "model.safetensors"})
+    EXPECT_TRUE(QFileInfo::exists(out + "/" + f)) << f;
+  EXPECT_TRUE(QFileInfo::exists(out + "/tokenizer.json") ||
+              QFileInfo::exists(out + "/tokenizer.model"));
+  // The exported folder is a model the worker generates from.
+  EXPECT_FALSE(
+      cliCompletion({"--model", out, "--prompt", "ROMEO:", "--max-new-tokens", "8"}).isEmpty());
+}
+
+}  // namespace
+}  // namespace spillway::ui
