@@ -1,6 +1,7 @@
 #include "data/tokenizer-json.h"
 
 #include <algorithm>
+#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "core/json-file.h"
@@ -23,8 +24,10 @@ Result<std::vector<AddedToken>> parse_added_tokens(const json& j) {
       return corrupt("added_tokens[" + std::to_string(i) +
                      "]: needs integer \"id\" and string \"content\"");
     AddedToken a;
-    a.id = t["id"].get<int32_t>();
-    if (a.id < 0) return corrupt("added_tokens[" + std::to_string(i) + "]: negative id");
+    // An id past int32 was wrapped into some other token's id.
+    auto id = JsonField(t, "added_tokens[" + std::to_string(i) + "]")["id"].integer(0, INT32_MAX);
+    if (!id.ok()) return Status(ErrorCode::kCorrupt, id.status().message());
+    a.id = static_cast<int32_t>(*id);
     a.content = t["content"].get<std::string>();
     a.single_word = t.value("single_word", false);
     a.lstrip = t.value("lstrip", false);
@@ -34,6 +37,20 @@ Result<std::vector<AddedToken>> parse_added_tokens(const json& j) {
     out.push_back(std::move(a));
   }
   return out;
+}
+
+// Runs the parser of one part of the file (model, normalizer, ...): a field of the wrong type deep
+// inside it, which nlohmann reports by throwing, becomes an error naming the part.
+template <typename Fn>
+auto parse_part(const char* name, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const json::exception& e) {
+    std::string what = e.what();  // "[json.exception.type_error.302] type must be boolean, but is null"
+    if (const size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
+    return corrupt(std::string(name) + ": a field has the wrong type (" + what.substr(0, 120) +
+                   "); compare it with the same part of a tokenizer.json that transformers writes");
+  }
 }
 
 bool is_llama_class(const std::string& c) {
@@ -53,32 +70,32 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
   t->source_ = source;
   auto ctx = [&](const Status& s) { return s.with_context(source); };
   {
-    auto m = BpeModel::from_json(root["model"]);
+    auto m = parse_part("model", [&] { return BpeModel::from_json(root["model"]); });
     if (!m.ok()) return ctx(m.status());
     t->model_ = std::move(m).value();
   }
   {
-    auto n = parse_normalizer(root.value("normalizer", json()));
+    auto n = parse_part("normalizer", [&] { return parse_normalizer(root.value("normalizer", json())); });
     if (!n.ok()) return ctx(n.status());
     t->normalizer_ = std::move(n).value();
   }
   {
-    auto p = parse_pre_tokenizer(root.value("pre_tokenizer", json()));
+    auto p = parse_part("pre_tokenizer", [&] { return parse_pre_tokenizer(root.value("pre_tokenizer", json())); });
     if (!p.ok()) return ctx(p.status());
     t->pre_tokenizer_ = std::move(p).value();
   }
   {
-    auto d = parse_decoder(root.value("decoder", json()));
+    auto d = parse_part("decoder", [&] { return parse_decoder(root.value("decoder", json())); });
     if (!d.ok()) return ctx(d.status());
     t->decoder_ = std::move(d).value();
   }
   {
-    auto p = parse_post_processor(root.value("post_processor", json()));
+    auto p = parse_part("post_processor", [&] { return parse_post_processor(root.value("post_processor", json())); });
     if (!p.ok()) return ctx(p.status());
     t->post_processor_ = std::move(p).value();
   }
   {
-    auto a = parse_added_tokens(root.value("added_tokens", json()));
+    auto a = parse_part("added_tokens", [&] { return parse_added_tokens(root.value("added_tokens", json())); });
     if (!a.ok()) return ctx(a.status());
     t->added_ = std::move(a).value();
   }

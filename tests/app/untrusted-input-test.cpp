@@ -197,6 +197,35 @@ TEST_F(UntrustedInput, SizesWhoseProductsOverflowAreRefused) {
   EXPECT_FALSE(fs::exists(tmp_.path() + "/huge")) << "nothing was started";
 }
 
+// A tokenizer.json field of the wrong type named the file only ("a field has the wrong type or is
+// missing ([json.exception.type_error.302] ...)"); an added token's id past int32 was wrapped into
+// another id. Now the part and the key.
+TEST_F(UntrustedInput, TokenizerFieldsOfTheWrongTypeNameThePart) {
+  SPILLWAY_REQUIRE_DATA();
+  auto text = read_file(testing::data_path("tokenizers/llama2/tokenizer.json"));
+  ASSERT_TRUE(text.ok());
+  const json original = json::parse(*text);
+  json null_flag = original, huge_id = original;
+  null_flag["model"]["byte_fallback"] = nullptr;
+  huge_id["added_tokens"][0]["id"] = int64_t{1} << 40;
+  for (
+      const auto& [tok, expected] :
+      {std::pair{
+           null_flag,
+           "tokenizer.json: model: a field has the wrong type (type must be boolean, but is null)"},
+       std::pair{
+           huge_id,
+           "tokenizer.json: added_tokens[0]: id: expected a whole number from 0 to 2147483647, got "
+           "1099511627776"}}) {
+    const std::string path = write("tokenizer.json", tok.dump());
+    auto r = worker({"tokenize", "--tokenizer", path});
+    EXPECT_EQ(r.exit_code, 1)
+        << r.err;  // tokenize: a tokenizer that does not load is a failure (README)
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err.substr(0, 600);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err.substr(0, 600);
+  }
+}
+
 // A key or a value of a megabyte with newlines in it is quoted escaped and cut short.
 TEST_F(UntrustedInput, ValuesInMessagesAreEscapedAndCutShort) {
   SPILLWAY_REQUIRE_DATA();
