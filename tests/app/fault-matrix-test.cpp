@@ -8,8 +8,11 @@
 // The kills land at an exact moment through fail points (core/fail-point.h: SPILLWAY_FAIL_POINTS
 // makes the worker raise SIGKILL there, as `kill -9` would). A full disk is a real one: a small
 // tmpfs in a private mount namespace (skipped where this process may not mount).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 
@@ -389,6 +392,18 @@ TEST_F(FaultMatrix, RunsDbLockedByAnotherProcess) {
   EXPECT_EQ(st.count("running"), 0u);
 }
 
+// Sets or clears the immutable flag of `path` (chattr +i); false where the filesystem has none.
+bool set_immutable(const std::string& path, bool on) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+  ok = ok && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  ::close(fd);
+  return ok;
+}
+
 // runs.db on a read-only folder (a read-only bind mount where this process may mount, else the
 // folder's and file's write permissions): the run does not start, the message names the file and
 // why, runs.db is unchanged; writable again, training works.
@@ -430,6 +445,29 @@ TEST_F(FaultMatrix, RunsDbReadOnly) {
   } else {
     fs::permissions(folder, fs::perms::owner_all);
     fs::permissions(db_, fs::perms::owner_read | fs::perms::owner_write);
+  }
+
+  // The file alone read-only, in a writable folder (immutable as root, where the filesystem has the
+  // flag; else its permissions).
+  bool file_read_only = false;
+  if (::geteuid() == 0) {
+    file_read_only = set_immutable(db_, true);
+  } else {
+    fs::permissions(db_, fs::perms::owner_read);
+    file_read_only = true;
+  }
+  if (file_read_only) {
+    r = worker({"train", path});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(db_ + " is read-only (attempt to write a readonly database): make it and "
+                               "its folder writable"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(*read_file(db_) == before) << "runs.db is unchanged";
+    if (::geteuid() == 0)
+      set_immutable(db_, false);
+    else
+      fs::permissions(db_, fs::perms::owner_read | fs::perms::owner_write);
   }
   r = worker({"train", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -474,6 +512,11 @@ TEST_F(FaultMatrix, TwoWorkersOnOneRunFolder) {
   auto s = store();
   ASSERT_TRUE(s);
   EXPECT_EQ(s->get_run(a_id)->status, RunStatus::kStopped);
+  int refused = 0;  // the second worker's start, failed with its message
+  for (const RunInfo& info : *s->list_runs())
+    refused += info.status == RunStatus::kFailed &&
+               info.error_message.find("is in use by another worker") != std::string::npos;
+  EXPECT_EQ(refused, 1);
 }
 
 // The engine's pinned host memory refused (the CPU backend's allocator failing, as cudaHostAlloc
