@@ -159,8 +159,10 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
       return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
     const QString runDir = QString::fromStdString(r->info.run_dir);
     QString error;
+    // The same run goes on: its row, its folder, its tags and notes (the worker takes it up by id).
     const qint64 pid =
-        WorkerClient::launch(runDir + "/job.json", QString::fromStdString(ckpts.back()), &error);
+        WorkerClient::launch(runDir + "/job.json", QString::fromStdString(ckpts.back()), &error,
+                             QString::fromStdString(r->info.id));
     if (pid < 0) return void(QMessageBox::warning(this, tr("Resume"), error));
     emit resumed(runDir, pid);
   });

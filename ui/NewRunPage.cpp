@@ -39,6 +39,7 @@
 #include "PlanView.h"
 #include "PlotTheme.h"
 #include "WorkerClient.h"
+#include "history/run-folder.h"
 #include "history/run-store.h"
 #include "job/job-schema.h"
 
@@ -780,16 +781,22 @@ bool NewRunPage::launch(QString* runDirOut) {
     QMessageBox::warning(this, tr("Launch"), error);
     return false;
   }
-  const qint64 pid = WorkerClient::launch(job, QString(), &error);
+  // The run's id, and so its folder, is chosen here so that Live can watch the folder from the
+  // first moment; the worker records the run under it (--run-id).
+  const std::string id = RunStore::new_run_id();
+  const auto folder = default_run_folder(id);
+  if (!folder.ok()) {
+    QMessageBox::warning(this, tr("Launch"), QString::fromStdString(folder.status().message()));
+    return false;
+  }
+  const qint64 pid = WorkerClient::launch(job, QString(), &error, QString::fromStdString(id));
   if (pid < 0) {
     QMessageBox::warning(this, tr("Launch"), tr("Could not start the worker: %1").arg(error));
     return false;
   }
   remember("recent/models", settings().modelPath);
   remember("recent/datasets", settings().trainPath);
-  QFile f(job);
-  f.open(QIODevice::ReadOnly);
-  const QString dir = JobSettings::fromJson(QJsonDocument::fromJson(f.readAll()).object()).runDir;
+  const QString dir = QString::fromStdString(*folder);
   if (runDirOut) *runDirOut = dir;
   emit launched(dir, pid);
   return true;

@@ -23,6 +23,13 @@ double Ring::lastY() const {
   return 0;
 }
 
+void Ring::truncateFrom(double from) {
+  qsizetype keep = x.size();
+  while (keep > 0 && (x[keep - 1] >= from || std::isnan(x[keep - 1]))) --keep;
+  x.resize(keep);
+  y.resize(keep);
+}
+
 void Ring::breakLine(double px) {
   if (isEmpty() || std::isnan(y.last())) return;
   append(px, std::numeric_limits<double>::quiet_NaN());
@@ -55,6 +62,11 @@ bool RunSeries::apply(const QByteArray& line) {
   lastT = std::max(lastT, t);
   if (type == "step") {
     const double step = e["step"].toDouble();
+    if (!loss.isEmpty() && step <= loss.x.last()) {
+      for (Ring* r : {&loss, &lr, &tokensPerSecond, &tflops, &stepSeconds, &tokensAtStep,
+                      &timeAtStep, &evalLoss})
+        r->truncateFrom(step);
+    }
     lastStep = static_cast<qint64>(step);
     tokens = static_cast<qint64>(e["tokens"].toDouble());
     if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());

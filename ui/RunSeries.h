@@ -19,6 +19,8 @@ struct Ring {
   int cap;
   void append(double px, double py);
   int size() const { return x.size(); }
+  // Drops the points from x = `from` on (a resumed run trains those steps again).
+  void truncateFrom(double from);
   bool isEmpty() const { return x.isEmpty(); }
   // The latest value (a line break's NaN skipped); 0 when empty.
   double lastY() const;
@@ -36,7 +38,9 @@ struct RunSeries {
   QString runId, state;
   qint64 totalSteps = 0, lastStep = 0, tokens = 0;
   double lastT = 0;
-  // Per step, x = step.
+  // Per step, x = step. A resumed run's events.jsonl goes on from its checkpoint's step, which may
+  // be earlier than its last: a step at or before the last one drawn replaces the points from it
+  // on, so that the curve stays one line from step 1 (the abandoned steps are not drawn).
   Ring loss, lr, tokensPerSecond, tflops, stepSeconds, tokensAtStep, timeAtStep;
   Ring evalLoss;
   // Per sample, x = t (seconds): bytes by tier ("hbm", "dram", "ssd") and category.

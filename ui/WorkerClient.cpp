@@ -68,7 +68,8 @@ PlanResult WorkerClient::plan(const QString& jobPath, int timeoutMs) {
                                       p.exitCode());
 }
 
-qint64 WorkerClient::launch(const QString& jobPath, const QString& resumeFrom, QString* error) {
+qint64 WorkerClient::launch(const QString& jobPath, const QString& resumeFrom, QString* error,
+                            const QString& runId) {
   const QString worker = workerPath();
   if (worker.isEmpty()) {
     if (error) *error = QObject::tr("spillway-worker was not found next to the app or on PATH");
@@ -76,6 +77,7 @@ qint64 WorkerClient::launch(const QString& jobPath, const QString& resumeFrom, Q
   }
   QStringList args = {worker, "train", jobPath, "--json"};
   if (!resumeFrom.isEmpty()) args << "--resume" << resumeFrom;
+  if (!runId.isEmpty()) args << "--run-id" << runId;
   QProcess p;
   p.setProgram(QStandardPaths::findExecutable("setsid").isEmpty()
                    ? worker

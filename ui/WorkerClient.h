@@ -19,10 +19,11 @@ class WorkerClient {
   // The worker next to the GUI binary, then on PATH ($SPILLWAY_WORKER overrides both).
   static QString workerPath();
   static PlanResult plan(const QString& jobPath, int timeoutMs = 60000);
-  // Starts `spillway-worker train JOB [--resume CHECKPOINT]` detached (setsid); returns its pid or
-  // -1.
+  // Starts `spillway-worker train JOB [--resume CHECKPOINT] [--run-id ID]` detached (setsid);
+  // returns its pid or -1. `runId`: the run's id (a new run: its folder is
+  // default_run_folder(runId), history/run-folder.h; a resume: the run to continue).
   static qint64 launch(const QString& jobPath, const QString& resumeFrom = QString(),
-                       QString* error = nullptr);
+                       QString* error = nullptr, const QString& runId = QString());
   // What a worker printed before it exited, from `dir`/worker.out (its --json stdout: the last
   // line is {"status": "done"} or {"error": CODE, "message": TEXT}) and `dir`/worker.err (where a
   // worker run without --json reports "spillway-worker: TEXT", and a crash says what it can).

@@ -2,15 +2,20 @@
 // receives samples and steps, closing the GUI mid-run does not stop the run, a new window
 // re-attaches to it live, and the run appears in History.
 #include <gtest/gtest.h>
+#include <qcustomplot.h>
 #include <signal.h>
 
+#include <QDir>
 #include <QFileInfo>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTableView>
 #include <QTest>
 #include <fstream>
 
+#include "ComparePage.h"
 #include "HistoryPage.h"
 #include "LivePage.h"
 #include "MainWindow.h"
@@ -18,6 +23,7 @@
 #include "PlanView.h"
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
+#include "history/run-folder.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -94,7 +100,8 @@ TEST(EndToEnd, MeasureFromTheWorker) {
   ASSERT_TRUE(plan.ok) << plan.error.toStdString();
   ASSERT_FALSE(plan.measured.isEmpty());
   EXPECT_TRUE(plan.measured[0].startsWith("step ")) << plan.measured[0].toStdString();
-  EXPECT_TRUE(plan.measured.join('\n').contains("peak DRAM")) << plan.measured.join('\n').toStdString();
+  EXPECT_TRUE(plan.measured.join('\n').contains("peak DRAM"))
+      << plan.measured.join('\n').toStdString();
 }
 
 TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
@@ -222,12 +229,212 @@ TEST(EndToEnd, ARunThatFailsAtStartIsShownWithTheWorkersMessageAndInHistory) {
     EXPECT_TRUE(QString::fromStdString(info.error_message).contains(message)) << info.error_message;
     EXPECT_EQ(QString::fromStdString(info.run_dir), runDir);
     const int row = window.historyModel()->rowOfRun(QString::fromStdString(info.id));
-    EXPECT_EQ(window.historyModel()->data(window.historyModel()->index(row, RunHistoryModel::kStatus),
-                                          Qt::DisplayRole),
+    EXPECT_EQ(window.historyModel()->data(
+                  window.historyModel()->index(row, RunHistoryModel::kStatus), Qt::DisplayRole),
               "failed");
   }
   EXPECT_TRUE(found);
   dialog->accept();
+}
+
+// A small real run on the CPU: stories260K on tiny Shakespeare, `steps` steps (stopped by the test
+// when large), a checkpoint every `checkpointEvery` steps.
+JobSettings smallRun(const QString& name, int steps, int checkpointEvery) {
+  JobSettings s;
+  s.name = name;
+  s.modelPath = QString::fromStdString(spillway::testing::data_path("models/stories260K"));
+  s.trainPath =
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt"));
+  s.steps = steps;
+  s.seqLen = 32;
+  s.microBatchSize = 2;
+  s.lr = 1e-3;
+  s.evalEvery = 0;
+  s.checkpointEvery = checkpointEvery;
+  s.backend = "cpu";
+  return s;
+}
+
+// The rows of History whose folder is `runDir`.
+QVector<RunInfo> rowsOf(RunHistoryModel* model, const QString& runDir) {
+  model->refresh();
+  QVector<RunInfo> out;
+  for (int r = 0; r < model->rowCount(); ++r)
+    if (QString::fromStdString(model->run(r).info.run_dir) == runDir) out << model->run(r).info;
+  return out;
+}
+
+// Selects run `id` in History and presses Resume, as the user does.
+void pressResume(MainWindow& window, const std::string& id) {
+  HistoryPage* page = window.historyPage();
+  window.historyModel()->refresh();
+  auto* proxy = qobject_cast<QSortFilterProxyModel*>(page->table()->model());
+  const int row = window.historyModel()->rowOfRun(QString::fromStdString(id));
+  ASSERT_GE(row, 0);
+  page->table()->setCurrentIndex(proxy->mapFromSource(window.historyModel()->index(row, 0)));
+  QPushButton* resume = nullptr;
+  for (QPushButton* b : page->findChildren<QPushButton*>())
+    if (b->text() == "Resume") resume = b;
+  ASSERT_NE(resume, nullptr);
+  QTest::mouseClick(resume, Qt::LeftButton);
+}
+
+// One naming of run folders (issue 12 point 4) and a resumed run is the same run (issue 13 point
+// 2), through the app with the real worker: Launch names the folder by the run's id, as the worker
+// does from a terminal; History's Resume continues the run in its row: one row, its tags and
+// notes kept, one curve from step 1 in Live and in Compare.
+TEST(EndToEnd, ResumeFromHistoryIsTheSameRun) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  MainWindow window;
+  QSignalSpy previewed(window.newRunPage(), &NewRunPage::datasetPreviewed);
+  window.newRunPage()->setSettings(smallRun("e2e resume", 100000, 3));
+  ASSERT_TRUE(previewed.wait(30000));
+  QString runDir;
+  ASSERT_TRUE(window.newRunPage()->launch(&runDir));
+  LivePage* live = window.livePage();
+  ASSERT_TRUE(waitFor([&] { return live->series().lastStep >= 4; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+  const qint64 firstPid = live->pid();
+  live->stop();
+  ASSERT_TRUE(waitFor([&] { return live->phase() == LivePage::Phase::kStopped; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+  QVector<RunInfo> rows = rowsOf(window.historyModel(), runDir);
+  ASSERT_EQ(rows.size(), 1);
+  const RunInfo first = rows[0];
+  // The folder is <runs>/<run id>: the naming the worker uses for a job launched from a terminal.
+  EXPECT_EQ(runDir.toStdString(), *default_run_folder(first.id));
+  EXPECT_EQ(first.status, RunStatus::kStopped);
+  const int64_t stoppedAt = first.final_step.value_or(0);
+  ASSERT_GE(stoppedAt, 4);
+  ASSERT_TRUE(window.historyModel()->store()->set_tags(first.id, {"kept"}).ok());
+  ASSERT_TRUE(window.historyModel()->store()->set_notes(first.id, "before the resume").ok());
+
+  pressResume(window, first.id);
+  ASSERT_TRUE(waitFor(
+      [&] { return live->pid() != firstPid && live->series().lastStep >= stoppedAt + 3; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString() << " at step " << live->series().lastStep;
+  EXPECT_EQ(live->runDir(), runDir);
+  live->stop();
+  ASSERT_TRUE(waitFor([&] { return live->phase() == LivePage::Phase::kStopped; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+
+  rows = rowsOf(window.historyModel(), runDir);
+  ASSERT_EQ(rows.size(), 1) << "Resume added a row";
+  const RunInfo run = rows[0];
+  EXPECT_EQ(run.id, first.id);
+  EXPECT_EQ(run.status, RunStatus::kStopped);
+  EXPECT_EQ(run.tags, std::vector<std::string>{"kept"});
+  EXPECT_EQ(run.notes, "before the resume");
+  const int64_t last = run.final_step.value_or(0);
+  EXPECT_GE(last, stoppedAt + 3);
+  // One curve from step 1 to the last: in the run store (Compare's source), in Compare's chart and
+  // in Live (events.jsonl holds both workers' steps).
+  auto metrics = window.historyModel()->store()->metrics(run.id);
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(static_cast<int64_t>(metrics->size()), last);
+  for (int64_t s = 0; s < last; ++s) EXPECT_EQ((*metrics)[s].step, s + 1);
+  window.comparePage()->setRuns({QString::fromStdString(run.id)});
+  QCustomPlot* plot = window.comparePage()->lossPlot();
+  ASSERT_GE(plot->graphCount(), 1);
+  QVector<double> keys;
+  for (auto it = plot->graph(0)->data()->constBegin(); it != plot->graph(0)->data()->constEnd();
+       ++it)
+    keys << it->key;
+  ASSERT_EQ(keys.size(), last);
+  EXPECT_EQ(keys.first(), 1);
+  EXPECT_EQ(keys.last(), last);
+  const Ring& loss = live->series().loss;
+  ASSERT_EQ(loss.size(), last);
+  for (int i = 0; i < loss.size(); ++i) EXPECT_EQ(loss.x[i], i + 1);
+}
+
+// A job the worker cannot read (issue 13: a failure dialog, and no History row) is a failed run in
+// History with the worker's message. The app's own form writes only what the worker takes, so
+// here the job is one the worker does not know a key of (an app newer than its worker), launched
+// as New run's Launch launches it: a run id and folder from history/run-folder.h, the worker with
+// --run-id, Live following the folder.
+TEST(EndToEnd, AJobTheWorkerCannotReadIsAFailedRunInHistory) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  const std::string jobDir = tmp.path() + "/xdg/spillway/jobs/20261125-233000-e2e-newer";
+  QDir().mkpath(QString::fromStdString(jobDir));
+  std::ofstream(jobDir + "/job.json")
+      << R"({"name": "e2e newer job", "model": {"path": ")"
+      << spillway::testing::data_path("models/stories260K") << R"("}, "data": {"train": ")"
+      << spillway::testing::data_path("datasets/tinyshakespeare/input.txt")
+      << R"(", "seq_len": 32, "curriculum": "short-first"}, "train": {"steps": 3},
+            "placement": {"backend": "cpu"}})";
+  MainWindow window;
+  const std::string id = RunStore::new_run_id();
+  const QString runDir = QString::fromStdString(*default_run_folder(id));
+  QString error;
+  const qint64 pid = WorkerClient::launch(QString::fromStdString(jobDir + "/job.json"), QString(),
+                                          &error, QString::fromStdString(id));
+  ASSERT_GT(pid, 0) << error.toStdString();
+  window.livePage()->attach(runDir, pid);
+  LivePage* live = window.livePage();
+  ASSERT_TRUE(waitFor([&] { return live->phase() == LivePage::Phase::kFailed; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+  const QString message = live->endMessage();
+  EXPECT_TRUE(message.contains("data.curriculum")) << message.toStdString();
+  auto* dialog = live->findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_TRUE(dialog->text().endsWith(message)) << dialog->text().toStdString();
+  dialog->accept();
+  const QVector<RunInfo> rows = rowsOf(window.historyModel(), runDir);
+  ASSERT_EQ(rows.size(), 1) << "no History row for " << runDir.toStdString();
+  EXPECT_EQ(rows[0].id, id);
+  EXPECT_EQ(rows[0].name, "e2e newer job");
+  EXPECT_EQ(rows[0].status, RunStatus::kFailed);
+  EXPECT_TRUE(QString::fromStdString(rows[0].error_message).contains(message))
+      << rows[0].error_message;
+}
+
+// A resume that fails (issue 13: it left no record) is shown as failed in Live with the worker's
+// message and marks the run failed in History, one row still, its steps kept.
+TEST(EndToEnd, AFailedResumeIsShownAndRecordedOnTheRun) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  MainWindow window;
+  QSignalSpy previewed(window.newRunPage(), &NewRunPage::datasetPreviewed);
+  window.newRunPage()->setSettings(smallRun("e2e failed resume", 4, 2));
+  ASSERT_TRUE(previewed.wait(30000));
+  QString runDir;
+  ASSERT_TRUE(window.newRunPage()->launch(&runDir));
+  LivePage* live = window.livePage();
+  ASSERT_TRUE(waitFor([&] { return live->phase() == LivePage::Phase::kCompleted; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+  const RunInfo run = rowsOf(window.historyModel(), runDir).value(0);
+  ASSERT_FALSE(run.id.empty());
+  // Its latest checkpoint loses its weights.
+  const auto ckpts = list_run_checkpoints(runDir.toStdString());
+  ASSERT_FALSE(ckpts.empty());
+  ASSERT_TRUE(QFile::remove(QString::fromStdString(ckpts.back() + "/model.safetensors")));
+
+  pressResume(window, run.id);
+  ASSERT_TRUE(waitFor([&] { return live->phase() == LivePage::Phase::kFailed; }, 60000))
+      << LivePage::phaseName(live->phase()).toStdString();
+  const QString message = live->endMessage();
+  EXPECT_TRUE(message.contains("model.safetensors")) << message.toStdString();
+  if (auto* dialog = live->findChild<QMessageBox*>("runEndedDialog")) dialog->accept();
+  const QVector<RunInfo> rows = rowsOf(window.historyModel(), runDir);
+  ASSERT_EQ(rows.size(), 1);
+  EXPECT_EQ(rows[0].id, run.id);
+  EXPECT_EQ(rows[0].status, RunStatus::kFailed);
+  EXPECT_TRUE(
+      QString::fromStdString(rows[0].error_message)
+          .startsWith("could not resume from " + QString::fromStdString(ckpts.back()) + ": "))
+      << rows[0].error_message;
+  EXPECT_TRUE(QString::fromStdString(rows[0].error_message).contains(message))
+      << rows[0].error_message;
+  EXPECT_EQ(window.historyModel()->store()->metrics(run.id)->size(), 4u);
 }
 
 }  // namespace

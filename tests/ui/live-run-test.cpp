@@ -474,5 +474,42 @@ TEST(TimelineView, HasATimeAxisAndALegend) {
   EXPECT_EQ(inked(), 0);
 }
 
+// A resumed run's events.jsonl holds the steps of both workers; a resume from an earlier
+// checkpoint trains steps again (issue 13 point 2). Live draws one curve from step 1: the steps
+// trained again replace the abandoned ones, and the evals after the checkpoint go with them.
+TEST(LivePage, AResumedRunIsOneCurveFromStepOne) {
+  TempDir tmp;
+  std::ofstream f(tmp.path() + "/events.jsonl");
+  auto step = [&](int s, double loss, double t) {
+    f << R"({"type":"step","t":)" << t << R"(,"step":)" << s << R"(,"loss":)" << loss
+      << R"(,"lr":0.001,"tokens":)" << 64 * s << "}\n";
+  };
+  for (int s = 1; s <= 6; ++s) step(s, 3.0 - 0.1 * s, s);
+  f << R"({"type":"eval","t":3.5,"step":3,"loss":2.8})"
+    << "\n"
+    << R"({"type":"eval","t":6.5,"step":6,"loss":2.5})"
+    << "\n"
+    << R"({"type":"state","t":7,"state":"stopped","step":6})"
+    << "\n"
+    // Resumed from the step-3 checkpoint: steps 4 and 5 again, with other losses.
+    << R"({"type":"log","t":8,"level":"info","message":"resumed from /r/checkpoints/step-000003 at step 3"})"
+    << "\n";
+  step(4, 1.5, 9);
+  step(5, 1.4, 10);
+  f.flush();
+  LivePage live;
+  live.attach(q(tmp.path()));
+  const Ring& loss = live.series().loss;
+  ASSERT_EQ(loss.size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(loss.x[i], i + 1);
+  EXPECT_DOUBLE_EQ(loss.y[2], 2.7);  // step 3, before the resume
+  EXPECT_DOUBLE_EQ(loss.y[3], 1.5);  // step 4, the resumed run's
+  EXPECT_EQ(live.series().lr.size(), 5);
+  EXPECT_EQ(live.series().tokensAtStep.size(), 5);
+  ASSERT_EQ(live.series().evalLoss.size(), 1);
+  EXPECT_EQ(live.series().evalLoss.x[0], 3);
+  EXPECT_EQ(live.series().lastStep, 5);
+}
+
 }  // namespace
 }  // namespace spillway::ui
