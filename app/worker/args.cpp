@@ -1,6 +1,9 @@
 #include "worker/args.h"
 
+#include <cmath>
 #include <cstdlib>
+
+#include "core/json-file.h"
 
 namespace spillway::worker {
 
@@ -21,11 +24,27 @@ Result<double> Args::number(const std::string& name, double fallback) const {
   if (!v) return fallback;
   char* end = nullptr;
   double d = std::strtod(v->c_str(), &end);
-  if (end == v->c_str() || *end != '\0') return invalid_argument("option " + name + " expects a number, got '" + *v + "'");
+  if (end == v->c_str() || *end != '\0' || !std::isfinite(d))
+    return invalid_argument("option " + name + " expects a finite number, got " + quote_name(*v));
   return d;
 }
 
-Result<Args> parse_args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
+Result<int64_t> Args::integer(const std::string& name, int64_t fallback, int64_t lo,
+                              int64_t hi) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  const double d = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end != '\0' || !std::isfinite(d) || d != std::floor(d) ||
+      d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    return invalid_argument("option " + name + " expects a whole number from " +
+                            std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
+                            quote_name(*v));
+  return static_cast<int64_t>(d);
+}
+
+Result<Args> parse_args(const std::vector<std::string>& argv,
+                        const std::set<std::string>& value_options,
                         const std::set<std::string>& flag_options) {
   Args a;
   for (size_t i = 0; i < argv.size(); ++i) {

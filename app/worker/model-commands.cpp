@@ -9,6 +9,7 @@
 #include "data/chat-template.h"
 #include "data/dataset.h"
 #include "data/dataset-options.h"
+#include "model/model-config.h"
 #include "model/parameter-layout.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
@@ -32,9 +33,19 @@ int run_eval(const std::vector<std::string>& argv, CommandIo io) {
                                            "[--template T] [--json]"));
   // The job file's defaults for what eval shares with training (data.seq_len, data.format, data.template).
   DataSettings settings;
-  auto seq = args->number("--seq-len", settings.seq_len);
-  auto batch = args->number("--batch", 4);
+  // Whole numbers in the job file's ranges, checked before anything is allocated (--seq-len 5.9 ran
+  // as 5; 99999999999 wrapped to a negative int; 100000 ran past the model's 512 positions).
+  auto seq = args->integer("--seq-len", settings.seq_len, 2, 1 << 20);
+  auto batch = args->integer("--batch", 4, 1, 1 << 16);
   if (!seq.ok() || !batch.ok()) return report_failure(io, as_json, !seq.ok() ? seq.status() : batch.status());
+  if (*seq * *batch > (int64_t{1} << 24))
+    return report_failure(io, as_json,
+                          invalid_argument("--batch x --seq-len is " + std::to_string(*seq * *batch) +
+                                           " tokens, more than 16777216; lower --batch or --seq-len"));
+  if (auto config = ModelConfig::load(*model); config.ok() && *seq > config->max_position_embeddings)
+    return report_failure(io, as_json,
+                          invalid_argument("--seq-len " + std::to_string(*seq) + " is beyond the model's max_position_embeddings " +
+                                           std::to_string(config->max_position_embeddings) + "; lower --seq-len"));
   settings.seq_len = static_cast<int>(*seq);
   settings.format = args->get("--format").value_or(settings.format);
   settings.chat_template = args->get("--template").value_or(settings.chat_template);
@@ -109,12 +120,12 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
                                            "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
                                            "[--chat TEMPLATE] [--backend B] [--json]"));
   GenerateOptions o;
-  auto n = args->number("--max-new-tokens", 64);
+  auto n = args->integer("--max-new-tokens", 64, 1, 4096);
   auto t = args->number("--temperature", 0.0);
   auto p = args->number("--top-p", 1.0);
-  auto s = args->number("--seed", 0);
-  for (const auto* r : {&n, &t, &p, &s}) {
-    if (!r->ok()) return report_failure(io, as_json, r->status());
+  auto s = args->integer("--seed", 0, 0, int64_t{1} << 53);
+  for (const Status* st : {&n.status(), &t.status(), &p.status(), &s.status()}) {
+    if (!st->ok()) return report_failure(io, as_json, *st);
   }
   const auto shortest = [](double v) {
     std::ostringstream o;

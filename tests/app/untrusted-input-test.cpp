@@ -226,6 +226,40 @@ TEST_F(UntrustedInput, TokenizerFieldsOfTheWrongTypeNameThePart) {
   }
 }
 
+// eval and generate: --seq-len 5.9 ran as 5 and 100000 past stories260K's 512 positions (both for
+// minutes), 99999999999 wrapped to a negative int ("streaming: logits_tokens must not be
+// negative"), and --temperature nan sampled with NaN, exit 0. Now refused at once, naming the
+// option.
+TEST_F(UntrustedInput, EvalAndGenerateOptionsAreCheckedBeforeAnythingRuns) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string model = testing::data_path("models/stories260K");
+  const std::string data = testing::data_path("datasets/tinyshakespeare/input.txt");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"eval", "--model", model, "--data", data, "--seq-len", "5.9"},
+       "option --seq-len expects a whole number from 2 to 1048576, got '5.9'"},
+      {{"eval", "--model", model, "--data", data, "--seq-len", "99999999999"},
+       "option --seq-len expects a whole number from 2 to 1048576, got '99999999999'"},
+      {{"eval", "--model", model, "--data", data, "--seq-len", "1024"},
+       "--seq-len 1024 is beyond the model's max_position_embeddings 512; lower --seq-len"},
+      {{"eval", "--model", model, "--data", data, "--seq-len", "512", "--batch", "65536"},
+       "--batch x --seq-len is 33554432 tokens, more than 16777216; lower --batch or --seq-len"},
+      {{"generate", "--model", model, "--prompt", "hi", "--temperature", "nan"},
+       "option --temperature expects a finite number, got 'nan'"},
+      {{"generate", "--model", model, "--prompt", "hi", "--max-new-tokens", "5.5"},
+       "option --max-new-tokens expects a whole number from 1 to 4096, got '5.5'"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto t0 = Clock::now();
+    auto r = worker(args);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10 * testing::kTimeScale)
+        << expected;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    expect_one_line(r.err);
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 300);
+  }
+}
+
 // A key or a value of a megabyte with newlines in it is quoted escaped and cut short.
 TEST_F(UntrustedInput, ValuesInMessagesAreEscapedAndCutShort) {
   SPILLWAY_REQUIRE_DATA();
