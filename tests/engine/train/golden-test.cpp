@@ -3,6 +3,7 @@
 // about two layers so that layers really stream, and with the batch split into micro-batches;
 // each also on the CPU backend's strict stream mode, where a missing wait between streams fails.
 // Then what does not depend on the reference: checkpoint placement, the timeline, the errors.
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <set>
@@ -385,6 +386,59 @@ TEST(StreamingEngine, CheckpointPlacementChangesNoBit) {
         for (size_t b = 0; b < runs[0].grads.size(); ++b)
           EXPECT_EQ(runs[i].grads[b], runs[0].grads[b]) << "placement " << i << ", block " << b;
       }
+    }
+  }
+}
+
+// A stop request (the trainer's SIGTERM flag) cuts a pass short between micro-batches and layers:
+// the step returns kCancelled with nothing left in flight, the master weights untouched, and the
+// next step on the same engine gives the same bits as a fresh engine. Set before the step, and set
+// from the weight gate as block 3 is about to be uploaded (mid-forward), on both stream modes.
+TEST(StreamingEngine, AStopRequestCutsThePassAndLeavesTheEngineUsable) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g = load_golden("stories260K");
+  const int mb = 1;
+  const StreamingConfig cfg = golden_config(g, mb);
+  const auto ids = read_i32(*g.fb, "input_ids");
+  const auto labels = read_i32(*g.fb, "labels");
+  const StepBatch batch = batch_of(ids, labels, g.B, g.T, mb);
+  Engine fresh = make_engine(g, cfg, false, 1024);
+  ASSERT_TRUE(fresh.engine);
+  auto want = fresh.engine->forward_backward(batch);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  for (bool strict : {false, true}) {
+    for (bool in_gate : {false, true}) {
+      SCOPED_TRACE(std::string(strict ? "strict streams" : "default streams") + (in_gate ? ", mid-forward" : ", before"));
+      Engine e = make_engine(g, cfg, strict, 1024);
+      ASSERT_TRUE(e.engine);
+      std::vector<std::vector<float>> masters;
+      for (size_t b = 0; b < g.layout.num_blocks(); ++b)
+        masters.emplace_back(e.state->master(b), e.state->master(b) + g.layout.blocks()[b].numel);
+      std::atomic<bool> stop{!in_gate};
+      size_t gated = 0;
+      bool armed = in_gate;
+      e.engine->set_stop_flag(&stop);
+      e.engine->set_weight_gate([&](size_t block) {
+        ++gated;
+        if (armed && block == 3) stop = true, armed = false;
+      });
+      auto cut = e.engine->forward_backward(batch);
+      ASSERT_FALSE(cut.ok());
+      EXPECT_EQ(cut.status().code(), ErrorCode::kCancelled);
+      EXPECT_EQ(cut.status().message(), "the step was stopped on request");
+      // Before: the embedding's gate and the prefetch of layer 0's block ran, nothing more; from the
+      // gate of block 3 (prefetched while layer 1 computed): layer 2 never started.
+      EXPECT_EQ(gated, in_gate ? 4u : 2u) << "the pass stopped at the first micro-batch after the request";
+      for (size_t b = 0; b < g.layout.num_blocks(); ++b)
+        EXPECT_EQ(std::vector<float>(e.state->master(b), e.state->master(b) + g.layout.blocks()[b].numel), masters[b]) << b;
+      stop = false;
+      auto again = e.engine->forward_backward(batch);
+      ASSERT_TRUE(again.ok()) << again.status().to_string();
+      EXPECT_EQ(again->loss_sum, want->loss_sum);
+      for (size_t b = 0; b < g.layout.num_blocks(); ++b)
+        EXPECT_EQ(std::vector<float>(e.state->grad(b), e.state->grad(b) + g.layout.blocks()[b].numel),
+                  std::vector<float>(fresh.state->grad(b), fresh.state->grad(b) + g.layout.blocks()[b].numel))
+            << b;
     }
   }
 }
