@@ -153,10 +153,12 @@ std::string file_problem(int rc, sqlite3* db) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       return path + " is locked by another process (" + why +
-             "): close the program holding it (another Spillway worker or app, a database browser, a "
+             "): close the program holding it (another Spillway worker or app, a database browser, "
+             "a "
              "backup) and try again";
     case SQLITE_READONLY:
-      return path + " is read-only (" + why + "): make it and its folder writable";
+      return path + " is read-only (" + why +
+             "): make it, its folder and the -wal and -shm files beside it writable";
     case SQLITE_FULL:
       return "the disk holding " + path + " is full (" + why + "): free space on it";
     case SQLITE_CORRUPT:
@@ -167,9 +169,11 @@ std::string file_problem(int rc, sqlite3* db) {
     case SQLITE_CANTOPEN: {
       const std::string folder = std::filesystem::path(path).parent_path().string();
       if (::access(folder.c_str(), W_OK) != 0)
-        return "cannot open " + path + " (" + why + "): its folder " + folder + " is not writable (" +
-               std::strerror(errno) + "), and SQLite keeps its -wal and -shm files there: make it writable";
-      return "cannot open " + path + " (" + why + "): make sure it and its folder exist and are writable";
+        return "cannot open " + path + " (" + why + "): its folder " + folder +
+               " is not writable (" + std::strerror(errno) +
+               "), and SQLite keeps its -wal and -shm files there: make it writable";
+      return "cannot open " + path + " (" + why +
+             "): make sure it and its folder exist and are writable";
     }
     default:
       return {};

@@ -459,15 +459,16 @@ TEST_F(FaultMatrix, RunsDbReadOnly) {
   if (file_read_only) {
     r = worker({"train", path});
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find(db_ + " is read-only (attempt to write a readonly database): make it and "
-                               "its folder writable"),
+    EXPECT_NE(r.err.find(db_ + " is read-only (attempt to write a readonly database): make it, its "
+                               "folder and the -wal and -shm files beside it writable"),
               std::string::npos)
         << r.err;
     EXPECT_TRUE(*read_file(db_) == before) << "runs.db is unchanged";
     if (::geteuid() == 0)
       set_immutable(db_, false);
-    else
-      fs::permissions(db_, fs::perms::owner_read | fs::perms::owner_write);
+    else  // SQLite made its -wal and -shm with the database's permissions: read-only too
+      for (const std::string& f : {db_, db_ + "-wal", db_ + "-shm"})
+        if (fs::exists(f)) fs::permissions(f, fs::perms::owner_read | fs::perms::owner_write);
   }
   r = worker({"train", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
