@@ -104,7 +104,8 @@ std::string json_kind(const nlohmann::json& v) {
   }
 }
 
-Result<nlohmann::json> parse_json(std::string_view text, const std::string& what, ErrorCode code) {
+Result<nlohmann::json> parse_json(std::string_view text, const std::string& what, ErrorCode code,
+                                  JsonSyntaxError* syntax) {
   Status depth = check_json_depth(text, what);
   if (!depth.ok())
     return Status(
@@ -141,6 +142,7 @@ Result<nlohmann::json> parse_json(std::string_view text, const std::string& what
     } else if (!text.empty()) {
       near = ", at the end of the text (is it cut short?)";
     }
+    if (syntax) *syntax = {line, column, reason + near};
     const std::string fix = text.empty()
                                 ? "the file is empty; it should hold a JSON document"
                                 : "fix the JSON there (python3 -m json.tool shows the place)";

@@ -44,14 +44,23 @@ std::string describe_json(const nlohmann::json& v, size_t max_chars = kQuoteChar
 // "a string", "a number 5.9", "an object", ... : what a value is, for "expected X, got Y".
 std::string json_kind(const nlohmann::json& v);
 
+// Where and why a text is not JSON, for a reader that places the error itself (a dataset record
+// inside a file): 1-based line and column within the text, and the reason with the text there
+// ("syntax error while parsing value - invalid literal, at \"oops}\"").
+struct JsonSyntaxError {
+  size_t line = 0, column = 0;
+  std::string reason;
+};
+
 // Parses `text`, a whole JSON document read from `what` (a path, or "events.jsonl line 12").
 // Errors carry `code` (kInvalidArgument by default; kCorrupt for files the program wrote):
 //   "WHAT: JSON nested 5000 levels deep (at most 100)"
 //   "WHAT:3:19: not valid JSON: syntax error while parsing object - unexpected '}'; expected
 //    string literal, at \"}, \\\"b\\\": 2\"; fix the file there (python3 -m json.tool WHAT shows
 //    the place)"
+// With `syntax`, a syntax error also fills it.
 Result<nlohmann::json> parse_json(std::string_view text, const std::string& what,
-                                  ErrorCode code = ErrorCode::kInvalidArgument);
+                                  ErrorCode code = ErrorCode::kInvalidArgument, JsonSyntaxError* syntax = nullptr);
 // read_file(path) (a regular file only: a FIFO is an error, not a hang) and parse_json.
 Result<nlohmann::json> read_json_file(const std::string& path,
                                       ErrorCode code = ErrorCode::kInvalidArgument);

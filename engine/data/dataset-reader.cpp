@@ -144,17 +144,6 @@ Status split_json_array(std::string_view s, size_t open_pos, const std::string& 
                           ": invalid JSON: the list opened here is never closed");
 }
 
-// The part of nlohmann's message after "parse error at line L, column C: ".
-std::string short_parse_message(const std::string& what) {
-  size_t col = what.find("column ");
-  if (col != std::string::npos) {
-    size_t colon = what.find(": ", col);
-    if (colon != std::string::npos) return what.substr(colon + 2);
-  }
-  size_t bracket = what.find("] ");
-  return bracket == std::string::npos ? what : what.substr(bracket + 2);
-}
-
 // Parses one record. On failure sets *reason and *line (moved to the line of the error).
 bool parse_record(const JsonSpan& span, json* out, std::string* reason, int64_t* line) {
   *line = span.line;
@@ -166,17 +155,16 @@ bool parse_record(const JsonSpan& span, json* out, std::string* reason, int64_t*
     *reason = "JSON nested " + std::to_string(depth) + " levels deep (at most " + std::to_string(kMaxJsonDepth) + ")";
     return false;
   }
-  try {
-    *out = json::parse(span.text.begin(), span.text.end());
-  } catch (const json::parse_error& e) {
-    size_t byte = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, span.text.size());
-    *line = span.line + static_cast<int64_t>(count_newlines(span.text.substr(0, byte)));
-    *reason = "invalid JSON: " + short_parse_message(e.what());
-    return false;
-  } catch (const json::exception& e) {
-    *reason = std::string("invalid JSON: ") + e.what();
+  // core/json-file: the reason without nlohmann's last token (a megabyte string was quoted whole),
+  // the text at the error escaped and cut short; the line within the file.
+  JsonSyntaxError syntax;
+  auto parsed = parse_json(span.text, "record", ErrorCode::kInvalidArgument, &syntax);
+  if (!parsed.ok()) {
+    if (syntax.line > 0) *line = span.line + static_cast<int64_t>(syntax.line) - 1;
+    *reason = "invalid JSON: " + (syntax.line > 0 ? syntax.reason : parsed.status().message());
     return false;
   }
+  *out = std::move(*parsed);
   if (!out->is_object()) {
     *reason = std::string("expected a JSON object, got ") + json_type_name(*out);
     return false;

@@ -38,6 +38,17 @@ TEST(DatasetReaderBadLines, InvalidJsonLine) {
              "invalid JSON");
 }
 
+// A record with an unterminated string of a megabyte: nlohmann's message quoted the whole token it
+// read (the megabyte, newlines escaped or not) into the error. Now the place, escaped and cut short.
+TEST(DatasetReaderBadLines, AMegabyteBrokenRecordIsNotEchoed) {
+  const std::string content = "{\"text\": \"ok\"}\n{\"text\": \"" + std::string(1 << 20, 'x') + "\u0001\"}\n";
+  expect_bad("big.jsonl", content, 2, "invalid JSON: syntax error while parsing value - invalid string: control character");
+  TempDir dir;
+  auto r = read_dataset_records(write(dir, "big.jsonl", content), ReadOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(r.status().message().size(), 500u) << r.status().message().substr(0, 500);
+}
+
 // A file that is not UTF-8 text is refused with what it is, never read as text (the worker
 // trained on a gzip file's bytes without a word); real text with a stray Latin-1 byte is fine.
 TEST(DatasetReaderBadLines, BinaryFilesAreNotText) {
