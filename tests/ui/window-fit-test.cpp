@@ -24,6 +24,7 @@
 #include "LivePage.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
+#include "TryItPage.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -68,14 +69,15 @@ void expectEveryControlReachable(MainWindow& window, const QSize& size) {
   window.resize(size);
   QApplication::processEvents();
   ASSERT_EQ(window.size(), size);
-  const char* names[] = {"New run", "Live", "History", "Compare"};
-  for (int p = 0; p < 4; ++p) {
+  const char* names[] = {"New run", "Live", "History", "Compare", "Try it"};
+  for (int p = 0; p < 5; ++p) {
     window.showPage(MainWindow::Page(p));
     QApplication::processEvents();
     QWidget* page = p == 0   ? static_cast<QWidget*>(window.newRunPage())
                     : p == 1 ? static_cast<QWidget*>(window.livePage())
                     : p == 2 ? static_cast<QWidget*>(window.historyPage())
-                             : static_cast<QWidget*>(window.comparePage());
+                    : p == 3 ? static_cast<QWidget*>(window.comparePage())
+                             : static_cast<QWidget*>(window.tryItPage());
     const QList<QWidget*> controls = controlsOf(page);
     EXPECT_GT(controls.size(), 2) << names[p];
     for (QWidget* w : controls) {
