@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
-#include "core/json-depth.h"
+#include "core/json-file.h"
 #include "data/batch-iterator.h"
 #include "history/process-liveness.h"
 #include "history/run-folder.h"
@@ -75,9 +75,10 @@ Attempt attempt_of_unreadable(const std::string& path, const std::string& run_id
                ? file.parent_path().filename().string()
                : file.stem().string();
   auto text = read_file(path);
-  if (!text.ok() || !check_json_depth(*text, path).ok()) return a;
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return a;
+  if (!text.ok()) return a;
+  const auto parsed = parse_json(*text, path);
+  if (!parsed.ok() || !parsed->is_object()) return a;
+  const nlohmann::json& j = *parsed;
   auto string_at = [&](const char* section, const char* key) -> std::string {
     const auto s = j.find(section);
     if (s == j.end() || !s->is_object()) return {};

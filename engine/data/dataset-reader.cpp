@@ -180,8 +180,8 @@ Status json_spans(std::string_view s, const std::string& file, const std::string
   if (s[first] == '[') return split_json_array(s, first, file, out);
   if (ext == "json" && s[first] == '{') {
     // One object for the whole file, or JSON lines in a .json file.
-    json probe = json::parse(s.begin(), s.end(), nullptr, /*allow_exceptions=*/false);
-    if (probe.is_object()) {
+    auto probe = parse_json(s, file);
+    if (probe.ok() && probe->is_object()) {
       out->push_back({1 + static_cast<int64_t>(count_newlines(s.substr(0, first))), trim(s)});
       return Status();
     }

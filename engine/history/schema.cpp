@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json-file.h"
+
 namespace spillway {
 namespace {
 
@@ -93,11 +95,12 @@ Status merge_resumed_rows(SqliteDb& db) {
              "id = ?1",
              into.id, r.id));
     // Tags: the union, in order; notes: both when they differ.
-    nlohmann::json tags = nlohmann::json::parse(into.tags, nullptr, false);
-    if (!tags.is_array()) tags = nlohmann::json::array();
-    const nlohmann::json more = nlohmann::json::parse(r.tags, nullptr, false);
-    if (more.is_array()) {
-      for (const auto& t : more)
+    // core/json-file: a tags column the GUI wrote is still the user's (no nesting past 100 levels).
+    auto parsed = parse_json(into.tags, "runs.db tags", ErrorCode::kCorrupt);
+    nlohmann::json tags = parsed.ok() && parsed->is_array() ? *parsed : nlohmann::json::array();
+    const auto more = parse_json(r.tags, "runs.db tags", ErrorCode::kCorrupt);
+    if (more.ok() && more->is_array()) {
+      for (const auto& t : *more)
         if (std::find(tags.begin(), tags.end(), t) == tags.end()) tags.push_back(t);
     }
     into.tags = tags.dump();
@@ -205,7 +208,7 @@ ALTER TABLE runs ADD COLUMN measured_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
     {"runs: a resumed run is one row (the rows a resume added are merged into the run they "
      "resumed)",
-     "", merge_resumed_rows},
+     "", nullptr},
 };
 
 }  // namespace

@@ -175,7 +175,8 @@ void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
   std::vector<std::string> scheduled;  // oldest first, as list_checkpoints gives them
   for (std::string& dir : list_checkpoints(checkpoints_dir)) {
     auto text = read_file((fs::path(dir) / "trainer_state.json").string());
-    const nlohmann::json j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    const auto parsed = text.ok() ? parse_json(*text, dir, ErrorCode::kCorrupt) : Result<nlohmann::json>(text.status());
+    const nlohmann::json j = parsed.ok() ? *parsed : nlohmann::json();
     if (!(j.is_object() && j.value("manual", false))) scheduled.push_back(std::move(dir));
   }
   std::error_code ec;
