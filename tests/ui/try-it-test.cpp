@@ -5,13 +5,16 @@
 // worker's error shown on its side; Export writes the chosen folder and says where it went.
 #include <gtest/gtest.h>
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -231,8 +234,19 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
   page.show();
   page.setRun(QString::fromStdString(model.run(0).info.id));
   const QString out = q(tmp_.path() + "/my exports/shakespeare");
+  ASSERT_TRUE(QDir().mkpath(out));
   QSignalSpy exported(&page, &TryItPage::exported);
-  ASSERT_TRUE(page.exportTo(out));
+  // Export…, and the folder chosen in its dialog as a person would.
+  bool answered = false;
+  QTimer::singleShot(300, [&] {
+    auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+    if (!dialog) return;
+    answered = true;
+    dialog->findChild<QLineEdit*>("fileNameEdit")->setText(out);
+    QMetaObject::invokeMethod(dialog, "accept", Qt::QueuedConnection);
+  });
+  QTest::mouseClick(page.findChild<QPushButton*>("tryExport"), Qt::LeftButton);
+  ASSERT_TRUE(answered) << "no folder dialog came";
   EXPECT_FALSE(page.findChild<QPushButton*>("tryExport")->isEnabled());  // one at a time
   ASSERT_TRUE(exported.wait(120000));
   EXPECT_TRUE(exported.at(0).at(0).toBool()) << exported.at(0).at(1).toString().toStdString();
@@ -248,6 +262,19 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
   // The exported folder is a model the worker generates from.
   EXPECT_FALSE(
       cliCompletion({"--model", out, "--prompt", "ROMEO:", "--max-new-tokens", "8"}).isEmpty());
+
+  // A folder that cannot be written: the worker's reason, in red, and nothing claimed.
+  const QString blocked = q(tmp_.path() + "/a file");
+  std::ofstream(blocked.toStdString()) << "x";
+  exported.clear();
+  ASSERT_TRUE(page.exportTo(blocked + "/model"));
+  ASSERT_TRUE(exported.wait(120000));
+  EXPECT_FALSE(exported.at(0).at(0).toBool());
+  std::printf("export into a file said: %s\n", page.exportMessage().toStdString().c_str());
+  EXPECT_TRUE(page.exportMessage().startsWith("Export failed: "))
+      << page.exportMessage().toStdString();
+  EXPECT_TRUE(status->text().contains("color:#d32f2f"));
+  EXPECT_TRUE(page.findChild<QPushButton*>("tryExport")->isEnabled());
 }
 
 }  // namespace
