@@ -13,11 +13,11 @@
 // process); without it, on every pass. Unset, as for every user, a check is one atomic load.
 //
 // The points, by name: checkpoint.write (a checkpoint half written: the weights, not yet its
-// optimizer state), checkpoint.prune (an old checkpoint renamed out of the list by the keep-N
-// rotation, not yet deleted), export.write (an export half written), folder.replace (a finished
-// folder swapped in, the one it replaced not yet removed), runs-db.write (a write to runs.db's WAL,
-// through a VFS shim in history/sqlite-util.cpp), host.alloc (the backends' pinned host
-// allocation).
+// optimizer state; `fail` fails that write with ENOSPC, a full disk), checkpoint.prune (an old
+// checkpoint renamed out of the list by the keep-N rotation, not yet deleted), export.write (an
+// export half written), folder.replace (a finished folder swapped in, the one it replaced not yet
+// removed), runs-db.write (a write to runs.db's WAL, through a VFS shim in
+// history/sqlite-util.cpp), host.alloc (the backends' pinned host allocation).
 //
 // Thread-safe: the table is built once; pass counts are atomic.
 #pragma once

@@ -78,7 +78,9 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   // A checkpoint of the same step from an earlier attempt is replaced.
   Status st = write_folder_atomic(final_dir, [&](const std::string& tmp) -> Status {
     SPW_RETURN_IF_ERROR(model.save_weights(tmp));
-    if (fail_point("checkpoint.write")) return io_error("checkpoint.write: failed by SPILLWAY_FAIL_POINTS");
+    // Armed with `fail`: the disk fills up here, as a full disk fails the optimizer state's write.
+    if (fail_point("checkpoint.write"))
+      return errno_status("cannot write " + (fs::path(tmp) / "optimizer.safetensors").string(), ENOSPC);
     if (model.has_optimizer()) {
       std::vector<TensorToWrite> moments;
       auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const
