@@ -173,8 +173,10 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
   if (!migrated.ok()) return migrated.status().with_context(path);
   std::unique_ptr<RunStore> store(new RunStore(std::move(db), path, options));
   if (options.reconcile_on_open) {
-    Result<int> n = store->reconcile();
-    if (!n.ok()) return n.status().with_context(path);
+    // Best effort: a database that another process holds locked, or a read-only one, is still
+    // opened for reading (History stays readable); its dead workers' runs are marked at a later open.
+    if (Result<int> n = store->reconcile(); !n.ok())
+      log_warn(path + ": runs of workers that are gone are not marked interrupted yet: " + n.status().message());
   }
   return store;
 }

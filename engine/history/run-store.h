@@ -135,7 +135,8 @@ struct RunStoreOptions {
   double min_sample_interval_s = 1.0;
   // How long a write waits for another process's write lock before failing with kIo.
   int busy_timeout_ms = 5000;
-  // Run reconcile() during open().
+  // Run reconcile() during open(); a reconcile that cannot write (runs.db locked by another
+  // process, or read-only) is logged and the store opens for reading all the same.
   bool reconcile_on_open = true;
 };
 

@@ -1,7 +1,11 @@
 // The desktop app's page logic: model validation messages, dataset preview, plan display, events
 // parsed into chart series, the history model over a test database, the compare diff.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 #include <qcustomplot.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <QComboBox>
 #include <QFile>
@@ -37,6 +41,8 @@
 #include "RunSeries.h"
 #include "TierChart.h"
 #include "TimelineView.h"
+#include "core/file-util.h"
+#include "history/sqlite-util.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -328,6 +334,83 @@ TEST(LivePage, SaysWhenEventsJsonlHasLinesItCannotRead) {
       "2 lines of events.jsonl could not be read (damaged, or cut off when the worker stopped) and "
       "were skipped, the first at line 2; the charts show the other lines."))
       << log->toPlainText().toStdString();
+}
+
+// Sets or clears the immutable flag of `path` (chattr +i); false where the filesystem has none.
+bool setImmutable(const std::string& path, bool on) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+  ok = ok && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The fault matrix's runs.db rows as the app reads them (README "What survives a fault"): runs.db
+// locked by another process, or read-only, is still read (History lists its runs, even when the
+// runs of dead workers cannot be marked interrupted), and an edit says what is wrong; a damaged
+// one is named in the words the status bar shows ("Run history unavailable: ...") and left as it
+// is.
+TEST(RunHistoryModel, ALockedReadOnlyOrDamagedRunsDbIsReadOrSaidAndLeftAlone) {
+  TempDir dir;
+  const std::string db = dir.path() + "/runs.db";
+  std::string done;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    RunInfo info;
+    info.name = "done";
+    info.status = RunStatus::kCompleted;
+    done = *(*store)->create_run(info);
+    RunInfo gone;  // running, its worker long gone: reconciled at the next open that can write
+    gone.name = "gone";
+    gone.pid = 999999999;
+    ASSERT_TRUE((*store)->create_run(gone).ok());
+  }
+  {
+    auto other = SqliteDb::open(db);  // another process's write lock, held
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE(other->exec("BEGIN EXCLUSIVE").ok());
+    RunHistoryModel model;
+    EXPECT_EQ(model.open(q(db)), QString());
+    EXPECT_EQ(model.rowCount(QModelIndex()), 2);
+    Status st = model.store()->rename(done, "renamed");
+    EXPECT_NE(st.message().find(db + " is locked by another process"), std::string::npos)
+        << st.to_string();
+    ASSERT_TRUE(other->exec("ROLLBACK").ok());
+  }
+  {
+    auto c = SqliteDb::open(db);
+    ASSERT_TRUE(c.ok() && c->exec("PRAGMA wal_checkpoint(TRUNCATE)").ok());
+  }
+  const std::string before = *read_file(db);
+  const bool root = ::geteuid() == 0;
+  if (root ? setImmutable(db, true)
+           : (std::filesystem::permissions(db, std::filesystem::perms::owner_read), true)) {
+    RunHistoryModel model;
+    EXPECT_EQ(model.open(q(db)), QString());
+    EXPECT_EQ(model.rowCount(QModelIndex()), 2);
+    Status st = model.store()->rename(done, "renamed");
+    EXPECT_NE(st.message().find(db + " is read-only"), std::string::npos) << st.to_string();
+    EXPECT_TRUE(*read_file(db) == before);
+    if (root) setImmutable(db, false);
+    for (const std::string& f : {db, db + "-wal", db + "-shm"})
+      if (std::filesystem::exists(f))
+        std::filesystem::permissions(
+            f, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+  std::filesystem::remove(db + "-wal");
+  std::filesystem::remove(db + "-shm");
+  const std::string damaged = std::string(64, 'Z') + before.substr(64);
+  ASSERT_TRUE(write_file_atomic(db, damaged).ok());
+  RunHistoryModel model;
+  const QString error = model.open(q(db));
+  EXPECT_TRUE(error.contains(
+      q(db) + " is damaged (file is not a database); Spillway leaves it as it is: move it aside"))
+      << error.toStdString();
+  EXPECT_TRUE(*read_file(db) == damaged);
 }
 
 TierChart* hbmChart(const LivePage& live) {
