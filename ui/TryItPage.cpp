@@ -1,7 +1,5 @@
 #include "TryItPage.h"
 
-#include <unistd.h>
-
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -200,26 +198,7 @@ TryItPage::TryItPage(RunHistoryModel* model, QWidget* parent)
   tuned_->what = tr("fine-tuned model");
   layout->addLayout(sides, 1);
 
-  connect(runs_, &QComboBox::currentIndexChanged, this, [this] {
-    models_ = Models();
-    if (runs_->currentIndex() < 0) {
-      source_->setText(tr("No run yet: launch one from New run, then try it here."));
-      updateButtons();
-      return;
-    }
-    models_ = modelsOf(runs_->currentData(Qt::UserRole + 1).toString());
-    if (!models_.error.isEmpty()) {
-      source_->setText(red(models_.error));
-    } else {
-      source_->setText(tr("Base: %1 · Fine-tuned: %2%3")
-                           .arg(models_.baseModel.toHtmlEscaped(), models_.tuned.toHtmlEscaped(),
-                                models_.tunedIsCheckpoint
-                                    ? tr(" (the latest checkpoint: the run has no export)")
-                                    : QString()));
-      chat_->setChecked(models_.chat);
-    }
-    updateButtons();
-  });
+  connect(runs_, &QComboBox::currentIndexChanged, this, &TryItPage::showRun);
   connect(generate_, &QPushButton::clicked, this, [this] { generate(); });
   connect(stop_, &QPushButton::clicked, this, &TryItPage::stop);
   connect(export_, &QPushButton::clicked, this, [this] {
@@ -251,6 +230,31 @@ void TryItPage::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
 }
 
+// What the chosen run offers. The run chosen again (the page shown again) keeps the user's Chat
+// format; its models are read again (a run that ended since has an export now).
+void TryItPage::showRun() {
+  const QString dir = runs_->currentData(Qt::UserRole + 1).toString();
+  const bool sameRun = !dir.isEmpty() && dir == models_.runDir;
+  models_ = Models();
+  if (runs_->currentIndex() < 0) {
+    source_->setText(tr("No run yet: launch one from New run, then try it here."));
+    updateButtons();
+    return;
+  }
+  models_ = modelsOf(dir);
+  if (!models_.error.isEmpty()) {
+    source_->setText(red(models_.error));
+  } else {
+    source_->setText(tr("Base: %1 · Fine-tuned: %2%3")
+                         .arg(models_.baseModel.toHtmlEscaped(), models_.tuned.toHtmlEscaped(),
+                              models_.tunedIsCheckpoint
+                                  ? tr(" (the latest checkpoint: the run has no export)")
+                                  : QString()));
+    if (!sameRun) chat_->setChecked(models_.chat);
+  }
+  updateButtons();
+}
+
 // Runs with a folder, newest first, the current one kept.
 void TryItPage::fillRuns() {
   const QString keep = runId();
@@ -266,13 +270,14 @@ void TryItPage::fillRuns() {
     runs_->setItemData(runs_->count() - 1, QString::fromStdString(r.run_dir), Qt::UserRole + 1);
   }
   const int at = runs_->findData(keep);
+  runs_->setCurrentIndex(at >= 0 ? at : runs_->count() > 0 ? 0 : -1);
   block.unblock();
-  runs_->setCurrentIndex(-1);
-  runs_->setCurrentIndex(at >= 0 ? at : 0);
+  showRun();
 }
 
 void TryItPage::setRun(const QString& id) {
   if (runs_->findData(id) < 0) fillRuns();
+  if (runs_->currentIndex() == runs_->findData(id)) return showRun();
   runs_->setCurrentIndex(runs_->findData(id));
 }
 
@@ -341,8 +346,6 @@ void TryItPage::startSide(Side& side, const QString& model, const QString& token
   side.status->setText(tr("Generating with the %1…").arg(side.what));
   side.process = new QProcess(this);
   QProcess* p = side.process;
-  // Below the window's priority: two workers that use every core must not starve the event loop.
-  p->setChildProcessModifier([] { (void)::nice(5); });
   connect(p, &QProcess::finished, this, [this, &side](int code) { sideEnded(side, code); });
   connect(p, &QProcess::errorOccurred, this, [this, &side, p](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;  // the others end in finished()

@@ -76,6 +76,7 @@ class TryItPage : public QWidget {
  private:
   struct Side;
   void fillRuns();
+  void showRun();
   void startSide(Side& side, const QString& model, const QString& tokenizer);
   void sideEnded(Side& side, int code);
   void updateButtons();
