@@ -208,7 +208,7 @@ ALTER TABLE runs ADD COLUMN measured_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
     {"runs: a resumed run is one row (the rows a resume added are merged into the run they "
      "resumed)",
-     "", nullptr},
+     "", merge_resumed_rows},
 };
 
 }  // namespace
