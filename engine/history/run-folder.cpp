@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <ctime>
 #include <filesystem>
 #include <utility>
 
@@ -58,6 +60,35 @@ bool same_folder(const std::string& a, const std::string& b) {
 
 std::string run_checkpoints_dir(const std::string& run_dir) {
   return (fs::path(run_dir) / kRunCheckpointsDir).string();
+}
+
+Result<std::string> set_aside_checkpoints_after(const std::string& run_dir, long long step) {
+  std::vector<std::string> later;
+  for (const std::string& dir : list_run_checkpoints(run_dir)) {
+    const std::string digits = fs::path(dir).filename().string().substr(5);  // "step-NNNNNN"
+    long long n = 0;
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (err != std::errc() || end != digits.data() + digits.size()) continue;  // not the trainer's
+    if (n > step) later.push_back(dir);
+  }
+  if (later.empty()) return std::string();
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  fs::path aside = fs::path(run_checkpoints_dir(run_dir)) / (std::string("replaced-") + stamp);
+  std::error_code ec;
+  for (int i = 2; fs::exists(aside, ec); ++i)  // two resumes in one second
+    aside = fs::path(run_checkpoints_dir(run_dir)) /
+            ("replaced-" + std::string(stamp) + "-" + std::to_string(i));
+  fs::create_directories(aside, ec);
+  if (ec) return io_error("cannot make " + aside.string() + ": " + ec.message());
+  for (const std::string& dir : later) {
+    fs::rename(dir, aside / fs::path(dir).filename(), ec);
+    if (ec) return io_error("cannot move " + dir + " into " + aside.string() + ": " + ec.message());
+  }
+  return aside.string();
 }
 
 std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {

@@ -68,6 +68,14 @@ class RunFolderLock {
   int fd_ = -1;
 };
 
+// A resume from an earlier checkpoint trains the steps after it again: the run's checkpoints after
+// `step` belong to the trajectory it leaves, and the keep-N rotation and History's Resume, which
+// take the highest step for the newest, must not prefer them to the resumed run's own. They are
+// moved, whole and kept, into `run_dir`/checkpoints/replaced-<UTC time>/ (out of list_checkpoints).
+// Returns that folder, "" when there was nothing after `step`; kIo naming the checkpoint when a
+// move fails (the ones moved before it stay moved).
+Result<std::string> set_aside_checkpoints_after(const std::string& run_dir, long long step);
+
 // The checkpoints of the run in `run_dir`, oldest first.
 inline std::vector<std::string> list_run_checkpoints(const std::string& run_dir) {
   return list_checkpoints(run_checkpoints_dir(run_dir));

@@ -101,6 +101,11 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
     return invalid_argument(lock.status().message() + who +
                             ": stop that run or wait for it to end, or choose another output.run_dir");
   }
+  // A resume in the checkpoint's own folder: the checkpoints after it are the abandoned steps'.
+  std::string set_aside;
+  if (resume && same_folder(run_folder_of_checkpoint(resume->checkpoint_dir), info.run_dir)) {
+    SPW_ASSIGN_OR_RETURN(set_aside, set_aside_checkpoints_after(info.run_dir, resume->step));
+  }
   std::string id = info.id;
   if (resumed) {
     Status st = store->resume_run(id, info, resume->step);
@@ -115,6 +120,10 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
   auto rec = std::unique_ptr<RunRecorder>(new RunRecorder(
       std::move(store), std::move(events), std::move(id), info.run_dir, std::move(options)));
   rec->resumed_ = resumed.has_value();
+  if (!set_aside.empty()) {
+    rec->log(LogLevel::kInfo, "the checkpoints after step " + std::to_string(resume->step) +
+                                  " (steps this resume trains again) were moved to " + set_aside);
+  }
   rec->folder_lock_ = std::move(*lock);
   return rec;
 }

@@ -664,6 +664,24 @@ TEST_F(WorkerTest, AResumedRunIsTheSameRunInItsFolder) {
   // The resumed steps are the same math (bit-exact resume), written again with later times.
   EXPECT_NEAR(*metrics[5].loss, *first[5].loss, 1e-6);
   EXPECT_GT(*metrics[5].t_s, *first[5].t_s);
+  // The first run's checkpoints after step 2 are set aside, whole, and the resumed run's own take
+  // their place; the log says where they went.
+  std::vector<std::string> names;
+  for (const std::string& dir : list_checkpoints(run_dir + "/checkpoints"))
+    names.push_back(fs::path(dir).filename());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-000002", "step-000004", "step-000006"}));
+  std::string aside;
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints"))
+    if (e.path().filename().string().starts_with("replaced-")) aside = e.path().string();
+  ASSERT_FALSE(aside.empty());
+  EXPECT_TRUE(fs::exists(aside + "/step-000004/model.safetensors"));
+  EXPECT_TRUE(fs::exists(aside + "/step-000006/model.safetensors"));
+  bool logged = false;
+  for (const json& e : of_type(read_events(run_dir), "log"))
+    logged |=
+        e["message"] ==
+        "the checkpoints after step 2 (steps this resume trains again) were moved to " + aside;
+  EXPECT_TRUE(logged);
   EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs") &&
                std::distance(fs::directory_iterator(tmp_.path() + "/xdg/spillway/runs"), {}) != 1)
       << "no second folder";

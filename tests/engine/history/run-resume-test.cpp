@@ -151,6 +151,14 @@ TEST_F(RunResume, FromItsCheckpointIsTheSameRunWithOneRow) {
   ASSERT_EQ((*store)->evals(id)->size(), 1u);
   EXPECT_EQ((*store)->evals(id)->at(0).step, 3);
   EXPECT_EQ((*store)->checkpoints(id)->size(), 2u) << "checkpoint rows name files, which stay";
+  // The abandoned step 6's checkpoint is kept, out of the rotation and of History's Resume.
+  EXPECT_EQ(list_run_checkpoints(run_dir_),
+            std::vector<std::string>{run_dir_ + "/checkpoints/step-000003"});
+  std::vector<std::string> aside;
+  for (const auto& e : fs::directory_iterator(run_dir_ + "/checkpoints"))
+    if (e.path().filename().string().starts_with("replaced-")) aside.push_back(e.path().string());
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_TRUE(fs::is_directory(aside[0] + "/step-000006"));
 
   r.step({{"step", 4}, {"loss", 1.5}}, MetricRow{4, 1.5});
   r.step({{"step", 5}, {"loss", 1.4}}, MetricRow{5, 1.4});
