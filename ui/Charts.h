@@ -1,11 +1,13 @@
 // Chart helpers shared by the pages: a plot with a bold title row and a compact legend below it,
-// the title alone (for custom plot classes), and the loss smoothing. GUI thread only.
+// the title alone (for custom plot classes), the loss smoothing, and a series' points as drawn
+// (bounded for a long run). GUI thread only.
 #pragma once
 
 #include <QString>
 #include <QVector>
 
 class QCustomPlot;
+class QCPGraph;
 class QCPTextElement;
 
 namespace spillway::ui {
@@ -16,9 +18,22 @@ QCPTextElement* addPlotTitle(QCustomPlot* plot, const QString& title);
 // and makes the plot follow the palette (PlotTheme).
 void placeLegendBelow(QCustomPlot* plot, int columns);
 // A new plot with a title, axis labels and the legend below, at least `minHeight` pixels tall.
-QCustomPlot* titledPlot(const QString& title, const QString& xLabel, const QString& yLabel, int legendColumns,
-                        int minHeight);
+QCustomPlot* titledPlot(const QString& title, const QString& xLabel, const QString& yLabel,
+                        int legendColumns, int minHeight);
 // Exponential moving average with bias correction (TensorBoard's smoothing); weight in [0, 1).
 QVector<double> smoothEma(const QVector<double>& y, double weight);
+// The same into `out` (resized; its storage is reused from one call to the next).
+void smoothEma(const QVector<double>& y, double weight, QVector<double>& out);
+
+// The most points one series draws: about one a pixel of a chart a third of a 1920-pixel screen
+// wide (each chart of the Live page's rows is). More cost the paint without showing more.
+constexpr int kMaxDrawnPoints = 640;
+// Replaces `graph`'s data with x, y (x ascending) times `scale`. A series longer than `maxPoints`
+// is drawn as the lowest and highest point of each run of consecutive points (a run per two points
+// allowed), in their order, so that spikes and the curve's extremes stay; its newest point and its
+// line breaks (NaN values) are always kept. `y` may be shorter than `x`: its values belong to x's
+// last ones (the ones before are 0).
+void setDecimatedData(QCPGraph* graph, const QVector<double>& x, const QVector<double>& y,
+                      double scale = 1, int maxPoints = kMaxDrawnPoints);
 
 }  // namespace spillway::ui

@@ -159,6 +159,11 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   speed_->yAxis2->setLabel(tr("model TFLOPS"));
   speed_->addGraph(speed_->xAxis, speed_->yAxis2)->setName(tr("TFLOPS"));
   speed_->graph(1)->setPen(QPen(QColor("#8c564b"), 1.5));
+  // Lines as segments rather than one stroked path: a long noisy run's thick lines cost most of a
+  // replot as paths (the joins barely show at these widths).
+  for (QCustomPlot* p : {static_cast<QCustomPlot*>(tiers_[0]), static_cast<QCustomPlot*>(tiers_[1]),
+                         static_cast<QCustomPlot*>(tiers_[2]), links_, loss_, speed_})
+    p->setPlottingHint(QCP::phFastPolylines, true);
   grid->addWidget(tiers_[0], 0, 0);
   grid->addWidget(tiers_[1], 0, 1);
   grid->addWidget(tiers_[2], 0, 2);
@@ -482,8 +487,8 @@ void LivePage::redrawThroughput() {
   const double ratio = median(ratios);
   bool proportional = ratio > 0;
   for (double r : ratios) proportional = proportional && std::abs(r - ratio) <= 0.01 * ratio;
-  speed_->graph(0)->setData(s.tokensPerSecond.x, s.tokensPerSecond.y, true);
-  speed_->graph(1)->setData(s.tflops.x, s.tflops.y, true);
+  setDecimatedData(speed_->graph(0), s.tokensPerSecond.x, s.tokensPerSecond.y);
+  setDecimatedData(speed_->graph(1), s.tflops.x, s.tflops.y);
   showGraph(speed_->graph(1), !proportional && !s.tflops.isEmpty());
   speed_->graph(0)->setName(proportional ? tr("tokens/s (right axis: model TFLOPS)")
                                          : tr("tokens/s"));
@@ -501,7 +506,17 @@ void LivePage::redrawThroughput() {
   speed_->replot(QCustomPlot::rpQueuedReplot);
 }
 
-void LivePage::redraw() {
+bool LivePage::chartsShown() const {
+  return isWindow() || isVisibleTo(window());
+}
+
+void LivePage::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (chartsStale_) redrawCharts();
+}
+
+void LivePage::redrawCharts() {
+  chartsStale_ = false;
   const RunSeries& s = series_;
   for (TierChart* t : tiers_) t->update(s);
   double linkTop = 0;
@@ -512,7 +527,7 @@ void LivePage::redraw() {
   };
   for (int i = 0; i < 4; ++i) {
     const Ring& r = s.linkGbps.value(kLinkNames[i]);
-    links_->graph(i)->setData(r.x, r.y, true);
+    setDecimatedData(links_->graph(i), r.x, r.y);
     cover(r);
   }
   const QStringList legend = linkLegend();
@@ -521,7 +536,7 @@ void LivePage::redraw() {
   const QString pcieNames[] = {tr("PCIe host→GPU"), tr("PCIe GPU→host")};
   for (int i = 0; i < 2; ++i) {
     const Ring& r = s.pcieGbps.value(pcieKeys[i]);
-    pcie_[i]->setData(r.x, r.y, true);
+    setDecimatedData(pcie_[i], r.x, r.y);
     cover(r);
     pcie_[i]->setName(tr("%1 %2 GB/s (GPU counter)").arg(pcieNames[i]).arg(r.lastY(), 0, 'f', 2));
     showGraph(pcie_[i], !r.isEmpty());
@@ -540,7 +555,7 @@ void LivePage::redraw() {
     }
     showGraph(linkCapacity_[i], show);
   }
-  gpuUtil_->setData(s.gpuUtilPct.x, s.gpuUtilPct.y, true);
+  setDecimatedData(gpuUtil_, s.gpuUtilPct.x, s.gpuUtilPct.y);
   gpuUtil_->setName(gpuLegend());
   showGraph(gpuUtil_, !s.gpuUtilPct.isEmpty());
   links_->yAxis2->setVisible(gpuUtil_->visible());
@@ -549,14 +564,24 @@ void LivePage::redraw() {
   links_->yAxis2->setRange(0, 105);
   links_->replot(QCustomPlot::rpQueuedReplot);
 
-  loss_->graph(0)->setData(s.loss.x, s.loss.y, true);
-  loss_->graph(1)->setData(s.loss.x, smoothEma(s.loss.y, 0.9), true);
-  loss_->graph(2)->setData(s.evalLoss.x, s.evalLoss.y, true);
-  loss_->graph(3)->setData(s.lr.x, s.lr.y, true);
+  setDecimatedData(loss_->graph(0), s.loss.x, s.loss.y);
+  smoothEma(s.loss.y, 0.9, smoothed_);
+  setDecimatedData(loss_->graph(1), s.loss.x, smoothed_);
+  setDecimatedData(loss_->graph(2), s.evalLoss.x, s.evalLoss.y);
+  setDecimatedData(loss_->graph(3), s.lr.x, s.lr.y);
   loss_->rescaleAxes();
   loss_->replot(QCustomPlot::rpQueuedReplot);
   redrawThroughput();
   timeline_->setSpans(s.spans);
+}
+
+void LivePage::redraw() {
+  const RunSeries& s = series_;
+  if (chartsShown()) {
+    redrawCharts();
+  } else {
+    chartsStale_ = true;
+  }
 
   progress_->setValue(s.totalSteps > 0 ? static_cast<int>(1000 * s.lastStep / s.totalSteps) : 0);
   progress_->setFormat(QString("step %1 / %2").arg(s.lastStep).arg(s.totalSteps));

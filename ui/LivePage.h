@@ -6,7 +6,10 @@
 // checkpoint wired to the worker by signals. A QFileSystemWatcher marks events.jsonl changed; a
 // 250 ms timer reads what was appended (also every second without a change notice, which network
 // file systems do not send) and redraws once per tick (STYLE.md 11); nothing is parsed between
-// ticks.
+// ticks. A tick without new events draws nothing; while another page of the window is shown the
+// events are still read (the phase, the log and the status follow the run) but the charts wait for
+// the page to be shown again. The charts set their existing graphs' data, bounded to
+// kMaxDrawnPoints a series for a long run (Charts.h), and replot once, queued.
 // The page knows the run's phase (starting, training, paused, ..., failed, interrupted) from its
 // events and from whether its worker is alive, checked each tick before the events are read; the
 // controls (the buttons and the Run menu's actions, which the page owns) follow it. A worker that
@@ -76,6 +79,8 @@ class LivePage : public QWidget {
   QAction* stopAction() const { return stopAction_; }
   QCustomPlot* throughputPlot() const { return speed_; }
   QCustomPlot* linkPlot() const { return links_; }
+  QCustomPlot* lossPlot() const { return loss_; }
+  const TierChart* tierChart(int i) const { return tiers_[i]; }
   TimelineView* timeline() const { return timeline_; }
   // The controls, also for the Run menu: SIGSTOP/SIGCONT, SIGTERM (checkpoint, then stop; a
   // suspended worker is resumed so that it can), SIGUSR1 (checkpoint now).
@@ -99,9 +104,17 @@ class LivePage : public QWidget {
   // worker's message) or interrupted (its worker died).
   void runEnded(const QString& runDir, LivePage::Phase phase, const QString& message);
 
+ protected:
+  void showEvent(QShowEvent* event) override;
+
  private:
+  // The charts (marked stale instead while the page is hidden), then the status, progress, log.
   void redraw();
+  void redrawCharts();
   void redrawThroughput();
+  // Whether the charts are on screen, or would be when the window is shown: false while another
+  // page of the window is.
+  bool chartsShown() const;
   void updateControls();
   // The worker is gone: the phase from its final state, else from its last words.
   void conclude(bool watched);
@@ -124,10 +137,12 @@ class LivePage : public QWidget {
   RunSeries series_;
   QTimer timer_;
   QFileSystemWatcher watcher_;
-  bool changed_ = true;   // events.jsonl changed since the last poll
-  int quietTicks_ = 0;    // ticks without a change notice
-  qint64 logShown_ = 0;   // log lines shown, counted like RunSeries::logTotal
-  int skippedShown_ = 0;  // unreadable events.jsonl lines already reported in the log
+  bool changed_ = true;       // events.jsonl changed since the last poll
+  bool chartsStale_ = false;  // events came in while the page was hidden
+  QVector<double> smoothed_;  // the smoothed loss, kept to reuse its storage
+  int quietTicks_ = 0;        // ticks without a change notice
+  qint64 logShown_ = 0;       // log lines shown, counted like RunSeries::logTotal
+  int skippedShown_ = 0;      // unreadable events.jsonl lines already reported in the log
   QLabel* title_;
   QProgressBar* progress_;
   QLabel* status_;

@@ -1,9 +1,8 @@
 #include "TierChart.h"
 
-#include "Charts.h"
-
 #include <algorithm>
 
+#include "Charts.h"
 #include "Format.h"
 #include "PlotTheme.h"
 
@@ -46,6 +45,9 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   measured_->setPen(QPen(palette().color(QPalette::WindowText), 1.5));
   measured_->setVisible(false);
   placeLegendBelow(this, 4);
+  // The stacked areas' edges without antialiasing: a long run's jagged polygons cost most of the
+  // chart's paint antialiased, and the lines over them keep their antialiasing.
+  setNotAntialiasedElements(QCP::aeFills);
   measured_->removeFromLegend();
   unavailable_ = new QCPItemText(this);
   unavailable_->position->setType(QCPItemPosition::ptAxisRectRatio);
@@ -65,39 +67,52 @@ bool TierChart::measuredShown() const {
 
 void TierChart::update(const RunSeries& series) {
   const auto tierIt = series.tierBytes.find(tier_);
-  // Stack the categories in bytes first; the unit is chosen from the top of the stack.
-  QVector<double> x, base;
-  QVector<QVector<double>> stacked;
   // The time axis: the first category reported (a tier may leave out the ones it never holds).
+  QVector<double> x;
+  QVector<QVector<double>> ys;  // by category; shared with the rings, not copied
   if (tierIt != series.tierBytes.end()) {
     for (const QString& c : categoryNames()) {
-      if (tierIt->contains(c) && !(*tierIt)[c].isEmpty()) {
-        x = (*tierIt)[c].x;
-        break;
-      }
+      const auto it = tierIt->find(c);
+      if (x.isEmpty() && it != tierIt->end() && !it->isEmpty()) x = it->x;
+      ys.push_back(it != tierIt->end() ? it->y : QVector<double>());
     }
   }
-  for (const QString& c : categoryNames()) {
-    QVector<double> y;
-    if (tierIt != series.tierBytes.end() && tierIt->contains(c)) y = (*tierIt)[c].y;
-    // The worker writes every category in each sample, so the rings line up; align on the newest.
-    QVector<double> aligned(x.size(), 0.0);
-    for (int k = 0; k < std::min(y.size(), x.size()); ++k)
-      aligned[x.size() - 1 - k] = y[y.size() - 1 - k];
-    if (base.size() != x.size()) base = QVector<double>(x.size(), 0.0);
-    for (int k = 0; k < x.size(); ++k) base[k] += aligned[k];
-    stacked.push_back(base);
+  const qsizetype n = x.size();
+  // The worker writes every category in each sample, so the rings line up; align on the newest.
+  const auto at = [&](int c, qsizetype i) {
+    const QVector<double>& y = ys[c];
+    const qsizetype k = i - (n - y.size());
+    return k >= 0 && k < y.size() ? y[k] : 0.0;
+  };
+  // The top of the stack over every sample; the stack drawn at a bounded number of them (every
+  // stride-th and the newest, the same for each category so that the areas line up).
+  double top = 0, newest = 0;
+  for (qsizetype i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int c = 0; c < ys.size(); ++c) sum += at(c, i);
+    top = std::max(top, sum);
+    if (i == n - 1) newest = sum;
   }
+  const qsizetype stride = std::max<qsizetype>(1, (n + kMaxDrawnPoints - 1) / kMaxDrawnPoints);
+  QVector<qsizetype> shown;
+  for (qsizetype i = 0; i < n; i += stride) shown.push_back(i);
+  if (n > 0 && shown.last() != n - 1) shown.push_back(n - 1);
   const Ring measured = series.tierMeasuredBytes.value(tier_);
-  double top = base.isEmpty() ? 0 : *std::max_element(base.begin(), base.end());
   for (double v : measured.y) top = std::max(top, v);
   const double capBytes = series.tierCapacity.value(tier_, 0);
   const bool showCap = capBytes > 0 && top >= 0.05 * capBytes;
   const ByteUnit unit = byteUnitFor(showCap ? capBytes : top);
-  for (int i = 0; i < stacked.size(); ++i) {
-    QVector<double> y = stacked[i];
-    for (double& v : y) v /= unit.bytes;
-    layers_[i]->setData(x, y, true);
+  QVector<double> base(shown.size(), 0.0);
+  for (int i = 0; i < layers_.size(); ++i) {
+    QVector<QCPGraphData> d;
+    if (i < ys.size()) {
+      d.reserve(shown.size());
+      for (qsizetype k = 0; k < shown.size(); ++k) {
+        base[k] += at(i, shown[k]);
+        d.append(QCPGraphData(x[shown[k]], base[k] / unit.bytes));
+      }
+    }
+    layers_[i]->data()->set(d, true);
   }
   const double cap = capBytes / unit.bytes;
   const QVector<double>& tx = x.isEmpty() ? measured.x : x;  // the time axis of what is shown
@@ -106,9 +121,7 @@ void TierChart::update(const RunSeries& series) {
   } else {
     capacity_->data()->clear();
   }
-  QVector<double> my = measured.y;
-  for (double& v : my) v /= unit.bytes;
-  measured_->setData(measured.x, my, true);
+  setDecimatedData(measured_, measured.x, measured.y, 1 / unit.bytes);
   if (measured_->visible() != !measured.isEmpty()) {
     measured_->setVisible(!measured.isEmpty());
     measured.isEmpty() ? measured_->removeFromLegend() : measured_->addToLegend();
@@ -119,10 +132,12 @@ void TierChart::update(const RunSeries& series) {
   // the run, so it reads as an arena rather than as a full GPU.
   const bool cpuArena = tier_ == "hbm" && series.plan["backend"].toString() == "cpu";
   QString text = cpuArena ? tr("Device arena (CPU backend, in DRAM)") : title_;
-  if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(base.last()));
+  if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(newest));
   if (capBytes > 0)
-    text += cpuArena ? tr(" of a %1 arena").arg(formatBytes(capBytes)) : tr(" of %1").arg(formatBytes(capBytes));
-  if (!measured.isEmpty()) text += tr(" · %1 in use on the device").arg(formatBytes(measured.lastY()));
+    text += cpuArena ? tr(" of a %1 arena").arg(formatBytes(capBytes))
+                     : tr(" of %1").arg(formatBytes(capBytes));
+  if (!measured.isEmpty())
+    text += tr(" · %1 in use on the device").arg(formatBytes(measured.lastY()));
   heading_->setText(text);
   if (!tx.isEmpty()) xAxis->setRange(tx.first(), std::max(tx.last(), tx.first() + 1));
   yAxis->setRange(

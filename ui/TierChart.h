@@ -3,12 +3,14 @@
 // and, where the device reports its own use (HBM: the GPU's memory in use, NVML or cudaMemGetInfo),
 // that as a solid line over the stack: the gap is what the CUDA context, the allocator and other
 // processes hold beyond the engine's accounting.
-// update() copies the series' ring buffers and queues one replot. A tier the worker does not
-// report is shown as unavailable, never as zero (STYLE.md 10). The y unit follows the data (kB to
-// TB); when the tier's use is under 5% of its capacity the axis fits the data and the heading
-// states the capacity instead of drawing a line at the top. On the CPU backend (the run's plan
-// names it) the "hbm" tier is the backend's device arena in host memory, and the heading says so
-// rather than calling it HBM. GUI thread only.
+// update() sets the graphs' data from the series' ring buffers, at most kMaxDrawnPoints samples a
+// category however long the run (every n-th and the newest: a spike between them is not drawn,
+// the heading's figure and the axis still count it), and queues one replot. A tier the
+// worker does not report is shown as unavailable, never as zero (STYLE.md 10). The y unit follows
+// the data (kB to TB); when the tier's use is under 5% of its capacity the axis fits the data and
+// the heading states the capacity instead of drawing a line at the top. On the CPU backend (the
+// run's plan names it) the "hbm" tier is the backend's device arena in host memory, and the heading
+// says so rather than calling it HBM. GUI thread only.
 #pragma once
 
 #include <qcustomplot.h>
@@ -24,7 +26,7 @@ class TierChart : public QCustomPlot {
  public:
   TierChart(const QString& tier, const QString& title, QWidget* parent = nullptr);
   void update(const RunSeries& series);
-  QString heading() const;  // e.g. "DRAM (host): 4.16 MB of 25.0 GB"
+  QString heading() const;     // e.g. "DRAM (host): 4.16 MB of 25.0 GB"
   bool measuredShown() const;  // the device's own figure is drawn
   const QString& tier() const { return tier_; }
 
@@ -32,7 +34,7 @@ class TierChart : public QCustomPlot {
   QString tier_, title_;
   QCPTextElement* heading_;
   QCPGraph* capacity_;
-  QCPGraph* measured_;  // hidden (and out of the legend) while the device reports nothing
+  QCPGraph* measured_;        // hidden (and out of the legend) while the device reports nothing
   QCPItemText* unavailable_;  // shown while the worker reports nothing for this tier
   QVector<QCPGraph*> layers_;
 };
