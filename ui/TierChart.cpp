@@ -131,13 +131,12 @@ void TierChart::update(const RunSeries& series) {
   // The CPU backend has no HBM: its "device" is an arena it carves out of host memory, sized for
   // the run, so it reads as an arena rather than as a full GPU.
   const bool cpuArena = tier_ == "hbm" && series.plan["backend"].toString() == "cpu";
-  QString text = cpuArena ? tr("Device arena (CPU backend, in DRAM)") : title_;
+  // Short enough for a third of a 1280-pixel window; the device's own reading goes on a second line.
+  QString text = cpuArena ? tr("Arena (CPU, in DRAM)") : title_;
   if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(newest));
-  if (capBytes > 0)
-    text += cpuArena ? tr(" of a %1 arena").arg(formatBytes(capBytes))
-                     : tr(" of %1").arg(formatBytes(capBytes));
+  if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));
   if (!measured.isEmpty())
-    text += tr(" · %1 in use on the device").arg(formatBytes(measured.lastY()));
+    text += tr("\n%1 in use on the device").arg(formatBytes(measured.lastY()));
   heading_->setText(text);
   if (!tx.isEmpty()) xAxis->setRange(tx.first(), std::max(tx.last(), tx.first() + 1));
   yAxis->setRange(

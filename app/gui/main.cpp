@@ -4,9 +4,9 @@
 // entry's %f, or by hand) opens on New run. Options: --db PATH (run store), --model DIR /
 // --dataset FILE (preselect on New run), --attach RUN_DIR (show a run on Live), --palette
 // system|light|dark, --screenshot DIR (after --wait seconds, save a PNG of each page, the window
-// --size WxH, into DIR and quit — used by tests/ui/screenshots.sh and
-// tests/packaging/install-test.sh under Xvfb). The man page packaging/man/spillway.1 is checked
-// against --help.
+// --size WxH, into DIR and quit; Try it shows a completed run's answers to "ROMEO:" — used by
+// tests/ui/screenshots.sh and tests/packaging/install-test.sh under Xvfb). The man page
+// packaging/man/spillway.1 is checked against --help.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -20,6 +20,7 @@
 #include "MainWindow.h"
 #include "NewRunPage.h"
 #include "RunHistoryModel.h"
+#include "TryItPage.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -64,29 +65,48 @@ int main(int argc, char** argv) {
     const QString dir = parser.value(shots);
     window.newRunPage()->plan();  // in the background; done well before the screenshots
     QDir().mkpath(dir);
-    QTimer::singleShot(static_cast<int>(parser.value(wait).toDouble() * 1000), &window,
-                       [&window, dir] {
-                         using W = spillway::ui::MainWindow;
-                         window.showPage(W::kNewRun);
-                         QApplication::processEvents();
-                         window.grab().save(dir + "/new-run.png");
-                         window.livePage()->tick();
-                         window.showPage(W::kLive);
-                         QApplication::processEvents();
-                         window.grab().save(dir + "/live.png");
-                         window.historyModel()->refresh();
-                         window.showPage(W::kHistory);
-                         QApplication::processEvents();
-                         window.grab().save(dir + "/history.png");
-                         QStringList ids;
-                         for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
-                           ids << QString::fromStdString(window.historyModel()->run(i).info.id);
-                         window.comparePage()->setRuns(ids);
-                         window.showPage(W::kCompare);
-                         QApplication::processEvents();
-                         window.grab().save(dir + "/compare.png");
-                         QApplication::quit();
-                       });
+    QTimer::singleShot(
+        static_cast<int>(parser.value(wait).toDouble() * 1000), &window, [&window, dir] {
+          using W = spillway::ui::MainWindow;
+          window.showPage(W::kNewRun);
+          QApplication::processEvents();
+          window.grab().save(dir + "/new-run.png");
+          window.livePage()->tick();
+          window.showPage(W::kLive);
+          QApplication::processEvents();
+          window.grab().save(dir + "/live.png");
+          window.historyModel()->refresh();
+          window.showPage(W::kHistory);
+          QApplication::processEvents();
+          window.grab().save(dir + "/history.png");
+          QStringList ids;
+          for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
+            ids << QString::fromStdString(window.historyModel()->run(i).info.id);
+          window.comparePage()->setRuns(ids);
+          window.showPage(W::kCompare);
+          QApplication::processEvents();
+          window.grab().save(dir + "/compare.png");
+          // Try it on the finished run (it has an export), once both sides answered.
+          for (int i = 0; i < window.historyModel()->rowCount(); ++i) {
+            const auto& info = window.historyModel()->run(i).info;
+            if (info.status != spillway::RunStatus::kCompleted) continue;
+            window.tryItPage()->setRun(QString::fromStdString(info.id));
+            window.tryItPage()->setPrompt("ROMEO:");
+            break;
+          }
+          window.showPage(W::kTryIt);
+          QObject::connect(window.tryItPage(), &spillway::ui::TryItPage::generated, &window,
+                           [&window, dir] {
+                             QApplication::processEvents();
+                             window.grab().save(dir + "/try-it.png");
+                             QApplication::quit();
+                           });
+          QTimer::singleShot(60000, &window, [] { QApplication::quit(); });  // never hang
+          if (!window.tryItPage()->generate()) {
+            window.grab().save(dir + "/try-it.png");
+            QApplication::quit();
+          }
+        });
   }
   return QApplication::exec();
 }

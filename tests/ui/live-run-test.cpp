@@ -421,7 +421,7 @@ TEST(LivePage, TheCpuBackendsDeviceArenaIsNotCalledHbm) {
   for (TierChart* c : live.findChildren<TierChart*>())
     if (c->tier() == "hbm") hbm = c;
   ASSERT_NE(hbm, nullptr);
-  EXPECT_EQ(hbm->heading(), "Device arena (CPU backend, in DRAM): 3.51 MB of a 3.77 MB arena");
+  EXPECT_EQ(hbm->heading(), "Arena (CPU, in DRAM): 3.51 MB of 3.77 MB");
   // A GPU run keeps its HBM.
   TempDir gpu;
   {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Screenshots of each page of the desktop app during a real run (CPU backend, stories260K on tiny
+# Screenshots of each page of the desktop app (Try it on the finished run) during a real run (CPU backend, stories260K on tiny
 # Shakespeare), under Xvfb, the window SIZE (default 1600x1000) wide and high. Images go to OUT
 # (default /tmp/spillway-screenshots). tests/ui/figures/ keeps those at 1280x720 and 1920x1080
 # (issue 13: the window fits a 1280 x 720 screen), reduced to 256 colours.

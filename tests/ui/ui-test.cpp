@@ -452,7 +452,7 @@ TEST(LivePage, GpuSeriesShownWhenTheSamplesCarryGpuFieldsAndHiddenWithout) {
   TierChart* hbm = hbmChart(live);
   ASSERT_NE(hbm, nullptr);
   EXPECT_TRUE(hbm->measuredShown());
-  EXPECT_EQ(hbm->heading(), "HBM (device): 3.00 GB of 85.0 GB · 4.50 GB in use on the device")
+  EXPECT_EQ(hbm->heading(), "HBM (device): 3.00 GB of 85.0 GB\n4.50 GB in use on the device")
       << hbm->heading().toStdString();
 
   // The same page on a run without GPU metrics: every GPU series hides again.
