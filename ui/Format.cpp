@@ -37,4 +37,8 @@ ByteUnit byteUnitFor(double maxBytes) {
   return {1e3, "kB"};
 }
 
+QString breakablePaths(QString text) {
+  return text.replace('/', QStringLiteral("/\u200B"));
+}
+
 }  // namespace spillway::ui

@@ -18,4 +18,9 @@ struct ByteUnit {
 };
 ByteUnit byteUnitFor(double maxBytes);
 
+// `text` for a word-wrapped QLabel: a zero-width space after each '/' of a long path, so that a
+// message naming a path wraps inside the window instead of widening the page (QLabel breaks lines
+// only between words).
+QString breakablePaths(QString text);
+
 }  // namespace spillway::ui

@@ -279,11 +279,15 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   backend_ = JobForm::comboBox("placement.backend");
   gpuLabel_ = new QLabel;
   gpuLabel_->setWordWrap(true);
-  gpuLabel_->setToolTip(tr("The GPU the CUDA backend would use (device 0)"));
+  // Its text can name long paths (no CUDA module: where it looked): they wrap at '/', and a word
+  // longer than the room left is cut rather than widening the page; the tooltip has it whole.
+  gpuLabel_->setMinimumWidth(120);
   gpuProbe_ = new GpuProbe(this);
   const auto showGpu = [this] {
     const bool usable = gpuProbe_->done() && gpuProbe_->answer().usable;
-    gpuLabel_->setText(gpuProbe_->text());
+    gpuLabel_->setText(breakablePaths(gpuProbe_->text()));
+    gpuLabel_->setToolTip(
+        tr("The GPU the CUDA backend would use (device 0): %1").arg(gpuProbe_->text()));
     gpuLabel_->setEnabled(usable || !gpuProbe_->done());  // greyed: no GPU to choose
   };
   connect(gpuProbe_, &GpuProbe::finished, this, showGpu);
@@ -321,9 +325,10 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   auto* buttons = new QHBoxLayout;
   planButton_ = new QPushButton(tr("Plan"));
   measureButton_ = new QPushButton(tr("Measure %1 steps").arg(kMeasureSteps));
-  measureButton_->setToolTip(tr("Train the job's first %1 steps in a throwaway run and show the measured step time, "
-                                "peak HBM and DRAM and link bytes against the plan's (spillway-worker plan --measure %1)")
-                                 .arg(kMeasureSteps));
+  measureButton_->setToolTip(
+      tr("Train the job's first %1 steps in a throwaway run and show the measured step time, "
+         "peak HBM and DRAM and link bytes against the plan's (spillway-worker plan --measure %1)")
+          .arg(kMeasureSteps));
   launchButton_ = new QPushButton(tr("Launch"));
   launchButton_->setDefault(true);
   copyButton_ = new QPushButton(tr("Copy command line"));
@@ -405,9 +410,9 @@ void NewRunPage::previewDataset() {
     datasetLoader_->cancel();
     dataBusy_->hide();
     dataset_ = DatasetPreview();
-    dataset_.error =
-        path.isEmpty() ? tr("Choose a dataset file.")
-                       : tr("Choose a valid model first: its tokenizer counts the tokens.");
+    dataset_.error = path.isEmpty()
+                         ? tr("Choose a dataset file.")
+                         : tr("Choose a valid model first: its tokenizer counts the tokens.");
     dataLabel_->setText(dataset_.error);
     clearDatasetView();
     return;
@@ -457,10 +462,10 @@ void NewRunPage::showDatasetPreview(const DatasetPreview& preview) {
     const double wholeTokens = static_cast<double>(dataset_.totalTokens) *
                                static_cast<double>(dataset_.fileBytes) /
                                static_cast<double>(dataset_.sampleBytes);
-    text += tr(" — counted in the first %1 of %2; about %3 tokens in the whole file")
-                .arg(formatBytes(static_cast<double>(dataset_.sampleBytes)),
-                     formatBytes(static_cast<double>(dataset_.fileBytes)),
-                     formatCount(wholeTokens));
+    text +=
+        tr(" — counted in the first %1 of %2; about %3 tokens in the whole file")
+            .arg(formatBytes(static_cast<double>(dataset_.sampleBytes)),
+                 formatBytes(static_cast<double>(dataset_.fileBytes)), formatCount(wholeTokens));
   }
   dataLabel_->setText(text);
   showTemplateAndTruncation();
