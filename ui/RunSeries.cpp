@@ -2,6 +2,7 @@
 
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -43,6 +44,15 @@ constexpr int kMaxSpans = 4000;
 constexpr int kMaxLog = 2000;
 const char* kCategories[] = {"weights",   "gradients",   "master",
                              "optimizer", "checkpoints", "workspace"};
+
+// A count of events.jsonl (a step, tokens, total steps) as a whole number. A damaged file can hold
+// NaN, a negative value or 7.8e95, whose conversion to qint64 is undefined (UBSan, fuzz target
+// events): those read as 0 or as the largest count a double holds exactly.
+qint64 countOf(double v) {
+  constexpr double kLargest = 9007199254740992.0;  // 2^53
+  if (!(v > 0)) return 0;
+  return static_cast<qint64>(std::min(v, kLargest));
+}
 }  // namespace
 
 void RunSeries::appendLog(const QString& line) {
@@ -67,9 +77,9 @@ bool RunSeries::apply(const QByteArray& line) {
                       &timeAtStep, &evalLoss})
         r->truncateFrom(step);
     }
-    lastStep = static_cast<qint64>(step);
-    tokens = static_cast<qint64>(e["tokens"].toDouble());
-    if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
+    lastStep = countOf(step);
+    tokens = countOf(e["tokens"].toDouble());
+    if (e.contains("total_steps")) totalSteps = countOf(e["total_steps"].toDouble());
     loss.append(step, e["loss"].toDouble());
     lr.append(step, e["lr"].toDouble());
     tokensPerSecond.append(step, e["tokens_per_s"].toDouble());
@@ -129,10 +139,11 @@ bool RunSeries::apply(const QByteArray& line) {
   } else if (type == "state") {
     state = e["state"].toString();
     if (e.contains("run_id")) runId = e["run_id"].toString();
-    if (e.contains("total_steps")) totalSteps = static_cast<qint64>(e["total_steps"].toDouble());
+    if (e.contains("total_steps")) totalSteps = countOf(e["total_steps"].toDouble());
   } else if (type == "log" || type == "error") {
     if (type == "error") lastError = e["message"].toString();
-    const QString text = type == "log" ? e["message"].toString() : "error: " + e["message"].toString();
+    const QString text =
+        type == "log" ? e["message"].toString() : "error: " + e["message"].toString();
     appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text));
   } else if (type == "plan") {
     plan = e;

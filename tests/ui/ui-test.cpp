@@ -255,6 +255,22 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
 // resumed one wrote after), a cut-off last line, a line of megabytes without a newline, and a file
 // replaced by a shorter one. Every event that can be read is charted; the rest are counted with
 // the first one's line number, and the Live page says so in its log.
+// Counts past what a qint64 holds, negative or not a number (a damaged events.jsonl; UBSan in the
+// fuzz target events: "7.77778e+95 is outside the range of representable values of type 'long
+// long'") read as the largest exact count or as 0.
+TEST(RunSeries, CountsOutOfRangeAreClampedNotConverted) {
+  RunSeries s;
+  EXPECT_TRUE(s.apply(R"({"type":"state","t":0,"state":"training","total_steps":7.77778e95})"));
+  EXPECT_EQ(s.totalSteps, qint64{1} << 53);
+  EXPECT_TRUE(s.apply(R"({"type":"step","t":1,"step":-3,"tokens":1e300,"loss":2.5})"));
+  EXPECT_EQ(s.lastStep, 0);
+  EXPECT_EQ(s.tokens, qint64{1} << 53);
+  EXPECT_TRUE(s.apply(R"({"type":"step","t":2,"step":4,"tokens":4096,"total_steps":10})"));
+  EXPECT_EQ(s.lastStep, 4);
+  EXPECT_EQ(s.tokens, 4096);
+  EXPECT_EQ(s.totalSteps, 10);
+}
+
 TEST(EventTail, DamagedAndCutOffLinesAreSkippedCountedAndBounded) {
   TempDir dir;
   const std::string path = dir.path() + "/events.jsonl";
