@@ -25,6 +25,7 @@
 #include "DatasetPreviewLoader.h"
 #include "DatasetSample.h"
 #include "NewRunPage.h"
+#include "event-loop-watch.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -62,28 +63,6 @@ std::string binaryFile(const TempDir& dir) {
   for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) & 0xFF));
   return path;
 }
-
-// The longest time the event loop went without running a 5 ms timer while it was watched: how
-// long the GUI thread was blocked.
-class EventLoopWatch {
- public:
-  EventLoopWatch() {
-    timer_.setInterval(5);
-    QObject::connect(&timer_, &QTimer::timeout, [this] {
-      const qint64 now = clock_.elapsed();
-      longest_ = std::max(longest_, now - last_);
-      last_ = now;
-    });
-    clock_.start();
-    timer_.start();
-  }
-  qint64 longestGapMs() const { return longest_; }
-
- private:
-  QTimer timer_;
-  QElapsedTimer clock_;
-  qint64 last_ = 0, longest_ = 0;
-};
 
 // ---- DatasetSample -------------------------------------------------------------------------
 
@@ -167,7 +146,9 @@ TEST(DatasetSample, RefusesBinaryFilesFifosAndFolders) {
   QElapsedTimer t;
   t.start();
   DatasetSample fifo = DatasetSample::read(q(dir.file("fifo.txt")), 1000, false);
-  EXPECT_LT(t.elapsed(), 1000 * ::spillway::testing::kTimeScale);  // refused before opening: no wait for a writer
+  EXPECT_LT(
+      t.elapsed(),
+      1000 * ::spillway::testing::kTimeScale);  // refused before opening: no wait for a writer
   EXPECT_TRUE(fifo.error.contains("not a regular file")) << fifo.error.toStdString();
   EXPECT_TRUE(DatasetSample::read(q(dir.path()), 1000, false).error.contains("is a folder"));
   EXPECT_TRUE(

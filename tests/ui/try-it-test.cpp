@@ -32,6 +32,7 @@
 #include "MainWindow.h"
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
+#include "event-loop-watch.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -47,27 +48,6 @@ QString q(const std::string& s) {
 #define REQUIRE_WORKER()                                 \
   if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
   GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
-
-// The longest the event loop went without running a 5 ms timer while this lived.
-class EventLoopWatch {
- public:
-  EventLoopWatch() {
-    timer_.setInterval(5);
-    QObject::connect(&timer_, &QTimer::timeout, [this] {
-      const qint64 now = clock_.elapsed();
-      longest_ = std::max(longest_, now - last_);
-      last_ = now;
-    });
-    clock_.start();
-    timer_.start();
-  }
-  qint64 longestGapMs() const { return longest_; }
-
- private:
-  QTimer timer_;
-  QElapsedTimer clock_;
-  qint64 last_ = 0, longest_ = 0;
-};
 
 // CPU time this thread has used, in ms.
 double threadCpuMs() {

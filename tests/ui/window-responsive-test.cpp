@@ -20,6 +20,7 @@
 #include "DatasetPreviewLoader.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
+#include "event-loop-watch.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -40,27 +41,6 @@ std::string bigDataset(const TempDir& dir, const std::string& name) {
   for (int i = 0; i < 50; ++i) out << text;
   return path;
 }
-
-// The longest time the event loop went without running a 5 ms timer while it was watched.
-class EventLoopWatch {
- public:
-  EventLoopWatch() {
-    timer_.setInterval(5);
-    QObject::connect(&timer_, &QTimer::timeout, [this] {
-      const qint64 now = clock_.elapsed();
-      longest_ = std::max(longest_, now - last_);
-      last_ = now;
-    });
-    clock_.start();
-    timer_.start();
-  }
-  qint64 longestGapMs() const { return longest_; }
-
- private:
-  QTimer timer_;
-  QElapsedTimer clock_;
-  qint64 last_ = 0, longest_ = 0;
-};
 
 QPushButton* browseOf(QWidget* box) {
   for (QPushButton* b : box->findChildren<QPushButton*>())
