@@ -26,6 +26,7 @@
 #include "history/run-folder.h"
 #include "history/run-store.h"
 #include "history/sqlite-util.h"
+#include "immutable-flag.h"
 #include "model/safetensors.h"
 #include "run-files.h"
 #include "test-data.h"
@@ -408,18 +409,6 @@ TEST_F(FaultMatrix, RunsDbLockedByAnotherProcess) {
   EXPECT_EQ(st.count("running"), 0u);
 }
 
-// Sets or clears the immutable flag of `path` (chattr +i); false where the filesystem has none.
-bool set_immutable(const std::string& path, bool on) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  int flags = 0;
-  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
-  ok = ok && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // runs.db on a read-only folder (a read-only bind mount where this process may mount, else the
 // folder's and file's write permissions): the run does not start, the message names the file and
 // why, runs.db is unchanged; writable again, training works.
@@ -467,7 +456,7 @@ TEST_F(FaultMatrix, RunsDbReadOnly) {
   // flag; else its permissions).
   bool file_read_only = false;
   if (::geteuid() == 0) {
-    file_read_only = set_immutable(db_, true);
+    file_read_only = testing::set_immutable(db_, true);
   } else {
     fs::permissions(db_, fs::perms::owner_read);
     file_read_only = true;
@@ -481,7 +470,7 @@ TEST_F(FaultMatrix, RunsDbReadOnly) {
         << r.err;
     EXPECT_TRUE(*read_file(db_) == before) << "runs.db is unchanged";
     if (::geteuid() == 0)
-      set_immutable(db_, false);
+      testing::set_immutable(db_, false);
     else  // SQLite made its -wal and -shm with the database's permissions: read-only too
       for (const std::string& f : {db_, db_ + "-wal", db_ + "-shm"})
         if (fs::exists(f)) fs::permissions(f, fs::perms::owner_read | fs::perms::owner_write);

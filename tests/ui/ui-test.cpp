@@ -44,6 +44,7 @@
 #include "TimelineView.h"
 #include "core/file-util.h"
 #include "history/sqlite-util.h"
+#include "immutable-flag.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -353,18 +354,6 @@ TEST(LivePage, SaysWhenEventsJsonlHasLinesItCannotRead) {
       << log->toPlainText().toStdString();
 }
 
-// Sets or clears the immutable flag of `path` (chattr +i); false where the filesystem has none.
-bool setImmutable(const std::string& path, bool on) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  int flags = 0;
-  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
-  ok = ok && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // The fault matrix's runs.db rows as the app reads them (README "What survives a fault"): runs.db
 // locked by another process, or read-only, is still read (History lists its runs, even when the
 // runs of dead workers cannot be marked interrupted), and an edit says what is wrong; a damaged
@@ -404,7 +393,7 @@ TEST(RunHistoryModel, ALockedReadOnlyOrDamagedRunsDbIsReadOrSaidAndLeftAlone) {
   }
   const std::string before = *read_file(db);
   const bool root = ::geteuid() == 0;
-  if (root ? setImmutable(db, true)
+  if (root ? testing::set_immutable(db, true)
            : (std::filesystem::permissions(db, std::filesystem::perms::owner_read), true)) {
     RunHistoryModel model;
     EXPECT_EQ(model.open(q(db)), QString());
@@ -412,7 +401,7 @@ TEST(RunHistoryModel, ALockedReadOnlyOrDamagedRunsDbIsReadOrSaidAndLeftAlone) {
     Status st = model.store()->rename(done, "renamed");
     EXPECT_NE(st.message().find(db + " is read-only"), std::string::npos) << st.to_string();
     EXPECT_TRUE(*read_file(db) == before);
-    if (root) setImmutable(db, false);
+    if (root) testing::set_immutable(db, false);
     for (const std::string& f : {db, db + "-wal", db + "-shm"})
       if (std::filesystem::exists(f))
         std::filesystem::permissions(
