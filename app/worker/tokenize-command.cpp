@@ -6,6 +6,7 @@
 
 #include "core/json-file.h"
 #include "data/tokenizer.h"
+#include "worker/args.h"
 
 namespace spillway::worker {
 
@@ -16,29 +17,20 @@ constexpr const char* kUsage =
 
 }  // namespace
 
-int run_tokenize(const std::vector<std::string>& args, CommandIo io) {
-  std::string path;
-  bool add_special = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--tokenizer" && i + 1 < args.size()) {
-      path = args[++i];
-    } else if (args[i].rfind("--tokenizer=", 0) == 0) {
-      path = args[i].substr(12);
-    } else if (args[i] == "--add-special-tokens") {
-      add_special = true;
-    } else if (args[i] == "--help" || args[i] == "-h") {
-      io.out << kUsage
-             << "Reads JSON lines {\"text\": ...} from stdin and writes {\"ids\": [...]} lines.\n";
-      return 0;
-    } else {
-      io.err << "spillway-worker tokenize: unknown argument '" << args[i] << "'\n" << kUsage;
-      return 2;
-    }
-  }
-  if (path.empty()) {
-    io.err << "spillway-worker tokenize: --tokenizer PATH is required\n" << kUsage;
+int run_tokenize(const std::vector<std::string>& argv, CommandIo io) {
+  // The parser of every other command, so that tokenize takes its options the same way (--name
+  // VALUE or --name=VALUE) and names a missing value or an unknown option alike.
+  auto args = parse_args(argv, {"--tokenizer"}, {"--add-special-tokens"});
+  if (args.ok() && !args->positional.empty())
+    args = invalid_argument("unexpected argument " + quote_name(args->positional.front()));
+  if (args.ok() && args->get("--tokenizer").value_or("").empty())
+    args = invalid_argument("--tokenizer PATH is required");
+  if (!args.ok()) {
+    io.err << "spillway-worker tokenize: " << args.status().message() << "\n" << kUsage;
     return 2;
   }
+  const std::string path = *args->get("--tokenizer");
+  const bool add_special = args->has("--add-special-tokens");
   auto loaded = Tokenizer::load(path);
   if (!loaded.ok()) {
     io.err << "spillway-worker tokenize: " << loaded.status().to_string() << "\n";
@@ -60,12 +52,14 @@ int run_tokenize(const std::vector<std::string>& args, CommandIo io) {
     }
     const auto text = JsonField(*j, "line " + std::to_string(line_no))["text"].string();
     if (!text.ok()) {
-      io.err << "spillway-worker tokenize: " << text.status().message() << " (each line is {\"text\": \"...\"})\n";
+      io.err << "spillway-worker tokenize: " << text.status().message()
+             << " (each line is {\"text\": \"...\"})\n";
       return 1;
     }
     const auto ids = add_special ? tok.encode_with_special(*text) : tok.encode(*text);
     if (!ids.ok()) {
-      io.err << "spillway-worker tokenize: line " << line_no << ": " << ids.status().to_string() << "\n";
+      io.err << "spillway-worker tokenize: line " << line_no << ": " << ids.status().to_string()
+             << "\n";
       return 1;
     }
     out.assign("{\"ids\":[");

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -83,7 +82,8 @@ TEST(TokenizeCommand, MalformedLineNamesTheLine) {
 TEST(TokenizeCommand, AMegabyteMalformedLineIsNotEchoed) {
   SPILLWAY_REQUIRE_DATA();
   const std::string path = data_path("models/stories260K/tokenizer.json");
-  RunResult r = run({"tokenize", "--tokenizer", path}, "{\"text\": \"" + std::string(1 << 20, 'x') + "\x01\"}\n");
+  RunResult r = run({"tokenize", "--tokenizer", path},
+                    "{\"text\": \"" + std::string(1 << 20, 'x') + "\x01\"}\n");
   EXPECT_EQ(r.code, 1);
   EXPECT_LT(r.err.size(), 400u) << r.err.substr(0, 400);
   EXPECT_EQ(r.err.rfind("spillway-worker tokenize: line 1:1:", 0), 0u) << r.err.substr(0, 400);
@@ -98,6 +98,18 @@ TEST(TokenizeCommand, ArgumentAndLoadErrors) {
   r = run({"tokenize", "--tokenizer", "x", "--bogus"}, "");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--bogus"), std::string::npos);
+  // The same parser as every other command: a missing value and a stray argument are named, and
+  // --tokenizer=PATH is the same as --tokenizer PATH.
+  r = run({"tokenize", "--tokenizer"}, "");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("option --tokenizer needs a value"), std::string::npos) << r.err;
+  r = run({"tokenize", "--tokenizer", "x", "extra.txt"}, "");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unexpected argument"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("extra.txt"), std::string::npos) << r.err;
+  r = run({"tokenize", "--tokenizer=/nonexistent/tokenizer.json"}, "{\"text\": \"a\"}\n");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/tokenizer.json"), std::string::npos) << r.err;
   r = run({"tokenize", "--tokenizer", "/nonexistent/tokenizer.json"}, "{\"text\": \"a\"}\n");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("/nonexistent/tokenizer.json"), std::string::npos) << r.err;
