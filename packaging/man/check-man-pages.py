@@ -6,18 +6,26 @@ usage: check-man-pages.py --worker BUILD/app/spillway-worker [--app BUILD/app/sp
 spillway-worker.1
   - COMMANDS has one subsection per command of `spillway-worker --help`, in its order, headed by
     the command's usage line exactly as --help prints it; the options (.TP tags) under it are the
-    usage line's options, no more and no fewer, and the worker accepts each of them.
+    usage line's options, no more and no fewer. The worker accepts each of them, one shown with a
+    value (`--seq-len N`) needs one, and the command accepts no option that its usage line leaves
+    out: every `--name` the worker's sources (app/worker) or binary spell is tried on every command.
   - JOB FILE holds, between its BEGIN/END job-keys comments, exactly what this script generates from
     `spillway-worker job-keys --json` (every key, its type, allowed values, default, unit and
     meaning). --update rewrites that block in place; nothing else is ever generated.
   - EXIT STATUS lists 0, 1, 2 and 3, and the worker gives each: --help, a failed command (a model
     folder that does not exist), bad arguments, a plan that does not fit.
-  - FILES names every file and folder a short training run writes under $XDG_DATA_HOME/spillway.
+  - FILES names every file and folder that two short training runs write under
+    $XDG_DATA_HOME/spillway (one with everything in DRAM, one with the optimizer state and the master
+    weights on the SSD tier), and the SSD folder is left empty, as the page says.
+  - ENVIRONMENT names every environment variable the worker reads (SPILLWAY_*, XDG_*, OPENBLAS_*
+    names that its binary holds as a string of their own, as getenv's argument is).
 spillway.1
   - OPTIONS lists exactly the options and arguments of `spillway --help` (run offscreen).
+  - ENVIRONMENT names every environment variable the app reads, found as for the worker.
 Exits 0 when all hold, else 1 with one line per difference.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -75,8 +83,15 @@ def options_in(text):
     return set(re.findall(r'(?<![\w-])--[a-z][a-z0-9-]*', text))
 
 
+# The worker re-executes itself once to set these when they are unset (ENVIRONMENT); set, each of
+# the few hundred runs below starts once.
+QUICK_ENV = dict(os.environ, OPENBLAS_CORETYPE=os.environ.get('OPENBLAS_CORETYPE', 'Haswell'),
+                 OPENBLAS_THREAD_TIMEOUT=os.environ.get('OPENBLAS_THREAD_TIMEOUT', '4'))
+
+
 def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+    kw.setdefault('env', QUICK_ENV)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, **kw)
 
 
 # ---- spillway-worker ----
@@ -94,14 +109,42 @@ def help_commands(worker):
     return cmds
 
 
-def accepted(worker, command, option, takes_value):
-    """Whether `command` knows `option`: parsed left to right, an unknown option is named first, so
-    an option the command knows lets the parser reach the sentinel after it. Nothing runs."""
-    sentinel = '--zz-not-an-option'
-    args = [worker, command, option] + (['x'] if takes_value else []) + [sentinel]
-    r = run(args)
-    said = (r.stderr.strip() or r.stdout.strip()).split('\n')[0]  # the error line, not the usage after it
-    return sentinel in said and option not in said.replace(sentinel, '')
+SENTINEL = '--zz-not-an-option'
+
+
+def first_line(r):
+    return (r.stderr.strip() or r.stdout.strip()).split('\n')[0]  # the error, not the usage after it
+
+
+def accepted(worker, command, option):
+    """Whether `command` knows `option`. The parser reads left to right and names the first unknown
+    option; `--opt=x` is taken whole by a value option and by a flag alike, so an option the
+    command knows lets it reach the sentinel, which stops it before anything runs."""
+    said = first_line(run([worker, command, option + '=x', SENTINEL]))
+    return SENTINEL in said and option not in said.replace(SENTINEL, '')
+
+
+def needs_value(worker, command, option):
+    """Whether `command` wants a value after `option`: given last without one, a value option is
+    an error naming it ("option --seq-len needs a value"). Only asked of options that --help shows
+    with a value, so that a flag (which would run the command) is never given alone."""
+    said = first_line(run([worker, command, option]))
+    return 'needs a value' in said and option in said
+
+
+def candidate_options(worker):
+    """Every `--name` that the worker's sources or its binary spell: the options any command may
+    take. A short literal may be built from immediates rather than stored whole, hence both."""
+    found = set()
+    src = os.path.join(HERE, '..', '..', 'app', 'worker')
+    if os.path.isdir(src):
+        for name in os.listdir(src):
+            if name.endswith(('.cpp', '.h')):
+                found |= set(re.findall(r'"(--[a-z][a-z0-9-]*)[="]', open(os.path.join(src, name)).read()))
+    with open(worker, 'rb') as f:
+        found |= {m.decode() for m in re.findall(rb'(?<![\w-])--[a-z][a-z0-9-]*(?![a-z0-9-])', f.read())}
+    found.discard(SENTINEL)
+    return found
 
 
 def check_worker_commands(worker, page):
@@ -132,10 +175,19 @@ def check_worker_commands(worker, page):
         for o in sorted(have - want):
             fail(f'COMMANDS: {name}: {o} has a .TP entry but --help does not list it')
         for o in sorted(want):
-            value = re.search(re.escape(o) + r' [A-Z]', usage) is not None or \
-                re.search(re.escape(o) + r' (auto|device)', usage) is not None
-            if not accepted(worker, name, o, value):
-                fail(f'{name} {o}: the worker does not accept it')
+            if not accepted(worker, name, o):
+                fail(f'{name} {o}: --help lists it, but the worker does not accept it')
+                continue
+            shown_with_value = re.search(re.escape(o) + r' ([A-Z]|auto\b|device\b)', usage) is not None
+            if shown_with_value and not needs_value(worker, name, o):
+                fail(f'{name} {o}: --help shows it with a value, but the worker takes it as a flag')
+    # The other way: an option a command takes that --help (and so the page) does not show.
+    candidates = sorted(candidate_options(worker))
+    jobs = [(name, o) for name, usage in cmds for o in candidates if o not in options_in(usage)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for (name, o), ok in zip(jobs, pool.map(lambda j: accepted(worker, *j), jobs)):
+            if ok:
+                fail(f'{name} {o}: the worker accepts it, but --help does not list it (nor the page)')
 
 
 def roff_escape(s):
@@ -225,38 +277,60 @@ def check_exit_status(worker, page):
                 fail(f'EXIT STATUS {code}: `{" ".join(cmd[1:])}` exits {r.returncode} ({(r.stderr or r.stdout).strip()[:200]})')
 
 
+def check_environment(binary, page, label):
+    """Every SPILLWAY_*, XDG_* or OPENBLAS_* name that `binary` holds as a string of its own (as
+    getenv's argument is: a NUL-terminated literal) is named in ENVIRONMENT."""
+    with open(binary, 'rb') as f:
+        names = {m.decode() for m in re.findall(rb'(?<![A-Za-z0-9_])((?:SPILLWAY|XDG|OPENBLAS)_[A-Z0-9_]+)\x00', f.read())}
+    documented = set()
+    for t in tp_tags(page.get('ENVIRONMENT', [])):
+        documented |= set(re.findall(r'[A-Z][A-Z0-9_]+', t))
+    for n in sorted(names - documented):
+        fail(f'{label} ENVIRONMENT: {os.path.basename(binary)} reads {n}, and the page does not name it')
+
+
 def check_files(worker, page):
-    """Every path a short run writes, with the run id and step numbers as the page writes them."""
+    """Every path two short runs write, with the run id, step and block numbers as the page writes
+    them: one with everything in DRAM, one with the AdamW state and the master weights on the SSD."""
     files_text = plain('\n'.join(page.get('FILES', [])))
     with tempfile.TemporaryDirectory() as tmp:
         text = os.path.join(tmp, 'text.txt')
         with open(text, 'w') as f:
             f.write('the quick brown fox jumps over the lazy dog\n' * 200)
-        job = os.path.join(tmp, 'job.json')
-        with open(job, 'w') as f:
-            json.dump({'name': 'files', 'model': {'init': 'llama-tiny', 'tokenizer': 'builtin:bytes'},
-                       'data': {'train': text, 'seq_len': 32},
-                       'train': {'steps': 2, 'micro_batch_size': 2, 'checkpoint_every': 1, 'eval_every': 1},
-                       'placement': {'backend': 'cpu'}, 'output': {}}, f)
+        ssd = os.path.join(tmp, 'ssd')
+        os.mkdir(ssd)
         data = os.path.join(tmp, 'xdg')
-        r = run([worker, 'train', job], env=dict(os.environ, XDG_DATA_HOME=data))
-        if r.returncode != 0:
-            fail(f'FILES: the training run failed: {r.stderr.strip()[:300]}')
-            return
+        for placement in ({'backend': 'cpu'},
+                          {'backend': 'cpu', 'optimizer': 'ssd', 'master': 'ssd', 'ssd_dir': ssd}):
+            job = os.path.join(tmp, 'job.json')
+            with open(job, 'w') as f:
+                json.dump({'name': 'files', 'model': {'init': 'llama-tiny', 'tokenizer': 'builtin:bytes'},
+                           'data': {'train': text, 'seq_len': 32},
+                           'train': {'steps': 2, 'micro_batch_size': 2, 'checkpoint_every': 1, 'eval_every': 1},
+                           'placement': placement, 'output': {}}, f)
+            r = run([worker, 'train', job], env=dict(QUICK_ENV, XDG_DATA_HOME=data))
+            if r.returncode != 0:
+                fail(f'FILES: the training run ({placement}) failed: {r.stderr.strip()[:300]}')
+                return
         root = os.path.join(data, 'spillway')
         for dirpath, dirnames, filenames in os.walk(root):
             for name in dirnames + filenames:
                 rel = os.path.relpath(os.path.join(dirpath, name), root)
                 rel = re.sub(r'runs/\d{8}-\d{6}-[0-9a-f]+', 'runs/<id>', rel)
                 rel = re.sub(r'step-\d{6}', 'step-NNNNNN', rel)
+                rel = re.sub(r'block-\d+', 'block-<b>', rel)
                 base = rel.split('/')[-1]
                 if base not in files_text and rel not in files_text:
                     fail(f'FILES: a run writes {rel} under $XDG_DATA_HOME/spillway, and the page does not name it')
+        left = os.listdir(ssd)
+        if left:
+            fail(f'FILES: the page says the SSD tier\'s files are removed when the run ends; left in placement.ssd_dir: {left}')
 
 
 # ---- spillway ----
 
 def check_app(app, page):
+    check_environment(app, page, 'spillway.1')
     r = run([app, '--help'], env=dict(os.environ, QT_QPA_PLATFORM='offscreen'))
     if r.returncode != 0:
         fail(f'spillway --help exits {r.returncode}: {r.stderr.strip()[:200]}')
@@ -296,6 +370,7 @@ def main():
     page = sections(text)
     check_worker_commands(a.worker, page)
     check_exit_status(a.worker, page)
+    check_environment(a.worker, page, 'spillway-worker.1')
     check_files(a.worker, page)
     if a.app:
         check_app(a.app, sections(open(os.path.join(a.man_dir, 'spillway.1')).read()))
