@@ -19,6 +19,7 @@
 #include <QLineEdit>
 #include <QLocale>
 #include <QMessageBox>
+#include <QPointer>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -29,6 +30,7 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTextBrowser>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <optional>
 
@@ -324,16 +326,30 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   pl->addWidget(planView_);
   auto* buttons = new QHBoxLayout;
   planButton_ = new QPushButton(tr("Plan"));
-  measureButton_ = new QPushButton(tr("Measure %1 steps").arg(kMeasureSteps));
-  measureButton_->setToolTip(
-      tr("Train the job's first %1 steps in a throwaway run and show the measured step time, "
-         "peak HBM and DRAM and link bytes against the plan's (spillway-worker plan --measure %1)")
-          .arg(kMeasureSteps));
+  measureButton_ = new QPushButton(tr("Measure"));
+  measureButton_->setObjectName("measure");
+  measureSteps_ = new QSpinBox;
+  measureSteps_->setObjectName("measureSteps");
+  measureSteps_->setRange(1, kMaxMeasureSteps);
+  measureSteps_->setValue(kMeasureSteps);
+  measureSteps_->setSuffix(tr(" steps"));
+  const QString measureTip = tr(
+      "Train the job's first steps in a throwaway run and show the measured step time, tokens/s, "
+      "peak HBM and DRAM and link bytes against the plan's (spillway-worker plan JOB --measure "
+      "N). The first step warms up the libraries: the figures are of the steps after it.");
+  measureButton_->setToolTip(measureTip);
+  measureSteps_->setToolTip(measureTip);
+  stopButton_ = new QPushButton(tr("Stop"));
+  stopButton_->setObjectName("stopPlan");
+  stopButton_->setToolTip(tr("Stop the plan or measure in progress; nothing is kept"));
+  stopButton_->setEnabled(false);
   launchButton_ = new QPushButton(tr("Launch"));
   launchButton_->setDefault(true);
   copyButton_ = new QPushButton(tr("Copy command line"));
   buttons->addWidget(planButton_);
   buttons->addWidget(measureButton_);
+  buttons->addWidget(measureSteps_);
+  buttons->addWidget(stopButton_);
   buttons->addStretch();
   buttons->addWidget(copyButton_);
   buttons->addWidget(launchButton_);
@@ -341,6 +357,12 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   layout->addWidget(planBox);
   connect(planButton_, &QPushButton::clicked, this, &NewRunPage::plan);
   connect(measureButton_, &QPushButton::clicked, this, &NewRunPage::measure);
+  connect(stopButton_, &QPushButton::clicked, this, &NewRunPage::stopPlan);
+  planTicker_ = new QTimer(this);
+  planTicker_->setInterval(1000);
+  connect(planTicker_, &QTimer::timeout, this, [this] {
+    planView_->setBusy(tr("%1 %2 s").arg(planBusyText_).arg(planClock_.elapsed() / 1000));
+  });
   connect(planView_, &PlanView::applySuggestion, this, [this](int microBatchSize, int gradAccum) {
     microBatch_->setValue(microBatchSize);
     gradAccum_->setValue(gradAccum);
@@ -379,6 +401,8 @@ void NewRunPage::checkInputs() {
   const bool ok = lrOk && batchOk;
   planButton_->setEnabled(ok && !planning());
   measureButton_->setEnabled(ok && !planning());
+  measureSteps_->setEnabled(!planning());
+  stopButton_->setEnabled(planning() && !planStopped_);
   launchButton_->setEnabled(ok);
   copyButton_->setEnabled(ok);
 }
@@ -601,7 +625,10 @@ void NewRunPage::setSettings(const JobSettings& s) {
   setDatasetPath(s.trainPath);
 }
 
-NewRunPage::~NewRunPage() = default;
+NewRunPage::~NewRunPage() {
+  // Before planDir_ goes: a worker still measuring writes into it.
+  cancelPlan(3000);
+}
 
 bool NewRunPage::loadJob(const QString& path, QString* error) {
   QFile f(path);
@@ -717,66 +744,122 @@ void NewRunPage::plan() {
 }
 
 void NewRunPage::measure() {
-  runPlan({"--measure", QString::number(kMeasureSteps)},
-          tr("Measuring: loading the model and training %1 steps…").arg(kMeasureSteps));
+  const int steps = measureSteps_->value();
+  runPlan({"--measure", QString::number(steps)},
+          steps == 1 ? tr("Measuring: loading the model and training 1 step…")
+                     : tr("Measuring: loading the model and training %1 steps…").arg(steps));
+}
+
+QString NewRunPage::planTempDir() const {
+  return planDir_ ? planDir_->filePath("worker-tmp") : QString();
+}
+
+void NewRunPage::cancelPlan(int waitMs) {
+  if (!planProcess_) return;
+  planProcess_->disconnect(this);
+  planProcess_->kill();
+  planProcess_->waitForFinished(waitMs);
+  planProcess_->deleteLater();
+  planProcess_ = nullptr;
+  planTicker_->stop();
+  if (const QString tmp = planTempDir(); !tmp.isEmpty()) QDir(tmp).removeRecursively();
 }
 
 void NewRunPage::runPlan(const QStringList& extraArgs, const QString& busyText) {
   QString error;
   const QString job = writePlanJob(&error);
-  if (planProcess_) {
-    planProcess_->disconnect(this);
-    planProcess_->kill();
-    planProcess_->waitForFinished(1000);
-    planProcess_->deleteLater();
-    planProcess_ = nullptr;
-  }
+  cancelPlan(1000);
   if (job.isEmpty()) {
     PlanResult r;
     r.error = error;
-    planView_->setPlan(r);
-    emit planned(r);
+    planEnded(r);
     return;
   }
   const QString worker = WorkerClient::workerPath();
   if (worker.isEmpty()) {
     PlanResult r;
     r.error = tr("spillway-worker was not found next to the app or on PATH");
-    planView_->setPlan(r);
-    emit planned(r);
+    planEnded(r);
     return;
   }
+  // The worker's temporary files (plan --measure's throwaway run) in a folder of the page's, so
+  // that a worker stopped before it cleans up leaves nothing behind: the folder is emptied when
+  // it ends.
+  const QString tmp = planTempDir();
+  QDir(tmp).removeRecursively();
+  if (!QDir().mkpath(tmp)) {
+    PlanResult r;
+    r.error = tr("Cannot make a temporary folder for the worker: %1").arg(tmp);
+    planEnded(r);
+    return;
+  }
+  planBusyText_ = busyText;
+  planStopped_ = false;
+  planClock_.start();
+  planTicker_->start();
   planView_->setBusy(busyText);
-  planButton_->setEnabled(false);
-  measureButton_->setEnabled(false);
   planProcess_ = new QProcess(this);
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("TMPDIR", tmp);
+  planProcess_->setProcessEnvironment(env);
   QProcess* p = planProcess_;
   connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus) {
     const PlanResult r =
         PlanResult::fromWorkerOutput(p->readAllStandardOutput(), p->readAllStandardError(), code);
-    p->deleteLater();
-    planProcess_ = nullptr;
-    planButton_->setEnabled(inputError().isEmpty());
-    measureButton_->setEnabled(inputError().isEmpty());
-    planView_->setPlan(r);
-    emit planned(r);
+    planEnded(r);
   });
   connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;  // the others end in finished()
     PlanResult r;
     r.error = tr("Could not start spillway-worker: %1").arg(p->errorString());
-    p->deleteLater();
-    planProcess_ = nullptr;
-    planButton_->setEnabled(inputError().isEmpty());
-    measureButton_->setEnabled(inputError().isEmpty());
-    planView_->setPlan(r);
-    emit planned(r);
+    planEnded(r);
   });
   p->start(worker, QStringList{"plan", job, "--json"} + extraArgs);
+  checkInputs();  // Plan and Measure off, Stop on
+}
+
+void NewRunPage::planEnded(const PlanResult& r) {
+  const bool stopped = planStopped_;
+  const qint64 seconds = planProcess_ ? planClock_.elapsed() / 1000 : 0;
+  if (planProcess_) {
+    planProcess_->disconnect(this);
+    planProcess_->deleteLater();
+    planProcess_ = nullptr;
+  }
+  planTicker_->stop();
+  planStopped_ = false;
+  if (const QString tmp = planTempDir(); !tmp.isEmpty()) QDir(tmp).removeRecursively();
+  checkInputs();
+  if (stopped) {
+    planView_->setNote(tr("Stopped after %1 s: nothing was measured.").arg(seconds));
+    return;
+  }
+  planView_->setPlan(r);
+  emit planned(r);
+}
+
+void NewRunPage::stopPlan() {
+  if (!planProcess_ || planStopped_) return;
+  planStopped_ = true;
+  stopButton_->setEnabled(false);
+  planView_->setBusy(tr("Stopping…"));
+  planTicker_->stop();
+  // SIGTERM first, so that a worker that handles it can clean up; SIGKILL if it has not ended
+  // within the grace period. Either way finished() comes, and planEnded() empties the worker's
+  // temporary folder.
+  planProcess_->terminate();
+  QPointer<QProcess> p = planProcess_;
+  QTimer::singleShot(kStopGraceMs, this, [p] {
+    if (p && p->state() != QProcess::NotRunning) p->kill();
+  });
 }
 
 bool NewRunPage::planning() const {
   return planProcess_ != nullptr;
+}
+
+qint64 NewRunPage::planPid() const {
+  return planProcess_ ? planProcess_->processId() : 0;
 }
 
 bool NewRunPage::launch(QString* runDirOut) {

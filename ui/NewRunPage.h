@@ -6,6 +6,7 @@
 // process.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QWidget>
 #include <memory>
 
@@ -25,6 +26,7 @@ class QPushButton;
 class QSpinBox;
 class QTemporaryDir;
 class QTextBrowser;
+class QTimer;
 class QCustomPlot;
 
 namespace spillway::ui {
@@ -74,15 +76,24 @@ class NewRunPage : public QWidget {
   // Copy command line's: jobs/NAME-HASH.json, named by its content and without a run folder (each
   // run of the command gets its own), so copying the same form again writes nothing new.
   QString writeCommandLineJob(QString* error);
-  // Plan and Launch, as the buttons do (also used by tests and the screenshot mode). plan() runs
-  // `spillway-worker plan` in the background (it measures the machine, about a second) and shows
-  // the result when it ends; a newer plan() cancels one still going.
+  // Plan, Measure and Launch, as the buttons do (also used by tests and the screenshot mode).
+  // plan() runs `spillway-worker plan` in the background (it measures the machine, about a second)
+  // and shows the result when it ends; a newer plan() or measure() cancels one still going.
   void plan();
-  // Plan, then train the job's first kMeasureSteps steps in a throwaway run and show what they
-  // measured against the plan (`spillway-worker plan --measure`): seconds to minutes, in the worker.
+  // Plan, then train the job's first N steps (the spin box beside Measure, kMeasureSteps unless
+  // changed) in a throwaway run and show what they measured against the plan, a table of figures
+  // (`spillway-worker plan --measure N --json`): seconds to minutes, in the worker. The throwaway
+  // run's temporary files go into the page's temporary folder and are removed when it ends,
+  // stopped or not.
   void measure();
   static constexpr int kMeasureSteps = 3;
+  static constexpr int kMaxMeasureSteps = 1000;  // the worker's limit for --measure
+  // Stop: ends the plan or measure in progress (SIGTERM, then SIGKILL after kStopGraceMs) and says
+  // so in the plan view; nothing is measured and nothing is emitted. A no-op when none runs.
+  void stopPlan();
+  static constexpr int kStopGraceMs = 2000;
   bool planning() const;
+  qint64 planPid() const;  // the worker planning or measuring now, 0 when none
   bool launch(QString* runDir = nullptr);
 
  signals:
@@ -129,17 +140,26 @@ class NewRunPage : public QWidget {
   GpuProbe* gpuProbe_;
   QLineEdit* ssdDir_;
   PlanView* planView_;
-  QPushButton *planButton_, *measureButton_, *launchButton_, *copyButton_;
+  QPushButton *planButton_, *measureButton_, *stopButton_, *launchButton_, *copyButton_;
+  QSpinBox* measureSteps_;
   QString lastJobPath_;
   std::unique_ptr<QTemporaryDir> planDir_;
   // The form as a job the worker takes, or why not (a field's error, no usable model, no data).
   bool jobForWorker(JobSettings* job, QString* error) const;
   static bool writeJobFile(const QString& path, const JobSettings& job, QString* error);
   QString slug() const;  // the name as a file name
-  JobSettings loaded_;  // the last setSettings(): carries what the form does not show
+  JobSettings loaded_;   // the last setSettings(): carries what the form does not show
   QProcess* planProcess_ = nullptr;
+  bool planStopped_ = false;  // Stop was pressed for planProcess_
+  QString planBusyText_;      // what the plan view says while it runs, before the seconds
+  QElapsedTimer planClock_;
+  QTimer* planTicker_;  // once a second while a plan runs: the seconds in the busy line
   // `spillway-worker plan JOB --json` with `extraArgs`, the view showing `busyText` meanwhile.
   void runPlan(const QStringList& extraArgs, const QString& busyText);
+  // The worker's TMPDIR: a folder in planDir_, so that what a killed worker leaves is removed.
+  QString planTempDir() const;
+  void planEnded(const PlanResult& result);  // shows it (unless stopped) and enables the buttons
+  void cancelPlan(int waitMs);               // kills the plan process at once, no signal
 };
 
 }  // namespace spillway::ui

@@ -3,6 +3,7 @@
 #include <QJsonDocument>
 #include <QLocale>
 #include <QObject>
+#include <tuple>
 
 #include "Format.h"
 
@@ -29,7 +30,8 @@ PlanResult PlanResult::fromJson(const QJsonObject& plan) {
   r.tokensPerSecond = step["tokens_per_s"].toDouble();
   r.etaSeconds = step["eta_s"].toDouble();
   r.bottleneck = step["bottleneck"].toString();
-  if (plan.contains("suggestion")) r.suggestion = BatchSuggestion::fromJson(plan["suggestion"].toObject());
+  if (plan.contains("suggestion"))
+    r.suggestion = BatchSuggestion::fromJson(plan["suggestion"].toObject());
   return r;
 }
 
@@ -54,8 +56,11 @@ QString BatchSuggestion::text() const {
   if (!present) return {};
   if (!fits) return QObject::tr("Suggested: nothing — %1").arg(why);
   const qint64 tokens = static_cast<qint64>(tokensPerStep);
-  const QString perStep = tokens % 1024 == 0 ? QString("%1K").arg(tokens / 1024) : QLocale().toString(tokens);
-  return QObject::tr("Suggested: micro-batch %1 × %2 accumulation = %3 tokens/step, %4 tokens/s predicted%5 — %6")
+  const QString perStep =
+      tokens % 1024 == 0 ? QString("%1K").arg(tokens / 1024) : QLocale().toString(tokens);
+  return QObject::tr(
+             "Suggested: micro-batch %1 × %2 accumulation = %3 tokens/step, %4 tokens/s "
+             "predicted%5 — %6")
       .arg(microBatchSize)
       .arg(gradAccum)
       .arg(perStep, QLocale().toString(tokensPerSecond, 'f', 0),
@@ -68,24 +73,33 @@ PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray&
   if (doc.isObject() && doc.object().contains("fits")) return fromJson(doc.object());
   if (doc.isObject() && doc.object().contains("versus_plan")) {  // plan --measure
     PlanResult r = fromJson(doc.object()["plan"].toObject());
+    r.measuredSteps = doc.object()["steps"].toInt();
     const QJsonObject v = doc.object()["versus_plan"].toObject();
-    struct Row {
-      const char* key;
-      const char* name;
-      bool bytes;
-    };
-    const Row rows[] = {{"step_s", "step", false},          {"peak_hbm_bytes", "peak HBM", true},
-                        {"peak_dram_bytes", "peak DRAM", true}, {"h2d_bytes", "H2D per step", true},
-                        {"d2h_bytes", "D2H per step", true}};
-    for (const Row& row : rows) {
-      const QJsonObject f = v[row.key].toObject();
-      if (!f["measured"].isDouble()) continue;
-      auto text = [&](double x) { return row.bytes ? formatBytes(x) : formatDuration(x); };
-      r.measured << QObject::tr("%1 %2 measured · %3 planned%4")
-                        .arg(QObject::tr(row.name), text(f["measured"].toDouble()),
-                             f["predicted"].isDouble() ? text(f["predicted"].toDouble()) : QStringLiteral("—"),
-                             f["ratio"].isDouble() ? QStringLiteral(" (%1×)").arg(f["ratio"].toDouble(), 0, 'f', 2)
-                                                   : QString());
+    using Unit = MeasuredFigure::Unit;
+    const std::tuple<const char*, const char*, Unit> rows[] = {
+        {"step_s", QT_TR_NOOP("Step time"), Unit::Seconds},
+        {"tokens_per_s", QT_TR_NOOP("Tokens/s"), Unit::PerSecond},
+        {"peak_hbm_bytes", QT_TR_NOOP("Peak HBM"), Unit::Bytes},
+        {"peak_dram_bytes", QT_TR_NOOP("Peak DRAM"), Unit::Bytes},
+        {"h2d_bytes", QT_TR_NOOP("H2D per step"), Unit::BytesPerStep},
+        {"d2h_bytes", QT_TR_NOOP("D2H per step"), Unit::BytesPerStep}};
+    // null (or anything not a number) is absent, never 0.
+    auto number = [](const QJsonValue& x) { return x.isDouble() ? x.toDouble() : qQNaN(); };
+    const QJsonObject step = v["step_s"].toObject();
+    for (const auto& [key, name, unit] : rows) {
+      const QJsonObject f = v[key].toObject();
+      MeasuredFigure m;
+      m.key = key;
+      m.name = QObject::tr(name);
+      m.unit = unit;
+      m.predicted = number(f["predicted"]);
+      m.measured = number(f["measured"]);
+      m.ratio = number(f["ratio"]);
+      if (unit == Unit::BytesPerStep) {
+        m.predictedStepSeconds = number(step["predicted"]);
+        m.measuredStepSeconds = number(step["measured"]);
+      }
+      r.measured << m;
     }
     return r;
   }
@@ -98,6 +112,27 @@ PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray&
       r.error = QObject::tr("spillway-worker plan exited with code %1").arg(exitCode);
   }
   return r;
+}
+
+QString MeasuredFigure::text(double value, double stepSeconds) const {
+  if (qIsNaN(value)) return QStringLiteral("—");
+  switch (unit) {
+    case Unit::Seconds:
+      return formatDuration(value);
+    case Unit::PerSecond:
+      return QLocale().toString(value, 'f', 0);
+    case Unit::Bytes:
+      return formatBytes(value);
+    case Unit::BytesPerStep:
+      // The link's rate over the whole step: what the bytes per step ask of it on average.
+      if (qIsNaN(stepSeconds) || stepSeconds <= 0) return formatBytes(value);
+      return QObject::tr("%1 (%2/s)").arg(formatBytes(value), formatBytes(value / stepSeconds));
+  }
+  return {};
+}
+
+QString MeasuredFigure::ratioText() const {
+  return qIsNaN(ratio) ? QStringLiteral("—") : QStringLiteral("%1×").arg(ratio, 0, 'f', 2);
 }
 
 QString PlanResult::summary() const {

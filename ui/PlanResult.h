@@ -1,13 +1,15 @@
 // PlanResult: the JSON of `spillway-worker plan --json` as the New run page shows it — a bar per
 // tier (needed, free, total), the predicted step time, tokens/s, ETA and bottleneck, when the job
-// does not fit the reason that says what to change, and the planner's suggested micro-batch and
-// gradient accumulation (planner.h, suggest_batch).
+// does not fit the reason that says what to change, the planner's suggested micro-batch and
+// gradient accumulation (planner.h, suggest_batch), and after `plan --measure N` each figure the
+// steps measured against the plan's (run-figures.h, compare_figures).
 #pragma once
 
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
 #include <QVector>
+#include <QtNumeric>
 
 namespace spillway::ui {
 
@@ -31,6 +33,29 @@ struct BatchSuggestion {
   QString text() const;
 };
 
+// One figure of `plan --measure` against the plan: the versus_plan entry of its key. NaN where the
+// worker gave null (not predicted, not measured: the CPU backend has no HBM; ratio: either absent).
+struct MeasuredFigure {
+  enum class Unit { Seconds, PerSecond, Bytes, BytesPerStep };
+  QString key;   // "step_s", "tokens_per_s", "peak_hbm_bytes", "peak_dram_bytes", "h2d_bytes", ...
+  QString name;  // "Step time", "Tokens/s", "Peak HBM", ...
+  Unit unit = Unit::Seconds;
+  double predicted = qQNaN(), measured = qQNaN(), ratio = qQNaN();  // ratio = measured / predicted
+  // The step times the bytes per step are spread over, for a link rate (NaN: no rate shown).
+  double predictedStepSeconds = qQNaN(), measuredStepSeconds = qQNaN();
+
+  // Outside the planner's ±10%: measured / predicted below 0.9 or above 1.1.
+  static constexpr double kTolerance = 0.10;
+  bool offPlan() const {
+    return !qIsNaN(ratio) && (ratio < 1 - kTolerance || ratio > 1 + kTolerance);
+  }
+  // "1.25 s", "3,732", "300.7 MB", "2.08 MB (30.4 MB/s)"; "—" where absent.
+  QString predictedText() const { return text(predicted, predictedStepSeconds); }
+  QString measuredText() const { return text(measured, measuredStepSeconds); }
+  QString ratioText() const;  // "1.13×", "—"
+  QString text(double value, double stepSeconds) const;
+};
+
 struct PlanResult {
   bool ok = false;  // parsed
   bool fits = false;
@@ -40,9 +65,10 @@ struct PlanResult {
   double stepSeconds = 0, tokensPerSecond = 0, etaSeconds = 0;
   QString bottleneck;
   BatchSuggestion suggestion;
-  // After `plan --measure`: what the steps measured against the plan, one line per figure
-  // ("step 6.50 s measured · 6.53 s planned (1.00×)"); empty for a plain plan.
-  QStringList measured;
+  // After `plan --measure`: what the steps measured against the plan, in the worker's order (step
+  // time, tokens/s, peak HBM, peak DRAM, H2D and D2H bytes per step); empty for a plain plan.
+  QVector<MeasuredFigure> measured;
+  int measuredSteps = 0;  // the steps trained (the figures are of those after the first)
 
   static PlanResult fromJson(const QJsonObject& plan);
   static PlanResult fromWorkerOutput(const QByteArray& stdoutBytes, const QByteArray& stderrBytes,

@@ -2,9 +2,11 @@
 
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 #include "Format.h"
@@ -25,14 +27,44 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   }
   layout->addLayout(form);
   summary_ = new QLabel(tr("Press Plan to see what goes where and how fast it will run."));
+  summary_->setObjectName("planSummary");
   summary_->setWordWrap(true);
   message_ = new QLabel;
   message_->setWordWrap(true);
-  measured_ = new QLabel;
-  measured_->setObjectName("measured");
-  measured_->setTextFormat(Qt::PlainText);
-  measured_->setWordWrap(true);
-  measured_->setVisible(false);
+  message_->setObjectName("planError");
+  message_->setTextFormat(Qt::PlainText);
+  busy_ = new QProgressBar;
+  busy_->setObjectName("planBusy");
+  busy_->setRange(0, 0);  // a plan or a measure has no steps to count from here
+  busy_->setTextVisible(false);
+  busy_->setMaximumSize(120, 12);
+  busy_->hide();
+
+  // plan --measure: planned, measured and measured ÷ planned, a row a figure.
+  measuredBox_ = new QWidget;
+  auto* mb = new QVBoxLayout(measuredBox_);
+  mb->setContentsMargins(0, 0, 0, 0);
+  measuredCaption_ = new QLabel;
+  measuredCaption_->setObjectName("measuredCaption");
+  measuredCaption_->setWordWrap(true);
+  table_ = new QTableWidget(0, 3);
+  table_->setObjectName("measuredTable");
+  table_->setHorizontalHeaderLabels({tr("Planned"), tr("Measured"), tr("Measured ÷ planned")});
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setSelectionMode(QAbstractItemView::NoSelection);
+  table_->setFocusPolicy(Qt::NoFocus);
+  table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->setSizePolicy(QSizePolicy::Maximum, QSizePolicy::Fixed);
+  auto* tableRow = new QHBoxLayout;
+  tableRow->addWidget(table_);
+  tableRow->addStretch();  // compact, on the left
+  mb->addWidget(measuredCaption_);
+  mb->addLayout(tableRow);
+  measuredBox_->hide();
   message_->setStyleSheet("color: #d32f2f; font-weight: bold;");
   suggestionRow_ = new QWidget;
   auto* row = new QHBoxLayout(suggestionRow_);
@@ -40,18 +72,21 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   suggestion_ = new QLabel;
   suggestion_->setWordWrap(true);
   suggestion_->setTextFormat(Qt::PlainText);
-  suggestion_->setToolTip(
-      tr("The smallest tokens per step whose predicted tokens/s is within 5% of the best the planner "
-         "finds for this model and machine (micro-batches 1-16, accumulation 1-64)"));
+  suggestion_->setToolTip(tr(
+      "The smallest tokens per step whose predicted tokens/s is within 5% of the best the planner "
+      "finds for this model and machine (micro-batches 1-16, accumulation 1-64)"));
   apply_ = new QPushButton(tr("Apply"));
   apply_->setObjectName("applySuggestion");
   apply_->setToolTip(tr("Set the micro-batch size and gradient accumulation to the suggestion"));
   row->addWidget(suggestion_, 1);
   row->addWidget(apply_);
   suggestionRow_->hide();
-  layout->addWidget(summary_);
+  auto* summaryRow = new QHBoxLayout;
+  summaryRow->addWidget(summary_, 1);
+  summaryRow->addWidget(busy_);
+  layout->addLayout(summaryRow);
   layout->addWidget(suggestionRow_);
-  layout->addWidget(measured_);
+  layout->addWidget(measuredBox_);
   layout->addWidget(message_);
   connect(apply_, &QPushButton::clicked, this, [this] {
     const BatchSuggestion& s = plan_.suggestion;
@@ -70,6 +105,19 @@ QString PlanView::suggestionText() const {
 void PlanView::setBusy(const QString& message) {
   summary_->setText(message);
   message_->clear();
+  busy_->show();
+  measuredBox_->hide();
+}
+
+void PlanView::setNote(const QString& message) {
+  summary_->setText(message);
+  message_->clear();
+  busy_->hide();
+  measuredBox_->hide();
+}
+
+QString PlanView::errorText() const {
+  return message_->text();
 }
 
 QString PlanView::tierText(int i) const {
@@ -101,11 +149,93 @@ void PlanView::setPlan(const PlanResult& plan) {
   apply_->setText(tr("Apply"));
   apply_->setToolTip(tr("Set the micro-batch size and gradient accumulation to the suggestion"));
   apply_->setEnabled(s.fits && !s.sameAsJob);
-  message_->setText(!plan.ok    ? plan.error
+  // A path in the worker's message may be longer than the window is wide: it wraps at its '/'.
+  message_->setText(!plan.ok    ? breakablePaths(plan.error)
                     : plan.fits ? QString()
-                                : tr("Does not fit: %1").arg(plan.reason));
-  measured_->setVisible(plan.ok && !plan.measured.isEmpty());
-  measured_->setText(tr("Measured against the plan (the steps after the first):") + "\n" + plan.measured.join('\n'));
+                                : tr("Does not fit: %1").arg(breakablePaths(plan.reason)));
+  busy_->hide();
+  showMeasured(plan);
+}
+
+void PlanView::showMeasured(const PlanResult& plan) {
+  table_->setRowCount(0);
+  const bool shown = plan.ok && !plan.measured.isEmpty();
+  measuredBox_->setVisible(shown);
+  if (!shown) return;
+  measuredCaption_->setText(
+      plan.measuredSteps > 2 ? tr("Measured over the %1 steps after the first, against the plan "
+                                  "(ratios more than 10% off it in red):")
+                                   .arg(plan.measuredSteps - 1)
+      : plan.measuredSteps == 2 ? tr("Measured over the step after the first, against the plan "
+                                     "(ratios more than 10% off it in red):")
+                                : tr("Measured over one step, the libraries' warm-up included, "
+                                     "against the plan (ratios more than 10% off it in red):"));
+  const QString absent =
+      tr("Not available: this backend does not measure it, or the plan does "
+         "not predict it");
+  // What each figure counts, for its tooltip.
+  auto note = [this](const QString& key) -> QString {
+    if (key == "step_s")
+      return tr(
+          "Seconds per optimizer step: the median over the steps after the first (which "
+          "also warms up the libraries)");
+    if (key == "tokens_per_s") return tr("Trained tokens per second at that step time");
+    if (key == "peak_hbm_bytes")
+      return tr(
+          "Measured: all device memory in use, the CUDA context and libraries included; "
+          "the plan counts the engine's own");
+    if (key == "peak_dram_bytes")
+      return tr(
+          "Measured: the worker's peak resident set, the data and libraries included; the "
+          "plan counts the model state, gradients, moments and host checkpoints");
+    if (key == "h2d_bytes")
+      return tr(
+          "Bytes copied host → device in a step; in brackets, the rate they ask of the "
+          "link over the whole step");
+    if (key == "d2h_bytes")
+      return tr(
+          "Bytes copied device → host in a step; in brackets, the rate they ask of the "
+          "link over the whole step");
+    return {};
+  };
+  table_->setRowCount(plan.measured.size());
+  QStringList names;
+  for (int i = 0; i < plan.measured.size(); ++i) {
+    const MeasuredFigure& f = plan.measured[i];
+    names << f.name;
+    const QString cells[] = {f.predictedText(), f.measuredText(), f.ratioText()};
+    for (int c = 0; c < 3; ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      item->setToolTip(cells[c] == QStringLiteral("—") ? absent : note(f.key));
+      table_->setItem(i, c, item);
+    }
+    QTableWidgetItem* ratio = table_->item(i, 2);
+    ratio->setData(Qt::UserRole, f.offPlan());
+    if (f.offPlan()) {
+      // Off the planner's ±10%: red and bold, and by how much in words.
+      ratio->setText(QStringLiteral("⚠ ") + f.ratioText());
+      ratio->setForeground(QColor("#d32f2f"));
+      QFont bold = ratio->font();
+      bold.setBold(true);
+      ratio->setFont(bold);
+      ratio->setToolTip(f.ratio > 1 ? tr("%1% more than planned (more than %2% off the plan)")
+                                          .arg((f.ratio - 1) * 100, 0, 'f', 0)
+                                          .arg(MeasuredFigure::kTolerance * 100, 0, 'f', 0)
+                                    : tr("%1% less than planned (more than %2% off the plan)")
+                                          .arg((1 - f.ratio) * 100, 0, 'f', 0)
+                                          .arg(MeasuredFigure::kTolerance * 100, 0, 'f', 0));
+    }
+  }
+  table_->setVerticalHeaderLabels(names);
+  for (int i = 0; i < names.size(); ++i)
+    table_->verticalHeaderItem(i)->setToolTip(note(plan.measured[i].key));
+  // Every row on screen: the table is as tall as its rows, never a scroll area of its own.
+  table_->resizeColumnsToContents();
+  table_->resizeRowsToContents();
+  int height = table_->horizontalHeader()->sizeHint().height() + 2 * table_->frameWidth();
+  for (int i = 0; i < table_->rowCount(); ++i) height += table_->rowHeight(i);
+  table_->setFixedHeight(height);
 }
 
 }  // namespace spillway::ui

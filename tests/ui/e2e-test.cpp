@@ -6,16 +6,22 @@
 #include <signal.h>
 
 #include <QDir>
+#include <QDirIterator>
 #include <QFileInfo>
+#include <QLabel>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QTableView>
+#include <QTableWidget>
 #include <QTest>
 #include <fstream>
 
 #include "ComparePage.h"
+#include "Format.h"
 #include "HistoryPage.h"
 #include "LivePage.h"
 #include "MainWindow.h"
@@ -81,27 +87,232 @@ TEST(EndToEnd, PlanFromTheWorker) {
       << page.planView()->suggestionText().toStdString();
 }
 
-// Measure: the worker trains the job's first steps in a throwaway run and the plan view shows
-// them against the plan; History does not list the probe.
+// Sets TMPDIR (where the page makes its temporary folder, and so where the worker's throwaway
+// run goes) for one test, and restores it.
+class ScopedTmpDir {
+ public:
+  explicit ScopedTmpDir(const QString& dir)
+      : old_(qgetenv("TMPDIR")), had_(qEnvironmentVariableIsSet("TMPDIR")) {
+    QDir().mkpath(dir);
+    qputenv("TMPDIR", dir.toUtf8());
+  }
+  ~ScopedTmpDir() { had_ ? qputenv("TMPDIR", old_) : qunsetenv("TMPDIR"); }
+
+ private:
+  QByteArray old_;
+  bool had_;
+};
+
+// The folders `plan --measure` made for its throwaway runs (spillway-measure.XXXXXX) under `dir`.
+QStringList measureScratch(const QString& dir) {
+  QStringList found;
+  QDirIterator it(dir, {"spillway-measure.*"}, QDir::Dirs | QDir::NoDotAndDotDot,
+                  QDirIterator::Subdirectories);
+  while (it.hasNext()) found << it.next();
+  return found;
+}
+
+// A page with the model and data the other end-to-end tests use (stories260K, tinyshakespeare:
+// a step is tens of milliseconds on the CPU).
+void fillTinyJob(NewRunPage& page,
+                 const std::string& dataset = "datasets/tinyshakespeare/input.txt") {
+  page.setModelPath(QString::fromStdString(spillway::testing::data_path("models/stories260K")));
+  page.setDatasetPath(QString::fromStdString(spillway::testing::data_path(dataset)));
+}
+
+QString withoutBreaks(QString text) {
+  return text.remove(QChar(0x200B));
+}
+
+// Measure: the worker trains the job's first steps in a throwaway run (in the background, the
+// button off and a busy line meanwhile) and the plan view shows a table of what they measured
+// against the plan, figures from the worker's JSON; the throwaway run leaves nothing behind and
+// History does not list it.
 TEST(EndToEnd, MeasureFromTheWorker) {
   SPILLWAY_REQUIRE_DATA();
   REQUIRE_WORKER();
   spillway::testing::TempDir tmp;
   use_own_dirs_and_worker(tmp);
+  const QString tmpDir = QString::fromStdString(tmp.path()) + "/t m p";  // a space, as some have
+  ScopedTmpDir scopedTmp(tmpDir);
   NewRunPage page;
-  page.setModelPath(QString::fromStdString(spillway::testing::data_path("models/stories260K")));
-  page.setDatasetPath(
-      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
+  fillTinyJob(page);
+  auto* measure = page.findChild<QPushButton*>("measure");
+  auto* stop = page.findChild<QPushButton*>("stopPlan");
+  auto* steps = page.findChild<QSpinBox*>("measureSteps");
+  auto* busy = page.findChild<QProgressBar*>("planBusy");
+  auto* summary = page.planView()->findChild<QLabel*>("planSummary");
+  ASSERT_TRUE(measure && stop && steps && busy && summary);
+  EXPECT_EQ(steps->value(), NewRunPage::kMeasureSteps);
+  EXPECT_FALSE(stop->isEnabled());
+  steps->setValue(4);
   QSignalSpy spy(&page, &NewRunPage::planned);
-  page.measure();
+  measure->click();
   EXPECT_TRUE(page.planning());
+  EXPECT_GT(page.planPid(), 0);
+  EXPECT_FALSE(measure->isEnabled());
+  EXPECT_FALSE(steps->isEnabled());
+  EXPECT_TRUE(stop->isEnabled());
+  EXPECT_TRUE(busy->isVisibleTo(&page));
+  EXPECT_TRUE(summary->text().startsWith("Measuring: loading the model and training 4 steps"))
+      << summary->text().toStdString();
   ASSERT_TRUE(spy.wait(120000));
+  EXPECT_FALSE(page.planning());
+  EXPECT_TRUE(measure->isEnabled());
+  EXPECT_TRUE(steps->isEnabled());
+  EXPECT_FALSE(stop->isEnabled());
+  EXPECT_FALSE(busy->isVisibleTo(&page));
+
   const PlanResult& plan = page.planView()->plan();
   ASSERT_TRUE(plan.ok) << plan.error.toStdString();
-  ASSERT_FALSE(plan.measured.isEmpty());
-  EXPECT_TRUE(plan.measured[0].startsWith("step ")) << plan.measured[0].toStdString();
-  EXPECT_TRUE(plan.measured.join('\n').contains("peak DRAM"))
-      << plan.measured.join('\n').toStdString();
+  EXPECT_EQ(plan.measuredSteps, 4);
+  ASSERT_EQ(plan.measured.size(), 6);
+  auto figure = [&](const char* key) {
+    for (const MeasuredFigure& f : plan.measured)
+      if (f.key == key) return f;
+    ADD_FAILURE() << "no figure " << key;
+    return MeasuredFigure();
+  };
+  // The worker's figures are consistent with the job: tokens/s × step time = tokens per step.
+  const JobSettings job = page.settings();
+  const double tokensPerStep = double(job.microBatchSize) * job.gradAccum * job.seqLen;
+  const MeasuredFigure step = figure("step_s"), rate = figure("tokens_per_s");
+  ASSERT_GT(step.measured, 0);
+  ASSERT_GT(step.predicted, 0);
+  EXPECT_NEAR(rate.measured * step.measured, tokensPerStep, 0.05 * tokensPerStep);
+  EXPECT_NEAR(step.ratio, step.measured / step.predicted, 1e-6 * step.ratio);
+  // The CPU backend has no HBM: not measured, shown as unavailable, never as 0.
+  EXPECT_TRUE(qIsNaN(figure("peak_hbm_bytes").measured));
+  const MeasuredFigure dram = figure("peak_dram_bytes");
+  EXPECT_GT(dram.measured, 10e6);  // the worker's resident set: tens to hundreds of MB
+  EXPECT_LT(dram.measured, 10e9);
+  // The copies the CPU backend's arena makes are exactly what the plan counts.
+  for (const char* key : {"h2d_bytes", "d2h_bytes"}) {
+    const MeasuredFigure link = figure(key);
+    EXPECT_GT(link.measured, 0) << key;
+    EXPECT_DOUBLE_EQ(link.measured, link.predicted) << key;
+    EXPECT_FALSE(link.offPlan()) << key;
+  }
+
+  // The table shows each of them: planned, measured, ratio; off-plan ratios marked.
+  QTableWidget* table = page.planView()->measuredTable();
+  ASSERT_TRUE(table->isVisibleTo(&page));
+  ASSERT_EQ(table->rowCount(), 6);
+  const QStringList names{"Step time", "Tokens/s",     "Peak HBM",
+                          "Peak DRAM", "H2D per step", "D2H per step"};
+  for (int row = 0; row < 6; ++row) {
+    const MeasuredFigure& f = plan.measured[row];
+    EXPECT_EQ(table->verticalHeaderItem(row)->text(), names[row]);
+    EXPECT_EQ(table->item(row, 0)->text(), f.predictedText()) << row;
+    EXPECT_EQ(table->item(row, 1)->text(), f.measuredText()) << row;
+    EXPECT_TRUE(table->item(row, 2)->text().endsWith(f.ratioText())) << row;
+    const bool off = !qIsNaN(f.ratio) && std::abs(f.ratio - 1) > 0.1;
+    EXPECT_EQ(table->item(row, 2)->data(Qt::UserRole).toBool(), off) << row;
+    EXPECT_EQ(table->item(row, 2)->text().startsWith("⚠"), off) << row;
+  }
+  EXPECT_EQ(table->item(0, 1)->text(), formatDuration(step.measured));
+  EXPECT_EQ(table->item(2, 1)->text(), "—");
+  EXPECT_EQ(table->item(3, 1)->text(), formatBytes(dram.measured));
+  EXPECT_EQ(table->item(4, 1)->text(),
+            formatBytes(figure("h2d_bytes").measured) + " (" +
+                formatBytes(figure("h2d_bytes").measured / step.measured) + "/s)");
+  EXPECT_EQ(table->item(4, 2)->text(), "1.00×");
+
+  // Nothing left: no throwaway run under TMPDIR, no run in History.
+  EXPECT_EQ(measureScratch(tmpDir), QStringList());
+  EXPECT_FALSE(QDir(QString::fromStdString(tmp.path()) + "/xdg/spillway/runs")
+                   .entryList(QDir::Dirs | QDir::NoDotAndDotDot)
+                   .size() > 0);
+}
+
+// A worker that fails (the dataset does not exist) shows its own message in red under the plan,
+// and Measure can be pressed again.
+TEST(EndToEnd, MeasureFailureShowsTheWorkersMessage) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  NewRunPage page;
+  const std::string missing = "datasets/tinyshakespeare/no-such-file.txt";
+  fillTinyJob(page, missing);
+  auto* measure = page.findChild<QPushButton*>("measure");
+  auto* stop = page.findChild<QPushButton*>("stopPlan");
+  auto* error = page.planView()->findChild<QLabel*>("planError");
+  ASSERT_TRUE(measure && stop && error);
+  QSignalSpy spy(&page, &NewRunPage::planned);
+  measure->click();
+  ASSERT_TRUE(page.planning());
+  ASSERT_TRUE(spy.wait(60000));
+  const PlanResult& plan = page.planView()->plan();
+  EXPECT_FALSE(plan.ok);
+  // The worker's sentence, as it printed it ({"error": "not found", "message": ...}).
+  const QString expected = "cannot open " +
+                           QString::fromStdString(spillway::testing::data_path(missing)) +
+                           ": No such file or directory";
+  EXPECT_EQ(plan.error, expected);
+  EXPECT_EQ(withoutBreaks(page.planView()->errorText()), expected);
+  EXPECT_TRUE(error->isVisibleTo(&page));
+  EXPECT_TRUE(error->styleSheet().contains("#d32f2f"));
+  EXPECT_FALSE(page.planView()->measuredTable()->isVisibleTo(&page));
+  EXPECT_FALSE(page.planning());
+  EXPECT_TRUE(measure->isEnabled());
+  EXPECT_FALSE(stop->isEnabled());
+
+  // Fixed, it measures.
+  page.setDatasetPath(
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
+  page.findChild<QSpinBox*>("measureSteps")->setValue(2);
+  measure->click();
+  ASSERT_TRUE(spy.wait(120000));
+  EXPECT_TRUE(page.planView()->plan().ok) << page.planView()->plan().error.toStdString();
+  EXPECT_TRUE(page.planView()->errorText().isEmpty());
+  EXPECT_EQ(page.planView()->measuredTable()->rowCount(), 6);
+}
+
+// Stop ends a long measure: the worker process is gone, its throwaway run removed, nothing shown
+// as measured, and Measure is on again.
+TEST(EndToEnd, StopKillsTheMeasure) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  const QString tmpDir = QString::fromStdString(tmp.path()) + "/tmp";
+  ScopedTmpDir scopedTmp(tmpDir);
+  NewRunPage page;
+  fillTinyJob(page);
+  auto* measure = page.findChild<QPushButton*>("measure");
+  auto* stop = page.findChild<QPushButton*>("stopPlan");
+  auto* summary = page.planView()->findChild<QLabel*>("planSummary");
+  ASSERT_TRUE(measure && stop && summary);
+  page.findChild<QSpinBox*>("measureSteps")->setValue(NewRunPage::kMaxMeasureSteps);  // a minute
+  QSignalSpy spy(&page, &NewRunPage::planned);
+  measure->click();
+  const qint64 pid = page.planPid();
+  ASSERT_GT(pid, 0);
+  // Until the worker is training: its throwaway run has written a step event.
+  auto training = [&] {
+    for (const QString& dir : measureScratch(tmpDir)) {
+      QFile events(dir + "/run/events.jsonl");
+      if (events.open(QIODevice::ReadOnly) && events.readAll().contains(R"("type":"step")"))
+        return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(waitFor(training, 60000));
+  ASSERT_TRUE(page.planning()) << "the measure ended before it could be stopped";
+  EXPECT_TRUE(WorkerClient::alive(pid));
+  stop->click();
+  EXPECT_FALSE(stop->isEnabled());
+  ASSERT_TRUE(waitFor([&] { return !page.planning(); },
+                      int((NewRunPage::kStopGraceMs + 10000) * spillway::testing::kTimeScale)));
+  EXPECT_FALSE(WorkerClient::alive(pid));
+  EXPECT_EQ(spy.count(), 0);  // nothing measured, nothing shown as measured
+  EXPECT_TRUE(summary->text().startsWith("Stopped after")) << summary->text().toStdString();
+  EXPECT_TRUE(page.planView()->errorText().isEmpty());
+  EXPECT_FALSE(page.planView()->measuredTable()->isVisibleTo(&page));
+  EXPECT_TRUE(measure->isEnabled());
+  EXPECT_FALSE(stop->isEnabled());
+  EXPECT_EQ(measureScratch(tmpDir), QStringList());
 }
 
 TEST(EndToEnd, LaunchWatchCloseReattachHistory) {

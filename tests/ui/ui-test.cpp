@@ -148,25 +148,71 @@ TEST(PlanView, ShowsTiersAndWhatToChange) {
   EXPECT_EQ(failed.error, "job.json: unknown key train.x");
   EXPECT_TRUE(r.measured.isEmpty());
 
-  // plan --measure: the plan, and each measured figure against it.
+  // plan --measure: the plan, and each measured figure against it, null shown as absent.
   const QByteArray measured =
       "{\"steps\": 3, \"plan\": " + QByteArray(kPlan) +
       R"(, "versus_plan": {"step_s": {"predicted": 12.5, "measured": 13.0, "ratio": 1.04},
+          "tokens_per_s": {"predicted": 1310.7, "measured": 1260.3, "ratio": 0.9615},
           "peak_hbm_bytes": {"predicted": null, "measured": null, "ratio": null},
-          "peak_dram_bytes": {"predicted": 9e11, "measured": 8.1e11, "ratio": 0.9}}})";
+          "peak_dram_bytes": {"predicted": 9e11, "measured": 8.1e11, "ratio": 0.9},
+          "h2d_bytes": {"predicted": 2.6e10, "measured": 3.9e10, "ratio": 1.5},
+          "d2h_bytes": {"predicted": 1.3e10, "measured": 1.3e10, "ratio": 1.0}}})";
   PlanResult m = PlanResult::fromWorkerOutput(measured.simplified(), "", 0);
   ASSERT_TRUE(m.ok);
   EXPECT_EQ(m.bottleneck, "optimizer");
-  ASSERT_EQ(m.measured.size(), 2);  // no HBM on the CPU
-  EXPECT_EQ(m.measured[0].toStdString(), "step 13.0 s measured · 12.5 s planned (1.04×)");
-  EXPECT_EQ(m.measured[1].toStdString(), "peak DRAM 810.0 GB measured · 900.0 GB planned (0.90×)");
+  EXPECT_EQ(m.measuredSteps, 3);
+  ASSERT_EQ(m.measured.size(), 6);
+  EXPECT_EQ(m.measured[0].key, "step_s");
+  EXPECT_EQ(m.measured[0].predictedText(), "12.5 s");
+  EXPECT_EQ(m.measured[0].measuredText(), "13.0 s");
+  EXPECT_EQ(m.measured[0].ratioText(), "1.04×");
+  EXPECT_FALSE(m.measured[0].offPlan());
+  EXPECT_EQ(m.measured[1].measuredText(), QLocale().toString(1260.3, 'f', 0));
+  EXPECT_EQ(m.measured[2].key, "peak_hbm_bytes");  // the CPU backend has no HBM: absent, not 0
+  EXPECT_TRUE(qIsNaN(m.measured[2].measured));
+  EXPECT_EQ(m.measured[2].measuredText(), "—");
+  EXPECT_EQ(m.measured[2].ratioText(), "—");
+  EXPECT_FALSE(m.measured[2].offPlan());
+  EXPECT_EQ(m.measured[3].measuredText(), "810.0 GB");
+  EXPECT_FALSE(m.measured[3].offPlan());  // 0.90: on the edge of ±10%, not past it
+  // Link bytes per step, and the rate they ask of the link over the step.
+  EXPECT_EQ(m.measured[4].predictedText(), "26.0 GB (2.08 GB/s)");
+  EXPECT_EQ(m.measured[4].measuredText(), "39.0 GB (3.00 GB/s)");
+  EXPECT_TRUE(m.measured[4].offPlan());
   view.setPlan(m);
-  auto* label = view.findChild<QLabel*>("measured");
-  ASSERT_TRUE(label);
-  EXPECT_FALSE(label->isHidden());
-  EXPECT_TRUE(label->text().contains("step 13.0 s measured")) << label->text().toStdString();
+  QTableWidget* table = view.measuredTable();
+  ASSERT_TRUE(table);
+  EXPECT_EQ(table, view.findChild<QTableWidget*>("measuredTable"));
+  EXPECT_TRUE(table->isVisibleTo(&view));
+  ASSERT_EQ(table->rowCount(), 6);
+  ASSERT_EQ(table->columnCount(), 3);
+  EXPECT_EQ(table->verticalHeaderItem(0)->text(), "Step time");
+  EXPECT_EQ(table->item(0, 0)->text(), "12.5 s");
+  EXPECT_EQ(table->item(0, 1)->text(), "13.0 s");
+  EXPECT_EQ(table->item(0, 2)->text(), "1.04×");
+  EXPECT_EQ(table->item(2, 1)->text(), "—");
+  // Off the plan by more than 10%: marked, bold, red, by how much in the tooltip; the others not.
+  QTableWidgetItem* h2d = table->item(4, 2);
+  EXPECT_EQ(h2d->text(), "⚠ 1.50×");
+  EXPECT_TRUE(h2d->data(Qt::UserRole).toBool());
+  EXPECT_TRUE(h2d->font().bold());
+  EXPECT_EQ(h2d->foreground().color(), QColor("#d32f2f"));
+  EXPECT_TRUE(h2d->toolTip().startsWith("50% more than planned")) << h2d->toolTip().toStdString();
+  for (int row : {0, 1, 2, 3, 5}) {
+    EXPECT_FALSE(table->item(row, 2)->data(Qt::UserRole).toBool()) << row;
+    EXPECT_FALSE(table->item(row, 2)->font().bold()) << row;
+  }
+  // Every row shown without a scroll bar of the table's own.
+  EXPECT_GE(table->height(), table->rowHeight(0) * 6);
   view.setPlan(r);
-  EXPECT_TRUE(label->isHidden());
+  EXPECT_FALSE(table->isVisibleTo(&view));
+  // A busy view hides the table of an earlier form; a stop says so without an error.
+  view.setPlan(m);
+  EXPECT_TRUE(table->isVisibleTo(&view));
+  view.setBusy("Measuring");
+  EXPECT_FALSE(table->isVisibleTo(&view));
+  view.setNote("Stopped");
+  EXPECT_TRUE(view.errorText().isEmpty());
 }
 
 TEST(EventTail, ParsesEventsIntoBoundedSeriesAcrossPartialLines) {
