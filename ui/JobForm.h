@@ -19,6 +19,9 @@ namespace spillway::ui {
 class JobForm {
  public:
   static constexpr const char* kKeyProperty = "jobKey";
+  // Set (true) on an input of the page that is not part of the job, such as Measure's step count:
+  // it has no key, and the check that every field has one passes it by.
+  static constexpr const char* kNotInJobProperty = "notInJob";
 
   // The schema's default of `path` ("train.lr") as JSON (null for required keys and keys left
   // unset); an unknown path is a programming error and gives null.

@@ -330,6 +330,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   measureButton_->setObjectName("measure");
   measureSteps_ = new QSpinBox;
   measureSteps_->setObjectName("measureSteps");
+  measureSteps_->setProperty(JobForm::kNotInJobProperty, true);  // Measure's, not the job's
   measureSteps_->setRange(1, kMaxMeasureSteps);
   measureSteps_->setValue(kMeasureSteps);
   measureSteps_->setSuffix(tr(" steps"));

@@ -22,8 +22,10 @@
 namespace spillway::ui {
 namespace {
 
-// The input fields a person fills in: not the line edits inside spin boxes and combo boxes.
+// The input fields a person fills in: not the line edits inside spin boxes and combo boxes, nor
+// an input that is not part of the job (Measure's step count).
 bool isField(QWidget* w) {
+  if (w->property(JobForm::kNotInJobProperty).toBool()) return false;
   if (!qobject_cast<QAbstractSpinBox*>(w) && !qobject_cast<QComboBox*>(w) && !qobject_cast<QLineEdit*>(w) &&
       !qobject_cast<QCheckBox*>(w))
     return false;
