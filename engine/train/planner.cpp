@@ -59,7 +59,7 @@ namespace {
 
 // A GPU step's compute time by part (planner.h, kGpuGemmEfficiency and below); all 0 on the CPU.
 struct GpuCompute {
-  double gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0;
+  double gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0, key_bias_s = 0;
 };
 
 GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, const TrainJob& job, const MachineProbe& machine,
@@ -76,6 +76,10 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   g.attention_s = 8.0 * L * job.seq_len * H * tokens / (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s + (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
   g.elementwise_s = kGpuElementwiseBytes * L * (2 * H + I) * tokens / kGpuHbmBytesPerS;
+  if (c.attention_bias) {  // per query head and token, seq_len / 2 visible keys on average
+    const double fmas = L * c.num_heads * tokens * (job.seq_len / 2.0) * c.head_dim;
+    g.key_bias_s = fmas / (std::max(machine.compute_flops, 1.0) * kGpuKeyBiasFmasPerFlop);
+  }
   return g;
 }
 
@@ -172,8 +176,8 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
   const double accumulate_s = cpu ? 0.0 : job.grad_accum * 8.0 * P / kGpuHbmBytesPerS;
   const GpuCompute gpu = cpu ? GpuCompute{} : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
-  const double compute_s =
-      cpu ? flops.hardware / std::max(machine.compute_flops, 1.0) : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s + accumulate_s;
+  const double compute_s = cpu ? flops.hardware / std::max(machine.compute_flops, 1.0)
+                               : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s + gpu.key_bias_s + accumulate_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
   // those still in a slot); its fp32 gradients come down once: the engine's own count.
   const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
@@ -217,6 +221,7 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
                          {"attention_s", gpu.attention_s},
                          {"lm_head_s", gpu.lm_head_s},
                          {"elementwise_s", gpu.elementwise_s},
+                         {"key_bias_s", gpu.key_bias_s},
                          {"accumulate_s", accumulate_s},
                          {"h2d_bytes", h2d_bytes},
                          {"d2h_bytes", d2h_bytes},

@@ -30,7 +30,7 @@ struct StepFlops {
 };
 StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 
-// A GPU step's compute, in four parts, each at its own rate (MachineProbe::compute_flops is the
+// A GPU step's compute, in four parts (five with attention biases), each at its own rate (MachineProbe::compute_flops is the
 // probe's 8192³ bf16 GEMM, 816 TFLOPS on the H100; kGpuHbmBytesPerS below):
 //  - the layers' GEMMs, 8·N_layers FLOPs per token with the recomputed forward, at
 //    kGpuGemmEfficiency of the probe (the 7B layer shapes reach 0.77-0.98 of it, README per-op table);
@@ -43,10 +43,18 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 //    recompute and backward): kGpuElementwiseBytes per token, layer and unit of 2·hidden +
 //    intermediate. Fitted to the measured steps of tinyllama-1.1b and llama2-7b (plan --measure,
 //    H100, 64K tokens per step: tests/bench/figures/calibration-h100.json); llama3.2-3b, not in
-//    the fit, came within 2%. qwen2.5-7b measured 22% slower than this model predicts.
+//    the fit, came within 2%;
+//  - with q/k/v biases (Qwen2), the key bias's gradient (compute/cuda/attention-key-bias.cu):
+//    head_dim double FMAs per (query head, query, visible key), on the FP64 units, at
+//    kGpuKeyBiasFmasPerFlop of the probe's rate. attention-bench measured 1.678 ms for one
+//    sequence of 2,048 tokens at 28 query heads of 128 (7.5e9 FMAs: 4.5e12 a second, 1.7 times
+//    the attention's forward+backward of that shape) against a probe of 777 TFLOPS (H100,
+//    2026-11-26): 1.50 s of qwen2.5-7b's 8.36 s step at 64K tokens, the 22% this model missed
+//    before it counted them.
 inline constexpr double kGpuGemmEfficiency = 0.85;
 inline constexpr double kGpuAttentionEfficiency = 0.23;
 inline constexpr double kGpuElementwiseBytes = 33;
+inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
 
 // Memory the process holds whatever the job: on a GPU the CUDA context, cuBLASLt's and cuDNN's
 // handles and our kernels in HBM (350-560 MB measured on the H100 with CUDA 13), and the CUDA

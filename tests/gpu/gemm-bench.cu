@@ -10,8 +10,9 @@
 // the four GEMM calls against a naive fp32 GPU kernel (relative L2 < 1e-2), bias_backward and
 // cross_entropy_forward_backward against double-precision host references, and that repeated
 // calls give the same bits. Exit status 1 when any check fails, before the benchmark.
-// Then times the llama2-7b layer GEMMs at 8192 and 16384 tokens (forward, backward-input,
-// backward-weight) and prints TFLOPS = 2·n·in·out / time, and the cross-entropy kernel's GB/s.
+// Then times the llama2-7b and qwen2.5-7b layer GEMMs at 8192 and 16384 tokens and each LM head at
+// its default chunk (forward, backward-input, backward-weight), printing TFLOPS = 2·n·in·out /
+// time, and the cross-entropy kernel's GB/s.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -358,47 +359,69 @@ double time_ms(F&& f, int iters) {
 }
 
 void bench(Gemm& gemm, void* workspace) {
+  // Each model's layer GEMMs at 8192 and 16384 tokens, and its LM head at the trainer's default
+  // chunk (StreamingEngine::lm_head_chunk: the most tokens whose fp32 logits fit 1 GiB).
   struct Shape {
     const char* name;
     int in, out;
+    bool lm_head;
   };
-  const Shape shapes[] = {{"q|k|v|o 4096->4096", 4096, 4096},
-                          {"qkv fused 4096->12288", 4096, 12288},
-                          {"gate|up 4096->11008", 4096, 11008},
-                          {"down 11008->4096", 11008, 4096},
-                          {"lm_head 4096->32000", 4096, 32000}};
-  const int max_n = 16384, max_in = 11008, max_out = 32000;
-  DeviceBuffer<bf16> x(static_cast<size_t>(max_n) * max_in), dx(x.count),
-      w(static_cast<size_t>(max_out) * 4096);
-  DeviceBuffer<bf16> y(static_cast<size_t>(max_n) * max_out), dy(y.count);
-  DeviceBuffer<float> yf(y.count), dw(w.count);
+  struct Model {
+    const char* name;
+    std::vector<Shape> shapes;
+    int lm_head_tokens;
+  };
+  const Model models[] = {{"llama2-7b",
+                           {{"q|k|v|o 4096->4096", 4096, 4096, false},
+                            {"qkv fused 4096->12288", 4096, 12288, false},
+                            {"gate|up 4096->11008", 4096, 11008, false},
+                            {"down 11008->4096", 11008, 4096, false},
+                            {"lm_head 4096->32000", 4096, 32000, true}},
+                           4096},
+                          {"qwen2.5-7b",
+                           {{"q|o 3584->3584", 3584, 3584, false},
+                            {"k|v 3584->512", 3584, 512, false},
+                            {"gate|up 3584->18944", 3584, 18944, false},
+                            {"down 18944->3584", 18944, 3584, false},
+                            {"lm_head 3584->152064", 3584, 152064, true}},
+                           512}};
+  const size_t max_x = size_t{16384} * 18944, max_w = size_t{152064} * 4096,
+               max_y = size_t{16384} * 18944;
+  DeviceBuffer<bf16> x(max_x), dx(x.count), w(max_w);
+  DeviceBuffer<bf16> y(max_y), dy(y.count);
+  DeviceBuffer<float> yf(size_t{8192} * 32000), dw(w.count);  // the cross-entropy's 8192 rows too
   fill(x, 41), fill(w, 42, 0.02f), fill(dy, 43, 0.01f), fill(dw, 44, 0.0f);
 
-  std::printf("\n%6s  %-24s %-22s %10s %9s\n", "tokens", "shape", "call", "ms", "TFLOPS");
-  for (const int n : {8192, 16384}) {
-    for (const Shape& s : shapes) {
-      const double flop = 2.0 * n * s.in * s.out;
-      const int iters = flop > 2e12 ? 10 : 30;
-      auto timed = [&](const char* call, auto&& gemm_call) {
-        const double ms = time_ms([&] { CHECK_OK(gemm_call()); }, iters);
-        std::printf("%6d  %-24s %-22s %10.3f %9.1f\n", n, s.name, call, ms,
-                    flop / (ms * 1e-3) / 1e12);
-      };
-      timed("forward", [&] {
-        return gemm.linear_forward(y.p, x.p, w.p, nullptr, n, s.in, s.out, workspace, nullptr);
-      });
-      if (s.out == 32000) {
-        timed("forward_f32", [&] {
-          return gemm.linear_forward_f32(yf.p, x.p, w.p, n, s.in, s.out, workspace, nullptr);
+  std::printf("\n%-11s %6s  %-24s %-22s %10s %9s\n", "model", "tokens", "shape", "call", "ms",
+              "TFLOPS");
+  for (const Model& m : models) {
+    for (const int tokens : {8192, 16384}) {
+      for (const Shape& s : m.shapes) {
+        if (s.lm_head && tokens != 8192) continue;
+        const int n = s.lm_head ? m.lm_head_tokens : tokens;
+        const double flop = 2.0 * n * s.in * s.out;
+        const int iters = flop > 2e12 ? 10 : 30;
+        auto timed = [&](const char* call, auto&& gemm_call) {
+          const double ms = time_ms([&] { CHECK_OK(gemm_call()); }, iters);
+          std::printf("%-11s %6d  %-24s %-22s %10.3f %9.1f\n", m.name, n, s.name, call, ms,
+                      flop / (ms * 1e-3) / 1e12);
+        };
+        timed("forward", [&] {
+          return gemm.linear_forward(y.p, x.p, w.p, nullptr, n, s.in, s.out, workspace, nullptr);
+        });
+        if (s.lm_head) {
+          timed("forward_f32", [&] {
+            return gemm.linear_forward_f32(yf.p, x.p, w.p, n, s.in, s.out, workspace, nullptr);
+          });
+        }
+        timed("backward_input", [&] {
+          return gemm.linear_backward_input(dx.p, dy.p, w.p, n, s.in, s.out, false, workspace,
+                                            nullptr);
+        });
+        timed("backward_weight", [&] {
+          return gemm.linear_backward_weight(dw.p, dy.p, x.p, n, s.in, s.out, workspace, nullptr);
         });
       }
-      timed("backward_input", [&] {
-        return gemm.linear_backward_input(dx.p, dy.p, w.p, n, s.in, s.out, false, workspace,
-                                          nullptr);
-      });
-      timed("backward_weight", [&] {
-        return gemm.linear_backward_weight(dw.p, dy.p, x.p, n, s.in, s.out, workspace, nullptr);
-      });
     }
   }
 

@@ -1,8 +1,9 @@
 // The planner against measured steps: every run of tests/bench/figures/calibration-h100.json
 // (plan --measure on the H100, with the machine figures that run probed) planned again with the
-// model of today, held to the targets: step time within 10% for tinyllama-1.1b, llama3.2-3b and
-// llama2-7b, peak HBM and DRAM within 5%, link bytes exact. A change to the step model that breaks
-// them fails here, without a GPU.
+// model of today, held to the targets: step time within 10% for tinyllama-1.1b, llama3.2-3b,
+// llama2-7b and qwen2.5-7b (22% off until the key bias's gradient was counted), peak HBM and DRAM
+// within 5%, link bytes exact. A change to the step model that breaks them fails here, without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,9 +56,7 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
                  dram = ratio("peak_dram_bytes", double(*predicted.peak_dram_bytes));
     std::printf("%-15s step %.3f s predicted, %.3f s measured (%.3f); peak HBM %.3f; peak DRAM %.3f\n", name.c_str(),
                 *predicted.step_s, measured["step_s"].get<double>(), step, hbm, dram);
-    if (name != "qwen2.5-7b") {  // qwen2.5-7b: see planner.h
-      EXPECT_NEAR(step, 1.0, 0.10) << name;
-    }
+    EXPECT_NEAR(step, 1.0, 0.10) << name;
     EXPECT_NEAR(hbm, 1.0, 0.05) << name;
     EXPECT_NEAR(dram, 1.0, 0.05) << name;
     EXPECT_DOUBLE_EQ(measured["h2d_bytes"].get<double>(), *predicted.h2d_bytes) << name;
