@@ -572,7 +572,8 @@ void LivePage::redrawCharts() {
   loss_->rescaleAxes();
   loss_->replot(QCustomPlot::rpQueuedReplot);
   redrawThroughput();
-  timeline_->setSpans(s.spans);
+  timeline_->setComputeName(s.plan["backend"].toString() == "cpu" ? tr("CPU") : tr("GPU"));
+  timeline_->setSpans(s.spans, 0, &s.timeAtStep);
 }
 
 void LivePage::redraw() {
