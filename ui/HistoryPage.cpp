@@ -142,9 +142,21 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     (void)model_->store()->set_notes(r->info.id, text.toStdString());
     model_->refresh();
   });
-  connect(folder, &QPushButton::clicked, this, [current] {
-    if (const RunRow* r = current())
-      QDesktopServices::openUrl(QUrl::fromLocalFile(QString::fromStdString(r->info.run_dir)));
+  connect(folder, &QPushButton::clicked, this, [this, current] {
+    const RunRow* r = current();
+    if (!r) return;
+    const QString dir = QString::fromStdString(r->info.run_dir);
+    if (!QFileInfo(dir).isDir())
+      return void(QMessageBox::warning(
+          this, tr("Open folder"),
+          tr("The run's folder %1 is not there any more (moved or deleted).").arg(dir)));
+    // On Linux this runs xdg-open (the package recommends xdg-utils); where nothing opens
+    // folders it fails without a word, so say where the folder is.
+    if (!QDesktopServices::openUrl(QUrl::fromLocalFile(dir)))
+      QMessageBox::warning(this, tr("Open folder"),
+                           tr("No program here opens folders (xdg-open, from the package "
+                              "xdg-utils, is what Spillway asks). The run's folder is %1")
+                               .arg(dir));
   });
   connect(clone, &QPushButton::clicked, this, [this, current] {
     if (const RunRow* r = current()) emit cloneRun(QString::fromStdString(r->info.job_json));

@@ -2,6 +2,7 @@
 // files, with their size) and what stays and why; a folder that another row names (a resumed
 // run's) or that a live worker writes to is never removed, and neither is a file in the folder that
 // is not the run's. Drives the real page: select a row, press Delete, read and answer the dialog.
+// Also Open folder, where it cannot open the folder: the message says why and where it is.
 #include <gtest/gtest.h>
 
 #include <QApplication>
@@ -63,10 +64,10 @@ std::string addRun(RunStore& store, const std::string& name, RunStatus status,
   return id.ok() ? *id : std::string();
 }
 
-// Selects the row of run `name`, presses Delete and answers the dialog that comes with `answer`
-// (a button's text); returns the dialog's text ("" when none came).
-QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& name,
-                    const QString& answer) {
+// Selects the row of run `name`, presses the button `button` and answers the dialog that comes
+// with `answer` (a button's text); returns the dialog's text ("" when none came).
+QString pressOnRow(HistoryPage& page, const QString& name, const QString& button,
+                   const QString& answer) {
   auto* proxy = qobject_cast<QSortFilterProxyModel*>(page.table()->model());
   for (int r = 0; r < proxy->rowCount(); ++r) {
     const QModelIndex i = proxy->index(r, RunHistoryModel::kName);
@@ -75,8 +76,9 @@ QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& na
   EXPECT_EQ(page.table()->currentIndex().data().toString(), name);
   QPushButton* del = nullptr;
   for (QPushButton* b : page.findChildren<QPushButton*>())
-    if (b->text() == "Delete") del = b;
+    if (b->text() == button) del = b;
   EXPECT_NE(del, nullptr);
+  if (!del) return {};
   QString text;
   QTimer::singleShot(100, [&] {
     auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
@@ -88,8 +90,13 @@ QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& na
     box->reject();
   });
   QTest::mouseClick(del, Qt::LeftButton);
-  (void)model;
   return text;
+}
+
+QString pressDelete(HistoryPage& page, RunHistoryModel& model, const QString& name,
+                    const QString& answer) {
+  (void)model;
+  return pressOnRow(page, name, "Delete", answer);
 }
 
 TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
@@ -201,6 +208,42 @@ TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
   EXPECT_EQ(text,
             "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
   EXPECT_EQ(model.rowCount(), 0);
+}
+
+// Open folder used to fail without a word: with no xdg-open (a minimal system without xdg-utils)
+// or a folder that is gone, nothing happened. Now a message says why and names the folder.
+TEST(HistoryOpenFolder, SaysWhyItCannotOpenTheFolderAndWhereItIs) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  const std::string folder = tmp.path() + "/runs/kept";
+  makeRunFolder(folder);
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    addRun(**store, "gone", RunStatus::kCompleted, tmp.path() + "/runs/moved away");
+    addRun(**store, "kept", RunStatus::kCompleted, folder);
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+
+  EXPECT_EQ(pressOnRow(page, "gone", "Open folder", "OK").toStdString(),
+            "The run's folder " + tmp.path() +
+                "/runs/moved away is not there any more (moved or deleted).");
+
+  // No program that opens folders: PATH without xdg-open (and the offscreen platform has none of
+  // its own).
+  const QByteArray path = qgetenv("PATH");
+  qputenv("PATH", QByteArray::fromStdString(tmp.path() + "/no-programs"));
+  const QString text = pressOnRow(page, "kept", "Open folder", "OK");
+  qputenv("PATH", path);
+  EXPECT_EQ(text.toStdString(),
+            "No program here opens folders (xdg-open, from the package xdg-utils, is what Spillway "
+            "asks). The run's folder is " +
+                folder);
+  EXPECT_TRUE(fs::exists(folder + "/job.json"));
 }
 
 }  // namespace
