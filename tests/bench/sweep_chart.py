@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tokens/s against tokens per step, as an SVG chart, from `spillway-worker bench --json` lines.
 
-Usage: python3 tests/bench/sweep_chart.py SWEEP.jsonl OUT.svg
+Usage: python3 tests/bench/sweep_chart.py SWEEP.jsonl [SWEEP.jsonl ...] OUT.svg
 One series per sequence length (the bench lines' seq_len); the peers' points measured on the same
 H100 machine are drawn beside them (../shared/bench/README.md and this project's README). Standard
 library only, so it runs anywhere the bench output is.
@@ -32,9 +32,10 @@ def y_of(tps):
     return H - BOTTOM - tps / Y_MAX * (H - TOP - BOTTOM)
 
 
-def main(src, out):
+def main(sources, out):
     series = {}
-    for line in open(src):
+    lines = [line for src in sources for line in open(src)]
+    for line in lines:
         line = line.strip()
         if not line.startswith("{"):
             continue
@@ -88,6 +89,6 @@ def main(src, out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1:-1], sys.argv[-1])
