@@ -80,7 +80,11 @@ static double median_secs(int warmup, int reps, Fn&& fn) {
 // AdamW over `n` fp32 parameters on the global pool, timed like torch_adamw_peer.py (median of 5
 // steps after 2), then the triad a = b + s·c over the same arrays. AdamW moves 28 bytes per
 // parameter (reads p, g, m, v; writes p, m, v); the triad 16, counted as the memory sees them
-// (reads b and c, reads a for ownership and writes it back), not STREAM's 12.
+// (reads b and c, reads a for ownership and writes it back), not STREAM's 12. Then AdamW's own
+// traffic with one add per array instead of its arithmetic (p += g, m += g, v += g: the same 28
+// bytes, on the same threads): what no exact fp32 AdamW on these cores can beat, so that
+// params_per_s / traffic_params_per_s says how far from the memory the update is, and a peer's
+// ratio to it bounds what any speed-up over that peer can be.
 static int bench_adamw(size_t n) {
   AlignedBuffer bufs[4];
   for (AlignedBuffer& b : bufs) {
@@ -116,10 +120,22 @@ static int bench_adamw(size_t n) {
         },
         1 << 16);
   });
+  const double traffic = median_secs(1, 5, [&](int) {
+    pool.parallel_for(
+        n,
+        [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) {
+            const float gi = g[i];
+            p[i] += gi, m[i] += gi, v[i] += gi;
+          }
+        },
+        1 << 16);
+  });
   std::printf(
       "{\"bench\":\"adamw\",\"params\":%zu,\"threads\":%zu,\"step_s\":%.6f,\"params_per_s\":%.4g,"
-      "\"gbps\":%.2f,\"triad_gbps\":%.2f}\n",
-      n, pool.size(), dt, n / dt, 28.0 * n / dt / 1e9, 16.0 * n / triad / 1e9);
+      "\"gbps\":%.2f,\"triad_gbps\":%.2f,\"traffic_params_per_s\":%.4g,\"traffic_gbps\":%.2f}\n",
+      n, pool.size(), dt, n / dt, 28.0 * n / dt / 1e9, 16.0 * n / triad / 1e9, n / traffic,
+      28.0 * n / traffic / 1e9);
   return 0;
 }
 
