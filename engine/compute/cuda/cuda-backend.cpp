@@ -33,9 +33,14 @@ size_t align_up(size_t bytes) {
   return (bytes + kAlign - 1) / kAlign * kAlign;
 }
 
-std::string gib(size_t bytes) {
+// "1.00 MiB", "26.31 GiB": sizes in the unit a person compares them in (a 1 MiB slab refused
+// read "0.00 GiB").
+std::string size_text(size_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  if (bytes >= (1ull << 30))
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1ull << 20));
   return buf;
 }
 
@@ -221,7 +226,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   info.multiprocessors = p.multiProcessorCount;
   info.driver = "CUDA driver " + cuda_version(driver) + ", runtime " + cuda_version(runtime);
   char bus_id[32] = {};  // "0000:01:00.0" is 12 characters; 13 with the terminator
-  if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) == cudaSuccess) info.pci_bus_id = bus_id;
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) == cudaSuccess)
+    info.pci_bus_id = bus_id;
   std::unique_ptr<CudaBackend> backend(new CudaBackend(device, std::move(info)));
   SPW_RETURN_IF_ERROR(backend->init());
   return backend;
@@ -272,9 +278,9 @@ Result<void*> CudaBackend::device_alloc(size_t bytes) {
     cudaGetLastError();  // not sticky: clear it so the next launch check does not see it
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    return out_of_memory("GPU out of memory: asked for " + gib(bytes) + " (" +
-                         std::to_string(bytes) + " bytes), " + gib(free_bytes) + " free of " +
-                         gib(total_bytes) + " on " + info_.name +
+    return out_of_memory("GPU out of memory: asked for " + size_text(bytes) + " (" +
+                         std::to_string(bytes) + " bytes), " + size_text(free_bytes) + " free of " +
+                         size_text(total_bytes) + " on " + info_.name +
                          ": lower micro_batch_size or seq_len");
   }
   SPW_RETURN_IF_ERROR(check(e, "cudaMalloc"));
@@ -292,12 +298,13 @@ void CudaBackend::device_free(void* ptr) {
 Result<void*> CudaBackend::host_alloc_pinned(size_t bytes) {
   SPW_RETURN_IF_ERROR(use_device("host_alloc_pinned"));
   void* p = nullptr;
-  const cudaError_t e = fail_point("host.alloc") ? cudaErrorMemoryAllocation
-                                                : cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+  const cudaError_t e = fail_point("host.alloc")
+                            ? cudaErrorMemoryAllocation
+                            : cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     return out_of_memory(
-        "could not allocate " + gib(bytes) +
+        "could not allocate " + size_text(bytes) +
         " of pinned host memory: free host memory, or lower micro_batch_size or seq_len");
   }
   SPW_RETURN_IF_ERROR(check(e, "cudaHostAlloc"));
@@ -324,7 +331,7 @@ Status CudaBackend::host_register(void* ptr, size_t bytes) {
   }
   if (e == cudaErrorMemoryAllocation || e == cudaErrorInvalidValue) {
     cudaGetLastError();
-    return out_of_memory("could not pin " + gib(bytes) + " of host memory (" + error_text(e) +
+    return out_of_memory("could not pin " + size_text(bytes) + " of host memory (" + error_text(e) +
                          "): raise the locked-memory limit (ulimit -l) or free host memory");
   }
   SPW_RETURN_IF_ERROR(check(e, "cudaHostRegister"));
