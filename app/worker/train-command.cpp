@@ -1,7 +1,5 @@
 #include "worker/train-command.h"
 
-#include <signal.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,18 +19,10 @@
 #include "train/trainer.h"
 #include "worker/args.h"
 #include "worker/job-file.h"
+#include "worker/stop-signals.h"
 
 namespace spillway::worker {
 namespace {
-
-Trainer* g_trainer = nullptr;  // the running trainer, for the signal handler
-
-// Async-signal-safe: the trainer's request_* only store to atomics.
-void on_signal(int sig) {
-  if (!g_trainer) return;
-  if (sig == SIGUSR1) g_trainer->request_checkpoint();
-  else g_trainer->request_stop();
-}
 
 // What the worker knows of the run it was asked for, to record a failure before the run began.
 struct Attempt {
@@ -234,17 +224,16 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
     record_failure(attempt_of(*job, run_id, resume_from), trainer.status(), io.err);
     return report_failure(io, json, trainer.status());
   }
-  g_trainer = trainer->get();
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGUSR1, &sa, nullptr);
-  Status st = (*trainer)->run();
-  g_trainer = nullptr;
+  // Declared before the trainer, so that a signal while the trainer winds down (its threads
+  // joined, its SSD scratch folder removed) is still caught rather than killing the worker there.
+  StopSignals signals(/*checkpoint_on_sigusr1=*/true);
+  const std::unique_ptr<Trainer> t = std::move(*trainer);
+  signals.attach(*t);
+  Status st = t->run();
+  signals.detach();
   if (!st.ok()) return report_failure(io, json, st);
-  if (json) io.out << nlohmann::json{{"status", "done"}, {"run_id", (*trainer)->run_id()}}.dump() << std::endl;
+  if (json)
+    io.out << nlohmann::json{{"status", "done"}, {"run_id", t->run_id()}}.dump() << std::endl;
   return 0;
 }
 
