@@ -29,7 +29,8 @@ const std::vector<Command>& commands() {
        run_train},
       {"plan", "plan JOB.json [--measure N] [--json]",
        "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; --measure N runs the job's first N "
-       "steps in a throwaway run and prints measured against predicted (step time, peak HBM and DRAM, link bytes).",
+       "steps in a throwaway run and prints measured against predicted (step time, peak HBM and DRAM, link bytes); SIGTERM or "
+       "Ctrl-C stops the measure and removes that run.",
        run_plan},
       {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] [--template T] [--json]",
        "Mean loss and perplexity of a model on a dataset, read as training reads it (data.format, data.template).", run_eval},

@@ -20,6 +20,7 @@
 #include "worker/args.h"
 #include "worker/job-file.h"
 #include "worker/probe-command.h"
+#include "worker/stop-signals.h"
 
 namespace spillway::worker {
 namespace {
@@ -110,7 +111,14 @@ std::string figure_text(const std::string& key, const nlohmann::json& v) {
 // made with its own probe of this machine. The run's folder and database are in a temporary
 // folder, removed afterwards: History does not list it. Nothing is evaluated, checkpointed or
 // exported. Exit 3 when the job does not fit (the trainer refuses it as plan would).
+// SIGTERM or SIGINT stops it as it stops `train` (at the next layer; one that comes while the model
+// loads, once it is loaded), without a checkpoint: the folder is removed, one line says so, and the
+// exit is 0 as for `train` stopped on request; --json prints {"status": "stopped", ...} instead of
+// the figures.
 int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
+  // Made before the scratch folder, so that its removal below runs with the handlers in place: a
+  // second Ctrl-C cannot cut it short.
+  StopSignals signals(/*checkpoint_on_sigusr1=*/false);
   std::string scratch = (fs::temp_directory_path() / "spillway-measure.XXXXXX").string();
   if (!::mkdtemp(scratch.data()))
     return report_failure(io, json, io_error("plan --measure: cannot make a temporary folder " + scratch + ": " + std::strerror(errno)));
@@ -138,7 +146,26 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
     const int code = report_failure(io, json, trainer.status());
     return trainer.status().code() == ErrorCode::kOutOfMemory ? 3 : code;
   }
+  signals.attach(**trainer);
   auto measured = (*trainer)->measure();
+  signals.detach();
+  if (measured.status().code() == ErrorCode::kCancelled && signals.stop_signal() != 0) {
+    const int64_t done = (*trainer)->step();
+    const std::string message =
+        std::string("plan --measure: stopped by ") + signal_name(signals.stop_signal()) +
+        " after " + std::to_string(done) + " of " + std::to_string(steps) +
+        (steps == 1 ? " step" : " steps") + ": nothing measured; the throwaway run is removed";
+    if (json)
+      io.out << nlohmann::json{{"status", "stopped"},
+                               {"signal", signal_name(signals.stop_signal())},
+                               {"step", done},
+                               {"steps", steps},
+                               {"message", message}}
+                    .dump()
+             << std::endl;
+    io.err << "spillway-worker: " << message << std::endl;
+    return 0;
+  }
   if (!measured.ok()) return report_failure(io, json, measured.status());
   const nlohmann::json& plan = (*trainer)->plan();
   const nlohmann::json versus = compare_figures(predicted_figures(plan), *measured);

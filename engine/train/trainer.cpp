@@ -101,6 +101,7 @@ struct Trainer::Impl {
   Clock::time_point started = Clock::now();
   double resumed_elapsed_s = 0;  // the elapsed_s of the checkpoint this run resumed from
   std::string resumed_from;      // the checkpoint folder it resumed from ("" for a fresh run)
+  bool measuring = false;        // measure(): a throwaway run, so a stop writes no checkpoint
 
   // The run's training time so far: this process's, plus that of the runs it resumed from.
   double elapsed_s() const { return resumed_elapsed_s + seconds_since(started); }
@@ -385,9 +386,10 @@ struct Trainer::Impl {
   }
 
   // A stop request that interrupted a step or an evaluation: checkpoint the last finished step
-  // (after its optimizer update), then stop as the loop's own check does.
+  // (after its optimizer update), then stop as the loop's own check does. A measuring run is
+  // thrown away: it stops at once (a 7B checkpoint would take minutes to write and be deleted).
   Status stop_at_step() {
-    SPW_RETURN_IF_ERROR(checkpoint());
+    if (!measuring) SPW_RETURN_IF_ERROR(checkpoint());
     return cancelled("stopped on request at step " + std::to_string(progress.step));
   }
 
@@ -533,7 +535,7 @@ struct Trainer::Impl {
       if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
         SPW_RETURN_IF_ERROR(checkpoint(asked));
       if (owner->stop_.load()) {
-        if (!asked) SPW_RETURN_IF_ERROR(checkpoint());
+        if (!asked && !measuring) SPW_RETURN_IF_ERROR(checkpoint());
         return cancelled("stopped on request at step " + std::to_string(progress.step));
       }
     }
@@ -610,6 +612,7 @@ Status Trainer::run() {
 
 Result<StepFigures> Trainer::measure() {
   Impl& t = *impl_;
+  t.measuring = true;
   t.sampler->start();
   Status st = t.train_loop();
   if (st.ok()) {
@@ -618,6 +621,11 @@ Result<StepFigures> Trainer::measure() {
   }
   t.sampler->stop();
   const StepFigures measured = t.report_figures();
+  if (st.code() == ErrorCode::kCancelled) {
+    SPW_RETURN_IF_ERROR(
+        t.rec->finish(RunStatus::kStopped, t.final_figures(), {{"step", t.progress.step}}));
+    return st;
+  }
   if (!st.ok()) return t.fail(st);
   SPW_RETURN_IF_ERROR(t.rec->finish(RunStatus::kCompleted, t.final_figures()));
   return measured;
@@ -627,6 +635,9 @@ const nlohmann::json& Trainer::plan() const { return impl_->plan; }
 const std::string& Trainer::run_id() const { return impl_->run_id; }
 const std::string& Trainer::run_dir() const { return impl_->run_dir; }
 int64_t Trainer::total_steps() const { return impl_->total_steps; }
+int64_t Trainer::step() const {
+  return impl_->progress.step;
+}
 double Trainer::last_eval_loss() const { return impl_->last_eval; }
 
 }  // namespace spillway

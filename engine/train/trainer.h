@@ -52,7 +52,8 @@ class Trainer {
   Status run();
   // Trains the job's steps like run() but neither evaluates, checkpoints nor exports: the probe of
   // `spillway-worker plan --measure N`. Returns what the steps measured (run-figures.h); plan()
-  // holds the prediction. Errors: those of run().
+  // holds the prediction. Errors: those of run(), and kCancelled when stopped on request (at the
+  // engine's next micro-batch or layer, as run(), but with no checkpoint: the run is thrown away).
   Result<StepFigures> measure();
   void request_stop() { stop_.store(true); }
   void request_checkpoint() { checkpoint_.store(true); }
@@ -62,6 +63,8 @@ class Trainer {
   const std::string& run_id() const;
   const std::string& run_dir() const;
   int64_t total_steps() const;
+  // The last finished step (0 before the first; a resumed run counts from its checkpoint's).
+  int64_t step() const;
   double last_eval_loss() const;
 
  private:

@@ -1,10 +1,13 @@
 // The worker end to end, as a user runs it: the golden AdamW trajectory through a job file,
 // exact resume after SIGKILL, a real fine-tune of stories260K on tiny Shakespeare, the run store
 // and events.jsonl, and bad input.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -523,6 +526,86 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
   r = worker({"plan", path, "--measure", "0"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--measure takes a number of steps from 1 to 1000, got '0'"), std::string::npos) << r.err;
+}
+
+// `plan --measure` stopped from a terminal (Ctrl-C: SIGINT) or by the app (SIGTERM) mid-run: the
+// throwaway run stops at its next layer, its folder in TMPDIR is removed (it was left behind,
+// spillway-measure.XXXXXX), one line on stderr says so, and the exit is 0 as for a stopped `train`.
+TEST_F(WorkerTest, PlanMeasureStoppedBySignalLeavesNothingBehind) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string tmpdir = tmp_.path() + "/t m p";  // a TMPDIR with a space
+  fs::create_directories(tmpdir);
+  env_.push_back("TMPDIR=" + tmpdir);
+  json job = {
+      {"name", "measure stopped"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 256}}},
+      {"train", {{"steps", 5}, {"micro_batch_size", 8}, {"grad_accum", 2}}},
+      {"placement", {{"backend", "cpu"}}}};
+  const std::string path = write_job("measure-stopped", job);
+  // The complete "step" lines the throwaway run has written so far (its file is being written).
+  auto steps_written = [&]() -> int {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(tmpdir, ec)) {
+      std::ifstream f(e.path() / "run" / "events.jsonl");
+      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      text.erase(text.find_last_of('\n') == std::string::npos ? 0 : text.find_last_of('\n') + 1);
+      for (size_t at = 0; (at = text.find("\"type\":\"step\"", at)) != std::string::npos; ++at) ++n;
+    }
+    return n;
+  };
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const std::string name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    SCOPED_TRACE(name);
+    const bool json_out = sig == SIGTERM;  // as the app runs it
+    std::vector<std::string> args = {"plan", path, "--measure", "1000"};
+    if (json_out) args.push_back("--json");
+    const std::string out = tmp_.path() + "/m.out", err = tmp_.path() + "/m.err";
+    const pid_t pid = testing::spawn_worker(args, env_, out, err);
+    ASSERT_GT(pid, 0);
+    int seen = 0;
+    for (int i = 0; i < 6000 && (seen = steps_written()) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_GE(seen, 1) << "no step within a minute: " << testing::slurp(err);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the measure ended before it was stopped";
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(pid, sig);
+    const int code = testing::wait_exit(pid);
+    const double stop_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string stderr_text = testing::slurp(err), stdout_text = testing::slurp(out);
+    EXPECT_EQ(code, 0) << stderr_text;
+    EXPECT_LT(stop_s, 10 * testing::kTimeScale);
+    std::printf("%s: stopped %.2f s after the signal, %d steps seen\n", name.c_str(), stop_s, seen);
+    // One line: "... stopped by SIGTERM after K of 1000 steps: ...", K at least the steps seen.
+    const std::string head = "spillway-worker: plan --measure: stopped by " + name + " after ";
+    ASSERT_EQ(stderr_text.rfind(head, 0), 0u) << stderr_text;
+    EXPECT_EQ(std::count(stderr_text.begin(), stderr_text.end(), '\n'), 1) << stderr_text;
+    const int done = std::atoi(stderr_text.c_str() + head.size());
+    EXPECT_GE(done, seen);
+    EXPECT_LT(done, 1000);
+    EXPECT_EQ(
+        stderr_text.substr(head.size()),
+        std::to_string(done) + " of 1000 steps: nothing measured; the throwaway run is removed\n");
+    if (json_out) {
+      const json j = json::parse(stdout_text, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << stdout_text;
+      EXPECT_EQ(j["status"], "stopped");
+      EXPECT_EQ(j["signal"], name);
+      EXPECT_EQ(j["step"], done);
+      EXPECT_EQ(j["steps"], 1000);
+      EXPECT_FALSE(j.contains("figures"));
+    }
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(tmpdir))
+      left.push_back(e.path().filename().string());
+    EXPECT_TRUE(left.empty()) << "left in TMPDIR: " << (left.empty() ? "" : left.front());
+    EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs.db"))
+        << "History does not see the probe";
+  }
 }
 
 // A run that diverges stops at the first non-finite loss with a clear error, keeps its last
