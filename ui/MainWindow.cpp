@@ -134,6 +134,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   }
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(tr("&Plan"), QKeySequence(Qt::CTRL | Qt::Key_P), newRun_, &NewRunPage::plan);
+  run->addAction(newRun_->measureAction());  // Ctrl+Shift+P, enabled as New run's Measure button
   run->addAction(tr("&Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), newRun_,
                  [this] { newRun_->launch(); });
   run->addSeparator();

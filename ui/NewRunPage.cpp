@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include <QAction>
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
@@ -340,6 +341,10 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
       "N). The first step warms up the libraries: the figures are of the steps after it.");
   measureButton_->setToolTip(measureTip);
   measureSteps_->setToolTip(measureTip);
+  measureAction_ = new QAction(tr("&Measure"), this);
+  measureAction_->setObjectName("measureAction");
+  measureAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
+  measureAction_->setToolTip(measureTip);
   stopButton_ = new QPushButton(tr("Stop"));
   stopButton_->setObjectName("stopPlan");
   stopButton_->setToolTip(tr("Stop the plan or measure in progress; nothing is kept"));
@@ -358,6 +363,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   layout->addWidget(planBox);
   connect(planButton_, &QPushButton::clicked, this, &NewRunPage::plan);
   connect(measureButton_, &QPushButton::clicked, this, &NewRunPage::measure);
+  connect(measureAction_, &QAction::triggered, this, &NewRunPage::measure);
   connect(stopButton_, &QPushButton::clicked, this, &NewRunPage::stopPlan);
   planTicker_ = new QTimer(this);
   planTicker_->setInterval(1000);
@@ -402,6 +408,7 @@ void NewRunPage::checkInputs() {
   const bool ok = lrOk && batchOk;
   planButton_->setEnabled(ok && !planning());
   measureButton_->setEnabled(ok && !planning());
+  measureAction_->setEnabled(measureButton_->isEnabled());
   measureSteps_->setEnabled(!planning());
   stopButton_->setEnabled(planning() && !planStopped_);
   launchButton_->setEnabled(ok);

@@ -15,6 +15,7 @@
 #include "ModelInfo.h"
 #include "PlanResult.h"
 
+class QAction;
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
@@ -86,6 +87,9 @@ class NewRunPage : public QWidget {
   // run's temporary files go into the page's temporary folder and are removed when it ends,
   // stopped or not.
   void measure();
+  // Run › Measure (Ctrl+Shift+P; Plan is Ctrl+P): measure(), enabled exactly when the Measure
+  // button is. The page owns it; the window puts it in its menu.
+  QAction* measureAction() const { return measureAction_; }
   static constexpr int kMeasureSteps = 3;
   static constexpr int kMaxMeasureSteps = 1000;  // the worker's limit for --measure
   // Stop: ends the plan or measure in progress (SIGTERM, then SIGKILL after kStopGraceMs) and says
@@ -142,6 +146,7 @@ class NewRunPage : public QWidget {
   PlanView* planView_;
   QPushButton *planButton_, *measureButton_, *stopButton_, *launchButton_, *copyButton_;
   QSpinBox* measureSteps_;
+  QAction* measureAction_;
   QString lastJobPath_;
   std::unique_ptr<QTemporaryDir> planDir_;
   // The form as a job the worker takes, or why not (a field's error, no usable model, no data).

@@ -5,10 +5,14 @@
 #include <qcustomplot.h>
 #include <signal.h>
 
+#include <QAction>
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
 #include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
@@ -19,6 +23,7 @@
 #include <QTableWidget>
 #include <QTest>
 #include <fstream>
+#include <functional>
 
 #include "ComparePage.h"
 #include "Format.h"
@@ -312,6 +317,85 @@ TEST(EndToEnd, StopKillsTheMeasure) {
   EXPECT_FALSE(page.planView()->measuredTable()->isVisibleTo(&page));
   EXPECT_TRUE(measure->isEnabled());
   EXPECT_FALSE(stop->isEnabled());
+  EXPECT_EQ(measureScratch(tmpDir), QStringList());
+}
+
+// Run › Measure: beside Plan in the menu, Ctrl+Shift+P (no other action of the window has it, so
+// the key is not ambiguous), on and off exactly with New run's Measure button, and it measures
+// as the button does: pressed from the keyboard, the worker trains the spin box's steps.
+TEST(EndToEnd, RunMenuMeasure) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  const QString tmpDir = QString::fromStdString(tmp.path()) + "/tmp";
+  ScopedTmpDir scopedTmp(tmpDir);
+  MainWindow window;
+  NewRunPage& page = *window.newRunPage();
+  fillTinyJob(page);
+  QMenu* runMenu = nullptr;
+  for (QAction* m : window.menuBar()->actions())
+    if (m->text() == "&Run") runMenu = m->menu();
+  ASSERT_NE(runMenu, nullptr);
+  QStringList items;
+  for (QAction* a : runMenu->actions()) items << a->text();
+  ASSERT_GE(items.size(), 3);
+  EXPECT_EQ(items.mid(0, 3), (QStringList{"&Plan", "&Measure", "&Launch"}));
+  QAction* action = runMenu->actions().at(1);
+  EXPECT_EQ(action, page.measureAction());
+  EXPECT_EQ(action->shortcut(), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
+  EXPECT_EQ(action->shortcut().toString(QKeySequence::PortableText), "Ctrl+Shift+P");
+  // Every shortcut of the window's menus is its action's alone.
+  std::function<void(QMenu*)> collect;
+  QMap<QString, QStringList> byKey;
+  collect = [&](QMenu* menu) {
+    for (QAction* a : menu->actions()) {
+      if (a->menu()) collect(a->menu());
+      for (const QKeySequence& k : a->shortcuts()) byKey[k.toString()] << a->text();
+    }
+  };
+  for (QAction* m : window.menuBar()->actions())
+    if (m->menu()) collect(m->menu());
+  for (auto it = byKey.cbegin(); it != byKey.cend(); ++it)
+    EXPECT_EQ(it.value().size(), 1)
+        << it.key().toStdString() << ": " << it.value().join(", ").toStdString();
+  EXPECT_TRUE(byKey.contains("Ctrl+P") && byKey.contains("Ctrl+Shift+P"));
+
+  auto* button = page.findChild<QPushButton*>("measure");
+  auto* lr = page.findChild<QLineEdit*>("learningRate");
+  auto* steps = page.findChild<QSpinBox*>("measureSteps");
+  ASSERT_TRUE(button && lr && steps);
+  EXPECT_TRUE(button->isEnabled());
+  EXPECT_TRUE(action->isEnabled());
+  lr->setText("fast");  // not a learning rate: Measure is off, in the menu too
+  EXPECT_FALSE(button->isEnabled());
+  EXPECT_FALSE(action->isEnabled());
+  QSignalSpy spy(&page, &NewRunPage::planned);
+  action->trigger();  // a disabled action does nothing
+  EXPECT_FALSE(page.planning());
+  lr->setText("3e-3");
+  EXPECT_TRUE(button->isEnabled());
+  EXPECT_TRUE(action->isEnabled());
+
+  steps->setValue(2);
+  window.show();
+  window.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&window));
+  QTest::keyClick(&window, Qt::Key_P, Qt::ControlModifier | Qt::ShiftModifier);
+  ASSERT_TRUE(page.planning()) << "Ctrl+Shift+P did not start the measure";
+  EXPECT_FALSE(button->isEnabled());
+  EXPECT_FALSE(action->isEnabled());  // off while it runs, as the button
+  EXPECT_TRUE(page.planView()
+                  ->findChild<QLabel*>("planSummary")
+                  ->text()
+                  .startsWith("Measuring: loading the model and training 2 steps"));
+  ASSERT_TRUE(spy.wait(120000));
+  const PlanResult& plan = page.planView()->plan();
+  ASSERT_TRUE(plan.ok) << plan.error.toStdString();
+  EXPECT_EQ(plan.measuredSteps, 2);
+  EXPECT_EQ(plan.measured.size(), 6);
+  EXPECT_TRUE(button->isEnabled());
+  EXPECT_TRUE(action->isEnabled());
   EXPECT_EQ(measureScratch(tmpDir), QStringList());
 }
 
