@@ -573,7 +573,9 @@ void LivePage::redrawCharts() {
   loss_->replot(QCustomPlot::rpQueuedReplot);
   redrawThroughput();
   timeline_->setComputeName(s.plan["backend"].toString() == "cpu" ? tr("CPU") : tr("GPU"));
-  timeline_->setSpans(s.spans, 0, &s.timeAtStep);
+  // A final state (or a worker gone) means no step span follows the last: frame the last step.
+  const bool over = ended_ || s.state == "completed" || s.state == "stopped" || s.state == "failed";
+  timeline_->setSpans(s.spans, 0, &s.timeAtStep, over);
 }
 
 void LivePage::redraw() {

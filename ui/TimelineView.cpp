@@ -134,7 +134,8 @@ QStringList TimelineView::legend() const {
           tr("embed / head / step")};
 }
 
-void TimelineView::setSpans(const QVector<Span>& spans, double window, const Ring* stepTimes) {
+void TimelineView::setSpans(const QVector<Span>& spans, double window, const Ring* stepTimes,
+                            bool runOver) {
   spans_.clear();
   busy_.clear();
   stepEnd_ = -1;
@@ -189,10 +190,26 @@ void TimelineView::setSpans(const QVector<Span>& spans, double window, const Rin
       }
       return end;
     };
+    // Where the tail of step span `k` with no step span after it ends at the latest: the start of
+    // the first backward after it (a step cut short by a stop, whose gradients' D2H are not this
+    // step's); the next step's forward runs beside this step's optimizer and stays in the frame.
+    auto tailLimit = [&](int k) {
+      const Span& st = spans[steps[k]];
+      double limit = std::numeric_limits<double>::infinity();
+      for (int i = steps[k] + 1; i < spans.size(); ++i)
+        if (spans[i].phase == "backward" && spans[i].start >= st.end - 1e-6)
+          limit = std::min(limit, spans[i].start);
+      return limit;
+    };
     int chosen = -1, last = -1;
     for (int k = steps.size() - 1; k >= 0 && chosen < 0; --k) {
       const Span& st = spans[steps[k]];
       if (!detailed(st)) continue;
+      // The run is over: its latest detailed step is complete, though no step span follows it.
+      if (runOver && k + 1 == steps.size()) {
+        last = k;
+        break;
+      }
       // A later step span that starts before this one comes from a new worker (a resume).
       if (k + 1 < steps.size() && spans[steps[k + 1]].start >= st.start) {
         const double next = spans[steps[k + 1]].start;
@@ -208,7 +225,7 @@ void TimelineView::setSpans(const QVector<Span>& spans, double window, const Rin
     if (chosen < 0 && last >= 0) {
       chosen = last;
       t0 = spans[steps[last]].start;
-      t1 = tailEnd(last, std::numeric_limits<double>::infinity());
+      t1 = tailEnd(last, tailLimit(last));
     }
     if (chosen >= 0) {
       framed = true;

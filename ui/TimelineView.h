@@ -22,14 +22,16 @@ class TimelineView : public QWidget {
   // of that step) that has per-block compute spans inside it and a following step span (so the
   // spans of the frame's tail, the next step's forward beside this step's optimizer, have
   // arrived), from its start to the next step span's start; the last step span only when no
-  // earlier one qualifies, from its start to its end or the end of the optimizer spans that follow
-  // it. Spans that overlap the frame are shown clipped to it (the previous step's optimizer and D2H
-  // at its start). With windowSeconds > 0: the `windowSeconds` before the latest block span's end.
+  // earlier one qualifies, or when `runOver` (the run has ended: no step span will follow its
+  // last), from its start to its end or the end of the D2H, optimizer and SSD spans that follow
+  // it, up to the start of a later backward (the next step's, cut short by a stop). Spans that
+  // overlap the frame are shown clipped to it (the previous step's optimizer and D2H at its
+  // start). With windowSeconds > 0: the `windowSeconds` before the latest block span's end.
   // Without step spans: the blocks back to the first gap of half a second. Times in seconds, the
   // events' t base. `stepTimes` (RunSeries::timeAtStep: x = step, y = t of its step event), when
   // given, names the step framed.
   void setSpans(const QVector<Span>& spans, double windowSeconds = 0,
-                const Ring* stepTimes = nullptr);
+                const Ring* stepTimes = nullptr, bool runOver = false);
   // What compute runs on, for the verdict ("GPU idle 3%", "CPU idle 3%"); "GPU" by default.
   void setComputeName(const QString& name);
   int visibleSpans() const { return spans_.size(); }

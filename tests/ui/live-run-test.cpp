@@ -435,6 +435,56 @@ TEST(LivePage, TheCpuBackendsDeviceArenaIsNotCalledHbm) {
   EXPECT_EQ(hbm->heading(), "HBM (device): 20.0 GB of 80.0 GB");
 }
 
+// Once the run is over (its final state) Live's timeline frames the run's last step, to the end
+// of its update; while it trains, the latest step whose frame is complete (the one before it).
+TEST(LivePage, TheTimelineFramesTheLastStepOnceTheRunIsOver) {
+  TempDir tmp;
+  std::ofstream f(tmp.path() + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":2})"
+    << "\n";
+  auto span = [&](const char* block, int layer, const char* phase, double a, double b) {
+    f << R"({"type":"span","t":)" << b << R"(,"block":")" << block << R"(","layer":)"
+      << (layer < 0 ? std::string("null") : std::to_string(layer)) << R"(,"phase":")" << phase
+      << R"(","start_s":)" << a << R"(,"end_s":)" << b << "}\n";
+  };
+  // Two layers: forward 0.1 s each, backward 0.1 s each, the step span [T, T + 0.4], its update
+  // [T + 0.4, T + 0.45], then the step event.
+  auto step = [&](int n, double T) {
+    for (int l = 0; l < 2; ++l) span("layer", l, "forward", T + 0.1 * l, T + 0.1 * (l + 1));
+    for (int l = 1; l >= 0; --l)
+      span("layer", l, "backward", T + 0.2 + 0.1 * (1 - l), T + 0.3 + 0.1 * (1 - l));
+    span("step", -1, "compute", T, T + 0.4);
+    span("layer", 0, "optimizer", T + 0.4, T + 0.45);
+    f << R"({"type":"step","t":)" << T + 0.4001 << R"(,"step":)" << n
+      << R"(,"total_steps":2,"loss":3.5,"lr":0.001,"tokens":)" << 64 * n << "}\n";
+  };
+  step(1, 1.0);
+  step(2, 1.5);
+  f.flush();
+  LivePage live;
+  live.resize(1280, 900);
+  live.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&live));
+  live.attach(q(tmp.path()));
+  for (int i = 0; i < 5; ++i) live.tick();
+  ASSERT_EQ(live.phase(), Phase::kTraining);
+  const TimelineView* timeline = live.timeline();
+  EXPECT_EQ(timeline->frameStep(), 1);
+  EXPECT_NEAR(timeline->frameStart(), 1.0, 1e-9);
+  EXPECT_NEAR(timeline->shownSeconds(), 0.45, 1e-9);  // its update ends before step 2 starts
+  f << R"({"type":"state","t":2.1,"state":"completed","step":2})"
+    << "\n";
+  f.flush();
+  for (int i = 0; i < 10 && live.phase() != Phase::kCompleted; ++i) live.tick();
+  ASSERT_EQ(live.phase(), Phase::kCompleted);
+  EXPECT_EQ(timeline->frameStep(), 2);
+  EXPECT_NEAR(timeline->frameStart(), 1.5, 1e-9);
+  EXPECT_NEAR(timeline->shownSeconds(), 0.45, 1e-9);
+  EXPECT_NEAR(timeline->laneBusyFraction("compute"), 0.4 / 0.45, 1e-9);
+  EXPECT_TRUE(timeline->summary().startsWith("step 2 · 450 ms · compute 88.9% busy · "))
+      << timeline->summary().toStdString();
+}
+
 TEST(TimelineView, HasATimeAxisAndALegend) {
   auto span = [](const char* block, int layer, const char* phase, double a, double b) {
     Span s;

@@ -231,5 +231,104 @@ TEST(TimelineView, FramesACpuRunWithGapsBetweenSteps) {
   EXPECT_TRUE(view.toolTip().isEmpty());
 }
 
+// The run is over (a final state: completed, stopped or failed): no step span will follow the
+// last, so the last step is framed, from its start to the end of its optimizer tail, rather than
+// the one before it. On the GPU steps of the first test: step 3 of 3 is [2.6, 3.39], its updates
+// run to 3.79. A run stopped inside step 4 (no step span for it) frames step 3 the same way: the
+// cut step's forward, beside step 3's updates, is in the frame, but its gradients' D2H (after its
+// backward began) do not stretch it.
+TEST(TimelineView, FramesTheLastStepWhenTheRunIsOver) {
+  QVector<Span> spans;
+  Ring stepTimes;
+  for (int k = 0; k < 3; ++k) addGpuStep(spans, stepTimes, k + 1, 1.0 + 0.8 * k);
+  TimelineView view;
+  view.resize(1200, 170);
+  view.setSpans(spans, 0, &stepTimes);  // running: step 3's frame is not complete yet
+  EXPECT_EQ(view.frameStep(), 2);
+  EXPECT_NEAR(view.shownSeconds(), 0.8, 1e-9);
+
+  view.setSpans(spans, 0, &stepTimes, /*runOver=*/true);
+  const double T = 2.6, frame = 1.19;
+  EXPECT_EQ(view.frameStep(), 3);
+  EXPECT_NEAR(view.frameStart(), T, 1e-9);
+  EXPECT_NEAR(view.shownSeconds(), frame, 1e-9);  // to its last update's end, T + 0.79 + 0.4
+  // Compute: forward 0.4 + backward 0.38 s; nothing after it (the run is over).
+  EXPECT_NEAR(view.laneBusyFraction("compute"), 0.78 / frame, 1e-9);
+  // H2D: step 3's own 0.315 s (as for step 2 in the first test).
+  EXPECT_NEAR(view.laneBusyFraction("h2d"), 0.315 / frame, 1e-9);
+  // D2H: step 2's last one, 5 ms inside, and step 3's four of 0.02 s.
+  EXPECT_NEAR(view.laneBusyFraction("d2h"), 0.085 / frame, 1e-9);
+  // Optimizer: step 2's updates to T + 0.39 and step 3's four whole, [T + 0.79, T + 1.19].
+  EXPECT_NEAR(view.laneBusyFraction("optimizer"), 0.79 / frame, 1e-9);
+  // Compute idles 0.005 s at the start and 0.405 s at the end, during which the optimizer runs
+  // 0.005 + 0.4 s (D2H 0.025, H2D 0.005): the last step waits for its own update.
+  QString lane;
+  EXPECT_EQ(view.limiter(&lane), "waiting for the optimizer: GPU idle 34%");
+  EXPECT_EQ(lane, "optimizer");
+  EXPECT_EQ(view.summary(),
+            "step 3 · 1.19 s · compute 65.5% busy · H2D 26% · D2H 7% · optimizer 66% · "
+            "waiting for the optimizer: GPU idle 34%");
+  // Step 3's 21 block spans and 4 updates, step 2's last D2H and its 4 updates.
+  EXPECT_EQ(view.visibleSpans(), 21 + 4 + 1 + 4);
+
+  // Stopped inside step 4 (T4 = 3.4): its forward, its first backward (layer 3, [T4 + 0.405,
+  // T4 + 0.5]) with layer 2's weights on their way, layer 3's gradients' D2H [T4 + 0.5, T4 + 0.52],
+  // then the stop: no step span, no update.
+  QVector<Span> step4;
+  Ring unused;
+  addGpuStep(step4, unused, 4, 3.4);
+  QVector<Span> cut = spans;
+  for (const Span& s : step4)
+    if (s.block != "step" && s.phase != "optimizer" && s.start <= 3.4 + 0.5 + 1e-9) cut << s;
+  view.setSpans(cut, 0, &stepTimes);  // running, as far as the view knows: step 2
+  EXPECT_EQ(view.frameStep(), 2);
+  view.setSpans(cut, 0, &stepTimes, /*runOver=*/true);
+  EXPECT_EQ(view.frameStep(), 3);
+  EXPECT_NEAR(view.frameStart(), T, 1e-9);
+  EXPECT_NEAR(view.shownSeconds(), frame, 1e-9);  // not to 3.92, the cut step's D2H
+  // Step 4's forward from 3.405 to the frame's end, 0.385 s, beside step 3's updates.
+  EXPECT_NEAR(view.laneBusyFraction("compute"), (0.78 + 0.385) / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("d2h"), 0.085 / frame, 1e-9);
+
+  // A CPU-like run whose last step span has no blocks: over or not, the latest detailed step
+  // with a step after it is framed (its frame was complete already). Here steps 0.2 s long, 0.5 s
+  // apart, blocks for steps 2 and 4 of 5 (as the trainer records about one step a second).
+  auto cpuRun = [](const QVector<int>& detailed, Ring& times) {
+    QVector<Span> out;
+    for (int n = 1; n <= 5; ++n) {
+      const double t = 0.5 * (n - 1);
+      const bool d = detailed.contains(n);
+      if (d)
+        for (int l = 0; l < 2; ++l)
+          out << span("layer", l, "forward", t + 0.05 * l, t + 0.05 * (l + 1))
+              << span("layer", l, "backward", t + 0.1 + 0.05 * l, t + 0.15 + 0.05 * l);
+      out << span("step", -1, "compute", t, t + 0.2);
+      if (d) out << span("layer", 0, "optimizer", t + 0.2, t + 0.25);
+      times.append(n, t + 0.2001);
+    }
+    return out;
+  };
+  Ring cpuTimes;
+  const QVector<Span> cpu = cpuRun({2, 4}, cpuTimes);
+  for (const bool over : {false, true}) {
+    SCOPED_TRACE(over ? "over" : "running");
+    view.setSpans(cpu, 0, &cpuTimes, over);
+    EXPECT_EQ(view.frameStep(), 4);
+    EXPECT_NEAR(view.frameStart(), 1.5, 1e-9);
+    EXPECT_NEAR(view.shownSeconds(), 0.25, 1e-9);
+  }
+  // The last step has blocks: running, step 4 (complete) is framed; over, step 5, to its update.
+  Ring lastTimes;
+  const QVector<Span> last = cpuRun({4, 5}, lastTimes);
+  view.setSpans(last, 0, &lastTimes);
+  EXPECT_EQ(view.frameStep(), 4);
+  view.setSpans(last, 0, &lastTimes, /*runOver=*/true);
+  EXPECT_EQ(view.frameStep(), 5);
+  EXPECT_NEAR(view.frameStart(), 2.0, 1e-9);
+  EXPECT_NEAR(view.shownSeconds(), 0.25, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("compute"), 0.2 / 0.25, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("optimizer"), 0.05 / 0.25, 1e-9);
+}
+
 }  // namespace
 }  // namespace spillway::ui
