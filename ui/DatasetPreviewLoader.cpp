@@ -1,7 +1,6 @@
 #include "DatasetPreviewLoader.h"
 
-#include <QFutureWatcher>
-#include <QtConcurrent/QtConcurrentRun>
+#include "PoolTask.h"
 
 namespace spillway::ui {
 
@@ -53,21 +52,19 @@ void DatasetPreviewLoader::start() {
   job->cancel = std::make_shared<std::atomic<bool>>(false);
   running_ = job;
   pending_.generation = job->generation;
-  auto* watcher = new QFutureWatcher<DatasetPreview>(this);
-  connect(watcher, &QFutureWatcher<DatasetPreview>::finished, this, [this, watcher, job] {
-    watcher->deleteLater();
-    if (running_ == job) running_.reset();
-    const DatasetPreview preview = watcher->result();
-    if (job->generation != generation_ || preview.cancelled) {
-      ++droppedCount_;  // a newer request came: this answer is stale
-      return;
-    }
-    emit finished(preview);
-  });
   // The task holds copies of the load function, its request and its flag: it may outlive this
   // object.
-  watcher->setFuture(QtConcurrent::run(
-      [load = load_, request = pending_, cancel = job->cancel] { return load(request, *cancel); }));
+  runOnPool(
+      this,
+      [load = load_, request = pending_, cancel = job->cancel] { return load(request, *cancel); },
+      [this, job](const DatasetPreview& preview) {
+        if (running_ == job) running_.reset();
+        if (job->generation != generation_ || preview.cancelled) {
+          ++droppedCount_;  // a newer request came: this answer is stale
+          return;
+        }
+        emit finished(preview);
+      });
   ++startedCount_;
   emit started(job->generation);
 }

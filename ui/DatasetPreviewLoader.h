@@ -11,8 +11,8 @@
 //
 // Thread-safety: a GUI-thread object; only the load function runs elsewhere (it gets a copy of
 // its request and its own flag, and must be safe to call from any thread, as
-// DatasetPreview::load is). Ownership: owns its timer and future watchers; a load still running
-// when the object is destroyed is cancelled, ends on the pool and its result is dropped.
+// DatasetPreview::load is). Ownership: owns its timer; a load still running when the object is
+// destroyed is cancelled, ends on the pool (runOnPool, PoolTask.h) and its result is dropped.
 #pragma once
 
 #include <QObject>

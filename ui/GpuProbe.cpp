@@ -3,18 +3,18 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include "Format.h"
+#include "PoolTask.h"
 #include "WorkerClient.h"
 
 namespace spillway::ui {
 
-GpuProbe::GpuProbe(QObject* parent) : GpuProbe(askWorker, parent) {}
+GpuProbe::GpuProbe(QObject* parent) : GpuProbe(ProbeFn(), parent) {}
 
-bool GpuProbe::askWorker(Device* device, QString* why) {
-  const QString worker = WorkerClient::workerPath();
-  if (worker.isEmpty()) return *why = tr("spillway-worker was not found next to the app or on PATH"), false;
+bool GpuProbe::askWorker(const QString& worker, Device* device, QString* why) {
+  if (worker.isEmpty())
+    return *why = tr("spillway-worker was not found next to the app or on PATH"), false;
   QProcess p;
   p.start(worker, {"probe", "--gpu", "--json"});
   if (!p.waitForFinished(60000)) {
@@ -24,7 +24,8 @@ bool GpuProbe::askWorker(Device* device, QString* why) {
   }
   const QJsonObject a = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
   if (a.isEmpty())
-    return *why = tr("spillway-worker probe --gpu: %1").arg(QString::fromUtf8(p.readAllStandardError()).trimmed()),
+    return *why = tr("spillway-worker probe --gpu: %1")
+                      .arg(QString::fromUtf8(p.readAllStandardError()).trimmed()),
            false;
   if (!a["usable"].toBool()) return *why = a["why"].toString(), false;
   device->name = a["name"].toString();
@@ -33,23 +34,34 @@ bool GpuProbe::askWorker(Device* device, QString* why) {
   return true;
 }
 
-GpuProbe::GpuProbe(ProbeFn probe, QObject* parent) : QObject(parent), probe_(std::move(probe)) {
-  connect(&watcher_, &QFutureWatcher<Answer>::finished, this, [this] {
-    answer_ = watcher_.result();
-    done_ = true;
-    emit finished(text());
-  });
-}
+GpuProbe::GpuProbe(ProbeFn probe, QObject* parent) : QObject(parent), probe_(std::move(probe)) {}
 
 void GpuProbe::start() {
   if (started_) return;
   started_ = true;
+  ProbeFn probe = probe_;
+  if (!probe) {
+    // The worker's path is found here, on the GUI thread: WorkerClient::workerPath reads
+    // QCoreApplication::applicationDirPath, which fills two caches without a lock
+    // (qcoreapplication.cpp), so a pool thread calling it while the GUI thread does is a data race
+    // (inside Qt, where TSan cannot see it).
+    probe = [worker = WorkerClient::workerPath()](Device* device, QString* why) {
+      return askWorker(worker, device, why);
+    };
+  }
   // The task holds its own copy of the probe: it may outlive this object.
-  watcher_.setFuture(QtConcurrent::run([probe = probe_] {
-    Answer a;
-    a.usable = probe(&a.device, &a.why);
-    return a;
-  }));
+  runOnPool(
+      this,
+      [probe = std::move(probe)] {
+        Answer a;
+        a.usable = probe(&a.device, &a.why);
+        return a;
+      },
+      [this](Answer a) {
+        answer_ = std::move(a);
+        done_ = true;
+        emit finished(text());
+      });
 }
 
 QString GpuProbe::text() const {
@@ -61,7 +73,8 @@ QString GpuProbe::describe(const Answer& a) {
     return tr("no usable GPU: %1").arg(a.why.isEmpty() ? tr("unknown reason") : a.why);
   }
   QString text = a.device.name;
-  if (a.device.totalBytes > 0) text += " · " + formatBytes(static_cast<double>(a.device.totalBytes));
+  if (a.device.totalBytes > 0)
+    text += " · " + formatBytes(static_cast<double>(a.device.totalBytes));
   if (a.device.computeCapability > 0) text += QString(" · sm_%1").arg(a.device.computeCapability);
   return text;
 }

@@ -1,15 +1,16 @@
 // GpuProbe: whether this machine has a usable CUDA GPU, for the New run page's backend choice.
 // The GUI does not load the CUDA module itself: it asks the worker (`spillway-worker probe --gpu
 // --json`), which loads it and creates a device context — up to a few seconds — so start() runs
-// the question once on Qt's thread pool and finished() brings the answer back to the GUI thread;
-// text() says "probing GPU…" until then.
+// the question once on Qt's thread pool (runOnPool, PoolTask.h) and finished() brings the answer
+// back to the GUI thread; text() says "probing GPU…" until then.
 //
 // Thread-safety: a GUI-thread object; only the probe function runs elsewhere (it must be safe to
-// call from any thread). Ownership: owns its future watcher; a probe still running when the object
-// is destroyed finishes on the pool and its answer is dropped.
+// call from any thread: askWorker is given the worker's path, which start() resolves on the GUI
+// thread, because WorkerClient::workerPath reads QCoreApplication::applicationDirPath, whose cache
+// Qt fills without a lock). Ownership: owns its answer; a probe still running when the object is
+// destroyed finishes on the pool and its answer is dropped.
 #pragma once
 
-#include <QFutureWatcher>
 #include <QObject>
 #include <QString>
 #include <functional>
@@ -21,8 +22,8 @@ class GpuProbe : public QObject {
  public:
   // The GPU the CUDA backend would use (device 0).
   struct Device {
-    QString name;           // "NVIDIA H100 80GB HBM3"
-    qint64 totalBytes = 0;  // its memory
+    QString name;               // "NVIDIA H100 80GB HBM3"
+    qint64 totalBytes = 0;      // its memory
     int computeCapability = 0;  // 90 for sm_90
   };
   struct Answer {
@@ -33,13 +34,14 @@ class GpuProbe : public QObject {
   // True with `device` filled when a GPU is usable, else false with `why`; tests pass a fake.
   using ProbeFn = std::function<bool(Device* device, QString* why)>;
 
-  // Probes with askWorker.
+  // Probes with askWorker and the worker WorkerClient::workerPath() names when start() is called.
   explicit GpuProbe(QObject* parent = nullptr);
   GpuProbe(ProbeFn probe, QObject* parent);
 
-  // Runs `spillway-worker probe --gpu --json` (WorkerClient::workerPath) and reads its answer;
-  // blocks up to a minute, so call it off the GUI thread.
-  static bool askWorker(Device* device, QString* why);
+  // Runs `WORKER probe --gpu --json` and reads its answer; blocks up to a minute, so call it off
+  // the GUI thread. Safe on any thread (it touches no QCoreApplication state); `worker` "" says
+  // that none was found.
+  static bool askWorker(const QString& worker, Device* device, QString* why);
 
   // Starts the probe (once: later calls do nothing).
   void start();
@@ -55,8 +57,7 @@ class GpuProbe : public QObject {
   void finished(const QString& text);
 
  private:
-  ProbeFn probe_;
-  QFutureWatcher<Answer> watcher_;
+  ProbeFn probe_;  // empty: askWorker
   bool started_ = false;
   bool done_ = false;
   Answer answer_;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <QComboBox>
+#include <QDeadlineTimer>
 #include <QFile>
 #include <QImage>
 #include <QJsonDocument>
@@ -42,6 +43,7 @@
 #include "RunSeries.h"
 #include "TierChart.h"
 #include "TimelineView.h"
+#include "WorkerClient.h"
 #include "core/file-util.h"
 #include "history/sqlite-util.h"
 #include "immutable-flag.h"
@@ -546,6 +548,44 @@ TEST(GpuProbe, ProbesOffTheGuiThreadAndSaysWhatItFound) {
   ASSERT_TRUE(noneSpy.wait(10000));
   EXPECT_EQ(none.text(),
             "no usable GPU: cpu: no CUDA backend module (libspillway-cuda.so not found)");
+}
+
+// The real probe asks the worker next to the app while the GUI thread looks the worker up too:
+// the path is found on the GUI thread when the probe starts, because WorkerClient::workerPath reads
+// QCoreApplication::applicationDirPath, whose caches Qt fills without a lock (the pool thread
+// called it before; a race inside the uninstrumented Qt, which TSan cannot report, so this test
+// checks the answer and that the GUI thread's lookups go on meanwhile).
+TEST(GpuProbe, AsksTheWorkerNextToTheAppWhileTheGuiThreadLooksItUp) {
+  const QByteArray env = qgetenv("SPILLWAY_WORKER");
+  qunsetenv("SPILLWAY_WORKER");
+  const QString worker = WorkerClient::workerPath();
+  if (worker.isEmpty()) {
+    if (!env.isNull()) qputenv("SPILLWAY_WORKER", env);
+    GTEST_SKIP() << "no spillway-worker next to the test binary";
+  }
+  GpuProbe probe(nullptr);
+  QSignalSpy spy(&probe, &GpuProbe::finished);
+  probe.start();
+  QDeadlineTimer deadline(static_cast<qint64>(60000 * spillway::testing::kTimeScale));
+  while (!probe.done() && !deadline.hasExpired()) {
+    EXPECT_EQ(WorkerClient::workerPath(), worker);
+    spy.wait(10);
+  }
+  if (!env.isNull()) qputenv("SPILLWAY_WORKER", env);
+  ASSERT_TRUE(probe.done());
+  // Usable or not, the answer is the worker's: a GPU's name, or why there is none.
+  if (probe.answer().usable) {
+    EXPECT_FALSE(probe.answer().device.name.isEmpty());
+  } else {
+    EXPECT_FALSE(probe.answer().why.isEmpty());
+    EXPECT_NE(probe.answer().why, "spillway-worker was not found next to the app or on PATH");
+    EXPECT_FALSE(probe.answer().why.startsWith("spillway-worker probe --gpu"))
+        << probe.answer().why.toStdString();  // it answered, in JSON
+  }
+  GpuProbe::Device device;
+  QString why;
+  EXPECT_FALSE(GpuProbe::askWorker(QString(), &device, &why));
+  EXPECT_EQ(why, "spillway-worker was not found next to the app or on PATH");
 }
 
 TEST(NewRunPage, OffersCudaAndShowsTheGpuProbe) {
