@@ -45,21 +45,38 @@ echo "steps recorded: $(sqlite3 "$data/runs.db" "SELECT count(*) FROM metrics")"
 find "$run_dir" -maxdepth 2 | sed "s#^$home#  ~#" | sort
 
 step "spillway under Xvfb, opening the built-in job from the command line"
-Xvfb :7 -screen 0 1600x1000x24 -nolisten tcp > /tmp/xvfb.log 2>&1 &
+# A free display number, chosen by Xvfb (-displayfd writes it once the server accepts clients): the
+# root shares the host's network namespace, so a fixed display collided with an X server of the
+# host on the same number (its abstract socket): "server already running", and the app had none.
+Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp 3> /tmp/xvfb.display > /tmp/xvfb.log 2>&1 &
 xvfb=$!
-for _ in $(seq 100); do [ -e /tmp/.X11-unix/X7 ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s /tmp/xvfb.display ] && break; kill -0 "$xvfb" 2> /dev/null || break; sleep 0.1; done
+[ -s /tmp/xvfb.display ] || { cat /tmp/xvfb.log; fail "Xvfb did not start"; }
+display=:$(head -1 /tmp/xvfb.display)
+echo "Xvfb on display $display"
 mkdir -p /tmp/screenshots /tmp/runtime-tester && chown tester /tmp/screenshots /tmp/runtime-tester
 chmod 700 /tmp/runtime-tester
-"${as_user[@]}" env DISPLAY=:7 XDG_RUNTIME_DIR=/tmp/runtime-tester spillway --screenshot /tmp/screenshots --wait 8 \
+"${as_user[@]}" env DISPLAY=$display XDG_RUNTIME_DIR=/tmp/runtime-tester spillway --screenshot /tmp/screenshots --wait 8 \
   /usr/share/spillway/jobs/default.json > /tmp/app.log 2>&1 &
 app=$!
 shown=""
-for _ in $(seq 200); do
-  shown=$(xwininfo -display :7 -name Spillway 2> /dev/null || true)
+# Up to 60 s: on the shared 2-core machine under load the app took more than 20 s to map its window.
+for _ in $(seq 600); do
+  shown=$(xwininfo -display "$display" -name Spillway 2> /dev/null || true)
   echo "$shown" | grep -q 'Map State: IsViewable' && break
+  kill -0 "$app" 2> /dev/null || break
   sleep 0.1
 done
-echo "$shown" | grep -q 'Map State: IsViewable' || fail "no window named Spillway was shown"
+if ! echo "$shown" | grep -q 'Map State: IsViewable'; then
+  if kill -0 "$app" 2> /dev/null; then echo "spillway (pid $app) is still running"; else
+    rc=0 && wait "$app" || rc=$?
+    echo "spillway exited $rc"
+  fi
+  sed 's/^/  app: /' /tmp/app.log
+  sed 's/^/  Xvfb: /' /tmp/xvfb.log
+  xwininfo -display "$display" -root -tree 2> /dev/null | grep -E '^ +0x' | head -10 | sed 's/^/  window: /' || true
+  fail "no window named Spillway was shown"
+fi
 echo "$shown" | grep -E 'Window id|Width|Height|Map State' | sed 's/^ */  /'
 rc=0 && wait "$app" || rc=$?
 sed 's/^/  app: /' /tmp/app.log
