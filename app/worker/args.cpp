@@ -58,6 +58,10 @@ Result<Args> parse_args(const std::vector<std::string>& argv,
         inline_value = true;
       }
       if (flag_options.count(name)) {
+        // "--json=x" was taken as --json, silently dropping the value the user meant something by.
+        if (inline_value)
+          return invalid_argument("option " + name + " takes no value, got " + quote_name(s) +
+                                  "; write " + name + " alone");
         a.flags.insert(name);
       } else if (value_options.count(name)) {
         if (!inline_value) {

@@ -1,5 +1,6 @@
 // A small command-line parser for the worker's commands: `--name VALUE`, `--flag`, positionals.
-// Unknown options and missing values are errors that name the option.
+// Unknown options, missing values and a value given to a flag ("--json=x") are errors that name the
+// option. `--help` and `-h` are not seen here: run_worker answers them for every command.
 #pragma once
 
 #include <cstdint>

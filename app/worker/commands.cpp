@@ -1,6 +1,9 @@
 #include "worker/commands.h"
 
+#include <iterator>
 #include <ostream>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -62,13 +65,40 @@ static void print_help(std::ostream& out) {
   for (const auto& c : commands()) out << "  " << c.usage << "\n      " << c.summary << "\n";
 }
 
+// Whether `args` (after the command name) ask for the command's help: `--help` or `-h` where an
+// option may stand, not as the value of an option that takes one ("--prompt --help" is a prompt).
+// The value options are read off the usage line: "--model DIR" takes a value, "[--json]" does not.
+static bool asks_for_help(const std::vector<std::string>& args, const std::string& usage) {
+  std::set<std::string> value_options;
+  std::istringstream words(usage);
+  const std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+  for (size_t i = 0; i + 1 < w.size(); ++i) {
+    std::string name = w[i];
+    if (name.starts_with("[")) name.erase(0, 1);
+    if (!name.starts_with("--") || name.ends_with("]")) continue;
+    const std::string& next = w[i + 1];
+    if (!next.starts_with("--") && !next.starts_with("[") && next != "|") value_options.insert(name);
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") return true;
+    if (value_options.count(args[i])) ++i;  // its value, whatever it reads
+  }
+  return false;
+}
+
 int run_worker(const std::vector<std::string>& argv, CommandIo io) {
   if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {
     print_help(argv.empty() ? io.err : io.out);
     return argv.empty() ? 2 : 0;
   }
   for (const auto& c : commands()) {
-    if (argv[0] == c.name) return c.run({argv.begin() + 1, argv.end()}, io);
+    if (argv[0] != c.name) continue;
+    const std::vector<std::string> args(argv.begin() + 1, argv.end());
+    if (asks_for_help(args, c.usage)) {
+      io.out << "usage: spillway-worker " << c.usage << "\n  " << c.summary << "\n";
+      return 0;
+    }
+    return c.run(args, io);
   }
   io.err << "spillway-worker: unknown command '" << argv[0] << "'\n";
   print_help(io.err);

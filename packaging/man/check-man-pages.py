@@ -118,9 +118,12 @@ def first_line(r):
 
 def accepted(worker, command, option):
     """Whether `command` knows `option`. The parser reads left to right and names the first unknown
-    option; `--opt=x` is taken whole by a value option and by a flag alike, so an option the
-    command knows lets it reach the sentinel, which stops it before anything runs."""
+    option; `--opt=x` is taken whole by a value option, so an option the command knows lets it
+    reach the sentinel, which stops it before anything runs. A flag refuses the value by name
+    ("option --json takes no value"), which says it knows the flag."""
     said = first_line(run([worker, command, option + '=x', SENTINEL]))
+    if 'takes no value' in said and f'option {option} ' in said:
+        return True
     return SENTINEL in said and option not in said.replace(SENTINEL, '')
 
 

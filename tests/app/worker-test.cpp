@@ -913,5 +913,47 @@ TEST_F(WorkerTest, GenerateAnswersAsAChatTurn) {
   EXPECT_NE(top.err.find("--top-p must be in (0, 1]"), std::string::npos) << top.err;
 }
 
+// `COMMAND --help` (or -h), anywhere an option may stand, prints that command's usage and exits 0;
+// it was refused as an unknown option. A value given to a flag (--json=x) was silently dropped;
+// now it is refused by name with exit 2, before the command does anything.
+TEST_F(WorkerTest, HelpAfterACommandAndAValueGivenToAFlag) {
+  for (const char* command : {"train", "plan", "eval", "generate", "export", "inspect", "probe",
+                              "bench", "tokenize", "job-keys"}) {
+    for (const char* help : {"--help", "-h"}) {
+      auto r = worker({command, help});
+      EXPECT_EQ(r.exit_code, 0) << command << " " << help << ": " << r.err;
+      EXPECT_EQ(r.out.rfind(std::string("usage: spillway-worker ") + command + " ", 0), 0u)
+          << r.out;
+      EXPECT_EQ(r.err, "");
+    }
+  }
+  // After other options too, and it runs nothing (the model does not exist).
+  auto r = worker({"generate", "--model", tmp_.path() + "/no-such-model", "--prompt", "hi", "-h"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("generate --model DIR --prompt TEXT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Continues a prompt"), std::string::npos) << r.out;
+  // As an option's value it is that value: a prompt "--help" is generated from, not help.
+  SPILLWAY_REQUIRE_DATA();
+  r = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt", "--help",
+              "--max-new-tokens", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("usage:"), std::string::npos) << r.out;
+  EXPECT_LE(json::parse(r.out)["new_tokens"].get<int>(), 2);
+
+  r = worker({"inspect", "--model", testing::data_path("models/stories260K"), "--json=x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("option --json takes no value, got '--json=x'; write --json alone"),
+            std::string::npos)
+      << r.err;
+  r = worker({"job-keys", "--markdown=yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("option --markdown takes no value"), std::string::npos) << r.err;
+  // A value option still takes its value inline.
+  r = worker({"inspect", "--model=" + testing::data_path("models/stories260K"), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(json::parse(r.out).is_object());
+}
+
 }  // namespace
 }  // namespace spillway
