@@ -12,6 +12,7 @@
 
 #include "DatasetSample.h"
 #include "JobSettings.h"
+#include "ModelInfo.h"
 #include "data/dataset-options.h"
 #include "data/dataset.h"
 #include "data/model-tokenizer.h"
@@ -146,8 +147,10 @@ QString renderSequence(const TokenSequence& seq, const Tokenizer& tokenizer,
       return html + QString("<span style=\"color:#d33\"> [%1]</span>")
                         .arg(QString::fromStdString(why.message()).toHtmlEscaped());
     }
-    const bool extends = with->size() >= before->size() && with->compare(0, before->size(), *before) == 0;
-    const auto last = extends ? Result<std::string>(with->substr(before->size())) : tokenizer.decode(ids.last(1));
+    const bool extends =
+        with->size() >= before->size() && with->compare(0, before->size(), *before) == 0;
+    const auto last =
+        extends ? Result<std::string>(with->substr(before->size())) : tokenizer.decode(ids.last(1));
     const std::string piece = last.ok() ? *last : std::string();
     QString text = QString::fromStdString(piece).toHtmlEscaped();
     text.replace("\n", "↵<br/>");
@@ -168,7 +171,8 @@ DatasetPreview::Request DatasetPreview::Request::of(const JobSettings& job) {
   Request r;
   r.path = job.trainPath;
   r.modelPath = job.modelPath;
-  r.tokenizerPath = job.tokenizerPath.isEmpty() ? job.modelPath : job.tokenizerPath;
+  r.modelInit = job.modelInit();
+  r.tokenizerPath = job.tokenizer().isEmpty() ? job.modelPath : job.tokenizer();
   r.seqLen = job.seqLen;
   r.format = job.format;
   r.chatTemplate = job.chatTemplate;
@@ -198,9 +202,13 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
   }
   if (stop(cancel)) return cancelledPreview(r.generation);
   // The options training reads the data with: the job's settings and the model's config.json.
-  auto config = ModelConfig::load(r.modelPath.toStdString());
+  const bool init = r.modelPath.isEmpty() && !r.modelInit.isUndefined() && !r.modelInit.isNull();
+  auto config =
+      init ? ModelInfo::initConfig(r.modelInit) : ModelConfig::load(r.modelPath.toStdString());
   if (!config.ok()) {
-    p.error = QObject::tr("The model's config.json: %1").arg(QString::fromStdString(config.status().message()));
+    p.error = (init ? QObject::tr("The model's model.init: %1")
+                    : QObject::tr("The model's config.json: %1"))
+                  .arg(QString::fromStdString(config.status().message()));
     return p;
   }
   auto options = make_dataset_options(

@@ -21,6 +21,7 @@
 // owned by the caller.
 #pragma once
 
+#include <QJsonValue>
 #include <QString>
 #include <QVector>
 #include <atomic>
@@ -34,6 +35,7 @@ struct DatasetPreview {
   struct Request {
     QString path;
     QString modelPath;      // the model folder: its config.json (model_type, vocab_size)
+    QJsonValue modelInit;   // or, without a folder, the job's model.init (a preset or a config)
     QString tokenizerPath;  // a model folder or tokenizer file ("builtin:bytes": byte tokenizer)
     int seqLen = 512;
     QString format = "auto";
@@ -86,7 +88,7 @@ struct DatasetPreview {
   int specialTokensTrained = 0;
   QVector<qint64> histogram;  // counts of example lengths in equal bins over [0, histogramUpper]
   int histogramUpper = 0;
-  QString previewHtml;  // first samples; trained tokens highlighted
+  QString previewHtml;      // first samples; trained tokens highlighted
   QVector<Sample> samples;  // the same first samples, whole
 
   static DatasetPreview load(const Request& request, const std::atomic<bool>* cancel = nullptr);

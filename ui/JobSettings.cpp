@@ -13,6 +13,16 @@ QJsonObject overlay(const QJsonObject& base, const char* section, const QJsonObj
 
 }  // namespace
 
+QJsonValue JobSettings::modelInit() const {
+  if (!modelPath.isEmpty()) return QJsonValue::Undefined;
+  return base["model"].toObject()["init"];
+}
+
+QString JobSettings::tokenizer() const {
+  const bool initJob = base["model"].toObject().contains("init");
+  return !modelPath.isEmpty() && initJob ? QString() : tokenizerPath;
+}
+
 QJsonObject JobSettings::toJson() const {
   QJsonObject data = overlay(base, "data",
                              {{"train", trainPath},
@@ -54,9 +64,10 @@ QJsonObject JobSettings::toJson() const {
   else
     output.remove("run_dir");
   // A model made from a preset ("init") keeps its section when the form names no folder.
-  QJsonObject model = modelPath.isEmpty() && base.contains("model") ? base["model"].toObject()
-                                                                     : QJsonObject{{"path", modelPath}};
-  if (!modelPath.isEmpty() && !tokenizerPath.isEmpty()) model["tokenizer"] = tokenizerPath;
+  QJsonObject model = modelPath.isEmpty() && base.contains("model")
+                          ? base["model"].toObject()
+                          : QJsonObject{{"path", modelPath}};
+  if (!modelPath.isEmpty() && !tokenizer().isEmpty()) model["tokenizer"] = tokenizer();
   return QJsonObject{{"name", name},   {"model", model},         {"data", data},
                      {"train", train}, {"placement", placement}, {"output", output}};
 }

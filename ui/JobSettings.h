@@ -15,7 +15,8 @@ namespace spillway::ui {
 struct JobSettings {
   QString name = "fine-tune";  // name is required: the form's starting text
   QString modelPath;
-  QString tokenizerPath;  // model.tokenizer ("" : the model folder's); not on the form, kept from `base`
+  QString tokenizerPath;  // model.tokenizer ("" : the model folder's); not on the form, kept from
+                          // `base`
   QString trainPath;
   QString evalPath;
   double evalFraction = JobForm::defaultValue("data.eval_fraction").toDouble();
@@ -44,6 +45,13 @@ struct JobSettings {
   qint64 dramCapBytes = JobForm::defaultValue("placement.dram_cap_bytes").toInteger();
   QString runDir;
   QJsonObject base;  // the job this came from; toJson() writes the form's fields over it
+
+  // The model the job creates from `model.init` (a preset name or a config object, random
+  // weights), kept from `base`: what the job trains when the form names no model folder.
+  QJsonValue modelInit() const;
+  // model.tokenizer as the job will have it: the job's own, except that one that came with a
+  // model.init job is not carried over to a folder chosen in its place (that folder has its own).
+  QString tokenizer() const;
 
   QJsonObject toJson() const;
   static JobSettings fromJson(const QJsonObject& job);

@@ -3,7 +3,9 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
+#include <QJsonDocument>
 #include <QObject>
+#include <nlohmann/json.hpp>
 
 #include "Format.h"
 #include "model/parameter-layout.h"
@@ -52,8 +54,58 @@ ModelInfo ModelInfo::inspect(const QString& dir) {
   return info;
 }
 
+Result<ModelConfig> ModelInfo::initConfig(const QJsonValue& init) {
+  if (init.isString()) return model_preset(init.toString().toStdString());
+  if (!init.isObject())
+    return invalid_argument(std::string("model.init: expected a preset name (") +
+                            model_preset_names() + ") or a config.json object");
+  const QByteArray bytes = QJsonDocument(init.toObject()).toJson(QJsonDocument::Compact);
+  const auto j = nlohmann::json::parse(bytes.constData(), bytes.constData() + bytes.size(), nullptr,
+                                       /*allow_exceptions=*/false);
+  return ModelConfig::from_json(j);
+}
+
+ModelInfo ModelInfo::inspectInit(const QJsonObject& model) {
+  ModelInfo info;
+  info.fromInit = true;
+  info.init = model["init"].toString();
+  info.seed = model["seed"].toInteger(0);
+  auto config = initConfig(model["init"]);
+  Status st = config.ok() ? config->validate() : config.status();
+  if (!st.ok()) {
+    info.error =
+        QObject::tr("model.init: %1")
+            .arg(st.message().empty() ? QObject::tr("the engine refused it without a reason")
+                                      : QString::fromStdString(st.message()));
+    return info;
+  }
+  ModelSummary s = summarize(ParameterLayout::build(*config), nullptr);
+  info.ok = true;
+  info.architecture = QString::fromStdString(config->architecture);
+  info.modelType = QString::fromStdString(config->model_type);
+  info.parameters = static_cast<qint64>(s.parameters);
+  info.layers = config->num_layers;
+  info.hiddenSize = config->hidden_size;
+  info.vocabSize = config->vocab_size;
+  info.heads = config->num_heads;
+  info.kvHeads = config->num_kv_heads;
+  return info;
+}
+
 QString ModelInfo::summary() const {
   if (!ok) return error;
+  if (fromInit)
+    return QObject::
+        tr("Created from model.init: %1%2 · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · "
+           "%8 parameters · random initialisation (seed %9)")
+            .arg(init.isEmpty() ? QString() : init + " · ", architecture)
+            .arg(layers)
+            .arg(hiddenSize)
+            .arg(heads)
+            .arg(kvHeads)
+            .arg(vocabSize)
+            .arg(formatCount(parameters))
+            .arg(seed);
   return QObject::tr(
              "%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 "
              "on disk")

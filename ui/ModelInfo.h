@@ -1,16 +1,22 @@
-// ModelInfo: what the New run page shows about a model folder — or why it cannot be used.
-// inspect() reads config.json and validates every safetensors header and tensor (engine/model);
-// it does no Qt work beyond strings, so it may run off the GUI thread.
+// ModelInfo: what the New run page shows about a model folder, or about a model a job creates
+// from `model.init` (a preset name or a config.json object, random weights) — or why it cannot be
+// used. inspect() reads config.json and validates every safetensors header and tensor
+// (engine/model); fromInit() parses the init as the worker does. Neither does Qt work beyond
+// strings, so both may run off the GUI thread.
 #pragma once
 
+#include <QJsonObject>
 #include <QString>
 #include <QStringList>
+
+#include "core/status.h"
+#include "model/model-config.h"
 
 namespace spillway::ui {
 
 struct ModelInfo {
   bool ok = false;
-  QString error;  // a message a person can act on when !ok
+  QString error;  // a message a person can act on when !ok; never empty then
   QString architecture;
   qint64 parameters = 0;
   int layers = 0;
@@ -20,8 +26,18 @@ struct ModelInfo {
   QString dtype;  // dominant dtype on disk
   qint64 bytesOnDisk = 0;
   QString modelType;
+  // Created from model.init: `init` is the preset's name ("" for a config object), `seed` the
+  // seed of its random weights (model.seed). Nothing on disk: bytesOnDisk 0, dtype "".
+  bool fromInit = false;
+  QString init;
+  qint64 seed = 0;
 
   static ModelInfo inspect(const QString& dir);
+  // `model` is a job's model section holding "init" (and "seed"); an unknown preset or a config
+  // the engine refuses is !ok with the engine's message.
+  static ModelInfo inspectInit(const QJsonObject& model);
+  // The ModelConfig of `init` (a preset name or a config.json object), as the worker reads it.
+  static Result<ModelConfig> initConfig(const QJsonValue& init);
   QString summary() const;  // one line for the page
 };
 

@@ -118,6 +118,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
   mrow->addWidget(modelBrowse);
   ml->addLayout(mrow);
   modelLabel_ = new QLabel(tr("Choose a model folder."));
+  modelLabel_->setObjectName("modelSummary");
   modelLabel_->setWordWrap(true);
   ml->addWidget(modelLabel_);
   layout->addWidget(modelBox);
@@ -127,6 +128,7 @@ NewRunPage::NewRunPage(QWidget* parent) : QWidget(parent) {
     if (!d.isEmpty()) setModelPath(d);
   });
   connect(modelCombo_, &QComboBox::currentTextChanged, this, &NewRunPage::validateModel);
+  model_ = ModelInfo::inspect(QString());  // "Choose a model folder": its reason from the start
 
   // Dataset
   auto* dataBox = new QGroupBox(tr("Dataset"));
@@ -428,7 +430,14 @@ void NewRunPage::setDatasetPath(const QString& path) {
 }
 
 void NewRunPage::validateModel() {
-  model_ = ModelInfo::inspect(modelCombo_->currentText().trimmed());
+  const QString dir = modelCombo_->currentText().trimmed();
+  // No folder named and a job that creates its model from model.init (the built-in job): that
+  // model is the job's, as the worker builds it; a folder typed in its place replaces it.
+  const QJsonObject jobModel = loaded_.base["model"].toObject();
+  model_ = dir.isEmpty() && jobModel.contains("init") ? ModelInfo::inspectInit(jobModel)
+                                                      : ModelInfo::inspect(dir);
+  modelCombo_->lineEdit()->setPlaceholderText(
+      jobModel.contains("init") ? tr("The job's model.init; or choose a model folder") : QString());
   modelLabel_->setText(
       model_.ok
           ? model_.summary()
@@ -629,7 +638,12 @@ void NewRunPage::setSettings(const JobSettings& s) {
   dramCapGb_->setValue(s.dramCapBytes / 1e9);
   formatCombo_->setCurrentText(s.format);
   templateCombo_->setCurrentText(s.chatTemplate);
+  // The model shown must be this job's even when the field's text does not change (an empty
+  // field stays empty for a model.init job), which emits nothing: the check ran for the last job,
+  // or never, and left "The model is not usable:" without a reason.
+  const bool same = modelCombo_->currentText() == s.modelPath;
   setModelPath(s.modelPath);
+  if (same) validateModel();
   setDatasetPath(s.trainPath);
 }
 
@@ -687,7 +701,10 @@ void NewRunPage::remember(const QString& key, const QString& value) {
 bool NewRunPage::jobForWorker(JobSettings* job, QString* error) const {
   if (const QString e = inputError(); !e.isEmpty()) return *error = e, false;
   *job = settings();
-  if (!model_.ok) return *error = tr("The model is not usable: %1").arg(model_.error), false;
+  if (!model_.ok)
+    return *error = tr("The model is not usable: %1")
+                        .arg(model_.error.isEmpty() ? tr("choose a model folder") : model_.error),
+           false;
   if (job->trainPath.isEmpty()) return *error = tr("Choose a dataset file."), false;
   return true;
 }
@@ -890,7 +907,8 @@ bool NewRunPage::launch(QString* runDirOut) {
     QMessageBox::warning(this, tr("Launch"), tr("Could not start the worker: %1").arg(error));
     return false;
   }
-  remember("recent/models", settings().modelPath);
+  if (!settings().modelPath.isEmpty())
+    remember("recent/models", settings().modelPath);  // not model.init
   remember("recent/datasets", settings().trainPath);
   const QString dir = QString::fromStdString(*folder);
   if (runDirOut) *runDirOut = dir;

@@ -8,7 +8,10 @@
 #include <QAction>
 #include <QDir>
 #include <QDirIterator>
+#include <QFile>
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -26,6 +29,7 @@
 #include <functional>
 
 #include "ComparePage.h"
+#include "DatasetPreviewLoader.h"
 #include "Format.h"
 #include "HistoryPage.h"
 #include "LivePage.h"
@@ -90,6 +94,128 @@ TEST(EndToEnd, PlanFromTheWorker) {
   }
   EXPECT_TRUE(page.planView()->suggestionText().startsWith("Suggested: micro-batch "))
       << page.planView()->suggestionText().toStdString();
+}
+
+// The built-in job (resources/jobs/default.json, /usr/share/spillway/jobs/default.json installed)
+// creates its model from model.init, a preset with random weights. New run said "The model is not
+// usable:" with nothing after it: the page checked only model folders, and the field's text, empty
+// before and after, changed nothing that would check it. Now it describes the model, previews the
+// data with the job's tokenizer, plans, saves model.init as it was, and a folder chosen instead
+// replaces it (the job's builtin:bytes tokenizer not carried over to that folder).
+TEST(EndToEnd, NewRunTakesTheBuiltInJobsModelInit) {
+  SPILLWAY_REQUIRE_DATA();
+  REQUIRE_WORKER();
+  spillway::testing::TempDir tmp;
+  use_own_dirs_and_worker(tmp);
+  NewRunPage page;
+  QString error;
+  // A page with no model says why, never an empty reason.
+  EXPECT_TRUE(page.writePlanJob(&error).isEmpty());
+  EXPECT_EQ(error,
+            "The model is not usable: Choose a model folder (Hugging Face layout: config.json and "
+            "model.safetensors).");
+  const QString builtIn =
+      QFileInfo(QString(__FILE__)).absolutePath() + "/../../resources/jobs/default.json";
+  ASSERT_TRUE(page.loadJob(builtIn, &error)) << error.toStdString();
+  // Its fortunes file is a Debian package's; the poems of the test data stand in for it.
+  QSignalSpy previewed(&page, &NewRunPage::datasetPreviewed);
+  page.setDatasetPath(
+      QString::fromStdString(spillway::testing::data_path("datasets/tinyshakespeare/input.txt")));
+  const ModelInfo& m = page.modelInfo();
+  ASSERT_TRUE(m.ok) << m.error.toStdString();
+  EXPECT_TRUE(m.fromInit);
+  EXPECT_EQ(m.layers, 6);
+  EXPECT_EQ(m.hiddenSize, 256);
+  EXPECT_EQ(m.vocabSize, 258);
+  EXPECT_GT(m.parameters, 4'000'000);
+  EXPECT_LT(m.parameters, 5'500'000);
+  auto* label = page.findChild<QLabel*>("modelSummary");
+  ASSERT_NE(label, nullptr);
+  EXPECT_EQ(label->text(), m.summary());
+  EXPECT_TRUE(label->text().startsWith(
+      "Created from model.init: llama-byte-5m · LlamaForCausalLM · 6 layers · "
+      "hidden 256 · heads 8/4 · vocabulary 258 · "))
+      << label->text().toStdString();
+  // 4.5 M: what `spillway-worker plan` says of the same job ("4.5 M parameters, 6 layers").
+  EXPECT_TRUE(label->text().endsWith(" · 4.5 M parameters · random initialisation (seed 0)"))
+      << label->text().toStdString();
+  ASSERT_TRUE(
+      waitFor([&] { return !previewed.isEmpty() && !page.datasetLoader()->busy(); }, 60000));
+  EXPECT_EQ(page.datasetPreview().error, "");
+  EXPECT_GT(page.datasetPreview().sequences, 0);
+
+  QSignalSpy planned(&page, &NewRunPage::planned);
+  page.plan();
+  ASSERT_TRUE(planned.wait(60000));
+  const PlanResult& plan = page.planView()->plan();
+  ASSERT_TRUE(plan.ok) << plan.error.toStdString();
+  EXPECT_TRUE(plan.fits) << plan.reason.toStdString();
+  EXPECT_GT(plan.tokensPerSecond, 0);
+  // Measure trains the job's first steps of that model in the worker.
+  planned.clear();
+  page.measure();
+  ASSERT_TRUE(planned.wait(120000));
+  const PlanResult& measured = page.planView()->plan();
+  ASSERT_TRUE(measured.ok) << measured.error.toStdString();
+  EXPECT_EQ(measured.measuredSteps, NewRunPage::kMeasureSteps);
+
+  // Save job keeps the model as the job made it.
+  const QString saved = QString::fromStdString(tmp.path() + "/saved job.json");
+  ASSERT_TRUE(page.saveJob(saved, &error)) << error.toStdString();
+  auto modelOf = [](const QString& path) {
+    QFile f(path);
+    EXPECT_TRUE(f.open(QIODevice::ReadOnly));
+    return QJsonDocument::fromJson(f.readAll()).object()["model"].toObject();
+  };
+  EXPECT_EQ(modelOf(saved),
+            (QJsonObject{{"init", "llama-byte-5m"}, {"seed", 0}, {"tokenizer", "builtin:bytes"}}));
+
+  // Launch runs it (two steps, one eval batch here): the run's job creates the same model, and the
+  // run ends with the model it trained exported.
+  JobSettings two = page.settings();
+  two.steps = 2;
+  QJsonObject train = two.base["train"].toObject();
+  train["eval_batches"] = 1;
+  two.base["train"] = train;
+  page.setSettings(two);
+  EXPECT_TRUE(page.modelInfo().fromInit);
+  QString runDir;
+  ASSERT_TRUE(page.launch(&runDir));
+  EXPECT_TRUE(waitFor([&] { return QFileInfo::exists(runDir + "/export/config.json"); }, 120000))
+      << runDir.toStdString();
+  EXPECT_EQ(modelOf(runDir + "/job.json")["init"].toString(), "llama-byte-5m");
+
+  // A folder chosen instead is checked and saved as a folder, with its own tokenizer.
+  const QString stories =
+      QString::fromStdString(spillway::testing::data_path("models/stories260K"));
+  page.setModelPath(stories);
+  EXPECT_TRUE(page.modelInfo().ok);
+  EXPECT_FALSE(page.modelInfo().fromInit);
+  EXPECT_EQ(page.modelInfo().layers, 5);
+  ASSERT_TRUE(page.saveJob(saved, &error)) << error.toStdString();
+  EXPECT_EQ(modelOf(saved), (QJsonObject{{"path", stories}}));
+  // And the field emptied again is the job's model.init again.
+  page.setModelPath(QString());
+  EXPECT_TRUE(page.modelInfo().fromInit);
+  EXPECT_TRUE(page.modelInfo().ok);
+
+  // A preset the engine does not know: its reason, naming the presets, and no job.
+  const QString bad = QString::fromStdString(tmp.path() + "/bad preset.json");
+  {
+    QFile in(builtIn), out(bad);
+    ASSERT_TRUE(in.open(QIODevice::ReadOnly));
+    ASSERT_TRUE(out.open(QIODevice::WriteOnly));
+    out.write(in.readAll().replace("\"llama-byte-5m\"", "\"llama-nope\""));
+  }
+  ASSERT_TRUE(page.loadJob(bad, &error)) << error.toStdString();
+  EXPECT_FALSE(page.modelInfo().ok);
+  EXPECT_TRUE(page.modelInfo().error.startsWith(
+      "model.init: unknown model preset 'llama-nope'; presets: llama-tiny"))
+      << page.modelInfo().error.toStdString();
+  EXPECT_FALSE(page.saveJob(QString::fromStdString(tmp.path() + "/never.json"), &error));
+  EXPECT_TRUE(
+      error.startsWith("The model is not usable: model.init: unknown model preset 'llama-nope'"))
+      << error.toStdString();
 }
 
 // Sets TMPDIR (where the page makes its temporary folder, and so where the worker's throwaway
