@@ -26,6 +26,7 @@
 
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
+#include "data/model-tokenizer.h"
 #include "history/run-folder.h"
 
 namespace spillway::ui {
@@ -70,10 +71,13 @@ TryItPage::Models TryItPage::modelsOf(const QString& runDir) {
   m.baseModel = model["path"].toString();
   m.tokenizer = model["tokenizer"].toString(m.baseModel);
   m.chatTemplate = data["template"].toString("auto");
-  if (m.baseModel.isEmpty())
+  // A model made from model.init has no base, but what it became is a model like any other.
+  if (m.baseModel.isEmpty() && model.contains("init"))
+    m.noBase = tr("No base model: this run started from random weights (model.init).");
+  else if (m.baseModel.isEmpty())
     return m.error =
-               tr("The run trained a model made from a preset (model.init): there is no "
-                  "base model to compare with."),
+               tr("%1/job.json names no model (model.path or model.init): the run cannot be tried.")
+                   .arg(runDir),
            m;
   const QStringList checkpoints = [&] {
     QStringList out;
@@ -101,7 +105,9 @@ TryItPage::Models TryItPage::modelsOf(const QString& runDir) {
       (format == "auto" && (train.endsWith(".json") || train.endsWith(".jsonl")));
   const QString tokDir =
       QFileInfo(m.tokenizer).isDir() ? m.tokenizer : QFileInfo(m.tokenizer).path();
-  const bool hasTemplate = readJson(tokDir + "/tokenizer_config.json").contains("chat_template");
+  const bool hasTemplate = !m.tokenizer.isEmpty() &&
+                           m.tokenizer != QLatin1String(kBuiltinBytesTokenizer) &&
+                           readJson(tokDir + "/tokenizer_config.json").contains("chat_template");
   m.chat = m.chatTemplate != "auto" || chatFormat || hasTemplate;
   return m;
 }
@@ -246,11 +252,28 @@ void TryItPage::showRun() {
     source_->setText(red(models_.error));
   } else {
     source_->setText(tr("Base: %1 · Fine-tuned: %2%3")
-                         .arg(models_.baseModel.toHtmlEscaped(), models_.tuned.toHtmlEscaped(),
+                         .arg(models_.noBase.isEmpty() ? models_.baseModel.toHtmlEscaped()
+                                                       : tr("none (random weights, model.init)"),
+                              models_.tuned.toHtmlEscaped(),
                               models_.tunedIsCheckpoint
                                   ? tr(" (the latest checkpoint: the run has no export)")
                                   : QString()));
     if (!sameRun) chat_->setChecked(models_.chat);
+  }
+  // The base side says at once why it will stay empty; a side of another run is cleared.
+  if (!busy()) {
+    if (!sameRun) {
+      for (Side* s : {base_, tuned_}) {
+        s->out->clear();
+        s->text.clear();
+        s->error->clear();
+        s->status->clear();
+      }
+    }
+    if (!models_.noBase.isEmpty()) {
+      base_->out->clear();
+      base_->status->setText(models_.noBase);
+    }
   }
   updateButtons();
 }
@@ -299,6 +322,12 @@ QString TryItPage::baseText() const {
 QString TryItPage::tunedText() const {
   return tuned_->text;
 }
+QString TryItPage::baseStatus() const {
+  return base_->status->text();
+}
+QString TryItPage::tunedStatus() const {
+  return tuned_->status->text();
+}
 
 void TryItPage::updateButtons() {
   generate_->setEnabled(!busy() && models_.error.isEmpty() && !models_.runDir.isEmpty());
@@ -313,7 +342,14 @@ bool TryItPage::generate() {
     base_->status->setText(red(tr("Type a prompt first.")));
     return false;
   }
-  startSide(*base_, models_.baseModel, models_.tokenizer);
+  if (models_.noBase.isEmpty()) {
+    startSide(*base_, models_.baseModel, models_.tokenizer);
+  } else {
+    base_->text.clear();
+    base_->error->clear();
+    base_->out->clear();
+    base_->status->setText(models_.noBase);
+  }
   startSide(*tuned_, models_.tuned, models_.tunedIsCheckpoint ? models_.tokenizer : QString());
   updateButtons();
   return true;
@@ -425,8 +461,10 @@ bool TryItPage::exportTo(const QString& dir) {
     updateButtons();
     emit exported(ok, message);
   });
-  p->start(worker, {"export", "--checkpoint", models_.latestCheckpoint, "--out", dir, "--tokenizer",
-                    models_.tokenizer, "--json"});
+  QStringList args{"export", "--checkpoint", models_.latestCheckpoint, "--out", dir, "--json"};
+  if (!models_.tokenizer.isEmpty())
+    args << "--tokenizer" << models_.tokenizer;  // pre-tokenized: none
+  p->start(worker, args);
   updateButtons();
   return true;
 }

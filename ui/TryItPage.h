@@ -5,7 +5,8 @@
 // says where it went.
 //
 // Nothing runs in the GUI process: each side is `spillway-worker generate --json` in a QProcess
-// (the fine-tuned side on the run's export/, else its latest checkpoint with the run's tokenizer),
+// (the fine-tuned side on the run's export/, else its latest checkpoint with the run's tokenizer;
+// a run trained from model.init has only that side: the base side says why in one line),
 // Export is `spillway-worker export --json`. Stop kills them; a worker's error is shown in red on
 // its side. GUI thread; borrows the history model; owns its processes.
 #pragma once
@@ -39,7 +40,10 @@ class TryItPage : public QWidget {
     QString error;  // why the run cannot be tried ("" when it can)
     QString runDir, runName;
     QString baseModel, tokenizer;  // tokenizer: the job's model.tokenizer, else baseModel
-    QString tuned;                 // export/ or checkpoints/step-N
+    // Why the run has no base side ("" when it has one): a run that trained a model.init model
+    // started from random weights, which are no base to compare with; its fine-tuned side works.
+    QString noBase;
+    QString tuned;  // export/ or checkpoints/step-N
     bool tunedIsCheckpoint = false;
     QString latestCheckpoint;  // what Export writes ("" when the run has none)
     QString chatTemplate;      // the job's data.template ("auto" when it names none)
@@ -60,6 +64,9 @@ class TryItPage : public QWidget {
   QString baseText() const;
   QString tunedText() const;
   QString baseError() const { return baseError_; }
+  // What the side's status line says (progress, the token count, an error, or models().noBase).
+  QString baseStatus() const;
+  QString tunedStatus() const;
   QString tunedError() const { return tunedError_; }
   // Writes the latest checkpoint as a model folder at `dir` in the background; exported() says
   // how it went, and the page shows where it went.

@@ -9,6 +9,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -286,6 +287,69 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
       << page.exportMessage().toStdString();
   EXPECT_TRUE(status->text().contains("color:#d32f2f"));
   EXPECT_TRUE(page.findChild<QPushButton*>("tryExport")->isEnabled());
+}
+
+// A run of a model made from model.init (a preset, random weights) has no base model, but what it
+// trained is a model: the fine-tuned side answers from the latest checkpoint with the job's
+// tokenizer, as `generate --model CHECKPOINT --tokenizer PATH` does, the base side says in one line
+// why it stays empty, and Export writes the checkpoint. It offered neither Generate nor Export.
+TEST_F(TryIt, ARunFromModelInitAnswersOnTheFineTunedSideAndExports) {
+  const std::string stories = data_path("models/stories260K");  // llama-tiny's shape and vocabulary
+  const std::string runDir = tmp_.path() + "/runs/init";
+  const std::string job = tmp_.path() + "/init.json";
+  std::ofstream(job)
+      << R"({"name": "from init", "model": {"init": "llama-tiny", "seed": 3, "tokenizer": ")"
+      << stories << R"("}, "data": {"train": ")" << data_path("datasets/tinyshakespeare/input.txt")
+      << R"(", "seq_len": 32}, "train": {"steps": 4, "micro_batch_size": 2, "lr": 0.01,
+                     "checkpoint_every": 2}, "output": {"run_dir": ")"
+      << runDir << R"(", "db": ")" << tmp_.path() << R"(/runs.db"}})";
+  QProcess worker;
+  worker.start(SPILLWAY_WORKER_BINARY, {"train", q(job)});
+  ASSERT_TRUE(worker.waitForFinished(300000));
+  ASSERT_EQ(worker.exitCode(), 0) << worker.readAllStandardError().toStdString();
+
+  // The finished run exported itself; without that export (a run stopped early has none) the
+  // fine-tuned side is the latest checkpoint, which has no tokenizer of its own: the job's is used.
+  ASSERT_TRUE(QFileInfo::exists(q(runDir + "/export/config.json")));
+  fs::remove_all(runDir + "/export");
+
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  TryItPage page(&model);
+  page.show();
+  page.setRun(QString::fromStdString(model.run(0).info.id));
+  const TryItPage::Models& m = page.models();
+  EXPECT_EQ(m.error, "");
+  EXPECT_EQ(m.noBase, "No base model: this run started from random weights (model.init).");
+  EXPECT_TRUE(m.tunedIsCheckpoint);
+  EXPECT_EQ(QFileInfo(m.tuned).fileName().toStdString(), "step-000004");
+  EXPECT_EQ(m.tokenizer, q(stories));
+  EXPECT_EQ(page.baseStatus(), m.noBase);  // before Generate too
+  EXPECT_TRUE(page.findChild<QPushButton*>("tryExport")->isEnabled());
+
+  page.setPrompt("ROMEO:");
+  page.findChild<QSpinBox*>("tryMaxTokens")->setValue(6);
+  page.findChild<QCheckBox*>("tryChat")->setChecked(false);  // plain text data: a continuation
+  page.findChild<QDoubleSpinBox*>("tryTemperature")->setValue(0);  // greedy: the CLI's answer
+  QSignalSpy generated(&page, &TryItPage::generated);
+  ASSERT_TRUE(page.generate());
+  ASSERT_TRUE(generated.wait(120000));
+  EXPECT_EQ(page.tunedError(), "");
+  EXPECT_EQ(page.baseError(), "");
+  EXPECT_EQ(page.baseText(), "");
+  EXPECT_EQ(page.baseStatus(), m.noBase);
+  EXPECT_FALSE(page.tunedText().isEmpty());
+  EXPECT_EQ(page.tunedText(),
+            cliCompletion({"--model", m.tuned, "--tokenizer", q(stories), "--prompt",
+                           "ROMEO:", "--max-new-tokens", "6", "--temperature", "0"}));
+
+  QSignalSpy exported(&page, &TryItPage::exported);
+  const QString out = q(tmp_.path() + "/exported init");
+  ASSERT_TRUE(page.exportTo(out));
+  ASSERT_TRUE(exported.wait(120000));
+  EXPECT_TRUE(exported.at(0).at(0).toBool()) << exported.at(0).at(1).toString().toStdString();
+  EXPECT_TRUE(QFileInfo::exists(out + "/config.json"));
+  EXPECT_TRUE(QFileInfo::exists(out + "/model.safetensors"));
 }
 
 }  // namespace
