@@ -57,8 +57,8 @@ ModelInfo ModelInfo::inspect(const QString& dir) {
 Result<ModelConfig> ModelInfo::initConfig(const QJsonValue& init) {
   if (init.isString()) return model_preset(init.toString().toStdString());
   if (!init.isObject())
-    return invalid_argument(std::string("model.init: expected a preset name (") +
-                            model_preset_names() + ") or a config.json object");
+    return invalid_argument(std::string("expected a preset name (") + model_preset_names() +
+                            ") or a config.json object");
   const QByteArray bytes = QJsonDocument(init.toObject()).toJson(QJsonDocument::Compact);
   const auto j = nlohmann::json::parse(bytes.constData(), bytes.constData() + bytes.size(), nullptr,
                                        /*allow_exceptions=*/false);

@@ -11,7 +11,9 @@
 #include <QDeadlineTimer>
 #include <QFile>
 #include <QImage>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
@@ -86,6 +88,45 @@ TEST(ModelInfo, RealModelAndClearMessages) {
   ModelInfo gpt2 = ModelInfo::inspect(q(dir.path()));
   EXPECT_TRUE(gpt2.error.contains("GPT2LMHeadModel") && gpt2.error.contains("Qwen2ForCausalLM"))
       << gpt2.error.toStdString();
+}
+
+// A job's model.init, as New run shows it: a preset or a config.json object, parsed as the worker
+// parses it; one the engine refuses gives its reason, never an empty one.
+TEST(ModelInfo, ModelInitFromAPresetOrAConfigAndWhyNot) {
+  SPILLWAY_REQUIRE_DATA();
+  ModelInfo tiny = ModelInfo::inspectInit(QJsonObject{{"init", "llama-tiny"}, {"seed", 7}});
+  ASSERT_TRUE(tiny.ok) << tiny.error.toStdString();
+  EXPECT_TRUE(tiny.fromInit);
+  // stories260K's shape with an untied head: 260,032 + 512 x 64.
+  EXPECT_EQ(tiny.parameters, 260032 + 512 * 64);
+  EXPECT_EQ(
+      tiny.summary(),
+      "Created from model.init: llama-tiny · LlamaForCausalLM · 5 layers · hidden 64 · heads 8/4 · "
+      "vocabulary 512 · 292.8 k parameters · random initialisation (seed 7)");
+
+  // A config.json object: stories260K's own config, the parameters of the folder's tensors.
+  QFile config(q(data_path("models/stories260K/config.json")));
+  ASSERT_TRUE(config.open(QIODevice::ReadOnly));
+  const QJsonObject object = QJsonDocument::fromJson(config.readAll()).object();
+  ModelInfo fromConfig = ModelInfo::inspectInit(QJsonObject{{"init", object}});
+  ASSERT_TRUE(fromConfig.ok) << fromConfig.error.toStdString();
+  EXPECT_EQ(fromConfig.parameters,
+            ModelInfo::inspect(q(data_path("models/stories260K"))).parameters);
+  EXPECT_TRUE(
+      fromConfig.summary().startsWith("Created from model.init: LlamaForCausalLM · 5 layers"))
+      << fromConfig.summary().toStdString();
+  EXPECT_TRUE(fromConfig.summary().endsWith("(seed 0)"));
+
+  QJsonObject gpt2 = object;
+  gpt2["architectures"] = QJsonArray{"GPT2LMHeadModel"};
+  const ModelInfo refused = ModelInfo::inspectInit(QJsonObject{{"init", gpt2}});
+  EXPECT_FALSE(refused.ok);
+  EXPECT_TRUE(refused.error.startsWith("model.init: ") && refused.error.contains("GPT2LMHeadModel"))
+      << refused.error.toStdString();
+  const ModelInfo number = ModelInfo::inspectInit(QJsonObject{{"init", 5}});
+  EXPECT_FALSE(number.ok);
+  EXPECT_TRUE(number.error.startsWith("model.init: expected a preset name (llama-tiny, "))
+      << number.error.toStdString();
 }
 
 TEST(ModelInfo, FindsHuggingFaceCacheSnapshots) {
