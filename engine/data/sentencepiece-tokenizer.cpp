@@ -2,6 +2,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
 #include <filesystem>
 #include <optional>
 
@@ -107,13 +108,23 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
     const std::string& path, const TokenizerConfig& config) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return not_found(path + ": no such file");  // read_file refuses a FIFO
+  if (!std::filesystem::exists(path, ec))
+    return not_found(path + ": no such file");  // read_file refuses a FIFO
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
   t->path_ = path;
   SPW_ASSIGN_OR_RETURN(std::string proto, read_file(path));
   const std::optional<std::string> patched = keep_whitespace(proto);
   if (!patched) return corrupt(path + ": not a SentencePiece model (malformed protocol buffer)");
-  const auto st = t->sp_->LoadFromSerializedProto(*patched);
+  // libsentencepiece reports most damage as a status, but its trie builder (Darts) throws on a
+  // piece it cannot index, such as one holding a NUL byte (found by the tokenizer-model fuzz
+  // target: std::terminate without a word).
+  sentencepiece::util::Status st;
+  try {
+    st = t->sp_->LoadFromSerializedProto(*patched);
+  } catch (const std::exception& e) {
+    return corrupt(path + ": not a SentencePiece model: its pieces cannot be indexed (" + e.what() +
+                   ")");
+  }
   if (!st.ok()) return corrupt(path + ": not a SentencePiece model: " + st.ToString());
   if (t->sp_->GetPieceSize() <= 0) return corrupt(path + ": SentencePiece model has no pieces");
 
@@ -155,12 +166,13 @@ Result<std::vector<int32_t>> SentencePieceTokenizer::encode(std::string_view tex
   }
   std::vector<int> ids;
   if (const auto st = sp_->Encode(text, &ids); !st.ok())
-    return invalid_argument(path_ + ": SentencePiece cannot encode a text of " + std::to_string(text.size()) +
-                            " bytes: " + st.ToString());
+    return invalid_argument(path_ + ": SentencePiece cannot encode a text of " +
+                            std::to_string(text.size()) + " bytes: " + st.ToString());
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-Result<std::vector<int32_t>> SentencePieceTokenizer::encode_with_special(std::string_view text) const {
+Result<std::vector<int32_t>> SentencePieceTokenizer::encode_with_special(
+    std::string_view text) const {
   std::vector<int32_t> ids;
   if (add_bos_ && bos_id_) ids.push_back(*bos_id_);
   SPW_ASSIGN_OR_RETURN(const std::vector<int32_t> body, encode(text));
@@ -169,7 +181,8 @@ Result<std::vector<int32_t>> SentencePieceTokenizer::encode_with_special(std::st
   return ids;
 }
 
-Result<std::string> SentencePieceTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+Result<std::string> SentencePieceTokenizer::decode(std::span<const int32_t> ids,
+                                                   bool skip_special) const {
   // SentencePiece drops control tokens when decoding; outside skip_special they are written as
   // their piece text, and a run that follows one keeps its leading space, as HF's decoder does.
   std::string out;
@@ -185,8 +198,8 @@ Result<std::string> SentencePieceTokenizer::decode(std::span<const int32_t> ids,
         out.push_back(' ');
       out += text;
     } else if (failed.ok()) {
-      failed = invalid_argument(path_ + ": SentencePiece cannot decode " + std::to_string(run.size()) +
-                                " ids: " + st.ToString());
+      failed = invalid_argument(path_ + ": SentencePiece cannot decode " +
+                                std::to_string(run.size()) + " ids: " + st.ToString());
     }
     run.clear();
   };

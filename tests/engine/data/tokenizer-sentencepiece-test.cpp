@@ -64,6 +64,32 @@ TEST(SentencePieceTokenizer, SpecialTokensAndVocabulary) {
   EXPECT_EQ(*js->decode(ids, true), text);
 }
 
+// A tokenizer.model whose pieces libsentencepiece's trie builder cannot index (one is a NUL byte):
+// Darts throws from inside LoadFromSerializedProto, which ended the worker in std::terminate with
+// no message. The input is the one the tokenizer-model fuzz target found (2026-11-26, 141 bytes).
+TEST(SentencePieceTokenizer, PiecesTheTrieCannotIndexAreAClearError) {
+  static const char kModel[] =
+      "\x0a\x0e\x0a\x05\x3c\x75\x6e\x6b\x3e\x15\x00\x00\x00\x00\x18\x02"
+      "\x0a\x0c\x0a\x03\x3c\x73\x3e\x15\x00\x00\x00\x00\x18\x03\x0a\x0d"
+      "\x0a\x04\x3c\x2f\x73\x3e\x15\x00\x00\x00\x00\x18\x03\x0a\x08\x0a"
+      "\x01\x00\x15\x00\x00\x53\xc3\x0a\x08\x0a\x01\x55\x15\x00\x5d\x5d"
+      "\x5d\x5d\x5d\x5d\x5d\x5d\x30\x5d\x5d\x5d\x5d\x08\x0a\x35\x31\x32"
+      "\x18\x02\x20\x80\x04\x30\x00\x3a\x04\x74\x65\x78\x74\x55\x00\x00"
+      "\x80\x3f\x80\x01\x14\xc8\x01\x01\xd0\x01\x01\x98\x02\x01\xe2\x02"
+      "\x0e\x20\x5c\x33\x34\x32\x5c\x32\x30\x31\x5c\x32\x30\x37\x20\x1a"
+      "\x0c\x0a\x08\x69\x64\x00\x9a\x74\x69\x74\x79\x12\x00";
+  TempDir dir;
+  const std::string path = dir.file("tokenizer.model");
+  ASSERT_TRUE(write_file_atomic(path, std::string(kModel, sizeof(kModel) - 1)).ok());
+  auto t = Tokenizer::load(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kCorrupt) << t.status().to_string();
+  EXPECT_NE(
+      t.status().message().find(path + ": not a SentencePiece model: its pieces cannot be indexed"),
+      std::string::npos)
+      << t.status().to_string();
+}
+
 TEST(SentencePieceTokenizer, FolderPrefersTokenizerJson) {
   SPILLWAY_REQUIRE_DATA();
   auto t = Tokenizer::load(data_path("models/stories260K"));
