@@ -178,7 +178,9 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
     json j = {{"prompt", *prompt}, {"completion", *completion}, {"ids", *out}, {"prompt_tokens", prompt_len},
               {"new_tokens", fresh.size()}, {"backend", (*session)->backend_description()}};
     if (chat) j.update({{"template", template_name}, {"template_reason", template_reason}, {"prompt_text", prompt_text}});
-    io.out << j.dump() << std::endl;
+    // A byte-level model (builtin:bytes) can stop inside a UTF-8 sequence or emit one that is not
+    // valid; JSON carries each invalid byte as U+FFFD, as Hugging Face's decode(errors="replace").
+    io.out << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
   } else {
     io.out << prompt_text << *completion << std::endl;
   }

@@ -955,5 +955,36 @@ TEST_F(WorkerTest, HelpAfterACommandAndAValueGivenToAFlag) {
   EXPECT_TRUE(json::parse(r.out).is_object());
 }
 
+// The built-in job's model (model.init llama-byte-5m, builtin:bytes) as Try it serves it: its
+// latest checkpoint with the job's tokenizer. A byte model's completion may hold bytes that are
+// not UTF-8 (here: the greedy continuation of a model two steps from random weights, 0x9E first);
+// --json ended in "internal error: invalid UTF-8 byte" and exit 1. Now each such byte is U+FFFD
+// in the JSON, and the plain output writes the bytes as they are.
+TEST_F(WorkerTest, GenerateFromAByteModelCheckpointWritesValidJson) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run = tmp_.path() + "/bytes run";
+  json job = {{"name", "bytes"},
+              {"model", {{"init", "llama-byte-5m"}, {"tokenizer", "builtin:bytes"}}},
+              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+              {"train", {{"steps", 2}, {"micro_batch_size", 1}, {"eval_batches", 1}}},
+              {"placement", {{"backend", "cpu"}}},
+              {"output", {{"run_dir", run}}}};
+  auto r = worker({"train", write_job("bytes", job)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string ckpt = run + "/checkpoints/step-000002";
+  ASSERT_TRUE(fs::exists(ckpt));
+  r = worker({"generate", "--model", ckpt, "--tokenizer", "builtin:bytes", "--prompt", "ROMEO:",
+              "--max-new-tokens", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["new_tokens"], 5);
+  const std::string completion = j["completion"];
+  EXPECT_NE(completion.find("\xEF\xBF\xBD"), std::string::npos) << r.out;  // U+FFFD
+  r = worker({"generate", "--model", ckpt, "--tokenizer", "builtin:bytes", "--prompt", "ROMEO:",
+              "--max-new-tokens", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("ROMEO:", 0), 0u) << r.out;
+}
+
 }  // namespace
 }  // namespace spillway
