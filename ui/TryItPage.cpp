@@ -339,7 +339,7 @@ bool TryItPage::generate() {
   if (busy()) return false;
   if (models_.runDir.isEmpty() || !models_.error.isEmpty()) return false;
   if (prompt_->toPlainText().trimmed().isEmpty()) {
-    base_->status->setText(red(tr("Type a prompt first.")));
+    (models_.noBase.isEmpty() ? base_ : tuned_)->status->setText(red(tr("Type a prompt first.")));
     return false;
   }
   if (models_.noBase.isEmpty()) {
