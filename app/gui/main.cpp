@@ -86,13 +86,19 @@ int main(int argc, char** argv) {
           window.showPage(W::kCompare);
           QApplication::processEvents();
           window.grab().save(dir + "/compare.png");
-          // Try it on the finished run (it has an export), once both sides answered.
+          // Try it on the newest finished run (it has an export), else on the newest run (its
+          // latest checkpoint: the install test has only a stopped one), once both sides answered.
+          int pick = window.historyModel()->rowCount() > 0 ? 0 : -1;
           for (int i = 0; i < window.historyModel()->rowCount(); ++i) {
-            const auto& info = window.historyModel()->run(i).info;
-            if (info.status != spillway::RunStatus::kCompleted) continue;
-            window.tryItPage()->setRun(QString::fromStdString(info.id));
-            window.tryItPage()->setPrompt("ROMEO:");
+            if (window.historyModel()->run(i).info.status != spillway::RunStatus::kCompleted)
+              continue;
+            pick = i;
             break;
+          }
+          if (pick >= 0) {
+            window.tryItPage()->setRun(
+                QString::fromStdString(window.historyModel()->run(pick).info.id));
+            window.tryItPage()->setPrompt("ROMEO:");
           }
           window.showPage(W::kTryIt);
           QObject::connect(window.tryItPage(), &spillway::ui::TryItPage::generated, &window,
