@@ -12,6 +12,22 @@
 #include "model/safetensors.h"
 
 namespace spillway::ui {
+namespace {
+
+// The figures a usable model shows, whether read from a folder or created from model.init.
+void describe(ModelInfo& info, const ModelConfig& config, const ModelSummary& s) {
+  info.ok = true;
+  info.architecture = QString::fromStdString(config.architecture);
+  info.modelType = QString::fromStdString(config.model_type);
+  info.parameters = static_cast<qint64>(s.parameters);
+  info.layers = config.num_layers;
+  info.hiddenSize = config.hidden_size;
+  info.vocabSize = config.vocab_size;
+  info.heads = config.num_heads;
+  info.kvHeads = config.num_kv_heads;
+}
+
+}  // namespace
 
 ModelInfo ModelInfo::inspect(const QString& dir) {
   ModelInfo info;
@@ -39,16 +55,8 @@ ModelInfo ModelInfo::inspect(const QString& dir) {
     info.error = QString::fromStdString(st.message());
     return info;
   }
-  ModelSummary s = summarize(layout, &*store);
-  info.ok = true;
-  info.architecture = QString::fromStdString(config->architecture);
-  info.modelType = QString::fromStdString(config->model_type);
-  info.parameters = static_cast<qint64>(s.parameters);
-  info.layers = config->num_layers;
-  info.hiddenSize = config->hidden_size;
-  info.vocabSize = config->vocab_size;
-  info.heads = config->num_heads;
-  info.kvHeads = config->num_kv_heads;
+  const ModelSummary s = summarize(layout, &*store);
+  describe(info, *config, s);
   info.dtype = QString::fromStdString(s.dtype);
   info.bytesOnDisk = static_cast<qint64>(s.bytes_on_disk);
   return info;
@@ -79,16 +87,7 @@ ModelInfo ModelInfo::inspectInit(const QJsonObject& model) {
                                       : QString::fromStdString(st.message()));
     return info;
   }
-  ModelSummary s = summarize(ParameterLayout::build(*config), nullptr);
-  info.ok = true;
-  info.architecture = QString::fromStdString(config->architecture);
-  info.modelType = QString::fromStdString(config->model_type);
-  info.parameters = static_cast<qint64>(s.parameters);
-  info.layers = config->num_layers;
-  info.hiddenSize = config->hidden_size;
-  info.vocabSize = config->vocab_size;
-  info.heads = config->num_heads;
-  info.kvHeads = config->num_kv_heads;
+  describe(info, *config, summarize(ParameterLayout::build(*config), nullptr));
   return info;
 }
 

@@ -57,6 +57,19 @@ double threadCpuMs() {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+// `spillway-worker train JOB` run to its end: success when it finished within 300 s with exit 0;
+// a failure says which, with the worker's stderr.
+::testing::AssertionResult trainJob(const std::string& job) {
+  QProcess worker;
+  worker.start(SPILLWAY_WORKER_BINARY, {"train", q(job)});
+  if (!worker.waitForFinished(300000))
+    return ::testing::AssertionFailure() << "the worker did not finish " << job << " within 300 s";
+  if (worker.exitCode() != 0)
+    return ::testing::AssertionFailure() << "the worker exited " << worker.exitCode() << ": "
+                                         << worker.readAllStandardError().toStdString();
+  return ::testing::AssertionSuccess();
+}
+
 // Trains `model` on `data` for a few steps with the real worker; the run goes into `tmp`'s
 // runs.db. Returns the run folder.
 std::string train(const TempDir& tmp, const std::string& name, const std::string& model,
@@ -69,10 +82,7 @@ std::string train(const TempDir& tmp, const std::string& name, const std::string
       << R"(", "seq_len": 48}, "train": {"steps": 6, "micro_batch_size": 2, "lr": 0.01,
                      "checkpoint_every": 3}, "output": {"run_dir": ")"
       << runDir << R"(", "db": ")" << tmp.path() << R"(/runs.db"}})";
-  QProcess worker;
-  worker.start(SPILLWAY_WORKER_BINARY, {"train", q(job)});
-  EXPECT_TRUE(worker.waitForFinished(300000));
-  EXPECT_EQ(worker.exitCode(), 0) << worker.readAllStandardError().toStdString();
+  EXPECT_TRUE(trainJob(job));
   return runDir;
 }
 
@@ -303,10 +313,7 @@ TEST_F(TryIt, ARunFromModelInitAnswersOnTheFineTunedSideAndExports) {
       << R"(", "seq_len": 32}, "train": {"steps": 4, "micro_batch_size": 2, "lr": 0.01,
                      "checkpoint_every": 2}, "output": {"run_dir": ")"
       << runDir << R"(", "db": ")" << tmp_.path() << R"(/runs.db"}})";
-  QProcess worker;
-  worker.start(SPILLWAY_WORKER_BINARY, {"train", q(job)});
-  ASSERT_TRUE(worker.waitForFinished(300000));
-  ASSERT_EQ(worker.exitCode(), 0) << worker.readAllStandardError().toStdString();
+  ASSERT_TRUE(trainJob(job));
 
   // The finished run exported itself; without that export (a run stopped early has none) the
   // fine-tuned side is the latest checkpoint, which has no tokenizer of its own: the job's is used.
