@@ -85,31 +85,37 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
 }
 
+namespace {
+
+// The i-th element of type T at `src`, which need not be aligned for T: a safetensors file's data
+// starts right after a header of any length, so an mmap'd F16 tensor can begin at an odd address.
+// memcpy of a fixed size compiles to the same plain load as a dereference, and vectorises alike.
+template <typename T>
+T load(const void* src, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const unsigned char*>(src) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+}  // namespace
+
 void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
     case DType::kF32:
       if (n) std::memcpy(dst, src, n * 4);  // an empty tensor may have no buffer: memcpy needs one
       return;
-    case DType::kBF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load<uint16_t>(src, i));
       return;
-    }
-    case DType::kF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load<uint16_t>(src, i));
       return;
-    }
-    case DType::kI32: {
-      auto* s = static_cast<const int32_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+    case DType::kI32:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load<int32_t>(src, i));
       return;
-    }
-    case DType::kI64: {
-      auto* s = static_cast<const int64_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+    case DType::kI64:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load<int64_t>(src, i));
       return;
-    }
     case DType::kU8: {
       auto* s = static_cast<const uint8_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);

@@ -135,6 +135,31 @@ TEST(Safetensors, WriteReadRoundTripWithConversions) {
   EXPECT_EQ(store->find("w.a")->begin % 4, 0u);
 }
 
+// The format does not require the header to be padded: a file whose header has an odd length puts
+// every tensor at an odd address of the mapping. An F16 or BF16 read from there was an unaligned
+// uint16_t load (UB; fuzzing found it under UBSan); it must read the same values as an aligned one.
+TEST(Safetensors, UnpaddedHeaderPutsTensorsAtOddAddresses) {
+  testing::TempDir dir;
+  std::string header = R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[1],"data_offsets":[4,6]}})";
+  if (header.size() % 2 == 0) header += ' ';
+  const std::string path = (fs::path(dir.path()) / "odd.safetensors").string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>(uint64_t{header.size()} >> (8 * i)));
+    // bf16 1.0 (0x3F80), bf16 -2.0 (0xC000), f16 0.5 (0x3800), little-endian
+    f << header << std::string("\x80\x3F\x00\xC0\x00\x38", 6);
+  }
+  auto store = TensorStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  const TensorInfo& b = *store->find("b");
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(store->data(b)) % 2, 1u) << "the test needs an odd address";
+  std::vector<float> out(2);
+  ASSERT_TRUE(store->read_f32(b, out.data(), 2).ok());
+  EXPECT_EQ(out, (std::vector<float>{1.0f, -2.0f}));
+  ASSERT_TRUE(store->read_f32(*store->find("h"), out.data(), 1).ok());
+  EXPECT_EQ(out[0], 0.5f);
+}
+
 // An empty tensor reads as nothing, into no buffer (fuzzing found memcpy given a null pointer).
 TEST(Safetensors, EmptyTensorReadsIntoNoBuffer) {
   testing::TempDir dir;
