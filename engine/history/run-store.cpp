@@ -152,8 +152,13 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
   if (int rc = sqlite3_busy_timeout(db.get(), options.busy_timeout_ms); rc != SQLITE_OK) {
     return sqlite_status(rc, "set busy timeout", db.get());
   }
-  // Refuse a newer schema before changing anything in the file (journal mode included).
+  // Refuse a newer or a damaged schema before changing anything in the file (journal mode included).
   SPW_ASSIGN_OR_RETURN(std::int64_t version, db.query_int("PRAGMA user_version"));
+  if (version < 0) {
+    return corrupt(path + " is damaged (its schema version is " + std::to_string(version) +
+                   ", which no Spillway writes); Spillway leaves it as it is: move it aside (History then "
+                   "starts a new one) or restore it from a backup");
+  }
   if (version > static_cast<std::int64_t>(run_store_migrations().size())) {
     return unsupported(path + ": the run database has schema version " + std::to_string(version) +
                        ", newer than this build of Spillway understands (" +

@@ -215,9 +215,21 @@ ALTER TABLE runs ADD COLUMN measured_json TEXT NOT NULL DEFAULT '{}';
 
 std::span<const Migration> run_store_migrations() { return kMigrations; }
 
+namespace {
+
+// user_version is a signed 32-bit field of the file's header, which only a damaged or foreign file
+// has negative (it would index the migrations before the first).
+Status negative_version(std::int64_t v) {
+  return corrupt("the database has schema version " + std::to_string(v) +
+                 ", which no Spillway writes: it is damaged or not a Spillway run database");
+}
+
+}  // namespace
+
 Result<int> apply_migrations(SqliteDb& db, std::span<const Migration> migrations) {
   SPW_ASSIGN_OR_RETURN(std::int64_t before, db.query_int("PRAGMA user_version"));
   const auto known = static_cast<std::int64_t>(migrations.size());
+  if (before < 0) return negative_version(before);
   if (before > known) {
     return unsupported("the run database has schema version " + std::to_string(before) +
                        " but this build of Spillway knows only up to " + std::to_string(known) +
@@ -228,6 +240,7 @@ Result<int> apply_migrations(SqliteDb& db, std::span<const Migration> migrations
     // Another process may have migrated while we waited for the write lock.
     SPW_ASSIGN_OR_RETURN(v, db.query_int("PRAGMA user_version"));
     if (v >= known) break;
+    if (v < 0) return negative_version(v);
     const Migration& m = migrations[static_cast<size_t>(v)];
     Status s = db.exec(m.sql);
     if (s.ok() && m.apply) s = m.apply(db);

@@ -26,7 +26,8 @@ struct Migration {
 std::span<const Migration> run_store_migrations();
 
 // Brings `db` up to migrations.size(). Returns the user_version the database had before.
-// kUnsupported when the database is newer than `migrations`; the SQLite error of a failing migration
+// kUnsupported when the database is newer than `migrations`, kCorrupt when its version is negative
+// (a damaged file); the SQLite error of a failing migration
 // otherwise (that migration is rolled back; earlier ones stay applied).
 Result<int> apply_migrations(SqliteDb& db, std::span<const Migration> migrations);
 

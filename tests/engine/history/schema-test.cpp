@@ -105,6 +105,33 @@ TEST(Schema, NewerDatabaseIsRefused) {
   EXPECT_EQ(store.status().code(), ErrorCode::kUnsupported);
 }
 
+// A damaged header's user_version can be negative; the migrations were indexed with it (fuzzing
+// found the out-of-bounds read under UBSan). The file is refused and left as it was.
+TEST(Schema, NegativeVersionIsDamagedAndLeftAlone) {
+  testing::TempDir dir;
+  const std::string path = dir.file("runs.db");
+  {
+    auto db = SqliteDb::open(path);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->exec("CREATE TABLE t (x INTEGER); PRAGMA user_version = -7").ok());
+  }
+  auto store = RunStore::open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kCorrupt);
+  EXPECT_EQ(store.status().message(),
+            path + " is damaged (its schema version is -7, which no Spillway writes); Spillway leaves it as it "
+                   "is: move it aside (History then starts a new one) or restore it from a backup");
+  auto db = SqliteDb::open(path);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(*db->query_int("PRAGMA user_version"), -7);
+  auto mode = db->prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(mode.ok() && *mode->step());
+  EXPECT_EQ(mode->column_text(0), "delete");  // not switched to WAL
+  auto r = apply_migrations(*db, run_store_migrations());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kCorrupt) << r.status().to_string();
+}
+
 TEST(Schema, NotADatabaseIsCorrupt) {
   testing::TempDir dir;
   std::string path = dir.file("runs.db");
