@@ -5,11 +5,19 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 
+#include "core/json-file.h"
 #include "data/tokenizer-unicode.h"
 
 namespace spillway {
 
 using nlohmann::json;
+
+namespace {
+
+// Unused ids a vocabulary may leave beyond twice its size before the file counts as damaged.
+constexpr uint64_t kMaxVocabGaps = 65536;
+
+}  // namespace
 
 Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
   if (!model.is_object()) return corrupt("\"model\" is not an object");
@@ -24,14 +32,23 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
   const json& vocab = model["vocab"];
   m->vocab_.reserve(vocab.size() * 2);
   int64_t max_id = -1;
+  std::string max_token;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer())
-      return corrupt("model.vocab: id of '" + it.key() + "' is not an integer");
+      return corrupt("model.vocab: id of " + quote_for_message(it.key()) + " is not an integer");
     const int64_t id = it.value().get<int64_t>();
     if (id < 0 || id > INT32_MAX)
-      return corrupt("model.vocab: id of '" + it.key() + "' out of range");
+      return corrupt("model.vocab: id of " + quote_for_message(it.key()) + " out of range");
     m->vocab_.emplace(it.key(), static_cast<int32_t>(id));
-    max_id = std::max(max_id, id);
+    if (id > max_id) max_id = id, max_token = it.key();
+  }
+  // The id -> token table is as long as the largest id. Real vocabularies number their tokens from
+  // 0 with few gaps; a table mostly of holes (one id of 1e9 among 300 tokens asked for 35 GB) is a
+  // damaged file, refused before anything is allocated.
+  if (static_cast<uint64_t>(max_id + 1) > 2 * vocab.size() + kMaxVocabGaps) {
+    return corrupt("model.vocab: id " + std::to_string(max_id) + " of " + quote_for_message(max_token) +
+                   " leaves most ids unused (the vocabulary has " + std::to_string(vocab.size()) +
+                   " tokens); ids number the tokens from 0: the file is damaged");
   }
   m->id_to_token_.resize(static_cast<size_t>(max_id + 1));
   for (const auto& [tok, id] : m->vocab_) m->id_to_token_[id] = tok;
@@ -68,7 +85,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
       const std::string& s = e.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return corrupt("model.merges[" + std::to_string(i) + "] '" + s + "' is not \"a b\"");
+        return corrupt("model.merges[" + std::to_string(i) + "] " + quote_for_message(s) + " is not \"a b\"");
       a.assign(s, 0, sp);
       b.assign(s, sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {

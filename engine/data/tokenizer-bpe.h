@@ -43,7 +43,8 @@ class BpeModel {
 
   // Parses a "model" object of type BPE. Merges may be "a b" strings or ["a", "b"] pairs.
   // kCorrupt names the field or the merge that is wrong (a merge whose parts or result are not
-  // in the vocabulary); kUnsupported for another model type.
+  // in the vocabulary, or vocabulary ids mostly unused, as in an id of 1e9 among 300 tokens, which
+  // would size the id table); kUnsupported for another model type.
   static Result<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& model);
 
   // Appends the ids of one pre-tokenized word (UTF-8) to `out`. Empty words add nothing.

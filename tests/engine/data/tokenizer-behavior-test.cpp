@@ -360,6 +360,21 @@ TEST(TokenizerLoad, ClearErrors) {
   // A merge that is not "a b".
   s = load_error(dir, tiny_tokenizer(tiny_model(json::array({"abc"}))).dump());
   EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
+  EXPECT_NE(s.message().find("merges[0] \"abc\" is not \"a b\""), std::string::npos) << s.to_string();
+  // One id far past the rest sized the id table by it: 1,111,111,199 among ten tokens asked for
+  // 35 GB (found by fuzzing). Refused before anything is allocated.
+  json holes = tiny_model();
+  holes["vocab"]["y"] = 1111111199;
+  s = load_error(dir, tiny_tokenizer(holes).dump());
+  EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
+  EXPECT_NE(s.message().find("model.vocab: id 1111111199 of \"y\" leaves most ids unused (the vocabulary has "
+                             "10 tokens)"),
+            std::string::npos)
+      << s.to_string();
+  // Gaps a real vocabulary may have still load.
+  json gaps = tiny_model();
+  gaps["vocab"]["y"] = 5000;
+  EXPECT_TRUE(load_error(dir, tiny_tokenizer(gaps).dump()).ok());
   // Another model type.
   json uni = tiny_tokenizer();
   uni["model"] = {{"type", "Unigram"}, {"vocab", json::array()}};
