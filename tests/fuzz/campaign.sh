@@ -5,7 +5,8 @@
 # (BUILD_DIR/tests/fuzz/NAME), so the corpus grows from one run to the next and a campaign can be
 # split over several runs. Each run appends one line to BUILD_DIR/tests/fuzz/campaign.tsv:
 #   utc  target  seconds  executions  exec_per_s  cov  ft  corpus  peak_rss_mb  result
-# (cov and ft: libFuzzer's edge and feature coverage at the end; result: ok, or the artifact it left).
+# (seconds: how long it ran, fewer than asked when it stopped at a failure; cov and ft: libFuzzer's
+# edge and feature coverage at the end; result: ok, or the artifact it left).
 # `campaign.sh BUILD_DIR summary` prints each target's totals over every run in the file.
 # No target named: all of them. A crash does not stop the campaign; the exit status says whether
 # any target failed.
@@ -37,8 +38,11 @@ for name in "${targets[@]}"; do
   flags=()
   [ "$name" = run-store ] && flags+=(-max_len=262144)  # as tests/fuzz/CMakeLists.txt gives it
   before=$(ls "$work" 2>/dev/null | grep -cE '^(crash|leak|timeout|oom)-')
+  start=$(date +%s)
   bash "$here/run-fuzz.sh" "$exe" "$seconds" "$work" "${flags[@]}" >/dev/null
   status=$?
+  # The seconds it ran: fewer than asked when it stopped at a crash.
+  ran=$(( $(date +%s) - start )); [ "$ran" -lt "$seconds" ] || ran=$seconds
   log="$work/fuzz.log"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
@@ -54,7 +58,7 @@ for name in "${targets[@]}"; do
     result=${result:-exit-$status}
     [ "$(ls "$work" | grep -cE '^(crash|leak|timeout|oom)-')" -gt "$before" ] || result="exit-$status"
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$name" "$seconds" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$name" "$ran" \
     "${execs:-0}" "${rate:-0}" "${cov:--}" "${ft:--}" "$corpus" "${rss:--}" "$result" | tee -a "$tsv"
 done
 exit $failed
