@@ -7,7 +7,8 @@
 #   utc  target  seconds  executions  exec_per_s  cov  ft  corpus  peak_rss_mb  result
 # (seconds: how long it ran, fewer than asked when it stopped at a failure; cov and ft: libFuzzer's
 # edge and feature coverage at the end; result: ok, or the artifact it left).
-# `campaign.sh BUILD_DIR summary` prints each target's totals over every run in the file.
+# `campaign.sh BUILD_DIR summary` prints each target's totals over every run in the folder's
+# campaign*.tsv files.
 # No target named: all of them. A crash does not stop the campaign; the exit status says whether
 # any target failed.
 set -uo pipefail
@@ -17,11 +18,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 tsv="$build/tests/fuzz/campaign.tsv"
 
 if [ "$seconds" = summary ]; then
-  [ -f "$tsv" ] || { echo "no campaign yet: $tsv is missing" >&2; exit 1; }
-  awk -F'\t' '{ s[$2] += $3; e[$2] += $4; n[$2]++; cov[$2] = $6; ft[$2] = $7; corp[$2] = $8
+  # Every campaign*.tsv of the folder: campaign.tsv, and the lines of runs made on other machines
+  # from a copy of the build and its corpora (campaign-h100.tsv, say), appended by hand.
+  shopt -s nullglob
+  tsvs=("$build"/tests/fuzz/campaign*.tsv)
+  [ ${#tsvs[@]} -gt 0 ] || { echo "no campaign yet: $tsv is missing" >&2; exit 1; }
+  cat "${tsvs[@]}" | awk -F'\t' '{ s[$2] += $3; e[$2] += $4; n[$2]++; cov[$2] = $6; ft[$2] = $7; corp[$2] = $8
                if ($10 != "ok") bad[$2]++ }
        END { for (t in s) printf "%-22s %5d %9d %14d %7s %7s %7s %d\n", t, n[t], s[t], e[t], cov[t],
-                                 ft[t], corp[t], bad[t] + 0 }' "$tsv" | sort |
+                                 ft[t], corp[t], bad[t] + 0 }' | sort |
     { printf "%-22s %5s %9s %14s %7s %7s %7s %s\n" target runs seconds executions cov ft corpus failures; cat; }
   exit 0
 fi
