@@ -117,11 +117,13 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   connect(tryIt, &QPushButton::clicked, this, [this, current] {
     if (const RunRow* r = current()) emit tryRun(QString::fromStdString(r->info.id));
   });
+  // The dialogs copy the run first: History's read can end while one is open, and its model
+  // reset replaces the rows (a pointer into them would dangle).
   connect(tags, &QPushButton::clicked, this, [this, current] {
-    const RunRow* r = current();
-    if (!r) return;
+    if (!current()) return;
+    const RunInfo run = current()->info;
     QStringList old;
-    for (const auto& t : r->info.tags) old << QString::fromStdString(t);
+    for (const auto& t : run.tags) old << QString::fromStdString(t);
     bool ok = false;
     const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags (comma-separated):"),
                                                QLineEdit::Normal, old.join(", "), &ok);
@@ -129,17 +131,17 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     std::vector<std::string> list;
     for (const QString& t : text.split(',', Qt::SkipEmptyParts))
       list.push_back(t.trimmed().toStdString());
-    (void)model_->store()->set_tags(r->info.id, list);
+    (void)model_->store()->set_tags(run.id, list);
     model_->refresh();
   });
   connect(notes, &QPushButton::clicked, this, [this, current] {
-    const RunRow* r = current();
-    if (!r) return;
+    if (!current()) return;
+    const RunInfo run = current()->info;
     bool ok = false;
     const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"),
-                                                        QString::fromStdString(r->info.notes), &ok);
+                                                        QString::fromStdString(run.notes), &ok);
     if (!ok) return;
-    (void)model_->store()->set_notes(r->info.id, text.toStdString());
+    (void)model_->store()->set_notes(run.id, text.toStdString());
     model_->refresh();
   });
   connect(folder, &QPushButton::clicked, this, [this, current] {

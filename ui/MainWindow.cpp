@@ -25,6 +25,7 @@
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
 #include "WorkerClient.h"
+#include "history/process-liveness.h"
 
 // The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
 // dropping it and must be called from the global namespace.
@@ -200,17 +201,21 @@ bool MainWindow::openJob(const QString& path) {
 QString MainWindow::reattach() {
   RunStore* store = model_->store();
   if (!store) return {};
-  (void)store->reconcile();
+  // Reads only: marking the runs of workers that are gone is a write that waits for a worker's
+  // write lock, which History's read does on a pool thread. A run whose recorded worker is gone,
+  // its pid reused by another process included, is not attached.
   RunFilter f;
   f.status = RunStatus::kRunning;
   auto runs = store->list_runs(f);
   if (!runs.ok()) return {};
   for (const RunInfo& r : *runs) {  // newest first
-    if (r.pid && WorkerClient::alive(*r.pid)) {
-      const QString dir = QString::fromStdString(r.run_dir);
-      live_->attach(dir, *r.pid);
-      return dir;
-    }
+    if (!r.pid || !WorkerClient::alive(*r.pid)) continue;
+    ProcessIdentity worker{*r.pid, std::nullopt, r.boot_id, r.host};
+    if (r.pid_start_ticks) worker.start_ticks = static_cast<std::uint64_t>(*r.pid_start_ticks);
+    if (check_process(worker) == Liveness::kGone) continue;
+    const QString dir = QString::fromStdString(r.run_dir);
+    live_->attach(dir, *r.pid);
+    return dir;
   }
   return {};
 }

@@ -3,12 +3,33 @@
 #include <QDateTime>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <utility>
 
 #include "Format.h"
+#include "PoolTask.h"
 
 namespace spillway::ui {
 
 RunHistoryModel::RunHistoryModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+namespace {
+
+// The GUI's connections do not reconcile on open: that write can wait for a worker's lock.
+RunStoreOptions guiOptions() {
+  RunStoreOptions options;
+  options.reconcile_on_open = false;
+  return options;
+}
+
+// A read's connection: its reconcile gives up after 1 s of a worker's write lock (the rows come
+// then; the next read marks what this one could not), where a worker's own writes wait 5 s.
+RunStoreOptions readerOptions() {
+  RunStoreOptions options = guiOptions();
+  options.busy_timeout_ms = 1000;
+  return options;
+}
+
+}  // namespace
 
 QString RunHistoryModel::open(const QString& dbPath) {
   std::string path = dbPath.toStdString();
@@ -17,73 +38,105 @@ QString RunHistoryModel::open(const QString& dbPath) {
     if (!d.ok()) return QString::fromStdString(d.status().message());
     path = *d;
   }
-  auto s = RunStore::open(path);
+  auto s = RunStore::open(path, guiOptions());
   if (!s.ok()) return QString::fromStdString(s.status().message());
   store_ = std::move(*s);
-  refresh();
+  path_ = path;
+  ++generation_;
+  again_ = loading_;  // a read of the old store still running: read the new one after it
+  if (!loading_) refresh();
   return {};
 }
 
 void RunHistoryModel::refresh() {
-  beginResetModel();
-  rows_.clear();
-  if (store_) {
-    (void)store_->reconcile();
-    auto runs = store_->list_runs();
-    if (runs.ok()) {
-      for (RunInfo& info : *runs) {
-        RunRow r;
-        const double end =
-            info.ended_at
-                ? *info.ended_at
-                : (info.status == RunStatus::kRunning ? QDateTime::currentSecsSinceEpoch() : -1);
-        if (info.started_at && end > 0) r.durationSeconds = end - *info.started_at;
-        const QString key = QString("%1/%2/%3/%4")
-                                .arg(QString::fromStdString(info.id))
-                                .arg(static_cast<int>(info.status))
-                                .arg(info.ended_at.value_or(-1))
-                                .arg(info.final_step.value_or(-1));
-        const bool finished = info.status != RunStatus::kRunning;
-        if (auto it = figures_.find(key); finished && it != figures_.end()) {
-          r.meanTokensPerSecond = it->meanTokensPerSecond;
-          r.tokens = it->tokens;
-          r.peakHbm = it->peakHbm, r.peakDram = it->peakDram, r.peakSsd = it->peakSsd;
-          r.evalLoss = it->evalLoss, r.evalStep = it->evalStep;
-        } else {
-          if (auto evals = store_->evals(info.id); evals.ok()) {
-            for (const EvalRow& e : *evals) {  // in step order: the last one with a loss
-              if (e.loss) r.evalLoss = e.loss, r.evalStep = e.step;
-            }
-          }
-          if (auto m = store_->metrics(info.id); m.ok() && !m->empty()) {
-            double sum = 0;
-            int n = 0;
-            for (const MetricRow& row : *m) {
-              if (row.tokens_per_s) sum += *row.tokens_per_s, ++n;
-            }
-            if (n) r.meanTokensPerSecond = sum / n;
-            r.tokens = static_cast<double>(m->back().tokens.value_or(0));
-          }
-          if (auto samples = store_->samples(info.id); samples.ok()) {
-            for (const SampleRow& s : *samples) {
-              const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json))
-                                            .object()["tiers"]
-                                            .toObject();
-              r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
-              r.peakDram =
-                  std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
-              r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
-            }
-          }
-          if (finished) figures_.insert(key, r);
-        }
-        if (info.tokens) r.tokens = static_cast<double>(*info.tokens);
-        r.info = std::move(info);
-        rows_.push_back(std::move(r));
-      }
-    }
+  if (!store_) return;
+  if (loading_) {
+    again_ = true;
+    return;
   }
-  endResetModel();
+  loading_ = true;
+  // The read has a connection of its own: RunStore serialises the calls on one connection, so a
+  // reconcile waiting for a worker's lock there would hold up the GUI's own calls (reattach,
+  // edits).
+  runOnPool(
+      this,
+      [path = path_, figures = figures_, generation = generation_] {
+        auto store = RunStore::open(path, readerOptions());
+        return std::make_pair(generation, store.ok() ? load(**store, figures) : Loaded{});
+      },
+      [this](std::pair<quint64, Loaded> result) {
+        loading_ = false;
+        if (result.first == generation_ && result.second.ok) {
+          beginResetModel();
+          rows_ = std::move(result.second.rows);
+          figures_ = std::move(result.second.figures);
+          endResetModel();
+        }
+        if (std::exchange(again_, false)) {
+          refresh();  // asked again while reading, or open() changed the store
+        } else {
+          emit refreshed();
+        }
+      });
+}
+
+RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figures) {
+  Loaded out;
+  (void)store.reconcile();
+  auto runs = store.list_runs();
+  if (!runs.ok()) return out;
+  out.ok = true;
+  for (RunInfo& info : *runs) {
+    RunRow r;
+    const double end =
+        info.ended_at
+            ? *info.ended_at
+            : (info.status == RunStatus::kRunning ? QDateTime::currentSecsSinceEpoch() : -1);
+    if (info.started_at && end > 0) r.durationSeconds = end - *info.started_at;
+    const QString key = QString("%1/%2/%3/%4")
+                            .arg(QString::fromStdString(info.id))
+                            .arg(static_cast<int>(info.status))
+                            .arg(info.ended_at.value_or(-1))
+                            .arg(info.final_step.value_or(-1));
+    const bool finished = info.status != RunStatus::kRunning;
+    if (auto it = figures.find(key); finished && it != figures.end()) {
+      r.meanTokensPerSecond = it->meanTokensPerSecond;
+      r.tokens = it->tokens;
+      r.peakHbm = it->peakHbm, r.peakDram = it->peakDram, r.peakSsd = it->peakSsd;
+      r.evalLoss = it->evalLoss, r.evalStep = it->evalStep;
+    } else {
+      if (auto evals = store.evals(info.id); evals.ok()) {
+        for (const EvalRow& e : *evals) {  // in step order: the last one with a loss
+          if (e.loss) r.evalLoss = e.loss, r.evalStep = e.step;
+        }
+      }
+      if (auto m = store.metrics(info.id); m.ok() && !m->empty()) {
+        double sum = 0;
+        int n = 0;
+        for (const MetricRow& row : *m) {
+          if (row.tokens_per_s) sum += *row.tokens_per_s, ++n;
+        }
+        if (n) r.meanTokensPerSecond = sum / n;
+        r.tokens = static_cast<double>(m->back().tokens.value_or(0));
+      }
+      if (auto samples = store.samples(info.id); samples.ok()) {
+        for (const SampleRow& s : *samples) {
+          const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json))
+                                        .object()["tiers"]
+                                        .toObject();
+          r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
+          r.peakDram = std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
+          r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
+        }
+      }
+      if (finished) figures.insert(key, r);
+    }
+    if (info.tokens) r.tokens = static_cast<double>(*info.tokens);
+    r.info = std::move(info);
+    out.rows.push_back(std::move(r));
+  }
+  out.figures = std::move(figures);
+  return out;
 }
 
 int RunHistoryModel::rowCount(const QModelIndex& parent) const {

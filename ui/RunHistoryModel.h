@@ -1,10 +1,14 @@
-// RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history) —
+// RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history):
 // name, model, dataset, status, start, duration, tokens, final loss, the last eval loss, peak
-// HBM/DRAM/SSD, mean
-// tokens/s and the step time the plan predicted against the one the run measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
-// user's edits: rename, tags, notes, delete). The figures read from the metrics and samples of a
-// run that is not running are cached (keyed by its status, end and final step), so that showing
-// History again does not re-read a long run's samples. Lives in the GUI thread.
+// HBM/DRAM/SSD, mean tokens/s and the step time the plan predicted against the one the run
+// measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
+// user's edits: rename, tags, notes, delete) on a pool thread, through a connection of its own:
+// marking the runs of dead workers is a write that waits for a worker's write lock, and a long
+// run's metrics and samples take a while to read, so neither may hold up the window. The rows
+// change in one model reset when the read is done, then refreshed() is emitted. The figures read
+// from the metrics and samples of a run that is not running are cached (keyed by its status, end
+// and final step), so that showing History again does not re-read a long run's samples. Lives in
+// the GUI thread.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -51,10 +55,14 @@ class RunHistoryModel : public QAbstractTableModel {
   };
 
   explicit RunHistoryModel(QObject* parent = nullptr);
-  // Opens the store at `dbPath` (default: the worker's default). Returns an error message or "".
+  // Opens the store at `dbPath` (default: the worker's default) and starts reading its runs
+  // (refresh()). Returns an error message or "".
   QString open(const QString& dbPath = QString());
   RunStore* store() const { return store_.get(); }
+  // Starts re-reading the store on a pool thread; a refresh asked while one runs follows it.
   void refresh();
+  // Whether a refresh is still reading.
+  bool loading() const { return loading_; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -63,10 +71,27 @@ class RunHistoryModel : public QAbstractTableModel {
   const RunRow& run(int row) const { return rows_[row]; }
   int rowOfRun(const QString& id) const;
 
+ signals:
+  // A refresh's rows are in the model.
+  void refreshed();
+
  private:
-  std::unique_ptr<RunStore> store_;
+  using FigureCache =
+      QHash<QString, RunRow>;  // "id/status/ended/final step" -> figures of a finished run
+  struct Loaded {
+    bool ok = false;  // false: the store could not be read, the rows shown stay
+    QVector<RunRow> rows;
+    FigureCache figures;  // the cache with the finished runs this read added
+  };
+  // Reads every run and its figures from `store`, on any thread.
+  static Loaded load(RunStore& store, FigureCache figures);
+
+  std::unique_ptr<RunStore> store_;  // the GUI thread's connection (edits, reattach, Compare)
+  std::string path_;                 // the store's file, which each read opens on its own
   QVector<RunRow> rows_;
-  QHash<QString, RunRow> figures_;  // "id/status/ended/final step" -> figures of a finished run
+  FigureCache figures_;
+  bool loading_ = false, again_ = false;
+  quint64 generation_ = 0;  // open() bumps it: a read of the store before is dropped
 };
 
 }  // namespace spillway::ui

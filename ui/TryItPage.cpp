@@ -211,6 +211,10 @@ TryItPage::TryItPage(RunHistoryModel* model, QWidget* parent)
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the model to"));
     if (!dir.isEmpty()) exportTo(dir);
   });
+  // History's rows come from a read on a pool thread: a page on screen lists them when they come.
+  connect(model_, &QAbstractItemModel::modelReset, this, [this] {
+    if (isVisible()) fillRuns();
+  });
   fillRuns();
   updateButtons();
 }

@@ -10,6 +10,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QEventLoop>
 #include <QSettings>
 #include <QTimer>
 
@@ -75,7 +76,13 @@ int main(int argc, char** argv) {
           window.showPage(W::kLive);
           QApplication::processEvents();
           window.grab().save(dir + "/live.png");
-          window.historyModel()->refresh();
+          {  // History's rows come from a read on a pool thread
+            QEventLoop read;
+            QObject::connect(window.historyModel(), &spillway::ui::RunHistoryModel::refreshed,
+                             &read, &QEventLoop::quit);
+            window.historyModel()->refresh();
+            if (window.historyModel()->loading()) read.exec();
+          }
           window.showPage(W::kHistory);
           QApplication::processEvents();
           window.grab().save(dir + "/history.png");

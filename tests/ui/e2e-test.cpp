@@ -38,6 +38,7 @@
 #include "PlanView.h"
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
+#include "history-wait.h"
 #include "history/run-folder.h"
 #include "test-data.h"
 
@@ -588,6 +589,7 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
   live2->stop();
   ASSERT_TRUE(waitFor([&] { return !WorkerClient::alive(pid); }, 30000));
   again->historyModel()->refresh();
+  ASSERT_TRUE(waitForHistory(again->historyModel()));
   bool found = false;
   for (int r = 0; r < again->historyModel()->rowCount(); ++r) {
     const RunInfo& info = again->historyModel()->run(r).info;
@@ -644,7 +646,9 @@ TEST(EndToEnd, ARunThatFailsAtStartIsShownWithTheWorkersMessageAndInHistory) {
   EXPECT_FALSE(live->pauseAction()->isEnabled());
   EXPECT_FALSE(live->stopAction()->isEnabled());
 
-  // History: the worker recorded the run as failed, with the same message.
+  // History: the worker recorded the run as failed, with the same message (read again when the
+  // run ended).
+  ASSERT_TRUE(waitForHistory(window.historyModel()));
   bool found = false;
   for (int r = 0; r < window.historyModel()->rowCount(); ++r) {
     const RunInfo& info = window.historyModel()->run(r).info;
@@ -683,6 +687,7 @@ JobSettings smallRun(const QString& name, int steps, int checkpointEvery) {
 // The rows of History whose folder is `runDir`.
 QVector<RunInfo> rowsOf(RunHistoryModel* model, const QString& runDir) {
   model->refresh();
+  EXPECT_TRUE(waitForHistory(model));
   QVector<RunInfo> out;
   for (int r = 0; r < model->rowCount(); ++r)
     if (QString::fromStdString(model->run(r).info.run_dir) == runDir) out << model->run(r).info;
@@ -693,6 +698,7 @@ QVector<RunInfo> rowsOf(RunHistoryModel* model, const QString& runDir) {
 void pressResume(MainWindow& window, const std::string& id) {
   HistoryPage* page = window.historyPage();
   window.historyModel()->refresh();
+  ASSERT_TRUE(waitForHistory(window.historyModel()));
   auto* proxy = qobject_cast<QSortFilterProxyModel*>(page->table()->model());
   const int row = window.historyModel()->rowOfRun(QString::fromStdString(id));
   ASSERT_GE(row, 0);

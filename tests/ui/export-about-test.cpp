@@ -19,6 +19,7 @@
 #include "ComparePage.h"
 #include "MainWindow.h"
 #include "RunHistoryModel.h"
+#include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
 
@@ -78,6 +79,7 @@ TEST(ComparePage, ExportsSayWhereTheyWentAndTheCsvHasNamesAndEvalLoss) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   ComparePage page(&model);
   page.resize(1100, 700);
   page.show();

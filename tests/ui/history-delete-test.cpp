@@ -18,6 +18,7 @@
 
 #include "HistoryPage.h"
 #include "RunHistoryModel.h"
+#include "history-wait.h"
 #include "history/process-liveness.h"
 #include "history/run-store.h"
 #include "test-data.h"
@@ -113,6 +114,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   HistoryPage page(&model);
   page.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
@@ -125,6 +127,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
                 folder +
                 " stays, and nothing in it is removed: it is also the folder of "
                 "\"shakespeare (resumed)\" (completed).");
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   ASSERT_EQ(model.rowCount(), 1);
   EXPECT_EQ(model.run(0).info.name, "shakespeare (resumed)");
   EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
@@ -133,6 +136,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
   // Cancel removes nothing.
   text = pressDelete(page, model, "shakespeare (resumed)", "Cancel");
   EXPECT_FALSE(text.isEmpty());
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
 
@@ -144,6 +148,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
       "These files go, 73.0 kB in all: 2 checkpoints, events.jsonl, the exported model, job.json, "
       "in " +
           folder + ".\n\nThe folder stays with what is not the run's: notes.txt.");
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   EXPECT_EQ(model.rowCount(), 0);
   EXPECT_FALSE(fs::exists(folder + "/checkpoints"));
   EXPECT_FALSE(fs::exists(folder + "/export"));
@@ -169,6 +174,7 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   ASSERT_EQ(model.rowCount(), 2);  // the live worker's run is still running after the store's check
   HistoryPage page(&model);
   page.show();
@@ -176,6 +182,7 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
 
   QString text = pressDelete(page, model, "training now", "OK");
   EXPECT_EQ(text, "\"training now\" is still running; stop it first.");
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   EXPECT_EQ(model.rowCount(), 2);
 
   text = pressDelete(page, model, "first attempt", "Delete");
@@ -184,6 +191,7 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
                             "writes there).")
                         .arg(pid)))
       << text.toStdString();
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_TRUE(fs::exists(folder + "/checkpoints/step-000010/model.safetensors"));
   EXPECT_TRUE(fs::exists(folder + "/events.jsonl"));
@@ -201,12 +209,14 @@ TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   HistoryPage page(&model);
   page.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
   const QString text = pressDelete(page, model, "failed at start", "Delete");
   EXPECT_EQ(text,
             "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   EXPECT_EQ(model.rowCount(), 0);
 }
 
@@ -225,6 +235,7 @@ TEST(HistoryOpenFolder, SaysWhyItCannotOpenTheFolderAndWhereItIs) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   HistoryPage page(&model);
   page.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));

@@ -39,6 +39,7 @@
 #include "NewRunPage.h"
 #include "PlanView.h"
 #include "RunHistoryModel.h"
+#include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
 
@@ -116,6 +117,7 @@ TEST(EvalLoss, HistoryHasAColumnAndCompareDrawsEachRunsEvals) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   EXPECT_EQ(
       model.headerData(RunHistoryModel::kEvalLoss, Qt::Horizontal, Qt::DisplayRole).toString(),
       "Eval loss");
@@ -162,6 +164,7 @@ TEST(HistoryPage, NotesWorkAfterEditingTags) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   HistoryPage page(&model);
   page.show();
   auto* proxy = qobject_cast<QSortFilterProxyModel*>(page.table()->model());

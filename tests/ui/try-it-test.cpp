@@ -34,6 +34,7 @@
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
 #include "event-loop-watch.h"
+#include "history-wait.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -121,6 +122,7 @@ TEST_F(TryIt, BaseAndFineTunedSideBySideFromHistoryInTheWorker) {
   window.show();
   window.showPage(MainWindow::kHistory);
   window.historyModel()->refresh();
+  ASSERT_TRUE(waitForHistory(window.historyModel()));
   HistoryPage* history = window.historyPage();
   ASSERT_EQ(window.historyModel()->rowCount(), 1);
   history->table()->selectRow(0);
@@ -186,6 +188,7 @@ TEST_F(TryIt, ChatDataIsPromptedAsAChatAndACheckpointServesWithoutAnExport) {
   fs::remove_all(run + "/export");  // a run stopped before its end has checkpoints only
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  ASSERT_TRUE(waitForHistory(&model));
   TryItPage page(&model);
   page.setRun(QString::fromStdString(model.run(0).info.id));
   const TryItPage::Models& m = page.models();
@@ -221,6 +224,7 @@ TEST_F(TryIt, StopEndsBothSidesAndAWorkersErrorIsShownOnItsSide) {
   train(tmp_, "gone", base, data_path("datasets/tinyshakespeare/input.txt"));
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  ASSERT_TRUE(waitForHistory(&model));
   TryItPage page(&model);
   page.setRun(QString::fromStdString(model.run(0).info.id));
   page.setPrompt("Once upon a time");
@@ -252,6 +256,7 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
                                 data_path("datasets/tinyshakespeare/input.txt"));
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  ASSERT_TRUE(waitForHistory(&model));
   TryItPage page(&model);
   page.show();
   page.setRun(QString::fromStdString(model.run(0).info.id));
@@ -322,6 +327,7 @@ TEST_F(TryIt, ARunFromModelInitAnswersOnTheFineTunedSideAndExports) {
 
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  ASSERT_TRUE(waitForHistory(&model));
   TryItPage page(&model);
   page.show();
   page.setRun(QString::fromStdString(model.run(0).info.id));

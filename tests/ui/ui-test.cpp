@@ -47,6 +47,7 @@
 #include "TimelineView.h"
 #include "WorkerClient.h"
 #include "core/file-util.h"
+#include "history-wait.h"
 #include "history/sqlite-util.h"
 #include "immutable-flag.h"
 #include "test-data.h"
@@ -470,6 +471,7 @@ TEST(RunHistoryModel, ALockedReadOnlyOrDamagedRunsDbIsReadOrSaidAndLeftAlone) {
     ASSERT_TRUE(other->exec("BEGIN EXCLUSIVE").ok());
     RunHistoryModel model;
     EXPECT_EQ(model.open(q(db)), QString());
+    ASSERT_TRUE(waitForHistory(&model));
     EXPECT_EQ(model.rowCount(QModelIndex()), 2);
     Status st = model.store()->rename(done, "renamed");
     EXPECT_NE(st.message().find(db + " is locked by another process"), std::string::npos)
@@ -486,6 +488,7 @@ TEST(RunHistoryModel, ALockedReadOnlyOrDamagedRunsDbIsReadOrSaidAndLeftAlone) {
            : (std::filesystem::permissions(db, std::filesystem::perms::owner_read), true)) {
     RunHistoryModel model;
     EXPECT_EQ(model.open(q(db)), QString());
+    ASSERT_TRUE(waitForHistory(&model));
     EXPECT_EQ(model.rowCount(QModelIndex()), 2);
     Status st = model.store()->rename(done, "renamed");
     EXPECT_NE(st.message().find(db + " is read-only"), std::string::npos) << st.to_string();
@@ -853,6 +856,7 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
   ASSERT_EQ(model.rowCount(), 2);
   const int row = model.rowOfRun(q(model.run(0).info.id));
   EXPECT_EQ(row, 0);
@@ -872,6 +876,7 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   EXPECT_TRUE(tip.contains("Tokens/s: — → 10089")) << tip.toStdString();
   EXPECT_EQ(cell(1 - alpha, RunHistoryModel::kStepTime).toStdString(), "—");
   model.refresh();  // a finished run's figures come from the cache, the same
+  ASSERT_TRUE(waitForHistory(&model));
   EXPECT_EQ(cell(0, RunHistoryModel::kPeakDram), "5.00 MB");
   EXPECT_EQ(cell(0, RunHistoryModel::kTokensPerSecond), "250");
 
@@ -903,6 +908,7 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   // Delete removes the rows and the run's folder.
   const std::string runDir = model.run(0).info.run_dir;
   EXPECT_EQ(HistoryPage::deleteRun(&model, q(model.run(0).info.id)), "");
+  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_FALSE(fs::exists(runDir));
 }
