@@ -14,17 +14,13 @@ RunHistoryModel::RunHistoryModel(QObject* parent) : QAbstractTableModel(parent) 
 
 namespace {
 
-// The GUI's connections do not reconcile on open: that write can wait for a worker's lock.
+// The GUI's connections: no reconcile on open (a write that can wait for a worker's lock; a read
+// does it), and a write gives up after 1 s of a worker's write lock where a worker's own writes
+// wait 5 s. A read's reconcile then leaves the marking to the next read; an edit on the window's
+// thread (tags, notes, rename, delete) says the store is locked instead of freezing the window.
 RunStoreOptions guiOptions() {
   RunStoreOptions options;
   options.reconcile_on_open = false;
-  return options;
-}
-
-// A read's connection: its reconcile gives up after 1 s of a worker's write lock (the rows come
-// then; the next read marks what this one could not), where a worker's own writes wait 5 s.
-RunStoreOptions readerOptions() {
-  RunStoreOptions options = guiOptions();
   options.busy_timeout_ms = 1000;
   return options;
 }
@@ -61,7 +57,7 @@ void RunHistoryModel::refresh() {
   runOnPool(
       this,
       [path = path_, figures = figures_, generation = generation_] {
-        auto store = RunStore::open(path, readerOptions());
+        auto store = RunStore::open(path, guiOptions());
         return std::make_pair(generation, store.ok() ? load(**store, figures) : Loaded{});
       },
       [this](std::pair<quint64, Loaded> result) {
