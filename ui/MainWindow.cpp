@@ -25,7 +25,6 @@
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
 #include "WorkerClient.h"
-#include "history/process-liveness.h"
 
 // The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
 // dropping it and must be called from the global namespace.
@@ -210,9 +209,7 @@ QString MainWindow::reattach() {
   if (!runs.ok()) return {};
   for (const RunInfo& r : *runs) {  // newest first
     if (!r.pid || !WorkerClient::alive(*r.pid)) continue;
-    ProcessIdentity worker{*r.pid, std::nullopt, r.boot_id, r.host};
-    if (r.pid_start_ticks) worker.start_ticks = static_cast<std::uint64_t>(*r.pid_start_ticks);
-    if (check_process(worker) == Liveness::kGone) continue;
+    if (check_process(worker_of(r)) == Liveness::kGone) continue;
     const QString dir = QString::fromStdString(r.run_dir);
     live_->attach(dir, *r.pid);
     return dir;

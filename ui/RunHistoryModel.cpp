@@ -38,9 +38,8 @@ QString RunHistoryModel::open(const QString& dbPath) {
   if (!s.ok()) return QString::fromStdString(s.status().message());
   store_ = std::move(*s);
   path_ = path;
-  ++generation_;
-  again_ = loading_;  // a read of the old store still running: read the new one after it
-  if (!loading_) refresh();
+  ++generation_;  // a read of the old store still running is dropped, and this one follows it
+  refresh();
   return {};
 }
 

@@ -63,12 +63,7 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
     // Two workers must not write one run (Resume pressed twice, a terminal and the GUI).
     if (resumed->status == RunStatus::kRunning && resumed->pid &&
         *resumed->pid != static_cast<int64_t>(getpid())) {
-      ProcessIdentity who;
-      who.pid = *resumed->pid;
-      if (resumed->pid_start_ticks)
-        who.start_ticks = static_cast<uint64_t>(*resumed->pid_start_ticks);
-      who.boot_id = resumed->boot_id;
-      who.host = resumed->host;
+      const ProcessIdentity who = worker_of(*resumed);
       if (check_process(who) != Liveness::kGone) {
         return invalid_argument("run " + resumed->id + " in " + resumed->run_dir +
                                 " is still running (worker " + std::to_string(who.pid) +

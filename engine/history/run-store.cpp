@@ -122,6 +122,15 @@ std::optional<RunStatus> run_status_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+ProcessIdentity worker_of(const RunInfo& run) {
+  ProcessIdentity who;
+  who.pid = run.pid.value_or(0);
+  if (run.pid_start_ticks) who.start_ticks = static_cast<std::uint64_t>(*run.pid_start_ticks);
+  who.boot_id = run.boot_id;
+  who.host = run.host;
+  return who;
+}
+
 Result<std::string> RunStore::default_db_path() {
   SPW_ASSIGN_OR_RETURN(std::string dir, home_data_dir());
   return dir + "/runs.db";
@@ -155,9 +164,8 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
   // Refuse a newer or a damaged schema before changing anything in the file (journal mode included).
   SPW_ASSIGN_OR_RETURN(std::int64_t version, db.query_int("PRAGMA user_version"));
   if (version < 0) {
-    return corrupt(path + " is damaged (its schema version is " + std::to_string(version) +
-                   ", which no Spillway writes); Spillway leaves it as it is: move it aside (History then "
-                   "starts a new one) or restore it from a backup");
+    return corrupt(damaged_database(
+        path, "its schema version is " + std::to_string(version) + ", which no Spillway writes"));
   }
   if (version > static_cast<std::int64_t>(run_store_migrations().size())) {
     return unsupported(path + ": the run database has schema version " + std::to_string(version) +

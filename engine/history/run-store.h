@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "history/process-liveness.h"
 #include "history/sqlite-util.h"
 
 namespace spillway {
@@ -75,6 +76,10 @@ struct RunInfo {
   std::string predicted_json = "{}";
   std::string measured_json = "{}";
 };
+
+// The liveness identity of the worker `run` recorded (pid, its start time, boot id, host), for
+// check_process (process-liveness.h); pid 0 when none was recorded.
+ProcessIdentity worker_of(const RunInfo& run);
 
 struct MetricRow {
   std::int64_t step = 0;

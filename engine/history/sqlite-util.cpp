@@ -140,6 +140,12 @@ void register_fault_vfs() {
 
 }  // namespace
 
+std::string damaged_database(const std::string& path, const std::string& why) {
+  return path + " is damaged (" + why +
+         "); Spillway leaves it as it is: move it aside (History then starts a new one) or restore "
+         "it from a backup";
+}
+
 namespace {
 
 // A condition of the database file rather than of the query (locked by another process,
@@ -163,9 +169,7 @@ std::string file_problem(int rc, sqlite3* db) {
       return "the disk holding " + path + " is full (" + why + "): free space on it";
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return path + " is damaged (" + why +
-             "); Spillway leaves it as it is: move it aside (History then starts a new one) or "
-             "restore it from a backup";
+      return damaged_database(path, why);
     case SQLITE_CANTOPEN: {
       const std::string folder = std::filesystem::path(path).parent_path().string();
       if (::access(folder.c_str(), W_OK) != 0)

@@ -23,6 +23,10 @@
 
 namespace spillway {
 
+// "PATH is damaged (WHY); Spillway leaves it as it is: move it aside …": what a damaged run
+// database says, whether SQLite or Spillway's own checks found the damage.
+std::string damaged_database(const std::string& path, const std::string& why);
+
 // Maps an SQLite result code (primary or extended) to a Status with `what` and the library's message.
 Status sqlite_status(int rc, const std::string& what, sqlite3* db = nullptr);
 
