@@ -1,6 +1,9 @@
 // Trainer: runs a TrainJob end to end — model, data, backend, streaming engine, optimizer,
 // learning-rate schedule, evaluation, checkpoints, export — and reports through events.jsonl and
-// the run store. One trainer is one run; it owns everything it creates.
+// the run store. One trainer is one run; it owns everything it creates. Its parts, each with one
+// job (docs/architecture.md, "The trainer"): RunAssembly (run-assembly.h) builds what the run
+// computes with from the job, RunReporter (run-reporter.h) records and reports, Checkpointer and
+// Evaluator save and evaluate, and trainer.cpp holds the step loop that drives them.
 //
 // Control: request_stop() (SIGTERM) stops the current step or evaluation at its next micro-batch
 // or layer (the step is dropped unapplied and its batch kept for the resume), checkpoints the last
@@ -69,9 +72,9 @@ class Trainer {
 
  private:
   struct Impl;
-  explicit Trainer(std::unique_ptr<Impl> impl);
+  Trainer();
+  std::atomic<bool> stop_{false}, checkpoint_{false};  // set from signal handlers; read by impl_
   std::unique_ptr<Impl> impl_;
-  std::atomic<bool> stop_{false}, checkpoint_{false};
 };
 
 }  // namespace spillway

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -355,11 +356,28 @@ TEST_F(WorkerTest, AManualCheckpointIsKeptByTheRotation) {
     return false;
   };
   ASSERT_TRUE(wait_for("step", 3));
-  const size_t before = of_type(read_events(run_dir), "checkpoint").size();
   kill(pid, SIGUSR1);
-  ASSERT_TRUE(wait_for("checkpoint", before + 1));
-  const size_t checkpoints = of_type(read_events(run_dir), "checkpoint").size();
-  ASSERT_TRUE(wait_for("checkpoint", checkpoints + 3));  // three scheduled ones after it
+  // The manual checkpoint's step, from its folder (a scheduled checkpoint written while the signal
+  // was on its way is not it), then three scheduled ones after it.
+  auto manual_step = [&]() -> std::optional<int64_t> {
+    for (const std::string& dir : list_checkpoints(run_dir + "/checkpoints")) {
+      auto text = read_file(dir + "/trainer_state.json");
+      if (!text.ok()) continue;
+      const json state = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (state.is_object() && state.value("manual", false)) return state["step"].get<int64_t>();
+    }
+    return std::nullopt;
+  };
+  std::optional<int64_t> m;
+  for (int i = 0; i < 12000 && !(m = manual_step()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(m.has_value()) << "no manual checkpoint after SIGUSR1";
+  bool three_after = false;
+  for (int i = 0; i < 12000 && !three_after; ++i) {
+    const auto checkpoints = of_type(read_events(run_dir), "checkpoint");
+    three_after = !checkpoints.empty() && checkpoints.back()["step"].get<int64_t>() >= *m + 6;  // every 2 steps
+    if (!three_after) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(three_after);
   kill(pid, SIGTERM);
   EXPECT_EQ(testing::wait_exit(pid), 0) << testing::slurp(tmp_.path() + "/m.err");
   std::vector<int64_t> manual, scheduled;

@@ -1,0 +1,31 @@
+#include "train/checkpointer.h"
+
+#include <filesystem>
+
+namespace spillway {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+Checkpointer::Checkpointer(RunAssembly& run, RunReporter& report, int keep_checkpoints, Clock::time_point started)
+    : run_(run), report_(report), keep_(keep_checkpoints), started_(started) {}
+
+Status Checkpointer::save(TrainerState& progress, bool manual) {
+  run_.optimizer->wait_all();
+  SPW_RETURN_IF_ERROR(report_.checkpointing(progress.step));
+  const auto t0 = Clock::now();
+  progress.data_cursor = run_.iter->cursor().to_json();
+  progress.elapsed_s = run_.start.elapsed_s + std::chrono::duration<double>(Clock::now() - started_).count();
+  SPW_RETURN_IF_ERROR(run_.optimizer->status());
+  const std::string checkpoints = (fs::path(report_.run_dir()) / "checkpoints").string();
+  progress.manual = manual;
+  auto saved = save_checkpoint(checkpoints, *run_.state, progress, run_.opt_state.get());
+  progress.manual = false;
+  SPW_ASSIGN_OR_RETURN(std::string dir, std::move(saved));
+  prune_checkpoints(checkpoints, keep_);
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) bytes += e.is_regular_file() ? e.file_size() : 0;
+  return report_.checkpointed(progress.step, dir, bytes, std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+}  // namespace spillway

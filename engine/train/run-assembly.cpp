@@ -1,0 +1,223 @@
+#include "train/run-assembly.h"
+
+#include <cmath>
+
+#include "compute/backend-loader.h"
+#include "data/dataset-reader.h"
+#include "data/model-tokenizer.h"
+#include "history/run-store.h"
+#include "model/safetensors.h"
+
+namespace spillway {
+namespace {
+
+Status create_backend(const TrainJob& job, RunAssembly& run) {
+  compute::BackendOptions options;
+  options.kind = job.backend;
+  options.device_memory_bytes = job.device_memory_bytes;
+  auto choice = compute::make_backend(options);
+  if (!choice.ok()) return choice.status().with_context("placement.backend \"" + job.backend + "\"");
+  run.backend = std::move(choice->backend);
+  run.backend_reason = std::move(choice->reason);
+  // The HBM tier's capacity: the GPU's memory; the CPU backend's "device" only when capped
+  // (uncapped, it is DRAM).
+  run.counters.set_capacity(Tier::kHbm, run.backend->name() == "cpu" ? job.device_memory_bytes
+                                                                     : run.backend->device_info().total_bytes);
+  return {};
+}
+
+// What `plan` refuses, refused before anything is allocated: a job that does not fit would
+// otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
+// would train without a word. Only the memory and the job are checked here (the figures that
+// predict the step come later, with the GPU's probe).
+Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem, compute::Backend& backend) {
+  SPW_RETURN_IF_ERROR(check_positions(config, job));
+  MachineProbe m;
+  m.backend = backend.name();
+  m.dram_total_bytes = mem.total_bytes.value_or(0);
+  m.dram_available_bytes = mem.available_bytes.value_or(UINT64_MAX);  // unknown: not the limit
+  if (m.backend != "cpu") {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (backend.device_memory_info(&free_bytes, &total_bytes).ok()) {
+      m.device_total_bytes = total_bytes;
+      m.device_free_bytes = free_bytes;
+    }
+  }
+  if (!job.ssd_dir.empty()) {
+    const FsSpace space = read_fs_space(job.ssd_dir);  // a folder not made yet: not the limit
+    m.ssd_total_bytes = space.total_bytes.value_or(UINT64_MAX);
+    m.ssd_free_bytes = space.free_bytes.value_or(UINT64_MAX);
+  }
+  const nlohmann::json plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
+  if (plan["fits"].get<bool>()) return {};
+  return out_of_memory("the job does not fit: " + plan["reason"].get<std::string>() +
+                       " (spillway-worker plan shows the whole plan)");
+}
+
+Result<ModelConfig> model_config(const TrainJob& job) {
+  if (!job.model_path.empty()) return ModelConfig::load(job.model_path);
+  if (!job.init_preset.empty()) return model_preset(job.init_preset);
+  auto c = ModelConfig::from_json(job.init_config);
+  if (!c.ok()) return c.status().with_context("job.json: model.init");
+  return c;
+}
+
+// The model's weights, gradients and AdamW state in the tiers the placement gives them.
+Status load_model(const TrainJob& job, RunAssembly& run) {
+  SPW_ASSIGN_OR_RETURN(const ModelConfig config, model_config(job));
+  // One reading for the fit check, the placement and the plan.
+  const MemInfo mem = run.mem_at_start = read_meminfo();
+  SPW_RETURN_IF_ERROR(check_fits(job, config, mem, *run.backend));
+  ParameterLayout layout = ParameterLayout::build(config);
+  run.parameters = layout.parameter_count();
+  run.placement = place_tiers(config, job, mem.available_bytes.value_or(0));
+  if (run.placement.optimizer_on_ssd && job.ssd_dir.empty())
+    return invalid_argument("the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
+  SPW_ASSIGN_OR_RETURN(run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd));
+  if (!job.model_path.empty()) {
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
+    SPW_RETURN_IF_ERROR(run.state->load_weights(weights));
+  } else {
+    run.state->init_random(job.init_seed);
+  }
+  // With the master on the SSD, ModelState's master buffer is the compute copy of the weights.
+  const auto half = static_cast<int64_t>(run.state->weight_bytes() / 2);
+  run.counters.set(Tier::kDram, run.placement.master_on_ssd ? Category::kWeights : Category::kMaster, half);
+  run.counters.set(Tier::kDram, Category::kGradients, half);
+  run.counters.set(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(run.state->optimizer_bytes()));
+  if (!run.placement.optimizer_on_ssd) {
+    run.opt_state = make_dram_state(*run.state);
+    return {};
+  }
+  // Working state, not a checkpoint: a scratch folder per run, removed when the run ends (or,
+  // after a SIGKILL, by the next run over the same ssd_dir).
+  SPW_ASSIGN_OR_RETURN(run.scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + RunStore::new_run_id(),
+                                                          "spillway-state-"));
+  SsdConfig sc;
+  sc.folder = run.ssd_folder = run.scratch->path();
+  SPW_ASSIGN_OR_RETURN(run.opt_state, make_ssd_state(*run.state, sc, run.placement.master_on_ssd, &run.counters));
+  return {};
+}
+
+// model.tokenizer, else the model folder's own. A model folder without tokenizer files (or an
+// "init" model that names none) has no tokenizer: it trains on pre-tokenized data only.
+Status load_tokenizer(const TrainJob& job, RunAssembly& run) {
+  run.tokenizer_source = !job.tokenizer_path.empty() ? job.tokenizer_path : job.model_path;
+  if (job.tokenizer_path.empty() && !run.tokenizer_source.empty() && !has_tokenizer_files(run.tokenizer_source))
+    run.tokenizer_source.clear();
+  if (run.tokenizer_source.empty()) return {};
+  SPW_ASSIGN_OR_RETURN(run.tokenizer, load_model_tokenizer(run.tokenizer_source));
+  const auto model_vocab = run.state->config().vocab_size;
+  if (run.tokenizer->vocab_size() > model_vocab)
+    return invalid_argument("the tokenizer has " + std::to_string(run.tokenizer->vocab_size()) +
+                            " tokens but the model only " + std::to_string(model_vocab) +
+                            "; pick a matching tokenizer or model");
+  return {};
+}
+
+// Dataset::load with the tokenizer, or without one: pre-tokenized data only.
+Result<Dataset> load_dataset(const TrainJob& job, const Tokenizer* tokenizer, const std::string& path,
+                             const DatasetOptions& opts) {
+  if (tokenizer) return Dataset::load(path, *tokenizer, opts);
+  SPW_ASSIGN_OR_RETURN(DatasetRecords records, read_dataset_records(path, opts.read));
+  if (records.format != DatasetFormat::kPreTokenized) {
+    const std::string why =
+        !job.model_path.empty()
+            ? "the model folder " + job.model_path + " has no tokenizer files (tokenizer.json or tokenizer.model)"
+            : "a model made with \"init\" has no tokenizer unless model.tokenizer names one";
+    return invalid_argument(path + ": " + dataset_format_name(records.format) + " data needs a tokenizer, and " + why +
+                            "; set model.tokenizer (a tokenizer.json, tokenizer.model, a model folder, or "
+                            "\"builtin:bytes\") or train on pre-tokenized data (data.format \"pretokenized\": JSONL "
+                            "with input_ids)");
+  }
+  return Dataset::from_records(std::move(records), path, opts);
+}
+
+// The training and evaluation sets (data.eval, or data.eval_fraction held out from the end of the
+// training data), the batch iterator and the run's number of steps.
+Status load_data(const TrainJob& job, RunAssembly& run) {
+  SPW_RETURN_IF_ERROR(load_tokenizer(job, run));
+  // The options `eval` and the GUI's preview read data with too (train-job.h).
+  SPW_ASSIGN_OR_RETURN(const DatasetOptions opts, dataset_options(job, run.state->config()));
+  SPW_ASSIGN_OR_RETURN(Dataset all, load_dataset(job, run.tokenizer.get(), job.train_path, opts));
+  if (!job.eval_path.empty()) {
+    run.train_ds = all;
+    SPW_ASSIGN_OR_RETURN(run.eval_ds, load_dataset(job, run.tokenizer.get(), job.eval_path, opts));
+  } else if (job.eval_fraction > 0) {
+    auto split = all.split_tail(job.eval_fraction);
+    if (!split.ok()) return split.status().with_context(job.train_path);
+    run.train_ds = split->first;
+    run.eval_ds = split->second;
+  } else {
+    run.train_ds = all;
+  }
+  if (run.train_ds.empty()) return invalid_argument(job.train_path + ": no training sequences (is the file empty?)");
+  const int rows = job.micro_batch_size * job.grad_accum;
+  SPW_ASSIGN_OR_RETURN(BatchIterator it, BatchIterator::create(run.train_ds, rows, job.data_seed, job.shuffle));
+  run.iter.emplace(std::move(it));
+  run.total_steps = job.steps > 0 ? job.steps
+                                  : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(
+                                                             job.epochs * run.iter->batches_per_epoch())));
+  return {};
+}
+
+// The checkpoint's weights and AdamW state, and the batch cursor where its step left off.
+Status resume(const std::string& checkpoint_dir, RunAssembly& run) {
+  SPW_ASSIGN_OR_RETURN(run.start, load_checkpoint(checkpoint_dir, *run.state, run.opt_state.get()));
+  run.resumed_from = checkpoint_dir;
+  auto cursor = DataCursor::from_json(run.start.data_cursor);
+  if (!cursor.ok()) return cursor.status().with_context(checkpoint_dir);
+  return run.iter->seek(*cursor);
+}
+
+// What the run's plan is made with: the host's figures, and on a GPU the GPU's own, measured
+// before build_engine because probe_device borrows the backend's workspace and about 1 GiB of
+// device memory that the engine's arena would otherwise hold. The plan is advice, so a failed GPU
+// probe does not fail the run: the plan falls back to the host's figures and probe_note says why.
+void probe_for_plan(const TrainJob& job, RunAssembly& run) {
+  run.machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
+  // The DRAM the job had before it allocated its own state: read now, the plan would count that
+  // state as taken, find the job too big for what is left and place the tiers differently.
+  if (run.mem_at_start.available_bytes) run.machine.dram_available_bytes = *run.mem_at_start.available_bytes;
+  run.machine.backend = run.backend->name();
+  if (run.machine.backend == "cpu") return;  // its compute and link are the host's, measured above
+  // 64 Mi parameters (1 GiB of AdamW state): far beyond the caches, as in a step, yet small
+  // next to the model's own state, which is in DRAM already.
+  constexpr size_t kAdamwProbeParams = size_t{64} << 20;
+  Status st = probe_device(*run.backend, &run.machine);
+  if (st.ok()) {
+    auto rate = measure_adamw(kAdamwProbeParams);
+    if (rate.ok()) run.machine.adamw_params_per_s = *rate;
+    else st = rate.status();
+  }
+  if (!st.ok()) run.probe_note = "the plan uses estimated figures: probing the GPU failed: " + st.to_string();
+}
+
+Status build_engine(const TrainJob& job, RunAssembly& run) {
+  StreamingConfig sc;
+  sc.weight_slots = job.weight_slots;
+  sc.micro_batch_size = job.micro_batch_size;
+  sc.max_micro_batches = job.grad_accum;
+  sc.seq_len = job.seq_len;
+  SPW_ASSIGN_OR_RETURN(run.engine, StreamingEngine::create(*run.backend, *run.state, sc, &run.counters));
+  AdamWConfig ac;
+  ac.beta1 = job.beta1;
+  ac.beta2 = job.beta2;
+  ac.eps = job.eps;
+  ac.weight_decay = job.weight_decay;
+  run.optimizer = std::make_unique<Optimizer>(*run.state, ac, job.clip_grad_norm, run.opt_state.get());
+  return {};
+}
+
+}  // namespace
+
+Status assemble_run(const TrainJob& job, const std::string& resume_from, RunAssembly* run) {
+  SPW_RETURN_IF_ERROR(create_backend(job, *run));
+  SPW_RETURN_IF_ERROR(load_model(job, *run));
+  SPW_RETURN_IF_ERROR(load_data(job, *run));
+  if (!resume_from.empty()) SPW_RETURN_IF_ERROR(resume(resume_from, *run));
+  probe_for_plan(job, *run);
+  return build_engine(job, *run);
+}
+
+}  // namespace spillway

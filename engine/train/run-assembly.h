@@ -1,0 +1,76 @@
+// RunAssembly: everything a training run computes with, put together from a TrainJob
+// (docs/architecture.md, "The trainer"): the backend, the model state in its tiers, the tokenizer
+// and the datasets with their batch iterator, the machine's figures for the plan, the streaming
+// engine and the optimizer. It records nothing and reports nothing: the run's reporter
+// (run-reporter.h) does, and the step loop (trainer.cpp) drives the parts.
+//
+// Ownership and lifetimes: the parts are members declared in the order they are built on, so the
+// implicit destruction, in reverse, takes each down before what it uses — the optimizer (whose
+// thread reads the model and optimizer state) first, then the engine, the SSD tier's state, its
+// scratch folder, the model state, the backend and last the tier counters the engine and the SSD
+// store write to. Not copyable or movable (the engine and the SSD store hold pointers to
+// `counters`). Not thread-safe: the trainer's thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "compute/backend.h"
+#include "data/batch-iterator.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "telemetry/sampler.h"
+#include "telemetry/counters.h"
+#include "train/checkpoint.h"
+#include "train/machine-probe.h"
+#include "train/model-state.h"
+#include "train/optimizer-state.h"
+#include "train/optimizer.h"
+#include "train/planner.h"
+#include "train/scratch-folder.h"
+#include "train/streaming-engine.h"
+#include "train/train-job.h"
+
+namespace spillway {
+
+struct RunAssembly {
+  RunAssembly() = default;
+  RunAssembly(const RunAssembly&) = delete;
+  RunAssembly& operator=(const RunAssembly&) = delete;
+
+  TierCounters counters;                      // bytes per tier and category, for telemetry
+  std::unique_ptr<compute::Backend> backend;  // placement.backend as chosen (auto: the GPU if usable)
+  std::string backend_reason;                 // which backend and why, for the log
+  MemInfo mem_at_start;                       // DRAM before the run allocated its own state
+  TierPlacement placement;                    // where the master weights and AdamW moments live
+  uint64_t parameters = 0;
+  std::unique_ptr<ModelState> state;              // weights, gradients and (in DRAM) AdamW moments
+  std::unique_ptr<ScratchFolder> scratch;         // the SSD tier's folder, removed when the run ends
+  std::string ssd_folder;                         // its path ("" with no SSD tier)
+  std::unique_ptr<OptimizerStateStore> opt_state; // where AdamW reads and writes its state
+  std::unique_ptr<Tokenizer> tokenizer;           // null: the model has none, the data is pre-tokenized
+  std::string tokenizer_source;                   // what export copies the tokenizer from; "" for none
+  Dataset train_ds, eval_ds;
+  std::optional<BatchIterator> iter;  // the training batches, at the resumed cursor
+  int64_t total_steps = 0;
+  TrainerState start;         // where training starts: step 0, or the resumed checkpoint's state
+  std::string resumed_from;   // the checkpoint folder it resumed from ("" for a fresh run)
+  MachineProbe machine;       // this machine's figures, for the run's plan
+  std::string probe_note;     // why the plan uses estimated figures ("" when probed)
+  std::unique_ptr<StreamingEngine> engine;
+  std::unique_ptr<Optimizer> optimizer;  // its thread reads state and opt_state: declared last
+};
+
+// Builds every part of `run` for `job`, in order: the backend; the model (refused before anything
+// large is allocated when it does not fit: the plan's reason), its tiers and optimizer state; the
+// tokenizer and the datasets; the resume from `resume_from` (a checkpoint folder, "" for a fresh
+// run) into the state and the batch cursor; the machine's figures for the plan (the GPU probed
+// before the engine takes its arena); the engine and the optimizer. Errors: the first part's that
+// fails, with the job key or file it concerns (kInvalidArgument for the job or the data, kNotFound
+// and kCorrupt for files, kOutOfMemory for a job that does not fit); parts built before stay in
+// `run`, which its destructor takes down.
+Status assemble_run(const TrainJob& job, const std::string& resume_from, RunAssembly* run);
+
+}  // namespace spillway
