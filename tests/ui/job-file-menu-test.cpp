@@ -187,6 +187,7 @@ TEST(HistoryPage, NotesWorkAfterEditingTags) {
                 d->setTextValue("warmup too short");
                 d->accept();
               });
+  ASSERT_TRUE(waitForEdits(&model));  // the edits are written on a pool thread
   auto store = RunStore::open(db);
   ASSERT_TRUE(store.ok());
   auto run = (*store)->get_run(id);

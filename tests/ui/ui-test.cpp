@@ -908,7 +908,7 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   // Delete removes the rows and the run's folder.
   const std::string runDir = model.run(0).info.run_dir;
   EXPECT_EQ(HistoryPage::deleteRun(&model, q(model.run(0).info.id)), "");
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // written on a pool thread, and History has read it again
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_FALSE(fs::exists(runDir));
 }

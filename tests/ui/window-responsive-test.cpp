@@ -21,6 +21,7 @@
 #include "LivePage.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
+#include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "event-loop-watch.h"
 #include "history-wait.h"
@@ -193,6 +194,94 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   ASSERT_TRUE(waitForHistory(model));
   ASSERT_EQ(model->rowCount(), 1);
   EXPECT_EQ(model->run(0).info.status, RunStatus::kInterrupted);
+}
+
+}  // namespace
+}  // namespace spillway::ui
+
+namespace spillway::ui {
+namespace {
+
+// History's edits (tags, notes, a new name) are written on a pool thread. With a worker holding
+// runs.db's write lock, an edit neither blocks the window nor is lost: History's line says it
+// waits for the lock and that the edit is kept, the edit is tried again, and it lands once the
+// lock is released.
+TEST(WindowResponsive, AnEditWhileAWorkerHoldsTheWriteLockWaitsAndLandsWithoutBlockingTheWindow) {
+  TempDir tmp;
+  const std::string db = tmp.file("runs.db");
+  std::string id;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    RunInfo done;
+    done.name = "finished";
+    done.status = RunStatus::kCompleted;
+    auto created = (*store)->create_run(done);
+    ASSERT_TRUE(created.ok());
+    id = *created;
+  }
+  MainWindow window(q(db));
+  window.resize(1280, 720);
+  window.show();
+  window.showPage(MainWindow::kHistory);
+  RunHistoryModel* model = window.historyModel();
+  ASSERT_TRUE(waitForHistory(model));
+  ASSERT_EQ(model->rowCount(), 1);
+  auto* status = window.findChild<QLabel*>("historyEditStatus");
+  ASSERT_NE(status, nullptr);
+
+  auto writer = SqliteDb::open(db);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->exec("BEGIN IMMEDIATE").ok());  // as a worker's transaction holds it
+  EventLoopWatch watch;
+  RunEditQueue* edits = model->edits();
+  edits->submit(RunEdit::setTags(id, "finished", {"baseline", "locked"}));
+  edits->submit(RunEdit::setNotes(id, "finished", "written while locked"));
+  edits->submit(RunEdit::rename(id, "finished", "renamed while locked"));
+  // The user is told that the first edit waits for the lock and is kept.
+  QSignalSpy waiting(edits, &RunEditQueue::waiting);
+  ASSERT_TRUE(waiting.wait(static_cast<int>(10000 * ::spillway::testing::kTimeScale)));
+  QTest::qWait(3000);  // it is tried again meanwhile
+  EXPECT_TRUE(edits->waitingForLock());
+  EXPECT_EQ(edits->pending(), 3);
+  EXPECT_GE(edits->attempts(), 2);
+  EXPECT_TRUE(status->isVisible());
+  EXPECT_TRUE(status->text().contains("Waiting to save the tags of “finished”"))
+      << status->text().toStdString();
+  EXPECT_TRUE(status->text().contains("is locked by another process")) << status->text().toStdString();
+  EXPECT_TRUE(status->text().contains("The edit is kept")) << status->text().toStdString();
+  const qint64 gap = watch.longestGapMs();
+  std::printf("[ measure  ] 3 edits while runs.db is write-locked for 3 s: %d tries, longest "
+              "event-loop gap %lld ms\n",
+              edits->attempts(), static_cast<long long>(gap));
+  EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
+
+  // Released: all three land, in order, and History shows them.
+  ASSERT_TRUE(writer->exec("COMMIT").ok());
+  ASSERT_TRUE(waitForEdits(model));
+  EXPECT_FALSE(edits->waitingForLock());
+  EXPECT_EQ(status->text().toStdString(), "Saved the new name of “finished”.");
+  ASSERT_EQ(model->rowCount(), 1);
+  EXPECT_EQ(model->run(0).info.name, "renamed while locked");
+  EXPECT_EQ(model->run(0).info.notes, "written while locked");
+  EXPECT_EQ(model->run(0).info.tags, (std::vector<std::string>{"baseline", "locked"}));
+}
+
+// An edit the store refuses for good (no such run) is said under the table, in red.
+TEST(WindowResponsive, AnEditTheStoreRefusesIsShown) {
+  TempDir tmp;
+  const std::string db = tmp.file("runs.db");
+  ASSERT_TRUE(RunStore::open(db).ok());
+  MainWindow window(q(db));
+  window.showPage(MainWindow::kHistory);
+  RunHistoryModel* model = window.historyModel();
+  ASSERT_TRUE(waitForHistory(model));
+  model->edits()->submit(RunEdit::setNotes("no-such-run", "gone", "lost?"));
+  ASSERT_TRUE(waitForEdits(model));
+  auto* status = window.findChild<QLabel*>("historyEditStatus");
+  ASSERT_NE(status, nullptr);
+  EXPECT_TRUE(status->text().startsWith("Could not save the notes of “gone”: "))
+      << status->text().toStdString();
 }
 
 }  // namespace
