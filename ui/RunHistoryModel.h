@@ -68,6 +68,8 @@ class RunHistoryModel : public QAbstractTableModel {
   // The user's edits of the store (tags, notes, rename, delete), written off the window's thread;
   // the rows are re-read after each.
   RunEditQueue* edits() const { return edits_; }
+  // The store's file ("" before open()), for a pool thread's own connection.
+  const std::string& databasePath() const { return path_; }
   // The options of every GUI connection: no reconcile on open (a write that can wait for a
   // worker's lock; a read does it), and a write gives up after 1 s of another process's write
   // lock where a worker's own writes wait 5 s.

@@ -1,11 +1,12 @@
-// waitForHistory, waitForEdits: RunHistoryModel reads the run store on a pool thread (open() and
-// refresh()) and its edits are written on one (RunEditQueue); a test that reads what they bring
-// waits for that work first.
+// waitForHistory, waitForEdits, waitForCompare: RunHistoryModel reads the run store on a pool
+// thread (open() and refresh()), its edits are written on one (RunEditQueue), and Compare reads its
+// runs on one (setRuns()); a test that reads what they bring waits for that work first.
 #pragma once
 
 #include <QElapsedTimer>
 #include <QSignalSpy>
 
+#include "ComparePage.h"
 #include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "test-data.h"
@@ -28,6 +29,14 @@ inline bool waitForEdits(RunHistoryModel* model) {
   clock.start();
   while (model->edits()->pending() > 0 && clock.elapsed() < limit) written.wait(100);
   return model->edits()->pending() == 0 && waitForHistory(model);
+}
+
+// True when `page` has no read in flight, or its read ended within 30 s (times kTimeScale):
+// Compare reads its runs on a pool thread after setRuns().
+inline bool waitForCompare(ComparePage* page) {
+  if (!page->loading()) return true;
+  QSignalSpy loaded(page, &ComparePage::loaded);
+  return loaded.wait(static_cast<int>(30000 * spillway::testing::kTimeScale));
 }
 
 }  // namespace spillway::ui

@@ -135,6 +135,7 @@ TEST(EvalLoss, HistoryHasAColumnAndCompareDrawsEachRunsEvals) {
 
   ComparePage compare(&model);
   compare.setRuns({q(a), q(b)});
+  ASSERT_TRUE(waitForCompare(&compare));
   QCustomPlot* plot = compare.lossPlot();
   ASSERT_EQ(plot->graphCount(), 4);  // each run's loss and its eval loss
   for (int g : {1, 3}) {
