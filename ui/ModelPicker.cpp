@@ -8,8 +8,10 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QVBoxLayout>
+#include <utility>
 
 #include "JobForm.h"
+#include "PoolTask.h"
 
 namespace spillway::ui {
 
@@ -32,6 +34,9 @@ ModelPicker::ModelPicker(QWidget* parent) : QGroupBox(tr("Model"), parent) {
   summary_->setObjectName("modelSummary");
   summary_->setWordWrap(true);
   ml->addWidget(summary_);
+  debounce_.setSingleShot(true);
+  debounce_.setInterval(kDebounceMs);
+  connect(&debounce_, &QTimer::timeout, this, &ModelPicker::checkInBackground);
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString d =
         QFileDialog::getExistingDirectory(this, tr("Model folder"), combo_->currentText());
@@ -53,7 +58,14 @@ void ModelPicker::setPath(const QString& dir) {
 }
 
 void ModelPicker::typed() {
-  if (!settingPath_) checkNow();
+  if (settingPath_) return;
+  ++generation_;  // a check of the text before, still on the pool, is dropped
+  inFlight_ = false;
+  debounce_.start();  // a key restarts the pause
+}
+
+void ModelPicker::settle() {
+  if (checking()) checkNow();
 }
 
 ModelInfo ModelPicker::inspect(const QString& dir, const QJsonObject& jobModel) {
@@ -64,8 +76,26 @@ ModelInfo ModelPicker::inspect(const QString& dir, const QJsonObject& jobModel) 
 }
 
 void ModelPicker::checkNow() {
+  debounce_.stop();
+  ++generation_;  // a check of an older text still on the pool is dropped
+  inFlight_ = false;
   ++inspections_;
   showChecked(inspect(path(), jobModel_));
+}
+
+void ModelPicker::checkInBackground() {
+  inFlight_ = true;
+  ++inspections_;
+  runOnPool(
+      this,
+      [dir = path(), jobModel = jobModel_, generation = ++generation_] {
+        return std::make_pair(generation, inspect(dir, jobModel));
+      },
+      [this](std::pair<quint64, ModelInfo> result) {
+        if (result.first != generation_) return;  // the text changed since: its own check comes
+        inFlight_ = false;
+        showChecked(result.second);
+      });
 }
 
 void ModelPicker::showChecked(const ModelInfo& info) {

@@ -134,6 +134,7 @@ bool NewRunPage::saveJob(const QString& path, QString* error) {
 
 bool NewRunPage::jobForWorker(JobSettings* job, QString* error) const {
   if (const QString e = inputError(); !e.isEmpty()) return *error = e, false;
+  model_->settle();  // a path typed a moment ago is checked now: the job is the field's
   *job = settings();
   const ModelInfo& model = model_->info();
   if (!model.ok)

@@ -1,7 +1,8 @@
 // NewRunPage: configure a run — model and dataset pickers with validation and preview, training
 // settings, the compute backend with this machine's GPU, tier placement, the plan from
 // `spillway-worker plan`, Launch and "Copy command line". The page composes one part per job:
-// ModelPicker (the model folder and its check), DatasetPanel (the dataset and its preview, read on a pool thread after a
+// ModelPicker (the model folder and its check: at once when chosen, after a pause and on a pool
+// thread when typed), DatasetPanel (the dataset and its preview, read on a pool thread after a
 // pause in the changes), TrainingForm and PlacementForm (the job's settings, from the job
 // schema), PlanPanel (plan and measure in a child process) and RunLauncher (job files and the
 // worker's start). GUI thread.
@@ -47,7 +48,7 @@ class NewRunPage : public QWidget {
   // Puts the folder in the model field and checks it at once: modelInfo() is its check.
   void setModelPath(const QString& dir);
   void setDatasetPath(const QString& path);
-  // The model field's last check.
+  // The model field's last check; while modelPicker()->checking() a typed path's is on its way.
   const ModelInfo& modelInfo() const;
   // The last preview shown; while datasetLoader()->busy() a newer one is on its way.
   const DatasetPreview& datasetPreview() const;

@@ -20,6 +20,7 @@
 #include "DatasetPreviewLoader.h"
 #include "LivePage.h"
 #include "MainWindow.h"
+#include "ModelPicker.h"
 #include "NewRunPage.h"
 #include "RunEditQueue.h"
 #include "RunHistoryModel.h"
@@ -282,6 +283,65 @@ TEST(WindowResponsive, AnEditTheStoreRefusesIsShown) {
   ASSERT_NE(status, nullptr);
   EXPECT_TRUE(status->text().startsWith("Could not save the notes of “gone”: "))
       << status->text().toStdString();
+}
+
+}  // namespace
+}  // namespace spillway::ui
+
+namespace spillway::ui {
+namespace {
+
+// The model field is checked after a pause in the typing, on a pool thread (issue 22 point 5):
+// typing a model folder's path key by key opens its config.json and safetensors once, after the
+// last key, and the window's event loop never waits on it. Launch, Plan and Save take the field
+// as typed: a check still to come runs at once.
+TEST(WindowResponsive, TypingAModelPathChecksItOnceOffTheWindowsThread) {
+  SPILLWAY_REQUIRE_DATA();
+  TempDir tmp;
+  MainWindow window(q(tmp.path() + "/runs.db"));
+  window.resize(1280, 720);
+  window.showPage(MainWindow::kNewRun);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  NewRunPage* page = window.newRunPage();
+  ModelPicker* picker = page->modelPicker();
+  auto* field = picker->findChild<QComboBox*>();
+  ASSERT_NE(field, nullptr);
+  const QString path = q(data_path("models/stories260K"));
+  QSignalSpy checked(picker, &ModelPicker::checked);
+  const int before = picker->inspections();
+  {
+    EventLoopWatch watch;
+    field->lineEdit()->setFocus();
+    for (const QChar c : path) {
+      QTest::keyClick(field->lineEdit(), c.toLatin1());
+      QTest::qWait(20);  // faster than the pause
+    }
+    EXPECT_EQ(field->currentText(), path);
+    EXPECT_TRUE(picker->checking());
+    EXPECT_EQ(picker->inspections(), before);  // nothing opened while typing
+    ASSERT_TRUE(checked.wait(static_cast<int>(10000 * ::spillway::testing::kTimeScale)));
+    const qint64 gap = watch.longestGapMs();
+    std::printf("typed a %lld-character model path: %d check(s), the event loop's longest gap "
+                "%lld ms\n",
+                static_cast<long long>(path.size()), picker->inspections() - before,
+                static_cast<long long>(gap));
+    EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
+  }
+  EXPECT_EQ(picker->inspections(), before + 1);
+  EXPECT_EQ(checked.count(), 1);
+  EXPECT_FALSE(picker->checking());
+  ASSERT_TRUE(page->modelInfo().ok) << page->modelInfo().error.toStdString();
+  EXPECT_EQ(page->modelInfo().layers, 5);
+  EXPECT_EQ(page->findChild<QLabel*>("modelSummary")->text(), page->modelInfo().summary());
+
+  // Launch takes the field as typed: a path typed a moment ago is checked at once.
+  QTest::keyClick(field->lineEdit(), 'x');
+  ASSERT_TRUE(picker->checking());
+  QString error;
+  EXPECT_TRUE(page->writePlanJob(&error).isEmpty());
+  EXPECT_FALSE(picker->checking());
+  EXPECT_TRUE(error.startsWith("The model is not usable: ")) << error.toStdString();
 }
 
 }  // namespace
