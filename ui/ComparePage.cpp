@@ -31,6 +31,7 @@
 #include "ConfigDiff.h"
 #include "Charts.h"
 #include "Format.h"
+#include "PoolTask.h"
 #include "RunHistoryModel.h"
 #include "TierChart.h"
 
@@ -131,7 +132,57 @@ void ComparePage::setXAxis(XAxis x) {
 
 void ComparePage::setRuns(const QStringList& ids) {
   runIds_ = ids;
-  redraw();
+  for (auto it = runs_.begin(); it != runs_.end();)
+    it = ids.contains(it.key()) ? std::next(it) : runs_.erase(it);
+  redraw();  // what is cached now, until the read is in
+  const std::string path = model_->databasePath();
+  const quint64 generation = ++generation_;  // a read still going for other runs is dropped
+  loading_ = !path.empty() && !ids.isEmpty();
+  if (!loading_) return void(emit loaded());
+  // Every run is read again (a running one has new steps); the controls then only redraw.
+  runOnPool(
+      this, [path, ids, generation] { return std::make_pair(generation, load(path, ids)); },
+      [this](std::pair<quint64, QHash<QString, RunData>> result) {
+        if (result.first != generation_) return;  // a newer setRuns() reads its own runs
+        loading_ = false;
+        runsLoaded_ += static_cast<int>(result.second.size());
+        runs_ = std::move(result.second);
+        redraw();
+        emit loaded();
+      });
+}
+
+QHash<QString, ComparePage::RunData> ComparePage::load(const std::string& path,
+                                                       const QStringList& ids) {
+  QHash<QString, RunData> out;
+  auto store = RunStore::open(path, RunHistoryModel::connectionOptions());
+  if (!store.ok()) return out;
+  static const char* const kTiers[] = {"hbm", "dram", "ssd"};
+  for (const QString& qid : ids) {
+    const std::string id = qid.toStdString();
+    auto run = (*store)->get_run(id);
+    if (!run.ok()) continue;
+    RunData d;
+    d.info = std::move(*run);
+    if (auto m = (*store)->metrics(id); m.ok()) d.metrics = std::move(*m);
+    if (auto e = (*store)->evals(id); e.ok()) d.evals = std::move(*e);
+    if (auto samples = (*store)->samples(id); samples.ok()) {
+      d.samples.reserve(samples->size());
+      for (const SampleRow& r : *samples) {
+        const QJsonObject tiers =
+            QJsonDocument::fromJson(QByteArray::fromStdString(r.json)).object()["tiers"].toObject();
+        RunData::TierSample t;
+        t.t_s = r.t_s;
+        for (int k = 0; k < 3; ++k) {
+          const QJsonObject o = tiers[kTiers[k]].toObject();
+          if (o.contains("used_bytes")) t.used[k] = o["used_bytes"].toDouble();
+        }
+        d.samples.push_back(t);
+      }
+    }
+    out.insert(qid, std::move(d));
+  }
+  return out;
 }
 
 namespace {
@@ -167,8 +218,6 @@ QString shortLabel(const RunInfo& run) {
 
 void ComparePage::redraw() {
   for (QCustomPlot* p : {loss_, speed_, memory_}) p->clearGraphs();
-  RunStore* store = model_->store();
-  if (!store) return;
   const double w = smoothing_->value() / 100.0;
   const int mode = xAxis_->currentIndex();
   QStringList jobs, names;
@@ -181,24 +230,20 @@ void ComparePage::redraw() {
   QVector<TierCurve> tierCurves;
   double maxBytes = 0;
   for (int k = 0; k < runIds_.size(); ++k) {
-    const std::string id = runIds_[k].toStdString();
-    auto run = store->get_run(id);
-    if (!run.ok()) continue;
-    jobs << QString::fromStdString(run->job_json);
-    names << shortLabel(*run);
+    const auto run = runs_.constFind(runIds_[k]);
+    if (run == runs_.cend()) continue;
+    jobs << QString::fromStdString(run->info.job_json);
+    names << shortLabel(run->info);
     const QColor color = QColor::fromHsv((k * 67) % 360, 200, 200);
-    auto metrics = store->metrics(id);
     QVector<double> lx, loss, sx, tps, stepT, stepX;
     std::map<std::int64_t, double> xOfStep;  // where each step lies on the chosen axis
-    if (metrics.ok()) {
-      for (const MetricRow& m : *metrics) {
-        const std::optional<double> x = xOf(m, mode);
-        if (!x) continue;
-        xOfStep[m.step] = *x;
-        if (m.loss) lx << *x, loss << *m.loss;
-        if (m.tokens_per_s) sx << *x, tps << *m.tokens_per_s;
-        if (m.t_s) stepT << *m.t_s, stepX << *x;
-      }
+    for (const MetricRow& m : run->metrics) {
+      const std::optional<double> x = xOf(m, mode);
+      if (!x) continue;
+      xOfStep[m.step] = *x;
+      if (m.loss) lx << *x, loss << *m.loss;
+      if (m.tokens_per_s) sx << *x, tps << *m.tokens_per_s;
+      if (m.t_s) stepT << *m.t_s, stepX << *x;
     }
     auto* g = loss_->addGraph();
     g->setName(names.last());
@@ -207,20 +252,18 @@ void ComparePage::redraw() {
     // Eval loss: the same colour, dashed, a dot on each evaluation, never smoothed. The eval
     // before the first step (step 0) lies at the axis' origin, or at its time.
     QVector<double> ex, eval;
-    if (auto evals = store->evals(id); evals.ok()) {
-      for (const EvalRow& e : *evals) {
-        if (!e.loss) continue;
-        const auto at = xOfStep.find(e.step);
-        if (at != xOfStep.end())
-          ex << at->second;
-        else if (mode == 2 && e.t_s)
-          ex << *e.t_s;
-        else if (e.step == 0)
-          ex << 0.0;
-        else
-          continue;  // no step row to place it by
-        eval << *e.loss;
-      }
+    for (const EvalRow& e : run->evals) {
+      if (!e.loss) continue;
+      const auto at = xOfStep.find(e.step);
+      if (at != xOfStep.end())
+        ex << at->second;
+      else if (mode == 2 && e.t_s)
+        ex << *e.t_s;
+      else if (e.step == 0)
+        ex << 0.0;
+      else
+        continue;  // no step row to place it by
+      eval << *e.loss;
     }
     if (!eval.isEmpty()) {
       auto* e = loss_->addGraph();
@@ -234,26 +277,17 @@ void ComparePage::redraw() {
     s->setPen(QPen(color, 2));
     s->setData(sx, smoothEma(tps, w));
     // Tier usage: the samples' used bytes per tier, a pen style per tier.
-    auto samples = store->samples(id);
     const struct {
-      const char* key;
       const char* label;
       Qt::PenStyle style;
-    } tiers[] = {
-        {"hbm", "HBM", Qt::DashLine}, {"dram", "DRAM", Qt::SolidLine}, {"ssd", "SSD", Qt::DotLine}};
-    for (const auto& tier : tiers) {
-      TierCurve c{names.last() + " " + tier.label, color, tier.style, {}, {}};
-      if (samples.ok()) {
-        for (const SampleRow& r : *samples) {
-          const QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(r.json))
-                                    .object()["tiers"]
-                                    .toObject()[tier.key]
-                                    .toObject();
-          if (!o.contains("used_bytes")) continue;
-          c.x << (mode == 2 ? r.t_s : timeToX(r.t_s, stepT, stepX));
-          c.bytes << o["used_bytes"].toDouble();
-          maxBytes = std::max(maxBytes, c.bytes.last());
-        }
+    } tiers[] = {{"HBM", Qt::DashLine}, {"DRAM", Qt::SolidLine}, {"SSD", Qt::DotLine}};
+    for (int t = 0; t < 3; ++t) {  // the order of RunData::TierSample::used
+      TierCurve c{names.last() + " " + tiers[t].label, color, tiers[t].style, {}, {}};
+      for (const RunData::TierSample& r : run->samples) {
+        if (!r.used[t]) continue;
+        c.x << (mode == 2 ? r.t_s : timeToX(r.t_s, stepT, stepX));
+        c.bytes << *r.used[t];
+        maxBytes = std::max(maxBytes, c.bytes.last());
       }
       if (!c.x.isEmpty()) tierCurves << c;
     }
@@ -313,16 +347,14 @@ bool ComparePage::exportCsv(const QString& path, int* rowsOut) const {
   for (const QString& id : runIds_) {
     const int row = model_->rowOfRun(id);
     const QString name = row >= 0 ? QString::fromStdString(model_->run(row).info.name) : QString();
-    auto metrics = model_->store()->metrics(id.toStdString());
-    auto evals = model_->store()->evals(id.toStdString());
-    if (!metrics.ok()) continue;
+    const auto run = runs_.constFind(id);
+    if (run == runs_.cend()) continue;
     // Eval losses on their steps; an eval at a step without a metric row (step 0, before training)
     // gets a row of its own.
     std::map<std::int64_t, std::optional<double>> evalAt;
-    if (evals.ok())
-      for (const EvalRow& e : *evals) evalAt[e.step] = e.loss;
+    for (const EvalRow& e : run->evals) evalAt[e.step] = e.loss;
     std::map<std::int64_t, const MetricRow*> byStep;
-    for (const MetricRow& m : *metrics) byStep[m.step] = &m;
+    for (const MetricRow& m : run->metrics) byStep[m.step] = &m;
     std::set<std::int64_t> steps;
     for (const auto& [step, m] : byStep) steps.insert(step);
     for (const auto& [step, loss] : evalAt) steps.insert(step);

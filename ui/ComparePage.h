@@ -1,12 +1,20 @@
 // ComparePage: two or more runs side by side — loss (and each run's eval loss), tokens/s and tier
 // usage overlaid against step, tokens or wall time with a smoothing slider; the config diff with
 // a "differences only" toggle; export of the charts as PNG or SVG and of the metrics as CSV (run
-// id and name, eval loss on its steps), each saying where it went. Reads the run store on
-// setRuns() and when a control changes, never on a timer. GUI thread; borrows the model.
+// id and name, eval loss on its steps), each saying where it went. setRuns() reads the runs'
+// metrics, evals and samples once, on a pool thread through a connection of its own (a long run's
+// samples take a while), and caches them: the smoothing slider and the x-axis choice re-derive
+// the curves from the cache, and the CSV is written from it. GUI thread; borrows the model.
 #pragma once
 
+#include <QHash>
 #include <QStringList>
 #include <QWidget>
+#include <optional>
+#include <vector>
+
+#include "history/run-store.h"
+
 
 class QCheckBox;
 class QLabel;
@@ -23,7 +31,14 @@ class ComparePage : public QWidget {
   Q_OBJECT
  public:
   explicit ComparePage(RunHistoryModel* model, QWidget* parent = nullptr);
+  // Shows `runIds`: their data is read on a pool thread, and the charts and the diff are drawn
+  // when it is in (loaded()); until then they show the runs' data already cached, if any.
   void setRuns(const QStringList& runIds);
+  // Whether a read started by setRuns() is still going.
+  bool loading() const { return loading_; }
+  // How many runs' data were read from the store since the page was made (tests: moving the
+  // slider reads nothing).
+  int runsLoaded() const { return runsLoaded_; }
   const QStringList& runs() const { return runIds_; }
   QTableWidget* diffTable() const { return diff_; }
   QCustomPlot* lossPlot() const { return loss_; }
@@ -40,11 +55,34 @@ class ComparePage : public QWidget {
   // folder"), "" before one.
   QString exportMessage() const;
 
+ signals:
+  // The runs of the last setRuns() are read and drawn.
+  void loaded();
+
  private:
+  // One run as read from the store: what the charts, the diff and the CSV are made of.
+  struct RunData {
+    RunInfo info;
+    std::vector<MetricRow> metrics;
+    std::vector<EvalRow> evals;
+    // Each sample's used bytes of HBM, DRAM and SSD (nullopt: the sample did not say).
+    struct TierSample {
+      double t_s = 0;
+      std::optional<double> used[3];
+    };
+    std::vector<TierSample> samples;
+  };
+  // Reads runs `ids` from the store at `path` (a connection of its own); any thread. A run the
+  // store does not have is left out.
+  static QHash<QString, RunData> load(const std::string& path, const QStringList& ids);
   void redraw();
   void showExport(bool ok, const QString& text, const QString& path);
   RunHistoryModel* model_;
   QStringList runIds_;
+  QHash<QString, RunData> runs_;  // id -> the run's data, for runIds_
+  bool loading_ = false;
+  quint64 generation_ = 0;  // setRuns() bumps it: a read for the runs before is dropped
+  int runsLoaded_ = 0;
   QComboBox* xAxis_;
   QSlider* smoothing_;
   QCheckBox* diffOnly_;

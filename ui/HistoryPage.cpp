@@ -8,6 +8,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
+#include <QLabel>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLineEdit>
@@ -20,6 +21,7 @@
 #include <QVBoxLayout>
 
 #include "Format.h"
+#include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
 #include "history/run-folder.h"
@@ -76,6 +78,11 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   layout->addWidget(table_, 1);
+  editStatus_ = new QLabel;
+  editStatus_->setObjectName("historyEditStatus");
+  editStatus_->setWordWrap(true);
+  editStatus_->hide();
+  layout->addWidget(editStatus_);
   // After the view's selection model has cleared itself on the reset.
   connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::restoreSelection);
   connect(filter_, &QLineEdit::textChanged, this, &HistoryPage::setFilter);
@@ -131,8 +138,7 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     std::vector<std::string> list;
     for (const QString& t : text.split(',', Qt::SkipEmptyParts))
       list.push_back(t.trimmed().toStdString());
-    (void)model_->store()->set_tags(run.id, list);
-    model_->refresh();
+    model_->edits()->submit(RunEdit::setTags(run.id, QString::fromStdString(run.name), list));
   });
   connect(notes, &QPushButton::clicked, this, [this, current] {
     if (!current()) return;
@@ -141,8 +147,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"),
                                                         QString::fromStdString(run.notes), &ok);
     if (!ok) return;
-    (void)model_->store()->set_notes(run.id, text.toStdString());
-    model_->refresh();
+    model_->edits()->submit(
+        RunEdit::setNotes(run.id, QString::fromStdString(run.name), text.toStdString()));
   });
   connect(folder, &QPushButton::clicked, this, [this, current] {
     const RunRow* r = current();
@@ -195,6 +201,37 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     if (box.exec() != QMessageBox::Yes) return;
     const QString err = deleteRun(model_, id);
     if (!err.isEmpty()) QMessageBox::warning(this, tr("Delete run"), err);
+  });
+  showEdits();
+}
+
+void HistoryPage::showEdits() {
+  RunEditQueue* edits = model_->edits();
+  connect(edits, &RunEditQueue::started, this, [this](const RunEdit& e) {
+    if (model_->edits()->waitingForLock()) return;  // the waiting line stays until it lands
+    editStatus_->setStyleSheet(QString());
+    editStatus_->setText(tr("Saving %1…").arg(e.what()));
+    editStatus_->show();
+  });
+  connect(edits, &RunEditQueue::waiting, this,
+          [this](const RunEdit& e, const QString& message, int retryMs) {
+            editStatus_->setStyleSheet("color:#b45309");  // amber: kept, not lost
+            editStatus_->setText(
+                tr("Waiting to save %1: %2. The edit is kept and tried again in %3 s.")
+                    .arg(e.what(), message)
+                    .arg(retryMs / 1000.0, 0, 'g', 2));
+            editStatus_->show();
+          });
+  connect(edits, &RunEditQueue::written, this, [this](const RunEdit& e, const QString& error) {
+    if (error.isEmpty()) {
+      editStatus_->setStyleSheet(QString());
+      editStatus_->setText(tr("Saved %1.").arg(e.what()));
+    } else {
+      editStatus_->setStyleSheet("color:#d32f2f");
+      editStatus_->setText(tr("Could not save %1: %2").arg(e.what(), error));
+      if (e.kind == RunEdit::kDelete) QMessageBox::warning(this, tr("Delete run"), error);
+    }
+    editStatus_->show();
   });
 }
 
@@ -312,20 +349,16 @@ QString HistoryPage::describe(const DeletePlan& plan) {
 QString HistoryPage::deleteRun(RunHistoryModel* model, const QString& runId) {
   const DeletePlan plan = planDelete(model, runId);
   if (!plan.error.isEmpty()) return plan.error;
-  if (Status st = model->store()->delete_run(runId.toStdString()); !st.ok())
-    return QString::fromStdString(st.message());
-  QStringList failed;
+  RunEdit edit;
+  edit.kind = RunEdit::kDelete;
+  edit.runId = runId.toStdString();
+  edit.runName = plan.runName;
   if (plan.sharedBy.isEmpty()) {
-    for (const QString& f : plan.files) {
-      const bool ok = QFileInfo(f).isDir() && !QFileInfo(f).isSymLink() ? QDir(f).removeRecursively()
-                                                                        : QFile::remove(f);
-      if (!ok) failed << f;
-    }
-    if (plan.kept.isEmpty() && !plan.runDir.isEmpty()) QDir().rmdir(folderKey(plan.runDir.toStdString()));
+    edit.removeFiles = plan.files;
+    if (plan.kept.isEmpty() && !plan.runDir.isEmpty())
+      edit.removeFolder = folderKey(plan.runDir.toStdString());
   }
-  model->refresh();
-  if (!failed.isEmpty())
-    return tr("The run's row is gone, but these could not be removed: %1").arg(failed.join(", "));
+  model->edits()->submit(std::move(edit));
   return {};
 }
 

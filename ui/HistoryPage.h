@@ -5,10 +5,14 @@
 // checkpoints/, export/, the worker's output) with their size — unless another row names the same
 // folder (or one inside or around it) or a live worker writes there, and then the folder stays and
 // the confirmation says whose it is. Files in the folder that are not the run's stay too.
+// Tags, notes and deletions are written off the window's thread (RunHistoryModel::edits()); a line
+// under the table says what is being saved, that it waits for a worker's write lock (the edit is
+// kept and tried again), that it was saved, or why the store refused it.
 #pragma once
 
 #include <QWidget>
 
+class QLabel;
 class QLineEdit;
 class QSortFilterProxyModel;
 class QTableView;
@@ -38,8 +42,10 @@ class HistoryPage : public QWidget {
   static DeletePlan planDelete(RunHistoryModel* model, const QString& runId);
   // The confirmation's text for `plan`: what goes, what stays and why.
   static QString describe(const DeletePlan& plan);
-  // Deletes a run's rows and, where planDelete says so, its files (no confirmation: the button
-  // asks first). Returns an error message or "".
+  // Queues the deletion of a run's rows and, where planDelete says so, its files (no
+  // confirmation: the button asks first) on the model's edits(), which write it on a pool thread
+  // (waiting for a worker's write lock if need be) and then refresh the model; their written()
+  // carries its outcome. Returns why the run cannot be deleted now, or "" once it is queued.
   static QString deleteRun(RunHistoryModel* model, const QString& runId);
 
  signals:
@@ -54,12 +60,15 @@ class HistoryPage : public QWidget {
   // selected and current again afterwards, so that Notes after Tags acts on the run.
   void rememberSelection();
   void restoreSelection();
+  // The edits' status line under the table: saving, waiting for the write lock, saved, refused.
+  void showEdits();
   QStringList keepSelected_;
   QString keepCurrent_;
   RunHistoryModel* model_;
   QSortFilterProxyModel* proxy_;
   QTableView* table_;
   QLineEdit* filter_;
+  QLabel* editStatus_;
 };
 
 }  // namespace spillway::ui

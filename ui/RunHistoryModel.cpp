@@ -7,25 +7,23 @@
 
 #include "Format.h"
 #include "PoolTask.h"
+#include "RunEditQueue.h"
 
 namespace spillway::ui {
 
-RunHistoryModel::RunHistoryModel(QObject* parent) : QAbstractTableModel(parent) {}
+RunHistoryModel::RunHistoryModel(QObject* parent)
+    : QAbstractTableModel(parent), edits_(new RunEditQueue(this)) {
+  connect(edits_, &RunEditQueue::written, this, &RunHistoryModel::refresh);
+}
 
-namespace {
-
-// The GUI's connections: no reconcile on open (a write that can wait for a worker's lock; a read
-// does it), and a write gives up after 1 s of a worker's write lock where a worker's own writes
-// wait 5 s. A read's reconcile then leaves the marking to the next read; an edit on the window's
-// thread (tags, notes, rename, delete) says the store is locked instead of freezing the window.
-RunStoreOptions guiOptions() {
+// A read's reconcile then leaves the marking to the next read; an edit (RunEditQueue, on a pool
+// thread) that finds the lock held is tried again later.
+RunStoreOptions RunHistoryModel::connectionOptions() {
   RunStoreOptions options;
   options.reconcile_on_open = false;
   options.busy_timeout_ms = 1000;
   return options;
 }
-
-}  // namespace
 
 QString RunHistoryModel::open(const QString& dbPath) {
   std::string path = dbPath.toStdString();
@@ -34,10 +32,11 @@ QString RunHistoryModel::open(const QString& dbPath) {
     if (!d.ok()) return QString::fromStdString(d.status().message());
     path = *d;
   }
-  auto s = RunStore::open(path, guiOptions());
+  auto s = RunStore::open(path, connectionOptions());
   if (!s.ok()) return QString::fromStdString(s.status().message());
   store_ = std::move(*s);
   path_ = path;
+  edits_->setDatabase(path);
   ++generation_;  // a read of the old store still running is dropped, and this one follows it
   refresh();
   return {};
@@ -56,7 +55,7 @@ void RunHistoryModel::refresh() {
   runOnPool(
       this,
       [path = path_, figures = figures_, generation = generation_] {
-        auto store = RunStore::open(path, guiOptions());
+        auto store = RunStore::open(path, connectionOptions());
         return std::make_pair(generation, store.ok() ? load(**store, figures) : Loaded{});
       },
       [this](std::pair<quint64, Loaded> result) {

@@ -2,7 +2,9 @@
 // name, model, dataset, status, start, duration, tokens, final loss, the last eval loss, peak
 // HBM/DRAM/SSD, mean tokens/s and the step time the plan predicted against the one the run
 // measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
-// user's edits: rename, tags, notes, delete) on a pool thread, through a connection of its own:
+// user's edits: rename, tags, notes, delete, which go through edits(), a RunEditQueue that writes
+// them on a pool thread and refreshes the rows after each) on a pool thread, through a connection
+// of its own:
 // marking the runs of dead workers is a write that waits for a worker's write lock, and a long
 // run's metrics and samples take a while to read, so neither may hold up the window. The rows
 // change in one model reset when the read is done, then refreshed() is emitted. The figures read
@@ -20,6 +22,8 @@
 #include "history/run-store.h"
 
 namespace spillway::ui {
+
+class RunEditQueue;
 
 struct RunRow {
   RunInfo info;
@@ -58,7 +62,18 @@ class RunHistoryModel : public QAbstractTableModel {
   // Opens the store at `dbPath` (default: the worker's default) and starts reading its runs
   // (refresh()). Returns an error message or "".
   QString open(const QString& dbPath = QString());
+  // The window's thread's connection, for reads (reattach, Compare's run list). Writes go through
+  // edits().
   RunStore* store() const { return store_.get(); }
+  // The user's edits of the store (tags, notes, rename, delete), written off the window's thread;
+  // the rows are re-read after each.
+  RunEditQueue* edits() const { return edits_; }
+  // The store's file ("" before open()), for a pool thread's own connection.
+  const std::string& databasePath() const { return path_; }
+  // The options of every GUI connection: no reconcile on open (a write that can wait for a
+  // worker's lock; a read does it), and a write gives up after 1 s of another process's write
+  // lock where a worker's own writes wait 5 s.
+  static RunStoreOptions connectionOptions();
   // Starts re-reading the store on a pool thread; a refresh asked while one runs follows it.
   void refresh();
   // Whether a refresh is still reading.
@@ -86,7 +101,8 @@ class RunHistoryModel : public QAbstractTableModel {
   // Reads every run and its figures from `store`, on any thread.
   static Loaded load(RunStore& store, FigureCache figures);
 
-  std::unique_ptr<RunStore> store_;  // the GUI thread's connection (edits, reattach, Compare)
+  std::unique_ptr<RunStore> store_;  // the GUI thread's connection (reattach, Compare)
+  RunEditQueue* edits_;
   std::string path_;                 // the store's file, which each read opens on its own
   QVector<RunRow> rows_;
   FigureCache figures_;

@@ -768,6 +768,7 @@ TEST(EndToEnd, ResumeFromHistoryIsTheSameRun) {
   ASSERT_EQ(static_cast<int64_t>(metrics->size()), last);
   for (int64_t s = 0; s < last; ++s) EXPECT_EQ((*metrics)[s].step, s + 1);
   window.comparePage()->setRuns({QString::fromStdString(run.id)});
+  ASSERT_TRUE(waitForCompare(window.comparePage()));
   QCustomPlot* plot = window.comparePage()->lossPlot();
   ASSERT_GE(plot->graphCount(), 1);
   QVector<double> keys;

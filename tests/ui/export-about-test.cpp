@@ -85,6 +85,7 @@ TEST(ComparePage, ExportsSayWhereTheyWentAndTheCsvHasNamesAndEvalLoss) {
   page.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
   page.setRuns({q(id)});
+  ASSERT_TRUE(waitForCompare(&page));
   auto* status = page.findChild<QLabel*>("exportStatus");
   ASSERT_NE(status, nullptr);
   EXPECT_FALSE(status->isVisible());  // nothing exported yet

@@ -127,7 +127,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
                 folder +
                 " stays, and nothing in it is removed: it is also the folder of "
                 "\"shakespeare (resumed)\" (completed).");
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   ASSERT_EQ(model.rowCount(), 1);
   EXPECT_EQ(model.run(0).info.name, "shakespeare (resumed)");
   EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
@@ -136,7 +136,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
   // Cancel removes nothing.
   text = pressDelete(page, model, "shakespeare (resumed)", "Cancel");
   EXPECT_FALSE(text.isEmpty());
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_TRUE(fs::exists(folder + "/export/model.safetensors"));
 
@@ -148,7 +148,7 @@ TEST(HistoryDelete, KeepsAFolderThatAnotherRunUsesAndSaysWhatGoes) {
       "These files go, 73.0 kB in all: 2 checkpoints, events.jsonl, the exported model, job.json, "
       "in " +
           folder + ".\n\nThe folder stays with what is not the run's: notes.txt.");
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   EXPECT_EQ(model.rowCount(), 0);
   EXPECT_FALSE(fs::exists(folder + "/checkpoints"));
   EXPECT_FALSE(fs::exists(folder + "/export"));
@@ -182,7 +182,7 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
 
   QString text = pressDelete(page, model, "training now", "OK");
   EXPECT_EQ(text, "\"training now\" is still running; stop it first.");
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   EXPECT_EQ(model.rowCount(), 2);
 
   text = pressDelete(page, model, "first attempt", "Delete");
@@ -191,7 +191,7 @@ TEST(HistoryDelete, NeverRemovesWhatALiveWorkerUses) {
                             "writes there).")
                         .arg(pid)))
       << text.toStdString();
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_TRUE(fs::exists(folder + "/checkpoints/step-000010/model.safetensors"));
   EXPECT_TRUE(fs::exists(folder + "/events.jsonl"));
@@ -216,7 +216,7 @@ TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
   const QString text = pressDelete(page, model, "failed at start", "Delete");
   EXPECT_EQ(text,
             "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   EXPECT_EQ(model.rowCount(), 0);
 }
 

@@ -1,9 +1,13 @@
-// waitForHistory: RunHistoryModel reads the run store on a pool thread (open() and refresh()); a
-// test that reads its rows waits for that read first.
+// waitForHistory, waitForEdits, waitForCompare: RunHistoryModel reads the run store on a pool
+// thread (open() and refresh()), its edits are written on one (RunEditQueue), and Compare reads its
+// runs on one (setRuns()); a test that reads what they bring waits for that work first.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QSignalSpy>
 
+#include "ComparePage.h"
+#include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "test-data.h"
 
@@ -14,6 +18,25 @@ inline bool waitForHistory(RunHistoryModel* model) {
   if (!model->loading()) return true;
   QSignalSpy refreshed(model, &RunHistoryModel::refreshed);
   return refreshed.wait(static_cast<int>(30000 * spillway::testing::kTimeScale));
+}
+
+// True when every edit queued on `model` is written (or refused) and the read that follows it has
+// ended, within 30 s (times kTimeScale).
+inline bool waitForEdits(RunHistoryModel* model) {
+  const int limit = static_cast<int>(30000 * spillway::testing::kTimeScale);
+  QSignalSpy written(model->edits(), &RunEditQueue::written);
+  QElapsedTimer clock;
+  clock.start();
+  while (model->edits()->pending() > 0 && clock.elapsed() < limit) written.wait(100);
+  return model->edits()->pending() == 0 && waitForHistory(model);
+}
+
+// True when `page` has no read in flight, or its read ended within 30 s (times kTimeScale):
+// Compare reads its runs on a pool thread after setRuns().
+inline bool waitForCompare(ComparePage* page) {
+  if (!page->loading()) return true;
+  QSignalSpy loaded(page, &ComparePage::loaded);
+  return loaded.wait(static_cast<int>(30000 * spillway::testing::kTimeScale));
 }
 
 }  // namespace spillway::ui

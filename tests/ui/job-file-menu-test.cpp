@@ -135,6 +135,7 @@ TEST(EvalLoss, HistoryHasAColumnAndCompareDrawsEachRunsEvals) {
 
   ComparePage compare(&model);
   compare.setRuns({q(a), q(b)});
+  ASSERT_TRUE(waitForCompare(&compare));
   QCustomPlot* plot = compare.lossPlot();
   ASSERT_EQ(plot->graphCount(), 4);  // each run's loss and its eval loss
   for (int g : {1, 3}) {
@@ -187,6 +188,7 @@ TEST(HistoryPage, NotesWorkAfterEditingTags) {
                 d->setTextValue("warmup too short");
                 d->accept();
               });
+  ASSERT_TRUE(waitForEdits(&model));  // the edits are written on a pool thread
   auto store = RunStore::open(db);
   ASSERT_TRUE(store.ok());
   auto run = (*store)->get_run(id);

@@ -21,6 +21,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTest>
@@ -883,6 +884,7 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   // Compare: the config diff shows only the differing key.
   ComparePage compare(&model);
   compare.setRuns({q(model.run(0).info.id), q(model.run(1).info.id)});
+  ASSERT_TRUE(waitForCompare(&compare));
   ASSERT_EQ(compare.diffTable()->rowCount(), 1);
   EXPECT_EQ(compare.diffTable()->item(0, 0)->text(), "train.lr");
   TempDir out;
@@ -908,9 +910,69 @@ TEST(RunHistoryModel, ShowsRunsFromTheStoreAndDeletes) {
   // Delete removes the rows and the run's folder.
   const std::string runDir = model.run(0).info.run_dir;
   EXPECT_EQ(HistoryPage::deleteRun(&model, q(model.run(0).info.id)), "");
-  ASSERT_TRUE(waitForHistory(&model));  // History has read the store again
+  ASSERT_TRUE(waitForEdits(&model));  // written on a pool thread, and History has read it again
   EXPECT_EQ(model.rowCount(), 1);
   EXPECT_FALSE(fs::exists(runDir));
+}
+
+// Compare reads each run's metrics once, on a pool thread, and caches them: the smoothing slider
+// and the x axis re-derive the curves from the cache and read nothing from the store, and the
+// curves still change with the smoothing.
+TEST(ComparePage, TheSliderAndTheAxisRedrawFromTheCache) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  std::string a, b;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    for (std::string* id : {&a, &b}) {
+      RunInfo info;
+      info.name = id == &a ? "a" : "b";
+      info.status = RunStatus::kCompleted;
+      info.job_json = R"({"train":{"lr":0.001}})";
+      auto created = (*store)->create_run(info);
+      ASSERT_TRUE(created.ok());
+      *id = *created;
+      for (int step = 1; step <= 20; ++step) {
+        MetricRow m;
+        m.step = step;
+        m.loss = 3.0 + (step % 2 ? 0.5 : -0.5);  // a zigzag that smoothing flattens
+        m.tokens = step * 100;
+        m.tokens_per_s = 100.0 * step;
+        m.t_s = step;
+        ASSERT_TRUE((*store)->add_metric(*id, m).ok());
+      }
+    }
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  ComparePage compare(&model);
+  compare.setRuns({q(a), q(b)});
+  EXPECT_TRUE(compare.loading());
+  ASSERT_TRUE(waitForCompare(&compare));
+  EXPECT_EQ(compare.runsLoaded(), 2);
+  QCustomPlot* plot = compare.lossPlot();
+  ASSERT_EQ(plot->graphCount(), 2);
+  auto lastLoss = [&] { return plot->graph(0)->data()->at(19)->value; };
+  auto* slider = compare.findChild<QSlider*>();
+  ASSERT_NE(slider, nullptr);
+  slider->setValue(0);  // no smoothing: the raw zigzag
+  EXPECT_DOUBLE_EQ(lastLoss(), 2.5);
+  for (int v = 1; v <= 99; v += 7) slider->setValue(v);  // a drag
+  EXPECT_NE(lastLoss(), 2.5);  // smoothed towards 3
+  EXPECT_NEAR(lastLoss(), 3.0, 0.5);
+  compare.setXAxis(ComparePage::kTokens);
+  EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(19)->key, 2000.0);
+  compare.setXAxis(ComparePage::kWallTime);
+  EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(19)->key, 20.0);
+  EXPECT_FALSE(compare.loading());
+  EXPECT_EQ(compare.runsLoaded(), 2);  // the slider and the axis read nothing
+  // Choosing the runs again reads them again (a running run has new steps).
+  compare.setRuns({q(a)});
+  ASSERT_TRUE(waitForCompare(&compare));
+  EXPECT_EQ(compare.runsLoaded(), 3);
+  EXPECT_EQ(plot->graphCount(), 1);
 }
 
 TEST(ConfigDiff, AllOrDifferencesOnly) {

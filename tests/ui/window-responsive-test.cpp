@@ -20,7 +20,9 @@
 #include "DatasetPreviewLoader.h"
 #include "LivePage.h"
 #include "MainWindow.h"
+#include "ModelPicker.h"
 #include "NewRunPage.h"
+#include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "event-loop-watch.h"
 #include "history-wait.h"
@@ -193,6 +195,153 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   ASSERT_TRUE(waitForHistory(model));
   ASSERT_EQ(model->rowCount(), 1);
   EXPECT_EQ(model->run(0).info.status, RunStatus::kInterrupted);
+}
+
+}  // namespace
+}  // namespace spillway::ui
+
+namespace spillway::ui {
+namespace {
+
+// History's edits (tags, notes, a new name) are written on a pool thread. With a worker holding
+// runs.db's write lock, an edit neither blocks the window nor is lost: History's line says it
+// waits for the lock and that the edit is kept, the edit is tried again, and it lands once the
+// lock is released.
+TEST(WindowResponsive, AnEditWhileAWorkerHoldsTheWriteLockWaitsAndLandsWithoutBlockingTheWindow) {
+  TempDir tmp;
+  const std::string db = tmp.file("runs.db");
+  std::string id;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    RunInfo done;
+    done.name = "finished";
+    done.status = RunStatus::kCompleted;
+    auto created = (*store)->create_run(done);
+    ASSERT_TRUE(created.ok());
+    id = *created;
+  }
+  MainWindow window(q(db));
+  window.resize(1280, 720);
+  window.show();
+  window.showPage(MainWindow::kHistory);
+  RunHistoryModel* model = window.historyModel();
+  ASSERT_TRUE(waitForHistory(model));
+  ASSERT_EQ(model->rowCount(), 1);
+  auto* status = window.findChild<QLabel*>("historyEditStatus");
+  ASSERT_NE(status, nullptr);
+
+  auto writer = SqliteDb::open(db);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->exec("BEGIN IMMEDIATE").ok());  // as a worker's transaction holds it
+  EventLoopWatch watch;
+  RunEditQueue* edits = model->edits();
+  edits->submit(RunEdit::setTags(id, "finished", {"baseline", "locked"}));
+  edits->submit(RunEdit::setNotes(id, "finished", "written while locked"));
+  edits->submit(RunEdit::rename(id, "finished", "renamed while locked"));
+  // The user is told that the first edit waits for the lock and is kept.
+  QSignalSpy waiting(edits, &RunEditQueue::waiting);
+  ASSERT_TRUE(waiting.wait(static_cast<int>(10000 * ::spillway::testing::kTimeScale)));
+  QTest::qWait(3000);  // it is tried again meanwhile
+  EXPECT_TRUE(edits->waitingForLock());
+  EXPECT_EQ(edits->pending(), 3);
+  EXPECT_GE(edits->attempts(), 2);
+  EXPECT_TRUE(status->isVisible());
+  EXPECT_TRUE(status->text().contains("Waiting to save the tags of “finished”"))
+      << status->text().toStdString();
+  EXPECT_TRUE(status->text().contains("is locked by another process")) << status->text().toStdString();
+  EXPECT_TRUE(status->text().contains("The edit is kept")) << status->text().toStdString();
+  const qint64 gap = watch.longestGapMs();
+  std::printf("[ measure  ] 3 edits while runs.db is write-locked for 3 s: %d tries, longest "
+              "event-loop gap %lld ms\n",
+              edits->attempts(), static_cast<long long>(gap));
+  EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
+
+  // Released: all three land, in order, and History shows them.
+  ASSERT_TRUE(writer->exec("COMMIT").ok());
+  ASSERT_TRUE(waitForEdits(model));
+  EXPECT_FALSE(edits->waitingForLock());
+  EXPECT_EQ(status->text().toStdString(), "Saved the new name of “finished”.");
+  ASSERT_EQ(model->rowCount(), 1);
+  EXPECT_EQ(model->run(0).info.name, "renamed while locked");
+  EXPECT_EQ(model->run(0).info.notes, "written while locked");
+  EXPECT_EQ(model->run(0).info.tags, (std::vector<std::string>{"baseline", "locked"}));
+}
+
+// An edit the store refuses for good (no such run) is said under the table, in red.
+TEST(WindowResponsive, AnEditTheStoreRefusesIsShown) {
+  TempDir tmp;
+  const std::string db = tmp.file("runs.db");
+  ASSERT_TRUE(RunStore::open(db).ok());
+  MainWindow window(q(db));
+  window.showPage(MainWindow::kHistory);
+  RunHistoryModel* model = window.historyModel();
+  ASSERT_TRUE(waitForHistory(model));
+  model->edits()->submit(RunEdit::setNotes("no-such-run", "gone", "lost?"));
+  ASSERT_TRUE(waitForEdits(model));
+  auto* status = window.findChild<QLabel*>("historyEditStatus");
+  ASSERT_NE(status, nullptr);
+  EXPECT_TRUE(status->text().startsWith("Could not save the notes of “gone”: "))
+      << status->text().toStdString();
+}
+
+}  // namespace
+}  // namespace spillway::ui
+
+namespace spillway::ui {
+namespace {
+
+// The model field is checked after a pause in the typing, on a pool thread (issue 22 point 5):
+// typing a model folder's path key by key opens its config.json and safetensors once, after the
+// last key, and the window's event loop never waits on it. Launch, Plan and Save take the field
+// as typed: a check still to come runs at once.
+TEST(WindowResponsive, TypingAModelPathChecksItOnceOffTheWindowsThread) {
+  SPILLWAY_REQUIRE_DATA();
+  TempDir tmp;
+  MainWindow window(q(tmp.path() + "/runs.db"));
+  window.resize(1280, 720);
+  window.showPage(MainWindow::kNewRun);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  NewRunPage* page = window.newRunPage();
+  ModelPicker* picker = page->modelPicker();
+  auto* field = picker->findChild<QComboBox*>();
+  ASSERT_NE(field, nullptr);
+  const QString path = q(data_path("models/stories260K"));
+  QSignalSpy checked(picker, &ModelPicker::checked);
+  const int before = picker->inspections();
+  {
+    EventLoopWatch watch;
+    field->lineEdit()->setFocus();
+    for (const QChar c : path) {
+      QTest::keyClick(field->lineEdit(), c.toLatin1());
+      QTest::qWait(20);  // faster than the pause
+    }
+    EXPECT_EQ(field->currentText(), path);
+    EXPECT_TRUE(picker->checking());
+    EXPECT_EQ(picker->inspections(), before);  // nothing opened while typing
+    ASSERT_TRUE(checked.wait(static_cast<int>(10000 * ::spillway::testing::kTimeScale)));
+    const qint64 gap = watch.longestGapMs();
+    std::printf("typed a %lld-character model path: %d check(s), the event loop's longest gap "
+                "%lld ms\n",
+                static_cast<long long>(path.size()), picker->inspections() - before,
+                static_cast<long long>(gap));
+    EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
+  }
+  EXPECT_EQ(picker->inspections(), before + 1);
+  EXPECT_EQ(checked.count(), 1);
+  EXPECT_FALSE(picker->checking());
+  ASSERT_TRUE(page->modelInfo().ok) << page->modelInfo().error.toStdString();
+  EXPECT_EQ(page->modelInfo().layers, 5);
+  EXPECT_EQ(page->findChild<QLabel*>("modelSummary")->text(), page->modelInfo().summary());
+
+  // Launch takes the field as typed: a path typed a moment ago is checked at once.
+  QTest::keyClick(field->lineEdit(), 'x');
+  ASSERT_TRUE(picker->checking());
+  QString error;
+  EXPECT_TRUE(page->writePlanJob(&error).isEmpty());
+  EXPECT_FALSE(picker->checking());
+  EXPECT_TRUE(error.startsWith("The model is not usable: ")) << error.toStdString();
 }
 
 }  // namespace
