@@ -22,6 +22,8 @@ packages=(
   # The sanitizer and fuzzing build of CI (.ci/run): clang, and libFuzzer with the ASan/UBSan/TSan
   # runtimes (libclang-rt-14-dev).
   clang libclang-rt-14-dev
+  # The format check (tests/format-check.sh, label format): the tree as clang-format 14 makes it.
+  clang-format
 )
 
 if [ "${1:-}" = --packaging ]; then
