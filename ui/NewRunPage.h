@@ -133,8 +133,8 @@ class NewRunPage : public QWidget {
   QTextBrowser* preview_;
   QCustomPlot* histogram_;
   QLineEdit* name_;
-  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_,
-      *seed_;
+  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_;
+  IntegerSpinBox* seed_;
   QLineEdit* lr_;  // text, so that 3e-3 and 2e-5 can be typed; lrValue_ is its last valid value
   double lrValue_ = 0;  // the schema's default until the field holds another valid value
   QLabel *lrError_, *microBatchError_;

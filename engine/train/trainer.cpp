@@ -96,7 +96,7 @@ struct Trainer::Impl {
   int64_t total_steps = 0;
   double last_eval = std::nan("");
   uint64_t parameters = 0;
-  nlohmann::json plan;          // this run's plan, made when training starts
+  Plan plan;                    // this run's plan, made when training starts
   StepFigureRecorder figures;  // what the steps measured, to hold against the plan
   Clock::time_point started = Clock::now();
   double resumed_elapsed_s = 0;  // the elapsed_s of the checkpoint this run resumed from
@@ -149,9 +149,9 @@ struct Trainer::Impl {
       m.ssd_total_bytes = space.total_bytes.value_or(UINT64_MAX);
       m.ssd_free_bytes = space.free_bytes.value_or(UINT64_MAX);
     }
-    const nlohmann::json plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
-    if (plan["fits"].get<bool>()) return {};
-    return out_of_memory("the job does not fit: " + plan["reason"].get<std::string>() +
+    const Plan plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
+    if (plan.fits) return {};
+    return out_of_memory("the job does not fit: " + plan.reason +
                          " (spillway-worker plan shows the whole plan)");
   }
 
@@ -405,7 +405,7 @@ struct Trainer::Impl {
     if (std::isnan(loss)) return {};
     last_eval = loss;
     const double ppl = std::exp(loss);
-    rec->eval({{"step", progress.step}, {"loss", loss}, {"perplexity", ppl}, {"eval_s", seconds_since(t0)}},
+    rec->eval(EvalEvent{progress.step, loss, ppl, seconds_since(t0)},
               EvalRow{progress.step, loss, ppl, rec->now_s()});
     log(LogLevel::kInfo, "eval at step " + std::to_string(progress.step) + ": loss " + std::to_string(loss) +
                              ", perplexity " + std::to_string(ppl));
@@ -415,7 +415,7 @@ struct Trainer::Impl {
   // `manual`: asked for (SIGUSR1, the app's Save checkpoint), kept by the keep-N rotation.
   Status checkpoint(bool manual = false) {
     optimizer->wait_all();
-    SPW_RETURN_IF_ERROR(rec->state("checkpointing", {{"step", progress.step}}));
+    SPW_RETURN_IF_ERROR(rec->state(StateEvent::at_step("checkpointing", progress.step)));
     const auto t0 = Clock::now();
     progress.data_cursor = iter->cursor().to_json();
     progress.elapsed_s = elapsed_s();
@@ -429,7 +429,7 @@ struct Trainer::Impl {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) bytes += e.is_regular_file() ? e.file_size() : 0;
     SPW_RETURN_IF_ERROR(rec->checkpoint(progress.step, dir, bytes, seconds_since(t0)));
-    SPW_RETURN_IF_ERROR(rec->state("training", {{"step", progress.step}}));
+    SPW_RETURN_IF_ERROR(rec->state(StateEvent::at_step("training", progress.step)));
     log(LogLevel::kInfo, "checkpoint " + dir);
     return {};
   }
@@ -467,21 +467,24 @@ struct Trainer::Impl {
     const StepFigures measured = figures.figures();
     if (figures.steps() == 0) return measured;
     const StepFigures predicted = predicted_figures(plan);
-    rec->emit("measured", {{"steps", figures.steps()},
-                           {"figures", figures_to_json(measured)},
-                           {"versus_plan", compare_figures(predicted, measured)}});
-    rec->step_figures(figures_to_json(predicted).dump(), figures_to_json(measured).dump());
+    rec->measured(MeasuredEvent{figures.steps(), measured, compare_figures(predicted, measured), std::nullopt});
+    rec->step_figures(predicted, measured);
     return measured;
   }
 
   Status train_loop() {
-    SPW_RETURN_IF_ERROR(rec->state("training", {{"run_id", run_id}, {"total_steps", total_steps}, {"step", progress.step},
-                                     {"parameters", parameters}, {"device", engine->memory_plan().capacity_bytes},
-                                     {"optimizer_tier", placement.optimizer_on_ssd ? "ssd" : "dram"},
-                                     {"master_tier", placement.master_on_ssd ? "ssd" : "dram"}, {"ssd_folder", ssd_folder}}));
+    StateEvent training = StateEvent::at_step("training", progress.step);
+    training.run_id = run_id;
+    training.total_steps = total_steps;
+    training.parameters = parameters;
+    training.device_bytes = engine->memory_plan().capacity_bytes;
+    training.optimizer_tier = placement.optimizer_on_ssd ? "ssd" : "dram";
+    training.master_tier = placement.master_on_ssd ? "ssd" : "dram";
+    training.ssd_folder = ssd_folder;
+    SPW_RETURN_IF_ERROR(rec->state(training));
     // The plan for this run, so that the GUI and History show predicted against measured figures.
     plan = make_plan(state->config(), job, machine, total_steps);
-    rec->emit("plan", plan);
+    rec->plan(plan);
     if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(run_eval());  // the baseline
     LrScheduleConfig sched = job.schedule;
     sched.total_steps = total_steps;
@@ -517,11 +520,8 @@ struct Trainer::Impl {
       const double tps = step_tokens / std::max(dt, 1e-9);
       const double tflops = 6.0 * static_cast<double>(parameters) * tps / 1e12;  // PaLM appendix B
       rec->span({"step", std::nullopt, "compute", t_start, t_compute});
-      rec->step({{"step", progress.step}, {"loss", r.loss()}, {"lr", lr}, {"grad_norm", st.grad_norm},
-                 {"tokens", progress.tokens}, {"tokens_per_s", tps}, {"model_tflops", tflops},
-                 {"step_s", dt}, {"total_steps", total_steps},
-                 {"ssd_read_bytes", st.prev_update_ssd_read_bytes},
-                 {"ssd_write_bytes", st.prev_update_ssd_write_bytes}},
+      rec->step(StepEvent{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops, dt, total_steps,
+                          st.prev_update_ssd_read_bytes, st.prev_update_ssd_write_bytes},
                 MetricRow{progress.step, r.loss(), lr, st.grad_norm, progress.tokens, tps, tflops, rec->now_s()});
       if (job.log_every > 0 && progress.step % job.log_every == 0) {
         char line[256];
@@ -549,7 +549,7 @@ struct Trainer::Impl {
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0) SPW_RETURN_IF_ERROR(checkpoint());
     const std::string out = (fs::path(run_dir) / "export").string();
     SPW_RETURN_IF_ERROR(export_model(*state, tokenizer_source, out));
-    rec->emit("export", {{"path", out}, {"tokenizer", !tokenizer_source.empty()}});
+    rec->exported(ExportEvent{out, !tokenizer_source.empty()});
     if (tokenizer_source.empty()) {
       log(LogLevel::kWarn, "exported " + out + " without a tokenizer: the model has none (it trained on pre-tokenized "
                            "data); copy the tokenizer files into it before loading it with transformers");
@@ -604,10 +604,12 @@ Status Trainer::run() {
   t.sampler->sample_once();  // the last sample, after the run's final writes
   if (st.code() == ErrorCode::kCancelled) {
     t.log(LogLevel::kInfo, st.message());
-    return t.rec->finish(RunStatus::kStopped, t.final_figures(), {{"step", t.progress.step}});
+    return t.rec->finish(RunStatus::kStopped, t.final_figures(), StateEvent::at_step("", t.progress.step));
   }
   if (!st.ok()) return t.fail(st);
-  return t.rec->finish(RunStatus::kCompleted, t.final_figures(), {{"step", t.progress.step}, {"eval_loss", t.last_eval}});
+  StateEvent end = StateEvent::at_step("", t.progress.step);
+  end.eval_loss = t.last_eval;
+  return t.rec->finish(RunStatus::kCompleted, t.final_figures(), end);
 }
 
 Result<StepFigures> Trainer::measure() {
@@ -623,7 +625,7 @@ Result<StepFigures> Trainer::measure() {
   const StepFigures measured = t.report_figures();
   if (st.code() == ErrorCode::kCancelled) {
     SPW_RETURN_IF_ERROR(
-        t.rec->finish(RunStatus::kStopped, t.final_figures(), {{"step", t.progress.step}}));
+        t.rec->finish(RunStatus::kStopped, t.final_figures(), StateEvent::at_step("", t.progress.step)));
     return st;
   }
   if (!st.ok()) return t.fail(st);
@@ -631,7 +633,7 @@ Result<StepFigures> Trainer::measure() {
   return measured;
 }
 
-const nlohmann::json& Trainer::plan() const { return impl_->plan; }
+const Plan& Trainer::plan() const { return impl_->plan; }
 const std::string& Trainer::run_id() const { return impl_->run_id; }
 const std::string& Trainer::run_dir() const { return impl_->run_dir; }
 int64_t Trainer::total_steps() const { return impl_->total_steps; }
