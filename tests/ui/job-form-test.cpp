@@ -11,6 +11,7 @@
 #include <QJsonObject>
 #include <QLineEdit>
 #include <QSpinBox>
+#include <QTest>
 #include <climits>
 #include <set>
 
@@ -152,6 +153,14 @@ TEST(JobForm, SixtyFourBitSeedRoundTripsThroughTheSettingsAndTheForm) {
     ASSERT_NE(field, nullptr);
     EXPECT_EQ(field->value(), seed);
     EXPECT_EQ(field->text(), QString::number(seed));
+    // Typed in: the digits reach the job; a number past the field's top is refused.
+    field->setValue(0);
+    field->selectAll();
+    QTest::keyClicks(field, QString::number(seed));
+    EXPECT_EQ(page.settings().seed, seed);
+    field->selectAll();
+    QTest::keyClicks(field, "99999999999999999999");
+    EXPECT_LE(page.settings().seed, JobForm::kMaxJsonInteger);
   }
 }
 
