@@ -108,6 +108,17 @@ QSpinBox* JobForm::spinBox(const char* path, int maxShown) {
   return s;
 }
 
+IntegerSpinBox* JobForm::integerSpinBox(const char* path) {
+  auto* s = new IntegerSpinBox;
+  // The bounds are whole numbers; 2^64 - 1, the top of a seed's range, is 2^64 as a double.
+  const double hi = maximum(path);
+  s->setRange(static_cast<quint64>(std::max(minimum(path), 0.0)),
+              hi >= static_cast<double>(kMaxJsonInteger) ? kMaxJsonInteger : static_cast<quint64>(hi));
+  s->setValue(static_cast<quint64>(std::max<qint64>(defaultValue(path).toInteger(), 0)));
+  bind(s, path);
+  return s;
+}
+
 QDoubleSpinBox* JobForm::doubleSpinBox(const char* path, int decimals, double scale) {
   auto* s = new QDoubleSpinBox;
   s->setDecimals(decimals);

@@ -1,4 +1,4 @@
-// JobForm: the New run form's fields made from the job schema (app/job/job-schema), so that the
+// JobForm: the New run form's fields made from the job schema (engine/job/job-schema), so that the
 // form and the worker cannot disagree. Each field starts at its key's default, takes the key's
 // range or choices, carries a tooltip made of the key's description, default and range, and names
 // its key in the Qt property "jobKey" (ui_tests checks every field of the form against the schema).
@@ -7,6 +7,9 @@
 
 #include <QJsonValue>
 #include <QString>
+#include <QtGlobal>
+
+#include "IntegerSpinBox.h"
 
 class QComboBox;
 class QDoubleSpinBox;
@@ -39,6 +42,10 @@ class JobForm {
   // Fields. An integer key's spin box takes the key's range clamped to int, or [min, `maxShown`]
   // when `maxShown` > 0 (so that a value past the range can be typed and refused with a message).
   static QSpinBox* spinBox(const char* path, int maxShown = 0);
+  // An integer key whose range passes int (a seed): its whole range, except that its top is at most
+  // kMaxJsonInteger, the largest integer a job written through Qt's JSON holds exactly.
+  static constexpr quint64 kMaxJsonInteger = 9223372036854775807ULL;  // 2^63 - 1
+  static IntegerSpinBox* integerSpinBox(const char* path);
   // A number shown in a unit `scale` times the key's (bytes shown in GB: scale 1e-9).
   static QDoubleSpinBox* doubleSpinBox(const char* path, int decimals, double scale = 1.0);
   // The key's choices, its default selected.

@@ -1,14 +1,84 @@
 #include "JobSettings.h"
 
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
 namespace spillway::ui {
 
 namespace {
 
-// `section` of `base` with `fields` written over it.
-QJsonObject overlay(const QJsonObject& base, const char* section, const QJsonObject& fields) {
-  QJsonObject out = base[section].toObject();
-  for (auto it = fields.begin(); it != fields.end(); ++it) out[it.key()] = it.value();
-  return out;
+// A member of the form that holds one job key.
+using Member = std::variant<QString JobSettings::*, int JobSettings::*, double JobSettings::*, bool JobSettings::*,
+                            qint64 JobSettings::*, quint64 JobSettings::*>;
+struct Field {
+  const char* path;  // the job schema's key (engine/job/job-schema): "section.name"
+  Member member;
+};
+
+// The form's fields that are one job key each, in the schema's order; toJson writes them and
+// fromJson reads them (a key the job leaves out keeps the schema's default, JobForm::defaultValue).
+// name, model.*, data.eval, data.eval_fraction and output.run_dir follow rules of their own below.
+const Field kFields[] = {
+    {"data.train", &JobSettings::trainPath},
+    {"data.format", &JobSettings::format},
+    {"data.template", &JobSettings::chatTemplate},
+    {"data.seq_len", &JobSettings::seqLen},
+    {"data.packing", &JobSettings::packing},
+    {"data.shuffle", &JobSettings::shuffle},
+    {"data.seed", &JobSettings::seed},
+    {"train.steps", &JobSettings::steps},
+    {"train.epochs", &JobSettings::epochs},
+    {"train.micro_batch_size", &JobSettings::microBatchSize},
+    {"train.grad_accum", &JobSettings::gradAccum},
+    {"train.lr", &JobSettings::lr},
+    {"train.schedule", &JobSettings::schedule},
+    {"train.warmup_steps", &JobSettings::warmupSteps},
+    {"train.weight_decay", &JobSettings::weightDecay},
+    {"train.clip_grad_norm", &JobSettings::clipGradNorm},
+    {"train.eval_every", &JobSettings::evalEvery},
+    {"train.checkpoint_every", &JobSettings::checkpointEvery},
+    {"placement.backend", &JobSettings::backend},
+    {"placement.device_memory_bytes", &JobSettings::deviceMemoryBytes},
+    {"placement.optimizer", &JobSettings::optimizerTier},
+    {"placement.master", &JobSettings::masterTier},
+    {"placement.ssd_dir", &JobSettings::ssdDir},
+    {"placement.dram_cap_bytes", &JobSettings::dramCapBytes},
+};
+
+// "train.lr" as {"train", "lr"}.
+std::pair<QString, QString> sectionAndName(const char* path) {
+  const QString p = QString::fromLatin1(path);
+  const qsizetype dot = p.indexOf('.');
+  return {p.left(dot), p.mid(dot + 1)};
+}
+
+QJsonValue valueOf(const JobSettings& s, const Member& member) {
+  return std::visit(
+      [&](auto m) -> QJsonValue {
+        using T = std::remove_cvref_t<decltype(s.*m)>;
+        // A seed past what Qt's JSON holds as an integer is written as the largest it holds (the
+        // form's field goes no further: JobForm::kMaxJsonInteger).
+        if constexpr (std::is_same_v<T, quint64>) return static_cast<qint64>(std::min(s.*m, JobForm::kMaxJsonInteger));
+        else return QJsonValue(s.*m);
+      },
+      member);
+}
+
+void read(JobSettings& s, const Member& member, const QJsonValue& v) {
+  std::visit(
+      [&](auto m) {
+        auto& field = s.*m;
+        using T = std::remove_cvref_t<decltype(field)>;
+        if constexpr (std::is_same_v<T, QString>) field = v.toString(field);
+        else if constexpr (std::is_same_v<T, int>) field = v.toInt(field);
+        else if constexpr (std::is_same_v<T, double>) field = v.toDouble(field);
+        else if constexpr (std::is_same_v<T, bool>) field = v.toBool(field);
+        else if constexpr (std::is_same_v<T, qint64>) field = v.toInteger(field);
+        else field = static_cast<quint64>(std::max<qint64>(v.toInteger(static_cast<qint64>(field)), 0));
+      },
+      member);
 }
 
 }  // namespace
@@ -24,14 +94,14 @@ QString JobSettings::tokenizer() const {
 }
 
 QJsonObject JobSettings::toJson() const {
-  QJsonObject data = overlay(base, "data",
-                             {{"train", trainPath},
-                              {"format", format},
-                              {"template", chatTemplate},
-                              {"seq_len", seqLen},
-                              {"packing", packing},
-                              {"shuffle", shuffle},
-                              {"seed", seed}});
+  // The sections the form writes into, each the base job's with the form's fields over it.
+  QJsonObject data = base["data"].toObject(), train = base["train"].toObject(),
+              placement = base["placement"].toObject();
+  for (const Field& f : kFields) {
+    const auto [section, name] = sectionAndName(f.path);
+    QJsonObject& into = section == "data" ? data : section == "train" ? train : placement;
+    into[name] = valueOf(*this, f.member);
+  }
   if (!evalPath.isEmpty()) {
     data["eval"] = evalPath;
     data.remove("eval_fraction");
@@ -39,25 +109,6 @@ QJsonObject JobSettings::toJson() const {
     data["eval_fraction"] = evalFraction;
     data.remove("eval");
   }
-  const QJsonObject train = overlay(base, "train",
-                                    {{"steps", steps},
-                                     {"epochs", epochs},
-                                     {"micro_batch_size", microBatchSize},
-                                     {"grad_accum", gradAccum},
-                                     {"lr", lr},
-                                     {"schedule", schedule},
-                                     {"warmup_steps", warmupSteps},
-                                     {"weight_decay", weightDecay},
-                                     {"clip_grad_norm", clipGradNorm},
-                                     {"eval_every", evalEvery},
-                                     {"checkpoint_every", checkpointEvery}});
-  const QJsonObject placement = overlay(base, "placement",
-                                        {{"backend", backend},
-                                         {"device_memory_bytes", deviceMemoryBytes},
-                                         {"optimizer", optimizerTier},
-                                         {"master", masterTier},
-                                         {"ssd_dir", ssdDir},
-                                         {"dram_cap_bytes", dramCapBytes}});
   QJsonObject output = base["output"].toObject();
   if (!runDir.isEmpty())
     output["run_dir"] = runDir;
@@ -76,36 +127,15 @@ JobSettings JobSettings::fromJson(const QJsonObject& j) {
   JobSettings s;  // the schema's defaults for whatever the job leaves out
   s.base = j;
   s.name = j["name"].toString(s.name);
-  const QJsonObject m = j["model"].toObject(), d = j["data"].toObject(), t = j["train"].toObject(),
-                    p = j["placement"].toObject();
+  const QJsonObject m = j["model"].toObject(), d = j["data"].toObject();
   s.modelPath = m["path"].toString();
   s.tokenizerPath = m["tokenizer"].toString();
-  s.trainPath = d["train"].toString();
   s.evalPath = d["eval"].toString();
   s.evalFraction = d["eval_fraction"].toDouble(s.evalFraction);
-  s.format = d["format"].toString(s.format);
-  s.chatTemplate = d["template"].toString(s.chatTemplate);
-  s.seqLen = d["seq_len"].toInt(s.seqLen);
-  s.packing = d["packing"].toBool(s.packing);
-  s.shuffle = d["shuffle"].toBool(s.shuffle);
-  s.seed = d["seed"].toInt(s.seed);
-  s.steps = t["steps"].toInt(s.steps);
-  s.epochs = t["epochs"].toDouble(s.epochs);
-  s.microBatchSize = t["micro_batch_size"].toInt(s.microBatchSize);
-  s.gradAccum = t["grad_accum"].toInt(s.gradAccum);
-  s.lr = t["lr"].toDouble(s.lr);
-  s.schedule = t["schedule"].toString(s.schedule);
-  s.warmupSteps = t["warmup_steps"].toInt(s.warmupSteps);
-  s.weightDecay = t["weight_decay"].toDouble(s.weightDecay);
-  s.clipGradNorm = t["clip_grad_norm"].toDouble(s.clipGradNorm);
-  s.evalEvery = t["eval_every"].toInt(s.evalEvery);
-  s.checkpointEvery = t["checkpoint_every"].toInt(s.checkpointEvery);
-  s.backend = p["backend"].toString(s.backend);
-  s.deviceMemoryBytes = static_cast<qint64>(p["device_memory_bytes"].toDouble(s.deviceMemoryBytes));
-  s.optimizerTier = p["optimizer"].toString(s.optimizerTier);
-  s.masterTier = p["master"].toString(s.masterTier);
-  s.ssdDir = p["ssd_dir"].toString(s.ssdDir);
-  s.dramCapBytes = static_cast<qint64>(p["dram_cap_bytes"].toDouble(s.dramCapBytes));
+  for (const Field& f : kFields) {
+    const auto [section, name] = sectionAndName(f.path);
+    read(s, f.member, j[section].toObject()[name]);
+  }
   s.runDir = j["output"].toObject()["run_dir"].toString();
   return s;
 }

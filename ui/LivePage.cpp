@@ -53,10 +53,10 @@ void showGraph(QCPGraph* g, bool show) {
 
 // The host link's capacity the worker measured at start (its plan event), GB/s: {h2d, d2h}; 0 when
 // not measured. A plan without a separate D2H figure measured one copy rate for both ways.
-std::array<double, 2> hostLinkCapacity(const QJsonObject& plan) {
-  const QJsonObject machine = plan["machine"].toObject();
-  const double h2d = machine["h2d_bytes_per_s"].toDouble() / 1e9;
-  const double d2h = machine["d2h_bytes_per_s"].toDouble() / 1e9;
+std::array<double, 2> hostLinkCapacity(const std::optional<Plan>& plan) {
+  if (!plan) return {0, 0};
+  const double h2d = plan->machine.h2d_bytes_per_s / 1e9;
+  const double d2h = plan->machine.d2h_bytes_per_s / 1e9;
   return {h2d, d2h > 0 ? d2h : h2d};
 }
 
@@ -234,7 +234,7 @@ QStringList LivePage::linkLegend() const {
   // The capacities the worker measured at start (its plan event): the host-device copy rates for
   // H2D and D2H, the SSD folder's rate for the SSD links when the plan carries it.
   const auto host = hostLinkCapacity(series_.plan);
-  const double ssd = series_.plan["machine"].toObject()["ssd_bytes_per_s"].toDouble() / 1e9;
+  const double ssd = series_.plan ? series_.plan->machine.ssd_bytes_per_s / 1e9 : 0.0;
   const double caps[] = {host[0], host[1], ssd, ssd};
   QStringList out;
   for (int i = 0; i < 4; ++i) {
@@ -572,7 +572,7 @@ void LivePage::redrawCharts() {
   loss_->rescaleAxes();
   loss_->replot(QCustomPlot::rpQueuedReplot);
   redrawThroughput();
-  timeline_->setComputeName(s.plan["backend"].toString() == "cpu" ? tr("CPU") : tr("GPU"));
+  timeline_->setComputeName(s.plan && s.plan->on_cpu() ? tr("CPU") : tr("GPU"));
   // A final state (or a worker gone) means no step span follows the last: frame the last step.
   const bool over = ended_ || s.state == "completed" || s.state == "stopped" || s.state == "failed";
   timeline_->setSpans(s.spans, 0, &s.timeAtStep, over);

@@ -3,53 +3,73 @@
 #include <QJsonDocument>
 #include <QLocale>
 #include <QObject>
+#include <algorithm>
+#include <climits>
 #include <tuple>
 
 #include "Format.h"
 
 namespace spillway::ui {
 
-PlanResult PlanResult::fromJson(const QJsonObject& plan) {
+namespace {
+
+// A QJsonObject as the engine's JSON, for the from_json of events/.
+nlohmann::json toJson(const QJsonObject& o) {
+  const QByteArray text = QJsonDocument(o).toJson(QJsonDocument::Compact);
+  return nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+// null (absent) as NaN, never 0.
+double orNaN(const std::optional<double>& v) { return v ? *v : qQNaN(); }
+
+}  // namespace
+
+PlanResult PlanResult::fromPlan(const Plan& plan) {
   PlanResult r;
-  if (!plan.contains("fits") || !plan.contains("tiers")) {
-    r.error = QObject::tr("The plan is missing 'fits' or 'tiers'.");
-    return r;
-  }
   r.ok = true;
-  r.fits = plan["fits"].toBool();
-  r.reason = plan["reason"].toString();
-  const QJsonObject tiers = plan["tiers"].toObject();
-  for (const auto& [key, label] :
-       {std::pair{"hbm", "HBM"}, std::pair{"dram", "DRAM"}, std::pair{"ssd", "SSD"}}) {
-    const QJsonObject t = tiers[key].toObject();
-    r.tiers.push_back({label, t["needed_bytes"].toDouble(), t["free_bytes"].toDouble(),
-                       t["total_bytes"].toDouble()});
+  r.fits = plan.fits;
+  r.reason = QString::fromStdString(plan.reason);
+  for (const auto& [tier, label] : {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
+    r.tiers.push_back({label, static_cast<double>(tier->needed_bytes), static_cast<double>(tier->free_bytes),
+                       static_cast<double>(tier->total_bytes)});
   }
-  const QJsonObject step = plan["step"].toObject();
-  r.stepSeconds = step["step_s"].toDouble();
-  r.tokensPerSecond = step["tokens_per_s"].toDouble();
-  r.etaSeconds = step["eta_s"].toDouble();
-  r.bottleneck = step["bottleneck"].toString();
-  if (plan.contains("suggestion"))
-    r.suggestion = BatchSuggestion::fromJson(plan["suggestion"].toObject());
+  r.stepSeconds = plan.step.step_s;
+  r.tokensPerSecond = plan.step.tokens_per_s;
+  r.etaSeconds = plan.step.eta_s;
+  r.bottleneck = QString::fromStdString(plan.step.bottleneck);
+  if (plan.suggestion) r.suggestion = BatchSuggestion::fromPlan(*plan.suggestion);
   return r;
 }
 
-BatchSuggestion BatchSuggestion::fromJson(const QJsonObject& s) {
+PlanResult PlanResult::fromJson(const QJsonObject& json) {
+  const Result<Plan> plan = plan_from_json(toJson(json));
+  if (!plan.ok()) {
+    PlanResult r;
+    r.error = QObject::tr("The plan is missing 'fits' or 'tiers'.");
+    return r;
+  }
+  return fromPlan(*plan);
+}
+
+BatchSuggestion BatchSuggestion::fromPlan(const PlanSuggestion& s) {
   BatchSuggestion b;
   b.present = true;
-  b.fits = s["fits"].toBool();
-  b.why = s["why"].toString();
+  b.fits = s.fits;
+  b.why = QString::fromStdString(s.why);
   if (!b.fits) return b;
-  b.microBatchSize = s["micro_batch_size"].toInt();
-  b.gradAccum = s["grad_accum"].toInt();
-  b.tokensPerStep = s["tokens_per_step"].toDouble();
-  b.tokensPerSecond = s["tokens_per_s"].toDouble();
-  b.stepSeconds = s["step_s"].toDouble();
-  b.modelTflops = s["model_tflops"].toDouble();
-  b.sameAsJob = s["same_as_job"].toBool();
+  b.microBatchSize = s.micro_batch_size;
+  b.gradAccum = s.grad_accum;
+  b.tokensPerStep = static_cast<double>(s.tokens_per_step);
+  b.tokensPerSecond = s.tokens_per_s;
+  b.stepSeconds = s.step_s;
+  b.modelTflops = s.model_tflops;
+  b.sameAsJob = s.same_as_job;
   b.fits = b.microBatchSize > 0 && b.gradAccum > 0;
   return b;
+}
+
+BatchSuggestion BatchSuggestion::fromJson(const QJsonObject& s) {
+  return fromPlan(plan_suggestion_from_json(toJson(s)));
 }
 
 QString BatchSuggestion::text() const {
@@ -69,39 +89,42 @@ QString BatchSuggestion::text() const {
 
 PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray& err,
                                         int exitCode) {
-  const QJsonDocument doc = QJsonDocument::fromJson(out.trimmed().split('\n').last());
-  if (doc.isObject() && doc.object().contains("fits")) return fromJson(doc.object());
-  if (doc.isObject() && doc.object().contains("versus_plan")) {  // plan --measure
-    PlanResult r = fromJson(doc.object()["plan"].toObject());
-    r.measuredSteps = doc.object()["steps"].toInt();
-    const QJsonObject v = doc.object()["versus_plan"].toObject();
-    using Unit = MeasuredFigure::Unit;
-    const std::tuple<const char*, const char*, Unit> rows[] = {
-        {"step_s", QT_TR_NOOP("Step time"), Unit::Seconds},
-        {"tokens_per_s", QT_TR_NOOP("Tokens/s"), Unit::PerSecond},
-        {"peak_hbm_bytes", QT_TR_NOOP("Peak HBM"), Unit::Bytes},
-        {"peak_dram_bytes", QT_TR_NOOP("Peak DRAM"), Unit::Bytes},
-        {"h2d_bytes", QT_TR_NOOP("H2D per step"), Unit::BytesPerStep},
-        {"d2h_bytes", QT_TR_NOOP("D2H per step"), Unit::BytesPerStep}};
-    // null (or anything not a number) is absent, never 0.
-    auto number = [](const QJsonValue& x) { return x.isDouble() ? x.toDouble() : qQNaN(); };
-    const QJsonObject step = v["step_s"].toObject();
-    for (const auto& [key, name, unit] : rows) {
-      const QJsonObject f = v[key].toObject();
-      MeasuredFigure m;
-      m.key = key;
-      m.name = QObject::tr(name);
-      m.unit = unit;
-      m.predicted = number(f["predicted"]);
-      m.measured = number(f["measured"]);
-      m.ratio = number(f["ratio"]);
-      if (unit == Unit::BytesPerStep) {
-        m.predictedStepSeconds = number(step["predicted"]);
-        m.measuredStepSeconds = number(step["measured"]);
+  const QByteArray last = out.trimmed().split('\n').last();
+  const QJsonDocument doc = QJsonDocument::fromJson(last);
+  if (doc.isObject()) {
+    const nlohmann::json j = toJson(doc.object());
+    if (const Result<Plan> plan = plan_from_json(j); plan.ok()) return fromPlan(*plan);
+    const MeasuredEvent measured = measured_event_from_json(j);  // plan --measure
+    if (measured.plan) {
+      PlanResult r = fromPlan(*measured.plan);
+      r.measuredSteps = static_cast<int>(std::clamp<int64_t>(measured.steps, 0, INT_MAX));
+      using Unit = MeasuredFigure::Unit;
+      const std::tuple<StepFigure, const char*, Unit> rows[] = {
+          {StepFigure::kStepS, QT_TR_NOOP("Step time"), Unit::Seconds},
+          {StepFigure::kTokensPerS, QT_TR_NOOP("Tokens/s"), Unit::PerSecond},
+          {StepFigure::kPeakHbmBytes, QT_TR_NOOP("Peak HBM"), Unit::Bytes},
+          {StepFigure::kPeakDramBytes, QT_TR_NOOP("Peak DRAM"), Unit::Bytes},
+          {StepFigure::kH2dBytes, QT_TR_NOOP("H2D per step"), Unit::BytesPerStep},
+          {StepFigure::kD2hBytes, QT_TR_NOOP("D2H per step"), Unit::BytesPerStep}};
+      const FigureComparison& step = measured.versus_plan[StepFigure::kStepS];
+      for (const auto& [figure, name, unit] : rows) {
+        const FigureComparison& f = measured.versus_plan[figure];
+        MeasuredFigure m;
+        m.figure = figure;
+        m.key = step_figure_key(figure);
+        m.name = QObject::tr(name);
+        m.unit = unit;
+        m.predicted = orNaN(f.predicted);
+        m.measured = orNaN(f.measured);
+        m.ratio = orNaN(f.ratio);
+        if (unit == Unit::BytesPerStep) {
+          m.predictedStepSeconds = orNaN(step.predicted);
+          m.measuredStepSeconds = orNaN(step.measured);
+        }
+        r.measured << m;
       }
-      r.measured << m;
+      return r;
     }
-    return r;
   }
   PlanResult r;
   if (doc.isObject() && doc.object().contains("message")) {

@@ -11,6 +11,9 @@
 #include <QVector>
 #include <QtNumeric>
 
+#include "events/events.h"
+#include "events/plan.h"
+
 namespace spillway::ui {
 
 struct TierBar {
@@ -28,7 +31,8 @@ struct BatchSuggestion {
   bool sameAsJob = false;  // the job's own values
   QString why;             // one line: what a smaller step loses to, where the checkpoints go
 
-  static BatchSuggestion fromJson(const QJsonObject& suggestion);
+  static BatchSuggestion fromPlan(const PlanSuggestion& suggestion);
+  static BatchSuggestion fromJson(const QJsonObject& suggestion);  // through PlanSuggestion
   // "Suggested: micro-batch 8 × 4 accumulation = 64K tokens/step, 9,900 tokens/s predicted — why"
   QString text() const;
 };
@@ -37,7 +41,8 @@ struct BatchSuggestion {
 // worker gave null (not predicted, not measured: the CPU backend has no HBM; ratio: either absent).
 struct MeasuredFigure {
   enum class Unit { Seconds, PerSecond, Bytes, BytesPerStep };
-  QString key;   // "step_s", "tokens_per_s", "peak_hbm_bytes", "peak_dram_bytes", "h2d_bytes", ...
+  StepFigure figure = StepFigure::kStepS;
+  QString key;   // step_figure_key(figure): "step_s", "tokens_per_s", "peak_hbm_bytes", ...
   QString name;  // "Step time", "Tokens/s", "Peak HBM", ...
   Unit unit = Unit::Seconds;
   double predicted = qQNaN(), measured = qQNaN(), ratio = qQNaN();  // ratio = measured / predicted
@@ -70,7 +75,8 @@ struct PlanResult {
   QVector<MeasuredFigure> measured;
   int measuredSteps = 0;  // the steps trained (the figures are of those after the first)
 
-  static PlanResult fromJson(const QJsonObject& plan);
+  static PlanResult fromPlan(const Plan& plan);
+  static PlanResult fromJson(const QJsonObject& plan);  // through plan_from_json
   static PlanResult fromWorkerOutput(const QByteArray& stdoutBytes, const QByteArray& stderrBytes,
                                      int exitCode);
   QString summary() const;  // "step 0.31 s · 3,300 tokens/s · ETA 1 min 02 s · bottleneck compute"

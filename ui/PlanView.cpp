@@ -174,28 +174,30 @@ void PlanView::showMeasured(const PlanResult& plan) {
       tr("Not available: this backend does not measure it, or the plan does "
          "not predict it");
   // What each figure counts, for its tooltip.
-  auto note = [this](const QString& key) -> QString {
-    if (key == "step_s")
+  auto note = [this](StepFigure figure) -> QString {
+    switch (figure) {
+    case StepFigure::kStepS:
       return tr(
           "Seconds per optimizer step: the median over the steps after the first (which "
           "also warms up the libraries)");
-    if (key == "tokens_per_s") return tr("Trained tokens per second at that step time");
-    if (key == "peak_hbm_bytes")
+    case StepFigure::kTokensPerS: return tr("Trained tokens per second at that step time");
+    case StepFigure::kPeakHbmBytes:
       return tr(
           "Measured: all device memory in use, the CUDA context and libraries included; "
           "the plan counts the engine's own");
-    if (key == "peak_dram_bytes")
+    case StepFigure::kPeakDramBytes:
       return tr(
           "Measured: the worker's peak resident set, the data and libraries included; the "
           "plan counts the model state, gradients, moments and host checkpoints");
-    if (key == "h2d_bytes")
+    case StepFigure::kH2dBytes:
       return tr(
           "Bytes copied host → device in a step; in brackets, the rate they ask of the "
           "link over the whole step");
-    if (key == "d2h_bytes")
+    case StepFigure::kD2hBytes:
       return tr(
           "Bytes copied device → host in a step; in brackets, the rate they ask of the "
           "link over the whole step");
+    }
     return {};
   };
   table_->setRowCount(plan.measured.size());
@@ -207,7 +209,7 @@ void PlanView::showMeasured(const PlanResult& plan) {
     for (int c = 0; c < 3; ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-      item->setToolTip(cells[c] == QStringLiteral("—") ? absent : note(f.key));
+      item->setToolTip(cells[c] == QStringLiteral("—") ? absent : note(f.figure));
       table_->setItem(i, c, item);
     }
     QTableWidgetItem* ratio = table_->item(i, 2);
@@ -229,7 +231,7 @@ void PlanView::showMeasured(const PlanResult& plan) {
   }
   table_->setVerticalHeaderLabels(names);
   for (int i = 0; i < names.size(); ++i)
-    table_->verticalHeaderItem(i)->setToolTip(note(plan.measured[i].key));
+    table_->verticalHeaderItem(i)->setToolTip(note(plan.measured[i].figure));
   // Every row on screen: the table is as tall as its rows, never a scroll area of its own.
   table_->resizeColumnsToContents();
   table_->resizeRowsToContents();

@@ -1,13 +1,15 @@
 #include "RunHistoryModel.h"
 
 #include <QDateTime>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "Format.h"
 #include "PoolTask.h"
 #include "RunEditQueue.h"
+#include "core/json-depth.h"
+#include "events/events.h"
 
 namespace spillway::ui {
 
@@ -15,6 +17,17 @@ RunHistoryModel::RunHistoryModel(QObject* parent)
     : QAbstractTableModel(parent), edits_(new RunEditQueue(this)) {
   connect(edits_, &RunEditQueue::written, this, &RunHistoryModel::refresh);
 }
+
+namespace {
+
+// A JSON text of runs.db (a sample, a run's figures) as the events' from_json reads it; a damaged
+// one (or one nested deeper than kMaxJsonDepth) reads as null, which reads as every field absent.
+nlohmann::json parsed(const std::string& text) {
+  if (json_nesting_depth(text) > kMaxJsonDepth) return nullptr;
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace
 
 // A read's reconcile then leaves the marking to the next read; an edit (RunEditQueue, on a pool
 // thread) that finds the lock held is tried again later.
@@ -115,12 +128,15 @@ RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figur
       }
       if (auto samples = store.samples(info.id); samples.ok()) {
         for (const SampleRow& s : *samples) {
-          const QJsonObject tiers = QJsonDocument::fromJson(QByteArray::fromStdString(s.json))
-                                        .object()["tiers"]
-                                        .toObject();
-          r.peakHbm = std::max(r.peakHbm, tiers["hbm"].toObject()["used_bytes"].toDouble(-1));
-          r.peakDram = std::max(r.peakDram, tiers["dram"].toObject()["used_bytes"].toDouble(-1));
-          r.peakSsd = std::max(r.peakSsd, tiers["ssd"].toObject()["used_bytes"].toDouble(-1));
+          const SampleEvent sample = sample_event_from_json(parsed(s.json));
+          auto used = [&](const char* tier) {
+            const auto it = sample.tiers.find(tier);
+            return it == sample.tiers.end() || !it->second.used_bytes ? -1.0
+                                                                      : static_cast<double>(*it->second.used_bytes);
+          };
+          r.peakHbm = std::max(r.peakHbm, used("hbm"));
+          r.peakDram = std::max(r.peakDram, used("dram"));
+          r.peakSsd = std::max(r.peakSsd, used("ssd"));
         }
       }
       if (finished) figures.insert(key, r);
@@ -149,30 +165,30 @@ int RunHistoryModel::rowOfRun(const QString& id) const {
 
 namespace {
 
-QJsonObject figures(const std::string& json) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(json)).object();
-}
+// A run's predicted or measured figures (runs.db, RunInfo::predicted_json / measured_json).
+StepFigures figures(const std::string& json) { return step_figures_from_json(parsed(json)); }
 
 // Every figure the plan predicted and the run measured (run-figures.h), with their ratio.
 QString figuresTooltip(const RunInfo& i) {
-  const QJsonObject p = figures(i.predicted_json), m = figures(i.measured_json);
-  if (m.isEmpty()) return QObject::tr("Not measured: the run has not finished a step.");
+  const nlohmann::json measured = parsed(i.measured_json);
+  if (!measured.is_object() || measured.empty()) return QObject::tr("Not measured: the run has not finished a step.");
+  const StepFigures p = figures(i.predicted_json), m = step_figures_from_json(measured);
   struct Row {
-    const char* key;
+    StepFigure figure;
     const char* name;
     bool bytes;
   };
-  const Row rows[] = {{"step_s", "Step", false},           {"tokens_per_s", "Tokens/s", false},
-                      {"peak_hbm_bytes", "Peak HBM", true}, {"peak_dram_bytes", "Peak DRAM", true},
-                      {"h2d_bytes", "H2D per step", true},  {"d2h_bytes", "D2H per step", true}};
+  const Row rows[] = {{StepFigure::kStepS, "Step", false},           {StepFigure::kTokensPerS, "Tokens/s", false},
+                      {StepFigure::kPeakHbmBytes, "Peak HBM", true}, {StepFigure::kPeakDramBytes, "Peak DRAM", true},
+                      {StepFigure::kH2dBytes, "H2D per step", true},  {StepFigure::kD2hBytes, "D2H per step", true}};
   QStringList lines{QObject::tr("Predicted by the plan → measured (measured / predicted)")};
   for (const Row& r : rows) {
-    const double pv = p[r.key].toDouble(-1), mv = m[r.key].toDouble(-1);
+    const double pv = figure_value(p, r.figure).value_or(-1), mv = figure_value(m, r.figure).value_or(-1);
     if (mv < 0) continue;
     auto text = [&](double v) {
       if (v < 0) return QStringLiteral("—");
       if (r.bytes) return formatBytes(v);
-      return QString(r.key) == "step_s" ? formatDuration(v) : QString::number(v, 'f', 0);
+      return r.figure == StepFigure::kStepS ? formatDuration(v) : QString::number(v, 'f', 0);
     };
     lines << QStringLiteral("%1: %2 → %3%4")
                  .arg(QObject::tr(r.name), text(pv), text(mv),
@@ -246,8 +262,8 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
                                 ? "—"
                                 : QString::number(r.meanTokensPerSecond, 'f', 0));
     case kStepTime: {
-      const double predicted = figures(i.predicted_json)["step_s"].toDouble(-1);
-      const double measured = figures(i.measured_json)["step_s"].toDouble(-1);
+      const double predicted = figures(i.predicted_json).step_s.value_or(-1);
+      const double measured = figures(i.measured_json).step_s.value_or(-1);
       if (raw) return measured;
       if (measured < 0) return QStringLiteral("—");
       return (predicted > 0 ? formatDuration(predicted) + " → " : QString()) + formatDuration(measured);

@@ -1,7 +1,9 @@
 #include "RunSeries.h"
 
-#include <QJsonArray>
-#include <QJsonDocument>
+#include <string_view>
+
+#include "events/events.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -42,8 +44,10 @@ namespace {
 constexpr double kSampleGapSeconds = 2.0;
 constexpr int kMaxSpans = 4000;
 constexpr int kMaxLog = 2000;
-const char* kCategories[] = {"weights",   "gradients",   "master",
-                             "optimizer", "checkpoints", "workspace"};
+// The tiers, categories and links the charts draw (a sample may carry others: not drawn).
+const QStringList kTiers = {"hbm", "dram", "ssd"};
+const QStringList kCategories = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
+const QStringList kLinks = {"h2d", "d2h", "ssd_read", "ssd_write"};
 
 // A count of events.jsonl (a step, tokens, total steps) as a whole number. A damaged file can hold
 // NaN, a negative value or 7.8e95, whose conversion to qint64 is undefined (UBSan, fuzz target
@@ -62,93 +66,108 @@ void RunSeries::appendLog(const QString& line) {
 }
 
 bool RunSeries::apply(const QByteArray& line) {
-  const QJsonDocument doc = QJsonDocument::fromJson(line);
-  if (!doc.isObject()) return false;
-  const QJsonObject e = doc.object();
-  const QString type = e["type"].toString();
-  if (type.isEmpty()) return false;
+  const std::optional<EventLine> e = parse_event_line(std::string_view(line.constData(), line.size()));
+  if (!e) return false;
   ++lines;
-  const double t = e["t"].toDouble();
+  const double t = e->t;
   lastT = std::max(lastT, t);
-  if (type == "step") {
-    const double step = e["step"].toDouble();
-    if (!loss.isEmpty() && step <= loss.x.last()) {
-      for (Ring* r : {&loss, &lr, &tokensPerSecond, &tflops, &stepSeconds, &tokensAtStep,
-                      &timeAtStep, &evalLoss})
-        r->truncateFrom(step);
-    }
-    lastStep = countOf(step);
-    tokens = countOf(e["tokens"].toDouble());
-    if (e.contains("total_steps")) totalSteps = countOf(e["total_steps"].toDouble());
-    loss.append(step, e["loss"].toDouble());
-    lr.append(step, e["lr"].toDouble());
-    tokensPerSecond.append(step, e["tokens_per_s"].toDouble());
-    tflops.append(step, e["model_tflops"].toDouble());
-    stepSeconds.append(step, e["step_s"].toDouble());
-    tokensAtStep.append(step, e["tokens"].toDouble());
-    timeAtStep.append(step, t);
-  } else if (type == "eval") {
-    evalLoss.append(e["step"].toDouble(), e["loss"].toDouble());
-  } else if (type == "sample") {
-    const double interval = e["interval_s"].toDouble();
-    if (lastSampleT >= 0 && t - lastSampleT > std::max(kSampleGapSeconds, 5 * interval)) {
-      const double at = lastSampleT + 1e-3;
-      for (Ring& r : linkGbps) r.breakLine(at);
-      for (Ring& r : pcieGbps) r.breakLine(at);
-      gpuUtilPct.breakLine(at);
-    }
-    lastSampleT = t;
-    const QJsonObject tiers = e["tiers"].toObject();
-    for (const QString& tier :
-         {QStringLiteral("hbm"), QStringLiteral("dram"), QStringLiteral("ssd")}) {
-      const QJsonObject o = tiers[tier].toObject();
-      if (o.isEmpty()) continue;
-      for (const char* c : kCategories) {
-        const QString key = QString(c) + "_bytes";
-        if (o.contains(key)) tierBytes[tier][c].append(t, o[key].toDouble());
+  if (!e->type) return true;
+  switch (*e->type) {
+    case EventType::kStep: {
+      const StepEvent s = step_event_from_json(e->fields);
+      const double step = static_cast<double>(s.step);
+      if (!loss.isEmpty() && step <= loss.x.last()) {
+        for (Ring* r : {&loss, &lr, &tokensPerSecond, &tflops, &stepSeconds, &tokensAtStep,
+                        &timeAtStep, &evalLoss})
+          r->truncateFrom(step);
       }
-      double cap = o["capacity_bytes"].toDouble();
-      if (cap <= 0 && tier == "dram") cap = o["total_bytes"].toDouble();
-      if (cap <= 0 && tier == "ssd") cap = o["total_bytes"].toDouble();
-      if (cap > 0) tierCapacity[tier] = cap;
+      lastStep = countOf(step);
+      tokens = countOf(static_cast<double>(s.tokens));
+      if (s.total_steps) totalSteps = countOf(static_cast<double>(*s.total_steps));
+      loss.append(step, s.loss);
+      lr.append(step, s.lr);
+      tokensPerSecond.append(step, s.tokens_per_s);
+      tflops.append(step, s.model_tflops);
+      stepSeconds.append(step, s.step_s);
+      tokensAtStep.append(step, static_cast<double>(s.tokens));
+      timeAtStep.append(step, t);
+      break;
     }
-    if (e.contains("gpu_mem_used_bytes"))
-      tierMeasuredBytes["hbm"].append(t, e["gpu_mem_used_bytes"].toDouble());
-    if (tierCapacity.value("hbm", 0) <= 0 && e["gpu_mem_total_bytes"].toDouble() > 0)
-      tierCapacity["hbm"] = e["gpu_mem_total_bytes"].toDouble();
-    const QJsonObject links = e["links"].toObject();
-    for (const QString& l : {QStringLiteral("h2d"), QStringLiteral("d2h"),
-                             QStringLiteral("ssd_read"), QStringLiteral("ssd_write")}) {
-      const QString key = l + "_gbps";
-      if (links.contains(key)) linkGbps[l].append(t, links[key].toDouble());
+    case EventType::kEval: {
+      const EvalEvent v = eval_event_from_json(e->fields);
+      evalLoss.append(static_cast<double>(v.step), v.loss);
+      break;
     }
-    if (e.contains("pcie_rx_gbps")) pcieGbps["rx"].append(t, e["pcie_rx_gbps"].toDouble());
-    if (e.contains("pcie_tx_gbps")) pcieGbps["tx"].append(t, e["pcie_tx_gbps"].toDouble());
-    if (e.contains("gpu_util_pct")) gpuUtilPct.append(t, e["gpu_util_pct"].toDouble());
-    if (e.contains("gpu_power_w")) gpuPowerW.append(t, e["gpu_power_w"].toDouble());
-    if (e.contains("gpu_temp_c")) gpuTempC.append(t, e["gpu_temp_c"].toDouble());
-  } else if (type == "span") {
-    Span s;
-    s.layer = e["layer"].isNull() ? -1 : e["layer"].toInt();
-    s.block = e["block"].toString();
-    s.phase = e["phase"].toString();
-    s.start = e["start_s"].toDouble();
-    s.end = e["end_s"].toDouble();
-    if (spans.size() >= kMaxSpans) spans.remove(0, kMaxSpans / 4);
-    spans.append(s);
-  } else if (type == "state") {
-    state = e["state"].toString();
-    if (e.contains("run_id")) runId = e["run_id"].toString();
-    if (e.contains("total_steps")) totalSteps = countOf(e["total_steps"].toDouble());
-  } else if (type == "log" || type == "error") {
-    if (type == "error") lastError = e["message"].toString();
-    const QString text =
-        type == "log" ? e["message"].toString() : "error: " + e["message"].toString();
-    appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(text));
-  } else if (type == "plan") {
-    plan = e;
+    case EventType::kSample:
+      applySample(sample_event_from_json(e->fields), t);
+      break;
+    case EventType::kSpan: {
+      const SpanEvent sp = span_event_from_json(e->fields);
+      Span s;
+      s.layer = sp.layer.value_or(-1);
+      s.block = QString::fromStdString(sp.block);
+      s.phase = QString::fromStdString(sp.phase);
+      s.start = sp.start_s;
+      s.end = sp.end_s;
+      if (spans.size() >= kMaxSpans) spans.remove(0, kMaxSpans / 4);
+      spans.append(s);
+      break;
+    }
+    case EventType::kState: {
+      const StateEvent s = state_event_from_json(e->fields);
+      state = QString::fromStdString(s.state);
+      if (s.run_id) runId = QString::fromStdString(*s.run_id);
+      if (s.total_steps) totalSteps = countOf(static_cast<double>(*s.total_steps));
+      break;
+    }
+    case EventType::kLog:
+      appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(QString::fromStdString(log_event_from_json(e->fields).message)));
+      break;
+    case EventType::kError:
+      lastError = QString::fromStdString(error_event_from_json(e->fields).message);
+      appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg("error: " + lastError));
+      break;
+    case EventType::kPlan:
+      if (auto p = plan_from_json(e->fields, /*whole=*/false); p.ok()) plan = std::move(*p);
+      break;
+    default:
+      break;
   }
   return true;
+}
+
+void RunSeries::applySample(const SampleEvent& e, double t) {
+  const double interval = e.interval_s.value_or(0);
+  if (lastSampleT >= 0 && t - lastSampleT > std::max(kSampleGapSeconds, 5 * interval)) {
+    const double at = lastSampleT + 1e-3;
+    for (Ring& r : linkGbps) r.breakLine(at);
+    for (Ring& r : pcieGbps) r.breakLine(at);
+    gpuUtilPct.breakLine(at);
+  }
+  lastSampleT = t;
+  for (const auto& [name, o] : e.tiers) {
+    const QString tier = QString::fromStdString(name);
+    if (!kTiers.contains(tier)) continue;
+    for (const auto& [category, bytes] : o.category_bytes) {
+      const QString c = QString::fromStdString(category);
+      if (kCategories.contains(c)) tierBytes[tier][c].append(t, static_cast<double>(bytes));
+    }
+    double cap = static_cast<double>(o.capacity_bytes.value_or(0));
+    if (cap <= 0 && tier != "hbm") cap = static_cast<double>(o.total_bytes.value_or(0));
+    if (cap > 0) tierCapacity[tier] = cap;
+  }
+  if (e.gpu_mem_used_bytes) tierMeasuredBytes["hbm"].append(t, static_cast<double>(*e.gpu_mem_used_bytes));
+  if (tierCapacity.value("hbm", 0) <= 0 && e.gpu_mem_total_bytes.value_or(0) > 0)
+    tierCapacity["hbm"] = static_cast<double>(*e.gpu_mem_total_bytes);
+  for (const auto& [name, link] : e.links) {
+    const QString l = QString::fromStdString(name);
+    if (kLinks.contains(l) && link.gbps) linkGbps[l].append(t, *link.gbps);
+  }
+  if (e.pcie_rx_gbps) pcieGbps["rx"].append(t, *e.pcie_rx_gbps);
+  if (e.pcie_tx_gbps) pcieGbps["tx"].append(t, *e.pcie_tx_gbps);
+  if (e.gpu_util_pct) gpuUtilPct.append(t, *e.gpu_util_pct);
+  if (e.gpu_power_w) gpuPowerW.append(t, *e.gpu_power_w);
+  if (e.gpu_temp_c) gpuTempC.append(t, *e.gpu_temp_c);
 }
 
 }  // namespace spillway::ui

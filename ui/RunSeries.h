@@ -4,11 +4,14 @@
 // read by the Live and Compare pages. Not thread-safe.
 #pragma once
 
-#include <QJsonObject>
 #include <QMap>
 #include <QString>
 #include <QStringList>
 #include <QVector>
+#include <optional>
+
+#include "events/events.h"
+#include "events/plan.h"
 
 namespace spillway::ui {
 
@@ -61,12 +64,16 @@ struct RunSeries {
   QString lastError;                   // the message of the latest error event
   double lastSampleT = -1;             // t of the latest sample, -1 before the first
   qint64 logTotal = 0;                 // lines ever appended; log holds the last log.size() of them
-  QJsonObject plan;
+  std::optional<Plan> plan;  // the run's plan event (events/plan.h), once it came
   int lines = 0;
 
-  // Applies one event; returns false for a line that is not a JSON object with a type.
+  // Applies one event (events/events.h); returns false for a line that is not a JSON object with a
+  // type.
   bool apply(const QByteArray& line);
   void appendLog(const QString& line);  // keeps at most a bounded number of lines
+
+ private:
+  void applySample(const SampleEvent& e, double t);
 };
 
 }  // namespace spillway::ui

@@ -130,7 +130,7 @@ void TierChart::update(const RunSeries& series) {
   unavailable_->setVisible(x.isEmpty() && measured.isEmpty());
   // The CPU backend has no HBM: its "device" is an arena it carves out of host memory, sized for
   // the run, so it reads as an arena rather than as a full GPU.
-  const bool cpuArena = tier_ == "hbm" && series.plan["backend"].toString() == "cpu";
+  const bool cpuArena = tier_ == "hbm" && series.plan && series.plan->on_cpu();
   // Short enough for a third of a 1280-pixel window; the device's own reading goes on a second line.
   QString text = cpuArena ? tr("Arena (CPU, in DRAM)") : title_;
   if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(newest));

@@ -91,7 +91,7 @@ TrainingForm::TrainingForm(QWidget* parent) : QGroupBox(tr("Training"), parent) 
   evalFraction_ = JobForm::doubleSpinBox("data.eval_fraction", 3);
   evalEvery_ = JobForm::spinBox("train.eval_every");
   checkpointEvery_ = JobForm::spinBox("train.checkpoint_every");
-  seed_ = JobForm::spinBox("data.seed");
+  seed_ = JobForm::integerSpinBox("data.seed");
   tf->addRow(tr("Name"), name_);
   tf->addRow(tr("Steps"), steps_);
   tf->addRow(tr("Epochs"), epochs_);

@@ -10,6 +10,7 @@
 
 #include <QGroupBox>
 
+#include "IntegerSpinBox.h"
 #include "JobSettings.h"
 
 class QCheckBox;
@@ -47,8 +48,8 @@ class TrainingForm : public QGroupBox {
 
  private:
   QLineEdit* name_;
-  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_,
-      *seed_;
+  QSpinBox *steps_, *microBatch_, *gradAccum_, *seqLen_, *warmup_, *evalEvery_, *checkpointEvery_;
+  IntegerSpinBox* seed_;  // data.seed: 64-bit
   QDoubleSpinBox *epochs_, *weightDecay_, *clip_, *evalFraction_;
   QCheckBox* packing_;
   QLineEdit* lr_;       // text, so that 3e-3 and 2e-5 can be typed; lrValue_ is its last valid value

@@ -1,5 +1,5 @@
 // The job file (job.json) of `spillway-worker train` and `plan`: checked against the job schema
-// (app/job/job-schema: every key known, typed and in range, defaults filled in) and turned into the
+// (engine/job/job-schema: every key known, typed and in range, defaults filled in) and turned into the
 // engine's plain TrainJob. The resolved job — every key present — is what the worker writes into
 // the run folder and the run store keeps; `spillway-worker job-keys` prints the schema.
 #pragma once

@@ -1,5 +1,5 @@
 // `spillway-worker job-keys [--markdown | --json]`: the job file's keys from the schema
-// (app/job/job-schema) — path, default, unit, allowed values and what each does — as text (for a
+// (engine/job/job-schema) — path, default, unit, allowed values and what each does — as text (for a
 // terminal and the man page), as the README's Markdown table, or as JSON for tools.
 #pragma once
 

@@ -32,7 +32,7 @@ int run_eval(const std::vector<std::string>& argv, CommandIo io) {
                           invalid_argument("usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] "
                                            "[--template T] [--json]"));
   // The job file's defaults for what eval shares with training (data.seq_len, data.format, data.template).
-  DataSettings settings;
+  DataSettings settings = data_settings(TrainJob());
   // Whole numbers in the job file's ranges, checked before anything is allocated (--seq-len 5.9 ran
   // as 5; 99999999999 wrapped to a negative int; 100000 ran past the model's 512 positions).
   auto seq = args->integer("--seq-len", settings.seq_len, 2, 1 << 20);

@@ -46,65 +46,63 @@ std::string thousands(double v) {
   return out;
 }
 
-std::string gb(const nlohmann::json& bytes) {
-  return num(bytes.get<double>() / 1e9, "%.1f GB");
-}
+std::string gb(double bytes) { return num(bytes / 1e9, "%.1f GB"); }
 
 // "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model TFLOPS"
-std::string suggestion_line(const nlohmann::json& s) {
-  const int64_t tokens = s["tokens_per_step"];
-  return "micro-batch " + std::to_string(s["micro_batch_size"].get<int>()) + " x " + std::to_string(s["grad_accum"].get<int>()) +
+std::string suggestion_line(const PlanSuggestion& s) {
+  const int64_t tokens = s.tokens_per_step;
+  return "micro-batch " + std::to_string(s.micro_batch_size) + " x " + std::to_string(s.grad_accum) +
          " accumulation = " + (tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens)) +
-         " tokens/step: " + thousands(s["tokens_per_s"]) + " tokens/s, step " + num(s["step_s"], "%.2f s") + ", " +
-         num(s["model_tflops"], "%.3g model TFLOPS") + (s["same_as_job"].get<bool>() ? " (the job's own)" : "");
+         " tokens/step: " + thousands(s.tokens_per_s) + " tokens/s, step " + num(s.step_s, "%.2f s") + ", " +
+         num(s.model_tflops, "%.3g model TFLOPS") + (s.same_as_job ? " (the job's own)" : "");
 }
 
 // `plan` without --json: the plan as a table, the suggested batch last.
-void print_plan(std::ostream& out, const nlohmann::json& plan) {
+void print_plan(std::ostream& out, const Plan& plan) {
   auto row = [&](const std::string& name, const std::string& value) {
     out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 0, ' ') << " " << value << "\n";
   };
-  const auto& model = plan["model"];
-  const double params = model["parameters"];
-  const std::string device = plan["machine"]["device"].get<std::string>();
-  out << model["architecture"].get<std::string>() << " ("
+  const PlanModel& model = plan.model;
+  const double params = model.parameters;
+  const std::string& device = plan.machine.device;
+  out << model.architecture << " ("
       << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M")) << " parameters, "
-      << model["layers"].get<int>() << " layers) on " << plan["backend"].get<std::string>()
-      << (device.empty() ? "" : " (" + device + ")") << ": " << (plan["fits"].get<bool>() ? "fits" : "does not fit") << "\n";
-  for (const auto& [key, name] : {std::pair{"hbm", "HBM"}, std::pair{"dram", "DRAM"}, std::pair{"ssd", "SSD"}}) {
-    const auto& t = plan["tiers"][key];
-    const double free = t["free_bytes"], total = t["total_bytes"];
-    row(name, "needs " + gb(t["needed_bytes"]) + ", free " + (free > 0 ? gb(t["free_bytes"]) : "unbounded") + ", total " +
-                  (total > 0 ? gb(t["total_bytes"]) : "unbounded"));
+      << model.layers << " layers) on " << plan.backend
+      << (device.empty() ? "" : " (" + device + ")") << ": " << (plan.fits ? "fits" : "does not fit") << "\n";
+  for (const auto& [tier, name] : {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
+    const double needed = static_cast<double>(tier->needed_bytes), free = static_cast<double>(tier->free_bytes),
+                 total = static_cast<double>(tier->total_bytes);
+    row(name, "needs " + gb(needed) + ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
+                  (total > 0 ? gb(total) : "unbounded"));
   }
-  const auto& s = plan["step"];
-  row("tokens per step", thousands(s["tokens"]) + " (" + std::to_string(plan["micro_batch_size"].get<int>()) + " x " +
-                             std::to_string(plan["grad_accum"].get<int>()) + " x " + std::to_string(plan["seq_len"].get<int>()) +
-                             "), checkpoints " + (plan["checkpoints"] == "device" ? "on the device" : "in host memory"));
-  row("step", num(s["step_s"], "%.2f s") + ": compute " + num(s["compute_s"], "%.2f s") + ", link " + num(s["link_s"], "%.2f s") +
-                  ", AdamW " + num(s["adamw_s"], "%.2f s") + ", optimizer visible " + num(s["optimizer_visible_s"], "%.2f s") +
-                  (s["ssd_s"].get<double>() > 0 ? ", SSD " + num(s["ssd_s"], "%.2f s") : ""));
-  row("tokens/s", thousands(s["tokens_per_s"]) + " (" + num(s["model_tflops"], "%.3g model TFLOPS") + ")");
-  if (s["total_steps"].get<int64_t>() > 0) {
-    const double eta = s["eta_s"];
+  const PlanStep& s = plan.step;
+  row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) + " x " +
+                             std::to_string(plan.grad_accum) + " x " + std::to_string(plan.seq_len) +
+                             "), checkpoints " + (plan.checkpoints_on_device ? "on the device" : "in host memory"));
+  row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " + num(s.link_s, "%.2f s") +
+                  ", AdamW " + num(s.adamw_s, "%.2f s") + ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
+                  (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : ""));
+  row("tokens/s", thousands(s.tokens_per_s) + " (" + num(s.model_tflops, "%.3g model TFLOPS") + ")");
+  if (s.total_steps > 0) {
+    const double eta = s.eta_s;
     row("ETA", (eta >= 3600 ? num(eta / 3600, "%.1f h") : eta >= 60 ? num(eta / 60, "%.1f min") : num(eta, "%.0f s")) + " for " +
-                   std::to_string(s["total_steps"].get<int64_t>()) + " steps");
+                   std::to_string(s.total_steps) + " steps");
   }
-  row("bottleneck", s["bottleneck"].get<std::string>());
-  if (plan.contains("suggestion")) {
-    const auto& g = plan["suggestion"];
-    if (g["fits"].get<bool>()) row("suggested", suggestion_line(g));
-    row(g["fits"].get<bool>() ? "" : "suggested", g["why"].get<std::string>());
+  row("bottleneck", s.bottleneck);
+  if (plan.suggestion) {
+    const PlanSuggestion& g = *plan.suggestion;
+    if (g.fits) row("suggested", suggestion_line(g));
+    row(g.fits ? "" : "suggested", g.why);
   }
 }
 
 
 // "3.81 s", "23.2 GiB", "9,843": one figure of the comparison as the table shows it.
-std::string figure_text(const std::string& key, const nlohmann::json& v) {
-  if (v.is_null()) return "-";
-  if (key == "step_s") return num(v, "%.3g s");
-  if (key == "tokens_per_s") return thousands(v);
-  return format_bytes(static_cast<uint64_t>(v.get<double>()));
+std::string figure_text(StepFigure figure, const std::optional<double>& v) {
+  if (!v) return "-";
+  if (figure == StepFigure::kStepS) return num(*v, "%.3g s");
+  if (figure == StepFigure::kTokensPerS) return thousands(*v);
+  return format_bytes(static_cast<uint64_t>(*v));
 }
 
 // `plan --measure N`: the job's first N steps in a throwaway run, held against the plan that run
@@ -167,11 +165,11 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
     return 0;
   }
   if (!measured.ok()) return report_failure(io, json, measured.status());
-  const nlohmann::json& plan = (*trainer)->plan();
-  const nlohmann::json versus = compare_figures(predicted_figures(plan), *measured);
+  const Plan& plan = (*trainer)->plan();
+  const FiguresVersusPlan versus = compare_figures(predicted_figures(plan), *measured);
   if (json) {
-    io.out << nlohmann::json{{"steps", steps}, {"plan", plan}, {"figures", figures_to_json(*measured)}, {"versus_plan", versus}}.dump()
-           << std::endl;
+    // A measured event with the plan it was held against.
+    io.out << to_json(MeasuredEvent{steps, *measured, versus, plan}).dump() << std::endl;
     return 0;
   }
   print_plan(io.out, plan);
@@ -180,13 +178,14 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
   char line[160];
   std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", "", "predicted", "measured", "ratio");
   io.out << line;
-  const std::pair<const char*, const char*> rows[] = {{"step_s", "step"},           {"tokens_per_s", "tokens/s"},
-                                                      {"peak_hbm_bytes", "peak HBM"}, {"peak_dram_bytes", "peak DRAM"},
-                                                      {"h2d_bytes", "H2D per step"},  {"d2h_bytes", "D2H per step"}};
-  for (const auto& [key, name] : rows) {
-    const auto& r = versus[key];
-    std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", name, figure_text(key, r["predicted"]).c_str(),
-                  figure_text(key, r["measured"]).c_str(), r["ratio"].is_null() ? "-" : num(r["ratio"], "%.2f").c_str());
+  const std::pair<StepFigure, const char*> rows[] = {
+      {StepFigure::kStepS, "step"},           {StepFigure::kTokensPerS, "tokens/s"},
+      {StepFigure::kPeakHbmBytes, "peak HBM"}, {StepFigure::kPeakDramBytes, "peak DRAM"},
+      {StepFigure::kH2dBytes, "H2D per step"}, {StepFigure::kD2hBytes, "D2H per step"}};
+  for (const auto& [figure, name] : rows) {
+    const FigureComparison& r = versus[figure];
+    std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", name, figure_text(figure, r.predicted).c_str(),
+                  figure_text(figure, r.measured).c_str(), r.ratio ? num(*r.ratio, "%.2f").c_str() : "-");
     io.out << line;
   }
   io.out << "  (HBM measured: all device memory in use, CUDA context and libraries included; DRAM measured: the\n"
@@ -220,19 +219,18 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   if (!machine.ok()) return report_failure(io, json, machine.status());
   // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
   const int64_t steps = job->steps > 0 ? job->steps : 0;
-  nlohmann::json plan = make_plan(*config, *job, *machine, steps);
-  plan["backend_reason"] = reason;
+  Plan plan = make_plan(*config, *job, *machine, steps);
+  plan.backend_reason = reason;
   if (json) {
-    io.out << plan.dump() << std::endl;
+    io.out << to_json(plan).dump() << std::endl;
   } else {
     print_plan(io.out, plan);
     io.out.flush();
   }
   // Exit 3 always comes with a line on stderr, --json or not (a script that reads only the exit
   // code and stderr learns why).
-  if (!plan["fits"].get<bool>())
-    io.err << "spillway-worker: " << args->positional[0] << ": does not fit: " << plan["reason"].get<std::string>() << "\n";
-  return plan["fits"].get<bool>() ? 0 : 3;
+  if (!plan.fits) io.err << "spillway-worker: " << args->positional[0] << ": does not fit: " << plan.reason << "\n";
+  return plan.fits ? 0 : 3;
 }
 
 }  // namespace spillway::worker

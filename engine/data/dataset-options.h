@@ -16,12 +16,14 @@
 
 namespace spillway {
 
-// What a job says about its data; the job file's names and defaults (app/job/job-schema).
+// What a job says about its data, under the job file's names. No defaults of its own: a job's
+// settings come from its TrainJob (train/train-job.h, data_settings), whose defaults are the job
+// schema's (engine/job/job-schema).
 struct DataSettings {
-  std::string format = "auto";         // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
-  std::string chat_template = "auto";  // data.template: auto, llama-2, llama-3, chatml, alpaca, plain
-  int seq_len = 256;                   // data.seq_len: positions per sequence
-  bool packing = false;                // data.packing: instruction data packed (kPacked)
+  std::string format;         // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
+  std::string chat_template;  // data.template: auto, llama-2, llama-3, chatml, alpaca, plain
+  int seq_len = 0;            // data.seq_len: positions per sequence
+  bool packing = false;       // data.packing: instruction data packed (kPacked)
 };
 
 // kInvalidArgument naming data.format or data.template when one is not a known name, or

@@ -158,23 +158,24 @@ void RunRecorder::lost(bool in_db, const std::string& what, const Status& st) {
   if (in_db) log(LogLevel::kWarn, warning);  // into the other destination
 }
 
-Status RunRecorder::state(std::string_view name, const nlohmann::json& extra) {
-  Status st = events_->state(name, extra);
-  if (!st.ok()) return st.with_context(events_->path() + ": the '" + std::string(name) + "' state");
+Status RunRecorder::state(const StateEvent& e) {
+  Status st = events_->state(e);
+  if (!st.ok()) return st.with_context(events_->path() + ": the '" + e.state + "' state");
   return st;
 }
 
 Status RunRecorder::checkpoint(int64_t step, const std::string& path, uint64_t bytes, double write_s) {
-  Status st = events_->checkpoint({{"step", step}, {"path", path}, {"bytes", bytes}, {"write_s", write_s}});
+  Status st = events_->checkpoint(CheckpointEvent{step, path, bytes, write_s});
   if (!st.ok()) return st.with_context(events_->path() + ": checkpoint " + path);
   return must([&] { return store_->add_checkpoint(id_, CheckpointRow{step, path, 0, static_cast<int64_t>(bytes)}); },
               "checkpoint " + path);
 }
 
-Status RunRecorder::finish(RunStatus status, const FinalFigures& figures, const nlohmann::json& state_extra) {
+Status RunRecorder::finish(RunStatus status, const FinalFigures& figures, StateEvent state_extra) {
   if (const uint64_t n = dropped(); n > 0)
     log(LogLevel::kWarn, std::to_string(n) + " telemetry record" + (n == 1 ? " was" : "s were") + " not written (see the first warning)");
-  SPW_RETURN_IF_ERROR(state(run_status_name(status), state_extra));
+  state_extra.state = run_status_name(status);
+  SPW_RETURN_IF_ERROR(state(state_extra));
   return must([&] { return store_->finish_run(id_, status, figures); }, std::string("the run's end (") + run_status_name(status) + ")");
 }
 
@@ -187,13 +188,13 @@ Status RunRecorder::fail(const Status& why, FinalFigures figures) {
   return Status(why.code(), why.message() + " (and recording the failure failed too: " + st.to_string() + ")");
 }
 
-void RunRecorder::step(const nlohmann::json& fields, const MetricRow& row) {
-  if (Status st = events_->step(fields); !st.ok()) lost(false, "step " + std::to_string(row.step), st);
+void RunRecorder::step(const StepEvent& e, const MetricRow& row) {
+  if (Status st = events_->step(e); !st.ok()) lost(false, "step " + std::to_string(row.step), st);
   if (Status st = store_->add_metric(id_, row); !st.ok()) lost(true, "step " + std::to_string(row.step) + "'s metrics", st);
 }
 
-void RunRecorder::eval(const nlohmann::json& fields, const EvalRow& row) {
-  if (Status st = events_->eval(fields); !st.ok()) lost(false, "the eval at step " + std::to_string(row.step), st);
+void RunRecorder::eval(const EvalEvent& e, const EvalRow& row) {
+  if (Status st = events_->eval(e); !st.ok()) lost(false, "the eval at step " + std::to_string(row.step), st);
   if (Status st = store_->add_eval(id_, row); !st.ok()) lost(true, "the eval at step " + std::to_string(row.step), st);
 }
 
@@ -205,6 +206,12 @@ void RunRecorder::emit(std::string_view type, const nlohmann::json& fields) {
   if (Status st = events_->emit(type, fields); !st.ok()) lost(false, "a '" + std::string(type) + "' event", st);
 }
 
+void RunRecorder::plan(const Plan& plan) { emit(event_type_name(EventType::kPlan), to_json(plan)); }
+
+void RunRecorder::measured(const MeasuredEvent& e) { emit(event_type_name(EventType::kMeasured), to_json(e)); }
+
+void RunRecorder::exported(const ExportEvent& e) { emit(event_type_name(EventType::kExport), to_json(e)); }
+
 void RunRecorder::span(const SpanEvent& span) {
   if (Status st = events_->span(span); !st.ok()) lost(false, "a span", st);
 }
@@ -213,8 +220,8 @@ void RunRecorder::log(LogLevel level, std::string_view message) {
   if (Status st = events_->log(level, message); !st.ok()) lost(false, "a log line", st);
 }
 
-void RunRecorder::step_figures(const std::string& predicted_json, const std::string& measured_json) {
-  if (Status st = store_->set_step_figures(id_, predicted_json, measured_json); !st.ok())
+void RunRecorder::step_figures(const StepFigures& predicted, const StepFigures& measured) {
+  if (Status st = store_->set_step_figures(id_, to_json(predicted).dump(), to_json(measured).dump()); !st.ok())
     lost(true, "the predicted and measured figures", st);
 }
 

@@ -27,6 +27,8 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "events/events.h"
+#include "events/plan.h"
 #include "history/run-folder.h"
 #include "history/run-store.h"
 #include "telemetry/event-writer.h"
@@ -81,22 +83,32 @@ class RunRecorder {
   EventWriter* events() { return events_.get(); }
 
   // Records the run cannot go on without: an error names the file and what to do.
-  Status state(std::string_view name, const nlohmann::json& extra = nlohmann::json::object());
+  Status state(const StateEvent& e);
+  Status state(std::string_view name) {
+    StateEvent e;
+    e.state = name;
+    return state(e);
+  }
   Status checkpoint(int64_t step, const std::string& path, uint64_t bytes, double write_s);
-  // The end of a run that completed or stopped: its state line and its row's final figures.
-  Status finish(RunStatus status, const FinalFigures& figures, const nlohmann::json& state_extra = nlohmann::json::object());
+  // The end of a run that completed or stopped: its state line (`state_extra` with the status's
+  // name as its state) and its row's final figures.
+  Status finish(RunStatus status, const FinalFigures& figures, StateEvent state_extra = {});
   // The end of a run that failed with `why`: an error line, a "failed" state and the row. Returns
   // `why`, with the failure to record it appended when there was one.
   Status fail(const Status& why, FinalFigures figures);
 
   // Telemetry: counted and reported once when it cannot be written.
-  void step(const nlohmann::json& fields, const MetricRow& row);
-  void eval(const nlohmann::json& fields, const EvalRow& row);
+  void step(const StepEvent& e, const MetricRow& row);
+  void eval(const EvalEvent& e, const EvalRow& row);
   void sample(double t_s, const nlohmann::json& fields);  // the runs.db row of a sample the sampler wrote
-  void emit(std::string_view type, const nlohmann::json& fields);
+  void plan(const Plan& plan);
+  void measured(const MeasuredEvent& e);
+  void exported(const ExportEvent& e);
+  void emit(std::string_view type, const nlohmann::json& fields);  // an event of another type
   void span(const SpanEvent& span);
   void log(LogLevel level, std::string_view message);
-  void step_figures(const std::string& predicted_json, const std::string& measured_json);
+  // The run's predicted and measured figures, for History's columns (runs.db).
+  void step_figures(const StepFigures& predicted, const StepFigures& measured);
   // Telemetry records not written so far.
   uint64_t dropped() const { return dropped_.load(); }
 

@@ -22,8 +22,6 @@ std::string dump(const Json& j) {
 }
 
 // Finite numbers as JSON numbers; NaN/Inf would become null in nlohmann, so say so explicitly here.
-Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
-
 // Machine-readable code for the `error` event (error_code_name() is for people: "i/o error").
 const char* error_code_key(ErrorCode code) {
   switch (code) {
@@ -150,50 +148,52 @@ Status EventWriter::write_line(std::string_view type, const Json& fields, bool d
   return Status();
 }
 
+Status EventWriter::state(const StateEvent& e) { return write_line(event_type_name(EventType::kState), to_json(e), true); }
+
+Status EventWriter::sample(const SampleEvent& e) { return sample(to_json(e)); }
+
+Status EventWriter::step(const StepEvent& e) { return step(to_json(e)); }
+
+Status EventWriter::eval(const EvalEvent& e) { return eval(to_json(e)); }
+
+Status EventWriter::checkpoint(const CheckpointEvent& e) { return checkpoint(to_json(e)); }
+
 Status EventWriter::state(std::string_view name, const Json& extra) {
   Json fields = extra.is_object() ? extra : Json::object();
-  fields["state"] = std::string(name);
-  return write_line("state", fields, /*durable=*/true);
+  StateEvent e;
+  e.state = name;
+  fields.update(to_json(e));
+  return write_line(event_type_name(EventType::kState), fields, /*durable=*/true);
 }
 
-Status EventWriter::sample(const Json& fields) { return write_line("sample", fields, false); }
+Status EventWriter::sample(const Json& fields) { return write_line(event_type_name(EventType::kSample), fields, false); }
 
-Status EventWriter::step(const Json& fields) { return write_line("step", fields, false); }
+Status EventWriter::step(const Json& fields) { return write_line(event_type_name(EventType::kStep), fields, false); }
 
-Status EventWriter::span(const SpanEvent& span) {
-  Json fields = Json::object();
-  fields["block"] = std::string(span.block);
-  fields["layer"] = span.layer ? Json(*span.layer) : Json(nullptr);
-  fields["phase"] = std::string(span.phase);
-  fields["start_s"] = number_or_null(span.start_s);
-  fields["end_s"] = number_or_null(span.end_s);
-  return write_line("span", fields, false);
-}
+Status EventWriter::span(const SpanEvent& span) { return write_line(event_type_name(EventType::kSpan), to_json(span), false); }
 
 Status EventWriter::log(LogLevel level, std::string_view message) {
-  Json fields = Json::object();
-  fields["level"] = log_level_name(level);
-  fields["message"] = std::string(message);
-  return write_line("log", fields, false);
+  return write_line(event_type_name(EventType::kLog), to_json(LogEvent{log_level_name(level), std::string(message)}), false);
 }
 
 Status EventWriter::error(std::string_view code, std::string_view message) {
-  Json fields = Json::object();
-  fields["code"] = std::string(code);
-  fields["message"] = std::string(message);
-  return write_line("error", fields, /*durable=*/true);
+  return write_line(event_type_name(EventType::kError), to_json(ErrorEvent{std::string(code), std::string(message)}),
+                    /*durable=*/true);
 }
 
 Status EventWriter::error(const Status& status) {
   return error(error_code_key(status.code()), status.message());
 }
 
-Status EventWriter::checkpoint(const Json& fields) { return write_line("checkpoint", fields, true); }
+Status EventWriter::checkpoint(const Json& fields) {
+  return write_line(event_type_name(EventType::kCheckpoint), fields, true);
+}
 
-Status EventWriter::eval(const Json& fields) { return write_line("eval", fields, false); }
+Status EventWriter::eval(const Json& fields) { return write_line(event_type_name(EventType::kEval), fields, false); }
 
 Status EventWriter::emit(std::string_view type, const Json& fields) {
-  bool durable = type == "state" || type == "checkpoint" || type == "error";
+  const std::optional<EventType> known = parse_event_type(type);
+  const bool durable = known == EventType::kState || known == EventType::kCheckpoint || known == EventType::kError;
   return write_line(type, fields, durable);
 }
 

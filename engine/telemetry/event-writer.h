@@ -25,6 +25,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "events/events.h"
 #include "telemetry/span.h"
 
 namespace spillway {
@@ -52,12 +53,19 @@ class EventWriter {
   double now_s() const;
   const std::string& path() const { return path_; }
 
+  // The typed events (events/events.h); state and checkpoint are fsync'ed.
+  Status state(const StateEvent& e);
+  Status sample(const SampleEvent& e);
+  Status step(const StepEvent& e);
+  Status eval(const EvalEvent& e);
+  Status checkpoint(const CheckpointEvent& e);
+
   // {"type":"state","t":..,"state":name, ...extra}. Fsync'ed. Typical names: "starting", "loading",
   // "training", "checkpointing", "stopping", "completed", "failed".
   Status state(std::string_view name, const nlohmann::json& extra = nlohmann::json::object());
   // Tier and link telemetry (see TelemetrySampler for the fields), about 10 Hz.
   Status sample(const nlohmann::json& fields);
-  // One optimizer step: step, loss, lr, grad_norm, tokens, tokens_per_s, model_tflops, ...
+  // One optimizer step: the fields of a StepEvent.
   Status step(const nlohmann::json& fields);
   // Timeline: {"block":..,"layer":l or null,"phase":..,"start_s":..,"end_s":..} (span.h); start and
   // end in the now_s() time base.

@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
+
+#include "events/events.h"
 
 namespace spillway {
 
@@ -15,21 +18,15 @@ namespace spillway {
 // start and end in seconds of the clock given with the sink. Called from the thread doing the work.
 using SpanSink = std::function<void(size_t block, const char* phase, double start_s, double end_s)>;
 
-// One `span` event: {"block": "embed" | "layer" | "head" | "step", "layer": index or null,
-// "phase", "start_s", "end_s"}.
-struct SpanEvent {
-  std::string_view block;
-  std::optional<int> layer;
-  std::string_view phase;
-  double start_s = 0, end_s = 0;
-};
+// One `span` event is a SpanEvent (events/events.h): block "embed" | "layer" | "head" | "step",
+// the layer's index or none, the phase, start and end.
 
 // The event of a SpanSink call on a model of `num_layers` layers.
 inline SpanEvent block_span(size_t block, int num_layers, std::string_view phase, double start_s, double end_s) {
   const long layer = static_cast<long>(block) - 1;
   const bool is_layer = layer >= 0 && layer < num_layers;
   return {block == 0 ? "embed" : is_layer ? "layer" : "head", is_layer ? std::optional<int>(int(layer)) : std::nullopt,
-          phase, start_s, end_s};
+          std::string(phase), start_s, end_s};
 }
 
 }  // namespace spillway

@@ -7,29 +7,29 @@ namespace {
 
 using Json = nlohmann::json;
 
-Json tier_json(const CounterSnapshot& s, Tier t) {
-  Json j = Json::object();
-  for (Category c : kAllCategories) j[std::string(category_name(c)) + "_bytes"] = s.held(t, c);
-  j["used_bytes"] = s.tier_total(t);
-  if (s.capacity(t) > 0) j["capacity_bytes"] = s.capacity(t);
-  return j;
+SampleTier tier_sample(const CounterSnapshot& s, Tier t) {
+  SampleTier out;
+  for (Category c : kAllCategories) out.category_bytes[category_name(c)] = s.held(t, c);
+  out.used_bytes = s.tier_total(t);
+  if (s.capacity(t) > 0) out.capacity_bytes = s.capacity(t);
+  return out;
 }
 
-// The GPU's keys, each only when known. Memory prefers NVML (the whole device, as nvidia-smi shows
+// The GPU's fields, each only when known. Memory prefers NVML (the whole device, as nvidia-smi shows
 // it) and falls back on the backend's probe (cudaMemGetInfo), which sees the same device memory.
-void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev, Json& sample) {
-  if (g.util_pct) sample["gpu_util_pct"] = *g.util_pct;
+void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev, SampleEvent& sample) {
+  sample.gpu_util_pct = g.util_pct;
   if (g.mem_used_bytes && g.mem_total_bytes) {
-    sample["gpu_mem_used_bytes"] = *g.mem_used_bytes;
-    sample["gpu_mem_total_bytes"] = *g.mem_total_bytes;
+    sample.gpu_mem_used_bytes = *g.mem_used_bytes;
+    sample.gpu_mem_total_bytes = *g.mem_total_bytes;
   } else if (dev) {
-    sample["gpu_mem_used_bytes"] = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
-    sample["gpu_mem_total_bytes"] = dev->total_bytes;
+    sample.gpu_mem_used_bytes = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
+    sample.gpu_mem_total_bytes = dev->total_bytes;
   }
-  if (g.pcie_tx_gbps) sample["pcie_tx_gbps"] = *g.pcie_tx_gbps;
-  if (g.pcie_rx_gbps) sample["pcie_rx_gbps"] = *g.pcie_rx_gbps;
-  if (g.power_w) sample["gpu_power_w"] = *g.power_w;
-  if (g.temp_c) sample["gpu_temp_c"] = *g.temp_c;
+  sample.pcie_tx_gbps = g.pcie_tx_gbps;
+  sample.pcie_rx_gbps = g.pcie_rx_gbps;
+  sample.gpu_power_w = g.power_w;
+  sample.gpu_temp_c = g.temp_c;
 }
 
 }  // namespace
@@ -105,7 +105,7 @@ void TelemetrySampler::run() {
 
 Json TelemetrySampler::sample_once() {
   std::function<void(double, const Json&)> callback;
-  Json sample;
+  Json sample_json;
   double t = 0.0;
   {
     std::lock_guard lock(sample_mu_);
@@ -113,50 +113,45 @@ Json TelemetrySampler::sample_once() {
     t = now_s();
     double dt = t - prev_t_s_;
 
-    Json tiers = Json::object();
-    Json hbm = tier_json(snap, Tier::kHbm);
+    SampleEvent sample;
+    SampleTier hbm = tier_sample(snap, Tier::kHbm);
     std::optional<DeviceMemory> dev;
     if (options_.device_memory) dev = options_.device_memory();
     if (dev) {
-      hbm["device_total_bytes"] = dev->total_bytes;
-      hbm["device_free_bytes"] = dev->free_bytes;
-      if (!hbm.contains("capacity_bytes")) hbm["capacity_bytes"] = dev->total_bytes;
+      hbm.device_total_bytes = dev->total_bytes;
+      hbm.device_free_bytes = dev->free_bytes;
+      if (!hbm.capacity_bytes) hbm.capacity_bytes = dev->total_bytes;
     }
-    Json dram = tier_json(snap, Tier::kDram);
+    SampleTier dram = tier_sample(snap, Tier::kDram);
     MemInfo mem = read_meminfo();
-    if (mem.total_bytes) dram["total_bytes"] = *mem.total_bytes;
-    if (mem.available_bytes) dram["available_bytes"] = *mem.available_bytes;
-    Json ssd = tier_json(snap, Tier::kSsd);
+    dram.total_bytes = mem.total_bytes;
+    dram.available_bytes = mem.available_bytes;
+    SampleTier ssd = tier_sample(snap, Tier::kSsd);
     if (!options_.ssd_path.empty()) {
       FsSpace space = read_fs_space(options_.ssd_path);
-      if (space.free_bytes) ssd["free_bytes"] = *space.free_bytes;
-      if (space.total_bytes) ssd["total_bytes"] = *space.total_bytes;
+      ssd.free_bytes = space.free_bytes;
+      ssd.total_bytes = space.total_bytes;
     }
-    tiers["hbm"] = std::move(hbm);
-    tiers["dram"] = std::move(dram);
-    tiers["ssd"] = std::move(ssd);
-    sample["tiers"] = std::move(tiers);
+    sample.tiers[tier_name(Tier::kHbm)] = std::move(hbm);
+    sample.tiers[tier_name(Tier::kDram)] = std::move(dram);
+    sample.tiers[tier_name(Tier::kSsd)] = std::move(ssd);
 
-    Json links = Json::object();
     auto moved = snap.moved_since(prev_counters_);
     for (Link l : kAllLinks) {
-      std::string name = link_name(l);
-      if (dt > 0) links[name + "_gbps"] = static_cast<double>(moved[static_cast<size_t>(l)]) / dt / 1e9;
-      links[name + "_bytes"] = snap.moved(l);
+      SampleLink& link = sample.links[link_name(l)];
+      if (dt > 0) link.gbps = static_cast<double>(moved[static_cast<size_t>(l)]) / dt / 1e9;
+      link.bytes = snap.moved(l);
     }
-    sample["links"] = std::move(links);
 
     std::optional<DiskIo> disk = disk_.read();
     if (disk && prev_disk_ && dt > 0) {
-      Json d = Json::object();
-      d["device"] = disk_.device();
       auto delta = [](std::uint64_t now, std::uint64_t before) { return now >= before ? now - before : 0; };
-      d["read_gbps"] = static_cast<double>(delta(disk->read_bytes, prev_disk_->read_bytes)) / dt / 1e9;
-      d["write_gbps"] = static_cast<double>(delta(disk->written_bytes, prev_disk_->written_bytes)) / dt / 1e9;
-      sample["disk"] = std::move(d);
+      sample.disk = SampleDisk{disk_.device(),
+                               static_cast<double>(delta(disk->read_bytes, prev_disk_->read_bytes)) / dt / 1e9,
+                               static_cast<double>(delta(disk->written_bytes, prev_disk_->written_bytes)) / dt / 1e9};
     }
-    if (auto rss = read_process_rss_bytes()) sample["rss_bytes"] = *rss;
-    if (dt > 0) sample["interval_s"] = dt;
+    sample.rss_bytes = read_process_rss_bytes();
+    if (dt > 0) sample.interval_s = dt;
     add_gpu_fields(gpu_ ? gpu_->sample() : GpuSample{}, dev, sample);
 
     prev_counters_ = snap;
@@ -164,8 +159,9 @@ Json TelemetrySampler::sample_once() {
     if (disk) prev_disk_ = disk;
     ++samples_;
 
+    sample_json = to_json(sample);
     if (writer_) {
-      Status s = writer_->sample(sample);
+      Status s = writer_->sample(sample_json);
       if (!s.ok()) last_error_ = s;
     }
     // 1e-3 of slack so a 100 ms timer that fires a hair early still yields one callback a second.
@@ -175,8 +171,8 @@ Json TelemetrySampler::sample_once() {
       callback = options_.on_sample;
     }
   }
-  if (callback) callback(t, sample);
-  return sample;
+  if (callback) callback(t, sample_json);
+  return sample_json;
 }
 
 std::uint64_t TelemetrySampler::samples_taken() const {

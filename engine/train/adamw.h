@@ -22,12 +22,14 @@ namespace spillway {
 
 class ThreadPool;
 
+// No defaults of its own (zero): the trainer takes every value from the job (train/train-job.h,
+// whose defaults are the job schema's), the tests from their golden files.
 struct AdamWConfig {
-  double lr = 1e-3;  // this step's learning rate (after the schedule)
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
+  double lr = 0;  // this step's learning rate (after the schedule; Optimizer sets it per step)
+  double beta1 = 0;
+  double beta2 = 0;
+  double eps = 0;
+  double weight_decay = 0;
 };
 
 // Updates `count` elements in place. `step` counts from 1. `decay` selects weight decay. Runs on

@@ -84,7 +84,7 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
 }
 
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
-nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
+Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
   const uint64_t padded = layout.total_numel();
@@ -119,34 +119,38 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   // DRAM / SSD: master weights, gradients, AdamW moments.
   const TierPlacement placement = place_tiers(config, job, machine.dram_available_bytes);
   const bool opt_ssd = placement.optimizer_on_ssd, master_ssd = placement.master_on_ssd;
-  nlohmann::json tiers;
-  tiers["hbm"]["categories"] = {{"weights_bytes", slots}, {"gradients_bytes", grads_dev},
-                                {"workspace_bytes", hbm.workspace_bytes},
-                                {"checkpoints_bytes", ckpt_on_device ? ckpt : 0}};
-  tiers["hbm"]["needed_bytes"] = hbm_fixed + (ckpt_on_device ? ckpt : 0);
-  tiers["hbm"]["total_bytes"] = device_cap;
-  tiers["hbm"]["free_bytes"] = device_free;
-  tiers["hbm"]["runtime_bytes"] = machine.backend == "cpu" ? 0 : kGpuRuntimeHbmBytes;
+  Plan plan;
+  plan.hbm.weights_bytes = slots;
+  plan.hbm.gradients_bytes = grads_dev;
+  plan.hbm.workspace_bytes = hbm.workspace_bytes;
+  plan.hbm.checkpoints_bytes = ckpt_on_device ? ckpt : 0;
+  plan.hbm.needed_bytes = hbm_fixed + (ckpt_on_device ? ckpt : 0);
+  plan.hbm.total_bytes = device_cap;
+  plan.hbm.free_bytes = device_free;
+  plan.hbm.runtime_bytes = machine.backend == "cpu" ? 0 : kGpuRuntimeHbmBytes;
   // The engine streams the fp32 master itself (on CUDA converted to bf16 on the device,
   // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
   // on the SSD ModelState's master buffer stays behind as the streamed copy.
   const bool cpu = machine.backend == "cpu";
   const uint64_t compute_copy = master_ssd ? fp32 : 0;
   const uint64_t master_dram = master_ssd ? 0 : fp32;
-  tiers["dram"]["categories"] = {{"weights_bytes", compute_copy}, {"master_bytes", master_dram}, {"gradients_bytes", fp32},
-                                 {"optimizer_bytes", opt_ssd ? 0 : 2 * fp32},
-                                 {"checkpoints_bytes", ckpt_on_device ? 0 : ckpt}};
+  plan.dram.weights_bytes = compute_copy;
+  plan.dram.master_bytes = master_dram;
+  plan.dram.gradients_bytes = fp32;
+  plan.dram.optimizer_bytes = opt_ssd ? 0 : 2 * fp32;
+  plan.dram.checkpoints_bytes = ckpt_on_device ? 0 : ckpt;
   uint64_t dram_needed = compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
   if (machine.backend == "cpu" && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
-  tiers["dram"]["needed_bytes"] = dram_needed;
-  tiers["dram"]["total_bytes"] = machine.dram_total_bytes;
-  tiers["dram"]["runtime_bytes"] = machine.backend == "cpu" ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
-  tiers["dram"]["free_bytes"] = job.dram_cap_bytes ? std::min(job.dram_cap_bytes, machine.dram_available_bytes) : machine.dram_available_bytes;
+  plan.dram.needed_bytes = dram_needed;
+  plan.dram.total_bytes = machine.dram_total_bytes;
+  plan.dram.runtime_bytes = machine.backend == "cpu" ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
+  plan.dram.free_bytes = job.dram_cap_bytes ? std::min(job.dram_cap_bytes, machine.dram_available_bytes) : machine.dram_available_bytes;
   const uint64_t ssd_needed = (opt_ssd ? 2 * fp32 : 0) + (master_ssd ? fp32 : 0);
-  tiers["ssd"]["categories"] = {{"optimizer_bytes", opt_ssd ? 2 * fp32 : 0}, {"master_bytes", master_ssd ? fp32 : 0}};
-  tiers["ssd"]["needed_bytes"] = ssd_needed;
-  tiers["ssd"]["total_bytes"] = machine.ssd_total_bytes;
-  tiers["ssd"]["free_bytes"] = machine.ssd_free_bytes;
+  plan.ssd.optimizer_bytes = opt_ssd ? 2 * fp32 : 0;
+  plan.ssd.master_bytes = master_ssd ? fp32 : 0;
+  plan.ssd.needed_bytes = ssd_needed;
+  plan.ssd.total_bytes = machine.ssd_total_bytes;
+  plan.ssd.free_bytes = machine.ssd_free_bytes;
 
   std::string reason;
   if (Status st = check_positions(config, job); !st.ok()) {
@@ -154,8 +158,8 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   } else if (device_free && hbm_fixed > device_free) {
     reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) + " weight slots of the largest block, "
              "gradient buffers, one micro-batch's activations) but has " + gb(device_free) + "; lower micro_batch_size or seq_len";
-  } else if (dram_needed > tiers["dram"]["free_bytes"].get<uint64_t>()) {
-    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(tiers["dram"]["free_bytes"].get<uint64_t>()) + " is available; " +
+  } else if (dram_needed > plan.dram.free_bytes) {
+    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) + " is available; " +
              (opt_ssd && master_ssd
                   ? std::string("what remains is the gradients and the weights the device streams: a smaller model or "
                                 "more DRAM")
@@ -213,56 +217,53 @@ nlohmann::json plan_job(const ModelConfig& config, const TrainJob& job, const Ma
   };
   const std::vector<Part> parts = {{"compute", compute_s}, {"h2d", link_s}, {"ssd", ssd_s}, {"optimizer", optimizer_visible_s}};
   const Part worst = *std::max_element(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.s < b.s; });
-  nlohmann::json step = {{"tokens", tokens},
-                         {"flops", flops.hardware},
-                         {"model_flops", flops.model},
-                         {"compute_s", compute_s},
-                         {"gemm_s", gpu.gemm_s},
-                         {"attention_s", gpu.attention_s},
-                         {"lm_head_s", gpu.lm_head_s},
-                         {"elementwise_s", gpu.elementwise_s},
-                         {"key_bias_s", gpu.key_bias_s},
-                         {"accumulate_s", accumulate_s},
-                         {"h2d_bytes", h2d_bytes},
-                         {"d2h_bytes", d2h_bytes},
-                         {"h2d_s", h2d_s},
-                         {"d2h_s", d2h_s},
-                         {"link_s", link_s},
-                         {"ssd_s", ssd_s},
-                         {"grad_norm_s", grad_norm_s},
-                         {"adamw_s", adamw_s},
-                         {"optimizer_s", optimizer_s},
-                         {"optimizer_visible_s", optimizer_visible_s},
-                         {"step_s", step_s},
-                         {"tokens_per_s", tokens / step_s},
-                         {"model_tflops", flops.model / step_s / 1e12},
-                         {"eta_s", step_s * total_steps},
-                         {"bottleneck", worst.name},
-                         {"total_steps", total_steps}};
-  return {{"fits", reason.empty()},
-          {"reason", reason},
-          {"backend", machine.backend},
-          {"micro_batch_size", job.micro_batch_size},
-          {"grad_accum", job.grad_accum},
-          {"seq_len", job.seq_len},
-          {"checkpoints", ckpt_on_device ? "device" : "host"},
-          {"model", {{"architecture", config.architecture}, {"parameters", P}, {"layers", config.num_layers},
-                     {"hidden_size", config.hidden_size}, {"vocab_size", config.vocab_size}}},
-          {"machine", {{"compute_flops", machine.compute_flops}, {"h2d_bytes_per_s", machine.h2d_bytes_per_s},
-                       {"d2h_bytes_per_s", machine.d2h_bytes_per_s}, {"duplex_bytes_per_s", machine.duplex_bytes_per_s},
-                       {"host_mem_bytes_per_s", machine.host_mem_bytes_per_s},
-                       {"adamw_params_per_s", machine.adamw_params_per_s},
-                       {"ssd_bytes_per_s", machine.ssd_bytes_per_s}, {"device", machine.device}}},
-          {"tiers", tiers},
-          {"step", step}};
+  PlanStep& step = plan.step;
+  step.tokens = tokens;
+  step.flops = flops.hardware;
+  step.model_flops = flops.model;
+  step.compute_s = compute_s;
+  step.gemm_s = gpu.gemm_s;
+  step.attention_s = gpu.attention_s;
+  step.lm_head_s = gpu.lm_head_s;
+  step.elementwise_s = gpu.elementwise_s;
+  step.key_bias_s = gpu.key_bias_s;
+  step.accumulate_s = accumulate_s;
+  step.h2d_bytes = h2d_bytes;
+  step.d2h_bytes = d2h_bytes;
+  step.h2d_s = h2d_s;
+  step.d2h_s = d2h_s;
+  step.link_s = link_s;
+  step.ssd_s = ssd_s;
+  step.grad_norm_s = grad_norm_s;
+  step.adamw_s = adamw_s;
+  step.optimizer_s = optimizer_s;
+  step.optimizer_visible_s = optimizer_visible_s;
+  step.step_s = step_s;
+  step.tokens_per_s = tokens / step_s;
+  step.model_tflops = flops.model / step_s / 1e12;
+  step.eta_s = step_s * total_steps;
+  step.bottleneck = worst.name;
+  step.total_steps = total_steps;
+  plan.fits = reason.empty();
+  plan.reason = reason;
+  plan.backend = machine.backend;
+  plan.micro_batch_size = job.micro_batch_size;
+  plan.grad_accum = job.grad_accum;
+  plan.seq_len = job.seq_len;
+  plan.checkpoints_on_device = ckpt_on_device;
+  plan.model = {config.architecture, P, config.num_layers, config.hidden_size, config.vocab_size};
+  plan.machine = {machine.compute_flops,      machine.h2d_bytes_per_s,      machine.d2h_bytes_per_s,
+                  machine.duplex_bytes_per_s, machine.host_mem_bytes_per_s, machine.adamw_params_per_s,
+                  machine.ssd_bytes_per_s,    machine.device};
+  return plan;
 }
 
 }  // namespace
 
-nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps,
-                         bool with_suggestion) {
-  nlohmann::json plan = plan_job(config, job, machine, total_steps);
-  if (with_suggestion) plan["suggestion"] = suggest_batch(config, job, machine);
+Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps,
+               bool with_suggestion) {
+  Plan plan = plan_job(config, job, machine, total_steps);
+  if (with_suggestion) plan.suggestion = suggest_batch(config, job, machine);
   return plan;
 }
 
@@ -282,35 +283,35 @@ std::string seconds_text(double s) {
 struct Candidate {
   int micro_batch = 0, grad_accum = 0;
   int64_t tokens = 0;
-  nlohmann::json plan;
-  bool fits() const { return plan["fits"].get<bool>(); }
-  bool on_device() const { return plan["checkpoints"] == "device"; }
-  double tokens_per_s() const { return plan["step"]["tokens_per_s"].get<double>(); }
-  double step(const char* key) const { return plan["step"][key].get<double>(); }
+  Plan plan;
+  bool fits() const { return plan.fits; }
+  bool on_device() const { return plan.checkpoints_on_device; }
+  double tokens_per_s() const { return plan.step.tokens_per_s; }
+  const PlanStep& step() const { return plan.step; }
 };
 
-nlohmann::json suggestion_json(const Candidate& c, const TrainJob& job, const std::string& why) {
-  const auto& hbm = c.plan["tiers"]["hbm"];
-  return {{"fits", true},
-          {"micro_batch_size", c.micro_batch},
-          {"grad_accum", c.grad_accum},
-          {"tokens_per_step", c.tokens},
-          {"step_s", c.step("step_s")},
-          {"tokens_per_s", c.tokens_per_s()},
-          {"model_tflops", c.step("model_tflops")},
-          {"checkpoints_on_device", c.on_device()},
-          {"hbm_needed_bytes", hbm["needed_bytes"]},
-          {"hbm_free_bytes", hbm["free_bytes"]},
-          {"same_as_job", c.micro_batch == job.micro_batch_size && c.grad_accum == job.grad_accum},
-          {"why", why}};
+PlanSuggestion suggestion_of(const Candidate& c, const TrainJob& job, const std::string& why) {
+  PlanSuggestion s;
+  s.fits = true;
+  s.micro_batch_size = c.micro_batch;
+  s.grad_accum = c.grad_accum;
+  s.tokens_per_step = c.tokens;
+  s.step_s = c.step().step_s;
+  s.tokens_per_s = c.tokens_per_s();
+  s.model_tflops = c.step().model_tflops;
+  s.checkpoints_on_device = c.on_device();
+  s.hbm_needed_bytes = c.plan.hbm.needed_bytes;
+  s.hbm_free_bytes = c.plan.hbm.free_bytes;
+  s.same_as_job = c.micro_batch == job.micro_batch_size && c.grad_accum == job.grad_accum;
+  s.why = why;
+  return s;
 }
 
 // Where the checkpoints of `c` go, for the end of a `why`: "micro-batch 8 keeps checkpoints in
 // HBM (25 GB of 84)".
 std::string checkpoints_text(const Candidate& c) {
-  const auto& hbm = c.plan["tiers"]["hbm"];
-  const double needed = hbm["needed_bytes"].get<double>(), free = hbm["free_bytes"].get<double>();
-  const double ckpt = c.plan["tiers"][c.on_device() ? "hbm" : "dram"]["categories"]["checkpoints_bytes"].get<double>();
+  const double needed = static_cast<double>(c.plan.hbm.needed_bytes), free = static_cast<double>(c.plan.hbm.free_bytes);
+  const double ckpt = static_cast<double>((c.on_device() ? c.plan.hbm : c.plan.dram).checkpoints_bytes.value_or(0));
   char buf[160];
   if (free <= 0) {
     std::snprintf(buf, sizeof(buf), "micro-batch %d, checkpoints %.0f GB", c.micro_batch, ckpt / 1e9);
@@ -327,31 +328,31 @@ std::string checkpoints_text(const Candidate& c) {
 // What a step smaller than `chosen` loses most to, and from which size on it is hidden.
 std::string limit_text(const Candidate& chosen, const Candidate* below) {
   if (!below) return "the smallest step that fits already keeps the GPU busy";
-  const double compute = below->step("compute_s"), link = below->step("link_s");
-  const double optimizer = below->step("optimizer_visible_s");
+  const double compute = below->step().compute_s, link = below->step().link_s;
+  const double optimizer = below->step().optimizer_visible_s;
   const double link_excess = std::max(0.0, link - compute);
-  const double ssd_excess = std::max(0.0, below->step("ssd_s") - std::max(compute, link));
+  const double ssd_excess = std::max(0.0, below->step().ssd_s - std::max(compute, link));
   const std::string from = " from " + tokens_text(chosen.tokens) + " tokens per step";
   if (optimizer >= link_excess && optimizer >= ssd_excess && optimizer > 0) {
-    return "AdamW (" + seconds_text(chosen.step("adamw_s")) + ") hides behind the forward" + from;
+    return "AdamW (" + seconds_text(chosen.step().adamw_s) + ") hides behind the forward" + from;
   }
   if (link_excess >= ssd_excess && link_excess > 0) {
-    return "the host link (" + seconds_text(chosen.step("link_s")) + " per step) hides behind compute" + from;
+    return "the host link (" + seconds_text(chosen.step().link_s) + " per step) hides behind compute" + from;
   }
-  if (ssd_excess > 0) return "the SSD (" + seconds_text(chosen.step("ssd_s")) + " per step) hides behind compute" + from;
+  if (ssd_excess > 0) return "the SSD (" + seconds_text(chosen.step().ssd_s) + " per step) hides behind compute" + from;
   return "fewer, larger micro-batches spend less on adding up the weight gradients" + from;
 }
 
 }  // namespace
 
-nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine) {
+PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine) {
   const bool cpu = machine.backend == "cpu";
   const std::string shared = "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
   const int64_t own_tokens = static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
-  const nlohmann::json own = plan_job(config, job, machine, 0);
-  if (cpu && own["fits"].get<bool>()) {
+  const Plan own = plan_job(config, job, machine, 0);
+  if (cpu && own.fits) {
     const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
-    return suggestion_json(c, job, shared);
+    return suggestion_of(c, job, shared);
   }
   std::vector<Candidate> all;
   for (int mb : {1, 2, 4, 8, 16}) {
@@ -362,7 +363,7 @@ nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, con
       j.grad_accum = ga;
       Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len, plan_job(config, j, machine, 0)};
       // One micro-batch that does not fit HBM: neither does any larger one.
-      if (ga == 1 && !c.fits() && c.plan["reason"].get<std::string>().starts_with("HBM")) break;
+      if (ga == 1 && !c.fits() && c.plan.reason.starts_with("HBM")) break;
       any = true;
       all.push_back(std::move(c));
     }
@@ -375,8 +376,10 @@ nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, con
   if (fitting.empty()) {
     TrainJob j = job;
     j.micro_batch_size = j.grad_accum = 1;
-    const nlohmann::json smallest = plan_job(config, j, machine, 0);
-    return {{"fits", false}, {"why", "no micro-batch fits: " + smallest["reason"].get<std::string>()}};
+    const Plan smallest = plan_job(config, j, machine, 0);
+    PlanSuggestion none;
+    none.why = "no micro-batch fits: " + smallest.reason;
+    return none;
   }
   // Smaller steps first, the larger micro-batch first at equal steps.
   auto smaller = [](const Candidate* a, const Candidate* b) {
@@ -388,11 +391,11 @@ nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, con
     // The job's own values do not fit: keep its tokens per step in smaller micro-batches if one
     // fits, else the smallest step that does.
     const std::string not_own = "; the job's " + std::to_string(job.micro_batch_size) + " x " + std::to_string(job.grad_accum) +
-                                " does not fit (" + own["reason"].get<std::string>() + "): ";
+                                " does not fit (" + own.reason + "): ";
     for (const Candidate* c : fitting) {
-      if (c->tokens == own_tokens) return suggestion_json(*c, job, shared + not_own + "the same tokens per step in smaller micro-batches");
+      if (c->tokens == own_tokens) return suggestion_of(*c, job, shared + not_own + "the same tokens per step in smaller micro-batches");
     }
-    return suggestion_json(*fitting.front(), job, shared + not_own + "the smallest step that fits");
+    return suggestion_of(*fitting.front(), job, shared + not_own + "the smallest step that fits");
   }
 
   double best = 0;
@@ -414,7 +417,7 @@ nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, con
     if (c->tokens >= chosen->tokens) break;
     if (!below || c->tokens > below->tokens || c->tokens_per_s() > below->tokens_per_s()) below = c;
   }
-  return suggestion_json(*chosen, job, limit_text(*chosen, below) + "; " + checkpoints_text(*chosen));
+  return suggestion_of(*chosen, job, limit_text(*chosen, below) + "; " + checkpoints_text(*chosen));
 }
 
 }  // namespace spillway

@@ -10,8 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "events/plan.h"
 #include "model/model-config.h"
 #include "train/machine-probe.h"
 #include "train/train-job.h"
@@ -86,15 +85,15 @@ TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64
 // that does not fit says the same).
 Status check_positions(const ModelConfig& config, const TrainJob& job);
 
-// The plan as the JSON of `spillway-worker plan --json` (schema in the README). For a GPU backend
+// The plan (events/plan.h; to_json gives `spillway-worker plan --json`, schema in the README). For a GPU backend
 // (machine.backend != "cpu") the step overlaps compute, the host link and the CPU AdamW: it takes
 // the longest of compute and link, plus the optimizer's visible part (the gradient norm, and what
 // of AdamW outlasts the next step's forward); `machine` should then come from probe_device and
-// measure_adamw, or the compute and link figures are the host's. "suggestion" holds
+// measure_adamw, or the compute and link figures are the host's. `suggestion` holds
 // suggest_batch() for the same job and machine unless `with_suggestion` is false (it plans up to
 // 320 jobs: about 60 ms for a 7B model).
-nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
-                         int64_t total_steps, bool with_suggestion = true);
+Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps,
+               bool with_suggestion = true);
 
 // The micro-batch and gradient accumulation this planner suggests for the job on this machine,
 // the job's seq_len and everything else kept. On a GPU it plans every micro_batch_size in
@@ -105,10 +104,8 @@ nlohmann::json make_plan(const ModelConfig& config, const TrainJob& job, const M
 // then the larger micro-batch. On the CPU backend compute and AdamW share the cores, so there is
 // nothing to hide: the job's own values, or when they do not fit, the largest micro-batch that
 // fits at the job's tokens per step, else the smallest step that fits.
-// Returns {"fits", "micro_batch_size", "grad_accum", "tokens_per_step", "step_s", "tokens_per_s",
-// "model_tflops", "checkpoints_on_device", "hbm_needed_bytes", "hbm_free_bytes", "same_as_job",
-// "why"}; when nothing fits, {"fits": false, "why"} with the smallest candidate's reason.
+// When nothing fits, fits is false and `why` gives the smallest candidate's reason.
 inline constexpr double kSuggestWithin = 0.05;
-nlohmann::json suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine);
+PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine);
 
 }  // namespace spillway

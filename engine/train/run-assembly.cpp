@@ -48,10 +48,9 @@ Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo&
     m.ssd_total_bytes = space.total_bytes.value_or(UINT64_MAX);
     m.ssd_free_bytes = space.free_bytes.value_or(UINT64_MAX);
   }
-  const nlohmann::json plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
-  if (plan["fits"].get<bool>()) return {};
-  return out_of_memory("the job does not fit: " + plan["reason"].get<std::string>() +
-                       " (spillway-worker plan shows the whole plan)");
+  const Plan plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
+  if (plan.fits) return {};
+  return out_of_memory("the job does not fit: " + plan.reason + " (spillway-worker plan shows the whole plan)");
 }
 
 Result<ModelConfig> model_config(const TrainJob& job) {

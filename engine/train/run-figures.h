@@ -10,24 +10,17 @@
 #include <optional>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "events/events.h"
+#include "events/plan.h"
 
 namespace spillway {
 
-// A run's step figures. Absent: not measured (the CPU backend has no HBM) or not predicted.
-struct StepFigures {
-  std::optional<double> step_s;             // seconds per optimizer step (median)
-  std::optional<double> tokens_per_s;       // trained tokens per second at that step time
-  std::optional<uint64_t> peak_hbm_bytes;   // device memory at its highest
-  std::optional<uint64_t> peak_dram_bytes;  // host memory at its highest
-  std::optional<double> h2d_bytes;          // host → device bytes per step
-  std::optional<double> d2h_bytes;          // device → host bytes per step
-};
+// StepFigures, a run's step figures predicted or measured, and their JSON are events/events.h's.
 
-// The plan's prediction (make_plan's JSON): step.step_s, step.tokens_per_s, the peaks as each
-// tier's needed_bytes + runtime_bytes (HBM absent on the CPU backend without a device cap),
-// step.h2d_bytes and step.d2h_bytes.
-StepFigures predicted_figures(const nlohmann::json& plan);
+// The plan's prediction: step.step_s, step.tokens_per_s, the peaks as each tier's needed_bytes +
+// runtime_bytes (HBM absent on the CPU backend without a device cap), step.h2d_bytes and
+// step.d2h_bytes.
+StepFigures predicted_figures(const Plan& plan);
 
 // Collects the measured figures step by step.
 //  - Step time: the median over the steps after the process's first, which also picks cuBLASLt's
@@ -55,12 +48,8 @@ class StepFigureRecorder {
   uint64_t peak_device_ = 0;
 };
 
-// {"step_s": {"predicted", "measured", "ratio"}, "tokens_per_s": ..., "peak_hbm_bytes": ...,
-// "peak_dram_bytes": ..., "h2d_bytes": ..., "d2h_bytes": ...}: ratio = measured / predicted, null
-// where either is absent or the prediction is 0.
-nlohmann::json compare_figures(const StepFigures& predicted, const StepFigures& measured);
-
-// The figures as JSON, absent ones null (RunInfo::predicted_json / measured_json).
-nlohmann::json figures_to_json(const StepFigures& f);
+// Each figure predicted against measured: ratio = measured / predicted, absent where either is
+// absent or the prediction is 0.
+FiguresVersusPlan compare_figures(const StepFigures& predicted, const StepFigures& measured);
 
 }  // namespace spillway

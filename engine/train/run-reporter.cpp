@@ -109,16 +109,17 @@ void RunReporter::log(LogLevel level, const std::string& message) {
 }
 
 Status RunReporter::training(int64_t step) {
-  SPW_RETURN_IF_ERROR(rec_->state("training", {{"run_id", run_id()},
-                                               {"total_steps", run_.total_steps},
-                                               {"step", step},
-                                               {"parameters", run_.parameters},
-                                               {"device", run_.engine->memory_plan().capacity_bytes},
-                                               {"optimizer_tier", run_.placement.optimizer_on_ssd ? "ssd" : "dram"},
-                                               {"master_tier", run_.placement.master_on_ssd ? "ssd" : "dram"},
-                                               {"ssd_folder", run_.ssd_folder}}));
+  StateEvent training = StateEvent::at_step("training", step);
+  training.run_id = run_id();
+  training.total_steps = run_.total_steps;
+  training.parameters = run_.parameters;
+  training.device_bytes = run_.engine->memory_plan().capacity_bytes;
+  training.optimizer_tier = run_.placement.optimizer_on_ssd ? "ssd" : "dram";
+  training.master_tier = run_.placement.master_on_ssd ? "ssd" : "dram";
+  training.ssd_folder = run_.ssd_folder;
+  SPW_RETURN_IF_ERROR(rec_->state(training));
   plan_ = make_plan(run_.state->config(), job_, run_.machine, run_.total_steps);
-  rec_->emit("plan", plan_);
+  rec_->plan(plan_);
   return {};
 }
 
@@ -145,17 +146,8 @@ void RunReporter::end_step(const StepMark& mark, const StepReport& s) {
   const double tps = s.step_tokens / std::max(dt, 1e-9);
   const double tflops = 6.0 * static_cast<double>(run_.parameters) * tps / 1e12;  // PaLM appendix B
   rec_->span({"step", std::nullopt, "compute", mark.start_s, mark.computed_s});
-  rec_->step({{"step", s.step},
-              {"loss", s.loss},
-              {"lr", s.lr},
-              {"grad_norm", s.stats.grad_norm},
-              {"tokens", s.tokens},
-              {"tokens_per_s", tps},
-              {"model_tflops", tflops},
-              {"step_s", dt},
-              {"total_steps", s.total_steps},
-              {"ssd_read_bytes", s.stats.prev_update_ssd_read_bytes},
-              {"ssd_write_bytes", s.stats.prev_update_ssd_write_bytes}},
+  rec_->step(StepEvent{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, dt, s.total_steps,
+                       s.stats.prev_update_ssd_read_bytes, s.stats.prev_update_ssd_write_bytes},
              MetricRow{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, rec_->now_s()});
   if (job_.log_every > 0 && s.step % job_.log_every == 0) {
     char line[256];
@@ -168,23 +160,23 @@ void RunReporter::end_step(const StepMark& mark, const StepReport& s) {
 
 void RunReporter::eval(int64_t step, double loss, double eval_s) {
   const double ppl = std::exp(loss);
-  rec_->eval({{"step", step}, {"loss", loss}, {"perplexity", ppl}, {"eval_s", eval_s}},
+  rec_->eval(EvalEvent{step, loss, ppl, eval_s},
              EvalRow{step, loss, ppl, rec_->now_s()});
   log(LogLevel::kInfo,
       "eval at step " + std::to_string(step) + ": loss " + std::to_string(loss) + ", perplexity " + std::to_string(ppl));
 }
 
-Status RunReporter::checkpointing(int64_t step) { return rec_->state("checkpointing", {{"step", step}}); }
+Status RunReporter::checkpointing(int64_t step) { return rec_->state(StateEvent::at_step("checkpointing", step)); }
 
 Status RunReporter::checkpointed(int64_t step, const std::string& dir, uint64_t bytes, double write_s) {
   SPW_RETURN_IF_ERROR(rec_->checkpoint(step, dir, bytes, write_s));
-  SPW_RETURN_IF_ERROR(rec_->state("training", {{"step", step}}));
+  SPW_RETURN_IF_ERROR(rec_->state(StateEvent::at_step("training", step)));
   log(LogLevel::kInfo, "checkpoint " + dir);
   return {};
 }
 
 void RunReporter::exported(const std::string& dir, bool with_tokenizer) {
-  rec_->emit("export", {{"path", dir}, {"tokenizer", with_tokenizer}});
+  rec_->exported(ExportEvent{dir, with_tokenizer});
   if (!with_tokenizer) {
     log(LogLevel::kWarn, "exported " + dir +
                              " without a tokenizer: the model has none (it trained on pre-tokenized "
@@ -198,15 +190,13 @@ StepFigures RunReporter::report_figures() {
   const StepFigures measured = figures_.figures();
   if (figures_.steps() == 0) return measured;
   const StepFigures predicted = predicted_figures(plan_);
-  rec_->emit("measured", {{"steps", figures_.steps()},
-                          {"figures", figures_to_json(measured)},
-                          {"versus_plan", compare_figures(predicted, measured)}});
-  rec_->step_figures(figures_to_json(predicted).dump(), figures_to_json(measured).dump());
+  rec_->measured(MeasuredEvent{figures_.steps(), measured, compare_figures(predicted, measured), std::nullopt});
+  rec_->step_figures(predicted, measured);
   return measured;
 }
 
-Status RunReporter::finish(RunStatus status, const FinalFigures& figures, const nlohmann::json& state_extra) {
-  return rec_->finish(status, figures, state_extra);
+Status RunReporter::finish(RunStatus status, const FinalFigures& figures, StateEvent state_extra) {
+  return rec_->finish(status, figures, std::move(state_extra));
 }
 
 Status RunReporter::fail(const Status& why, const FinalFigures& figures) { return rec_->fail(why, figures); }

@@ -70,7 +70,7 @@ class RunReporter {
   // The "training" state with the run's placement, then the run's plan (plan()), made now with
   // the machine's figures so that the GUI and History hold predicted against measured figures.
   Status training(int64_t step);
-  const nlohmann::json& plan() const { return plan_; }
+  const Plan& plan() const { return plan_; }
 
   // A step: begin_step before its batch is read (timeline spans on for this step when the last
   // step with spans began a second or more ago), computed once its forward and backward are done,
@@ -98,7 +98,7 @@ class RunReporter {
   // (nothing when no step finished). Returns what was measured.
   StepFigures report_figures();
   // The run's end: its final state and figures (RunRecorder::finish), or its failure.
-  Status finish(RunStatus status, const FinalFigures& figures, const nlohmann::json& state_extra = nlohmann::json::object());
+  Status finish(RunStatus status, const FinalFigures& figures, StateEvent state_extra = {});
   Status fail(const Status& why, const FinalFigures& figures);
 
  private:
@@ -111,7 +111,7 @@ class RunReporter {
   std::unique_ptr<RunRecorder> rec_;
   std::unique_ptr<TelemetrySampler> sampler_;  // reads run_.counters and run_.backend
   StepFigureRecorder figures_;                 // what the steps measured, to hold against the plan
-  nlohmann::json plan_;                        // this run's plan, made when training starts
+  Plan plan_;                                  // this run's plan, made when training starts
   // Timeline spans for the GUI, for about one step per second (a span per block and phase would
   // flood events.jsonl for small models that take many steps a second).
   std::atomic<bool> spans_on_{false};

@@ -204,11 +204,12 @@ Status Trainer::run() {
   t.report->last_sample();  // the last sample, after the run's final writes
   if (st.code() == ErrorCode::kCancelled) {
     t.report->log(LogLevel::kInfo, st.message());
-    return t.report->finish(RunStatus::kStopped, t.final_figures(), {{"step", t.progress.step}});
+    return t.report->finish(RunStatus::kStopped, t.final_figures(), StateEvent::at_step("", t.progress.step));
   }
   if (!st.ok()) return t.fail(st);
-  return t.report->finish(RunStatus::kCompleted, t.final_figures(),
-                          {{"step", t.progress.step}, {"eval_loss", t.evaluator->last_loss()}});
+  StateEvent end = StateEvent::at_step("", t.progress.step);
+  end.eval_loss = t.evaluator->last_loss();
+  return t.report->finish(RunStatus::kCompleted, t.final_figures(), end);
 }
 
 Result<StepFigures> Trainer::measure() {
@@ -221,7 +222,8 @@ Result<StepFigures> Trainer::measure() {
   t.report->stop_telemetry();
   const StepFigures measured = t.report->report_figures();
   if (st.code() == ErrorCode::kCancelled) {
-    SPW_RETURN_IF_ERROR(t.report->finish(RunStatus::kStopped, t.final_figures(), {{"step", t.progress.step}}));
+    SPW_RETURN_IF_ERROR(
+        t.report->finish(RunStatus::kStopped, t.final_figures(), StateEvent::at_step("", t.progress.step)));
     return st;
   }
   if (!st.ok()) return t.fail(st);
@@ -229,7 +231,7 @@ Result<StepFigures> Trainer::measure() {
   return measured;
 }
 
-const nlohmann::json& Trainer::plan() const { return impl_->report->plan(); }
+const Plan& Trainer::plan() const { return impl_->report->plan(); }
 const std::string& Trainer::run_id() const { return impl_->report->run_id(); }
 const std::string& Trainer::run_dir() const { return impl_->report->run_dir(); }
 int64_t Trainer::total_steps() const { return impl_->run.total_steps; }

@@ -61,8 +61,8 @@ class Trainer {
   void request_stop() { stop_.store(true); }
   void request_checkpoint() { checkpoint_.store(true); }
 
-  // The plan made for this run when its training started (make_plan's JSON; null before).
-  const nlohmann::json& plan() const;
+  // The plan made for this run when its training started (a default Plan before).
+  const Plan& plan() const;
   const std::string& run_id() const;
   const std::string& run_dir() const;
   int64_t total_steps() const;

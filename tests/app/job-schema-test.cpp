@@ -1,4 +1,4 @@
-// The job schema (app/job/job-schema) is the one source of the job file's keys: the worker's
+// The job schema (engine/job/job-schema) is the one source of the job file's keys: the worker's
 // parser, the defaults of TrainJob, the resolved job and the README's table must agree with it.
 #include "job/job-schema.h"
 
@@ -79,6 +79,24 @@ TEST(JobSchema, ResolvedJobHoldsEveryKey) {
   auto again = job::resolve_job(*resolved);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(*again, *resolved);
+}
+
+// TrainJob's fields are the schema's keys: train_job_fields() names each key once, in the schema's
+// order, and nothing else — so that a default-made TrainJob holds every key's schema default (its
+// constructor sets each through its field) and a resolved job reaches every member.
+TEST(JobSchema, TrainJobHasAFieldForEveryKey) {
+  const std::vector<TrainJobField>& fields = train_job_fields();
+  ASSERT_EQ(fields.size(), job::job_keys().size());
+  for (size_t i = 0; i < fields.size(); ++i) EXPECT_EQ(fields[i].path, job::job_keys()[i].path) << i;
+  // Setting each key's default on a default-made job changes nothing: the defaults are there already.
+  const TrainJob d;
+  for (const TrainJobField& f : fields) {
+    const job::JobKey* k = job::find_job_key(f.path);
+    if (k->default_value.is_null()) continue;
+    TrainJob j = d;
+    ASSERT_TRUE(f.set(j, k->default_value).ok()) << f.path;
+    EXPECT_TRUE(j == d) << f.path;
+  }
 }
 
 // TrainJob's own defaults (what the planner's and the engine's tests start from) are the schema's.

@@ -1,4 +1,4 @@
-// The New run form and the job schema (app/job/job-schema): every field names a key of the job
+// The New run form and the job schema (engine/job/job-schema): every field names a key of the job
 // file, starts at that key's default, takes its range or choices and shows its description; a
 // form left as it is writes the job a file without those keys would run.
 #include <gtest/gtest.h>
@@ -11,10 +11,12 @@
 #include <QJsonObject>
 #include <QLineEdit>
 #include <QSpinBox>
+#include <QTest>
 #include <climits>
 #include <set>
 
 #include "JobForm.h"
+#include "IntegerSpinBox.h"
 #include "JobSettings.h"
 #include "NewRunPage.h"
 #include "job/job-schema.h"
@@ -81,6 +83,14 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
         s->setValue(k->default_value.get<int>());
       }
     }
+    if (auto* s = qobject_cast<IntegerSpinBox*>(w)) {
+      EXPECT_EQ(s->minimum(), static_cast<quint64>(k->range.lo)) << path;
+      // The whole range, up to what a job written through Qt's JSON holds (2^63 - 1).
+      EXPECT_EQ(s->maximum(), std::min<double>(k->range.hi, 9223372036854775807.0) >= 9.2e18
+                                  ? JobForm::kMaxJsonInteger
+                                  : static_cast<quint64>(k->range.hi))
+          << path;
+    }
     if (auto* c = qobject_cast<QComboBox*>(w); c && !c->isEditable()) {
       QStringList items;
       for (int i = 0; i < c->count(); ++i) items << c->itemText(i);
@@ -116,6 +126,41 @@ TEST(JobForm, UntouchedSettingsResolveToTheSchemasDefaults) {
     const nlohmann::json& b = k.section().empty() ? (*bare)[k.name()] : (*bare)[k.section()][k.name()];
     if (a.is_number() && b.is_number()) EXPECT_EQ(a.get<double>(), b.get<double>()) << k.path;
     else EXPECT_EQ(a, b) << k.path;
+  }
+}
+
+// A seed past 2^31 (2^40, 2^62 + 1, which a double does not hold, and 2^63 - 1) comes back
+// whole through JobSettings (the job a clone or a job file gives the form), the form's field and
+// the job.json text the worker reads; the int spin box it had made every one of them 0 or 2^31 - 1.
+TEST(JobForm, SixtyFourBitSeedRoundTripsThroughTheSettingsAndTheForm) {
+  for (const quint64 seed : {quint64{1} << 40, (quint64{1} << 62) + 1, JobForm::kMaxJsonInteger}) {
+    JobSettings s;
+    s.modelPath = "/m";
+    s.trainPath = "/d.txt";
+    s.seed = seed;
+    const QByteArray text = QJsonDocument(s.toJson()).toJson();
+    EXPECT_EQ(JobSettings::fromJson(QJsonDocument::fromJson(text).object()).seed, seed) << seed;
+    auto resolved = job::resolve_job(nlohmann::json::parse(text.toStdString()));
+    ASSERT_TRUE(resolved.ok()) << resolved.status().to_string();
+    EXPECT_EQ((*resolved)["data"]["seed"].get<uint64_t>(), seed);
+
+    NewRunPage page;
+    page.setSettings(JobSettings::fromJson(QJsonDocument::fromJson(text).object()));
+    EXPECT_EQ(page.settings().seed, seed);
+    IntegerSpinBox* field = nullptr;
+    for (auto* w : page.findChildren<IntegerSpinBox*>())
+      if (w->property(JobForm::kKeyProperty).toString() == "data.seed") field = w;
+    ASSERT_NE(field, nullptr);
+    EXPECT_EQ(field->value(), seed);
+    EXPECT_EQ(field->text(), QString::number(seed));
+    // Typed in: the digits reach the job; a number past the field's top is refused.
+    field->setValue(0);
+    field->selectAll();
+    QTest::keyClicks(field, QString::number(seed));
+    EXPECT_EQ(page.settings().seed, seed);
+    field->selectAll();
+    QTest::keyClicks(field, "99999999999999999999");
+    EXPECT_LE(page.settings().seed, JobForm::kMaxJsonInteger);
   }
 }
 

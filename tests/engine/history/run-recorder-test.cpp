@@ -16,6 +16,14 @@
 namespace spillway {
 namespace {
 
+// A step event of `step` with `loss`, the rest 0.
+StepEvent step_event(int64_t step, double loss) {
+  StepEvent e;
+  e.step = step;
+  e.loss = loss;
+  return e;
+}
+
 std::vector<nlohmann::json> read_lines(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
@@ -39,7 +47,7 @@ TEST(RunRecorder, LockedDatabaseMidRun) {
   RunRecorder& r = **rec;
   EXPECT_EQ(r.dir(), dir.file("run"));
   ASSERT_TRUE(r.state("training").ok());
-  r.step({{"step", 1}, {"loss", 2.5}}, MetricRow{1, 2.5});
+  r.step(step_event(1, 2.5), MetricRow{1, 2.5});
   EXPECT_EQ(r.dropped(), 0u);
 
   // Another connection takes the write lock and keeps it.
@@ -47,8 +55,8 @@ TEST(RunRecorder, LockedDatabaseMidRun) {
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE(other->exec("BEGIN EXCLUSIVE").ok());
 
-  r.step({{"step", 2}, {"loss", 2.4}}, MetricRow{2, 2.4});
-  r.step({{"step", 3}, {"loss", 2.3}}, MetricRow{3, 2.3});
+  r.step(step_event(2, 2.4), MetricRow{2, 2.4});
+  r.step(step_event(3, 2.3), MetricRow{3, 2.3});
   r.sample(1.0, {{"rss_bytes", 1}});
   EXPECT_EQ(r.dropped(), 3u);
   ASSERT_EQ(warnings.size(), 1u) << "reported once";
@@ -81,7 +89,7 @@ TEST(RunRecorder, LockedDatabaseMidRun) {
 
   // Once the lock is gone the database takes records again; the first step is there.
   ASSERT_TRUE(other->exec("ROLLBACK").ok());
-  r.step({{"step", 4}}, MetricRow{4, 2.2});
+  r.step(step_event(4, 0), MetricRow{4, 2.2});
   EXPECT_EQ(r.dropped(), 3u);
   auto store = RunStore::open(o.db_path);
   ASSERT_TRUE(store.ok());

@@ -17,6 +17,14 @@
 
 namespace spillway {
 namespace {
+
+// A step event of `step` with `loss`, the rest 0.
+StepEvent step_event(int64_t step, double loss) {
+  StepEvent e;
+  e.step = step;
+  e.loss = loss;
+  return e;
+}
 namespace fs = std::filesystem;
 
 // Sets an environment variable for the scope of a test and puts the old value back.
@@ -100,12 +108,12 @@ class RunResume : public ::testing::Test {
     EXPECT_TRUE(rec.ok()) << rec.status().to_string();
     RunRecorder& r = **rec;
     for (int s = 1; s <= 6; ++s) {
-      r.step({{"step", s}, {"loss", 3.0 - 0.1 * s}}, MetricRow{s, 3.0 - 0.1 * s});
+      r.step(step_event(s, 3.0 - 0.1 * s), MetricRow{s, 3.0 - 0.1 * s});
       if (s % 3 == 0) {
         const std::string ckpt = run_dir_ + "/checkpoints/step-00000" + std::to_string(s);
         fs::create_directories(ckpt);
         EXPECT_TRUE(r.checkpoint(s, ckpt, 100, 0.1).ok());
-        r.eval({{"step", s}, {"loss", 2.9}}, EvalRow{s, 2.9 - 0.01 * s});
+        r.eval(EvalEvent{s, 2.9, 0, std::nullopt}, EvalRow{s, 2.9 - 0.01 * s});
       }
     }
     FinalFigures f;
@@ -160,8 +168,8 @@ TEST_F(RunResume, FromItsCheckpointIsTheSameRunWithOneRow) {
   ASSERT_EQ(aside.size(), 1u);
   EXPECT_TRUE(fs::is_directory(aside[0] + "/step-000006"));
 
-  r.step({{"step", 4}, {"loss", 1.5}}, MetricRow{4, 1.5});
-  r.step({{"step", 5}, {"loss", 1.4}}, MetricRow{5, 1.4});
+  r.step(step_event(4, 1.5), MetricRow{4, 1.5});
+  r.step(step_event(5, 1.4), MetricRow{5, 1.4});
   FinalFigures f;
   f.final_step = 5;
   f.final_loss = 1.4;

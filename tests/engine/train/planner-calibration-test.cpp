@@ -47,8 +47,8 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
     machine.dram_available_bytes = run["dram_available_bytes"];
     machine.device_total_bytes = run["device_total_bytes"];
     machine.device_free_bytes = run["device_free_bytes"];
-    const nlohmann::json plan = make_plan(*config, job, machine, 0, /*with_suggestion=*/false);
-    ASSERT_TRUE(plan["fits"].get<bool>()) << name << ": " << plan["reason"];
+    const Plan plan = make_plan(*config, job, machine, 0, /*with_suggestion=*/false);
+    ASSERT_TRUE(plan.fits) << name << ": " << plan.reason;
     const StepFigures predicted = predicted_figures(plan);
     const auto& measured = run["measured"];
     auto ratio = [&](const char* key, double p) { return measured[key].get<double>() / p; };

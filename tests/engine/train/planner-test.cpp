@@ -78,7 +78,7 @@ TEST(StepFlops, TiedHeadCountsItsMatmul) {
 
 TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const ModelConfig c = llama2_7b();
-  const nlohmann::json plan = make_plan(c, seven_b_job(), h100_host(), 10);
+  const nlohmann::json plan = to_json(make_plan(c, seven_b_job(), h100_host(), 10));
   ASSERT_TRUE(plan["fits"].get<bool>()) << plan["reason"];
   const auto& s = plan["step"];
   const double compute = s["compute_s"], link = s["link_s"], adamw = s["adamw_s"], norm = s["grad_norm_s"];
@@ -135,14 +135,14 @@ TEST(Planner, NamesTheLinkAndTheOptimizerWhenTheyAreSlowest) {
   MachineProbe slow_link = h100_host();
   slow_link.h2d_bytes_per_s = slow_link.d2h_bytes_per_s = 6.8e9;  // pageable memory
   slow_link.duplex_bytes_per_s = 0;                                  // not measured: the two take turns
-  nlohmann::json plan = make_plan(c, seven_b_job(), slow_link, 10);
+  nlohmann::json plan = to_json(make_plan(c, seven_b_job(), slow_link, 10));
   EXPECT_DOUBLE_EQ(plan["step"]["link_s"].get<double>(),
                    (plan["step"]["h2d_bytes"].get<double>() + plan["step"]["d2h_bytes"].get<double>()) / 6.8e9);
   EXPECT_EQ(plan["step"]["bottleneck"], "h2d");
 
   MachineProbe slow_cpu = h100_host();
   slow_cpu.adamw_params_per_s = 0.5e9;
-  plan = make_plan(c, seven_b_job(), slow_cpu, 10);
+  plan = to_json(make_plan(c, seven_b_job(), slow_cpu, 10));
   EXPECT_EQ(plan["step"]["bottleneck"], "optimizer");
   const auto& s = plan["step"];
   EXPECT_NEAR(s["step_s"].get<double>(),
@@ -157,7 +157,7 @@ TEST(Planner, CpuStepAddsItsParts) {
   TrainJob job;
   job.seq_len = 256;
   job.micro_batch_size = 4;
-  const nlohmann::json plan = make_plan(c, job, m, 100);
+  const nlohmann::json plan = to_json(make_plan(c, job, m, 100));
   const auto& s = plan["step"];
   EXPECT_NEAR(s["compute_s"].get<double>(), step_flops(c, 1024, 256).hardware / 100e9, 1e-12);
   EXPECT_NEAR(s["step_s"].get<double>(),
@@ -170,7 +170,7 @@ TEST(Planner, CpuStepAddsItsParts) {
 nlohmann::json plan_of(const ModelConfig& c, TrainJob job, const MachineProbe& m, int micro_batch, int grad_accum) {
   job.micro_batch_size = micro_batch;
   job.grad_accum = grad_accum;
-  return make_plan(c, job, m, 0, /*with_suggestion=*/false);
+  return to_json(make_plan(c, job, m, 0, /*with_suggestion=*/false));
 }
 
 // What suggest_batch promises, checked against every candidate planned on its own: the suggestion
@@ -217,7 +217,7 @@ void expect_smallest_within_five_percent(const ModelConfig& c, const TrainJob& j
 TEST(SuggestBatch, SevenBOnTheH100KeepsTheGpuBusyWithTheSmallestStep) {
   const ModelConfig c = llama2_7b();
   const TrainJob job = seven_b_job();
-  const nlohmann::json plan = make_plan(c, job, h100_host(), 10);
+  const nlohmann::json plan = to_json(make_plan(c, job, h100_host(), 10));
   const nlohmann::json& s = plan["suggestion"];
   std::printf("job 4 x 4 x 2048: %.0f tokens/s; suggestion: %s\n", plan["step"]["tokens_per_s"].get<double>(), s.dump().c_str());
   expect_smallest_within_five_percent(c, job, h100_host(), s);
@@ -236,8 +236,8 @@ TEST(SuggestBatch, ASlowOptimizerNeedsALargerStep) {
   const ModelConfig c = llama2_7b();
   MachineProbe slow_cpu = h100_host();
   slow_cpu.adamw_params_per_s = 1e9;  // 6.7 s of AdamW per step
-  const nlohmann::json fast = suggest_batch(c, seven_b_job(), h100_host());
-  const nlohmann::json slow = suggest_batch(c, seven_b_job(), slow_cpu);
+  const nlohmann::json fast = to_json(suggest_batch(c, seven_b_job(), h100_host()));
+  const nlohmann::json slow = to_json(suggest_batch(c, seven_b_job(), slow_cpu));
   std::printf("fast AdamW: %s\nslow AdamW: %s\n", fast.dump().c_str(), slow.dump().c_str());
   expect_smallest_within_five_percent(c, seven_b_job(), slow_cpu, slow);
   EXPECT_GT(slow["tokens_per_step"].get<int64_t>(), fast["tokens_per_step"].get<int64_t>());
@@ -275,7 +275,7 @@ TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
   job.seq_len = 256;
   job.micro_batch_size = 4;
   job.grad_accum = 2;
-  nlohmann::json s = make_plan(c, job, m, 100)["suggestion"];
+  nlohmann::json s = to_json(make_plan(c, job, m, 100))["suggestion"];
   ASSERT_TRUE(s["fits"].get<bool>()) << s.dump();
   EXPECT_EQ(s["micro_batch_size"], 4);
   EXPECT_EQ(s["grad_accum"], 2);
@@ -287,7 +287,7 @@ TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
   job.micro_batch_size = 4;
   job.device_memory_bytes = plan_of(c, job, m, 1, 1)["tiers"]["hbm"]["needed_bytes"].get<uint64_t>();
   ASSERT_FALSE(plan_of(c, job, m, 4, 2)["fits"].get<bool>());
-  s = suggest_batch(c, job, m);
+  s = to_json(suggest_batch(c, job, m));
   std::printf("capped CPU device: %s\n", s.dump().c_str());
   ASSERT_TRUE(s["fits"].get<bool>()) << s.dump();
   EXPECT_TRUE(plan_of(c, job, m, s["micro_batch_size"], s["grad_accum"])["fits"].get<bool>());
@@ -299,7 +299,7 @@ TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
 TEST(SuggestBatch, NothingFitsSaysWhy) {
   MachineProbe small = h100_host();
   small.dram_total_bytes = small.dram_available_bytes = 32ull << 30;
-  const nlohmann::json s = suggest_batch(llama2_7b(), seven_b_job(), small);
+  const nlohmann::json s = to_json(suggest_batch(llama2_7b(), seven_b_job(), small));
   EXPECT_FALSE(s["fits"].get<bool>());
   EXPECT_NE(s["why"].get<std::string>().find("DRAM"), std::string::npos) << s.dump();
 }

@@ -37,18 +37,19 @@ TEST(RunFigures, NoDeviceMeansNoHbmFigure) {
 
 TEST(RunFigures, ComparedWithThePlan) {
   const nlohmann::json plan = {
+      {"fits", true},
       {"backend", "cuda"},
       {"tiers", {{"hbm", {{"needed_bytes", 19.5e9}, {"runtime_bytes", 0.5e9}, {"total_bytes", 80e9}}},
                  {"dram", {{"needed_bytes", 100e9}}}}},
       {"step", {{"step_s", 6.4}, {"tokens_per_s", 10240.0}, {"h2d_bytes", 52e9}, {"d2h_bytes", 27e9}}}};
-  const StepFigures p = predicted_figures(plan);
+  const StepFigures p = predicted_figures(plan_from_json(plan).value());
   EXPECT_DOUBLE_EQ(*p.step_s, 6.4);
   EXPECT_EQ(*p.peak_hbm_bytes, 20'000'000'000u);  // the engine's and the runtime's
   EXPECT_EQ(*p.peak_dram_bytes, 100'000'000'000u);
   StepFigures m;
   m.step_s = 6.46;
   m.peak_hbm_bytes = 21'000'000'000u;
-  const nlohmann::json v = compare_figures(p, m);
+  const nlohmann::json v = to_json(compare_figures(p, m));
   EXPECT_NEAR(v["step_s"]["ratio"].get<double>(), 6.46 / 6.4, 1e-12);
   EXPECT_NEAR(v["peak_hbm_bytes"]["ratio"].get<double>(), 1.05, 1e-12);
   EXPECT_TRUE(v["peak_dram_bytes"]["measured"].is_null());
@@ -58,8 +59,8 @@ TEST(RunFigures, ComparedWithThePlan) {
   nlohmann::json cpu = plan;
   cpu["backend"] = "cpu";
   cpu["tiers"]["hbm"]["total_bytes"] = 0;
-  EXPECT_FALSE(predicted_figures(cpu).peak_hbm_bytes.has_value());
-  EXPECT_TRUE(figures_to_json(m)["tokens_per_s"].is_null());
+  EXPECT_FALSE(predicted_figures(plan_from_json(cpu).value()).peak_hbm_bytes.has_value());
+  EXPECT_TRUE(to_json(m)["tokens_per_s"].is_null());
 }
 
 }  // namespace

@@ -1,0 +1,106 @@
+// Plan: what the planner predicts for a job on a machine (engine/train/planner.h, make_plan) — per
+// tier the bytes of each category and whether they fit, the step's time by part, its bottleneck,
+// and the micro-batch the planner would suggest. One struct for its one format: the JSON of
+// `spillway-worker plan --json`, of the run's "plan" event in events.jsonl and of runs.db's plan
+// (README, "Plan"). to_json writes it, plan_from_json reads it back (leveldb's VersionEdit
+// EncodeTo/DecodeFrom); nobody else names its keys. The worker (plan, bench), the trainer, run
+// figures and the GUI (New run's plan, Live's link capacities and timeline) all go through it.
+//
+// A plain copyable value; no shared state. Units are in the names: _bytes, _s, _per_s, _flops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace spillway {
+
+// One memory tier of the plan (HBM, DRAM or SSD). A category the tier never holds is absent
+// (nullopt), not 0: HBM has no master or optimizer category, the SSD only those two.
+struct PlanTier {
+  std::optional<uint64_t> weights_bytes, master_bytes, gradients_bytes, optimizer_bytes, checkpoints_bytes,
+      workspace_bytes;
+  uint64_t needed_bytes = 0;  // what the job needs there
+  uint64_t total_bytes = 0;   // the tier's size; 0: unbounded (the CPU backend's device without a cap)
+  uint64_t free_bytes = 0;    // what the job may have
+  // Memory the process holds there whatever the job (CUDA context, libraries); absent on the SSD.
+  std::optional<uint64_t> runtime_bytes;
+};
+
+// The model as the planner counted it.
+struct PlanModel {
+  std::string architecture;  // "LlamaForCausalLM", ...
+  double parameters = 0;     // without padding
+  int layers = 0, hidden_size = 0, vocab_size = 0;
+};
+
+// The machine's figures the plan was made with (engine/train/machine-probe.h, MachineProbe).
+struct PlanMachine {
+  double compute_flops = 0, h2d_bytes_per_s = 0, d2h_bytes_per_s = 0, duplex_bytes_per_s = 0,
+         host_mem_bytes_per_s = 0, adamw_params_per_s = 0, ssd_bytes_per_s = 0;
+  std::string device;  // empty when no device was probed
+};
+
+// One optimizer step as predicted: its parts in seconds (compute split into the GPU's GEMMs,
+// attention, LM head, element-wise ops, key bias and gradient accumulation), the bytes over the
+// host link each way, and the whole step.
+struct PlanStep {
+  double tokens = 0, flops = 0, model_flops = 0;
+  double compute_s = 0, gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0, key_bias_s = 0,
+         accumulate_s = 0;
+  double h2d_bytes = 0, d2h_bytes = 0, h2d_s = 0, d2h_s = 0, link_s = 0, ssd_s = 0;
+  double grad_norm_s = 0, adamw_s = 0, optimizer_s = 0, optimizer_visible_s = 0;
+  double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
+  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer"
+  int64_t total_steps = 0;
+};
+
+// The micro-batch and gradient accumulation the planner suggests (planner.h, suggest_batch).
+// When nothing fits only `fits` (false) and `why` are set.
+struct PlanSuggestion {
+  bool fits = false;
+  int micro_batch_size = 0, grad_accum = 0;
+  int64_t tokens_per_step = 0;
+  double step_s = 0, tokens_per_s = 0, model_tflops = 0;
+  bool checkpoints_on_device = false;
+  uint64_t hbm_needed_bytes = 0, hbm_free_bytes = 0;
+  bool same_as_job = false;
+  std::string why;  // one line: what a smaller step loses to, where the checkpoints go
+};
+
+struct Plan {
+  bool fits = false;
+  std::string reason;   // when !fits: what does not fit and what to change
+  std::string backend;  // the backend's name, as the worker reports it ("cpu", "cuda")
+  // `spillway-worker plan`: why that backend (placement.backend auto, and no GPU); absent in a run's plan.
+  std::optional<std::string> backend_reason;
+  int micro_batch_size = 0, grad_accum = 0, seq_len = 0;
+  bool checkpoints_on_device = false;  // "checkpoints": "device" or "host"
+  PlanModel model;
+  PlanMachine machine;
+  PlanTier hbm, dram, ssd;
+  PlanStep step;
+  std::optional<PlanSuggestion> suggestion;
+
+  // Whether the plan is for the CPU backend, whose "device" is an arena in DRAM: the one place that
+  // reads the backend's name, so that readers ask this instead of comparing names.
+  bool on_cpu() const;
+};
+
+// The plan's JSON: an object, its keys sorted (nlohmann::json), byte for byte what make_plan wrote
+// before the plan was typed.
+nlohmann::json to_json(const Plan& plan);
+nlohmann::json to_json(const PlanSuggestion& suggestion);
+
+// Reads a plan written by to_json (or by an older worker). kCorrupt when `j` is not an object, or
+// when `whole` and it lacks "fits" or "tiers" (a plan to show; the Live page takes what a plan
+// event has); any other field that is missing or of another type reads as its default (0, "",
+// false), so a damaged events.jsonl never throws.
+Result<Plan> plan_from_json(const nlohmann::json& j, bool whole = true);
+PlanSuggestion plan_suggestion_from_json(const nlohmann::json& j);
+
+}  // namespace spillway
