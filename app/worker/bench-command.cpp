@@ -248,7 +248,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
   const double d2h = static_cast<double>(engine->d2h_bytes() - d2h0) / o.steps;
   const compute::DeviceInfo device = backend.device_info();
   json device_used = nullptr;  // the whole process's device memory, CUDA context and libraries included
-  if (backend.name() != "cpu") {
+  if (backend.facts().gpu) {
     size_t free_bytes = 0, total_bytes = 0;
     SPW_RETURN_IF_ERROR(backend.device_memory_info(&free_bytes, &total_bytes));
     device_used = total_bytes - free_bytes;

@@ -33,8 +33,7 @@ class MeteredBackend final : public compute::Backend {
     pinned_.reset_peak();
   }
 
-  std::string name() const override { return in_.name(); }
-  DType act_dtype() const override { return in_.act_dtype(); }
+  compute::BackendKind kind() const override { return in_.kind(); }
   compute::DeviceInfo device_info() const override { return in_.device_info(); }
 
   Result<void*> device_alloc(size_t bytes) override;
@@ -69,7 +68,6 @@ class MeteredBackend final : public compute::Backend {
   }
   Status fill_zero(void* dst, size_t bytes, compute::StreamId s) override { return in_.fill_zero(dst, bytes, s); }
 
-  size_t workspace_bytes(const compute::OpShapes& shapes) const override { return in_.workspace_bytes(shapes); }
   Status set_workspace(void* ptr, size_t bytes, const compute::OpShapes& shapes) override {
     return in_.set_workspace(ptr, bytes, shapes);
   }

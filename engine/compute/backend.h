@@ -43,6 +43,7 @@
 #include <string>
 #include <utility>
 
+#include "compute/backend-facts.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -102,20 +103,6 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
-// The largest shapes the ops will be called with; sizes the workspace (workspace_bytes).
-struct OpShapes {
-  int tokens = 0;        // tokens of one op call (micro-batch × sequence)
-  int batch = 0;         // sequences of one op call
-  int seq = 0;           // sequence length
-  int hidden = 0;        // d_model
-  int heads = 0;         // query heads
-  int kv_heads = 0;      // key/value heads
-  int head_dim = 0;
-  int intermediate = 0;  // MLP width
-  int vocab = 0;
-  int lm_head_chunk = 0; // tokens whose logits exist at once in lm_head_loss
-};
-
 // What the backend runs on, for logs, the plan and the GUI.
 struct DeviceInfo {
   std::string name;               // "NVIDIA H100 80GB HBM3", "CPU (16 threads)"
@@ -131,12 +118,15 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual std::string name() const = 0;  // "cpu", "cuda"
-  virtual DType act_dtype() const = 0;   // F32 on the CPU, BF16 on CUDA
+  virtual BackendKind kind() const = 0;
+  // What this kind of backend is and needs (backend-facts.h): act dtype, alignment, CPU or GPU.
+  const BackendFacts& facts() const { return backend_facts(kind()); }
+  std::string name() const { return backend_name(kind()); }  // "cpu", "cuda"
+  DType act_dtype() const { return facts().act_dtype; }      // F32 on the CPU, BF16 on CUDA
   virtual DeviceInfo device_info() const = 0;
 
   // --- memory -----------------------------------------------------------------------------
-  // Device memory: `bytes` aligned to 256. kOutOfMemory says what was asked and what is free.
+  // Device memory: `bytes` aligned to kDeviceAlignment (256). kOutOfMemory says what was asked and what is free.
   // Not for the hot loop (cudaMalloc synchronises): callers carve one arena at start.
   virtual Result<void*> device_alloc(size_t bytes) = 0;
   virtual void device_free(void* ptr) = 0;
@@ -173,8 +163,9 @@ class Backend {
   virtual Status fill_zero(void* dst_device, size_t bytes, StreamId stream) = 0;
 
   // --- workspace ----------------------------------------------------------------------------
-  // Bytes of scratch the ops need for calls up to `shapes` (a multiple of 256).
-  virtual size_t workspace_bytes(const OpShapes& shapes) const = 0;
+  // Bytes of scratch the ops need for calls up to `shapes` (a multiple of kDeviceAlignment):
+  // compute::workspace_bytes(kind(), shapes), which the planner asks without a backend.
+  size_t workspace_bytes(const OpShapes& shapes) const { return compute::workspace_bytes(kind(), shapes); }
   // Hands the ops `bytes` of device memory at `ptr` (at least workspace_bytes(shapes)); the
   // backend borrows it until the next set_workspace or its destruction. Ops on several streams
   // must not run at once while they share it (the trainer runs every op on one compute stream).

@@ -6,8 +6,7 @@ namespace spillway {
 
 namespace {
 
-constexpr size_t kAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // Two per micro-batch (a backward reads a checkpoint and updates a gradient; a forward reads one
 // checkpoint and writes the next), times two so that the next micro-batch's copies overlap this

@@ -9,8 +9,7 @@ using compute::StreamId;
 
 namespace {
 
-constexpr size_t kAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
 // that GEMMs and vectorised kernels see aligned rows.

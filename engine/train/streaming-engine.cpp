@@ -21,8 +21,7 @@ using Access = ActivationStore::Access;
 
 namespace {
 
-constexpr size_t kDeviceAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // Timeline spans a step can record: per block at most an upload for the forward and one for the
 // backward, a forward and a backward compute span and a gradient download (5 · (L + 2) covers the
@@ -209,7 +208,7 @@ struct StreamingEngine::Impl {
     DeviceAllocator device{[this](size_t n) { return be.device_alloc(n); }, [this](void* p) { be.device_free(p); },
                            be.name()};
     const uint64_t capacity = std::min<uint64_t>(wanted, free_bytes);
-    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(capacity, device, traffic.counters, kDeviceAlign));
+    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(capacity, device, traffic.counters, compute::kDeviceAlignment));
     // Pinned slabs sized for the checkpoints when some will spill to the host; otherwise the pool
     // holds only the step's ids, labels and losses.
     HostPoolConfig pc;

@@ -9,8 +9,7 @@ using compute::StreamId;
 
 namespace {
 
-constexpr size_t kAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // fp32 elements staged per copy when the master is converted on the device: 32 MiB, long enough
 // that a copy runs at link speed, small next to a 7B layer's ~0.8 GB of fp32.

@@ -28,10 +28,8 @@ namespace spillway::compute {
 
 namespace {
 
-constexpr size_t kDeviceAlignment = 256;
-
 size_t round_up(size_t bytes) {
-  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  return align_to_device(bytes);
 }
 
 size_t physical_memory_bytes() {
@@ -323,15 +321,6 @@ Status CpuBackend::fill_zero(void* dst_device, size_t bytes, StreamId stream) {
 }
 
 // --- workspace ----------------------------------------------------------------------------------
-
-size_t CpuBackend::workspace_bytes(const OpShapes& s) const {
-  const size_t need = std::max(
-      {cpu::lm_head_scratch_bytes(s.tokens, s.vocab, s.lm_head_chunk),
-       cpu::attention_forward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
-       cpu::attention_backward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
-       cpu::attention_key_bias_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim)});
-  return need == 0 ? 0 : round_up(need);
-}
 
 Status CpuBackend::set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) {
   if (ptr == nullptr && bytes > 0) {

@@ -62,8 +62,7 @@ class CpuBackend final : public Backend {
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
 
-  std::string name() const override { return "cpu"; }
-  DType act_dtype() const override { return DType::kF32; }
+  BackendKind kind() const override { return BackendKind::kCpu; }
   DeviceInfo device_info() const override;
 
   // device_free and host_free_pinned first run all queued work (strict mode), as cudaFree and
@@ -93,9 +92,6 @@ class CpuBackend final : public Backend {
                  StreamId stream) override;
   Status fill_zero(void* dst_device, size_t bytes, StreamId stream) override;
 
-  // The largest scratch of the ops that need it (they run one at a time, so they share one area).
-  // It depends on the size of ThreadPool::global() (per-thread buffers).
-  size_t workspace_bytes(const OpShapes& shapes) const override;
   // kInvalidArgument for a null pointer with bytes > 0, a pointer not aligned to 256 (what
   // device_alloc returns and cuBLASLt needs on the GPU), fewer than workspace_bytes(shapes) bytes,
   // or a range beyond its device allocation. set_workspace(nullptr, 0, {}) takes it back. Queued

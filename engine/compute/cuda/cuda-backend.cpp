@@ -27,10 +27,10 @@ namespace {
 
 using cuda::bf16;
 
-constexpr size_t kAlign = 256;
+constexpr size_t kAlign = kDeviceAlignment;
 
 size_t align_up(size_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
+  return align_to_device(bytes);
 }
 
 // "1.00 MiB", "26.31 GiB": sizes in the unit a person compares them in (a 1 MiB slab refused
@@ -146,11 +146,6 @@ bf16* B(void* p) {
 }
 const bf16* B(const void* p) {
   return static_cast<const bf16*>(p);
-}
-
-// Bytes of the lm_head_loss scratch for `rows` tokens: fp32 logits [rows, v], then bf16 dlogits.
-size_t lm_head_scratch_bytes(size_t rows, size_t v) {
-  return align_up(rows * v * sizeof(float)) + align_up(rows * v * sizeof(bf16));
 }
 
 }  // namespace
@@ -526,39 +521,6 @@ Status CudaBackend::fill_zero(void* dst_device, size_t bytes, StreamId stream) {
 
 // --- workspace -----------------------------------------------------------------------------------
 
-size_t CudaBackend::workspace_bytes(const OpShapes& sh) const {
-  // The largest scratch any one op takes at these shapes; ops run one after another on the compute
-  // stream, so they share the area.
-  size_t op = 0;
-  if (sh.tokens > 0 && sh.hidden > 0) {
-    op = std::max(op, cuda::rmsnorm_backward_scratch_floats(sh.tokens, sh.hidden) * sizeof(float));
-  }
-  if (sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0) {
-    op = std::max(op, cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads,
-                                                              sh.kv_heads, sh.head_dim) *
-                          sizeof(float));
-    op = std::max(op, cuda::attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads,
-                                                              sh.kv_heads, sh.head_dim) *
-                          sizeof(float));
-  }
-  if (sh.tokens > 0) {
-    // A linear's bias gradient; the projections' widths (q/k/v carry biases in Qwen2, the others
-    // bound any width a caller may use).
-    for (int out :
-         {sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim, sh.hidden, sh.intermediate}) {
-      if (out > 0)
-        op = std::max(op, cuda::bias_backward_scratch_floats(sh.tokens, out) * sizeof(float));
-    }
-  }
-  // sum_squares' partials: a constant, needed whatever the shapes.
-  op = std::max(op, cuda::sum_squares_scratch_doubles() * sizeof(double));
-  if (sh.vocab > 0 && sh.lm_head_chunk > 0) {
-    const int rows = sh.tokens > 0 ? std::min(sh.lm_head_chunk, sh.tokens) : sh.lm_head_chunk;
-    op = std::max(op, lm_head_scratch_bytes(rows, sh.vocab));
-  }
-  return align_up(cuda::Gemm::kWorkspaceBytes) + align_up(op);
-}
-
 Status CudaBackend::set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) {
   const size_t need = workspace_bytes(shapes);
   if (ptr == nullptr || bytes < need) {
@@ -840,7 +802,7 @@ Status CudaBackend::lm_head_loss(float* losses, void* dx, float* dw, const void*
   // is "at most `chunk` tokens", and the result of each row does not depend on it.
   size_t rows = static_cast<size_t>(std::min(chunk, n));
   const size_t avail = ws_scratch_.floats * sizeof(float);
-  if (lm_head_scratch_bytes(rows, v) > avail) {
+  if (cuda::lm_head_scratch_bytes(rows, v) > avail) {
     // Each of the two regions rounds up by less than kAlign.
     rows = std::min(rows, avail > 2 * kAlign
                               ? (avail - 2 * kAlign) / (size_t(v) * (sizeof(float) + sizeof(bf16)))

@@ -49,8 +49,7 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  std::string name() const override { return "cuda"; }
-  DType act_dtype() const override { return DType::kBF16; }
+  BackendKind kind() const override { return BackendKind::kCuda; }
   DeviceInfo device_info() const override { return info_; }
 
   Result<void*> device_alloc(size_t bytes) override;
@@ -76,7 +75,6 @@ class CudaBackend final : public Backend {
                  StreamId stream) override;
   Status fill_zero(void* dst_device, size_t bytes, StreamId stream) override;
 
-  size_t workspace_bytes(const OpShapes& shapes) const override;
   Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) override;
 
   Status embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
