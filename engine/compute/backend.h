@@ -1,29 +1,25 @@
-// Backend: the compute interface the layer-streaming trainer runs on (DESIGN.md, "compute/").
+// Backend: what the layer-streaming trainer computes (DESIGN.md, "compute/"): the transformer ops,
+// forward and backward, each enqueued on an explicit stream of the backend's device.
 //
-// A backend owns device memory, streams and events, and runs the transformer ops, forward and
-// backward, each enqueued on an explicit stream. The CPU backend (compute/cpu) runs everything in
-// float32 on host memory with OpenBLAS and the thread pool; the CUDA backend (compute/cuda, loaded
-// at run time by compute/backend-loader.h) runs bf16 activations and weights with fp32
-// accumulation. Both keep the GPU's contract: work on one stream runs in order, work on two
-// streams is ordered only by events (record_event on the producer, stream_wait_event on the
-// consumer), and the host sees the results of asynchronous work only after synchronize_*. The CPU
-// backend's strict mode (CpuBackendOptions::strict_streams) holds each stream's work until someone
-// waits on it, so a missing stream_wait_event or synchronize fails the CPU tests.
+// What a device is (memory, streams, events, copies, conversions, its properties) is a Device
+// (compute/device.h); a backend runs its ops on one, device(), which it owns. The CPU backend
+// (compute/cpu) runs everything in float32 on host memory with OpenBLAS and the thread pool; the
+// CUDA backend (compute/cuda, loaded at run time by compute/backend-loader.h) runs bf16
+// activations and weights with fp32 accumulation. Both keep the GPU's ordering contract (device.h).
 //
 // Memory. Every tensor an op touches is device memory: activations of `act_dtype()` (float32 on
 // the CPU, bf16 on CUDA), fp32 gradients, fp32 statistics, and int32 token ids and labels (the
 // trainer uploads a step's ids and labels once and reads per-token losses back once). Weights are
-// `act_dtype()`; the fp32 master weights become the compute copy through an explicit convert().
+// `act_dtype()`; the fp32 master weights become the compute copy through the device's convert().
 // Ops that need scratch (the LM head's logits chunk, partial sums for deterministic reductions,
 // cuBLASLt's workspace) take it from one workspace that the caller carves from its arena and hands
 // over with set_workspace(), sized by workspace_bytes(): no op allocates memory.
 //
 // Determinism: ops use no atomics whose order changes results; the same inputs give the same bits.
-// Errors: every call returns a Status: kInvalidArgument for bad shapes or handles, or
-// when an op needs a workspace that is missing or too small, kOutOfMemory from allocations, kInternal
-// for a failed launch; an asynchronous failure (a fault inside a kernel, a lost device) surfaces at the
-// next synchronize_* or elapsed_s, as kInternal with the backend's message. Methods are not
-// thread-safe: one trainer thread drives a backend (host_register may be called from any thread).
+// Errors: every op returns a Status: kInvalidArgument for bad shapes or handles, or when an op
+// needs a workspace that is missing or too small, kInternal for a failed launch; an asynchronous
+// failure surfaces at the device's next synchronize_* or elapsed_s. Not thread-safe: one trainer
+// thread drives a backend.
 //
 // Conventions (match Hugging Face transformers' Llama / Mistral / Qwen2):
 //   - linear:   y[n, out] = x[n, in] · W[out, in]ᵀ + b[out]   (torch.nn.Linear)
@@ -41,59 +37,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "compute/backend-facts.h"
+#include "compute/device.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
 namespace spillway::compute {
-
-// Stream and event ids. Stream 0 is the backend's default compute stream and always valid; other
-// streams and every event are created by the backend and owned by Stream / Event handles.
-using StreamId = int;
-using EventId = int;
-
-class Backend;
-
-// An owned stream: destroyed (after its work completes) when the handle goes. Move-only; must not
-// outlive its backend. Converts to its StreamId for the op calls.
-class Stream {
- public:
-  Stream() = default;
-  Stream(Backend* backend, StreamId id) : backend_(backend), id_(id) {}
-  Stream(Stream&& o) noexcept : backend_(std::exchange(o.backend_, nullptr)), id_(std::exchange(o.id_, 0)) {}
-  Stream& operator=(Stream&& o) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ~Stream() { reset(); }
-  void reset();
-  StreamId id() const { return id_; }
-  operator StreamId() const { return id_; }  // NOLINT: a handle stands for its id
-
- private:
-  Backend* backend_ = nullptr;
-  StreamId id_ = 0;
-};
-
-// An owned event, as Stream. An event that was never recorded counts as complete.
-class Event {
- public:
-  Event() = default;
-  Event(Backend* backend, EventId id) : backend_(backend), id_(id) {}
-  Event(Event&& o) noexcept : backend_(std::exchange(o.backend_, nullptr)), id_(std::exchange(o.id_, -1)) {}
-  Event& operator=(Event&& o) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event() { reset(); }
-  void reset();
-  EventId id() const { return id_; }
-  operator EventId() const { return id_; }  // NOLINT
-
- private:
-  Backend* backend_ = nullptr;
-  EventId id_ = -1;
-};
 
 // Llama-3 rope scaling ("rope_type": "llama3"); factor 0 means none.
 struct RopeScaling {
@@ -103,64 +53,22 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
-// What the backend runs on, for logs, the plan and the GUI.
-struct DeviceInfo {
-  std::string name;               // "NVIDIA H100 80GB HBM3", "CPU (16 threads)"
-  uint64_t total_bytes = 0;       // device memory (the CPU backend: its capacity or physical RAM)
-  int compute_capability = 0;     // 90 for sm_90; 0 on the CPU
-  int multiprocessors = 0;        // SMs; threads on the CPU
-  std::string driver;             // "CUDA driver 13.0, runtime 13.0"; empty on the CPU
-  std::string pci_bus_id;         // "0000:01:00.0" (domain:bus:device.function); empty on the CPU.
-                                  // Names the same GPU to NVML whatever CUDA_VISIBLE_DEVICES says
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual BackendKind kind() const = 0;
-  // What this kind of backend is and needs (backend-facts.h): act dtype, alignment, CPU or GPU.
+  // The device the ops run on and take their memory and streams from; owned by the backend.
+  virtual Device& device() const = 0;
+
+  // The device's properties, for callers that hold the backend.
+  BackendKind kind() const { return device().kind(); }
   const BackendFacts& facts() const { return backend_facts(kind()); }
   std::string name() const { return backend_name(kind()); }  // "cpu", "cuda"
   DType act_dtype() const { return facts().act_dtype; }      // F32 on the CPU, BF16 on CUDA
-  virtual DeviceInfo device_info() const = 0;
-
-  // --- memory -----------------------------------------------------------------------------
-  // Device memory: `bytes` aligned to kDeviceAlignment (256). kOutOfMemory says what was asked and what is free.
-  // Not for the hot loop (cudaMalloc synchronises): callers carve one arena at start.
-  virtual Result<void*> device_alloc(size_t bytes) = 0;
-  virtual void device_free(void* ptr) = 0;
-  // Page-locked host memory for async copies (plain aligned memory on the CPU backend).
-  virtual Result<void*> host_alloc_pinned(size_t bytes) = 0;
-  virtual void host_free_pinned(void* ptr) = 0;
-  // Pins existing host memory [ptr, ptr + bytes) so copies from/to it run at link speed
-  // (cudaHostRegister; a no-op on the CPU). Unregister before the memory is freed.
-  virtual Status host_register(void* ptr, size_t bytes) = 0;
-  virtual void host_unregister(void* ptr) = 0;
-  // Bytes of device memory free and in total (the CPU backend reports its configured capacity).
-  virtual Status device_memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
-
-  // --- streams, events ----------------------------------------------------------------------
-  virtual Result<Stream> create_stream() = 0;
-  // `timing`: the event can be an end of elapsed_s (CUDA events without timing are cheaper).
-  virtual Result<Event> create_event(bool timing = false) = 0;
-  virtual Status record_event(EventId event, StreamId stream) = 0;
-  // Work enqueued on `stream` after this call waits for the work before `event`'s last record.
-  virtual Status stream_wait_event(StreamId stream, EventId event) = 0;
-  virtual Status synchronize_event(EventId event) = 0;
-  virtual Status synchronize_stream(StreamId stream) = 0;
-  // Seconds between two recorded, completed timing events (end after start: positive).
-  virtual Result<double> elapsed_s(EventId start, EventId end) = 0;
-
-  // --- copies and conversions (asynchronous on `stream`) -------------------------------------
-  virtual Status copy_h2d(void* dst_device, const void* src_host, size_t bytes, StreamId stream) = 0;
-  virtual Status copy_d2h(void* dst_host, const void* src_device, size_t bytes, StreamId stream) = 0;
-  virtual Status copy_d2d(void* dst, const void* src, size_t bytes, StreamId stream) = 0;
-  // dst[i] = (dst_type) src[i] for i < count, both on the device; F32, BF16 (round to nearest
-  // even, as torch's .to(torch.bfloat16)) and the identity. kInvalidArgument for other pairs.
-  virtual Status convert(void* dst, DType dst_type, const void* src, DType src_type, size_t count,
-                         StreamId stream) = 0;
-  virtual Status fill_zero(void* dst_device, size_t bytes, StreamId stream) = 0;
+  DeviceInfo device_info() const { return device().device_info(); }
+  Status device_memory_info(size_t* free_bytes, size_t* total_bytes) {
+    return device().device_memory_info(free_bytes, total_bytes);
+  }
 
   // --- workspace ----------------------------------------------------------------------------
   // Bytes of scratch the ops need for calls up to `shapes` (a multiple of kDeviceAlignment):
@@ -255,40 +163,7 @@ class Backend {
                               const int32_t* labels, int n, int d, int v, float loss_scale, float* logits_out,
                               int chunk, StreamId stream) = 0;
 
- protected:
-  friend class Stream;
-  friend class Event;
-  // Called by the handles' destructors.
-  virtual void destroy_stream(StreamId stream) = 0;
-  virtual void destroy_event(EventId event) = 0;
 };
-
-inline void Stream::reset() {
-  if (backend_) backend_->destroy_stream(id_);
-  backend_ = nullptr;
-  id_ = 0;
-}
-inline Stream& Stream::operator=(Stream&& o) noexcept {
-  if (this != &o) {
-    reset();
-    backend_ = std::exchange(o.backend_, nullptr);
-    id_ = std::exchange(o.id_, 0);
-  }
-  return *this;
-}
-inline void Event::reset() {
-  if (backend_) backend_->destroy_event(id_);
-  backend_ = nullptr;
-  id_ = -1;
-}
-inline Event& Event::operator=(Event&& o) noexcept {
-  if (this != &o) {
-    reset();
-    backend_ = std::exchange(o.backend_, nullptr);
-    id_ = std::exchange(o.id_, -1);
-  }
-  return *this;
-}
 
 // The CPU backend: float32, OpenBLAS GEMMs, the global thread pool. `device_capacity_bytes`
 // bounds device_alloc (the "device" arena that makes layers stream in tests); 0 = unbounded.

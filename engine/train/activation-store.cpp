@@ -17,7 +17,7 @@ constexpr size_t kStages = 4;
 
 uint64_t ActivationStore::staging_bytes(size_t buffer_bytes) { return kStages * aligned(buffer_bytes); }
 
-Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Backend& backend, DeviceArena& arena,
+Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Device& backend, DeviceArena& arena,
                                                                  HostPool& pool, int layers, int micro_batches,
                                                                  size_t buffer_bytes, bool keep_on_device,
                                                                  Streams streams, LinkTraffic& traffic) {

@@ -160,7 +160,7 @@ Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, cons
   SPW_RETURN_IF_ERROR(be.lm_head_loss(losses, grads ? dxn : nullptr, grads ? dw_lm : nullptr, xn, w_lm, labels, n, h,
                                       c.vocab_size, grads ? loss_scale : 0.0f, logits, lm_head_chunk_, s));
   if (!dx) return {};
-  if (!grads) return be.fill_zero(dx, static_cast<size_t>(n) * h * act_, s);
+  if (!grads) return be.device().fill_zero(dx, static_cast<size_t>(n) * h * act_, s);
   return be.rmsnorm_backward(dx, gp(dw_head, layout_->head_norm_offset()), dxn, x, w_norm, rstd1, n, h, false, s);
 }
 

@@ -112,6 +112,11 @@ class StreamingEngine {
   static Result<std::unique_ptr<StreamingEngine>> create(compute::Backend& backend, ModelState& state,
                                                          const StreamingConfig& config,
                                                          TierCounters* counters = nullptr);
+  // As above, with memory, streams, events and copies taken from `device` (the backend's device
+  // or a wrapper of it, such as the bench's MeteredDevice) and the ops from `backend`.
+  static Result<std::unique_ptr<StreamingEngine>> create(compute::Device& device, compute::Backend& backend,
+                                                         ModelState& state, const StreamingConfig& config,
+                                                         TierCounters* counters = nullptr);
   ~StreamingEngine();
 
   // Forward and backward of one step. Overwrites the host gradients of every block with

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   shapes.kv_heads = heads, shapes.head_dim = hd, shapes.intermediate = ffn, shapes.vocab = vocab;
   shapes.lm_head_chunk = lm_chunk;
   const size_t ws_bytes = be->workspace_bytes(shapes);
-  auto ws = be->device_alloc(ws_bytes);
+  auto ws = be->device().device_alloc(ws_bytes);
   if (!ws.ok()) {
     std::fprintf(stderr, "bench-compute: workspace: %s\n", ws.status().to_string().c_str());
     return 1;

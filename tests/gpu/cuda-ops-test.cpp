@@ -515,11 +515,11 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
   auto* b16 = static_cast<uint16_t*>(side.alloc(n * 2));
   float* back = static_cast<float*>(side.alloc(n * 4));
   float* copy = static_cast<float*>(side.alloc(n * 4));
-  ASSERT_OK(be_->convert(b16, DType::kBF16, src, DType::kF32, n, 0));
-  ASSERT_OK(be_->convert(back, DType::kF32, b16, DType::kBF16, n, 0));
-  ASSERT_OK(be_->convert(copy, DType::kF32, src, DType::kF32, n, 0));
+  ASSERT_OK(be_->device().convert(b16, DType::kBF16, src, DType::kF32, n, 0));
+  ASSERT_OK(be_->device().convert(back, DType::kF32, b16, DType::kBF16, n, 0));
+  ASSERT_OK(be_->device().convert(copy, DType::kF32, src, DType::kF32, n, 0));
   std::vector<uint16_t> got16(n);
-  ASSERT_OK(be_->copy_d2h(got16.data(), b16, n * 2, 0));
+  ASSERT_OK(be_->device().copy_d2h(got16.data(), b16, n * 2, 0));
   const auto got = side.get_f32(back, n);
   const auto copied = side.get_f32(copy, n);
   EXPECT_TRUE(same_bits(copied, h));
@@ -538,7 +538,7 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
     }
   }
   EXPECT_EQ(bad, 0u);
-  Status s = be_->convert(copy, DType::kF16, src, DType::kF32, n, 0);
+  Status s = be_->device().convert(copy, DType::kF16, src, DType::kF32, n, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
 }
 
@@ -546,7 +546,7 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
 // of destroyed streams and events are reused; timing events measure GPU time.
 TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
   const size_t n = 16 << 20;  // 64 MB: long enough that a missing wait would read the old contents
-  auto pinned = be_->host_alloc_pinned(n * 4);
+  auto pinned = be_->device().host_alloc_pinned(n * 4);
   ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
   float* host = static_cast<float*>(*pinned);
   for (size_t i = 0; i < n; ++i) host[i] = float(i % 1000) - 500.0f;
@@ -554,73 +554,73 @@ TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
   float* dev = side.f32_zeros(n);
   auto* b16 = static_cast<uint16_t*>(side.alloc(n * 2));
 
-  auto copy_stream = be_->create_stream();
+  auto copy_stream = be_->device().create_stream();
   ASSERT_TRUE(copy_stream.ok()) << copy_stream.status().to_string();
   EXPECT_NE(copy_stream->id(), 0);
-  auto copied = be_->create_event();
-  auto start = be_->create_event(true), end = be_->create_event(true);
+  auto copied = be_->device().create_event();
+  auto start = be_->device().create_event(true), end = be_->device().create_event(true);
   ASSERT_TRUE(copied.ok() && start.ok() && end.ok());
-  ASSERT_OK(be_->synchronize_event(*copied));  // never recorded: complete
-  ASSERT_OK(be_->record_event(*start, *copy_stream));
-  ASSERT_OK(be_->copy_h2d(dev, host, n * 4, *copy_stream));
-  ASSERT_OK(be_->record_event(*copied, *copy_stream));
-  ASSERT_OK(be_->record_event(*end, *copy_stream));
-  ASSERT_OK(be_->stream_wait_event(0, *copied));
-  ASSERT_OK(be_->convert(b16, DType::kBF16, dev, DType::kF32, n, 0));
+  ASSERT_OK(be_->device().synchronize_event(*copied));  // never recorded: complete
+  ASSERT_OK(be_->device().record_event(*start, *copy_stream));
+  ASSERT_OK(be_->device().copy_h2d(dev, host, n * 4, *copy_stream));
+  ASSERT_OK(be_->device().record_event(*copied, *copy_stream));
+  ASSERT_OK(be_->device().record_event(*end, *copy_stream));
+  ASSERT_OK(be_->device().stream_wait_event(0, *copied));
+  ASSERT_OK(be_->device().convert(b16, DType::kBF16, dev, DType::kF32, n, 0));
   std::vector<uint16_t> got(n);
-  ASSERT_OK(be_->copy_d2h(got.data(), b16, n * 2, 0));
-  ASSERT_OK(be_->synchronize_stream(0));
+  ASSERT_OK(be_->device().copy_d2h(got.data(), b16, n * 2, 0));
+  ASSERT_OK(be_->device().synchronize_stream(0));
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) bad += got[i] != f32_to_bf16(host[i]);
   EXPECT_EQ(bad, 0u) << "the conversion did not wait for the copy";
 
-  auto t = be_->elapsed_s(*start, *end);
+  auto t = be_->device().elapsed_s(*start, *end);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_GT(*t, 0.0);
   EXPECT_LT(*t, 10.0);
   std::printf("64 MB host-to-device from pinned memory: %.3f ms, %.1f GB/s\n", *t * 1e3,
               n * 4 / *t / 1e9);
-  Status no_timing = be_->elapsed_s(*copied, *end).status();
+  Status no_timing = be_->device().elapsed_s(*copied, *end).status();
   EXPECT_EQ(no_timing.code(), ErrorCode::kInvalidArgument) << no_timing.to_string();
-  auto unrecorded = be_->create_event(true);
+  auto unrecorded = be_->device().create_event(true);
   ASSERT_TRUE(unrecorded.ok());
-  EXPECT_EQ(be_->elapsed_s(*unrecorded, *end).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be_->device().elapsed_s(*unrecorded, *end).status().code(), ErrorCode::kInvalidArgument);
 
   // Destroyed handles free their ids for reuse; a destroyed id is unknown until then.
   const StreamId sid = copy_stream->id();
   copy_stream->reset();
-  EXPECT_EQ(be_->synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
-  auto again = be_->create_stream();
+  EXPECT_EQ(be_->device().synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
+  auto again = be_->device().create_stream();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->id(), sid);
   const EventId eid = copied->id();
   copied->reset();
-  EXPECT_EQ(be_->record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
-  auto again_event = be_->create_event();
+  EXPECT_EQ(be_->device().record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
+  auto again_event = be_->device().create_event();
   ASSERT_TRUE(again_event.ok());
   EXPECT_EQ(again_event->id(), eid);
-  be_->host_free_pinned(host);
+  be_->device().host_free_pinned(host);
 }
 
 // cudaHostRegister'd memory copies both ways.
 TEST_F(CudaBackendTest, HostRegister) {
   std::vector<float> host = testing::random_floats(1 << 20, 90);
   std::vector<float> back(host.size());
-  ASSERT_OK(be_->host_register(host.data(), host.size() * 4));
-  ASSERT_OK(be_->host_register(back.data(), back.size() * 4));
-  EXPECT_EQ(be_->host_register(host.data(), host.size() * 4).code(), ErrorCode::kInvalidArgument);
+  ASSERT_OK(be_->device().host_register(host.data(), host.size() * 4));
+  ASSERT_OK(be_->device().host_register(back.data(), back.size() * 4));
+  EXPECT_EQ(be_->device().host_register(host.data(), host.size() * 4).code(), ErrorCode::kInvalidArgument);
   Side side(*be_, OpShapes{});
   float* dev = static_cast<float*>(side.alloc(host.size() * 4));
-  ASSERT_OK(be_->copy_h2d(dev, host.data(), host.size() * 4, 0));
-  ASSERT_OK(be_->copy_d2h(back.data(), dev, back.size() * 4, 0));
-  ASSERT_OK(be_->synchronize_stream(0));
+  ASSERT_OK(be_->device().copy_h2d(dev, host.data(), host.size() * 4, 0));
+  ASSERT_OK(be_->device().copy_d2h(back.data(), dev, back.size() * 4, 0));
+  ASSERT_OK(be_->device().synchronize_stream(0));
   EXPECT_TRUE(same_bits(back, host));
-  be_->host_unregister(host.data());
-  be_->host_unregister(back.data());
+  be_->device().host_unregister(host.data());
+  be_->device().host_unregister(back.data());
 }
 
 TEST_F(CudaBackendTest, ErrorsNameTheOpAndTheFix) {
-  auto huge = be_->device_alloc(size_t(1) << 50);
+  auto huge = be_->device().device_alloc(size_t(1) << 50);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(huge.status().message().find("lower micro_batch_size or seq_len"), std::string::npos)
@@ -662,11 +662,11 @@ std::vector<float> spread_floats(size_t n, uint64_t seed) {
 // op that writes nothing shows.
 double sum_squares_on(Backend& be, double* out, const float* x, size_t n) {
   const double nan = NAN;
-  EXPECT_OK(be.copy_h2d(out, &nan, sizeof(double), 0));
+  EXPECT_OK(be.device().copy_h2d(out, &nan, sizeof(double), 0));
   EXPECT_OK(be.sum_squares(out, x, n, 0));
   double got = NAN;
-  EXPECT_OK(be.copy_d2h(&got, out, sizeof(double), 0));
-  EXPECT_OK(be.synchronize_stream(0));
+  EXPECT_OK(be.device().copy_d2h(&got, out, sizeof(double), 0));
+  EXPECT_OK(be.device().synchronize_stream(0));
   return got;
 }
 
@@ -711,19 +711,19 @@ TEST_F(CudaBackendTest, SumSquares) {
     EXPECT_EQ(std::memcmp(&got, &again, sizeof(double)), 0) << "two identical runs differ";
     float* shifted =
         static_cast<float*>(side.alloc((n + 1) * sizeof(float))) + 1;  // 4 bytes past 256
-    ASSERT_OK(be_->copy_h2d(shifted, x.data(), n * sizeof(float), 0));
+    ASSERT_OK(be_->device().copy_h2d(shifted, x.data(), n * sizeof(float), 0));
     const double unaligned = sum_squares_on(*be_, out, shifted, n);
     EXPECT_EQ(std::memcmp(&got, &unaligned, sizeof(double)), 0)
         << "the unaligned copy sums differently";
     if (n == layer_7b) {
-      auto start = be_->create_event(true), end = be_->create_event(true);
+      auto start = be_->device().create_event(true), end = be_->device().create_event(true);
       ASSERT_TRUE(start.ok() && end.ok());
       constexpr int kRuns = 10;
-      ASSERT_OK(be_->record_event(*start, 0));
+      ASSERT_OK(be_->device().record_event(*start, 0));
       for (int r = 0; r < kRuns; ++r) ASSERT_OK(be_->sum_squares(out, dx, n, 0));
-      ASSERT_OK(be_->record_event(*end, 0));
-      ASSERT_OK(be_->synchronize_stream(0));
-      auto t = be_->elapsed_s(*start, *end);
+      ASSERT_OK(be_->device().record_event(*end, 0));
+      ASSERT_OK(be_->device().synchronize_stream(0));
+      auto t = be_->device().elapsed_s(*start, *end);
       ASSERT_TRUE(t.ok()) << t.status().to_string();
       const double s = *t / kRuns;
       std::printf("sum_squares of a llama-7B layer's gradient (%zu floats): %.3f ms, %.0f GB/s\n",
@@ -734,7 +734,7 @@ TEST_F(CudaBackendTest, SumSquares) {
 
 TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   // be_ has no workspace yet.
-  auto buf = be_->device_alloc(64 << 20);
+  auto buf = be_->device().device_alloc(64 << 20);
   ASSERT_TRUE(buf.ok());
   void* p = *buf;
   float* f = static_cast<float*>(p);
@@ -759,7 +759,7 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   small.intermediate = 128;
   const size_t bytes = be_->workspace_bytes(small);
   EXPECT_EQ(bytes % 256, 0u);
-  auto ws = be_->device_alloc(bytes);
+  auto ws = be_->device().device_alloc(bytes);
   ASSERT_TRUE(ws.ok());
   EXPECT_EQ(be_->set_workspace(*ws, bytes - 256, small).code(), ErrorCode::kInvalidArgument);
   ASSERT_OK(be_->set_workspace(*ws, bytes, small));
@@ -768,9 +768,9 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   s = be_->attention_backward(p, p, p, p, p, p, p, p, f, 1, 65536, 2, 1, 64, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("attention_backward"), std::string::npos) << s.to_string();
-  ASSERT_OK(be_->synchronize_stream(0));
-  be_->device_free(*ws);
-  be_->device_free(p);
+  ASSERT_OK(be_->device().synchronize_stream(0));
+  be_->device().device_free(*ws);
+  be_->device().device_free(p);
 }
 
 }  // namespace

@@ -88,13 +88,13 @@ class Tensors {
   Tensors(const Tensors&) = delete;
   Tensors& operator=(const Tensors&) = delete;
   ~Tensors() {
-    (void)be_.synchronize_stream(0);
-    for (void* p : device_) be_.device_free(p);
-    if (host_) be_.host_free_pinned(host_);
+    (void)be_.device().synchronize_stream(0);
+    for (void* p : device_) be_.device().device_free(p);
+    if (host_) be_.device().host_free_pinned(host_);
   }
 
   Result<void*> alloc(size_t bytes) {
-    SPW_ASSIGN_OR_RETURN(void* p, be_.device_alloc(bytes));
+    SPW_ASSIGN_OR_RETURN(void* p, be_.device().device_alloc(bytes));
     device_.push_back(p);
     return p;
   }
@@ -103,7 +103,7 @@ class Tensors {
   Result<void*> random(DType type, size_t count, uint64_t seed, float scale = 1.0f) {
     SPW_ASSIGN_OR_RETURN(void* dst, alloc(count * dtype_size(type)));
     if (host_ == nullptr) {
-      SPW_ASSIGN_OR_RETURN(void* h, be_.host_alloc_pinned(kStageFloats * sizeof(float)));
+      SPW_ASSIGN_OR_RETURN(void* h, be_.device().host_alloc_pinned(kStageFloats * sizeof(float)));
       host_ = static_cast<float*>(h);
       SPW_ASSIGN_OR_RETURN(void* d, alloc(kStageFloats * sizeof(float)));
       stage_ = static_cast<float*>(d);
@@ -113,20 +113,20 @@ class Tensors {
       for (size_t i = 0; i < m; ++i) host_[i] = scale * pattern(seed, off + i);
       char* out = static_cast<char*>(dst) + off * dtype_size(type);
       if (type == DType::kF32) {
-        SPW_RETURN_IF_ERROR(be_.copy_h2d(out, host_, m * sizeof(float), 0));
+        SPW_RETURN_IF_ERROR(be_.device().copy_h2d(out, host_, m * sizeof(float), 0));
       } else {
-        SPW_RETURN_IF_ERROR(be_.copy_h2d(stage_, host_, m * sizeof(float), 0));
-        SPW_RETURN_IF_ERROR(be_.convert(out, type, stage_, DType::kF32, m, 0));
+        SPW_RETURN_IF_ERROR(be_.device().copy_h2d(stage_, host_, m * sizeof(float), 0));
+        SPW_RETURN_IF_ERROR(be_.device().convert(out, type, stage_, DType::kF32, m, 0));
       }
-      SPW_RETURN_IF_ERROR(be_.synchronize_stream(0));  // the next piece reuses the staging
+      SPW_RETURN_IF_ERROR(be_.device().synchronize_stream(0));  // the next piece reuses the staging
     }
     return dst;
   }
 
   Result<int32_t*> upload(const std::vector<int32_t>& v) {
     SPW_ASSIGN_OR_RETURN(void* p, alloc(v.size() * sizeof(int32_t)));
-    SPW_RETURN_IF_ERROR(be_.copy_h2d(p, v.data(), v.size() * sizeof(int32_t), 0));
-    SPW_RETURN_IF_ERROR(be_.synchronize_stream(0));  // `v` may go before the copy runs
+    SPW_RETURN_IF_ERROR(be_.device().copy_h2d(p, v.data(), v.size() * sizeof(int32_t), 0));
+    SPW_RETURN_IF_ERROR(be_.device().synchronize_stream(0));  // `v` may go before the copy runs
     return static_cast<int32_t*>(p);
   }
 
@@ -144,8 +144,8 @@ class Timer {
 
   Status init() {
     for (int i = 0; i < kRuns; ++i) {
-      SPW_ASSIGN_OR_RETURN(Event start, be_.create_event(true));
-      SPW_ASSIGN_OR_RETURN(Event end, be_.create_event(true));
+      SPW_ASSIGN_OR_RETURN(Event start, be_.device().create_event(true));
+      SPW_ASSIGN_OR_RETURN(Event end, be_.device().create_event(true));
       starts_.push_back(std::move(start));
       ends_.push_back(std::move(end));
     }
@@ -156,15 +156,15 @@ class Timer {
   Result<double> median_s(const std::function<Status()>& op) {
     for (int i = 0; i < kWarmup; ++i) SPW_RETURN_IF_ERROR(op());
     for (int i = 0; i < kRuns; ++i) {
-      SPW_RETURN_IF_ERROR(be_.fill_zero(flush_, kFlushBytes, 0));
-      SPW_RETURN_IF_ERROR(be_.record_event(starts_[i], 0));
+      SPW_RETURN_IF_ERROR(be_.device().fill_zero(flush_, kFlushBytes, 0));
+      SPW_RETURN_IF_ERROR(be_.device().record_event(starts_[i], 0));
       SPW_RETURN_IF_ERROR(op());
-      SPW_RETURN_IF_ERROR(be_.record_event(ends_[i], 0));
+      SPW_RETURN_IF_ERROR(be_.device().record_event(ends_[i], 0));
     }
-    SPW_RETURN_IF_ERROR(be_.synchronize_stream(0));
+    SPW_RETURN_IF_ERROR(be_.device().synchronize_stream(0));
     std::vector<double> t(kRuns);
     for (int i = 0; i < kRuns; ++i) {
-      SPW_ASSIGN_OR_RETURN(t[i], be_.elapsed_s(starts_[i], ends_[i]));
+      SPW_ASSIGN_OR_RETURN(t[i], be_.device().elapsed_s(starts_[i], ends_[i]));
     }
     std::sort(t.begin(), t.end());
     return kRuns % 2 ? t[kRuns / 2] : 0.5 * (t[kRuns / 2 - 1] + t[kRuns / 2]);
@@ -260,7 +260,7 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* copy_src, t.random(DType::kF32, kCopyBytes / F, 1));
   SPW_ASSIGN_OR_RETURN(void* copy_dst, t.alloc(kCopyBytes));
   ops.push_back({"copy_d2d", "src,dst[1 GiB]", 2 * kCopyBytes, 0,
-                 [&] { return be.copy_d2d(copy_dst, copy_src, kCopyBytes, 0); }});
+                 [&] { return be.device().copy_d2d(copy_dst, copy_src, kCopyBytes, 0); }});
 
   // RMSNorm over the residual stream x[n, d] with weight w[d].
   SPW_ASSIGN_OR_RETURN(void* x, t.random(act, nd, 2));
@@ -331,9 +331,9 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* w_back, t.alloc(kLayerParams * F));
   const std::string layer = dims({int64_t(kLayerParams)});
   ops.push_back({"convert_f32_bf16", layer, kLayerParams * (F + A), 0,
-                 [&] { return be.convert(w_act, act, w_f32, DType::kF32, kLayerParams, 0); }});
+                 [&] { return be.device().convert(w_act, act, w_f32, DType::kF32, kLayerParams, 0); }});
   ops.push_back({"convert_bf16_f32", layer, kLayerParams * (A + F), 0,
-                 [&] { return be.convert(w_back, DType::kF32, w_act, act, kLayerParams, 0); }});
+                 [&] { return be.device().convert(w_back, DType::kF32, w_act, act, kLayerParams, 0); }});
 
   // The embedding gather out[n, d] = table[ids[n], :]: reads ids[n] and each distinct row of the
   // table once, writes out: 4·n + distinct(ids)·d·A + n·d·A.

@@ -55,14 +55,21 @@ struct CpuBackendOptions {
   bool strict_streams = false;
 };
 
-class CpuBackend final : public Backend {
+// The CPU is both the device (memory, streams, events: Device) and what computes on it (the ops:
+// Backend); device() is the object itself.
+class CpuBackend final : public Backend, public Device {
  public:
   explicit CpuBackend(const CpuBackendOptions& options = {});
   ~CpuBackend() override;
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
 
+  Device& device() const override { return const_cast<CpuBackend&>(*this); }
   BackendKind kind() const override { return BackendKind::kCpu; }
+  int ordinal() const override { return 0; }
+  using Device::act_dtype;
+  using Device::facts;
+  using Device::name;
   DeviceInfo device_info() const override;
 
   // device_free and host_free_pinned first run all queued work (strict mode), as cudaFree and

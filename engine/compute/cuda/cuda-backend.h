@@ -39,7 +39,9 @@ class Gemm;
 
 namespace spillway::compute {
 
-class CudaBackend final : public Backend {
+// One GPU is both the device (memory, streams, events: Device) and what computes on it (the ops:
+// Backend); device() is the object itself.
+class CudaBackend final : public Backend, public Device {
  public:
   // Selects `device` and creates the compute stream and cuBLASLt. Errors a user can act on:
   // kNotFound "no CUDA GPU found" / no device of that ordinal; kUnsupported for a missing or too
@@ -49,7 +51,12 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
+  Device& device() const override { return const_cast<CudaBackend&>(*this); }
   BackendKind kind() const override { return BackendKind::kCuda; }
+  int ordinal() const override { return device_; }
+  using Device::act_dtype;
+  using Device::facts;
+  using Device::name;
   DeviceInfo device_info() const override { return info_; }
 
   Result<void*> device_alloc(size_t bytes) override;

@@ -178,7 +178,7 @@ TEST(Embedding, ForwardGathersAndBackwardSumsRepeatedIds) {
 TEST(Embedding, BadIdsAreInvalidArgument) {
   const int vocab = 10, d = 13;
   auto be = make_cpu_backend();
-  auto table = be->device_alloc(vocab * d * sizeof(float));
+  auto table = be->device().device_alloc(vocab * d * sizeof(float));
   ASSERT_TRUE(table.ok());
   std::vector<float> out(2 * d);
   const std::vector<int32_t> negative = {1, -1}, too_big = {1, 10}, last = {9, 0};
@@ -216,21 +216,21 @@ TEST(Convert, Float32AndBfloat16RoundTrip) {
   f[3] = std::numeric_limits<float>::infinity();
   auto be = make_cpu_backend();
   std::vector<uint16_t> bf(count);
-  ASSERT_OK(be->convert(bf.data(), DType::kBF16, f.data(), DType::kF32, count, 0));
+  ASSERT_OK(be->device().convert(bf.data(), DType::kBF16, f.data(), DType::kF32, count, 0));
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(bf[i], f32_to_bf16(f[i])) << i;
   EXPECT_EQ(bf16_to_f32(bf[0]), 1.0f);
   EXPECT_EQ(bf16_to_f32(bf[1]), 1.0f + 2.0f / 128);
 
   std::vector<float> back(count);
-  ASSERT_OK(be->convert(back.data(), DType::kF32, bf.data(), DType::kBF16, count, 0));
+  ASSERT_OK(be->device().convert(back.data(), DType::kF32, bf.data(), DType::kBF16, count, 0));
   for (size_t i = 3; i < count; ++i) ASSERT_EQ(back[i], bf16_to_f32(bf[i])) << i;
   EXPECT_TRUE(std::isnan(back[2]));
 
   std::vector<float> same(count);  // identities copy
-  ASSERT_OK(be->convert(same.data(), DType::kF32, f.data(), DType::kF32, count, 0));
+  ASSERT_OK(be->device().convert(same.data(), DType::kF32, f.data(), DType::kF32, count, 0));
   EXPECT_EQ(std::memcmp(same.data(), f.data(), count * sizeof(float)), 0);
   std::vector<uint16_t> bf2(count);
-  ASSERT_OK(be->convert(bf2.data(), DType::kBF16, bf.data(), DType::kBF16, count, 0));
+  ASSERT_OK(be->device().convert(bf2.data(), DType::kBF16, bf.data(), DType::kBF16, count, 0));
   EXPECT_EQ(bf2, bf);
 }
 
@@ -238,21 +238,21 @@ TEST(Convert, RejectsOtherPairsAndOverlap) {
   auto be = make_cpu_backend();
   std::vector<float> f(64, 1.0f);
   std::vector<uint16_t> h(64);
-  EXPECT_EQ(be->convert(h.data(), DType::kF16, f.data(), DType::kF32, 64, 0).code(),
+  EXPECT_EQ(be->device().convert(h.data(), DType::kF16, f.data(), DType::kF32, 64, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->convert(f.data(), DType::kF32, h.data(), DType::kI32, 64, 0).code(),
+  EXPECT_EQ(be->device().convert(f.data(), DType::kF32, h.data(), DType::kI32, 64, 0).code(),
             ErrorCode::kInvalidArgument);
   // In place narrowing would overwrite what is still to be read.
-  EXPECT_EQ(be->convert(f.data(), DType::kBF16, f.data(), DType::kF32, 64, 0).code(),
+  EXPECT_EQ(be->device().convert(f.data(), DType::kBF16, f.data(), DType::kF32, 64, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->convert(f.data() + 1, DType::kF32, f.data(), DType::kF32, 8, 0).code(),
+  EXPECT_EQ(be->device().convert(f.data() + 1, DType::kF32, f.data(), DType::kF32, 8, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_OK(be->convert(f.data(), DType::kF32, f.data(), DType::kF32, 64,
+  EXPECT_OK(be->device().convert(f.data(), DType::kF32, f.data(), DType::kF32, 64,
                         0));  // the same range: nothing to do
-  auto dev = be->device_alloc(64 * sizeof(float));
+  auto dev = be->device().device_alloc(64 * sizeof(float));
   ASSERT_TRUE(dev.ok());
   // dst would run past the end of its device allocation: 64 floats from byte 128 of 256.
-  EXPECT_EQ(be->convert(static_cast<char*>(*dev) + 128, DType::kF32, h.data(), DType::kBF16, 64, 0)
+  EXPECT_EQ(be->device().convert(static_cast<char*>(*dev) + 128, DType::kF32, h.data(), DType::kBF16, 64, 0)
                 .code(),
             ErrorCode::kInvalidArgument);
 }

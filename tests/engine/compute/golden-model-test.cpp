@@ -123,13 +123,13 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   shapes.tokens = n, shapes.batch = B, shapes.seq = T, shapes.hidden = D, shapes.heads = hq, shapes.kv_heads = hkv;
   shapes.head_dim = hd, shapes.intermediate = F, shapes.vocab = V, shapes.lm_head_chunk = 37;
   const size_t ws_bytes = be->workspace_bytes(shapes);
-  auto ws = be->device_alloc(ws_bytes);
+  auto ws = be->device().device_alloc(ws_bytes);
   ASSERT_TRUE(ws.ok()) << ws.status().to_string();
   OK(be->set_workspace(*ws, ws_bytes, shapes));
   // Host copies go through the stream (copy_d2d): the strict backend has not run the ops yet.
   auto copy = [&](Vec* dst, const Vec& src) {
     dst->resize(src.size());
-    return be->copy_d2d(dst->data(), src.data(), src.size() * sizeof(float), 0);
+    return be->device().copy_d2d(dst->data(), src.data(), src.size() * sizeof(float), 0);
   };
   // Saved activations per layer.
   struct Acts {
@@ -173,7 +173,7 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   Vec losses(n);
   OK(be->lm_head_loss(losses.data(), dhf.data(), g[head].data(), hf.data(), p[head].data(), labels.data(), n, D, V, 1.0f / targets, logits.data(), 37, 0));
 
-  OK(be->synchronize_stream(0));
+  OK(be->device().synchronize_stream(0));
   double loss_sum = 0.0;
   for (float t : losses) loss_sum += t;
   Vec ref;
@@ -210,7 +210,7 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
     OK(be->rmsnorm_backward(dx.data(), g[L(l, "input_layernorm.weight")].data(), dh1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), a.rstd1.data(), n, D, true, 0));
   }
   OK(be->embedding_backward(g[emb].data(), ids.data(), dx.data(), n, D, 0));
-  OK(be->synchronize_stream(0));
+  OK(be->device().synchronize_stream(0));
 
   double worst = 0.0;
   std::string worst_key;
