@@ -79,6 +79,16 @@ bool is_device_fault(cudaError_t e) {
   }
 }
 
+// Makes `device` the calling thread's current CUDA device (cudaSetDevice is per thread), calling
+// cudaSetDevice only when the thread's current device is another one: a thread that drives one GPU
+// pays a cudaGetDevice (a read of the runtime's thread state) per call instead. The runtime is
+// asked rather than a cache of ours, so code that switches the device behind our back is seen.
+cudaError_t make_current(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return cudaSuccess;
+  return cudaSetDevice(device);
+}
+
 Status device_fault(cudaError_t e, const char* what) {
   return internal_error("the GPU reported " + error_text(e) + " (seen by " + what +
                         "); the run cannot continue on this device (last checkpoint is kept)");
@@ -240,7 +250,7 @@ Status CudaBackend::init() {
 }
 
 CudaBackend::~CudaBackend() {
-  cudaSetDevice(device_);
+  make_current(device_);
   // Work still queued may use memory freed below: let it finish (errors are moot here).
   for (cudaStream_t s : streams_) {
     if (s) cudaStreamSynchronize(s);
@@ -260,7 +270,7 @@ CudaBackend::~CudaBackend() {
 // --- memory --------------------------------------------------------------------------------------
 
 Status CudaBackend::use_device(const char* what) const {
-  return check(cudaSetDevice(device_), what);
+  return check(make_current(device_), what);
 }
 
 Result<void*> CudaBackend::device_alloc(size_t bytes) {
@@ -286,7 +296,7 @@ Result<void*> CudaBackend::device_alloc(size_t bytes) {
 void CudaBackend::device_free(void* ptr) {
   // Pointers this backend did not hand out are ignored: freeing them would corrupt someone else's.
   if (ptr == nullptr || device_allocs_.erase(ptr) == 0) return;
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaFree(ptr);  // a fault it reports is sticky and surfaces at the next synchronize
 }
 
@@ -340,7 +350,7 @@ void CudaBackend::host_unregister(void* ptr) {
     std::lock_guard<std::mutex> lock(registered_mu_);
     if (ptr == nullptr || registered_.erase(ptr) == 0) return;
   }
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaHostUnregister(ptr);
 }
 
@@ -392,7 +402,7 @@ void CudaBackend::destroy_stream(StreamId stream) {
   // Stream 0 belongs to the backend; a handle never owns it.
   if (stream <= 0 || static_cast<size_t>(stream) >= streams_.size() || streams_[stream] == nullptr)
     return;
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaStreamDestroy(streams_[stream]);  // returns at once; the stream goes when its work is done
   streams_[stream] = nullptr;
   free_streams_.push_back(stream);
@@ -420,7 +430,7 @@ Result<Event> CudaBackend::create_event(bool timing) {
 void CudaBackend::destroy_event(EventId event) {
   if (event < 0 || static_cast<size_t>(event) >= events_.size() || events_[event].event == nullptr)
     return;
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaEventDestroy(events_[event].event);
   events_[event] = EventSlot{};
   free_events_.push_back(event);

@@ -143,7 +143,8 @@ class CudaBackend final : public Backend, public Device {
   CudaBackend(int device, DeviceInfo info);
   Status init();
 
-  // Makes this backend's device current on the calling thread (cudaSetDevice is per thread).
+  // Makes this backend's device current on the calling thread when it is not already
+  // (make_current in cuda-backend.cpp: no cudaSetDevice for a thread that stays on one GPU).
   Status use_device(const char* what) const;
   // The CUDA stream of `stream`, with the device made current; kInvalidArgument for an unknown id.
   Result<cudaStream_t> stream_of(StreamId stream, const char* what) const;
