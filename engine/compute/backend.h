@@ -40,6 +40,7 @@
 
 #include "compute/backend-facts.h"
 #include "compute/device.h"
+#include "compute/tensor.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -80,89 +81,134 @@ class Backend {
   virtual Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) = 0;
 
   // --- ops, each on `stream` -----------------------------------------------------------------
-  // out[n, d] = table[ids[n], :]; ids device int32 in [0, vocab) (checked by the caller: the
-  // trainer validates a batch on the host before it uploads it).
-  virtual Status embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
-                                   StreamId stream) = 0;
-  // dtable[ids[n], :] += dout[n, :]   (dtable fp32, accumulate; duplicate ids sum in token order)
-  virtual Status embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
-                                    StreamId stream) = 0;
+  // Each op takes tensor references (tensor.h) and checks them before it runs: dtypes (`act` is
+  // act_dtype(), F32 and I32 as written), ranks and that the dims agree with each other. A
+  // mismatch is kInvalidArgument "<op>: <argument> is <dtype> <shape>, expected <dtype> <shape>".
+  // The checks run always on the CPU backend and in debug builds (!NDEBUG) on a GPU, where a
+  // release build trusts its caller (the engine's shapes are checked by the CPU tests). Counts
+  // are read from the inputs (x, q, gate, ids) and the outputs' given shapes, and every other
+  // argument must agree. An absent argument is not checked here: an optional one may be absent,
+  // and a required one missing is the implementation's kInvalidArgument (a null pointer).
 
-  // out[n, d] = x / sqrt(mean(x²) + eps) · w;  rstd[n] (fp32) saved for backward.
-  virtual Status rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
-                                 float eps, StreamId stream) = 0;
-  // Fused residual + norm (the slot for fused kernels): sum[n, d] = x + r, then
-  // out = rmsnorm(sum) with rstd as rmsnorm_forward. `sum` may alias x.
-  virtual Status residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
-                                          const void* w, int n, int d, float eps, StreamId stream) = 0;
-  // dx[n, d] (overwrite, or add when accumulate_dx), dw[d] += (fp32). May use the workspace.
-  virtual Status rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
-                                  const float* rstd, int n, int d, bool accumulate_dx, StreamId stream) = 0;
+  // out[n, d] = table[ids[n], :]. ids I32 [n] in [0, vocab) (checked by the caller: the trainer
+  // validates a batch on the host before it uploads it), table act [vocab, d], out act [n, d].
+  Status embedding_forward(Tensor out, ConstTensor ids, ConstTensor table, StreamId stream);
+  // dtable[ids[n], :] += dout[n, :]: dtable F32 [vocab, d] (accumulate; duplicate ids sum in token
+  // order), ids I32 [n], dout act [n, d].
+  Status embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor dout, StreamId stream);
 
-  // y[n, out] = x[n, in] · W[out, in]ᵀ (+ b[out] when b != nullptr)
-  virtual Status linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in, int out,
-                                StreamId stream) = 0;
-  // dx[n, in] = dy · W (overwrite, or add when accumulate_dx; skipped when dx == nullptr),
-  // dw[out, in] += dyᵀ · x (fp32), db[out] += Σ_n dy (fp32, skipped when db == nullptr).
-  virtual Status linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
-                                 int n, int in, int out, bool accumulate_dx, StreamId stream) = 0;
+  // out[n, d] = x / sqrt(mean(x²) + eps) · w: x act [n, d], w act [d], out act [n, d]; rstd F32 [n]
+  // saved for backward.
+  Status rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps, StreamId stream);
+  // Fused residual + norm (the slot for fused kernels): sum[n, d] = x + r, then out = rmsnorm(sum)
+  // with rstd as rmsnorm_forward. `sum` may alias x.
+  Status residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x, ConstTensor r, ConstTensor w,
+                                  float eps, StreamId stream);
+  // dx act [n, d] (overwrite, or add when accumulate_dx), dw F32 [d] += ; dout, x act [n, d],
+  // w act [d], rstd F32 [n]. May use the workspace.
+  Status rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x, ConstTensor w, ConstTensor rstd,
+                          bool accumulate_dx, StreamId stream);
 
-  // In place on x[b, t, heads, head_dim] for positions 0..t-1 of each sequence.
-  virtual Status rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                              const RopeScaling& scaling, StreamId stream) = 0;
-  // In place on dx: the transpose of rope_forward (rotation by -angle).
-  virtual Status rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                               const RopeScaling& scaling, StreamId stream) = 0;
+  // y[n, out] = x[n, in] · W[out, in]ᵀ (+ b[out] when b is given); all act.
+  Status linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTensor b, StreamId stream);
+  // dx act [n, in] = dy · W (overwrite, or add when accumulate_dx; skipped when absent),
+  // dw F32 [out, in] += dyᵀ · x, db F32 [out] += Σ_n dy (skipped when absent); dy act [n, out],
+  // x act [n, in], w act [out, in].
+  Status linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy, ConstTensor x, ConstTensor w,
+                         bool accumulate_dx, StreamId stream);
 
-  // Causal GQA attention. q[b, t, hq, d], k/v[b, t, hkv, d] → out[b, t, hq, d];
-  // lse[b, hq, t] (fp32 log-sum-exp of the scaled scores) saved for backward. May use the workspace.
-  virtual Status attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, int batch,
-                                   int seq, int hq, int hkv, int head_dim, StreamId stream) = 0;
-  // dq[b, t, hq, d], dk/dv[b, t, hkv, d] (overwrite) from dout and the forward's inputs/outputs.
-  // Uses the workspace.
-  virtual Status attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                                    const void* v, const void* out, const float* lse, int batch, int seq, int hq,
-                                    int hkv, int head_dim, StreamId stream) = 0;
-  // db[hkv, d] += ∂loss/∂b_k, the gradient of the key projection's bias (fp32, accumulated), from
+  // In place on x act [b, t, heads, head_dim] for positions 0..t-1 of each sequence.
+  Status rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream);
+  // In place on dx act [b, t, heads, head_dim]: the transpose of rope_forward (rotation by -angle).
+  Status rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream);
+
+  // Causal GQA attention. q act [b, t, hq, d], k/v act [b, t, hkv, d] → out act [b, t, hq, d];
+  // lse F32 [b, hq, t] (log-sum-exp of the scaled scores) saved for backward. May use the workspace.
+  Status attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k, ConstTensor v, StreamId stream);
+  // dq act [b, t, hq, d], dk/dv act [b, t, hkv, d] (overwrite) from dout [b, t, hq, d] and the
+  // forward's inputs/outputs. Uses the workspace.
+  Status attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q, ConstTensor k,
+                            ConstTensor v, ConstTensor out, ConstTensor lse, StreamId stream);
+  // db F32 [hkv, d] += ∂loss/∂b_k, the gradient of the key projection's bias (accumulated), from
   // the attention's dout and its inputs q, k after RoPE and v, RoPE parameters as for rope_forward.
   // Apart from dk because its exact value is a near-total cancellation that sums of dk leave as
   // noise (formula and source: cpu/attention-key-bias.h); the caller then passes no bias gradient
   // to the key projection's linear_backward. Uses the workspace.
-  virtual Status attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
-                                             const void* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                             float theta, const RopeScaling& scaling, StreamId stream) = 0;
+  Status attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q, ConstTensor k, ConstTensor v,
+                                     float theta, const RopeScaling& scaling, StreamId stream);
 
-  // out[n, f] = silu(gate) · up
-  virtual Status swiglu_forward(void* out, const void* gate, const void* up, int n, int f, StreamId stream) = 0;
-  // dgate[n, f], dup[n, f] (overwrite)
-  virtual Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, int n,
-                                 int f, StreamId stream) = 0;
+  // out[n, f] = silu(gate) · up; all act [n, f].
+  Status swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream);
+  // dgate[n, f], dup[n, f] (overwrite); all act [n, f].
+  Status swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate, ConstTensor up,
+                         StreamId stream);
 
-  // y[i] += x[i] for i < count (residual connections)
-  virtual Status add_inplace(void* y, const void* x, size_t count, StreamId stream) = 0;
+  // y += x elementwise (residual connections); act, the same shape.
+  Status add_inplace(Tensor y, ConstTensor x, StreamId stream);
 
-  // *out = Σ x[i]² for i < count: x fp32 (a block's gradient, [count]), out one double; both
-  // device memory. The squares are summed in double (each is exact there), so this is the block's
-  // part of the global gradient norm (torch.nn.utils.clip_grad_norm_) without the gradients
-  // leaving the device. Deterministic: the split into partial sums depends on `count` alone and
-  // the partials are combined in a fixed order, so the same x gives the same bits whatever the
-  // thread count or grid; the CPU's order (cpu/reduce.h) and CUDA's (cuda/reduce.cuh) differ, so
-  // the two backends agree to rounding (about 1e-15 relative), not bit for bit. count == 0
-  // writes 0. CUDA takes its partial sums (at most 8 KiB) from the workspace, which
-  // workspace_bytes counts for any shapes; the CPU needs none.
-  virtual Status sum_squares(double* out, const float* x, size_t count, StreamId stream) = 0;
+  // *out = Σ x[i]² over x F32 (a block's gradient, any shape), out one double; both device
+  // memory. The squares are summed in double (each is exact there), so this is the block's part of
+  // the global gradient norm (torch.nn.utils.clip_grad_norm_) without the gradients leaving the
+  // device. Deterministic: the split into partial sums depends on the count alone and the partials
+  // are combined in a fixed order, so the same x gives the same bits whatever the thread count or
+  // grid; the CPU's order (cpu/reduce.h) and CUDA's (cuda/reduce.cuh) differ, so the two backends
+  // agree to rounding (about 1e-15 relative), not bit for bit. An empty x writes 0. CUDA takes its
+  // partial sums (at most 8 KiB) from the workspace, which workspace_bytes counts for any shapes;
+  // the CPU needs none.
+  Status sum_squares(double* out, ConstTensor x, StreamId stream);
 
   // Fused, chunked LM head + cross-entropy, forward and backward in one call; logits for at most
-  // `chunk` tokens exist at a time (in the workspace). x[n, d] is the final-normed hidden state,
-  // w[v, d] the head, labels[n] device int32 (-100 ignored). Writes losses[n] (fp32, device): the
-  // CE of each token, 0 where ignored. With `loss_scale` != 0 (the caller passes 1 / total targets
-  // of the whole step) also writes dx[n, d] = ∂(loss_scale·Σ CE)/∂x and adds dw[v, d] += ∂/∂w
-  // (fp32). With loss_scale == 0 only the losses are computed (eval; dx and dw may be null). When
-  // logits_out != nullptr the logits [n, v] (fp32, device) are also written (tests, generation).
-  virtual Status lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
-                              const int32_t* labels, int n, int d, int v, float loss_scale, float* logits_out,
-                              int chunk, StreamId stream) = 0;
+  // `chunk` tokens exist at a time (in the workspace). x act [n, d] is the final-normed hidden
+  // state, w act [v, d] the head, labels I32 [n] (-100 ignored). Writes losses F32 [n]: the CE of
+  // each token, 0 where ignored. With `loss_scale` != 0 (the caller passes 1 / total targets of the
+  // whole step) also writes dx act [n, d] = ∂(loss_scale·Σ CE)/∂x and adds dw F32 [v, d] += ∂/∂w.
+  // With loss_scale == 0 only the losses are computed (eval; dx and dw may be absent). When
+  // logits_out is given the logits F32 [n, v] are also written (tests, generation).
+  Status lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x, ConstTensor w, ConstTensor labels,
+                      float loss_scale, Tensor logits_out, int chunk, StreamId stream);
 
+ protected:
+  // Whether the ops check their tensors (above): always on the CPU, in debug builds on a GPU.
+  bool checks_ops() const;
+
+  // --- what a backend implements --------------------------------------------------------------
+  // The ops above once checked, with the shapes as counts: the same contracts (pointers to device
+  // memory, the dtypes above). A backend still checks what the counts cannot say (null
+  // pointers, extents inside its allocations, the workspace).
+  virtual Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
+                                      StreamId stream) = 0;
+  virtual Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
+                                       StreamId stream) = 0;
+  virtual Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d, float eps,
+                                    StreamId stream) = 0;
+  virtual Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
+                                             const void* w, int n, int d, float eps, StreamId stream) = 0;
+  virtual Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
+                                     const float* rstd, int n, int d, bool accumulate_dx, StreamId stream) = 0;
+  virtual Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in, int out,
+                                   StreamId stream) = 0;
+  virtual Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+                                    int n, int in, int out, bool accumulate_dx, StreamId stream) = 0;
+  virtual Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+                                 const RopeScaling& scaling, StreamId stream) = 0;
+  virtual Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
+                                  const RopeScaling& scaling, StreamId stream) = 0;
+  virtual Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, int batch,
+                                      int seq, int hq, int hkv, int head_dim, StreamId stream) = 0;
+  virtual Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                                       const void* v, const void* out, const float* lse, int batch, int seq, int hq,
+                                       int hkv, int head_dim, StreamId stream) = 0;
+  virtual Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
+                                                const void* v, int batch, int seq, int hq, int hkv, int head_dim,
+                                                float theta, const RopeScaling& scaling, StreamId stream) = 0;
+  virtual Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f, StreamId stream) = 0;
+  virtual Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, int n,
+                                    int f, StreamId stream) = 0;
+  virtual Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) = 0;
+  virtual Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) = 0;
+  virtual Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
+                                 const int32_t* labels, int n, int d, int v, float loss_scale, float* logits_out,
+                                 int chunk, StreamId stream) = 0;
 };
 
 // The CPU backend: float32, OpenBLAS GEMMs, the global thread pool. `device_capacity_bytes`

@@ -191,7 +191,10 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   }
   const int in = sizes.gemm_n;
   auto gemms = [&](int reps) -> Result<StreamId> {
-    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(backend.linear_forward(y.get(), x.get(), w.get(), nullptr, in, in, in, compute));
+    const compute::Shape square{in, in};  // y[n, n] = x[n, n] · W[n, n]ᵀ
+    for (int r = 0; r < reps; ++r)
+      SPW_RETURN_IF_ERROR(backend.linear_forward(compute::Tensor(y.get(), act, square), compute::ConstTensor(x.get(), act, square),
+                                                 compute::ConstTensor(w.get(), act, square), {}, compute));
     return compute;
   };
   SPW_RETURN_IF_ERROR(gemms(2).status());  // warm-up: the GEMM library picks its algorithm on first use

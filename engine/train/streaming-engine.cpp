@@ -289,7 +289,7 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] { return dev.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
     SPW_RETURN_IF_ERROR(dev.record_event(g.downloaded, d2h));
-    SPW_RETURN_IF_ERROR(be.sum_squares(dev_grad_sumsq + b, g.ptr, numel, compute));
+    SPW_RETURN_IF_ERROR(be.sum_squares(dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}), compute));
     traffic.moved(Link::kD2H, bytes);
     return {};
   }

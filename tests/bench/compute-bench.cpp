@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compute/cpu/cpu-backend.h"
+#include "engine/compute/raw-ops.h"
 #include "core/thread-pool.h"
 
 using namespace spillway;
@@ -100,9 +101,9 @@ int main(int argc, char** argv) {
   std::vector<float> y(size_t(n) * ffn), dx(size_t(n) * dim), dw(size_t(ffn) * dim);
   const double gemm = 2.0 * n * dim * ffn;
   run("linear fwd 512->1408", gemm, reps,
-      [&] { return be->linear_forward(y.data(), x.data(), w.data(), nullptr, n, dim, ffn, 0); });
+      [&] { return compute::raw_ops::linear_forward(*be, y.data(), x.data(), w.data(), nullptr, n, dim, ffn, 0); });
   run("linear bwd 512->1408", 2 * gemm, reps, [&] {
-    return be->linear_backward(dx.data(), dw.data(), nullptr, y.data(), x.data(), w.data(), n, dim,
+    return compute::raw_ops::linear_backward(*be, dx.data(), dw.data(), nullptr, y.data(), x.data(), w.data(), n, dim,
                                ffn, false, 0);
   });
 
@@ -113,11 +114,11 @@ int main(int argc, char** argv) {
   // QKᵀ and PV over the causal triangle: 2 · (2 · T(T+1)/2 · d) per (b, h).
   const double attn = 2.0 * batch * heads * double(seq) * (seq + 1) * hd;
   run("attention fwd", attn, reps, [&] {
-    return be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), batch, seq,
+    return compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), k.data(), v.data(), batch, seq,
                                  heads, heads, hd, 0);
   });
   run("attention bwd", 2.5 * attn, reps, [&] {
-    return be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+    return compute::raw_ops::attention_backward(*be, dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                                   v.data(), out.data(), lse.data(), batch, seq, heads, heads, hd,
                                   0);
   });
@@ -125,36 +126,36 @@ int main(int argc, char** argv) {
   // Qwen2's key bias, in double: 3 dot/axpy products of d per (query, key) pair.
   std::vector<float> dbk(size_t(heads) * hd);
   run("attention key-bias bwd (fp64)", 1.5 * attn, reps, [&] {
-    return be->attention_key_bias_backward(dbk.data(), dout.data(), q.data(), k.data(), v.data(),
+    return compute::raw_ops::attention_key_bias_backward(*be, dbk.data(), dout.data(), q.data(), k.data(), v.data(),
                                            batch, seq, heads, heads, hd, 10000.0f, RopeScaling{},
                                            0);
   });
 
   std::vector<float> rq = q;
   run("rope fwd (q)", 6.0 * n * dim / 2, reps, [&] {
-    return be->rope_forward(rq.data(), batch, seq, heads, hd, 10000.0f, RopeScaling{}, 0);
+    return compute::raw_ops::rope_forward(*be, rq.data(), batch, seq, heads, hd, 10000.0f, RopeScaling{}, 0);
   });
   std::vector<float> rstd(n), nw = filled(dim, 1.0f);
   run("rmsnorm fwd", 3.0 * n * dim, reps, [&] {
-    return be->rmsnorm_forward(out.data(), rstd.data(), x.data(), nw.data(), n, dim, 1e-5f, 0);
+    return compute::raw_ops::rmsnorm_forward(*be, out.data(), rstd.data(), x.data(), nw.data(), n, dim, 1e-5f, 0);
   });
   std::vector<float> res_sum(x.size());
   run("residual+rmsnorm fwd", 4.0 * n * dim, reps, [&] {
-    return be->residual_rmsnorm_forward(res_sum.data(), out.data(), rstd.data(), x.data(), q.data(),
+    return compute::raw_ops::residual_rmsnorm_forward(*be, res_sum.data(), out.data(), rstd.data(), x.data(), q.data(),
                                         nw.data(), n, dim, 1e-5f, 0);
   });
 
   auto gate = filled(size_t(n) * ffn, 2.0f), up = filled(size_t(n) * ffn, 1.0f);
   std::vector<float> act(gate.size()), dgate(gate.size()), dup(gate.size());
   run("swiglu fwd", 4.0 * n * ffn, reps,
-      [&] { return be->swiglu_forward(act.data(), gate.data(), up.data(), n, ffn, 0); });
+      [&] { return compute::raw_ops::swiglu_forward(*be, act.data(), gate.data(), up.data(), n, ffn, 0); });
   run("swiglu bwd", 8.0 * n * ffn, reps, [&] {
-    return be->swiglu_backward(dgate.data(), dup.data(), act.data(), gate.data(), up.data(), n, ffn,
+    return compute::raw_ops::swiglu_backward(*be, dgate.data(), dup.data(), act.data(), gate.data(), up.data(), n, ffn,
                                0);
   });
   std::vector<float> dnw(dim);
   run("rmsnorm bwd", 8.0 * n * dim, reps, [&] {
-    return be->rmsnorm_backward(dx.data(), dnw.data(), out.data(), x.data(), nw.data(), rstd.data(),
+    return compute::raw_ops::rmsnorm_backward(*be, dx.data(), dnw.data(), out.data(), x.data(), nw.data(), rstd.data(),
                                 n, dim, false, 0);
   });
 
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n; ++i) labels[i] = (i * 7919) % vocab;
   std::vector<float> dhead(head.size()), losses(n);
   run("lm_head_loss fwd+bwd", 3 * 2.0 * n * dim * vocab, std::max(1, reps / 2), [&] {
-    return be->lm_head_loss(losses.data(), dx.data(), dhead.data(), x.data(), head.data(),
+    return compute::raw_ops::lm_head_loss(*be, losses.data(), dx.data(), dhead.data(), x.data(), head.data(),
                             labels.data(), n, dim, vocab, 1.0f / n, nullptr, lm_chunk, 0);
   });
   return 0;

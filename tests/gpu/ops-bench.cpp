@@ -34,6 +34,7 @@
 
 #include "compute/backend-loader.h"
 #include "compute/backend.h"
+#include "engine/compute/raw-ops.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -271,15 +272,15 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* rstd_p, t.alloc(n * F));
   float* rstd = static_cast<float*>(rstd_p);
   // rmsnorm_backward's saved statistics, as the forward leaves them.
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(normed, rstd, x, w_norm, n, d, kEps, 0));
+  SPW_RETURN_IF_ERROR(compute::raw_ops::rmsnorm_forward(be, normed, rstd, x, w_norm, n, d, kEps, 0));
   // Reads x[n, d] and w[d], writes out[n, d] and rstd[n] (fp32): 2·n·d·A + d·A + 4·n.
   ops.push_back({"rmsnorm_forward", "x" + dims({n, d}), 2 * nd * A + d * A + n * F, 0,
-                 [&] { return be.rmsnorm_forward(normed, rstd, x, w_norm, n, d, kEps, 0); }});
+                 [&] { return compute::raw_ops::rmsnorm_forward(be, normed, rstd, x, w_norm, n, d, kEps, 0); }});
   // Reads x, r [n, d] and w[d], writes sum, out [n, d] and rstd[n]: 4·n·d·A + d·A + 4·n. (`sum`
   // apart from x so that every run sees the same inputs; aliased, the traffic is the same.)
   ops.push_back(
       {"residual_rmsnorm_forward", "x,r" + dims({n, d}), 4 * nd * A + d * A + n * F, 0, [&] {
-         return be.residual_rmsnorm_forward(sum, normed, rstd, x, r, w_norm, n, d, kEps, 0);
+         return compute::raw_ops::residual_rmsnorm_forward(be, sum, normed, rstd, x, r, w_norm, n, d, kEps, 0);
        }});
   // As a layer calls it, adding dx into the residual gradient (accumulate_dx): reads dout, x and
   // dx [n, d], w[d], rstd[n], dw[d] (fp32); writes dx[n, d], dw[d]: 4·n·d·A + d·A + 4·n + 8·d.
@@ -288,7 +289,7 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* dw_norm, t.random(DType::kF32, d, 7, 0.01f));
   ops.push_back({"rmsnorm_backward", "x" + dims({n, d}) + " accumulate_dx",
                  4 * nd * A + d * A + n * F + 2 * d * F, 0, [&] {
-                   return be.rmsnorm_backward(dx, static_cast<float*>(dw_norm), dout, x, w_norm,
+                   return compute::raw_ops::rmsnorm_backward(be, dx, static_cast<float*>(dw_norm), dout, x, w_norm,
                                               rstd, n, d, true, 0);
                  }});
 
@@ -297,11 +298,11 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* q, t.random(act, q_elems, 8));
   const std::string q_shape = "q" + dims({kBatch, kSeq, kHeads, kHeadDim});
   ops.push_back({"rope_forward", q_shape, 2 * q_elems * A, 0, [&] {
-                   return be.rope_forward(q, kBatch, kSeq, kHeads, kHeadDim, kTheta, RopeScaling{},
+                   return compute::raw_ops::rope_forward(be, q, kBatch, kSeq, kHeads, kHeadDim, kTheta, RopeScaling{},
                                           0);
                  }});
   ops.push_back({"rope_backward", q_shape, 2 * q_elems * A, 0, [&] {
-                   return be.rope_backward(q, kBatch, kSeq, kHeads, kHeadDim, kTheta, RopeScaling{},
+                   return compute::raw_ops::rope_backward(be, q, kBatch, kSeq, kHeads, kHeadDim, kTheta, RopeScaling{},
                                            0);
                  }});
 
@@ -314,15 +315,15 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* dup, t.alloc(nf * A));
   // Reads gate, up; writes out: 3·n·f·A.
   ops.push_back({"swiglu_forward", "gate,up" + dims({n, f}), 3 * nf * A, 0,
-                 [&] { return be.swiglu_forward(out_f, gate, up, n, f, 0); }});
+                 [&] { return compute::raw_ops::swiglu_forward(be, out_f, gate, up, n, f, 0); }});
   // Reads dout, gate, up; writes dgate, dup: 5·n·f·A.
   ops.push_back({"swiglu_backward", "gate,up" + dims({n, f}), 5 * nf * A, 0,
-                 [&] { return be.swiglu_backward(dgate, dup, dout_f, gate, up, n, f, 0); }});
+                 [&] { return compute::raw_ops::swiglu_backward(be, dgate, dup, dout_f, gate, up, n, f, 0); }});
 
   // The residual add y[n, d] += x[n, d]: reads y, x; writes y: 3·n·d·A.
   SPW_ASSIGN_OR_RETURN(void* y, t.random(act, nd, 12));
   ops.push_back({"add_inplace", "y,x" + dims({n, d}), 3 * nd * A, 0,
-                 [&] { return be.add_inplace(y, r, nd, 0); }});
+                 [&] { return compute::raw_ops::add_inplace(be, y, r, nd, 0); }});
 
   // A layer's weights, fp32 master <-> bf16 compute copy: reads count·4 and writes count·2, or
   // the reverse: count·6 either way.
@@ -345,12 +346,12 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* embedded, t.alloc(nd * A));
   ops.push_back({"embedding_forward", "ids" + dims({n}) + " table" + dims({v, d}),
                  n * I + distinct * d * A + nd * A, 0,
-                 [&] { return be.embedding_forward(embedded, ids_d, table, n, d, 0); }});
+                 [&] { return compute::raw_ops::embedding_forward(be, embedded, ids_d, table, n, d, 0); }});
 
   // Σ x² of a layer's fp32 gradient: reads count·4, writes one double.
   SPW_ASSIGN_OR_RETURN(void* sumsq, t.alloc(sizeof(double)));
   ops.push_back({"sum_squares", layer + " f32", kLayerParams * F + sizeof(double), 0, [&] {
-                   return be.sum_squares(static_cast<double*>(sumsq),
+                   return compute::raw_ops::sum_squares(be, static_cast<double*>(sumsq),
                                          static_cast<const float*>(w_f32), kLayerParams, 0);
                  }});
 
@@ -370,7 +371,7 @@ Status run(Backend& be, bool json) {
       {"lm_head_loss",
        "x" + dims({n, d}) + " w" + dims({v, d}) + " chunk " + std::to_string(kLmHeadChunk),
        2 * nd * A + vd * A + n * (I + F) + 2 * vd * F, 3 * 2.0 * n * d * v, [&] {
-         return be.lm_head_loss(static_cast<float*>(losses), dx_lm, static_cast<float*>(dw_lm), xn,
+         return compute::raw_ops::lm_head_loss(be, static_cast<float*>(losses), dx_lm, static_cast<float*>(dw_lm), xn,
                                 w_lm, labels_d, n, d, v, 1.0f / n, nullptr, kLmHeadChunk, 0);
        }});
 

@@ -574,7 +574,7 @@ Result<CudaBackend::Scratch> CudaBackend::scratch(size_t floats, const char* wha
 
 // --- ops -----------------------------------------------------------------------------------------
 
-Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void* table, int n,
+Status CudaBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
                                       int d, StreamId stream) {
   constexpr const char* op = "embedding_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -584,7 +584,7 @@ Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void*
   return dispatched(cuda::embedding_forward(B(out), ids, B(table), n, d, s), s, op);
 }
 
-Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
+Status CudaBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
                                        int d, StreamId stream) {
   constexpr const char* op = "embedding_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -594,7 +594,7 @@ Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const 
   return dispatched(cuda::embedding_backward(dtable, ids, B(dout), n, d, s), s, op);
 }
 
-Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
+Status CudaBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
                                     int d, float eps, StreamId stream) {
   constexpr const char* op = "rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -604,7 +604,7 @@ Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const
   return dispatched(cuda::rmsnorm_forward(B(out), rstd, B(x), B(w), n, d, eps, s), s, op);
 }
 
-Status CudaBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
+Status CudaBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                              const void* r, const void* w, int n, int d, float eps,
                                              StreamId stream) {
   constexpr const char* op = "residual_rmsnorm_forward";
@@ -617,7 +617,7 @@ Status CudaBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, 
       cuda::residual_rmsnorm_forward(B(sum), B(out), rstd, B(x), B(r), B(w), n, d, eps, s), s, op);
 }
 
-Status CudaBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
+Status CudaBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
                                      const void* w, const float* rstd, int n, int d,
                                      bool accumulate_dx, StreamId stream) {
   constexpr const char* op = "rmsnorm_backward";
@@ -632,7 +632,7 @@ Status CudaBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, cons
                     s, op);
 }
 
-Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const void* b, int n,
+Status CudaBackend::do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
                                    int in, int out, StreamId stream) {
   constexpr const char* op = "linear_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -643,7 +643,7 @@ Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const 
   return dispatched(gemm_->linear_forward(B(y), B(x), B(w), B(b), n, in, out, ws, s), s, op);
 }
 
-Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+Status CudaBackend::do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                                     const void* w, int n, int in, int out, bool accumulate_dx,
                                     StreamId stream) {
   constexpr const char* op = "linear_backward";
@@ -666,7 +666,7 @@ Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* 
   return Status::ok_status();
 }
 
-Status CudaBackend::rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+Status CudaBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
                                  const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -678,7 +678,7 @@ Status CudaBackend::rope_forward(void* x, int batch, int seq, int heads, int hea
                     op);
 }
 
-Status CudaBackend::rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
+Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
                                   float theta, const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -690,7 +690,7 @@ Status CudaBackend::rope_backward(void* dx, int batch, int seq, int heads, int h
                     op);
 }
 
-Status CudaBackend::attention_forward(void* out, float* lse, const void* q, const void* k,
+Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                       const void* v, int batch, int seq, int hq, int hkv,
                                       int head_dim, StreamId stream) {
   constexpr const char* op = "attention_forward";
@@ -705,7 +705,7 @@ Status CudaBackend::attention_forward(void* out, float* lse, const void* q, cons
       op);
 }
 
-Status CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void* dout,
+Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                        const void* q, const void* k, const void* v, const void* out,
                                        const float* lse, int batch, int seq, int hq, int hkv,
                                        int head_dim, StreamId stream) {
@@ -732,7 +732,7 @@ Status CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void*
       s, op);
 }
 
-Status CudaBackend::attention_key_bias_backward(float* db, const void* dout, const void* q,
+Status CudaBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                 const void* k, const void* v, int batch, int seq,
                                                 int hq, int hkv, int head_dim, float theta,
                                                 const RopeScaling& scaling, StreamId stream) {
@@ -752,7 +752,7 @@ Status CudaBackend::attention_key_bias_backward(float* db, const void* dout, con
       s, op);
 }
 
-Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+Status CudaBackend::do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                                    StreamId stream) {
   constexpr const char* op = "swiglu_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -762,7 +762,7 @@ Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, 
   return dispatched(cuda::swiglu_forward(B(out), B(gate), B(up), n, f, s), s, op);
 }
 
-Status CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+Status CudaBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                                     const void* up, int n, int f, StreamId stream) {
   constexpr const char* op = "swiglu_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -774,7 +774,7 @@ Status CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, co
                     op);
 }
 
-Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId stream) {
+Status CudaBackend::do_add_inplace(void* y, const void* x, size_t count, StreamId stream) {
   constexpr const char* op = "add_inplace";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   if (count == 0) return Status::ok_status();
@@ -782,7 +782,7 @@ Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId s
   return dispatched(cuda::add_inplace(B(y), B(x), count, s), s, op);
 }
 
-Status CudaBackend::sum_squares(double* out, const float* x, size_t count, StreamId stream) {
+Status CudaBackend::do_sum_squares(double* out, const float* x, size_t count, StreamId stream) {
   constexpr const char* op = "sum_squares";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}}));
@@ -796,7 +796,7 @@ Status CudaBackend::sum_squares(double* out, const float* x, size_t count, Strea
 // Per chunk of rows: logits = x·Wᵀ in fp32 (cuBLASLt), the cross-entropy kernel turns them into
 // losses and bf16 dlogits, then dx = dlogits·W and dW += dlogitsᵀ·x (cuBLASLt, beta 1). The logits
 // go straight to logits_out when the caller wants them, else to the workspace.
-Status CudaBackend::lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
+Status CudaBackend::do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                                  const int32_t* labels, int n, int d, int v, float loss_scale,
                                  float* logits_out, int chunk, StreamId stream) {
   constexpr const char* op = "lm_head_loss";

@@ -8,6 +8,7 @@
 #include "backend-test-util.h"
 #include "compute-test-util.h"
 #include "compute/backend.h"
+#include "engine/compute/raw-ops.h"
 #include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/rope.h"
 #include "core/buffer.h"
@@ -104,7 +105,7 @@ void check_attention(const Shape& s, uint32_t seed) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
+  ASSERT_TRUE(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
                                     s.seq, s.hq, s.hkv, s.d, 0)
                   .ok());
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
@@ -114,7 +115,7 @@ void check_attention(const Shape& s, uint32_t seed) {
 
   // Outputs are overwritten: start from garbage.
   std::vector<float> dq(s.q_size(), 7.0f), dk(s.kv_size(), 7.0f), dv(s.kv_size(), 7.0f);
-  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+  ASSERT_TRUE(compute::raw_ops::attention_backward(*be, dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
                                      k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
                                      s.hq, s.hkv, s.d, 0)
                   .ok());
@@ -153,7 +154,7 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     auto be = make_poisoned_cpu_backend();
     ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
     std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-    ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
+    ASSERT_TRUE(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
                                       s.seq, s.hq, s.hkv, s.d, 0)
                     .ok());
     const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
@@ -161,7 +162,7 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     EXPECT_LT(rel_err(out, attention_ref(s, qd, kd, vd, &lse_ref)), kDirectTol) << s.d;
     EXPECT_LT(rel_err(lse, lse_ref), kDirectTol);
     std::vector<float> dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-    ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+    ASSERT_TRUE(compute::raw_ops::attention_backward(*be, dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
                                        k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
                                        s.hq, s.hkv, s.d, 0)
                     .ok());
@@ -171,7 +172,7 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     EXPECT_LT(rel_err(dv, gv), kDirectTol) << s.d;
     // lse may be omitted when no backward follows.
     std::vector<float> out2(s.q_size());
-    ASSERT_TRUE(be->attention_forward(out2.data(), nullptr, q.data(), k.data(), v.data(), s.batch,
+    ASSERT_TRUE(compute::raw_ops::attention_forward(*be, out2.data(), nullptr, q.data(), k.data(), v.data(), s.batch,
                                       s.seq, s.hq, s.hkv, s.d, 0)
                     .ok());
     EXPECT_EQ(out, out2);
@@ -186,7 +187,7 @@ TEST(Attention, LargeScoresStayFinite) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(s.hq * s.seq);
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
+  ASSERT_TRUE(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
                                     s.hq, s.hkv, s.d, 0)
                   .ok());
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
@@ -218,7 +219,7 @@ TEST(AttentionKeyBias, MatchesTheDoubleReference) {
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
   for (int call = 0; call < 2; ++call) {  // the second call accumulates onto the first
-    ASSERT_TRUE(be->attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(),
+    ASSERT_TRUE(compute::raw_ops::attention_key_bias_backward(*be, db.data(), dout.data(), q.data(), k.data(),
                                                 v.data(), s.batch, s.seq, s.hq, s.hkv, s.d, 1e4f,
                                                 RopeScaling{}, 0)
                     .ok());
@@ -252,10 +253,10 @@ TEST(AttentionKeyBias, VanishesWithoutRotation) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.hq) * s.seq), dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
+  ASSERT_TRUE(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
                                     s.hq, s.hkv, s.d, 0)
                   .ok());
-  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+  ASSERT_TRUE(compute::raw_ops::attention_backward(*be, dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
                                      k.data(), v.data(), out.data(), lse.data(), 1, s.seq, s.hq,
                                      s.hkv, s.d, 0)
                   .ok());
@@ -277,10 +278,10 @@ TEST(AttentionKeyBias, RejectsBadShapes) {
   std::vector<float> buf(1024);
   float* p = buf.data();
   EXPECT_EQ(
-      be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 6, 4, 8, 1e4f, RopeScaling{}, 0).code(),
+      compute::raw_ops::attention_key_bias_backward(*be, p, p, p, p, p, 1, 2, 6, 4, 8, 1e4f, RopeScaling{}, 0).code(),
       ErrorCode::kInvalidArgument);
   EXPECT_EQ(
-      be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 4, 4, 7, 1e4f, RopeScaling{}, 0).code(),
+      compute::raw_ops::attention_key_bias_backward(*be, p, p, p, p, p, 1, 2, 4, 4, 7, 1e4f, RopeScaling{}, 0).code(),
       ErrorCode::kInvalidArgument);
 }
 
@@ -288,11 +289,11 @@ TEST(Attention, RejectsBadHeads) {
   auto be = make_cpu_backend();
   std::vector<float> buf(1024);
   float* p = buf.data();
-  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 6, 4, 8, 0).code(),
+  EXPECT_EQ(compute::raw_ops::attention_forward(*be, p, p, p, p, p, 1, 2, 6, 4, 8, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 4, 4, 0, 0).code(),
+  EXPECT_EQ(compute::raw_ops::attention_forward(*be, p, p, p, p, p, 1, 2, 4, 4, 0, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_backward(p, p, p, p, p, p, p, p, p, 1, 2, 4, 0, 8, 0).code(),
+  EXPECT_EQ(compute::raw_ops::attention_backward(*be, p, p, p, p, p, p, p, p, p, 1, 2, 4, 0, 8, 0).code(),
             ErrorCode::kInvalidArgument);
 }
 

@@ -12,6 +12,7 @@
 
 #include "backend-test-util.h"
 #include "compute-test-util.h"
+#include "engine/compute/raw-ops.h"
 #include "core/thread-pool.h"
 
 namespace spillway::compute {
@@ -166,7 +167,7 @@ TEST(CpuBackend, StreamsAndEventsAreValidated) {
   EXPECT_EQ(be->device().copy_h2d(&x, &x, 4, 9).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->device().copy_h2d(nullptr, &x, 4, 0).code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(be->device().copy_h2d(nullptr, nullptr, 0, 0).ok());
-  EXPECT_EQ(be->add_inplace(&x, &x, 1, 9).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(compute::raw_ops::add_inplace(*be, &x, &x, 1, 9).code(), ErrorCode::kInvalidArgument);
   // An event never recorded counts as complete.
   auto fresh = be->device().create_event();
   ASSERT_TRUE(fresh.ok());
@@ -180,13 +181,13 @@ TEST(CpuBackend, TensorsMustFitTheirDeviceAllocations) {
   ASSERT_TRUE(dev.ok());
   std::vector<float> host(64, 1.0f);
   // y[3, 4] is 12 floats; its allocation has 10.
-  auto st = be->linear_forward(*dev, host.data(), host.data(), nullptr, 3, 2, 4, 0);
+  auto st = compute::raw_ops::linear_forward(*be, *dev, host.data(), host.data(), nullptr, 3, 2, 4, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("y needs 48 bytes"), std::string::npos) << st.message();
-  EXPECT_OK(be->linear_forward(*dev, host.data(), host.data(), nullptr, 2, 2, 5, 0));  // exactly 10
+  EXPECT_OK(compute::raw_ops::linear_forward(*be, *dev, host.data(), host.data(), nullptr, 2, 2, 5, 0));  // exactly 10
   EXPECT_EQ(be->device().copy_h2d(static_cast<char*>(*dev) + 8, host.data(), 40, 0).code(),
             ErrorCode::kInvalidArgument);
-  st = be->rmsnorm_forward(nullptr, nullptr, host.data(), host.data(), 2, 4, 1e-5f, 0);
+  st = compute::raw_ops::rmsnorm_forward(*be, nullptr, nullptr, host.data(), host.data(), 2, 4, 1e-5f, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("out is null"), std::string::npos) << st.message();
 }
@@ -199,7 +200,7 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int batch = 2, seq = 40, hq = 4, hkv = 2, d = 8;
     std::vector<float> q(size_t(batch) * seq * hq * d, 0.5f),
         kv(size_t(batch) * seq * hkv * d, 0.5f), out(q.size()), lse(size_t(batch) * hq * seq);
-    auto st = be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
+    auto st = compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
                                     seq, hq, hkv, d, 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);  // at the call, also in strict mode
     EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
@@ -208,24 +209,24 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int n = 5, v = 7;
     std::vector<float> x(size_t(n) * d, 0.1f), w(size_t(v) * d, 0.1f), losses(n);
     std::vector<int32_t> labels(n, 1);
-    st = be->lm_head_loss(losses.data(), nullptr, nullptr, x.data(), w.data(), labels.data(), n, d,
+    st = compute::raw_ops::lm_head_loss(*be, losses.data(), nullptr, nullptr, x.data(), w.data(), labels.data(), n, d,
                           v, 0.0f, nullptr, n, 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("lm_head_loss: needs"), std::string::npos) << st.message();
 
     // Sized for a much smaller call: too small, and the message says by how much.
     ASSERT_OK(set_test_workspace(*be, attention_shapes(1, 2, 1, 1, d)));
-    st = be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch, seq,
+    st = compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch, seq,
                                hq, hkv, d, 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("the one set has"), std::string::npos) << st.message();
 
     ASSERT_OK(set_test_workspace(*be, attention_shapes(batch, seq, hq, hkv, d)));
-    EXPECT_OK(be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
+    EXPECT_OK(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
                                     seq, hq, hkv, d, 0));
     EXPECT_OK(be->device().synchronize_stream(0));          // nothing failed when the queued op ran
     EXPECT_OK(be->set_workspace(nullptr, 0, {}));  // taken back
-    EXPECT_EQ(be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
+    EXPECT_EQ(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
                                     seq, hq, hkv, d, 0)
                   .code(),
               ErrorCode::kInvalidArgument);
@@ -300,7 +301,7 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   ASSERT_TRUE(dev.ok());
   std::vector<float> back(x.size(), -1.0f), y(n * out, -1.0f);
   ASSERT_OK(be.device().copy_h2d(*dev, x.data(), x.size() * sizeof(float), 0));
-  ASSERT_OK(be.linear_forward(y.data(), *dev, w.data(), nullptr, n, in, out, 0));
+  ASSERT_OK(compute::raw_ops::linear_forward(be, y.data(), *dev, w.data(), nullptr, n, in, out, 0));
   auto done = be.device().create_event();
   ASSERT_TRUE(done.ok());
   ASSERT_OK(be.device().record_event(*done, 0));
@@ -318,7 +319,7 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   // The op computed what the synchronous backend computes.
   auto sync = make_cpu_backend();
   std::vector<float> y_sync(n * out);
-  ASSERT_OK(sync->linear_forward(y_sync.data(), x.data(), w.data(), nullptr, n, in, out, 0));
+  ASSERT_OK(compute::raw_ops::linear_forward(*sync, y_sync.data(), x.data(), w.data(), nullptr, n, in, out, 0));
   EXPECT_EQ(y, y_sync);
 }
 
@@ -333,7 +334,7 @@ TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
   ASSERT_TRUE(start.ok() && end.ok());
   ASSERT_OK(be.device().record_event(*start, 0));
   for (int i = 0; i < 8; ++i)
-    ASSERT_OK(be.linear_forward(y.data(), x.data(), w.data(), nullptr, n, d, d, 0));
+    ASSERT_OK(compute::raw_ops::linear_forward(be, y.data(), x.data(), w.data(), nullptr, n, d, d, 0));
   ASSERT_OK(be.device().record_event(*end, 0));
   EXPECT_EQ(be.device().elapsed_s(*start, *end).status().code(),
             ErrorCode::kInvalidArgument);  // not run yet
@@ -424,12 +425,12 @@ TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
   ASSERT_OK(be.device().copy_h2d(*table, table_host.data(), table_host.size() * sizeof(float), 0));
   // Poisoned (NaN) ids would be out of range if they were checked now.
   ASSERT_OK(be.device().copy_h2d(*ids, ids_host.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(be.embedding_forward(x.data(), static_cast<const int32_t*>(*ids), *table, n, d, 0));
+  ASSERT_OK(compute::raw_ops::embedding_forward(be, x.data(), static_cast<const int32_t*>(*ids), *table, n, d, 0));
   ASSERT_OK(be.device().synchronize_stream(0));
   for (int j = 0; j < d; ++j) EXPECT_EQ(x[size_t(1) * d + j], table_host[size_t(9) * d + j]);
 
   ASSERT_OK(be.device().copy_h2d(*labels, bad_labels.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(be.lm_head_loss(static_cast<float*>(*losses), nullptr, nullptr, x.data(), *table,
+  ASSERT_OK(compute::raw_ops::lm_head_loss(be, static_cast<float*>(*losses), nullptr, nullptr, x.data(), *table,
                             static_cast<const int32_t*>(*labels), n, d, v, 0.0f, nullptr, n,
                             0));  // queued: ok
   auto after = be.device().create_event();
@@ -470,6 +471,89 @@ TEST(CpuBackendStrict, FreeingMemoryRunsTheWorkThatUsesIt) {
   ASSERT_OK(be.device().copy_d2h(back.data(), *dev, 4 * sizeof(float), *s));
   be.device().device_free(*dev);
   EXPECT_EQ(back, data);
+}
+
+// --- typed ops: the tensor references' checks (backend.cpp) -------------------------------------
+
+TEST(TypedOps, WrongDtypeNamesTheOpAndTheArgument) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(6, 1.0f), w(6, 1.0f), y(4);
+  std::vector<uint16_t> x16(6);
+  const Status st = be->linear_forward(f32(y.data(), {2, 2}), ConstTensor(x16.data(), DType::kBF16, {2, 3}),
+                                       f32(w.data(), {2, 3}), {}, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "linear_forward: x is BF16 [2, 3], expected F32 [2, 3]");
+}
+
+TEST(TypedOps, TransposedWeightIsAnError) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(2 * 3, 1.0f), w(3 * 4, 1.0f), y(2 * 4);
+  // y[2, 4] = x[2, 3] · W[4, 3]ᵀ, with W given as [3, 4].
+  const Status st = be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {3, 4}), {}, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "linear_forward: w is F32 [3, 4], expected F32 [4, 3]");
+}
+
+TEST(TypedOps, SwappedQueryAndKeyAreAnError) {
+  auto be = make_cpu_backend();
+  const int b = 1, t = 4, hq = 4, hkv = 2, d = 8;
+  std::vector<float> q(b * t * hq * d, 0.5f), k(b * t * hkv * d, 0.5f), v(k.size(), 0.5f), out(q.size()),
+      lse(b * hq * t);
+  const Shape qs{b, t, hq, d}, kvs{b, t, hkv, d};
+  const Status st =
+      be->attention_forward(f32(out.data(), qs), f32(lse.data(), {b, hq, t}), f32(k.data(), kvs), f32(q.data(), qs),
+                            f32(v.data(), kvs), 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("attention_forward: q is F32 [1, 4, 2, 8] and k F32 [1, 4, 4, 8]"), std::string::npos)
+      << st.message();
+}
+
+TEST(TypedOps, MismatchedOutputShapeIsAnError) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(2 * 8, 1.0f), w(8, 1.0f), out(2 * 8), rstd(3);
+  const Status st = be->rmsnorm_forward(f32(out.data(), {2, 8}), f32(rstd.data(), {3}), f32(x.data(), {2, 8}),
+                                        f32(w.data(), {8}), 1e-5f, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "rmsnorm_forward: rstd is F32 [3], expected F32 [2]");
+}
+
+TEST(TypedOps, AbsentOptionalArgumentsPass) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(2 * 3, 1.0f), w(4 * 3, 0.5f), y(2 * 4);
+  EXPECT_TRUE(be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {4, 3}), {}, 0).ok());
+  EXPECT_FLOAT_EQ(y[0], 1.5f);  // Σ over 3 of 1 · 0.5
+}
+
+// --- device and facts ----------------------------------------------------------------------------
+
+TEST(CpuBackend, IsItsOwnDeviceOfOrdinalZero) {
+  auto be = make_cpu_backend();
+  Device& dev = be->device();
+  EXPECT_EQ(dev.ordinal(), 0);
+  EXPECT_EQ(dev.kind(), BackendKind::kCpu);
+  EXPECT_EQ(dev.name(), "cpu");
+  EXPECT_FALSE(dev.facts().gpu);
+  EXPECT_EQ(be->facts().alignment, kDeviceAlignment);
+}
+
+TEST(BackendFacts, KindsNamesAndWorkspaces) {
+  EXPECT_EQ(parse_backend_kind("cpu"), BackendKind::kCpu);
+  EXPECT_EQ(parse_backend_kind("cuda"), BackendKind::kCuda);
+  EXPECT_EQ(parse_backend_kind("auto"), std::nullopt);
+  EXPECT_STREQ(backend_name(BackendKind::kCuda), "cuda");
+  EXPECT_EQ(backend_facts(BackendKind::kCuda).act_dtype, DType::kBF16);
+  EXPECT_TRUE(backend_facts(BackendKind::kCuda).gpu);
+  EXPECT_EQ(backend_facts(BackendKind::kCpu).act_dtype, DType::kF32);
+  // CUDA: cuBLASLt's 32 MiB, then the LM head's fp32 logits and bf16 dlogits (6 B per logit).
+  OpShapes s;
+  s.tokens = 8;
+  s.vocab = 1000;
+  s.lm_head_chunk = 8;
+  EXPECT_EQ(workspace_bytes(BackendKind::kCuda, s), (size_t{32} << 20) + align_to_device(8 * 1000 * 4) +
+                                                        align_to_device(8 * 1000 * 2));
+  // The CPU backend answers what the facts say without a device.
+  auto be = make_cpu_backend();
+  EXPECT_EQ(be->workspace_bytes(s), workspace_bytes(BackendKind::kCpu, s));
 }
 
 }  // namespace

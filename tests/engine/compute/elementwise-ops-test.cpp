@@ -11,6 +11,7 @@
 #include "backend-test-util.h"
 #include "compute-test-util.h"
 #include "compute/backend.h"
+#include "engine/compute/raw-ops.h"
 #include "compute/cpu/cpu-backend.h"
 #include "core/dtype.h"
 
@@ -41,7 +42,7 @@ TEST(RmsNorm, ForwardMatchesReference) {
   auto x = random_floats(n * d, 1), w = random_floats(d, 2);
   std::vector<float> y(n * d), rstd(n);
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), n, d, eps, 0).ok());
+  ASSERT_TRUE(compute::raw_ops::rmsnorm_forward(*be, y.data(), rstd.data(), x.data(), w.data(), n, d, eps, 0).ok());
   std::vector<double> rstd_ref;
   auto y_ref = rmsnorm_ref(to_double(x), to_double(w), n, d, eps, &rstd_ref);
   EXPECT_LT(rel_err(y, y_ref), kDirectTol);
@@ -56,8 +57,8 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
   auto dx0 = random_floats(n * d, 7);
   auto be = make_cpu_backend();
   std::vector<float> y(n * d), rstd(n), dx(n * d), dw = dw0;
-  ASSERT_TRUE(be->rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), n, d, eps, 0).ok());
-  ASSERT_TRUE(be->rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(),
+  ASSERT_TRUE(compute::raw_ops::rmsnorm_forward(*be, y.data(), rstd.data(), x.data(), w.data(), n, d, eps, 0).ok());
+  ASSERT_TRUE(compute::raw_ops::rmsnorm_backward(*be, dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(),
                                    n, d, false, 0)
                   .ok());
   const auto xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
@@ -68,7 +69,7 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
 
   // accumulate_dx adds onto dx; a null dw is skipped.
   std::vector<float> dx_acc = dx0;
-  ASSERT_TRUE(be->rmsnorm_backward(dx_acc.data(), nullptr, dy.data(), x.data(), w.data(),
+  ASSERT_TRUE(compute::raw_ops::rmsnorm_backward(*be, dx_acc.data(), nullptr, dy.data(), x.data(), w.data(),
                                    rstd.data(), n, d, true, 0)
                   .ok());
   EXPECT_LT(rel_err(minus(dx_acc, dx0), to_double(dx)), kDirectTol);
@@ -80,8 +81,8 @@ TEST(RmsNorm, WeightGradientOverManyColumns) {
   auto x = random_floats(n * d, 30), w = random_floats(d, 31), dy = random_floats(n * d, 32);
   auto be = make_cpu_backend();
   std::vector<float> y(n * d), rstd(n), dw(d, 0.0f);
-  ASSERT_OK(be->rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), n, d, 1e-5f, 0));
-  ASSERT_OK(be->rmsnorm_backward(nullptr, dw.data(), dy.data(), x.data(), w.data(), rstd.data(), n,
+  ASSERT_OK(compute::raw_ops::rmsnorm_forward(*be, y.data(), rstd.data(), x.data(), w.data(), n, d, 1e-5f, 0));
+  ASSERT_OK(compute::raw_ops::rmsnorm_backward(*be, nullptr, dw.data(), dy.data(), x.data(), w.data(), rstd.data(), n,
                                  d, false, 0));
   std::vector<double> ref(d, 0.0);  // dw[j] = Σ_i dy·x·rstd
   for (int i = 0; i < n; ++i)
@@ -92,9 +93,9 @@ TEST(RmsNorm, WeightGradientOverManyColumns) {
 TEST(RmsNorm, RejectsBadShapes) {
   auto be = make_cpu_backend();
   float x = 1.0f, w = 1.0f, y, r;
-  EXPECT_EQ(be->rmsnorm_forward(&y, &r, &x, &w, 1, 0, 1e-5f, 0).code(),
+  EXPECT_EQ(compute::raw_ops::rmsnorm_forward(*be, &y, &r, &x, &w, 1, 0, 1e-5f, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->rmsnorm_forward(&y, &r, &x, &w, -1, 1, 1e-5f, 0).code(),
+  EXPECT_EQ(compute::raw_ops::rmsnorm_forward(*be, &y, &r, &x, &w, -1, 1, 1e-5f, 0).code(),
             ErrorCode::kInvalidArgument);
 }
 
@@ -105,26 +106,26 @@ TEST(RmsNorm, ResidualFusedEqualsAddThenNorm) {
   auto x = random_floats(n * d, 40), r = random_floats(n * d, 41), w = random_floats(d, 42);
   auto be = make_cpu_backend();
   std::vector<float> sum_ref = x, y_ref(n * d), rstd_ref(n);
-  ASSERT_OK(be->add_inplace(sum_ref.data(), r.data(), sum_ref.size(), 0));
+  ASSERT_OK(compute::raw_ops::add_inplace(*be, sum_ref.data(), r.data(), sum_ref.size(), 0));
   ASSERT_OK(
-      be->rmsnorm_forward(y_ref.data(), rstd_ref.data(), sum_ref.data(), w.data(), n, d, eps, 0));
+      compute::raw_ops::rmsnorm_forward(*be, y_ref.data(), rstd_ref.data(), sum_ref.data(), w.data(), n, d, eps, 0));
 
   std::vector<float> sum(n * d), y(n * d), rstd(n);
-  ASSERT_OK(be->residual_rmsnorm_forward(sum.data(), y.data(), rstd.data(), x.data(), r.data(),
+  ASSERT_OK(compute::raw_ops::residual_rmsnorm_forward(*be, sum.data(), y.data(), rstd.data(), x.data(), r.data(),
                                          w.data(), n, d, eps, 0));
   EXPECT_EQ(sum, sum_ref);
   EXPECT_EQ(y, y_ref);
   EXPECT_EQ(rstd, rstd_ref);
 
   std::vector<float> x_inplace = x, y2(n * d), rstd2(n);  // sum aliases x
-  ASSERT_OK(be->residual_rmsnorm_forward(x_inplace.data(), y2.data(), rstd2.data(),
+  ASSERT_OK(compute::raw_ops::residual_rmsnorm_forward(*be, x_inplace.data(), y2.data(), rstd2.data(),
                                          x_inplace.data(), r.data(), w.data(), n, d, eps, 0));
   EXPECT_EQ(x_inplace, sum_ref);
   EXPECT_EQ(y2, y_ref);
   EXPECT_EQ(rstd2, rstd_ref);
   float one = 1.0f;
   EXPECT_EQ(
-      be->residual_rmsnorm_forward(&one, &one, nullptr, &one, &one, &one, 1, 0, eps, 0).code(),
+      compute::raw_ops::residual_rmsnorm_forward(*be, &one, &one, nullptr, &one, &one, &one, 1, 0, eps, 0).code(),
       ErrorCode::kInvalidArgument);
 }
 
@@ -142,11 +143,11 @@ TEST(SwiGlu, ForwardAndBackward) {
        dy = random_floats(n * f, 12);
   auto be = make_cpu_backend();
   std::vector<float> y(n * f), dg(n * f), du(n * f);
-  ASSERT_TRUE(be->swiglu_forward(y.data(), g.data(), u.data(), n, f, 0).ok());
+  ASSERT_TRUE(compute::raw_ops::swiglu_forward(*be, y.data(), g.data(), u.data(), n, f, 0).ok());
   const auto gd = to_double(g), ud = to_double(u), dyd = to_double(dy);
   EXPECT_LT(rel_err(y, swiglu_ref(gd, ud)), kDirectTol);
   ASSERT_TRUE(
-      be->swiglu_backward(dg.data(), du.data(), dy.data(), g.data(), u.data(), n, f, 0).ok());
+      compute::raw_ops::swiglu_backward(*be, dg.data(), du.data(), dy.data(), g.data(), u.data(), n, f, 0).ok());
   auto gg = fd_grad([&](const std::vector<double>& x) { return dot(dyd, swiglu_ref(x, ud)); }, gd);
   auto gu = fd_grad([&](const std::vector<double>& x) { return dot(dyd, swiglu_ref(gd, x)); }, ud);
   EXPECT_LT(rel_err(dg, gg), kFdTol);
@@ -161,13 +162,13 @@ TEST(Embedding, ForwardGathersAndBackwardSumsRepeatedIds) {
   auto table = random_floats(vocab * d, 20), dy = random_floats(n * d, 21);
   auto be = make_cpu_backend();
   std::vector<float> out(n * d);
-  ASSERT_TRUE(be->embedding_forward(out.data(), ids.data(), table.data(), n, d, 0).ok());
+  ASSERT_TRUE(compute::raw_ops::embedding_forward(*be, out.data(), ids.data(), table.data(), n, d, 0).ok());
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < d; ++j) ASSERT_EQ(out[i * d + j], table[ids[i] * d + j]);
   }
   auto dtable0 = random_floats(vocab * d, 22);
   std::vector<float> dtable = dtable0;
-  ASSERT_TRUE(be->embedding_backward(dtable.data(), ids.data(), dy.data(), n, d, 0).ok());
+  ASSERT_TRUE(compute::raw_ops::embedding_backward(*be, dtable.data(), ids.data(), dy.data(), n, d, 0).ok());
   std::vector<double> ref(dtable0.begin(), dtable0.end());
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < d; ++j) ref[ids[i] * d + j] += dy[i * d + j];
@@ -182,14 +183,14 @@ TEST(Embedding, BadIdsAreInvalidArgument) {
   ASSERT_TRUE(table.ok());
   std::vector<float> out(2 * d);
   const std::vector<int32_t> negative = {1, -1}, too_big = {1, 10}, last = {9, 0};
-  EXPECT_EQ(be->embedding_forward(out.data(), negative.data(), *table, 2, d, 0).code(),
+  EXPECT_EQ(compute::raw_ops::embedding_forward(*be, out.data(), negative.data(), *table, 2, d, 0).code(),
             ErrorCode::kInvalidArgument);
   // The table lives in a device allocation of `vocab` rows, so the backend bounds the ids.
-  auto st = be->embedding_forward(out.data(), too_big.data(), *table, 2, d, 0);
+  auto st = compute::raw_ops::embedding_forward(*be, out.data(), too_big.data(), *table, 2, d, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("[0, 10)"), std::string::npos) << st.message();
-  EXPECT_TRUE(be->embedding_forward(out.data(), last.data(), *table, 2, d, 0).ok());
-  EXPECT_EQ(be->embedding_backward(static_cast<float*>(*table), too_big.data(), out.data(), 2, d, 0)
+  EXPECT_TRUE(compute::raw_ops::embedding_forward(*be, out.data(), last.data(), *table, 2, d, 0).ok());
+  EXPECT_EQ(compute::raw_ops::embedding_backward(*be, static_cast<float*>(*table), too_big.data(), out.data(), 2, d, 0)
                 .code(),
             ErrorCode::kInvalidArgument);
 }
@@ -201,7 +202,7 @@ TEST(AddInplace, AddsElementwise) {
   auto y = random_floats(count, 30), x = random_floats(count, 31);
   auto y0 = y;
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->add_inplace(y.data(), x.data(), count, 0).ok());
+  ASSERT_TRUE(compute::raw_ops::add_inplace(*be, y.data(), x.data(), count, 0).ok());
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(y[i], y0[i] + x[i]);
 }
 
