@@ -12,7 +12,6 @@
 
 #include "backend-test-util.h"
 #include "compute-test-util.h"
-#include "engine/compute/raw-ops.h"
 #include "core/thread-pool.h"
 
 namespace spillway::compute {
@@ -167,7 +166,7 @@ TEST(CpuBackend, StreamsAndEventsAreValidated) {
   EXPECT_EQ(be->device().copy_h2d(&x, &x, 4, 9).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->device().copy_h2d(nullptr, &x, 4, 0).code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(be->device().copy_h2d(nullptr, nullptr, 0, 0).ok());
-  EXPECT_EQ(compute::raw_ops::add_inplace(*be, &x, &x, 1, 9).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->add_inplace(f32(&x, {static_cast<int64_t>(1)}), f32(&x, {static_cast<int64_t>(1)}), 9).code(), ErrorCode::kInvalidArgument);
   // An event never recorded counts as complete.
   auto fresh = be->device().create_event();
   ASSERT_TRUE(fresh.ok());
@@ -181,13 +180,13 @@ TEST(CpuBackend, TensorsMustFitTheirDeviceAllocations) {
   ASSERT_TRUE(dev.ok());
   std::vector<float> host(64, 1.0f);
   // y[3, 4] is 12 floats; its allocation has 10.
-  auto st = compute::raw_ops::linear_forward(*be, *dev, host.data(), host.data(), nullptr, 3, 2, 4, 0);
+  auto st = be->linear_forward(Tensor(*dev, DType::kF32, {3, 4}), f32(host.data(), {3, 2}), f32(host.data(), {4, 2}), ConstTensor(nullptr, DType::kF32, {4}), 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("y needs 48 bytes"), std::string::npos) << st.message();
-  EXPECT_OK(compute::raw_ops::linear_forward(*be, *dev, host.data(), host.data(), nullptr, 2, 2, 5, 0));  // exactly 10
+  EXPECT_OK(be->linear_forward(Tensor(*dev, DType::kF32, {2, 5}), f32(host.data(), {2, 2}), f32(host.data(), {5, 2}), ConstTensor(nullptr, DType::kF32, {5}), 0));  // exactly 10
   EXPECT_EQ(be->device().copy_h2d(static_cast<char*>(*dev) + 8, host.data(), 40, 0).code(),
             ErrorCode::kInvalidArgument);
-  st = compute::raw_ops::rmsnorm_forward(*be, nullptr, nullptr, host.data(), host.data(), 2, 4, 1e-5f, 0);
+  st = be->rmsnorm_forward(Tensor(nullptr, DType::kF32, {2, 4}), Tensor(nullptr, DType::kF32, {2}), f32(host.data(), {2, 4}), f32(host.data(), {4}), 1e-5f, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("out is null"), std::string::npos) << st.message();
 }
@@ -200,8 +199,7 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int batch = 2, seq = 40, hq = 4, hkv = 2, d = 8;
     std::vector<float> q(size_t(batch) * seq * hq * d, 0.5f),
         kv(size_t(batch) * seq * hkv * d, 0.5f), out(q.size()), lse(size_t(batch) * hq * seq);
-    auto st = compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
-                                    seq, hq, hkv, d, 0);
+    auto st = be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);  // at the call, also in strict mode
     EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("none is set"), std::string::npos) << st.message();
@@ -209,25 +207,21 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int n = 5, v = 7;
     std::vector<float> x(size_t(n) * d, 0.1f), w(size_t(v) * d, 0.1f), losses(n);
     std::vector<int32_t> labels(n, 1);
-    st = compute::raw_ops::lm_head_loss(*be, losses.data(), nullptr, nullptr, x.data(), w.data(), labels.data(), n, d,
-                          v, 0.0f, nullptr, n, 0);
+    st = be->lm_head_loss(f32(losses.data(), {n}), Tensor(nullptr, DType::kF32, {n, d}), Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}), f32(w.data(), {v, d}), i32(labels.data(), {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("lm_head_loss: needs"), std::string::npos) << st.message();
 
     // Sized for a much smaller call: too small, and the message says by how much.
     ASSERT_OK(set_test_workspace(*be, attention_shapes(1, 2, 1, 1, d)));
-    st = compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch, seq,
-                               hq, hkv, d, 0);
+    st = be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("the one set has"), std::string::npos) << st.message();
 
     ASSERT_OK(set_test_workspace(*be, attention_shapes(batch, seq, hq, hkv, d)));
-    EXPECT_OK(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
-                                    seq, hq, hkv, d, 0));
+    EXPECT_OK(be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0));
     EXPECT_OK(be->device().synchronize_stream(0));          // nothing failed when the queued op ran
     EXPECT_OK(be->set_workspace(nullptr, 0, {}));  // taken back
-    EXPECT_EQ(compute::raw_ops::attention_forward(*be, out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
-                                    seq, hq, hkv, d, 0)
+    EXPECT_EQ(be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0)
                   .code(),
               ErrorCode::kInvalidArgument);
   }
@@ -301,7 +295,7 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   ASSERT_TRUE(dev.ok());
   std::vector<float> back(x.size(), -1.0f), y(n * out, -1.0f);
   ASSERT_OK(be.device().copy_h2d(*dev, x.data(), x.size() * sizeof(float), 0));
-  ASSERT_OK(compute::raw_ops::linear_forward(be, y.data(), *dev, w.data(), nullptr, n, in, out, 0));
+  ASSERT_OK(be.linear_forward(f32(y.data(), {n, out}), ConstTensor(*dev, DType::kF32, {n, in}), f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}), 0));
   auto done = be.device().create_event();
   ASSERT_TRUE(done.ok());
   ASSERT_OK(be.device().record_event(*done, 0));
@@ -319,7 +313,7 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   // The op computed what the synchronous backend computes.
   auto sync = make_cpu_backend();
   std::vector<float> y_sync(n * out);
-  ASSERT_OK(compute::raw_ops::linear_forward(*sync, y_sync.data(), x.data(), w.data(), nullptr, n, in, out, 0));
+  ASSERT_OK(sync->linear_forward(f32(y_sync.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}), 0));
   EXPECT_EQ(y, y_sync);
 }
 
@@ -334,7 +328,7 @@ TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
   ASSERT_TRUE(start.ok() && end.ok());
   ASSERT_OK(be.device().record_event(*start, 0));
   for (int i = 0; i < 8; ++i)
-    ASSERT_OK(compute::raw_ops::linear_forward(be, y.data(), x.data(), w.data(), nullptr, n, d, d, 0));
+    ASSERT_OK(be.linear_forward(f32(y.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d, d}), ConstTensor(nullptr, DType::kF32, {d}), 0));
   ASSERT_OK(be.device().record_event(*end, 0));
   EXPECT_EQ(be.device().elapsed_s(*start, *end).status().code(),
             ErrorCode::kInvalidArgument);  // not run yet
@@ -425,14 +419,12 @@ TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
   ASSERT_OK(be.device().copy_h2d(*table, table_host.data(), table_host.size() * sizeof(float), 0));
   // Poisoned (NaN) ids would be out of range if they were checked now.
   ASSERT_OK(be.device().copy_h2d(*ids, ids_host.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(compute::raw_ops::embedding_forward(be, x.data(), static_cast<const int32_t*>(*ids), *table, n, d, 0));
+  ASSERT_OK(be.embedding_forward(f32(x.data(), {n, d}), i32(static_cast<const int32_t*>(*ids), {n}), ConstTensor(*table, DType::kF32, {v, d}), 0));
   ASSERT_OK(be.device().synchronize_stream(0));
   for (int j = 0; j < d; ++j) EXPECT_EQ(x[size_t(1) * d + j], table_host[size_t(9) * d + j]);
 
   ASSERT_OK(be.device().copy_h2d(*labels, bad_labels.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(compute::raw_ops::lm_head_loss(be, static_cast<float*>(*losses), nullptr, nullptr, x.data(), *table,
-                            static_cast<const int32_t*>(*labels), n, d, v, 0.0f, nullptr, n,
-                            0));  // queued: ok
+  ASSERT_OK(be.lm_head_loss(Tensor(static_cast<float*>(*losses), DType::kF32, {n}), Tensor(nullptr, DType::kF32, {n, d}), Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}), ConstTensor(*table, DType::kF32, {v, d}), i32(static_cast<const int32_t*>(*labels), {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0));  // queued: ok
   auto after = be.device().create_event();
   auto a = be.device().create_stream();
   ASSERT_TRUE(after.ok() && a.ok());
