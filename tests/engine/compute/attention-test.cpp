@@ -8,7 +8,6 @@
 #include "backend-test-util.h"
 #include "compute-test-util.h"
 #include "compute/backend.h"
-#include "engine/compute/raw-ops.h"
 #include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/rope.h"
 #include "core/buffer.h"

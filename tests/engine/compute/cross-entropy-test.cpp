@@ -8,7 +8,6 @@
 #include "backend-test-util.h"
 #include "compute-test-util.h"
 #include "compute/backend.h"
-#include "engine/compute/raw-ops.h"
 
 namespace spillway::compute {
 namespace {

@@ -15,7 +15,6 @@
 #include "backend-test-util.h"
 #include "compute-test-util.h"
 #include "compute/backend.h"
-#include "engine/compute/raw-ops.h"
 #include "compute/cpu/cpu-backend.h"
 
 namespace spillway::compute {
