@@ -1,4 +1,6 @@
-// CpuBackend: the float32 host implementation of compute::Backend (DESIGN.md, "compute/").
+// CpuBackend: the float32 host implementation of compute::Device and compute::Backend (DESIGN.md,
+// "compute/"): the host is the device, and its ops are the Backend's do_<op> (Backend::<op> checks
+// the tensor references first).
 //
 // "Device" memory is aligned host memory counted against a configurable capacity, so the
 // layer-streaming trainer meets the same out-of-memory limits in tests that it meets on a GPU.

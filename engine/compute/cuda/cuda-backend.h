@@ -1,4 +1,6 @@
-// CudaBackend: the bf16 GPU implementation of compute::Backend (DESIGN.md, "compute/").
+// CudaBackend: the bf16 GPU implementation of compute::Device and compute::Backend (DESIGN.md,
+// "compute/"): one GPU of ordinal `device`, and its ops as the Backend's do_<op> (Backend::<op>
+// checks the tensor references first, in debug builds).
 //
 // Lives in the module libspillway-cuda.so (cuda-module.cpp is its only exported entry), loaded at
 // run time by compute/backend-loader.h, so nothing outside engine/compute/cuda links CUDA. The
