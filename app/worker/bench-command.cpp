@@ -20,7 +20,7 @@
 #include "train/streaming-engine.h"
 #include "worker/args.h"
 #include "worker/bench-models.h"
-#include "worker/metered-backend.h"
+#include "worker/metered-device.h"
 
 namespace spillway::worker {
 namespace {
@@ -170,10 +170,11 @@ void random_batch(int vocab, std::vector<int32_t>& ids, std::vector<int32_t>& la
 
 // Times `o.warmup` + `o.steps` steps of configuration `c` on `backend` and `state` (whose weights
 // and AdamW state carry over from configuration to configuration: only the speed is of interest).
-Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBackend& backend, ModelState& state,
-                          const std::string& backend_reason) {
+// The engine takes its memory through `device`, the backend's device metered.
+Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::Backend& backend, MeteredDevice& device,
+                          ModelState& state, const std::string& backend_reason) {
   const ModelConfig& config = state.config();
-  backend.reset_peaks();
+  device.reset_peaks();
   StreamingConfig sc;
   sc.weight_slots = c.weight_slots;
   sc.micro_batch_size = c.micro_batch;
@@ -181,7 +182,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
   sc.seq_len = c.seq_len;
   sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(backend, state, sc));
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(device, backend, state, sc));
   const Clock::time_point origin = Clock::now();
   auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
   OptimizerPasses adamw(state.num_blocks());  // before the optimizer: its thread reports here until it is gone
@@ -246,17 +247,17 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
   const StepFlops flops = step_flops(config, tokens, c.seq_len);
   const double h2d = static_cast<double>(engine->h2d_bytes() - h2d0) / o.steps;
   const double d2h = static_cast<double>(engine->d2h_bytes() - d2h0) / o.steps;
-  const compute::DeviceInfo device = backend.device_info();
+  const compute::DeviceInfo info = device.device_info();
   json device_used = nullptr;  // the whole process's device memory, CUDA context and libraries included
-  if (backend.name() != "cpu") {
+  if (device.facts().gpu) {
     size_t free_bytes = 0, total_bytes = 0;
-    SPW_RETURN_IF_ERROR(backend.device_memory_info(&free_bytes, &total_bytes));
+    SPW_RETURN_IF_ERROR(device.device_memory_info(&free_bytes, &total_bytes));
     device_used = total_bytes - free_bytes;
   }
   return json{{"model", o.model},
-              {"backend", backend.name()},
+              {"backend", device.name()},
               {"backend_reason", backend_reason},
-              {"device", device.name},
+              {"device", info.name},
               {"params", state.layout().parameter_count()},
               {"micro_batch", c.micro_batch},
               {"seq_len", c.seq_len},
@@ -271,9 +272,9 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, MeteredBa
               {"tokens_per_s", tokens / step},
               {"model_tflops", flops.model / step / 1e12},
               {"hardware_tflops", flops.hardware / step / 1e12},
-              {"peak_hbm_bytes", backend.peak_device_bytes()},
+              {"peak_hbm_bytes", device.peak_device_bytes()},
               {"device_used_bytes", device_used},
-              {"peak_pinned_bytes", backend.peak_pinned_bytes()},
+              {"peak_pinned_bytes", device.peak_pinned_bytes()},
               {"h2d_bytes", h2d},
               {"d2h_bytes", d2h},
               {"h2d_gbps", h2d / step / 1e9},
@@ -328,7 +329,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   bo.kind = options->backend;
   auto choice = compute::make_backend(bo);
   if (!choice.ok()) return report_failure(io, as_json, choice.status());
-  MeteredBackend backend(*choice->backend);
+  MeteredDevice device(choice->backend->device());
   // The model state is made once: for 7B parameters its 108 GB take longer to allocate than a
   // configuration takes to time.
   auto state = ModelState::create(ParameterLayout::build(*config), true);
@@ -336,7 +337,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   (*state)->init_random(1);  // every block on its own thread: seconds for 7B parameters
   int exit_code = 0;
   for (const BenchConfig& c : options->configs) {
-    auto result = bench_config(*options, c, backend, **state, choice->reason);
+    auto result = bench_config(*options, c, *choice->backend, device, **state, choice->reason);
     if (!result.ok()) {
       // A configuration that does not fit (a sweep's largest) does not stop the others.
       if (as_json) {

@@ -17,7 +17,7 @@ Result<MachineProbe> probe_for_backend(const std::string& ssd_dir, const std::st
   *reason = choice.reason;
   MachineProbe m = probe_machine(ssd_dir);
   // The CPU backend's compute and link are the host's, which probe_machine measured.
-  if (choice.backend->name() == "cpu") return m;
+  if (!choice.backend->facts().gpu) return m;
   SPW_RETURN_IF_ERROR(probe_device(*choice.backend, &m));
   SPW_ASSIGN_OR_RETURN(m.adamw_params_per_s, measure_adamw(kAdamwProbeParams));
   return m;

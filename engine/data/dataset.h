@@ -44,7 +44,8 @@ Result<InstructionLayout> parse_instruction_layout(std::string_view name);
 
 struct DatasetOptions {
   ReadOptions read;   // format (auto), text split, skip_bad_records, how many issues to keep
-  int seq_len = 512;  // positions per sequence (the model sees seq_len tokens, predicts seq_len)
+  int seq_len = 0;  // positions per sequence (data.seq_len; the model sees seq_len tokens, predicts
+                    // seq_len): required, load() refuses 0
 
   // Text formats.
   bool add_bos = false;   // BOS before each document (EOS always goes after each)

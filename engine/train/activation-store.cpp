@@ -6,8 +6,7 @@ namespace spillway {
 
 namespace {
 
-constexpr size_t kAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // Two per micro-batch (a backward reads a checkpoint and updates a gradient; a forward reads one
 // checkpoint and writes the next), times two so that the next micro-batch's copies overlap this
@@ -18,7 +17,7 @@ constexpr size_t kStages = 4;
 
 uint64_t ActivationStore::staging_bytes(size_t buffer_bytes) { return kStages * aligned(buffer_bytes); }
 
-Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Backend& backend, DeviceArena& arena,
+Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Device& backend, DeviceArena& arena,
                                                                  HostPool& pool, int layers, int micro_batches,
                                                                  size_t buffer_bytes, bool keep_on_device,
                                                                  Streams streams, LinkTraffic& traffic) {

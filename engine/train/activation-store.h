@@ -54,7 +54,7 @@ class ActivationStore {
   // Places (layers + 1) · micro_batches checkpoints and micro_batches gradients of `buffer_bytes`
   // each, on the device only when `keep_on_device`. kOutOfMemory from the arena (no room for the
   // staging buffers) or the pool (pinned host memory).
-  static Result<std::unique_ptr<ActivationStore>> create(compute::Backend& backend, DeviceArena& arena, HostPool& pool,
+  static Result<std::unique_ptr<ActivationStore>> create(compute::Device& backend, DeviceArena& arena, HostPool& pool,
                                                          int layers, int micro_batches, size_t buffer_bytes,
                                                          bool keep_on_device, Streams streams, LinkTraffic& traffic);
 
@@ -86,10 +86,10 @@ class ActivationStore {
     compute::Event written; // compute has written it
     compute::Event free;    // its last user has finished with it
   };
-  ActivationStore(compute::Backend& backend, Streams streams, LinkTraffic& traffic)
+  ActivationStore(compute::Device& backend, Streams streams, LinkTraffic& traffic)
       : be_(backend), streams_(streams), traffic_(traffic) {}
 
-  compute::Backend& be_;
+  compute::Device& be_;
   const Streams streams_;
   LinkTraffic& traffic_;
   int micro_batches_ = 0;

@@ -9,8 +9,7 @@ using compute::StreamId;
 
 namespace {
 
-constexpr size_t kAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
 // that GEMMs and vectorised kernels see aligned rows.
@@ -57,6 +56,7 @@ uint64_t BlockMath::scratch_bytes(const ModelConfig& config, int tokens, DType a
 
 BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk)
     : be_(&backend),
+      act_dtype_(backend.act_dtype()),
       layout_(&layout),
       mc_(&layout.config()),
       act_(dtype_size(backend.act_dtype())),
@@ -88,11 +88,13 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
 }
 
 Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* table, int n, StreamId s) {
-  return be_->embedding_forward(out, ids, table, n, mc_->hidden_size, s);
+  const int h = mc_->hidden_size;
+  return be_->embedding_forward(W(out, {n, h}), compute::i32(ids, {n}), R(table, {mc_->vocab_size, h}), s);
 }
 
 Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n, StreamId s) {
-  return be_->embedding_backward(dtable, ids, dy, n, mc_->hidden_size, s);
+  const int h = mc_->hidden_size;
+  return be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}), compute::i32(ids, {n}), R(dy, {n, h}), s);
 }
 
 Status BlockMath::layer_forward(const char* w, const void* x, void* out, int batch, int seq, StreamId s) {
@@ -100,23 +102,28 @@ Status BlockMath::layer_forward(const char* w, const void* x, void* out, int bat
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
   const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), f = c.intermediate_size;
+  const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
   const float eps = c.rms_norm_eps;
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, wp(w, L.attn_norm), n, h, eps, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(q, xn, wp(w, L.wq), wp(w, L.bq), n, h, qd, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(k, xn, wp(w, L.wk), wp(w, L.bk), n, h, kvd, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(v, xn, wp(w, L.wv), wp(w, L.bv), n, h, kvd, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(q, batch, seq, c.num_heads, c.head_dim, c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(k, batch, seq, c.num_kv_heads, c.head_dim, c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.attention_forward(att, lse, q, k, v, batch, seq, c.num_heads, c.num_kv_heads, c.head_dim, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(o, att, wp(w, L.wo), nullptr, n, qd, h, s));
+  using compute::f32;
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), R(wp(w, L.attn_norm), {h}), eps, s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(q, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}), R(wp(w, L.bq), {qd}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(k, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}), R(wp(w, L.bk), {kvd}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}), R(wp(w, L.bv), {kvd}), s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), c.rope_theta, rope_, s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), c.rope_theta, rope_, s));
+  SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
+                                           R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
+                                           R(v, {batch, seq, hkv, d}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
-  SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(x2, xn2, rstd2, x, o, wp(w, L.mlp_norm), n, h, eps, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(g, xn2, wp(w, L.w_gate), nullptr, n, h, f, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(u, xn2, wp(w, L.w_up), nullptr, n, h, f, s));
-  SPW_RETURN_IF_ERROR(be.swiglu_forward(a, g, u, n, f, s));
+  SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}), R(x, {n, h}),
+                                                  R(o, {n, h}), R(wp(w, L.mlp_norm), {h}), eps, s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(be.swiglu_forward(W(a, {n, f}), R(g, {n, f}), R(u, {n, f}), s));
   if (!out) return {};  // the backward needs nothing of the down projection's output
-  SPW_RETURN_IF_ERROR(be.linear_forward(out, a, wp(w, L.w_down), nullptr, n, f, h, s));
-  return be.add_inplace(out, x2, static_cast<size_t>(n) * h, s);
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(out, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}), {}, s));
+  return be.add_inplace(W(out, {n, h}), R(x2, {n, h}), s);
 }
 
 Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* dy, int batch, int seq, StreamId s) {
@@ -125,44 +132,60 @@ Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* 
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
   const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), f = c.intermediate_size;
+  const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
+  using compute::f32;
   // MLP: out = x2 + down(swiglu(gate(xn2), up(xn2))). dy becomes ∂loss/∂x2 in place: dy plus the
   // MLP branch's gradient through the norm.
   void* dxn2 = o;  // [n, hidden]: o is dead once x2 = x + o is formed
   void* dg = a;    // [n, intermediate]: a is dead once the down projection's gradient has read it
-  SPW_RETURN_IF_ERROR(be.linear_backward(da, gp(dw, L.w_down), nullptr, dy, a, wp(w, L.w_down), n, f, h, false, s));
-  SPW_RETURN_IF_ERROR(be.swiglu_backward(dg, du, da, g, u, n, f, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(dxn2, gp(dw, L.w_gate), nullptr, dg, xn2, wp(w, L.w_gate), n, h, f, false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(dxn2, gp(dw, L.w_up), nullptr, du, xn2, wp(w, L.w_up), n, h, f, true, s));
-  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(dy, gp(dw, L.mlp_norm), dxn2, x2, wp(w, L.mlp_norm), rstd2, n, h, true, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {}, R(dy, {n, h}), R(a, {n, f}),
+                                         R(wp(w, L.w_down), {h, f}), false, s));
+  SPW_RETURN_IF_ERROR(be.swiglu_backward(W(dg, {n, f}), W(du, {n, f}), R(da, {n, f}), R(g, {n, f}), R(u, {n, f}), s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {}, R(dg, {n, f}),
+                                         R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {}, R(du, {n, f}),
+                                         R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), true, s));
+  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.mlp_norm), {h}), R(dxn2, {n, h}), R(x2, {n, h}),
+                                          R(wp(w, L.mlp_norm), {h}), f32(rstd2, {n}), true, s));
   // Attention: x2 = x + o_proj(attn(rope(q), rope(k), v)). dy becomes ∂loss/∂x the same way.
-  SPW_RETURN_IF_ERROR(be.linear_backward(datt, gp(dw, L.wo), nullptr, dy, att, wp(w, L.wo), n, qd, h, false, s));
-  SPW_RETURN_IF_ERROR(be.attention_backward(dq, dk, dv, datt, q, k, v, att, lse, batch, seq, c.num_heads,
-                                            c.num_kv_heads, c.head_dim, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}), {}, R(dy, {n, h}),
+                                         R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), false, s));
+  const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
+  SPW_RETURN_IF_ERROR(be.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs),
+                                            R(v, kvs), R(att, qs), f32(lse, {batch, hq, seq}), s));
   if (L.bk != kNoParam) {  // the key bias apart from dk (see Backend::attention_key_bias_backward)
-    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(gp(dw, L.bk), datt, q, k, v, batch, seq, c.num_heads,
-                                                       c.num_kv_heads, c.head_dim, c.rope_theta, rope_, s));
+    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(f32(gp(dw, L.bk), {hkv, d}), R(datt, qs), R(q, qs), R(k, kvs),
+                                                       R(v, kvs), c.rope_theta, rope_, s));
   }
-  SPW_RETURN_IF_ERROR(be.rope_backward(dq, batch, seq, c.num_heads, c.head_dim, c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.rope_backward(dk, batch, seq, c.num_kv_heads, c.head_dim, c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wq), gp(dw, L.bq), dq, xn, wp(w, L.wq), n, h, qd, false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wk), nullptr, dk, xn, wp(w, L.wk), n, h, kvd, true, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(dxn, gp(dw, L.wv), gp(dw, L.bv), dv, xn, wp(w, L.wv), n, h, kvd, true, s));
-  return be.rmsnorm_backward(dy, gp(dw, L.attn_norm), dxn, x, wp(w, L.attn_norm), rstd1, n, h, true, s);
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), c.rope_theta, rope_, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), c.rope_theta, rope_, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wq), {qd, h}), f32(gp(dw, L.bq), {qd}),
+                                         R(dq, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}), false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}), {}, R(dk, {n, kvd}),
+                                         R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}), true, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wv), {kvd, h}), f32(gp(dw, L.bv), {kvd}),
+                                         R(dv, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}), true, s));
+  return be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.attn_norm), {h}), R(dxn, {n, h}), R(x, {n, h}),
+                             R(wp(w, L.attn_norm), {h}), f32(rstd1, {n}), true, s);
 }
 
 Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, const int32_t* labels, float* losses,
                        float loss_scale, void* dx, float* dw_head, float* dw_lm, float* logits, int n, StreamId s) {
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
-  const int h = c.hidden_size;
-  const void* w_norm = wp(w_head, layout_->head_norm_offset());
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(xn, rstd1, x, w_norm, n, h, c.rms_norm_eps, s));
+  const int h = c.hidden_size, vocab = c.vocab_size;
+  using compute::f32;
+  const compute::ConstTensor w_norm = R(wp(w_head, layout_->head_norm_offset()), {h});
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm, c.rms_norm_eps, s));
   const bool grads = dx && loss_scale != 0.0f;  // a step without a single target has zero gradients
-  SPW_RETURN_IF_ERROR(be.lm_head_loss(losses, grads ? dxn : nullptr, grads ? dw_lm : nullptr, xn, w_lm, labels, n, h,
-                                      c.vocab_size, grads ? loss_scale : 0.0f, logits, lm_head_chunk_, s));
+  SPW_RETURN_IF_ERROR(be.lm_head_loss(f32(losses, {n}), grads ? W(dxn, {n, h}) : compute::Tensor{},
+                                      grads ? f32(dw_lm, {vocab, h}) : compute::Tensor{}, R(xn, {n, h}),
+                                      R(w_lm, {vocab, h}), compute::i32(labels, {n}), grads ? loss_scale : 0.0f,
+                                      f32(logits, {n, vocab}), lm_head_chunk_, s));
   if (!dx) return {};
-  if (!grads) return be.fill_zero(dx, static_cast<size_t>(n) * h * act_, s);
-  return be.rmsnorm_backward(dx, gp(dw_head, layout_->head_norm_offset()), dxn, x, w_norm, rstd1, n, h, false, s);
+  if (!grads) return be.device().fill_zero(dx, static_cast<size_t>(n) * h * act_, s);
+  return be.rmsnorm_backward(W(dx, {n, h}), f32(gp(dw_head, layout_->head_norm_offset()), {h}), R(dxn, {n, h}),
+                             R(x, {n, h}), w_norm, f32(rstd1, {n}), false, s);
 }
 
 }  // namespace spillway

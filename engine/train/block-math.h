@@ -62,8 +62,12 @@ class BlockMath {
   BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk);
   const void* wp(const char* w, size_t offset) const { return offset == kNoParam ? nullptr : w + offset * act_; }
   static float* gp(float* g, size_t offset) { return offset == kNoParam ? nullptr : g + offset; }
+  // Tensor references of act_dtype: W to write, R to read.
+  compute::Tensor W(void* p, compute::Shape s) const { return compute::Tensor(p, act_dtype_, s); }
+  compute::ConstTensor R(const void* p, compute::Shape s) const { return compute::ConstTensor(p, act_dtype_, s); }
 
   compute::Backend* be_;
+  DType act_dtype_;
   const ParameterLayout* layout_;
   const ModelConfig* mc_;
   size_t act_;  // bytes per act_dtype element

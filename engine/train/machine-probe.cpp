@@ -70,7 +70,7 @@ double probe_disk(const std::string& dir) {
 // Device and pinned host buffers of the probe, freed through the backend when they go.
 class DeviceBuffer {
  public:
-  DeviceBuffer(Backend& be, void* p) : be_(&be), p_(p) {}
+  DeviceBuffer(compute::Device& be, void* p) : be_(&be), p_(p) {}
   DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(std::exchange(o.p_, nullptr)) {}
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -80,13 +80,13 @@ class DeviceBuffer {
   void* get() const { return p_; }
 
  private:
-  Backend* be_;
+  compute::Device* be_;
   void* p_;
 };
 
 class PinnedBuffer {
  public:
-  PinnedBuffer(Backend& be, void* p) : be_(&be), p_(p) {}
+  PinnedBuffer(compute::Device& be, void* p) : be_(&be), p_(p) {}
   PinnedBuffer(PinnedBuffer&& o) noexcept : be_(o.be_), p_(std::exchange(o.p_, nullptr)) {}
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
@@ -96,23 +96,23 @@ class PinnedBuffer {
   void* get() const { return p_; }
 
  private:
-  Backend* be_;
+  compute::Device* be_;
   void* p_;
 };
 
-Result<DeviceBuffer> device_buffer(Backend& be, size_t bytes) {
+Result<DeviceBuffer> device_buffer(compute::Device& be, size_t bytes) {
   SPW_ASSIGN_OR_RETURN(void* p, be.device_alloc(bytes));
   return DeviceBuffer(be, p);
 }
 
-Result<PinnedBuffer> pinned_buffer(Backend& be, size_t bytes) {
+Result<PinnedBuffer> pinned_buffer(compute::Device& be, size_t bytes) {
   SPW_ASSIGN_OR_RETURN(void* p, be.host_alloc_pinned(bytes));
   return PinnedBuffer(be, p);
 }
 
 // Seconds per repetition of `enqueue` (which puts `reps` repetitions of work on streams ordered
 // after `start` on `first`, and returns the stream that ends last), between two timing events.
-Result<double> time_on_device(Backend& be, StreamId first, int reps, const std::function<Result<StreamId>()>& enqueue) {
+Result<double> time_on_device(compute::Device& be, StreamId first, int reps, const std::function<Result<StreamId>()>& enqueue) {
   SPW_ASSIGN_OR_RETURN(compute::Event start, be.create_event(true));
   SPW_ASSIGN_OR_RETURN(compute::Event end, be.create_event(true));
   SPW_RETURN_IF_ERROR(be.record_event(start, first));
@@ -160,7 +160,8 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
   return m;
 }
 
-Status probe_device(Backend& be, MachineProbe* m, const DeviceProbeSizes& sizes) {
+Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& sizes) {
+  compute::Device& be = backend.device();
   if (sizes.gemm_n < 1 || sizes.gemm_reps < 1 || sizes.copy_bytes == 0 || sizes.copy_reps < 1)
     return invalid_argument("probe_device: sizes and repetitions must be positive");
   size_t free_bytes = 0, total_bytes = 0;
@@ -174,9 +175,9 @@ Status probe_device(Backend& be, MachineProbe* m, const DeviceProbeSizes& sizes)
   // only for linears of that size (no attention, no LM head).
   compute::OpShapes shapes;
   shapes.tokens = shapes.hidden = shapes.intermediate = sizes.gemm_n;
-  const size_t ws_bytes = be.workspace_bytes(shapes);
-  SPW_ASSIGN_OR_RETURN(DeviceBuffer ws, device_buffer(be, std::max<size_t>(ws_bytes, 256)));
-  SPW_RETURN_IF_ERROR(be.set_workspace(ws.get(), std::max<size_t>(ws_bytes, 256), shapes));
+  const size_t ws_bytes = backend.workspace_bytes(shapes);
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer ws, device_buffer(be, std::max(ws_bytes, compute::kDeviceAlignment)));
+  SPW_RETURN_IF_ERROR(backend.set_workspace(ws.get(), std::max(ws_bytes, compute::kDeviceAlignment), shapes));
   SPW_ASSIGN_OR_RETURN(DeviceBuffer x, device_buffer(be, mat_bytes));
   SPW_ASSIGN_OR_RETURN(DeviceBuffer w, device_buffer(be, mat_bytes));
   SPW_ASSIGN_OR_RETURN(DeviceBuffer y, device_buffer(be, mat_bytes));
@@ -190,7 +191,10 @@ Status probe_device(Backend& be, MachineProbe* m, const DeviceProbeSizes& sizes)
   }
   const int in = sizes.gemm_n;
   auto gemms = [&](int reps) -> Result<StreamId> {
-    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(be.linear_forward(y.get(), x.get(), w.get(), nullptr, in, in, in, compute));
+    const compute::Shape square{in, in};  // y[n, n] = x[n, n] · W[n, n]ᵀ
+    for (int r = 0; r < reps; ++r)
+      SPW_RETURN_IF_ERROR(backend.linear_forward(compute::Tensor(y.get(), act, square), compute::ConstTensor(x.get(), act, square),
+                                                 compute::ConstTensor(w.get(), act, square), {}, compute));
     return compute;
   };
   SPW_RETURN_IF_ERROR(gemms(2).status());  // warm-up: the GEMM library picks its algorithm on first use

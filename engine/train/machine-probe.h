@@ -31,8 +31,13 @@ struct MachineProbe {
   uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
   uint64_t device_free_bytes = 0;   // 0: not measured (taken as device_total_bytes)
   uint64_t ssd_free_bytes = 0, ssd_total_bytes = 0;
-  std::string backend = "cpu";
+  std::string backend = compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
   std::string device;               // the backend's device name; empty when no device was probed
+
+  // The facts of `backend` (compute/backend-facts.h); a name no backend has reads as the CPU's.
+  const compute::BackendFacts& backend_facts() const {
+    return compute::backend_facts(compute::parse_backend_kind(backend).value_or(compute::BackendKind::kCpu));
+  }
 };
 
 // Measures this machine (CPU backend): a 512³ sgemm, memcpy and a streaming triad; reads

@@ -96,12 +96,11 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   sc.micro_batch_size = job.micro_batch_size;
   sc.max_micro_batches = job.grad_accum;
   sc.seq_len = job.seq_len;
-  const DType act_dtype = machine.backend == "cuda" ? DType::kBF16 : DType::kF32;
+  const compute::BackendFacts& facts = machine.backend_facts();
+  const DType act_dtype = facts.act_dtype;
   const size_t act = dtype_size(act_dtype);
-  // The backend's workspace is not known without a backend: its bulk is the LM head's logits chunk
-  // and their gradient, [lm_head_chunk, vocab] fp32 each.
-  const uint64_t backend_ws = 2 * std::min<uint64_t>(StreamingEngine::lm_head_chunk(config, sc), static_cast<uint64_t>(job.micro_batch_size) * job.seq_len) *
-                              config.vocab_size * sizeof(float);
+  // The backend's own workspace formula, known without a backend (compute/backend-facts.h).
+  const uint64_t backend_ws = compute::workspace_bytes(facts.kind, StreamingEngine::op_shapes(config, sc));
   const DeviceMemoryPlan hbm = StreamingEngine::plan_device_memory(layout, sc, act_dtype, backend_ws);
   const uint64_t hbm_fixed = hbm.fixed_bytes();
   const uint64_t slots = hbm.weight_slot_bytes;
@@ -127,11 +126,11 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.hbm.needed_bytes = hbm_fixed + (ckpt_on_device ? ckpt : 0);
   plan.hbm.total_bytes = device_cap;
   plan.hbm.free_bytes = device_free;
-  plan.hbm.runtime_bytes = machine.backend == "cpu" ? 0 : kGpuRuntimeHbmBytes;
+  plan.hbm.runtime_bytes = facts.host_memory() ? 0 : kGpuRuntimeHbmBytes;
   // The engine streams the fp32 master itself (on CUDA converted to bf16 on the device,
   // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
   // on the SSD ModelState's master buffer stays behind as the streamed copy.
-  const bool cpu = machine.backend == "cpu";
+  const bool cpu = facts.host_memory();
   const uint64_t compute_copy = master_ssd ? fp32 : 0;
   const uint64_t master_dram = master_ssd ? 0 : fp32;
   plan.dram.weights_bytes = compute_copy;
@@ -140,10 +139,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.dram.optimizer_bytes = opt_ssd ? 0 : 2 * fp32;
   plan.dram.checkpoints_bytes = ckpt_on_device ? 0 : ckpt;
   uint64_t dram_needed = compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
-  if (machine.backend == "cpu" && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
+  if (cpu && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
   plan.dram.needed_bytes = dram_needed;
   plan.dram.total_bytes = machine.dram_total_bytes;
-  plan.dram.runtime_bytes = machine.backend == "cpu" ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
+  plan.dram.runtime_bytes = cpu ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
   plan.dram.free_bytes = job.dram_cap_bytes ? std::min(job.dram_cap_bytes, machine.dram_available_bytes) : machine.dram_available_bytes;
   const uint64_t ssd_needed = (opt_ssd ? 2 * fp32 : 0) + (master_ssd ? fp32 : 0);
   plan.ssd.optimizer_bytes = opt_ssd ? 2 * fp32 : 0;
@@ -346,7 +345,7 @@ std::string limit_text(const Candidate& chosen, const Candidate* below) {
 }  // namespace
 
 PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine) {
-  const bool cpu = machine.backend == "cpu";
+  const bool cpu = !machine.backend_facts().gpu;
   const std::string shared = "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
   const int64_t own_tokens = static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
   const Plan own = plan_job(config, job, machine, 0);

@@ -86,7 +86,7 @@ TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64
 Status check_positions(const ModelConfig& config, const TrainJob& job);
 
 // The plan (events/plan.h; to_json gives `spillway-worker plan --json`, schema in the README). For a GPU backend
-// (machine.backend != "cpu") the step overlaps compute, the host link and the CPU AdamW: it takes
+// (machine.backend_facts().gpu) the step overlaps compute, the host link and the CPU AdamW: it takes
 // the longest of compute and link, plus the optimizer's visible part (the gradient norm, and what
 // of AdamW outlasts the next step's forward); `machine` should then come from probe_device and
 // measure_adamw, or the compute and link figures are the host's. `suggestion` holds

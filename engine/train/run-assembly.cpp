@@ -21,8 +21,8 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
   run.backend_reason = std::move(choice->reason);
   // The HBM tier's capacity: the GPU's memory; the CPU backend's "device" only when capped
   // (uncapped, it is DRAM).
-  run.counters.set_capacity(Tier::kHbm, run.backend->name() == "cpu" ? job.device_memory_bytes
-                                                                     : run.backend->device_info().total_bytes);
+  run.counters.set_capacity(Tier::kHbm, run.backend->facts().host_memory() ? job.device_memory_bytes
+                                                                           : run.backend->device_info().total_bytes);
   return {};
 }
 
@@ -36,7 +36,7 @@ Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo&
   m.backend = backend.name();
   m.dram_total_bytes = mem.total_bytes.value_or(0);
   m.dram_available_bytes = mem.available_bytes.value_or(UINT64_MAX);  // unknown: not the limit
-  if (m.backend != "cpu") {
+  if (backend.facts().gpu) {
     size_t free_bytes = 0, total_bytes = 0;
     if (backend.device_memory_info(&free_bytes, &total_bytes).ok()) {
       m.device_total_bytes = total_bytes;
@@ -179,7 +179,7 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
   // state as taken, find the job too big for what is left and place the tiers differently.
   if (run.mem_at_start.available_bytes) run.machine.dram_available_bytes = *run.mem_at_start.available_bytes;
   run.machine.backend = run.backend->name();
-  if (run.machine.backend == "cpu") return;  // its compute and link are the host's, measured above
+  if (!run.backend->facts().gpu) return;  // its compute and link are the host's, measured above
   // 64 Mi parameters (1 GiB of AdamW state): far beyond the caches, as in a step, yet small
   // next to the model's own state, which is in DRAM already.
   constexpr size_t kAdamwProbeParams = size_t{64} << 20;

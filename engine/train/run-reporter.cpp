@@ -76,7 +76,7 @@ Result<std::unique_ptr<RunReporter>> RunReporter::create(const TrainJob& job, Ru
   so.ssd_path = !job.ssd_dir.empty() ? job.ssd_dir : r->run_dir();
   RunRecorder* rec = r->rec_.get();
   so.on_sample = [rec](double t, const nlohmann::json& sample) { rec->sample(t, sample); };
-  if (run.backend->name() != "cpu") {
+  if (run.backend->facts().gpu) {
     // The GPU's own HBM use and NVML's utilisation, PCIe, power and temperature in each sample.
     so.gpu_pci_bus_id = run.backend->device_info().pci_bus_id;
     compute::Backend* b = run.backend.get();
@@ -139,7 +139,7 @@ void RunReporter::end_step(const StepMark& mark, const StepReport& s) {
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - mark.t0).count();
   size_t free_bytes = 0, total_bytes = 0;
   uint64_t device_used = 0;  // the CPU backend's "device" is host memory: counted in DRAM
-  if (run_.backend->name() != "cpu" && run_.backend->device_memory_info(&free_bytes, &total_bytes).ok())
+  if (run_.backend->facts().gpu && run_.backend->device_memory_info(&free_bytes, &total_bytes).ok())
     device_used = total_bytes - free_bytes;
   figures_.add_step(dt, s.step_tokens, device_used, run_.engine->h2d_bytes() - mark.h2d_bytes,
                     run_.engine->d2h_bytes() - mark.d2h_bytes);

@@ -14,7 +14,7 @@ const char* span_phase_name(SpanPhase phase) {
   return "?";
 }
 
-Result<SpanRecorder> SpanRecorder::create(compute::Backend& backend, size_t max_spans) {
+Result<SpanRecorder> SpanRecorder::create(compute::Device& backend, size_t max_spans) {
   SpanRecorder r;
   r.backend_ = &backend;
   SPW_ASSIGN_OR_RETURN(r.start_, backend.create_event(true));

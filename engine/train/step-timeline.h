@@ -43,7 +43,7 @@ struct StepTimeline {
 class SpanRecorder {
  public:
   // A pool for up to `max_spans` spans a step. kOutOfMemory / kInternal from event creation.
-  static Result<SpanRecorder> create(compute::Backend& backend, size_t max_spans);
+  static Result<SpanRecorder> create(compute::Device& backend, size_t max_spans);
 
   // Starts a step: forgets the previous spans and records the step-start event on `stream`.
   // Streams that must not run ahead of the step's start wait for start_event().
@@ -65,7 +65,7 @@ class SpanRecorder {
     size_t block;
     SpanPhase phase;
   };
-  compute::Backend* backend_ = nullptr;
+  compute::Device* backend_ = nullptr;
   compute::Event start_, end_;
   std::vector<compute::Event> begins_, ends_;  // [max_spans] each
   std::vector<Span> spans_;                    // this step's, in the order they began

@@ -16,13 +16,13 @@
 namespace spillway {
 
 using compute::Backend;
+using compute::Device;
 using compute::StreamId;
 using Access = ActivationStore::Access;
 
 namespace {
 
-constexpr size_t kDeviceAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // Timeline spans a step can record: per block at most an upload for the forward and one for the
 // backward, a forward and a backward compute span and a gradient download (5 · (L + 2) covers the
@@ -109,7 +109,8 @@ struct GradBuffer {
 };
 
 struct StreamingEngine::Impl {
-  Backend& be;
+  Device& dev;   // memory, streams, copies (the bench's is metered)
+  Backend& be;   // the ops
   ModelState& st;
   const StreamingConfig cfg;
   const ParameterLayout& layout;
@@ -144,17 +145,17 @@ struct StreamingEngine::Impl {
   std::vector<GradBuffer> grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
   const std::atomic<bool>* stop = nullptr;  // set_stop_flag
 
-  Impl(Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
-      : be(b), st(s), cfg(c), layout(s.layout()), mc(s.config()), act(b.act_dtype()) {
+  Impl(Device& d, Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
+      : dev(d), be(b), st(s), cfg(c), layout(s.layout()), mc(s.config()), act(d.act_dtype()) {
     traffic.counters = counters;
   }
 
   ~Impl() {
     // Nothing may still be reading or writing memory that is freed or unregistered below (a step
     // that failed half-way can leave work in flight).
-    for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)be.synchronize_stream(s);
+    for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)dev.synchronize_stream(s);
     if (workspace_set) (void)be.set_workspace(nullptr, 0, compute::OpShapes{});  // it lies in the arena
-    for (void* p : registered) be.host_unregister(p);
+    for (void* p : registered) dev.host_unregister(p);
   }
 
   std::vector<StreamId> copy_streams() const { return {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}; }
@@ -172,12 +173,12 @@ struct StreamingEngine::Impl {
     for (size_t b = 0; b < layout.num_blocks(); ++b) {
       const size_t bytes = layout.blocks()[b].numel * sizeof(float);
       for (float* p : {st.master(b), st.grad(b)}) {
-        SPW_RETURN_IF_ERROR(be.host_register(p, bytes));
+        SPW_RETURN_IF_ERROR(dev.host_register(p, bytes));
         registered.push_back(p);
       }
     }
     size_t free_bytes = 0, total_bytes = 0;
-    SPW_RETURN_IF_ERROR(be.device_memory_info(&free_bytes, &total_bytes));
+    SPW_RETURN_IF_ERROR(dev.device_memory_info(&free_bytes, &total_bytes));
     const compute::OpShapes shapes = op_shapes(mc, cfg);
     const uint64_t backend_ws = be.workspace_bytes(shapes);
     const DeviceMemoryPlan need = plan_device_memory(layout, cfg, act, backend_ws);
@@ -189,16 +190,16 @@ struct StreamingEngine::Impl {
                            " bytes and the activations of one micro-batch of " + std::to_string(cfg.micro_batch_size) +
                            " x " + std::to_string(cfg.seq_len) + " tokens); lower micro_batch_size or seq_len");
     }
-    SPW_ASSIGN_OR_RETURN(compute, be.create_stream());
-    SPW_ASSIGN_OR_RETURN(h2d, be.create_stream());
-    SPW_ASSIGN_OR_RETURN(d2h, be.create_stream());
-    SPW_ASSIGN_OR_RETURN(act_h2d, be.create_stream());
-    SPW_ASSIGN_OR_RETURN(act_d2h, be.create_stream());
-    SPW_ASSIGN_OR_RETURN(inputs_ready, be.create_event());
-    SPW_ASSIGN_OR_RETURN(losses_ready, be.create_event());
-    SPW_ASSIGN_OR_RETURN(grad_sumsq_ready, be.create_event());
+    SPW_ASSIGN_OR_RETURN(compute, dev.create_stream());
+    SPW_ASSIGN_OR_RETURN(h2d, dev.create_stream());
+    SPW_ASSIGN_OR_RETURN(d2h, dev.create_stream());
+    SPW_ASSIGN_OR_RETURN(act_h2d, dev.create_stream());
+    SPW_ASSIGN_OR_RETURN(act_d2h, dev.create_stream());
+    SPW_ASSIGN_OR_RETURN(inputs_ready, dev.create_event());
+    SPW_ASSIGN_OR_RETURN(losses_ready, dev.create_event());
+    SPW_ASSIGN_OR_RETURN(grad_sumsq_ready, dev.create_event());
     for (size_t i = 0; i < copy_streams().size(); ++i) {
-      SPW_ASSIGN_OR_RETURN(compute::Event e, be.create_event());
+      SPW_ASSIGN_OR_RETURN(compute::Event e, dev.create_event());
       joins.push_back(std::move(e));
     }
 
@@ -206,28 +207,28 @@ struct StreamingEngine::Impl {
     const uint64_t act_buf = activation_bytes(mc, cfg, act);
     const uint64_t buffers = (static_cast<uint64_t>(mc.num_layers) + 2) * cfg.max_micro_batches;
     const uint64_t wanted = need.fixed_bytes() + (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
-    DeviceAllocator device{[this](size_t n) { return be.device_alloc(n); }, [this](void* p) { be.device_free(p); },
-                           be.name()};
+    DeviceAllocator device{[this](size_t n) { return dev.device_alloc(n); }, [this](void* p) { dev.device_free(p); },
+                           dev.name()};
     const uint64_t capacity = std::min<uint64_t>(wanted, free_bytes);
-    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(capacity, device, traffic.counters, kDeviceAlign));
+    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(capacity, device, traffic.counters, compute::kDeviceAlignment));
     // Pinned slabs sized for the checkpoints when some will spill to the host; otherwise the pool
     // holds only the step's ids, labels and losses.
     HostPoolConfig pc;
     pc.slab_bytes = capacity < wanted ? std::clamp<size_t>(buffers * act_buf, 1 << 20, 256 << 20) : 1 << 20;
-    HostAllocator host{[this](size_t n) { return be.host_alloc_pinned(n); },
-                       [this](void* p, size_t) { be.host_free_pinned(p); }, "pinned host memory (" + be.name() + ")"};
+    HostAllocator host{[this](size_t n) { return dev.host_alloc_pinned(n); },
+                       [this](void* p, size_t) { dev.host_free_pinned(p); }, "pinned host memory (" + dev.name() + ")"};
     pool = std::make_unique<HostPool>(pc, host, traffic.counters);
 
-    SPW_ASSIGN_OR_RETURN(timeline, SpanRecorder::create(be, kSpansPerBlock * layout.num_blocks()));
-    SPW_ASSIGN_OR_RETURN(weights, WeightSlots::create(be, *arena, st, cfg.weight_slots, h2d, compute, timeline, traffic));
+    SPW_ASSIGN_OR_RETURN(timeline, SpanRecorder::create(dev, kSpansPerBlock * layout.num_blocks()));
+    SPW_ASSIGN_OR_RETURN(weights, WeightSlots::create(dev, *arena, st, cfg.weight_slots, h2d, compute, timeline, traffic));
     grads.resize(gradient_buffers(mc));
     for (size_t i = 0; i < grads.size(); ++i) {
       // [max block numel] fp32
       SPW_ASSIGN_OR_RETURN(void* p, reserve("gradients." + std::to_string(i), layout.max_block_numel() * sizeof(float),
                                             Category::kGradients));
       grads[i].ptr = static_cast<float*>(p);
-      SPW_ASSIGN_OR_RETURN(grads[i].computed, be.create_event());
-      SPW_ASSIGN_OR_RETURN(grads[i].downloaded, be.create_event());
+      SPW_ASSIGN_OR_RETURN(grads[i].computed, dev.create_event());
+      SPW_ASSIGN_OR_RETURN(grads[i].downloaded, dev.create_event());
     }
     SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg), lm_head_chunk(mc, cfg), *arena));
     math.emplace(std::move(m));
@@ -258,7 +259,7 @@ struct StreamingEngine::Impl {
                                                          "gradient sums of squares"));
 
     // Last: the checkpoints take what is left.
-    SPW_ASSIGN_OR_RETURN(acts, ActivationStore::create(be, *arena, *pool, mc.num_layers, cfg.max_micro_batches, act_buf,
+    SPW_ASSIGN_OR_RETURN(acts, ActivationStore::create(dev, *arena, *pool, mc.num_layers, cfg.max_micro_batches, act_buf,
                                                        cfg.keep_checkpoints_on_device, {compute, act_h2d, act_d2h},
                                                        traffic));
     plan = need;
@@ -272,8 +273,8 @@ struct StreamingEngine::Impl {
   // --- gradient buffers ----------------------------------------------------------------------------
   Result<GradBuffer*> begin_grad(int index, size_t b) {
     GradBuffer& g = grads[index];
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(compute, g.downloaded));  // its previous download has finished
-    SPW_RETURN_IF_ERROR(be.fill_zero(g.ptr, layout.blocks()[b].numel * sizeof(float), compute));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, g.downloaded));  // its previous download has finished
+    SPW_RETURN_IF_ERROR(dev.fill_zero(g.ptr, layout.blocks()[b].numel * sizeof(float), compute));
     return &g;
   }
 
@@ -284,11 +285,11 @@ struct StreamingEngine::Impl {
   // gradient is the embedding block's (ghead holds the final norm's only).
   Status finish_grad(GradBuffer& g, size_t b) {
     const size_t numel = layout.blocks()[b].numel, bytes = numel * sizeof(float);
-    SPW_RETURN_IF_ERROR(be.record_event(g.computed, compute));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, g.computed));
-    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] { return be.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
-    SPW_RETURN_IF_ERROR(be.record_event(g.downloaded, d2h));
-    SPW_RETURN_IF_ERROR(be.sum_squares(dev_grad_sumsq + b, g.ptr, numel, compute));
+    SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.computed));
+    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] { return dev.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
+    SPW_RETURN_IF_ERROR(dev.record_event(g.downloaded, d2h));
+    SPW_RETURN_IF_ERROR(be.sum_squares(dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}), compute));
     traffic.moved(Link::kD2H, bytes);
     return {};
   }
@@ -329,19 +330,19 @@ struct StreamingEngine::Impl {
     int32_t* host_labels = host_ids + tokens_per_step(cfg);
     std::memcpy(host_ids, batch.input_ids.data(), tokens * sizeof(int32_t));
     std::memcpy(host_labels, batch.labels.data(), tokens * sizeof(int32_t));
-    SPW_RETURN_IF_ERROR(be.copy_h2d(dev_ids, host_ids, tokens * sizeof(int32_t), h2d));
-    SPW_RETURN_IF_ERROR(be.copy_h2d(dev_labels, host_labels, tokens * sizeof(int32_t), h2d));
-    SPW_RETURN_IF_ERROR(be.record_event(inputs_ready, h2d));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(compute, inputs_ready));
+    SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_ids, host_ids, tokens * sizeof(int32_t), h2d));
+    SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_labels, host_labels, tokens * sizeof(int32_t), h2d));
+    SPW_RETURN_IF_ERROR(dev.record_event(inputs_ready, h2d));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, inputs_ready));
     traffic.moved(Link::kH2D, 2 * tokens * sizeof(int32_t));
     return {};
   }
 
   // The per-token losses, down once on the D2H stream.
   Status download_losses(size_t tokens) {
-    SPW_RETURN_IF_ERROR(be.record_event(losses_ready, compute));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, losses_ready));
-    SPW_RETURN_IF_ERROR(be.copy_d2h(host_losses.data(), dev_losses, tokens * sizeof(float), d2h));
+    SPW_RETURN_IF_ERROR(dev.record_event(losses_ready, compute));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, losses_ready));
+    SPW_RETURN_IF_ERROR(dev.copy_d2h(host_losses.data(), dev_losses, tokens * sizeof(float), d2h));
     traffic.moved(Link::kD2H, tokens * sizeof(float));
     return {};
   }
@@ -349,9 +350,9 @@ struct StreamingEngine::Impl {
   // The blocks' gradient sums of squares, down once on the D2H stream after the last of them.
   Status download_grad_sumsq() {
     const size_t bytes = layout.num_blocks() * sizeof(double);
-    SPW_RETURN_IF_ERROR(be.record_event(grad_sumsq_ready, compute));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(d2h, grad_sumsq_ready));
-    SPW_RETURN_IF_ERROR(be.copy_d2h(host_grad_sumsq.data(), dev_grad_sumsq, bytes, d2h));
+    SPW_RETURN_IF_ERROR(dev.record_event(grad_sumsq_ready, compute));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, grad_sumsq_ready));
+    SPW_RETURN_IF_ERROR(dev.copy_d2h(host_grad_sumsq.data(), dev_grad_sumsq, bytes, d2h));
     traffic.moved(Link::kD2H, bytes);
     return {};
   }
@@ -361,11 +362,11 @@ struct StreamingEngine::Impl {
   Status end_step() {
     const std::vector<StreamId> streams = copy_streams();
     for (size_t i = 0; i < streams.size(); ++i) {
-      SPW_RETURN_IF_ERROR(be.record_event(joins[i], streams[i]));
-      SPW_RETURN_IF_ERROR(be.stream_wait_event(compute, joins[i]));
+      SPW_RETURN_IF_ERROR(dev.record_event(joins[i], streams[i]));
+      SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, joins[i]));
     }
     SPW_RETURN_IF_ERROR(timeline.end_step(compute));
-    return be.synchronize_event(timeline.end_event());
+    return dev.synchronize_event(timeline.end_event());
   }
 
   // kCancelled once the stop flag is set: checked before each micro-batch of each layer.
@@ -380,7 +381,7 @@ struct StreamingEngine::Impl {
     // that read or write host memory the caller is about to use (the master weights it
     // checkpoints): they finish before the caller sees the error.
     if (!r.ok()) {
-      for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)be.synchronize_stream(s);
+      for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)dev.synchronize_stream(s);
     }
     return r;
   }
@@ -400,7 +401,7 @@ struct StreamingEngine::Impl {
 
     const double host_start_s = clock ? clock() : 0.0;
     SPW_RETURN_IF_ERROR(timeline.begin_step(compute));
-    for (StreamId s : copy_streams()) SPW_RETURN_IF_ERROR(be.stream_wait_event(s, timeline.start_event()));
+    for (StreamId s : copy_streams()) SPW_RETURN_IF_ERROR(dev.stream_wait_event(s, timeline.start_event()));
     SPW_RETURN_IF_ERROR(upload_tokens(batch, tokens));
 
     // Forward: the embedding, then each layer for every micro-batch; the next block is prefetched
@@ -465,7 +466,7 @@ struct StreamingEngine::Impl {
                                        ghead ? ghead->ptr : nullptr, dlm, logits ? dev_logits : nullptr, n, compute));
         if (logits) {
           // On the compute stream: the next micro-batch overwrites the buffer (eval and generation only).
-          SPW_RETURN_IF_ERROR(be.copy_d2h(logits + at * V, dev_logits, static_cast<size_t>(n) * V * sizeof(float), compute));
+          SPW_RETURN_IF_ERROR(dev.copy_d2h(logits + at * V, dev_logits, static_cast<size_t>(n) * V * sizeof(float), compute));
         }
         SPW_RETURN_IF_ERROR(acts->close(x));
         if (train) SPW_RETURN_IF_ERROR(acts->close(dy));
@@ -537,7 +538,14 @@ StreamingEngine::~StreamingEngine() = default;
 
 Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Backend& backend, ModelState& state,
                                                                  const StreamingConfig& config, TierCounters* counters) {
-  std::unique_ptr<StreamingEngine> engine(new StreamingEngine(std::make_unique<Impl>(backend, state, config, counters)));
+  return create(backend.device(), backend, state, config, counters);
+}
+
+Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Device& device, compute::Backend& backend,
+                                                                 ModelState& state, const StreamingConfig& config,
+                                                                 TierCounters* counters) {
+  std::unique_ptr<StreamingEngine> engine(
+      new StreamingEngine(std::make_unique<Impl>(device, backend, state, config, counters)));
   SPW_RETURN_IF_ERROR(engine->impl_->setup());
   return engine;
 }

@@ -60,7 +60,7 @@ struct StreamingConfig {
   int weight_slots = 2;      // K >= 2
   int micro_batch_size = 1;  // sequences per micro-batch
   int max_micro_batches = 1; // micro-batches per step (gradient accumulation)
-  int seq_len = 128;
+  int seq_len = 0;           // positions per sequence (data.seq_len): required, create() refuses 0
   int lm_head_chunk = 0;     // tokens whose logits exist at once; 0: lm_head_chunk_for(vocab)
   bool keep_checkpoints_on_device = true;  // while they fit
   // forward() may return the logits of micro-batches of up to this many tokens: reserves
@@ -111,6 +111,11 @@ class StreamingEngine {
   // kOutOfMemory when the device cannot hold fixed_bytes(); kInvalidArgument for a bad config.
   static Result<std::unique_ptr<StreamingEngine>> create(compute::Backend& backend, ModelState& state,
                                                          const StreamingConfig& config,
+                                                         TierCounters* counters = nullptr);
+  // As above, with memory, streams, events and copies taken from `device` (the backend's device
+  // or a wrapper of it, such as the bench's MeteredDevice) and the ops from `backend`.
+  static Result<std::unique_ptr<StreamingEngine>> create(compute::Device& device, compute::Backend& backend,
+                                                         ModelState& state, const StreamingConfig& config,
                                                          TierCounters* counters = nullptr);
   ~StreamingEngine();
 

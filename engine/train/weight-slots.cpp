@@ -9,8 +9,7 @@ using compute::StreamId;
 
 namespace {
 
-constexpr size_t kAlign = 256;
-uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
 
 // fp32 elements staged per copy when the master is converted on the device: 32 MiB, long enough
 // that a copy runs at link speed, small next to a 7B layer's ~0.8 GB of fp32.
@@ -30,12 +29,12 @@ uint64_t WeightSlots::staging_bytes(const ParameterLayout& layout, DType act) {
   return aligned(staging_numel(layout, act) * sizeof(float));
 }
 
-WeightSlots::WeightSlots(compute::Backend& backend, const ModelState& state, StreamId h2d, StreamId compute,
+WeightSlots::WeightSlots(compute::Device& backend, const ModelState& state, StreamId h2d, StreamId compute,
                          SpanRecorder& timeline, LinkTraffic& traffic)
     : be_(backend), state_(state), act_(backend.act_dtype()), h2d_(h2d), compute_(compute), timeline_(timeline),
       traffic_(traffic) {}
 
-Result<std::unique_ptr<WeightSlots>> WeightSlots::create(compute::Backend& backend, DeviceArena& arena,
+Result<std::unique_ptr<WeightSlots>> WeightSlots::create(compute::Device& backend, DeviceArena& arena,
                                                          const ModelState& state, int slots, StreamId h2d,
                                                          StreamId compute, SpanRecorder& timeline, LinkTraffic& traffic) {
   std::unique_ptr<WeightSlots> w(new WeightSlots(backend, state, h2d, compute, timeline, traffic));

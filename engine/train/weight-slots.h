@@ -43,7 +43,7 @@ class WeightSlots {
 
   // Reserves the slots (Category::kWeights) and the staging chunk in `arena`. `h2d` and `compute`
   // are the streams that upload and read the slots.
-  static Result<std::unique_ptr<WeightSlots>> create(compute::Backend& backend, DeviceArena& arena,
+  static Result<std::unique_ptr<WeightSlots>> create(compute::Device& backend, DeviceArena& arena,
                                                      const ModelState& state, int slots, compute::StreamId h2d,
                                                      compute::StreamId compute, SpanRecorder& timeline,
                                                      LinkTraffic& traffic);
@@ -71,7 +71,7 @@ class WeightSlots {
     bool pinned = false;
     compute::Event ready, free;
   };
-  WeightSlots(compute::Backend& backend, const ModelState& state, compute::StreamId h2d, compute::StreamId compute,
+  WeightSlots(compute::Device& backend, const ModelState& state, compute::StreamId h2d, compute::StreamId compute,
               SpanRecorder& timeline, LinkTraffic& traffic);
   int find(size_t b) const;
   // Block b resident (uploading it when needed): its slot, or -1 when every slot is pinned and
@@ -79,7 +79,7 @@ class WeightSlots {
   Result<int> ensure(size_t b, bool forward, bool may_fail);
   Status upload(Slot& slot, size_t b);
 
-  compute::Backend& be_;
+  compute::Device& be_;
   const ModelState& state_;
   const DType act_;
   const compute::StreamId h2d_, compute_;

@@ -581,10 +581,10 @@ TEST_F(FaultMatrix, MoreMemoryThanTheMachineHas) {
       {"output", {{"run_dir", tmp_.path() + "/big"}}}};
   auto r = worker({"plan", write_job("big", big)});
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.err.find("does not fit: DRAM: needs 1117.57 GB but "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not fit: DRAM: needs 1117.56 GB but "), std::string::npos) << r.err;
   r = worker({"train", tmp_.path() + "/big.json"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("the job does not fit: DRAM: needs 1117.57 GB but "), std::string::npos)
+  EXPECT_NE(r.err.find("the job does not fit: DRAM: needs 1117.56 GB but "), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("set placement.optimizer (and placement.master) to \"ssd\""),
             std::string::npos)

@@ -151,10 +151,10 @@ TEST_P(CudaOps, Embedding) {
             Outputs o;
             int32_t* idd = side.i32(ids);
             void* out = side.act_zeros(size_t(n) * d);
-            EXPECT_OK(be.embedding_forward(out, idd, side.act(table), n, d, 0));
+            EXPECT_OK(be.embedding_forward(Tensor(out, be.act_dtype(), {n, d}), i32(idd, {n}), ConstTensor(side.act(table), be.act_dtype(), {v, d}), 0));
             o["forward.out"] = side.get_act(out, size_t(n) * d);
             float* dt = side.f32(dtable0);
-            EXPECT_OK(be.embedding_backward(dt, idd, side.act(dout), n, d, 0));
+            EXPECT_OK(be.embedding_backward(Tensor(dt, DType::kF32, {v, d}), i32(idd, {n}), ConstTensor(side.act(dout), be.act_dtype(), {n, d}), 0));
             o["backward.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
             return o;
           },
@@ -183,29 +183,28 @@ TEST_P(CudaOps, RmsNorm) {
             void* wd = side.act(w);
             void* out = side.act_zeros(nd);
             float* rs = side.f32_zeros(n);
-            EXPECT_OK(be.rmsnorm_forward(out, rs, xd, wd, n, d, eps, 0));
+            EXPECT_OK(be.rmsnorm_forward(Tensor(out, be.act_dtype(), {n, d}), Tensor(rs, DType::kF32, {n}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
             o["forward.out"] = side.get_act(out, nd);
             o["forward.rstd"] = side.get_f32(rs, n);
 
             void* sum = side.act_zeros(nd);
-            EXPECT_OK(be.residual_rmsnorm_forward(sum, out, rs, xd, side.act(r), wd, n, d, eps, 0));
+            EXPECT_OK(be.residual_rmsnorm_forward(Tensor(sum, be.act_dtype(), {n, d}), Tensor(out, be.act_dtype(), {n, d}), Tensor(rs, DType::kF32, {n}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(side.act(r), be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
             o["residual.sum"] = side.get_act(sum, nd);
             o["residual.out"] = side.get_act(out, nd);
             o["residual.rstd"] = side.get_f32(rs, n);
             void* xa = side.act(x);  // sum aliasing x, as the trainer's residual stream does
-            EXPECT_OK(be.residual_rmsnorm_forward(xa, out, rs, xa, side.act(r), wd, n, d, eps, 0));
+            EXPECT_OK(be.residual_rmsnorm_forward(Tensor(xa, be.act_dtype(), {n, d}), Tensor(out, be.act_dtype(), {n, d}), Tensor(rs, DType::kF32, {n}), ConstTensor(xa, be.act_dtype(), {n, d}), ConstTensor(side.act(r), be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
             o["residual_alias.sum"] = side.get_act(xa, nd);
             o["residual_alias.out"] = side.get_act(out, nd);
 
             float* rsd = side.f32(rstd);
             void* dx = side.act_zeros(nd);
             float* dw = side.f32(dw0);
-            EXPECT_OK(be.rmsnorm_backward(dx, dw, side.act(dout), xd, wd, rsd, n, d, false, 0));
+            EXPECT_OK(be.rmsnorm_backward(Tensor(dx, be.act_dtype(), {n, d}), Tensor(dw, DType::kF32, {d}), ConstTensor(side.act(dout), be.act_dtype(), {n, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), ConstTensor(rsd, DType::kF32, {n}), false, 0));
             o["backward.dx"] = side.get_act(dx, nd);
             o["backward.dw"] = delta(side.get_f32(dw, d), dw0);
             void* dxa = side.act(dx0);
-            EXPECT_OK(be.rmsnorm_backward(dxa, side.f32(dw0), side.act(dout), xd, wd, rsd, n, d,
-                                          true, 0));
+            EXPECT_OK(be.rmsnorm_backward(Tensor(dxa, be.act_dtype(), {n, d}), Tensor(side.f32(dw0), DType::kF32, {d}), ConstTensor(side.act(dout), be.act_dtype(), {n, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), ConstTensor(rsd, DType::kF32, {n}), true, 0));
             o["backward_accumulate.dx"] = side.get_act(dxa, nd);
             return o;
           },
@@ -249,22 +248,22 @@ TEST_P(CudaOps, Linear) {
           void* wd = side.act(w);
           void* dyd = side.act(dy);
           void* y = side.act_zeros(size_t(n) * out);
-          EXPECT_OK(be.linear_forward(y, xd, wd, c.bias ? side.act(b) : nullptr, n, in, out, 0));
+          EXPECT_OK(be.linear_forward(Tensor(y, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), ConstTensor(c.bias ? side.act(b) : nullptr, be.act_dtype(), {out}), 0));
           o[p + "forward.y"] = side.get_act(y, size_t(n) * out);
           void* dx = side.act_zeros(size_t(n) * in);
           float* dw = side.f32(dw0);
           float* db = c.bias ? side.f32(db0) : nullptr;
-          EXPECT_OK(be.linear_backward(dx, dw, db, dyd, xd, wd, n, in, out, false, 0));
+          EXPECT_OK(be.linear_backward(Tensor(dx, be.act_dtype(), {n, in}), Tensor(dw, DType::kF32, {out, in}), Tensor(db, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), false, 0));
           o[p + "backward.dx"] = side.get_act(dx, size_t(n) * in);
           o[p + "backward.dw"] = delta(side.get_f32(dw, size_t(out) * in), dw0);
           if (c.bias) o[p + "backward.db"] = delta(side.get_f32(db, out), db0);
           void* dxa = side.act(dx0);
           EXPECT_OK(
-              be.linear_backward(dxa, side.f32(dw0), nullptr, dyd, xd, wd, n, in, out, true, 0));
+              be.linear_backward(Tensor(dxa, be.act_dtype(), {n, in}), Tensor(side.f32(dw0), DType::kF32, {out, in}), Tensor(nullptr, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), true, 0));
           o[p + "backward_accumulate.dx"] = side.get_act(dxa, size_t(n) * in);
           float* dw_only = side.f32(dw0);
           EXPECT_OK(
-              be.linear_backward(nullptr, dw_only, nullptr, dyd, xd, wd, n, in, out, false, 0));
+              be.linear_backward(Tensor(nullptr, be.act_dtype(), {n, in}), Tensor(dw_only, DType::kF32, {out, in}), Tensor(nullptr, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), false, 0));
           o[p + "backward_no_dx.dw"] = delta(side.get_f32(dw_only, size_t(out) * in), dw0);
           return o;
         },
@@ -293,12 +292,12 @@ TEST_P(CudaOps, Rope) {
           const std::string p = std::string(name) + ".";
           void* qd = side.act(q);
           void* kd = side.act(k);
-          EXPECT_OK(be.rope_forward(qd, B, T, s.heads, s.head_dim, s.theta, sc, 0));
-          EXPECT_OK(be.rope_forward(kd, B, T, s.kv_heads, s.head_dim, s.theta, sc, 0));
+          EXPECT_OK(be.rope_forward(Tensor(qd, be.act_dtype(), {B, T, s.heads, s.head_dim}), s.theta, sc, 0));
+          EXPECT_OK(be.rope_forward(Tensor(kd, be.act_dtype(), {B, T, s.kv_heads, s.head_dim}), s.theta, sc, 0));
           o[p + "forward.q"] = side.get_act(qd, q.size());
           o[p + "forward.k"] = side.get_act(kd, k.size());
           void* dq = side.act(q);
-          EXPECT_OK(be.rope_backward(dq, B, T, s.heads, s.head_dim, s.theta, sc, 0));
+          EXPECT_OK(be.rope_backward(Tensor(dq, be.act_dtype(), {B, T, s.heads, s.head_dim}), s.theta, sc, 0));
           o[p + "backward.dq"] = side.get_act(dq, q.size());
         }
         return o;
@@ -324,8 +323,7 @@ TEST_P(CudaOps, Attention) {
     Side side(*cpu_, s.op_shapes());
     void* out = side.act_zeros(nq);
     float* lse = side.f32_zeros(nl);
-    ASSERT_OK(cpu_->attention_forward(out, lse, side.act(q), side.act(k), side.act(v), B, T, hq,
-                                      hkv, hd, 0));
+    ASSERT_OK((cpu_)->attention_forward(Tensor(out, (*cpu_).act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}), ConstTensor(side.act(q), (*cpu_).act_dtype(), {B, T, hq, hd}), ConstTensor(side.act(k), (*cpu_).act_dtype(), {B, T, hkv, hd}), ConstTensor(side.act(v), (*cpu_).act_dtype(), {B, T, hkv, hd}), 0));
     out_ref = bf16_rounded(side.get_act(out, nq));
     lse_ref = side.get_f32(lse, nl);
   }
@@ -339,14 +337,13 @@ TEST_P(CudaOps, Attention) {
         void* vd = side.act(v);
         void* out = side.act_zeros(nq);
         float* lse = side.f32_zeros(nl);
-        EXPECT_OK(be.attention_forward(out, lse, qd, kd, vd, B, T, hq, hkv, hd, 0));
+        EXPECT_OK(be.attention_forward(Tensor(out, be.act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}), ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}), ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}), 0));
         o["forward.out"] = side.get_act(out, nq);
         o["forward.lse"] = side.get_f32(lse, nl);
         void* dq = side.act_zeros(nq);
         void* dk = side.act_zeros(nkv);
         void* dv = side.act_zeros(nkv);
-        EXPECT_OK(be.attention_backward(dq, dk, dv, side.act(dout), qd, kd, vd, side.act(out_ref),
-                                        side.f32(lse_ref), B, T, hq, hkv, hd, 0));
+        EXPECT_OK(be.attention_backward(Tensor(dq, be.act_dtype(), {B, T, hq, hd}), Tensor(dk, be.act_dtype(), {B, T, hkv, hd}), Tensor(dv, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(side.act(dout), be.act_dtype(), {B, T, hq, hd}), ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}), ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(side.act(out_ref), be.act_dtype(), {B, T, hq, hd}), ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0));
         o["backward.dq"] = side.get_act(dq, nq);
         o["backward.dk"] = side.get_act(dk, nkv);
         o["backward.dv"] = side.get_act(dv, nkv);
@@ -371,9 +368,11 @@ TEST_P(CudaOps, AttentionKeyBias) {
           [&](Side& side) {
             Outputs o;
             float* db = side.f32(db0);
-            EXPECT_OK(side.be().attention_key_bias_backward(db, side.act(dout), side.act(q),
-                                                            side.act(k), side.act(v), B, T, hq, hkv,
-                                                            hd, s.theta, RopeScaling{}, 0));
+            EXPECT_OK(side.be().attention_key_bias_backward(
+                f32(db, {hkv, hd}), ConstTensor(side.act(dout), side.be().act_dtype(), {B, T, hq, hd}),
+                ConstTensor(side.act(q), side.be().act_dtype(), {B, T, hq, hd}),
+                ConstTensor(side.act(k), side.be().act_dtype(), {B, T, hkv, hd}),
+                ConstTensor(side.act(v), side.be().act_dtype(), {B, T, hkv, hd}), s.theta, RopeScaling{}, 0));
             o["db"] = delta(side.get_f32(db, db0.size()), db0);
             return o;
           },
@@ -393,15 +392,15 @@ TEST_P(CudaOps, SwiGluAndAdd) {
             void* g = side.act(gate);
             void* u = side.act(up);
             void* out = side.act_zeros(nf);
-            EXPECT_OK(be.swiglu_forward(out, g, u, n, f, 0));
+            EXPECT_OK(be.swiglu_forward(Tensor(out, be.act_dtype(), {n, f}), ConstTensor(g, be.act_dtype(), {n, f}), ConstTensor(u, be.act_dtype(), {n, f}), 0));
             o["swiglu_forward.out"] = side.get_act(out, nf);
             void* dg = side.act_zeros(nf);
             void* du = side.act_zeros(nf);
-            EXPECT_OK(be.swiglu_backward(dg, du, side.act(dout), g, u, n, f, 0));
+            EXPECT_OK(be.swiglu_backward(Tensor(dg, be.act_dtype(), {n, f}), Tensor(du, be.act_dtype(), {n, f}), ConstTensor(side.act(dout), be.act_dtype(), {n, f}), ConstTensor(g, be.act_dtype(), {n, f}), ConstTensor(u, be.act_dtype(), {n, f}), 0));
             o["swiglu_backward.dgate"] = side.get_act(dg, nf);
             o["swiglu_backward.dup"] = side.get_act(du, nf);
             void* y = side.act(y0);
-            EXPECT_OK(be.add_inplace(y, u, nf, 0));
+            EXPECT_OK(be.add_inplace(Tensor(y, be.act_dtype(), {static_cast<int64_t>(nf)}), ConstTensor(u, be.act_dtype(), {static_cast<int64_t>(nf)}), 0));
             o["add_inplace.y"] = side.get_act(y, nf);
             return o;
           },
@@ -440,14 +439,13 @@ TEST_P(CudaOps, LmHeadLoss) {
         void* dx = side.act_zeros(size_t(n) * d);
         float* dw = side.f32(dw0);
         float* logits = with_logits ? side.f32_zeros(size_t(n) * v) : nullptr;
-        EXPECT_OK(be.lm_head_loss(losses, dx, dw, xd, wd, ld, n, d, v, scale, logits, s.chunk, 0));
+        EXPECT_OK(be.lm_head_loss(Tensor(losses, DType::kF32, {n}), Tensor(dx, be.act_dtype(), {n, d}), Tensor(dw, DType::kF32, {v, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {v, d}), i32(ld, {n}), scale, Tensor(logits, DType::kF32, {n, v}), s.chunk, 0));
         o["losses"] = side.get_f32(losses, n);
         o["dx"] = side.get_act(dx, size_t(n) * d);
         o["dw"] = delta(side.get_f32(dw, size_t(v) * d), dw0);
         if (with_logits) o["logits"] = side.get_f32(logits, size_t(n) * v);
         float* eval = side.f32_zeros(n);
-        EXPECT_OK(be.lm_head_loss(eval, nullptr, nullptr, xd, wd, ld, n, d, v, 0.0f, nullptr,
-                                  s.chunk, 0));
+        EXPECT_OK(be.lm_head_loss(Tensor(eval, DType::kF32, {n}), Tensor(nullptr, be.act_dtype(), {n, d}), Tensor(nullptr, DType::kF32, {v, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {v, d}), i32(ld, {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), s.chunk, 0));
         o["eval.losses"] = side.get_f32(eval, n);
         return o;
       },
@@ -515,11 +513,11 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
   auto* b16 = static_cast<uint16_t*>(side.alloc(n * 2));
   float* back = static_cast<float*>(side.alloc(n * 4));
   float* copy = static_cast<float*>(side.alloc(n * 4));
-  ASSERT_OK(be_->convert(b16, DType::kBF16, src, DType::kF32, n, 0));
-  ASSERT_OK(be_->convert(back, DType::kF32, b16, DType::kBF16, n, 0));
-  ASSERT_OK(be_->convert(copy, DType::kF32, src, DType::kF32, n, 0));
+  ASSERT_OK(be_->device().convert(b16, DType::kBF16, src, DType::kF32, n, 0));
+  ASSERT_OK(be_->device().convert(back, DType::kF32, b16, DType::kBF16, n, 0));
+  ASSERT_OK(be_->device().convert(copy, DType::kF32, src, DType::kF32, n, 0));
   std::vector<uint16_t> got16(n);
-  ASSERT_OK(be_->copy_d2h(got16.data(), b16, n * 2, 0));
+  ASSERT_OK(be_->device().copy_d2h(got16.data(), b16, n * 2, 0));
   const auto got = side.get_f32(back, n);
   const auto copied = side.get_f32(copy, n);
   EXPECT_TRUE(same_bits(copied, h));
@@ -538,7 +536,7 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
     }
   }
   EXPECT_EQ(bad, 0u);
-  Status s = be_->convert(copy, DType::kF16, src, DType::kF32, n, 0);
+  Status s = be_->device().convert(copy, DType::kF16, src, DType::kF32, n, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
 }
 
@@ -546,7 +544,7 @@ TEST_F(CudaBackendTest, ConvertRoundTrips) {
 // of destroyed streams and events are reused; timing events measure GPU time.
 TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
   const size_t n = 16 << 20;  // 64 MB: long enough that a missing wait would read the old contents
-  auto pinned = be_->host_alloc_pinned(n * 4);
+  auto pinned = be_->device().host_alloc_pinned(n * 4);
   ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
   float* host = static_cast<float*>(*pinned);
   for (size_t i = 0; i < n; ++i) host[i] = float(i % 1000) - 500.0f;
@@ -554,73 +552,73 @@ TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
   float* dev = side.f32_zeros(n);
   auto* b16 = static_cast<uint16_t*>(side.alloc(n * 2));
 
-  auto copy_stream = be_->create_stream();
+  auto copy_stream = be_->device().create_stream();
   ASSERT_TRUE(copy_stream.ok()) << copy_stream.status().to_string();
   EXPECT_NE(copy_stream->id(), 0);
-  auto copied = be_->create_event();
-  auto start = be_->create_event(true), end = be_->create_event(true);
+  auto copied = be_->device().create_event();
+  auto start = be_->device().create_event(true), end = be_->device().create_event(true);
   ASSERT_TRUE(copied.ok() && start.ok() && end.ok());
-  ASSERT_OK(be_->synchronize_event(*copied));  // never recorded: complete
-  ASSERT_OK(be_->record_event(*start, *copy_stream));
-  ASSERT_OK(be_->copy_h2d(dev, host, n * 4, *copy_stream));
-  ASSERT_OK(be_->record_event(*copied, *copy_stream));
-  ASSERT_OK(be_->record_event(*end, *copy_stream));
-  ASSERT_OK(be_->stream_wait_event(0, *copied));
-  ASSERT_OK(be_->convert(b16, DType::kBF16, dev, DType::kF32, n, 0));
+  ASSERT_OK(be_->device().synchronize_event(*copied));  // never recorded: complete
+  ASSERT_OK(be_->device().record_event(*start, *copy_stream));
+  ASSERT_OK(be_->device().copy_h2d(dev, host, n * 4, *copy_stream));
+  ASSERT_OK(be_->device().record_event(*copied, *copy_stream));
+  ASSERT_OK(be_->device().record_event(*end, *copy_stream));
+  ASSERT_OK(be_->device().stream_wait_event(0, *copied));
+  ASSERT_OK(be_->device().convert(b16, DType::kBF16, dev, DType::kF32, n, 0));
   std::vector<uint16_t> got(n);
-  ASSERT_OK(be_->copy_d2h(got.data(), b16, n * 2, 0));
-  ASSERT_OK(be_->synchronize_stream(0));
+  ASSERT_OK(be_->device().copy_d2h(got.data(), b16, n * 2, 0));
+  ASSERT_OK(be_->device().synchronize_stream(0));
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) bad += got[i] != f32_to_bf16(host[i]);
   EXPECT_EQ(bad, 0u) << "the conversion did not wait for the copy";
 
-  auto t = be_->elapsed_s(*start, *end);
+  auto t = be_->device().elapsed_s(*start, *end);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_GT(*t, 0.0);
   EXPECT_LT(*t, 10.0);
   std::printf("64 MB host-to-device from pinned memory: %.3f ms, %.1f GB/s\n", *t * 1e3,
               n * 4 / *t / 1e9);
-  Status no_timing = be_->elapsed_s(*copied, *end).status();
+  Status no_timing = be_->device().elapsed_s(*copied, *end).status();
   EXPECT_EQ(no_timing.code(), ErrorCode::kInvalidArgument) << no_timing.to_string();
-  auto unrecorded = be_->create_event(true);
+  auto unrecorded = be_->device().create_event(true);
   ASSERT_TRUE(unrecorded.ok());
-  EXPECT_EQ(be_->elapsed_s(*unrecorded, *end).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be_->device().elapsed_s(*unrecorded, *end).status().code(), ErrorCode::kInvalidArgument);
 
   // Destroyed handles free their ids for reuse; a destroyed id is unknown until then.
   const StreamId sid = copy_stream->id();
   copy_stream->reset();
-  EXPECT_EQ(be_->synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
-  auto again = be_->create_stream();
+  EXPECT_EQ(be_->device().synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
+  auto again = be_->device().create_stream();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->id(), sid);
   const EventId eid = copied->id();
   copied->reset();
-  EXPECT_EQ(be_->record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
-  auto again_event = be_->create_event();
+  EXPECT_EQ(be_->device().record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
+  auto again_event = be_->device().create_event();
   ASSERT_TRUE(again_event.ok());
   EXPECT_EQ(again_event->id(), eid);
-  be_->host_free_pinned(host);
+  be_->device().host_free_pinned(host);
 }
 
 // cudaHostRegister'd memory copies both ways.
 TEST_F(CudaBackendTest, HostRegister) {
   std::vector<float> host = testing::random_floats(1 << 20, 90);
   std::vector<float> back(host.size());
-  ASSERT_OK(be_->host_register(host.data(), host.size() * 4));
-  ASSERT_OK(be_->host_register(back.data(), back.size() * 4));
-  EXPECT_EQ(be_->host_register(host.data(), host.size() * 4).code(), ErrorCode::kInvalidArgument);
+  ASSERT_OK(be_->device().host_register(host.data(), host.size() * 4));
+  ASSERT_OK(be_->device().host_register(back.data(), back.size() * 4));
+  EXPECT_EQ(be_->device().host_register(host.data(), host.size() * 4).code(), ErrorCode::kInvalidArgument);
   Side side(*be_, OpShapes{});
   float* dev = static_cast<float*>(side.alloc(host.size() * 4));
-  ASSERT_OK(be_->copy_h2d(dev, host.data(), host.size() * 4, 0));
-  ASSERT_OK(be_->copy_d2h(back.data(), dev, back.size() * 4, 0));
-  ASSERT_OK(be_->synchronize_stream(0));
+  ASSERT_OK(be_->device().copy_h2d(dev, host.data(), host.size() * 4, 0));
+  ASSERT_OK(be_->device().copy_d2h(back.data(), dev, back.size() * 4, 0));
+  ASSERT_OK(be_->device().synchronize_stream(0));
   EXPECT_TRUE(same_bits(back, host));
-  be_->host_unregister(host.data());
-  be_->host_unregister(back.data());
+  be_->device().host_unregister(host.data());
+  be_->device().host_unregister(back.data());
 }
 
 TEST_F(CudaBackendTest, ErrorsNameTheOpAndTheFix) {
-  auto huge = be_->device_alloc(size_t(1) << 50);
+  auto huge = be_->device().device_alloc(size_t(1) << 50);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(huge.status().message().find("lower micro_batch_size or seq_len"), std::string::npos)
@@ -631,16 +629,16 @@ TEST_F(CudaBackendTest, ErrorsNameTheOpAndTheFix) {
   void* buf = side.alloc(1 << 20);
   ASSERT_NE(buf, nullptr);
 
-  Status s = be_->rmsnorm_forward(buf, static_cast<float*>(buf), buf, buf, -1, 64, 1e-5f, 0);
+  Status s = be_->rmsnorm_forward(Tensor(buf, be_->act_dtype(), {-1, 64}), Tensor(static_cast<float*>(buf), DType::kF32, {-1}), ConstTensor(buf, be_->act_dtype(), {-1, 64}), ConstTensor(buf, be_->act_dtype(), {64}), 1e-5f, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("rmsnorm_forward"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("n=-1"), std::string::npos) << s.to_string();
-  s = be_->linear_forward(buf, buf, buf, nullptr, 4, 0, 8, 0);
+  s = be_->linear_forward(Tensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 0}), ConstTensor(buf, be_->act_dtype(), {8, 0}), ConstTensor(nullptr, be_->act_dtype(), {8}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("in=0"), std::string::npos) << s.to_string();
-  s = be_->add_inplace(buf, nullptr, 16, 0);
+  s = be_->add_inplace(Tensor(buf, be_->act_dtype(), {static_cast<int64_t>(16)}), ConstTensor(nullptr, be_->act_dtype(), {static_cast<int64_t>(16)}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
-  s = be_->swiglu_forward(buf, buf, buf, 4, 8, 99);
+  s = be_->swiglu_forward(Tensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 8}), 99);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("unknown stream 99"), std::string::npos) << s.to_string();
 }
@@ -662,11 +660,11 @@ std::vector<float> spread_floats(size_t n, uint64_t seed) {
 // op that writes nothing shows.
 double sum_squares_on(Backend& be, double* out, const float* x, size_t n) {
   const double nan = NAN;
-  EXPECT_OK(be.copy_h2d(out, &nan, sizeof(double), 0));
-  EXPECT_OK(be.sum_squares(out, x, n, 0));
+  EXPECT_OK(be.device().copy_h2d(out, &nan, sizeof(double), 0));
+  EXPECT_OK(be.sum_squares(out, f32(x, {static_cast<int64_t>(n)}), 0));
   double got = NAN;
-  EXPECT_OK(be.copy_d2h(&got, out, sizeof(double), 0));
-  EXPECT_OK(be.synchronize_stream(0));
+  EXPECT_OK(be.device().copy_d2h(&got, out, sizeof(double), 0));
+  EXPECT_OK(be.device().synchronize_stream(0));
   return got;
 }
 
@@ -711,19 +709,19 @@ TEST_F(CudaBackendTest, SumSquares) {
     EXPECT_EQ(std::memcmp(&got, &again, sizeof(double)), 0) << "two identical runs differ";
     float* shifted =
         static_cast<float*>(side.alloc((n + 1) * sizeof(float))) + 1;  // 4 bytes past 256
-    ASSERT_OK(be_->copy_h2d(shifted, x.data(), n * sizeof(float), 0));
+    ASSERT_OK(be_->device().copy_h2d(shifted, x.data(), n * sizeof(float), 0));
     const double unaligned = sum_squares_on(*be_, out, shifted, n);
     EXPECT_EQ(std::memcmp(&got, &unaligned, sizeof(double)), 0)
         << "the unaligned copy sums differently";
     if (n == layer_7b) {
-      auto start = be_->create_event(true), end = be_->create_event(true);
+      auto start = be_->device().create_event(true), end = be_->device().create_event(true);
       ASSERT_TRUE(start.ok() && end.ok());
       constexpr int kRuns = 10;
-      ASSERT_OK(be_->record_event(*start, 0));
-      for (int r = 0; r < kRuns; ++r) ASSERT_OK(be_->sum_squares(out, dx, n, 0));
-      ASSERT_OK(be_->record_event(*end, 0));
-      ASSERT_OK(be_->synchronize_stream(0));
-      auto t = be_->elapsed_s(*start, *end);
+      ASSERT_OK(be_->device().record_event(*start, 0));
+      for (int r = 0; r < kRuns; ++r) ASSERT_OK(be_->sum_squares(out, f32(dx, {static_cast<int64_t>(n)}), 0));
+      ASSERT_OK(be_->device().record_event(*end, 0));
+      ASSERT_OK(be_->device().synchronize_stream(0));
+      auto t = be_->device().elapsed_s(*start, *end);
       ASSERT_TRUE(t.ok()) << t.status().to_string();
       const double s = *t / kRuns;
       std::printf("sum_squares of a llama-7B layer's gradient (%zu floats): %.3f ms, %.0f GB/s\n",
@@ -734,17 +732,17 @@ TEST_F(CudaBackendTest, SumSquares) {
 
 TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   // be_ has no workspace yet.
-  auto buf = be_->device_alloc(64 << 20);
+  auto buf = be_->device().device_alloc(64 << 20);
   ASSERT_TRUE(buf.ok());
   void* p = *buf;
   float* f = static_cast<float*>(p);
-  Status s = be_->linear_forward(p, p, p, nullptr, 4, 64, 64, 0);
+  Status s = be_->linear_forward(Tensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {64, 64}), ConstTensor(nullptr, be_->act_dtype(), {64}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
-  s = be_->rmsnorm_backward(p, f, p, p, p, f, 4, 64, false, 0);
+  s = be_->rmsnorm_backward(Tensor(p, be_->act_dtype(), {4, 64}), Tensor(f, DType::kF32, {64}), ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {64}), ConstTensor(f, DType::kF32, {4}), false, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
-  s = be_->sum_squares(static_cast<double*>(p), f, 64, 0);  // its partial sums
+  s = be_->sum_squares(static_cast<double*>(p), f32(f, {64}), 0);  // its partial sums
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
 
@@ -759,18 +757,18 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   small.intermediate = 128;
   const size_t bytes = be_->workspace_bytes(small);
   EXPECT_EQ(bytes % 256, 0u);
-  auto ws = be_->device_alloc(bytes);
+  auto ws = be_->device().device_alloc(bytes);
   ASSERT_TRUE(ws.ok());
   EXPECT_EQ(be_->set_workspace(*ws, bytes - 256, small).code(), ErrorCode::kInvalidArgument);
   ASSERT_OK(be_->set_workspace(*ws, bytes, small));
   // Attention over a sequence 4096 times longer than the workspace was sized for (the buffers would
   // hold it: the check comes first).
-  s = be_->attention_backward(p, p, p, p, p, p, p, p, f, 1, 65536, 2, 1, 64, 0);
+  s = be_->attention_backward(Tensor(p, be_->act_dtype(), {1, 65536, 2, 64}), Tensor(p, be_->act_dtype(), {1, 65536, 1, 64}), Tensor(p, be_->act_dtype(), {1, 65536, 1, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 1, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 1, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}), ConstTensor(f, DType::kF32, {1, 2, 65536}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("attention_backward"), std::string::npos) << s.to_string();
-  ASSERT_OK(be_->synchronize_stream(0));
-  be_->device_free(*ws);
-  be_->device_free(p);
+  ASSERT_OK(be_->device().synchronize_stream(0));
+  be_->device().device_free(*ws);
+  be_->device().device_free(p);
 }
 
 }  // namespace

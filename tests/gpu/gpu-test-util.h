@@ -66,8 +66,8 @@ class Side {
     if (void* ws = alloc(bytes)) check(be_.set_workspace(ws, bytes, shapes), "set_workspace");
   }
   ~Side() {
-    check(be_.synchronize_stream(0), "synchronize_stream");
-    for (void* p : allocs_) be_.device_free(p);
+    check(be_.device().synchronize_stream(0), "synchronize_stream");
+    for (void* p : allocs_) be_.device().device_free(p);
   }
   Side(const Side&) = delete;
   Side& operator=(const Side&) = delete;
@@ -75,7 +75,7 @@ class Side {
   Backend& be() { return be_; }
 
   void* alloc(size_t bytes) {
-    auto p = be_.device_alloc(bytes);
+    auto p = be_.device().device_alloc(bytes);
     if (!p.ok()) {
       ADD_FAILURE() << "device_alloc(" << bytes << "): " << p.status().to_string();
       return nullptr;
@@ -88,7 +88,7 @@ class Side {
     float* f = f32(v);
     if (be_.act_dtype() == DType::kF32) return f;
     void* a = alloc(v.size() * dtype_size(be_.act_dtype()));
-    check(be_.convert(a, be_.act_dtype(), f, DType::kF32, v.size(), 0), "convert");
+    check(be_.device().convert(a, be_.act_dtype(), f, DType::kF32, v.size(), 0), "convert");
     return a;
   }
   void* act_zeros(size_t n) { return zeros(n * dtype_size(be_.act_dtype())); }
@@ -103,13 +103,13 @@ class Side {
   std::vector<float> get_act(const void* p, size_t n) {
     if (be_.act_dtype() == DType::kF32) return get_f32(static_cast<const float*>(p), n);
     float* f = static_cast<float*>(alloc(n * 4));
-    check(be_.convert(f, DType::kF32, p, be_.act_dtype(), n, 0), "convert");
+    check(be_.device().convert(f, DType::kF32, p, be_.act_dtype(), n, 0), "convert");
     return get_f32(f, n);
   }
   std::vector<float> get_f32(const float* p, size_t n) {
     std::vector<float> v(n);
-    check(be_.copy_d2h(v.data(), p, n * 4, 0), "copy_d2h");
-    if (!check(be_.synchronize_stream(0), "synchronize_stream")) return {};
+    check(be_.device().copy_d2h(v.data(), p, n * 4, 0), "copy_d2h");
+    if (!check(be_.device().synchronize_stream(0), "synchronize_stream")) return {};
     return v;
   }
 
@@ -121,13 +121,13 @@ class Side {
   void* upload(const void* src, size_t bytes) {
     void* p = alloc(bytes);
     // Synchronised at once: `src` may be a temporary, and a stream may hold a copy until waited on.
-    if (p && check(be_.copy_h2d(p, src, bytes, 0), "copy_h2d"))
-      check(be_.synchronize_stream(0), "synchronize");
+    if (p && check(be_.device().copy_h2d(p, src, bytes, 0), "copy_h2d"))
+      check(be_.device().synchronize_stream(0), "synchronize");
     return p;
   }
   void* zeros(size_t bytes) {
     void* p = alloc(bytes);
-    if (p) check(be_.fill_zero(p, bytes, 0), "fill_zero");
+    if (p) check(be_.device().fill_zero(p, bytes, 0), "fill_zero");
     return p;
   }
 

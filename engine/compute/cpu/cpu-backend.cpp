@@ -28,10 +28,8 @@ namespace spillway::compute {
 
 namespace {
 
-constexpr size_t kDeviceAlignment = 256;
-
 size_t round_up(size_t bytes) {
-  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  return align_to_device(bytes);
 }
 
 size_t physical_memory_bytes() {
@@ -324,15 +322,6 @@ Status CpuBackend::fill_zero(void* dst_device, size_t bytes, StreamId stream) {
 
 // --- workspace ----------------------------------------------------------------------------------
 
-size_t CpuBackend::workspace_bytes(const OpShapes& s) const {
-  const size_t need = std::max(
-      {cpu::lm_head_scratch_bytes(s.tokens, s.vocab, s.lm_head_chunk),
-       cpu::attention_forward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
-       cpu::attention_backward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
-       cpu::attention_key_bias_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim)});
-  return need == 0 ? 0 : round_up(need);
-}
-
 Status CpuBackend::set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) {
   if (ptr == nullptr && bytes > 0) {
     return invalid_argument("set_workspace: null pointer for " + std::to_string(bytes) + " bytes");
@@ -376,7 +365,7 @@ Result<void*> CpuBackend::workspace_for(const char* op, size_t bytes,
 // Each op checks its stream, shape, tensors and workspace now, then submits a closure that owns
 // copies of its arguments (it may run later, in strict mode).
 
-Status CpuBackend::embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
+Status CpuBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
                                      StreamId stream) {
   const char* op = "embedding_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -392,7 +381,7 @@ Status CpuBackend::embedding_forward(void* out, const int32_t* ids, const void* 
                          [=] { return cpu::embedding_forward(F(out), ids, F(table), n, d, rows); });
 }
 
-Status CpuBackend::embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
+Status CpuBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
                                       int d, StreamId stream) {
   const char* op = "embedding_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -407,7 +396,7 @@ Status CpuBackend::embedding_backward(float* dtable, const int32_t* ids, const v
                          [=] { return cpu::embedding_backward(dtable, ids, F(dout), n, d, rows); });
 }
 
-Status CpuBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
+Status CpuBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
                                    int d, float eps, StreamId stream) {
   const char* op = "rmsnorm_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -420,7 +409,7 @@ Status CpuBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const 
                          [=] { return cpu::rmsnorm_forward(F(out), rstd, F(x), F(w), n, d, eps); });
 }
 
-Status CpuBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
+Status CpuBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                             const void* r, const void* w, int n, int d, float eps,
                                             StreamId stream) {
   const char* op = "residual_rmsnorm_forward";
@@ -437,7 +426,7 @@ Status CpuBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, c
   });
 }
 
-Status CpuBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
+Status CpuBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
                                     const void* w, const float* rstd, int n, int d,
                                     bool accumulate_dx, StreamId stream) {
   const char* op = "rmsnorm_backward";
@@ -454,7 +443,7 @@ Status CpuBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, const
   });
 }
 
-Status CpuBackend::linear_forward(void* y, const void* x, const void* w, const void* b, int n,
+Status CpuBackend::do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
                                   int in, int out, StreamId stream) {
   const char* op = "linear_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -467,7 +456,7 @@ Status CpuBackend::linear_forward(void* y, const void* x, const void* w, const v
                          [=] { return cpu::linear_forward(F(y), F(x), F(w), F(b), n, in, out); });
 }
 
-Status CpuBackend::linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+Status CpuBackend::do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                                    const void* w, int n, int in, int out, bool accumulate_dx,
                                    StreamId stream) {
   const char* op = "linear_backward";
@@ -499,7 +488,7 @@ Result<std::shared_ptr<const cpu::RopeTable>> CpuBackend::rope_table(int seq, in
   return rope_tables_.back();
 }
 
-Status CpuBackend::rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+Status CpuBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
                                 const RopeScaling& scaling, StreamId stream) {
   const char* op = "rope_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -511,7 +500,7 @@ Status CpuBackend::rope_forward(void* x, int batch, int seq, int heads, int head
       stream, [=] { return cpu::rope_apply(F(x), batch, seq, heads, *table, /*inverse=*/false); });
 }
 
-Status CpuBackend::rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
+Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
                                  const RopeScaling& scaling, StreamId stream) {
   const char* op = "rope_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -523,7 +512,7 @@ Status CpuBackend::rope_backward(void* dx, int batch, int seq, int heads, int he
       stream, [=] { return cpu::rope_apply(F(dx), batch, seq, heads, *table, /*inverse=*/true); });
 }
 
-Status CpuBackend::attention_forward(void* out, float* lse, const void* q, const void* k,
+Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                      const void* v, int batch, int seq, int hq, int hkv,
                                      int head_dim, StreamId stream) {
   const char* op = "attention_forward";
@@ -546,7 +535,7 @@ Status CpuBackend::attention_forward(void* out, float* lse, const void* q, const
   });
 }
 
-Status CpuBackend::attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
+Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                       const void* k, const void* v, const void* out,
                                       const float* lse, int batch, int seq, int hq, int hkv,
                                       int head_dim, StreamId stream) {
@@ -576,7 +565,7 @@ Status CpuBackend::attention_backward(void* dq, void* dk, void* dv, const void* 
   });
 }
 
-Status CpuBackend::attention_key_bias_backward(float* db, const void* dout, const void* q,
+Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                const void* k, const void* v, int batch, int seq,
                                                int hq, int hkv, int head_dim, float theta,
                                                const RopeScaling& scaling, StreamId stream) {
@@ -603,7 +592,7 @@ Status CpuBackend::attention_key_bias_backward(float* db, const void* dout, cons
   });
 }
 
-Status CpuBackend::swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+Status CpuBackend::do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                                   StreamId stream) {
   const char* op = "swiglu_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -613,7 +602,7 @@ Status CpuBackend::swiglu_forward(void* out, const void* gate, const void* up, i
   return streams_.submit(stream, [=] { return cpu::swiglu_forward(F(out), F(gate), F(up), n, f); });
 }
 
-Status CpuBackend::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+Status CpuBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                                    const void* up, int n, int f, StreamId stream) {
   const char* op = "swiglu_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
@@ -628,14 +617,14 @@ Status CpuBackend::swiglu_backward(void* dgate, void* dup, const void* dout, con
   });
 }
 
-Status CpuBackend::add_inplace(void* y, const void* x, size_t count, StreamId stream) {
+Status CpuBackend::do_add_inplace(void* y, const void* x, size_t count, StreamId stream) {
   const char* op = "add_inplace";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_tensors(op, {{"y", y, f32(count)}, {"x", x, f32(count)}}));
   return streams_.submit(stream, [=] { return cpu::add_inplace(F(y), F(x), count); });
 }
 
-Status CpuBackend::sum_squares(double* out, const float* x, size_t count, StreamId stream) {
+Status CpuBackend::do_sum_squares(double* out, const float* x, size_t count, StreamId stream) {
   const char* op = "sum_squares";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_tensors(op, {{"out", out, sizeof(double)}, {"x", x, f32(count)}}));
@@ -645,7 +634,7 @@ Status CpuBackend::sum_squares(double* out, const float* x, size_t count, Stream
   });
 }
 
-Status CpuBackend::lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
+Status CpuBackend::do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                                 const int32_t* labels, int n, int d, int v, float loss_scale,
                                 float* logits_out, int chunk, StreamId stream) {
   const char* op = "lm_head_loss";

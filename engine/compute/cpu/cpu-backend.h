@@ -1,4 +1,6 @@
-// CpuBackend: the float32 host implementation of compute::Backend (DESIGN.md, "compute/").
+// CpuBackend: the float32 host implementation of compute::Device and compute::Backend (DESIGN.md,
+// "compute/"): the host is the device, and its ops are the Backend's do_<op> (Backend::<op> checks
+// the tensor references first).
 //
 // "Device" memory is aligned host memory counted against a configurable capacity, so the
 // layer-streaming trainer meets the same out-of-memory limits in tests that it meets on a GPU.
@@ -55,15 +57,21 @@ struct CpuBackendOptions {
   bool strict_streams = false;
 };
 
-class CpuBackend final : public Backend {
+// The CPU is both the device (memory, streams, events: Device) and what computes on it (the ops:
+// Backend); device() is the object itself.
+class CpuBackend final : public Backend, public Device {
  public:
   explicit CpuBackend(const CpuBackendOptions& options = {});
   ~CpuBackend() override;
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
 
-  std::string name() const override { return "cpu"; }
-  DType act_dtype() const override { return DType::kF32; }
+  Device& device() const override { return const_cast<CpuBackend&>(*this); }
+  BackendKind kind() const override { return BackendKind::kCpu; }
+  int ordinal() const override { return 0; }
+  using Device::act_dtype;
+  using Device::facts;
+  using Device::name;
   DeviceInfo device_info() const override;
 
   // device_free and host_free_pinned first run all queued work (strict mode), as cudaFree and
@@ -93,55 +101,56 @@ class CpuBackend final : public Backend {
                  StreamId stream) override;
   Status fill_zero(void* dst_device, size_t bytes, StreamId stream) override;
 
-  // The largest scratch of the ops that need it (they run one at a time, so they share one area).
-  // It depends on the size of ThreadPool::global() (per-thread buffers).
-  size_t workspace_bytes(const OpShapes& shapes) const override;
   // kInvalidArgument for a null pointer with bytes > 0, a pointer not aligned to 256 (what
   // device_alloc returns and cuBLASLt needs on the GPU), fewer than workspace_bytes(shapes) bytes,
   // or a range beyond its device allocation. set_workspace(nullptr, 0, {}) takes it back. Queued
   // ops keep using the workspace that was set when they were called.
   Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) override;
 
-  Status embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
+ protected:
+  // The ops (Backend::<op> checks the tensors, then calls these).
+  Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
                            StreamId stream) override;
-  Status embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
+  Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
                             StreamId stream) override;
-  Status rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
+  Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
                          float eps, StreamId stream) override;
-  Status residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
+  Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
                                   const void* w, int n, int d, float eps, StreamId stream) override;
-  Status rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
+  Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
                           const float* rstd, int n, int d, bool accumulate_dx,
                           StreamId stream) override;
-  Status linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
+  Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
                         int out, StreamId stream) override;
-  Status linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+  Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                          const void* w, int n, int in, int out, bool accumulate_dx,
                          StreamId stream) override;
-  Status rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+  Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
                       const RopeScaling& scaling, StreamId stream) override;
-  Status rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
+  Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
                        const RopeScaling& scaling, StreamId stream) override;
-  Status attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+  Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                            int batch, int seq, int hq, int hkv, int head_dim,
                            StreamId stream) override;
-  Status attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
+  Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                             const void* k, const void* v, const void* out, const float* lse,
                             int batch, int seq, int hq, int hkv, int head_dim,
                             StreamId stream) override;
-  Status attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
+  Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
                                      const void* v, int batch, int seq, int hq, int hkv,
                                      int head_dim, float theta, const RopeScaling& scaling,
                                      StreamId stream) override;
-  Status swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+  Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                         StreamId stream) override;
-  Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+  Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
                          int n, int f, StreamId stream) override;
-  Status add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
-  Status sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
-  Status lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
+  Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
+  Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
+  Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                       const int32_t* labels, int n, int d, int v, float loss_scale,
                       float* logits_out, int chunk, StreamId stream) override;
+
+ public:
 
   // --- CPU-only helpers ----------------------------------------------------------------------
   // Live device bytes (sum of rounded allocation sizes) and the most ever live at once.

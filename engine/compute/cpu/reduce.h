@@ -1,6 +1,6 @@
 // Reductions on float32 host tensors: the sum of squares behind the global gradient norm. The one
-// CPU implementation: CpuBackend::sum_squares runs it on a stream, and the optimizer's host
-// gradient norm (train/adamw.h, sum_of_squares) calls it directly.
+// CPU implementation: CpuBackend::do_sum_squares (Backend::sum_squares) runs it on a stream, and
+// the optimizer's host gradient norm (train/adamw.h, sum_of_squares) calls it directly.
 // Pure function over caller-owned memory; parallel with ThreadPool::global().
 #pragma once
 

@@ -49,9 +49,6 @@ struct KeyBiasFreqs {
 size_t table_count(int seq, int head_dim) {
   return static_cast<size_t>(seq) * head_dim;
 }
-size_t partial_count(int batch, int seq, int hq, int head_dim) {
-  return static_cast<size_t>(batch) * hq * ceil_div(seq, kGenRows) * head_dim;
-}
 
 // ---------------------------------------------------------------------------------------------
 // kernels
@@ -503,9 +500,7 @@ Status key_bias_flash(double* partial, const bf16* dout, const bf16* q, const bf
 // ---------------------------------------------------------------------------------------------
 // launchers
 
-size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim) {
-  return 2 * (table_count(seq, head_dim) + partial_count(batch, seq, hq, head_dim));
-}
+static_assert(kKeyBiasTileRows == kGenRows, "cuda-workspace.h's tile rows are the kernels'");
 
 Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf16* dout,
                                         const bf16* q, const bf16* k, const bf16* v, int batch,

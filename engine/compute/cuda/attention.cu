@@ -789,10 +789,6 @@ Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, co
                                 head_dim, stream);
 }
 
-size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim) {
-  return static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
-}
-
 Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
                                const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                                const float* lse, int batch, int seq, int hq, int hkv, int head_dim,

@@ -13,14 +13,12 @@ namespace spillway::cuda {
 // sum of exp of the scaled scores). head_dim 64 or 128; hq a multiple of hkv.
 Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq,
                          int hq, int hkv, int head_dim, cudaStream_t stream);
-// Floats of scratch attention_backward needs (D = rowsum(dout · out), [b, hq, t]).
-size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);
+// Scratch: attention_backward_scratch_floats (cuda-workspace.h; D = rowsum(dout · out), [b, hq, t]).
 // dq[b, t, hq, d], dk/dv[b, t, hkv, d] (overwrite).
 Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
                           const bf16* v, const bf16* out, const float* lse, int batch, int seq, int hq, int hkv,
                           int head_dim, float* scratch, size_t scratch_floats, cudaStream_t stream);
-// Floats of scratch attention_key_bias_backward needs.
-size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);
+// Scratch: attention_key_bias_scratch_floats (cuda-workspace.h).
 // db[hkv, d] += ∂loss/∂b_k (fp32), the formula of cpu/attention-key-bias.h, with the softmax, dS and
 // the rotated row sums in fp32/fp64 as that file says; deterministic.
 Status attention_key_bias_backward(float* db, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,

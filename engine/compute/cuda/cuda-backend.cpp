@@ -27,10 +27,10 @@ namespace {
 
 using cuda::bf16;
 
-constexpr size_t kAlign = 256;
+constexpr size_t kAlign = kDeviceAlignment;
 
 size_t align_up(size_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
+  return align_to_device(bytes);
 }
 
 // "1.00 MiB", "26.31 GiB": sizes in the unit a person compares them in (a 1 MiB slab refused
@@ -77,6 +77,16 @@ bool is_device_fault(cudaError_t e) {
     default:
       return false;
   }
+}
+
+// Makes `device` the calling thread's current CUDA device (cudaSetDevice is per thread), calling
+// cudaSetDevice only when the thread's current device is another one: a thread that drives one GPU
+// pays a cudaGetDevice (a read of the runtime's thread state) per call instead. The runtime is
+// asked rather than a cache of ours, so code that switches the device behind our back is seen.
+cudaError_t make_current(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return cudaSuccess;
+  return cudaSetDevice(device);
 }
 
 Status device_fault(cudaError_t e, const char* what) {
@@ -146,11 +156,6 @@ bf16* B(void* p) {
 }
 const bf16* B(const void* p) {
   return static_cast<const bf16*>(p);
-}
-
-// Bytes of the lm_head_loss scratch for `rows` tokens: fp32 logits [rows, v], then bf16 dlogits.
-size_t lm_head_scratch_bytes(size_t rows, size_t v) {
-  return align_up(rows * v * sizeof(float)) + align_up(rows * v * sizeof(bf16));
 }
 
 }  // namespace
@@ -245,7 +250,7 @@ Status CudaBackend::init() {
 }
 
 CudaBackend::~CudaBackend() {
-  cudaSetDevice(device_);
+  make_current(device_);
   // Work still queued may use memory freed below: let it finish (errors are moot here).
   for (cudaStream_t s : streams_) {
     if (s) cudaStreamSynchronize(s);
@@ -265,7 +270,7 @@ CudaBackend::~CudaBackend() {
 // --- memory --------------------------------------------------------------------------------------
 
 Status CudaBackend::use_device(const char* what) const {
-  return check(cudaSetDevice(device_), what);
+  return check(make_current(device_), what);
 }
 
 Result<void*> CudaBackend::device_alloc(size_t bytes) {
@@ -291,7 +296,7 @@ Result<void*> CudaBackend::device_alloc(size_t bytes) {
 void CudaBackend::device_free(void* ptr) {
   // Pointers this backend did not hand out are ignored: freeing them would corrupt someone else's.
   if (ptr == nullptr || device_allocs_.erase(ptr) == 0) return;
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaFree(ptr);  // a fault it reports is sticky and surfaces at the next synchronize
 }
 
@@ -345,7 +350,7 @@ void CudaBackend::host_unregister(void* ptr) {
     std::lock_guard<std::mutex> lock(registered_mu_);
     if (ptr == nullptr || registered_.erase(ptr) == 0) return;
   }
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaHostUnregister(ptr);
 }
 
@@ -397,7 +402,7 @@ void CudaBackend::destroy_stream(StreamId stream) {
   // Stream 0 belongs to the backend; a handle never owns it.
   if (stream <= 0 || static_cast<size_t>(stream) >= streams_.size() || streams_[stream] == nullptr)
     return;
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaStreamDestroy(streams_[stream]);  // returns at once; the stream goes when its work is done
   streams_[stream] = nullptr;
   free_streams_.push_back(stream);
@@ -425,7 +430,7 @@ Result<Event> CudaBackend::create_event(bool timing) {
 void CudaBackend::destroy_event(EventId event) {
   if (event < 0 || static_cast<size_t>(event) >= events_.size() || events_[event].event == nullptr)
     return;
-  cudaSetDevice(device_);
+  make_current(device_);
   cudaEventDestroy(events_[event].event);
   events_[event] = EventSlot{};
   free_events_.push_back(event);
@@ -526,39 +531,6 @@ Status CudaBackend::fill_zero(void* dst_device, size_t bytes, StreamId stream) {
 
 // --- workspace -----------------------------------------------------------------------------------
 
-size_t CudaBackend::workspace_bytes(const OpShapes& sh) const {
-  // The largest scratch any one op takes at these shapes; ops run one after another on the compute
-  // stream, so they share the area.
-  size_t op = 0;
-  if (sh.tokens > 0 && sh.hidden > 0) {
-    op = std::max(op, cuda::rmsnorm_backward_scratch_floats(sh.tokens, sh.hidden) * sizeof(float));
-  }
-  if (sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0) {
-    op = std::max(op, cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads,
-                                                              sh.kv_heads, sh.head_dim) *
-                          sizeof(float));
-    op = std::max(op, cuda::attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads,
-                                                              sh.kv_heads, sh.head_dim) *
-                          sizeof(float));
-  }
-  if (sh.tokens > 0) {
-    // A linear's bias gradient; the projections' widths (q/k/v carry biases in Qwen2, the others
-    // bound any width a caller may use).
-    for (int out :
-         {sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim, sh.hidden, sh.intermediate}) {
-      if (out > 0)
-        op = std::max(op, cuda::bias_backward_scratch_floats(sh.tokens, out) * sizeof(float));
-    }
-  }
-  // sum_squares' partials: a constant, needed whatever the shapes.
-  op = std::max(op, cuda::sum_squares_scratch_doubles() * sizeof(double));
-  if (sh.vocab > 0 && sh.lm_head_chunk > 0) {
-    const int rows = sh.tokens > 0 ? std::min(sh.lm_head_chunk, sh.tokens) : sh.lm_head_chunk;
-    op = std::max(op, lm_head_scratch_bytes(rows, sh.vocab));
-  }
-  return align_up(cuda::Gemm::kWorkspaceBytes) + align_up(op);
-}
-
 Status CudaBackend::set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) {
   const size_t need = workspace_bytes(shapes);
   if (ptr == nullptr || bytes < need) {
@@ -602,7 +574,7 @@ Result<CudaBackend::Scratch> CudaBackend::scratch(size_t floats, const char* wha
 
 // --- ops -----------------------------------------------------------------------------------------
 
-Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void* table, int n,
+Status CudaBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
                                       int d, StreamId stream) {
   constexpr const char* op = "embedding_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -612,7 +584,7 @@ Status CudaBackend::embedding_forward(void* out, const int32_t* ids, const void*
   return dispatched(cuda::embedding_forward(B(out), ids, B(table), n, d, s), s, op);
 }
 
-Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
+Status CudaBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
                                        int d, StreamId stream) {
   constexpr const char* op = "embedding_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -622,7 +594,7 @@ Status CudaBackend::embedding_backward(float* dtable, const int32_t* ids, const 
   return dispatched(cuda::embedding_backward(dtable, ids, B(dout), n, d, s), s, op);
 }
 
-Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
+Status CudaBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
                                     int d, float eps, StreamId stream) {
   constexpr const char* op = "rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -632,7 +604,7 @@ Status CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const
   return dispatched(cuda::rmsnorm_forward(B(out), rstd, B(x), B(w), n, d, eps, s), s, op);
 }
 
-Status CudaBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
+Status CudaBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                              const void* r, const void* w, int n, int d, float eps,
                                              StreamId stream) {
   constexpr const char* op = "residual_rmsnorm_forward";
@@ -645,7 +617,7 @@ Status CudaBackend::residual_rmsnorm_forward(void* sum, void* out, float* rstd, 
       cuda::residual_rmsnorm_forward(B(sum), B(out), rstd, B(x), B(r), B(w), n, d, eps, s), s, op);
 }
 
-Status CudaBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
+Status CudaBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
                                      const void* w, const float* rstd, int n, int d,
                                      bool accumulate_dx, StreamId stream) {
   constexpr const char* op = "rmsnorm_backward";
@@ -660,7 +632,7 @@ Status CudaBackend::rmsnorm_backward(void* dx, float* dw, const void* dout, cons
                     s, op);
 }
 
-Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const void* b, int n,
+Status CudaBackend::do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
                                    int in, int out, StreamId stream) {
   constexpr const char* op = "linear_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -671,7 +643,7 @@ Status CudaBackend::linear_forward(void* y, const void* x, const void* w, const 
   return dispatched(gemm_->linear_forward(B(y), B(x), B(w), B(b), n, in, out, ws, s), s, op);
 }
 
-Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+Status CudaBackend::do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                                     const void* w, int n, int in, int out, bool accumulate_dx,
                                     StreamId stream) {
   constexpr const char* op = "linear_backward";
@@ -694,7 +666,7 @@ Status CudaBackend::linear_backward(void* dx, float* dw, float* db, const void* 
   return Status::ok_status();
 }
 
-Status CudaBackend::rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+Status CudaBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
                                  const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -706,7 +678,7 @@ Status CudaBackend::rope_forward(void* x, int batch, int seq, int heads, int hea
                     op);
 }
 
-Status CudaBackend::rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
+Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
                                   float theta, const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -718,7 +690,7 @@ Status CudaBackend::rope_backward(void* dx, int batch, int seq, int heads, int h
                     op);
 }
 
-Status CudaBackend::attention_forward(void* out, float* lse, const void* q, const void* k,
+Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                       const void* v, int batch, int seq, int hq, int hkv,
                                       int head_dim, StreamId stream) {
   constexpr const char* op = "attention_forward";
@@ -733,7 +705,7 @@ Status CudaBackend::attention_forward(void* out, float* lse, const void* q, cons
       op);
 }
 
-Status CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void* dout,
+Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                        const void* q, const void* k, const void* v, const void* out,
                                        const float* lse, int batch, int seq, int hq, int hkv,
                                        int head_dim, StreamId stream) {
@@ -760,7 +732,7 @@ Status CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void*
       s, op);
 }
 
-Status CudaBackend::attention_key_bias_backward(float* db, const void* dout, const void* q,
+Status CudaBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                 const void* k, const void* v, int batch, int seq,
                                                 int hq, int hkv, int head_dim, float theta,
                                                 const RopeScaling& scaling, StreamId stream) {
@@ -780,7 +752,7 @@ Status CudaBackend::attention_key_bias_backward(float* db, const void* dout, con
       s, op);
 }
 
-Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+Status CudaBackend::do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                                    StreamId stream) {
   constexpr const char* op = "swiglu_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -790,7 +762,7 @@ Status CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, 
   return dispatched(cuda::swiglu_forward(B(out), B(gate), B(up), n, f, s), s, op);
 }
 
-Status CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+Status CudaBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                                     const void* up, int n, int f, StreamId stream) {
   constexpr const char* op = "swiglu_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
@@ -802,7 +774,7 @@ Status CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, co
                     op);
 }
 
-Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId stream) {
+Status CudaBackend::do_add_inplace(void* y, const void* x, size_t count, StreamId stream) {
   constexpr const char* op = "add_inplace";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   if (count == 0) return Status::ok_status();
@@ -810,7 +782,7 @@ Status CudaBackend::add_inplace(void* y, const void* x, size_t count, StreamId s
   return dispatched(cuda::add_inplace(B(y), B(x), count, s), s, op);
 }
 
-Status CudaBackend::sum_squares(double* out, const float* x, size_t count, StreamId stream) {
+Status CudaBackend::do_sum_squares(double* out, const float* x, size_t count, StreamId stream) {
   constexpr const char* op = "sum_squares";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}}));
@@ -824,7 +796,7 @@ Status CudaBackend::sum_squares(double* out, const float* x, size_t count, Strea
 // Per chunk of rows: logits = x·Wᵀ in fp32 (cuBLASLt), the cross-entropy kernel turns them into
 // losses and bf16 dlogits, then dx = dlogits·W and dW += dlogitsᵀ·x (cuBLASLt, beta 1). The logits
 // go straight to logits_out when the caller wants them, else to the workspace.
-Status CudaBackend::lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
+Status CudaBackend::do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                                  const int32_t* labels, int n, int d, int v, float loss_scale,
                                  float* logits_out, int chunk, StreamId stream) {
   constexpr const char* op = "lm_head_loss";
@@ -840,7 +812,7 @@ Status CudaBackend::lm_head_loss(float* losses, void* dx, float* dw, const void*
   // is "at most `chunk` tokens", and the result of each row does not depend on it.
   size_t rows = static_cast<size_t>(std::min(chunk, n));
   const size_t avail = ws_scratch_.floats * sizeof(float);
-  if (lm_head_scratch_bytes(rows, v) > avail) {
+  if (cuda::lm_head_scratch_bytes(rows, v) > avail) {
     // Each of the two regions rounds up by less than kAlign.
     rows = std::min(rows, avail > 2 * kAlign
                               ? (avail - 2 * kAlign) / (size_t(v) * (sizeof(float) + sizeof(bf16)))

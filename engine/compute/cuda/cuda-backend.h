@@ -1,4 +1,6 @@
-// CudaBackend: the bf16 GPU implementation of compute::Backend (DESIGN.md, "compute/").
+// CudaBackend: the bf16 GPU implementation of compute::Device and compute::Backend (DESIGN.md,
+// "compute/"): one GPU of ordinal `device`, and its ops as the Backend's do_<op> (Backend::<op>
+// checks the tensor references first, in debug builds).
 //
 // Lives in the module libspillway-cuda.so (cuda-module.cpp is its only exported entry), loaded at
 // run time by compute/backend-loader.h, so nothing outside engine/compute/cuda links CUDA. The
@@ -39,7 +41,9 @@ class Gemm;
 
 namespace spillway::compute {
 
-class CudaBackend final : public Backend {
+// One GPU is both the device (memory, streams, events: Device) and what computes on it (the ops:
+// Backend); device() is the object itself.
+class CudaBackend final : public Backend, public Device {
  public:
   // Selects `device` and creates the compute stream and cuBLASLt. Errors a user can act on:
   // kNotFound "no CUDA GPU found" / no device of that ordinal; kUnsupported for a missing or too
@@ -49,8 +53,12 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  std::string name() const override { return "cuda"; }
-  DType act_dtype() const override { return DType::kBF16; }
+  Device& device() const override { return const_cast<CudaBackend&>(*this); }
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  int ordinal() const override { return device_; }
+  using Device::act_dtype;
+  using Device::facts;
+  using Device::name;
   DeviceInfo device_info() const override { return info_; }
 
   Result<void*> device_alloc(size_t bytes) override;
@@ -76,49 +84,51 @@ class CudaBackend final : public Backend {
                  StreamId stream) override;
   Status fill_zero(void* dst_device, size_t bytes, StreamId stream) override;
 
-  size_t workspace_bytes(const OpShapes& shapes) const override;
   Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) override;
 
-  Status embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
+ protected:
+  // The ops (Backend::<op> checks the tensors, then calls these).
+  Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
                            StreamId stream) override;
-  Status embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
+  Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
                             StreamId stream) override;
-  Status rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
+  Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
                          float eps, StreamId stream) override;
-  Status residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
+  Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
                                   const void* w, int n, int d, float eps, StreamId stream) override;
-  Status rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
+  Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
                           const float* rstd, int n, int d, bool accumulate_dx,
                           StreamId stream) override;
-  Status linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
+  Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
                         int out, StreamId stream) override;
-  Status linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+  Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                          const void* w, int n, int in, int out, bool accumulate_dx,
                          StreamId stream) override;
-  Status rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+  Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
                       const RopeScaling& scaling, StreamId stream) override;
-  Status rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
+  Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
                        const RopeScaling& scaling, StreamId stream) override;
-  Status attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+  Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                            int batch, int seq, int hq, int hkv, int head_dim,
                            StreamId stream) override;
-  Status attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
+  Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                             const void* k, const void* v, const void* out, const float* lse,
                             int batch, int seq, int hq, int hkv, int head_dim,
                             StreamId stream) override;
-  Status attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
+  Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
                                      const void* v, int batch, int seq, int hq, int hkv,
                                      int head_dim, float theta, const RopeScaling& scaling,
                                      StreamId stream) override;
-  Status swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+  Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                         StreamId stream) override;
-  Status swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+  Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
                          int n, int f, StreamId stream) override;
-  Status add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
-  Status sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
-  Status lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
+  Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
+  Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
+  Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                       const int32_t* labels, int n, int d, int v, float loss_scale,
                       float* logits_out, int chunk, StreamId stream) override;
+
 
  protected:
   void destroy_stream(StreamId stream) override;
@@ -138,7 +148,8 @@ class CudaBackend final : public Backend {
   CudaBackend(int device, DeviceInfo info);
   Status init();
 
-  // Makes this backend's device current on the calling thread (cudaSetDevice is per thread).
+  // Makes this backend's device current on the calling thread when it is not already
+  // (make_current in cuda-backend.cpp: no cudaSetDevice for a thread that stays on one GPU).
   Status use_device(const char* what) const;
   // The CUDA stream of `stream`, with the device made current; kInvalidArgument for an unknown id.
   Result<cudaStream_t> stream_of(StreamId stream, const char* what) const;

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "compute/cuda-workspace.h"
 #include "core/status.h"
 
 namespace spillway::cuda {

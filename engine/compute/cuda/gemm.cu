@@ -126,7 +126,7 @@ __global__ void add_bias_kernel(bf16* __restrict__ y, const bf16* __restrict__ b
 // bias_backward in two deterministic passes. Pass 1: block (x, y) sums the kBiasCols columns
 // x·kBiasCols.. over rows [y·kBiasRows, (y+1)·kBiasRows): each of kBiasLanes thread rows strides
 // over the rows in order, then lane 0 adds the lanes in order. partial[y, col] (fp32).
-constexpr int kBiasRows = 256;
+constexpr int kBiasRows = kBiasBackwardRows;
 constexpr int kBiasCols = 32;
 constexpr int kBiasLanes = 8;
 
@@ -341,11 +341,6 @@ Status Gemm::linear_backward_weight(float* dw, const bf16* dy, const bf16* x, in
   SPW_ASSIGN_OR_RETURN(Plan * p,
                        plan({kBackwardWeight, in, out, n, pack_flags(x, dy, dw, nullptr)}));
   return p->run(handle_, x, dy, dw, 1.0f, nullptr, workspace, stream);
-}
-
-size_t bias_backward_scratch_floats(int n, int out) {
-  if (n <= 0 || out <= 0) return 0;
-  return static_cast<size_t>(ceil_div(n, kBiasRows)) * out;
 }
 
 Status bias_backward(float* db, const bf16* dy, int n, int out, float* scratch,

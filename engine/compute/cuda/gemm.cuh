@@ -23,7 +23,7 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // Bytes of cuBLASLt workspace the plans may use (passed to every call).
-  static constexpr size_t kWorkspaceBytes = 32u << 20;
+  static constexpr size_t kWorkspaceBytes = kGemmWorkspaceBytes;
 
   // y[n, out] = x · Wᵀ (+ bias[out] when bias != nullptr, fused in the epilogue); y bf16.
   Status linear_forward(bf16* y, const bf16* x, const bf16* w, const bf16* bias, int n, int in, int out,
@@ -49,8 +49,7 @@ class Gemm {
 };
 
 // db[out] += Σ_n dy[n, out] (fp32), deterministic: per-column partial sums over fixed row blocks
-// into `scratch` (bias_backward_scratch_floats), then one ordered sum.
-size_t bias_backward_scratch_floats(int n, int out);
+// into `scratch` (bias_backward_scratch_floats, cuda-workspace.h), then one ordered sum.
 Status bias_backward(float* db, const bf16* dy, int n, int out, float* scratch, size_t scratch_floats,
                      cudaStream_t stream);
 

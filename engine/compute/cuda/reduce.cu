@@ -32,7 +32,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 4;              // elements per float4
 constexpr int kUnroll = 4;             // groups in flight per thread
 constexpr size_t kMinChunk = 16384;    // elements per partial sum, at least: 64 KiB of fp32
-constexpr size_t kMaxPartials = 1024;  // about one wave of 256-thread blocks on an H100
+constexpr size_t kMaxPartials = kSumSquaresMaxPartials;  // about one wave of 256-thread blocks on an H100
 
 // ---------------------------------------------------------------------------------------------
 // kernels
@@ -111,10 +111,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------------------------------------
 // launchers
-
-size_t sum_squares_scratch_doubles() {
-  return kMaxPartials;
-}
 
 Status sum_squares(double* out, const float* x, size_t count, double* scratch,
                    size_t scratch_doubles, cudaStream_t stream) {

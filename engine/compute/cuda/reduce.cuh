@@ -5,8 +5,7 @@
 
 namespace spillway::cuda {
 
-// Doubles of scratch sum_squares needs for any count (its per-chunk partial sums).
-size_t sum_squares_scratch_doubles();
+// Scratch: sum_squares_scratch_doubles() for any count (cuda-workspace.h; per-chunk partial sums).
 // *out (device, one double) = Σ x[i]² for i < count (x fp32, device), squares summed in double in
 // an order fixed by `count` alone (reduce.cu), so the same x gives the same bits on any GPU and
 // any pointer alignment. Partial sums go to `scratch` (sum_squares_scratch_doubles() doubles);

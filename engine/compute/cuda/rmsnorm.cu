@@ -28,7 +28,7 @@ namespace {
 constexpr int kForwardWarps = 4;  // rows per forward block
 constexpr int kBackwardMaxThreads = 1024;
 constexpr int kBackwardMaxCols = 8 * kBackwardMaxThreads;  // 8 columns per thread in registers
-constexpr int kMaxRowBlocks = 1024;  // bounds the dw partials to 1024 · d floats
+constexpr int kMaxRowBlocks = kRmsnormMaxRowBlocks;  // bounds the dw partials to 1024 · d floats
 constexpr int kDwRowLanes = 8;       // row-block lanes per column in the dw reduction
 
 // ---------------------------------------------------------------------------------------------
@@ -253,11 +253,6 @@ Status residual_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* x
         <<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(sum, out, rstd, x, r, w, n, d, eps);
   }
   return CUDA_LAUNCH_CHECK("residual_rmsnorm_forward_kernel");
-}
-
-size_t rmsnorm_backward_scratch_floats(int n, int d) {
-  if (n <= 0 || d <= 0) return 0;
-  return static_cast<size_t>(ceil_div(n, backward_rows_per_block(n))) * d;
 }
 
 Status rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,

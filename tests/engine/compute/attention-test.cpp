@@ -104,8 +104,7 @@ void check_attention(const Shape& s, uint32_t seed) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
-                                    s.seq, s.hq, s.hkv, s.d, 0)
+  ASSERT_TRUE(be->attention_forward(f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
                   .ok());
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
   std::vector<double> lse_ref;
@@ -114,9 +113,7 @@ void check_attention(const Shape& s, uint32_t seed) {
 
   // Outputs are overwritten: start from garbage.
   std::vector<float> dq(s.q_size(), 7.0f), dk(s.kv_size(), 7.0f), dv(s.kv_size(), 7.0f);
-  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                     k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
-                                     s.hq, s.hkv, s.d, 0)
+  ASSERT_TRUE(be->attention_backward(f32(dq.data(), {s.batch, s.seq, s.hq, s.d}), f32(dk.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dv.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), 0)
                   .ok());
   auto gq = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, x, kd, vd)); }, qd);
   auto gk = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, x, vd)); }, kd);
@@ -153,17 +150,14 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     auto be = make_poisoned_cpu_backend();
     ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
     std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-    ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.batch,
-                                      s.seq, s.hq, s.hkv, s.d, 0)
+    ASSERT_TRUE(be->attention_forward(f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
                     .ok());
     const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
     std::vector<double> lse_ref, gq, gk, gv;
     EXPECT_LT(rel_err(out, attention_ref(s, qd, kd, vd, &lse_ref)), kDirectTol) << s.d;
     EXPECT_LT(rel_err(lse, lse_ref), kDirectTol);
     std::vector<float> dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-    ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                       k.data(), v.data(), out.data(), lse.data(), s.batch, s.seq,
-                                       s.hq, s.hkv, s.d, 0)
+    ASSERT_TRUE(be->attention_backward(f32(dq.data(), {s.batch, s.seq, s.hq, s.d}), f32(dk.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dv.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), 0)
                     .ok());
     attention_backward_ref(s, qd, kd, vd, dod, &gq, &gk, &gv);
     EXPECT_LT(rel_err(dq, gq), kDirectTol) << s.d;
@@ -171,8 +165,7 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     EXPECT_LT(rel_err(dv, gv), kDirectTol) << s.d;
     // lse may be omitted when no backward follows.
     std::vector<float> out2(s.q_size());
-    ASSERT_TRUE(be->attention_forward(out2.data(), nullptr, q.data(), k.data(), v.data(), s.batch,
-                                      s.seq, s.hq, s.hkv, s.d, 0)
+    ASSERT_TRUE(be->attention_forward(f32(out2.data(), {s.batch, s.seq, s.hq, s.d}), Tensor{}, f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
                     .ok());
     EXPECT_EQ(out, out2);
   }
@@ -186,8 +179,7 @@ TEST(Attention, LargeScoresStayFinite) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(s.hq * s.seq);
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
-                                    s.hq, s.hkv, s.d, 0)
+  ASSERT_TRUE(be->attention_forward(f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}), f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}), f32(v.data(), {1, s.seq, s.hkv, s.d}), 0)
                   .ok());
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   EXPECT_LT(rel_err(out, attention_ref(s, to_double(q), to_double(k), to_double(v))), 1e-4);
@@ -218,9 +210,7 @@ TEST(AttentionKeyBias, MatchesTheDoubleReference) {
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
   for (int call = 0; call < 2; ++call) {  // the second call accumulates onto the first
-    ASSERT_TRUE(be->attention_key_bias_backward(db.data(), dout.data(), q.data(), k.data(),
-                                                v.data(), s.batch, s.seq, s.hq, s.hkv, s.d, 1e4f,
-                                                RopeScaling{}, 0)
+    ASSERT_TRUE(be->attention_key_bias_backward(f32(db.data(), {s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 1e4f, RopeScaling{}, 0)
                     .ok());
   }
   std::vector<double> fq, fk, fv;
@@ -252,12 +242,9 @@ TEST(AttentionKeyBias, VanishesWithoutRotation) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.hq) * s.seq), dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-  ASSERT_TRUE(be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), 1, s.seq,
-                                    s.hq, s.hkv, s.d, 0)
+  ASSERT_TRUE(be->attention_forward(f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}), f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}), f32(v.data(), {1, s.seq, s.hkv, s.d}), 0)
                   .ok());
-  ASSERT_TRUE(be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                     k.data(), v.data(), out.data(), lse.data(), 1, s.seq, s.hq,
-                                     s.hkv, s.d, 0)
+  ASSERT_TRUE(be->attention_backward(f32(dq.data(), {1, s.seq, s.hq, s.d}), f32(dk.data(), {1, s.seq, s.hkv, s.d}), f32(dv.data(), {1, s.seq, s.hkv, s.d}), f32(dout.data(), {1, s.seq, s.hq, s.d}), f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}), f32(v.data(), {1, s.seq, s.hkv, s.d}), f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}), 0)
                   .ok());
   double float_sum = 0, dk_scale = 0;  // |Σ_j dk_j| of the float path, and the size of one dk row
   for (int e = 0; e < s.d; ++e) {
@@ -277,10 +264,10 @@ TEST(AttentionKeyBias, RejectsBadShapes) {
   std::vector<float> buf(1024);
   float* p = buf.data();
   EXPECT_EQ(
-      be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 6, 4, 8, 1e4f, RopeScaling{}, 0).code(),
+      be->attention_key_bias_backward(f32(p, {4, 8}), f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), 1e4f, RopeScaling{}, 0).code(),
       ErrorCode::kInvalidArgument);
   EXPECT_EQ(
-      be->attention_key_bias_backward(p, p, p, p, p, 1, 2, 4, 4, 7, 1e4f, RopeScaling{}, 0).code(),
+      be->attention_key_bias_backward(f32(p, {4, 7}), f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}), 1e4f, RopeScaling{}, 0).code(),
       ErrorCode::kInvalidArgument);
 }
 
@@ -288,11 +275,11 @@ TEST(Attention, RejectsBadHeads) {
   auto be = make_cpu_backend();
   std::vector<float> buf(1024);
   float* p = buf.data();
-  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 6, 4, 8, 0).code(),
+  EXPECT_EQ(be->attention_forward(f32(p, {1, 2, 6, 8}), f32(p, {1, 6, 2}), f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_forward(p, p, p, p, p, 1, 2, 4, 4, 0, 0).code(),
+  EXPECT_EQ(be->attention_forward(f32(p, {1, 2, 4, 0}), f32(p, {1, 4, 2}), f32(p, {1, 2, 4, 0}), f32(p, {1, 2, 4, 0}), f32(p, {1, 2, 4, 0}), 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_backward(p, p, p, p, p, p, p, p, p, 1, 2, 4, 0, 8, 0).code(),
+  EXPECT_EQ(be->attention_backward(f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 4, 2}), 0).code(),
             ErrorCode::kInvalidArgument);
 }
 

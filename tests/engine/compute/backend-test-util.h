@@ -39,7 +39,7 @@ inline std::unique_ptr<Backend> make_poisoned_cpu_backend() {
 inline Status set_test_workspace(Backend& be, const OpShapes& shapes) {
   const size_t bytes = be.workspace_bytes(shapes);
   if (bytes == 0) return be.set_workspace(nullptr, 0, shapes);
-  SPW_ASSIGN_OR_RETURN(void* ws, be.device_alloc(bytes));
+  SPW_ASSIGN_OR_RETURN(void* ws, be.device().device_alloc(bytes));
   return be.set_workspace(ws, bytes, shapes);
 }
 

@@ -45,7 +45,7 @@ TEST(CpuBackend, NameDtypeAndDeviceInfo) {
 
 TEST(CpuBackend, AllocationsAreAlignedAndCounted) {
   CpuBackend be(CpuBackendOptions{.device_capacity_bytes = 1 << 20});
-  auto a = be.device_alloc(1000);
+  auto a = be.device().device_alloc(1000);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*a) % 256, 0u);
   EXPECT_EQ(be.device_bytes_in_use(), 1024u);  // rounded up to 256
@@ -55,27 +55,27 @@ TEST(CpuBackend, AllocationsAreAlignedAndCounted) {
   EXPECT_EQ(free_bytes, (1u << 20) - 1024u);
   EXPECT_EQ(be.device_bytes_after(static_cast<char*>(*a) + 24), 976u);  // requested bytes
   EXPECT_EQ(be.device_bytes_after(&free_bytes), 0u);
-  be.device_free(*a);
+  be.device().device_free(*a);
   EXPECT_EQ(be.device_bytes_in_use(), 0u);
   EXPECT_EQ(be.device_peak_bytes(), 1024u);
 }
 
 TEST(CpuBackend, AllocBeyondCapacityIsOutOfMemory) {
   auto be = make_cpu_backend(1 << 20);
-  auto a = be->device_alloc(600 << 10);
+  auto a = be->device().device_alloc(600 << 10);
   ASSERT_TRUE(a.ok());
-  auto b = be->device_alloc(600 << 10);
+  auto b = be->device().device_alloc(600 << 10);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(b.status().message().find("requested 614400 bytes"), std::string::npos)
       << b.status().message();
   EXPECT_NE(b.status().message().find("free of 1048576 bytes"), std::string::npos);
-  be->device_free(*a);
-  auto c = be->device_alloc(600 << 10);  // fits again after the free
+  be->device().device_free(*a);
+  auto c = be->device().device_alloc(600 << 10);  // fits again after the free
   EXPECT_TRUE(c.ok());
-  be->device_free(*c);
-  EXPECT_EQ(be->device_alloc((1 << 20) + 1).status().code(), ErrorCode::kOutOfMemory);
-  EXPECT_TRUE(be->device_alloc(1 << 20).ok());  // exactly the capacity; freed by the backend
+  be->device().device_free(*c);
+  EXPECT_EQ(be->device().device_alloc((1 << 20) + 1).status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_TRUE(be->device().device_alloc(1 << 20).ok());  // exactly the capacity; freed by the backend
 }
 
 TEST(CpuBackend, UnboundedCapacityReportsPhysicalMemory) {
@@ -83,110 +83,110 @@ TEST(CpuBackend, UnboundedCapacityReportsPhysicalMemory) {
   size_t free_bytes = 0, total = 0;
   ASSERT_TRUE(be->device_memory_info(&free_bytes, &total).ok());
   EXPECT_GT(total, 0u);
-  auto a = be->device_alloc(64 << 20);
+  auto a = be->device().device_alloc(64 << 20);
   ASSERT_TRUE(a.ok());
-  be->device_free(*a);
+  be->device().device_free(*a);
 }
 
 TEST(CpuBackend, PoisonedAllocationsAreNaN) {
   CpuBackend be(CpuBackendOptions{.poison_allocations = true});
-  auto a = be.device_alloc(64 * sizeof(float));
+  auto a = be.device().device_alloc(64 * sizeof(float));
   ASSERT_TRUE(a.ok());
   const float* f = static_cast<const float*>(*a);
   for (int i = 0; i < 64; ++i) EXPECT_TRUE(std::isnan(f[i]));
-  ASSERT_TRUE(be.fill_zero(*a, 64 * sizeof(float), 0).ok());
+  ASSERT_TRUE(be.device().fill_zero(*a, 64 * sizeof(float), 0).ok());
   for (int i = 0; i < 64; ++i) EXPECT_EQ(f[i], 0.0f);
 }
 
 TEST(CpuBackend, HostRegisterValidatesItsArguments) {
   auto be = make_cpu_backend();
   std::vector<char> mem(4096);
-  EXPECT_OK(be->host_register(mem.data(), mem.size()));
-  EXPECT_EQ(be->host_register(mem.data(), mem.size()).code(),
+  EXPECT_OK(be->device().host_register(mem.data(), mem.size()));
+  EXPECT_EQ(be->device().host_register(mem.data(), mem.size()).code(),
             ErrorCode::kInvalidArgument);  // twice
-  EXPECT_EQ(be->host_register(nullptr, 16).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->host_register(mem.data() + 8, 0).code(), ErrorCode::kInvalidArgument);
-  be->host_unregister(mem.data());
-  EXPECT_OK(be->host_register(mem.data(), mem.size()));  // again, once unregistered
-  be->host_unregister(mem.data());
+  EXPECT_EQ(be->device().host_register(nullptr, 16).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().host_register(mem.data() + 8, 0).code(), ErrorCode::kInvalidArgument);
+  be->device().host_unregister(mem.data());
+  EXPECT_OK(be->device().host_register(mem.data(), mem.size()));  // again, once unregistered
+  be->device().host_unregister(mem.data());
 }
 
 TEST(CpuBackend, CopiesRoundTrip) {
   for (bool strict : {false, true}) {
     auto be = make_cpu_backend(
         CpuBackendOptions{.device_capacity_bytes = 1 << 20, .strict_streams = strict});
-    auto s = be->create_stream();
+    auto s = be->device().create_stream();
     ASSERT_TRUE(s.ok());
     EXPECT_NE(s->id(), 0);
-    auto ev = be->create_event();
+    auto ev = be->device().create_event();
     ASSERT_TRUE(ev.ok());
-    auto dev = be->device_alloc(100 * sizeof(float));
-    auto dev2 = be->device_alloc(100 * sizeof(float));
-    auto pinned = be->host_alloc_pinned(100 * sizeof(float));
+    auto dev = be->device().device_alloc(100 * sizeof(float));
+    auto dev2 = be->device().device_alloc(100 * sizeof(float));
+    auto pinned = be->device().host_alloc_pinned(100 * sizeof(float));
     ASSERT_TRUE(dev.ok() && dev2.ok() && pinned.ok());
     std::vector<float> src(100), dst(100, -1.0f);
     for (int i = 0; i < 100; ++i) src[i] = 0.5f * i;
     // Each hop on another stream than the last waits for it through an event.
-    ASSERT_OK(be->copy_h2d(*dev, src.data(), 100 * sizeof(float), *s));
-    ASSERT_OK(be->record_event(*ev, *s));
-    ASSERT_OK(be->stream_wait_event(0, *ev));
-    ASSERT_OK(be->copy_d2d(*dev2, *dev, 100 * sizeof(float), 0));
-    ASSERT_OK(be->record_event(*ev, 0));
-    ASSERT_OK(be->stream_wait_event(*s, *ev));
-    ASSERT_OK(be->copy_d2h(*pinned, *dev2, 100 * sizeof(float), *s));
-    ASSERT_OK(be->copy_h2d(*dev, *pinned, 100 * sizeof(float), *s));
-    ASSERT_OK(be->record_event(*ev, *s));
-    ASSERT_OK(be->stream_wait_event(0, *ev));
-    ASSERT_OK(be->copy_d2h(dst.data(), *dev, 100 * sizeof(float), 0));
-    ASSERT_OK(be->synchronize_stream(0));
+    ASSERT_OK(be->device().copy_h2d(*dev, src.data(), 100 * sizeof(float), *s));
+    ASSERT_OK(be->device().record_event(*ev, *s));
+    ASSERT_OK(be->device().stream_wait_event(0, *ev));
+    ASSERT_OK(be->device().copy_d2d(*dev2, *dev, 100 * sizeof(float), 0));
+    ASSERT_OK(be->device().record_event(*ev, 0));
+    ASSERT_OK(be->device().stream_wait_event(*s, *ev));
+    ASSERT_OK(be->device().copy_d2h(*pinned, *dev2, 100 * sizeof(float), *s));
+    ASSERT_OK(be->device().copy_h2d(*dev, *pinned, 100 * sizeof(float), *s));
+    ASSERT_OK(be->device().record_event(*ev, *s));
+    ASSERT_OK(be->device().stream_wait_event(0, *ev));
+    ASSERT_OK(be->device().copy_d2h(dst.data(), *dev, 100 * sizeof(float), 0));
+    ASSERT_OK(be->device().synchronize_stream(0));
     EXPECT_EQ(src, dst) << (strict ? "strict" : "synchronous");
-    be->host_free_pinned(*pinned);
-    be->device_free(*dev);
-    be->device_free(*dev2);
+    be->device().host_free_pinned(*pinned);
+    be->device().device_free(*dev);
+    be->device().device_free(*dev2);
   }
 }
 
 TEST(CpuBackend, StreamsAndEventsAreValidated) {
   auto be = make_cpu_backend();
-  auto s = be->create_stream();
-  auto e = be->create_event();
+  auto s = be->device().create_stream();
+  auto e = be->device().create_event();
   ASSERT_TRUE(s.ok() && e.ok());
-  EXPECT_TRUE(be->record_event(*e, *s).ok());
-  EXPECT_TRUE(be->stream_wait_event(0, *e).ok());
-  EXPECT_TRUE(be->synchronize_event(*e).ok());
-  EXPECT_TRUE(be->synchronize_stream(*s).ok());
-  EXPECT_TRUE(be->synchronize_stream(0).ok());
-  EXPECT_EQ(be->synchronize_stream(s->id() + 1).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->synchronize_stream(-1).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->record_event(e->id() + 1, 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->record_event(*e, 7).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->stream_wait_event(0, -1).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->synchronize_event(e->id() + 1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(be->device().record_event(*e, *s).ok());
+  EXPECT_TRUE(be->device().stream_wait_event(0, *e).ok());
+  EXPECT_TRUE(be->device().synchronize_event(*e).ok());
+  EXPECT_TRUE(be->device().synchronize_stream(*s).ok());
+  EXPECT_TRUE(be->device().synchronize_stream(0).ok());
+  EXPECT_EQ(be->device().synchronize_stream(s->id() + 1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().synchronize_stream(-1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().record_event(e->id() + 1, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().record_event(*e, 7).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().stream_wait_event(0, -1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().synchronize_event(e->id() + 1).code(), ErrorCode::kInvalidArgument);
   float x = 1.0f;
-  EXPECT_EQ(be->copy_h2d(&x, &x, 4, 9).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->copy_h2d(nullptr, &x, 4, 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(be->copy_h2d(nullptr, nullptr, 0, 0).ok());
-  EXPECT_EQ(be->add_inplace(&x, &x, 1, 9).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().copy_h2d(&x, &x, 4, 9).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->device().copy_h2d(nullptr, &x, 4, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(be->device().copy_h2d(nullptr, nullptr, 0, 0).ok());
+  EXPECT_EQ(be->add_inplace(f32(&x, {static_cast<int64_t>(1)}), f32(&x, {static_cast<int64_t>(1)}), 9).code(), ErrorCode::kInvalidArgument);
   // An event never recorded counts as complete.
-  auto fresh = be->create_event();
+  auto fresh = be->device().create_event();
   ASSERT_TRUE(fresh.ok());
-  EXPECT_OK(be->synchronize_event(*fresh));
-  EXPECT_OK(be->stream_wait_event(*s, *fresh));
+  EXPECT_OK(be->device().synchronize_event(*fresh));
+  EXPECT_OK(be->device().stream_wait_event(*s, *fresh));
 }
 
 TEST(CpuBackend, TensorsMustFitTheirDeviceAllocations) {
   auto be = make_cpu_backend();
-  auto dev = be->device_alloc(10 * sizeof(float));
+  auto dev = be->device().device_alloc(10 * sizeof(float));
   ASSERT_TRUE(dev.ok());
   std::vector<float> host(64, 1.0f);
   // y[3, 4] is 12 floats; its allocation has 10.
-  auto st = be->linear_forward(*dev, host.data(), host.data(), nullptr, 3, 2, 4, 0);
+  auto st = be->linear_forward(Tensor(*dev, DType::kF32, {3, 4}), f32(host.data(), {3, 2}), f32(host.data(), {4, 2}), ConstTensor(nullptr, DType::kF32, {4}), 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("y needs 48 bytes"), std::string::npos) << st.message();
-  EXPECT_OK(be->linear_forward(*dev, host.data(), host.data(), nullptr, 2, 2, 5, 0));  // exactly 10
-  EXPECT_EQ(be->copy_h2d(static_cast<char*>(*dev) + 8, host.data(), 40, 0).code(),
+  EXPECT_OK(be->linear_forward(Tensor(*dev, DType::kF32, {2, 5}), f32(host.data(), {2, 2}), f32(host.data(), {5, 2}), ConstTensor(nullptr, DType::kF32, {5}), 0));  // exactly 10
+  EXPECT_EQ(be->device().copy_h2d(static_cast<char*>(*dev) + 8, host.data(), 40, 0).code(),
             ErrorCode::kInvalidArgument);
-  st = be->rmsnorm_forward(nullptr, nullptr, host.data(), host.data(), 2, 4, 1e-5f, 0);
+  st = be->rmsnorm_forward(Tensor(nullptr, DType::kF32, {2, 4}), Tensor(nullptr, DType::kF32, {2}), f32(host.data(), {2, 4}), f32(host.data(), {4}), 1e-5f, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("out is null"), std::string::npos) << st.message();
 }
@@ -199,8 +199,7 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int batch = 2, seq = 40, hq = 4, hkv = 2, d = 8;
     std::vector<float> q(size_t(batch) * seq * hq * d, 0.5f),
         kv(size_t(batch) * seq * hkv * d, 0.5f), out(q.size()), lse(size_t(batch) * hq * seq);
-    auto st = be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
-                                    seq, hq, hkv, d, 0);
+    auto st = be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);  // at the call, also in strict mode
     EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("none is set"), std::string::npos) << st.message();
@@ -208,25 +207,21 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int n = 5, v = 7;
     std::vector<float> x(size_t(n) * d, 0.1f), w(size_t(v) * d, 0.1f), losses(n);
     std::vector<int32_t> labels(n, 1);
-    st = be->lm_head_loss(losses.data(), nullptr, nullptr, x.data(), w.data(), labels.data(), n, d,
-                          v, 0.0f, nullptr, n, 0);
+    st = be->lm_head_loss(f32(losses.data(), {n}), Tensor(nullptr, DType::kF32, {n, d}), Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}), f32(w.data(), {v, d}), i32(labels.data(), {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("lm_head_loss: needs"), std::string::npos) << st.message();
 
     // Sized for a much smaller call: too small, and the message says by how much.
     ASSERT_OK(set_test_workspace(*be, attention_shapes(1, 2, 1, 1, d)));
-    st = be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch, seq,
-                               hq, hkv, d, 0);
+    st = be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("the one set has"), std::string::npos) << st.message();
 
     ASSERT_OK(set_test_workspace(*be, attention_shapes(batch, seq, hq, hkv, d)));
-    EXPECT_OK(be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
-                                    seq, hq, hkv, d, 0));
-    EXPECT_OK(be->synchronize_stream(0));          // nothing failed when the queued op ran
+    EXPECT_OK(be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0));
+    EXPECT_OK(be->device().synchronize_stream(0));          // nothing failed when the queued op ran
     EXPECT_OK(be->set_workspace(nullptr, 0, {}));  // taken back
-    EXPECT_EQ(be->attention_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), batch,
-                                    seq, hq, hkv, d, 0)
+    EXPECT_EQ(be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0)
                   .code(),
               ErrorCode::kInvalidArgument);
   }
@@ -244,7 +239,7 @@ TEST(CpuBackend, SetWorkspaceChecksSizeAndAlignment) {
   both.tokens = 16, both.vocab = 100, both.lm_head_chunk = 16;
   EXPECT_EQ(be->workspace_bytes(both),
             std::max(bytes, be->workspace_bytes(lm_head_shapes(16, 8, 100, 16))));
-  auto ws = be->device_alloc(bytes + 256);
+  auto ws = be->device().device_alloc(bytes + 256);
   ASSERT_TRUE(ws.ok());
   EXPECT_EQ(be->set_workspace(*ws, bytes - 256, shapes).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->set_workspace(static_cast<char*>(*ws) + 64, bytes, shapes).code(),
@@ -264,30 +259,30 @@ TEST(CpuBackend, SetWorkspaceChecksSizeAndAlignment) {
 TEST(CpuBackendStrict, ReadsAcrossStreamsNeedAWait) {
   CpuBackend be(strict_options());
   const size_t bytes = 4 * sizeof(float);
-  auto buf = be.device_alloc(bytes), dst = be.device_alloc(bytes);
+  auto buf = be.device().device_alloc(bytes), dst = be.device().device_alloc(bytes);
   ASSERT_TRUE(buf.ok() && dst.ok());
   const std::vector<float> old_data = {1, 2, 3, 4}, new_data = {5, 6, 7, 8},
                            later_data = {9, 9, 9, 9};
-  ASSERT_OK(be.copy_h2d(*buf, old_data.data(), bytes, 0));
-  ASSERT_OK(be.synchronize_stream(0));
-  auto a = be.create_stream();
+  ASSERT_OK(be.device().copy_h2d(*buf, old_data.data(), bytes, 0));
+  ASSERT_OK(be.device().synchronize_stream(0));
+  auto a = be.device().create_stream();
   ASSERT_TRUE(a.ok());
 
-  ASSERT_OK(be.copy_h2d(*buf, new_data.data(), bytes, 0));
-  ASSERT_OK(be.copy_d2d(*dst, *buf, bytes, *a));  // no wait
-  ASSERT_OK(be.synchronize_stream(*a));
+  ASSERT_OK(be.device().copy_h2d(*buf, new_data.data(), bytes, 0));
+  ASSERT_OK(be.device().copy_d2d(*dst, *buf, bytes, *a));  // no wait
+  ASSERT_OK(be.device().synchronize_stream(*a));
   EXPECT_EQ(peek(*dst, 4), old_data);
 
-  auto written = be.create_event();
+  auto written = be.device().create_event();
   ASSERT_TRUE(written.ok());
-  ASSERT_OK(be.record_event(*written, 0));
-  ASSERT_OK(be.copy_h2d(*buf, later_data.data(), bytes, 0));  // after the record: not waited for
-  ASSERT_OK(be.stream_wait_event(*a, *written));
-  ASSERT_OK(be.copy_d2d(*dst, *buf, bytes, *a));
-  ASSERT_OK(be.synchronize_stream(*a));
+  ASSERT_OK(be.device().record_event(*written, 0));
+  ASSERT_OK(be.device().copy_h2d(*buf, later_data.data(), bytes, 0));  // after the record: not waited for
+  ASSERT_OK(be.device().stream_wait_event(*a, *written));
+  ASSERT_OK(be.device().copy_d2d(*dst, *buf, bytes, *a));
+  ASSERT_OK(be.device().synchronize_stream(*a));
   EXPECT_EQ(peek(*dst, 4), new_data);
   EXPECT_EQ(peek(*buf, 4), new_data);  // stream 0 ran up to the record only
-  ASSERT_OK(be.synchronize_stream(0));
+  ASSERT_OK(be.device().synchronize_stream(0));
   EXPECT_EQ(peek(*buf, 4), later_data);
 }
 
@@ -296,29 +291,29 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   CpuBackend be(strict_options());
   const int n = 3, in = 4, out = 2;
   auto x = random_floats(n * in, 1), w = random_floats(out * in, 2);
-  auto dev = be.device_alloc(x.size() * sizeof(float));
+  auto dev = be.device().device_alloc(x.size() * sizeof(float));
   ASSERT_TRUE(dev.ok());
   std::vector<float> back(x.size(), -1.0f), y(n * out, -1.0f);
-  ASSERT_OK(be.copy_h2d(*dev, x.data(), x.size() * sizeof(float), 0));
-  ASSERT_OK(be.linear_forward(y.data(), *dev, w.data(), nullptr, n, in, out, 0));
-  auto done = be.create_event();
+  ASSERT_OK(be.device().copy_h2d(*dev, x.data(), x.size() * sizeof(float), 0));
+  ASSERT_OK(be.linear_forward(f32(y.data(), {n, out}), ConstTensor(*dev, DType::kF32, {n, in}), f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}), 0));
+  auto done = be.device().create_event();
   ASSERT_TRUE(done.ok());
-  ASSERT_OK(be.record_event(*done, 0));
-  ASSERT_OK(be.copy_d2h(back.data(), *dev, x.size() * sizeof(float), 0));
+  ASSERT_OK(be.device().record_event(*done, 0));
+  ASSERT_OK(be.device().copy_d2h(back.data(), *dev, x.size() * sizeof(float), 0));
   EXPECT_EQ(y, std::vector<float>(n * out, -1.0f));
   EXPECT_EQ(back, std::vector<float>(x.size(), -1.0f));
 
   ASSERT_OK(
-      be.synchronize_event(*done));  // runs the work before the record: the op, not the copy back
+      be.device().synchronize_event(*done));  // runs the work before the record: the op, not the copy back
   EXPECT_NE(y, std::vector<float>(n * out, -1.0f));
   EXPECT_EQ(back, std::vector<float>(x.size(), -1.0f));
-  ASSERT_OK(be.synchronize_stream(0));
+  ASSERT_OK(be.device().synchronize_stream(0));
   EXPECT_EQ(back, x);
 
   // The op computed what the synchronous backend computes.
   auto sync = make_cpu_backend();
   std::vector<float> y_sync(n * out);
-  ASSERT_OK(sync->linear_forward(y_sync.data(), x.data(), w.data(), nullptr, n, in, out, 0));
+  ASSERT_OK(sync->linear_forward(f32(y_sync.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}), 0));
   EXPECT_EQ(y, y_sync);
 }
 
@@ -329,21 +324,21 @@ TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
   const int n = 256, d = 256;
   auto x = random_floats(size_t(n) * d, 3), w = random_floats(size_t(d) * d, 4);
   std::vector<float> y(size_t(n) * d);
-  auto start = be.create_event(/*timing=*/true), end = be.create_event(/*timing=*/true);
+  auto start = be.device().create_event(/*timing=*/true), end = be.device().create_event(/*timing=*/true);
   ASSERT_TRUE(start.ok() && end.ok());
-  ASSERT_OK(be.record_event(*start, 0));
+  ASSERT_OK(be.device().record_event(*start, 0));
   for (int i = 0; i < 8; ++i)
-    ASSERT_OK(be.linear_forward(y.data(), x.data(), w.data(), nullptr, n, d, d, 0));
-  ASSERT_OK(be.record_event(*end, 0));
-  EXPECT_EQ(be.elapsed_s(*start, *end).status().code(),
+    ASSERT_OK(be.linear_forward(f32(y.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d, d}), ConstTensor(nullptr, DType::kF32, {d}), 0));
+  ASSERT_OK(be.device().record_event(*end, 0));
+  EXPECT_EQ(be.device().elapsed_s(*start, *end).status().code(),
             ErrorCode::kInvalidArgument);  // not run yet
   const double sleep_s = 0.3;
   std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_OK(be.synchronize_event(*end));
+  ASSERT_OK(be.device().synchronize_event(*end));
   const double sync_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto elapsed = be.elapsed_s(*start, *end);
+  auto elapsed = be.device().elapsed_s(*start, *end);
   ASSERT_TRUE(elapsed.ok()) << elapsed.status().to_string();
   EXPECT_GT(*elapsed, 0.0);
   EXPECT_LE(*elapsed, sync_s);   // within the synchronize that ran the work...
@@ -352,20 +347,20 @@ TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
 
 TEST(CpuBackend, ElapsedTimeOfSynchronousWork) {
   auto be = make_cpu_backend();
-  auto start = be->create_event(true), end = be->create_event(true), plain = be->create_event();
+  auto start = be->device().create_event(true), end = be->device().create_event(true), plain = be->device().create_event();
   ASSERT_TRUE(start.ok() && end.ok() && plain.ok());
-  EXPECT_EQ(be->elapsed_s(*start, *end).status().code(),
+  EXPECT_EQ(be->device().elapsed_s(*start, *end).status().code(),
             ErrorCode::kInvalidArgument);  // never recorded
-  ASSERT_OK(be->record_event(*start, 0));
+  ASSERT_OK(be->device().record_event(*start, 0));
   std::this_thread::sleep_for(
       std::chrono::milliseconds(50));  // synchronous: the host's time is the stream's
-  ASSERT_OK(be->record_event(*end, 0));
-  ASSERT_OK(be->record_event(*plain, 0));
-  auto elapsed = be->elapsed_s(*start, *end);
+  ASSERT_OK(be->device().record_event(*end, 0));
+  ASSERT_OK(be->device().record_event(*plain, 0));
+  auto elapsed = be->device().elapsed_s(*start, *end);
   ASSERT_TRUE(elapsed.ok()) << elapsed.status().to_string();
   EXPECT_GE(*elapsed, 0.05);
   EXPECT_LT(*elapsed, 5.0);
-  EXPECT_EQ(be->elapsed_s(*start, *plain).status().code(),
+  EXPECT_EQ(be->device().elapsed_s(*start, *plain).status().code(),
             ErrorCode::kInvalidArgument);  // no timing
 }
 
@@ -373,39 +368,39 @@ TEST(CpuBackend, ElapsedTimeOfSynchronousWork) {
 // not reused).
 TEST(CpuBackendStrict, DestroyedStreamsAndEventsAreRejected) {
   CpuBackend be(strict_options());
-  auto dev = be.device_alloc(4 * sizeof(float));
+  auto dev = be.device().device_alloc(4 * sizeof(float));
   ASSERT_TRUE(dev.ok());
   const std::vector<float> data = {1, 2, 3, 4};
-  auto s = be.create_stream();
+  auto s = be.device().create_stream();
   ASSERT_TRUE(s.ok());
   const StreamId sid = s->id();
-  ASSERT_OK(be.copy_h2d(*dev, data.data(), 4 * sizeof(float), sid));
+  ASSERT_OK(be.device().copy_h2d(*dev, data.data(), 4 * sizeof(float), sid));
   s->reset();
   EXPECT_EQ(peek(*dev, 4), data);  // the queued copy ran before the stream went
-  EXPECT_EQ(be.synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.copy_h2d(*dev, data.data(), 4 * sizeof(float), sid).code(),
+  EXPECT_EQ(be.device().synchronize_stream(sid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.device().copy_h2d(*dev, data.data(), 4 * sizeof(float), sid).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.fill_zero(*dev, 16, sid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.device().fill_zero(*dev, 16, sid).code(), ErrorCode::kInvalidArgument);
 
-  auto e = be.create_event(true);
+  auto e = be.device().create_event(true);
   ASSERT_TRUE(e.ok());
   const EventId eid = e->id();
-  EXPECT_EQ(be.record_event(eid, sid).code(), ErrorCode::kInvalidArgument);
-  ASSERT_OK(be.record_event(eid, 0));
+  EXPECT_EQ(be.device().record_event(eid, sid).code(), ErrorCode::kInvalidArgument);
+  ASSERT_OK(be.device().record_event(eid, 0));
   e->reset();
-  EXPECT_EQ(be.record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.synchronize_event(eid).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.stream_wait_event(0, eid).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.elapsed_s(eid, eid).status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_OK(be.synchronize_stream(0));  // the queued record of the destroyed event does nothing
+  EXPECT_EQ(be.device().record_event(eid, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.device().synchronize_event(eid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.device().stream_wait_event(0, eid).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.device().elapsed_s(eid, eid).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_OK(be.device().synchronize_stream(0));  // the queued record of the destroyed event does nothing
 
-  auto s2 = be.create_stream();
-  auto e2 = be.create_event();
+  auto s2 = be.device().create_stream();
+  auto e2 = be.device().create_event();
   ASSERT_TRUE(s2.ok() && e2.ok());
   EXPECT_NE(s2->id(), sid);
   EXPECT_NE(e2->id(), eid);
   Stream moved = std::move(*s2);  // a moved-from handle destroys nothing
-  EXPECT_OK(be.synchronize_stream(moved));
+  EXPECT_OK(be.device().synchronize_stream(moved));
 }
 
 // Token ids and labels are device data: the strict backend checks them when the op runs (here,
@@ -415,47 +410,45 @@ TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
   CpuBackend be(CpuBackendOptions{.poison_allocations = true, .strict_streams = true});
   const int n = 4, d = 8, v = 10;
   ASSERT_OK(set_test_workspace(be, lm_head_shapes(n, d, v, n)));
-  auto ids = be.device_alloc(n * sizeof(int32_t)), labels = be.device_alloc(n * sizeof(int32_t));
-  auto table = be.device_alloc(size_t(v) * d * sizeof(float)),
-       losses = be.device_alloc(n * sizeof(float));
+  auto ids = be.device().device_alloc(n * sizeof(int32_t)), labels = be.device().device_alloc(n * sizeof(int32_t));
+  auto table = be.device().device_alloc(size_t(v) * d * sizeof(float)),
+       losses = be.device().device_alloc(n * sizeof(float));
   ASSERT_TRUE(ids.ok() && labels.ok() && table.ok() && losses.ok());
   std::vector<float> table_host = random_floats(size_t(v) * d, 5), x(size_t(n) * d);
   const std::vector<int32_t> ids_host = {3, 9, 0, 3}, bad_labels = {1, -100, 10, 2};
-  ASSERT_OK(be.copy_h2d(*table, table_host.data(), table_host.size() * sizeof(float), 0));
+  ASSERT_OK(be.device().copy_h2d(*table, table_host.data(), table_host.size() * sizeof(float), 0));
   // Poisoned (NaN) ids would be out of range if they were checked now.
-  ASSERT_OK(be.copy_h2d(*ids, ids_host.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(be.embedding_forward(x.data(), static_cast<const int32_t*>(*ids), *table, n, d, 0));
-  ASSERT_OK(be.synchronize_stream(0));
+  ASSERT_OK(be.device().copy_h2d(*ids, ids_host.data(), n * sizeof(int32_t), 0));
+  ASSERT_OK(be.embedding_forward(f32(x.data(), {n, d}), i32(static_cast<const int32_t*>(*ids), {n}), ConstTensor(*table, DType::kF32, {v, d}), 0));
+  ASSERT_OK(be.device().synchronize_stream(0));
   for (int j = 0; j < d; ++j) EXPECT_EQ(x[size_t(1) * d + j], table_host[size_t(9) * d + j]);
 
-  ASSERT_OK(be.copy_h2d(*labels, bad_labels.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(be.lm_head_loss(static_cast<float*>(*losses), nullptr, nullptr, x.data(), *table,
-                            static_cast<const int32_t*>(*labels), n, d, v, 0.0f, nullptr, n,
-                            0));  // queued: ok
-  auto after = be.create_event();
-  auto a = be.create_stream();
+  ASSERT_OK(be.device().copy_h2d(*labels, bad_labels.data(), n * sizeof(int32_t), 0));
+  ASSERT_OK(be.lm_head_loss(Tensor(static_cast<float*>(*losses), DType::kF32, {n}), Tensor(nullptr, DType::kF32, {n, d}), Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}), ConstTensor(*table, DType::kF32, {v, d}), i32(static_cast<const int32_t*>(*labels), {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0));  // queued: ok
+  auto after = be.device().create_event();
+  auto a = be.device().create_stream();
   ASSERT_TRUE(after.ok() && a.ok());
-  ASSERT_OK(be.record_event(*after, 0));
-  ASSERT_OK(be.stream_wait_event(*a, *after));
+  ASSERT_OK(be.device().record_event(*after, 0));
+  ASSERT_OK(be.device().stream_wait_event(*a, *after));
   std::vector<float> host(n);
-  ASSERT_OK(be.copy_d2h(host.data(), *losses, n * sizeof(float), *a));
+  ASSERT_OK(be.device().copy_d2h(host.data(), *losses, n * sizeof(float), *a));
 
-  Status st = be.synchronize_stream(*a);
+  Status st = be.device().synchronize_stream(*a);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("waited for work that failed"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("stream 0: lm_head_loss: label 10"), std::string::npos)
       << st.message();
-  st = be.synchronize_stream(0);
+  st = be.device().synchronize_stream(0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("stream 0: lm_head_loss: label 10"), std::string::npos)
       << st.message();
-  EXPECT_EQ(be.synchronize_stream(0).code(), ErrorCode::kInvalidArgument);  // sticky
-  EXPECT_EQ(be.synchronize_event(*after).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.fill_zero(*losses, 4, 0).code(), ErrorCode::kInvalidArgument);  // no more work on it
-  auto b = be.create_stream();  // other streams go on
+  EXPECT_EQ(be.device().synchronize_stream(0).code(), ErrorCode::kInvalidArgument);  // sticky
+  EXPECT_EQ(be.device().synchronize_event(*after).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.device().fill_zero(*losses, 4, 0).code(), ErrorCode::kInvalidArgument);  // no more work on it
+  auto b = be.device().create_stream();  // other streams go on
   ASSERT_TRUE(b.ok());
-  EXPECT_OK(be.fill_zero(*losses, 4, *b));
-  EXPECT_OK(be.synchronize_stream(*b));
+  EXPECT_OK(be.device().fill_zero(*losses, 4, *b));
+  EXPECT_OK(be.device().synchronize_stream(*b));
 }
 
 // Freeing memory runs the queued work first, as cudaFree synchronises the device.
@@ -463,13 +456,96 @@ TEST(CpuBackendStrict, FreeingMemoryRunsTheWorkThatUsesIt) {
   CpuBackend be(strict_options());
   const std::vector<float> data = {1, 2, 3, 4};
   std::vector<float> back(4, 0.0f);
-  auto dev = be.device_alloc(4 * sizeof(float));
-  auto s = be.create_stream();
+  auto dev = be.device().device_alloc(4 * sizeof(float));
+  auto s = be.device().create_stream();
   ASSERT_TRUE(dev.ok() && s.ok());
-  ASSERT_OK(be.copy_h2d(*dev, data.data(), 4 * sizeof(float), *s));
-  ASSERT_OK(be.copy_d2h(back.data(), *dev, 4 * sizeof(float), *s));
-  be.device_free(*dev);
+  ASSERT_OK(be.device().copy_h2d(*dev, data.data(), 4 * sizeof(float), *s));
+  ASSERT_OK(be.device().copy_d2h(back.data(), *dev, 4 * sizeof(float), *s));
+  be.device().device_free(*dev);
   EXPECT_EQ(back, data);
+}
+
+// --- typed ops: the tensor references' checks (backend.cpp) -------------------------------------
+
+TEST(TypedOps, WrongDtypeNamesTheOpAndTheArgument) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(6, 1.0f), w(6, 1.0f), y(4);
+  std::vector<uint16_t> x16(6);
+  const Status st = be->linear_forward(f32(y.data(), {2, 2}), ConstTensor(x16.data(), DType::kBF16, {2, 3}),
+                                       f32(w.data(), {2, 3}), {}, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "linear_forward: x is BF16 [2, 3], expected F32 [2, 3]");
+}
+
+TEST(TypedOps, TransposedWeightIsAnError) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(2 * 3, 1.0f), w(3 * 4, 1.0f), y(2 * 4);
+  // y[2, 4] = x[2, 3] · W[4, 3]ᵀ, with W given as [3, 4].
+  const Status st = be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {3, 4}), {}, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "linear_forward: w is F32 [3, 4], expected F32 [4, 3]");
+}
+
+TEST(TypedOps, SwappedQueryAndKeyAreAnError) {
+  auto be = make_cpu_backend();
+  const int b = 1, t = 4, hq = 4, hkv = 2, d = 8;
+  std::vector<float> q(b * t * hq * d, 0.5f), k(b * t * hkv * d, 0.5f), v(k.size(), 0.5f), out(q.size()),
+      lse(b * hq * t);
+  const Shape qs{b, t, hq, d}, kvs{b, t, hkv, d};
+  const Status st =
+      be->attention_forward(f32(out.data(), qs), f32(lse.data(), {b, hq, t}), f32(k.data(), kvs), f32(q.data(), qs),
+                            f32(v.data(), kvs), 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("attention_forward: q is F32 [1, 4, 2, 8] and k F32 [1, 4, 4, 8]"), std::string::npos)
+      << st.message();
+}
+
+TEST(TypedOps, MismatchedOutputShapeIsAnError) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(2 * 8, 1.0f), w(8, 1.0f), out(2 * 8), rstd(3);
+  const Status st = be->rmsnorm_forward(f32(out.data(), {2, 8}), f32(rstd.data(), {3}), f32(x.data(), {2, 8}),
+                                        f32(w.data(), {8}), 1e-5f, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "rmsnorm_forward: rstd is F32 [3], expected F32 [2]");
+}
+
+TEST(TypedOps, AbsentOptionalArgumentsPass) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(2 * 3, 1.0f), w(4 * 3, 0.5f), y(2 * 4);
+  EXPECT_TRUE(be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {4, 3}), {}, 0).ok());
+  EXPECT_FLOAT_EQ(y[0], 1.5f);  // Σ over 3 of 1 · 0.5
+}
+
+// --- device and facts ----------------------------------------------------------------------------
+
+TEST(CpuBackend, IsItsOwnDeviceOfOrdinalZero) {
+  auto be = make_cpu_backend();
+  Device& dev = be->device();
+  EXPECT_EQ(dev.ordinal(), 0);
+  EXPECT_EQ(dev.kind(), BackendKind::kCpu);
+  EXPECT_EQ(dev.name(), "cpu");
+  EXPECT_FALSE(dev.facts().gpu);
+  EXPECT_EQ(be->facts().alignment, kDeviceAlignment);
+}
+
+TEST(BackendFacts, KindsNamesAndWorkspaces) {
+  EXPECT_EQ(parse_backend_kind("cpu"), BackendKind::kCpu);
+  EXPECT_EQ(parse_backend_kind("cuda"), BackendKind::kCuda);
+  EXPECT_EQ(parse_backend_kind("auto"), std::nullopt);
+  EXPECT_STREQ(backend_name(BackendKind::kCuda), "cuda");
+  EXPECT_EQ(backend_facts(BackendKind::kCuda).act_dtype, DType::kBF16);
+  EXPECT_TRUE(backend_facts(BackendKind::kCuda).gpu);
+  EXPECT_EQ(backend_facts(BackendKind::kCpu).act_dtype, DType::kF32);
+  // CUDA: cuBLASLt's 32 MiB, then the LM head's fp32 logits and bf16 dlogits (6 B per logit).
+  OpShapes s;
+  s.tokens = 8;
+  s.vocab = 1000;
+  s.lm_head_chunk = 8;
+  EXPECT_EQ(workspace_bytes(BackendKind::kCuda, s), (size_t{32} << 20) + align_to_device(8 * 1000 * 4) +
+                                                        align_to_device(8 * 1000 * 2));
+  // The CPU backend answers what the facts say without a device.
+  auto be = make_cpu_backend();
+  EXPECT_EQ(be->workspace_bytes(s), workspace_bytes(BackendKind::kCpu, s));
 }
 
 }  // namespace

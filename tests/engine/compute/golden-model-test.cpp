@@ -123,13 +123,13 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   shapes.tokens = n, shapes.batch = B, shapes.seq = T, shapes.hidden = D, shapes.heads = hq, shapes.kv_heads = hkv;
   shapes.head_dim = hd, shapes.intermediate = F, shapes.vocab = V, shapes.lm_head_chunk = 37;
   const size_t ws_bytes = be->workspace_bytes(shapes);
-  auto ws = be->device_alloc(ws_bytes);
+  auto ws = be->device().device_alloc(ws_bytes);
   ASSERT_TRUE(ws.ok()) << ws.status().to_string();
   OK(be->set_workspace(*ws, ws_bytes, shapes));
   // Host copies go through the stream (copy_d2d): the strict backend has not run the ops yet.
   auto copy = [&](Vec* dst, const Vec& src) {
     dst->resize(src.size());
-    return be->copy_d2d(dst->data(), src.data(), src.size() * sizeof(float), 0);
+    return be->device().copy_d2d(dst->data(), src.data(), src.size() * sizeof(float), 0);
   };
   // Saved activations per layer.
   struct Acts {
@@ -139,41 +139,41 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   Vec x(size_t(n) * D);
   // Per-layer temporaries live as long as the queued ops that use them.
   Vec o(size_t(n) * D), m(size_t(n) * D);
-  OK(be->embedding_forward(x.data(), ids.data(), p[emb].data(), n, D, 0));
+  OK(be->embedding_forward(f32(x.data(), {n, D}), i32(ids.data(), {n}), f32(p[emb].data(), {V, D}), 0));
   for (int l = 0; l < c.num_layers; ++l) {
     Acts& a = acts[l];
     OK(copy(&a.x, x));
     a.h1.resize(x.size()), a.rstd1.resize(n);
-    OK(be->rmsnorm_forward(a.h1.data(), a.rstd1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), n, D, c.rms_norm_eps, 0));
+    OK(be->rmsnorm_forward(f32(a.h1.data(), {n, D}), f32(a.rstd1.data(), {n}), f32(a.x.data(), {n, D}), f32(p[L(l, "input_layernorm.weight")].data(), {D}), c.rms_norm_eps, 0));
     a.q.resize(size_t(n) * qd), a.k.resize(size_t(n) * kvd), a.v.resize(size_t(n) * kvd);
-    OK(be->linear_forward(a.q.data(), a.h1.data(), p[L(l, "self_attn.q_proj.weight")].data(), bias(l, "self_attn.q_proj.bias"), n, D, qd, 0));
-    OK(be->linear_forward(a.k.data(), a.h1.data(), p[L(l, "self_attn.k_proj.weight")].data(), bias(l, "self_attn.k_proj.bias"), n, D, kvd, 0));
-    OK(be->linear_forward(a.v.data(), a.h1.data(), p[L(l, "self_attn.v_proj.weight")].data(), bias(l, "self_attn.v_proj.bias"), n, D, kvd, 0));
-    OK(be->rope_forward(a.q.data(), B, T, hq, hd, c.rope_theta, rs, 0));
-    OK(be->rope_forward(a.k.data(), B, T, hkv, hd, c.rope_theta, rs, 0));
+    OK(be->linear_forward(f32(a.q.data(), {n, qd}), f32(a.h1.data(), {n, D}), f32(p[L(l, "self_attn.q_proj.weight")].data(), {qd, D}), ConstTensor(bias(l, "self_attn.q_proj.bias"), DType::kF32, {qd}), 0));
+    OK(be->linear_forward(f32(a.k.data(), {n, kvd}), f32(a.h1.data(), {n, D}), f32(p[L(l, "self_attn.k_proj.weight")].data(), {kvd, D}), ConstTensor(bias(l, "self_attn.k_proj.bias"), DType::kF32, {kvd}), 0));
+    OK(be->linear_forward(f32(a.v.data(), {n, kvd}), f32(a.h1.data(), {n, D}), f32(p[L(l, "self_attn.v_proj.weight")].data(), {kvd, D}), ConstTensor(bias(l, "self_attn.v_proj.bias"), DType::kF32, {kvd}), 0));
+    OK(be->rope_forward(f32(a.q.data(), {B, T, hq, hd}), c.rope_theta, rs, 0));
+    OK(be->rope_forward(f32(a.k.data(), {B, T, hkv, hd}), c.rope_theta, rs, 0));
     a.att.resize(a.q.size()), a.lse.resize(size_t(B) * hq * T);
-    OK(be->attention_forward(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, T, hq, hkv, hd, 0));
-    OK(be->linear_forward(o.data(), a.att.data(), p[L(l, "self_attn.o_proj.weight")].data(), nullptr, n, qd, D, 0));
+    OK(be->attention_forward(f32(a.att.data(), {B, T, hq, hd}), f32(a.lse.data(), {B, hq, T}), f32(a.q.data(), {B, T, hq, hd}), f32(a.k.data(), {B, T, hkv, hd}), f32(a.v.data(), {B, T, hkv, hd}), 0));
+    OK(be->linear_forward(f32(o.data(), {n, D}), f32(a.att.data(), {n, qd}), f32(p[L(l, "self_attn.o_proj.weight")].data(), {D, qd}), ConstTensor(nullptr, DType::kF32, {D}), 0));
     OK(copy(&a.x2, a.x));
-    OK(be->add_inplace(a.x2.data(), o.data(), a.x2.size(), 0));
+    OK(be->add_inplace(f32(a.x2.data(), {static_cast<int64_t>(a.x2.size())}), f32(o.data(), {static_cast<int64_t>(a.x2.size())}), 0));
     a.h2.resize(x.size()), a.rstd2.resize(n);
-    OK(be->rmsnorm_forward(a.h2.data(), a.rstd2.data(), a.x2.data(), p[L(l, "post_attention_layernorm.weight")].data(), n, D, c.rms_norm_eps, 0));
+    OK(be->rmsnorm_forward(f32(a.h2.data(), {n, D}), f32(a.rstd2.data(), {n}), f32(a.x2.data(), {n, D}), f32(p[L(l, "post_attention_layernorm.weight")].data(), {D}), c.rms_norm_eps, 0));
     a.gate.resize(size_t(n) * F), a.up.resize(size_t(n) * F), a.act.resize(size_t(n) * F);
-    OK(be->linear_forward(a.gate.data(), a.h2.data(), p[L(l, "mlp.gate_proj.weight")].data(), nullptr, n, D, F, 0));
-    OK(be->linear_forward(a.up.data(), a.h2.data(), p[L(l, "mlp.up_proj.weight")].data(), nullptr, n, D, F, 0));
-    OK(be->swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, F, 0));
-    OK(be->linear_forward(m.data(), a.act.data(), p[L(l, "mlp.down_proj.weight")].data(), nullptr, n, F, D, 0));
+    OK(be->linear_forward(f32(a.gate.data(), {n, F}), f32(a.h2.data(), {n, D}), f32(p[L(l, "mlp.gate_proj.weight")].data(), {F, D}), ConstTensor(nullptr, DType::kF32, {F}), 0));
+    OK(be->linear_forward(f32(a.up.data(), {n, F}), f32(a.h2.data(), {n, D}), f32(p[L(l, "mlp.up_proj.weight")].data(), {F, D}), ConstTensor(nullptr, DType::kF32, {F}), 0));
+    OK(be->swiglu_forward(f32(a.act.data(), {n, F}), f32(a.gate.data(), {n, F}), f32(a.up.data(), {n, F}), 0));
+    OK(be->linear_forward(f32(m.data(), {n, D}), f32(a.act.data(), {n, F}), f32(p[L(l, "mlp.down_proj.weight")].data(), {D, F}), ConstTensor(nullptr, DType::kF32, {D}), 0));
     OK(copy(&x, a.x2));
-    OK(be->add_inplace(x.data(), m.data(), x.size(), 0));
+    OK(be->add_inplace(f32(x.data(), {static_cast<int64_t>(x.size())}), f32(m.data(), {static_cast<int64_t>(x.size())}), 0));
   }
   Vec hf(x.size()), rstd_f(n), logits(size_t(n) * V), dhf(x.size());
-  OK(be->rmsnorm_forward(hf.data(), rstd_f.data(), x.data(), p["model.norm.weight"].data(), n, D, c.rms_norm_eps, 0));
+  OK(be->rmsnorm_forward(f32(hf.data(), {n, D}), f32(rstd_f.data(), {n}), f32(x.data(), {n, D}), f32(p["model.norm.weight"].data(), {D}), c.rms_norm_eps, 0));
   int targets = 0;
   for (int32_t t : labels) targets += t != -100;
   Vec losses(n);
-  OK(be->lm_head_loss(losses.data(), dhf.data(), g[head].data(), hf.data(), p[head].data(), labels.data(), n, D, V, 1.0f / targets, logits.data(), 37, 0));
+  OK(be->lm_head_loss(f32(losses.data(), {n}), f32(dhf.data(), {n, D}), f32(g[head].data(), {V, D}), f32(hf.data(), {n, D}), f32(p[head].data(), {V, D}), i32(labels.data(), {n}), 1.0f / targets, f32(logits.data(), {n, V}), 37, 0));
 
-  OK(be->synchronize_stream(0));
+  OK(be->device().synchronize_stream(0));
   double loss_sum = 0.0;
   for (float t : losses) loss_sum += t;
   Vec ref;
@@ -190,27 +190,27 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   Vec dx(x.size());
   Vec dact(size_t(n) * F), dgate(dact.size()), dup(dact.size()), dh2(size_t(n) * D);
   Vec datt(size_t(n) * qd), dq(datt.size()), dk(size_t(n) * kvd), dv(dk.size()), dh1(size_t(n) * D);
-  OK(be->rmsnorm_backward(dx.data(), g["model.norm.weight"].data(), dhf.data(), x.data(), p["model.norm.weight"].data(), rstd_f.data(), n, D, false, 0));
+  OK(be->rmsnorm_backward(f32(dx.data(), {n, D}), f32(g["model.norm.weight"].data(), {D}), f32(dhf.data(), {n, D}), f32(x.data(), {n, D}), f32(p["model.norm.weight"].data(), {D}), f32(rstd_f.data(), {n}), false, 0));
   for (int l = c.num_layers - 1; l >= 0; --l) {
     Acts& a = acts[l];
     // MLP: x3 = x2 + down(swiglu(gate(h2), up(h2)))
-    OK(be->linear_backward(dact.data(), g[L(l, "mlp.down_proj.weight")].data(), nullptr, dx.data(), a.act.data(), p[L(l, "mlp.down_proj.weight")].data(), n, F, D, false, 0));
-    OK(be->swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, F, 0));
-    OK(be->linear_backward(dh2.data(), g[L(l, "mlp.gate_proj.weight")].data(), nullptr, dgate.data(), a.h2.data(), p[L(l, "mlp.gate_proj.weight")].data(), n, D, F, false, 0));
-    OK(be->linear_backward(dh2.data(), g[L(l, "mlp.up_proj.weight")].data(), nullptr, dup.data(), a.h2.data(), p[L(l, "mlp.up_proj.weight")].data(), n, D, F, true, 0));
-    OK(be->rmsnorm_backward(dx.data(), g[L(l, "post_attention_layernorm.weight")].data(), dh2.data(), a.x2.data(), p[L(l, "post_attention_layernorm.weight")].data(), a.rstd2.data(), n, D, true, 0));
+    OK(be->linear_backward(f32(dact.data(), {n, F}), f32(g[L(l, "mlp.down_proj.weight")].data(), {D, F}), Tensor(nullptr, DType::kF32, {D}), f32(dx.data(), {n, D}), f32(a.act.data(), {n, F}), f32(p[L(l, "mlp.down_proj.weight")].data(), {D, F}), false, 0));
+    OK(be->swiglu_backward(f32(dgate.data(), {n, F}), f32(dup.data(), {n, F}), f32(dact.data(), {n, F}), f32(a.gate.data(), {n, F}), f32(a.up.data(), {n, F}), 0));
+    OK(be->linear_backward(f32(dh2.data(), {n, D}), f32(g[L(l, "mlp.gate_proj.weight")].data(), {F, D}), Tensor(nullptr, DType::kF32, {F}), f32(dgate.data(), {n, F}), f32(a.h2.data(), {n, D}), f32(p[L(l, "mlp.gate_proj.weight")].data(), {F, D}), false, 0));
+    OK(be->linear_backward(f32(dh2.data(), {n, D}), f32(g[L(l, "mlp.up_proj.weight")].data(), {F, D}), Tensor(nullptr, DType::kF32, {F}), f32(dup.data(), {n, F}), f32(a.h2.data(), {n, D}), f32(p[L(l, "mlp.up_proj.weight")].data(), {F, D}), true, 0));
+    OK(be->rmsnorm_backward(f32(dx.data(), {n, D}), f32(g[L(l, "post_attention_layernorm.weight")].data(), {D}), f32(dh2.data(), {n, D}), f32(a.x2.data(), {n, D}), f32(p[L(l, "post_attention_layernorm.weight")].data(), {D}), f32(a.rstd2.data(), {n}), true, 0));
     // Attention: x2 = x + o_proj(attn(rope(q(h1)), rope(k(h1)), v(h1)))
-    OK(be->linear_backward(datt.data(), g[L(l, "self_attn.o_proj.weight")].data(), nullptr, dx.data(), a.att.data(), p[L(l, "self_attn.o_proj.weight")].data(), n, qd, D, false, 0));
-    OK(be->attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(), a.v.data(), a.att.data(), a.lse.data(), B, T, hq, hkv, hd, 0));
-    OK(be->rope_backward(dq.data(), B, T, hq, hd, c.rope_theta, rs, 0));
-    OK(be->rope_backward(dk.data(), B, T, hkv, hd, c.rope_theta, rs, 0));
-    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.q_proj.weight")].data(), dbias(l, "self_attn.q_proj.bias"), dq.data(), a.h1.data(), p[L(l, "self_attn.q_proj.weight")].data(), n, D, qd, false, 0));
-    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.k_proj.weight")].data(), dbias(l, "self_attn.k_proj.bias"), dk.data(), a.h1.data(), p[L(l, "self_attn.k_proj.weight")].data(), n, D, kvd, true, 0));
-    OK(be->linear_backward(dh1.data(), g[L(l, "self_attn.v_proj.weight")].data(), dbias(l, "self_attn.v_proj.bias"), dv.data(), a.h1.data(), p[L(l, "self_attn.v_proj.weight")].data(), n, D, kvd, true, 0));
-    OK(be->rmsnorm_backward(dx.data(), g[L(l, "input_layernorm.weight")].data(), dh1.data(), a.x.data(), p[L(l, "input_layernorm.weight")].data(), a.rstd1.data(), n, D, true, 0));
+    OK(be->linear_backward(f32(datt.data(), {n, qd}), f32(g[L(l, "self_attn.o_proj.weight")].data(), {D, qd}), Tensor(nullptr, DType::kF32, {D}), f32(dx.data(), {n, D}), f32(a.att.data(), {n, qd}), f32(p[L(l, "self_attn.o_proj.weight")].data(), {D, qd}), false, 0));
+    OK(be->attention_backward(f32(dq.data(), {B, T, hq, hd}), f32(dk.data(), {B, T, hkv, hd}), f32(dv.data(), {B, T, hkv, hd}), f32(datt.data(), {B, T, hq, hd}), f32(a.q.data(), {B, T, hq, hd}), f32(a.k.data(), {B, T, hkv, hd}), f32(a.v.data(), {B, T, hkv, hd}), f32(a.att.data(), {B, T, hq, hd}), f32(a.lse.data(), {B, hq, T}), 0));
+    OK(be->rope_backward(f32(dq.data(), {B, T, hq, hd}), c.rope_theta, rs, 0));
+    OK(be->rope_backward(f32(dk.data(), {B, T, hkv, hd}), c.rope_theta, rs, 0));
+    OK(be->linear_backward(f32(dh1.data(), {n, D}), f32(g[L(l, "self_attn.q_proj.weight")].data(), {qd, D}), Tensor(dbias(l, "self_attn.q_proj.bias"), DType::kF32, {qd}), f32(dq.data(), {n, qd}), f32(a.h1.data(), {n, D}), f32(p[L(l, "self_attn.q_proj.weight")].data(), {qd, D}), false, 0));
+    OK(be->linear_backward(f32(dh1.data(), {n, D}), f32(g[L(l, "self_attn.k_proj.weight")].data(), {kvd, D}), Tensor(dbias(l, "self_attn.k_proj.bias"), DType::kF32, {kvd}), f32(dk.data(), {n, kvd}), f32(a.h1.data(), {n, D}), f32(p[L(l, "self_attn.k_proj.weight")].data(), {kvd, D}), true, 0));
+    OK(be->linear_backward(f32(dh1.data(), {n, D}), f32(g[L(l, "self_attn.v_proj.weight")].data(), {kvd, D}), Tensor(dbias(l, "self_attn.v_proj.bias"), DType::kF32, {kvd}), f32(dv.data(), {n, kvd}), f32(a.h1.data(), {n, D}), f32(p[L(l, "self_attn.v_proj.weight")].data(), {kvd, D}), true, 0));
+    OK(be->rmsnorm_backward(f32(dx.data(), {n, D}), f32(g[L(l, "input_layernorm.weight")].data(), {D}), f32(dh1.data(), {n, D}), f32(a.x.data(), {n, D}), f32(p[L(l, "input_layernorm.weight")].data(), {D}), f32(a.rstd1.data(), {n}), true, 0));
   }
-  OK(be->embedding_backward(g[emb].data(), ids.data(), dx.data(), n, D, 0));
-  OK(be->synchronize_stream(0));
+  OK(be->embedding_backward(f32(g[emb].data(), {V, D}), i32(ids.data(), {n}), f32(dx.data(), {n, D}), 0));
+  OK(be->device().synchronize_stream(0));
 
   double worst = 0.0;
   std::string worst_key;

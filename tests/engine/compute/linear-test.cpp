@@ -31,10 +31,10 @@ TEST(Linear, ForwardWithAndWithoutBias) {
   auto be = make_cpu_backend();
   std::vector<float> y(n * out, 123.0f);
   const auto xd = to_double(x), wd = to_double(w), bd = to_double(b);
-  ASSERT_TRUE(be->linear_forward(y.data(), x.data(), w.data(), b.data(), n, in, out, 0).ok());
+  ASSERT_TRUE(be->linear_forward(f32(y.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), f32(b.data(), {out}), 0).ok());
   EXPECT_LT(rel_err(y, linear_ref(xd, wd, &bd, n, in, out)), kDirectTol);
   std::fill(y.begin(), y.end(), 123.0f);  // overwritten, not accumulated
-  ASSERT_TRUE(be->linear_forward(y.data(), x.data(), w.data(), nullptr, n, in, out, 0).ok());
+  ASSERT_TRUE(be->linear_forward(f32(y.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), {}, 0).ok());
   EXPECT_LT(rel_err(y, linear_ref(xd, wd, nullptr, n, in, out)), kDirectTol);
 }
 
@@ -45,8 +45,8 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
   auto dw0 = random_floats(out * in, 8), db0 = random_floats(out, 9), dx0 = random_floats(n * in, 10);
   auto be = make_cpu_backend();
   std::vector<float> dx = dx0, dw = dw0, db = db0;
-  ASSERT_TRUE(be->linear_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), n,
-                                  in, out, false, 0)
+  ASSERT_TRUE(be->linear_backward(f32(dx.data(), {n, in}), f32(dw.data(), {out, in}), f32(db.data(), {out}),
+                                  f32(dy.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), false, 0)
                   .ok());
   const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
   auto gx = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(v, wd, &bd, n, in, out)); }, xd);
@@ -58,13 +58,13 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
 
   // accumulate_dx adds; null dx/dw/db are skipped.
   std::vector<float> dx_acc = dx0;
-  ASSERT_TRUE(be->linear_backward(dx_acc.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), n,
-                                  in, out, true, 0)
+  ASSERT_TRUE(be->linear_backward(f32(dx_acc.data(), {n, in}), {}, {}, f32(dy.data(), {n, out}), f32(x.data(), {n, in}),
+                                  f32(w.data(), {out, in}), true, 0)
                   .ok());
   EXPECT_LT(rel_err(minus(dx_acc, dx0), to_double(dx)), kDirectTol);
   std::vector<float> dw2 = dw0;
-  ASSERT_TRUE(be->linear_backward(nullptr, dw2.data(), nullptr, dy.data(), x.data(), w.data(), n,
-                                  in, out, false, 0)
+  ASSERT_TRUE(be->linear_backward({}, f32(dw2.data(), {out, in}), {}, f32(dy.data(), {n, out}), f32(x.data(), {n, in}),
+                                  f32(w.data(), {out, in}), false, 0)
                   .ok());
   EXPECT_LT(rel_err(dw2, to_double(dw)), kDirectTol);
 }
@@ -77,8 +77,8 @@ TEST(Linear, BiasGradientOverManyColumns) {
   auto db0 = random_floats(out, 14);
   auto be = make_cpu_backend();
   std::vector<float> db = db0;
-  ASSERT_TRUE(be->linear_backward(nullptr, nullptr, db.data(), dy.data(), x.data(), w.data(), n, in,
-                                  out, false, 0)
+  ASSERT_TRUE(be->linear_backward({}, {}, f32(db.data(), {out}), f32(dy.data(), {n, out}), f32(x.data(), {n, in}),
+                                  f32(w.data(), {out, in}), false, 0)
                   .ok());
   std::vector<double> ref(out, 0.0);
   for (int i = 0; i < n; ++i)
@@ -89,11 +89,11 @@ TEST(Linear, BiasGradientOverManyColumns) {
 TEST(Linear, EmptyBatchAndBadShapes) {
   auto be = make_cpu_backend();
   float x = 1.0f, w = 1.0f, y = 5.0f;
-  EXPECT_TRUE(be->linear_forward(&y, &x, &w, nullptr, 0, 1, 1, 0).ok());
+  EXPECT_TRUE(be->linear_forward(f32(&y, {0, 1}), f32(&x, {0, 1}), f32(&w, {1, 1}), {}, 0).ok());
   EXPECT_EQ(y, 5.0f);
-  EXPECT_EQ(be->linear_forward(&y, &x, &w, nullptr, 1, 0, 1, 0).code(),
+  EXPECT_EQ(be->linear_forward(f32(&y, {1, 1}), f32(&x, {1, 0}), f32(&w, {1, 0}), {}, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->linear_backward(&x, nullptr, nullptr, &y, &x, &w, -1, 1, 1, false, 0).code(),
+  EXPECT_EQ(be->linear_backward(f32(&x, {-1, 1}), {}, {}, f32(&y, {-1, 1}), f32(&x, {-1, 1}), f32(&w, {1, 1}), false, 0).code(),
             ErrorCode::kInvalidArgument);
 }
 

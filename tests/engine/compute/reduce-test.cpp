@@ -109,19 +109,19 @@ TEST(SumSquares, BackendOpOnBothStreamModes) {
   for (bool strict : {false, true}) {
     SCOPED_TRACE(strict ? "strict streams" : "synchronous streams");
     CpuBackend be(CpuBackendOptions{.poison_allocations = true, .strict_streams = strict});
-    auto dx = be.device_alloc(n * sizeof(float));
-    auto dout = be.device_alloc(2 * sizeof(double));
+    auto dx = be.device().device_alloc(n * sizeof(float));
+    auto dout = be.device().device_alloc(2 * sizeof(double));
     ASSERT_TRUE(dx.ok() && dout.ok());
     auto* out = static_cast<double*>(*dout);
-    ASSERT_OK(be.copy_h2d(*dx, x.data(), n * sizeof(float), 0));
-    ASSERT_OK(be.sum_squares(out, static_cast<const float*>(*dx), n, 0));
-    ASSERT_OK(be.sum_squares(out + 1, static_cast<const float*>(*dx), 0, 0));
+    ASSERT_OK(be.device().copy_h2d(*dx, x.data(), n * sizeof(float), 0));
+    ASSERT_OK(be.sum_squares(out, f32(static_cast<const float*>(*dx), {static_cast<int64_t>(n)}), 0));
+    ASSERT_OK(be.sum_squares(out + 1, f32(static_cast<const float*>(*dx), {static_cast<int64_t>(0)}), 0));
     double host[2] = {-1.0, -1.0};
-    ASSERT_OK(be.copy_d2h(host, out, sizeof(host), 0));
+    ASSERT_OK(be.device().copy_d2h(host, out, sizeof(host), 0));
     if (strict) {
       EXPECT_EQ(host[0], -1.0);  // nothing ran yet
     }
-    ASSERT_OK(be.synchronize_stream(0));
+    ASSERT_OK(be.device().synchronize_stream(0));
     EXPECT_EQ(host[0], want);
     EXPECT_EQ(host[1], 0.0);
   }
@@ -129,17 +129,17 @@ TEST(SumSquares, BackendOpOnBothStreamModes) {
 
 TEST(SumSquares, BackendOpChecksItsArguments) {
   CpuBackend be;
-  auto dx = be.device_alloc(16 * sizeof(float));
-  auto dout = be.device_alloc(sizeof(double));
+  auto dx = be.device().device_alloc(16 * sizeof(float));
+  auto dout = be.device().device_alloc(sizeof(double));
   ASSERT_TRUE(dx.ok() && dout.ok());
   const auto* x = static_cast<const float*>(*dx);
   auto* out = static_cast<double*>(*dout);
-  EXPECT_EQ(be.sum_squares(nullptr, x, 16, 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.sum_squares(out, nullptr, 16, 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.sum_squares(out, x, 17, 0).code(),
+  EXPECT_EQ(be.sum_squares(nullptr, f32(x, {static_cast<int64_t>(16)}), 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.sum_squares(out, f32(static_cast<const float*>(nullptr), {static_cast<int64_t>(16)}), 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.sum_squares(out, f32(x, {static_cast<int64_t>(17)}), 0).code(),
             ErrorCode::kInvalidArgument);  // past x's allocation
-  EXPECT_EQ(be.sum_squares(out, x, 16, 99).code(), ErrorCode::kInvalidArgument);  // no such stream
-  EXPECT_OK(be.sum_squares(out, x, 16, 0));
+  EXPECT_EQ(be.sum_squares(out, f32(x, {static_cast<int64_t>(16)}), 99).code(), ErrorCode::kInvalidArgument);  // no such stream
+  EXPECT_OK(be.sum_squares(out, f32(x, {static_cast<int64_t>(16)}), 0));
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ TEST(Rope, HandComputedValue) {
   // by 0.01 rad; position 0 is the identity.
   std::vector<float> x = {1, 2, 3, 4, 1, 2, 3, 4};  // [1, 2, 1, 4]
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->rope_forward(x.data(), 1, 2, 1, 4, 10000.0f, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(be->rope_forward(f32(x.data(), {1, 2, 1, 4}), 10000.0f, RopeScaling{}, 0).ok());
   EXPECT_FLOAT_EQ(x[0], 1.0f);
   EXPECT_FLOAT_EQ(x[1], 2.0f);
   EXPECT_FLOAT_EQ(x[2], 3.0f);
@@ -62,11 +62,11 @@ TEST(Rope, ForwardAndBackwardMatchReference) {
   const auto inv = inv_freq_ref(d, theta);
   auto be = make_cpu_backend();
   std::vector<float> y = x;
-  ASSERT_TRUE(be->rope_forward(y.data(), batch, seq, heads, d, theta, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(be->rope_forward(f32(y.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
   EXPECT_LT(rel_err(y, rope_ref(to_double(x), batch, seq, heads, d, inv)), kDirectTol);
 
   std::vector<float> dx = dy;
-  ASSERT_TRUE(be->rope_backward(dx.data(), batch, seq, heads, d, theta, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(be->rope_backward(f32(dx.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
   const auto dyd = to_double(dy);
   auto g = fd_grad([&](const std::vector<double>& v) {
     return dot(dyd, rope_ref(v, batch, seq, heads, d, inv));
@@ -74,7 +74,7 @@ TEST(Rope, ForwardAndBackwardMatchReference) {
   EXPECT_LT(rel_err(dx, g), kFdTol);
 
   // backward(forward(x)) = x: the rotation is orthogonal.
-  ASSERT_TRUE(be->rope_backward(y.data(), batch, seq, heads, d, theta, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(be->rope_backward(f32(y.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
   EXPECT_LT(rel_err(y, to_double(x)), kDirectTol);
 }
 
@@ -83,10 +83,10 @@ TEST(Rope, TableCacheServesShorterSequences) {
   const int heads = 2, d = 6;
   auto be = make_cpu_backend();
   auto long_x = random_floats(9 * heads * d, 3);
-  ASSERT_TRUE(be->rope_forward(long_x.data(), 1, 9, heads, d, 500.0f, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(be->rope_forward(f32(long_x.data(), {1, 9, heads, d}), 500.0f, RopeScaling{}, 0).ok());
   auto x = random_floats(5 * heads * d, 4);
   std::vector<float> y = x;
-  ASSERT_TRUE(be->rope_forward(y.data(), 1, 5, heads, d, 500.0f, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(be->rope_forward(f32(y.data(), {1, 5, heads, d}), 500.0f, RopeScaling{}, 0).ok());
   EXPECT_LT(rel_err(y, rope_ref(to_double(x), 1, 5, heads, d, inv_freq_ref(d, 500.0))), kDirectTol);
 }
 
@@ -132,19 +132,19 @@ TEST(Rope, Llama3ScalingMatchesFormula) {
   auto x = random_floats(seq * heads * d, 5);
   std::vector<float> y = x;
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->rope_forward(y.data(), 1, seq, heads, d, static_cast<float>(theta), s, 0).ok());
+  ASSERT_TRUE(be->rope_forward(f32(y.data(), {1, seq, heads, d}), static_cast<float>(theta), s, 0).ok());
   EXPECT_LT(rel_err(y, rope_ref(to_double(x), 1, seq, heads, d, ref)), kDirectTol);
 }
 
 TEST(Rope, RejectsBadArguments) {
   auto be = make_cpu_backend();
   std::vector<float> x(16);
-  EXPECT_EQ(be->rope_forward(x.data(), 1, 2, 1, 7, 10000.0f, {}, 0).code(),
+  EXPECT_EQ(be->rope_forward(f32(x.data(), {1, 2, 1, 7}), 10000.0f, {}, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->rope_forward(x.data(), 1, 2, 1, 8, 0.0f, {}, 0).code(),
+  EXPECT_EQ(be->rope_forward(f32(x.data(), {1, 2, 1, 8}), 0.0f, {}, 0).code(),
             ErrorCode::kInvalidArgument);
   RopeScaling bad{.factor = 8.0f, .low_freq_factor = 4.0f, .high_freq_factor = 1.0f};
-  EXPECT_EQ(be->rope_forward(x.data(), 1, 2, 1, 8, 10000.0f, bad, 0).code(),
+  EXPECT_EQ(be->rope_forward(f32(x.data(), {1, 2, 1, 8}), 10000.0f, bad, 0).code(),
             ErrorCode::kInvalidArgument);
 }
 

@@ -1,17 +1,17 @@
-#include "worker/metered-backend.h"
+#include "worker/metered-device.h"
 
 #include <algorithm>
 
 namespace spillway::worker {
 
-void MeteredBackend::Meter::add(void* ptr, size_t bytes) {
+void MeteredDevice::Meter::add(void* ptr, size_t bytes) {
   std::lock_guard lock(mu);
   held[ptr] = bytes;
   const uint64_t total = now.fetch_add(bytes) + bytes;
   peak.store(std::max(peak.load(), total));
 }
 
-void MeteredBackend::Meter::remove(void* ptr) {
+void MeteredDevice::Meter::remove(void* ptr) {
   std::lock_guard lock(mu);
   auto it = held.find(ptr);
   if (it == held.end()) return;
@@ -19,40 +19,40 @@ void MeteredBackend::Meter::remove(void* ptr) {
   held.erase(it);
 }
 
-void MeteredBackend::Meter::reset_peak() {
+void MeteredDevice::Meter::reset_peak() {
   std::lock_guard lock(mu);
   peak.store(now.load());
 }
 
-Result<void*> MeteredBackend::device_alloc(size_t bytes) {
+Result<void*> MeteredDevice::device_alloc(size_t bytes) {
   SPW_ASSIGN_OR_RETURN(void* p, in_.device_alloc(bytes));
   device_.add(p, bytes);
   return p;
 }
 
-void MeteredBackend::device_free(void* ptr) {
+void MeteredDevice::device_free(void* ptr) {
   device_.remove(ptr);
   in_.device_free(ptr);
 }
 
-Result<void*> MeteredBackend::host_alloc_pinned(size_t bytes) {
+Result<void*> MeteredDevice::host_alloc_pinned(size_t bytes) {
   SPW_ASSIGN_OR_RETURN(void* p, in_.host_alloc_pinned(bytes));
   pinned_.add(p, bytes);
   return p;
 }
 
-void MeteredBackend::host_free_pinned(void* ptr) {
+void MeteredDevice::host_free_pinned(void* ptr) {
   pinned_.remove(ptr);
   in_.host_free_pinned(ptr);
 }
 
-Status MeteredBackend::host_register(void* ptr, size_t bytes) {
+Status MeteredDevice::host_register(void* ptr, size_t bytes) {
   SPW_RETURN_IF_ERROR(in_.host_register(ptr, bytes));
   pinned_.add(ptr, bytes);
   return {};
 }
 
-void MeteredBackend::host_unregister(void* ptr) {
+void MeteredDevice::host_unregister(void* ptr) {
   pinned_.remove(ptr);
   in_.host_unregister(ptr);
 }
