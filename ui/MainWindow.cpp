@@ -48,7 +48,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   stack_ = new QStackedWidget;
   newRun_ = new NewRunPage;
   live_ = new LivePage;
-  live_->setStore(model_->store());
+  live_->setDatabase(model_->databasePath());
   history_ = new HistoryPage(model_);
   compare_ = new ComparePage(model_);
   tryIt_ = new TryItPage(model_);
