@@ -8,7 +8,6 @@
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QIcon>
-#include <QJsonDocument>
 #include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -81,7 +80,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     showPage(kLive);
   });
   connect(history_, &HistoryPage::cloneRun, this, [this](const QString& job) {
-    JobSettings s = JobSettings::fromJson(QJsonDocument::fromJson(job.toUtf8()).object());
+    JobSettings s = JobSettings::fromText(job.toUtf8());  // a 64-bit seed whole
     s.name += tr(" (clone)");
     newRun_->setSettings(s);
     showPage(kNewRun);
@@ -154,9 +153,10 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
 
   QSettings settings;
   // The form as it was when the window last closed (or a run was launched).
-  if (const QJsonDocument last = QJsonDocument::fromJson(settings.value(kLastJobKey).toByteArray());
-      last.isObject())
-    newRun_->setSettings(JobSettings::fromJson(last.object()));
+  if (const nlohmann::json last = nlohmann::json::parse(
+          settings.value(kLastJobKey).toByteArray().toStdString(), nullptr, /*allow_exceptions=*/false);
+      last.is_object())
+    newRun_->setSettings(JobSettings::fromJson(last));
   resize(1500, 960);
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
@@ -184,7 +184,9 @@ bool MainWindow::saveJob(const QString& path) {
 void MainWindow::rememberForm() {
   JobSettings s = newRun_->settings();
   s.runDir.clear();
-  QSettings().setValue(kLastJobKey, QJsonDocument(s.toJson()).toJson(QJsonDocument::Compact));
+  QSettings().setValue(
+      kLastJobKey,
+      QByteArray::fromStdString(s.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
 bool MainWindow::openJob(const QString& path) {

@@ -175,9 +175,7 @@ TEST(EndToEnd, NewRunTakesTheBuiltInJobsModelInit) {
   // run ends with the model it trained exported.
   JobSettings two = page.settings();
   two.steps = 2;
-  QJsonObject train = two.base["train"].toObject();
-  train["eval_batches"] = 1;
-  two.base["train"] = train;
+  two.base["train"]["eval_batches"] = 1;
   page.setSettings(two);
   EXPECT_TRUE(page.modelInfo().fromInit);
   QString runDir;
