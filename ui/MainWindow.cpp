@@ -14,6 +14,7 @@
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <utility>
 
 #include "AppPalette.h"
 #include "ComparePage.h"
@@ -21,6 +22,7 @@
 #include "JobSettings.h"
 #include "LivePage.h"
 #include "NewRunPage.h"
+#include "PoolTask.h"
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
 #include "WorkerClient.h"
@@ -161,7 +163,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
   showPage(Page(settings.value("window/page", kNewRun).toInt()));
-  if (!reattach().isEmpty()) showPage(kLive);
+  reattach();
 }
 
 MainWindow::~MainWindow() = default;
@@ -199,24 +201,37 @@ bool MainWindow::openJob(const QString& path) {
   return true;
 }
 
-QString MainWindow::reattach() {
-  RunStore* store = model_->store();
-  if (!store) return {};
-  // Reads only: marking the runs of workers that are gone is a write that waits for a worker's
-  // write lock, which History's read does on a pool thread. A run whose recorded worker is gone,
-  // its pid reused by another process included, is not attached.
-  RunFilter f;
-  f.status = RunStatus::kRunning;
-  auto runs = store->list_runs(f);
-  if (!runs.ok()) return {};
-  for (const RunInfo& r : *runs) {  // newest first
-    if (!r.pid || !WorkerClient::alive(*r.pid)) continue;
-    if (check_process(worker_of(r)) == Liveness::kGone) continue;
-    const QString dir = QString::fromStdString(r.run_dir);
-    live_->attach(dir, *r.pid);
-    return dir;
-  }
-  return {};
+void MainWindow::reattach() {
+  const std::string path = model_->databasePath();
+  if (path.empty()) return;
+  runOnPool(
+      this,
+      [path]() -> std::pair<QString, qint64> {
+        // Reads only, through a connection of its own: marking the runs of workers that are gone
+        // is a write that waits for a worker's write lock, which History's read does. A run whose
+        // recorded worker is gone, its pid reused by another process included, is not attached.
+        auto store = RunStore::open(path, RunHistoryModel::connectionOptions());
+        if (!store.ok()) return {};
+        RunFilter f;
+        f.status = RunStatus::kRunning;
+        auto runs = (*store)->list_runs(f);
+        if (!runs.ok()) return {};
+        for (const RunInfo& r : *runs) {  // newest first
+          if (!r.pid || !WorkerClient::alive(*r.pid)) continue;
+          if (check_process(worker_of(r)) == Liveness::kGone) continue;
+          return {QString::fromStdString(r.run_dir), *r.pid};
+        }
+        return {};
+      },
+      [this, page = stack_->currentIndex()](std::pair<QString, qint64> found) {
+        const auto& [dir, pid] = found;
+        if (!dir.isEmpty() && live_->runDir().isEmpty()) {
+          live_->attach(dir, pid);
+          // Shown unless a page was chosen meanwhile.
+          if (stack_->currentIndex() == page) showPage(kLive);
+        }
+        emit reattached(dir);
+      });
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -165,12 +165,14 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   QElapsedTimer clock;
   clock.start();
   MainWindow window(q(db));
+  QSignalSpy reattached(&window, &MainWindow::reattached);  // the store is read on a pool thread
   window.resize(1280, 720);
   window.show();
   window.showPage(MainWindow::kHistory);
   RunHistoryModel* model = window.historyModel();
   QTest::qWait(200);
   ASSERT_TRUE(waitForHistory(model));
+  ASSERT_TRUE(!reattached.isEmpty() || reattached.wait(5000));
   const qint64 gap = watch.longestGapMs();
   std::printf(
       "[ measure  ] History with runs.db write-locked: rows after %lld ms, longest event-loop gap "
@@ -182,6 +184,7 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   ASSERT_EQ(model->rowCount(), 1);
   EXPECT_EQ(model->run(0).info.status, RunStatus::kRunning);  // not marked: the lock was held
   EXPECT_TRUE(window.livePage()->runDir().isEmpty());         // a gone worker is not reattached
+  EXPECT_EQ(reattached[0][0].toString(), "");
 
   // An edit is a write on the window's thread: it says the store is locked after 1 s, not 5.
   QElapsedTimer edit;
