@@ -1,5 +1,6 @@
 // ConfigDiff: the Compare page's table of job settings across runs — every leaf of the job JSON
-// flattened to a dotted key ("train.lr"), one column per run, and whether the values differ.
+// flattened to a dotted key ("train.lr"), one column per run, and whether the values differ. The
+// jobs are read through nlohmann::json, so a 64-bit seed is shown and compared whole.
 #pragma once
 
 #include <QString>

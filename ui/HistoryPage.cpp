@@ -105,6 +105,7 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   auto* resume = add(tr("Resume"), tr("Continue from the run's latest checkpoint"));
   auto* clone = add(tr("Clone"), tr("A new run with the same settings"));
   auto* del = add(tr("Delete"), tr("Delete the run and its files"));
+  deleteButton_ = del;
   buttons->addStretch();
   layout->addLayout(buttons);
 
@@ -190,6 +191,7 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     const RunRow* r = current();
     if (!r) return;
     const QString id = QString::fromStdString(r->info.id);
+    if (deleting_.contains(id)) return;  // its deletion is queued, or written and the row going
     const DeletePlan plan = planDelete(model_, id);
     if (!plan.error.isEmpty())
       return void(QMessageBox::warning(this, tr("Delete run"), plan.error));
@@ -202,11 +204,31 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     const QString err = deleteRun(model_, id);
     if (!err.isEmpty()) QMessageBox::warning(this, tr("Delete run"), err);
   });
+  connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this,
+          &HistoryPage::updateDeleteButton);
+  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::updateDeleteButton);
   showEdits();
+}
+
+void HistoryPage::updateDeleteButton() {
+  const QModelIndex i = table_->currentIndex();
+  const bool going =
+      i.isValid() && deleting_.contains(QString::fromStdString(
+                         model_->run(proxy_->mapToSource(i).row()).info.id));
+  deleteButton_->setEnabled(!going);
+  deleteButton_->setToolTip(going ? tr("This run is being deleted")
+                                  : tr("Delete the run and its files"));
 }
 
 void HistoryPage::showEdits() {
   RunEditQueue* edits = model_->edits();
+  // A run whose deletion is queued is not deleted again: Delete is off on its row until the row
+  // goes (or the store refuses the deletion, and it can be tried again).
+  connect(edits, &RunEditQueue::queued, this, [this](const RunEdit& e) {
+    if (e.kind != RunEdit::kDelete) return;
+    deleting_.insert(QString::fromStdString(e.runId));
+    updateDeleteButton();
+  });
   connect(edits, &RunEditQueue::started, this, [this](const RunEdit& e) {
     if (model_->edits()->waitingForLock()) return;  // the waiting line stays until it lands
     editStatus_->setStyleSheet(QString());
@@ -223,6 +245,10 @@ void HistoryPage::showEdits() {
             editStatus_->show();
           });
   connect(edits, &RunEditQueue::written, this, [this](const RunEdit& e, const QString& error) {
+    if (e.kind == RunEdit::kDelete && !error.isEmpty()) {
+      deleting_.remove(QString::fromStdString(e.runId));
+      updateDeleteButton();
+    }
     if (error.isEmpty()) {
       editStatus_->setStyleSheet(QString());
       editStatus_->setText(tr("Saved %1.").arg(e.what()));
@@ -347,6 +373,7 @@ QString HistoryPage::describe(const DeletePlan& plan) {
 }
 
 QString HistoryPage::deleteRun(RunHistoryModel* model, const QString& runId) {
+  if (model->edits()->deleting(runId.toStdString())) return {};  // queued once is enough
   const DeletePlan plan = planDelete(model, runId);
   if (!plan.error.isEmpty()) return plan.error;
   RunEdit edit;

@@ -7,13 +7,16 @@
 // the confirmation says whose it is. Files in the folder that are not the run's stay too.
 // Tags, notes and deletions are written off the window's thread (RunHistoryModel::edits()); a line
 // under the table says what is being saved, that it waits for a worker's write lock (the edit is
-// kept and tried again), that it was saved, or why the store refused it.
+// kept and tried again), that it was saved, or why the store refused it. A run whose deletion is
+// queued is not deleted twice: Delete is off on its row until the row goes.
 #pragma once
 
+#include <QSet>
 #include <QWidget>
 
 class QLabel;
 class QLineEdit;
+class QPushButton;
 class QSortFilterProxyModel;
 class QTableView;
 
@@ -45,7 +48,8 @@ class HistoryPage : public QWidget {
   // Queues the deletion of a run's rows and, where planDelete says so, its files (no
   // confirmation: the button asks first) on the model's edits(), which write it on a pool thread
   // (waiting for a worker's write lock if need be) and then refresh the model; their written()
-  // carries its outcome. Returns why the run cannot be deleted now, or "" once it is queued.
+  // carries its outcome. Returns why the run cannot be deleted now, or "" once it is queued (or
+  // when its deletion is queued already: it is not queued twice).
   static QString deleteRun(RunHistoryModel* model, const QString& runId);
 
  signals:
@@ -62,6 +66,10 @@ class HistoryPage : public QWidget {
   void restoreSelection();
   // The edits' status line under the table: saving, waiting for the write lock, saved, refused.
   void showEdits();
+  // Delete is off on a run whose deletion is queued or written (its row not gone yet).
+  void updateDeleteButton();
+  QSet<QString> deleting_;  // ids of the runs whose deletion is queued or written
+  QPushButton* deleteButton_;
   QStringList keepSelected_;
   QString keepCurrent_;
   RunHistoryModel* model_;

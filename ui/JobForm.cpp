@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 
 #include "job/job-schema.h"
 
@@ -113,7 +114,7 @@ IntegerSpinBox* JobForm::integerSpinBox(const char* path) {
   // The bounds are whole numbers; 2^64 - 1, the top of a seed's range, is 2^64 as a double.
   const double hi = maximum(path);
   s->setRange(static_cast<quint64>(std::max(minimum(path), 0.0)),
-              hi >= static_cast<double>(kMaxJsonInteger) ? kMaxJsonInteger : static_cast<quint64>(hi));
+              hi >= 0x1p64 ? std::numeric_limits<quint64>::max() : static_cast<quint64>(hi));
   s->setValue(static_cast<quint64>(std::max<qint64>(defaultValue(path).toInteger(), 0)));
   bind(s, path);
   return s;

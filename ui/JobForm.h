@@ -42,9 +42,8 @@ class JobForm {
   // Fields. An integer key's spin box takes the key's range clamped to int, or [min, `maxShown`]
   // when `maxShown` > 0 (so that a value past the range can be typed and refused with a message).
   static QSpinBox* spinBox(const char* path, int maxShown = 0);
-  // An integer key whose range passes int (a seed): its whole range, except that its top is at most
-  // kMaxJsonInteger, the largest integer a job written through Qt's JSON holds exactly.
-  static constexpr quint64 kMaxJsonInteger = 9223372036854775807ULL;  // 2^63 - 1
+  // An integer key whose range passes int (a seed): its whole range, up to 2^64 - 1 (the job is
+  // read and written through nlohmann::json, which holds it whole: JobSettings).
   static IntegerSpinBox* integerSpinBox(const char* path);
   // A number shown in a unit `scale` times the key's (bytes shown in GB: scale 1e-9).
   static QDoubleSpinBox* doubleSpinBox(const char* path, int decimals, double scale = 1.0);

@@ -1,6 +1,12 @@
 #include "JobSettings.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -54,90 +60,158 @@ std::pair<QString, QString> sectionAndName(const char* path) {
   return {p.left(dot), p.mid(dot + 1)};
 }
 
-QJsonValue valueOf(const JobSettings& s, const Member& member) {
+// `name` of the object `j`, or {} when it is not an object.
+nlohmann::json sectionOf(const nlohmann::json& j, const char* name) {
+  if (!j.is_object()) return nlohmann::json::object();
+  const auto it = j.find(name);
+  return it != j.end() && it->is_object() ? *it : nlohmann::json::object();
+}
+
+// `v` as an integer of type T, when it is one T holds (an integral floating-point value too).
+template <class T>
+std::optional<T> integerOf(const nlohmann::json& v) {
+  using Limits = std::numeric_limits<T>;
+  if (v.is_number_unsigned()) {
+    const std::uint64_t u = v.get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(Limits::max())) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const std::int64_t i = v.get<std::int64_t>();
+    if (i < 0 ? Limits::is_signed && i >= static_cast<std::int64_t>(Limits::min())
+              : static_cast<std::uint64_t>(i) <= static_cast<std::uint64_t>(Limits::max()))
+      return static_cast<T>(i);
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d == std::trunc(d) && d >= static_cast<double>(Limits::min()) &&
+        d < std::ldexp(1.0, Limits::digits))
+      return static_cast<T>(d);
+  }
+  return std::nullopt;
+}
+
+nlohmann::json valueOf(const JobSettings& s, const Member& member) {
   return std::visit(
-      [&](auto m) -> QJsonValue {
+      [&](auto m) -> nlohmann::json {
         using T = std::remove_cvref_t<decltype(s.*m)>;
-        // A seed past what Qt's JSON holds as an integer is written as the largest it holds (the
-        // form's field goes no further: JobForm::kMaxJsonInteger).
-        if constexpr (std::is_same_v<T, quint64>) return static_cast<qint64>(std::min(s.*m, JobForm::kMaxJsonInteger));
-        else return QJsonValue(s.*m);
+        if constexpr (std::is_same_v<T, QString>) return (s.*m).toStdString();
+        else if constexpr (std::is_same_v<T, quint64>) return static_cast<std::uint64_t>(s.*m);
+        else if constexpr (std::is_same_v<T, qint64>) return static_cast<std::int64_t>(s.*m);
+        else return s.*m;
       },
       member);
 }
 
-void read(JobSettings& s, const Member& member, const QJsonValue& v) {
+// Reads `v` into `member`; a value of another type (or none) keeps what the member holds.
+void read(JobSettings& s, const Member& member, const nlohmann::json& v) {
   std::visit(
       [&](auto m) {
         auto& field = s.*m;
         using T = std::remove_cvref_t<decltype(field)>;
-        if constexpr (std::is_same_v<T, QString>) field = v.toString(field);
-        else if constexpr (std::is_same_v<T, int>) field = v.toInt(field);
-        else if constexpr (std::is_same_v<T, double>) field = v.toDouble(field);
-        else if constexpr (std::is_same_v<T, bool>) field = v.toBool(field);
-        else if constexpr (std::is_same_v<T, qint64>) field = v.toInteger(field);
-        else field = static_cast<quint64>(std::max<qint64>(v.toInteger(static_cast<qint64>(field)), 0));
+        if constexpr (std::is_same_v<T, QString>) {
+          if (v.is_string()) field = QString::fromStdString(v.get<std::string>());
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (v.is_number()) field = v.get<double>();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (v.is_boolean()) field = v.get<bool>();
+        } else if constexpr (std::is_same_v<T, quint64>) {
+          // A negative seed is read as 0 (the schema refuses it at launch).
+          if (v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0)
+            field = 0;
+          else if (const auto i = integerOf<quint64>(v)) field = *i;
+        } else {
+          if (const auto i = integerOf<T>(v)) field = *i;
+        }
       },
       member);
+}
+
+// `j` as Qt's JSON value (through its text: a number past 2^53 loses its low bits).
+QJsonValue toQt(const nlohmann::json& j) {
+  const QByteArray text = QByteArray::fromStdString(
+      "[" + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "]");
+  return QJsonDocument::fromJson(text).array().at(0);
 }
 
 }  // namespace
 
 QJsonValue JobSettings::modelInit() const {
   if (!modelPath.isEmpty()) return QJsonValue::Undefined;
-  return base["model"].toObject()["init"];
+  const nlohmann::json model = sectionOf(base, "model");
+  return model.contains("init") ? toQt(model["init"]) : QJsonValue::Undefined;
 }
 
 QString JobSettings::tokenizer() const {
-  const bool initJob = base["model"].toObject().contains("init");
+  const bool initJob = sectionOf(base, "model").contains("init");
   return !modelPath.isEmpty() && initJob ? QString() : tokenizerPath;
 }
 
-QJsonObject JobSettings::toJson() const {
-  // The sections the form writes into, each the base job's with the form's fields over it.
-  QJsonObject data = base["data"].toObject(), train = base["train"].toObject(),
-              placement = base["placement"].toObject();
-  for (const Field& f : kFields) {
-    const auto [section, name] = sectionAndName(f.path);
-    QJsonObject& into = section == "data" ? data : section == "train" ? train : placement;
-    into[name] = valueOf(*this, f.member);
-  }
-  if (!evalPath.isEmpty()) {
-    data["eval"] = evalPath;
-    data.remove("eval_fraction");
-  } else {
-    data["eval_fraction"] = evalFraction;
-    data.remove("eval");
-  }
-  QJsonObject output = base["output"].toObject();
-  if (!runDir.isEmpty())
-    output["run_dir"] = runDir;
-  else
-    output.remove("run_dir");
-  // A model made from a preset ("init") keeps its section when the form names no folder.
-  QJsonObject model = modelPath.isEmpty() && base.contains("model")
-                          ? base["model"].toObject()
-                          : QJsonObject{{"path", modelPath}};
-  if (!modelPath.isEmpty() && !tokenizer().isEmpty()) model["tokenizer"] = tokenizer();
-  return QJsonObject{{"name", name},   {"model", model},         {"data", data},
-                     {"train", train}, {"placement", placement}, {"output", output}};
+QJsonObject JobSettings::baseModel() const {
+  return toQt(sectionOf(base, "model")).toObject();
 }
 
-JobSettings JobSettings::fromJson(const QJsonObject& j) {
-  JobSettings s;  // the schema's defaults for whatever the job leaves out
-  s.base = j;
-  s.name = j["name"].toString(s.name);
-  const QJsonObject m = j["model"].toObject(), d = j["data"].toObject();
-  s.modelPath = m["path"].toString();
-  s.tokenizerPath = m["tokenizer"].toString();
-  s.evalPath = d["eval"].toString();
-  s.evalFraction = d["eval_fraction"].toDouble(s.evalFraction);
+nlohmann::json JobSettings::toJson() const {
+  // The sections the form writes into, each the base job's with the form's fields over it.
+  nlohmann::json data = sectionOf(base, "data"), train = sectionOf(base, "train"),
+                 placement = sectionOf(base, "placement");
   for (const Field& f : kFields) {
     const auto [section, name] = sectionAndName(f.path);
-    read(s, f.member, j[section].toObject()[name]);
+    nlohmann::json& into = section == "data" ? data : section == "train" ? train : placement;
+    into[name.toStdString()] = valueOf(*this, f.member);
   }
-  s.runDir = j["output"].toObject()["run_dir"].toString();
+  if (!evalPath.isEmpty()) {
+    data["eval"] = evalPath.toStdString();
+    data.erase("eval_fraction");
+  } else {
+    data["eval_fraction"] = evalFraction;
+    data.erase("eval");
+  }
+  nlohmann::json output = sectionOf(base, "output");
+  if (!runDir.isEmpty())
+    output["run_dir"] = runDir.toStdString();
+  else
+    output.erase("run_dir");
+  // A model made from a preset ("init") keeps its section when the form names no folder.
+  nlohmann::json model = modelPath.isEmpty() && base.is_object() && base.contains("model")
+                             ? sectionOf(base, "model")
+                             : nlohmann::json{{"path", modelPath.toStdString()}};
+  if (!modelPath.isEmpty() && !tokenizer().isEmpty()) model["tokenizer"] = tokenizer().toStdString();
+  return nlohmann::json{{"name", name.toStdString()}, {"model", model},         {"data", data},
+                        {"train", train},             {"placement", placement}, {"output", output}};
+}
+
+QByteArray JobSettings::toText() const {
+  return QByteArray::fromStdString(
+      toJson().dump(4, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+JobSettings JobSettings::fromJson(const nlohmann::json& job) {
+  JobSettings s;  // the schema's defaults for whatever the job leaves out
+  if (!job.is_object()) return s;
+  s.base = job;
+  const auto text = [](const nlohmann::json& o, const char* key, const QString& otherwise) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_string() ? QString::fromStdString(it->get<std::string>())
+                                            : otherwise;
+  };
+  s.name = text(job, "name", s.name);
+  const nlohmann::json m = sectionOf(job, "model"), d = sectionOf(job, "data");
+  s.modelPath = text(m, "path", {});
+  s.tokenizerPath = text(m, "tokenizer", {});
+  s.evalPath = text(d, "eval", {});
+  if (const auto it = d.find("eval_fraction"); it != d.end() && it->is_number())
+    s.evalFraction = it->get<double>();
+  for (const Field& f : kFields) {
+    const auto [section, name] = sectionAndName(f.path);
+    const nlohmann::json from = sectionOf(job, section.toLatin1().constData());
+    const auto it = from.find(name.toStdString());
+    read(s, f.member, it != from.end() ? *it : nlohmann::json());
+  }
+  s.runDir = text(sectionOf(job, "output"), "run_dir", {});
   return s;
+}
+
+JobSettings JobSettings::fromText(const QByteArray& text) {
+  return fromJson(nlohmann::json::parse(text.constData(), text.constData() + text.size(), nullptr,
+                                        /*allow_exceptions=*/false));
 }
 
 }  // namespace spillway::ui

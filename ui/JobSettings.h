@@ -2,11 +2,16 @@
 // (clone a run from History, open a job file). Keys the form does not show (beta2, eval_batches,
 // keep_checkpoints, weight_slots, ...) ride along in `base`, so a clone keeps them. Every default
 // is the job schema's (engine/job/job-schema, through JobForm): a form left as it is runs what a job
-// file that leaves the keys out runs. A plain value.
+// file that leaves the keys out runs. The job goes through nlohmann::json (the engine's JSON), not
+// Qt's, whose numbers are doubles: a seed up to 2^64 - 1 (data.seed on the form, model.seed and
+// train.seed in `base`) is read and written whole. A plain value.
 #pragma once
 
+#include <QByteArray>
 #include <QJsonObject>
+#include <QJsonValue>
 #include <QString>
+#include <nlohmann/json.hpp>
 
 #include "JobForm.h"
 
@@ -44,7 +49,8 @@ struct JobSettings {
   QString ssdDir = JobForm::defaultValue("placement.ssd_dir").toString();
   qint64 dramCapBytes = JobForm::defaultValue("placement.dram_cap_bytes").toInteger();
   QString runDir;
-  QJsonObject base;  // the job this came from; toJson() writes the form's fields over it
+  nlohmann::json base = nlohmann::json::object();  // the job this came from; toJson() writes the
+                                                   // form's fields over it
 
   // The model the job creates from `model.init` (a preset name or a config object, random
   // weights), kept from `base`: what the job trains when the form names no model folder.
@@ -53,8 +59,17 @@ struct JobSettings {
   // model.init job is not carried over to a folder chosen in its place (that folder has its own).
   QString tokenizer() const;
 
-  QJsonObject toJson() const;
-  static JobSettings fromJson(const QJsonObject& job);
+  // `base`'s model section as Qt's JSON, for what only reads it (ModelPicker's model.init).
+  QJsonObject baseModel() const;
+
+  // The job: the form's fields over `base`.
+  nlohmann::json toJson() const;
+  // The job as the worker reads it: indented text, a newline at the end.
+  QByteArray toText() const;
+  // A job object's settings; anything else (a job that is not an object) gives the defaults.
+  static JobSettings fromJson(const nlohmann::json& job);
+  // `text` parsed as a job ({} when it is not JSON).
+  static JobSettings fromText(const QByteArray& text);
 };
 
 }  // namespace spillway::ui

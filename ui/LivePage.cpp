@@ -25,6 +25,8 @@
 
 #include "Charts.h"
 #include "Format.h"
+#include "PoolTask.h"
+#include "RunHistoryModel.h"
 #include "TierChart.h"
 #include "TimelineView.h"
 #include "WorkerClient.h"
@@ -196,18 +198,12 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
 }
 
 void LivePage::attach(const QString& runDir, qint64 pid) {
+  ++attachments_;  // a store read still running for the previous run is dropped
   runDir_ = runDir;
   pid_ = pid;
   pidLookups_ = 0;
-  if (pid_ <= 0) pid_ = pidFromStore();
-  // Without a worker to watch, the run store says whether the run has ended (a run that failed at
-  // start has no pid and no events); else the events alone tell.
-  const std::optional<RunInfo> row = pid_ <= 0 ? storeRow() : std::nullopt;
-  endedInStore_ = row && row->status != RunStatus::kRunning;
-  paused_ = WorkerClient::suspended(pid_);  // paused before the app was restarted
-  // A worker this app launched is watched from the start, even one that is gone by the first
-  // tick (a job that fails at once).
-  sawAlive_ = !WorkerClient::outputDir(pid_).isEmpty();
+  endedInStore_ = false;
+  concluding_ = false;
   ended_ = false;
   endPhase_ = Phase::kNoRun;
   endMessage_.clear();
@@ -221,13 +217,65 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
   logShown_ = 0;
   skippedShown_ = 0;
   log_->clear();
-  runName_ = jobName(runDir + "/job.json");
+  // Without a worker's pid, the store's row names it, or says whether the run has ended (a run that
+  // failed at start has no pid and no events): nothing is judged until it is read.
+  attaching_ = pid_ <= 0 && !dbPath_.empty();
+  if (attaching_) {
+    paused_ = false;
+    sawAlive_ = false;
+    title_->setText(runDir);
+    title_->setToolTip(runDir);
+    redraw();  // the previous run's charts go
+    timer_.start();
+    updateControls();
+    readStore(false, [this](const std::optional<RunInfo>& row) { follow(row); });
+    return;
+  }
+  follow(std::nullopt);
+}
+
+void LivePage::follow(const std::optional<RunInfo>& row) {
+  attaching_ = false;
+  if (pid_ <= 0 && row && row->pid) pid_ = *row->pid;
+  // Without a worker to watch, the run store says whether the run has ended; else the events alone
+  // tell.
+  endedInStore_ = pid_ <= 0 && row && row->status != RunStatus::kRunning;
+  paused_ = WorkerClient::suspended(pid_);  // paused before the app was restarted
+  // A worker this app launched is watched from the start, even one that is gone by the first
+  // tick (a job that fails at once).
+  sawAlive_ = !WorkerClient::outputDir(pid_).isEmpty();
+  runName_ = jobName(runDir_ + "/job.json");
   if (runName_.isEmpty()) runName_ = jobName(WorkerClient::outputDir(pid_) + "/job.json");
-  title_->setText(runName_.isEmpty() ? runDir : tr("%1 — %2").arg(runName_, runDir));
-  title_->setToolTip(runDir);
+  title_->setText(runName_.isEmpty() ? runDir_ : tr("%1 — %2").arg(runName_, runDir_));
+  title_->setToolTip(runDir_);
   redraw();  // the previous run's charts go
   timer_.start();
   tick();
+}
+
+void LivePage::readStore(bool reconcile,
+                         std::function<void(const std::optional<RunInfo>&)> apply) {
+  ++storeReads_;
+  runOnPool(
+      this,
+      [path = dbPath_, runDir = runDir_, reconcile]() -> std::optional<RunInfo> {
+        auto store = RunStore::open(path, RunHistoryModel::connectionOptions());
+        if (!store.ok()) return std::nullopt;
+        // A running row whose worker is gone becomes interrupted (gives up after the
+        // connection's busy timeout while a worker holds the write lock; the read goes on).
+        if (reconcile) (void)(*store)->reconcile();
+        auto runs = (*store)->list_runs();
+        if (!runs.ok()) return std::nullopt;
+        for (const RunInfo& r : *runs) {  // newest first: a resumed run's latest row
+          if (QString::fromStdString(r.run_dir) == runDir) return r;
+        }
+        return std::nullopt;
+      },
+      [this, attachment = attachments_, apply = std::move(apply)](std::optional<RunInfo> row) {
+        --storeReads_;
+        if (attachment == attachments_) apply(row);
+        emit storeRead();
+      });
 }
 
 QStringList LivePage::linkLegend() const {
@@ -276,21 +324,6 @@ bool LivePage::linkCapacityShown() const {
   return linkCapacity_[0]->visible() || linkCapacity_[1]->visible();
 }
 
-std::optional<RunInfo> LivePage::storeRow() const {
-  if (!store_ || runDir_.isEmpty()) return std::nullopt;
-  auto runs = store_->list_runs();
-  if (!runs.ok()) return std::nullopt;
-  for (const RunInfo& r : *runs) {  // newest first: a resumed run's latest row
-    if (QString::fromStdString(r.run_dir) == runDir_) return r;
-  }
-  return std::nullopt;
-}
-
-qint64 LivePage::pidFromStore() const {
-  const std::optional<RunInfo> row = storeRow();
-  return row && row->pid ? *row->pid : -1;
-}
-
 qint64 LivePage::pid() {
   return pid_;
 }
@@ -332,7 +365,7 @@ void LivePage::updateControls() {
   const Phase p = phase();
   const bool running = p == Phase::kStarting || p == Phase::kTraining ||
                        p == Phase::kCheckpointing || p == Phase::kPaused;
-  const bool canSignal = running && pid_ > 0;
+  const bool canSignal = running && pid_ > 0 && !concluding_;
   // A paused worker would hold SIGUSR1 until resumed; a checkpoint in progress needs no second.
   const bool canCheckpoint = canSignal && p == Phase::kTraining;
   pauseAction_->setEnabled(canSignal);
@@ -365,9 +398,16 @@ void LivePage::pauseOrResume() {
 }
 
 int LivePage::tick() {
-  if (runDir_.isEmpty()) return 0;
+  // Nothing is judged while the store's row is read: the worker's pid, or how the run ended.
+  if (runDir_.isEmpty() || attaching_ || concluding_) return 0;
   // A worker that History opened before it wrote its row: look for its pid for a while.
-  if (pid_ <= 0 && !ended_ && pidLookups_ < 40 && pidLookups_++ % 4 == 0) pid_ = pidFromStore();
+  if (pid_ <= 0 && !ended_ && !dbPath_.empty() && !storeBusy() && pidLookups_ < 40 &&
+      pidLookups_++ % 4 == 0)
+    readStore(false, [this](const std::optional<RunInfo>& row) {
+      if (pid_ > 0 || ended_ || !row || !row->pid) return;
+      pid_ = *row->pid;
+      updateControls();
+    });
   // Liveness before the events: whatever a worker wrote before it exited is read on this tick.
   const bool alive = !ended_ && WorkerClient::alive(pid_);
   if (alive) sawAlive_ = true;
@@ -409,48 +449,58 @@ int LivePage::tick() {
 }
 
 void LivePage::conclude(bool watched) {
-  ended_ = true;
   paused_ = false;
-  endMessage_.clear();
   const WorkerClient::LastWords words = WorkerClient::lastWords(
       WorkerClient::outputDir(pid_).isEmpty() ? runDir_ : WorkerClient::outputDir(pid_));
   // The worker's own last line first: a job that failed before its run began wrote no events at
   // all (and a failed resume's events.jsonl ends with the previous worker's state).
-  if (!words.code.isEmpty()) {
-    endPhase_ = Phase::kFailed;
-    endMessage_ = words.message;
-  } else if (series_.state == "completed") {
-    endPhase_ = Phase::kCompleted;
-  } else if (series_.state == "stopped") {
-    endPhase_ = Phase::kStopped;
-  } else if (series_.state == "failed") {
-    endPhase_ = Phase::kFailed;
-    endMessage_ = !series_.lastError.isEmpty() ? series_.lastError : words.message;
-  } else if (!words.done && !words.message.isEmpty()) {
-    endPhase_ = Phase::kFailed;  // its message on stderr only (a worker run without --json)
-    endMessage_ = words.message;
-  } else if (words.done) {
-    endPhase_ = Phase::kCompleted;
-  } else {
-    endPhase_ = Phase::kInterrupted;
-    if (store_) {
-      (void)store_->reconcile();  // a running row whose worker is gone becomes interrupted
-      if (const std::optional<RunInfo> row = storeRow()) {
-        if (row->status == RunStatus::kFailed) endPhase_ = Phase::kFailed;
-        if (row->status == RunStatus::kCompleted) endPhase_ = Phase::kCompleted;
-        if (row->status == RunStatus::kStopped) endPhase_ = Phase::kStopped;
-        endMessage_ = QString::fromStdString(row->error_message);
-      }
-    }
-    if (endMessage_.isEmpty() || (watched && endPhase_ == Phase::kInterrupted))
-      endMessage_ = watched ? tr("The worker (pid %1) exited without finishing the run: it was "
-                                 "killed or crashed. Its last checkpoint is kept; Resume in "
-                                 "History continues from it.")
-                                  .arg(pid_)
-                            : tr("No worker is running this run.");
-    if (watched && !words.stderrTail.isEmpty())
-      endMessage_ += tr("\n\nIts last output:\n%1").arg(words.stderrTail);
+  if (!words.code.isEmpty()) return end(watched, Phase::kFailed, words.message);
+  if (series_.state == "completed") return end(watched, Phase::kCompleted, {});
+  if (series_.state == "stopped") return end(watched, Phase::kStopped, {});
+  if (series_.state == "failed")
+    return end(watched, Phase::kFailed,
+               !series_.lastError.isEmpty() ? series_.lastError : words.message);
+  if (!words.done && !words.message.isEmpty())  // its message on stderr only (without --json)
+    return end(watched, Phase::kFailed, words.message);
+  if (words.done) return end(watched, Phase::kCompleted, {});
+  if (dbPath_.empty()) return concludeFromStore(watched, words, std::nullopt);
+  // The store's row says the rest, once its running row is marked interrupted: read off the
+  // window's thread (the mark waits for a worker's write lock); the run is judged when it is back.
+  concluding_ = true;
+  updateControls();  // the worker is gone: nothing to signal
+  readStore(true, [this, watched, words](const std::optional<RunInfo>& row) {
+    concluding_ = false;
+    concludeFromStore(watched, words, row);
+    redraw();
+    updateControls();
+  });
+}
+
+void LivePage::concludeFromStore(bool watched, const WorkerClient::LastWords& words,
+                                 const std::optional<RunInfo>& row) {
+  Phase phase = Phase::kInterrupted;
+  QString message;
+  if (row) {
+    if (row->status == RunStatus::kFailed) phase = Phase::kFailed;
+    if (row->status == RunStatus::kCompleted) phase = Phase::kCompleted;
+    if (row->status == RunStatus::kStopped) phase = Phase::kStopped;
+    message = QString::fromStdString(row->error_message);
   }
+  if (message.isEmpty() || (watched && phase == Phase::kInterrupted))
+    message = watched ? tr("The worker (pid %1) exited without finishing the run: it was "
+                           "killed or crashed. Its last checkpoint is kept; Resume in "
+                           "History continues from it.")
+                            .arg(pid_)
+                      : tr("No worker is running this run.");
+  if (watched && !words.stderrTail.isEmpty())
+    message += tr("\n\nIts last output:\n%1").arg(words.stderrTail);
+  end(watched, phase, message);
+}
+
+void LivePage::end(bool watched, Phase phase, const QString& message) {
+  ended_ = true;
+  endPhase_ = phase;
+  endMessage_ = message;
   if (!watched) return;  // an old run: its status line says how it ended
   if ((endPhase_ == Phase::kFailed || endPhase_ == Phase::kInterrupted) && !endMessage_.isEmpty() &&
       endMessage_ != series_.lastError)

@@ -15,17 +15,23 @@
 // controls (the buttons and the Run menu's actions, which the page owns) follow it. A worker that
 // exits without a final state is noticed on the next tick: its last words (worker.out's error,
 // worker.err) or "killed or crashed" are shown in the status line, the log and a dialog, and
-// runEnded() tells the window. GUI thread; owns its widgets through Qt parenting, borrows the
-// RunStore.
+// runEnded() tells the window. What the run store knows (a worker's pid when none was given, how a
+// run without last words ended, after marking a gone worker's row interrupted: a write that waits
+// for a worker's write lock) is read on a pool thread through a connection of its own; the page
+// judges the run once the read is back, and drops a read for a run it no longer follows. GUI
+// thread; owns its widgets through Qt parenting.
 #pragma once
 
 #include <QFileSystemWatcher>
 #include <QTimer>
 #include <QWidget>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "EventTail.h"
 #include "RunSeries.h"
+#include "WorkerClient.h"
 #include "history/run-store.h"
 
 class QAction;
@@ -60,10 +66,14 @@ class LivePage : public QWidget {
   Q_ENUM(Phase)
 
   explicit LivePage(QWidget* parent = nullptr);
-  void setStore(RunStore* store) { store_ = store; }
+  // The run store (runs.db) the page reads a run's row from, off the window's thread; "" : none.
+  void setDatabase(const std::string& path) { dbPath_ = path; }
+  // Whether a read of the run store is in flight (a pid looked up, a run's ending decided); each
+  // ends with storeRead().
   // Follows the run in `runDir`; `pid` of its worker when known (else read from the run store).
   // The charts, log and controls start over.
   void attach(const QString& runDir, qint64 pid = -1);
+  bool storeBusy() const { return storeReads_ > 0; }
   const QString& runDir() const { return runDir_; }
   const RunSeries& series() const { return series_; }
   qint64 pid();
@@ -103,6 +113,8 @@ class LivePage : public QWidget {
   // The run ended while the page followed its live worker: completed, stopped, failed (with the
   // worker's message) or interrupted (its worker died).
   void runEnded(const QString& runDir, LivePage::Phase phase, const QString& message);
+  // A read of the run store came back (and was applied, unless the page follows another run now).
+  void storeRead();
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -116,13 +128,27 @@ class LivePage : public QWidget {
   // page of the window is.
   bool chartsShown() const;
   void updateControls();
-  // The worker is gone: the phase from its final state, else from its last words.
+  // The worker is gone: the phase from its final state, else from its last words, else from the
+  // store's row (read first, off the window's thread).
   void conclude(bool watched);
-  // The run's newest row in the store (a resumed run's latest), by its folder.
-  std::optional<RunInfo> storeRow() const;
-  qint64 pidFromStore() const;
+  // A worker gone without last words: the phase and message from its run's row `row`, if any.
+  void concludeFromStore(bool watched, const WorkerClient::LastWords& words,
+                         const std::optional<RunInfo>& row);
+  // The run has ended in `phase`: the page says so (for a `watched` worker: the log, runEnded(),
+  // a dialog for a failure).
+  void end(bool watched, Phase phase, const QString& message);
+  // Reads the run's newest row (a resumed run's latest) from the store on a pool thread, after
+  // marking the runs of gone workers interrupted when `reconcile`; then `apply(row)` on the
+  // window's thread, unless the page was attached to a run again meanwhile.
+  void readStore(bool reconcile, std::function<void(const std::optional<RunInfo>&)> apply);
+  // After attach()'s read of the store: the worker's pid and state, then the first tick.
+  void follow(const std::optional<RunInfo>& row);
 
-  RunStore* store_ = nullptr;
+  std::string dbPath_;
+  quint64 attachments_ = 0;  // attach() calls: a store read for an earlier one is dropped
+  int storeReads_ = 0;       // store reads in flight
+  bool attaching_ = false;   // attach()'s store read is in flight: nothing is judged before it
+  bool concluding_ = false;  // the worker is gone and the store's read decides how the run ended
   QString runDir_;
   QString runName_;
   qint64 pid_ = -1;

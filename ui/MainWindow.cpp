@@ -8,13 +8,13 @@
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QIcon>
-#include <QJsonDocument>
 #include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <utility>
 
 #include "AppPalette.h"
 #include "ComparePage.h"
@@ -22,6 +22,7 @@
 #include "JobSettings.h"
 #include "LivePage.h"
 #include "NewRunPage.h"
+#include "PoolTask.h"
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
 #include "WorkerClient.h"
@@ -48,7 +49,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   stack_ = new QStackedWidget;
   newRun_ = new NewRunPage;
   live_ = new LivePage;
-  live_->setStore(model_->store());
+  live_->setDatabase(model_->databasePath());
   history_ = new HistoryPage(model_);
   compare_ = new ComparePage(model_);
   tryIt_ = new TryItPage(model_);
@@ -81,7 +82,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     showPage(kLive);
   });
   connect(history_, &HistoryPage::cloneRun, this, [this](const QString& job) {
-    JobSettings s = JobSettings::fromJson(QJsonDocument::fromJson(job.toUtf8()).object());
+    JobSettings s = JobSettings::fromText(job.toUtf8());  // a 64-bit seed whole
     s.name += tr(" (clone)");
     newRun_->setSettings(s);
     showPage(kNewRun);
@@ -154,14 +155,15 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
 
   QSettings settings;
   // The form as it was when the window last closed (or a run was launched).
-  if (const QJsonDocument last = QJsonDocument::fromJson(settings.value(kLastJobKey).toByteArray());
-      last.isObject())
-    newRun_->setSettings(JobSettings::fromJson(last.object()));
+  if (const nlohmann::json last = nlohmann::json::parse(
+          settings.value(kLastJobKey).toByteArray().toStdString(), nullptr, /*allow_exceptions=*/false);
+      last.is_object())
+    newRun_->setSettings(JobSettings::fromJson(last));
   resize(1500, 960);
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
   showPage(Page(settings.value("window/page", kNewRun).toInt()));
-  if (!reattach().isEmpty()) showPage(kLive);
+  reattach();
 }
 
 MainWindow::~MainWindow() = default;
@@ -184,7 +186,9 @@ bool MainWindow::saveJob(const QString& path) {
 void MainWindow::rememberForm() {
   JobSettings s = newRun_->settings();
   s.runDir.clear();
-  QSettings().setValue(kLastJobKey, QJsonDocument(s.toJson()).toJson(QJsonDocument::Compact));
+  QSettings().setValue(
+      kLastJobKey,
+      QByteArray::fromStdString(s.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
 bool MainWindow::openJob(const QString& path) {
@@ -197,24 +201,37 @@ bool MainWindow::openJob(const QString& path) {
   return true;
 }
 
-QString MainWindow::reattach() {
-  RunStore* store = model_->store();
-  if (!store) return {};
-  // Reads only: marking the runs of workers that are gone is a write that waits for a worker's
-  // write lock, which History's read does on a pool thread. A run whose recorded worker is gone,
-  // its pid reused by another process included, is not attached.
-  RunFilter f;
-  f.status = RunStatus::kRunning;
-  auto runs = store->list_runs(f);
-  if (!runs.ok()) return {};
-  for (const RunInfo& r : *runs) {  // newest first
-    if (!r.pid || !WorkerClient::alive(*r.pid)) continue;
-    if (check_process(worker_of(r)) == Liveness::kGone) continue;
-    const QString dir = QString::fromStdString(r.run_dir);
-    live_->attach(dir, *r.pid);
-    return dir;
-  }
-  return {};
+void MainWindow::reattach() {
+  const std::string path = model_->databasePath();
+  if (path.empty()) return;
+  runOnPool(
+      this,
+      [path]() -> std::pair<QString, qint64> {
+        // Reads only, through a connection of its own: marking the runs of workers that are gone
+        // is a write that waits for a worker's write lock, which History's read does. A run whose
+        // recorded worker is gone, its pid reused by another process included, is not attached.
+        auto store = RunStore::open(path, RunHistoryModel::connectionOptions());
+        if (!store.ok()) return {};
+        RunFilter f;
+        f.status = RunStatus::kRunning;
+        auto runs = (*store)->list_runs(f);
+        if (!runs.ok()) return {};
+        for (const RunInfo& r : *runs) {  // newest first
+          if (!r.pid || !WorkerClient::alive(*r.pid)) continue;
+          if (check_process(worker_of(r)) == Liveness::kGone) continue;
+          return {QString::fromStdString(r.run_dir), *r.pid};
+        }
+        return {};
+      },
+      [this, page = stack_->currentIndex()](std::pair<QString, qint64> found) {
+        const auto& [dir, pid] = found;
+        if (!dir.isEmpty() && live_->runDir().isEmpty()) {
+          live_->attach(dir, pid);
+          // Shown unless a page was chosen meanwhile.
+          if (stack_->currentIndex() == page) showPage(kLive);
+        }
+        emit reattached(dir);
+      });
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

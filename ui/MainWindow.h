@@ -1,7 +1,8 @@
 // MainWindow: the app's top-level window — New run, Live, History, Compare and Try it pages in a
 // sidebar,
 // menus with keyboard shortcuts, window state kept in QSettings. On start it re-attaches the Live
-// page to a run that is still going. GUI thread; owns its pages through Qt parenting.
+// page to a run that is still going, found in the run store on a pool thread (the window never
+// waits on runs.db). GUI thread; owns its pages through Qt parenting.
 #pragma once
 
 #include <QMainWindow>
@@ -33,8 +34,11 @@ class MainWindow : public QMainWindow {
   ComparePage* comparePage() const { return compare_; }
   TryItPage* tryItPage() const { return tryIt_; }
   RunHistoryModel* historyModel() const { return model_; }
-  // Attaches Live to the newest run whose worker is still alive; returns its folder or "".
-  QString reattach();
+  // Looks for the newest run whose worker is still alive, reading the store on a pool thread; when
+  // the read is back, attaches Live to it (unless Live follows a run by then) and shows Live
+  // (unless another page was chosen meanwhile), and emits reattached() with its folder ("" when
+  // none).
+  void reattach();
   // Loads a job file into New run and shows that page (File › Open job file, `spillway JOB`, a
   // job opened from the file manager); on failure says why in a message box and returns false.
   bool openJob(const QString& path);
@@ -44,6 +48,9 @@ class MainWindow : public QMainWindow {
   // Where the last form is kept in QSettings (as a job's JSON): restored when a window opens,
   // written when one closes and when a run is launched.
   static constexpr const char* kLastJobKey = "newRun/lastJob";
+
+ signals:
+  void reattached(const QString& runDir);
 
  protected:
   void closeEvent(QCloseEvent* event) override;

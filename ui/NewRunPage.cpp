@@ -115,7 +115,7 @@ void NewRunPage::setSettings(const JobSettings& s) {
   data_->setFormatAndTemplate(s.format, s.chatTemplate);
   // The model shown must be this job's even when the field's text does not change (an empty
   // field stays empty for a model.init job): setPath checks it whatever the text was.
-  model_->setJobModel(loaded_.base["model"].toObject());
+  model_->setJobModel(loaded_.baseModel());
   setModelPath(s.modelPath);
   setDatasetPath(s.trainPath);
 }

@@ -74,7 +74,14 @@ RunEditQueue::~RunEditQueue() {
 void RunEditQueue::submit(RunEdit edit) {
   if (path_.empty()) return;
   queue_.push_back({std::move(edit), path_});
+  emit queued(queue_.back().edit);
   next();
+}
+
+bool RunEditQueue::deleting(const std::string& runId) const {
+  return std::any_of(queue_.begin(), queue_.end(), [&](const Queued& q) {
+    return q.edit.kind == RunEdit::kDelete && q.edit.runId == runId;
+  });
 }
 
 void RunEditQueue::next() {

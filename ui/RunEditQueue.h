@@ -54,6 +54,9 @@ class RunEditQueue : public QObject {
   void submit(RunEdit edit);
   // Edits not written yet, the one being tried included.
   int pending() const { return static_cast<int>(queue_.size()); }
+  // Whether a deletion of run `runId` is queued or being written: a second one would only fail
+  // ("no such run") once the first lands, so History does not queue it.
+  bool deleting(const std::string& runId) const;
   // Whether the edit in front waits for another process's write lock.
   bool waitingForLock() const { return waiting_; }
   // How many times an edit was tried (on a pool thread), for tests.
@@ -63,6 +66,7 @@ class RunEditQueue : public QObject {
   static constexpr int kMaxRetryMs = 8000;
 
  signals:
+  void queued(const RunEdit& edit);   // `edit` was submitted
   void started(const RunEdit& edit);  // the edit in front is being written
   // The store is locked: `edit` is kept and tried again in `retryMs`. `message` is the store's.
   void waiting(const RunEdit& edit, const QString& message, int retryMs);

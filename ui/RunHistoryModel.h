@@ -62,8 +62,7 @@ class RunHistoryModel : public QAbstractTableModel {
   // Opens the store at `dbPath` (default: the worker's default) and starts reading its runs
   // (refresh()). Returns an error message or "".
   QString open(const QString& dbPath = QString());
-  // The window's thread's connection, for reads (reattach, Compare's run list). Writes go through
-  // edits().
+  // The window's thread's connection, for reads (Compare's run list). Writes go through edits().
   RunStore* store() const { return store_.get(); }
   // The user's edits of the store (tags, notes, rename, delete), written off the window's thread;
   // the rows are re-read after each.

@@ -29,7 +29,7 @@ bool RunLauncher::writeJobFile(const QString& path, const JobSettings& job, QStr
   QSaveFile f(path);
   if (!f.open(QIODevice::WriteOnly))
     return *error = tr("Cannot write %1: %2").arg(path, f.errorString()), false;
-  f.write(QJsonDocument(job.toJson()).toJson());
+  f.write(job.toText());
   if (!f.commit()) return *error = tr("Cannot write %1: %2").arg(path, f.errorString()), false;
   return true;
 }
@@ -44,13 +44,14 @@ bool RunLauncher::readJobFile(const QString& path, JobSettings* job, QString* er
     return *error = tr("%1: not a JSON object (%2)").arg(path, pe.errorString()), false;
   // The worker's own check: a key the schema does not know would be refused at launch, and a
   // form filled without it would not run what the file says.
-  const auto resolved = job::resolve_job(nlohmann::json::parse(
-      bytes.constData(), bytes.constData() + bytes.size(), nullptr, /*allow_exceptions=*/false));
+  const nlohmann::json parsed = nlohmann::json::parse(
+      bytes.constData(), bytes.constData() + bytes.size(), nullptr, /*allow_exceptions=*/false);
+  const auto resolved = job::resolve_job(parsed);
   if (!resolved.ok())
     return *error = tr("%1 is not a job the worker takes: %2")
                         .arg(path, QString::fromStdString(resolved.status().message())),
            false;
-  JobSettings s = JobSettings::fromJson(doc.object());
+  JobSettings s = JobSettings::fromJson(parsed);  // whole: a seed past 2^53 keeps its low bits
   const QDir base = QFileInfo(path).absoluteDir();
   for (QString* p : {&s.modelPath, &s.trainPath, &s.evalPath}) {
     if (!p->isEmpty() && QFileInfo(*p).isRelative())
@@ -63,9 +64,7 @@ bool RunLauncher::readJobFile(const QString& path, JobSettings* job, QString* er
 
 bool RunLauncher::saveJobFile(const QString& path, JobSettings s, QString* error) {
   s.runDir.clear();
-  const QByteArray json = QJsonDocument(s.toJson()).toJson();
-  const auto resolved = job::resolve_job(nlohmann::json::parse(
-      json.constData(), json.constData() + json.size(), nullptr, /*allow_exceptions=*/false));
+  const auto resolved = job::resolve_job(s.toJson());
   if (!resolved.ok()) return *error = QString::fromStdString(resolved.status().message()), false;
   return writeJobFile(path, s, error);
 }
@@ -88,7 +87,7 @@ QString RunLauncher::writeRunJob(JobSettings s, QString* error) {
 
 QString RunLauncher::writeCommandLineJob(JobSettings s, QString* error) {
   // No run folder: each run of the command gets its own under the runs folder.
-  const QByteArray json = QJsonDocument(s.toJson()).toJson();
+  const QByteArray json = s.toText();
   const QString hash =
       QString::fromLatin1(QCryptographicHash::hash(json, QCryptographicHash::Sha1).toHex().left(8));
   const QString path = dataHome() + "/jobs/" + slug(s.name) + "-" + hash + ".json";

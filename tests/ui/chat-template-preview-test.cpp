@@ -53,7 +53,7 @@ TEST(ChatTemplate, TheFormOffersAutoAndEverySupportedTemplate) {
   for (QLabel* l : page.findChildren<QLabel*>()) labelled |= l->buddy() == combo;
   EXPECT_TRUE(labelled);
   combo->setCurrentText("chatml");
-  EXPECT_EQ(page.settings().toJson()["data"].toObject()["template"].toString(), "chatml");
+  EXPECT_EQ(page.settings().toJson()["data"]["template"], "chatml");
 }
 
 TEST(ChatTemplate, ThePreviewNamesTheTemplateUsedAndShowsTrainedEndOfTurnTokens) {
@@ -175,7 +175,7 @@ TEST(ChatTemplate, TruncationIsAWarningWhoseFixesChangeTheForm) {
   EXPECT_EQ(page.datasetPreview().truncated, 0);
   EXPECT_FALSE(warning->isVisible());
   EXPECT_TRUE(page.findChild<QLabel*>("datasetLabel")->text().contains("conversations packed"));
-  EXPECT_TRUE(page.settings().toJson()["data"].toObject()["packing"].toBool());
+  EXPECT_TRUE(page.settings().toJson()["data"]["packing"].get<bool>());
   // Packed windows are full, and the replies' ends that were cut are trained now.
   ASSERT_FALSE(page.datasetPreview().samples.isEmpty());
   EXPECT_EQ(page.datasetPreview().samples[0].ids.size(), 128);

@@ -175,9 +175,7 @@ TEST(EndToEnd, NewRunTakesTheBuiltInJobsModelInit) {
   // run ends with the model it trained exported.
   JobSettings two = page.settings();
   two.steps = 2;
-  QJsonObject train = two.base["train"].toObject();
-  train["eval_batches"] = 1;
-  two.base["train"] = train;
+  two.base["train"]["eval_batches"] = 1;
   page.setSettings(two);
   EXPECT_TRUE(page.modelInfo().fromInit);
   QString runDir;
@@ -576,6 +574,8 @@ TEST(EndToEnd, LaunchWatchCloseReattachHistory) {
 
   // A new window finds the run and shows it live again.
   auto again = std::make_unique<MainWindow>();
+  // The store is read on a pool thread: Live follows the run once the read is back.
+  ASSERT_TRUE(waitFor([&] { return !again->livePage()->runDir().isEmpty(); }, 10000));
   EXPECT_EQ(again->livePage()->runDir(), runDir);
   const qint64 before = again->livePage()->series().lastStep;
   ASSERT_TRUE(waitFor([&] { return again->livePage()->series().lastStep > before + 2; }, 30000));

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QLabel>
+#include <QSignalSpy>
 #include <QMessageBox>
 #include <QProcess>
 #include <QPushButton>
@@ -17,10 +19,12 @@
 #include <fstream>
 
 #include "HistoryPage.h"
+#include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "history-wait.h"
 #include "history/process-liveness.h"
 #include "history/run-store.h"
+#include "history/sqlite-util.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -218,6 +222,52 @@ TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
             "Delete the run \"failed at start\" from History (its metrics, samples and events)?");
   ASSERT_TRUE(waitForEdits(&model));  // the deletion is written, and History has read it
   EXPECT_EQ(model.rowCount(), 0);
+}
+
+// Delete pressed twice on a run whose deletion is still queued (a worker holds runs.db's write
+// lock) used to queue a second deletion, which ended in "Could not save the deletion …" once the
+// first had removed the row. Now Delete is off on that row, a second deleteRun queues nothing, and
+// the one deletion lands when the lock is released.
+TEST(HistoryDelete, ARunWhoseDeletionIsQueuedIsNotDeletedTwice) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  std::string id;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    id = addRun(**store, "twice", RunStatus::kStopped, tmp.path() + "/runs/never-made");
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  auto writer = SqliteDb::open(db);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->exec("BEGIN IMMEDIATE").ok());  // as a worker's transaction holds it
+
+  QSignalSpy written(model.edits(), &RunEditQueue::written);
+  pressDelete(page, model, "twice", "Delete");
+  ASSERT_EQ(model.edits()->pending(), 1);
+  QPushButton* del = nullptr;
+  for (QPushButton* b : page.findChildren<QPushButton*>())
+    if (b->text() == "Delete") del = b;
+  ASSERT_NE(del, nullptr);
+  EXPECT_FALSE(del->isEnabled());  // the row is being deleted
+  EXPECT_EQ(del->toolTip(), "This run is being deleted");
+  QTest::mouseClick(del, Qt::LeftButton);  // no confirmation comes, nothing is queued
+  EXPECT_EQ(HistoryPage::deleteRun(&model, q(id)), "");
+  EXPECT_EQ(model.edits()->pending(), 1);
+
+  ASSERT_TRUE(writer->exec("COMMIT").ok());
+  ASSERT_TRUE(waitForEdits(&model));
+  ASSERT_EQ(written.size(), 1);
+  EXPECT_EQ(written[0][1].toString(), "");
+  EXPECT_EQ(model.rowCount(), 0);
+  auto* status = page.findChild<QLabel*>("historyEditStatus");
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(status->text(), "Saved the deletion of “twice”.");
 }
 
 // Open folder used to fail without a word: with no xdg-open (a minimal system without xdg-utils)

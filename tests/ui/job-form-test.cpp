@@ -7,22 +7,33 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTest>
+#include <QTableView>
 #include <climits>
+#include <fstream>
+#include <limits>
 #include <set>
 
 #include "JobForm.h"
 #include "IntegerSpinBox.h"
+#include "HistoryPage.h"
 #include "JobSettings.h"
+#include "MainWindow.h"
 #include "NewRunPage.h"
+#include "history-wait.h"
+#include "history/run-store.h"
 #include "job/job-schema.h"
 
 namespace spillway::ui {
 namespace {
+using spillway::testing::TempDir;
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 // The input fields a person fills in: not the line edits inside spin boxes and combo boxes, nor
 // an input that is not part of the job (Measure's step count).
@@ -40,15 +51,13 @@ std::string describe(QWidget* w) {
          w->toolTip().left(60).toStdString() + ")";
 }
 
-// The value the form's job holds for `k`, as JSON text ("" when absent).
-std::string valueIn(const QJsonObject& job, const job::JobKey& k) {
-  const QJsonValue v = k.section().empty() ? job[QString::fromStdString(k.name())]
-                                           : job[QString::fromStdString(k.section())][QString::fromStdString(k.name())];
-  if (v.isUndefined()) return "";
-  if (v.isDouble()) return nlohmann::json(v.toDouble()).dump();
-  if (v.isBool()) return v.toBool() ? "true" : "false";
-  if (v.isString()) return nlohmann::json(v.toString().toStdString()).dump();
-  return "?";
+// The value the form's job holds for `k`, as JSON text ("" when absent); numbers as doubles.
+std::string valueIn(const nlohmann::json& job, const job::JobKey& k) {
+  const nlohmann::json& in = k.section().empty() ? job : job.value(k.section(), nlohmann::json::object());
+  const auto it = in.find(k.name());
+  if (it == in.end()) return "";
+  if (it->is_number()) return nlohmann::json(it->get<double>()).dump();
+  return it->dump();
 }
 
 std::string schemaDefault(const job::JobKey& k) {
@@ -58,7 +67,7 @@ std::string schemaDefault(const job::JobKey& k) {
 
 TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
   NewRunPage page;
-  const QJsonObject job = page.settings().toJson();  // the job the untouched form writes
+  const nlohmann::json job = page.settings().toJson();  // the job the untouched form writes
   std::set<std::string> keys;
   for (QWidget* w : page.findChildren<QWidget*>()) {
     if (!isField(w)) continue;
@@ -85,10 +94,9 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
     }
     if (auto* s = qobject_cast<IntegerSpinBox*>(w)) {
       EXPECT_EQ(s->minimum(), static_cast<quint64>(k->range.lo)) << path;
-      // The whole range, up to what a job written through Qt's JSON holds (2^63 - 1).
-      EXPECT_EQ(s->maximum(), std::min<double>(k->range.hi, 9223372036854775807.0) >= 9.2e18
-                                  ? JobForm::kMaxJsonInteger
-                                  : static_cast<quint64>(k->range.hi))
+      // The whole range: a seed's is [0, 2^64 - 1] (2^64 as a double).
+      EXPECT_EQ(s->maximum(), k->range.hi >= 0x1p64 ? std::numeric_limits<quint64>::max()
+                                                    : static_cast<quint64>(k->range.hi))
           << path;
     }
     if (auto* c = qobject_cast<QComboBox*>(w); c && !c->isEditable()) {
@@ -115,8 +123,7 @@ TEST(JobForm, UntouchedSettingsResolveToTheSchemasDefaults) {
   JobSettings s;
   s.modelPath = "/m";
   s.trainPath = "/d.txt";
-  const QJsonObject j = s.toJson();
-  auto fromForm = job::resolve_job(nlohmann::json::parse(QJsonDocument(j).toJson().toStdString()));
+  auto fromForm = job::resolve_job(nlohmann::json::parse(s.toText().toStdString()));
   ASSERT_TRUE(fromForm.ok()) << fromForm.status().to_string();
   auto bare = job::resolve_job({{"name", s.name.toStdString()}, {"model", {{"path", "/m"}}}, {"data", {{"train", "/d.txt"}}}});
   ASSERT_TRUE(bare.ok()) << bare.status().to_string();
@@ -129,38 +136,102 @@ TEST(JobForm, UntouchedSettingsResolveToTheSchemasDefaults) {
   }
 }
 
-// A seed past 2^31 (2^40, 2^62 + 1, which a double does not hold, and 2^63 - 1) comes back
-// whole through JobSettings (the job a clone or a job file gives the form), the form's field and
-// the job.json text the worker reads; the int spin box it had made every one of them 0 or 2^31 - 1.
+// A seed past 2^31 (2^40; 2^62 + 1, 2^63 + 1 and 2^64 - 1, which a double does not hold; 2^63 - 1)
+// comes back whole through JobSettings (the job a clone or a job file gives the form), the form's
+// field and the job.json text the worker reads; the int spin box it had made every one of them 0 or
+// 2^31 - 1, and Qt's JSON (doubles) cut the low bits of those past 2^53.
+const quint64 kSeeds[] = {quint64{1} << 40, (quint64{1} << 62) + 1, 9223372036854775807ULL,
+                          (quint64{1} << 63) + 1, 18446744073709551615ULL};
+
 TEST(JobForm, SixtyFourBitSeedRoundTripsThroughTheSettingsAndTheForm) {
-  for (const quint64 seed : {quint64{1} << 40, (quint64{1} << 62) + 1, JobForm::kMaxJsonInteger}) {
+  for (const quint64 seed : kSeeds) {
     JobSettings s;
     s.modelPath = "/m";
     s.trainPath = "/d.txt";
     s.seed = seed;
-    const QByteArray text = QJsonDocument(s.toJson()).toJson();
-    EXPECT_EQ(JobSettings::fromJson(QJsonDocument::fromJson(text).object()).seed, seed) << seed;
+    const QByteArray text = s.toText();
+    EXPECT_TRUE(text.contains("\"seed\": " + QByteArray::number(seed))) << text.toStdString();
+    EXPECT_EQ(JobSettings::fromText(text).seed, seed) << seed;
     auto resolved = job::resolve_job(nlohmann::json::parse(text.toStdString()));
     ASSERT_TRUE(resolved.ok()) << resolved.status().to_string();
     EXPECT_EQ((*resolved)["data"]["seed"].get<uint64_t>(), seed);
 
     NewRunPage page;
-    page.setSettings(JobSettings::fromJson(QJsonDocument::fromJson(text).object()));
+    page.setSettings(JobSettings::fromText(text));
     EXPECT_EQ(page.settings().seed, seed);
     IntegerSpinBox* field = nullptr;
     for (auto* w : page.findChildren<IntegerSpinBox*>())
       if (w->property(JobForm::kKeyProperty).toString() == "data.seed") field = w;
     ASSERT_NE(field, nullptr);
+    EXPECT_EQ(field->maximum(), std::numeric_limits<quint64>::max());
     EXPECT_EQ(field->value(), seed);
     EXPECT_EQ(field->text(), QString::number(seed));
-    // Typed in: the digits reach the job; a number past the field's top is refused.
+    // Typed in: the digits reach the job; a number past the field's top (2^64 - 1) is refused.
     field->setValue(0);
     field->selectAll();
     QTest::keyClicks(field, QString::number(seed));
     EXPECT_EQ(page.settings().seed, seed);
     field->selectAll();
     QTest::keyClicks(field, "99999999999999999999");
-    EXPECT_LE(page.settings().seed, JobForm::kMaxJsonInteger);
+    EXPECT_EQ(page.settings().seed, 9999999999999999999ULL);  // the last digit is refused
+  }
+}
+
+// The same seeds through the files a person meets: a job file opened in New run (data.seed on the
+// form; model.seed and train.seed, which the form does not show, in the job it carries) and saved
+// again; and History's Clone of a run whose recorded job has them.
+TEST(JobForm, SixtyFourBitSeedRoundTripsThroughJobFilesAndClone) {
+  TempDir tmp;
+  qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
+  const std::string data = tmp.path() + "/d.txt";
+  std::ofstream(data) << "some text to train on\n";
+  for (const quint64 seed : kSeeds) {
+    const std::string n = std::to_string(seed);
+    const std::string job = R"({"name": "seeded", "model": {"init": "llama-byte-5m", "seed": )" + n +
+                            R"(, "tokenizer": "builtin:bytes"}, "data": {"train": ")" + data +
+                            R"(", "seed": )" + n + R"(}, "train": {"steps": 3, "seed": )" + n + "}}";
+    const std::string in = tmp.path() + "/in.json", out = tmp.path() + "/out.json";
+    std::ofstream(in) << job;
+
+    NewRunPage page;
+    QString error;
+    ASSERT_TRUE(page.loadJob(q(in), &error)) << error.toStdString();
+    EXPECT_EQ(page.settings().seed, seed);
+    ASSERT_TRUE(page.saveJob(q(out), &error)) << error.toStdString();
+    std::ifstream saved(out);
+    const nlohmann::json written = nlohmann::json::parse(saved);
+    EXPECT_EQ(written["data"]["seed"].get<uint64_t>(), seed) << written.dump();
+    EXPECT_EQ(written["model"]["seed"].get<uint64_t>(), seed) << written.dump();
+    EXPECT_EQ(written["train"]["seed"].get<uint64_t>(), seed) << written.dump();
+
+    // Clone: the job the run recorded in the store (RunInfo::job_json) fills the form.
+    const std::string db = tmp.path() + "/runs-" + n + ".db";
+    {
+      auto store = RunStore::open(db);
+      ASSERT_TRUE(store.ok());
+      RunInfo run;
+      run.name = "seeded";
+      run.status = RunStatus::kCompleted;
+      run.job_json = job;
+      ASSERT_TRUE((*store)->create_run(run).ok());
+    }
+    MainWindow window(q(db));
+    window.showPage(MainWindow::kHistory);
+    ASSERT_TRUE(waitForHistory(window.historyModel()));
+    QTableView* table = window.historyPage()->table();
+    ASSERT_EQ(table->model()->rowCount(), 1);
+    table->setCurrentIndex(table->model()->index(0, 0));
+    QPushButton* clone = nullptr;
+    for (QPushButton* b : window.historyPage()->findChildren<QPushButton*>())
+      if (b->text() == "Clone") clone = b;
+    ASSERT_NE(clone, nullptr);
+    QTest::mouseClick(clone, Qt::LeftButton);
+    const JobSettings cloned = window.newRunPage()->settings();
+    EXPECT_EQ(cloned.name, "seeded (clone)");
+    EXPECT_EQ(cloned.seed, seed);
+    const nlohmann::json again = cloned.toJson();
+    EXPECT_EQ(again["model"]["seed"].get<uint64_t>(), seed) << again.dump();
+    EXPECT_EQ(again["train"]["seed"].get<uint64_t>(), seed) << again.dump();
   }
 }
 

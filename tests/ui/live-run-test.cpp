@@ -30,6 +30,7 @@
 #include "TierChart.h"
 #include "TimelineView.h"
 #include "WorkerClient.h"
+#include "history-wait.h"
 #include "history/process-liveness.h"
 #include "history/run-store.h"
 #include "test-data.h"
@@ -193,7 +194,7 @@ TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
   ASSERT_TRUE(id.ok());
 
   LivePage live;
-  live.setStore(store->get());
+  live.setDatabase((*store)->path());
   live.attach(q(runDir), pid);
   EXPECT_EQ(live.phase(), Phase::kStarting);  // alive, nothing written yet
   EXPECT_TRUE(button(live, "Stop")->isEnabled());
@@ -297,8 +298,9 @@ TEST(LivePage, ARunOpenedFromHistoryShowsHowItEndedWithoutADialog) {
   failed.error_message = "i/o error: cannot create /mnt/x: Not a directory";
   ASSERT_TRUE((*store)->create_run(failed).ok());
   LivePage live;
-  live.setStore(store->get());
+  live.setDatabase((*store)->path());
   live.attach(q(failed.run_dir));  // History's Open in Live: no pid
+  ASSERT_TRUE(waitForLive(&live));    // the store's row is read off the window's thread
   EXPECT_EQ(live.phase(), Phase::kFailed);
   EXPECT_EQ(live.endMessage().toStdString(), failed.error_message);
   EXPECT_TRUE(live.statusText().endsWith(q(failed.error_message)))
@@ -316,6 +318,7 @@ TEST(LivePage, ARunOpenedFromHistoryShowsHowItEndedWithoutADialog) {
   writeSteps(f, 2);
   f.close();
   live.attach(q(byHand));
+  ASSERT_TRUE(waitForLive(&live));  // the store is asked for its worker first
   for (int i = 0; i < 5; ++i) live.tick();
   EXPECT_EQ(live.phase(), Phase::kTraining);
   EXPECT_FALSE(live.pauseAction()->isEnabled());

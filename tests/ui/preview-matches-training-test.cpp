@@ -94,7 +94,7 @@ TEST(PreviewMatchesTraining, ChatTemplateAndTrainedTokens) {
         {
           QFile f(QString::fromStdString(jobPath));
           ASSERT_TRUE(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
-          f.write(QJsonDocument(s.toJson()).toJson());
+          f.write(s.toText());
         }
         auto job = worker::load_job(jobPath);
         ASSERT_TRUE(job.ok()) << job.status().to_string();

@@ -988,6 +988,17 @@ TEST(ConfigDiff, AllOrDifferencesOnly) {
   EXPECT_EQ(diff[1].values, (QStringList{"100", "200"}));
 }
 
+// Two runs whose seeds differ only past 2^53 (2^64 - 1 and 2^64 - 2: one double) differ in the
+// table, each shown whole.
+TEST(ConfigDiff, SixtyFourBitSeedsAreShownAndComparedWhole) {
+  const QStringList jobs = {R"({"name":"a","data":{"seed":18446744073709551615}})",
+                            R"({"name":"a","data":{"seed":18446744073709551614}})"};
+  auto diff = configDiff(jobs, true);
+  ASSERT_EQ(diff.size(), 1);
+  EXPECT_EQ(diff[0].key, "data.seed");
+  EXPECT_EQ(diff[0].values, (QStringList{"18446744073709551615", "18446744073709551614"}));
+}
+
 TEST(JobSettings, RoundTripsThroughTheJobFile) {
   JobSettings s;
   s.name = "x";
@@ -1005,23 +1016,20 @@ TEST(JobSettings, RoundTripsThroughTheJobFile) {
   EXPECT_EQ(back.optimizerTier, "ssd");
   EXPECT_EQ(back.runDir, "/runs/x");
   // Keys the form does not show survive a clone; the form's fields win.
-  const QJsonObject job =
-      QJsonDocument::fromJson(
-          R"({"name":"c","model":{"path":"/m"},"data":{"train":"/d","eval_fraction":0.2},
-      "train":{"epochs":2,"beta2":0.95,"eval_batches":7,"lr":0.5},"placement":{"weight_slots":3},"output":{"db":"/x.db"}})")
-          .object();
-  JobSettings clone = JobSettings::fromJson(job);
+  JobSettings clone = JobSettings::fromText(
+      R"({"name":"c","model":{"path":"/m"},"data":{"train":"/d","eval_fraction":0.2},
+      "train":{"epochs":2,"beta2":0.95,"eval_batches":7,"lr":0.5},"placement":{"weight_slots":3},"output":{"db":"/x.db"}})");
   clone.lr = 1e-3;
-  const QJsonObject out = clone.toJson();
-  EXPECT_DOUBLE_EQ(out["train"]["beta2"].toDouble(), 0.95);
-  EXPECT_EQ(out["train"]["eval_batches"].toInt(), 7);
-  EXPECT_DOUBLE_EQ(out["train"]["lr"].toDouble(), 1e-3);
+  const nlohmann::json out = clone.toJson();
+  EXPECT_DOUBLE_EQ(out["train"]["beta2"].get<double>(), 0.95);
+  EXPECT_EQ(out["train"]["eval_batches"].get<int>(), 7);
+  EXPECT_DOUBLE_EQ(out["train"]["lr"].get<double>(), 1e-3);
   // An epoch-based run is cloned as one (the form has both steps and epochs).
-  EXPECT_EQ(out["train"]["steps"].toInt(), 0);
-  EXPECT_DOUBLE_EQ(out["train"]["epochs"].toDouble(), 2);
-  EXPECT_EQ(out["placement"]["weight_slots"].toInt(), 3);
-  EXPECT_EQ(out["output"]["db"].toString(), "/x.db");
-  EXPECT_DOUBLE_EQ(out["data"]["eval_fraction"].toDouble(), 0.2);
+  EXPECT_EQ(out["train"]["steps"].get<int>(), 0);
+  EXPECT_DOUBLE_EQ(out["train"]["epochs"].get<double>(), 2);
+  EXPECT_EQ(out["placement"]["weight_slots"].get<int>(), 3);
+  EXPECT_EQ(out["output"]["db"], "/x.db");
+  EXPECT_DOUBLE_EQ(out["data"]["eval_fraction"].get<double>(), 0.2);
 }
 
 }  // namespace

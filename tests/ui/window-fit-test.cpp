@@ -25,6 +25,7 @@
 #include "MainWindow.h"
 #include "NewRunPage.h"
 #include "TryItPage.h"
+#include "history-wait.h"
 #include "test-data.h"
 
 namespace spillway::ui {
@@ -135,6 +136,7 @@ TEST(WindowFit, FitsA1280x720ScreenAndLarger) {
       << R"({"type":"state","t":1,"state":"failed"})"
       << "\n";
   window.livePage()->attach(QString::fromStdString(run));
+  ASSERT_TRUE(waitForLive(window.livePage()));  // the store is asked for its worker first
   ASSERT_EQ(window.livePage()->phase(), LivePage::Phase::kFailed);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));

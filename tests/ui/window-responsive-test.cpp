@@ -11,10 +11,13 @@
 #include <QFileDialog>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
+#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
 #include <QTimer>
+#include <filesystem>
 #include <fstream>
 
 #include "DatasetPreviewLoader.h"
@@ -162,12 +165,14 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   QElapsedTimer clock;
   clock.start();
   MainWindow window(q(db));
+  QSignalSpy reattached(&window, &MainWindow::reattached);  // the store is read on a pool thread
   window.resize(1280, 720);
   window.show();
   window.showPage(MainWindow::kHistory);
   RunHistoryModel* model = window.historyModel();
   QTest::qWait(200);
   ASSERT_TRUE(waitForHistory(model));
+  ASSERT_TRUE(!reattached.isEmpty() || reattached.wait(5000));
   const qint64 gap = watch.longestGapMs();
   std::printf(
       "[ measure  ] History with runs.db write-locked: rows after %lld ms, longest event-loop gap "
@@ -179,6 +184,7 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   ASSERT_EQ(model->rowCount(), 1);
   EXPECT_EQ(model->run(0).info.status, RunStatus::kRunning);  // not marked: the lock was held
   EXPECT_TRUE(window.livePage()->runDir().isEmpty());         // a gone worker is not reattached
+  EXPECT_EQ(reattached[0][0].toString(), "");
 
   // An edit is a write on the window's thread: it says the store is locked after 1 s, not 5.
   QElapsedTimer edit;
@@ -195,6 +201,82 @@ TEST(WindowResponsive, HistoryWhileAWorkerHoldsTheWriteLockNeverBlocksTheWindow)
   ASSERT_TRUE(waitForHistory(model));
   ASSERT_EQ(model->rowCount(), 1);
   EXPECT_EQ(model->run(0).info.status, RunStatus::kInterrupted);
+}
+
+// Live decides how a run ended when its worker is gone without last words from the store's row,
+// after marking the row interrupted: a write that waits for a worker's write lock (1 s, the GUI's
+// busy timeout), then a read. Both were done on the window's thread. With another connection
+// holding the lock, the window keeps answering while the read runs, and the ending (interrupted,
+// the message, the dialog) is shown once it is back; the row is marked once the lock is free.
+TEST(WindowResponsive, LiveDecidingAWorkerIsGoneWhileTheStoreIsWriteLockedNeverBlocksTheWindow) {
+  TempDir tmp;
+  const std::string db = tmp.file("runs.db");
+  const std::string runDir = tmp.file("run");
+  std::filesystem::create_directories(runDir);
+  QProcess worker;  // stands in for a worker that trains until it is killed
+  worker.start("sleep", {"120"});
+  ASSERT_TRUE(worker.waitForStarted());
+  const qint64 pid = worker.processId();
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    RunInfo running;
+    running.name = "killed";
+    running.status = RunStatus::kRunning;
+    running.run_dir = runDir;
+    running.pid = pid;
+    running.pid_start_ticks = static_cast<std::int64_t>(process_start_ticks(pid).value_or(0));
+    running.boot_id = current_boot_id();
+    running.host = current_host_name();
+    ASSERT_TRUE((*store)->create_run(running).ok());
+  }
+  LivePage live;
+  live.setDatabase(db);
+  live.resize(1280, 720);
+  live.show();
+  live.attach(q(runDir), pid);
+  live.tick();
+  ASSERT_EQ(live.phase(), LivePage::Phase::kStarting);  // its worker is alive: watched
+  auto writer = SqliteDb::open(db);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->exec("BEGIN IMMEDIATE").ok());  // as a worker's transaction holds it
+
+  QSignalSpy ended(&live, &LivePage::runEnded);
+  worker.kill();
+  ASSERT_TRUE(worker.waitForFinished());
+  EventLoopWatch watch;
+  QElapsedTimer clock;
+  clock.start();
+  live.tick();  // the worker is gone: the store's row is read on a pool thread
+  EXPECT_TRUE(live.storeBusy());
+  EXPECT_NE(live.phase(), LivePage::Phase::kInterrupted);  // not decided before the read is back
+  ASSERT_TRUE(waitForLive(&live));
+  const qint64 gap = watch.longestGapMs();
+  std::printf(
+      "[ measure  ] Live deciding a gone worker's run with runs.db write-locked: ended after %lld "
+      "ms, longest event-loop gap %lld ms\n",
+      static_cast<long long>(clock.elapsed()), static_cast<long long>(gap));
+  EXPECT_GE(clock.elapsed(), 900);  // the mark waited for the lock (1 s) and gave up
+  EXPECT_LT(gap, 500 * ::spillway::testing::kTimeScale);
+  EXPECT_EQ(live.phase(), LivePage::Phase::kInterrupted);
+  EXPECT_TRUE(live.endMessage().startsWith(
+      QString("The worker (pid %1) exited without finishing the run: it was killed or crashed.")
+          .arg(pid)))
+      << live.endMessage().toStdString();
+  EXPECT_TRUE(live.statusText().startsWith("interrupted · ")) << live.statusText().toStdString();
+  ASSERT_EQ(ended.size(), 1);
+  auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_EQ(dialog->text(), live.endMessage());
+  dialog->accept();
+
+  ASSERT_TRUE(writer->exec("COMMIT").ok());
+  auto store = RunStore::open(db);  // marks the gone worker's row, now that it can write
+  ASSERT_TRUE(store.ok());
+  auto runs = (*store)->list_runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().status, RunStatus::kInterrupted);
 }
 
 }  // namespace
