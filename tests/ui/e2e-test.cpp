@@ -115,8 +115,9 @@ TEST(EndToEnd, NewRunTakesTheBuiltInJobsModelInit) {
   EXPECT_EQ(error,
             "The model is not usable: Choose a model folder (Hugging Face layout: config.json and "
             "model.safetensors).");
-  const QString builtIn =
-      QFileInfo(QString(__FILE__)).absolutePath() + "/../../resources/jobs/default.json";
+  // The source tree's, not one beside __FILE__: Ninja compiles with paths relative to the build
+  // folder, and the test runs in build/tests/ui.
+  const QString builtIn = QStringLiteral(SPILLWAY_SOURCE_DIR "/resources/jobs/default.json");
   ASSERT_TRUE(page.loadJob(builtIn, &error)) << error.toStdString();
   // Its fortunes file is a Debian package's; the poems of the test data stand in for it.
   QSignalSpy previewed(&page, &NewRunPage::datasetPreviewed);
