@@ -16,9 +16,13 @@ inline std::string data_dir() {
   return env && *env ? env : SPILLWAY_DEFAULT_DATA_DIR;
 }
 
-inline std::string data_path(const std::string& rel) { return data_dir() + "/" + rel; }
+inline std::string data_path(const std::string& rel) {
+  return data_dir() + "/" + rel;
+}
 
-inline bool have_data() { return std::filesystem::is_directory(data_dir() + "/models"); }
+inline bool have_data() {
+  return std::filesystem::is_directory(data_dir() + "/models");
+}
 
 // What a test's time limit (a responsiveness or speed bound set for optimized code) is multiplied
 // by: sanitizer builds (SPILLWAY_SANITIZE, cmake/sanitizers.cmake) run the code several times
@@ -51,9 +55,9 @@ class TempDir {
 
 }  // namespace spillway::testing
 
-#define SPILLWAY_REQUIRE_DATA()                                                              \
-  do {                                                                                       \
-    if (!::spillway::testing::have_data())                                                   \
-      GTEST_SKIP() << "test data not found at " << ::spillway::testing::data_dir()           \
-                   << " (set SPILLWAY_DATA_DIR or -DSPILLWAY_DATA_DIR to ../shared/data)";   \
+#define SPILLWAY_REQUIRE_DATA()                                                            \
+  do {                                                                                     \
+    if (!::spillway::testing::have_data())                                                 \
+      GTEST_SKIP() << "test data not found at " << ::spillway::testing::data_dir()         \
+                   << " (set SPILLWAY_DATA_DIR or -DSPILLWAY_DATA_DIR to ../shared/data)"; \
   } while (0)

@@ -15,11 +15,11 @@
 #include <QMessageBox>
 #include <QPainter>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSlider>
 #include <QSplitter>
 #include <QSvgGenerator>
 #include <QTableWidget>
-#include <QRegularExpression>
 #include <QTextDocumentFragment>
 #include <QTextStream>
 #include <QUrl>
@@ -28,8 +28,8 @@
 #include <optional>
 #include <set>
 
-#include "ConfigDiff.h"
 #include "Charts.h"
+#include "ConfigDiff.h"
 #include "Format.h"
 #include "PoolTask.h"
 #include "RunHistoryModel.h"
@@ -85,10 +85,12 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
                                                    tr("Images (*.png *.svg)"));
     if (f.isEmpty()) return;
     const bool ok = exportChart(f);
-    showExport(ok, ok ? tr("Saved the charts of %1 to %2")
-                             .arg(runIds_.size() == 1 ? tr("1 run") : tr("%1 runs").arg(runIds_.size()), f)
-                      : tr("Could not write the charts to %1").arg(f),
-               f);
+    showExport(
+        ok,
+        ok ? tr("Saved the charts of %1 to %2")
+                 .arg(runIds_.size() == 1 ? tr("1 run") : tr("%1 runs").arg(runIds_.size()), f)
+           : tr("Could not write the charts to %1").arg(f),
+        f);
   });
   connect(csv, &QPushButton::clicked, this, [this] {
     const QString f =
@@ -364,9 +366,8 @@ bool ComparePage::exportCsv(const QString& path, int* rowsOut) const {
       MetricRow none;
       const MetricRow& r = m ? *m : none;
       out << field(id) << ',' << field(name) << ',' << step << ',' << opt(r.loss) << ','
-          << opt(eval) << ',' << opt(r.lr) << ',' << opt(r.grad_norm) << ',' << opt(r.tokens)
-          << ',' << opt(r.tokens_per_s) << ',' << opt(r.model_tflops) << ',' << opt(r.t_s)
-          << '\n';
+          << opt(eval) << ',' << opt(r.lr) << ',' << opt(r.grad_norm) << ',' << opt(r.tokens) << ','
+          << opt(r.tokens_per_s) << ',' << opt(r.model_tflops) << ',' << opt(r.t_s) << '\n';
       ++rows;
     }
   }

@@ -15,7 +15,6 @@
 
 #include "history/run-store.h"
 
-
 class QCheckBox;
 class QLabel;
 class QComboBox;

@@ -20,17 +20,17 @@ void flatten(const nlohmann::json& v, const QString& prefix, QMap<QString, QStri
     }
   } else if (v.is_array()) {
     // As Qt's compact JSON writes it, the way the table always showed arrays.
-    const QByteArray text = QByteArray::fromStdString(
-        v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    const QByteArray text =
+        QByteArray::fromStdString(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     out[prefix] = QString::fromUtf8(
         QJsonDocument(QJsonDocument::fromJson(text).array()).toJson(QJsonDocument::Compact));
   } else if (v.is_number()) {
     // Ten significant digits, except an integer a double does not hold (a 64-bit seed): whole.
-    const bool wide = v.is_number_unsigned() ? v.get<std::uint64_t>() > (std::uint64_t{1} << 53)
-                      : v.is_number_integer()
-                          ? v.get<std::int64_t>() < -(std::int64_t{1} << 53)
-                          : false;
-    out[prefix] = wide ? QString::fromStdString(v.dump()) : QString::number(v.get<double>(), 'g', 10);
+    const bool wide = v.is_number_unsigned()  ? v.get<std::uint64_t>() > (std::uint64_t{1} << 53)
+                      : v.is_number_integer() ? v.get<std::int64_t>() < -(std::int64_t{1} << 53)
+                                              : false;
+    out[prefix] =
+        wide ? QString::fromStdString(v.dump()) : QString::number(v.get<double>(), 'g', 10);
   } else if (v.is_boolean()) {
     out[prefix] = v.get<bool>() ? "true" : "false";
   } else if (v.is_null()) {

@@ -97,7 +97,8 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox(tr("Dataset"), parent) {
   connect(path_, &QComboBox::currentTextChanged, this, &DatasetPanel::changed);
   connect(format_, &QComboBox::currentTextChanged, this, &DatasetPanel::changed);
   connect(template_, &QComboBox::currentTextChanged, this, &DatasetPanel::changed);
-  connect(useSeqLen_, &QPushButton::clicked, this, [this] { emit useSeqLen(dataset_.seqLenForAll); });
+  connect(useSeqLen_, &QPushButton::clicked, this,
+          [this] { emit useSeqLen(dataset_.seqLenForAll); });
   connect(usePacking_, &QPushButton::clicked, this, &DatasetPanel::usePacking);
 }
 

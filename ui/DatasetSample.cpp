@@ -12,7 +12,8 @@ namespace spillway::ui {
 namespace {
 
 constexpr qint64 kChunk = 256 * 1024;
-constexpr qsizetype kHead = static_cast<qsizetype>(kTextCheckBytes);  // what the text check looks at
+constexpr qsizetype kHead =
+    static_cast<qsizetype>(kTextCheckBytes);  // what the text check looks at
 
 bool stopRequested(const std::atomic<bool>* cancel) {
   return cancel && cancel->load(std::memory_order_relaxed);
@@ -56,8 +57,8 @@ struct JsonListScanner {
 }  // namespace
 
 QString DatasetSample::notTextReason(const QByteArray& head, const QString& name) {
-  return QString::fromStdString(
-      not_text_reason(std::string_view(head.constData(), static_cast<size_t>(head.size())), name.toStdString()));
+  return QString::fromStdString(not_text_reason(
+      std::string_view(head.constData(), static_cast<size_t>(head.size())), name.toStdString()));
 }
 
 DatasetSample DatasetSample::read(const QString& path, qint64 limit, bool json,
@@ -131,7 +132,8 @@ DatasetSample DatasetSample::read(const QString& path, qint64 limit, bool json,
         break;
       }
       if (!json) {
-        cut = static_cast<qsizetype>(utf8_prefix({buf.constData(), static_cast<size_t>(buf.size())}));
+        cut =
+            static_cast<qsizetype>(utf8_prefix({buf.constData(), static_cast<size_t>(buf.size())}));
         break;
       }
       from = buf.size();

@@ -8,9 +8,9 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
-#include <QLabel>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
@@ -30,8 +30,8 @@ namespace spillway::ui {
 namespace {
 
 // What a worker writes into its run folder (engine/train, app/worker): the entries Delete removes.
-const QStringList kRunEntries = {"job.json", "events.jsonl", "checkpoints", "export",
-                                 "worker.out", "worker.err"};
+const QStringList kRunEntries = {"job.json", "events.jsonl", "checkpoints",
+                                 "export",   "worker.out",   "worker.err"};
 
 QString folderKey(const std::string& dir) {
   if (dir.empty()) return {};
@@ -213,8 +213,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
 void HistoryPage::updateDeleteButton() {
   const QModelIndex i = table_->currentIndex();
   const bool going =
-      i.isValid() && deleting_.contains(QString::fromStdString(
-                         model_->run(proxy_->mapToSource(i).row()).info.id));
+      i.isValid() &&
+      deleting_.contains(QString::fromStdString(model_->run(proxy_->mapToSource(i).row()).info.id));
   deleteButton_->setEnabled(!going);
   deleteButton_->setToolTip(going ? tr("This run is being deleted")
                                   : tr("Delete the run and its files"));
@@ -235,15 +235,15 @@ void HistoryPage::showEdits() {
     editStatus_->setText(tr("Saving %1…").arg(e.what()));
     editStatus_->show();
   });
-  connect(edits, &RunEditQueue::waiting, this,
-          [this](const RunEdit& e, const QString& message, int retryMs) {
-            editStatus_->setStyleSheet("color:#b45309");  // amber: kept, not lost
-            editStatus_->setText(
-                tr("Waiting to save %1: %2. The edit is kept and tried again in %3 s.")
-                    .arg(e.what(), message)
-                    .arg(retryMs / 1000.0, 0, 'g', 2));
-            editStatus_->show();
-          });
+  connect(
+      edits, &RunEditQueue::waiting, this,
+      [this](const RunEdit& e, const QString& message, int retryMs) {
+        editStatus_->setStyleSheet("color:#b45309");  // amber: kept, not lost
+        editStatus_->setText(tr("Waiting to save %1: %2. The edit is kept and tried again in %3 s.")
+                                 .arg(e.what(), message)
+                                 .arg(retryMs / 1000.0, 0, 'g', 2));
+        editStatus_->show();
+      });
   connect(edits, &RunEditQueue::written, this, [this](const RunEdit& e, const QString& error) {
     if (e.kind == RunEdit::kDelete && !error.isEmpty()) {
       deleting_.remove(QString::fromStdString(e.runId));
@@ -313,7 +313,8 @@ HistoryPage::DeletePlan HistoryPage::planDelete(RunHistoryModel* model, const QS
   for (int r = 0; r < model->rowCount(); ++r) {
     const RunInfo& other = model->run(r).info;
     if (other.id == info.id || !overlaps(folder, folderKey(other.run_dir))) continue;
-    const bool live = other.status == RunStatus::kRunning && other.pid && WorkerClient::alive(*other.pid);
+    const bool live =
+        other.status == RunStatus::kRunning && other.pid && WorkerClient::alive(*other.pid);
     plan.sharedBy << (live ? tr("\"%1\" (running, its worker pid %2 writes there)")
                                  .arg(QString::fromStdString(other.name))
                                  .arg(*other.pid)
@@ -324,9 +325,8 @@ HistoryPage::DeletePlan HistoryPage::planDelete(RunHistoryModel* model, const QS
   const QDir dir(folder);
   plan.folderExists = !folder.isEmpty() && dir.exists();
   if (!plan.folderExists) return plan;
-  for (const QFileInfo& e :
-       dir.entryInfoList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot,
-                         QDir::Name)) {
+  for (const QFileInfo& e : dir.entryInfoList(
+           QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot, QDir::Name)) {
     if (!kRunEntries.contains(e.fileName())) {
       plan.kept << e.absoluteFilePath();
       continue;
@@ -334,14 +334,15 @@ HistoryPage::DeletePlan HistoryPage::planDelete(RunHistoryModel* model, const QS
     plan.files << e.absoluteFilePath();
     plan.bytes += sizeOf(e.absoluteFilePath());
     if (e.fileName() == "checkpoints")
-      plan.checkpoints = QDir(e.absoluteFilePath()).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size();
+      plan.checkpoints =
+          QDir(e.absoluteFilePath()).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size();
   }
   return plan;
 }
 
 QString HistoryPage::describe(const DeletePlan& plan) {
-  QString text = tr("Delete the run \"%1\" from History (its metrics, samples and events)?")
-                     .arg(plan.runName);
+  QString text =
+      tr("Delete the run \"%1\" from History (its metrics, samples and events)?").arg(plan.runName);
   if (!plan.sharedBy.isEmpty()) {
     text += tr("\n\nIts folder %1 stays, and nothing in it is removed: it is also the folder of "
                "%2.")
@@ -350,17 +351,19 @@ QString HistoryPage::describe(const DeletePlan& plan) {
   }
   if (plan.files.isEmpty()) {
     if (plan.folderExists)
-      text += plan.kept.isEmpty() ? tr("\n\nIts folder %1 is empty and goes.").arg(plan.runDir)
-                                  : tr("\n\nIts folder %1 holds none of its files and stays.").arg(plan.runDir);
+      text += plan.kept.isEmpty()
+                  ? tr("\n\nIts folder %1 is empty and goes.").arg(plan.runDir)
+                  : tr("\n\nIts folder %1 holds none of its files and stays.").arg(plan.runDir);
     return text;
   }
   QStringList names;
   for (const QString& f : plan.files) {
     const QString name = QFileInfo(f).fileName();
-    names << (name == "checkpoints" ? (plan.checkpoints == 1 ? tr("1 checkpoint")
-                                                              : tr("%1 checkpoints").arg(plan.checkpoints))
-              : name == "export"    ? tr("the exported model")
-                                    : name);
+    names << (name == "checkpoints"
+                  ? (plan.checkpoints == 1 ? tr("1 checkpoint")
+                                           : tr("%1 checkpoints").arg(plan.checkpoints))
+              : name == "export" ? tr("the exported model")
+                                 : name);
   }
   text += tr("\n\nThese files go, %1 in all: %2, in %3.")
               .arg(formatBytes(static_cast<double>(plan.bytes)), names.join(tr(", ")), plan.runDir);

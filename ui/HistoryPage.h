@@ -33,13 +33,13 @@ class HistoryPage : public QWidget {
   void setFilter(const QString& text);
   // What deleting a run would remove, worked out before anything is touched.
   struct DeletePlan {
-    QString error;         // why the run cannot be deleted now ("" when it can)
+    QString error;  // why the run cannot be deleted now ("" when it can)
     QString runName, runDir;
     QStringList files;     // the run's entries in its folder that go (absolute paths)
     QStringList kept;      // entries of the folder that are not the run's and stay
     QStringList sharedBy;  // why the folder stays: "\"name\" (status)" of each run that uses it
     bool folderExists = false;
-    qint64 bytes = 0;      // the size of `files`
+    qint64 bytes = 0;  // the size of `files`
     int checkpoints = 0;
   };
   static DeletePlan planDelete(RunHistoryModel* model, const QString& runId);

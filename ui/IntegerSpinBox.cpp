@@ -51,12 +51,18 @@ QValidator::State IntegerSpinBox::validate(QString& input, int&) const {
   return ok && t.toULongLong() < min_ ? QValidator::Intermediate : QValidator::Invalid;
 }
 
-void IntegerSpinBox::fixup(QString& input) const { input = QString::number(value_); }
+void IntegerSpinBox::fixup(QString& input) const {
+  input = QString::number(value_);
+}
 
 void IntegerSpinBox::stepBy(int steps) {
   quint64 v = value_;
-  if (steps > 0) v = max_ - v < static_cast<quint64>(steps) ? max_ : v + static_cast<quint64>(steps);
-  if (steps < 0) v = v - min_ < static_cast<quint64>(-static_cast<qint64>(steps)) ? min_ : v - static_cast<quint64>(-static_cast<qint64>(steps));
+  if (steps > 0)
+    v = max_ - v < static_cast<quint64>(steps) ? max_ : v + static_cast<quint64>(steps);
+  if (steps < 0)
+    v = v - min_ < static_cast<quint64>(-static_cast<qint64>(steps))
+            ? min_
+            : v - static_cast<quint64>(-static_cast<qint64>(steps));
   setValue(v);
 }
 
@@ -67,6 +73,8 @@ QAbstractSpinBox::StepEnabled IntegerSpinBox::stepEnabled() const {
   return e;
 }
 
-void IntegerSpinBox::showValue() { lineEdit()->setText(QString::number(value_)); }
+void IntegerSpinBox::showValue() {
+  lineEdit()->setText(QString::number(value_));
+}
 
 }  // namespace spillway::ui

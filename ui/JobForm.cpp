@@ -34,22 +34,27 @@ QJsonValue toQt(const nlohmann::json& j) {
 
 nlohmann::json fromQt(const QJsonValue& v) {
   switch (v.type()) {
-    case QJsonValue::Bool: return v.toBool();
+    case QJsonValue::Bool:
+      return v.toBool();
     case QJsonValue::Double: {
       const double d = v.toDouble();
       // QJsonValue keeps integers as doubles: an integral value goes back as a JSON integer.
       if (d == static_cast<double>(static_cast<qint64>(d))) return static_cast<int64_t>(d);
       return d;
     }
-    case QJsonValue::String: return v.toString().toStdString();
+    case QJsonValue::String:
+      return v.toString().toStdString();
     case QJsonValue::Null:
-    case QJsonValue::Undefined: return nullptr;
-    default: return nlohmann::json::parse(QJsonDocument(QJsonArray{v}).toJson().toStdString())[0];
+    case QJsonValue::Undefined:
+      return nullptr;
+    default:
+      return nlohmann::json::parse(QJsonDocument(QJsonArray{v}).toJson().toStdString())[0];
   }
 }
 
 int clampToInt(double v) {
-  return static_cast<int>(std::clamp(v, static_cast<double>(INT_MIN), static_cast<double>(INT_MAX)));
+  return static_cast<int>(
+      std::clamp(v, static_cast<double>(INT_MIN), static_cast<double>(INT_MAX)));
 }
 
 }  // namespace
@@ -61,7 +66,8 @@ QJsonValue JobForm::defaultValue(const char* path) {
 
 QString JobForm::allowed(const char* path) {
   const job::JobKey* k = keyOf(path);
-  if (!k || (k->type != job::KeyType::kInteger && k->type != job::KeyType::kNumber)) return QString();
+  if (!k || (k->type != job::KeyType::kInteger && k->type != job::KeyType::kNumber))
+    return QString();
   return QString::fromStdString(k->allowed());
 }
 
@@ -84,7 +90,8 @@ QString JobForm::toolTip(const char* path) {
     tip += " · default " + (d.isString() ? (d.toString().isEmpty() ? "empty" : d.toString())
                                          : QString::fromStdString(k->default_value.dump()));
   }
-  if (k->type == job::KeyType::kInteger || k->type == job::KeyType::kNumber || k->type == job::KeyType::kChoice)
+  if (k->type == job::KeyType::kInteger || k->type == job::KeyType::kNumber ||
+      k->type == job::KeyType::kChoice)
     tip += " · " + QString::fromStdString(k->allowed());
   return tip;
 }

@@ -16,8 +16,8 @@ namespace spillway::ui {
 namespace {
 
 // A member of the form that holds one job key.
-using Member = std::variant<QString JobSettings::*, int JobSettings::*, double JobSettings::*, bool JobSettings::*,
-                            qint64 JobSettings::*, quint64 JobSettings::*>;
+using Member = std::variant<QString JobSettings::*, int JobSettings::*, double JobSettings::*,
+                            bool JobSettings::*, qint64 JobSettings::*, quint64 JobSettings::*>;
 struct Field {
   const char* path;  // the job schema's key (engine/job/job-schema): "section.name"
   Member member;
@@ -92,10 +92,14 @@ nlohmann::json valueOf(const JobSettings& s, const Member& member) {
   return std::visit(
       [&](auto m) -> nlohmann::json {
         using T = std::remove_cvref_t<decltype(s.*m)>;
-        if constexpr (std::is_same_v<T, QString>) return (s.*m).toStdString();
-        else if constexpr (std::is_same_v<T, quint64>) return static_cast<std::uint64_t>(s.*m);
-        else if constexpr (std::is_same_v<T, qint64>) return static_cast<std::int64_t>(s.*m);
-        else return s.*m;
+        if constexpr (std::is_same_v<T, QString>)
+          return (s.*m).toStdString();
+        else if constexpr (std::is_same_v<T, quint64>)
+          return static_cast<std::uint64_t>(s.*m);
+        else if constexpr (std::is_same_v<T, qint64>)
+          return static_cast<std::int64_t>(s.*m);
+        else
+          return s.*m;
       },
       member);
 }
@@ -116,7 +120,8 @@ void read(JobSettings& s, const Member& member, const nlohmann::json& v) {
           // A negative seed is read as 0 (the schema refuses it at launch).
           if (v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0)
             field = 0;
-          else if (const auto i = integerOf<quint64>(v)) field = *i;
+          else if (const auto i = integerOf<quint64>(v))
+            field = *i;
         } else {
           if (const auto i = integerOf<T>(v)) field = *i;
         }
@@ -173,9 +178,11 @@ nlohmann::json JobSettings::toJson() const {
   nlohmann::json model = modelPath.isEmpty() && base.is_object() && base.contains("model")
                              ? sectionOf(base, "model")
                              : nlohmann::json{{"path", modelPath.toStdString()}};
-  if (!modelPath.isEmpty() && !tokenizer().isEmpty()) model["tokenizer"] = tokenizer().toStdString();
-  return nlohmann::json{{"name", name.toStdString()}, {"model", model},         {"data", data},
-                        {"train", train},             {"placement", placement}, {"output", output}};
+  if (!modelPath.isEmpty() && !tokenizer().isEmpty())
+    model["tokenizer"] = tokenizer().toStdString();
+  return nlohmann::json{
+      {"name", name.toStdString()}, {"model", model},  {"data", data}, {"train", train},
+      {"placement", placement},     {"output", output}};
 }
 
 QByteArray JobSettings::toText() const {

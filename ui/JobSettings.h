@@ -1,9 +1,9 @@
 // JobSettings: the New run page's form as a value — turned into the worker's job.json and back
 // (clone a run from History, open a job file). Keys the form does not show (beta2, eval_batches,
 // keep_checkpoints, weight_slots, ...) ride along in `base`, so a clone keeps them. Every default
-// is the job schema's (engine/job/job-schema, through JobForm): a form left as it is runs what a job
-// file that leaves the keys out runs. The job goes through nlohmann::json (the engine's JSON), not
-// Qt's, whose numbers are doubles: a seed up to 2^64 - 1 (data.seed on the form, model.seed and
+// is the job schema's (engine/job/job-schema, through JobForm): a form left as it is runs what a
+// job file that leaves the keys out runs. The job goes through nlohmann::json (the engine's JSON),
+// not Qt's, whose numbers are doubles: a seed up to 2^64 - 1 (data.seed on the form, model.seed and
 // train.seed in `base`) is read and written whole. A plain value.
 #pragma once
 
@@ -30,7 +30,8 @@ struct JobSettings {
   int seqLen = JobForm::defaultValue("data.seq_len").toInt();
   bool packing = JobForm::defaultValue("data.packing").toBool();  // instruction data packed
   bool shuffle = JobForm::defaultValue("data.shuffle").toBool();
-  quint64 seed = static_cast<quint64>(JobForm::defaultValue("data.seed").toInteger());  // data.seed: the shuffle's
+  quint64 seed = static_cast<quint64>(
+      JobForm::defaultValue("data.seed").toInteger());  // data.seed: the shuffle's
   int steps = JobForm::defaultValue("train.steps").toInt();
   double epochs = JobForm::defaultValue("train.epochs").toDouble();
   int microBatchSize = JobForm::defaultValue("train.micro_batch_size").toInt();

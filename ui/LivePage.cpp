@@ -253,8 +253,7 @@ void LivePage::follow(const std::optional<RunInfo>& row) {
   tick();
 }
 
-void LivePage::readStore(bool reconcile,
-                         std::function<void(const std::optional<RunInfo>&)> apply) {
+void LivePage::readStore(bool reconcile, std::function<void(const std::optional<RunInfo>&)> apply) {
   ++storeReads_;
   runOnPool(
       this,

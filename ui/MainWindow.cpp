@@ -105,11 +105,12 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     if (!path.isEmpty()) openJob(path);
   });
   // Ctrl+Shift+S: Ctrl+S is Live's Save checkpoint.
-  file->addAction(tr("&Save job file…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save job file"), QString(),
-                                                      tr("Job files (*.json)"));
-    if (!path.isEmpty()) saveJob(path);
-  });
+  file->addAction(tr("&Save job file…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this,
+                  [this] {
+                    const QString path = QFileDialog::getSaveFileName(
+                        this, tr("Save job file"), QString(), tr("Job files (*.json)"));
+                    if (!path.isEmpty()) saveJob(path);
+                  });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   QMenu* view = menuBar()->addMenu(tr("&View"));
@@ -155,8 +156,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
 
   QSettings settings;
   // The form as it was when the window last closed (or a run was launched).
-  if (const nlohmann::json last = nlohmann::json::parse(
-          settings.value(kLastJobKey).toByteArray().toStdString(), nullptr, /*allow_exceptions=*/false);
+  if (const nlohmann::json last =
+          nlohmann::json::parse(settings.value(kLastJobKey).toByteArray().toStdString(), nullptr,
+                                /*allow_exceptions=*/false);
       last.is_object())
     newRun_->setSettings(JobSettings::fromJson(last));
   resize(1500, 960);
@@ -186,9 +188,8 @@ bool MainWindow::saveJob(const QString& path) {
 void MainWindow::rememberForm() {
   JobSettings s = newRun_->settings();
   s.runDir.clear();
-  QSettings().setValue(
-      kLastJobKey,
-      QByteArray::fromStdString(s.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  QSettings().setValue(kLastJobKey, QByteArray::fromStdString(s.toJson().dump(
+                                        -1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
 bool MainWindow::openJob(const QString& path) {

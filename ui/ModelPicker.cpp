@@ -100,8 +100,9 @@ void ModelPicker::checkInBackground() {
 
 void ModelPicker::showChecked(const ModelInfo& info) {
   info_ = info;
-  combo_->lineEdit()->setPlaceholderText(
-      jobModel_.contains("init") ? tr("The job's model.init; or choose a model folder") : QString());
+  combo_->lineEdit()->setPlaceholderText(jobModel_.contains("init")
+                                             ? tr("The job's model.init; or choose a model folder")
+                                             : QString());
   summary_->setText(
       info_.ok
           ? info_.summary()

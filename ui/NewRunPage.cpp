@@ -40,7 +40,8 @@ NewRunPage::NewRunPage(QWidget* parent)
   scroll->setWidget(content);
   (new QVBoxLayout(this))->addWidget(scroll);
 
-  plan_->setJobSource([this](JobSettings* job, QString* error) { return jobForWorker(job, error); });
+  plan_->setJobSource(
+      [this](JobSettings* job, QString* error) { return jobForWorker(job, error); });
   connect(model_, &ModelPicker::checked, this, [this](const ModelInfo& m) {
     if (m.ok) previewDataset();
   });
@@ -191,7 +192,8 @@ bool NewRunPage::launch(QString* runDirOut) {
     return false;
   }
   const JobSettings s = settings();
-  if (!s.modelPath.isEmpty()) RunLauncher::remember("recent/models", s.modelPath);  // not model.init
+  if (!s.modelPath.isEmpty())
+    RunLauncher::remember("recent/models", s.modelPath);  // not model.init
   RunLauncher::remember("recent/datasets", s.trainPath);
   if (runDirOut) *runDirOut = dir;
   emit launched(dir, pid);

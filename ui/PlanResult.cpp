@@ -20,7 +20,9 @@ nlohmann::json toJson(const QJsonObject& o) {
 }
 
 // null (absent) as NaN, never 0.
-double orNaN(const std::optional<double>& v) { return v ? *v : qQNaN(); }
+double orNaN(const std::optional<double>& v) {
+  return v ? *v : qQNaN();
+}
 
 }  // namespace
 
@@ -29,8 +31,10 @@ PlanResult PlanResult::fromPlan(const Plan& plan) {
   r.ok = true;
   r.fits = plan.fits;
   r.reason = QString::fromStdString(plan.reason);
-  for (const auto& [tier, label] : {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
-    r.tiers.push_back({label, static_cast<double>(tier->needed_bytes), static_cast<double>(tier->free_bytes),
+  for (const auto& [tier, label] :
+       {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
+    r.tiers.push_back({label, static_cast<double>(tier->needed_bytes),
+                       static_cast<double>(tier->free_bytes),
                        static_cast<double>(tier->total_bytes)});
   }
   r.stepSeconds = plan.step.step_s;

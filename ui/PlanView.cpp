@@ -176,27 +176,28 @@ void PlanView::showMeasured(const PlanResult& plan) {
   // What each figure counts, for its tooltip.
   auto note = [this](StepFigure figure) -> QString {
     switch (figure) {
-    case StepFigure::kStepS:
-      return tr(
-          "Seconds per optimizer step: the median over the steps after the first (which "
-          "also warms up the libraries)");
-    case StepFigure::kTokensPerS: return tr("Trained tokens per second at that step time");
-    case StepFigure::kPeakHbmBytes:
-      return tr(
-          "Measured: all device memory in use, the CUDA context and libraries included; "
-          "the plan counts the engine's own");
-    case StepFigure::kPeakDramBytes:
-      return tr(
-          "Measured: the worker's peak resident set, the data and libraries included; the "
-          "plan counts the model state, gradients, moments and host checkpoints");
-    case StepFigure::kH2dBytes:
-      return tr(
-          "Bytes copied host → device in a step; in brackets, the rate they ask of the "
-          "link over the whole step");
-    case StepFigure::kD2hBytes:
-      return tr(
-          "Bytes copied device → host in a step; in brackets, the rate they ask of the "
-          "link over the whole step");
+      case StepFigure::kStepS:
+        return tr(
+            "Seconds per optimizer step: the median over the steps after the first (which "
+            "also warms up the libraries)");
+      case StepFigure::kTokensPerS:
+        return tr("Trained tokens per second at that step time");
+      case StepFigure::kPeakHbmBytes:
+        return tr(
+            "Measured: all device memory in use, the CUDA context and libraries included; "
+            "the plan counts the engine's own");
+      case StepFigure::kPeakDramBytes:
+        return tr(
+            "Measured: the worker's peak resident set, the data and libraries included; the "
+            "plan counts the model state, gradients, moments and host checkpoints");
+      case StepFigure::kH2dBytes:
+        return tr(
+            "Bytes copied host → device in a step; in brackets, the rate they ask of the "
+            "link over the whole step");
+      case StepFigure::kD2hBytes:
+        return tr(
+            "Bytes copied device → host in a step; in brackets, the rate they ask of the "
+            "link over the whole step");
     }
     return {};
   };

@@ -22,7 +22,8 @@ bool isLocked(const Status& s) {
 
 }  // namespace
 
-RunEdit RunEdit::setTags(const std::string& id, const QString& name, std::vector<std::string> tags) {
+RunEdit RunEdit::setTags(const std::string& id, const QString& name,
+                         std::vector<std::string> tags) {
   RunEdit e;
   e.kind = kTags;
   e.runId = id;

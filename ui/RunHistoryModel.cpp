@@ -1,9 +1,8 @@
 #include "RunHistoryModel.h"
 
 #include <QDateTime>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "Format.h"
 #include "PoolTask.h"
@@ -131,8 +130,9 @@ RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figur
           const SampleEvent sample = sample_event_from_json(parsed(s.json));
           auto used = [&](const char* tier) {
             const auto it = sample.tiers.find(tier);
-            return it == sample.tiers.end() || !it->second.used_bytes ? -1.0
-                                                                      : static_cast<double>(*it->second.used_bytes);
+            return it == sample.tiers.end() || !it->second.used_bytes
+                       ? -1.0
+                       : static_cast<double>(*it->second.used_bytes);
           };
           r.peakHbm = std::max(r.peakHbm, used("hbm"));
           r.peakDram = std::max(r.peakDram, used("dram"));
@@ -166,24 +166,31 @@ int RunHistoryModel::rowOfRun(const QString& id) const {
 namespace {
 
 // A run's predicted or measured figures (runs.db, RunInfo::predicted_json / measured_json).
-StepFigures figures(const std::string& json) { return step_figures_from_json(parsed(json)); }
+StepFigures figures(const std::string& json) {
+  return step_figures_from_json(parsed(json));
+}
 
 // Every figure the plan predicted and the run measured (run-figures.h), with their ratio.
 QString figuresTooltip(const RunInfo& i) {
   const nlohmann::json measured = parsed(i.measured_json);
-  if (!measured.is_object() || measured.empty()) return QObject::tr("Not measured: the run has not finished a step.");
+  if (!measured.is_object() || measured.empty())
+    return QObject::tr("Not measured: the run has not finished a step.");
   const StepFigures p = figures(i.predicted_json), m = step_figures_from_json(measured);
   struct Row {
     StepFigure figure;
     const char* name;
     bool bytes;
   };
-  const Row rows[] = {{StepFigure::kStepS, "Step", false},           {StepFigure::kTokensPerS, "Tokens/s", false},
-                      {StepFigure::kPeakHbmBytes, "Peak HBM", true}, {StepFigure::kPeakDramBytes, "Peak DRAM", true},
-                      {StepFigure::kH2dBytes, "H2D per step", true},  {StepFigure::kD2hBytes, "D2H per step", true}};
+  const Row rows[] = {{StepFigure::kStepS, "Step", false},
+                      {StepFigure::kTokensPerS, "Tokens/s", false},
+                      {StepFigure::kPeakHbmBytes, "Peak HBM", true},
+                      {StepFigure::kPeakDramBytes, "Peak DRAM", true},
+                      {StepFigure::kH2dBytes, "H2D per step", true},
+                      {StepFigure::kD2hBytes, "D2H per step", true}};
   QStringList lines{QObject::tr("Predicted by the plan → measured (measured / predicted)")};
   for (const Row& r : rows) {
-    const double pv = figure_value(p, r.figure).value_or(-1), mv = figure_value(m, r.figure).value_or(-1);
+    const double pv = figure_value(p, r.figure).value_or(-1),
+                 mv = figure_value(m, r.figure).value_or(-1);
     if (mv < 0) continue;
     auto text = [&](double v) {
       if (v < 0) return QStringLiteral("—");
@@ -201,9 +208,14 @@ QString figuresTooltip(const RunInfo& i) {
 
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Name",     "Model",         "Dataset",    "Status",   "Started",
-                                "Duration", "Tokens",        "Final loss", "Eval loss", "Peak HBM", "Peak DRAM",
-                                "Peak SSD", "Mean tokens/s", "Step (plan → measured)", "Tags", "Notes"};
+  static const char* names[] = {"Name",          "Model",
+                                "Dataset",       "Status",
+                                "Started",       "Duration",
+                                "Tokens",        "Final loss",
+                                "Eval loss",     "Peak HBM",
+                                "Peak DRAM",     "Peak SSD",
+                                "Mean tokens/s", "Step (plan → measured)",
+                                "Tags",          "Notes"};
   return tr(names[section]);
 }
 
@@ -266,7 +278,8 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
       const double measured = figures(i.measured_json).step_s.value_or(-1);
       if (raw) return measured;
       if (measured < 0) return QStringLiteral("—");
-      return (predicted > 0 ? formatDuration(predicted) + " → " : QString()) + formatDuration(measured);
+      return (predicted > 0 ? formatDuration(predicted) + " → " : QString()) +
+             formatDuration(measured);
     }
     case kTags: {
       QStringList tags;

@@ -102,7 +102,7 @@ class RunHistoryModel : public QAbstractTableModel {
 
   std::unique_ptr<RunStore> store_;  // the GUI thread's connection (reattach, Compare)
   RunEditQueue* edits_;
-  std::string path_;                 // the store's file, which each read opens on its own
+  std::string path_;  // the store's file, which each read opens on its own
   QVector<RunRow> rows_;
   FigureCache figures_;
   bool loading_ = false, again_ = false;

@@ -1,12 +1,11 @@
 #include "RunSeries.h"
 
-#include <string_view>
-
-#include "events/events.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+
+#include "events/events.h"
 
 namespace spillway::ui {
 
@@ -46,7 +45,8 @@ constexpr int kMaxSpans = 4000;
 constexpr int kMaxLog = 2000;
 // The tiers, categories and links the charts draw (a sample may carry others: not drawn).
 const QStringList kTiers = {"hbm", "dram", "ssd"};
-const QStringList kCategories = {"weights", "gradients", "master", "optimizer", "checkpoints", "workspace"};
+const QStringList kCategories = {"weights",   "gradients",   "master",
+                                 "optimizer", "checkpoints", "workspace"};
 const QStringList kLinks = {"h2d", "d2h", "ssd_read", "ssd_write"};
 
 // A count of events.jsonl (a step, tokens, total steps) as a whole number. A damaged file can hold
@@ -66,7 +66,8 @@ void RunSeries::appendLog(const QString& line) {
 }
 
 bool RunSeries::apply(const QByteArray& line) {
-  const std::optional<EventLine> e = parse_event_line(std::string_view(line.constData(), line.size()));
+  const std::optional<EventLine> e =
+      parse_event_line(std::string_view(line.constData(), line.size()));
   if (!e) return false;
   ++lines;
   const double t = e->t;
@@ -121,7 +122,9 @@ bool RunSeries::apply(const QByteArray& line) {
       break;
     }
     case EventType::kLog:
-      appendLog(QString("[%1 s] %2").arg(t, 0, 'f', 1).arg(QString::fromStdString(log_event_from_json(e->fields).message)));
+      appendLog(QString("[%1 s] %2")
+                    .arg(t, 0, 'f', 1)
+                    .arg(QString::fromStdString(log_event_from_json(e->fields).message)));
       break;
     case EventType::kError:
       lastError = QString::fromStdString(error_event_from_json(e->fields).message);
@@ -156,7 +159,8 @@ void RunSeries::applySample(const SampleEvent& e, double t) {
     if (cap <= 0 && tier != "hbm") cap = static_cast<double>(o.total_bytes.value_or(0));
     if (cap > 0) tierCapacity[tier] = cap;
   }
-  if (e.gpu_mem_used_bytes) tierMeasuredBytes["hbm"].append(t, static_cast<double>(*e.gpu_mem_used_bytes));
+  if (e.gpu_mem_used_bytes)
+    tierMeasuredBytes["hbm"].append(t, static_cast<double>(*e.gpu_mem_used_bytes));
   if (tierCapacity.value("hbm", 0) <= 0 && e.gpu_mem_total_bytes.value_or(0) > 0)
     tierCapacity["hbm"] = static_cast<double>(*e.gpu_mem_total_bytes);
   for (const auto& [name, link] : e.links) {

@@ -1,7 +1,7 @@
 // RunSeries: the chart data of one run, built from its events.jsonl lines — bounded ring buffers
 // (STYLE.md 11) of steps, evals, tier samples by category, link throughput, GPU telemetry, timeline
-// spans and log lines. Filled by EventTail on the GUI thread's timer tick (parsing a tick's new lines is cheap);
-// read by the Live and Compare pages. Not thread-safe.
+// spans and log lines. Filled by EventTail on the GUI thread's timer tick (parsing a tick's new
+// lines is cheap); read by the Live and Compare pages. Not thread-safe.
 #pragma once
 
 #include <QMap>
@@ -54,16 +54,16 @@ struct RunSeries {
   QMap<QString, Ring> tierMeasuredBytes;
   // Link and GPU rates break (a NaN point, drawn as a gap) where the samples stop for a while (a
   // paused or stalled worker): a line across the gap would show a rate nobody measured.
-  QMap<QString, Ring> linkGbps;        // "h2d", "d2h", "ssd_read", "ssd_write"
+  QMap<QString, Ring> linkGbps;  // "h2d", "d2h", "ssd_read", "ssd_write"
   // GPU telemetry (NVML), x = t; a ring stays empty while the worker does not report its metric.
   Ring gpuUtilPct, gpuPowerW, gpuTempC;
   QMap<QString, Ring> pcieGbps;  // "rx" (host -> GPU), "tx" (GPU -> host)
-  QVector<Span> spans;                 // the most recent, bounded
-  QStringList log;  // log and error lines, bounded (eval and checkpoint events are not repeated:
-                    // the worker logs each of them itself)
-  QString lastError;                   // the message of the latest error event
-  double lastSampleT = -1;             // t of the latest sample, -1 before the first
-  qint64 logTotal = 0;                 // lines ever appended; log holds the last log.size() of them
+  QVector<Span> spans;           // the most recent, bounded
+  QStringList log;    // log and error lines, bounded (eval and checkpoint events are not repeated:
+                      // the worker logs each of them itself)
+  QString lastError;  // the message of the latest error event
+  double lastSampleT = -1;   // t of the latest sample, -1 before the first
+  qint64 logTotal = 0;       // lines ever appended; log holds the last log.size() of them
   std::optional<Plan> plan;  // the run's plan event (events/plan.h), once it came
   int lines = 0;
 

@@ -131,7 +131,8 @@ void TierChart::update(const RunSeries& series) {
   // The CPU backend has no HBM: its "device" is an arena it carves out of host memory, sized for
   // the run, so it reads as an arena rather than as a full GPU.
   const bool cpuArena = tier_ == "hbm" && series.plan && series.plan->on_cpu();
-  // Short enough for a third of a 1280-pixel window; the device's own reading goes on a second line.
+  // Short enough for a third of a 1280-pixel window; the device's own reading goes on a second
+  // line.
   QString text = cpuArena ? tr("Arena (CPU, in DRAM)") : title_;
   if (!x.isEmpty()) text += tr(": %1").arg(formatBytes(newest));
   if (capBytes > 0) text += tr(" of %1").arg(formatBytes(capBytes));

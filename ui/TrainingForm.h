@@ -52,7 +52,7 @@ class TrainingForm : public QGroupBox {
   IntegerSpinBox* seed_;  // data.seed: 64-bit
   QDoubleSpinBox *epochs_, *weightDecay_, *clip_, *evalFraction_;
   QCheckBox* packing_;
-  QLineEdit* lr_;       // text, so that 3e-3 and 2e-5 can be typed; lrValue_ is its last valid value
+  QLineEdit* lr_;  // text, so that 3e-3 and 2e-5 can be typed; lrValue_ is its last valid value
   double lrValue_ = 0;  // the schema's default until the field holds another valid value
   QLabel *lrError_, *microBatchError_;
   QComboBox* schedule_;

@@ -2,8 +2,6 @@
 
 #include <signal.h>
 
-#include <algorithm>
-
 #include <QCoreApplication>
 #include <QFile>
 #include <QFileInfo>
@@ -12,6 +10,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QStandardPaths>
+#include <algorithm>
 
 namespace spillway::ui {
 namespace {

@@ -30,8 +30,8 @@ class WorkerClient {
   // All empty when it left nothing (killed).
   struct LastWords {
     bool done = false;
-    QString code;     // the worker's error code ("io", "invalid_argument", ...), "" when none
-    QString message;  // the sentence it failed with, "" when none
+    QString code;        // the worker's error code ("io", "invalid_argument", ...), "" when none
+    QString message;     // the sentence it failed with, "" when none
     QString stderrTail;  // the last lines of worker.err, at most 5
   };
   static LastWords lastWords(const QString& dir);

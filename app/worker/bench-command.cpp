@@ -5,12 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "compute/backend-loader.h"
 #include "model/parameter-layout.h"
@@ -29,7 +28,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
-    "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] [--checkpoints device|host] [--steps S] "
+    "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
+    "[--checkpoints device|host] [--steps S] "
     "[--warmup W] "
     "[--json]";
 constexpr double kLr = 1e-5;
@@ -46,7 +46,8 @@ struct BenchConfig {
 struct BenchOptions {
   std::string model;
   std::string backend = "auto";
-  std::vector<BenchConfig> configs;  // every combination of the lists given, timed one after another
+  std::vector<BenchConfig>
+      configs;  // every combination of the lists given, timed one after another
   int steps = 5;
   int warmup = 2;  // at least 1: a timed step's forward overlaps the AdamW of the step before
   // Activation checkpoints on the device while they fit (the trainer's choice), or all in pinned
@@ -59,13 +60,14 @@ Result<int> whole_number(const std::string& name, const std::string& text, int m
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || v < min || v > (1 << 30))
-    return invalid_argument("option " + name + " expects whole numbers of at least " + std::to_string(min) + ", got '" +
-                            text + "'");
+    return invalid_argument("option " + name + " expects whole numbers of at least " +
+                            std::to_string(min) + ", got '" + text + "'");
   return static_cast<int>(v);
 }
 
 // `--name 4` or, for a sweep, `--name 1,2,4`; `fallback` when absent.
-Result<std::vector<int>> number_list(const Args& a, const std::string& name, int fallback, int min = 1) {
+Result<std::vector<int>> number_list(const Args& a, const std::string& name, int fallback,
+                                     int min = 1) {
   const auto text = a.get(name);
   if (!text) return std::vector<int>{fallback};
   std::vector<int> out;
@@ -80,9 +82,12 @@ Result<std::vector<int>> number_list(const Args& a, const std::string& name, int
 }
 
 Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
-  SPW_ASSIGN_OR_RETURN(Args a, parse_args(argv, {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
-                                                 "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints", "--steps", "--warmup"},
-                                          {"--json"}));
+  SPW_ASSIGN_OR_RETURN(
+      Args a, parse_args(argv,
+                         {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
+                          "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
+                          "--steps", "--warmup"},
+                         {"--json"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
   o.model = *a.get("--model");
@@ -93,18 +98,24 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   o.checkpoints_on_device = checkpoints == "device";
   const BenchConfig d;
   SPW_ASSIGN_OR_RETURN(const std::vector<int> seq_lens, number_list(a, "--seq-len", d.seq_len, 2));
-  SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batch, number_list(a, "--micro-batch", d.micro_batch));
-  SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batches, number_list(a, "--micro-batches", d.micro_batches));
-  SPW_ASSIGN_OR_RETURN(const std::vector<int> slots, number_list(a, "--weight-slots", d.weight_slots, 2));
-  SPW_ASSIGN_OR_RETURN(const std::vector<int> chunks, number_list(a, "--lm-head-chunk", d.lm_head_chunk));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batch,
+                       number_list(a, "--micro-batch", d.micro_batch));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batches,
+                       number_list(a, "--micro-batches", d.micro_batches));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> slots,
+                       number_list(a, "--weight-slots", d.weight_slots, 2));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> chunks,
+                       number_list(a, "--lm-head-chunk", d.lm_head_chunk));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> tokens, number_list(a, "--tokens-per-step", 0));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
-  if (steps.size() > 1 || warmup.size() > 1) return invalid_argument("bench: --steps and --warmup take one number");
+  if (steps.size() > 1 || warmup.size() > 1)
+    return invalid_argument("bench: --steps and --warmup take one number");
   o.steps = steps[0];
   o.warmup = warmup[0];
   const bool by_tokens = a.get("--tokens-per-step").has_value();
-  if (by_tokens && a.get("--micro-batches")) return invalid_argument("bench: give --tokens-per-step or --micro-batches, not both");
+  if (by_tokens && a.get("--micro-batches"))
+    return invalid_argument("bench: give --tokens-per-step or --micro-batches, not both");
   for (int t : seq_lens) {
     for (int mb : micro_batch) {
       for (int m : by_tokens ? tokens : micro_batches) {
@@ -112,8 +123,9 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
         if (by_tokens) {
           const int per_call = mb * t;
           if (m % per_call != 0)
-            return invalid_argument("bench: --tokens-per-step " + std::to_string(m) +
-                                    " is not a multiple of micro-batch x seq-len = " + std::to_string(per_call));
+            return invalid_argument(
+                "bench: --tokens-per-step " + std::to_string(m) +
+                " is not a multiple of micro-batch x seq-len = " + std::to_string(per_call));
           c.micro_batches = m / per_call;
         }
         for (int k : slots) {
@@ -129,7 +141,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   return o;
 }
 
-// The optimizer's "optimizer" spans (one per block and pass, from its thread): seconds of each pass.
+// The optimizer's "optimizer" spans (one per block and pass, from its thread): seconds of each
+// pass.
 class OptimizerPasses {
  public:
   explicit OptimizerPasses(size_t blocks) : blocks_(blocks) {}
@@ -171,8 +184,9 @@ void random_batch(int vocab, std::vector<int32_t>& ids, std::vector<int32_t>& la
 // Times `o.warmup` + `o.steps` steps of configuration `c` on `backend` and `state` (whose weights
 // and AdamW state carry over from configuration to configuration: only the speed is of interest).
 // The engine takes its memory through `device`, the backend's device metered.
-Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::Backend& backend, MeteredDevice& device,
-                          ModelState& state, const std::string& backend_reason) {
+Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::Backend& backend,
+                          MeteredDevice& device, ModelState& state,
+                          const std::string& backend_reason) {
   const ModelConfig& config = state.config();
   device.reset_peaks();
   StreamingConfig sc;
@@ -182,12 +196,15 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
   sc.seq_len = c.seq_len;
   sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine, StreamingEngine::create(device, backend, state, sc));
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine,
+                       StreamingEngine::create(device, backend, state, sc));
   const Clock::time_point origin = Clock::now();
   auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
-  OptimizerPasses adamw(state.num_blocks());  // before the optimizer: its thread reports here until it is gone
+  OptimizerPasses adamw(
+      state.num_blocks());  // before the optimizer: its thread reports here until it is gone
   Optimizer optimizer(state, AdamWConfig{kLr, 0.9, 0.95, 1e-8, 0.1}, 1.0);
-  optimizer.set_span_sink([&adamw](size_t, const char* phase, double start, double end) { adamw.add(phase, start, end); },
+  optimizer.set_span_sink([&adamw](size_t, const char* phase, double start,
+                                   double end) { adamw.add(phase, start, end); },
                           now);
   // The time the forward waits at the weight gate for the optimizer is the AdamW that was not
   // hidden behind GPU work (only the training thread calls the gate).
@@ -226,7 +243,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
     step_s.push_back(t3 - t0);
     // The host's waits for AdamW delay the step only while the GPU has nothing queued: at most
     // the compute stream's idle time (a wait at the gate while queued kernels run costs nothing).
-    visible_s.push_back(std::min(gate_s + (t2 - t1), std::max(0.0, r.timeline.step_s - r.timeline.compute_busy_s)));
+    visible_s.push_back(
+        std::min(gate_s + (t2 - t1), std::max(0.0, r.timeline.step_s - r.timeline.compute_busy_s)));
     norm_s.push_back(t3 - t2);
     busy_s += r.timeline.compute_busy_s;
   }
@@ -235,8 +253,10 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
 
   // The AdamW passes the timed steps overlapped: those of steps warmup-1 .. total-2.
   const std::vector<double> passes = adamw.passes();
-  if (passes.size() < static_cast<size_t>(total)) return internal_error("bench: the optimizer reported fewer passes than steps");
-  const std::vector<double> overlapped(passes.begin() + (o.warmup - 1), passes.begin() + (total - 1));
+  if (passes.size() < static_cast<size_t>(total))
+    return internal_error("bench: the optimizer reported fewer passes than steps");
+  const std::vector<double> overlapped(passes.begin() + (o.warmup - 1),
+                                       passes.begin() + (total - 1));
   double adamw_total = 0, visible_total = 0, step_total = 0;
   for (double s : overlapped) adamw_total += s;
   for (double s : visible_s) visible_total += s;
@@ -248,7 +268,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
   const double h2d = static_cast<double>(engine->h2d_bytes() - h2d0) / o.steps;
   const double d2h = static_cast<double>(engine->d2h_bytes() - d2h0) / o.steps;
   const compute::DeviceInfo info = device.device_info();
-  json device_used = nullptr;  // the whole process's device memory, CUDA context and libraries included
+  json device_used =
+      nullptr;  // the whole process's device memory, CUDA context and libraries included
   if (device.facts().gpu) {
     size_t free_bytes = 0, total_bytes = 0;
     SPW_RETURN_IF_ERROR(device.device_memory_info(&free_bytes, &total_bytes));
@@ -283,7 +304,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
               {"grad_norm_s", median(norm_s)},
               {"adamw_s", median(overlapped)},
               {"adamw_visible_s", median(visible_s)},
-              {"adamw_hidden_fraction", adamw_total > 0 ? std::clamp(1.0 - visible_total / adamw_total, 0.0, 1.0) : 1.0},
+              {"adamw_hidden_fraction",
+               adamw_total > 0 ? std::clamp(1.0 - visible_total / adamw_total, 0.0, 1.0) : 1.0},
               {"loss", loss}};
 }
 
@@ -299,21 +321,30 @@ void print_table(std::ostream& out, const json& r) {
     return std::string(buf);
   };
   const double params = r["params"].get<double>();
-  out << r["model"].get<std::string>() << " on " << r["backend"].get<std::string>() << " (" << r["device"].get<std::string>()
-      << "), " << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.2f M")) << " parameters\n";
-  row("tokens per step", std::to_string(r["tokens_per_step"].get<int64_t>()) + " (" + std::to_string(r["micro_batches"].get<int>()) +
-                             " x " + std::to_string(r["micro_batch"].get<int>()) + " x " + std::to_string(r["seq_len"].get<int>()) + ")");
-  row("step", num(r["step_s"].get<double>(), "%.3f s") + " (median of " + std::to_string(r["steps"].get<int>()) + ")");
+  out << r["model"].get<std::string>() << " on " << r["backend"].get<std::string>() << " ("
+      << r["device"].get<std::string>() << "), "
+      << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.2f M"))
+      << " parameters\n";
+  row("tokens per step", std::to_string(r["tokens_per_step"].get<int64_t>()) + " (" +
+                             std::to_string(r["micro_batches"].get<int>()) + " x " +
+                             std::to_string(r["micro_batch"].get<int>()) + " x " +
+                             std::to_string(r["seq_len"].get<int>()) + ")");
+  row("step", num(r["step_s"].get<double>(), "%.3f s") + " (median of " +
+                  std::to_string(r["steps"].get<int>()) + ")");
   row("tokens/s", num(r["tokens_per_s"].get<double>(), "%.0f"));
   row("model TFLOPS", num(r["model_tflops"].get<double>(), "%.3g"));
-  row("hardware TFLOPS", num(r["hardware_tflops"].get<double>(), "%.3g") + " (with the recomputed forward)");
+  row("hardware TFLOPS",
+      num(r["hardware_tflops"].get<double>(), "%.3g") + " (with the recomputed forward)");
   row("peak HBM", num(r["peak_hbm_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
   row("peak pinned DRAM", num(r["peak_pinned_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
-  row("H2D per step", num(r["h2d_bytes"].get<double>() / 1e9, "%.3g GB") + num(r["h2d_gbps"].get<double>(), " (%.3g GB/s)"));
-  row("D2H per step", num(r["d2h_bytes"].get<double>() / 1e9, "%.3g GB") + num(r["d2h_gbps"].get<double>(), " (%.3g GB/s)"));
+  row("H2D per step", num(r["h2d_bytes"].get<double>() / 1e9, "%.3g GB") +
+                          num(r["h2d_gbps"].get<double>(), " (%.3g GB/s)"));
+  row("D2H per step", num(r["d2h_bytes"].get<double>() / 1e9, "%.3g GB") +
+                          num(r["d2h_gbps"].get<double>(), " (%.3g GB/s)"));
   row("GPU idle", num(100 * r["gpu_idle_fraction"].get<double>(), "%.1f%%"));
   row("gradient norm", num(r["grad_norm_s"].get<double>(), "%.3f s"));
-  row("AdamW", num(r["adamw_s"].get<double>(), "%.3f s") + num(100 * r["adamw_hidden_fraction"].get<double>(), " (%.0f%% hidden)"));
+  row("AdamW", num(r["adamw_s"].get<double>(), "%.3f s") +
+                   num(100 * r["adamw_hidden_fraction"].get<double>(), " (%.0f%% hidden)"));
   row("loss", num(r["loss"].get<double>(), "%.4f"));
 }
 
@@ -341,19 +372,25 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
     if (!result.ok()) {
       // A configuration that does not fit (a sweep's largest) does not stop the others.
       if (as_json) {
-        io.out << json{{"model", options->model}, {"micro_batch", c.micro_batch}, {"seq_len", c.seq_len},
-                       {"micro_batches", c.micro_batches}, {"weight_slots", c.weight_slots},
-                       {"error", error_code_name(result.status().code())}, {"message", result.status().message()}}
+        io.out << json{{"model", options->model},
+                       {"micro_batch", c.micro_batch},
+                       {"seq_len", c.seq_len},
+                       {"micro_batches", c.micro_batches},
+                       {"weight_slots", c.weight_slots},
+                       {"error", error_code_name(result.status().code())},
+                       {"message", result.status().message()}}
                       .dump()
                << std::endl;
       }
-      io.err << "spillway-worker: bench " << c.micro_batches << " x " << c.micro_batch << " x " << c.seq_len << ": "
-             << result.status().to_string() << "\n";
+      io.err << "spillway-worker: bench " << c.micro_batches << " x " << c.micro_batch << " x "
+             << c.seq_len << ": " << result.status().to_string() << "\n";
       exit_code = 1;
       continue;
     }
-    if (as_json) io.out << result->dump() << std::endl;
-    else print_table(io.out, *result);
+    if (as_json)
+      io.out << result->dump() << std::endl;
+    else
+      print_table(io.out, *result);
   }
   return exit_code;
 }

@@ -1,7 +1,6 @@
 #include "worker/bench-models.h"
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 namespace spillway::worker {
@@ -13,21 +12,25 @@ struct BenchModel {
 };
 
 constexpr BenchModel kBenchModels[] = {
-    {"tinyllama-1.1b", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+    {"tinyllama-1.1b",
+     R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
       "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
       "num_key_value_heads": 4, "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
       "rope_scaling": null, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2})"},
-    {"llama3.2-3b", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+    {"llama3.2-3b",
+     R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
       "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28, "num_attention_heads": 24,
       "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05,
       "rope_theta": 500000.0, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
       "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "tie_word_embeddings": true,
       "bos_token_id": 128000, "eos_token_id": 128001})"},
-    {"llama2-7b", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+    {"llama2-7b",
+     R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
       "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
       "num_key_value_heads": 32, "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
       "rope_scaling": null, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2})"},
-    {"qwen2.5-7b", R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 152064,
+    {"qwen2.5-7b",
+     R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 152064,
       "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
       "num_key_value_heads": 4, "max_position_embeddings": 131072, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
       "rope_scaling": null, "tie_word_embeddings": false, "bos_token_id": 151643, "eos_token_id": 151643})"},
@@ -35,7 +38,9 @@ constexpr BenchModel kBenchModels[] = {
 
 }  // namespace
 
-const char* bench_model_names() { return "tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b"; }
+const char* bench_model_names() {
+  return "tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b";
+}
 
 Result<ModelConfig> bench_model_config(const std::string& shape) {
   for (const BenchModel& m : kBenchModels) {
@@ -43,8 +48,8 @@ Result<ModelConfig> bench_model_config(const std::string& shape) {
   }
   if (auto preset = model_preset(shape); preset.ok()) return preset;
   if (std::filesystem::exists(shape)) return ModelConfig::load(shape);
-  return not_found("unknown model shape '" + shape + "': use " + bench_model_names() + ", a preset (" +
-                   model_preset_names() + ") or a model folder");
+  return not_found("unknown model shape '" + shape + "': use " + bench_model_names() +
+                   ", a preset (" + model_preset_names() + ") or a model folder");
 }
 
 }  // namespace spillway::worker

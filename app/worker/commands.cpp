@@ -1,24 +1,26 @@
 #include "worker/commands.h"
 
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "worker/bench-command.h"
 #include "worker/job-keys-command.h"
 #include "worker/model-commands.h"
+#include "worker/plan-command.h"
 #include "worker/probe-command.h"
 #include "worker/tokenize-command.h"
-#include "worker/plan-command.h"
 #include "worker/train-command.h"
 
 namespace spillway::worker {
 
 int report_failure(CommandIo io, bool json, const Status& st) {
-  if (json) io.out << nlohmann::json{{"error", error_code_name(st.code())}, {"message", st.message()}}.dump() << std::endl;
+  if (json)
+    io.out
+        << nlohmann::json{{"error", error_code_name(st.code())}, {"message", st.message()}}.dump()
+        << std::endl;
   io.err << "spillway-worker: " << st.to_string() << "\n";
   return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
 }
@@ -26,36 +28,54 @@ int report_failure(CommandIo io, bool json, const Status& st) {
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"train", "train JOB.json [--resume CHECKPOINT_DIR] [--run-id ID] [--json]",
-       "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now. --resume continues the run that "
-       "wrote the checkpoint (the same History row and folder); --run-id records the run under ID (its folder "
+       "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now. --resume "
+       "continues the run that "
+       "wrote the checkpoint (the same History row and folder); --run-id records the run under ID "
+       "(its folder "
        "runs/ID unless the job names one), or names the run to resume.",
        run_train},
       {"plan", "plan JOB.json [--measure N] [--json]",
-       "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; --measure N runs the job's first N "
-       "steps in a throwaway run and prints measured against predicted (step time, peak HBM and DRAM, link bytes); SIGTERM or "
+       "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; "
+       "--measure N runs the job's first N "
+       "steps in a throwaway run and prints measured against predicted (step time, peak HBM and "
+       "DRAM, link bytes); SIGTERM or "
        "Ctrl-C stops the measure and removes that run.",
        run_plan},
-      {"eval", "eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] [--template T] [--json]",
-       "Mean loss and perplexity of a model on a dataset, read as training reads it (data.format, data.template).", run_eval},
-      {"generate", "generate --model DIR --prompt TEXT [--tokenizer PATH] [--chat TEMPLATE] [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--backend B] [--json]",
+      {"eval",
+       "eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] [--template T] "
+       "[--json]",
+       "Mean loss and perplexity of a model on a dataset, read as training reads it (data.format, "
+       "data.template).",
+       run_eval},
+      {"generate",
+       "generate --model DIR --prompt TEXT [--tokenizer PATH] [--chat TEMPLATE] [--max-new-tokens "
+       "N] [--temperature T] [--top-p P] [--seed S] [--backend B] [--json]",
        "Continues a prompt, or answers it as a chat (greedy at temperature 0).", run_generate},
       {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH] [--json]",
        "Writes a checkpoint as a Hugging Face model folder.", run_export},
-      {"inspect", "inspect --model DIR [--json]", "Validates a model folder and prints its summary.", run_inspect},
+      {"inspect", "inspect --model DIR [--json]",
+       "Validates a model folder and prints its summary.", run_inspect},
       {"probe", "probe [--ssd-dir DIR] [--backend auto|cpu|cuda] [--gpu] [--json]",
-       "Measures this machine: compute, memory and disk bandwidths; on a GPU its GEMM TFLOPS, the host link and the CPU AdamW. "
-       "--gpu only says whether a usable CUDA GPU is there (name, memory, compute capability) or why not.",
+       "Measures this machine: compute, memory and disk bandwidths; on a GPU its GEMM TFLOPS, the "
+       "host link and the CPU AdamW. "
+       "--gpu only says whether a usable CUDA GPU is there (name, memory, compute capability) or "
+       "why not.",
        run_probe},
       {"bench",
-       "bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] [--tokens-per-step K | --micro-batches M] "
-       "[--weight-slots K] [--lm-head-chunk C] [--checkpoints device|host] [--steps S] [--warmup W] [--json]",
-       "Times training steps of a random-initialised model shape (tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b, a preset or a "
+       "bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
+       "[--tokens-per-step K | --micro-batches M] "
+       "[--weight-slots K] [--lm-head-chunk C] [--checkpoints device|host] [--steps S] [--warmup "
+       "W] [--json]",
+       "Times training steps of a random-initialised model shape (tinyllama-1.1b, llama3.2-3b, "
+       "llama2-7b, qwen2.5-7b, a preset or a "
        "model folder); N, T, K, M, the slots and C may be comma-separated lists to sweep.",
        run_bench},
       {"tokenize", "tokenize --tokenizer PATH [--add-special-tokens]",
-       "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.", run_tokenize},
+       "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.",
+       run_tokenize},
       {"job-keys", "job-keys [--markdown | --json]",
-       "Prints every key of the job file with its default, unit, allowed values and meaning.", run_job_keys},
+       "Prints every key of the job file with its default, unit, allowed values and meaning.",
+       run_job_keys},
   };
   return kCommands;
 }
@@ -77,7 +97,8 @@ static bool asks_for_help(const std::vector<std::string>& args, const std::strin
     if (name.starts_with("[")) name.erase(0, 1);
     if (!name.starts_with("--") || name.ends_with("]")) continue;
     const std::string& next = w[i + 1];
-    if (!next.starts_with("--") && !next.starts_with("[") && next != "|") value_options.insert(name);
+    if (!next.starts_with("--") && !next.starts_with("[") && next != "|")
+      value_options.insert(name);
   }
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") return true;

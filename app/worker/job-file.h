@@ -1,12 +1,11 @@
 // The job file (job.json) of `spillway-worker train` and `plan`: checked against the job schema
-// (engine/job/job-schema: every key known, typed and in range, defaults filled in) and turned into the
-// engine's plain TrainJob. The resolved job — every key present — is what the worker writes into
-// the run folder and the run store keeps; `spillway-worker job-keys` prints the schema.
+// (engine/job/job-schema: every key known, typed and in range, defaults filled in) and turned into
+// the engine's plain TrainJob. The resolved job — every key present — is what the worker writes
+// into the run folder and the run store keeps; `spillway-worker job-keys` prints the schema.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "train/train-job.h"
 
@@ -15,7 +14,8 @@ namespace spillway::worker {
 // A job file as the worker reads it: the engine's job and the resolved JSON it came from.
 struct JobFile {
   TrainJob job;
-  nlohmann::json resolved;  // every key of the schema, defaults filled in, paths absolute (load_job)
+  nlohmann::json
+      resolved;  // every key of the schema, defaults filled in, paths absolute (load_job)
 };
 
 // Checks `j` against the schema and converts it. kInvalidArgument naming the key.

@@ -1,8 +1,7 @@
 #include "worker/job-keys-command.h"
 
-#include <ostream>
-
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "job/job-schema.h"
 #include "worker/args.h"
@@ -19,8 +18,12 @@ int run_job_keys(const std::vector<std::string>& argv, CommandIo io) {
   } else if (args->has("--json")) {
     nlohmann::json keys = nlohmann::json::array();
     for (const job::JobKey& k : job::job_keys()) {
-      nlohmann::json j = {{"path", k.path},       {"type", job::key_type_name(k.type)}, {"default", k.default_value},
-                          {"required", k.required}, {"unit", k.unit},                    {"allowed", k.allowed()},
+      nlohmann::json j = {{"path", k.path},
+                          {"type", job::key_type_name(k.type)},
+                          {"default", k.default_value},
+                          {"required", k.required},
+                          {"unit", k.unit},
+                          {"allowed", k.allowed()},
                           {"description", k.description}};
       if (k.type == job::KeyType::kChoice) j["choices"] = k.choices;
       keys.push_back(std::move(j));

@@ -20,10 +20,13 @@ void tune_openblas_and_reexec(char** argv) {
   if (std::getenv("SPILLWAY_WORKER_REEXEC")) return;
   bool changed = false;
   if (!std::getenv("OPENBLAS_CORETYPE")) {
-    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
+    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2")  ? "Haswell"
+                                                         : nullptr;
     if (core) changed |= setenv("OPENBLAS_CORETYPE", core, 1) == 0;
   }
-  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) changed |= setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
+  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT"))
+    changed |= setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
   if (!changed) return;
   setenv("SPILLWAY_WORKER_REEXEC", "1", 1);
   execv("/proc/self/exe", argv);  // on failure, carry on with the defaults
@@ -39,7 +42,8 @@ int main(int argc, char** argv) {
   try {
     return spillway::worker::run_worker({argv + 1, argv + argc}, {std::cin, std::cout, std::cerr});
   } catch (const std::bad_alloc&) {
-    std::cerr << "spillway-worker: out of memory: an allocation failed; lower the job's sizes (spillway-worker plan "
+    std::cerr << "spillway-worker: out of memory: an allocation failed; lower the job's sizes "
+                 "(spillway-worker plan "
                  "JOB.json says what fits)\n";
   } catch (const std::exception& e) {
     std::cerr << "spillway-worker: internal error: " << std::string(e.what()).substr(0, 300)

@@ -48,12 +48,20 @@ class MeteredDevice final : public compute::Device {
   void host_unregister(void* ptr) override;
 
   Result<compute::Stream> create_stream() override { return in_.create_stream(); }
-  Result<compute::Event> create_event(bool timing = false) override { return in_.create_event(timing); }
-  Status record_event(compute::EventId e, compute::StreamId s) override { return in_.record_event(e, s); }
-  Status stream_wait_event(compute::StreamId s, compute::EventId e) override { return in_.stream_wait_event(s, e); }
+  Result<compute::Event> create_event(bool timing = false) override {
+    return in_.create_event(timing);
+  }
+  Status record_event(compute::EventId e, compute::StreamId s) override {
+    return in_.record_event(e, s);
+  }
+  Status stream_wait_event(compute::StreamId s, compute::EventId e) override {
+    return in_.stream_wait_event(s, e);
+  }
   Status synchronize_event(compute::EventId e) override { return in_.synchronize_event(e); }
   Status synchronize_stream(compute::StreamId s) override { return in_.synchronize_stream(s); }
-  Result<double> elapsed_s(compute::EventId start, compute::EventId end) override { return in_.elapsed_s(start, end); }
+  Result<double> elapsed_s(compute::EventId start, compute::EventId end) override {
+    return in_.elapsed_s(start, end);
+  }
 
   Status copy_h2d(void* dst, const void* src, size_t bytes, compute::StreamId s) override {
     return in_.copy_h2d(dst, src, bytes, s);
@@ -64,10 +72,13 @@ class MeteredDevice final : public compute::Device {
   Status copy_d2d(void* dst, const void* src, size_t bytes, compute::StreamId s) override {
     return in_.copy_d2d(dst, src, bytes, s);
   }
-  Status convert(void* dst, DType dt, const void* src, DType st, size_t count, compute::StreamId s) override {
+  Status convert(void* dst, DType dt, const void* src, DType st, size_t count,
+                 compute::StreamId s) override {
     return in_.convert(dst, dt, src, st, count, s);
   }
-  Status fill_zero(void* dst, size_t bytes, compute::StreamId s) override { return in_.fill_zero(dst, bytes, s); }
+  Status fill_zero(void* dst, size_t bytes, compute::StreamId s) override {
+    return in_.fill_zero(dst, bytes, s);
+  }
 
  protected:
   // Never called: the handles of create_stream/create_event are bound to the wrapped device.

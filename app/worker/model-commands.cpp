@@ -1,14 +1,13 @@
 #include "worker/model-commands.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "data/chat-template.h"
-#include "data/dataset.h"
 #include "data/dataset-options.h"
+#include "data/dataset.h"
 #include "model/model-config.h"
 #include "model/parameter-layout.h"
 #include "train/checkpoint.h"
@@ -22,30 +21,39 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 int run_eval(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--model", "--data", "--seq-len", "--batch", "--format", "--template"}, {"--json"});
+  auto args = parse_args(
+      argv, {"--model", "--data", "--seq-len", "--batch", "--format", "--template"}, {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
   auto data = args->require("--data");
   if (!model.ok() || !data.ok())
-    return report_failure(io, as_json,
-                          invalid_argument("usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] "
-                                           "[--template T] [--json]"));
-  // The job file's defaults for what eval shares with training (data.seq_len, data.format, data.template).
+    return report_failure(
+        io, as_json,
+        invalid_argument(
+            "usage: eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] "
+            "[--template T] [--json]"));
+  // The job file's defaults for what eval shares with training (data.seq_len, data.format,
+  // data.template).
   DataSettings settings = data_settings(TrainJob());
   // Whole numbers in the job file's ranges, checked before anything is allocated (--seq-len 5.9 ran
   // as 5; 99999999999 wrapped to a negative int; 100000 ran past the model's 512 positions).
   auto seq = args->integer("--seq-len", settings.seq_len, 2, 1 << 20);
   auto batch = args->integer("--batch", 4, 1, 1 << 16);
-  if (!seq.ok() || !batch.ok()) return report_failure(io, as_json, !seq.ok() ? seq.status() : batch.status());
+  if (!seq.ok() || !batch.ok())
+    return report_failure(io, as_json, !seq.ok() ? seq.status() : batch.status());
   if (*seq * *batch > (int64_t{1} << 24))
-    return report_failure(io, as_json,
-                          invalid_argument("--batch x --seq-len is " + std::to_string(*seq * *batch) +
-                                           " tokens, more than 16777216; lower --batch or --seq-len"));
-  if (auto config = ModelConfig::load(*model); config.ok() && *seq > config->max_position_embeddings)
-    return report_failure(io, as_json,
-                          invalid_argument("--seq-len " + std::to_string(*seq) + " is beyond the model's max_position_embeddings " +
-                                           std::to_string(config->max_position_embeddings) + "; lower --seq-len"));
+    return report_failure(
+        io, as_json,
+        invalid_argument("--batch x --seq-len is " + std::to_string(*seq * *batch) +
+                         " tokens, more than 16777216; lower --batch or --seq-len"));
+  if (auto config = ModelConfig::load(*model);
+      config.ok() && *seq > config->max_position_embeddings)
+    return report_failure(
+        io, as_json,
+        invalid_argument("--seq-len " + std::to_string(*seq) +
+                         " is beyond the model's max_position_embeddings " +
+                         std::to_string(config->max_position_embeddings) + "; lower --seq-len"));
   settings.seq_len = static_cast<int>(*seq);
   settings.format = args->get("--format").value_or(settings.format);
   settings.chat_template = args->get("--template").value_or(settings.chat_template);
@@ -58,10 +66,15 @@ int run_eval(const std::vector<std::string>& argv, CommandIo io) {
   auto r = (*session)->eval(*ds);
   if (!r.ok()) return report_failure(io, as_json, r.status());
   if (as_json) {
-    io.out << json{{"loss", r->loss}, {"perplexity", r->perplexity}, {"targets", r->targets}, {"sequences", r->sequences}}.dump() << std::endl;
+    io.out << json{{"loss", r->loss},
+                   {"perplexity", r->perplexity},
+                   {"targets", r->targets},
+                   {"sequences", r->sequences}}
+                  .dump()
+           << std::endl;
   } else {
-    io.out << "loss " << r->loss << "  perplexity " << r->perplexity << "  (" << r->targets << " tokens in " << r->sequences
-           << " sequences)" << std::endl;
+    io.out << "loss " << r->loss << "  perplexity " << r->perplexity << "  (" << r->targets
+           << " tokens in " << r->sequences << " sequences)" << std::endl;
   }
   return 0;
 }
@@ -107,18 +120,20 @@ Result<std::vector<int32_t>> chat_prompt_ids(ChatTemplateChoice choice, const st
 }  // namespace
 
 int run_generate(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--model", "--tokenizer", "--prompt", "--max-new-tokens", "--temperature", "--top-p",
-                                "--seed", "--chat", "--backend"},
+  auto args = parse_args(argv,
+                         {"--model", "--tokenizer", "--prompt", "--max-new-tokens", "--temperature",
+                          "--top-p", "--seed", "--chat", "--backend"},
                          {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto model = args->require("--model");
   auto prompt = args->require("--prompt");
   if (!model.ok() || !prompt.ok())
-    return report_failure(io, as_json,
-                          invalid_argument("usage: generate --model DIR --prompt TEXT [--tokenizer PATH] "
-                                           "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
-                                           "[--chat TEMPLATE] [--backend B] [--json]"));
+    return report_failure(
+        io, as_json,
+        invalid_argument("usage: generate --model DIR --prompt TEXT [--tokenizer PATH] "
+                         "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
+                         "[--chat TEMPLATE] [--backend B] [--json]"));
   GenerateOptions o;
   auto n = args->integer("--max-new-tokens", 64, 1, 4096);
   auto t = args->number("--temperature", 0.0);
@@ -133,11 +148,15 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
     return o.str();
   };
   if (*n < 1 || *n > 4096)
-    return report_failure(io, as_json, invalid_argument("--max-new-tokens must be in [1, 4096], got " + shortest(*n)));
+    return report_failure(
+        io, as_json,
+        invalid_argument("--max-new-tokens must be in [1, 4096], got " + shortest(*n)));
   if (*t < 0 || *t > 100)
-    return report_failure(io, as_json, invalid_argument("--temperature must be in [0, 100], got " + shortest(*t)));
+    return report_failure(
+        io, as_json, invalid_argument("--temperature must be in [0, 100], got " + shortest(*t)));
   if (!(*p > 0 && *p <= 1))
-    return report_failure(io, as_json, invalid_argument("--top-p must be in (0, 1], got " + shortest(*p)));
+    return report_failure(io, as_json,
+                          invalid_argument("--top-p must be in (0, 1], got " + shortest(*p)));
   o.max_new_tokens = static_cast<int>(*n);
   o.temperature = static_cast<float>(*t);
   o.top_p = static_cast<float>(*p);
@@ -151,8 +170,9 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   }
   auto config = ModelConfig::load(*model);
   if (!config.ok()) return report_failure(io, as_json, config.status());
-  auto session = InferenceSession::open(*model, std::min(config->max_position_embeddings, 1024), 1, 0,
-                                        args->get("--backend").value_or("auto"), args->get("--tokenizer").value_or(""));
+  auto session = InferenceSession::open(*model, std::min(config->max_position_embeddings, 1024), 1,
+                                        0, args->get("--backend").value_or("auto"),
+                                        args->get("--tokenizer").value_or(""));
   if (!session.ok()) return report_failure(io, as_json, session.status());
   const Tokenizer& tok = (*session)->tokenizer();
   std::string prompt_text = *prompt;
@@ -175,9 +195,16 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   const auto completion = tok.decode(fresh, true);
   if (!completion.ok()) return report_failure(io, as_json, completion.status());
   if (as_json) {
-    json j = {{"prompt", *prompt}, {"completion", *completion}, {"ids", *out}, {"prompt_tokens", prompt_len},
-              {"new_tokens", fresh.size()}, {"backend", (*session)->backend_description()}};
-    if (chat) j.update({{"template", template_name}, {"template_reason", template_reason}, {"prompt_text", prompt_text}});
+    json j = {{"prompt", *prompt},
+              {"completion", *completion},
+              {"ids", *out},
+              {"prompt_tokens", prompt_len},
+              {"new_tokens", fresh.size()},
+              {"backend", (*session)->backend_description()}};
+    if (chat)
+      j.update({{"template", template_name},
+                {"template_reason", template_reason},
+                {"prompt_text", prompt_text}});
     // A byte-level model (builtin:bytes) can stop inside a UTF-8 sequence or emit one that is not
     // valid; JSON carries each invalid byte as U+FFFD, as Hugging Face's decode(errors="replace").
     io.out << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
@@ -193,7 +220,10 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
   const bool as_json = args->has("--json");
   auto ckpt = args->require("--checkpoint");
   auto out = args->require("--out");
-  if (!ckpt.ok() || !out.ok()) return report_failure(io, as_json, invalid_argument("usage: export --checkpoint DIR --out DIR [--tokenizer PATH]"));
+  if (!ckpt.ok() || !out.ok())
+    return report_failure(
+        io, as_json,
+        invalid_argument("usage: export --checkpoint DIR --out DIR [--tokenizer PATH]"));
   auto config = ModelConfig::load(*ckpt);
   if (!config.ok()) return report_failure(io, as_json, config.status());
   auto state = ModelState::create(ParameterLayout::build(*config), false);
@@ -206,24 +236,29 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
   std::string no_tokenizer_why;
   if (tok.empty()) {
     // The run folder's job.json, read as `train` read it (the job schema).
-    const std::string job_path = (fs::path(*ckpt).parent_path().parent_path() / "job.json").string();
-    auto run_job = fs::exists(job_path) ? load_job(job_path) : Result<TrainJob>(not_found(job_path));
+    const std::string job_path =
+        (fs::path(*ckpt).parent_path().parent_path() / "job.json").string();
+    auto run_job =
+        fs::exists(job_path) ? load_job(job_path) : Result<TrainJob>(not_found(job_path));
     // model.tokenizer itself must exist (export_model says so when it does not); the model folder
     // may have none.
     const bool named = run_job.ok() && !run_job->tokenizer_path.empty();
     if (run_job.ok()) tok = named ? run_job->tokenizer_path : run_job->model_path;
     if (!run_job.ok() && run_job.status().code() != ErrorCode::kNotFound) {
-      no_tokenizer_why = "no --tokenizer, and the run folder's job.json cannot be read (" + run_job.status().message() + ")";
+      no_tokenizer_why = "no --tokenizer, and the run folder's job.json cannot be read (" +
+                         run_job.status().message() + ")";
     } else if (tok.empty()) {
       no_tokenizer_why = "no --tokenizer and no run folder job.json naming one beside " + *ckpt;
     } else if (!named && !has_tokenizer_files(tok)) {
-      no_tokenizer_why = "the run's model folder " + tok + " has no tokenizer files (it trained on pre-tokenized data)";
+      no_tokenizer_why = "the run's model folder " + tok +
+                         " has no tokenizer files (it trained on pre-tokenized data)";
       tok.clear();
     }
   }
   if (!no_tokenizer_why.empty()) {
     io.err << "spillway-worker: warning: " << no_tokenizer_why
-           << ": the export holds no tokenizer files; pass --tokenizer PATH to include one" << std::endl;
+           << ": the export holds no tokenizer files; pass --tokenizer PATH to include one"
+           << std::endl;
   }
   Status st = export_model(**state, tok, *out);
   if (!st.ok()) return report_failure(io, as_json, st);
@@ -232,7 +267,8 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
     if (tok.empty()) j["warning"] = "no tokenizer written: " + no_tokenizer_why;
     io.out << j.dump() << std::endl;
   } else {
-    io.out << "exported step " << ts->step << " to " << *out << (tok.empty() ? " (no tokenizer written)" : "") << std::endl;
+    io.out << "exported step " << ts->step << " to " << *out
+           << (tok.empty() ? " (no tokenizer written)" : "") << std::endl;
   }
   return 0;
 }
@@ -251,8 +287,9 @@ int run_inspect(const std::vector<std::string>& argv, CommandIo io) {
   if (Status st = layout.check(*store); !st.ok()) return report_failure(io, as_json, st);
   ModelSummary s = summarize(layout, &*store);
   if (as_json) {
-    io.out << json{{"architecture", s.architecture}, {"parameters", s.parameters}, {"layers", config->num_layers},
-                   {"hidden_size", config->hidden_size}, {"vocab_size", config->vocab_size}, {"dtype", s.dtype},
+    io.out << json{{"architecture", s.architecture},   {"parameters", s.parameters},
+                   {"layers", config->num_layers},     {"hidden_size", config->hidden_size},
+                   {"vocab_size", config->vocab_size}, {"dtype", s.dtype},
                    {"bytes_on_disk", s.bytes_on_disk}, {"layer_parameters", s.layer_parameters}}
                   .dump()
            << std::endl;

@@ -8,10 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "tiers/byte-size.h"
 #include "train/planner.h"
@@ -46,47 +45,60 @@ std::string thousands(double v) {
   return out;
 }
 
-std::string gb(double bytes) { return num(bytes / 1e9, "%.1f GB"); }
+std::string gb(double bytes) {
+  return num(bytes / 1e9, "%.1f GB");
+}
 
 // "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model TFLOPS"
 std::string suggestion_line(const PlanSuggestion& s) {
   const int64_t tokens = s.tokens_per_step;
-  return "micro-batch " + std::to_string(s.micro_batch_size) + " x " + std::to_string(s.grad_accum) +
-         " accumulation = " + (tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens)) +
-         " tokens/step: " + thousands(s.tokens_per_s) + " tokens/s, step " + num(s.step_s, "%.2f s") + ", " +
-         num(s.model_tflops, "%.3g model TFLOPS") + (s.same_as_job ? " (the job's own)" : "");
+  return "micro-batch " + std::to_string(s.micro_batch_size) + " x " +
+         std::to_string(s.grad_accum) + " accumulation = " +
+         (tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens)) +
+         " tokens/step: " + thousands(s.tokens_per_s) + " tokens/s, step " +
+         num(s.step_s, "%.2f s") + ", " + num(s.model_tflops, "%.3g model TFLOPS") +
+         (s.same_as_job ? " (the job's own)" : "");
 }
 
 // `plan` without --json: the plan as a table, the suggested batch last.
 void print_plan(std::ostream& out, const Plan& plan) {
   auto row = [&](const std::string& name, const std::string& value) {
-    out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 0, ' ') << " " << value << "\n";
+    out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 0, ' ') << " " << value
+        << "\n";
   };
   const PlanModel& model = plan.model;
   const double params = model.parameters;
   const std::string& device = plan.machine.device;
   out << model.architecture << " ("
-      << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M")) << " parameters, "
-      << model.layers << " layers) on " << plan.backend
-      << (device.empty() ? "" : " (" + device + ")") << ": " << (plan.fits ? "fits" : "does not fit") << "\n";
-  for (const auto& [tier, name] : {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
-    const double needed = static_cast<double>(tier->needed_bytes), free = static_cast<double>(tier->free_bytes),
+      << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M"))
+      << " parameters, " << model.layers << " layers) on " << plan.backend
+      << (device.empty() ? "" : " (" + device + ")") << ": "
+      << (plan.fits ? "fits" : "does not fit") << "\n";
+  for (const auto& [tier, name] :
+       {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
+    const double needed = static_cast<double>(tier->needed_bytes),
+                 free = static_cast<double>(tier->free_bytes),
                  total = static_cast<double>(tier->total_bytes);
     row(name, "needs " + gb(needed) + ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
                   (total > 0 ? gb(total) : "unbounded"));
   }
   const PlanStep& s = plan.step;
-  row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) + " x " +
-                             std::to_string(plan.grad_accum) + " x " + std::to_string(plan.seq_len) +
-                             "), checkpoints " + (plan.checkpoints_on_device ? "on the device" : "in host memory"));
-  row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " + num(s.link_s, "%.2f s") +
-                  ", AdamW " + num(s.adamw_s, "%.2f s") + ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
+  row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) +
+                             " x " + std::to_string(plan.grad_accum) + " x " +
+                             std::to_string(plan.seq_len) + "), checkpoints " +
+                             (plan.checkpoints_on_device ? "on the device" : "in host memory"));
+  row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
+                  num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
+                  ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
                   (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : ""));
-  row("tokens/s", thousands(s.tokens_per_s) + " (" + num(s.model_tflops, "%.3g model TFLOPS") + ")");
+  row("tokens/s",
+      thousands(s.tokens_per_s) + " (" + num(s.model_tflops, "%.3g model TFLOPS") + ")");
   if (s.total_steps > 0) {
     const double eta = s.eta_s;
-    row("ETA", (eta >= 3600 ? num(eta / 3600, "%.1f h") : eta >= 60 ? num(eta / 60, "%.1f min") : num(eta, "%.0f s")) + " for " +
-                   std::to_string(s.total_steps) + " steps");
+    row("ETA", (eta >= 3600 ? num(eta / 3600, "%.1f h")
+                : eta >= 60 ? num(eta / 60, "%.1f min")
+                            : num(eta, "%.0f s")) +
+                   " for " + std::to_string(s.total_steps) + " steps");
   }
   row("bottleneck", s.bottleneck);
   if (plan.suggestion) {
@@ -95,7 +107,6 @@ void print_plan(std::ostream& out, const Plan& plan) {
     row(g.fits ? "" : "suggested", g.why);
   }
 }
-
 
 // "3.81 s", "23.2 GiB", "9,843": one figure of the comparison as the table shows it.
 std::string figure_text(StepFigure figure, const std::optional<double>& v) {
@@ -119,7 +130,9 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
   StopSignals signals(/*checkpoint_on_sigusr1=*/false);
   std::string scratch = (fs::temp_directory_path() / "spillway-measure.XXXXXX").string();
   if (!::mkdtemp(scratch.data()))
-    return report_failure(io, json, io_error("plan --measure: cannot make a temporary folder " + scratch + ": " + std::strerror(errno)));
+    return report_failure(io, json,
+                          io_error("plan --measure: cannot make a temporary folder " + scratch +
+                                   ": " + std::strerror(errno)));
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
@@ -137,8 +150,12 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
   hooks.on_log = [&](const std::string& line) {
     if (!json) io.out << line << std::endl;
   };
-  hooks.on_warning = [&](const std::string& warning) { io.err << "spillway-worker: warning: " << warning << std::endl; };
-  if (!json) io.out << "measuring " << steps << (steps == 1 ? " step" : " steps") << " of the job in a throwaway run" << std::endl;
+  hooks.on_warning = [&](const std::string& warning) {
+    io.err << "spillway-worker: warning: " << warning << std::endl;
+  };
+  if (!json)
+    io.out << "measuring " << steps << (steps == 1 ? " step" : " steps")
+           << " of the job in a throwaway run" << std::endl;
   auto trainer = Trainer::create(job, "", hooks);
   if (!trainer.ok()) {
     const int code = report_failure(io, json, trainer.status());
@@ -173,23 +190,31 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
     return 0;
   }
   print_plan(io.out, plan);
-  io.out << "measured over " << (steps > 1 ? std::to_string(steps - 1) + " steps after the first" : std::string("1 step"))
+  io.out << "measured over "
+         << (steps > 1 ? std::to_string(steps - 1) + " steps after the first"
+                       : std::string("1 step"))
          << ", against the plan:\n";
   char line[160];
-  std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", "", "predicted", "measured", "ratio");
+  std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", "", "predicted", "measured",
+                "ratio");
   io.out << line;
-  const std::pair<StepFigure, const char*> rows[] = {
-      {StepFigure::kStepS, "step"},           {StepFigure::kTokensPerS, "tokens/s"},
-      {StepFigure::kPeakHbmBytes, "peak HBM"}, {StepFigure::kPeakDramBytes, "peak DRAM"},
-      {StepFigure::kH2dBytes, "H2D per step"}, {StepFigure::kD2hBytes, "D2H per step"}};
+  const std::pair<StepFigure, const char*> rows[] = {{StepFigure::kStepS, "step"},
+                                                     {StepFigure::kTokensPerS, "tokens/s"},
+                                                     {StepFigure::kPeakHbmBytes, "peak HBM"},
+                                                     {StepFigure::kPeakDramBytes, "peak DRAM"},
+                                                     {StepFigure::kH2dBytes, "H2D per step"},
+                                                     {StepFigure::kD2hBytes, "D2H per step"}};
   for (const auto& [figure, name] : rows) {
     const FigureComparison& r = versus[figure];
-    std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", name, figure_text(figure, r.predicted).c_str(),
-                  figure_text(figure, r.measured).c_str(), r.ratio ? num(*r.ratio, "%.2f").c_str() : "-");
+    std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", name,
+                  figure_text(figure, r.predicted).c_str(), figure_text(figure, r.measured).c_str(),
+                  r.ratio ? num(*r.ratio, "%.2f").c_str() : "-");
     io.out << line;
   }
-  io.out << "  (HBM measured: all device memory in use, CUDA context and libraries included; DRAM measured: the\n"
-            "  process's peak resident set, data and libraries included; the plan counts the engine's own)\n";
+  io.out << "  (HBM measured: all device memory in use, CUDA context and libraries included; DRAM "
+            "measured: the\n"
+            "  process's peak resident set, data and libraries included; the plan counts the "
+            "engine's own)\n";
   return 0;
 }
 
@@ -206,16 +231,20 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
     char* end = nullptr;
     const long steps = std::strtol(text->c_str(), &end, 10);
     if (text->empty() || *end != '\0' || steps < 1 || steps > kMaxMeasureSteps)
-      return report_failure(io, json, invalid_argument("plan: --measure takes a number of steps from 1 to " +
-                                                       std::to_string(kMaxMeasureSteps) + ", got '" + *text + "'"));
+      return report_failure(
+          io, json,
+          invalid_argument("plan: --measure takes a number of steps from 1 to " +
+                           std::to_string(kMaxMeasureSteps) + ", got '" + *text + "'"));
     return measure_plan(*job, static_cast<int>(steps), json, io);
   }
   Result<ModelConfig> config = !job->model_path.empty() ? ModelConfig::load(job->model_path)
-                               : !job->init_preset.empty() ? model_preset(job->init_preset)
-                                                           : ModelConfig::from_json(job->init_config);
+                               : !job->init_preset.empty()
+                                   ? model_preset(job->init_preset)
+                                   : ModelConfig::from_json(job->init_config);
   if (!config.ok()) return report_failure(io, json, config.status());
   std::string reason;
-  auto machine = probe_for_backend(job->ssd_dir.empty() ? "." : job->ssd_dir, job->backend, &reason);
+  auto machine =
+      probe_for_backend(job->ssd_dir.empty() ? "." : job->ssd_dir, job->backend, &reason);
   if (!machine.ok()) return report_failure(io, json, machine.status());
   // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
   const int64_t steps = job->steps > 0 ? job->steps : 0;
@@ -229,7 +258,9 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   }
   // Exit 3 always comes with a line on stderr, --json or not (a script that reads only the exit
   // code and stderr learns why).
-  if (!plan.fits) io.err << "spillway-worker: " << args->positional[0] << ": does not fit: " << plan.reason << "\n";
+  if (!plan.fits)
+    io.err << "spillway-worker: " << args->positional[0] << ": does not fit: " << plan.reason
+           << "\n";
   return plan.fits ? 0 : 3;
 }
 

@@ -1,5 +1,6 @@
 // `spillway-worker plan JOB.json [--measure N] [--json]`: the plan (bytes per tier, whether the
-// job fits, the predicted step), and with --measure the job's first N steps run and held against it.
+// job fits, the predicted step), and with --measure the job's first N steps run and held against
+// it.
 #pragma once
 
 #include "worker/commands.h"

@@ -14,8 +14,10 @@ inline constexpr size_t kAdamwProbeParams = size_t{256} << 20;
 
 // probe_machine(ssd_dir), and when backend `kind` ("auto", "cpu", "cuda") gives a GPU also its
 // probe_device figures and the CPU AdamW's rate. `reason` receives make_backend's line saying which
-// backend was chosen and why. Errors: make_backend's (for "cuda" without a usable GPU), the device's.
-Result<MachineProbe> probe_for_backend(const std::string& ssd_dir, const std::string& kind, std::string* reason);
+// backend was chosen and why. Errors: make_backend's (for "cuda" without a usable GPU), the
+// device's.
+Result<MachineProbe> probe_for_backend(const std::string& ssd_dir, const std::string& kind,
+                                       std::string* reason);
 
 int run_probe(const std::vector<std::string>& args, CommandIo io);
 

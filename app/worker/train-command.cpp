@@ -6,9 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <ostream>
-
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "core/file-util.h"
 #include "core/json-file.h"
@@ -154,7 +153,8 @@ void record_failure(const Attempt& a, const Status& why, std::ostream& err) {
   if (id_free) info.id = a.run_id;
   info.name = a.name;
   info.status = RunStatus::kFailed;
-  info.ended_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  info.ended_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   info.job_json = a.job_json;
   info.model_name = a.model_name;
   info.model_path = a.model_path;
@@ -209,16 +209,21 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
   // The resolved job is the worker's: the run store keeps it, the run folder holds it as job.json.
   hooks.job_json = job->resolved.dump();
   hooks.on_run_folder = [&](const std::string& dir) {
-    return write_file_atomic((std::filesystem::path(dir) / "job.json").string(), job->resolved.dump(2) + "\n");
+    return write_file_atomic((std::filesystem::path(dir) / "job.json").string(),
+                             job->resolved.dump(2) + "\n");
   };
   hooks.on_started = [&](const std::string& id, const std::string& dir) {
-    if (json) io.out << nlohmann::json{{"run_id", id}, {"run_dir", dir}}.dump() << std::endl;
-    else io.out << "run " << id << " in " << dir << std::endl;
+    if (json)
+      io.out << nlohmann::json{{"run_id", id}, {"run_dir", dir}}.dump() << std::endl;
+    else
+      io.out << "run " << id << " in " << dir << std::endl;
   };
   hooks.on_log = [&](const std::string& line) {
     if (!json) io.out << line << std::endl;
   };
-  hooks.on_warning = [&](const std::string& warning) { io.err << "spillway-worker: warning: " << warning << std::endl; };
+  hooks.on_warning = [&](const std::string& warning) {
+    io.err << "spillway-worker: warning: " << warning << std::endl;
+  };
   auto trainer = Trainer::create(job->job, resume_from, hooks);
   if (!trainer.ok()) {
     record_failure(attempt_of(*job, run_id, resume_from), trainer.status(), io.err);

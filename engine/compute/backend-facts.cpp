@@ -17,10 +17,11 @@ constexpr BackendFacts kCudaFacts{BackendKind::kCuda, DType::kBF16, /*gpu=*/true
 
 // The CPU ops that take scratch run one at a time, so they share one area: the largest of them.
 size_t cpu_workspace_bytes(const OpShapes& s) {
-  const size_t need = std::max({cpu::lm_head_scratch_bytes(s.tokens, s.vocab, s.lm_head_chunk),
-                                cpu::attention_forward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
-                                cpu::attention_backward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
-                                cpu::attention_key_bias_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim)});
+  const size_t need = std::max(
+      {cpu::lm_head_scratch_bytes(s.tokens, s.vocab, s.lm_head_chunk),
+       cpu::attention_forward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
+       cpu::attention_backward_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim),
+       cpu::attention_key_bias_scratch_bytes(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim)});
   return need == 0 ? 0 : align_to_device(need);
 }
 
@@ -28,8 +29,10 @@ size_t cpu_workspace_bytes(const OpShapes& s) {
 
 const char* backend_name(BackendKind kind) {
   switch (kind) {
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kCuda: return "cuda";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
   }
   return "cpu";
 }

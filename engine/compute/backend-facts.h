@@ -40,16 +40,16 @@ constexpr size_t align_to_device(size_t bytes) {
 
 // The largest shapes the ops will be called with; sizes the workspace (workspace_bytes).
 struct OpShapes {
-  int tokens = 0;        // tokens of one op call (micro-batch × sequence)
-  int batch = 0;         // sequences of one op call
-  int seq = 0;           // sequence length
-  int hidden = 0;        // d_model
-  int heads = 0;         // query heads
-  int kv_heads = 0;      // key/value heads
+  int tokens = 0;    // tokens of one op call (micro-batch × sequence)
+  int batch = 0;     // sequences of one op call
+  int seq = 0;       // sequence length
+  int hidden = 0;    // d_model
+  int heads = 0;     // query heads
+  int kv_heads = 0;  // key/value heads
   int head_dim = 0;
   int intermediate = 0;  // MLP width
   int vocab = 0;
-  int lm_head_chunk = 0; // tokens whose logits exist at once in lm_head_loss
+  int lm_head_chunk = 0;  // tokens whose logits exist at once in lm_head_loss
 };
 
 struct BackendFacts {

@@ -5,9 +5,10 @@
 // The module is looked for, in order: $SPILLWAY_CUDA_BACKEND (a path to the .so), next to the
 // running executable (<exe dir>/libspillway-cuda.so), <exe dir>/../<libdir>/spillway/ (the
 // installed layout, libdir as configured: lib or lib/x86_64-linux-gnu), and, for executables
-// inside the build tree only, the build tree's path compiled in. It exports one C function (kCudaBackendEntry) that creates the backend.
-// Thread-safety: make_backend may be called from any thread; the module stays loaded for the life
-// of the process (backends it made must not outlive it, so it is never unloaded).
+// inside the build tree only, the build tree's path compiled in. It exports one C function
+// (kCudaBackendEntry) that creates the backend. Thread-safety: make_backend may be called from any
+// thread; the module stays loaded for the life of the process (backends it made must not outlive
+// it, so it is never unloaded).
 #pragma once
 
 #include <cstddef>
@@ -19,9 +20,9 @@
 namespace spillway::compute {
 
 struct BackendOptions {
-  std::string kind = "auto";         // "auto", "cpu" or "cuda"
-  size_t device_memory_bytes = 0;    // CPU: the "device" capacity (0 = unbounded); CUDA: unused
-  int cuda_device = 0;               // CUDA device ordinal
+  std::string kind = "auto";       // "auto", "cpu" or "cuda"
+  size_t device_memory_bytes = 0;  // CPU: the "device" capacity (0 = unbounded); CUDA: unused
+  int cuda_device = 0;             // CUDA device ordinal
 };
 
 struct BackendChoice {
@@ -34,8 +35,9 @@ struct BackendChoice {
 // Creates the backend `options.kind` names. "auto" picks CUDA when the module loads and a usable
 // GPU (compute capability 8.0 or newer) is present, else the CPU, and says why in `reason`.
 // "cuda" fails with a one-line error a user can act on: kUnsupported when the module or the CUDA
-// libraries are missing, when there is no driver or it is too old for the runtime, or when the GPU's
-// architecture is older than sm_80; kNotFound when there is no GPU or no device of that ordinal.
+// libraries are missing, when there is no driver or it is too old for the runtime, or when the
+// GPU's architecture is older than sm_80; kNotFound when there is no GPU or no device of that
+// ordinal.
 Result<BackendChoice> make_backend(const BackendOptions& options);
 
 // Whether a usable CUDA device is present, without keeping a backend: for the GUI's New run page.

@@ -17,15 +17,15 @@ std::string describe(DType dtype, const Shape& shape) {
 // and an optional one (a linear's bias) may be absent.
 Status expect(const char* op, const char* arg, const ConstTensor& t, DType dtype, Shape dims) {
   if (t.absent() || (t.dtype() == dtype && t.shape() == dims)) return Status::ok_status();
-  return invalid_argument(std::string(op) + ": " + arg + " is " + describe(t.dtype(), t.shape()) + ", expected " +
-                          describe(dtype, dims));
+  return invalid_argument(std::string(op) + ": " + arg + " is " + describe(t.dtype(), t.shape()) +
+                          ", expected " + describe(dtype, dims));
 }
 
 // `t` must have `rank` dims (the argument the op reads its shape from).
 Status expect_rank(const char* op, const char* arg, const ConstTensor& t, int rank) {
   if (t.absent() || t.rank() == rank) return Status::ok_status();
-  return invalid_argument(std::string(op) + ": " + arg + " is " + describe(t.dtype(), t.shape()) + ", expected " +
-                          std::to_string(rank) + " dims");
+  return invalid_argument(std::string(op) + ": " + arg + " is " + describe(t.dtype(), t.shape()) +
+                          ", expected " + std::to_string(rank) + " dims");
 }
 
 // Grouped-query attention: q's heads are a whole multiple of k's (q and k swapped fail here).
@@ -65,7 +65,8 @@ Status Backend::embedding_forward(Tensor out, ConstTensor ids, ConstTensor table
   return do_embedding_forward(out.data(), ids.as<int32_t>(), table.data(), I(n), I(d), stream);
 }
 
-Status Backend::embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor dout, StreamId stream) {
+Status Backend::embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor dout,
+                                   StreamId stream) {
   constexpr const char* op = "embedding_backward";
   const int64_t n = ids.dim(0), vocab = dtable.dim(0), d = dtable.dim(1);
   if (checks_ops()) {
@@ -75,10 +76,12 @@ Status Backend::embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor d
     SPW_RETURN_IF_ERROR(expect(op, "dtable", dtable, DType::kF32, {vocab, d}));
     SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act_dtype(), {n, d}));
   }
-  return do_embedding_backward(dtable.as<float>(), ids.as<int32_t>(), dout.data(), I(n), I(d), stream);
+  return do_embedding_backward(dtable.as<float>(), ids.as<int32_t>(), dout.data(), I(n), I(d),
+                               stream);
 }
 
-Status Backend::rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps, StreamId stream) {
+Status Backend::rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps,
+                                StreamId stream) {
   constexpr const char* op = "rmsnorm_forward";
   const int64_t n = x.dim(0), d = x.dim(1);
   if (checks_ops()) {
@@ -89,11 +92,12 @@ Status Backend::rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTen
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {n, d}));
     SPW_RETURN_IF_ERROR(expect(op, "rstd", rstd, DType::kF32, {n}));
   }
-  return do_rmsnorm_forward(out.data(), rstd.as<float>(), x.data(), w.data(), I(n), I(d), eps, stream);
+  return do_rmsnorm_forward(out.data(), rstd.as<float>(), x.data(), w.data(), I(n), I(d), eps,
+                            stream);
 }
 
-Status Backend::residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x, ConstTensor r,
-                                         ConstTensor w, float eps, StreamId stream) {
+Status Backend::residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x,
+                                         ConstTensor r, ConstTensor w, float eps, StreamId stream) {
   constexpr const char* op = "residual_rmsnorm_forward";
   const int64_t n = x.dim(0), d = x.dim(1);
   if (checks_ops()) {
@@ -106,12 +110,13 @@ Status Backend::residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, Co
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {n, d}));
     SPW_RETURN_IF_ERROR(expect(op, "rstd", rstd, DType::kF32, {n}));
   }
-  return do_residual_rmsnorm_forward(sum.data(), out.data(), rstd.as<float>(), x.data(), r.data(), w.data(), I(n),
-                                     I(d), eps, stream);
+  return do_residual_rmsnorm_forward(sum.data(), out.data(), rstd.as<float>(), x.data(), r.data(),
+                                     w.data(), I(n), I(d), eps, stream);
 }
 
-Status Backend::rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x, ConstTensor w,
-                                 ConstTensor rstd, bool accumulate_dx, StreamId stream) {
+Status Backend::rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x,
+                                 ConstTensor w, ConstTensor rstd, bool accumulate_dx,
+                                 StreamId stream) {
   constexpr const char* op = "rmsnorm_backward";
   const int64_t n = x.dim(0), d = x.dim(1);
   if (checks_ops()) {
@@ -124,11 +129,12 @@ Status Backend::rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTe
     SPW_RETURN_IF_ERROR(expect(op, "dx", dx, act, {n, d}));
     SPW_RETURN_IF_ERROR(expect(op, "dw", dw, DType::kF32, {d}));
   }
-  return do_rmsnorm_backward(dx.data(), dw.as<float>(), dout.data(), x.data(), w.data(), rstd.as<float>(), I(n), I(d),
-                             accumulate_dx, stream);
+  return do_rmsnorm_backward(dx.data(), dw.as<float>(), dout.data(), x.data(), w.data(),
+                             rstd.as<float>(), I(n), I(d), accumulate_dx, stream);
 }
 
-Status Backend::linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTensor b, StreamId stream) {
+Status Backend::linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTensor b,
+                               StreamId stream) {
   constexpr const char* op = "linear_forward";
   const int64_t n = x.dim(0), in = x.dim(1), out = y.dim(1);
   if (checks_ops()) {
@@ -143,8 +149,8 @@ Status Backend::linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTens
   return do_linear_forward(y.data(), x.data(), w.data(), b.data(), I(n), I(in), I(out), stream);
 }
 
-Status Backend::linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy, ConstTensor x, ConstTensor w,
-                                bool accumulate_dx, StreamId stream) {
+Status Backend::linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy, ConstTensor x,
+                                ConstTensor w, bool accumulate_dx, StreamId stream) {
   constexpr const char* op = "linear_backward";
   const int64_t n = x.dim(0), in = x.dim(1), out = dy.dim(1);
   if (checks_ops()) {
@@ -158,8 +164,8 @@ Status Backend::linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy,
     SPW_RETURN_IF_ERROR(expect(op, "dw", dw, DType::kF32, {out, in}));
     SPW_RETURN_IF_ERROR(expect(op, "db", db, DType::kF32, {out}));
   }
-  return do_linear_backward(dx.data(), dw.as<float>(), db.as<float>(), dy.data(), x.data(), w.data(), I(n), I(in),
-                            I(out), accumulate_dx, stream);
+  return do_linear_backward(dx.data(), dw.as<float>(), db.as<float>(), dy.data(), x.data(),
+                            w.data(), I(n), I(in), I(out), accumulate_dx, stream);
 }
 
 Status Backend::rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream) {
@@ -167,7 +173,8 @@ Status Backend::rope_forward(Tensor x, float theta, const RopeScaling& scaling, 
     SPW_RETURN_IF_ERROR(expect_rank("rope_forward", "x", x, 4));
     SPW_RETURN_IF_ERROR(expect("rope_forward", "x", x, act_dtype(), x.shape()));
   }
-  return do_rope_forward(x.data(), I(x.dim(0)), I(x.dim(1)), I(x.dim(2)), I(x.dim(3)), theta, scaling, stream);
+  return do_rope_forward(x.data(), I(x.dim(0)), I(x.dim(1)), I(x.dim(2)), I(x.dim(3)), theta,
+                         scaling, stream);
 }
 
 Status Backend::rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream) {
@@ -175,11 +182,12 @@ Status Backend::rope_backward(Tensor dx, float theta, const RopeScaling& scaling
     SPW_RETURN_IF_ERROR(expect_rank("rope_backward", "dx", dx, 4));
     SPW_RETURN_IF_ERROR(expect("rope_backward", "dx", dx, act_dtype(), dx.shape()));
   }
-  return do_rope_backward(dx.data(), I(dx.dim(0)), I(dx.dim(1)), I(dx.dim(2)), I(dx.dim(3)), theta, scaling, stream);
+  return do_rope_backward(dx.data(), I(dx.dim(0)), I(dx.dim(1)), I(dx.dim(2)), I(dx.dim(3)), theta,
+                          scaling, stream);
 }
 
-Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k, ConstTensor v,
-                                  StreamId stream) {
+Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k,
+                                  ConstTensor v, StreamId stream) {
   constexpr const char* op = "attention_forward";
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
@@ -193,12 +201,13 @@ Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTe
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "lse", lse, DType::kF32, {b, hq, t}));
   }
-  return do_attention_forward(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), I(b), I(t), I(hq), I(hkv),
-                              I(d), stream);
+  return do_attention_forward(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), I(b), I(t),
+                              I(hq), I(hkv), I(d), stream);
 }
 
-Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q, ConstTensor k,
-                                   ConstTensor v, ConstTensor out, ConstTensor lse, StreamId stream) {
+Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q,
+                                   ConstTensor k, ConstTensor v, ConstTensor out, ConstTensor lse,
+                                   StreamId stream) {
   constexpr const char* op = "attention_backward";
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
@@ -216,12 +225,14 @@ Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor 
     SPW_RETURN_IF_ERROR(expect(op, "dk", dk, act, {b, t, hkv, d}));
     SPW_RETURN_IF_ERROR(expect(op, "dv", dv, act, {b, t, hkv, d}));
   }
-  return do_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
-                               lse.as<float>(), I(b), I(t), I(hq), I(hkv), I(d), stream);
+  return do_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                               v.data(), out.data(), lse.as<float>(), I(b), I(t), I(hq), I(hkv),
+                               I(d), stream);
 }
 
-Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q, ConstTensor k, ConstTensor v,
-                                            float theta, const RopeScaling& scaling, StreamId stream) {
+Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q,
+                                            ConstTensor k, ConstTensor v, float theta,
+                                            const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "attention_key_bias_backward";
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
@@ -235,8 +246,8 @@ Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTe
     SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "db", db, DType::kF32, {hkv, d}));
   }
-  return do_attention_key_bias_backward(db.as<float>(), dout.data(), q.data(), k.data(), v.data(), I(b), I(t), I(hq),
-                                        I(hkv), I(d), theta, scaling, stream);
+  return do_attention_key_bias_backward(db.as<float>(), dout.data(), q.data(), k.data(), v.data(),
+                                        I(b), I(t), I(hq), I(hkv), I(d), theta, scaling, stream);
 }
 
 Status Backend::swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream) {
@@ -252,8 +263,8 @@ Status Backend::swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, Str
   return do_swiglu_forward(out.data(), gate.data(), up.data(), I(n), I(f), stream);
 }
 
-Status Backend::swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate, ConstTensor up,
-                                StreamId stream) {
+Status Backend::swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
+                                ConstTensor up, StreamId stream) {
   constexpr const char* op = "swiglu_backward";
   const int64_t n = gate.dim(0), f = gate.dim(1);
   if (checks_ops()) {
@@ -265,7 +276,8 @@ Status Backend::swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, Cons
     SPW_RETURN_IF_ERROR(expect(op, "dgate", dgate, act, {n, f}));
     SPW_RETURN_IF_ERROR(expect(op, "dup", dup, act, {n, f}));
   }
-  return do_swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), I(n), I(f), stream);
+  return do_swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), I(n),
+                            I(f), stream);
 }
 
 Status Backend::add_inplace(Tensor y, ConstTensor x, StreamId stream) {
@@ -282,8 +294,9 @@ Status Backend::sum_squares(double* out, ConstTensor x, StreamId stream) {
   return do_sum_squares(out, x.as<float>(), static_cast<size_t>(x.numel()), stream);
 }
 
-Status Backend::lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x, ConstTensor w, ConstTensor labels,
-                             float loss_scale, Tensor logits_out, int chunk, StreamId stream) {
+Status Backend::lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x, ConstTensor w,
+                             ConstTensor labels, float loss_scale, Tensor logits_out, int chunk,
+                             StreamId stream) {
   constexpr const char* op = "lm_head_loss";
   const int64_t n = x.dim(0), d = x.dim(1), v = w.dim(0);
   if (checks_ops()) {
@@ -298,8 +311,9 @@ Status Backend::lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x,
     SPW_RETURN_IF_ERROR(expect(op, "dw", dw, DType::kF32, {v, d}));
     SPW_RETURN_IF_ERROR(expect(op, "logits_out", logits_out, DType::kF32, {n, v}));
   }
-  return do_lm_head_loss(losses.as<float>(), dx.data(), dw.as<float>(), x.data(), w.data(), labels.as<int32_t>(), I(n),
-                         I(d), I(v), loss_scale, logits_out.as<float>(), chunk, stream);
+  return do_lm_head_loss(losses.as<float>(), dx.data(), dw.as<float>(), x.data(), w.data(),
+                         labels.as<int32_t>(), I(n), I(d), I(v), loss_scale, logits_out.as<float>(),
+                         chunk, stream);
 }
 
 }  // namespace spillway::compute

@@ -1,5 +1,6 @@
-// Backend: what the layer-streaming trainer computes (DESIGN.md, "compute/"): the transformer ops,
-// forward and backward, each enqueued on an explicit stream of the backend's device.
+// Backend: what the layer-streaming trainer computes (docs/architecture.md, "The compute backend"):
+// the transformer ops, forward and backward, each enqueued on an explicit stream of the backend's
+// device.
 //
 // What a device is (memory, streams, events, copies, conversions, its properties) is a Device
 // (compute/device.h); a backend runs its ops on one, device(), which it owns. The CPU backend
@@ -26,7 +27,8 @@
 //   - rmsnorm:  y = x / sqrt(mean(x²) + eps) · w               (LlamaRMSNorm, fp32 statistics)
 //   - rope:     rotate-half, q' = q·cos + rotate_half(q)·sin with inv_freq from rope_theta and
 //               optional Llama-3 scaling (transformers' _compute_llama3_parameters)
-//   - attention: causal, GQA (query head h uses kv head h / (n_heads / n_kv_heads)), scale 1/sqrt(d)
+//   - attention: causal, GQA (query head h uses kv head h / (n_heads / n_kv_heads)),
+//               scale 1/sqrt(d)
 //   - swiglu:   y = silu(gate) · up
 //   - loss:     cross-entropy over targets != -100; labels are already shifted
 // "Accumulate" outputs (`d*` of weights) add into the existing contents so gradients from several
@@ -74,7 +76,9 @@ class Backend {
   // --- workspace ----------------------------------------------------------------------------
   // Bytes of scratch the ops need for calls up to `shapes` (a multiple of kDeviceAlignment):
   // compute::workspace_bytes(kind(), shapes), which the planner asks without a backend.
-  size_t workspace_bytes(const OpShapes& shapes) const { return compute::workspace_bytes(kind(), shapes); }
+  size_t workspace_bytes(const OpShapes& shapes) const {
+    return compute::workspace_bytes(kind(), shapes);
+  }
   // Hands the ops `bytes` of device memory at `ptr` (at least workspace_bytes(shapes)); the
   // backend borrows it until the next set_workspace or its destruction. Ops on several streams
   // must not run at once while they share it (the trainer runs every op on one compute stream).
@@ -99,23 +103,24 @@ class Backend {
 
   // out[n, d] = x / sqrt(mean(x²) + eps) · w: x act [n, d], w act [d], out act [n, d]; rstd F32 [n]
   // saved for backward.
-  Status rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps, StreamId stream);
+  Status rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps,
+                         StreamId stream);
   // Fused residual + norm (the slot for fused kernels): sum[n, d] = x + r, then out = rmsnorm(sum)
   // with rstd as rmsnorm_forward. `sum` may alias x.
-  Status residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x, ConstTensor r, ConstTensor w,
-                                  float eps, StreamId stream);
+  Status residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x, ConstTensor r,
+                                  ConstTensor w, float eps, StreamId stream);
   // dx act [n, d] (overwrite, or add when accumulate_dx), dw F32 [d] += ; dout, x act [n, d],
   // w act [d], rstd F32 [n]. May use the workspace.
-  Status rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x, ConstTensor w, ConstTensor rstd,
-                          bool accumulate_dx, StreamId stream);
+  Status rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x, ConstTensor w,
+                          ConstTensor rstd, bool accumulate_dx, StreamId stream);
 
   // y[n, out] = x[n, in] · W[out, in]ᵀ (+ b[out] when b is given); all act.
   Status linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTensor b, StreamId stream);
   // dx act [n, in] = dy · W (overwrite, or add when accumulate_dx; skipped when absent),
   // dw F32 [out, in] += dyᵀ · x, db F32 [out] += Σ_n dy (skipped when absent); dy act [n, out],
   // x act [n, in], w act [out, in].
-  Status linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy, ConstTensor x, ConstTensor w,
-                         bool accumulate_dx, StreamId stream);
+  Status linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy, ConstTensor x,
+                         ConstTensor w, bool accumulate_dx, StreamId stream);
 
   // In place on x act [b, t, heads, head_dim] for positions 0..t-1 of each sequence.
   Status rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream);
@@ -123,25 +128,29 @@ class Backend {
   Status rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream);
 
   // Causal GQA attention. q act [b, t, hq, d], k/v act [b, t, hkv, d] → out act [b, t, hq, d];
-  // lse F32 [b, hq, t] (log-sum-exp of the scaled scores) saved for backward. May use the workspace.
-  Status attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k, ConstTensor v, StreamId stream);
+  // lse F32 [b, hq, t] (log-sum-exp of the scaled scores) saved for backward. May use the
+  // workspace.
+  Status attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k, ConstTensor v,
+                           StreamId stream);
   // dq act [b, t, hq, d], dk/dv act [b, t, hkv, d] (overwrite) from dout [b, t, hq, d] and the
   // forward's inputs/outputs. Uses the workspace.
-  Status attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q, ConstTensor k,
-                            ConstTensor v, ConstTensor out, ConstTensor lse, StreamId stream);
+  Status attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q,
+                            ConstTensor k, ConstTensor v, ConstTensor out, ConstTensor lse,
+                            StreamId stream);
   // db F32 [hkv, d] += ∂loss/∂b_k, the gradient of the key projection's bias (accumulated), from
   // the attention's dout and its inputs q, k after RoPE and v, RoPE parameters as for rope_forward.
   // Apart from dk because its exact value is a near-total cancellation that sums of dk leave as
   // noise (formula and source: cpu/attention-key-bias.h); the caller then passes no bias gradient
   // to the key projection's linear_backward. Uses the workspace.
-  Status attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q, ConstTensor k, ConstTensor v,
-                                     float theta, const RopeScaling& scaling, StreamId stream);
+  Status attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q, ConstTensor k,
+                                     ConstTensor v, float theta, const RopeScaling& scaling,
+                                     StreamId stream);
 
   // out[n, f] = silu(gate) · up; all act [n, f].
   Status swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream);
   // dgate[n, f], dup[n, f] (overwrite); all act [n, f].
-  Status swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate, ConstTensor up,
-                         StreamId stream);
+  Status swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
+                         ConstTensor up, StreamId stream);
 
   // y += x elementwise (residual connections); act, the same shape.
   Status add_inplace(Tensor y, ConstTensor x, StreamId stream);
@@ -164,8 +173,9 @@ class Backend {
   // whole step) also writes dx act [n, d] = ∂(loss_scale·Σ CE)/∂x and adds dw F32 [v, d] += ∂/∂w.
   // With loss_scale == 0 only the losses are computed (eval; dx and dw may be absent). When
   // logits_out is given the logits F32 [n, v] are also written (tests, generation).
-  Status lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x, ConstTensor w, ConstTensor labels,
-                      float loss_scale, Tensor logits_out, int chunk, StreamId stream);
+  Status lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x, ConstTensor w,
+                      ConstTensor labels, float loss_scale, Tensor logits_out, int chunk,
+                      StreamId stream);
 
  protected:
   // Whether the ops check their tensors (above): always on the CPU, in debug builds on a GPU.
@@ -175,40 +185,47 @@ class Backend {
   // The ops above once checked, with the shapes as counts: the same contracts (pointers to device
   // memory, the dtypes above). A backend still checks what the counts cannot say (null
   // pointers, extents inside its allocations, the workspace).
-  virtual Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
-                                      StreamId stream) = 0;
-  virtual Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
-                                       StreamId stream) = 0;
-  virtual Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d, float eps,
+  virtual Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
+                                      int d, StreamId stream) = 0;
+  virtual Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
+                                       int d, StreamId stream) = 0;
+  virtual Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
+                                    int d, float eps, StreamId stream) = 0;
+  virtual Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
+                                             const void* r, const void* w, int n, int d, float eps,
+                                             StreamId stream) = 0;
+  virtual Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
+                                     const void* w, const float* rstd, int n, int d,
+                                     bool accumulate_dx, StreamId stream) = 0;
+  virtual Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
+                                   int in, int out, StreamId stream) = 0;
+  virtual Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+                                    const void* w, int n, int in, int out, bool accumulate_dx,
                                     StreamId stream) = 0;
-  virtual Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
-                                             const void* w, int n, int d, float eps, StreamId stream) = 0;
-  virtual Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
-                                     const float* rstd, int n, int d, bool accumulate_dx, StreamId stream) = 0;
-  virtual Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in, int out,
-                                   StreamId stream) = 0;
-  virtual Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
-                                    int n, int in, int out, bool accumulate_dx, StreamId stream) = 0;
   virtual Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
                                  const RopeScaling& scaling, StreamId stream) = 0;
-  virtual Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                                  const RopeScaling& scaling, StreamId stream) = 0;
-  virtual Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, int batch,
-                                      int seq, int hq, int hkv, int head_dim, StreamId stream) = 0;
-  virtual Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                                       const void* v, const void* out, const float* lse, int batch, int seq, int hq,
-                                       int hkv, int head_dim, StreamId stream) = 0;
-  virtual Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
-                                                const void* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                                float theta, const RopeScaling& scaling, StreamId stream) = 0;
-  virtual Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f, StreamId stream) = 0;
-  virtual Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up, int n,
-                                    int f, StreamId stream) = 0;
+  virtual Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
+                                  float theta, const RopeScaling& scaling, StreamId stream) = 0;
+  virtual Status do_attention_forward(void* out, float* lse, const void* q, const void* k,
+                                      const void* v, int batch, int seq, int hq, int hkv,
+                                      int head_dim, StreamId stream) = 0;
+  virtual Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
+                                       const void* q, const void* k, const void* v, const void* out,
+                                       const float* lse, int batch, int seq, int hq, int hkv,
+                                       int head_dim, StreamId stream) = 0;
+  virtual Status do_attention_key_bias_backward(float* db, const void* dout, const void* q,
+                                                const void* k, const void* v, int batch, int seq,
+                                                int hq, int hkv, int head_dim, float theta,
+                                                const RopeScaling& scaling, StreamId stream) = 0;
+  virtual Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
+                                   StreamId stream) = 0;
+  virtual Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                                    const void* up, int n, int f, StreamId stream) = 0;
   virtual Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) = 0;
   virtual Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) = 0;
   virtual Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
-                                 const int32_t* labels, int n, int d, int v, float loss_scale, float* logits_out,
-                                 int chunk, StreamId stream) = 0;
+                                 const int32_t* labels, int n, int d, int v, float loss_scale,
+                                 float* logits_out, int chunk, StreamId stream) = 0;
 };
 
 // The CPU backend: float32, OpenBLAS GEMMs, the global thread pool. `device_capacity_bytes`

@@ -22,13 +22,15 @@ size_t rmsnorm_backward_scratch_floats(int n, int d) {
   return ceil_div(n, rows_per_block) * d;
 }
 
-size_t attention_backward_scratch_floats(int batch, int seq, int hq, int /*hkv*/, int /*head_dim*/) {
+size_t attention_backward_scratch_floats(int batch, int seq, int hq, int /*hkv*/,
+                                         int /*head_dim*/) {
   return static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
 }
 
 size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int /*hkv*/, int head_dim) {
   const size_t table = static_cast<size_t>(seq) * head_dim;  // cos, sin: [t, d/2] each, as doubles
-  const size_t partial = static_cast<size_t>(batch) * hq * ceil_div(seq, kKeyBiasTileRows) * head_dim;
+  const size_t partial =
+      static_cast<size_t>(batch) * hq * ceil_div(seq, kKeyBiasTileRows) * head_dim;
   return 2 * (table + partial);
 }
 
@@ -43,7 +45,8 @@ size_t sum_squares_scratch_doubles() {
 
 size_t lm_head_scratch_bytes(size_t rows, size_t v) {
   constexpr size_t kBf16Bytes = 2;
-  return compute::align_to_device(rows * v * sizeof(float)) + compute::align_to_device(rows * v * kBf16Bytes);
+  return compute::align_to_device(rows * v * sizeof(float)) +
+         compute::align_to_device(rows * v * kBf16Bytes);
 }
 
 size_t workspace_bytes(const compute::OpShapes& sh) {
@@ -54,15 +57,18 @@ size_t workspace_bytes(const compute::OpShapes& sh) {
     op = std::max(op, rmsnorm_backward_scratch_floats(sh.tokens, sh.hidden) * sizeof(float));
   }
   if (sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0) {
-    op = std::max(op, attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim) *
+    op = std::max(op, attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
+                                                        sh.head_dim) *
                           sizeof(float));
-    op = std::max(op, attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim) *
+    op = std::max(op, attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
+                                                        sh.head_dim) *
                           sizeof(float));
   }
   if (sh.tokens > 0) {
     // A linear's bias gradient; the projections' widths (q/k/v carry biases in Qwen2, the others
     // bound any width a caller may use).
-    for (int out : {sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim, sh.hidden, sh.intermediate}) {
+    for (int out :
+         {sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim, sh.hidden, sh.intermediate}) {
       if (out > 0) op = std::max(op, bias_backward_scratch_floats(sh.tokens, out) * sizeof(float));
     }
   }

@@ -2,9 +2,9 @@
 // constants that decide it, shared by the kernels (engine/compute/cuda, which include this header)
 // and by backend_facts (backend-facts.h), which must answer without the CUDA module.
 //
-// Each formula belongs to one launcher (named beside it) and changes with it: a launcher checks that
-// the scratch it is given is at least what its formula here says.
-// Thread-safety: pure functions. Nothing is owned.
+// Each formula belongs to one launcher (named beside it) and changes with it: a launcher checks
+// that the scratch it is given is at least what its formula here says. Thread-safety: pure
+// functions. Nothing is owned.
 #pragma once
 
 #include <cstddef>
@@ -21,14 +21,16 @@ inline constexpr int kRmsnormMaxRowBlocks = 1024;
 inline constexpr int kBiasBackwardRows = 256;
 // sum_squares (reduce.cu): partial sums, about one wave of 256-thread blocks on an H100.
 inline constexpr size_t kSumSquaresMaxPartials = 1024;
-// attention_key_bias_backward (attention-key-bias.cu): rows of a tile (attention-tile.cuh's kGenRows).
+// attention_key_bias_backward (attention-key-bias.cu): rows of a tile (attention-tile.cuh's
+// kGenRows).
 inline constexpr int kKeyBiasTileRows = 32;
 
 // Floats of rmsnorm_backward's dw partials for n rows of width d.
 size_t rmsnorm_backward_scratch_floats(int n, int d);
 // Floats of attention_backward's delta[b, hq, t].
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);
-// Doubles (counted as floats, two each) of attention_key_bias_backward's cos/sin table and partials.
+// Doubles (counted as floats, two each) of attention_key_bias_backward's cos/sin table and
+// partials.
 size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);
 // Floats of bias_backward's partial sums for dy[n, out].
 size_t bias_backward_scratch_floats(int n, int out);

@@ -1,6 +1,6 @@
 // Device: what a compute device is: its memory, streams, events, copies and conversions, its
-// properties and its memory figures (DESIGN.md, "compute/"). What it computes is the Backend's
-// (compute/backend.h): a backend runs its ops on one device, Backend::device().
+// properties and its memory figures (docs/architecture.md, "The compute backend"). What it computes
+// is the Backend's (compute/backend.h): a backend runs its ops on one device, Backend::device().
 //
 // The split lets a wrapper see every byte a run allocates without knowing the ops: the bench's
 // MeteredDevice (app/worker/metered-device.h) wraps a Device, and the streaming engine takes its
@@ -51,7 +51,8 @@ class Stream {
  public:
   Stream() = default;
   Stream(Device* device, StreamId id) : device_(device), id_(id) {}
-  Stream(Stream&& o) noexcept : device_(std::exchange(o.device_, nullptr)), id_(std::exchange(o.id_, 0)) {}
+  Stream(Stream&& o) noexcept
+      : device_(std::exchange(o.device_, nullptr)), id_(std::exchange(o.id_, 0)) {}
   Stream& operator=(Stream&& o) noexcept;
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -70,7 +71,8 @@ class Event {
  public:
   Event() = default;
   Event(Device* device, EventId id) : device_(device), id_(id) {}
-  Event(Event&& o) noexcept : device_(std::exchange(o.device_, nullptr)), id_(std::exchange(o.id_, -1)) {}
+  Event(Event&& o) noexcept
+      : device_(std::exchange(o.device_, nullptr)), id_(std::exchange(o.id_, -1)) {}
   Event& operator=(Event&& o) noexcept;
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -86,13 +88,13 @@ class Event {
 
 // What a device is, for logs, the plan and the GUI.
 struct DeviceInfo {
-  std::string name;               // "NVIDIA H100 80GB HBM3", "CPU (16 threads)"
-  uint64_t total_bytes = 0;       // device memory (the CPU backend: its capacity or physical RAM)
-  int compute_capability = 0;     // 90 for sm_90; 0 on the CPU
-  int multiprocessors = 0;        // SMs; threads on the CPU
-  std::string driver;             // "CUDA driver 13.0, runtime 13.0"; empty on the CPU
-  std::string pci_bus_id;         // "0000:01:00.0" (domain:bus:device.function); empty on the CPU.
-                                  // Names the same GPU to NVML whatever CUDA_VISIBLE_DEVICES says
+  std::string name;            // "NVIDIA H100 80GB HBM3", "CPU (16 threads)"
+  uint64_t total_bytes = 0;    // device memory (the CPU backend: its capacity or physical RAM)
+  int compute_capability = 0;  // 90 for sm_90; 0 on the CPU
+  int multiprocessors = 0;     // SMs; threads on the CPU
+  std::string driver;          // "CUDA driver 13.0, runtime 13.0"; empty on the CPU
+  std::string pci_bus_id;      // "0000:01:00.0" (domain:bus:device.function); empty on the CPU.
+                               // Names the same GPU to NVML whatever CUDA_VISIBLE_DEVICES says
 };
 
 class Device {
@@ -137,8 +139,10 @@ class Device {
   virtual Result<double> elapsed_s(EventId start, EventId end) = 0;
 
   // --- copies and conversions (asynchronous on `stream`) ---------------------------------------
-  virtual Status copy_h2d(void* dst_device, const void* src_host, size_t bytes, StreamId stream) = 0;
-  virtual Status copy_d2h(void* dst_host, const void* src_device, size_t bytes, StreamId stream) = 0;
+  virtual Status copy_h2d(void* dst_device, const void* src_host, size_t bytes,
+                          StreamId stream) = 0;
+  virtual Status copy_d2h(void* dst_host, const void* src_device, size_t bytes,
+                          StreamId stream) = 0;
   virtual Status copy_d2d(void* dst, const void* src, size_t bytes, StreamId stream) = 0;
   // dst[i] = (dst_type) src[i] for i < count, both on the device; F32, BF16 (round to nearest
   // even, as torch's .to(torch.bfloat16)) and the identity. kInvalidArgument for other pairs.

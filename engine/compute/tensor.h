@@ -41,7 +41,8 @@ struct Shape {
 class ConstTensor {
  public:
   ConstTensor() = default;
-  ConstTensor(const void* data, DType dtype, Shape shape) : data_(data), dtype_(dtype), shape_(shape) {}
+  ConstTensor(const void* data, DType dtype, Shape shape)
+      : data_(data), dtype_(dtype), shape_(shape) {}
 
   const void* data() const { return data_; }
   DType dtype() const { return dtype_; }
@@ -80,7 +81,9 @@ class Tensor {
   T* as() const {
     return static_cast<T*>(data_);
   }
-  operator ConstTensor() const { return ConstTensor(data_, dtype_, shape_); }  // NOLINT: a view reads as const
+  operator ConstTensor() const {
+    return ConstTensor(data_, dtype_, shape_);
+  }  // NOLINT: a view reads as const
 
  private:
   void* data_ = nullptr;
@@ -89,9 +92,17 @@ class Tensor {
 };
 
 // Shorthands for the dtypes whose C++ type says it: f32(ptr, {n, d}), i32(ids, {n}).
-inline Tensor f32(float* p, Shape s) { return Tensor(p, DType::kF32, s); }
-inline ConstTensor f32(const float* p, Shape s) { return ConstTensor(p, DType::kF32, s); }
-inline Tensor i32(int32_t* p, Shape s) { return Tensor(p, DType::kI32, s); }
-inline ConstTensor i32(const int32_t* p, Shape s) { return ConstTensor(p, DType::kI32, s); }
+inline Tensor f32(float* p, Shape s) {
+  return Tensor(p, DType::kF32, s);
+}
+inline ConstTensor f32(const float* p, Shape s) {
+  return ConstTensor(p, DType::kF32, s);
+}
+inline Tensor i32(int32_t* p, Shape s) {
+  return Tensor(p, DType::kI32, s);
+}
+inline ConstTensor i32(const int32_t* p, Shape s) {
+  return ConstTensor(p, DType::kI32, s);
+}
 
 }  // namespace spillway::compute

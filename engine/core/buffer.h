@@ -20,7 +20,8 @@ class AlignedBuffer {
   ~AlignedBuffer() { std::free(data_); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
       std::free(data_);
@@ -35,8 +36,14 @@ class AlignedBuffer {
 
   void* data() { return data_; }
   const void* data() const { return data_; }
-  template <typename T> T* as() { return static_cast<T*>(data_); }
-  template <typename T> const T* as() const { return static_cast<const T*>(data_); }
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return static_cast<const T*>(data_);
+  }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 

@@ -40,8 +40,9 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
-// Converts `n` elements of `src` (of type `from`) into float32 `dst`. kI32/kI64/kU8 convert by value.
-// `src` needs no alignment (tensors mmap'd from a safetensors file start wherever its header ends).
+// Converts `n` elements of `src` (of type `from`) into float32 `dst`. kI32/kI64/kU8 convert by
+// value. `src` needs no alignment (tensors mmap'd from a safetensors file start wherever its header
+// ends).
 void convert_to_f32(const void* src, DType from, float* dst, size_t n);
 // Converts `n` float32 elements into `dst` of type `to` (kF32, kF16 or kBF16).
 void convert_from_f32(const float* src, DType to, void* dst, size_t n);

@@ -24,8 +24,9 @@ Status write_file_atomic(const std::string& path, std::string_view data);
 
 // Streams pieces into `path` atomically: `produce` is called with a writer that appends bytes;
 // the file appears under `path` only when produce returns ok and every byte is on disk.
-Status write_file_atomic_stream(const std::string& path,
-                                const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce);
+Status write_file_atomic_stream(
+    const std::string& path,
+    const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce);
 
 // Writes a whole folder atomically: `fill` writes its files into `dir.tmp-<pid>`; only when it
 // returns ok does that folder replace `dir` (swapped in with renameat2 RENAME_EXCHANGE where `dir`
@@ -33,7 +34,8 @@ Status write_file_atomic_stream(const std::string& path,
 // the previous folder, never a half-written one and never none. On failure the temporary folder
 // is removed and fill's error returned; `dir.tmp-<pid>` folders of writers that died are removed
 // first.
-Status write_folder_atomic(const std::string& dir, const std::function<Status(const std::string& tmp)>& fill);
+Status write_folder_atomic(const std::string& dir,
+                           const std::function<Status(const std::string& tmp)>& fill);
 // Writes all `size` bytes to the open descriptor `fd`, retrying short writes and EINTR. On an
 // error, errno's status (kNoSpace for ENOSPC) with "cannot write <path>".
 Status write_all(int fd, const void* data, size_t size, const std::string& path);

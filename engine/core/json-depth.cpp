@@ -10,8 +10,10 @@ size_t json_nesting_depth(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;  // the escaped character cannot end the string
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -26,8 +28,8 @@ size_t json_nesting_depth(std::string_view text) {
 Status check_json_depth(std::string_view text, const std::string& what) {
   const size_t depth = json_nesting_depth(text);
   if (depth <= kMaxJsonDepth) return {};
-  return invalid_argument(what + ": JSON nested " + std::to_string(depth) + " levels deep (at most " +
-                          std::to_string(kMaxJsonDepth) + ")");
+  return invalid_argument(what + ": JSON nested " + std::to_string(depth) +
+                          " levels deep (at most " + std::to_string(kMaxJsonDepth) + ")");
 }
 
 }  // namespace spillway

@@ -60,7 +60,8 @@ struct JsonSyntaxError {
 //    the place)"
 // With `syntax`, a syntax error also fills it.
 Result<nlohmann::json> parse_json(std::string_view text, const std::string& what,
-                                  ErrorCode code = ErrorCode::kInvalidArgument, JsonSyntaxError* syntax = nullptr);
+                                  ErrorCode code = ErrorCode::kInvalidArgument,
+                                  JsonSyntaxError* syntax = nullptr);
 // read_file(path) (a regular file only: a FIFO is an error, not a hang) and parse_json.
 Result<nlohmann::json> read_json_file(const std::string& path,
                                       ErrorCode code = ErrorCode::kInvalidArgument);

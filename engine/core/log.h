@@ -16,9 +16,17 @@ void set_log_level(LogLevel level);
 void set_log_sink(std::function<void(LogLevel, const std::string&)> sink);
 const char* log_level_name(LogLevel level);
 
-inline void log_debug(const std::string& m) { log_message(LogLevel::kDebug, m); }
-inline void log_info(const std::string& m) { log_message(LogLevel::kInfo, m); }
-inline void log_warn(const std::string& m) { log_message(LogLevel::kWarn, m); }
-inline void log_error(const std::string& m) { log_message(LogLevel::kError, m); }
+inline void log_debug(const std::string& m) {
+  log_message(LogLevel::kDebug, m);
+}
+inline void log_info(const std::string& m) {
+  log_message(LogLevel::kInfo, m);
+}
+inline void log_warn(const std::string& m) {
+  log_message(LogLevel::kWarn, m);
+}
+inline void log_error(const std::string& m) {
+  log_message(LogLevel::kError, m);
+}
 
 }  // namespace spillway

@@ -15,15 +15,15 @@ namespace spillway {
 
 enum class ErrorCode {
   kOk = 0,
-  kInvalidArgument,   // bad input from the user: a job key, a flag, a malformed line
-  kNotFound,          // a file, tensor or key that should exist does not
-  kCorrupt,           // a file exists but its content is inconsistent (safetensors header, checksum)
-  kUnsupported,       // valid input we do not handle (architecture, dtype)
-  kIo,                // the OS refused: open, read, write, fsync, rename
-  kNoSpace,           // the disk or a memory tier is full
-  kOutOfMemory,       // an allocation failed or a job does not fit
-  kCancelled,         // stopped by the user (SIGTERM) or a caller
-  kInternal,          // a bug: an invariant did not hold
+  kInvalidArgument,  // bad input from the user: a job key, a flag, a malformed line
+  kNotFound,         // a file, tensor or key that should exist does not
+  kCorrupt,          // a file exists but its content is inconsistent (safetensors header, checksum)
+  kUnsupported,      // valid input we do not handle (architecture, dtype)
+  kIo,               // the OS refused: open, read, write, fsync, rename
+  kNoSpace,          // the disk or a memory tier is full
+  kOutOfMemory,      // an allocation failed or a job does not fit
+  kCancelled,        // stopped by the user (SIGTERM) or a caller
+  kInternal,         // a bug: an invariant did not hold
 };
 
 const char* error_code_name(ErrorCode code);
@@ -48,15 +48,33 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
-inline Status corrupt(std::string m) { return {ErrorCode::kCorrupt, std::move(m)}; }
-inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
-inline Status io_error(std::string m) { return {ErrorCode::kIo, std::move(m)}; }
-inline Status no_space(std::string m) { return {ErrorCode::kNoSpace, std::move(m)}; }
-inline Status out_of_memory(std::string m) { return {ErrorCode::kOutOfMemory, std::move(m)}; }
-inline Status cancelled(std::string m) { return {ErrorCode::kCancelled, std::move(m)}; }
-inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Status corrupt(std::string m) {
+  return {ErrorCode::kCorrupt, std::move(m)};
+}
+inline Status unsupported(std::string m) {
+  return {ErrorCode::kUnsupported, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {ErrorCode::kIo, std::move(m)};
+}
+inline Status no_space(std::string m) {
+  return {ErrorCode::kNoSpace, std::move(m)};
+}
+inline Status out_of_memory(std::string m) {
+  return {ErrorCode::kOutOfMemory, std::move(m)};
+}
+inline Status cancelled(std::string m) {
+  return {ErrorCode::kCancelled, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {ErrorCode::kInternal, std::move(m)};
+}
 // An I/O failure from errno: "what: strerror(errno)", mapped to kNoSpace for ENOSPC/EDQUOT.
 Status errno_status(const std::string& what, int err);
 
@@ -64,7 +82,7 @@ Status errno_status(const std::string& what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design, like std::expected
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design, like std::expected
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = internal_error("Result constructed from an ok Status");
   }
@@ -93,14 +111,15 @@ class [[nodiscard]] Result {
 #define SPW_CONCAT(a, b) SPW_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not ok.
-#define SPW_RETURN_IF_ERROR(expr)                     \
-  do {                                                \
-    ::spillway::Status spw_status_ = (expr);          \
-    if (!spw_status_.ok()) return spw_status_;        \
+#define SPW_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::spillway::Status spw_status_ = (expr);   \
+    if (!spw_status_.ok()) return spw_status_; \
   } while (0)
 
 // `SPW_ASSIGN_OR_RETURN(auto x, f());` — binds the value or returns the error.
-#define SPW_ASSIGN_OR_RETURN(lhs, expr) SPW_ASSIGN_OR_RETURN_IMPL(SPW_CONCAT(spw_r_, __LINE__), lhs, expr)
+#define SPW_ASSIGN_OR_RETURN(lhs, expr) \
+  SPW_ASSIGN_OR_RETURN_IMPL(SPW_CONCAT(spw_r_, __LINE__), lhs, expr)
 #define SPW_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.ok()) return tmp.status();             \

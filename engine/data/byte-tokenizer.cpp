@@ -18,8 +18,10 @@ Result<std::vector<int32_t>> ByteTokenizer::encode_with_special(std::string_view
 Result<std::string> ByteTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string out;
   for (int32_t id : ids) {
-    if (id >= 0 && id < 256) out.push_back(static_cast<char>(id));
-    else if (!skip_special) out += id_to_token(id);
+    if (id >= 0 && id < 256)
+      out.push_back(static_cast<char>(id));
+    else if (!skip_special)
+      out += id_to_token(id);
   }
   return out;
 }

@@ -14,7 +14,8 @@ class ByteTokenizer final : public Tokenizer {
 
   Result<std::vector<int32_t>> encode(std::string_view text) const override;
   Result<std::vector<int32_t>> encode_with_special(std::string_view text) const override;
-  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const override;
+  Result<std::string> decode(std::span<const int32_t> ids,
+                             bool skip_special = false) const override;
   int32_t vocab_size() const override { return 258; }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
   std::string id_to_token(int32_t id) const override;

@@ -5,7 +5,8 @@
 namespace spillway {
 
 Result<DatasetOptions> make_dataset_options(const DataSettings& data, const ModelConfig& model) {
-  if (data.seq_len < 2) return invalid_argument("data.seq_len must be at least 2, got " + std::to_string(data.seq_len));
+  if (data.seq_len < 2)
+    return invalid_argument("data.seq_len must be at least 2, got " + std::to_string(data.seq_len));
   DatasetOptions opts;
   opts.seq_len = data.seq_len;
   opts.instruction_layout = data.packing ? InstructionLayout::kPacked : InstructionLayout::kPadded;

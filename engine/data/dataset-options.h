@@ -1,9 +1,9 @@
 // The dataset options of a job for a model: the one place that turns what a job says about its data
-// (the job file's data.format, data.template, data.seq_len and data.packing) and the model it trains (config.json:
-// model_type picks the chat template when the tokenizer names none, vocab_size bounds pre-tokenized
-// ids) into DatasetOptions. Training (engine/train, through dataset_options(TrainJob, ...)), the
-// worker's `eval` and the GUI's dataset preview all call it, so the preview shows the chat template
-// and the trained-token mask that training uses.
+// (the job file's data.format, data.template, data.seq_len and data.packing) and the model it
+// trains (config.json: model_type picks the chat template when the tokenizer names none, vocab_size
+// bounds pre-tokenized ids) into DatasetOptions. Training (engine/train, through
+// dataset_options(TrainJob, ...)), the worker's `eval` and the GUI's dataset preview all call it,
+// so the preview shows the chat template and the trained-token mask that training uses.
 //
 // Pure function of its arguments; thread-safe.
 #pragma once
@@ -20,7 +20,7 @@ namespace spillway {
 // settings come from its TrainJob (train/train-job.h, data_settings), whose defaults are the job
 // schema's (engine/job/job-schema).
 struct DataSettings {
-  std::string format;         // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
+  std::string format;  // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
   std::string chat_template;  // data.template: auto, llama-2, llama-3, chatml, alpaca, plain
   int seq_len = 0;            // data.seq_len: positions per sequence
   bool packing = false;       // data.packing: instruction data packed (kPacked)

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
-#include "core/json-file.h"
 #include "core/json-depth.h"
+#include "core/json-file.h"
 #include "data/text-check.h"
 
 namespace spillway {
@@ -152,7 +152,8 @@ bool parse_record(const JsonSpan& span, json* out, std::string* reason, int64_t*
     return false;
   }
   if (const size_t depth = json_nesting_depth(span.text); depth > kMaxJsonDepth) {
-    *reason = "JSON nested " + std::to_string(depth) + " levels deep (at most " + std::to_string(kMaxJsonDepth) + ")";
+    *reason = "JSON nested " + std::to_string(depth) + " levels deep (at most " +
+              std::to_string(kMaxJsonDepth) + ")";
     return false;
   }
   // core/json-file: the reason without nlohmann's last token (a megabyte string was quoted whole),
@@ -738,7 +739,8 @@ Result<DatasetRecords> parse_dataset_records(std::string_view content, const std
 // garbage without a word).
 Result<std::string> read_text_file(const std::string& path) {
   SPW_ASSIGN_OR_RETURN(std::string content, read_file(path));
-  if (std::string why = not_text_reason(std::string_view(content).substr(0, kTextCheckBytes), path); !why.empty())
+  if (std::string why = not_text_reason(std::string_view(content).substr(0, kTextCheckBytes), path);
+      !why.empty())
     return invalid_argument(why);
   return content;
 }

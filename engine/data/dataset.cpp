@@ -1,9 +1,9 @@
 #include "data/dataset.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include "core/json-file.h"
 #include "core/log.h"
@@ -95,8 +95,8 @@ struct VocabBound {
   bool from_model = false;
 
   std::string why_out(const char* key, size_t i, int32_t id) const {
-    const std::string entry = "'" + std::string(key) + "' entry " + std::to_string(i) + " = " +
-                              std::to_string(id);
+    const std::string entry =
+        "'" + std::string(key) + "' entry " + std::to_string(i) + " = " + std::to_string(id);
     return from_model ? entry + " is not below the model's vocab_size " + std::to_string(size)
                       : entry + " is outside the vocabulary (size " + std::to_string(size) + ")";
   }
@@ -169,7 +169,8 @@ Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
                             "records) can be read without one");
   }
   if (!tokenizer && options.vocab_size <= 0)
-    return invalid_argument(name + ": pre-tokenized data without a tokenizer needs the model's vocab_size");
+    return invalid_argument(
+        name + ": pre-tokenized data without a tokenizer needs the model's vocab_size");
   const VocabBound vocab = options.vocab_size > 0 ? VocabBound{options.vocab_size, true}
                                                   : VocabBound{tokenizer->vocab_size(), false};
   auto shared = std::make_shared<Shared>();
@@ -287,9 +288,11 @@ Result<std::pair<Dataset, Dataset>> Dataset::split_tail(double fraction) const {
   const size_t n = size();
   if (fraction == 0.0) return std::pair<Dataset, Dataset>{*this, Dataset(shared_, end_, end_)};
   if (n < 2)
-    return invalid_argument(std::string("data.eval_fraction ") + text + " cannot hold out a sequence for evaluation from " +
+    return invalid_argument(std::string("data.eval_fraction ") + text +
+                            " cannot hold out a sequence for evaluation from " +
                             (n == 1 ? "the dataset's only sequence" : "an empty dataset") +
-                            "; use a larger dataset, a shorter data.seq_len, a data.eval file, or data.eval_fraction 0");
+                            "; use a larger dataset, a shorter data.seq_len, a data.eval file, or "
+                            "data.eval_fraction 0");
   size_t held = static_cast<size_t>(std::llround(static_cast<double>(n) * fraction));
   held = std::clamp<size_t>(held, 1, n - 1);
   const size_t cut = end_ - held;

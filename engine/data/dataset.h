@@ -43,7 +43,7 @@ const char* instruction_layout_name(InstructionLayout layout);
 Result<InstructionLayout> parse_instruction_layout(std::string_view name);
 
 struct DatasetOptions {
-  ReadOptions read;   // format (auto), text split, skip_bad_records, how many issues to keep
+  ReadOptions read;  // format (auto), text split, skip_bad_records, how many issues to keep
   int seq_len = 0;  // positions per sequence (data.seq_len; the model sees seq_len tokens, predicts
                     // seq_len): required, load() refuses 0
 

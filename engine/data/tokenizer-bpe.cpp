@@ -46,8 +46,9 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
   // 0 with few gaps; a table mostly of holes (one id of 1e9 among 300 tokens asked for 35 GB) is a
   // damaged file, refused before anything is allocated.
   if (static_cast<uint64_t>(max_id + 1) > 2 * vocab.size() + kMaxVocabGaps) {
-    return corrupt("model.vocab: id " + std::to_string(max_id) + " of " + quote_for_message(max_token) +
-                   " leaves most ids unused (the vocabulary has " + std::to_string(vocab.size()) +
+    return corrupt("model.vocab: id " + std::to_string(max_id) + " of " +
+                   quote_for_message(max_token) + " leaves most ids unused (the vocabulary has " +
+                   std::to_string(vocab.size()) +
                    " tokens); ids number the tokens from 0: the file is damaged");
   }
   m->id_to_token_.resize(static_cast<size_t>(max_id + 1));
@@ -85,7 +86,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model) {
       const std::string& s = e.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return corrupt("model.merges[" + std::to_string(i) + "] " + quote_for_message(s) + " is not \"a b\"");
+        return corrupt("model.merges[" + std::to_string(i) + "] " + quote_for_message(s) +
+                       " is not \"a b\"");
       a.assign(s, 0, sp);
       b.assign(s, sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {

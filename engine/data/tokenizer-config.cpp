@@ -29,10 +29,12 @@ Status read_token(const json& j, const char* key, const std::string& file,
 }
 
 // A flag that may be absent or null (left unset); anything but true or false is an error.
-Status read_flag(const json& j, const std::string& key, const std::string& file, std::optional<bool>& out) {
+Status read_flag(const json& j, const std::string& key, const std::string& file,
+                 std::optional<bool>& out) {
   if (!j.contains(key) || j[key].is_null()) return {};
   if (!j[key].is_boolean())
-    return corrupt(file + ": \"" + key + "\" is " + describe_json(j[key]) + ", expected true or false");
+    return corrupt(file + ": \"" + key + "\" is " + describe_json(j[key]) +
+                   ", expected true or false");
   out = j[key].get<bool>();
   return {};
 }

@@ -46,7 +46,8 @@ auto parse_part(const char* name, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const json::exception& e) {
-    std::string what = e.what();  // "[json.exception.type_error.302] type must be boolean, but is null"
+    std::string what =
+        e.what();  // "[json.exception.type_error.302] type must be boolean, but is null"
     if (const size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
     return corrupt(std::string(name) + ": a field has the wrong type (" + what.substr(0, 120) +
                    "); compare it with the same part of a tokenizer.json that transformers writes");
@@ -75,12 +76,14 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
     t->model_ = std::move(m).value();
   }
   {
-    auto n = parse_part("normalizer", [&] { return parse_normalizer(root.value("normalizer", json())); });
+    auto n = parse_part("normalizer",
+                        [&] { return parse_normalizer(root.value("normalizer", json())); });
     if (!n.ok()) return ctx(n.status());
     t->normalizer_ = std::move(n).value();
   }
   {
-    auto p = parse_part("pre_tokenizer", [&] { return parse_pre_tokenizer(root.value("pre_tokenizer", json())); });
+    auto p = parse_part("pre_tokenizer",
+                        [&] { return parse_pre_tokenizer(root.value("pre_tokenizer", json())); });
     if (!p.ok()) return ctx(p.status());
     t->pre_tokenizer_ = std::move(p).value();
   }
@@ -90,12 +93,14 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
     t->decoder_ = std::move(d).value();
   }
   {
-    auto p = parse_part("post_processor", [&] { return parse_post_processor(root.value("post_processor", json())); });
+    auto p = parse_part("post_processor",
+                        [&] { return parse_post_processor(root.value("post_processor", json())); });
     if (!p.ok()) return ctx(p.status());
     t->post_processor_ = std::move(p).value();
   }
   {
-    auto a = parse_part("added_tokens", [&] { return parse_added_tokens(root.value("added_tokens", json())); });
+    auto a = parse_part("added_tokens",
+                        [&] { return parse_added_tokens(root.value("added_tokens", json())); });
     if (!a.ok()) return ctx(a.status());
     t->added_ = std::move(a).value();
   }

@@ -40,7 +40,8 @@ class JsonTokenizer final : public Tokenizer {
 
   Result<std::vector<int32_t>> encode(std::string_view text) const override;
   Result<std::vector<int32_t>> encode_with_special(std::string_view text) const override;
-  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const override;
+  Result<std::string> decode(std::span<const int32_t> ids,
+                             bool skip_special = false) const override;
 
   int32_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> token_to_id(std::string_view token) const override;

@@ -16,10 +16,14 @@ namespace {
 
 const char* form_name(tu::NormalForm f) {
   switch (f) {
-    case tu::NormalForm::kNfc: return "NFC";
-    case tu::NormalForm::kNfd: return "NFD";
-    case tu::NormalForm::kNfkc: return "NFKC";
-    case tu::NormalForm::kNfkd: return "NFKD";
+    case tu::NormalForm::kNfc:
+      return "NFC";
+    case tu::NormalForm::kNfd:
+      return "NFD";
+    case tu::NormalForm::kNfkc:
+      return "NFKC";
+    case tu::NormalForm::kNfkd:
+      return "NFKD";
   }
   return "?";
 }
@@ -31,7 +35,8 @@ class NormalFormNormalizer final : public TokenizerNormalizer {
     std::string out;
     if (!tu::normalize(form_, s, out))
       return invalid_argument(std::string("Unicode normalization (") + form_name(form_) +
-                              ") failed on a piece of " + std::to_string(s.size()) + " bytes (ICU)");
+                              ") failed on a piece of " + std::to_string(s.size()) +
+                              " bytes (ICU)");
     s.swap(out);
     return {};
   }
@@ -152,7 +157,8 @@ Result<std::unique_ptr<TokenizerNormalizer>> parse_normalizer(const json& j) {
       return corrupt("normalizer Replace: missing \"pattern\" or \"content\"");
     auto r = TokenizerReplace::parse(j["pattern"], j["content"].get<std::string>());
     if (!r.ok()) return r.status().with_context("normalizer Replace");
-    return std::unique_ptr<TokenizerNormalizer>(std::make_unique<ReplaceNormalizer>(std::move(r).value()));
+    return std::unique_ptr<TokenizerNormalizer>(
+        std::make_unique<ReplaceNormalizer>(std::move(r).value()));
   }
   if (type == "Strip") {
     return std::unique_ptr<TokenizerNormalizer>(std::make_unique<StripNormalizer>(

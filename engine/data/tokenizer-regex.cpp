@@ -125,11 +125,12 @@ Status TokenizerRegex::find_all(std::string_view text,
   if (failure == 0) return {};
   PCRE2_UCHAR msg[256];
   pcre2_get_error_message(failure, msg, sizeof(msg));
-  return invalid_argument("tokenizer regex '" + shown(pattern_, 80) + "' gave up on a piece of " +
-                          std::to_string(text.size()) + " bytes at byte " + std::to_string(pos) + " ('" +
-                          shown(text.substr(pos), 40) + "'): PCRE2: " + reinterpret_cast<const char*>(msg) +
-                          "; the pattern backtracks too much on this text, so it cannot be split as the "
-                          "tokenizer was trained (shorten such runs in the data or fix the pattern)");
+  return invalid_argument(
+      "tokenizer regex '" + shown(pattern_, 80) + "' gave up on a piece of " +
+      std::to_string(text.size()) + " bytes at byte " + std::to_string(pos) + " ('" +
+      shown(text.substr(pos), 40) + "'): PCRE2: " + reinterpret_cast<const char*>(msg) +
+      "; the pattern backtracks too much on this text, so it cannot be split as the "
+      "tokenizer was trained (shorten such runs in the data or fix the pattern)");
 }
 
 }  // namespace spillway

@@ -4,9 +4,8 @@
 // Immutable after parse(); apply() is const and thread-safe.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "core/status.h"
 #include "data/tokenizer-regex.h"

@@ -2,7 +2,6 @@
 #include "data/tokenizer.h"
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
@@ -36,7 +35,8 @@ Result<TokenizerConfig> config_of(const std::string& dir) {
 Result<std::unique_ptr<Tokenizer>> load_json(const std::string& file, const std::string& dir) {
   SPW_ASSIGN_OR_RETURN(TokenizerConfig cfg, config_of(dir));
   SPW_ASSIGN_OR_RETURN(std::string text, read_file(file));
-  SPW_ASSIGN_OR_RETURN(auto t, json_guard(file, [&] { return JsonTokenizer::from_json_text(text, file, cfg); }));
+  SPW_ASSIGN_OR_RETURN(
+      auto t, json_guard(file, [&] { return JsonTokenizer::from_json_text(text, file, cfg); }));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
 

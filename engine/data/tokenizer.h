@@ -39,7 +39,8 @@ class Tokenizer {
   virtual Result<std::vector<int32_t>> encode_with_special(std::string_view text) const = 0;
   // Text of `ids`; with skip_special, special tokens are dropped (HF skip_special_tokens).
   // kInvalidArgument when a decoder's Replace regex gives up on a token (as encode).
-  virtual Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const = 0;
+  virtual Result<std::string> decode(std::span<const int32_t> ids,
+                                     bool skip_special = false) const = 0;
 
   // Number of ids, including added tokens (max id + 1).
   virtual int32_t vocab_size() const = 0;

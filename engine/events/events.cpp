@@ -11,8 +11,9 @@ namespace {
 using nlohmann::json;
 using namespace events_detail;
 
-constexpr std::array<const char*, 11> kTypeNames = {"state", "step",   "eval", "checkpoint", "measured", "plan",
-                                                    "export", "log", "error", "span",       "sample"};
+constexpr std::array<const char*, 11> kTypeNames = {"state",    "step", "eval",   "checkpoint",
+                                                    "measured", "plan", "export", "log",
+                                                    "error",    "span", "sample"};
 
 template <typename T>
 void put(json& j, const char* key, const std::optional<T>& v) {
@@ -25,16 +26,20 @@ json value_or_null(const std::optional<T>& v) {
 }
 
 // A number that JSON cannot hold (NaN, ±inf) as null.
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 // Field names of a sample's tier and link: "<category>_bytes", "<link>_gbps", "<link>_bytes".
 constexpr std::string_view kBytesSuffix = "_bytes", kGbpsSuffix = "_gbps";
-const char* const kTierFields[] = {"used_bytes",         "capacity_bytes",  "device_total_bytes", "device_free_bytes",
-                                   "total_bytes",        "available_bytes", "free_bytes"};
+const char* const kTierFields[] = {"used_bytes",        "capacity_bytes", "device_total_bytes",
+                                   "device_free_bytes", "total_bytes",    "available_bytes",
+                                   "free_bytes"};
 
 std::optional<uint64_t> SampleTier::*const kTierMembers[] = {
-    &SampleTier::used_bytes,  &SampleTier::capacity_bytes,  &SampleTier::device_total_bytes,
-    &SampleTier::device_free_bytes, &SampleTier::total_bytes, &SampleTier::available_bytes, &SampleTier::free_bytes};
+    &SampleTier::used_bytes,        &SampleTier::capacity_bytes, &SampleTier::device_total_bytes,
+    &SampleTier::device_free_bytes, &SampleTier::total_bytes,    &SampleTier::available_bytes,
+    &SampleTier::free_bytes};
 
 bool is_tier_field(std::string_view key) {
   for (const char* f : kTierFields)
@@ -44,7 +49,9 @@ bool is_tier_field(std::string_view key) {
 
 }  // namespace
 
-const char* event_type_name(EventType type) { return kTypeNames[static_cast<size_t>(type)]; }
+const char* event_type_name(EventType type) {
+  return kTypeNames[static_cast<size_t>(type)];
+}
 
 std::optional<EventType> parse_event_type(std::string_view name) {
   for (size_t i = 0; i < kTypeNames.size(); ++i)
@@ -139,8 +146,8 @@ json to_json(const EvalEvent& e) {
 }
 
 EvalEvent eval_event_from_json(const json& j) {
-  return {integer<int64_t>(j, "step").value_or(0), number(j, "loss").value_or(0), number(j, "perplexity").value_or(0),
-          number(j, "eval_s")};
+  return {integer<int64_t>(j, "step").value_or(0), number(j, "loss").value_or(0),
+          number(j, "perplexity").value_or(0), number(j, "eval_s")};
 }
 
 json to_json(const CheckpointEvent& e) {
@@ -152,17 +159,25 @@ CheckpointEvent checkpoint_event_from_json(const json& j) {
           integer<uint64_t>(j, "bytes").value_or(0), number(j, "write_s").value_or(0)};
 }
 
-json to_json(const ExportEvent& e) { return {{"path", e.path}, {"tokenizer", e.tokenizer}}; }
+json to_json(const ExportEvent& e) {
+  return {{"path", e.path}, {"tokenizer", e.tokenizer}};
+}
 
 ExportEvent export_event_from_json(const json& j) {
   return {text(j, "path").value_or(""), boolean(j, "tokenizer").value_or(false)};
 }
 
-json to_json(const LogEvent& e) { return {{"level", e.level}, {"message", e.message}}; }
+json to_json(const LogEvent& e) {
+  return {{"level", e.level}, {"message", e.message}};
+}
 
-LogEvent log_event_from_json(const json& j) { return {text(j, "level").value_or(""), text(j, "message").value_or("")}; }
+LogEvent log_event_from_json(const json& j) {
+  return {text(j, "level").value_or(""), text(j, "message").value_or("")};
+}
 
-json to_json(const ErrorEvent& e) { return {{"code", e.code}, {"message", e.message}}; }
+json to_json(const ErrorEvent& e) {
+  return {{"code", e.code}, {"message", e.message}};
+}
 
 ErrorEvent error_event_from_json(const json& j) {
   return {text(j, "code").value_or(""), text(j, "message").value_or("")};
@@ -197,7 +212,8 @@ json to_json(const SampleEvent& e) {
   json tiers = json::object();
   for (const auto& [name, t] : e.tiers) {
     json o = json::object();
-    for (const auto& [category, bytes] : t.category_bytes) o[category + std::string(kBytesSuffix)] = bytes;
+    for (const auto& [category, bytes] : t.category_bytes)
+      o[category + std::string(kBytesSuffix)] = bytes;
     for (size_t i = 0; i < std::size(kTierFields); ++i) put(o, kTierFields[i], t.*kTierMembers[i]);
     tiers[name] = std::move(o);
   }
@@ -208,7 +224,10 @@ json to_json(const SampleEvent& e) {
     put(links, (name + std::string(kBytesSuffix)).c_str(), l.bytes);
   }
   j["links"] = std::move(links);
-  if (e.disk) j["disk"] = {{"device", e.disk->device}, {"read_gbps", e.disk->read_gbps}, {"write_gbps", e.disk->write_gbps}};
+  if (e.disk)
+    j["disk"] = {{"device", e.disk->device},
+                 {"read_gbps", e.disk->read_gbps},
+                 {"write_gbps", e.disk->write_gbps}};
   put(j, "rss_bytes", e.rss_bytes);
   put(j, "interval_s", e.interval_s);
   put(j, "gpu_util_pct", e.gpu_util_pct);
@@ -231,15 +250,18 @@ SampleEvent sample_event_from_json(const json& j) {
       if (auto bytes = integer<uint64_t>(o, key.c_str()))
         t.category_bytes[key.substr(0, key.size() - kBytesSuffix.size())] = *bytes;
     }
-    for (size_t i = 0; i < std::size(kTierFields); ++i) t.*kTierMembers[i] = integer<uint64_t>(o, kTierFields[i]);
+    for (size_t i = 0; i < std::size(kTierFields); ++i)
+      t.*kTierMembers[i] = integer<uint64_t>(o, kTierFields[i]);
     e.tiers[name] = std::move(t);
   }
   for (const auto& [key, v] : object(j, "links").items()) {
     const json& links = object(j, "links");
     if (key.ends_with(kGbpsSuffix)) {
-      if (auto g = number(links, key.c_str())) e.links[key.substr(0, key.size() - kGbpsSuffix.size())].gbps = g;
+      if (auto g = number(links, key.c_str()))
+        e.links[key.substr(0, key.size() - kGbpsSuffix.size())].gbps = g;
     } else if (key.ends_with(kBytesSuffix)) {
-      if (auto b = integer<uint64_t>(links, key.c_str())) e.links[key.substr(0, key.size() - kBytesSuffix.size())].bytes = b;
+      if (auto b = integer<uint64_t>(links, key.c_str()))
+        e.links[key.substr(0, key.size() - kBytesSuffix.size())].bytes = b;
     }
   }
   if (const json* d = field(j, "disk"); d && d->is_object())
@@ -261,12 +283,18 @@ SampleEvent sample_event_from_json(const json& j) {
 
 const char* step_figure_key(StepFigure f) {
   switch (f) {
-    case StepFigure::kStepS: return "step_s";
-    case StepFigure::kTokensPerS: return "tokens_per_s";
-    case StepFigure::kPeakHbmBytes: return "peak_hbm_bytes";
-    case StepFigure::kPeakDramBytes: return "peak_dram_bytes";
-    case StepFigure::kH2dBytes: return "h2d_bytes";
-    case StepFigure::kD2hBytes: return "d2h_bytes";
+    case StepFigure::kStepS:
+      return "step_s";
+    case StepFigure::kTokensPerS:
+      return "tokens_per_s";
+    case StepFigure::kPeakHbmBytes:
+      return "peak_hbm_bytes";
+    case StepFigure::kPeakDramBytes:
+      return "peak_dram_bytes";
+    case StepFigure::kH2dBytes:
+      return "h2d_bytes";
+    case StepFigure::kD2hBytes:
+      return "d2h_bytes";
   }
   return "";
 }
@@ -276,12 +304,18 @@ std::optional<double> figure_value(const StepFigures& f, StepFigure which) {
     return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
   };
   switch (which) {
-    case StepFigure::kStepS: return f.step_s;
-    case StepFigure::kTokensPerS: return f.tokens_per_s;
-    case StepFigure::kPeakHbmBytes: return as_double(f.peak_hbm_bytes);
-    case StepFigure::kPeakDramBytes: return as_double(f.peak_dram_bytes);
-    case StepFigure::kH2dBytes: return f.h2d_bytes;
-    case StepFigure::kD2hBytes: return f.d2h_bytes;
+    case StepFigure::kStepS:
+      return f.step_s;
+    case StepFigure::kTokensPerS:
+      return f.tokens_per_s;
+    case StepFigure::kPeakHbmBytes:
+      return as_double(f.peak_hbm_bytes);
+    case StepFigure::kPeakDramBytes:
+      return as_double(f.peak_dram_bytes);
+    case StepFigure::kH2dBytes:
+      return f.h2d_bytes;
+    case StepFigure::kD2hBytes:
+      return f.d2h_bytes;
   }
   return std::nullopt;
 }
@@ -327,7 +361,8 @@ FiguresVersusPlan figures_versus_plan_from_json(const json& j) {
 }
 
 json to_json(const MeasuredEvent& e) {
-  json j = {{"steps", e.steps}, {"figures", to_json(e.figures)}, {"versus_plan", to_json(e.versus_plan)}};
+  json j = {
+      {"steps", e.steps}, {"figures", to_json(e.figures)}, {"versus_plan", to_json(e.versus_plan)}};
   if (e.plan) j["plan"] = to_json(*e.plan);
   return j;
 }

@@ -16,17 +16,28 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "events/plan.h"
 
 namespace spillway {
 
-enum class EventType { kState, kStep, kEval, kCheckpoint, kMeasured, kPlan, kExport, kLog, kError, kSpan, kSample };
+enum class EventType {
+  kState,
+  kStep,
+  kEval,
+  kCheckpoint,
+  kMeasured,
+  kPlan,
+  kExport,
+  kLog,
+  kError,
+  kSpan,
+  kSample
+};
 // "state", "step", ...: the line's "type".
 const char* event_type_name(EventType type);
 // The type of a line's "type", or nullopt for one this version does not know.
@@ -54,7 +65,8 @@ struct StateEvent {
   std::optional<uint64_t> device_bytes;  // "device": the engine's device arena, bytes
   std::optional<std::string> optimizer_tier, master_tier;  // "dram", "ssd"
   std::optional<std::string> ssd_folder;
-  std::optional<double> eval_loss;  // the last evaluation's loss at the end (NaN: none, written null)
+  std::optional<double>
+      eval_loss;  // the last evaluation's loss at the end (NaN: none, written null)
 
   // {"state": state, "step": step}: the usual state change.
   static StateEvent at_step(std::string state, int64_t step) {
@@ -117,15 +129,17 @@ struct SpanEvent {
 // One tier of a sample: the bytes the engine holds there by category ("weights", "gradients",
 // "master", "optimizer", "checkpoints", "workspace"), their sum, and what the system reports.
 struct SampleTier {
-  std::map<std::string, uint64_t> category_bytes;  // category name -> bytes ("<name>_bytes" in the line)
+  std::map<std::string, uint64_t>
+      category_bytes;  // category name -> bytes ("<name>_bytes" in the line)
   std::optional<uint64_t> used_bytes, capacity_bytes;
   std::optional<uint64_t> device_total_bytes, device_free_bytes;  // hbm: the device's own reading
-  std::optional<uint64_t> total_bytes, available_bytes, free_bytes;  // dram: meminfo; ssd: the folder's file system
+  std::optional<uint64_t> total_bytes, available_bytes,
+      free_bytes;  // dram: meminfo; ssd: the folder's file system
 };
 
 // One link of a sample ("h2d", "d2h", "ssd_read", "ssd_write").
 struct SampleLink {
-  std::optional<double> gbps;    // over the last interval; absent on the first sample
+  std::optional<double> gbps;     // over the last interval; absent on the first sample
   std::optional<uint64_t> bytes;  // moved since the run started
 };
 
@@ -159,9 +173,9 @@ struct StepFigures {
 
 // The figures in the order the worker prints and the GUI lists them.
 enum class StepFigure { kStepS, kTokensPerS, kPeakHbmBytes, kPeakDramBytes, kH2dBytes, kD2hBytes };
-inline constexpr std::array<StepFigure, 6> kStepFigures = {StepFigure::kStepS,        StepFigure::kTokensPerS,
-                                                           StepFigure::kPeakHbmBytes, StepFigure::kPeakDramBytes,
-                                                           StepFigure::kH2dBytes,     StepFigure::kD2hBytes};
+inline constexpr std::array<StepFigure, 6> kStepFigures = {
+    StepFigure::kStepS,         StepFigure::kTokensPerS, StepFigure::kPeakHbmBytes,
+    StepFigure::kPeakDramBytes, StepFigure::kH2dBytes,   StepFigure::kD2hBytes};
 // "step_s", "tokens_per_s", ...: the figure's key in the JSON.
 const char* step_figure_key(StepFigure f);
 // The figure's value as a double, absent where absent.

@@ -1,16 +1,15 @@
 // Reading one field of an event or a plan that may come from a damaged or older file: a field that
 // is missing or of another type reads as absent (nullopt) or as the caller's default, never throws,
-// and a number out of the target type's range is clamped (a damaged events.jsonl holds NaN or 7.8e95,
-// whose conversion to an integer is undefined). Internal to engine/events.
+// and a number out of the target type's range is clamped (a damaged events.jsonl holds NaN
+// or 7.8e95, whose conversion to an integer is undefined). Internal to engine/events.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace spillway::events_detail {
 

@@ -85,7 +85,9 @@ void for_each_machine_number(Machine& m, F&& f) {
 
 }  // namespace
 
-bool Plan::on_cpu() const { return backend == "cpu"; }
+bool Plan::on_cpu() const {
+  return backend == "cpu";
+}
 
 json to_json(const PlanSuggestion& s) {
   if (!s.fits) return {{"fits", false}, {"why", s.why}};
@@ -135,11 +137,15 @@ json to_json(const Plan& p) {
             {"grad_accum", p.grad_accum},
             {"seq_len", p.seq_len},
             {"checkpoints", p.checkpoints_on_device ? "device" : "host"},
-            {"model", {{"architecture", p.model.architecture}, {"parameters", p.model.parameters},
-                       {"layers", p.model.layers}, {"hidden_size", p.model.hidden_size},
-                       {"vocab_size", p.model.vocab_size}}},
+            {"model",
+             {{"architecture", p.model.architecture},
+              {"parameters", p.model.parameters},
+              {"layers", p.model.layers},
+              {"hidden_size", p.model.hidden_size},
+              {"vocab_size", p.model.vocab_size}}},
             {"machine", machine},
-            {"tiers", {{"hbm", tier_json(p.hbm)}, {"dram", tier_json(p.dram)}, {"ssd", tier_json(p.ssd)}}},
+            {"tiers",
+             {{"hbm", tier_json(p.hbm)}, {"dram", tier_json(p.dram)}, {"ssd", tier_json(p.ssd)}}},
             {"step", step}};
   if (p.suggestion) j["suggestion"] = to_json(*p.suggestion);
   if (p.backend_reason) j["backend_reason"] = *p.backend_reason;
@@ -148,7 +154,8 @@ json to_json(const Plan& p) {
 
 Result<Plan> plan_from_json(const json& j, bool whole) {
   if (!j.is_object()) return corrupt("the plan is not a JSON object");
-  if (whole && (!j.contains("fits") || !j.contains("tiers"))) return corrupt("the plan is missing 'fits' or 'tiers'");
+  if (whole && (!j.contains("fits") || !j.contains("tiers")))
+    return corrupt("the plan is missing 'fits' or 'tiers'");
   Plan p;
   p.fits = boolean(j, "fits").value_or(false);
   p.reason = text(j, "reason").value_or("");
@@ -165,7 +172,8 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.model.hidden_size = integer<int>(model, "hidden_size").value_or(0);
   p.model.vocab_size = integer<int>(model, "vocab_size").value_or(0);
   const json& machine = object(j, "machine");
-  for_each_machine_number(p.machine, [&](const char* k, double& v) { v = number(machine, k).value_or(0); });
+  for_each_machine_number(p.machine,
+                          [&](const char* k, double& v) { v = number(machine, k).value_or(0); });
   p.machine.device = text(machine, "device").value_or("");
   const json& tiers = object(j, "tiers");
   p.hbm = tier_from_json(object(tiers, "hbm"));
@@ -175,7 +183,8 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   for_each_step_number(p.step, [&](const char* k, double& v) { v = number(step, k).value_or(0); });
   p.step.bottleneck = text(step, "bottleneck").value_or("");
   p.step.total_steps = integer<int64_t>(step, "total_steps").value_or(0);
-  if (const json* s = field(j, "suggestion"); s && s->is_object()) p.suggestion = plan_suggestion_from_json(*s);
+  if (const json* s = field(j, "suggestion"); s && s->is_object())
+    p.suggestion = plan_suggestion_from_json(*s);
   return p;
 }
 

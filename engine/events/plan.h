@@ -10,10 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -22,11 +21,12 @@ namespace spillway {
 // One memory tier of the plan (HBM, DRAM or SSD). A category the tier never holds is absent
 // (nullopt), not 0: HBM has no master or optimizer category, the SSD only those two.
 struct PlanTier {
-  std::optional<uint64_t> weights_bytes, master_bytes, gradients_bytes, optimizer_bytes, checkpoints_bytes,
-      workspace_bytes;
+  std::optional<uint64_t> weights_bytes, master_bytes, gradients_bytes, optimizer_bytes,
+      checkpoints_bytes, workspace_bytes;
   uint64_t needed_bytes = 0;  // what the job needs there
-  uint64_t total_bytes = 0;   // the tier's size; 0: unbounded (the CPU backend's device without a cap)
-  uint64_t free_bytes = 0;    // what the job may have
+  uint64_t total_bytes =
+      0;  // the tier's size; 0: unbounded (the CPU backend's device without a cap)
+  uint64_t free_bytes = 0;  // what the job may have
   // Memory the process holds there whatever the job (CUDA context, libraries); absent on the SSD.
   std::optional<uint64_t> runtime_bytes;
 };
@@ -50,8 +50,8 @@ struct PlanMachine {
 // host link each way, and the whole step.
 struct PlanStep {
   double tokens = 0, flops = 0, model_flops = 0;
-  double compute_s = 0, gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0, key_bias_s = 0,
-         accumulate_s = 0;
+  double compute_s = 0, gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0,
+         key_bias_s = 0, accumulate_s = 0;
   double h2d_bytes = 0, d2h_bytes = 0, h2d_s = 0, d2h_s = 0, link_s = 0, ssd_s = 0;
   double grad_norm_s = 0, adamw_s = 0, optimizer_s = 0, optimizer_visible_s = 0;
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
@@ -76,7 +76,8 @@ struct Plan {
   bool fits = false;
   std::string reason;   // when !fits: what does not fit and what to change
   std::string backend;  // the backend's name, as the worker reports it ("cpu", "cuda")
-  // `spillway-worker plan`: why that backend (placement.backend auto, and no GPU); absent in a run's plan.
+  // `spillway-worker plan`: why that backend (placement.backend auto, and no GPU); absent in a
+  // run's plan.
   std::optional<std::string> backend_reason;
   int micro_batch_size = 0, grad_accum = 0, seq_len = 0;
   bool checkpoints_on_device = false;  // "checkpoints": "device" or "host"

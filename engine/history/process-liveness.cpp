@@ -83,7 +83,8 @@ Liveness check_process(const ProcessIdentity& recorded) {
   if (recorded.pid <= 0) return Liveness::kUnknown;
   if (!recorded.host.empty() && recorded.host != current_host_name()) return Liveness::kUnknown;
   std::string boot = current_boot_id();
-  if (!recorded.boot_id.empty() && !boot.empty() && recorded.boot_id != boot) return Liveness::kGone;
+  if (!recorded.boot_id.empty() && !boot.empty() && recorded.boot_id != boot)
+    return Liveness::kGone;
 
   if (::kill(static_cast<pid_t>(recorded.pid), 0) != 0 && errno == ESRCH) return Liveness::kGone;
   // EPERM: a process with that pid exists but belongs to someone else — judge it by /proc below.
@@ -91,7 +92,7 @@ Liveness check_process(const ProcessIdentity& recorded) {
   if (!state) {
     // No /proc entry: either no /proc at all (then kill() said it exists) or it just exited.
     return ::kill(static_cast<pid_t>(recorded.pid), 0) != 0 && errno == ESRCH ? Liveness::kGone
-                                                                               : Liveness::kAlive;
+                                                                              : Liveness::kAlive;
   }
   if (*state == 'Z' || *state == 'X' || *state == 'x') return Liveness::kGone;
   if (recorded.start_ticks) {

@@ -92,9 +92,11 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
     auto other = store->find_run_by_folder(info.run_dir);
     if (other.ok() && *other && (*other)->status == RunStatus::kRunning)
       who = " (run " + (*other)->id +
-            ((*other)->pid ? ", worker process " + std::to_string(*(*other)->pid) : std::string()) + ")";
-    return invalid_argument(lock.status().message() + who +
-                            ": stop that run or wait for it to end, or choose another output.run_dir");
+            ((*other)->pid ? ", worker process " + std::to_string(*(*other)->pid) : std::string()) +
+            ")";
+    return invalid_argument(
+        lock.status().message() + who +
+        ": stop that run or wait for it to end, or choose another output.run_dir");
   }
   // A resume in the checkpoint's own folder: the checkpoints after it are the abandoned steps'.
   std::string set_aside;
@@ -123,9 +125,12 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
   return rec;
 }
 
-RunRecorder::RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events, std::string id,
-                         std::string dir, RunRecorderOptions options)
-    : store_(std::move(store)), events_(std::move(events)), id_(std::move(id)), dir_(std::move(dir)),
+RunRecorder::RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events,
+                         std::string id, std::string dir, RunRecorderOptions options)
+    : store_(std::move(store)),
+      events_(std::move(events)),
+      id_(std::move(id)),
+      dir_(std::move(dir)),
       options_(std::move(options)) {}
 
 RunRecorder::~RunRecorder() = default;
@@ -137,7 +142,8 @@ Status RunRecorder::must(const std::function<Status()>& write, const std::string
   st = write();
   if (st.ok()) return st;
   return st.with_context("the run's history (" + store_->path() + ") could not record " + what +
-                         "; the run folder " + dir_ + " keeps its checkpoints: free the database (close the program "
+                         "; the run folder " + dir_ +
+                         " keeps its checkpoints: free the database (close the program "
                          "holding it, or make it writable) and resume");
 }
 
@@ -149,10 +155,11 @@ void RunRecorder::lost(bool in_db, const std::string& what, const Status& st) {
     bool& warned = in_db ? warned_db_ : warned_events_;
     if (warned) return;
     warned = true;
-    warning = std::string(in_db ? "History (" + store_->path() + ")" : events_->path()) + " could not record " + what +
-              ": " + st.to_string() + "; the run goes on" +
-              (in_db ? ", and its events.jsonl keeps every step" : ", and History keeps its steps") +
-              " (further failures are counted, not repeated)";
+    warning =
+        std::string(in_db ? "History (" + store_->path() + ")" : events_->path()) +
+        " could not record " + what + ": " + st.to_string() + "; the run goes on" +
+        (in_db ? ", and its events.jsonl keeps every step" : ", and History keeps its steps") +
+        " (further failures are counted, not repeated)";
   }
   if (options_.on_warning) options_.on_warning(warning);
   if (in_db) log(LogLevel::kWarn, warning);  // into the other destination
@@ -164,53 +171,74 @@ Status RunRecorder::state(const StateEvent& e) {
   return st;
 }
 
-Status RunRecorder::checkpoint(int64_t step, const std::string& path, uint64_t bytes, double write_s) {
+Status RunRecorder::checkpoint(int64_t step, const std::string& path, uint64_t bytes,
+                               double write_s) {
   Status st = events_->checkpoint(CheckpointEvent{step, path, bytes, write_s});
   if (!st.ok()) return st.with_context(events_->path() + ": checkpoint " + path);
-  return must([&] { return store_->add_checkpoint(id_, CheckpointRow{step, path, 0, static_cast<int64_t>(bytes)}); },
-              "checkpoint " + path);
+  return must(
+      [&] {
+        return store_->add_checkpoint(id_,
+                                      CheckpointRow{step, path, 0, static_cast<int64_t>(bytes)});
+      },
+      "checkpoint " + path);
 }
 
 Status RunRecorder::finish(RunStatus status, const FinalFigures& figures, StateEvent state_extra) {
   if (const uint64_t n = dropped(); n > 0)
-    log(LogLevel::kWarn, std::to_string(n) + " telemetry record" + (n == 1 ? " was" : "s were") + " not written (see the first warning)");
+    log(LogLevel::kWarn, std::to_string(n) + " telemetry record" + (n == 1 ? " was" : "s were") +
+                             " not written (see the first warning)");
   state_extra.state = run_status_name(status);
   SPW_RETURN_IF_ERROR(state(state_extra));
-  return must([&] { return store_->finish_run(id_, status, figures); }, std::string("the run's end (") + run_status_name(status) + ")");
+  return must([&] { return store_->finish_run(id_, status, figures); },
+              std::string("the run's end (") + run_status_name(status) + ")");
 }
 
 Status RunRecorder::fail(const Status& why, FinalFigures figures) {
   figures.error_message = why.to_string();
   Status st = events_->error(why);
   if (st.ok()) st = events_->state("failed");
-  if (st.ok()) st = must([&] { return store_->finish_run(id_, RunStatus::kFailed, figures); }, "the run's failure");
+  if (st.ok())
+    st = must([&] { return store_->finish_run(id_, RunStatus::kFailed, figures); },
+              "the run's failure");
   if (st.ok()) return why;
-  return Status(why.code(), why.message() + " (and recording the failure failed too: " + st.to_string() + ")");
+  return Status(why.code(),
+                why.message() + " (and recording the failure failed too: " + st.to_string() + ")");
 }
 
 void RunRecorder::step(const StepEvent& e, const MetricRow& row) {
   if (Status st = events_->step(e); !st.ok()) lost(false, "step " + std::to_string(row.step), st);
-  if (Status st = store_->add_metric(id_, row); !st.ok()) lost(true, "step " + std::to_string(row.step) + "'s metrics", st);
+  if (Status st = store_->add_metric(id_, row); !st.ok())
+    lost(true, "step " + std::to_string(row.step) + "'s metrics", st);
 }
 
 void RunRecorder::eval(const EvalEvent& e, const EvalRow& row) {
-  if (Status st = events_->eval(e); !st.ok()) lost(false, "the eval at step " + std::to_string(row.step), st);
-  if (Status st = store_->add_eval(id_, row); !st.ok()) lost(true, "the eval at step " + std::to_string(row.step), st);
+  if (Status st = events_->eval(e); !st.ok())
+    lost(false, "the eval at step " + std::to_string(row.step), st);
+  if (Status st = store_->add_eval(id_, row); !st.ok())
+    lost(true, "the eval at step " + std::to_string(row.step), st);
 }
 
 void RunRecorder::sample(double t_s, const nlohmann::json& fields) {
-  if (auto st = store_->add_sample(id_, t_s, fields.dump()); !st.ok()) lost(true, "a telemetry sample", st.status());
+  if (auto st = store_->add_sample(id_, t_s, fields.dump()); !st.ok())
+    lost(true, "a telemetry sample", st.status());
 }
 
 void RunRecorder::emit(std::string_view type, const nlohmann::json& fields) {
-  if (Status st = events_->emit(type, fields); !st.ok()) lost(false, "a '" + std::string(type) + "' event", st);
+  if (Status st = events_->emit(type, fields); !st.ok())
+    lost(false, "a '" + std::string(type) + "' event", st);
 }
 
-void RunRecorder::plan(const Plan& plan) { emit(event_type_name(EventType::kPlan), to_json(plan)); }
+void RunRecorder::plan(const Plan& plan) {
+  emit(event_type_name(EventType::kPlan), to_json(plan));
+}
 
-void RunRecorder::measured(const MeasuredEvent& e) { emit(event_type_name(EventType::kMeasured), to_json(e)); }
+void RunRecorder::measured(const MeasuredEvent& e) {
+  emit(event_type_name(EventType::kMeasured), to_json(e));
+}
 
-void RunRecorder::exported(const ExportEvent& e) { emit(event_type_name(EventType::kExport), to_json(e)); }
+void RunRecorder::exported(const ExportEvent& e) {
+  emit(event_type_name(EventType::kExport), to_json(e));
+}
 
 void RunRecorder::span(const SpanEvent& span) {
   if (Status st = events_->span(span); !st.ok()) lost(false, "a span", st);
@@ -221,7 +249,9 @@ void RunRecorder::log(LogLevel level, std::string_view message) {
 }
 
 void RunRecorder::step_figures(const StepFigures& predicted, const StepFigures& measured) {
-  if (Status st = store_->set_step_figures(id_, to_json(predicted).dump(), to_json(measured).dump()); !st.ok())
+  if (Status st =
+          store_->set_step_figures(id_, to_json(predicted).dump(), to_json(measured).dump());
+      !st.ok())
     lost(true, "the predicted and measured figures", st);
 }
 

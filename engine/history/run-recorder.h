@@ -19,11 +19,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "core/status.h"
@@ -100,7 +99,8 @@ class RunRecorder {
   // Telemetry: counted and reported once when it cannot be written.
   void step(const StepEvent& e, const MetricRow& row);
   void eval(const EvalEvent& e, const EvalRow& row);
-  void sample(double t_s, const nlohmann::json& fields);  // the runs.db row of a sample the sampler wrote
+  void sample(double t_s,
+              const nlohmann::json& fields);  // the runs.db row of a sample the sampler wrote
   void plan(const Plan& plan);
   void measured(const MeasuredEvent& e);
   void exported(const ExportEvent& e);
@@ -113,8 +113,8 @@ class RunRecorder {
   uint64_t dropped() const { return dropped_.load(); }
 
  private:
-  RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events, std::string id, std::string dir,
-              RunRecorderOptions options);
+  RunRecorder(std::unique_ptr<RunStore> store, std::unique_ptr<EventWriter> events, std::string id,
+              std::string dir, RunRecorderOptions options);
   // A runs.db write of a record the run needs, retried once.
   Status must(const std::function<Status()>& write, const std::string& what);
   // A telemetry record not written: counted; the first of each destination is reported.

@@ -3,13 +3,12 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/json-file.h"
@@ -51,8 +50,10 @@ std::string like_pattern(const std::string& text) {
 }
 
 constexpr const char* kRunColumns =
-    "id, name, status, created_at, started_at, ended_at, job_json, model_name, model_path, dataset, "
-    "dataset_hash, hardware_json, software_json, run_dir, parent_id, host, boot_id, pid, pid_start_ticks, "
+    "id, name, status, created_at, started_at, ended_at, job_json, model_name, model_path, "
+    "dataset, "
+    "dataset_hash, hardware_json, software_json, run_dir, parent_id, host, boot_id, pid, "
+    "pid_start_ticks, "
     "tags, notes, final_loss, final_step, tokens, error_message, predicted_json, measured_json";
 
 RunInfo read_run(const SqliteStmt& s) {
@@ -105,18 +106,23 @@ Result<std::string> home_data_dir() {
 
 const char* run_status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::kRunning: return "running";
-    case RunStatus::kCompleted: return "completed";
-    case RunStatus::kFailed: return "failed";
-    case RunStatus::kInterrupted: return "interrupted";
-    case RunStatus::kStopped: return "stopped";
+    case RunStatus::kRunning:
+      return "running";
+    case RunStatus::kCompleted:
+      return "completed";
+    case RunStatus::kFailed:
+      return "failed";
+    case RunStatus::kInterrupted:
+      return "interrupted";
+    case RunStatus::kStopped:
+      return "stopped";
   }
   return "interrupted";
 }
 
 std::optional<RunStatus> run_status_from_name(std::string_view name) {
-  for (RunStatus s : {RunStatus::kRunning, RunStatus::kCompleted, RunStatus::kFailed, RunStatus::kInterrupted,
-                      RunStatus::kStopped}) {
+  for (RunStatus s : {RunStatus::kRunning, RunStatus::kCompleted, RunStatus::kFailed,
+                      RunStatus::kInterrupted, RunStatus::kStopped}) {
     if (name == run_status_name(s)) return s;
   }
   return std::nullopt;
@@ -154,14 +160,17 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
     if (!parent.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(parent, ec);
-      if (ec) return io_error("create directory " + parent.string() + " for the run database: " + ec.message());
+      if (ec)
+        return io_error("create directory " + parent.string() +
+                        " for the run database: " + ec.message());
     }
   }
   SPW_ASSIGN_OR_RETURN(SqliteDb db, SqliteDb::open(path));
   if (int rc = sqlite3_busy_timeout(db.get(), options.busy_timeout_ms); rc != SQLITE_OK) {
     return sqlite_status(rc, "set busy timeout", db.get());
   }
-  // Refuse a newer or a damaged schema before changing anything in the file (journal mode included).
+  // Refuse a newer or a damaged schema before changing anything in the file (journal mode
+  // included).
   SPW_ASSIGN_OR_RETURN(std::int64_t version, db.query_int("PRAGMA user_version"));
   if (version < 0) {
     return corrupt(damaged_database(
@@ -178,7 +187,8 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
     SPW_ASSIGN_OR_RETURN(SqliteStmt wal, db.prepare("PRAGMA journal_mode=WAL"));
     SPW_ASSIGN_OR_RETURN(bool row, wal.step());
     if (row && wal.column_text(0) != "wal") {
-      log_warn("run database " + path + ": WAL mode unavailable (journal_mode=" + wal.column_text(0) + ")");
+      log_warn("run database " + path +
+               ": WAL mode unavailable (journal_mode=" + wal.column_text(0) + ")");
     }
   }
   SPW_RETURN_IF_ERROR(db.exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;"));
@@ -187,9 +197,11 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
   std::unique_ptr<RunStore> store(new RunStore(std::move(db), path, options));
   if (options.reconcile_on_open) {
     // Best effort: a database that another process holds locked, or a read-only one, is still
-    // opened for reading (History stays readable); its dead workers' runs are marked at a later open.
+    // opened for reading (History stays readable); its dead workers' runs are marked at a later
+    // open.
     if (Result<int> n = store->reconcile(); !n.ok())
-      log_warn(path + ": runs of workers that are gone are not marked interrupted yet: " + n.status().message());
+      log_warn(path + ": runs of workers that are gone are not marked interrupted yet: " +
+               n.status().message());
   }
   return store;
 }
@@ -198,7 +210,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, RunSto
 // name) plus 24 random bits so two runs started in the same second do not collide.
 std::string RunStore::new_run_id() {
   std::time_t now = std::time(nullptr);
-  std::tm tm {};
+  std::tm tm{};
   gmtime_r(&now, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
@@ -215,8 +227,10 @@ Result<int> RunStore::schema_version() {
 }
 
 Result<std::string> RunStore::insert_run(const RunInfo& r) {
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(std::string("INSERT INTO runs (") + kRunColumns +
-                                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare(std::string("INSERT INTO runs (") + kRunColumns +
+                  ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   s.bind(1, r.id).bind(2, r.name).bind(3, run_status_name(r.status)).bind(4, r.created_at);
   s.bind(5, r.started_at).bind(6, r.ended_at).bind(7, r.job_json).bind(8, r.model_name);
   s.bind(9, r.model_path).bind(10, r.dataset).bind(11, r.dataset_hash).bind(12, r.hardware_json);
@@ -228,7 +242,10 @@ Result<std::string> RunStore::insert_run(const RunInfo& r) {
   }
   s.bind(16, r.host).bind(17, r.boot_id).bind(18, r.pid).bind(19, r.pid_start_ticks);
   s.bind(20, tags_to_json(r.tags)).bind(21, r.notes).bind(22, r.final_loss).bind(23, r.final_step);
-  s.bind(24, r.tokens).bind(25, r.error_message).bind(26, r.predicted_json).bind(27, r.measured_json);
+  s.bind(24, r.tokens)
+      .bind(25, r.error_message)
+      .bind(26, r.predicted_json)
+      .bind(27, r.measured_json);
   SPW_RETURN_IF_ERROR(s.run());
   return r.id;
 }
@@ -270,12 +287,15 @@ Status RunStore::expect_one_change(const std::string& run_id) {
   return Status();
 }
 
-Status RunStore::update_status(const std::string& run_id, RunStatus status, const std::string& error_message) {
+Status RunStore::update_status(const std::string& run_id, RunStatus status,
+                               const std::string& error_message) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "UPDATE runs SET status = ?1, "
-      "ended_at = CASE WHEN ?1 = 'running' THEN NULL ELSE COALESCE(ended_at, ?2) END, "
-      "error_message = CASE WHEN ?3 = '' THEN error_message ELSE ?3 END WHERE id = ?4"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare(
+          "UPDATE runs SET status = ?1, "
+          "ended_at = CASE WHEN ?1 = 'running' THEN NULL ELSE COALESCE(ended_at, ?2) END, "
+          "error_message = CASE WHEN ?3 = '' THEN error_message ELSE ?3 END WHERE id = ?4"));
   s.bind(1, run_status_name(status)).bind(2, unix_now()).bind(3, error_message).bind(4, run_id);
   SPW_RETURN_IF_ERROR(s.run());
   return expect_one_change(run_id);
@@ -283,21 +303,31 @@ Status RunStore::update_status(const std::string& run_id, RunStatus status, cons
 
 Status RunStore::finish_run(const std::string& run_id, RunStatus status, const FinalFigures& f) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "UPDATE runs SET status = ?1, ended_at = ?2, final_loss = COALESCE(?3, final_loss), "
-      "final_step = COALESCE(?4, final_step), tokens = COALESCE(?5, tokens), "
-      "error_message = CASE WHEN ?6 = '' THEN error_message ELSE ?6 END WHERE id = ?7"));
-  s.bind(1, run_status_name(status)).bind(2, unix_now()).bind(3, f.final_loss).bind(4, f.final_step);
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare(
+          "UPDATE runs SET status = ?1, ended_at = ?2, final_loss = COALESCE(?3, final_loss), "
+          "final_step = COALESCE(?4, final_step), tokens = COALESCE(?5, tokens), "
+          "error_message = CASE WHEN ?6 = '' THEN error_message ELSE ?6 END WHERE id = ?7"));
+  s.bind(1, run_status_name(status))
+      .bind(2, unix_now())
+      .bind(3, f.final_loss)
+      .bind(4, f.final_step);
   s.bind(5, f.tokens).bind(6, f.error_message).bind(7, run_id);
   SPW_RETURN_IF_ERROR(s.run());
   return expect_one_change(run_id);
 }
 
 Status RunStore::insert_metric(const std::string& run_id, const MetricRow& m) {
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens, tokens_per_s, "
-      "model_tflops, t_s) VALUES (?,?,?,?,?,?,?,?,?)"));
-  s.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm).bind(6, m.tokens);
+  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare("INSERT OR REPLACE INTO metrics (run_id, step, "
+                                                 "loss, lr, grad_norm, tokens, tokens_per_s, "
+                                                 "model_tflops, t_s) VALUES (?,?,?,?,?,?,?,?,?)"));
+  s.bind(1, run_id)
+      .bind(2, m.step)
+      .bind(3, m.loss)
+      .bind(4, m.lr)
+      .bind(5, m.grad_norm)
+      .bind(6, m.tokens);
   s.bind(7, m.tokens_per_s).bind(8, m.model_tflops).bind(9, m.t_s);
   return s.run();
 }
@@ -318,37 +348,44 @@ Result<bool> RunStore::add_sample(const std::string& run_id, double t_s, const s
   std::lock_guard lock(mu_);
   auto it = last_sample_t_.find(run_id);
   // A t_s before the last one means a new time base (a resumed run): store and start over.
-  if (it != last_sample_t_.end() && t_s >= it->second && t_s - it->second < options_.min_sample_interval_s) {
+  if (it != last_sample_t_.end() && t_s >= it->second &&
+      t_s - it->second < options_.min_sample_interval_s) {
     return false;
   }
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare("INSERT INTO samples (run_id, t_s, json) VALUES (?,?,?)"));
+  SPW_ASSIGN_OR_RETURN(SqliteStmt s,
+                       db_.prepare("INSERT INTO samples (run_id, t_s, json) VALUES (?,?,?)"));
   s.bind(1, run_id).bind(2, t_s).bind(3, json);
   SPW_RETURN_IF_ERROR(s.run());
   last_sample_t_[run_id] = t_s;
   return true;
 }
 
-Status RunStore::add_event(const std::string& run_id, double t_s, const std::string& type, const std::string& json) {
+Status RunStore::add_event(const std::string& run_id, double t_s, const std::string& type,
+                           const std::string& json) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s,
-                       db_.prepare("INSERT INTO events (run_id, t_s, type, json) VALUES (?,?,?,?)"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_.prepare("INSERT INTO events (run_id, t_s, type, json) VALUES (?,?,?,?)"));
   s.bind(1, run_id).bind(2, t_s).bind(3, type).bind(4, json.empty() ? std::string("{}") : json);
   return s.run();
 }
 
 Status RunStore::add_checkpoint(const std::string& run_id, const CheckpointRow& c) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "INSERT OR REPLACE INTO checkpoints (run_id, step, path, created_at, bytes) VALUES (?,?,?,?,?)"));
-  s.bind(1, run_id).bind(2, c.step).bind(3, c.path).bind(4, c.created_at > 0 ? c.created_at : unix_now());
+  SPW_ASSIGN_OR_RETURN(SqliteStmt s,
+                       db_.prepare("INSERT OR REPLACE INTO checkpoints (run_id, step, path, "
+                                   "created_at, bytes) VALUES (?,?,?,?,?)"));
+  s.bind(1, run_id).bind(2, c.step).bind(3, c.path).bind(
+      4, c.created_at > 0 ? c.created_at : unix_now());
   s.bind(5, c.bytes);
   return s.run();
 }
 
 Status RunStore::add_eval(const std::string& run_id, const EvalRow& e) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "INSERT OR REPLACE INTO evals (run_id, step, loss, perplexity, t_s) VALUES (?,?,?,?,?)"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare(
+          "INSERT OR REPLACE INTO evals (run_id, step, loss, perplexity, t_s) VALUES (?,?,?,?,?)"));
   s.bind(1, run_id).bind(2, e.step).bind(3, e.loss).bind(4, e.perplexity).bind(5, e.t_s);
   return s.run();
 }
@@ -412,10 +449,12 @@ Result<std::vector<RunInfo>> RunStore::list_runs(const RunFilter& f) {
   // Fixed parameter numbers; a clause is added only when its filter is set.
   if (f.status) sql += " AND status = ?1";
   if (!f.text.empty()) {
-    sql += " AND (id LIKE ?2 ESCAPE '\\' OR name LIKE ?2 ESCAPE '\\' OR model_name LIKE ?2 ESCAPE '\\'"
-           " OR dataset LIKE ?2 ESCAPE '\\' OR notes LIKE ?2 ESCAPE '\\' OR tags LIKE ?2 ESCAPE '\\')";
+    sql +=
+        " AND (id LIKE ?2 ESCAPE '\\' OR name LIKE ?2 ESCAPE '\\' OR model_name LIKE ?2 ESCAPE '\\'"
+        " OR dataset LIKE ?2 ESCAPE '\\' OR notes LIKE ?2 ESCAPE '\\' OR tags LIKE ?2 ESCAPE '\\')";
   }
-  if (!f.tag.empty()) sql += " AND EXISTS (SELECT 1 FROM json_each(runs.tags) WHERE json_each.value = ?3)";
+  if (!f.tag.empty())
+    sql += " AND EXISTS (SELECT 1 FROM json_each(runs.tags) WHERE json_each.value = ?3)";
   if (!f.model_name.empty()) sql += " AND model_name = ?4";
   sql += " ORDER BY created_at DESC, id DESC LIMIT ?5 OFFSET ?6";
   SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(sql));
@@ -436,7 +475,8 @@ Result<std::vector<RunInfo>> RunStore::list_runs(const RunFilter& f) {
 
 Result<RunInfo> RunStore::get_run(const std::string& run_id) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_.prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?"));
   s.bind(1, run_id);
   SPW_ASSIGN_OR_RETURN(bool row, s.step());
   if (!row) return not_found("no run with id '" + run_id + "'");
@@ -445,9 +485,11 @@ Result<RunInfo> RunStore::get_run(const std::string& run_id) {
 
 Result<std::vector<MetricRow>> RunStore::metrics(const std::string& run_id) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "SELECT step, loss, lr, grad_norm, tokens, tokens_per_s, model_tflops, t_s FROM metrics "
-      "WHERE run_id = ? ORDER BY step"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare(
+          "SELECT step, loss, lr, grad_norm, tokens, tokens_per_s, model_tflops, t_s FROM metrics "
+          "WHERE run_id = ? ORDER BY step"));
   s.bind(1, run_id);
   std::vector<MetricRow> out;
   for (;;) {
@@ -469,8 +511,8 @@ Result<std::vector<MetricRow>> RunStore::metrics(const std::string& run_id) {
 
 Result<std::vector<SampleRow>> RunStore::samples(const std::string& run_id) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s,
-                       db_.prepare("SELECT t_s, json FROM samples WHERE run_id = ? ORDER BY rowid"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_.prepare("SELECT t_s, json FROM samples WHERE run_id = ? ORDER BY rowid"));
   s.bind(1, run_id);
   std::vector<SampleRow> out;
   for (;;) {
@@ -483,8 +525,9 @@ Result<std::vector<SampleRow>> RunStore::samples(const std::string& run_id) {
 
 Result<std::vector<EventRow>> RunStore::events(const std::string& run_id, const std::string& type) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "SELECT id, t_s, type, json FROM events WHERE run_id = ?1 AND (?2 = '' OR type = ?2) ORDER BY id"));
+  SPW_ASSIGN_OR_RETURN(SqliteStmt s,
+                       db_.prepare("SELECT id, t_s, type, json FROM events WHERE run_id = ?1 AND "
+                                   "(?2 = '' OR type = ?2) ORDER BY id"));
   s.bind(1, run_id).bind(2, type);
   std::vector<EventRow> out;
   for (;;) {
@@ -497,8 +540,10 @@ Result<std::vector<EventRow>> RunStore::events(const std::string& run_id, const 
 
 Result<std::vector<CheckpointRow>> RunStore::checkpoints(const std::string& run_id) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "SELECT step, path, created_at, bytes FROM checkpoints WHERE run_id = ? ORDER BY step"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare(
+          "SELECT step, path, created_at, bytes FROM checkpoints WHERE run_id = ? ORDER BY step"));
   s.bind(1, run_id);
   std::vector<CheckpointRow> out;
   for (;;) {
@@ -511,14 +556,16 @@ Result<std::vector<CheckpointRow>> RunStore::checkpoints(const std::string& run_
 
 Result<std::vector<EvalRow>> RunStore::evals(const std::string& run_id) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-      "SELECT step, loss, perplexity, t_s FROM evals WHERE run_id = ? ORDER BY step"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare("SELECT step, loss, perplexity, t_s FROM evals WHERE run_id = ? ORDER BY step"));
   s.bind(1, run_id);
   std::vector<EvalRow> out;
   for (;;) {
     SPW_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
-    out.push_back({s.column_int64(0), s.column_opt_double(1), s.column_opt_double(2), s.column_opt_double(3)});
+    out.push_back({s.column_int64(0), s.column_opt_double(1), s.column_opt_double(2),
+                   s.column_opt_double(3)});
   }
   return out;
 }
@@ -534,7 +581,9 @@ Status RunStore::set_tags(const std::string& run_id, const std::vector<std::stri
 Status RunStore::set_step_figures(const std::string& run_id, const std::string& predicted_json,
                                   const std::string& measured_json) {
   std::lock_guard lock(mu_);
-  SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare("UPDATE runs SET predicted_json = ?, measured_json = ? WHERE id = ?"));
+  SPW_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_.prepare("UPDATE runs SET predicted_json = ?, measured_json = ? WHERE id = ?"));
   s.bind(1, predicted_json).bind(2, measured_json).bind(3, run_id);
   SPW_RETURN_IF_ERROR(s.run());
   return expect_one_change(run_id);
@@ -575,8 +624,10 @@ Result<int> RunStore::reconcile() {
   };
   std::vector<Candidate> dead;
   {
-    SPW_ASSIGN_OR_RETURN(SqliteStmt s, db_.prepare(
-        "SELECT id, pid, pid_start_ticks, boot_id, host FROM runs WHERE status = 'running'"));
+    SPW_ASSIGN_OR_RETURN(
+        SqliteStmt s,
+        db_.prepare(
+            "SELECT id, pid, pid_start_ticks, boot_id, host FROM runs WHERE status = 'running'"));
     for (;;) {
       SPW_ASSIGN_OR_RETURN(bool row, s.step());
       if (!row) break;
@@ -591,13 +642,15 @@ Result<int> RunStore::reconcile() {
   }
   int marked = 0;
   for (const Candidate& c : dead) {
-    SPW_ASSIGN_OR_RETURN(SqliteStmt u, db_.prepare(
-        "UPDATE runs SET status = 'interrupted', ended_at = COALESCE(ended_at, ?1), "
-        "error_message = CASE WHEN error_message = '' THEN ?2 ELSE error_message END "
-        "WHERE id = ?3 AND status = 'running'"));
-    std::string why = "worker process " + std::to_string(c.who.pid) +
-                      (c.who.host.empty() ? std::string() : " on " + c.who.host) +
-                      " ended without finishing the run (killed, crashed, or the machine restarted)";
+    SPW_ASSIGN_OR_RETURN(
+        SqliteStmt u,
+        db_.prepare("UPDATE runs SET status = 'interrupted', ended_at = COALESCE(ended_at, ?1), "
+                    "error_message = CASE WHEN error_message = '' THEN ?2 ELSE error_message END "
+                    "WHERE id = ?3 AND status = 'running'"));
+    std::string why =
+        "worker process " + std::to_string(c.who.pid) +
+        (c.who.host.empty() ? std::string() : " on " + c.who.host) +
+        " ended without finishing the run (killed, crashed, or the machine restarted)";
     u.bind(1, unix_now()).bind(2, why).bind(3, c.id);
     SPW_RETURN_IF_ERROR(u.run());
     marked += db_.changes();

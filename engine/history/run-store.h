@@ -5,13 +5,14 @@
 // Tables: runs (one row per run: status, times, the full resolved job, model, dataset, machine,
 // liveness identity, tags, notes, final figures), metrics (one row per optimizer step), samples
 // (telemetry, downsampled to at most one per min_sample_interval_s), events (log/error/checkpoint/
-// eval/state lines worth keeping), checkpoints, evals. Child rows are deleted with their run. Schema
-// changes are numbered migrations (history/schema.h). The database runs in WAL mode with a busy
-// timeout, so a GUI reading while a worker writes neither blocks nor fails.
+// eval/state lines worth keeping), checkpoints, evals. Child rows are deleted with their run.
+// Schema changes are numbered migrations (history/schema.h). The database runs in WAL mode with a
+// busy timeout, so a GUI reading while a worker writes neither blocks nor fails.
 //
 // Liveness: a run created as 'running' records its worker's pid, process start time, boot id and
 // host. open() (and reconcile()) marks every 'running' run of this host whose process is gone as
-// 'interrupted' — that is how a SIGKILLed or crashed worker's run shows up. Rows already written stay.
+// 'interrupted' — that is how a SIGKILLed or crashed worker's run shows up. Rows already written
+// stay.
 //
 // Times: created_at/started_at/ended_at are unix seconds (UTC, fractional); t_s fields are seconds
 // since run start in the events.jsonl time base.
@@ -85,7 +86,7 @@ struct MetricRow {
   std::int64_t step = 0;
   std::optional<double> loss;
   std::optional<double> lr;
-  std::optional<double> grad_norm;  // before clipping
+  std::optional<double> grad_norm;     // before clipping
   std::optional<std::int64_t> tokens;  // cumulative tokens after this step
   std::optional<double> tokens_per_s;
   std::optional<double> model_tflops;  // achieved model TFLOPS (6·N·tokens/s rule, PaLM appendix B)
@@ -128,15 +129,17 @@ struct FinalFigures {
 
 struct RunFilter {
   std::optional<RunStatus> status;
-  std::string text;        // substring of id, name, model, dataset, notes or tags (case-insensitive ASCII)
-  std::string tag;         // exact tag
+  std::string
+      text;         // substring of id, name, model, dataset, notes or tags (case-insensitive ASCII)
+  std::string tag;  // exact tag
   std::string model_name;  // exact model name
   int limit = 0;           // 0: all
   int offset = 0;
 };
 
 struct RunStoreOptions {
-  // add_sample stores a run's sample only when its t_s is at least this far after the last stored one.
+  // add_sample stores a run's sample only when its t_s is at least this far after the last stored
+  // one.
   double min_sample_interval_s = 1.0;
   // How long a write waits for another process's write lock before failing with kIo.
   int busy_timeout_ms = 5000;
@@ -149,8 +152,10 @@ class RunStore {
  public:
   // Opens (creating the file and its parent directories) and migrates the database, then reconciles
   // dead runs. ":memory:" opens a private in-memory database (tests). kIo when the file cannot be
-  // opened, kCorrupt when it is not a database, kUnsupported when its schema is newer than this build.
-  static Result<std::unique_ptr<RunStore>> open(const std::string& path, RunStoreOptions options = {});
+  // opened, kCorrupt when it is not a database, kUnsupported when its schema is newer than this
+  // build.
+  static Result<std::unique_ptr<RunStore>> open(const std::string& path,
+                                                RunStoreOptions options = {});
 
   ~RunStore();
   RunStore(const RunStore&) = delete;
@@ -174,7 +179,8 @@ class RunStore {
   Result<std::string> create_run(RunInfo info);
   // Sets status (and error_message when non-empty); leaving 'running' sets ended_at when unset.
   // kNotFound for an unknown id.
-  Status update_status(const std::string& run_id, RunStatus status, const std::string& error_message = {});
+  Status update_status(const std::string& run_id, RunStatus status,
+                       const std::string& error_message = {});
   // Ends a run: status, ended_at = now, final figures (absent ones keep their stored value).
   Status finish_run(const std::string& run_id, RunStatus status, const FinalFigures& figures = {});
 
@@ -186,7 +192,8 @@ class RunStore {
   // Stores a telemetry sample unless one of this run was stored less than min_sample_interval_s
   // earlier (by t_s). Returns whether it was stored.
   Result<bool> add_sample(const std::string& run_id, double t_s, const std::string& json);
-  Status add_event(const std::string& run_id, double t_s, const std::string& type, const std::string& json);
+  Status add_event(const std::string& run_id, double t_s, const std::string& type,
+                   const std::string& json);
   Status add_checkpoint(const std::string& run_id, const CheckpointRow& row);
   Status add_eval(const std::string& run_id, const EvalRow& row);
 
@@ -216,8 +223,10 @@ class RunStore {
   Result<std::vector<CheckpointRow>> checkpoints(const std::string& run_id);
   Result<std::vector<EvalRow>> evals(const std::string& run_id);
 
-  // Stores the run's predicted and measured step figures (JSON objects). kNotFound for an unknown id.
-  Status set_step_figures(const std::string& run_id, const std::string& predicted_json, const std::string& measured_json);
+  // Stores the run's predicted and measured step figures (JSON objects). kNotFound for an unknown
+  // id.
+  Status set_step_figures(const std::string& run_id, const std::string& predicted_json,
+                          const std::string& measured_json);
 
   // User edits. kNotFound for an unknown id.
   Status set_tags(const std::string& run_id, const std::vector<std::string>& tags);

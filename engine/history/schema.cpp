@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/json-file.h"
 
@@ -213,7 +212,9 @@ ALTER TABLE runs ADD COLUMN measured_json TEXT NOT NULL DEFAULT '{}';
 
 }  // namespace
 
-std::span<const Migration> run_store_migrations() { return kMigrations; }
+std::span<const Migration> run_store_migrations() {
+  return kMigrations;
+}
 
 namespace {
 

@@ -1,10 +1,11 @@
 // The run database's schema as a numbered list of migrations, applied through PRAGMA user_version.
 //
 // Migration i (1-based) takes a database at user_version i-1 to i. Migrations are append-only: a
-// released migration is never edited, a schema change is a new entry at the end. Each runs in its own
-// BEGIN IMMEDIATE transaction that re-reads user_version first, so two processes opening an old
+// released migration is never edited, a schema change is a new entry at the end. Each runs in its
+// own BEGIN IMMEDIATE transaction that re-reads user_version first, so two processes opening an old
 // database at once (worker and GUI) migrate it exactly once. A database newer than this build
-// (user_version > number of known migrations) is refused with kUnsupported instead of being touched.
+// (user_version > number of known migrations) is refused with kUnsupported instead of being
+// touched.
 //
 // Thread-safety: as SqliteDb (the caller serializes). Ownership: the migration texts are static.
 #pragma once

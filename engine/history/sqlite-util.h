@@ -27,7 +27,8 @@ namespace spillway {
 // database says, whether SQLite or Spillway's own checks found the damage.
 std::string damaged_database(const std::string& path, const std::string& why);
 
-// Maps an SQLite result code (primary or extended) to a Status with `what` and the library's message.
+// Maps an SQLite result code (primary or extended) to a Status with `what` and the library's
+// message.
 Status sqlite_status(int rc, const std::string& what, sqlite3* db = nullptr);
 
 class SqliteStmt {

@@ -13,15 +13,23 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kMaxCount = 1099511627776.0;  // 2^40 steps or intervals: far beyond any run, safe to multiply
-constexpr double kMaxBytes = 1152921504606846976.0;  // 2^60 bytes (1 EiB): no tier is larger
-constexpr double kMaxSeed = 18446744073709551615.0;  // 2^64 - 1 (as a double: 2^64)
+constexpr double kMaxCount =
+    1099511627776.0;  // 2^40 steps or intervals: far beyond any run, safe to multiply
+constexpr double kMaxBytes = 1152921504606846976.0;         // 2^60 bytes (1 EiB): no tier is larger
+constexpr double kMaxSeed = 18446744073709551615.0;         // 2^64 - 1 (as a double: 2^64)
 constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 24;  // train.micro_batch_size x data.seq_len
-constexpr int64_t kMaxStepSequences = int64_t{1} << 20;     // train.micro_batch_size x train.grad_accum
+constexpr int64_t kMaxStepSequences = int64_t{1}
+                                      << 20;  // train.micro_batch_size x train.grad_accum
 
-Range closed(double lo, double hi) { return {lo, hi, false, false}; }
-Range upper_open(double lo, double hi) { return {lo, hi, false, true}; }
-Range lower_open(double lo, double hi) { return {lo, hi, true, false}; }
+Range closed(double lo, double hi) {
+  return {lo, hi, false, false};
+}
+Range upper_open(double lo, double hi) {
+  return {lo, hi, false, true};
+}
+Range lower_open(double lo, double hi) {
+  return {lo, hi, true, false};
+}
 
 JobKey key(std::string path, KeyType type, json def, std::string unit, std::string description) {
   JobKey k;
@@ -52,116 +60,158 @@ std::vector<JobKey> build_table() {
   return {
       required(key("name", T::kString, nullptr, "", "The run's name in History.")),
       key("model.path", T::kPath, nullptr, "",
-          "A Hugging Face model folder: config.json, model.safetensors (or a sharded index), tokenizer files; "
+          "A Hugging Face model folder: config.json, model.safetensors (or a sharded index), "
+          "tokenizer files; "
           "Llama, Mistral and Qwen2 families. Set this or model.init."),
       key("model.init", T::kModel, nullptr, "",
-          "Instead of model.path: random initialisation (N(0, 0.02^2), norms 1) from a preset (llama-tiny, "
-          "llama-byte-5m, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b) or a config.json object."),
-      ranged(key("model.seed", T::kInteger, 0, "", "Seed of model.init's random weights."), closed(0, kMaxSeed)),
+          "Instead of model.path: random initialisation (N(0, 0.02^2), norms 1) from a preset "
+          "(llama-tiny, "
+          "llama-byte-5m, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b) or a "
+          "config.json object."),
+      ranged(key("model.seed", T::kInteger, 0, "", "Seed of model.init's random weights."),
+             closed(0, kMaxSeed)),
       key("model.tokenizer", T::kPath, nullptr, "",
-          "A tokenizer.json, tokenizer.model, a folder holding one, or builtin:bytes; unset: the model folder's. "
+          "A tokenizer.json, tokenizer.model, a folder holding one, or builtin:bytes; unset: the "
+          "model folder's. "
           "A model without one trains on pretokenized data only."),
       required(key("data.train", T::kPath, nullptr, "", "The training dataset file.")),
-      key("data.eval", T::kPath, nullptr, "", "An evaluation dataset file; unset: data.eval_fraction is held out."),
+      key("data.eval", T::kPath, nullptr, "",
+          "An evaluation dataset file; unset: data.eval_fraction is held out."),
       ranged(key("data.eval_fraction", T::kNumber, 0.0, "fraction",
-                 "Without data.eval: the last fraction of the training sequences is held out for evaluation."),
+                 "Without data.eval: the last fraction of the training sequences is held out for "
+                 "evaluation."),
              upper_open(0, 1)),
-      choice("data.format", {"auto", "text", "json", "alpaca", "sharegpt", "openai", "pretokenized"},
-             "Dataset format: plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI messages, or input_ids; "
+      choice("data.format",
+             {"auto", "text", "json", "alpaca", "sharegpt", "openai", "pretokenized"},
+             "Dataset format: plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI "
+             "messages, or input_ids; "
              "auto detects it."),
       choice("data.template", {"auto", "llama-2", "llama-3", "chatml", "alpaca", "plain"},
-             "Chat template of instruction data, whose prompt tokens are not trained; auto: the tokenizer's, else "
+             "Chat template of instruction data, whose prompt tokens are not trained; auto: the "
+             "tokenizer's, else "
              "the model family's."),
-      ranged(key("data.seq_len", T::kInteger, 256, "tokens", "Tokens per sequence; longer examples are cut."),
+      ranged(key("data.seq_len", T::kInteger, 256, "tokens",
+                 "Tokens per sequence; longer examples are cut."),
              closed(2, 1 << 20)),
       key("data.packing", T::kBool, false, "",
-          "Instruction data: concatenate conversations and cut them into full sequences, so none is truncated and "
-          "none padded (a conversation may then attend to the one before it); false: one conversation per "
+          "Instruction data: concatenate conversations and cut them into full sequences, so none "
+          "is truncated and "
+          "none padded (a conversation may then attend to the one before it); false: one "
+          "conversation per "
           "sequence, cut at data.seq_len."),
-      key("data.shuffle", T::kBool, true, "", "Shuffle the sequences each epoch, deterministically by data.seed."),
+      key("data.shuffle", T::kBool, true, "",
+          "Shuffle the sequences each epoch, deterministically by data.seed."),
       ranged(key("data.seed", T::kInteger, 0, "", "Seed of the shuffle."), closed(0, kMaxSeed)),
-      ranged(key("train.steps", T::kInteger, 0, "steps", "Optimizer steps; 0: as many as train.epochs takes."),
+      ranged(key("train.steps", T::kInteger, 0, "steps",
+                 "Optimizer steps; 0: as many as train.epochs takes."),
              closed(0, kMaxCount)),
-      ranged(key("train.epochs", T::kNumber, 1.0, "epochs", "Passes over the training data, when train.steps is 0."),
+      ranged(key("train.epochs", T::kNumber, 1.0, "epochs",
+                 "Passes over the training data, when train.steps is 0."),
              closed(0, 1e6)),
       ranged(key("train.micro_batch_size", T::kInteger, 1, "sequences",
                  "Sequences per micro-batch; the activations on the device grow with it."),
              closed(1, 1 << 16)),
       ranged(key("train.grad_accum", T::kInteger, 1, "micro-batches",
-                 "Micro-batches per optimizer step; the layers stream once per step however many there are."),
+                 "Micro-batches per optimizer step; the layers stream once per step however many "
+                 "there are."),
              closed(1, 1 << 16)),
-      ranged(key("train.lr", T::kNumber, 1e-4, "", "Peak learning rate (above 10 every model diverges)."),
+      ranged(key("train.lr", T::kNumber, 1e-4, "",
+                 "Peak learning rate (above 10 every model diverges)."),
              lower_open(0, 10)),
-      choice("train.schedule", {"constant", "cosine", "linear"}, "Learning-rate decay after the linear warmup."),
-      ranged(key("train.warmup_steps", T::kInteger, 0, "steps", "Linear warmup from 0 to train.lr."),
-             closed(0, kMaxCount)),
-      ranged(key("train.min_lr_ratio", T::kNumber, 0.0, "fraction", "Where the decay ends, as a fraction of train.lr."),
+      choice("train.schedule", {"constant", "cosine", "linear"},
+             "Learning-rate decay after the linear warmup."),
+      ranged(
+          key("train.warmup_steps", T::kInteger, 0, "steps", "Linear warmup from 0 to train.lr."),
+          closed(0, kMaxCount)),
+      ranged(key("train.min_lr_ratio", T::kNumber, 0.0, "fraction",
+                 "Where the decay ends, as a fraction of train.lr."),
              closed(0, 1)),
       ranged(key("train.weight_decay", T::kNumber, 0.0, "",
                  "AdamW decoupled weight decay (torch.optim.AdamW), on tensors with ndim >= 2."),
              closed(0, 1e3)),
-      ranged(key("train.beta1", T::kNumber, 0.9, "", "AdamW decay of the first moment."), upper_open(0, 1)),
-      ranged(key("train.beta2", T::kNumber, 0.999, "", "AdamW decay of the second moment."), upper_open(0, 1)),
-      ranged(key("train.eps", T::kNumber, 1e-8, "", "AdamW epsilon, added to the root of the second moment."),
+      ranged(key("train.beta1", T::kNumber, 0.9, "", "AdamW decay of the first moment."),
+             upper_open(0, 1)),
+      ranged(key("train.beta2", T::kNumber, 0.999, "", "AdamW decay of the second moment."),
+             upper_open(0, 1)),
+      ranged(key("train.eps", T::kNumber, 1e-8, "",
+                 "AdamW epsilon, added to the root of the second moment."),
              closed(0, 1)),
       ranged(key("train.clip_grad_norm", T::kNumber, 1.0, "",
                  "Global L2 gradient clipping (torch.nn.utils.clip_grad_norm_); 0: off."),
              closed(0, 1e30)),
       ranged(key("train.seed", T::kInteger, 0, "",
-                 "Recorded with the run; training draws no random numbers of its own (the shuffle uses data.seed)."),
+                 "Recorded with the run; training draws no random numbers of its own (the shuffle "
+                 "uses data.seed)."),
              closed(0, kMaxSeed)),
       ranged(key("train.eval_every", T::kInteger, 0, "steps",
-                 "Evaluate every N steps, and before the first and after the last; 0: only after the last."),
+                 "Evaluate every N steps, and before the first and after the last; 0: only after "
+                 "the last."),
              closed(0, kMaxCount)),
-      ranged(key("train.eval_batches", T::kInteger, 0, "batches", "Batches per evaluation; 0: the whole eval set."),
+      ranged(key("train.eval_batches", T::kInteger, 0, "batches",
+                 "Batches per evaluation; 0: the whole eval set."),
              closed(0, kMaxCount)),
       ranged(key("train.checkpoint_every", T::kInteger, 0, "steps",
                  "Checkpoint every N steps, and after the last; 0: only after the last."),
              closed(0, kMaxCount)),
       ranged(key("train.keep_checkpoints", T::kInteger, 2, "checkpoints",
-                 "How many of the newest scheduled checkpoints are kept; 0: all. One saved on request (Save "
+                 "How many of the newest scheduled checkpoints are kept; 0: all. One saved on "
+                 "request (Save "
                  "checkpoint, SIGUSR1) is always kept."),
              closed(0, 1 << 20)),
       ranged(key("train.log_every", T::kInteger, 1, "steps", "A log line every N steps; 0: none."),
              closed(0, kMaxCount)),
       choice("placement.backend", {"auto", "cpu", "cuda"},
-             "Compute backend: auto takes a usable GPU, else the CPU (the log says why); cuda fails without one."),
+             "Compute backend: auto takes a usable GPU, else the CPU (the log says why); cuda "
+             "fails without one."),
       ranged(key("placement.device_memory_bytes", T::kInteger, 0, "bytes",
-                 "Device memory for the run; 0: all of the GPU's (unbounded on the CPU backend). Checkpoints stay "
+                 "Device memory for the run; 0: all of the GPU's (unbounded on the CPU backend). "
+                 "Checkpoints stay "
                  "on the device while they fit."),
              closed(0, kMaxBytes)),
       ranged(key("placement.weight_slots", T::kInteger, 2, "slots",
                  "Device slots through which the layers' weights stream (2: double buffering)."),
              closed(2, 64)),
       choice("placement.optimizer", {"dram", "ssd", "auto"},
-             "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (DRAM up to "
+             "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (DRAM "
+             "up to "
              "placement.dram_cap_bytes, the biggest categories spill first)."),
-      choice("placement.master", {"dram", "ssd", "auto"}, "Where the fp32 master weights live, as placement.optimizer."),
+      choice("placement.master", {"dram", "ssd", "auto"},
+             "Where the fp32 master weights live, as placement.optimizer."),
       key("placement.ssd_dir", T::kPath, "", "",
-          "A folder on a fast SSD for the state on the SSD tier; required when optimizer or master is ssd."),
-      ranged(key("placement.dram_cap_bytes", T::kInteger, 0, "bytes", "Most DRAM the run may use; 0: what is available."),
+          "A folder on a fast SSD for the state on the SSD tier; required when optimizer or master "
+          "is ssd."),
+      ranged(key("placement.dram_cap_bytes", T::kInteger, 0, "bytes",
+                 "Most DRAM the run may use; 0: what is available."),
              closed(0, kMaxBytes)),
-      key("output.run_dir", T::kPath, "", "", "The run folder; empty: $XDG_DATA_HOME/spillway/runs/<run id>."),
-      key("output.db", T::kPath, "", "", "The run database; empty: $XDG_DATA_HOME/spillway/runs.db."),
+      key("output.run_dir", T::kPath, "", "",
+          "The run folder; empty: $XDG_DATA_HOME/spillway/runs/<run id>."),
+      key("output.db", T::kPath, "", "",
+          "The run database; empty: $XDG_DATA_HOME/spillway/runs.db."),
   };
 }
 
 std::string number_text(double v) {
   if (v == kMaxSeed) return "18446744073709551615";
   char buf[64];
-  if (v == std::floor(v) && std::abs(v) <= 9.3e18) std::snprintf(buf, sizeof(buf), "%.0f", v);
-  else std::snprintf(buf, sizeof(buf), "%g", v);
+  if (v == std::floor(v) && std::abs(v) <= 9.3e18)
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  else
+    std::snprintf(buf, sizeof(buf), "%g", v);
   return buf;
 }
 
 // A value as an error quotes it: its start only, a value may be megabytes long.
-std::string quoted(const json& v) { return describe_json(v); }
+std::string quoted(const json& v) {
+  return describe_json(v);
+}
 
 // A key of the user's as an error names it: as is when it looks like a key, else quoted (it may be
 // megabytes long or hold a newline).
 std::string key_text(const std::string& key) {
-  const bool plain = !key.empty() && key.size() <= 60 &&
-                     key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == std::string::npos;
+  const bool plain =
+      !key.empty() && key.size() <= 60 &&
+      key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
+          std::string::npos;
   return plain ? key : quote_for_message(key);
 }
 
@@ -173,7 +223,8 @@ bool integer_in(const Range& r, const json& v) {
     const uint64_t u = v.get<uint64_t>();
     if (r.hi >= kMaxSeed) return u >= static_cast<uint64_t>(lo);
     const auto hi = static_cast<uint64_t>(r.hi);
-    return u >= static_cast<uint64_t>(lo) && (r.hi_open ? u < hi : u <= hi) && (!r.lo_open || u > static_cast<uint64_t>(lo));
+    return u >= static_cast<uint64_t>(lo) && (r.hi_open ? u < hi : u <= hi) &&
+           (!r.lo_open || u > static_cast<uint64_t>(lo));
   }
   const int64_t x = v.get<int64_t>();
   if (x < lo || (r.lo_open && x == lo)) return false;
@@ -186,11 +237,16 @@ bool type_matches(const JobKey& k, const json& v) {
   switch (k.type) {
     case KeyType::kString:
     case KeyType::kPath:
-    case KeyType::kChoice: return v.is_string();
-    case KeyType::kInteger: return v.is_number_integer();
-    case KeyType::kNumber: return v.is_number();
-    case KeyType::kBool: return v.is_boolean();
-    case KeyType::kModel: return v.is_string() || v.is_object();
+    case KeyType::kChoice:
+      return v.is_string();
+    case KeyType::kInteger:
+      return v.is_number_integer();
+    case KeyType::kNumber:
+      return v.is_number();
+    case KeyType::kBool:
+      return v.is_boolean();
+    case KeyType::kModel:
+      return v.is_string() || v.is_object();
   }
   return false;
 }
@@ -208,8 +264,10 @@ std::string default_text(const JobKey& k) {
 std::string escape_cell(std::string s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else
+      out += c;
   }
   return out;
 }
@@ -218,13 +276,20 @@ std::string escape_cell(std::string s) {
 
 const char* key_type_name(KeyType type) {
   switch (type) {
-    case KeyType::kString: return "a string";
-    case KeyType::kPath: return "a path (a string)";
-    case KeyType::kInteger: return "an integer";
-    case KeyType::kNumber: return "a number";
-    case KeyType::kBool: return "true or false";
-    case KeyType::kChoice: return "a string";
-    case KeyType::kModel: return "a preset name or a config.json object";
+    case KeyType::kString:
+      return "a string";
+    case KeyType::kPath:
+      return "a path (a string)";
+    case KeyType::kInteger:
+      return "an integer";
+    case KeyType::kNumber:
+      return "a number";
+    case KeyType::kBool:
+      return "true or false";
+    case KeyType::kChoice:
+      return "a string";
+    case KeyType::kModel:
+      return "a preset name or a config.json object";
   }
   return "a value";
 }
@@ -236,7 +301,8 @@ bool Range::contains(double v) const {
 }
 
 std::string Range::to_string() const {
-  return std::string(lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) + (hi_open ? ")" : "]");
+  return std::string(lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) +
+         (hi_open ? ")" : "]");
 }
 
 std::string JobKey::section() const {
@@ -252,22 +318,28 @@ std::string JobKey::name() const {
 std::string JobKey::allowed() const {
   switch (type) {
     case KeyType::kInteger:
-    case KeyType::kNumber: return range.to_string();
-    case KeyType::kBool: return "true, false";
+    case KeyType::kNumber:
+      return range.to_string();
+    case KeyType::kBool:
+      return "true, false";
     case KeyType::kChoice: {
       std::string s;
       for (const auto& c : choices) s += (s.empty() ? "" : ", ") + c;
       return s;
     }
-    case KeyType::kModel: return "a preset or a config.json object";
-    case KeyType::kPath: return "a path";
-    case KeyType::kString: return "text";
+    case KeyType::kModel:
+      return "a preset or a config.json object";
+    case KeyType::kPath:
+      return "a path";
+    case KeyType::kString:
+      return "text";
   }
   return "";
 }
 
 const std::vector<std::string>& job_sections() {
-  static const std::vector<std::string> kSections = {"model", "data", "train", "placement", "output"};
+  static const std::vector<std::string> kSections = {"model", "data", "train", "placement",
+                                                     "output"};
   return kSections;
 }
 
@@ -285,31 +357,37 @@ const JobKey* find_job_key(std::string_view path) {
 
 Status check_value(const JobKey& k, const json& v) {
   if (!type_matches(k, v))
-    return invalid_argument("job.json: " + k.path + ": expected " + key_type_name(k.type) + ", got " + quoted(v));
+    return invalid_argument("job.json: " + k.path + ": expected " + key_type_name(k.type) +
+                            ", got " + quoted(v));
   if (k.type == KeyType::kInteger) {
     // Compared exactly as integers (the bounds are whole numbers): out-of-range values used to
     // wrap when read into an int.
     if (!integer_in(k.range, v))
-      return invalid_argument("job.json: " + k.path + " must be in " + k.range.to_string() + ", got " + quoted(v));
+      return invalid_argument("job.json: " + k.path + " must be in " + k.range.to_string() +
+                              ", got " + quoted(v));
   } else if (k.type == KeyType::kNumber) {
     const double x = v.get<double>();
     if (!k.range.contains(x))
-      return invalid_argument("job.json: " + k.path + " must be in " + k.range.to_string() + ", got " + number_text(x));
+      return invalid_argument("job.json: " + k.path + " must be in " + k.range.to_string() +
+                              ", got " + number_text(x));
   } else if (k.type == KeyType::kChoice) {
     const std::string s = v.get<std::string>();
     // The engine's readers take aliases ("messages", "jsonl", "qwen"): accept what they accept.
     if (k.path == "data.format") {
-      if (auto f = parse_dataset_format(s); !f.ok()) return f.status().with_context("job.json: data.format");
+      if (auto f = parse_dataset_format(s); !f.ok())
+        return f.status().with_context("job.json: data.format");
       return {};
     }
     if (k.path == "data.template") {
-      if (auto t = parse_chat_template_kind(s); !t.ok()) return t.status().with_context("job.json: data.template");
+      if (auto t = parse_chat_template_kind(s); !t.ok())
+        return t.status().with_context("job.json: data.template");
       return {};
     }
     for (const auto& c : k.choices) {
       if (s == c) return {};
     }
-    return invalid_argument("job.json: " + k.path + ": " + quote_name(s) + " is not one of " + k.allowed());
+    return invalid_argument("job.json: " + k.path + ": " + quote_name(s) + " is not one of " +
+                            k.allowed());
   }
   return {};
 }
@@ -323,7 +401,8 @@ Result<json> resolve_job(const json& input) {
     if (!top.count(it.key())) {
       std::string list;
       for (const auto& k : top) list += (list.empty() ? "" : ", ") + k;
-      return invalid_argument("job.json: unknown key job." + key_text(it.key()) + " (known keys: " + list + ")");
+      return invalid_argument("job.json: unknown key job." + key_text(it.key()) +
+                              " (known keys: " + list + ")");
     }
   }
   json j = json::object();
@@ -333,15 +412,19 @@ Result<json> resolve_job(const json& input) {
   } else {
     return invalid_argument("job.json: missing required key name");
   }
-  if (j["name"].get<std::string>().empty()) return invalid_argument("job.json: name must not be empty");
+  if (j["name"].get<std::string>().empty())
+    return invalid_argument("job.json: name must not be empty");
   for (const std::string& section : job_sections()) {
     auto it = input.find(section);
     const bool given = it != input.end() && !it->is_null();
     if (!given && section == "model")
-      return invalid_argument("job.json: missing required key model ({\"path\": DIR} or {\"init\": PRESET})");
-    if (!given && section == "data") return invalid_argument("job.json: missing required key data ({\"train\": FILE, ...})");
+      return invalid_argument(
+          "job.json: missing required key model ({\"path\": DIR} or {\"init\": PRESET})");
+    if (!given && section == "data")
+      return invalid_argument("job.json: missing required key data ({\"train\": FILE, ...})");
     if (given && !it->is_object())
-      return invalid_argument("job.json: job." + section + ": expected an object, got " + quoted(*it));
+      return invalid_argument("job.json: job." + section + ": expected an object, got " +
+                              quoted(*it));
     const json in = given ? *it : json::object();
     json out = json::object();
     std::set<std::string> known;
@@ -361,7 +444,8 @@ Result<json> resolve_job(const json& input) {
       if (!known.count(v.key())) {
         std::string list;
         for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-        return invalid_argument("job.json: unknown key " + section + "." + key_text(v.key()) + " (known keys: " + list + ")");
+        return invalid_argument("job.json: unknown key " + section + "." + key_text(v.key()) +
+                                " (known keys: " + list + ")");
       }
     }
     j[section] = std::move(out);
@@ -370,39 +454,49 @@ Result<json> resolve_job(const json& input) {
   const json& m = j["model"];
   if (m["path"].is_null() == m["init"].is_null())
     return invalid_argument(
-        "job.json: model needs exactly one of \"path\" (a Hugging Face folder) or \"init\" (a preset name or a config object)");
+        "job.json: model needs exactly one of \"path\" (a Hugging Face folder) or \"init\" (a "
+        "preset name or a config object)");
   if (j["train"]["steps"].get<int64_t>() == 0 && j["train"]["epochs"].get<double>() == 0)
     return invalid_argument("job.json: set train.steps or train.epochs");
   // Each key has its range; their products have theirs too, far above any real job, so that every
-  // size the engine computes from them (a micro-batch's tokens in an int, a step's rows, their bytes)
-  // stays exact: 65,536 sequences of 2^20 tokens wrapped to 0 tokens and a plan that fit (issue 15).
-  const int64_t mb = j["train"]["micro_batch_size"].get<int64_t>(), seq = j["data"]["seq_len"].get<int64_t>(),
+  // size the engine computes from them (a micro-batch's tokens in an int, a step's rows, their
+  // bytes) stays exact: 65,536 sequences of 2^20 tokens wrapped to 0 tokens and a plan that fit
+  // (issue 15).
+  const int64_t mb = j["train"]["micro_batch_size"].get<int64_t>(),
+                seq = j["data"]["seq_len"].get<int64_t>(),
                 accum = j["train"]["grad_accum"].get<int64_t>();
   if (mb * seq > kMaxMicroBatchTokens)
-    return invalid_argument("job.json: train.micro_batch_size x data.seq_len is " + std::to_string(mb * seq) +
-                            " tokens a micro-batch, more than " + std::to_string(kMaxMicroBatchTokens) +
-                            "; lower train.micro_batch_size (and raise train.grad_accum) or data.seq_len");
+    return invalid_argument(
+        "job.json: train.micro_batch_size x data.seq_len is " + std::to_string(mb * seq) +
+        " tokens a micro-batch, more than " + std::to_string(kMaxMicroBatchTokens) +
+        "; lower train.micro_batch_size (and raise train.grad_accum) or data.seq_len");
   if (mb * accum > kMaxStepSequences)
-    return invalid_argument("job.json: train.micro_batch_size x train.grad_accum is " + std::to_string(mb * accum) +
-                            " sequences a step, more than " + std::to_string(kMaxStepSequences) +
-                            "; lower one of them");
+    return invalid_argument("job.json: train.micro_batch_size x train.grad_accum is " +
+                            std::to_string(mb * accum) + " sequences a step, more than " +
+                            std::to_string(kMaxStepSequences) + "; lower one of them");
   const json& p = j["placement"];
   if ((p["optimizer"] == "ssd" || p["master"] == "ssd") && p["ssd_dir"].get<std::string>().empty())
-    return invalid_argument("job.json: placement.ssd_dir is required when optimizer or master is on \"ssd\"");
+    return invalid_argument(
+        "job.json: placement.ssd_dir is required when optimizer or master is on \"ssd\"");
   return j;
 }
 
 std::string job_keys_markdown() {
-  std::string out = "| key | type | default | unit | allowed | description |\n|---|---|---|---|---|---|\n";
+  std::string out =
+      "| key | type | default | unit | allowed | description |\n|---|---|---|---|---|---|\n";
   for (const JobKey& k : job_keys()) {
-    std::string type = k.type == KeyType::kInteger   ? "integer"
-                       : k.type == KeyType::kNumber  ? "number"
-                       : k.type == KeyType::kBool    ? "bool"
-                       : k.type == KeyType::kPath    ? "path"
-                       : k.type == KeyType::kModel   ? "string or object"
-                                                     : "string";
-    out += "| `" + k.path + "` | " + type + " | " + escape_cell(default_text(k)) + " | " + k.unit + " | " +
-           escape_cell(k.type == KeyType::kString || k.type == KeyType::kPath || k.type == KeyType::kModel ? "" : k.allowed()) +
+    std::string type = k.type == KeyType::kInteger  ? "integer"
+                       : k.type == KeyType::kNumber ? "number"
+                       : k.type == KeyType::kBool   ? "bool"
+                       : k.type == KeyType::kPath   ? "path"
+                       : k.type == KeyType::kModel  ? "string or object"
+                                                    : "string";
+    out += "| `" + k.path + "` | " + type + " | " + escape_cell(default_text(k)) + " | " + k.unit +
+           " | " +
+           escape_cell(k.type == KeyType::kString || k.type == KeyType::kPath ||
+                               k.type == KeyType::kModel
+                           ? ""
+                           : k.allowed()) +
            " | " + escape_cell(k.description) + " |\n";
   }
   return out;
@@ -413,7 +507,8 @@ std::string job_keys_text() {
   for (const JobKey& k : job_keys()) {
     out += k.path + " (" + default_text(k);
     if (!k.unit.empty()) out += ", " + k.unit;
-    if (k.type != KeyType::kString && k.type != KeyType::kPath && k.type != KeyType::kModel) out += "; " + k.allowed();
+    if (k.type != KeyType::kString && k.type != KeyType::kPath && k.type != KeyType::kModel)
+      out += "; " + k.allowed();
     out += ")\n    " + k.description + "\n";
   }
   return out;

@@ -13,11 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -29,8 +28,8 @@ enum class KeyType {
   kInteger,  // a JSON integer within `range`
   kNumber,   // a finite JSON number within `range`
   kBool,
-  kChoice,   // one of `choices` (data.format and data.template also take the engine's aliases)
-  kModel,    // model.init: a preset name or a config.json object
+  kChoice,  // one of `choices` (data.format and data.template also take the engine's aliases)
+  kModel,   // model.init: a preset name or a config.json object
 };
 
 // "a string", "an integer", ...: what an error says was expected.
@@ -47,14 +46,14 @@ struct Range {
 };
 
 struct JobKey {
-  std::string path;              // "train.lr"; "name" for the one top-level key
+  std::string path;  // "train.lr"; "name" for the one top-level key
   KeyType type = KeyType::kString;
   nlohmann::json default_value;  // null: none (required keys, and optional keys left unset)
   bool required = false;
-  std::string unit;              // "steps", "bytes", "tokens", ... ("" when it has none)
-  Range range;                   // kInteger, kNumber
+  std::string unit;                  // "steps", "bytes", "tokens", ... ("" when it has none)
+  Range range;                       // kInteger, kNumber
   std::vector<std::string> choices;  // kChoice: the canonical names, the first one the default
-  std::string description;       // one line
+  std::string description;           // one line
 
   std::string section() const;  // "train" ("" for "name")
   std::string name() const;     // "lr"

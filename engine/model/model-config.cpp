@@ -4,9 +4,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
-#include <type_traits>
-
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "core/file-util.h"
 #include "core/json-file.h"
@@ -23,20 +22,25 @@ template <typename T>
 Status read_number(const nlohmann::json& j, const char* key, T* out, bool required) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
-    if (required) return invalid_argument(std::string("config.json: missing required field '") + key + "'");
+    if (required)
+      return invalid_argument(std::string("config.json: missing required field '") + key + "'");
     return {};
   }
-  if (!it->is_number()) return invalid_argument(std::string("config.json: field '") + key + "' must be a number");
+  if (!it->is_number())
+    return invalid_argument(std::string("config.json: field '") + key + "' must be a number");
   auto bad = [&](const char* what) {
-    return invalid_argument(std::string("config.json: field '") + key + "' " + what + ", got " + it->dump().substr(0, 40));
+    return invalid_argument(std::string("config.json: field '") + key + "' " + what + ", got " +
+                            it->dump().substr(0, 40));
   };
   const double v = it->get<double>();
   if constexpr (std::is_integral_v<T>) {
     const bool whole = it->is_number_integer() || (std::isfinite(v) && v == std::floor(v));
     if (!whole) return bad("must be a whole number");
-    const bool fits = it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                                               : v >= static_cast<double>(std::numeric_limits<T>::min()) &&
-                                                     v <= static_cast<double>(std::numeric_limits<T>::max());
+    const bool fits =
+        it->is_number_unsigned()
+            ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+            : v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                  v <= static_cast<double>(std::numeric_limits<T>::max());
     if (!fits) return bad("is out of range");
     *out = it->is_number_integer() ? it->get<T>() : static_cast<T>(v);
   } else {
@@ -58,7 +62,9 @@ int read_token_id(const nlohmann::json& j, const char* key) {
 
 Status ModelConfig::validate() const {
   auto positive = [](int v, const char* name) -> Status {
-    if (v <= 0) return invalid_argument(std::string("config.json: '") + name + "' must be positive, got " + std::to_string(v));
+    if (v <= 0)
+      return invalid_argument(std::string("config.json: '") + name + "' must be positive, got " +
+                              std::to_string(v));
     return {};
   };
   SPW_RETURN_IF_ERROR(positive(vocab_size, "vocab_size"));
@@ -72,8 +78,9 @@ Status ModelConfig::validate() const {
   // that keep every size the engine computes (a tensor's elements, heads x head_dim, a layer's
   // parameters) well inside int64 and the per-row ones inside int32.
   auto at_most = [](int64_t v, int64_t max, const std::string& name) -> Status {
-    if (v > max) return invalid_argument("config.json: '" + name + "' is " + std::to_string(v) + ", more than the " +
-                                         std::to_string(max) + " Spillway supports");
+    if (v > max)
+      return invalid_argument("config.json: '" + name + "' is " + std::to_string(v) +
+                              ", more than the " + std::to_string(max) + " Spillway supports");
     return {};
   };
   SPW_RETURN_IF_ERROR(at_most(vocab_size, int64_t{1} << 24, "vocab_size"));
@@ -82,10 +89,12 @@ Status ModelConfig::validate() const {
   SPW_RETURN_IF_ERROR(at_most(num_layers, 4096, "num_hidden_layers"));
   SPW_RETURN_IF_ERROR(at_most(num_heads, 4096, "num_attention_heads"));
   SPW_RETURN_IF_ERROR(at_most(head_dim, 1024, "head_dim"));
-  SPW_RETURN_IF_ERROR(at_most(int64_t{num_heads} * head_dim, int64_t{1} << 20, "num_attention_heads x head_dim"));
+  SPW_RETURN_IF_ERROR(
+      at_most(int64_t{num_heads} * head_dim, int64_t{1} << 20, "num_attention_heads x head_dim"));
   if (num_heads % num_kv_heads != 0)
     return invalid_argument("config.json: num_attention_heads (" + std::to_string(num_heads) +
-                            ") must be a multiple of num_key_value_heads (" + std::to_string(num_kv_heads) + ")");
+                            ") must be a multiple of num_key_value_heads (" +
+                            std::to_string(num_kv_heads) + ")");
   if (head_dim % 2 != 0) return invalid_argument("config.json: head_dim must be even for RoPE");
   if (!(rms_norm_eps > 0)) return invalid_argument("config.json: rms_norm_eps must be positive");
   if (!(rope_theta > 0)) return invalid_argument("config.json: rope_theta must be positive");
@@ -99,11 +108,15 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
     c.architecture = (*arch)[0].get<std::string>();
   }
-  if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"].get<std::string>();
+  if (j.contains("model_type") && j["model_type"].is_string())
+    c.model_type = j["model_type"].get<std::string>();
   if (c.architecture.empty()) {
-    if (c.model_type == "llama") c.architecture = "LlamaForCausalLM";
-    else if (c.model_type == "mistral") c.architecture = "MistralForCausalLM";
-    else if (c.model_type == "qwen2") c.architecture = "Qwen2ForCausalLM";
+    if (c.model_type == "llama")
+      c.architecture = "LlamaForCausalLM";
+    else if (c.model_type == "mistral")
+      c.architecture = "MistralForCausalLM";
+    else if (c.model_type == "qwen2")
+      c.architecture = "Qwen2ForCausalLM";
   }
   if (c.architecture == "LlamaForCausalLM") {
     if (c.model_type.empty()) c.model_type = "llama";
@@ -113,7 +126,9 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
     if (c.model_type.empty()) c.model_type = "qwen2";
   } else {
     return unsupported("config.json: architecture '" +
-                       (c.architecture.empty() ? (c.model_type.empty() ? std::string("(none)") : c.model_type) : c.architecture) +
+                       (c.architecture.empty()
+                            ? (c.model_type.empty() ? std::string("(none)") : c.model_type)
+                            : c.architecture) +
                        "' is not supported; supported: " + kSupported);
   }
 
@@ -141,15 +156,20 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) scaling = &*rs;
   if (scaling) {
     std::string type;
-    if (auto t = scaling->find("rope_type"); t != scaling->end() && t->is_string()) type = t->get<std::string>();
-    if (auto t = scaling->find("type"); type.empty() && t != scaling->end() && t->is_string()) type = t->get<std::string>();
+    if (auto t = scaling->find("rope_type"); t != scaling->end() && t->is_string())
+      type = t->get<std::string>();
+    if (auto t = scaling->find("type"); type.empty() && t != scaling->end() && t->is_string())
+      type = t->get<std::string>();
     if (type == "llama3") {
       SPW_RETURN_IF_ERROR(read_number(*scaling, "factor", &c.rope_scaling_factor, true));
       SPW_RETURN_IF_ERROR(read_number(*scaling, "low_freq_factor", &c.rope_low_freq_factor, false));
-      SPW_RETURN_IF_ERROR(read_number(*scaling, "high_freq_factor", &c.rope_high_freq_factor, false));
-      SPW_RETURN_IF_ERROR(read_number(*scaling, "original_max_position_embeddings", &c.rope_original_max_position, false));
+      SPW_RETURN_IF_ERROR(
+          read_number(*scaling, "high_freq_factor", &c.rope_high_freq_factor, false));
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "original_max_position_embeddings",
+                                      &c.rope_original_max_position, false));
     } else if (!type.empty() && type != "default") {
-      return unsupported("config.json: rope scaling type '" + type + "' is not supported (supported: default, llama3)");
+      return unsupported("config.json: rope scaling type '" + type +
+                         "' is not supported (supported: default, llama3)");
     }
   }
 
@@ -160,9 +180,12 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   }
   if (auto mb = j.find("mlp_bias"); mb != j.end() && mb->is_boolean() && mb->get<bool>())
     return unsupported("config.json: mlp_bias = true is not supported");
-  if (auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean()) c.tie_word_embeddings = tie->get<bool>();
-  if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && act->get<std::string>() != "silu")
-    return unsupported("config.json: hidden_act '" + act->get<std::string>() + "' is not supported (only silu)");
+  if (auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean())
+    c.tie_word_embeddings = tie->get<bool>();
+  if (auto act = j.find("hidden_act");
+      act != j.end() && act->is_string() && act->get<std::string>() != "silu")
+    return unsupported("config.json: hidden_act '" + act->get<std::string>() +
+                       "' is not supported (only silu)");
   c.bos_token_id = read_token_id(j, "bos_token_id");
   c.eos_token_id = read_token_id(j, "eos_token_id");
   for (const char* key : {"torch_dtype", "dtype"}) {
@@ -179,7 +202,9 @@ Result<ModelConfig> ModelConfig::load(const std::string& path) {
   auto text = read_file(file);
   if (!text.ok()) {
     if (text.status().code() == ErrorCode::kNotFound)
-      return not_found(file + ": no config.json; a model folder in Hugging Face layout holds config.json and model.safetensors");
+      return not_found(file +
+                       ": no config.json; a model folder in Hugging Face layout holds config.json "
+                       "and model.safetensors");
     return text.status();
   }
   SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, file));
@@ -230,18 +255,21 @@ struct Preset {
 };
 // "llama-50m" is the ~50M-parameter benchmark model of the issue; the others bracket it.
 constexpr Preset kPresets[] = {
-    {"llama-tiny", 512, 64, 172, 5, 8, 4, 512},       // stories260K's shape, ~0.26M
-    {"llama-byte-5m", 258, 256, 688, 6, 8, 4, 1024},  // ~4.8M, byte tokenizer: the README's default job
-    {"llama-5m", 4096, 256, 688, 6, 8, 4, 1024},      // ~5M
-    {"llama-50m", 32000, 512, 1376, 8, 8, 8, 2048},   // ~50M
-    {"llama-1b", 32000, 2048, 5504, 22, 32, 4, 4096}, // TinyLlama-1.1B's shape
+    {"llama-tiny", 512, 64, 172, 5, 8, 4, 512},  // stories260K's shape, ~0.26M
+    {"llama-byte-5m", 258, 256, 688, 6, 8, 4,
+     1024},                                       // ~4.8M, byte tokenizer: the README's default job
+    {"llama-5m", 4096, 256, 688, 6, 8, 4, 1024},  // ~5M
+    {"llama-50m", 32000, 512, 1376, 8, 8, 8, 2048},    // ~50M
+    {"llama-1b", 32000, 2048, 5504, 22, 32, 4, 4096},  // TinyLlama-1.1B's shape
     {"llama-7b", 32000, 4096, 11008, 32, 32, 32, 4096},
     {"llama-13b", 32000, 5120, 13824, 40, 40, 40, 4096},
     {"llama-70b", 32000, 8192, 28672, 80, 64, 8, 4096},
 };
 }  // namespace
 
-const char* model_preset_names() { return "llama-tiny, llama-byte-5m, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b"; }
+const char* model_preset_names() {
+  return "llama-tiny, llama-byte-5m, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b";
+}
 
 Result<ModelConfig> model_preset(const std::string& name) {
   for (const Preset& p : kPresets) {

@@ -14,7 +14,9 @@ const ParamView* BlockLayout::find(const std::string& n) const {
 
 namespace {
 
-size_t align_up(size_t n) { return (n + kParamAlignment - 1) / kParamAlignment * kParamAlignment; }
+size_t align_up(size_t n) {
+  return (n + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+}
 
 // Appends a parameter to `b` and returns its offset.
 size_t add(BlockLayout& b, std::string name, std::vector<int64_t> shape) {
@@ -35,7 +37,8 @@ size_t add(BlockLayout& b, std::string name, std::vector<int64_t> shape) {
 ParameterLayout ParameterLayout::build(const ModelConfig& c) {
   ParameterLayout l;
   l.config_ = c;
-  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), f = c.intermediate_size, v = c.vocab_size;
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), f = c.intermediate_size,
+                v = c.vocab_size;
 
   BlockLayout embed;
   embed.kind = BlockKind::kEmbedding;
@@ -111,9 +114,11 @@ Status ParameterLayout::check(const TensorStore& store) const {
     if (!t) {
       problems.push_back("missing tensor '" + name + "'");
     } else if (t->shape != p->shape) {
-      problems.push_back("tensor '" + name + "' has shape " + t->shape_string() + ", the config needs " + shape_str(p->shape));
+      problems.push_back("tensor '" + name + "' has shape " + t->shape_string() +
+                         ", the config needs " + shape_str(p->shape));
     } else if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16) {
-      problems.push_back("tensor '" + name + "' has dtype " + dtype_name(t->dtype) + " (weights must be F32, F16 or BF16)");
+      problems.push_back("tensor '" + name + "' has dtype " + dtype_name(t->dtype) +
+                         " (weights must be F32, F16 or BF16)");
     }
   }
   for (const TensorInfo* t : store.tensors()) {
@@ -121,10 +126,12 @@ Status ParameterLayout::check(const TensorStore& store) const {
     // transformers may save a tied head anyway, and older checkpoints keep rotary buffers.
     if (t->name == "lm_head.weight" && config_.tie_word_embeddings) continue;
     if (t->name.ends_with("rotary_emb.inv_freq")) continue;
-    problems.push_back("unexpected tensor '" + t->name + "' (not part of a " + config_.architecture + " with this config)");
+    problems.push_back("unexpected tensor '" + t->name + "' (not part of a " +
+                       config_.architecture + " with this config)");
   }
   if (problems.empty()) return {};
-  std::string msg = std::to_string(problems.size()) + " problem(s) between config.json and the weights: ";
+  std::string msg =
+      std::to_string(problems.size()) + " problem(s) between config.json and the weights: ";
   for (size_t i = 0; i < problems.size() && i < 5; ++i) msg += (i ? "; " : "") + problems[i];
   if (problems.size() > 5) msg += "; and " + std::to_string(problems.size() - 5) + " more";
   return corrupt(msg);
@@ -170,11 +177,13 @@ ModelSummary summarize(const ParameterLayout& layout, const TensorStore* store) 
 
 std::string ModelSummary::to_string(const ModelConfig& c) const {
   std::ostringstream o;
-  o << architecture << ": " << parameters << " parameters (" << c.num_layers << " layers x " << layer_parameters
-    << ", embedding " << embedding_parameters << ", head " << head_parameters << ")\n";
-  o << "  hidden " << c.hidden_size << ", ffn " << c.intermediate_size << ", heads " << c.num_heads << "/"
-    << c.num_kv_heads << " x " << c.head_dim << ", vocab " << c.vocab_size
-    << (c.tie_word_embeddings ? ", tied head" : ", untied head") << (c.attention_bias ? ", qkv bias" : "") << "\n";
+  o << architecture << ": " << parameters << " parameters (" << c.num_layers << " layers x "
+    << layer_parameters << ", embedding " << embedding_parameters << ", head " << head_parameters
+    << ")\n";
+  o << "  hidden " << c.hidden_size << ", ffn " << c.intermediate_size << ", heads " << c.num_heads
+    << "/" << c.num_kv_heads << " x " << c.head_dim << ", vocab " << c.vocab_size
+    << (c.tie_word_embeddings ? ", tied head" : ", untied head")
+    << (c.attention_bias ? ", qkv bias" : "") << "\n";
   if (bytes_on_disk) {
     o << "  on disk: " << bytes_on_disk << " bytes";
     for (const auto& [d, b] : bytes_per_dtype) o << ", " << d << " " << b;

@@ -33,7 +33,7 @@ enum class BlockKind { kEmbedding, kLayer, kHead };
 
 struct BlockLayout {
   BlockKind kind = BlockKind::kLayer;
-  int layer = -1;  // transformer layer index for kLayer
+  int layer = -1;    // transformer layer index for kLayer
   std::string name;  // "embed", "layer.3", "head"
   std::vector<ParamView> params;
   size_t numel = 0;  // total elements including alignment padding

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
@@ -27,7 +26,9 @@ std::string TensorInfo::shape_string() const {
 
 namespace {
 
-Status bad(const std::string& path, const std::string& what) { return corrupt(path + ": " + what); }
+Status bad(const std::string& path, const std::string& what) {
+  return corrupt(path + ": " + what);
+}
 
 // Parses one tensor entry of the header; `data_size` bounds the offsets.
 Status parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
@@ -46,9 +47,11 @@ Status parse_entry(const std::string& path, const std::string& name, const nlohm
   if (sh->size() > 8) return bad(path, where + "shape has more than 8 dimensions");
   uint64_t numel = 1;
   for (const auto& d : *sh) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad(path, where + "shape holds a non-integer or negative dimension");
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return bad(path, where + "shape holds a non-integer or negative dimension");
     uint64_t v = d.get<uint64_t>();
-    if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v) return bad(path, where + "shape overflows");
+    if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v)
+      return bad(path, where + "shape overflows");
     numel *= v;
     t->shape.push_back(static_cast<int64_t>(v));
   }
@@ -63,16 +66,19 @@ Status parse_entry(const std::string& path, const std::string& name, const nlohm
   t->end = (*off)[1].get<uint64_t>();
   if (t->begin > t->end) return bad(path, where + "data_offsets begin > end");
   if (t->end > data_size) {
-    return bad(path, where + "data ends at byte " + std::to_string(t->end) + " of the data section, past its end (" +
-                         std::to_string(data_size) + " bytes): the file is truncated or the header is wrong");
+    return bad(path, where + "data ends at byte " + std::to_string(t->end) +
+                         " of the data section, past its end (" + std::to_string(data_size) +
+                         " bytes): the file is truncated or the header is wrong");
   }
   // The byte size is checked for overflow too: [2^62] of F32 would wrap to 0 bytes and pass.
   uint64_t expect = 0;
   if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(t->dtype)), &expect))
-    return bad(path, where + "shape " + t->shape_string() + " of " + dtype_name(t->dtype) + " overflows a 64-bit byte size");
+    return bad(path, where + "shape " + t->shape_string() + " of " + dtype_name(t->dtype) +
+                         " overflows a 64-bit byte size");
   if (t->nbytes() != expect) {
-    return bad(path, where + "shape " + t->shape_string() + " of " + dtype_name(t->dtype) + " needs " +
-                         std::to_string(expect) + " bytes but data_offsets span " + std::to_string(t->nbytes()));
+    return bad(path, where + "shape " + t->shape_string() + " of " + dtype_name(t->dtype) +
+                         " needs " + std::to_string(expect) + " bytes but data_offsets span " +
+                         std::to_string(t->nbytes()));
   }
   return {};
 }
@@ -83,7 +89,9 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   SPW_ASSIGN_OR_RETURN(f.file_, MappedFile::open(path));
   const uint64_t size = f.file_.size();
-  if (size < 8) return bad(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  if (size < 8)
+    return bad(
+        path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | f.file_.data()[i];  // little-endian
   if (n > kMaxSafetensorsHeaderBytes) {
@@ -91,8 +99,8 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
                          std::to_string(kMaxSafetensorsHeaderBytes) + "-byte limit");
   }
   if (n > size - 8) {
-    return bad(path, "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(size) +
-                         "-byte file (truncated?)");
+    return bad(path, "header length " + std::to_string(n) + " runs past the end of the " +
+                         std::to_string(size) + "-byte file (truncated?)");
   }
   const char* header = reinterpret_cast<const char*>(f.file_.data() + 8);
   auto parsed = parse_json(std::string_view(header, n), path + ": header", ErrorCode::kCorrupt);
@@ -105,7 +113,8 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) return bad(path, "__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) return bad(path, "__metadata__ value " + quote_name(m.key()) + " is not a string");
+        if (!m->is_string())
+          return bad(path, "__metadata__ value " + quote_name(m.key()) + " is not a string");
         f.metadata_[m.key()] = m->get<std::string>();
       }
       continue;
@@ -116,12 +125,14 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   }
   std::vector<const TensorInfo*> by_offset;
   for (const auto& t : f.tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](auto* a, auto* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorInfo* prev = by_offset[i - 1];
     const TensorInfo* cur = by_offset[i];
     if (cur->begin < prev->end && cur->nbytes() > 0 && prev->nbytes() > 0) {
-      return bad(path, "tensors " + quote_name(prev->name) + " and " + quote_name(cur->name) + " overlap in the data section");
+      return bad(path, "tensors " + quote_name(prev->name) + " and " + quote_name(cur->name) +
+                           " overlap in the data section");
     }
   }
   return f;
@@ -145,8 +156,10 @@ Result<TensorStore> TensorStore::open(const std::string& path) {
     } else if (fs::exists(fs::path(path) / "model.safetensors.index.json")) {
       index_path = (fs::path(path) / "model.safetensors.index.json").string();
     } else {
-      return not_found(path + ": no model.safetensors or model.safetensors.index.json (only safetensors "
-                              "weights are read; convert .bin checkpoints with transformers' save_pretrained)");
+      return not_found(
+          path +
+          ": no model.safetensors or model.safetensors.index.json (only safetensors "
+          "weights are read; convert .bin checkpoints with transformers' save_pretrained)");
     }
   } else if (path.size() > 11 && path.ends_with(".index.json")) {
     index_path = path;
@@ -159,12 +172,17 @@ Result<TensorStore> TensorStore::open(const std::string& path) {
     SPW_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(index_path, ErrorCode::kCorrupt));
     if (!j.is_object()) return corrupt(index_path + ": not a JSON object");
     auto wm = j.find("weight_map");
-    if (wm == j.end() || !wm->is_object()) return corrupt(index_path + ": missing 'weight_map' object");
+    if (wm == j.end() || !wm->is_object())
+      return corrupt(index_path + ": missing 'weight_map' object");
     std::vector<std::string> shards;
     for (auto it = wm->begin(); it != wm->end(); ++it) {
-      if (!it->is_string()) return corrupt(index_path + ": weight_map entry " + quote_name(it.key()) + " is not a file name");
+      if (!it->is_string())
+        return corrupt(index_path + ": weight_map entry " + quote_name(it.key()) +
+                       " is not a file name");
       std::string shard = it->get<std::string>();
-      if (shard.find('/') != std::string::npos) return corrupt(index_path + ": shard name " + quote_name(shard) + " must be a plain file name");
+      if (shard.find('/') != std::string::npos)
+        return corrupt(index_path + ": shard name " + quote_name(shard) +
+                       " must be a plain file name");
       expected[it.key()] = shard;
       if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
     }
@@ -179,15 +197,20 @@ Result<TensorStore> TensorStore::open(const std::string& path) {
       TensorInfo copy = t;
       copy.file_index = i;
       auto [it, inserted] = store.index_.emplace(t.name, copy);
-      if (!inserted) return corrupt(files[i] + ": tensor " + quote_name(t.name) + " also appears in " + files[it->second.file_index]);
+      if (!inserted)
+        return corrupt(files[i] + ": tensor " + quote_name(t.name) + " also appears in " +
+                       files[it->second.file_index]);
     }
     store.files_.push_back(std::move(*f));
   }
   for (const auto& [name, shard] : expected) {
     auto it = store.index_.find(name);
-    if (it == store.index_.end()) return corrupt(index_path + ": tensor " + quote_name(name) + " is listed in shard " + quote_name(shard) + " but missing from it");
+    if (it == store.index_.end())
+      return corrupt(index_path + ": tensor " + quote_name(name) + " is listed in shard " +
+                     quote_name(shard) + " but missing from it");
     if (fs::path(store.files_[it->second.file_index].path()).filename() != shard)
-      return corrupt(index_path + ": tensor " + quote_name(name) + " is listed in " + quote_name(shard) + " but found in another shard");
+      return corrupt(index_path + ": tensor " + quote_name(name) + " is listed in " +
+                     quote_name(shard) + " but found in another shard");
   }
   return store;
 }
@@ -205,11 +228,12 @@ std::vector<const TensorInfo*> TensorStore::tensors() const {
 
 Status TensorStore::read_f32(const TensorInfo& t, float* dst, size_t count) const {
   if (count != t.numel()) {
-    return invalid_argument("tensor '" + t.name + "': caller expects " + std::to_string(count) + " elements, file has " +
-                            std::to_string(t.numel()));
+    return invalid_argument("tensor '" + t.name + "': caller expects " + std::to_string(count) +
+                            " elements, file has " + std::to_string(t.numel()));
   }
   if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16) {
-    return unsupported(file_of(t) + ": tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + "; weights must be F32, F16 or BF16");
+    return unsupported(file_of(t) + ": tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
+                       "; weights must be F32, F16 or BF16");
   }
   convert_to_f32(data(t), t.dtype, dst, count);
   return {};
@@ -225,7 +249,8 @@ std::string build_header(const std::vector<const TensorToWrite*>& sorted,
   for (const TensorToWrite* t : sorted) {
     uint64_t n = dtype_size(t->dtype);
     for (int64_t d : t->shape) n *= static_cast<uint64_t>(d);
-    h[t->name] = {{"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + n}}};
+    h[t->name] = {
+        {"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + n}}};
     off += n;
   }
   *data_bytes = off;
@@ -248,7 +273,8 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   for (const auto& t : tensors) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
   for (size_t i = 1; i < sorted.size(); ++i) {
-    if (sorted[i]->name == sorted[i - 1]->name) return invalid_argument("write_safetensors: duplicate tensor '" + sorted[i]->name + "'");
+    if (sorted[i]->name == sorted[i - 1]->name)
+      return invalid_argument("write_safetensors: duplicate tensor '" + sorted[i]->name + "'");
   }
   uint64_t data_bytes = 0;
   std::string header = build_header(sorted, metadata, &data_bytes);
@@ -287,7 +313,8 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
     in_shard += b;
   }
   if (shards.size() == 1) {
-    fs::remove(fs::path(dir) / "model.safetensors.index.json", ec);  // a stale index would shadow nothing, but mislead
+    fs::remove(fs::path(dir) / "model.safetensors.index.json",
+               ec);  // a stale index would shadow nothing, but mislead
     return write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0]);
   }
   fs::remove(fs::path(dir) / "model.safetensors", ec);  // the reader prefers it over an index
@@ -300,7 +327,8 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
     SPW_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / name).string(), shards[i]));
     for (const auto& t : shards[i]) index["weight_map"][t.name] = name;
   }
-  return write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+  return write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(),
+                           index.dump(2) + "\n");
 }
 
 }  // namespace spillway

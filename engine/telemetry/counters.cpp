@@ -4,31 +4,44 @@ namespace spillway {
 
 const char* category_name(Category c) {
   switch (c) {
-    case Category::kWeights: return "weights";
-    case Category::kGradients: return "gradients";
-    case Category::kMaster: return "master";
-    case Category::kOptimizer: return "optimizer";
-    case Category::kCheckpoints: return "checkpoints";
-    case Category::kWorkspace: return "workspace";
+    case Category::kWeights:
+      return "weights";
+    case Category::kGradients:
+      return "gradients";
+    case Category::kMaster:
+      return "master";
+    case Category::kOptimizer:
+      return "optimizer";
+    case Category::kCheckpoints:
+      return "checkpoints";
+    case Category::kWorkspace:
+      return "workspace";
   }
   return "unknown";
 }
 
 const char* tier_name(Tier t) {
   switch (t) {
-    case Tier::kHbm: return "hbm";
-    case Tier::kDram: return "dram";
-    case Tier::kSsd: return "ssd";
+    case Tier::kHbm:
+      return "hbm";
+    case Tier::kDram:
+      return "dram";
+    case Tier::kSsd:
+      return "ssd";
   }
   return "unknown";
 }
 
 const char* link_name(Link l) {
   switch (l) {
-    case Link::kH2D: return "h2d";
-    case Link::kD2H: return "d2h";
-    case Link::kSsdRead: return "ssd_read";
-    case Link::kSsdWrite: return "ssd_write";
+    case Link::kH2D:
+      return "h2d";
+    case Link::kD2H:
+      return "d2h";
+    case Link::kSsdRead:
+      return "ssd_read";
+    case Link::kSsdWrite:
+      return "ssd_write";
   }
   return "unknown";
 }
@@ -60,7 +73,8 @@ std::int64_t CounterSnapshot::tier_total(Tier t) const {
   return sum;
 }
 
-std::array<std::uint64_t, kLinkCount> CounterSnapshot::moved_since(const CounterSnapshot& earlier) const {
+std::array<std::uint64_t, kLinkCount> CounterSnapshot::moved_since(
+    const CounterSnapshot& earlier) const {
   std::array<std::uint64_t, kLinkCount> out{};
   for (std::size_t i = 0; i < kLinkCount; ++i) {
     out[i] = moved_bytes[i] >= earlier.moved_bytes[i] ? moved_bytes[i] - earlier.moved_bytes[i] : 0;
@@ -76,7 +90,8 @@ CounterSnapshot TierCounters::snapshot() const {
     }
     s.capacity_bytes[t] = capacity_[t].load(std::memory_order_relaxed);
   }
-  for (std::size_t l = 0; l < kLinkCount; ++l) s.moved_bytes[l] = moved_[l].load(std::memory_order_relaxed);
+  for (std::size_t l = 0; l < kLinkCount; ++l)
+    s.moved_bytes[l] = moved_[l].load(std::memory_order_relaxed);
   return s;
 }
 

@@ -2,8 +2,8 @@
 //
 // Every tier (device arena, pinned host pool, SSD store) reports here how many bytes of each
 // category it currently holds (add/sub/set), and every copy reports the bytes it moved over a link
-// (add_moved). The telemetry sampler reads snapshot() about 10 times a second and turns the deltas of
-// the cumulative link counters into GB/s.
+// (add_moved). The telemetry sampler reads snapshot() about 10 times a second and turns the deltas
+// of the cumulative link counters into GB/s.
 //
 // Thread-safety: every method is safe from any thread at any time; counters are relaxed atomics, so
 // a snapshot is a set of individually exact values taken at slightly different instants (fine for
@@ -54,8 +54,10 @@ inline constexpr std::array<Link, kLinkCount> kAllLinks = {Link::kH2D, Link::kD2
 // A plain copy of TierCounters at one moment. Held bytes are signed so that an unbalanced sub()
 // (a bug in a tier) shows up as a negative figure instead of wrapping to 2^64.
 struct CounterSnapshot {
-  std::array<std::array<std::int64_t, kCategoryCount>, kTierCount> held_bytes{};  // [tier][category]
-  std::array<std::uint64_t, kLinkCount> moved_bytes{};  // [link], cumulative since construction/reset
+  std::array<std::array<std::int64_t, kCategoryCount>, kTierCount>
+      held_bytes{};  // [tier][category]
+  std::array<std::uint64_t, kLinkCount>
+      moved_bytes{};  // [link], cumulative since construction/reset
   // Declared tier capacities (bytes), 0 = not declared (e.g. no GPU).
   std::array<std::uint64_t, kTierCount> capacity_bytes{};
 
@@ -66,7 +68,8 @@ struct CounterSnapshot {
   std::int64_t tier_total(Tier t) const;
   std::uint64_t moved(Link l) const { return moved_bytes[static_cast<std::size_t>(l)]; }
   std::uint64_t capacity(Tier t) const { return capacity_bytes[static_cast<std::size_t>(t)]; }
-  // Bytes moved per link between `earlier` and this snapshot (clamped at 0 if the counters were reset).
+  // Bytes moved per link between `earlier` and this snapshot (clamped at 0 if the counters were
+  // reset).
   std::array<std::uint64_t, kLinkCount> moved_since(const CounterSnapshot& earlier) const;
 };
 
@@ -83,7 +86,9 @@ class TierCounters {
   void sub(Tier t, Category c, std::int64_t bytes) {
     cell(t, c).fetch_sub(bytes, std::memory_order_relaxed);
   }
-  void set(Tier t, Category c, std::int64_t bytes) { cell(t, c).store(bytes, std::memory_order_relaxed); }
+  void set(Tier t, Category c, std::int64_t bytes) {
+    cell(t, c).store(bytes, std::memory_order_relaxed);
+  }
   std::int64_t held(Tier t, Category c) const { return cell(t, c).load(std::memory_order_relaxed); }
 
   // Cumulative bytes moved over a link; call once per completed copy/read/write.

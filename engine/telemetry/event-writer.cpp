@@ -25,30 +25,42 @@ std::string dump(const Json& j) {
 // Machine-readable code for the `error` event (error_code_name() is for people: "i/o error").
 const char* error_code_key(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kInvalidArgument: return "invalid_argument";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kCorrupt: return "corrupt";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kIo: return "io";
-    case ErrorCode::kNoSpace: return "no_space";
-    case ErrorCode::kOutOfMemory: return "out_of_memory";
-    case ErrorCode::kCancelled: return "cancelled";
-    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kCorrupt:
+      return "corrupt";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kIo:
+      return "io";
+    case ErrorCode::kNoSpace:
+      return "no_space";
+    case ErrorCode::kOutOfMemory:
+      return "out_of_memory";
+    case ErrorCode::kCancelled:
+      return "cancelled";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }
 
 }  // namespace
 
-Result<std::unique_ptr<EventWriter>> EventWriter::open(const std::string& run_dir, double t_offset_s) {
+Result<std::unique_ptr<EventWriter>> EventWriter::open(const std::string& run_dir,
+                                                       double t_offset_s) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) return io_error("create run directory " + run_dir + ": " + ec.message());
   return open_file(run_dir + "/events.jsonl", t_offset_s);
 }
 
-Result<std::unique_ptr<EventWriter>> EventWriter::open_file(const std::string& path, double t_offset_s) {
+Result<std::unique_ptr<EventWriter>> EventWriter::open_file(const std::string& path,
+                                                            double t_offset_s) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return errno_status("open " + path, errno);
   // A previous worker killed mid-line leaves a torn last line; terminate it so ours parse.
@@ -91,8 +103,9 @@ std::optional<double> EventWriter::last_t_s(const std::string& path) {
   while (pos < buf.size()) {
     size_t nl = buf.find('\n', pos);
     size_t end = nl == std::string::npos ? buf.size() : nl;
-    Json j = Json::parse(buf.begin() + static_cast<std::ptrdiff_t>(pos), buf.begin() + static_cast<std::ptrdiff_t>(end),
-                         nullptr, /*allow_exceptions=*/false);
+    Json j = Json::parse(buf.begin() + static_cast<std::ptrdiff_t>(pos),
+                         buf.begin() + static_cast<std::ptrdiff_t>(end), nullptr,
+                         /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("t") && j["t"].is_number()) {
       double t = j["t"].get<double>();
       if (!best || t > *best) best = t;
@@ -104,7 +117,10 @@ std::optional<double> EventWriter::last_t_s(const std::string& path) {
 }
 
 EventWriter::EventWriter(int fd, std::string path, double t_offset_s)
-    : fd_(fd), path_(std::move(path)), t_offset_s_(t_offset_s), start_(std::chrono::steady_clock::now()) {}
+    : fd_(fd),
+      path_(std::move(path)),
+      t_offset_s_(t_offset_s),
+      start_(std::chrono::steady_clock::now()) {}
 
 EventWriter::~EventWriter() {
   if (fd_ >= 0) {
@@ -114,7 +130,8 @@ EventWriter::~EventWriter() {
 }
 
 double EventWriter::now_s() const {
-  return t_offset_s_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return t_offset_s_ +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 std::uint64_t EventWriter::lines_written() const {
@@ -123,7 +140,8 @@ std::uint64_t EventWriter::lines_written() const {
 }
 
 Status EventWriter::write_line(std::string_view type, const Json& fields, bool durable) {
-  // "type" and "t" first, then the payload's fields: built as text because nlohmann::json sorts keys.
+  // "type" and "t" first, then the payload's fields: built as text because nlohmann::json sorts
+  // keys.
   std::string line = "{\"type\":";
   line += dump(Json(std::string(type)));
   line += ",\"t\":";
@@ -148,15 +166,25 @@ Status EventWriter::write_line(std::string_view type, const Json& fields, bool d
   return Status();
 }
 
-Status EventWriter::state(const StateEvent& e) { return write_line(event_type_name(EventType::kState), to_json(e), true); }
+Status EventWriter::state(const StateEvent& e) {
+  return write_line(event_type_name(EventType::kState), to_json(e), true);
+}
 
-Status EventWriter::sample(const SampleEvent& e) { return sample(to_json(e)); }
+Status EventWriter::sample(const SampleEvent& e) {
+  return sample(to_json(e));
+}
 
-Status EventWriter::step(const StepEvent& e) { return step(to_json(e)); }
+Status EventWriter::step(const StepEvent& e) {
+  return step(to_json(e));
+}
 
-Status EventWriter::eval(const EvalEvent& e) { return eval(to_json(e)); }
+Status EventWriter::eval(const EvalEvent& e) {
+  return eval(to_json(e));
+}
 
-Status EventWriter::checkpoint(const CheckpointEvent& e) { return checkpoint(to_json(e)); }
+Status EventWriter::checkpoint(const CheckpointEvent& e) {
+  return checkpoint(to_json(e));
+}
 
 Status EventWriter::state(std::string_view name, const Json& extra) {
   Json fields = extra.is_object() ? extra : Json::object();
@@ -166,18 +194,26 @@ Status EventWriter::state(std::string_view name, const Json& extra) {
   return write_line(event_type_name(EventType::kState), fields, /*durable=*/true);
 }
 
-Status EventWriter::sample(const Json& fields) { return write_line(event_type_name(EventType::kSample), fields, false); }
+Status EventWriter::sample(const Json& fields) {
+  return write_line(event_type_name(EventType::kSample), fields, false);
+}
 
-Status EventWriter::step(const Json& fields) { return write_line(event_type_name(EventType::kStep), fields, false); }
+Status EventWriter::step(const Json& fields) {
+  return write_line(event_type_name(EventType::kStep), fields, false);
+}
 
-Status EventWriter::span(const SpanEvent& span) { return write_line(event_type_name(EventType::kSpan), to_json(span), false); }
+Status EventWriter::span(const SpanEvent& span) {
+  return write_line(event_type_name(EventType::kSpan), to_json(span), false);
+}
 
 Status EventWriter::log(LogLevel level, std::string_view message) {
-  return write_line(event_type_name(EventType::kLog), to_json(LogEvent{log_level_name(level), std::string(message)}), false);
+  return write_line(event_type_name(EventType::kLog),
+                    to_json(LogEvent{log_level_name(level), std::string(message)}), false);
 }
 
 Status EventWriter::error(std::string_view code, std::string_view message) {
-  return write_line(event_type_name(EventType::kError), to_json(ErrorEvent{std::string(code), std::string(message)}),
+  return write_line(event_type_name(EventType::kError),
+                    to_json(ErrorEvent{std::string(code), std::string(message)}),
                     /*durable=*/true);
 }
 
@@ -189,11 +225,14 @@ Status EventWriter::checkpoint(const Json& fields) {
   return write_line(event_type_name(EventType::kCheckpoint), fields, true);
 }
 
-Status EventWriter::eval(const Json& fields) { return write_line(event_type_name(EventType::kEval), fields, false); }
+Status EventWriter::eval(const Json& fields) {
+  return write_line(event_type_name(EventType::kEval), fields, false);
+}
 
 Status EventWriter::emit(std::string_view type, const Json& fields) {
   const std::optional<EventType> known = parse_event_type(type);
-  const bool durable = known == EventType::kState || known == EventType::kCheckpoint || known == EventType::kError;
+  const bool durable =
+      known == EventType::kState || known == EventType::kCheckpoint || known == EventType::kError;
   return write_line(type, fields, durable);
 }
 

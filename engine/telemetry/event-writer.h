@@ -4,21 +4,20 @@
 // wall-clock jump never makes time run backwards), followed by the fields of the payload. The GUI
 // tails this file; a person can `tail -f | jq` it. Each line is handed to the kernel with one
 // write() (no user-space buffering, so a crash loses at most the line being written), and lines of
-// type state, checkpoint and error are also fsync'ed, because those are the ones a restarted GUI or a
-// resume must be able to trust. Opening appends: a resumed run continues the same file; if the file
-// ends in a torn line (the previous worker was killed mid-write) a newline is added first so every
-// later line parses.
+// type state, checkpoint and error are also fsync'ed, because those are the ones a restarted GUI or
+// a resume must be able to trust. Opening appends: a resumed run continues the same file; if the
+// file ends in a torn line (the previous worker was killed mid-write) a newline is added first so
+// every later line parses.
 //
 // Thread-safety: every method may be called from any thread; lines are written whole under a mutex
 // and appear in the order the calls took the lock. Ownership: the writer owns its file descriptor
 // (closed by the destructor); not copyable or movable — hand out pointers/references.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,12 +31,14 @@ namespace spillway {
 
 class EventWriter {
  public:
-  // Opens (creating if needed, appending otherwise) `run_dir`/events.jsonl. `t_offset_s` is added to
-  // every "t": a resumed run passes the t of its last event so the timeline continues instead of
+  // Opens (creating if needed, appending otherwise) `run_dir`/events.jsonl. `t_offset_s` is added
+  // to every "t": a resumed run passes the t of its last event so the timeline continues instead of
   // restarting at 0. kIo / kNoSpace when the directory or file cannot be opened.
-  static Result<std::unique_ptr<EventWriter>> open(const std::string& run_dir, double t_offset_s = 0.0);
+  static Result<std::unique_ptr<EventWriter>> open(const std::string& run_dir,
+                                                   double t_offset_s = 0.0);
   // Same, with an explicit file path (tests, or a non-default name).
-  static Result<std::unique_ptr<EventWriter>> open_file(const std::string& path, double t_offset_s = 0.0);
+  static Result<std::unique_ptr<EventWriter>> open_file(const std::string& path,
+                                                        double t_offset_s = 0.0);
 
   // The largest "t" among the last lines of an existing events file (the last 64 KiB are read; torn
   // or non-JSON lines are skipped): the t_offset_s a resumed run passes to open(). Absent when the

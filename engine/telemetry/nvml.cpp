@@ -47,8 +47,8 @@ Result<const NvmlApi*> load_once() {
   api.error_string = reinterpret_cast<decltype(api.error_string)>(::dlsym(lib, "nvmlErrorString"));
   if (!missing.empty()) {
     ::dlclose(lib);
-    return unsupported(std::string("GPU telemetry unavailable: ") + kLibrary + " has no " + missing +
-                       "; the NVIDIA driver is too old, update it");
+    return unsupported(std::string("GPU telemetry unavailable: ") + kLibrary + " has no " +
+                       missing + "; the NVIDIA driver is too old, update it");
   }
   return &api;
 }
@@ -69,17 +69,21 @@ Result<GpuMonitor> GpuMonitor::open(unsigned int index) {
 
 Result<GpuMonitor> GpuMonitor::open(unsigned int index, const NvmlApi& api) {
   return open_with(api, index, "NVML index " + std::to_string(index),
-                   [index](const NvmlApi& a, nvml::Device* d) { return a.device_get_handle_by_index(index, d); });
+                   [index](const NvmlApi& a, nvml::Device* d) {
+                     return a.device_get_handle_by_index(index, d);
+                   });
 }
 
 Result<GpuMonitor> GpuMonitor::open(const std::string& pci_bus_id, const NvmlApi& api) {
-  return open_with(api, 0, "PCI address " + pci_bus_id, [&pci_bus_id](const NvmlApi& a, nvml::Device* d) {
-    return a.device_get_handle_by_pci_bus_id(pci_bus_id.c_str(), d);
-  });
+  return open_with(api, 0, "PCI address " + pci_bus_id,
+                   [&pci_bus_id](const NvmlApi& a, nvml::Device* d) {
+                     return a.device_get_handle_by_pci_bus_id(pci_bus_id.c_str(), d);
+                   });
 }
 
-Result<GpuMonitor> GpuMonitor::open_with(const NvmlApi& api, unsigned int index, const std::string& where,
-                                         const std::function<nvml::Return(const NvmlApi&, nvml::Device*)>& find) {
+Result<GpuMonitor> GpuMonitor::open_with(
+    const NvmlApi& api, unsigned int index, const std::string& where,
+    const std::function<nvml::Return(const NvmlApi&, nvml::Device*)>& find) {
   nvml::Return r = api.init();
   if (r != nvml::kSuccess) {
     return unsupported("GPU telemetry unavailable: nvmlInit failed: " + nvml_error(api, r) +

@@ -38,11 +38,11 @@ struct Memory {  // nvmlMemory_t (v1), bytes
   unsigned long long free;
   unsigned long long used;
 };
-inline constexpr Return kSuccess = 0;            // NVML_SUCCESS
-inline constexpr Return kErrorNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
-inline constexpr unsigned int kPcieUtilTxBytes = 0;  // NVML_PCIE_UTIL_TX_BYTES: GPU -> host
-inline constexpr unsigned int kPcieUtilRxBytes = 1;  // NVML_PCIE_UTIL_RX_BYTES: host -> GPU
-inline constexpr unsigned int kTemperatureGpu = 0;   // NVML_TEMPERATURE_GPU: the die
+inline constexpr Return kSuccess = 0;                      // NVML_SUCCESS
+inline constexpr Return kErrorNotSupported = 3;            // NVML_ERROR_NOT_SUPPORTED
+inline constexpr unsigned int kPcieUtilTxBytes = 0;        // NVML_PCIE_UTIL_TX_BYTES: GPU -> host
+inline constexpr unsigned int kPcieUtilRxBytes = 1;        // NVML_PCIE_UTIL_RX_BYTES: host -> GPU
+inline constexpr unsigned int kTemperatureGpu = 0;         // NVML_TEMPERATURE_GPU: the die
 inline constexpr unsigned int kDeviceNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 }  // namespace nvml
 
@@ -73,8 +73,8 @@ Result<const NvmlApi*> load_nvml();
 
 // One reading of a GPU. Each metric is absent when NVML does not report it for this device.
 struct GpuSample {
-  std::optional<double> util_pct;  // kernels running, % of the last NVML sample period
-  std::optional<std::uint64_t> mem_used_bytes;   // whole device, all processes
+  std::optional<double> util_pct;               // kernels running, % of the last NVML sample period
+  std::optional<std::uint64_t> mem_used_bytes;  // whole device, all processes
   std::optional<std::uint64_t> mem_total_bytes;  // as NVML reports it (the usable size)
   std::optional<double> pcie_tx_gbps;  // GPU -> host, 1 GB = 1e9 bytes, over NVML's 20 ms window
   std::optional<double> pcie_rx_gbps;  // host -> GPU
@@ -113,13 +113,21 @@ class GpuMonitor {
 
  private:
   // nvmlInit, then `find` the device (`where` names it in the error); index_ is `index`.
-  static Result<GpuMonitor> open_with(const NvmlApi& api, unsigned int index, const std::string& where,
-                                      const std::function<nvml::Return(const NvmlApi&, nvml::Device*)>& find);
+  static Result<GpuMonitor> open_with(
+      const NvmlApi& api, unsigned int index, const std::string& where,
+      const std::function<nvml::Return(const NvmlApi&, nvml::Device*)>& find);
   GpuMonitor(const NvmlApi* api, nvml::Device device, unsigned int index, std::string name)
       : api_(api), device_(device), index_(index), name_(std::move(name)) {}
 
   // Metrics NVML said this device does not support.
-  enum Metric : unsigned { kUtil = 1, kMemory = 2, kPcieTx = 4, kPcieRx = 8, kPower = 16, kTemp = 32 };
+  enum Metric : unsigned {
+    kUtil = 1,
+    kMemory = 2,
+    kPcieTx = 4,
+    kPcieRx = 8,
+    kPower = 16,
+    kTemp = 32
+  };
   bool asks(Metric m) const { return (unsupported_ & m) == 0; }
   // Whether `r` is a value; records m as unsupported on NVML_ERROR_NOT_SUPPORTED.
   bool answered(nvml::Return r, Metric m);

@@ -186,7 +186,8 @@ std::optional<DiskIo> parse_diskstats(std::string_view text, std::string_view de
   for_each_line(text, [&](std::string_view line) {
     if (out) return;
     auto f = split_ws(line);
-    // major minor name reads reads_merged sectors_read ms_reading writes writes_merged sectors_written ...
+    // major minor name reads reads_merged sectors_read ms_reading writes writes_merged
+    // sectors_written ...
     if (f.size() < 10 || f[2] != device) return;
     auto rd = parse_u64(f[5]);
     auto wr = parse_u64(f[9]);

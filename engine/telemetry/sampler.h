@@ -1,13 +1,14 @@
 // System samplers: host memory (/proc/meminfo), filesystem space (statvfs), block-device traffic
 // (/proc/diskstats) and process RSS (/proc/self/statm).
 //
-// Each reader returns what it could read and leaves the rest absent (std::optional without a value):
-// a metric the machine does not expose — no /proc in a sandbox, a path on tmpfs that has no block
-// device — must show as "unavailable" in the GUI, never as 0 (nvtop's validity flags). The parse_*
-// functions are pure and take the file text, so tests can feed them fixed inputs.
+// Each reader returns what it could read and leaves the rest absent (std::optional without a
+// value): a metric the machine does not expose — no /proc in a sandbox, a path on tmpfs that has no
+// block device — must show as "unavailable" in the GUI, never as 0 (nvtop's validity flags). The
+// parse_* functions are pure and take the file text, so tests can feed them fixed inputs.
 //
-// Thread-safety: free functions are reentrant; a DiskStatsReader is immutable after construction and
-// read() may be called from any thread. Ownership: plain values, nothing held open between calls.
+// Thread-safety: free functions are reentrant; a DiskStatsReader is immutable after construction
+// and read() may be called from any thread. Ownership: plain values, nothing held open between
+// calls.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,8 @@
 
 namespace spillway {
 
-// Host memory, bytes. available is the kernel's MemAvailable estimate (what can be allocated without
-// swapping), not MemFree.
+// Host memory, bytes. available is the kernel's MemAvailable estimate (what can be allocated
+// without swapping), not MemFree.
 struct MemInfo {
   std::optional<std::uint64_t> total_bytes;
   std::optional<std::uint64_t> available_bytes;
@@ -26,8 +27,9 @@ struct MemInfo {
 MemInfo parse_meminfo(std::string_view text);
 MemInfo read_meminfo(const std::string& path = "/proc/meminfo");
 
-// Space of the filesystem holding `path`, bytes. free_bytes is what an unprivileged process can still
-// write (f_bavail * f_frsize), total_bytes is f_blocks * f_frsize. Both absent when statvfs fails.
+// Space of the filesystem holding `path`, bytes. free_bytes is what an unprivileged process can
+// still write (f_bavail * f_frsize), total_bytes is f_blocks * f_frsize. Both absent when statvfs
+// fails.
 struct FsSpace {
   std::optional<std::uint64_t> free_bytes;
   std::optional<std::uint64_t> total_bytes;

@@ -22,11 +22,15 @@ using SpanSink = std::function<void(size_t block, const char* phase, double star
 // the layer's index or none, the phase, start and end.
 
 // The event of a SpanSink call on a model of `num_layers` layers.
-inline SpanEvent block_span(size_t block, int num_layers, std::string_view phase, double start_s, double end_s) {
+inline SpanEvent block_span(size_t block, int num_layers, std::string_view phase, double start_s,
+                            double end_s) {
   const long layer = static_cast<long>(block) - 1;
   const bool is_layer = layer >= 0 && layer < num_layers;
-  return {block == 0 ? "embed" : is_layer ? "layer" : "head", is_layer ? std::optional<int>(int(layer)) : std::nullopt,
-          std::string(phase), start_s, end_s};
+  return {block == 0 ? "embed"
+          : is_layer ? "layer"
+                     : "head",
+          is_layer ? std::optional<int>(int(layer)) : std::nullopt, std::string(phase), start_s,
+          end_s};
 }
 
 }  // namespace spillway

@@ -15,9 +15,11 @@ SampleTier tier_sample(const CounterSnapshot& s, Tier t) {
   return out;
 }
 
-// The GPU's fields, each only when known. Memory prefers NVML (the whole device, as nvidia-smi shows
-// it) and falls back on the backend's probe (cudaMemGetInfo), which sees the same device memory.
-void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev, SampleEvent& sample) {
+// The GPU's fields, each only when known. Memory prefers NVML (the whole device, as nvidia-smi
+// shows it) and falls back on the backend's probe (cudaMemGetInfo), which sees the same device
+// memory.
+void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev,
+                    SampleEvent& sample) {
   sample.gpu_util_pct = g.util_pct;
   if (g.mem_used_bytes && g.mem_total_bytes) {
     sample.gpu_mem_used_bytes = *g.mem_used_bytes;
@@ -43,7 +45,8 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
   if (!options_.ssd_path.empty()) disk_ = DiskStatsReader::for_path(options_.ssd_path);
   if (!options_.gpu_pci_bus_id.empty() || options_.gpu_index) {
     Result<GpuMonitor> gpu = [this]() -> Result<GpuMonitor> {
-      SPW_ASSIGN_OR_RETURN(const NvmlApi* api, options_.nvml ? Result<const NvmlApi*>(options_.nvml) : load_nvml());
+      SPW_ASSIGN_OR_RETURN(const NvmlApi* api,
+                           options_.nvml ? Result<const NvmlApi*>(options_.nvml) : load_nvml());
       return options_.gpu_pci_bus_id.empty() ? GpuMonitor::open(*options_.gpu_index, *api)
                                              : GpuMonitor::open(options_.gpu_pci_bus_id, *api);
     }();
@@ -58,7 +61,9 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
   prev_disk_ = disk_.read();
 }
 
-TelemetrySampler::~TelemetrySampler() { stop(); }
+TelemetrySampler::~TelemetrySampler() {
+  stop();
+}
 
 double TelemetrySampler::now_s() const {
   if (writer_) return writer_->now_s();
@@ -145,10 +150,13 @@ Json TelemetrySampler::sample_once() {
 
     std::optional<DiskIo> disk = disk_.read();
     if (disk && prev_disk_ && dt > 0) {
-      auto delta = [](std::uint64_t now, std::uint64_t before) { return now >= before ? now - before : 0; };
-      sample.disk = SampleDisk{disk_.device(),
-                               static_cast<double>(delta(disk->read_bytes, prev_disk_->read_bytes)) / dt / 1e9,
-                               static_cast<double>(delta(disk->written_bytes, prev_disk_->written_bytes)) / dt / 1e9};
+      auto delta = [](std::uint64_t now, std::uint64_t before) {
+        return now >= before ? now - before : 0;
+      };
+      sample.disk = SampleDisk{
+          disk_.device(),
+          static_cast<double>(delta(disk->read_bytes, prev_disk_->read_bytes)) / dt / 1e9,
+          static_cast<double>(delta(disk->written_bytes, prev_disk_->written_bytes)) / dt / 1e9};
     }
     sample.rss_bytes = read_process_rss_bytes();
     if (dt > 0) sample.interval_s = dt;

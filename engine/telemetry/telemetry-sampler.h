@@ -3,16 +3,19 @@
 // callback, which the worker points at RunStore::add_sample.
 //
 // Each tick it snapshots TierCounters, computes each link's GB/s from the byte delta since the
-// previous tick (1 GB = 1e9 bytes), reads /proc/meminfo, statvfs and /proc/diskstats of the SSD tier
-// path, process RSS, (when a probe is given) the GPU's memory, and (when a GPU is named and NVML
-// loads) the GPU's utilisation, memory, PCIe throughput, power and temperature; it writes one JSON
-// object:
+// previous tick (1 GB = 1e9 bytes), reads /proc/meminfo, statvfs and /proc/diskstats of the SSD
+// tier path, process RSS, (when a probe is given) the GPU's memory, and (when a GPU is named and
+// NVML loads) the GPU's utilisation, memory, PCIe throughput, power and temperature; it writes one
+// JSON object:
 //
-//   {"tiers": {"hbm":  {"weights_bytes":..,"gradients_bytes":..,"master_bytes":..,"optimizer_bytes":..,
-//                       "checkpoints_bytes":..,"workspace_bytes":..,"used_bytes":..,"capacity_bytes":..,
+//   {"tiers": {"hbm":  {"weights_bytes":..,"gradients_bytes":..,"master_bytes":..,
+//                       "optimizer_bytes":..,"checkpoints_bytes":..,"workspace_bytes":..,
+//                       "used_bytes":..,"capacity_bytes":..,
 //                       "device_total_bytes":..,"device_free_bytes":..},
-//              "dram": {..categories.., "used_bytes", "capacity_bytes", "total_bytes", "available_bytes"},
-//              "ssd":  {..categories.., "used_bytes", "capacity_bytes", "free_bytes", "total_bytes"}},
+//              "dram": {..categories.., "used_bytes", "capacity_bytes", "total_bytes",
+//                       "available_bytes"},
+//              "ssd":  {..categories.., "used_bytes", "capacity_bytes", "free_bytes",
+//                       "total_bytes"}},
 //    "links": {"h2d_gbps":..,"d2h_gbps":..,"ssd_read_gbps":..,"ssd_write_gbps":..,
 //              "h2d_bytes":..,"d2h_bytes":..,"ssd_read_bytes":..,"ssd_write_bytes":..},
 //    "disk":  {"device":"nvme0n1p2","read_gbps":..,"write_gbps":..},
@@ -20,9 +23,9 @@
 //    "gpu_util_pct":.., "gpu_mem_used_bytes":.., "gpu_mem_total_bytes":.., "pcie_tx_gbps":..,
 //    "pcie_rx_gbps":.., "gpu_power_w":.., "gpu_temp_c":..}
 //
-// *_bytes under tiers are bytes held now; *_bytes under links are cumulative since the counters began;
-// *_gbps are averages over the last interval_s. A metric that cannot be read is left out of the
-// object (never written as 0): capacity_bytes when not declared, device_* without a GPU probe,
+// *_bytes under tiers are bytes held now; *_bytes under links are cumulative since the counters
+// began; *_gbps are averages over the last interval_s. A metric that cannot be read is left out of
+// the object (never written as 0): capacity_bytes when not declared, device_* without a GPU probe,
 // total/available without /proc/meminfo, "disk" when the SSD path has no block device, each gpu_*
 // and pcie_* key the GPU does not report (all of them without NVML). gpu_mem_* come from NVML, else
 // from the device memory probe.
@@ -33,13 +36,12 @@
 // stops and joins.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -59,7 +61,8 @@ struct DeviceMemory {
 
 struct TelemetrySamplerOptions {
   double interval_s = 0.1;  // event rate; the DESIGN's "about 10 Hz"
-  // Directory of the SSD tier: statvfs and diskstats are read for it. Empty: no ssd free/total, no disk.
+  // Directory of the SSD tier: statvfs and diskstats are read for it. Empty: no ssd free/total, no
+  // disk.
   std::string ssd_path;
   // GPU memory probe (the CUDA backend's cudaMemGetInfo, or NVML via dlopen); empty or returning
   // nullopt: device_* fields are absent. Called on the sampler thread.
@@ -80,9 +83,10 @@ struct TelemetrySamplerOptions {
 
 class TelemetrySampler {
  public:
-  // `writer` may be null (samples then only reach on_sample). Takes the baseline snapshot now, so the
-  // first sample's GB/s covers the time since construction.
-  TelemetrySampler(const TierCounters& counters, EventWriter* writer, TelemetrySamplerOptions options = {});
+  // `writer` may be null (samples then only reach on_sample). Takes the baseline snapshot now, so
+  // the first sample's GB/s covers the time since construction.
+  TelemetrySampler(const TierCounters& counters, EventWriter* writer,
+                   TelemetrySamplerOptions options = {});
   ~TelemetrySampler();
   TelemetrySampler(const TelemetrySampler&) = delete;
   TelemetrySampler& operator=(const TelemetrySampler&) = delete;
@@ -99,10 +103,12 @@ class TelemetrySampler {
   nlohmann::json sample_once();
 
   std::uint64_t samples_taken() const;
-  // The last write error from the event writer (ok when none); the thread keeps sampling regardless.
+  // The last write error from the event writer (ok when none); the thread keeps sampling
+  // regardless.
   Status last_error() const;
-  // Why the GPU named by options.gpu_pci_bus_id or gpu_index is not monitored (ok when it is, or when none was named):
-  // for the run's log, e.g. "GPU telemetry unavailable: cannot load libnvidia-ml.so.1 (...)".
+  // Why the GPU named by options.gpu_pci_bus_id or gpu_index is not monitored (ok when it is, or
+  // when none was named): for the run's log, e.g. "GPU telemetry unavailable: cannot load
+  // libnvidia-ml.so.1 (...)".
   const Status& gpu_status() const { return gpu_status_; }
 
  private:

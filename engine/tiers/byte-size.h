@@ -12,6 +12,8 @@ namespace spillway {
 std::string format_bytes(uint64_t bytes);
 
 // Rounds `n` up to a multiple of `align` (a power of two or any non-zero value).
-inline uint64_t round_up(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
+inline uint64_t round_up(uint64_t n, uint64_t align) {
+  return (n + align - 1) / align * align;
+}
 
 }  // namespace spillway

@@ -102,7 +102,8 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const uint
     c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
     --n;
   }
-  for (const auto& [stretch, zeros] : {std::pair{kLong, &long_zeros}, std::pair{kShort, &short_zeros}}) {
+  for (const auto& [stretch, zeros] :
+       {std::pair{kLong, &long_zeros}, std::pair{kShort, &short_zeros}}) {
     while (n >= 3 * stretch) {
       uint64_t c1 = 0, c2 = 0;
       const uint8_t* end = p + stretch;

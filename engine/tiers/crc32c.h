@@ -13,7 +13,9 @@ namespace spillway {
 // CRC-32C of `data[0, n)`, continuing from `crc` (the value returned for the preceding bytes; 0 to
 // start). crc32c_extend(0, "123456789", 9) == 0xE3069283.
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n);
-inline uint32_t crc32c(const void* data, size_t n) { return crc32c_extend(0, data, n); }
+inline uint32_t crc32c(const void* data, size_t n) {
+  return crc32c_extend(0, data, n);
+}
 
 // The portable table version, exposed so tests can check it against the hardware path.
 uint32_t crc32c_extend_portable(uint32_t crc, const void* data, size_t n);

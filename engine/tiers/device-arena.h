@@ -2,10 +2,10 @@
 // device_alloc, carved into named slots: K weight slots of a layer block's size, gradient buffers,
 // activation workspace, checkpoints that fit.
 //
-// The streaming trainer's GPU footprint is fixed by design (DESIGN.md, step 5), so it is reserved up
-// front: a job that does not fit fails at reserve() with a message naming the slot and the capacity,
-// before any step runs, and nothing in the hot loop calls cudaMalloc. Each live slot's bytes are
-// counted in TierCounters (Tier::kHbm) under its category.
+// The streaming trainer's GPU footprint is fixed by design (docs/architecture.md, "The step"), so
+// it is reserved up front: a job that does not fit fails at reserve() with a message naming the
+// slot and the capacity, before any step runs, and nothing in the hot loop calls cudaMalloc. Each
+// live slot's bytes are counted in TierCounters (Tier::kHbm) under its category.
 //
 // Thread-safety: every method is safe from any thread (one mutex). Ownership: the arena owns the
 // allocation and frees it through the callback on destruction; slot pointers are borrowed views
@@ -50,8 +50,10 @@ class DeviceArena {
   // Makes the one allocation of `capacity_bytes`. kOutOfMemory (with the allocator's reason) when
   // the device refuses. `alignment`: slot offsets and sizes, power of two (256 suits cuBLAS and
   // vectorised kernels). `counters` may be null; it must outlive the arena.
-  static Result<std::unique_ptr<DeviceArena>> create(size_t capacity_bytes, DeviceAllocator allocator,
-                                                     TierCounters* counters = nullptr, size_t alignment = 256);
+  static Result<std::unique_ptr<DeviceArena>> create(size_t capacity_bytes,
+                                                     DeviceAllocator allocator,
+                                                     TierCounters* counters = nullptr,
+                                                     size_t alignment = 256);
   ~DeviceArena();
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
@@ -74,7 +76,8 @@ class DeviceArena {
   size_t largest_free_bytes() const;
 
  private:
-  DeviceArena(void* base, size_t capacity, size_t alignment, DeviceAllocator allocator, TierCounters* counters);
+  DeviceArena(void* base, size_t capacity, size_t alignment, DeviceAllocator allocator,
+              TierCounters* counters);
   std::string usage_locked() const;
 
   void* base_;

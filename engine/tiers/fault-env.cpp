@@ -9,7 +9,8 @@ namespace spillway {
 
 class FaultInjectingQueue final : public IoQueue {
  public:
-  FaultInjectingQueue(FaultInjectingEnv* env, std::unique_ptr<IoQueue> base) : env_(env), base_(std::move(base)) {}
+  FaultInjectingQueue(FaultInjectingEnv* env, std::unique_ptr<IoQueue> base)
+      : env_(env), base_(std::move(base)) {}
 
   Status submit(const IoOp& op) override {
     const FaultPlan& plan = env_->plan_;
@@ -17,7 +18,8 @@ class FaultInjectingQueue final : public IoQueue {
     const int64_t kind_n = op.kind == IoKind::kWrite ? env_->writes_++ : env_->reads_++;
     if (n == plan.eio_on_op) return fake(op.tag, -EIO);
     if (op.kind == IoKind::kWrite) {
-      if (plan.enospc_from_write >= 0 && kind_n >= plan.enospc_from_write) return fake(op.tag, -ENOSPC);
+      if (plan.enospc_from_write >= 0 && kind_n >= plan.enospc_from_write)
+        return fake(op.tag, -ENOSPC);
       if (kind_n == plan.short_write_on_write) {
         IoOp half = op;
         half.bytes = static_cast<uint32_t>(op.bytes / 2 / 4096 * 4096);
@@ -60,13 +62,16 @@ class FaultInjectingQueue final : public IoQueue {
   std::unordered_map<uint64_t, uint8_t*> flips_;  // tag -> buffer of a read to corrupt
 };
 
-Result<std::unique_ptr<BlockFile>> FaultInjectingEnv::create_block_file(const std::string& path, uint64_t bytes,
+Result<std::unique_ptr<BlockFile>> FaultInjectingEnv::create_block_file(const std::string& path,
+                                                                        uint64_t bytes,
                                                                         bool direct) {
-  if (plan_.enospc_on_create) return errno_status("fallocate " + format_bytes(bytes) + " for " + path, ENOSPC);
+  if (plan_.enospc_on_create)
+    return errno_status("fallocate " + format_bytes(bytes) + " for " + path, ENOSPC);
   return base_->create_block_file(path, bytes, direct && !plan_.refuse_direct_io);
 }
 
-Result<std::unique_ptr<BlockFile>> FaultInjectingEnv::open_block_file(const std::string& path, bool direct) {
+Result<std::unique_ptr<BlockFile>> FaultInjectingEnv::open_block_file(const std::string& path,
+                                                                      bool direct) {
   return base_->open_block_file(path, direct && !plan_.refuse_direct_io);
 }
 

@@ -42,14 +42,18 @@ void HostRegion::reset() {
 
 HostPool::HostPool(HostPoolConfig config, HostAllocator allocator, TierCounters* counters)
     : config_(config), allocator_(std::move(allocator)), counters_(counters) {
-  if (config_.alignment == 0 || (config_.alignment & (config_.alignment - 1)) != 0) config_.alignment = 4096;
-  config_.slab_bytes = round_up(std::max<size_t>(config_.slab_bytes, config_.alignment), config_.alignment);
-  if (counters_ && config_.dram_cap_bytes > 0) counters_->set_capacity(Tier::kDram, config_.dram_cap_bytes);
+  if (config_.alignment == 0 || (config_.alignment & (config_.alignment - 1)) != 0)
+    config_.alignment = 4096;
+  config_.slab_bytes =
+      round_up(std::max<size_t>(config_.slab_bytes, config_.alignment), config_.alignment);
+  if (counters_ && config_.dram_cap_bytes > 0)
+    counters_->set_capacity(Tier::kDram, config_.dram_cap_bytes);
 }
 
 HostPool::~HostPool() {
   if (used_ > 0) {
-    log_warn("host pool destroyed with " + format_bytes(used_) + " still in regions (a region outlived its pool)");
+    log_warn("host pool destroyed with " + format_bytes(used_) +
+             " still in regions (a region outlived its pool)");
   }
   for (auto& s : slabs_) {
     if (s) allocator_.free(s->base, s->bytes);
@@ -63,8 +67,9 @@ std::string HostPool::usage_locked() const {
     ++live_slabs;
     largest = std::max<size_t>(largest, s->ranges.largest_free());
   }
-  std::string m = "the pool holds " + format_bytes(slab_total_) + " in " + std::to_string(live_slabs) +
-                  " slab(s), " + format_bytes(used_) + " in use (largest free run " + format_bytes(largest) + ")";
+  std::string m = "the pool holds " + format_bytes(slab_total_) + " in " +
+                  std::to_string(live_slabs) + " slab(s), " + format_bytes(used_) +
+                  " in use (largest free run " + format_bytes(largest) + ")";
   std::string by;
   for (Category c : kAllCategories) {
     size_t b = used_by_category_[static_cast<size_t>(c)];
@@ -78,8 +83,8 @@ std::string HostPool::usage_locked() const {
 Result<HostRegion> HostPool::allocate(size_t bytes, Category category, std::string_view what) {
   std::lock_guard lock(mutex_);
   const size_t need = round_up(std::max<size_t>(bytes, 1), config_.alignment);
-  const std::string label = std::string(category_name(category)) +
-                            (what.empty() ? "" : " '" + std::string(what) + "'");
+  const std::string label =
+      std::string(category_name(category)) + (what.empty() ? "" : " '" + std::string(what) + "'");
 
   size_t slab_index = slabs_.size();
   std::optional<uint64_t> offset;
@@ -91,13 +96,14 @@ Result<HostRegion> HostPool::allocate(size_t bytes, Category category, std::stri
     // request's own size when it is larger than a slab.
     size_t slab = std::max(config_.slab_bytes, need);
     const size_t cap = config_.dram_cap_bytes;
-    if (cap > 0 && slab_total_ + need > cap) trim_locked();  // empty slabs too small for this request
+    if (cap > 0 && slab_total_ + need > cap)
+      trim_locked();  // empty slabs too small for this request
     if (cap > 0 && slab_total_ + slab > cap) slab = need;
     if (cap > 0 && slab_total_ + slab > cap) {
-      return out_of_memory("host pool: cannot allocate " + format_bytes(need) + " for " + label + ": " +
-                           usage_locked() + ", and the DRAM cap (dram_cap_bytes) is " + format_bytes(cap) +
-                           "; raise the cap, lower the batch size, or place " + category_name(category) +
-                           " on the SSD tier");
+      return out_of_memory("host pool: cannot allocate " + format_bytes(need) + " for " + label +
+                           ": " + usage_locked() + ", and the DRAM cap (dram_cap_bytes) is " +
+                           format_bytes(cap) + "; raise the cap, lower the batch size, or place " +
+                           category_name(category) + " on the SSD tier");
     }
     Result<void*> mem = allocator_.alloc(slab);
     if (!mem.ok()) {
@@ -178,7 +184,8 @@ size_t HostPool::used_bytes(Category c) const {
 }
 size_t HostPool::slab_count() const {
   std::lock_guard lock(mutex_);
-  return static_cast<size_t>(std::count_if(slabs_.begin(), slabs_.end(), [](const auto& s) { return s != nullptr; }));
+  return static_cast<size_t>(
+      std::count_if(slabs_.begin(), slabs_.end(), [](const auto& s) { return s != nullptr; }));
 }
 
 }  // namespace spillway

@@ -33,7 +33,8 @@
 namespace spillway {
 
 // How the pool gets and returns slab memory. `alloc(bytes)` must return memory aligned to at least
-// 4096 bytes, or an error (kOutOfMemory with the allocator's reason); `free(ptr, bytes)` returns it.
+// 4096 bytes, or an error (kOutOfMemory with the allocator's reason); `free(ptr, bytes)` returns
+// it.
 struct HostAllocator {
   std::function<Result<void*>(size_t bytes)> alloc;
   std::function<void(void* ptr, size_t bytes)> free;
@@ -63,7 +64,10 @@ class HostRegion {
   HostRegion& operator=(HostRegion&& o) noexcept;
 
   void* data() const { return data_; }
-  template <typename T> T* as() const { return static_cast<T*>(data_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   size_t size() const { return size_; }
   Category category() const { return category_; }
   bool empty() const { return pool_ == nullptr; }
@@ -96,8 +100,8 @@ class HostPool {
   // Frees slabs that hold no region; returns the bytes given back to the allocator.
   size_t trim();
 
-  size_t slab_bytes_total() const;   // bytes obtained from the allocator
-  size_t used_bytes() const;         // bytes in live regions (rounded)
+  size_t slab_bytes_total() const;  // bytes obtained from the allocator
+  size_t used_bytes() const;        // bytes in live regions (rounded)
   size_t used_bytes(Category c) const;
   size_t slab_count() const;
   const HostPoolConfig& config() const { return config_; }
@@ -117,7 +121,8 @@ class HostPool {
   HostAllocator allocator_;
   TierCounters* counters_;
   mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<Slab>> slabs_;  // null entries are trimmed slabs (indices stay stable)
+  std::vector<std::unique_ptr<Slab>>
+      slabs_;  // null entries are trimmed slabs (indices stay stable)
   size_t slab_total_ = 0, used_ = 0;
   size_t used_by_category_[kCategoryCount] = {};
 };

@@ -22,8 +22,8 @@ constexpr uint32_t kSidecarVersion = 1;
 bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 200 || name[0] == '.') return false;
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -72,8 +72,8 @@ struct SsdStore::BlockOp {
   uint64_t block = 0;
   uint32_t in_block = 0;  // the caller's piece: bytes [in_block, in_block + len) of the block
   uint32_t len = 0;
-  uint32_t valid = 0;     // bytes of this block inside the group (less than a block only at the end)
-  char* user = nullptr;   // the caller's bytes for the piece
+  uint32_t valid = 0;    // bytes of this block inside the group (less than a block only at the end)
+  char* user = nullptr;  // the caller's bytes for the piece
   // Set when started.
   uint64_t tag = 0;
   unsigned slot = 0;
@@ -85,12 +85,14 @@ struct SsdStore::BlockOp {
   uint32_t new_crc = 0;
 };
 
-std::string SsdStore::group_path(const std::string& group) const { return config_.folder + "/" + group + ".blk"; }
+std::string SsdStore::group_path(const std::string& group) const {
+  return config_.folder + "/" + group + ".blk";
+}
 
 namespace {
 
-std::string serialize_sidecar(uint32_t block_bytes, uint64_t bytes, const std::vector<uint32_t>& crcs,
-                                     const std::vector<uint8_t>& bad) {
+std::string serialize_sidecar(uint32_t block_bytes, uint64_t bytes,
+                              const std::vector<uint32_t>& crcs, const std::vector<uint8_t>& bad) {
   std::string out(kSidecarMagic, sizeof kSidecarMagic);
   put(&out, kSidecarVersion);
   put(&out, block_bytes);
@@ -107,14 +109,17 @@ std::string serialize_sidecar(uint32_t block_bytes, uint64_t bytes, const std::v
 SsdStore::SsdStore(SsdConfig config, TierCounters* counters, StorageEnv* env)
     : config_(std::move(config)), counters_(counters), env_(env) {}
 
-Result<std::unique_ptr<SsdStore>> SsdStore::open(const SsdConfig& config, TierCounters* counters, StorageEnv* env) {
+Result<std::unique_ptr<SsdStore>> SsdStore::open(const SsdConfig& config, TierCounters* counters,
+                                                 StorageEnv* env) {
   if (config.folder.empty()) return invalid_argument("SSD store: no folder given");
-  if (config.block_bytes < kDirectAlign || config.block_bytes % kDirectAlign != 0 || config.block_bytes > (64u << 20)) {
+  if (config.block_bytes < kDirectAlign || config.block_bytes % kDirectAlign != 0 ||
+      config.block_bytes > (64u << 20)) {
     return invalid_argument("SSD store: block_bytes " + std::to_string(config.block_bytes) +
                             " must be a multiple of 4096 between 4 KiB and 64 MiB");
   }
   if (config.queue_depth < 1 || config.queue_depth > 1024) {
-    return invalid_argument("SSD store: queue_depth " + std::to_string(config.queue_depth) + " must be 1..1024");
+    return invalid_argument("SSD store: queue_depth " + std::to_string(config.queue_depth) +
+                            " must be 1..1024");
   }
   std::unique_ptr<SsdStore> store(new SsdStore(config, counters, env));
   SPW_RETURN_IF_ERROR(store->start());
@@ -124,12 +129,15 @@ Result<std::unique_ptr<SsdStore>> SsdStore::open(const SsdConfig& config, TierCo
 Status SsdStore::start() {
   std::error_code ec;
   std::filesystem::create_directories(config_.folder, ec);
-  if (ec) return io_error("SSD store: cannot create folder " + config_.folder + ": " + ec.message());
+  if (ec)
+    return io_error("SSD store: cannot create folder " + config_.folder + ": " + ec.message());
   auto q = env_->new_io_queue(config_.queue_depth);
-  if (!q.ok()) return q.status().with_context("SSD store: cannot start asynchronous I/O (io_uring)");
+  if (!q.ok())
+    return q.status().with_context("SSD store: cannot start asynchronous I/O (io_uring)");
   queue_ = std::move(*q);
   for (unsigned i = 0; i < config_.queue_depth; ++i) {
-    SPW_ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::allocate(config_.block_bytes, kDirectAlign));
+    SPW_ASSIGN_OR_RETURN(AlignedBuffer b,
+                         AlignedBuffer::allocate(config_.block_bytes, kDirectAlign));
     staging_.push_back(std::move(b));
     free_slots_.push_back(config_.queue_depth - 1 - i);
   }
@@ -149,9 +157,11 @@ SsdStore::~SsdStore() {
   }
   for (auto& [name, g] : groups_) {
     if (g->sidecar_dirty) {
-      Status s = write_file_atomic(g->crc_path, serialize_sidecar(static_cast<uint32_t>(config_.block_bytes),
-                                                                   g->bytes, g->crcs, g->bad));
-      if (!s.ok()) log_warn("SSD store: checksums of group '" + name + "' not saved: " + s.to_string());
+      Status s = write_file_atomic(
+          g->crc_path,
+          serialize_sidecar(static_cast<uint32_t>(config_.block_bytes), g->bytes, g->crcs, g->bad));
+      if (!s.ok())
+        log_warn("SSD store: checksums of group '" + name + "' not saved: " + s.to_string());
     }
     if (counters_) counters_->sub(Tier::kSsd, g->category, static_cast<int64_t>(g->file_bytes));
   }
@@ -170,32 +180,36 @@ bool SsdStore::has_group(const std::string& group) const {
 Result<uint64_t> SsdStore::group_bytes(const std::string& group) const {
   std::lock_guard lock(mutex_);
   auto it = groups_.find(group);
-  if (it == groups_.end()) return not_found("SSD store: no group '" + group + "' is open in " + config_.folder);
+  if (it == groups_.end())
+    return not_found("SSD store: no group '" + group + "' is open in " + config_.folder);
   return it->second->bytes;
 }
 
 Status SsdStore::check_file(const Group& g, const BlockFile& f) {
   std::lock_guard lock(mutex_);
   if (groups_.count(g.name)) {
-    return invalid_argument("SSD store: group '" + g.name + "' is already open in " + config_.folder);
+    return invalid_argument("SSD store: group '" + g.name + "' is already open in " +
+                            config_.folder);
   }
   if (config_.use_direct_io && !f.direct() && !warned_buffered_) {
     warned_buffered_ = true;
-    log_warn("SSD store: the filesystem under " + config_.folder +
-             " refuses O_DIRECT; using buffered I/O, so the page cache will also hold SSD-tier data");
+    log_warn(
+        "SSD store: the filesystem under " + config_.folder +
+        " refuses O_DIRECT; using buffered I/O, so the page cache will also hold SSD-tier data");
   }
   return Status();
 }
 
 Status SsdStore::create_group(const std::string& group, uint64_t bytes, Category category) {
   if (!valid_group_name(group)) {
-    return invalid_argument("SSD store: group name '" + group + "' must be 1-200 of [A-Za-z0-9._-], not starting with '.'");
+    return invalid_argument("SSD store: group name '" + group +
+                            "' must be 1-200 of [A-Za-z0-9._-], not starting with '.'");
   }
   {
     std::lock_guard lock(mutex_);
     if (groups_.count(group)) {
-      return invalid_argument("SSD store: group '" + group + "' already exists in " + config_.folder +
-                              "; remove_group it first");
+      return invalid_argument("SSD store: group '" + group + "' already exists in " +
+                              config_.folder + "; remove_group it first");
     }
   }
   auto g = std::make_shared<Group>();
@@ -214,13 +228,15 @@ Status SsdStore::create_group(const std::string& group, uint64_t bytes, Category
     return free_bytes + (old_size.ok() ? *old_size : 0);
   };
   auto no_space_status = [&](const Result<uint64_t>& free_bytes) {
-    return no_space("SSD store: cannot pre-allocate group '" + group + "' in " + config_.folder + ": it needs " +
-                    format_bytes(g->file_bytes) + " and that filesystem has " +
-                    (free_bytes.ok() ? format_bytes(*free_bytes) : std::string("an unknown amount")) +
-                    " free; free space there, choose another folder, or keep less on the SSD tier");
+    return no_space(
+        "SSD store: cannot pre-allocate group '" + group + "' in " + config_.folder +
+        ": it needs " + format_bytes(g->file_bytes) + " and that filesystem has " +
+        (free_bytes.ok() ? format_bytes(*free_bytes) : std::string("an unknown amount")) +
+        " free; free space there, choose another folder, or keep less on the SSD tier");
   };
   // Checked before fallocate so the message is the same on filesystems that over-commit.
-  if (auto free_bytes = free_now(); free_bytes.ok() && g->file_bytes > *free_bytes) return no_space_status(free_bytes);
+  if (auto free_bytes = free_now(); free_bytes.ok() && g->file_bytes > *free_bytes)
+    return no_space_status(free_bytes);
   auto file = env_->create_block_file(g->path, g->file_bytes, config_.use_direct_io);
   if (!file.ok()) {
     if (file.status().code() == ErrorCode::kNoSpace) return no_space_status(free_now());
@@ -230,18 +246,21 @@ Status SsdStore::create_group(const std::string& group, uint64_t bytes, Category
   g->file = std::move(*file);
   g->crcs.assign(g->n_blocks, zero_block_crc_);
   g->bad.assign(g->n_blocks, 0);
-  Status s = write_file_atomic(g->crc_path, serialize_sidecar(static_cast<uint32_t>(config_.block_bytes), g->bytes,
-                                                               g->crcs, g->bad));
+  Status s = write_file_atomic(
+      g->crc_path,
+      serialize_sidecar(static_cast<uint32_t>(config_.block_bytes), g->bytes, g->crcs, g->bad));
   if (!s.ok()) return s.with_context("SSD store: cannot write checksums of group '" + group + "'");
   std::lock_guard lock(mutex_);
-  if (groups_.count(group)) return invalid_argument("SSD store: group '" + group + "' was created concurrently");
+  if (groups_.count(group))
+    return invalid_argument("SSD store: group '" + group + "' was created concurrently");
   groups_.emplace(group, g);
   if (counters_) counters_->add(Tier::kSsd, category, static_cast<int64_t>(g->file_bytes));
   return Status();
 }
 
 Status SsdStore::open_group(const std::string& group, Category category) {
-  if (!valid_group_name(group)) return invalid_argument("SSD store: bad group name '" + group + "'");
+  if (!valid_group_name(group))
+    return invalid_argument("SSD store: bad group name '" + group + "'");
   auto g = std::make_shared<Group>();
   g->name = group;
   g->path = group_path(group);
@@ -250,19 +269,22 @@ Status SsdStore::open_group(const std::string& group, Category category) {
 
   auto side = read_file(g->crc_path);
   if (!side.ok()) {
-    return Status(side.status().code(), "SSD store: group '" + group + "' has no readable checksum file " +
-                                            g->crc_path + " (" + side.status().message() + ")");
+    return Status(side.status().code(), "SSD store: group '" + group +
+                                            "' has no readable checksum file " + g->crc_path +
+                                            " (" + side.status().message() + ")");
   }
   const std::string& in = *side;
   auto bad_sidecar = [&](const std::string& why) {
     return corrupt("SSD store: checksum file " + g->crc_path + " is damaged: " + why);
   };
-  if (in.size() < sizeof kSidecarMagic + 4 || std::memcmp(in.data(), kSidecarMagic, sizeof kSidecarMagic) != 0) {
+  if (in.size() < sizeof kSidecarMagic + 4 ||
+      std::memcmp(in.data(), kSidecarMagic, sizeof kSidecarMagic) != 0) {
     return bad_sidecar("not a Spillway checksum file");
   }
   uint32_t stored_crc;
   std::memcpy(&stored_crc, in.data() + in.size() - 4, 4);
-  if (crc32c(in.data(), in.size() - 4) != stored_crc) return bad_sidecar("its own checksum does not match");
+  if (crc32c(in.data(), in.size() - 4) != stored_crc)
+    return bad_sidecar("its own checksum does not match");
   size_t pos = sizeof kSidecarMagic;
   uint32_t version = 0, block_bytes = 0;
   uint64_t n_blocks = 0;
@@ -272,12 +294,14 @@ Status SsdStore::open_group(const std::string& group, Category category) {
   }
   if (version != kSidecarVersion) return bad_sidecar("unknown version " + std::to_string(version));
   if (block_bytes != config_.block_bytes) {
-    return corrupt("SSD store: group '" + group + "' was written with block_bytes " + std::to_string(block_bytes) +
-                   " but this store uses " + std::to_string(config_.block_bytes) + "; open it with the same block size");
+    return corrupt("SSD store: group '" + group + "' was written with block_bytes " +
+                   std::to_string(block_bytes) + " but this store uses " +
+                   std::to_string(config_.block_bytes) + "; open it with the same block size");
   }
   g->file_bytes = round_up(g->bytes, config_.block_bytes);
   g->n_blocks = g->file_bytes / config_.block_bytes;
-  if (n_blocks != g->n_blocks || in.size() != pos + n_blocks * 5 + 4) return bad_sidecar("block count does not match");
+  if (n_blocks != g->n_blocks || in.size() != pos + n_blocks * 5 + 4)
+    return bad_sidecar("block count does not match");
   g->crcs.resize(n_blocks);
   g->bad.resize(n_blocks);
   std::memcpy(g->crcs.data(), in.data() + pos, n_blocks * 4);
@@ -286,8 +310,8 @@ Status SsdStore::open_group(const std::string& group, Category category) {
   auto size = env_->file_size(g->path);
   if (!size.ok()) return size.status().with_context("SSD store: group '" + group + "'");
   if (*size < g->file_bytes) {
-    return corrupt("SSD store: " + g->path + " holds " + format_bytes(*size) + " but its checksums cover " +
-                   format_bytes(g->file_bytes) + " (truncated?)");
+    return corrupt("SSD store: " + g->path + " holds " + format_bytes(*size) +
+                   " but its checksums cover " + format_bytes(g->file_bytes) + " (truncated?)");
   }
   auto file = env_->open_block_file(g->path, config_.use_direct_io);
   if (!file.ok()) return file.status().with_context("SSD store: cannot open group '" + group + "'");
@@ -304,9 +328,11 @@ Status SsdStore::remove_group(const std::string& group) {
   {
     std::lock_guard lock(mutex_);
     auto it = groups_.find(group);
-    if (it == groups_.end()) return not_found("SSD store: no group '" + group + "' is open in " + config_.folder);
+    if (it == groups_.end())
+      return not_found("SSD store: no group '" + group + "' is open in " + config_.folder);
     if (it->second->active_ops > 0) {
-      return invalid_argument("SSD store: group '" + group + "' has I/O in flight; wait for it before removing");
+      return invalid_argument("SSD store: group '" + group +
+                              "' has I/O in flight; wait for it before removing");
     }
     g = it->second;
     groups_.erase(it);
@@ -316,20 +342,25 @@ Status SsdStore::remove_group(const std::string& group) {
   std::error_code ec1, ec2;
   std::filesystem::remove(g->path, ec1);
   std::filesystem::remove(g->crc_path, ec2);
-  if (ec1 || ec2) return io_error("SSD store: cannot delete files of group '" + group + "': " + (ec1 ? ec1 : ec2).message());
+  if (ec1 || ec2)
+    return io_error("SSD store: cannot delete files of group '" + group +
+                    "': " + (ec1 ? ec1 : ec2).message());
   return Status();
 }
 
-Result<SsdRequestId> SsdStore::read_async(const std::string& group, uint64_t offset, void* dst, size_t bytes) {
+Result<SsdRequestId> SsdStore::read_async(const std::string& group, uint64_t offset, void* dst,
+                                          size_t bytes) {
   return enqueue(false, group, offset, static_cast<char*>(dst), bytes);
 }
 
-Result<SsdRequestId> SsdStore::write_async(const std::string& group, uint64_t offset, const void* src, size_t bytes) {
+Result<SsdRequestId> SsdStore::write_async(const std::string& group, uint64_t offset,
+                                           const void* src, size_t bytes) {
   // The I/O thread only reads from `src`; the cast lets both directions share one op type.
   return enqueue(true, group, offset, const_cast<char*>(static_cast<const char*>(src)), bytes);
 }
 
-Result<SsdRequestId> SsdStore::enqueue(bool write, const std::string& group, uint64_t offset, char* user, size_t bytes) {
+Result<SsdRequestId> SsdStore::enqueue(bool write, const std::string& group, uint64_t offset,
+                                       char* user, size_t bytes) {
   SsdRequestId id = 0;
   {
     std::lock_guard lock(mutex_);
@@ -339,9 +370,10 @@ Result<SsdRequestId> SsdStore::enqueue(bool write, const std::string& group, uin
     }
     const std::shared_ptr<Group>& g = it->second;
     if (offset > g->bytes || bytes > g->bytes - offset) {
-      return invalid_argument("SSD store: " + std::string(write ? "write" : "read") + " of bytes [" +
-                              std::to_string(offset) + ", " + std::to_string(offset + bytes) +
-                              ") is past the end of group '" + group + "' (" + std::to_string(g->bytes) + " bytes)");
+      return invalid_argument("SSD store: " + std::string(write ? "write" : "read") +
+                              " of bytes [" + std::to_string(offset) + ", " +
+                              std::to_string(offset + bytes) + ") is past the end of group '" +
+                              group + "' (" + std::to_string(g->bytes) + " bytes)");
     }
     if (bytes > 0 && user == nullptr) return invalid_argument("SSD store: null buffer");
     id = next_id_++;
@@ -417,7 +449,8 @@ void SsdStore::io_loop() {
     done.clear();
     Status s = queue_->wait(&done, /*block=*/true);
     if (!s.ok()) {
-      // The ring itself failed: nothing in flight will complete. Fail those requests rather than hang.
+      // The ring itself failed: nothing in flight will complete. Fail those requests rather than
+      // hang.
       log_error("SSD store: I/O queue failed: " + s.to_string());
       std::lock_guard lock(mutex_);
       std::vector<BlockOp*> all;
@@ -442,7 +475,8 @@ Status SsdStore::submit_op(BlockOp* op) {
   const uint32_t bb = static_cast<uint32_t>(config_.block_bytes);
   char* stage = staging_[op->slot].as<char>();
   const bool whole = op->in_block == 0 && op->len == op->valid;
-  const bool user_ok = op->len == bb && (!g.file->direct() || reinterpret_cast<uintptr_t>(op->user) % kDirectAlign == 0);
+  const bool user_ok = op->len == bb && (!g.file->direct() ||
+                                         reinterpret_cast<uintptr_t>(op->user) % kDirectAlign == 0);
   IoOp io;
   io.file = g.file.get();
   io.offset = op->block * config_.block_bytes;
@@ -476,8 +510,8 @@ void SsdStore::on_completion(BlockOp* op, int64_t result) {
   const uint64_t bb = config_.block_bytes;
   const bool writing = op->write && !op->rmw_read;
   auto where = [&] {
-    return "block " + std::to_string(op->block) + " (bytes " + std::to_string(op->block * bb) + ".." +
-           std::to_string((op->block + 1) * bb) + ") of " + g.path;
+    return "block " + std::to_string(op->block) + " (bytes " + std::to_string(op->block * bb) +
+           ".." + std::to_string((op->block + 1) * bb) + ") of " + g.path;
   };
   auto fail = [&](Status s) {
     std::lock_guard lock(mutex_);
@@ -489,18 +523,23 @@ void SsdStore::on_completion(BlockOp* op, int64_t result) {
   };
   if (result < 0) {
     const int err = static_cast<int>(-result);
-    Status s = errno_status(std::string(writing ? "SSD store: write of " : "SSD store: read of ") + where(), err);
-    if (err == ENOSPC) s = no_space("SSD store: write of " + where() + ": the disk under " + config_.folder + " is full");
+    Status s = errno_status(
+        std::string(writing ? "SSD store: write of " : "SSD store: read of ") + where(), err);
+    if (err == ENOSPC)
+      s = no_space("SSD store: write of " + where() + ": the disk under " + config_.folder +
+                   " is full");
     return fail(s);
   }
   if (static_cast<uint64_t>(result) < bb) {
     if (writing) {
-      return fail(io_error("SSD store: short write: " + std::to_string(result) + " of " + std::to_string(bb) +
-                           " bytes reached " + where() + "; the device or filesystem stopped early (full disk or "
+      return fail(io_error("SSD store: short write: " + std::to_string(result) + " of " +
+                           std::to_string(bb) + " bytes reached " + where() +
+                           "; the device or filesystem stopped early (full disk or "
                            "device error: check free space and the kernel log)"));
     }
-    return fail(corrupt("SSD store: short read: " + std::to_string(result) + " of " + std::to_string(bb) +
-                        " bytes from " + where() + "; the file is shorter than its checksums say (truncated?)"));
+    return fail(corrupt("SSD store: short read: " + std::to_string(result) + " of " +
+                        std::to_string(bb) + " bytes from " + where() +
+                        "; the file is shorter than its checksums say (truncated?)"));
   }
   if (writing) {
     if (counters_) counters_->add_moved(Link::kSsdWrite, bb);
@@ -513,13 +552,15 @@ void SsdStore::on_completion(BlockOp* op, int64_t result) {
   }
   if (counters_) counters_->add_moved(Link::kSsdRead, bb);
   if (op->block_bad) {
-    return fail(io_error("SSD store: " + where() + " holds an incomplete write (an earlier write to it failed); "
+    return fail(io_error("SSD store: " + where() +
+                         " holds an incomplete write (an earlier write to it failed); "
                          "write the whole block again before reading it"));
   }
   const uint32_t got = crc32c(op->io_buf, bb);
   if (got != op->expected_crc) {
-    return fail(corrupt("SSD store: checksum mismatch in " + where() + ": stored crc32c " + hex32(op->expected_crc) +
-                        ", data reads " + hex32(got) + "; the file was changed or damaged on disk "
+    return fail(corrupt("SSD store: checksum mismatch in " + where() + ": stored crc32c " +
+                        hex32(op->expected_crc) + ", data reads " + hex32(got) +
+                        "; the file was changed or damaged on disk "
                         "(restore from a checkpoint)"));
   }
   if (op->rmw_read) {
@@ -560,14 +601,16 @@ void SsdStore::finish_op_locked(BlockOp* op, Status status) {
 Status SsdStore::wait(SsdRequestId id) {
   std::unique_lock lock(mutex_);
   if (!requests_.count(id)) {
-    return invalid_argument("SSD store: unknown request id " + std::to_string(id) + " (never issued or already waited for)");
+    return invalid_argument("SSD store: unknown request id " + std::to_string(id) +
+                            " (never issued or already waited for)");
   }
   done_cv_.wait(lock, [&] {
     auto it = requests_.find(id);
     return it == requests_.end() || it->second.ops_left == 0;
   });
   auto it = requests_.find(id);
-  if (it == requests_.end()) return Status();  // consumed by a concurrent wait_all, which reported it
+  if (it == requests_.end())
+    return Status();  // consumed by a concurrent wait_all, which reported it
   Status s = std::move(it->second.status);
   requests_.erase(it);
   return s;
@@ -604,7 +647,8 @@ Status SsdStore::flush() {
       {
         std::lock_guard lock(mutex_);
         if (g->sidecar_dirty) {
-          sidecar = serialize_sidecar(static_cast<uint32_t>(config_.block_bytes), g->bytes, g->crcs, g->bad);
+          sidecar = serialize_sidecar(static_cast<uint32_t>(config_.block_bytes), g->bytes, g->crcs,
+                                      g->bad);
           g->sidecar_dirty = false;
         }
       }
@@ -616,7 +660,8 @@ Status SsdStore::flush() {
         }
       }
     }
-    if (!s.ok() && first.ok()) first = s.with_context("SSD store: flush of group '" + g->name + "'");
+    if (!s.ok() && first.ok())
+      first = s.with_context("SSD store: flush of group '" + g->name + "'");
   }
   return first;
 }

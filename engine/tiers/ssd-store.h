@@ -1,11 +1,11 @@
 // SsdStore: the SSD tier. One pre-allocated file per tensor group (a layer's master weights, its
-// Adam moments, a checkpoint) under a folder the user picks, read and written asynchronously through
-// io_uring with O_DIRECT, every block checksummed.
+// Adam moments, a checkpoint) under a folder the user picks, read and written asynchronously
+// through io_uring with O_DIRECT, every block checksummed.
 //
 // Shaped like DeepSpeed's aio handle (STYLE.md 9): a config struct (block size, queue depth, direct
 // I/O), read_async/write_async that return a request id at once, and wait(id)/wait_all(). A request
-// is split into blocks of `block_bytes`; at most `queue_depth` blocks are in flight. A dedicated I/O
-// thread owns the queue, so transfers progress while the caller computes, without polling.
+// is split into blocks of `block_bytes`; at most `queue_depth` blocks are in flight. A dedicated
+// I/O thread owns the queue, so transfers progress while the caller computes, without polling.
 //
 // Integrity: each block has a CRC-32C kept in a sidecar file `<group>.crc` next to `<group>.blk`.
 // A write computes the block's CRC, a read verifies it; a mismatch is kCorrupt naming the file and
@@ -16,8 +16,8 @@
 //
 // Buffers: data moves to and from the caller's memory without a copy when the caller's pointer is
 // 4096-byte aligned (HostPool regions are) and the piece is a whole block; otherwise through one of
-// `queue_depth` aligned staging buffers. The caller's buffer must stay valid and unchanged until its
-// request has been waited for.
+// `queue_depth` aligned staging buffers. The caller's buffer must stay valid and unchanged until
+// its request has been waited for.
 //
 // Accounting: a group's file bytes count as held on Tier::kSsd under its category while the group
 // is open; bytes moved to and from the device count on Link::kSsdWrite / Link::kSsdRead.
@@ -49,10 +49,11 @@
 namespace spillway {
 
 struct SsdConfig {
-  std::string folder;                    // created if missing
-  size_t block_bytes = size_t{1} << 20;  // I/O and checksum unit: a multiple of 4096, at most 64 MiB
-  unsigned queue_depth = 32;             // blocks in flight (1..1024)
-  bool use_direct_io = true;             // O_DIRECT where the filesystem allows it
+  std::string folder;  // created if missing
+  size_t block_bytes =
+      size_t{1} << 20;        // I/O and checksum unit: a multiple of 4096, at most 64 MiB
+  unsigned queue_depth = 32;  // blocks in flight (1..1024)
+  bool use_direct_io = true;  // O_DIRECT where the filesystem allows it
 };
 
 using SsdRequestId = uint64_t;
@@ -61,15 +62,16 @@ class SsdStore {
  public:
   // Opens (creating the folder if needed) a store. kInvalidArgument for a bad config; kIo when the
   // folder cannot be made or io_uring is unavailable. `counters` may be null.
-  static Result<std::unique_ptr<SsdStore>> open(const SsdConfig& config, TierCounters* counters = nullptr,
+  static Result<std::unique_ptr<SsdStore>> open(const SsdConfig& config,
+                                                TierCounters* counters = nullptr,
                                                 StorageEnv* env = StorageEnv::posix());
   ~SsdStore();
   SsdStore(const SsdStore&) = delete;
   SsdStore& operator=(const SsdStore&) = delete;
 
   // Creates group `group` ([A-Za-z0-9._-], as a file name) of `bytes` bytes, pre-allocated on disk
-  // (an old file of that name is replaced) and reading as zeros. kNoSpace names the folder, the bytes
-  // needed and the bytes free; kInvalidArgument when the group is already open in this store.
+  // (an old file of that name is replaced) and reading as zeros. kNoSpace names the folder, the
+  // bytes needed and the bytes free; kInvalidArgument when the group is already open in this store.
   Status create_group(const std::string& group, uint64_t bytes, Category category);
   // Opens a group written by an earlier store over the same folder (resume). kNotFound when its
   // file or sidecar is missing; kCorrupt when the sidecar is damaged or was written with another
@@ -86,15 +88,18 @@ class SsdStore {
   // Reads bytes [offset, offset + bytes) of `group` into `dst` / writes them from `src`. Returns at
   // once with an id for wait(). kInvalidArgument (nothing queued) for an unknown group or a range
   // past the group's end. Errors of the transfer itself (kIo, kNoSpace, kCorrupt) come from wait().
-  Result<SsdRequestId> read_async(const std::string& group, uint64_t offset, void* dst, size_t bytes);
-  Result<SsdRequestId> write_async(const std::string& group, uint64_t offset, const void* src, size_t bytes);
+  Result<SsdRequestId> read_async(const std::string& group, uint64_t offset, void* dst,
+                                  size_t bytes);
+  Result<SsdRequestId> write_async(const std::string& group, uint64_t offset, const void* src,
+                                   size_t bytes);
   // Blocks until request `id` has finished; its first error, or ok. kInvalidArgument for an unknown
   // (or already waited) id.
   Status wait(SsdRequestId id);
   // Waits for every outstanding request; the first error among them, or ok.
   Status wait_all();
-  // wait_all(), then fdatasync every group file and write every changed checksum sidecar atomically.
-  // After it returns ok, what was written survives a crash and verifies on the next open_group().
+  // wait_all(), then fdatasync every group file and write every changed checksum sidecar
+  // atomically. After it returns ok, what was written survives a crash and verifies on the next
+  // open_group().
   Status flush();
 
   const SsdConfig& config() const { return config_; }
@@ -111,7 +116,8 @@ class SsdStore {
 
   SsdStore(SsdConfig config, TierCounters* counters, StorageEnv* env);
   Status start();
-  Result<SsdRequestId> enqueue(bool write, const std::string& group, uint64_t offset, char* user, size_t bytes);
+  Result<SsdRequestId> enqueue(bool write, const std::string& group, uint64_t offset, char* user,
+                               size_t bytes);
   void io_loop();
   void pick_startable_locked(std::vector<BlockOp*>* out);
   // Fills the staging buffer (writes) and submits one started op; called outside the lock.
@@ -134,9 +140,9 @@ class SsdStore {
   std::unordered_map<SsdRequestId, Request> requests_;
   size_t requests_open_ = 0;  // requests with ops_left > 0
   SsdRequestId next_id_ = 1;
-  std::list<std::unique_ptr<BlockOp>> pending_;                // not yet started, FIFO
+  std::list<std::unique_ptr<BlockOp>> pending_;                      // not yet started, FIFO
   std::unordered_map<uint64_t, std::unique_ptr<BlockOp>> inflight_;  // tag -> op
-  std::set<std::pair<const Group*, uint64_t>> busy_blocks_;   // blocks with an op in flight
+  std::set<std::pair<const Group*, uint64_t>> busy_blocks_;          // blocks with an op in flight
   std::vector<unsigned> free_slots_;
   uint64_t next_tag_ = 1;
   bool stop_ = false;

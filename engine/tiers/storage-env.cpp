@@ -18,7 +18,8 @@ namespace {
 
 class PosixBlockFile final : public BlockFile {
  public:
-  PosixBlockFile(std::string path, int fd, bool direct) : path_(std::move(path)), fd_(fd), direct_(direct) {}
+  PosixBlockFile(std::string path, int fd, bool direct)
+      : path_(std::move(path)), fd_(fd), direct_(direct) {}
   ~PosixBlockFile() override { ::close(fd_); }
   PosixBlockFile(const PosixBlockFile&) = delete;
   PosixBlockFile& operator=(const PosixBlockFile&) = delete;
@@ -73,7 +74,8 @@ class UringQueue final : public IoQueue {
     depth_ = depth;
     // One extra entry for the eventfd read that wake() completes.
     int rc = io_uring_queue_init(depth + 1, &ring_, 0);
-    if (rc < 0) return errno_status("io_uring_queue_init (depth " + std::to_string(depth) + ")", -rc);
+    if (rc < 0)
+      return errno_status("io_uring_queue_init (depth " + std::to_string(depth) + ")", -rc);
     ring_ok_ = true;
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (event_fd_ < 0) return errno_status("eventfd", errno);
@@ -86,7 +88,8 @@ class UringQueue final : public IoQueue {
       io_uring_submit(&ring_);
       sqe = io_uring_get_sqe(&ring_);
     }
-    if (!sqe) return internal_error("io_uring submission queue full (more than depth ops outstanding)");
+    if (!sqe)
+      return internal_error("io_uring submission queue full (more than depth ops outstanding)");
     if (op.kind == IoKind::kRead) {
       io_uring_prep_read(sqe, op.file->fd(), op.buf, op.bytes, op.offset);
     } else {
@@ -149,8 +152,10 @@ class UringQueue final : public IoQueue {
 
 class PosixEnv final : public StorageEnv {
  public:
-  Result<std::unique_ptr<BlockFile>> create_block_file(const std::string& path, uint64_t bytes, bool direct) override {
-    SPW_ASSIGN_OR_RETURN(std::unique_ptr<BlockFile> f, open_file(path, O_RDWR | O_CREAT | O_TRUNC, direct));
+  Result<std::unique_ptr<BlockFile>> create_block_file(const std::string& path, uint64_t bytes,
+                                                       bool direct) override {
+    SPW_ASSIGN_OR_RETURN(std::unique_ptr<BlockFile> f,
+                         open_file(path, O_RDWR | O_CREAT | O_TRUNC, direct));
     if (bytes > 0) {
       int rc = ::posix_fallocate(f->fd(), 0, static_cast<off_t>(bytes));
       if (rc == EOPNOTSUPP || rc == EINVAL) {
@@ -167,7 +172,8 @@ class PosixEnv final : public StorageEnv {
     return f;
   }
 
-  Result<std::unique_ptr<BlockFile>> open_block_file(const std::string& path, bool direct) override {
+  Result<std::unique_ptr<BlockFile>> open_block_file(const std::string& path,
+                                                     bool direct) override {
     return open_file(path, O_RDWR, direct);
   }
 

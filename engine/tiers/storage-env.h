@@ -6,8 +6,8 @@
 // O_DIRECT (falling back to buffered I/O with a logged warning where the filesystem refuses it) and
 // moves bytes through io_uring (liburing). Ownership: every object returned is owned by the caller
 // (unique_ptr, RAII: files close their descriptor, queues tear down their ring). Thread-safety: a
-// StorageEnv is safe from any thread; a BlockFile's sync() and an IoQueue's wake() may be called from
-// any thread, but submit() and wait() belong to one thread at a time (the store's I/O thread).
+// StorageEnv is safe from any thread; a BlockFile's sync() and an IoQueue's wake() may be called
+// from any thread, but submit() and wait() belong to one thread at a time (the store's I/O thread).
 #pragma once
 
 #include <cstdint>
@@ -69,13 +69,15 @@ class StorageEnv {
   // Creates `path` (truncating an old file) and reserves `bytes` on disk with fallocate, so that a
   // full disk fails here, not in the middle of a step. `direct`: ask for O_DIRECT. kNoSpace (from
   // ENOSPC) when the disk cannot hold it; the partial file is removed.
-  virtual Result<std::unique_ptr<BlockFile>> create_block_file(const std::string& path, uint64_t bytes,
-                                                               bool direct) = 0;
+  virtual Result<std::unique_ptr<BlockFile>> create_block_file(const std::string& path,
+                                                               uint64_t bytes, bool direct) = 0;
   // Opens an existing file for reading and writing. kNotFound when it does not exist.
-  virtual Result<std::unique_ptr<BlockFile>> open_block_file(const std::string& path, bool direct) = 0;
+  virtual Result<std::unique_ptr<BlockFile>> open_block_file(const std::string& path,
+                                                             bool direct) = 0;
   // A queue for up to `depth` outstanding ops.
   virtual Result<std::unique_ptr<IoQueue>> new_io_queue(unsigned depth) = 0;
-  // Bytes an unprivileged user may still write on the filesystem holding `folder` (statvfs f_bavail).
+  // Bytes an unprivileged user may still write on the filesystem holding `folder` (statvfs
+  // f_bavail).
   virtual Result<uint64_t> free_bytes(const std::string& folder) = 0;
   // Size in bytes of the file at `path`.
   virtual Result<uint64_t> file_size(const std::string& path) = 0;

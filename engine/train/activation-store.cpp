@@ -6,7 +6,9 @@ namespace spillway {
 
 namespace {
 
-uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
+uint64_t aligned(uint64_t bytes) {
+  return compute::align_to_device(bytes);
+}
 
 // Two per micro-batch (a backward reads a checkpoint and updates a gradient; a forward reads one
 // checkpoint and writes the next), times two so that the next micro-batch's copies overlap this
@@ -15,12 +17,13 @@ constexpr size_t kStages = 4;
 
 }  // namespace
 
-uint64_t ActivationStore::staging_bytes(size_t buffer_bytes) { return kStages * aligned(buffer_bytes); }
+uint64_t ActivationStore::staging_bytes(size_t buffer_bytes) {
+  return kStages * aligned(buffer_bytes);
+}
 
-Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Device& backend, DeviceArena& arena,
-                                                                 HostPool& pool, int layers, int micro_batches,
-                                                                 size_t buffer_bytes, bool keep_on_device,
-                                                                 Streams streams, LinkTraffic& traffic) {
+Result<std::unique_ptr<ActivationStore>> ActivationStore::create(
+    compute::Device& backend, DeviceArena& arena, HostPool& pool, int layers, int micro_batches,
+    size_t buffer_bytes, bool keep_on_device, Streams streams, LinkTraffic& traffic) {
   std::unique_ptr<ActivationStore> s(new ActivationStore(backend, streams, traffic));
   s->micro_batches_ = micro_batches;
   s->buffer_bytes_ = aligned(buffer_bytes);
@@ -34,8 +37,8 @@ Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Device
     for (size_t i = 0; i < kStages; ++i) {
       Stage& st = s->stages_[i];
       // [tokens, hidden] act_dtype: a host buffer's stand-in on the device
-      SPW_ASSIGN_OR_RETURN(st.ptr, arena.reserve("activations.stage" + std::to_string(i), s->buffer_bytes_,
-                                                 Category::kWorkspace));
+      SPW_ASSIGN_OR_RETURN(st.ptr, arena.reserve("activations.stage" + std::to_string(i),
+                                                 s->buffer_bytes_, Category::kWorkspace));
       SPW_ASSIGN_OR_RETURN(st.ready, backend.create_event());
       SPW_ASSIGN_OR_RETURN(st.written, backend.create_event());
       SPW_ASSIGN_OR_RETURN(st.free, backend.create_event());
@@ -50,7 +53,8 @@ Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Device
       return {};
     }
     // [tokens, hidden] act_dtype, pinned
-    SPW_ASSIGN_OR_RETURN(HostRegion r, pool.allocate(s->buffer_bytes_, Category::kCheckpoints, name));
+    SPW_ASSIGN_OR_RETURN(HostRegion r,
+                         pool.allocate(s->buffer_bytes_, Category::kCheckpoints, name));
     b.host = r.data();
     s->host_regions_.push_back(std::move(r));
     SPW_ASSIGN_OR_RETURN(b.stored, backend.create_event());
@@ -62,8 +66,9 @@ Result<std::unique_ptr<ActivationStore>> ActivationStore::create(compute::Device
   }
   for (int l = 0; l <= layers; ++l) {
     for (int m = 0; m < micro_batches; ++m) {
-      SPW_RETURN_IF_ERROR(place(s->checkpoint(l, m),
-                                "activations.checkpoint.l" + std::to_string(l) + ".m" + std::to_string(m)));
+      SPW_RETURN_IF_ERROR(
+          place(s->checkpoint(l, m),
+                "activations.checkpoint.l" + std::to_string(l) + ".m" + std::to_string(m)));
     }
   }
   return s;

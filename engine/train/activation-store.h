@@ -1,7 +1,7 @@
-// ActivationStore: the activations a step keeps between layers (DESIGN.md, step 1): the input of
-// every layer for every micro-batch (the checkpoints the backward recomputes from) and, per
-// micro-batch, the gradient flowing down through the layers. Each buffer is [tokens, hidden] of the
-// backend's act_dtype for one micro-batch.
+// ActivationStore: the activations a step keeps between layers (docs/architecture.md, "The step",
+// 1): the input of every layer for every micro-batch (the checkpoints the backward recomputes from)
+// and, per micro-batch, the gradient flowing down through the layers. Each buffer is [tokens,
+// hidden] of the backend's act_dtype for one micro-batch.
 //
 // Placement, fixed at creation: everything on the device when it all fits in the arena; otherwise
 // a few device staging buffers first, then the gradients (touched by every layer of the backward)
@@ -54,12 +54,16 @@ class ActivationStore {
   // Places (layers + 1) · micro_batches checkpoints and micro_batches gradients of `buffer_bytes`
   // each, on the device only when `keep_on_device`. kOutOfMemory from the arena (no room for the
   // staging buffers) or the pool (pinned host memory).
-  static Result<std::unique_ptr<ActivationStore>> create(compute::Device& backend, DeviceArena& arena, HostPool& pool,
-                                                         int layers, int micro_batches, size_t buffer_bytes,
-                                                         bool keep_on_device, Streams streams, LinkTraffic& traffic);
+  static Result<std::unique_ptr<ActivationStore>> create(compute::Device& backend,
+                                                         DeviceArena& arena, HostPool& pool,
+                                                         int layers, int micro_batches,
+                                                         size_t buffer_bytes, bool keep_on_device,
+                                                         Streams streams, LinkTraffic& traffic);
 
   // The input of `layer` (layer == layers: of the head) for micro-batch m, and the gradient of m.
-  size_t checkpoint(int layer, int m) const { return static_cast<size_t>(layer) * micro_batches_ + m; }
+  size_t checkpoint(int layer, int m) const {
+    return static_cast<size_t>(layer) * micro_batches_ + m;
+  }
   size_t gradient(int m) const { return gradients_ + m; }
 
   // Buffer `buffer` for ops on the compute stream, of which the first `bytes` are used; for
@@ -81,10 +85,10 @@ class ActivationStore {
     compute::Event stored;   // its last store to the host has finished (host buffers)
   };
   struct Stage {
-    void* ptr = nullptr;    // [tokens, hidden] act_dtype
-    compute::Event ready;   // a load into it has finished
-    compute::Event written; // compute has written it
-    compute::Event free;    // its last user has finished with it
+    void* ptr = nullptr;     // [tokens, hidden] act_dtype
+    compute::Event ready;    // a load into it has finished
+    compute::Event written;  // compute has written it
+    compute::Event free;     // its last user has finished with it
   };
   ActivationStore(compute::Device& backend, Streams streams, LinkTraffic& traffic)
       : be_(backend), streams_(streams), traffic_(traffic) {}

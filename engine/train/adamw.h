@@ -34,13 +34,15 @@ struct AdamWConfig {
 
 // Updates `count` elements in place. `step` counts from 1. `decay` selects weight decay. Runs on
 // `pool` (null: ThreadPool::global()); the result does not depend on the pool's size.
-void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count, const AdamWConfig& c,
-                        int64_t step, float grad_scale, bool decay, ThreadPool* pool = nullptr);
+void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count,
+                        const AdamWConfig& c, int64_t step, float grad_scale, bool decay,
+                        ThreadPool* pool = nullptr);
 
 // Updates a whole parameter block (layout order), with decay per parameter view and padding
 // left untouched, split over `pool` (null: the global thread pool).
-void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v, const float* grad,
-                        const AdamWConfig& c, int64_t step, float grad_scale, ThreadPool* pool = nullptr);
+void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v,
+                        const float* grad, const AdamWConfig& c, int64_t step, float grad_scale,
+                        ThreadPool* pool = nullptr);
 
 // Σ x² over `count` floats, in double (for the global gradient norm): compute::cpu::sum_squares,
 // whose order of additions depends on `count` alone (compute/cpu/reduce.h), so the same bits

@@ -9,14 +9,20 @@ using compute::StreamId;
 
 namespace {
 
-uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
+uint64_t aligned(uint64_t bytes) {
+  return compute::align_to_device(bytes);
+}
 
 // The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
 // that GEMMs and vectorised kernels see aligned rows.
 struct ScratchShape {
   size_t n, h, qd, kvd, f, heads, act;
   std::array<std::pair<int, size_t>, 6> views() const {
-    return {{{5, n * h * act}, {4, n * qd * act}, {4, n * kvd * act}, {5, n * f * act}, {2, n * sizeof(float)},
+    return {{{5, n * h * act},
+             {4, n * qd * act},
+             {4, n * kvd * act},
+             {5, n * f * act},
+             {2, n * sizeof(float)},
              {1, heads * n * sizeof(float)}}};
   }
   uint64_t bytes() const {
@@ -27,15 +33,19 @@ struct ScratchShape {
 };
 
 ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
-  return {static_cast<size_t>(tokens),       static_cast<size_t>(c.hidden_size),
-          static_cast<size_t>(c.q_dim()),    static_cast<size_t>(c.kv_dim()),
-          static_cast<size_t>(c.intermediate_size), static_cast<size_t>(c.num_heads),
+  return {static_cast<size_t>(tokens),
+          static_cast<size_t>(c.hidden_size),
+          static_cast<size_t>(c.q_dim()),
+          static_cast<size_t>(c.kv_dim()),
+          static_cast<size_t>(c.intermediate_size),
+          static_cast<size_t>(c.num_heads),
           dtype_size(act)};
 }
 
 }  // namespace
 
-compute::OpShapes BlockMath::op_shapes(const ModelConfig& c, int batch, int seq, int lm_head_chunk) {
+compute::OpShapes BlockMath::op_shapes(const ModelConfig& c, int batch, int seq,
+                                       int lm_head_chunk) {
   compute::OpShapes s;
   s.tokens = batch * seq;
   s.batch = batch;
@@ -64,11 +74,12 @@ BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, i
             mc_->rope_original_max_position},
       lm_head_chunk_(lm_head_chunk) {}
 
-Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout, int max_tokens,
-                                    int lm_head_chunk, DeviceArena& arena) {
+Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout,
+                                    int max_tokens, int lm_head_chunk, DeviceArena& arena) {
   BlockMath m(backend, layout, lm_head_chunk);
   const ScratchShape shape = scratch_shape(layout.config(), max_tokens, backend.act_dtype());
-  SPW_ASSIGN_OR_RETURN(void* base, arena.reserve("block-math.scratch", shape.bytes(), Category::kWorkspace));
+  SPW_ASSIGN_OR_RETURN(void* base,
+                       arena.reserve("block-math.scratch", shape.bytes(), Category::kWorkspace));
   char* p = static_cast<char*>(base);
   auto take = [&](size_t bytes) {
     void* r = p;
@@ -77,115 +88,148 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   };
   const size_t n = shape.n, act = shape.act;
   // Carved in the order of ScratchShape::views().
-  for (void** t : {&m.xn, &m.x2, &m.xn2, &m.o, &m.dxn}) *t = take(n * shape.h * act);  // [n, hidden]
-  for (void** t : {&m.q, &m.att, &m.dq, &m.datt}) *t = take(n * shape.qd * act);        // [n, q_dim]
-  for (void** t : {&m.k, &m.v, &m.dk, &m.dv}) *t = take(n * shape.kvd * act);           // [n, kv_dim]
-  for (void** t : {&m.g, &m.u, &m.a, &m.da, &m.du}) *t = take(n * shape.f * act);       // [n, intermediate]
-  m.rstd1 = static_cast<float*>(take(n * sizeof(float)));                                // [n] fp32
-  m.rstd2 = static_cast<float*>(take(n * sizeof(float)));                                // [n] fp32
-  m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));                    // [batch, heads, seq] fp32
+  for (void** t : {&m.xn, &m.x2, &m.xn2, &m.o, &m.dxn})
+    *t = take(n * shape.h * act);                                                 // [n, hidden]
+  for (void** t : {&m.q, &m.att, &m.dq, &m.datt}) *t = take(n * shape.qd * act);  // [n, q_dim]
+  for (void** t : {&m.k, &m.v, &m.dk, &m.dv}) *t = take(n * shape.kvd * act);     // [n, kv_dim]
+  for (void** t : {&m.g, &m.u, &m.a, &m.da, &m.du})
+    *t = take(n * shape.f * act);                                      // [n, intermediate]
+  m.rstd1 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
+  m.rstd2 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
+  m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));  // [batch, heads, seq] fp32
   return m;
 }
 
-Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* table, int n, StreamId s) {
+Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* table, int n,
+                                    StreamId s) {
   const int h = mc_->hidden_size;
-  return be_->embedding_forward(W(out, {n, h}), compute::i32(ids, {n}), R(table, {mc_->vocab_size, h}), s);
+  return be_->embedding_forward(W(out, {n, h}), compute::i32(ids, {n}),
+                                R(table, {mc_->vocab_size, h}), s);
 }
 
-Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n, StreamId s) {
+Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
+                                     StreamId s) {
   const int h = mc_->hidden_size;
-  return be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}), compute::i32(ids, {n}), R(dy, {n, h}), s);
+  return be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}), compute::i32(ids, {n}),
+                                 R(dy, {n, h}), s);
 }
 
-Status BlockMath::layer_forward(const char* w, const void* x, void* out, int batch, int seq, StreamId s) {
+Status BlockMath::layer_forward(const char* w, const void* x, void* out, int batch, int seq,
+                                StreamId s) {
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
-  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), f = c.intermediate_size;
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
+            f = c.intermediate_size;
   const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
   const float eps = c.rms_norm_eps;
   using compute::f32;
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), R(wp(w, L.attn_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(q, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}), R(wp(w, L.bq), {qd}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(k, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}), R(wp(w, L.bk), {kvd}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}), R(wp(w, L.bv), {kvd}), s));
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
+                                         R(wp(w, L.attn_norm), {h}), eps, s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(q, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
+                                        R(wp(w, L.bq), {qd}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(k, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
+                                        R(wp(w, L.bk), {kvd}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}),
+                                        R(wp(w, L.bv), {kvd}), s));
   SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), c.rope_theta, rope_, s));
   SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), c.rope_theta, rope_, s));
   SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
                                            R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
                                            R(v, {batch, seq, hkv, d}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
-  SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}), R(x, {n, h}),
-                                                  R(o, {n, h}), R(wp(w, L.mlp_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
+                                                  R(x, {n, h}), R(o, {n, h}),
+                                                  R(wp(w, L.mlp_norm), {h}), eps, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
   SPW_RETURN_IF_ERROR(be.swiglu_forward(W(a, {n, f}), R(g, {n, f}), R(u, {n, f}), s));
   if (!out) return {};  // the backward needs nothing of the down projection's output
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(out, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}), {}, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(out, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}), {}, s));
   return be.add_inplace(W(out, {n, h}), R(x2, {n, h}), s);
 }
 
-Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* dy, int batch, int seq, StreamId s) {
+Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* dy, int batch,
+                                 int seq, StreamId s) {
   SPW_RETURN_IF_ERROR(layer_forward(w, x, nullptr, batch, seq, s));
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
-  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), f = c.intermediate_size;
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
+            f = c.intermediate_size;
   const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
   using compute::f32;
   // MLP: out = x2 + down(swiglu(gate(xn2), up(xn2))). dy becomes ∂loss/∂x2 in place: dy plus the
   // MLP branch's gradient through the norm.
   void* dxn2 = o;  // [n, hidden]: o is dead once x2 = x + o is formed
   void* dg = a;    // [n, intermediate]: a is dead once the down projection's gradient has read it
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {}, R(dy, {n, h}), R(a, {n, f}),
-                                         R(wp(w, L.w_down), {h, f}), false, s));
-  SPW_RETURN_IF_ERROR(be.swiglu_backward(W(dg, {n, f}), W(du, {n, f}), R(da, {n, f}), R(g, {n, f}), R(u, {n, f}), s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {}, R(dg, {n, f}),
-                                         R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {}, R(du, {n, f}),
-                                         R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), true, s));
-  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.mlp_norm), {h}), R(dxn2, {n, h}), R(x2, {n, h}),
-                                          R(wp(w, L.mlp_norm), {h}), f32(rstd2, {n}), true, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {},
+                                         R(dy, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}),
+                                         false, s));
+  SPW_RETURN_IF_ERROR(be.swiglu_backward(W(dg, {n, f}), W(du, {n, f}), R(da, {n, f}), R(g, {n, f}),
+                                         R(u, {n, f}), s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {},
+                                         R(dg, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}),
+                                         false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {},
+                                         R(du, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}),
+                                         true, s));
+  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.mlp_norm), {h}),
+                                          R(dxn2, {n, h}), R(x2, {n, h}), R(wp(w, L.mlp_norm), {h}),
+                                          f32(rstd2, {n}), true, s));
   // Attention: x2 = x + o_proj(attn(rope(q), rope(k), v)). dy becomes ∂loss/∂x the same way.
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}), {}, R(dy, {n, h}),
-                                         R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}), {},
+                                         R(dy, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
+                                         false, s));
   const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
-  SPW_RETURN_IF_ERROR(be.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs),
-                                            R(v, kvs), R(att, qs), f32(lse, {batch, hq, seq}), s));
+  SPW_RETURN_IF_ERROR(be.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs),
+                                            R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
+                                            f32(lse, {batch, hq, seq}), s));
   if (L.bk != kNoParam) {  // the key bias apart from dk (see Backend::attention_key_bias_backward)
-    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(f32(gp(dw, L.bk), {hkv, d}), R(datt, qs), R(q, qs), R(k, kvs),
-                                                       R(v, kvs), c.rope_theta, rope_, s));
+    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(f32(gp(dw, L.bk), {hkv, d}), R(datt, qs),
+                                                       R(q, qs), R(k, kvs), R(v, kvs), c.rope_theta,
+                                                       rope_, s));
   }
   SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), c.rope_theta, rope_, s));
   SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wq), {qd, h}), f32(gp(dw, L.bq), {qd}),
-                                         R(dq, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}), false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}), {}, R(dk, {n, kvd}),
-                                         R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}), true, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wv), {kvd, h}), f32(gp(dw, L.bv), {kvd}),
-                                         R(dv, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}), true, s));
-  return be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.attn_norm), {h}), R(dxn, {n, h}), R(x, {n, h}),
-                             R(wp(w, L.attn_norm), {h}), f32(rstd1, {n}), true, s);
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wq), {qd, h}),
+                                         f32(gp(dw, L.bq), {qd}), R(dq, {n, qd}), R(xn, {n, h}),
+                                         R(wp(w, L.wq), {qd, h}), false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}), {},
+                                         R(dk, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
+                                         true, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wv), {kvd, h}),
+                                         f32(gp(dw, L.bv), {kvd}), R(dv, {n, kvd}), R(xn, {n, h}),
+                                         R(wp(w, L.wv), {kvd, h}), true, s));
+  return be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.attn_norm), {h}), R(dxn, {n, h}),
+                             R(x, {n, h}), R(wp(w, L.attn_norm), {h}), f32(rstd1, {n}), true, s);
 }
 
-Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, const int32_t* labels, float* losses,
-                       float loss_scale, void* dx, float* dw_head, float* dw_lm, float* logits, int n, StreamId s) {
+Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, const int32_t* labels,
+                       float* losses, float loss_scale, void* dx, float* dw_head, float* dw_lm,
+                       float* logits, int n, StreamId s) {
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const int h = c.hidden_size, vocab = c.vocab_size;
   using compute::f32;
   const compute::ConstTensor w_norm = R(wp(w_head, layout_->head_norm_offset()), {h});
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm, c.rms_norm_eps, s));
+  SPW_RETURN_IF_ERROR(
+      be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm, c.rms_norm_eps, s));
   const bool grads = dx && loss_scale != 0.0f;  // a step without a single target has zero gradients
   SPW_RETURN_IF_ERROR(be.lm_head_loss(f32(losses, {n}), grads ? W(dxn, {n, h}) : compute::Tensor{},
-                                      grads ? f32(dw_lm, {vocab, h}) : compute::Tensor{}, R(xn, {n, h}),
-                                      R(w_lm, {vocab, h}), compute::i32(labels, {n}), grads ? loss_scale : 0.0f,
-                                      f32(logits, {n, vocab}), lm_head_chunk_, s));
+                                      grads ? f32(dw_lm, {vocab, h}) : compute::Tensor{},
+                                      R(xn, {n, h}), R(w_lm, {vocab, h}), compute::i32(labels, {n}),
+                                      grads ? loss_scale : 0.0f, f32(logits, {n, vocab}),
+                                      lm_head_chunk_, s));
   if (!dx) return {};
   if (!grads) return be.device().fill_zero(dx, static_cast<size_t>(n) * h * act_, s);
-  return be.rmsnorm_backward(W(dx, {n, h}), f32(gp(dw_head, layout_->head_norm_offset()), {h}), R(dxn, {n, h}),
-                             R(x, {n, h}), w_norm, f32(rstd1, {n}), false, s);
+  return be.rmsnorm_backward(W(dx, {n, h}), f32(gp(dw_head, layout_->head_norm_offset()), {h}),
+                             R(dxn, {n, h}), R(x, {n, h}), w_norm, f32(rstd1, {n}), false, s);
 }
 
 }  // namespace spillway

@@ -3,8 +3,10 @@
 // for one micro-batch at a time, every op on one stream.
 //
 // A layer is the Llama / Mistral / Qwen2 decoder layer of transformers:
-//   x2  = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = rmsnorm(x)
-//   out = x2 + down_proj(silu(gate_proj(n2)) · up_proj(n2)),                        n2 = rmsnorm(x2)
+//   n1  = rmsnorm(x)
+//   x2  = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1)))
+//   n2  = rmsnorm(x2)
+//   out = x2 + down_proj(silu(gate_proj(n2)) · up_proj(n2))
 // (the residual add and the second norm are one fused residual_rmsnorm_forward). The backward
 // recomputes the forward from the layer's input (activation checkpointing), then backpropagates;
 // weight gradients accumulate in fp32 in the block's layout. The activations of one micro-batch of
@@ -28,26 +30,32 @@ class BlockMath {
  public:
   // The largest op shapes for micro-batches of `batch` sequences of `seq` tokens: what the
   // backend's workspace is sized for (Backend::workspace_bytes).
-  static compute::OpShapes op_shapes(const ModelConfig& config, int batch, int seq, int lm_head_chunk);
-  // Device bytes of the scratch for micro-batches of up to `tokens` tokens, as create() reserves it.
+  static compute::OpShapes op_shapes(const ModelConfig& config, int batch, int seq,
+                                     int lm_head_chunk);
+  // Device bytes of the scratch for micro-batches of up to `tokens` tokens, as create() reserves
+  // it.
   static uint64_t scratch_bytes(const ModelConfig& config, int tokens, DType act);
 
   // Reserves the scratch for up to `max_tokens` tokens a micro-batch (Category::kWorkspace).
-  static Result<BlockMath> create(compute::Backend& backend, const ParameterLayout& layout, int max_tokens,
-                                  int lm_head_chunk, DeviceArena& arena);
+  static Result<BlockMath> create(compute::Backend& backend, const ParameterLayout& layout,
+                                  int max_tokens, int lm_head_chunk, DeviceArena& arena);
 
   // out[n, hidden] = table[ids[n], :]   (ids device int32, table the embedding block's weights)
-  Status embedding_forward(void* out, const int32_t* ids, const char* table, int n, compute::StreamId s);
+  Status embedding_forward(void* out, const int32_t* ids, const char* table, int n,
+                           compute::StreamId s);
   // dtable[ids[n], :] += dy[n, :]   (dtable fp32, the embedding block's gradient)
-  Status embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n, compute::StreamId s);
+  Status embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
+                            compute::StreamId s);
 
   // out[n, hidden] = layer(x[n, hidden]) for `batch` sequences of `seq` tokens (n = batch · seq),
   // with `w` the layer block's weights. Leaves in the scratch what the backward needs; with
   // out == nullptr computes only that (the recompute skips the down projection and the last add).
-  Status layer_forward(const char* w, const void* x, void* out, int batch, int seq, compute::StreamId s);
+  Status layer_forward(const char* w, const void* x, void* out, int batch, int seq,
+                       compute::StreamId s);
   // Recomputes the layer from its input x, then, given dy[n, hidden] = ∂loss/∂out, overwrites dy
   // with ∂loss/∂x and adds ∂loss/∂w to dw (fp32, the layer block's layout).
-  Status layer_backward(const char* w, float* dw, const void* x, void* dy, int batch, int seq, compute::StreamId s);
+  Status layer_backward(const char* w, float* dw, const void* x, void* dy, int batch, int seq,
+                        compute::StreamId s);
 
   // The head on x[n, hidden]: losses[n] (fp32, device) = cross-entropy of each token against
   // labels[n] (device int32, -100 ignored: 0). `w_head` is the head block's weights, `w_lm` the LM
@@ -55,16 +63,21 @@ class BlockMath {
   // dx[n, hidden] = ∂(loss_scale · Σ CE)/∂x, dw_head (fp32, the head block's layout) += the final
   // norm's gradient and dw_lm[vocab, hidden] += the LM head's. With logits != nullptr, the logits
   // [n, vocab] (fp32, device) too.
-  Status head(const char* w_head, const char* w_lm, const void* x, const int32_t* labels, float* losses,
-              float loss_scale, void* dx, float* dw_head, float* dw_lm, float* logits, int n, compute::StreamId s);
+  Status head(const char* w_head, const char* w_lm, const void* x, const int32_t* labels,
+              float* losses, float loss_scale, void* dx, float* dw_head, float* dw_lm,
+              float* logits, int n, compute::StreamId s);
 
  private:
   BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk);
-  const void* wp(const char* w, size_t offset) const { return offset == kNoParam ? nullptr : w + offset * act_; }
+  const void* wp(const char* w, size_t offset) const {
+    return offset == kNoParam ? nullptr : w + offset * act_;
+  }
   static float* gp(float* g, size_t offset) { return offset == kNoParam ? nullptr : g + offset; }
   // Tensor references of act_dtype: W to write, R to read.
   compute::Tensor W(void* p, compute::Shape s) const { return compute::Tensor(p, act_dtype_, s); }
-  compute::ConstTensor R(const void* p, compute::Shape s) const { return compute::ConstTensor(p, act_dtype_, s); }
+  compute::ConstTensor R(const void* p, compute::Shape s) const {
+    return compute::ConstTensor(p, act_dtype_, s);
+  }
 
   compute::Backend* be_;
   DType act_dtype_;
@@ -74,12 +87,12 @@ class BlockMath {
   compute::RopeScaling rope_;
   int lm_head_chunk_;
   // The scratch, for n tokens (act_dtype unless noted).
-  void *xn, *x2, *xn2, *o, *dxn;     // [n, hidden]
-  void *q, *att, *dq, *datt;         // [n, q_dim]
-  void *k, *v, *dk, *dv;             // [n, kv_dim]
-  void *g, *u, *a, *da, *du;         // [n, intermediate]
-  float *rstd1, *rstd2;              // [n] fp32
-  float* lse;                        // [heads, n] fp32 ([batch, heads, seq])
+  void *xn, *x2, *xn2, *o, *dxn;  // [n, hidden]
+  void *q, *att, *dq, *datt;      // [n, q_dim]
+  void *k, *v, *dk, *dv;          // [n, kv_dim]
+  void *g, *u, *a, *da, *du;      // [n, intermediate]
+  float *rstd1, *rstd2;           // [n] fp32
+  float* lse;                     // [heads, n] fp32 ([batch, heads, seq])
 };
 
 }  // namespace spillway

@@ -47,7 +47,8 @@ void remove_dead_temporaries(const std::string& checkpoints_dir) {
 }  // namespace
 
 // Tensors of one block's moments: exp_avg.<name> and exp_avg_sq.<name> at the block's offsets.
-std::vector<TensorToWrite> moment_tensors(const BlockLayout& block, const float* m, const float* v) {
+std::vector<TensorToWrite> moment_tensors(const BlockLayout& block, const float* m,
+                                          const float* v) {
   std::vector<TensorToWrite> out;
   for (const ParamView& p : block.params) {
     out.push_back({"exp_avg." + p.name, DType::kF32, p.shape, m + p.offset});
@@ -57,7 +58,8 @@ std::vector<TensorToWrite> moment_tensors(const BlockLayout& block, const float*
 }
 
 // Reads one block's moments from `store` (any file holding them) into m, v.
-Status read_moments(const TensorStore& store, const std::string& path, const BlockLayout& block, float* m, float* v) {
+Status read_moments(const TensorStore& store, const std::string& path, const BlockLayout& block,
+                    float* m, float* v) {
   for (const ParamView& p : block.params) {
     for (auto [prefix, dst] : {std::pair{"exp_avg.", m}, std::pair{"exp_avg_sq.", v}}) {
       const TensorInfo* ti = store.find(prefix + p.name);
@@ -80,7 +82,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
     SPW_RETURN_IF_ERROR(model.save_weights(tmp));
     // Armed with `fail`: the disk fills up here, as a full disk fails the optimizer state's write.
     if (fail_point("checkpoint.write"))
-      return errno_status("cannot write " + (fs::path(tmp) / "optimizer.safetensors").string(), ENOSPC);
+      return errno_status("cannot write " + (fs::path(tmp) / "optimizer.safetensors").string(),
+                          ENOSPC);
     if (model.has_optimizer()) {
       std::vector<TensorToWrite> moments;
       auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const
@@ -88,7 +91,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
         auto t = moment_tensors(model.layout().blocks()[b], m.exp_avg(b), m.exp_avg_sq(b));
         moments.insert(moments.end(), t.begin(), t.end());
       }
-      SPW_RETURN_IF_ERROR(write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), moments));
+      SPW_RETURN_IF_ERROR(
+          write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), moments));
     } else if (state) {
       // The moments live on the SSD: stream them out one block at a time. (The master weights are
       // saved from ModelState's compute copy, which on the CPU backend is the fp32 master itself.)
@@ -98,9 +102,10 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
       std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
       for (size_t b = 0; b < model.num_blocks(); ++b) {
         SPW_RETURN_IF_ERROR(state->read_block(b, nullptr, mb.data(), vb.data()));
-        SPW_RETURN_IF_ERROR(
-            write_safetensors((fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string(),
-                              moment_tensors(model.layout().blocks()[b], mb.data(), vb.data())));
+        SPW_RETURN_IF_ERROR(write_safetensors(
+            (fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors"))
+                .string(),
+            moment_tensors(model.layout().blocks()[b], mb.data(), vb.data())));
       }
     }
     nlohmann::json j = {{"format_version", kFormatVersion},
@@ -112,30 +117,38 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
                         {"seed", trainer.seed},
                         {"elapsed_s", trainer.elapsed_s},
                         {"manual", trainer.manual}};
-    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n"));
-    return write_file_atomic((fs::path(tmp) / "config.json").string(), model.config().to_json().dump(2) + "\n");
+    SPW_RETURN_IF_ERROR(
+        write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n"));
+    return write_file_atomic((fs::path(tmp) / "config.json").string(),
+                             model.config().to_json().dump(2) + "\n");
   });
   if (!st.ok()) {
-    // Nothing of this checkpoint is left behind (write_folder_atomic); the ones before it are whole.
+    // Nothing of this checkpoint is left behind (write_folder_atomic); the ones before it are
+    // whole.
     const std::vector<std::string> kept = list_checkpoints(checkpoints_dir);
-    return Status(st.code(), "checkpoint at step " + std::to_string(trainer.step) + " not saved: " + st.message() +
-                                 (kept.empty() ? std::string("; there is no earlier checkpoint")
-                                               : "; the last whole checkpoint, " + kept.back() +
-                                                     ", is kept: resume from it (--resume) once that is fixed"));
+    return Status(
+        st.code(),
+        "checkpoint at step " + std::to_string(trainer.step) + " not saved: " + st.message() +
+            (kept.empty() ? std::string("; there is no earlier checkpoint")
+                          : "; the last whole checkpoint, " + kept.back() +
+                                ", is kept: resume from it (--resume) once that is fixed"));
   }
   return final_dir;
 }
 
-Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, OptimizerStateStore* state) {
+Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
+                                     OptimizerStateStore* state) {
   const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
   auto text = read_file(state_path);
-  if (!text.ok()) return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
+  if (!text.ok())
+    return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
   SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, state_path, ErrorCode::kCorrupt));
   if (!j.is_object()) return corrupt(state_path + ": not a JSON object");
   TrainerState t;
   try {
     if (j.at("format_version").get<int>() != kFormatVersion)
-      return unsupported(state_path + ": checkpoint format " + j["format_version"].dump() + " is not supported");
+      return unsupported(state_path + ": checkpoint format " + j["format_version"].dump() +
+                         " is not supported");
     t.step = j.at("step").get<int64_t>();
     t.tokens = j.value("tokens", int64_t{0});
     t.last_loss = j.value("last_loss", 0.0);
@@ -145,9 +158,11 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
     t.manual = j.value("manual", false);
     model.step = j.at("optimizer_step").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    return corrupt(state_path + ": " + std::string(e.what()).substr(0, 200) + "; the checkpoint is damaged: resume from an earlier one");
+    return corrupt(state_path + ": " + std::string(e.what()).substr(0, 200) +
+                   "; the checkpoint is damaged: resume from an earlier one");
   }
-  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open((fs::path(dir) / "model.safetensors").string()));
+  SPW_ASSIGN_OR_RETURN(TensorStore weights,
+                       TensorStore::open((fs::path(dir) / "model.safetensors").string()));
   SPW_RETURN_IF_ERROR(model.load_weights(weights));
   if (!model.has_optimizer() && !state) return t;
   const std::string single = (fs::path(dir) / "optimizer.safetensors").string();
@@ -163,7 +178,8 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model, 
     if (all) {
       SPW_RETURN_IF_ERROR(read_moments(*all, single, block, m, v));
     } else {
-      const std::string path = (fs::path(dir) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string();
+      const std::string path =
+          (fs::path(dir) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors")).string();
       SPW_ASSIGN_OR_RETURN(TensorStore one, TensorStore::open(path));
       SPW_RETURN_IF_ERROR(read_moments(one, path, block, m, v));
     }
@@ -177,7 +193,8 @@ void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
   std::vector<std::string> scheduled;  // oldest first, as list_checkpoints gives them
   for (std::string& dir : list_checkpoints(checkpoints_dir)) {
     auto text = read_file((fs::path(dir) / "trainer_state.json").string());
-    const auto parsed = text.ok() ? parse_json(*text, dir, ErrorCode::kCorrupt) : Result<nlohmann::json>(text.status());
+    const auto parsed = text.ok() ? parse_json(*text, dir, ErrorCode::kCorrupt)
+                                  : Result<nlohmann::json>(text.status());
     const nlohmann::json j = parsed.ok() ? *parsed : nlohmann::json();
     if (!(j.is_object() && j.value("manual", false))) scheduled.push_back(std::move(dir));
   }
@@ -185,7 +202,8 @@ void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
   for (size_t i = 0; i + keep < scheduled.size(); ++i) {
     // Renamed out of the list first: a kill in the middle of remove_all would otherwise leave a
     // half-deleted step-N folder that list_checkpoints (and History's Resume) offers as whole. As
-    // step-N.tmp-<pid> it is never listed, and the next writer removes it once this process is gone.
+    // step-N.tmp-<pid> it is never listed, and the next writer removes it once this process is
+    // gone.
     const std::string doomed = scheduled[i] + ".tmp-" + std::to_string(::getpid());
     fs::rename(scheduled[i], doomed, ec);
     if (ec) continue;  // left in place, whole; the next prune tries again

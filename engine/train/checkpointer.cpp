@@ -6,7 +6,8 @@ namespace spillway {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Checkpointer::Checkpointer(RunAssembly& run, RunReporter& report, int keep_checkpoints, Clock::time_point started)
+Checkpointer::Checkpointer(RunAssembly& run, RunReporter& report, int keep_checkpoints,
+                           Clock::time_point started)
     : run_(run), report_(report), keep_(keep_checkpoints), started_(started) {}
 
 Status Checkpointer::save(TrainerState& progress, bool manual) {
@@ -14,7 +15,8 @@ Status Checkpointer::save(TrainerState& progress, bool manual) {
   SPW_RETURN_IF_ERROR(report_.checkpointing(progress.step));
   const auto t0 = Clock::now();
   progress.data_cursor = run_.iter->cursor().to_json();
-  progress.elapsed_s = run_.start.elapsed_s + std::chrono::duration<double>(Clock::now() - started_).count();
+  progress.elapsed_s =
+      run_.start.elapsed_s + std::chrono::duration<double>(Clock::now() - started_).count();
   SPW_RETURN_IF_ERROR(run_.optimizer->status());
   const std::string checkpoints = (fs::path(report_.run_dir()) / "checkpoints").string();
   progress.manual = manual;
@@ -24,8 +26,10 @@ Status Checkpointer::save(TrainerState& progress, bool manual) {
   prune_checkpoints(checkpoints, keep_);
   uint64_t bytes = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) bytes += e.is_regular_file() ? e.file_size() : 0;
-  return report_.checkpointed(progress.step, dir, bytes, std::chrono::duration<double>(Clock::now() - t0).count());
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    bytes += e.is_regular_file() ? e.file_size() : 0;
+  return report_.checkpointed(progress.step, dir, bytes,
+                              std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 }  // namespace spillway

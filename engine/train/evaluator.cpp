@@ -13,7 +13,8 @@ Status Evaluator::evaluate(int64_t step) {
                                                       job_.micro_batch_size, job_.eval_batches));
   if (!r.targets || std::isnan(r.loss)) return {};
   last_loss_ = r.loss;
-  report_.eval(step, r.loss, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  report_.eval(step, r.loss,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return {};
 }
 

@@ -17,7 +17,8 @@ namespace spillway {
 
 class Evaluator {
  public:
-  Evaluator(const TrainJob& job, RunAssembly& run, RunReporter& report) : job_(job), run_(run), report_(report) {}
+  Evaluator(const TrainJob& job, RunAssembly& run, RunReporter& report)
+      : job_(job), run_(run), report_(report) {}
 
   // Evaluates the weights of `step` and reports the loss. Ok without a report when there is no
   // held-out data or it has no targets. Errors: the engine's, kCancelled when a stop request cut

@@ -14,6 +14,7 @@ namespace spillway {
 
 // `tokenizer_source`: a model folder, a tokenizer file, "builtin:bytes", or empty for none (a
 // model trained on pre-tokenized data). kNotFound when it names no tokenizer (nothing is written).
-Status export_model(const ModelState& state, const std::string& tokenizer_source, const std::string& out);
+Status export_model(const ModelState& state, const std::string& tokenizer_source,
+                    const std::string& out);
 
 }  // namespace spillway

@@ -12,16 +12,18 @@
 
 namespace spillway {
 
-Result<std::unique_ptr<InferenceSession>> InferenceSession::open(const std::string& model_dir, int max_seq, int batch,
-                                                                 uint64_t device_memory_bytes, const std::string& backend,
-                                                                 const std::string& tokenizer_path) {
+Result<std::unique_ptr<InferenceSession>> InferenceSession::open(
+    const std::string& model_dir, int max_seq, int batch, uint64_t device_memory_bytes,
+    const std::string& backend, const std::string& tokenizer_path) {
   auto s = std::make_unique<InferenceSession>();
   SPW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(model_dir));
-  SPW_ASSIGN_OR_RETURN(s->tokenizer_, load_model_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path));
+  SPW_ASSIGN_OR_RETURN(s->tokenizer_,
+                       load_model_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path));
   SPW_ASSIGN_OR_RETURN(s->state_, ModelState::create(ParameterLayout::build(config), false));
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(model_dir));
   SPW_RETURN_IF_ERROR(s->state_->load_weights(weights));
-  SPW_ASSIGN_OR_RETURN(compute::BackendChoice choice, compute::make_backend({backend, device_memory_bytes}));
+  SPW_ASSIGN_OR_RETURN(compute::BackendChoice choice,
+                       compute::make_backend({backend, device_memory_bytes}));
   s->backend_ = std::move(choice.backend);
   s->backend_description_ = std::move(choice.reason);
   s->max_seq_ = max_seq;
@@ -34,8 +36,8 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::open(const std::stri
   return s;
 }
 
-Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches, int micro_batch_size,
-                                    int64_t max_batches) {
+Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches,
+                                    int micro_batch_size, int64_t max_batches) {
   const int rows = micro_batches * micro_batch_size;
   EvalResult r;
   double loss_sum = 0;
@@ -43,7 +45,8 @@ Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, 
   for (size_t begin = 0; begin < ds.size(); begin += rows) {
     if (max_batches > 0 && batches++ >= max_batches) break;
     Batch b = make_batch_range(ds, begin, rows);
-    SPW_ASSIGN_OR_RETURN(StepResult s, engine.forward(StepBatch{micro_batches, micro_batch_size, b.seq_len, b.input_ids, b.labels}));
+    SPW_ASSIGN_OR_RETURN(StepResult s, engine.forward(StepBatch{micro_batches, micro_batch_size,
+                                                                b.seq_len, b.input_ids, b.labels}));
     loss_sum += s.loss_sum;
     r.targets += s.targets;
   }
@@ -55,14 +58,16 @@ Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, 
 
 Result<EvalResult> InferenceSession::eval(const Dataset& ds) {
   if (ds.seq_len() > max_seq_)
-    return invalid_argument("eval: dataset sequences of " + std::to_string(ds.seq_len()) + " tokens exceed the session's " +
-                            std::to_string(max_seq_));
+    return invalid_argument("eval: dataset sequences of " + std::to_string(ds.seq_len()) +
+                            " tokens exceed the session's " + std::to_string(max_seq_));
   return evaluate_dataset(*engine_, ds, 1, batch_);
 }
 
 Result<std::vector<float>> InferenceSession::logits(const std::vector<int32_t>& ids) {
   const int n = static_cast<int>(ids.size());
-  if (n < 1 || n > max_seq_) return invalid_argument("logits: sequence of " + std::to_string(n) + " tokens (1.." + std::to_string(max_seq_) + ")");
+  if (n < 1 || n > max_seq_)
+    return invalid_argument("logits: sequence of " + std::to_string(n) + " tokens (1.." +
+                            std::to_string(max_seq_) + ")");
   std::vector<int32_t> labels(n, -100);
   std::vector<float> out(static_cast<size_t>(n) * config().vocab_size);
   StepBatch sb{1, 1, n, ids, labels};
@@ -71,7 +76,8 @@ Result<std::vector<float>> InferenceSession::logits(const std::vector<int32_t>& 
   return out;
 }
 
-Result<std::vector<int32_t>> InferenceSession::generate(std::vector<int32_t> ids, const GenerateOptions& o) {
+Result<std::vector<int32_t>> InferenceSession::generate(std::vector<int32_t> ids,
+                                                        const GenerateOptions& o) {
   std::mt19937_64 rng(o.seed);
   const int vocab = config().vocab_size;
   const auto eos = tokenizer_->eos_id();

@@ -39,8 +39,8 @@ struct GenerateOptions {
 // Mean loss of `ds` in file order through `engine` (forward only), `micro_batches` ×
 // `micro_batch_size` sequences per pass; at most `max_batches` passes (0: all). Used by eval and by
 // the trainer's periodic evaluation. loss is 0 when no target is trained.
-Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches, int micro_batch_size,
-                                    int64_t max_batches = 0);
+Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches,
+                                    int micro_batch_size, int64_t max_batches = 0);
 
 class InferenceSession {
  public:
@@ -49,7 +49,8 @@ class InferenceSession {
   // in micro-batches of `batch` sequences, on the backend `backend` names ("auto", "cpu", "cuda";
   // compute/backend-loader.h, whose errors pass through). The device holds one sequence's logits,
   // [max_seq, vocab] fp32, for logits() and generate().
-  static Result<std::unique_ptr<InferenceSession>> open(const std::string& model_dir, int max_seq, int batch = 1,
+  static Result<std::unique_ptr<InferenceSession>> open(const std::string& model_dir, int max_seq,
+                                                        int batch = 1,
                                                         uint64_t device_memory_bytes = 0,
                                                         const std::string& backend = "auto",
                                                         const std::string& tokenizer_path = "");

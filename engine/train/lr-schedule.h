@@ -12,11 +12,12 @@ namespace spillway {
 
 enum class LrSchedule { kConstant, kCosine, kLinear };
 
-// The job's train.schedule, train.lr, train.warmup_steps and train.min_lr_ratio (TrainJob::schedule,
-// whose defaults are the job schema's); no defaults of its own but the run's length.
+// The job's train.schedule, train.lr, train.warmup_steps and train.min_lr_ratio
+// (TrainJob::schedule, whose defaults are the job schema's); no defaults of its own but the run's
+// length.
 struct LrScheduleConfig {
   LrSchedule kind = LrSchedule::kConstant;
-  double lr = 0;           // peak learning rate
+  double lr = 0;  // peak learning rate
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;
   double min_lr_ratio = 0.0;  // decay ends at lr · min_lr_ratio

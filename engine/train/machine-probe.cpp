@@ -1,5 +1,6 @@
 #include "train/machine-probe.h"
 
+#include <cblas.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <functional>
 #include <utility>
 #include <vector>
-
-#include <cblas.h>
 
 #include "core/buffer.h"
 #include "core/dtype.h"
@@ -26,7 +25,9 @@ using compute::EventId;
 using compute::StreamId;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 double time_it(const std::function<void()>& fn, int reps) {
   fn();  // warm-up
@@ -112,7 +113,8 @@ Result<PinnedBuffer> pinned_buffer(compute::Device& be, size_t bytes) {
 
 // Seconds per repetition of `enqueue` (which puts `reps` repetitions of work on streams ordered
 // after `start` on `first`, and returns the stream that ends last), between two timing events.
-Result<double> time_on_device(compute::Device& be, StreamId first, int reps, const std::function<Result<StreamId>()>& enqueue) {
+Result<double> time_on_device(compute::Device& be, StreamId first, int reps,
+                              const std::function<Result<StreamId>()>& enqueue) {
   SPW_ASSIGN_OR_RETURN(compute::Event start, be.create_event(true));
   SPW_ASSIGN_OR_RETURN(compute::Event end, be.create_event(true));
   SPW_RETURN_IF_ERROR(be.record_event(start, first));
@@ -142,7 +144,12 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
   MachineProbe m;
   const int n = 512;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
-  double t = time_it([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); }, 5);
+  double t = time_it(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                    n, 0.0f, c.data(), n);
+      },
+      5);
   m.compute_flops = 2.0 * n * n * n / t;
   std::vector<char> src(64 << 20, 1), dst(64 << 20);
   t = time_it([&] { std::memcpy(dst.data(), src.data(), src.size()); }, 3);
@@ -176,8 +183,10 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   compute::OpShapes shapes;
   shapes.tokens = shapes.hidden = shapes.intermediate = sizes.gemm_n;
   const size_t ws_bytes = backend.workspace_bytes(shapes);
-  SPW_ASSIGN_OR_RETURN(DeviceBuffer ws, device_buffer(be, std::max(ws_bytes, compute::kDeviceAlignment)));
-  SPW_RETURN_IF_ERROR(backend.set_workspace(ws.get(), std::max(ws_bytes, compute::kDeviceAlignment), shapes));
+  SPW_ASSIGN_OR_RETURN(DeviceBuffer ws,
+                       device_buffer(be, std::max(ws_bytes, compute::kDeviceAlignment)));
+  SPW_RETURN_IF_ERROR(
+      backend.set_workspace(ws.get(), std::max(ws_bytes, compute::kDeviceAlignment), shapes));
   SPW_ASSIGN_OR_RETURN(DeviceBuffer x, device_buffer(be, mat_bytes));
   SPW_ASSIGN_OR_RETURN(DeviceBuffer w, device_buffer(be, mat_bytes));
   SPW_ASSIGN_OR_RETURN(DeviceBuffer y, device_buffer(be, mat_bytes));
@@ -193,12 +202,15 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   auto gemms = [&](int reps) -> Result<StreamId> {
     const compute::Shape square{in, in};  // y[n, n] = x[n, n] · W[n, n]ᵀ
     for (int r = 0; r < reps; ++r)
-      SPW_RETURN_IF_ERROR(backend.linear_forward(compute::Tensor(y.get(), act, square), compute::ConstTensor(x.get(), act, square),
-                                                 compute::ConstTensor(w.get(), act, square), {}, compute));
+      SPW_RETURN_IF_ERROR(backend.linear_forward(
+          compute::Tensor(y.get(), act, square), compute::ConstTensor(x.get(), act, square),
+          compute::ConstTensor(w.get(), act, square), {}, compute));
     return compute;
   };
-  SPW_RETURN_IF_ERROR(gemms(2).status());  // warm-up: the GEMM library picks its algorithm on first use
-  SPW_ASSIGN_OR_RETURN(double gemm_s, time_on_device(be, compute, sizes.gemm_reps, [&] { return gemms(sizes.gemm_reps); }));
+  SPW_RETURN_IF_ERROR(
+      gemms(2).status());  // warm-up: the GEMM library picks its algorithm on first use
+  SPW_ASSIGN_OR_RETURN(double gemm_s, time_on_device(be, compute, sizes.gemm_reps,
+                                                     [&] { return gemms(sizes.gemm_reps); }));
 
   // The host link with pinned buffers: each way alone, then both at once on two streams.
   SPW_ASSIGN_OR_RETURN(DeviceBuffer d_a, device_buffer(be, copy));
@@ -206,11 +218,13 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   SPW_ASSIGN_OR_RETURN(compute::Stream up, be.create_stream());
   SPW_ASSIGN_OR_RETURN(compute::Stream down, be.create_stream());
   auto h2d = [&](int reps) -> Result<StreamId> {
-    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(be.copy_h2d(d_a.get(), h_src.get(), copy, up));
+    for (int r = 0; r < reps; ++r)
+      SPW_RETURN_IF_ERROR(be.copy_h2d(d_a.get(), h_src.get(), copy, up));
     return up.id();
   };
   auto d2h = [&](int reps) -> Result<StreamId> {
-    for (int r = 0; r < reps; ++r) SPW_RETURN_IF_ERROR(be.copy_d2h(h_dst.get(), d_b.get(), copy, down));
+    for (int r = 0; r < reps; ++r)
+      SPW_RETURN_IF_ERROR(be.copy_d2h(h_dst.get(), d_b.get(), copy, down));
     return down.id();
   };
   SPW_RETURN_IF_ERROR(h2d(1).status());
@@ -221,15 +235,16 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   SPW_ASSIGN_OR_RETURN(compute::Event started, be.create_event());
   SPW_ASSIGN_OR_RETURN(compute::Event down_done, be.create_event());
   SPW_ASSIGN_OR_RETURN(double duplex_s, time_on_device(be, up, reps, [&]() -> Result<StreamId> {
-    // `down` starts with `up` and `up` ends after `down`, so the timing events bracket both.
-    SPW_RETURN_IF_ERROR(be.record_event(started, up));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(down, started));
-    SPW_RETURN_IF_ERROR(h2d(reps).status());
-    SPW_RETURN_IF_ERROR(d2h(reps).status());
-    SPW_RETURN_IF_ERROR(be.record_event(down_done, down));
-    SPW_RETURN_IF_ERROR(be.stream_wait_event(up, down_done));
-    return up.id();
-  }));
+                         // `down` starts with `up` and `up` ends after `down`, so the timing events
+                         // bracket both.
+                         SPW_RETURN_IF_ERROR(be.record_event(started, up));
+                         SPW_RETURN_IF_ERROR(be.stream_wait_event(down, started));
+                         SPW_RETURN_IF_ERROR(h2d(reps).status());
+                         SPW_RETURN_IF_ERROR(d2h(reps).status());
+                         SPW_RETURN_IF_ERROR(be.record_event(down_done, down));
+                         SPW_RETURN_IF_ERROR(be.stream_wait_event(up, down_done));
+                         return up.id();
+                       }));
 
   m->compute_flops = 2.0 * static_cast<double>(n) * n * n / gemm_s;
   m->h2d_bytes_per_s = copy / h2d_s;
@@ -250,10 +265,13 @@ Result<double> measure_adamw(size_t params) {
   SPW_ASSIGN_OR_RETURN(AlignedBuffer g, AlignedBuffer::allocate(params * sizeof(float), 4096));
   float* pp = p.as<float>();
   float* gp = g.as<float>();
-  ThreadPool::global().parallel_for(params, [&](size_t b, size_t e) {
-    std::fill(pp + b, pp + e, 0.02f);
-    std::fill(gp + b, gp + e, 1e-3f);
-  }, 1 << 16);
+  ThreadPool::global().parallel_for(
+      params,
+      [&](size_t b, size_t e) {
+        std::fill(pp + b, pp + e, 0.02f);
+        std::fill(gp + b, gp + e, 1e-3f);
+      },
+      1 << 16);
   const AdamWConfig c{1e-4, 0.9, 0.95, 1e-8, 0.1};
   double best = 0;
   for (int step = 1; step <= 4; ++step) {

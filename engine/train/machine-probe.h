@@ -20,23 +20,28 @@
 namespace spillway {
 
 struct MachineProbe {
-  double compute_flops = 0;         // sustained FLOP/s of the backend's GEMMs (CPU: fp32 sgemm; CUDA: bf16)
-  double h2d_bytes_per_s = 0;       // host→device link (memcpy on the CPU backend)
-  double d2h_bytes_per_s = 0;       // device→host; 0: not measured (taken as h2d_bytes_per_s)
-  double duplex_bytes_per_s = 0;    // both directions at once, bytes of both; 0: not measured (they take turns)
+  double compute_flops =
+      0;  // sustained FLOP/s of the backend's GEMMs (CPU: fp32 sgemm; CUDA: bf16)
+  double h2d_bytes_per_s = 0;  // host→device link (memcpy on the CPU backend)
+  double d2h_bytes_per_s = 0;  // device→host; 0: not measured (taken as h2d_bytes_per_s)
+  double duplex_bytes_per_s =
+      0;  // both directions at once, bytes of both; 0: not measured (they take turns)
   double host_mem_bytes_per_s = 0;  // DRAM bandwidth as the optimizer sees it
-  double adamw_params_per_s = 0;    // CPU AdamW on all cores; 0: not measured (28 B/param at host_mem_bytes_per_s)
-  double ssd_bytes_per_s = 0;       // 0: not measured (a typical NVMe figure is assumed)
+  double adamw_params_per_s =
+      0;  // CPU AdamW on all cores; 0: not measured (28 B/param at host_mem_bytes_per_s)
+  double ssd_bytes_per_s = 0;  // 0: not measured (a typical NVMe figure is assumed)
   uint64_t dram_total_bytes = 0, dram_available_bytes = 0;
   uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
   uint64_t device_free_bytes = 0;   // 0: not measured (taken as device_total_bytes)
   uint64_t ssd_free_bytes = 0, ssd_total_bytes = 0;
-  std::string backend = compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
-  std::string device;               // the backend's device name; empty when no device was probed
+  std::string backend =
+      compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
+  std::string device;  // the backend's device name; empty when no device was probed
 
   // The facts of `backend` (compute/backend-facts.h); a name no backend has reads as the CPU's.
   const compute::BackendFacts& backend_facts() const {
-    return compute::backend_facts(compute::parse_backend_kind(backend).value_or(compute::BackendKind::kCpu));
+    return compute::backend_facts(
+        compute::parse_backend_kind(backend).value_or(compute::BackendKind::kCpu));
   }
 };
 
@@ -48,7 +53,7 @@ MachineProbe probe_machine(const std::string& ssd_dir);
 // tensor cores' sustained rate (8192³ = 1.1 TFLOP) and copies long enough (256 MiB) that the
 // launch latency is noise. Tests on the CPU backend pass small sizes.
 struct DeviceProbeSizes {
-  int gemm_n = 8192;                    // y[n, n] = x[n, n] · W[n, n]ᵀ in the backend's act dtype
+  int gemm_n = 8192;  // y[n, n] = x[n, n] · W[n, n]ᵀ in the backend's act dtype
   int gemm_reps = 20;
   size_t copy_bytes = size_t{256} << 20;  // per copy, each way
   int copy_reps = 4;

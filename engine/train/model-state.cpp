@@ -7,7 +7,8 @@
 
 namespace spillway {
 
-Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& layout, bool with_optimizer) {
+Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& layout,
+                                                       bool with_optimizer) {
   std::unique_ptr<ModelState> s(new ModelState(layout));
   s->blocks_.resize(layout.num_blocks());
   for (size_t b = 0; b < layout.num_blocks(); ++b) {
@@ -25,7 +26,8 @@ Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& la
 
 Status ModelState::load_weights(const TensorStore& store) {
   SPW_RETURN_IF_ERROR(layout_.check(store));
-  for (size_t b = 0; b < num_blocks(); ++b) SPW_RETURN_IF_ERROR(layout_.load_block(store, b, master(b)));
+  for (size_t b = 0; b < num_blocks(); ++b)
+    SPW_RETURN_IF_ERROR(layout_.load_block(store, b, master(b)));
   return {};
 }
 
@@ -34,10 +36,12 @@ void ModelState::init_random(uint64_t seed, float std) {
   // seconds instead of minutes on one thread) and the numbers do not depend on the thread count.
   ThreadPool::global().parallel_for(num_blocks(), [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) {
-      std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(b)};
+      std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                        static_cast<uint32_t>(b)};
       std::mt19937_64 rng(seq);
       auto normal = [&]() {
-        // Box-Muller on 53-bit uniforms: the same numbers on every platform, unlike std::normal_distribution.
+        // Box-Muller on 53-bit uniforms: the same numbers on every platform, unlike
+        // std::normal_distribution.
         const double u1 = ((rng() >> 11) + 1.0) * 0x1.0p-53;
         const double u2 = (rng() >> 11) * 0x1.0p-53;
         return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);

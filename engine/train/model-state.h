@@ -23,7 +23,8 @@ class ModelState {
  public:
   // Allocates zeroed buffers for `layout` (master and grad always; m and v when `with_optimizer`).
   // kOutOfMemory names the bytes that could not be allocated.
-  static Result<std::unique_ptr<ModelState>> create(const ParameterLayout& layout, bool with_optimizer);
+  static Result<std::unique_ptr<ModelState>> create(const ParameterLayout& layout,
+                                                    bool with_optimizer);
 
   const ParameterLayout& layout() const { return layout_; }
   const ModelConfig& config() const { return layout_.config(); }

@@ -1,9 +1,9 @@
 #include "train/optimizer-state.h"
 
-#include "tiers/byte-size.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "tiers/byte-size.h"
 
 namespace spillway {
 namespace {
@@ -11,9 +11,11 @@ namespace {
 class DramState final : public OptimizerStateStore {
  public:
   explicit DramState(ModelState& m) : model_(m) {}
-  Status for_each_block(const UpdateFn& update, const std::function<void(size_t)>& released) override {
+  Status for_each_block(const UpdateFn& update,
+                        const std::function<void(size_t)>& released) override {
     for (size_t b = 0; b < model_.num_blocks(); ++b) {
-      update(b, 0, model_.layout().blocks()[b].numel, model_.master(b), model_.exp_avg(b), model_.exp_avg_sq(b));
+      update(b, 0, model_.layout().blocks()[b].numel, model_.master(b), model_.exp_avg(b),
+             model_.exp_avg_sq(b));
       released(b);
     }
     return {};
@@ -52,7 +54,8 @@ class SsdState final : public OptimizerStateStore {
   }
   ~SsdState() override {
     store_.reset();  // finishes in-flight requests before the staging they target goes away
-    if (counters_) counters_->sub(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
+    if (counters_)
+      counters_->sub(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
   }
 
   Status init(const SsdConfig& config, StorageEnv* env) {
@@ -60,14 +63,18 @@ class SsdState final : public OptimizerStateStore {
     // All groups at once, so that a disk too small says what the whole state needs, not one group.
     uint64_t need = 0;
     for (size_t b = 0; b < model_.num_blocks(); ++b) {
-      need += (kV - first_kind() + 1) * ((bytes(b) + config.block_bytes - 1) / config.block_bytes * config.block_bytes);
+      need += (kV - first_kind() + 1) *
+              ((bytes(b) + config.block_bytes - 1) / config.block_bytes * config.block_bytes);
     }
     if (auto free = env->free_bytes(config.folder); free.ok() && *free < need) {
-      return no_space(std::string(master_ ? "the AdamW state and master weights need " : "the AdamW state needs ") +
-                      format_bytes(need) + " under " + config.folder + " but only " + format_bytes(*free) +
-                      " are free: free space there, choose another placement.ssd_dir, or keep them in DRAM");
+      return no_space(
+          std::string(master_ ? "the AdamW state and master weights need "
+                              : "the AdamW state needs ") +
+          format_bytes(need) + " under " + config.folder + " but only " + format_bytes(*free) +
+          " are free: free space there, choose another placement.ssd_dir, or keep them in DRAM");
     }
-    const size_t piece_bytes = std::min(chunk_numel_, model_.layout().max_block_numel()) * sizeof(float);
+    const size_t piece_bytes =
+        std::min(chunk_numel_, model_.layout().max_block_numel()) * sizeof(float);
     for (Stage& s : stage_) {
       for (int k = first_kind(); k <= kV; ++k) {
         // 4096-aligned, so whole SSD blocks move without the store's own staging copy.
@@ -75,25 +82,29 @@ class SsdState final : public OptimizerStateStore {
         staging_bytes_ += piece_bytes;
       }
     }
-    if (counters_) counters_->add(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
+    if (counters_)
+      counters_->add(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
     for (size_t b = 0; b < model_.num_blocks(); ++b) {
       for (int k = first_kind(); k <= kV; ++k) {
         // A fresh group reads as zeros: the moments need no initial write.
-        SPW_RETURN_IF_ERROR(store_->create_group(group(k, b), bytes(b), k == kMasterKind ? Category::kMaster
-                                                                                         : Category::kOptimizer));
+        SPW_RETURN_IF_ERROR(store_->create_group(
+            group(k, b), bytes(b), k == kMasterKind ? Category::kMaster : Category::kOptimizer));
       }
       if (master_) {
-        SPW_ASSIGN_OR_RETURN(SsdRequestId id, store_->write_async(group(kMasterKind, b), 0, model_.master(b), bytes(b)));
+        SPW_ASSIGN_OR_RETURN(SsdRequestId id, store_->write_async(group(kMasterKind, b), 0,
+                                                                  model_.master(b), bytes(b)));
         (void)id;  // consumed by wait_all below
       }
     }
     for (size_t b = 0; b < model_.num_blocks(); ++b) {
-      for (size_t off = 0; off < numel(b); off += chunk_numel_) pieces_.push_back({b, off, std::min(chunk_numel_, numel(b) - off)});
+      for (size_t off = 0; off < numel(b); off += chunk_numel_)
+        pieces_.push_back({b, off, std::min(chunk_numel_, numel(b) - off)});
     }
     return store_->wait_all();
   }
 
-  Status for_each_block(const UpdateFn& update, const std::function<void(size_t)>& released) override {
+  Status for_each_block(const UpdateFn& update,
+                        const std::function<void(size_t)>& released) override {
     const size_t n = pieces_.size();
     std::vector<Transfer> reads(n), writes(n);
     std::vector<double> read_start(model_.num_blocks()), write_start(model_.num_blocks());
@@ -122,7 +133,8 @@ class SsdState final : public OptimizerStateStore {
       }
       const Piece& p = pieces_[i];
       if (t.count && span_sink_ && p.offset + p.count == numel(p.block)) {
-        span_sink_(p.block, write ? "ssd_write" : "ssd_read", (write ? write_start : read_start)[p.block], clock_());
+        span_sink_(p.block, write ? "ssd_write" : "ssd_read",
+                   (write ? write_start : read_start)[p.block], clock_());
       }
       t.count = 0;
       return first;
@@ -146,7 +158,8 @@ class SsdState final : public OptimizerStateStore {
       error = issue(i, true);
     }
     // After an error nobody may wait forever: release the blocks not yet released.
-    for (size_t b = i < n ? pieces_[i].block : model_.num_blocks(); b < model_.num_blocks(); ++b) released(b);
+    for (size_t b = i < n ? pieces_[i].block : model_.num_blocks(); b < model_.num_blocks(); ++b)
+      released(b);
     for (size_t j = 0; j < n; ++j) {
       Status s = finish(j, true);
       if (error.ok()) error = s;
@@ -164,7 +177,8 @@ class SsdState final : public OptimizerStateStore {
 
   Status write_block(size_t b, const float* master, const float* m, const float* v) override {
     if (master && master != model_.master(b)) std::memcpy(model_.master(b), master, bytes(b));
-    float* src[3] = {master_ ? model_.master(b) : nullptr, const_cast<float*>(m), const_cast<float*>(v)};
+    float* src[3] = {master_ ? model_.master(b) : nullptr, const_cast<float*>(m),
+                     const_cast<float*>(v)};
     return transfer(b, src, /*write=*/true);
   }
 
@@ -192,9 +206,12 @@ class SsdState final : public OptimizerStateStore {
   int first_kind() const { return master_ ? kMasterKind : kM; }
   size_t numel(size_t b) const { return model_.layout().blocks()[b].numel; }
   size_t bytes(size_t b) const { return numel(b) * sizeof(float); }
-  std::string group(int kind, size_t b) const { return kKindPrefix[kind] + model_.layout().blocks()[b].name; }
+  std::string group(int kind, size_t b) const {
+    return kKindPrefix[kind] + model_.layout().blocks()[b].name;
+  }
 
-  // Moves the kinds whose pointer is non-null between the SSD and the caller's buffers, all at once.
+  // Moves the kinds whose pointer is non-null between the SSD and the caller's buffers, all at
+  // once.
   Status transfer(size_t b, float* const* ptr, bool write) {
     SsdRequestId ids[3];
     int count = 0;
@@ -231,10 +248,14 @@ class SsdState final : public OptimizerStateStore {
 
 }  // namespace
 
-std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model) { return std::make_unique<DramState>(model); }
+std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model) {
+  return std::make_unique<DramState>(model);
+}
 
-Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdStateConfig& config,
-                                                            TierCounters* counters, StorageEnv* env) {
+Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
+                                                            const SsdStateConfig& config,
+                                                            TierCounters* counters,
+                                                            StorageEnv* env) {
   if (config.store.block_bytes == 0 || config.store.block_bytes % 4096)
     return invalid_argument("SSD state: block_bytes must be a positive multiple of 4096");
   auto s = std::make_unique<SsdState>(model, config, counters);
@@ -242,8 +263,11 @@ Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, c
   return std::unique_ptr<OptimizerStateStore>(std::move(s));
 }
 
-Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdConfig& config, bool master_on_ssd,
-                                                            TierCounters* counters, StorageEnv* env) {
+Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
+                                                            const SsdConfig& config,
+                                                            bool master_on_ssd,
+                                                            TierCounters* counters,
+                                                            StorageEnv* env) {
   SsdStateConfig c;
   c.store = config;
   c.master_on_ssd = master_on_ssd;

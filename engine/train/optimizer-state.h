@@ -2,17 +2,17 @@
 // the SSD tier (engine/tiers/ssd-store), with the fp32 master weights optionally there too.
 //
 // for_each_block() hands the optimizer every block's state in forward order as DRAM buffers. The
-// SSD store pipelines it three deep (DESIGN.md "Tiers", ZeRO-Infinity): piece i+1 is read
-// SSD → DRAM staging while piece i is updated and piece i-1 is written back, so SSD time overlaps
-// CPU work. A piece is a block, or a chunk of a big one (16 MiB per kind by default), so that the
-// staging stays small whatever the block size (a 7B layer is 800 MB per kind) and the first read
-// that nothing overlaps is short; chunks start at multiples of the store's block size, so no
-// write straddles a checksum block. On the SSD each block has one group per kind — "m.<block>", "v.<block>" and, with the
-// master there, "master.<block>" (block names from ParameterLayout: "embed", "layer.3", "head") —
-// so the tier counters see optimizer and master bytes under their own categories. With the
-// master weights on the SSD, ModelState's master buffer is the fp32 copy the engine streams (the
-// CUDA backend converts it to bf16 on the device): the store refreshes it from the updated master
-// before the block is released.
+// SSD store pipelines it three deep (docs/architecture.md, "Memory tiers"; ZeRO-Infinity): piece
+// i+1 is read SSD → DRAM staging while piece i is updated and piece i-1 is written back, so SSD
+// time overlaps CPU work. A piece is a block, or a chunk of a big one (16 MiB per kind by default),
+// so that the staging stays small whatever the block size (a 7B layer is 800 MB per kind) and the
+// first read that nothing overlaps is short; chunks start at multiples of the store's block size,
+// so no write straddles a checksum block. On the SSD each block has one group per kind —
+// "m.<block>", "v.<block>" and, with the master there, "master.<block>" (block names from
+// ParameterLayout: "embed", "layer.3", "head") — so the tier counters see optimizer and master
+// bytes under their own categories. With the master weights on the SSD, ModelState's master buffer
+// is the fp32 copy the engine streams (the CUDA backend converts it to bf16 on the device): the
+// store refreshes it from the updated master before the block is released.
 //
 // The SSD store is working state, not a checkpoint: it is never reopened (resume reads the
 // checkpoint folder), so it is not fsynced; checkpoints copy the state out through read_block().
@@ -43,7 +43,8 @@ class OptimizerStateStore {
   // releasing the rest unupdated.
   using UpdateFn = std::function<void(size_t, size_t, size_t, float*, float*, float*)>;
   virtual ~OptimizerStateStore() = default;
-  virtual Status for_each_block(const UpdateFn& update, const std::function<void(size_t)>& released) = 0;
+  virtual Status for_each_block(const UpdateFn& update,
+                                const std::function<void(size_t)>& released) = 0;
   // One block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may be
   // null: read_block then skips it, write_block takes ModelState's master (which it also updates
   // from a non-null `master`, as the compute copy).
@@ -68,9 +69,9 @@ class OptimizerStateStore {
 std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model);
 
 struct SsdStateConfig {
-  SsdConfig store;               // folder, I/O block size, queue depth
-  bool master_on_ssd = false;    // the fp32 master weights too, not only m and v
-  size_t chunk_bytes = 16 << 20; // pipeline piece per kind; rounded up to store.block_bytes
+  SsdConfig store;                // folder, I/O block size, queue depth
+  bool master_on_ssd = false;     // the fp32 master weights too, not only m and v
+  size_t chunk_bytes = 16 << 20;  // pipeline piece per kind; rounded up to store.block_bytes
 };
 
 // The SSD store under `config.store.folder`: per block the groups above, the moments reading as
@@ -78,12 +79,15 @@ struct SsdStateConfig {
 // its own. Counts its groups on Tier::kSsd (kOptimizer, kMaster) and its DRAM staging (three
 // pieces of each kind) on Tier::kDram kOptimizer in `counters` (may be null). kNoSpace names the
 // folder and the bytes needed when the disk cannot hold them; kIo when the folder cannot be made.
-Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdStateConfig& config,
+Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
+                                                            const SsdStateConfig& config,
                                                             TierCounters* counters = nullptr,
                                                             StorageEnv* env = StorageEnv::posix());
 // The same with the default chunk size.
-Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model, const SsdConfig& config,
-                                                            bool master_on_ssd, TierCounters* counters = nullptr,
+Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
+                                                            const SsdConfig& config,
+                                                            bool master_on_ssd,
+                                                            TierCounters* counters = nullptr,
                                                             StorageEnv* env = StorageEnv::posix());
 
 }  // namespace spillway

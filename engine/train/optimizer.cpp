@@ -5,13 +5,15 @@
 
 namespace spillway {
 
-Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm, OptimizerStateStore* store)
+Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm,
+                     OptimizerStateStore* store)
     : state_(state),
       own_store_(store ? nullptr : make_dram_state(state)),
       store_(store ? store : own_store_.get()),
       base_(base),
       clip_(clip_grad_norm) {
-  if (store_->on_ssd()) pool_ = std::make_unique<ThreadPool>(std::clamp<size_t>(ThreadPool::global().size() / 8, 1, 4));
+  if (store_->on_ssd())
+    pool_ = std::make_unique<ThreadPool>(std::clamp<size_t>(ThreadPool::global().size() / 8, 1, 4));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -29,7 +31,8 @@ StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
   const bool measured = grad_sumsq.size() == state_.num_blocks();
   double sq = 0.0;  // summed in block order either way: the same bits when the sums are the same
   for (size_t b = 0; b < state_.num_blocks(); ++b) {
-    sq += measured ? grad_sumsq[b] : sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
+    sq += measured ? grad_sumsq[b]
+                   : sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
   }
   StepStats s;
   s.grad_norm = std::sqrt(sq);
@@ -89,10 +92,12 @@ void Optimizer::run() {
           } else {
             // A piece of the block: each parameter's part of it, the padding untouched as above.
             for (const ParamView& p : block.params) {
-              const size_t lo = std::max(offset, p.offset), hi = std::min(offset + count, p.offset + p.numel);
+              const size_t lo = std::max(offset, p.offset),
+                           hi = std::min(offset + count, p.offset + p.numel);
               if (lo >= hi) continue;
-              adamw_update_range(master + (lo - offset), m + (lo - offset), v + (lo - offset), state_.grad(b) + lo,
-                                 hi - lo, cfg, step, coef, p.decay, pool_.get());
+              adamw_update_range(master + (lo - offset), m + (lo - offset), v + (lo - offset),
+                                 state_.grad(b) + lo, hi - lo, cfg, step, coef, p.decay,
+                                 pool_.get());
             }
           }
           if (span_sink_ && offset + count == block.numel) span_sink_(b, "optimizer", t0, clock_());

@@ -4,10 +4,11 @@
 // begin_step() takes the pre-clip global L2 norm of all gradients (as
 // torch.nn.utils.clip_grad_norm_, in double) from the per-block sums of squares the engine measured
 // on the device (StepResult::grad_sumsq), or computes it over the host gradients when it is not
-// given, then updates the blocks in forward order on the optimizer thread. The engine's weight gate calls wait_block(b) before streaming block b, so the
-// next forward waits per layer only for that layer's update (DESIGN.md, step 4). wait_all()
-// before anything reads all weights or optimizer state (checkpoint, export, eval).
-// Thread-safety: begin_step/wait_all from the training thread; wait_block from any thread.
+// given, then updates the blocks in forward order on the optimizer thread. The engine's weight gate
+// calls wait_block(b) before streaming block b, so the next forward waits per layer only for that
+// layer's update (docs/architecture.md, "The step", 4). wait_all() before anything reads all
+// weights or optimizer state (checkpoint, export, eval). Thread-safety: begin_step/wait_all from
+// the training thread; wait_block from any thread.
 #pragma once
 
 #include <condition_variable>
@@ -26,8 +27,8 @@
 namespace spillway {
 
 struct StepStats {
-  double grad_norm = 0;   // before clipping
-  float clip_coef = 1.0f; // factor applied to the gradients
+  double grad_norm = 0;    // before clipping
+  float clip_coef = 1.0f;  // factor applied to the gradients
   // SSD bytes of the previous step's update, which begin_step waited for (0 with the state in
   // DRAM, and on the first step): exact per update, for endurance figures.
   uint64_t prev_update_ssd_read_bytes = 0;
@@ -37,7 +38,8 @@ struct StepStats {
 class Optimizer {
  public:
   // `store`: where the master/moments live (null: ModelState's own DRAM buffers).
-  Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm, OptimizerStateStore* store = nullptr);
+  Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm,
+            OptimizerStateStore* store = nullptr);
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -69,8 +71,8 @@ class Optimizer {
   std::unique_ptr<OptimizerStateStore> own_store_;
   OptimizerStateStore* store_;
   // With the state on the SSD the update lasts as long as the SSD transfer and runs alongside the
-  // next forward: a small pool of its own (AdamW outpaces the SSD several times over per core) keeps
-  // it from serialising with the engine's kernels on the global pool. Null: the global pool.
+  // next forward: a small pool of its own (AdamW outpaces the SSD several times over per core)
+  // keeps it from serialising with the engine's kernels on the global pool. Null: the global pool.
   std::unique_ptr<ThreadPool> pool_;
   Status error_;
   AdamWConfig base_;
@@ -78,12 +80,13 @@ class Optimizer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  bool pending_ = false;       // a step was posted and not yet finished
-  size_t done_blocks_ = 0;     // blocks of the step in flight already updated
+  bool pending_ = false;    // a step was posted and not yet finished
+  size_t done_blocks_ = 0;  // blocks of the step in flight already updated
   AdamWConfig step_cfg_;
   float step_coef_ = 1.0f;
   int64_t step_number_ = 0;
-  uint64_t pass_read_start_ = 0, pass_write_start_ = 0;  // store counters when the last step was posted
+  uint64_t pass_read_start_ = 0,
+           pass_write_start_ = 0;  // store counters when the last step was posted
   bool posted_ = false;
   SpanSink span_sink_;
   std::function<double()> clock_;

@@ -14,7 +14,8 @@ namespace spillway {
 Status check_positions(const ModelConfig& config, const TrainJob& job) {
   if (job.seq_len <= config.max_position_embeddings) return {};
   // RoPE runs past it, but the model never saw such positions: a silent loss of quality.
-  return invalid_argument("data.seq_len " + std::to_string(job.seq_len) + " is beyond the model's max_position_embeddings " +
+  return invalid_argument("data.seq_len " + std::to_string(job.seq_len) +
+                          " is beyond the model's max_position_embeddings " +
                           std::to_string(config.max_position_embeddings) + "; lower data.seq_len");
 }
 namespace {
@@ -23,10 +24,14 @@ namespace {
 // shortfall must not read "needs 0.00 GB but 0.00 GB is available".
 std::string gb(double bytes) {
   char buf[32];
-  if (bytes >= 1e9) std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
-  else if (bytes >= 1e6) std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
-  else if (bytes >= 1e3) std::snprintf(buf, sizeof(buf), "%.2f kB", bytes / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f bytes", bytes);
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  else if (bytes >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
+  else if (bytes >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.2f kB", bytes / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f bytes", bytes);
   return buf;
 }
 
@@ -40,17 +45,20 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len) {
   return {6.0 * (matmul_params + attention) * tokens, 8.0 * (matmul_params + attention) * tokens};
 }
 
-TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes) {
+TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job,
+                          uint64_t dram_available_bytes) {
   const uint64_t fp32 = ParameterLayout::build(config).total_numel() * 4;
   const uint64_t cap = job.dram_cap_bytes ? job.dram_cap_bytes : dram_available_bytes;
   TierPlacement p;
   // DRAM always holds the gradients and the compute copy of the weights.
   uint64_t used = 2 * fp32;
-  p.optimizer_on_ssd = job.optimizer_tier == TierChoice::kSsd ||
-                       (job.optimizer_tier == TierChoice::kAuto && cap > 0 && used + 2 * fp32 > cap);
+  p.optimizer_on_ssd =
+      job.optimizer_tier == TierChoice::kSsd ||
+      (job.optimizer_tier == TierChoice::kAuto && cap > 0 && used + 2 * fp32 > cap);
   if (!p.optimizer_on_ssd) used += 2 * fp32;
-  p.master_on_ssd = job.master_tier == TierChoice::kSsd ||
-                    (job.master_tier == TierChoice::kAuto && p.optimizer_on_ssd && cap > 0 && used > cap);
+  p.master_on_ssd =
+      job.master_tier == TierChoice::kSsd ||
+      (job.master_tier == TierChoice::kAuto && p.optimizer_on_ssd && cap > 0 && used > cap);
   if (p.master_on_ssd) p.optimizer_on_ssd = true;
   return p;
 }
@@ -62,19 +70,23 @@ struct GpuCompute {
   double gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0, key_bias_s = 0;
 };
 
-GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, const TrainJob& job, const MachineProbe& machine,
-                       int lm_head_chunk) {
+GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, const TrainJob& job,
+                       const MachineProbe& machine, int lm_head_chunk) {
   const double gemm_flops_per_s = std::max(machine.compute_flops, 1.0) * kGpuGemmEfficiency;
   const double tokens_mb = static_cast<double>(job.micro_batch_size) * job.seq_len;
   const double tokens = tokens_mb * job.grad_accum;
   const double L = c.num_layers, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   double layer_params = 0;  // blocks 1..L: the decoder layers
-  for (int b = 1; b <= c.num_layers; ++b) layer_params += static_cast<double>(layout.blocks()[b].numel);
-  const double chunks = std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
+  for (int b = 1; b <= c.num_layers; ++b)
+    layer_params += static_cast<double>(layout.blocks()[b].numel);
+  const double chunks =
+      std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
-  g.attention_s = 8.0 * L * job.seq_len * H * tokens / (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
-  g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s + (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
+  g.attention_s = 8.0 * L * job.seq_len * H * tokens /
+                  (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
+  g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
+                (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
   g.elementwise_s = kGpuElementwiseBytes * L * (2 * H + I) * tokens / kGpuHbmBytesPerS;
   if (c.attention_bias) {  // per query head and token, seq_len / 2 visible keys on average
     const double fmas = L * c.num_heads * tokens * (job.seq_len / 2.0) * c.head_dim;
@@ -84,7 +96,8 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
 }
 
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
-Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps) {
+Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
+              int64_t total_steps) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
   const uint64_t padded = layout.total_numel();
@@ -100,19 +113,25 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const DType act_dtype = facts.act_dtype;
   const size_t act = dtype_size(act_dtype);
   // The backend's own workspace formula, known without a backend (compute/backend-facts.h).
-  const uint64_t backend_ws = compute::workspace_bytes(facts.kind, StreamingEngine::op_shapes(config, sc));
-  const DeviceMemoryPlan hbm = StreamingEngine::plan_device_memory(layout, sc, act_dtype, backend_ws);
+  const uint64_t backend_ws =
+      compute::workspace_bytes(facts.kind, StreamingEngine::op_shapes(config, sc));
+  const DeviceMemoryPlan hbm =
+      StreamingEngine::plan_device_memory(layout, sc, act_dtype, backend_ws);
   const uint64_t hbm_fixed = hbm.fixed_bytes();
   const uint64_t slots = hbm.weight_slot_bytes;
   const uint64_t grads_dev = hbm.gradient_bytes;
   const uint64_t tokens_mb = static_cast<uint64_t>(job.micro_batch_size) * job.seq_len;
   // Saturating: with a huge batch and a huge model the product passes 2^64 and wrapped to a
   // small number that fit.
-  const uint64_t ckpt = mul_saturated({static_cast<uint64_t>(config.num_layers) + 2, static_cast<uint64_t>(job.grad_accum), tokens_mb,
+  const uint64_t ckpt = mul_saturated({static_cast<uint64_t>(config.num_layers) + 2,
+                                       static_cast<uint64_t>(job.grad_accum), tokens_mb,
                                        static_cast<uint64_t>(config.hidden_size), act});
-  const uint64_t device_cap = job.device_memory_bytes ? job.device_memory_bytes : machine.device_total_bytes;
+  const uint64_t device_cap =
+      job.device_memory_bytes ? job.device_memory_bytes : machine.device_total_bytes;
   // A GPU's free memory is what the engine can have (its total less the CUDA context and others').
-  const uint64_t device_free = job.device_memory_bytes || !machine.device_free_bytes ? device_cap : machine.device_free_bytes;
+  const uint64_t device_free = job.device_memory_bytes || !machine.device_free_bytes
+                                   ? device_cap
+                                   : machine.device_free_bytes;
   const bool ckpt_on_device = device_free == 0 || hbm_fixed + ckpt <= device_free;
 
   // DRAM / SSD: master weights, gradients, AdamW moments.
@@ -138,12 +157,15 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.dram.gradients_bytes = fp32;
   plan.dram.optimizer_bytes = opt_ssd ? 0 : 2 * fp32;
   plan.dram.checkpoints_bytes = ckpt_on_device ? 0 : ckpt;
-  uint64_t dram_needed = compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
+  uint64_t dram_needed =
+      compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
   if (cpu && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
   plan.dram.needed_bytes = dram_needed;
   plan.dram.total_bytes = machine.dram_total_bytes;
   plan.dram.runtime_bytes = cpu ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
-  plan.dram.free_bytes = job.dram_cap_bytes ? std::min(job.dram_cap_bytes, machine.dram_available_bytes) : machine.dram_available_bytes;
+  plan.dram.free_bytes = job.dram_cap_bytes
+                             ? std::min(job.dram_cap_bytes, machine.dram_available_bytes)
+                             : machine.dram_available_bytes;
   const uint64_t ssd_needed = (opt_ssd ? 2 * fp32 : 0) + (master_ssd ? fp32 : 0);
   plan.ssd.optimizer_bytes = opt_ssd ? 2 * fp32 : 0;
   plan.ssd.master_bytes = master_ssd ? fp32 : 0;
@@ -155,32 +177,40 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   if (Status st = check_positions(config, job); !st.ok()) {
     reason = st.message();
   } else if (device_free && hbm_fixed > device_free) {
-    reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) + " weight slots of the largest block, "
-             "gradient buffers, one micro-batch's activations) but has " + gb(device_free) + "; lower micro_batch_size or seq_len";
+    reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) +
+             " weight slots of the largest block, "
+             "gradient buffers, one micro-batch's activations) but has " +
+             gb(device_free) + "; lower micro_batch_size or seq_len";
   } else if (dram_needed > plan.dram.free_bytes) {
-    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) + " is available; " +
-             (opt_ssd && master_ssd
-                  ? std::string("what remains is the gradients and the weights the device streams: a smaller model or "
-                                "more DRAM")
-                  : std::string("set placement.optimizer (and placement.master) to \"ssd\" or \"auto\" with an ssd_dir"));
+    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) +
+             " is available; " +
+             (opt_ssd && master_ssd ? std::string("what remains is the gradients and the weights "
+                                                  "the device streams: a smaller model or "
+                                                  "more DRAM")
+                                    : std::string("set placement.optimizer (and placement.master) "
+                                                  "to \"ssd\" or \"auto\" with an ssd_dir"));
   } else if (ssd_needed > 0 && ssd_needed > machine.ssd_free_bytes) {
-    reason = "SSD: needs " + gb(ssd_needed) + " in " + (job.ssd_dir.empty() ? std::string("(no ssd_dir)") : job.ssd_dir) +
-             " but " + gb(machine.ssd_free_bytes) + " is free; free space or choose another ssd_dir";
+    reason = "SSD: needs " + gb(ssd_needed) + " in " +
+             (job.ssd_dir.empty() ? std::string("(no ssd_dir)") : job.ssd_dir) + " but " +
+             gb(machine.ssd_free_bytes) + " is free; free space or choose another ssd_dir";
   }
 
-  // Step time: compute at the backend's measured GEMM rate, the host link each way, the SSD, and the
-  // CPU optimizer: the gradient norm (the engine reduces each block's fp32 gradient on the
+  // Step time: compute at the backend's measured GEMM rate, the host link each way, the SSD, and
+  // the CPU optimizer: the gradient norm (the engine reduces each block's fp32 gradient on the
   // backend as it is produced: on the CPU a pass over the gradients on the same cores; on a GPU a
-  // few milliseconds of HBM reads under the download, counted as none) and AdamW (measured, or 28 B/param of DRAM traffic: read p, g,
-  // m, v; write p, m, v).
+  // few milliseconds of HBM reads under the download, counted as none) and AdamW (measured, or 28
+  // B/param of DRAM traffic: read p, g, m, v; write p, m, v).
   const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
   const StepFlops flops = step_flops(config, tokens, job.seq_len);
   // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
   // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
   const double accumulate_s = cpu ? 0.0 : job.grad_accum * 8.0 * P / kGpuHbmBytesPerS;
-  const GpuCompute gpu = cpu ? GpuCompute{} : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
+  const GpuCompute gpu =
+      cpu ? GpuCompute{}
+          : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
   const double compute_s = cpu ? flops.hardware / std::max(machine.compute_flops, 1.0)
-                               : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s + gpu.key_bias_s + accumulate_s;
+                               : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s +
+                                     gpu.key_bias_s + accumulate_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
   // those still in a slot); its fp32 gradients come down once: the engine's own count.
   const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
@@ -191,14 +221,17 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const double d2h_s = d2h_bytes / (machine.d2h_bytes_per_s > 0 ? machine.d2h_bytes_per_s : h2d_bw);
   // Both directions at once where the probe measured that (a PCIe link is full duplex but the
   // sum stays below twice one way), else they take turns.
-  const double link_s = machine.duplex_bytes_per_s > 0
-                            ? std::max({h2d_s, d2h_s, (h2d_bytes + d2h_bytes) / machine.duplex_bytes_per_s})
-                            : h2d_s + d2h_s;
+  const double link_s =
+      machine.duplex_bytes_per_s > 0
+          ? std::max({h2d_s, d2h_s, (h2d_bytes + d2h_bytes) / machine.duplex_bytes_per_s})
+          : h2d_s + d2h_s;
   const double ssd_bw = machine.ssd_bytes_per_s > 0 ? machine.ssd_bytes_per_s : 2e9;
-  const double ssd_s = 2.0 * static_cast<double>(ssd_needed) / ssd_bw;  // read and write back every step
+  const double ssd_s =
+      2.0 * static_cast<double>(ssd_needed) / ssd_bw;  // read and write back every step
   const double host_bw = std::max(machine.host_mem_bytes_per_s, 1.0);
   const double grad_norm_s = cpu ? 4.0 * P / host_bw : 0.0;
-  const double adamw_s = machine.adamw_params_per_s > 0 ? P / machine.adamw_params_per_s : 28.0 * P / host_bw;
+  const double adamw_s =
+      machine.adamw_params_per_s > 0 ? P / machine.adamw_params_per_s : 28.0 * P / host_bw;
   const double optimizer_s = grad_norm_s + adamw_s;
   // On the CPU backend compute, copies and the optimizer share the same cores: they add up. On a
   // GPU the AdamW of step s runs while step s+1's forward streams and computes; the forward waits
@@ -214,8 +247,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
     const char* name;
     double s;
   };
-  const std::vector<Part> parts = {{"compute", compute_s}, {"h2d", link_s}, {"ssd", ssd_s}, {"optimizer", optimizer_visible_s}};
-  const Part worst = *std::max_element(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.s < b.s; });
+  const std::vector<Part> parts = {
+      {"compute", compute_s}, {"h2d", link_s}, {"ssd", ssd_s}, {"optimizer", optimizer_visible_s}};
+  const Part worst =
+      *std::max_element(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.s < b.s; });
   PlanStep& step = plan.step;
   step.tokens = tokens;
   step.flops = flops.hardware;
@@ -251,16 +286,17 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.seq_len = job.seq_len;
   plan.checkpoints_on_device = ckpt_on_device;
   plan.model = {config.architecture, P, config.num_layers, config.hidden_size, config.vocab_size};
-  plan.machine = {machine.compute_flops,      machine.h2d_bytes_per_s,      machine.d2h_bytes_per_s,
-                  machine.duplex_bytes_per_s, machine.host_mem_bytes_per_s, machine.adamw_params_per_s,
-                  machine.ssd_bytes_per_s,    machine.device};
+  plan.machine = {machine.compute_flops,        machine.h2d_bytes_per_s,
+                  machine.d2h_bytes_per_s,      machine.duplex_bytes_per_s,
+                  machine.host_mem_bytes_per_s, machine.adamw_params_per_s,
+                  machine.ssd_bytes_per_s,      machine.device};
   return plan;
 }
 
 }  // namespace
 
-Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps,
-               bool with_suggestion) {
+Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
+               int64_t total_steps, bool with_suggestion) {
   Plan plan = plan_job(config, job, machine, total_steps);
   if (with_suggestion) plan.suggestion = suggest_batch(config, job, machine);
   return plan;
@@ -309,16 +345,20 @@ PlanSuggestion suggestion_of(const Candidate& c, const TrainJob& job, const std:
 // Where the checkpoints of `c` go, for the end of a `why`: "micro-batch 8 keeps checkpoints in
 // HBM (25 GB of 84)".
 std::string checkpoints_text(const Candidate& c) {
-  const double needed = static_cast<double>(c.plan.hbm.needed_bytes), free = static_cast<double>(c.plan.hbm.free_bytes);
-  const double ckpt = static_cast<double>((c.on_device() ? c.plan.hbm : c.plan.dram).checkpoints_bytes.value_or(0));
+  const double needed = static_cast<double>(c.plan.hbm.needed_bytes),
+               free = static_cast<double>(c.plan.hbm.free_bytes);
+  const double ckpt =
+      static_cast<double>((c.on_device() ? c.plan.hbm : c.plan.dram).checkpoints_bytes.value_or(0));
   char buf[160];
   if (free <= 0) {
-    std::snprintf(buf, sizeof(buf), "micro-batch %d, checkpoints %.0f GB", c.micro_batch, ckpt / 1e9);
+    std::snprintf(buf, sizeof(buf), "micro-batch %d, checkpoints %.0f GB", c.micro_batch,
+                  ckpt / 1e9);
   } else if (c.on_device()) {
-    std::snprintf(buf, sizeof(buf), "micro-batch %d keeps checkpoints in HBM (%.0f GB of %.0f)", c.micro_batch,
-                  needed / 1e9, free / 1e9);
+    std::snprintf(buf, sizeof(buf), "micro-batch %d keeps checkpoints in HBM (%.0f GB of %.0f)",
+                  c.micro_batch, needed / 1e9, free / 1e9);
   } else {
-    std::snprintf(buf, sizeof(buf), "micro-batch %d; its checkpoints (%.0f GB) do not fit HBM and go to host memory",
+    std::snprintf(buf, sizeof(buf),
+                  "micro-batch %d; its checkpoints (%.0f GB) do not fit HBM and go to host memory",
                   c.micro_batch, ckpt / 1e9);
   }
   return buf;
@@ -336,18 +376,24 @@ std::string limit_text(const Candidate& chosen, const Candidate* below) {
     return "AdamW (" + seconds_text(chosen.step().adamw_s) + ") hides behind the forward" + from;
   }
   if (link_excess >= ssd_excess && link_excess > 0) {
-    return "the host link (" + seconds_text(chosen.step().link_s) + " per step) hides behind compute" + from;
+    return "the host link (" + seconds_text(chosen.step().link_s) +
+           " per step) hides behind compute" + from;
   }
-  if (ssd_excess > 0) return "the SSD (" + seconds_text(chosen.step().ssd_s) + " per step) hides behind compute" + from;
+  if (ssd_excess > 0)
+    return "the SSD (" + seconds_text(chosen.step().ssd_s) + " per step) hides behind compute" +
+           from;
   return "fewer, larger micro-batches spend less on adding up the weight gradients" + from;
 }
 
 }  // namespace
 
-PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine) {
+PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
+                             const MachineProbe& machine) {
   const bool cpu = !machine.backend_facts().gpu;
-  const std::string shared = "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
-  const int64_t own_tokens = static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
+  const std::string shared =
+      "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
+  const int64_t own_tokens =
+      static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
   const Plan own = plan_job(config, job, machine, 0);
   if (cpu && own.fits) {
     const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
@@ -360,7 +406,8 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, con
     bool any = false;
     for (int ga = 1; ga <= 64; ++ga) {
       j.grad_accum = ga;
-      Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len, plan_job(config, j, machine, 0)};
+      Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len,
+                  plan_job(config, j, machine, 0)};
       // One micro-batch that does not fit HBM: neither does any larger one.
       if (ga == 1 && !c.fits() && c.plan.reason.starts_with("HBM")) break;
       any = true;
@@ -389,10 +436,13 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, con
   if (cpu) {
     // The job's own values do not fit: keep its tokens per step in smaller micro-batches if one
     // fits, else the smallest step that does.
-    const std::string not_own = "; the job's " + std::to_string(job.micro_batch_size) + " x " + std::to_string(job.grad_accum) +
-                                " does not fit (" + own.reason + "): ";
+    const std::string not_own = "; the job's " + std::to_string(job.micro_batch_size) + " x " +
+                                std::to_string(job.grad_accum) + " does not fit (" + own.reason +
+                                "): ";
     for (const Candidate* c : fitting) {
-      if (c->tokens == own_tokens) return suggestion_of(*c, job, shared + not_own + "the same tokens per step in smaller micro-batches");
+      if (c->tokens == own_tokens)
+        return suggestion_of(
+            *c, job, shared + not_own + "the same tokens per step in smaller micro-batches");
     }
     return suggestion_of(*fitting.front(), job, shared + not_own + "the smallest step that fits");
   }

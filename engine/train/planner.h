@@ -1,4 +1,5 @@
-// Planner: before launch, what goes where and how fast it will run (DESIGN.md, "Planner").
+// Planner: before launch, what goes where and how fast it will run (docs/architecture.md, "The
+// planner").
 //
 // From the model config, the job and this machine's measured figures (machine-probe.h), predicts
 // the bytes of each category per tier (HBM, DRAM, SSD), whether they fit, and per step the time of
@@ -17,8 +18,8 @@
 
 namespace spillway {
 
-// FLOPs of one training step of `tokens` tokens in sequences of `seq_len` (a multiply-add counts 2).
-// model: 6·N·tokens + 6·L·T·hidden·tokens, the formula of ../shared/bench/README.md that the
+// FLOPs of one training step of `tokens` tokens in sequences of `seq_len` (a multiply-add counts
+// 2). model: 6·N·tokens + 6·L·T·hidden·tokens, the formula of ../shared/bench/README.md that the
 // PyTorch peers report (PaLM's appendix B, the attention term halved for the causal mask), with N
 // the parameters other than the input embedding table; a tied LM head still counts, its matmul
 // runs, so a tied shape counts as the peers' untied copy of it. hardware: 8 instead of 6, because
@@ -29,10 +30,12 @@ struct StepFlops {
 };
 StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 
-// A GPU step's compute, in four parts (five with attention biases), each at its own rate (MachineProbe::compute_flops is the
-// probe's 8192³ bf16 GEMM, 816 TFLOPS on the H100; kGpuHbmBytesPerS below):
+// A GPU step's compute, in four parts (five with attention biases), each at its own rate
+// (MachineProbe::compute_flops is the probe's 8192³ bf16 GEMM, 816 TFLOPS on the H100;
+// kGpuHbmBytesPerS below):
 //  - the layers' GEMMs, 8·N_layers FLOPs per token with the recomputed forward, at
-//    kGpuGemmEfficiency of the probe (the 7B layer shapes reach 0.77-0.98 of it, README per-op table);
+//    kGpuGemmEfficiency of the probe (the 7B layer shapes reach 0.77-0.98 of it, the README's
+//    per-op table);
 //  - attention, 8·L·T·hidden FLOPs per token (the causal half), at kGpuAttentionEfficiency: our
 //    deterministic kernel's forward+backward, 190 TFLOPS;
 //  - the LM head: its three GEMMs (6·vocab·hidden FLOPs per token) at the GEMM rate, the logits'
@@ -79,21 +82,22 @@ struct TierPlacement {
   bool optimizer_on_ssd = false;
   bool master_on_ssd = false;
 };
-TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job, uint64_t dram_available_bytes);
+TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job,
+                          uint64_t dram_available_bytes);
 
 // kInvalidArgument when the job's seq_len is beyond the model's max_position_embeddings (a plan
 // that does not fit says the same).
 Status check_positions(const ModelConfig& config, const TrainJob& job);
 
-// The plan (events/plan.h; to_json gives `spillway-worker plan --json`, schema in the README). For a GPU backend
-// (machine.backend_facts().gpu) the step overlaps compute, the host link and the CPU AdamW: it takes
-// the longest of compute and link, plus the optimizer's visible part (the gradient norm, and what
-// of AdamW outlasts the next step's forward); `machine` should then come from probe_device and
-// measure_adamw, or the compute and link figures are the host's. `suggestion` holds
-// suggest_batch() for the same job and machine unless `with_suggestion` is false (it plans up to
-// 320 jobs: about 60 ms for a 7B model).
-Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine, int64_t total_steps,
-               bool with_suggestion = true);
+// The plan (events/plan.h; to_json gives `spillway-worker plan --json`, schema in the README). For
+// a GPU backend (machine.backend_facts().gpu) the step overlaps compute, the host link and the CPU
+// AdamW: it takes the longest of compute and link, plus the optimizer's visible part (the gradient
+// norm, and what of AdamW outlasts the next step's forward); `machine` should then come from
+// probe_device and measure_adamw, or the compute and link figures are the host's. `suggestion`
+// holds suggest_batch() for the same job and machine unless `with_suggestion` is false (it plans up
+// to 320 jobs: about 60 ms for a 7B model).
+Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
+               int64_t total_steps, bool with_suggestion = true);
 
 // The micro-batch and gradient accumulation this planner suggests for the job on this machine,
 // the job's seq_len and everything else kept. On a GPU it plans every micro_batch_size in
@@ -106,6 +110,7 @@ Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProb
 // fits at the job's tokens per step, else the smallest step that fits.
 // When nothing fits, fits is false and `why` gives the smallest candidate's reason.
 inline constexpr double kSuggestWithin = 0.05;
-PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine);
+PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
+                             const MachineProbe& machine);
 
 }  // namespace spillway

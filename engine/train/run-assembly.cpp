@@ -16,13 +16,15 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
   options.kind = job.backend;
   options.device_memory_bytes = job.device_memory_bytes;
   auto choice = compute::make_backend(options);
-  if (!choice.ok()) return choice.status().with_context("placement.backend \"" + job.backend + "\"");
+  if (!choice.ok())
+    return choice.status().with_context("placement.backend \"" + job.backend + "\"");
   run.backend = std::move(choice->backend);
   run.backend_reason = std::move(choice->reason);
   // The HBM tier's capacity: the GPU's memory; the CPU backend's "device" only when capped
   // (uncapped, it is DRAM).
-  run.counters.set_capacity(Tier::kHbm, run.backend->facts().host_memory() ? job.device_memory_bytes
-                                                                           : run.backend->device_info().total_bytes);
+  run.counters.set_capacity(Tier::kHbm, run.backend->facts().host_memory()
+                                            ? job.device_memory_bytes
+                                            : run.backend->device_info().total_bytes);
   return {};
 }
 
@@ -30,7 +32,8 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
 // otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
 // would train without a word. Only the memory and the job are checked here (the figures that
 // predict the step come later, with the GPU's probe).
-Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem, compute::Backend& backend) {
+Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem,
+                  compute::Backend& backend) {
   SPW_RETURN_IF_ERROR(check_positions(config, job));
   MachineProbe m;
   m.backend = backend.name();
@@ -50,7 +53,8 @@ Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo&
   }
   const Plan plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
   if (plan.fits) return {};
-  return out_of_memory("the job does not fit: " + plan.reason + " (spillway-worker plan shows the whole plan)");
+  return out_of_memory("the job does not fit: " + plan.reason +
+                       " (spillway-worker plan shows the whole plan)");
 }
 
 Result<ModelConfig> model_config(const TrainJob& job) {
@@ -71,7 +75,8 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   run.parameters = layout.parameter_count();
   run.placement = place_tiers(config, job, mem.available_bytes.value_or(0));
   if (run.placement.optimizer_on_ssd && job.ssd_dir.empty())
-    return invalid_argument("the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
+    return invalid_argument(
+        "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
   SPW_ASSIGN_OR_RETURN(run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd));
   if (!job.model_path.empty()) {
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
@@ -81,20 +86,24 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   }
   // With the master on the SSD, ModelState's master buffer is the compute copy of the weights.
   const auto half = static_cast<int64_t>(run.state->weight_bytes() / 2);
-  run.counters.set(Tier::kDram, run.placement.master_on_ssd ? Category::kWeights : Category::kMaster, half);
+  run.counters.set(Tier::kDram,
+                   run.placement.master_on_ssd ? Category::kWeights : Category::kMaster, half);
   run.counters.set(Tier::kDram, Category::kGradients, half);
-  run.counters.set(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(run.state->optimizer_bytes()));
+  run.counters.set(Tier::kDram, Category::kOptimizer,
+                   static_cast<int64_t>(run.state->optimizer_bytes()));
   if (!run.placement.optimizer_on_ssd) {
     run.opt_state = make_dram_state(*run.state);
     return {};
   }
   // Working state, not a checkpoint: a scratch folder per run, removed when the run ends (or,
   // after a SIGKILL, by the next run over the same ssd_dir).
-  SPW_ASSIGN_OR_RETURN(run.scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + RunStore::new_run_id(),
-                                                          "spillway-state-"));
+  SPW_ASSIGN_OR_RETURN(
+      run.scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + RunStore::new_run_id(),
+                                         "spillway-state-"));
   SsdConfig sc;
   sc.folder = run.ssd_folder = run.scratch->path();
-  SPW_ASSIGN_OR_RETURN(run.opt_state, make_ssd_state(*run.state, sc, run.placement.master_on_ssd, &run.counters));
+  SPW_ASSIGN_OR_RETURN(run.opt_state,
+                       make_ssd_state(*run.state, sc, run.placement.master_on_ssd, &run.counters));
   return {};
 }
 
@@ -102,7 +111,8 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
 // "init" model that names none) has no tokenizer: it trains on pre-tokenized data only.
 Status load_tokenizer(const TrainJob& job, RunAssembly& run) {
   run.tokenizer_source = !job.tokenizer_path.empty() ? job.tokenizer_path : job.model_path;
-  if (job.tokenizer_path.empty() && !run.tokenizer_source.empty() && !has_tokenizer_files(run.tokenizer_source))
+  if (job.tokenizer_path.empty() && !run.tokenizer_source.empty() &&
+      !has_tokenizer_files(run.tokenizer_source))
     run.tokenizer_source.clear();
   if (run.tokenizer_source.empty()) return {};
   SPW_ASSIGN_OR_RETURN(run.tokenizer, load_model_tokenizer(run.tokenizer_source));
@@ -115,19 +125,21 @@ Status load_tokenizer(const TrainJob& job, RunAssembly& run) {
 }
 
 // Dataset::load with the tokenizer, or without one: pre-tokenized data only.
-Result<Dataset> load_dataset(const TrainJob& job, const Tokenizer* tokenizer, const std::string& path,
-                             const DatasetOptions& opts) {
+Result<Dataset> load_dataset(const TrainJob& job, const Tokenizer* tokenizer,
+                             const std::string& path, const DatasetOptions& opts) {
   if (tokenizer) return Dataset::load(path, *tokenizer, opts);
   SPW_ASSIGN_OR_RETURN(DatasetRecords records, read_dataset_records(path, opts.read));
   if (records.format != DatasetFormat::kPreTokenized) {
     const std::string why =
         !job.model_path.empty()
-            ? "the model folder " + job.model_path + " has no tokenizer files (tokenizer.json or tokenizer.model)"
+            ? "the model folder " + job.model_path +
+                  " has no tokenizer files (tokenizer.json or tokenizer.model)"
             : "a model made with \"init\" has no tokenizer unless model.tokenizer names one";
-    return invalid_argument(path + ": " + dataset_format_name(records.format) + " data needs a tokenizer, and " + why +
-                            "; set model.tokenizer (a tokenizer.json, tokenizer.model, a model folder, or "
-                            "\"builtin:bytes\") or train on pre-tokenized data (data.format \"pretokenized\": JSONL "
-                            "with input_ids)");
+    return invalid_argument(
+        path + ": " + dataset_format_name(records.format) + " data needs a tokenizer, and " + why +
+        "; set model.tokenizer (a tokenizer.json, tokenizer.model, a model folder, or "
+        "\"builtin:bytes\") or train on pre-tokenized data (data.format \"pretokenized\": JSONL "
+        "with input_ids)");
   }
   return Dataset::from_records(std::move(records), path, opts);
 }
@@ -150,13 +162,17 @@ Status load_data(const TrainJob& job, RunAssembly& run) {
   } else {
     run.train_ds = all;
   }
-  if (run.train_ds.empty()) return invalid_argument(job.train_path + ": no training sequences (is the file empty?)");
+  if (run.train_ds.empty())
+    return invalid_argument(job.train_path + ": no training sequences (is the file empty?)");
   const int rows = job.micro_batch_size * job.grad_accum;
-  SPW_ASSIGN_OR_RETURN(BatchIterator it, BatchIterator::create(run.train_ds, rows, job.data_seed, job.shuffle));
+  SPW_ASSIGN_OR_RETURN(BatchIterator it,
+                       BatchIterator::create(run.train_ds, rows, job.data_seed, job.shuffle));
   run.iter.emplace(std::move(it));
-  run.total_steps = job.steps > 0 ? job.steps
-                                  : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(
-                                                             job.epochs * run.iter->batches_per_epoch())));
+  run.total_steps =
+      job.steps > 0
+          ? job.steps
+          : std::max<int64_t>(
+                1, static_cast<int64_t>(std::ceil(job.epochs * run.iter->batches_per_epoch())));
   return {};
 }
 
@@ -177,7 +193,8 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
   run.machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
   // The DRAM the job had before it allocated its own state: read now, the plan would count that
   // state as taken, find the job too big for what is left and place the tiers differently.
-  if (run.mem_at_start.available_bytes) run.machine.dram_available_bytes = *run.mem_at_start.available_bytes;
+  if (run.mem_at_start.available_bytes)
+    run.machine.dram_available_bytes = *run.mem_at_start.available_bytes;
   run.machine.backend = run.backend->name();
   if (!run.backend->facts().gpu) return;  // its compute and link are the host's, measured above
   // 64 Mi parameters (1 GiB of AdamW state): far beyond the caches, as in a step, yet small
@@ -186,10 +203,13 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
   Status st = probe_device(*run.backend, &run.machine);
   if (st.ok()) {
     auto rate = measure_adamw(kAdamwProbeParams);
-    if (rate.ok()) run.machine.adamw_params_per_s = *rate;
-    else st = rate.status();
+    if (rate.ok())
+      run.machine.adamw_params_per_s = *rate;
+    else
+      st = rate.status();
   }
-  if (!st.ok()) run.probe_note = "the plan uses estimated figures: probing the GPU failed: " + st.to_string();
+  if (!st.ok())
+    run.probe_note = "the plan uses estimated figures: probing the GPU failed: " + st.to_string();
 }
 
 Status build_engine(const TrainJob& job, RunAssembly& run) {
@@ -198,13 +218,15 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
   sc.micro_batch_size = job.micro_batch_size;
   sc.max_micro_batches = job.grad_accum;
   sc.seq_len = job.seq_len;
-  SPW_ASSIGN_OR_RETURN(run.engine, StreamingEngine::create(*run.backend, *run.state, sc, &run.counters));
+  SPW_ASSIGN_OR_RETURN(run.engine,
+                       StreamingEngine::create(*run.backend, *run.state, sc, &run.counters));
   AdamWConfig ac;
   ac.beta1 = job.beta1;
   ac.beta2 = job.beta2;
   ac.eps = job.eps;
   ac.weight_decay = job.weight_decay;
-  run.optimizer = std::make_unique<Optimizer>(*run.state, ac, job.clip_grad_norm, run.opt_state.get());
+  run.optimizer =
+      std::make_unique<Optimizer>(*run.state, ac, job.clip_grad_norm, run.opt_state.get());
   return {};
 }
 

@@ -21,8 +21,8 @@
 #include "data/batch-iterator.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
-#include "telemetry/sampler.h"
 #include "telemetry/counters.h"
+#include "telemetry/sampler.h"
 #include "train/checkpoint.h"
 #include "train/machine-probe.h"
 #include "train/model-state.h"
@@ -40,25 +40,26 @@ struct RunAssembly {
   RunAssembly(const RunAssembly&) = delete;
   RunAssembly& operator=(const RunAssembly&) = delete;
 
-  TierCounters counters;                      // bytes per tier and category, for telemetry
-  std::unique_ptr<compute::Backend> backend;  // placement.backend as chosen (auto: the GPU if usable)
-  std::string backend_reason;                 // which backend and why, for the log
-  MemInfo mem_at_start;                       // DRAM before the run allocated its own state
-  TierPlacement placement;                    // where the master weights and AdamW moments live
+  TierCounters counters;  // bytes per tier and category, for telemetry
+  std::unique_ptr<compute::Backend>
+      backend;                 // placement.backend as chosen (auto: the GPU if usable)
+  std::string backend_reason;  // which backend and why, for the log
+  MemInfo mem_at_start;        // DRAM before the run allocated its own state
+  TierPlacement placement;     // where the master weights and AdamW moments live
   uint64_t parameters = 0;
-  std::unique_ptr<ModelState> state;              // weights, gradients and (in DRAM) AdamW moments
-  std::unique_ptr<ScratchFolder> scratch;         // the SSD tier's folder, removed when the run ends
-  std::string ssd_folder;                         // its path ("" with no SSD tier)
-  std::unique_ptr<OptimizerStateStore> opt_state; // where AdamW reads and writes its state
-  std::unique_ptr<Tokenizer> tokenizer;           // null: the model has none, the data is pre-tokenized
-  std::string tokenizer_source;                   // what export copies the tokenizer from; "" for none
+  std::unique_ptr<ModelState> state;       // weights, gradients and (in DRAM) AdamW moments
+  std::unique_ptr<ScratchFolder> scratch;  // the SSD tier's folder, removed when the run ends
+  std::string ssd_folder;                  // its path ("" with no SSD tier)
+  std::unique_ptr<OptimizerStateStore> opt_state;  // where AdamW reads and writes its state
+  std::unique_ptr<Tokenizer> tokenizer;  // null: the model has none, the data is pre-tokenized
+  std::string tokenizer_source;          // what export copies the tokenizer from; "" for none
   Dataset train_ds, eval_ds;
   std::optional<BatchIterator> iter;  // the training batches, at the resumed cursor
   int64_t total_steps = 0;
-  TrainerState start;         // where training starts: step 0, or the resumed checkpoint's state
-  std::string resumed_from;   // the checkpoint folder it resumed from ("" for a fresh run)
-  MachineProbe machine;       // this machine's figures, for the run's plan
-  std::string probe_note;     // why the plan uses estimated figures ("" when probed)
+  TrainerState start;        // where training starts: step 0, or the resumed checkpoint's state
+  std::string resumed_from;  // the checkpoint folder it resumed from ("" for a fresh run)
+  MachineProbe machine;      // this machine's figures, for the run's plan
+  std::string probe_note;    // why the plan uses estimated figures ("" when probed)
   std::unique_ptr<StreamingEngine> engine;
   std::unique_ptr<Optimizer> optimizer;  // its thread reads state and opt_state: declared last
 };

@@ -19,7 +19,9 @@ StepFigures predicted_figures(const Plan& plan) {
   StepFigures f;
   f.step_s = plan.step.step_s;
   f.tokens_per_s = plan.step.tokens_per_s;
-  auto peak = [](const PlanTier& t) -> std::optional<uint64_t> { return t.needed_bytes + t.runtime_bytes.value_or(0); };
+  auto peak = [](const PlanTier& t) -> std::optional<uint64_t> {
+    return t.needed_bytes + t.runtime_bytes.value_or(0);
+  };
   // A CPU backend without a device cap has no HBM: its "device" needs are counted in DRAM.
   if (!plan.on_cpu() || plan.hbm.total_bytes > 0) f.peak_hbm_bytes = peak(plan.hbm);
   f.peak_dram_bytes = peak(plan.dram);
@@ -28,8 +30,8 @@ StepFigures predicted_figures(const Plan& plan) {
   return f;
 }
 
-void StepFigureRecorder::add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_bytes,
-                                  uint64_t d2h_bytes) {
+void StepFigureRecorder::add_step(double step_s, int64_t tokens, uint64_t device_used_bytes,
+                                  uint64_t h2d_bytes, uint64_t d2h_bytes) {
   step_s_.push_back(step_s);
   tokens_.push_back(tokens);
   h2d_.push_back(h2d_bytes);

@@ -36,7 +36,8 @@ class StepFigureRecorder {
  public:
   // After each step: its seconds and trained tokens, the device memory in use (0: no device), and
   // the bytes the step moved host → device and device → host.
-  void add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_bytes, uint64_t d2h_bytes);
+  void add_step(double step_s, int64_t tokens, uint64_t device_used_bytes, uint64_t h2d_bytes,
+                uint64_t d2h_bytes);
   int64_t steps() const { return static_cast<int64_t>(step_s_.size()); }
   // The figures so far (reads VmHWM now); all absent before the first step.
   StepFigures figures() const;

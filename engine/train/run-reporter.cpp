@@ -43,14 +43,17 @@ RunInfo run_info(const TrainJob& job, const RunAssembly& run, const TrainerHooks
   RunInfo info;
   info.name = job.name;
   info.job_json = hooks.job_json;
-  info.model_name = !job.model_path.empty() ? fs::path(job.model_path).filename().string()
-                                            : (!job.init_preset.empty() ? job.init_preset : "custom-init");
+  info.model_name = !job.model_path.empty()
+                        ? fs::path(job.model_path).filename().string()
+                        : (!job.init_preset.empty() ? job.init_preset : "custom-init");
   info.model_path = job.model_path;
   info.dataset = job.train_path;
   info.dataset_hash = file_hash(job.train_path);
   info.hardware_json = hardware_json().dump();
   info.software_json =
-      nlohmann::json{{"spillway", "0.1.0"}, {"compiler", __VERSION__}, {"backend", run.backend->name()}}.dump();
+      nlohmann::json{
+          {"spillway", "0.1.0"}, {"compiler", __VERSION__}, {"backend", run.backend->name()}}
+          .dump();
   info.run_dir = job.run_dir;
   info.id = hooks.run_id;
   return info;
@@ -70,7 +73,8 @@ Result<std::unique_ptr<RunReporter>> RunReporter::create(const TrainJob& job, Ru
   // A resume continues its run: one row, one folder (history/run-recorder.h).
   std::optional<ResumePoint> resume;
   if (!run.resumed_from.empty()) resume = ResumePoint{run.resumed_from, run.start.step};
-  SPW_ASSIGN_OR_RETURN(r->rec_, RunRecorder::create(run_info(job, run, hooks), std::move(ro), resume));
+  SPW_ASSIGN_OR_RETURN(r->rec_,
+                       RunRecorder::create(run_info(job, run, hooks), std::move(ro), resume));
   if (hooks.on_run_folder) SPW_RETURN_IF_ERROR(hooks.on_run_folder(r->run_dir()));
   TelemetrySamplerOptions so;
   so.ssd_path = !job.ssd_dir.empty() ? job.ssd_dir : r->run_dir();
@@ -136,7 +140,8 @@ StepMark RunReporter::begin_step() {
 }
 
 void RunReporter::end_step(const StepMark& mark, const StepReport& s) {
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - mark.t0).count();
+  const double dt =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - mark.t0).count();
   size_t free_bytes = 0, total_bytes = 0;
   uint64_t device_used = 0;  // the CPU backend's "device" is host memory: counted in DRAM
   if (run_.backend->facts().gpu && run_.backend->device_memory_info(&free_bytes, &total_bytes).ok())
@@ -146,29 +151,33 @@ void RunReporter::end_step(const StepMark& mark, const StepReport& s) {
   const double tps = s.step_tokens / std::max(dt, 1e-9);
   const double tflops = 6.0 * static_cast<double>(run_.parameters) * tps / 1e12;  // PaLM appendix B
   rec_->span({"step", std::nullopt, "compute", mark.start_s, mark.computed_s});
-  rec_->step(StepEvent{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, dt, s.total_steps,
-                       s.stats.prev_update_ssd_read_bytes, s.stats.prev_update_ssd_write_bytes},
-             MetricRow{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, rec_->now_s()});
+  rec_->step(
+      StepEvent{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, dt, s.total_steps,
+                s.stats.prev_update_ssd_read_bytes, s.stats.prev_update_ssd_write_bytes},
+      MetricRow{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, rec_->now_s()});
   if (job_.log_every > 0 && s.step % job_.log_every == 0) {
     char line[256];
-    std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.5f  lr %.3g  grad_norm %.3f  %.0f tokens/s",
-                  static_cast<long long>(s.step), static_cast<long long>(s.total_steps), s.loss, s.lr,
-                  s.stats.grad_norm, tps);
+    std::snprintf(line, sizeof(line),
+                  "step %lld/%lld  loss %.5f  lr %.3g  grad_norm %.3f  %.0f tokens/s",
+                  static_cast<long long>(s.step), static_cast<long long>(s.total_steps), s.loss,
+                  s.lr, s.stats.grad_norm, tps);
     log(LogLevel::kInfo, line);
   }
 }
 
 void RunReporter::eval(int64_t step, double loss, double eval_s) {
   const double ppl = std::exp(loss);
-  rec_->eval(EvalEvent{step, loss, ppl, eval_s},
-             EvalRow{step, loss, ppl, rec_->now_s()});
-  log(LogLevel::kInfo,
-      "eval at step " + std::to_string(step) + ": loss " + std::to_string(loss) + ", perplexity " + std::to_string(ppl));
+  rec_->eval(EvalEvent{step, loss, ppl, eval_s}, EvalRow{step, loss, ppl, rec_->now_s()});
+  log(LogLevel::kInfo, "eval at step " + std::to_string(step) + ": loss " + std::to_string(loss) +
+                           ", perplexity " + std::to_string(ppl));
 }
 
-Status RunReporter::checkpointing(int64_t step) { return rec_->state(StateEvent::at_step("checkpointing", step)); }
+Status RunReporter::checkpointing(int64_t step) {
+  return rec_->state(StateEvent::at_step("checkpointing", step));
+}
 
-Status RunReporter::checkpointed(int64_t step, const std::string& dir, uint64_t bytes, double write_s) {
+Status RunReporter::checkpointed(int64_t step, const std::string& dir, uint64_t bytes,
+                                 double write_s) {
   SPW_RETURN_IF_ERROR(rec_->checkpoint(step, dir, bytes, write_s));
   SPW_RETURN_IF_ERROR(rec_->state(StateEvent::at_step("training", step)));
   log(LogLevel::kInfo, "checkpoint " + dir);
@@ -178,9 +187,10 @@ Status RunReporter::checkpointed(int64_t step, const std::string& dir, uint64_t 
 void RunReporter::exported(const std::string& dir, bool with_tokenizer) {
   rec_->exported(ExportEvent{dir, with_tokenizer});
   if (!with_tokenizer) {
-    log(LogLevel::kWarn, "exported " + dir +
-                             " without a tokenizer: the model has none (it trained on pre-tokenized "
-                             "data); copy the tokenizer files into it before loading it with transformers");
+    log(LogLevel::kWarn,
+        "exported " + dir +
+            " without a tokenizer: the model has none (it trained on pre-tokenized "
+            "data); copy the tokenizer files into it before loading it with transformers");
   } else {
     log(LogLevel::kInfo, "exported " + dir);
   }
@@ -190,7 +200,8 @@ StepFigures RunReporter::report_figures() {
   const StepFigures measured = figures_.figures();
   if (figures_.steps() == 0) return measured;
   const StepFigures predicted = predicted_figures(plan_);
-  rec_->measured(MeasuredEvent{figures_.steps(), measured, compare_figures(predicted, measured), std::nullopt});
+  rec_->measured(MeasuredEvent{figures_.steps(), measured, compare_figures(predicted, measured),
+                               std::nullopt});
   rec_->step_figures(predicted, measured);
   return measured;
 }
@@ -199,6 +210,8 @@ Status RunReporter::finish(RunStatus status, const FinalFigures& figures, StateE
   return rec_->finish(status, figures, std::move(state_extra));
 }
 
-Status RunReporter::fail(const Status& why, const FinalFigures& figures) { return rec_->fail(why, figures); }
+Status RunReporter::fail(const Status& why, const FinalFigures& figures) {
+  return rec_->fail(why, figures);
+}
 
 }  // namespace spillway

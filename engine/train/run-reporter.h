@@ -16,9 +16,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/log.h"
 #include "core/status.h"
@@ -37,13 +36,13 @@ namespace spillway {
 struct StepMark {
   std::chrono::steady_clock::time_point t0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;  // the engine's copy counters when the step began
-  double start_s = 0;                      // on the run's clock (events' `t`)
-  double computed_s = 0;                   // when its forward and backward were done
+  double start_s = 0;                     // on the run's clock (events' `t`)
+  double computed_s = 0;                  // when its forward and backward were done
 };
 
 // A finished step, as the loop knows it.
 struct StepReport {
-  int64_t step = 0;         // the step just finished, 1-based
+  int64_t step = 0;  // the step just finished, 1-based
   int64_t total_steps = 0;
   double loss = 0;          // mean cross-entropy over the step's targets
   double lr = 0;            // the learning rate its update uses
@@ -58,7 +57,8 @@ class RunReporter {
   // and calls hooks.on_run_folder and hooks.on_started; builds the sampler (with the GPU's own
   // memory and NVML's figures on a GPU backend) and hooks the engine's and the optimizer's
   // timeline spans to the run. Errors: those of RunRecorder::create and of on_run_folder.
-  static Result<std::unique_ptr<RunReporter>> create(const TrainJob& job, RunAssembly& run, const TrainerHooks& hooks);
+  static Result<std::unique_ptr<RunReporter>> create(const TrainJob& job, RunAssembly& run,
+                                                     const TrainerHooks& hooks);
   RunReporter(const RunReporter&) = delete;
   RunReporter& operator=(const RunReporter&) = delete;
 

@@ -51,7 +51,8 @@ int remove_orphaned_scratch(const std::string& parent, const std::string& prefix
   return removed;
 }
 
-Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& parent, const std::string& name,
+Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& parent,
+                                                             const std::string& name,
                                                              const std::string& orphan_prefix) {
   if (name.empty() || name.find('/') != std::string::npos)
     return invalid_argument("scratch folder name '" + name + "' must be a plain file name");
@@ -62,8 +63,11 @@ Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& 
   const std::string lock = path + ".lock";
   int fd = -2;
   for (int attempt = 0; attempt < 3 && fd == -2; ++attempt) fd = try_lock(lock, /*create=*/true);
-  if (fd < 0) return io_error("cannot lock " + lock + ": " + (errno ? std::strerror(errno) : "held by another process"));
-  if (!orphan_prefix.empty()) remove_orphaned_scratch(parent, orphan_prefix);  // skips ours: we hold it
+  if (fd < 0)
+    return io_error("cannot lock " + lock + ": " +
+                    (errno ? std::strerror(errno) : "held by another process"));
+  if (!orphan_prefix.empty())
+    remove_orphaned_scratch(parent, orphan_prefix);  // skips ours: we hold it
   fs::create_directories(path, ec);
   if (ec) {
     ::unlink(lock.c_str());

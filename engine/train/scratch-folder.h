@@ -24,7 +24,8 @@ class ScratchFolder {
   // Creates `<parent>/<name>` (parent created if missing) and its lock, after removing orphaned
   // siblings whose name starts with `orphan_prefix` (empty: none are looked for). kIo names the
   // path that could not be made or locked; kInvalidArgument when `name` is empty or has a '/'.
-  static Result<std::unique_ptr<ScratchFolder>> create(const std::string& parent, const std::string& name,
+  static Result<std::unique_ptr<ScratchFolder>> create(const std::string& parent,
+                                                       const std::string& name,
                                                        const std::string& orphan_prefix = "");
   ~ScratchFolder();
   ScratchFolder(const ScratchFolder&) = delete;

@@ -1,5 +1,5 @@
-// SpanRecorder: the timeline of one step, timed by backend events (GPU time, not host enqueue time),
-// and LinkTraffic: the bytes the step moved over the host link.
+// SpanRecorder: the timeline of one step, timed by backend events (GPU time, not host enqueue
+// time), and LinkTraffic: the bytes the step moved over the host link.
 //
 // A span is one block's phase on the stream that does the work: "h2d" (its weights uploaded),
 // "forward" or "backward" (its compute for every micro-batch), "d2h" (its gradients downloaded).
@@ -26,7 +26,6 @@ namespace spillway {
 enum class SpanPhase { kH2D, kForward, kBackward, kD2H };
 // "h2d", "forward", "backward", "d2h": the `phase` of span events.
 const char* span_phase_name(SpanPhase phase);
-
 
 // What one step's timeline adds up to, in seconds of device time.
 struct StepTimeline {
@@ -73,7 +72,8 @@ class SpanRecorder {
 
 // Runs `fn` (which enqueues work on `stream`) as a span of `block`.
 template <typename Fn>
-Status timed(SpanRecorder& recorder, size_t block, SpanPhase phase, compute::StreamId stream, Fn&& fn) {
+Status timed(SpanRecorder& recorder, size_t block, SpanPhase phase, compute::StreamId stream,
+             Fn&& fn) {
   SPW_ASSIGN_OR_RETURN(size_t span, recorder.begin(block, phase, stream));
   SPW_RETURN_IF_ERROR(fn());
   return recorder.end(span, stream);

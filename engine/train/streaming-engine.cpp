@@ -22,26 +22,37 @@ using Access = ActivationStore::Access;
 
 namespace {
 
-uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
+uint64_t aligned(uint64_t bytes) {
+  return compute::align_to_device(bytes);
+}
 
 // Timeline spans a step can record: per block at most an upload for the forward and one for the
 // backward, a forward and a backward compute span and a gradient download (5 · (L + 2) covers the
 // tied head's second upload of the embedding, since the embedding's backward needs no weights).
 constexpr size_t kSpansPerBlock = 5;
 
-int tokens_per_micro_batch(const StreamingConfig& c) { return c.micro_batch_size * c.seq_len; }
+int tokens_per_micro_batch(const StreamingConfig& c) {
+  return c.micro_batch_size * c.seq_len;
+}
 size_t tokens_per_step(const StreamingConfig& c) {
   return static_cast<size_t>(c.max_micro_batches) * tokens_per_micro_batch(c);
 }
-int gradient_buffers(const ModelConfig& c) { return c.tie_word_embeddings ? 3 : 2; }
+int gradient_buffers(const ModelConfig& c) {
+  return c.tie_word_embeddings ? 3 : 2;
+}
 // One activation buffer: [micro-batch tokens, hidden] of `act`.
 uint64_t activation_bytes(const ModelConfig& m, const StreamingConfig& c, DType act) {
-  return aligned(static_cast<uint64_t>(tokens_per_micro_batch(c)) * m.hidden_size * dtype_size(act));
+  return aligned(static_cast<uint64_t>(tokens_per_micro_batch(c)) * m.hidden_size *
+                 dtype_size(act));
 }
 // The step's ids and labels ([max tokens] int32 each) and per-token losses ([max tokens] fp32).
-uint64_t step_io_bytes(const StreamingConfig& c) { return 3 * aligned(tokens_per_step(c) * 4); }
+uint64_t step_io_bytes(const StreamingConfig& c) {
+  return 3 * aligned(tokens_per_step(c) * 4);
+}
 // The step's per-block gradient sums of squares, [num_blocks] double.
-uint64_t grad_sumsq_bytes(const ParameterLayout& layout) { return aligned(layout.num_blocks() * sizeof(double)); }
+uint64_t grad_sumsq_bytes(const ParameterLayout& layout) {
+  return aligned(layout.num_blocks() * sizeof(double));
+}
 // A micro-batch's logits for forward(), [logits_tokens, vocab] fp32.
 uint64_t logits_bytes(const ModelConfig& m, const StreamingConfig& c) {
   return aligned(static_cast<uint64_t>(c.logits_tokens) * m.vocab_size * sizeof(float));
@@ -51,7 +62,10 @@ uint64_t logits_bytes(const ModelConfig& m, const StreamingConfig& c) {
 
 int lm_head_chunk_for(int64_t vocab) {
   int chunk = 4096;
-  while (chunk > 256 && 2 * uint64_t(chunk) * uint64_t(std::max<int64_t>(vocab, 1)) * sizeof(float) > kLmHeadLogitsBytes) chunk /= 2;
+  while (chunk > 256 &&
+         2 * uint64_t(chunk) * uint64_t(std::max<int64_t>(vocab, 1)) * sizeof(float) >
+             kLmHeadLogitsBytes)
+    chunk /= 2;
   return chunk;
 }
 
@@ -59,21 +73,25 @@ int StreamingEngine::lm_head_chunk(const ModelConfig& model, const StreamingConf
   return config.lm_head_chunk > 0 ? config.lm_head_chunk : lm_head_chunk_for(model.vocab_size);
 }
 
-compute::OpShapes StreamingEngine::op_shapes(const ModelConfig& model, const StreamingConfig& config) {
-  return BlockMath::op_shapes(model, config.micro_batch_size, config.seq_len, lm_head_chunk(model, config));
+compute::OpShapes StreamingEngine::op_shapes(const ModelConfig& model,
+                                             const StreamingConfig& config) {
+  return BlockMath::op_shapes(model, config.micro_batch_size, config.seq_len,
+                              lm_head_chunk(model, config));
 }
 
-DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layout, const StreamingConfig& config,
-                                                     DType act, uint64_t backend_workspace_bytes) {
+DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layout,
+                                                     const StreamingConfig& config, DType act,
+                                                     uint64_t backend_workspace_bytes) {
   const ModelConfig& c = layout.config();
   DeviceMemoryPlan p;
-  p.weight_slot_bytes =
-      WeightSlots::slot_bytes(layout, config.weight_slots, act) + WeightSlots::staging_bytes(layout, act);
+  p.weight_slot_bytes = WeightSlots::slot_bytes(layout, config.weight_slots, act) +
+                        WeightSlots::staging_bytes(layout, act);
   p.gradient_bytes = gradient_buffers(c) * aligned(layout.max_block_numel() * sizeof(float));
   p.backend_workspace_bytes = aligned(backend_workspace_bytes);
   p.workspace_bytes = BlockMath::scratch_bytes(c, tokens_per_micro_batch(config), act) +
-                      ActivationStore::staging_bytes(activation_bytes(c, config, act)) + step_io_bytes(config) +
-                      grad_sumsq_bytes(layout) + logits_bytes(c, config) + p.backend_workspace_bytes;
+                      ActivationStore::staging_bytes(activation_bytes(c, config, act)) +
+                      step_io_bytes(config) + grad_sumsq_bytes(layout) + logits_bytes(c, config) +
+                      p.backend_workspace_bytes;
   return p;
 }
 
@@ -87,14 +105,16 @@ StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayou
   const uint64_t fp32 = layout.total_numel() * sizeof(float);
   bytes.h2d = fp32 + (c.tie_word_embeddings ? blocks[0].numel * sizeof(float) : 0);
   const size_t others = c.tie_word_embeddings ? 2 : 1;  // blocks after the last layer in the slots
-  const size_t resident = std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
+  const size_t resident =
+      std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
   for (size_t l = 0; l + resident < L; ++l) bytes.h2d += blocks[1 + l].numel * sizeof(float);
   bytes.h2d += 2 * tokens * sizeof(int32_t);
   bytes.d2h = fp32 + tokens * sizeof(float) + blocks.size() * sizeof(double);
   return bytes;
 }
 
-uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
+uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout,
+                                                const StreamingConfig& config,
                                                 const compute::Backend& backend) {
   const uint64_t ws = backend.workspace_bytes(op_shapes(layout.config(), config));
   return plan_device_memory(layout, config, backend.act_dtype(), ws).fixed_bytes();
@@ -109,8 +129,8 @@ struct GradBuffer {
 };
 
 struct StreamingEngine::Impl {
-  Device& dev;   // memory, streams, copies (the bench's is metered)
-  Backend& be;   // the ops
+  Device& dev;  // memory, streams, copies (the bench's is metered)
+  Backend& be;  // the ops
   ModelState& st;
   const StreamingConfig cfg;
   const ParameterLayout& layout;
@@ -129,20 +149,21 @@ struct StreamingEngine::Impl {
   std::vector<compute::Event> joins;  // one per copy stream: the step's end waits for them all
   std::unique_ptr<DeviceArena> arena;
   std::unique_ptr<HostPool> pool;
-  HostRegion host_tokens;  // [2, max step tokens] int32, pinned: ids, then labels
-  HostRegion host_losses;  // [max step tokens] fp32, pinned
-  HostRegion host_grad_sumsq;  // [num_blocks] double, pinned
-  int32_t* dev_ids = nullptr;     // [max step tokens] int32
-  int32_t* dev_labels = nullptr;  // [max step tokens] int32
-  float* dev_losses = nullptr;    // [max step tokens] fp32
+  HostRegion host_tokens;            // [2, max step tokens] int32, pinned: ids, then labels
+  HostRegion host_losses;            // [max step tokens] fp32, pinned
+  HostRegion host_grad_sumsq;        // [num_blocks] double, pinned
+  int32_t* dev_ids = nullptr;        // [max step tokens] int32
+  int32_t* dev_labels = nullptr;     // [max step tokens] int32
+  float* dev_losses = nullptr;       // [max step tokens] fp32
   double* dev_grad_sumsq = nullptr;  // [num_blocks] double: Σ g² of each block's gradient
-  float* dev_logits = nullptr;    // [logits_tokens, vocab] fp32
+  float* dev_logits = nullptr;       // [logits_tokens, vocab] fp32
   bool workspace_set = false;
   SpanRecorder timeline;
   std::unique_ptr<WeightSlots> weights;
   std::unique_ptr<ActivationStore> acts;
   std::optional<BlockMath> math;
-  std::vector<GradBuffer> grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
+  std::vector<GradBuffer>
+      grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
   const std::atomic<bool>* stop = nullptr;  // set_stop_flag
 
   Impl(Device& d, Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
@@ -153,12 +174,16 @@ struct StreamingEngine::Impl {
   ~Impl() {
     // Nothing may still be reading or writing memory that is freed or unregistered below (a step
     // that failed half-way can leave work in flight).
-    for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)dev.synchronize_stream(s);
-    if (workspace_set) (void)be.set_workspace(nullptr, 0, compute::OpShapes{});  // it lies in the arena
+    for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()})
+      (void)dev.synchronize_stream(s);
+    if (workspace_set)
+      (void)be.set_workspace(nullptr, 0, compute::OpShapes{});  // it lies in the arena
     for (void* p : registered) dev.host_unregister(p);
   }
 
-  std::vector<StreamId> copy_streams() const { return {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}; }
+  std::vector<StreamId> copy_streams() const {
+    return {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()};
+  }
 
   Result<void*> reserve(const std::string& name, uint64_t bytes, Category category) {
     return arena->reserve(name, bytes, category);
@@ -166,10 +191,15 @@ struct StreamingEngine::Impl {
 
   Status setup() {
     if (cfg.weight_slots < 2) return invalid_argument("streaming: weight_slots must be at least 2");
-    if (cfg.logits_tokens < 0) return invalid_argument("streaming: logits_tokens must not be negative");
-    if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 || cfg.lm_head_chunk < 0)
-      return invalid_argument("streaming: micro_batch_size, micro-batches and seq_len must be positive, lm_head_chunk not negative");
-    // Pinned, so that uploads of the master weights and downloads of the gradients run at link speed.
+    if (cfg.logits_tokens < 0)
+      return invalid_argument("streaming: logits_tokens must not be negative");
+    if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 ||
+        cfg.lm_head_chunk < 0)
+      return invalid_argument(
+          "streaming: micro_batch_size, micro-batches and seq_len must be positive, lm_head_chunk "
+          "not negative");
+    // Pinned, so that uploads of the master weights and downloads of the gradients run at link
+    // speed.
     for (size_t b = 0; b < layout.num_blocks(); ++b) {
       const size_t bytes = layout.blocks()[b].numel * sizeof(float);
       for (float* p : {st.master(b), st.grad(b)}) {
@@ -183,12 +213,14 @@ struct StreamingEngine::Impl {
     const uint64_t backend_ws = be.workspace_bytes(shapes);
     const DeviceMemoryPlan need = plan_device_memory(layout, cfg, act, backend_ws);
     if (need.fixed_bytes() > free_bytes) {
-      return out_of_memory("the device has " + std::to_string(free_bytes) + " bytes free but streaming needs " +
-                           std::to_string(need.fixed_bytes()) + " (" + std::to_string(cfg.weight_slots) +
-                           " weight slots of " + std::to_string(layout.max_block_numel() * dtype_size(act)) +
-                           " bytes, gradient buffers, the backend's workspace of " + std::to_string(backend_ws) +
-                           " bytes and the activations of one micro-batch of " + std::to_string(cfg.micro_batch_size) +
-                           " x " + std::to_string(cfg.seq_len) + " tokens); lower micro_batch_size or seq_len");
+      return out_of_memory(
+          "the device has " + std::to_string(free_bytes) + " bytes free but streaming needs " +
+          std::to_string(need.fixed_bytes()) + " (" + std::to_string(cfg.weight_slots) +
+          " weight slots of " + std::to_string(layout.max_block_numel() * dtype_size(act)) +
+          " bytes, gradient buffers, the backend's workspace of " + std::to_string(backend_ws) +
+          " bytes and the activations of one micro-batch of " +
+          std::to_string(cfg.micro_batch_size) + " x " + std::to_string(cfg.seq_len) +
+          " tokens); lower micro_batch_size or seq_len");
     }
     SPW_ASSIGN_OR_RETURN(compute, dev.create_stream());
     SPW_ASSIGN_OR_RETURN(h2d, dev.create_stream());
@@ -206,31 +238,38 @@ struct StreamingEngine::Impl {
     // One arena: the fixed part plus every checkpoint, or what the device has free.
     const uint64_t act_buf = activation_bytes(mc, cfg, act);
     const uint64_t buffers = (static_cast<uint64_t>(mc.num_layers) + 2) * cfg.max_micro_batches;
-    const uint64_t wanted = need.fixed_bytes() + (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
-    DeviceAllocator device{[this](size_t n) { return dev.device_alloc(n); }, [this](void* p) { dev.device_free(p); },
-                           dev.name()};
+    const uint64_t wanted =
+        need.fixed_bytes() + (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
+    DeviceAllocator device{[this](size_t n) { return dev.device_alloc(n); },
+                           [this](void* p) { dev.device_free(p); }, dev.name()};
     const uint64_t capacity = std::min<uint64_t>(wanted, free_bytes);
-    SPW_ASSIGN_OR_RETURN(arena, DeviceArena::create(capacity, device, traffic.counters, compute::kDeviceAlignment));
+    SPW_ASSIGN_OR_RETURN(
+        arena, DeviceArena::create(capacity, device, traffic.counters, compute::kDeviceAlignment));
     // Pinned slabs sized for the checkpoints when some will spill to the host; otherwise the pool
     // holds only the step's ids, labels and losses.
     HostPoolConfig pc;
-    pc.slab_bytes = capacity < wanted ? std::clamp<size_t>(buffers * act_buf, 1 << 20, 256 << 20) : 1 << 20;
+    pc.slab_bytes =
+        capacity < wanted ? std::clamp<size_t>(buffers * act_buf, 1 << 20, 256 << 20) : 1 << 20;
     HostAllocator host{[this](size_t n) { return dev.host_alloc_pinned(n); },
-                       [this](void* p, size_t) { dev.host_free_pinned(p); }, "pinned host memory (" + dev.name() + ")"};
+                       [this](void* p, size_t) { dev.host_free_pinned(p); },
+                       "pinned host memory (" + dev.name() + ")"};
     pool = std::make_unique<HostPool>(pc, host, traffic.counters);
 
     SPW_ASSIGN_OR_RETURN(timeline, SpanRecorder::create(dev, kSpansPerBlock * layout.num_blocks()));
-    SPW_ASSIGN_OR_RETURN(weights, WeightSlots::create(dev, *arena, st, cfg.weight_slots, h2d, compute, timeline, traffic));
+    SPW_ASSIGN_OR_RETURN(weights, WeightSlots::create(dev, *arena, st, cfg.weight_slots, h2d,
+                                                      compute, timeline, traffic));
     grads.resize(gradient_buffers(mc));
     for (size_t i = 0; i < grads.size(); ++i) {
       // [max block numel] fp32
-      SPW_ASSIGN_OR_RETURN(void* p, reserve("gradients." + std::to_string(i), layout.max_block_numel() * sizeof(float),
-                                            Category::kGradients));
+      SPW_ASSIGN_OR_RETURN(void* p,
+                           reserve("gradients." + std::to_string(i),
+                                   layout.max_block_numel() * sizeof(float), Category::kGradients));
       grads[i].ptr = static_cast<float*>(p);
       SPW_ASSIGN_OR_RETURN(grads[i].computed, dev.create_event());
       SPW_ASSIGN_OR_RETURN(grads[i].downloaded, dev.create_event());
     }
-    SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg), lm_head_chunk(mc, cfg), *arena));
+    SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg),
+                                                        lm_head_chunk(mc, cfg), *arena));
     math.emplace(std::move(m));
     if (backend_ws > 0) {
       // [backend_ws] bytes: the ops' scratch (logits chunks, partial sums, GEMM workspace)
@@ -239,86 +278,110 @@ struct StreamingEngine::Impl {
       workspace_set = true;
     }
     const size_t max_tokens = tokens_per_step(cfg);
-    SPW_ASSIGN_OR_RETURN(void* ids, reserve("step.ids", max_tokens * sizeof(int32_t), Category::kWorkspace));
-    SPW_ASSIGN_OR_RETURN(void* labels, reserve("step.labels", max_tokens * sizeof(int32_t), Category::kWorkspace));
-    SPW_ASSIGN_OR_RETURN(void* losses, reserve("step.losses", max_tokens * sizeof(float), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(void* ids,
+                         reserve("step.ids", max_tokens * sizeof(int32_t), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(
+        void* labels, reserve("step.labels", max_tokens * sizeof(int32_t), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(void* losses,
+                         reserve("step.losses", max_tokens * sizeof(float), Category::kWorkspace));
     dev_ids = static_cast<int32_t*>(ids);        // [max step tokens] int32
     dev_labels = static_cast<int32_t*>(labels);  // [max step tokens] int32
     dev_losses = static_cast<float*>(losses);    // [max step tokens] fp32
-    SPW_ASSIGN_OR_RETURN(void* sumsq, reserve("step.grad_sumsq", grad_sumsq_bytes(layout), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(
+        void* sumsq, reserve("step.grad_sumsq", grad_sumsq_bytes(layout), Category::kWorkspace));
     dev_grad_sumsq = static_cast<double*>(sumsq);  // [num_blocks] double
     if (cfg.logits_tokens > 0) {
       // [logits_tokens, vocab] fp32
-      SPW_ASSIGN_OR_RETURN(void* p, reserve("step.logits", logits_bytes(mc, cfg), Category::kWorkspace));
+      SPW_ASSIGN_OR_RETURN(void* p,
+                           reserve("step.logits", logits_bytes(mc, cfg), Category::kWorkspace));
       dev_logits = static_cast<float*>(p);
     }
     // [2, max step tokens] int32, [max step tokens] fp32 and [num_blocks] double, pinned
-    SPW_ASSIGN_OR_RETURN(host_tokens, pool->allocate(2 * max_tokens * sizeof(int32_t), Category::kWorkspace, "token ids and labels"));
-    SPW_ASSIGN_OR_RETURN(host_losses, pool->allocate(max_tokens * sizeof(float), Category::kWorkspace, "per-token losses"));
-    SPW_ASSIGN_OR_RETURN(host_grad_sumsq, pool->allocate(layout.num_blocks() * sizeof(double), Category::kWorkspace,
-                                                         "gradient sums of squares"));
+    SPW_ASSIGN_OR_RETURN(host_tokens, pool->allocate(2 * max_tokens * sizeof(int32_t),
+                                                     Category::kWorkspace, "token ids and labels"));
+    SPW_ASSIGN_OR_RETURN(host_losses, pool->allocate(max_tokens * sizeof(float),
+                                                     Category::kWorkspace, "per-token losses"));
+    SPW_ASSIGN_OR_RETURN(host_grad_sumsq,
+                         pool->allocate(layout.num_blocks() * sizeof(double), Category::kWorkspace,
+                                        "gradient sums of squares"));
 
     // Last: the checkpoints take what is left.
-    SPW_ASSIGN_OR_RETURN(acts, ActivationStore::create(dev, *arena, *pool, mc.num_layers, cfg.max_micro_batches, act_buf,
-                                                       cfg.keep_checkpoints_on_device, {compute, act_h2d, act_d2h},
-                                                       traffic));
+    SPW_ASSIGN_OR_RETURN(
+        acts, ActivationStore::create(dev, *arena, *pool, mc.num_layers, cfg.max_micro_batches,
+                                      act_buf, cfg.keep_checkpoints_on_device,
+                                      {compute, act_h2d, act_d2h}, traffic));
     plan = need;
-    plan.workspace_bytes = need.workspace_bytes - ActivationStore::staging_bytes(act_buf) + acts->staging_bytes();
+    plan.workspace_bytes =
+        need.workspace_bytes - ActivationStore::staging_bytes(act_buf) + acts->staging_bytes();
     plan.checkpoint_bytes_device = acts->device_bytes();
     plan.checkpoint_bytes_host = acts->host_bytes();
     plan.capacity_bytes = total_bytes;
     return {};
   }
 
-  // --- gradient buffers ----------------------------------------------------------------------------
+  // --- gradient buffers
+  // ----------------------------------------------------------------------------
   Result<GradBuffer*> begin_grad(int index, size_t b) {
     GradBuffer& g = grads[index];
-    SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, g.downloaded));  // its previous download has finished
+    SPW_RETURN_IF_ERROR(
+        dev.stream_wait_event(compute, g.downloaded));  // its previous download has finished
     SPW_RETURN_IF_ERROR(dev.fill_zero(g.ptr, layout.blocks()[b].numel * sizeof(float), compute));
     return &g;
   }
 
-  // Block b's gradient is complete: it comes down on the D2H stream while the compute stream reduces
-  // it to its sum of squares (both only read it; the buffer's next begin_grad follows the reduction
-  // on the compute stream and waits for the download). Called once per block and step, so each
-  // block's final gradient is counted once, tied embeddings included: the LM head's part of the
-  // gradient is the embedding block's (ghead holds the final norm's only).
+  // Block b's gradient is complete: it comes down on the D2H stream while the compute stream
+  // reduces it to its sum of squares (both only read it; the buffer's next begin_grad follows the
+  // reduction on the compute stream and waits for the download). Called once per block and step, so
+  // each block's final gradient is counted once, tied embeddings included: the LM head's part of
+  // the gradient is the embedding block's (ghead holds the final norm's only).
   Status finish_grad(GradBuffer& g, size_t b) {
     const size_t numel = layout.blocks()[b].numel, bytes = numel * sizeof(float);
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.computed));
-    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] { return dev.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
+    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h,
+                              [&] { return dev.copy_d2h(st.grad(b), g.ptr, bytes, d2h); }));
     SPW_RETURN_IF_ERROR(dev.record_event(g.downloaded, d2h));
-    SPW_RETURN_IF_ERROR(be.sum_squares(dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}), compute));
+    SPW_RETURN_IF_ERROR(be.sum_squares(
+        dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}), compute));
     traffic.moved(Link::kD2H, bytes);
     return {};
   }
 
-  // --- the step ------------------------------------------------------------------------------------
+  // --- the step
+  // ------------------------------------------------------------------------------------
   Status check_batch(const StepBatch& batch, const float* logits) const {
     if (batch.micro_batches < 1 || batch.micro_batches > cfg.max_micro_batches)
-      return invalid_argument("streaming: " + std::to_string(batch.micro_batches) + " micro-batches, the engine was set up for 1.." +
+      return invalid_argument("streaming: " + std::to_string(batch.micro_batches) +
+                              " micro-batches, the engine was set up for 1.." +
                               std::to_string(cfg.max_micro_batches));
     if (batch.micro_batch_size < 1 || batch.micro_batch_size > cfg.micro_batch_size)
-      return invalid_argument("streaming: micro-batch of " + std::to_string(batch.micro_batch_size) +
-                              " sequences, the engine was set up for at most " + std::to_string(cfg.micro_batch_size));
+      return invalid_argument(
+          "streaming: micro-batch of " + std::to_string(batch.micro_batch_size) +
+          " sequences, the engine was set up for at most " + std::to_string(cfg.micro_batch_size));
     if (batch.seq_len < 1 || batch.seq_len > cfg.seq_len)
-      return invalid_argument("streaming: sequence length " + std::to_string(batch.seq_len) + " exceeds the configured " +
-                              std::to_string(cfg.seq_len));
+      return invalid_argument("streaming: sequence length " + std::to_string(batch.seq_len) +
+                              " exceeds the configured " + std::to_string(cfg.seq_len));
     if (logits && batch.micro_batch_size * batch.seq_len > cfg.logits_tokens)
-      return invalid_argument("streaming: logits of micro-batches of " + std::to_string(batch.micro_batch_size * batch.seq_len) +
-                              " tokens, the engine was set up for at most " + std::to_string(cfg.logits_tokens) +
+      return invalid_argument("streaming: logits of micro-batches of " +
+                              std::to_string(batch.micro_batch_size * batch.seq_len) +
+                              " tokens, the engine was set up for at most " +
+                              std::to_string(cfg.logits_tokens) +
                               " (StreamingConfig::logits_tokens)");
-    const size_t tokens = static_cast<size_t>(batch.micro_batches) * batch.micro_batch_size * batch.seq_len;
+    const size_t tokens =
+        static_cast<size_t>(batch.micro_batches) * batch.micro_batch_size * batch.seq_len;
     if (batch.input_ids.size() != tokens || batch.labels.size() != tokens)
-      return invalid_argument("streaming: batch holds " + std::to_string(batch.input_ids.size()) + " ids and " +
-                              std::to_string(batch.labels.size()) + " labels, expected " + std::to_string(tokens));
+      return invalid_argument("streaming: batch holds " + std::to_string(batch.input_ids.size()) +
+                              " ids and " + std::to_string(batch.labels.size()) +
+                              " labels, expected " + std::to_string(tokens));
     for (size_t i = 0; i < tokens; ++i) {
       if (batch.input_ids[i] < 0 || batch.input_ids[i] >= mc.vocab_size)
-        return invalid_argument("streaming: token id " + std::to_string(batch.input_ids[i]) + " at position " +
-                                std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(mc.vocab_size) + ")");
+        return invalid_argument("streaming: token id " + std::to_string(batch.input_ids[i]) +
+                                " at position " + std::to_string(i) +
+                                " is outside the vocabulary [0, " + std::to_string(mc.vocab_size) +
+                                ")");
       if (batch.labels[i] != -100 && (batch.labels[i] < 0 || batch.labels[i] >= mc.vocab_size))
-        return invalid_argument("streaming: label " + std::to_string(batch.labels[i]) + " at position " + std::to_string(i) +
+        return invalid_argument("streaming: label " + std::to_string(batch.labels[i]) +
+                                " at position " + std::to_string(i) +
                                 " is neither -100 nor a token id");
     }
     return {};
@@ -371,7 +434,8 @@ struct StreamingEngine::Impl {
 
   // kCancelled once the stop flag is set: checked before each micro-batch of each layer.
   Status check_stop() const {
-    if (stop && stop->load(std::memory_order_relaxed)) return cancelled("the step was stopped on request");
+    if (stop && stop->load(std::memory_order_relaxed))
+      return cancelled("the step was stopped on request");
     return {};
   }
 
@@ -381,7 +445,8 @@ struct StreamingEngine::Impl {
     // that read or write host memory the caller is about to use (the master weights it
     // checkpoints): they finish before the caller sees the error.
     if (!r.ok()) {
-      for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()}) (void)dev.synchronize_stream(s);
+      for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()})
+        (void)dev.synchronize_stream(s);
     }
     return r;
   }
@@ -392,7 +457,8 @@ struct StreamingEngine::Impl {
     const int M = batch.micro_batches, mb = batch.micro_batch_size, T = batch.seq_len, n = mb * T;
     const int L = mc.num_layers, V = mc.vocab_size;
     const size_t tokens = static_cast<size_t>(M) * n;
-    const size_t act_bytes = static_cast<size_t>(n) * mc.hidden_size * dtype_size(act);  // one micro-batch's buffer
+    const size_t act_bytes =
+        static_cast<size_t>(n) * mc.hidden_size * dtype_size(act);  // one micro-batch's buffer
     const size_t head_block = layout.num_blocks() - 1;
     StepResult result;
     for (int32_t lab : batch.labels) result.targets += lab != -100;
@@ -401,7 +467,8 @@ struct StreamingEngine::Impl {
 
     const double host_start_s = clock ? clock() : 0.0;
     SPW_RETURN_IF_ERROR(timeline.begin_step(compute));
-    for (StreamId s : copy_streams()) SPW_RETURN_IF_ERROR(dev.stream_wait_event(s, timeline.start_event()));
+    for (StreamId s : copy_streams())
+      SPW_RETURN_IF_ERROR(dev.stream_wait_event(s, timeline.start_event()));
     SPW_RETURN_IF_ERROR(upload_tokens(batch, tokens));
 
     // Forward: the embedding, then each layer for every micro-batch; the next block is prefetched
@@ -409,8 +476,10 @@ struct StreamingEngine::Impl {
     SPW_ASSIGN_OR_RETURN(const char* we, weights->acquire(0, true));
     SPW_RETURN_IF_ERROR(timed(timeline, 0, SpanPhase::kForward, compute, [&]() -> Status {
       for (int m = 0; m < M; ++m) {
-        SPW_ASSIGN_OR_RETURN(ActivationStore::View out, open(acts->checkpoint(0, m), Access::kWrite));
-        SPW_RETURN_IF_ERROR(math->embedding_forward(out.ptr, dev_ids + static_cast<size_t>(m) * n, we, n, compute));
+        SPW_ASSIGN_OR_RETURN(ActivationStore::View out,
+                             open(acts->checkpoint(0, m), Access::kWrite));
+        SPW_RETURN_IF_ERROR(
+            math->embedding_forward(out.ptr, dev_ids + static_cast<size_t>(m) * n, we, n, compute));
         SPW_RETURN_IF_ERROR(acts->close(out));
       }
       return {};
@@ -423,8 +492,10 @@ struct StreamingEngine::Impl {
       SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kForward, compute, [&]() -> Status {
         for (int m = 0; m < M; ++m) {
           SPW_RETURN_IF_ERROR(check_stop());
-          SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(l, m), Access::kRead));
-          SPW_ASSIGN_OR_RETURN(ActivationStore::View out, open(acts->checkpoint(l + 1, m), Access::kWrite));
+          SPW_ASSIGN_OR_RETURN(ActivationStore::View x,
+                               open(acts->checkpoint(l, m), Access::kRead));
+          SPW_ASSIGN_OR_RETURN(ActivationStore::View out,
+                               open(acts->checkpoint(l + 1, m), Access::kWrite));
           SPW_RETURN_IF_ERROR(math->layer_forward(w, x.ptr, out.ptr, mb, T, compute));
           SPW_RETURN_IF_ERROR(acts->close(x));
           SPW_RETURN_IF_ERROR(acts->close(out));
@@ -452,30 +523,37 @@ struct StreamingEngine::Impl {
       }
     }
     float* dlm = !train ? nullptr : gembed ? gembed->ptr : ghead->ptr + layout.head_lm_offset();
-    SPW_RETURN_IF_ERROR(timed(timeline, head_block, train ? SpanPhase::kBackward : SpanPhase::kForward, compute,
-                              [&]() -> Status {
-      for (int m = 0; m < M; ++m) {
-        SPW_RETURN_IF_ERROR(check_stop());
-        const size_t at = static_cast<size_t>(m) * n;
-        SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(L, m), Access::kRead));
-        ActivationStore::View dy;
-        if (train) {
-          SPW_ASSIGN_OR_RETURN(dy, open(acts->gradient(m), Access::kWrite));
-        }
-        SPW_RETURN_IF_ERROR(math->head(wh, wlm, x.ptr, dev_labels + at, dev_losses + at, scale, dy.ptr,
-                                       ghead ? ghead->ptr : nullptr, dlm, logits ? dev_logits : nullptr, n, compute));
-        if (logits) {
-          // On the compute stream: the next micro-batch overwrites the buffer (eval and generation only).
-          SPW_RETURN_IF_ERROR(dev.copy_d2h(logits + at * V, dev_logits, static_cast<size_t>(n) * V * sizeof(float), compute));
-        }
-        SPW_RETURN_IF_ERROR(acts->close(x));
-        if (train) SPW_RETURN_IF_ERROR(acts->close(dy));
-      }
-      return {};
-    }));
+    SPW_RETURN_IF_ERROR(
+        timed(timeline, head_block, train ? SpanPhase::kBackward : SpanPhase::kForward, compute,
+              [&]() -> Status {
+                for (int m = 0; m < M; ++m) {
+                  SPW_RETURN_IF_ERROR(check_stop());
+                  const size_t at = static_cast<size_t>(m) * n;
+                  SPW_ASSIGN_OR_RETURN(ActivationStore::View x,
+                                       open(acts->checkpoint(L, m), Access::kRead));
+                  ActivationStore::View dy;
+                  if (train) {
+                    SPW_ASSIGN_OR_RETURN(dy, open(acts->gradient(m), Access::kWrite));
+                  }
+                  SPW_RETURN_IF_ERROR(math->head(wh, wlm, x.ptr, dev_labels + at, dev_losses + at,
+                                                 scale, dy.ptr, ghead ? ghead->ptr : nullptr, dlm,
+                                                 logits ? dev_logits : nullptr, n, compute));
+                  if (logits) {
+                    // On the compute stream: the next micro-batch overwrites the buffer (eval and
+                    // generation only).
+                    SPW_RETURN_IF_ERROR(dev.copy_d2h(logits + at * V, dev_logits,
+                                                     static_cast<size_t>(n) * V * sizeof(float),
+                                                     compute));
+                  }
+                  SPW_RETURN_IF_ERROR(acts->close(x));
+                  if (train) SPW_RETURN_IF_ERROR(acts->close(dy));
+                }
+                return {};
+              }));
     SPW_RETURN_IF_ERROR(download_losses(tokens));
     if (mc.tie_word_embeddings) SPW_RETURN_IF_ERROR(weights->release(0));
-    if (train && L > 0) SPW_RETURN_IF_ERROR(weights->prefetch(L, false));  // the first block of the backward
+    if (train && L > 0)
+      SPW_RETURN_IF_ERROR(weights->prefetch(L, false));  // the first block of the backward
     SPW_RETURN_IF_ERROR(weights->release(head_block));
 
     if (train) {
@@ -486,20 +564,24 @@ struct StreamingEngine::Impl {
       for (int l = L - 1; l >= 0; --l) {
         const size_t b = 1 + l;
         SPW_ASSIGN_OR_RETURN(const char* w, weights->acquire(b, false));
-        SPW_ASSIGN_OR_RETURN(GradBuffer* g, begin_grad(next_grad, b));
+        SPW_ASSIGN_OR_RETURN(GradBuffer * g, begin_grad(next_grad, b));
         next_grad = 1 - next_grad;
         SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kBackward, compute, [&]() -> Status {
           for (int m = 0; m < M; ++m) {
             SPW_RETURN_IF_ERROR(check_stop());
-            SPW_ASSIGN_OR_RETURN(ActivationStore::View x, open(acts->checkpoint(l, m), Access::kRead));
-            SPW_ASSIGN_OR_RETURN(ActivationStore::View dy, open(acts->gradient(m), Access::kUpdate));
+            SPW_ASSIGN_OR_RETURN(ActivationStore::View x,
+                                 open(acts->checkpoint(l, m), Access::kRead));
+            SPW_ASSIGN_OR_RETURN(ActivationStore::View dy,
+                                 open(acts->gradient(m), Access::kUpdate));
             SPW_RETURN_IF_ERROR(math->layer_backward(w, g->ptr, x.ptr, dy.ptr, mb, T, compute));
             SPW_RETURN_IF_ERROR(acts->close(x));
             SPW_RETURN_IF_ERROR(acts->close(dy));
           }
           return {};
         }));
-        if (b > 1) SPW_RETURN_IF_ERROR(weights->prefetch(b - 1, false));  // the embedding's backward needs no weights
+        if (b > 1)
+          SPW_RETURN_IF_ERROR(
+              weights->prefetch(b - 1, false));  // the embedding's backward needs no weights
         SPW_RETURN_IF_ERROR(weights->release(b));
         SPW_RETURN_IF_ERROR(finish_grad(*g, b));
       }
@@ -512,7 +594,8 @@ struct StreamingEngine::Impl {
       SPW_RETURN_IF_ERROR(timed(timeline, 0, SpanPhase::kBackward, compute, [&]() -> Status {
         for (int m = 0; m < M; ++m) {
           SPW_ASSIGN_OR_RETURN(ActivationStore::View dy, open(acts->gradient(m), Access::kRead));
-          SPW_RETURN_IF_ERROR(math->embedding_backward(ge->ptr, dev_ids + static_cast<size_t>(m) * n, dy.ptr, n, compute));
+          SPW_RETURN_IF_ERROR(math->embedding_backward(
+              ge->ptr, dev_ids + static_cast<size_t>(m) * n, dy.ptr, n, compute));
           SPW_RETURN_IF_ERROR(acts->close(dy));
         }
         return {};
@@ -536,13 +619,17 @@ struct StreamingEngine::Impl {
 StreamingEngine::StreamingEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 StreamingEngine::~StreamingEngine() = default;
 
-Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Backend& backend, ModelState& state,
-                                                                 const StreamingConfig& config, TierCounters* counters) {
+Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Backend& backend,
+                                                                 ModelState& state,
+                                                                 const StreamingConfig& config,
+                                                                 TierCounters* counters) {
   return create(backend.device(), backend, state, config, counters);
 }
 
-Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Device& device, compute::Backend& backend,
-                                                                 ModelState& state, const StreamingConfig& config,
+Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Device& device,
+                                                                 compute::Backend& backend,
+                                                                 ModelState& state,
+                                                                 const StreamingConfig& config,
                                                                  TierCounters* counters) {
   std::unique_ptr<StreamingEngine> engine(
       new StreamingEngine(std::make_unique<Impl>(device, backend, state, config, counters)));
@@ -550,25 +637,39 @@ Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Device
   return engine;
 }
 
-Result<StepResult> StreamingEngine::forward_backward(const StepBatch& batch) { return impl_->run(batch, true, nullptr); }
+Result<StepResult> StreamingEngine::forward_backward(const StepBatch& batch) {
+  return impl_->run(batch, true, nullptr);
+}
 
 Result<StepResult> StreamingEngine::forward(const StepBatch& batch, float* logits) {
   return impl_->run(batch, false, logits);
 }
 
-void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) { impl_->weights->set_gate(std::move(gate)); }
+void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) {
+  impl_->weights->set_gate(std::move(gate));
+}
 
-void StreamingEngine::set_stop_flag(const std::atomic<bool>* stop) { impl_->stop = stop; }
+void StreamingEngine::set_stop_flag(const std::atomic<bool>* stop) {
+  impl_->stop = stop;
+}
 
 void StreamingEngine::set_span_sink(SpanSink sink, std::function<double()> clock) {
   impl_->sink = std::move(sink);
   impl_->clock = std::move(clock);
 }
 
-void StreamingEngine::invalidate_weights() { impl_->weights->invalidate(); }
+void StreamingEngine::invalidate_weights() {
+  impl_->weights->invalidate();
+}
 
-const DeviceMemoryPlan& StreamingEngine::memory_plan() const { return impl_->plan; }
-uint64_t StreamingEngine::h2d_bytes() const { return impl_->traffic.h2d_bytes; }
-uint64_t StreamingEngine::d2h_bytes() const { return impl_->traffic.d2h_bytes; }
+const DeviceMemoryPlan& StreamingEngine::memory_plan() const {
+  return impl_->plan;
+}
+uint64_t StreamingEngine::h2d_bytes() const {
+  return impl_->traffic.h2d_bytes;
+}
+uint64_t StreamingEngine::d2h_bytes() const {
+  return impl_->traffic.d2h_bytes;
+}
 
 }  // namespace spillway

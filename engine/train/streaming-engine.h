@@ -1,4 +1,4 @@
-// StreamingEngine: the layer-major step of DESIGN.md ("The step") on any compute Backend.
+// StreamingEngine: the layer-major step (docs/architecture.md, "The step") on any compute Backend.
 //
 // Forward: blocks stream host→device through K weight slots (WeightSlots: block b+1 is copied on
 // the H2D stream while block b computes); every micro-batch passes through a layer before the next
@@ -57,14 +57,15 @@ inline constexpr uint64_t kLmHeadLogitsBytes = uint64_t{1} << 30;
 int lm_head_chunk_for(int64_t vocab);
 
 struct StreamingConfig {
-  int weight_slots = 2;      // K >= 2
-  int micro_batch_size = 1;  // sequences per micro-batch
-  int max_micro_batches = 1; // micro-batches per step (gradient accumulation)
-  int seq_len = 0;           // positions per sequence (data.seq_len): required, create() refuses 0
-  int lm_head_chunk = 0;     // tokens whose logits exist at once; 0: lm_head_chunk_for(vocab)
+  int weight_slots = 2;       // K >= 2
+  int micro_batch_size = 1;   // sequences per micro-batch
+  int max_micro_batches = 1;  // micro-batches per step (gradient accumulation)
+  int seq_len = 0;            // positions per sequence (data.seq_len): required, create() refuses 0
+  int lm_head_chunk = 0;      // tokens whose logits exist at once; 0: lm_head_chunk_for(vocab)
   bool keep_checkpoints_on_device = true;  // while they fit
   // forward() may return the logits of micro-batches of up to this many tokens: reserves
-  // [logits_tokens, vocab] fp32 on the device (eval and generation with small inputs; 0 for training).
+  // [logits_tokens, vocab] fp32 on the device (eval and generation with small inputs; 0 for
+  // training).
   int logits_tokens = 0;
 };
 
@@ -78,21 +79,22 @@ struct StepBatch {
 };
 
 struct StepResult {
-  double loss_sum = 0;   // Σ CE over non-ignored targets (per-token fp32 losses summed in double)
-  int64_t targets = 0;   // non-ignored targets
+  double loss_sum = 0;  // Σ CE over non-ignored targets (per-token fp32 losses summed in double)
+  int64_t targets = 0;  // non-ignored targets
   // forward_backward: Σ g² of each block's fp32 gradient, [num_blocks] in block order, reduced on
   // the device (Backend::sum_squares) as the gradient came down: the global gradient norm without
   // a pass over the host gradients (Optimizer::begin_step). Empty after forward().
   std::vector<double> grad_sumsq;
-  StepTimeline timeline; // device time of the step and of its streams' work
+  StepTimeline timeline;  // device time of the step and of its streams' work
   double loss() const { return targets ? loss_sum / static_cast<double>(targets) : 0.0; }
 };
 
 // Where the engine places things on the device, for the planner, telemetry and tests. Every part
 // counts its 256-aligned reservations in the arena.
 struct DeviceMemoryPlan {
-  uint64_t weight_slot_bytes = 0;  // the K slots, and the fp32 staging chunk when act_dtype is not fp32
-  uint64_t gradient_bytes = 0;     // fp32 gradient buffers: 2, or 3 with tied embeddings
+  uint64_t weight_slot_bytes =
+      0;  // the K slots, and the fp32 staging chunk when act_dtype is not fp32
+  uint64_t gradient_bytes = 0;  // fp32 gradient buffers: 2, or 3 with tied embeddings
   // One micro-batch's layer activations, the device stand-ins of host checkpoints, the step's ids,
   // labels, losses and gradient sums of squares, the logits buffer (logits_tokens) and the
   // backend's workspace.
@@ -109,13 +111,16 @@ class StreamingEngine {
  public:
   // `counters` (optional) receives bytes held per tier/category and bytes moved per link.
   // kOutOfMemory when the device cannot hold fixed_bytes(); kInvalidArgument for a bad config.
-  static Result<std::unique_ptr<StreamingEngine>> create(compute::Backend& backend, ModelState& state,
+  static Result<std::unique_ptr<StreamingEngine>> create(compute::Backend& backend,
+                                                         ModelState& state,
                                                          const StreamingConfig& config,
                                                          TierCounters* counters = nullptr);
   // As above, with memory, streams, events and copies taken from `device` (the backend's device
   // or a wrapper of it, such as the bench's MeteredDevice) and the ops from `backend`.
-  static Result<std::unique_ptr<StreamingEngine>> create(compute::Device& device, compute::Backend& backend,
-                                                         ModelState& state, const StreamingConfig& config,
+  static Result<std::unique_ptr<StreamingEngine>> create(compute::Device& device,
+                                                         compute::Backend& backend,
+                                                         ModelState& state,
+                                                         const StreamingConfig& config,
                                                          TierCounters* counters = nullptr);
   ~StreamingEngine();
 
@@ -156,7 +161,8 @@ class StreamingEngine {
   // The fixed part of the engine's device memory (no checkpoints on the device) for activations of
   // `act` and a backend workspace of `backend_workspace_bytes`: for the planner, which may have no
   // backend at hand.
-  static DeviceMemoryPlan plan_device_memory(const ParameterLayout& layout, const StreamingConfig& config, DType act,
+  static DeviceMemoryPlan plan_device_memory(const ParameterLayout& layout,
+                                             const StreamingConfig& config, DType act,
                                              uint64_t backend_workspace_bytes);
   // Bytes one training step moves across the host link, activations all on the device (checkpoints
   // spilled to the host add theirs). Up: every block's fp32 master for the forward (a tied head's
@@ -170,7 +176,8 @@ class StreamingEngine {
   };
   static LinkBytes plan_link_bytes(const ParameterLayout& layout, const StreamingConfig& config);
   // Device bytes the engine needs on `backend` for `config` without checkpoints on the device.
-  static uint64_t required_device_bytes(const ParameterLayout& layout, const StreamingConfig& config,
+  static uint64_t required_device_bytes(const ParameterLayout& layout,
+                                        const StreamingConfig& config,
                                         const compute::Backend& backend);
 
  private:

@@ -32,8 +32,10 @@ const std::vector<TrainJobField> kFields = {
     {"model.path", assign<&TrainJob::model_path>},
     {"model.init",
      [](TrainJob& job, const json& v) -> Status {
-       if (v.is_object()) job.init_config = v;
-       else job.init_preset = v.get<std::string>();
+       if (v.is_object())
+         job.init_config = v;
+       else
+         job.init_preset = v.get<std::string>();
        return {};
      }},
     {"model.seed", assign<&TrainJob::init_seed>},
@@ -51,7 +53,10 @@ const std::vector<TrainJobField> kFields = {
     {"train.epochs", assign<&TrainJob::epochs>},
     {"train.micro_batch_size", assign<&TrainJob::micro_batch_size>},
     {"train.grad_accum", assign<&TrainJob::grad_accum>},
-    {"train.lr", [](TrainJob& job, const json& v) -> Status { return job.schedule.lr = v.get<double>(), Status(); }},
+    {"train.lr",
+     [](TrainJob& job, const json& v) -> Status {
+       return job.schedule.lr = v.get<double>(), Status();
+     }},
     {"train.schedule",
      [](TrainJob& job, const json& v) -> Status {
        auto kind = parse_lr_schedule(v.get<std::string>());
@@ -60,9 +65,13 @@ const std::vector<TrainJobField> kFields = {
        return {};
      }},
     {"train.warmup_steps",
-     [](TrainJob& job, const json& v) -> Status { return job.schedule.warmup_steps = v.get<int64_t>(), Status(); }},
+     [](TrainJob& job, const json& v) -> Status {
+       return job.schedule.warmup_steps = v.get<int64_t>(), Status();
+     }},
     {"train.min_lr_ratio",
-     [](TrainJob& job, const json& v) -> Status { return job.schedule.min_lr_ratio = v.get<double>(), Status(); }},
+     [](TrainJob& job, const json& v) -> Status {
+       return job.schedule.min_lr_ratio = v.get<double>(), Status();
+     }},
     {"train.weight_decay", assign<&TrainJob::weight_decay>},
     {"train.beta1", assign<&TrainJob::beta1>},
     {"train.beta2", assign<&TrainJob::beta2>},
@@ -99,7 +108,9 @@ const json* value_in(const json& job, const job::JobKey& k) {
 
 }  // namespace
 
-const std::vector<TrainJobField>& train_job_fields() { return kFields; }
+const std::vector<TrainJobField>& train_job_fields() {
+  return kFields;
+}
 
 TrainJob::TrainJob() {
   for (const TrainJobField& f : kFields) {
@@ -113,7 +124,9 @@ Result<TrainJob> train_job_from_resolved(const json& resolved) {
   TrainJob job;
   for (const TrainJobField& f : kFields) {
     const job::JobKey* k = job::find_job_key(f.path);
-    if (!k) return internal_error("TrainJob names " + std::string(f.path) + ", which the job schema does not have");
+    if (!k)
+      return internal_error("TrainJob names " + std::string(f.path) +
+                            ", which the job schema does not have");
     const json* v = value_in(resolved, *k);
     if (!v || v->is_null()) continue;
     SPW_RETURN_IF_ERROR(f.set(job, *v));

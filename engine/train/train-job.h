@@ -7,10 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "data/dataset-options.h"
@@ -45,8 +44,8 @@ struct TrainJob {
   uint64_t data_seed{};
 
   // train
-  int64_t steps{};   // 0: from epochs
-  double epochs{};   // used when steps == 0
+  int64_t steps{};  // 0: from epochs
+  double epochs{};  // used when steps == 0
   int micro_batch_size{};
   int grad_accum{};
   LrScheduleConfig schedule;  // kind, lr, warmup, min_lr_ratio (total_steps filled in from steps)

@@ -46,7 +46,8 @@ Status check_finite(const StepResult& r, int64_t step, double lr) {
   char lr_text[32];
   std::snprintf(lr_text, sizeof(lr_text), "%g", lr);
   return invalid_argument("step " + std::to_string(step) + " diverged: loss " + number(r.loss()) +
-                          ", gradient norm " + number(std::sqrt(sumsq)) + "; lower train.lr (" + lr_text +
+                          ", gradient norm " + number(std::sqrt(sumsq)) + "; lower train.lr (" +
+                          lr_text +
                           ") or raise train.warmup_steps, and resume from the last checkpoint");
 }
 
@@ -70,7 +71,8 @@ struct Trainer::Impl {
   std::unique_ptr<Checkpointer> checkpointer;
   std::unique_ptr<Evaluator> evaluator;
 
-  Impl(const TrainJob& j, TrainerHooks h, const std::atomic<bool>& stop_flag, std::atomic<bool>& checkpoint_flag)
+  Impl(const TrainJob& j, TrainerHooks h, const std::atomic<bool>& stop_flag,
+       std::atomic<bool>& checkpoint_flag)
       : job(j), hooks(std::move(h)), stop(stop_flag), checkpoint_asked(checkpoint_flag) {}
 
   FinalFigures final_figures() const {
@@ -81,7 +83,8 @@ struct Trainer::Impl {
     return f;
   }
 
-  // The run's failure, recorded with its figures so far (the last loss left out: the failed step's).
+  // The run's failure, recorded with its figures so far (the last loss left out: the failed
+  // step's).
   Status fail(const Status& st) {
     FinalFigures f = final_figures();
     f.final_loss.reset();
@@ -116,7 +119,8 @@ struct Trainer::Impl {
 
   Status train_loop() {
     SPW_RETURN_IF_ERROR(report->training(progress.step));
-    if (progress.step == 0 && job.eval_every > 0) SPW_RETURN_IF_ERROR(evaluator->evaluate(0));  // the baseline
+    if (progress.step == 0 && job.eval_every > 0)
+      SPW_RETURN_IF_ERROR(evaluator->evaluate(0));  // the baseline
     LrScheduleConfig sched = job.schedule;
     sched.total_steps = run.total_steps;
     StreamingEngine& engine = *run.engine;
@@ -131,7 +135,8 @@ struct Trainer::Impl {
       StepMark mark = report->begin_step();
       const DataCursor before = batches.cursor();
       const Batch batch = batches.next();
-      auto stepped = engine.forward_backward(step_batch(job, batch));  // waits per block for the last update
+      auto stepped =
+          engine.forward_backward(step_batch(job, batch));  // waits per block for the last update
       if (stepped.status().code() == ErrorCode::kCancelled) {
         // SIGTERM inside a long step (the engine checks between micro-batches and layers): the
         // step is dropped unapplied, its batch read again on resume, and the run stops at the
@@ -151,7 +156,8 @@ struct Trainer::Impl {
       ++progress.step;
       progress.tokens += step_tokens;
       progress.last_loss = r.loss();
-      report->end_step(mark, {progress.step, run.total_steps, r.loss(), lr, stats, step_tokens, progress.tokens});
+      report->end_step(mark, {progress.step, run.total_steps, r.loss(), lr, stats, step_tokens,
+                              progress.tokens});
       // --- end of the step ----------------------------------------------------------------------
       SPW_RETURN_IF_ERROR(after_step());
     }
@@ -176,20 +182,26 @@ struct Trainer::Impl {
 Trainer::Trainer() = default;
 Trainer::~Trainer() = default;
 
-Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job, const std::string& resume_from, TrainerHooks hooks) {
+Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job,
+                                                 const std::string& resume_from,
+                                                 TrainerHooks hooks) {
   std::unique_ptr<Trainer> trainer(new Trainer());
-  trainer->impl_ = std::make_unique<Impl>(job, std::move(hooks), trainer->stop_, trainer->checkpoint_);
+  trainer->impl_ =
+      std::make_unique<Impl>(job, std::move(hooks), trainer->stop_, trainer->checkpoint_);
   Impl& t = *trainer->impl_;
   SPW_RETURN_IF_ERROR(assemble_run(t.job, resume_from, &t.run));
   t.progress = t.run.start;
   SPW_ASSIGN_OR_RETURN(t.report, RunReporter::create(t.job, t.run, t.hooks));
-  t.checkpointer = std::make_unique<Checkpointer>(t.run, *t.report, t.job.keep_checkpoints, t.started);
+  t.checkpointer =
+      std::make_unique<Checkpointer>(t.run, *t.report, t.job.keep_checkpoints, t.started);
   t.evaluator = std::make_unique<Evaluator>(t.job, t.run, *t.report);
-  t.run.engine->set_stop_flag(&trainer->stop_);  // a SIGTERM stops a long step between layers, not after it
+  t.run.engine->set_stop_flag(
+      &trainer->stop_);  // a SIGTERM stops a long step between layers, not after it
   t.report->log(LogLevel::kInfo, "backend " + t.run.backend_reason);
   if (!t.run.probe_note.empty()) t.report->log(LogLevel::kWarn, t.run.probe_note);
   if (!resume_from.empty())
-    t.report->log(LogLevel::kInfo, "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));
+    t.report->log(LogLevel::kInfo,
+                  "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));
   return trainer;
 }
 
@@ -204,7 +216,8 @@ Status Trainer::run() {
   t.report->last_sample();  // the last sample, after the run's final writes
   if (st.code() == ErrorCode::kCancelled) {
     t.report->log(LogLevel::kInfo, st.message());
-    return t.report->finish(RunStatus::kStopped, t.final_figures(), StateEvent::at_step("", t.progress.step));
+    return t.report->finish(RunStatus::kStopped, t.final_figures(),
+                            StateEvent::at_step("", t.progress.step));
   }
   if (!st.ok()) return t.fail(st);
   StateEvent end = StateEvent::at_step("", t.progress.step);
@@ -222,8 +235,8 @@ Result<StepFigures> Trainer::measure() {
   t.report->stop_telemetry();
   const StepFigures measured = t.report->report_figures();
   if (st.code() == ErrorCode::kCancelled) {
-    SPW_RETURN_IF_ERROR(
-        t.report->finish(RunStatus::kStopped, t.final_figures(), StateEvent::at_step("", t.progress.step)));
+    SPW_RETURN_IF_ERROR(t.report->finish(RunStatus::kStopped, t.final_figures(),
+                                         StateEvent::at_step("", t.progress.step)));
     return st;
   }
   if (!st.ok()) return t.fail(st);
@@ -231,11 +244,23 @@ Result<StepFigures> Trainer::measure() {
   return measured;
 }
 
-const Plan& Trainer::plan() const { return impl_->report->plan(); }
-const std::string& Trainer::run_id() const { return impl_->report->run_id(); }
-const std::string& Trainer::run_dir() const { return impl_->report->run_dir(); }
-int64_t Trainer::total_steps() const { return impl_->run.total_steps; }
-int64_t Trainer::step() const { return impl_->progress.step; }
-double Trainer::last_eval_loss() const { return impl_->evaluator->last_loss(); }
+const Plan& Trainer::plan() const {
+  return impl_->report->plan();
+}
+const std::string& Trainer::run_id() const {
+  return impl_->report->run_id();
+}
+const std::string& Trainer::run_dir() const {
+  return impl_->report->run_dir();
+}
+int64_t Trainer::total_steps() const {
+  return impl_->run.total_steps;
+}
+int64_t Trainer::step() const {
+  return impl_->progress.step;
+}
+double Trainer::last_eval_loss() const {
+  return impl_->evaluator->last_loss();
+}
 
 }  // namespace spillway

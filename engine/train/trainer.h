@@ -7,16 +7,15 @@
 //
 // Control: request_stop() (SIGTERM) stops the current step or evaluation at its next micro-batch
 // or layer (the step is dropped unapplied and its batch kept for the resume), checkpoints the last
-// finished step and stops; request_checkpoint() (SIGUSR1) checkpoints after the current step. Both only set atomics, so
-// they are safe from a signal handler. run() is called once, from one thread.
+// finished step and stops; request_checkpoint() (SIGUSR1) checkpoints after the current step. Both
+// only set atomics, so they are safe from a signal handler. run() is called once, from one thread.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/status.h"
 #include "train/run-figures.h"
@@ -47,7 +46,8 @@ class Trainer {
  public:
   // Resolves the job (loads the model, tokenizer and data, builds the engine) and records the run.
   // `resume_from`: a checkpoint folder to continue from ("" for a fresh run).
-  static Result<std::unique_ptr<Trainer>> create(const TrainJob& job, const std::string& resume_from,
+  static Result<std::unique_ptr<Trainer>> create(const TrainJob& job,
+                                                 const std::string& resume_from,
                                                  TrainerHooks hooks = {});
   ~Trainer();
 

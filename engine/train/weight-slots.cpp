@@ -9,7 +9,9 @@ using compute::StreamId;
 
 namespace {
 
-uint64_t aligned(uint64_t bytes) { return compute::align_to_device(bytes); }
+uint64_t aligned(uint64_t bytes) {
+  return compute::align_to_device(bytes);
+}
 
 // fp32 elements staged per copy when the master is converted on the device: 32 MiB, long enough
 // that a copy runs at link speed, small next to a 7B layer's ~0.8 GB of fp32.
@@ -29,22 +31,28 @@ uint64_t WeightSlots::staging_bytes(const ParameterLayout& layout, DType act) {
   return aligned(staging_numel(layout, act) * sizeof(float));
 }
 
-WeightSlots::WeightSlots(compute::Device& backend, const ModelState& state, StreamId h2d, StreamId compute,
-                         SpanRecorder& timeline, LinkTraffic& traffic)
-    : be_(backend), state_(state), act_(backend.act_dtype()), h2d_(h2d), compute_(compute), timeline_(timeline),
+WeightSlots::WeightSlots(compute::Device& backend, const ModelState& state, StreamId h2d,
+                         StreamId compute, SpanRecorder& timeline, LinkTraffic& traffic)
+    : be_(backend),
+      state_(state),
+      act_(backend.act_dtype()),
+      h2d_(h2d),
+      compute_(compute),
+      timeline_(timeline),
       traffic_(traffic) {}
 
-Result<std::unique_ptr<WeightSlots>> WeightSlots::create(compute::Device& backend, DeviceArena& arena,
-                                                         const ModelState& state, int slots, StreamId h2d,
-                                                         StreamId compute, SpanRecorder& timeline, LinkTraffic& traffic) {
+Result<std::unique_ptr<WeightSlots>> WeightSlots::create(
+    compute::Device& backend, DeviceArena& arena, const ModelState& state, int slots, StreamId h2d,
+    StreamId compute, SpanRecorder& timeline, LinkTraffic& traffic) {
   std::unique_ptr<WeightSlots> w(new WeightSlots(backend, state, h2d, compute, timeline, traffic));
   const ParameterLayout& layout = state.layout();
   w->slots_.resize(slots);
   for (int i = 0; i < slots; ++i) {
     Slot& s = w->slots_[i];
     // [max block numel] act_dtype: one block's compute copy
-    SPW_ASSIGN_OR_RETURN(void* p, arena.reserve("weights.slot" + std::to_string(i),
-                                                layout.max_block_numel() * dtype_size(w->act_), Category::kWeights));
+    SPW_ASSIGN_OR_RETURN(
+        void* p, arena.reserve("weights.slot" + std::to_string(i),
+                               layout.max_block_numel() * dtype_size(w->act_), Category::kWeights));
     s.ptr = static_cast<char*>(p);
     SPW_ASSIGN_OR_RETURN(s.ready, backend.create_event());
     SPW_ASSIGN_OR_RETURN(s.free, backend.create_event());
@@ -52,7 +60,9 @@ Result<std::unique_ptr<WeightSlots>> WeightSlots::create(compute::Device& backen
   w->staging_numel_ = staging_numel(layout, w->act_);
   if (w->staging_numel_ > 0) {
     // [staging numel] fp32: a chunk of a block's master on its way to act_dtype
-    SPW_ASSIGN_OR_RETURN(void* p, arena.reserve("weights.staging", w->staging_numel_ * sizeof(float), Category::kWeights));
+    SPW_ASSIGN_OR_RETURN(
+        void* p,
+        arena.reserve("weights.staging", w->staging_numel_ * sizeof(float), Category::kWeights));
     w->staging_ = static_cast<float*>(p);
   }
   return w;
@@ -60,7 +70,8 @@ Result<std::unique_ptr<WeightSlots>> WeightSlots::create(compute::Device& backen
 
 int WeightSlots::find(size_t b) const {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].block == static_cast<long>(b) && slots_[i].version == version_) return static_cast<int>(i);
+    if (slots_[i].block == static_cast<long>(b) && slots_[i].version == version_)
+      return static_cast<int>(i);
   }
   return -1;
 }
@@ -68,14 +79,16 @@ int WeightSlots::find(size_t b) const {
 Status WeightSlots::upload(Slot& s, size_t b) {
   const size_t count = state_.layout().blocks()[b].numel;
   const float* master = state_.master(b);
-  SPW_RETURN_IF_ERROR(be_.stream_wait_event(h2d_, s.free));  // compute is done with the slot's last block
+  SPW_RETURN_IF_ERROR(
+      be_.stream_wait_event(h2d_, s.free));  // compute is done with the slot's last block
   SPW_RETURN_IF_ERROR(timed(timeline_, b, SpanPhase::kH2D, h2d_, [&]() -> Status {
     if (!staging_) return be_.copy_h2d(s.ptr, master, count * sizeof(float), h2d_);
     const size_t act_bytes = dtype_size(act_);
     for (size_t off = 0; off < count; off += staging_numel_) {
       const size_t n = std::min(staging_numel_, count - off);
       SPW_RETURN_IF_ERROR(be_.copy_h2d(staging_, master + off, n * sizeof(float), h2d_));
-      SPW_RETURN_IF_ERROR(be_.convert(s.ptr + off * act_bytes, act_, staging_, DType::kF32, n, h2d_));
+      SPW_RETURN_IF_ERROR(
+          be_.convert(s.ptr + off * act_bytes, act_, staging_, DType::kF32, n, h2d_));
     }
     return {};
   }));

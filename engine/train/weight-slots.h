@@ -1,4 +1,5 @@
-// WeightSlots: the K device slots through which the blocks' weights stream (DESIGN.md, step 1).
+// WeightSlots: the K device slots through which the blocks' weights stream (docs/architecture.md,
+// "The step", 1).
 //
 // A slot holds one block's compute copy, [block numel] of the backend's act_dtype, uploaded on the
 // H2D stream from the block's fp32 master weights in host memory. When act_dtype is not fp32 (bf16
@@ -44,9 +45,10 @@ class WeightSlots {
   // Reserves the slots (Category::kWeights) and the staging chunk in `arena`. `h2d` and `compute`
   // are the streams that upload and read the slots.
   static Result<std::unique_ptr<WeightSlots>> create(compute::Device& backend, DeviceArena& arena,
-                                                     const ModelState& state, int slots, compute::StreamId h2d,
-                                                     compute::StreamId compute, SpanRecorder& timeline,
-                                                     LinkTraffic& traffic);
+                                                     const ModelState& state, int slots,
+                                                     compute::StreamId h2d,
+                                                     compute::StreamId compute,
+                                                     SpanRecorder& timeline, LinkTraffic& traffic);
 
   // Block b resident and pinned, the compute stream ordered after its upload: its weights,
   // [block numel] of act_dtype in the block's layout. `forward`: run the gate before uploading.
@@ -71,8 +73,8 @@ class WeightSlots {
     bool pinned = false;
     compute::Event ready, free;
   };
-  WeightSlots(compute::Device& backend, const ModelState& state, compute::StreamId h2d, compute::StreamId compute,
-              SpanRecorder& timeline, LinkTraffic& traffic);
+  WeightSlots(compute::Device& backend, const ModelState& state, compute::StreamId h2d,
+              compute::StreamId compute, SpanRecorder& timeline, LinkTraffic& traffic);
   int find(size_t b) const;
   // Block b resident (uploading it when needed): its slot, or -1 when every slot is pinned and
   // `may_fail`.

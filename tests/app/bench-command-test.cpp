@@ -5,9 +5,8 @@
 
 #include <cmath>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/parameter-layout.h"
 #include "test-data.h"
@@ -62,16 +61,18 @@ TEST(BenchModels, ModelFolderGivesItsConfig) {
 }
 
 TEST(BenchCommand, TinyShapeOnTheCpuBackend) {
-  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len", "32",
-                     "--micro-batches", "2", "--steps", "2", "--warmup", "1", "--json"});
+  RunResult r =
+      run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
+           "32", "--micro-batches", "2", "--steps", "2", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["model"], "llama-tiny");
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["tokens_per_step"], 128);
   EXPECT_EQ(j["micro_batches"], 2);
-  for (const char* key : {"params", "step_s", "tokens_per_s", "model_tflops", "hardware_tflops", "peak_hbm_bytes",
-                          "peak_pinned_bytes", "h2d_bytes", "d2h_bytes", "h2d_gbps", "d2h_gbps", "adamw_s", "grad_norm_s"}) {
+  for (const char* key : {"params", "step_s", "tokens_per_s", "model_tflops", "hardware_tflops",
+                          "peak_hbm_bytes", "peak_pinned_bytes", "h2d_bytes", "d2h_bytes",
+                          "h2d_gbps", "d2h_gbps", "adamw_s", "grad_norm_s"}) {
     ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key << " in " << r.out;
     EXPECT_GT(j[key].get<double>(), 0) << key;
   }
@@ -80,27 +81,30 @@ TEST(BenchCommand, TinyShapeOnTheCpuBackend) {
     EXPECT_GE(j[key].get<double>(), 0) << key;
     EXPECT_LE(j[key].get<double>(), 1) << key;
   }
-  EXPECT_NEAR(j["hardware_tflops"].get<double>() / j["model_tflops"].get<double>(), 8.0 / 6.0, 1e-9);
-  EXPECT_TRUE(j["device_used_bytes"].is_null());  // no GPU: no device-wide figure
+  EXPECT_NEAR(j["hardware_tflops"].get<double>() / j["model_tflops"].get<double>(), 8.0 / 6.0,
+              1e-9);
+  EXPECT_TRUE(j["device_used_bytes"].is_null());               // no GPU: no device-wide figure
   EXPECT_NEAR(j["loss"].get<double>(), std::log(512.0), 0.5);  // random weights, random tokens
 
   // The same through --tokens-per-step, as a table.
-  r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len", "32",
-           "--tokens-per-step", "128", "--steps", "1", "--warmup", "1"});
+  r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
+           "32", "--tokens-per-step", "128", "--steps", "1", "--warmup", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("128 (2 x 2 x 32)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model TFLOPS"), std::string::npos) << r.out;
 }
 
 TEST(BenchCommand, SweepsEveryCombinationInOneProcess) {
-  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--seq-len", "32", "--micro-batch", "1,2",
-                     "--tokens-per-step", "128", "--weight-slots", "2,3", "--steps", "1", "--warmup", "1", "--json"});
+  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--seq-len", "32",
+                     "--micro-batch", "1,2", "--tokens-per-step", "128", "--weight-slots", "2,3",
+                     "--steps", "1", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream lines(r.out);
   std::vector<json> rows;
   for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
   ASSERT_EQ(rows.size(), 4u) << r.out;
-  const int expected[4][3] = {{1, 4, 2}, {1, 4, 3}, {2, 2, 2}, {2, 2, 3}};  // micro-batch, micro-batches, slots
+  const int expected[4][3] = {
+      {1, 4, 2}, {1, 4, 3}, {2, 2, 2}, {2, 2, 3}};  // micro-batch, micro-batches, slots
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(rows[i]["micro_batch"], expected[i][0]);
     EXPECT_EQ(rows[i]["micro_batches"], expected[i][1]);
@@ -115,8 +119,9 @@ TEST(BenchCommand, SweepsEveryCombinationInOneProcess) {
 TEST(BenchCommand, CheckpointsOnTheHostTradeHbmForLinkBytes) {
   std::map<std::string, json> by_place;
   for (const char* place : {"device", "host"}) {
-    RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len", "32",
-                       "--micro-batches", "2", "--checkpoints", place, "--steps", "1", "--warmup", "1", "--json"});
+    RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2",
+                       "--seq-len", "32", "--micro-batches", "2", "--checkpoints", place, "--steps",
+                       "1", "--warmup", "1", "--json"});
     ASSERT_EQ(r.code, 0) << r.err;
     by_place[place] = json::parse(r.out);
     EXPECT_EQ(by_place[place]["checkpoints"], place);
@@ -128,11 +133,13 @@ TEST(BenchCommand, CheckpointsOnTheHostTradeHbmForLinkBytes) {
 
   RunResult bad = run({"bench", "--model", "llama-tiny", "--checkpoints", "ssd"});
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--checkpoints is device or host, got 'ssd'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--checkpoints is device or host, got 'ssd'"), std::string::npos)
+      << bad.err;
 }
 
 TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
-  RunResult r = run({"bench", "--model", "llama-tiny", "--micro-batch", "2", "--seq-len", "32", "--tokens-per-step", "100"});
+  RunResult r = run({"bench", "--model", "llama-tiny", "--micro-batch", "2", "--seq-len", "32",
+                     "--tokens-per-step", "100"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("not a multiple of micro-batch x seq-len = 64"), std::string::npos) << r.err;
   r = run({"bench", "--model", "llama-tiny", "--tokens-per-step", "128", "--micro-batches", "2"});
@@ -156,13 +163,14 @@ TEST(ProbeCommand, CpuBackendKeepsItsKeys) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["backend"], "cpu");
-  for (const char* key : {"compute_gflops", "h2d_gbps", "host_mem_gbps", "dram_total_bytes", "dram_available_bytes",
-                          "ssd_free_bytes"}) {
+  for (const char* key : {"compute_gflops", "h2d_gbps", "host_mem_gbps", "dram_total_bytes",
+                          "dram_available_bytes", "ssd_free_bytes"}) {
     ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key << " in " << r.out;
   }
   EXPECT_GT(j["compute_gflops"].get<double>(), 0);
   // Measured only on a GPU: unavailable, not 0.
-  for (const char* key : {"d2h_gbps", "duplex_gbps", "adamw_mparams_per_s", "device"}) EXPECT_TRUE(j[key].is_null()) << key;
+  for (const char* key : {"d2h_gbps", "duplex_gbps", "adamw_mparams_per_s", "device"})
+    EXPECT_TRUE(j[key].is_null()) << key;
 }
 
 }  // namespace

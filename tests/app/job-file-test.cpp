@@ -12,18 +12,22 @@ using nlohmann::json;
 using worker::parse_job;
 
 json valid_job() {
-  return {{"name", "n"}, {"model", {{"init", "llama-tiny"}, {"tokenizer", "builtin:bytes"}}}, {"data", {{"train", "/t.txt"}}},
+  return {{"name", "n"},
+          {"model", {{"init", "llama-tiny"}, {"tokenizer", "builtin:bytes"}}},
+          {"data", {{"train", "/t.txt"}}},
           {"train", {{"steps", 10}}}};
 }
 
 TEST(JobFile, NumbersOutOfRangeAreNamedErrors) {
   ASSERT_TRUE(parse_job(valid_job()).ok()) << parse_job(valid_job()).status().to_string();
   const std::tuple<const char*, const char*, json, const char*> bad[] = {
-      {"train", "micro_batch_size", 4294967300LL, "train.micro_batch_size must be in [1, 65536]"},  // wrapped to 4
+      {"train", "micro_batch_size", 4294967300LL,
+       "train.micro_batch_size must be in [1, 65536]"},  // wrapped to 4
       {"train", "grad_accum", 0, "train.grad_accum must be in [1, 65536]"},
       {"train", "steps", -1, "train.steps must be in [0, 1099511627776]"},
       {"train", "steps", 18446744073709551615ULL, "train.steps must be in"},
-      {"train", "lr", 1e300, "train.lr must be in (0, 10]"},  // trained to NaN and exported a NaN model
+      {"train", "lr", 1e300,
+       "train.lr must be in (0, 10]"},  // trained to NaN and exported a NaN model
       {"train", "lr", 0, "train.lr must be in (0, 10]"},
       {"train", "warmup_steps", -5, "train.warmup_steps must be in"},
       {"train", "eps", -1e-8, "train.eps must be in [0, 1]"},
@@ -50,7 +54,8 @@ TEST(JobFile, WrongTypeQuotesTheValuesStart) {
   auto job = parse_job(j);
   ASSERT_FALSE(job.ok());
   EXPECT_LT(job.status().message().size(), 200u) << job.status().message().substr(0, 200);
-  EXPECT_NE(job.status().message().find("train.lr: expected a number, got \"xxx"), std::string::npos);
+  EXPECT_NE(job.status().message().find("train.lr: expected a number, got \"xxx"),
+            std::string::npos);
 }
 
 }  // namespace

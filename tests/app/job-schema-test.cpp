@@ -21,7 +21,8 @@ json minimal_job() {
   return {{"name", "n"}, {"model", {{"init", "llama-tiny"}}}, {"data", {{"train", "/t.txt"}}}};
 }
 
-// The README's job table is the schema's: `spillway-worker job-keys --markdown` between the markers.
+// The README's job table is the schema's: `spillway-worker job-keys --markdown` between the
+// markers.
 TEST(JobSchema, ReadmeTableIsTheSchemas) {
   auto readme = read_file(std::string(SPILLWAY_SOURCE_DIR) + "/README.md");
   ASSERT_TRUE(readme.ok()) << readme.status().to_string();
@@ -31,7 +32,8 @@ TEST(JobSchema, ReadmeTableIsTheSchemas) {
   ASSERT_NE(e, std::string::npos) << "README.md has no " << end;
   const std::string table = readme->substr(b + begin.size(), e - b - begin.size());
   EXPECT_EQ(table, job::job_keys_markdown())
-      << "README.md's job table differs from the schema: paste the output of `spillway-worker job-keys --markdown` "
+      << "README.md's job table differs from the schema: paste the output of `spillway-worker "
+         "job-keys --markdown` "
          "between the job-keys markers";
 }
 
@@ -45,7 +47,8 @@ TEST(JobSchema, DefaultsAndChoicesAreValid) {
     if (k.required) {
       EXPECT_TRUE(k.default_value.is_null()) << k.path;
     } else if (!k.default_value.is_null()) {
-      EXPECT_TRUE(job::check_value(k, k.default_value).ok()) << k.path << ": " << job::check_value(k, k.default_value).to_string();
+      EXPECT_TRUE(job::check_value(k, k.default_value).ok())
+          << k.path << ": " << job::check_value(k, k.default_value).to_string();
     }
     if (k.type == job::KeyType::kChoice) {
       ASSERT_FALSE(k.choices.empty()) << k.path;
@@ -70,7 +73,8 @@ TEST(JobSchema, ResolvedJobHoldsEveryKey) {
   auto resolved = job::resolve_job(minimal_job());
   ASSERT_TRUE(resolved.ok()) << resolved.status().to_string();
   for (const job::JobKey& k : job::job_keys()) {
-    const json& v = k.section().empty() ? (*resolved)[k.name()] : (*resolved)[k.section()][k.name()];
+    const json& v =
+        k.section().empty() ? (*resolved)[k.name()] : (*resolved)[k.section()][k.name()];
     if (!k.required && k.path != "model.init") EXPECT_EQ(v, k.default_value) << k.path;
   }
   size_t keys = 1;  // name
@@ -87,8 +91,10 @@ TEST(JobSchema, ResolvedJobHoldsEveryKey) {
 TEST(JobSchema, TrainJobHasAFieldForEveryKey) {
   const std::vector<TrainJobField>& fields = train_job_fields();
   ASSERT_EQ(fields.size(), job::job_keys().size());
-  for (size_t i = 0; i < fields.size(); ++i) EXPECT_EQ(fields[i].path, job::job_keys()[i].path) << i;
-  // Setting each key's default on a default-made job changes nothing: the defaults are there already.
+  for (size_t i = 0; i < fields.size(); ++i)
+    EXPECT_EQ(fields[i].path, job::job_keys()[i].path) << i;
+  // Setting each key's default on a default-made job changes nothing: the defaults are there
+  // already.
   const TrainJob d;
   for (const TrainJobField& f : fields) {
     const job::JobKey* k = job::find_job_key(f.path);
@@ -158,38 +164,58 @@ TEST(JobSchema, EveryKeyReachesTheEngine) {
     json other;
     switch (k.type) {
       case job::KeyType::kString:
-      case job::KeyType::kPath: other = "/other"; break;
-      case job::KeyType::kInteger: other = static_cast<int64_t>(k.range.lo) + 3; break;
-      case job::KeyType::kNumber: other = k.range.lo + (k.range.hi - k.range.lo) / 7; break;
-      case job::KeyType::kBool: other = !k.default_value.get<bool>(); break;
-      case job::KeyType::kChoice: other = k.choices.back(); break;
-      case job::KeyType::kModel: other = "llama-5m"; break;
+      case job::KeyType::kPath:
+        other = "/other";
+        break;
+      case job::KeyType::kInteger:
+        other = static_cast<int64_t>(k.range.lo) + 3;
+        break;
+      case job::KeyType::kNumber:
+        other = k.range.lo + (k.range.hi - k.range.lo) / 7;
+        break;
+      case job::KeyType::kBool:
+        other = !k.default_value.get<bool>();
+        break;
+      case job::KeyType::kChoice:
+        other = k.choices.back();
+        break;
+      case job::KeyType::kModel:
+        other = "llama-5m";
+        break;
     }
-    if (k.path == "model.path") continue;  // exclusive with model.init: checked by ModelOrInit below
+    if (k.path == "model.path")
+      continue;  // exclusive with model.init: checked by ModelOrInit below
     json j = base;
-    if (k.section().empty()) j[k.name()] = other;
-    else j[k.section()][k.name()] = other;
+    if (k.section().empty())
+      j[k.name()] = other;
+    else
+      j[k.section()][k.name()] = other;
     auto changed = worker::parse_job_file(j);
-    ASSERT_TRUE(changed.ok()) << k.path << " = " << other.dump() << ": " << changed.status().to_string();
+    ASSERT_TRUE(changed.ok()) << k.path << " = " << other.dump() << ": "
+                              << changed.status().to_string();
     EXPECT_NE(changed->resolved, reference->resolved) << k.path;
     // The engine's job is plain data without ==: compare the fields through the resolved JSON the
     // worker would derive again from it.
     const TrainJob& a = reference->job;
     const TrainJob& b = changed->job;
     const bool same =
-        a.name == b.name && a.model_path == b.model_path && a.init_preset == b.init_preset && a.init_seed == b.init_seed &&
-        a.tokenizer_path == b.tokenizer_path && a.train_path == b.train_path && a.eval_path == b.eval_path &&
-        a.eval_fraction == b.eval_fraction && a.format == b.format && a.chat_template == b.chat_template &&
-        a.seq_len == b.seq_len && a.packing == b.packing && a.shuffle == b.shuffle && a.data_seed == b.data_seed && a.steps == b.steps &&
-        a.epochs == b.epochs && a.micro_batch_size == b.micro_batch_size && a.grad_accum == b.grad_accum &&
-        a.schedule.lr == b.schedule.lr && a.schedule.kind == b.schedule.kind &&
-        a.schedule.warmup_steps == b.schedule.warmup_steps && a.schedule.min_lr_ratio == b.schedule.min_lr_ratio &&
-        a.weight_decay == b.weight_decay && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
+        a.name == b.name && a.model_path == b.model_path && a.init_preset == b.init_preset &&
+        a.init_seed == b.init_seed && a.tokenizer_path == b.tokenizer_path &&
+        a.train_path == b.train_path && a.eval_path == b.eval_path &&
+        a.eval_fraction == b.eval_fraction && a.format == b.format &&
+        a.chat_template == b.chat_template && a.seq_len == b.seq_len && a.packing == b.packing &&
+        a.shuffle == b.shuffle && a.data_seed == b.data_seed && a.steps == b.steps &&
+        a.epochs == b.epochs && a.micro_batch_size == b.micro_batch_size &&
+        a.grad_accum == b.grad_accum && a.schedule.lr == b.schedule.lr &&
+        a.schedule.kind == b.schedule.kind && a.schedule.warmup_steps == b.schedule.warmup_steps &&
+        a.schedule.min_lr_ratio == b.schedule.min_lr_ratio && a.weight_decay == b.weight_decay &&
+        a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
         a.clip_grad_norm == b.clip_grad_norm && a.seed == b.seed && a.eval_every == b.eval_every &&
         a.eval_batches == b.eval_batches && a.checkpoint_every == b.checkpoint_every &&
-        a.keep_checkpoints == b.keep_checkpoints && a.log_every == b.log_every && a.backend == b.backend &&
-        a.device_memory_bytes == b.device_memory_bytes && a.weight_slots == b.weight_slots &&
-        a.optimizer_tier == b.optimizer_tier && a.master_tier == b.master_tier && a.ssd_dir == b.ssd_dir &&
+        a.keep_checkpoints == b.keep_checkpoints && a.log_every == b.log_every &&
+        a.backend == b.backend && a.device_memory_bytes == b.device_memory_bytes &&
+        a.weight_slots == b.weight_slots && a.optimizer_tier == b.optimizer_tier &&
+        a.master_tier == b.master_tier && a.ssd_dir == b.ssd_dir &&
         a.dram_cap_bytes == b.dram_cap_bytes && a.run_dir == b.run_dir && a.db_path == b.db_path;
     EXPECT_FALSE(same) << k.path << " = " << other.dump() << " did not reach TrainJob";
   }
@@ -199,34 +225,70 @@ TEST(JobSchema, NamedErrors) {
   const std::pair<json, const char*> bad[] = {
       {json{{"name", "n"}, {"data", {{"train", "/t"}}}}, "missing required key model"},
       {json{{"name", "n"}, {"model", {{"init", "llama-tiny"}}}}, "missing required key data"},
-      {json{{"name", "n"}, {"model", {{"init", "llama-tiny"}}}, {"data", json::object()}}, "missing required key data.train"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}, {"path", "/m"}}}, {"data", {{"train", "/t"}}}}, "exactly one of"},
+      {json{{"name", "n"}, {"model", {{"init", "llama-tiny"}}}, {"data", json::object()}},
+       "missing required key data.train"},
+      {json{{"name", "n"}, {"model", {{"init", "x"}, {"path", "/m"}}}, {"data", {{"train", "/t"}}}},
+       "exactly one of"},
       {json{{"name", "n"}, {"model", {{"init", 5}}}, {"data", {{"train", "/t"}}}},
        "model.init: expected a preset name or a config.json object, got 5"},
-      {json{{"name", ""}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}}, "name must not be empty"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"trian", json::object()}},
+      {json{{"name", ""}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}},
+       "name must not be empty"},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"trian", json::object()}},
        "unknown key job.trian"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"train", {{"learning_rate", 1}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"train", {{"learning_rate", 1}}}},
        "unknown key train.learning_rate (known keys: "},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"train", {{"lr", "fast"}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"train", {{"lr", "fast"}}}},
        "train.lr: expected a number, got \"fast\""},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"train", {{"steps", 0}, {"epochs", 0}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"train", {{"steps", 0}, {"epochs", 0}}}},
        "set train.steps or train.epochs"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"train", {{"schedule", "step"}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"train", {{"schedule", "step"}}}},
        "train.schedule: 'step' is not one of constant, cosine, linear"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}, {"format", "csv"}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}, {"format", "csv"}}}},
        "data.format: unknown dataset format 'csv'"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}, {"template", "vicuna"}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}, {"template", "vicuna"}}}},
        "data.template: "},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"placement", {{"optimizer", "ssd"}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"optimizer", "ssd"}}}},
        "placement.ssd_dir is required"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"placement", {{"backend", "rocm"}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"backend", "rocm"}}}},
        "placement.backend: 'rocm' is not one of auto, cpu, cuda"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"placement", {{"dram_cap_bytes", -1}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"dram_cap_bytes", -1}}}},
        "placement.dram_cap_bytes must be in [0, 1152921504606846976], got -1"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}, {"eval_fraction", 1}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}, {"eval_fraction", 1}}}},
        "data.eval_fraction must be in [0, 1), got 1"},
-      {json{{"name", "n"}, {"model", {{"init", "x"}}}, {"data", {{"train", "/t"}}}, {"train", {{"beta2", 1.0}}}},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"train", {{"beta2", 1.0}}}},
        "train.beta2 must be in [0, 1), got 1"},
   };
   for (const auto& [j, message] : bad) {
@@ -252,7 +314,8 @@ TEST(JobSchema, WorkerPrintsTheKeys) {
   EXPECT_EQ(out.str(), job::job_keys_markdown());
   std::ostringstream text;
   ASSERT_EQ(worker::run_worker({"job-keys"}, {in, text, err}), 0) << err.str();
-  EXPECT_NE(text.str().find("train.micro_batch_size (1, sequences; [1, 65536])"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("train.micro_batch_size (1, sequences; [1, 65536])"), std::string::npos)
+      << text.str();
   std::ostringstream js;
   ASSERT_EQ(worker::run_worker({"job-keys", "--json"}, {in, js, err}), 0) << err.str();
   const json keys = json::parse(js.str());

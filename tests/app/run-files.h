@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace spillway::testing {
 
@@ -28,7 +27,8 @@ inline std::vector<nlohmann::json> read_events(const std::string& run_dir) {
 }
 
 // The events whose "type" is `type`, in order.
-inline std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& events, const std::string& type) {
+inline std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& events,
+                                           const std::string& type) {
   std::vector<nlohmann::json> out;
   for (const auto& e : events) {
     if (e["type"] == type) out.push_back(e);
@@ -42,7 +42,8 @@ inline std::vector<std::string> checkpoint_files(const std::string& dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") out.push_back(fs::relative(e.path(), dir).string());
+    if (e.is_regular_file() && e.path().extension() == ".safetensors")
+      out.push_back(fs::relative(e.path(), dir).string());
   }
   std::sort(out.begin(), out.end());
   return out;

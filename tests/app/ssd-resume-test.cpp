@@ -5,16 +5,16 @@
 // Also: killed runs' SSD working folders and half-written checkpoint folders are collected.
 //
 // The kill delays come from SPILLWAY_TEST_SEED when set (else a random seed, printed on failure).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
 #include "run-files.h"
@@ -33,17 +33,34 @@ constexpr int kSteps = 8;
 
 class SsdResumeTest : public ::testing::Test {
  protected:
-  void SetUp() override { env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"}; }
+  void SetUp() override {
+    env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"};
+  }
 
   // The job for run folder `name`, state on the SSD under tmp/ssd.
   std::string job(const std::string& name) {
     json j = {{"name", name},
               {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}, {"seed", 7}}},
-              {"train", {{"steps", kSteps}, {"micro_batch_size", 4}, {"grad_accum", 2}, {"lr", 2e-3}, {"schedule", "cosine"},
-                         {"warmup_steps", 2}, {"weight_decay", 0.1}, {"checkpoint_every", 1}, {"keep_checkpoints", 2},
-                         {"log_every", 0}}},
-              {"placement", {{"backend", "cpu"}, {"optimizer", "ssd"}, {"master", "ssd"}, {"ssd_dir", tmp_.path() + "/ssd"}}},
+              {"data",
+               {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
+                {"seq_len", 64},
+                {"seed", 7}}},
+              {"train",
+               {{"steps", kSteps},
+                {"micro_batch_size", 4},
+                {"grad_accum", 2},
+                {"lr", 2e-3},
+                {"schedule", "cosine"},
+                {"warmup_steps", 2},
+                {"weight_decay", 0.1},
+                {"checkpoint_every", 1},
+                {"keep_checkpoints", 2},
+                {"log_every", 0}}},
+              {"placement",
+               {{"backend", "cpu"},
+                {"optimizer", "ssd"},
+                {"master", "ssd"},
+                {"ssd_dir", tmp_.path() + "/ssd"}}},
               {"output", {{"run_dir", tmp_.path() + "/" + name}}}};
     const std::string path = tmp_.path() + "/" + name + ".json";
     std::ofstream(path) << j.dump(2);
@@ -64,7 +81,8 @@ class SsdResumeTest : public ::testing::Test {
 TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
   SPILLWAY_REQUIRE_DATA();
   const char* seed_env = std::getenv("SPILLWAY_TEST_SEED");
-  const unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : std::random_device()();
+  const unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10))
+                                 : std::random_device()();
   SCOPED_TRACE("SPILLWAY_TEST_SEED=" + std::to_string(seed));
   std::mt19937 rng(seed);
 
@@ -73,7 +91,8 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
   const pid_t straight = start(job("straight"), "");
   ASSERT_EQ(testing::wait_exit(straight), 0) << testing::slurp(tmp_.path() + "/err.txt");
   const double run_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const std::string straight_final = tmp_.path() + "/straight/checkpoints/step-00000" + std::to_string(kSteps);
+  const std::string straight_final =
+      tmp_.path() + "/straight/checkpoints/step-00000" + std::to_string(kSteps);
   ASSERT_TRUE(fs::exists(straight_final));
 
   // A run is a start-up (loading, no events yet) and a body of kSteps steps; a run resumed from
@@ -81,7 +100,8 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
   double body_s = 0;
   {
     std::ifstream f(tmp_.path() + "/straight/events.jsonl");
-    for (std::string line; std::getline(f, line);) body_s = std::max(body_s, json::parse(line)["t"].get<double>());
+    for (std::string line; std::getline(f, line);)
+      body_s = std::max(body_s, json::parse(line)["t"].get<double>());
   }
   const double startup_s = std::max(0.0, run_s - body_s);
 
@@ -98,7 +118,9 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
     const pid_t pid = start(killed_job, resume);
     // The first attempt dies before its end; later ones may outlive the kill (then the kill is a
     // no-op on a finished process), more likely as attempts go on, so that the loop ends.
-    const double frac = std::uniform_real_distribution<double>(0.0, attempt == 0 ? 0.8 : attempt < 8 ? 1.1 : 3.0)(rng);
+    const double frac = std::uniform_real_distribution<double>(0.0, attempt == 0  ? 0.8
+                                                                    : attempt < 8 ? 1.1
+                                                                                  : 3.0)(rng);
     if (attempt == 0) {
       // The first attempt must die mid-run whatever the machine's load (timed from the straight
       // run alone, a loaded machine let it finish first): wait for its first checkpoint, then
@@ -112,11 +134,15 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
     }
     kill(pid, SIGKILL);
     const int code = testing::wait_exit(pid);
-    log += "attempt " + std::to_string(attempt) + " from " + (resume.empty() ? "scratch" : fs::path(resume).filename().string()) +
-           ": kill at " + std::to_string(frac) + " of what was left -> exit " + std::to_string(code) + "\n";
-    if (code == 0) completed = true;
-    else if (code == 128 + SIGKILL) ++kills;
-    else FAIL() << "worker failed:\n" << log << testing::slurp(tmp_.path() + "/err.txt");
+    log += "attempt " + std::to_string(attempt) + " from " +
+           (resume.empty() ? "scratch" : fs::path(resume).filename().string()) + ": kill at " +
+           std::to_string(frac) + " of what was left -> exit " + std::to_string(code) + "\n";
+    if (code == 0)
+      completed = true;
+    else if (code == 128 + SIGKILL)
+      ++kills;
+    else
+      FAIL() << "worker failed:\n" << log << testing::slurp(tmp_.path() + "/err.txt");
   }
   SCOPED_TRACE(log);
   ASSERT_TRUE(completed) << "no attempt finished";
@@ -135,7 +161,8 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
   }
   // Nothing left behind: every SSD working folder (the killed runs' included) and every
   // half-written checkpoint folder has been removed by the runs that followed.
-  EXPECT_TRUE(fs::is_empty(tmp_.path() + "/ssd")) << fs::directory_iterator(tmp_.path() + "/ssd")->path();
+  EXPECT_TRUE(fs::is_empty(tmp_.path() + "/ssd"))
+      << fs::directory_iterator(tmp_.path() + "/ssd")->path();
   for (const auto& e : fs::directory_iterator(checkpoints))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }

@@ -1,5 +1,8 @@
 // The helper that starts the worker sets the child's environment: an inherited variable of a name
 // it is given is replaced, never listed twice, so a test's XDG_DATA_HOME wins over the desktop's.
+#include "worker-process.h"
+
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <optional>
@@ -7,10 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "test-data.h"
-#include "worker-process.h"
 
 namespace spillway {
 namespace {
@@ -23,8 +23,10 @@ class ScopedEnv {
     setenv(name, value, 1);
   }
   ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -34,7 +36,8 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-std::vector<std::string> with_prefix(const std::vector<std::string>& lines, const std::string& prefix) {
+std::vector<std::string> with_prefix(const std::vector<std::string>& lines,
+                                     const std::string& prefix) {
   std::vector<std::string> hits;
   for (const auto& l : lines)
     if (l.rfind(prefix, 0) == 0) hits.push_back(l);
@@ -42,13 +45,15 @@ std::vector<std::string> with_prefix(const std::vector<std::string>& lines, cons
 }
 
 TEST(WorkerProcessTest, ChildEnvironmentReplacesInheritedNames) {
-  const char* parent[] = {"HOME=/home/u", "XDG_DATA_HOME=/y", "XDG_DATA_HOME_EXTRA=/z", "PATH=/bin", nullptr};
+  const char* parent[] = {"HOME=/home/u", "XDG_DATA_HOME=/y", "XDG_DATA_HOME_EXTRA=/z", "PATH=/bin",
+                          nullptr};
   auto env = testing::child_environment(parent, {"XDG_DATA_HOME=/x", "NEW=1"});
-  EXPECT_EQ(env, (std::vector<std::string>{"HOME=/home/u", "XDG_DATA_HOME_EXTRA=/z", "PATH=/bin", "XDG_DATA_HOME=/x",
-                                           "NEW=1"}));
+  EXPECT_EQ(env, (std::vector<std::string>{"HOME=/home/u", "XDG_DATA_HOME_EXTRA=/z", "PATH=/bin",
+                                           "XDG_DATA_HOME=/x", "NEW=1"}));
   // A name given twice: the later value, once.
   EXPECT_EQ(testing::child_environment(parent, {"PATH=/a", "PATH=/b"}),
-            (std::vector<std::string>{"HOME=/home/u", "XDG_DATA_HOME=/y", "XDG_DATA_HOME_EXTRA=/z", "PATH=/b"}));
+            (std::vector<std::string>{"HOME=/home/u", "XDG_DATA_HOME=/y", "XDG_DATA_HOME_EXTRA=/z",
+                                      "PATH=/b"}));
 }
 
 TEST(WorkerProcessTest, ChildSeesOnlyTheGivenValue) {

@@ -8,12 +8,11 @@
 // the user's runs.db).
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <fstream>
 #include <sstream>
@@ -31,7 +30,8 @@ struct ProcessResult {
 
 // The inherited environment `parent` (null-terminated, like environ) with each "NAME=value" of
 // `set` in place of any inherited NAME; inherited order first, then the names it lacked.
-inline std::vector<std::string> child_environment(const char* const* parent, const std::vector<std::string>& set) {
+inline std::vector<std::string> child_environment(const char* const* parent,
+                                                  const std::vector<std::string>& set) {
   auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
   std::vector<std::string> names;
   for (const auto& e : set) names.push_back(name_of(e));
@@ -94,7 +94,8 @@ inline int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-inline ProcessResult run_worker_process(const std::vector<std::string>& args, const std::vector<std::string>& env,
+inline ProcessResult run_worker_process(const std::vector<std::string>& args,
+                                        const std::vector<std::string>& env,
                                         const std::string& scratch_dir) {
   const std::string out = scratch_dir + "/stdout.txt", err = scratch_dir + "/stderr.txt";
   pid_t pid = spawn_worker(args, env, out, err);

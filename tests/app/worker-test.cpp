@@ -1,6 +1,8 @@
 // The worker end to end, as a user runs it: the golden AdamW trajectory through a job file,
 // exact resume after SIGKILL, a real fine-tune of stories260K on tiny Shakespeare, the run store
 // and events.jsonl, and bad input.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,12 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
-#include <optional>
-#include <thread>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <thread>
 
 #include "core/file-util.h"
 #include "data/dataset.h"
@@ -35,8 +35,10 @@ using testing::read_events;
 
 // Writes the golden batches as pre-tokenized JSONL in the Hugging Face convention (labels aligned
 // with input_ids, the model shifts): one extra id at the end carries the last target.
-std::string write_golden_jsonl(const std::string& dir, const std::string& model, int steps, int* B, int* T) {
-  auto traj = TensorStore::open(testing::data_path("golden/" + model + "/adamw_trajectory.safetensors"));
+std::string write_golden_jsonl(const std::string& dir, const std::string& model, int steps, int* B,
+                               int* T) {
+  auto traj =
+      TensorStore::open(testing::data_path("golden/" + model + "/adamw_trajectory.safetensors"));
   EXPECT_TRUE(traj.ok());
   std::string path = dir + "/golden.jsonl";
   std::ofstream f(path);
@@ -60,7 +62,9 @@ std::string write_golden_jsonl(const std::string& dir, const std::string& model,
 
 class WorkerTest : public ::testing::Test {
  protected:
-  void SetUp() override { env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"}; }
+  void SetUp() override {
+    env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"};
+  }
   std::string write_job(const std::string& name, const json& job) {
     std::string path = tmp_.path() + "/" + name + ".json";
     std::ofstream(path) << job.dump(2);
@@ -80,20 +84,30 @@ TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
   std::string data = write_golden_jsonl(tmp_.path(), "stories260K", 4, &B, &T);
   std::vector<std::string> model_files;
   for (int variant = 0; variant < 5; ++variant) {
-    // mb 4, 2, 1 with the AdamW state in DRAM; then mb 4 with it on the SSD, and with the master too.
+    // mb 4, 2, 1 with the AdamW state in DRAM; then mb 4 with it on the SSD, and with the master
+    // too.
     const int mb = variant < 3 ? (4 >> variant) : 4;
     const std::string run_dir = tmp_.path() + "/golden-" + std::to_string(variant);
     json placement = {{"backend", "cpu"}, {"device_memory_bytes", 4 << 20}};
     if (variant >= 3) placement["optimizer"] = "ssd", placement["ssd_dir"] = tmp_.path() + "/ssd";
     if (variant == 4) placement["master"] = "ssd";
-    json job = {{"name", "golden"},
-                {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", T}, {"shuffle", false}}},
-                {"train", {{"steps", 4}, {"micro_batch_size", mb}, {"grad_accum", B / mb}, {"lr", 1e-3},
-                           {"schedule", "constant"}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8},
-                           {"weight_decay", 0.1}, {"clip_grad_norm", 1.0}}},
-                {"placement", placement},
-                {"output", {{"run_dir", run_dir}}}};
+    json job = {
+        {"name", "golden"},
+        {"model", {{"path", testing::data_path("models/stories260K")}}},
+        {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", T}, {"shuffle", false}}},
+        {"train",
+         {{"steps", 4},
+          {"micro_batch_size", mb},
+          {"grad_accum", B / mb},
+          {"lr", 1e-3},
+          {"schedule", "constant"},
+          {"beta1", 0.9},
+          {"beta2", 0.95},
+          {"eps", 1e-8},
+          {"weight_decay", 0.1},
+          {"clip_grad_norm", 1.0}}},
+        {"placement", placement},
+        {"output", {{"run_dir", run_dir}}}};
     auto r = worker({"train", write_job("golden", job)});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto steps = of_type(read_events(run_dir), "step");
@@ -101,9 +115,11 @@ TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
     for (int s = 0; s < 4; ++s) {
       EXPECT_EQ(steps[s]["step"], s + 1);
       // tests/engine/train/golden-util.h step_loss_tolerance: 1e-5 for step 1, 2e-5 after it.
-      EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(), s == 0 ? 1e-5 : 2e-5)
+      EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(),
+                  s == 0 ? 1e-5 : 2e-5)
           << "mb " << mb << " step " << s + 1;
-      EXPECT_NEAR(steps[s]["grad_norm"].get<double>(), meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4);
+      EXPECT_NEAR(steps[s]["grad_norm"].get<double>(),
+                  meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4);
       // The optimizer of step s runs after its event, so its SSD bytes show in step s+1's.
       if (variant >= 3 && s > 0) {
         EXPECT_GT(steps[s]["ssd_read_bytes"].get<double>(), 0);
@@ -120,16 +136,33 @@ class ResumeTest : public WorkerTest, public ::testing::WithParamInterface<const
 
 TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   SPILLWAY_REQUIRE_DATA();
-  const std::string tier = GetParam();  // where the AdamW state lives: "dram", "ssd", or "ssd+master"
-  const json placement = tier == "dram" ? json{{"backend", "cpu"}}
-                         : tier == "ssd" ? json{{"backend", "cpu"}, {"optimizer", "ssd"}, {"ssd_dir", tmp_.path() + "/ssd"}}
-                                         : json{{"backend", "cpu"}, {"optimizer", "ssd"}, {"master", "ssd"}, {"ssd_dir", tmp_.path() + "/ssd"}};
+  const std::string tier =
+      GetParam();  // where the AdamW state lives: "dram", "ssd", or "ssd+master"
+  const json placement =
+      tier == "dram" ? json{{"backend", "cpu"}}
+      : tier == "ssd"
+          ? json{{"backend", "cpu"}, {"optimizer", "ssd"}, {"ssd_dir", tmp_.path() + "/ssd"}}
+          : json{{"backend", "cpu"},
+                 {"optimizer", "ssd"},
+                 {"master", "ssd"},
+                 {"ssd_dir", tmp_.path() + "/ssd"}};
   auto job_for = [&](const std::string& run_dir) {
     return json{{"name", "resume"},
                 {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}, {"seed", 7}}},
-                {"train", {{"steps", 6}, {"micro_batch_size", 4}, {"grad_accum", 2}, {"lr", 2e-3}, {"schedule", "cosine"},
-                           {"warmup_steps", 2}, {"weight_decay", 0.1}, {"checkpoint_every", 3}, {"keep_checkpoints", 5}}},
+                {"data",
+                 {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
+                  {"seq_len", 64},
+                  {"seed", 7}}},
+                {"train",
+                 {{"steps", 6},
+                  {"micro_batch_size", 4},
+                  {"grad_accum", 2},
+                  {"lr", 2e-3},
+                  {"schedule", "cosine"},
+                  {"warmup_steps", 2},
+                  {"weight_decay", 0.1},
+                  {"checkpoint_every", 3},
+                  {"keep_checkpoints", 5}}},
                 {"placement", placement},
                 {"output", {{"run_dir", run_dir}}}};
   };
@@ -137,12 +170,13 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   ASSERT_EQ(worker({"train", write_job("straight", job_for(straight))}).exit_code, 0);
 
   // Start the same job, SIGKILL it as soon as its step-3 checkpoint exists, then resume from it.
-  pid_t pid = testing::spawn_worker({"train", write_job("killed", job_for(killed))}, env_, tmp_.path() + "/k.out",
-                                    tmp_.path() + "/k.err");
+  pid_t pid = testing::spawn_worker({"train", write_job("killed", job_for(killed))}, env_,
+                                    tmp_.path() + "/k.out", tmp_.path() + "/k.err");
   ASSERT_GT(pid, 0);
   const std::string ckpt = killed + "/checkpoints/step-000003";
   // Up to two minutes: a sanitizer build on a loaded machine takes tens of seconds to get there.
-  for (int i = 0; i < 24000 && !fs::exists(ckpt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 24000 && !fs::exists(ckpt); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // Then at a random moment of the next steps (mid-forward, mid-update, mid-write of SSD state).
   const int delay_ms = static_cast<int>(std::random_device()() % 200);
   std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
@@ -154,8 +188,11 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   std::vector<std::string> files = {"model.safetensors"};
-  if (tier == "dram") files.push_back("optimizer.safetensors");
-  else for (int b = 0; b < 7; ++b) files.push_back("optimizer/block-" + std::to_string(b) + ".safetensors");
+  if (tier == "dram")
+    files.push_back("optimizer.safetensors");
+  else
+    for (int b = 0; b < 7; ++b)
+      files.push_back("optimizer/block-" + std::to_string(b) + ".safetensors");
   for (const std::string& file : files) {
     auto a = read_file(straight + "/checkpoints/step-000006/" + file);
     auto b = read_file(killed + "/checkpoints/step-000006/" + file);
@@ -165,7 +202,8 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   // The SSD working state of finished runs is removed; the checkpoints hold the durable copy.
   if (tier != "dram") {
     EXPECT_TRUE(!fs::exists(tmp_.path() + "/ssd") || fs::is_empty(tmp_.path() + "/ssd") ||
-                std::distance(fs::directory_iterator(tmp_.path() + "/ssd"), {}) == 1);  // the SIGKILLed run's
+                std::distance(fs::directory_iterator(tmp_.path() + "/ssd"), {}) ==
+                    1);  // the SIGKILLed run's
   }
   // The SIGKILLed run, resumed, is one run: one row, completed, with all six steps.
   auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
@@ -191,9 +229,11 @@ INSTANTIATE_TEST_SUITE_P(Tiers, ResumeTest, ::testing::Values("dram", "ssd", "ss
 TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run_dir = tmp_.path() + "/shakespeare";
-  json job = json::parse(*read_file(std::string(SPILLWAY_SOURCE_DIR) + "/resources/jobs/stories260k-shakespeare.json"));
+  json job = json::parse(*read_file(std::string(SPILLWAY_SOURCE_DIR) +
+                                    "/resources/jobs/stories260k-shakespeare.json"));
   // Relative to the job file, as the shipped job's are.
-  job["model"]["path"] = fs::relative(testing::data_path("models/stories260K"), tmp_.path()).string();
+  job["model"]["path"] =
+      fs::relative(testing::data_path("models/stories260K"), tmp_.path()).string();
   job["data"]["train"] = testing::data_path("datasets/tinyshakespeare/input.txt");
   job["train"]["eval_batches"] = 0;  // the whole held-out 10%
   job["output"]["run_dir"] = run_dir;
@@ -209,7 +249,8 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   EXPECT_EQ(evals.front()["step"], 0);
   EXPECT_EQ(evals.back()["step"], 200);
   EXPECT_LT(after, 0.7 * before) << "held-out loss " << before << " -> " << after;
-  std::printf("held-out loss %.4f -> %.4f (%.1f%% lower)\n", before, after, 100 * (1 - after / before));
+  std::printf("held-out loss %.4f -> %.4f (%.1f%% lower)\n", before, after,
+              100 * (1 - after / before));
 
   // events.jsonl against the documented schema.
   int samples = 0;
@@ -218,7 +259,8 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
     ASSERT_TRUE(e["t"].is_number());
     const std::string type = e["type"];
     if (type == "step") {
-      for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "model_tflops", "step_s"})
+      for (const char* k :
+           {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "model_tflops", "step_s"})
         EXPECT_TRUE(e.contains(k) && e[k].is_number()) << k;
     } else if (type == "sample") {
       ++samples;
@@ -232,9 +274,12 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
     } else if (type == "state") {
       EXPECT_TRUE(e["state"].is_string());
     } else {
-      EXPECT_TRUE(type == "span" || type == "log" || type == "export" || type == "plan" || type == "measured") << type;
+      EXPECT_TRUE(type == "span" || type == "log" || type == "export" || type == "plan" ||
+                  type == "measured")
+          << type;
       if (type == "measured") {
-        EXPECT_TRUE(e["figures"]["step_s"].is_number() && e["versus_plan"]["step_s"]["ratio"].is_number());
+        EXPECT_TRUE(e["figures"]["step_s"].is_number() &&
+                    e["versus_plan"]["step_s"]["ratio"].is_number());
         // The engine moves across the link exactly what the plan counts.
         EXPECT_DOUBLE_EQ(e["versus_plan"]["h2d_bytes"]["ratio"].get<double>(), 1.0);
       }
@@ -270,7 +315,8 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   ASSERT_TRUE(session.ok()) << session.status().to_string();
   DatasetOptions opts;
   opts.seq_len = 128;
-  auto ds = Dataset::load(testing::data_path("datasets/tinyshakespeare/input.txt"), (*session)->tokenizer(), opts);
+  auto ds = Dataset::load(testing::data_path("datasets/tinyshakespeare/input.txt"),
+                          (*session)->tokenizer(), opts);
   ASSERT_TRUE(ds.ok());
   auto split = ds->split_tail(0.1);
   ASSERT_TRUE(split.ok());
@@ -281,18 +327,22 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
   // The run folder's job.json holds the resolved (absolute) model path, so `export` of a checkpoint
   // finds the tokenizer the run used, and the export is a whole model folder.
   const json kept = json::parse(*read_file(run_dir + "/job.json"));
-  EXPECT_EQ(kept["model"]["path"], fs::weakly_canonical(testing::data_path("models/stories260K")).string());
+  EXPECT_EQ(kept["model"]["path"],
+            fs::weakly_canonical(testing::data_path("models/stories260K")).string());
   const std::string exp100 = tmp_.path() + "/export-100";
-  auto ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000100", "--out", exp100});
+  auto ex =
+      worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000100", "--out", exp100});
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
   EXPECT_TRUE(fs::exists(exp100 + "/tokenizer.model") || fs::exists(exp100 + "/tokenizer.json"));
-  auto ev = worker({"eval", "--model", exp100, "--data", testing::data_path("datasets/tinyshakespeare/input.txt"),
-                    "--seq-len", "128", "--batch", "8", "--json"});
+  auto ev = worker({"eval", "--model", exp100, "--data",
+                    testing::data_path("datasets/tinyshakespeare/input.txt"), "--seq-len", "128",
+                    "--batch", "8", "--json"});
   ASSERT_EQ(ev.exit_code, 0) << ev.err;
   EXPECT_LT(json::parse(ev.out)["loss"].get<double>(), before);
 
   // Generation from the trained model.
-  auto gen = worker({"generate", "--model", run_dir + "/export", "--prompt", "ROMEO:", "--max-new-tokens", "60"});
+  auto gen = worker(
+      {"generate", "--model", run_dir + "/export", "--prompt", "ROMEO:", "--max-new-tokens", "60"});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   EXPECT_GT(gen.out.size(), 40u);
   std::printf("generated:\n%s\n", gen.out.c_str());
@@ -301,16 +351,21 @@ TEST_F(WorkerTest, FineTuneStoriesOnShakespeare) {
 TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run_dir = tmp_.path() + "/signals";
-  json job = {{"name", "signals"},
-              {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
-              {"train", {{"steps", 100000}, {"micro_batch_size", 4}, {"lr", 1e-3}}},
-              {"output", {{"run_dir", run_dir}}}};
-  pid_t pid = testing::spawn_worker({"train", write_job("signals", job)}, env_, tmp_.path() + "/s.out", tmp_.path() + "/s.err");
+  json job = {
+      {"name", "signals"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+      {"train", {{"steps", 100000}, {"micro_batch_size", 4}, {"lr", 1e-3}}},
+      {"output", {{"run_dir", run_dir}}}};
+  pid_t pid = testing::spawn_worker({"train", write_job("signals", job)}, env_,
+                                    tmp_.path() + "/s.out", tmp_.path() + "/s.err");
   ASSERT_GT(pid, 0);
   auto wait_for = [&](const std::string& type, size_t count) {
     for (int i = 0; i < 3000; ++i) {
-      if (fs::exists(run_dir + "/events.jsonl") && of_type(read_events(run_dir), type).size() >= count) return true;
+      if (fs::exists(run_dir + "/events.jsonl") &&
+          of_type(read_events(run_dir), type).size() >= count)
+        return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
@@ -320,14 +375,15 @@ TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
   ASSERT_TRUE(wait_for("checkpoint", 1));
   const size_t steps_at_checkpoint = of_type(read_events(run_dir), "step").size();
   ASSERT_TRUE(wait_for("step", steps_at_checkpoint + 2));  // still training
-  kill(pid, SIGTERM);  // checkpoint, then stop
+  kill(pid, SIGTERM);                                      // checkpoint, then stop
   EXPECT_EQ(testing::wait_exit(pid), 0) << testing::slurp(tmp_.path() + "/s.err");
   auto events = read_events(run_dir);
   EXPECT_EQ(of_type(events, "checkpoint").size(), 2u);
   EXPECT_EQ(of_type(events, "state").back()["state"], "stopped");
   const int64_t last_step = of_type(events, "step").back()["step"];
   EXPECT_EQ(of_type(events, "checkpoint").back()["step"], last_step);
-  EXPECT_TRUE(fs::exists(of_type(events, "checkpoint").back()["path"].get<std::string>() + "/optimizer.safetensors"));
+  EXPECT_TRUE(fs::exists(of_type(events, "checkpoint").back()["path"].get<std::string>() +
+                         "/optimizer.safetensors"));
   auto store = RunStore::open(tmp_.path() + "/xdg/spillway/runs.db");
   ASSERT_TRUE(store.ok());
   auto runs = (*store)->list_runs();
@@ -340,17 +396,26 @@ TEST_F(WorkerTest, SignalsCheckpointAndStopCleanly) {
 TEST_F(WorkerTest, AManualCheckpointIsKeptByTheRotation) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run_dir = tmp_.path() + "/manual";
-  json job = {{"name", "manual"},
-              {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
-              {"train", {{"steps", 100000}, {"micro_batch_size", 2}, {"lr", 1e-3}, {"checkpoint_every", 2},
-                         {"keep_checkpoints", 1}}},
-              {"output", {{"run_dir", run_dir}}}};
-  pid_t pid = testing::spawn_worker({"train", write_job("manual", job)}, env_, tmp_.path() + "/m.out", tmp_.path() + "/m.err");
+  json job = {
+      {"name", "manual"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+      {"train",
+       {{"steps", 100000},
+        {"micro_batch_size", 2},
+        {"lr", 1e-3},
+        {"checkpoint_every", 2},
+        {"keep_checkpoints", 1}}},
+      {"output", {{"run_dir", run_dir}}}};
+  pid_t pid = testing::spawn_worker({"train", write_job("manual", job)}, env_,
+                                    tmp_.path() + "/m.out", tmp_.path() + "/m.err");
   ASSERT_GT(pid, 0);
   auto wait_for = [&](const std::string& type, size_t count) {
     for (int i = 0; i < 12000; ++i) {
-      if (fs::exists(run_dir + "/events.jsonl") && of_type(read_events(run_dir), type).size() >= count) return true;
+      if (fs::exists(run_dir + "/events.jsonl") &&
+          of_type(read_events(run_dir), type).size() >= count)
+        return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
@@ -369,12 +434,14 @@ TEST_F(WorkerTest, AManualCheckpointIsKeptByTheRotation) {
     return std::nullopt;
   };
   std::optional<int64_t> m;
-  for (int i = 0; i < 12000 && !(m = manual_step()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 12000 && !(m = manual_step()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(m.has_value()) << "no manual checkpoint after SIGUSR1";
   bool three_after = false;
   for (int i = 0; i < 12000 && !three_after; ++i) {
     const auto checkpoints = of_type(read_events(run_dir), "checkpoint");
-    three_after = !checkpoints.empty() && checkpoints.back()["step"].get<int64_t>() >= *m + 6;  // every 2 steps
+    three_after = !checkpoints.empty() &&
+                  checkpoints.back()["step"].get<int64_t>() >= *m + 6;  // every 2 steps
     if (!three_after) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(three_after);
@@ -388,10 +455,11 @@ TEST_F(WorkerTest, AManualCheckpointIsKeptByTheRotation) {
   ASSERT_EQ(manual.size(), 1u);
   ASSERT_EQ(scheduled.size(), 1u);  // keep_checkpoints 1: the newest of the scheduled ones
   const int64_t last_step = of_type(read_events(run_dir), "step").back()["step"];
-  EXPECT_EQ(scheduled[0], last_step);  // the stop's checkpoint
+  EXPECT_EQ(scheduled[0], last_step);   // the stop's checkpoint
   EXPECT_LT(manual[0] + 4, last_step);  // older than three scheduled ones that came and went
-  std::printf("manual checkpoint at step %lld kept; scheduled ones up to step %lld pruned to the last\n",
-              static_cast<long long>(manual[0]), static_cast<long long>(last_step));
+  std::printf(
+      "manual checkpoint at step %lld kept; scheduled ones up to step %lld pruned to the last\n",
+      static_cast<long long>(manual[0]), static_cast<long long>(last_step));
 }
 
 // A copy of stories260K's model folder without its tokenizer files: config.json and the weights.
@@ -443,7 +511,8 @@ TEST_F(WorkerTest, ModelWithoutTokenizerTrainsOnPreTokenizedData) {
     warned |= e["message"].get<std::string>().find("without a tokenizer") != std::string::npos;
   EXPECT_TRUE(warned);
 
-  // `export` of a checkpoint of that run: the run's model folder names no tokenizer, and it says so.
+  // `export` of a checkpoint of that run: the run's model folder names no tokenizer, and it says
+  // so.
   const std::string out = tmp_.path() + "/bare-export";
   auto ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000003", "--out", out});
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
@@ -451,13 +520,15 @@ TEST_F(WorkerTest, ModelWithoutTokenizerTrainsOnPreTokenizedData) {
   EXPECT_NE(ex.err.find("has no tokenizer files"), std::string::npos) << ex.err;
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
   EXPECT_FALSE(fs::exists(out + "/tokenizer.json") || fs::exists(out + "/tokenizer.model"));
-  ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000003", "--out", out + "-json", "--json"});
+  ex = worker({"export", "--checkpoint", run_dir + "/checkpoints/step-000003", "--out",
+               out + "-json", "--json"});
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
   EXPECT_EQ(json::parse(ex.out)["tokenizer"], false);
 
   // Text data still needs a tokenizer.
   json text = job;
-  text["data"] = {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}};
+  text["data"] = {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
+                  {"seq_len", 32}};
   text["output"]["run_dir"] = tmp_.path() + "/never";
   r = worker({"train", write_job("bare-text", text)});
   EXPECT_NE(r.exit_code, 0);
@@ -478,7 +549,9 @@ TEST_F(WorkerTest, PreTokenizedIdBeyondModelVocabIsAClearError) {
               {"output", {{"run_dir", tmp_.path() + "/never"}}}};
   auto r = worker({"train", write_job("oov", job)});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find(data + ":4: 'input_ids' entry 2 = 512 is not below the model's vocab_size 512"), std::string::npos)
+  EXPECT_NE(
+      r.err.find(data + ":4: 'input_ids' entry 2 = 512 is not below the model's vocab_size 512"),
+      std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(tmp_.path() + "/never"));
 }
@@ -487,11 +560,14 @@ TEST_F(WorkerTest, PreTokenizedIdBeyondModelVocabIsAClearError) {
 TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
   SPILLWAY_REQUIRE_DATA();
   auto job_for = [&](const std::string& run_dir) {
-    return json{{"name", "elapsed"},
-                {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
-                {"train", {{"steps", 4}, {"micro_batch_size", 4}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
-                {"output", {{"run_dir", run_dir}}}};
+    return json{
+        {"name", "elapsed"},
+        {"model", {{"path", testing::data_path("models/stories260K")}}},
+        {"data",
+         {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+        {"train",
+         {{"steps", 4}, {"micro_batch_size", 4}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
+        {"output", {{"run_dir", run_dir}}}};
   };
   auto elapsed = [](const std::string& ckpt) {
     return json::parse(*read_file(ckpt + "/trainer_state.json"))["elapsed_s"].get<double>();
@@ -499,11 +575,14 @@ TEST_F(WorkerTest, CheckpointsRecordElapsedTime) {
   const std::string first = tmp_.path() + "/elapsed", second = tmp_.path() + "/elapsed-resumed";
   auto r = worker({"train", write_job("elapsed", job_for(first))});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const double at2 = elapsed(first + "/checkpoints/step-000002"), at4 = elapsed(first + "/checkpoints/step-000004");
+  const double at2 = elapsed(first + "/checkpoints/step-000002"),
+               at4 = elapsed(first + "/checkpoints/step-000004");
   EXPECT_GT(at2, 0);
   EXPECT_GT(at4, at2);
-  // Resumed from step 2 into another folder: its step 4 counts the first run's time up to step 2 too.
-  r = worker({"train", write_job("elapsed-resumed", job_for(second)), "--resume", first + "/checkpoints/step-000002"});
+  // Resumed from step 2 into another folder: its step 4 counts the first run's time up to step 2
+  // too.
+  r = worker({"train", write_job("elapsed-resumed", job_for(second)), "--resume",
+              first + "/checkpoints/step-000002"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GT(elapsed(second + "/checkpoints/step-000004"), at2);
 }
@@ -515,11 +594,18 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
   const std::string tmpdir = tmp_.path() + "/tmp";
   fs::create_directories(tmpdir);
   env_.push_back("TMPDIR=" + tmpdir);
-  json job = {{"name", "measure"},
-              {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
-              {"train", {{"steps", 1000}, {"micro_batch_size", 4}, {"grad_accum", 2}, {"checkpoint_every", 1}, {"eval_every", 1}}},
-              {"placement", {{"backend", "cpu"}}}};
+  json job = {
+      {"name", "measure"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+      {"train",
+       {{"steps", 1000},
+        {"micro_batch_size", 4},
+        {"grad_accum", 2},
+        {"checkpoint_every", 1},
+        {"eval_every", 1}}},
+      {"placement", {{"backend", "cpu"}}}};
   const std::string path = write_job("measure", job);
   auto r = worker({"plan", path, "--measure", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -534,16 +620,21 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
   EXPECT_TRUE(v["peak_hbm_bytes"]["measured"].is_null());  // the CPU backend has no HBM
   EXPECT_GT(v["peak_dram_bytes"]["measured"].get<double>(), 0);
   EXPECT_TRUE(fs::is_empty(tmpdir)) << "the throwaway run's folder is removed";
-  EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs.db")) << "History does not see the probe";
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs.db"))
+      << "History does not see the probe";
 
   r = worker({"plan", path, "--measure", "3"});  // the table
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("measured over 2 steps after the first, against the plan:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured over 2 steps after the first, against the plan:"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("H2D per step"), std::string::npos) << r.out;
 
   r = worker({"plan", path, "--measure", "0"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--measure takes a number of steps from 1 to 1000, got '0'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--measure takes a number of steps from 1 to 1000, got '0'"),
+            std::string::npos)
+      << r.err;
 }
 
 // `plan --measure` stopped from a terminal (Ctrl-C: SIGINT) or by the app (SIGTERM) mid-run: the
@@ -633,15 +724,22 @@ TEST_F(WorkerTest, PlanMeasureStoppedBySignalLeavesNothingBehind) {
 TEST_F(WorkerTest, DivergedOrUnfitRunsStopWithClearErrors) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run_dir = tmp_.path() + "/diverge";
-  json job = {{"name", "diverge"},
-              {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
-              // Weight decay 1 at lr 10 multiplies the weights by -9 a step, so the loss overflows within
-              // a few steps whatever the compiler's rounding (lr 10 alone stayed finite for 40 steps in a
-              // clang build: the trajectory is chaotic).
-              {"train", {{"steps", 40}, {"micro_batch_size", 4}, {"lr", 10}, {"weight_decay", 1.0}, {"clip_grad_norm", 0},
-                         {"checkpoint_every", 2}}},
-              {"output", {{"run_dir", run_dir}}}};
+  json job = {
+      {"name", "diverge"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+      // Weight decay 1 at lr 10 multiplies the weights by -9 a step, so the loss overflows within
+      // a few steps whatever the compiler's rounding (lr 10 alone stayed finite for 40 steps in a
+      // clang build: the trajectory is chaotic).
+      {"train",
+       {{"steps", 40},
+        {"micro_batch_size", 4},
+        {"lr", 10},
+        {"weight_decay", 1.0},
+        {"clip_grad_norm", 0},
+        {"checkpoint_every", 2}}},
+      {"output", {{"run_dir", run_dir}}}};
   auto r = worker({"train", write_job("diverge", job)});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("diverged: loss"), std::string::npos) << r.err;
@@ -655,12 +753,15 @@ TEST_F(WorkerTest, DivergedOrUnfitRunsStopWithClearErrors) {
   long_seq["output"]["run_dir"] = tmp_.path() + "/long";
   r = worker({"train", write_job("long", long_seq)});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("data.seq_len 1024 is beyond the model's max_position_embeddings 512"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("data.seq_len 1024 is beyond the model's max_position_embeddings 512"),
+            std::string::npos)
+      << r.err;
   r = worker({"plan", write_job("long", long_seq)});
   EXPECT_EQ(r.exit_code, 3) << r.err;
 
   json small_dram = job;
-  small_dram["placement"] = {{"dram_cap_bytes", 1 << 20}};  // 1 MiB for a 0.26M-parameter model's 4 MB of state
+  small_dram["placement"] = {
+      {"dram_cap_bytes", 1 << 20}};  // 1 MiB for a 0.26M-parameter model's 4 MB of state
   small_dram["output"]["run_dir"] = tmp_.path() + "/small";
   r = worker({"train", write_job("small", small_dram)});
   EXPECT_NE(r.exit_code, 0);
@@ -672,8 +773,11 @@ TEST_F(WorkerTest, BadInputGivesClearErrors) {
   SPILLWAY_REQUIRE_DATA();
   const std::string model = testing::data_path("models/stories260K");
   const std::string text = testing::data_path("datasets/tinyshakespeare/input.txt");
-  json good = {{"name", "bad"}, {"model", {{"path", model}}}, {"data", {{"train", text}, {"seq_len", 32}}},
-               {"train", {{"steps", 1}}}, {"output", {{"run_dir", tmp_.path() + "/never"}}}};
+  json good = {{"name", "bad"},
+               {"model", {{"path", model}}},
+               {"data", {{"train", text}, {"seq_len", 32}}},
+               {"train", {{"steps", 1}}},
+               {"output", {{"run_dir", tmp_.path() + "/never"}}}};
 
   json wrong_key = good;
   wrong_key["train"]["learning_rate"] = 1e-3;
@@ -714,7 +818,9 @@ TEST_F(WorkerTest, BadInputGivesClearErrors) {
   for (const char* command : {"plan", "train"}) {
     r = worker({command, deep_job});
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
-    EXPECT_NE(r.err.find("deep.json: JSON nested 100002 levels deep (at most 100)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("deep.json: JSON nested 100002 levels deep (at most 100)"),
+              std::string::npos)
+        << r.err;
   }
 
   // None of them left a run folder behind.
@@ -728,10 +834,13 @@ TEST_F(WorkerTest, BadInputGivesClearErrors) {
 // with --run-id when it gives one.
 TEST_F(WorkerTest, AResumedRunIsTheSameRunInItsFolder) {
   SPILLWAY_REQUIRE_DATA();
-  json job = {{"name", "same run"},
-              {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
-              {"train", {{"steps", 6}, {"micro_batch_size", 2}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}}};
+  json job = {
+      {"name", "same run"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+      {"train",
+       {{"steps", 6}, {"micro_batch_size", 2}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}}};
   const std::string job_path = write_job("same-run", job);
   auto r = worker({"train", job_path, "--json", "--run-id", "20261125-230000-abcdef"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -792,24 +901,30 @@ TEST_F(WorkerTest, AResumedRunIsTheSameRunInItsFolder) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json second = json::parse(r.out.substr(0, r.out.find('\n')));
   EXPECT_NE(second["run_id"], id);
-  EXPECT_EQ(second["run_dir"], tmp_.path() + "/xdg/spillway/runs/" + second["run_id"].get<std::string>());
+  EXPECT_EQ(second["run_dir"],
+            tmp_.path() + "/xdg/spillway/runs/" + second["run_id"].get<std::string>());
   // A run id already taken is refused for a new run, and a run id that is not a folder name at all.
   r = worker({"train", job_path, "--run-id", id});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("run " + id + " is in History already (its folder " + run_dir +
-                       "): resume it from one of its checkpoints (--resume), or start a new run without its id"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "run " + id + " is in History already (its folder " + run_dir +
+          "): resume it from one of its checkpoints (--resume), or start a new run without its id"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ((*store)->get_run(id)->status, RunStatus::kCompleted) << "the run named is left alone";
   r = worker({"train", job_path, "--run-id", "../elsewhere"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--run-id '../elsewhere': a run id names the run's folder"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--run-id '../elsewhere': a run id names the run's folder"),
+            std::string::npos)
+      << r.err;
   // The refused launch is in History as failed, with no folder (it named another run's).
   const auto all = *(*store)->list_runs();
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0].status, RunStatus::kFailed);
   EXPECT_EQ(all[0].run_dir, "");
-  EXPECT_NE(all[0].error_message.find("is in History already"), std::string::npos) << all[0].error_message;
+  EXPECT_NE(all[0].error_message.find("is in History already"), std::string::npos)
+      << all[0].error_message;
 }
 
 // A resume that fails (issue 13: it left no record) fails its run with the worker's message; the
@@ -817,11 +932,14 @@ TEST_F(WorkerTest, AResumedRunIsTheSameRunInItsFolder) {
 TEST_F(WorkerTest, AFailedResumeIsRecordedOnItsRun) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run_dir = tmp_.path() + "/resumable";
-  json job = {{"name", "resumable"},
-              {"model", {{"path", testing::data_path("models/stories260K")}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
-              {"train", {{"steps", 4}, {"micro_batch_size", 2}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
-              {"output", {{"run_dir", run_dir}}}};
+  json job = {
+      {"name", "resumable"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+      {"train",
+       {{"steps", 4}, {"micro_batch_size", 2}, {"checkpoint_every", 2}, {"keep_checkpoints", 5}}},
+      {"output", {{"run_dir", run_dir}}}};
   const std::string job_path = write_job("resumable", job);
   auto r = worker({"train", job_path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -832,8 +950,9 @@ TEST_F(WorkerTest, AFailedResumeIsRecordedOnItsRun) {
   fs::remove(run_dir + "/checkpoints/step-000002/model.safetensors");
   r = worker({"train", job_path, "--resume", run_dir + "/checkpoints/step-000002", "--run-id", id});
   ASSERT_NE(r.exit_code, 0);
-  const std::string message = r.err.substr(std::string("spillway-worker: ").size(),
-                                           r.err.find('\n') - std::string("spillway-worker: ").size());
+  const std::string message =
+      r.err.substr(std::string("spillway-worker: ").size(),
+                   r.err.find('\n') - std::string("spillway-worker: ").size());
   EXPECT_NE(message.find("model.safetensors"), std::string::npos) << r.err;
   auto runs = *(*store)->list_runs();
   ASSERT_EQ(runs.size(), 1u);
@@ -863,7 +982,8 @@ TEST_F(WorkerTest, AFailedResumeIsRecordedOnItsRun) {
 TEST_F(WorkerTest, AJobItCannotReadIsAFailedRunWhenTheLaunchNamesOne) {
   const std::string jobs = tmp_.path() + "/jobs/20261125-gui job";
   fs::create_directories(jobs);
-  std::ofstream(jobs + "/job.json") << R"({"name": "typo", "model": {"path": "model"}, "data": {"train": "x.txt"},
+  std::ofstream(jobs + "/job.json")
+      << R"({"name": "typo", "model": {"path": "model"}, "data": {"train": "x.txt"},
                                           "train": {"learning_rate": 0.001}})";
   auto r = worker({"train", jobs + "/job.json", "--json", "--run-id", "20261125-230001-000001"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -898,7 +1018,8 @@ TEST_F(WorkerTest, AJobItCannotReadIsAFailedRunWhenTheLaunchNamesOne) {
 }
 
 // generate --chat: the prompt as a user turn in the model's template with the assistant's turn
-// opened (what the app's Try it sends), --tokenizer for a folder without one, and bad values refused.
+// opened (what the app's Try it sends), --tokenizer for a folder without one, and bad values
+// refused.
 TEST_F(WorkerTest, GenerateAnswersAsAChatTurn) {
   SPILLWAY_REQUIRE_DATA();
   auto llama = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt",
@@ -912,8 +1033,9 @@ TEST_F(WorkerTest, GenerateAnswersAsAChatTurn) {
 
   // A model folder without a tokenizer (as a checkpoint is), the tokenizer given; ChatML by name.
   const std::string bare = bare_model(tmp_.path());
-  auto chatml = worker({"generate", "--model", bare, "--tokenizer", testing::data_path("models/stories260K"),
-                        "--prompt", "hi", "--chat", "chatml", "--max-new-tokens", "2", "--json"});
+  auto chatml =
+      worker({"generate", "--model", bare, "--tokenizer", testing::data_path("models/stories260K"),
+              "--prompt", "hi", "--chat", "chatml", "--max-new-tokens", "2", "--json"});
   ASSERT_EQ(chatml.exit_code, 0) << chatml.err;
   const json c = json::parse(chatml.out);
   EXPECT_EQ(c["template"], "chatml");
@@ -922,11 +1044,12 @@ TEST_F(WorkerTest, GenerateAnswersAsAChatTurn) {
 
   auto without = worker({"generate", "--model", bare, "--prompt", "hi"});
   EXPECT_NE(without.exit_code, 0);  // no tokenizer in the folder and none given
-  auto bad = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt", "x", "--chat",
-                     "vicuna", "--json"});
+  auto bad = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt",
+                     "x", "--chat", "vicuna", "--json"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.out.find("--chat: unknown chat template 'vicuna'"), std::string::npos) << bad.out;
-  auto top = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt", "x", "--top-p", "0"});
+  auto top = worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt",
+                     "x", "--top-p", "0"});
   EXPECT_EQ(top.exit_code, 2);
   EXPECT_NE(top.err.find("--top-p must be in (0, 1]"), std::string::npos) << top.err;
 }
@@ -981,25 +1104,27 @@ TEST_F(WorkerTest, HelpAfterACommandAndAValueGivenToAFlag) {
 TEST_F(WorkerTest, GenerateFromAByteModelCheckpointWritesValidJson) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run = tmp_.path() + "/bytes run";
-  json job = {{"name", "bytes"},
-              {"model", {{"init", "llama-byte-5m"}, {"tokenizer", "builtin:bytes"}}},
-              {"data", {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
-              {"train", {{"steps", 2}, {"micro_batch_size", 1}, {"eval_batches", 1}}},
-              {"placement", {{"backend", "cpu"}}},
-              {"output", {{"run_dir", run}}}};
+  json job = {
+      {"name", "bytes"},
+      {"model", {{"init", "llama-byte-5m"}, {"tokenizer", "builtin:bytes"}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 32}}},
+      {"train", {{"steps", 2}, {"micro_batch_size", 1}, {"eval_batches", 1}}},
+      {"placement", {{"backend", "cpu"}}},
+      {"output", {{"run_dir", run}}}};
   auto r = worker({"train", write_job("bytes", job)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string ckpt = run + "/checkpoints/step-000002";
   ASSERT_TRUE(fs::exists(ckpt));
-  r = worker({"generate", "--model", ckpt, "--tokenizer", "builtin:bytes", "--prompt", "ROMEO:",
-              "--max-new-tokens", "5", "--json"});
+  r = worker({"generate", "--model", ckpt, "--tokenizer", "builtin:bytes", "--prompt",
+              "ROMEO:", "--max-new-tokens", "5", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["new_tokens"], 5);
   const std::string completion = j["completion"];
   EXPECT_NE(completion.find("\xEF\xBF\xBD"), std::string::npos) << r.out;  // U+FFFD
-  r = worker({"generate", "--model", ckpt, "--tokenizer", "builtin:bytes", "--prompt", "ROMEO:",
-              "--max-new-tokens", "5"});
+  r = worker({"generate", "--model", ckpt, "--tokenizer", "builtin:bytes", "--prompt",
+              "ROMEO:", "--max-new-tokens", "5"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ROMEO:", 0), 0u) << r.out;
 }

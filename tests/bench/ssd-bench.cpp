@@ -83,8 +83,9 @@ int main(int argc, char** argv) {
     bufs.push_back(std::move(*r));
   }
 
-  std::printf("bench-ssd: %s in %s, block %s, queue depth %u, direct I/O %s\n", format_bytes(total).c_str(),
-              config.folder.c_str(), format_bytes(config.block_bytes).c_str(), depth, s.direct_io() ? "on" : "off");
+  std::printf("bench-ssd: %s in %s, block %s, queue depth %u, direct I/O %s\n",
+              format_bytes(total).c_str(), config.folder.c_str(),
+              format_bytes(config.block_bytes).c_str(), depth, s.direct_io() ? "on" : "off");
 
   // Two requests outstanding: while one completes the next is already queued.
   auto run = [&](bool write) -> Result<double> {
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
     for (uint64_t off = 0, i = 0; off < total; off += chunk, ++i) {
       if (ids[i % 2]) SPW_RETURN_IF_ERROR(s.wait(ids[i % 2]));
       void* b = bufs[i % 2].data();
-      SPW_ASSIGN_OR_RETURN(ids[i % 2], write ? s.write_async("bench", off, b, chunk) : s.read_async("bench", off, b, chunk));
+      SPW_ASSIGN_OR_RETURN(ids[i % 2], write ? s.write_async("bench", off, b, chunk)
+                                             : s.read_async("bench", off, b, chunk));
     }
     SPW_RETURN_IF_ERROR(write ? s.flush() : s.wait_all());
     return now_s() - t0;
@@ -104,8 +106,9 @@ int main(int argc, char** argv) {
   if (!tr.ok()) return fail(tr.status());
   const double gb = total / 1e9;
   const double store_w = gb / *tw, store_r = gb / *tr;
-  std::printf("store  write %.2f GB/s (%.2f s, incl. fsync)   read %.2f GB/s (%.2f s, crc32c verified)\n", store_w, *tw,
-              store_r, *tr);
+  std::printf(
+      "store  write %.2f GB/s (%.2f s, incl. fsync)   read %.2f GB/s (%.2f s, crc32c verified)\n",
+      store_w, *tw, store_r, *tr);
   st = s.remove_group("bench");
   if (!st.ok()) return fail(st);
   store->reset();
@@ -119,8 +122,10 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(config.folder, ec);
   if (dw < 0 || dr < 0) return 1;
   const double dd_w = gb / dw, dd_r = gb / dr;
-  std::printf("dd     write %.2f GB/s (%.2f s, oflag=direct conv=fsync)   read %.2f GB/s (%.2f s, iflag=direct)\n",
-              dd_w, dw, dd_r, dr);
+  std::printf(
+      "dd     write %.2f GB/s (%.2f s, oflag=direct conv=fsync)   read %.2f GB/s (%.2f s, "
+      "iflag=direct)\n",
+      dd_w, dw, dd_r, dr);
   std::printf("store/dd   write %.2f   read %.2f\n", store_w / dd_w, store_r / dd_r);
   return 0;
 }

@@ -17,8 +17,8 @@
 
 #include "compute/backend.h"
 #include "core/thread-pool.h"
-#include "train/optimizer.h"
 #include "train/optimizer-state.h"
+#include "train/optimizer.h"
 #include "train/scratch-folder.h"
 #include "train/streaming-engine.h"
 
@@ -27,7 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double secs(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double secs(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct Options {
   std::string folder = "ssd-bench-tmp", preset = "llama-50m";
@@ -109,21 +111,31 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--folder") o.folder = v;
-    else if (k == "--preset") o.preset = v;
-    else if (k == "--steps") o.steps = std::max(1, std::atoi(v.c_str()));
-    else if (k == "--seq-len") o.seq = std::atoi(v.c_str());
-    else if (k == "--micro-batch") o.mb = std::atoi(v.c_str());
-    else if (k == "--block-mib") o.block_mib = std::strtoul(v.c_str(), nullptr, 10);
-    else if (k == "--queue-depth") o.queue_depth = static_cast<unsigned>(std::atoi(v.c_str()));
-    else return std::fprintf(stderr, "unknown option %s\n", k.c_str()), 2;
+    if (k == "--folder")
+      o.folder = v;
+    else if (k == "--preset")
+      o.preset = v;
+    else if (k == "--steps")
+      o.steps = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--seq-len")
+      o.seq = std::atoi(v.c_str());
+    else if (k == "--micro-batch")
+      o.mb = std::atoi(v.c_str());
+    else if (k == "--block-mib")
+      o.block_mib = std::strtoul(v.c_str(), nullptr, 10);
+    else if (k == "--queue-depth")
+      o.queue_depth = static_cast<unsigned>(std::atoi(v.c_str()));
+    else
+      return std::fprintf(stderr, "unknown option %s\n", k.c_str()), 2;
   }
   auto config = model_preset(o.preset);
   if (!config.ok()) return std::fprintf(stderr, "%s\n", config.status().to_string().c_str()), 1;
   const ParameterLayout layout = ParameterLayout::build(*config);
-  std::printf("%s: %.1fM parameters, %d x %d tokens/step, %zu threads, state under %s (%zu MiB blocks, depth %u)\n",
-              o.preset.c_str(), layout.parameter_count() / 1e6, o.mb, o.seq, ThreadPool::global().size(),
-              o.folder.c_str(), o.block_mib, o.queue_depth);
+  std::printf(
+      "%s: %.1fM parameters, %d x %d tokens/step, %zu threads, state under %s (%zu MiB blocks, "
+      "depth %u)\n",
+      o.preset.c_str(), layout.parameter_count() / 1e6, o.mb, o.seq, ThreadPool::global().size(),
+      o.folder.c_str(), o.block_mib, o.queue_depth);
   double dram_step = 0;
   for (Placement p : {Placement::kDram, Placement::kSsd, Placement::kSsdMaster}) {
     const char* name = p == Placement::kDram ? "dram" : p == Placement::kSsd ? "ssd" : "ssd+master";
@@ -137,8 +149,9 @@ int main(int argc, char** argv) {
     std::printf("%-10s  step %.3f s (%+5.1f%%)  update %.3f s", name, f.step_s,
                 dram_step > 0 ? 100.0 * (f.step_s / dram_step - 1) : 0.0, f.update_s);
     if (f.read_bytes) {
-      std::printf("  SSD %.0f MB read + %.0f MB written per update: %.2f + %.2f = %.2f GB/s", f.read_bytes / 1e6,
-                  f.write_bytes / 1e6, f.read_bytes / f.update_s / 1e9, f.write_bytes / f.update_s / 1e9,
+      std::printf("  SSD %.0f MB read + %.0f MB written per update: %.2f + %.2f = %.2f GB/s",
+                  f.read_bytes / 1e6, f.write_bytes / 1e6, f.read_bytes / f.update_s / 1e9,
+                  f.write_bytes / f.update_s / 1e9,
                   (f.read_bytes + f.write_bytes) / f.update_s / 1e9);
     }
     std::printf("\n");

@@ -24,13 +24,16 @@
 using namespace spillway;
 using Clock = std::chrono::steady_clock;
 
-static double secs(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+static double secs(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
-static void bench_model(const std::string& label, const ModelConfig& config, const std::string& weights, int steps,
-                        int seq, int mb) {
+static void bench_model(const std::string& label, const ModelConfig& config,
+                        const std::string& weights, int steps, int seq, int mb) {
   ParameterLayout layout = ParameterLayout::build(config);
   auto state = ModelState::create(layout, true);
-  if (!state.ok()) return void(std::printf("%s: %s\n", label.c_str(), state.status().to_string().c_str()));
+  if (!state.ok())
+    return void(std::printf("%s: %s\n", label.c_str(), state.status().to_string().c_str()));
   if (!weights.empty()) {
     auto store = TensorStore::open(weights);
     if (store.ok()) (void)(*state)->load_weights(*store);
@@ -42,11 +45,14 @@ static void bench_model(const std::string& label, const ModelConfig& config, con
   sc.micro_batch_size = mb;
   sc.seq_len = seq;
   auto engine = StreamingEngine::create(*backend, **state, sc);
-  if (!engine.ok()) return void(std::printf("%s: %s\n", label.c_str(), engine.status().to_string().c_str()));
+  if (!engine.ok())
+    return void(std::printf("%s: %s\n", label.c_str(), engine.status().to_string().c_str()));
   Optimizer opt(**state, AdamWConfig{1e-4, 0.9, 0.95, 1e-8, 0.1}, 1.0);
   (*engine)->set_weight_gate([&](size_t b) { opt.wait_block(b); });
   std::vector<int32_t> ids(static_cast<size_t>(mb) * seq), labels(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % config.vocab_size), labels[i] = ids[(i + 1) % ids.size()];
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>((i * 7919) % config.vocab_size),
+    labels[i] = ids[(i + 1) % ids.size()];
   StepBatch b{1, mb, seq, ids, labels};
   for (int i = 0; i < 2; ++i) (void)(*engine)->forward_backward(b), opt.begin_step(1e-4);
   opt.wait_all();
@@ -58,9 +64,11 @@ static void bench_model(const std::string& label, const ModelConfig& config, con
   opt.wait_all();
   const double dt = secs(t0) / steps;
   const double tokens = static_cast<double>(mb) * seq;
-  std::printf("%-14s %11.0f params  %d x %d tokens/step  %.3f s/step  %9.0f tokens/s  %.3f model TFLOPS (6N)\n",
-              label.c_str(), static_cast<double>(layout.parameter_count()), mb, seq, dt, tokens / dt,
-              6.0 * layout.parameter_count() * tokens / dt / 1e12);
+  std::printf(
+      "%-14s %11.0f params  %d x %d tokens/step  %.3f s/step  %9.0f tokens/s  %.3f model TFLOPS "
+      "(6N)\n",
+      label.c_str(), static_cast<double>(layout.parameter_count()), mb, seq, dt, tokens / dt,
+      6.0 * layout.parameter_count() * tokens / dt / 1e12);
 }
 
 // Median seconds of `reps` calls of fn after `warmup` untimed ones (the first touches pages).
@@ -132,11 +140,7 @@ static int bench_adamw(size_t n) {
   });
   const double traffic = median_secs(1, 5, [&](int) {
     pool.parallel_for(
-        n,
-        [&](size_t b, size_t e) {
-          add_to_three(p + b, m + b, v + b, g + b, e - b);
-        },
-        1 << 16);
+        n, [&](size_t b, size_t e) { add_to_three(p + b, m + b, v + b, g + b, e - b); }, 1 << 16);
   });
   std::printf(
       "{\"bench\":\"adamw\",\"params\":%zu,\"threads\":%zu,\"step_s\":%.6f,\"params_per_s\":%.4g,"

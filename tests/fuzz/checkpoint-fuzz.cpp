@@ -21,7 +21,8 @@ using namespace spillway;
 
 namespace {
 
-const char* kFiles[] = {"trainer_state.json", "model.safetensors", "optimizer.safetensors", "config.json"};
+const char* kFiles[] = {"trainer_state.json", "model.safetensors", "optimizer.safetensors",
+                        "config.json"};
 
 ModelConfig tiny_config() {
   ModelConfig c;
@@ -79,7 +80,8 @@ const Template& valid() {
     ts.seed = 7;
     ts.elapsed_s = 1.5;
     auto saved = save_checkpoint(dir, **state, ts);
-    for (int f = 0; f < 4; ++f) out.files[f] = saved.ok() ? fuzz::slurp(*saved + "/" + kFiles[f]) : std::string();
+    for (int f = 0; f < 4; ++f)
+      out.files[f] = saved.ok() ? fuzz::slurp(*saved + "/" + kFiles[f]) : std::string();
     return out;
   }();
   return t;
@@ -89,7 +91,8 @@ const Template& valid() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const Template& t = valid();
-  for (int f = 0; f < 4; ++f) fuzz::add_seed(kFiles[f], std::string(1, static_cast<char>(f)) + t.files[f]);
+  for (int f = 0; f < 4; ++f)
+    fuzz::add_seed(kFiles[f], std::string(1, static_cast<char>(f)) + t.files[f]);
   return 0;
 }
 
@@ -105,7 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::spit(dir + "/" + kFiles[f], t.files[f]);
   }
   // Resume: the job's model, the checkpoint's state, the data position.
-  static std::unique_ptr<ModelState> state = std::move(ModelState::create(ParameterLayout::build(tiny_config()), true)).value();
+  static std::unique_ptr<ModelState> state =
+      std::move(ModelState::create(ParameterLayout::build(tiny_config()), true)).value();
   auto ts = load_checkpoint(dir, *state);
   if (ts.ok()) {
     auto cursor = DataCursor::from_json(ts->data_cursor);

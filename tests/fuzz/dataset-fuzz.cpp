@@ -8,7 +8,6 @@
 // Seeds: the first records of each ../shared/data dataset of the format (a few KB each), and
 // small generated files for the formats the data folder lacks (OpenAI messages, pre-tokenized).
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 #include "data/byte-tokenizer.h"
@@ -27,7 +26,8 @@ const std::string kFormat = SPILLWAY_FUZZ_FORMAT;
 // The file name the reader sees: the extension matters to detection.
 std::string file_name() {
   if (kFormat == "text") return "data.txt";
-  if (kFormat == "json-text" || kFormat == "openai" || kFormat == "pretokenized") return "data.jsonl";
+  if (kFormat == "json-text" || kFormat == "openai" || kFormat == "pretokenized")
+    return "data.jsonl";
   return "data.json";
 }
 
@@ -88,7 +88,8 @@ void add_seeds() {
     seed("alpaca-3", head_list(d("alpaca/alpaca_en_demo.json"), 3, 3));
     seed("identity", head_list(d("alpaca/identity.json"), 0, 3));
     seed("seed-tasks", head_lines(d("alpaca/stanford_alpaca_seed_tasks.jsonl"), 0, 3));
-    seed("alpaca-history", R"([{"instruction": "And now?", "input": "", "output": "Done.", "system": "Be brief.",
+    seed("alpaca-history",
+         R"([{"instruction": "And now?", "input": "", "output": "Done.", "system": "Be brief.",
                                 "history": [["Hi", "Hello"], ["Count", "1 2 3"]]}])");
   }
   if (kFormat == "sharegpt" || any) {
@@ -96,28 +97,35 @@ void add_seeds() {
     seed("glaive", head_list(d("sharegpt/glaive_toolcall_en_demo.json"), 0, 2));
   }
   if (kFormat == "openai" || any) {
-    seed("messages", R"({"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}
+    seed(
+        "messages",
+        R"({"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}
 {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}, {"role": "user", "content": "and 3+3?"}, {"role": "assistant", "content": "6"}]}
 {"messages": [{"role": "user", "content": "weather?"}, {"role": "function_call", "content": "{\"name\": \"w\"}"}, {"role": "observation", "content": "sunny"}, {"role": "assistant", "content": "Sunny."}]}
 )");
     // The ShareGPT conversations of the data folder in OpenAI form.
-    const ordered_json g = ordered_json::parse(fuzz::slurp(d("sharegpt/fastchat_dummy_conversation.json")), nullptr, false);
+    const ordered_json g = ordered_json::parse(
+        fuzz::slurp(d("sharegpt/fastchat_dummy_conversation.json")), nullptr, false);
     std::string lines;
     for (size_t i = 0; g.is_array() && i < g.size() && i < 2; ++i) {
       ordered_json msgs = ordered_json::array();
       for (const auto& turn : g[i].value("conversations", ordered_json::array()))
-        msgs.push_back({{"role", turn.value("from", "") == "human" ? "user" : "assistant"}, {"content", turn.value("value", "")}});
+        msgs.push_back({{"role", turn.value("from", "") == "human" ? "user" : "assistant"},
+                        {"content", turn.value("value", "")}});
       lines += ordered_json{{"messages", msgs}}.dump() + "\n";
     }
     seed("fastchat-as-messages", lines);
   }
   if (kFormat == "pretokenized" || any) {
-    seed("ids", "{\"input_ids\": [1, 403, 407, 261, 2]}\n{\"input_ids\": [1, 5, 6], \"labels\": [-100, 5, 6]}\n");
-    seed("long", "{\"input_ids\": [" + [] {
-      std::string s;
-      for (int i = 0; i < 300; ++i) s += (i ? ", " : "") + std::to_string(i % 512);
-      return s;
-    }() + "]}\n");
+    seed("ids",
+         "{\"input_ids\": [1, 403, 407, 261, 2]}\n{\"input_ids\": [1, 5, 6], \"labels\": [-100, 5, "
+         "6]}\n");
+    seed(
+        "long", "{\"input_ids\": [" + [] {
+          std::string s;
+          for (int i = 0; i < 300; ++i) s += (i ? ", " : "") + std::to_string(i % 512);
+          return s;
+        }() + "]}\n");
   }
 }
 
@@ -159,8 +167,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t rendered = 0;
   for (const DatasetRecord& r : records->records) {
     if (r.messages.empty() || ++rendered > 8) continue;
-    for (ChatTemplateKind k : {ChatTemplateKind::kLlama2, ChatTemplateKind::kLlama3, ChatTemplateKind::kChatMl,
-                               ChatTemplateKind::kAlpaca, ChatTemplateKind::kPlain})
+    for (ChatTemplateKind k :
+         {ChatTemplateKind::kLlama2, ChatTemplateKind::kLlama3, ChatTemplateKind::kChatMl,
+          ChatTemplateKind::kAlpaca, ChatTemplateKind::kPlain})
       (void)render_chat(k, r.messages);
   }
   check_dataset(*records, false);

@@ -15,7 +15,8 @@ using namespace spillway;
 
 namespace {
 
-const char* kRun = R"({"type":"state","t":0.0,"state":"training","run_id":"20260101-120000-abcd","total_steps":200,"step":0,"parameters":260000,"device":0}
+const char* kRun =
+    R"({"type":"state","t":0.0,"state":"training","run_id":"20260101-120000-abcd","total_steps":200,"step":0,"parameters":260000,"device":0}
 {"type":"plan","t":0.01,"fits":true,"step_s":0.05,"tokens_per_s":20000,"bottleneck":"compute","tiers":{"hbm":{"weights_bytes":1000},"dram":{"master_bytes":1040000}},"suggestion":{"fits":true,"micro_batch_size":8,"grad_accum":1}}
 {"type":"eval","t":0.2,"step":0,"loss":6.2,"perplexity":492.7,"eval_s":0.1}
 {"type":"sample","t":0.3,"interval_s":0.1,"rss_bytes":52428800,"tiers":{"hbm":{"weights_bytes":2048,"gradients_bytes":1024,"checkpoints_bytes":4096,"workspace_bytes":512,"used_bytes":7680,"capacity_bytes":0},"dram":{"master_bytes":1040000,"optimizer_bytes":2080000,"total_bytes":25000000000,"available_bytes":20000000000,"used_bytes":3120000,"capacity_bytes":0},"ssd":{"optimizer_bytes":0,"free_bytes":80000000000,"total_bytes":250000000000}},"links":{"h2d_gbps":1.5,"d2h_gbps":0.7,"ssd_read_gbps":0,"ssd_write_gbps":0,"h2d_bytes":1000000,"d2h_bytes":500000},"disk":{"device":"vda","read_gbps":0.01,"write_gbps":0.02},"gpu_util_pct":97,"gpu_mem_used_bytes":81000000000,"gpu_mem_total_bytes":85000000000,"pcie_tx_gbps":20.5,"pcie_rx_gbps":25.1,"gpu_power_w":650,"gpu_temp_c":61}

@@ -30,7 +30,9 @@ inline std::string data_dir() {
   return env && *env ? env : SPILLWAY_DEFAULT_DATA_DIR;
 }
 
-inline std::string data_path(const std::string& rel) { return data_dir() + "/" + rel; }
+inline std::string data_path(const std::string& rel) {
+  return data_dir() + "/" + rel;
+}
 
 // Reads a whole file ("" when it cannot be read): for seeds only.
 inline std::string slurp(const std::string& path) {

@@ -6,7 +6,6 @@
 // Seeds: the config.json of each model in ../shared/data and of the presets.
 #include <cstdint>
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "fuzz-util.h"
@@ -19,7 +18,8 @@ using namespace spillway;
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (!fuzz::seeds_out()) return 0;
   for (const char* m : {"stories260K", "qwen2-tiny", "llama-mha-tiny"})
-    fuzz::add_seed(std::string("data-") + m, fuzz::slurp(fuzz::data_path(std::string("models/") + m + "/config.json")));
+    fuzz::add_seed(std::string("data-") + m,
+                   fuzz::slurp(fuzz::data_path(std::string("models/") + m + "/config.json")));
   for (const char* p : {"llama-tiny", "llama-1b", "llama-70b"}) {
     auto c = model_preset(p);
     if (c.ok()) fuzz::add_seed(std::string("preset-") + p, c->to_json().dump(2));

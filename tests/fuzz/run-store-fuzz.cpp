@@ -60,7 +60,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = fuzz::fresh_dir("in");
-  for (const char* stale : {"/runs.db-wal", "/runs.db-shm", "/runs.db-journal"}) std::remove((dir + stale).c_str());
+  for (const char* stale : {"/runs.db-wal", "/runs.db-shm", "/runs.db-journal"})
+    std::remove((dir + stale).c_str());
   const std::string path = fuzz::write_input(dir, "runs.db", data, size);
   RunStoreOptions options;
   options.busy_timeout_ms = 0;

@@ -43,8 +43,10 @@ void check(bool ok, const char* what) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (!fuzz::seeds_out()) return 0;
   int i = 0;
-  for (const char* rel : {"models/stories260K/model.safetensors", "models/qwen2-tiny/model.safetensors",
-                          "models/llama-mha-tiny/model.safetensors", "golden/stories260K/forward_backward.safetensors"}) {
+  for (const char* rel :
+       {"models/stories260K/model.safetensors", "models/qwen2-tiny/model.safetensors",
+        "models/llama-mha-tiny/model.safetensors",
+        "golden/stories260K/forward_backward.safetensors"}) {
     for (size_t n : {1, 3}) {
       std::string s = first_tensors(fuzz::data_path(rel), n);
       if (!s.empty()) fuzz::add_seed("data-" + std::to_string(i++), s);
@@ -54,14 +56,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const int64_t l[2] = {-1, 1LL << 40};
   const uint8_t u[3] = {1, 2, 3};
   const std::string out = fuzz::scratch_dir() + "/gen.safetensors";
-  if (write_safetensors(out, {{"a.weight", DType::kF32, {2, 3}, f},
-                              {"b", DType::kBF16, {3}, f},
-                              {"c", DType::kF16, {1, 2}, f},
-                              {"d", DType::kI64, {2}, l},
-                              {"e", DType::kU8, {3}, u},
-                              {"empty", DType::kF32, {0, 4}, f},
-                              {"scalar", DType::kI32, {}, f}},
-                        {{"format", "pt"}, {"note", "x"}}).ok())
+  if (write_safetensors(out,
+                        {{"a.weight", DType::kF32, {2, 3}, f},
+                         {"b", DType::kBF16, {3}, f},
+                         {"c", DType::kF16, {1, 2}, f},
+                         {"d", DType::kI64, {2}, l},
+                         {"e", DType::kU8, {3}, u},
+                         {"empty", DType::kF32, {0, 4}, f},
+                         {"scalar", DType::kI32, {}, f}},
+                        {{"format", "pt"}, {"note", "x"}})
+          .ok())
     fuzz::add_seed("generated", fuzz::slurp(out));
   return 0;
 }
@@ -79,7 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t numel = 1;
     for (int64_t d : t->shape) {
       check(d >= 0, "negative dimension");
-      check(!__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel), "element count overflows");
+      check(!__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel),
+            "element count overflows");
     }
     uint64_t bytes = 0;
     check(!__builtin_mul_overflow(numel, dtype_size(t->dtype), &bytes), "byte size overflows");

@@ -32,8 +32,11 @@ const std::string& shard_dir() {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const std::string& d = shard_dir();
   fuzz::add_seed("index", fuzz::slurp(d + "/model.safetensors.index.json"));
-  fuzz::add_seed("minimal", R"({"weight_map": {"embed.weight": "model-00001-of-00003.safetensors"}})");
-  fuzz::add_seed("wrong-shard", R"({"metadata": {"total_size": 48}, "weight_map": {"embed.weight": "model-00002-of-00003.safetensors", "x": "model-00003-of-00003.safetensors"}})");
+  fuzz::add_seed("minimal",
+                 R"({"weight_map": {"embed.weight": "model-00001-of-00003.safetensors"}})");
+  fuzz::add_seed(
+      "wrong-shard",
+      R"({"metadata": {"total_size": 48}, "weight_map": {"embed.weight": "model-00002-of-00003.safetensors", "x": "model-00003-of-00003.safetensors"}})");
   return 0;
 }
 

@@ -21,7 +21,8 @@ const std::string& folder() {
     const std::string d = fuzz::fresh_dir("model");
     std::string tok = fuzz::slurp(fuzz::data_path("models/stories260K/tokenizer.json"));
     if (tok.empty())
-      tok = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "</s>": 4}, "merges": ["a b"]},
+      tok =
+          R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "</s>": 4}, "merges": ["a b"]},
                "added_tokens": [{"id": 3, "content": "<s>", "special": true}, {"id": 4, "content": "</s>", "special": true}]})";
     fuzz::spit(d + "/tokenizer.json", tok);
     return d;
@@ -34,9 +35,11 @@ const std::string& folder() {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   (void)folder();
   if (!fuzz::seeds_out()) return 0;
-  for (const char* rel : {"tokenizers/gpt2", "tokenizers/llama2", "tokenizers/llama3", "tokenizers/qwen2.5",
-                          "tokenizers/qwen3", "tokenizers/mistral-7b-v0.1", "models/stories260K"}) {
-    const std::string cfg = fuzz::slurp(fuzz::data_path(std::string(rel) + "/tokenizer_config.json"));
+  for (const char* rel :
+       {"tokenizers/gpt2", "tokenizers/llama2", "tokenizers/llama3", "tokenizers/qwen2.5",
+        "tokenizers/qwen3", "tokenizers/mistral-7b-v0.1", "models/stories260K"}) {
+    const std::string cfg =
+        fuzz::slurp(fuzz::data_path(std::string(rel) + "/tokenizer_config.json"));
     std::string name = rel;
     if (!cfg.empty()) fuzz::add_seed("data-" + name.substr(name.find('/') + 1), cfg);
   }
@@ -51,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)detect_chat_template(jinja);
   (void)default_system_of_template(jinja);
   for (const char* family : {"llama", "qwen2", "mistral", ""}) {
-    const ChatTemplateChoice choice = choose_chat_template(ChatTemplateKind::kAuto, tok->get(), family);
+    const ChatTemplateChoice choice =
+        choose_chat_template(ChatTemplateKind::kAuto, tok->get(), family);
     const ChatMessage messages[] = {{ChatRole::kSystem, choice.default_system},
                                     {ChatRole::kUser, "Hi <s> there"},
                                     {ChatRole::kAssistant, "Hello </s>"}};

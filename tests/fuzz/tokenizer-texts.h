@@ -16,9 +16,11 @@ inline const std::vector<std::string>& tokenizer_texts() {
       "",
       "Hello world! It's 2024, isn't it? 1234567 3.14e-2",
       "  two  spaces\n\n\ttab\r\nline  \n",
-      "h\xC3\xA9llo w\xC3\xB6rld \xEF\xAC\x81 \xE2\x85\xAB \xC2\xBD \xED\x95\x9C\xEA\xB5\xAD \xE6\x97\xA5\xE6\x9C\xAC "
+      "h\xC3\xA9llo w\xC3\xB6rld \xEF\xAC\x81 \xE2\x85\xAB \xC2\xBD \xED\x95\x9C\xEA\xB5\xAD "
+      "\xE6\x97\xA5\xE6\x9C\xAC "
       "\xF0\x9F\x98\x80\xF0\x9F\xA6\x99 \xE2\x96\x81x",
-      "<s> </s> <unk> <|endoftext|> [INST] hi [/INST] <|im_start|>user\n<|im_end|> <|begin_of_text|>",
+      "<s> </s> <unk> <|endoftext|> [INST] hi [/INST] <|im_start|>user\n<|im_end|> "
+      "<|begin_of_text|>",
       "\xFF\xFE a \xE2\x82 b \xC0\x80 \xED\xA0\x80",
       std::string(200, ' ') + std::string(300, 'a') + std::string(100, '7') + std::string(50, '\n'),
   };

@@ -145,20 +145,23 @@ TEST_P(CudaOps, Embedding) {
   std::vector<int32_t> ids(n);
   // Spread over the table, with every fifth token the same id (duplicates sum in token order).
   for (int i = 0; i < n; ++i) ids[i] = i % 5 == 0 ? 7 % v : int32_t((uint64_t(i) * 7919 + 13) % v);
-  compare("embedding",
-          [&](Side& side) {
-            Backend& be = side.be();
-            Outputs o;
-            int32_t* idd = side.i32(ids);
-            void* out = side.act_zeros(size_t(n) * d);
-            EXPECT_OK(be.embedding_forward(Tensor(out, be.act_dtype(), {n, d}), i32(idd, {n}), ConstTensor(side.act(table), be.act_dtype(), {v, d}), 0));
-            o["forward.out"] = side.get_act(out, size_t(n) * d);
-            float* dt = side.f32(dtable0);
-            EXPECT_OK(be.embedding_backward(Tensor(dt, DType::kF32, {v, d}), i32(idd, {n}), ConstTensor(side.act(dout), be.act_dtype(), {n, d}), 0));
-            o["backward.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
-            return o;
-          },
-          {{"forward.out", 1e-6}, {"backward.dtable", 1e-5}});
+  compare(
+      "embedding",
+      [&](Side& side) {
+        Backend& be = side.be();
+        Outputs o;
+        int32_t* idd = side.i32(ids);
+        void* out = side.act_zeros(size_t(n) * d);
+        EXPECT_OK(be.embedding_forward(Tensor(out, be.act_dtype(), {n, d}), i32(idd, {n}),
+                                       ConstTensor(side.act(table), be.act_dtype(), {v, d}), 0));
+        o["forward.out"] = side.get_act(out, size_t(n) * d);
+        float* dt = side.f32(dtable0);
+        EXPECT_OK(be.embedding_backward(Tensor(dt, DType::kF32, {v, d}), i32(idd, {n}),
+                                        ConstTensor(side.act(dout), be.act_dtype(), {n, d}), 0));
+        o["backward.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
+        return o;
+      },
+      {{"forward.out", 1e-6}, {"backward.dtable", 1e-5}});
 }
 
 TEST_P(CudaOps, RmsNorm) {
@@ -183,28 +186,47 @@ TEST_P(CudaOps, RmsNorm) {
             void* wd = side.act(w);
             void* out = side.act_zeros(nd);
             float* rs = side.f32_zeros(n);
-            EXPECT_OK(be.rmsnorm_forward(Tensor(out, be.act_dtype(), {n, d}), Tensor(rs, DType::kF32, {n}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
+            EXPECT_OK(be.rmsnorm_forward(Tensor(out, be.act_dtype(), {n, d}),
+                                         Tensor(rs, DType::kF32, {n}),
+                                         ConstTensor(xd, be.act_dtype(), {n, d}),
+                                         ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
             o["forward.out"] = side.get_act(out, nd);
             o["forward.rstd"] = side.get_f32(rs, n);
 
             void* sum = side.act_zeros(nd);
-            EXPECT_OK(be.residual_rmsnorm_forward(Tensor(sum, be.act_dtype(), {n, d}), Tensor(out, be.act_dtype(), {n, d}), Tensor(rs, DType::kF32, {n}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(side.act(r), be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
+            EXPECT_OK(be.residual_rmsnorm_forward(
+                Tensor(sum, be.act_dtype(), {n, d}), Tensor(out, be.act_dtype(), {n, d}),
+                Tensor(rs, DType::kF32, {n}), ConstTensor(xd, be.act_dtype(), {n, d}),
+                ConstTensor(side.act(r), be.act_dtype(), {n, d}),
+                ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
             o["residual.sum"] = side.get_act(sum, nd);
             o["residual.out"] = side.get_act(out, nd);
             o["residual.rstd"] = side.get_f32(rs, n);
             void* xa = side.act(x);  // sum aliasing x, as the trainer's residual stream does
-            EXPECT_OK(be.residual_rmsnorm_forward(Tensor(xa, be.act_dtype(), {n, d}), Tensor(out, be.act_dtype(), {n, d}), Tensor(rs, DType::kF32, {n}), ConstTensor(xa, be.act_dtype(), {n, d}), ConstTensor(side.act(r), be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
+            EXPECT_OK(be.residual_rmsnorm_forward(
+                Tensor(xa, be.act_dtype(), {n, d}), Tensor(out, be.act_dtype(), {n, d}),
+                Tensor(rs, DType::kF32, {n}), ConstTensor(xa, be.act_dtype(), {n, d}),
+                ConstTensor(side.act(r), be.act_dtype(), {n, d}),
+                ConstTensor(wd, be.act_dtype(), {d}), eps, 0));
             o["residual_alias.sum"] = side.get_act(xa, nd);
             o["residual_alias.out"] = side.get_act(out, nd);
 
             float* rsd = side.f32(rstd);
             void* dx = side.act_zeros(nd);
             float* dw = side.f32(dw0);
-            EXPECT_OK(be.rmsnorm_backward(Tensor(dx, be.act_dtype(), {n, d}), Tensor(dw, DType::kF32, {d}), ConstTensor(side.act(dout), be.act_dtype(), {n, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), ConstTensor(rsd, DType::kF32, {n}), false, 0));
+            EXPECT_OK(be.rmsnorm_backward(
+                Tensor(dx, be.act_dtype(), {n, d}), Tensor(dw, DType::kF32, {d}),
+                ConstTensor(side.act(dout), be.act_dtype(), {n, d}),
+                ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}),
+                ConstTensor(rsd, DType::kF32, {n}), false, 0));
             o["backward.dx"] = side.get_act(dx, nd);
             o["backward.dw"] = delta(side.get_f32(dw, d), dw0);
             void* dxa = side.act(dx0);
-            EXPECT_OK(be.rmsnorm_backward(Tensor(dxa, be.act_dtype(), {n, d}), Tensor(side.f32(dw0), DType::kF32, {d}), ConstTensor(side.act(dout), be.act_dtype(), {n, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}), ConstTensor(rsd, DType::kF32, {n}), true, 0));
+            EXPECT_OK(be.rmsnorm_backward(
+                Tensor(dxa, be.act_dtype(), {n, d}), Tensor(side.f32(dw0), DType::kF32, {d}),
+                ConstTensor(side.act(dout), be.act_dtype(), {n, d}),
+                ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {d}),
+                ConstTensor(rsd, DType::kF32, {n}), true, 0));
             o["backward_accumulate.dx"] = side.get_act(dxa, nd);
             return o;
           },
@@ -239,40 +261,53 @@ TEST_P(CudaOps, Linear) {
     const auto dw0 = accumulator(size_t(out) * in, 25);
     const auto db0 = accumulator(out, 26);
     const std::string p = std::string(c.name) + ".";
-    compare(
-        "linear",
-        [&](Side& side) {
-          Backend& be = side.be();
-          Outputs o;
-          void* xd = side.act(x);
-          void* wd = side.act(w);
-          void* dyd = side.act(dy);
-          void* y = side.act_zeros(size_t(n) * out);
-          EXPECT_OK(be.linear_forward(Tensor(y, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), ConstTensor(c.bias ? side.act(b) : nullptr, be.act_dtype(), {out}), 0));
-          o[p + "forward.y"] = side.get_act(y, size_t(n) * out);
-          void* dx = side.act_zeros(size_t(n) * in);
-          float* dw = side.f32(dw0);
-          float* db = c.bias ? side.f32(db0) : nullptr;
-          EXPECT_OK(be.linear_backward(Tensor(dx, be.act_dtype(), {n, in}), Tensor(dw, DType::kF32, {out, in}), Tensor(db, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), false, 0));
-          o[p + "backward.dx"] = side.get_act(dx, size_t(n) * in);
-          o[p + "backward.dw"] = delta(side.get_f32(dw, size_t(out) * in), dw0);
-          if (c.bias) o[p + "backward.db"] = delta(side.get_f32(db, out), db0);
-          void* dxa = side.act(dx0);
-          EXPECT_OK(
-              be.linear_backward(Tensor(dxa, be.act_dtype(), {n, in}), Tensor(side.f32(dw0), DType::kF32, {out, in}), Tensor(nullptr, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), true, 0));
-          o[p + "backward_accumulate.dx"] = side.get_act(dxa, size_t(n) * in);
-          float* dw_only = side.f32(dw0);
-          EXPECT_OK(
-              be.linear_backward(Tensor(nullptr, be.act_dtype(), {n, in}), Tensor(dw_only, DType::kF32, {out, in}), Tensor(nullptr, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}), ConstTensor(wd, be.act_dtype(), {out, in}), false, 0));
-          o[p + "backward_no_dx.dw"] = delta(side.get_f32(dw_only, size_t(out) * in), dw0);
-          return o;
-        },
-        {{p + "forward.y", 1e-2},
-         {p + "backward.dx", 1e-2},
-         {p + "backward.dw", 1e-3},
-         {p + "backward.db", 1e-3},
-         {p + "backward_accumulate.dx", 1e-2},
-         {p + "backward_no_dx.dw", 1e-3}});
+    compare("linear",
+            [&](Side& side) {
+              Backend& be = side.be();
+              Outputs o;
+              void* xd = side.act(x);
+              void* wd = side.act(w);
+              void* dyd = side.act(dy);
+              void* y = side.act_zeros(size_t(n) * out);
+              EXPECT_OK(be.linear_forward(
+                  Tensor(y, be.act_dtype(), {n, out}), ConstTensor(xd, be.act_dtype(), {n, in}),
+                  ConstTensor(wd, be.act_dtype(), {out, in}),
+                  ConstTensor(c.bias ? side.act(b) : nullptr, be.act_dtype(), {out}), 0));
+              o[p + "forward.y"] = side.get_act(y, size_t(n) * out);
+              void* dx = side.act_zeros(size_t(n) * in);
+              float* dw = side.f32(dw0);
+              float* db = c.bias ? side.f32(db0) : nullptr;
+              EXPECT_OK(be.linear_backward(
+                  Tensor(dx, be.act_dtype(), {n, in}), Tensor(dw, DType::kF32, {out, in}),
+                  Tensor(db, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}),
+                  ConstTensor(xd, be.act_dtype(), {n, in}),
+                  ConstTensor(wd, be.act_dtype(), {out, in}), false, 0));
+              o[p + "backward.dx"] = side.get_act(dx, size_t(n) * in);
+              o[p + "backward.dw"] = delta(side.get_f32(dw, size_t(out) * in), dw0);
+              if (c.bias) o[p + "backward.db"] = delta(side.get_f32(db, out), db0);
+              void* dxa = side.act(dx0);
+              EXPECT_OK(be.linear_backward(Tensor(dxa, be.act_dtype(), {n, in}),
+                                           Tensor(side.f32(dw0), DType::kF32, {out, in}),
+                                           Tensor(nullptr, DType::kF32, {out}),
+                                           ConstTensor(dyd, be.act_dtype(), {n, out}),
+                                           ConstTensor(xd, be.act_dtype(), {n, in}),
+                                           ConstTensor(wd, be.act_dtype(), {out, in}), true, 0));
+              o[p + "backward_accumulate.dx"] = side.get_act(dxa, size_t(n) * in);
+              float* dw_only = side.f32(dw0);
+              EXPECT_OK(be.linear_backward(
+                  Tensor(nullptr, be.act_dtype(), {n, in}), Tensor(dw_only, DType::kF32, {out, in}),
+                  Tensor(nullptr, DType::kF32, {out}), ConstTensor(dyd, be.act_dtype(), {n, out}),
+                  ConstTensor(xd, be.act_dtype(), {n, in}),
+                  ConstTensor(wd, be.act_dtype(), {out, in}), false, 0));
+              o[p + "backward_no_dx.dw"] = delta(side.get_f32(dw_only, size_t(out) * in), dw0);
+              return o;
+            },
+            {{p + "forward.y", 1e-2},
+             {p + "backward.dx", 1e-2},
+             {p + "backward.dw", 1e-3},
+             {p + "backward.db", 1e-3},
+             {p + "backward_accumulate.dx", 1e-2},
+             {p + "backward_no_dx.dw", 1e-3}});
   }
 }
 
@@ -292,12 +327,15 @@ TEST_P(CudaOps, Rope) {
           const std::string p = std::string(name) + ".";
           void* qd = side.act(q);
           void* kd = side.act(k);
-          EXPECT_OK(be.rope_forward(Tensor(qd, be.act_dtype(), {B, T, s.heads, s.head_dim}), s.theta, sc, 0));
-          EXPECT_OK(be.rope_forward(Tensor(kd, be.act_dtype(), {B, T, s.kv_heads, s.head_dim}), s.theta, sc, 0));
+          EXPECT_OK(be.rope_forward(Tensor(qd, be.act_dtype(), {B, T, s.heads, s.head_dim}),
+                                    s.theta, sc, 0));
+          EXPECT_OK(be.rope_forward(Tensor(kd, be.act_dtype(), {B, T, s.kv_heads, s.head_dim}),
+                                    s.theta, sc, 0));
           o[p + "forward.q"] = side.get_act(qd, q.size());
           o[p + "forward.k"] = side.get_act(kd, k.size());
           void* dq = side.act(q);
-          EXPECT_OK(be.rope_backward(Tensor(dq, be.act_dtype(), {B, T, s.heads, s.head_dim}), s.theta, sc, 0));
+          EXPECT_OK(be.rope_backward(Tensor(dq, be.act_dtype(), {B, T, s.heads, s.head_dim}),
+                                     s.theta, sc, 0));
           o[p + "backward.dq"] = side.get_act(dq, q.size());
         }
         return o;
@@ -323,7 +361,11 @@ TEST_P(CudaOps, Attention) {
     Side side(*cpu_, s.op_shapes());
     void* out = side.act_zeros(nq);
     float* lse = side.f32_zeros(nl);
-    ASSERT_OK((cpu_)->attention_forward(Tensor(out, (*cpu_).act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}), ConstTensor(side.act(q), (*cpu_).act_dtype(), {B, T, hq, hd}), ConstTensor(side.act(k), (*cpu_).act_dtype(), {B, T, hkv, hd}), ConstTensor(side.act(v), (*cpu_).act_dtype(), {B, T, hkv, hd}), 0));
+    ASSERT_OK((cpu_)->attention_forward(
+        Tensor(out, (*cpu_).act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+        ConstTensor(side.act(q), (*cpu_).act_dtype(), {B, T, hq, hd}),
+        ConstTensor(side.act(k), (*cpu_).act_dtype(), {B, T, hkv, hd}),
+        ConstTensor(side.act(v), (*cpu_).act_dtype(), {B, T, hkv, hd}), 0));
     out_ref = bf16_rounded(side.get_act(out, nq));
     lse_ref = side.get_f32(lse, nl);
   }
@@ -337,13 +379,25 @@ TEST_P(CudaOps, Attention) {
         void* vd = side.act(v);
         void* out = side.act_zeros(nq);
         float* lse = side.f32_zeros(nl);
-        EXPECT_OK(be.attention_forward(Tensor(out, be.act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}), ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}), ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}), 0));
+        EXPECT_OK(be.attention_forward(Tensor(out, be.act_dtype(), {B, T, hq, hd}),
+                                       Tensor(lse, DType::kF32, {B, hq, T}),
+                                       ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}),
+                                       ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}),
+                                       ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}), 0));
         o["forward.out"] = side.get_act(out, nq);
         o["forward.lse"] = side.get_f32(lse, nl);
         void* dq = side.act_zeros(nq);
         void* dk = side.act_zeros(nkv);
         void* dv = side.act_zeros(nkv);
-        EXPECT_OK(be.attention_backward(Tensor(dq, be.act_dtype(), {B, T, hq, hd}), Tensor(dk, be.act_dtype(), {B, T, hkv, hd}), Tensor(dv, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(side.act(dout), be.act_dtype(), {B, T, hq, hd}), ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}), ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}), ConstTensor(side.act(out_ref), be.act_dtype(), {B, T, hq, hd}), ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0));
+        EXPECT_OK(be.attention_backward(
+            Tensor(dq, be.act_dtype(), {B, T, hq, hd}), Tensor(dk, be.act_dtype(), {B, T, hkv, hd}),
+            Tensor(dv, be.act_dtype(), {B, T, hkv, hd}),
+            ConstTensor(side.act(dout), be.act_dtype(), {B, T, hq, hd}),
+            ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}),
+            ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}),
+            ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}),
+            ConstTensor(side.act(out_ref), be.act_dtype(), {B, T, hq, hd}),
+            ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0));
         o["backward.dq"] = side.get_act(dq, nq);
         o["backward.dk"] = side.get_act(dk, nkv);
         o["backward.dv"] = side.get_act(dv, nkv);
@@ -364,19 +418,21 @@ TEST_P(CudaOps, AttentionKeyBias) {
   const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd;
   const auto q = input(nq, 50), k = input(nkv, 51), v = input(nkv, 52), dout = input(nq, 53);
   const auto db0 = accumulator(size_t(hkv) * hd, 54);
-  compare("attention_key_bias",
-          [&](Side& side) {
-            Outputs o;
-            float* db = side.f32(db0);
-            EXPECT_OK(side.be().attention_key_bias_backward(
-                f32(db, {hkv, hd}), ConstTensor(side.act(dout), side.be().act_dtype(), {B, T, hq, hd}),
-                ConstTensor(side.act(q), side.be().act_dtype(), {B, T, hq, hd}),
-                ConstTensor(side.act(k), side.be().act_dtype(), {B, T, hkv, hd}),
-                ConstTensor(side.act(v), side.be().act_dtype(), {B, T, hkv, hd}), s.theta, RopeScaling{}, 0));
-            o["db"] = delta(side.get_f32(db, db0.size()), db0);
-            return o;
-          },
-          {{"db", 2e-2}});
+  compare(
+      "attention_key_bias",
+      [&](Side& side) {
+        Outputs o;
+        float* db = side.f32(db0);
+        EXPECT_OK(side.be().attention_key_bias_backward(
+            f32(db, {hkv, hd}), ConstTensor(side.act(dout), side.be().act_dtype(), {B, T, hq, hd}),
+            ConstTensor(side.act(q), side.be().act_dtype(), {B, T, hq, hd}),
+            ConstTensor(side.act(k), side.be().act_dtype(), {B, T, hkv, hd}),
+            ConstTensor(side.act(v), side.be().act_dtype(), {B, T, hkv, hd}), s.theta,
+            RopeScaling{}, 0));
+        o["db"] = delta(side.get_f32(db, db0.size()), db0);
+        return o;
+      },
+      {{"db", 2e-2}});
 }
 
 TEST_P(CudaOps, SwiGluAndAdd) {
@@ -385,29 +441,36 @@ TEST_P(CudaOps, SwiGluAndAdd) {
   const size_t nf = size_t(n) * f;
   const auto gate = input(nf, 60, 4.0f), up = input(nf, 61), dout = input(nf, 62),
              y0 = input(nf, 63);
-  compare("elementwise",
-          [&](Side& side) {
-            Backend& be = side.be();
-            Outputs o;
-            void* g = side.act(gate);
-            void* u = side.act(up);
-            void* out = side.act_zeros(nf);
-            EXPECT_OK(be.swiglu_forward(Tensor(out, be.act_dtype(), {n, f}), ConstTensor(g, be.act_dtype(), {n, f}), ConstTensor(u, be.act_dtype(), {n, f}), 0));
-            o["swiglu_forward.out"] = side.get_act(out, nf);
-            void* dg = side.act_zeros(nf);
-            void* du = side.act_zeros(nf);
-            EXPECT_OK(be.swiglu_backward(Tensor(dg, be.act_dtype(), {n, f}), Tensor(du, be.act_dtype(), {n, f}), ConstTensor(side.act(dout), be.act_dtype(), {n, f}), ConstTensor(g, be.act_dtype(), {n, f}), ConstTensor(u, be.act_dtype(), {n, f}), 0));
-            o["swiglu_backward.dgate"] = side.get_act(dg, nf);
-            o["swiglu_backward.dup"] = side.get_act(du, nf);
-            void* y = side.act(y0);
-            EXPECT_OK(be.add_inplace(Tensor(y, be.act_dtype(), {static_cast<int64_t>(nf)}), ConstTensor(u, be.act_dtype(), {static_cast<int64_t>(nf)}), 0));
-            o["add_inplace.y"] = side.get_act(y, nf);
-            return o;
-          },
-          {{"swiglu_forward.out", 1e-2},
-           {"swiglu_backward.dgate", 1e-2},
-           {"swiglu_backward.dup", 1e-2},
-           {"add_inplace.y", 1e-2}});
+  compare(
+      "elementwise",
+      [&](Side& side) {
+        Backend& be = side.be();
+        Outputs o;
+        void* g = side.act(gate);
+        void* u = side.act(up);
+        void* out = side.act_zeros(nf);
+        EXPECT_OK(be.swiglu_forward(Tensor(out, be.act_dtype(), {n, f}),
+                                    ConstTensor(g, be.act_dtype(), {n, f}),
+                                    ConstTensor(u, be.act_dtype(), {n, f}), 0));
+        o["swiglu_forward.out"] = side.get_act(out, nf);
+        void* dg = side.act_zeros(nf);
+        void* du = side.act_zeros(nf);
+        EXPECT_OK(be.swiglu_backward(
+            Tensor(dg, be.act_dtype(), {n, f}), Tensor(du, be.act_dtype(), {n, f}),
+            ConstTensor(side.act(dout), be.act_dtype(), {n, f}),
+            ConstTensor(g, be.act_dtype(), {n, f}), ConstTensor(u, be.act_dtype(), {n, f}), 0));
+        o["swiglu_backward.dgate"] = side.get_act(dg, nf);
+        o["swiglu_backward.dup"] = side.get_act(du, nf);
+        void* y = side.act(y0);
+        EXPECT_OK(be.add_inplace(Tensor(y, be.act_dtype(), {static_cast<int64_t>(nf)}),
+                                 ConstTensor(u, be.act_dtype(), {static_cast<int64_t>(nf)}), 0));
+        o["add_inplace.y"] = side.get_act(y, nf);
+        return o;
+      },
+      {{"swiglu_forward.out", 1e-2},
+       {"swiglu_backward.dgate", 1e-2},
+       {"swiglu_backward.dup", 1e-2},
+       {"add_inplace.y", 1e-2}});
 }
 
 TEST_P(CudaOps, LmHeadLoss) {
@@ -439,13 +502,21 @@ TEST_P(CudaOps, LmHeadLoss) {
         void* dx = side.act_zeros(size_t(n) * d);
         float* dw = side.f32(dw0);
         float* logits = with_logits ? side.f32_zeros(size_t(n) * v) : nullptr;
-        EXPECT_OK(be.lm_head_loss(Tensor(losses, DType::kF32, {n}), Tensor(dx, be.act_dtype(), {n, d}), Tensor(dw, DType::kF32, {v, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {v, d}), i32(ld, {n}), scale, Tensor(logits, DType::kF32, {n, v}), s.chunk, 0));
+        EXPECT_OK(be.lm_head_loss(
+            Tensor(losses, DType::kF32, {n}), Tensor(dx, be.act_dtype(), {n, d}),
+            Tensor(dw, DType::kF32, {v, d}), ConstTensor(xd, be.act_dtype(), {n, d}),
+            ConstTensor(wd, be.act_dtype(), {v, d}), i32(ld, {n}), scale,
+            Tensor(logits, DType::kF32, {n, v}), s.chunk, 0));
         o["losses"] = side.get_f32(losses, n);
         o["dx"] = side.get_act(dx, size_t(n) * d);
         o["dw"] = delta(side.get_f32(dw, size_t(v) * d), dw0);
         if (with_logits) o["logits"] = side.get_f32(logits, size_t(n) * v);
         float* eval = side.f32_zeros(n);
-        EXPECT_OK(be.lm_head_loss(Tensor(eval, DType::kF32, {n}), Tensor(nullptr, be.act_dtype(), {n, d}), Tensor(nullptr, DType::kF32, {v, d}), ConstTensor(xd, be.act_dtype(), {n, d}), ConstTensor(wd, be.act_dtype(), {v, d}), i32(ld, {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), s.chunk, 0));
+        EXPECT_OK(be.lm_head_loss(
+            Tensor(eval, DType::kF32, {n}), Tensor(nullptr, be.act_dtype(), {n, d}),
+            Tensor(nullptr, DType::kF32, {v, d}), ConstTensor(xd, be.act_dtype(), {n, d}),
+            ConstTensor(wd, be.act_dtype(), {v, d}), i32(ld, {n}), 0.0f,
+            Tensor(nullptr, DType::kF32, {n, v}), s.chunk, 0));
         o["eval.losses"] = side.get_f32(eval, n);
         return o;
       },
@@ -582,7 +653,8 @@ TEST_F(CudaBackendTest, StreamsEventsAndTiming) {
   EXPECT_EQ(no_timing.code(), ErrorCode::kInvalidArgument) << no_timing.to_string();
   auto unrecorded = be_->device().create_event(true);
   ASSERT_TRUE(unrecorded.ok());
-  EXPECT_EQ(be_->device().elapsed_s(*unrecorded, *end).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be_->device().elapsed_s(*unrecorded, *end).status().code(),
+            ErrorCode::kInvalidArgument);
 
   // Destroyed handles free their ids for reuse; a destroyed id is unknown until then.
   const StreamId sid = copy_stream->id();
@@ -606,7 +678,8 @@ TEST_F(CudaBackendTest, HostRegister) {
   std::vector<float> back(host.size());
   ASSERT_OK(be_->device().host_register(host.data(), host.size() * 4));
   ASSERT_OK(be_->device().host_register(back.data(), back.size() * 4));
-  EXPECT_EQ(be_->device().host_register(host.data(), host.size() * 4).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be_->device().host_register(host.data(), host.size() * 4).code(),
+            ErrorCode::kInvalidArgument);
   Side side(*be_, OpShapes{});
   float* dev = static_cast<float*>(side.alloc(host.size() * 4));
   ASSERT_OK(be_->device().copy_h2d(dev, host.data(), host.size() * 4, 0));
@@ -629,16 +702,24 @@ TEST_F(CudaBackendTest, ErrorsNameTheOpAndTheFix) {
   void* buf = side.alloc(1 << 20);
   ASSERT_NE(buf, nullptr);
 
-  Status s = be_->rmsnorm_forward(Tensor(buf, be_->act_dtype(), {-1, 64}), Tensor(static_cast<float*>(buf), DType::kF32, {-1}), ConstTensor(buf, be_->act_dtype(), {-1, 64}), ConstTensor(buf, be_->act_dtype(), {64}), 1e-5f, 0);
+  Status s = be_->rmsnorm_forward(Tensor(buf, be_->act_dtype(), {-1, 64}),
+                                  Tensor(static_cast<float*>(buf), DType::kF32, {-1}),
+                                  ConstTensor(buf, be_->act_dtype(), {-1, 64}),
+                                  ConstTensor(buf, be_->act_dtype(), {64}), 1e-5f, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("rmsnorm_forward"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("n=-1"), std::string::npos) << s.to_string();
-  s = be_->linear_forward(Tensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 0}), ConstTensor(buf, be_->act_dtype(), {8, 0}), ConstTensor(nullptr, be_->act_dtype(), {8}), 0);
+  s = be_->linear_forward(
+      Tensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 0}),
+      ConstTensor(buf, be_->act_dtype(), {8, 0}), ConstTensor(nullptr, be_->act_dtype(), {8}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("in=0"), std::string::npos) << s.to_string();
-  s = be_->add_inplace(Tensor(buf, be_->act_dtype(), {static_cast<int64_t>(16)}), ConstTensor(nullptr, be_->act_dtype(), {static_cast<int64_t>(16)}), 0);
+  s = be_->add_inplace(Tensor(buf, be_->act_dtype(), {static_cast<int64_t>(16)}),
+                       ConstTensor(nullptr, be_->act_dtype(), {static_cast<int64_t>(16)}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
-  s = be_->swiglu_forward(Tensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 8}), ConstTensor(buf, be_->act_dtype(), {4, 8}), 99);
+  s = be_->swiglu_forward(Tensor(buf, be_->act_dtype(), {4, 8}),
+                          ConstTensor(buf, be_->act_dtype(), {4, 8}),
+                          ConstTensor(buf, be_->act_dtype(), {4, 8}), 99);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("unknown stream 99"), std::string::npos) << s.to_string();
 }
@@ -670,10 +751,10 @@ double sum_squares_on(Backend& be, double* out, const float* x, size_t n) {
 
 // Σ x² in double (the per-block part of the gradient norm): the CUDA and CPU sums within 1e-13 of a
 // long-double sum (each adds in its own fixed order: chains of up to 10^5 terms, whose rounding
-// errors grow about as sqrt(length) · 2^-53; measured 2.7e-14 at 202M elements), the same bits on a rerun and
-// from a copy that is not 16-byte aligned (scalar loads instead of float4, one order), 0 for no
-// elements. Sizes around the kernel's 4-element groups, its 16384-element chunks and its cap of
-// 1024 chunks, and a llama-7B layer's gradient (202M floats), timed.
+// errors grow about as sqrt(length) · 2^-53; measured 2.7e-14 at 202M elements), the same bits on a
+// rerun and from a copy that is not 16-byte aligned (scalar loads instead of float4, one order), 0
+// for no elements. Sizes around the kernel's 4-element groups, its 16384-element chunks and its cap
+// of 1024 chunks, and a llama-7B layer's gradient (202M floats), timed.
 TEST_F(CudaBackendTest, SumSquares) {
   auto cpu = make_cpu_backend();
   const size_t layer_7b = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096;
@@ -702,8 +783,8 @@ TEST_F(CudaBackendTest, SumSquares) {
     EXPECT_LT(std::abs(got - ref) / ref, 1e-13) << "cuda " << got << ", long double " << ref;
     EXPECT_LT(std::abs(want - ref) / ref, 1e-13) << "cpu " << want << ", long double " << ref;
     if (n == layer_7b) {
-      std::printf("sum_squares relative error vs long double at %zu floats: cuda %.2e, cpu %.2e\n", n,
-                  std::abs(got - ref) / ref, std::abs(want - ref) / ref);
+      std::printf("sum_squares relative error vs long double at %zu floats: cuda %.2e, cpu %.2e\n",
+                  n, std::abs(got - ref) / ref, std::abs(want - ref) / ref);
     }
     const double again = sum_squares_on(*be_, out, dx, n);
     EXPECT_EQ(std::memcmp(&got, &again, sizeof(double)), 0) << "two identical runs differ";
@@ -718,7 +799,8 @@ TEST_F(CudaBackendTest, SumSquares) {
       ASSERT_TRUE(start.ok() && end.ok());
       constexpr int kRuns = 10;
       ASSERT_OK(be_->device().record_event(*start, 0));
-      for (int r = 0; r < kRuns; ++r) ASSERT_OK(be_->sum_squares(out, f32(dx, {static_cast<int64_t>(n)}), 0));
+      for (int r = 0; r < kRuns; ++r)
+        ASSERT_OK(be_->sum_squares(out, f32(dx, {static_cast<int64_t>(n)}), 0));
       ASSERT_OK(be_->device().record_event(*end, 0));
       ASSERT_OK(be_->device().synchronize_stream(0));
       auto t = be_->device().elapsed_s(*start, *end);
@@ -736,10 +818,15 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   ASSERT_TRUE(buf.ok());
   void* p = *buf;
   float* f = static_cast<float*>(p);
-  Status s = be_->linear_forward(Tensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {64, 64}), ConstTensor(nullptr, be_->act_dtype(), {64}), 0);
+  Status s = be_->linear_forward(
+      Tensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {4, 64}),
+      ConstTensor(p, be_->act_dtype(), {64, 64}), ConstTensor(nullptr, be_->act_dtype(), {64}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
-  s = be_->rmsnorm_backward(Tensor(p, be_->act_dtype(), {4, 64}), Tensor(f, DType::kF32, {64}), ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {64}), ConstTensor(f, DType::kF32, {4}), false, 0);
+  s = be_->rmsnorm_backward(
+      Tensor(p, be_->act_dtype(), {4, 64}), Tensor(f, DType::kF32, {64}),
+      ConstTensor(p, be_->act_dtype(), {4, 64}), ConstTensor(p, be_->act_dtype(), {4, 64}),
+      ConstTensor(p, be_->act_dtype(), {64}), ConstTensor(f, DType::kF32, {4}), false, 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.to_string();
   s = be_->sum_squares(static_cast<double*>(p), f32(f, {64}), 0);  // its partial sums
@@ -763,7 +850,15 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   ASSERT_OK(be_->set_workspace(*ws, bytes, small));
   // Attention over a sequence 4096 times longer than the workspace was sized for (the buffers would
   // hold it: the check comes first).
-  s = be_->attention_backward(Tensor(p, be_->act_dtype(), {1, 65536, 2, 64}), Tensor(p, be_->act_dtype(), {1, 65536, 1, 64}), Tensor(p, be_->act_dtype(), {1, 65536, 1, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 1, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 1, 64}), ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}), ConstTensor(f, DType::kF32, {1, 2, 65536}), 0);
+  s = be_->attention_backward(Tensor(p, be_->act_dtype(), {1, 65536, 2, 64}),
+                              Tensor(p, be_->act_dtype(), {1, 65536, 1, 64}),
+                              Tensor(p, be_->act_dtype(), {1, 65536, 1, 64}),
+                              ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}),
+                              ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}),
+                              ConstTensor(p, be_->act_dtype(), {1, 65536, 1, 64}),
+                              ConstTensor(p, be_->act_dtype(), {1, 65536, 1, 64}),
+                              ConstTensor(p, be_->act_dtype(), {1, 65536, 2, 64}),
+                              ConstTensor(f, DType::kF32, {1, 2, 65536}), 0);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("attention_backward"), std::string::npos) << s.to_string();
   ASSERT_OK(be_->device().synchronize_stream(0));

@@ -271,15 +271,25 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* rstd_p, t.alloc(n * F));
   float* rstd = static_cast<float*>(rstd_p);
   // rmsnorm_backward's saved statistics, as the forward leaves them.
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(Tensor(normed, be.act_dtype(), {n, d}), Tensor(rstd, DType::kF32, {n}), ConstTensor(x, be.act_dtype(), {n, d}), ConstTensor(w_norm, be.act_dtype(), {d}), kEps, 0));
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(
+      Tensor(normed, be.act_dtype(), {n, d}), Tensor(rstd, DType::kF32, {n}),
+      ConstTensor(x, be.act_dtype(), {n, d}), ConstTensor(w_norm, be.act_dtype(), {d}), kEps, 0));
   // Reads x[n, d] and w[d], writes out[n, d] and rstd[n] (fp32): 2·n·d·A + d·A + 4·n.
-  ops.push_back({"rmsnorm_forward", "x" + dims({n, d}), 2 * nd * A + d * A + n * F, 0,
-                 [&] { return be.rmsnorm_forward(Tensor(normed, be.act_dtype(), {n, d}), Tensor(rstd, DType::kF32, {n}), ConstTensor(x, be.act_dtype(), {n, d}), ConstTensor(w_norm, be.act_dtype(), {d}), kEps, 0); }});
+  ops.push_back({"rmsnorm_forward", "x" + dims({n, d}), 2 * nd * A + d * A + n * F, 0, [&] {
+                   return be.rmsnorm_forward(Tensor(normed, be.act_dtype(), {n, d}),
+                                             Tensor(rstd, DType::kF32, {n}),
+                                             ConstTensor(x, be.act_dtype(), {n, d}),
+                                             ConstTensor(w_norm, be.act_dtype(), {d}), kEps, 0);
+                 }});
   // Reads x, r [n, d] and w[d], writes sum, out [n, d] and rstd[n]: 4·n·d·A + d·A + 4·n. (`sum`
   // apart from x so that every run sees the same inputs; aliased, the traffic is the same.)
   ops.push_back(
       {"residual_rmsnorm_forward", "x,r" + dims({n, d}), 4 * nd * A + d * A + n * F, 0, [&] {
-         return be.residual_rmsnorm_forward(Tensor(sum, be.act_dtype(), {n, d}), Tensor(normed, be.act_dtype(), {n, d}), Tensor(rstd, DType::kF32, {n}), ConstTensor(x, be.act_dtype(), {n, d}), ConstTensor(r, be.act_dtype(), {n, d}), ConstTensor(w_norm, be.act_dtype(), {d}), kEps, 0);
+         return be.residual_rmsnorm_forward(
+             Tensor(sum, be.act_dtype(), {n, d}), Tensor(normed, be.act_dtype(), {n, d}),
+             Tensor(rstd, DType::kF32, {n}), ConstTensor(x, be.act_dtype(), {n, d}),
+             ConstTensor(r, be.act_dtype(), {n, d}), ConstTensor(w_norm, be.act_dtype(), {d}), kEps,
+             0);
        }});
   // As a layer calls it, adding dx into the residual gradient (accumulate_dx): reads dout, x and
   // dx [n, d], w[d], rstd[n], dw[d] (fp32); writes dx[n, d], dw[d]: 4·n·d·A + d·A + 4·n + 8·d.
@@ -288,7 +298,13 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* dw_norm, t.random(DType::kF32, d, 7, 0.01f));
   ops.push_back({"rmsnorm_backward", "x" + dims({n, d}) + " accumulate_dx",
                  4 * nd * A + d * A + n * F + 2 * d * F, 0, [&] {
-                   return be.rmsnorm_backward(Tensor(dx, be.act_dtype(), {n, d}), Tensor(static_cast<float*>(dw_norm), DType::kF32, {d}), ConstTensor(dout, be.act_dtype(), {n, d}), ConstTensor(x, be.act_dtype(), {n, d}), ConstTensor(w_norm, be.act_dtype(), {d}), ConstTensor(rstd, DType::kF32, {n}), true, 0);
+                   return be.rmsnorm_backward(
+                       Tensor(dx, be.act_dtype(), {n, d}),
+                       Tensor(static_cast<float*>(dw_norm), DType::kF32, {d}),
+                       ConstTensor(dout, be.act_dtype(), {n, d}),
+                       ConstTensor(x, be.act_dtype(), {n, d}),
+                       ConstTensor(w_norm, be.act_dtype(), {d}),
+                       ConstTensor(rstd, DType::kF32, {n}), true, 0);
                  }});
 
   // RoPE in place on q[b, t, heads, head_dim]: reads and writes q, 2·b·t·heads·head_dim·A (the
@@ -296,10 +312,14 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* q, t.random(act, q_elems, 8));
   const std::string q_shape = "q" + dims({kBatch, kSeq, kHeads, kHeadDim});
   ops.push_back({"rope_forward", q_shape, 2 * q_elems * A, 0, [&] {
-                   return be.rope_forward(Tensor(q, be.act_dtype(), {kBatch, kSeq, kHeads, kHeadDim}), kTheta, RopeScaling{}, 0);
+                   return be.rope_forward(
+                       Tensor(q, be.act_dtype(), {kBatch, kSeq, kHeads, kHeadDim}), kTheta,
+                       RopeScaling{}, 0);
                  }});
   ops.push_back({"rope_backward", q_shape, 2 * q_elems * A, 0, [&] {
-                   return be.rope_backward(Tensor(q, be.act_dtype(), {kBatch, kSeq, kHeads, kHeadDim}), kTheta, RopeScaling{}, 0);
+                   return be.rope_backward(
+                       Tensor(q, be.act_dtype(), {kBatch, kSeq, kHeads, kHeadDim}), kTheta,
+                       RopeScaling{}, 0);
                  }});
 
   // SwiGLU over the MLP's [n, f] (gate in [-4, 4] so that silu sees its curved part).
@@ -310,16 +330,27 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* dgate, t.alloc(nf * A));
   SPW_ASSIGN_OR_RETURN(void* dup, t.alloc(nf * A));
   // Reads gate, up; writes out: 3·n·f·A.
-  ops.push_back({"swiglu_forward", "gate,up" + dims({n, f}), 3 * nf * A, 0,
-                 [&] { return be.swiglu_forward(Tensor(out_f, be.act_dtype(), {n, f}), ConstTensor(gate, be.act_dtype(), {n, f}), ConstTensor(up, be.act_dtype(), {n, f}), 0); }});
+  ops.push_back({"swiglu_forward", "gate,up" + dims({n, f}), 3 * nf * A, 0, [&] {
+                   return be.swiglu_forward(Tensor(out_f, be.act_dtype(), {n, f}),
+                                            ConstTensor(gate, be.act_dtype(), {n, f}),
+                                            ConstTensor(up, be.act_dtype(), {n, f}), 0);
+                 }});
   // Reads dout, gate, up; writes dgate, dup: 5·n·f·A.
-  ops.push_back({"swiglu_backward", "gate,up" + dims({n, f}), 5 * nf * A, 0,
-                 [&] { return be.swiglu_backward(Tensor(dgate, be.act_dtype(), {n, f}), Tensor(dup, be.act_dtype(), {n, f}), ConstTensor(dout_f, be.act_dtype(), {n, f}), ConstTensor(gate, be.act_dtype(), {n, f}), ConstTensor(up, be.act_dtype(), {n, f}), 0); }});
+  ops.push_back({"swiglu_backward", "gate,up" + dims({n, f}), 5 * nf * A, 0, [&] {
+                   return be.swiglu_backward(Tensor(dgate, be.act_dtype(), {n, f}),
+                                             Tensor(dup, be.act_dtype(), {n, f}),
+                                             ConstTensor(dout_f, be.act_dtype(), {n, f}),
+                                             ConstTensor(gate, be.act_dtype(), {n, f}),
+                                             ConstTensor(up, be.act_dtype(), {n, f}), 0);
+                 }});
 
   // The residual add y[n, d] += x[n, d]: reads y, x; writes y: 3·n·d·A.
   SPW_ASSIGN_OR_RETURN(void* y, t.random(act, nd, 12));
-  ops.push_back({"add_inplace", "y,x" + dims({n, d}), 3 * nd * A, 0,
-                 [&] { return be.add_inplace(Tensor(y, be.act_dtype(), {static_cast<int64_t>(nd)}), ConstTensor(r, be.act_dtype(), {static_cast<int64_t>(nd)}), 0); }});
+  ops.push_back({"add_inplace", "y,x" + dims({n, d}), 3 * nd * A, 0, [&] {
+                   return be.add_inplace(Tensor(y, be.act_dtype(), {static_cast<int64_t>(nd)}),
+                                         ConstTensor(r, be.act_dtype(), {static_cast<int64_t>(nd)}),
+                                         0);
+                 }});
 
   // A layer's weights, fp32 master <-> bf16 compute copy: reads count·4 and writes count·2, or
   // the reverse: count·6 either way.
@@ -327,10 +358,12 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* w_act, t.random(act, kLayerParams, 14));
   SPW_ASSIGN_OR_RETURN(void* w_back, t.alloc(kLayerParams * F));
   const std::string layer = dims({int64_t(kLayerParams)});
-  ops.push_back({"convert_f32_bf16", layer, kLayerParams * (F + A), 0,
-                 [&] { return be.device().convert(w_act, act, w_f32, DType::kF32, kLayerParams, 0); }});
-  ops.push_back({"convert_bf16_f32", layer, kLayerParams * (A + F), 0,
-                 [&] { return be.device().convert(w_back, DType::kF32, w_act, act, kLayerParams, 0); }});
+  ops.push_back({"convert_f32_bf16", layer, kLayerParams * (F + A), 0, [&] {
+                   return be.device().convert(w_act, act, w_f32, DType::kF32, kLayerParams, 0);
+                 }});
+  ops.push_back({"convert_bf16_f32", layer, kLayerParams * (A + F), 0, [&] {
+                   return be.device().convert(w_back, DType::kF32, w_act, act, kLayerParams, 0);
+                 }});
 
   // The embedding gather out[n, d] = table[ids[n], :]: reads ids[n] and each distinct row of the
   // table once, writes out: 4·n + distinct(ids)·d·A + n·d·A.
@@ -341,14 +374,19 @@ Status run(Backend& be, bool json) {
   SPW_ASSIGN_OR_RETURN(void* table, t.random(act, vd, 16));
   SPW_ASSIGN_OR_RETURN(void* embedded, t.alloc(nd * A));
   ops.push_back({"embedding_forward", "ids" + dims({n}) + " table" + dims({v, d}),
-                 n * I + distinct * d * A + nd * A, 0,
-                 [&] { return be.embedding_forward(Tensor(embedded, be.act_dtype(), {n, d}), i32(ids_d, {n}), ConstTensor(table, be.act_dtype(), {v, d}), 0); }});
+                 n * I + distinct * d * A + nd * A, 0, [&] {
+                   return be.embedding_forward(Tensor(embedded, be.act_dtype(), {n, d}),
+                                               i32(ids_d, {n}),
+                                               ConstTensor(table, be.act_dtype(), {v, d}), 0);
+                 }});
 
   // Σ x² of a layer's fp32 gradient: reads count·4, writes one double.
   SPW_ASSIGN_OR_RETURN(void* sumsq, t.alloc(sizeof(double)));
   ops.push_back({"sum_squares", layer + " f32", kLayerParams * F + sizeof(double), 0, [&] {
-                   return be.sum_squares(static_cast<double*>(sumsq),
-                                         f32(static_cast<const float*>(w_f32), {static_cast<int64_t>(kLayerParams)}), 0);
+                   return be.sum_squares(
+                       static_cast<double*>(sumsq),
+                       f32(static_cast<const float*>(w_f32), {static_cast<int64_t>(kLayerParams)}),
+                       0);
                  }});
 
   // The fused LM head + cross-entropy, forward and backward. Reads x[n, d], w[v, d], labels[n],
@@ -367,7 +405,12 @@ Status run(Backend& be, bool json) {
       {"lm_head_loss",
        "x" + dims({n, d}) + " w" + dims({v, d}) + " chunk " + std::to_string(kLmHeadChunk),
        2 * nd * A + vd * A + n * (I + F) + 2 * vd * F, 3 * 2.0 * n * d * v, [&] {
-         return be.lm_head_loss(Tensor(static_cast<float*>(losses), DType::kF32, {n}), Tensor(dx_lm, be.act_dtype(), {n, d}), Tensor(static_cast<float*>(dw_lm), DType::kF32, {v, d}), ConstTensor(xn, be.act_dtype(), {n, d}), ConstTensor(w_lm, be.act_dtype(), {v, d}), i32(labels_d, {n}), 1.0f / n, Tensor(nullptr, DType::kF32, {n, v}), kLmHeadChunk, 0);
+         return be.lm_head_loss(Tensor(static_cast<float*>(losses), DType::kF32, {n}),
+                                Tensor(dx_lm, be.act_dtype(), {n, d}),
+                                Tensor(static_cast<float*>(dw_lm), DType::kF32, {v, d}),
+                                ConstTensor(xn, be.act_dtype(), {n, d}),
+                                ConstTensor(w_lm, be.act_dtype(), {v, d}), i32(labels_d, {n}),
+                                1.0f / n, Tensor(nullptr, DType::kF32, {n, v}), kLmHeadChunk, 0);
        }});
 
   Report report(json, be.device_info().name);

@@ -7,10 +7,10 @@
 // - the whole job reaches a held-out loss within 2% of the CPU backend's on the same job, and its
 //   plan was made with the GPU's measured figures.
 // The first two shorten the job (40 and 60 steps instead of 200; the cosine schedule spans them).
-// Each test skips, saying why, when the CUDA backend cannot start. SPILLWAY_WORKER_GPU_TEST_BACKEND=cpu
-// runs the same checks with the CPU backend under test: a check of the test itself without a GPU.
+// Each test skips, saying why, when the CUDA backend cannot start.
+// SPILLWAY_WORKER_GPU_TEST_BACKEND=cpu runs the same checks with the CPU backend under test: a
+// check of the test itself without a GPU.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -23,11 +23,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "app/run-files.h"
 #include "app/worker-process.h"
@@ -45,7 +44,9 @@ using testing::read_events;
 
 // The bits of a JSON number (events.jsonl writes doubles so that they read back exactly): equal
 // bits, not merely equal values.
-uint64_t bits(const json& v) { return std::bit_cast<uint64_t>(v.get<double>()); }
+uint64_t bits(const json& v) {
+  return std::bit_cast<uint64_t>(v.get<double>());
+}
 
 // Every .safetensors file under folder `a` (a checkpoint or an export) has a bit-identical twin
 // under `b`, and there are no others.
@@ -85,7 +86,8 @@ class WorkerGpu : public ::testing::Test {
   // Writes the shipped job on `backend`, its paths absolute, with `train` merged into its "train"
   // section and its run folder at tmp/<name>; returns the job file's path.
   std::string write_job(const std::string& name, const std::string& backend, const json& train) {
-    auto shipped = read_file(std::string(SPILLWAY_SOURCE_DIR) + "/resources/jobs/stories260k-shakespeare.json");
+    auto shipped = read_file(std::string(SPILLWAY_SOURCE_DIR) +
+                             "/resources/jobs/stories260k-shakespeare.json");
     EXPECT_TRUE(shipped.ok()) << shipped.status().to_string();
     json job = json::parse(shipped.ok() ? *shipped : std::string("{}"));
     job["name"] = name;
@@ -105,7 +107,8 @@ class WorkerGpu : public ::testing::Test {
   pid_t start(const std::string& name, const std::string& job, const std::string& resume = "") {
     std::vector<std::string> args = {"train", job};
     if (!resume.empty()) args.insert(args.end(), {"--resume", resume});
-    return testing::spawn_worker(args, env_, tmp_.path() + "/" + name + ".out", tmp_.path() + "/" + name + ".err");
+    return testing::spawn_worker(args, env_, tmp_.path() + "/" + name + ".out",
+                                 tmp_.path() + "/" + name + ".err");
   }
 
   // Waits for run `name` to end; its exit code, with its stderr in the failure message when not 0.
@@ -133,14 +136,17 @@ TEST_F(WorkerGpu, SameJobTwiceGivesTheSameBits) {
     EXPECT_EQ(bits(steps_a[i]["loss"]), bits(steps_b[i]["loss"]))
         << "step " << i + 1 << ": loss " << steps_a[i]["loss"] << " vs " << steps_b[i]["loss"];
     EXPECT_EQ(bits(steps_a[i]["grad_norm"]), bits(steps_b[i]["grad_norm"]))
-        << "step " << i + 1 << ": grad_norm " << steps_a[i]["grad_norm"] << " vs " << steps_b[i]["grad_norm"];
+        << "step " << i + 1 << ": grad_norm " << steps_a[i]["grad_norm"] << " vs "
+        << steps_b[i]["grad_norm"];
   }
   const auto evals_a = of_type(a, "eval"), evals_b = of_type(b, "eval");
   ASSERT_EQ(evals_a.size(), 3u);  // steps 0, 20, 40
   ASSERT_EQ(evals_b.size(), evals_a.size());
   for (size_t i = 0; i < evals_a.size(); ++i)
-    EXPECT_EQ(bits(evals_a[i]["loss"]), bits(evals_b[i]["loss"])) << "held-out loss at step " << evals_a[i]["step"];
-  expect_same_safetensors(run_dir("first") + "/checkpoints/step-000040", run_dir("second") + "/checkpoints/step-000040");
+    EXPECT_EQ(bits(evals_a[i]["loss"]), bits(evals_b[i]["loss"]))
+        << "held-out loss at step " << evals_a[i]["step"];
+  expect_same_safetensors(run_dir("first") + "/checkpoints/step-000040",
+                          run_dir("second") + "/checkpoints/step-000040");
   expect_same_safetensors(run_dir("first") + "/export", run_dir("second") + "/export");
 }
 
@@ -157,17 +163,18 @@ TEST_F(WorkerGpu, ResumeAfterSigkillIsBitExact) {
   // (from just after the checkpoint's folder appears to mid-step 23), long before its end.
   const pid_t pid = start("killed", write_job("killed", backend_, train));
   const std::string ckpt = run_dir("killed") + "/checkpoints/step-000020";
-  for (int status = 0; !fs::exists(ckpt); std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
-    ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0)
-        << "the run ended before its step-20 checkpoint:\n" << testing::slurp(tmp_.path() + "/killed.err");
+  for (int status = 0; !fs::exists(ckpt);
+       std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+    ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the run ended before its step-20 checkpoint:\n"
+                                                 << testing::slurp(tmp_.path() + "/killed.err");
   }
   std::mt19937 rng(std::random_device{}());
   const double delay_s = std::uniform_real_distribution<double>(0, 3 * median(step_s))(rng);
   std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
   kill(pid, SIGKILL);
   SCOPED_TRACE("SIGKILL " + std::to_string(delay_s * 1e3) + " ms after the step-20 checkpoint");
-  ASSERT_EQ(testing::wait_exit(pid), 128 + SIGKILL)
-      << "the run was not killed mid-run:\n" << testing::slurp(tmp_.path() + "/killed.err");
+  ASSERT_EQ(testing::wait_exit(pid), 128 + SIGKILL) << "the run was not killed mid-run:\n"
+                                                    << testing::slurp(tmp_.path() + "/killed.err");
   ASSERT_TRUE(fs::exists(ckpt + "/model.safetensors"));
   ASSERT_EQ(finish(start("resumed", tmp_.path() + "/killed.json", ckpt), "resumed"), 0);
 
@@ -178,11 +185,13 @@ TEST_F(WorkerGpu, ResumeAfterSigkillIsBitExact) {
     const int64_t step = e["step"];
     ASSERT_TRUE(step >= 1 && step <= kSteps) << step;
     EXPECT_EQ(bits(e["loss"]), bits(straight[step - 1]["loss"]))
-        << "step " << step << ": loss " << e["loss"] << " vs " << straight[step - 1]["loss"] << " uninterrupted";
+        << "step " << step << ": loss " << e["loss"] << " vs " << straight[step - 1]["loss"]
+        << " uninterrupted";
     steps_taken.insert(step);
   }
   EXPECT_EQ(steps_taken.size(), size_t{kSteps});
-  expect_same_safetensors(run_dir("straight") + "/checkpoints/step-000060", run_dir("killed") + "/checkpoints/step-000060");
+  expect_same_safetensors(run_dir("straight") + "/checkpoints/step-000060",
+                          run_dir("killed") + "/checkpoints/step-000060");
   expect_same_safetensors(run_dir("straight") + "/export", run_dir("killed") + "/export");
 }
 
@@ -200,8 +209,9 @@ TEST_F(WorkerGpu, HeldOutLossWithinTwoPercentOfCpu) {
   ASSERT_FALSE(cpu_evals.empty());
   ASSERT_EQ(gpu_evals.size(), cpu_evals.size());
   for (size_t i = 0; i < cpu_evals.size(); ++i) {
-    std::printf("step %3d held-out loss: %s %.5f, cpu %.5f\n", cpu_evals[i]["step"].get<int>(), backend_.c_str(),
-                gpu_evals[i]["loss"].get<double>(), cpu_evals[i]["loss"].get<double>());
+    std::printf("step %3d held-out loss: %s %.5f, cpu %.5f\n", cpu_evals[i]["step"].get<int>(),
+                backend_.c_str(), gpu_evals[i]["loss"].get<double>(),
+                cpu_evals[i]["loss"].get<double>());
   }
   EXPECT_EQ(cpu_evals.back()["step"], 200);
   EXPECT_EQ(gpu_evals.back()["step"], 200);
@@ -209,8 +219,8 @@ TEST_F(WorkerGpu, HeldOutLossWithinTwoPercentOfCpu) {
   EXPECT_LT(cpu_loss, 0.7 * cpu_evals.front()["loss"].get<double>()) << "the CPU run did not learn";
   EXPECT_LE(std::abs(gpu_loss - cpu_loss), 0.02 * cpu_loss)
       << backend_ << " held-out loss " << gpu_loss << ", cpu " << cpu_loss;
-  std::printf("final held-out loss: %s %.5f, cpu %.5f (%+.3f%%)\n", backend_.c_str(), gpu_loss, cpu_loss,
-              100 * (gpu_loss / cpu_loss - 1));
+  std::printf("final held-out loss: %s %.5f, cpu %.5f (%+.3f%%)\n", backend_.c_str(), gpu_loss,
+              cpu_loss, 100 * (gpu_loss / cpu_loss - 1));
 
   // The plan was made with the GPU's figures (probe_device and measure_adamw), not the host's.
   const auto plans = of_type(gpu_events, "plan");
@@ -218,8 +228,8 @@ TEST_F(WorkerGpu, HeldOutLossWithinTwoPercentOfCpu) {
   const json& plan = plans.front();
   std::vector<double> step_s;
   for (const auto& e : of_type(gpu_events, "step")) step_s.push_back(e["step_s"]);
-  std::printf("plan: %s, step %.4f s predicted, %.4f s measured (median)\n", plan["machine"].dump().c_str(),
-              plan["step"]["step_s"].get<double>(), median(step_s));
+  std::printf("plan: %s, step %.4f s predicted, %.4f s measured (median)\n",
+              plan["machine"].dump().c_str(), plan["step"]["step_s"].get<double>(), median(step_s));
   EXPECT_EQ(plan["backend"], backend_);
   if (backend_ == "cuda") {
     EXPECT_FALSE(plan["machine"]["device"].get<std::string>().empty());
@@ -233,8 +243,10 @@ TEST_F(WorkerGpu, HeldOutLossWithinTwoPercentOfCpu) {
     ASSERT_FALSE(samples.empty());
     const json& last = samples.back();
     std::printf("last sample: hbm %s, gpu_util_pct %s, gpu_mem_used_bytes %s, pcie_rx_gbps %s\n",
-                last["tiers"]["hbm"].dump().c_str(), last.value("gpu_util_pct", json()).dump().c_str(),
-                last.value("gpu_mem_used_bytes", json()).dump().c_str(), last.value("pcie_rx_gbps", json()).dump().c_str());
+                last["tiers"]["hbm"].dump().c_str(),
+                last.value("gpu_util_pct", json()).dump().c_str(),
+                last.value("gpu_mem_used_bytes", json()).dump().c_str(),
+                last.value("pcie_rx_gbps", json()).dump().c_str());
     EXPECT_GT(last["tiers"]["hbm"].value("device_total_bytes", 0.0), 1e9);
     EXPECT_GT(last["tiers"]["hbm"].value("device_free_bytes", 0.0), 0.0);
     EXPECT_GT(last.value("gpu_mem_total_bytes", 0.0), 1e9) << "NVML did not watch the run's GPU";

@@ -7,10 +7,10 @@
 
 #include <QApplication>
 #include <QLabel>
-#include <QSignalSpy>
 #include <QMessageBox>
 #include <QProcess>
 #include <QPushButton>
+#include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTest>

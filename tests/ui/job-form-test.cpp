@@ -10,16 +10,16 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
-#include <QTest>
 #include <QTableView>
+#include <QTest>
 #include <climits>
 #include <fstream>
 #include <limits>
 #include <set>
 
-#include "JobForm.h"
-#include "IntegerSpinBox.h"
 #include "HistoryPage.h"
+#include "IntegerSpinBox.h"
+#include "JobForm.h"
 #include "JobSettings.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
@@ -39,21 +39,23 @@ QString q(const std::string& s) {
 // an input that is not part of the job (Measure's step count).
 bool isField(QWidget* w) {
   if (w->property(JobForm::kNotInJobProperty).toBool()) return false;
-  if (!qobject_cast<QAbstractSpinBox*>(w) && !qobject_cast<QComboBox*>(w) && !qobject_cast<QLineEdit*>(w) &&
-      !qobject_cast<QCheckBox*>(w))
+  if (!qobject_cast<QAbstractSpinBox*>(w) && !qobject_cast<QComboBox*>(w) &&
+      !qobject_cast<QLineEdit*>(w) && !qobject_cast<QCheckBox*>(w))
     return false;
   QWidget* parent = w->parentWidget();
-  return !(qobject_cast<QLineEdit*>(w) && (qobject_cast<QAbstractSpinBox*>(parent) || qobject_cast<QComboBox*>(parent)));
+  return !(qobject_cast<QLineEdit*>(w) &&
+           (qobject_cast<QAbstractSpinBox*>(parent) || qobject_cast<QComboBox*>(parent)));
 }
 
 std::string describe(QWidget* w) {
-  return std::string(w->metaObject()->className()) + " '" + w->objectName().toStdString() + "' (tooltip: " +
-         w->toolTip().left(60).toStdString() + ")";
+  return std::string(w->metaObject()->className()) + " '" + w->objectName().toStdString() +
+         "' (tooltip: " + w->toolTip().left(60).toStdString() + ")";
 }
 
 // The value the form's job holds for `k`, as JSON text ("" when absent); numbers as doubles.
 std::string valueIn(const nlohmann::json& job, const job::JobKey& k) {
-  const nlohmann::json& in = k.section().empty() ? job : job.value(k.section(), nlohmann::json::object());
+  const nlohmann::json& in =
+      k.section().empty() ? job : job.value(k.section(), nlohmann::json::object());
   const auto it = in.find(k.name());
   if (it == in.end()) return "";
   if (it->is_number()) return nlohmann::json(it->get<double>()).dump();
@@ -74,11 +76,14 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
     const std::string path = w->property(JobForm::kKeyProperty).toString().toStdString();
     ASSERT_FALSE(path.empty()) << "a field of the form with no job key: " << describe(w);
     const job::JobKey* k = job::find_job_key(path);
-    ASSERT_NE(k, nullptr) << describe(w) << " names " << path << ", which the job schema does not have";
+    ASSERT_NE(k, nullptr) << describe(w) << " names " << path
+                          << ", which the job schema does not have";
     keys.insert(path);
-    EXPECT_TRUE(w->toolTip().contains(QString::fromStdString(k->description))) << path << ": " << describe(w);
+    EXPECT_TRUE(w->toolTip().contains(QString::fromStdString(k->description)))
+        << path << ": " << describe(w);
     if (!k->required && !k->default_value.is_null()) {
-      EXPECT_EQ(valueIn(job, *k), schemaDefault(*k)) << path << ": the form starts elsewhere than the schema's default";
+      EXPECT_EQ(valueIn(job, *k), schemaDefault(*k))
+          << path << ": the form starts elsewhere than the schema's default";
     }
     if (auto* s = qobject_cast<QSpinBox*>(w)) {
       EXPECT_EQ(s->minimum(), static_cast<int>(k->range.lo)) << path;
@@ -108,12 +113,31 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
     }
   }
   // The keys the form shows; more may come, none may go without this list changing.
-  for (const char* path : {"name", "model.path", "data.train", "data.format", "data.template", "data.seq_len",
-                           "data.eval_fraction", "data.seed", "train.steps", "train.epochs", "train.micro_batch_size",
-                           "train.grad_accum", "train.lr", "train.schedule", "train.warmup_steps", "train.weight_decay",
-                           "train.clip_grad_norm", "train.eval_every", "train.checkpoint_every", "placement.backend",
-                           "placement.device_memory_bytes", "placement.optimizer", "placement.master",
-                           "placement.ssd_dir", "placement.dram_cap_bytes"})
+  for (const char* path : {"name",
+                           "model.path",
+                           "data.train",
+                           "data.format",
+                           "data.template",
+                           "data.seq_len",
+                           "data.eval_fraction",
+                           "data.seed",
+                           "train.steps",
+                           "train.epochs",
+                           "train.micro_batch_size",
+                           "train.grad_accum",
+                           "train.lr",
+                           "train.schedule",
+                           "train.warmup_steps",
+                           "train.weight_decay",
+                           "train.clip_grad_norm",
+                           "train.eval_every",
+                           "train.checkpoint_every",
+                           "placement.backend",
+                           "placement.device_memory_bytes",
+                           "placement.optimizer",
+                           "placement.master",
+                           "placement.ssd_dir",
+                           "placement.dram_cap_bytes"})
     EXPECT_TRUE(keys.count(path)) << path << " is not on the form";
 }
 
@@ -125,14 +149,20 @@ TEST(JobForm, UntouchedSettingsResolveToTheSchemasDefaults) {
   s.trainPath = "/d.txt";
   auto fromForm = job::resolve_job(nlohmann::json::parse(s.toText().toStdString()));
   ASSERT_TRUE(fromForm.ok()) << fromForm.status().to_string();
-  auto bare = job::resolve_job({{"name", s.name.toStdString()}, {"model", {{"path", "/m"}}}, {"data", {{"train", "/d.txt"}}}});
+  auto bare = job::resolve_job({{"name", s.name.toStdString()},
+                                {"model", {{"path", "/m"}}},
+                                {"data", {{"train", "/d.txt"}}}});
   ASSERT_TRUE(bare.ok()) << bare.status().to_string();
   // Numbers compare by value (the form writes 0.0 where the schema says 0).
   for (const job::JobKey& k : job::job_keys()) {
-    const nlohmann::json& a = k.section().empty() ? (*fromForm)[k.name()] : (*fromForm)[k.section()][k.name()];
-    const nlohmann::json& b = k.section().empty() ? (*bare)[k.name()] : (*bare)[k.section()][k.name()];
-    if (a.is_number() && b.is_number()) EXPECT_EQ(a.get<double>(), b.get<double>()) << k.path;
-    else EXPECT_EQ(a, b) << k.path;
+    const nlohmann::json& a =
+        k.section().empty() ? (*fromForm)[k.name()] : (*fromForm)[k.section()][k.name()];
+    const nlohmann::json& b =
+        k.section().empty() ? (*bare)[k.name()] : (*bare)[k.section()][k.name()];
+    if (a.is_number() && b.is_number())
+      EXPECT_EQ(a.get<double>(), b.get<double>()) << k.path;
+    else
+      EXPECT_EQ(a, b) << k.path;
   }
 }
 
@@ -187,9 +217,10 @@ TEST(JobForm, SixtyFourBitSeedRoundTripsThroughJobFilesAndClone) {
   std::ofstream(data) << "some text to train on\n";
   for (const quint64 seed : kSeeds) {
     const std::string n = std::to_string(seed);
-    const std::string job = R"({"name": "seeded", "model": {"init": "llama-byte-5m", "seed": )" + n +
-                            R"(, "tokenizer": "builtin:bytes"}, "data": {"train": ")" + data +
-                            R"(", "seed": )" + n + R"(}, "train": {"steps": 3, "seed": )" + n + "}}";
+    const std::string job = R"({"name": "seeded", "model": {"init": "llama-byte-5m", "seed": )" +
+                            n + R"(, "tokenizer": "builtin:bytes"}, "data": {"train": ")" + data +
+                            R"(", "seed": )" + n + R"(}, "train": {"steps": 3, "seed": )" + n +
+                            "}}";
     const std::string in = tmp.path() + "/in.json", out = tmp.path() + "/out.json";
     std::ofstream(in) << job;
 

@@ -299,8 +299,8 @@ TEST(LivePage, ARunOpenedFromHistoryShowsHowItEndedWithoutADialog) {
   ASSERT_TRUE((*store)->create_run(failed).ok());
   LivePage live;
   live.setDatabase((*store)->path());
-  live.attach(q(failed.run_dir));  // History's Open in Live: no pid
-  ASSERT_TRUE(waitForLive(&live));    // the store's row is read off the window's thread
+  live.attach(q(failed.run_dir));   // History's Open in Live: no pid
+  ASSERT_TRUE(waitForLive(&live));  // the store's row is read off the window's thread
   EXPECT_EQ(live.phase(), Phase::kFailed);
   EXPECT_EQ(live.endMessage().toStdString(), failed.error_message);
   EXPECT_TRUE(live.statusText().endsWith(q(failed.error_message)))

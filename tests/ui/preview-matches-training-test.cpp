@@ -9,7 +9,6 @@
 #include <QJsonDocument>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "DatasetPreview.h"
@@ -39,10 +38,12 @@ struct TokenizerCase {
 std::string modelFolder(const TempDir& dir, const TokenizerCase& t) {
   const std::string folder = dir.path() + "/" + t.tokenizer;
   fs::create_directories(folder);
-  json config = json::parse(*read_file(data_path(std::string("models/") + t.config + "/config.json")));
+  json config =
+      json::parse(*read_file(data_path(std::string("models/") + t.config + "/config.json")));
   config["vocab_size"] = t.vocab_size;
   std::ofstream(folder + "/config.json") << config.dump(2);
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"}) {
+  for (const char* file :
+       {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"}) {
     const std::string from = data_path(std::string("tokenizers/") + t.tokenizer + "/" + file);
     if (fs::exists(from)) fs::create_symlink(from, folder + "/" + file);
   }
@@ -52,12 +53,14 @@ std::string modelFolder(const TempDir& dir, const TokenizerCase& t) {
 // OpenAI `messages` JSONL made from the first ShareGPT conversations.
 std::string messagesFile(const TempDir& dir) {
   const std::string path = dir.path() + "/messages.jsonl";
-  const json sharegpt = json::parse(*read_file(data_path("datasets/sharegpt/fastchat_dummy_conversation.json")));
+  const json sharegpt =
+      json::parse(*read_file(data_path("datasets/sharegpt/fastchat_dummy_conversation.json")));
   std::ofstream out(path);
   for (size_t i = 0; i < 20 && i < sharegpt.size(); ++i) {
     json messages = json::array();
     for (const json& turn : sharegpt[i]["conversations"])
-      messages.push_back({{"role", turn["from"] == "human" ? "user" : "assistant"}, {"content", turn["value"]}});
+      messages.push_back(
+          {{"role", turn["from"] == "human" ? "user" : "assistant"}, {"content", turn["value"]}});
     out << json{{"messages", messages}}.dump() << "\n";
   }
   return path;
@@ -66,8 +69,9 @@ std::string messagesFile(const TempDir& dir) {
 TEST(PreviewMatchesTraining, ChatTemplateAndTrainedTokens) {
   SPILLWAY_REQUIRE_DATA();
   TempDir dir;
-  const TokenizerCase tokenizers[] = {
-      {"qwen2.5", "qwen2-tiny", 151665}, {"llama3", "llama-mha-tiny", 128256}, {"llama2", "llama-mha-tiny", 32000}};
+  const TokenizerCase tokenizers[] = {{"qwen2.5", "qwen2-tiny", 151665},
+                                      {"llama3", "llama-mha-tiny", 128256},
+                                      {"llama2", "llama-mha-tiny", 32000}};
   const std::pair<const char*, std::string> datasets[] = {
       {"alpaca", data_path("datasets/alpaca/alpaca_en_demo.json")},
       {"sharegpt", data_path("datasets/sharegpt/fastchat_dummy_conversation.json")},
@@ -76,7 +80,8 @@ TEST(PreviewMatchesTraining, ChatTemplateAndTrainedTokens) {
     if (!fs::exists(data_path(std::string("tokenizers/") + t.tokenizer + "/tokenizer.json")))
       GTEST_SKIP() << "no " << t.tokenizer << " tokenizer in " << spillway::testing::data_dir();
     const std::string model = modelFolder(dir, t);
-    auto tokenizer = load_model_tokenizer(model);  // training's: the model folder's (model.tokenizer unset)
+    auto tokenizer =
+        load_model_tokenizer(model);  // training's: the model folder's (model.tokenizer unset)
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
     for (const auto& [format, data] : datasets) {
       // The job's own template, or the model's (auto): the preview must take both from the job.
@@ -116,7 +121,8 @@ TEST(PreviewMatchesTraining, ChatTemplateAndTrainedTokens) {
         ASSERT_FALSE(p.samples.isEmpty());
         for (int i = 0; i < p.samples.size(); ++i) {
           const TokenSequence& seq = (*trained)[i];
-          EXPECT_EQ(p.samples[i].ids, QVector<int>(seq.input_ids.begin(), seq.input_ids.end())) << "sample " << i;
+          EXPECT_EQ(p.samples[i].ids, QVector<int>(seq.input_ids.begin(), seq.input_ids.end()))
+              << "sample " << i;
           EXPECT_EQ(p.samples[i].labels, QVector<int>(seq.labels.begin(), seq.labels.end()))
               << "sample " << i << ": the preview's trained tokens differ from training's";
         }

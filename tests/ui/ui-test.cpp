@@ -960,7 +960,7 @@ TEST(ComparePage, TheSliderAndTheAxisRedrawFromTheCache) {
   slider->setValue(0);  // no smoothing: the raw zigzag
   EXPECT_DOUBLE_EQ(lastLoss(), 2.5);
   for (int v = 1; v <= 99; v += 7) slider->setValue(v);  // a drag
-  EXPECT_NE(lastLoss(), 2.5);  // smoothed towards 3
+  EXPECT_NE(lastLoss(), 2.5);                            // smoothed towards 3
   EXPECT_NEAR(lastLoss(), 3.0, 0.5);
   compare.setXAxis(ComparePage::kTokens);
   EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(19)->key, 2000.0);

@@ -331,12 +331,14 @@ TEST(WindowResponsive, AnEditWhileAWorkerHoldsTheWriteLockWaitsAndLandsWithoutBl
   EXPECT_TRUE(status->isVisible());
   EXPECT_TRUE(status->text().contains("Waiting to save the tags of “finished”"))
       << status->text().toStdString();
-  EXPECT_TRUE(status->text().contains("is locked by another process")) << status->text().toStdString();
+  EXPECT_TRUE(status->text().contains("is locked by another process"))
+      << status->text().toStdString();
   EXPECT_TRUE(status->text().contains("The edit is kept")) << status->text().toStdString();
   const qint64 gap = watch.longestGapMs();
-  std::printf("[ measure  ] 3 edits while runs.db is write-locked for 3 s: %d tries, longest "
-              "event-loop gap %lld ms\n",
-              edits->attempts(), static_cast<long long>(gap));
+  std::printf(
+      "[ measure  ] 3 edits while runs.db is write-locked for 3 s: %d tries, longest "
+      "event-loop gap %lld ms\n",
+      edits->attempts(), static_cast<long long>(gap));
   EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
 
   // Released: all three land, in order, and History shows them.
@@ -404,10 +406,11 @@ TEST(WindowResponsive, TypingAModelPathChecksItOnceOffTheWindowsThread) {
     EXPECT_EQ(picker->inspections(), before);  // nothing opened while typing
     ASSERT_TRUE(checked.wait(static_cast<int>(10000 * ::spillway::testing::kTimeScale)));
     const qint64 gap = watch.longestGapMs();
-    std::printf("typed a %lld-character model path: %d check(s), the event loop's longest gap "
-                "%lld ms\n",
-                static_cast<long long>(path.size()), picker->inspections() - before,
-                static_cast<long long>(gap));
+    std::printf(
+        "typed a %lld-character model path: %d check(s), the event loop's longest gap "
+        "%lld ms\n",
+        static_cast<long long>(path.size()), picker->inspections() - before,
+        static_cast<long long>(gap));
     EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
   }
   EXPECT_EQ(picker->inspections(), before + 1);

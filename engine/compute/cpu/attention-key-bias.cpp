@@ -32,8 +32,8 @@ struct Shape {
 // and D below keep. Scratch: s, dp of seq floats, ds of seq doubles, ab of d doubles.
 SPW_MULTIVERSION
 void block_rows(double* out, const float* dout, const float* q, const float* k, const float* v,
-                const Shape& sh, int b, int h, int i0, int i1, const RopeTable& table, float* s, float* dp,
-                double* ds, double* ab) {
+                const Shape& sh, int b, int h, int i0, int i1, const RopeTable& table, float* s,
+                float* dp, double* ds, double* ab) {
   const int d = sh.d, half = d / 2, g = h / (sh.hq / sh.hkv);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   double* A = ab;
@@ -142,9 +142,10 @@ Status attention_key_bias_backward(float* db, const float* dout, const float* q,
   SPW_RETURN_IF_ERROR(
       check_attention_key_bias_shape("attention_key_bias_backward", batch, seq, hq, hkv, head_dim));
   if (table.head_dim != head_dim || table.seq < seq) {
-    return invalid_argument("attention_key_bias_backward: RoPE table of head_dim " + std::to_string(table.head_dim) +
-                            " for " + std::to_string(table.seq) + " positions, needs " +
-                            std::to_string(head_dim) + " and " + std::to_string(seq));
+    return invalid_argument("attention_key_bias_backward: RoPE table of head_dim " +
+                            std::to_string(table.head_dim) + " for " + std::to_string(table.seq) +
+                            " positions, needs " + std::to_string(head_dim) + " and " +
+                            std::to_string(seq));
   }
   if (batch == 0 || seq == 0) return Status::ok_status();
   const Shape sh{batch, seq, hq, hkv, head_dim};

@@ -10,9 +10,9 @@
 // leaves rounding noise of ~1e-10 there, and AdamW, which divides each element by its own RMS,
 // turns noise near zero into steps of up to ±lr. So this recomputes each query row's scores and dP
 // (float32: they only perturb the inputs), normalises the softmax and forms dS in double with
-// D_i = Σ_j P_ij·dP_ij of that same P, so that Σ_j dS_ij = 0 holds to double rounding, and folds the
-// rotation into the row sum, in double: with A_f = Σ_j dS_ij·cos a_jf and B_f = Σ_j dS_ij·sin a_jf
-// (a_jf the angle of pair f at position j, cpu/rope.h),
+// D_i = Σ_j P_ij·dP_ij of that same P, so that Σ_j dS_ij = 0 holds to double rounding, and folds
+// the rotation into the row sum, in double: with A_f = Σ_j dS_ij·cos a_jf and B_f = Σ_j dS_ij·sin
+// a_jf (a_jf the angle of pair f at position j, cpu/rope.h),
 //   (Σ_j dS_ij R_jᵀ q_i)[f]       = q_i[f]·A_f + q_i[f + d/2]·B_f
 //   (Σ_j dS_ij R_jᵀ q_i)[f + d/2] = q_i[f + d/2]·A_f − q_i[f]·B_f
 // About as long as attention_backward (bench-compute); only models with a key bias pay for it.

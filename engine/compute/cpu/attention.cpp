@@ -33,7 +33,9 @@ inline int interleave(size_t i, int blocks) {
 constexpr int kTile = 16;  // columns per register tile: 2 AVX2 or 4 SSE registers per row
 
 // Row stride of a transposed head: T rounded up to whole tiles.
-inline int padded(int seq) { return (seq + kTile - 1) / kTile * kTile; }
+inline int padded(int seq) {
+  return (seq + kTile - 1) / kTile * kTile;
+}
 
 // Floats of a transposed copy of x[b, T, heads, d]: [b, heads, d, padded(T)] plus one spare tile
 // at the end so that a tile that starts inside the last row may run past it.
@@ -85,9 +87,10 @@ void rows_times_transposed(float* const out[kRows], const float* const a[kRows],
 
 // acc[r][j0, j0 + 8·V) += Σ_{s in [s0, s1)} w[r][s] · row_s[j0, j0 + 8·V), row_s = base + s·stride.
 template <int V>
-inline __attribute__((always_inline)) void weighted_rows_tile(
-    float* const acc[kRows], const float* const w[kRows], const float* base, size_t stride,
-    int s0, int s1, int j0) {
+inline __attribute__((always_inline)) void weighted_rows_tile(float* const acc[kRows],
+                                                              const float* const w[kRows],
+                                                              const float* base, size_t stride,
+                                                              int s0, int s1, int j0) {
   v8f c[kRows][V];
   for (int r = 0; r < kRows; ++r)
     for (int x = 0; x < V; ++x) c[r][x] = load8(acc[r] + j0 + 8 * x);
@@ -332,50 +335,50 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
     float* vt = bs.t1;
     transpose_heads(kt, k, batch, seq, hkv, d);
     transpose_heads(vt, v, batch, seq, hkv, d);
-    split_parts(
-        static_cast<size_t>(batch) * hq * blocks, chunk, [&](size_t part, size_t i0, size_t i1) {
-          Scratch ps(bs.rows[part]);
-          const RowBuffers sc = take_rows(ps, seq, d, true);
-          for (size_t item = i0; item < i1; ++item) {
-            const size_t bh = item / blocks;
-            const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
-            const int kvh = h / group;
-            const int t0 = interleave(item % blocks, blocks) * kRows;
-            const int rows = std::min(kRows, seq - t0), count = t0 + rows;
-            const size_t tok = static_cast<size_t>(b) * seq;
-            const float* qr[kRows];
-            const float* gr[kRows];
-            float* sr[kRows];
-            float* pr[kRows];
-            float* ar[kRows];
-            for (int r = 0; r < kRows; ++r) {
-              const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
-              qr[r] = q + off;
-              gr[r] = dout + off;
-              sr[r] = sc.s + r * sc.stride;
-              pr[r] = sc.p + r * sc.stride;
-              ar[r] = sc.acc + static_cast<size_t>(r) * d;
-            }
-            const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp;
-            rows_times_transposed(sr, qr, kt + kv_off, tp, count, d);  // S
-            rows_times_transposed(pr, gr, vt + kv_off, tp, count, d);  // dP
-            for (int r = 0; r < kRows; ++r) {
-              const int t = t0 + std::min(r, rows - 1);
-              const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
-              const int visible = std::min(t0 + r + 1, count);
-              float* s = sr[r];
-              softmax_grad_row(s, pr[r], l, dt, visible, scale);
-              std::fill(s + visible, s + count, 0.0f);
-            }
-            std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
-            weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
-                              static_cast<size_t>(hkv) * d, 0, count, d);
-            for (int r = 0; r < rows; ++r) {
-              float* dqt = dq + ((tok + t0 + r) * hq + h) * d;
-              for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
-            }
-          }
-        });
+    split_parts(static_cast<size_t>(batch) * hq * blocks, chunk,
+                [&](size_t part, size_t i0, size_t i1) {
+                  Scratch ps(bs.rows[part]);
+                  const RowBuffers sc = take_rows(ps, seq, d, true);
+                  for (size_t item = i0; item < i1; ++item) {
+                    const size_t bh = item / blocks;
+                    const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
+                    const int kvh = h / group;
+                    const int t0 = interleave(item % blocks, blocks) * kRows;
+                    const int rows = std::min(kRows, seq - t0), count = t0 + rows;
+                    const size_t tok = static_cast<size_t>(b) * seq;
+                    const float* qr[kRows];
+                    const float* gr[kRows];
+                    float* sr[kRows];
+                    float* pr[kRows];
+                    float* ar[kRows];
+                    for (int r = 0; r < kRows; ++r) {
+                      const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
+                      qr[r] = q + off;
+                      gr[r] = dout + off;
+                      sr[r] = sc.s + r * sc.stride;
+                      pr[r] = sc.p + r * sc.stride;
+                      ar[r] = sc.acc + static_cast<size_t>(r) * d;
+                    }
+                    const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp;
+                    rows_times_transposed(sr, qr, kt + kv_off, tp, count, d);  // S
+                    rows_times_transposed(pr, gr, vt + kv_off, tp, count, d);  // dP
+                    for (int r = 0; r < kRows; ++r) {
+                      const int t = t0 + std::min(r, rows - 1);
+                      const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
+                      const int visible = std::min(t0 + r + 1, count);
+                      float* s = sr[r];
+                      softmax_grad_row(s, pr[r], l, dt, visible, scale);
+                      std::fill(s + visible, s + count, 0.0f);
+                    }
+                    std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
+                    weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
+                                      static_cast<size_t>(hkv) * d, 0, count, d);
+                    for (int r = 0; r < rows; ++r) {
+                      float* dqt = dq + ((tok + t0 + r) * hq + h) * d;
+                      for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
+                    }
+                  }
+                });
   }
 
   // Pass 2, blocks of key rows, summed over the group's query heads and queries t >= s:

@@ -365,8 +365,8 @@ Result<void*> CpuBackend::workspace_for(const char* op, size_t bytes,
 // Each op checks its stream, shape, tensors and workspace now, then submits a closure that owns
 // copies of its arguments (it may run later, in strict mode).
 
-Status CpuBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
-                                     StreamId stream) {
+Status CpuBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
+                                        int d, StreamId stream) {
   const char* op = "embedding_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_embedding_shape(op, n, d));
@@ -382,7 +382,7 @@ Status CpuBackend::do_embedding_forward(void* out, const int32_t* ids, const voi
 }
 
 Status CpuBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
-                                      int d, StreamId stream) {
+                                         int d, StreamId stream) {
   const char* op = "embedding_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_embedding_shape(op, n, d));
@@ -397,7 +397,7 @@ Status CpuBackend::do_embedding_backward(float* dtable, const int32_t* ids, cons
 }
 
 Status CpuBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
-                                   int d, float eps, StreamId stream) {
+                                      int d, float eps, StreamId stream) {
   const char* op = "rmsnorm_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_rmsnorm_shape(op, n, d, eps));
@@ -410,8 +410,8 @@ Status CpuBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, con
 }
 
 Status CpuBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
-                                            const void* r, const void* w, int n, int d, float eps,
-                                            StreamId stream) {
+                                               const void* r, const void* w, int n, int d,
+                                               float eps, StreamId stream) {
   const char* op = "residual_rmsnorm_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_rmsnorm_shape(op, n, d, eps));
@@ -427,8 +427,8 @@ Status CpuBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd
 }
 
 Status CpuBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
-                                    const void* w, const float* rstd, int n, int d,
-                                    bool accumulate_dx, StreamId stream) {
+                                       const void* w, const float* rstd, int n, int d,
+                                       bool accumulate_dx, StreamId stream) {
   const char* op = "rmsnorm_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_rmsnorm_shape(op, n, d, 0.0f));
@@ -444,7 +444,7 @@ Status CpuBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, co
 }
 
 Status CpuBackend::do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
-                                  int in, int out, StreamId stream) {
+                                     int in, int out, StreamId stream) {
   const char* op = "linear_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_linear_shape(op, n, in, out));
@@ -457,8 +457,8 @@ Status CpuBackend::do_linear_forward(void* y, const void* x, const void* w, cons
 }
 
 Status CpuBackend::do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
-                                   const void* w, int n, int in, int out, bool accumulate_dx,
-                                   StreamId stream) {
+                                      const void* w, int n, int in, int out, bool accumulate_dx,
+                                      StreamId stream) {
   const char* op = "linear_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_linear_shape(op, n, in, out));
@@ -488,8 +488,8 @@ Result<std::shared_ptr<const cpu::RopeTable>> CpuBackend::rope_table(int seq, in
   return rope_tables_.back();
 }
 
-Status CpuBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                                const RopeScaling& scaling, StreamId stream) {
+Status CpuBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim,
+                                   float theta, const RopeScaling& scaling, StreamId stream) {
   const char* op = "rope_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_rope_shape(op, batch, seq, heads));
@@ -500,8 +500,8 @@ Status CpuBackend::do_rope_forward(void* x, int batch, int seq, int heads, int h
       stream, [=] { return cpu::rope_apply(F(x), batch, seq, heads, *table, /*inverse=*/false); });
 }
 
-Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                                 const RopeScaling& scaling, StreamId stream) {
+Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
+                                    float theta, const RopeScaling& scaling, StreamId stream) {
   const char* op = "rope_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_rope_shape(op, batch, seq, heads));
@@ -513,8 +513,8 @@ Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int
 }
 
 Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
-                                     const void* v, int batch, int seq, int hq, int hkv,
-                                     int head_dim, StreamId stream) {
+                                        const void* v, int batch, int seq, int hq, int hkv,
+                                        int head_dim, StreamId stream) {
   const char* op = "attention_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -535,10 +535,10 @@ Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, co
   });
 }
 
-Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
-                                      const void* k, const void* v, const void* out,
-                                      const float* lse, int batch, int seq, int hq, int hkv,
-                                      int head_dim, StreamId stream) {
+Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
+                                         const void* q, const void* k, const void* v,
+                                         const void* out, const float* lse, int batch, int seq,
+                                         int hq, int hkv, int head_dim, StreamId stream) {
   const char* op = "attention_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -566,9 +566,9 @@ Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const voi
 }
 
 Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
-                                               const void* k, const void* v, int batch, int seq,
-                                               int hq, int hkv, int head_dim, float theta,
-                                               const RopeScaling& scaling, StreamId stream) {
+                                                  const void* k, const void* v, int batch, int seq,
+                                                  int hq, int hkv, int head_dim, float theta,
+                                                  const RopeScaling& scaling, StreamId stream) {
   const char* op = "attention_key_bias_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_key_bias_shape(op, batch, seq, hq, hkv, head_dim));
@@ -593,7 +593,7 @@ Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, c
 }
 
 Status CpuBackend::do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
-                                  StreamId stream) {
+                                     StreamId stream) {
   const char* op = "swiglu_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
@@ -603,7 +603,7 @@ Status CpuBackend::do_swiglu_forward(void* out, const void* gate, const void* up
 }
 
 Status CpuBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                                   const void* up, int n, int f, StreamId stream) {
+                                      const void* up, int n, int f, StreamId stream) {
   const char* op = "swiglu_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
@@ -635,8 +635,8 @@ Status CpuBackend::do_sum_squares(double* out, const float* x, size_t count, Str
 }
 
 Status CpuBackend::do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
-                                const int32_t* labels, int n, int d, int v, float loss_scale,
-                                float* logits_out, int chunk, StreamId stream) {
+                                   const int32_t* labels, int n, int d, int v, float loss_scale,
+                                   float* logits_out, int chunk, StreamId stream) {
   const char* op = "lm_head_loss";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_lm_head_shape(n, d, v, chunk));

@@ -60,9 +60,9 @@ Status lm_head_loss(float* losses, float* dx, float* dw, const float* x, const f
   SPW_RETURN_IF_ERROR(check_lm_head_shape(n, d, v, chunk));
   for (int i = 0; i < n; ++i) {
     if (labels[i] != kIgnoreIndex && (labels[i] < 0 || labels[i] >= v)) {
-      return invalid_argument("lm_head_loss: label " + std::to_string(labels[i]) +
-                              " at position " + std::to_string(i) +
-                              " is neither -100 nor in [0, " + std::to_string(v) + ")");
+      return invalid_argument("lm_head_loss: label " + std::to_string(labels[i]) + " at position " +
+                              std::to_string(i) + " is neither -100 nor in [0, " +
+                              std::to_string(v) + ")");
     }
   }
   const bool grad = loss_scale != 0.0f;
@@ -108,8 +108,8 @@ Status lm_head_loss(float* losses, float* dx, float* dw, const float* x, const f
     }
     if (dw) {
       // dW[v, d] += dlogits[rows, v]ᵀ · x[rows, d]
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, v, d, rows, 1.0f, logits, v, xc, d,
-                  1.0f, dw, d);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, v, d, rows, 1.0f, logits, v, xc, d, 1.0f,
+                  dw, d);
     }
   }
   return Status::ok_status();

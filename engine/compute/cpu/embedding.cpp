@@ -20,10 +20,10 @@ static Status check_ids(const char* what, const int32_t* ids, int n, int d, size
   SPW_RETURN_IF_ERROR(check_embedding_shape(what, n, d));
   for (int i = 0; i < n; ++i) {
     if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= rows) {
-      return invalid_argument(std::string(what) + ": token id " + std::to_string(ids[i]) +
-                              " at position " + std::to_string(i) + " is outside the vocabulary" +
-                              (rows == kUnknownRows ? std::string()
-                                                    : " [0, " + std::to_string(rows) + ")"));
+      return invalid_argument(
+          std::string(what) + ": token id " + std::to_string(ids[i]) + " at position " +
+          std::to_string(i) + " is outside the vocabulary" +
+          (rows == kUnknownRows ? std::string() : " [0, " + std::to_string(rows) + ")"));
     }
   }
   return Status::ok_status();

@@ -53,8 +53,8 @@ Status linear_backward(float* dx, float* dw, float* db, const float* dy, const f
   }
   if (dw) {
     // dW[out, in] += dy[n, out]ᵀ · x[n, in]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f,
-                dw, in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw,
+                in);
   }
   if (db) {
     ThreadPool::global().parallel_for(

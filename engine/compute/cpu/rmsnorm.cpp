@@ -11,7 +11,9 @@ namespace spillway::compute::cpu {
 
 static constexpr size_t kColumnTile = 64;  // dw columns summed per pass over the rows
 
-static size_t rows_per_chunk(int d) { return d >= 1024 ? 1 : 1024 / static_cast<size_t>(d) + 1; }
+static size_t rows_per_chunk(int d) {
+  return d >= 1024 ? 1 : 1024 / static_cast<size_t>(d) + 1;
+}
 
 // One row: y = x · rstd · w; returns rstd.
 static inline float norm_row(float* y, const float* x, const float* w, int d, float eps) {

@@ -20,7 +20,9 @@ Status check_swiglu_shape(const char* what, int n, int f) {
 }
 
 #pragma omp declare simd
-static inline float sigmoid(float g) { return 1.0f / (1.0f + expf_fast(-g)); }
+static inline float sigmoid(float g) {
+  return 1.0f / (1.0f + expf_fast(-g));
+}
 
 SPW_MULTIVERSION
 static void swiglu_forward_range(float* out, const float* gate, const float* up, size_t n) {

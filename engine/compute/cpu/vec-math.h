@@ -55,6 +55,8 @@ __attribute__((always_inline)) inline v8f load8(const float* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-__attribute__((always_inline)) inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof(v)); }
+__attribute__((always_inline)) inline void store8(float* p, v8f v) {
+  std::memcpy(p, &v, sizeof(v));
+}
 
 }  // namespace spillway::compute::cpu

@@ -11,19 +11,20 @@ namespace spillway::cuda {
 
 // q[b, t, hq, d], k/v[b, t, hkv, d] → out[b, t, hq, d], lse[b, hq, t] (fp32, natural log of the
 // sum of exp of the scaled scores). head_dim 64 or 128; hq a multiple of hkv.
-Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq,
-                         int hq, int hkv, int head_dim, cudaStream_t stream);
-// Scratch: attention_backward_scratch_floats (cuda-workspace.h; D = rowsum(dout · out), [b, hq, t]).
-// dq[b, t, hq, d], dk/dv[b, t, hkv, d] (overwrite).
-Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                          const bf16* v, const bf16* out, const float* lse, int batch, int seq, int hq, int hkv,
-                          int head_dim, float* scratch, size_t scratch_floats, cudaStream_t stream);
+Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                         int batch, int seq, int hq, int hkv, int head_dim, cudaStream_t stream);
+// Scratch: attention_backward_scratch_floats (cuda-workspace.h; D = rowsum(dout · out), [b, hq,
+// t]). dq[b, t, hq, d], dk/dv[b, t, hkv, d] (overwrite).
+Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
+                          const bf16* k, const bf16* v, const bf16* out, const float* lse,
+                          int batch, int seq, int hq, int hkv, int head_dim, float* scratch,
+                          size_t scratch_floats, cudaStream_t stream);
 // Scratch: attention_key_bias_scratch_floats (cuda-workspace.h).
-// db[hkv, d] += ∂loss/∂b_k (fp32), the formula of cpu/attention-key-bias.h, with the softmax, dS and
-// the rotated row sums in fp32/fp64 as that file says; deterministic.
-Status attention_key_bias_backward(float* db, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
-                                   int batch, int seq, int hq, int hkv, int head_dim, float theta,
-                                   const compute::RopeScaling& scaling, float* scratch, size_t scratch_floats,
-                                   cudaStream_t stream);
+// db[hkv, d] += ∂loss/∂b_k (fp32), the formula of cpu/attention-key-bias.h, with the softmax, dS
+// and the rotated row sums in fp32/fp64 as that file says; deterministic.
+Status attention_key_bias_backward(float* db, const bf16* dout, const bf16* q, const bf16* k,
+                                   const bf16* v, int batch, int seq, int hq, int hkv, int head_dim,
+                                   float theta, const compute::RopeScaling& scaling, float* scratch,
+                                   size_t scratch_floats, cudaStream_t stream);
 
 }  // namespace spillway::cuda

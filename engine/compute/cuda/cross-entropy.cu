@@ -10,12 +10,12 @@
 // Rows are read as float4 when the row pointers allow it, with a scalar tail, else scalar.
 // A label outside [0, v) that is not -100 cannot be reported from the device without a sync: its
 // loss is NaN (the step loss shows it) and its dlogits row zero.
-#include "compute/cuda/cross-entropy.cuh"
-
 #include <math_constants.h>
 
 #include <cstdint>
 #include <string>
+
+#include "compute/cuda/cross-entropy.cuh"
 
 namespace spillway::cuda {
 

@@ -575,7 +575,7 @@ Result<CudaBackend::Scratch> CudaBackend::scratch(size_t floats, const char* wha
 // --- ops -----------------------------------------------------------------------------------------
 
 Status CudaBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
-                                      int d, StreamId stream) {
+                                         int d, StreamId stream) {
   constexpr const char* op = "embedding_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -584,8 +584,8 @@ Status CudaBackend::do_embedding_forward(void* out, const int32_t* ids, const vo
   return dispatched(cuda::embedding_forward(B(out), ids, B(table), n, d, s), s, op);
 }
 
-Status CudaBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
-                                       int d, StreamId stream) {
+Status CudaBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout,
+                                          int n, int d, StreamId stream) {
   constexpr const char* op = "embedding_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -595,7 +595,7 @@ Status CudaBackend::do_embedding_backward(float* dtable, const int32_t* ids, con
 }
 
 Status CudaBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
-                                    int d, float eps, StreamId stream) {
+                                       int d, float eps, StreamId stream) {
   constexpr const char* op = "rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -605,8 +605,8 @@ Status CudaBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, co
 }
 
 Status CudaBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
-                                             const void* r, const void* w, int n, int d, float eps,
-                                             StreamId stream) {
+                                                const void* r, const void* w, int n, int d,
+                                                float eps, StreamId stream) {
   constexpr const char* op = "residual_rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -618,8 +618,8 @@ Status CudaBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rst
 }
 
 Status CudaBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
-                                     const void* w, const float* rstd, int n, int d,
-                                     bool accumulate_dx, StreamId stream) {
+                                        const void* w, const float* rstd, int n, int d,
+                                        bool accumulate_dx, StreamId stream) {
   constexpr const char* op = "rmsnorm_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -633,7 +633,7 @@ Status CudaBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, c
 }
 
 Status CudaBackend::do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
-                                   int in, int out, StreamId stream) {
+                                      int in, int out, StreamId stream) {
   constexpr const char* op = "linear_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"in", in}, {"out", out}}));
@@ -643,9 +643,9 @@ Status CudaBackend::do_linear_forward(void* y, const void* x, const void* w, con
   return dispatched(gemm_->linear_forward(B(y), B(x), B(w), B(b), n, in, out, ws, s), s, op);
 }
 
-Status CudaBackend::do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
-                                    const void* w, int n, int in, int out, bool accumulate_dx,
-                                    StreamId stream) {
+Status CudaBackend::do_linear_backward(void* dx, float* dw, float* db, const void* dy,
+                                       const void* x, const void* w, int n, int in, int out,
+                                       bool accumulate_dx, StreamId stream) {
   constexpr const char* op = "linear_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"in", in}, {"out", out}}));
@@ -666,8 +666,8 @@ Status CudaBackend::do_linear_backward(void* dx, float* dw, float* db, const voi
   return Status::ok_status();
 }
 
-Status CudaBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                                 const RopeScaling& scaling, StreamId stream) {
+Status CudaBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim,
+                                    float theta, const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -679,7 +679,7 @@ Status CudaBackend::do_rope_forward(void* x, int batch, int seq, int heads, int 
 }
 
 Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
-                                  float theta, const RopeScaling& scaling, StreamId stream) {
+                                     float theta, const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "rope_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -691,8 +691,8 @@ Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, in
 }
 
 Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
-                                      const void* v, int batch, int seq, int hq, int hkv,
-                                      int head_dim, StreamId stream) {
+                                         const void* v, int batch, int seq, int hq, int hkv,
+                                         int head_dim, StreamId stream) {
   constexpr const char* op = "attention_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -706,9 +706,9 @@ Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, c
 }
 
 Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
-                                       const void* q, const void* k, const void* v, const void* out,
-                                       const float* lse, int batch, int seq, int hq, int hkv,
-                                       int head_dim, StreamId stream) {
+                                          const void* q, const void* k, const void* v,
+                                          const void* out, const float* lse, int batch, int seq,
+                                          int hq, int hkv, int head_dim, StreamId stream) {
   constexpr const char* op = "attention_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -733,9 +733,9 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
 }
 
 Status CudaBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
-                                                const void* k, const void* v, int batch, int seq,
-                                                int hq, int hkv, int head_dim, float theta,
-                                                const RopeScaling& scaling, StreamId stream) {
+                                                   const void* k, const void* v, int batch, int seq,
+                                                   int hq, int hkv, int head_dim, float theta,
+                                                   const RopeScaling& scaling, StreamId stream) {
   constexpr const char* op = "attention_key_bias_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -753,7 +753,7 @@ Status CudaBackend::do_attention_key_bias_backward(float* db, const void* dout, 
 }
 
 Status CudaBackend::do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
-                                   StreamId stream) {
+                                      StreamId stream) {
   constexpr const char* op = "swiglu_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"f", f}}));
@@ -763,7 +763,7 @@ Status CudaBackend::do_swiglu_forward(void* out, const void* gate, const void* u
 }
 
 Status CudaBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
-                                    const void* up, int n, int f, StreamId stream) {
+                                       const void* up, int n, int f, StreamId stream) {
   constexpr const char* op = "swiglu_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"f", f}}));
@@ -796,9 +796,10 @@ Status CudaBackend::do_sum_squares(double* out, const float* x, size_t count, St
 // Per chunk of rows: logits = x·Wᵀ in fp32 (cuBLASLt), the cross-entropy kernel turns them into
 // losses and bf16 dlogits, then dx = dlogits·W and dW += dlogitsᵀ·x (cuBLASLt, beta 1). The logits
 // go straight to logits_out when the caller wants them, else to the workspace.
-Status CudaBackend::do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
-                                 const int32_t* labels, int n, int d, int v, float loss_scale,
-                                 float* logits_out, int chunk, StreamId stream) {
+Status CudaBackend::do_lm_head_loss(float* losses, void* dx, float* dw, const void* x,
+                                    const void* w, const int32_t* labels, int n, int d, int v,
+                                    float loss_scale, float* logits_out, int chunk,
+                                    StreamId stream) {
   constexpr const char* op = "lm_head_loss";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}, {"v", v}, {"chunk", chunk}}));

@@ -1,6 +1,6 @@
-// CudaBackend: the bf16 GPU implementation of compute::Device and compute::Backend (DESIGN.md,
-// "compute/"): one GPU of ordinal `device`, and its ops as the Backend's do_<op> (Backend::<op>
-// checks the tensor references first, in debug builds).
+// CudaBackend: the bf16 GPU implementation of compute::Device and compute::Backend
+// (docs/architecture.md, "The compute backend"): one GPU of ordinal `device`, and its ops as the
+// Backend's do_<op> (Backend::<op> checks the tensor references first, in debug builds).
 //
 // Lives in the module libspillway-cuda.so (cuda-module.cpp is its only exported entry), loaded at
 // run time by compute/backend-loader.h, so nothing outside engine/compute/cuda links CUDA. The
@@ -89,46 +89,46 @@ class CudaBackend final : public Backend, public Device {
  protected:
   // The ops (Backend::<op> checks the tensors, then calls these).
   Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
-                           StreamId stream) override;
+                              StreamId stream) override;
   Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
-                            StreamId stream) override;
+                               StreamId stream) override;
   Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
-                         float eps, StreamId stream) override;
-  Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x, const void* r,
-                                  const void* w, int n, int d, float eps, StreamId stream) override;
-  Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
-                          const float* rstd, int n, int d, bool accumulate_dx,
-                          StreamId stream) override;
-  Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
-                        int out, StreamId stream) override;
-  Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
-                         const void* w, int n, int in, int out, bool accumulate_dx,
-                         StreamId stream) override;
-  Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                      const RopeScaling& scaling, StreamId stream) override;
-  Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                       const RopeScaling& scaling, StreamId stream) override;
-  Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
-                           int batch, int seq, int hq, int hkv, int head_dim,
-                           StreamId stream) override;
-  Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
-                            const void* k, const void* v, const void* out, const float* lse,
-                            int batch, int seq, int hq, int hkv, int head_dim,
-                            StreamId stream) override;
-  Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
-                                     const void* v, int batch, int seq, int hq, int hkv,
-                                     int head_dim, float theta, const RopeScaling& scaling,
+                            float eps, StreamId stream) override;
+  Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
+                                     const void* r, const void* w, int n, int d, float eps,
                                      StreamId stream) override;
+  Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
+                             const float* rstd, int n, int d, bool accumulate_dx,
+                             StreamId stream) override;
+  Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
+                           int out, StreamId stream) override;
+  Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
+                            const void* w, int n, int in, int out, bool accumulate_dx,
+                            StreamId stream) override;
+  Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
+                         const RopeScaling& scaling, StreamId stream) override;
+  Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
+                          const RopeScaling& scaling, StreamId stream) override;
+  Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+                              int batch, int seq, int hq, int hkv, int head_dim,
+                              StreamId stream) override;
+  Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
+                               const void* k, const void* v, const void* out, const float* lse,
+                               int batch, int seq, int hq, int hkv, int head_dim,
+                               StreamId stream) override;
+  Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
+                                        const void* v, int batch, int seq, int hq, int hkv,
+                                        int head_dim, float theta, const RopeScaling& scaling,
+                                        StreamId stream) override;
   Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
-                        StreamId stream) override;
-  Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
-                         int n, int f, StreamId stream) override;
+                           StreamId stream) override;
+  Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                            const void* up, int n, int f, StreamId stream) override;
   Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
   Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
   Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
-                      const int32_t* labels, int n, int d, int v, float loss_scale,
-                      float* logits_out, int chunk, StreamId stream) override;
-
+                         const int32_t* labels, int n, int d, int v, float loss_scale,
+                         float* logits_out, int chunk, StreamId stream) override;
 
  protected:
   void destroy_stream(StreamId stream) override;

@@ -17,8 +17,9 @@ using bf16 = __nv_bfloat16;
 
 inline Status cuda_status(cudaError_t e, const char* what, const char* file, int line) {
   if (e == cudaSuccess) return {};
-  std::string msg = std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") in " +
-                    what + " at " + file + ":" + std::to_string(line);
+  std::string msg = std::string("CUDA error ") + cudaGetErrorName(e) + " (" +
+                    cudaGetErrorString(e) + ") in " + what + " at " + file + ":" +
+                    std::to_string(line);
   if (e == cudaErrorMemoryAllocation) return out_of_memory(msg);
   return internal_error(msg);
 }
@@ -28,14 +29,16 @@ inline Status launch_status(const char* kernel, const char* file, int line) {
   return cuda_status(cudaGetLastError(), kernel, file, line);
 }
 
-inline unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+inline unsigned ceil_div(size_t a, size_t b) {
+  return static_cast<unsigned>((a + b - 1) / b);
+}
 
 }  // namespace spillway::cuda
 
-#define CUDA_CHECK(stmt)                                                                     \
-  do {                                                                                       \
-    if (cudaError_t e_ = (stmt); e_ != cudaSuccess)                                          \
-      return ::spillway::cuda::cuda_status(e_, #stmt, __FILE__, __LINE__);                   \
+#define CUDA_CHECK(stmt)                                                   \
+  do {                                                                     \
+    if (cudaError_t e_ = (stmt); e_ != cudaSuccess)                        \
+      return ::spillway::cuda::cuda_status(e_, #stmt, __FILE__, __LINE__); \
   } while (0)
 
 #define CUDA_LAUNCH_CHECK(kernel) ::spillway::cuda::launch_status(kernel, __FILE__, __LINE__)

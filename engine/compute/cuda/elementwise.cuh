@@ -13,9 +13,10 @@ Status add_inplace(bf16* y, const bf16* x, size_t count, cudaStream_t stream);
 Status convert_f32_to_bf16(bf16* dst, const float* src, size_t count, cudaStream_t stream);
 Status convert_bf16_to_f32(float* dst, const bf16* src, size_t count, cudaStream_t stream);
 // out[n, f] = silu(gate) · up  (silu(x) = x / (1 + e^-x), in fp32)
-Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f, cudaStream_t stream);
+Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f,
+                      cudaStream_t stream);
 // dgate = dout · up · silu'(gate), dup = dout · silu(gate)  (overwrite)
-Status swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int n, int f,
-                       cudaStream_t stream);
+Status swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
+                       int n, int f, cudaStream_t stream);
 
 }  // namespace spillway::cuda

@@ -30,14 +30,13 @@
 // reduce in a separate pass), so none is excluded for determinism; for a bf16 D the INPLACE and
 // OUTPUT_TYPE schemes are excluded all the same, because they would sum the K-partials in bf16
 // and the contract is fp32 accumulation.
-#include "compute/cuda/gemm.cuh"
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <string>
 
 #include "compute/cuda/cublas-check.cuh"
+#include "compute/cuda/gemm.cuh"
 
 namespace spillway::cuda {
 

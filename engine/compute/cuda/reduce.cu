@@ -29,10 +29,11 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kGroup = 4;              // elements per float4
-constexpr int kUnroll = 4;             // groups in flight per thread
-constexpr size_t kMinChunk = 16384;    // elements per partial sum, at least: 64 KiB of fp32
-constexpr size_t kMaxPartials = kSumSquaresMaxPartials;  // about one wave of 256-thread blocks on an H100
+constexpr int kGroup = 4;            // elements per float4
+constexpr int kUnroll = 4;           // groups in flight per thread
+constexpr size_t kMinChunk = 16384;  // elements per partial sum, at least: 64 KiB of fp32
+constexpr size_t kMaxPartials =
+    kSumSquaresMaxPartials;  // about one wave of 256-thread blocks on an H100
 
 // ---------------------------------------------------------------------------------------------
 // kernels

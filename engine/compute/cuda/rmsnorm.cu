@@ -29,7 +29,7 @@ constexpr int kForwardWarps = 4;  // rows per forward block
 constexpr int kBackwardMaxThreads = 1024;
 constexpr int kBackwardMaxCols = 8 * kBackwardMaxThreads;  // 8 columns per thread in registers
 constexpr int kMaxRowBlocks = kRmsnormMaxRowBlocks;  // bounds the dw partials to 1024 · d floats
-constexpr int kDwRowLanes = 8;       // row-block lanes per column in the dw reduction
+constexpr int kDwRowLanes = 8;  // row-block lanes per column in the dw reduction
 
 // ---------------------------------------------------------------------------------------------
 // kernels

@@ -9,16 +9,16 @@
 namespace spillway::cuda {
 
 // out[n, d], rstd[n] (fp32)
-Status rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int n, int d, float eps,
-                       cudaStream_t stream);
+Status rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int n, int d,
+                       float eps, cudaStream_t stream);
 // sum[n, d] = x + r (bf16), out = rmsnorm(sum); `sum` may alias x.
-Status residual_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* x, const bf16* r, const bf16* w,
-                                int n, int d, float eps, cudaStream_t stream);
+Status residual_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* x, const bf16* r,
+                                const bf16* w, int n, int d, float eps, cudaStream_t stream);
 // Scratch: rmsnorm_backward_scratch_floats(n, d) (cuda-workspace.h; partial dw sums per row block).
 // dx[n, d] = (overwrite, or += when accumulate_dx) ∂/∂x; dw[d] += ∂/∂w (fp32), reduced
 // deterministically through `scratch` (rmsnorm_backward_scratch_floats floats).
-Status rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
-                        int n, int d, bool accumulate_dx, float* scratch, size_t scratch_floats,
-                        cudaStream_t stream);
+Status rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,
+                        const float* rstd, int n, int d, bool accumulate_dx, float* scratch,
+                        size_t scratch_floats, cudaStream_t stream);
 
 }  // namespace spillway::cuda

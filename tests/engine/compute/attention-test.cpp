@@ -104,7 +104,11 @@ void check_attention(const Shape& s, uint32_t seed) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-  ASSERT_TRUE(be->attention_forward(f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
+  ASSERT_TRUE(be->attention_forward(f32(out.data(), {s.batch, s.seq, s.hq, s.d}),
+                                    f32(lse.data(), {s.batch, s.hq, s.seq}),
+                                    f32(q.data(), {s.batch, s.seq, s.hq, s.d}),
+                                    f32(k.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                    f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
                   .ok());
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
   std::vector<double> lse_ref;
@@ -113,11 +117,22 @@ void check_attention(const Shape& s, uint32_t seed) {
 
   // Outputs are overwritten: start from garbage.
   std::vector<float> dq(s.q_size(), 7.0f), dk(s.kv_size(), 7.0f), dv(s.kv_size(), 7.0f);
-  ASSERT_TRUE(be->attention_backward(f32(dq.data(), {s.batch, s.seq, s.hq, s.d}), f32(dk.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dv.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), 0)
+  ASSERT_TRUE(be->attention_backward(f32(dq.data(), {s.batch, s.seq, s.hq, s.d}),
+                                     f32(dk.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                     f32(dv.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                     f32(dout.data(), {s.batch, s.seq, s.hq, s.d}),
+                                     f32(q.data(), {s.batch, s.seq, s.hq, s.d}),
+                                     f32(k.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                     f32(v.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                     f32(out.data(), {s.batch, s.seq, s.hq, s.d}),
+                                     f32(lse.data(), {s.batch, s.hq, s.seq}), 0)
                   .ok());
-  auto gq = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, x, kd, vd)); }, qd);
-  auto gk = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, x, vd)); }, kd);
-  auto gv = fd_grad([&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, kd, x)); }, vd);
+  auto gq = fd_grad(
+      [&](const std::vector<double>& x) { return dot(dod, attention_ref(s, x, kd, vd)); }, qd);
+  auto gk = fd_grad(
+      [&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, x, vd)); }, kd);
+  auto gv = fd_grad(
+      [&](const std::vector<double>& x) { return dot(dod, attention_ref(s, qd, kd, x)); }, vd);
   EXPECT_LT(rel_err(dq, gq), kFdTol);
   EXPECT_LT(rel_err(dk, gk), kFdTol);
   EXPECT_LT(rel_err(dv, gv), kFdTol);
@@ -135,10 +150,18 @@ void check_attention(const Shape& s, uint32_t seed) {
   EXPECT_LT(rel(fv, gv), 1e-6);
 }
 
-TEST(Attention, GroupedQueryOddSizes) { check_attention({2, 5, 6, 2, 8}, 1); }
-TEST(Attention, MultiHead) { check_attention({1, 7, 4, 4, 8}, 10); }
-TEST(Attention, MultiQueryOddHeadDim) { check_attention({1, 6, 3, 1, 13}, 20); }
-TEST(Attention, SingleToken) { check_attention({3, 1, 2, 1, 8}, 30); }
+TEST(Attention, GroupedQueryOddSizes) {
+  check_attention({2, 5, 6, 2, 8}, 1);
+}
+TEST(Attention, MultiHead) {
+  check_attention({1, 7, 4, 4, 8}, 10);
+}
+TEST(Attention, MultiQueryOddHeadDim) {
+  check_attention({1, 6, 3, 1, 13}, 20);
+}
+TEST(Attention, SingleToken) {
+  check_attention({3, 1, 2, 1, 8}, 30);
+}
 
 TEST(Attention, TiledShapesMatchDirectReference) {
   // Real head sizes (64: two 16-wide tiles per row block; 40: a tile, an 8-tile and a tail) and
@@ -150,14 +173,26 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     auto be = make_poisoned_cpu_backend();
     ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
     std::vector<float> out(s.q_size()), lse(size_t(s.batch) * s.hq * s.seq);
-    ASSERT_TRUE(be->attention_forward(f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
+    ASSERT_TRUE(be->attention_forward(f32(out.data(), {s.batch, s.seq, s.hq, s.d}),
+                                      f32(lse.data(), {s.batch, s.hq, s.seq}),
+                                      f32(q.data(), {s.batch, s.seq, s.hq, s.d}),
+                                      f32(k.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                      f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
                     .ok());
     const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
     std::vector<double> lse_ref, gq, gk, gv;
     EXPECT_LT(rel_err(out, attention_ref(s, qd, kd, vd, &lse_ref)), kDirectTol) << s.d;
     EXPECT_LT(rel_err(lse, lse_ref), kDirectTol);
     std::vector<float> dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-    ASSERT_TRUE(be->attention_backward(f32(dq.data(), {s.batch, s.seq, s.hq, s.d}), f32(dk.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dv.data(), {s.batch, s.seq, s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), f32(out.data(), {s.batch, s.seq, s.hq, s.d}), f32(lse.data(), {s.batch, s.hq, s.seq}), 0)
+    ASSERT_TRUE(be->attention_backward(f32(dq.data(), {s.batch, s.seq, s.hq, s.d}),
+                                       f32(dk.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                       f32(dv.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                       f32(dout.data(), {s.batch, s.seq, s.hq, s.d}),
+                                       f32(q.data(), {s.batch, s.seq, s.hq, s.d}),
+                                       f32(k.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                       f32(v.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                       f32(out.data(), {s.batch, s.seq, s.hq, s.d}),
+                                       f32(lse.data(), {s.batch, s.hq, s.seq}), 0)
                     .ok());
     attention_backward_ref(s, qd, kd, vd, dod, &gq, &gk, &gv);
     EXPECT_LT(rel_err(dq, gq), kDirectTol) << s.d;
@@ -165,7 +200,10 @@ TEST(Attention, TiledShapesMatchDirectReference) {
     EXPECT_LT(rel_err(dv, gv), kDirectTol) << s.d;
     // lse may be omitted when no backward follows.
     std::vector<float> out2(s.q_size());
-    ASSERT_TRUE(be->attention_forward(f32(out2.data(), {s.batch, s.seq, s.hq, s.d}), Tensor{}, f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
+    ASSERT_TRUE(be->attention_forward(f32(out2.data(), {s.batch, s.seq, s.hq, s.d}), Tensor{},
+                                      f32(q.data(), {s.batch, s.seq, s.hq, s.d}),
+                                      f32(k.data(), {s.batch, s.seq, s.hkv, s.d}),
+                                      f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 0)
                     .ok());
     EXPECT_EQ(out, out2);
   }
@@ -174,19 +212,23 @@ TEST(Attention, TiledShapesMatchDirectReference) {
 TEST(Attention, LargeScoresStayFinite) {
   // Scores of ±hundreds: a softmax without the max shift would overflow.
   const Shape s{1, 9, 2, 1, 8};
-  auto q = random_floats(s.q_size(), 40, -30.0f, 30.0f), k = random_floats(s.kv_size(), 41, -30.0f, 30.0f),
-       v = random_floats(s.kv_size(), 42);
+  auto q = random_floats(s.q_size(), 40, -30.0f, 30.0f),
+       k = random_floats(s.kv_size(), 41, -30.0f, 30.0f), v = random_floats(s.kv_size(), 42);
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> out(s.q_size()), lse(s.hq * s.seq);
-  ASSERT_TRUE(be->attention_forward(f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}), f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}), f32(v.data(), {1, s.seq, s.hkv, s.d}), 0)
+  ASSERT_TRUE(be->attention_forward(
+                    f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}),
+                    f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}),
+                    f32(v.data(), {1, s.seq, s.hkv, s.d}), 0)
                   .ok());
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   EXPECT_LT(rel_err(out, attention_ref(s, to_double(q), to_double(k), to_double(v))), 1e-4);
 }
 
 // db[g] = Σ_b Σ_j R_jᵀ dk[b, j, g] from the double reference's dk, rotations from `table`.
-std::vector<double> key_bias_ref(const Shape& s, const std::vector<double>& dk, const cpu::RopeTable& table) {
+std::vector<double> key_bias_ref(const Shape& s, const std::vector<double>& dk,
+                                 const cpu::RopeTable& table) {
   std::vector<double> db(static_cast<size_t>(s.hkv) * s.d, 0.0);
   const int half = s.d / 2;
   for (int b = 0; b < s.batch; ++b)
@@ -204,17 +246,22 @@ std::vector<double> key_bias_ref(const Shape& s, const std::vector<double>& dk, 
 
 TEST(AttentionKeyBias, MatchesTheDoubleReference) {
   const Shape s{2, 37, 6, 2, 16};
-  auto q = random_floats(s.q_size(), 40), k = random_floats(s.kv_size(), 41), v = random_floats(s.kv_size(), 42),
-       dout = random_floats(s.q_size(), 43);
+  auto q = random_floats(s.q_size(), 40), k = random_floats(s.kv_size(), 41),
+       v = random_floats(s.kv_size(), 42), dout = random_floats(s.q_size(), 43);
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
   std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);
   for (int call = 0; call < 2; ++call) {  // the second call accumulates onto the first
-    ASSERT_TRUE(be->attention_key_bias_backward(f32(db.data(), {s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}), f32(q.data(), {s.batch, s.seq, s.hq, s.d}), f32(k.data(), {s.batch, s.seq, s.hkv, s.d}), f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 1e4f, RopeScaling{}, 0)
+    ASSERT_TRUE(be->attention_key_bias_backward(
+                      f32(db.data(), {s.hkv, s.d}), f32(dout.data(), {s.batch, s.seq, s.hq, s.d}),
+                      f32(q.data(), {s.batch, s.seq, s.hq, s.d}),
+                      f32(k.data(), {s.batch, s.seq, s.hkv, s.d}),
+                      f32(v.data(), {s.batch, s.seq, s.hkv, s.d}), 1e4f, RopeScaling{}, 0)
                     .ok());
   }
   std::vector<double> fq, fk, fv;
-  attention_backward_ref(s, to_double(q), to_double(k), to_double(v), to_double(dout), &fq, &fk, &fv);
+  attention_backward_ref(s, to_double(q), to_double(k), to_double(v), to_double(dout), &fq, &fk,
+                         &fv);
   auto table = cpu::make_rope_table(s.seq, s.d, 1e4f, RopeScaling{});
   ASSERT_TRUE(table.ok());
   auto ref = key_bias_ref(s, fk, *table);
@@ -226,8 +273,8 @@ TEST(AttentionKeyBias, MatchesTheDoubleReference) {
 // double path gives ~0 where summing float32 dk leaves rounding noise.
 TEST(AttentionKeyBias, VanishesWithoutRotation) {
   const Shape s{1, 64, 4, 2, 8};
-  auto q = random_floats(s.q_size(), 50), k = random_floats(s.kv_size(), 51), v = random_floats(s.kv_size(), 52),
-       dout = random_floats(s.q_size(), 53);
+  auto q = random_floats(s.q_size(), 50), k = random_floats(s.kv_size(), 51),
+       v = random_floats(s.kv_size(), 52), dout = random_floats(s.q_size(), 53);
   cpu::RopeTable identity;
   identity.seq = s.seq, identity.head_dim = s.d;
   identity.cos.assign(size_t(s.seq) * s.d / 2, 1.0f);
@@ -241,10 +288,19 @@ TEST(AttentionKeyBias, VanishesWithoutRotation) {
                                              scratch->data()));
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, attention_shapes(s.batch, s.seq, s.hq, s.hkv, s.d)));
-  std::vector<float> out(s.q_size()), lse(size_t(s.hq) * s.seq), dq(s.q_size()), dk(s.kv_size()), dv(s.kv_size());
-  ASSERT_TRUE(be->attention_forward(f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}), f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}), f32(v.data(), {1, s.seq, s.hkv, s.d}), 0)
+  std::vector<float> out(s.q_size()), lse(size_t(s.hq) * s.seq), dq(s.q_size()), dk(s.kv_size()),
+      dv(s.kv_size());
+  ASSERT_TRUE(be->attention_forward(
+                    f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}),
+                    f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}),
+                    f32(v.data(), {1, s.seq, s.hkv, s.d}), 0)
                   .ok());
-  ASSERT_TRUE(be->attention_backward(f32(dq.data(), {1, s.seq, s.hq, s.d}), f32(dk.data(), {1, s.seq, s.hkv, s.d}), f32(dv.data(), {1, s.seq, s.hkv, s.d}), f32(dout.data(), {1, s.seq, s.hq, s.d}), f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}), f32(v.data(), {1, s.seq, s.hkv, s.d}), f32(out.data(), {1, s.seq, s.hq, s.d}), f32(lse.data(), {1, s.hq, s.seq}), 0)
+  ASSERT_TRUE(be->attention_backward(
+                    f32(dq.data(), {1, s.seq, s.hq, s.d}), f32(dk.data(), {1, s.seq, s.hkv, s.d}),
+                    f32(dv.data(), {1, s.seq, s.hkv, s.d}), f32(dout.data(), {1, s.seq, s.hq, s.d}),
+                    f32(q.data(), {1, s.seq, s.hq, s.d}), f32(k.data(), {1, s.seq, s.hkv, s.d}),
+                    f32(v.data(), {1, s.seq, s.hkv, s.d}), f32(out.data(), {1, s.seq, s.hq, s.d}),
+                    f32(lse.data(), {1, s.hq, s.seq}), 0)
                   .ok());
   double float_sum = 0, dk_scale = 0;  // |Σ_j dk_j| of the float path, and the size of one dk row
   for (int e = 0; e < s.d; ++e) {
@@ -263,23 +319,34 @@ TEST(AttentionKeyBias, RejectsBadShapes) {
   auto be = make_cpu_backend();
   std::vector<float> buf(1024);
   float* p = buf.data();
-  EXPECT_EQ(
-      be->attention_key_bias_backward(f32(p, {4, 8}), f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), 1e4f, RopeScaling{}, 0).code(),
-      ErrorCode::kInvalidArgument);
-  EXPECT_EQ(
-      be->attention_key_bias_backward(f32(p, {4, 7}), f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}), 1e4f, RopeScaling{}, 0).code(),
-      ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_key_bias_backward(f32(p, {4, 8}), f32(p, {1, 2, 6, 8}),
+                                            f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 4, 8}),
+                                            f32(p, {1, 2, 4, 8}), 1e4f, RopeScaling{}, 0)
+                .code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->attention_key_bias_backward(f32(p, {4, 7}), f32(p, {1, 2, 4, 7}),
+                                            f32(p, {1, 2, 4, 7}), f32(p, {1, 2, 4, 7}),
+                                            f32(p, {1, 2, 4, 7}), 1e4f, RopeScaling{}, 0)
+                .code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(Attention, RejectsBadHeads) {
   auto be = make_cpu_backend();
   std::vector<float> buf(1024);
   float* p = buf.data();
-  EXPECT_EQ(be->attention_forward(f32(p, {1, 2, 6, 8}), f32(p, {1, 6, 2}), f32(p, {1, 2, 6, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), 0).code(),
+  EXPECT_EQ(be->attention_forward(f32(p, {1, 2, 6, 8}), f32(p, {1, 6, 2}), f32(p, {1, 2, 6, 8}),
+                                  f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), 0)
+                .code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_forward(f32(p, {1, 2, 4, 0}), f32(p, {1, 4, 2}), f32(p, {1, 2, 4, 0}), f32(p, {1, 2, 4, 0}), f32(p, {1, 2, 4, 0}), 0).code(),
+  EXPECT_EQ(be->attention_forward(f32(p, {1, 2, 4, 0}), f32(p, {1, 4, 2}), f32(p, {1, 2, 4, 0}),
+                                  f32(p, {1, 2, 4, 0}), f32(p, {1, 2, 4, 0}), 0)
+                .code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->attention_backward(f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 4, 2}), 0).code(),
+  EXPECT_EQ(be->attention_backward(f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 0, 8}),
+                                   f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 2, 0, 8}),
+                                   f32(p, {1, 2, 0, 8}), f32(p, {1, 2, 4, 8}), f32(p, {1, 4, 2}), 0)
+                .code(),
             ErrorCode::kInvalidArgument);
 }
 

@@ -13,7 +13,8 @@ namespace spillway::compute::testing {
 inline constexpr double kDirectTol = 1e-5;
 inline constexpr double kFdTol = 1e-3;
 
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

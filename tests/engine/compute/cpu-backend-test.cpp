@@ -75,7 +75,8 @@ TEST(CpuBackend, AllocBeyondCapacityIsOutOfMemory) {
   EXPECT_TRUE(c.ok());
   be->device().device_free(*c);
   EXPECT_EQ(be->device().device_alloc((1 << 20) + 1).status().code(), ErrorCode::kOutOfMemory);
-  EXPECT_TRUE(be->device().device_alloc(1 << 20).ok());  // exactly the capacity; freed by the backend
+  EXPECT_TRUE(
+      be->device().device_alloc(1 << 20).ok());  // exactly the capacity; freed by the backend
 }
 
 TEST(CpuBackend, UnboundedCapacityReportsPhysicalMemory) {
@@ -166,7 +167,10 @@ TEST(CpuBackend, StreamsAndEventsAreValidated) {
   EXPECT_EQ(be->device().copy_h2d(&x, &x, 4, 9).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be->device().copy_h2d(nullptr, &x, 4, 0).code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(be->device().copy_h2d(nullptr, nullptr, 0, 0).ok());
-  EXPECT_EQ(be->add_inplace(f32(&x, {static_cast<int64_t>(1)}), f32(&x, {static_cast<int64_t>(1)}), 9).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->add_inplace(f32(&x, {static_cast<int64_t>(1)}), f32(&x, {static_cast<int64_t>(1)}), 9)
+          .code(),
+      ErrorCode::kInvalidArgument);
   // An event never recorded counts as complete.
   auto fresh = be->device().create_event();
   ASSERT_TRUE(fresh.ok());
@@ -180,13 +184,17 @@ TEST(CpuBackend, TensorsMustFitTheirDeviceAllocations) {
   ASSERT_TRUE(dev.ok());
   std::vector<float> host(64, 1.0f);
   // y[3, 4] is 12 floats; its allocation has 10.
-  auto st = be->linear_forward(Tensor(*dev, DType::kF32, {3, 4}), f32(host.data(), {3, 2}), f32(host.data(), {4, 2}), ConstTensor(nullptr, DType::kF32, {4}), 0);
+  auto st = be->linear_forward(Tensor(*dev, DType::kF32, {3, 4}), f32(host.data(), {3, 2}),
+                               f32(host.data(), {4, 2}), ConstTensor(nullptr, DType::kF32, {4}), 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("y needs 48 bytes"), std::string::npos) << st.message();
-  EXPECT_OK(be->linear_forward(Tensor(*dev, DType::kF32, {2, 5}), f32(host.data(), {2, 2}), f32(host.data(), {5, 2}), ConstTensor(nullptr, DType::kF32, {5}), 0));  // exactly 10
+  EXPECT_OK(be->linear_forward(Tensor(*dev, DType::kF32, {2, 5}), f32(host.data(), {2, 2}),
+                               f32(host.data(), {5, 2}), ConstTensor(nullptr, DType::kF32, {5}),
+                               0));  // exactly 10
   EXPECT_EQ(be->device().copy_h2d(static_cast<char*>(*dev) + 8, host.data(), 40, 0).code(),
             ErrorCode::kInvalidArgument);
-  st = be->rmsnorm_forward(Tensor(nullptr, DType::kF32, {2, 4}), Tensor(nullptr, DType::kF32, {2}), f32(host.data(), {2, 4}), f32(host.data(), {4}), 1e-5f, 0);
+  st = be->rmsnorm_forward(Tensor(nullptr, DType::kF32, {2, 4}), Tensor(nullptr, DType::kF32, {2}),
+                           f32(host.data(), {2, 4}), f32(host.data(), {4}), 1e-5f, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("out is null"), std::string::npos) << st.message();
 }
@@ -199,7 +207,10 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int batch = 2, seq = 40, hq = 4, hkv = 2, d = 8;
     std::vector<float> q(size_t(batch) * seq * hq * d, 0.5f),
         kv(size_t(batch) * seq * hkv * d, 0.5f), out(q.size()), lse(size_t(batch) * hq * seq);
-    auto st = be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0);
+    auto st = be->attention_forward(
+        f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}),
+        f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}),
+        f32(kv.data(), {batch, seq, hkv, d}), 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);  // at the call, also in strict mode
     EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("none is set"), std::string::npos) << st.message();
@@ -207,21 +218,33 @@ TEST(CpuBackend, OpsThatNeedAWorkspaceSaySo) {
     const int n = 5, v = 7;
     std::vector<float> x(size_t(n) * d, 0.1f), w(size_t(v) * d, 0.1f), losses(n);
     std::vector<int32_t> labels(n, 1);
-    st = be->lm_head_loss(f32(losses.data(), {n}), Tensor(nullptr, DType::kF32, {n, d}), Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}), f32(w.data(), {v, d}), i32(labels.data(), {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0);
+    st = be->lm_head_loss(f32(losses.data(), {n}), Tensor(nullptr, DType::kF32, {n, d}),
+                          Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}),
+                          f32(w.data(), {v, d}), i32(labels.data(), {n}), 0.0f,
+                          Tensor(nullptr, DType::kF32, {n, v}), n, 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("lm_head_loss: needs"), std::string::npos) << st.message();
 
     // Sized for a much smaller call: too small, and the message says by how much.
     ASSERT_OK(set_test_workspace(*be, attention_shapes(1, 2, 1, 1, d)));
-    st = be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0);
+    st = be->attention_forward(
+        f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}),
+        f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}),
+        f32(kv.data(), {batch, seq, hkv, d}), 0);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(st.message().find("the one set has"), std::string::npos) << st.message();
 
     ASSERT_OK(set_test_workspace(*be, attention_shapes(batch, seq, hq, hkv, d)));
-    EXPECT_OK(be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0));
-    EXPECT_OK(be->device().synchronize_stream(0));          // nothing failed when the queued op ran
-    EXPECT_OK(be->set_workspace(nullptr, 0, {}));  // taken back
-    EXPECT_EQ(be->attention_forward(f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}), f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}), f32(kv.data(), {batch, seq, hkv, d}), 0)
+    EXPECT_OK(be->attention_forward(
+        f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}),
+        f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}),
+        f32(kv.data(), {batch, seq, hkv, d}), 0));
+    EXPECT_OK(be->device().synchronize_stream(0));  // nothing failed when the queued op ran
+    EXPECT_OK(be->set_workspace(nullptr, 0, {}));   // taken back
+    EXPECT_EQ(be->attention_forward(
+                    f32(out.data(), {batch, seq, hq, d}), f32(lse.data(), {batch, hq, seq}),
+                    f32(q.data(), {batch, seq, hq, d}), f32(kv.data(), {batch, seq, hkv, d}),
+                    f32(kv.data(), {batch, seq, hkv, d}), 0)
                   .code(),
               ErrorCode::kInvalidArgument);
   }
@@ -276,7 +299,8 @@ TEST(CpuBackendStrict, ReadsAcrossStreamsNeedAWait) {
   auto written = be.device().create_event();
   ASSERT_TRUE(written.ok());
   ASSERT_OK(be.device().record_event(*written, 0));
-  ASSERT_OK(be.device().copy_h2d(*buf, later_data.data(), bytes, 0));  // after the record: not waited for
+  ASSERT_OK(
+      be.device().copy_h2d(*buf, later_data.data(), bytes, 0));  // after the record: not waited for
   ASSERT_OK(be.device().stream_wait_event(*a, *written));
   ASSERT_OK(be.device().copy_d2d(*dst, *buf, bytes, *a));
   ASSERT_OK(be.device().synchronize_stream(*a));
@@ -295,7 +319,9 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   ASSERT_TRUE(dev.ok());
   std::vector<float> back(x.size(), -1.0f), y(n * out, -1.0f);
   ASSERT_OK(be.device().copy_h2d(*dev, x.data(), x.size() * sizeof(float), 0));
-  ASSERT_OK(be.linear_forward(f32(y.data(), {n, out}), ConstTensor(*dev, DType::kF32, {n, in}), f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}), 0));
+  ASSERT_OK(be.linear_forward(f32(y.data(), {n, out}), ConstTensor(*dev, DType::kF32, {n, in}),
+                              f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}),
+                              0));
   auto done = be.device().create_event();
   ASSERT_TRUE(done.ok());
   ASSERT_OK(be.device().record_event(*done, 0));
@@ -303,8 +329,8 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   EXPECT_EQ(y, std::vector<float>(n * out, -1.0f));
   EXPECT_EQ(back, std::vector<float>(x.size(), -1.0f));
 
-  ASSERT_OK(
-      be.device().synchronize_event(*done));  // runs the work before the record: the op, not the copy back
+  ASSERT_OK(be.device().synchronize_event(
+      *done));  // runs the work before the record: the op, not the copy back
   EXPECT_NE(y, std::vector<float>(n * out, -1.0f));
   EXPECT_EQ(back, std::vector<float>(x.size(), -1.0f));
   ASSERT_OK(be.device().synchronize_stream(0));
@@ -313,7 +339,9 @@ TEST(CpuBackendStrict, HostSeesNothingBeforeSynchronize) {
   // The op computed what the synchronous backend computes.
   auto sync = make_cpu_backend();
   std::vector<float> y_sync(n * out);
-  ASSERT_OK(sync->linear_forward(f32(y_sync.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}), 0));
+  ASSERT_OK(sync->linear_forward(f32(y_sync.data(), {n, out}), f32(x.data(), {n, in}),
+                                 f32(w.data(), {out, in}), ConstTensor(nullptr, DType::kF32, {out}),
+                                 0));
   EXPECT_EQ(y, y_sync);
 }
 
@@ -324,11 +352,13 @@ TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
   const int n = 256, d = 256;
   auto x = random_floats(size_t(n) * d, 3), w = random_floats(size_t(d) * d, 4);
   std::vector<float> y(size_t(n) * d);
-  auto start = be.device().create_event(/*timing=*/true), end = be.device().create_event(/*timing=*/true);
+  auto start = be.device().create_event(/*timing=*/true),
+       end = be.device().create_event(/*timing=*/true);
   ASSERT_TRUE(start.ok() && end.ok());
   ASSERT_OK(be.device().record_event(*start, 0));
   for (int i = 0; i < 8; ++i)
-    ASSERT_OK(be.linear_forward(f32(y.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d, d}), ConstTensor(nullptr, DType::kF32, {d}), 0));
+    ASSERT_OK(be.linear_forward(f32(y.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d, d}),
+                                ConstTensor(nullptr, DType::kF32, {d}), 0));
   ASSERT_OK(be.device().record_event(*end, 0));
   EXPECT_EQ(be.device().elapsed_s(*start, *end).status().code(),
             ErrorCode::kInvalidArgument);  // not run yet
@@ -347,7 +377,8 @@ TEST(CpuBackendStrict, ElapsedTimeIsTakenWhenTheWorkRuns) {
 
 TEST(CpuBackend, ElapsedTimeOfSynchronousWork) {
   auto be = make_cpu_backend();
-  auto start = be->device().create_event(true), end = be->device().create_event(true), plain = be->device().create_event();
+  auto start = be->device().create_event(true), end = be->device().create_event(true),
+       plain = be->device().create_event();
   ASSERT_TRUE(start.ok() && end.ok() && plain.ok());
   EXPECT_EQ(be->device().elapsed_s(*start, *end).status().code(),
             ErrorCode::kInvalidArgument);  // never recorded
@@ -392,7 +423,8 @@ TEST(CpuBackendStrict, DestroyedStreamsAndEventsAreRejected) {
   EXPECT_EQ(be.device().synchronize_event(eid).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be.device().stream_wait_event(0, eid).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(be.device().elapsed_s(eid, eid).status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_OK(be.device().synchronize_stream(0));  // the queued record of the destroyed event does nothing
+  EXPECT_OK(
+      be.device().synchronize_stream(0));  // the queued record of the destroyed event does nothing
 
   auto s2 = be.device().create_stream();
   auto e2 = be.device().create_event();
@@ -410,7 +442,8 @@ TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
   CpuBackend be(CpuBackendOptions{.poison_allocations = true, .strict_streams = true});
   const int n = 4, d = 8, v = 10;
   ASSERT_OK(set_test_workspace(be, lm_head_shapes(n, d, v, n)));
-  auto ids = be.device().device_alloc(n * sizeof(int32_t)), labels = be.device().device_alloc(n * sizeof(int32_t));
+  auto ids = be.device().device_alloc(n * sizeof(int32_t)),
+       labels = be.device().device_alloc(n * sizeof(int32_t));
   auto table = be.device().device_alloc(size_t(v) * d * sizeof(float)),
        losses = be.device().device_alloc(n * sizeof(float));
   ASSERT_TRUE(ids.ok() && labels.ok() && table.ok() && losses.ok());
@@ -419,12 +452,17 @@ TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
   ASSERT_OK(be.device().copy_h2d(*table, table_host.data(), table_host.size() * sizeof(float), 0));
   // Poisoned (NaN) ids would be out of range if they were checked now.
   ASSERT_OK(be.device().copy_h2d(*ids, ids_host.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(be.embedding_forward(f32(x.data(), {n, d}), i32(static_cast<const int32_t*>(*ids), {n}), ConstTensor(*table, DType::kF32, {v, d}), 0));
+  ASSERT_OK(be.embedding_forward(f32(x.data(), {n, d}), i32(static_cast<const int32_t*>(*ids), {n}),
+                                 ConstTensor(*table, DType::kF32, {v, d}), 0));
   ASSERT_OK(be.device().synchronize_stream(0));
   for (int j = 0; j < d; ++j) EXPECT_EQ(x[size_t(1) * d + j], table_host[size_t(9) * d + j]);
 
   ASSERT_OK(be.device().copy_h2d(*labels, bad_labels.data(), n * sizeof(int32_t), 0));
-  ASSERT_OK(be.lm_head_loss(Tensor(static_cast<float*>(*losses), DType::kF32, {n}), Tensor(nullptr, DType::kF32, {n, d}), Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}), ConstTensor(*table, DType::kF32, {v, d}), i32(static_cast<const int32_t*>(*labels), {n}), 0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0));  // queued: ok
+  ASSERT_OK(be.lm_head_loss(
+      Tensor(static_cast<float*>(*losses), DType::kF32, {n}), Tensor(nullptr, DType::kF32, {n, d}),
+      Tensor(nullptr, DType::kF32, {v, d}), f32(x.data(), {n, d}),
+      ConstTensor(*table, DType::kF32, {v, d}), i32(static_cast<const int32_t*>(*labels), {n}),
+      0.0f, Tensor(nullptr, DType::kF32, {n, v}), n, 0));  // queued: ok
   auto after = be.device().create_event();
   auto a = be.device().create_stream();
   ASSERT_TRUE(after.ok() && a.ok());
@@ -444,8 +482,9 @@ TEST(CpuBackendStrict, FailuresAreStickyAndReachTheStreamsThatWait) {
       << st.message();
   EXPECT_EQ(be.device().synchronize_stream(0).code(), ErrorCode::kInvalidArgument);  // sticky
   EXPECT_EQ(be.device().synchronize_event(*after).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.device().fill_zero(*losses, 4, 0).code(), ErrorCode::kInvalidArgument);  // no more work on it
-  auto b = be.device().create_stream();  // other streams go on
+  EXPECT_EQ(be.device().fill_zero(*losses, 4, 0).code(),
+            ErrorCode::kInvalidArgument);  // no more work on it
+  auto b = be.device().create_stream();    // other streams go on
   ASSERT_TRUE(b.ok());
   EXPECT_OK(be.device().fill_zero(*losses, 4, *b));
   EXPECT_OK(be.device().synchronize_stream(*b));
@@ -471,8 +510,9 @@ TEST(TypedOps, WrongDtypeNamesTheOpAndTheArgument) {
   auto be = make_cpu_backend();
   std::vector<float> x(6, 1.0f), w(6, 1.0f), y(4);
   std::vector<uint16_t> x16(6);
-  const Status st = be->linear_forward(f32(y.data(), {2, 2}), ConstTensor(x16.data(), DType::kBF16, {2, 3}),
-                                       f32(w.data(), {2, 3}), {}, 0);
+  const Status st =
+      be->linear_forward(f32(y.data(), {2, 2}), ConstTensor(x16.data(), DType::kBF16, {2, 3}),
+                         f32(w.data(), {2, 3}), {}, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "linear_forward: x is BF16 [2, 3], expected F32 [2, 3]");
 }
@@ -481,7 +521,8 @@ TEST(TypedOps, TransposedWeightIsAnError) {
   auto be = make_cpu_backend();
   std::vector<float> x(2 * 3, 1.0f), w(3 * 4, 1.0f), y(2 * 4);
   // y[2, 4] = x[2, 3] · W[4, 3]ᵀ, with W given as [3, 4].
-  const Status st = be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {3, 4}), {}, 0);
+  const Status st = be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}),
+                                       f32(w.data(), {3, 4}), {}, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "linear_forward: w is F32 [3, 4], expected F32 [4, 3]");
 }
@@ -489,22 +530,23 @@ TEST(TypedOps, TransposedWeightIsAnError) {
 TEST(TypedOps, SwappedQueryAndKeyAreAnError) {
   auto be = make_cpu_backend();
   const int b = 1, t = 4, hq = 4, hkv = 2, d = 8;
-  std::vector<float> q(b * t * hq * d, 0.5f), k(b * t * hkv * d, 0.5f), v(k.size(), 0.5f), out(q.size()),
-      lse(b * hq * t);
+  std::vector<float> q(b * t * hq * d, 0.5f), k(b * t * hkv * d, 0.5f), v(k.size(), 0.5f),
+      out(q.size()), lse(b * hq * t);
   const Shape qs{b, t, hq, d}, kvs{b, t, hkv, d};
   const Status st =
-      be->attention_forward(f32(out.data(), qs), f32(lse.data(), {b, hq, t}), f32(k.data(), kvs), f32(q.data(), qs),
-                            f32(v.data(), kvs), 0);
+      be->attention_forward(f32(out.data(), qs), f32(lse.data(), {b, hq, t}), f32(k.data(), kvs),
+                            f32(q.data(), qs), f32(v.data(), kvs), 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("attention_forward: q is F32 [1, 4, 2, 8] and k F32 [1, 4, 4, 8]"), std::string::npos)
+  EXPECT_NE(st.message().find("attention_forward: q is F32 [1, 4, 2, 8] and k F32 [1, 4, 4, 8]"),
+            std::string::npos)
       << st.message();
 }
 
 TEST(TypedOps, MismatchedOutputShapeIsAnError) {
   auto be = make_cpu_backend();
   std::vector<float> x(2 * 8, 1.0f), w(8, 1.0f), out(2 * 8), rstd(3);
-  const Status st = be->rmsnorm_forward(f32(out.data(), {2, 8}), f32(rstd.data(), {3}), f32(x.data(), {2, 8}),
-                                        f32(w.data(), {8}), 1e-5f, 0);
+  const Status st = be->rmsnorm_forward(f32(out.data(), {2, 8}), f32(rstd.data(), {3}),
+                                        f32(x.data(), {2, 8}), f32(w.data(), {8}), 1e-5f, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "rmsnorm_forward: rstd is F32 [3], expected F32 [2]");
 }
@@ -512,7 +554,9 @@ TEST(TypedOps, MismatchedOutputShapeIsAnError) {
 TEST(TypedOps, AbsentOptionalArgumentsPass) {
   auto be = make_cpu_backend();
   std::vector<float> x(2 * 3, 1.0f), w(4 * 3, 0.5f), y(2 * 4);
-  EXPECT_TRUE(be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {4, 3}), {}, 0).ok());
+  EXPECT_TRUE(
+      be->linear_forward(f32(y.data(), {2, 4}), f32(x.data(), {2, 3}), f32(w.data(), {4, 3}), {}, 0)
+          .ok());
   EXPECT_FLOAT_EQ(y[0], 1.5f);  // Σ over 3 of 1 · 0.5
 }
 
@@ -541,8 +585,8 @@ TEST(BackendFacts, KindsNamesAndWorkspaces) {
   s.tokens = 8;
   s.vocab = 1000;
   s.lm_head_chunk = 8;
-  EXPECT_EQ(workspace_bytes(BackendKind::kCuda, s), (size_t{32} << 20) + align_to_device(8 * 1000 * 4) +
-                                                        align_to_device(8 * 1000 * 2));
+  EXPECT_EQ(workspace_bytes(BackendKind::kCuda, s),
+            (size_t{32} << 20) + align_to_device(8 * 1000 * 4) + align_to_device(8 * 1000 * 2));
   // The CPU backend answers what the facts say without a device.
   auto be = make_cpu_backend();
   EXPECT_EQ(be->workspace_bytes(s), workspace_bytes(BackendKind::kCpu, s));

@@ -57,7 +57,10 @@ TEST(LmHeadLoss, LossGradientsAndLogitsMatchReference) {
   std::vector<float> losses(c.n, 9.0f);  // overwritten, ignored tokens included
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, lm_head_shapes(c.n, c.d, c.v, 3)));
-  ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), f32(dx.data(), {c.n, c.d}), f32(dw.data(), {c.v, c.d}), f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), scale, f32(logits.data(), {c.n, c.v}), 3, 0));
+  ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), f32(dx.data(), {c.n, c.d}),
+                             f32(dw.data(), {c.v, c.d}), f32(c.x.data(), {c.n, c.d}),
+                             f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), scale,
+                             f32(logits.data(), {c.n, c.v}), 3, 0));
   const auto xd = to_double(c.x), wd = to_double(c.w);
   std::vector<double> logits_ref, per_token_ref;
   const double ref = ce_ref(xd, wd, c.labels, c.n, c.d, c.v, &logits_ref, &per_token_ref);
@@ -65,8 +68,12 @@ TEST(LmHeadLoss, LossGradientsAndLogitsMatchReference) {
   EXPECT_LT(rel_err(losses, per_token_ref), kDirectTol);
   for (int i : {1, 4}) EXPECT_EQ(losses[i], 0.0f) << "ignored token " << i;
   EXPECT_LT(rel_err(logits, logits_ref), kDirectTol);
-  auto gx = fd_grad([&](const std::vector<double>& x) { return scale * ce_ref(x, wd, c.labels, c.n, c.d, c.v); }, xd);
-  auto gw = fd_grad([&](const std::vector<double>& w) { return scale * ce_ref(xd, w, c.labels, c.n, c.d, c.v); }, wd);
+  auto gx = fd_grad(
+      [&](const std::vector<double>& x) { return scale * ce_ref(x, wd, c.labels, c.n, c.d, c.v); },
+      xd);
+  auto gw = fd_grad(
+      [&](const std::vector<double>& w) { return scale * ce_ref(xd, w, c.labels, c.n, c.d, c.v); },
+      wd);
   EXPECT_LT(rel_err(dx, gx), kFdTol);
   EXPECT_LT(rel_err(minus(dw, dw0), gw), kFdTol);
   // Ignored rows get a zero gradient.
@@ -81,7 +88,10 @@ TEST(LmHeadLoss, ChunkSizeDoesNotChangeResults) {
   double loss_ref = 0.0;
   for (int chunk : {100, 1, 2, 3, 7}) {
     std::vector<float> dx(size_t(c.n) * c.d), dw(size_t(c.v) * c.d, 0.0f), losses(c.n);
-    ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), f32(dx.data(), {c.n, c.d}), f32(dw.data(), {c.v, c.d}), f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.25f, {}, chunk, 0));
+    ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), f32(dx.data(), {c.n, c.d}),
+                               f32(dw.data(), {c.v, c.d}), f32(c.x.data(), {c.n, c.d}),
+                               f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.25f, {},
+                               chunk, 0));
     const double loss = sum_losses(losses);
     if (chunk == 100) {
       dx_ref = dx, dw_ref = dw, loss_ref = loss;
@@ -98,7 +108,9 @@ TEST(LmHeadLoss, EvalOnlyWritesNoGradients) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, lm_head_shapes(c.n, c.d, c.v, 4)));
   std::vector<float> losses(c.n);
-  ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 4, 0));
+  ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}),
+                             f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 4,
+                             0));
   const double loss = sum_losses(losses);
   EXPECT_NEAR(loss, ce_ref(to_double(c.x), to_double(c.w), c.labels, c.n, c.d, c.v), 1e-5 * loss);
 }
@@ -109,7 +121,10 @@ TEST(LmHeadLoss, AllIgnoredChunkGivesZeroGradient) {
   auto be = make_poisoned_cpu_backend();
   ASSERT_OK(set_test_workspace(*be, lm_head_shapes(c.n, c.d, c.v, 3)));
   std::vector<float> dx(size_t(c.n) * c.d, 9.0f), dw(size_t(c.v) * c.d, 0.0f), losses(c.n, 9.0f);
-  ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), f32(dx.data(), {c.n, c.d}), f32(dw.data(), {c.v, c.d}), f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.5f, {}, 3, 0));
+  ASSERT_OK(be->lm_head_loss(f32(losses.data(), {c.n}), f32(dx.data(), {c.n, c.d}),
+                             f32(dw.data(), {c.v, c.d}), f32(c.x.data(), {c.n, c.d}),
+                             f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.5f, {}, 3,
+                             0));
   for (int i : {0, 1, 2, 5, 6}) {
     EXPECT_EQ(losses[i], 0.0f) << i;
     for (int j = 0; j < c.d; ++j) EXPECT_EQ(dx[i * c.d + j], 0.0f) << i;
@@ -124,17 +139,23 @@ TEST(LmHeadLoss, BadLabelOrChunkIsInvalidArgument) {
   ASSERT_OK(set_test_workspace(*be, lm_head_shapes(c.n, c.d, c.v, 4)));
   std::vector<float> losses(c.n, 9.0f);
   c.labels[2] = c.v;
-  EXPECT_EQ(be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 4, 0)
-                .code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}),
+                       f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 4, 0)
+          .code(),
+      ErrorCode::kInvalidArgument);
   c.labels[2] = -1;
-  EXPECT_EQ(be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 4, 0)
-                .code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}),
+                       f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 4, 0)
+          .code(),
+      ErrorCode::kInvalidArgument);
   c.labels[2] = 1;
-  EXPECT_EQ(be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}), f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 0, 0)
-                .code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->lm_head_loss(f32(losses.data(), {c.n}), {}, {}, f32(c.x.data(), {c.n, c.d}),
+                       f32(c.w.data(), {c.v, c.d}), i32(c.labels.data(), {c.n}), 0.0f, {}, 0, 0)
+          .code(),
+      ErrorCode::kInvalidArgument);
   for (float l : losses) EXPECT_EQ(l, 9.0f);  // nothing written
 }
 

@@ -41,7 +41,9 @@ TEST(RmsNorm, ForwardMatchesReference) {
   auto x = random_floats(n * d, 1), w = random_floats(d, 2);
   std::vector<float> y(n * d), rstd(n);
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->rmsnorm_forward(f32(y.data(), {n, d}), f32(rstd.data(), {n}), f32(x.data(), {n, d}), f32(w.data(), {d}), eps, 0).ok());
+  ASSERT_TRUE(be->rmsnorm_forward(f32(y.data(), {n, d}), f32(rstd.data(), {n}),
+                                  f32(x.data(), {n, d}), f32(w.data(), {d}), eps, 0)
+                  .ok());
   std::vector<double> rstd_ref;
   auto y_ref = rmsnorm_ref(to_double(x), to_double(w), n, d, eps, &rstd_ref);
   EXPECT_LT(rel_err(y, y_ref), kDirectTol);
@@ -56,18 +58,26 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
   auto dx0 = random_floats(n * d, 7);
   auto be = make_cpu_backend();
   std::vector<float> y(n * d), rstd(n), dx(n * d), dw = dw0;
-  ASSERT_TRUE(be->rmsnorm_forward(f32(y.data(), {n, d}), f32(rstd.data(), {n}), f32(x.data(), {n, d}), f32(w.data(), {d}), eps, 0).ok());
-  ASSERT_TRUE(be->rmsnorm_backward(f32(dx.data(), {n, d}), f32(dw.data(), {d}), f32(dy.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d}), f32(rstd.data(), {n}), false, 0)
+  ASSERT_TRUE(be->rmsnorm_forward(f32(y.data(), {n, d}), f32(rstd.data(), {n}),
+                                  f32(x.data(), {n, d}), f32(w.data(), {d}), eps, 0)
+                  .ok());
+  ASSERT_TRUE(be->rmsnorm_backward(f32(dx.data(), {n, d}), f32(dw.data(), {d}),
+                                   f32(dy.data(), {n, d}), f32(x.data(), {n, d}),
+                                   f32(w.data(), {d}), f32(rstd.data(), {n}), false, 0)
                   .ok());
   const auto xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
-  auto gx = fd_grad([&](const std::vector<double>& xx) { return dot(dyd, rmsnorm_ref(xx, wd, n, d, eps)); }, xd);
-  auto gw = fd_grad([&](const std::vector<double>& ww) { return dot(dyd, rmsnorm_ref(xd, ww, n, d, eps)); }, wd);
+  auto gx = fd_grad(
+      [&](const std::vector<double>& xx) { return dot(dyd, rmsnorm_ref(xx, wd, n, d, eps)); }, xd);
+  auto gw = fd_grad(
+      [&](const std::vector<double>& ww) { return dot(dyd, rmsnorm_ref(xd, ww, n, d, eps)); }, wd);
   EXPECT_LT(rel_err(dx, gx), kFdTol);
   EXPECT_LT(rel_err(minus(dw, dw0), gw), kFdTol);
 
   // accumulate_dx adds onto dx; a null dw is skipped.
   std::vector<float> dx_acc = dx0;
-  ASSERT_TRUE(be->rmsnorm_backward(f32(dx_acc.data(), {n, d}), Tensor(nullptr, DType::kF32, {d}), f32(dy.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d}), f32(rstd.data(), {n}), true, 0)
+  ASSERT_TRUE(be->rmsnorm_backward(f32(dx_acc.data(), {n, d}), Tensor(nullptr, DType::kF32, {d}),
+                                   f32(dy.data(), {n, d}), f32(x.data(), {n, d}),
+                                   f32(w.data(), {d}), f32(rstd.data(), {n}), true, 0)
                   .ok());
   EXPECT_LT(rel_err(minus(dx_acc, dx0), to_double(dx)), kDirectTol);
 }
@@ -78,8 +88,11 @@ TEST(RmsNorm, WeightGradientOverManyColumns) {
   auto x = random_floats(n * d, 30), w = random_floats(d, 31), dy = random_floats(n * d, 32);
   auto be = make_cpu_backend();
   std::vector<float> y(n * d), rstd(n), dw(d, 0.0f);
-  ASSERT_OK(be->rmsnorm_forward(f32(y.data(), {n, d}), f32(rstd.data(), {n}), f32(x.data(), {n, d}), f32(w.data(), {d}), 1e-5f, 0));
-  ASSERT_OK(be->rmsnorm_backward(Tensor(nullptr, DType::kF32, {n, d}), f32(dw.data(), {d}), f32(dy.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d}), f32(rstd.data(), {n}), false, 0));
+  ASSERT_OK(be->rmsnorm_forward(f32(y.data(), {n, d}), f32(rstd.data(), {n}), f32(x.data(), {n, d}),
+                                f32(w.data(), {d}), 1e-5f, 0));
+  ASSERT_OK(be->rmsnorm_backward(Tensor(nullptr, DType::kF32, {n, d}), f32(dw.data(), {d}),
+                                 f32(dy.data(), {n, d}), f32(x.data(), {n, d}), f32(w.data(), {d}),
+                                 f32(rstd.data(), {n}), false, 0));
   std::vector<double> ref(d, 0.0);  // dw[j] = Σ_i dy·x·rstd
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < d; ++j) ref[j] += double(dy[i * d + j]) * x[i * d + j] * rstd[i];
@@ -89,10 +102,14 @@ TEST(RmsNorm, WeightGradientOverManyColumns) {
 TEST(RmsNorm, RejectsBadShapes) {
   auto be = make_cpu_backend();
   float x = 1.0f, w = 1.0f, y, r;
-  EXPECT_EQ(be->rmsnorm_forward(f32(&y, {1, 0}), f32(&r, {1}), f32(&x, {1, 0}), f32(&w, {0}), 1e-5f, 0).code(),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->rmsnorm_forward(f32(&y, {-1, 1}), f32(&r, {-1}), f32(&x, {-1, 1}), f32(&w, {1}), 1e-5f, 0).code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->rmsnorm_forward(f32(&y, {1, 0}), f32(&r, {1}), f32(&x, {1, 0}), f32(&w, {0}), 1e-5f, 0)
+          .code(),
+      ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be->rmsnorm_forward(f32(&y, {-1, 1}), f32(&r, {-1}), f32(&x, {-1, 1}), f32(&w, {1}), 1e-5f, 0)
+          .code(),
+      ErrorCode::kInvalidArgument);
 }
 
 // The fused residual + norm is bit for bit the residual add followed by the norm, also in place.
@@ -102,25 +119,32 @@ TEST(RmsNorm, ResidualFusedEqualsAddThenNorm) {
   auto x = random_floats(n * d, 40), r = random_floats(n * d, 41), w = random_floats(d, 42);
   auto be = make_cpu_backend();
   std::vector<float> sum_ref = x, y_ref(n * d), rstd_ref(n);
-  ASSERT_OK(be->add_inplace(f32(sum_ref.data(), {static_cast<int64_t>(sum_ref.size())}), f32(r.data(), {static_cast<int64_t>(sum_ref.size())}), 0));
-  ASSERT_OK(
-      be->rmsnorm_forward(f32(y_ref.data(), {n, d}), f32(rstd_ref.data(), {n}), f32(sum_ref.data(), {n, d}), f32(w.data(), {d}), eps, 0));
+  ASSERT_OK(be->add_inplace(f32(sum_ref.data(), {static_cast<int64_t>(sum_ref.size())}),
+                            f32(r.data(), {static_cast<int64_t>(sum_ref.size())}), 0));
+  ASSERT_OK(be->rmsnorm_forward(f32(y_ref.data(), {n, d}), f32(rstd_ref.data(), {n}),
+                                f32(sum_ref.data(), {n, d}), f32(w.data(), {d}), eps, 0));
 
   std::vector<float> sum(n * d), y(n * d), rstd(n);
-  ASSERT_OK(be->residual_rmsnorm_forward(f32(sum.data(), {n, d}), f32(y.data(), {n, d}), f32(rstd.data(), {n}), f32(x.data(), {n, d}), f32(r.data(), {n, d}), f32(w.data(), {d}), eps, 0));
+  ASSERT_OK(be->residual_rmsnorm_forward(f32(sum.data(), {n, d}), f32(y.data(), {n, d}),
+                                         f32(rstd.data(), {n}), f32(x.data(), {n, d}),
+                                         f32(r.data(), {n, d}), f32(w.data(), {d}), eps, 0));
   EXPECT_EQ(sum, sum_ref);
   EXPECT_EQ(y, y_ref);
   EXPECT_EQ(rstd, rstd_ref);
 
   std::vector<float> x_inplace = x, y2(n * d), rstd2(n);  // sum aliases x
-  ASSERT_OK(be->residual_rmsnorm_forward(f32(x_inplace.data(), {n, d}), f32(y2.data(), {n, d}), f32(rstd2.data(), {n}), f32(x_inplace.data(), {n, d}), f32(r.data(), {n, d}), f32(w.data(), {d}), eps, 0));
+  ASSERT_OK(be->residual_rmsnorm_forward(f32(x_inplace.data(), {n, d}), f32(y2.data(), {n, d}),
+                                         f32(rstd2.data(), {n}), f32(x_inplace.data(), {n, d}),
+                                         f32(r.data(), {n, d}), f32(w.data(), {d}), eps, 0));
   EXPECT_EQ(x_inplace, sum_ref);
   EXPECT_EQ(y2, y_ref);
   EXPECT_EQ(rstd2, rstd_ref);
   float one = 1.0f;
-  EXPECT_EQ(
-      be->residual_rmsnorm_forward(f32(&one, {1, 0}), f32(&one, {1, 0}), Tensor(nullptr, DType::kF32, {1}), f32(&one, {1, 0}), f32(&one, {1, 0}), f32(&one, {0}), eps, 0).code(),
-      ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be->residual_rmsnorm_forward(f32(&one, {1, 0}), f32(&one, {1, 0}),
+                                         Tensor(nullptr, DType::kF32, {1}), f32(&one, {1, 0}),
+                                         f32(&one, {1, 0}), f32(&one, {0}), eps, 0)
+                .code(),
+            ErrorCode::kInvalidArgument);
 }
 
 // ---- SwiGLU ----------------------------------------------------------------------------------
@@ -137,11 +161,15 @@ TEST(SwiGlu, ForwardAndBackward) {
        dy = random_floats(n * f, 12);
   auto be = make_cpu_backend();
   std::vector<float> y(n * f), dg(n * f), du(n * f);
-  ASSERT_TRUE(be->swiglu_forward(f32(y.data(), {n, f}), f32(g.data(), {n, f}), f32(u.data(), {n, f}), 0).ok());
+  ASSERT_TRUE(
+      be->swiglu_forward(f32(y.data(), {n, f}), f32(g.data(), {n, f}), f32(u.data(), {n, f}), 0)
+          .ok());
   const auto gd = to_double(g), ud = to_double(u), dyd = to_double(dy);
   EXPECT_LT(rel_err(y, swiglu_ref(gd, ud)), kDirectTol);
-  ASSERT_TRUE(
-      be->swiglu_backward(f32(dg.data(), {n, f}), f32(du.data(), {n, f}), f32(dy.data(), {n, f}), f32(g.data(), {n, f}), f32(u.data(), {n, f}), 0).ok());
+  ASSERT_TRUE(be->swiglu_backward(f32(dg.data(), {n, f}), f32(du.data(), {n, f}),
+                                  f32(dy.data(), {n, f}), f32(g.data(), {n, f}),
+                                  f32(u.data(), {n, f}), 0)
+                  .ok());
   auto gg = fd_grad([&](const std::vector<double>& x) { return dot(dyd, swiglu_ref(x, ud)); }, gd);
   auto gu = fd_grad([&](const std::vector<double>& x) { return dot(dyd, swiglu_ref(gd, x)); }, ud);
   EXPECT_LT(rel_err(dg, gg), kFdTol);
@@ -156,13 +184,17 @@ TEST(Embedding, ForwardGathersAndBackwardSumsRepeatedIds) {
   auto table = random_floats(vocab * d, 20), dy = random_floats(n * d, 21);
   auto be = make_cpu_backend();
   std::vector<float> out(n * d);
-  ASSERT_TRUE(be->embedding_forward(f32(out.data(), {n, d}), i32(ids.data(), {n}), f32(table.data(), {vocab, d}), 0).ok());
+  ASSERT_TRUE(be->embedding_forward(f32(out.data(), {n, d}), i32(ids.data(), {n}),
+                                    f32(table.data(), {vocab, d}), 0)
+                  .ok());
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < d; ++j) ASSERT_EQ(out[i * d + j], table[ids[i] * d + j]);
   }
   auto dtable0 = random_floats(vocab * d, 22);
   std::vector<float> dtable = dtable0;
-  ASSERT_TRUE(be->embedding_backward(f32(dtable.data(), {vocab, d}), i32(ids.data(), {n}), f32(dy.data(), {n, d}), 0).ok());
+  ASSERT_TRUE(be->embedding_backward(f32(dtable.data(), {vocab, d}), i32(ids.data(), {n}),
+                                     f32(dy.data(), {n, d}), 0)
+                  .ok());
   std::vector<double> ref(dtable0.begin(), dtable0.end());
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < d; ++j) ref[ids[i] * d + j] += dy[i * d + j];
@@ -177,14 +209,20 @@ TEST(Embedding, BadIdsAreInvalidArgument) {
   ASSERT_TRUE(table.ok());
   std::vector<float> out(2 * d);
   const std::vector<int32_t> negative = {1, -1}, too_big = {1, 10}, last = {9, 0};
-  EXPECT_EQ(be->embedding_forward(f32(out.data(), {2, d}), i32(negative.data(), {2}), ConstTensor(*table, DType::kF32, {vocab, d}), 0).code(),
+  EXPECT_EQ(be->embedding_forward(f32(out.data(), {2, d}), i32(negative.data(), {2}),
+                                  ConstTensor(*table, DType::kF32, {vocab, d}), 0)
+                .code(),
             ErrorCode::kInvalidArgument);
   // The table lives in a device allocation of `vocab` rows, so the backend bounds the ids.
-  auto st = be->embedding_forward(f32(out.data(), {2, d}), i32(too_big.data(), {2}), ConstTensor(*table, DType::kF32, {vocab, d}), 0);
+  auto st = be->embedding_forward(f32(out.data(), {2, d}), i32(too_big.data(), {2}),
+                                  ConstTensor(*table, DType::kF32, {vocab, d}), 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("[0, 10)"), std::string::npos) << st.message();
-  EXPECT_TRUE(be->embedding_forward(f32(out.data(), {2, d}), i32(last.data(), {2}), ConstTensor(*table, DType::kF32, {vocab, d}), 0).ok());
-  EXPECT_EQ(be->embedding_backward(Tensor(*table, DType::kF32, {vocab, d}), i32(too_big.data(), {2}), f32(out.data(), {2, d}), 0)
+  EXPECT_TRUE(be->embedding_forward(f32(out.data(), {2, d}), i32(last.data(), {2}),
+                                    ConstTensor(*table, DType::kF32, {vocab, d}), 0)
+                  .ok());
+  EXPECT_EQ(be->embedding_backward(Tensor(*table, DType::kF32, {vocab, d}),
+                                   i32(too_big.data(), {2}), f32(out.data(), {2, d}), 0)
                 .code(),
             ErrorCode::kInvalidArgument);
 }
@@ -196,7 +234,9 @@ TEST(AddInplace, AddsElementwise) {
   auto y = random_floats(count, 30), x = random_floats(count, 31);
   auto y0 = y;
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->add_inplace(f32(y.data(), {static_cast<int64_t>(count)}), f32(x.data(), {static_cast<int64_t>(count)}), 0).ok());
+  ASSERT_TRUE(be->add_inplace(f32(y.data(), {static_cast<int64_t>(count)}),
+                              f32(x.data(), {static_cast<int64_t>(count)}), 0)
+                  .ok());
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(y[i], y0[i] + x[i]);
 }
 
@@ -243,11 +283,12 @@ TEST(Convert, RejectsOtherPairsAndOverlap) {
   EXPECT_EQ(be->device().convert(f.data() + 1, DType::kF32, f.data(), DType::kF32, 8, 0).code(),
             ErrorCode::kInvalidArgument);
   EXPECT_OK(be->device().convert(f.data(), DType::kF32, f.data(), DType::kF32, 64,
-                        0));  // the same range: nothing to do
+                                 0));  // the same range: nothing to do
   auto dev = be->device().device_alloc(64 * sizeof(float));
   ASSERT_TRUE(dev.ok());
   // dst would run past the end of its device allocation: 64 floats from byte 128 of 256.
-  EXPECT_EQ(be->device().convert(static_cast<char*>(*dev) + 128, DType::kF32, h.data(), DType::kBF16, 64, 0)
+  EXPECT_EQ(be->device()
+                .convert(static_cast<char*>(*dev) + 128, DType::kF32, h.data(), DType::kBF16, 64, 0)
                 .code(),
             ErrorCode::kInvalidArgument);
 }

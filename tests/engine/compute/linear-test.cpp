@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "compute/backend.h"
 #include "compute-test-util.h"
+#include "compute/backend.h"
 
 namespace spillway::compute {
 namespace {
@@ -31,10 +31,14 @@ TEST(Linear, ForwardWithAndWithoutBias) {
   auto be = make_cpu_backend();
   std::vector<float> y(n * out, 123.0f);
   const auto xd = to_double(x), wd = to_double(w), bd = to_double(b);
-  ASSERT_TRUE(be->linear_forward(f32(y.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), f32(b.data(), {out}), 0).ok());
+  ASSERT_TRUE(be->linear_forward(f32(y.data(), {n, out}), f32(x.data(), {n, in}),
+                                 f32(w.data(), {out, in}), f32(b.data(), {out}), 0)
+                  .ok());
   EXPECT_LT(rel_err(y, linear_ref(xd, wd, &bd, n, in, out)), kDirectTol);
   std::fill(y.begin(), y.end(), 123.0f);  // overwritten, not accumulated
-  ASSERT_TRUE(be->linear_forward(f32(y.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), {}, 0).ok());
+  ASSERT_TRUE(be->linear_forward(f32(y.data(), {n, out}), f32(x.data(), {n, in}),
+                                 f32(w.data(), {out, in}), {}, 0)
+                  .ok());
   EXPECT_LT(rel_err(y, linear_ref(xd, wd, nullptr, n, in, out)), kDirectTol);
 }
 
@@ -42,29 +46,37 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
   const int n = 7, in = 13, out = 11;
   auto x = random_floats(n * in, 4), w = random_floats(out * in, 5), b = random_floats(out, 6),
        dy = random_floats(n * out, 7);
-  auto dw0 = random_floats(out * in, 8), db0 = random_floats(out, 9), dx0 = random_floats(n * in, 10);
+  auto dw0 = random_floats(out * in, 8), db0 = random_floats(out, 9),
+       dx0 = random_floats(n * in, 10);
   auto be = make_cpu_backend();
   std::vector<float> dx = dx0, dw = dw0, db = db0;
-  ASSERT_TRUE(be->linear_backward(f32(dx.data(), {n, in}), f32(dw.data(), {out, in}), f32(db.data(), {out}),
-                                  f32(dy.data(), {n, out}), f32(x.data(), {n, in}), f32(w.data(), {out, in}), false, 0)
+  ASSERT_TRUE(be->linear_backward(f32(dx.data(), {n, in}), f32(dw.data(), {out, in}),
+                                  f32(db.data(), {out}), f32(dy.data(), {n, out}),
+                                  f32(x.data(), {n, in}), f32(w.data(), {out, in}), false, 0)
                   .ok());
   const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
-  auto gx = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(v, wd, &bd, n, in, out)); }, xd);
-  auto gw = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(xd, v, &bd, n, in, out)); }, wd);
-  auto gb = fd_grad([&](const std::vector<double>& v) { return dot(dyd, linear_ref(xd, wd, &v, n, in, out)); }, bd);
+  auto gx = fd_grad(
+      [&](const std::vector<double>& v) { return dot(dyd, linear_ref(v, wd, &bd, n, in, out)); },
+      xd);
+  auto gw = fd_grad(
+      [&](const std::vector<double>& v) { return dot(dyd, linear_ref(xd, v, &bd, n, in, out)); },
+      wd);
+  auto gb = fd_grad(
+      [&](const std::vector<double>& v) { return dot(dyd, linear_ref(xd, wd, &v, n, in, out)); },
+      bd);
   EXPECT_LT(rel_err(dx, gx), kFdTol);
   EXPECT_LT(rel_err(minus(dw, dw0), gw), kFdTol);
   EXPECT_LT(rel_err(minus(db, db0), gb), kFdTol);
 
   // accumulate_dx adds; null dx/dw/db are skipped.
   std::vector<float> dx_acc = dx0;
-  ASSERT_TRUE(be->linear_backward(f32(dx_acc.data(), {n, in}), {}, {}, f32(dy.data(), {n, out}), f32(x.data(), {n, in}),
-                                  f32(w.data(), {out, in}), true, 0)
+  ASSERT_TRUE(be->linear_backward(f32(dx_acc.data(), {n, in}), {}, {}, f32(dy.data(), {n, out}),
+                                  f32(x.data(), {n, in}), f32(w.data(), {out, in}), true, 0)
                   .ok());
   EXPECT_LT(rel_err(minus(dx_acc, dx0), to_double(dx)), kDirectTol);
   std::vector<float> dw2 = dw0;
-  ASSERT_TRUE(be->linear_backward({}, f32(dw2.data(), {out, in}), {}, f32(dy.data(), {n, out}), f32(x.data(), {n, in}),
-                                  f32(w.data(), {out, in}), false, 0)
+  ASSERT_TRUE(be->linear_backward({}, f32(dw2.data(), {out, in}), {}, f32(dy.data(), {n, out}),
+                                  f32(x.data(), {n, in}), f32(w.data(), {out, in}), false, 0)
                   .ok());
   EXPECT_LT(rel_err(dw2, to_double(dw)), kDirectTol);
 }
@@ -77,8 +89,8 @@ TEST(Linear, BiasGradientOverManyColumns) {
   auto db0 = random_floats(out, 14);
   auto be = make_cpu_backend();
   std::vector<float> db = db0;
-  ASSERT_TRUE(be->linear_backward({}, {}, f32(db.data(), {out}), f32(dy.data(), {n, out}), f32(x.data(), {n, in}),
-                                  f32(w.data(), {out, in}), false, 0)
+  ASSERT_TRUE(be->linear_backward({}, {}, f32(db.data(), {out}), f32(dy.data(), {n, out}),
+                                  f32(x.data(), {n, in}), f32(w.data(), {out, in}), false, 0)
                   .ok());
   std::vector<double> ref(out, 0.0);
   for (int i = 0; i < n; ++i)
@@ -93,7 +105,9 @@ TEST(Linear, EmptyBatchAndBadShapes) {
   EXPECT_EQ(y, 5.0f);
   EXPECT_EQ(be->linear_forward(f32(&y, {1, 1}), f32(&x, {1, 0}), f32(&w, {1, 0}), {}, 0).code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be->linear_backward(f32(&x, {-1, 1}), {}, {}, f32(&y, {-1, 1}), f32(&x, {-1, 1}), f32(&w, {1, 1}), false, 0).code(),
+  EXPECT_EQ(be->linear_backward(f32(&x, {-1, 1}), {}, {}, f32(&y, {-1, 1}), f32(&x, {-1, 1}),
+                                f32(&w, {1, 1}), false, 0)
+                .code(),
             ErrorCode::kInvalidArgument);
 }
 

@@ -114,8 +114,10 @@ TEST(SumSquares, BackendOpOnBothStreamModes) {
     ASSERT_TRUE(dx.ok() && dout.ok());
     auto* out = static_cast<double*>(*dout);
     ASSERT_OK(be.device().copy_h2d(*dx, x.data(), n * sizeof(float), 0));
-    ASSERT_OK(be.sum_squares(out, f32(static_cast<const float*>(*dx), {static_cast<int64_t>(n)}), 0));
-    ASSERT_OK(be.sum_squares(out + 1, f32(static_cast<const float*>(*dx), {static_cast<int64_t>(0)}), 0));
+    ASSERT_OK(
+        be.sum_squares(out, f32(static_cast<const float*>(*dx), {static_cast<int64_t>(n)}), 0));
+    ASSERT_OK(
+        be.sum_squares(out + 1, f32(static_cast<const float*>(*dx), {static_cast<int64_t>(0)}), 0));
     double host[2] = {-1.0, -1.0};
     ASSERT_OK(be.device().copy_d2h(host, out, sizeof(host), 0));
     if (strict) {
@@ -134,11 +136,16 @@ TEST(SumSquares, BackendOpChecksItsArguments) {
   ASSERT_TRUE(dx.ok() && dout.ok());
   const auto* x = static_cast<const float*>(*dx);
   auto* out = static_cast<double*>(*dout);
-  EXPECT_EQ(be.sum_squares(nullptr, f32(x, {static_cast<int64_t>(16)}), 0).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(be.sum_squares(out, f32(static_cast<const float*>(nullptr), {static_cast<int64_t>(16)}), 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(be.sum_squares(nullptr, f32(x, {static_cast<int64_t>(16)}), 0).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      be.sum_squares(out, f32(static_cast<const float*>(nullptr), {static_cast<int64_t>(16)}), 0)
+          .code(),
+      ErrorCode::kInvalidArgument);
   EXPECT_EQ(be.sum_squares(out, f32(x, {static_cast<int64_t>(17)}), 0).code(),
             ErrorCode::kInvalidArgument);  // past x's allocation
-  EXPECT_EQ(be.sum_squares(out, f32(x, {static_cast<int64_t>(16)}), 99).code(), ErrorCode::kInvalidArgument);  // no such stream
+  EXPECT_EQ(be.sum_squares(out, f32(x, {static_cast<int64_t>(16)}), 99).code(),
+            ErrorCode::kInvalidArgument);  // no such stream
   EXPECT_OK(be.sum_squares(out, f32(x, {static_cast<int64_t>(16)}), 0));
 }
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "compute/backend.h"
 #include "compute-test-util.h"
+#include "compute/backend.h"
 
 namespace spillway::compute {
 namespace {
@@ -62,19 +62,24 @@ TEST(Rope, ForwardAndBackwardMatchReference) {
   const auto inv = inv_freq_ref(d, theta);
   auto be = make_cpu_backend();
   std::vector<float> y = x;
-  ASSERT_TRUE(be->rope_forward(f32(y.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(
+      be->rope_forward(f32(y.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
   EXPECT_LT(rel_err(y, rope_ref(to_double(x), batch, seq, heads, d, inv)), kDirectTol);
 
   std::vector<float> dx = dy;
-  ASSERT_TRUE(be->rope_backward(f32(dx.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(
+      be->rope_backward(f32(dx.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
   const auto dyd = to_double(dy);
-  auto g = fd_grad([&](const std::vector<double>& v) {
-    return dot(dyd, rope_ref(v, batch, seq, heads, d, inv));
-  }, to_double(x));
+  auto g = fd_grad(
+      [&](const std::vector<double>& v) {
+        return dot(dyd, rope_ref(v, batch, seq, heads, d, inv));
+      },
+      to_double(x));
   EXPECT_LT(rel_err(dx, g), kFdTol);
 
   // backward(forward(x)) = x: the rotation is orthogonal.
-  ASSERT_TRUE(be->rope_backward(f32(y.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(
+      be->rope_backward(f32(y.data(), {batch, seq, heads, d}), theta, RopeScaling{}, 0).ok());
   EXPECT_LT(rel_err(y, to_double(x)), kDirectTol);
 }
 
@@ -83,7 +88,8 @@ TEST(Rope, TableCacheServesShorterSequences) {
   const int heads = 2, d = 6;
   auto be = make_cpu_backend();
   auto long_x = random_floats(9 * heads * d, 3);
-  ASSERT_TRUE(be->rope_forward(f32(long_x.data(), {1, 9, heads, d}), 500.0f, RopeScaling{}, 0).ok());
+  ASSERT_TRUE(
+      be->rope_forward(f32(long_x.data(), {1, 9, heads, d}), 500.0f, RopeScaling{}, 0).ok());
   auto x = random_floats(5 * heads * d, 4);
   std::vector<float> y = x;
   ASSERT_TRUE(be->rope_forward(f32(y.data(), {1, 5, heads, d}), 500.0f, RopeScaling{}, 0).ok());
@@ -100,7 +106,8 @@ std::vector<double> llama3_ref(int d, double theta, const RopeScaling& s) {
     if (wl > low_wl) {
       f = f / s.factor;
     } else if (wl >= high_wl) {
-      const double sm = (old_len / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      const double sm =
+          (old_len / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = (1 - sm) * f / s.factor + sm * f;
     }
   }
@@ -108,7 +115,9 @@ std::vector<double> llama3_ref(int d, double theta, const RopeScaling& s) {
 }
 
 TEST(Rope, Llama3ScalingMatchesFormula) {
-  const RopeScaling s{.factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+  const RopeScaling s{.factor = 8.0f,
+                      .low_freq_factor = 1.0f,
+                      .high_freq_factor = 4.0f,
                       .original_max_position_embeddings = 8192};
   const int d = 128;
   const double theta = 500000.0;
@@ -119,9 +128,12 @@ TEST(Rope, Llama3ScalingMatchesFormula) {
   for (int i = 0; i < d / 2; ++i) {
     EXPECT_NEAR((*inv)[i] / ref[i], 1.0, 2e-6) << "pair " << i;
     const double ratio = ref[i] / plain[i];
-    if (ratio == 1.0) ++high;
-    else if (std::fabs(ratio - 1.0 / 8) < 1e-12) ++low;
-    else ++mid;
+    if (ratio == 1.0)
+      ++high;
+    else if (std::fabs(ratio - 1.0 / 8) < 1e-12)
+      ++low;
+    else
+      ++mid;
   }
   EXPECT_GT(low, 0);
   EXPECT_GT(mid, 0);
@@ -132,7 +144,8 @@ TEST(Rope, Llama3ScalingMatchesFormula) {
   auto x = random_floats(seq * heads * d, 5);
   std::vector<float> y = x;
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->rope_forward(f32(y.data(), {1, seq, heads, d}), static_cast<float>(theta), s, 0).ok());
+  ASSERT_TRUE(
+      be->rope_forward(f32(y.data(), {1, seq, heads, d}), static_cast<float>(theta), s, 0).ok());
   EXPECT_LT(rel_err(y, rope_ref(to_double(x), 1, seq, heads, d, ref)), kDirectTol);
 }
 

@@ -24,7 +24,7 @@ TEST(DType, F16RoundTripsAndHandlesSpecials) {
     EXPECT_NEAR(back, x, std::abs(x) * 1e-3f + 1e-8f) << x;
   }
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                // rounds to inf
   EXPECT_EQ(f16_to_f32(0x0001), 5.960464477539063e-08f);  // smallest subnormal
   EXPECT_TRUE(std::isinf(f16_to_f32(0xfc00)));
 }

@@ -26,7 +26,8 @@ TEST(FileUtil, ReadsOnlyRegularFiles) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   auto r = read_file(fifo);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("config.json is not a regular file"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("config.json is not a regular file"), std::string::npos)
+      << r.status().message();
   r = read_file("/dev/zero");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos);

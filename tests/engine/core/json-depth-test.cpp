@@ -18,7 +18,9 @@ TEST(JsonDepth, CountsNestingOutsideStrings) {
 }
 
 TEST(JsonDepth, RefusesPathologicalNesting) {
-  EXPECT_TRUE(check_json_depth(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "x").ok());
+  EXPECT_TRUE(
+      check_json_depth(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "x")
+          .ok());
   const Status st = check_json_depth(std::string(5000, '{'), "job.json");
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "job.json: JSON nested 5000 levels deep (at most 100)");

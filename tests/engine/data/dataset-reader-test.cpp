@@ -39,10 +39,13 @@ TEST(DatasetReaderBadLines, InvalidJsonLine) {
 }
 
 // A record with an unterminated string of a megabyte: nlohmann's message quoted the whole token it
-// read (the megabyte, newlines escaped or not) into the error. Now the place, escaped and cut short.
+// read (the megabyte, newlines escaped or not) into the error. Now the place, escaped and cut
+// short.
 TEST(DatasetReaderBadLines, AMegabyteBrokenRecordIsNotEchoed) {
-  const std::string content = "{\"text\": \"ok\"}\n{\"text\": \"" + std::string(1 << 20, 'x') + "\u0001\"}\n";
-  expect_bad("big.jsonl", content, 2, "invalid JSON: syntax error while parsing value - invalid string: control character");
+  const std::string content =
+      "{\"text\": \"ok\"}\n{\"text\": \"" + std::string(1 << 20, 'x') + "\u0001\"}\n";
+  expect_bad("big.jsonl", content, 2,
+             "invalid JSON: syntax error while parsing value - invalid string: control character");
   TempDir dir;
   auto r = read_dataset_records(write(dir, "big.jsonl", content), ReadOptions{});
   ASSERT_FALSE(r.ok());
@@ -69,14 +72,17 @@ TEST(DatasetReaderBadLines, BinaryFilesAreNotText) {
     EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
     EXPECT_FALSE(detect_dataset_format(p).ok()) << what;
   }
-  const std::string latin1 = write(dir, "l.txt", "F\xFC\xDF" "e over the road, and a long enough line of plain text.\n");
+  const std::string latin1 = write(dir, "l.txt",
+                                   "F\xFC\xDF"
+                                   "e over the road, and a long enough line of plain text.\n");
   EXPECT_TRUE(read_dataset_records(latin1, ReadOptions{}).ok());
 }
 
 // A record nested thousands of levels deep is a bad line, not a stack overflow.
 TEST(DatasetReaderBadLines, PathologicalNesting) {
   const std::string deep = "{\"text\": " + std::string(20000, '[') + std::string(20000, ']') + "}";
-  expect_bad("a.jsonl", "{\"text\": \"ok\"}\n" + deep + "\n", 2, "JSON nested 20001 levels deep (at most 100)");
+  expect_bad("a.jsonl", "{\"text\": \"ok\"}\n" + deep + "\n", 2,
+             "JSON nested 20001 levels deep (at most 100)");
 }
 
 TEST(DatasetReaderBadLines, MissingKey) {

@@ -375,7 +375,8 @@ TEST(Dataset, PreTokenizedIdsCheckedAgainstModelVocab) {
   // Without a tokenizer, and with one: the bound is the model's vocab_size either way.
   auto bare = Dataset::load(p, o);
   ASSERT_FALSE(bare.ok());
-  EXPECT_EQ(bare.status().message(), p + ":2: 'input_ids' entry 1 = 512 is not below the model's vocab_size 512");
+  EXPECT_EQ(bare.status().message(),
+            p + ":2: 'input_ids' entry 1 = 512 is not below the model's vocab_size 512");
   FakeByteTokenizer tok;
   auto with_tok = Dataset::load(p, tok, o);
   ASSERT_FALSE(with_tok.ok());

@@ -29,7 +29,8 @@ class FakeByteTokenizer : public Tokenizer {
     ids.insert(ids.end(), body->begin(), body->end());
     return ids;
   }
-  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const override {
+  Result<std::string> decode(std::span<const int32_t> ids,
+                             bool skip_special = false) const override {
     std::string s;
     for (int32_t id : ids) {
       if (id >= kOffset)

@@ -360,15 +360,17 @@ TEST(TokenizerLoad, ClearErrors) {
   // A merge that is not "a b".
   s = load_error(dir, tiny_tokenizer(tiny_model(json::array({"abc"}))).dump());
   EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
-  EXPECT_NE(s.message().find("merges[0] \"abc\" is not \"a b\""), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("merges[0] \"abc\" is not \"a b\""), std::string::npos)
+      << s.to_string();
   // One id far past the rest sized the id table by it: 1,111,111,199 among ten tokens asked for
   // 35 GB (found by fuzzing). Refused before anything is allocated.
   json holes = tiny_model();
   holes["vocab"]["y"] = 1111111199;
   s = load_error(dir, tiny_tokenizer(holes).dump());
   EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
-  EXPECT_NE(s.message().find("model.vocab: id 1111111199 of \"y\" leaves most ids unused (the vocabulary has "
-                             "10 tokens)"),
+  EXPECT_NE(s.message().find(
+                "model.vocab: id 1111111199 of \"y\" leaves most ids unused (the vocabulary has "
+                "10 tokens)"),
             std::string::npos)
       << s.to_string();
   // Gaps a real vocabulary may have still load.
@@ -436,24 +438,37 @@ TEST(TokenizerLoad, FieldsOfTheWrongTypeAreClearErrors) {
   auto original = read_file(data_path("tokenizers/llama2/tokenizer.json"));
   auto original_config = read_file(data_path("tokenizers/llama2/tokenizer_config.json"));
   ASSERT_TRUE(original.ok() && original_config.ok());
-  const nlohmann::json tok = nlohmann::json::parse(*original), cfg = nlohmann::json::parse(*original_config);
+  const nlohmann::json tok = nlohmann::json::parse(*original),
+                       cfg = nlohmann::json::parse(*original_config);
   struct Mutation {
     const char* what;
     bool in_config;
     std::function<void(nlohmann::json&)> apply;
   };
   const std::vector<Mutation> mutations = {
-      {"added token's special flag null", false, [](nlohmann::json& j) { j["added_tokens"][0]["special"] = nullptr; }},
-      {"added token's id a string", false, [](nlohmann::json& j) { j["added_tokens"][1]["id"] = "one"; }},
+      {"added token's special flag null", false,
+       [](nlohmann::json& j) { j["added_tokens"][0]["special"] = nullptr; }},
+      {"added token's id a string", false,
+       [](nlohmann::json& j) { j["added_tokens"][1]["id"] = "one"; }},
       {"normalizer a number", false, [](nlohmann::json& j) { j["normalizer"] = 5; }},
-      {"normalizer type a number", false, [](nlohmann::json& j) { j["normalizer"]["normalizers"][0]["type"] = 5; }},
-      {"decoder's decoders null", false, [](nlohmann::json& j) { j["decoder"]["decoders"] = nullptr; }},
-      {"model's byte_fallback a string", false, [](nlohmann::json& j) { j["model"]["byte_fallback"] = "yes"; }},
-      {"model's vocab an array", false, [](nlohmann::json& j) { j["model"]["vocab"] = nlohmann::json::array({1, 2}); }},
-      {"post_processor's single a number", false, [](nlohmann::json& j) { j["post_processor"]["single"] = 3; }},
+      {"normalizer type a number", false,
+       [](nlohmann::json& j) { j["normalizer"]["normalizers"][0]["type"] = 5; }},
+      {"decoder's decoders null", false,
+       [](nlohmann::json& j) { j["decoder"]["decoders"] = nullptr; }},
+      {"model's byte_fallback a string", false,
+       [](nlohmann::json& j) { j["model"]["byte_fallback"] = "yes"; }},
+      {"model's vocab an array", false,
+       [](nlohmann::json& j) {
+         j["model"]["vocab"] = nlohmann::json::array({1, 2});
+       }},
+      {"post_processor's single a number", false,
+       [](nlohmann::json& j) { j["post_processor"]["single"] = 3; }},
       {"add_bos_token a number", true, [](nlohmann::json& j) { j["add_bos_token"] = 7; }},
       {"bos_token a number", true, [](nlohmann::json& j) { j["bos_token"] = 1; }},
-      {"chat_template an object", true, [](nlohmann::json& j) { j["chat_template"] = {{"a", 1}}; }},
+      {"chat_template an object", true,
+       [](nlohmann::json& j) {
+         j["chat_template"] = {{"a", 1}};
+       }},
   };
   for (const Mutation& m : mutations) {
     SCOPED_TRACE(m.what);
@@ -466,7 +481,8 @@ TEST(TokenizerLoad, FieldsOfTheWrongTypeAreClearErrors) {
     ASSERT_NO_THROW(r = Tokenizer::load(dir.path()));
     ASSERT_FALSE(r.ok());
     const std::string& msg = r.status().message();
-    EXPECT_NE(msg.find(m.in_config ? "tokenizer_config.json" : "tokenizer.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(m.in_config ? "tokenizer_config.json" : "tokenizer.json"), std::string::npos)
+        << msg;
   }
 }
 
@@ -478,7 +494,8 @@ TEST(TokenizerRegexLimit, MatchLimitIsAnErrorNotAnUnsplitText) {
   const std::string evil = "(a+)+b";
   const std::string text = std::string(40, 'a') + "!b";
   json pre = tiny_tokenizer();
-  pre["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", evil}}}, {"behavior", "Isolated"}};
+  pre["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", evil}}}, {"behavior", "Isolated"}};
   json norm = tiny_tokenizer();
   norm["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", evil}}}, {"content", "x"}};
   json dec = tiny_tokenizer();
@@ -493,7 +510,8 @@ TEST(TokenizerRegexLimit, MatchLimitIsAnErrorNotAnUnsplitText) {
   EXPECT_EQ(*replace->encode("ab c"), (Ids{8, 0, 3}));
   EXPECT_EQ(*decoder->decode(Ids{3, 0, 1}), "c a");
 
-  for (const auto& [tok, part] : {std::pair{split.get(), "pre_tokenizer"}, std::pair{replace.get(), "normalizer"}}) {
+  for (const auto& [tok, part] :
+       {std::pair{split.get(), "pre_tokenizer"}, std::pair{replace.get(), "normalizer"}}) {
     auto ids = tok->encode("ab " + text + " c");
     ASSERT_FALSE(ids.ok()) << part;
     EXPECT_EQ(ids.status().code(), ErrorCode::kInvalidArgument);
@@ -505,7 +523,8 @@ TEST(TokenizerRegexLimit, MatchLimitIsAnErrorNotAnUnsplitText) {
   }
   auto back = decoder->decode(Ids{30});
   ASSERT_FALSE(back.ok());
-  EXPECT_NE(back.status().message().find("tokenizer.json: decoder"), std::string::npos) << back.status().message();
+  EXPECT_NE(back.status().message().find("tokenizer.json: decoder"), std::string::npos)
+      << back.status().message();
 
   // In a dataset: a bad record at its line, or skipped and counted.
   DatasetRecords records;
@@ -516,7 +535,8 @@ TEST(TokenizerRegexLimit, MatchLimitIsAnErrorNotAnUnsplitText) {
   o.seq_len = 8;
   auto strict = Dataset::from_records(records, "data.txt", *split, o);
   ASSERT_FALSE(strict.ok());
-  EXPECT_NE(strict.status().message().find("data.txt:2: "), std::string::npos) << strict.status().message();
+  EXPECT_NE(strict.status().message().find("data.txt:2: "), std::string::npos)
+      << strict.status().message();
   o.read.skip_bad_records = true;
   auto skipping = Dataset::from_records(records, "data.txt", *split, o);
   ASSERT_TRUE(skipping.ok()) << skipping.status().to_string();

@@ -27,12 +27,15 @@ const char* const kState =
     R"({"type":"state","t":0.5,"device":0,"master_tier":"dram","optimizer_tier":"dram","parameters":260000,"run_id":"20260101-120000-abcd","ssd_folder":"","state":"training","step":0,"total_steps":200})";
 const char* const kStep =
     R"({"type":"step","t":0.4,"grad_norm":2.5,"loss":6.1,"lr":0.0003,"model_tflops":0.004,"ssd_read_bytes":0,"ssd_write_bytes":0,"step":1,"step_s":0.4,"tokens":1024,"tokens_per_s":2560.0,"total_steps":200})";
-const char* const kEval = R"({"type":"eval","t":0.2,"eval_s":0.1,"loss":6.2,"perplexity":492.7,"step":0})";
+const char* const kEval =
+    R"({"type":"eval","t":0.2,"eval_s":0.1,"loss":6.2,"perplexity":492.7,"step":0})";
 const char* const kCheckpoint =
     R"({"type":"checkpoint","t":1.0,"bytes":3200000,"path":"/tmp/run/checkpoints/step-000100","step":100,"write_s":0.02})";
-const char* const kExport = R"({"type":"export","t":1.2,"path":"/tmp/run/export","tokenizer":true})";
+const char* const kExport =
+    R"({"type":"export","t":1.2,"path":"/tmp/run/export","tokenizer":true})";
 const char* const kLog = R"({"type":"log","t":0.5,"level":"info","message":"backend cpu: no GPU"})";
-const char* const kError = R"({"type":"error","t":1.1,"code":"io","message":"cannot write: No space left on device"})";
+const char* const kError =
+    R"({"type":"error","t":1.1,"code":"io","message":"cannot write: No space left on device"})";
 const char* const kSpan =
     R"({"type":"span","t":0.35,"block":"layer","end_s":0.34,"layer":3,"phase":"forward","start_s":0.31})";
 const char* const kHeadSpan =
@@ -98,13 +101,16 @@ TEST(Events, LinesParseByTypeAndDamagedFieldsReadAsAbsent) {
   EXPECT_FALSE(unknown->type.has_value());
   EXPECT_EQ(unknown->type_name, "future");
   // Out of range, of another type, or missing: clamped or absent, never thrown.
-  const StepEvent s = step_event_from_json(json::parse(R"({"step":7.8e95,"tokens":-3,"loss":"x","total_steps":null})"));
+  const StepEvent s = step_event_from_json(
+      json::parse(R"({"step":7.8e95,"tokens":-3,"loss":"x","total_steps":null})"));
   EXPECT_EQ(s.step, INT64_MAX);
   EXPECT_EQ(s.tokens, -3);
   EXPECT_EQ(s.loss, 0);
   EXPECT_FALSE(s.total_steps.has_value());
-  EXPECT_EQ(step_event_from_json(json::parse(R"({"ssd_read_bytes":-1})")).ssd_read_bytes, std::optional<uint64_t>(0));
-  for (EventType t : {EventType::kState, EventType::kSample, EventType::kPlan, EventType::kMeasured})
+  EXPECT_EQ(step_event_from_json(json::parse(R"({"ssd_read_bytes":-1})")).ssd_read_bytes,
+            std::optional<uint64_t>(0));
+  for (EventType t :
+       {EventType::kState, EventType::kSample, EventType::kPlan, EventType::kMeasured})
     EXPECT_EQ(parse_event_type(event_type_name(t)), t);
 }
 

@@ -60,18 +60,25 @@ TEST(RunRecorder, LockedDatabaseMidRun) {
   r.sample(1.0, {{"rss_bytes", 1}});
   EXPECT_EQ(r.dropped(), 3u);
   ASSERT_EQ(warnings.size(), 1u) << "reported once";
-  EXPECT_NE(warnings[0].find("History (" + o.db_path + ") could not record step 2's metrics"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[0].find("the run goes on, and its events.jsonl keeps every step"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("History (" + o.db_path + ") could not record step 2's metrics"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("the run goes on, and its events.jsonl keeps every step"),
+            std::string::npos)
+      << warnings[0];
 
   // A checkpoint's record is one the run needs: it fails, saying what was kept and what to do.
   Status st = r.checkpoint(3, dir.file("run/checkpoints/step-000003"), 1234, 0.5);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("could not record checkpoint " + dir.file("run/checkpoints/step-000003")), std::string::npos)
+  EXPECT_NE(
+      st.message().find("could not record checkpoint " + dir.file("run/checkpoints/step-000003")),
+      std::string::npos)
       << st.to_string();
   EXPECT_NE(st.message().find("keeps its checkpoints"), std::string::npos) << st.to_string();
   Status failed = r.fail(st, FinalFigures{});
   EXPECT_EQ(failed.code(), st.code());
-  EXPECT_NE(failed.message().find("recording the failure failed too"), std::string::npos) << failed.to_string();
+  EXPECT_NE(failed.message().find("recording the failure failed too"), std::string::npos)
+      << failed.to_string();
 
   // events.jsonl has every step, the warning, the checkpoint and the failure.
   int steps = 0, warns = 0;
@@ -108,7 +115,8 @@ TEST(RunRecorder, UnwritableRunFolderIsRefusedAtCreate) {
   info.run_dir = "/proc/spillway-run";  // cannot be created
   auto rec = RunRecorder::create(info, o);
   ASSERT_FALSE(rec.ok());
-  EXPECT_NE(rec.status().message().find("cannot write the run folder /proc/spillway-run"), std::string::npos)
+  EXPECT_NE(rec.status().message().find("cannot write the run folder /proc/spillway-run"),
+            std::string::npos)
       << rec.status().to_string();
 }
 

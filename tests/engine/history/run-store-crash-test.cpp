@@ -13,8 +13,8 @@
 namespace spillway {
 namespace {
 
-// Forks a child that opens the store, creates a running run, writes `steps` metrics, reports the run
-// id on a pipe and then sleeps until killed. Returns the child's pid and the id.
+// Forks a child that opens the store, creates a running run, writes `steps` metrics, reports the
+// run id on a pipe and then sleeps until killed. Returns the child's pid and the id.
 std::pair<pid_t, std::string> start_worker(const std::string& db_path, int steps) {
   int fds[2];
   if (pipe(fds) != 0) return {-1, ""};

@@ -1,11 +1,11 @@
 #include "history/run-store.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "telemetry/telemetry-sampler.h"
 #include "test-data.h"
@@ -206,7 +206,8 @@ TEST(RunStore, SamplesAreDownsampledAndRoundTrip) {
 TEST(RunStore, ListFilters) {
   auto store = open_store(":memory:");
   ASSERT_TRUE(store);
-  auto make = [&](const char* name, RunStatus st, const char* model, std::vector<std::string> tags, double t) {
+  auto make = [&](const char* name, RunStatus st, const char* model, std::vector<std::string> tags,
+                  double t) {
     RunInfo r;
     r.name = name;
     r.status = st;
@@ -319,7 +320,9 @@ TEST(RunStore, SamplerFeedsStoreThroughCallback) {
   TierCounters counters;
   TelemetrySamplerOptions opt;
   opt.callback_interval_s = 0.0;  // every sample reaches the callback; the store downsamples
-  opt.on_sample = [&](double t, const nlohmann::json& s) { (void)store->add_sample(*id, t, s.dump()); };
+  opt.on_sample = [&](double t, const nlohmann::json& s) {
+    (void)store->add_sample(*id, t, s.dump());
+  };
   TelemetrySampler sampler(counters, nullptr, opt);
   for (int i = 0; i < 3; ++i) (void)sampler.sample_once();
   auto samples = store->samples(*id);

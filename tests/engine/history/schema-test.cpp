@@ -49,7 +49,8 @@ TEST(Schema, AppliesOnlyNewMigrations) {
   auto before = apply_migrations(*db, list);
   ASSERT_TRUE(before.ok());
   EXPECT_EQ(*before, 0);
-  list.push_back({"two", "ALTER TABLE a ADD COLUMN y TEXT; INSERT INTO a (x, y) VALUES (1, 'two');"});
+  list.push_back(
+      {"two", "ALTER TABLE a ADD COLUMN y TEXT; INSERT INTO a (x, y) VALUES (1, 'two');"});
   before = apply_migrations(*db, list);
   ASSERT_TRUE(before.ok()) << before.status().to_string();
   EXPECT_EQ(*before, 1);
@@ -67,7 +68,9 @@ TEST(Schema, VersionOneDatabaseGainsTheStepFiguresAndKeepsItsRuns) {
     auto db = SqliteDb::open(path);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(apply_migrations(*db, run_store_migrations().first(1)).ok());
-    ASSERT_TRUE(db->exec("INSERT INTO runs (id, name, status, created_at) VALUES ('old', 'kept', 'completed', 1.0)").ok());
+    ASSERT_TRUE(db->exec("INSERT INTO runs (id, name, status, created_at) VALUES ('old', 'kept', "
+                         "'completed', 1.0)")
+                    .ok());
   }
   auto store = RunStore::open(path);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
@@ -119,8 +122,10 @@ TEST(Schema, NegativeVersionIsDamagedAndLeftAlone) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kCorrupt);
   EXPECT_EQ(store.status().message(),
-            path + " is damaged (its schema version is -7, which no Spillway writes); Spillway leaves it as it "
-                   "is: move it aside (History then starts a new one) or restore it from a backup");
+            path +
+                " is damaged (its schema version is -7, which no Spillway writes); Spillway leaves "
+                "it as it "
+                "is: move it aside (History then starts a new one) or restore it from a backup");
   auto db = SqliteDb::open(path);
   ASSERT_TRUE(db.ok());
   EXPECT_EQ(*db->query_int("PRAGMA user_version"), -7);

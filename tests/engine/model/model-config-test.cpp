@@ -1,6 +1,7 @@
 #include "model/model-config.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "test-data.h"
@@ -50,16 +51,23 @@ TEST(ModelConfig, LlamaMha) {
 }
 
 nlohmann::json base() {
-  return {{"architectures", {"MistralForCausalLM"}}, {"vocab_size", 100}, {"hidden_size", 64},
-          {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+  return {{"architectures", {"MistralForCausalLM"}},
+          {"vocab_size", 100},
+          {"hidden_size", 64},
+          {"intermediate_size", 128},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
           {"num_key_value_heads", 2}};
 }
 
 TEST(ModelConfig, MistralDefaultsAndLlama3Scaling) {
   auto j = base();
   j["rope_theta"] = 500000.0;
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
   auto c = ModelConfig::from_json(j);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->model_type, "mistral");
@@ -101,14 +109,14 @@ TEST(ModelConfig, BadFieldsAreNamed) {
 // Numbers that used to be truncated or wrap (issue 15): each is an error naming the field.
 TEST(ModelConfig, NumbersAreNeitherTruncatedNorWrapped) {
   const std::pair<const char*, nlohmann::json> bad[] = {
-      {"num_hidden_layers", 5.9},                   // was read as 5 layers
-      {"num_hidden_layers", 4294967301.0},          // wrapped to 5
-      {"num_hidden_layers", 2147483648LL},          // past int
-      {"num_hidden_layers", 1000000},               // a million-layer loop until memory runs out
+      {"num_hidden_layers", 5.9},           // was read as 5 layers
+      {"num_hidden_layers", 4294967301.0},  // wrapped to 5
+      {"num_hidden_layers", 2147483648LL},  // past int
+      {"num_hidden_layers", 1000000},       // a million-layer loop until memory runs out
       {"vocab_size", 1e300},
       {"hidden_size", -64},
       {"head_dim", 1 << 16},
-      {"rms_norm_eps", 1e300},                      // infinite as a float
+      {"rms_norm_eps", 1e300},  // infinite as a float
   };
   for (const auto& [key, value] : bad) {
     auto j = base();

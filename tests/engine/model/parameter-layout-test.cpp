@@ -1,8 +1,8 @@
 #include "model/parameter-layout.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "test-data.h"
 
@@ -51,15 +51,23 @@ TEST_P(AllModels, ParseAndLoadEveryTensor) {
 }
 
 // stories260K: 512·64 + 5·(2·64 + 64·64 + 2·32·64 + 64·64 + 3·172·64) + 64
-INSTANTIATE_TEST_SUITE_P(Models, AllModels,
-                         ::testing::Values(Case{"stories260K", 512 * 64 + 5 * (2 * 64 + 2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 64, 47},
-                                           Case{"qwen2-tiny", 2 * 1000 * 96 + 3 * (2 * 96 + 2 * 96 * 96 + 96 + 2 * (32 * 96 + 32) + 3 * 224 * 96) + 96, 39},
-                                           Case{"llama-mha-tiny", 2 * 700 * 128 + 2 * (2 * 128 + 4 * 128 * 128 + 3 * 344 * 128) + 128, 21}),
-                         [](const auto& info) {
-                           std::string n = info.param.name;
-                           for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, AllModels,
+    ::testing::Values(
+        Case{"stories260K", 512 * 64 + 5 * (2 * 64 + 2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 64,
+             47},
+        Case{"qwen2-tiny",
+             2 * 1000 * 96 + 3 * (2 * 96 + 2 * 96 * 96 + 96 + 2 * (32 * 96 + 32) + 3 * 224 * 96) +
+                 96,
+             39},
+        Case{"llama-mha-tiny", 2 * 700 * 128 + 2 * (2 * 128 + 4 * 128 * 128 + 3 * 344 * 128) + 128,
+             21}),
+    [](const auto& info) {
+      std::string n = info.param.name;
+      for (char& c : n)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
 
 TEST(ParameterLayout, WrongConfigNamesTheTensor) {
   SPILLWAY_REQUIRE_DATA();
@@ -71,12 +79,14 @@ TEST(ParameterLayout, WrongConfigNamesTheTensor) {
   wrong.num_layers = 6;  // one more layer than the file has
   Status st = ParameterLayout::build(wrong).check(*store);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("missing tensor 'model.layers.5."), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("missing tensor 'model.layers.5."), std::string::npos)
+      << st.message();
   wrong = *config;
   wrong.intermediate_size = 100;
   st = ParameterLayout::build(wrong).check(*store);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("mlp.down_proj.weight' has shape [64, 172]"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("mlp.down_proj.weight' has shape [64, 172]"), std::string::npos)
+      << st.message();
   wrong = *config;
   wrong.tie_word_embeddings = false;
   st = ParameterLayout::build(wrong).check(*store);

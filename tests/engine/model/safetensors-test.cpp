@@ -1,9 +1,9 @@
 #include "model/safetensors.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "test-data.h"
 
@@ -44,7 +44,8 @@ TEST_P(CorruptFiles, ClearErrorNamingFileAndTensor) {
   ASSERT_FALSE(f.ok()) << c.kind;
   EXPECT_EQ(f.status().code(), c.code) << c.kind << ": " << f.status().to_string();
   EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status().message();
-  EXPECT_NE(f.status().message().find(c.message_part), std::string::npos) << c.kind << ": " << f.status().message();
+  EXPECT_NE(f.status().message().find(c.message_part), std::string::npos)
+      << c.kind << ": " << f.status().message();
   // The store API gives the same error.
   EXPECT_FALSE(TensorStore::open(path).ok());
 }
@@ -54,31 +55,40 @@ const std::string kOk = R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,2
 INSTANTIATE_TEST_SUITE_P(
     Kinds, CorruptFiles,
     ::testing::Values(
-        CorruptCase{"header_too_long_for_file", kOk, 24, 4096, ErrorCode::kCorrupt, "runs past the end"},
+        CorruptCase{"header_too_long_for_file", kOk, 24, 4096, ErrorCode::kCorrupt,
+                    "runs past the end"},
         CorruptCase{"header_over_limit", kOk, 24, int64_t(1) << 40, ErrorCode::kCorrupt, "exceeds"},
-        CorruptCase{"not_json", "{\"a\": {\"dtype\": ", 24, -1, ErrorCode::kCorrupt, "bad.safetensors: header:1:17: not valid JSON"},
+        CorruptCase{"not_json", "{\"a\": {\"dtype\": ", 24, -1, ErrorCode::kCorrupt,
+                    "bad.safetensors: header:1:17: not valid JSON"},
         CorruptCase{"not_object", "[1, 2, 3]", 24, -1, ErrorCode::kCorrupt, "not a JSON object"},
-        CorruptCase{"bad_dtype", R"({"a":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,6]}})", 6, -1,
-                    ErrorCode::kUnsupported, "tensor 'a': dtype 'F8_E4M3'"},
-        CorruptCase{"shape_size_mismatch", R"({"a":{"dtype":"F32","shape":[2,4],"data_offsets":[0,24]}})", 24, -1,
+        CorruptCase{"bad_dtype", R"({"a":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,6]}})",
+                    6, -1, ErrorCode::kUnsupported, "tensor 'a': dtype 'F8_E4M3'"},
+        CorruptCase{"shape_size_mismatch",
+                    R"({"a":{"dtype":"F32","shape":[2,4],"data_offsets":[0,24]}})", 24, -1,
                     ErrorCode::kCorrupt, "tensor 'a': shape [2, 4] of F32 needs 32 bytes"},
-        CorruptCase{"offsets_past_end", kOk, 20, -1, ErrorCode::kCorrupt, "tensor 'a': data ends at byte 24"},
-        CorruptCase{"overlap",
-                    R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
-                    24, -1, ErrorCode::kCorrupt, "'a' and 'b' overlap"},
-        CorruptCase{"begin_after_end", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", 24, -1,
-                    ErrorCode::kCorrupt, "begin > end"},
-        CorruptCase{"negative_dim", R"({"a":{"dtype":"F32","shape":[-2,3],"data_offsets":[0,24]}})", 24, -1,
-                    ErrorCode::kCorrupt, "negative"},
-        CorruptCase{"missing_offsets", R"({"a":{"dtype":"F32","shape":[2,3]}})", 24, -1, ErrorCode::kCorrupt,
-                    "data_offsets"},
-        CorruptCase{"missing_dtype", R"({"a":{"shape":[2,3],"data_offsets":[0,24]}})", 24, -1, ErrorCode::kCorrupt,
-                    "'dtype'"},
-        CorruptCase{"bad_metadata", R"({"__metadata__":{"format":3},"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})",
-                    24, -1, ErrorCode::kCorrupt, "__metadata__"},
-        CorruptCase{"entry_not_object", R"({"a":[1,2]})", 24, -1, ErrorCode::kCorrupt, "tensor 'a'"},
+        CorruptCase{"offsets_past_end", kOk, 20, -1, ErrorCode::kCorrupt,
+                    "tensor 'a': data ends at byte 24"},
+        CorruptCase{
+            "overlap",
+            R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+            24, -1, ErrorCode::kCorrupt, "'a' and 'b' overlap"},
+        CorruptCase{"begin_after_end", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})",
+                    24, -1, ErrorCode::kCorrupt, "begin > end"},
+        CorruptCase{"negative_dim", R"({"a":{"dtype":"F32","shape":[-2,3],"data_offsets":[0,24]}})",
+                    24, -1, ErrorCode::kCorrupt, "negative"},
+        CorruptCase{"missing_offsets", R"({"a":{"dtype":"F32","shape":[2,3]}})", 24, -1,
+                    ErrorCode::kCorrupt, "data_offsets"},
+        CorruptCase{"missing_dtype", R"({"a":{"shape":[2,3],"data_offsets":[0,24]}})", 24, -1,
+                    ErrorCode::kCorrupt, "'dtype'"},
+        CorruptCase{
+            "bad_metadata",
+            R"({"__metadata__":{"format":3},"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})",
+            24, -1, ErrorCode::kCorrupt, "__metadata__"},
+        CorruptCase{"entry_not_object", R"({"a":[1,2]})", 24, -1, ErrorCode::kCorrupt,
+                    "tensor 'a'"},
         // 2^62 elements of 4 bytes wrap to a byte size of 0, which matched the empty data_offsets.
-        CorruptCase{"byte_size_overflows", R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})",
+        CorruptCase{"byte_size_overflows",
+                    R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})",
                     24, -1, ErrorCode::kCorrupt, "overflows a 64-bit byte size"}),
     [](const auto& info) { return std::string(info.param.kind); });
 
@@ -140,7 +150,8 @@ TEST(Safetensors, WriteReadRoundTripWithConversions) {
 // uint16_t load (UB; fuzzing found it under UBSan); it must read the same values as an aligned one.
 TEST(Safetensors, UnpaddedHeaderPutsTensorsAtOddAddresses) {
   testing::TempDir dir;
-  std::string header = R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[1],"data_offsets":[4,6]}})";
+  std::string header =
+      R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[1],"data_offsets":[4,6]}})";
   if (header.size() % 2 == 0) header += ' ';
   const std::string path = (fs::path(dir.path()) / "odd.safetensors").string();
   {
@@ -165,7 +176,9 @@ TEST(Safetensors, EmptyTensorReadsIntoNoBuffer) {
   testing::TempDir dir;
   const std::string path = (fs::path(dir.path()) / "e.safetensors").string();
   const float one = 1;
-  ASSERT_TRUE(write_safetensors(path, {{"empty", DType::kF32, {0, 4}, &one}, {"bf", DType::kBF16, {0}, &one}}).ok());
+  ASSERT_TRUE(write_safetensors(
+                  path, {{"empty", DType::kF32, {0, 4}, &one}, {"bf", DType::kBF16, {0}, &one}})
+                  .ok());
   auto store = TensorStore::open(path);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   for (const char* name : {"empty", "bf"}) {
@@ -179,7 +192,8 @@ TEST(Safetensors, ShardedWriteAndIndexRead) {
   std::vector<std::vector<float>> data;
   std::vector<TensorToWrite> tensors;
   for (int i = 0; i < 7; ++i) data.emplace_back(100 + i, float(i));
-  for (int i = 0; i < 7; ++i) tensors.push_back({"t" + std::to_string(i), DType::kF32, {100 + i}, data[i].data()});
+  for (int i = 0; i < 7; ++i)
+    tensors.push_back({"t" + std::to_string(i), DType::kF32, {100 + i}, data[i].data()});
   ASSERT_TRUE(write_safetensors_sharded(dir.path(), tensors, 1000).ok());
   EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(fs::path(dir.path()) / "model.safetensors"));
@@ -199,7 +213,8 @@ TEST(Safetensors, ShardedWriteAndIndexRead) {
   ASSERT_TRUE(write_safetensors(shard, {tensors[0]}).ok());
   auto broken = TensorStore::open(dir.path());
   ASSERT_FALSE(broken.ok());
-  EXPECT_NE(broken.status().message().find("missing from it"), std::string::npos) << broken.status().message();
+  EXPECT_NE(broken.status().message().find("missing from it"), std::string::npos)
+      << broken.status().message();
 }
 
 TEST(Safetensors, FailedWriteKeepsOldFile) {
@@ -208,8 +223,12 @@ TEST(Safetensors, FailedWriteKeepsOldFile) {
   std::vector<float> a(4, 1.0f);
   ASSERT_TRUE(write_safetensors(path, {{"a", DType::kF32, {4}, a.data()}}).ok());
   // A duplicate name is refused before anything touches the disk.
-  EXPECT_FALSE(write_safetensors(path, {{"a", DType::kF32, {4}, a.data()}, {"a", DType::kF32, {4}, a.data()}}).ok());
-  EXPECT_FALSE(write_safetensors("/nonexistent-dir/x.safetensors", {{"a", DType::kF32, {4}, a.data()}}).ok());
+  EXPECT_FALSE(write_safetensors(
+                   path, {{"a", DType::kF32, {4}, a.data()}, {"a", DType::kF32, {4}, a.data()}})
+                   .ok());
+  EXPECT_FALSE(
+      write_safetensors("/nonexistent-dir/x.safetensors", {{"a", DType::kF32, {4}, a.data()}})
+          .ok());
   auto store = TensorStore::open(path);
   ASSERT_TRUE(store.ok());
   EXPECT_NE(store->find("a"), nullptr);

@@ -39,7 +39,7 @@ TEST(EventWriter, EveryLineIsJsonWithTypeAndT) {
     ASSERT_TRUE(ew.sample({{"rss_bytes", 123}}).ok());
     ASSERT_TRUE(ew.step({{"step", 1}, {"loss", 2.5}}).ok());
     double t0 = ew.now_s();
-    ASSERT_TRUE(ew.span(block_span(4, 32, "forward", t0, t0 + 0.01)).ok());    // layer 3
+    ASSERT_TRUE(ew.span(block_span(4, 32, "forward", t0, t0 + 0.01)).ok());     // layer 3
     ASSERT_TRUE(ew.span(block_span(33, 32, "optimizer", t0, t0 + 0.02)).ok());  // the head
     ASSERT_TRUE(ew.log(LogLevel::kWarn, "bad \xff byte").ok());
     ASSERT_TRUE(ew.error(io_error("disk gone")).ok());
@@ -51,7 +51,7 @@ TEST(EventWriter, EveryLineIsJsonWithTypeAndT) {
   }
   auto lines = read_lines(run_dir + "/events.jsonl");
   ASSERT_EQ(lines.size(), 11u);
-  const char* types[] = {"state", "sample", "step", "span", "span", "log",
+  const char* types[] = {"state", "sample",     "step", "span",   "span",  "log",
                          "error", "checkpoint", "eval", "custom", "scalar"};
   double prev_t = 0.0;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -136,7 +136,8 @@ TEST(EventWriter, ConcurrentWritersProduceWholeLines) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([ew, i] {
-      for (int k = 0; k < 200; ++k) (void)ew->step({{"thread", i}, {"k", k}, {"pad", std::string(100, 'x')}});
+      for (int k = 0; k < 200; ++k)
+        (void)ew->step({{"thread", i}, {"k", k}, {"pad", std::string(100, 'x')}});
     });
   }
   for (auto& t : threads) t.join();

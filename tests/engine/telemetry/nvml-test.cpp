@@ -74,9 +74,9 @@ const char* fake_error_string(nvml::Return r) {
   return r == 9 ? "Driver Not Loaded" : "Invalid Argument";
 }
 
-const NvmlApi kFakeApi = {fake_init,        fake_shutdown, fake_handle, fake_handle_by_bus,
-                          fake_name,        fake_util,     fake_memory, fake_pcie,
-                          fake_power,       fake_temperature, fake_error_string};
+const NvmlApi kFakeApi = {fake_init,  fake_shutdown,    fake_handle,      fake_handle_by_bus,
+                          fake_name,  fake_util,        fake_memory,      fake_pcie,
+                          fake_power, fake_temperature, fake_error_string};
 
 class Nvml : public testing::Test {
  protected:
@@ -221,7 +221,9 @@ TEST_F(Nvml, SamplerFallsBackOnTheBackendsDeviceMemory) {
   TelemetrySamplerOptions opt;
   opt.gpu_index = 0;
   opt.nvml = &kFakeApi;
-  opt.device_memory = [] { return std::optional<DeviceMemory>(DeviceMemory{80ull << 30, 60ull << 30}); };
+  opt.device_memory = [] {
+    return std::optional<DeviceMemory>(DeviceMemory{80ull << 30, 60ull << 30});
+  };
   TelemetrySampler sampler(counters, nullptr, opt);
   EXPECT_FALSE(sampler.gpu_status().ok());
   Json s = sampler.sample_once();

@@ -54,7 +54,9 @@ TEST(TelemetrySampler, LinkRatesComeFromCounterDeltas) {
 TEST(TelemetrySampler, DeviceProbeFillsHbm) {
   TierCounters counters;
   TelemetrySamplerOptions opt;
-  opt.device_memory = [] { return std::optional<DeviceMemory>(DeviceMemory{80ull << 30, 60ull << 30}); };
+  opt.device_memory = [] {
+    return std::optional<DeviceMemory>(DeviceMemory{80ull << 30, 60ull << 30});
+  };
   TelemetrySampler sampler(counters, nullptr, opt);
   Json s = sampler.sample_once();
   EXPECT_EQ(s["tiers"]["hbm"]["device_total_bytes"], 80ull << 30);
@@ -81,9 +83,11 @@ TEST(TelemetrySampler, ThreadWritesSampleEventsAndDownsampledCallback) {
   {
     TelemetrySampler sampler(counters, w->get(), opt);
     sampler.start();
-    // A steady 1 GB/s "copy" for ~300 ms (longer in sanitizer builds, so the thread gets as many ticks).
+    // A steady 1 GB/s "copy" for ~300 ms (longer in sanitizer builds, so the thread gets as many
+    // ticks).
     auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(static_cast<int>(300 * testing::kTimeScale))) {
+    while (std::chrono::steady_clock::now() - t0 <
+           std::chrono::milliseconds(static_cast<int>(300 * testing::kTimeScale))) {
       counters.add_moved(Link::kH2D, 10'000'000);  // 10 MB per 10 ms
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -103,7 +107,8 @@ TEST(TelemetrySampler, ThreadWritesSampleEventsAndDownsampledCallback) {
     EXPECT_EQ(j["type"], "sample");
     ASSERT_TRUE(j.contains("t"));
     ++samples;
-    if (j["links"].contains("h2d_gbps")) max_gbps = std::max(max_gbps, j["links"]["h2d_gbps"].get<double>());
+    if (j["links"].contains("h2d_gbps"))
+      max_gbps = std::max(max_gbps, j["links"]["h2d_gbps"].get<double>());
   }
   // ~15 ticks at 20 ms; the machine is shared, so only demand a handful.
   EXPECT_GE(samples, 5);

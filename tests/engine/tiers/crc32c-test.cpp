@@ -24,8 +24,10 @@ TEST(Crc32c, HardwareMatchesPortableOnOddSizesAndOffsets) {
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
   for (size_t start = 0; start < 9; ++start) {
     // Sizes around the three-stream stretches (3 x 256 and 3 x 8192 bytes) and well past them.
-    for (size_t n : {0, 1, 7, 8, 9, 63, 767, 768, 769, 1000, 9991, 24575, 24576, 24577, 100003, 1 << 20}) {
-      EXPECT_EQ(crc32c(buf.data() + start, n), crc32c_extend_portable(0, buf.data() + start, n)) << start << " " << n;
+    for (size_t n :
+         {0, 1, 7, 8, 9, 63, 767, 768, 769, 1000, 9991, 24575, 24576, 24577, 100003, 1 << 20}) {
+      EXPECT_EQ(crc32c(buf.data() + start, n), crc32c_extend_portable(0, buf.data() + start, n))
+          << start << " " << n;
     }
   }
   // Extending piecewise equals one pass.

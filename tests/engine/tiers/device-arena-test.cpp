@@ -12,7 +12,10 @@ TEST(DeviceArena, SlotsAreCarvedAndCounted) {
   int allocs = 0;
   DeviceAllocator a = DeviceAllocator::host_memory();
   auto inner = a.alloc;
-  a.alloc = [&](size_t n) { ++allocs; return inner(n); };
+  a.alloc = [&](size_t n) {
+    ++allocs;
+    return inner(n);
+  };
   {
     auto arena = DeviceArena::create(64 * kMiB, a, &counters);
     ASSERT_TRUE(arena.ok()) << arena.status().to_string();
@@ -64,12 +67,15 @@ TEST(DeviceArena, OutOfMemoryNamesSlotAndCapacity) {
 TEST(DeviceArena, DeviceRefusalIsReported) {
   DeviceAllocator a;
   a.name = "cudaMalloc";
-  a.alloc = [](size_t) -> Result<void*> { return out_of_memory("out of memory (cudaErrorMemoryAllocation)"); };
+  a.alloc = [](size_t) -> Result<void*> {
+    return out_of_memory("out of memory (cudaErrorMemoryAllocation)");
+  };
   a.free = [](void*) {};
   auto arena = DeviceArena::create(80ull << 30, a);
   ASSERT_FALSE(arena.ok());
   EXPECT_EQ(arena.status().code(), ErrorCode::kOutOfMemory);
-  EXPECT_NE(arena.status().message().find("cudaMalloc could not provide 80.0 GiB"), std::string::npos)
+  EXPECT_NE(arena.status().message().find("cudaMalloc could not provide 80.0 GiB"),
+            std::string::npos)
       << arena.status().message();
 }
 

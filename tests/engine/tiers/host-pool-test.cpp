@@ -39,7 +39,8 @@ TEST(HostPool, RegionsShareSlabsAndAreCountedByCategory) {
     HostPool pool({.slab_bytes = 4 * kMiB}, ca.make(), &counters);
     std::vector<HostRegion> regions;
     for (int i = 0; i < 6; ++i) {
-      auto r = pool.allocate(kMiB / 2 + 1, i % 2 ? Category::kMaster : Category::kOptimizer, "layer");
+      auto r =
+          pool.allocate(kMiB / 2 + 1, i % 2 ? Category::kMaster : Category::kOptimizer, "layer");
       ASSERT_TRUE(r.ok()) << r.status().to_string();
       EXPECT_EQ(reinterpret_cast<uintptr_t>(r->data()) % 4096, 0u);
       std::memset(r->data(), i, r->size());
@@ -88,7 +89,8 @@ TEST(HostPool, MovedRegionReleasesOnce) {
 
 TEST(HostPool, CapGivesClearOutOfMemory) {
   TierCounters counters;
-  HostPool pool({.slab_bytes = 4 * kMiB, .dram_cap_bytes = 6 * kMiB}, HostAllocator::aligned(), &counters);
+  HostPool pool({.slab_bytes = 4 * kMiB, .dram_cap_bytes = 6 * kMiB}, HostAllocator::aligned(),
+                &counters);
   EXPECT_EQ(counters.capacity(Tier::kDram), 6 * kMiB);
   auto a = pool.allocate(3 * kMiB, Category::kMaster, "layer 0 master");
   ASSERT_TRUE(a.ok());
@@ -126,7 +128,9 @@ TEST(HostPool, EmptySlabsAreFreedWhenTheCapWouldRefuse) {
 TEST(HostPool, AllocatorFailureIsReported) {
   HostAllocator refusing;
   refusing.name = "cudaHostAlloc";
-  refusing.alloc = [](size_t) -> Result<void*> { return out_of_memory("cudaErrorMemoryAllocation"); };
+  refusing.alloc = [](size_t) -> Result<void*> {
+    return out_of_memory("cudaErrorMemoryAllocation");
+  };
   refusing.free = [](void*, size_t) {};
   HostPool pool({}, refusing);
   auto r = pool.allocate(10, Category::kWeights, "embed");

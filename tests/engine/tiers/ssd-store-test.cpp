@@ -39,13 +39,15 @@ std::string group_name(int t, int g) {
 }
 
 // A folder on the repository's filesystem rather than /tmp (which may be tmpfs elsewhere):
-// $SPILLWAY_SSD_TEST_DIR, else /work/tmp-ssd-test where /work exists, else ./tmp-ssd-test (ctest runs
-// in the build tree). Each process uses its own subfolder; the parent goes when it is empty.
+// $SPILLWAY_SSD_TEST_DIR, else /work/tmp-ssd-test where /work exists, else ./tmp-ssd-test (ctest
+// runs in the build tree). Each process uses its own subfolder; the parent goes when it is empty.
 class RepoDir {
  public:
   RepoDir() {
     const char* env = std::getenv("SPILLWAY_SSD_TEST_DIR");
-    parent_ = env && *env ? env : std::filesystem::is_directory("/work") ? "/work/tmp-ssd-test" : "tmp-ssd-test";
+    parent_ = env && *env                              ? env
+              : std::filesystem::is_directory("/work") ? "/work/tmp-ssd-test"
+                                                       : "tmp-ssd-test";
     path_ = parent_ + "/" + std::to_string(::getpid());
     std::error_code ec;
     std::filesystem::create_directories(path_, ec);
@@ -65,8 +67,8 @@ class RepoDir {
 };
 
 std::unique_ptr<SsdStore> open_store(const std::string& folder, TierCounters* counters = nullptr,
-                                     StorageEnv* env = StorageEnv::posix(), size_t block = 64 * kKiB,
-                                     unsigned depth = 8) {
+                                     StorageEnv* env = StorageEnv::posix(),
+                                     size_t block = 64 * kKiB, unsigned depth = 8) {
   SsdConfig c;
   c.folder = folder;
   c.block_bytes = block;
@@ -80,8 +82,9 @@ std::unique_ptr<SsdStore> open_store(const std::string& folder, TierCounters* co
 // (through aligned and unaligned buffers), then reopens the folder with a new store.
 void round_trip(const std::string& folder) {
   TierCounters counters;
-  const std::vector<size_t> sizes = {1, 4095, 4096, 4097, 64 * kKiB, 64 * kKiB + 1, 3 * 64 * kKiB + 17,
-                                     1000 * kKiB + 123, 7, 250 * kKiB};
+  const std::vector<size_t> sizes = {
+      1, 4095,      4096, 4097, 64 * kKiB, 64 * kKiB + 1, 3 * 64 * kKiB + 17, 1000 * kKiB + 123,
+      7, 250 * kKiB};
   std::vector<std::vector<uint8_t>> data;
   {
     auto store = open_store(folder, &counters);
@@ -124,7 +127,8 @@ void round_trip(const std::string& folder) {
       }
       std::vector<uint8_t> out(len + 1);
       ASSERT_TRUE(store->wait(*store->read_async(g, off, out.data() + 1, len)).ok());
-      EXPECT_EQ(std::memcmp(out.data() + 1, data[i].data() + off, len), 0) << g << " off " << off << " len " << len;
+      EXPECT_EQ(std::memcmp(out.data() + 1, data[i].data() + off, len), 0)
+          << g << " off " << off << " len " << len;
     }
     EXPECT_GT(counters.moved(Link::kSsdWrite), 0u);
     EXPECT_GT(counters.moved(Link::kSsdRead), 0u);
@@ -253,7 +257,8 @@ TEST(SsdStoreFaults, EioOnNthOp) {
 TEST(SsdStoreFaults, ShortWrite) {
   Status s = write_with_fault({.short_write_on_write = 1});
   EXPECT_EQ(s.code(), ErrorCode::kIo);
-  EXPECT_NE(s.message().find("short write: 32768 of 65536 bytes"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("short write: 32768 of 65536 bytes"), std::string::npos)
+      << s.message();
   EXPECT_NE(s.message().find("block 1 "), std::string::npos) << s.message();
 }
 
@@ -328,7 +333,8 @@ TEST(SsdStore, ConcurrentRequestsWithDeepQueue) {
         std::vector<SsdRequestId> ids;
         // Many writes outstanding at once, then reads issued before waiting for the writes: ops on
         // the same block run in order, so each read sees its write.
-        for (int g = 0; g < kGroups; ++g) data.push_back(random_bytes(n, 1000 * t + 10 * round + g));
+        for (int g = 0; g < kGroups; ++g)
+          data.push_back(random_bytes(n, 1000 * t + 10 * round + g));
         for (int g = 0; g < kGroups; ++g) {
           ids.push_back(*store->write_async(group_name(t, g), 0, data[g].data(), n));
         }
@@ -380,7 +386,8 @@ TEST(SsdStore, RefusesBadRequests) {
   char buf[2000];
   EXPECT_EQ(store->read_async("g", 500, buf, 501).status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(store->read_async("nope", 0, buf, 1).status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(store->create_group("../evil", 10, Category::kMaster).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store->create_group("../evil", 10, Category::kMaster).code(),
+            ErrorCode::kInvalidArgument);
   EXPECT_EQ(store->create_group("g", 10, Category::kMaster).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(store->wait(12345).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(store->open_group("missing", Category::kMaster).code(), ErrorCode::kNotFound);

@@ -1,10 +1,10 @@
 #include "train/adamw.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "core/thread-pool.h"
 #include "train/lr-schedule.h"
@@ -13,8 +13,9 @@ namespace spillway {
 namespace {
 
 // Reference: torch's _single_tensor_adamw in double.
-void reference(std::vector<double>& p, std::vector<double>& m, std::vector<double>& v, const std::vector<double>& g,
-               double lr, double b1, double b2, double eps, double wd, int step, bool decay) {
+void reference(std::vector<double>& p, std::vector<double>& m, std::vector<double>& v,
+               const std::vector<double>& g, double lr, double b1, double b2, double eps, double wd,
+               int step, bool decay) {
   for (size_t i = 0; i < p.size(); ++i) {
     if (decay) p[i] *= 1 - lr * wd;
     m[i] += (g[i] - m[i]) * (1 - b1);
@@ -38,7 +39,8 @@ TEST(AdamW, MatchesTorchFormulaOnOddSizes) {
       adamw_update_range(p.data(), m.data(), v.data(), g.data(), n, c, step, 1.0f, step % 2 == 1);
       reference(pd, md, vd, gd, 1e-2, 0.9, 0.95, 1e-8, 0.1, step, step % 2 == 1);
     }
-    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], pd[i], 1e-5 * (1 + std::abs(pd[i]))) << n << " " << i;
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(p[i], pd[i], 1e-5 * (1 + std::abs(pd[i]))) << n << " " << i;
   }
 }
 

@@ -14,9 +14,12 @@ namespace spillway::testing {
 // not fit in `extra_bytes` go to the host. `strict`: the strict stream mode (each stream's work
 // waits until someone waits for it) with poisoned allocations, so that a missing stream_wait_event
 // or synchronize, or a read of memory never written, fails the test.
-inline std::unique_ptr<compute::Backend> engine_cpu_backend(const ParameterLayout& layout, const StreamingConfig& config,
-                                                            bool strict, size_t extra_bytes = 1024) {
-  const uint64_t need = StreamingEngine::required_device_bytes(layout, config, *compute::make_cpu_backend());
+inline std::unique_ptr<compute::Backend> engine_cpu_backend(const ParameterLayout& layout,
+                                                            const StreamingConfig& config,
+                                                            bool strict,
+                                                            size_t extra_bytes = 1024) {
+  const uint64_t need =
+      StreamingEngine::required_device_bytes(layout, config, *compute::make_cpu_backend());
   compute::CpuBackendOptions options;
   options.device_capacity_bytes = need + extra_bytes;
   options.strict_streams = strict;

@@ -3,23 +3,23 @@
 // about two layers so that layers really stream, and with the batch split into micro-batches;
 // each also on the CPU backend's strict stream mode, where a missing wait between streams fails.
 // Then what does not depend on the reference: checkpoint placement, the timeline, the errors.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "core/file-util.h"
-#include "train/optimizer.h"
-#include "train/streaming-engine.h"
 #include "engine-util.h"
 #include "golden-util.h"
 #include "test-data.h"
+#include "train/optimizer.h"
+#include "train/streaming-engine.h"
 
 namespace spillway {
 namespace {
@@ -44,8 +44,10 @@ Golden load_golden(const std::string& name) {
   g.meta = nlohmann::json::parse(*meta);
   g.B = g.meta["B"];
   g.T = g.meta["T"];
-  auto fb = TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
-  auto traj = TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+  auto fb =
+      TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
+  auto traj =
+      TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
   EXPECT_TRUE(fb.ok() && traj.ok());
   g.fb = std::make_unique<TensorStore>(std::move(*fb));
   g.traj = std::make_unique<TensorStore>(std::move(*traj));
@@ -95,7 +97,8 @@ Rig make_setup(const Golden& g, int micro_batch_size, bool with_optimizer, bool 
   return s;
 }
 
-StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, int B, int T, int mb) {
+StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, int B,
+                   int T, int mb) {
   StepBatch b;
   b.micro_batches = B / mb;
   b.micro_batch_size = mb;
@@ -138,18 +141,22 @@ TEST_P(GoldenTest, LogitsLossAndGradients) {
       auto ref = read_f32(*g.fb, "grad." + p.name);
       ASSERT_EQ(ref.size(), p.numel) << p.name;
       EXPECT_LT(rel_l2(s.state->grad(b) + p.offset, ref.data(), p.numel), 1e-4) << p.name;
-      for (size_t i = 0; i < p.numel; ++i) sq += double(s.state->grad(b)[p.offset + i]) * s.state->grad(b)[p.offset + i];
+      for (size_t i = 0; i < p.numel; ++i)
+        sq += double(s.state->grad(b)[p.offset + i]) * s.state->grad(b)[p.offset + i];
     }
   }
-  EXPECT_NEAR(std::sqrt(sq), g.meta["grad_norm"].get<double>(), 1e-4 * g.meta["grad_norm"].get<double>());
+  EXPECT_NEAR(std::sqrt(sq), g.meta["grad_norm"].get<double>(),
+              1e-4 * g.meta["grad_norm"].get<double>());
   // The per-block sums of squares the engine reduced on the device are the host's bit for bit (one
   // CPU routine over the same gradients): each block counted once, tied embeddings included.
   EXPECT_TRUE(fwd->grad_sumsq.empty());
   ASSERT_EQ(r->grad_sumsq.size(), g.layout.num_blocks());
   for (size_t b = 0; b < g.layout.num_blocks(); ++b)
-    EXPECT_EQ(r->grad_sumsq[b], sum_of_squares(s.state->grad(b), g.layout.blocks()[b].numel)) << "block " << b;
+    EXPECT_EQ(r->grad_sumsq[b], sum_of_squares(s.state->grad(b), g.layout.blocks()[b].numel))
+        << "block " << b;
   // Every layer crossed the link: forward L+2 blocks, backward at least L more.
-  EXPECT_GE(s.engine->h2d_bytes(), (2 * g.layout.config().num_layers + 2) * g.layout.layer_block_numel() * 4);
+  EXPECT_GE(s.engine->h2d_bytes(),
+            (2 * g.layout.config().num_layers + 2) * g.layout.layer_block_numel() * 4);
 }
 
 // AdamW divides each gradient element by its own running RMS, so the update of an element whose
@@ -160,13 +167,15 @@ TEST_P(GoldenTest, LogitsLossAndGradients) {
 // An element is ill-conditioned when its step-1 update from our gradient and from the reference's
 // differ by more than 1% of lr.
 bool ill_conditioned(float grad, float ref_grad, double clip, double ref_clip, double eps) {
-  auto update = [&](double g, double c) { return g * c / (std::abs(g * c) + eps); };  // in units of lr
+  auto update = [&](double g, double c) {
+    return g * c / (std::abs(g * c) + eps);
+  };  // in units of lr
   return std::abs(update(grad, clip) - update(ref_grad, ref_clip)) > 0.01;
 }
 
 struct Trajectory {
   Rig rig;
-  std::vector<double> losses, norms;  // per step, before the update
+  std::vector<double> losses, norms;   // per step, before the update
   std::vector<std::vector<bool>> ill;  // per block, per element
   size_t ill_count = 0;
   double loss_after = 0;  // on batch{steps}, after the last update
@@ -197,7 +206,8 @@ Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool strict, bo
     labels = read_i32(*g.traj, "batch" + std::to_string(step) + ".labels");
     return batch_of(ids, labels, g.B, g.T, micro_batch_size);
   };
-  EXPECT_EQ(read_i32(*g.traj, "batch0.input_ids"), read_i32(*g.fb, "input_ids")) << "step 1 is forward_backward's batch";
+  EXPECT_EQ(read_i32(*g.traj, "batch0.input_ids"), read_i32(*g.fb, "input_ids"))
+      << "step 1 is forward_backward's batch";
   for (int step = 0; step < steps; ++step) {
     auto r = t.rig.engine->forward_backward(batch(step));
     EXPECT_TRUE(r.ok()) << r.status().to_string();
@@ -206,7 +216,8 @@ Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool strict, bo
     if (step == 0) {
       double sq = 0;  // our pre-clip norm, to know our clip coefficient before begin_step
       for (size_t b = 0; b < g.layout.num_blocks(); ++b)
-        for (size_t i = 0; i < g.layout.blocks()[b].numel; ++i) sq += double(t.rig.state->grad(b)[i]) * t.rig.state->grad(b)[i];
+        for (size_t i = 0; i < g.layout.blocks()[b].numel; ++i)
+          sq += double(t.rig.state->grad(b)[i]) * t.rig.state->grad(b)[i];
       const double our_clip = std::min(1.0, clip / std::sqrt(sq));
       const double ref_clip = std::min(1.0, clip / g.meta["grad_norm"].get<double>());
       t.ill.resize(g.layout.num_blocks());
@@ -226,7 +237,9 @@ Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool strict, bo
     }
     // As trained, the norm comes from the engine's per-block sums; forced, the host sums the
     // gradients it changed.
-    t.norms.push_back(opt.begin_step(h["lr"].get<double>(), force ? std::span<const double>() : r->grad_sumsq).grad_norm);
+    t.norms.push_back(
+        opt.begin_step(h["lr"].get<double>(), force ? std::span<const double>() : r->grad_sumsq)
+            .grad_norm);
   }
   opt.wait_all();
   auto after = t.rig.engine->forward(batch(steps));
@@ -238,8 +251,8 @@ Trajectory run_trajectory(const Golden& g, int micro_batch_size, bool strict, bo
 // The 4 AdamW steps, twice: as trained, and with the few ill-conditioned step-1 gradient elements
 // given the reference's value, which shows that they alone account for what float32 adds.
 // The key biases are the one exception to 1e-4 in both: their exact gradient vanishes but for RoPE,
-// and what is left (down to 3e-11 per element, below eps at every step, so AdamW's update is lr/eps =
-// 1e5 times the gradient) is below what float32 activations carry, however it is summed
+// and what is left (down to 3e-11 per element, below eps at every step, so AdamW's update is lr/eps
+// = 1e5 times the gradient) is below what float32 activations carry, however it is summed
 // (Backend::attention_key_bias_backward does it in double). They land at 2.9e-4 to 4.9e-4 on every
 // BLAS kernel and micro-batch split, where PyTorch in float32 lands at 3.6e-4 to 8.9e-4
 // (tests/bench/torch_golden_precision.py): held to 1e-3.
@@ -249,18 +262,22 @@ TEST_P(GoldenTest, AdamWTrajectory) {
   if (g.B % GetParam().micro_batch_size) GTEST_SKIP() << "batch of " << g.B << " does not split";
   const auto& h = g.meta["adamw"];
   const int steps = h["steps"];
-  const double max_drift = 2.0 * h["lr"].get<double>() * steps;  // an update of the other sign each step
+  const double max_drift =
+      2.0 * h["lr"].get<double>() * steps;  // an update of the other sign each step
   for (bool force : {false, true}) {
-    SCOPED_TRACE(force ? "ill-conditioned step-1 elements given the reference's gradient" : "as trained");
+    SCOPED_TRACE(force ? "ill-conditioned step-1 elements given the reference's gradient"
+                       : "as trained");
     Trajectory t = run_trajectory(g, GetParam().micro_batch_size, GetParam().strict, force);
     ASSERT_EQ(t.losses.size(), size_t(steps));
     for (int step = 0; step < steps; ++step) {
       EXPECT_NEAR(t.losses[step], g.meta["step_losses"][step].get<double>(),
                   force ? 1e-5 : testing::step_loss_tolerance(step))
           << "step " << step + 1;
-      EXPECT_NEAR(t.norms[step], g.meta["step_grad_norms_before_clip"][step].get<double>(), 1e-4 * t.norms[step]);
+      EXPECT_NEAR(t.norms[step], g.meta["step_grad_norms_before_clip"][step].get<double>(),
+                  1e-4 * t.norms[step]);
     }
-    EXPECT_NEAR(t.loss_after, g.meta["loss_after"].get<double>(), force ? 1e-5 : 2 * testing::step_loss_tolerance(steps));
+    EXPECT_NEAR(t.loss_after, g.meta["loss_after"].get<double>(),
+                force ? 1e-5 : 2 * testing::step_loss_tolerance(steps));
     size_t total = 0;
     double num = 0, den = 0;
     for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
@@ -281,7 +298,9 @@ TEST_P(GoldenTest, AdamWTrajectory) {
           }
         }
         total += p.numel;
-        EXPECT_LT(std::sqrt(tn / std::max(td, 1e-30)), p.name.ends_with("k_proj.bias") ? 1e-3 : 1e-4) << p.name;
+        EXPECT_LT(std::sqrt(tn / std::max(td, 1e-30)),
+                  p.name.ends_with("k_proj.bias") ? 1e-3 : 1e-4)
+            << p.name;
       }
     }
     EXPECT_LT(std::sqrt(num / den), 1e-4);
@@ -289,19 +308,21 @@ TEST_P(GoldenTest, AdamWTrajectory) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest,
-                         ::testing::Values(Param{"stories260K", 4}, Param{"stories260K", 2}, Param{"stories260K", 1},
-                                           Param{"qwen2-tiny", 3}, Param{"qwen2-tiny", 1},
-                                           Param{"llama-mha-tiny", 2}, Param{"llama-mha-tiny", 1},
-                                           Param{"stories260K", 2, true}, Param{"stories260K", 1, true},
-                                           Param{"qwen2-tiny", 3, true}, Param{"qwen2-tiny", 1, true},
-                                           Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, true}),
-                         [](const auto& info) {
-                           std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
-                                           (info.param.strict ? "_strict" : "");
-                           for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GoldenTest,
+    ::testing::Values(Param{"stories260K", 4}, Param{"stories260K", 2}, Param{"stories260K", 1},
+                      Param{"qwen2-tiny", 3}, Param{"qwen2-tiny", 1}, Param{"llama-mha-tiny", 2},
+                      Param{"llama-mha-tiny", 1}, Param{"stories260K", 2, true},
+                      Param{"stories260K", 1, true}, Param{"qwen2-tiny", 3, true},
+                      Param{"qwen2-tiny", 1, true}, Param{"llama-mha-tiny", 2, true},
+                      Param{"llama-mha-tiny", 1, true}),
+    [](const auto& info) {
+      std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
+                      (info.param.strict ? "_strict" : "");
+      for (char& c : n)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
 
 TEST(StreamingEngine, TooSmallDeviceSaysWhatIsNeeded) {
   SPILLWAY_REQUIRE_DATA();
@@ -323,7 +344,8 @@ struct Engine {
   std::unique_ptr<StreamingEngine> engine;
 };
 
-Engine make_engine(const Golden& g, const StreamingConfig& cfg, bool strict, size_t extra_device_bytes) {
+Engine make_engine(const Golden& g, const StreamingConfig& cfg, bool strict,
+                   size_t extra_device_bytes) {
   Engine e;
   e.backend = testing::engine_cpu_backend(g.layout, cfg, strict, extra_device_bytes);
   auto state = ModelState::create(g.layout, false);
@@ -349,7 +371,8 @@ TEST(StreamingEngine, CheckpointPlacementChangesNoBit) {
     const auto ids = read_i32(*g.fb, "input_ids");
     const auto labels = read_i32(*g.fb, "labels");
     const StepBatch batch = batch_of(ids, labels, g.B, g.T, mb);
-    const uint64_t buffer = (uint64_t(mb) * g.T * g.layout.config().hidden_size * 4 + 255) / 256 * 256;
+    const uint64_t buffer =
+        (uint64_t(mb) * g.T * g.layout.config().hidden_size * 4 + 255) / 256 * 256;
     const uint64_t buffers = (uint64_t(g.layout.config().num_layers) + 2) * cfg.max_micro_batches;
     for (bool strict : {false, true}) {
       SCOPED_TRACE(std::string(model) + (strict ? ", strict streams" : ""));
@@ -408,7 +431,8 @@ TEST(StreamingEngine, AStopRequestCutsThePassAndLeavesTheEngineUsable) {
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   for (bool strict : {false, true}) {
     for (bool in_gate : {false, true}) {
-      SCOPED_TRACE(std::string(strict ? "strict streams" : "default streams") + (in_gate ? ", mid-forward" : ", before"));
+      SCOPED_TRACE(std::string(strict ? "strict streams" : "default streams") +
+                   (in_gate ? ", mid-forward" : ", before"));
       Engine e = make_engine(g, cfg, strict, 1024);
       ASSERT_TRUE(e.engine);
       std::vector<std::vector<float>> masters;
@@ -426,18 +450,24 @@ TEST(StreamingEngine, AStopRequestCutsThePassAndLeavesTheEngineUsable) {
       ASSERT_FALSE(cut.ok());
       EXPECT_EQ(cut.status().code(), ErrorCode::kCancelled);
       EXPECT_EQ(cut.status().message(), "the step was stopped on request");
-      // Before: the embedding's gate and the prefetch of layer 0's block ran, nothing more; from the
-      // gate of block 3 (prefetched while layer 1 computed): layer 2 never started.
-      EXPECT_EQ(gated, in_gate ? 4u : 2u) << "the pass stopped at the first micro-batch after the request";
+      // Before: the embedding's gate and the prefetch of layer 0's block ran, nothing more; from
+      // the gate of block 3 (prefetched while layer 1 computed): layer 2 never started.
+      EXPECT_EQ(gated, in_gate ? 4u : 2u)
+          << "the pass stopped at the first micro-batch after the request";
       for (size_t b = 0; b < g.layout.num_blocks(); ++b)
-        EXPECT_EQ(std::vector<float>(e.state->master(b), e.state->master(b) + g.layout.blocks()[b].numel), masters[b]) << b;
+        EXPECT_EQ(
+            std::vector<float>(e.state->master(b), e.state->master(b) + g.layout.blocks()[b].numel),
+            masters[b])
+            << b;
       stop = false;
       auto again = e.engine->forward_backward(batch);
       ASSERT_TRUE(again.ok()) << again.status().to_string();
       EXPECT_EQ(again->loss_sum, want->loss_sum);
       for (size_t b = 0; b < g.layout.num_blocks(); ++b)
-        EXPECT_EQ(std::vector<float>(e.state->grad(b), e.state->grad(b) + g.layout.blocks()[b].numel),
-                  std::vector<float>(fresh.state->grad(b), fresh.state->grad(b) + g.layout.blocks()[b].numel))
+        EXPECT_EQ(
+            std::vector<float>(e.state->grad(b), e.state->grad(b) + g.layout.blocks()[b].numel),
+            std::vector<float>(fresh.state->grad(b),
+                               fresh.state->grad(b) + g.layout.blocks()[b].numel))
             << b;
     }
   }
@@ -454,12 +484,16 @@ TEST(StreamingEngine, LinkBytesAreThePlans) {
     const auto labels = read_i32(*g.fb, "labels");
     for (int slots : {2, 3}) {
       for (int mb : {1, g.B}) {
-        SCOPED_TRACE(std::string(model) + ", " + std::to_string(slots) + " slots, micro-batch " + std::to_string(mb));
+        SCOPED_TRACE(std::string(model) + ", " + std::to_string(slots) + " slots, micro-batch " +
+                     std::to_string(mb));
         StreamingConfig cfg = golden_config(g, mb);
         cfg.weight_slots = slots;
-        const uint64_t buffer = (uint64_t(mb) * g.T * g.layout.config().hidden_size * 4 + 255) / 256 * 256;
-        const uint64_t buffers = (uint64_t(g.layout.config().num_layers) + 2) * cfg.max_micro_batches;
-        Engine e = make_engine(g, cfg, /*strict=*/false, buffers * buffer);  // every activation on the device
+        const uint64_t buffer =
+            (uint64_t(mb) * g.T * g.layout.config().hidden_size * 4 + 255) / 256 * 256;
+        const uint64_t buffers =
+            (uint64_t(g.layout.config().num_layers) + 2) * cfg.max_micro_batches;
+        Engine e = make_engine(g, cfg, /*strict=*/false,
+                               buffers * buffer);  // every activation on the device
         ASSERT_TRUE(e.engine);
         ASSERT_EQ(e.engine->memory_plan().checkpoint_bytes_host, 0u);
         const StreamingEngine::LinkBytes plan = StreamingEngine::plan_link_bytes(g.layout, cfg);
@@ -493,8 +527,11 @@ TEST(StreamingEngine, TimelineSpansFromEvents) {
     };
     std::vector<Span> spans;
     const double t0 = 1000.0;
-    e.engine->set_span_sink([&](size_t b, const char* phase, double start, double end) { spans.push_back({b, phase, start, end}); },
-                            [&] { return t0; });
+    e.engine->set_span_sink(
+        [&](size_t b, const char* phase, double start, double end) {
+          spans.push_back({b, phase, start, end});
+        },
+        [&] { return t0; });
     auto r = e.engine->forward_backward(batch_of(ids, labels, g.B, g.T, 2));
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     const StepTimeline& t = r->timeline;

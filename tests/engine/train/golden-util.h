@@ -1,13 +1,13 @@
 // Readers for the PyTorch reference files in ../shared/data/golden, shared by the golden tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "model/safetensors.h"
 
@@ -28,7 +28,9 @@ inline double rel_l2(const float* x, const float* ref, size_t n) {
 // float32 and move the loss by up to 1.1e-5 depending on the BLAS kernel; golden-test.cpp shows
 // that those elements alone account for it (given the reference's gradient, every step is within
 // 1e-5 again).
-inline double step_loss_tolerance(int step) { return step == 0 ? 1e-5 : 2e-5; }
+inline double step_loss_tolerance(int step) {
+  return step == 0 ? 1e-5 : 2e-5;
+}
 
 inline std::vector<int32_t> read_i32(const TensorStore& s, const std::string& name) {
   const TensorInfo* t = s.find(name);

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "model/model-config.h"
@@ -52,10 +51,12 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
     const StepFigures predicted = predicted_figures(plan);
     const auto& measured = run["measured"];
     auto ratio = [&](const char* key, double p) { return measured[key].get<double>() / p; };
-    const double step = ratio("step_s", *predicted.step_s), hbm = ratio("peak_hbm_bytes", double(*predicted.peak_hbm_bytes)),
+    const double step = ratio("step_s", *predicted.step_s),
+                 hbm = ratio("peak_hbm_bytes", double(*predicted.peak_hbm_bytes)),
                  dram = ratio("peak_dram_bytes", double(*predicted.peak_dram_bytes));
-    std::printf("%-15s step %.3f s predicted, %.3f s measured (%.3f); peak HBM %.3f; peak DRAM %.3f\n", name.c_str(),
-                *predicted.step_s, measured["step_s"].get<double>(), step, hbm, dram);
+    std::printf(
+        "%-15s step %.3f s predicted, %.3f s measured (%.3f); peak HBM %.3f; peak DRAM %.3f\n",
+        name.c_str(), *predicted.step_s, measured["step_s"].get<double>(), step, hbm, dram);
     EXPECT_NEAR(step, 1.0, 0.10) << name;
     EXPECT_NEAR(hbm, 1.0, 0.05) << name;
     EXPECT_NEAR(dram, 1.0, 0.05) << name;

@@ -1,5 +1,7 @@
 // The planner's FLOP count and step-time model for CPU and GPU jobs on synthetic machines, and
 // the machine probe's device measurements run through the CPU backend.
+#include "train/planner.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "model/parameter-layout.h"
 #include "train/machine-probe.h"
-#include "train/planner.h"
 #include "train/streaming-engine.h"
 
 namespace spillway {
@@ -81,7 +82,8 @@ TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const nlohmann::json plan = to_json(make_plan(c, seven_b_job(), h100_host(), 10));
   ASSERT_TRUE(plan["fits"].get<bool>()) << plan["reason"];
   const auto& s = plan["step"];
-  const double compute = s["compute_s"], link = s["link_s"], adamw = s["adamw_s"], norm = s["grad_norm_s"];
+  const double compute = s["compute_s"], link = s["link_s"], adamw = s["adamw_s"],
+               norm = s["grad_norm_s"];
   // The layers' GEMMs (8 FLOPs per parameter and token, with the recomputed forward) at
   // kGpuGemmEfficiency of the probe's rate; attention at its own rate; the LM head's three GEMMs,
   // its logits traffic and one read and write of its fp32 weight gradient per chunk of 4,096
@@ -92,12 +94,14 @@ TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const double attention = 8.0 * 32 * 2048 * 4096 * tokens / (790e12 * kGpuAttentionEfficiency);
   const double lm_head = 6.0 * 32000 * 4096 * tokens / (790e12 * kGpuGemmEfficiency) +
                          (16.0 * 32000 * tokens + 8 * 8.0 * 32000 * 4096) / kGpuHbmBytesPerS;
-  const double elementwise = kGpuElementwiseBytes * 32 * (2 * 4096 + 11008) * tokens / kGpuHbmBytesPerS;
+  const double elementwise =
+      kGpuElementwiseBytes * 32 * (2 * 4096 + 11008) * tokens / kGpuHbmBytesPerS;
   EXPECT_NEAR(s["gemm_s"].get<double>(), gemm, 1e-9);
   EXPECT_NEAR(s["attention_s"].get<double>(), attention, 1e-9);
   EXPECT_NEAR(s["lm_head_s"].get<double>(), lm_head, 1e-9);
   EXPECT_NEAR(s["elementwise_s"].get<double>(), elementwise, 1e-9);
-  EXPECT_NEAR(compute, gemm + attention + lm_head + elementwise + 4 * 8 * P / kGpuHbmBytesPerS, 1e-9);
+  EXPECT_NEAR(compute, gemm + attention + lm_head + elementwise + 4 * 8 * P / kGpuHbmBytesPerS,
+              1e-9);
   EXPECT_NEAR(s["accumulate_s"].get<double>(), 4 * 8 * P / kGpuHbmBytesPerS, 1e-12);
   // 27 GB of fp32 master weights up for the forward and the layers' again for the backward but
   // the last one (still in a slot), and 27 GB of fp32 gradients down, the per-token losses and the
@@ -112,7 +116,8 @@ TEST(Planner, SevenBOnTheH100IsComputeBound) {
   EXPECT_NEAR(s["optimizer_visible_s"].get<double>(), visible, 1e-9);
   EXPECT_NEAR(s["step_s"].get<double>(), visible + compute, 1e-9);
   EXPECT_EQ(s["bottleneck"], "compute");
-  EXPECT_NEAR(s["model_tflops"].get<double>(), step_flops(c, 32768, 2048).model / s["step_s"].get<double>() / 1e12, 1e-6);
+  EXPECT_NEAR(s["model_tflops"].get<double>(),
+              step_flops(c, 32768, 2048).model / s["step_s"].get<double>() / 1e12, 1e-6);
 
   // Host memory: fp32 master (which the GPU streams), gradients and both moments: 16 B/param.
   const double padded = static_cast<double>(ParameterLayout::build(c).total_numel());
@@ -134,10 +139,11 @@ TEST(Planner, NamesTheLinkAndTheOptimizerWhenTheyAreSlowest) {
   const ModelConfig c = llama2_7b();
   MachineProbe slow_link = h100_host();
   slow_link.h2d_bytes_per_s = slow_link.d2h_bytes_per_s = 6.8e9;  // pageable memory
-  slow_link.duplex_bytes_per_s = 0;                                  // not measured: the two take turns
+  slow_link.duplex_bytes_per_s = 0;  // not measured: the two take turns
   nlohmann::json plan = to_json(make_plan(c, seven_b_job(), slow_link, 10));
-  EXPECT_DOUBLE_EQ(plan["step"]["link_s"].get<double>(),
-                   (plan["step"]["h2d_bytes"].get<double>() + plan["step"]["d2h_bytes"].get<double>()) / 6.8e9);
+  EXPECT_DOUBLE_EQ(
+      plan["step"]["link_s"].get<double>(),
+      (plan["step"]["h2d_bytes"].get<double>() + plan["step"]["d2h_bytes"].get<double>()) / 6.8e9);
   EXPECT_EQ(plan["step"]["bottleneck"], "h2d");
 
   MachineProbe slow_cpu = h100_host();
@@ -146,8 +152,8 @@ TEST(Planner, NamesTheLinkAndTheOptimizerWhenTheyAreSlowest) {
   EXPECT_EQ(plan["step"]["bottleneck"], "optimizer");
   const auto& s = plan["step"];
   EXPECT_NEAR(s["step_s"].get<double>(),
-              s["grad_norm_s"].get<double>() + s["adamw_s"].get<double>() - s["compute_s"].get<double>() / 4 +
-                  s["compute_s"].get<double>(),
+              s["grad_norm_s"].get<double>() + s["adamw_s"].get<double>() -
+                  s["compute_s"].get<double>() / 4 + s["compute_s"].get<double>(),
               1e-9);
 }
 
@@ -160,14 +166,18 @@ TEST(Planner, CpuStepAddsItsParts) {
   const nlohmann::json plan = to_json(make_plan(c, job, m, 100));
   const auto& s = plan["step"];
   EXPECT_NEAR(s["compute_s"].get<double>(), step_flops(c, 1024, 256).hardware / 100e9, 1e-12);
-  EXPECT_NEAR(s["step_s"].get<double>(),
-              s["compute_s"].get<double>() + s["optimizer_s"].get<double>() + s["ssd_s"].get<double>(), 1e-12);
+  EXPECT_NEAR(
+      s["step_s"].get<double>(),
+      s["compute_s"].get<double>() + s["optimizer_s"].get<double>() + s["ssd_s"].get<double>(),
+      1e-12);
   // Not measured: AdamW at 28 B/param of memory traffic.
-  EXPECT_NEAR(s["adamw_s"].get<double>(), 28.0 * ParameterLayout::build(c).parameter_count() / 20e9, 1e-12);
+  EXPECT_NEAR(s["adamw_s"].get<double>(), 28.0 * ParameterLayout::build(c).parameter_count() / 20e9,
+              1e-12);
 }
 
 // The plan of `job` with another micro-batch and accumulation, without its own suggestion.
-nlohmann::json plan_of(const ModelConfig& c, TrainJob job, const MachineProbe& m, int micro_batch, int grad_accum) {
+nlohmann::json plan_of(const ModelConfig& c, TrainJob job, const MachineProbe& m, int micro_batch,
+                       int grad_accum) {
   job.micro_batch_size = micro_batch;
   job.grad_accum = grad_accum;
   return to_json(make_plan(c, job, m, 0, /*with_suggestion=*/false));
@@ -176,17 +186,19 @@ nlohmann::json plan_of(const ModelConfig& c, TrainJob job, const MachineProbe& m
 // What suggest_batch promises, checked against every candidate planned on its own: the suggestion
 // fits, is within 5% of the best tokens/s, no smaller step (with checkpoints in HBM) is, and at its
 // size no larger micro-batch is.
-void expect_smallest_within_five_percent(const ModelConfig& c, const TrainJob& job, const MachineProbe& m,
-                                         const nlohmann::json& suggestion) {
+void expect_smallest_within_five_percent(const ModelConfig& c, const TrainJob& job,
+                                         const MachineProbe& m, const nlohmann::json& suggestion) {
   ASSERT_TRUE(suggestion["fits"].get<bool>()) << suggestion.dump();
   const int mb = suggestion["micro_batch_size"], ga = suggestion["grad_accum"];
   const int64_t tokens = suggestion["tokens_per_step"];
   EXPECT_EQ(tokens, int64_t{mb} * ga * job.seq_len);
   const nlohmann::json own = plan_of(c, job, m, mb, ga);
   ASSERT_TRUE(own["fits"].get<bool>());
-  EXPECT_DOUBLE_EQ(suggestion["tokens_per_s"].get<double>(), own["step"]["tokens_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(suggestion["tokens_per_s"].get<double>(),
+                   own["step"]["tokens_per_s"].get<double>());
   EXPECT_DOUBLE_EQ(suggestion["step_s"].get<double>(), own["step"]["step_s"].get<double>());
-  EXPECT_DOUBLE_EQ(suggestion["model_tflops"].get<double>(), own["step"]["model_tflops"].get<double>());
+  EXPECT_DOUBLE_EQ(suggestion["model_tflops"].get<double>(),
+                   own["step"]["model_tflops"].get<double>());
   struct Planned {
     int mb, ga;
     double tokens_per_s;
@@ -196,7 +208,9 @@ void expect_smallest_within_five_percent(const ModelConfig& c, const TrainJob& j
   for (int b : {1, 2, 4, 8, 16}) {
     for (int a = 1; a <= 64; ++a) {
       const nlohmann::json p = plan_of(c, job, m, b, a);
-      if (p["fits"].get<bool>()) fitting.push_back({b, a, p["step"]["tokens_per_s"].get<double>(), p["checkpoints"] == "device"});
+      if (p["fits"].get<bool>())
+        fitting.push_back(
+            {b, a, p["step"]["tokens_per_s"].get<double>(), p["checkpoints"] == "device"});
     }
   }
   double best = 0;
@@ -219,7 +233,8 @@ TEST(SuggestBatch, SevenBOnTheH100KeepsTheGpuBusyWithTheSmallestStep) {
   const TrainJob job = seven_b_job();
   const nlohmann::json plan = to_json(make_plan(c, job, h100_host(), 10));
   const nlohmann::json& s = plan["suggestion"];
-  std::printf("job 4 x 4 x 2048: %.0f tokens/s; suggestion: %s\n", plan["step"]["tokens_per_s"].get<double>(), s.dump().c_str());
+  std::printf("job 4 x 4 x 2048: %.0f tokens/s; suggestion: %s\n",
+              plan["step"]["tokens_per_s"].get<double>(), s.dump().c_str());
   expect_smallest_within_five_percent(c, job, h100_host(), s);
   // Better than the job's own 32K tokens per step, where AdamW outlasts the forward.
   EXPECT_GT(s["tokens_per_s"].get<double>(), plan["step"]["tokens_per_s"].get<double>());
@@ -250,13 +265,15 @@ TEST(SuggestBatch, SmallMicroBatchesWasteTheGpu) {
   const ModelConfig c = llama2_7b();
   const double mb1 = plan_of(c, seven_b_job(), h100_host(), 1, 32)["step"]["compute_s"];
   const double mb8 = plan_of(c, seven_b_job(), h100_host(), 8, 4)["step"]["compute_s"];
-  // 28 more gradient additions, and 16 more LM head chunks (32 of 2,048 tokens against 16 of 4,096),
-  // each a read and write of the head's fp32 weight gradient.
-  EXPECT_NEAR(mb1 - mb8, (28 * 8 * 6'738'415'616.0 + 16 * 8 * 32000.0 * 4096) / kGpuHbmBytesPerS, 1e-9);
+  // 28 more gradient additions, and 16 more LM head chunks (32 of 2,048 tokens against 16 of
+  // 4,096), each a read and write of the head's fp32 weight gradient.
+  EXPECT_NEAR(mb1 - mb8, (28 * 8 * 6'738'415'616.0 + 16 * 8 * 32000.0 * 4096) / kGpuHbmBytesPerS,
+              1e-9);
 }
 
 TEST(Planner, LmHeadChunkKeepsTheLogitsWithinTheirBudget) {
-  // [chunk, vocab] fp32 logits and their gradient within kLmHeadLogitsBytes (1 GiB), 256 to 4,096 tokens.
+  // [chunk, vocab] fp32 logits and their gradient within kLmHeadLogitsBytes (1 GiB), 256 to 4,096
+  // tokens.
   EXPECT_EQ(lm_head_chunk_for(32000), 4096);   // llama2-7b, tinyllama: 1.05 GB
   EXPECT_EQ(lm_head_chunk_for(128256), 1024);  // llama3: 1.05 GB
   EXPECT_EQ(lm_head_chunk_for(152064), 512);   // qwen2.5: 0.62 GB
@@ -285,7 +302,8 @@ TEST(SuggestBatch, CpuJobKeepsItsOwnValuesOrTheSmallestThatFits) {
   // A capped "device" that holds a micro-batch of 1 but not of 4 (its activations grow with it):
   // the job's 2,048 tokens per step in micro-batches that fit.
   job.micro_batch_size = 4;
-  job.device_memory_bytes = plan_of(c, job, m, 1, 1)["tiers"]["hbm"]["needed_bytes"].get<uint64_t>();
+  job.device_memory_bytes =
+      plan_of(c, job, m, 1, 1)["tiers"]["hbm"]["needed_bytes"].get<uint64_t>();
   ASSERT_FALSE(plan_of(c, job, m, 4, 2)["fits"].get<bool>());
   s = to_json(suggest_batch(c, job, m));
   std::printf("capped CPU device: %s\n", s.dump().c_str());

@@ -20,7 +20,7 @@ TEST(RunFigures, MedianAfterTheFirstStepAndLinkBytesOverTheSameSteps) {
   r.add_step(3.0, 1000, 6'500, 100, 40);
   const StepFigures f = r.figures();
   EXPECT_EQ(r.steps(), 4);
-  EXPECT_DOUBLE_EQ(*f.step_s, 3.0);                  // median of 2, 4, 3
+  EXPECT_DOUBLE_EQ(*f.step_s, 3.0);                 // median of 2, 4, 3
   EXPECT_DOUBLE_EQ(*f.tokens_per_s, 3000.0 / 9.0);  // the same steps' tokens over their time
   EXPECT_EQ(*f.peak_hbm_bytes, 7'000u);
   EXPECT_DOUBLE_EQ(*f.h2d_bytes, 100.0);  // (90 + 110 + 100) / 3
@@ -39,9 +39,11 @@ TEST(RunFigures, ComparedWithThePlan) {
   const nlohmann::json plan = {
       {"fits", true},
       {"backend", "cuda"},
-      {"tiers", {{"hbm", {{"needed_bytes", 19.5e9}, {"runtime_bytes", 0.5e9}, {"total_bytes", 80e9}}},
-                 {"dram", {{"needed_bytes", 100e9}}}}},
-      {"step", {{"step_s", 6.4}, {"tokens_per_s", 10240.0}, {"h2d_bytes", 52e9}, {"d2h_bytes", 27e9}}}};
+      {"tiers",
+       {{"hbm", {{"needed_bytes", 19.5e9}, {"runtime_bytes", 0.5e9}, {"total_bytes", 80e9}}},
+        {"dram", {{"needed_bytes", 100e9}}}}},
+      {"step",
+       {{"step_s", 6.4}, {"tokens_per_s", 10240.0}, {"h2d_bytes", 52e9}, {"d2h_bytes", 27e9}}}};
   const StepFigures p = predicted_figures(plan_from_json(plan).value());
   EXPECT_DOUBLE_EQ(*p.step_s, 6.4);
   EXPECT_EQ(*p.peak_hbm_bytes, 20'000'000'000u);  // the engine's and the runtime's

@@ -4,6 +4,7 @@
 // and moments, since the update math is the same. Also: checkpoints taken with state on the SSD
 // resume exactly (into either placement), faults while a checkpoint reads the state leave the last
 // one intact, the tier counters and timeline spans, and orphaned scratch folders of killed runs.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,29 +13,27 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/file-util.h"
+#include "engine-util.h"
+#include "golden-util.h"
+#include "test-data.h"
 #include "tiers/fault-env.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/scratch-folder.h"
 #include "train/streaming-engine.h"
-#include "engine-util.h"
-#include "golden-util.h"
-#include "test-data.h"
 
 namespace spillway {
 namespace {
 namespace fs = std::filesystem;
 
 // Fails the test with the status's message unless `expr` (a Status) is ok.
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    const Status st_ = (expr);                   \
-    ASSERT_TRUE(st_.ok()) << st_.to_string();    \
+#define ASSERT_OK(expr)                       \
+  do {                                        \
+    const Status st_ = (expr);                \
+    ASSERT_TRUE(st_.ok()) << st_.to_string(); \
   } while (0)
 using testing::read_f32;
 using testing::read_i32;
@@ -57,7 +56,8 @@ struct Golden {
     meta = nlohmann::json::parse(*read_file(testing::data_path("golden/" + name + "/meta.json")));
     B = meta["B"];
     T = meta["T"];
-    auto t = TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+    auto t =
+        TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
     EXPECT_TRUE(t.ok());
     traj = std::make_unique<TensorStore>(std::move(*t));
     layout = ParameterLayout::build(*ModelConfig::load(testing::data_path("models/" + name)));
@@ -96,8 +96,8 @@ struct Rig {
   std::unique_ptr<StreamingEngine> engine;
   std::unique_ptr<Optimizer> opt;
 
-  Status init(const Golden& g, int mb, Placement p, const std::string& folder, TierCounters* counters = nullptr,
-              StorageEnv* env = StorageEnv::posix()) {
+  Status init(const Golden& g, int mb, Placement p, const std::string& folder,
+              TierCounters* counters = nullptr, StorageEnv* env = StorageEnv::posix()) {
     StreamingConfig cfg;
     cfg.weight_slots = 2;
     cfg.micro_batch_size = mb;
@@ -105,7 +105,8 @@ struct Rig {
     cfg.seq_len = g.T;
     backend = testing::engine_cpu_backend(g.layout, cfg, false);
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
-    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(testing::data_path("models/" + g.name)));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights,
+                         TensorStore::open(testing::data_path("models/" + g.name)));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
     if (p == Placement::kDram) {
       store = make_dram_state(*state);
@@ -119,7 +120,8 @@ struct Rig {
       SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc, counters, env));
     }
     SPW_ASSIGN_OR_RETURN(engine, StreamingEngine::create(*backend, *state, cfg));
-    opt = std::make_unique<Optimizer>(*state, g.adamw(), g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    opt = std::make_unique<Optimizer>(*state, g.adamw(),
+                                      g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
     Optimizer* o = opt.get();
     engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
     return {};
@@ -154,12 +156,17 @@ void expect_identical(Rig& a, Rig& b, const std::string& what) {
     a.block(k, &pa, &ma, &va);
     b.block(k, &pb, &mb, &vb);
     const std::string name = a.state->layout().blocks()[k].name;
-    EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * 4)) << what << ": master of " << name;
-    EXPECT_EQ(0, std::memcmp(ma.data(), mb.data(), ma.size() * 4)) << what << ": exp_avg of " << name;
-    EXPECT_EQ(0, std::memcmp(va.data(), vb.data(), va.size() * 4)) << what << ": exp_avg_sq of " << name;
+    EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * 4))
+        << what << ": master of " << name;
+    EXPECT_EQ(0, std::memcmp(ma.data(), mb.data(), ma.size() * 4))
+        << what << ": exp_avg of " << name;
+    EXPECT_EQ(0, std::memcmp(va.data(), vb.data(), va.size() * 4))
+        << what << ": exp_avg_sq of " << name;
     // The compute copy the engine streams is the master itself on the CPU backend.
-    EXPECT_EQ(0, std::memcmp(a.state->master(k), pa.data(), pa.size() * 4)) << what << ": compute copy of " << name;
-    EXPECT_EQ(0, std::memcmp(b.state->master(k), pb.data(), pb.size() * 4)) << what << ": compute copy of " << name;
+    EXPECT_EQ(0, std::memcmp(a.state->master(k), pa.data(), pa.size() * 4))
+        << what << ": compute copy of " << name;
+    EXPECT_EQ(0, std::memcmp(b.state->master(k), pb.data(), pb.size() * 4))
+        << what << ": compute copy of " << name;
   }
 }
 
@@ -188,7 +195,8 @@ TEST_P(SsdGolden, AdamWTrajectoryMatchesReferenceAndDramBitForBit) {
 
   // The reference, to golden-test.cpp's tolerances.
   for (int s = 0; s < steps; ++s) {
-    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), testing::step_loss_tolerance(s)) << "step " << s + 1;
+    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), testing::step_loss_tolerance(s))
+        << "step " << s + 1;
     EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
     EXPECT_EQ(losses[s], dram_losses[s]) << "step " << s + 1;
     EXPECT_EQ(norms[s], dram_norms[s]) << "step " << s + 1;
@@ -207,7 +215,8 @@ TEST_P(SsdGolden, AdamWTrajectoryMatchesReferenceAndDramBitForBit) {
   EXPECT_LT(std::sqrt(num / den), 1e-4);
   auto after = ssd.engine->forward(g.batch(steps, c.micro_batch_size));
   ASSERT_TRUE(after.ok());
-  EXPECT_NEAR(after->loss(), g.meta["loss_after"].get<double>(), 2 * testing::step_loss_tolerance(steps));
+  EXPECT_NEAR(after->loss(), g.meta["loss_after"].get<double>(),
+              2 * testing::step_loss_tolerance(steps));
 
   // The same math as DRAM: every bit of master, exp_avg and exp_avg_sq.
   expect_identical(dram, ssd, placement_name(c.placement));
@@ -219,17 +228,20 @@ TEST_P(SsdGolden, AdamWTrajectoryMatchesReferenceAndDramBitForBit) {
   EXPECT_EQ(ssd.store->ssd_write_bytes(), steps * kinds * fp32);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, SsdGolden,
-    ::testing::Values(Case{"stories260K", 4, Placement::kSsd}, Case{"stories260K", 2, Placement::kSsdMaster},
-                      Case{"qwen2-tiny", 3, Placement::kSsd}, Case{"qwen2-tiny", 1, Placement::kSsdMaster},
-                      Case{"llama-mha-tiny", 2, Placement::kSsdMaster}),
-    [](const auto& info) {
-      std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) + "_" +
-                      placement_name(info.param.placement);
-      for (char& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, SsdGolden,
+                         ::testing::Values(Case{"stories260K", 4, Placement::kSsd},
+                                           Case{"stories260K", 2, Placement::kSsdMaster},
+                                           Case{"qwen2-tiny", 3, Placement::kSsd},
+                                           Case{"qwen2-tiny", 1, Placement::kSsdMaster},
+                                           Case{"llama-mha-tiny", 2, Placement::kSsdMaster}),
+                         [](const auto& info) {
+                           std::string n = info.param.model + "_mb" +
+                                           std::to_string(info.param.micro_batch_size) + "_" +
+                                           placement_name(info.param.placement);
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 // Two steps, a checkpoint, two more steps; against a run resumed from that checkpoint into a fresh
 // rig of each placement: the same bits at the end. The checkpoint itself holds the SSD state's
@@ -243,7 +255,8 @@ TEST(SsdCheckpoint, ResumesBitExactIntoEitherPlacement) {
   ASSERT_OK(straight.run(g, 2, 0, 2));
   TrainerState ts;
   ts.step = 2;
-  auto ckpt = save_checkpoint(dir.path() + "/checkpoints", *straight.state, ts, straight.store.get());
+  auto ckpt =
+      save_checkpoint(dir.path() + "/checkpoints", *straight.state, ts, straight.store.get());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
   ASSERT_OK(straight.run(g, 2, 2, 4));
 
@@ -299,7 +312,8 @@ TEST_P(SsdCheckpointFaults, ClearErrorLastCheckpointIntactRetrySucceeds) {
   size_t entries = 0;
   for (const auto& e : fs::directory_iterator(checkpoints)) ++entries, (void)e;
   EXPECT_EQ(entries, 1u) << "a temporary folder was left behind";
-  for (const auto& [path, bytes] : before) EXPECT_TRUE(*read_file(path) == bytes) << path << " changed";
+  for (const auto& [path, bytes] : before)
+    EXPECT_TRUE(*read_file(path) == bytes) << path << " changed";
   auto fresh = ModelState::create(g.layout, true);
   ASSERT_TRUE(fresh.ok());
   auto loaded = load_checkpoint(*good, **fresh);
@@ -311,15 +325,22 @@ TEST_P(SsdCheckpointFaults, ClearErrorLastCheckpointIntactRetrySucceeds) {
   EXPECT_TRUE(retry.ok()) << retry.status().to_string();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kinds, SsdCheckpointFaults,
-    ::testing::Values(
-        CheckpointFault{"eio", [](const FaultInjectingEnv& e) { FaultPlan p; p.eio_on_op = e.ops() + 5; return p; },
-                        "Input/output error"},
-        CheckpointFault{"flipped_byte",
-                        [](const FaultInjectingEnv& e) { FaultPlan p; p.flip_byte_on_read = e.reads() + 7; return p; },
-                        "checksum"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Kinds, SsdCheckpointFaults,
+                         ::testing::Values(CheckpointFault{"eio",
+                                                           [](const FaultInjectingEnv& e) {
+                                                             FaultPlan p;
+                                                             p.eio_on_op = e.ops() + 5;
+                                                             return p;
+                                                           },
+                                                           "Input/output error"},
+                                           CheckpointFault{"flipped_byte",
+                                                           [](const FaultInjectingEnv& e) {
+                                                             FaultPlan p;
+                                                             p.flip_byte_on_read = e.reads() + 7;
+                                                             return p;
+                                                           },
+                                                           "checksum"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // A failed update leaves a state that is no longer one step: the optimizer reports it and refuses
 // to start another step, and the engine never waits forever on an unreleased block.
@@ -361,7 +382,8 @@ TEST(SsdOptimizer, DiskTooSmallSaysWhatIsNeeded) {
   Rig rig;
   Status st = rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", nullptr, &env);
   ASSERT_EQ(st.code(), ErrorCode::kNoSpace) << st.to_string();
-  EXPECT_NE(st.message().find("AdamW state and master weights need"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("AdamW state and master weights need"), std::string::npos)
+      << st.message();
   EXPECT_NE(st.message().find(dir.path() + "/state"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("placement.ssd_dir"), std::string::npos) << st.message();
 }
@@ -373,17 +395,21 @@ TEST(SsdOptimizer, CountsBytesByCategoryAndEmitsSpans) {
   testing::TempDir dir;
   TierCounters counters;
   uint64_t fp32 = 0, max_block = 0;
-  for (const auto& b : g.layout.blocks()) fp32 += b.numel * 4, max_block = std::max<uint64_t>(max_block, b.numel * 4);
+  for (const auto& b : g.layout.blocks())
+    fp32 += b.numel * 4, max_block = std::max<uint64_t>(max_block, b.numel * 4);
   {
     Rig rig;
     ASSERT_OK(rig.init(g, 4, Placement::kSsdMaster, dir.path() + "/state", &counters));
     // Group files are padded to whole 64 KiB blocks.
     EXPECT_GE(counters.held(Tier::kSsd, Category::kOptimizer), static_cast<int64_t>(2 * fp32));
-    EXPECT_LT(counters.held(Tier::kSsd, Category::kOptimizer), static_cast<int64_t>(2 * fp32 + 2 * g.layout.num_blocks() * (64 << 10)));
+    EXPECT_LT(counters.held(Tier::kSsd, Category::kOptimizer),
+              static_cast<int64_t>(2 * fp32 + 2 * g.layout.num_blocks() * (64 << 10)));
     EXPECT_GE(counters.held(Tier::kSsd, Category::kMaster), static_cast<int64_t>(fp32));
-    EXPECT_LT(counters.held(Tier::kSsd, Category::kMaster), static_cast<int64_t>(fp32 + g.layout.num_blocks() * (64 << 10)));
+    EXPECT_LT(counters.held(Tier::kSsd, Category::kMaster),
+              static_cast<int64_t>(fp32 + g.layout.num_blocks() * (64 << 10)));
     // Staging: three pieces of each kind.
-    EXPECT_EQ(counters.held(Tier::kDram, Category::kOptimizer), static_cast<int64_t>(3 * 3 * std::min<uint64_t>(kChunkBytes, max_block)));
+    EXPECT_EQ(counters.held(Tier::kDram, Category::kOptimizer),
+              static_cast<int64_t>(3 * 3 * std::min<uint64_t>(kChunkBytes, max_block)));
 
     std::mutex mu;
     std::map<std::string, std::vector<size_t>> spans;
@@ -395,7 +421,10 @@ TEST(SsdOptimizer, CountsBytesByCategoryAndEmitsSpans) {
           spans[phase].push_back(b);
           ordered = ordered && start <= end;
         },
-        [&] { std::lock_guard lock(mu); return t += 1.0; });
+        [&] {
+          std::lock_guard lock(mu);
+          return t += 1.0;
+        });
     const uint64_t read0 = counters.moved(Link::kSsdRead), write0 = counters.moved(Link::kSsdWrite);
     ASSERT_OK(rig.run(g, 4, 0, 1));
     EXPECT_GE(counters.moved(Link::kSsdRead) - read0, 3 * fp32);

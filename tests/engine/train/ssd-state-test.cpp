@@ -1,16 +1,16 @@
 // AdamW state on the SSD tier: the pipelined store gives the same update as DRAM, and each
 // injected fault (EIO, short write, ENOSPC, a flipped byte) is a clear error that never touches
 // the last good checkpoint.
-#include <filesystem>
-
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "core/file-util.h"
+#include "test-data.h"
 #include "tiers/fault-env.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/streaming-engine.h"
-#include "test-data.h"
 
 namespace spillway {
 namespace {
@@ -28,7 +28,8 @@ struct Rig {
     auto config = ModelConfig::load(testing::data_path("models/stories260K"));
     if (!config.ok()) return config.status();
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(ParameterLayout::build(*config), !on_ssd));
-    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(testing::data_path("models/stories260K")));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights,
+                         TensorStore::open(testing::data_path("models/stories260K")));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
     if (on_ssd) {
       SsdConfig sc;
@@ -42,10 +43,12 @@ struct Rig {
     cfg.micro_batch_size = 2;
     cfg.seq_len = 32;
     SPW_ASSIGN_OR_RETURN(engine, StreamingEngine::create(*backend, *state, cfg));
-    opt = std::make_unique<Optimizer>(*state, AdamWConfig{1e-3, 0.9, 0.95, 1e-8, 0.1}, 1.0, store.get());
+    opt = std::make_unique<Optimizer>(*state, AdamWConfig{1e-3, 0.9, 0.95, 1e-8, 0.1}, 1.0,
+                                      store.get());
     Optimizer* o = opt.get();
     engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
-    for (int i = 0; i < 64; ++i) ids.push_back((i * 37 + 11) % 512), labels.push_back((i * 53 + 5) % 512);
+    for (int i = 0; i < 64; ++i)
+      ids.push_back((i * 37 + 11) % 512), labels.push_back((i * 53 + 5) % 512);
     return {};
   }
   Status step() {
@@ -73,7 +76,8 @@ TEST(SsdState, SameUpdatesAsDramBitForBit) {
   for (size_t b = 0; b < dram.state->num_blocks(); ++b) {
     const size_t n = dram.state->layout().blocks()[b].numel;
     EXPECT_EQ(0, std::memcmp(dram.state->master(b), ssd.state->master(b), n * 4)) << "block " << b;
-    EXPECT_EQ(0, std::memcmp(dram.state->master(b), ssd_master.state->master(b), n * 4)) << "block " << b;
+    EXPECT_EQ(0, std::memcmp(dram.state->master(b), ssd_master.state->master(b), n * 4))
+        << "block " << b;
     ASSERT_TRUE(ssd_master.store->read_block(b, master.data(), m.data(), v.data()).ok());
     EXPECT_EQ(0, std::memcmp(dram.state->master(b), master.data(), n * 4));
     EXPECT_EQ(0, std::memcmp(dram.state->exp_avg(b), m.data(), n * 4));
@@ -125,14 +129,36 @@ TEST_P(SsdFaults, ClearErrorAndLastCheckpointIntact) {
   EXPECT_EQ(loaded->step, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kinds, SsdFaults,
-    ::testing::Values(
-        Fault{"eio_on_read", [](int64_t ops, int64_t, int64_t) { FaultPlan p; p.eio_on_op = ops + 1; return p; }, "Input/output error"},
-        Fault{"short_write", [](int64_t, int64_t w, int64_t) { FaultPlan p; p.short_write_on_write = w + 1; return p; }, "short"},
-        Fault{"enospc", [](int64_t, int64_t w, int64_t) { FaultPlan p; p.enospc_from_write = w + 1; return p; }, "is full"},
-        Fault{"flipped_byte", [](int64_t, int64_t, int64_t r) { FaultPlan p; p.flip_byte_on_read = r + 1; return p; }, "checksum"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Kinds, SsdFaults,
+                         ::testing::Values(Fault{"eio_on_read",
+                                                 [](int64_t ops, int64_t, int64_t) {
+                                                   FaultPlan p;
+                                                   p.eio_on_op = ops + 1;
+                                                   return p;
+                                                 },
+                                                 "Input/output error"},
+                                           Fault{"short_write",
+                                                 [](int64_t, int64_t w, int64_t) {
+                                                   FaultPlan p;
+                                                   p.short_write_on_write = w + 1;
+                                                   return p;
+                                                 },
+                                                 "short"},
+                                           Fault{"enospc",
+                                                 [](int64_t, int64_t w, int64_t) {
+                                                   FaultPlan p;
+                                                   p.enospc_from_write = w + 1;
+                                                   return p;
+                                                 },
+                                                 "is full"},
+                                           Fault{"flipped_byte",
+                                                 [](int64_t, int64_t, int64_t r) {
+                                                   FaultPlan p;
+                                                   p.flip_byte_on_read = r + 1;
+                                                   return p;
+                                                 },
+                                                 "checksum"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace spillway
