@@ -59,10 +59,26 @@ qint64 sizeOf(const QString& path) {
 
 HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(buildFilter());
+  layout->addWidget(buildTable(), 1);
+  layout->addWidget(buildEditStatus());
+  layout->addLayout(buildButtons());
+  connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this,
+          &HistoryPage::updateDeleteButton);
+  // After restoreSelection(), which buildTable() connected first.
+  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::updateDeleteButton);
+  showEdits();
+}
+
+QLineEdit* HistoryPage::buildFilter() {
   filter_ = new QLineEdit;
   filter_->setPlaceholderText(tr("Filter by name, model, dataset, status or tag…"));
   filter_->setClearButtonEnabled(true);
-  layout->addWidget(filter_);
+  connect(filter_, &QLineEdit::textChanged, this, &HistoryPage::setFilter);
+  return filter_;
+}
+
+QTableView* HistoryPage::buildTable() {
   proxy_ = new QSortFilterProxyModel(this);
   // Before the proxy listens: the selection is read while the proxy still maps the old rows.
   connect(model_, &QAbstractItemModel::modelAboutToBeReset, this, &HistoryPage::rememberSelection);
@@ -77,16 +93,21 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
-  layout->addWidget(table_, 1);
+  // After the view's selection model has cleared itself on the reset.
+  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::restoreSelection);
+  connect(table_, &QTableView::doubleClicked, this, &HistoryPage::openCurrentInLive);
+  return table_;
+}
+
+QLabel* HistoryPage::buildEditStatus() {
   editStatus_ = new QLabel;
   editStatus_->setObjectName("historyEditStatus");
   editStatus_->setWordWrap(true);
   editStatus_->hide();
-  layout->addWidget(editStatus_);
-  // After the view's selection model has cleared itself on the reset.
-  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::restoreSelection);
-  connect(filter_, &QLineEdit::textChanged, this, &HistoryPage::setFilter);
+  return editStatus_;
+}
 
+QHBoxLayout* HistoryPage::buildButtons() {
   auto* buttons = new QHBoxLayout;
   auto add = [&](const QString& text, const QString& tip) {
     auto* b = new QPushButton(text);
@@ -94,120 +115,121 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
     buttons->addWidget(b);
     return b;
   };
-  auto* refresh = add(tr("Refresh"), tr("Re-read the run store"));
-  auto* live = add(tr("Open in Live"), tr("Show the run's charts (live when it is still running)"));
-  auto* compare = add(tr("Compare"), tr("Compare the selected runs"));
-  auto* tryIt = add(tr("Try it"), tr("Prompt the run's fine-tuned model and its base side by side, "
-                                     "or export it"));
-  auto* tags = add(tr("Tags…"), tr("Comma-separated tags"));
-  auto* notes = add(tr("Notes…"), tr("Free-text notes"));
-  auto* folder = add(tr("Open folder"), tr("Open the run folder"));
-  auto* resume = add(tr("Resume"), tr("Continue from the run's latest checkpoint"));
-  auto* clone = add(tr("Clone"), tr("A new run with the same settings"));
-  auto* del = add(tr("Delete"), tr("Delete the run and its files"));
-  deleteButton_ = del;
+  auto clicked = &QPushButton::clicked;
+  connect(add(tr("Refresh"), tr("Re-read the run store")), clicked, model_,
+          &RunHistoryModel::refresh);
+  connect(add(tr("Open in Live"), tr("Show the run's charts (live when it is still running)")),
+          clicked, this, &HistoryPage::openCurrentInLive);
+  connect(add(tr("Compare"), tr("Compare the selected runs")), clicked, this,
+          [this] { emit compareRuns(selectedRunIds()); });
+  connect(add(tr("Try it"), tr("Prompt the run's fine-tuned model and its base side by side, "
+                               "or export it")),
+          clicked, this, [this] {
+            if (const RunRow* r = currentRun()) emit tryRun(QString::fromStdString(r->info.id));
+          });
+  connect(add(tr("Tags…"), tr("Comma-separated tags")), clicked, this, &HistoryPage::editTags);
+  connect(add(tr("Notes…"), tr("Free-text notes")), clicked, this, &HistoryPage::editNotes);
+  connect(add(tr("Open folder"), tr("Open the run folder")), clicked, this,
+          &HistoryPage::openFolder);
+  connect(add(tr("Resume"), tr("Continue from the run's latest checkpoint")), clicked, this,
+          &HistoryPage::resumeCurrent);
+  connect(add(tr("Clone"), tr("A new run with the same settings")), clicked, this, [this] {
+    if (const RunRow* r = currentRun()) emit cloneRun(QString::fromStdString(r->info.job_json));
+  });
+  deleteButton_ = add(tr("Delete"), tr("Delete the run and its files"));
+  connect(deleteButton_, clicked, this, &HistoryPage::deleteCurrent);
   buttons->addStretch();
-  layout->addLayout(buttons);
+  return buttons;
+}
 
-  auto current = [this]() -> const RunRow* {
-    const QModelIndex i = table_->currentIndex();
-    if (!i.isValid()) return nullptr;
-    return &model_->run(proxy_->mapToSource(i).row());
-  };
-  connect(refresh, &QPushButton::clicked, model_, &RunHistoryModel::refresh);
-  connect(table_, &QTableView::doubleClicked, this, [this, current] {
-    if (const RunRow* r = current()) emit openLive(QString::fromStdString(r->info.run_dir));
-  });
-  connect(live, &QPushButton::clicked, this, [this, current] {
-    if (const RunRow* r = current()) emit openLive(QString::fromStdString(r->info.run_dir));
-  });
-  connect(compare, &QPushButton::clicked, this, [this] { emit compareRuns(selectedRunIds()); });
-  connect(tryIt, &QPushButton::clicked, this, [this, current] {
-    if (const RunRow* r = current()) emit tryRun(QString::fromStdString(r->info.id));
-  });
-  // The dialogs copy the run first: History's read can end while one is open, and its model
-  // reset replaces the rows (a pointer into them would dangle).
-  connect(tags, &QPushButton::clicked, this, [this, current] {
-    if (!current()) return;
-    const RunInfo run = current()->info;
-    QStringList old;
-    for (const auto& t : run.tags) old << QString::fromStdString(t);
-    bool ok = false;
-    const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags (comma-separated):"),
-                                               QLineEdit::Normal, old.join(", "), &ok);
-    if (!ok) return;
-    std::vector<std::string> list;
-    for (const QString& t : text.split(',', Qt::SkipEmptyParts))
-      list.push_back(t.trimmed().toStdString());
-    model_->edits()->submit(RunEdit::setTags(run.id, QString::fromStdString(run.name), list));
-  });
-  connect(notes, &QPushButton::clicked, this, [this, current] {
-    if (!current()) return;
-    const RunInfo run = current()->info;
-    bool ok = false;
-    const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"),
-                                                        QString::fromStdString(run.notes), &ok);
-    if (!ok) return;
-    model_->edits()->submit(
-        RunEdit::setNotes(run.id, QString::fromStdString(run.name), text.toStdString()));
-  });
-  connect(folder, &QPushButton::clicked, this, [this, current] {
-    const RunRow* r = current();
-    if (!r) return;
-    const QString dir = QString::fromStdString(r->info.run_dir);
-    if (!QFileInfo(dir).isDir())
-      return void(QMessageBox::warning(
-          this, tr("Open folder"),
-          tr("The run's folder %1 is not there any more (moved or deleted).").arg(dir)));
-    // On Linux this runs xdg-open (the package recommends xdg-utils); where nothing opens
-    // folders it fails without a word, so say where the folder is.
-    if (!QDesktopServices::openUrl(QUrl::fromLocalFile(dir)))
-      QMessageBox::warning(this, tr("Open folder"),
-                           tr("No program here opens folders (xdg-open, from the package "
-                              "xdg-utils, is what Spillway asks). The run's folder is %1")
-                               .arg(dir));
-  });
-  connect(clone, &QPushButton::clicked, this, [this, current] {
-    if (const RunRow* r = current()) emit cloneRun(QString::fromStdString(r->info.job_json));
-  });
-  connect(resume, &QPushButton::clicked, this, [this, current] {
-    const RunRow* r = current();
-    if (!r) return;
-    if (r->info.status == RunStatus::kRunning && r->info.pid && WorkerClient::alive(*r->info.pid))
-      return void(QMessageBox::information(this, tr("Resume"), tr("This run is still going.")));
-    const auto ckpts = list_run_checkpoints(r->info.run_dir);
-    if (ckpts.empty())
-      return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
-    const QString runDir = QString::fromStdString(r->info.run_dir);
-    QString error;
-    // The same run goes on: its row, its folder, its tags and notes (the worker takes it up by id).
-    const qint64 pid =
-        WorkerClient::launch(runDir + "/job.json", QString::fromStdString(ckpts.back()), &error,
-                             QString::fromStdString(r->info.id));
-    if (pid < 0) return void(QMessageBox::warning(this, tr("Resume"), error));
-    emit resumed(runDir, pid);
-  });
-  connect(del, &QPushButton::clicked, this, [this, current] {
-    const RunRow* r = current();
-    if (!r) return;
-    const QString id = QString::fromStdString(r->info.id);
-    if (deleting_.contains(id)) return;  // its deletion is queued, or written and the row going
-    const DeletePlan plan = planDelete(model_, id);
-    if (!plan.error.isEmpty())
-      return void(QMessageBox::warning(this, tr("Delete run"), plan.error));
-    QMessageBox box(QMessageBox::Question, tr("Delete run"), describe(plan),
-                    QMessageBox::Yes | QMessageBox::Cancel, this);
-    box.setObjectName("deleteRunConfirmation");
-    box.setDefaultButton(QMessageBox::Cancel);
-    box.button(QMessageBox::Yes)->setText(tr("Delete"));
-    if (box.exec() != QMessageBox::Yes) return;
-    const QString err = deleteRun(model_, id);
-    if (!err.isEmpty()) QMessageBox::warning(this, tr("Delete run"), err);
-  });
-  connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this,
-          &HistoryPage::updateDeleteButton);
-  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::updateDeleteButton);
-  showEdits();
+const RunRow* HistoryPage::currentRun() const {
+  const QModelIndex i = table_->currentIndex();
+  if (!i.isValid()) return nullptr;
+  return &model_->run(proxy_->mapToSource(i).row());
+}
+
+void HistoryPage::openCurrentInLive() {
+  if (const RunRow* r = currentRun()) emit openLive(QString::fromStdString(r->info.run_dir));
+}
+
+// The dialogs copy the run first: History's read can end while one is open, and its model reset
+// replaces the rows (a pointer into them would dangle).
+void HistoryPage::editTags() {
+  if (!currentRun()) return;
+  const RunInfo run = currentRun()->info;
+  QStringList old;
+  for (const auto& t : run.tags) old << QString::fromStdString(t);
+  bool ok = false;
+  const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags (comma-separated):"),
+                                             QLineEdit::Normal, old.join(", "), &ok);
+  if (!ok) return;
+  std::vector<std::string> list;
+  for (const QString& t : text.split(',', Qt::SkipEmptyParts))
+    list.push_back(t.trimmed().toStdString());
+  model_->edits()->submit(RunEdit::setTags(run.id, QString::fromStdString(run.name), list));
+}
+
+void HistoryPage::editNotes() {
+  if (!currentRun()) return;
+  const RunInfo run = currentRun()->info;
+  bool ok = false;
+  const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"),
+                                                      QString::fromStdString(run.notes), &ok);
+  if (!ok) return;
+  model_->edits()->submit(
+      RunEdit::setNotes(run.id, QString::fromStdString(run.name), text.toStdString()));
+}
+
+void HistoryPage::openFolder() {
+  const RunRow* r = currentRun();
+  if (!r) return;
+  const QString dir = QString::fromStdString(r->info.run_dir);
+  if (!QFileInfo(dir).isDir())
+    return void(QMessageBox::warning(
+        this, tr("Open folder"),
+        tr("The run's folder %1 is not there any more (moved or deleted).").arg(dir)));
+  // On Linux this runs xdg-open (the package recommends xdg-utils); where nothing opens
+  // folders it fails without a word, so say where the folder is.
+  if (!QDesktopServices::openUrl(QUrl::fromLocalFile(dir)))
+    QMessageBox::warning(this, tr("Open folder"),
+                         tr("No program here opens folders (xdg-open, from the package "
+                            "xdg-utils, is what Spillway asks). The run's folder is %1")
+                             .arg(dir));
+}
+
+void HistoryPage::resumeCurrent() {
+  const RunRow* r = currentRun();
+  if (!r) return;
+  if (r->info.status == RunStatus::kRunning && r->info.pid && WorkerClient::alive(*r->info.pid))
+    return void(QMessageBox::information(this, tr("Resume"), tr("This run is still going.")));
+  const auto ckpts = list_run_checkpoints(r->info.run_dir);
+  if (ckpts.empty())
+    return void(QMessageBox::information(this, tr("Resume"), tr("This run has no checkpoint.")));
+  const QString runDir = QString::fromStdString(r->info.run_dir);
+  QString error;
+  // The same run goes on: its row, its folder, its tags and notes (the worker takes it up by id).
+  const qint64 pid =
+      WorkerClient::launch(runDir + "/job.json", QString::fromStdString(ckpts.back()), &error,
+                           QString::fromStdString(r->info.id));
+  if (pid < 0) return void(QMessageBox::warning(this, tr("Resume"), error));
+  emit resumed(runDir, pid);
+}
+
+void HistoryPage::deleteCurrent() {
+  const RunRow* r = currentRun();
+  if (!r) return;
+  const QString id = QString::fromStdString(r->info.id);
+  if (deleting_.contains(id)) return;  // its deletion is queued, or written and the row going
+  const DeletePlan plan = planDelete(model_, id);
+  if (!plan.error.isEmpty()) return void(QMessageBox::warning(this, tr("Delete run"), plan.error));
+  QMessageBox box(QMessageBox::Question, tr("Delete run"), describe(plan),
+                  QMessageBox::Yes | QMessageBox::Cancel, this);
+  box.setObjectName("deleteRunConfirmation");
+  box.setDefaultButton(QMessageBox::Cancel);
+  box.button(QMessageBox::Yes)->setText(tr("Delete"));
+  if (box.exec() != QMessageBox::Yes) return;
+  const QString err = deleteRun(model_, id);
+  if (!err.isEmpty()) QMessageBox::warning(this, tr("Delete run"), err);
 }
 
 void HistoryPage::updateDeleteButton() {

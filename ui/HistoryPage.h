@@ -14,6 +14,7 @@
 #include <QSet>
 #include <QWidget>
 
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -23,6 +24,7 @@ class QTableView;
 namespace spillway::ui {
 
 class RunHistoryModel;
+struct RunRow;
 
 class HistoryPage : public QWidget {
   Q_OBJECT
@@ -60,6 +62,22 @@ class HistoryPage : public QWidget {
   void resumed(const QString& runDir, qint64 pid);
 
  private:
+  // The page's parts, top to bottom, each built with its own connects: the filter line, the table
+  // (with the proxy that sorts and filters it), the edits' status line, and the action buttons.
+  QLineEdit* buildFilter();
+  QTableView* buildTable();
+  QLabel* buildEditStatus();
+  QHBoxLayout* buildButtons();
+  // The table's current run, nullptr when none.
+  const RunRow* currentRun() const;
+  // The buttons' actions on the current run (Compare, Try it and Clone only emit a signal).
+  void openCurrentInLive();
+  void editTags();
+  void editNotes();
+  void openFolder();
+  void resumeCurrent();
+  // Asks first (deleteRunConfirmation), then deleteRun().
+  void deleteCurrent();
   // A refresh resets the model (after Tags or Notes, Refresh, a run's end): the same runs are
   // selected and current again afterwards, so that Notes after Tags acts on the run.
   void rememberSelection();

@@ -79,6 +79,29 @@ double median(QVector<double> v) {
 
 LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
+  layout->addLayout(buildControls());
+  layout->addLayout(buildProgress());
+  layout->addLayout(buildCharts(), 3);
+  timeline_ = new TimelineView;
+  layout->addWidget(timeline_, 1);
+  layout->addWidget(buildLog());
+
+  connect(pause_, &QPushButton::clicked, this, &LivePage::pauseOrResume);
+  connect(stop_, &QPushButton::clicked, this, &LivePage::stop);
+  connect(checkpoint_, &QPushButton::clicked, this, &LivePage::saveCheckpoint);
+  connect(pauseAction_, &QAction::triggered, this, &LivePage::pauseOrResume);
+  connect(stopAction_, &QAction::triggered, this, &LivePage::stop);
+  connect(checkpointAction_, &QAction::triggered, this, &LivePage::saveCheckpoint);
+  connect(&timer_, &QTimer::timeout, this, &LivePage::tick);
+  timer_.setInterval(250);
+  // The folder too: events.jsonl may not exist yet, and a watched file that is replaced drops out.
+  auto mark = [this] { changed_ = true; };
+  connect(&watcher_, &QFileSystemWatcher::fileChanged, this, mark);
+  connect(&watcher_, &QFileSystemWatcher::directoryChanged, this, mark);
+  updateControls();
+}
+
+QHBoxLayout* LivePage::buildControls() {
   auto* top = new QHBoxLayout;
   title_ = new QLabel(tr("No run attached. Launch one from New run, or pick one in History."));
   title_->setStyleSheet("font-weight: bold;");
@@ -86,9 +109,6 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   // A long run name or folder, or a long failure, wraps or is cut (the tooltip has it whole)
   // rather than widening the window past the screen.
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  progress_ = new QProgressBar;
-  progress_->setRange(0, 1000);
-  status_ = new QLabel;
   pause_ = new QPushButton(tr("Pause"));
   stop_ = new QPushButton(tr("Stop"));
   checkpoint_ = new QPushButton(tr("Save checkpoint"));
@@ -101,24 +121,50 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   pause_->setToolTip(tr("Suspend the worker (SIGSTOP); press again to resume"));
   stop_->setToolTip(tr("Checkpoint, then stop cleanly (SIGTERM)"));
   checkpoint_->setToolTip(tr("Write a checkpoint now and keep training (SIGUSR1)"));
-  status_->setObjectName("liveStatus");
-  status_->setWordWrap(true);
-  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   top->addWidget(title_, 1);
   top->addWidget(pause_);
   top->addWidget(checkpoint_);
   top->addWidget(stop_);
-  layout->addLayout(top);
+  return top;
+}
+
+QHBoxLayout* LivePage::buildProgress() {
+  progress_ = new QProgressBar;
+  progress_->setRange(0, 1000);
+  status_ = new QLabel;
+  status_->setObjectName("liveStatus");
+  status_->setWordWrap(true);
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* prow = new QHBoxLayout;
   prow->addWidget(progress_, 1);
   prow->addWidget(status_, 2);
-  layout->addLayout(prow);
+  return prow;
+}
 
-  auto* grid = new QGridLayout;
+QGridLayout* LivePage::buildCharts() {
   tiers_[0] = new TierChart("hbm", tr("HBM (device)"));
   tiers_[1] = new TierChart("dram", tr("DRAM (host)"));
   tiers_[2] = new TierChart("ssd", tr("SSD"));
+  buildLinkPlot();
+  buildLossPlot();
+  buildSpeedPlot();
+  // Lines as segments rather than one stroked path: a long noisy run's thick lines cost most of a
+  // replot as paths (the joins barely show at these widths).
+  for (QCustomPlot* p : {static_cast<QCustomPlot*>(tiers_[0]), static_cast<QCustomPlot*>(tiers_[1]),
+                         static_cast<QCustomPlot*>(tiers_[2]), links_, loss_, speed_})
+    p->setPlottingHint(QCP::phFastPolylines, true);
+  auto* grid = new QGridLayout;
+  grid->addWidget(tiers_[0], 0, 0);
+  grid->addWidget(tiers_[1], 0, 1);
+  grid->addWidget(tiers_[2], 0, 2);
+  grid->addWidget(links_, 1, 0);
+  grid->addWidget(loss_, 1, 1);
+  grid->addWidget(speed_, 1, 2);
+  return grid;
+}
+
+void LivePage::buildLinkPlot() {
   links_ = titledPlot(tr("Link throughput"), tr("time (s)"), tr("GB/s"), 2, kPlotHeight);
   const QList<QColor> linkColors = {QColor("#1f77b4"), QColor("#ff7f0e"), QColor("#2ca02c"),
                                     QColor("#d62728")};
@@ -141,6 +187,9 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
     g->setVisible(false);
     g->removeFromLegend();
   }
+}
+
+void LivePage::buildLossPlot() {
   loss_ = titledPlot(tr("Loss and learning rate"), tr("step"), tr("loss"), 2, kPlotHeight);
   loss_->addGraph()->setName(tr("loss"));
   loss_->graph(0)->setPen(QPen(QColor(31, 119, 180, 70)));
@@ -154,6 +203,9 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   loss_->yAxis2->setLabel(tr("learning rate"));
   loss_->addGraph(loss_->xAxis, loss_->yAxis2)->setName(tr("lr"));
   loss_->graph(3)->setPen(QPen(QColor("#2ca02c"), 1, Qt::DashLine));
+}
+
+void LivePage::buildSpeedPlot() {
   speed_ = titledPlot(tr("Throughput"), tr("step"), tr("tokens/s"), 2, kPlotHeight);
   speed_->addGraph()->setName(tr("tokens/s"));
   speed_->graph(0)->setPen(QPen(QColor("#9467bd"), 1.5));
@@ -161,40 +213,15 @@ LivePage::LivePage(QWidget* parent) : QWidget(parent) {
   speed_->yAxis2->setLabel(tr("model TFLOPS"));
   speed_->addGraph(speed_->xAxis, speed_->yAxis2)->setName(tr("TFLOPS"));
   speed_->graph(1)->setPen(QPen(QColor("#8c564b"), 1.5));
-  // Lines as segments rather than one stroked path: a long noisy run's thick lines cost most of a
-  // replot as paths (the joins barely show at these widths).
-  for (QCustomPlot* p : {static_cast<QCustomPlot*>(tiers_[0]), static_cast<QCustomPlot*>(tiers_[1]),
-                         static_cast<QCustomPlot*>(tiers_[2]), links_, loss_, speed_})
-    p->setPlottingHint(QCP::phFastPolylines, true);
-  grid->addWidget(tiers_[0], 0, 0);
-  grid->addWidget(tiers_[1], 0, 1);
-  grid->addWidget(tiers_[2], 0, 2);
-  grid->addWidget(links_, 1, 0);
-  grid->addWidget(loss_, 1, 1);
-  grid->addWidget(speed_, 1, 2);
-  layout->addLayout(grid, 3);
-  timeline_ = new TimelineView;
-  layout->addWidget(timeline_, 1);
+}
+
+QPlainTextEdit* LivePage::buildLog() {
   log_ = new QPlainTextEdit;
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
   log_->setMinimumHeight(56);  // three lines
   log_->setMaximumHeight(120);
-  layout->addWidget(log_);
-
-  connect(pause_, &QPushButton::clicked, this, &LivePage::pauseOrResume);
-  connect(stop_, &QPushButton::clicked, this, &LivePage::stop);
-  connect(checkpoint_, &QPushButton::clicked, this, &LivePage::saveCheckpoint);
-  connect(pauseAction_, &QAction::triggered, this, &LivePage::pauseOrResume);
-  connect(stopAction_, &QAction::triggered, this, &LivePage::stop);
-  connect(checkpointAction_, &QAction::triggered, this, &LivePage::saveCheckpoint);
-  connect(&timer_, &QTimer::timeout, this, &LivePage::tick);
-  timer_.setInterval(250);
-  // The folder too: events.jsonl may not exist yet, and a watched file that is replaced drops out.
-  auto mark = [this] { changed_ = true; };
-  connect(&watcher_, &QFileSystemWatcher::fileChanged, this, mark);
-  connect(&watcher_, &QFileSystemWatcher::directoryChanged, this, mark);
-  updateControls();
+  return log_;
 }
 
 void LivePage::attach(const QString& runDir, qint64 pid) {

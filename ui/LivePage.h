@@ -35,6 +35,8 @@
 #include "history/run-store.h"
 
 class QAction;
+class QGridLayout;
+class QHBoxLayout;
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
@@ -120,6 +122,17 @@ class LivePage : public QWidget {
   void showEvent(QShowEvent* event) override;
 
  private:
+  // The page's parts, top to bottom: the title and the controls (buttons and the Run menu's
+  // actions), the progress bar and status line, the charts' grid (the tier charts over the link,
+  // loss and throughput plots), and the log. The constructor adds them and the timeline, and
+  // connects the controls, the timer and the watcher.
+  QHBoxLayout* buildControls();
+  QHBoxLayout* buildProgress();
+  QGridLayout* buildCharts();
+  void buildLinkPlot();
+  void buildLossPlot();
+  void buildSpeedPlot();
+  QPlainTextEdit* buildLog();
   // The charts (marked stale instead while the page is hidden), then the status, progress, log.
   void redraw();
   void redrawCharts();

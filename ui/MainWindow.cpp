@@ -41,6 +41,18 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   setWindowIcon(QIcon(":/spillway/spillway.svg"));
   model_ = new RunHistoryModel(this);
   const QString error = model_->open(dbPath);
+  buildPages();
+  if (!error.isEmpty()) statusBar()->showMessage(tr("Run history unavailable: %1").arg(error));
+  connectPages();
+  buildFileMenu();
+  buildViewMenu();
+  buildRunMenu();
+  buildHelpMenu();
+  restoreSession();
+  reattach();
+}
+
+void MainWindow::buildPages() {
   auto* central = new QWidget;
   auto* layout = new QHBoxLayout(central);
   sidebar_ = new QListWidget;
@@ -64,8 +76,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   connect(sidebar_, &QListWidget::currentRowChanged, this, [this](int row) {
     if (row == kHistory) model_->refresh();
   });
-  if (!error.isEmpty()) statusBar()->showMessage(tr("Run history unavailable: %1").arg(error));
+}
 
+void MainWindow::connectPages() {
   connect(newRun_, &NewRunPage::launched, this, [this](const QString& runDir, qint64 pid) {
     rememberForm();
     live_->attach(runDir, pid);
@@ -95,8 +108,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
     compare_->setRuns(ids);
     showPage(kCompare);
   });
+}
 
-  // Menus and shortcuts.
+void MainWindow::buildFileMenu() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&New run"), QKeySequence::New, this, [this] { showPage(kNewRun); });
   file->addAction(tr("&Open job file…"), QKeySequence::Open, this, [this] {
@@ -113,6 +127,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
                   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+}
+
+void MainWindow::buildViewMenu() {
   QMenu* view = menuBar()->addMenu(tr("&View"));
   const char* pages[] = {"New run", "Live", "History", "Compare", "Try it"};
   for (int i = 0; i < 5; ++i)
@@ -134,6 +151,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
       AppPalette::apply(k);
     });
   }
+}
+
+void MainWindow::buildRunMenu() {
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(tr("&Plan"), QKeySequence(Qt::CTRL | Qt::Key_P), newRun_, &NewRunPage::plan);
   run->addAction(newRun_->measureAction());  // Ctrl+Shift+P, enabled as New run's Measure button
@@ -142,6 +162,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   run->addSeparator();
   // Live's own actions: enabled only while its run can take them.
   run->addActions({live_->pauseAction(), live_->checkpointAction(), live_->stopAction()});
+}
+
+void MainWindow::buildHelpMenu() {
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About Spillway"), this, [this] {
     const QString worker = WorkerClient::workerPath();
@@ -153,7 +176,9 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
             .arg(QStringLiteral(SPILLWAY_VERSION), QString::fromLatin1(qVersion()),
                  worker.isEmpty() ? tr("not found") : worker.toHtmlEscaped()));
   });
+}
 
+void MainWindow::restoreSession() {
   QSettings settings;
   // The form as it was when the window last closed (or a run was launched).
   if (const nlohmann::json last =
@@ -165,7 +190,6 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
   showPage(Page(settings.value("window/page", kNewRun).toInt()));
-  reattach();
 }
 
 MainWindow::~MainWindow() = default;

@@ -56,6 +56,17 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  // The window's parts, in the order the constructor builds them: the sidebar and the pages' stack
+  // (each page shown by its sidebar row), the routes between the pages (a launched, opened or
+  // resumed run goes to Live, a cloned one to New run, ...), the menus, and what QSettings kept
+  // from the last session (New run's form, the geometry, the page shown).
+  void buildPages();
+  void connectPages();
+  void buildFileMenu();
+  void buildViewMenu();
+  void buildRunMenu();
+  void buildHelpMenu();
+  void restoreSession();
   void rememberForm();
   RunHistoryModel* model_;
   QListWidget* sidebar_;
