@@ -316,6 +316,7 @@ TEST(WindowResponsive, AnEditWhileAWorkerHoldsTheWriteLockWaitsAndLandsWithoutBl
   auto writer = SqliteDb::open(db);
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE(writer->exec("BEGIN IMMEDIATE").ok());  // as a worker's transaction holds it
+  QTest::qWait(200);  // the first window's first paints, before the watch starts
   EventLoopWatch watch;
   RunEditQueue* edits = model->edits();
   edits->submit(RunEdit::setTags(id, "finished", {"baseline", "locked"}));
@@ -339,7 +340,10 @@ TEST(WindowResponsive, AnEditWhileAWorkerHoldsTheWriteLockWaitsAndLandsWithoutBl
       "[ measure  ] 3 edits while runs.db is write-locked for 3 s: %d tries, longest "
       "event-loop gap %lld ms\n",
       edits->attempts(), static_cast<long long>(gap));
-  EXPECT_LT(gap, 100 * ::spillway::testing::kTimeScale);
+  // An edit written on the window's thread would hold it for the connection's 1 s busy timeout at
+  // each try; half of that is the bound (alone, 42-80 ms; 393 ms once beside another test's
+  // OpenBLAS threads on 2 cores, as Live's test beside it allows).
+  EXPECT_LT(gap, 500 * ::spillway::testing::kTimeScale);
 
   // Released: all three land, in order, and History shows them.
   ASSERT_TRUE(writer->exec("COMMIT").ok());
