@@ -135,8 +135,8 @@ struct Trainer::Impl {
       StepMark mark = report->begin_step();
       const DataCursor before = batches.cursor();
       const Batch batch = batches.next();
-      auto stepped =
-          engine.forward_backward(step_batch(job, batch));  // waits per block for the last update
+      // Forward and backward; block b's forward first waits for block b's last update.
+      auto stepped = engine.forward_backward(step_batch(job, batch));
       if (stepped.status().code() == ErrorCode::kCancelled) {
         // SIGTERM inside a long step (the engine checks between micro-batches and layers): the
         // step is dropped unapplied, its batch read again on resume, and the run stops at the
