@@ -37,6 +37,19 @@ Status expect_gqa(const char* op, const ConstTensor& q, const ConstTensor& k) {
                           ", expected q's heads (dim 2) a multiple of k's (are q and k swapped?)");
 }
 
+// The inputs every attention op reads: q[b, t, hq, d] and k, v[b, t, hkv, d] of the activation
+// dtype, q's heads a whole multiple of k's.
+Status expect_attention_inputs(const char* op, DType act, const ConstTensor& q,
+                               const ConstTensor& k, const ConstTensor& v) {
+  const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
+  SPW_RETURN_IF_ERROR(expect_rank(op, "q", q, 4));
+  SPW_RETURN_IF_ERROR(expect_rank(op, "k", k, 4));
+  SPW_RETURN_IF_ERROR(expect_gqa(op, q, k));
+  SPW_RETURN_IF_ERROR(expect(op, "q", q, act, {b, t, hq, d}));
+  SPW_RETURN_IF_ERROR(expect(op, "k", k, act, {b, t, hkv, d}));
+  return expect(op, "v", v, act, {b, t, hkv, d});
+}
+
 int I(int64_t v) {
   return static_cast<int>(v);
 }
@@ -192,12 +205,7 @@ Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTe
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
     const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "q", q, 4));
-    SPW_RETURN_IF_ERROR(expect_rank(op, "k", k, 4));
-    SPW_RETURN_IF_ERROR(expect_gqa(op, q, k));
-    SPW_RETURN_IF_ERROR(expect(op, "q", q, act, {b, t, hq, d}));
-    SPW_RETURN_IF_ERROR(expect(op, "k", k, act, {b, t, hkv, d}));
-    SPW_RETURN_IF_ERROR(expect(op, "v", v, act, {b, t, hkv, d}));
+    SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "lse", lse, DType::kF32, {b, hq, t}));
   }
@@ -212,12 +220,7 @@ Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor 
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
     const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "q", q, 4));
-    SPW_RETURN_IF_ERROR(expect_rank(op, "k", k, 4));
-    SPW_RETURN_IF_ERROR(expect_gqa(op, q, k));
-    SPW_RETURN_IF_ERROR(expect(op, "q", q, act, {b, t, hq, d}));
-    SPW_RETURN_IF_ERROR(expect(op, "k", k, act, {b, t, hkv, d}));
-    SPW_RETURN_IF_ERROR(expect(op, "v", v, act, {b, t, hkv, d}));
+    SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "lse", lse, DType::kF32, {b, hq, t}));
@@ -237,12 +240,7 @@ Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTe
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
     const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "q", q, 4));
-    SPW_RETURN_IF_ERROR(expect_rank(op, "k", k, 4));
-    SPW_RETURN_IF_ERROR(expect_gqa(op, q, k));
-    SPW_RETURN_IF_ERROR(expect(op, "q", q, act, {b, t, hq, d}));
-    SPW_RETURN_IF_ERROR(expect(op, "k", k, act, {b, t, hkv, d}));
-    SPW_RETURN_IF_ERROR(expect(op, "v", v, act, {b, t, hkv, d}));
+    SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
     SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "db", db, DType::kF32, {hkv, d}));
   }

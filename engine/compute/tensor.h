@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -38,13 +39,14 @@ struct Shape {
   std::string to_string() const;
 };
 
-class ConstTensor {
+// A reference to `Data` (void: writable, const void: read-only); Tensor and ConstTensor below.
+template <class Data>
+class TensorRef {
  public:
-  ConstTensor() = default;
-  ConstTensor(const void* data, DType dtype, Shape shape)
-      : data_(data), dtype_(dtype), shape_(shape) {}
+  TensorRef() = default;
+  TensorRef(Data* data, DType dtype, Shape shape) : data_(data), dtype_(dtype), shape_(shape) {}
 
-  const void* data() const { return data_; }
+  Data* data() const { return data_; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return shape_.rank; }
@@ -53,43 +55,26 @@ class ConstTensor {
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   // Absent: no data (an optional argument not given).
   bool absent() const { return data_ == nullptr; }
+  // The data as T (const T for a read-only reference).
   template <class T>
-  const T* as() const {
-    return static_cast<const T*>(data_);
+  auto* as() const {
+    using Element = std::conditional_t<std::is_const_v<Data>, const T, T>;
+    return static_cast<Element*>(data_);
+  }
+  // A writable reference reads as a read-only one.
+  operator TensorRef<const void>() const  // NOLINT: a view reads as const
+      requires(!std::is_const_v<Data>) {
+    return TensorRef<const void>(data_, dtype_, shape_);
   }
 
  private:
-  const void* data_ = nullptr;
+  Data* data_ = nullptr;
   DType dtype_ = DType::kF32;
   Shape shape_;
 };
 
-class Tensor {
- public:
-  Tensor() = default;
-  Tensor(void* data, DType dtype, Shape shape) : data_(data), dtype_(dtype), shape_(shape) {}
-
-  void* data() const { return data_; }
-  DType dtype() const { return dtype_; }
-  const Shape& shape() const { return shape_; }
-  int rank() const { return shape_.rank; }
-  int64_t dim(int i) const { return shape_.dim(i); }
-  int64_t numel() const { return shape_.numel(); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
-  bool absent() const { return data_ == nullptr; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  operator ConstTensor() const {
-    return ConstTensor(data_, dtype_, shape_);
-  }  // NOLINT: a view reads as const
-
- private:
-  void* data_ = nullptr;
-  DType dtype_ = DType::kF32;
-  Shape shape_;
-};
+using ConstTensor = TensorRef<const void>;
+using Tensor = TensorRef<void>;
 
 // Shorthands for the dtypes whose C++ type says it: f32(ptr, {n, d}), i32(ids, {n}).
 inline Tensor f32(float* p, Shape s) {
