@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
+#include "core/crc32c.h"
 #include "core/fail-point.h"
 
 namespace spillway {
@@ -72,11 +74,17 @@ Status fsync_directory(const std::string& dir) {
 
 Status write_file_atomic_stream(
     const std::string& path,
-    const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce) {
+    const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce,
+    FileDigests* digests) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno_status("cannot create " + tmp, errno);
-  Status st = produce([&](const void* d, size_t n) { return write_all(fd, d, n, tmp); });
+  FileDigest digest{path, 0, 0};
+  Status st = produce([&](const void* d, size_t n) {
+    if (digests) digest.crc32c = crc32c_extend(digest.crc32c, d, n);
+    digest.bytes += n;
+    return write_all(fd, d, n, tmp);
+  });
   if (st.ok() && ::fsync(fd) != 0) st = errno_status("cannot fsync " + tmp, errno);
   if (::close(fd) != 0 && st.ok()) st = errno_status("cannot close " + tmp, errno);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -86,7 +94,9 @@ Status write_file_atomic_stream(
     ::unlink(tmp.c_str());
     return st;
   }
-  return fsync_directory(std::filesystem::path(path).parent_path().string());
+  SPW_RETURN_IF_ERROR(fsync_directory(std::filesystem::path(path).parent_path().string()));
+  if (digests) digests->push_back(std::move(digest));
+  return Status();
 }
 
 namespace {
@@ -146,9 +156,35 @@ Status write_folder_atomic(const std::string& dir,
   return fsync_directory(fs::path(dir).parent_path().string());
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data) {
+Status write_file_atomic(const std::string& path, std::string_view data, FileDigests* digests) {
   return write_file_atomic_stream(
-      path, [&](const auto& write) { return write(data.data(), data.size()); });
+      path, [&](const auto& write) { return write(data.data(), data.size()); }, digests);
+}
+
+Result<FileDigest> digest_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return errno_status("cannot open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(path + " is not a regular file");
+  }
+  FileDigest d{path, 0, 0};
+  std::vector<char> buf(size_t{4} << 20);
+  while (true) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return errno_status("cannot read " + path, err);
+    }
+    if (n == 0) break;
+    d.crc32c = crc32c_extend(d.crc32c, buf.data(), static_cast<size_t>(n));
+    d.bytes += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  return d;
 }
 
 MappedFile::~MappedFile() {

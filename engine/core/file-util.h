@@ -11,22 +11,41 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
 namespace spillway {
 
+// What a writer put in a file: its final path, its size and its CRC-32C (core/crc32c.h), taken
+// from the bytes as they go out, so that a checkpoint's manifest needs no second read of files
+// that can be tens of gigabytes.
+struct FileDigest {
+  std::string path;
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+using FileDigests = std::vector<FileDigest>;
+
+// The digest of a whole file, read in 4 MiB pieces (path as given). kNotFound when it does not
+// exist, kInvalidArgument when it is not a regular file, kIo otherwise.
+Result<FileDigest> digest_file(const std::string& path);
+
 // Reads a whole file. kNotFound when it does not exist, kIo otherwise.
 Result<std::string> read_file(const std::string& path);
 
 // Writes `data` to `path` atomically. kNoSpace on a full disk (the old file stays as it was).
-Status write_file_atomic(const std::string& path, std::string_view data);
+// With `digests`, the file's digest is appended there once it is in place.
+Status write_file_atomic(const std::string& path, std::string_view data,
+                         FileDigests* digests = nullptr);
 
 // Streams pieces into `path` atomically: `produce` is called with a writer that appends bytes;
-// the file appears under `path` only when produce returns ok and every byte is on disk.
+// the file appears under `path` only when produce returns ok and every byte is on disk. With
+// `digests`, the file's digest is appended there once it is in place.
 Status write_file_atomic_stream(
     const std::string& path,
-    const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce);
+    const std::function<Status(const std::function<Status(const void*, size_t)>&)>& produce,
+    FileDigests* digests = nullptr);
 
 // Writes a whole folder atomically: `fill` writes its files into `dir.tmp-<pid>`; only when it
 // returns ok does that folder replace `dir` (swapped in with renameat2 RENAME_EXCHANGE where `dir`

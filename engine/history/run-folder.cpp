@@ -103,6 +103,30 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
   return out;
 }
 
+int remove_unfinished_checkpoints(const std::string& checkpoints_dir) {
+  int removed = 0;
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.find(".tmp-") != std::string::npos && e.is_directory(ec) &&
+        !e.is_symlink(ec))
+      doomed.push_back(e.path());
+  }
+  for (const fs::path& p : doomed) {
+    std::error_code rm;
+    fs::remove_all(p, rm);
+    removed += rm ? 0 : 1;
+  }
+  return removed;
+}
+
+int remove_unfinished_checkpoints_if_idle(const std::string& run_dir) {
+  auto lock = RunFolderLock::acquire(run_dir);
+  if (!lock.ok()) return 0;
+  return remove_unfinished_checkpoints(run_checkpoints_dir(run_dir));
+}
+
 Result<RunFolderLock> RunFolderLock::acquire(const std::string& run_dir) {
   const int fd = ::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno_status("cannot open the run folder " + run_dir, errno);

@@ -45,6 +45,17 @@ std::string run_checkpoints_dir(const std::string& run_dir);
 // folder cannot be read.
 std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 
+// Removes every `step-N.tmp-<pid>` folder under `checkpoints_dir`: the unfinished checkpoints of
+// writers that died (SIGKILL, power loss) and the half-removed ones of a keep-N rotation cut
+// short. Only a process holding the run folder's RunFolderLock may call it: no other process
+// writes there, so each such folder is a dead writer's whatever its pid (a pid can be reused).
+// Returns how many it removed.
+int remove_unfinished_checkpoints(const std::string& checkpoints_dir);
+
+// remove_unfinished_checkpoints for `run_dir` when no worker holds its lock (History and plan,
+// which see run folders but write none): 0 when a worker holds it or there is nothing to remove.
+int remove_unfinished_checkpoints_if_idle(const std::string& run_dir);
+
 // An exclusive flock(2) on a run folder, held by the worker that writes the run in it, so that a
 // second worker given the same folder (two jobs naming one output.run_dir, a resume started twice)
 // is refused before it writes anything there: two writers interleave events.jsonl lines and

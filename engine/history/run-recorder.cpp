@@ -98,9 +98,16 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
         lock.status().message() + who +
         ": stop that run or wait for it to end, or choose another output.run_dir");
   }
+  // Under the lock no other worker writes here: a step-N.tmp-<pid> folder is a dead writer's.
+  remove_unfinished_checkpoints(run_checkpoints_dir(info.run_dir));
   // A resume in the checkpoint's own folder: the checkpoints after it are the abandoned steps'.
   std::string set_aside;
   if (resume && same_folder(run_folder_of_checkpoint(resume->checkpoint_dir), info.run_dir)) {
+    if (!resume->run_id.empty() && resume->run_id != info.id)
+      return corrupt("the checkpoint " + resume->checkpoint_dir + " was written by run " +
+                     resume->run_id + ", not by run " + info.id +
+                     " whose folder holds it (it was copied from another run): resume from one "
+                     "of this run's own checkpoints");
     SPW_ASSIGN_OR_RETURN(set_aside, set_aside_checkpoints_after(info.run_dir, resume->step));
   }
   std::string id = info.id;

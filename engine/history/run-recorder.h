@@ -46,6 +46,9 @@ struct RunRecorderOptions {
 struct ResumePoint {
   std::string checkpoint_dir;
   std::int64_t step = 0;
+  // The run that wrote the checkpoint (its manifest's run_id); "" when unknown (format 1). A
+  // checkpoint in a run folder whose run is another is refused: it was copied from that run.
+  std::string run_id;
 };
 
 class RunRecorder {

@@ -268,7 +268,7 @@ uint64_t tensor_bytes(const TensorToWrite& t) {
 }  // namespace
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, FileDigests* digests) {
   std::vector<const TensorToWrite*> sorted;
   for (const auto& t : tensors) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
@@ -278,19 +278,22 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   }
   uint64_t data_bytes = 0;
   std::string header = build_header(sorted, metadata, &data_bytes);
-  return write_file_atomic_stream(path, [&](const auto& write) -> Status {
-    uint8_t len[8];
-    uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    SPW_RETURN_IF_ERROR(write(len, 8));
-    SPW_RETURN_IF_ERROR(write(header.data(), header.size()));
-    for (const TensorToWrite* t : sorted) SPW_RETURN_IF_ERROR(write(t->data, tensor_bytes(*t)));
-    return Status();
-  });
+  return write_file_atomic_stream(
+      path,
+      [&](const auto& write) -> Status {
+        uint8_t len[8];
+        uint64_t n = header.size();
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+        SPW_RETURN_IF_ERROR(write(len, 8));
+        SPW_RETURN_IF_ERROR(write(header.data(), header.size()));
+        for (const TensorToWrite* t : sorted) SPW_RETURN_IF_ERROR(write(t->data, tensor_bytes(*t)));
+        return Status();
+      },
+      digests);
 }
 
 Status write_safetensors_sharded(const std::string& dir, const std::vector<TensorToWrite>& tensors,
-                                 uint64_t max_shard_bytes) {
+                                 uint64_t max_shard_bytes, FileDigests* digests) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return io_error("cannot create " + dir + ": " + ec.message());
@@ -315,7 +318,8 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
   if (shards.size() == 1) {
     fs::remove(fs::path(dir) / "model.safetensors.index.json",
                ec);  // a stale index would shadow nothing, but mislead
-    return write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0]);
+    return write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0],
+                             {{"format", "pt"}}, digests);
   }
   fs::remove(fs::path(dir) / "model.safetensors", ec);  // the reader prefers it over an index
   nlohmann::ordered_json index;
@@ -324,11 +328,12 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
   char name[64];
   for (size_t i = 0; i < shards.size(); ++i) {
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-    SPW_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / name).string(), shards[i]));
+    SPW_RETURN_IF_ERROR(
+        write_safetensors((fs::path(dir) / name).string(), shards[i], {{"format", "pt"}}, digests));
     for (const auto& t : shards[i]) index["weight_map"][t.name] = name;
   }
   return write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(),
-                           index.dump(2) + "\n");
+                           index.dump(2) + "\n", digests);
 }
 
 }  // namespace spillway

@@ -92,14 +92,18 @@ struct TensorToWrite {
 
 // Writes one safetensors file atomically (temp file, fsync, rename, fsync directory): a crash or
 // a full disk (kNoSpace) leaves the previous file untouched. Tensors are written in name order,
-// the header padded with spaces to a multiple of 8 bytes as the reference writer does.
+// the header padded with spaces to a multiple of 8 bytes as the reference writer does. With
+// `digests`, the file's digest (core/file-util.h) is appended there.
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+                         const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                         FileDigests* digests = nullptr);
 
 // Writes `tensors` into `dir` as model.safetensors when they fit in `max_shard_bytes`, else as
 // model-0000i-of-0000n.safetensors shards plus model.safetensors.index.json (transformers'
-// layout); every file is written atomically, the index last.
+// layout); every file is written atomically, the index last. With `digests`, each file's digest
+// is appended there.
 Status write_safetensors_sharded(const std::string& dir, const std::vector<TensorToWrite>& tensors,
-                                 uint64_t max_shard_bytes = 5ull << 30);
+                                 uint64_t max_shard_bytes = 5ull << 30,
+                                 FileDigests* digests = nullptr);
 
 }  // namespace spillway

@@ -9,7 +9,7 @@
 #include "core/file-util.h"
 #include "core/log.h"
 #include "tiers/byte-size.h"
-#include "tiers/crc32c.h"
+#include "core/crc32c.h"
 
 namespace spillway {
 

@@ -5,22 +5,24 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <set>
 
+#include "core/checked-math.h"
 #include "core/fail-point.h"
 #include "core/file-util.h"
 #include "core/json-file.h"
+#include "data/data-cursor.h"
 #include "model/safetensors.h"
 
 namespace spillway {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int kFormatVersion = 1;
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -70,6 +72,11 @@ Status read_moments(const TensorStore& store, const std::string& path, const Blo
   return {};
 }
 
+DataSegment DataSegment::continued(int64_t step, int64_t consumed, int64_t per_step) const {
+  if (per_step == sequences_per_step) return *this;
+  return DataSegment{step, consumed, per_step};
+}
+
 Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
                                     const TrainerState& trainer, OptimizerStateStore* state) {
   std::error_code ec;
@@ -79,7 +86,9 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   const std::string final_dir = (fs::path(checkpoints_dir) / step_name(trainer.step)).string();
   // A checkpoint of the same step from an earlier attempt is replaced.
   Status st = write_folder_atomic(final_dir, [&](const std::string& tmp) -> Status {
-    SPW_RETURN_IF_ERROR(model.save_weights(tmp));
+    CheckpointManifest manifest{trainer.step, trainer.run_id, {}};
+    FileDigests* digests = &manifest.files;
+    SPW_RETURN_IF_ERROR(model.save_weights(tmp, 5ull << 30, digests));
     // Armed with `fail`: the disk fills up here, as a full disk fails the optimizer state's write.
     if (fail_point("checkpoint.write"))
       return errno_status("cannot write " + (fs::path(tmp) / "optimizer.safetensors").string(),
@@ -91,8 +100,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
         auto t = moment_tensors(model.layout().blocks()[b], m.exp_avg(b), m.exp_avg_sq(b));
         moments.insert(moments.end(), t.begin(), t.end());
       }
-      SPW_RETURN_IF_ERROR(
-          write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), moments));
+      SPW_RETURN_IF_ERROR(write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(),
+                                            moments, {{"format", "pt"}}, digests));
     } else if (state) {
       // The moments live on the SSD: stream them out one block at a time. (The master weights are
       // saved from ModelState's compute copy, which on the CPU backend is the fp32 master itself.)
@@ -105,22 +114,30 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
         SPW_RETURN_IF_ERROR(write_safetensors(
             (fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors"))
                 .string(),
-            moment_tensors(model.layout().blocks()[b], mb.data(), vb.data())));
+            moment_tensors(model.layout().blocks()[b], mb.data(), vb.data()), {{"format", "pt"}},
+            digests));
       }
     }
-    nlohmann::json j = {{"format_version", kFormatVersion},
+    nlohmann::json j = {{"format_version", kCheckpointFormatVersion},
                         {"step", trainer.step},
                         {"optimizer_step", model.step},
                         {"tokens", trainer.tokens},
                         {"last_loss", trainer.last_loss},
                         {"data_cursor", trainer.data_cursor},
+                        {"data_segment",
+                         {{"since_step", trainer.data.since_step},
+                          {"sequences_before", trainer.data.sequences_before},
+                          {"sequences_per_step", trainer.data.sequences_per_step}}},
                         {"seed", trainer.seed},
                         {"elapsed_s", trainer.elapsed_s},
-                        {"manual", trainer.manual}};
-    SPW_RETURN_IF_ERROR(
-        write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), j.dump(2) + "\n"));
-    return write_file_atomic((fs::path(tmp) / "config.json").string(),
-                             model.config().to_json().dump(2) + "\n");
+                        {"manual", trainer.manual},
+                        {"run_id", trainer.run_id}};
+    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "trainer_state.json").string(),
+                                          j.dump(2) + "\n", digests));
+    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "config.json").string(),
+                                          model.config().to_json().dump(2) + "\n", digests));
+    // Last: the folder is a checkpoint only once its manifest is there.
+    return write_checkpoint_manifest(tmp, manifest);
   });
   if (!st.ok()) {
     // Nothing of this checkpoint is left behind (write_folder_atomic); the ones before it are
@@ -136,33 +153,173 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   return final_dir;
 }
 
+namespace {
+
+// Strict readings of trainer_state.json: a value of another type, or out of [lo, hi], is an
+// error naming it (a JSON number such as 2^64 or 1e300 must not wrap into a valid-looking one).
+struct StateReader {
+  const nlohmann::json& j;
+  const std::string& path;
+  Status error;
+
+  int64_t integer(const nlohmann::json& o, const char* key, int64_t lo, int64_t hi,
+                  int64_t fallback = -1, bool required = true) {
+    const auto it = o.find(key);
+    if (it == o.end()) {
+      if (required) fail(std::string("'") + key + "' is missing");
+      return fallback;
+    }
+    const bool in_range =
+        it->is_number_integer() &&
+        (it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                  : it->get<int64_t>() >= lo && it->get<int64_t>() <= hi);
+    if (!in_range) {
+      fail(std::string("'") + key + "' is " + describe_json(*it) + ", not an integer in [" +
+           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return fallback;
+    }
+    return it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
+                                    : it->get<int64_t>();
+  }
+  double number(const char* key, double fallback) {
+    const auto it = j.find(key);
+    if (it == j.end()) return fallback;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) ||
+        (std::string_view(key) == "elapsed_s" && it->get<double>() < 0)) {
+      fail(std::string("'") + key + "' is " + describe_json(*it) + ", not a finite number");
+      return fallback;
+    }
+    return it->get<double>();
+  }
+  void fail(const std::string& why) {
+    if (error.ok()) error = corrupt(path + ": " + why);
+  }
+};
+
+// The step a checkpoint folder's name gives (`step-000120` → 120); nullopt for another name (a
+// checkpoint copied elsewhere under a name of the user's).
+std::optional<int64_t> folder_step(const std::string& dir) {
+  std::string n = fs::path(dir).lexically_normal().filename().string();
+  if (n.empty()) n = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (!n.starts_with("step-") || n.size() < 6 || n.size() > 5 + 18 ||
+      n.find_first_not_of("0123456789", 5) != std::string::npos)
+    return std::nullopt;
+  return std::stoll(n.substr(5));
+}
+
+}  // namespace
+
+Status check_trainer_state(const std::string& dir, const TrainerState& t, int64_t optimizer_step,
+                           const CheckpointManifest* manifest) {
+  const auto refuse = [&](const std::string& why) {
+    return corrupt("the checkpoint " + dir + " is damaged: " + why +
+                   "; resume from an earlier checkpoint");
+  };
+  const std::string step = std::to_string(t.step);
+  if (auto named = folder_step(dir); named && *named != t.step)
+    return refuse("trainer_state.json says step " + step + " in the folder of step " +
+                  std::to_string(*named));
+  if (manifest && manifest->step != t.step)
+    return refuse("trainer_state.json says step " + step + ", its manifest step " +
+                  std::to_string(manifest->step));
+  if (manifest && manifest->run_id != t.run_id)
+    return refuse("trainer_state.json is of run '" + t.run_id + "', its manifest of run '" +
+                  manifest->run_id + "'");
+  if (optimizer_step != t.step)
+    return refuse("the optimizer's step is " + std::to_string(optimizer_step) + " at step " + step +
+                  " (AdamW takes one step per training step)");
+  if (t.data_cursor.is_null()) return Status();  // saved outside a trainer: no data position
+  auto cursor = DataCursor::from_json(t.data_cursor);
+  if (!cursor.ok()) return refuse("trainer_state.json: " + cursor.status().message());
+  uint64_t consumed = 0;
+  if (!checked_mul(static_cast<uint64_t>(cursor->epoch),
+                   static_cast<uint64_t>(cursor->dataset_size), &consumed) ||
+      consumed + static_cast<uint64_t>(cursor->index) > kSaturatedCount)
+    return refuse("the data cursor's epoch " + std::to_string(cursor->epoch) +
+                  " is beyond any run's");
+  consumed += static_cast<uint64_t>(cursor->index);
+  const DataSegment& d = t.data;
+  if (d.sequences_per_step > 0) {
+    uint64_t expected = 0;
+    if (d.since_step > t.step ||
+        !checked_mul(static_cast<uint64_t>(t.step - d.since_step),
+                     static_cast<uint64_t>(d.sequences_per_step), &expected) ||
+        expected + static_cast<uint64_t>(d.sequences_before) != consumed)
+      return refuse("the data cursor (epoch " + std::to_string(cursor->epoch) + ", index " +
+                    std::to_string(cursor->index) + " of " + std::to_string(cursor->dataset_size) +
+                    " sequences) is not where step " + step + " leaves it (" +
+                    std::to_string(d.sequences_per_step) + " sequences per step since step " +
+                    std::to_string(d.since_step) + ")");
+  }
+  return Status();
+}
+
 Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
-                                     OptimizerStateStore* state) {
+                                     OptimizerStateStore* state, bool* legacy) {
+  // The files first: none is read for its values until each matches the manifest.
+  auto manifest = verify_checkpoint_files(dir);
+  const bool unverified = !manifest.ok() && manifest.status().code() == ErrorCode::kNotFound;
+  if (!manifest.ok() && !unverified) return manifest.status();
   const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
   auto text = read_file(state_path);
   if (!text.ok())
     return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
   SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, state_path, ErrorCode::kCorrupt));
   if (!j.is_object()) return corrupt(state_path + ": not a JSON object");
+  StateReader r{j, state_path, {}};
+  const int64_t version = r.integer(j, "format_version", 1, 1 << 20);
+  SPW_RETURN_IF_ERROR(r.error);
+  if (version > kCheckpointFormatVersion)
+    return unsupported(state_path + ": checkpoint format " + std::to_string(version) +
+                       " is newer than this Spillway reads (" +
+                       std::to_string(kCheckpointFormatVersion) +
+                       "); open it with the Spillway that wrote it");
+  if (unverified && version != 1)
+    return corrupt("the checkpoint " + dir + " is damaged: its " + kCheckpointManifestFile +
+                   " is missing (the checkpoint was not finished, or the file was removed); "
+                   "resume from an earlier checkpoint");
+  if (legacy) *legacy = unverified;
   TrainerState t;
-  try {
-    if (j.at("format_version").get<int>() != kFormatVersion)
-      return unsupported(state_path + ": checkpoint format " + j["format_version"].dump() +
-                         " is not supported");
-    t.step = j.at("step").get<int64_t>();
-    t.tokens = j.value("tokens", int64_t{0});
-    t.last_loss = j.value("last_loss", 0.0);
-    t.data_cursor = j.value("data_cursor", nlohmann::json());
-    t.seed = j.value("seed", uint64_t{0});
-    t.elapsed_s = j.value("elapsed_s", 0.0);
-    t.manual = j.value("manual", false);
-    model.step = j.at("optimizer_step").get<int64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    return corrupt(state_path + ": " + std::string(e.what()).substr(0, 200) +
-                   "; the checkpoint is damaged: resume from an earlier one");
+  t.step = r.integer(j, "step", 0, kMaxCheckpointStep);
+  const int64_t optimizer_step = r.integer(j, "optimizer_step", 0, kMaxCheckpointStep);
+  t.tokens = r.integer(j, "tokens", 0, static_cast<int64_t>(kSaturatedCount), 0, false);
+  t.last_loss = r.number("last_loss", 0.0);
+  t.elapsed_s = r.number("elapsed_s", 0.0);
+  t.data_cursor = j.value("data_cursor", nlohmann::json());
+  if (const auto seed = j.find("seed"); seed != j.end()) {
+    if (!seed->is_number_integer() || (!seed->is_number_unsigned() && seed->get<int64_t>() < 0))
+      r.fail("'seed' is " + describe_json(*seed) + ", not an unsigned integer");
+    else
+      t.seed = seed->get<uint64_t>();
   }
-  SPW_ASSIGN_OR_RETURN(TensorStore weights,
-                       TensorStore::open((fs::path(dir) / "model.safetensors").string()));
+  if (const auto manual = j.find("manual"); manual != j.end()) {
+    if (!manual->is_boolean())
+      r.fail("'manual' is not true or false");
+    else
+      t.manual = manual->get<bool>();
+  }
+  if (version >= 2) {
+    const auto run = j.find("run_id");
+    if (run == j.end() || !run->is_string())
+      r.fail("'run_id' is not text");
+    else
+      t.run_id = run->get<std::string>();
+    const auto seg = j.find("data_segment");
+    if (seg == j.end() || !seg->is_object()) {
+      r.fail("'data_segment' is missing");
+    } else {
+      t.data.since_step = r.integer(*seg, "since_step", 0, kMaxCheckpointStep);
+      t.data.sequences_before = r.integer(*seg, "sequences_before", 0, kSaturatedCount);
+      t.data.sequences_per_step = r.integer(*seg, "sequences_per_step", 0, int64_t{1} << 31);
+    }
+  }
+  if (!r.error.ok())
+    return corrupt(r.error.message() + "; the checkpoint is damaged: resume from an earlier one");
+  SPW_RETURN_IF_ERROR(
+      check_trainer_state(dir, t, optimizer_step, manifest.ok() ? &*manifest : nullptr));
+  model.step = optimizer_step;
+  // The weights: model.safetensors, or its shards and index (save_weights shards above 5 GiB).
+  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(dir));
   SPW_RETURN_IF_ERROR(model.load_weights(weights));
   if (!model.has_optimizer() && !state) return t;
   const std::string single = (fs::path(dir) / "optimizer.safetensors").string();
@@ -188,8 +345,38 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
   return t;
 }
 
-void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
-  if (keep <= 0) return;
+namespace {
+
+// Files in `dir` that its manifest does not list (a user's notes beside the checkpoint), relative
+// to `dir`; empty for a checkpoint of format 1 without a manifest when it holds only its own names.
+std::vector<std::string> foreign_files(const std::string& dir) {
+  std::set<std::string> own = {kCheckpointManifestFile};
+  auto text = read_file((fs::path(dir) / kCheckpointManifestFile).string());
+  auto j = text.ok() ? parse_json(*text, dir, ErrorCode::kCorrupt)
+                     : Result<nlohmann::json>(text.status());
+  if (j.ok() && j->is_object() && j->contains("files") && (*j)["files"].is_array()) {
+    for (const auto& e : (*j)["files"])
+      if (e.is_object() && e.contains("path") && e["path"].is_string())
+        own.insert(e["path"].get<std::string>());
+  }
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_directory(ec)) continue;
+    const std::string rel = it->path().lexically_relative(dir).generic_string();
+    const bool known =
+        own.contains(rel) || (!j.ok() && (rel.ends_with(".safetensors") || rel.ends_with(".json")));
+    if (!known) out.push_back(rel);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> prune_checkpoints(const std::string& checkpoints_dir, int keep) {
+  std::vector<std::string> notes;
+  if (keep <= 0) return notes;
   std::vector<std::string> scheduled;  // oldest first, as list_checkpoints gives them
   for (std::string& dir : list_checkpoints(checkpoints_dir)) {
     auto text = read_file((fs::path(dir) / "trainer_state.json").string());
@@ -200,16 +387,25 @@ void prune_checkpoints(const std::string& checkpoints_dir, int keep) {
   }
   std::error_code ec;
   for (size_t i = 0; i + keep < scheduled.size(); ++i) {
+    // Spillway removes only what it wrote: a checkpoint holding a file of the user's stays whole.
+    if (const auto foreign = foreign_files(scheduled[i]); !foreign.empty()) {
+      notes.push_back("kept " + scheduled[i] + " past the keep-" + std::to_string(keep) +
+                      " rotation: it holds " + foreign.front() +
+                      (foreign.size() > 1 ? " and " + std::to_string(foreign.size() - 1) + " more"
+                                          : std::string()) +
+                      ", which Spillway did not write; move it out and delete the folder yourself");
+      continue;
+    }
     // Renamed out of the list first: a kill in the middle of remove_all would otherwise leave a
     // half-deleted step-N folder that list_checkpoints (and History's Resume) offers as whole. As
-    // step-N.tmp-<pid> it is never listed, and the next writer removes it once this process is
-    // gone.
+    // step-N.tmp-<pid> it is never listed, and the next run over the folder removes it.
     const std::string doomed = scheduled[i] + ".tmp-" + std::to_string(::getpid());
     fs::rename(scheduled[i], doomed, ec);
     if (ec) continue;  // left in place, whole; the next prune tries again
     if (fail_point("checkpoint.prune")) continue;
     fs::remove_all(doomed, ec);
   }
+  return notes;
 }
 
 }  // namespace spillway

@@ -6,10 +6,16 @@
 //                            trainer_state.json     step, data cursor, seeds, tokens, loss
 //                            config.json            the model's config (the folder loads as
 //                                                   a model)
+//                            manifest.json          written last: the step, the run, and each
+//                                                   file's size and CRC-32C
+//                                                   (train/checkpoint-manifest.h)
 //
-// Writing is atomic at folder level: files go into `step-N.tmp-<pid>/`, each fsynced, then the
-// folder is renamed and its parent fsynced, so a crash or a full disk never leaves a torn
-// checkpoint and never touches the last good one. Functions are thread-compatible.
+// Writing is atomic at folder level: files go into `step-N.tmp-<pid>/`, each fsynced, the manifest
+// last, then the folder is renamed and its parent fsynced, so a crash or a full disk never leaves a
+// torn checkpoint and never touches the last good one. Reading checks before it uses a byte: every
+// file against the manifest, then every value against the others (check_trainer_state), so a
+// damaged, edited or mixed checkpoint is refused rather than trained on. Functions are
+// thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +24,28 @@
 #include <vector>
 
 #include "history/run-folder.h"  // list_checkpoints: the run folder's layout
+#include "train/checkpoint-manifest.h"
 #include "train/model-state.h"
 #include "train/optimizer-state.h"
 
 namespace spillway {
+
+// Where the data cursor must be at a step: sequences consumed = sequences_before + (step -
+// since_step) * sequences_per_step. A run starts a segment at step 0; a resume whose job reads
+// another number of sequences per step (micro-batch × gradient accumulation) starts a new one.
+struct DataSegment {
+  int64_t since_step = 0;
+  int64_t sequences_before = 0;
+  int64_t sequences_per_step = 0;  // 0: unknown (a checkpoint of format 1)
+
+  // The segment a run at `step` with cursor position `consumed` continues with `per_step`
+  // sequences per step: this one when its rate is the same, else a new one from `step`.
+  DataSegment continued(int64_t step, int64_t consumed, int64_t per_step) const;
+};
+
+// The largest step (and optimizer step) a checkpoint may hold: 2^53, the largest integer every JSON
+// reader keeps exactly. A run of more steps is refused when its job is read.
+inline constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;
 
 struct TrainerState {
   int64_t step = 0;
@@ -33,7 +57,17 @@ struct TrainerState {
   // Saved on request (Save checkpoint, SIGUSR1) rather than by train.checkpoint_every: the user
   // chose this step, so prune_checkpoints never removes it.
   bool manual = false;
+  std::string run_id;  // the run that saved it; "" outside a run (and in format 1)
+  DataSegment data;
 };
+
+// Checks the values of a checkpoint read from `dir` against each other: step within [0,
+// kMaxCheckpointStep] and equal to the folder's (`step-NNNNNN`) and the manifest's, the optimizer's
+// step equal to it, tokens, loss and time in range, and the data cursor where its segment puts it
+// at that step. kCorrupt naming the value and the checkpoint, with what to do. `optimizer_step`:
+// the value read for ModelState::step; `manifest`: null for a checkpoint of format 1.
+Status check_trainer_state(const std::string& dir, const TrainerState& t, int64_t optimizer_step,
+                           const CheckpointManifest* manifest);
 
 // Writes `state` (with optimizer moments when present) into `checkpoints_dir/step-NNNNNN`.
 // Returns the folder. kNoSpace when the disk is full (nothing is left behind).
@@ -43,12 +77,17 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
                                     const TrainerState& trainer,
                                     OptimizerStateStore* state = nullptr);
 // Reads a checkpoint folder into `model` (which must have the checkpoint's layout) and returns the
-// trainer state. kNotFound / kCorrupt name the file.
+// trainer state: first verify_checkpoint_files and check_trainer_state, then the weights and
+// moments. kNotFound / kCorrupt name the file and what does not match; kUnsupported for a format
+// this build does not read. A checkpoint of format 1 (no manifest; before 2026-11-28) loads with
+// the value checks, its files unverified (`*legacy` set when given).
 // Moments go into ModelState when it has them, else into `state` (the SSD store).
 Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
-                                     OptimizerStateStore* state = nullptr);
+                                     OptimizerStateStore* state = nullptr, bool* legacy = nullptr);
 // Removes all but the newest `keep` of the checkpoints saved by the schedule (keep <= 0: keeps
-// all); a manual one (trainer_state.json "manual": true) is never removed and does not count.
-void prune_checkpoints(const std::string& checkpoints_dir, int keep);
+// all); a manual one (trainer_state.json "manual": true) is never removed and does not count, nor
+// is one that holds files its manifest does not list (a user's file: the folder is kept whole and
+// named in the returned notes, one line each).
+std::vector<std::string> prune_checkpoints(const std::string& checkpoints_dir, int keep);
 
 }  // namespace spillway

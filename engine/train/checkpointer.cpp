@@ -20,10 +20,12 @@ Status Checkpointer::save(TrainerState& progress, bool manual) {
   SPW_RETURN_IF_ERROR(run_.optimizer->status());
   const std::string checkpoints = (fs::path(report_.run_dir()) / "checkpoints").string();
   progress.manual = manual;
+  progress.run_id = report_.run_id();
   auto saved = save_checkpoint(checkpoints, *run_.state, progress, run_.opt_state.get());
   progress.manual = false;
   SPW_ASSIGN_OR_RETURN(std::string dir, std::move(saved));
-  prune_checkpoints(checkpoints, keep_);
+  for (const std::string& note : prune_checkpoints(checkpoints, keep_))
+    report_.log(LogLevel::kWarn, note);
   uint64_t bytes = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))

@@ -8,6 +8,7 @@
 #include "compute/backend-loader.h"
 #include "data/batch-iterator.h"
 #include "model/safetensors.h"
+#include "train/checkpoint-manifest.h"
 #include "train/export.h"
 
 namespace spillway {
@@ -16,6 +17,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::open(
     const std::string& model_dir, int max_seq, int batch, uint64_t device_memory_bytes,
     const std::string& backend, const std::string& tokenizer_path) {
   auto s = std::make_unique<InferenceSession>();
+  SPW_RETURN_IF_ERROR(verify_if_checkpoint(model_dir));  // a checkpoint folder as the model
   SPW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(model_dir));
   SPW_ASSIGN_OR_RETURN(s->tokenizer_,
                        load_model_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path));

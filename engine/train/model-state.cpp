@@ -59,14 +59,15 @@ void ModelState::init_random(uint64_t seed, float std) {
   });
 }
 
-Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes) const {
+Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes,
+                                FileDigests* digests) const {
   std::vector<TensorToWrite> tensors;
   for (size_t b = 0; b < num_blocks(); ++b) {
     for (const ParamView& p : layout_.blocks()[b].params) {
       tensors.push_back({p.name, DType::kF32, p.shape, master(b) + p.offset});
     }
   }
-  return write_safetensors_sharded(dir, tensors, max_shard_bytes);
+  return write_safetensors_sharded(dir, tensors, max_shard_bytes, digests);
 }
 
 uint64_t ModelState::weight_bytes() const {

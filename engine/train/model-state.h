@@ -43,7 +43,8 @@ class ModelState {
   // norm weights 1. Deterministic for a seed (mt19937_64 + Box-Muller, independent of threads).
   void init_random(uint64_t seed, float std = 0.02f);
   // Writes the master weights with their Hugging Face names (sharded above `max_shard_bytes`).
-  Status save_weights(const std::string& dir, uint64_t max_shard_bytes = 5ull << 30) const;
+  Status save_weights(const std::string& dir, uint64_t max_shard_bytes = 5ull << 30,
+                      FileDigests* digests = nullptr) const;
   // Bytes of host memory held, per kind.
   uint64_t weight_bytes() const;
   uint64_t optimizer_bytes() const;

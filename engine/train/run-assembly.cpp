@@ -79,6 +79,7 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
   SPW_ASSIGN_OR_RETURN(run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd));
   if (!job.model_path.empty()) {
+    SPW_RETURN_IF_ERROR(verify_if_checkpoint(job.model_path));  // a checkpoint as the model
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
     SPW_RETURN_IF_ERROR(run.state->load_weights(weights));
   } else {
@@ -176,13 +177,28 @@ Status load_data(const TrainJob& job, RunAssembly& run) {
   return {};
 }
 
-// The checkpoint's weights and AdamW state, and the batch cursor where its step left off.
-Status resume(const std::string& checkpoint_dir, RunAssembly& run) {
-  SPW_ASSIGN_OR_RETURN(run.start, load_checkpoint(checkpoint_dir, *run.state, run.opt_state.get()));
+// The checkpoint's weights and AdamW state, and the batch cursor where its step left off
+// (load_checkpoint has checked the files and values; seek checks the cursor against this dataset).
+Status resume(const std::string& checkpoint_dir, int64_t sequences_per_step, RunAssembly& run) {
+  bool legacy = false;
+  SPW_ASSIGN_OR_RETURN(run.start,
+                       load_checkpoint(checkpoint_dir, *run.state, run.opt_state.get(), &legacy));
   run.resumed_from = checkpoint_dir;
+  if (legacy)
+    run.resume_note = "the checkpoint " + checkpoint_dir +
+                      " was written by an earlier Spillway (format 1, no manifest): its values "
+                      "were checked, its files cannot be; the next checkpoints have a manifest";
+  // A trainer's checkpoint of format 2 always knows its data segment (check_trainer_state has
+  // checked the cursor against it).
+  if (!legacy && run.start.data.sequences_per_step == 0)
+    return corrupt("the checkpoint " + checkpoint_dir +
+                   " is damaged: trainer_state.json has no data position; resume from an "
+                   "earlier checkpoint");
   auto cursor = DataCursor::from_json(run.start.data_cursor);
   if (!cursor.ok()) return cursor.status().with_context(checkpoint_dir);
-  return run.iter->seek(*cursor);
+  SPW_RETURN_IF_ERROR(run.iter->seek(*cursor));
+  run.start.data = run.start.data.continued(run.start.step, cursor->consumed(), sequences_per_step);
+  return {};
 }
 
 // What the run's plan is made with: the host's figures, and on a GPU the GPU's own, measured
@@ -236,7 +252,9 @@ Status assemble_run(const TrainJob& job, const std::string& resume_from, RunAsse
   SPW_RETURN_IF_ERROR(create_backend(job, *run));
   SPW_RETURN_IF_ERROR(load_model(job, *run));
   SPW_RETURN_IF_ERROR(load_data(job, *run));
-  if (!resume_from.empty()) SPW_RETURN_IF_ERROR(resume(resume_from, *run));
+  const int64_t sequences_per_step = int64_t{job.micro_batch_size} * job.grad_accum;
+  run->start.data = DataSegment{0, 0, sequences_per_step};
+  if (!resume_from.empty()) SPW_RETURN_IF_ERROR(resume(resume_from, sequences_per_step, *run));
   probe_for_plan(job, *run);
   return build_engine(job, *run);
 }

@@ -58,6 +58,7 @@ struct RunAssembly {
   int64_t total_steps = 0;
   TrainerState start;        // where training starts: step 0, or the resumed checkpoint's state
   std::string resumed_from;  // the checkpoint folder it resumed from ("" for a fresh run)
+  std::string resume_note;   // what the resume could not check ("" when it checked everything)
   MachineProbe machine;      // this machine's figures, for the run's plan
   std::string probe_note;    // why the plan uses estimated figures ("" when probed)
   std::unique_ptr<StreamingEngine> engine;

@@ -199,6 +199,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job,
       &trainer->stop_);  // a SIGTERM stops a long step between layers, not after it
   t.report->log(LogLevel::kInfo, "backend " + t.run.backend_reason);
   if (!t.run.probe_note.empty()) t.report->log(LogLevel::kWarn, t.run.probe_note);
+  if (!t.run.resume_note.empty()) t.report->log(LogLevel::kWarn, t.run.resume_note);
   if (!resume_from.empty())
     t.report->log(LogLevel::kInfo,
                   "resumed from " + resume_from + " at step " + std::to_string(t.progress.step));

@@ -1,4 +1,4 @@
-#include "tiers/crc32c.h"
+#include "core/crc32c.h"
 
 #include <gtest/gtest.h>
 
