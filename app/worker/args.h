@@ -22,14 +22,20 @@ struct Args {
   bool has(const std::string& flag) const { return flags.count(flag) > 0; }
   std::optional<std::string> get(const std::string& name) const;
   Result<std::string> require(const std::string& name) const;
-  // A finite number (nan and inf are errors); `fallback` when the option is absent.
+  // A finite decimal number (0.7, -2, 1e-3); hexadecimal, nan, inf and spaces are errors;
+  // `fallback` when the option is absent.
   Result<double> number(const std::string& name, double fallback) const;
-  // A whole number in [lo, hi]: 5.9, 1e12 past hi or "ten" are errors naming the option and the
-  // range, never truncated or wrapped into an int.
+  // A whole decimal number in [lo, hi] (digits, with a leading '-' for a negative one): 5.9, 1e3,
+  // 0x10, " 5", past hi or "ten" are errors naming the option and the range; `fallback` when the
+  // option is absent.
   Result<int64_t> integer(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
 };
 
 // `value_options` take a value ("--model"); `flag_options` do not ("--json").
+// `text` as Args::integer reads an option's value; `name` is the option, for the message.
+Result<int64_t> parse_integer(const std::string& name, const std::string& text, int64_t lo,
+                              int64_t hi);
+
 Result<Args> parse_args(const std::vector<std::string>& argv,
                         const std::set<std::string>& value_options,
                         const std::set<std::string>& flag_options);

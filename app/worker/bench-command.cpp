@@ -57,11 +57,7 @@ struct BenchOptions {
 };
 
 Result<int> whole_number(const std::string& name, const std::string& text, int min) {
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < min || v > (1 << 30))
-    return invalid_argument("option " + name + " expects whole numbers of at least " +
-                            std::to_string(min) + ", got '" + text + "'");
+  SPW_ASSIGN_OR_RETURN(const int64_t v, parse_integer(name, text, min, 1 << 30));
   return static_cast<int>(v);
 }
 

@@ -189,6 +189,17 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   }
   if (!ids.ok()) return report_failure(io, as_json, ids.status().with_context("--prompt"));
   const size_t prompt_len = ids->size();
+  // A prompt that fills the context leaves no new token to generate: say so, not an empty answer.
+  if (prompt_len >= static_cast<size_t>((*session)->max_seq()))
+    return report_failure(
+        io, as_json,
+        invalid_argument(
+            "the prompt is " + std::to_string(prompt_len) + " tokens, and this model holds " +
+            std::to_string((*session)->max_seq()) + " (max_position_embeddings " +
+            std::to_string(config->max_position_embeddings) +
+            (config->max_position_embeddings > (*session)->max_seq() ? ", generate uses 1024"
+                                                                     : "") +
+            "): no room is left for new tokens; shorten the prompt"));
   auto out = (*session)->generate(*ids, o);
   if (!out.ok()) return report_failure(io, as_json, out.status());
   const std::vector<int32_t> fresh(out->begin() + prompt_len, out->end());

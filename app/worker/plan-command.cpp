@@ -228,14 +228,9 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   auto job = load_job(args->positional[0]);
   if (!job.ok()) return report_failure(io, json, job.status());
   if (auto text = args->get("--measure")) {
-    char* end = nullptr;
-    const long steps = std::strtol(text->c_str(), &end, 10);
-    if (text->empty() || *end != '\0' || steps < 1 || steps > kMaxMeasureSteps)
-      return report_failure(
-          io, json,
-          invalid_argument("plan: --measure takes a number of steps from 1 to " +
-                           std::to_string(kMaxMeasureSteps) + ", got '" + *text + "'"));
-    return measure_plan(*job, static_cast<int>(steps), json, io);
+    const auto steps = parse_integer("--measure", *text, 1, kMaxMeasureSteps);
+    if (!steps.ok()) return report_failure(io, json, steps.status().with_context("plan"));
+    return measure_plan(*job, static_cast<int>(*steps), json, io);
   }
   Result<ModelConfig> config = !job->model_path.empty() ? ModelConfig::load(job->model_path)
                                : !job->init_preset.empty()

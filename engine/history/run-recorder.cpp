@@ -103,7 +103,7 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
   // A resume in the checkpoint's own folder: the checkpoints after it are the abandoned steps'.
   std::string set_aside;
   if (resume && same_folder(run_folder_of_checkpoint(resume->checkpoint_dir), info.run_dir)) {
-    if (!resume->run_id.empty() && resume->run_id != info.id)
+    if (resumed && !resume->run_id.empty() && resume->run_id != info.id)
       return corrupt("the checkpoint " + resume->checkpoint_dir + " was written by run " +
                      resume->run_id + ", not by run " + info.id +
                      " whose folder holds it (it was copied from another run): resume from one "

@@ -47,7 +47,8 @@ struct ResumePoint {
   std::string checkpoint_dir;
   std::int64_t step = 0;
   // The run that wrote the checkpoint (its manifest's run_id); "" when unknown (format 1). A
-  // checkpoint in a run folder whose run is another is refused: it was copied from that run.
+  // checkpoint in the folder of a run of runs.db that is not its writer is refused: it was copied
+  // from another run. (A whole run folder moved elsewhere, with no row, resumes as a new run.)
   std::string run_id;
 };
 

@@ -97,7 +97,7 @@ Result<CheckpointManifest> read_manifest(const std::string& dir) {
 }  // namespace
 
 Status write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& m) {
-  nlohmann::json files = nlohmann::json::array();
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
   FileDigests sorted = m.files;
   for (FileDigest& f : sorted) {
     const std::string rel = relative_inside(dir, f.path);
@@ -109,7 +109,7 @@ Status write_checkpoint_manifest(const std::string& dir, const CheckpointManifes
             [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
   for (const FileDigest& f : sorted)
     files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"crc32c", hex32(f.crc32c)}});
-  const nlohmann::json j = {{"format", kFormatName},
+  const nlohmann::ordered_json j = {{"format", kFormatName},
                             {"format_version", kCheckpointFormatVersion},
                             {"step", m.step},
                             {"run_id", m.run_id},
@@ -130,13 +130,14 @@ Result<CheckpointManifest> verify_checkpoint_files(const std::string& dir) {
       return damaged(dir, f.path + " is listed in its manifest but cannot be read (" +
                               d.status().message() + ")");
     if (d->bytes != f.bytes)
-      return damaged(dir, f.path + " has " + std::to_string(d->bytes) +
-                              " bytes where its manifest says " + std::to_string(f.bytes) +
-                              " (cut off, or copied from another checkpoint)");
+      return damaged(dir, f.path + " does not match its manifest (" + std::to_string(d->bytes) +
+                              " bytes, recorded " + std::to_string(f.bytes) +
+                              "): it was cut off, edited, or copied from another checkpoint");
     if (d->crc32c != f.crc32c)
       return damaged(dir, f.path + " does not match its manifest (CRC-32C " + hex32(d->crc32c) +
                               ", recorded " + hex32(f.crc32c) +
-                              "): its bytes changed since the checkpoint was written, or it was "
+                              "): its bytes changed since the checkpoint was written (a bad disk "
+                              "block, an edit), or it was "
                               "copied from another checkpoint");
     listed.insert(f.path);
   }

@@ -266,7 +266,8 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
     return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
   SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, state_path, ErrorCode::kCorrupt));
   if (!j.is_object()) return corrupt(state_path + ": not a JSON object");
-  StateReader r{j, state_path, {}};
+  const std::string state_name = "trainer_state.json";
+  StateReader r{j, state_name, {}};
   const int64_t version = r.integer(j, "format_version", 1, 1 << 20);
   SPW_RETURN_IF_ERROR(r.error);
   if (version > kCheckpointFormatVersion)
@@ -314,7 +315,8 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
     }
   }
   if (!r.error.ok())
-    return corrupt(r.error.message() + "; the checkpoint is damaged: resume from an earlier one");
+    return corrupt("the checkpoint " + dir + " is damaged: " + r.error.message() +
+                   "; resume from an earlier checkpoint");
   SPW_RETURN_IF_ERROR(
       check_trainer_state(dir, t, optimizer_step, manifest.ok() ? &*manifest : nullptr));
   model.step = optimizer_step;

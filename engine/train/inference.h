@@ -60,6 +60,8 @@ class InferenceSession {
   const std::string& backend_description() const { return backend_description_; }
   const ModelConfig& config() const { return state_->config(); }
 
+  // The longest sequence, prompt and new tokens together, that the session holds.
+  int max_seq() const { return max_seq_; }
   // Mean loss of `ds` (sequences of at most max_seq tokens).
   Result<EvalResult> eval(const Dataset& ds);
   // The prompt's ids followed by up to max_new_tokens generated ids.

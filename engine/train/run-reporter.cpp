@@ -72,7 +72,8 @@ Result<std::unique_ptr<RunReporter>> RunReporter::create(const TrainJob& job, Ru
   ro.on_warning = hooks.on_warning;
   // A resume continues its run: one row, one folder (history/run-recorder.h).
   std::optional<ResumePoint> resume;
-  if (!run.resumed_from.empty()) resume = ResumePoint{run.resumed_from, run.start.step, run.start.run_id};
+  if (!run.resumed_from.empty())
+    resume = ResumePoint{run.resumed_from, run.start.step, run.start.run_id};
   SPW_ASSIGN_OR_RETURN(r->rec_,
                        RunRecorder::create(run_info(job, run, hooks), std::move(ro), resume));
   if (hooks.on_run_folder) SPW_RETURN_IF_ERROR(hooks.on_run_folder(r->run_dir()));

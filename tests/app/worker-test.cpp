@@ -632,7 +632,7 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
 
   r = worker({"plan", path, "--measure", "0"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--measure takes a number of steps from 1 to 1000, got '0'"),
+  EXPECT_NE(r.err.find("--measure expects a whole decimal number from 1 to 1000, got '0'"),
             std::string::npos)
       << r.err;
 }
@@ -1127,6 +1127,49 @@ TEST_F(WorkerTest, GenerateFromAByteModelCheckpointWritesValidJson) {
               "ROMEO:", "--max-new-tokens", "5"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ROMEO:", 0), 0u) << r.out;
+}
+
+// Numbers on the command line are decimal where a count or a rate is expected: strtod read
+// "--temperature 0x10" as 16, "--max-new-tokens 1e2" as 100 and " 5" as 5 (issue 28 point 3).
+TEST_F(WorkerTest, NumbersOnTheCommandLineAreDecimal) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string model = testing::data_path("models/stories260K");
+  for (const auto& [option, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--temperature", "0x10"},
+                                                        {"--temperature", "inf"},
+                                                        {"--top-p", " 0.5"},
+                                                        {"--max-new-tokens", "1e2"},
+                                                        {"--max-new-tokens", "0x10"},
+                                                        {"--max-new-tokens", "+5"},
+                                                        {"--seed", "5.0"}}) {
+    SCOPED_TRACE(option + " " + value);
+    const auto r = worker({"generate", "--model", model, "--prompt", "Once", option, value});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("option " + option + " expects a"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("decimal number"), std::string::npos) << r.err;
+  }
+  // Plain decimals are read as before.
+  const auto ok = worker({"generate", "--model", model, "--prompt", "Once", "--temperature", "0.5",
+                          "--max-new-tokens", "4", "--seed", "7", "--json"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const auto bench = worker({"bench", "--model", "stories260K", "--micro-batch", "0x2"});
+  EXPECT_EQ(bench.exit_code, 2) << bench.err;
+  EXPECT_NE(bench.err.find("--micro-batch expects a whole decimal number"), std::string::npos)
+      << bench.err;
+}
+
+// A prompt that fills the model's positions leaves no room for a new token: generate says so
+// (exit 2) instead of answering nothing with exit 0.
+TEST_F(WorkerTest, GenerateSaysWhenThePromptLeavesNoRoom) {
+  SPILLWAY_REQUIRE_DATA();
+  std::string prompt;
+  for (int i = 0; i < 600; ++i) prompt += "Once upon a time ";  // > 512 positions of stories260K
+  const auto r =
+      worker({"generate", "--model", testing::data_path("models/stories260K"), "--prompt", prompt});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no room is left for new tokens; shorten the prompt"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("max_position_embeddings 512"), std::string::npos) << r.err;
 }
 
 }  // namespace
