@@ -12,6 +12,7 @@
 #include <ostream>
 #include <utility>
 
+#include "history/run-folder.h"
 #include "tiers/byte-size.h"
 #include "train/planner.h"
 #include "train/run-figures.h"
@@ -227,6 +228,9 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   if (args->positional.size() != 1) return report_failure(io, json, invalid_argument(kUsage));
   auto job = load_job(args->positional[0]);
   if (!job.ok()) return report_failure(io, json, job.status());
+  // The run folder the job names may hold a killed writer's unfinished checkpoint: removed here
+  // when no worker holds the folder, as the next run over it would.
+  if (!job->run_dir.empty()) remove_unfinished_checkpoints_if_idle(job->run_dir);
   if (auto text = args->get("--measure")) {
     const auto steps = parse_integer("--measure", *text, 1, kMaxMeasureSteps);
     if (!steps.ok()) return report_failure(io, json, steps.status().with_context("plan"));

@@ -53,7 +53,8 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 int remove_unfinished_checkpoints(const std::string& checkpoints_dir);
 
 // remove_unfinished_checkpoints for `run_dir` when no worker holds its lock (History and plan,
-// which see run folders but write none): 0 when a worker holds it or there is nothing to remove.
+// which see run folders but train in none): 0 when a worker holds it or there is nothing to
+// remove. The lock is held only while it removes.
 int remove_unfinished_checkpoints_if_idle(const std::string& run_dir);
 
 // An exclusive flock(2) on a run folder, held by the worker that writes the run in it, so that a

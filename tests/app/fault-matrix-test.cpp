@@ -183,6 +183,36 @@ TEST_F(FaultMatrix, KillDuringCheckpointRotation) {
   EXPECT_EQ(names_in(ckpts), std::vector<std::string>{"step-000006"});
 }
 
+// kill -9 in the rotation after the run's last checkpoint (issue 28 point 4): the run's work is all
+// saved, so the next run over the folder (resume from the last checkpoint: nothing left to train)
+// writes no checkpoint, yet removes the half-deleted step-N.tmp-<pid> folder. So does it one whose
+// pid is alive (pid 1: a reused pid), which no other worker can own while this one holds the run
+// folder's lock.
+TEST_F(FaultMatrix, KillDuringTheLastRotationLeavesNothingBehind) {
+  SPILLWAY_REQUIRE_DATA();
+  json j = job(tmp_.path() + "/run");
+  j["train"]["keep_checkpoints"] = 1;
+  const std::string run = tmp_.path() + "/run", path = write_job("run", j);
+  auto r = worker({"train", path}, "checkpoint.prune=kill@2");  // after step 6's checkpoint
+  ASSERT_EQ(r.exit_code, kKilled) << r.err;
+  const std::string ckpts = run_checkpoints_dir(run);
+  EXPECT_EQ(list_checkpoints(ckpts), std::vector<std::string>{ckpts + "/step-000006"});
+  auto names = names_in(ckpts);
+  ASSERT_EQ(names.size(), 2u) << ::testing::PrintToString(names);
+  EXPECT_TRUE(names[0].starts_with("step-000004.tmp-")) << names[0];
+  fs::create_directories(ckpts + "/step-000002.tmp-1");  // a writer's folder under a live pid
+  std::ofstream(ckpts + "/step-000002.tmp-1/model.safetensors") << "half";
+  r = worker({"train", path, "--resume", ckpts + "/step-000006"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(names_in(ckpts), std::vector<std::string>{"step-000006"});
+
+  // `plan` of a job naming the folder removes one too, when no worker holds the folder.
+  fs::create_directories(ckpts + "/step-000004.tmp-1");
+  r = worker({"plan", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(names_in(ckpts), std::vector<std::string>{"step-000006"});
+}
+
 // kill -9 in the middle of an export: over an earlier export (the run's own, re-exported from a
 // checkpoint) the earlier one stays whole and byte-identical; killed just after the new folder was
 // swapped in, the new one is whole and the old one's leftover is removed by the next export; killed
