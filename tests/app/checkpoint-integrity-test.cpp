@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint-reseal.h"
 #include "core/file-util.h"
 #include "run-files.h"
 #include "test-data.h"
@@ -96,20 +97,6 @@ json read_json(const std::string& path) {
 }
 void write_json(const std::string& path, const json& j) {
   std::ofstream(path, std::ios::trunc) << j.dump(2);
-}
-// Rewrites `dir`'s manifest so that it matches the files as they are now: the edit that a careful
-// forger (or a tool that "repairs" checkpoints) would make, so that only the value checks remain.
-void reseal(const std::string& dir) {
-  json m = read_json(dir + "/" + kCheckpointManifestFile);
-  for (json& f : m["files"]) {
-    const auto d = digest_file(dir + "/" + f["path"].get<std::string>());
-    ASSERT_TRUE(d.ok()) << d.status().to_string();
-    char hex[9];
-    std::snprintf(hex, sizeof(hex), "%08x", d->crc32c);
-    f["bytes"] = d->bytes;
-    f["crc32c"] = hex;
-  }
-  write_json(dir + "/" + kCheckpointManifestFile, m);
 }
 // Replaces the text `from` with `to` once in `path` (a JSON number a json round trip would change).
 void edit_text(const std::string& path, const std::string& from, const std::string& to) {
@@ -212,7 +199,7 @@ TEST_F(CheckpointIntegrity, EveryEditedCheckpointIsRefusedOnResume) {
       const std::string run = copy_run("case" + std::to_string(n++));
       const std::string c = ckpt(run, 2);
       e.apply(c, run);
-      if (sealed) reseal(c);
+      if (sealed) testing::reseal_checkpoint(c);
       const size_t steps_before = of_type(read_events(run), "step").size();
       const auto r = worker({"train", write_job(run), "--resume", c});
       EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -349,7 +336,7 @@ TEST_F(CheckpointIntegrity, NoStepWrapsInExport) {
   const std::string run = copy_run("wrap");
   const std::string c = ckpt(run, 2);
   edit_text(c + "/trainer_state.json", "\"step\": 2,", "\"step\": 18446744073709551616,");
-  reseal(c);
+  testing::reseal_checkpoint(c);
   const auto r = worker({"export", "--checkpoint", c, "--out", tmp_.path() + "/out", "--json"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(r.out.find("-9223372036854775808"), std::string::npos) << r.out;

@@ -6,10 +6,15 @@
 // BatchIterator seek and a few batches) and as export reads it (ModelConfig::load of its
 // config.json, whose layout must match for the checkpoint to load).
 //
+// The checkpoint's manifest (train/checkpoint-manifest.h) would refuse every changed file by its
+// CRC-32C; with bit 2 of the selector byte set, the manifest is rewritten to match first, so that
+// the input reaches the readers behind it.
+//
 // Seeds: the selector byte followed by each file of the valid checkpoint.
 #include <cstdint>
 #include <filesystem>
 
+#include "../checkpoint-reseal.h"
 #include "data/batch-iterator.h"
 #include "data/data-cursor.h"
 #include "data/dataset.h"
@@ -22,7 +27,8 @@ using namespace spillway;
 namespace {
 
 const char* kFiles[] = {"trainer_state.json", "model.safetensors", "optimizer.safetensors",
-                        "config.json"};
+                        "config.json", "manifest.json"};
+constexpr int kNumFiles = 5;
 
 ModelConfig tiny_config() {
   ModelConfig c;
@@ -59,7 +65,7 @@ const Dataset& dataset() {
 }
 
 struct Template {
-  std::string files[4];
+  std::string files[kNumFiles];
 };
 
 // The files of a valid checkpoint at step 3 with a data cursor into dataset().
@@ -79,8 +85,9 @@ const Template& valid() {
     ts.data_cursor = it->cursor().to_json();
     ts.seed = 7;
     ts.elapsed_s = 1.5;
+    ts.data = {0, 0, 2};  // two sequences per step, as the iterator above
     auto saved = save_checkpoint(dir, **state, ts);
-    for (int f = 0; f < 4; ++f)
+    for (int f = 0; f < kNumFiles; ++f)
       out.files[f] = saved.ok() ? fuzz::slurp(*saved + "/" + kFiles[f]) : std::string();
     return out;
   }();
@@ -91,8 +98,11 @@ const Template& valid() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const Template& t = valid();
-  for (int f = 0; f < 4; ++f)
+  for (int f = 0; f < 4; ++f) {
     fuzz::add_seed(kFiles[f], std::string(1, static_cast<char>(f)) + t.files[f]);
+    fuzz::add_seed(std::string("resealed-") + kFiles[f],
+                   std::string(1, static_cast<char>(f | 4)) + t.files[f]);
+  }
   return 0;
 }
 
@@ -101,12 +111,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = fuzz::fresh_dir("step-000003");
   const Template& t = valid();
   const int which = data[0] % 4;
-  for (int f = 0; f < 4; ++f) {
+  for (int f = 0; f < kNumFiles; ++f) {
     if (f == which)
       fuzz::write_input(dir, kFiles[f], data + 1, size - 1);
     else
       fuzz::spit(dir + "/" + kFiles[f], t.files[f]);
   }
+  if (data[0] & 4) testing::reseal_checkpoint(dir);
   // Resume: the job's model, the checkpoint's state, the data position.
   static std::unique_ptr<ModelState> state =
       std::move(ModelState::create(ParameterLayout::build(tiny_config()), true)).value();
