@@ -234,7 +234,7 @@ Status check_trainer_state(const std::string& dir, const TrainerState& t, int64_
   uint64_t consumed = 0;
   if (!checked_mul(static_cast<uint64_t>(cursor->epoch),
                    static_cast<uint64_t>(cursor->dataset_size), &consumed) ||
-      consumed + static_cast<uint64_t>(cursor->index) > kSaturatedCount)
+      consumed > kSaturatedCount || static_cast<uint64_t>(cursor->index) > kSaturatedCount)
     return refuse("the data cursor's epoch " + std::to_string(cursor->epoch) +
                   " is beyond any run's");
   consumed += static_cast<uint64_t>(cursor->index);
@@ -244,7 +244,8 @@ Status check_trainer_state(const std::string& dir, const TrainerState& t, int64_
     if (d.since_step > t.step ||
         !checked_mul(static_cast<uint64_t>(t.step - d.since_step),
                      static_cast<uint64_t>(d.sequences_per_step), &expected) ||
-        expected + static_cast<uint64_t>(d.sequences_before) != consumed)
+        __builtin_add_overflow(expected, static_cast<uint64_t>(d.sequences_before), &expected) ||
+        expected != consumed)
       return refuse("the data cursor (epoch " + std::to_string(cursor->epoch) + ", index " +
                     std::to_string(cursor->index) + " of " + std::to_string(cursor->dataset_size) +
                     " sequences) is not where step " + step + " leaves it (" +
@@ -266,7 +267,7 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
     return text.status().with_context("checkpoint " + dir + " has no trainer_state.json");
   SPW_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(*text, state_path, ErrorCode::kCorrupt));
   if (!j.is_object()) return corrupt(state_path + ": not a JSON object");
-  const std::string state_name = "trainer_state.json";
+  const std::string state_name = "trainer_state.json";  // StateReader keeps a reference
   StateReader r{j, state_name, {}};
   const int64_t version = r.integer(j, "format_version", 1, 1 << 20);
   SPW_RETURN_IF_ERROR(r.error);
