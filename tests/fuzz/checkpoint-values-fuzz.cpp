@@ -220,8 +220,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string path = dir + "/" + file;
     switch (in.ConsumeIntegralInRange(0, 4)) {
       case 0: {  // a value of trainer_state.json
-        nlohmann::json j =
-            nlohmann::json::parse(*read_file(dir + "/trainer_state.json"), nullptr, false);
+        auto text = read_file(dir + "/trainer_state.json");
+        if (!text.ok()) break;
+        nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
         if (!j.is_object()) break;
         set_key(j, kKeys[in.ConsumeIntegralInRange<size_t>(0, std::size(kKeys) - 1)], a_value(in));
         fuzz::spit(dir + "/trainer_state.json", j.dump(2));
