@@ -3,7 +3,8 @@
 // trainer_state.json set to one of many (0, ±1, the step's neighbours, 2^31, 2^53, 2^63, 2^64,
 // 1e300, -0.5, text, null, an object), a file copied in from the same run's step 2 or 4
 // checkpoint, a bit flipped, a file cut short, the manifest removed — after which the manifest is
-// rewritten to match or not. The folder is then loaded as resume loads it.
+// rewritten to match or not. The folder is then loaded as resume loads it: load_checkpoint, then
+// the seek of the job's data to its cursor.
 //
 // The oracle: whatever was edited, a checkpoint that loads is the genuine step 3 — its step,
 // optimizer step and data cursor equal the unedited checkpoint's, and, unless the manifest was
@@ -22,6 +23,7 @@
 #include "../checkpoint-reseal.h"
 #include "core/file-util.h"
 #include "data/batch-iterator.h"
+#include "data/data-cursor.h"
 #include "data/dataset.h"
 #include "fuzz-util.h"
 #include "train/checkpoint.h"
@@ -186,7 +188,12 @@ void set_key(nlohmann::json& j, const std::string& key, const nlohmann::json& v)
 
 void check_genuine(const ModelState& got, const TrainerState& t, bool files_trusted) {
   const Run& r = run();
-  if (t.step != 3 || got.step != 3 || t.data_cursor != r.state3.data_cursor) std::abort();
+  if (t.step != 3 || got.step != 3 || t.data_cursor != r.state3.data_cursor) {
+    std::fprintf(stderr, "accepted a checkpoint of step %lld, optimizer step %lld, cursor %s\n",
+                 static_cast<long long>(t.step), static_cast<long long>(got.step),
+                 t.data_cursor.dump().c_str());
+    std::abort();
+  }
   if (!files_trusted) return;
   auto& a = const_cast<ModelState&>(got);
   auto& b = *r.at3;
@@ -194,8 +201,10 @@ void check_genuine(const ModelState& got, const TrainerState& t, bool files_trus
     const size_t n = a.layout().blocks()[k].numel;
     if (std::memcmp(a.master(k), b.master(k), n * 4) != 0 ||
         std::memcmp(a.exp_avg(k), b.exp_avg(k), n * 4) != 0 ||
-        std::memcmp(a.exp_avg_sq(k), b.exp_avg_sq(k), n * 4) != 0)
+        std::memcmp(a.exp_avg_sq(k), b.exp_avg_sq(k), n * 4) != 0) {
+      std::fprintf(stderr, "accepted a checkpoint whose block %zu is not step 3's\n", k);
       std::abort();
+    }
   }
 }
 
@@ -261,6 +270,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static std::unique_ptr<ModelState> state =
       std::move(ModelState::create(ParameterLayout::build(tiny_config()), true)).value();
   auto t = load_checkpoint(dir, *state);
-  if (t.ok()) check_genuine(*state, *t, files_trusted);
+  if (!t.ok()) return 0;
+  // Resume then seeks the job's data (seed 7, shuffled, dataset()) to the cursor, which refuses
+  // a cursor of another seed, order or dataset size.
+  auto cursor = DataCursor::from_json(t->data_cursor);
+  auto it = BatchIterator::create(dataset(), kRows, 7);
+  if (cursor.ok() && it->seek(*cursor).ok()) check_genuine(*state, *t, files_trusted);
   return 0;
 }
