@@ -29,7 +29,7 @@ while kill -0 "$pid" 2> /dev/null; do
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2> /dev/null || echo)
   threads=$(awk '/^Threads/ {print $2}' "/proc/$pid/status" 2> /dev/null || echo)
   fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l || true)
-  step=$(tail -c 4000 "$out/run/events.jsonl" 2> /dev/null | grep -o '"type":"step"[^}]*"step":[0-9]*' | tail -1 | grep -o '[0-9]*$' || echo 0)
+  step=$(tail -c 65536 "$out/run/events.jsonl" 2> /dev/null | grep '"type":"step"' | tail -1 | grep -o '"step":[0-9]*' | grep -o '[0-9]*$' || echo 0)
   ckpts=$(find "$out/run/checkpoints" -maxdepth 1 -name 'step-*' 2> /dev/null | wc -l || true)
   db=$(( $(stat -c %s "$out/runs.db" 2> /dev/null || echo 0) + $(stat -c %s "$out/runs.db-wal" 2> /dev/null || echo 0) ))
   ev=$(stat -c %s "$out/run/events.jsonl" 2> /dev/null || echo 0)

@@ -188,7 +188,11 @@ void set_key(nlohmann::json& j, const std::string& key, const nlohmann::json& v)
 
 void check_genuine(const ModelState& got, const TrainerState& t, bool files_trusted) {
   const Run& r = run();
-  if (t.step != 3 || got.step != 3 || t.data_cursor != r.state3.data_cursor) {
+  // The cursor as resume reads it (a key it does not read, or the seed as a number or its
+  // decimal text, is the same position).
+  const auto cursor = DataCursor::from_json(t.data_cursor);
+  if (t.step != 3 || got.step != 3 || !cursor.ok() ||
+      !(*cursor == *DataCursor::from_json(r.state3.data_cursor))) {
     std::fprintf(stderr, "accepted a checkpoint of step %lld, optimizer step %lld, cursor %s\n",
                  static_cast<long long>(t.step), static_cast<long long>(got.step),
                  t.data_cursor.dump().c_str());
