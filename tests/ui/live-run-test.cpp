@@ -239,6 +239,12 @@ TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
       QString("The worker (pid %1) exited without finishing the run: it was killed or crashed.")
           .arg(pid)))
       << live.endMessage().toStdString();
+  // Killed before its first checkpoint: no promise of a resume.
+  EXPECT_TRUE(live.endMessage().contains(
+      "killed or crashed. It saved no checkpoint, so there is nothing to resume from: launch it "
+      "again (History › Clone) to start from the beginning."))
+      << live.endMessage().toStdString();
+  EXPECT_FALSE(live.endMessage().contains("checkpoint is kept"));
   EXPECT_TRUE(live.statusText().startsWith("interrupted · loss 3.6000"))
       << live.statusText().toStdString();
   EXPECT_TRUE(live.statusText().contains("killed or crashed"));
@@ -256,6 +262,42 @@ TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
   auto row = (*store)->get_run(*id);
   ASSERT_TRUE(row.ok());
   EXPECT_EQ(row->status, RunStatus::kInterrupted);
+  dialog->accept();
+}
+
+// kill -9 after the run's checkpoints at steps 50 and 100, and while the one of step 150 was being
+// written: the dialog and the page name the step Resume continues from, read from the disk (the
+// unfinished step-150 folder is not a checkpoint), not promised by the schedule.
+TEST(LivePage, AKilledWorkerIsToldWhatStepAResumeContinuesFrom) {
+  TempDir tmp;
+  const std::string runDir = tmp.path() + "/run";
+  for (const char* c : {"step-000050", "step-000100", "step-000150.tmp-4242"})
+    std::filesystem::create_directories(runDir + "/checkpoints/" + c);
+  FakeWorker worker(tmp, "exec sleep 120");
+  std::ofstream(tmp.path() + "/job.json") << R"({"name": "killed"})";
+  const qint64 pid = worker.launch(tmp.path() + "/job.json");
+  ASSERT_TRUE(waitFor([&] { return WorkerClient::alive(pid); }, 5000));
+  LivePage live;
+  live.attach(q(runDir), pid);
+  std::ofstream f(runDir + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":200})"
+    << "\n";
+  writeSteps(f, 4);
+  f.flush();
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kTraining; }, 5000));
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kInterrupted; }, 5000));
+  const QString expected =
+      QString(
+          "The worker (pid %1) exited without finishing the run: it was killed or crashed. "
+          "Its newest checkpoint is from step 100: Resume in History continues from step 100.")
+          .arg(pid);
+  EXPECT_TRUE(live.endMessage().startsWith(expected)) << live.endMessage().toStdString();
+  auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_TRUE(dialog->text().startsWith(expected)) << dialog->text().toStdString();
+  EXPECT_TRUE(live.statusText().contains("continues from step 100"))
+      << live.statusText().toStdString();
   dialog->accept();
 }
 
