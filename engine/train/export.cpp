@@ -15,7 +15,7 @@ Status check_export_target(const std::string& out) {
   std::error_code ec;
   if (!fs::exists(out, ec)) return {};
   if (!fs::is_directory(out, ec))
-    return invalid_argument("the export folder " + out + " is a file: name a new folder");
+    return invalid_argument("that is a file, not a folder: name a new folder");
   // The marker an interrupted replacement can leave in the previous version is Spillway's too.
   std::vector<std::string> ours = export_owned_files(out);
   ours.push_back(kPartialFolderMarker);
@@ -40,7 +40,7 @@ Status check_export_target(const std::string& out) {
   for (size_t i = 0; i < foreign.size() && i < 5; ++i) names += (i ? ", " : "") + foreign[i];
   if (foreign.size() > 5) names += " and " + std::to_string(foreign.size() - 5) + " more";
   return invalid_argument(
-      "the export folder " + out + " holds files Spillway did not write (" + names +
+      "the folder holds files Spillway did not write (" + names +
       "); an export replaces its whole folder, so nothing was written: name a new or empty "
       "folder (e.g. " +
       (fs::path(out) / "model").string() +

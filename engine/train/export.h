@@ -19,7 +19,7 @@ namespace spillway {
 
 // Whether export_model may replace `out`: ok when it does not exist, is an empty folder or holds
 // an earlier export and nothing else; kInvalidArgument otherwise, naming up to five of the entries
-// Spillway did not write and saying what to do.
+// Spillway did not write and saying what to do (export_model adds "export to OUT: ").
 Status check_export_target(const std::string& out);
 
 // `tokenizer_source`: a model folder, a tokenizer file, "builtin:bytes", or empty for none (a
