@@ -12,6 +12,11 @@
 #include <sys/stat.h>
 
 #include <QAction>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMessageBox>
 #include <QPlainTextEdit>
@@ -27,6 +32,7 @@
 
 #include "Charts.h"
 #include "LivePage.h"
+#include "RunLauncher.h"
 #include "TierChart.h"
 #include "TimelineView.h"
 #include "WorkerClient.h"
@@ -299,6 +305,50 @@ TEST(LivePage, AKilledWorkerIsToldWhatStepAResumeContinuesFrom) {
   EXPECT_TRUE(live.statusText().contains("continues from step 100"))
       << live.statusText().toStdString();
   dialog->accept();
+}
+
+// Launch marks its jobs/<stamp>-<name>/ folder with the run's id, and removeLaunchFolder (History's
+// Delete) finds it by that id and removes what Launch and the worker wrote there, the folder with
+// them; a file of the user's keeps the folder.
+TEST(RunLauncher, TheLaunchFolderNamesItsRunAndGoesWithIt) {
+  TempDir tmp;
+  const QByteArray oldXdg = qgetenv("XDG_DATA_HOME");
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
+  struct Restore {
+    QByteArray value;
+    ~Restore() { value.isNull() ? qunsetenv("XDG_DATA_HOME") : qputenv("XDG_DATA_HOME", value); }
+  } restore{oldXdg};
+  FakeWorker worker(tmp, "echo done; echo said >&2");
+  JobSettings s;
+  s.name = "marked";
+  QString error, runDir;
+  qint64 pid = 0;
+  const QString job = RunLauncher::writeRunJob(s, &error);
+  ASSERT_FALSE(job.isEmpty()) << error.toStdString();
+  ASSERT_TRUE(RunLauncher::launch(job, &runDir, &pid, &error)) << error.toStdString();
+  ASSERT_TRUE(waitFor([&] { return !WorkerClient::alive(pid); }, 5000));
+  const QString folder = QFileInfo(job).absolutePath();
+  const std::string id = QFileInfo(runDir).fileName().toStdString();
+  QFile marker(folder + "/spillway-launch.json");
+  ASSERT_TRUE(marker.open(QIODevice::ReadOnly));
+  EXPECT_EQ(QJsonDocument::fromJson(marker.readAll())["run_id"].toString().toStdString(), id);
+  marker.close();
+  const QString jobs = RunLauncher::dataHome() + "/jobs";
+
+  RunLauncher::Removed r = RunLauncher::removeLaunchFolder(jobs, "another-run");
+  EXPECT_TRUE(r.kept.isEmpty() && r.failed.isEmpty());
+  EXPECT_TRUE(QFileInfo::exists(folder + "/worker.err"));
+  std::ofstream((folder + "/my-notes.txt").toStdString()) << "mine";
+  r = RunLauncher::removeLaunchFolder(jobs, id);
+  EXPECT_EQ(r.kept, QStringList{folder + "/my-notes.txt"});
+  EXPECT_TRUE(r.failed.isEmpty());
+  EXPECT_EQ(QDir(folder).entryList(QDir::Files), QStringList{"my-notes.txt"});
+  QFile::remove(folder + "/my-notes.txt");
+  std::ofstream((folder + "/spillway-launch.json").toStdString())
+      << R"({"run_id": ")" << id << R"("})";
+  r = RunLauncher::removeLaunchFolder(jobs, id);
+  EXPECT_TRUE(r.kept.isEmpty());
+  EXPECT_FALSE(QFileInfo::exists(folder));
 }
 
 TEST(LivePage, AResumedRunIsNotEndedByItsPreviousWorkersState) {
