@@ -23,7 +23,8 @@ Status check_export_target(const std::string& out) {
   for (const auto& e : fs::directory_iterator(out, ec)) {
     const std::string name = e.path().filename().string();
     bool listed = std::find(ours.begin(), ours.end(), name) != ours.end();
-    if (e.is_directory(ec) && !e.is_symlink(ec)) {
+    std::error_code type_ec;
+    if (e.symlink_status(type_ec).type() == fs::file_type::directory) {
       // A folder of the export (a sharded model's, none today) is its own only when each file
       // in it is listed; an empty one is not listed at all.
       const std::vector<std::string> inside = files_under(e.path().string());
@@ -43,9 +44,7 @@ Status check_export_target(const std::string& out) {
       "the folder holds files Spillway did not write (" + names +
       "); an export replaces its whole folder, so nothing was written: name a new or empty "
       "folder (e.g. " +
-      (fs::path(out) / "model").string() +
-      "), or one that holds only an "
-      "earlier export");
+      (fs::path(out) / "model").string() + "), or one that holds only an earlier export");
 }
 
 Status export_model(const ModelState& state, const std::string& tokenizer_source,
