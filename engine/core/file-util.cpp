@@ -132,7 +132,8 @@ Status write_folder_atomic(const std::string& dir,
   std::error_code ec;
   auto check = [&]() -> Status {
     std::error_code exists_ec;
-    return may_replace && fs::exists(dir, exists_ec) ? may_replace(dir) : Status();
+    const bool there = fs::exists(fs::symlink_status(dir, exists_ec));  // a dangling link too
+    return may_replace && there ? may_replace(dir) : Status();
   };
   SPW_RETURN_IF_ERROR(check());
   remove_dead_folder_temporaries(dir);

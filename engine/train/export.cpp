@@ -13,6 +13,9 @@ namespace fs = std::filesystem;
 
 Status check_export_target(const std::string& out) {
   std::error_code ec;
+  // A link is replaced itself, not what it points to: it is the user's, and so refused.
+  if (fs::is_symlink(out, ec))
+    return invalid_argument("that is a symbolic link: name the folder it points to, or a new one");
   if (!fs::exists(out, ec)) return {};
   if (!fs::is_directory(out, ec))
     return invalid_argument("that is a file, not a folder: name a new folder");

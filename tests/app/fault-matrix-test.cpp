@@ -273,6 +273,13 @@ TEST_F(FaultMatrix, ExportRemovesOnlyWhatSpillwayWrote) {
               *read_file(run + "/checkpoints/step-000002/model.safetensors"));
   EXPECT_EQ(*read_file(downloads + "/notes.txt"), "mine\n");
 
+  // A link to the export: replacing it would replace the link, which is the user's.
+  fs::create_directory_symlink(out, downloads + "/latest");
+  r = worker({"export", "--checkpoint", ckpt, "--out", downloads + "/latest"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("that is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_symlink(downloads + "/latest"));
+
   // A user's file put into the export: the export is no longer only Spillway's.
   ASSERT_TRUE(write_file_atomic(out + "/README.md", "my model\n").ok());
   r = worker({"export", "--checkpoint", ckpt, "--out", out, "--json"});
