@@ -2,7 +2,6 @@
 
 #include <QDesktopServices>
 #include <QDir>
-#include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -23,15 +22,13 @@
 #include "Format.h"
 #include "RunEditQueue.h"
 #include "RunHistoryModel.h"
+#include "RunLauncher.h"
 #include "WorkerClient.h"
+#include "history/owned-files.h"
 #include "history/run-folder.h"
 
 namespace spillway::ui {
 namespace {
-
-// What a worker writes into its run folder (engine/train, app/worker): the entries Delete removes.
-const QStringList kRunEntries = {"job.json", "events.jsonl", "checkpoints",
-                                 "export",   "worker.out",   "worker.err"};
 
 QString folderKey(const std::string& dir) {
   if (dir.empty()) return {};
@@ -44,15 +41,6 @@ QString folderKey(const std::string& dir) {
 bool overlaps(const QString& a, const QString& b) {
   if (a.isEmpty() || b.isEmpty()) return false;
   return a == b || a.startsWith(b + '/') || b.startsWith(a + '/');
-}
-
-qint64 sizeOf(const QString& path) {
-  const QFileInfo fi(path);
-  if (!fi.isDir() || fi.isSymLink()) return fi.size();
-  qint64 bytes = 0;
-  QDirIterator it(path, QDir::Files | QDir::Hidden | QDir::System, QDirIterator::Subdirectories);
-  while (it.hasNext()) bytes += QFileInfo(it.next()).size();
-  return bytes;
 }
 
 }  // namespace
@@ -271,7 +259,14 @@ void HistoryPage::showEdits() {
       deleting_.remove(QString::fromStdString(e.runId));
       updateDeleteButton();
     }
-    if (error.isEmpty()) {
+    if (error.isEmpty() && !e.kept.isEmpty()) {
+      // Said, not only shown in the confirmation: what was found when the files went.
+      QStringList kept;
+      for (const QString& k : e.kept) kept << QDir::toNativeSeparators(k);
+      editStatus_->setStyleSheet(QString());
+      editStatus_->setText(
+          tr("Saved %1. Kept what Spillway did not write: %2.").arg(e.what(), kept.join(tr(", "))));
+    } else if (error.isEmpty()) {
       editStatus_->setStyleSheet(QString());
       editStatus_->setText(tr("Saved %1.").arg(e.what()));
     } else {
@@ -347,18 +342,18 @@ HistoryPage::DeletePlan HistoryPage::planDelete(RunHistoryModel* model, const QS
   const QDir dir(folder);
   plan.folderExists = !folder.isEmpty() && dir.exists();
   if (!plan.folderExists) return plan;
-  for (const QFileInfo& e : dir.entryInfoList(
-           QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot, QDir::Name)) {
-    if (!kRunEntries.contains(e.fileName())) {
-      plan.kept << e.absoluteFilePath();
-      continue;
-    }
-    plan.files << e.absoluteFilePath();
-    plan.bytes += sizeOf(e.absoluteFilePath());
-    if (e.fileName() == "checkpoints")
-      plan.checkpoints =
-          QDir(e.absoluteFilePath()).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size();
+  // Only what Spillway wrote goes (history/owned-files.h); `files` names the folder's entries
+  // that hold some of it, `kept` each entry that is not Spillway's, wherever it is.
+  const OwnedFiles scan = scan_run_folder(folder.toStdString());
+  for (const std::string& f : scan.owned) {
+    const QString top =
+        folder + '/' + dir.relativeFilePath(QString::fromStdString(f)).section('/', 0, 0);
+    if (!plan.files.contains(top)) plan.files << top;
   }
+  plan.files.sort();
+  for (const std::string& f : scan.foreign) plan.kept << QString::fromStdString(f);
+  plan.bytes = static_cast<qint64>(scan.bytes);
+  plan.checkpoints = static_cast<int>(list_run_checkpoints(folder.toStdString()).size());
   return plan;
 }
 
@@ -391,7 +386,7 @@ QString HistoryPage::describe(const DeletePlan& plan) {
               .arg(formatBytes(static_cast<double>(plan.bytes)), names.join(tr(", ")), plan.runDir);
   if (!plan.kept.isEmpty()) {
     QStringList kept;
-    for (const QString& k : plan.kept) kept << QFileInfo(k).fileName();
+    for (const QString& k : plan.kept) kept << QDir(plan.runDir).relativeFilePath(k);
     text += tr("\n\nThe folder stays with what is not the run's: %1.").arg(kept.join(tr(", ")));
   }
   return text;
@@ -405,11 +400,9 @@ QString HistoryPage::deleteRun(RunHistoryModel* model, const QString& runId) {
   edit.kind = RunEdit::kDelete;
   edit.runId = runId.toStdString();
   edit.runName = plan.runName;
-  if (plan.sharedBy.isEmpty()) {
-    edit.removeFiles = plan.files;
-    if (plan.kept.isEmpty() && !plan.runDir.isEmpty())
-      edit.removeFolder = folderKey(plan.runDir.toStdString());
-  }
+  if (plan.sharedBy.isEmpty() && plan.folderExists)
+    edit.removeRunDir = folderKey(plan.runDir.toStdString());
+  edit.jobsDir = RunLauncher::dataHome() + "/jobs";
   model->edits()->submit(std::move(edit));
   return {};
 }

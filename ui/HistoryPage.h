@@ -37,8 +37,8 @@ class HistoryPage : public QWidget {
   struct DeletePlan {
     QString error;  // why the run cannot be deleted now ("" when it can)
     QString runName, runDir;
-    QStringList files;     // the run's entries in its folder that go (absolute paths)
-    QStringList kept;      // entries of the folder that are not the run's and stay
+    QStringList files;     // the folder's entries that hold files Spillway wrote, which go
+    QStringList kept;      // entries Spillway did not write, anywhere in the folder: they stay
     QStringList sharedBy;  // why the folder stays: "\"name\" (status)" of each run that uses it
     bool folderExists = false;
     qint64 bytes = 0;  // the size of `files`

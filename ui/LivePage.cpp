@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <optional>
 
@@ -30,6 +32,7 @@
 #include "TierChart.h"
 #include "TimelineView.h"
 #include "WorkerClient.h"
+#include "history/run-folder.h"
 #include "history/run-store.h"
 
 namespace spillway::ui {
@@ -255,7 +258,7 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
     redraw();  // the previous run's charts go
     timer_.start();
     updateControls();
-    readStore(false, [this](const std::optional<RunInfo>& row) { follow(row); });
+    readStore(false, [this](const StoreRead& read) { follow(read.row); });
     return;
   }
   follow(std::nullopt);
@@ -280,26 +283,39 @@ void LivePage::follow(const std::optional<RunInfo>& row) {
   tick();
 }
 
-void LivePage::readStore(bool reconcile, std::function<void(const std::optional<RunInfo>&)> apply) {
+void LivePage::readStore(bool reconcile, std::function<void(const StoreRead&)> apply) {
   ++storeReads_;
   runOnPool(
       this,
-      [path = dbPath_, runDir = runDir_, reconcile]() -> std::optional<RunInfo> {
+      [path = dbPath_, runDir = runDir_, reconcile]() -> StoreRead {
+        StoreRead read;
+        if (reconcile) {
+          // The newest checkpoint as History's Resume takes it (list_run_checkpoints' last).
+          const auto ckpts = list_run_checkpoints(runDir.toStdString());
+          long long step = 0;
+          if (!ckpts.empty() && std::sscanf(std::filesystem::path(ckpts.back()).filename().c_str(),
+                                            "step-%lld", &step) == 1)
+            read.newestCheckpoint = step;
+        }
+        if (path.empty()) return read;
         auto store = RunStore::open(path, RunHistoryModel::connectionOptions());
-        if (!store.ok()) return std::nullopt;
+        if (!store.ok()) return read;
         // A running row whose worker is gone becomes interrupted (gives up after the
         // connection's busy timeout while a worker holds the write lock; the read goes on).
         if (reconcile) (void)(*store)->reconcile();
         auto runs = (*store)->list_runs();
-        if (!runs.ok()) return std::nullopt;
+        if (!runs.ok()) return read;
         for (const RunInfo& r : *runs) {  // newest first: a resumed run's latest row
-          if (QString::fromStdString(r.run_dir) == runDir) return r;
+          if (QString::fromStdString(r.run_dir) == runDir) {
+            read.row = r;
+            break;
+          }
         }
-        return std::nullopt;
+        return read;
       },
-      [this, attachment = attachments_, apply = std::move(apply)](std::optional<RunInfo> row) {
+      [this, attachment = attachments_, apply = std::move(apply)](StoreRead read) {
         --storeReads_;
-        if (attachment == attachments_) apply(row);
+        if (attachment == attachments_) apply(read);
         emit storeRead();
       });
 }
@@ -429,7 +445,8 @@ int LivePage::tick() {
   // A worker that History opened before it wrote its row: look for its pid for a while.
   if (pid_ <= 0 && !ended_ && !dbPath_.empty() && !storeBusy() && pidLookups_ < 40 &&
       pidLookups_++ % 4 == 0)
-    readStore(false, [this](const std::optional<RunInfo>& row) {
+    readStore(false, [this](const StoreRead& read) {
+      const std::optional<RunInfo>& row = read.row;
       if (pid_ > 0 || ended_ || !row || !row->pid) return;
       pid_ = *row->pid;
       updateControls();
@@ -489,21 +506,22 @@ void LivePage::conclude(bool watched) {
   if (!words.done && !words.message.isEmpty())  // its message on stderr only (without --json)
     return end(watched, Phase::kFailed, words.message);
   if (words.done) return end(watched, Phase::kCompleted, {});
-  if (dbPath_.empty()) return concludeFromStore(watched, words, std::nullopt);
-  // The store's row says the rest, once its running row is marked interrupted: read off the
-  // window's thread (the mark waits for a worker's write lock); the run is judged when it is back.
+  // The store's row says the rest, once its running row is marked interrupted, and the run
+  // folder what a resume would continue from: read off the window's thread (the mark waits for a
+  // worker's write lock, a folder can be on a slow disk); the run is judged when they are back.
   concluding_ = true;
   updateControls();  // the worker is gone: nothing to signal
-  readStore(true, [this, watched, words](const std::optional<RunInfo>& row) {
+  readStore(true, [this, watched, words](const StoreRead& read) {
     concluding_ = false;
-    concludeFromStore(watched, words, row);
+    concludeFromStore(watched, words, read);
     redraw();
     updateControls();
   });
 }
 
 void LivePage::concludeFromStore(bool watched, const WorkerClient::LastWords& words,
-                                 const std::optional<RunInfo>& row) {
+                                 const StoreRead& read) {
+  const std::optional<RunInfo>& row = read.row;
   Phase phase = Phase::kInterrupted;
   QString message;
   if (row) {
@@ -513,11 +531,20 @@ void LivePage::concludeFromStore(bool watched, const WorkerClient::LastWords& wo
     message = QString::fromStdString(row->error_message);
   }
   if (message.isEmpty() || (watched && phase == Phase::kInterrupted))
-    message = watched ? tr("The worker (pid %1) exited without finishing the run: it was "
-                           "killed or crashed. Its last checkpoint is kept; Resume in "
-                           "History continues from it.")
-                            .arg(pid_)
-                      : tr("No worker is running this run.");
+    message =
+        !watched ? tr("No worker is running this run.")
+        // What is on disk, not what the schedule promised: a worker killed before its first
+        // checkpoint (or before the write of one finished) left none.
+        : read.newestCheckpoint
+            ? tr("The worker (pid %1) exited without finishing the run: it was killed or "
+                 "crashed. Its newest checkpoint is from step %2: Resume in History continues "
+                 "from step %2.")
+                  .arg(pid_)
+                  .arg(*read.newestCheckpoint)
+            : tr("The worker (pid %1) exited without finishing the run: it was killed or "
+                 "crashed. It saved no checkpoint, so there is nothing to resume from: launch "
+                 "it again (History › Clone) to start from the beginning.")
+                  .arg(pid_);
   if (watched && !words.stderrTail.isEmpty())
     message += tr("\n\nIts last output:\n%1").arg(words.stderrTail);
   end(watched, phase, message);

@@ -144,16 +144,23 @@ class LivePage : public QWidget {
   // The worker is gone: the phase from its final state, else from its last words, else from the
   // store's row (read first, off the window's thread).
   void conclude(bool watched);
-  // A worker gone without last words: the phase and message from its run's row `row`, if any.
-  void concludeFromStore(bool watched, const WorkerClient::LastWords& words,
-                         const std::optional<RunInfo>& row);
+  // What readStore() found: the run's row, and when asked (a worker gone) the step of the newest
+  // checkpoint on disk, the one History's Resume continues from (none: the run has none).
+  struct StoreRead {
+    std::optional<RunInfo> row;
+    std::optional<long long> newestCheckpoint;
+  };
+  // A worker gone without last words: the phase and message from its run's row, if any, and
+  // what a resume would continue from.
+  void concludeFromStore(bool watched, const WorkerClient::LastWords& words, const StoreRead& read);
   // The run has ended in `phase`: the page says so (for a `watched` worker: the log, runEnded(),
   // a dialog for a failure).
   void end(bool watched, Phase phase, const QString& message);
   // Reads the run's newest row (a resumed run's latest) from the store on a pool thread, after
-  // marking the runs of gone workers interrupted when `reconcile`; then `apply(row)` on the
-  // window's thread, unless the page was attached to a run again meanwhile.
-  void readStore(bool reconcile, std::function<void(const std::optional<RunInfo>&)> apply);
+  // marking the runs of gone workers interrupted when `reconcile` (and then also lists the run's
+  // checkpoints); then `apply(read)` on the window's thread, unless the page was attached to a
+  // run again meanwhile.
+  void readStore(bool reconcile, std::function<void(const StoreRead&)> apply);
   // After attach()'s read of the store: the worker's pid and state, then the first tick.
   void follow(const std::optional<RunInfo>& row);
 

@@ -2,12 +2,15 @@
 
 #include <QAction>
 #include <QDir>
+#include <QFile>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QPointer>
 #include <QProcess>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -15,10 +18,13 @@
 #include "PlanView.h"
 #include "RunLauncher.h"
 #include "WorkerClient.h"
+#include "history/owned-files.h"
 
 namespace spillway::ui {
 
-PlanPanel::PlanPanel(QWidget* parent) : QGroupBox(tr("Plan"), parent) {
+PlanPanel::PlanPanel(QWidget* parent)
+    : QGroupBox(tr("Plan"), parent), cleaner_(std::make_unique<QThreadPool>()) {
+  cleaner_->setMaxThreadCount(1);
   auto* pl = new QVBoxLayout(this);
   planView_ = new PlanView;
   pl->addWidget(planView_);
@@ -73,6 +79,36 @@ PlanPanel::PlanPanel(QWidget* parent) : QGroupBox(tr("Plan"), parent) {
 PlanPanel::~PlanPanel() {
   // Before planDir_ goes: a worker still measuring writes into it.
   cancelPlan(3000);
+  if (planDir_ && planDir_->isValid()) {
+    // The job file this panel wrote, then the folder when nothing else is left in it (after the
+    // workers' folders, which are removed first: one thread).
+    cleaner_->start([dir = planDir_->path()] {
+      QFile::remove(dir + "/job.json");
+      QDir().rmdir(dir);
+    });
+  }
+  cleaner_->waitForDone();
+}
+
+namespace {
+
+// What a plan worker left in its TMPDIR `tmp` that is Spillway's: plan --measure's throwaway
+// runs, each emptied of its own files only; then `tmp` when left empty. Any thread.
+void removeThrowawayRuns(const QString& tmp) {
+  for (const QFileInfo& d :
+       QDir(tmp).entryInfoList({QString(kThrowawayRunPrefix) + "*"},
+                               QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot)) {
+    if (!d.isSymLink()) (void)remove_throwaway_run(d.absoluteFilePath().toStdString());
+  }
+  QDir().rmdir(tmp);
+}
+
+}  // namespace
+
+void PlanPanel::removeWorkerTemporaries() {
+  if (workerTmp_.isEmpty()) return;
+  cleaner_->start([tmp = workerTmp_] { removeThrowawayRuns(tmp); });
+  workerTmp_.clear();
 }
 
 void PlanPanel::setInputOk(bool ok) {
@@ -95,6 +131,7 @@ QString PlanPanel::writePlanJob(QString* error) {
   if (!jobSource_ || !jobSource_(&s, error)) return {};
   if (!planDir_ || !planDir_->isValid()) {
     planDir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + "/spillway-plan-XXXXXX");
+    planDir_->setAutoRemove(false);  // only what the panel wrote goes (~PlanPanel)
     if (!planDir_->isValid())
       return *error =
                  tr("Cannot make a temporary folder for the plan: %1").arg(planDir_->errorString()),
@@ -115,10 +152,6 @@ void PlanPanel::measure() {
                      : tr("Measuring: loading the model and training %1 steps…").arg(steps));
 }
 
-QString PlanPanel::planTempDir() const {
-  return planDir_ ? planDir_->filePath("worker-tmp") : QString();
-}
-
 void PlanPanel::cancelPlan(int waitMs) {
   if (!planProcess_) return;
   planProcess_->disconnect(this);
@@ -127,7 +160,7 @@ void PlanPanel::cancelPlan(int waitMs) {
   planProcess_->deleteLater();
   planProcess_ = nullptr;
   planTicker_->stop();
-  if (const QString tmp = planTempDir(); !tmp.isEmpty()) QDir(tmp).removeRecursively();
+  removeWorkerTemporaries();
 }
 
 void PlanPanel::runPlan(const QStringList& extraArgs, const QString& busyText) {
@@ -147,11 +180,10 @@ void PlanPanel::runPlan(const QStringList& extraArgs, const QString& busyText) {
     planEnded(r);
     return;
   }
-  // The worker's temporary files (plan --measure's throwaway run) in a folder of the page's, so
-  // that a worker stopped before it cleans up leaves nothing behind: the folder is emptied when
-  // it ends.
-  const QString tmp = planTempDir();
-  QDir(tmp).removeRecursively();
+  // The worker's temporary files (plan --measure's throwaway run) in a new folder of the page's,
+  // so that what a worker stopped before it cleans up leaves is found: removed when it ends.
+  workerTmp_ = planDir_->filePath(QString("worker-tmp-%1").arg(++workerTmps_));
+  const QString tmp = workerTmp_;
   if (!QDir().mkpath(tmp)) {
     PlanResult r;
     r.error = tr("Cannot make a temporary folder for the worker: %1").arg(tmp);
@@ -193,7 +225,7 @@ void PlanPanel::planEnded(const PlanResult& r) {
   }
   planTicker_->stop();
   planStopped_ = false;
-  if (const QString tmp = planTempDir(); !tmp.isEmpty()) QDir(tmp).removeRecursively();
+  removeWorkerTemporaries();
   updateButtons();
   if (stopped) {
     planView_->setNote(tr("Stopped after %1 s: nothing was measured.").arg(seconds));

@@ -7,8 +7,10 @@
 // kStopGraceMs) and nothing is shown but that it stopped.
 //
 // The job comes from the page (setJobSource) and is written to a temporary folder of the panel's,
-// which also holds the worker's TMPDIR (plan --measure's throwaway run), emptied when a plan ends
-// and removed with the panel, so that a stopped worker leaves nothing behind.
+// which also holds each worker's TMPDIR (a folder per plan, for plan --measure's throwaway run):
+// when a plan ends, what the worker left of its throwaway runs is removed there (only their own
+// files: history/owned-files.h remove_throwaway_run), off the window's thread, so that a stopped
+// worker leaves nothing of Spillway's behind; the folder goes with the panel when left empty.
 //
 // Thread-safety: GUI thread. Ownership: a widget of the page; it owns its process, its temporary
 // folder and the Run › Measure action (the window puts it in its menu).
@@ -27,6 +29,7 @@ class QProcess;
 class QPushButton;
 class QSpinBox;
 class QTemporaryDir;
+class QThreadPool;
 class QTimer;
 
 namespace spillway::ui {
@@ -67,8 +70,12 @@ class PlanPanel : public QGroupBox {
  private:
   // `spillway-worker plan JOB --json` with `extraArgs`, the view showing `busyText` meanwhile.
   void runPlan(const QStringList& extraArgs, const QString& busyText);
-  // The worker's TMPDIR: a folder in planDir_, so that what a killed worker leaves is removed.
-  QString planTempDir() const;
+  // The running worker's TMPDIR: a new folder in planDir_ for each plan, so that the removal of
+  // what one worker left never meets the next one's files.
+  QString planTempDir() const { return workerTmp_; }
+  // Removes, on cleaner_, what the worker left in planTempDir() of Spillway's, then the folder
+  // when it is left empty.
+  void removeWorkerTemporaries();
   void planEnded(const PlanResult& result);  // shows it (unless stopped) and enables the buttons
   void cancelPlan(int waitMs);               // kills the plan process at once, no signal
   void updateButtons();
@@ -80,6 +87,9 @@ class PlanPanel : public QGroupBox {
   QSpinBox* measureSteps_;
   QAction* measureAction_;
   std::unique_ptr<QTemporaryDir> planDir_;
+  QString workerTmp_;
+  int workerTmps_ = 0;
+  std::unique_ptr<QThreadPool> cleaner_;  // one thread: removals in the order they were asked
   QProcess* planProcess_ = nullptr;
   bool planStopped_ = false;  // Stop was pressed for planProcess_
   QString planBusyText_;      // what the plan view says while it runs, before the seconds

@@ -1,13 +1,13 @@
 #include "RunEditQueue.h"
 
-#include <QDir>
-#include <QFileInfo>
 #include <QTimer>
 #include <algorithm>
 #include <utility>
 
 #include "PoolTask.h"
 #include "RunHistoryModel.h"
+#include "RunLauncher.h"
+#include "history/owned-files.h"
 #include "history/run-store.h"
 
 namespace spillway::ui {
@@ -105,7 +105,8 @@ void RunEditQueue::next() {
         }
         waiting_ = false;
         retryMs_ = kFirstRetryMs;
-        const RunEdit edit = std::move(queue_.front().edit);
+        RunEdit edit = std::move(queue_.front().edit);
+        edit.kept = outcome.kept;
         queue_.pop_front();
         emit written(edit, outcome.error);
         next();
@@ -142,14 +143,19 @@ RunEditQueue::Outcome RunEditQueue::write(const std::string& path, const RunEdit
     return out;
   }
   if (edit.kind != RunEdit::kDelete) return out;
-  // The rows are gone: now the run's files (checkpoints can be gigabytes, so here too).
+  // The rows are gone: now the run's files (checkpoints can be gigabytes, so here too), only
+  // those Spillway wrote.
   QStringList failed;
-  for (const QString& f : edit.removeFiles) {
-    const QFileInfo fi(f);
-    const bool ok = fi.isDir() && !fi.isSymLink() ? QDir(f).removeRecursively() : QFile::remove(f);
-    if (!ok) failed << f;
+  if (!edit.removeRunDir.isEmpty()) {
+    const Removal r = remove_run_files(edit.removeRunDir.toStdString());
+    for (const std::string& k : r.kept) out.kept << QString::fromStdString(k);
+    for (const std::string& f : r.failed) failed << QString::fromStdString(f);
   }
-  if (!edit.removeFolder.isEmpty()) QDir().rmdir(edit.removeFolder);
+  if (!edit.jobsDir.isEmpty()) {
+    const RunLauncher::Removed launch = RunLauncher::removeLaunchFolder(edit.jobsDir, edit.runId);
+    out.kept << launch.kept;
+    failed << launch.failed;
+  }
   if (!failed.isEmpty())
     out.error = QObject::tr("The run's row is gone, but these could not be removed: %1")
                     .arg(failed.join(", "));

@@ -30,10 +30,13 @@ struct RunEdit {
   QString runName;                // for the messages: "the notes of “name”"
   std::vector<std::string> tags;  // kTags
   std::string text;               // kNotes: the notes; kRename: the new name
-  // kDelete: after the rows go, these files and folders are removed (absolute paths), then
-  // `removeFolder` when it is not empty and is left empty (HistoryPage::planDelete decides).
-  QStringList removeFiles;
-  QString removeFolder;
+  // kDelete: after the rows go, the files Spillway wrote in the run folder `removeRunDir` (when
+  // not empty; history/owned-files.h remove_run_files), and the run's launch folder under
+  // `jobsDir` (RunLauncher::removeLaunchFolder). HistoryPage::deleteRun decides.
+  QString removeRunDir;
+  QString jobsDir;
+  // Set once the deletion is written: the entries that stay because Spillway did not write them.
+  QStringList kept;
 
   static RunEdit setTags(const std::string& id, const QString& name, std::vector<std::string> tags);
   static RunEdit setNotes(const std::string& id, const QString& name, std::string notes);
@@ -77,6 +80,7 @@ class RunEditQueue : public QObject {
   struct Outcome {
     bool locked = false;
     QString error;
+    QStringList kept;  // a deletion's entries that are not Spillway's
   };
   // Writes `edit` to the store at `path` through a new connection; any thread.
   static Outcome write(const std::string& path, const RunEdit& edit);

@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QRegularExpression>
 #include <QSaveFile>
 #include <QSettings>
@@ -100,12 +101,52 @@ bool RunLauncher::launch(const QString& job, QString* runDir, qint64* pidOut, QS
   const std::string id = RunStore::new_run_id();
   const auto folder = default_run_folder(id);
   if (!folder.ok()) return *error = QString::fromStdString(folder.status().message()), false;
+  // A launch folder of writeRunJob's (jobs/STAMP-NAME/job.json) gets the run's id, which deleting
+  // the run looks for.
+  const QFileInfo jobFile(job);
+  if (jobFile.fileName() == "job.json" && QFileInfo(jobFile.absolutePath()).absolutePath() ==
+                                              QDir(dataHome() + "/jobs").absolutePath()) {
+    QSaveFile marker(jobFile.absolutePath() + "/" + kLaunchMarker);
+    if (!marker.open(QIODevice::WriteOnly) ||
+        marker.write(QJsonDocument(QJsonObject{{"run_id", QString::fromStdString(id)}}).toJson()) <
+            0 ||
+        !marker.commit())
+      return *error = tr("Cannot write %1: %2").arg(marker.fileName(), marker.errorString()), false;
+  }
   QString why;
   const qint64 pid = WorkerClient::launch(job, QString(), &why, QString::fromStdString(id));
   if (pid < 0) return *error = tr("Could not start the worker: %1").arg(why), false;
   *runDir = QString::fromStdString(*folder);
   *pidOut = pid;
   return true;
+}
+
+RunLauncher::Removed RunLauncher::removeLaunchFolder(const QString& jobsDir,
+                                                     const std::string& runId) {
+  Removed out;
+  const QString id = QString::fromStdString(runId);
+  for (const QFileInfo& d : QDir(jobsDir).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    if (d.isSymLink()) continue;
+    QFile marker(d.absoluteFilePath() + "/" + kLaunchMarker);
+    if (!marker.open(QIODevice::ReadOnly)) continue;
+    if (QJsonDocument::fromJson(marker.readAll()).object().value("run_id").toString() != id)
+      continue;
+    marker.close();
+    QDir dir(d.absoluteFilePath());
+    for (const QFileInfo& e :
+         dir.entryInfoList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot)) {
+      const QString n = e.fileName();
+      const bool ours = !e.isDir() && (n == "job.json" || n == "worker.out" || n == "worker.err" ||
+                                       n == kLaunchMarker);
+      if (!ours) {
+        out.kept << e.absoluteFilePath();
+      } else if (!QFile::remove(e.absoluteFilePath())) {
+        out.failed << e.absoluteFilePath();
+      }
+    }
+    if (out.kept.isEmpty()) dir.rmdir(d.absoluteFilePath());
+  }
+  return out;
 }
 
 void RunLauncher::remember(const QString& key, const QString& value) {

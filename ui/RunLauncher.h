@@ -11,6 +11,8 @@
 
 #include <QCoreApplication>
 #include <QString>
+#include <QStringList>
+#include <string>
 
 #include "JobSettings.h"
 
@@ -36,9 +38,23 @@ class RunLauncher {
   // Copy command line's: jobs/NAME-HASH.json, named by its content, without a run folder (each
   // run of the command gets its own); the same form again writes nothing new.
   static QString writeCommandLineJob(JobSettings job, QString* error);
-  // Starts the worker on `jobPath` under a new run id. The run's folder in `runDir`, the worker's
-  // pid in `pid`; false with `error`, the message for the user.
+  // Starts the worker on `jobPath` under a new run id, after writing kLaunchMarker beside it when
+  // it is a launch folder of writeRunJob's. The run's folder in `runDir`, the worker's pid in
+  // `pid`; false with `error`, the message for the user.
   static bool launch(const QString& jobPath, QString* runDir, qint64* pid, QString* error);
+  // The launch folder's marker, written by launch() into a job's folder under jobs/:
+  // {"run_id": ID}. It ties the folder (job.json, worker.out, worker.err) to its run, so that
+  // deleting the run removes it, and proves the folder Spillway's.
+  static constexpr const char* kLaunchMarker = "spillway-launch.json";
+  struct Removed {
+    QStringList kept;    // entries of the launch folder Spillway did not write (they stay)
+    QStringList failed;  // its own files it could not remove, with why
+  };
+  // Removes the launch folder of run `runId` under `jobsDir` (the one whose kLaunchMarker names
+  // it): job.json, worker.out, worker.err and the marker, then the folder when left empty.
+  // Nothing when no folder names the run (a run launched from a terminal, or before 2026-11-27).
+  // Any thread.
+  static Removed removeLaunchFolder(const QString& jobsDir, const std::string& runId);
   // Puts `value` first in the QSettings list `key` (recent models, datasets), ten at most.
   static void remember(const QString& key, const QString& value);
 

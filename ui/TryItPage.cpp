@@ -16,6 +16,7 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QSettings>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QTextBrowser>
@@ -30,6 +31,46 @@
 #include "history/run-folder.h"
 
 namespace spillway::ui {
+namespace {
+
+constexpr const char* kLastExportKey = "export/lastFolder";
+
+// Export's folder dialog: an existing folder, or the name of a new one typed into it (Qt's
+// folder dialog refuses a name that does not exist yet, "Directory not found"), which the export
+// then makes. Qt's own dialog, not the platform's, whose accept() cannot be taken over.
+class ExportFolderDialog : public QFileDialog {
+ public:
+  explicit ExportFolderDialog(QWidget* parent)
+      : QFileDialog(parent, QObject::tr("Export the model to")) {
+    setObjectName("exportFolderDialog");
+    setFileMode(QFileDialog::Directory);
+    setOption(QFileDialog::ShowDirsOnly);
+    setOption(QFileDialog::DontUseNativeDialog);
+    setLabelText(QFileDialog::FileName, QObject::tr("Folder:"));
+    // Where the user was: the folder that held the last export, else the home folder (not the
+    // app's working directory).
+    const QString last = QSettings().value(kLastExportKey).toString();
+    const QString parentDir = QFileInfo(last).absolutePath();
+    setDirectory(!last.isEmpty() && QFileInfo(parentDir).isDir() ? parentDir : QDir::homePath());
+  }
+  QString chosen() const { return chosen_.isEmpty() ? selectedFiles().value(0) : chosen_; }
+
+  void accept() override {
+    const QString typed = selectedFiles().value(0);
+    const QFileInfo info(typed);
+    if (!typed.isEmpty() && !info.exists() && QFileInfo(info.absolutePath()).isDir()) {
+      chosen_ = info.absoluteFilePath();  // a new folder in an existing one
+      QDialog::accept();
+      return;
+    }
+    QFileDialog::accept();
+  }
+
+ private:
+  QString chosen_;
+};
+
+}  // namespace
 
 struct TryItPage::Side {
   QProcess* process = nullptr;
@@ -208,8 +249,10 @@ TryItPage::TryItPage(RunHistoryModel* model, QWidget* parent)
   connect(generate_, &QPushButton::clicked, this, [this] { generate(); });
   connect(stop_, &QPushButton::clicked, this, &TryItPage::stop);
   connect(export_, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the model to"));
-    if (!dir.isEmpty()) exportTo(dir);
+    ExportFolderDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted || dialog.chosen().isEmpty()) return;
+    QSettings().setValue(kLastExportKey, dialog.chosen());
+    exportTo(dialog.chosen());
   });
   // History's rows come from a read on a pool thread: a page on screen lists them when they come.
   connect(model_, &QAbstractItemModel::modelReset, this, [this] {

@@ -69,7 +69,9 @@ class TryItPage : public QWidget {
   QString tunedStatus() const;
   QString tunedError() const { return tunedError_; }
   // Writes the latest checkpoint as a model folder at `dir` in the background; exported() says
-  // how it went, and the page shows where it went.
+  // how it went, and the page shows where it went. Export… asks for `dir` in a folder dialog that
+  // opens where the last export went (else the home folder) and takes a new folder's name. The
+  // worker refuses a `dir` that holds files Spillway did not write; the page shows its reason.
   bool exportTo(const QString& dir);
   QString exportMessage() const;
 

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <utility>
 
+#include "history/owned-files.h"
 #include "history/run-folder.h"
 #include "tiers/byte-size.h"
 #include "train/planner.h"
@@ -129,17 +130,17 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
   // Made before the scratch folder, so that its removal below runs with the handlers in place: a
   // second Ctrl-C cannot cut it short.
   StopSignals signals(/*checkpoint_on_sigusr1=*/false);
-  std::string scratch = (fs::temp_directory_path() / "spillway-measure.XXXXXX").string();
+  std::string scratch =
+      (fs::temp_directory_path() / (std::string(kThrowawayRunPrefix) + "XXXXXX")).string();
   if (!::mkdtemp(scratch.data()))
     return report_failure(io, json,
                           io_error("plan --measure: cannot make a temporary folder " + scratch +
                                    ": " + std::strerror(errno)));
   struct Cleanup {
     std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
+    // Only the throwaway run's own files: whatever else is in the folder stays (and with it the
+    // folder).
+    ~Cleanup() { (void)remove_throwaway_run(dir); }
   } cleanup{scratch};
   job.steps = steps;
   job.epochs = 0;

@@ -103,7 +103,8 @@ namespace {
 
 // Removes `<name>.tmp-<pid>` siblings of `dir` left by writers that died (SIGKILL, power loss)
 // before their folder was swapped in: each is a half-written folder, or after a swap the version
-// it replaced, never the only copy of anything.
+// it replaced, never the only copy of anything. Only those holding kPartialFolderMarker, which
+// write_folder_atomic puts in each it makes, are Spillway's.
 void remove_dead_folder_temporaries(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path target(dir);
@@ -113,7 +114,9 @@ void remove_dead_folder_temporaries(const std::string& dir) {
            target.parent_path().empty() ? fs::path(".") : target.parent_path(), ec)) {
     const std::string n = e.path().filename().string();
     if (!n.starts_with(prefix)) continue;
-    const long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+    char* end = nullptr;
+    const long pid = std::strtol(n.c_str() + prefix.size(), &end, 10);
+    if (*end != '\0' || !fs::exists(e.path() / kPartialFolderMarker, ec)) continue;
     if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
       std::error_code ignore;
       fs::remove_all(e.path(), ignore);
@@ -121,23 +124,50 @@ void remove_dead_folder_temporaries(const std::string& dir) {
   }
 }
 
+// Marks `tmp` as a temporary folder of this writer (see remove_dead_folder_temporaries).
+Status mark_partial(const std::string& tmp) {
+  const std::string marker = (std::filesystem::path(tmp) / kPartialFolderMarker).string();
+  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("cannot create " + marker, errno);
+  ::close(fd);
+  return Status();
+}
+
 }  // namespace
 
 Status write_folder_atomic(const std::string& dir,
-                           const std::function<Status(const std::string& tmp)>& fill) {
+                           const std::function<Status(const std::string& tmp)>& fill,
+                           const std::function<Status(const std::string& dir)>& may_replace) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  auto check = [&]() -> Status {
+    std::error_code exists_ec;
+    const bool there = fs::exists(fs::symlink_status(dir, exists_ec));  // a dangling link too
+    return may_replace && there ? may_replace(dir) : Status();
+  };
+  SPW_RETURN_IF_ERROR(check());
   remove_dead_folder_temporaries(dir);
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
+  // A folder of this name from an earlier write_folder_atomic of this process (the same pid can
+  // come back after a reboot) is ours only with the marker; anything else there is refused.
+  if (fs::exists(tmp, ec)) {
+    if (!fs::exists(fs::path(tmp) / kPartialFolderMarker, ec))
+      return io_error(tmp + " exists and is not Spillway's: move it away and try again");
+    fs::remove_all(tmp, ec);
+  }
   fs::create_directories(tmp, ec);
   if (ec) return io_error("cannot create " + tmp + ": " + ec.message());
-  Status st = fill(tmp);
+  Status st = mark_partial(tmp);
+  if (st.ok()) st = fill(tmp);
+  if (st.ok()) st = check();
+  if (st.ok() && ::unlink((fs::path(tmp) / kPartialFolderMarker).c_str()) != 0)
+    st = errno_status("cannot remove " + tmp + "/" + kPartialFolderMarker, errno);
   if (st.ok()) {
     // The finished folder takes `dir`'s place in one step (RENAME_EXCHANGE), so that at every
     // instant `dir` holds one whole version: removing the old one first left a moment in which a
-    // kill lost both. The old version, now under `tmp`, is removed after.
-    if (fs::exists(dir, ec) &&
+    // kill lost both. The old version is marked first, so that under `tmp` after the swap it is
+    // removed, here or (after a kill) by the next writer.
+    if (fs::exists(dir, ec) && mark_partial(dir).ok() &&
         ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
       (void)fail_point("folder.replace");
       st = fsync_directory(fs::path(dir).parent_path().string());

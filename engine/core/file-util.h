@@ -51,10 +51,20 @@ Status write_file_atomic_stream(
 // returns ok does that folder replace `dir` (swapped in with renameat2 RENAME_EXCHANGE where `dir`
 // exists, so `dir` is never missing, then fsync of the parent), so a crash or a full disk leaves
 // the previous folder, never a half-written one and never none. On failure the temporary folder
-// is removed and fill's error returned; `dir.tmp-<pid>` folders of writers that died are removed
-// first.
+// is removed and fill's error returned.
+//
+// Replacing `dir` removes everything in it, so a caller whose `dir` may hold files Spillway did
+// not write (an export's --out) passes `may_replace`: called with `dir` before `fill` and again
+// just before the swap when `dir` exists, its error is returned and nothing is replaced. (A
+// checkpoint folder, named by its step inside the run's checkpoints/, needs none.)
+//
+// The temporary folder holds kPartialFolderMarker until the swap, and only `dir.tmp-<pid>`
+// siblings that hold it, of writers that died, are removed: a folder of that name Spillway did
+// not make is left alone.
+inline constexpr const char* kPartialFolderMarker = ".spillway-partial";
 Status write_folder_atomic(const std::string& dir,
-                           const std::function<Status(const std::string& tmp)>& fill);
+                           const std::function<Status(const std::string& tmp)>& fill,
+                           const std::function<Status(const std::string& dir)>& may_replace = {});
 // Writes all `size` bytes to the open descriptor `fd`, retrying short writes and EINTR. On an
 // error, errno's status (kNoSpace for ENOSPC) with "cannot write <path>".
 Status write_all(int fd, const void* data, size_t size, const std::string& path);

@@ -1,17 +1,58 @@
 #include "train/export.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/fail-point.h"
 #include "core/file-util.h"
+#include "history/owned-files.h"
 
 namespace spillway {
 namespace fs = std::filesystem;
 
+Status check_export_target(const std::string& out) {
+  std::error_code ec;
+  // A link is replaced itself, not what it points to: it is the user's, and so refused.
+  if (fs::is_symlink(out, ec))
+    return invalid_argument("that is a symbolic link: name the folder it points to, or a new one");
+  if (!fs::exists(out, ec)) return {};
+  if (!fs::is_directory(out, ec))
+    return invalid_argument("that is a file, not a folder: name a new folder");
+  // The marker an interrupted replacement can leave in the previous version is Spillway's too.
+  std::vector<std::string> ours = export_owned_files(out);
+  ours.push_back(kPartialFolderMarker);
+  std::vector<std::string> foreign;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    bool listed = std::find(ours.begin(), ours.end(), name) != ours.end();
+    std::error_code type_ec;
+    if (e.symlink_status(type_ec).type() == fs::file_type::directory) {
+      // A folder of the export (a sharded model's, none today) is its own only when each file
+      // in it is listed; an empty one is not listed at all.
+      const std::vector<std::string> inside = files_under(e.path().string());
+      listed = !inside.empty() && std::all_of(inside.begin(), inside.end(), [&](const auto& f) {
+        return std::find(ours.begin(), ours.end(), name + "/" + f) != ours.end();
+      });
+    }
+    if (!listed) foreign.push_back(name);
+  }
+  if (ec) return io_error("cannot read " + out + ": " + ec.message());
+  if (foreign.empty()) return {};
+  std::sort(foreign.begin(), foreign.end());
+  std::string names;
+  for (size_t i = 0; i < foreign.size() && i < 5; ++i) names += (i ? ", " : "") + foreign[i];
+  if (foreign.size() > 5) names += " and " + std::to_string(foreign.size() - 5) + " more";
+  return invalid_argument(
+      "the folder holds files Spillway did not write (" + names +
+      "); an export replaces its whole folder, so nothing was written: name a new or empty "
+      "folder (e.g. " +
+      (fs::path(out) / "model").string() + "), or one that holds only an earlier export");
+}
+
 Status export_model(const ModelState& state, const std::string& tokenizer_source,
                     const std::string& out) {
-  Status st = write_folder_atomic(out, [&](const std::string& tmp) -> Status {
+  auto fill = [&](const std::string& tmp) -> Status {
     SPW_RETURN_IF_ERROR(state.save_weights(tmp));
     if (fail_point("export.write")) return io_error("export.write: failed by SPILLWAY_FAIL_POINTS");
     nlohmann::json config = state.config().to_json();
@@ -47,7 +88,21 @@ Status export_model(const ModelState& state, const std::string& tokenizer_source
       if (ec) return io_error("cannot copy " + f.string() + ": " + ec.message());
     }
     return {};
-  });
+  };
+  Status st = write_folder_atomic(
+      out,
+      [&](const std::string& tmp) -> Status {
+        SPW_RETURN_IF_ERROR(fill(tmp));
+        // Last: the manifest names every file the export wrote, the proof that a later export
+        // (or History's Delete) may remove them.
+        nlohmann::json files = nlohmann::json::array();
+        for (const std::string& f : files_under(tmp))
+          if (f != kPartialFolderMarker) files.push_back(f);
+        return write_file_atomic(
+            (fs::path(tmp) / kExportManifest).string(),
+            nlohmann::json{{"written_by", "spillway"}, {"files", files}}.dump(2) + "\n");
+      },
+      check_export_target);
   return st.ok() ? st : st.with_context("export to " + out);
 }
 

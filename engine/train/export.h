@@ -3,6 +3,11 @@
 // config.json, and the tokenizer files copied from `tokenizer_source` (a model folder or a
 // tokenizer file). Written into `out.tmp-<pid>` and renamed, so a failed export leaves the
 // previous one intact.
+//
+// Spillway replaces only what it wrote: each export lists its files in kExportManifest
+// (history/owned-files.h), and an `out` that exists is replaced only when it is empty or holds an
+// earlier export and nothing else (every entry named in its manifest); any other folder is
+// refused, untouched, with kInvalidArgument naming what is in it.
 #pragma once
 
 #include <string>
@@ -11,6 +16,11 @@
 #include "train/model-state.h"
 
 namespace spillway {
+
+// Whether export_model may replace `out`: ok when it does not exist, is an empty folder or holds
+// an earlier export and nothing else; kInvalidArgument otherwise, naming up to five of the entries
+// Spillway did not write and saying what to do (export_model adds "export to OUT: ").
+Status check_export_target(const std::string& out);
 
 // `tokenizer_source`: a model folder, a tokenizer file, "builtin:bytes", or empty for none (a
 // model trained on pre-tokenized data). kNotFound when it names no tokenizer (nothing is written).

@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <regex>
+
+#include "core/file-util.h"
 
 namespace spillway {
 namespace fs = std::filesystem;
@@ -32,6 +35,38 @@ int try_lock(const std::string& path, bool create) {
   return fd;
 }
 
+// The SSD store's files (tiers/ssd-store.h: `<group>.blk` and its `<group>.crc`, and a
+// write_file_atomic temporary of either), and the folder's marker.
+bool is_scratch_file(const std::string& name) {
+  static const std::regex ours(R"(.+\.(blk|crc)(\.tmp\.\d+)?)");
+  return name == kScratchMarker || std::regex_match(name, ours);
+}
+
+// Removes the files of a scratch folder that Spillway wrote, then the folder when nothing else is
+// left in it. A folder without the marker is not Spillway's and is not touched. True when the
+// folder is gone (or was never made).
+bool remove_scratch_contents(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return true;
+  if (!fs::exists(fs::path(path) / kScratchMarker, ec)) return false;
+  bool foreign = false;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == kScratchMarker) continue;  // last: while anything stays, the folder is marked
+    std::error_code type_ec;
+    if (e.symlink_status(type_ec).type() == fs::file_type::directory || !is_scratch_file(name)) {
+      foreign = true;
+      continue;
+    }
+    std::error_code rm;
+    fs::remove(e.path(), rm);
+    foreign |= static_cast<bool>(rm);
+  }
+  if (foreign) return false;
+  fs::remove(fs::path(path) / kScratchMarker, ec);
+  return fs::remove(path, ec);
+}
+
 }  // namespace
 
 int remove_orphaned_scratch(const std::string& parent, const std::string& prefix) {
@@ -42,11 +77,15 @@ int remove_orphaned_scratch(const std::string& parent, const std::string& prefix
     if (!file.starts_with(prefix) || !file.ends_with(".lock")) continue;
     const int fd = try_lock(e.path().string(), /*create=*/false);
     if (fd < 0) continue;  // alive (or already being removed)
-    std::error_code ignore;
-    fs::remove_all(e.path().parent_path() / file.substr(0, file.size() - 5), ignore);
-    ::unlink(e.path().c_str());  // while still locked: a late locker sees nlink 0 and retries
+    // Only a folder Spillway marked, and in it only the SSD store's files; the lock file goes
+    // with the folder (one left holding a user's file keeps its lock file, and is looked at
+    // again by the next run).
+    const bool gone = remove_scratch_contents(
+        (e.path().parent_path() / file.substr(0, file.size() - 5)).string());
+    if (gone)
+      ::unlink(e.path().c_str());  // while still locked: a late locker sees nlink 0 and retries
     ::close(fd);
-    ++removed;
+    removed += gone;
   }
   return removed;
 }
@@ -68,19 +107,24 @@ Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& 
                     (errno ? std::strerror(errno) : "held by another process"));
   if (!orphan_prefix.empty())
     remove_orphaned_scratch(parent, orphan_prefix);  // skips ours: we hold it
-  fs::create_directories(path, ec);
-  if (ec) {
+  // Made here, and marked: only a folder this created is ever emptied. One that is there already
+  // (a name no run should have) is not Spillway's to use.
+  const bool made = fs::create_directory(path, ec);
+  Status marked =
+      made ? write_file_atomic((fs::path(path) / kScratchMarker).string(), "") : Status();
+  if (ec || !made || !marked.ok()) {
     ::unlink(lock.c_str());
     ::close(fd);
-    return io_error("cannot create " + path + ": " + ec.message());
+    if (ec) return io_error("cannot create " + path + ": " + ec.message());
+    if (!made)
+      return io_error(path + " exists already and is not this run's: move it away and try again");
+    return marked.with_context("cannot mark the scratch folder " + path);
   }
   return std::unique_ptr<ScratchFolder>(new ScratchFolder(path, fd));
 }
 
 ScratchFolder::~ScratchFolder() {
-  std::error_code ignore;
-  fs::remove_all(path_, ignore);
-  ::unlink((path_ + ".lock").c_str());
+  if (remove_scratch_contents(path_)) ::unlink((path_ + ".lock").c_str());
   ::close(lock_fd_);
 }
 

@@ -5,7 +5,9 @@
 //
 // Liveness is an flock(2) on `<parent>/<name>.lock`, held for the object's lifetime: the kernel
 // releases it when the owning process dies, so a lock another process can take marks an orphan.
-// Only folders that have such a lock file are ever removed.
+// Spillway removes only what it wrote: a folder create() made (never one that was there) and
+// marked with kScratchMarker, and in it only the SSD store's files (`*.blk`, `*.crc`); a folder
+// that holds anything else keeps it, and stays with its lock file.
 //
 // Thread-safety: create() and remove_orphaned_scratch() may run concurrently in different processes
 // over one parent. Ownership: the object owns its folder, lock file and descriptor; destruction
@@ -19,11 +21,14 @@
 
 namespace spillway {
 
+inline constexpr const char* kScratchMarker = "spillway-scratch";
+
 class ScratchFolder {
  public:
-  // Creates `<parent>/<name>` (parent created if missing) and its lock, after removing orphaned
-  // siblings whose name starts with `orphan_prefix` (empty: none are looked for). kIo names the
-  // path that could not be made or locked; kInvalidArgument when `name` is empty or has a '/'.
+  // Creates `<parent>/<name>` (parent created if missing; `name` must not exist) and its lock,
+  // after removing orphaned siblings whose name starts with `orphan_prefix` (empty: none are
+  // looked for). kIo names the path that could not be made or locked, or that exists already;
+  // kInvalidArgument when `name` is empty or has a '/'.
   static Result<std::unique_ptr<ScratchFolder>> create(const std::string& parent,
                                                        const std::string& name,
                                                        const std::string& orphan_prefix = "");
@@ -40,7 +45,8 @@ class ScratchFolder {
 };
 
 // Removes every `<parent>/<prefix>*` folder whose `.lock` no live process holds, with its lock
-// file. Returns how many were removed (0 when `parent` does not exist).
+// file: the SSD store's files in it, then the folder and lock when nothing else is left. Returns
+// how many folders went (0 when `parent` does not exist).
 int remove_orphaned_scratch(const std::string& parent, const std::string& prefix);
 
 }  // namespace spillway

@@ -261,6 +261,66 @@ TEST_F(FaultMatrix, KillDuringExport) {
   EXPECT_EQ(st.count("running"), 0u);
 }
 
+// An export replaces its whole folder, so it goes only where Spillway wrote everything: a folder
+// with a user's files is refused (exit 2, a message that names them and says what to do) and left
+// as it was; an earlier export, proven by its manifest, is replaced; a user's file added to that
+// export afterwards makes it a folder with other files again. A `.tmp-PID` sibling that is not
+// Spillway's (no marker) is left alone.
+TEST_F(FaultMatrix, ExportRemovesOnlyWhatSpillwayWrote) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run = tmp_.path() + "/run";
+  ASSERT_EQ(worker({"train", write_job("run", job(run, 4))}).exit_code, 0);
+  const std::string ckpt = run + "/checkpoints/step-000004";
+  const std::string downloads = tmp_.path() + "/Downloads";
+  fs::create_directories(downloads + "/photos");
+  ASSERT_TRUE(write_file_atomic(downloads + "/notes.txt", "mine\n").ok());
+  ASSERT_TRUE(write_file_atomic(downloads + "/photos/a.jpg", "jpeg").ok());
+  fs::create_directories(downloads + ".tmp-999999");  // a user's, named as a temporary would be
+  auto r = worker({"export", "--checkpoint", ckpt, "--out", downloads});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds files Spillway did not write (notes.txt, photos)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("name a new or empty folder (e.g. " + downloads + "/model)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(*read_file(downloads + "/notes.txt"), "mine\n");
+  EXPECT_EQ(*read_file(downloads + "/photos/a.jpg"), "jpeg");
+  EXPECT_FALSE(fs::exists(downloads + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(downloads + ".tmp-999999"));
+
+  // Into a new subfolder: written, with its manifest; exported again over itself: replaced.
+  const std::string out = downloads + "/model";
+  r = worker({"export", "--checkpoint", ckpt, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json manifest = json::parse(*read_file(out + "/spillway-export.json"));
+  EXPECT_EQ(manifest["written_by"], "spillway");
+  const auto files = manifest["files"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(files.begin(), files.end(), "model.safetensors"), files.end());
+  EXPECT_NE(std::find(files.begin(), files.end(), "config.json"), files.end());
+  r = worker({"export", "--checkpoint", run + "/checkpoints/step-000002", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(*read_file(out + "/model.safetensors") ==
+              *read_file(run + "/checkpoints/step-000002/model.safetensors"));
+  EXPECT_EQ(*read_file(downloads + "/notes.txt"), "mine\n");
+
+  // A link to the export: replacing it would replace the link, which is the user's.
+  fs::create_directory_symlink(out, downloads + "/latest");
+  r = worker({"export", "--checkpoint", ckpt, "--out", downloads + "/latest"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("that is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_symlink(downloads + "/latest"));
+
+  // A user's file put into the export: the export is no longer only Spillway's.
+  ASSERT_TRUE(write_file_atomic(out + "/README.md", "my model\n").ok());
+  r = worker({"export", "--checkpoint", ckpt, "--out", out, "--json"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.out.find("holds files Spillway did not write (README.md)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(*read_file(out + "/README.md"), "my model\n");
+  EXPECT_TRUE(*read_file(out + "/model.safetensors") ==
+              *read_file(run + "/checkpoints/step-000002/model.safetensors"));
+}
+
 // kill -9 in the middle of a write to runs.db (the N-th write to its write-ahead log, for several
 // N: the run's first row, its metrics, a checkpoint's row): the database opens and passes
 // integrity_check every time, the run before it keeps every row, the killed run is interrupted

@@ -224,6 +224,72 @@ TEST(HistoryDelete, ARunWithoutAFolderLosesOnlyItsRow) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
+// Delete removes only what Spillway wrote: a user's files beside the run's, in its checkpoints and
+// in its export stay (the confirmation and the status line say so), with the folders that hold
+// them; and the run's launch folder under jobs/ (job.json and the worker's output, which a run that
+// failed at start leaves behind) goes too, while another run's stays.
+TEST(HistoryDelete, RemovesOnlySpillwaysFilesAndTheRunsLaunchFolder) {
+  TempDir tmp;
+  const QByteArray oldXdg = qgetenv("XDG_DATA_HOME");
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
+  struct Restore {
+    QByteArray value;
+    ~Restore() { value.isNull() ? qunsetenv("XDG_DATA_HOME") : qputenv("XDG_DATA_HOME", value); }
+  } restore{oldXdg};
+  const std::string db = tmp.path() + "/runs.db", folder = tmp.path() + "/runs/failed-run";
+  makeRunFolder(folder);
+  std::ofstream(folder + "/notes.txt") << "mine";
+  std::ofstream(folder + "/checkpoints/best.txt") << "step 20";
+  std::ofstream(folder + "/export/README.md") << "model card";
+  std::string id, other;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    id = addRun(**store, "failed run", RunStatus::kFailed, folder);
+    other = addRun(**store, "other run", RunStatus::kCompleted, tmp.path() + "/runs/other");
+  }
+  const std::string jobs = tmp.path() + "/xdg/spillway/jobs";
+  auto launchFolder = [&](const std::string& name, const std::string& runId) {
+    const std::string dir = jobs + "/" + name;
+    fs::create_directories(dir);
+    for (const char* f : {"job.json", "worker.out", "worker.err"})
+      std::ofstream(dir + "/" + f) << "x";
+    std::ofstream(dir + "/spillway-launch.json") << "{\"run_id\": \"" << runId << "\"}";
+    return dir;
+  };
+  const std::string mine = launchFolder("20261127-101010-failed-run", id);
+  const std::string theirs = launchFolder("20261127-111111-other-run", other);
+
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  const QString text = pressDelete(page, model, "failed run", "Delete");
+  EXPECT_TRUE(text.endsWith(
+      "\n\nThe folder stays with what is not the run's: checkpoints/best.txt, export/README.md, "
+      "notes.txt."))
+      << text.toStdString();
+  ASSERT_TRUE(waitForEdits(&model));
+  EXPECT_EQ(model.rowCount(), 1);
+  std::ifstream notes(folder + "/notes.txt"), best(folder + "/checkpoints/best.txt"),
+      card(folder + "/export/README.md");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(notes), {}), "mine");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(best), {}), "step 20");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(card), {}), "model card");
+  for (const char* gone : {"/job.json", "/events.jsonl", "/checkpoints/step-000010",
+                           "/checkpoints/step-000020", "/export/model.safetensors"})
+    EXPECT_FALSE(fs::exists(folder + gone)) << gone;
+  EXPECT_FALSE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(theirs + "/worker.err"));
+  bool said = false;
+  for (QLabel* l : page.findChildren<QLabel*>())
+    said |= l->text().contains("Kept what Spillway did not write: " + q(folder) +
+                               "/checkpoints/best.txt");
+  EXPECT_TRUE(said);
+}
+
 // Delete pressed twice on a run whose deletion is still queued (a worker holds runs.db's write
 // lock) used to queue a second deletion, which ended in "Could not save the deletion …" once the
 // first had removed the row. Now Delete is off on that row, a second deleteRun queues nothing, and

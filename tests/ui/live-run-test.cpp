@@ -12,6 +12,11 @@
 #include <sys/stat.h>
 
 #include <QAction>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMessageBox>
 #include <QPlainTextEdit>
@@ -27,6 +32,7 @@
 
 #include "Charts.h"
 #include "LivePage.h"
+#include "RunLauncher.h"
 #include "TierChart.h"
 #include "TimelineView.h"
 #include "WorkerClient.h"
@@ -239,6 +245,12 @@ TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
       QString("The worker (pid %1) exited without finishing the run: it was killed or crashed.")
           .arg(pid)))
       << live.endMessage().toStdString();
+  // Killed before its first checkpoint: no promise of a resume.
+  EXPECT_TRUE(live.endMessage().contains(
+      "killed or crashed. It saved no checkpoint, so there is nothing to resume from: launch it "
+      "again (History › Clone) to start from the beginning."))
+      << live.endMessage().toStdString();
+  EXPECT_FALSE(live.endMessage().contains("checkpoint is kept"));
   EXPECT_TRUE(live.statusText().startsWith("interrupted · loss 3.6000"))
       << live.statusText().toStdString();
   EXPECT_TRUE(live.statusText().contains("killed or crashed"));
@@ -257,6 +269,86 @@ TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
   ASSERT_TRUE(row.ok());
   EXPECT_EQ(row->status, RunStatus::kInterrupted);
   dialog->accept();
+}
+
+// kill -9 after the run's checkpoints at steps 50 and 100, and while the one of step 150 was being
+// written: the dialog and the page name the step Resume continues from, read from the disk (the
+// unfinished step-150 folder is not a checkpoint), not promised by the schedule.
+TEST(LivePage, AKilledWorkerIsToldWhatStepAResumeContinuesFrom) {
+  TempDir tmp;
+  const std::string runDir = tmp.path() + "/run";
+  for (const char* c : {"step-000050", "step-000100", "step-000150.tmp-4242"})
+    std::filesystem::create_directories(runDir + "/checkpoints/" + c);
+  FakeWorker worker(tmp, "exec sleep 120");
+  std::ofstream(tmp.path() + "/job.json") << R"({"name": "killed"})";
+  const qint64 pid = worker.launch(tmp.path() + "/job.json");
+  ASSERT_TRUE(waitFor([&] { return WorkerClient::alive(pid); }, 5000));
+  LivePage live;
+  live.attach(q(runDir), pid);
+  std::ofstream f(runDir + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"r1","total_steps":200})"
+    << "\n";
+  writeSteps(f, 4);
+  f.flush();
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kTraining; }, 5000));
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return live.tick(), live.phase() == Phase::kInterrupted; }, 5000));
+  const QString expected =
+      QString(
+          "The worker (pid %1) exited without finishing the run: it was killed or crashed. "
+          "Its newest checkpoint is from step 100: Resume in History continues from step 100.")
+          .arg(pid);
+  EXPECT_TRUE(live.endMessage().startsWith(expected)) << live.endMessage().toStdString();
+  auto* dialog = live.findChild<QMessageBox*>("runEndedDialog");
+  ASSERT_NE(dialog, nullptr);
+  EXPECT_TRUE(dialog->text().startsWith(expected)) << dialog->text().toStdString();
+  EXPECT_TRUE(live.statusText().contains("continues from step 100"))
+      << live.statusText().toStdString();
+  dialog->accept();
+}
+
+// Launch marks its jobs/<stamp>-<name>/ folder with the run's id, and removeLaunchFolder (History's
+// Delete) finds it by that id and removes what Launch and the worker wrote there, the folder with
+// them; a file of the user's keeps the folder.
+TEST(RunLauncher, TheLaunchFolderNamesItsRunAndGoesWithIt) {
+  TempDir tmp;
+  const QByteArray oldXdg = qgetenv("XDG_DATA_HOME");
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/xdg"));
+  struct Restore {
+    QByteArray value;
+    ~Restore() { value.isNull() ? qunsetenv("XDG_DATA_HOME") : qputenv("XDG_DATA_HOME", value); }
+  } restore{oldXdg};
+  FakeWorker worker(tmp, "echo done; echo said >&2");
+  JobSettings s;
+  s.name = "marked";
+  QString error, runDir;
+  qint64 pid = 0;
+  const QString job = RunLauncher::writeRunJob(s, &error);
+  ASSERT_FALSE(job.isEmpty()) << error.toStdString();
+  ASSERT_TRUE(RunLauncher::launch(job, &runDir, &pid, &error)) << error.toStdString();
+  ASSERT_TRUE(waitFor([&] { return !WorkerClient::alive(pid); }, 5000));
+  const QString folder = QFileInfo(job).absolutePath();
+  const std::string id = QFileInfo(runDir).fileName().toStdString();
+  QFile marker(folder + "/spillway-launch.json");
+  ASSERT_TRUE(marker.open(QIODevice::ReadOnly));
+  EXPECT_EQ(QJsonDocument::fromJson(marker.readAll())["run_id"].toString().toStdString(), id);
+  marker.close();
+  const QString jobs = RunLauncher::dataHome() + "/jobs";
+
+  RunLauncher::Removed r = RunLauncher::removeLaunchFolder(jobs, "another-run");
+  EXPECT_TRUE(r.kept.isEmpty() && r.failed.isEmpty());
+  EXPECT_TRUE(QFileInfo::exists(folder + "/worker.err"));
+  std::ofstream((folder + "/my-notes.txt").toStdString()) << "mine";
+  r = RunLauncher::removeLaunchFolder(jobs, id);
+  EXPECT_EQ(r.kept, QStringList{folder + "/my-notes.txt"});
+  EXPECT_TRUE(r.failed.isEmpty());
+  EXPECT_EQ(QDir(folder).entryList(QDir::Files), QStringList{"my-notes.txt"});
+  QFile::remove(folder + "/my-notes.txt");
+  std::ofstream((folder + "/spillway-launch.json").toStdString())
+      << R"({"run_id": ")" << id << R"("})";
+  r = RunLauncher::removeLaunchFolder(jobs, id);
+  EXPECT_TRUE(r.kept.isEmpty());
+  EXPECT_FALSE(QFileInfo::exists(folder));
 }
 
 TEST(LivePage, AResumedRunIsNotEndedByItsPreviousWorkersState) {

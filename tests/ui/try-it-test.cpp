@@ -19,6 +19,7 @@
 #include <QLineEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
@@ -260,20 +261,27 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
   TryItPage page(&model);
   page.show();
   page.setRun(QString::fromStdString(model.run(0).info.id));
+  // A new folder's name, in a folder that exists: the dialog takes it (it used to say "Directory
+  // not found"), and the export makes it.
   const QString out = q(tmp_.path() + "/my exports/shakespeare");
-  ASSERT_TRUE(QDir().mkpath(out));
+  ASSERT_TRUE(QDir().mkpath(q(tmp_.path() + "/my exports")));
+  QSettings().remove("export/lastFolder");
   QSignalSpy exported(&page, &TryItPage::exported);
-  // Export…, and the folder chosen in its dialog as a person would.
+  // Export…, and the folder chosen in its dialog as a person would. It opens in the home folder,
+  // not the app's working directory.
   bool answered = false;
+  QString openedIn;
   QTimer::singleShot(300, [&] {
     auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
     if (!dialog) return;
     answered = true;
+    openedIn = dialog->directory().absolutePath();
     dialog->findChild<QLineEdit*>("fileNameEdit")->setText(out);
     QMetaObject::invokeMethod(dialog, "accept", Qt::QueuedConnection);
   });
   QTest::mouseClick(page.findChild<QPushButton*>("tryExport"), Qt::LeftButton);
   ASSERT_TRUE(answered) << "no folder dialog came";
+  EXPECT_EQ(openedIn, QDir(QDir::homePath()).absolutePath());
   EXPECT_FALSE(page.findChild<QPushButton*>("tryExport")->isEnabled());  // one at a time
   ASSERT_TRUE(exported.wait(120000));
   EXPECT_TRUE(exported.at(0).at(0).toBool()) << exported.at(0).at(1).toString().toStdString();
@@ -289,6 +297,38 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
   // The exported folder is a model the worker generates from.
   EXPECT_FALSE(
       cliCompletion({"--model", out, "--prompt", "ROMEO:", "--max-new-tokens", "8"}).isEmpty());
+
+  // The next Export… opens where the last one went.
+  openedIn.clear();
+  QTimer::singleShot(300, [&] {
+    if (auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget())) {
+      openedIn = dialog->directory().absolutePath();
+      QMetaObject::invokeMethod(dialog, "reject", Qt::QueuedConnection);
+    }
+  });
+  QTest::mouseClick(page.findChild<QPushButton*>("tryExport"), Qt::LeftButton);
+  EXPECT_EQ(openedIn, q(tmp_.path() + "/my exports"));
+  EXPECT_EQ(exported.size(), 1);  // cancelled: nothing exported
+
+  // A folder with the user's files (a Downloads folder): refused by the worker, shown in red,
+  // and every file of it still there.
+  const QString downloads = q(tmp_.path() + "/Downloads");
+  ASSERT_TRUE(QDir().mkpath(downloads + "/photos"));
+  std::ofstream((downloads + "/notes.txt").toStdString()) << "mine";
+  exported.clear();
+  ASSERT_TRUE(page.exportTo(downloads));
+  ASSERT_TRUE(exported.wait(120000));
+  EXPECT_FALSE(exported.at(0).at(0).toBool());
+  EXPECT_TRUE(page.exportMessage().startsWith(
+      "Export failed: export to " + downloads +
+      ": the folder holds files Spillway did not write (notes.txt, photos); an export replaces "
+      "its whole folder, so nothing was written: name a new or empty folder (e.g. " +
+      downloads + "/model)"))
+      << page.exportMessage().toStdString();
+  EXPECT_TRUE(page.findChild<QLabel*>("tryExportStatus")->text().contains("color:#d32f2f"));
+  EXPECT_TRUE(QFileInfo::exists(downloads + "/notes.txt"));
+  EXPECT_TRUE(QFileInfo(downloads + "/photos").isDir());
+  EXPECT_FALSE(QFileInfo::exists(downloads + "/model.safetensors"));
 
   // A folder that cannot be written: the worker's reason, in red, and nothing claimed.
   const QString blocked = q(tmp_.path() + "/a file");

@@ -40,6 +40,7 @@
 #include "LivePage.h"
 #include "ModelInfo.h"
 #include "NewRunPage.h"
+#include "PlanPanel.h"
 #include "PlanResult.h"
 #include "PlanView.h"
 #include "RunHistoryModel.h"
@@ -335,7 +336,11 @@ TEST(LivePage, FollowsEventsShowsLinkShareAndUnavailableTiers) {
     f << R"({"type":"log","t":2,"level":"info","message":"line )" << i << R"("})"
       << "\n";
   f.flush();
-  for (int i = 0; i < 5 && live.series().logTotal < 2600; ++i) live.tick();
+  // Its worker (pid 12345) is gone: what is on disk is read off the window's thread first.
+  for (int i = 0; i < 5 && live.series().logTotal < 2600; ++i) {
+    live.tick();
+    ASSERT_TRUE(waitForLive(&live));
+  }
   EXPECT_EQ(live.series().logTotal, 2600);
   EXPECT_LT(live.series().log.size(), 2600);  // bounded
   auto* log = live.findChild<QPlainTextEdit*>();
@@ -631,6 +636,56 @@ TEST(GpuProbe, AsksTheWorkerNextToTheAppWhileTheGuiThreadLooksItUp) {
   QString why;
   EXPECT_FALSE(GpuProbe::askWorker(QString(), &device, &why));
   EXPECT_EQ(why, "spillway-worker was not found next to the app or on PATH");
+}
+
+// A measure's worker killed before it cleaned up leaves its throwaway run in the TMPDIR the panel
+// gave it: when the plan ends, the panel removes the run's own files there and leaves anything
+// else (here a file of another program's beside them) where it is. It used to remove the whole
+// folder.
+TEST(PlanPanel, RemovesOnlyWhatAMeasureLeftOfItsThrowawayRun) {
+  TempDir tmp;
+  const std::string record = tmp.path() + "/tmpdir";
+  const std::string worker = tmp.path() + "/fake-worker";
+  std::ofstream(worker) << "#!/bin/sh\n"
+                        << "run=\"$TMPDIR/spillway-measure.abc123\"\n"
+                        << "mkdir -p \"$run/run/checkpoints\"\n"
+                        << "echo db > \"$run/runs.db\"; echo e > \"$run/run/events.jsonl\"\n"
+                        << "echo other > \"$TMPDIR/other-program.tmp\"\n"
+                        << "echo \"$TMPDIR\" > " << record << "\n"
+                        << "echo '{\"error\": \"internal\", \"message\": \"killed\"}'; exit 1\n";
+  ::chmod(worker.c_str(), 0755);
+  qputenv("SPILLWAY_WORKER", QByteArray::fromStdString(worker));
+  QString planDir;
+  {
+    PlanPanel panel;
+    panel.setJobSource([](JobSettings* job, QString*) {
+      *job = JobSettings();
+      return true;
+    });
+    QSignalSpy planned(&panel, &PlanPanel::planned);
+    panel.measure();
+    ASSERT_TRUE(planned.wait(30000));
+    std::ifstream in(record);
+    std::string dir;
+    std::getline(in, dir);
+    ASSERT_FALSE(dir.empty());
+    const QString workerTmp = QString::fromStdString(dir);
+    planDir = QFileInfo(workerTmp).absolutePath();
+    EXPECT_EQ(QFileInfo(workerTmp).fileName(), "worker-tmp-1");
+    // The removal runs off the window's thread: wait for it.
+    for (int waited = 0;
+         waited < 30000 && QFileInfo::exists(workerTmp + "/spillway-measure.abc123"); waited += 20)
+      QTest::qWait(20);
+    EXPECT_FALSE(QFileInfo::exists(workerTmp + "/spillway-measure.abc123"));
+    QFile other(workerTmp + "/other-program.tmp");
+    ASSERT_TRUE(other.open(QIODevice::ReadOnly));
+    EXPECT_EQ(other.readAll(), "other\n");
+  }
+  qunsetenv("SPILLWAY_WORKER");
+  // The panel is gone: its job file with it, its folder kept for the file that is not its own.
+  EXPECT_FALSE(QFileInfo::exists(planDir + "/job.json"));
+  EXPECT_TRUE(QFileInfo::exists(planDir + "/worker-tmp-1/other-program.tmp"));
+  QDir(planDir).removeRecursively();  // the test's own clean-up
 }
 
 TEST(NewRunPage, OffersCudaAndShowsTheGpuProbe) {

@@ -91,7 +91,8 @@ cudaError_t make_current(int device) {
 
 Status device_fault(cudaError_t e, const char* what) {
   return internal_error("the GPU reported " + error_text(e) + " (seen by " + what +
-                        "); the run cannot continue on this device (last checkpoint is kept)");
+                        "); the run cannot continue on this device (its checkpoints on disk, "
+                        "if it has saved one, are left as they are)");
 }
 
 // A failed runtime call: a device fault as above, else the error named with the call.

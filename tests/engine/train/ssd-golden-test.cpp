@@ -476,5 +476,44 @@ TEST(ScratchFolder, OrphansOfDeadRunsAreRemovedLiveOnesKept) {
   EXPECT_FALSE(fs::exists(path + ".lock"));
 }
 
+// The SSD folder is the user's (placement.ssd_dir): a scratch folder's end removes only the SSD
+// store's files and the folder Spillway made and marked. A user's file in it stays (with the
+// folder and its lock file), and a folder named like a scratch folder, with a lock file beside it,
+// but never made by Spillway (no marker) is not touched; create() does not take one over.
+TEST(ScratchFolder, RemovesOnlyWhatSpillwayWrote) {
+  testing::TempDir dir;
+  auto scratch = ScratchFolder::create(dir.path(), "spillway-state-a", "spillway-state-");
+  ASSERT_TRUE(scratch.ok());
+  const std::string path = (*scratch)->path();
+  for (const char* f : {"m.embed.blk", "m.embed.crc", "v.head.blk"})
+    ASSERT_TRUE(write_file_atomic(path + "/" + f, "x").ok());
+  ASSERT_TRUE(write_file_atomic(path + "/readme.txt", "the user's").ok());
+  scratch->reset();
+  EXPECT_EQ(*read_file(path + "/readme.txt"), "the user's");
+  for (const char* f : {"m.embed.blk", "m.embed.crc", "v.head.blk"})
+    EXPECT_FALSE(fs::exists(path + "/" + f)) << f;
+
+  const std::string theirs = dir.path() + "/spillway-state-theirs";
+  fs::create_directories(theirs);
+  ASSERT_TRUE(write_file_atomic(theirs + "/data.blk", "precious").ok());
+  ASSERT_TRUE(write_file_atomic(theirs + ".lock", "").ok());
+  EXPECT_EQ(remove_orphaned_scratch(dir.path(), "spillway-state-"), 0);
+  EXPECT_EQ(*read_file(theirs + "/data.blk"), "precious");
+  EXPECT_EQ(*read_file(path + "/readme.txt"), "the user's");
+  EXPECT_TRUE(fs::exists(path + ".lock"));
+  auto taken = ScratchFolder::create(dir.path(), "spillway-state-theirs");
+  EXPECT_FALSE(taken.ok());
+  EXPECT_NE(taken.status().message().find("exists already and is not this run's"),
+            std::string::npos)
+      << taken.status().message();
+  EXPECT_EQ(*read_file(theirs + "/data.blk"), "precious");
+
+  // Once the user's file is moved out, the next run removes the rest.
+  fs::remove(path + "/readme.txt");
+  EXPECT_EQ(remove_orphaned_scratch(dir.path(), "spillway-state-"), 1);
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".lock"));
+}
+
 }  // namespace
 }  // namespace spillway
