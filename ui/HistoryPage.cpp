@@ -124,7 +124,7 @@ QLabel* HistoryPage::buildEditStatus() {
 }
 
 QCustomPlot* HistoryPage::buildCurve() {
-  curve_ = titledPlot(tr("Loss"), tr("step"), tr("loss"), 2, 120);
+  curve_ = titledPlot(tr("Loss: select a run to see its curve"), tr("step"), tr("loss"), 2, 120);
   curve_->setObjectName("historyLossCurve");
   curve_->setMinimumWidth(200);
   auto* train = curve_->addGraph();
@@ -139,10 +139,11 @@ QCustomPlot* HistoryPage::buildCurve() {
 
 void HistoryPage::showCurve() {
   const RunRow* r = currentRun();
-  const QString key = r ? QString("%1/%2/%3")
+  const QString key = r ? QString("%1/%2/%3/%4")
                               .arg(QString::fromStdString(r->info.id))
                               .arg(static_cast<int>(r->info.status))
                               .arg(r->info.final_step.value_or(-1))
+                              .arg(QString::fromStdString(r->info.name))
                         : QString();
   // A running run's steps come in with each refresh: its curve is read again then.
   const bool running = r && r->info.status == RunStatus::kRunning;
@@ -158,10 +159,10 @@ void HistoryPage::showCurve() {
     curveLoading_ = false;
     return void(emit curveShown());
   }
-  if (title)
-    title->setText(
-        tr("Loss of “%1” · %2")
-            .arg(QString::fromStdString(r->info.name), QString::fromStdString(r->info.id)));
+  const QString heading =
+      tr("Loss of “%1” · %2")
+          .arg(QString::fromStdString(r->info.name), QString::fromStdString(r->info.id));
+  if (title) title->setText(heading);
   curveLoading_ = true;
   struct Curve {
     QVector<double> step, loss, evalStep, evalLoss;
@@ -180,9 +181,13 @@ void HistoryPage::showCurve() {
             if (row.loss) c.evalStep << static_cast<double>(row.step), c.evalLoss << *row.loss;
         return c;
       },
-      [this, generation](Curve c) {
+      [this, generation, heading](Curve c) {
         if (generation != curveGeneration_) return;  // another run is current now
         curveLoading_ = false;
+        if (auto* t = qobject_cast<QCPTextElement*>(curve_->plotLayout()->element(0, 0)))
+          t->setText(c.loss.isEmpty() && c.evalLoss.isEmpty()
+                         ? heading + tr(": no loss recorded (the run trained no step)")
+                         : heading);
         curve_->graph(0)->setData(c.step, c.loss, /*alreadySorted=*/true);
         curve_->graph(1)->setData(c.evalStep, c.evalLoss, /*alreadySorted=*/true);
         curve_->rescaleAxes();

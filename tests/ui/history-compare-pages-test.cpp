@@ -300,13 +300,14 @@ TEST(HistoryPages, DeleteWithSeveralRowsSelectedDeletesThemAllAfterOneConfirmati
 TEST(HistoryPages, ShowsTheCurrentRunsLossCurve) {
   TempDir tmp;
   const std::string db = tmp.path() + "/runs.db";
-  std::string a, b;
+  std::string a, b, none;
   {
     auto store = RunStore::open(db);
     ASSERT_TRUE(store.ok());
     a = addRun(**store, "falls", RunStatus::kCompleted, {3.0, 2.5, 2.25, 2.0},
                {{0, 3.5}, {4, 2.1}});
     b = addRun(**store, "flat", RunStatus::kStopped, {4.0, 4.0});
+    none = addRun(**store, "failed at start", RunStatus::kFailed);
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
@@ -324,8 +325,13 @@ TEST(HistoryPages, ShowsTheCurrentRunsLossCurve) {
       out.emplace_back(it->key, it->value);
     return out;
   };
+  auto title = [&] {
+    return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))->text();
+  };
+  EXPECT_EQ(title(), "Loss: select a run to see its curve");
   page.table()->setCurrentIndex(rowOf(page, a));
   ASSERT_TRUE(waitForCurve(page));
+  EXPECT_EQ(title(), "Loss of “falls” · " + q(a));
   using P = std::vector<std::pair<double, double>>;
   EXPECT_EQ(points(0), (P{{1, 3.0}, {2, 2.5}, {3, 2.25}, {4, 2.0}}));
   EXPECT_EQ(points(1), (P{{0, 3.5}, {4, 2.1}}));
@@ -333,6 +339,12 @@ TEST(HistoryPages, ShowsTheCurrentRunsLossCurve) {
   ASSERT_TRUE(waitForCurve(page));
   EXPECT_EQ(points(0), (P{{1, 4.0}, {2, 4.0}}));
   EXPECT_TRUE(points(1).empty());
+  // A run without a step says so rather than drawing bare axes as if it had.
+  page.table()->setCurrentIndex(rowOf(page, none));
+  ASSERT_TRUE(waitForCurve(page));
+  EXPECT_TRUE(points(0).empty());
+  EXPECT_TRUE(title().endsWith("no loss recorded (the run trained no step)"))
+      << title().toStdString();
 }
 
 TEST(ComparePicker, PicksRunsOfItsOwnAndSaysWhatToDoUntilThen) {
