@@ -56,7 +56,8 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   picker_ = new QListWidget;
   picker_->setObjectName("compareRunPicker");
   picker_->setToolTip(tr("Tick two or more runs to compare them"));
-  picker_->setTextElideMode(Qt::ElideMiddle);
+  picker_->setTextElideMode(Qt::ElideMiddle);  // the whole name and id in the tooltip
+  picker_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   picker_->setMinimumWidth(150);
   picker_->setMaximumWidth(260);
   pickerColumn->addWidget(pickerTitle);

@@ -110,7 +110,13 @@ int main(int argc, char** argv) {
           QStringList ids;
           for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
             ids << QString::fromStdString(window.historyModel()->run(i).info.id);
-          window.comparePage()->setRuns(ids);
+          {  // Compare reads its runs on a pool thread
+            QEventLoop read;
+            QObject::connect(window.comparePage(), &spillway::ui::ComparePage::loaded, &read,
+                             &QEventLoop::quit);
+            window.comparePage()->setRuns(ids);
+            if (window.comparePage()->loading()) read.exec();
+          }
           window.showPage(W::kCompare);
           QApplication::processEvents();
           window.grab().save(dir + "/compare.png");
