@@ -3,15 +3,16 @@
 // folder, resume from the latest checkpoint, clone as a new run, and open a run in Live or
 // Compare; the same actions are on the rows' context menu. Below the table, the current run's
 // loss curve (train loss and eval loss against step), read on a pool thread.
-// Delete acts on every selected run after one confirmation that lists them; for one run it says
-// what goes: the row, and the run's files (job.json, events.jsonl,
-// checkpoints/, export/, the worker's output) with their size — unless another row names the same
-// folder (or one inside or around it) or a live worker writes there, and then the folder stays and
-// the confirmation says whose it is. Files in the folder that are not the run's stay too.
-// Tags, notes and deletions are written off the window's thread (RunHistoryModel::edits()); a line
-// under the table says what is being saved, that it waits for a worker's write lock (the edit is
-// kept and tried again), that it was saved, or why the store refused it. A run whose deletion is
-// queued is not deleted twice: Delete is off on its row until the row goes.
+// Delete acts on every selected run after one confirmation that lists them (name, id, the size of
+// their files); for one run it says what goes: the row, and the run's files (job.json,
+// events.jsonl, checkpoints/, export/, the worker's output) with their size — unless another row
+// names the same folder (or one inside or around it) or a live worker writes there, and then the
+// folder stays and the confirmation says whose it is. Files in the folder that are not the run's
+// stay too.
+// Names, tags, notes and deletions are written off the window's thread (RunHistoryModel::edits());
+// a line under the table says what is being saved, that it waits for a worker's write lock (the
+// edit is kept and tried again), that it was saved, or why the store refused it. A run whose
+// deletion is queued is not deleted twice: Delete is off on its row until the row goes.
 #pragma once
 
 #include <QSet>
