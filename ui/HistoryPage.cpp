@@ -69,8 +69,8 @@ HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(buildTable());
   split->addWidget(buildCurve());
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
   split->setChildrenCollapsible(false);
   layout->addWidget(split, 1);
   layout->addWidget(buildEditStatus());
@@ -108,6 +108,9 @@ QTableView* HistoryPage::buildTable() {
   table_->sortByColumn(RunHistoryModel::kStart, Qt::DescendingOrder);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // A run id whole ("20250131-142501-3fa9c2"): it is what tells two runs of one name apart.
+  table_->setColumnWidth(RunHistoryModel::kRunId,
+                         table_->fontMetrics().horizontalAdvance("20250131-142501-3fa9c2") + 16);
   table_->verticalHeader()->hide();
   // After the view's selection model has cleared itself on the reset.
   connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::restoreSelection);
@@ -124,7 +127,7 @@ QLabel* HistoryPage::buildEditStatus() {
 }
 
 QCustomPlot* HistoryPage::buildCurve() {
-  curve_ = titledPlot(tr("Loss: select a run to see its curve"), tr("step"), tr("loss"), 2, 120);
+  curve_ = titledPlot(tr("Loss: select a run to see its curve"), tr("step"), tr("loss"), 2, 170);
   curve_->setObjectName("historyLossCurve");
   curve_->setMinimumWidth(200);
   auto* train = curve_->addGraph();

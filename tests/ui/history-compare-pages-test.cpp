@@ -131,6 +131,11 @@ TEST(HistoryPages, F2RenamesTheRunAndItsIdTellsTwoOfOneNameApart) {
   EXPECT_EQ(rowOf(page, first, RunHistoryModel::kRunId).data().toString(), q(first));
   EXPECT_EQ(rowOf(page, second, RunHistoryModel::kRunId).data().toString(), q(second));
   EXPECT_EQ(model.headerData(RunHistoryModel::kRunId, Qt::Horizontal, Qt::DisplayRole), "Run");
+  // Whole, not elided, after the rows are read and again after a refresh.
+  model.refresh();
+  ASSERT_TRUE(waitForHistory(&model));
+  EXPECT_GE(page.table()->columnWidth(RunHistoryModel::kRunId),
+            page.table()->fontMetrics().horizontalAdvance(q(second)));
 
   // F2 on the second run's row, and on its context menu.
   EXPECT_EQ(page.renameAction()->shortcut(), QKeySequence(Qt::Key_F2));
