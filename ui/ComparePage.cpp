@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QListWidget>
 #include <QMessageBox>
 #include <QPainter>
 #include <QPushButton>
@@ -36,8 +37,43 @@
 #include "TierChart.h"
 
 namespace spillway::ui {
+namespace {
+
+QString shortLabel(const RunInfo& run) {
+  // Ids read "yyyyMMdd-hhmmss-xxxxxx"; the time and suffix tell apart runs of the same name.
+  const QString id = QString::fromStdString(run.id);
+  return QString::fromStdString(run.name) + " · " + (id.size() > 9 ? id.mid(9) : id);
+}
+
+}  // namespace
+
 ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(parent), model_(model) {
-  auto* layout = new QVBoxLayout(this);
+  // The picker on the left; the empty state, or the charts and the diff, on the right.
+  auto* page = new QHBoxLayout(this);
+  auto* pickerColumn = new QVBoxLayout;
+  auto* pickerTitle = new QLabel(tr("Runs to compare"));
+  pickerTitle->setStyleSheet("font-weight: bold;");
+  picker_ = new QListWidget;
+  picker_->setObjectName("compareRunPicker");
+  picker_->setToolTip(tr("Tick two or more runs to compare them"));
+  picker_->setTextElideMode(Qt::ElideMiddle);  // the whole name and id in the tooltip
+  picker_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  picker_->setMinimumWidth(150);
+  picker_->setMaximumWidth(260);
+  pickerColumn->addWidget(pickerTitle);
+  pickerColumn->addWidget(picker_, 1);
+  page->addLayout(pickerColumn);
+  auto* right = new QVBoxLayout;
+  page->addLayout(right, 1);
+  empty_ = new QLabel;
+  empty_->setObjectName("compareEmptyState");
+  empty_->setWordWrap(true);
+  empty_->setAlignment(Qt::AlignCenter);
+  right->addWidget(empty_);
+  charts_ = new QWidget;
+  right->addWidget(charts_, 1);
+  auto* layout = new QVBoxLayout(charts_);
+  layout->setContentsMargins(0, 0, 0, 0);
   auto* controls = new QHBoxLayout;
   xAxis_ = new QComboBox;
   xAxis_->addItems({tr("step"), tr("tokens"), tr("wall time (s)")});
@@ -77,6 +113,16 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   diff_->verticalHeader()->hide();
   diff_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   layout->addWidget(diff_, 1);
+  connect(model_, &QAbstractItemModel::modelReset, this, &ComparePage::fillPicker);
+  connect(picker_, &QListWidget::itemChanged, this, [this](QListWidgetItem* item) {
+    const QString id = item->data(Qt::UserRole).toString();
+    QStringList ids = runIds_;  // in the order they were picked
+    ids.removeAll(id);
+    if (item->checkState() == Qt::Checked) ids << id;
+    setRuns(ids);
+  });
+  fillPicker();
+  showState();
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &ComparePage::redraw);
   connect(smoothing_, &QSlider::valueChanged, this, &ComparePage::redraw);
   connect(diffOnly_, &QCheckBox::toggled, this, &ComparePage::redraw);
@@ -132,8 +178,53 @@ void ComparePage::setXAxis(XAxis x) {
   xAxis_->setCurrentIndex(x);
 }
 
+void ComparePage::fillPicker() {
+  const QSignalBlocker quiet(picker_);  // ticks set here are not the user's
+  picker_->clear();
+  for (int r = 0; r < model_->rowCount(); ++r) {
+    const RunInfo& info = model_->run(r).info;
+    const QString id = QString::fromStdString(info.id);
+    auto* item = new QListWidgetItem(
+        QStringLiteral("%1 (%2)").arg(shortLabel(info), QString(run_status_name(info.status))));
+    item->setData(Qt::UserRole, id);
+    item->setToolTip(QString::fromStdString(info.name) + '\n' + id);
+    item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable | Qt::ItemIsSelectable);
+    item->setCheckState(runIds_.contains(id) ? Qt::Checked : Qt::Unchecked);
+    picker_->addItem(item);
+  }
+  showState();
+}
+
+void ComparePage::showState() {
+  const int runs = model_->rowCount();
+  QString text;
+  if (runIds_.isEmpty() && runs == 0)
+    text =
+        tr("No runs to compare yet. Launch one from New run; once two runs have trained, tick "
+           "them here to see their loss, throughput, memory and settings side by side.");
+  else if (runIds_.isEmpty())
+    text =
+        tr("Tick two or more runs on the left to see their loss, throughput, memory and "
+           "settings side by side (or select them in History and press Compare).");
+  else if (runIds_.size() == 1)
+    text = tr("Tick one more run on the left to compare this one with.");
+  empty_->setText(text);
+  empty_->setVisible(!text.isEmpty());
+  // No empty axes: the charts show once a run is picked.
+  charts_->setVisible(!runIds_.isEmpty());
+}
+
 void ComparePage::setRuns(const QStringList& ids) {
   runIds_ = ids;
+  {
+    const QSignalBlocker quiet(picker_);
+    for (int r = 0; r < picker_->count(); ++r) {
+      QListWidgetItem* item = picker_->item(r);
+      item->setCheckState(ids.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                            : Qt::Unchecked);
+    }
+  }
+  showState();
   for (auto it = runs_.begin(); it != runs_.end();)
     it = ids.contains(it.key()) ? std::next(it) : runs_.erase(it);
   redraw();  // what is cached now, until the read is in
@@ -208,12 +299,6 @@ double timeToX(double t, const QVector<double>& stepT, const QVector<double>& st
     t0 = stepT[i], x0 = stepX[i];
   }
   return x0;
-}
-
-QString shortLabel(const RunInfo& run) {
-  // Ids read "yyyyMMdd-hhmmss-xxxxxx"; the time and suffix tell apart runs of the same name.
-  const QString id = QString::fromStdString(run.id);
-  return QString::fromStdString(run.name) + " · " + (id.size() > 9 ? id.mid(9) : id);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// ComparePage: two or more runs side by side — loss (and each run's eval loss), tokens/s and tier
-// usage overlaid against step, tokens or wall time with a smoothing slider; the config diff with
-// a "differences only" toggle; export of the charts as PNG or SVG and of the metrics as CSV (run
-// id and name, eval loss on its steps), each saying where it went. setRuns() reads the runs'
-// metrics, evals and samples once, on a pool thread through a connection of its own (a long run's
-// samples take a while), and caches them: the smoothing slider and the x-axis choice re-derive
-// the curves from the cache, and the CSV is written from it. GUI thread; borrows the model.
+// ComparePage: two or more runs side by side, picked in its own list of the run store's runs (or
+// sent from History's selection) — with an empty state that says what to do until they are: loss
+// (and each run's eval loss), tokens/s and tier usage overlaid against step, tokens or wall time
+// with a smoothing slider; the config diff with a "differences only" toggle; export of the charts
+// as PNG or SVG and of the metrics as CSV (run id and name, eval loss on its steps), each saying
+// where it went. setRuns() reads the runs' metrics, evals and samples once, on a pool thread
+// through a connection of its own (a long run's samples take a while), and caches them: the
+// smoothing slider and the x-axis choice re-derive the curves from the cache, and the CSV is
+// written from it. GUI thread; borrows the model.
 #pragma once
 
 #include <QHash>
@@ -17,6 +19,7 @@
 
 class QCheckBox;
 class QLabel;
+class QListWidget;
 class QComboBox;
 class QSlider;
 class QTableWidget;
@@ -39,6 +42,11 @@ class ComparePage : public QWidget {
   // slider reads nothing).
   int runsLoaded() const { return runsLoaded_; }
   const QStringList& runs() const { return runIds_; }
+  // The run picker: one checkable row per run of the model (newest first); checking and
+  // unchecking calls setRuns().
+  QListWidget* runPicker() const { return picker_; }
+  // What the page says while fewer than two runs are picked (hidden from two on).
+  QLabel* emptyState() const { return empty_; }
   QTableWidget* diffTable() const { return diff_; }
   QCustomPlot* lossPlot() const { return loss_; }
   QCustomPlot* memoryPlot() const { return memory_; }
@@ -75,6 +83,10 @@ class ComparePage : public QWidget {
   // store does not have is left out.
   static QHash<QString, RunData> load(const std::string& path, const QStringList& ids);
   void redraw();
+  // The picker's rows from the model's runs, checked where setRuns() has them.
+  void fillPicker();
+  // The empty state's text and the charts' visibility for the runs picked.
+  void showState();
   void showExport(bool ok, const QString& text, const QString& path);
   RunHistoryModel* model_;
   QStringList runIds_;
@@ -88,6 +100,9 @@ class ComparePage : public QWidget {
   QCustomPlot *loss_, *speed_, *memory_;
   QTableWidget* diff_;
   QLabel* exportStatus_;
+  QListWidget* picker_;
+  QLabel* empty_;
+  QWidget* charts_;  // everything but the picker and the empty state
 };
 
 }  // namespace spillway::ui

@@ -1,5 +1,8 @@
 #include "HistoryPage.h"
 
+#include <qcustomplot.h>
+
+#include <QAction>
 #include <QDesktopServices>
 #include <QDir>
 #include <QFile>
@@ -15,11 +18,14 @@
 #include <QPushButton>
 #include <QSaveFile>
 #include <QSortFilterProxyModel>
+#include <QSplitter>
 #include <QTableView>
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "Charts.h"
 #include "Format.h"
+#include "PoolTask.h"
 #include "RunEditQueue.h"
 #include "RunHistoryModel.h"
 #include "RunLauncher.h"
@@ -48,13 +54,23 @@ bool overlaps(const QString& a, const QString& b) {
 HistoryPage::HistoryPage(RunHistoryModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(buildFilter());
-  layout->addWidget(buildTable(), 1);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(buildTable());
+  split->addWidget(buildCurve());
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  split->setChildrenCollapsible(false);
+  layout->addWidget(split, 1);
   layout->addWidget(buildEditStatus());
   layout->addLayout(buildButtons());
+  buildContextMenu();
   connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this,
           &HistoryPage::updateDeleteButton);
+  connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this,
+          &HistoryPage::showCurve);
   // After restoreSelection(), which buildTable() connected first.
   connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::updateDeleteButton);
+  connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::showCurve);
   showEdits();
 }
 
@@ -80,6 +96,9 @@ QTableView* HistoryPage::buildTable() {
   table_->sortByColumn(RunHistoryModel::kStart, Qt::DescendingOrder);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // A run id whole ("20250131-142501-3fa9c2"): it is what tells two runs of one name apart.
+  table_->setColumnWidth(RunHistoryModel::kRunId,
+                         table_->fontMetrics().horizontalAdvance("20250131-142501-3fa9c2") + 16);
   table_->verticalHeader()->hide();
   // After the view's selection model has cleared itself on the reset.
   connect(proxy_, &QAbstractItemModel::modelReset, this, &HistoryPage::restoreSelection);
@@ -95,8 +114,83 @@ QLabel* HistoryPage::buildEditStatus() {
   return editStatus_;
 }
 
-QHBoxLayout* HistoryPage::buildButtons() {
+QCustomPlot* HistoryPage::buildCurve() {
+  curve_ = titledPlot(tr("Loss: select a run to see its curve"), tr("step"), tr("loss"), 2, 170);
+  curve_->setObjectName("historyLossCurve");
+  curve_->setMinimumWidth(200);
+  auto* train = curve_->addGraph();
+  train->setName(tr("train loss"));
+  train->setPen(QPen(QColor(31, 119, 180), 1.5));
+  auto* eval = curve_->addGraph();
+  eval->setName(tr("eval loss"));
+  eval->setPen(QPen(QColor(214, 39, 40), 1.5, Qt::DashLine));
+  eval->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+  return curve_;
+}
+
+void HistoryPage::showCurve() {
+  const RunRow* r = currentRun();
+  const QString key = r ? QString("%1/%2/%3/%4")
+                              .arg(QString::fromStdString(r->info.id))
+                              .arg(static_cast<int>(r->info.status))
+                              .arg(r->info.final_step.value_or(-1))
+                              .arg(QString::fromStdString(r->info.name))
+                        : QString();
+  // A running run's steps come in with each refresh: its curve is read again then.
+  const bool running = r && r->info.status == RunStatus::kRunning;
+  if (key == curveKey_ && !running) return;
+  curveKey_ = key;
+  const quint64 generation = ++curveGeneration_;
+  auto* title = qobject_cast<QCPTextElement*>(curve_->plotLayout()->element(0, 0));
+  const std::string path = model_->databasePath();
+  if (!r || path.empty()) {
+    for (int g = 0; g < 2; ++g) curve_->graph(g)->data()->clear();
+    if (title) title->setText(tr("Loss: select a run to see its curve"));
+    curve_->replot(QCustomPlot::rpQueuedReplot);
+    curveLoading_ = false;
+    return void(emit curveShown());
+  }
+  const QString heading =
+      tr("Loss of “%1” · %2")
+          .arg(QString::fromStdString(r->info.name), QString::fromStdString(r->info.id));
+  if (title) title->setText(heading);
+  curveLoading_ = true;
+  struct Curve {
+    QVector<double> step, loss, evalStep, evalLoss;
+  };
+  runOnPool(
+      this,
+      [path, id = r->info.id] {
+        Curve c;
+        auto store = RunStore::open(path, RunHistoryModel::connectionOptions());
+        if (!store.ok()) return c;
+        if (auto m = (*store)->metrics(id); m.ok())
+          for (const MetricRow& row : *m)
+            if (row.loss) c.step << static_cast<double>(row.step), c.loss << *row.loss;
+        if (auto e = (*store)->evals(id); e.ok())
+          for (const EvalRow& row : *e)
+            if (row.loss) c.evalStep << static_cast<double>(row.step), c.evalLoss << *row.loss;
+        return c;
+      },
+      [this, generation, heading](Curve c) {
+        if (generation != curveGeneration_) return;  // another run is current now
+        curveLoading_ = false;
+        if (auto* t = qobject_cast<QCPTextElement*>(curve_->plotLayout()->element(0, 0)))
+          t->setText(c.loss.isEmpty() && c.evalLoss.isEmpty()
+                         ? heading + tr(": no loss recorded (the run trained no step)")
+                         : heading);
+        curve_->graph(0)->setData(c.step, c.loss, /*alreadySorted=*/true);
+        curve_->graph(1)->setData(c.evalStep, c.evalLoss, /*alreadySorted=*/true);
+        curve_->rescaleAxes();
+        curve_->replot(QCustomPlot::rpQueuedReplot);
+        emit curveShown();
+      });
+}
+
+QVBoxLayout* HistoryPage::buildButtons() {
+  auto* rows = new QVBoxLayout;
   auto* buttons = new QHBoxLayout;
+  rows->addLayout(buttons);
   auto add = [&](const QString& text, const QString& tip) {
     auto* b = new QPushButton(text);
     b->setToolTip(tip);
@@ -115,19 +209,53 @@ QHBoxLayout* HistoryPage::buildButtons() {
           clicked, this, [this] {
             if (const RunRow* r = currentRun()) emit tryRun(QString::fromStdString(r->info.id));
           });
-  connect(add(tr("Tags…"), tr("Comma-separated tags")), clicked, this, &HistoryPage::editTags);
-  connect(add(tr("Notes…"), tr("Free-text notes")), clicked, this, &HistoryPage::editNotes);
-  connect(add(tr("Open folder"), tr("Open the run folder")), clicked, this,
-          &HistoryPage::openFolder);
   connect(add(tr("Resume"), tr("Continue from the run's latest checkpoint")), clicked, this,
           &HistoryPage::resumeCurrent);
   connect(add(tr("Clone"), tr("A new run with the same settings")), clicked, this, [this] {
     if (const RunRow* r = currentRun()) emit cloneRun(QString::fromStdString(r->info.job_json));
   });
-  deleteButton_ = add(tr("Delete"), tr("Delete the run and its files"));
-  connect(deleteButton_, clicked, this, &HistoryPage::deleteCurrent);
   buttons->addStretch();
-  return buttons;
+  // The second row: what edits the run.
+  buttons = new QHBoxLayout;
+  rows->addLayout(buttons);
+  connect(add(tr("Rename…"), tr("Give the run another name (F2)")), clicked, this,
+          &HistoryPage::renameCurrent);
+  connect(add(tr("Tags…"), tr("Comma-separated tags")), clicked, this, &HistoryPage::editTags);
+  connect(add(tr("Notes…"), tr("Free-text notes")), clicked, this, &HistoryPage::editNotes);
+  connect(add(tr("Open folder"), tr("Open the run folder")), clicked, this,
+          &HistoryPage::openFolder);
+  deleteButton_ = add(tr("Delete"), tr("Delete the selected runs and their files"));
+  connect(deleteButton_, clicked, this, &HistoryPage::deleteSelected);
+  buttons->addStretch();
+  return rows;
+}
+
+void HistoryPage::buildContextMenu() {
+  table_->setContextMenuPolicy(Qt::ActionsContextMenu);
+  auto add = [this](const QString& text, const QKeySequence& keys = {}) {
+    auto* a = new QAction(text, table_);
+    a->setShortcut(keys);
+    a->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+    table_->addAction(a);
+    return a;
+  };
+  connect(add(tr("Open in Live")), &QAction::triggered, this, &HistoryPage::openCurrentInLive);
+  connect(add(tr("Compare")), &QAction::triggered, this,
+          [this] { emit compareRuns(selectedRunIds()); });
+  connect(add(tr("Try it")), &QAction::triggered, this, [this] {
+    if (const RunRow* r = currentRun()) emit tryRun(QString::fromStdString(r->info.id));
+  });
+  renameAction_ = add(tr("Rename…"), QKeySequence(Qt::Key_F2));
+  connect(renameAction_, &QAction::triggered, this, &HistoryPage::renameCurrent);
+  connect(add(tr("Tags…")), &QAction::triggered, this, &HistoryPage::editTags);
+  connect(add(tr("Notes…")), &QAction::triggered, this, &HistoryPage::editNotes);
+  connect(add(tr("Open folder")), &QAction::triggered, this, &HistoryPage::openFolder);
+  connect(add(tr("Resume")), &QAction::triggered, this, &HistoryPage::resumeCurrent);
+  connect(add(tr("Clone")), &QAction::triggered, this, [this] {
+    if (const RunRow* r = currentRun()) emit cloneRun(QString::fromStdString(r->info.job_json));
+  });
+  deleteAction_ = add(tr("Delete"), QKeySequence(QKeySequence::Delete));
+  connect(deleteAction_, &QAction::triggered, this, &HistoryPage::deleteSelected);
 }
 
 const RunRow* HistoryPage::currentRun() const {
@@ -168,6 +296,24 @@ void HistoryPage::editNotes() {
       RunEdit::setNotes(run.id, QString::fromStdString(run.name), text.toStdString()));
 }
 
+void HistoryPage::renameCurrent() {
+  if (!currentRun()) return;
+  const RunInfo run = currentRun()->info;
+  const QString old = QString::fromStdString(run.name);
+  QInputDialog dialog(this);
+  dialog.setObjectName("renameRunDialog");
+  dialog.setWindowTitle(tr("Rename run"));
+  dialog.setLabelText(tr("New name of “%1” (%2):").arg(old, QString::fromStdString(run.id)));
+  dialog.setTextValue(old);
+  if (dialog.exec() != QDialog::Accepted) return;
+  const QString name = dialog.textValue().trimmed();
+  if (name.isEmpty())
+    return void(QMessageBox::warning(this, tr("Rename run"),
+                                     tr("A run needs a name; “%1” keeps its own.").arg(old)));
+  if (name == old) return;
+  model_->edits()->submit(RunEdit::rename(run.id, old, name.toStdString()));
+}
+
 void HistoryPage::openFolder() {
   const RunRow* r = currentRun();
   if (!r) return;
@@ -203,21 +349,59 @@ void HistoryPage::resumeCurrent() {
   emit resumed(runDir, pid);
 }
 
-void HistoryPage::deleteCurrent() {
-  const RunRow* r = currentRun();
-  if (!r) return;
-  const QString id = QString::fromStdString(r->info.id);
-  if (deleting_.contains(id)) return;  // its deletion is queued, or written and the row going
-  const DeletePlan plan = planDelete(model_, id);
-  if (!plan.error.isEmpty()) return void(QMessageBox::warning(this, tr("Delete run"), plan.error));
-  QMessageBox box(QMessageBox::Question, tr("Delete run"), describe(plan),
+void HistoryPage::deleteSelected() {
+  QStringList ids = selectedRunIds();
+  if (const RunRow* r = currentRun(); ids.isEmpty() && r) ids << QString::fromStdString(r->info.id);
+  ids.removeIf([this](const QString& id) { return deleting_.contains(id); });  // going already
+  QStringList going, refused;
+  QVector<DeletePlan> plans;
+  for (const QString& id : ids) {
+    DeletePlan plan = planDelete(model_, id);
+    if (!plan.error.isEmpty()) {
+      refused << plan.error;
+      continue;
+    }
+    going << id;
+    plans << std::move(plan);
+  }
+  if (going.isEmpty()) {
+    if (!refused.isEmpty()) QMessageBox::warning(this, tr("Delete run"), refused.join('\n'));
+    return;
+  }
+  QString text;
+  if (going.size() == 1 && refused.isEmpty()) {
+    text = describe(plans.first());
+  } else {
+    // One line a run: its name and id (two runs of one name), and what of its files goes.
+    qint64 bytes = 0;
+    QStringList lines;
+    for (int k = 0; k < plans.size(); ++k) {
+      const DeletePlan& p = plans[k];
+      QString files;
+      if (!p.sharedBy.isEmpty()) {
+        files = tr(": its folder stays, %1 uses it too").arg(p.sharedBy.join(tr(", ")));
+      } else if (!p.files.isEmpty()) {
+        files = tr(": %1 of files").arg(formatBytes(static_cast<double>(p.bytes)));
+        bytes += p.bytes;
+      }
+      lines << tr("• “%1” (%2)%3").arg(p.runName, going[k], files);
+    }
+    text = tr("Delete these %1 runs from History (their metrics, samples and events) and their "
+              "files, %2 in all?\n\n%3\n\nFiles in their folders that are not the runs' stay.")
+               .arg(going.size())
+               .arg(formatBytes(static_cast<double>(bytes)), lines.join('\n'));
+    if (!refused.isEmpty()) text += tr("\n\nNot deleted: %1").arg(refused.join(' '));
+  }
+  QMessageBox box(QMessageBox::Question, tr("Delete run"), text,
                   QMessageBox::Yes | QMessageBox::Cancel, this);
   box.setObjectName("deleteRunConfirmation");
   box.setDefaultButton(QMessageBox::Cancel);
   box.button(QMessageBox::Yes)->setText(tr("Delete"));
   if (box.exec() != QMessageBox::Yes) return;
-  const QString err = deleteRun(model_, id);
-  if (!err.isEmpty()) QMessageBox::warning(this, tr("Delete run"), err);
+  QStringList errors;
+  for (const QString& id : going)
+    if (const QString err = deleteRun(model_, id); !err.isEmpty()) errors << err;
+  if (!errors.isEmpty()) QMessageBox::warning(this, tr("Delete run"), errors.join('\n'));
 }
 
 void HistoryPage::updateDeleteButton() {

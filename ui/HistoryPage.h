@@ -1,21 +1,27 @@
-// HistoryPage: every run from the run store in a sortable, filterable table, with tags and notes,
-// delete, open the run folder, resume from the latest checkpoint, clone as a new run, and open a
-// run in Live or Compare.
-// Delete asks first, saying what goes: the row, and the run's files (job.json, events.jsonl,
-// checkpoints/, export/, the worker's output) with their size — unless another row names the same
-// folder (or one inside or around it) or a live worker writes there, and then the folder stays and
-// the confirmation says whose it is. Files in the folder that are not the run's stay too.
-// Tags, notes and deletions are written off the window's thread (RunHistoryModel::edits()); a line
-// under the table says what is being saved, that it waits for a worker's write lock (the edit is
-// kept and tried again), that it was saved, or why the store refused it. A run whose deletion is
-// queued is not deleted twice: Delete is off on its row until the row goes.
+// HistoryPage: every run from the run store in a sortable, filterable table (its id beside its
+// name, and why a failed run failed), with rename (F2), tags and notes, delete, open the run
+// folder, resume from the latest checkpoint, clone as a new run, and open a run in Live or
+// Compare; the same actions are on the rows' context menu. Below the table, the current run's
+// loss curve (train loss and eval loss against step), read on a pool thread.
+// Delete acts on every selected run after one confirmation that lists them (name, id, the size of
+// their files); for one run it says what goes: the row, and the run's files (job.json,
+// events.jsonl, checkpoints/, export/, the worker's output) with their size — unless another row
+// names the same folder (or one inside or around it) or a live worker writes there, and then the
+// folder stays and the confirmation says whose it is. Files in the folder that are not the run's
+// stay too.
+// Names, tags, notes and deletions are written off the window's thread (RunHistoryModel::edits());
+// a line under the table says what is being saved, that it waits for a worker's write lock (the
+// edit is kept and tried again), that it was saved, or why the store refused it. A run whose
+// deletion is queued is not deleted twice: Delete is off on its row until the row goes.
 #pragma once
 
 #include <QSet>
 #include <QWidget>
 
-class QHBoxLayout;
+class QAction;
+class QCustomPlot;
 class QLabel;
+class QVBoxLayout;
 class QLineEdit;
 class QPushButton;
 class QSortFilterProxyModel;
@@ -33,6 +39,13 @@ class HistoryPage : public QWidget {
   QStringList selectedRunIds() const;
   QTableView* table() const { return table_; }
   void setFilter(const QString& text);
+  // The current run's loss curve: graph 0 its train loss, graph 1 its eval loss, against step.
+  QCustomPlot* lossPlot() const { return curve_; }
+  // Whether the current run's curve is still being read (curveShown() follows).
+  bool curveLoading() const { return curveLoading_; }
+  // Rename… (F2) and Delete (the Delete key), also on the rows' context menu.
+  QAction* renameAction() const { return renameAction_; }
+  QAction* deleteAction() const { return deleteAction_; }
   // What deleting a run would remove, worked out before anything is touched.
   struct DeletePlan {
     QString error;  // why the run cannot be deleted now ("" when it can)
@@ -60,6 +73,8 @@ class HistoryPage : public QWidget {
   void compareRuns(const QStringList& runIds);
   void tryRun(const QString& runId);  // Try it: the run's model against its base
   void resumed(const QString& runDir, qint64 pid);
+  // The current run's loss curve is drawn (or cleared, when no run is current).
+  void curveShown();
 
  private:
   // The page's parts, top to bottom, each built with its own connects: the filter line, the table
@@ -67,17 +82,27 @@ class HistoryPage : public QWidget {
   QLineEdit* buildFilter();
   QTableView* buildTable();
   QLabel* buildEditStatus();
-  QHBoxLayout* buildButtons();
+  QCustomPlot* buildCurve();
+  // Two rows of buttons (a window 960 wide has room for them), and the same actions on the rows'
+  // context menu with their shortcuts.
+  QVBoxLayout* buildButtons();
+  void buildContextMenu();
   // The table's current run, nullptr when none.
   const RunRow* currentRun() const;
   // The buttons' actions on the current run (Compare, Try it and Clone only emit a signal).
   void openCurrentInLive();
   void editTags();
   void editNotes();
+  // Asks for the current run's new name and writes it (edits()); an empty name is refused.
+  void renameCurrent();
   void openFolder();
   void resumeCurrent();
-  // Asks first (deleteRunConfirmation), then deleteRun().
-  void deleteCurrent();
+  // Every selected run (else the current one): asks once, listing them (deleteRunConfirmation),
+  // then deleteRun() for each.
+  void deleteSelected();
+  // Reads the current run's metrics and evals on a pool thread and draws them; nothing when the
+  // curve shown is of the same run at the same step.
+  void showCurve();
   // A refresh resets the model (after Tags or Notes, Refresh, a run's end): the same runs are
   // selected and current again afterwards, so that Notes after Tags acts on the run.
   void rememberSelection();
@@ -88,6 +113,11 @@ class HistoryPage : public QWidget {
   void updateDeleteButton();
   QSet<QString> deleting_;  // ids of the runs whose deletion is queued or written
   QPushButton* deleteButton_;
+  QAction *renameAction_, *deleteAction_;
+  QCustomPlot* curve_;
+  QString curveKey_;  // "id/status/final step" of the curve drawn or being read
+  quint64 curveGeneration_ = 0;
+  bool curveLoading_ = false;
   QStringList keepSelected_;
   QString keepCurrent_;
   RunHistoryModel* model_;

@@ -157,6 +157,11 @@ QGridLayout* LivePage::buildCharts() {
   for (QCustomPlot* p : {static_cast<QCustomPlot*>(tiers_[0]), static_cast<QCustomPlot*>(tiers_[1]),
                          static_cast<QCustomPlot*>(tiers_[2]), links_, loss_, speed_})
     p->setPlottingHint(QCP::phFastPolylines, true);
+  // Three charts a row fit a window 960 wide (a 1920 x 1080 screen at 200%) whatever their
+  // legends and titles would ask: those wrap or are cut, the page never scrolls sideways.
+  for (QCustomPlot* p : {static_cast<QCustomPlot*>(tiers_[0]), static_cast<QCustomPlot*>(tiers_[1]),
+                         static_cast<QCustomPlot*>(tiers_[2]), links_, loss_, speed_})
+    p->setMinimumWidth(200);
   auto* grid = new QGridLayout;
   grid->addWidget(tiers_[0], 0, 0);
   grid->addWidget(tiers_[1], 0, 1);

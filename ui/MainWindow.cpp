@@ -11,9 +11,13 @@
 #include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QStyle>
+#include <algorithm>
 #include <utility>
 
 #include "AppPalette.h"
@@ -65,16 +69,24 @@ void MainWindow::buildPages() {
   history_ = new HistoryPage(model_);
   compare_ = new ComparePage(model_);
   tryIt_ = new TryItPage(model_);
-  for (QWidget* w : {static_cast<QWidget*>(newRun_), static_cast<QWidget*>(live_),
-                     static_cast<QWidget*>(history_), static_cast<QWidget*>(compare_),
-                     static_cast<QWidget*>(tryIt_)})
-    stack_->addWidget(w);
+  // New run scrolls its own form; the other pages scroll up and down as a whole where the window
+  // is lower than they need (a 1280 x 720 screen, or 1920 x 1080 at 200%), and reflow into its
+  // width.
+  stack_->addWidget(newRun_);
+  for (QWidget* w : {static_cast<QWidget*>(live_), static_cast<QWidget*>(history_),
+                     static_cast<QWidget*>(compare_), static_cast<QWidget*>(tryIt_)}) {
+    auto* scroll = new QScrollArea;
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidgetResizable(true);
+    scroll->setWidget(w);
+    stack_->addWidget(scroll);
+  }
   layout->addWidget(sidebar_);
   layout->addWidget(stack_, 1);
   setCentralWidget(central);
   connect(sidebar_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   connect(sidebar_, &QListWidget::currentRowChanged, this, [this](int row) {
-    if (row == kHistory) model_->refresh();
+    if (row == kHistory || row == kCompare) model_->refresh();  // Compare picks from its runs
   });
 }
 
@@ -189,10 +201,45 @@ void MainWindow::restoreSession() {
   resize(1500, 960);
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
+  fitToScreen();
   showPage(Page(settings.value("window/page", kNewRun).toInt()));
 }
 
 MainWindow::~MainWindow() = default;
+
+QRect MainWindow::fittedGeometry(const QRect& wanted, const QRect& available,
+                                 const QMargins& frame) {
+  // The frame's parts (title bar, borders) count against the screen too.
+  const QSize room = available.size().shrunkBy(frame);
+  QRect fitted(wanted.topLeft(), wanted.size().boundedTo(room));
+  const QRect inner = available.marginsRemoved(frame);
+  // Moved (never resized again) so that the whole frame is on the screen.
+  fitted.moveLeft(std::clamp(fitted.left(), inner.left(), inner.right() - fitted.width() + 1));
+  fitted.moveTop(std::clamp(fitted.top(), inner.top(), inner.bottom() - fitted.height() + 1));
+  return fitted;
+}
+
+void MainWindow::fitToScreen() {
+  if (isMaximized() || isFullScreen()) return;  // the window manager fits those
+  const QScreen* s = screen();
+  if (!s) return;
+  const QRect available = s->availableGeometry();
+  // Before the window is shown its frame is not known: the style's title bar and frame, as
+  // QWidget::restoreGeometry reckons them, stand in for it.
+  const QRect outer = frameGeometry(), inner = geometry();
+  QMargins frame(inner.left() - outer.left(), inner.top() - outer.top(),
+                 outer.right() - inner.right(), outer.bottom() - inner.bottom());
+  if (frame.isNull()) {
+    const int border = style()->pixelMetric(QStyle::PM_MdiSubWindowFrameWidth, nullptr, this);
+    const int title = style()->pixelMetric(QStyle::PM_TitleBarHeight, nullptr, this);
+    frame = QMargins(border, title + border, border, border);
+  }
+  // A first window (no saved geometry) sits in the middle of the screen.
+  QRect wanted = geometry();
+  if (!QSettings().contains("window/geometry")) wanted.moveCenter(available.center());
+  const QRect fitted = fittedGeometry(wanted, available, frame);
+  if (fitted != geometry()) setGeometry(fitted);
+}
 
 void MainWindow::showPage(Page page) {
   sidebar_->setCurrentRow(page);

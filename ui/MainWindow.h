@@ -1,11 +1,16 @@
 // MainWindow: the app's top-level window — New run, Live, History, Compare and Try it pages in a
-// sidebar,
-// menus with keyboard shortcuts, window state kept in QSettings. On start it re-attaches the Live
-// page to a run that is still going, found in the run store on a pool thread (the window never
-// waits on runs.db). GUI thread; owns its pages through Qt parenting.
+// sidebar, menus with keyboard shortcuts, window state kept in QSettings. The window fits the
+// screen it opens on (its first 1500 x 960, or a geometry saved on a larger screen, is fitted to
+// the screen's available area with its frame), and every page works down to 960 x 540 logical
+// pixels (a 1920 x 1080 screen at 200%): Live, History, Compare and Try it scroll up and down
+// where the window is lower than they need, New run scrolls its own form. On start it re-attaches
+// the Live page to a run that is still going, found in the run store on a pool thread (the window
+// never waits on runs.db). GUI thread; owns its pages through Qt parenting.
 #pragma once
 
 #include <QMainWindow>
+#include <QMargins>
+#include <QRect>
 
 class QListWidget;
 class QStackedWidget;
@@ -48,6 +53,10 @@ class MainWindow : public QMainWindow {
   // Where the last form is kept in QSettings (as a job's JSON): restored when a window opens,
   // written when one closes and when a run is launched.
   static constexpr const char* kLastJobKey = "newRun/lastJob";
+  // The window's geometry `wanted` made to fit `available` (a screen's available geometry, in
+  // logical pixels) with its `frame` (title bar and borders) around it: no larger than the room,
+  // and moved so that the whole frame is on the screen.
+  static QRect fittedGeometry(const QRect& wanted, const QRect& available, const QMargins& frame);
 
  signals:
   void reattached(const QString& runDir);
@@ -67,6 +76,9 @@ class MainWindow : public QMainWindow {
   void buildRunMenu();
   void buildHelpMenu();
   void restoreSession();
+  // Fits the window to its screen's available geometry: the default 1500 x 960 on a smaller screen,
+  // and a geometry saved on a larger screen, or at a smaller scale.
+  void fitToScreen();
   void rememberForm();
   RunHistoryModel* model_;
   QListWidget* sidebar_;

@@ -4,7 +4,9 @@
 #include <QClipboard>
 #include <QHBoxLayout>
 #include <QMessageBox>
+#include <QResizeEvent>
 #include <QScrollArea>
+#include <QStyle>
 #include <QVBoxLayout>
 
 #include "DatasetPanel.h"
@@ -18,7 +20,8 @@
 namespace spillway::ui {
 
 // Model, dataset, then training and placement side by side (so that the plan stays on screen
-// below them), then the plan with the buttons, in a scroll area.
+// below them; one above the other on a narrow window), then the plan with the buttons, in a
+// scroll area.
 NewRunPage::NewRunPage(QWidget* parent)
     : QWidget(parent),
       model_(new ModelPicker),
@@ -30,15 +33,15 @@ NewRunPage::NewRunPage(QWidget* parent)
   auto* layout = new QVBoxLayout(content);
   layout->addWidget(model_);
   layout->addWidget(data_);
-  auto* settingsRow = new QHBoxLayout;
-  settingsRow->addWidget(training_, 2);
-  settingsRow->addWidget(placement_, 1);
-  layout->addLayout(settingsRow);
+  settingsRow_ = new QBoxLayout(QBoxLayout::LeftToRight);
+  settingsRow_->addWidget(training_, 2);
+  settingsRow_->addWidget(placement_, 1);
+  layout->addLayout(settingsRow_);
   layout->addWidget(plan_);
-  auto* scroll = new QScrollArea;
-  scroll->setWidgetResizable(true);
-  scroll->setWidget(content);
-  (new QVBoxLayout(this))->addWidget(scroll);
+  scroll_ = new QScrollArea;
+  scroll_->setWidgetResizable(true);
+  scroll_->setWidget(content);
+  (new QVBoxLayout(this))->addWidget(scroll_);
 
   plan_->setJobSource(
       [this](JobSettings* job, QString* error) { return jobForWorker(job, error); });
@@ -58,6 +61,25 @@ NewRunPage::NewRunPage(QWidget* parent)
 }
 
 NewRunPage::~NewRunPage() = default;
+
+void NewRunPage::resizeEvent(QResizeEvent* event) {
+  // The page's width (the scroll area's content is never narrower than its minimum) against the
+  // two forms' minimums with the content's margins, the scroll area's frame and a scroll bar.
+  const QMargins page = layout()->contentsMargins(),
+                 content = settingsRow_->parentWidget()->layout()->contentsMargins();
+  const int room = event->size().width() - page.left() - page.right();
+  const int sideBySide = training_->minimumSizeHint().width() +
+                         placement_->minimumSizeHint().width() + settingsRow_->spacing() +
+                         content.left() + content.right() + 2 * scroll_->frameWidth() +
+                         style()->pixelMetric(QStyle::PM_ScrollBarExtent, nullptr, scroll_);
+  const auto direction = room >= sideBySide ? QBoxLayout::LeftToRight : QBoxLayout::TopToBottom;
+  if (settingsRow_->direction() != direction) {
+    settingsRow_->setDirection(direction);
+    // Laid out now, not on the next layout request: the scroll area sizes the content by it.
+    settingsRow_->parentWidget()->layout()->activate();
+  }
+  QWidget::resizeEvent(event);
+}
 
 const ModelInfo& NewRunPage::modelInfo() const {
   return model_->info();

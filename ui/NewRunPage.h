@@ -17,6 +17,8 @@
 #include "PlanResult.h"
 
 class QAction;
+class QBoxLayout;
+class QScrollArea;
 
 namespace spillway::ui {
 
@@ -100,6 +102,11 @@ class NewRunPage : public QWidget {
   void planned(const PlanResult& plan);
   void datasetPreviewed(const DatasetPreview& preview);  // a preview (or its error) is shown
 
+ protected:
+  // Training and placement side by side where the page is wide enough, one above the other where
+  // it is not (a 1920 x 1080 screen at 200%): the form never scrolls sideways.
+  void resizeEvent(QResizeEvent* event) override;
+
  private:
   // The form as a job the worker takes, or why not (a field's error, no usable model, no data).
   bool jobForWorker(JobSettings* job, QString* error) const;
@@ -113,6 +120,8 @@ class NewRunPage : public QWidget {
   TrainingForm* training_;
   PlacementForm* placement_;
   PlanPanel* plan_;
+  QBoxLayout* settingsRow_;
+  QScrollArea* scroll_;
 };
 
 }  // namespace spillway::ui

@@ -142,6 +142,15 @@ RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figur
       if (finished) figures.insert(key, r);
     }
     if (info.tokens) r.tokens = static_cast<double>(*info.tokens);
+    if (info.status == RunStatus::kFailed || info.status == RunStatus::kInterrupted) {
+      r.failure = QString::fromStdString(info.error_message).trimmed();
+      if (r.failure.isEmpty()) {
+        if (auto errors = store.events(info.id, "error"); errors.ok() && !errors->empty())
+          r.failure =
+              QString::fromStdString(error_event_from_json(parsed(errors->back().json)).message)
+                  .trimmed();
+      }
+    }
     r.info = std::move(info);
     out.rows.push_back(std::move(r));
   }
@@ -208,14 +217,12 @@ QString figuresTooltip(const RunInfo& i) {
 
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Name",          "Model",
-                                "Dataset",       "Status",
-                                "Started",       "Duration",
-                                "Tokens",        "Final loss",
-                                "Eval loss",     "Peak HBM",
-                                "Peak DRAM",     "Peak SSD",
-                                "Mean tokens/s", "Step (plan → measured)",
-                                "Tags",          "Notes"};
+  static const char* names[] = {
+      "Name",      "Run",          "Model",         "Dataset",
+      "Status",    "Why it ended", "Started",       "Duration",
+      "Tokens",    "Final loss",   "Eval loss",     "Peak HBM",
+      "Peak DRAM", "Peak SSD",     "Mean tokens/s", "Step (plan → measured)",
+      "Tags",      "Notes"};
   return tr(names[section]);
 }
 
@@ -229,6 +236,9 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::ToolTipRole && index.column() == kName)
       return QString::fromStdString(i.id + "\n" + i.run_dir +
                                     (i.notes.empty() ? "" : "\n" + i.notes));
+    if (role == Qt::ToolTipRole && (index.column() == kStatus || index.column() == kFailure) &&
+        !r.failure.isEmpty())
+      return r.failure;
     if (role == Qt::ToolTipRole && index.column() == kNotes && !i.notes.empty())
       return QString::fromStdString(i.notes);
     if (role == Qt::ToolTipRole && index.column() == kStepTime) return figuresTooltip(i);
@@ -240,12 +250,16 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
   switch (index.column()) {
     case kName:
       return QString::fromStdString(i.name);
+    case kRunId:  // "20250131-142501-3fa9c2": sorts by creation time
+      return QString::fromStdString(i.id);
     case kModel:
       return QString::fromStdString(i.model_name);
     case kDataset:
       return QString::fromStdString(i.dataset).section('/', -1);
     case kStatus:
       return QString(run_status_name(i.status));
+    case kFailure:
+      return r.failure.section('\n', 0, 0);  // the first line; all of it in the tooltip
     case kStart:
       if (raw) return i.started_at.value_or(i.created_at);
       return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(i.started_at.value_or(i.created_at)))

@@ -1,7 +1,8 @@
 // RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history):
-// name, model, dataset, status, start, duration, tokens, final loss, the last eval loss, peak
-// HBM/DRAM/SSD, mean tokens/s and the step time the plan predicted against the one the run
-// measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
+// name, run id (which tells apart runs of the same name), model, dataset, status, why a failed or
+// interrupted run ended (the error it recorded), start, duration, tokens, final loss, the last eval
+// loss, peak HBM/DRAM/SSD, mean tokens/s and the step time the plan predicted against the one the
+// run measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
 // user's edits: rename, tags, notes, delete, which go through edits(), a RunEditQueue that writes
 // them on a pool thread and refreshes the rows after each) on a pool thread, through a connection
 // of its own:
@@ -33,6 +34,9 @@ struct RunRow {
   double peakHbm = -1, peakDram = -1, peakSsd = -1;  // bytes, -1 = no samples
   std::optional<double> evalLoss;  // the last evaluation's loss; none before the first eval
   std::int64_t evalStep = -1;      // its step
+  // Why a failed or interrupted run ended: the error its worker recorded in the run's row, else
+  // the message of its last `error` event; "" for other runs.
+  QString failure;
 };
 
 class RunHistoryModel : public QAbstractTableModel {
@@ -40,9 +44,11 @@ class RunHistoryModel : public QAbstractTableModel {
  public:
   enum Column {
     kName,
+    kRunId,
     kModel,
     kDataset,
     kStatus,
+    kFailure,
     kStart,
     kDuration,
     kTokens,

@@ -3,16 +3,20 @@
 // usage: spillway [options] [JOB.json]. A job file given (by a file manager through the desktop
 // entry's %f, or by hand) opens on New run. Options: --db PATH (run store), --model DIR /
 // --dataset FILE (preselect on New run), --attach RUN_DIR (show a run on Live), --palette
-// system|light|dark, --screenshot DIR (after --wait seconds, save a PNG of each page, the window
-// --size WxH, into DIR and quit; Try it shows a completed run's answers to "ROMEO:" — used by
-// tests/ui/screenshots.sh and tests/packaging/install-test.sh under Xvfb). The man page
+// system|light|dark, --screenshot DIR (after --wait seconds, save a PNG of each page into DIR and
+// quit; the window as it first opens on the screen, fitted to it, or --size WxH logical pixels;
+// History shows the newest run's loss curve, Try it a completed run's answers to "ROMEO:" — used
+// by tests/ui/screenshots.sh and tests/packaging/install-test.sh under Xvfb). The man page
 // packaging/man/spillway.1 is checked against --help.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QEventLoop>
+#include <QRegularExpression>
 #include <QSettings>
+#include <QTableView>
 #include <QTimer>
+#include <cstdio>
 
 #include "AppPalette.h"
 #include "ComparePage.h"
@@ -38,7 +42,10 @@ int main(int argc, char** argv) {
       attach("attach", "Run folder to show live.", "dir"),
       shots("screenshot", "Save a PNG of each page into DIR and quit.", "dir"),
       wait("wait", "Seconds to wait before the screenshots.", "s", "6"),
-      size("size", "Window size for the screenshots (default 1600x1000).", "WxH", "1600x1000"),
+      size("size",
+           "Window size for the screenshots, in logical pixels (default: the first window's size "
+           "on this screen).",
+           "WxH"),
       palette("palette", "Look: system, light or dark (default: the View > Theme choice).", "mode");
   parser.addOptions({db, model, dataset, attach, shots, wait, size, palette});
   parser.addPositionalArgument("job.json", "A job file to open on New run.", "[job.json]");
@@ -54,10 +61,17 @@ int main(int argc, char** argv) {
     window.livePage()->attach(parser.value(attach));
     window.showPage(spillway::ui::MainWindow::kLive);
   }
-  if (parser.isSet(shots)) {
-    const QStringList wh = parser.value(size).split('x');
-    window.resize(wh.value(0).toInt() > 0 ? wh.value(0).toInt() : 1600,
-                  wh.value(1).toInt() > 0 ? wh.value(1).toInt() : 1000);
+  if (parser.isSet(size)) {
+    const QRegularExpressionMatch wh =
+        QRegularExpression("^([1-9][0-9]{2,4})x([1-9][0-9]{2,4})$").match(parser.value(size));
+    if (!wh.hasMatch()) {
+      std::fprintf(stderr,
+                   "spillway: --size %s is not a window size; give width x height in pixels, "
+                   "e.g. --size 1280x720\n",
+                   qPrintable(parser.value(size)));
+      return 2;
+    }
+    window.resize(wh.captured(1).toInt(), wh.captured(2).toInt());
   }
   window.show();
   if (const QStringList jobs = parser.positionalArguments(); !jobs.isEmpty())
@@ -84,12 +98,25 @@ int main(int argc, char** argv) {
             if (window.historyModel()->loading()) read.exec();
           }
           window.showPage(W::kHistory);
+          if (window.historyModel()->rowCount() > 0) {  // the newest run's loss curve below
+            QEventLoop curve;
+            QObject::connect(window.historyPage(), &spillway::ui::HistoryPage::curveShown, &curve,
+                             &QEventLoop::quit);
+            window.historyPage()->table()->selectRow(0);
+            if (window.historyPage()->curveLoading()) curve.exec();
+          }
           QApplication::processEvents();
           window.grab().save(dir + "/history.png");
           QStringList ids;
           for (int i = 0; i < window.historyModel()->rowCount() && i < 3; ++i)
             ids << QString::fromStdString(window.historyModel()->run(i).info.id);
-          window.comparePage()->setRuns(ids);
+          {  // Compare reads its runs on a pool thread
+            QEventLoop read;
+            QObject::connect(window.comparePage(), &spillway::ui::ComparePage::loaded, &read,
+                             &QEventLoop::quit);
+            window.comparePage()->setRuns(ids);
+            if (window.comparePage()->loading()) read.exec();
+          }
           window.showPage(W::kCompare);
           QApplication::processEvents();
           window.grab().save(dir + "/compare.png");

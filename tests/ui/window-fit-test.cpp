@@ -4,15 +4,28 @@
 // on screen and whole — unclipped, or in a scroll area that brings it into view — and no control
 // is squeezed below its own minimum. CTest runs this at 100% and, with QT_SCALE_FACTOR=2, at 200%
 // (WindowFit.At200Percent), where the same logical sizes must hold.
+//
+// The first window fits the screen it opens on (issue 26: a fresh profile opened at 1500 x 960 on
+// a 1280 x 720 screen, Plan, Launch and the window's own buttons off-screen), and so does a
+// geometry saved on a larger screen: WindowFitOnScreen.* checks the screen it runs on, which
+// CTest sets to 1280 x 720, 1366 x 768, 1920 x 1080 and 1920 x 1080 at 200% (960 x 540 of
+// logical pixels) through the offscreen platform's screen files in tests/ui/screens/
+// (WindowFit.FirstWindowAt*); on any other screen they are skipped.
 #include <gtest/gtest.h>
+#include <qcustomplot.h>
 
 #include <QAbstractButton>
 #include <QAbstractSpinBox>
 #include <QApplication>
+#include <QCloseEvent>
 #include <QComboBox>
+#include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
+#include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSettings>
 #include <QSlider>
 #include <QTest>
 #include <filesystem>
@@ -69,7 +82,7 @@ QString describe(QWidget* w) {
 void expectEveryControlReachable(MainWindow& window, const QSize& size) {
   window.resize(size);
   QApplication::processEvents();
-  ASSERT_EQ(window.size(), size);
+  ASSERT_EQ(window.size(), size) << "the window's minimum is larger";
   const char* names[] = {"New run", "Live", "History", "Compare", "Try it"};
   for (int p = 0; p < 5; ++p) {
     window.showPage(MainWindow::Page(p));
@@ -80,7 +93,14 @@ void expectEveryControlReachable(MainWindow& window, const QSize& size) {
                     : p == 3 ? static_cast<QWidget*>(window.comparePage())
                              : static_cast<QWidget*>(window.tryItPage());
     const QList<QWidget*> controls = controlsOf(page);
-    EXPECT_GT(controls.size(), 2) << names[p];
+    if (p == 3 && window.comparePage()->runs().isEmpty()) {
+      // No runs picked: the picker and what to do with it, no empty axes.
+      EXPECT_TRUE(window.comparePage()->runPicker()->isVisible());
+      EXPECT_TRUE(window.comparePage()->emptyState()->isVisible());
+      EXPECT_FALSE(window.comparePage()->lossPlot()->isVisible());
+    } else {
+      EXPECT_GT(controls.size(), 2) << names[p];
+    }
     for (QWidget* w : controls) {
       if (QScrollArea* sa = scrollAreaOf(w)) {
         // The whole widget (ensureWidgetVisible shows an editable combo box's text cursor, not
@@ -156,6 +176,95 @@ TEST(WindowFit, FitsA1280x720ScreenAndLarger) {
   expectEveryControlReachable(window, QSize(1280, 720));
   expectEveryControlReachable(window, kSmallest);
   expectEveryControlReachable(window, QSize(1920, 1080));
+  // A 1920 x 1080 screen at 200% less a title bar and a panel: New run's forms one above the
+  // other, History's buttons in two rows, nothing sideways.
+  expectEveryControlReachable(window, QSize(952, 476));
+  // Compare with runs picked shows its charts' controls (runs not in the store draw nothing).
+  window.comparePage()->setRuns({"20250101-000000-aaaaaa", "20250101-000000-bbbbbb"});
+  ASSERT_TRUE(waitForCompare(window.comparePage()));
+  expectEveryControlReachable(window, QSize(952, 476));
+  expectEveryControlReachable(window, QSize(1280, 720));
+}
+
+// The screens CTest runs WindowFitOnScreen.* on, in logical pixels: 1280 x 720, 1366 x 768,
+// 1920 x 1080, and 1920 x 1080 at 200%.
+bool onATestScreen() {
+  const QSize screen = QGuiApplication::primaryScreen()->geometry().size();
+  return screen == QSize(1280, 720) || screen == QSize(1366, 768) || screen == QSize(1920, 1080) ||
+         screen == QSize(960, 540);
+}
+
+// A fresh profile: no saved window, no saved form.
+struct FreshProfile {
+  TempDir tmp;
+  FreshProfile() {
+    qputenv("XDG_CONFIG_HOME", QByteArray::fromStdString(tmp.path() + "/config"));
+    qputenv("XDG_DATA_HOME", QByteArray::fromStdString(tmp.path() + "/data"));
+    QSettings().clear();
+  }
+  QString db() const { return QString::fromStdString(tmp.path() + "/runs.db"); }
+};
+
+void expectOnScreen(const MainWindow& window) {
+  const QRect available = window.screen()->availableGeometry();
+  const QRect frame = window.frameGeometry();
+  EXPECT_TRUE(available.contains(frame))
+      << "the window's frame " << frame.x() << "," << frame.y() << " " << frame.width() << "x"
+      << frame.height() << " is not within the screen's " << available.width() << "x"
+      << available.height();
+}
+
+TEST(WindowFitOnScreen, TheFirstWindowFitsTheScreen) {
+  if (!onATestScreen()) GTEST_SKIP() << "CTest runs this on its screens (WindowFit.FirstWindowAt*)";
+  FreshProfile profile;
+  MainWindow window(profile.db());
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  const QSize screen = window.screen()->availableGeometry().size();
+  std::cout << "screen " << screen.width() << " x " << screen.height() << ", window "
+            << window.width() << " x " << window.height() << " at scale "
+            << window.devicePixelRatio() << "\n";
+  expectOnScreen(window);
+  // As large as the screen allows, up to its 1500 x 960.
+  EXPECT_GE(window.width(), std::min(1500, screen.width() - 16));
+  EXPECT_GE(window.height(), std::min(960, screen.height() - 64));
+  // And every page usable at that size: Plan, Launch, Browse..., every control in view or scrolled
+  // into it, nothing sideways.
+  expectEveryControlReachable(window, window.size());
+}
+
+TEST(WindowFitOnScreen, AGeometrySavedOnALargerScreenFits) {
+  if (!onATestScreen()) GTEST_SKIP() << "CTest runs this on its screens (WindowFit.FirstWindowAt*)";
+  FreshProfile profile;
+  {
+    // The window as it was closed on a 2560 x 1600 screen: 2400 x 1500 at 100, 60.
+    MainWindow before(profile.db());
+    before.setGeometry(100, 60, 2400, 1500);
+    QCloseEvent close;
+    QApplication::sendEvent(&before, &close);
+  }
+  ASSERT_TRUE(QSettings().contains("window/geometry"));
+  MainWindow window(profile.db());
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  expectOnScreen(window);
+  expectEveryControlReachable(window, window.size());
+}
+
+TEST(WindowFit, FittedGeometryKeepsTheFrameOnTheScreen) {
+  const QRect screen(0, 0, 1280, 720);
+  const QMargins frame(1, 30, 1, 1);
+  // The default size on a small screen: as large as the room, the frame on the screen.
+  const QRect fitted = MainWindow::fittedGeometry(QRect(-110, -120, 1500, 960), screen, frame);
+  EXPECT_EQ(fitted, QRect(1, 30, 1278, 689));
+  // A window that fits stays where it is; one past the right edge moves back, whole.
+  EXPECT_EQ(MainWindow::fittedGeometry(QRect(40, 50, 800, 600), screen, frame),
+            QRect(40, 50, 800, 600));
+  EXPECT_EQ(MainWindow::fittedGeometry(QRect(900, 50, 800, 600), screen, frame),
+            QRect(479, 50, 800, 600));
+  // On a second screen to the right, with a panel on top.
+  EXPECT_EQ(MainWindow::fittedGeometry(QRect(0, 0, 3000, 2000), QRect(1920, 32, 1920, 1048), frame),
+            QRect(1921, 62, 1918, 1017));
 }
 
 }  // namespace
