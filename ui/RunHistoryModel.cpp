@@ -9,6 +9,7 @@
 #include "RunEditQueue.h"
 #include "core/json-depth.h"
 #include "events/events.h"
+#include "history/run-folder.h"
 
 namespace spillway::ui {
 
@@ -93,6 +94,10 @@ RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figur
   if (!runs.ok()) return out;
   out.ok = true;
   for (RunInfo& info : *runs) {
+    // A killed writer's unfinished checkpoint (step-N.tmp-<pid>) can be as big as a checkpoint:
+    // removed here, on the pool thread, when no worker holds the run's folder.
+    if (info.status != RunStatus::kRunning && !info.run_dir.empty())
+      remove_unfinished_checkpoints_if_idle(info.run_dir);
     RunRow r;
     const double end =
         info.ended_at

@@ -84,8 +84,10 @@ bool is_tokenizer_file_name(const std::string& n) {
 bool is_checkpoint_file(const std::string& rel) {
   static const std::regex block(R"(optimizer/block-\d+\.safetensors)");
   const std::string n = without_tmp_suffix(rel);
+  // manifest.json: train/checkpoint-manifest.h's kCheckpointManifestFile (engine/train is above
+  // this library).
   return is_model_file_name(n) || n == "optimizer.safetensors" || n == "trainer_state.json" ||
-         n == kPartialFolderMarker || std::regex_match(n, block);
+         n == "manifest.json" || n == kPartialFolderMarker || std::regex_match(n, block);
 }
 
 // A checkpoints/ entry: step-NNNNNN, a writer's step-N.tmp-PID, replaced-TIME/step-NNNNNN.

@@ -23,6 +23,7 @@
 #include "RunHistoryModel.h"
 #include "history-wait.h"
 #include "history/process-liveness.h"
+#include "history/run-folder.h"
 #include "history/run-store.h"
 #include "history/sqlite-util.h"
 #include "test-data.h"
@@ -371,6 +372,34 @@ TEST(HistoryOpenFolder, SaysWhyItCannotOpenTheFolderAndWhereItIs) {
             "asks). The run's folder is " +
                 folder);
   EXPECT_TRUE(fs::exists(folder + "/job.json"));
+}
+
+// History removes a killed writer's unfinished checkpoint (step-N.tmp-<pid>, as big as a
+// checkpoint) of a run no worker holds, when it reads the runs (issue 28 point 4); a run folder a
+// worker holds (its lock taken) keeps its own.
+TEST(HistoryDelete, AKilledWritersUnfinishedCheckpointIsRemovedWhenNoWorkerHoldsTheFolder) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  const std::string idle = tmp.path() + "/idle", held = tmp.path() + "/held";
+  for (const std::string& run : {idle, held}) {
+    fs::create_directories(run + "/checkpoints/step-000004.tmp-1");
+    fs::create_directories(run + "/checkpoints/step-000002");
+    std::ofstream(run + "/checkpoints/step-000004.tmp-1/model.safetensors") << "half";
+  }
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    addRun(**store, "idle", RunStatus::kInterrupted, idle);
+    addRun(**store, "held", RunStatus::kInterrupted, held);
+  }
+  auto lock = RunFolderLock::acquire(held);  // as a worker resuming that run would hold it
+  ASSERT_TRUE(lock.ok());
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  EXPECT_FALSE(fs::exists(idle + "/checkpoints/step-000004.tmp-1"));
+  EXPECT_TRUE(fs::exists(idle + "/checkpoints/step-000002"));
+  EXPECT_TRUE(fs::exists(held + "/checkpoints/step-000004.tmp-1"));
 }
 
 }  // namespace

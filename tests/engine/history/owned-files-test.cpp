@@ -28,7 +28,8 @@ void make_run(const std::string& run) {
   for (const char* step : {"step-000050", "step-000100", "step-000150.tmp-4242",
                            "replaced-20261127T101010Z/step-000200"}) {
     const std::string c = run + "/checkpoints/" + step;
-    for (const char* f : {"model.safetensors", "trainer_state.json", "config.json"})
+    for (const char* f :
+         {"model.safetensors", "trainer_state.json", "config.json", "manifest.json"})
       put(c + "/" + f);
   }
   put(run + "/checkpoints/step-000050/optimizer.safetensors");
