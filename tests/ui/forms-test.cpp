@@ -161,5 +161,74 @@ TEST(FormWheel, EveryFieldOfEveryPageTakesTheFocusByTabOrClickOnly) {
   EXPECT_GT(fields, 20);
 }
 
+// ---- refused text ----------------------------------------------------------------------------
+
+// Replaces `box`'s text by typing `text`, as a user who selected it all does.
+void typeInto(QAbstractSpinBox* box, const QString& text) {
+  box->setFocus();
+  box->selectAll();
+  QTest::keyClicks(box, text);
+}
+
+TEST(SpinBoxRefusal, TextThatIsNotAValueIsRefusedAndSaidNotReinterpreted) {
+  NewRunPage page;
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  QPushButton* launch = nullptr;
+  for (QPushButton* b : page.findChildren<QPushButton*>())
+    if (b->text().remove('&') == "Launch") launch = b;
+  ASSERT_NE(launch, nullptr);
+  ASSERT_TRUE(launch->isEnabled());
+  ASSERT_EQ(s(page.inputError()), "");
+
+  struct Case {
+    QAbstractSpinBox* box;
+    QString typed, error;
+  };
+  auto* steps = page.findChild<QSpinBox*>("steps");
+  auto* evalFraction = field<QDoubleSpinBox>(&page, "data.eval_fraction");
+  auto* seed = field<IntegerSpinBox>(&page, "data.seed");
+  ASSERT_NE(steps, nullptr);
+  ASSERT_NE(evalFraction, nullptr);
+  ASSERT_NE(seed, nullptr);
+  steps->setValue(300);
+  seed->setValue(7);
+  const double fraction = evalFraction->value();
+  const QString fractionText = evalFraction->text();
+  const Case cases[] = {
+      {steps, "-5", "Steps takes a whole number from 0 to 2,147,483,647: \"-5\" is not one."},
+      {evalFraction, "2", "Eval fraction takes a number from 0.000 to 0.999: \"2\" is not one."},
+      {seed, "-12",
+       "Seed takes a whole number from 0 to 18446744073709551615: \"-12\" is not one."},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.typed.toStdString());
+    typeInto(c.box, c.typed);
+    // Kept as typed, and refused: the value is the one before, the form says why and cannot be
+    // launched until the field holds a value.
+    EXPECT_EQ(s(c.box->text()), s(c.typed));
+    EXPECT_EQ(s(page.inputError()), s(c.error));
+    EXPECT_FALSE(launch->isEnabled());
+    EXPECT_EQ(steps->value(), 300);
+    EXPECT_EQ(evalFraction->value(), fraction);
+    EXPECT_EQ(seed->value(), 7u);
+    EXPECT_NE(c.box->palette().color(QPalette::Text), page.palette().color(QPalette::Text));
+
+    // Editing ends: the field shows the value it kept, and the form can be used again.
+    QTest::keyClick(c.box, Qt::Key_Return);
+    EXPECT_EQ(s(page.inputError()), "");
+    EXPECT_TRUE(launch->isEnabled());
+    EXPECT_EQ(c.box->palette().color(QPalette::Text), page.palette().color(QPalette::Text));
+  }
+  EXPECT_EQ(s(steps->text()), "300");
+  EXPECT_EQ(s(evalFraction->text()), s(fractionText));
+  EXPECT_EQ(s(seed->text()), "7");
+
+  // A value of the range is taken as typed.
+  typeInto(steps, "250");
+  EXPECT_EQ(steps->value(), 250);
+  EXPECT_EQ(s(page.inputError()), "");
+}
+
 }  // namespace
 }  // namespace spillway::ui
