@@ -161,6 +161,62 @@ TEST(FormWheel, EveryFieldOfEveryPageTakesTheFocusByTabOrClickOnly) {
   EXPECT_GT(fields, 20);
 }
 
+// ---- the dataset's status line ----------------------------------------------------------------
+
+// New run at the width it has in a 1280 x 720 window, with stories260K and tiny Shakespeare.
+std::unique_ptr<NewRunPage> pageWithPreview(int width) {
+  auto page = std::make_unique<NewRunPage>();
+  page->resize(width, 600);
+  page->setModelPath(q(data_path("models/stories260K")));
+  QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+  page->setDatasetPath(q(data_path("datasets/tinyshakespeare/input.txt")));
+  page->show();
+  EXPECT_TRUE(QTest::qWaitForWindowExposed(page.get()));
+  EXPECT_TRUE(previewed.wait(20000));
+  EXPECT_TRUE(page->datasetPreview().ok) << page->datasetPreview().error.toStdString();
+  QApplication::processEvents();
+  return page;
+}
+
+TEST(DatasetStatus, TheFieldsBelowStayPutWhileThePreviewRecomputes) {
+  SPILLWAY_REQUIRE_DATA();
+  // 1120: New run in a 1280 x 720 window; 900: a narrower one, where the line wraps further.
+  for (int width : {1120, 900}) {
+    SCOPED_TRACE(width);
+    auto page = pageWithPreview(width);
+    auto* label = page->findChild<QLabel*>("datasetLabel");
+    auto* name = field<QLineEdit>(page.get(), "name");
+    ASSERT_NE(label, nullptr);
+    ASSERT_NE(name, nullptr);
+    // Where Name is in the page's content once its layout has settled (a layout request can post
+    // another).
+    auto y = [&] {
+      auto at = [&] { return name->mapTo(scrollAreaOf(name)->widget(), QPoint(0, 0)).y(); };
+      int last = at();
+      for (int same = 0, pass = 0; same < 3 && pass < 100; ++pass) {
+        QApplication::processEvents();
+        same = at() == last ? same + 1 : 0;
+        last = at();
+      }
+      return last;
+    };
+    const int before = y();
+    const QString shown = label->text();
+
+    // A new sequence length: the preview recomputes, its line says so.
+    QSignalSpy previewed(page.get(), &NewRunPage::datasetPreviewed);
+    auto* seqLen = page->findChild<QSpinBox*>("seqLen");
+    seqLen->setValue(seqLen->value() / 2);
+    const int reading = y();
+    ASSERT_EQ(s(label->text()), "Reading dataset…");
+    EXPECT_EQ(reading, before) << "while reading; the line said " << s(shown);
+
+    ASSERT_TRUE(previewed.wait(20000));
+    EXPECT_NE(s(label->text()), s(shown));
+    EXPECT_EQ(y(), before) << "after";
+  }
+}
+
 // ---- refused text ----------------------------------------------------------------------------
 
 // Replaces `box`'s text by typing `text`, as a user who selected it all does.
