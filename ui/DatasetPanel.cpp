@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "DatasetPreviewLoader.h"
+#include "DialogFolder.h"
 #include "Format.h"
 #include "JobForm.h"
 #include "PlotTheme.h"
@@ -96,7 +97,9 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox(tr("Dataset"), parent) {
   prow->addWidget(histogram_, 2);
   dl->addLayout(prow);
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset"), path_->currentText());
+    const QString f = QFileDialog::getOpenFileName(
+        this, tr("Dataset"), DialogFolder::start("datasets", path_->currentText()));
+    DialogFolder::remember("datasets", f);
     if (!f.isEmpty()) setPath(f);
   });
   connect(path_, &QComboBox::currentTextChanged, this, &DatasetPanel::changed);

@@ -286,5 +286,56 @@ TEST(SpinBoxRefusal, TextThatIsNotAValueIsRefusedAndSaidNotReinterpreted) {
   EXPECT_EQ(s(page.inputError()), "");
 }
 
+// ---- file dialogs -----------------------------------------------------------------------------
+
+TEST(FileDialogs, OpenAtHomeThenInTheFolderLastChosenNeverInTheWorkingDirectory) {
+  SPILLWAY_REQUIRE_DATA();
+  QApplication::setAttribute(Qt::AA_DontUseNativeDialogs);  // Qt's own, which a test can answer
+  QSettings().remove("dialogs");
+  TempDir cwd;  // the app started from a folder of no interest
+  const QString startedIn = QDir::currentPath();
+  ASSERT_TRUE(QDir::setCurrent(q(cwd.path())));
+  const QString data = q(data_path("datasets/tinyshakespeare/input.txt"));
+
+  NewRunPage page;
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  auto* panel = page.findChild<DatasetPanel*>();
+  ASSERT_NE(panel, nullptr);
+  QPushButton* browse = nullptr;
+  for (QPushButton* b : panel->findChildren<QPushButton*>())
+    if (b->text() == "Browse…") browse = b;
+  ASSERT_NE(browse, nullptr);
+
+  auto openedIn = [&](const QString& choose) {
+    QString folder;
+    ModalAnswer<QFileDialog> answer([&](QFileDialog* d) {
+      if (folder.isEmpty()) folder = d->directory().absolutePath();
+      if (choose.isEmpty()) return d->reject();
+      // Typed into the file name field, as selectFile()'s text may be cleared as the folder loads.
+      d->findChild<QLineEdit*>("fileNameEdit")->setText(choose);
+      QMetaObject::invokeMethod(d, "accept");  // protected: the dialog's Open button
+    });
+    QTest::mouseClick(browse, Qt::LeftButton);
+    return folder;
+  };
+  // The first time: home.
+  EXPECT_EQ(s(openedIn(data)), s(QDir(QDir::homePath()).absolutePath()));
+  EXPECT_EQ(s(panel->path()), s(data));
+  // With a dataset in the field: its folder.
+  const QString dataFolder = QFileInfo(data).absolutePath();
+  EXPECT_EQ(s(openedIn(QString())), s(dataFolder));
+  // With the field emptied, and in the next session: where the last dataset was chosen.
+  panel->setPath(QString());
+  EXPECT_EQ(s(openedIn(QString())), s(dataFolder));
+  EXPECT_EQ(s(QSettings().value("dialogs/datasets").toString()), s(dataFolder));
+  // A relative path in the field is not taken against the working directory.
+  panel->setPath("input.txt");
+  EXPECT_EQ(s(openedIn(QString())), s(dataFolder));
+
+  QSettings().remove("dialogs");
+  QDir::setCurrent(startedIn);
+}
+
 }  // namespace
 }  // namespace spillway::ui
