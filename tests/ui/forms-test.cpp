@@ -337,5 +337,60 @@ TEST(FileDialogs, OpenAtHomeThenInTheFolderLastChosenNeverInTheWorkingDirectory)
   QDir::setCurrent(startedIn);
 }
 
+// ---- History's dialogs ------------------------------------------------------------------------
+
+TEST(HistoryDialogs, TagsAndNotesNameTheRunByNameAndId) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  std::string first, second;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    RunInfo info;
+    info.name = "shakespeare";
+    info.status = RunStatus::kCompleted;
+    info.run_dir = tmp.path() + "/a";
+    first = *(*store)->create_run(info);
+    info.run_dir = tmp.path() + "/b";
+    second = *(*store)->create_run(info);  // two runs of one name
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  HistoryPage page(&model);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+
+  for (const std::string& id : {first, second}) {
+    auto* proxy = qobject_cast<QSortFilterProxyModel*>(page.table()->model());
+    for (int r = 0; r < proxy->rowCount(); ++r) {
+      const QModelIndex i = proxy->index(r, RunHistoryModel::kName);
+      if (model.run(proxy->mapToSource(i).row()).info.id == id) page.table()->setCurrentIndex(i);
+    }
+    const QString run = QString("\"shakespeare\" (%1)").arg(q(id));
+    for (const QString button : {"Tags…", "Notes…"}) {
+      SCOPED_TRACE(button.toStdString());
+      QPushButton* b = nullptr;
+      for (QPushButton* p : page.findChildren<QPushButton*>())
+        if (p->text() == button) b = p;
+      ASSERT_NE(b, nullptr);
+      QString title, label;
+      ModalAnswer<QInputDialog> answer([&](QInputDialog* d) {
+        title = d->windowTitle();
+        label = d->labelText();
+        d->reject();
+      });
+      QTest::mouseClick(b, Qt::LeftButton);
+      if (button == "Tags…") {
+        EXPECT_EQ(s(title), s("Tags of " + run));
+        EXPECT_EQ(s(label), s("Tags of " + run + ", comma-separated:"));
+      } else {
+        EXPECT_EQ(s(title), s("Notes on " + run));
+        EXPECT_EQ(s(label), s("Notes on " + run + ":"));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spillway::ui
