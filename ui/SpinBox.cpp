@@ -68,13 +68,19 @@ void SpinBoxRefusal::set(const QString& message) {
   const bool wasRefused = !message_.isEmpty();
   message_ = message;
   if (message_.isEmpty()) {
-    if (wasRefused) box_->setPalette(QPalette());  // the window's colours again
+    if (wasRefused) {
+      box_->setPalette(QPalette());  // the window's colours again
+      box_->setToolTip(fieldToolTip_);
+    }
     QToolTip::hideText();
   } else {
     // The text's colour, not a frame: a style sheet would change the box's size.
     QPalette p = box_->palette();
     p.setColor(QPalette::Text, QColor("#d32f2f"));
     box_->setPalette(p);
+    // The message goes when the pointer moves; the field's own tooltip keeps it meanwhile.
+    if (!wasRefused) fieldToolTip_ = box_->toolTip();
+    box_->setToolTip(fieldToolTip_.isEmpty() ? message_ : message_ + "\n\n" + fieldToolTip_);
     QToolTip::showText(box_->mapToGlobal(QPoint(0, box_->height())), message_, box_);
   }
   emit changed(message_);

@@ -52,6 +52,7 @@ class SpinBoxRefusal : public QObject {
   QAbstractSpinBox* box_;
   std::function<QString()> takes_;
   QString message_, refusedText_;
+  QString fieldToolTip_;  // the box's tooltip, while the refusal is put before it
 };
 
 class SpinBox : public QSpinBox {

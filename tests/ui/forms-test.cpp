@@ -259,6 +259,7 @@ TEST(SpinBoxRefusal, TextThatIsNotAValueIsRefusedAndSaidNotReinterpreted) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.typed.toStdString());
+    const QString toolTip = c.box->toolTip();  // the key's description, default and range
     typeInto(c.box, c.typed);
     // Kept as typed, and refused: the value is the one before, the form says why and cannot be
     // launched until the field holds a value.
@@ -269,12 +270,14 @@ TEST(SpinBoxRefusal, TextThatIsNotAValueIsRefusedAndSaidNotReinterpreted) {
     EXPECT_EQ(evalFraction->value(), fraction);
     EXPECT_EQ(seed->value(), 7u);
     EXPECT_NE(c.box->palette().color(QPalette::Text), page.palette().color(QPalette::Text));
+    EXPECT_TRUE(c.box->toolTip().startsWith(c.error)) << s(c.box->toolTip());
 
     // Editing ends: the field shows the value it kept, and the form can be used again.
     QTest::keyClick(c.box, Qt::Key_Return);
     EXPECT_EQ(s(page.inputError()), "");
     EXPECT_TRUE(launch->isEnabled());
     EXPECT_EQ(c.box->palette().color(QPalette::Text), page.palette().color(QPalette::Text));
+    EXPECT_EQ(s(c.box->toolTip()), s(toolTip));
   }
   EXPECT_EQ(s(steps->text()), "300");
   EXPECT_EQ(s(evalFraction->text()), s(fractionText));
