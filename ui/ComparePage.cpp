@@ -31,6 +31,7 @@
 
 #include "Charts.h"
 #include "ConfigDiff.h"
+#include "DialogFolder.h"
 #include "Format.h"
 #include "PoolTask.h"
 #include "RunHistoryModel.h"
@@ -127,8 +128,10 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
   connect(smoothing_, &QSlider::valueChanged, this, &ComparePage::redraw);
   connect(diffOnly_, &QCheckBox::toggled, this, &ComparePage::redraw);
   connect(png, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), "compare.png",
-                                                   tr("Images (*.png *.svg)"));
+    const QString f = QFileDialog::getSaveFileName(
+        this, tr("Export chart"), DialogFolder::startFile("exports", "compare.png"),
+        tr("Images (*.png *.svg)"));
+    DialogFolder::remember("exports", f);
     if (f.isEmpty()) return;
     const bool ok = exportChart(f);
     showExport(
@@ -139,8 +142,10 @@ ComparePage::ComparePage(RunHistoryModel* model, QWidget* parent) : QWidget(pare
         f);
   });
   connect(csv, &QPushButton::clicked, this, [this] {
-    const QString f =
-        QFileDialog::getSaveFileName(this, tr("Export metrics"), "metrics.csv", tr("CSV (*.csv)"));
+    const QString f = QFileDialog::getSaveFileName(
+        this, tr("Export metrics"), DialogFolder::startFile("exports", "metrics.csv"),
+        tr("CSV (*.csv)"));
+    DialogFolder::remember("exports", f);
     if (f.isEmpty()) return;
     int rows = 0;
     const bool ok = exportCsv(f, &rows);

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "DatasetPreviewLoader.h"
+#include "DialogFolder.h"
 #include "Format.h"
 #include "JobForm.h"
 #include "PlotTheme.h"
@@ -49,7 +50,12 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox(tr("Dataset"), parent) {
   busy_->setRange(0, 0);  // busy: a load has no steps to count
   busy_->setTextVisible(false);
   busy_->setMaximumSize(120, 12);
+  // The status line keeps its width whether the bar shows or not, so that its text wraps the same.
+  QSizePolicy busyPolicy = busy_->sizePolicy();
+  busyPolicy.setRetainSizeWhenHidden(true);
+  busy_->setSizePolicy(busyPolicy);
   busy_->hide();
+  reserveStatusHeight();
   auto* labelRow = new QHBoxLayout;
   labelRow->addWidget(label_, 1);
   labelRow->addWidget(busy_);
@@ -91,7 +97,9 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox(tr("Dataset"), parent) {
   prow->addWidget(histogram_, 2);
   dl->addLayout(prow);
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset"), path_->currentText());
+    const QString f = QFileDialog::getOpenFileName(
+        this, tr("Dataset"), DialogFolder::start("datasets", path_->currentText()));
+    DialogFolder::remember("datasets", f);
     if (!f.isEmpty()) setPath(f);
   });
   connect(path_, &QComboBox::currentTextChanged, this, &DatasetPanel::changed);
@@ -131,6 +139,7 @@ void DatasetPanel::preview(const JobSettings& job, bool modelOk) {
     dataset_.error = job.trainPath.isEmpty()
                          ? tr("Choose a dataset file.")
                          : tr("Choose a valid model first: its tokenizer counts the tokens.");
+    reserveStatusHeight();
     label_->setText(dataset_.error);
     clearView();
     return;
@@ -138,6 +147,9 @@ void DatasetPanel::preview(const JobSettings& job, bool modelOk) {
   // Only schedules: the load starts on a pool thread once the changes pause, and a newer change
   // cancels it.
   loader_->request(DatasetPreview::Request::of(job));
+  // "Reading dataset…" is one line where the preview's line may be two or three: the line keeps
+  // the height it had, so that the fields below it do not move while the preview recomputes.
+  label_->setMinimumHeight(std::max(label_->minimumHeight(), label_->height()));
   label_->setText(tr("Reading dataset…"));
   busy_->show();
 }
@@ -152,8 +164,15 @@ void DatasetPanel::clearView() {
   histogram_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+// At least two lines, the height of a preview's line at the window's usual widths, so that a
+// one-line message ("Choose a dataset file.") and the preview's line take the same room.
+void DatasetPanel::reserveStatusHeight() {
+  label_->setMinimumHeight(2 * label_->fontMetrics().lineSpacing());
+}
+
 void DatasetPanel::showPreview(const DatasetPreview& preview) {
   busy_->hide();
+  reserveStatusHeight();
   dataset_ = preview;
   if (!dataset_.ok) {
     label_->setText(

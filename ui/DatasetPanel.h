@@ -54,6 +54,7 @@ class DatasetPanel : public QGroupBox {
 
  private:
   void showPreview(const DatasetPreview& preview);
+  void reserveStatusHeight();
   void clearView();
   void showTemplateAndTruncation();
 

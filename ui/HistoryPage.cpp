@@ -268,6 +268,17 @@ void HistoryPage::openCurrentInLive() {
   if (const RunRow* r = currentRun()) emit openLive(QString::fromStdString(r->info.run_dir));
 }
 
+namespace {
+
+// A run as its dialogs name it: its name and its id, which tells two runs of one name apart
+// ("\"shakespeare\" (20250131-142501-3fa9c2)").
+QString runTitle(const RunInfo& run) {
+  return QString("\"%1\" (%2)")
+      .arg(QString::fromStdString(run.name), QString::fromStdString(run.id));
+}
+
+}  // namespace
+
 // The dialogs copy the run first: History's read can end while one is open, and its model reset
 // replaces the rows (a pointer into them would dangle).
 void HistoryPage::editTags() {
@@ -276,7 +287,8 @@ void HistoryPage::editTags() {
   QStringList old;
   for (const auto& t : run.tags) old << QString::fromStdString(t);
   bool ok = false;
-  const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags (comma-separated):"),
+  const QString text = QInputDialog::getText(this, tr("Tags of %1").arg(runTitle(run)),
+                                             tr("Tags of %1, comma-separated:").arg(runTitle(run)),
                                              QLineEdit::Normal, old.join(", "), &ok);
   if (!ok) return;
   std::vector<std::string> list;
@@ -289,7 +301,8 @@ void HistoryPage::editNotes() {
   if (!currentRun()) return;
   const RunInfo run = currentRun()->info;
   bool ok = false;
-  const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes:"),
+  const QString text = QInputDialog::getMultiLineText(this, tr("Notes on %1").arg(runTitle(run)),
+                                                      tr("Notes on %1:").arg(runTitle(run)),
                                                       QString::fromStdString(run.notes), &ok);
   if (!ok) return;
   model_->edits()->submit(

@@ -2,6 +2,8 @@
 
 #include <QLineEdit>
 
+#include "SpinBox.h"
+
 namespace spillway::ui {
 
 IntegerSpinBox::IntegerSpinBox(QWidget* parent) : QAbstractSpinBox(parent) {
@@ -14,6 +16,9 @@ IntegerSpinBox::IntegerSpinBox(QWidget* parent) : QAbstractSpinBox(parent) {
     }
   });
   connect(this, &QAbstractSpinBox::editingFinished, this, &IntegerSpinBox::showValue);
+  auto* refusal = SpinBoxRefusal::watch(
+      this, lineEdit(), [this] { return tr("a whole number from %1 to %2").arg(min_).arg(max_); });
+  connect(this, &IntegerSpinBox::valueChanged, refusal, &SpinBoxRefusal::clear);
 }
 
 void IntegerSpinBox::setValue(quint64 value) {
@@ -38,17 +43,14 @@ bool IntegerSpinBox::parse(const QString& text, quint64* value) const {
   return true;
 }
 
+// Text that is not a value of the range is Intermediate, never Invalid: it stays as typed, and
+// the refusal says why (SpinBox.h).
 QValidator::State IntegerSpinBox::validate(QString& input, int&) const {
   const QString t = input.trimmed();
-  if (t.isEmpty()) return QValidator::Intermediate;
   for (QChar c : t)
-    if (!c.isDigit()) return QValidator::Invalid;
+    if (!c.isDigit()) return QValidator::Intermediate;  // "+5", "-5", "5e3"
   quint64 v = 0;
-  if (parse(t, &v)) return QValidator::Acceptable;
-  bool ok = false;
-  t.toULongLong(&ok);
-  // A number below the minimum may still grow into the range; one past the maximum never does.
-  return ok && t.toULongLong() < min_ ? QValidator::Intermediate : QValidator::Invalid;
+  return parse(t, &v) ? QValidator::Acceptable : QValidator::Intermediate;
 }
 
 void IntegerSpinBox::fixup(QString& input) const {

@@ -1,7 +1,8 @@
 // IntegerSpinBox: a spin box for a job key whose range passes what QSpinBox (int) holds — a seed is
 // any unsigned 64-bit value (data.seed, model.seed, train.seed), and a QSpinBox clamped it to
 // 2^31 - 1 (a cloned run whose seed was larger came back with another one). It holds an unsigned
-// 64-bit value between a minimum and a maximum, typed as digits or stepped with the arrows.
+// 64-bit value between a minimum and a maximum, typed as digits or stepped with the arrows; other
+// text is refused as SpinBox refuses it (SpinBox.h: kept as typed, the value unchanged, and said).
 // GUI thread only; a plain widget owned by its parent.
 #pragma once
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "SpinBox.h"
 #include "job/job-schema.h"
 
 namespace spillway::ui {
@@ -109,7 +110,7 @@ void JobForm::bind(QWidget* field, const char* path) {
 }
 
 QSpinBox* JobForm::spinBox(const char* path, int maxShown) {
-  auto* s = new QSpinBox;
+  auto* s = new SpinBox;
   s->setRange(clampToInt(minimum(path)), maxShown > 0 ? maxShown : clampToInt(maximum(path)));
   s->setValue(defaultValue(path).toInt());
   bind(s, path);
@@ -128,7 +129,7 @@ IntegerSpinBox* JobForm::integerSpinBox(const char* path) {
 }
 
 QDoubleSpinBox* JobForm::doubleSpinBox(const char* path, int decimals, double scale) {
-  auto* s = new QDoubleSpinBox;
+  auto* s = new DoubleSpinBox;
   s->setDecimals(decimals);
   const job::JobKey* k = keyOf(path);
   // An open bound is shown as the nearest value the field can hold inside it.

@@ -39,7 +39,8 @@ class JobForm {
   // Why `value` is not a valid `path` ("job.json: train.lr must be in (0, 10], got 11"), or "".
   static QString check(const char* path, const QJsonValue& value);
 
-  // Fields. An integer key's spin box takes the key's range clamped to int, or [min, `maxShown`]
+  // Fields. The spin boxes refuse text that is not a value of their range, and say why (SpinBox).
+  // An integer key's spin box takes the key's range clamped to int, or [min, `maxShown`]
   // when `maxShown` > 0 (so that a value past the range can be typed and refused with a message).
   static QSpinBox* spinBox(const char* path, int maxShown = 0);
   // An integer key whose range passes int (a seed): its whole range, up to 2^64 - 1 (the job is

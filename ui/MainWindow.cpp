@@ -22,6 +22,7 @@
 
 #include "AppPalette.h"
 #include "ComparePage.h"
+#include "DialogFolder.h"
 #include "HistoryPage.h"
 #include "JobSettings.h"
 #include "LivePage.h"
@@ -29,6 +30,7 @@
 #include "PoolTask.h"
 #include "RunHistoryModel.h"
 #include "TryItPage.h"
+#include "WheelGuard.h"
 #include "WorkerClient.h"
 
 // The icon is compiled into the static spillway_ui library; Q_INIT_RESOURCE keeps the linker from
@@ -41,6 +43,7 @@ namespace spillway::ui {
 
 MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(parent) {
   initResources();
+  WheelGuard::install();  // before the pages' fields are made and polished
   setWindowTitle(tr("Spillway"));
   setWindowIcon(QIcon(":/spillway/spillway.svg"));
   model_ = new RunHistoryModel(this);
@@ -126,17 +129,19 @@ void MainWindow::buildFileMenu() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&New run"), QKeySequence::New, this, [this] { showPage(kNewRun); });
   file->addAction(tr("&Open job file…"), QKeySequence::Open, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open job file"), QString(),
-                                                      tr("Job files (*.json)"));
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open job file"), DialogFolder::start("jobs"), tr("Job files (*.json)"));
+    DialogFolder::remember("jobs", path);
     if (!path.isEmpty()) openJob(path);
   });
   // Ctrl+Shift+S: Ctrl+S is Live's Save checkpoint.
-  file->addAction(tr("&Save job file…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this,
-                  [this] {
-                    const QString path = QFileDialog::getSaveFileName(
-                        this, tr("Save job file"), QString(), tr("Job files (*.json)"));
-                    if (!path.isEmpty()) saveJob(path);
-                  });
+  file->addAction(
+      tr("&Save job file…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(
+            this, tr("Save job file"), DialogFolder::start("jobs"), tr("Job files (*.json)"));
+        DialogFolder::remember("jobs", path);
+        if (!path.isEmpty()) saveJob(path);
+      });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 }

@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 #include <utility>
 
+#include "DialogFolder.h"
 #include "JobForm.h"
 #include "PoolTask.h"
 
@@ -38,8 +39,9 @@ ModelPicker::ModelPicker(QWidget* parent) : QGroupBox(tr("Model"), parent) {
   debounce_.setInterval(kDebounceMs);
   connect(&debounce_, &QTimer::timeout, this, &ModelPicker::checkInBackground);
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString d =
-        QFileDialog::getExistingDirectory(this, tr("Model folder"), combo_->currentText());
+    const QString d = QFileDialog::getExistingDirectory(
+        this, tr("Model folder"), DialogFolder::start("models", combo_->currentText()));
+    DialogFolder::remember("models", d);
     if (!d.isEmpty()) setPath(d);
   });
   connect(combo_, &QComboBox::currentTextChanged, this, &ModelPicker::typed);

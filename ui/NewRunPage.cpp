@@ -14,6 +14,7 @@
 #include "PlacementForm.h"
 #include "PlanView.h"
 #include "RunLauncher.h"
+#include "SpinBox.h"
 #include "TrainingForm.h"
 #include "WorkerClient.h"
 
@@ -54,6 +55,8 @@ NewRunPage::NewRunPage(QWidget* parent)
   connect(data_, &DatasetPanel::usePacking, training_, [this] { training_->setPacking(true); });
   connect(training_, &TrainingForm::datasetShapeChanged, this, &NewRunPage::previewDataset);
   connect(training_, &TrainingForm::inputsChanged, this, &NewRunPage::checkInputs);
+  for (SpinBoxRefusal* refusal : findChildren<SpinBoxRefusal*>())
+    connect(refusal, &SpinBoxRefusal::changed, this, &NewRunPage::checkInputs);
   connect(plan_->planView(), &PlanView::applySuggestion, training_, &TrainingForm::setBatch);
   connect(plan_, &PlanPanel::planned, this, &NewRunPage::planned);
   connect(plan_, &PlanPanel::launchClicked, this, [this] { launch(); });
@@ -101,11 +104,18 @@ QAction* NewRunPage::measureAction() const {
 }
 
 void NewRunPage::checkInputs() {
-  plan_->setInputOk(training_->checkInputs());
+  plan_->setInputOk(training_->checkInputs() && refusal().isEmpty());
 }
 
 QString NewRunPage::inputError() const {
-  return training_->inputError();
+  const QString e = training_->inputError();
+  return e.isEmpty() ? refusal() : e;
+}
+
+QString NewRunPage::refusal() const {
+  for (const SpinBoxRefusal* r : findChildren<SpinBoxRefusal*>())
+    if (!r->message().isEmpty()) return r->message();
+  return QString();
 }
 
 void NewRunPage::setModelPath(const QString& dir) {

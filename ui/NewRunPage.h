@@ -60,9 +60,10 @@ class NewRunPage : public QWidget {
   // The GPU probe started with the page; its text() is what the label by the backend choice shows.
   const GpuProbe* gpuProbe() const;
 
-  // Why the training form cannot be used as typed ("" when it can): a learning rate that is not a
-  // number in (0, 10], a micro-batch above the worker's 65,536. Shown in red under the field;
-  // Plan, Launch and Copy are disabled while it is not empty, and writeJob() refuses.
+  // Why the form cannot be used as typed ("" when it can): a learning rate that is not a number in
+  // (0, 10], a micro-batch above the worker's 65,536 (shown in red under the field), or text in a
+  // spin box that is not a value of its range (SpinBox.h: said under the field). Plan, Launch and
+  // Copy are disabled while it is not empty, and writeJob() refuses.
   QString inputError() const;
 
   // Writes job.json into a new folder under the jobs folder and returns its path ("" + error):
@@ -110,8 +111,9 @@ class NewRunPage : public QWidget {
  private:
   // The form as a job the worker takes, or why not (a field's error, no usable model, no data).
   bool jobForWorker(JobSettings* job, QString* error) const;
-  void previewDataset();  // asks the dataset panel for a preview of the form as it is
-  void checkInputs();     // shows or clears the field errors and enables the buttons to match
+  void previewDataset();    // asks the dataset panel for a preview of the form as it is
+  void checkInputs();       // shows or clears the field errors and enables the buttons to match
+  QString refusal() const;  // the first spin box's refusal of its text, "" when none refuses
   void copyCommandLine();
 
   JobSettings loaded_;  // the last setSettings(): carries what the form does not show

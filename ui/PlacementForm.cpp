@@ -9,6 +9,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 
+#include "DialogFolder.h"
 #include "Format.h"
 #include "GpuProbe.h"
 #include "JobForm.h"
@@ -46,7 +47,9 @@ PlacementForm::PlacementForm(QWidget* parent) : QGroupBox(tr("Tier placement"), 
   pf->addRow(tr("SSD folder"), ssdRow);
   pf->addRow(tr("DRAM cap (GB)"), dramCapGb_);
   connect(ssdBrowse, &QPushButton::clicked, this, [this] {
-    const QString d = QFileDialog::getExistingDirectory(this, tr("SSD folder"), ssdDir_->text());
+    const QString d = QFileDialog::getExistingDirectory(
+        this, tr("SSD folder"), DialogFolder::start("ssd", ssdDir_->text()));
+    DialogFolder::remember("ssd", d);
     if (!d.isEmpty()) ssdDir_->setText(d);
   });
 }
