@@ -68,8 +68,8 @@ MachineProbe probe_machine(const std::string& ssd_dir);
 // rows (fewer when that would take more than about 0.4 GFLOP; none, cpu_gemm_flops left 0, when
 // even 64 rows would), and the attention forward (twice) and backward for one sequence of up to
 // 1,024 tokens at the model's head_dim and grouped-query ratio, as many heads as keep it near 600K
-// scores; each the median of 5 after a warm-up, about
-// 0.2 s on 2 cores. kOutOfMemory when the buffers cannot be allocated.
+// scores; each the median of 5 samples of about 20 ms after a
+// warm-up, about 0.3 s in all. kOutOfMemory when the buffers cannot be allocated.
 Status probe_cpu_compute(const ModelConfig& config, int seq_len, int64_t micro_batch_tokens,
                          MachineProbe* m);
 
