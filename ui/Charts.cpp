@@ -104,4 +104,30 @@ void setDecimatedData(QCPGraph* graph, const QVector<double>& x, const QVector<d
   graph->data()->set(out, true);
 }
 
+void fitValueAxis(QCPAxis* axis) {
+  bool any = false;
+  QCPRange range;
+  for (QCPGraph* g : axis->graphs()) {
+    if (!g->visible()) continue;
+    bool found = false;
+    const QCPRange r = g->getValueRange(found);
+    if (!found) continue;
+    range = any ? QCPRange(std::min(range.lower, r.lower), std::max(range.upper, r.upper)) : r;
+    any = true;
+  }
+  if (!any) return;
+  const double mid = range.center();
+  const double flat = 1e-9 * std::max(std::abs(range.lower), std::abs(range.upper));
+  if (range.size() > flat) {
+    axis->setRange(range);
+  } else {
+    const double half = mid != 0 ? std::abs(mid) / 2 : 1.0;
+    axis->setRange(mid - half, mid + half);
+  }
+}
+
+void resetAxes(QCustomPlot* plot) {
+  for (QCPAxis* axis : plot->axisRect()->axes()) axis->setRange(0, 1);
+}
+
 }  // namespace spillway::ui

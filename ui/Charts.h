@@ -7,6 +7,7 @@
 #include <QVector>
 
 class QCustomPlot;
+class QCPAxis;
 class QCPGraph;
 class QCPTextElement;
 
@@ -35,5 +36,14 @@ constexpr int kMaxDrawnPoints = 640;
 // last ones (the ones before are 0).
 void setDecimatedData(QCPGraph* graph, const QVector<double>& x, const QVector<double>& y,
                       double scale = 1, int maxPoints = kMaxDrawnPoints);
+
+// Fits `axis` to the values of its visible graphs, as QCPAxis::rescale does, except where they
+// are all one value (a constant learning rate): QCustomPlot then keeps the axis's old span around
+// it (3e-3 on an axis from -2 to 2); here the axis spans half the value each side of it, or -1 to
+// 1 around 0. An axis without values is left as it is.
+void fitValueAxis(QCPAxis* axis);
+
+// Every axis of `plot` back to 0..1: a new run's empty charts do not keep the last run's ranges.
+void resetAxes(QCustomPlot* plot);
 
 }  // namespace spillway::ui

@@ -33,6 +33,7 @@
 #include "ConfigDiff.h"
 #include "DialogFolder.h"
 #include "Format.h"
+#include "PlanResult.h"
 #include "PoolTask.h"
 #include "RunHistoryModel.h"
 #include "TierChart.h"
@@ -374,7 +375,9 @@ void ComparePage::redraw() {
       Qt::PenStyle style;
     } tiers[] = {{"HBM", Qt::DashLine}, {"DRAM", Qt::SolidLine}, {"SSD", Qt::DotLine}};
     for (int t = 0; t < 3; ++t) {  // the order of RunData::TierSample::used
-      TierCurve c{names.last() + " " + tiers[t].label, color, tiers[t].style, {}, {}};
+      const QString tier = t == 0 ? deviceTierName(RunHistoryModel::ranOnCpu(run->info))
+                                  : QString::fromLatin1(tiers[t].label);
+      TierCurve c{names.last() + " " + tier, color, tiers[t].style, {}, {}};
       for (const RunData::TierSample& r : run->samples) {
         if (!r.used[t]) continue;
         c.x << (mode == 2 ? r.t_s : timeToX(r.t_s, stepT, stepX));

@@ -204,6 +204,9 @@ void DatasetPanel::showPreview(const DatasetPreview& preview) {
             .arg(formatBytes(static_cast<double>(dataset_.sampleBytes)),
                  formatBytes(static_cast<double>(dataset_.fileBytes)), formatCount(wholeTokens));
   }
+  if (!dataset_.beyondPositions.isEmpty())
+    text = QString("<span style=\"color:#d32f2f\">%1</span><br>%2")
+               .arg(dataset_.beyondPositions.toHtmlEscaped(), text.toHtmlEscaped());
   label_->setText(text);
   showTemplateAndTruncation();
   samples_->setHtml(dataset_.previewHtml);

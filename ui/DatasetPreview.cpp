@@ -211,6 +211,15 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
                   .arg(QString::fromStdString(config.status().message()));
     return p;
   }
+  if (r.seqLen > config->max_position_embeddings) {
+    // What the worker refuses (planner.h, check_positions): the model never saw such positions.
+    // The preview is still shown (how the data would be cut), with this above it in red.
+    p.beyondPositions = QObject::tr(
+                            "Sequence length %1 is beyond the model's %2 positions "
+                            "(max_position_embeddings): lower it to %2 or less.")
+                            .arg(r.seqLen)
+                            .arg(config->max_position_embeddings);
+  }
   auto options = make_dataset_options(
       {r.format.toStdString(), r.chatTemplate.toStdString(), r.seqLen, r.packing}, *config);
   if (!options.ok()) {

@@ -63,6 +63,9 @@ struct DatasetPreview {
   quint64 generation = 0;
   int seqLen = 0;  // the request's
   QString error;   // "FILE:LINE: reason" for a malformed record, or what is missing or wrong
+  // Set when seqLen is beyond the model's max_position_embeddings, which training refuses: what
+  // to change. The rest of the preview is still filled in.
+  QString beyondPositions;
   QString format;
   QString chatTemplate;        // the template used for chat formats ("" for text): "chatml", ...
   QString chatTemplateReason;  // why that one: "tokenizer_config.json chat_template has ..."

@@ -243,6 +243,9 @@ void LivePage::attach(const QString& runDir, qint64 pid) {
   endPhase_ = Phase::kNoRun;
   endMessage_.clear();
   series_ = RunSeries();
+  // The charts start empty, and so do their axes: a run that fails before its first step must not
+  // show the previous run's ranges.
+  for (QCustomPlot* p : findChildren<QCustomPlot*>()) resetAxes(p);
   tail_.reset(runDir);
   if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
   if (!watcher_.directories().isEmpty()) watcher_.removePaths(watcher_.directories());
@@ -678,6 +681,8 @@ void LivePage::redrawCharts() {
   setDecimatedData(loss_->graph(2), s.evalLoss.x, s.evalLoss.y);
   setDecimatedData(loss_->graph(3), s.lr.x, s.lr.y);
   loss_->rescaleAxes();
+  fitValueAxis(loss_->yAxis);   // one loss point, or a constant learning rate, gets a range of
+  fitValueAxis(loss_->yAxis2);  // its own around the value
   loss_->replot(QCustomPlot::rpQueuedReplot);
   redrawThroughput();
   timeline_->setComputeName(s.plan && s.plan->on_cpu() ? tr("CPU") : tr("GPU"));
@@ -704,15 +709,20 @@ void LivePage::redraw() {
                        : -1;
   const Phase p = phase();
   const bool stepped = !s.loss.isEmpty();
+  // After the last step the worker evaluates, checkpoints and exports: no steps are left to time.
+  const bool finishing = (p == Phase::kTraining || p == Phase::kCheckpointing) &&
+                         s.totalSteps > 0 && s.lastStep >= s.totalSteps;
   QString text =
       tr("%1 · loss %2 · %3 tokens/s · %4 tokens · ETA %5")
           .arg(phaseName(p))
           .arg(stepped ? QString::number(s.loss.lastY(), 'f', 4) : QStringLiteral("—"))
           .arg(stepped ? QString::number(s.tokensPerSecond.lastY(), 'f', 0) : QStringLiteral("—"))
           .arg(formatCount(static_cast<double>(s.tokens)))
-          .arg(p == Phase::kTraining && k > 0 ? formatDuration(eta)
-               : p == Phase::kPaused          ? tr("— (paused)")
-                                              : QStringLiteral("—"));
+          .arg(finishing ? tr("— (finishing: final evaluation, checkpoint, "
+                              "export)")
+               : p == Phase::kTraining && k > 0 ? formatDuration(eta)
+               : p == Phase::kPaused            ? tr("— (paused)")
+                                                : QStringLiteral("—"));
   const bool bad = p == Phase::kFailed || p == Phase::kInterrupted;
   if (bad && !endMessage_.isEmpty()) text += " · " + endMessage_.section('\n', 0, 0);
   status_->setText(text);

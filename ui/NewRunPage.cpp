@@ -51,6 +51,15 @@ NewRunPage::NewRunPage(QWidget* parent)
   });
   connect(data_, &DatasetPanel::changed, this, &NewRunPage::previewDataset);
   connect(data_, &DatasetPanel::previewed, this, &NewRunPage::datasetPreviewed);
+  // A red preview holds Launch off, with its reason; a cancelled one says nothing yet.
+  connect(data_, &DatasetPanel::previewed, plan_, [this](const DatasetPreview& p) {
+    if (!p.cancelled) plan_->setPreviewError(p.ok ? p.beyondPositions : p.error);
+  });
+  // A plan that did not fit holds Launch off until a setting it rests on changes.
+  for (auto signal : {&TrainingForm::inputsChanged, &TrainingForm::datasetShapeChanged})
+    connect(training_, signal, plan_, &PlanPanel::planStale);
+  connect(placement_, &PlacementForm::changed, plan_, &PlanPanel::planStale);
+  connect(model_, &ModelPicker::checked, plan_, &PlanPanel::planStale);
   connect(data_, &DatasetPanel::useSeqLen, training_, &TrainingForm::setSeqLen);
   connect(data_, &DatasetPanel::usePacking, training_, [this] { training_->setPacking(true); });
   connect(training_, &TrainingForm::datasetShapeChanged, this, &NewRunPage::previewDataset);

@@ -20,6 +20,7 @@ PlacementForm::PlacementForm(QWidget* parent) : QGroupBox(tr("Tier placement"), 
   auto* pf = new QFormLayout(this);
   backend_ = JobForm::comboBox("placement.backend");
   gpuLabel_ = new QLabel;
+  gpuLabel_->setObjectName("gpuHint");
   gpuLabel_->setWordWrap(true);
   // Its text can name long paths (no CUDA module: where it looked): they wrap at '/', and a word
   // longer than the room left is cut rather than widening the page; the tooltip has it whole.
@@ -46,6 +47,14 @@ PlacementForm::PlacementForm(QWidget* parent) : QGroupBox(tr("Tier placement"), 
   pf->addRow(tr("Master weights"), masterTier_);
   pf->addRow(tr("SSD folder"), ssdRow);
   pf->addRow(tr("DRAM cap (GB)"), dramCapGb_);
+  // The GPU's line is about the cuda and auto choices: with cpu chosen it would be beside the
+  // point.
+  connect(backend_, &QComboBox::currentTextChanged, this, &PlacementForm::showGpu);
+  for (QComboBox* c : {backend_, optimizerTier_, masterTier_})
+    connect(c, &QComboBox::currentTextChanged, this, &PlacementForm::changed);
+  for (QDoubleSpinBox* b : {deviceGb_, dramCapGb_})
+    connect(b, &QDoubleSpinBox::valueChanged, this, &PlacementForm::changed);
+  connect(ssdDir_, &QLineEdit::textChanged, this, &PlacementForm::changed);
   connect(ssdBrowse, &QPushButton::clicked, this, [this] {
     const QString d = QFileDialog::getExistingDirectory(
         this, tr("SSD folder"), DialogFolder::start("ssd", ssdDir_->text()));
@@ -60,6 +69,7 @@ void PlacementForm::showGpu() {
   gpuLabel_->setToolTip(
       tr("The GPU the CUDA backend would use (device 0): %1").arg(gpuProbe_->text()));
   gpuLabel_->setEnabled(usable || !gpuProbe_->done());  // greyed: no GPU to choose
+  gpuLabel_->setVisible(backend_->currentText() != QLatin1String("cpu"));
 }
 
 void PlacementForm::readInto(JobSettings* s) const {

@@ -28,6 +28,9 @@ class PlacementForm : public QGroupBox {
   // The GPU probe started with the form; its text() is what the label by the backend shows.
   const GpuProbe* gpuProbe() const { return gpuProbe_; }
 
+ signals:
+  void changed();  // any field: a plan made before no longer holds
+
  private:
   void showGpu();
 

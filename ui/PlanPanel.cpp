@@ -53,6 +53,7 @@ PlanPanel::PlanPanel(QWidget* parent)
   stopButton_->setToolTip(tr("Stop the plan or measure in progress; nothing is kept"));
   stopButton_->setEnabled(false);
   launchButton_ = new QPushButton(tr("Launch"));
+  launchButton_->setObjectName("launch");
   launchButton_->setDefault(true);
   copyButton_ = new QPushButton(tr("Copy command line"));
   buttons->addWidget(planButton_);
@@ -122,8 +123,30 @@ void PlanPanel::updateButtons() {
   measureAction_->setEnabled(measureButton_->isEnabled());
   measureSteps_->setEnabled(!planning());
   stopButton_->setEnabled(planning() && !planStopped_);
-  launchButton_->setEnabled(inputOk_);
+  const QString blocked = launchBlockedReason();
+  launchButton_->setEnabled(blocked.isEmpty());
+  launchButton_->setToolTip(blocked.isEmpty() ? tr("Start the run; Live shows it")
+                                              : tr("Cannot launch: %1").arg(blocked));
   copyButton_->setEnabled(inputOk_);
+}
+
+void PlanPanel::setPreviewError(const QString& error) {
+  previewError_ = error;
+  updateButtons();
+}
+
+void PlanPanel::planStale() {
+  if (planMisfit_.isEmpty()) return;
+  planMisfit_.clear();
+  updateButtons();
+}
+
+QString PlanPanel::launchBlockedReason() const {
+  if (!inputOk_) return tr("a setting above is not valid (in red)");
+  if (!previewError_.isEmpty())
+    return tr("the dataset preview shows an error: %1").arg(previewError_);
+  if (!planMisfit_.isEmpty()) return tr("the plan does not fit: %1").arg(planMisfit_);
+  return {};
 }
 
 QString PlanPanel::writePlanJob(QString* error) {
@@ -231,6 +254,8 @@ void PlanPanel::planEnded(const PlanResult& r) {
     planView_->setNote(tr("Stopped after %1 s: nothing was measured.").arg(seconds));
     return;
   }
+  planMisfit_ = r.ok && !r.fits ? r.reason : QString();
+  updateButtons();
   planView_->setPlan(r);
   emit planned(r);
 }

@@ -47,6 +47,13 @@ class PlanPanel : public QGroupBox {
   void setJobSource(JobSource source) { jobSource_ = std::move(source); }
   // Whether the form can be used as typed: Plan, Measure, Copy and Launch are enabled to match.
   void setInputOk(bool ok);
+  // Why the job cannot be launched as it stands, besides the form's own checks: the dataset
+  // preview's error (empty: none). Launch is off, its tooltip says why.
+  void setPreviewError(const QString& error);
+  // The settings changed since the last plan: a plan that did not fit no longer holds Launch off.
+  void planStale();
+  // Why Launch is off (the form, the preview, or a plan that does not fit); empty when it is on.
+  QString launchBlockedReason() const;
 
   PlanView* planView() const { return planView_; }
   QAction* measureAction() const { return measureAction_; }
@@ -82,6 +89,8 @@ class PlanPanel : public QGroupBox {
 
   JobSource jobSource_;
   bool inputOk_ = true;
+  QString previewError_;  // setPreviewError
+  QString planMisfit_;    // the last plan's reason when it did not fit, until planStale()
   PlanView* planView_;
   QPushButton *planButton_, *measureButton_, *stopButton_, *launchButton_, *copyButton_;
   QSpinBox* measureSteps_;

@@ -31,15 +31,20 @@ PlanResult PlanResult::fromPlan(const Plan& plan) {
   r.ok = true;
   r.fits = plan.fits;
   r.reason = QString::fromStdString(plan.reason);
-  for (const auto& [tier, label] :
-       {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
-    r.tiers.push_back({label, static_cast<double>(tier->needed_bytes),
-                       static_cast<double>(tier->free_bytes),
-                       static_cast<double>(tier->total_bytes)});
+  r.onCpu = plan.on_cpu();
+  r.calibrated = plan.step.calibrated;
+  for (const auto& [tier, label] : {std::pair{&plan.hbm, deviceTierName(r.onCpu)},
+                                    std::pair{&plan.dram, QStringLiteral("DRAM")},
+                                    std::pair{&plan.ssd, QStringLiteral("SSD")}}) {
+    TierBar bar{label, static_cast<double>(tier->needed_bytes),
+                static_cast<double>(tier->free_bytes), static_cast<double>(tier->total_bytes)};
+    bar.runtime = static_cast<double>(tier->runtime_bytes.value_or(0));
+    r.tiers.push_back(bar);
   }
   r.stepSeconds = plan.step.step_s;
   r.tokensPerSecond = plan.step.tokens_per_s;
   r.etaSeconds = plan.step.eta_s;
+  r.totalSteps = plan.step.total_steps;
   r.bottleneck = QString::fromStdString(plan.step.bottleneck);
   if (plan.suggestion) r.suggestion = BatchSuggestion::fromPlan(*plan.suggestion);
   return r;
@@ -116,7 +121,10 @@ PlanResult PlanResult::fromWorkerOutput(const QByteArray& out, const QByteArray&
         MeasuredFigure m;
         m.figure = figure;
         m.key = step_figure_key(figure);
-        m.name = QObject::tr(name);
+        // The CPU backend's device is an arena in DRAM, not HBM.
+        m.name = figure == StepFigure::kPeakHbmBytes && r.onCpu
+                     ? QObject::tr("Peak arena (CPU, in DRAM)")
+                     : QObject::tr(name);
         m.unit = unit;
         m.predicted = orNaN(f.predicted);
         m.measured = orNaN(f.measured);
@@ -162,11 +170,35 @@ QString MeasuredFigure::ratioText() const {
   return qIsNaN(ratio) ? QStringLiteral("—") : QStringLiteral("%1×").arg(ratio, 0, 'f', 2);
 }
 
+QString deviceTierName(bool onCpu) {
+  return onCpu ? QObject::tr("Arena (CPU, in DRAM)") : QStringLiteral("HBM");
+}
+
+QString TierBar::text() const {
+  const QString room = QObject::tr(" · free %1 · total %2")
+                           .arg(free > 0 ? formatBytes(free) : QObject::tr("unbounded"),
+                                total > 0 ? formatBytes(total) : QObject::tr("unbounded"));
+  if (runtime <= 0) return QObject::tr("needs %1").arg(formatBytes(needed)) + room;
+  return QObject::tr("needs %1 (%2 for the job + about %3 runtime)")
+             .arg(formatBytes(needed + runtime), formatBytes(needed), formatBytes(runtime)) +
+         room;
+}
+
 QString PlanResult::summary() const {
   if (!ok) return error;
-  return QObject::tr("step %1 · %2 tokens/s · ETA %3 · bottleneck %4")
-      .arg(formatDuration(stepSeconds), QLocale().toString(tokensPerSecond, 'f', 0),
-           formatDuration(etaSeconds), bottleneck);
+  // A step time and an ETA for a job that cannot run would be a promise: none.
+  if (!fits) return QObject::tr("Does not fit (below): no step time or ETA.");
+  const QString eta =
+      totalSteps > 0
+          ? QObject::tr("ETA %1 for %2 steps")
+                .arg(formatDuration(etaSeconds), QLocale().toString(totalSteps))
+          : QObject::tr("ETA when the steps are known (the job counts them from its epochs)");
+  const QString figures = QObject::tr("step %1 · %2 tokens/s · %3 · bottleneck %4")
+                              .arg(formatDuration(stepSeconds),
+                                   QLocale().toString(tokensPerSecond, 'f', 0), eta, bottleneck);
+  return calibrated
+             ? QObject::tr("Predicted: %1").arg(figures)
+             : QObject::tr("Rough estimate, not calibrated on this machine: %1").arg(figures);
 }
 
 }  // namespace spillway::ui

@@ -17,10 +17,22 @@
 namespace spillway::ui {
 
 struct TierBar {
-  QString name;                            // "HBM", "DRAM", "SSD"
+  // "HBM", "DRAM", "SSD"; on the CPU backend the device tier is "Arena (CPU, in DRAM)"
+  // (deviceTierName).
+  QString name;
   double needed = 0, free = 0, total = 0;  // bytes; total 0 = unbounded
+  // What the process holds there whatever the job (CUDA context, libraries, the data): outside
+  // `free` already, so not in fits(), but in the peak the bar shows (planner.h,
+  // kCpuRuntimeDramBytes and beside it). 0 where the plan has none (SSD).
+  double runtime = 0;
   bool fits() const { return total <= 0 && free <= 0 ? true : needed <= free; }
+  // "needs 288.6 MB (18.6 MB for the job + about 270.0 MB runtime) · free 24.0 GB · total 25.3 GB"
+  QString text() const;
 };
+
+// The device tier's name: "HBM" on a GPU, "Arena (CPU, in DRAM)" on the CPU backend (whose
+// "device" is an arena in host memory), as Plan, Live, History and Compare show it.
+QString deviceTierName(bool onCpu);
 
 // The plan's "suggestion": the micro-batch and accumulation the planner would run the job with.
 struct BatchSuggestion {
@@ -64,10 +76,13 @@ struct MeasuredFigure {
 struct PlanResult {
   bool ok = false;  // parsed
   bool fits = false;
-  QString reason;  // when !fits
-  QString error;   // when the worker failed
+  QString reason;          // when !fits
+  QString error;           // when the worker failed
+  bool onCpu = false;      // the CPU backend: its device tier is an arena in DRAM
+  bool calibrated = true;  // false: the step time rests on a rate not probed here (a rough guess)
   QVector<TierBar> tiers;
   double stepSeconds = 0, tokensPerSecond = 0, etaSeconds = 0;
+  qint64 totalSteps = 0;  // the job's steps the ETA is for; 0: not known (steps from epochs)
   QString bottleneck;
   BatchSuggestion suggestion;
   // After `plan --measure`: what the steps measured against the plan, in the worker's order (step
@@ -79,7 +94,9 @@ struct PlanResult {
   static PlanResult fromJson(const QJsonObject& plan);  // through plan_from_json
   static PlanResult fromWorkerOutput(const QByteArray& stdoutBytes, const QByteArray& stderrBytes,
                                      int exitCode);
-  QString summary() const;  // "step 0.31 s · 3,300 tokens/s · ETA 1 min 02 s · bottleneck compute"
+  // "Predicted: step 0.31 s · 3,300 tokens/s · ETA 1 min 02 s for 200 steps · bottleneck
+  // compute"; no step time or ETA for a job that does not fit.
+  QString summary() const;
 };
 
 }  // namespace spillway::ui

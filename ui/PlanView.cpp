@@ -15,7 +15,7 @@ namespace spillway::ui {
 
 PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
-  auto* form = new QFormLayout;
+  auto* form = form_ = new QFormLayout;
   const char* names[] = {"HBM", "DRAM", "SSD"};
   for (int i = 0; i < 3; ++i) {
     bars_[i] = new QProgressBar;
@@ -124,6 +124,11 @@ QString PlanView::tierText(int i) const {
   return bars_[i]->format();
 }
 
+QString PlanView::tierName(int i) const {
+  auto* label = qobject_cast<QLabel*>(form_->labelForField(bars_[i]));
+  return label ? label->text() : QString();
+}
+
 void PlanView::setPlan(const PlanResult& plan) {
   plan_ = plan;
   for (int i = 0; i < 3; ++i) {
@@ -135,10 +140,8 @@ void PlanView::setPlan(const PlanResult& plan) {
     const TierBar& t = plan.tiers[i];
     const double denom = t.free > 0 ? t.free : t.total;
     bars_[i]->setValue(denom > 0 ? static_cast<int>(std::min(1.0, t.needed / denom) * 1000) : 0);
-    bars_[i]->setFormat(tr("needs %1 · free %2 · total %3")
-                            .arg(formatBytes(t.needed),
-                                 t.free > 0 ? formatBytes(t.free) : tr("unbounded"),
-                                 t.total > 0 ? formatBytes(t.total) : tr("unbounded")));
+    bars_[i]->setFormat(t.text());
+    if (auto* label = qobject_cast<QLabel*>(form_->labelForField(bars_[i]))) label->setText(t.name);
     const bool over = denom > 0 && t.needed > denom;
     bars_[i]->setStyleSheet(over ? "QProgressBar::chunk { background: #d32f2f; }" : "");
   }

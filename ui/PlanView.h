@@ -10,6 +10,7 @@
 
 #include "PlanResult.h"
 
+class QFormLayout;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -29,6 +30,7 @@ class PlanView : public QWidget {
   void setNote(const QString& message);
   const PlanResult& plan() const { return plan_; }
   QString tierText(int i) const;   // for tests
+  QString tierName(int i) const;   // the row's name: "HBM", "Arena (CPU, in DRAM)", "DRAM", "SSD"
   QString suggestionText() const;  // for tests
   QPushButton* applyButton() const { return apply_; }
   // The measured table (objectName "measuredTable"): columns figure, planned, measured, ratio; a
@@ -43,6 +45,7 @@ class PlanView : public QWidget {
  private:
   PlanResult plan_;
   QProgressBar* bars_[3];
+  QFormLayout* form_ = nullptr;  // the tiers' rows: their names follow the plan's backend
   QLabel* summary_;
   QLabel* suggestion_;
   QPushButton* apply_;

@@ -29,6 +29,11 @@ nlohmann::json parsed(const std::string& text) {
 
 }  // namespace
 
+bool RunHistoryModel::ranOnCpu(const RunInfo& run) {
+  const nlohmann::json software = parsed(run.software_json);
+  return software.is_object() && software.value("backend", nlohmann::json()) == "cpu";
+}
+
 // A read's reconcile then leaves the marking to the next read; an edit (RunEditQueue, on a pool
 // thread) that finds the lock held is tried again later.
 RunStoreOptions RunHistoryModel::connectionOptions() {
@@ -195,12 +200,14 @@ QString figuresTooltip(const RunInfo& i) {
     const char* name;
     bool bytes;
   };
-  const Row rows[] = {{StepFigure::kStepS, "Step", false},
-                      {StepFigure::kTokensPerS, "Tokens/s", false},
-                      {StepFigure::kPeakHbmBytes, "Peak HBM", true},
-                      {StepFigure::kPeakDramBytes, "Peak DRAM", true},
-                      {StepFigure::kH2dBytes, "H2D per step", true},
-                      {StepFigure::kD2hBytes, "D2H per step", true}};
+  const Row rows[] = {
+      {StepFigure::kStepS, "Step", false},
+      {StepFigure::kTokensPerS, "Tokens/s", false},
+      {StepFigure::kPeakHbmBytes,
+       RunHistoryModel::ranOnCpu(i) ? "Peak arena (CPU, in DRAM)" : "Peak HBM", true},
+      {StepFigure::kPeakDramBytes, "Peak DRAM", true},
+      {StepFigure::kH2dBytes, "H2D per step", true},
+      {StepFigure::kD2hBytes, "D2H per step", true}};
   QStringList lines{QObject::tr("Predicted by the plan → measured (measured / predicted)")};
   for (const Row& r : rows) {
     const double pv = figure_value(p, r.figure).value_or(-1),
@@ -221,11 +228,13 @@ QString figuresTooltip(const RunInfo& i) {
 }  // namespace
 
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o == Qt::Horizontal && role == Qt::ToolTipRole && section == kPeakHbm)
+    return tr("The compute device's peak: HBM on a GPU; on the CPU backend its arena in DRAM");
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {
       "Name",      "Run",          "Model",         "Dataset",
       "Status",    "Why it ended", "Started",       "Duration",
-      "Tokens",    "Final loss",   "Eval loss",     "Peak HBM",
+      "Tokens",    "Final loss",   "Eval loss",     "Peak device",
       "Peak DRAM", "Peak SSD",     "Mean tokens/s", "Step (plan → measured)",
       "Tags",      "Notes"};
   return tr(names[section]);
@@ -282,7 +291,10 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
                  ? QVariant(raw ? *r.evalLoss : QVariant(QString::number(*r.evalLoss, 'f', 4)))
                  : QVariant(raw ? 1e30 : QVariant("—"));
     case kPeakHbm:
-      return raw ? QVariant(r.peakHbm) : QVariant(formatBytes(r.peakHbm));
+      if (raw) return r.peakHbm;
+      // A CPU run has no HBM: its device is an arena in DRAM, and the cell says so.
+      return ranOnCpu(i) && r.peakHbm >= 0 ? tr("%1 (CPU arena)").arg(formatBytes(r.peakHbm))
+                                           : QVariant(formatBytes(r.peakHbm));
     case kPeakDram:
       return raw ? QVariant(r.peakDram) : QVariant(formatBytes(r.peakDram));
     case kPeakSsd:

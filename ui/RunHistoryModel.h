@@ -79,6 +79,9 @@ class RunHistoryModel : public QAbstractTableModel {
   // worker's lock; a read does it), and a write gives up after 1 s of another process's write
   // lock where a worker's own writes wait 5 s.
   static RunStoreOptions connectionOptions();
+  // Whether `run` trained on the CPU backend (its software_json's "backend"): its "hbm" tier is
+  // then the CPU's arena in DRAM, named so (deviceTierName), not HBM.
+  static bool ranOnCpu(const RunInfo& run);
   // Starts re-reading the store on a pool thread; a refresh asked while one runs follows it.
   void refresh();
   // Whether a refresh is still reading.

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -47,8 +48,10 @@ std::string thousands(double v) {
   return out;
 }
 
+// "28.1 GB", or below a GB in the unit that shows it ("18.6 MiB"): a small job's needs must not
+// read "0.0 GB".
 std::string gb(double bytes) {
-  return num(bytes / 1e9, "%.1f GB");
+  return bytes >= 1e9 ? num(bytes / 1e9, "%.1f GB") : format_bytes(static_cast<uint64_t>(bytes));
 }
 
 // "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model TFLOPS"
@@ -76,12 +79,20 @@ void print_plan(std::ostream& out, const Plan& plan) {
       << " parameters, " << model.layers << " layers) on " << plan.backend
       << (device.empty() ? "" : " (" + device + ")") << ": "
       << (plan.fits ? "fits" : "does not fit") << "\n";
-  for (const auto& [tier, name] :
-       {std::pair{&plan.hbm, "HBM"}, std::pair{&plan.dram, "DRAM"}, std::pair{&plan.ssd, "SSD"}}) {
+  // The CPU backend's device is an arena in DRAM (counted in DRAM's needs too), not HBM.
+  const char* device_name = plan.on_cpu() ? "arena (CPU)" : "HBM";
+  for (const auto& [tier, name] : {std::pair{&plan.hbm, device_name}, std::pair{&plan.dram, "DRAM"},
+                                   std::pair{&plan.ssd, "SSD"}}) {
     const double needed = static_cast<double>(tier->needed_bytes),
                  free = static_cast<double>(tier->free_bytes),
-                 total = static_cast<double>(tier->total_bytes);
-    row(name, "needs " + gb(needed) + ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
+                 total = static_cast<double>(tier->total_bytes),
+                 runtime = static_cast<double>(tier->runtime_bytes.value_or(0));
+    // What the process holds there whatever the job (libraries, CUDA context, the data) is
+    // outside the free memory already, but part of the peak a user sees.
+    row(name, "needs " + gb(needed) +
+                  (runtime > 0 ? " + about " + gb(runtime) + " runtime = " + gb(needed + runtime)
+                               : std::string()) +
+                  ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
                   (total > 0 ? gb(total) : "unbounded"));
   }
   const PlanStep& s = plan.step;
@@ -92,7 +103,8 @@ void print_plan(std::ostream& out, const Plan& plan) {
   row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
                   num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
                   ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
-                  (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : ""));
+                  (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : "") +
+                  (s.calibrated ? "" : " (uncalibrated: a rough estimate)"));
   row("tokens/s",
       thousands(s.tokens_per_s) + " (" + num(s.model_tflops, "%.3g model TFLOPS") + ")");
   if (s.total_steps > 0) {
@@ -142,6 +154,7 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
     // folder).
     ~Cleanup() { (void)remove_throwaway_run(dir); }
   } cleanup{scratch};
+  const TrainJob asked = job;  // the user's job, whose ETA the plan shows
   job.steps = steps;
   job.epochs = 0;
   job.eval_every = 0;
@@ -184,7 +197,16 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
     return 0;
   }
   if (!measured.ok()) return report_failure(io, json, measured.status());
-  const Plan& plan = (*trainer)->plan();
+  // The throwaway run planned its own N steps; the plan shown is for the user's job, whose steps
+  // (from epochs, the same sequences) set its ETA.
+  Plan plan = (*trainer)->plan();
+  const int64_t job_steps =
+      asked.steps > 0
+          ? asked.steps
+          : std::max<int64_t>(
+                1, static_cast<int64_t>(std::ceil(asked.epochs * (*trainer)->batches_per_epoch())));
+  plan.step.total_steps = job_steps;
+  plan.step.eta_s = plan.step.step_s * static_cast<double>(job_steps);
   const FiguresVersusPlan versus = compare_figures(predicted_figures(plan), *measured);
   if (json) {
     // A measured event with the plan it was held against.
@@ -200,12 +222,13 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
   std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", "", "predicted", "measured",
                 "ratio");
   io.out << line;
-  const std::pair<StepFigure, const char*> rows[] = {{StepFigure::kStepS, "step"},
-                                                     {StepFigure::kTokensPerS, "tokens/s"},
-                                                     {StepFigure::kPeakHbmBytes, "peak HBM"},
-                                                     {StepFigure::kPeakDramBytes, "peak DRAM"},
-                                                     {StepFigure::kH2dBytes, "H2D per step"},
-                                                     {StepFigure::kD2hBytes, "D2H per step"}};
+  const std::pair<StepFigure, const char*> rows[] = {
+      {StepFigure::kStepS, "step"},
+      {StepFigure::kTokensPerS, "tokens/s"},
+      {StepFigure::kPeakHbmBytes, plan.on_cpu() ? "peak arena (CPU)" : "peak HBM"},
+      {StepFigure::kPeakDramBytes, "peak DRAM"},
+      {StepFigure::kH2dBytes, "H2D per step"},
+      {StepFigure::kD2hBytes, "D2H per step"}};
   for (const auto& [figure, name] : rows) {
     const FigureComparison& r = versus[figure];
     std::snprintf(line, sizeof(line), "  %-18s %14s %14s %10s\n", name,
@@ -213,9 +236,12 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
                   r.ratio ? num(*r.ratio, "%.2f").c_str() : "-");
     io.out << line;
   }
-  io.out << "  (HBM measured: all device memory in use, CUDA context and libraries included; DRAM "
-            "measured: the\n"
-            "  process's peak resident set, data and libraries included; the plan counts the "
+  io.out << (plan.on_cpu()
+                 ? "  (the CPU backend's arena is part of DRAM, not measured apart; "
+                   "DRAM measured: the\n"
+                 : "  (HBM measured: all device memory in use, CUDA context and libraries "
+                   "included; DRAM measured: the\n")
+         << "  process's peak resident set, data and libraries included; the plan counts the "
             "engine's own)\n";
   return 0;
 }
@@ -246,6 +272,11 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   auto machine =
       probe_for_backend(job->ssd_dir.empty() ? "." : job->ssd_dir, job->backend, &reason);
   if (!machine.ok()) return report_failure(io, json, machine.status());
+  // The CPU backend's GEMMs and attention at this job's shapes; without them (no memory for the
+  // probe's buffers) the plan says its step time is uncalibrated.
+  if (!machine->backend_facts().gpu)
+    (void)probe_cpu_compute(*config, job->seq_len,
+                            static_cast<int64_t>(job->micro_batch_size) * job->seq_len, &*machine);
   // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
   const int64_t steps = job->steps > 0 ? job->steps : 0;
   Plan plan = make_plan(*config, *job, *machine, steps);

@@ -81,6 +81,8 @@ void for_each_machine_number(Machine& m, F&& f) {
   f("host_mem_bytes_per_s", m.host_mem_bytes_per_s);
   f("adamw_params_per_s", m.adamw_params_per_s);
   f("ssd_bytes_per_s", m.ssd_bytes_per_s);
+  f("cpu_gemm_flops", m.cpu_gemm_flops);
+  f("cpu_attention_s_per_score", m.cpu_attention_s_per_score);
 }
 
 }  // namespace
@@ -127,6 +129,7 @@ json to_json(const Plan& p) {
   for_each_step_number(p.step, [&](const char* k, const double& v) { step[k] = v; });
   step["bottleneck"] = p.step.bottleneck;
   step["total_steps"] = p.step.total_steps;
+  step["calibrated"] = p.step.calibrated;
   json machine = json::object();
   for_each_machine_number(p.machine, [&](const char* k, const double& v) { machine[k] = v; });
   machine["device"] = p.machine.device;
@@ -183,6 +186,8 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   for_each_step_number(p.step, [&](const char* k, double& v) { v = number(step, k).value_or(0); });
   p.step.bottleneck = text(step, "bottleneck").value_or("");
   p.step.total_steps = integer<int64_t>(step, "total_steps").value_or(0);
+  // Before the key: CPU plans counted the attention as FLOPs at the sgemm rate (uncalibrated).
+  p.step.calibrated = boolean(step, "calibrated").value_or(!p.on_cpu());
   if (const json* s = field(j, "suggestion"); s && s->is_object())
     p.suggestion = plan_suggestion_from_json(*s);
   return p;

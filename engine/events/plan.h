@@ -41,7 +41,8 @@ struct PlanModel {
 // The machine's figures the plan was made with (engine/train/machine-probe.h, MachineProbe).
 struct PlanMachine {
   double compute_flops = 0, h2d_bytes_per_s = 0, d2h_bytes_per_s = 0, duplex_bytes_per_s = 0,
-         host_mem_bytes_per_s = 0, adamw_params_per_s = 0, ssd_bytes_per_s = 0;
+         host_mem_bytes_per_s = 0, adamw_params_per_s = 0, ssd_bytes_per_s = 0, cpu_gemm_flops = 0,
+         cpu_attention_s_per_score = 0;
   std::string device;  // empty when no device was probed
 };
 
@@ -57,6 +58,9 @@ struct PlanStep {
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
   std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer"
   int64_t total_steps = 0;
+  // Whether every rate the step time rests on was measured on this machine; false: the time is a
+  // rough estimate (a CPU plan without the attention probe; planner.h, "CPU step").
+  bool calibrated = true;
 };
 
 // The micro-batch and gradient accumulation the planner suggests (planner.h, suggest_batch).

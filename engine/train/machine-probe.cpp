@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <utility>
 #include <vector>
 
+#include "compute/cpu/attention-key-bias.h"
+#include "compute/cpu/attention.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/thread-pool.h"
@@ -165,6 +168,150 @@ MachineProbe probe_machine(const std::string& ssd_dir) {
     m.ssd_total_bytes = space.total_bytes.value_or(0);
   }
   return m;
+}
+
+namespace {
+
+// Seconds per call of `fn`: the median of 5 samples after a warm-up, each of as many calls as
+// take about 20 ms. On a machine that other work shares, the job sees the cores as they are most
+// of the time; a sample of one call of a few milliseconds sees one lucky or unlucky time slice.
+double median_of_5(const std::function<void()>& fn) {
+  auto t0 = Clock::now();
+  fn();
+  const double first = seconds_since(t0);
+  const int calls =
+      static_cast<int>(std::clamp(std::ceil(0.02 / std::max(first, 1e-6)), 1.0, 1000.0));
+  std::vector<double> s(5);
+  for (double& t : s) {
+    t0 = Clock::now();
+    for (int c = 0; c < calls; ++c) fn();
+    t = seconds_since(t0) / calls;
+  }
+  std::nth_element(s.begin(), s.begin() + 2, s.end());
+  return s[2];
+}
+
+Result<AlignedBuffer> random_floats(size_t n, uint64_t seed) {
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::allocate(std::max<size_t>(n, 1) * 4));
+  fill_random(b.data(), DType::kF32, n, seed);
+  return b;
+}
+
+// One linear layer y[rows, out] = x[rows, in] · W[out, in]ᵀ as the CPU backend's linear_forward
+// and linear_backward call sgemm (compute/cpu/linear.cpp): the forward twice (the backward's
+// recompute), then dx = dy · W and dW += dyᵀ · x. 8·rows·in·out FLOPs.
+struct GemmShape {
+  int in = 0, out = 0;
+};
+
+Result<double> time_gemms(const std::vector<GemmShape>& shapes, int rows, double* flops) {
+  size_t widest = 0, weight = 0;  // the widest activation row, the largest weight
+  for (const GemmShape& g : shapes) {
+    widest = std::max<size_t>({widest, size_t(g.in), size_t(g.out)});
+    weight = std::max(weight, size_t(g.in) * size_t(g.out));
+  }
+  const size_t act = static_cast<size_t>(rows) * widest;
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer x, random_floats(act, 1));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer dy, random_floats(act, 2));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer w, random_floats(weight, 3));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer y, AlignedBuffer::allocate(act * 4));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer dw, AlignedBuffer::allocate(weight * 4));
+  const float *xp = x.as<float>(), *dyp = dy.as<float>(), *wp = w.as<float>();
+  float *yp = y.as<float>(), *dwp = dw.as<float>();
+  *flops = 0;
+  for (const GemmShape& g : shapes) *flops += 8.0 * rows * g.in * g.out;
+  return median_of_5([&] {
+    for (const GemmShape& g : shapes) {
+      for (int pass = 0; pass < 2; ++pass)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, g.out, g.in, 1.0f, xp, g.in, wp,
+                    g.in, 0.0f, yp, g.out);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, g.in, g.out, 1.0f, dyp, g.out,
+                  wp, g.in, 0.0f, yp, g.in);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.out, g.in, rows, 1.0f, dyp, g.out, xp,
+                  g.in, 1.0f, dwp, g.in);
+    }
+  });
+}
+
+// Seconds of one layer's attention in a training step (forward, the recompute's forward,
+// backward, and with `key_bias` the key bias's gradient) for one sequence of `seq` tokens, `hq`
+// query and `hkv` key-value heads of `head_dim`.
+Result<double> time_attention(int seq, int hq, int hkv, int head_dim, bool key_bias) {
+  const int heads = hq;  // every buffer as large as the query heads'
+  const size_t n = static_cast<size_t>(seq) * heads * head_dim;
+  std::vector<AlignedBuffer> b;
+  for (uint64_t i = 0; i < 8; ++i) {
+    SPW_ASSIGN_OR_RETURN(AlignedBuffer buffer, random_floats(n, i + 1));
+    b.push_back(std::move(buffer));
+  }
+  std::vector<float> lse(static_cast<size_t>(heads) * seq);
+  const size_t scratch_bytes =
+      std::max(compute::cpu::attention_forward_scratch_bytes(1, seq, hq, hkv, head_dim),
+               compute::cpu::attention_backward_scratch_bytes(1, seq, hq, hkv, head_dim));
+  SPW_ASSIGN_OR_RETURN(AlignedBuffer scratch,
+                       AlignedBuffer::allocate(
+                           std::max(scratch_bytes, compute::cpu::attention_key_bias_scratch_bytes(
+                                                       1, seq, hq, hkv, head_dim))));
+  compute::cpu::RopeTable rope;
+  if (key_bias) {
+    SPW_ASSIGN_OR_RETURN(rope, compute::cpu::make_rope_table(seq, head_dim, 10000.0f, {}));
+  }
+  std::vector<float> db(static_cast<size_t>(heads) * head_dim);
+  float *q = b[0].as<float>(), *k = b[1].as<float>(), *v = b[2].as<float>(),
+        *out = b[3].as<float>(), *dout = b[4].as<float>();
+  Status st;
+  const double s = median_of_5([&] {
+    for (int pass = 0; pass < 2 && st.ok(); ++pass)
+      st = compute::cpu::attention_forward(out, lse.data(), q, k, v, 1, seq, hq, hkv, head_dim,
+                                           scratch.data());
+    if (st.ok())
+      st = compute::cpu::attention_backward(b[5].as<float>(), b[6].as<float>(), b[7].as<float>(),
+                                            dout, q, k, v, out, lse.data(), 1, seq, hq, hkv,
+                                            head_dim, scratch.data());
+    if (st.ok() && key_bias)
+      st = compute::cpu::attention_key_bias_backward(db.data(), dout, q, k, v, 1, seq, hq, hkv,
+                                                     head_dim, rope, scratch.data());
+  });
+  SPW_RETURN_IF_ERROR(st);
+  return s;
+}
+
+}  // namespace
+
+Status probe_cpu_compute(const ModelConfig& c, int seq_len, int64_t micro_batch_tokens,
+                         MachineProbe* m) {
+  if (c.hidden_size < 1 || c.head_dim < 1 || seq_len < 1 || micro_batch_tokens < 1)
+    return invalid_argument("probe_cpu_compute: sizes must be positive");
+  // A decoder layer's linears and the LM head, once each: the head's share of the step is one
+  // layer's in L + 1, which weighs it about right for the small models where it matters.
+  const std::vector<GemmShape> shapes = {
+      {c.hidden_size, c.q_dim()},           {c.hidden_size, c.kv_dim()},
+      {c.hidden_size, c.kv_dim()},          {c.q_dim(), c.hidden_size},
+      {c.hidden_size, c.intermediate_size}, {c.hidden_size, c.intermediate_size},
+      {c.intermediate_size, c.hidden_size}, {c.hidden_size, c.vocab_size}};
+  double per_row = 0;
+  for (const GemmShape& g : shapes) per_row += 8.0 * g.in * g.out;
+  constexpr double kGemmBudgetFlops = 4e8;
+  int rows = static_cast<int>(std::min<int64_t>(micro_batch_tokens, 512));
+  while (rows > 64 && rows * per_row > kGemmBudgetFlops) rows /= 2;
+  m->cpu_gemm_flops = 0;
+  if (rows * per_row <= kGemmBudgetFlops) {
+    double flops = 0;
+    SPW_ASSIGN_OR_RETURN(double s, time_gemms(shapes, rows, &flops));
+    m->cpu_gemm_flops = flops / s;
+  }
+  // The job's sequence length up to 1,024 (the cost per score grows with it: 1.7 times at 512
+  // what it is at 256 on 2 cores), in whole groups of the model's grouped-query ratio, as many
+  // key-value heads as keep it near 600K scores (8 query heads at 256 tokens).
+  const int group = std::max(1, c.num_heads / std::max(1, c.num_kv_heads));
+  const int seq = std::min(seq_len, 1024);
+  const double group_scores = group * seq * (seq + 1) / 2.0;
+  const int hkv = std::max(1, std::min(c.num_kv_heads, static_cast<int>(6e5 / group_scores)));
+  const int hq = hkv * group;
+  SPW_ASSIGN_OR_RETURN(double attention_s,
+                       time_attention(seq, hq, hkv, c.head_dim, c.attention_bias));
+  m->cpu_attention_s_per_score = attention_s / (hq * seq * (seq + 1) / 2.0);
+  return {};
 }
 
 Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& sizes) {

@@ -16,6 +16,7 @@
 
 #include "compute/backend.h"
 #include "core/status.h"
+#include "model/model-config.h"
 
 namespace spillway {
 
@@ -30,6 +31,17 @@ struct MachineProbe {
   double adamw_params_per_s =
       0;  // CPU AdamW on all cores; 0: not measured (28 B/param at host_mem_bytes_per_s)
   double ssd_bytes_per_s = 0;  // 0: not measured (a typical NVMe figure is assumed)
+  // The CPU backend at the job's own shapes (probe_cpu_compute); 0: not measured.
+  //  - cpu_gemm_flops: sgemm FLOP/s over one decoder layer's and the LM head's GEMMs (forward
+  //    twice, the two backward GEMMs) at the model's sizes: small hidden sizes run far below the
+  //    512³ rate of compute_flops. 0: the layer is too large to time in the probe's budget, and
+  //    compute_flops (whose size it is like) stands for it.
+  //  - cpu_attention_s_per_score: the causal attention kernels (compute/cpu/attention.h) per score
+  //    (one query-key pair of one query head) of one layer's training pass (forward, the forward
+  //    again in the backward's recompute, backward, and with q/k/v biases the key bias's gradient,
+  //    compute/cpu/attention-key-bias.h), at the model's head_dim. 0: not measured (the
+  //    plan's step is then uncalibrated on the CPU backend).
+  double cpu_gemm_flops = 0, cpu_attention_s_per_score = 0;
   uint64_t dram_total_bytes = 0, dram_available_bytes = 0;
   uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
   uint64_t device_free_bytes = 0;   // 0: not measured (taken as device_total_bytes)
@@ -46,8 +58,20 @@ struct MachineProbe {
 };
 
 // Measures this machine (CPU backend): a 512³ sgemm, memcpy and a streaming triad; reads
-// /proc/meminfo and statvfs(ssd_dir).
+// /proc/meminfo and statvfs(ssd_dir). What a CPU job's step depends on besides is
+// probe_cpu_compute's.
 MachineProbe probe_machine(const std::string& ssd_dir);
+
+// Fills cpu_gemm_flops and cpu_attention_s_per_score for `config` trained in sequences of
+// `seq_len` tokens, `micro_batch_tokens` to a micro-batch, on the global thread pool: one decoder
+// layer's GEMMs and the LM head's with cblas_sgemm as the CPU backend calls them, on up to 512
+// rows (fewer when that would take more than about 0.4 GFLOP; none, cpu_gemm_flops left 0, when
+// even 64 rows would), and the attention forward (twice) and backward for one sequence of up to
+// 1,024 tokens at the model's head_dim and grouped-query ratio, as many heads as keep it near 600K
+// scores; each the median of 5 samples of about 20 ms after a
+// warm-up, about 0.3 s in all. kOutOfMemory when the buffers cannot be allocated.
+Status probe_cpu_compute(const ModelConfig& config, int seq_len, int64_t micro_batch_tokens,
+                         MachineProbe* m);
 
 // What probe_device measures with. The defaults are the GPU's: a GEMM big enough to reach the
 // tensor cores' sustained rate (8192³ = 1.1 TFLOP) and copies long enough (256 MiB) that the

@@ -95,6 +95,34 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   return g;
 }
 
+// A CPU step's compute by part (planner.h, "CPU step"): the GEMMs at the probed sgemm rate, the
+// attention per score at the probed attention rate, and the rest per element at host bandwidth.
+struct CpuCompute {
+  double gemm_s = 0, attention_s = 0, elementwise_s = 0;
+  bool calibrated = false;  // the attention was probed on this machine
+};
+
+CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineProbe& machine) {
+  const double embedding = static_cast<double>(c.vocab_size) * c.hidden_size;
+  const double params = static_cast<double>(ParameterLayout::build(c).parameter_count());
+  const double matmul_params = c.tie_word_embeddings ? params : params - embedding;
+  const double sequences = static_cast<double>(job.micro_batch_size) * job.grad_accum;
+  const double tokens = sequences * job.seq_len;
+  const double L = c.num_layers, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  // The GEMMs at the job's own shapes where the probe timed them, else at the 512³ rate.
+  const double gemm_flops_per_s =
+      std::max(machine.cpu_gemm_flops > 0 ? machine.cpu_gemm_flops : machine.compute_flops, 1.0);
+  CpuCompute cpu;
+  cpu.gemm_s = 8.0 * matmul_params * tokens / gemm_flops_per_s;
+  const double scores = L * sequences * c.num_heads * job.seq_len * (job.seq_len + 1.0) / 2.0;
+  cpu.calibrated = machine.cpu_attention_s_per_score > 0;
+  cpu.attention_s = cpu.calibrated ? scores * machine.cpu_attention_s_per_score
+                                   : 8.0 * L * job.seq_len * H * tokens / gemm_flops_per_s;
+  cpu.elementwise_s = kCpuElementwiseBytes * (L * (2 * H + I) + V) * tokens /
+                      std::max(machine.host_mem_bytes_per_s, 1.0);
+  return cpu;
+}
+
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
               int64_t total_steps) {
@@ -208,7 +236,8 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const GpuCompute gpu =
       cpu ? GpuCompute{}
           : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
-  const double compute_s = cpu ? flops.hardware / std::max(machine.compute_flops, 1.0)
+  const CpuCompute on_cpu = cpu ? cpu_compute(config, job, machine) : CpuCompute{};
+  const double compute_s = cpu ? on_cpu.gemm_s + on_cpu.attention_s + on_cpu.elementwise_s
                                : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s +
                                      gpu.key_bias_s + accumulate_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
@@ -256,10 +285,11 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   step.flops = flops.hardware;
   step.model_flops = flops.model;
   step.compute_s = compute_s;
-  step.gemm_s = gpu.gemm_s;
-  step.attention_s = gpu.attention_s;
+  step.gemm_s = cpu ? on_cpu.gemm_s : gpu.gemm_s;
+  step.attention_s = cpu ? on_cpu.attention_s : gpu.attention_s;
   step.lm_head_s = gpu.lm_head_s;
-  step.elementwise_s = gpu.elementwise_s;
+  step.elementwise_s = cpu ? on_cpu.elementwise_s : gpu.elementwise_s;
+  step.calibrated = !cpu || on_cpu.calibrated;
   step.key_bias_s = gpu.key_bias_s;
   step.accumulate_s = accumulate_s;
   step.h2d_bytes = h2d_bytes;
@@ -286,10 +316,16 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.seq_len = job.seq_len;
   plan.checkpoints_on_device = ckpt_on_device;
   plan.model = {config.architecture, P, config.num_layers, config.hidden_size, config.vocab_size};
-  plan.machine = {machine.compute_flops,        machine.h2d_bytes_per_s,
-                  machine.d2h_bytes_per_s,      machine.duplex_bytes_per_s,
-                  machine.host_mem_bytes_per_s, machine.adamw_params_per_s,
-                  machine.ssd_bytes_per_s,      machine.device};
+  plan.machine = {machine.compute_flops,
+                  machine.h2d_bytes_per_s,
+                  machine.d2h_bytes_per_s,
+                  machine.duplex_bytes_per_s,
+                  machine.host_mem_bytes_per_s,
+                  machine.adamw_params_per_s,
+                  machine.ssd_bytes_per_s,
+                  machine.cpu_gemm_flops,
+                  machine.cpu_attention_s_per_score,
+                  machine.device};
   return plan;
 }
 

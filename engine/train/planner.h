@@ -58,6 +58,27 @@ inline constexpr double kGpuAttentionEfficiency = 0.23;
 inline constexpr double kGpuElementwiseBytes = 33;
 inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
 
+// A CPU step's compute, in three parts, each at a rate probed on this machine (machine-probe.h):
+//  - the GEMMs (layers and LM head, the forward recomputed in the backward: 8 FLOPs per matmul
+//    parameter and token) at MachineProbe::cpu_gemm_flops, sgemm timed at the job's own layer
+//    shapes (small hidden sizes run well below the 512³ rate of compute_flops, which stands in
+//    for layers too large to time);
+//  - the causal attention per score (one query-key pair of one query head, per layer and
+//    sequence) at cpu_attention_s_per_score, the CPU backend's own attention kernels timed at the
+//    job's head_dim, grouped-query ratio and sequence length (up to 1,024). Its exponentials, not
+//    its FLOPs, bound it at small head sizes: counted as FLOPs at the 512³ rate, the whole step was
+//    4.9 times too fast for stories260K (head_dim 8) on 2 cores. Without that probe (a plan read
+//    from an older run) it falls back to FLOPs and the step says it is uncalibrated
+//    (PlanStep::calibrated);
+//  - the element-wise ops (RMSNorm, RoPE, SwiGLU, residual adds, head transposes, the logits'
+//    softmax; forward, recompute and backward): kCpuElementwiseBytes per token and unit of
+//    L·(2·hidden + intermediate) + vocab, at the host's measured memory bandwidth. Set from perf
+//    profiles of plan --measure on the 2-core VM, where these ops took 10-15% of the step of
+//    stories260K and llama-mha-tiny (the rest: sgemm and the attention kernels).
+// Timings and the calibration runs: README, "The CPU step";
+// tests/bench/figures/calibration-cpu.json.
+inline constexpr double kCpuElementwiseBytes = 130;
+
 // Memory the process holds whatever the job: on a GPU the CUDA context, cuBLASLt's and cuDNN's
 // handles and our kernels in HBM (350-560 MB measured on the H100 with CUDA 13), and the CUDA
 // libraries' host memory in DRAM (1.46 GB, the same for four models); on the CPU backend the

@@ -212,7 +212,15 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
   if (run.mem_at_start.available_bytes)
     run.machine.dram_available_bytes = *run.mem_at_start.available_bytes;
   run.machine.backend = run.backend->name();
-  if (!run.backend->facts().gpu) return;  // its compute and link are the host's, measured above
+  if (!run.backend->facts().gpu) {
+    // Its link is the host's memcpy, measured above; its compute at the job's own shapes. A probe
+    // that cannot allocate leaves the plan uncalibrated, which it says.
+    const int64_t tokens = static_cast<int64_t>(job.micro_batch_size) * job.seq_len;
+    if (Status st = probe_cpu_compute(run.state->config(), job.seq_len, tokens, &run.machine);
+        !st.ok())
+      run.probe_note = "the plan's step time is uncalibrated: " + st.to_string();
+    return;
+  }
   // 64 Mi parameters (1 GiB of AdamW state): far beyond the caches, as in a step, yet small
   // next to the model's own state, which is in DRAM already.
   constexpr size_t kAdamwProbeParams = size_t{64} << 20;

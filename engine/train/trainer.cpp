@@ -257,6 +257,9 @@ const std::string& Trainer::run_dir() const {
 int64_t Trainer::total_steps() const {
   return impl_->run.total_steps;
 }
+int64_t Trainer::batches_per_epoch() const {
+  return impl_->run.iter ? impl_->run.iter->batches_per_epoch() : 0;
+}
 int64_t Trainer::step() const {
   return impl_->progress.step;
 }

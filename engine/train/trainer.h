@@ -66,6 +66,8 @@ class Trainer {
   const std::string& run_id() const;
   const std::string& run_dir() const;
   int64_t total_steps() const;
+  // Optimizer steps in one pass over the training sequences (the job's micro-batch x accumulation).
+  int64_t batches_per_epoch() const;
   // The last finished step (0 before the first; a resumed run counts from its checkpoint's).
   int64_t step() const;
   double last_eval_loss() const;

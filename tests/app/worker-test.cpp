@@ -619,6 +619,13 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
   EXPECT_DOUBLE_EQ(v["d2h_bytes"]["ratio"].get<double>(), 1.0);
   EXPECT_TRUE(v["peak_hbm_bytes"]["measured"].is_null());  // the CPU backend has no HBM
   EXPECT_GT(v["peak_dram_bytes"]["measured"].get<double>(), 0);
+  // The plan shown is the job's: its ETA is for the job's 1000 steps, not the 3 measured ("ETA
+  // 0.17 s" for a 150-step job until it was), and its step time rests on this machine's probe.
+  const json& step = out["plan"]["step"];
+  EXPECT_EQ(step["total_steps"], 1000);
+  EXPECT_DOUBLE_EQ(step["eta_s"].get<double>(), 1000 * step["step_s"].get<double>());
+  EXPECT_TRUE(step["calibrated"].get<bool>());
+  EXPECT_GT(out["plan"]["machine"]["cpu_attention_s_per_score"].get<double>(), 0);
   EXPECT_TRUE(fs::is_empty(tmpdir)) << "the throwaway run's folder is removed";
   EXPECT_FALSE(fs::exists(tmp_.path() + "/xdg/spillway/runs.db"))
       << "History does not see the probe";
@@ -629,6 +636,20 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("H2D per step"), std::string::npos) << r.out;
+  // The CPU backend's device is its arena in DRAM, and the runtime's memory is in the needs.
+  EXPECT_NE(r.out.find("  arena (CPU)  "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("HBM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" runtime = "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("for 1000 steps"), std::string::npos) << r.out;
+
+  // Steps from epochs: the ETA is for the epochs' steps, from the same sequences.
+  job["train"]["steps"] = 0;
+  job["train"]["epochs"] = 2;
+  r = worker({"plan", write_job("measure-epochs", job), "--measure", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json epochs = json::parse(r.out)["plan"]["step"];
+  EXPECT_GT(epochs["total_steps"].get<int64_t>(), 100);  // 1.1 MB of text in 8 x 64 tokens
+  EXPECT_EQ(epochs["total_steps"].get<int64_t>() % 2, 0);
 
   r = worker({"plan", path, "--measure", "0"});
   EXPECT_EQ(r.exit_code, 2);

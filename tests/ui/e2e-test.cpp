@@ -333,7 +333,7 @@ TEST(EndToEnd, MeasureFromTheWorker) {
   QTableWidget* table = page.planView()->measuredTable();
   ASSERT_TRUE(table->isVisibleTo(&page));
   ASSERT_EQ(table->rowCount(), 6);
-  const QStringList names{"Step time", "Tokens/s",     "Peak HBM",
+  const QStringList names{"Step time", "Tokens/s",     "Peak arena (CPU, in DRAM)",
                           "Peak DRAM", "H2D per step", "D2H per step"};
   for (int row = 0; row < 6; ++row) {
     const MeasuredFigure& f = plan.measured[row];

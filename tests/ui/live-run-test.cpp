@@ -174,6 +174,72 @@ TEST(LivePage, ARunThatFailsAtStartShowsTheWorkersMessage) {
   dialog->accept();
 }
 
+// Live's small figures (issue 26): a constant learning rate gets an axis around its value (it had
+// one from -2 to 2), the last step's ETA names what the run does next instead of "0.00 ms", and
+// a run attached after another starts from empty axes, not the last run's ranges.
+TEST(LivePage, AConstantLearningRateGetsAnAxisAroundItsValue) {
+  TempDir tmp;
+  {
+    std::ofstream f(tmp.path() + "/events.jsonl");
+    f << R"({"type":"state","t":0,"state":"training","run_id":"r0","total_steps":100})"
+      << "\n";
+    writeSteps(f, 5);  // lr 0.001 at every step
+  }
+  LivePage live;
+  live.attach(q(tmp.path()));
+  auto* lossPlot = live.findChildren<QCustomPlot*>().at(4);
+  ASSERT_EQ(lossPlot->graph(3)->name(), "lr");
+  const QCPRange lr = lossPlot->yAxis2->range();
+  EXPECT_DOUBLE_EQ(lr.lower, 0.0005);
+  EXPECT_DOUBLE_EQ(lr.upper, 0.0015);
+  // The loss, which moves, is fitted as before.
+  EXPECT_NEAR(lossPlot->yAxis->range().lower, 3.5, 1e-9);
+  EXPECT_NEAR(lossPlot->yAxis->range().upper, 3.9, 1e-9);
+}
+
+TEST(LivePage, AfterTheLastStepTheEtaSaysTheRunIsFinishing) {
+  TempDir tmp;
+  {
+    std::ofstream f(tmp.path() + "/events.jsonl");
+    f << R"({"type":"state","t":0,"state":"training","run_id":"r0","total_steps":5})"
+      << "\n";
+    for (int s = 1; s <= 5; ++s)
+      f << R"({"type":"step","t":)" << s << R"(,"step":)" << s
+        << R"(,"total_steps":5,"loss":3.0,"lr":0.001,"tokens":)" << 50 * s
+        << R"(,"tokens_per_s":100,"step_s":0.5})"
+        << "\n";
+  }
+  LivePage live;
+  live.attach(q(tmp.path()));
+  EXPECT_EQ(live.phase(), Phase::kTraining);
+  EXPECT_TRUE(live.statusText().endsWith("ETA — (finishing: final evaluation, checkpoint, export)"))
+      << live.statusText().toStdString();
+}
+
+TEST(LivePage, ANewRunStartsFromEmptyAxes) {
+  TempDir tmp;
+  const std::string before = tmp.path() + "/before", empty = tmp.path() + "/empty";
+  std::filesystem::create_directories(before);
+  std::filesystem::create_directories(empty);
+  {
+    std::ofstream f(before + "/events.jsonl");
+    f << R"({"type":"state","t":0,"state":"training","run_id":"r0","total_steps":100})"
+      << "\n";
+    writeSteps(f, 40);
+  }
+  LivePage live;
+  live.attach(q(before));
+  auto* lossPlot = live.findChildren<QCustomPlot*>().at(4);
+  ASSERT_EQ(lossPlot->xAxis->range().upper, 40);
+  live.attach(q(empty));  // a launch that failed before its first step
+  for (QCustomPlot* plot : live.findChildren<QCustomPlot*>()) {
+    EXPECT_EQ(plot->xAxis->range().lower, 0);
+    EXPECT_EQ(plot->xAxis->range().upper, 1);
+  }
+  EXPECT_EQ(lossPlot->yAxis->range().upper, 1);
+  EXPECT_EQ(lossPlot->yAxis2->range().upper, 1);
+}
+
 TEST(LivePage, ControlsFollowTheRunAndADeadWorkerIsNoticed) {
   TempDir tmp;
   const std::string runDir = tmp.path() + "/run";

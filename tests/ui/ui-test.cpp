@@ -186,7 +186,8 @@ TEST(PlanView, ShowsTiersAndWhatToChange) {
   view.setPlan(r);
   EXPECT_TRUE(view.tierText(1).contains("needs 900.0 GB")) << view.tierText(1).toStdString();
   EXPECT_TRUE(view.tierText(0).contains("free 80.0 GB"));
-  EXPECT_TRUE(r.summary().contains("bottleneck optimizer"));
+  // It does not fit: no step time or ETA to promise (there was "ETA 228 h" beside the red reason).
+  EXPECT_EQ(r.summary(), "Does not fit (below): no step time or ETA.");
   // A worker failure is shown as its message.
   PlanResult failed = PlanResult::fromWorkerOutput(
       R"({"error":"invalid_argument","message":"job.json: unknown key train.x"})", "", 2);

@@ -157,22 +157,66 @@ TEST(Planner, NamesTheLinkAndTheOptimizerWhenTheyAreSlowest) {
               1e-9);
 }
 
-TEST(Planner, CpuStepAddsItsParts) {
+// A CPU step is its GEMMs at the probe's rate for the job's shapes, its attention per score at
+// the probed kernel's cost, and the element-wise ops at host bandwidth (planner.h, "CPU step"),
+// plus the optimizer: until the attention was probed, it was all FLOPs at the 512³ sgemm rate,
+// 4.9 times too fast for stories260K on 2 cores.
+TEST(Planner, CpuStepAddsItsProbedParts) {
   const ModelConfig c = *model_preset("llama-50m");
-  const MachineProbe m = small_cpu_host();
+  MachineProbe m = small_cpu_host();
+  m.cpu_gemm_flops = 40e9;
+  m.cpu_attention_s_per_score = 20e-9;
   TrainJob job;
   job.seq_len = 256;
   job.micro_batch_size = 4;
-  const nlohmann::json plan = to_json(make_plan(c, job, m, 100));
-  const auto& s = plan["step"];
-  EXPECT_NEAR(s["compute_s"].get<double>(), step_flops(c, 1024, 256).hardware / 100e9, 1e-12);
-  EXPECT_NEAR(
-      s["step_s"].get<double>(),
-      s["compute_s"].get<double>() + s["optimizer_s"].get<double>() + s["ssd_s"].get<double>(),
-      1e-12);
-  // Not measured: AdamW at 28 B/param of memory traffic.
-  EXPECT_NEAR(s["adamw_s"].get<double>(), 28.0 * ParameterLayout::build(c).parameter_count() / 20e9,
+  job.grad_accum = 2;
+  const Plan plan = make_plan(c, job, m, 100);
+  const PlanStep& s = plan.step;
+  const double tokens = 4.0 * 2 * 256;
+  const double params = static_cast<double>(ParameterLayout::build(c).parameter_count());
+  const double matmul =
+      c.tie_word_embeddings ? params : params - double(c.vocab_size) * c.hidden_size;
+  EXPECT_NEAR(s.gemm_s, 8.0 * matmul * tokens / 40e9, 1e-12);
+  // Per layer, sequence and query head, the causal triangle's T(T+1)/2 scores.
+  EXPECT_NEAR(s.attention_s, c.num_layers * 8.0 * c.num_heads * 256 * 257 / 2 * 20e-9, 1e-12);
+  EXPECT_NEAR(s.elementwise_s,
+              kCpuElementwiseBytes *
+                  (c.num_layers * (2.0 * c.hidden_size + c.intermediate_size) + c.vocab_size) *
+                  tokens / 20e9,
               1e-12);
+  EXPECT_NEAR(s.compute_s, s.gemm_s + s.attention_s + s.elementwise_s, 1e-12);
+  EXPECT_NEAR(s.step_s, s.compute_s + s.optimizer_s + s.ssd_s, 1e-12);
+  EXPECT_TRUE(s.calibrated);
+  // Not measured: AdamW at 28 B/param of memory traffic.
+  EXPECT_NEAR(s.adamw_s, 28.0 * params / 20e9, 1e-12);
+  EXPECT_DOUBLE_EQ(s.eta_s, 100 * s.step_s);
+  // The plan keeps the figures it was made with.
+  EXPECT_EQ(plan.machine.cpu_gemm_flops, 40e9);
+  EXPECT_EQ(plan.machine.cpu_attention_s_per_score, 20e-9);
+}
+
+// Without the job-shaped probe the GEMMs run at the 512³ rate and the attention counts as FLOPs,
+// which can be 5 times off: the step says it is uncalibrated, and its JSON keeps that.
+TEST(Planner, CpuStepWithoutTheProbeIsUncalibrated) {
+  const ModelConfig c = *model_preset("llama-50m");
+  TrainJob job;
+  job.seq_len = 256;
+  job.micro_batch_size = 4;
+  const Plan plan = make_plan(c, job, small_cpu_host(), 100);
+  EXPECT_FALSE(plan.step.calibrated);
+  EXPECT_NEAR(plan.step.gemm_s + plan.step.attention_s, step_flops(c, 1024, 256).hardware / 100e9,
+              1e-12);
+  const nlohmann::json j = to_json(plan);
+  EXPECT_EQ(j["step"]["calibrated"], false);
+  EXPECT_FALSE(plan_from_json(j)->step.calibrated);
+  // A CPU plan written before the key counted the attention as FLOPs: uncalibrated; a GPU plan's
+  // step rests on its probe.
+  nlohmann::json old = j;
+  old["step"].erase("calibrated");
+  EXPECT_FALSE(plan_from_json(old)->step.calibrated);
+  old["backend"] = "cuda";
+  EXPECT_TRUE(plan_from_json(old)->step.calibrated);
+  EXPECT_TRUE(make_plan(c, seven_b_job(), h100_host(), 10).step.calibrated);
 }
 
 // The plan of `job` with another micro-batch and accumulation, without its own suggestion.
@@ -340,6 +384,29 @@ TEST(MachineProbe, DeviceFiguresThroughTheCpuBackend) {
 
   sizes.gemm_n = 0;
   EXPECT_EQ(probe_device(*backend, &m, sizes).code(), ErrorCode::kInvalidArgument);
+}
+
+// The CPU backend's GEMMs and attention at a real model's shapes: positive rates, the attention
+// with its key bias for Qwen2; a layer too large for the probe's budget leaves the GEMM rate to
+// the 512³ probe.
+TEST(MachineProbe, CpuComputeAtTheModelsShapes) {
+  MachineProbe m;
+  const ModelConfig stories = *model_preset("llama-tiny");
+  ASSERT_TRUE(probe_cpu_compute(stories, 64, 256, &m).ok());
+  EXPECT_GT(m.cpu_gemm_flops, 1e6);
+  EXPECT_GT(m.cpu_attention_s_per_score, 0);
+  EXPECT_LT(m.cpu_attention_s_per_score, 1e-3);
+  ModelConfig qwen = stories;
+  qwen.attention_bias = true;
+  ASSERT_TRUE(probe_cpu_compute(qwen, 64, 256, &m).ok());
+  EXPECT_GT(m.cpu_attention_s_per_score, 0);
+  // 7B: one layer's GEMMs on 64 rows are 6.5 GFLOP, past the budget.
+  const ModelConfig big = *model_preset("llama-7b");
+  MachineProbe b;
+  ASSERT_TRUE(probe_cpu_compute(big, 16, 16, &b).ok());
+  EXPECT_EQ(b.cpu_gemm_flops, 0);
+  EXPECT_GT(b.cpu_attention_s_per_score, 0);
+  EXPECT_EQ(probe_cpu_compute(stories, 0, 256, &m).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(MachineProbe, AdamwRate) {
