@@ -313,6 +313,9 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
       t.data.since_step = r.integer(*seg, "since_step", 0, kMaxCheckpointStep);
       t.data.sequences_before = r.integer(*seg, "sequences_before", 0, kSaturatedCount);
       t.data.sequences_per_step = r.integer(*seg, "sequences_per_step", 0, int64_t{1} << 31);
+      // A trainer's checkpoint knows its data position's rate; 0 ("unknown") only without one.
+      if (t.data.sequences_per_step == 0 && !t.data_cursor.is_null())
+        r.fail("'data_segment.sequences_per_step' is 0 beside a data cursor");
     }
   }
   if (!r.error.ok())

@@ -188,12 +188,6 @@ Status resume(const std::string& checkpoint_dir, int64_t sequences_per_step, Run
     run.resume_note = "the checkpoint " + checkpoint_dir +
                       " was written by an earlier Spillway (format 1, no manifest): its values "
                       "were checked, its files cannot be; the next checkpoints have a manifest";
-  // A trainer's checkpoint of format 2 always knows its data segment (check_trainer_state has
-  // checked the cursor against it).
-  if (!legacy && run.start.data.sequences_per_step == 0)
-    return corrupt("the checkpoint " + checkpoint_dir +
-                   " is damaged: trainer_state.json has no data position; resume from an "
-                   "earlier checkpoint");
   auto cursor = DataCursor::from_json(run.start.data_cursor);
   if (!cursor.ok()) return cursor.status().with_context(checkpoint_dir);
   SPW_RETURN_IF_ERROR(run.iter->seek(*cursor));

@@ -6,12 +6,14 @@
 // rewritten to match or not. The folder is then loaded as resume loads it: load_checkpoint, then
 // the seek of the job's data to its cursor.
 //
-// The oracle: whatever was edited, a checkpoint that loads is the genuine step 3 — its step,
-// optimizer step and data cursor equal the unedited checkpoint's, and, unless the manifest was
-// rewritten to match or removed along with a downgrade to format 1 (a forgery only the values can
-// catch), every weight and moment too. A damaged, edited or mixed checkpoint must be refused,
-// never trained on; any other outcome aborts. (Informational values — tokens, loss, elapsed time,
-// the manual flag — may change.)
+// The oracle: a checkpoint that loads (and whose cursor the job's data seeks to) is step 3 with
+// optimizer step 3, whatever was edited. Where the manifest still stands (not rewritten, not
+// removed along with a downgrade to format 1), it is the genuine step 3: its data cursor and every
+// weight and moment equal the unedited checkpoint's. With the manifest rewritten to match one
+// edited value of trainer_state.json, the value checks alone must catch it: again the genuine
+// cursor or a refusal. (Several values forged to agree with each other, or another step's weights
+// under a rewritten manifest, are beyond any check of values.) Informational values (tokens, loss,
+// elapsed time, the manual flag) may change. Any other outcome aborts.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
@@ -186,19 +188,23 @@ void set_key(nlohmann::json& j, const std::string& key, const nlohmann::json& v)
   }
 }
 
-void check_genuine(const ModelState& got, const TrainerState& t, bool files_trusted) {
+// `trust`: what the checks must have held to the genuine step 3 (see the top of the file).
+enum class Trust { kStepOnly, kGenuine };
+
+void check_genuine(const ModelState& got, const TrainerState& t, Trust trust) {
   const Run& r = run();
   // The cursor as resume reads it (a key it does not read, or the seed as a number or its
   // decimal text, is the same position).
   const auto cursor = DataCursor::from_json(t.data_cursor);
-  if (t.step != 3 || got.step != 3 || !cursor.ok() ||
-      !(*cursor == *DataCursor::from_json(r.state3.data_cursor))) {
+  const bool genuine_cursor =
+      cursor.ok() && *cursor == *DataCursor::from_json(r.state3.data_cursor);
+  if (t.step != 3 || got.step != 3 || (trust == Trust::kGenuine && !genuine_cursor)) {
     std::fprintf(stderr, "accepted a checkpoint of step %lld, optimizer step %lld, cursor %s\n",
                  static_cast<long long>(t.step), static_cast<long long>(got.step),
                  t.data_cursor.dump().c_str());
     std::abort();
   }
-  if (!files_trusted) return;
+  if (trust != Trust::kGenuine) return;
   auto& a = const_cast<ModelState&>(got);
   auto& b = *r.at3;
   for (size_t k = 0; k < a.num_blocks(); ++k) {
@@ -228,10 +234,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fs::remove_all(dir);
   fs::copy(r.checkpoints + "/step-000003", dir, fs::copy_options::recursive);
   const int edits = in.ConsumeIntegralInRange(1, 4);
+  int value_edits = 0, other_edits = 0;
   for (int e = 0; e < edits && in.remaining_bytes() > 0; ++e) {
     const std::string file = kFiles[in.ConsumeIntegralInRange(0, 4)];
     const std::string path = dir + "/" + file;
-    switch (in.ConsumeIntegralInRange(0, 4)) {
+    const int kind = in.ConsumeIntegralInRange(0, 4);
+    ++(kind == 0 ? value_edits : other_edits);
+    switch (kind) {
       case 0: {  // a value of trainer_state.json
         auto text = read_file(dir + "/trainer_state.json");
         if (!text.ok()) break;
@@ -270,7 +279,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const bool resealed = in.ConsumeBool();
   if (resealed) testing::reseal_checkpoint(dir);
-  const bool files_trusted = !resealed && fs::exists(dir + "/manifest.json");
+  const bool manifest_stands = !resealed && fs::exists(dir + "/manifest.json");
+  const bool one_forged_value = resealed && value_edits == 1 && other_edits == 0;
+  const Trust trust = manifest_stands || one_forged_value ? Trust::kGenuine : Trust::kStepOnly;
   static std::unique_ptr<ModelState> state =
       std::move(ModelState::create(ParameterLayout::build(tiny_config()), true)).value();
   auto t = load_checkpoint(dir, *state);
@@ -279,6 +290,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // a cursor of another seed, order or dataset size.
   auto cursor = DataCursor::from_json(t->data_cursor);
   auto it = BatchIterator::create(dataset(), kRows, 7);
-  if (cursor.ok() && it->seek(*cursor).ok()) check_genuine(*state, *t, files_trusted);
+  if (cursor.ok() && it->seek(*cursor).ok()) check_genuine(*state, *t, trust);
   return 0;
 }
