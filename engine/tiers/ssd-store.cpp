@@ -6,10 +6,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/crc32c.h"
 #include "core/file-util.h"
 #include "core/log.h"
 #include "tiers/byte-size.h"
-#include "core/crc32c.h"
 
 namespace spillway {
 

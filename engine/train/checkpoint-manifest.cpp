@@ -110,10 +110,10 @@ Status write_checkpoint_manifest(const std::string& dir, const CheckpointManifes
   for (const FileDigest& f : sorted)
     files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"crc32c", hex32(f.crc32c)}});
   const nlohmann::ordered_json j = {{"format", kFormatName},
-                            {"format_version", kCheckpointFormatVersion},
-                            {"step", m.step},
-                            {"run_id", m.run_id},
-                            {"files", files}};
+                                    {"format_version", kCheckpointFormatVersion},
+                                    {"step", m.step},
+                                    {"run_id", m.run_id},
+                                    {"files", files}};
   return write_file_atomic((fs::path(dir) / kCheckpointManifestFile).string(), j.dump(2) + "\n");
 }
 

@@ -236,17 +236,17 @@ TEST_F(UntrustedInput, EvalAndGenerateOptionsAreCheckedBeforeAnythingRuns) {
   const std::string data = testing::data_path("datasets/tinyshakespeare/input.txt");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"eval", "--model", model, "--data", data, "--seq-len", "5.9"},
-       "option --seq-len expects a whole number from 2 to 1048576, got '5.9'"},
+       "option --seq-len expects a whole decimal number from 2 to 1048576, got '5.9'"},
       {{"eval", "--model", model, "--data", data, "--seq-len", "99999999999"},
-       "option --seq-len expects a whole number from 2 to 1048576, got '99999999999'"},
+       "option --seq-len expects a whole decimal number from 2 to 1048576, got '99999999999'"},
       {{"eval", "--model", model, "--data", data, "--seq-len", "1024"},
        "--seq-len 1024 is beyond the model's max_position_embeddings 512; lower --seq-len"},
       {{"eval", "--model", model, "--data", data, "--seq-len", "512", "--batch", "65536"},
        "--batch x --seq-len is 33554432 tokens, more than 16777216; lower --batch or --seq-len"},
       {{"generate", "--model", model, "--prompt", "hi", "--temperature", "nan"},
-       "option --temperature expects a finite number, got 'nan'"},
+       "option --temperature expects a decimal number (such as 0.7 or 1e-3), got 'nan'"},
       {{"generate", "--model", model, "--prompt", "hi", "--max-new-tokens", "5.5"},
-       "option --max-new-tokens expects a whole number from 1 to 4096, got '5.5'"},
+       "option --max-new-tokens expects a whole decimal number from 1 to 4096, got '5.5'"},
   };
   for (const auto& [args, expected] : cases) {
     const auto t0 = Clock::now();

@@ -324,7 +324,9 @@ TEST(FileDialogs, OpenAtHomeThenInTheFolderLastChosenNeverInTheWorkingDirectory)
   };
   // The first time: home.
   EXPECT_EQ(s(openedIn(data)), s(QDir(QDir::homePath()).absolutePath()));
-  EXPECT_EQ(s(panel->path()), s(data));
+  // The same file, however its path is spelled (the build's default data folder may hold "..").
+  EXPECT_EQ(s(QFileInfo(panel->path()).canonicalFilePath()),
+            s(QFileInfo(data).canonicalFilePath()));
   // With a dataset in the field: its folder.
   const QString dataFolder = QFileInfo(data).absolutePath();
   EXPECT_EQ(s(openedIn(QString())), s(dataFolder));

@@ -61,7 +61,7 @@ TEST(OwnedFiles, DeletingARunRemovesOnlyItsOwnFiles) {
                               run + "/checkpoints/best.txt",
                               run + "/checkpoints/step-000100/eval.md", run + "/export/README.md",
                               run + "/export/extra", run + "/notes.txt", run + "/plots"}));
-  EXPECT_EQ(scan.owned.size(), 4u + 4 * 3 + 3 + 4);  // run files, checkpoints, extras, export
+  EXPECT_EQ(scan.owned.size(), 4u + 4 * 4 + 3 + 4);  // run files, checkpoints, extras, export
 
   const Removal r = remove_run_files(run);
   EXPECT_EQ(r.kept, scan.foreign);
