@@ -311,6 +311,7 @@ Status probe_cpu_compute(const ModelConfig& c, int seq_len, int64_t micro_batch_
   SPW_ASSIGN_OR_RETURN(double attention_s,
                        time_attention(seq, hq, hkv, c.head_dim, c.attention_bias));
   m->cpu_attention_s_per_score = attention_s / (hq * seq * (seq + 1) / 2.0);
+  m->cpu_threads = static_cast<int>(ThreadPool::global().size());
   return {};
 }
 

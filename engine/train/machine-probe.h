@@ -42,6 +42,8 @@ struct MachineProbe {
   //    compute/cpu/attention-key-bias.h), at the model's head_dim. 0: not measured (the
   //    plan's step is then uncalibrated on the CPU backend).
   double cpu_gemm_flops = 0, cpu_attention_s_per_score = 0;
+  // The CPU backend's threads (ThreadPool::global()) when probe_cpu_compute ran; 0: not known.
+  int cpu_threads = 0;
   uint64_t dram_total_bytes = 0, dram_available_bytes = 0;
   uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
   uint64_t device_free_bytes = 0;   // 0: not measured (taken as device_total_bytes)

@@ -115,9 +115,15 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   CpuCompute cpu;
   cpu.gemm_s = 8.0 * matmul_params * tokens / gemm_flops_per_s;
   const double scores = L * sequences * c.num_heads * job.seq_len * (job.seq_len + 1.0) / 2.0;
-  cpu.calibrated = machine.cpu_attention_s_per_score > 0;
-  cpu.attention_s = cpu.calibrated ? scores * machine.cpu_attention_s_per_score
-                                   : 8.0 * L * job.seq_len * H * tokens / gemm_flops_per_s;
+  const bool probed = machine.cpu_attention_s_per_score > 0;
+  cpu.attention_s = probed ? scores * machine.cpu_attention_s_per_score
+                           : 8.0 * L * job.seq_len * H * tokens / gemm_flops_per_s;
+  // Held to 25% on 2 cores (tests/bench/figures/calibration-cpu.json). On more, the probes load
+  // fewer cores than the step does (the attention's one sequence, at most 512 GEMM rows, one
+  // memcpy thread for the element-wise ops' bandwidth): on a 16-core host the step came out
+  // 0.29–1.11 of the prediction (2026-11-27), so such a plan says it is uncalibrated.
+  cpu.calibrated =
+      probed && machine.cpu_threads >= 1 && machine.cpu_threads <= kCpuCalibratedThreads;
   cpu.elementwise_s = kCpuElementwiseBytes * (L * (2 * H + I) + V) * tokens /
                       std::max(machine.host_mem_bytes_per_s, 1.0);
   return cpu;

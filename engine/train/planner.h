@@ -76,8 +76,11 @@ inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
 //    profiles of plan --measure on the 2-core VM, where these ops took 10-15% of the step of
 //    stories260K and llama-mha-tiny (the rest: sgemm and the attention kernels).
 // Timings and the calibration runs: README, "The CPU step";
-// tests/bench/figures/calibration-cpu.json.
+// tests/bench/figures/calibration-cpu.json. The step is calibrated (PlanStep::calibrated) only on
+// up to kCpuCalibratedThreads threads: on more, the probes load fewer cores than the step does, and
+// on a 16-core host the measured step was 0.29-1.11 of the prediction.
 inline constexpr double kCpuElementwiseBytes = 130;
+inline constexpr int kCpuCalibratedThreads = 4;
 
 // Memory the process holds whatever the job: on a GPU the CUDA context, cuBLASLt's and cuDNN's
 // handles and our kernels in HBM (350-560 MB measured on the H100 with CUDA 13), and the CUDA

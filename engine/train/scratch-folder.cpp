@@ -42,13 +42,24 @@ bool is_scratch_file(const std::string& name) {
   return name == kScratchMarker || std::regex_match(name, ours);
 }
 
+// What ScratchFolder::create writes into the lock file before it makes the folder: a kill between
+// making the folder and marking it leaves a folder without its marker, which this text still
+// vouches for (a lock file of another's, empty or not, does not).
+constexpr char kLockText[] = "spillway-scratch\n";
+
+bool lock_vouches(int fd) {
+  char buf[sizeof(kLockText)] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  return n == static_cast<ssize_t>(sizeof(kLockText) - 1) && std::strcmp(buf, kLockText) == 0;
+}
+
 // Removes the files of a scratch folder that Spillway wrote, then the folder when nothing else is
-// left in it. A folder without the marker is not Spillway's and is not touched. True when the
-// folder is gone (or was never made).
-bool remove_scratch_contents(const std::string& path) {
+// left in it. A folder without the marker, whose lock file does not vouch for it either, is not
+// Spillway's and is not touched. True when the folder is gone (or was never made).
+bool remove_scratch_contents(const std::string& path, bool vouched) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return true;
-  if (!fs::exists(fs::path(path) / kScratchMarker, ec)) return false;
+  if (!vouched && !fs::exists(fs::path(path) / kScratchMarker, ec)) return false;
   bool foreign = false;
   for (const auto& e : fs::directory_iterator(path, ec)) {
     const std::string name = e.path().filename().string();
@@ -81,7 +92,7 @@ int remove_orphaned_scratch(const std::string& parent, const std::string& prefix
     // with the folder (one left holding a user's file keeps its lock file, and is looked at
     // again by the next run).
     const bool gone = remove_scratch_contents(
-        (e.path().parent_path() / file.substr(0, file.size() - 5)).string());
+        (e.path().parent_path() / file.substr(0, file.size() - 5)).string(), lock_vouches(fd));
     if (gone)
       ::unlink(e.path().c_str());  // while still locked: a late locker sees nlink 0 and retries
     ::close(fd);
@@ -108,7 +119,16 @@ Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& 
   if (!orphan_prefix.empty())
     remove_orphaned_scratch(parent, orphan_prefix);  // skips ours: we hold it
   // Made here, and marked: only a folder this created is ever emptied. One that is there already
-  // (a name no run should have) is not Spillway's to use.
+  // (a name no run should have) is not Spillway's to use. The lock file vouches for the folder
+  // before it exists, so that a kill before the marker is written leaves nothing unclaimed.
+  if (!fs::exists(path, ec) &&
+      (::ftruncate(fd, 0) != 0 ||
+       ::pwrite(fd, kLockText, sizeof(kLockText) - 1, 0) != sizeof(kLockText) - 1)) {
+    const int err = errno;
+    ::unlink(lock.c_str());
+    ::close(fd);
+    return errno_status("cannot write " + lock, err);
+  }
   const bool made = fs::create_directory(path, ec);
   Status marked =
       made ? write_file_atomic((fs::path(path) / kScratchMarker).string(), "") : Status();
@@ -124,7 +144,7 @@ Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& 
 }
 
 ScratchFolder::~ScratchFolder() {
-  if (remove_scratch_contents(path_)) ::unlink((path_ + ".lock").c_str());
+  if (remove_scratch_contents(path_, /*vouched=*/true)) ::unlink((path_ + ".lock").c_str());
   ::close(lock_fd_);
 }
 

@@ -6,8 +6,10 @@
 // Liveness is an flock(2) on `<parent>/<name>.lock`, held for the object's lifetime: the kernel
 // releases it when the owning process dies, so a lock another process can take marks an orphan.
 // Spillway removes only what it wrote: a folder create() made (never one that was there) and
-// marked with kScratchMarker, and in it only the SSD store's files (`*.blk`, `*.crc`); a folder
-// that holds anything else keeps it, and stays with its lock file.
+// marked with kScratchMarker — or whose lock file create() wrote its text into before making the
+// folder, so that a kill between the two leaves no folder unclaimed — and in it only the SSD
+// store's files (`*.blk`, `*.crc`); a folder that holds anything else keeps it, and stays with its
+// lock file.
 //
 // Thread-safety: create() and remove_orphaned_scratch() may run concurrently in different processes
 // over one parent. Ownership: the object owns its folder, lock file and descriptor; destruction

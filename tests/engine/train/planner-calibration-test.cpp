@@ -96,6 +96,7 @@ TEST(PlannerCalibration, MeasuredCpuStepsWithin25Percent) {
     machine.host_mem_bytes_per_s = m["host_mem_bytes_per_s"];
     machine.cpu_gemm_flops = m["cpu_gemm_flops"];
     machine.cpu_attention_s_per_score = m["cpu_attention_s_per_score"];
+    machine.cpu_threads = 2;  // the dev VM's
     machine.dram_total_bytes = machine.dram_available_bytes = 16ull << 30;
     const Plan plan = make_plan(*config, job, machine, 0, /*with_suggestion=*/false);
     ASSERT_TRUE(plan.fits) << name << ": " << plan.reason;

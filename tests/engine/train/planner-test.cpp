@@ -166,6 +166,7 @@ TEST(Planner, CpuStepAddsItsProbedParts) {
   MachineProbe m = small_cpu_host();
   m.cpu_gemm_flops = 40e9;
   m.cpu_attention_s_per_score = 20e-9;
+  m.cpu_threads = 2;
   TrainJob job;
   job.seq_len = 256;
   job.micro_batch_size = 4;
@@ -193,6 +194,12 @@ TEST(Planner, CpuStepAddsItsProbedParts) {
   // The plan keeps the figures it was made with.
   EXPECT_EQ(plan.machine.cpu_gemm_flops, 40e9);
   EXPECT_EQ(plan.machine.cpu_attention_s_per_score, 20e-9);
+  // On more threads than the model was held to (a 16-core host measured 0.29-1.11 of it), or
+  // where the thread count is not known, the same figures make an uncalibrated step.
+  for (int threads : {0, kCpuCalibratedThreads + 1, 16}) {
+    m.cpu_threads = threads;
+    EXPECT_FALSE(make_plan(c, job, m, 100).step.calibrated) << threads;
+  }
 }
 
 // Without the job-shaped probe the GEMMs run at the 512³ rate and the attention counts as FLOPs,
