@@ -83,6 +83,8 @@ void for_each_machine_number(Machine& m, F&& f) {
   f("ssd_bytes_per_s", m.ssd_bytes_per_s);
   f("cpu_gemm_flops", m.cpu_gemm_flops);
   f("cpu_attention_s_per_score", m.cpu_attention_s_per_score);
+  f("cpu_stream_bytes_per_s", m.cpu_stream_bytes_per_s);
+  f("cpu_threads", m.cpu_threads);
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ struct PlanModel {
 struct PlanMachine {
   double compute_flops = 0, h2d_bytes_per_s = 0, d2h_bytes_per_s = 0, duplex_bytes_per_s = 0,
          host_mem_bytes_per_s = 0, adamw_params_per_s = 0, ssd_bytes_per_s = 0, cpu_gemm_flops = 0,
-         cpu_attention_s_per_score = 0;
+         cpu_attention_s_per_score = 0, cpu_stream_bytes_per_s = 0, cpu_threads = 0;
   std::string device;  // empty when no device was probed
 };
 

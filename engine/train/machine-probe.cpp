@@ -234,24 +234,24 @@ Result<double> time_gemms(const std::vector<GemmShape>& shapes, int rows, double
 }
 
 // Seconds of one layer's attention in a training step (forward, the recompute's forward,
-// backward, and with `key_bias` the key bias's gradient) for one sequence of `seq` tokens, `hq`
-// query and `hkv` key-value heads of `head_dim`.
-Result<double> time_attention(int seq, int hq, int hkv, int head_dim, bool key_bias) {
+// backward, and with `key_bias` the key bias's gradient) for `batch` sequences of `seq` tokens,
+// `hq` query and `hkv` key-value heads of `head_dim`.
+Result<double> time_attention(int batch, int seq, int hq, int hkv, int head_dim, bool key_bias) {
   const int heads = hq;  // every buffer as large as the query heads'
-  const size_t n = static_cast<size_t>(seq) * heads * head_dim;
+  const size_t n = static_cast<size_t>(batch) * seq * heads * head_dim;
   std::vector<AlignedBuffer> b;
   for (uint64_t i = 0; i < 8; ++i) {
     SPW_ASSIGN_OR_RETURN(AlignedBuffer buffer, random_floats(n, i + 1));
     b.push_back(std::move(buffer));
   }
-  std::vector<float> lse(static_cast<size_t>(heads) * seq);
+  std::vector<float> lse(static_cast<size_t>(batch) * heads * seq);
   const size_t scratch_bytes =
-      std::max(compute::cpu::attention_forward_scratch_bytes(1, seq, hq, hkv, head_dim),
-               compute::cpu::attention_backward_scratch_bytes(1, seq, hq, hkv, head_dim));
+      std::max(compute::cpu::attention_forward_scratch_bytes(batch, seq, hq, hkv, head_dim),
+               compute::cpu::attention_backward_scratch_bytes(batch, seq, hq, hkv, head_dim));
   SPW_ASSIGN_OR_RETURN(AlignedBuffer scratch,
                        AlignedBuffer::allocate(
                            std::max(scratch_bytes, compute::cpu::attention_key_bias_scratch_bytes(
-                                                       1, seq, hq, hkv, head_dim))));
+                                                       batch, seq, hq, hkv, head_dim))));
   compute::cpu::RopeTable rope;
   if (key_bias) {
     SPW_ASSIGN_OR_RETURN(rope, compute::cpu::make_rope_table(seq, head_dim, 10000.0f, {}));
@@ -262,14 +262,14 @@ Result<double> time_attention(int seq, int hq, int hkv, int head_dim, bool key_b
   Status st;
   const double s = median_of_5([&] {
     for (int pass = 0; pass < 2 && st.ok(); ++pass)
-      st = compute::cpu::attention_forward(out, lse.data(), q, k, v, 1, seq, hq, hkv, head_dim,
+      st = compute::cpu::attention_forward(out, lse.data(), q, k, v, batch, seq, hq, hkv, head_dim,
                                            scratch.data());
     if (st.ok())
       st = compute::cpu::attention_backward(b[5].as<float>(), b[6].as<float>(), b[7].as<float>(),
-                                            dout, q, k, v, out, lse.data(), 1, seq, hq, hkv,
+                                            dout, q, k, v, out, lse.data(), batch, seq, hq, hkv,
                                             head_dim, scratch.data());
     if (st.ok() && key_bias)
-      st = compute::cpu::attention_key_bias_backward(db.data(), dout, q, k, v, 1, seq, hq, hkv,
+      st = compute::cpu::attention_key_bias_backward(db.data(), dout, q, k, v, batch, seq, hq, hkv,
                                                      head_dim, rope, scratch.data());
   });
   SPW_RETURN_IF_ERROR(st);
@@ -291,8 +291,11 @@ Status probe_cpu_compute(const ModelConfig& c, int seq_len, int64_t micro_batch_
       {c.intermediate_size, c.hidden_size}, {c.hidden_size, c.vocab_size}};
   double per_row = 0;
   for (const GemmShape& g : shapes) per_row += 8.0 * g.in * g.out;
-  constexpr double kGemmBudgetFlops = 4e8;
-  int rows = static_cast<int>(std::min<int64_t>(micro_batch_tokens, 512));
+  // As many rows as the step's micro-batch (up to 4,096) and a budget that grows with the
+  // threads: a few hundred rows leave most of 16 cores idle where the step's GEMMs fill them.
+  const int threads = static_cast<int>(ThreadPool::global().size());
+  const double kGemmBudgetFlops = 4e8 * std::max(1, threads / 2);
+  int rows = static_cast<int>(std::min<int64_t>(micro_batch_tokens, 4096));
   while (rows > 64 && rows * per_row > kGemmBudgetFlops) rows /= 2;
   m->cpu_gemm_flops = 0;
   if (rows * per_row <= kGemmBudgetFlops) {
@@ -308,10 +311,29 @@ Status probe_cpu_compute(const ModelConfig& c, int seq_len, int64_t micro_batch_
   const double group_scores = group * seq * (seq + 1) / 2.0;
   const int hkv = std::max(1, std::min(c.num_kv_heads, static_cast<int>(6e5 / group_scores)));
   const int hq = hkv * group;
+  // The kernels run batch × heads tasks on the pool: as many sequences as give each thread two
+  // tasks and the call about 600K scores (a call of a few thousand scores is mostly the pool's
+  // overhead), no more than the step's own micro-batch, so that the probe loads the cores as the
+  // step does.
+  const int64_t step_tasks =
+      std::max<int64_t>(1, micro_batch_tokens / std::max(1, seq_len)) * c.num_heads;
+  const double head_scores = seq * (seq + 1) / 2.0;
+  const int64_t wanted = std::max<int64_t>(
+      (2 * threads + hq - 1) / hq, static_cast<int64_t>(std::ceil(6e5 / (hq * head_scores))));
+  const int batch = static_cast<int>(std::max<int64_t>(1, std::min(wanted, step_tasks / hq)));
   SPW_ASSIGN_OR_RETURN(double attention_s,
-                       time_attention(seq, hq, hkv, c.head_dim, c.attention_bias));
-  m->cpu_attention_s_per_score = attention_s / (hq * seq * (seq + 1) / 2.0);
-  m->cpu_threads = static_cast<int>(ThreadPool::global().size());
+                       time_attention(batch, seq, hq, hkv, c.head_dim, c.attention_bias));
+  m->cpu_attention_s_per_score = attention_s / (double(batch) * hq * seq * (seq + 1) / 2.0);
+  // The element-wise ops' bandwidth: a 64 MiB copy in one chunk per thread, as the pool runs them.
+  const size_t bytes = size_t{64} << 20;
+  std::vector<char> src(bytes, 1), dst(bytes);
+  const double copy_s = median_of_5([&] {
+    ThreadPool::global().parallel_for(bytes, [&](size_t b0, size_t b1) {
+      std::memcpy(dst.data() + b0, src.data() + b0, b1 - b0);
+    });
+  });
+  m->cpu_stream_bytes_per_s = 2.0 * bytes / copy_s;  // a copy reads and writes
+  m->cpu_threads = threads;
   return {};
 }
 

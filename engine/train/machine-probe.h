@@ -42,7 +42,10 @@ struct MachineProbe {
   //    compute/cpu/attention-key-bias.h), at the model's head_dim. 0: not measured (the
   //    plan's step is then uncalibrated on the CPU backend).
   double cpu_gemm_flops = 0, cpu_attention_s_per_score = 0;
-  // The CPU backend's threads (ThreadPool::global()) when probe_cpu_compute ran; 0: not known.
+  //  - cpu_stream_bytes_per_s: memory bandwidth of a copy spread over the CPU backend's threads,
+  //    as its element-wise ops run (bytes read + written per second);
+  //  - cpu_threads: the CPU backend's threads (ThreadPool::global()); 0: not known.
+  double cpu_stream_bytes_per_s = 0;
   int cpu_threads = 0;
   uint64_t dram_total_bytes = 0, dram_available_bytes = 0;
   uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)

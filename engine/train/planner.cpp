@@ -124,8 +124,10 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   // 0.29–1.11 of the prediction (2026-11-27), so such a plan says it is uncalibrated.
   cpu.calibrated =
       probed && machine.cpu_threads >= 1 && machine.cpu_threads <= kCpuCalibratedThreads;
-  cpu.elementwise_s = kCpuElementwiseBytes * (L * (2 * H + I) + V) * tokens /
-                      std::max(machine.host_mem_bytes_per_s, 1.0);
+  // At the bandwidth all the backend's threads get (the ops run on its pool), where probed.
+  const double stream = machine.cpu_stream_bytes_per_s > 0 ? machine.cpu_stream_bytes_per_s
+                                                           : machine.host_mem_bytes_per_s;
+  cpu.elementwise_s = kCpuElementwiseBytes * (L * (2 * H + I) + V) * tokens / std::max(stream, 1.0);
   return cpu;
 }
 
@@ -331,6 +333,8 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
                   machine.ssd_bytes_per_s,
                   machine.cpu_gemm_flops,
                   machine.cpu_attention_s_per_score,
+                  machine.cpu_stream_bytes_per_s,
+                  static_cast<double>(machine.cpu_threads),
                   machine.device};
   return plan;
 }
