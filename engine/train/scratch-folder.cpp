@@ -38,7 +38,8 @@ int try_lock(const std::string& path, bool create) {
 // The SSD store's files (tiers/ssd-store.h: `<group>.blk` and its `<group>.crc`, and a
 // write_file_atomic temporary of either), and the folder's marker.
 bool is_scratch_file(const std::string& name) {
-  static const std::regex ours(R"(.+\.(blk|crc)(\.tmp\.\d+)?)");
+  // The marker's own temporary too: a kill while an earlier build wrote it left one.
+  static const std::regex ours(R"((.+\.(blk|crc)|spillway-scratch)(\.tmp\.\d+)?)");
   return name == kScratchMarker || std::regex_match(name, ours);
 }
 
@@ -130,8 +131,16 @@ Result<std::unique_ptr<ScratchFolder>> ScratchFolder::create(const std::string& 
     return errno_status("cannot write " + lock, err);
   }
   const bool made = fs::create_directory(path, ec);
-  Status marked =
-      made ? write_file_atomic((fs::path(path) / kScratchMarker).string(), "") : Status();
+  // An empty file made in one call: no temporary of its own that a kill could leave behind.
+  Status marked;
+  if (made) {
+    const std::string marker = (fs::path(path) / kScratchMarker).string();
+    const int mfd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (mfd < 0)
+      marked = errno_status("cannot create " + marker, errno);
+    else
+      ::close(mfd);
+  }
   if (ec || !made || !marked.ok()) {
     ::unlink(lock.c_str());
     ::close(fd);

@@ -161,8 +161,10 @@ TEST_F(SsdResumeTest, RepeatedSigkillThenResumeIsBitExact) {
   }
   // Nothing left behind: every SSD working folder (the killed runs' included) and every
   // half-written checkpoint folder has been removed by the runs that followed.
-  EXPECT_TRUE(fs::is_empty(tmp_.path() + "/ssd"))
-      << fs::directory_iterator(tmp_.path() + "/ssd")->path();
+  std::string left;  // everything left in the SSD folder, for the failure message
+  for (const auto& e : fs::recursive_directory_iterator(tmp_.path() + "/ssd"))
+    left += e.path().string() + "\n";
+  EXPECT_TRUE(left.empty()) << left;
   for (const auto& e : fs::directory_iterator(checkpoints))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
