@@ -32,31 +32,35 @@ StepFigures predicted_figures(const Plan& plan) {
 
 void StepFigureRecorder::add_step(double step_s, int64_t tokens, uint64_t device_used_bytes,
                                   uint64_t h2d_bytes, uint64_t d2h_bytes) {
-  step_s_.push_back(step_s);
-  tokens_.push_back(tokens);
-  h2d_.push_back(h2d_bytes);
-  d2h_.push_back(d2h_bytes);
   peak_device_ = std::max(peak_device_, device_used_bytes);
+  if (steps_++ == 0) {
+    first_step_s_ = step_s, first_tokens_ = tokens, first_h2d_ = h2d_bytes, first_d2h_ = d2h_bytes;
+    return;
+  }
+  seconds_ += step_s, tokens_ += tokens;
+  h2d_ += static_cast<double>(h2d_bytes), d2h_ += static_cast<double>(d2h_bytes);
+  if (recent_s_.size() < kMedianSteps) {
+    recent_s_.push_back(step_s);
+  } else {
+    recent_s_[next_] = step_s;
+    next_ = (next_ + 1) % kMedianSteps;
+  }
 }
 
 StepFigures StepFigureRecorder::figures() const {
   StepFigures f;
-  if (step_s_.empty()) return f;
+  if (steps_ == 0) return f;
   // The steps after the first, or the first alone.
-  const size_t from = step_s_.size() > 1 ? 1 : 0;
-  double seconds = 0, h2d = 0, d2h = 0;
-  int64_t tokens = 0;
-  for (size_t i = from; i < step_s_.size(); ++i) {
-    seconds += step_s_[i], tokens += tokens_[i];
-    h2d += static_cast<double>(h2d_[i]), d2h += static_cast<double>(d2h_[i]);
-  }
-  const double n = static_cast<double>(step_s_.size() - from);
-  f.step_s = median(std::vector<double>(step_s_.begin() + from, step_s_.end()));
+  const bool alone = steps_ == 1;
+  const double seconds = alone ? first_step_s_ : seconds_;
+  const int64_t tokens = alone ? first_tokens_ : tokens_;
+  const double n = alone ? 1.0 : static_cast<double>(steps_ - 1);
+  f.step_s = alone ? first_step_s_ : median(recent_s_);
   if (seconds > 0) f.tokens_per_s = static_cast<double>(tokens) / seconds;
   if (peak_device_ > 0) f.peak_hbm_bytes = peak_device_;
   f.peak_dram_bytes = read_process_peak_rss_bytes();
-  f.h2d_bytes = h2d / n;
-  f.d2h_bytes = d2h / n;
+  f.h2d_bytes = (alone ? static_cast<double>(first_h2d_) : h2d_) / n;
+  f.d2h_bytes = (alone ? static_cast<double>(first_d2h_) : d2h_) / n;
   return f;
 }
 
