@@ -19,6 +19,7 @@
 #include "data/data-cursor.h"
 #include "data/dataset.h"
 #include "fuzz-util.h"
+#include "tiny-run.h"
 #include "train/checkpoint.h"
 #include "train/model-state.h"
 
@@ -30,38 +31,9 @@ const char* kFiles[] = {"trainer_state.json", "model.safetensors", "optimizer.sa
                         "config.json", "manifest.json"};
 constexpr int kNumFiles = 5;
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
-  c.model_type = "llama";
-  c.vocab_size = 16;
-  c.hidden_size = 8;
-  c.intermediate_size = 12;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
-  return c;
-}
-
-// A 20-sequence pre-tokenized dataset of 8 positions each, as the job would load.
+using fuzz::tiny_config;
 const Dataset& dataset() {
-  static const Dataset ds = [] {
-    DatasetRecords records;
-    records.format = DatasetFormat::kPreTokenized;
-    for (int i = 0; i < 20; ++i) {
-      DatasetRecord r;
-      r.line = i + 1;
-      for (int t = 0; t < 9; ++t) r.input_ids.push_back((i + t) % 16);
-      records.records.push_back(std::move(r));
-    }
-    DatasetOptions o;
-    o.seq_len = 8;
-    o.vocab_size = 16;
-    return *Dataset::from_records(std::move(records), "fuzz.jsonl", o);
-  }();
-  return ds;
+  return fuzz::tiny_dataset();
 }
 
 struct Template {
