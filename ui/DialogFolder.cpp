@@ -27,7 +27,11 @@ QString DialogFolder::start(const QString& kind, const QString& current) {
   if (const QString f = folderOf(current.trimmed()); !f.isEmpty()) return f;
   const QString last = QSettings().value(settingsKey(kind)).toString();
   if (!last.isEmpty() && QFileInfo(last).isDir()) return last;
-  return QDir::homePath();
+  return home();
+}
+
+QString DialogFolder::home() {
+  return QFileInfo(QDir::homePath()).isDir() ? QDir::homePath() : QDir::rootPath();
 }
 
 QString DialogFolder::startFile(const QString& kind, const QString& fileName) {

@@ -20,6 +20,9 @@ class DialogFolder {
   static QString start(const QString& kind, const QString& current = QString());
   // `start(kind)` joined with `fileName`: a save dialog's proposed file.
   static QString startFile(const QString& kind, const QString& fileName);
+  // The home folder, or the file system's root where $HOME names no folder (Qt would open a
+  // dialog given a missing folder in the working directory).
+  static QString home();
   // Remembers where `chosen` is for the next `kind` dialog: a folder itself, a file its folder.
   // An empty `chosen` (the dialog was cancelled) changes nothing.
   static void remember(const QString& kind, const QString& chosen);

@@ -25,6 +25,7 @@
 #include <QVBoxLayout>
 #include <tuple>
 
+#include "DialogFolder.h"
 #include "RunHistoryModel.h"
 #include "WorkerClient.h"
 #include "data/model-tokenizer.h"
@@ -51,7 +52,8 @@ class ExportFolderDialog : public QFileDialog {
     // app's working directory).
     const QString last = QSettings().value(kLastExportKey).toString();
     const QString parentDir = QFileInfo(last).absolutePath();
-    setDirectory(!last.isEmpty() && QFileInfo(parentDir).isDir() ? parentDir : QDir::homePath());
+    setDirectory(!last.isEmpty() && QFileInfo(parentDir).isDir() ? parentDir
+                                                                 : DialogFolder::home());
   }
   QString chosen() const { return chosen_.isEmpty() ? selectedFiles().value(0) : chosen_; }
 
