@@ -652,7 +652,7 @@ TEST(PlanPanel, RemovesOnlyWhatAMeasureLeftOfItsThrowawayRun) {
                         << "mkdir -p \"$run/run/checkpoints\"\n"
                         << "echo db > \"$run/runs.db\"; echo e > \"$run/run/events.jsonl\"\n"
                         << "echo other > \"$TMPDIR/other-program.tmp\"\n"
-                        << "echo \"$TMPDIR\" > " << record << "\n"
+                        << "echo \"$TMPDIR\" > '" << record << "'\n"  // a TMPDIR with a space
                         << "echo '{\"error\": \"internal\", \"message\": \"killed\"}'; exit 1\n";
   ::chmod(worker.c_str(), 0755);
   qputenv("SPILLWAY_WORKER", QByteArray::fromStdString(worker));
