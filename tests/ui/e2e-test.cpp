@@ -306,15 +306,16 @@ TEST(EndToEnd, MeasureFromTheWorker) {
   };
   // The worker's figures are consistent with the job: tokens/s × step time ≈ tokens per step. The
   // rate is over all measured steps and the step time their median, equal on a quiet machine; a
-  // loaded one (2 cores, ctest -j2) drifts them apart by its jitter (178 against 256 once), so
-  // the bound is a factor of 2, which still catches a rate or a step in the wrong unit.
+  // loaded one (2 cores, ctest -j2) drifts them apart by its jitter (178 against 256 once, and
+  // past a factor of 2 under ctest -j2 beside the GUI tests), so the bound is a factor of 10:
+  // timing is for the benchmarks; this still catches a rate or a step in the wrong unit (1000×).
   const JobSettings job = page.settings();
   const double tokensPerStep = double(job.microBatchSize) * job.gradAccum * job.seqLen;
   const MeasuredFigure step = figure("step_s"), rate = figure("tokens_per_s");
   ASSERT_GT(step.measured, 0);
   ASSERT_GT(step.predicted, 0);
-  EXPECT_GT(rate.measured * step.measured, 0.5 * tokensPerStep);
-  EXPECT_LT(rate.measured * step.measured, 2.0 * tokensPerStep);
+  EXPECT_GT(rate.measured * step.measured, 0.1 * tokensPerStep);
+  EXPECT_LT(rate.measured * step.measured, 10.0 * tokensPerStep);
   EXPECT_NEAR(step.ratio, step.measured / step.predicted, 1e-6 * step.ratio);
   // The CPU backend has no HBM: not measured, shown as unavailable, never as 0.
   EXPECT_TRUE(qIsNaN(figure("peak_hbm_bytes").measured));
