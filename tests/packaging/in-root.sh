@@ -61,8 +61,9 @@ chmod 700 /tmp/runtime-tester
 app=$!
 shown=""
 # Up to 60 s: on the shared 2-core machine under load the app took more than 20 s to map its window.
-# The app's own window, found by its WM_CLASS: a 1 x 1 unmapped window titled "Spillway" without a
-# class also exists (since 2026-11-27), and `xwininfo -name Spillway` found it first.
+# The app's own window, found by its WM_CLASS: Qt's client leader (a 1 x 1 window that is never
+# mapped, WM_CLIENT_LEADER of the others) carries the application's name too, and
+# `xwininfo -name Spillway` found it first.
 for _ in $(seq 600); do
   id=$(xwininfo -display "$display" -root -tree 2> /dev/null |
     grep -E '^ +0x[0-9a-f]+ "Spillway": \("spillway" "Spillway"\)' | awk '{print $1}' | head -1 || true)
