@@ -1,12 +1,14 @@
 #include "history/run-folder.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <utility>
@@ -103,14 +105,18 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
   return out;
 }
 
-int remove_unfinished_checkpoints(const std::string& checkpoints_dir) {
+int remove_unfinished_checkpoints(const std::string& checkpoints_dir, bool lock_held) {
   int removed = 0;
   std::error_code ec;
   std::vector<fs::path> doomed;
   for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.starts_with("step-") && n.find(".tmp-") != std::string::npos && e.is_directory(ec) &&
-        !e.is_symlink(ec))
+    const size_t at = n.find(".tmp-");
+    if (!n.starts_with("step-") || at == std::string::npos || !e.is_directory(ec) ||
+        e.is_symlink(ec))
+      continue;
+    const long pid = std::strtol(n.c_str() + at + 5, nullptr, 10);
+    if (lock_held || pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH))
       doomed.push_back(e.path());
   }
   for (const fs::path& p : doomed) {
@@ -124,7 +130,7 @@ int remove_unfinished_checkpoints(const std::string& checkpoints_dir) {
 int remove_unfinished_checkpoints_if_idle(const std::string& run_dir) {
   auto lock = RunFolderLock::acquire(run_dir);
   if (!lock.ok()) return 0;
-  return remove_unfinished_checkpoints(run_checkpoints_dir(run_dir));
+  return remove_unfinished_checkpoints(run_checkpoints_dir(run_dir), /*lock_held=*/true);
 }
 
 Result<RunFolderLock> RunFolderLock::acquire(const std::string& run_dir) {

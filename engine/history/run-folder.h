@@ -45,12 +45,12 @@ std::string run_checkpoints_dir(const std::string& run_dir);
 // folder cannot be read.
 std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 
-// Removes every `step-N.tmp-<pid>` folder under `checkpoints_dir`: the unfinished checkpoints of
+// Removes `step-N.tmp-<pid>` folders under `checkpoints_dir`: the unfinished checkpoints of
 // writers that died (SIGKILL, power loss) and the half-removed ones of a keep-N rotation cut
-// short. Only a process holding the run folder's RunFolderLock may call it: no other process
-// writes there, so each such folder is a dead writer's whatever its pid (a pid can be reused).
-// Returns how many it removed.
-int remove_unfinished_checkpoints(const std::string& checkpoints_dir);
+// short. With `lock_held` (the caller holds the run folder's RunFolderLock, so no other process
+// writes there) every one goes, whatever its pid (a pid can be reused); without it, only those
+// whose pid names no process. Returns how many it removed.
+int remove_unfinished_checkpoints(const std::string& checkpoints_dir, bool lock_held);
 
 // remove_unfinished_checkpoints for `run_dir` when no worker holds its lock (History and plan,
 // which see run folders but train in none): 0 when a worker holds it or there is nothing to

@@ -99,7 +99,7 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::create(RunInfo info, RunRecord
         ": stop that run or wait for it to end, or choose another output.run_dir");
   }
   // Under the lock no other worker writes here: a step-N.tmp-<pid> folder is a dead writer's.
-  remove_unfinished_checkpoints(run_checkpoints_dir(info.run_dir));
+  remove_unfinished_checkpoints(run_checkpoints_dir(info.run_dir), /*lock_held=*/true);
   // A resume in the checkpoint's own folder: the checkpoints after it are the abandoned steps'.
   std::string set_aside;
   if (resume && same_folder(run_folder_of_checkpoint(resume->checkpoint_dir), info.run_dir)) {

@@ -63,8 +63,12 @@ Result<FileDigest> entry_of(const nlohmann::json& e, const std::string& manifest
   return d;
 }
 
-Result<CheckpointManifest> read_manifest(const std::string& dir) {
+}  // namespace
+
+Result<CheckpointManifest> read_checkpoint_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / kCheckpointManifestFile).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return not_found(dir + " has no " + kCheckpointManifestFile);
   SPW_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path, ErrorCode::kCorrupt));
   const auto bad = [&](const std::string& why) { return damaged(dir, path + ": " + why); };
   if (!j.is_object() || j.value("format", "") != kFormatName)
@@ -94,8 +98,6 @@ Result<CheckpointManifest> read_manifest(const std::string& dir) {
   return m;
 }
 
-}  // namespace
-
 Status write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& m) {
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   FileDigests sorted = m.files;
@@ -118,10 +120,7 @@ Status write_checkpoint_manifest(const std::string& dir, const CheckpointManifes
 }
 
 Result<CheckpointManifest> verify_checkpoint_files(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::exists(fs::path(dir) / kCheckpointManifestFile, ec))
-    return not_found(dir + " has no " + kCheckpointManifestFile);
-  SPW_ASSIGN_OR_RETURN(CheckpointManifest m, read_manifest(dir));
+  SPW_ASSIGN_OR_RETURN(CheckpointManifest m, read_checkpoint_manifest(dir));
   std::set<std::string> listed;
   for (const FileDigest& f : m.files) {
     const std::string path = (fs::path(dir) / f.path).string();
@@ -141,6 +140,7 @@ Result<CheckpointManifest> verify_checkpoint_files(const std::string& dir) {
                               "copied from another checkpoint");
     listed.insert(f.path);
   }
+  std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
     if (!it->is_regular_file(ec) || !is_checkpoint_data(it->path())) continue;

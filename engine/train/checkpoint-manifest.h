@@ -35,6 +35,10 @@ struct CheckpointManifest {
 // a file outside `dir`; write_file_atomic's errors (kNoSpace on a full disk).
 Status write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& m);
 
+// Reads `dir`/manifest.json without reading the files it lists. kNotFound when there is none;
+// kCorrupt for one that is damaged; kUnsupported for a newer format.
+Result<CheckpointManifest> read_checkpoint_manifest(const std::string& dir);
+
 // Reads `dir`/manifest.json and checks each file it lists: present, a regular file, of the size and
 // CRC-32C recorded. Also refuses a model, optimizer or state file in `dir` that the manifest does
 // not list (a file copied in from another checkpoint would otherwise be read in place of a listed

@@ -1,13 +1,11 @@
 #include "train/checkpoint.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -28,22 +26,6 @@ std::string step_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step-%06lld", static_cast<long long>(step));
   return buf;
-}
-
-// Removes `step-*.tmp-<pid>` folders of checkpoint writers that died mid-write (SIGKILL, power
-// loss): they are never complete, and each can be as big as a checkpoint.
-void remove_dead_temporaries(const std::string& checkpoints_dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
-    const std::string n = e.path().filename().string();
-    const size_t at = n.find(".tmp-");
-    if (!n.starts_with("step-") || at == std::string::npos) continue;
-    const long pid = std::strtol(n.c_str() + at + 5, nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-      std::error_code ignore;
-      fs::remove_all(e.path(), ignore);
-    }
-  }
 }
 
 }  // namespace
@@ -82,7 +64,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   std::error_code ec;
   fs::create_directories(checkpoints_dir, ec);
   if (ec) return io_error("cannot create " + checkpoints_dir + ": " + ec.message());
-  remove_dead_temporaries(checkpoints_dir);
+  // A writer of another process may be alive (no run folder lock here): only dead pids' go.
+  remove_unfinished_checkpoints(checkpoints_dir, /*lock_held=*/false);
   const std::string final_dir = (fs::path(checkpoints_dir) / step_name(trainer.step)).string();
   // A checkpoint of the same step from an earlier attempt is replaced.
   Status st = write_folder_atomic(final_dir, [&](const std::string& tmp) -> Status {
@@ -354,17 +337,13 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
 namespace {
 
 // Files in `dir` that its manifest does not list (a user's notes beside the checkpoint), relative
-// to `dir`; empty for a checkpoint of format 1 without a manifest when it holds only its own names.
+// to `dir`. Without a readable manifest (format 1, or a damaged one), the reader's names
+// (*.safetensors, *.json) count as the checkpoint's.
 std::vector<std::string> foreign_files(const std::string& dir) {
   std::set<std::string> own = {kCheckpointManifestFile};
-  auto text = read_file((fs::path(dir) / kCheckpointManifestFile).string());
-  auto j = text.ok() ? parse_json(*text, dir, ErrorCode::kCorrupt)
-                     : Result<nlohmann::json>(text.status());
-  if (j.ok() && j->is_object() && j->contains("files") && (*j)["files"].is_array()) {
-    for (const auto& e : (*j)["files"])
-      if (e.is_object() && e.contains("path") && e["path"].is_string())
-        own.insert(e["path"].get<std::string>());
-  }
+  const auto manifest = read_checkpoint_manifest(dir);
+  if (manifest.ok())
+    for (const FileDigest& f : manifest->files) own.insert(f.path);
   std::vector<std::string> out;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
@@ -372,7 +351,8 @@ std::vector<std::string> foreign_files(const std::string& dir) {
     if (it->is_directory(ec)) continue;
     const std::string rel = it->path().lexically_relative(dir).generic_string();
     const bool known =
-        own.contains(rel) || (!j.ok() && (rel.ends_with(".safetensors") || rel.ends_with(".json")));
+        own.contains(rel) ||
+        (!manifest.ok() && (rel.ends_with(".safetensors") || rel.ends_with(".json")));
     if (!known) out.push_back(rel);
   }
   return out;
