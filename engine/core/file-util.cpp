@@ -17,7 +17,13 @@
 
 namespace spillway {
 
-Result<std::string> read_file(const std::string& path) {
+namespace {
+
+// Reads the regular file `path` in pieces of up to `chunk` bytes: `opened` with its size first,
+// then `piece` for each piece in order. The errors are read_file's.
+Status read_in_pieces(const std::string& path, size_t chunk,
+                      const std::function<void(uint64_t size)>& opened,
+                      const std::function<void(const char* data, size_t n)>& piece) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever (a FIFO named
   // config.json hung the worker); only regular files are read, so a FIFO or a device such as
   // /dev/zero (which never ends) is an error instead.
@@ -30,11 +36,10 @@ Result<std::string> read_file(const std::string& path) {
     return invalid_argument(path + (dir ? " is a folder, not a file"
                                         : " is not a regular file (a FIFO, socket or device)"));
   }
-  std::string out;
-  out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
+  opened(static_cast<uint64_t>(st.st_size));
+  std::vector<char> buf(chunk);
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -42,9 +47,19 @@ Result<std::string> read_file(const std::string& path) {
       return errno_status("cannot read " + path, err);
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    piece(buf.data(), static_cast<size_t>(n));
   }
   ::close(fd);
+  return Status();
+}
+
+}  // namespace
+
+Result<std::string> read_file(const std::string& path) {
+  std::string out;
+  SPW_RETURN_IF_ERROR(read_in_pieces(
+      path, size_t{1} << 16, [&](uint64_t size) { out.reserve(static_cast<size_t>(size)); },
+      [&](const char* data, size_t n) { out.append(data, n); }));
   return out;
 }
 
@@ -192,28 +207,13 @@ Status write_file_atomic(const std::string& path, std::string_view data, FileDig
 }
 
 Result<FileDigest> digest_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return errno_status("cannot open " + path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument(path + " is not a regular file");
-  }
   FileDigest d{path, 0, 0};
-  std::vector<char> buf(size_t{4} << 20);
-  while (true) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return errno_status("cannot read " + path, err);
-    }
-    if (n == 0) break;
-    d.crc32c = crc32c_extend(d.crc32c, buf.data(), static_cast<size_t>(n));
-    d.bytes += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
+  SPW_RETURN_IF_ERROR(read_in_pieces(
+      path, size_t{4} << 20, [](uint64_t) {},
+      [&](const char* data, size_t n) {
+        d.crc32c = crc32c_extend(d.crc32c, data, n);
+        d.bytes += n;
+      }));
   return d;
 }
 
