@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "Format.h"
+#include "model/model-catalog.h"
 #include "model/parameter-layout.h"
 #include "model/safetensors.h"
 
@@ -18,6 +19,7 @@ namespace {
 void describe(ModelInfo& info, const ModelConfig& config, const ModelSummary& s) {
   info.ok = true;
   info.architecture = QString::fromStdString(config.architecture);
+  info.family = QString::fromStdString(model_family(config.architecture));
   info.modelType = QString::fromStdString(config.model_type);
   info.parameters = static_cast<qint64>(s.parameters);
   info.layers = config.num_layers;
@@ -91,13 +93,17 @@ ModelInfo ModelInfo::inspectInit(const QJsonObject& model) {
   return info;
 }
 
+QString ModelInfo::familyLine() const {
+  return family == architecture ? architecture : QString("%1 (%2)").arg(family, architecture);
+}
+
 QString ModelInfo::summary() const {
   if (!ok) return error;
   if (fromInit)
     return QObject::
         tr("Created from model.init: %1%2 · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · "
            "%8 parameters · random initialisation (seed %9)")
-            .arg(init.isEmpty() ? QString() : init + " · ", architecture)
+            .arg(init.isEmpty() ? QString() : init + " · ", familyLine())
             .arg(layers)
             .arg(hiddenSize)
             .arg(heads)
@@ -108,7 +114,7 @@ QString ModelInfo::summary() const {
   return QObject::tr(
              "%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 "
              "on disk")
-      .arg(architecture, formatCount(parameters))
+      .arg(familyLine(), formatCount(parameters))
       .arg(layers)
       .arg(hiddenSize)
       .arg(heads)
@@ -118,16 +124,9 @@ QString ModelInfo::summary() const {
 }
 
 QStringList findHuggingFaceModels(const QString& hubDir) {
-  const QString hub = hubDir.isEmpty() ? QDir::homePath() + "/.cache/huggingface/hub" : hubDir;
   QStringList out;
-  QDir root(hub);
-  for (const QString& repo : root.entryList({"models--*"}, QDir::Dirs)) {
-    QDir snapshots(root.filePath(repo + "/snapshots"));
-    for (const QString& snap : snapshots.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-      const QString path = snapshots.filePath(snap);
-      if (QFileInfo::exists(path + "/config.json")) out << path;
-    }
-  }
+  const std::string hub = hubDir.isEmpty() ? hugging_face_hub_dir() : hubDir.toStdString();
+  for (const CachedModel& m : find_cached_models(hub)) out << QString::fromStdString(m.path);
   return out;
 }
 

@@ -18,6 +18,7 @@ struct ModelInfo {
   bool ok = false;
   QString error;  // a message a person can act on when !ok; never empty then
   QString architecture;
+  QString family;  // "Llama", "Qwen3", "Gemma 3" (model_family)
   qint64 parameters = 0;
   int layers = 0;
   int hiddenSize = 0;
@@ -39,9 +40,12 @@ struct ModelInfo {
   // The ModelConfig of `init` (a preset name or a config.json object), as the worker reads it.
   static Result<ModelConfig> initConfig(const QJsonValue& init);
   QString summary() const;  // one line for the page
+  // "Qwen3 (Qwen3ForCausalLM)": the family and its architecture, or the architecture alone.
+  QString familyLine() const;
 };
 
-// Model folders (snapshots) in a Hugging Face hub cache (~/.cache/huggingface/hub by default).
+// Model folders (snapshots) in a Hugging Face hub cache (engine/model/model-catalog.h;
+// hugging_face_hub_dir() when `hubDir` is empty).
 QStringList findHuggingFaceModels(const QString& hubDir = QString());
 
 }  // namespace spillway::ui

@@ -9,6 +9,7 @@
 #include "worker/bench-command.h"
 #include "worker/job-keys-command.h"
 #include "worker/model-commands.h"
+#include "worker/models-command.h"
 #include "worker/plan-command.h"
 #include "worker/probe-command.h"
 #include "worker/tokenize-command.h"
@@ -55,6 +56,11 @@ const std::vector<Command>& commands() {
        "Writes a checkpoint as a Hugging Face model folder.", run_export},
       {"inspect", "inspect --model DIR [--json]",
        "Validates a model folder and prints its summary.", run_inspect},
+      {"models", "models [--hub DIR] [--job FILE] [--backend auto|cpu|cuda] [--json]",
+       "Lists the models of the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or "
+       "~/.cache/huggingface/hub) with family, size and whether the job (the built-in one "
+       "without --job) fits this machine, and why not.",
+       run_models},
       {"probe", "probe [--ssd-dir DIR] [--backend auto|cpu|cuda] [--gpu] [--json]",
        "Measures this machine: compute, memory and disk bandwidths; on a GPU its GEMM TFLOPS, the "
        "host link and the CPU AdamW. "

@@ -135,7 +135,7 @@ TEST(EndToEnd, NewRunTakesTheBuiltInJobsModelInit) {
   ASSERT_NE(label, nullptr);
   EXPECT_EQ(label->text(), m.summary());
   EXPECT_TRUE(label->text().startsWith(
-      "Created from model.init: llama-byte-5m · LlamaForCausalLM · 6 layers · "
+      "Created from model.init: llama-byte-5m · Llama (LlamaForCausalLM) · 6 layers · "
       "hidden 256 · heads 8/4 · vocabulary 258 · "))
       << label->text().toStdString();
   // 4.5 M: what `spillway-worker plan` says of the same job ("4.5 M parameters, 6 layers").
