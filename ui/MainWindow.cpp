@@ -5,12 +5,16 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QIcon>
 #include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QMimeData>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
@@ -46,6 +50,7 @@ MainWindow::MainWindow(const QString& dbPath, QWidget* parent) : QMainWindow(par
   WheelGuard::install();  // before the pages' fields are made and polished
   setWindowTitle(tr("Spillway"));
   setWindowIcon(QIcon(":/spillway/spillway.svg"));
+  setAcceptDrops(true);
   model_ = new RunHistoryModel(this);
   const QString error = model_->open(dbPath);
   buildPages();
@@ -309,6 +314,40 @@ void MainWindow::reattach() {
         }
         emit reattached(dir);
       });
+}
+
+namespace {
+
+// The one local path a drop carries, or "" (none, several, or not a local file).
+QString droppedPath(const QMimeData* mime) {
+  if (!mime || !mime->hasUrls() || mime->urls().size() != 1) return {};
+  const QUrl url = mime->urls().front();
+  return url.isLocalFile() ? url.toLocalFile() : QString();
+}
+
+}  // namespace
+
+bool MainWindow::openDropped(const QMimeData* mime) {
+  const QString path = droppedPath(mime);
+  if (path.isEmpty()) return false;
+  const QFileInfo info(path);
+  if (info.isDir()) {
+    newRun_->setModelPath(path);
+  } else if (info.isFile()) {
+    newRun_->setDatasetPath(path);
+  } else {
+    return false;
+  }
+  showPage(kNewRun);
+  return true;
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (!droppedPath(event->mimeData()).isEmpty()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  if (openDropped(event->mimeData())) event->acceptProposedAction();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -5,7 +5,8 @@
 // pixels (a 1920 x 1080 screen at 200%): Live, History, Compare and Try it scroll up and down
 // where the window is lower than they need, New run scrolls its own form. On start it re-attaches
 // the Live page to a run that is still going, found in the run store on a pool thread (the window
-// never waits on runs.db). GUI thread; owns its pages through Qt parenting.
+// never waits on runs.db). A folder dropped on the window is New run's model, a file its dataset
+// (openDropped). GUI thread; owns its pages through Qt parenting.
 #pragma once
 
 #include <QMainWindow>
@@ -13,6 +14,7 @@
 #include <QRect>
 
 class QListWidget;
+class QMimeData;
 class QStackedWidget;
 
 namespace spillway::ui {
@@ -57,12 +59,18 @@ class MainWindow : public QMainWindow {
   // logical pixels) with its `frame` (title bar and borders) around it: no larger than the room,
   // and moved so that the whole frame is on the screen.
   static QRect fittedGeometry(const QRect& wanted, const QRect& available, const QMargins& frame);
+  // A drop of one local folder or file: a folder is New run's model (checked at once: a folder
+  // without config.json says so under the field), a file its dataset; New run is shown. False,
+  // nothing changed, for anything else (several paths, a URL that is not a local file).
+  bool openDropped(const QMimeData* mime);
 
  signals:
   void reattached(const QString& runDir);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
 
  private:
   // The window's parts, in the order the constructor builds them: the sidebar and the pages' stack

@@ -12,6 +12,7 @@
 
 #include "DialogFolder.h"
 #include "JobForm.h"
+#include "ModelCacheDialog.h"
 #include "PoolTask.h"
 
 namespace spillway::ui {
@@ -28,8 +29,12 @@ ModelPicker::ModelPicker(QWidget* parent) : QGroupBox(tr("Model"), parent) {
   }
   combo_->setCurrentText(QString());
   auto* browse = new QPushButton(tr("Browse…"));
+  auto* cache = new QPushButton(tr("Hugging Face cache…"));
+  cache->setObjectName("modelCache");
+  cache->setToolTip(tr("The models you have downloaded, with whether each fits this machine"));
   mrow->addWidget(combo_, 1);
   mrow->addWidget(browse);
+  mrow->addWidget(cache);
   ml->addLayout(mrow);
   summary_ = new QLabel(tr("Choose a model folder."));
   summary_->setObjectName("modelSummary");
@@ -44,8 +49,17 @@ ModelPicker::ModelPicker(QWidget* parent) : QGroupBox(tr("Model"), parent) {
     DialogFolder::remember("models", d);
     if (!d.isEmpty()) setPath(d);
   });
+  connect(cache, &QPushButton::clicked, this, &ModelPicker::chooseFromCache);
   connect(combo_, &QComboBox::currentTextChanged, this, &ModelPicker::typed);
   info_ = ModelInfo::inspect(QString());  // "Choose a model folder": its reason from the start
+}
+
+void ModelPicker::chooseFromCache() {
+  QString why;
+  const QString job = jobFile_ ? jobFile_(&why) : QString();
+  ModelCacheDialog dialog(job, QString(), this);
+  if (dialog.exec() == QDialog::Accepted && !dialog.chosenPath().isEmpty())
+    setPath(dialog.chosenPath());
 }
 
 QString ModelPicker::path() const {

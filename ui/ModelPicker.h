@@ -3,6 +3,9 @@
 // be used (ModelInfo). A job that creates its model from `model.init` (setJobModel) is that model
 // while the field is empty.
 //
+// "Hugging Face cache…" opens ModelCacheDialog: the cache's models with family, size and whether
+// the job (jobFile(), New run's form) fits this machine; the one picked goes in the field.
+//
 // Checking a folder opens its config.json and every safetensors header. A path chosen as a whole
 // (setPath: Browse…, a job file, a cloned run) is checked at once, so info() is its check when
 // setPath returns. Typing is debounced: the check starts kDebounceMs after the last key, on a pool
@@ -17,6 +20,7 @@
 #include <QGroupBox>
 #include <QJsonObject>
 #include <QTimer>
+#include <functional>
 
 #include "ModelInfo.h"
 
@@ -37,6 +41,12 @@ class ModelPicker : public QGroupBox {
   // The job's model section: when it holds "init", an empty field means that model, and the
   // field's placeholder says so. Takes effect at the next check.
   void setJobModel(const QJsonObject& model) { jobModel_ = model; }
+  // Writes the form as a job file for the cache's fit check, or "" (with why) when the form is not
+  // a job yet: the cache is then planned for the built-in job.
+  using JobFile = std::function<QString(QString* error)>;
+  void setJobFile(JobFile f) { jobFile_ = std::move(f); }
+  // Opens the cache's list (modal); a model picked there is setPath()'s.
+  void chooseFromCache();
   // The last check's result ("Choose a model folder." before any).
   const ModelInfo& info() const { return info_; }
   // Whether a typed path's check is still to come or running.
@@ -65,6 +75,7 @@ class ModelPicker : public QGroupBox {
   QTimer debounce_;
   ModelInfo info_;
   QJsonObject jobModel_;
+  JobFile jobFile_;
   quint64 generation_ = 0;  // each check bumps it; a pool result of an older one is dropped
   bool inFlight_ = false;
   bool settingPath_ = false;  // setPath is changing the text: no pause, it checks itself

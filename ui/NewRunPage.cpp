@@ -46,6 +46,7 @@ NewRunPage::NewRunPage(QWidget* parent)
 
   plan_->setJobSource(
       [this](JobSettings* job, QString* error) { return jobForWorker(job, error); });
+  model_->setJobFile([this](QString* error) { return plan_->writePlanJob(error); });
   connect(model_, &ModelPicker::checked, this, [this](const ModelInfo& m) {
     if (m.ok) previewDataset();
   });
