@@ -104,7 +104,7 @@ TEST(ModelInfo, ModelInitFromAPresetOrAConfigAndWhyNot) {
   EXPECT_EQ(tiny.parameters, 260032 + 512 * 64);
   EXPECT_EQ(
       tiny.summary(),
-      "Created from model.init: llama-tiny · LlamaForCausalLM · 5 layers · hidden 64 · heads 8/4 · "
+      "Created from model.init: llama-tiny · Llama (LlamaForCausalLM) · 5 layers · hidden 64 · heads 8/4 · "
       "vocabulary 512 · 292.8 k parameters · random initialisation (seed 7)");
 
   // A config.json object: stories260K's own config, the parameters of the folder's tensors.
@@ -116,7 +116,7 @@ TEST(ModelInfo, ModelInitFromAPresetOrAConfigAndWhyNot) {
   EXPECT_EQ(fromConfig.parameters,
             ModelInfo::inspect(q(data_path("models/stories260K"))).parameters);
   EXPECT_TRUE(
-      fromConfig.summary().startsWith("Created from model.init: LlamaForCausalLM · 5 layers"))
+      fromConfig.summary().startsWith("Created from model.init: Llama (LlamaForCausalLM) · 5 layers"))
       << fromConfig.summary().toStdString();
   EXPECT_TRUE(fromConfig.summary().endsWith("(seed 0)"));
 
