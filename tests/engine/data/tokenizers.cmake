@@ -7,3 +7,8 @@ spillway_add_test(tokenizer_tests
     ${CMAKE_CURRENT_LIST_DIR}/tokenizer-sentencepiece-test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/tokenizer-behavior-test.cpp
   LIBS spillway_data nlohmann_json::nlohmann_json)
+
+# GGUF tokenizer metadata (data/gguf-vocab) as llama.cpp's converter writes it.
+spillway_add_test(gguf_vocab_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/gguf-vocab-test.cpp
+  LIBS spillway_data nlohmann_json::nlohmann_json)
