@@ -346,16 +346,20 @@ Result<std::vector<GgufExtraTensor>> gguf_extra_tensors(const std::string& a, co
                  old_ctx = rp.value("original_max_position_embeddings", 8192.0);
     const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
     GgufExtraTensor t{"rope_freqs.weight", {}};
+    // In float32 throughout, as convert computes it on torch float32 tensors (a Python number
+    // divided by a tensor is the tensor's reciprocal times the number: Tensor.__rtruediv__).
+    const float two_pi = static_cast<float>(2 * M_PI), old_ctx_f = static_cast<float>(old_ctx);
     for (int64_t i = 0; i < dim; i += 2) {
       const float freq = 1.0f / std::pow(base, static_cast<float>(i) / static_cast<float>(dim));
-      const double wavelen = 2 * M_PI / freq;
-      if (wavelen < high_wavelen) {
+      const float wavelen = (1.0f / freq) * two_pi;
+      if (wavelen < static_cast<float>(high_wavelen)) {
         t.values.push_back(1.0f);
-      } else if (wavelen > low_wavelen) {
+      } else if (wavelen > static_cast<float>(low_wavelen)) {
         t.values.push_back(static_cast<float>(factor));
       } else {
-        const double smooth = (old_ctx / wavelen - low) / (high - low);
-        t.values.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+        const float smooth = ((1.0f / wavelen) * old_ctx_f - static_cast<float>(low)) /
+                             static_cast<float>(high - low);
+        t.values.push_back(1.0f / ((1.0f - smooth) / static_cast<float>(factor) + smooth));
       }
     }
     out.push_back(std::move(t));
