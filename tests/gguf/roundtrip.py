@@ -9,7 +9,10 @@ Spillway's side is `spillway-worker generate` on the Hugging Face export of the 
 llama_cpp.Llama(logits_all=True) on the GGUF. Checks: llama.cpp tokenizes the prompt to the same
 ids; the prompt's logits agree within --max-rel-l2 (relative L2 over all positions and the whole
 vocabulary); greedy decoding from those ids gives the same first 32 tokens (or fewer when both
-stop at EOS). Prints the figures; exit 0 when every check holds.
+stop at EOS). For Q8_0, whose logits move by up to a few hundredths, greedy decoding may part at a
+step where two tokens are that close: the check then holds when llama.cpp's margin between its
+token and Spillway's at that step is within the largest logit difference seen on the prompt (the
+quantization's own error), and says so. Prints the figures; exit 0 when every check holds.
 """
 import argparse
 import json
@@ -28,7 +31,8 @@ def main():
     ap.add_argument("--gguf", required=True)
     ap.add_argument("--prompt", required=True)
     ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--max-rel-l2", type=float, default=1e-2)
+    ap.add_argument("--max-rel-l2", type=float, default=None,
+                    help="default by the file's type: F16 1e-3, BF16 5e-3, Q8_0 2e-2")
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,6 +51,9 @@ def main():
     import llama_cpp
     llm = llama_cpp.Llama(model_path=a.gguf, logits_all=True, n_ctx=n_prompt + a.new_tokens + 8,
                           n_threads=2, verbose=False, seed=0)
+    file_type = int(llm.metadata.get("general.file_type", "1"))
+    type_name = {0: "F32", 1: "F16", 7: "Q8_0", 32: "BF16"}.get(file_type, str(file_type))
+    bound = a.max_rel_l2 or {1: 1e-3, 32: 5e-3, 7: 2e-2}.get(file_type, 1e-3)
     ok = True
     theirs_prompt = llm.tokenize(a.prompt.encode(), add_bos=True, special=False)
     same_ids = theirs_prompt == prompt_ids
@@ -63,21 +70,36 @@ def main():
     rel = float(np.linalg.norm(theirs_logits - ours_logits) / np.linalg.norm(ours_logits))
     max_abs = float(np.abs(theirs_logits - ours_logits).max())
     argmax_same = int((theirs_logits.argmax(-1) == ours_logits.argmax(-1)).sum())
-    ok &= rel <= a.max_rel_l2
-    print(f"logits [{n_prompt} x {n_vocab}]: rel L2 {rel:.3e} (bound {a.max_rel_l2:g}), "
+    ok &= rel <= bound
+    print(f"{type_name} logits [{n_prompt} x {n_vocab}]: rel L2 {rel:.3e} (bound {bound:g}), "
           f"max |diff| {max_abs:.3e}, argmax equal at {argmax_same}/{n_prompt} positions")
 
     eos = llm.token_eos()
-    theirs_new = []
+    theirs_new, margins = [], []
     for _ in range(a.new_tokens):
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1, :n_vocab]))
+        row = llm.scores[llm.n_tokens - 1, :n_vocab]
+        tok = int(np.argmax(row))
+        k = len(theirs_new)
+        if k < len(ours_new):
+            margins.append(float(row[tok] - row[ours_new[k]]))
         theirs_new.append(tok)
         if tok == eos:
             break
         llm.eval([tok])
     same = theirs_new == ours_new
+    if same:
+        print(f"greedy {len(ours_new)} new tokens: equal")
+    else:
+        k = next((i for i in range(min(len(ours_new), len(theirs_new)))
+                  if ours_new[i] != theirs_new[i]), min(len(ours_new), len(theirs_new)))
+        explained = file_type == 7 and k < len(margins) and margins[k] <= max_abs
+        print(f"greedy {len(ours_new)} new tokens: equal for the first {k}, then llama.cpp takes "
+              f"{theirs_new[k] if k < len(theirs_new) else 'EOS'} where Spillway takes "
+              f"{ours_new[k] if k < len(ours_new) else 'EOS'}"
+              + (f", {margins[k]:.3e} apart in llama.cpp's logits: within Q8_0's logit error "
+                 f"({max_abs:.3e} on the prompt)" if k < len(margins) else ""))
+        same = explained
     ok &= same
-    print(f"greedy {len(ours_new)} new tokens: {'equal' if same else 'DIFFERENT'}")
     print(f"  Spillway : {ours_new}")
     print(f"  llama.cpp: {theirs_new}")
     print(f"  text: {llm.detokenize(theirs_new).decode('utf-8', 'replace')!r}")
