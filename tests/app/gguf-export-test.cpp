@@ -8,8 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "core/file-util.h"
 #include "gguf-reader.h"
+#include "model/safetensors.h"
 #include "test-data.h"
 #include "worker-process.h"
 
@@ -95,6 +97,57 @@ TEST_F(GgufExportTest, WritesGgufModelfileAndManifest) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(f16, llama.cpp architecture llama"), std::string::npos) << r.out;
   EXPECT_EQ(testing::read_gguf(out + "/model.gguf").kv.at("general.file_type").u(), 1u);
+}
+
+// The values: the checkpoint's float32 weights as F16 (IEEE round to nearest even), Llama's q and k
+// rows interleaved per head as convert's LlamaModel.permute does (written out here by index), v and
+// the norms as they are (norms exactly, in F32).
+TEST_F(GgufExportTest, F16ValuesAreTheCheckpointsWithQAndKPermuted) {
+  const std::string out = tmp_->path() + "/gguf-f16";
+  auto r = worker({"export", "--checkpoint", checkpoint_, "--out", out, "--format", "gguf"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto f = testing::read_gguf(out + "/model.gguf");
+  auto store = TensorStore::open(checkpoint_ + "/model.safetensors");
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  const auto hf = [&](const std::string& name) {
+    const TensorInfo* t = store->find(name);
+    EXPECT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->dtype, DType::kF32);
+    const float* p = reinterpret_cast<const float*>(store->data(*t));
+    return std::vector<float>(p, p + t->numel());
+  };
+  const auto f16_at = [&](const std::string& name, size_t i) {
+    uint16_t h;
+    std::memcpy(&h, f.data(f.tensor(name)) + 2 * i, 2);
+    return h;
+  };
+  // stories260K: 8 query heads and 4 kv heads of 8, hidden 64.
+  for (const auto& [proj, heads] : {std::pair{"q", 8}, std::pair{"k", 4}}) {
+    const std::vector<float> w =
+        hf(std::string("model.layers.3.self_attn.") + proj + "_proj.weight");
+    const int head_dim = 8, cols = 64;
+    for (int h = 0; h < heads; ++h)
+      for (int r = 0; r < head_dim; ++r) {
+        // GGUF row r of head h: pair r / 2 of the rotation, its half r % 2.
+        const int src = h * head_dim + (r % 2) * (head_dim / 2) + r / 2;
+        for (int c = 0; c < cols; ++c)
+          ASSERT_EQ(
+              f16_at(std::string("blk.3.attn_") + proj + ".weight", (h * head_dim + r) * cols + c),
+              f32_to_f16(w[src * cols + c]))
+              << proj << " head " << h << " row " << r << " col " << c;
+      }
+  }
+  const std::vector<float> v = hf("model.layers.3.self_attn.v_proj.weight");
+  for (size_t i = 0; i < v.size(); ++i)
+    ASSERT_EQ(f16_at("blk.3.attn_v.weight", i), f32_to_f16(v[i]));
+  const std::vector<float> norm = hf("model.layers.3.input_layernorm.weight");
+  const auto& nt = f.tensor("blk.3.attn_norm.weight");
+  ASSERT_EQ(nt.type, 0u);
+  for (size_t i = 0; i < norm.size(); ++i) {
+    float x;
+    std::memcpy(&x, f.data(nt) + 4 * i, 4);
+    ASSERT_EQ(x, norm[i]);
+  }
 }
 
 TEST_F(GgufExportTest, RefusesAFolderHoldingAUsersFiles) {
