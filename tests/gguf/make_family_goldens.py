@@ -47,6 +47,31 @@ FAMILIES = {
                                 rope_theta=10000.0, sliding_window=2047, tie_word_embeddings=False,
                                 bos_token_id=1, eos_token_id=32000, pad_token_id=32000),
              "tokenizers/llama2"),
+    # Phi-3 128k's LongRoPE: rope_factors_long/short and rope.scaling.attn_factor.
+    "phi3-longrope": ("Phi3Config", dict(vocab_size=32064, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=4, max_position_embeddings=131072,
+                                         original_max_position_embeddings=4096,
+                                         rope_theta=10000.0, sliding_window=None,
+                                         rope_scaling={"type": "longrope",
+                                                       "long_factor": [1.0, 1.5, 2.25, 3.5],
+                                                       "short_factor": [1.0, 1.0, 1.125, 1.25]},
+                                         bos_token_id=1, eos_token_id=32000, pad_token_id=32000),
+                      "tokenizers/llama2"),
+    # Gemma 3 4B and up: linear RoPE scaling (factor 8) on the global layers.
+    "gemma3-linear": ("Gemma3TextConfig", dict(vocab_size=32000, hidden_size=32,
+                                               intermediate_size=64, num_hidden_layers=2,
+                                               num_attention_heads=2, num_key_value_heads=1,
+                                               head_dim=32, max_position_embeddings=131072,
+                                               sliding_window=64, query_pre_attn_scalar=32,
+                                               rope_parameters={
+                                                   "full_attention": {"rope_type": "linear",
+                                                                      "factor": 8.0,
+                                                                      "rope_theta": 1e6},
+                                                   "sliding_attention": {"rope_type": "default",
+                                                                         "rope_theta": 1e4}},
+                                               bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                      "tokenizers/llama2"),
 }
 ARCH = {"Qwen3Config": "Qwen3ForCausalLM", "Gemma3TextConfig": "Gemma3ForCausalLM",
         "Phi3Config": "Phi3ForCausalLM"}
@@ -96,7 +121,7 @@ def main():
             if config.tie_word_embeddings:
                 hf.pop("lm_head.weight", None)
             map_ = gguf.get_tensor_name_map(gguf.MODEL_ARCH[
-                {"qwen3": "QWEN3", "gemma3": "GEMMA3", "phi3": "PHI3"}[family]],
+                {"qwen3": "QWEN3", "gemma3": "GEMMA3", "phi3": "PHI3"}[family.split("-")[0]]],
                 config.num_hidden_layers)
             tensors = []
             by_name = {t.name: t for t in r.tensors}
@@ -114,7 +139,10 @@ def main():
                     transform = "other"
                 tensors.append({"hf": name, "gguf": gname, "type": g.tensor_type.name,
                                 "ne": [int(n) for n in g.shape], "transform": transform})
-            golden = {"family": family, "converter": "llama.cpp convert_hf_to_gguf.py (llama-cpp-python "
+            extra = {n: [float(x) for x in np.asarray(t.data, dtype=np.float32)]
+                     for n, t in by_name.items()
+                     if n not in {e["gguf"] for e in tensors}}
+            golden = {"family": family, "extra_tensors": extra, "converter": "llama.cpp convert_hf_to_gguf.py (llama-cpp-python "
                       "0.3.36's vendor/llama.cpp), --outtype f16", "tokenizer": tok,
                       "config": config_json, "metadata": kv, "tensors": tensors}
             path = ROOT / "tests/golden/gguf" / f"{family}.json"

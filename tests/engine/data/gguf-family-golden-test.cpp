@@ -1,4 +1,5 @@
-// The families Spillway's engine gains in issue 27 (Qwen3, Gemma 3, Phi-3), against llama.cpp's
+// The families Spillway's engine gains in issue 27 (Qwen3, Gemma 3 with and without its linear RoPE
+// scaling, Phi-3 with and without LongRoPE), against llama.cpp's
 // convert_hf_to_gguf.py on a tiny random model of each (tests/golden/gguf, written by
 // tests/gguf/make_family_goldens.py): from the same config.json and tokenizer, GGUF export's
 // metadata equals convert's key for key (token arrays by length and SHA-256), and each Hugging
@@ -56,7 +57,14 @@ TEST_P(GgufFamilyGoldenTest, MetadataAndTensorsAsConvertWritesThem) {
   w.set_string("general.architecture", *arch);
   w.set_string("general.type", "model");
   ASSERT_TRUE(set_gguf_hparams(*arch, hp, GgufFileType::kMostlyF16, w).ok());
-  ASSERT_TRUE(gguf_extra_tensors(*arch, hp, w).ok());
+  auto extra = gguf_extra_tensors(*arch, hp, w);
+  ASSERT_TRUE(extra.ok()) << extra.status().to_string();
+  // Computed tensors (Phi-3's LongRoPE factors): convert's names and float32 values.
+  ASSERT_EQ(extra->size(), g["extra_tensors"].size());
+  for (const GgufExtraTensor& t : *extra) {
+    ASSERT_TRUE(g["extra_tensors"].contains(t.name)) << t.name;
+    EXPECT_EQ(t.values, g["extra_tensors"][t.name].get<std::vector<float>>()) << t.name;
+  }
   auto vocab = set_gguf_vocab(*arch, hp, testing::data_path(g["tokenizer"]), w);
   ASSERT_TRUE(vocab.ok()) << vocab.status().to_string();
   w.set_u32("general.quantization_version", 2);
@@ -107,7 +115,8 @@ TEST_P(GgufFamilyGoldenTest, MetadataAndTensorsAsConvertWritesThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufFamilyGoldenTest,
-                         ::testing::Values("qwen3", "gemma3", "phi3"));
+                         ::testing::Values("qwen3", "gemma3", "gemma3-linear", "phi3",
+                                           "phi3-longrope"));
 
 }  // namespace
 }  // namespace spillway
