@@ -161,6 +161,31 @@ TEST_F(GgufExportTest, RefusesAFolderHoldingAUsersFiles) {
   EXPECT_EQ(*read_file(out + "/notes.txt"), "keep me");
 }
 
+// Killed with model.gguf half written (fail point export.write, after the GGUF and before the
+// Modelfile): the earlier export stays whole, and the next export removes the dead writer's folder.
+TEST_F(GgufExportTest, KilledMidExportLeavesTheEarlierOne) {
+  const std::string out = tmp_->path() + "/killed";
+  ASSERT_EQ(
+      worker({"export", "--checkpoint", checkpoint_, "--out", out, "--format", "gguf"}).exit_code,
+      0);
+  const std::string before = *read_file(out + "/model.gguf");
+  auto env = env_;
+  env.push_back("SPILLWAY_FAIL_POINTS=export.write=kill");
+  auto r = testing::run_worker_process(
+      {"export", "--checkpoint", checkpoint_, "--out", out, "--format", "gguf", "--type", "q8_0"},
+      env, tmp_->path());
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_TRUE(*read_file(out + "/model.gguf") == before) << "the earlier export is untouched";
+  EXPECT_EQ(testing::read_gguf(out + "/model.gguf").kv.at("general.file_type").u(), 1u);
+  r = worker(
+      {"export", "--checkpoint", checkpoint_, "--out", out, "--format", "gguf", "--type", "q8_0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::read_gguf(out + "/model.gguf").kv.at("general.file_type").u(), 7u);
+  for (const auto& e : fs::directory_iterator(tmp_->path()))
+    EXPECT_EQ(e.path().filename().string().find("killed.tmp-"), std::string::npos)
+        << e.path() << " left behind";
+}
+
 TEST_F(GgufExportTest, BadFormatOrTypeIsExitTwo) {
   const std::string out = tmp_->path() + "/never";
   auto r = worker(
