@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/file-util.h"
 #include "data/tokenizer.h"
 #include "gguf-reader.h"
 #include "test-data.h"
@@ -114,6 +115,26 @@ TEST(GgufVocabTest, ByteLevelBpeVocabulary) {
   EXPECT_FALSE(f.kv.at("tokenizer.ggml.add_bos_token").b());
   EXPECT_NE(f.kv.at("tokenizer.chat_template").s().find("<|im_start|>"), std::string::npos);
   EXPECT_EQ(info.stop, (std::vector<std::string>{"<|im_end|>"}));
+}
+
+// A pre-tokenizer convert's table does not know (GPT-2's with a prefix space added): written as
+// "default", and the note says so, with the hash to look up.
+TEST(GgufVocabTest, AnUnknownPreTokenizerIsWrittenAsDefaultWithANote) {
+  testing::TempDir tmp;
+  auto text = read_file(testing::data_path("tokenizers/gpt2/tokenizer.json"));
+  ASSERT_TRUE(text.ok());
+  json tj = json::parse(*text);
+  tj["pre_tokenizer"]["add_prefix_space"] = true;
+  std::ofstream(tmp.path() + "/tokenizer.json") << tj.dump();
+  GgufVocabInfo info;
+  auto f = vocab_of("llama", json{{"vocab_size", 50257}}, tmp.path(), &info);
+  EXPECT_EQ(f.kv.at("tokenizer.ggml.model").s(), "gpt2");
+  EXPECT_EQ(f.kv.at("tokenizer.ggml.pre").s(), "default");
+  ASSERT_EQ(info.notes.size(), 1u);
+  EXPECT_NE(info.notes[0].find("pre-tokenizer is not one llama.cpp's converter knows"),
+            std::string::npos)
+      << info.notes[0];
+  EXPECT_NE(info.notes[0].find("may split text differently"), std::string::npos);
 }
 
 TEST(GgufVocabTest, NoTokenizerOrAByteFallbackJsonAreClearErrors) {
