@@ -35,8 +35,10 @@ const char* gguf_type_label(GgufFileType t) {
 std::string ollama_modelfile(const GgufVocabInfo& vocab) {
   std::string s =
       "# Written by Spillway. In this folder: ollama create NAME -f Modelfile\n"
-      "# Ollama reads the chat template from model.gguf's tokenizer.chat_template (matched to the\n"
-      "# closest of its own templates); add a TEMPLATE line here to set one yourself.\n"
+      "# No TEMPLATE: Ollama compares model.gguf's tokenizer.chat_template with its own templates\n"
+      "# and uses the closest when it is within 100 edits (template.Named); when none is, it "
+      "sends\n"
+      "# the prompt as it is: then add a TEMPLATE line in Ollama's Go template syntax.\n"
       "FROM ./model.gguf\n";
   for (const std::string& stop : vocab.stop) {
     std::string quoted;

@@ -1,8 +1,9 @@
 // Export of a trained model as one GGUF file for llama.cpp, Ollama and LM Studio: model.gguf
 // (weights in F16, BF16 or Q8_0, the tokenizer and chat template in its metadata, laid out as
 // llama.cpp's convert_hf_to_gguf.py writes the same model; model/gguf-arch.h, data/gguf-vocab.h)
-// and an Ollama Modelfile beside it (FROM ./model.gguf and a stop per end-of-turn token; Ollama
-// takes the chat template from the file's tokenizer.chat_template, matched to its own templates).
+// and an Ollama Modelfile beside it (FROM ./model.gguf and a stop per end-of-turn token; no
+// TEMPLATE: Ollama matches the file's tokenizer.chat_template to the closest of its own templates
+// within 100 edits, ollama/ollama template/template.go Named, else sends the prompt as it is).
 //
 // The folder is written as export_model's (train/export.h): into `out.tmp-<pid>`, listed in
 // spillway-export.json, renamed into place, and an `out` holding files Spillway did not write is
