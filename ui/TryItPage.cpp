@@ -36,6 +36,7 @@ namespace spillway::ui {
 namespace {
 
 constexpr const char* kLastExportKey = "export/lastFolder";
+constexpr const char* kExportFormatKey = "export/format";  // the format chosen last
 
 // Export's folder dialog: an existing folder, or the name of a new one typed into it (Qt's
 // folder dialog refuses a name that does not exist yet, "Directory not found"), which the export
@@ -175,6 +176,12 @@ TryItPage::TryItPage(RunHistoryModel* model, QWidget* parent)
   exportFormat_->setToolTip(
       tr("What Export writes: a Hugging Face model folder (float32 safetensors, for transformers), "
          "or model.gguf with an Ollama Modelfile (for llama.cpp, Ollama, LM Studio)"));
+  if (const int last = exportFormat_->findData(QSettings().value(kExportFormatKey).toString());
+      last >= 0)
+    exportFormat_->setCurrentIndex(last);
+  connect(exportFormat_, &QComboBox::currentIndexChanged, this, [this] {
+    QSettings().setValue(kExportFormatKey, exportFormat_->currentData().toString());
+  });
   top->addWidget(exportFormat_);
   export_ = new QPushButton(tr("Export…"));
   export_->setObjectName("tryExport");

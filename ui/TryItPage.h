@@ -76,6 +76,7 @@ class TryItPage : public QWidget {
   // worker refuses a `dir` that holds files Spillway did not write; the page shows its reason.
   bool exportTo(const QString& dir);
   QString exportMessage() const;
+  // The format Export writes; the choice is kept for the next session (QSettings export/format).
   bool setExportFormat(const QString& format);  // false for a name it does not list
 
  signals:

@@ -377,6 +377,10 @@ TEST_F(TryIt, ExportAsGgufWritesModelGgufAndAModelfile) {
   EXPECT_TRUE(QFileInfo::exists(out + "/model.gguf"));
   EXPECT_TRUE(QFileInfo::exists(out + "/Modelfile"));
   EXPECT_FALSE(QFileInfo::exists(out + "/model.safetensors"));
+  // The choice is the next page's (a new session) too.
+  TryItPage next(&model);
+  EXPECT_EQ(next.findChild<QComboBox*>("tryExportFormat")->currentData().toString(), "gguf-q8_0");
+  ASSERT_TRUE(next.setExportFormat("hf"));
 }
 
 TEST_F(TryIt, ARunFromModelInitAnswersOnTheFineTunedSideAndExports) {
