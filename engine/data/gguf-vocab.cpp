@@ -380,8 +380,10 @@ std::string gguf_pre_tokenizer_name(const std::string& hash) {
   return it == kKnown.end() ? std::string() : it->second;
 }
 
-Result<GgufVocabInfo> set_gguf_vocab(const std::string& arch, const json& hp,
-                                     const std::string& tokenizer_path, GgufWriter& w) {
+namespace {
+
+Result<GgufVocabInfo> set_gguf_vocab_unchecked(const std::string& arch, const json& hp,
+                                               const std::string& tokenizer_path, GgufWriter& w) {
   std::error_code ec;
   fs::path dir = tokenizer_path, tokenizer_json = dir / "tokenizer.json",
            tokenizer_model = dir / "tokenizer.model";
@@ -456,6 +458,20 @@ Result<GgufVocabInfo> set_gguf_vocab(const std::string& arch, const json& hp,
     add_stops(vocab.first, vocab.second, eos, info);
   }
   return info;
+}
+
+}  // namespace
+
+Result<GgufVocabInfo> set_gguf_vocab(const std::string& arch, const json& hp,
+                                     const std::string& tokenizer_path, GgufWriter& w) {
+  // The tokenizer files loaded as the trainer reads them, but fields only GGUF reads (an
+  // added_tokens_decoder key, an added token's id) may still have the wrong type or form.
+  try {
+    return set_gguf_vocab_unchecked(arch, hp, tokenizer_path, w);
+  } catch (const std::exception& e) {
+    return corrupt("the tokenizer at " + tokenizer_path + " has a field GGUF export cannot read (" +
+                   e.what() + "); check its tokenizer.json and tokenizer_config.json");
+  }
 }
 
 }  // namespace spillway

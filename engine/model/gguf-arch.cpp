@@ -208,7 +208,9 @@ Result<GgufTensorName> gguf_tensor_name(const std::string& arch, const json& hp,
           rest == "self_attn.q_proj" ? "num_attention_heads" : "num_key_value_heads";
       const json* h = find_hparam(hp, {heads});
       if (!h) h = find_hparam(hp, {"num_attention_heads"});
-      if (!h) return invalid_argument("config.json has no num_attention_heads");
+      if (!h || !h->is_number_integer() || h->get<int64_t>() <= 0)
+        return invalid_argument(std::string("config.json has no whole ") + heads +
+                                ", which Llama's q/k permutation needs");
       out.transform = GgufTransform::kRopePermute;
       out.permute_heads = h->get<int>();
     }
@@ -256,8 +258,10 @@ GgmlType gguf_file_type_tensor_type(GgufFileType t) {
   return GgmlType::kF32;
 }
 
-Status set_gguf_hparams(const std::string& a, const json& hp, GgufFileType file_type,
-                        GgufWriter& w) {
+namespace {
+
+Status set_gguf_hparams_unchecked(const std::string& a, const json& hp, GgufFileType file_type,
+                                  GgufWriter& w) {
   if (a == "phi3") {
     // Phi3MiniModel.set_gguf_parameters, which replaces TextModel's.
     SPW_ASSIGN_OR_RETURN(int64_t n_embd, need_int(hp, {"hidden_size", "n_embd"}));
@@ -330,8 +334,8 @@ Status set_gguf_hparams(const std::string& a, const json& hp, GgufFileType file_
   return {};
 }
 
-Result<std::vector<GgufExtraTensor>> gguf_extra_tensors(const std::string& a, const json& hp,
-                                                        GgufWriter& w) {
+Result<std::vector<GgufExtraTensor>> gguf_extra_tensors_unchecked(const std::string& a,
+                                                                  const json& hp, GgufWriter& w) {
   std::vector<GgufExtraTensor> out;
   const json rp_all = rope_parameters(hp);
   const json& rp = full_attention(rp_all);
@@ -382,6 +386,30 @@ Result<std::vector<GgufExtraTensor>> gguf_extra_tensors(const std::string& a, co
     out.push_back({"rope_factors_short.weight", rp.at("short_factor").get<std::vector<float>>()});
   }
   return out;
+}
+
+}  // namespace
+
+// config.json's values are read with their expected types; one of another type (a string where a
+// number belongs) is kInvalidArgument, not an exception.
+Status set_gguf_hparams(const std::string& a, const json& hp, GgufFileType file_type,
+                        GgufWriter& w) {
+  try {
+    return set_gguf_hparams_unchecked(a, hp, file_type, w);
+  } catch (const json::exception& e) {
+    return invalid_argument(std::string("config.json has a value GGUF export cannot read: ") +
+                            e.what());
+  }
+}
+
+Result<std::vector<GgufExtraTensor>> gguf_extra_tensors(const std::string& a, const json& hp,
+                                                        GgufWriter& w) {
+  try {
+    return gguf_extra_tensors_unchecked(a, hp, w);
+  } catch (const json::exception& e) {
+    return invalid_argument(std::string("config.json has a RoPE value GGUF export cannot read: ") +
+                            e.what());
+  }
 }
 
 }  // namespace spillway

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,10 @@
 namespace spillway {
 namespace {
 using nlohmann::json;
+
+void fs_copy(const std::string& from, const std::string& to) {
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
 
 testing::GgufFile vocab_of(const std::string& arch, const json& hp, const std::string& path,
                            GgufVocabInfo* info) {
@@ -135,6 +140,19 @@ TEST(GgufVocabTest, AnUnknownPreTokenizerIsWrittenAsDefaultWithANote) {
             std::string::npos)
       << info.notes[0];
   EXPECT_NE(info.notes[0].find("may split text differently"), std::string::npos);
+}
+
+TEST(GgufVocabTest, AMalformedTokenizerConfigIsCorruptNotACrash) {
+  testing::TempDir tmp;
+  fs_copy(testing::data_path("models/stories260K/tokenizer.model"),
+          tmp.path() + "/tokenizer.model");
+  std::ofstream(tmp.path() + "/tokenizer_config.json")
+      << R"({"added_tokens_decoder": {"one": {"content": "<x>"}}})";
+  GgufWriter w;
+  auto r = set_gguf_vocab("llama", json{{"vocab_size", 512}}, tmp.path(), w);
+  EXPECT_EQ(r.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(r.status().message().find("tokenizer_config.json"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(GgufVocabTest, NoTokenizerOrAByteFallbackJsonAreClearErrors) {

@@ -341,6 +341,24 @@ TEST(GgufArchTest, HyperparameterKeysPerFamily) {
   EXPECT_EQ(p.kv.count("phi3.attention.key_length"), 0u);
 }
 
+TEST(GgufArchTest, AValueOfTheWrongTypeIsAClearError) {
+  GgufWriter w;
+  const json hp = {{"num_hidden_layers", "two"}, {"hidden_size", 64}};
+  Status st = set_gguf_hparams("qwen2", hp, GgufFileType::kMostlyF16, w);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("config.json"), std::string::npos) << st.message();
+  auto name = gguf_tensor_name("llama", json{{"num_attention_heads", "8"}},
+                               "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(name.status().code(), ErrorCode::kInvalidArgument);
+  const json phi = {{"hidden_size", 64},        {"num_attention_heads", 4},
+                    {"num_key_value_heads", 4}, {"max_position_embeddings", 4096},
+                    {"intermediate_size", 128}, {"num_hidden_layers", 2},
+                    {"rms_norm_eps", 1e-5}};
+  st = set_gguf_hparams("phi3", phi, GgufFileType::kMostlyF16, w);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("original_max_position_embeddings"), std::string::npos);
+}
+
 TEST(GgufArchTest, Llama3RopeFreqs) {
   // rope_freqs of Llama 3.2 1B's rope_scaling (factor 32), as convert's generate_extra_tensors.
   const json hp = {{"hidden_size", 64},
