@@ -10,6 +10,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
@@ -35,6 +36,7 @@ namespace spillway::ui {
 namespace {
 
 constexpr const char* kLastExportKey = "export/lastFolder";
+constexpr const char* kExportFormatKey = "export/format";  // the format chosen last
 
 // Export's folder dialog: an existing folder, or the name of a new one typed into it (Qt's
 // folder dialog refuses a name that does not exist yet, "Directory not found"), which the export
@@ -165,11 +167,26 @@ TryItPage::TryItPage(RunHistoryModel* model, QWidget* parent)
   runs_->setMinimumContentsLength(24);
   top->addWidget(new QLabel(tr("Run")));
   top->addWidget(runs_, 1);
+  exportFormat_ = new QComboBox;
+  exportFormat_->setObjectName("tryExportFormat");
+  exportFormat_->addItem(tr("Hugging Face folder"), "hf");
+  exportFormat_->addItem(tr("GGUF F16 (llama.cpp, Ollama)"), "gguf-f16");
+  exportFormat_->addItem(tr("GGUF BF16"), "gguf-bf16");
+  exportFormat_->addItem(tr("GGUF Q8_0"), "gguf-q8_0");
+  exportFormat_->setToolTip(
+      tr("What Export writes: a Hugging Face model folder (float32 safetensors, for transformers), "
+         "or model.gguf with an Ollama Modelfile (for llama.cpp, Ollama, LM Studio)"));
+  if (const int last = exportFormat_->findData(QSettings().value(kExportFormatKey).toString());
+      last >= 0)
+    exportFormat_->setCurrentIndex(last);
+  connect(exportFormat_, &QComboBox::currentIndexChanged, this, [this] {
+    QSettings().setValue(kExportFormatKey, exportFormat_->currentData().toString());
+  });
+  top->addWidget(exportFormat_);
   export_ = new QPushButton(tr("Export…"));
   export_->setObjectName("tryExport");
   export_->setToolTip(
-      tr("Write the run's latest checkpoint as a Hugging Face model folder "
-         "(spillway-worker export)"));
+      tr("Write the run's latest checkpoint in the chosen format (spillway-worker export)"));
   top->addWidget(export_);
   layout->addLayout(top);
   source_ = new QLabel;
@@ -498,7 +515,13 @@ bool TryItPage::exportTo(const QString& dir) {
     QString message;
     if (ok) {
       message = tr("Exported step %1 to %2").arg(j["step"].toInteger()).arg(dir);
+      if (j["format"].toString() == "gguf")
+        message = tr("Exported step %1 to %2 (GGUF %3, with an Ollama Modelfile)")
+                      .arg(j["step"].toInteger())
+                      .arg(j["file"].toString(), j["type"].toString().toUpper());
       if (j.contains("warning")) message += tr(" (%1)").arg(j["warning"].toString());
+      for (const QJsonValue& note : j["notes"].toArray())
+        message += tr("; note: %1").arg(note.toString());
       exportStatus_->setText(
           QString("%1 · <a href=\"%2\">open folder</a>")
               .arg(message.toHtmlEscaped(), QUrl::fromLocalFile(dir).toString(QUrl::FullyEncoded)));
@@ -511,10 +534,22 @@ bool TryItPage::exportTo(const QString& dir) {
     emit exported(ok, message);
   });
   QStringList args{"export", "--checkpoint", models_.latestCheckpoint, "--out", dir, "--json"};
+  const QString format = exportFormat_->currentData().toString();
+  if (format.startsWith("gguf-"))
+    args << "--format"
+         << "gguf"
+         << "--type" << format.mid(5);
   if (!models_.tokenizer.isEmpty())
     args << "--tokenizer" << models_.tokenizer;  // pre-tokenized: none
   p->start(worker, args);
   updateButtons();
+  return true;
+}
+
+bool TryItPage::setExportFormat(const QString& format) {
+  const int i = exportFormat_->findData(format);
+  if (i < 0) return false;
+  exportFormat_->setCurrentIndex(i);
   return true;
 }
 

@@ -68,12 +68,16 @@ class TryItPage : public QWidget {
   QString baseStatus() const;
   QString tunedStatus() const;
   QString tunedError() const { return tunedError_; }
-  // Writes the latest checkpoint as a model folder at `dir` in the background; exported() says
-  // how it went, and the page shows where it went. Export… asks for `dir` in a folder dialog that
+  // Writes the latest checkpoint at `dir` in the background, in the format the Export format
+  // choice names (a Hugging Face folder, or model.gguf in F16/BF16/Q8_0 with an Ollama Modelfile;
+  // setExportFormat picks it: "hf", "gguf-f16", "gguf-bf16", "gguf-q8_0"); exported() says how it
+  // went, and the page shows where it went. Export… asks for `dir` in a folder dialog that
   // opens where the last export went (else the home folder) and takes a new folder's name. The
   // worker refuses a `dir` that holds files Spillway did not write; the page shows its reason.
   bool exportTo(const QString& dir);
   QString exportMessage() const;
+  // The format Export writes; the choice is kept for the next session (QSettings export/format).
+  bool setExportFormat(const QString& format);  // false for a name it does not list
 
  signals:
   void generated();  // both sides ended (or were stopped)
@@ -97,6 +101,7 @@ class TryItPage : public QWidget {
   QDoubleSpinBox *temperature_, *topP_;
   QSpinBox* maxTokens_;
   QCheckBox* chat_;
+  QComboBox* exportFormat_;
   QPushButton *generate_, *stop_, *export_;
   QTextBrowser *baseOut_, *tunedOut_;
   QLabel *baseStatus_, *tunedStatus_, *exportStatus_;

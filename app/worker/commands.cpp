@@ -50,10 +50,14 @@ const std::vector<Command>& commands() {
        run_eval},
       {"generate",
        "generate --model DIR --prompt TEXT [--tokenizer PATH] [--chat TEMPLATE] [--max-new-tokens "
-       "N] [--temperature T] [--top-p P] [--seed S] [--backend B] [--json]",
+       "N] [--temperature T] [--top-p P] [--seed S] [--backend B] [--logits FILE] [--json]",
        "Continues a prompt, or answers it as a chat (greedy at temperature 0).", run_generate},
-      {"export", "export --checkpoint DIR --out DIR [--tokenizer PATH] [--json]",
-       "Writes a checkpoint as a Hugging Face model folder.", run_export},
+      {"export",
+       "export --checkpoint DIR --out DIR [--tokenizer PATH] [--format hf|gguf] "
+       "[--type f16|bf16|q8_0] [--json]",
+       "Writes a checkpoint as a Hugging Face model folder, or as model.gguf for llama.cpp "
+       "with an Ollama Modelfile.",
+       run_export},
       {"inspect", "inspect --model DIR [--json]",
        "Validates a model folder and prints its summary.", run_inspect},
       {"models", "models [--hub DIR] [--job FILE] [--backend auto|cpu|cuda] [--json]",

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/file-util.h"
 #include "data/chat-template.h"
 #include "data/dataset-options.h"
 #include "data/dataset.h"
@@ -12,6 +13,7 @@
 #include "model/parameter-layout.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
+#include "train/gguf-export.h"
 #include "train/inference.h"
 #include "worker/args.h"
 #include "worker/job-file.h"
@@ -122,7 +124,7 @@ Result<std::vector<int32_t>> chat_prompt_ids(ChatTemplateChoice choice, const st
 int run_generate(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv,
                          {"--model", "--tokenizer", "--prompt", "--max-new-tokens", "--temperature",
-                          "--top-p", "--seed", "--chat", "--backend"},
+                          "--top-p", "--seed", "--chat", "--backend", "--logits"},
                          {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
@@ -133,7 +135,7 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
         io, as_json,
         invalid_argument("usage: generate --model DIR --prompt TEXT [--tokenizer PATH] "
                          "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
-                         "[--chat TEMPLATE] [--backend B] [--json]"));
+                         "[--chat TEMPLATE] [--backend B] [--logits FILE] [--json]"));
   GenerateOptions o;
   auto n = args->integer("--max-new-tokens", 64, 1, 4096);
   auto t = args->number("--temperature", 0.0);
@@ -200,6 +202,16 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
             (config->max_position_embeddings > (*session)->max_seq() ? ", generate uses 1024"
                                                                      : "") +
             "): no room is left for new tokens; shorten the prompt"));
+  // --logits: the prompt's logits [prompt tokens, vocab] as little-endian float32, for comparing
+  // with another runtime (tests/gguf/roundtrip.py compares llama.cpp's).
+  if (auto logits_path = args->get("--logits")) {
+    auto logits = (*session)->logits(*ids);
+    if (!logits.ok()) return report_failure(io, as_json, logits.status());
+    Status st = write_file_atomic(*logits_path,
+                                  std::string_view(reinterpret_cast<const char*>(logits->data()),
+                                                   logits->size() * sizeof(float)));
+    if (!st.ok()) return report_failure(io, as_json, st.with_context("--logits"));
+  }
   auto out = (*session)->generate(*ids, o);
   if (!out.ok()) return report_failure(io, as_json, out.status());
   const std::vector<int32_t> fresh(out->begin() + prompt_len, out->end());
@@ -226,15 +238,32 @@ int run_generate(const std::vector<std::string>& argv, CommandIo io) {
 }
 
 int run_export(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--checkpoint", "--out", "--tokenizer"}, {"--json"});
+  auto args =
+      parse_args(argv, {"--checkpoint", "--out", "--tokenizer", "--format", "--type"}, {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool as_json = args->has("--json");
   auto ckpt = args->require("--checkpoint");
   auto out = args->require("--out");
   if (!ckpt.ok() || !out.ok())
+    return report_failure(io, as_json,
+                          invalid_argument("usage: export --checkpoint DIR --out DIR "
+                                           "[--tokenizer PATH] [--format hf|gguf] "
+                                           "[--type f16|bf16|q8_0]"));
+  // The format and, for GGUF, the tensor type: checked before the checkpoint is read.
+  const std::string format = args->get("--format").value_or("hf");
+  if (format != "hf" && format != "gguf")
     return report_failure(
         io, as_json,
-        invalid_argument("usage: export --checkpoint DIR --out DIR [--tokenizer PATH]"));
+        invalid_argument("--format must be hf (a Hugging Face folder) or gguf (llama.cpp, "
+                         "Ollama), got '" +
+                         format + "'"));
+  if (format == "hf" && args->get("--type"))
+    return report_failure(io, as_json,
+                          invalid_argument("--type applies to --format gguf only; the Hugging "
+                                           "Face export is float32"));
+  auto gguf_type = parse_gguf_type(args->get("--type").value_or("f16"));
+  if (!gguf_type.ok())
+    return report_failure(io, as_json, gguf_type.status().with_context("--type"));
   auto config = ModelConfig::load(*ckpt);
   if (!config.ok()) return report_failure(io, as_json, config.status());
   auto state = ModelState::create(ParameterLayout::build(*config), false);
@@ -270,6 +299,34 @@ int run_export(const std::vector<std::string>& argv, CommandIo io) {
     io.err << "spillway-worker: warning: " << no_tokenizer_why
            << ": the export holds no tokenizer files; pass --tokenizer PATH to include one"
            << std::endl;
+  }
+  if (format == "gguf") {
+    auto r = export_gguf(**state, tok, *out, *gguf_type);
+    if (!r.ok()) return report_failure(io, as_json, r.status());
+    const std::string file = (fs::path(*out) / kGgufFileName).string();
+    if (as_json) {
+      io.out << json{{"out", *out},
+                     {"step", ts->step},
+                     {"format", "gguf"},
+                     {"file", file},
+                     {"type", gguf_type_label(*gguf_type)},
+                     {"architecture", r->architecture},
+                     {"tokenizer_model", r->vocab.model},
+                     {"tokenizer_pre", r->vocab.pre},
+                     {"chat_template", !r->vocab.chat_template.empty()},
+                     {"tensors", r->tensors},
+                     {"notes", r->notes}}
+                    .dump()
+             << std::endl;
+    } else {
+      io.out << "exported step " << ts->step << " to " << file << " ("
+             << gguf_type_label(*gguf_type) << ", llama.cpp architecture " << r->architecture
+             << ", tokenizer " << r->vocab.model << "/" << r->vocab.pre
+             << (r->vocab.chat_template.empty() ? ", no chat template" : ", with chat template")
+             << ") and an Ollama Modelfile beside it" << std::endl;
+      for (const std::string& n : r->notes) io.out << "note: " << n << std::endl;
+    }
+    return 0;
   }
   Status st = export_model(**state, tok, *out);
   if (!st.ok()) return report_failure(io, as_json, st);

@@ -13,7 +13,8 @@ target_sources(spillway_data PRIVATE
   tokenizer-regex.cpp
   tokenizer-replace.cpp
   tokenizer-unicode.cpp
-  sentencepiece-tokenizer.cpp)
+  sentencepiece-tokenizer.cpp
+  gguf-vocab.cpp)
 
 # ICU supplies the Unicode normal forms (NFC for Qwen2/Qwen3). Optional: without it the NFC
 # normalizer passes text through unchanged and logs a warning at load.

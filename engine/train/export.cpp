@@ -89,6 +89,11 @@ Status export_model(const ModelState& state, const std::string& tokenizer_source
     }
     return {};
   };
+  return write_export_folder(out, fill);
+}
+
+Status write_export_folder(const std::string& out,
+                           const std::function<Status(const std::string& tmp)>& fill) {
   Status st = write_folder_atomic(
       out,
       [&](const std::string& tmp) -> Status {

@@ -10,6 +10,7 @@
 // refused, untouched, with kInvalidArgument naming what is in it.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "data/model-tokenizer.h"  // the tokenizer of a model folder, and the byte tokenizer's marker
@@ -26,5 +27,11 @@ Status check_export_target(const std::string& out);
 // model trained on pre-tokenized data). kNotFound when it names no tokenizer (nothing is written).
 Status export_model(const ModelState& state, const std::string& tokenizer_source,
                     const std::string& out);
+
+// What every export format shares: `fill` writes the files into the temporary folder, then the
+// manifest listing them is written and the folder renamed to `out` (check_export_target first and
+// again before the swap). Errors get "export to OUT: ".
+Status write_export_folder(const std::string& out,
+                           const std::function<Status(const std::string& tmp)>& fill);
 
 }  // namespace spillway

@@ -8,6 +8,7 @@
 
 #include <QApplication>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
@@ -349,6 +350,39 @@ TEST_F(TryIt, ExportWritesTheChosenFolderAndSaysWhereItWent) {
 // trained is a model: the fine-tuned side answers from the latest checkpoint with the job's
 // tokenizer, as `generate --model CHECKPOINT --tokenizer PATH` does, the base side says in one line
 // why it stays empty, and Export writes the checkpoint. It offered neither Generate nor Export.
+// Export as GGUF: the format choice passes --format gguf --type to the worker, off the window
+// thread, and the page says which file it wrote.
+TEST_F(TryIt, ExportAsGgufWritesModelGgufAndAModelfile) {
+  const std::string run = train(tmp_, "gguf", data_path("models/stories260K"),
+                                data_path("datasets/tinyshakespeare/input.txt"));
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(tmp_.path() + "/runs.db")), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  TryItPage page(&model);
+  page.show();
+  page.setRun(QString::fromStdString(model.run(0).info.id));
+  EXPECT_FALSE(page.setExportFormat("gguf-q4"));
+  ASSERT_TRUE(page.setExportFormat("gguf-q8_0"));
+  EXPECT_EQ(page.findChild<QComboBox*>("tryExportFormat")->currentText(), "GGUF Q8_0");
+  QSignalSpy exported(&page, &TryItPage::exported);
+  const QString out = q(tmp_.path() + "/gguf out");
+  ASSERT_TRUE(page.exportTo(out));
+  EXPECT_FALSE(page.findChild<QPushButton*>("tryExport")->isEnabled());  // one at a time
+  ASSERT_TRUE(exported.wait(120000));
+  ASSERT_TRUE(exported.at(0).at(0).toBool()) << exported.at(0).at(1).toString().toStdString();
+  EXPECT_TRUE(page.exportMessage().startsWith("Exported step 6 to " + out +
+                                              "/model.gguf (GGUF Q8_0, with an Ollama Modelfile); "
+                                              "note: 5 tensors"))
+      << page.exportMessage().toStdString();
+  EXPECT_TRUE(QFileInfo::exists(out + "/model.gguf"));
+  EXPECT_TRUE(QFileInfo::exists(out + "/Modelfile"));
+  EXPECT_FALSE(QFileInfo::exists(out + "/model.safetensors"));
+  // The choice is the next page's (a new session) too.
+  TryItPage next(&model);
+  EXPECT_EQ(next.findChild<QComboBox*>("tryExportFormat")->currentData().toString(), "gguf-q8_0");
+  ASSERT_TRUE(next.setExportFormat("hf"));
+}
+
 TEST_F(TryIt, ARunFromModelInitAnswersOnTheFineTunedSideAndExports) {
   const std::string stories = data_path("models/stories260K");  // llama-tiny's shape and vocabulary
   const std::string runDir = tmp_.path() + "/runs/init";
