@@ -6,6 +6,7 @@
 // A plain value; load_tokenizer_config is thread-safe.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,7 @@ namespace spillway {
 
 struct TokenizerConfig {
   std::optional<std::string> bos_token, eos_token, pad_token, unk_token;
+  std::optional<std::string> sep_token, cls_token, mask_token;
   std::optional<bool> add_bos_token, add_eos_token;
   std::string tokenizer_class;
   std::string chat_template;  // Jinja source, empty when none
@@ -23,5 +25,9 @@ struct TokenizerConfig {
 // Reads the files in `dir`; missing files give an empty config. kCorrupt names a file that is
 // not valid JSON or a field of the wrong type.
 Result<TokenizerConfig> load_tokenizer_config(const std::string& dir);
+
+// The named special tokens that are set, as transformers' special_tokens_map gives them to a chat
+// template: bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token.
+std::map<std::string, std::string> special_tokens_map(const TokenizerConfig& config);
 
 }  // namespace spillway

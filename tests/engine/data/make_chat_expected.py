@@ -126,6 +126,10 @@ def main():
                 if got.get("text") != record["text"]:
                     print(f"{name} {case}: our text differs from transformers'", file=sys.stderr)
                 record["trained"] = got.get("trained")
+                # The ids transformers gives the whole text (add_special_tokens=False, as
+                # apply_chat_template(tokenize=True)); Spillway encodes the same text cut at the
+                # trained spans.
+                record["input_ids"] = tok(record["text"], add_special_tokens=False)["input_ids"]
                 for (s, e), m in zip(got.get("trained") or [],
                                      [m for m in messages if m["role"] == "assistant"]):
                     span = record["text"][s:e]
