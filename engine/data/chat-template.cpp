@@ -241,8 +241,14 @@ std::string default_system_of_template(std::string_view jinja) {
 
 ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokenizer* tokenizer,
                                         std::string_view model_type, ChatTemplateKind fallback) {
-  if (requested != ChatTemplateKind::kAuto && requested != ChatTemplateKind::kModel)
-    return {requested, std::string("set to ") + chat_template_name(requested), "", "", {}};
+  if (requested != ChatTemplateKind::kAuto && requested != ChatTemplateKind::kModel) {
+    // A hand-written ChatML forced on a model whose own template has a default system message
+    // (Qwen2.5's) keeps that default.
+    std::string system;
+    if (requested == ChatTemplateKind::kChatMl && tokenizer)
+      system = default_system_of_template(tokenizer->chat_template());
+    return {requested, std::string("set to ") + chat_template_name(requested), system, "", {}};
+  }
   if (tokenizer && !tokenizer->chat_template().empty()) {
     return {ChatTemplateKind::kModel,
             "the model's own chat template (tokenizer_config.json chat_template or "
