@@ -125,7 +125,8 @@ TEST(ChatTemplate, ChoiceOrder) {
   // "model" for a model that ships none: the family's hand-written one, saying so.
   auto none_model = choose_chat_template(ChatTemplateKind::kModel, &none, "qwen2");
   EXPECT_EQ(none_model.kind, ChatTemplateKind::kChatMl);
-  EXPECT_EQ(none_model.reason, "the model ships no chat template; from model family 'qwen2': chatml");
+  EXPECT_EQ(none_model.reason,
+            "the model ships no chat template; from model family 'qwen2': chatml");
   // Then the family.
   EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "qwen2").kind,
             ChatTemplateKind::kChatMl);
