@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Renders a model's own Jinja chat template exactly as transformers' apply_chat_template does, for
 # Spillway's worker and GUI (engine/data/chat-template-jinja.cpp starts it; one process renders a
 # whole dataset). Installed as share/spillway/chat_template.py; needs python3 and python3-jinja2.

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -208,6 +210,62 @@ TEST(ChatTemplateJinja, DatasetIdsMatchTransformers) {
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(*got, want_trained);
   }
+}
+
+}  // namespace
+}  // namespace spillway
+
+namespace spillway {
+namespace {
+
+// PATH set for the scope of a test, restored after.
+class ScopedPath {
+ public:
+  explicit ScopedPath(const std::string& path) {
+    const char* old = std::getenv("PATH");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv("PATH", path.c_str(), 1);
+  }
+  ~ScopedPath() {
+    if (had_)
+      ::setenv("PATH", old_.c_str(), 1);
+    else
+      ::unsetenv("PATH");
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+TEST(ChatTemplateJinja, MissingPython3OrJinja2NamesTheDebianPackages) {
+  testing::TempDir tmp;
+  {
+    ScopedPath path(tmp.path());  // no python3 on it
+    auto r = JinjaChatRenderer::start("{{ messages }}", {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
+    EXPECT_NE(r.status().message().find("needs python3"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("apt install python3 python3-jinja2"), std::string::npos);
+  }
+  // A python3 without its site-packages (-S) has no jinja2.
+  std::string real;
+  for (const char* dir : {"/usr/bin", "/bin", "/usr/local/bin"})
+    if (std::filesystem::exists(std::string(dir) + "/python3"))
+      real = std::string(dir) + "/python3";
+  if (real.empty()) GTEST_SKIP() << "no python3 in /usr/bin";
+  const std::string wrapper = tmp.path() + "/python3";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec " << real << " -S \"$@\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  ScopedPath path(tmp.path());
+  auto r = JinjaChatRenderer::start("{{ messages }}", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(r.status().message().find("needs Python's jinja2"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("python3-jinja2"), std::string::npos);
 }
 
 }  // namespace
