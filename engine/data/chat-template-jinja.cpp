@@ -77,7 +77,7 @@ RenderedChat parse_reply(const json& j) {
 std::string RenderedChat::error_message() const {
   if (template_line > 0)
     return "the chat template failed at its line " + std::to_string(template_line) + ": " + error;
-  return "the chat template failed: " + error;
+  return "chat template: " + error;
 }
 
 Result<std::string> chat_template_script() {

@@ -43,7 +43,8 @@ struct RenderedChat {
   int template_line = 0;  // the template's line of the error, 0 when unknown
 
   bool ok() const { return error.empty(); }
-  // "the chat template failed at its line N: MESSAGE" (or without the line when unknown).
+  // "the chat template failed at its line N: MESSAGE" (a template error), or "chat template:
+  // MESSAGE" without a line (one the renderer found: "cannot tell the trained tokens: ...").
   std::string error_message() const;
 };
 

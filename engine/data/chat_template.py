@@ -18,7 +18,10 @@
 # message from the end of the prompt that asks for it (the rendering of the messages before it
 # with add_generation_prompt=True) to the end of the template's closing token after it
 # (<|im_end|>, <|eot_id|>, </s>: what the model must learn to write to end its turn); the
-# whitespace after that token is not trained.
+# whitespace after that token is not trained. Templates that open the reply in the generation
+# prompt (<think>), close the last message otherwise than an earlier one, or rewrite earlier turns
+# as the conversation grows (Qwen3's reasoning) are handled in prompt_end and turn_span; where the
+# turn cannot be told apart, the reply is {"error": "cannot tell the trained tokens: ..."}.
 #
 # The script reads nothing but stdin, writes nothing but stdout, and opens no connection: after
 # its imports, file creation is capped at zero bytes and sockets are refused.
@@ -200,63 +203,130 @@ class Renderer:
         for i, m in enumerate(messages):
             if m.get("role") != "assistant":
                 continue
-            start, end = self.turn_span(messages, tools, text, i)
+            span = self.turn_span(messages, tools, text, i, spans[-1][1] if spans else 0)
+            if span is None:
+                continue
+            start, end = span
             if spans and start < spans[-1][1]:
                 raise SpanError(f"assistant message {i + 1} starts inside the turn before it")
             spans.append([start, end])
         return spans
 
-    def closing_token(self):
+    def closing_token(self, last):
         # The token the template closes an assistant turn with (<|im_end|>, <|eot_id|>, " </s>",
-        # <end_of_turn>): what it writes right after the reply in a probe conversation. None
-        # when it writes no such token or the probe does not render.
+        # <end_of_turn>): what it writes right after the reply in a probe conversation, where the
+        # reply is the last message or is followed by a user's (gpt-oss closes the last with
+        # <|return|>, the others with <|end|>). None when it writes no such token or the probe
+        # does not render.
         if not hasattr(self, "_closing"):
-            self._closing = None
-            try:
-                probe = self.render([{"role": "user", "content": "\ue001"},
-                                     {"role": "assistant", "content": "\ue000"}], None, False)
-                after = probe[probe.index("\ue000") + 1:]
-                match = re.match(r"\s*<[^<>\s]+>", after)
-                if match:
-                    self._closing = match.group(0)
-            except Exception:
-                pass
-        return self._closing
+            self._closing = {}
+            for at_end in (True, False):
+                probe = [{"role": "user", "content": "\ue001"},
+                         {"role": "assistant", "content": "\ue000"}]
+                if not at_end:
+                    probe.append({"role": "user", "content": "\ue002"})
+                try:
+                    text = self.render(probe, None, False)
+                    match = re.match(r"\s*<[^<>\s]+>", text[text.index("\ue000") + 1:])
+                    self._closing[at_end] = match.group(0) if match else None
+                except Exception:
+                    self._closing[at_end] = None
+        return self._closing[last]
 
-    def turn_span(self, messages, tools, text, i):
-        # The prompt for this reply: the messages before it and the generation prompt.
+    def prompt_end(self, messages, tools, text, i, previous_end):
+        # Where the reply to messages[:i] starts in `text`: after the rendering of those messages
+        # with add_generation_prompt. Some templates open the reply in the generation prompt
+        # (DeepSeek-R1, QwQ, Gemma 4: "<think>\n"), close the last message otherwise than one
+        # that has a reply after it (Hermes' tool results), or render earlier assistant turns
+        # otherwise once more follow (Qwen3.5 drops their reasoning): there the reply starts
+        # where the prompt stops matching, or after the generation prompt's header when it
+        # follows nearby (or, for rewritten turns, after the previous reply).
         try:
             prompt = self.render(messages[:i], tools, True)
-        except Exception:
-            if i > 0:
-                raise
-            prompt = ""  # a conversation that opens with the assistant
-        if not text.startswith(prompt):
+            history = self.render(messages[:i], tools, False)
+        except Exception as error:
+            if i == 0:
+                return 0  # a conversation that opens with the assistant
+            raise SpanError(f"assistant message {i + 1}: the template refuses the messages "
+                            f"before it: {error}") from error
+        if text.startswith(prompt):
+            return len(prompt)
+        generation = prompt[len(history):] if prompt.startswith(history) else ""
+        openers = [o for o in dict.fromkeys([generation.strip(),
+                                             generation.strip().split("\n")[0]]) if o]
+        common = common_prefix(prompt, text)
+        if common > previous_end:
+            start = common
+            lo, hi = max(previous_end, common - len(generation)), common + len(generation) + 2
+        else:
+            # Earlier turns rewritten: the first header after the previous reply (the first line
+            # of the generation prompt; the rest of it may belong to the last turn only).
+            start, lo, hi = None, previous_end, len(text)
+            openers = openers[-1:]
+        for opener in openers:
+            found = text.find(opener, lo, hi + len(opener))
+            if found >= 0:
+                start = found + len(opener)
+                trailing = generation[generation.index(opener) + len(opener):]
+                trailing = trailing[:len(trailing) - len(trailing.lstrip())]
+                if trailing and text.startswith(trailing, start):
+                    start += len(trailing)
+                break
+        before = messages[i - 1].get("content") if i > 0 else None
+        if start is None or (isinstance(before, str) and before.strip() and
+                             before.strip() not in text[previous_end:start]):
             raise SpanError(
-                f"assistant message {i + 1}: the rendering of the messages before it (with "
-                "add_generation_prompt) is not where the whole conversation's rendering starts; "
-                "the template renders earlier turns differently as the conversation grows")
-        start = len(prompt)
-        closing = self.closing_token()
+                f"assistant message {i + 1}: the rendering of the messages before it is not "
+                "where the whole conversation's rendering starts; the template renders earlier "
+                "turns differently as the conversation grows")
+        return start
+
+    def turn_span(self, messages, tools, text, i, previous_end):
+        # None when the template writes nothing for this reply (an empty last reply that
+        # Apertus and Seed-OSS leave out, or a tool-use template that renders no turns).
+        start = self.prompt_end(messages, tools, text, i, previous_end)
+        try:
+            reply = self.render(messages[:i + 1], tools, False).rstrip()
+            if reply in (self.render(messages[:i], tools, False).rstrip(),
+                         self.render(messages[:i], tools, True).rstrip()):
+                return None
+        except Exception:
+            pass
+        # The conversation up to this reply matches the text up to `bound`: past this turn when
+        # the template renders it alike whether it is the last or not, then a limit for it
+        # (trusted when at least half the turn matches; Qwen3 writes a last tool call after an
+        # empty reasoning block, an earlier one without).
+        closed = self.render(messages[:i + 1], tools, False)
+        bound = common_prefix(closed, text)
+        trusted = bound > start and 2 * (bound - start) >= len(closed.rstrip()) - start
+        closing = self.closing_token(last=i == len(messages) - 1)
+        content = messages[i].get("content")
+        after = start
+        if isinstance(content, str) and content.strip():
+            found = text.find(content.strip(), start)
+            if found >= 0:
+                after = found + len(content.strip())
         if closing:
             # The turn ends with the first closing token after its content (a template may
             # rewrite the reply, Qwen3 drops earlier turns' reasoning, so the content is searched
             # for, not assumed to sit at the start).
-            content = messages[i].get("content")
-            after = start
-            if isinstance(content, str) and content.strip():
-                found = text.find(content.strip(), start)
-                if found >= 0:
-                    after = found + len(content.strip())
             end = text.find(closing, after)
-            if end >= 0:
+            if end >= 0 and (not trusted or end <= bound):
                 return start, end + len(closing)
-        # No closing token: the turn is what rendering the conversation up to it adds, without
-        # the whitespace after it.
-        closed = self.render(messages[:i + 1], tools, False).rstrip()
-        if closed.startswith(prompt) and text.startswith(closed):
-            return start, len(closed)
+        # No closing token there (GLM ends a tool call with the next role's tag): the turn is
+        # what the rendering of the conversation up to it shares with the text, without the
+        # whitespace after it.
+        if trusted:
+            return start, start + len(text[start:bound].rstrip())
         raise SpanError(f"cannot find where assistant message {i + 1} ends in the rendering")
+
+
+def common_prefix(a, b):
+    n = 0
+    limit = min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n
 
 
 class SpanError(Exception):
@@ -292,7 +362,10 @@ def handle(renderer, request):
             trained = [list(s) for s in indices]
         else:
             text = renderer.render(messages, tools, add_generation_prompt)
-            trained = renderer.trained_spans(messages, tools, text)
+            try:
+                trained = renderer.trained_spans(messages, tools, text)
+            except SpanError as error:
+                return {"error": f"cannot tell the trained tokens: {error}"}
         return {"text": text, "trained": trained}
     except Exception as error:  # the template's own raise_exception, or any error it runs into
         return error_reply(error)
