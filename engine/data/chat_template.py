@@ -372,6 +372,9 @@ def handle(renderer, request):
 
 
 def main():
+    # JSON lines are UTF-8 whatever the locale says (-I ignores PYTHONIOENCODING).
+    sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
+    sys.stdout.reconfigure(encoding="utf-8")
     _lock_down()
     setup_line = sys.stdin.readline()
     try:
