@@ -5,6 +5,7 @@
 #include "data/chat-template-jinja.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -252,6 +253,9 @@ JinjaChatRenderer::~JinjaChatRenderer() {
   if (to_child_ >= 0) ::close(to_child_);
   if (from_child_ >= 0) ::close(from_child_);
   if (pid_ > 0) {
+    // Nothing more is wanted from it, and it writes no file: a template still looping (a preview
+    // given up, a load that failed) is stopped rather than waited for.
+    ::kill(pid_, SIGKILL);
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }

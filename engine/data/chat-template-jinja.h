@@ -10,8 +10,9 @@
 // its stdin, writes only its stdout and opens no connection.
 //
 // A JinjaChatRenderer owns one process; it is not thread-safe (one caller at a time) and must not
-// be used on a GUI's window thread (it waits on the process). Its destructor closes the process's
-// input and waits for it.
+// be used on a GUI's window thread (it waits on the process). Its destructor stops the process
+// (SIGKILL: it writes no file, and a template caught in a long loop is not waited for) and reaps
+// it.
 #pragma once
 
 #include <cstddef>
