@@ -655,6 +655,10 @@ Status read_text(std::string_view content, const std::string& file, TextSplit sp
 
 }  // namespace
 
+std::string chat_messages_json_of(const std::vector<ChatMessage>& messages) {
+  return hf_messages_of(messages);
+}
+
 std::string RecordIssue::to_string() const {
   return file + ":" + std::to_string(line) + ": " + reason;
 }

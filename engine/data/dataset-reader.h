@@ -73,6 +73,10 @@ struct DatasetRecord {
   std::vector<int32_t> labels;
 };
 
+// `messages` in transformers' chat format (a JSON list, as chat_messages_json), for a record made
+// without the reader.
+std::string chat_messages_json_of(const std::vector<ChatMessage>& messages);
+
 // "FILE:LINE: reason".
 struct RecordIssue {
   std::string file;

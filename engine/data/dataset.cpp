@@ -132,7 +132,9 @@ Result<std::vector<RenderedChat>> render_with_model_template(const DatasetRecord
           : nlohmann::json{{"role", "system"}, {"content", o.default_system}}.dump(
                 -1, ' ', false, nlohmann::json::error_handler_t::replace);
   for (const DatasetRecord& r : records.records) {
-    ChatRenderRequest q{r.chat_messages_json, r.chat_tools_json, false};
+    ChatRenderRequest q{
+        r.chat_messages_json.empty() ? chat_messages_json_of(r.messages) : r.chat_messages_json,
+        r.chat_tools_json, false};
     // The default system message setting, for a conversation that has none.
     const bool has_system = !r.messages.empty() && r.messages.front().role == ChatRole::kSystem;
     if (!system.empty() && !has_system && q.messages.size() > 1)

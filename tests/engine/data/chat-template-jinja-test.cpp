@@ -15,6 +15,7 @@
 
 #include "data/dataset.h"
 #include "data/tokenizer.h"
+#include "fake-tokenizer.h"
 #include "test-data.h"
 
 namespace spillway {
@@ -266,6 +267,44 @@ TEST(ChatTemplateJinja, MissingPython3OrJinja2NamesTheDebianPackages) {
   EXPECT_NE(r.status().message().find("needs Python's jinja2"), std::string::npos)
       << r.status().message();
   EXPECT_NE(r.status().message().find("python3-jinja2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spillway
+
+namespace spillway {
+namespace {
+
+// A record made in memory (no reader: no transformers-format messages of its own) with the
+// default system message setting: rendered by the model's template with the system message
+// first, only the reply trained.
+TEST(ChatTemplateJinja, RecordsMadeInMemoryAndTheDefaultSystemSetting) {
+  testing::FakeByteTokenizer tok(
+      "{% for m in messages %}{{ m.role }}:{{ m.content }}\n{% endfor %}"
+      "{% if add_generation_prompt %}assistant:{% endif %}",
+      /*has_bos=*/false, /*has_eos=*/false);
+  DatasetRecords recs;
+  recs.format = DatasetFormat::kAlpaca;
+  DatasetRecord r;
+  r.line = 1;
+  r.messages = {{ChatRole::kUser, "q"}, {ChatRole::kAssistant, "a"}};
+  recs.records.push_back(r);
+  DatasetOptions o;
+  o.seq_len = 64;
+  o.default_system = "S";
+  auto ds = Dataset::from_records(recs, "mem", tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kModel);
+  const TokenSequence& s = (*ds)[0];
+  std::string text;
+  for (int32_t id : s.input_ids) text += static_cast<char>(id - 3);  // FakeByteTokenizer: byte + 3
+  // The inputs: all but the last token, the "\n" after the reply (an untrained last label).
+  EXPECT_EQ(text, "system:S\nuser:q\nassistant:a");
+  EXPECT_EQ(s.labels.back(), -100);
+  std::string trained;
+  for (int32_t l : s.labels)
+    if (l >= 0) trained += static_cast<char>(l - 3);
+  EXPECT_EQ(trained, "a");
 }
 
 }  // namespace
