@@ -94,8 +94,11 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
     if (!cfg.cls_token) SPW_RETURN_IF_ERROR(read_token(j, "cls_token", map_path, cfg.cls_token));
     if (!cfg.mask_token) SPW_RETURN_IF_ERROR(read_token(j, "mask_token", map_path, cfg.mask_token));
   }
+  // chat_template.jinja wins over tokenizer_config.json's chat_template, as in transformers 5
+  // (PreTrainedTokenizerBase.from_pretrained: "independent chat template file(s) ... take
+  // priority"): a save that updated the file left the older copy in the config.
   const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
-  if (cfg.chat_template.empty() && fs::exists(jinja_path, ec)) {
+  if (fs::exists(jinja_path, ec)) {
     SPW_ASSIGN_OR_RETURN(cfg.chat_template, read_file(jinja_path));
   }
   return cfg;

@@ -1,7 +1,8 @@
 // TokenizerConfig: what transformers keeps beside the tokenizer files: tokenizer_config.json
 // (bos/eos/pad/unk tokens, add_bos_token / add_eos_token, tokenizer_class, chat_template),
 // special_tokens_map.json (fills the special tokens the former lacks) and chat_template.jinja
-// (newer checkpoints keep the template there). All of them may be absent.
+// (newer checkpoints keep the template there; it wins over the config's, as in transformers).
+// All of them may be absent.
 //
 // A plain value; load_tokenizer_config is thread-safe.
 #pragma once

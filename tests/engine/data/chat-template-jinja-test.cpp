@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
+#include "data/tokenizer-config.h"
 #include "data/tokenizer.h"
 #include "fake-tokenizer.h"
 #include "test-data.h"
@@ -305,6 +306,28 @@ TEST(ChatTemplateJinja, RecordsMadeInMemoryAndTheDefaultSystemSetting) {
   for (int32_t l : s.labels)
     if (l >= 0) trained += static_cast<char>(l - 3);
   EXPECT_EQ(trained, "a");
+}
+
+}  // namespace
+}  // namespace spillway
+
+namespace spillway {
+namespace {
+
+// The model folder's chat_template.jinja wins over tokenizer_config.json's chat_template, as
+// transformers loads them; the config's AddedToken form of a special token is its content.
+TEST(ChatTemplateJinja, TheJinjaFileWinsAndSpecialTokensAreNamed) {
+  testing::TempDir dir;
+  std::ofstream(dir.path() + "/tokenizer_config.json")
+      << R"({"chat_template": "old", "bos_token": {"content": "<s>", "__type": "AddedToken"},)"
+         R"( "eos_token": "</s>", "mask_token": "<mask>", "pad_token": null})";
+  std::ofstream(dir.path() + "/chat_template.jinja") << "new";
+  auto config = load_tokenizer_config(dir.path());
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  EXPECT_EQ(config->chat_template, "new");
+  EXPECT_EQ(special_tokens_map(*config),
+            (std::map<std::string, std::string>{
+                {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"mask_token", "<mask>"}}));
 }
 
 }  // namespace
