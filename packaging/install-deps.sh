@@ -16,6 +16,9 @@ packages=(
   xvfb xauth
   libicu-dev
   fortunes
+  # A model's own chat template is rendered by Python's jinja2 (engine/data/chat_template.py), as
+  # the Debian package depends.
+  python3 python3-jinja2
   # The packaging tests (label packaging): the man-page check, the desktop entry, AppStream
   # metainfo and MIME type validators, and dpkg-shlibdeps for cpack -G DEB.
   python3 man-db desktop-file-utils appstream shared-mime-info libglib2.0-bin dpkg-dev

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "worker/bench-command.h"
+#include "worker/chat-template-command.h"
 #include "worker/job-keys-command.h"
 #include "worker/model-commands.h"
 #include "worker/models-command.h"
@@ -83,6 +84,11 @@ const std::vector<Command>& commands() {
       {"tokenize", "tokenize --tokenizer PATH [--add-special-tokens]",
        "Reads JSON lines {\"text\": ...} on stdin and writes {\"ids\": [...]} lines.",
        run_tokenize},
+      {"chat-template", "chat-template --model DIR [--add-generation-prompt] [--tools FILE]",
+       "Reads JSON lines {\"messages\": [...]} on stdin and writes {\"text\": ..., \"trained\": "
+       "[[start, end], ...]} lines (code-point offsets), rendered by the model's own chat template "
+       "as training renders it; {\"error\": ...} when the template refuses one.",
+       run_chat_template},
       {"job-keys", "job-keys [--markdown | --json]",
        "Prints every key of the job file with its default, unit, allowed values and meaning.",
        run_job_keys},

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/file-util.h"
+#include "data/chat-template-jinja.h"
 #include "data/chat-template.h"
 #include "data/dataset-options.h"
 #include "data/dataset.h"
@@ -87,9 +88,55 @@ namespace {
 // assistant's turn opened (every segment before the reply's first trained one), BOS/EOS segments
 // as the tokenizer's ids. `stop` gets the template's end-of-turn token (the reply's closing text
 // when it is one token: <|im_end|>, <|eot_id|>), which ends the reply as EOS does.
+// The same with the model's own template: the prompt rendered with add_generation_prompt, and
+// the stop the closing token of an empty reply's trained span (<|im_end|>, <|eot_id|>).
+Result<std::vector<int32_t>> model_chat_prompt_ids(const ChatTemplateChoice& choice,
+                                                   const std::string& prompt, const Tokenizer& tok,
+                                                   std::string* text, std::vector<int32_t>* stop) {
+  SPW_ASSIGN_OR_RETURN(auto renderer,
+                       JinjaChatRenderer::start(choice.jinja, choice.special_tokens));
+  const json user = {{"role", "user"}, {"content", prompt}};
+  const json reply = {{"role", "assistant"}, {"content", ""}};
+  const std::vector<ChatRenderRequest> requests = {
+      {json::array({user}).dump(-1, ' ', false, json::error_handler_t::replace), "", true},
+      {json::array({user, reply}).dump(-1, ' ', false, json::error_handler_t::replace), "", false}};
+  SPW_ASSIGN_OR_RETURN(std::vector<RenderedChat> rendered, renderer->render(requests));
+  for (const RenderedChat& r : rendered)
+    if (!r.ok()) return invalid_argument(r.error_message());
+  auto token = [&](const char* name) {
+    auto it = choice.special_tokens.find(name);
+    return it == choice.special_tokens.end() ? std::string() : it->second;
+  };
+  SPW_ASSIGN_OR_RETURN(std::vector<ChatSegment> segments,
+                       chat_segments(rendered[0], token("bos_token"), token("eos_token")));
+  std::vector<int32_t> ids;
+  for (const ChatSegment& seg : segments) {
+    std::optional<int32_t> special;
+    if (seg.special == ChatSegment::Special::kBos) special = tok.bos_id();
+    if (seg.special == ChatSegment::Special::kEos) special = tok.eos_id();
+    if (seg.special != ChatSegment::Special::kNone) {
+      if (special) ids.push_back(*special);
+      continue;
+    }
+    SPW_ASSIGN_OR_RETURN(std::vector<int32_t> part, tok.encode(seg.text));
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  *text = rendered[0].text;
+  const RenderedChat& empty = rendered[1];
+  if (!empty.trained.empty()) {
+    const auto [start, end] = empty.trained.back();
+    const size_t b = utf8_offset_of(empty.text, start), e = utf8_offset_of(empty.text, end);
+    auto closing = tok.encode(std::string_view(empty.text).substr(b, e - b));
+    if (closing.ok() && !closing->empty()) stop->push_back(closing->back());
+  }
+  return ids;
+}
+
 Result<std::vector<int32_t>> chat_prompt_ids(ChatTemplateChoice choice, const std::string& prompt,
                                              const Tokenizer& tok, std::string* text,
                                              std::vector<int32_t>* stop) {
+  if (choice.kind == ChatTemplateKind::kModel)
+    return model_chat_prompt_ids(choice, prompt, tok, text, stop);
   std::vector<ChatMessage> msgs;
   if (!choice.default_system.empty()) msgs.push_back({ChatRole::kSystem, choice.default_system});
   msgs.push_back({ChatRole::kUser, prompt});

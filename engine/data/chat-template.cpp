@@ -187,6 +187,8 @@ const char* chat_template_name(ChatTemplateKind kind) {
       return "alpaca";
     case ChatTemplateKind::kPlain:
       return "plain";
+    case ChatTemplateKind::kModel:
+      return "model";
   }
   return "?";
 }
@@ -199,8 +201,9 @@ Result<ChatTemplateKind> parse_chat_template_kind(std::string_view name) {
   if (n == "chatml" || n == "qwen" || n == "qwen2") return ChatTemplateKind::kChatMl;
   if (n == "alpaca") return ChatTemplateKind::kAlpaca;
   if (n == "plain") return ChatTemplateKind::kPlain;
+  if (n == "model") return ChatTemplateKind::kModel;
   return invalid_argument("unknown chat template " + quote_name(name) +
-                          " (expected auto, llama-2, llama-3, chatml, alpaca or plain)");
+                          " (expected auto, model, llama-2, llama-3, chatml, alpaca or plain)");
 }
 
 ChatTemplateKind detect_chat_template(std::string_view jinja) {
@@ -238,19 +241,19 @@ std::string default_system_of_template(std::string_view jinja) {
 
 ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokenizer* tokenizer,
                                         std::string_view model_type, ChatTemplateKind fallback) {
-  if (requested != ChatTemplateKind::kAuto)
-    return {requested, std::string("set to ") + chat_template_name(requested), ""};
+  if (requested != ChatTemplateKind::kAuto && requested != ChatTemplateKind::kModel) {
+    // A hand-written ChatML forced on a model whose own template has a default system message
+    // (Qwen2.5's) keeps that default.
+    std::string system;
+    if (requested == ChatTemplateKind::kChatMl && tokenizer)
+      system = default_system_of_template(tokenizer->chat_template());
+    return {requested, std::string("set to ") + chat_template_name(requested), system, "", {}};
+  }
   if (tokenizer && !tokenizer->chat_template().empty()) {
-    ChatTemplateKind k = detect_chat_template(tokenizer->chat_template());
-    if (k != ChatTemplateKind::kAuto) {
-      ChatTemplateChoice c{k,
-                           std::string("recognised from tokenizer_config.json chat_template as ") +
-                               chat_template_name(k),
-                           ""};
-      if (k == ChatTemplateKind::kChatMl)
-        c.default_system = default_system_of_template(tokenizer->chat_template());
-      return c;
-    }
+    return {ChatTemplateKind::kModel,
+            "the model's own chat template (tokenizer_config.json chat_template or "
+            "chat_template.jinja), rendered by jinja2",
+            "", tokenizer->chat_template(), tokenizer->special_tokens_map()};
   }
   std::string family = lower(model_type);
   auto has_token = [&](std::string_view t) {
@@ -264,13 +267,22 @@ ChatTemplateChoice choose_chat_template(ChatTemplateKind requested, const Tokeni
   } else if (family == "llama") {
     k = has_token("<|start_header_id|>") ? ChatTemplateKind::kLlama3 : ChatTemplateKind::kLlama2;
   }
+  const std::string none =
+      requested == ChatTemplateKind::kModel ? "the model ships no chat template; " : "";
   if (k != ChatTemplateKind::kAuto)
-    return {k, "from model family '" + std::string(model_type) + "': " + chat_template_name(k), ""};
-  if (fallback == ChatTemplateKind::kAuto) fallback = ChatTemplateKind::kPlain;
-  return {
-      fallback,
-      std::string("no chat template recognised; using the default ") + chat_template_name(fallback),
-      ""};
+    return {k,
+            none + "from model family '" + std::string(model_type) + "': " + chat_template_name(k),
+            "",
+            "",
+            {}};
+  if (fallback == ChatTemplateKind::kAuto || fallback == ChatTemplateKind::kModel)
+    fallback = ChatTemplateKind::kPlain;
+  return {fallback,
+          none + std::string("no chat template recognised; using the default ") +
+              chat_template_name(fallback),
+          "",
+          "",
+          {}};
 }
 
 Result<std::vector<ChatSegment>> render_chat(ChatTemplateKind kind,
@@ -306,6 +318,10 @@ Result<std::vector<ChatSegment>> render_chat(ChatTemplateKind kind,
       break;
     case ChatTemplateKind::kAuto:
       return invalid_argument("render_chat needs a concrete template, not auto");
+    case ChatTemplateKind::kModel:
+      return invalid_argument(
+          "render_chat renders the hand-written templates; the model's own is rendered by "
+          "JinjaChatRenderer");
   }
   return out;
 }

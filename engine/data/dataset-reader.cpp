@@ -247,6 +247,64 @@ Result<ChatRole> role_from_name(const std::string& name) {
   return invalid_argument("unknown role " + quote_name(name));
 }
 
+// transformers' format keeps each object's keys in the order they were written (a template's
+// tojson prints them so), hence ordered_json.
+using ojson = nlohmann::ordered_json;
+
+std::string dump_json(const ojson& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// A message of a conversation read as ChatMessage, in transformers' format.
+ojson hf_message(const ChatMessage& m) {
+  switch (m.role) {
+    case ChatRole::kSystem:
+      return {{"role", "system"}, {"content", m.content}};
+    case ChatRole::kUser:
+      return {{"role", "user"}, {"content", m.content}};
+    case ChatRole::kToolResult:
+      return {{"role", "tool"}, {"content", m.content}};
+    case ChatRole::kToolCall: {
+      // ShareGPT's function_call value: {"name", "arguments"} or a list of them.
+      ojson calls = ojson::parse(m.content, nullptr, false);
+      if (calls.is_object()) calls = ojson::array({calls});
+      ojson tool_calls = ojson::array();
+      if (calls.is_array()) {
+        for (const ojson& c : calls) {
+          if (!c.is_object() || !c.contains("name")) {
+            tool_calls = nullptr;
+            break;
+          }
+          ojson f = {{"name", c["name"]}, {"arguments", c.value("arguments", ojson::object())}};
+          tool_calls.push_back({{"type", "function"}, {"function", f}});
+        }
+      }
+      if (calls.is_array() && tool_calls.is_array() && !tool_calls.empty())
+        return {{"role", "assistant"}, {"content", ""}, {"tool_calls", tool_calls}};
+      return {{"role", "assistant"}, {"content", m.content}};
+    }
+    case ChatRole::kAssistant:
+      break;
+  }
+  return {{"role", "assistant"}, {"content", m.content}};
+}
+
+std::string hf_messages_of(const std::vector<ChatMessage>& messages) {
+  ojson list = ojson::array();
+  for (const ChatMessage& m : messages) list.push_back(hf_message(m));
+  return dump_json(list);
+}
+
+// A record's tools (a list, or a JSON string of one, as glaive_toolcall writes them) as
+// transformers' tool schemas: each {type: function, function: ...}. Empty when there are none.
+std::string hf_tools_of(const ojson& tools) {
+  ojson list = tools.is_string() ? ojson::parse(tools.get<std::string>(), nullptr, false) : tools;
+  if (!list.is_array() || list.empty()) return "";
+  for (ojson& t : list)
+    if (t.is_object() && !t.contains("type")) t = {{"type", "function"}, {"function", t}};
+  return dump_json(list);
+}
+
 // `content` as a string: a string, null (empty), or OpenAI's list of {type: "text", text} parts.
 bool content_string(const json& v, const std::string& where, std::string* out,
                     std::string* reason) {
@@ -334,6 +392,7 @@ bool convert_alpaca(const json& obj, int64_t line, std::vector<DatasetRecord>* o
     if (!is_blank(input)) user += (user.empty() ? "" : "\n\n") + input;
     r.messages.push_back({ChatRole::kUser, std::move(user)});
     r.messages.push_back({ChatRole::kAssistant, output});
+    r.chat_messages_json = hf_messages_of(r.messages);
     out->push_back(std::move(r));
     return true;
   };
@@ -371,8 +430,8 @@ bool convert_alpaca(const json& obj, int64_t line, std::vector<DatasetRecord>* o
 // ShareGPT and OpenAI share one reader: the list is `conversations` or `messages`, a message is
 // {from, value} or {role, content}. OpenAI tool calls ({role: assistant, tool_calls: [...]})
 // become kToolCall messages holding the calls as JSON.
-bool convert_conversation(const json& obj, DatasetFormat format, DatasetRecord* r,
-                          std::string* reason) {
+bool convert_conversation(const json& obj, const ojson& ordered, DatasetFormat format,
+                          DatasetRecord* r, std::string* reason) {
   const char* primary = format == DatasetFormat::kOpenAiMessages ? "messages" : "conversations";
   const char* secondary = format == DatasetFormat::kOpenAiMessages ? "conversations" : "messages";
   auto list = obj.find(primary);
@@ -397,9 +456,14 @@ bool convert_conversation(const json& obj, DatasetFormat format, DatasetRecord* 
   std::string system, tools;
   bool has = false;
   if (!optional_string(obj, "system", &system, &has, reason)) return false;
+  const std::string plain_system = system;  // without the tools, which the template gets apart
   if (auto t = obj.find("tools"); t != obj.end() && !t->is_null()) {
     tools = t->is_string() ? t->get<std::string>() : t->dump();
+    r->chat_tools_json = hf_tools_of(ordered["tools"]);
   }
+  ojson hf = ojson::array();
+  const ojson& ordered_list = ordered[key];
+  if (!plain_system.empty()) hf.push_back({{"role", "system"}, {"content", plain_system}});
   if (!trim(tools).empty() && trim(tools) != "[]") {
     system += (system.empty() ? "" : "\n\n") +
               std::string("You have access to the following tools:\n") + tools;
@@ -446,14 +510,25 @@ bool convert_conversation(const json& obj, DatasetFormat format, DatasetRecord* 
     if (msg.role == ChatRole::kSystem && !r->messages.empty()) {
       if (i == 0 && r->messages.size() == 1 && r->messages[0].role == ChatRole::kSystem) {
         r->messages[0].content = msg.content + "\n\n" + r->messages[0].content;
+        if (hf.empty())
+          hf.push_back({{"role", "system"}, {"content", msg.content}});
+        else
+          hf[0]["content"] = msg.content + "\n\n" + plain_system;
         continue;
       }
       *reason = where + " is a system message after the start of the conversation";
       return false;
     }
     any_trained = any_trained || chat_role_is_trained(msg.role);
+    // An OpenAI message under its own role name is passed as written (tool_calls, tool_call_id,
+    // reasoning_content, content parts); ShareGPT's and aliases are converted.
+    const std::string role_name = role_it->get<std::string>();
+    const bool as_written = m.contains("role") && (role_name == "system" || role_name == "user" ||
+                                                   role_name == "assistant" || role_name == "tool");
+    hf.push_back(as_written ? ordered_list[i] : hf_message(msg));
     r->messages.push_back(std::move(msg));
   }
+  r->chat_messages_json = dump_json(hf);
   if (!any_trained) {
     *reason = "conversation has no assistant turn (nothing to train)";
     return false;
@@ -579,6 +654,10 @@ Status read_text(std::string_view content, const std::string& file, TextSplit sp
 }
 
 }  // namespace
+
+std::string chat_messages_json_of(const std::vector<ChatMessage>& messages) {
+  return hf_messages_of(messages);
+}
 
 std::string RecordIssue::to_string() const {
   return file + ":" + std::to_string(line) + ": " + reason;
@@ -707,7 +786,9 @@ Result<DatasetRecords> parse_dataset_records(std::string_view content, const std
       case DatasetFormat::kOpenAiMessages: {
         DatasetRecord r;
         r.line = line;
-        ok = convert_conversation(obj, out.format, &r, &reason);
+        // The record again, its keys in written order, for the transformers-format messages.
+        const ojson ordered = ojson::parse(span.text, nullptr, false);
+        ok = convert_conversation(obj, ordered, out.format, &r, &reason);
         if (ok) out.records.push_back(std::move(r));
         break;
       }

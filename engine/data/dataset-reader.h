@@ -60,11 +60,22 @@ struct DatasetRecord {
   int64_t line = 0;  // 1-based line where the record starts in the file
   std::string text;
   std::vector<ChatMessage> messages;
+  // The same conversation in transformers' chat format, for the model's own Jinja template: a JSON
+  // list of {role: system|user|assistant|tool, content, tool_calls?} (OpenAI records as written;
+  // ShareGPT's function_call as an assistant message with tool_calls, its observation as a tool
+  // message), and the record's tools as a JSON list of {type: function, function: schema}, empty
+  // when it has none.
+  std::string chat_messages_json;
+  std::string chat_tools_json;
   // Pre-tokenized, in the Hugging Face convention: labels aligned with input_ids (the model
   // shifts), -100 ignored; empty labels mean "same as input_ids".
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;
 };
+
+// `messages` in transformers' chat format (a JSON list, as chat_messages_json), for a record made
+// without the reader.
+std::string chat_messages_json_of(const std::vector<ChatMessage>& messages);
 
 // "FILE:LINE: reason".
 struct RecordIssue {

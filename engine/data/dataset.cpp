@@ -4,10 +4,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "core/json-file.h"
 #include "core/log.h"
 #include "core/thread-pool.h"
+#include "data/chat-template-jinja.h"
 #include "data/tokenizer.h"
 
 namespace spillway {
@@ -46,25 +48,10 @@ void encode_document(const DatasetRecord& r, const Tokenizer& tok, const Dataset
   e->trained.assign(e->tokens.size(), 1);
 }
 
-void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const DatasetOptions& o,
-                         const ChatTemplateChoice& choice, Encoded* e) {
-  const ChatTemplateKind kind = choice.kind;
-  // The setting wins over the default that the model's own template would insert.
-  const std::string& default_system =
-      o.default_system.empty() ? choice.default_system : o.default_system;
-  std::vector<ChatMessage> with_system;
-  std::span<const ChatMessage> msgs = r.messages;
-  if (!default_system.empty() && (msgs.empty() || msgs.front().role != ChatRole::kSystem)) {
-    with_system.push_back({ChatRole::kSystem, default_system});
-    with_system.insert(with_system.end(), msgs.begin(), msgs.end());
-    msgs = with_system;
-  }
-  auto segments = render_chat(kind, msgs);
-  if (!segments.ok()) {
-    e->error = segments.status().message();
-    return;
-  }
-  for (const ChatSegment& s : *segments) {
+// Tokens of rendered segments: BOS / EOS segments as the tokenizer's ids (left out when it has
+// none), text encoded without special tokens added (HF add_special_tokens=False).
+void encode_segments(const std::vector<ChatSegment>& segments, const Tokenizer& tok, Encoded* e) {
+  for (const ChatSegment& s : segments) {
     std::optional<int32_t> special;
     if (s.special == ChatSegment::Special::kBos) {
       special = tok.bos_id();
@@ -86,6 +73,78 @@ void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const Dat
     e->tokens.insert(e->tokens.end(), ids->begin(), ids->end());
     e->trained.insert(e->trained.end(), ids->size(), s.trained ? 1 : 0);
   }
+}
+
+void encode_conversation(const DatasetRecord& r, const Tokenizer& tok, const DatasetOptions& o,
+                         const ChatTemplateChoice& choice, Encoded* e) {
+  const ChatTemplateKind kind = choice.kind;
+  // The setting wins over the default that the model's own template would insert.
+  const std::string& default_system =
+      o.default_system.empty() ? choice.default_system : o.default_system;
+  std::vector<ChatMessage> with_system;
+  std::span<const ChatMessage> msgs = r.messages;
+  if (!default_system.empty() && (msgs.empty() || msgs.front().role != ChatRole::kSystem)) {
+    with_system.push_back({ChatRole::kSystem, default_system});
+    with_system.insert(with_system.end(), msgs.begin(), msgs.end());
+    msgs = with_system;
+  }
+  auto segments = render_chat(kind, msgs);
+  if (!segments.ok()) {
+    e->error = segments.status().message();
+    return;
+  }
+  encode_segments(*segments, tok, e);
+}
+
+void encode_rendered(const RenderedChat& rendered, const Tokenizer& tok,
+                     const ChatTemplateChoice& choice, Encoded* e) {
+  if (!rendered.ok()) {
+    e->error = rendered.error_message();
+    return;
+  }
+  auto token = [&](const char* name) {
+    auto it = choice.special_tokens.find(name);
+    return it == choice.special_tokens.end() ? std::string() : it->second;
+  };
+  auto segments = chat_segments(rendered, token("bos_token"), token("eos_token"));
+  if (!segments.ok()) {
+    e->error = segments.status().message();
+    return;
+  }
+  encode_segments(*segments, tok, e);
+}
+
+// Renders every conversation with the model's own template in one renderer process. A template
+// that does not compile, or a renderer that cannot start, fails the load; a conversation the
+// template refuses is that record's error.
+Result<std::vector<RenderedChat>> render_with_model_template(const DatasetRecords& records,
+                                                             const std::string& name,
+                                                             const DatasetOptions& o,
+                                                             const ChatTemplateChoice& choice) {
+  auto renderer = JinjaChatRenderer::start(choice.jinja, choice.special_tokens);
+  if (!renderer.ok())
+    return Status(renderer.status().code(), name + ": " + renderer.status().message());
+  std::vector<ChatRenderRequest> requests;
+  requests.reserve(records.records.size());
+  const std::string system =
+      o.default_system.empty()
+          ? std::string()
+          : nlohmann::json{{"role", "system"}, {"content", o.default_system}}.dump(
+                -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  for (const DatasetRecord& r : records.records) {
+    ChatRenderRequest q{
+        r.chat_messages_json.empty() ? chat_messages_json_of(r.messages) : r.chat_messages_json,
+        r.chat_tools_json, false};
+    // The default system message setting, for a conversation that has none.
+    const bool has_system = !r.messages.empty() && r.messages.front().role == ChatRole::kSystem;
+    if (!system.empty() && !has_system && q.messages.size() > 1)
+      q.messages = "[" + system + (q.messages == "[]" ? "" : ",") + q.messages.substr(1);
+    requests.push_back(std::move(q));
+  }
+  auto rendered = (*renderer)->render(requests);
+  if (!rendered.ok())
+    return Status(rendered.status().code(), name + ": " + rendered.status().message());
+  return rendered;
 }
 
 // The bound pre-tokenized ids are checked against: the model's vocab_size when given (what the
@@ -178,9 +237,14 @@ Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
   shared->format = records.format;
   // Padding positions have label -100, so without a tokenizer any id in range will do.
   shared->pad_id = tokenizer ? tokenizer->pad_id().value_or(tokenizer->eos_id().value_or(0)) : 0;
+  std::vector<RenderedChat> rendered;  // kModel: each record's rendering
   if (chat) {
     shared->chat_template = choose_chat_template(options.chat_template, tokenizer,
                                                  options.model_type, options.fallback_template);
+    if (shared->chat_template.kind == ChatTemplateKind::kModel) {
+      SPW_ASSIGN_OR_RETURN(
+          rendered, render_with_model_template(records, name, options, shared->chat_template));
+    }
   } else if (!pretokenized && !tokenizer->eos_id()) {
     log_warn(name + ": the tokenizer has no EOS token; documents are packed without a separator");
   }
@@ -196,7 +260,9 @@ Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
         encode_pretokenized(r, vocab, options.seq_len, &e);
         continue;
       }
-      if (chat)
+      if (chat && !rendered.empty())
+        encode_rendered(rendered[i], *tokenizer, shared->chat_template, &e);
+      else if (chat)
         encode_conversation(r, *tokenizer, options, shared->chat_template, &e);
       else
         encode_document(r, *tokenizer, options, &e);
@@ -264,7 +330,7 @@ Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
 }
 
 const ChatTemplateChoice& Dataset::chat_template() const {
-  static const ChatTemplateChoice kNone{ChatTemplateKind::kAuto, "", ""};
+  static const ChatTemplateChoice kNone{ChatTemplateKind::kAuto, "", "", "", {}};
   return shared_ ? shared_->chat_template : kNone;
 }
 

@@ -5,7 +5,10 @@
 // - Plain text and {"text"} records are documents: [BOS?] + tokens + EOS, concatenated in file
 //   order and cut into windows of seq_len+1 tokens (packing.h). Every position is trained.
 // - Alpaca, ShareGPT and OpenAI records are conversations rendered by a chat template
-//   (chat-template.h); prompt tokens get label -100, replies and their closing token are trained.
+//   (chat-template.h): the model's own, by jinja2 in one renderer process for the whole file
+//   (chat-template-jinja.h), else a hand-written one; prompt tokens get label -100, replies and
+//   their closing token are trained. A conversation the model's template refuses is a bad record
+//   "FILE:LINE: the chat template failed at its line N: MESSAGE".
 //   Layout kPadded (default): one conversation per sequence, cut at seq_len (counted in
 //   stats().truncated) and padded by the batcher. Why the default: no conversation sees another
 //   through attention, which packing without a block-diagonal mask would allow. kPacked
@@ -115,7 +118,7 @@ class Dataset {
     int seq_len = 0;
     int32_t pad_id = 0;
     DatasetFormat format = DatasetFormat::kAuto;
-    ChatTemplateChoice chat_template{ChatTemplateKind::kAuto, "", ""};
+    ChatTemplateChoice chat_template{ChatTemplateKind::kAuto, "", "", "", {}};
     DatasetStats stats;
   };
   // `tokenizer` may be null for pre-tokenized records.

@@ -141,6 +141,7 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::load(
   t->add_bos_ = config.add_bos_token.value_or(true);
   t->add_eos_ = config.add_eos_token.value_or(false);
   t->chat_template_ = config.chat_template;
+  t->special_tokens_map_ = spillway::special_tokens_map(config);
 
   // Whether decode(encode(x)) == x, probed on text that trips the usual lossy settings:
   // whitespace collapsing, NFKC (the ligature and the fraction), and bytes outside the

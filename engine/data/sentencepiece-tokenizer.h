@@ -48,6 +48,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::optional<int32_t> eos_id() const override { return eos_id_; }
   std::optional<int32_t> pad_id() const override { return pad_id_; }
   const std::string& chat_template() const override { return chat_template_; }
+  const std::map<std::string, std::string>& special_tokens_map() const override {
+    return special_tokens_map_;
+  }
   bool lossless() const override { return lossless_; }
 
  private:
@@ -58,6 +61,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::optional<int32_t> bos_id_, eos_id_, pad_id_;
   bool add_bos_ = true, add_eos_ = false;
   std::string chat_template_;
+  std::map<std::string, std::string> special_tokens_map_;
   bool lossless_ = false;
 };
 

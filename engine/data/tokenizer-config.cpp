@@ -59,6 +59,9 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
     SPW_RETURN_IF_ERROR(read_token(j, "eos_token", config_path, cfg.eos_token));
     SPW_RETURN_IF_ERROR(read_token(j, "pad_token", config_path, cfg.pad_token));
     SPW_RETURN_IF_ERROR(read_token(j, "unk_token", config_path, cfg.unk_token));
+    SPW_RETURN_IF_ERROR(read_token(j, "sep_token", config_path, cfg.sep_token));
+    SPW_RETURN_IF_ERROR(read_token(j, "cls_token", config_path, cfg.cls_token));
+    SPW_RETURN_IF_ERROR(read_token(j, "mask_token", config_path, cfg.mask_token));
     SPW_RETURN_IF_ERROR(read_flag(j, "add_bos_token", config_path, cfg.add_bos_token));
     SPW_RETURN_IF_ERROR(read_flag(j, "add_eos_token", config_path, cfg.add_eos_token));
     if (j.contains("tokenizer_class") && j["tokenizer_class"].is_string())
@@ -87,12 +90,30 @@ Result<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
     if (!cfg.eos_token) SPW_RETURN_IF_ERROR(read_token(j, "eos_token", map_path, cfg.eos_token));
     if (!cfg.pad_token) SPW_RETURN_IF_ERROR(read_token(j, "pad_token", map_path, cfg.pad_token));
     if (!cfg.unk_token) SPW_RETURN_IF_ERROR(read_token(j, "unk_token", map_path, cfg.unk_token));
+    if (!cfg.sep_token) SPW_RETURN_IF_ERROR(read_token(j, "sep_token", map_path, cfg.sep_token));
+    if (!cfg.cls_token) SPW_RETURN_IF_ERROR(read_token(j, "cls_token", map_path, cfg.cls_token));
+    if (!cfg.mask_token) SPW_RETURN_IF_ERROR(read_token(j, "mask_token", map_path, cfg.mask_token));
   }
+  // chat_template.jinja wins over tokenizer_config.json's chat_template, as in transformers 5
+  // (PreTrainedTokenizerBase.from_pretrained: "independent chat template file(s) ... take
+  // priority"): a save that updated the file left the older copy in the config.
   const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
-  if (cfg.chat_template.empty() && fs::exists(jinja_path, ec)) {
+  if (fs::exists(jinja_path, ec)) {
     SPW_ASSIGN_OR_RETURN(cfg.chat_template, read_file(jinja_path));
   }
   return cfg;
+}
+
+std::map<std::string, std::string> special_tokens_map(const TokenizerConfig& c) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, token] :
+       {std::pair{"bos_token", &c.bos_token}, std::pair{"eos_token", &c.eos_token},
+        std::pair{"unk_token", &c.unk_token}, std::pair{"sep_token", &c.sep_token},
+        std::pair{"pad_token", &c.pad_token}, std::pair{"cls_token", &c.cls_token},
+        std::pair{"mask_token", &c.mask_token}}) {
+    if (*token) out[name] = **token;
+  }
+  return out;
 }
 
 }  // namespace spillway

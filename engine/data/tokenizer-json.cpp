@@ -156,6 +156,7 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::from_json_text(
       t->bos_id_ = items.front().ids[0];
   }
   t->chat_template_ = config.chat_template;
+  t->special_tokens_map_ = spillway::special_tokens_map(config);
 
   const bool bytes_ok =
       (t->pre_tokenizer_ && t->pre_tokenizer_->byte_level()) || t->model_->byte_fallback();

@@ -51,6 +51,9 @@ class JsonTokenizer final : public Tokenizer {
   std::optional<int32_t> eos_id() const override { return eos_id_; }
   std::optional<int32_t> pad_id() const override { return pad_id_; }
   const std::string& chat_template() const override { return chat_template_; }
+  const std::map<std::string, std::string>& special_tokens_map() const override {
+    return special_tokens_map_;
+  }
   bool lossless() const override { return lossless_; }
 
   // The added tokens as listed in the file.
@@ -73,6 +76,7 @@ class JsonTokenizer final : public Tokenizer {
   int32_t vocab_size_ = 0;
   std::optional<int32_t> bos_id_, eos_id_, pad_id_;
   std::string chat_template_;
+  std::map<std::string, std::string> special_tokens_map_;
   bool lossless_ = false;
 };
 

@@ -48,6 +48,11 @@ Result<std::unique_ptr<Tokenizer>> load_model(const std::string& file, const std
 
 }  // namespace
 
+const std::map<std::string, std::string>& Tokenizer::special_tokens_map() const {
+  static const std::map<std::string, std::string> kNone;
+  return kNone;
+}
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;

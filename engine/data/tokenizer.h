@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,6 +54,10 @@ class Tokenizer {
   virtual std::optional<int32_t> pad_id() const = 0;
   // The Jinja chat template of tokenizer_config.json, empty when none was found.
   virtual const std::string& chat_template() const = 0;
+  // The named special tokens a chat template sees as variables (bos_token, eos_token, ...: as
+  // transformers' special_tokens_map), from tokenizer_config.json and special_tokens_map.json.
+  // Empty for tokenizers without those files.
+  virtual const std::map<std::string, std::string>& special_tokens_map() const;
   // True when decode(encode(x)) == x for every UTF-8 x (byte-level BPE, byte-fallback SPM
   // without normalisation that loses information). Exceptions common to HF: with a Metaspace /
   // Prepend("▁") tokenizer, text that itself contains U+2581 or spells an added token.

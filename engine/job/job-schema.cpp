@@ -86,10 +86,10 @@ std::vector<JobKey> build_table() {
              "Dataset format: plain text, JSONL/JSON with \"text\", Alpaca, ShareGPT, OpenAI "
              "messages, or input_ids; "
              "auto detects it."),
-      choice("data.template", {"auto", "llama-2", "llama-3", "chatml", "alpaca", "plain"},
-             "Chat template of instruction data, whose prompt tokens are not trained; auto: the "
-             "tokenizer's, else "
-             "the model family's."),
+      choice("data.template", {"auto", "model", "llama-2", "llama-3", "chatml", "alpaca", "plain"},
+             "Chat template of instruction data, whose prompt tokens are not trained; auto and "
+             "model: the model's own (rendered by jinja2 as transformers does), else the model "
+             "family's hand-written one; a name forces that hand-written template."),
       ranged(key("data.seq_len", T::kInteger, 256, "tokens",
                  "Tokens per sequence; longer examples are cut."),
              closed(2, 1 << 20)),

@@ -12,6 +12,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTest>
+#include <fstream>
 
 #include "DatasetPreview.h"
 #include "JobForm.h"
@@ -43,7 +44,8 @@ TEST(ChatTemplate, TheFormOffersAutoAndEverySupportedTemplate) {
   ASSERT_NE(combo, nullptr);
   QStringList items;
   for (int i = 0; i < combo->count(); ++i) items << combo->itemText(i);
-  EXPECT_EQ(items, (QStringList{"auto", "llama-2", "llama-3", "chatml", "alpaca", "plain"}));
+  EXPECT_EQ(items,
+            (QStringList{"auto", "model", "llama-2", "llama-3", "chatml", "alpaca", "plain"}));
   EXPECT_EQ(combo->currentText(), "auto");
   // Every name the form offers is one the engine renders.
   for (const QString& name : items)
@@ -108,6 +110,7 @@ TEST(ChatTemplate, ChatMlEndOfTurnIsShownByNameAndTrained) {
   r.path = alpaca();
   r.modelPath = q(data_path("models/qwen2-tiny"));
   r.tokenizerPath = q(data_path("tokenizers/qwen2.5"));
+  r.chatTemplate = "chatml";  // the hand-written one, forced over Qwen2.5's own
   r.seqLen = 1024;
   const DatasetPreview p = DatasetPreview::load(r);
   ASSERT_TRUE(p.ok) << p.error.toStdString();
@@ -117,6 +120,44 @@ TEST(ChatTemplate, ChatMlEndOfTurnIsShownByNameAndTrained) {
       << p.previewHtml.left(3000).toStdString();
   EXPECT_TRUE(p.previewHtml.contains("title=\"special token &lt;|im_end|&gt;, not trained\""));
   EXPECT_GE(p.specialTokensTrained, 1);
+}
+
+// A model with its own template (Qwen3's): the preview is its rendering by jinja2, the trained
+// spans marked: each reply with its closing <|im_end|>, a tool call as the model writes it, and
+// for the last reply the empty reasoning block Qwen3's template writes before it (what the model
+// writes at inference).
+TEST(ChatTemplate, ThePreviewShowsTheModelsOwnTemplateWithTrainedSpans) {
+  SPILLWAY_REQUIRE_DATA();
+  spillway::testing::TempDir tmp;
+  const std::string data = tmp.path() + "/tool.jsonl";
+  std::ofstream(data)
+      << R"({"messages": [{"role": "user", "content": "Weather in Paris?"}, )"
+         R"({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": )"
+         R"({"name": "weather", "arguments": {"city": "Paris"}}}]}, )"
+         R"({"role": "tool", "content": "{\"celsius\": 21}"}, )"
+         R"({"role": "assistant", "content": "It is 21 degrees."}], )"
+         R"("tools": [{"type": "function", "function": {"name": "weather", "parameters": )"
+         R"({"type": "object", "properties": {"city": {"type": "string"}}}}}]})"
+      << "\n";
+  DatasetPreview::Request r;
+  r.path = q(data);
+  r.modelPath = q(data_path("models/qwen2-tiny"));
+  r.tokenizerPath = q(data_path("tokenizers/qwen3"));
+  r.seqLen = 1024;
+  const DatasetPreview p = DatasetPreview::load(r);
+  ASSERT_TRUE(p.ok) << p.error.toStdString();
+  EXPECT_EQ(p.chatTemplate, "model");
+  EXPECT_TRUE(p.chatTemplateReason.startsWith("the model's own chat template"))
+      << p.chatTemplateReason.toStdString();
+  const QString trained = "<span style=\"background-color:#ffe08a;color:#000\">";
+  const QString& html = p.previewHtml;
+  EXPECT_TRUE(html.contains("# Tools")) << html.toStdString();
+  // The system text's <tool_call> example is not trained; the call the model makes is.
+  EXPECT_TRUE(html.contains(trained + "&lt;tool_call&gt;")) << html.toStdString();
+  EXPECT_TRUE(html.contains(trained + "&lt;think&gt;")) << html.toStdString();
+  EXPECT_TRUE(html.contains(trained + " degrees"));
+  EXPECT_TRUE(html.contains("title=\"special token &lt;|im_end|&gt;, trained\""));
+  EXPECT_TRUE(html.contains("title=\"special token &lt;|im_end|&gt;, not trained\""));
 }
 
 TEST(ChatTemplate, TruncationIsAWarningWhoseFixesChangeTheForm) {

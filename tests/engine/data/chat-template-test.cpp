@@ -114,10 +114,19 @@ TEST(ChatTemplate, ChoiceOrder) {
   // Setting wins.
   EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAlpaca, &qwen_like, "qwen2").kind,
             ChatTemplateKind::kAlpaca);
-  // Then the tokenizer's template, even against the family.
+  // Then the model's own template, rendered as it is (kModel), even against the family; "model"
+  // asks for the same.
   auto c = choose_chat_template(ChatTemplateKind::kAuto, &qwen_like, "llama");
-  EXPECT_EQ(c.kind, ChatTemplateKind::kChatMl);
-  EXPECT_NE(c.reason.find("tokenizer_config.json"), std::string::npos);
+  EXPECT_EQ(c.kind, ChatTemplateKind::kModel);
+  EXPECT_EQ(c.jinja, "{{'<|im_start|>' + message['role']}}");
+  EXPECT_NE(c.reason.find("the model's own chat template"), std::string::npos);
+  EXPECT_EQ(choose_chat_template(ChatTemplateKind::kModel, &qwen_like, "").kind,
+            ChatTemplateKind::kModel);
+  // "model" for a model that ships none: the family's hand-written one, saying so.
+  auto none_model = choose_chat_template(ChatTemplateKind::kModel, &none, "qwen2");
+  EXPECT_EQ(none_model.kind, ChatTemplateKind::kChatMl);
+  EXPECT_EQ(none_model.reason,
+            "the model ships no chat template; from model family 'qwen2': chatml");
   // Then the family.
   EXPECT_EQ(choose_chat_template(ChatTemplateKind::kAuto, &none, "qwen2").kind,
             ChatTemplateKind::kChatMl);
@@ -148,14 +157,16 @@ TEST(ChatTemplate, DefaultSystemOfChatMlTemplates) {
 
   testing::FakeByteTokenizer qwen2(
       "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}");
-  auto c = choose_chat_template(ChatTemplateKind::kAuto, &qwen2, "");
+  // The hand-written ChatML, forced on a model with its own template, keeps its default system.
+  auto c = choose_chat_template(ChatTemplateKind::kChatMl, &qwen2, "");
   EXPECT_EQ(c.kind, ChatTemplateKind::kChatMl);
   EXPECT_EQ(c.default_system, "You are a helpful assistant.");
 }
 
 TEST(ChatTemplate, NamesRoundTrip) {
   for (auto k : {ChatTemplateKind::kAuto, ChatTemplateKind::kLlama2, ChatTemplateKind::kLlama3,
-                 ChatTemplateKind::kChatMl, ChatTemplateKind::kAlpaca, ChatTemplateKind::kPlain}) {
+                 ChatTemplateKind::kChatMl, ChatTemplateKind::kAlpaca, ChatTemplateKind::kPlain,
+                 ChatTemplateKind::kModel}) {
     auto p = parse_chat_template_kind(chat_template_name(k));
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(*p, k);

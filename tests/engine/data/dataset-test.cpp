@@ -557,9 +557,11 @@ TEST(RealTokenizers, ChatMlWithQwen25) {
   ASSERT_TRUE(im_start && im_end);
   DatasetOptions o;
   o.seq_len = 4096;
+  // The hand-written ChatML, forced (auto renders Qwen2.5's own template: ChatMlEqualsQwen25Own).
+  o.chat_template = ChatTemplateKind::kChatMl;
   auto ds = Dataset::load(data_path("datasets/sharegpt/fastchat_dummy_conversation.json"), *tok, o);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
-  // Chosen from tokenizer_config.json, with Qwen2.5's default system message.
+  // With Qwen2.5's default system message, from its own template.
   EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kChatMl) << ds->chat_template().reason;
   EXPECT_EQ(ds->chat_template().default_system,
             "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
@@ -597,6 +599,7 @@ TEST(RealTokenizers, Llama3HeadersAreSpecialTokens) {
   ASSERT_TRUE(header && eot);
   DatasetOptions o;
   o.seq_len = 4096;
+  o.chat_template = ChatTemplateKind::kLlama3;  // the hand-written one, forced
   auto ds = Dataset::load(data_path("datasets/alpaca/identity.json"), *tok, o);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kLlama3) << ds->chat_template().reason;
@@ -608,6 +611,77 @@ TEST(RealTokenizers, Llama3HeadersAreSpecialTokens) {
   for (int32_t l : s.labels) eots += l == *eot;
   EXPECT_EQ(eots, 1);
   expect_segmentwise_equals_whole(*tok, *ds, "datasets/alpaca/identity.json", 91);
+}
+
+// By default a model with its own template trains on it (kModel, rendered by jinja2). For plain
+// conversations Qwen2.5's own template and the hand-written ChatML agree token for token, which
+// checks each against the other; for tool calls they do not (the hand-written one puts the tools
+// in a system message of its own wording), and the own template is transformers' (the
+// chat_template_jinja_tests).
+TEST(RealTokenizers, ChatMlEqualsQwen25Own) {
+  SPILLWAY_REQUIRE_DATA();
+  auto tok = load_or_null("tokenizers/qwen2.5/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  DatasetOptions o;
+  o.seq_len = 4096;
+  const std::string path = data_path("datasets/sharegpt/fastchat_dummy_conversation.json");
+  auto own = Dataset::load(path, *tok, o);
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  EXPECT_EQ(own->chat_template().kind, ChatTemplateKind::kModel) << own->chat_template().reason;
+  o.chat_template = ChatTemplateKind::kChatMl;
+  auto chatml = Dataset::load(path, *tok, o);
+  ASSERT_TRUE(chatml.ok()) << chatml.status().to_string();
+  ASSERT_EQ(own->size(), chatml->size());
+  for (size_t i = 0; i < own->size(); ++i) {
+    EXPECT_EQ((*own)[i].input_ids, (*chatml)[i].input_ids) << "record " << i;
+    EXPECT_EQ((*own)[i].labels, (*chatml)[i].labels) << "record " << i;
+  }
+}
+
+// A template that writes bos_token as text (Llama 3's) gets one BOS: the tokenizer adds none.
+TEST(RealTokenizers, Llama3OwnTemplateHasOneBos) {
+  SPILLWAY_REQUIRE_DATA();
+  auto tok = load_or_null("tokenizers/llama3/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  DatasetOptions o;
+  o.seq_len = 4096;
+  auto ds = Dataset::load(data_path("datasets/alpaca/identity.json"), *tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->chat_template().kind, ChatTemplateKind::kModel);
+  const TokenSequence& s = (*ds)[0];
+  EXPECT_EQ(s.input_ids[0], *tok->bos_id());
+  EXPECT_NE(s.input_ids[1], *tok->bos_id());
+  int64_t bos = 0;
+  for (int32_t id : s.input_ids) bos += id == *tok->bos_id();
+  EXPECT_EQ(bos, 1);
+}
+
+// A conversation the template refuses names the example and the template's line; with
+// skip_bad_records the others train.
+TEST(RealTokenizers, TemplateErrorNamesExampleAndLine) {
+  SPILLWAY_REQUIRE_DATA();
+  testing::FakeByteTokenizer tok(
+      "{% for m in messages %}\n{% if m.role == 'system' %}\n"
+      "{{ raise_exception('no system messages here') }}\n{% endif %}{{ m.content }}\n"
+      "{% endfor %}");
+  const std::string data =
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+      "\"content\": \"b\"}]}\n"
+      "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "
+      "\"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}\n";
+  DatasetOptions o;
+  o.seq_len = 64;
+  auto recs = parse_dataset_records(data, "chats.jsonl", o.read);
+  ASSERT_TRUE(recs.ok()) << recs.status().to_string();
+  auto ds = Dataset::from_records(*recs, "chats.jsonl", tok, o);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().message(),
+            "chats.jsonl:2: the chat template failed at its line 3: no system messages here");
+  o.read.skip_bad_records = true;
+  auto skipped = Dataset::from_records(*recs, "chats.jsonl", tok, o);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().to_string();
+  EXPECT_EQ(skipped->stats().records, 1);
+  EXPECT_EQ(skipped->stats().skipped, 1);
 }
 
 // Llama-2 (SentencePiece-style BPE): the dataset's ids equal those of the string that Meta's

@@ -13,3 +13,10 @@ spillway_add_test(dataset_tests
     ${CMAKE_CURRENT_LIST_DIR}/dataset-test.cpp
   LIBS spillway_data)
 target_compile_definitions(dataset_tests PRIVATE ${_spw_dataset_test_defs})
+
+# The model's own chat template against transformers (make_chat_expected.py wrote the cases).
+spillway_add_test(chat_template_jinja_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat-template-jinja-test.cpp
+  LIBS spillway_data)
+target_compile_definitions(chat_template_jinja_tests PRIVATE
+  SPILLWAY_CHAT_EXPECTED="${CMAKE_CURRENT_LIST_DIR}/chat-template-expected.jsonl")
