@@ -350,6 +350,27 @@ TEST(StreamingEngine, TooSmallDeviceSaysWhatIsNeeded) {
   EXPECT_NE(engine.status().message().find("lower micro_batch_size or seq_len"), std::string::npos);
 }
 
+// Phi-3's sliding window shorter than the sequence: refused when the engine is made (generation and
+// eval make one too), since the engine has no windowed attention yet.
+TEST(StreamingEngine, ASlidingWindowShorterThanTheSequenceIsRefused) {
+  auto phi3 = ModelConfig::load(testing::golden_case("phi3-tiny").model);
+  ASSERT_TRUE(phi3.ok()) << phi3.status().to_string();
+  ModelConfig c = *phi3;
+  c.sliding_window = 32;
+  auto backend = compute::make_cpu_backend();
+  auto state = ModelState::create(ParameterLayout::build(c), false);
+  ASSERT_TRUE(state.ok());
+  StreamingConfig cfg;
+  cfg.seq_len = 33;
+  auto engine = StreamingEngine::create(*backend, **state, cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("sliding window of 32"), std::string::npos)
+      << engine.status().message();
+  cfg.seq_len = 32;
+  EXPECT_TRUE(StreamingEngine::create(*backend, **state, cfg).ok());
+}
+
 struct Engine {
   std::unique_ptr<compute::Backend> backend;
   std::unique_ptr<ModelState> state;
