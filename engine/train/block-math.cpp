@@ -14,12 +14,17 @@ uint64_t aligned(uint64_t bytes) {
   return compute::align_to_device(bytes);
 }
 
+// The embedding row that gets no gradient from the lookup (ModelConfig::pad_token_id), or -1.
+int pad_row(const ModelConfig& c) {
+  return c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
+}
+
 // The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
 // that GEMMs and vectorised kernels see aligned rows.
 struct ScratchShape {
   size_t n, h, qd, kvd, f, heads, kv_heads, act;
-  bool qk_norm;
-  std::array<std::pair<int, size_t>, 10> views() const {
+  bool qk_norm, pad_row;
+  std::array<std::pair<int, size_t>, 11> views() const {
     const int qk = qk_norm ? 1 : 0;
     return {{{5, n * h * act},
              {4, n * qd * act},
@@ -30,7 +35,8 @@ struct ScratchShape {
              {qk, n * qd * act},
              {qk, n * kvd * act},
              {qk, n * heads * sizeof(float)},
-             {qk, n * kv_heads * sizeof(float)}}};
+             {qk, n * kv_heads * sizeof(float)},
+             {pad_row ? 1 : 0, h * sizeof(float)}}};
   }
   uint64_t bytes() const {
     uint64_t total = 0;
@@ -48,7 +54,8 @@ ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
           static_cast<size_t>(c.num_heads),
           static_cast<size_t>(c.num_kv_heads),
           dtype_size(act),
-          c.qk_norm != QkNorm::kNone};
+          c.qk_norm != QkNorm::kNone,
+          pad_row(c) >= 0};
 }
 
 // RoPE's parameters for this config, with LongRoPE's `factors` (ModelConfig::rope_factors).
@@ -93,6 +100,7 @@ BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, i
       rope_short_(rope_scaling(*mc_, mc_->rope_short_factor)),
       rope_long_(rope_scaling(*mc_, mc_->rope_long_factor)),
       qk_norm_(mc_->qk_norm != QkNorm::kNone),
+      pad_row_(pad_row(*mc_)),
       lm_head_chunk_(lm_head_chunk) {}
 
 Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout,
@@ -120,12 +128,14 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));  // [batch, heads, seq] fp32
   m.q_pre = m.k_pre = nullptr;
   m.rstd_q = m.rstd_k = nullptr;
+  m.pad_saved = nullptr;
   if (shape.qk_norm) {
     m.q_pre = take(n * shape.qd * act);                                        // [n, q_dim]
     m.k_pre = take(n * shape.kvd * act);                                       // [n, kv_dim]
     m.rstd_q = static_cast<float*>(take(n * shape.heads * sizeof(float)));     // [n · heads]
     m.rstd_k = static_cast<float*>(take(n * shape.kv_heads * sizeof(float)));  // [n · kv_heads]
   }
+  if (shape.pad_row) m.pad_saved = static_cast<float*>(take(shape.h * sizeof(float)));  // [hidden]
   return m;
 }
 
@@ -139,8 +149,14 @@ Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* t
 Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
                                      StreamId s) {
   const int h = mc_->hidden_size;
-  return be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}), compute::i32(ids, {n}),
-                                 R(dy, {n, h}), s);
+  compute::Device& dev = be_->device();
+  float* pad = pad_row_ >= 0 ? dtable + static_cast<size_t>(pad_row_) * h : nullptr;
+  const size_t row_bytes = static_cast<size_t>(h) * sizeof(float);
+  if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad_saved, pad, row_bytes, s));
+  SPW_RETURN_IF_ERROR(be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}),
+                                              compute::i32(ids, {n}), R(dy, {n, h}), s));
+  if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad, pad_saved, row_bytes, s));
+  return {};
 }
 
 Status BlockMath::layer_forward(const char* w, const void* x, void* out, int batch, int seq,
