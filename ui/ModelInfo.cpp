@@ -19,7 +19,7 @@ namespace {
 void describe(ModelInfo& info, const ModelConfig& config, const ModelSummary& s) {
   info.ok = true;
   info.architecture = QString::fromStdString(config.architecture);
-  info.family = QString::fromStdString(model_family(config.architecture));
+  info.family = QString::fromStdString(config.family());
   info.modelType = QString::fromStdString(config.model_type);
   info.parameters = static_cast<qint64>(s.parameters);
   info.layers = config.num_layers;
@@ -111,6 +111,7 @@ QString ModelInfo::summary() const {
             .arg(vocabSize)
             .arg(formatCount(parameters))
             .arg(seed);
+  // The family first: Phi-4's folder says Phi3ForCausalLM.
   return QObject::tr(
              "%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 "
              "on disk")

@@ -36,7 +36,7 @@ json describe_model(const CachedModel& m, const TrainJob& job_template,
   auto config = ModelConfig::load(m.path);
   if (!config.ok()) return fail(config.status());
   out["architecture"] = config->architecture;
-  out["family"] = model_family(config->architecture);
+  out["family"] = config->family();
   auto store = TensorStore::open(m.path);
   if (!store.ok()) return fail(store.status());
   const ParameterLayout layout = ParameterLayout::build(*config);

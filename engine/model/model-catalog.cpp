@@ -77,15 +77,4 @@ std::vector<CachedModel> find_cached_models(const std::string& hub) {
   return out;
 }
 
-std::string model_family(std::string_view architecture) {
-  static constexpr std::pair<std::string_view, std::string_view> kFamilies[] = {
-      {"LlamaForCausalLM", "Llama"},    {"MistralForCausalLM", "Mistral"},
-      {"Qwen2ForCausalLM", "Qwen2"},    {"Qwen3ForCausalLM", "Qwen3"},
-      {"Gemma3ForCausalLM", "Gemma 3"}, {"Phi3ForCausalLM", "Phi-3/Phi-4"},
-  };
-  for (auto [arch, family] : kFamilies)
-    if (arch == architecture) return std::string(family);
-  return std::string(architecture);
-}
-
 }  // namespace spillway

@@ -1,6 +1,6 @@
 // Model catalog: the model folders a user already has — the Hugging Face hub cache that
-// transformers and huggingface-cli download into — and the family name each architecture is
-// known by. What New run lists and `spillway-worker models` prints.
+// transformers and huggingface-cli download into. What New run lists and `spillway-worker models`
+// prints.
 //
 // The hub cache (huggingface_hub's layout, https://huggingface.co/docs/huggingface_hub/guides/
 // manage-cache): HUB/models--ORG--NAME/{refs/main, snapshots/REVISION/...}; `refs/main` holds the
@@ -13,7 +13,6 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace spillway {
@@ -31,10 +30,5 @@ struct CachedModel {
 // the snapshot refs/main names, or, without one (a download of another branch or revision),
 // every snapshot. A missing or unreadable `hub` gives none. Reads folder listings only.
 std::vector<CachedModel> find_cached_models(const std::string& hub);
-
-// The family an architecture belongs to, as people name it: "LlamaForCausalLM" -> "Llama",
-// "Qwen3ForCausalLM" -> "Qwen3", "Gemma3ForCausalLM" -> "Gemma 3", "Phi3ForCausalLM" ->
-// "Phi-3/Phi-4"; the architecture itself when it is none of the trainable ones.
-std::string model_family(std::string_view architecture);
 
 }  // namespace spillway

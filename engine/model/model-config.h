@@ -1,17 +1,27 @@
 // ModelConfig: the shape of a decoder-only transformer, read from a Hugging Face `config.json`.
 //
-// Supported architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (GQA, q/k/v
-// bias, tied or untied LM head, rope_theta — top-level or transformers v5 `rope_parameters` —
-// Llama-3 `rope_scaling`, explicit `head_dim`). A plain value: copyable, no shared state.
+// Supported architectures (supported_architectures()): LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM — GQA, q/k/v bias, tied or untied LM head,
+// rope_theta (top-level or transformers v5 `rope_parameters`), Llama-3 `rope_scaling`, explicit
+// `head_dim`; Qwen3's per-head q/k RMSNorm; Phi-3's fused qkv_proj / gate_up_proj, LongRoPE
+// ("longrope", older "su") and partial_rotary_factor. A plain value: copyable, no shared state.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
 namespace spillway {
+
+// The norm applied to each head of q and k after their projections, before RoPE (the parameters
+// model.layers.N.self_attn.q_norm.weight and k_norm.weight, [head_dim]).
+enum class QkNorm {
+  kNone,
+  kRms,  // Qwen3: RMSNorm over head_dim, y = x / sqrt(mean(x²) + eps) · w
+};
 
 struct ModelConfig {
   std::string architecture;  // "LlamaForCausalLM", ...
@@ -31,14 +41,55 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int rope_original_max_position = 8192;
-  bool attention_bias = false;  // q/k/v biases (Qwen2 always has them)
+  // LongRoPE (Phi-3 "longrope", older "su"; transformers' _compute_longrope_parameters): empty
+  // unless used; otherwise rotary_dim() / 2 factors each. inv_freq[i] = 1 / (factor[i] ·
+  // theta^(2i / rotary_dim)), with short_factor when a sequence has at most
+  // rope_original_max_position tokens, long_factor beyond (rope_factors()); cos and sin are scaled
+  // by rope_attention_factor: given, else sqrt(1 + ln(s) / ln(original)) with s =
+  // max_position_embeddings / original when s > 1, else 1.
+  std::vector<float> rope_short_factor, rope_long_factor;
+  float rope_attention_factor = 1.0f;
+  bool rope_attention_factor_given = false;  // config.json gave attention_factor or factor
+  // Only the first rotary_dim() = int(head_dim · partial_rotary_factor) dims of a head rotate (the
+  // pairs (i, i + rotary_dim / 2)); the rest pass through (Phi-4-mini: 0.75).
+  double partial_rotary_factor = 1.0;  // double, as transformers multiplies it
+  // Keys j with i − j >= sliding_window are masked for query i (Phi-3); 0 = none. Spillway has no
+  // windowed attention yet, so sequences longer than the window are refused
+  // (check_sequence_length); within it the mask changes nothing.
+  int sliding_window = 0;
+  QkNorm qk_norm = QkNorm::kNone;
+  // Phi-3: q/k/v in one qkv_proj.weight [q_dim + 2 kv_dim, hidden] and gate/up in one
+  // gate_up_proj.weight [2 intermediate, hidden] (gate first), kept fused as on disk
+  // (parameter-layout.h).
+  bool fused_projections = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2 always has them; Mistral never)
   bool tie_word_embeddings = false;
   int bos_token_id = -1;  // -1 when absent or null
   int eos_token_id = -1;
+  // transformers' nn.Embedding(padding_idx=pad_token_id): the lookup gives this row no gradient
+  // (BlockMath::embedding_backward). -1 when null, or absent but for Phi-3, whose Phi3Config
+  // defaults it to 32000; export writes it back.
+  int pad_token_id = -1;
   std::string torch_dtype = "float32";
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  // o_proj has a bias too: attention_bias in Llama and Qwen3 (transformers' LlamaAttention,
+  // Qwen3Attention), never in Qwen2.
+  bool o_proj_bias() const { return attention_bias && model_type != "qwen2"; }
+  int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
+  bool longrope() const { return !rope_short_factor.empty(); }
+  // LongRoPE's factors for sequences of `seq` tokens (positions 0..seq-1), as transformers'
+  // longrope_frequency_update picks them: long_factor when seq > rope_original_max_position;
+  // empty without LongRoPE.
+  const std::vector<float>& rope_factors(int seq) const {
+    return seq > rope_original_max_position ? rope_long_factor : rope_short_factor;
+  }
+  // The family in words for the model line ("Qwen3", "Phi-3 / Phi-4", ...).
+  std::string family() const;
+  // kInvalidArgument when sequences of `seq` tokens need what Spillway lacks (Phi-3's sliding
+  // window shorter than the sequence).
+  Status check_sequence_length(int seq) const;
 
   // Parses a config.json document. kUnsupported names an unknown architecture and lists the
   // supported ones; kInvalidArgument names a missing or inconsistent field.
@@ -50,6 +101,9 @@ struct ModelConfig {
   // Checks the invariants (positive sizes, heads divide, GQA groups); kInvalidArgument otherwise.
   Status validate() const;
 };
+
+// "LlamaForCausalLM, MistralForCausalLM, ...": what from_json accepts.
+std::string supported_architectures();
 
 // Built-in presets for random initialisation ("llama-50m", "llama-tiny", ...); kNotFound lists
 // the names.

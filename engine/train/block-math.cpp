@@ -2,6 +2,7 @@
 
 #include <array>
 #include <utility>
+#include <vector>
 
 namespace spillway {
 
@@ -13,17 +14,29 @@ uint64_t aligned(uint64_t bytes) {
   return compute::align_to_device(bytes);
 }
 
+// The embedding row that gets no gradient from the lookup (ModelConfig::pad_token_id), or -1.
+int pad_row(const ModelConfig& c) {
+  return c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
+}
+
 // The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
 // that GEMMs and vectorised kernels see aligned rows.
 struct ScratchShape {
-  size_t n, h, qd, kvd, f, heads, act;
-  std::array<std::pair<int, size_t>, 6> views() const {
+  size_t n, h, qd, kvd, f, heads, kv_heads, act;
+  bool qk_norm, pad_row;
+  std::array<std::pair<int, size_t>, 11> views() const {
+    const int qk = qk_norm ? 1 : 0;
     return {{{5, n * h * act},
              {4, n * qd * act},
              {4, n * kvd * act},
              {5, n * f * act},
              {2, n * sizeof(float)},
-             {1, heads * n * sizeof(float)}}};
+             {1, heads * n * sizeof(float)},
+             {qk, n * qd * act},
+             {qk, n * kvd * act},
+             {qk, n * heads * sizeof(float)},
+             {qk, n * kv_heads * sizeof(float)},
+             {pad_row ? 1 : 0, h * sizeof(float)}}};
   }
   uint64_t bytes() const {
     uint64_t total = 0;
@@ -39,7 +52,20 @@ ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
           static_cast<size_t>(c.kv_dim()),
           static_cast<size_t>(c.intermediate_size),
           static_cast<size_t>(c.num_heads),
-          dtype_size(act)};
+          static_cast<size_t>(c.num_kv_heads),
+          dtype_size(act),
+          c.qk_norm != QkNorm::kNone,
+          pad_row(c) >= 0};
+}
+
+// RoPE's parameters for this config, with LongRoPE's `factors` (ModelConfig::rope_factors).
+compute::RopeScaling rope_scaling(const ModelConfig& c, const std::vector<float>& factors) {
+  compute::RopeScaling r{c.rope_scaling_factor, c.rope_low_freq_factor, c.rope_high_freq_factor,
+                         c.rope_original_max_position};
+  r.ext_factors = factors;
+  if (c.longrope()) r.attention_factor = c.rope_attention_factor;
+  if (c.rotary_dim() != c.head_dim) r.rotary_dim = c.rotary_dim();
+  return r;
 }
 
 }  // namespace
@@ -57,6 +83,7 @@ compute::OpShapes BlockMath::op_shapes(const ModelConfig& c, int batch, int seq,
   s.intermediate = c.intermediate_size;
   s.vocab = c.vocab_size;
   s.lm_head_chunk = lm_head_chunk;
+  s.qk_norm = c.qk_norm != QkNorm::kNone;
   return s;
 }
 
@@ -70,8 +97,10 @@ BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, i
       layout_(&layout),
       mc_(&layout.config()),
       act_(dtype_size(backend.act_dtype())),
-      rope_{mc_->rope_scaling_factor, mc_->rope_low_freq_factor, mc_->rope_high_freq_factor,
-            mc_->rope_original_max_position},
+      rope_short_(rope_scaling(*mc_, mc_->rope_short_factor)),
+      rope_long_(rope_scaling(*mc_, mc_->rope_long_factor)),
+      qk_norm_(mc_->qk_norm != QkNorm::kNone),
+      pad_row_(pad_row(*mc_)),
       lm_head_chunk_(lm_head_chunk) {}
 
 Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout,
@@ -97,6 +126,16 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   m.rstd1 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
   m.rstd2 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
   m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));  // [batch, heads, seq] fp32
+  m.q_pre = m.k_pre = nullptr;
+  m.rstd_q = m.rstd_k = nullptr;
+  m.pad_saved = nullptr;
+  if (shape.qk_norm) {
+    m.q_pre = take(n * shape.qd * act);                                        // [n, q_dim]
+    m.k_pre = take(n * shape.kvd * act);                                       // [n, kv_dim]
+    m.rstd_q = static_cast<float*>(take(n * shape.heads * sizeof(float)));     // [n · heads]
+    m.rstd_k = static_cast<float*>(take(n * shape.kv_heads * sizeof(float)));  // [n · kv_heads]
+  }
+  if (shape.pad_row) m.pad_saved = static_cast<float*>(take(shape.h * sizeof(float)));  // [hidden]
   return m;
 }
 
@@ -110,8 +149,14 @@ Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* t
 Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
                                      StreamId s) {
   const int h = mc_->hidden_size;
-  return be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}), compute::i32(ids, {n}),
-                                 R(dy, {n, h}), s);
+  compute::Device& dev = be_->device();
+  float* pad = pad_row_ >= 0 ? dtable + static_cast<size_t>(pad_row_) * h : nullptr;
+  const size_t row_bytes = static_cast<size_t>(h) * sizeof(float);
+  if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad_saved, pad, row_bytes, s));
+  SPW_RETURN_IF_ERROR(be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}),
+                                              compute::i32(ids, {n}), R(dy, {n, h}), s));
+  if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad, pad_saved, row_bytes, s));
+  return {};
 }
 
 Status BlockMath::layer_forward(const char* w, const void* x, void* out, int batch, int seq,
@@ -126,19 +171,30 @@ Status BlockMath::layer_forward(const char* w, const void* x, void* out, int bat
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(q, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
+  // With the per-head norms the projections write q_pre and k_pre, which the backward keeps.
+  void* qp = qk_norm_ ? q_pre : q;
+  void* kp = qk_norm_ ? k_pre : k;
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(qp, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
                                         R(wp(w, L.bq), {qd}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(k, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(kp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
                                         R(wp(w, L.bk), {kvd}), s));
   SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}),
                                         R(wp(w, L.bv), {kvd}), s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), c.rope_theta, rope_, s));
+  if (qk_norm_) {  // rows of head_dim: [n · heads, d]
+    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(q, {n * hq, d}), f32(rstd_q, {n * hq}),
+                                           R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s));
+    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(k, {n * hkv, d}), f32(rstd_k, {n * hkv}),
+                                           R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps,
+                                           s));
+  }
+  const compute::RopeScaling& rs = rope(seq);
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), c.rope_theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), c.rope_theta, rs, s));
   SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
                                            R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
                                            R(v, {batch, seq, hkv, d}), s));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
+                                        R(wp(w, L.bo), {h}), s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(o, {n, h}),
@@ -183,26 +239,43 @@ Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* 
                                           R(dxn2, {n, h}), R(x2, {n, h}), R(wp(w, L.mlp_norm), {h}),
                                           f32(rstd2, {n}), true, s));
   // Attention: x2 = x + o_proj(attn(rope(q), rope(k), v)). dy becomes ∂loss/∂x the same way.
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}), {},
-                                         R(dy, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
-                                         false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}),
+                                         f32(gp(dw, L.bo), {h}), R(dy, {n, h}), R(att, {n, qd}),
+                                         R(wp(w, L.wo), {h, qd}), false, s));
   const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
   SPW_RETURN_IF_ERROR(be.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs),
                                             R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
                                             f32(lse, {batch, hq, seq}), s));
-  if (L.bk != kNoParam) {  // the key bias apart from dk (see Backend::attention_key_bias_backward)
+  const compute::RopeScaling& rs = rope(seq);
+  // The key bias apart from dk (see Backend::attention_key_bias_backward), where the keys are the
+  // projection's plus RoPE; behind a k norm its gradient is an ordinary one, from dk_pre below.
+  const bool key_bias_apart = L.bk != kNoParam && !qk_norm_;
+  if (key_bias_apart) {
     SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(f32(gp(dw, L.bk), {hkv, d}), R(datt, qs),
                                                        R(q, qs), R(k, kvs), R(v, kvs), c.rope_theta,
-                                                       rope_, s));
+                                                       rs, s));
   }
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), c.rope_theta, rope_, s));
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), c.rope_theta, rope_, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), c.rope_theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), c.rope_theta, rs, s));
+  void* dqp = dq;  // ∂loss/∂(the projections' outputs)
+  void* dkp = dk;
+  if (qk_norm_) {
+    dqp = att;  // [n, q_dim]: the attention's output is dead once its backward has run
+    dkp = v;    // [n, kv_dim]: so are the values
+    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+        W(dqp, {n * hq, d}), f32(gp(dw, L.q_norm), {d}), R(dq, {n * hq, d}), R(q_pre, {n * hq, d}),
+        R(wp(w, L.q_norm), {d}), f32(rstd_q, {n * hq}), false, s));
+    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+        W(dkp, {n * hkv, d}), f32(gp(dw, L.k_norm), {d}), R(dk, {n * hkv, d}),
+        R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), f32(rstd_k, {n * hkv}), false, s));
+  }
   SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wq), {qd, h}),
-                                         f32(gp(dw, L.bq), {qd}), R(dq, {n, qd}), R(xn, {n, h}),
+                                         f32(gp(dw, L.bq), {qd}), R(dqp, {n, qd}), R(xn, {n, h}),
                                          R(wp(w, L.wq), {qd, h}), false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}), {},
-                                         R(dk, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
-                                         true, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}),
+                         key_bias_apart ? compute::Tensor{} : f32(gp(dw, L.bk), {kvd}),
+                         R(dkp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}), true, s));
   SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wv), {kvd, h}),
                                          f32(gp(dw, L.bv), {kvd}), R(dv, {n, kvd}), R(xn, {n, h}),
                                          R(wp(w, L.wv), {kvd, h}), true, s));

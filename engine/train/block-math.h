@@ -2,12 +2,16 @@
 // transformer layer forward and backward, and the head (final norm, LM head and cross-entropy) —
 // for one micro-batch at a time, every op on one stream.
 //
-// A layer is the Llama / Mistral / Qwen2 decoder layer of transformers:
+// A layer is the Llama / Mistral / Qwen2 / Qwen3 / Phi-3 decoder layer of transformers:
 //   n1  = rmsnorm(x)
-//   x2  = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1)))
+//   x2  = x + o_proj(attention(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))), v_proj(n1)))
 //   n2  = rmsnorm(x2)
 //   out = x2 + down_proj(silu(gate_proj(n2)) · up_proj(n2))
-// (the residual add and the second norm are one fused residual_rmsnorm_forward). The backward
+// (the residual add and the second norm are one fused residual_rmsnorm_forward). qn and kn are the
+// per-head norms of ModelConfig::qk_norm (Qwen3: rmsnorm over each head's head_dim values, rows
+// [n · heads, head_dim]), the identity without; Phi-3's fused qkv_proj and gate_up_proj are their
+// row ranges (LayerOffsets). RoPE takes its parameters from the config per call: LongRoPE's factor
+// set follows the call's sequence length (ModelConfig::rope_factors). The backward
 // recomputes the forward from the layer's input (activation checkpointing), then backpropagates;
 // weight gradients accumulate in fp32 in the block's layout. The activations of one micro-batch of
 // one layer live in a scratch area carved from the device arena once; the block weights (act_dtype)
@@ -43,7 +47,9 @@ class BlockMath {
   // out[n, hidden] = table[ids[n], :]   (ids device int32, table the embedding block's weights)
   Status embedding_forward(void* out, const int32_t* ids, const char* table, int n,
                            compute::StreamId s);
-  // dtable[ids[n], :] += dy[n, :]   (dtable fp32, the embedding block's gradient)
+  // dtable[ids[n], :] += dy[n, :]   (dtable fp32, the embedding block's gradient), but for the
+  // row of ModelConfig::pad_token_id, which keeps what it held (torch's nn.Embedding with
+  // padding_idx: that row gets no gradient from the lookup; a tied LM head's part stays).
   Status embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
                             compute::StreamId s);
 
@@ -84,7 +90,13 @@ class BlockMath {
   const ParameterLayout* layout_;
   const ModelConfig* mc_;
   size_t act_;  // bytes per act_dtype element
-  compute::RopeScaling rope_;
+  // RoPE's parameters for sequences of `seq` tokens (LongRoPE's short or long factors).
+  const compute::RopeScaling& rope(int seq) const {
+    return mc_->longrope() && seq > mc_->rope_original_max_position ? rope_long_ : rope_short_;
+  }
+
+  compute::RopeScaling rope_short_, rope_long_;
+  bool qk_norm_;  // the per-head q/k norms (ModelConfig::qk_norm)
   int lm_head_chunk_;
   // The scratch, for n tokens (act_dtype unless noted).
   void *xn, *x2, *xn2, *o, *dxn;  // [n, hidden]
@@ -93,6 +105,11 @@ class BlockMath {
   void *g, *u, *a, *da, *du;      // [n, intermediate]
   float *rstd1, *rstd2;           // [n] fp32
   float* lse;                     // [heads, n] fp32 ([batch, heads, seq])
+  int pad_row_;                   // pad_token_id when it names a row of the vocabulary, else -1
+  float* pad_saved;  // [hidden] fp32: the pad row of dtable across the embedding's backward
+  // With qk_norm only (else null): q and k before their norms, and the norms' rstd.
+  void *q_pre, *k_pre;     // [n, q_dim], [n, kv_dim]
+  float *rstd_q, *rstd_k;  // [n · heads], [n · kv_heads] fp32
 };
 
 }  // namespace spillway

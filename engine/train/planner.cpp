@@ -12,6 +12,8 @@
 namespace spillway {
 
 Status check_positions(const ModelConfig& config, const TrainJob& job) {
+  if (Status st = config.check_sequence_length(job.seq_len); !st.ok())
+    return st.with_context("data.seq_len");
   if (job.seq_len <= config.max_position_embeddings) return {};
   // RoPE runs past it, but the model never saw such positions: a silent loss of quality.
   return invalid_argument("data.seq_len " + std::to_string(job.seq_len) +
@@ -41,7 +43,9 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len) {
   const double embedding = static_cast<double>(config.vocab_size) * config.hidden_size;
   const double params = static_cast<double>(ParameterLayout::build(config).parameter_count());
   const double matmul_params = config.tie_word_embeddings ? params : params - embedding;
-  const double attention = static_cast<double>(config.num_layers) * seq_len * config.hidden_size;
+  // Scores and the weighted sum: per layer and token, seq_len keys of q_dim (= heads · head_dim,
+  // which Qwen3 sets apart from hidden_size).
+  const double attention = static_cast<double>(config.num_layers) * seq_len * config.q_dim();
   return {6.0 * (matmul_params + attention) * tokens, 8.0 * (matmul_params + attention) * tokens};
 }
 
@@ -83,7 +87,7 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
-  g.attention_s = 8.0 * L * job.seq_len * H * tokens /
+  g.attention_s = 8.0 * L * job.seq_len * c.q_dim() * tokens /
                   (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
@@ -117,7 +121,7 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   const double scores = L * sequences * c.num_heads * job.seq_len * (job.seq_len + 1.0) / 2.0;
   const bool probed = machine.cpu_attention_s_per_score > 0;
   cpu.attention_s = probed ? scores * machine.cpu_attention_s_per_score
-                           : 8.0 * L * job.seq_len * H * tokens / gemm_flops_per_s;
+                           : 8.0 * L * job.seq_len * c.q_dim() * tokens / gemm_flops_per_s;
   // Held to 25% on 2 cores (tests/bench/figures/calibration-cpu.json). On more, the probes load
   // fewer cores than the step does (the attention's one sequence, at most 512 GEMM rows, one
   // memcpy thread for the element-wise ops' bandwidth): on a 16-core host the step came out

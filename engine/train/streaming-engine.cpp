@@ -631,6 +631,8 @@ Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Device
                                                                  ModelState& state,
                                                                  const StreamingConfig& config,
                                                                  TierCounters* counters) {
+  // No windowed attention yet: a sliding window shorter than the sequence is refused.
+  SPW_RETURN_IF_ERROR(state.layout().config().check_sequence_length(config.seq_len));
   std::unique_ptr<StreamingEngine> engine(
       new StreamingEngine(std::make_unique<Impl>(device, backend, state, config, counters)));
   SPW_RETURN_IF_ERROR(engine->impl_->setup());

@@ -86,13 +86,5 @@ TEST(ModelCatalog, HubFolderFollowsHuggingFaceHubsVariablesInOrder) {
   EXPECT_EQ(hugging_face_hub_dir(), "");
 }
 
-TEST(ModelCatalog, FamilyNames) {
-  EXPECT_EQ(model_family("LlamaForCausalLM"), "Llama");
-  EXPECT_EQ(model_family("Qwen3ForCausalLM"), "Qwen3");
-  EXPECT_EQ(model_family("Gemma3ForCausalLM"), "Gemma 3");
-  EXPECT_EQ(model_family("Phi3ForCausalLM"), "Phi-3/Phi-4");
-  EXPECT_EQ(model_family("GPT2LMHeadModel"), "GPT2LMHeadModel");
-}
-
 }  // namespace
 }  // namespace spillway::testing

@@ -77,6 +77,52 @@ TEST(StepFlops, TiedHeadCountsItsMatmul) {
   EXPECT_DOUBLE_EQ(step_flops(tied, 1000, 512).model, step_flops(untied, 1000, 512).model);
 }
 
+// Qwen3-0.6B: attention of 16 heads × 128 = 2048 wide in a 1024-wide stream, tied head; its
+// parameters as transformers counts them (the per-head q/k norms included).
+ModelConfig qwen3_0_6b() {
+  ModelConfig c = *model_preset("llama-1b");
+  c.architecture = "Qwen3ForCausalLM";
+  c.model_type = "qwen3";
+  c.vocab_size = 151936;
+  c.hidden_size = 1024;
+  c.intermediate_size = 3072;
+  c.num_layers = 28;
+  c.num_heads = 16;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.tie_word_embeddings = true;
+  c.qk_norm = QkNorm::kRms;
+  return c;
+}
+
+TEST(StepFlops, Qwen3CountsItsNormsAndItsWiderAttention) {
+  const ModelConfig c = qwen3_0_6b();
+  ASSERT_EQ(ParameterLayout::build(c).parameter_count(), 596'049'920u);  // transformers' count
+  const double per_token = 596'049'920.0 + 28.0 * 1024 * (16 * 128);     // tied: the head's matmul
+  const StepFlops f = step_flops(c, 4096, 1024);
+  EXPECT_DOUBLE_EQ(f.model, 6.0 * per_token * 4096);
+  EXPECT_DOUBLE_EQ(f.hardware, 8.0 * per_token * 4096);
+}
+
+// Phi-3-mini-4k's sliding window of 2047: a longer data.seq_len is refused before anything runs
+// (no windowed attention yet); 2047 tokens see no window at all.
+TEST(Planner, SequencesLongerThanTheSlidingWindowAreRefused) {
+  ModelConfig c = *model_preset("llama-1b");
+  c.architecture = "Phi3ForCausalLM";
+  c.model_type = "phi3";
+  c.fused_projections = true;
+  c.max_position_embeddings = 4096;
+  c.sliding_window = 2047;
+  TrainJob job;
+  job.seq_len = 2047;
+  EXPECT_TRUE(check_positions(c, job).ok());
+  job.seq_len = 4096;
+  const Status st = check_positions(c, job);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.to_string().find("data.seq_len"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.to_string().find("sliding window of 2047"), std::string::npos) << st.to_string();
+}
+
 TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const ModelConfig c = llama2_7b();
   const nlohmann::json plan = to_json(make_plan(c, seven_b_job(), h100_host(), 10));
