@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/golden/gguf/<family>.json: what llama.cpp's convert_hf_to_gguf.py makes of a tiny
+"""Writes tests/gguf/golden/<family>.json: what llama.cpp's convert_hf_to_gguf.py makes of a tiny
 random model of each family GGUF export maps (Qwen3, Gemma 3, Phi-3; Llama and Qwen2 are checked
 byte for byte by compare_with_convert.py on real exports). Each golden holds the config.json,
 the tokenizer folder used (under SPILLWAY_DATA_DIR), every metadata key but the token arrays (whose
@@ -145,7 +145,7 @@ def main():
             golden = {"family": family, "extra_tensors": extra, "converter": "llama.cpp convert_hf_to_gguf.py (llama-cpp-python "
                       "0.3.36's vendor/llama.cpp), --outtype f16", "tokenizer": tok,
                       "config": config_json, "metadata": kv, "tensors": tensors}
-            path = ROOT / "tests/golden/gguf" / f"{family}.json"
+            path = ROOT / "tests/gguf/golden" / f"{family}.json"
             path.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
             print(path, len(tensors), "tensors", len(kv), "keys")
 

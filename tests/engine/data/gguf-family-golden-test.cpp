@@ -1,6 +1,6 @@
 // The families Spillway's engine gains in issue 27 (Qwen3, Gemma 3 with and without its linear RoPE
 // scaling, Phi-3 with and without LongRoPE), against llama.cpp's
-// convert_hf_to_gguf.py on a tiny random model of each (tests/golden/gguf, written by
+// convert_hf_to_gguf.py on a tiny random model of each (tests/gguf/golden, written by
 // tests/gguf/make_family_goldens.py): from the same config.json and tokenizer, GGUF export's
 // metadata equals convert's key for key (token arrays by length and SHA-256), and each Hugging
 // Face tensor gets convert's GGUF name, type class (F32 or the file's type) and transformation.

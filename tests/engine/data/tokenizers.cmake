@@ -9,10 +9,10 @@ spillway_add_test(tokenizer_tests
   LIBS spillway_data nlohmann_json::nlohmann_json)
 
 # GGUF tokenizer metadata (data/gguf-vocab) as llama.cpp's converter writes it.
-# GgufFamilyGoldenTest: Qwen3, Gemma 3 and Phi-3 against convert's output (tests/golden/gguf).
+# GgufFamilyGoldenTest: Qwen3, Gemma 3 and Phi-3 against convert's output (tests/gguf/golden).
 spillway_add_test(gguf_vocab_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/gguf-vocab-test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/gguf-family-golden-test.cpp
   LIBS spillway_data nlohmann_json::nlohmann_json)
 target_compile_definitions(gguf_vocab_tests PRIVATE
-  SPILLWAY_GGUF_GOLDEN_DIR="${PROJECT_SOURCE_DIR}/tests/golden/gguf")
+  SPILLWAY_GGUF_GOLDEN_DIR="${PROJECT_SOURCE_DIR}/tests/gguf/golden")
