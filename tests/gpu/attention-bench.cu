@@ -382,12 +382,12 @@ void check_attention(const Shape& sh) {
     std::printf("  %s\n", path_name(path));
     auto forward = [&] {
       CHECK_OK(spillway::cuda::attention_forward_path(path, out.p, lse.p, q.p, k.p, v.p, sh.batch,
-                                                      sh.seq, sh.hq, sh.hkv, sh.d, nullptr));
+                                                      sh.seq, sh.hq, sh.hkv, sh.d, {}, nullptr));
     };
     auto backward = [&] {
       CHECK_OK(spillway::cuda::attention_backward_path(
           path, dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p, lse.p, sh.batch, sh.seq, sh.hq,
-          sh.hkv, sh.d, scratch.p, scratch_floats, nullptr));
+          sh.hkv, sh.d, {}, scratch.p, scratch_floats, nullptr));
     };
     forward();
     backward();
@@ -518,11 +518,11 @@ void bench_attention(const Shape& sh, const char* name) {
   fill(dout, 24, 1.0f);
   auto forward = [&] {
     CHECK_OK(spillway::cuda::attention_forward(out.p, lse.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq,
-                                               sh.hkv, sh.d, nullptr));
+                                               sh.hkv, sh.d, {}, nullptr));
   };
   auto backward = [&] {
     CHECK_OK(spillway::cuda::attention_backward(dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p,
-                                                lse.p, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d,
+                                                lse.p, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, {},
                                                 scratch.p, scratch_floats, nullptr));
   };
   const double fwd_flops = 4.0 * sh.batch * sh.hq * static_cast<double>(sh.seq) * sh.seq * sh.d / 2;
