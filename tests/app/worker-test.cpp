@@ -17,6 +17,7 @@
 
 #include "core/file-util.h"
 #include "data/dataset.h"
+#include "engine/train/golden-util.h"
 #include "history/run-folder.h"
 #include "history/run-store.h"
 #include "model/safetensors.h"
@@ -38,8 +39,7 @@ using testing::read_events;
 // with input_ids, the model shifts): one extra id at the end carries the last target.
 std::string write_golden_jsonl(const std::string& dir, const std::string& model, int steps, int* B,
                                int* T) {
-  auto traj =
-      TensorStore::open(testing::data_path("golden/" + model + "/adamw_trajectory.safetensors"));
+  auto traj = TensorStore::open(testing::golden_case(model).file("adamw_trajectory.safetensors"));
   EXPECT_TRUE(traj.ok());
   std::string path = dir + "/golden.jsonl";
   std::ofstream f(path);

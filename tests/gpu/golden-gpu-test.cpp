@@ -45,6 +45,7 @@ double grad_tolerance(const std::string& model) {
 
 struct Golden {
   std::string name;
+  testing::GoldenCase files;
   int B = 0, T = 0;
   nlohmann::json meta;
   std::unique_ptr<TensorStore> fb, traj, weights;
@@ -54,21 +55,20 @@ struct Golden {
 Golden load_golden(const std::string& name) {
   Golden g;
   g.name = name;
-  auto meta = read_file(testing::data_path("golden/" + name + "/meta.json"));
+  g.files = testing::golden_case(name);
+  auto meta = read_file(g.files.file("meta.json"));
   EXPECT_TRUE(meta.ok()) << meta.status().to_string();
   g.meta = nlohmann::json::parse(*meta);
   g.B = g.meta["B"];
   g.T = g.meta["T"];
-  auto fb =
-      TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
-  auto traj =
-      TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
-  auto weights = TensorStore::open(testing::data_path("models/" + name));
+  auto fb = TensorStore::open(g.files.file("forward_backward.safetensors"));
+  auto traj = TensorStore::open(g.files.file("adamw_trajectory.safetensors"));
+  auto weights = TensorStore::open(g.files.model);
   EXPECT_TRUE(fb.ok() && traj.ok() && weights.ok());
   g.fb = std::make_unique<TensorStore>(std::move(*fb));
   g.traj = std::make_unique<TensorStore>(std::move(*traj));
   g.weights = std::make_unique<TensorStore>(std::move(*weights));
-  auto config = ModelConfig::load(testing::data_path("models/" + name));
+  auto config = ModelConfig::load(g.files.model);
   EXPECT_TRUE(config.ok());
   g.layout = ParameterLayout::build(*config);
   return g;

@@ -20,6 +20,7 @@
 #include "compute/backend.h"
 #include "compute/cpu/cpu-backend.h"
 #include "core/file-util.h"
+#include "engine/train/golden-util.h"
 #include "model/model-config.h"
 #include "model/safetensors.h"
 #include "test-data.h"
@@ -51,13 +52,13 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   SPILLWAY_REQUIRE_DATA();
   const std::string name = std::get<0>(GetParam());
   const bool strict = std::get<1>(GetParam());
-  auto cfg_r = ModelConfig::load(::spillway::testing::data_path("models/" + name));
+  const ::spillway::testing::GoldenCase files = ::spillway::testing::golden_case(name);
+  auto cfg_r = ModelConfig::load(files.model);
   ASSERT_TRUE(cfg_r.ok()) << cfg_r.status().to_string();
   const ModelConfig& c = *cfg_r;
-  auto weights_r = TensorStore::open(::spillway::testing::data_path("models/" + name));
+  auto weights_r = TensorStore::open(files.model);
   ASSERT_TRUE(weights_r.ok()) << weights_r.status().to_string();
-  auto golden_r = TensorStore::open(
-      ::spillway::testing::data_path("golden/" + name + "/forward_backward.safetensors"));
+  auto golden_r = TensorStore::open(files.file("forward_backward.safetensors"));
   ASSERT_TRUE(golden_r.ok()) << golden_r.status().to_string();
   const TensorStore& wts = *weights_r;
   const TensorStore& gold = *golden_r;
@@ -211,7 +212,7 @@ TEST_P(GoldenModel, ForwardBackwardMatchesPyTorch) {
   OK(load(gold, "logits", &ref));
   const double logits_err = rel_l2(logits.data(), ref.data(), ref.size());
   EXPECT_LT(logits_err, 1e-4) << "logits";
-  const std::string meta = ::spillway::testing::data_path("golden/" + name + "/meta.json");
+  const std::string meta = files.file("meta.json");
   auto meta_text = read_file(meta);
   ASSERT_TRUE(meta_text.ok());
   const double ref_loss = nlohmann::json::parse(*meta_text)["loss"].get<double>();

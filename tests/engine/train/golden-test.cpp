@@ -30,6 +30,7 @@ using testing::rel_l2;
 
 struct Golden {
   std::string name;
+  testing::GoldenCase files;
   int B = 0, T = 0;
   nlohmann::json meta;
   std::unique_ptr<TensorStore> fb, traj;
@@ -39,19 +40,18 @@ struct Golden {
 Golden load_golden(const std::string& name) {
   Golden g;
   g.name = name;
-  auto meta = read_file(testing::data_path("golden/" + name + "/meta.json"));
+  g.files = testing::golden_case(name);
+  auto meta = read_file(g.files.file("meta.json"));
   EXPECT_TRUE(meta.ok());
   g.meta = nlohmann::json::parse(*meta);
   g.B = g.meta["B"];
   g.T = g.meta["T"];
-  auto fb =
-      TensorStore::open(testing::data_path("golden/" + name + "/forward_backward.safetensors"));
-  auto traj =
-      TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+  auto fb = TensorStore::open(g.files.file("forward_backward.safetensors"));
+  auto traj = TensorStore::open(g.files.file("adamw_trajectory.safetensors"));
   EXPECT_TRUE(fb.ok() && traj.ok());
   g.fb = std::make_unique<TensorStore>(std::move(*fb));
   g.traj = std::make_unique<TensorStore>(std::move(*traj));
-  auto config = ModelConfig::load(testing::data_path("models/" + name));
+  auto config = ModelConfig::load(g.files.model);
   EXPECT_TRUE(config.ok());
   g.layout = ParameterLayout::build(*config);
   return g;
@@ -85,7 +85,7 @@ Rig make_setup(const Golden& g, int micro_batch_size, bool with_optimizer, bool 
   auto state = ModelState::create(g.layout, with_optimizer);
   EXPECT_TRUE(state.ok());
   s.state = std::move(*state);
-  auto store = TensorStore::open(testing::data_path("models/" + g.name));
+  auto store = TensorStore::open(g.files.model);
   EXPECT_TRUE(store.ok());
   EXPECT_TRUE(s.state->load_weights(*store).ok());
   auto engine = StreamingEngine::create(*s.backend, *s.state, cfg);
@@ -351,7 +351,7 @@ Engine make_engine(const Golden& g, const StreamingConfig& cfg, bool strict,
   auto state = ModelState::create(g.layout, false);
   EXPECT_TRUE(state.ok());
   e.state = std::move(*state);
-  auto store = TensorStore::open(testing::data_path("models/" + g.name));
+  auto store = TensorStore::open(g.files.model);
   EXPECT_TRUE(store.ok() && e.state->load_weights(*store).ok());
   auto engine = StreamingEngine::create(*e.backend, *e.state, cfg);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();

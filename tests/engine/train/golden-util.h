@@ -1,17 +1,45 @@
-// Readers for the PyTorch reference files in ../shared/data/golden, shared by the golden tests.
+// Readers for the PyTorch reference files, shared by the golden tests: the shared cases of
+// ../shared/data/golden and the repository's own of tests/golden (tests/golden/README.md).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "model/safetensors.h"
+#include "test-data.h"
 
 namespace spillway::testing {
+
+// The repository's golden cases: $SPILLWAY_GOLDEN_DIR, else the CMake cache entry
+// SPILLWAY_GOLDEN_DIR (default <source>/tests/golden).
+inline std::string repo_golden_dir() {
+  const char* env = std::getenv("SPILLWAY_GOLDEN_DIR");
+  return env && *env ? env : SPILLWAY_DEFAULT_GOLDEN_DIR;
+}
+
+// Where a golden case's files are: `dir` holds meta.json, forward_backward.safetensors and
+// adamw_trajectory.safetensors, `model` its Hugging Face folder (config.json, model.safetensors).
+struct GoldenCase {
+  std::string dir;
+  std::string model;
+  std::string file(const std::string& name) const { return dir + "/" + name; }
+};
+
+// A case by name: the repository's (tests/golden/<name>, model in <name>/model) when there is
+// one, else the shared data's (golden/<name>, model in models/<name>). A golden test covers a case
+// by naming it in its INSTANTIATE_TEST_SUITE_P list; nothing else.
+inline GoldenCase golden_case(const std::string& name) {
+  const std::string repo = repo_golden_dir() + "/" + name;
+  if (std::filesystem::is_regular_file(repo + "/meta.json")) return {repo, repo + "/model"};
+  return {data_path("golden/" + name), data_path("models/" + name)};
+}
 
 // ‖x − ref‖ / ‖ref‖ in double: the tolerance measure of ../shared/data/README.md.
 inline double rel_l2(const float* x, const float* ref, size_t n) {

@@ -47,20 +47,20 @@ const char* placement_name(Placement p) {
 // One model's reference: meta.json and the batches and final parameters of the trajectory.
 struct Golden {
   std::string name;
+  testing::GoldenCase files;
   int B = 0, T = 0;
   nlohmann::json meta;
   std::unique_ptr<TensorStore> traj;
   ParameterLayout layout;
 
-  explicit Golden(const std::string& n) : name(n) {
-    meta = nlohmann::json::parse(*read_file(testing::data_path("golden/" + name + "/meta.json")));
+  explicit Golden(const std::string& n) : name(n), files(testing::golden_case(n)) {
+    meta = nlohmann::json::parse(*read_file(files.file("meta.json")));
     B = meta["B"];
     T = meta["T"];
-    auto t =
-        TensorStore::open(testing::data_path("golden/" + name + "/adamw_trajectory.safetensors"));
+    auto t = TensorStore::open(files.file("adamw_trajectory.safetensors"));
     EXPECT_TRUE(t.ok());
     traj = std::make_unique<TensorStore>(std::move(*t));
-    layout = ParameterLayout::build(*ModelConfig::load(testing::data_path("models/" + name)));
+    layout = ParameterLayout::build(*ModelConfig::load(files.model));
   }
   // StepBatch views the tokens: they stay in `tokens`, one pair per step.
   StepBatch batch(int step, int mb) {
@@ -105,8 +105,7 @@ struct Rig {
     cfg.seq_len = g.T;
     backend = testing::engine_cpu_backend(g.layout, cfg, false);
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
-    SPW_ASSIGN_OR_RETURN(TensorStore weights,
-                         TensorStore::open(testing::data_path("models/" + g.name)));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
     if (p == Placement::kDram) {
       store = make_dram_state(*state);
