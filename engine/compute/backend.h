@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compute/backend-facts.h"
 #include "compute/device.h"
@@ -50,12 +51,17 @@
 
 namespace spillway::compute {
 
-// Llama-3 rope scaling ("rope_type": "llama3"); factor 0 means none.
+// Llama-3 rope scaling ("rope_type": "llama3"); factor 0 means none. ext_factors, when given,
+// divide each rotated pair's frequency: inv_freq[i] = 1 / (ext_factors[i] · theta^(2i / d)) —
+// linear scaling ("rope_type": "linear", Gemma 3's global layers) is every factor the same.
 struct RopeScaling {
   float factor = 0.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int original_max_position_embeddings = 8192;
+  std::vector<float> ext_factors;  // [head_dim / 2]; empty: none
+
+  bool operator==(const RopeScaling&) const = default;
 };
 
 // What an attention op computes beyond causal GQA with scale 1/sqrt(head_dim).

@@ -2,16 +2,24 @@
 //
 // Supported architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (GQA, q/k/v
 // bias, tied or untied LM head, rope_theta — top-level or transformers v5 `rope_parameters` —
-// Llama-3 `rope_scaling`, explicit `head_dim`). A plain value: copyable, no shared state.
+// Llama-3 `rope_scaling`, explicit `head_dim`) and Gemma3ForCausalLM (model_type gemma3_text: the
+// Gemma 3 fields below). A plain value: copyable, no shared state.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
 namespace spillway {
+
+// The MLP's activation: down(act(gate(x)) · up(x)).
+enum class MlpActivation {
+  kSilu,      // SwiGLU (Llama, Mistral, Qwen)
+  kGeluTanh,  // GeGLU with torch's tanh GELU (Gemma's hidden_activation gelu_pytorch_tanh)
+};
 
 struct ModelConfig {
   std::string architecture;  // "LlamaForCausalLM", ...
@@ -33,12 +41,52 @@ struct ModelConfig {
   int rope_original_max_position = 8192;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always has them)
   bool tie_word_embeddings = false;
+
+  // Gemma 3 (transformers' modeling_gemma3.py), defaults meaning "as Llama":
+  // Every RMSNorm scales by (norm_weight_offset + w): 1 for Gemma3RMSNorm's (1 + w), 0 otherwise.
+  float norm_weight_offset = 0.0f;
+  // Gemma's four norms a layer: x1 = x + post_attention_layernorm(attn(input_layernorm(x))), out =
+  // x1 + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x1))).
+  bool sandwich_norms = false;
+  MlpActivation mlp_activation = MlpActivation::kSilu;
+  // Per-head RMSNorm of q and k before RoPE (q_norm / k_norm, [head_dim]; Gemma 3, Qwen3).
+  bool qk_norm = false;
+  // Embeddings times sqrt(hidden_size), cast to the weights' dtype (Gemma3TextScaledWordEmbedding).
+  bool scale_embeddings = false;
+  // The scores' scale is query_pre_attn_scalar^-0.5; 0: head_dim^-0.5.
+  float query_pre_attn_scalar = 0.0f;
+  // Query i sees key j only when i − j < sliding_window, on the layers sliding_layers marks (all
+  // when it is empty); 0 = no window.
+  int sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_layers] when some layers are full (Gemma's layer_types)
+  // RoPE of the sliding layers when they have their own (Gemma's rope_local_base_freq, unscaled);
+  // 0: the sliding layers use rope_theta and its scaling like the others.
+  float rope_local_theta = 0.0f;
+  // Linear RoPE scaling (rope_type "linear": positions divided by the factor); 0 = none.
+  float rope_linear_factor = 0.0f;
+
   int bos_token_id = -1;  // -1 when absent or null
   int eos_token_id = -1;
   std::string torch_dtype = "float32";
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  // Whether layer `layer` attends through the sliding window.
+  bool is_sliding(int layer) const {
+    return sliding_window > 0 &&
+           (sliding_layers.empty() || (layer < static_cast<int>(sliding_layers.size()) &&
+                                       sliding_layers[static_cast<size_t>(layer)]));
+  }
+  // Layer `layer`'s window (0: none).
+  int layer_window(int layer) const { return is_sliding(layer) ? sliding_window : 0; }
+  // The attention scores' scale.
+  float attention_scale() const;
+  // Σ over layers of the keys a query at the end of a `seq`-token sequence attends (seq for a full
+  // layer, min(window, seq) for a sliding one): the attention term of the FLOP count.
+  double attended_keys(int seq) const;
+  // Σ over layers of the (query, key) pairs a `seq`-token sequence scores under the causal mask
+  // and the windows: seq·(seq + 1)/2 for a full layer.
+  double attention_scores(int seq) const;
 
   // Parses a config.json document. kUnsupported names an unknown architecture and lists the
   // supported ones; kInvalidArgument names a missing or inconsistent field.

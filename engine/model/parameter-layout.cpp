@@ -60,11 +60,23 @@ ParameterLayout ParameterLayout::build(const ModelConfig& c) {
     o.bk = c.attention_bias ? add(b, p + "self_attn.k_proj.bias", {kv}) : kNoParam;
     o.wv = add(b, p + "self_attn.v_proj.weight", {kv, h});
     o.bv = c.attention_bias ? add(b, p + "self_attn.v_proj.bias", {kv}) : kNoParam;
+    const int64_t hd = c.head_dim;
+    o.q_norm = c.qk_norm ? add(b, p + "self_attn.q_norm.weight", {hd}) : kNoParam;
+    o.k_norm = c.qk_norm ? add(b, p + "self_attn.k_norm.weight", {hd}) : kNoParam;
     o.wo = add(b, p + "self_attn.o_proj.weight", {h, q});
-    o.mlp_norm = add(b, p + "post_attention_layernorm.weight", {h});
+    // Gemma's post_attention_layernorm normalises the attention's output; Llama's is the norm
+    // before the MLP, which Gemma calls pre_feedforward_layernorm.
+    o.post_attn_norm =
+        c.sandwich_norms ? add(b, p + "post_attention_layernorm.weight", {h}) : kNoParam;
+    o.mlp_norm = add(b,
+                     p + (c.sandwich_norms ? "pre_feedforward_layernorm.weight"
+                                           : "post_attention_layernorm.weight"),
+                     {h});
     o.w_gate = add(b, p + "mlp.gate_proj.weight", {f, h});
     o.w_up = add(b, p + "mlp.up_proj.weight", {f, h});
     o.w_down = add(b, p + "mlp.down_proj.weight", {h, f});
+    o.post_mlp_norm =
+        c.sandwich_norms ? add(b, p + "post_feedforward_layernorm.weight", {h}) : kNoParam;
     l.layer_offsets_ = o;
     l.blocks_.push_back(std::move(b));
   }

@@ -15,11 +15,19 @@ Result<std::vector<float>> rope_inv_freq(int head_dim, float theta, const RopeSc
   }
   if (!(theta > 0.0f)) return invalid_argument("rope: rope_theta must be positive");
   const int half = head_dim / 2;
+  if (!scaling.ext_factors.empty() &&
+      (static_cast<int>(scaling.ext_factors.size()) != half || scaling.factor != 0.0f)) {
+    return invalid_argument("rope: per-pair scaling needs head_dim / 2 = " + std::to_string(half) +
+                            " factors and no llama3 scaling, got " +
+                            std::to_string(scaling.ext_factors.size()));
+  }
   std::vector<float> inv(half);
   for (int i = 0; i < half; ++i) {
-    // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in float32.
+    // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in float32; with per-pair
+    // factors 1.0 / (ext_factors * base ** (...)).
     float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv[i] = 1.0f / std::pow(theta, expo);
+    const float base = std::pow(theta, expo);
+    inv[i] = 1.0f / (scaling.ext_factors.empty() ? base : scaling.ext_factors[i] * base);
   }
   if (scaling.factor == 0.0f) return inv;
   if (!(scaling.factor > 0.0f) || !(scaling.low_freq_factor < scaling.high_freq_factor) ||

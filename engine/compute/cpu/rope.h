@@ -29,10 +29,7 @@ struct RopeTable {
   std::vector<float> cos, sin;  // [seq, head_dim / 2]
 
   bool matches(int s, int d, float t, const RopeScaling& r) const {
-    return s <= seq && d == head_dim && t == theta && r.factor == scaling.factor &&
-           r.low_freq_factor == scaling.low_freq_factor &&
-           r.high_freq_factor == scaling.high_freq_factor &&
-           r.original_max_position_embeddings == scaling.original_max_position_embeddings;
+    return s <= seq && d == head_dim && t == theta && r == scaling;
   }
 };
 

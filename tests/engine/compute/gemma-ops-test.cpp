@@ -9,6 +9,7 @@
 #include "backend-test-util.h"
 #include "compute-test-util.h"
 #include "compute/backend.h"
+#include "compute/cpu/rope.h"
 
 namespace spillway::compute {
 namespace {
@@ -330,6 +331,24 @@ TEST(AttentionWindow, RejectsANegativeWindow) {
                                   AttentionParams{0.0f, -1})
                 .code(),
             ErrorCode::kInvalidArgument);
+}
+
+// ---- Linear RoPE scaling (Gemma 3's global layers) ------------------------------------------
+
+// transformers' _compute_linear_scaling_rope_parameters divides every frequency by the factor; the
+// same factor for every pair (RopeScaling::ext_factors) does that, to float rounding.
+TEST(RopeLinearScaling, DividesEveryFrequencyByTheFactor) {
+  const int d = 256;
+  RopeScaling linear;
+  linear.ext_factors.assign(d / 2, 8.0f);
+  auto plain = cpu::rope_inv_freq(d, 1e6f, RopeScaling{});
+  auto scaled = cpu::rope_inv_freq(d, 1e6f, linear);
+  ASSERT_TRUE(plain.ok() && scaled.ok());
+  for (int i = 0; i < d / 2; ++i)
+    EXPECT_NEAR((*scaled)[i], (*plain)[i] / 8.0f, 1e-7f * (*plain)[i]) << i;
+  RopeScaling wrong;
+  wrong.ext_factors.assign(3, 8.0f);  // not one per pair
+  EXPECT_EQ(cpu::rope_inv_freq(d, 1e6f, wrong).status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -315,7 +315,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"llama-mha-tiny", 1}, Param{"stories260K", 2, true},
                       Param{"stories260K", 1, true}, Param{"qwen2-tiny", 3, true},
                       Param{"qwen2-tiny", 1, true}, Param{"llama-mha-tiny", 2, true},
-                      Param{"llama-mha-tiny", 1, true}),
+                      Param{"llama-mha-tiny", 1, true}, Param{"gemma3-tiny", 2},
+                      Param{"gemma3-tiny", 1}, Param{"gemma3-tiny", 1, true}),
     [](const auto& info) {
       std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
                       (info.param.strict ? "_strict" : "");
