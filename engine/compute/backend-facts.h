@@ -50,6 +50,7 @@ struct OpShapes {
   int intermediate = 0;  // MLP width
   int vocab = 0;
   int lm_head_chunk = 0;  // tokens whose logits exist at once in lm_head_loss
+  bool qk_norm = false;   // rmsnorm over rows of head_dim: tokens × heads of them (Qwen3)
 };
 
 struct BackendFacts {

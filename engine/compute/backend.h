@@ -27,7 +27,7 @@
 //   - rmsnorm:  y = x / sqrt(mean(x²) + eps) · (w + weight_offset)  (LlamaRMSNorm with offset 0,
 //               Gemma3RMSNorm's (1 + w) with offset 1; fp32 statistics)
 //   - rope:     rotate-half, q' = q·cos + rotate_half(q)·sin with inv_freq from rope_theta and
-//               optional Llama-3 scaling (transformers' _compute_llama3_parameters)
+//               optional Llama-3 or LongRoPE scaling and partial rotation (RopeScaling)
 //   - attention: causal, GQA (query head h uses kv head h / (n_heads / n_kv_heads)),
 //               scale 1/sqrt(d) unless AttentionParams says otherwise, optionally a sliding window
 //   - swiglu:   y = silu(gate) · up
@@ -51,15 +51,26 @@
 
 namespace spillway::compute {
 
-// Llama-3 rope scaling ("rope_type": "llama3"); factor 0 means none. ext_factors, when given,
-// divide each rotated pair's frequency: inv_freq[i] = 1 / (ext_factors[i] · theta^(2i / d)) —
-// linear scaling ("rope_type": "linear", Gemma 3's global layers) is every factor the same.
+// How RoPE departs from the plain inv_freq[i] = theta^(−2i/d) of every dim of a head. The
+// defaults are plain RoPE; the fields combine as transformers' rope functions do:
+//   - Llama-3 scaling ("rope_type": "llama3", _compute_llama3_parameters) when factor != 0;
+//   - LongRoPE (Phi-3, _compute_longrope_parameters) when ext_factors is given:
+//     inv_freq[i] = 1 / (ext_factors[i] · theta^(2i / rotary_dim)), one factor per rotated pair;
+//     the caller picks short_factor or long_factor for the sequence length (ModelConfig::
+//     rope_factors: long_factor when the sequence is longer than original_max_position_embeddings);
+//   - cos and sin multiplied by attention_factor (LongRoPE's "attention_scaling"), in float32;
+//   - partial rotation: only the first rotary_dim dims of a head rotate, as pairs (i, i +
+//     rotary_dim / 2), the rest pass through (partial_rotary_factor); 0 = the whole head.
+//   - linear scaling ("rope_type": "linear", Gemma 3's global layers, transformers'
+//     _compute_linear_scaling_rope_parameters): every ext_factor the same, the factor.
 struct RopeScaling {
   float factor = 0.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int original_max_position_embeddings = 8192;
-  std::vector<float> ext_factors;  // [head_dim / 2]; empty: none
+  std::vector<float> ext_factors = {};  // [rotary_dim / 2]; empty: none
+  float attention_factor = 1.0f;
+  int rotary_dim = 0;
 
   bool operator==(const RopeScaling&) const = default;
 };

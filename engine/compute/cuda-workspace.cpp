@@ -56,6 +56,12 @@ size_t workspace_bytes(const compute::OpShapes& sh) {
   if (sh.tokens > 0 && sh.hidden > 0) {
     op = std::max(op, rmsnorm_backward_scratch_floats(sh.tokens, sh.hidden) * sizeof(float));
   }
+  if (sh.qk_norm && sh.tokens > 0 && sh.head_dim > 0) {  // the per-head q and k norms
+    for (int heads : {sh.heads, sh.kv_heads}) {
+      op = std::max(
+          op, rmsnorm_backward_scratch_floats(sh.tokens * heads, sh.head_dim) * sizeof(float));
+    }
+  }
   if (sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0) {
     op = std::max(op, attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
                                                         sh.head_dim) *

@@ -1,11 +1,14 @@
 #include "model/model-config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
+#include <vector>
 
 #include "core/file-util.h"
 #include "core/json-file.h"
@@ -13,8 +16,65 @@
 namespace spillway {
 namespace {
 
-constexpr const char* kSupported =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Gemma3ForCausalLM";
+// The supported families: config.json's architecture and model_type, and the family in words.
+struct Family {
+  const char* architecture;
+  const char* model_type;
+  const char* name;
+};
+constexpr Family kFamilies[] = {
+    {"LlamaForCausalLM", "llama", "Llama"},       {"MistralForCausalLM", "mistral", "Mistral"},
+    {"Qwen2ForCausalLM", "qwen2", "Qwen2"},       {"Qwen3ForCausalLM", "qwen3", "Qwen3"},
+    {"Phi3ForCausalLM", "phi3", "Phi-3 / Phi-4"}, {"Gemma3ForCausalLM", "gemma3_text", "Gemma 3"},
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Levenshtein distance, for the closest supported name.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "X is not supported; supported: ...; closest: Y (what Y lacks)": Y the supported family whose
+// architecture or model_type is nearest by edit distance (case-insensitive).
+std::string unsupported_message(const std::string& architecture, const std::string& model_type) {
+  const std::string what = !architecture.empty() ? architecture
+                           : !model_type.empty() ? model_type
+                                                 : std::string("(none)");
+  std::string msg = "config.json: architecture '" + what +
+                    "' is not supported; supported: " + supported_architectures();
+  if (architecture.empty() && model_type.empty()) return msg;
+  const Family* best = nullptr;
+  size_t best_d = 0;
+  for (const Family& f : kFamilies) {
+    size_t d = static_cast<size_t>(-1);
+    if (!architecture.empty()) d = edit_distance(lower(architecture), lower(f.architecture));
+    if (!model_type.empty()) d = std::min(d, edit_distance(lower(model_type), f.model_type));
+    if (!best || d < best_d) best = &f, best_d = d;
+  }
+  const std::string l = lower(what + " " + model_type);
+  std::string note;
+  if (l.find("moe") != std::string::npos || l.find("mixtral") != std::string::npos)
+    note = " (no mixture of experts)";
+  else if (l.find("vl") != std::string::npos || l.find("vision") != std::string::npos ||
+           l.find("conditionalgeneration") != std::string::npos)
+    note = " (text only: no vision tower)";
+  return msg + "; closest: " + best->architecture + note;
+}
 
 // Reads an optional numeric field; a present field of the wrong type is an error naming it. An
 // integer field must hold a whole number within its type (5.9 layers or 2^40 heads are errors,
@@ -87,7 +147,7 @@ Status read_gemma3_rope(const nlohmann::json& rp, const char* which, float* thet
 Status read_gemma3(const nlohmann::json& j, ModelConfig* c) {
   c->norm_weight_offset = 1.0f;
   c->sandwich_norms = true;
-  c->qk_norm = true;
+  c->qk_norm = QkNorm::kRms;
   c->scale_embeddings = true;
   c->mlp_activation = MlpActivation::kGeluTanh;
   std::string act = "gelu_pytorch_tanh";
@@ -236,11 +296,45 @@ Status ModelConfig::validate() const {
   if (head_dim % 2 != 0) return invalid_argument("config.json: head_dim must be even for RoPE");
   if (!(rms_norm_eps > 0)) return invalid_argument("config.json: rms_norm_eps must be positive");
   if (!(rope_theta > 0)) return invalid_argument("config.json: rope_theta must be positive");
+  const int rot = rotary_dim();
+  if (!(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) || rot <= 0 || rot % 2 != 0)
+    return invalid_argument(
+        "config.json: partial_rotary_factor " + std::to_string(partial_rotary_factor) +
+        " gives a rotary dimension of " + std::to_string(rot) + " for head_dim " +
+        std::to_string(head_dim) + "; it must be positive and even");
+  if (rot != head_dim && attention_bias)
+    return unsupported(
+        "config.json: q/k/v biases with partial_rotary_factor < 1 are not supported");
+  if (longrope()) {
+    for (const auto* f : {&rope_short_factor, &rope_long_factor}) {
+      if (static_cast<int>(f->size()) != rot / 2)
+        return invalid_argument(std::string("config.json: rope_scaling.") +
+                                (f == &rope_short_factor ? "short_factor" : "long_factor") +
+                                " has " + std::to_string(f->size()) +
+                                " values; the rotary dimension " + std::to_string(rot) + " needs " +
+                                std::to_string(rot / 2));
+    }
+    if (rope_original_max_position <= 0)
+      return invalid_argument("config.json: original_max_position_embeddings must be positive");
+  }
   if (sliding_window < 0)
     return invalid_argument("config.json: sliding_window must be positive or null");
   if (!sliding_layers.empty() && sliding_layers.size() != static_cast<size_t>(num_layers))
     return invalid_argument("config.json: layer_types must list num_hidden_layers layer types");
   return {};
+}
+
+std::string ModelConfig::family() const {
+  for (const Family& f : kFamilies) {
+    if (architecture == f.architecture) return f.name;
+  }
+  return architecture;
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (const Family& f : kFamilies) s += (s.empty() ? "" : ", ") + std::string(f.architecture);
+  return s;
 }
 
 Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
@@ -252,16 +346,6 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   }
   if (j.contains("model_type") && j["model_type"].is_string())
     c.model_type = j["model_type"].get<std::string>();
-  if (c.architecture.empty()) {
-    if (c.model_type == "llama")
-      c.architecture = "LlamaForCausalLM";
-    else if (c.model_type == "mistral")
-      c.architecture = "MistralForCausalLM";
-    else if (c.model_type == "qwen2")
-      c.architecture = "Qwen2ForCausalLM";
-    else if (c.model_type == "gemma3_text")
-      c.architecture = "Gemma3ForCausalLM";
-  }
   if (c.architecture == "Gemma3ForConditionalGeneration" || c.model_type == "gemma3") {
     // The multimodal checkpoints (gemma-3-4b/12b/27b): a vision tower beside the language model,
     // whose weights sit under other names (language_model.model.*) in a nested text_config.
@@ -271,21 +355,15 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
         "(model_type gemma3_text: gemma-3-1b and gemma-3-270m, or a text-only conversion of "
         "the larger ones)");
   }
-  if (c.architecture == "LlamaForCausalLM") {
-    if (c.model_type.empty()) c.model_type = "llama";
-  } else if (c.architecture == "MistralForCausalLM") {
-    if (c.model_type.empty()) c.model_type = "mistral";
-  } else if (c.architecture == "Qwen2ForCausalLM") {
-    if (c.model_type.empty()) c.model_type = "qwen2";
-  } else if (c.architecture == "Gemma3ForCausalLM") {
-    if (c.model_type.empty()) c.model_type = "gemma3_text";
-  } else {
-    return unsupported("config.json: architecture '" +
-                       (c.architecture.empty()
-                            ? (c.model_type.empty() ? std::string("(none)") : c.model_type)
-                            : c.architecture) +
-                       "' is not supported; supported: " + kSupported);
+  const Family* family = nullptr;
+  for (const Family& f : kFamilies) {
+    if (c.architecture.empty() ? c.model_type == f.model_type : c.architecture == f.architecture)
+      family = &f;
   }
+  if (!family) return unsupported(unsupported_message(c.architecture, c.model_type));
+  c.architecture = family->architecture;
+  if (c.model_type.empty()) c.model_type = family->model_type;
+  const bool qwen3 = c.model_type == "qwen3", phi3 = c.model_type == "phi3";
 
   SPW_RETURN_IF_ERROR(read_number(j, "vocab_size", &c.vocab_size, true));
   SPW_RETURN_IF_ERROR(read_number(j, "hidden_size", &c.hidden_size, true));
@@ -295,6 +373,7 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   c.num_kv_heads = c.num_heads;
   SPW_RETURN_IF_ERROR(read_number(j, "num_key_value_heads", &c.num_kv_heads, false));
   if (c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
+  if (qwen3) c.head_dim = 128;  // Qwen3Config's default, not hidden / heads
   const bool gemma3 = c.model_type == "gemma3_text";
   if (gemma3) c.head_dim = 256;  // Gemma3TextConfig's default
   SPW_RETURN_IF_ERROR(read_number(j, "head_dim", &c.head_dim, false));
@@ -306,39 +385,100 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   }
 
   // rope_theta: top level (transformers v4) or inside rope_parameters (v5); rope_scaling (v4) or
-  // rope_parameters (v5) carries the Llama-3 scaling.
-  if (!gemma3) {  // read_gemma3 read Gemma's
+  // rope_parameters (v5) carries the scaling; read_gemma3 read Gemma's own.
+  if (!gemma3) {
     c.rope_theta = c.model_type == "qwen2" ? 1e6f : 10000.0f;
     SPW_RETURN_IF_ERROR(read_number(j, "rope_theta", &c.rope_theta, false));
   }
+  SPW_RETURN_IF_ERROR(read_number(j, "partial_rotary_factor", &c.partial_rotary_factor, false));
   const nlohmann::json* scaling = nullptr;
   if (auto rp = j.find("rope_parameters"); !gemma3 && rp != j.end() && rp->is_object()) {
     SPW_RETURN_IF_ERROR(read_number(*rp, "rope_theta", &c.rope_theta, false));
+    SPW_RETURN_IF_ERROR(read_number(*rp, "partial_rotary_factor", &c.partial_rotary_factor, false));
     scaling = &*rp;
   }
   if (auto rs = j.find("rope_scaling"); !gemma3 && rs != j.end() && rs->is_object()) scaling = &*rs;
+  if (phi3) {
+    // Phi3Config always has original_max_position_embeddings (default 4096), and transformers'
+    // standardize_rope_params takes it over the scaling's own.
+    c.rope_original_max_position = 4096;
+    SPW_RETURN_IF_ERROR(
+        read_number(j, "original_max_position_embeddings", &c.rope_original_max_position, false));
+  }
   if (scaling) {
     std::string type;
     if (auto t = scaling->find("rope_type"); t != scaling->end() && t->is_string())
       type = t->get<std::string>();
     if (auto t = scaling->find("type"); type.empty() && t != scaling->end() && t->is_string())
       type = t->get<std::string>();
-    if (type == "llama3") {
+    if (type == "llama3" && !phi3) {
       SPW_RETURN_IF_ERROR(read_number(*scaling, "factor", &c.rope_scaling_factor, true));
       SPW_RETURN_IF_ERROR(read_number(*scaling, "low_freq_factor", &c.rope_low_freq_factor, false));
       SPW_RETURN_IF_ERROR(
           read_number(*scaling, "high_freq_factor", &c.rope_high_freq_factor, false));
       SPW_RETURN_IF_ERROR(read_number(*scaling, "original_max_position_embeddings",
                                       &c.rope_original_max_position, false));
+    } else if (phi3 && (type == "longrope" || type == "su" || type == "yarn")) {
+      // Phi3Config renames "su" and "yarn" to "longrope".
+      auto factors = [&](const char* key, std::vector<float>* out) -> Status {
+        auto f = scaling->find(key);
+        if (f == scaling->end() || !f->is_array() || f->empty())
+          return invalid_argument(std::string("config.json: rope_scaling.") + key +
+                                  " must be a list of numbers for longrope");
+        for (const auto& v : *f) {
+          if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+            return invalid_argument(std::string("config.json: rope_scaling.") + key +
+                                    " must hold positive numbers, got " + v.dump().substr(0, 40));
+          out->push_back(v.get<float>());
+        }
+        return {};
+      };
+      SPW_RETURN_IF_ERROR(factors("short_factor", &c.rope_short_factor));
+      SPW_RETURN_IF_ERROR(factors("long_factor", &c.rope_long_factor));
+      double factor = 0, attention = 0;
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "factor", &factor, false));
+      SPW_RETURN_IF_ERROR(read_number(*scaling, "attention_factor", &attention, false));
+      if (attention > 0) {
+        c.rope_attention_factor = static_cast<float>(attention);
+        c.rope_attention_factor_given = true;
+      } else {
+        // transformers' _compute_longrope_parameters, in double as there.
+        if (factor > 0) {
+          c.rope_attention_factor_given = true;  // written back as attention_factor
+        } else {
+          factor = static_cast<double>(c.max_position_embeddings) / c.rope_original_max_position;
+        }
+        c.rope_attention_factor =
+            factor <= 1.0
+                ? 1.0f
+                : static_cast<float>(std::sqrt(
+                      1.0 + std::log(factor) / std::log(double(c.rope_original_max_position))));
+      }
     } else if (!type.empty() && type != "default") {
-      return unsupported("config.json: rope scaling type '" + type +
-                         "' is not supported (supported: default, llama3)");
+      return unsupported("config.json: rope scaling type '" + type + "' is not supported for " +
+                         c.architecture + " (supported: default, " +
+                         (phi3 ? "longrope" : "llama3") + ")");
     }
   }
+  if (!phi3 && c.partial_rotary_factor != 1.0)
+    return unsupported("config.json: partial_rotary_factor is supported for Phi3ForCausalLM only");
+  if (auto sw = j.find("sliding_window"); phi3 && sw != j.end() && !sw->is_null()) {
+    SPW_RETURN_IF_ERROR(read_number(j, "sliding_window", &c.sliding_window, false));
+  }
+  if (auto sw = j.find("use_sliding_window"); sw != j.end() && sw->is_boolean() && sw->get<bool>())
+    return unsupported("config.json: use_sliding_window = true is not supported (" +
+                       c.architecture +
+                       " with sliding-window attention); set it to false to train with full "
+                       "attention, as the released " +
+                       c.architecture + " checkpoints do");
+  if (qwen3) c.qk_norm = QkNorm::kRms;
+  if (phi3) c.fused_projections = true;
 
   if (c.model_type == "qwen2") {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases
-  } else if (auto ab = j.find("attention_bias"); ab != j.end() && ab->is_boolean()) {
+  } else if (auto ab = j.find("attention_bias");
+             !phi3 && c.model_type != "mistral" && ab != j.end() && ab->is_boolean()) {
+    // MistralAttention and Phi3Attention have no biases whatever the config says.
     c.attention_bias = ab->get<bool>();
   }
   if (auto mb = j.find("mlp_bias"); mb != j.end() && mb->is_boolean() && mb->get<bool>())
@@ -397,11 +537,23 @@ nlohmann::json ModelConfig::to_json() const {
                          {"low_freq_factor", rope_low_freq_factor},
                          {"high_freq_factor", rope_high_freq_factor},
                          {"original_max_position_embeddings", rope_original_max_position}};
+  } else if (longrope()) {
+    j["rope_scaling"] = {{"type", "longrope"},
+                         {"short_factor", rope_short_factor},
+                         {"long_factor", rope_long_factor}};
+    if (rope_attention_factor_given) j["rope_scaling"]["attention_factor"] = rope_attention_factor;
   } else {
     j["rope_scaling"] = nullptr;
   }
-  if (model_type != "qwen2") j["attention_bias"] = attention_bias;
-  j["mlp_bias"] = false;
+  if (model_type == "phi3") {
+    j["original_max_position_embeddings"] = rope_original_max_position;
+    j["partial_rotary_factor"] = partial_rotary_factor;
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nullptr;
+  } else {
+    if (model_type != "qwen2") j["attention_bias"] = attention_bias;
+    j["mlp_bias"] = false;
+  }
+  if (model_type == "qwen3" || model_type == "qwen2") j["use_sliding_window"] = false;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
   j["eos_token_id"] = eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr);

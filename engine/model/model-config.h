@@ -1,9 +1,11 @@
 // ModelConfig: the shape of a decoder-only transformer, read from a Hugging Face `config.json`.
 //
-// Supported architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (GQA, q/k/v
-// bias, tied or untied LM head, rope_theta — top-level or transformers v5 `rope_parameters` —
-// Llama-3 `rope_scaling`, explicit `head_dim`) and Gemma3ForCausalLM (model_type gemma3_text: the
-// Gemma 3 fields below). A plain value: copyable, no shared state.
+// Supported architectures (supported_architectures()): LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM and Gemma3ForCausalLM — GQA, q/k/v bias, tied
+// or untied LM head, rope_theta (top-level or transformers v5 `rope_parameters`), Llama-3
+// `rope_scaling`, explicit `head_dim`; Qwen3's per-head q/k RMSNorm; Phi-3's fused qkv_proj /
+// gate_up_proj, LongRoPE ("longrope", older "su") and partial_rotary_factor; Gemma 3 text's
+// (model_type gemma3_text) fields below. A plain value: copyable, no shared state.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,14 @@ namespace spillway {
 enum class MlpActivation {
   kSilu,      // SwiGLU (Llama, Mistral, Qwen)
   kGeluTanh,  // GeGLU with torch's tanh GELU (Gemma's hidden_activation gelu_pytorch_tanh)
+};
+
+// The norm applied to each head of q and k after their projections, before RoPE (the parameters
+// model.layers.N.self_attn.q_norm.weight and k_norm.weight, [head_dim]).
+enum class QkNorm {
+  kNone,
+  kRms,  // Qwen3, Gemma 3: RMSNorm over head_dim, y = x / sqrt(mean(x²) + eps) · (w + offset),
+         // offset ModelConfig::norm_weight_offset (Gemma's 1)
 };
 
 struct ModelConfig {
@@ -39,7 +49,28 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int rope_original_max_position = 8192;
-  bool attention_bias = false;  // q/k/v biases (Qwen2 always has them)
+  // LongRoPE (Phi-3 "longrope", older "su"; transformers' _compute_longrope_parameters): empty
+  // unless used; otherwise rotary_dim() / 2 factors each. inv_freq[i] = 1 / (factor[i] ·
+  // theta^(2i / rotary_dim)), with short_factor when a sequence has at most
+  // rope_original_max_position tokens, long_factor beyond (rope_factors()); cos and sin are scaled
+  // by rope_attention_factor: given, else sqrt(1 + ln(s) / ln(original)) with s =
+  // max_position_embeddings / original when s > 1, else 1.
+  std::vector<float> rope_short_factor, rope_long_factor;
+  float rope_attention_factor = 1.0f;
+  bool rope_attention_factor_given = false;  // config.json gave attention_factor or factor
+  // Only the first rotary_dim() = int(head_dim · partial_rotary_factor) dims of a head rotate (the
+  // pairs (i, i + rotary_dim / 2)); the rest pass through (Phi-4-mini: 0.75).
+  double partial_rotary_factor = 1.0;  // double, as transformers multiplies it
+  // Query i sees key j only when i − j < sliding_window (transformers' sliding_window_overlay), on
+  // the layers sliding_layers marks (every layer when it is empty: Phi-3, Mistral); 0 = none.
+  int sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_layers] when some layers are full (Gemma's layer_types)
+  QkNorm qk_norm = QkNorm::kNone;
+  // Phi-3: q/k/v in one qkv_proj.weight [q_dim + 2 kv_dim, hidden] and gate/up in one
+  // gate_up_proj.weight [2 intermediate, hidden] (gate first), kept fused as on disk
+  // (parameter-layout.h).
+  bool fused_projections = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2 always has them; Mistral never)
   bool tie_word_embeddings = false;
 
   // Gemma 3 (transformers' modeling_gemma3.py), defaults meaning "as Llama":
@@ -49,16 +80,10 @@ struct ModelConfig {
   // x1 + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x1))).
   bool sandwich_norms = false;
   MlpActivation mlp_activation = MlpActivation::kSilu;
-  // Per-head RMSNorm of q and k before RoPE (q_norm / k_norm, [head_dim]; Gemma 3, Qwen3).
-  bool qk_norm = false;
   // Embeddings times sqrt(hidden_size), cast to the weights' dtype (Gemma3TextScaledWordEmbedding).
   bool scale_embeddings = false;
   // The scores' scale is query_pre_attn_scalar^-0.5; 0: head_dim^-0.5.
   float query_pre_attn_scalar = 0.0f;
-  // Query i sees key j only when i − j < sliding_window, on the layers sliding_layers marks (all
-  // when it is empty); 0 = no window.
-  int sliding_window = 0;
-  std::vector<bool> sliding_layers;  // [num_layers] when some layers are full (Gemma's layer_types)
   // RoPE of the sliding layers when they have their own (Gemma's rope_local_base_freq, unscaled);
   // 0: the sliding layers use rope_theta and its scaling like the others.
   float rope_local_theta = 0.0f;
@@ -71,6 +96,19 @@ struct ModelConfig {
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  // o_proj has a bias too: attention_bias in Llama and Qwen3 (transformers' LlamaAttention,
+  // Qwen3Attention), never in Qwen2.
+  bool o_proj_bias() const { return attention_bias && model_type != "qwen2"; }
+  int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
+  bool longrope() const { return !rope_short_factor.empty(); }
+  // LongRoPE's factors for sequences of `seq` tokens (positions 0..seq-1), as transformers'
+  // longrope_frequency_update picks them: long_factor when seq > rope_original_max_position;
+  // empty without LongRoPE.
+  const std::vector<float>& rope_factors(int seq) const {
+    return seq > rope_original_max_position ? rope_long_factor : rope_short_factor;
+  }
+  // The family in words for the model line ("Qwen3", "Phi-3 / Phi-4", ...).
+  std::string family() const;
   // Whether layer `layer` attends through the sliding window.
   bool is_sliding(int layer) const {
     return sliding_window > 0 &&
@@ -98,6 +136,9 @@ struct ModelConfig {
   // Checks the invariants (positive sizes, heads divide, GQA groups); kInvalidArgument otherwise.
   Status validate() const;
 };
+
+// "LlamaForCausalLM, MistralForCausalLM, ...": what from_json accepts.
+std::string supported_architectures();
 
 // Built-in presets for random initialisation ("llama-50m", "llama-tiny", ...); kNotFound lists
 // the names.

@@ -54,16 +54,24 @@ ParameterLayout ParameterLayout::build(const ModelConfig& c) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerOffsets o{};
     o.attn_norm = add(b, p + "input_layernorm.weight", {h});
-    o.wq = add(b, p + "self_attn.q_proj.weight", {q, h});
-    o.bq = c.attention_bias ? add(b, p + "self_attn.q_proj.bias", {q}) : kNoParam;
-    o.wk = add(b, p + "self_attn.k_proj.weight", {kv, h});
-    o.bk = c.attention_bias ? add(b, p + "self_attn.k_proj.bias", {kv}) : kNoParam;
-    o.wv = add(b, p + "self_attn.v_proj.weight", {kv, h});
-    o.bv = c.attention_bias ? add(b, p + "self_attn.v_proj.bias", {kv}) : kNoParam;
-    const int64_t hd = c.head_dim;
-    o.q_norm = c.qk_norm ? add(b, p + "self_attn.q_norm.weight", {hd}) : kNoParam;
-    o.k_norm = c.qk_norm ? add(b, p + "self_attn.k_norm.weight", {hd}) : kNoParam;
+    if (c.fused_projections) {
+      o.wq = add(b, p + "self_attn.qkv_proj.weight", {q + 2 * kv, h});
+      o.wk = o.wq + static_cast<size_t>(q * h);
+      o.wv = o.wk + static_cast<size_t>(kv * h);
+      o.bq = o.bk = o.bv = kNoParam;  // Phi-3 has no q/k/v biases (validate refuses them)
+    } else {
+      o.wq = add(b, p + "self_attn.q_proj.weight", {q, h});
+      o.bq = c.attention_bias ? add(b, p + "self_attn.q_proj.bias", {q}) : kNoParam;
+      o.wk = add(b, p + "self_attn.k_proj.weight", {kv, h});
+      o.bk = c.attention_bias ? add(b, p + "self_attn.k_proj.bias", {kv}) : kNoParam;
+      o.wv = add(b, p + "self_attn.v_proj.weight", {kv, h});
+      o.bv = c.attention_bias ? add(b, p + "self_attn.v_proj.bias", {kv}) : kNoParam;
+    }
+    const int64_t d = c.head_dim;
+    o.q_norm = c.qk_norm != QkNorm::kNone ? add(b, p + "self_attn.q_norm.weight", {d}) : kNoParam;
+    o.k_norm = c.qk_norm != QkNorm::kNone ? add(b, p + "self_attn.k_norm.weight", {d}) : kNoParam;
     o.wo = add(b, p + "self_attn.o_proj.weight", {h, q});
+    o.bo = c.o_proj_bias() ? add(b, p + "self_attn.o_proj.bias", {h}) : kNoParam;
     // Gemma's post_attention_layernorm normalises the attention's output; Llama's is the norm
     // before the MLP, which Gemma calls pre_feedforward_layernorm.
     o.post_attn_norm =
@@ -72,8 +80,13 @@ ParameterLayout ParameterLayout::build(const ModelConfig& c) {
                      p + (c.sandwich_norms ? "pre_feedforward_layernorm.weight"
                                            : "post_attention_layernorm.weight"),
                      {h});
-    o.w_gate = add(b, p + "mlp.gate_proj.weight", {f, h});
-    o.w_up = add(b, p + "mlp.up_proj.weight", {f, h});
+    if (c.fused_projections) {
+      o.w_gate = add(b, p + "mlp.gate_up_proj.weight", {2 * f, h});
+      o.w_up = o.w_gate + static_cast<size_t>(f * h);
+    } else {
+      o.w_gate = add(b, p + "mlp.gate_proj.weight", {f, h});
+      o.w_up = add(b, p + "mlp.up_proj.weight", {f, h});
+    }
     o.w_down = add(b, p + "mlp.down_proj.weight", {h, f});
     o.post_mlp_norm =
         c.sandwich_norms ? add(b, p + "post_feedforward_layernorm.weight", {h}) : kNoParam;
@@ -195,7 +208,9 @@ std::string ModelSummary::to_string(const ModelConfig& c) const {
   o << "  hidden " << c.hidden_size << ", ffn " << c.intermediate_size << ", heads " << c.num_heads
     << "/" << c.num_kv_heads << " x " << c.head_dim << ", vocab " << c.vocab_size
     << (c.tie_word_embeddings ? ", tied head" : ", untied head")
-    << (c.attention_bias ? ", qkv bias" : "") << "\n";
+    << (c.attention_bias ? ", qkv bias" : "") << (c.qk_norm != QkNorm::kNone ? ", q/k norm" : "")
+    << (c.fused_projections ? ", fused qkv and gate/up" : "") << (c.longrope() ? ", longrope" : "")
+    << (c.rotary_dim() != c.head_dim ? ", rotary " + std::to_string(c.rotary_dim()) : "") << "\n";
   if (bytes_on_disk) {
     o << "  on disk: " << bytes_on_disk << " bytes";
     for (const auto& [d, b] : bytes_per_dtype) o << ", " << d << " " << b;

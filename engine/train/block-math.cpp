@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -52,8 +53,22 @@ ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
           static_cast<size_t>(c.num_heads),
           static_cast<size_t>(c.num_kv_heads),
           dtype_size(act),
-          c.qk_norm,
+          c.qk_norm != QkNorm::kNone,
           c.sandwich_norms};
+}
+
+// RoPE's parameters for this config, with LongRoPE's `factors` (ModelConfig::rope_factors).
+compute::RopeScaling rope_scaling(const ModelConfig& c, const std::vector<float>& factors) {
+  compute::RopeScaling r{c.rope_scaling_factor, c.rope_low_freq_factor, c.rope_high_freq_factor,
+                         c.rope_original_max_position};
+  r.ext_factors = factors;
+  if (c.longrope()) r.attention_factor = c.rope_attention_factor;
+  if (c.rotary_dim() != c.head_dim) r.rotary_dim = c.rotary_dim();
+  // Linear scaling (Gemma 3's full layers; transformers' _compute_linear_scaling_rope_parameters:
+  // inv_freq / factor) is the same factor for every pair.
+  if (c.rope_linear_factor > 0)
+    r.ext_factors.assign(static_cast<size_t>(c.rotary_dim() / 2), c.rope_linear_factor);
+  return r;
 }
 
 }  // namespace
@@ -71,6 +86,7 @@ compute::OpShapes BlockMath::op_shapes(const ModelConfig& c, int batch, int seq,
   s.intermediate = c.intermediate_size;
   s.vocab = c.vocab_size;
   s.lm_head_chunk = lm_head_chunk;
+  s.qk_norm = c.qk_norm != QkNorm::kNone;
   return s;
 }
 
@@ -84,24 +100,19 @@ BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, i
       layout_(&layout),
       mc_(&layout.config()),
       act_(dtype_size(backend.act_dtype())),
-      rope_{mc_->rope_scaling_factor, mc_->rope_low_freq_factor, mc_->rope_high_freq_factor,
-            mc_->rope_original_max_position},
+      rope_short_(rope_scaling(*mc_, mc_->rope_short_factor)),
+      rope_long_(rope_scaling(*mc_, mc_->rope_long_factor)),
+      qk_norm_(mc_->qk_norm != QkNorm::kNone),
       norm_offset_(mc_->norm_weight_offset),
-      lm_head_chunk_(lm_head_chunk) {
-  if (mc_->rope_linear_factor > 0) {
-    // transformers' _compute_linear_scaling_rope_parameters: inv_freq / factor, that is every
-    // frequency's factor the same (RopeScaling's per-pair factors).
-    rope_.ext_factors.assign(static_cast<size_t>(mc_->head_dim / 2), mc_->rope_linear_factor);
-  }
-}
+      lm_head_chunk_(lm_head_chunk) {}
 
 float BlockMath::rope_theta(int layer) const {
   return mc_->rope_local_theta > 0 && mc_->is_sliding(layer) ? mc_->rope_local_theta
                                                              : mc_->rope_theta;
 }
 
-const compute::RopeScaling& BlockMath::rope_scaling(int layer) const {
-  return mc_->rope_local_theta > 0 && mc_->is_sliding(layer) ? rope_local_ : rope_;
+const compute::RopeScaling& BlockMath::layer_rope(int layer, int seq) const {
+  return mc_->rope_local_theta > 0 && mc_->is_sliding(layer) ? rope_local_ : rope(seq);
 }
 
 Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout,
@@ -193,21 +204,31 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(q, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
+  // With the per-head norms the projections write q_pre and k_pre, which the backward keeps.
+  void* qp = qk_norm_ ? q_pre : q;
+  void* kp = qk_norm_ ? k_pre : k;
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(qp, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
                                         R(wp(w, L.bq), {qd}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(k, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(kp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
                                         R(wp(w, L.bk), {kvd}), s));
   SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}),
                                         R(wp(w, L.bv), {kvd}), s));
+  if (qk_norm_) {  // rows of head_dim: [n · heads, d]
+    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(q, {n * hq, d}), f32(rstd_q, {n * hq}),
+                                           R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s));
+    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(k, {n * hkv, d}), f32(rstd_k, {n * hkv}),
+                                           R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps,
+                                           s));
+  }
   const float theta = rope_theta(layer);
-  const compute::RopeScaling& rope = rope_scaling(layer);
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s));
+  const compute::RopeScaling& rs = layer_rope(layer, seq);
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rs, s));
   SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
                                            R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
                                            R(v, {batch, seq, hkv, d}), s, attention_params(layer)));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
+                                        R(wp(w, L.bo), {h}), s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(o, {n, h}),
@@ -253,29 +274,46 @@ Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void
                                           R(dxn2, {n, h}), R(x2, {n, h}), R(wp(w, L.mlp_norm), {h}),
                                           f32(rstd2, {n}), true, s));
   // Attention: x2 = x + o_proj(attn(rope(q), rope(k), v)). dy becomes ∂loss/∂x the same way.
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}), {},
-                                         R(dy, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
-                                         false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}),
+                                         f32(gp(dw, L.bo), {h}), R(dy, {n, h}), R(att, {n, qd}),
+                                         R(wp(w, L.wo), {h, qd}), false, s));
   const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
-  const float theta = rope_theta(layer);
-  const compute::RopeScaling& rope = rope_scaling(layer);
   SPW_RETURN_IF_ERROR(be.attention_backward(
       W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
       f32(lse, {batch, hq, seq}), s, attention_params(layer)));
-  if (L.bk != kNoParam) {  // the key bias apart from dk (see Backend::attention_key_bias_backward)
+  const float theta = rope_theta(layer);
+  const compute::RopeScaling& rs = layer_rope(layer, seq);
+  // The key bias apart from dk (see Backend::attention_key_bias_backward), where the keys are the
+  // projection's plus RoPE; behind a k norm its gradient is an ordinary one, from dk_pre below.
+  const bool key_bias_apart = L.bk != kNoParam && !qk_norm_;
+  if (key_bias_apart) {
+    // The op's formula has the default scale and no window (cpu/attention-key-bias.h).
     if (c.layer_window(layer) > 0 || c.query_pre_attn_scalar > 0)
       return unsupported("a key bias with a sliding window or query_pre_attn_scalar");
     SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(
-        f32(gp(dw, L.bk), {hkv, d}), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), theta, rope, s));
+        f32(gp(dw, L.bk), {hkv, d}), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), theta, rs, s));
   }
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rope, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rs, s));
+  void* dqp = dq;  // ∂loss/∂(the projections' outputs)
+  void* dkp = dk;
+  if (qk_norm_) {
+    dqp = att;  // [n, q_dim]: the attention's output is dead once its backward has run
+    dkp = v;    // [n, kv_dim]: so are the values
+    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+        W(dqp, {n * hq, d}), f32(gp(dw, L.q_norm), {d}), R(dq, {n * hq, d}), R(q_pre, {n * hq, d}),
+        R(wp(w, L.q_norm), {d}), f32(rstd_q, {n * hq}), false, s));
+    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+        W(dkp, {n * hkv, d}), f32(gp(dw, L.k_norm), {d}), R(dk, {n * hkv, d}),
+        R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), f32(rstd_k, {n * hkv}), false, s));
+  }
   SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wq), {qd, h}),
-                                         f32(gp(dw, L.bq), {qd}), R(dq, {n, qd}), R(xn, {n, h}),
+                                         f32(gp(dw, L.bq), {qd}), R(dqp, {n, qd}), R(xn, {n, h}),
                                          R(wp(w, L.wq), {qd, h}), false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}), {},
-                                         R(dk, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
-                                         true, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}),
+                         key_bias_apart ? compute::Tensor{} : f32(gp(dw, L.bk), {kvd}),
+                         R(dkp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}), true, s));
   SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wv), {kvd, h}),
                                          f32(gp(dw, L.bv), {kvd}), R(dv, {n, kvd}), R(xn, {n, h}),
                                          R(wp(w, L.wv), {kvd, h}), true, s));
@@ -321,15 +359,15 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s, off));
   // q and k: projected into q_pre / k_pre, then normed per head into q / k (with qk_norm).
-  void* qp = c.qk_norm ? q_pre : q;
-  void* kp = c.qk_norm ? k_pre : k;
+  void* qp = qk_norm_ ? q_pre : q;
+  void* kp = qk_norm_ ? k_pre : k;
   SPW_RETURN_IF_ERROR(be.linear_forward(W(qp, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
                                         R(wp(w, L.bq), {qd}), s));
   SPW_RETURN_IF_ERROR(be.linear_forward(W(kp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
                                         R(wp(w, L.bk), {kvd}), s));
   SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}),
                                         R(wp(w, L.bv), {kvd}), s));
-  if (c.qk_norm) {
+  if (qk_norm_) {
     SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(q, {n * hq, d}), f32(rstd_q, {n * hq}),
                                            R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s,
                                            off));
@@ -338,7 +376,7 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
                                            off));
   }
   const float theta = rope_theta(layer);
-  const compute::RopeScaling& rope = rope_scaling(layer);
+  const compute::RopeScaling& rope = layer_rope(layer, seq);
   SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s));
   SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s));
   SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
@@ -413,13 +451,13 @@ Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, c
       W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
       f32(lse, {batch, hq, seq}), s, attention_params(layer)));
   const float theta = rope_theta(layer);
-  const compute::RopeScaling& rope = rope_scaling(layer);
+  const compute::RopeScaling& rope = layer_rope(layer, seq);
   SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rope, s));
   SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rope, s));
   // Through the per-head norms: ∂loss/∂q_pre into datt, ∂loss/∂k_pre into k (both dead now).
   void* dqp = dq;
   void* dkp = dk;
-  if (c.qk_norm) {
+  if (qk_norm_) {
     dqp = datt;
     dkp = k;
     SPW_RETURN_IF_ERROR(be.rmsnorm_backward(

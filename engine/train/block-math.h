@@ -2,21 +2,25 @@
 // transformer layer forward and backward, and the head (final norm, LM head and cross-entropy) —
 // for one micro-batch at a time, every op on one stream.
 //
-// A layer is the Llama / Mistral / Qwen2 decoder layer of transformers:
+// A layer is the Llama / Mistral / Qwen2 / Qwen3 / Phi-3 decoder layer of transformers:
 //   n1  = rmsnorm(x)
-//   x2  = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1)))
+//   x2  = x + o_proj(attention(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))), v_proj(n1)))
 //   n2  = rmsnorm(x2)
 //   out = x2 + down_proj(silu(gate_proj(n2)) · up_proj(n2))
-// (the residual add and the second norm are one fused residual_rmsnorm_forward). Gemma 3's layer
-// (ModelConfig::sandwich_norms) norms the outputs of attention and MLP too, and the heads of q, k:
+// (the residual add and the second norm are one fused residual_rmsnorm_forward). qn and kn are the
+// per-head norms of ModelConfig::qk_norm (Qwen3: rmsnorm over each head's head_dim values, rows
+// [n · heads, head_dim]), the identity without; Phi-3's fused qkv_proj and gate_up_proj are their
+// row ranges (LayerOffsets). RoPE takes its parameters from the config per call: LongRoPE's factor
+// set follows the call's sequence length (ModelConfig::rope_factors). Gemma 3's layer
+// (ModelConfig::sandwich_norms) norms the outputs of attention and MLP too:
 //   n1  = rmsnorm(x)
-//   x2  = x + post_attn_norm(o_proj(attention(rope(q_norm(q_proj(n1))), rope(k_norm(k_proj(n1))),
+//   x2  = x + post_attn_norm(o_proj(attention(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))),
 //                                             v_proj(n1))))
 //   n2  = pre_ff_norm(x2)
 //   out = x2 + post_ff_norm(down_proj(gelu_tanh(gate_proj(n2)) · up_proj(n2)))
-// with every norm's weight (1 + w), q_norm and k_norm over each head's head_dim values, the
-// attention scale query_pre_attn_scalar^-0.5, the sliding window on the layers the config marks
-// and their own RoPE base (ModelConfig), and the embeddings times sqrt(hidden). The backward
+// with every norm's weight (1 + w), the attention scale query_pre_attn_scalar^-0.5, the sliding
+// window on the layers the config marks and their own RoPE base (ModelConfig), and the embeddings
+// times sqrt(hidden). The backward
 // recomputes the forward from the layer's input (activation checkpointing), then backpropagates;
 // weight gradients accumulate in fp32 in the block's layout. The activations of one micro-batch of
 // one layer live in a scratch area carved from the device arena once; the block weights (act_dtype)
@@ -88,10 +92,10 @@ class BlockMath {
   // The MLP's activation (ModelConfig::mlp_activation) forward and backward.
   Status mlp_activation_forward(int n, compute::StreamId s);
   Status mlp_activation_backward(void* dg, int n, compute::StreamId s);
-  // RoPE's base and scaling for layer `layer` (a sliding layer's own base, unscaled, where the
-  // config gives one).
+  // RoPE's base and scaling for layer `layer` on sequences of `seq` tokens (a sliding layer's own
+  // base, unscaled, where the config gives one).
   float rope_theta(int layer) const;
-  const compute::RopeScaling& rope_scaling(int layer) const;
+  const compute::RopeScaling& layer_rope(int layer, int seq) const;
   compute::AttentionParams attention_params(int layer) const {
     return {mc_->attention_scale(), mc_->layer_window(layer)};
   }
@@ -110,8 +114,14 @@ class BlockMath {
   const ParameterLayout* layout_;
   const ModelConfig* mc_;
   size_t act_;  // bytes per act_dtype element
-  compute::RopeScaling rope_;
-  compute::RopeScaling rope_local_;  // the sliding layers' own (none)
+  // RoPE's parameters for sequences of `seq` tokens (LongRoPE's short or long factors).
+  const compute::RopeScaling& rope(int seq) const {
+    return mc_->longrope() && seq > mc_->rope_original_max_position ? rope_long_ : rope_short_;
+  }
+
+  compute::RopeScaling rope_short_, rope_long_;
+  bool qk_norm_;                     // the per-head q/k norms (ModelConfig::qk_norm)
+  compute::RopeScaling rope_local_;  // Gemma's sliding layers' own: none
   float norm_offset_;                // every norm's weight offset (ModelConfig::norm_weight_offset)
   int lm_head_chunk_;
   // The scratch, for n tokens (act_dtype unless noted).

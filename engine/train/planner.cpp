@@ -42,8 +42,8 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len) {
   const double params = static_cast<double>(ParameterLayout::build(config).parameter_count());
   const double matmul_params = config.tie_word_embeddings ? params : params - embedding;
   // Scores and the weighted sum: per layer and token, the keys it attends (seq_len, or the sliding
-  // window on a local layer) of q_dim = heads · head_dim (Gemma's 256-wide heads make q_dim 4/3 of
-  // the hidden size on gemma-3-1b).
+  // window on a local layer) of q_dim = heads · head_dim (which Qwen3 sets apart from hidden_size,
+  // and Gemma's 256-wide heads make 8/9 of it on gemma-3-1b).
   const double attention = config.attended_keys(seq_len) * config.q_dim();
   return {6.0 * (matmul_params + attention) * tokens, 8.0 * (matmul_params + attention) * tokens};
 }
@@ -55,7 +55,7 @@ namespace {
 // norms, and the q and k rows with per-head q/k norms.
 double layer_elementwise_width(const ModelConfig& c) {
   return (c.sandwich_norms ? 4.0 : 2.0) * c.hidden_size + c.intermediate_size +
-         (c.qk_norm ? static_cast<double>(c.q_dim() + c.kv_dim()) : 0.0);
+         (c.qk_norm != QkNorm::kNone ? static_cast<double>(c.q_dim() + c.kv_dim()) : 0.0);
 }
 
 }  // namespace

@@ -147,6 +147,12 @@ Status attention_key_bias_backward(float* db, const float* dout, const float* q,
                             " positions, needs " + std::to_string(head_dim) + " and " +
                             std::to_string(seq));
   }
+  if (table.rotary_dim != head_dim) {
+    return unsupported(
+        "attention_key_bias_backward: a key bias with partial rotation (rotary_dim " +
+        std::to_string(table.rotary_dim) + " of head_dim " + std::to_string(head_dim) +
+        ") is not supported");
+  }
   if (batch == 0 || seq == 0) return Status::ok_status();
   const Shape sh{batch, seq, hq, hkv, head_dim};
   const size_t blocks = blocks_of(seq);

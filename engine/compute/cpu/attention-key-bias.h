@@ -37,7 +37,9 @@ size_t attention_key_bias_scratch_bytes(int batch, int seq, int hq, int hkv, int
 // d] and k [b, t, hkv, d] after RoPE, v [b, t, hkv, d], and the RoPE table that rotated q and k.
 // Deterministic for any thread count (fixed blocks of query rows, summed in a fixed order).
 // scratch: attention_key_bias_scratch_bytes, 64-byte aligned (partial sums, per-thread rows).
-// kInvalidArgument for a bad shape (above) or a table of another head size or shorter than seq.
+// kInvalidArgument for a bad shape (above) or a table of another head size or shorter than seq;
+// kUnsupported for a table that rotates part of the head only. The table's attention_factor
+// scales cos and sin, which makes R_j s·R_j, as in the forward.
 Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
                                    const float* v, int batch, int seq, int hq, int hkv,
                                    int head_dim, const RopeTable& table, void* scratch);

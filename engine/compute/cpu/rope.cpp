@@ -1,4 +1,5 @@
-// RoPE: table construction (float32 inv_freq, Llama-3 scaling) and the in-place rotation.
+// RoPE: table construction (float32 inv_freq, Llama-3 or LongRoPE scaling, partial rotation) and
+// the in-place rotation.
 #include "compute/cpu/rope.h"
 
 #include <cmath>
@@ -8,24 +9,36 @@
 
 namespace spillway::compute::cpu {
 
+int rope_rotary_dim(int head_dim, const RopeScaling& scaling) {
+  return scaling.rotary_dim > 0 ? scaling.rotary_dim : head_dim;
+}
+
 Result<std::vector<float>> rope_inv_freq(int head_dim, float theta, const RopeScaling& scaling) {
   if (head_dim <= 0 || head_dim % 2 != 0) {
     return invalid_argument("rope: head_dim must be positive and even, got " +
                             std::to_string(head_dim));
   }
+  const int rot = rope_rotary_dim(head_dim, scaling);
+  if (scaling.rotary_dim < 0 || rot % 2 != 0 || rot > head_dim) {
+    return invalid_argument("rope: rotary_dim must be even and at most head_dim " +
+                            std::to_string(head_dim) + ", got " +
+                            std::to_string(scaling.rotary_dim));
+  }
   if (!(theta > 0.0f)) return invalid_argument("rope: rope_theta must be positive");
-  const int half = head_dim / 2;
+  if (!(scaling.attention_factor > 0.0f))
+    return invalid_argument("rope: attention_factor must be positive");
+  const int half = rot / 2;
   if (!scaling.ext_factors.empty() &&
       (static_cast<int>(scaling.ext_factors.size()) != half || scaling.factor != 0.0f)) {
-    return invalid_argument("rope: per-pair scaling needs head_dim / 2 = " + std::to_string(half) +
+    return invalid_argument("rope: longrope needs rotary_dim / 2 = " + std::to_string(half) +
                             " factors and no llama3 scaling, got " +
                             std::to_string(scaling.ext_factors.size()));
   }
   std::vector<float> inv(half);
   for (int i = 0; i < half; ++i) {
-    // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in float32; with per-pair
-    // factors 1.0 / (ext_factors * base ** (...)).
-    float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in float32; LongRoPE:
+    // 1.0 / (ext_factors * base ** (...)).
+    float expo = static_cast<float>(2 * i) / static_cast<float>(rot);
     const float base = std::pow(theta, expo);
     inv[i] = 1.0f / (scaling.ext_factors.empty() ? base : scaling.ext_factors[i] * base);
   }
@@ -60,17 +73,21 @@ Result<RopeTable> make_rope_table(int seq, int head_dim, float theta, const Rope
   RopeTable t;
   t.seq = seq;
   t.head_dim = head_dim;
+  t.rotary_dim = rope_rotary_dim(head_dim, scaling);
   t.theta = theta;
   t.scaling = scaling;
-  const int half = head_dim / 2;
+  const int half = t.rotary_dim / 2;
+  const float scale = scaling.attention_factor;  // cos() * attention_scaling, in float32
   t.cos.resize(static_cast<size_t>(seq) * half);
   t.sin.resize(static_cast<size_t>(seq) * half);
   for (int p = 0; p < seq; ++p) {
     for (int i = 0; i < half; ++i) {
       // float32 product as in the reference's inv_freq @ position_ids, then exact cos/sin.
       const float angle = static_cast<float>(p) * inv[i];
-      t.cos[static_cast<size_t>(p) * half + i] = static_cast<float>(std::cos(double(angle)));
-      t.sin[static_cast<size_t>(p) * half + i] = static_cast<float>(std::sin(double(angle)));
+      t.cos[static_cast<size_t>(p) * half + i] =
+          static_cast<float>(std::cos(double(angle))) * scale;
+      t.sin[static_cast<size_t>(p) * half + i] =
+          static_cast<float>(std::sin(double(angle))) * scale;
     }
   }
   return t;
@@ -81,7 +98,7 @@ Status rope_apply(float* x, int batch, int seq, int heads, const RopeTable& tabl
   if (seq > table.seq) return internal_error("rope: table shorter than the sequence");
   const size_t rows = static_cast<size_t>(batch) * seq;  // (b, t) pairs
   if (rows == 0 || heads == 0) return Status::ok_status();
-  const int d = table.head_dim, half = d / 2;
+  const int d = table.head_dim, half = table.rotary_dim / 2;
   const float sign = inverse ? -1.0f : 1.0f;
   ThreadPool::global().parallel_for(
       rows,

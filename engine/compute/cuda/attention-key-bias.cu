@@ -56,7 +56,7 @@ size_t table_count(int seq, int head_dim) {
 // cos_t/sin_t[j, f] = cos/sin of float(j)·inv[f] (fp32 product), taken in double, rounded to float
 // (the values of cpu::make_rope_table), stored as double for the sums.
 __global__ void key_bias_rope_table_kernel(double* __restrict__ cos_t, double* __restrict__ sin_t,
-                                           int seq, int half,
+                                           int seq, int half, float scale,
                                            const __grid_constant__ KeyBiasFreqs freqs) {
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<size_t>(seq) * half) return;
@@ -64,8 +64,9 @@ __global__ void key_bias_rope_table_kernel(double* __restrict__ cos_t, double* _
   const float angle = __fmul_rn(static_cast<float>(j), freqs.inv[f]);
   double s, c;
   sincos(static_cast<double>(angle), &s, &c);
-  cos_t[idx] = static_cast<float>(c);
-  sin_t[idx] = static_cast<float>(s);  // rounded to float, kept as double
+  // rounded to float and scaled by the attention factor in fp32 (the CPU table), kept as double
+  cos_t[idx] = __fmul_rn(static_cast<float>(c), scale);
+  sin_t[idx] = __fmul_rn(static_cast<float>(s), scale);
 }
 
 // Block (tile, b, h): partial[b, h, tile, 0..d) = Σ over query rows [32·tile, +32) of head h of
@@ -526,6 +527,12 @@ Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf1
         "aligned tensors, got head_dim " +
         std::to_string(head_dim));
   }
+  if (compute::cpu::rope_rotary_dim(head_dim, scaling) != head_dim) {
+    return unsupported(
+        "attention_key_bias_backward: a key bias with partial rotation (rotary_dim " +
+        std::to_string(scaling.rotary_dim) + " of head_dim " + std::to_string(head_dim) +
+        ") is not supported");
+  }
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_ASSIGN_OR_RETURN(const std::vector<float> inv_freq,
                        compute::cpu::rope_inv_freq(head_dim, theta, scaling));
@@ -544,7 +551,8 @@ Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf1
 
   constexpr int kTableThreads = 256;
   key_bias_rope_table_kernel<<<ceil_div(static_cast<size_t>(seq) * half, kTableThreads),
-                               kTableThreads, 0, stream>>>(cos_t, sin_t, seq, half, freqs);
+                               kTableThreads, 0, stream>>>(cos_t, sin_t, seq, half,
+                                                           scaling.attention_factor, freqs);
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("key_bias_rope_table_kernel"));
 
   const bool flash = path != AttentionPath::kGeneric && flash_applies;

@@ -1,13 +1,15 @@
 // Rotary position embedding in place on x[tokens, heads, head_dim] (HF rotate-half layout): for
-// pair i < head_dim/2 of a head at position p, with a = p · inv_freq[i],
-//   x[i] ← x[i]·cos a − x[i + half]·sin a,   x[i + half] ← x[i + half]·cos a + x[i]·sin a;
-// the backward rotates by −a (the transpose).
+// pair i < half = rotary_dim/2 of a head at position p, with a = p · inv_freq[i] and s the
+// attention factor (RopeScaling, 1 but for LongRoPE),
+//   x[i] ← s·(x[i]·cos a − x[i + half]·sin a),   x[i + half] ← s·(x[i + half]·cos a + x[i]·sin a);
+// dims [rotary_dim, head_dim) pass through; the backward rotates by −a (the transpose).
 //
 // Angles follow the CPU reference bit for bit (cpu/rope.cpp): inv_freq comes from that file's
 // rope_inv_freq on the host (float32 as transformers, Llama-3 scaling included) and reaches the
 // kernel as a parameter; a = float(p) · inv_freq[i] in fp32; cos and sin are taken in double and
 // rounded to float, so positions in the thousands (angles of thousands of radians) keep the
-// reference's phase. A block first fills a shared table of cos/sin for its tokens × pairs (one
+// reference's phase; the table holds float(cos)·s and float(sin)·s (fp32, as the CPU's). A block
+// first fills a shared table of cos/sin for its tokens × pairs (one
 // angle per (position, pair), shared by every head), then rotates all heads of those tokens with
 // 16-byte accesses (8 pairs per thread) when head_dim % 16 == 0.
 #include <string>
@@ -33,11 +35,13 @@ struct RopeFreqs {
 // kernels
 
 // Block b rotates tokens [b·tile, b·tile + tile) (tile · half <= kMaxPairs); `sign` is +1 for the
-// forward, −1 for the backward.
+// forward, −1 for the backward; `half` pairs of each head of head_dim rotate, `scale` multiplies
+// cos and sin.
 template <int W>
 __global__ void __launch_bounds__(kThreads)
-    rope_rotate_kernel(bf16* __restrict__ x, size_t tokens, int seq, int heads, int half, int tile,
-                       float sign, const __grid_constant__ RopeFreqs freqs) {
+    rope_rotate_kernel(bf16* __restrict__ x, size_t tokens, int seq, int heads, int head_dim,
+                       int half, int tile, float sign, float scale,
+                       const __grid_constant__ RopeFreqs freqs) {
   __shared__ float cos_t[kMaxPairs], sin_t[kMaxPairs];  // [tile, half]
   const size_t t0 = static_cast<size_t>(blockIdx.x) * tile;
   const int nt = static_cast<int>(min(static_cast<size_t>(tile), tokens - t0));
@@ -46,8 +50,8 @@ __global__ void __launch_bounds__(kThreads)
     const float angle = static_cast<float>((t0 + tt) % seq) * freqs.inv[i];
     double s, c;
     sincos(static_cast<double>(angle), &s, &c);
-    cos_t[j] = static_cast<float>(c);
-    sin_t[j] = sign * static_cast<float>(s);
+    cos_t[j] = __fmul_rn(static_cast<float>(c), scale);
+    sin_t[j] = sign * __fmul_rn(static_cast<float>(s), scale);
   }
   __syncthreads();
   // Item e: pairs [i, i + W) of head h of token tt; consecutive items walk a head's pairs, then
@@ -58,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
     const int th = e / chunks;  // tt · heads + h
     const int i = (e - th * chunks) * W;
     const int tt = th / heads;
-    bf16* v = x + (t0 * heads + th) * static_cast<size_t>(2 * half) + i;
+    bf16* v = x + (t0 * heads + th) * static_cast<size_t>(head_dim) + i;
     float a[W], b[W], ra[W], rb[W];
     load_vec(a, v);
     load_vec(b, v + half);
@@ -86,22 +90,23 @@ Status rope(const char* op, bf16* x, int batch, int seq, int heads, int head_dim
     return invalid_argument(std::string(op) + ": head_dim=" + std::to_string(head_dim) +
                             " exceeds " + std::to_string(2 * kMaxPairs));
   }
-  // Validates head_dim (positive, even), theta and the scaling.
+  // Validates head_dim (positive, even), the rotary dim, theta and the scaling.
   Result<std::vector<float>> inv = compute::cpu::rope_inv_freq(head_dim, theta, scaling);
   if (!inv.ok()) return inv.status().with_context(op);
   const size_t tokens = static_cast<size_t>(batch) * seq;
   if (tokens == 0 || heads == 0) return Status::ok_status();
-  const int half = head_dim / 2;
+  const int half = compute::cpu::rope_rotary_dim(head_dim, scaling) / 2;
+  const float scale = scaling.attention_factor;
   RopeFreqs freqs{};
   for (int i = 0; i < half; ++i) freqs.inv[i] = (*inv)[i];
   const int tile = kMaxPairs / half;
   const unsigned blocks = ceil_div(tokens, tile);
-  if (half % kVecWidth == 0 && aligned16(x)) {
-    rope_rotate_kernel<kVecWidth>
-        <<<blocks, kThreads, 0, stream>>>(x, tokens, seq, heads, half, tile, sign, freqs);
+  if (half % kVecWidth == 0 && head_dim % kVecWidth == 0 && aligned16(x)) {
+    rope_rotate_kernel<kVecWidth><<<blocks, kThreads, 0, stream>>>(x, tokens, seq, heads, head_dim,
+                                                                   half, tile, sign, scale, freqs);
   } else {
-    rope_rotate_kernel<1>
-        <<<blocks, kThreads, 0, stream>>>(x, tokens, seq, heads, half, tile, sign, freqs);
+    rope_rotate_kernel<1><<<blocks, kThreads, 0, stream>>>(x, tokens, seq, heads, head_dim, half,
+                                                           tile, sign, scale, freqs);
   }
   return CUDA_LAUNCH_CHECK("rope_rotate_kernel");
 }

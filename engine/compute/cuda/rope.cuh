@@ -1,6 +1,7 @@
 // Rotary position embedding in place (rope.cu): rotate-half, angles a = pos · inv_freq[f] computed
-// in fp32 as transformers does (inv_freq = 1 / theta^(2f/d), with Llama-3 scaling when
-// scaling.factor > 0: transformers' _compute_llama3_parameters).
+// in fp32 as transformers does (inv_freq = 1 / theta^(2f/r), with Llama-3 scaling when
+// scaling.factor > 0 or LongRoPE's factors when given, cos/sin times scaling.attention_factor, and
+// only the first r = rotary_dim dims rotating: compute::RopeScaling).
 #pragma once
 
 #include "compute/backend.h"

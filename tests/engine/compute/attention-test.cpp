@@ -276,7 +276,7 @@ TEST(AttentionKeyBias, VanishesWithoutRotation) {
   auto q = random_floats(s.q_size(), 50), k = random_floats(s.kv_size(), 51),
        v = random_floats(s.kv_size(), 52), dout = random_floats(s.q_size(), 53);
   cpu::RopeTable identity;
-  identity.seq = s.seq, identity.head_dim = s.d;
+  identity.seq = s.seq, identity.head_dim = s.d, identity.rotary_dim = s.d;
   identity.cos.assign(size_t(s.seq) * s.d / 2, 1.0f);
   identity.sin.assign(size_t(s.seq) * s.d / 2, 0.0f);
   std::vector<float> db(size_t(s.hkv) * s.d, 0.0f);

@@ -80,6 +80,106 @@ TEST(ModelConfig, MistralDefaultsAndLlama3Scaling) {
   EXPECT_EQ(back->architecture, "MistralForCausalLM");
 }
 
+// Qwen3-0.6B's config.json (Hugging Face, Qwen/Qwen3-0.6B), as the tests' Qwen3.
+nlohmann::json qwen3_0_6b() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+    "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+}
+
+TEST(ModelConfig, Qwen3HasQkNormAndItsOwnHeadDim) {
+  auto c = ModelConfig::from_json(qwen3_0_6b());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(c->model_type, "qwen3");
+  EXPECT_EQ(c->family(), "Qwen3");
+  EXPECT_EQ(c->qk_norm, QkNorm::kRms);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->q_dim(), 2048);  // not hidden_size: attention is wider than the residual stream
+  EXPECT_EQ(c->kv_dim(), 1024);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->o_proj_bias());
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FLOAT_EQ(c->rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-6f);
+  EXPECT_EQ(c->eos_token_id, 151645);
+  EXPECT_EQ(c->sliding_window, 0);
+  // What export writes reads back the same.
+  const nlohmann::json j = c->to_json();
+  EXPECT_EQ(j["use_sliding_window"], false);
+  EXPECT_EQ(j["head_dim"], 128);
+  auto back = ModelConfig::from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->qk_norm, QkNorm::kRms);
+  EXPECT_EQ(back->head_dim, 128);
+  EXPECT_EQ(back->to_json(), j);
+  // Qwen3Config's head_dim defaults to 128, not hidden_size / heads.
+  auto no_head_dim = qwen3_0_6b();
+  no_head_dim.erase("head_dim");
+  no_head_dim["hidden_size"] = 512;
+  auto d = ModelConfig::from_json(no_head_dim);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->head_dim, 128);
+  // attention_bias gives o_proj a bias too (Qwen3Attention), unlike Qwen2.
+  auto biased = qwen3_0_6b();
+  biased["attention_bias"] = true;
+  auto b = ModelConfig::from_json(biased);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->o_proj_bias());
+}
+
+TEST(ModelConfig, SlidingWindowAttentionIsRefused) {
+  auto j = qwen3_0_6b();
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 4096;
+  auto c = ModelConfig::from_json(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(c.status().message().find("use_sliding_window = true is not supported"),
+            std::string::npos)
+      << c.status().message();
+}
+
+TEST(ModelConfig, MistralHasNoBiasesWhateverTheConfigSays) {
+  auto j = base();
+  j["attention_bias"] = true;  // MistralAttention's projections have bias=False
+  auto c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->attention_bias);
+  j["architectures"] = {"LlamaForCausalLM"};
+  c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_TRUE(c->o_proj_bias());  // LlamaAttention: o_proj bias=config.attention_bias
+}
+
+TEST(ModelConfig, UnsupportedArchitectureNamesTheClosest) {
+  auto j = qwen3_0_6b();
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  auto c = ModelConfig::from_json(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(c.status().message(),
+            "config.json: architecture 'Qwen3MoeForCausalLM' is not supported; supported: " +
+                supported_architectures() + "; closest: Qwen3ForCausalLM (no mixture of experts)");
+  j = base();
+  j.erase("architectures");
+  j["model_type"] = "qwen2_vl";
+  c = ModelConfig::from_json(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'qwen2_vl' is not supported"), std::string::npos);
+  EXPECT_NE(c.status().message().find("closest: Qwen2ForCausalLM (text only: no vision tower)"),
+            std::string::npos)
+      << c.status().message();
+}
+
 TEST(ModelConfig, UnsupportedArchitectureListsSupported) {
   auto j = base();
   j["architectures"] = {"GPT2LMHeadModel"};
@@ -88,6 +188,8 @@ TEST(ModelConfig, UnsupportedArchitectureListsSupported) {
   EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(c.status().message().find("GPT2LMHeadModel"), std::string::npos);
   EXPECT_NE(c.status().message().find("Qwen2ForCausalLM"), std::string::npos);
+  EXPECT_NE(c.status().message().find("Qwen3ForCausalLM"), std::string::npos);
+  EXPECT_NE(c.status().message().find("closest: "), std::string::npos);
 }
 
 TEST(ModelConfig, BadFieldsAreNamed) {
@@ -161,7 +263,7 @@ TEST(ModelConfig, Gemma3TextFromTheHubsKeys) {
   EXPECT_EQ(c->head_dim, 256);
   EXPECT_EQ(c->q_dim(), 1024);
   EXPECT_TRUE(c->tie_word_embeddings);  // Gemma3TextConfig's default
-  EXPECT_TRUE(c->qk_norm);
+  EXPECT_EQ(c->qk_norm, QkNorm::kRms);
   EXPECT_TRUE(c->sandwich_norms);
   EXPECT_TRUE(c->scale_embeddings);
   EXPECT_EQ(c->mlp_activation, MlpActivation::kGeluTanh);

@@ -114,6 +114,50 @@ TEST(ParameterLayout, Gemma3MatchesTransformers) {
   EXPECT_EQ(layout.head_lm_offset(), kNoParam);
 }
 
+// The layout of a config.json against transformers' own count (model.num_parameters() of the
+// model built from that config on the meta device, transformers 5.24) and the tensors' names and
+// shapes.
+ParameterLayout layout_of(const std::string& config_json) {
+  auto c = ModelConfig::from_json(nlohmann::json::parse(config_json));
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return ParameterLayout::build(c.ok() ? *c : ModelConfig{});
+}
+
+std::vector<int64_t> shape_of(const ParameterLayout& l, int layer, const std::string& name) {
+  const ParamView* p = l.layer(layer).find("model.layers." + std::to_string(layer) + "." + name);
+  return p ? p->shape : std::vector<int64_t>{};
+}
+
+TEST(ParameterLayout, Qwen3) {
+  // Qwen/Qwen3-0.6B's shape: heads of 128 (16 query, 8 key/value) in a 1024-wide stream, tied.
+  const ParameterLayout l = layout_of(R"({"architectures": ["Qwen3ForCausalLM"],
+      "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+      "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+      "tie_word_embeddings": true, "use_sliding_window": false})");
+  EXPECT_EQ(l.parameter_count(), 596049920u);
+  EXPECT_EQ(l.layer(0).params.size(), 11u);  // transformers: 310 tensors = 28 · 11 + 2
+  EXPECT_EQ(shape_of(l, 3, "self_attn.q_proj.weight"), (std::vector<int64_t>{2048, 1024}));
+  EXPECT_EQ(shape_of(l, 3, "self_attn.k_proj.weight"), (std::vector<int64_t>{1024, 1024}));
+  EXPECT_EQ(shape_of(l, 3, "self_attn.o_proj.weight"), (std::vector<int64_t>{1024, 2048}));
+  EXPECT_EQ(shape_of(l, 3, "self_attn.q_norm.weight"), (std::vector<int64_t>{128}));
+  EXPECT_EQ(shape_of(l, 3, "self_attn.k_norm.weight"), (std::vector<int64_t>{128}));
+  const LayerOffsets& o = l.layer_offsets();
+  EXPECT_EQ(o.q_norm, l.layer(0).find("model.layers.0.self_attn.q_norm.weight")->offset);
+  EXPECT_EQ(o.k_norm, l.layer(0).find("model.layers.0.self_attn.k_norm.weight")->offset);
+  EXPECT_EQ(o.bq, kNoParam);
+  EXPECT_EQ(o.bo, kNoParam);
+  EXPECT_FALSE(l.layer(0).find("model.layers.0.self_attn.q_norm.weight")->decay);  // 1-D: no decay
+  EXPECT_NE(summarize(l, nullptr).to_string(l.config()).find("q/k norm"), std::string::npos);
+  // With attention_bias, q/k/v and o_proj carry biases (Qwen3Attention).
+  const ParameterLayout b = layout_of(R"({"architectures": ["Qwen3ForCausalLM"],
+      "model_type": "qwen3", "vocab_size": 96, "hidden_size": 32, "intermediate_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 24,
+      "attention_bias": true, "tie_word_embeddings": true})");
+  EXPECT_EQ(b.parameter_count(), 31328u);
+  EXPECT_EQ(shape_of(b, 1, "self_attn.o_proj.bias"), (std::vector<int64_t>{32}));
+  EXPECT_EQ(shape_of(b, 1, "self_attn.k_proj.bias"), (std::vector<int64_t>{24}));
+}
+
 TEST(ParameterLayout, WrongConfigNamesTheTensor) {
   SPILLWAY_REQUIRE_DATA();
   auto config = ModelConfig::load(testing::data_path("models/stories260K"));
