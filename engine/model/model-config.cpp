@@ -462,7 +462,10 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   }
   if (!phi3 && c.partial_rotary_factor != 1.0)
     return unsupported("config.json: partial_rotary_factor is supported for Phi3ForCausalLM only");
-  if (auto sw = j.find("sliding_window"); phi3 && sw != j.end() && !sw->is_null()) {
+  // Phi-3's and Mistral's window applies to every layer (transformers' Phi3Model and MistralModel
+  // mask with create_sliding_window_causal_mask when sliding_window is set).
+  const bool windowed = phi3 || c.model_type == "mistral";
+  if (auto sw = j.find("sliding_window"); windowed && sw != j.end() && !sw->is_null()) {
     SPW_RETURN_IF_ERROR(read_number(j, "sliding_window", &c.sliding_window, false));
   }
   if (auto sw = j.find("use_sliding_window"); sw != j.end() && sw->is_boolean() && sw->get<bool>())
@@ -553,6 +556,8 @@ nlohmann::json ModelConfig::to_json() const {
     if (model_type != "qwen2") j["attention_bias"] = attention_bias;
     j["mlp_bias"] = false;
   }
+  if (model_type == "mistral")
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nullptr;
   if (model_type == "qwen3" || model_type == "qwen2") j["use_sliding_window"] = false;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
@@ -565,7 +570,12 @@ nlohmann::json ModelConfig::to_json() const {
     j.erase("hidden_act");
     j.erase("mlp_bias");
     j["hidden_activation"] = "gelu_pytorch_tanh";
-    j["query_pre_attn_scalar"] = query_pre_attn_scalar;
+    // An int, as Gemma3TextConfig declares it (transformers 5 refuses 256.0), unless it is not
+    // whole.
+    const float scalar = query_pre_attn_scalar;
+    j["query_pre_attn_scalar"] = scalar == std::floor(scalar) && scalar < 1e9f
+                                     ? nlohmann::json(static_cast<int64_t>(scalar))
+                                     : nlohmann::json(scalar);
     j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nullptr;
     nlohmann::json types = nlohmann::json::array();
     for (int i = 0; i < num_layers; ++i)

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace spillway {
 
@@ -211,6 +212,32 @@ std::string ModelSummary::to_string(const ModelConfig& c) const {
     << (c.attention_bias ? ", qkv bias" : "") << (c.qk_norm != QkNorm::kNone ? ", q/k norm" : "")
     << (c.fused_projections ? ", fused qkv and gate/up" : "") << (c.longrope() ? ", longrope" : "")
     << (c.rotary_dim() != c.head_dim ? ", rotary " + std::to_string(c.rotary_dim()) : "") << "\n";
+  // Gemma 3's extras, and a sliding window.
+  std::vector<std::string> extras;
+  if (c.sandwich_norms) extras.push_back("pre- and post-norms (1 + w)");
+  if (c.mlp_activation == MlpActivation::kGeluTanh) extras.push_back("GeGLU (tanh)");
+  if (c.scale_embeddings) extras.push_back("embeddings x sqrt(hidden)");
+  if (c.query_pre_attn_scalar > 0) {
+    std::ostringstream scale;
+    scale << "attention scale " << c.query_pre_attn_scalar << "^-0.5";
+    extras.push_back(scale.str());
+  }
+  if (c.sliding_window > 0) {
+    int local = 0;
+    for (int i = 0; i < c.num_layers; ++i) local += c.is_sliding(i) ? 1 : 0;
+    std::ostringstream window;
+    window << "sliding window " << c.sliding_window << " on " << local << " of " << c.num_layers
+           << " layers";
+    if (c.rope_local_theta > 0) window << " (rope theta " << c.rope_local_theta << ")";
+    extras.push_back(window.str());
+  }
+  if (c.rope_linear_factor > 0) {
+    std::ostringstream linear;
+    linear << "linear rope factor " << c.rope_linear_factor;
+    extras.push_back(linear.str());
+  }
+  for (size_t i = 0; i < extras.size(); ++i) o << (i ? ", " : "  ") << extras[i];
+  if (!extras.empty()) o << "\n";
   if (bytes_on_disk) {
     o << "  on disk: " << bytes_on_disk << " bytes";
     for (const auto& [d, b] : bytes_per_dtype) o << ", " << d << " " << b;

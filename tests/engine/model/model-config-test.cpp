@@ -74,10 +74,18 @@ TEST(ModelConfig, MistralDefaultsAndLlama3Scaling) {
   EXPECT_EQ(c->head_dim, 16);
   EXPECT_FLOAT_EQ(c->rope_scaling_factor, 8.0f);
   EXPECT_EQ(c->rope_original_max_position, 8192);
+  EXPECT_EQ(c->sliding_window, 0);  // absent: none
   auto back = ModelConfig::from_json(c->to_json());
   ASSERT_TRUE(back.ok());
   EXPECT_FLOAT_EQ(back->rope_scaling_factor, 8.0f);
   EXPECT_EQ(back->architecture, "MistralForCausalLM");
+  // Mistral-7B-v0.1's window applies to every layer, as MistralModel's mask does.
+  j["sliding_window"] = 4096;
+  c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->layer_window(0), 4096);
+  EXPECT_EQ(c->layer_window(1), 4096);
+  EXPECT_EQ(ModelConfig::from_json(c->to_json())->sliding_window, 4096);
 }
 
 // Qwen3-0.6B's config.json (Hugging Face, Qwen/Qwen3-0.6B), as the tests' Qwen3.
@@ -293,6 +301,8 @@ TEST(ModelConfig, Gemma3TextFromTheHubsKeys) {
   EXPECT_FLOAT_EQ(back->query_pre_attn_scalar, 256.0f);
   EXPECT_FLOAT_EQ(back->rope_local_theta, 1e4f);
   EXPECT_EQ(back->to_json(), c->to_json());
+  // transformers 5's Gemma3TextConfig refuses a float query_pre_attn_scalar (256.0).
+  EXPECT_TRUE(c->to_json()["query_pre_attn_scalar"].is_number_integer());
 }
 
 // The 4B+ models' linear scaling of the global layers, and transformers v5's keys (rope_parameters

@@ -112,6 +112,13 @@ TEST(ParameterLayout, Gemma3MatchesTransformers) {
   EXPECT_EQ(layout.layer(0).find("model.layers.0.self_attn.q_norm.weight")->offset, o.q_norm);
   EXPECT_EQ(layout.head().params.size(), 1u);  // model.norm.weight; the head is tied
   EXPECT_EQ(layout.head_lm_offset(), kNoParam);
+  // inspect's summary names what sets the family apart.
+  const std::string summary = summarize(layout, nullptr).to_string(*config);
+  EXPECT_NE(summary.find("q/k norm"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("GeGLU (tanh)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("sliding window 512 on 22 of 26 layers (rope theta 10000)"),
+            std::string::npos)
+      << summary;
 }
 
 // The layout of a config.json against transformers' own count (model.num_parameters() of the
