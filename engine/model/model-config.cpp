@@ -494,6 +494,7 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
                        "' is not supported (only silu)");
   c.bos_token_id = read_token_id(j, "bos_token_id");
   c.eos_token_id = read_token_id(j, "eos_token_id");
+  c.pad_token_id = read_token_id(j, "pad_token_id");
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (auto d = j.find(key); d != j.end() && d->is_string()) c.torch_dtype = d->get<std::string>();
   }
@@ -562,6 +563,7 @@ nlohmann::json ModelConfig::to_json() const {
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
   j["eos_token_id"] = eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr);
+  j["pad_token_id"] = pad_token_id >= 0 ? nlohmann::json(pad_token_id) : nlohmann::json(nullptr);
   j["torch_dtype"] = "float32";
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;

@@ -92,6 +92,8 @@ struct ModelConfig {
 
   int bos_token_id = -1;  // -1 when absent or null
   int eos_token_id = -1;
+  int pad_token_id = -1;  // -1 when absent or null; export writes it back (Phi3Config's default
+                          // of 32000 would not fit a smaller vocabulary)
   std::string torch_dtype = "float32";
 
   int q_dim() const { return num_heads * head_dim; }

@@ -318,35 +318,45 @@ TEST_P(CudaOps, Rope) {
   const auto q = input(size_t(B) * T * s.q_dim(), 30), k = input(size_t(B) * T * s.kv_dim(), 31);
   // Llama-3 scaling with an original context short enough that all three frequency bands occur.
   RopeScaling llama3{8.0f, 1.0f, 4.0f, T >= 1024 ? 8192 : 100};
-  compare(
-      "rope",
-      [&](Side& side) {
-        Backend& be = side.be();
-        Outputs o;
-        using Named = std::pair<const char*, RopeScaling>;
-        for (const auto& [name, sc] : {Named{"plain", RopeScaling{}}, Named{"llama3", llama3}}) {
-          const std::string p = std::string(name) + ".";
-          void* qd = side.act(q);
-          void* kd = side.act(k);
-          EXPECT_OK(be.rope_forward(Tensor(qd, be.act_dtype(), {B, T, s.heads, s.head_dim}),
-                                    s.theta, sc, 0));
-          EXPECT_OK(be.rope_forward(Tensor(kd, be.act_dtype(), {B, T, s.kv_heads, s.head_dim}),
-                                    s.theta, sc, 0));
-          o[p + "forward.q"] = side.get_act(qd, q.size());
-          o[p + "forward.k"] = side.get_act(kd, k.size());
-          void* dq = side.act(q);
-          EXPECT_OK(be.rope_backward(Tensor(dq, be.act_dtype(), {B, T, s.heads, s.head_dim}),
-                                     s.theta, sc, 0));
-          o[p + "backward.dq"] = side.get_act(dq, q.size());
-        }
-        return o;
-      },
-      {{"plain.forward.q", 1e-2},
-       {"plain.forward.k", 1e-2},
-       {"plain.backward.dq", 1e-2},
-       {"llama3.forward.q", 1e-2},
-       {"llama3.forward.k", 1e-2},
-       {"llama3.backward.dq", 1e-2}});
+  // LongRoPE (Phi-3) with partial rotation (Phi-4-mini's 0.75 where head_dim / 4 pairs allow it,
+  // else the whole head) and its attention factor.
+  RopeScaling longrope;
+  longrope.rotary_dim = s.head_dim % 8 == 0 ? s.head_dim * 3 / 4 : s.head_dim;
+  for (int i = 0; i < longrope.rotary_dim / 2; ++i)
+    longrope.ext_factors.push_back(1.0f + 0.37f * i);
+  longrope.attention_factor = 1.1902381f;
+  compare("rope",
+          [&](Side& side) {
+            Backend& be = side.be();
+            Outputs o;
+            using Named = std::pair<const char*, RopeScaling>;
+            for (const auto& [name, sc] : {Named{"plain", RopeScaling{}}, Named{"llama3", llama3},
+                                           Named{"longrope", longrope}}) {
+              const std::string p = std::string(name) + ".";
+              void* qd = side.act(q);
+              void* kd = side.act(k);
+              EXPECT_OK(be.rope_forward(Tensor(qd, be.act_dtype(), {B, T, s.heads, s.head_dim}),
+                                        s.theta, sc, 0));
+              EXPECT_OK(be.rope_forward(Tensor(kd, be.act_dtype(), {B, T, s.kv_heads, s.head_dim}),
+                                        s.theta, sc, 0));
+              o[p + "forward.q"] = side.get_act(qd, q.size());
+              o[p + "forward.k"] = side.get_act(kd, k.size());
+              void* dq = side.act(q);
+              EXPECT_OK(be.rope_backward(Tensor(dq, be.act_dtype(), {B, T, s.heads, s.head_dim}),
+                                         s.theta, sc, 0));
+              o[p + "backward.dq"] = side.get_act(dq, q.size());
+            }
+            return o;
+          },
+          {{"plain.forward.q", 1e-2},
+           {"plain.forward.k", 1e-2},
+           {"plain.backward.dq", 1e-2},
+           {"llama3.forward.q", 1e-2},
+           {"llama3.forward.k", 1e-2},
+           {"llama3.backward.dq", 1e-2},
+           {"longrope.forward.q", 1e-2},
+           {"longrope.forward.k", 1e-2},
+           {"longrope.backward.dq", 1e-2}});
 }
 
 TEST_P(CudaOps, Attention) {

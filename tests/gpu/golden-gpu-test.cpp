@@ -262,6 +262,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Param{"stories260K", 4, true}, Param{"stories260K", 1, false},
                       Param{"qwen2-tiny", 3, true}, Param{"qwen2-tiny", 1, false},
                       Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, false},
+                      Param{"qwen3-tiny", 3, true}, Param{"qwen3-tiny", 1, false},
+                      Param{"phi3-tiny", 3, true}, Param{"phi3-tiny", 1, false},
+                      Param{"phi3-longrope", 2, true}, Param{"phi3-longrope", 1, false},
                       Param{"gemma3-tiny", 2, true}, Param{"gemma3-tiny", 1, false}),
     [](const auto& info) {
       std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +

@@ -149,6 +149,80 @@ TEST(Rope, Llama3ScalingMatchesFormula) {
   EXPECT_LT(rel_err(y, rope_ref(to_double(x), 1, seq, heads, d, ref)), kDirectTol);
 }
 
+// x[b, t, h, d] with only dims [0, r) rotating, as pairs (i, i + r/2), cos and sin times `scale`
+// (transformers' apply_rotary_pos_emb with a partial rotary dim and LongRoPE's attention factor).
+std::vector<double> partial_rope_ref(const std::vector<double>& x, int batch, int seq, int heads,
+                                     int d, int r, const std::vector<double>& inv, double scale) {
+  std::vector<double> y = x;
+  const int half = r / 2;
+  for (size_t row = 0; row < static_cast<size_t>(batch) * seq; ++row) {
+    const int t = static_cast<int>(row % seq);
+    for (int h = 0; h < heads; ++h) {
+      const size_t o = (row * heads + h) * d;
+      for (int i = 0; i < half; ++i) {
+        const double a = t * inv[i], x1 = x[o + i], x2 = x[o + i + half];
+        y[o + i] = scale * (x1 * std::cos(a) - x2 * std::sin(a));
+        y[o + i + half] = scale * (x2 * std::cos(a) + x1 * std::sin(a));
+      }
+    }
+  }
+  return y;
+}
+
+// LongRoPE (transformers' _compute_longrope_parameters): inv_freq[i] = 1 / (ext[i] ·
+// theta^(2i/r)) over the rotary dim r, cos/sin scaled by the attention factor; with
+// partial_rotary_factor 0.75 the last quarter of each head passes through. Forward against the
+// formula, backward against finite differences.
+TEST(Rope, LongRopeWithPartialRotation) {
+  const int batch = 2, seq = 7, heads = 3, d = 16, r = 12;
+  const float theta = 10000.0f;
+  RopeScaling s;
+  s.ext_factors = {1.0f, 1.25f, 2.5f, 4.0f, 9.0f, 30.0f};
+  s.attention_factor = 1.1902381f;
+  s.rotary_dim = r;
+  auto inv = cpu::rope_inv_freq(d, theta, s);
+  ASSERT_TRUE(inv.ok()) << inv.status().to_string();
+  ASSERT_EQ(inv->size(), size_t(r / 2));
+  std::vector<double> ref(r / 2);
+  for (int i = 0; i < r / 2; ++i) {
+    ref[i] = 1.0 / (s.ext_factors[i] * std::pow(double(theta), 2.0 * i / r));
+    EXPECT_NEAR((*inv)[i] / ref[i], 1.0, 2e-6) << "pair " << i;
+  }
+  auto x = random_floats(batch * seq * heads * d, 6), dy = random_floats(x.size(), 7);
+  auto be = make_cpu_backend();
+  std::vector<float> y = x;
+  ASSERT_TRUE(be->rope_forward(f32(y.data(), {batch, seq, heads, d}), theta, s, 0).ok());
+  const auto want = partial_rope_ref(to_double(x), batch, seq, heads, d, r, ref, 1.1902381);
+  EXPECT_LT(rel_err(y, want), kDirectTol);
+  for (int i = r; i < d; ++i) EXPECT_EQ(y[5 * d + i], x[5 * d + i]) << "dim " << i << " rotated";
+
+  std::vector<float> dx = dy;
+  ASSERT_TRUE(be->rope_backward(f32(dx.data(), {batch, seq, heads, d}), theta, s, 0).ok());
+  const auto dyd = to_double(dy);
+  auto g = fd_grad(
+      [&](const std::vector<double>& v) {
+        return dot(dyd, partial_rope_ref(v, batch, seq, heads, d, r, ref, 1.1902381));
+      },
+      to_double(x));
+  EXPECT_LT(rel_err(dx, g), kFdTol);
+}
+
+TEST(Rope, LongRopeRejectsBadFactors) {
+  auto be = make_cpu_backend();
+  std::vector<float> x(32);
+  RopeScaling s;
+  s.ext_factors = {1.0f, 2.0f, 3.0f};  // 4 pairs need 4 factors
+  EXPECT_EQ(be->rope_forward(f32(x.data(), {1, 2, 2, 8}), 10000.0f, s, 0).code(),
+            ErrorCode::kInvalidArgument);
+  s.ext_factors.clear();
+  s.rotary_dim = 10;  // more than the head
+  EXPECT_EQ(be->rope_forward(f32(x.data(), {1, 2, 2, 8}), 10000.0f, s, 0).code(),
+            ErrorCode::kInvalidArgument);
+  s.rotary_dim = 5;  // odd
+  EXPECT_EQ(be->rope_forward(f32(x.data(), {1, 2, 2, 8}), 10000.0f, s, 0).code(),
+            ErrorCode::kInvalidArgument);
+}
+
 TEST(Rope, RejectsBadArguments) {
   auto be = make_cpu_backend();
   std::vector<float> x(16);

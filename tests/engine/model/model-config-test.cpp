@@ -142,6 +142,115 @@ TEST(ModelConfig, Qwen3HasQkNormAndItsOwnHeadDim) {
   EXPECT_TRUE(b->o_proj_bias());
 }
 
+// microsoft/Phi-3-mini-4k-instruct's config.json (transformers 4.x keys): plain RoPE, a sliding
+// window of 2047.
+nlohmann::json phi3_mini_4k() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+    "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+    "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
+    "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 32, "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+    "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+    "sliding_window": 2047, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "use_cache": true, "attention_bias": false, "vocab_size": 32064})");
+}
+
+// microsoft/Phi-4-mini-instruct's shape: LongRoPE, partial_rotary_factor 0.75, tied; the factors
+// shortened to simple values (48 of each, as its rotary dim of 96 needs).
+nlohmann::json phi4_mini() {
+  auto j = phi3_mini_4k();
+  j["vocab_size"] = 200064;
+  j["num_attention_heads"] = 24;
+  j["num_key_value_heads"] = 8;
+  j["max_position_embeddings"] = 131072;
+  j["partial_rotary_factor"] = 0.75;
+  j["sliding_window"] = 262144;
+  j["tie_word_embeddings"] = true;
+  std::vector<double> short_f(48), long_f(48);
+  for (int i = 0; i < 48; ++i) short_f[i] = 1.0 + 0.01 * i, long_f[i] = 1.0 + 0.5 * i;
+  j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", short_f}, {"long_factor", long_f}};
+  return j;
+}
+
+TEST(ModelConfig, Phi3FusedProjectionsAndSlidingWindow) {
+  auto c = ModelConfig::from_json(phi3_mini_4k());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->architecture, "Phi3ForCausalLM");
+  EXPECT_EQ(c->family(), "Phi-3 / Phi-4");
+  EXPECT_TRUE(c->fused_projections);
+  EXPECT_EQ(c->qk_norm, QkNorm::kNone);
+  EXPECT_EQ(c->head_dim, 96);
+  EXPECT_EQ(c->rotary_dim(), 96);
+  EXPECT_FALSE(c->longrope());
+  EXPECT_EQ(c->sliding_window, 2047);
+  EXPECT_EQ(c->rope_original_max_position, 4096);
+  // transformers masks key j for query i when i − j >= 2047, on every layer.
+  for (int layer : {0, c->num_layers - 1}) EXPECT_EQ(c->layer_window(layer), 2047) << layer;
+  const nlohmann::json j = c->to_json();
+  EXPECT_EQ(j["sliding_window"], 2047);
+  EXPECT_EQ(j["pad_token_id"], 32000);  // else Phi3Config's default (32000) stands for any vocab
+  EXPECT_FALSE(j.contains("attention_bias"));
+  auto back = ModelConfig::from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->to_json(), j);
+  EXPECT_TRUE(back->fused_projections);
+}
+
+TEST(ModelConfig, Phi4LongRopeAndPartialRotation) {
+  auto c = ModelConfig::from_json(phi4_mini());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->rotary_dim(), 96);
+  ASSERT_TRUE(c->longrope());
+  EXPECT_EQ(c->rope_short_factor.size(), 48u);
+  EXPECT_FLOAT_EQ(c->rope_long_factor[47], 24.5f);
+  // transformers' attention factor: sqrt(1 + ln(131072 / 4096) / ln 4096) = 1.1902380714238083.
+  EXPECT_FLOAT_EQ(c->rope_attention_factor, 1.1902380714238083f);
+  EXPECT_FALSE(c->rope_attention_factor_given);
+  // short_factor up to original_max_position_embeddings tokens, long_factor beyond.
+  EXPECT_EQ(&c->rope_factors(4096), &c->rope_short_factor);
+  EXPECT_EQ(&c->rope_factors(4097), &c->rope_long_factor);
+  auto back = ModelConfig::from_json(c->to_json());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->rope_long_factor, c->rope_long_factor);
+  EXPECT_EQ(back->partial_rotary_factor, 0.75);
+  EXPECT_EQ(back->rope_attention_factor, c->rope_attention_factor);
+  // The older name "su", transformers v5's rope_parameters, and an explicit attention_factor.
+  auto j = phi4_mini();
+  j["rope_scaling"]["type"] = "su";
+  j["rope_scaling"]["attention_factor"] = 1.5;
+  c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FLOAT_EQ(c->rope_attention_factor, 1.5f);
+  EXPECT_EQ(c->to_json()["rope_scaling"]["attention_factor"], 1.5);
+  j = phi4_mini();
+  j["rope_parameters"] = j["rope_scaling"];
+  j["rope_parameters"]["rope_type"] = "longrope";
+  j["rope_parameters"]["rope_theta"] = 250000.0;
+  j.erase("rope_scaling");
+  c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->longrope());
+  EXPECT_FLOAT_EQ(c->rope_theta, 250000.0f);
+  // Factors that do not match the rotary dim are named.
+  j = phi4_mini();
+  j["rope_scaling"]["short_factor"] = {1.0, 2.0};
+  c = ModelConfig::from_json(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(
+      c.status().message().find("short_factor has 2 values; the rotary dimension 96 needs 48"),
+      std::string::npos)
+      << c.status().message();
+  // Other scalings, and partial rotation outside Phi-3, are refused.
+  j = phi4_mini();
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_EQ(ModelConfig::from_json(j).status().code(), ErrorCode::kUnsupported);
+  j = base();
+  j["partial_rotary_factor"] = 0.5;
+  EXPECT_EQ(ModelConfig::from_json(j).status().code(), ErrorCode::kUnsupported);
+}
+
 TEST(ModelConfig, SlidingWindowAttentionIsRefused) {
   auto j = qwen3_0_6b();
   j["use_sliding_window"] = true;

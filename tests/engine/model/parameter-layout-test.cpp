@@ -165,6 +165,39 @@ TEST(ParameterLayout, Qwen3) {
   EXPECT_EQ(shape_of(b, 1, "self_attn.k_proj.bias"), (std::vector<int64_t>{24}));
 }
 
+TEST(ParameterLayout, Phi3KeepsItsFusedTensors) {
+  // microsoft/Phi-3-mini-4k-instruct's shape: qkv_proj [3 · 3072, 3072], gate_up_proj [2 · 8192,
+  // 3072], as on disk; the maths sees q/k/v and gate/up as their row ranges.
+  const ParameterLayout l = layout_of(R"({"architectures": ["Phi3ForCausalLM"],
+      "model_type": "phi3", "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192,
+      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+      "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+      "sliding_window": 2047, "tie_word_embeddings": false})");
+  EXPECT_EQ(l.parameter_count(), 3821079552u);
+  EXPECT_EQ(l.layer(0).params.size(), 6u);  // transformers: 195 tensors = 32 · 6 + 3
+  EXPECT_EQ(shape_of(l, 31, "self_attn.qkv_proj.weight"), (std::vector<int64_t>{9216, 3072}));
+  EXPECT_EQ(shape_of(l, 31, "mlp.gate_up_proj.weight"), (std::vector<int64_t>{16384, 3072}));
+  EXPECT_EQ(l.layer(0).find("model.layers.0.self_attn.q_proj.weight"), nullptr);
+  const LayerOffsets& o = l.layer_offsets();
+  const size_t qkv = l.layer(0).find("model.layers.0.self_attn.qkv_proj.weight")->offset;
+  EXPECT_EQ(o.wq, qkv);
+  EXPECT_EQ(o.wk, qkv + size_t(3072) * 3072);  // rows [q_dim, q_dim + kv_dim)
+  EXPECT_EQ(o.wv, qkv + size_t(2) * 3072 * 3072);
+  const size_t gate_up = l.layer(0).find("model.layers.0.mlp.gate_up_proj.weight")->offset;
+  EXPECT_EQ(o.w_gate, gate_up);  // gate first, as Phi3MLP's chunk(2)
+  EXPECT_EQ(o.w_up, gate_up + size_t(8192) * 3072);
+  EXPECT_EQ(o.bq, kNoParam);
+  EXPECT_EQ(o.q_norm, kNoParam);
+  // Phi-4-mini's shape: GQA 24/8, tied, rotary 96 of 128.
+  const ParameterLayout m = layout_of(R"({"architectures": ["Phi3ForCausalLM"],
+      "model_type": "phi3", "vocab_size": 200064, "hidden_size": 3072, "intermediate_size": 8192,
+      "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8,
+      "partial_rotary_factor": 0.75, "tie_word_embeddings": true})");
+  EXPECT_EQ(m.parameter_count(), 3836021760u);
+  EXPECT_EQ(shape_of(m, 0, "self_attn.qkv_proj.weight"), (std::vector<int64_t>{5120, 3072}));
+  EXPECT_NE(summarize(m, nullptr).to_string(m.config()).find("rotary 96"), std::string::npos);
+}
+
 TEST(ParameterLayout, WrongConfigNamesTheTensor) {
   SPILLWAY_REQUIRE_DATA();
   auto config = ModelConfig::load(testing::data_path("models/stories260K"));

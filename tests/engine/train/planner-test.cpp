@@ -122,6 +122,55 @@ TEST(Planner, Gemma3CpuStepCountsTheWindowedScoresAndTheExtraNorms) {
   EXPECT_NEAR(s.elementwise_s, kCpuElementwiseBytes * (26 * width + 262144) * 1024 / 20e9, 1e-9);
 }
 
+// Qwen3-0.6B: attention of 16 heads × 128 = 2048 wide in a 1024-wide stream, tied head; its
+// parameters as transformers counts them (the per-head q/k norms included).
+ModelConfig qwen3_0_6b() {
+  ModelConfig c = *model_preset("llama-1b");
+  c.architecture = "Qwen3ForCausalLM";
+  c.model_type = "qwen3";
+  c.vocab_size = 151936;
+  c.hidden_size = 1024;
+  c.intermediate_size = 3072;
+  c.num_layers = 28;
+  c.num_heads = 16;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.tie_word_embeddings = true;
+  c.qk_norm = QkNorm::kRms;
+  return c;
+}
+
+TEST(StepFlops, Qwen3CountsItsNormsAndItsWiderAttention) {
+  const ModelConfig c = qwen3_0_6b();
+  ASSERT_EQ(ParameterLayout::build(c).parameter_count(), 596'049'920u);  // transformers' count
+  const double per_token = 596'049'920.0 + 28.0 * 1024 * (16 * 128);     // tied: the head's matmul
+  const StepFlops f = step_flops(c, 4096, 1024);
+  EXPECT_DOUBLE_EQ(f.model, 6.0 * per_token * 4096);
+  EXPECT_DOUBLE_EQ(f.hardware, 8.0 * per_token * 4096);
+}
+
+// Phi-3-mini-4k's sliding window of 2047 applies to every layer: a data.seq_len up to
+// max_position_embeddings is planned (the attention windowed, not refused), and its attention
+// FLOPs count 2047 keys a query, not the sequence.
+TEST(Planner, SequencesLongerThanTheSlidingWindowAreWindowed) {
+  ModelConfig c = *model_preset("llama-1b");
+  c.architecture = "Phi3ForCausalLM";
+  c.model_type = "phi3";
+  c.fused_projections = true;
+  c.max_position_embeddings = 4096;
+  c.sliding_window = 2047;
+  TrainJob job;
+  job.seq_len = 4096;
+  EXPECT_TRUE(check_positions(c, job).ok());
+  ModelConfig full = c;
+  full.sliding_window = 0;
+  const double window_saves = c.num_layers * (4096.0 - 2047) * c.q_dim() * 1000;
+  EXPECT_DOUBLE_EQ(step_flops(full, 1000, 4096).model - step_flops(c, 1000, 4096).model,
+                   6.0 * window_saves);
+  job.seq_len = 4097;  // beyond the model's positions: still refused
+  EXPECT_EQ(check_positions(c, job).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const ModelConfig c = llama2_7b();
   const nlohmann::json plan = to_json(make_plan(c, seven_b_job(), h100_host(), 10));
