@@ -69,10 +69,6 @@ Status check_attention_params(const char* op, const AttentionParams& params) {
 
 }  // namespace
 
-float AttentionParams::scale_for(int head_dim) const {
-  return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-}
-
 bool Backend::checks_ops() const {
 #ifdef NDEBUG
   return !facts().gpu;

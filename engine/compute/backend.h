@@ -37,6 +37,7 @@
 // micro-batches sum without extra buffers; other outputs overwrite.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,7 +85,10 @@ struct AttentionParams {
   // key. Gemma 3's local layers, Mistral and Phi-3 configs with a sliding_window.
   int sliding_window = 0;
 
-  float scale_for(int head_dim) const;
+  // The scale to use for heads of `head_dim`: `scale`, or 1/sqrt(head_dim) when it is 0.
+  float scale_for(int head_dim) const {
+    return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
 };
 
 class Backend {

@@ -2,7 +2,7 @@
 //
 // Build from the repository root (CUDA 12 or 13, an sm_90 GPU), one line:
 // clang-format off
-//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cpu/rope.cpp engine/core/thread-pool.cpp engine/core/status.cpp -o /tmp/attention-bench
+//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cpu/rope.cpp engine/compute/cuda-workspace.cpp engine/core/thread-pool.cpp engine/core/status.cpp -o /tmp/attention-bench
 // clang-format on
 // Run: /tmp/attention-bench [--check-only]
 //
