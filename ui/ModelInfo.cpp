@@ -18,6 +18,7 @@ namespace {
 void describe(ModelInfo& info, const ModelConfig& config, const ModelSummary& s) {
   info.ok = true;
   info.architecture = QString::fromStdString(config.architecture);
+  info.family = QString::fromStdString(config.family());
   info.modelType = QString::fromStdString(config.model_type);
   info.parameters = static_cast<qint64>(s.parameters);
   info.layers = config.num_layers;
@@ -105,10 +106,11 @@ QString ModelInfo::summary() const {
             .arg(vocabSize)
             .arg(formatCount(parameters))
             .arg(seed);
+  // The family first: Phi-4's folder says Phi3ForCausalLM.
   return QObject::tr(
-             "%1 · %2 parameters · %3 layers · hidden %4 · heads %5/%6 · vocabulary %7 · %8 · %9 "
-             "on disk")
-      .arg(architecture, formatCount(parameters))
+             "%1 (%2) · %3 parameters · %4 layers · hidden %5 · heads %6/%7 · vocabulary %8 · %9 · "
+             "%10 on disk")
+      .arg(family, architecture, formatCount(parameters))
       .arg(layers)
       .arg(hiddenSize)
       .arg(heads)

@@ -18,6 +18,7 @@ struct ModelInfo {
   bool ok = false;
   QString error;  // a message a person can act on when !ok; never empty then
   QString architecture;
+  QString family;  // in words: "Qwen3", "Phi-3 / Phi-4" (ModelConfig::family)
   qint64 parameters = 0;
   int layers = 0;
   int hiddenSize = 0;

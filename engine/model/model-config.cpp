@@ -495,6 +495,7 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   c.bos_token_id = read_token_id(j, "bos_token_id");
   c.eos_token_id = read_token_id(j, "eos_token_id");
   c.pad_token_id = read_token_id(j, "pad_token_id");
+  if (phi3 && !j.contains("pad_token_id")) c.pad_token_id = 32000;  // Phi3Config's default
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (auto d = j.find(key); d != j.end() && d->is_string()) c.torch_dtype = d->get<std::string>();
   }

@@ -92,8 +92,10 @@ struct ModelConfig {
 
   int bos_token_id = -1;  // -1 when absent or null
   int eos_token_id = -1;
-  int pad_token_id = -1;  // -1 when absent or null; export writes it back (Phi3Config's default
-                          // of 32000 would not fit a smaller vocabulary)
+  // transformers' nn.Embedding(padding_idx=pad_token_id): the lookup gives this row no gradient
+  // (BlockMath::embedding_backward). -1 when null, or absent but for Phi-3, whose Phi3Config
+  // defaults it to 32000; export writes it back.
+  int pad_token_id = -1;
   std::string torch_dtype = "float32";
 
   int q_dim() const { return num_heads * head_dim; }

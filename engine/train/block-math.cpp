@@ -17,12 +17,17 @@ uint64_t aligned(uint64_t bytes) {
   return compute::align_to_device(bytes);
 }
 
+// The embedding row that gets no gradient from the lookup (ModelConfig::pad_token_id), or -1.
+int pad_row(const ModelConfig& c) {
+  return c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
+}
+
 // The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
 // that GEMMs and vectorised kernels see aligned rows.
 struct ScratchShape {
   size_t n, h, qd, kvd, f, heads, kv_heads, act;
-  bool qk_norm, sandwich;
-  std::array<std::pair<int, size_t>, 12> views() const {
+  bool qk_norm, sandwich, pad_row;
+  std::array<std::pair<int, size_t>, 13> views() const {
     const int qk = qk_norm ? 1 : 0, sw = sandwich ? 1 : 0;
     return {{{5, n * h * act},
              {4, n * qd * act},
@@ -30,12 +35,13 @@ struct ScratchShape {
              {5, n * f * act},
              {2, n * sizeof(float)},
              {1, heads * n * sizeof(float)},
-             {qk, n * qd * act},                  // q_pre
-             {qk, n * kvd * act},                 // k_pre
-             {qk, n * heads * sizeof(float)},     // rstd_q
-             {qk, n * kv_heads * sizeof(float)},  // rstd_k
-             {sw, n * h * act},                   // mo
-             {2 * sw, n * sizeof(float)}}};       // rstd3, rstd4
+             {qk, n * qd * act},                      // q_pre
+             {qk, n * kvd * act},                     // k_pre
+             {qk, n * heads * sizeof(float)},         // rstd_q
+             {qk, n * kv_heads * sizeof(float)},      // rstd_k
+             {sw, n * h * act},                       // mo
+             {2 * sw, n * sizeof(float)},             // rstd3, rstd4
+             {pad_row ? 1 : 0, h * sizeof(float)}}};  // pad_saved
   }
   uint64_t bytes() const {
     uint64_t total = 0;
@@ -54,7 +60,8 @@ ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
           static_cast<size_t>(c.num_kv_heads),
           dtype_size(act),
           c.qk_norm != QkNorm::kNone,
-          c.sandwich_norms};
+          c.sandwich_norms,
+          pad_row(c) >= 0};
 }
 
 // RoPE's parameters for this config, with LongRoPE's `factors` (ModelConfig::rope_factors).
@@ -104,7 +111,8 @@ BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, i
       rope_long_(rope_scaling(*mc_, mc_->rope_long_factor)),
       qk_norm_(mc_->qk_norm != QkNorm::kNone),
       norm_offset_(mc_->norm_weight_offset),
-      lm_head_chunk_(lm_head_chunk) {}
+      lm_head_chunk_(lm_head_chunk),
+      pad_row_(pad_row(*mc_)) {}
 
 float BlockMath::rope_theta(int layer) const {
   return mc_->rope_local_theta > 0 && mc_->is_sliding(layer) ? mc_->rope_local_theta
@@ -140,6 +148,7 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));  // [batch, heads, seq] fp32
   m.q_pre = m.k_pre = m.mo = nullptr;
   m.rstd_q = m.rstd_k = m.rstd3 = m.rstd4 = nullptr;
+  m.pad_saved = nullptr;
   if (shape.qk_norm) {
     m.q_pre = take(n * shape.qd * act);                                        // [n, q_dim]
     m.k_pre = take(n * shape.kvd * act);                                       // [n, kv_dim]
@@ -151,6 +160,7 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
     m.rstd3 = static_cast<float*>(take(n * sizeof(float)));  // [n] fp32
     m.rstd4 = static_cast<float*>(take(n * sizeof(float)));  // [n] fp32
   }
+  if (shape.pad_row) m.pad_saved = static_cast<float*>(take(shape.h * sizeof(float)));  // [hidden]
   return m;
 }
 
@@ -164,8 +174,15 @@ Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* t
 Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
                                      StreamId s) {
   const int h = mc_->hidden_size;
-  return be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}), compute::i32(ids, {n}),
-                                 R(dy, {n, h}), s, embedding_scale());
+  compute::Device& dev = be_->device();
+  float* pad = pad_row_ >= 0 ? dtable + static_cast<size_t>(pad_row_) * h : nullptr;
+  const size_t row_bytes = static_cast<size_t>(h) * sizeof(float);
+  if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad_saved, pad, row_bytes, s));
+  SPW_RETURN_IF_ERROR(be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}),
+                                              compute::i32(ids, {n}), R(dy, {n, h}), s,
+                                              embedding_scale()));
+  if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad, pad_saved, row_bytes, s));
+  return {};
 }
 
 float BlockMath::embedding_scale() const {

@@ -56,7 +56,9 @@ class BlockMath {
   // out[n, hidden] = table[ids[n], :]   (ids device int32, table the embedding block's weights)
   Status embedding_forward(void* out, const int32_t* ids, const char* table, int n,
                            compute::StreamId s);
-  // dtable[ids[n], :] += dy[n, :]   (dtable fp32, the embedding block's gradient)
+  // dtable[ids[n], :] += dy[n, :]   (dtable fp32, the embedding block's gradient), but for the
+  // row of ModelConfig::pad_token_id, which keeps what it held (torch's nn.Embedding with
+  // padding_idx: that row gets no gradient from the lookup; a tied LM head's part stays).
   Status embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
                             compute::StreamId s);
 
@@ -131,6 +133,8 @@ class BlockMath {
   void *g, *u, *a, *da, *du;      // [n, intermediate]
   float *rstd1, *rstd2;           // [n] fp32
   float* lse;                     // [heads, n] fp32 ([batch, heads, seq])
+  int pad_row_;                   // pad_token_id when it names a row of the vocabulary, else -1
+  float* pad_saved;  // [hidden] fp32: the pad row of dtable across the embedding's backward
   // With qk_norm only (else null): q and k before their norms, and the norms' rstd.
   void *q_pre, *k_pre;     // [n, q_dim], [n, kv_dim]
   float *rstd_q, *rstd_k;  // [n · heads], [n · kv_heads] fp32

@@ -26,6 +26,7 @@
 #include <QTableWidget>
 #include <QTest>
 #include <QThread>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -75,6 +76,7 @@ TEST(ModelInfo, RealModelAndClearMessages) {
   EXPECT_EQ(m.vocabSize, 512);
   EXPECT_EQ(m.dtype, "F32");
   EXPECT_TRUE(m.summary().contains("260.0 k parameters"));
+  EXPECT_TRUE(m.summary().startsWith("Llama (LlamaForCausalLM) · ")) << m.summary().toStdString();
 
   EXPECT_TRUE(ModelInfo::inspect("/no/such/folder").error.contains("is not a folder"));
   EXPECT_TRUE(ModelInfo::inspect(q(data_path("datasets/alpaca"))).error.contains("config.json"));
@@ -101,9 +103,9 @@ TEST(ModelInfo, Gemma3TextAndTheMultimodalOneRefused) {
   ASSERT_TRUE(m.ok) << m.error.toStdString();
   EXPECT_EQ(m.architecture, "Gemma3ForCausalLM");
   EXPECT_EQ(m.modelType, "gemma3_text");
+  EXPECT_EQ(m.family, "Gemma 3");
   EXPECT_EQ(m.parameters, 176032);  // transformers' num_parameters(), the head tied
-  EXPECT_TRUE(
-      m.summary().startsWith("Gemma3ForCausalLM · 176.0 k parameters · 3 layers · hidden 32"))
+  EXPECT_TRUE(m.summary().startsWith("Gemma 3 (Gemma3ForCausalLM) · 176.0 k parameters · 3 layers"))
       << m.summary().toStdString();
 
   TempDir dir;
@@ -116,6 +118,23 @@ TEST(ModelInfo, Gemma3TextAndTheMultimodalOneRefused) {
   EXPECT_TRUE(multimodal.error.contains("multimodal") &&
               multimodal.error.contains("Gemma3ForCausalLM"))
       << multimodal.error.toStdString();
+}
+
+// The families of issue 27 name themselves on the model line: a Phi-4 folder says Phi3ForCausalLM,
+// so the family comes first. The repository's golden models (tests/golden).
+TEST(ModelInfo, TheModelLineNamesTheFamily) {
+  const char* env = std::getenv("SPILLWAY_GOLDEN_DIR");
+  const std::string golden = env && *env ? env : SPILLWAY_DEFAULT_GOLDEN_DIR;
+  ModelInfo qwen3 = ModelInfo::inspect(q(golden + "/qwen3-tiny/model"));
+  ASSERT_TRUE(qwen3.ok) << qwen3.error.toStdString();
+  EXPECT_EQ(qwen3.family, "Qwen3");
+  EXPECT_TRUE(
+      qwen3.summary().startsWith("Qwen3 (Qwen3ForCausalLM) · 101.7 k parameters · 2 layers"))
+      << qwen3.summary().toStdString();
+  ModelInfo phi3 = ModelInfo::inspect(q(golden + "/phi3-longrope/model"));
+  ASSERT_TRUE(phi3.ok) << phi3.error.toStdString();
+  EXPECT_TRUE(phi3.summary().startsWith("Phi-3 / Phi-4 (Phi3ForCausalLM) · 94.5 k parameters"))
+      << phi3.summary().toStdString();
 }
 
 // A job's model.init, as New run shows it: a preset or a config.json object, parsed as the worker

@@ -190,6 +190,11 @@ TEST(ModelConfig, Phi3FusedProjectionsAndSlidingWindow) {
   const nlohmann::json j = c->to_json();
   EXPECT_EQ(j["sliding_window"], 2047);
   EXPECT_EQ(j["pad_token_id"], 32000);  // else Phi3Config's default (32000) stands for any vocab
+  auto no_pad = phi3_mini_4k();
+  no_pad.erase("pad_token_id");  // Phi3Config's default: 32000
+  EXPECT_EQ(ModelConfig::from_json(no_pad)->pad_token_id, 32000);
+  no_pad["pad_token_id"] = nullptr;  // none
+  EXPECT_EQ(ModelConfig::from_json(no_pad)->pad_token_id, -1);
   EXPECT_FALSE(j.contains("attention_bias"));
   auto back = ModelConfig::from_json(j);
   ASSERT_TRUE(back.ok()) << back.status().to_string();

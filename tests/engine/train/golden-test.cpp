@@ -5,6 +5,7 @@
 // Then what does not depend on the reference: checkpoint placement, the timeline, the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -413,6 +414,51 @@ Engine make_engine(const Golden& g, const StreamingConfig& cfg, bool strict,
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (engine.ok()) e.engine = std::move(*engine);
   return e;
+}
+
+// pad_token_id is transformers' nn.Embedding padding_idx: the lookup gives that row no gradient.
+// phi3-tiny (untied head, so the embedding's gradient is the lookup's alone) with its most frequent
+// input id as the pad token: every gradient is the plain run's bit for bit but that row, which is
+// zero; on the strict streams too (the row is saved and restored on the compute stream).
+TEST(StreamingEngine, ThePadTokensEmbeddingRowGetsNoGradient) {
+  Golden g = load_golden("phi3-tiny");
+  ASSERT_FALSE(g.layout.config().tie_word_embeddings);
+  const auto ids = read_i32(*g.fb, "input_ids");
+  const auto labels = read_i32(*g.fb, "labels");
+  std::map<int32_t, int> count;
+  for (int32_t id : ids) ++count[id];
+  const int32_t pad = std::max_element(count.begin(), count.end(), [](auto& a, auto& b) {
+                        return a.second < b.second;
+                      })->first;
+  ASSERT_GT(count[pad], 1);
+  const StreamingConfig cfg = golden_config(g, 3);
+  const StepBatch batch = batch_of(ids, labels, g.B, g.T, 3);
+  const int h = g.layout.config().hidden_size;
+  for (bool strict : {false, true}) {
+    Engine plain = make_engine(g, cfg, strict, 0);
+    ASSERT_TRUE(plain.engine);
+    ASSERT_TRUE(plain.engine->forward_backward(batch).ok());
+    ModelConfig with_pad = g.layout.config();
+    with_pad.pad_token_id = pad;
+    Golden gp = load_golden("phi3-tiny");
+    gp.layout = ParameterLayout::build(with_pad);
+    Engine padded = make_engine(gp, cfg, strict, 0);
+    ASSERT_TRUE(padded.engine);
+    ASSERT_TRUE(padded.engine->forward_backward(batch).ok());
+    for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+      const float* x = plain.state->grad(b);
+      const float* y = padded.state->grad(b);
+      for (size_t i = 0; i < g.layout.blocks()[b].numel; ++i) {
+        const bool pad_row = b == 0 && i / h == static_cast<size_t>(pad);
+        if (pad_row) {
+          ASSERT_EQ(y[i], 0.0f) << "pad row, element " << i % h;
+          EXPECT_NE(x[i], 0.0f);
+        } else {
+          ASSERT_EQ(x[i], y[i]) << "block " << b << ", element " << i;
+        }
+      }
+    }
+  }
 }
 
 // Where the checkpoints and activation gradients live — all on the host through the staging
