@@ -3,6 +3,8 @@
 // CPU and CUDA backends share them.
 #include "compute/backend.h"
 
+#include <cmath>
+
 namespace spillway::compute {
 
 namespace {
@@ -54,6 +56,17 @@ int I(int64_t v) {
   return static_cast<int>(v);
 }
 
+// A negative window or scale is a caller's mistake; 0 is "none" and "1/sqrt(head_dim)".
+Status check_attention_params(const char* op, const AttentionParams& params) {
+  if (params.sliding_window >= 0 && params.scale >= 0.0f && std::isfinite(params.scale))
+    return Status::ok_status();
+  return invalid_argument(std::string(op) + ": sliding_window " +
+                          std::to_string(params.sliding_window) + " and scale " +
+                          std::to_string(params.scale) +
+                          ", expected a window >= 0 (0: none) and a finite scale >= 0 (0: "
+                          "1/sqrt(head_dim))");
+}
+
 }  // namespace
 
 bool Backend::checks_ops() const {
@@ -64,7 +77,8 @@ bool Backend::checks_ops() const {
 #endif
 }
 
-Status Backend::embedding_forward(Tensor out, ConstTensor ids, ConstTensor table, StreamId stream) {
+Status Backend::embedding_forward(Tensor out, ConstTensor ids, ConstTensor table, StreamId stream,
+                                  float scale) {
   constexpr const char* op = "embedding_forward";
   const int64_t n = ids.dim(0), vocab = table.dim(0), d = table.dim(1);
   if (checks_ops()) {
@@ -75,11 +89,12 @@ Status Backend::embedding_forward(Tensor out, ConstTensor ids, ConstTensor table
     SPW_RETURN_IF_ERROR(expect(op, "table", table, act, {vocab, d}));
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {n, d}));
   }
-  return do_embedding_forward(out.data(), ids.as<int32_t>(), table.data(), I(n), I(d), stream);
+  return do_embedding_forward(out.data(), ids.as<int32_t>(), table.data(), I(n), I(d), scale,
+                              stream);
 }
 
 Status Backend::embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor dout,
-                                   StreamId stream) {
+                                   StreamId stream, float scale) {
   constexpr const char* op = "embedding_backward";
   const int64_t n = ids.dim(0), vocab = dtable.dim(0), d = dtable.dim(1);
   if (checks_ops()) {
@@ -90,11 +105,11 @@ Status Backend::embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor d
     SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act_dtype(), {n, d}));
   }
   return do_embedding_backward(dtable.as<float>(), ids.as<int32_t>(), dout.data(), I(n), I(d),
-                               stream);
+                               scale, stream);
 }
 
 Status Backend::rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps,
-                                StreamId stream) {
+                                StreamId stream, float weight_offset) {
   constexpr const char* op = "rmsnorm_forward";
   const int64_t n = x.dim(0), d = x.dim(1);
   if (checks_ops()) {
@@ -106,11 +121,12 @@ Status Backend::rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTen
     SPW_RETURN_IF_ERROR(expect(op, "rstd", rstd, DType::kF32, {n}));
   }
   return do_rmsnorm_forward(out.data(), rstd.as<float>(), x.data(), w.data(), I(n), I(d), eps,
-                            stream);
+                            weight_offset, stream);
 }
 
 Status Backend::residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x,
-                                         ConstTensor r, ConstTensor w, float eps, StreamId stream) {
+                                         ConstTensor r, ConstTensor w, float eps, StreamId stream,
+                                         float weight_offset) {
   constexpr const char* op = "residual_rmsnorm_forward";
   const int64_t n = x.dim(0), d = x.dim(1);
   if (checks_ops()) {
@@ -124,12 +140,12 @@ Status Backend::residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, Co
     SPW_RETURN_IF_ERROR(expect(op, "rstd", rstd, DType::kF32, {n}));
   }
   return do_residual_rmsnorm_forward(sum.data(), out.data(), rstd.as<float>(), x.data(), r.data(),
-                                     w.data(), I(n), I(d), eps, stream);
+                                     w.data(), I(n), I(d), eps, weight_offset, stream);
 }
 
 Status Backend::rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x,
                                  ConstTensor w, ConstTensor rstd, bool accumulate_dx,
-                                 StreamId stream) {
+                                 StreamId stream, float weight_offset) {
   constexpr const char* op = "rmsnorm_backward";
   const int64_t n = x.dim(0), d = x.dim(1);
   if (checks_ops()) {
@@ -143,7 +159,7 @@ Status Backend::rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTe
     SPW_RETURN_IF_ERROR(expect(op, "dw", dw, DType::kF32, {d}));
   }
   return do_rmsnorm_backward(dx.data(), dw.as<float>(), dout.data(), x.data(), w.data(),
-                             rstd.as<float>(), I(n), I(d), accumulate_dx, stream);
+                             rstd.as<float>(), I(n), I(d), accumulate_dx, weight_offset, stream);
 }
 
 Status Backend::linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTensor b,
@@ -200,9 +216,10 @@ Status Backend::rope_backward(Tensor dx, float theta, const RopeScaling& scaling
 }
 
 Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k,
-                                  ConstTensor v, StreamId stream) {
+                                  ConstTensor v, StreamId stream, const AttentionParams& params) {
   constexpr const char* op = "attention_forward";
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
+  SPW_RETURN_IF_ERROR(check_attention_params(op, params));
   if (checks_ops()) {
     const DType act = act_dtype();
     SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
@@ -210,14 +227,16 @@ Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTe
     SPW_RETURN_IF_ERROR(expect(op, "lse", lse, DType::kF32, {b, hq, t}));
   }
   return do_attention_forward(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), I(b), I(t),
-                              I(hq), I(hkv), I(d), stream);
+                              I(hq), I(hkv), I(d), params.scale_for(I(d)), params.sliding_window,
+                              stream);
 }
 
 Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q,
                                    ConstTensor k, ConstTensor v, ConstTensor out, ConstTensor lse,
-                                   StreamId stream) {
+                                   StreamId stream, const AttentionParams& params) {
   constexpr const char* op = "attention_backward";
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
+  SPW_RETURN_IF_ERROR(check_attention_params(op, params));
   if (checks_ops()) {
     const DType act = act_dtype();
     SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
@@ -230,7 +249,7 @@ Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor 
   }
   return do_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                                v.data(), out.data(), lse.as<float>(), I(b), I(t), I(hq), I(hkv),
-                               I(d), stream);
+                               I(d), params.scale_for(I(d)), params.sliding_window, stream);
 }
 
 Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q,
@@ -276,6 +295,36 @@ Status Backend::swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, Cons
   }
   return do_swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), I(n),
                             I(f), stream);
+}
+
+Status Backend::geglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream) {
+  constexpr const char* op = "geglu_forward";
+  const int64_t n = gate.dim(0), f = gate.dim(1);
+  if (checks_ops()) {
+    const DType act = act_dtype();
+    SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
+    SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, {n, f}));
+    SPW_RETURN_IF_ERROR(expect(op, "up", up, act, {n, f}));
+    SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {n, f}));
+  }
+  return do_geglu_forward(out.data(), gate.data(), up.data(), I(n), I(f), stream);
+}
+
+Status Backend::geglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
+                               ConstTensor up, StreamId stream) {
+  constexpr const char* op = "geglu_backward";
+  const int64_t n = gate.dim(0), f = gate.dim(1);
+  if (checks_ops()) {
+    const DType act = act_dtype();
+    SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
+    SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, {n, f}));
+    SPW_RETURN_IF_ERROR(expect(op, "up", up, act, {n, f}));
+    SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {n, f}));
+    SPW_RETURN_IF_ERROR(expect(op, "dgate", dgate, act, {n, f}));
+    SPW_RETURN_IF_ERROR(expect(op, "dup", dup, act, {n, f}));
+  }
+  return do_geglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), I(n),
+                           I(f), stream);
 }
 
 Status Backend::add_inplace(Tensor y, ConstTensor x, StreamId stream) {

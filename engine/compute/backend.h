@@ -24,17 +24,20 @@
 //
 // Conventions (match Hugging Face transformers' Llama / Mistral / Qwen2):
 //   - linear:   y[n, out] = x[n, in] · W[out, in]ᵀ + b[out]   (torch.nn.Linear)
-//   - rmsnorm:  y = x / sqrt(mean(x²) + eps) · w               (LlamaRMSNorm, fp32 statistics)
+//   - rmsnorm:  y = x / sqrt(mean(x²) + eps) · (w + weight_offset)  (LlamaRMSNorm with offset 0,
+//               Gemma3RMSNorm's (1 + w) with offset 1; fp32 statistics)
 //   - rope:     rotate-half, q' = q·cos + rotate_half(q)·sin with inv_freq from rope_theta and
 //               optional Llama-3 or LongRoPE scaling and partial rotation (RopeScaling)
 //   - attention: causal, GQA (query head h uses kv head h / (n_heads / n_kv_heads)),
-//               scale 1/sqrt(d)
+//               scale 1/sqrt(d) unless AttentionParams says otherwise, optionally a sliding window
 //   - swiglu:   y = silu(gate) · up
+//   - geglu:    y = gelu_tanh(gate) · up                       (Gemma's gelu_pytorch_tanh MLP)
 //   - loss:     cross-entropy over targets != -100; labels are already shifted
 // "Accumulate" outputs (`d*` of weights) add into the existing contents so gradients from several
 // micro-batches sum without extra buffers; other outputs overwrite.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -59,6 +62,8 @@ namespace spillway::compute {
 //   - cos and sin multiplied by attention_factor (LongRoPE's "attention_scaling"), in float32;
 //   - partial rotation: only the first rotary_dim dims of a head rotate, as pairs (i, i +
 //     rotary_dim / 2), the rest pass through (partial_rotary_factor); 0 = the whole head.
+//   - linear scaling ("rope_type": "linear", Gemma 3's global layers, transformers'
+//     _compute_linear_scaling_rope_parameters): every ext_factor the same, the factor.
 struct RopeScaling {
   float factor = 0.0f;
   float low_freq_factor = 1.0f;
@@ -69,6 +74,21 @@ struct RopeScaling {
   int rotary_dim = 0;
 
   bool operator==(const RopeScaling&) const = default;
+};
+
+// What an attention op computes beyond causal GQA with scale 1/sqrt(head_dim).
+struct AttentionParams {
+  // The scores' scale; 0 means 1/sqrt(head_dim). Gemma 3: query_pre_attn_scalar^-0.5.
+  float scale = 0.0f;
+  // > 0: query i sees key j only when i - j < sliding_window (transformers'
+  // sliding_window_overlay: kv_idx > q_idx - sliding_window), besides j <= i. 0: every earlier
+  // key. Gemma 3's local layers, Mistral and Phi-3 configs with a sliding_window.
+  int sliding_window = 0;
+
+  // The scale to use for heads of `head_dim`: `scale`, or 1/sqrt(head_dim) when it is 0.
+  float scale_for(int head_dim) const {
+    return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
 };
 
 class Backend {
@@ -109,25 +129,34 @@ class Backend {
   // argument must agree. An absent argument is not checked here: an optional one may be absent,
   // and a required one missing is the implementation's kInvalidArgument (a null pointer).
 
-  // out[n, d] = table[ids[n], :]. ids I32 [n] in [0, vocab) (checked by the caller: the trainer
-  // validates a batch on the host before it uploads it), table act [vocab, d], out act [n, d].
-  Status embedding_forward(Tensor out, ConstTensor ids, ConstTensor table, StreamId stream);
-  // dtable[ids[n], :] += dout[n, :]: dtable F32 [vocab, d] (accumulate; duplicate ids sum in token
-  // order), ids I32 [n], dout act [n, d].
-  Status embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor dout, StreamId stream);
+  // out[n, d] = table[ids[n], :] · scale. ids I32 [n] in [0, vocab) (checked by the caller: the
+  // trainer validates a batch on the host before it uploads it), table act [vocab, d], out act
+  // [n, d]. scale != 1 is Gemma's Gemma3TextScaledWordEmbedding (the caller passes sqrt(hidden)
+  // rounded to act_dtype, as transformers casts it to the weights' dtype); the product is rounded
+  // once.
+  Status embedding_forward(Tensor out, ConstTensor ids, ConstTensor table, StreamId stream,
+                           float scale = 1.0f);
+  // dtable[ids[n], :] += dout[n, :] · scale: dtable F32 [vocab, d] (accumulate; duplicate ids sum
+  // in token order), ids I32 [n], dout act [n, d].
+  Status embedding_backward(Tensor dtable, ConstTensor ids, ConstTensor dout, StreamId stream,
+                            float scale = 1.0f);
 
-  // out[n, d] = x / sqrt(mean(x²) + eps) · w: x act [n, d], w act [d], out act [n, d]; rstd F32 [n]
-  // saved for backward.
+  // out[n, d] = x / sqrt(mean(x²) + eps) · (w + weight_offset): x act [n, d], w act [d], out act
+  // [n, d]; rstd F32 [n] saved for backward. weight_offset 0 is LlamaRMSNorm (on a bf16 device
+  // the normalised value is rounded to bf16 before the weight multiplies it, as transformers
+  // does); weight_offset 1 is Gemma3RMSNorm (1 + w in fp32, the product rounded once).
   Status rmsnorm_forward(Tensor out, Tensor rstd, ConstTensor x, ConstTensor w, float eps,
-                         StreamId stream);
+                         StreamId stream, float weight_offset = 0.0f);
   // Fused residual + norm (the slot for fused kernels): sum[n, d] = x + r, then out = rmsnorm(sum)
   // with rstd as rmsnorm_forward. `sum` may alias x.
   Status residual_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, ConstTensor x, ConstTensor r,
-                                  ConstTensor w, float eps, StreamId stream);
+                                  ConstTensor w, float eps, StreamId stream,
+                                  float weight_offset = 0.0f);
   // dx act [n, d] (overwrite, or add when accumulate_dx), dw F32 [d] += ; dout, x act [n, d],
-  // w act [d], rstd F32 [n]. May use the workspace.
+  // w act [d], rstd F32 [n], weight_offset as the forward's. May use the workspace.
   Status rmsnorm_backward(Tensor dx, Tensor dw, ConstTensor dout, ConstTensor x, ConstTensor w,
-                          ConstTensor rstd, bool accumulate_dx, StreamId stream);
+                          ConstTensor rstd, bool accumulate_dx, StreamId stream,
+                          float weight_offset = 0.0f);
 
   // y[n, out] = x[n, in] · W[out, in]ᵀ (+ b[out] when b is given); all act.
   Status linear_forward(Tensor y, ConstTensor x, ConstTensor w, ConstTensor b, StreamId stream);
@@ -143,15 +172,15 @@ class Backend {
   Status rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream);
 
   // Causal GQA attention. q act [b, t, hq, d], k/v act [b, t, hkv, d] → out act [b, t, hq, d];
-  // lse F32 [b, hq, t] (log-sum-exp of the scaled scores) saved for backward. May use the
-  // workspace.
+  // lse F32 [b, hq, t] (log-sum-exp of the scaled scores) saved for backward; `params` the scale
+  // and sliding window (a negative window is kInvalidArgument). May use the workspace.
   Status attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k, ConstTensor v,
-                           StreamId stream);
+                           StreamId stream, const AttentionParams& params = {});
   // dq act [b, t, hq, d], dk/dv act [b, t, hkv, d] (overwrite) from dout [b, t, hq, d] and the
-  // forward's inputs/outputs. Uses the workspace.
+  // forward's inputs/outputs, `params` as the forward's. Uses the workspace.
   Status attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q,
                             ConstTensor k, ConstTensor v, ConstTensor out, ConstTensor lse,
-                            StreamId stream);
+                            StreamId stream, const AttentionParams& params = {});
   // db F32 [hkv, d] += ∂loss/∂b_k, the gradient of the key projection's bias (accumulated), from
   // the attention's dout and its inputs q, k after RoPE and v, RoPE parameters as for rope_forward.
   // Apart from dk because its exact value is a near-total cancellation that sums of dk leave as
@@ -166,6 +195,13 @@ class Backend {
   // dgate[n, f], dup[n, f] (overwrite); all act [n, f].
   Status swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
                          ConstTensor up, StreamId stream);
+
+  // out[n, f] = gelu_tanh(gate) · up; all act [n, f]. gelu_tanh(g) = g/2 · (1 + tanh(√(2/π)·(g +
+  // 0.044715·g³))), torch's gelu(approximate="tanh") (transformers' gelu_pytorch_tanh), in fp32.
+  Status geglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream);
+  // dgate[n, f], dup[n, f] (overwrite); all act [n, f].
+  Status geglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
+                        ConstTensor up, StreamId stream);
 
   // y += x elementwise (residual connections); act, the same shape.
   Status add_inplace(Tensor y, ConstTensor x, StreamId stream);
@@ -201,17 +237,17 @@ class Backend {
   // memory, the dtypes above). A backend still checks what the counts cannot say (null
   // pointers, extents inside its allocations, the workspace).
   virtual Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
-                                      int d, StreamId stream) = 0;
+                                      int d, float scale, StreamId stream) = 0;
   virtual Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
-                                       int d, StreamId stream) = 0;
+                                       int d, float scale, StreamId stream) = 0;
   virtual Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
-                                    int d, float eps, StreamId stream) = 0;
+                                    int d, float eps, float weight_offset, StreamId stream) = 0;
   virtual Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                              const void* r, const void* w, int n, int d, float eps,
-                                             StreamId stream) = 0;
+                                             float weight_offset, StreamId stream) = 0;
   virtual Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
                                      const void* w, const float* rstd, int n, int d,
-                                     bool accumulate_dx, StreamId stream) = 0;
+                                     bool accumulate_dx, float weight_offset, StreamId stream) = 0;
   virtual Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n,
                                    int in, int out, StreamId stream) = 0;
   virtual Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
@@ -221,13 +257,14 @@ class Backend {
                                  const RopeScaling& scaling, StreamId stream) = 0;
   virtual Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
                                   float theta, const RopeScaling& scaling, StreamId stream) = 0;
+  // scale is resolved (never 0); window is 0 (none) or positive.
   virtual Status do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                       const void* v, int batch, int seq, int hq, int hkv,
-                                      int head_dim, StreamId stream) = 0;
+                                      int head_dim, float scale, int window, StreamId stream) = 0;
   virtual Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                        const void* q, const void* k, const void* v, const void* out,
                                        const float* lse, int batch, int seq, int hq, int hkv,
-                                       int head_dim, StreamId stream) = 0;
+                                       int head_dim, float scale, int window, StreamId stream) = 0;
   virtual Status do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                 const void* k, const void* v, int batch, int seq,
                                                 int hq, int hkv, int head_dim, float theta,
@@ -236,6 +273,10 @@ class Backend {
                                    StreamId stream) = 0;
   virtual Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                                     const void* up, int n, int f, StreamId stream) = 0;
+  virtual Status do_geglu_forward(void* out, const void* gate, const void* up, int n, int f,
+                                  StreamId stream) = 0;
+  virtual Status do_geglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                                   const void* up, int n, int f, StreamId stream) = 0;
   virtual Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) = 0;
   virtual Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) = 0;
   virtual Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,

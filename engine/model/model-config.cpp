@@ -25,7 +25,7 @@ struct Family {
 constexpr Family kFamilies[] = {
     {"LlamaForCausalLM", "llama", "Llama"},       {"MistralForCausalLM", "mistral", "Mistral"},
     {"Qwen2ForCausalLM", "qwen2", "Qwen2"},       {"Qwen3ForCausalLM", "qwen3", "Qwen3"},
-    {"Phi3ForCausalLM", "phi3", "Phi-3 / Phi-4"},
+    {"Phi3ForCausalLM", "phi3", "Phi-3 / Phi-4"}, {"Gemma3ForCausalLM", "gemma3_text", "Gemma 3"},
 };
 
 std::string lower(std::string s) {
@@ -119,7 +119,144 @@ int read_token_id(const nlohmann::json& j, const char* key) {
   return -1;
 }
 
+// One RoPE parameter set of Gemma 3: `rope_type` ("default" or "linear", the older key "type"),
+// and rope_theta when present. kUnsupported names another type.
+Status read_gemma3_rope(const nlohmann::json& rp, const char* which, float* theta,
+                        float* linear_factor) {
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (auto t = rp.find(key); type.empty() && t != rp.end() && t->is_string())
+      type = t->get<std::string>();
+  }
+  SPW_RETURN_IF_ERROR(read_number(rp, "rope_theta", theta, false));
+  if (type == "linear") {
+    if (!linear_factor)
+      return unsupported(std::string("config.json: linear rope scaling of the ") + which +
+                         " layers is not supported (only the full-attention layers')");
+    return read_number(rp, "factor", linear_factor, true);
+  }
+  if (!type.empty() && type != "default")
+    return unsupported(std::string("config.json: rope type '") + type + "' of the " + which +
+                       " layers is not supported for Gemma 3 (supported: default, linear)");
+  return {};
+}
+
+// Gemma 3's own fields (transformers' Gemma3TextConfig, v4 and v5 keys), its defaults where
+// config.json leaves a field out, and what Spillway refuses: logit soft-capping, bidirectional
+// attention, attention biases, another activation.
+Status read_gemma3(const nlohmann::json& j, ModelConfig* c) {
+  c->norm_weight_offset = 1.0f;
+  c->sandwich_norms = true;
+  c->qk_norm = QkNorm::kRms;
+  c->scale_embeddings = true;
+  c->mlp_activation = MlpActivation::kGeluTanh;
+  std::string act = "gelu_pytorch_tanh";
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (auto a = j.find(key); a != j.end() && a->is_string()) act = a->get<std::string>();
+  }
+  if (act != "gelu_pytorch_tanh")
+    return unsupported("config.json: hidden_activation '" + act +
+                       "' is not supported for Gemma 3 (only gelu_pytorch_tanh)");
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (auto s = j.find(key); s != j.end() && !s->is_null())
+      return unsupported(std::string("config.json: ") + key + " = " + s->dump() +
+                         " is not supported (Gemma 3 has none; Gemma 2's soft-capping is not "
+                         "implemented): set it to null if the model was trained without it");
+  }
+  if (auto b = j.find("use_bidirectional_attention");
+      b != j.end() && b->is_boolean() && b->get<bool>())
+    return unsupported(
+        "config.json: use_bidirectional_attention = true (an encoder-style Gemma 3) is not "
+        "supported; Spillway trains causal language models");
+  if (auto ab = j.find("attention_bias"); ab != j.end() && ab->is_boolean() && ab->get<bool>())
+    return unsupported("config.json: attention_bias = true is not supported for Gemma 3");
+
+  c->query_pre_attn_scalar = 256.0f;
+  SPW_RETURN_IF_ERROR(read_number(j, "query_pre_attn_scalar", &c->query_pre_attn_scalar, false));
+  if (!(c->query_pre_attn_scalar > 0))
+    return invalid_argument("config.json: query_pre_attn_scalar must be positive");
+  c->sliding_window = 4096;
+  if (auto w = j.find("sliding_window"); w != j.end() && w->is_null()) {
+    c->sliding_window = 0;
+  } else {
+    SPW_RETURN_IF_ERROR(read_number(j, "sliding_window", &c->sliding_window, false));
+  }
+  if (c->sliding_window < 0)
+    return invalid_argument("config.json: sliding_window must be positive or null");
+
+  // layer_types, else the older sliding_window_pattern: every pattern-th layer is full.
+  c->sliding_layers.assign(static_cast<size_t>(std::max(c->num_layers, 0)), false);
+  if (auto lt = j.find("layer_types"); lt != j.end() && !lt->is_null()) {
+    if (!lt->is_array() || lt->size() != static_cast<size_t>(c->num_layers))
+      return invalid_argument("config.json: layer_types must list num_hidden_layers (" +
+                              std::to_string(c->num_layers) + ") layer types");
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const auto& t = (*lt)[i];
+      if (t == "sliding_attention") {
+        c->sliding_layers[i] = true;
+      } else if (t != "full_attention") {
+        return invalid_argument("config.json: layer_types[" + std::to_string(i) + "] is " +
+                                t.dump() +
+                                ", expected \"sliding_attention\" or \"full_attention\"");
+      }
+    }
+  } else {
+    int pattern = 6;
+    SPW_RETURN_IF_ERROR(read_number(j, "sliding_window_pattern", &pattern, false));
+    if (pattern <= 0)
+      return invalid_argument("config.json: sliding_window_pattern must be positive");
+    for (int i = 0; i < c->num_layers; ++i) c->sliding_layers[i] = (i + 1) % pattern != 0;
+  }
+
+  // RoPE: full layers rope_theta (default 1e6) with rope_scaling, sliding layers
+  // rope_local_base_freq (default 1e4) unscaled; transformers v5 nests both in rope_parameters.
+  c->rope_theta = 1e6f;
+  c->rope_local_theta = 1e4f;
+  SPW_RETURN_IF_ERROR(read_number(j, "rope_theta", &c->rope_theta, false));
+  SPW_RETURN_IF_ERROR(read_number(j, "rope_local_base_freq", &c->rope_local_theta, false));
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object())
+    SPW_RETURN_IF_ERROR(
+        read_gemma3_rope(*rs, "full-attention", &c->rope_theta, &c->rope_linear_factor));
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
+    if (auto f = rp->find("full_attention"); f != rp->end() && f->is_object())
+      SPW_RETURN_IF_ERROR(
+          read_gemma3_rope(*f, "full-attention", &c->rope_theta, &c->rope_linear_factor));
+    if (auto s = rp->find("sliding_attention"); s != rp->end() && s->is_object())
+      SPW_RETURN_IF_ERROR(read_gemma3_rope(*s, "sliding-attention", &c->rope_local_theta, nullptr));
+  }
+  if (!(c->rope_local_theta > 0))
+    return invalid_argument("config.json: rope_local_base_freq must be positive");
+  if (c->rope_linear_factor != 0 && !(c->rope_linear_factor > 0))
+    return invalid_argument("config.json: the linear rope scaling factor must be positive");
+  return {};
+}
+
 }  // namespace
+
+float ModelConfig::attention_scale() const {
+  return query_pre_attn_scalar > 0 ? 1.0f / std::sqrt(query_pre_attn_scalar)
+                                   : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+double ModelConfig::attended_keys(int seq) const {
+  double keys = 0;
+  for (int i = 0; i < num_layers; ++i) {
+    const int w = layer_window(i);
+    keys += w > 0 ? std::min(w, seq) : seq;
+  }
+  return keys;
+}
+
+double ModelConfig::attention_scores(int seq) const {
+  const double full = static_cast<double>(seq) * (seq + 1.0) / 2.0;
+  double scores = 0;
+  for (int i = 0; i < num_layers; ++i) {
+    const int w = layer_window(i);
+    // Query t sees min(t + 1, w) keys: the triangle up to w, then w each.
+    scores += w > 0 && w < seq ? w * (w + 1.0) / 2.0 + static_cast<double>(seq - w) * w : full;
+  }
+  return scores;
+}
 
 Status ModelConfig::validate() const {
   auto positive = [](int v, const char* name) -> Status {
@@ -182,6 +319,8 @@ Status ModelConfig::validate() const {
   }
   if (sliding_window < 0)
     return invalid_argument("config.json: sliding_window must be positive or null");
+  if (!sliding_layers.empty() && sliding_layers.size() != static_cast<size_t>(num_layers))
+    return invalid_argument("config.json: layer_types must list num_hidden_layers layer types");
   return {};
 }
 
@@ -190,17 +329,6 @@ std::string ModelConfig::family() const {
     if (architecture == f.architecture) return f.name;
   }
   return architecture;
-}
-
-Status ModelConfig::check_sequence_length(int seq) const {
-  if (sliding_window > 0 && seq > sliding_window)
-    return invalid_argument(
-        "sequences of " + std::to_string(seq) + " tokens are longer than " + architecture +
-        "'s sliding window of " + std::to_string(sliding_window) +
-        " (config.json: sliding_window): Spillway has no windowed attention yet, so such a model "
-        "trains and runs on sequences of at most " +
-        std::to_string(sliding_window) + " tokens; set a shorter seq_len");
-  return {};
 }
 
 std::string supported_architectures() {
@@ -218,6 +346,15 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   }
   if (j.contains("model_type") && j["model_type"].is_string())
     c.model_type = j["model_type"].get<std::string>();
+  if (c.architecture == "Gemma3ForConditionalGeneration" || c.model_type == "gemma3") {
+    // The multimodal checkpoints (gemma-3-4b/12b/27b): a vision tower beside the language model,
+    // whose weights sit under other names (language_model.model.*) in a nested text_config.
+    return unsupported(
+        "config.json: Gemma3ForConditionalGeneration is Gemma 3's multimodal model (text and "
+        "images), not supported; Spillway trains Gemma3ForCausalLM, the text-only model "
+        "(model_type gemma3_text: gemma-3-1b and gemma-3-270m, or a text-only conversion of "
+        "the larger ones)");
+  }
   const Family* family = nullptr;
   for (const Family& f : kFamilies) {
     if (c.architecture.empty() ? c.model_type == f.model_type : c.architecture == f.architecture)
@@ -237,22 +374,30 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   SPW_RETURN_IF_ERROR(read_number(j, "num_key_value_heads", &c.num_kv_heads, false));
   if (c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
   if (qwen3) c.head_dim = 128;  // Qwen3Config's default, not hidden / heads
+  const bool gemma3 = c.model_type == "gemma3_text";
+  if (gemma3) c.head_dim = 256;  // Gemma3TextConfig's default
   SPW_RETURN_IF_ERROR(read_number(j, "head_dim", &c.head_dim, false));
   SPW_RETURN_IF_ERROR(read_number(j, "max_position_embeddings", &c.max_position_embeddings, false));
   SPW_RETURN_IF_ERROR(read_number(j, "rms_norm_eps", &c.rms_norm_eps, false));
+  if (gemma3) {
+    c.tie_word_embeddings = true;  // Gemma3TextConfig's default
+    SPW_RETURN_IF_ERROR(read_gemma3(j, &c));
+  }
 
   // rope_theta: top level (transformers v4) or inside rope_parameters (v5); rope_scaling (v4) or
-  // rope_parameters (v5) carries the scaling.
-  c.rope_theta = c.model_type == "qwen2" ? 1e6f : 10000.0f;
-  SPW_RETURN_IF_ERROR(read_number(j, "rope_theta", &c.rope_theta, false));
+  // rope_parameters (v5) carries the scaling; read_gemma3 read Gemma's own.
+  if (!gemma3) {
+    c.rope_theta = c.model_type == "qwen2" ? 1e6f : 10000.0f;
+    SPW_RETURN_IF_ERROR(read_number(j, "rope_theta", &c.rope_theta, false));
+  }
   SPW_RETURN_IF_ERROR(read_number(j, "partial_rotary_factor", &c.partial_rotary_factor, false));
   const nlohmann::json* scaling = nullptr;
-  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
+  if (auto rp = j.find("rope_parameters"); !gemma3 && rp != j.end() && rp->is_object()) {
     SPW_RETURN_IF_ERROR(read_number(*rp, "rope_theta", &c.rope_theta, false));
     SPW_RETURN_IF_ERROR(read_number(*rp, "partial_rotary_factor", &c.partial_rotary_factor, false));
     scaling = &*rp;
   }
-  if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) scaling = &*rs;
+  if (auto rs = j.find("rope_scaling"); !gemma3 && rs != j.end() && rs->is_object()) scaling = &*rs;
   if (phi3) {
     // Phi3Config always has original_max_position_embeddings (default 4096), and transformers'
     // standardize_rope_params takes it over the scaling's own.
@@ -317,7 +462,10 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   }
   if (!phi3 && c.partial_rotary_factor != 1.0)
     return unsupported("config.json: partial_rotary_factor is supported for Phi3ForCausalLM only");
-  if (auto sw = j.find("sliding_window"); phi3 && sw != j.end() && !sw->is_null()) {
+  // Phi-3's and Mistral's window applies to every layer (transformers' Phi3Model and MistralModel
+  // mask with create_sliding_window_causal_mask when sliding_window is set).
+  const bool windowed = phi3 || c.model_type == "mistral";
+  if (auto sw = j.find("sliding_window"); windowed && sw != j.end() && !sw->is_null()) {
     SPW_RETURN_IF_ERROR(read_number(j, "sliding_window", &c.sliding_window, false));
   }
   if (auto sw = j.find("use_sliding_window"); sw != j.end() && sw->is_boolean() && sw->get<bool>())
@@ -341,7 +489,7 @@ Result<ModelConfig> ModelConfig::from_json(const nlohmann::json& j) {
   if (auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean())
     c.tie_word_embeddings = tie->get<bool>();
   if (auto act = j.find("hidden_act");
-      act != j.end() && act->is_string() && act->get<std::string>() != "silu")
+      !gemma3 && act != j.end() && act->is_string() && act->get<std::string>() != "silu")
     return unsupported("config.json: hidden_act '" + act->get<std::string>() +
                        "' is not supported (only silu)");
   c.bos_token_id = read_token_id(j, "bos_token_id");
@@ -410,6 +558,8 @@ nlohmann::json ModelConfig::to_json() const {
     if (model_type != "qwen2") j["attention_bias"] = attention_bias;
     j["mlp_bias"] = false;
   }
+  if (model_type == "mistral")
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nullptr;
   if (model_type == "qwen3" || model_type == "qwen2") j["use_sliding_window"] = false;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
@@ -418,6 +568,29 @@ nlohmann::json ModelConfig::to_json() const {
   j["torch_dtype"] = "float32";
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
+  if (model_type == "gemma3_text") {
+    // The Hub's (transformers 4.x) keys, which transformers 5 reads as well.
+    j.erase("hidden_act");
+    j.erase("mlp_bias");
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    // An int, as Gemma3TextConfig declares it (transformers 5 refuses 256.0), unless it is not
+    // whole.
+    const float scalar = query_pre_attn_scalar;
+    j["query_pre_attn_scalar"] = scalar == std::floor(scalar) && scalar < 1e9f
+                                     ? nlohmann::json(static_cast<int64_t>(scalar))
+                                     : nlohmann::json(scalar);
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nullptr;
+    nlohmann::json types = nlohmann::json::array();
+    for (int i = 0; i < num_layers; ++i)
+      types.push_back(is_sliding(i) ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+    j["rope_local_base_freq"] = rope_local_theta;
+    j["rope_scaling"] = rope_linear_factor > 0 ? nlohmann::json{{"rope_type", "linear"},
+                                                                {"factor", rope_linear_factor}}
+                                               : nlohmann::json(nullptr);
+    j["attn_logit_softcapping"] = nullptr;
+    j["final_logit_softcapping"] = nullptr;
+  }
   return j;
 }
 

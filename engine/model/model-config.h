@@ -1,10 +1,11 @@
 // ModelConfig: the shape of a decoder-only transformer, read from a Hugging Face `config.json`.
 //
 // Supported architectures (supported_architectures()): LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM — GQA, q/k/v bias, tied or untied LM head,
-// rope_theta (top-level or transformers v5 `rope_parameters`), Llama-3 `rope_scaling`, explicit
-// `head_dim`; Qwen3's per-head q/k RMSNorm; Phi-3's fused qkv_proj / gate_up_proj, LongRoPE
-// ("longrope", older "su") and partial_rotary_factor. A plain value: copyable, no shared state.
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM and Gemma3ForCausalLM — GQA, q/k/v bias, tied
+// or untied LM head, rope_theta (top-level or transformers v5 `rope_parameters`), Llama-3
+// `rope_scaling`, explicit `head_dim`; Qwen3's per-head q/k RMSNorm; Phi-3's fused qkv_proj /
+// gate_up_proj, LongRoPE ("longrope", older "su") and partial_rotary_factor; Gemma 3 text's
+// (model_type gemma3_text) fields below. A plain value: copyable, no shared state.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +17,18 @@
 
 namespace spillway {
 
+// The MLP's activation: down(act(gate(x)) · up(x)).
+enum class MlpActivation {
+  kSilu,      // SwiGLU (Llama, Mistral, Qwen)
+  kGeluTanh,  // GeGLU with torch's tanh GELU (Gemma's hidden_activation gelu_pytorch_tanh)
+};
+
 // The norm applied to each head of q and k after their projections, before RoPE (the parameters
 // model.layers.N.self_attn.q_norm.weight and k_norm.weight, [head_dim]).
 enum class QkNorm {
   kNone,
-  kRms,  // Qwen3: RMSNorm over head_dim, y = x / sqrt(mean(x²) + eps) · w
+  kRms,  // Qwen3, Gemma 3: RMSNorm over head_dim, y = x / sqrt(mean(x²) + eps) · (w + offset),
+         // offset ModelConfig::norm_weight_offset (Gemma's 1)
 };
 
 struct ModelConfig {
@@ -53,10 +61,10 @@ struct ModelConfig {
   // Only the first rotary_dim() = int(head_dim · partial_rotary_factor) dims of a head rotate (the
   // pairs (i, i + rotary_dim / 2)); the rest pass through (Phi-4-mini: 0.75).
   double partial_rotary_factor = 1.0;  // double, as transformers multiplies it
-  // Keys j with i − j >= sliding_window are masked for query i (Phi-3); 0 = none. Spillway has no
-  // windowed attention yet, so sequences longer than the window are refused
-  // (check_sequence_length); within it the mask changes nothing.
+  // Query i sees key j only when i − j < sliding_window (transformers' sliding_window_overlay), on
+  // the layers sliding_layers marks (every layer when it is empty: Phi-3, Mistral); 0 = none.
   int sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_layers] when some layers are full (Gemma's layer_types)
   QkNorm qk_norm = QkNorm::kNone;
   // Phi-3: q/k/v in one qkv_proj.weight [q_dim + 2 kv_dim, hidden] and gate/up in one
   // gate_up_proj.weight [2 intermediate, hidden] (gate first), kept fused as on disk
@@ -64,6 +72,24 @@ struct ModelConfig {
   bool fused_projections = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always has them; Mistral never)
   bool tie_word_embeddings = false;
+
+  // Gemma 3 (transformers' modeling_gemma3.py), defaults meaning "as Llama":
+  // Every RMSNorm scales by (norm_weight_offset + w): 1 for Gemma3RMSNorm's (1 + w), 0 otherwise.
+  float norm_weight_offset = 0.0f;
+  // Gemma's four norms a layer: x1 = x + post_attention_layernorm(attn(input_layernorm(x))), out =
+  // x1 + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x1))).
+  bool sandwich_norms = false;
+  MlpActivation mlp_activation = MlpActivation::kSilu;
+  // Embeddings times sqrt(hidden_size), cast to the weights' dtype (Gemma3TextScaledWordEmbedding).
+  bool scale_embeddings = false;
+  // The scores' scale is query_pre_attn_scalar^-0.5; 0: head_dim^-0.5.
+  float query_pre_attn_scalar = 0.0f;
+  // RoPE of the sliding layers when they have their own (Gemma's rope_local_base_freq, unscaled);
+  // 0: the sliding layers use rope_theta and its scaling like the others.
+  float rope_local_theta = 0.0f;
+  // Linear RoPE scaling (rope_type "linear": positions divided by the factor); 0 = none.
+  float rope_linear_factor = 0.0f;
+
   int bos_token_id = -1;  // -1 when absent or null
   int eos_token_id = -1;
   // transformers' nn.Embedding(padding_idx=pad_token_id): the lookup gives this row no gradient
@@ -87,9 +113,22 @@ struct ModelConfig {
   }
   // The family in words for the model line ("Qwen3", "Phi-3 / Phi-4", ...).
   std::string family() const;
-  // kInvalidArgument when sequences of `seq` tokens need what Spillway lacks (Phi-3's sliding
-  // window shorter than the sequence).
-  Status check_sequence_length(int seq) const;
+  // Whether layer `layer` attends through the sliding window.
+  bool is_sliding(int layer) const {
+    return sliding_window > 0 &&
+           (sliding_layers.empty() || (layer < static_cast<int>(sliding_layers.size()) &&
+                                       sliding_layers[static_cast<size_t>(layer)]));
+  }
+  // Layer `layer`'s window (0: none).
+  int layer_window(int layer) const { return is_sliding(layer) ? sliding_window : 0; }
+  // The attention scores' scale.
+  float attention_scale() const;
+  // Σ over layers of the keys a query at the end of a `seq`-token sequence attends (seq for a full
+  // layer, min(window, seq) for a sliding one): the attention term of the FLOP count.
+  double attended_keys(int seq) const;
+  // Σ over layers of the (query, key) pairs a `seq`-token sequence scores under the causal mask
+  // and the windows: seq·(seq + 1)/2 for a full layer.
+  double attention_scores(int seq) const;
 
   // Parses a config.json document. kUnsupported names an unknown architecture and lists the
   // supported ones; kInvalidArgument names a missing or inconsistent field.

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace spillway {
 
@@ -72,7 +73,14 @@ ParameterLayout ParameterLayout::build(const ModelConfig& c) {
     o.k_norm = c.qk_norm != QkNorm::kNone ? add(b, p + "self_attn.k_norm.weight", {d}) : kNoParam;
     o.wo = add(b, p + "self_attn.o_proj.weight", {h, q});
     o.bo = c.o_proj_bias() ? add(b, p + "self_attn.o_proj.bias", {h}) : kNoParam;
-    o.mlp_norm = add(b, p + "post_attention_layernorm.weight", {h});
+    // Gemma's post_attention_layernorm normalises the attention's output; Llama's is the norm
+    // before the MLP, which Gemma calls pre_feedforward_layernorm.
+    o.post_attn_norm =
+        c.sandwich_norms ? add(b, p + "post_attention_layernorm.weight", {h}) : kNoParam;
+    o.mlp_norm = add(b,
+                     p + (c.sandwich_norms ? "pre_feedforward_layernorm.weight"
+                                           : "post_attention_layernorm.weight"),
+                     {h});
     if (c.fused_projections) {
       o.w_gate = add(b, p + "mlp.gate_up_proj.weight", {2 * f, h});
       o.w_up = o.w_gate + static_cast<size_t>(f * h);
@@ -81,6 +89,8 @@ ParameterLayout ParameterLayout::build(const ModelConfig& c) {
       o.w_up = add(b, p + "mlp.up_proj.weight", {f, h});
     }
     o.w_down = add(b, p + "mlp.down_proj.weight", {h, f});
+    o.post_mlp_norm =
+        c.sandwich_norms ? add(b, p + "post_feedforward_layernorm.weight", {h}) : kNoParam;
     l.layer_offsets_ = o;
     l.blocks_.push_back(std::move(b));
   }
@@ -202,6 +212,32 @@ std::string ModelSummary::to_string(const ModelConfig& c) const {
     << (c.attention_bias ? ", qkv bias" : "") << (c.qk_norm != QkNorm::kNone ? ", q/k norm" : "")
     << (c.fused_projections ? ", fused qkv and gate/up" : "") << (c.longrope() ? ", longrope" : "")
     << (c.rotary_dim() != c.head_dim ? ", rotary " + std::to_string(c.rotary_dim()) : "") << "\n";
+  // Gemma 3's extras, and a sliding window.
+  std::vector<std::string> extras;
+  if (c.sandwich_norms) extras.push_back("pre- and post-norms (1 + w)");
+  if (c.mlp_activation == MlpActivation::kGeluTanh) extras.push_back("GeGLU (tanh)");
+  if (c.scale_embeddings) extras.push_back("embeddings x sqrt(hidden)");
+  if (c.query_pre_attn_scalar > 0) {
+    std::ostringstream scale;
+    scale << "attention scale " << c.query_pre_attn_scalar << "^-0.5";
+    extras.push_back(scale.str());
+  }
+  if (c.sliding_window > 0) {
+    int local = 0;
+    for (int i = 0; i < c.num_layers; ++i) local += c.is_sliding(i) ? 1 : 0;
+    std::ostringstream window;
+    window << "sliding window " << c.sliding_window << " on " << local << " of " << c.num_layers
+           << " layers";
+    if (c.rope_local_theta > 0) window << " (rope theta " << c.rope_local_theta << ")";
+    extras.push_back(window.str());
+  }
+  if (c.rope_linear_factor > 0) {
+    std::ostringstream linear;
+    linear << "linear rope factor " << c.rope_linear_factor;
+    extras.push_back(linear.str());
+  }
+  for (size_t i = 0; i < extras.size(); ++i) o << (i ? ", " : "  ") << extras[i];
+  if (!extras.empty()) o << "\n";
   if (bytes_on_disk) {
     o << "  on disk: " << bytes_on_disk << " bytes";
     for (const auto& [d, b] : bytes_per_dtype) o << ", " << d << " " << b;

@@ -46,9 +46,13 @@ struct BlockLayout {
 // qkv_proj [q_dim + 2 kv_dim, hidden] and gate_up_proj [2 intermediate, hidden]) they are the row
 // ranges of the one tensor on disk, wk = wq + q_dim · hidden and so on, contiguous as the maths
 // needs. bo is o_proj's bias (ModelConfig::o_proj_bias). q_norm and k_norm are the per-head norms'
-// weights [head_dim] (ModelConfig::qk_norm).
+// weights [head_dim] (ModelConfig::qk_norm). attn_norm is the norm before attention and mlp_norm
+// the one before the MLP (Llama's post_attention_layernorm, Gemma's pre_feedforward_layernorm);
+// post_attn_norm and post_mlp_norm are Gemma's norms of the attention's and the MLP's outputs (its
+// post_attention_layernorm and post_feedforward_layernorm, ModelConfig::sandwich_norms).
 struct LayerOffsets {
-  size_t attn_norm, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, mlp_norm, w_gate, w_up, w_down;
+  size_t attn_norm, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, mlp_norm, w_gate, w_up, w_down,
+      post_attn_norm, post_mlp_norm;
 };
 
 class ParameterLayout {

@@ -1,8 +1,11 @@
 #include "train/block-math.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 #include <vector>
+
+#include "core/dtype.h"
 
 namespace spillway {
 
@@ -23,20 +26,22 @@ int pad_row(const ModelConfig& c) {
 // that GEMMs and vectorised kernels see aligned rows.
 struct ScratchShape {
   size_t n, h, qd, kvd, f, heads, kv_heads, act;
-  bool qk_norm, pad_row;
-  std::array<std::pair<int, size_t>, 11> views() const {
-    const int qk = qk_norm ? 1 : 0;
+  bool qk_norm, sandwich, pad_row;
+  std::array<std::pair<int, size_t>, 13> views() const {
+    const int qk = qk_norm ? 1 : 0, sw = sandwich ? 1 : 0;
     return {{{5, n * h * act},
              {4, n * qd * act},
              {4, n * kvd * act},
              {5, n * f * act},
              {2, n * sizeof(float)},
              {1, heads * n * sizeof(float)},
-             {qk, n * qd * act},
-             {qk, n * kvd * act},
-             {qk, n * heads * sizeof(float)},
-             {qk, n * kv_heads * sizeof(float)},
-             {pad_row ? 1 : 0, h * sizeof(float)}}};
+             {qk, n * qd * act},                      // q_pre
+             {qk, n * kvd * act},                     // k_pre
+             {qk, n * heads * sizeof(float)},         // rstd_q
+             {qk, n * kv_heads * sizeof(float)},      // rstd_k
+             {sw, n * h * act},                       // mo
+             {2 * sw, n * sizeof(float)},             // rstd3, rstd4
+             {pad_row ? 1 : 0, h * sizeof(float)}}};  // pad_saved
   }
   uint64_t bytes() const {
     uint64_t total = 0;
@@ -55,6 +60,7 @@ ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
           static_cast<size_t>(c.num_kv_heads),
           dtype_size(act),
           c.qk_norm != QkNorm::kNone,
+          c.sandwich_norms,
           pad_row(c) >= 0};
 }
 
@@ -65,6 +71,10 @@ compute::RopeScaling rope_scaling(const ModelConfig& c, const std::vector<float>
   r.ext_factors = factors;
   if (c.longrope()) r.attention_factor = c.rope_attention_factor;
   if (c.rotary_dim() != c.head_dim) r.rotary_dim = c.rotary_dim();
+  // Linear scaling (Gemma 3's full layers; transformers' _compute_linear_scaling_rope_parameters:
+  // inv_freq / factor) is the same factor for every pair.
+  if (c.rope_linear_factor > 0)
+    r.ext_factors.assign(static_cast<size_t>(c.rotary_dim() / 2), c.rope_linear_factor);
   return r;
 }
 
@@ -100,8 +110,18 @@ BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, i
       rope_short_(rope_scaling(*mc_, mc_->rope_short_factor)),
       rope_long_(rope_scaling(*mc_, mc_->rope_long_factor)),
       qk_norm_(mc_->qk_norm != QkNorm::kNone),
-      pad_row_(pad_row(*mc_)),
-      lm_head_chunk_(lm_head_chunk) {}
+      norm_offset_(mc_->norm_weight_offset),
+      lm_head_chunk_(lm_head_chunk),
+      pad_row_(pad_row(*mc_)) {}
+
+float BlockMath::rope_theta(int layer) const {
+  return mc_->rope_local_theta > 0 && mc_->is_sliding(layer) ? mc_->rope_local_theta
+                                                             : mc_->rope_theta;
+}
+
+const compute::RopeScaling& BlockMath::layer_rope(int layer, int seq) const {
+  return mc_->rope_local_theta > 0 && mc_->is_sliding(layer) ? rope_local_ : rope(seq);
+}
 
 Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout,
                                     int max_tokens, int lm_head_chunk, DeviceArena& arena) {
@@ -126,14 +146,19 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   m.rstd1 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
   m.rstd2 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
   m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));  // [batch, heads, seq] fp32
-  m.q_pre = m.k_pre = nullptr;
-  m.rstd_q = m.rstd_k = nullptr;
+  m.q_pre = m.k_pre = m.mo = nullptr;
+  m.rstd_q = m.rstd_k = m.rstd3 = m.rstd4 = nullptr;
   m.pad_saved = nullptr;
   if (shape.qk_norm) {
     m.q_pre = take(n * shape.qd * act);                                        // [n, q_dim]
     m.k_pre = take(n * shape.kvd * act);                                       // [n, kv_dim]
     m.rstd_q = static_cast<float*>(take(n * shape.heads * sizeof(float)));     // [n · heads]
     m.rstd_k = static_cast<float*>(take(n * shape.kv_heads * sizeof(float)));  // [n · kv_heads]
+  }
+  if (shape.sandwich) {
+    m.mo = take(n * shape.h * act);                          // [n, hidden]
+    m.rstd3 = static_cast<float*>(take(n * sizeof(float)));  // [n] fp32
+    m.rstd4 = static_cast<float*>(take(n * sizeof(float)));  // [n] fp32
   }
   if (shape.pad_row) m.pad_saved = static_cast<float*>(take(shape.h * sizeof(float)));  // [hidden]
   return m;
@@ -143,7 +168,7 @@ Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* t
                                     StreamId s) {
   const int h = mc_->hidden_size;
   return be_->embedding_forward(W(out, {n, h}), compute::i32(ids, {n}),
-                                R(table, {mc_->vocab_size, h}), s);
+                                R(table, {mc_->vocab_size, h}), s, embedding_scale());
 }
 
 Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
@@ -154,13 +179,38 @@ Status BlockMath::embedding_backward(float* dtable, const int32_t* ids, const vo
   const size_t row_bytes = static_cast<size_t>(h) * sizeof(float);
   if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad_saved, pad, row_bytes, s));
   SPW_RETURN_IF_ERROR(be_->embedding_backward(compute::f32(dtable, {mc_->vocab_size, h}),
-                                              compute::i32(ids, {n}), R(dy, {n, h}), s));
+                                              compute::i32(ids, {n}), R(dy, {n, h}), s,
+                                              embedding_scale()));
   if (pad) SPW_RETURN_IF_ERROR(dev.copy_d2d(pad, pad_saved, row_bytes, s));
   return {};
 }
 
-Status BlockMath::layer_forward(const char* w, const void* x, void* out, int batch, int seq,
-                                StreamId s) {
+float BlockMath::embedding_scale() const {
+  if (!mc_->scale_embeddings) return 1.0f;
+  // torch.tensor(hidden_size**0.5) is float32, then cast to the weights' dtype.
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(mc_->hidden_size)));
+  return act_dtype_ == DType::kBF16 ? bf16_to_f32(f32_to_bf16(scale)) : scale;
+}
+
+Status BlockMath::mlp_activation_forward(int n, StreamId s) {
+  const int f = mc_->intermediate_size;
+  if (mc_->mlp_activation == MlpActivation::kGeluTanh)
+    return be_->geglu_forward(W(a, {n, f}), R(g, {n, f}), R(u, {n, f}), s);
+  return be_->swiglu_forward(W(a, {n, f}), R(g, {n, f}), R(u, {n, f}), s);
+}
+
+Status BlockMath::mlp_activation_backward(void* dg, int n, StreamId s) {
+  const int f = mc_->intermediate_size;
+  if (mc_->mlp_activation == MlpActivation::kGeluTanh)
+    return be_->geglu_backward(W(dg, {n, f}), W(du, {n, f}), R(da, {n, f}), R(g, {n, f}),
+                               R(u, {n, f}), s);
+  return be_->swiglu_backward(W(dg, {n, f}), W(du, {n, f}), R(da, {n, f}), R(g, {n, f}),
+                              R(u, {n, f}), s);
+}
+
+Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* out, int batch,
+                                int seq, StreamId s) {
+  if (mc_->sandwich_norms) return sandwich_layer_forward(layer, w, x, out, batch, seq, s);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -187,12 +237,13 @@ Status BlockMath::layer_forward(const char* w, const void* x, void* out, int bat
                                            R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps,
                                            s));
   }
-  const compute::RopeScaling& rs = rope(seq);
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), c.rope_theta, rs, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), c.rope_theta, rs, s));
+  const float theta = rope_theta(layer);
+  const compute::RopeScaling& rs = layer_rope(layer, seq);
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rs, s));
   SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
                                            R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
-                                           R(v, {batch, seq, hkv, d}), s));
+                                           R(v, {batch, seq, hkv, d}), s, attention_params(layer)));
   SPW_RETURN_IF_ERROR(be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
                                         R(wp(w, L.bo), {h}), s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
@@ -210,9 +261,10 @@ Status BlockMath::layer_forward(const char* w, const void* x, void* out, int bat
   return be.add_inplace(W(out, {n, h}), R(x2, {n, h}), s);
 }
 
-Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* dy, int batch,
-                                 int seq, StreamId s) {
-  SPW_RETURN_IF_ERROR(layer_forward(w, x, nullptr, batch, seq, s));
+Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
+                                 int batch, int seq, StreamId s) {
+  if (mc_->sandwich_norms) return sandwich_layer_backward(layer, w, dw, x, dy, batch, seq, s);
+  SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, s));
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -243,20 +295,23 @@ Status BlockMath::layer_backward(const char* w, float* dw, const void* x, void* 
                                          f32(gp(dw, L.bo), {h}), R(dy, {n, h}), R(att, {n, qd}),
                                          R(wp(w, L.wo), {h, qd}), false, s));
   const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
-  SPW_RETURN_IF_ERROR(be.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs),
-                                            R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
-                                            f32(lse, {batch, hq, seq}), s));
-  const compute::RopeScaling& rs = rope(seq);
+  SPW_RETURN_IF_ERROR(be.attention_backward(
+      W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
+      f32(lse, {batch, hq, seq}), s, attention_params(layer)));
+  const float theta = rope_theta(layer);
+  const compute::RopeScaling& rs = layer_rope(layer, seq);
   // The key bias apart from dk (see Backend::attention_key_bias_backward), where the keys are the
   // projection's plus RoPE; behind a k norm its gradient is an ordinary one, from dk_pre below.
   const bool key_bias_apart = L.bk != kNoParam && !qk_norm_;
   if (key_bias_apart) {
-    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(f32(gp(dw, L.bk), {hkv, d}), R(datt, qs),
-                                                       R(q, qs), R(k, kvs), R(v, kvs), c.rope_theta,
-                                                       rs, s));
+    // The op's formula has the default scale and no window (cpu/attention-key-bias.h).
+    if (c.layer_window(layer) > 0 || c.query_pre_attn_scalar > 0)
+      return unsupported("a key bias with a sliding window or query_pre_attn_scalar");
+    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(
+        f32(gp(dw, L.bk), {hkv, d}), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), theta, rs, s));
   }
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), c.rope_theta, rs, s));
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), c.rope_theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rs, s));
   void* dqp = dq;  // ∂loss/∂(the projections' outputs)
   void* dkp = dk;
   if (qk_norm_) {
@@ -291,8 +346,8 @@ Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, cons
   const int h = c.hidden_size, vocab = c.vocab_size;
   using compute::f32;
   const compute::ConstTensor w_norm = R(wp(w_head, layout_->head_norm_offset()), {h});
-  SPW_RETURN_IF_ERROR(
-      be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm, c.rms_norm_eps, s));
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm,
+                                         c.rms_norm_eps, s, norm_offset_));
   const bool grads = dx && loss_scale != 0.0f;  // a step without a single target has zero gradients
   SPW_RETURN_IF_ERROR(be.lm_head_loss(f32(losses, {n}), grads ? W(dxn, {n, h}) : compute::Tensor{},
                                       grads ? f32(dw_lm, {vocab, h}) : compute::Tensor{},
@@ -302,7 +357,145 @@ Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, cons
   if (!dx) return {};
   if (!grads) return be.device().fill_zero(dx, static_cast<size_t>(n) * h * act_, s);
   return be.rmsnorm_backward(W(dx, {n, h}), f32(gp(dw_head, layout_->head_norm_offset()), {h}),
-                             R(dxn, {n, h}), R(x, {n, h}), w_norm, f32(rstd1, {n}), false, s);
+                             R(dxn, {n, h}), R(x, {n, h}), w_norm, f32(rstd1, {n}), false, s,
+                             norm_offset_);
+}
+
+// --- Gemma 3's layer (block-math.h) ----------------------------------------------------------
+
+Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x, void* out,
+                                         int batch, int seq, StreamId s) {
+  compute::Backend& be = *be_;
+  const ModelConfig& c = *mc_;
+  const LayerOffsets& L = layout_->layer_offsets();
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
+            f = c.intermediate_size;
+  const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
+  const float eps = c.rms_norm_eps, off = norm_offset_;
+  using compute::f32;
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
+                                         R(wp(w, L.attn_norm), {h}), eps, s, off));
+  // q and k: projected into q_pre / k_pre, then normed per head into q / k (with qk_norm).
+  void* qp = qk_norm_ ? q_pre : q;
+  void* kp = qk_norm_ ? k_pre : k;
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(qp, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
+                                        R(wp(w, L.bq), {qd}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(kp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
+                                        R(wp(w, L.bk), {kvd}), s));
+  SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}),
+                                        R(wp(w, L.bv), {kvd}), s));
+  if (qk_norm_) {
+    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(q, {n * hq, d}), f32(rstd_q, {n * hq}),
+                                           R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s,
+                                           off));
+    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(k, {n * hkv, d}), f32(rstd_k, {n * hkv}),
+                                           R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps, s,
+                                           off));
+  }
+  const float theta = rope_theta(layer);
+  const compute::RopeScaling& rope = layer_rope(layer, seq);
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s));
+  SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
+                                           R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
+                                           R(v, {batch, seq, hkv, d}), s, attention_params(layer)));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
+  // x2 = x + post_attn_norm(o), xn2 = pre_ff_norm(x2); the normed o lives in dxn until the fused
+  // residual norm has read it (x is the checkpoint: kept intact).
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(dxn, {n, h}), f32(rstd3, {n}), R(o, {n, h}),
+                                         R(wp(w, L.post_attn_norm), {h}), eps, s, off));
+  SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
+                                                  R(x, {n, h}), R(dxn, {n, h}),
+                                                  R(wp(w, L.mlp_norm), {h}), eps, s, off));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(mlp_activation_forward(n, s));
+  // out = x2 + post_ff_norm(mo): the backward needs mo and the norm's rstd, so the recompute
+  // (out == nullptr) runs the down projection and the norm too, into dxn.
+  SPW_RETURN_IF_ERROR(
+      be.linear_forward(W(mo, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}), {}, s));
+  void* mn = out ? out : dxn;
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(mn, {n, h}), f32(rstd4, {n}), R(mo, {n, h}),
+                                         R(wp(w, L.post_mlp_norm), {h}), eps, s, off));
+  if (!out) return {};
+  return be.add_inplace(W(out, {n, h}), R(x2, {n, h}), s);
+}
+
+Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, const void* x,
+                                          void* dy, int batch, int seq, StreamId s) {
+  SPW_RETURN_IF_ERROR(sandwich_layer_forward(layer, w, x, nullptr, batch, seq, s));
+  compute::Backend& be = *be_;
+  const ModelConfig& c = *mc_;
+  const LayerOffsets& L = layout_->layer_offsets();
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
+            f = c.intermediate_size;
+  const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
+  const float off = norm_offset_;
+  using compute::f32;
+  // MLP: out = x2 + post_ff_norm(down(act(gate(xn2), up(xn2)))). dy becomes ∂loss/∂x2 in place.
+  void* dmo = dxn;  // [n, hidden], then ∂loss/∂xn2 once the down projection has read it
+  void* dg = a;     // [n, intermediate]: a is dead once the down projection's gradient has read it
+  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+      W(dmo, {n, h}), f32(gp(dw, L.post_mlp_norm), {h}), R(dy, {n, h}), R(mo, {n, h}),
+      R(wp(w, L.post_mlp_norm), {h}), f32(rstd4, {n}), false, s, off));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {},
+                                         R(dmo, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}),
+                                         false, s));
+  SPW_RETURN_IF_ERROR(mlp_activation_backward(dg, n, s));
+  void* dxn2 = dxn;
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {},
+                                         R(dg, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}),
+                                         false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {},
+                                         R(du, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}),
+                                         true, s));
+  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.mlp_norm), {h}),
+                                          R(dxn2, {n, h}), R(x2, {n, h}), R(wp(w, L.mlp_norm), {h}),
+                                          f32(rstd2, {n}), true, s, off));
+  // Attention: x2 = x + post_attn_norm(o_proj(attn(...))). do goes to xn2 (dead now).
+  void* dout = xn2;
+  SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+      W(dout, {n, h}), f32(gp(dw, L.post_attn_norm), {h}), R(dy, {n, h}), R(o, {n, h}),
+      R(wp(w, L.post_attn_norm), {h}), f32(rstd3, {n}), false, s, off));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(datt, {n, qd}), f32(gp(dw, L.wo), {h, qd}), {},
+                                         R(dout, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
+                                         false, s));
+  const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
+  SPW_RETURN_IF_ERROR(be.attention_backward(
+      W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
+      f32(lse, {batch, hq, seq}), s, attention_params(layer)));
+  const float theta = rope_theta(layer);
+  const compute::RopeScaling& rope = layer_rope(layer, seq);
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rope, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rope, s));
+  // Through the per-head norms: ∂loss/∂q_pre into datt, ∂loss/∂k_pre into k (both dead now).
+  void* dqp = dq;
+  void* dkp = dk;
+  if (qk_norm_) {
+    dqp = datt;
+    dkp = k;
+    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+        W(dqp, {n * hq, d}), f32(gp(dw, L.q_norm), {d}), R(dq, {n * hq, d}), R(q_pre, {n * hq, d}),
+        R(wp(w, L.q_norm), {d}), f32(rstd_q, {n * hq}), false, s, off));
+    SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
+        W(dkp, {n * hkv, d}), f32(gp(dw, L.k_norm), {d}), R(dk, {n * hkv, d}),
+        R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), f32(rstd_k, {n * hkv}), false, s, off));
+  }
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wq), {qd, h}),
+                                         f32(gp(dw, L.bq), {qd}), R(dqp, {n, qd}), R(xn, {n, h}),
+                                         R(wp(w, L.wq), {qd, h}), false, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wk), {kvd, h}),
+                                         f32(gp(dw, L.bk), {kvd}), R(dkp, {n, kvd}), R(xn, {n, h}),
+                                         R(wp(w, L.wk), {kvd, h}), true, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn, {n, h}), f32(gp(dw, L.wv), {kvd, h}),
+                                         f32(gp(dw, L.bv), {kvd}), R(dv, {n, kvd}), R(xn, {n, h}),
+                                         R(wp(w, L.wv), {kvd, h}), true, s));
+  return be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.attn_norm), {h}), R(dxn, {n, h}),
+                             R(x, {n, h}), R(wp(w, L.attn_norm), {h}), f32(rstd1, {n}), true, s,
+                             off);
 }
 
 }  // namespace spillway

@@ -11,7 +11,16 @@
 // per-head norms of ModelConfig::qk_norm (Qwen3: rmsnorm over each head's head_dim values, rows
 // [n · heads, head_dim]), the identity without; Phi-3's fused qkv_proj and gate_up_proj are their
 // row ranges (LayerOffsets). RoPE takes its parameters from the config per call: LongRoPE's factor
-// set follows the call's sequence length (ModelConfig::rope_factors). The backward
+// set follows the call's sequence length (ModelConfig::rope_factors). Gemma 3's layer
+// (ModelConfig::sandwich_norms) norms the outputs of attention and MLP too:
+//   n1  = rmsnorm(x)
+//   x2  = x + post_attn_norm(o_proj(attention(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))),
+//                                             v_proj(n1))))
+//   n2  = pre_ff_norm(x2)
+//   out = x2 + post_ff_norm(down_proj(gelu_tanh(gate_proj(n2)) · up_proj(n2)))
+// with every norm's weight (1 + w), the attention scale query_pre_attn_scalar^-0.5, the sliding
+// window on the layers the config marks and their own RoPE base (ModelConfig), and the embeddings
+// times sqrt(hidden). The backward
 // recomputes the forward from the layer's input (activation checkpointing), then backpropagates;
 // weight gradients accumulate in fp32 in the block's layout. The activations of one micro-batch of
 // one layer live in a scratch area carved from the device arena once; the block weights (act_dtype)
@@ -53,15 +62,15 @@ class BlockMath {
   Status embedding_backward(float* dtable, const int32_t* ids, const void* dy, int n,
                             compute::StreamId s);
 
-  // out[n, hidden] = layer(x[n, hidden]) for `batch` sequences of `seq` tokens (n = batch · seq),
-  // with `w` the layer block's weights. Leaves in the scratch what the backward needs; with
+  // out[n, hidden] = layer `layer`(x[n, hidden]) for `batch` sequences of `seq` tokens (n = batch ·
+  // seq), with `w` the layer block's weights. Leaves in the scratch what the backward needs; with
   // out == nullptr computes only that (the recompute skips the down projection and the last add).
-  Status layer_forward(const char* w, const void* x, void* out, int batch, int seq,
+  Status layer_forward(int layer, const char* w, const void* x, void* out, int batch, int seq,
                        compute::StreamId s);
   // Recomputes the layer from its input x, then, given dy[n, hidden] = ∂loss/∂out, overwrites dy
   // with ∂loss/∂x and adds ∂loss/∂w to dw (fp32, the layer block's layout).
-  Status layer_backward(const char* w, float* dw, const void* x, void* dy, int batch, int seq,
-                        compute::StreamId s);
+  Status layer_backward(int layer, const char* w, float* dw, const void* x, void* dy, int batch,
+                        int seq, compute::StreamId s);
 
   // The head on x[n, hidden]: losses[n] (fp32, device) = cross-entropy of each token against
   // labels[n] (device int32, -100 ignored: 0). `w_head` is the head block's weights, `w_lm` the LM
@@ -75,6 +84,23 @@ class BlockMath {
 
  private:
   BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk);
+  // Gemma 3's layer (sandwich norms), as layer_forward / layer_backward.
+  Status sandwich_layer_forward(int layer, const char* w, const void* x, void* out, int batch,
+                                int seq, compute::StreamId s);
+  Status sandwich_layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
+                                 int batch, int seq, compute::StreamId s);
+  // The embeddings' scale: sqrt(hidden) rounded to act_dtype for Gemma, else 1.
+  float embedding_scale() const;
+  // The MLP's activation (ModelConfig::mlp_activation) forward and backward.
+  Status mlp_activation_forward(int n, compute::StreamId s);
+  Status mlp_activation_backward(void* dg, int n, compute::StreamId s);
+  // RoPE's base and scaling for layer `layer` on sequences of `seq` tokens (a sliding layer's own
+  // base, unscaled, where the config gives one).
+  float rope_theta(int layer) const;
+  const compute::RopeScaling& layer_rope(int layer, int seq) const;
+  compute::AttentionParams attention_params(int layer) const {
+    return {mc_->attention_scale(), mc_->layer_window(layer)};
+  }
   const void* wp(const char* w, size_t offset) const {
     return offset == kNoParam ? nullptr : w + offset * act_;
   }
@@ -96,7 +122,9 @@ class BlockMath {
   }
 
   compute::RopeScaling rope_short_, rope_long_;
-  bool qk_norm_;  // the per-head q/k norms (ModelConfig::qk_norm)
+  bool qk_norm_;                     // the per-head q/k norms (ModelConfig::qk_norm)
+  compute::RopeScaling rope_local_;  // Gemma's sliding layers' own: none
+  float norm_offset_;                // every norm's weight offset (ModelConfig::norm_weight_offset)
   int lm_head_chunk_;
   // The scratch, for n tokens (act_dtype unless noted).
   void *xn, *x2, *xn2, *o, *dxn;  // [n, hidden]
@@ -110,6 +138,10 @@ class BlockMath {
   // With qk_norm only (else null): q and k before their norms, and the norms' rstd.
   void *q_pre, *k_pre;     // [n, q_dim], [n, kv_dim]
   float *rstd_q, *rstd_k;  // [n · heads], [n · kv_heads] fp32
+  // With sandwich_norms only (else null): the MLP's output before its norm, and the rstd of the
+  // norms of the attention's and the MLP's outputs.
+  void* mo;              // [n, hidden]
+  float *rstd3, *rstd4;  // [n] fp32
 };
 
 }  // namespace spillway

@@ -48,11 +48,16 @@ void ModelState::init_random(uint64_t seed, float std) {
       };
       float* w = master(b);
       std::fill(w, w + layout_.blocks()[b].numel, 0.0f);
+      // A norm scales by (offset + w): w = 1 − offset is the identity (Gemma's w = 0, as
+      // transformers initialises its (1 + w) norms).
+      const float norm_init = 1.0f - layout_.config().norm_weight_offset;
       for (const ParamView& p : layout_.blocks()[b].params) {
         const bool is_norm = p.shape.size() == 1 && p.name.find("norm") != std::string::npos;
         const bool is_bias = p.name.ends_with(".bias");
         for (size_t i = 0; i < p.numel; ++i) {
-          w[p.offset + i] = is_norm ? 1.0f : is_bias ? 0.0f : static_cast<float>(normal() * std);
+          w[p.offset + i] = is_norm   ? norm_init
+                            : is_bias ? 0.0f
+                                      : static_cast<float>(normal() * std);
         }
       }
     }

@@ -12,8 +12,6 @@
 namespace spillway {
 
 Status check_positions(const ModelConfig& config, const TrainJob& job) {
-  if (Status st = config.check_sequence_length(job.seq_len); !st.ok())
-    return st.with_context("data.seq_len");
   if (job.seq_len <= config.max_position_embeddings) return {};
   // RoPE runs past it, but the model never saw such positions: a silent loss of quality.
   return invalid_argument("data.seq_len " + std::to_string(job.seq_len) +
@@ -43,11 +41,24 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len) {
   const double embedding = static_cast<double>(config.vocab_size) * config.hidden_size;
   const double params = static_cast<double>(ParameterLayout::build(config).parameter_count());
   const double matmul_params = config.tie_word_embeddings ? params : params - embedding;
-  // Scores and the weighted sum: per layer and token, seq_len keys of q_dim (= heads · head_dim,
-  // which Qwen3 sets apart from hidden_size).
-  const double attention = static_cast<double>(config.num_layers) * seq_len * config.q_dim();
+  // Scores and the weighted sum: per layer and token, the keys it attends (seq_len, or the sliding
+  // window on a local layer) of q_dim = heads · head_dim (which Qwen3 sets apart from hidden_size,
+  // and Gemma's 256-wide heads make 8/9 of it on gemma-3-1b).
+  const double attention = config.attended_keys(seq_len) * config.q_dim();
   return {6.0 * (matmul_params + attention) * tokens, 8.0 * (matmul_params + attention) * tokens};
 }
+
+namespace {
+
+// Elements a layer's element-wise ops (norms, activation, residual adds) pass over per token:
+// two hidden-wide norms and the intermediate activation, two more norms with Gemma's sandwich
+// norms, and the q and k rows with per-head q/k norms.
+double layer_elementwise_width(const ModelConfig& c) {
+  return (c.sandwich_norms ? 4.0 : 2.0) * c.hidden_size + c.intermediate_size +
+         (c.qk_norm != QkNorm::kNone ? static_cast<double>(c.q_dim() + c.kv_dim()) : 0.0);
+}
+
+}  // namespace
 
 TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job,
                           uint64_t dram_available_bytes) {
@@ -79,7 +90,7 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   const double gemm_flops_per_s = std::max(machine.compute_flops, 1.0) * kGpuGemmEfficiency;
   const double tokens_mb = static_cast<double>(job.micro_batch_size) * job.seq_len;
   const double tokens = tokens_mb * job.grad_accum;
-  const double L = c.num_layers, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const double L = c.num_layers, H = c.hidden_size, V = c.vocab_size;
   double layer_params = 0;  // blocks 1..L: the decoder layers
   for (int b = 1; b <= c.num_layers; ++b)
     layer_params += static_cast<double>(layout.blocks()[b].numel);
@@ -87,11 +98,12 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
-  g.attention_s = 8.0 * L * job.seq_len * c.q_dim() * tokens /
+  g.attention_s = 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens /
                   (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
-  g.elementwise_s = kGpuElementwiseBytes * L * (2 * H + I) * tokens / kGpuHbmBytesPerS;
+  g.elementwise_s =
+      kGpuElementwiseBytes * L * layer_elementwise_width(c) * tokens / kGpuHbmBytesPerS;
   if (c.attention_bias) {  // per query head and token, seq_len / 2 visible keys on average
     const double fmas = L * c.num_heads * tokens * (job.seq_len / 2.0) * c.head_dim;
     g.key_bias_s = fmas / (std::max(machine.compute_flops, 1.0) * kGpuKeyBiasFmasPerFlop);
@@ -112,16 +124,17 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   const double matmul_params = c.tie_word_embeddings ? params : params - embedding;
   const double sequences = static_cast<double>(job.micro_batch_size) * job.grad_accum;
   const double tokens = sequences * job.seq_len;
-  const double L = c.num_layers, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const double L = c.num_layers, V = c.vocab_size;
   // The GEMMs at the job's own shapes where the probe timed them, else at the 512³ rate.
   const double gemm_flops_per_s =
       std::max(machine.cpu_gemm_flops > 0 ? machine.cpu_gemm_flops : machine.compute_flops, 1.0);
   CpuCompute cpu;
   cpu.gemm_s = 8.0 * matmul_params * tokens / gemm_flops_per_s;
-  const double scores = L * sequences * c.num_heads * job.seq_len * (job.seq_len + 1.0) / 2.0;
+  const double scores = sequences * c.num_heads * c.attention_scores(job.seq_len);
   const bool probed = machine.cpu_attention_s_per_score > 0;
-  cpu.attention_s = probed ? scores * machine.cpu_attention_s_per_score
-                           : 8.0 * L * job.seq_len * c.q_dim() * tokens / gemm_flops_per_s;
+  cpu.attention_s =
+      probed ? scores * machine.cpu_attention_s_per_score
+             : 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens / gemm_flops_per_s;
   // Held to 25% on 2 cores (tests/bench/figures/calibration-cpu.json). On more, the probes load
   // fewer cores than the step does (the attention's one sequence, at most 512 GEMM rows, one
   // memcpy thread for the element-wise ops' bandwidth): on a 16-core host the step came out
@@ -131,7 +144,8 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   // At the bandwidth all the backend's threads get (the ops run on its pool), where probed.
   const double stream = machine.cpu_stream_bytes_per_s > 0 ? machine.cpu_stream_bytes_per_s
                                                            : machine.host_mem_bytes_per_s;
-  cpu.elementwise_s = kCpuElementwiseBytes * (L * (2 * H + I) + V) * tokens / std::max(stream, 1.0);
+  cpu.elementwise_s =
+      kCpuElementwiseBytes * (L * layer_elementwise_width(c) + V) * tokens / std::max(stream, 1.0);
   return cpu;
 }
 

@@ -36,16 +36,19 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 //  - the layers' GEMMs, 8·N_layers FLOPs per token with the recomputed forward, at
 //    kGpuGemmEfficiency of the probe (the 7B layer shapes reach 0.77-0.98 of it, the README's
 //    per-op table);
-//  - attention, 8·L·T·hidden FLOPs per token (the causal half), at kGpuAttentionEfficiency: our
-//    deterministic kernel's forward+backward, 190 TFLOPS;
+//  - attention, 8·(Σ_layers keys attended)·q_dim FLOPs per token (the causal half; a sliding
+//    layer attends its window, ModelConfig::attended_keys), at kGpuAttentionEfficiency: our
+//    deterministic kernel's forward+backward, 190 TFLOPS (the tensor-core kernels of head_dim 64
+//    and 128; other head sizes, Gemma 3's 256, run the generic fp32 kernels, not yet measured);
 //  - the LM head: its three GEMMs (6·vocab·hidden FLOPs per token) at the GEMM rate, the logits'
 //    softmax traffic (16·vocab bytes per token) and, per chunk of lm_head_chunk tokens, a read and
 //    write of the fp32 [vocab, hidden] weight gradient;
 //  - the memory-bound ops between the GEMMs (RMSNorm, RoPE, SwiGLU, residual adds, casts; forward,
 //    recompute and backward): kGpuElementwiseBytes per token, layer and unit of 2·hidden +
-//    intermediate. Fitted to the measured steps of tinyllama-1.1b and llama2-7b (plan --measure,
-//    H100, 64K tokens per step: tests/bench/figures/calibration-h100.json); llama3.2-3b, not in
-//    the fit, came within 2%;
+//    intermediate (4·hidden with Gemma's norms around attention and MLP, + q_dim + kv_dim with
+//    per-head q/k norms). Fitted to the measured steps of tinyllama-1.1b and llama2-7b (plan
+//    --measure, H100, 64K tokens per step: tests/bench/figures/calibration-h100.json); llama3.2-3b,
+//    not in the fit, came within 2%;
 //  - with q/k/v biases (Qwen2), the key bias's gradient (compute/cuda/attention-key-bias.cu):
 //    head_dim double FMAs per (query head, query, visible key), on the FP64 units, at
 //    kGpuKeyBiasFmasPerFlop of the probe's rate. attention-bench measured 1.678 ms for one
@@ -64,7 +67,8 @@ inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
 //    shapes (small hidden sizes run well below the 512³ rate of compute_flops, which stands in
 //    for layers too large to time);
 //  - the causal attention per score (one query-key pair of one query head, per layer and
-//    sequence) at cpu_attention_s_per_score, the CPU backend's own attention kernels timed at the
+//    sequence: ModelConfig::attention_scores, a sliding layer's within its window) at
+//    cpu_attention_s_per_score, the CPU backend's own attention kernels timed at the
 //    job's head_dim, grouped-query ratio and sequence length (up to 1,024). Its exponentials, not
 //    its FLOPs, bound it at small head sizes: counted as FLOPs at the 512³ rate, the whole step was
 //    4.9 times too fast for stories260K (head_dim 8) on 2 cores. Without that probe (a plan read
@@ -72,7 +76,8 @@ inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
 //    (PlanStep::calibrated);
 //  - the element-wise ops (RMSNorm, RoPE, SwiGLU, residual adds, head transposes, the logits'
 //    softmax; forward, recompute and backward): kCpuElementwiseBytes per token and unit of
-//    L·(2·hidden + intermediate) + vocab, at the host's measured memory bandwidth. Set from perf
+//    L·(2·hidden + intermediate) + vocab (per layer as the GPU's above), at the host's measured
+//    memory bandwidth. Set from perf
 //    profiles of plan --measure on the 2-core VM, where these ops took 10-15% of the step of
 //    stories260K and llama-mha-tiny (the rest: sgemm and the attention kernels).
 // Timings and the calibration runs: README, "The CPU step";

@@ -496,7 +496,7 @@ struct StreamingEngine::Impl {
                                open(acts->checkpoint(l, m), Access::kRead));
           SPW_ASSIGN_OR_RETURN(ActivationStore::View out,
                                open(acts->checkpoint(l + 1, m), Access::kWrite));
-          SPW_RETURN_IF_ERROR(math->layer_forward(w, x.ptr, out.ptr, mb, T, compute));
+          SPW_RETURN_IF_ERROR(math->layer_forward(l, w, x.ptr, out.ptr, mb, T, compute));
           SPW_RETURN_IF_ERROR(acts->close(x));
           SPW_RETURN_IF_ERROR(acts->close(out));
         }
@@ -573,7 +573,7 @@ struct StreamingEngine::Impl {
                                  open(acts->checkpoint(l, m), Access::kRead));
             SPW_ASSIGN_OR_RETURN(ActivationStore::View dy,
                                  open(acts->gradient(m), Access::kUpdate));
-            SPW_RETURN_IF_ERROR(math->layer_backward(w, g->ptr, x.ptr, dy.ptr, mb, T, compute));
+            SPW_RETURN_IF_ERROR(math->layer_backward(l, w, g->ptr, x.ptr, dy.ptr, mb, T, compute));
             SPW_RETURN_IF_ERROR(acts->close(x));
             SPW_RETURN_IF_ERROR(acts->close(dy));
           }
@@ -631,8 +631,6 @@ Result<std::unique_ptr<StreamingEngine>> StreamingEngine::create(compute::Device
                                                                  ModelState& state,
                                                                  const StreamingConfig& config,
                                                                  TierCounters* counters) {
-  // No windowed attention yet: a sliding window shorter than the sequence is refused.
-  SPW_RETURN_IF_ERROR(state.layout().config().check_sequence_length(config.seq_len));
   std::unique_ptr<StreamingEngine> engine(
       new StreamingEngine(std::make_unique<Impl>(device, backend, state, config, counters)));
   SPW_RETURN_IF_ERROR(engine->impl_->setup());

@@ -20,6 +20,7 @@
 #include "engine/train/golden-util.h"
 #include "history/run-folder.h"
 #include "history/run-store.h"
+#include "model/model-config.h"
 #include "model/safetensors.h"
 #include "run-files.h"
 #include "test-data.h"
@@ -131,6 +132,55 @@ TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
   // The state on the SSD runs the same math: the trained weights are bit-identical to DRAM's.
   EXPECT_TRUE(model_files[3] == model_files[0]);
   EXPECT_TRUE(model_files[4] == model_files[0]);
+}
+
+// Gemma 3 text through the worker: the golden gemma3-tiny (repository case) trains its 4 AdamW
+// steps from a job file on the PyTorch reference's losses, and the export is the same model to the
+// engine (config.json reads back as the trained one, with the Hub's keys: transformers' own check
+// is tests/golden/check_export.py) and to `inspect`.
+TEST_F(WorkerTest, Gemma3GoldenTrainsAndExports) {
+  const testing::GoldenCase golden = testing::golden_case("gemma3-tiny");
+  auto meta = json::parse(*read_file(golden.file("meta.json")));
+  int B = 0, T = 0;
+  std::string data = write_golden_jsonl(tmp_.path(), "gemma3-tiny", 4, &B, &T);
+  const std::string run_dir = tmp_.path() + "/gemma3";
+  json job = {
+      {"name", "gemma3"},
+      {"model", {{"path", golden.model}}},
+      {"data", {{"train", data}, {"format", "pretokenized"}, {"seq_len", T}, {"shuffle", false}}},
+      {"train",
+       {{"steps", 4},
+        {"micro_batch_size", 1},
+        {"grad_accum", B},
+        {"lr", 1e-3},
+        {"schedule", "constant"},
+        {"beta1", 0.9},
+        {"beta2", 0.95},
+        {"eps", 1e-8},
+        {"weight_decay", 0.1},
+        {"clip_grad_norm", 1.0}}},
+      {"placement", {{"backend", "cpu"}}},
+      {"output", {{"run_dir", run_dir}}}};
+  auto r = worker({"train", write_job("gemma3", job)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto steps = of_type(read_events(run_dir), "step");
+  ASSERT_EQ(steps.size(), 4u);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_NEAR(steps[s]["loss"].get<double>(), meta["step_losses"][s].get<double>(),
+                s == 0 ? 1e-5 : 2e-5)
+        << "step " << s + 1;
+  }
+  auto exported = ModelConfig::load(run_dir + "/export");
+  ASSERT_TRUE(exported.ok()) << exported.status().to_string();
+  auto original = ModelConfig::load(golden.model);
+  ASSERT_TRUE(original.ok());
+  EXPECT_EQ(exported->to_json(), original->to_json());
+  auto inspect = worker({"inspect", "--model", run_dir + "/export"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("Gemma3ForCausalLM: 176032 parameters"), std::string::npos)
+      << inspect.out;
+  EXPECT_NE(inspect.out.find("sliding window 8 on 2 of 3 layers"), std::string::npos)
+      << inspect.out;
 }
 
 class ResumeTest : public WorkerTest, public ::testing::WithParamInterface<const char*> {};

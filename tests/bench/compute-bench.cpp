@@ -6,6 +6,7 @@
 // Not a test: built, never run by ctest.
 //
 //   bench-compute [--batch B] [--seq T] [--reps R] [--blas-threads N] [--only NAME-PART]
+//                 [--window W]   (the attention's sliding window; its FLOPs count the band only)
 #include <time.h>
 
 #include <chrono>
@@ -62,7 +63,7 @@ void run(const char* name, double flops, int reps, const std::function<Status()>
 }  // namespace
 
 int main(int argc, char** argv) {
-  int batch = 4, seq = 256, reps = 5, blas_threads = 0;
+  int batch = 4, seq = 256, reps = 5, blas_threads = 0, window = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int v = std::atoi(argv[i + 1]);
@@ -76,6 +77,8 @@ int main(int argc, char** argv) {
       blas_threads = v;
     else if (a == "--only")
       g_only = argv[i + 1];
+    else if (a == "--window")
+      window = v;
   }
   const int dim = 512, heads = 8, hd = 64, ffn = 1408, vocab = 32000;
   const int n = batch * seq;
@@ -123,15 +126,18 @@ int main(int argc, char** argv) {
        v = filled(size_t(n) * dim, 1.0f), dout = filled(size_t(n) * dim, 1.0f);
   std::vector<float> out(size_t(n) * dim), lse(size_t(batch) * heads * seq), dq(q.size()),
       dk(k.size()), dv(v.size());
-  // QKᵀ and PV over the causal triangle: 2 · (2 · T(T+1)/2 · d) per (b, h).
-  const double attn = 2.0 * batch * heads * double(seq) * (seq + 1) * hd;
+  // QKᵀ and PV over the causal triangle (or the window's band): 2 · (2 · scores · d) per (b, h).
+  double scores = 0;
+  for (int t = 0; t < seq; ++t) scores += window > 0 && window <= t ? window : t + 1;
+  const double attn = 4.0 * batch * heads * scores * hd;
+  const AttentionParams params{0.0f, window};
   run("attention fwd", attn, reps, [&] {
     return be->attention_forward(Tensor(out.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
                                  f32(lse.data(), {batch, heads, seq}),
                                  ConstTensor(q.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
                                  ConstTensor(k.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
                                  ConstTensor(v.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
-                                 0);
+                                 0, params);
   });
   run("attention bwd", 2.5 * attn, reps, [&] {
     return be->attention_backward(
@@ -143,7 +149,7 @@ int main(int argc, char** argv) {
         ConstTensor(k.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
         ConstTensor(v.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
         ConstTensor(out.data(), (*be).act_dtype(), {batch, seq, heads, hd}),
-        f32(lse.data(), {batch, heads, seq}), 0);
+        f32(lse.data(), {batch, heads, seq}), 0, params);
   });
 
   // Qwen2's key bias, in double: 3 dot/axpy products of d per (query, key) pair.

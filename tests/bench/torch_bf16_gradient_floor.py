@@ -7,10 +7,12 @@ stream too, as Spillway's CUDA backend and MegaTrain do) and "amp" (fp32 weights
 stream, matmuls under torch.autocast(bfloat16), as torch_native.py does). Prints one JSON line
 per case and mode: logits and loss error, the worst tensor, and how many tensors exceed 2e-2.
 
-Usage: python3 tests/bench/torch_bf16_gradient_floor.py DATA_DIR [CASE...]   (a CUDA GPU; torch,
-transformers and safetensors)
+Usage: python3 tests/bench/torch_bf16_gradient_floor.py DATA_DIR [CASE...]   (torch, transformers
+and safetensors; a CUDA GPU, else the CPU's bf16). A CASE the repository holds (tests/golden/<case>,
+its model in <case>/model) is read from there, as the golden tests read it.
 """
 import json
+import os
 import sys
 
 import torch
@@ -24,15 +26,23 @@ def rel_l2(x, ref):
     return ((x - ref).norm() / ref.norm().clamp_min(1e-300)).item()
 
 
+REPO_GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
+
+
 def run(data, case, mode):
-    fb = load_file(f"{data}/golden/{case}/forward_backward.safetensors")
-    meta = json.load(open(f"{data}/golden/{case}/meta.json"))
+    folder, model_dir = f"{data}/golden/{case}", f"{data}/models/{case}"
+    if os.path.isfile(f"{REPO_GOLDEN}/{case}/meta.json"):
+        folder = model_dir = f"{REPO_GOLDEN}/{case}"
+        model_dir += "/model"
+    fb = load_file(f"{folder}/forward_backward.safetensors")
+    meta = json.load(open(f"{folder}/meta.json"))
     dtype = torch.bfloat16 if mode == "pure" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(f"{data}/models/{case}", torch_dtype=dtype,
-                                                 attn_implementation="sdpa").cuda()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype,
+                                                 attn_implementation="sdpa").to(device)
     model.train()
-    ids, labels = fb["input_ids"].long().cuda(), fb["labels"].long().cuda()
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=(mode == "amp")):
+    ids, labels = fb["input_ids"].long().to(device), fb["labels"].long().to(device)
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=(mode == "amp")):
         logits = model(input_ids=ids).logits
     loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
     loss.backward()

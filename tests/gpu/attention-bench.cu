@@ -2,12 +2,13 @@
 //
 // Build from the repository root (CUDA 12 or 13, an sm_90 GPU), one line:
 // clang-format off
-//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cpu/rope.cpp engine/core/thread-pool.cpp engine/core/status.cpp -o /tmp/attention-bench
+//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cpu/rope.cpp engine/compute/cuda-workspace.cpp engine/core/thread-pool.cpp engine/core/status.cpp -o /tmp/attention-bench
 // clang-format on
 // Run: /tmp/attention-bench [--check-only]
 //
 // Checks, on random bf16 inputs, the generic and (head_dim 64/128) flash kernel sets against naive
-// fp32 GPU kernels written independently here: out (relative L2 < 1e-2), lse (max abs < 2e-3),
+// fp32 GPU kernels written independently here (with a sliding window and a scale of their own on
+// some shapes): out (relative L2 < 1e-2), lse (max abs < 2e-3),
 // dq, dk, dv (relative L2 < 2e-2); flash against generic; the same bits on a second call. The
 // key-bias gradient (generic and flash kernels) against a double-precision reference that takes the
 // other route (db = Σ_j R_jᵀ dk_j with dk in double): relative L2 < 1e-3 over all elements and
@@ -111,6 +112,19 @@ void fill(DeviceBuffer<bf16>& x, uint64_t seed, float scale) {
 
 struct Shape {
   int batch, seq, hq, hkv, d;
+  int window = 0;      // sliding window (AttentionParams); 0: none
+  float scale = 0.0f;  // the scores' scale; 0: 1/sqrt(d)
+  __host__ __device__ float sc() const { return scale > 0.0f ? scale : 1.0f / sqrtf(float(d)); }
+  // Query t sees keys [first_key(t), t]; key s is seen by queries [s, key_end(s)).
+  __host__ __device__ int first_key(int t) const { return window > 0 ? max(0, t - window + 1) : 0; }
+  __host__ __device__ int key_end(int s) const { return window > 0 ? min(seq, s + window) : seq; }
+  spillway::compute::AttentionParams params() const { return {scale, window}; }
+  // Σ_t the keys query t sees: the attention's FLOPs are 4·b·hq·d times this.
+  double scores() const {
+    double n = 0;
+    for (int t = 0; t < seq; ++t) n += t - first_key(t) + 1;
+    return n;
+  }
   __host__ __device__ size_t q_elems() const { return static_cast<size_t>(batch) * seq * hq * d; }
   __host__ __device__ size_t kv_elems() const { return static_cast<size_t>(batch) * seq * hkv * d; }
   __host__ __device__ size_t rows() const { return static_cast<size_t>(batch) * hq * seq; }
@@ -129,15 +143,15 @@ __global__ void ref_forward_kernel(float* out, float* lse, const bf16* q, const 
   if (idx >= sh.rows()) return;
   const int t = static_cast<int>(idx % sh.seq), bh = static_cast<int>(idx / sh.seq);
   const int b = bh / sh.hq, h = bh % sh.hq, g = h / (sh.hq / sh.hkv), d = sh.d;
-  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const float scale = sh.sc();
   const bf16* qr = q + ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
   auto krow = [&](const bf16* x, int s) {
     return x + ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
   };
   float m = -INFINITY;
-  for (int s = 0; s <= t; ++s) m = fmaxf(m, dot_bf16(qr, krow(k, s), d) * scale);
+  for (int s = sh.first_key(t); s <= t; ++s) m = fmaxf(m, dot_bf16(qr, krow(k, s), d) * scale);
   float acc[kMaxD] = {}, l = 0.0f;
-  for (int s = 0; s <= t; ++s) {
+  for (int s = sh.first_key(t); s <= t; ++s) {
     const float p = expf(dot_bf16(qr, krow(k, s), d) * scale - m);
     l += p;
     const bf16* vr = krow(v, s);
@@ -160,17 +174,17 @@ __global__ void ref_delta_kernel(float* delta, const bf16* dout, const float* ou
   delta[idx] = s;
 }
 
-// dq_t = scale · Σ_{s<=t} P_ts (dP_ts − D_t) k_s
+// dq_t = scale · Σ_{s<=t, t−s<window} P_ts (dP_ts − D_t) k_s
 __global__ void ref_dq_kernel(float* dq, const bf16* dout, const bf16* q, const bf16* k,
                               const bf16* v, const float* lse, const float* delta, Shape sh) {
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= sh.rows()) return;
   const int t = static_cast<int>(idx % sh.seq), bh = static_cast<int>(idx / sh.seq);
   const int b = bh / sh.hq, h = bh % sh.hq, g = h / (sh.hq / sh.hkv), d = sh.d;
-  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const float scale = sh.sc();
   const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
   float acc[kMaxD] = {};
-  for (int s = 0; s <= t; ++s) {
+  for (int s = sh.first_key(t); s <= t; ++s) {
     const size_t ko = ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
     const float p = expf(dot_bf16(q + off, k + ko, d) * scale - lse[idx]);
     const float ds = p * (dot_bf16(dout + off, v + ko, d) - delta[idx]);
@@ -187,11 +201,11 @@ __global__ void ref_dkdv_kernel(float* dk, float* dv, const bf16* dout, const bf
   if (idx >= static_cast<size_t>(sh.batch) * sh.hkv * sh.seq) return;
   const int s = static_cast<int>(idx % sh.seq), bg = static_cast<int>(idx / sh.seq);
   const int b = bg / sh.hkv, g = bg % sh.hkv, group = sh.hq / sh.hkv, d = sh.d;
-  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const float scale = sh.sc();
   const size_t ko = ((static_cast<size_t>(b) * sh.seq + s) * sh.hkv + g) * d;
   float acc_k[kMaxD] = {}, acc_v[kMaxD] = {};
   for (int h = g * group; h < (g + 1) * group; ++h) {
-    for (int t = s; t < sh.seq; ++t) {
+    for (int t = s; t < sh.key_end(s); ++t) {
       const size_t off = ((static_cast<size_t>(b) * sh.seq + t) * sh.hq + h) * d;
       const size_t row = (static_cast<size_t>(b) * sh.hq + h) * sh.seq + t;
       const float p = expf(dot_bf16(q + off, k + ko, d) * scale - lse[row]);
@@ -348,7 +362,8 @@ struct PathOutputs {
 };
 
 void check_attention(const Shape& sh) {
-  std::printf("attention b=%d t=%d hq=%d hkv=%d d=%d\n", sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  std::printf("attention b=%d t=%d hq=%d hkv=%d d=%d window=%d scale=%g\n", sh.batch, sh.seq, sh.hq,
+              sh.hkv, sh.d, sh.window, sh.sc());
   DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
   fill(q, 1, 2.0f);  // scores of a few units: a peaked softmax
   fill(k, 2, 1.0f);
@@ -382,12 +397,13 @@ void check_attention(const Shape& sh) {
     std::printf("  %s\n", path_name(path));
     auto forward = [&] {
       CHECK_OK(spillway::cuda::attention_forward_path(path, out.p, lse.p, q.p, k.p, v.p, sh.batch,
-                                                      sh.seq, sh.hq, sh.hkv, sh.d, nullptr));
+                                                      sh.seq, sh.hq, sh.hkv, sh.d, sh.params(),
+                                                      nullptr));
     };
     auto backward = [&] {
       CHECK_OK(spillway::cuda::attention_backward_path(
           path, dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p, lse.p, sh.batch, sh.seq, sh.hq,
-          sh.hkv, sh.d, scratch.p, scratch_floats, nullptr));
+          sh.hkv, sh.d, sh.params(), scratch.p, scratch_floats, nullptr));
     };
     forward();
     backward();
@@ -518,21 +534,22 @@ void bench_attention(const Shape& sh, const char* name) {
   fill(dout, 24, 1.0f);
   auto forward = [&] {
     CHECK_OK(spillway::cuda::attention_forward(out.p, lse.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq,
-                                               sh.hkv, sh.d, nullptr));
+                                               sh.hkv, sh.d, sh.params(), nullptr));
   };
   auto backward = [&] {
     CHECK_OK(spillway::cuda::attention_backward(dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p,
                                                 lse.p, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d,
-                                                scratch.p, scratch_floats, nullptr));
+                                                sh.params(), scratch.p, scratch_floats, nullptr));
   };
-  const double fwd_flops = 4.0 * sh.batch * sh.hq * static_cast<double>(sh.seq) * sh.seq * sh.d / 2;
+  // The visible scores only: the causal half, or the window's band.
+  const double fwd_flops = 4.0 * sh.batch * sh.hq * sh.d * sh.scores();
   const float fwd_ms = time_ms(forward, 20);
   const float bwd_ms = time_ms(backward, 10);
   std::printf(
-      "%-12s b=%d t=%d hq=%d hkv=%d d=%d  forward %.3f ms %.1f TFLOPS  backward %.3f ms  "
+      "%-12s b=%d t=%d hq=%d hkv=%d d=%d window=%d  forward %.3f ms %.1f TFLOPS  backward %.3f ms  "
       "fwd+bwd %.3f ms %.1f TFLOPS\n",
-      name, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, fwd_ms, fwd_flops / (fwd_ms * 1e9), bwd_ms,
-      fwd_ms + bwd_ms, 3.5 * fwd_flops / ((fwd_ms + bwd_ms) * 1e9));
+      name, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, sh.window, fwd_ms, fwd_flops / (fwd_ms * 1e9),
+      bwd_ms, fwd_ms + bwd_ms, 3.5 * fwd_flops / ((fwd_ms + bwd_ms) * 1e9));
 }
 
 void bench_key_bias(const Shape& sh, float theta) {
@@ -568,12 +585,22 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount);
 
   const Shape attention_shapes[] = {
-      {1, 2048, 32, 32, 128},                      // llama2-7b
-      {2, 1024, 28, 4, 128},                       // qwen2.5-7b
-      {2, 37, 6, 2, 16},                           // tiny models, a sequence of no whole tile
-      {1, 256, 8, 4, 8},      {1, 300, 4, 2, 64},  // flash with a partial last tile
-      {3, 130, 6, 3, 128},    {2, 64, 2, 1, 64},   // one tile, group of 2
-      {1, 77, 3, 1, 32},      {1, 40, 2, 2, 200},  // generic with a partial column chunk
+      {1, 2048, 32, 32, 128},  // llama2-7b
+      {2, 1024, 28, 4, 128},   // qwen2.5-7b
+      {2, 37, 6, 2, 16},       // tiny models, a sequence of no whole tile
+      {1, 256, 8, 4, 8},
+      {1, 300, 4, 2, 64},  // flash with a partial last tile
+      {3, 130, 6, 3, 128},
+      {2, 64, 2, 1, 64},  // one tile, group of 2
+      {1, 77, 3, 1, 32},
+      {1, 40, 2, 2, 200},  // generic with a partial column chunk
+      // Sliding windows and a scale of their own (Gemma 3: head_dim 256, query_pre_attn_scalar):
+      // shorter than a tile, across tiles, on the generic and the flash kernels.
+      {2, 100, 2, 1, 256, 7, 0.0625f},
+      {1, 300, 4, 1, 256, 40, 0.0625f},
+      {2, 200, 4, 2, 64, 7},
+      {1, 333, 4, 1, 128, 100, 0.05f},
+      {1, 300, 4, 2, 64, 64},
   };
   for (const Shape& sh : attention_shapes) check_attention(sh);
 
@@ -601,5 +628,10 @@ int main(int argc, char** argv) {
   bench_attention({1, 8192, 32, 32, 128}, "llama2-7b");
   bench_attention({1, 2048, 28, 4, 128}, "qwen2.5-7b");
   bench_key_bias({1, 2048, 28, 4, 128}, 1000000.0f);
+  // Gemma 3 1B's heads (4 of 256, one key/value head) on the generic kernels: a global layer and a
+  // local one (window 512); and a 7B shape with a 512-token window on the flash kernels.
+  bench_attention({1, 4096, 4, 1, 256, 0, 0.0625f}, "gemma3-1b");
+  bench_attention({1, 4096, 4, 1, 256, 512, 0.0625f}, "gemma3-1b");
+  bench_attention({1, 8192, 32, 8, 128, 512}, "window-512");
   return 0;
 }

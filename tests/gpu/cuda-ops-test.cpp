@@ -5,7 +5,7 @@
 // a bf16 intermediate feeds a long sum (attention backward, the LM head's dW from bf16 dlogits, the
 // key-bias gradient), tighter for fp32 outputs of identical bf16 inputs. Each op also runs twice on
 // the GPU and must give the same bits (determinism). Shapes: tiny (the golden models' odd sizes,
-// head_dim 8 to 64, GQA and MHA) and the llama-7B layer at sequence 2048.
+// head_dim 8 to 64, GQA and MHA; Gemma 3's head_dim 256) and the llama-7B layer at sequence 2048.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,6 +65,7 @@ const Shape kShapes[] = {
     {"d96_hd16_gqa", 3, 29, 96, 6, 2, 16, 172, 300, 16, 1e6f},
     {"d128_hd32_mha", 1, 64, 128, 4, 4, 32, 172, 1000, 64, 5e5f},
     {"d128_hd64_gqa", 2, 100, 128, 4, 2, 64, 344, 777, 50, 10000.0f},
+    {"d64_hd256_gqa", 2, 45, 64, 2, 1, 256, 128, 300, 37, 10000.0f},  // gemma3-tiny's heads
     {"llama7b_s2048", 1, 2048, 4096, 32, 8, 128, 11008, 32000, 1024, 10000.0f},
 };
 
@@ -531,6 +532,159 @@ TEST_P(CudaOps, LmHeadLoss) {
         return o;
       },
       tol);
+}
+
+// Gemma 3's ops: RMSNorm with the (1 + w) weight, GeGLU with tanh GELU, the scaled embedding, and
+// attention with query_pre_attn_scalar's scale and a sliding window — one shorter than a tile
+// (7), one that cuts across tiles (40: the generic kernels' 32-row tiles and the flash kernels'
+// 64-row ones), and none.
+TEST_P(CudaOps, GemmaOps) {
+  const Shape& s = GetParam();
+  const int n = s.tokens(), d = s.hidden, f = s.intermediate, v = s.vocab;
+  const float eps = 1e-6f, offset = 1.0f;
+  const auto x = input(size_t(n) * d, 80), w = input(d, 81, 0.2f), r = input(size_t(n) * d, 82);
+  const auto dout = input(size_t(n) * d, 83);
+  const auto dw0 = accumulator(d, 84);
+  std::vector<float> rstd(n);
+  for (int i = 0; i < n; ++i) {
+    double ss = 0;
+    for (int j = 0; j < d; ++j) ss += double(x[size_t(i) * d + j]) * x[size_t(i) * d + j];
+    rstd[i] = float(1.0 / std::sqrt(ss / d + eps));
+  }
+  const auto gate = input(size_t(n) * f, 85, 4.0f), up = input(size_t(n) * f, 86),
+             gdout = input(size_t(n) * f, 87);
+  const auto table = input(size_t(v) * d, 88), edout = input(size_t(n) * d, 89);
+  const auto dtable0 = accumulator(size_t(v) * d, 90);
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = int32_t((uint64_t(i) * 7919 + 13) % v);
+  const float embed_scale = bf16_rounded({std::sqrt(float(d))})[0];  // cast to bf16 as Gemma's
+  compare(
+      "gemma",
+      [&](Side& side) {
+        Backend& be = side.be();
+        const DType act = be.act_dtype();
+        const size_t nd = size_t(n) * d, nf = size_t(n) * f;
+        Outputs o;
+        void* xd = side.act(x);
+        void* wd = side.act(w);
+        void* out = side.act_zeros(nd);
+        float* rs = side.f32_zeros(n);
+        EXPECT_OK(be.rmsnorm_forward(Tensor(out, act, {n, d}), Tensor(rs, DType::kF32, {n}),
+                                     ConstTensor(xd, act, {n, d}), ConstTensor(wd, act, {d}), eps,
+                                     0, offset));
+        o["rmsnorm_offset.out"] = side.get_act(out, nd);
+        void* sum = side.act_zeros(nd);
+        EXPECT_OK(be.residual_rmsnorm_forward(
+            Tensor(sum, act, {n, d}), Tensor(out, act, {n, d}), Tensor(rs, DType::kF32, {n}),
+            ConstTensor(xd, act, {n, d}), ConstTensor(side.act(r), act, {n, d}),
+            ConstTensor(wd, act, {d}), eps, 0, offset));
+        o["residual_rmsnorm_offset.out"] = side.get_act(out, nd);
+        void* dx = side.act_zeros(nd);
+        float* dw = side.f32(dw0);
+        EXPECT_OK(be.rmsnorm_backward(Tensor(dx, act, {n, d}), Tensor(dw, DType::kF32, {d}),
+                                      ConstTensor(side.act(dout), act, {n, d}),
+                                      ConstTensor(xd, act, {n, d}), ConstTensor(wd, act, {d}),
+                                      ConstTensor(side.f32(rstd), DType::kF32, {n}), false, 0,
+                                      offset));
+        o["rmsnorm_offset_backward.dx"] = side.get_act(dx, nd);
+        o["rmsnorm_offset_backward.dw"] = delta(side.get_f32(dw, d), dw0);
+
+        void* g = side.act(gate);
+        void* u = side.act(up);
+        void* a = side.act_zeros(nf);
+        EXPECT_OK(be.geglu_forward(Tensor(a, act, {n, f}), ConstTensor(g, act, {n, f}),
+                                   ConstTensor(u, act, {n, f}), 0));
+        o["geglu_forward.out"] = side.get_act(a, nf);
+        void* dg = side.act_zeros(nf);
+        void* du = side.act_zeros(nf);
+        EXPECT_OK(be.geglu_backward(Tensor(dg, act, {n, f}), Tensor(du, act, {n, f}),
+                                    ConstTensor(side.act(gdout), act, {n, f}),
+                                    ConstTensor(g, act, {n, f}), ConstTensor(u, act, {n, f}), 0));
+        o["geglu_backward.dgate"] = side.get_act(dg, nf);
+        o["geglu_backward.dup"] = side.get_act(du, nf);
+
+        int32_t* idd = side.i32(ids);
+        void* emb = side.act_zeros(nd);
+        EXPECT_OK(be.embedding_forward(Tensor(emb, act, {n, d}), i32(idd, {n}),
+                                       ConstTensor(side.act(table), act, {v, d}), 0, embed_scale));
+        o["embedding_scaled.out"] = side.get_act(emb, nd);
+        float* dt = side.f32(dtable0);
+        EXPECT_OK(be.embedding_backward(Tensor(dt, DType::kF32, {v, d}), i32(idd, {n}),
+                                        ConstTensor(side.act(edout), act, {n, d}), 0, embed_scale));
+        o["embedding_scaled.dtable"] = delta(side.get_f32(dt, size_t(v) * d), dtable0);
+        return o;
+      },
+      {{"rmsnorm_offset.out", 1e-2},
+       {"residual_rmsnorm_offset.out", 1e-2},
+       {"rmsnorm_offset_backward.dx", 1e-2},
+       {"rmsnorm_offset_backward.dw", 1e-2},
+       {"geglu_forward.out", 1e-2},
+       {"geglu_backward.dgate", 1e-2},
+       {"geglu_backward.dup", 1e-2},
+       {"embedding_scaled.out", 1e-2},
+       {"embedding_scaled.dtable", 1e-5}});
+
+  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
+               nl = size_t(B) * hq * T;
+  const auto q = input(nq, 91), k = input(nkv, 92), vv = input(nkv, 93), adout = input(nq, 94);
+  // Windowed attention costs O(T·window) on the CPU side too; the 7B shape's unwindowed case is
+  // the Attention test's.
+  for (int window : s.seq >= 1024 ? std::vector<int>{7, 40} : std::vector<int>{7, 40, 0}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    const AttentionParams params{0.0625f, window};  // Gemma: query_pre_attn_scalar 256
+    std::vector<float> out_ref, lse_ref;
+    {
+      Side side(*cpu_, s.op_shapes());
+      void* out = side.act_zeros(nq);
+      float* lse = side.f32_zeros(nl);
+      ASSERT_OK(cpu_->attention_forward(
+          Tensor(out, cpu_->act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+          ConstTensor(side.act(q), cpu_->act_dtype(), {B, T, hq, hd}),
+          ConstTensor(side.act(k), cpu_->act_dtype(), {B, T, hkv, hd}),
+          ConstTensor(side.act(vv), cpu_->act_dtype(), {B, T, hkv, hd}), 0, params));
+      out_ref = bf16_rounded(side.get_act(out, nq));
+      lse_ref = side.get_f32(lse, nl);
+    }
+    const std::string p = "window" + std::to_string(window) + ".";
+    compare(
+        "attention_windowed",
+        [&](Side& side) {
+          Backend& be = side.be();
+          const DType act = be.act_dtype();
+          Outputs o;
+          void* qd = side.act(q);
+          void* kd = side.act(k);
+          void* vd = side.act(vv);
+          void* out = side.act_zeros(nq);
+          float* lse = side.f32_zeros(nl);
+          EXPECT_OK(be.attention_forward(
+              Tensor(out, act, {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+              ConstTensor(vd, act, {B, T, hkv, hd}), 0, params));
+          o[p + "forward.out"] = side.get_act(out, nq);
+          o[p + "forward.lse"] = side.get_f32(lse, nl);
+          void* dq = side.act_zeros(nq);
+          void* dk = side.act_zeros(nkv);
+          void* dv = side.act_zeros(nkv);
+          EXPECT_OK(be.attention_backward(
+              Tensor(dq, act, {B, T, hq, hd}), Tensor(dk, act, {B, T, hkv, hd}),
+              Tensor(dv, act, {B, T, hkv, hd}), ConstTensor(side.act(adout), act, {B, T, hq, hd}),
+              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+              ConstTensor(vd, act, {B, T, hkv, hd}),
+              ConstTensor(side.act(out_ref), act, {B, T, hq, hd}),
+              ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0, params));
+          o[p + "backward.dq"] = side.get_act(dq, nq);
+          o[p + "backward.dk"] = side.get_act(dk, nkv);
+          o[p + "backward.dv"] = side.get_act(dv, nkv);
+          return o;
+        },
+        {{p + "forward.out", 1e-2},
+         {p + "forward.lse", 1e-3},
+         {p + "backward.dq", 2e-2},
+         {p + "backward.dk", 2e-2},
+         {p + "backward.dv", 2e-2}});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),

@@ -39,8 +39,15 @@ constexpr double kTol = 2e-2;
 // 47 of stories260K's gradients above 2e-2 in pure bf16 (worst 0.109) and 42 of 47 under autocast
 // with fp32 weights (worst 0.063); this engine's worst is 0.074, with its whole-model gradient norm
 // within 2e-2. The two random-initialised models meet 2e-2 on every tensor.
+// gemma3-tiny too sits above 2e-2 in bf16 whoever computes it: PyTorch's own bf16 lands its logits
+// at 2.1e-2 (pure) and 1.5e-2 (autocast) and 40 and 38 of its 41 gradients above 2e-2, worst 0.048
+// and 0.036 (post_feedforward_layernorm; tests/bench/torch_bf16_gradient_floor.py on the CPU's
+// bf16, 2026-11-27): its logits are held to 4e-2 and its gradients to 0.08, as stories260K's.
 double grad_tolerance(const std::string& model) {
-  return model == "stories260K" ? 0.08 : kTol;
+  return model == "stories260K" || model == "gemma3-tiny" ? 0.08 : kTol;
+}
+double logits_tolerance(const std::string& model) {
+  return model == "gemma3-tiny" ? 4e-2 : kTol;
 }
 
 struct Golden {
@@ -192,7 +199,7 @@ TEST_P(GoldenGpu, LogitsLossAndGradients) {
   auto fwd = rig.engine->forward(batch, logits.data());
   ASSERT_TRUE(fwd.ok()) << fwd.status().to_string();
   const double logits_err = rel_l2(logits.data(), ref_logits.data(), logits.size());
-  EXPECT_LT(logits_err, kTol) << "logits";
+  EXPECT_LT(logits_err, logits_tolerance(GetParam().model)) << "logits";
   EXPECT_NEAR(fwd->loss(), ref_loss, kTol);
 
   auto r = rig.engine->forward_backward(batch);
@@ -264,7 +271,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"llama-mha-tiny", 2, true}, Param{"llama-mha-tiny", 1, false},
                       Param{"qwen3-tiny", 3, true}, Param{"qwen3-tiny", 1, false},
                       Param{"phi3-tiny", 3, true}, Param{"phi3-tiny", 1, false},
-                      Param{"phi3-longrope", 2, true}, Param{"phi3-longrope", 1, false}),
+                      Param{"phi3-longrope", 2, true}, Param{"phi3-longrope", 1, false},
+                      Param{"gemma3-tiny", 2, true}, Param{"gemma3-tiny", 1, false}),
     [](const auto& info) {
       std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
                       (info.param.checkpoints_on_device ? "_device" : "_host");

@@ -95,6 +95,31 @@ TEST(ModelInfo, RealModelAndClearMessages) {
       << gpt2.error.toStdString();
 }
 
+// New run's model line for a Gemma 3 text folder (the repository's golden gemma3-tiny), and the
+// multimodal Gemma 3 refused with the reason.
+TEST(ModelInfo, Gemma3TextAndTheMultimodalOneRefused) {
+  const std::string folder = std::string(SPILLWAY_SOURCE_DIR) + "/tests/golden/gemma3-tiny/model";
+  ModelInfo m = ModelInfo::inspect(q(folder));
+  ASSERT_TRUE(m.ok) << m.error.toStdString();
+  EXPECT_EQ(m.architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(m.modelType, "gemma3_text");
+  EXPECT_EQ(m.family, "Gemma 3");
+  EXPECT_EQ(m.parameters, 176032);  // transformers' num_parameters(), the head tied
+  EXPECT_TRUE(m.summary().startsWith("Gemma 3 (Gemma3ForCausalLM) · 176.0 k parameters · 3 layers"))
+      << m.summary().toStdString();
+
+  TempDir dir;
+  fs::copy(folder, dir.path(), fs::copy_options::recursive);
+  std::ofstream(dir.path() + "/config.json")
+      << R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+             "text_config": {"hidden_size": 2560}})";
+  ModelInfo multimodal = ModelInfo::inspect(q(dir.path()));
+  EXPECT_FALSE(multimodal.ok);
+  EXPECT_TRUE(multimodal.error.contains("multimodal") &&
+              multimodal.error.contains("Gemma3ForCausalLM"))
+      << multimodal.error.toStdString();
+}
+
 // The families of issue 27 name themselves on the model line: a Phi-4 folder says Phi3ForCausalLM,
 // so the family comes first. The repository's golden models (tests/golden).
 TEST(ModelInfo, TheModelLineNamesTheFamily) {

@@ -212,6 +212,25 @@ BackwardScratch take_backward(Scratch& sc, int batch, int seq, int hq, int d) {
   return b;
 }
 
+// The scale to use (0: 1/sqrt(d)), and the window as a span that always applies: a query sees
+// keys [t − span + 1, t], span = seq without a window (nothing earlier than 0 exists).
+float resolve_scale(float scale, int d) {
+  return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(d));
+}
+int window_span(int window, int seq) {
+  return window > 0 ? std::min(window, seq) : seq;
+}
+// The first key query t sees under span w.
+inline int first_key(int t, int w) {
+  return std::max(0, t - w + 1);
+}
+
+Status check_window(const char* what, int window) {
+  if (window >= 0) return Status::ok_status();
+  return invalid_argument(std::string(what) + ": sliding window " + std::to_string(window) +
+                          " (expected >= 0, 0 for none)");
+}
+
 }  // namespace
 
 Status check_attention_shape(const char* what, int batch, int seq, int hq, int hkv, int d) {
@@ -241,11 +260,14 @@ size_t attention_backward_scratch_bytes(int batch, int seq, int hq, int hkv, int
 }
 
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                         int batch, int seq, int hq, int hkv, int head_dim, void* scratch) {
+                         int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
+                         float scale_in, int window) {
   SPW_RETURN_IF_ERROR(check_attention_shape("attention_forward", batch, seq, hq, hkv, head_dim));
+  SPW_RETURN_IF_ERROR(check_window("attention_forward", window));
   if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = resolve_scale(scale_in, d);
+  const int span = window_span(window, seq);
   Scratch ws(scratch);
   const ForwardScratch fs = take_forward(ws, batch, seq, hkv, d);
   transpose_heads(fs.kt, k, batch, seq, hkv, d);  // [b, hkv, d, tp]
@@ -259,33 +281,38 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
       const size_t bh = item / blocks;  // b·hq + h
       const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq), kvh = h / group;
       const int t0 = interleave(item % blocks, blocks) * kRows;
-      const int rows = std::min(kRows, seq - t0), count = t0 + rows;  // keys [0, count)
+      const int rows = std::min(kRows, seq - t0), count = t0 + rows;  // keys [lo, count)
+      const int lo = first_key(t0, span);
       const size_t tok = static_cast<size_t>(b) * seq;
       const float* qr[kRows];
       float* sr[kRows];
+      float* sl[kRows];  // score rows from key lo on
       float* ar[kRows];
       for (int r = 0; r < kRows; ++r) {
         qr[r] = q + ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;  // pad with a real row
         sr[r] = sc.s + r * sc.stride;
+        sl[r] = sr[r] + lo;
         ar[r] = sc.acc + static_cast<size_t>(r) * d;
       }
-      rows_times_transposed(sr, qr, fs.kt + (static_cast<size_t>(b) * hkv + kvh) * d * tp, tp,
-                            count, d);
+      rows_times_transposed(sl, qr, fs.kt + (static_cast<size_t>(b) * hkv + kvh) * d * tp + lo, tp,
+                            count - lo, d);
       float l_row[kRows];
       for (int r = 0; r < kRows; ++r) {
-        const int t = t0 + r;  // keys [0, t] are visible; later ones get weight 0
+        // Keys [first, t] are visible (padding rows repeat the last real one); others weigh 0.
+        const int t = t0 + std::min(r, rows - 1), first = first_key(t, span);
         float* s = sr[r];
         const int visible = std::min(t + 1, count);
         float m = -std::numeric_limits<float>::infinity();
-        for (int u = 0; u < visible; ++u) m = std::max(m, s[u] * scale);
-        const float l = exp_shifted(s, visible, scale, m);
+        for (int u = first; u < visible; ++u) m = std::max(m, s[u] * scale);
+        const float l = exp_shifted(s + first, visible - first, scale, m);
+        std::fill(s + lo, s + first, 0.0f);
         std::fill(s + visible, s + count, 0.0f);
         l_row[r] = l;
         if (lse && r < rows) lse[bh * seq + t] = m + std::log(l);
       }
       std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
       weighted_rows_sum(ar, sr, v + tok * hkv * d + static_cast<size_t>(kvh) * d,
-                        static_cast<size_t>(hkv) * d, 0, count, d);
+                        static_cast<size_t>(hkv) * d, lo, count, d);
       for (int r = 0; r < rows; ++r) {
         const float inv_l = 1.0f / l_row[r];
         float* ot = out + ((tok + t0 + r) * hq + h) * d;
@@ -298,11 +325,14 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
 
 Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
-                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch) {
+                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
+                          float scale_in, int window) {
   SPW_RETURN_IF_ERROR(check_attention_shape("attention_backward", batch, seq, hq, hkv, head_dim));
+  SPW_RETURN_IF_ERROR(check_window("attention_backward", window));
   if (batch == 0 || seq == 0) return Status::ok_status();
   const int d = head_dim, group = hq / hkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = resolve_scale(scale_in, d);
+  const int span = window_span(window, seq);
   ThreadPool& pool = ThreadPool::global();
   const int blocks = (seq + kRows - 1) / kRows;
   const size_t chunk = min_blocks(seq, d);
@@ -345,11 +375,14 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
                     const int kvh = h / group;
                     const int t0 = interleave(item % blocks, blocks) * kRows;
                     const int rows = std::min(kRows, seq - t0), count = t0 + rows;
+                    const int lo = first_key(t0, span);  // keys [lo, count)
                     const size_t tok = static_cast<size_t>(b) * seq;
                     const float* qr[kRows];
                     const float* gr[kRows];
                     float* sr[kRows];
                     float* pr[kRows];
+                    float* sl[kRows];  // S and dP rows from key lo on
+                    float* pl[kRows];
                     float* ar[kRows];
                     for (int r = 0; r < kRows; ++r) {
                       const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
@@ -357,22 +390,25 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
                       gr[r] = dout + off;
                       sr[r] = sc.s + r * sc.stride;
                       pr[r] = sc.p + r * sc.stride;
+                      sl[r] = sr[r] + lo;
+                      pl[r] = pr[r] + lo;
                       ar[r] = sc.acc + static_cast<size_t>(r) * d;
                     }
-                    const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp;
-                    rows_times_transposed(sr, qr, kt + kv_off, tp, count, d);  // S
-                    rows_times_transposed(pr, gr, vt + kv_off, tp, count, d);  // dP
+                    const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp + lo;
+                    rows_times_transposed(sl, qr, kt + kv_off, tp, count - lo, d);  // S
+                    rows_times_transposed(pl, gr, vt + kv_off, tp, count - lo, d);  // dP
                     for (int r = 0; r < kRows; ++r) {
-                      const int t = t0 + std::min(r, rows - 1);
+                      const int t = t0 + std::min(r, rows - 1), first = first_key(t, span);
                       const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
-                      const int visible = std::min(t0 + r + 1, count);
+                      const int visible = std::min(t + 1, count);
                       float* s = sr[r];
-                      softmax_grad_row(s, pr[r], l, dt, visible, scale);
+                      softmax_grad_row(s + first, pr[r] + first, l, dt, visible - first, scale);
+                      std::fill(s + lo, s + first, 0.0f);
                       std::fill(s + visible, s + count, 0.0f);
                     }
                     std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
                     weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
-                                      static_cast<size_t>(hkv) * d, 0, count, d);
+                                      static_cast<size_t>(hkv) * d, lo, count, d);
                     for (int r = 0; r < rows; ++r) {
                       float* dqt = dq + ((tok + t0 + r) * hq + h) * d;
                       for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
@@ -397,6 +433,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
           const int b = static_cast<int>(bkh / hkv), kvh = static_cast<int>(bkh % hkv);
           const int s0 = interleave(item % blocks, blocks) * kRows;
           const int rows = std::min(kRows, seq - s0);
+          const int end = std::min(seq, s0 + rows - 1 + span);  // queries [s0, end)
           const size_t tok = static_cast<size_t>(b) * seq;
           const float* kr[kRows];
           const float* vr[kRows];
@@ -418,9 +455,10 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
           for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
             const size_t bh = static_cast<size_t>(b) * hq + h;
             const size_t t_off = bh * d * tp;
-            // Queries t in [s0, T) see at least the first key of the block. The score rows are
-            // indexed by t directly (entries below s0 unused) so lse/D line up without offsets.
-            const int n_t = seq - s0;
+            // Queries t in [s0, end) see at least one key of the block (end: the last key's
+            // window). The score rows are indexed by t directly (entries below s0 unused) so
+            // lse/D line up without offsets.
+            const int n_t = end - s0;
             float* srs[kRows];
             float* prs[kRows];
             for (int r = 0; r < kRows; ++r) srs[r] = sr[r] + s0, prs[r] = pr[r] + s0;
@@ -429,17 +467,18 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             const float* l = lse + bh * seq;
             const float* dt = delta + bh * seq;
             for (int r = 0; r < kRows; ++r) {
-              const int s = s0 + r;  // query t sees key s when t >= s
+              const int s = s0 + r;  // query t sees key s when s <= t < s + span
               float* sv = sr[r];
               float* pv = pr[r];
-              const int first = std::min(s, seq);
+              const int first = std::min(s, end), last = std::max(first, std::min(end, s + span));
               for (int t = s0; t < first; ++t) sv[t] = pv[t] = 0.0f;
-              softmax_grad_col(sv + first, pv + first, l + first, dt + first, seq - first, scale);
+              softmax_grad_col(sv + first, pv + first, l + first, dt + first, last - first, scale);
+              for (int t = last; t < end; ++t) sv[t] = pv[t] = 0.0f;
             }
             const float* q_rows = q + (tok * hq + h) * d;
             const float* g_rows = dout + (tok * hq + h) * d;
-            weighted_rows_sum(ak, sr, q_rows, static_cast<size_t>(hq) * d, s0, seq, d);
-            weighted_rows_sum(av, pr, g_rows, static_cast<size_t>(hq) * d, s0, seq, d);
+            weighted_rows_sum(ak, sr, q_rows, static_cast<size_t>(hq) * d, s0, end, d);
+            weighted_rows_sum(av, pr, g_rows, static_cast<size_t>(hq) * d, s0, end, d);
           }
           for (int r = 0; r < rows; ++r) {
             const size_t off = ((tok + s0 + r) * hkv + kvh) * d;

@@ -1,10 +1,13 @@
 // Causal grouped-query attention on float32 host tensors (transformers' eager attention with a
-// causal mask; FlashAttention-2's backward math).
+// causal mask, optionally a sliding window; FlashAttention-2's backward math).
 //
-//   forward:  S = Q·Kᵀ / sqrt(d) (keys s <= query t);  lse_t = log Σ_s exp(S_ts);
+//   forward:  S = Q·Kᵀ · scale (keys s <= query t, and t − s < window when there is one;
+//             scale 1/sqrt(d) unless given);  lse_t = log Σ_s exp(S_ts);
 //             P = exp(S − lse);  O = P·V
 //   backward: P is recomputed from lse; D_t = Σ_j dO_tj·O_tj;  dP = dO·Vᵀ;  dS = P∘(dP − D);
-//             dQ = dS·K / sqrt(d);  dK = dSᵀ·Q / sqrt(d);  dV = Pᵀ·dO
+//             dQ = dS·K · scale;  dK = dSᵀ·Q · scale;  dV = Pᵀ·dO
+// With a window W, a block of rows reads only the keys (or queries) some row of it sees, so a
+// local layer costs O(T·W), not O(T²).
 // Query head h reads kv head h / (hq / hkv); dK and dV sum over the query heads of a group.
 // No materialised [T, T] matrices beyond one block of rows: register-tiled loops (cpu/vec-math.h,
 // AVX2+FMA where present) over blocks of 4 query rows (forward, dQ) or 4 key rows (dK, dV),
@@ -31,12 +34,16 @@ size_t attention_backward_scratch_bytes(int batch, int seq, int hq, int hkv, int
 
 // q [b, t, hq, d], k/v [b, t, hkv, d] → out [b, t, hq, d], lse [b, hq, t] (skipped when null:
 // inference needs no backward). scratch: attention_forward_scratch_bytes, 64-byte aligned.
+// scale: the scores' scale, 0 for 1/sqrt(head_dim); window: the sliding window (query t sees key
+// s when t − s < window), 0 for none; a negative one is kInvalidArgument.
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                         int batch, int seq, int hq, int hkv, int head_dim, void* scratch);
-// dq [b, t, hq, d], dk/dv [b, t, hkv, d] (overwrite) from dout, q, k, v, out and lse.
-// scratch: attention_backward_scratch_bytes, 64-byte aligned.
+                         int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
+                         float scale = 0.0f, int window = 0);
+// dq [b, t, hq, d], dk/dv [b, t, hkv, d] (overwrite) from dout, q, k, v, out and lse; scale and
+// window as the forward's. scratch: attention_backward_scratch_bytes, 64-byte aligned.
 Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
-                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch);
+                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
+                          float scale = 0.0f, int window = 0);
 
 }  // namespace spillway::compute::cpu

@@ -16,6 +16,7 @@
 #include "compute/cpu/cross-entropy.h"
 #include "compute/cpu/elementwise.h"
 #include "compute/cpu/embedding.h"
+#include "compute/cpu/geglu.h"
 #include "compute/cpu/linear.h"
 #include "compute/cpu/reduce.h"
 #include "compute/cpu/rmsnorm.h"
@@ -366,7 +367,7 @@ Result<void*> CpuBackend::workspace_for(const char* op, size_t bytes,
 // copies of its arguments (it may run later, in strict mode).
 
 Status CpuBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
-                                        int d, StreamId stream) {
+                                        int d, float scale, StreamId stream) {
   const char* op = "embedding_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_embedding_shape(op, n, d));
@@ -377,12 +378,12 @@ Status CpuBackend::do_embedding_forward(void* out, const int32_t* ids, const voi
   if (d > 0) {
     if (size_t after = device_bytes_after(table)) rows = after / f32(d);
   }
-  return streams_.submit(stream,
-                         [=] { return cpu::embedding_forward(F(out), ids, F(table), n, d, rows); });
+  return streams_.submit(
+      stream, [=] { return cpu::embedding_forward(F(out), ids, F(table), n, d, rows, scale); });
 }
 
 Status CpuBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n,
-                                         int d, StreamId stream) {
+                                         int d, float scale, StreamId stream) {
   const char* op = "embedding_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_embedding_shape(op, n, d));
@@ -392,12 +393,12 @@ Status CpuBackend::do_embedding_backward(float* dtable, const int32_t* ids, cons
   if (d > 0) {
     if (size_t after = device_bytes_after(dtable)) rows = after / f32(d);
   }
-  return streams_.submit(stream,
-                         [=] { return cpu::embedding_backward(dtable, ids, F(dout), n, d, rows); });
+  return streams_.submit(
+      stream, [=] { return cpu::embedding_backward(dtable, ids, F(dout), n, d, rows, scale); });
 }
 
 Status CpuBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
-                                      int d, float eps, StreamId stream) {
+                                      int d, float eps, float weight_offset, StreamId stream) {
   const char* op = "rmsnorm_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_rmsnorm_shape(op, n, d, eps));
@@ -405,13 +406,14 @@ Status CpuBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, con
                                          {"rstd", rstd, f32(n), true},
                                          {"x", x, f32(n, d)},
                                          {"w", w, f32(d)}}));
-  return streams_.submit(stream,
-                         [=] { return cpu::rmsnorm_forward(F(out), rstd, F(x), F(w), n, d, eps); });
+  return streams_.submit(stream, [=] {
+    return cpu::rmsnorm_forward(F(out), rstd, F(x), F(w), n, d, eps, weight_offset);
+  });
 }
 
 Status CpuBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                                const void* r, const void* w, int n, int d,
-                                               float eps, StreamId stream) {
+                                               float eps, float weight_offset, StreamId stream) {
   const char* op = "residual_rmsnorm_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_rmsnorm_shape(op, n, d, eps));
@@ -422,13 +424,14 @@ Status CpuBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd
                                          {"r", r, f32(n, d)},
                                          {"w", w, f32(d)}}));
   return streams_.submit(stream, [=] {
-    return cpu::residual_rmsnorm_forward(F(sum), F(out), rstd, F(x), F(r), F(w), n, d, eps);
+    return cpu::residual_rmsnorm_forward(F(sum), F(out), rstd, F(x), F(r), F(w), n, d, eps,
+                                         weight_offset);
   });
 }
 
 Status CpuBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
                                        const void* w, const float* rstd, int n, int d,
-                                       bool accumulate_dx, StreamId stream) {
+                                       bool accumulate_dx, float weight_offset, StreamId stream) {
   const char* op = "rmsnorm_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_rmsnorm_shape(op, n, d, 0.0f));
@@ -439,7 +442,8 @@ Status CpuBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, co
                                          {"w", w, f32(d)},
                                          {"rstd", rstd, f32(n)}}));
   return streams_.submit(stream, [=] {
-    return cpu::rmsnorm_backward(F(dx), dw, F(dout), F(x), F(w), rstd, n, d, accumulate_dx);
+    return cpu::rmsnorm_backward(F(dx), dw, F(dout), F(x), F(w), rstd, n, d, accumulate_dx,
+                                 weight_offset);
   });
 }
 
@@ -514,7 +518,7 @@ Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int
 
 Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                         const void* v, int batch, int seq, int hq, int hkv,
-                                        int head_dim, StreamId stream) {
+                                        int head_dim, float scale, int window, StreamId stream) {
   const char* op = "attention_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -531,14 +535,16 @@ Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, co
           dims(
               {{"batch", batch}, {"seq", seq}, {"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}})));
   return streams_.submit(stream, [=] {
-    return cpu::attention_forward(F(out), lse, F(q), F(k), F(v), batch, seq, hq, hkv, head_dim, ws);
+    return cpu::attention_forward(F(out), lse, F(q), F(k), F(v), batch, seq, hq, hkv, head_dim, ws,
+                                  scale, window);
   });
 }
 
 Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                          const void* q, const void* k, const void* v,
                                          const void* out, const float* lse, int batch, int seq,
-                                         int hq, int hkv, int head_dim, StreamId stream) {
+                                         int hq, int hkv, int head_dim, float scale, int window,
+                                         StreamId stream) {
   const char* op = "attention_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -561,7 +567,7 @@ Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const voi
               {{"batch", batch}, {"seq", seq}, {"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}})));
   return streams_.submit(stream, [=] {
     return cpu::attention_backward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), lse,
-                                   batch, seq, hq, hkv, head_dim, ws);
+                                   batch, seq, hq, hkv, head_dim, ws, scale, window);
   });
 }
 
@@ -615,6 +621,30 @@ Status CpuBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, 
   return streams_.submit(stream, [=] {
     return cpu::swiglu_backward(F(dgate), F(dup), F(dout), F(gate), F(up), n, f);
   });
+}
+
+Status CpuBackend::do_geglu_forward(void* out, const void* gate, const void* up, int n, int f,
+                                    StreamId stream) {
+  const char* op = "geglu_forward";
+  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
+  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
+  SPW_RETURN_IF_ERROR(check_tensors(
+      op, {{"out", out, f32(n, f)}, {"gate", gate, f32(n, f)}, {"up", up, f32(n, f)}}));
+  return streams_.submit(stream, [=] { return cpu::geglu_forward(F(out), F(gate), F(up), n, f); });
+}
+
+Status CpuBackend::do_geglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                                     const void* up, int n, int f, StreamId stream) {
+  const char* op = "geglu_backward";
+  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
+  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
+  SPW_RETURN_IF_ERROR(check_tensors(op, {{"dgate", dgate, f32(n, f)},
+                                         {"dup", dup, f32(n, f)},
+                                         {"dout", dout, f32(n, f)},
+                                         {"gate", gate, f32(n, f)},
+                                         {"up", up, f32(n, f)}}));
+  return streams_.submit(
+      stream, [=] { return cpu::geglu_backward(F(dgate), F(dup), F(dout), F(gate), F(up), n, f); });
 }
 
 Status CpuBackend::do_add_inplace(void* y, const void* x, size_t count, StreamId stream) {

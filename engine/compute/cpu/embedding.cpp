@@ -30,13 +30,19 @@ static Status check_ids(const char* what, const int32_t* ids, int n, int d, size
 }
 
 Status embedding_forward(float* out, const int32_t* ids, const float* table, int n, int d,
-                         size_t rows) {
+                         size_t rows, float scale) {
   SPW_RETURN_IF_ERROR(check_ids("embedding_forward", ids, n, d, rows));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n),
       [&](size_t i0, size_t i1) {
         for (size_t i = i0; i < i1; ++i) {
-          std::memcpy(out + i * d, table + static_cast<size_t>(ids[i]) * d, sizeof(float) * d);
+          const float* src = table + static_cast<size_t>(ids[i]) * d;
+          float* dst = out + i * d;
+          if (scale == 1.0f) {
+            std::memcpy(dst, src, sizeof(float) * d);
+          } else {
+            for (int j = 0; j < d; ++j) dst[j] = src[j] * scale;
+          }
         }
       },
       16);
@@ -44,7 +50,7 @@ Status embedding_forward(float* out, const int32_t* ids, const float* table, int
 }
 
 Status embedding_backward(float* dtable, const int32_t* ids, const float* dout, int n, int d,
-                          size_t rows) {
+                          size_t rows, float scale) {
   SPW_RETURN_IF_ERROR(check_ids("embedding_backward", ids, n, d, rows));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(d),
@@ -52,7 +58,11 @@ Status embedding_backward(float* dtable, const int32_t* ids, const float* dout, 
         for (int i = 0; i < n; ++i) {
           float* dst = dtable + static_cast<size_t>(ids[i]) * d;
           const float* src = dout + static_cast<size_t>(i) * d;
-          for (size_t j = j0; j < j1; ++j) dst[j] += src[j];
+          if (scale == 1.0f) {
+            for (size_t j = j0; j < j1; ++j) dst[j] += src[j];
+          } else {
+            for (size_t j = j0; j < j1; ++j) dst[j] += src[j] * scale;
+          }
         }
       },
       64);

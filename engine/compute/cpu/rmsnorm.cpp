@@ -15,12 +15,13 @@ static size_t rows_per_chunk(int d) {
   return d >= 1024 ? 1 : 1024 / static_cast<size_t>(d) + 1;
 }
 
-// One row: y = x · rstd · w; returns rstd.
-static inline float norm_row(float* y, const float* x, const float* w, int d, float eps) {
+// One row: y = x · rstd · (w + offset); returns rstd. offset 0 leaves w as it is (w + 0 == w).
+static inline float norm_row(float* y, const float* x, const float* w, int d, float eps,
+                             float offset) {
   double ss = 0.0;
   for (int j = 0; j < d; ++j) ss += double(x[j]) * x[j];
   const float r = static_cast<float>(1.0 / std::sqrt(ss / d + double(eps)));
-  for (int j = 0; j < d; ++j) y[j] = x[j] * r * w[j];
+  for (int j = 0; j < d; ++j) y[j] = x[j] * r * (w[j] + offset);
   return r;
 }
 
@@ -34,13 +35,13 @@ Status check_rmsnorm_shape(const char* what, int n, int d, float eps) {
 }
 
 Status rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int n, int d,
-                       float eps) {
+                       float eps, float weight_offset) {
   SPW_RETURN_IF_ERROR(check_rmsnorm_shape("rmsnorm_forward", n, d, eps));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n),
       [&](size_t i0, size_t i1) {
         for (size_t i = i0; i < i1; ++i) {
-          const float r = norm_row(y + i * d, x + i * d, w, d, eps);
+          const float r = norm_row(y + i * d, x + i * d, w, d, eps, weight_offset);
           if (rstd) rstd[i] = r;
         }
       },
@@ -49,7 +50,7 @@ Status rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, in
 }
 
 Status residual_rmsnorm_forward(float* sum, float* y, float* rstd, const float* x, const float* res,
-                                const float* w, int n, int d, float eps) {
+                                const float* w, int n, int d, float eps, float weight_offset) {
   SPW_RETURN_IF_ERROR(check_rmsnorm_shape("residual_rmsnorm_forward", n, d, eps));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n),
@@ -59,7 +60,7 @@ Status residual_rmsnorm_forward(float* sum, float* y, float* rstd, const float* 
           const float* xi = x + i * d;
           const float* ri = res + i * d;
           for (int j = 0; j < d; ++j) si[j] = xi[j] + ri[j];
-          const float r = norm_row(y + i * d, si, w, d, eps);
+          const float r = norm_row(y + i * d, si, w, d, eps, weight_offset);
           if (rstd) rstd[i] = r;
         }
       },
@@ -68,7 +69,7 @@ Status residual_rmsnorm_forward(float* sum, float* y, float* rstd, const float* 
 }
 
 Status rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                        const float* rstd, int n, int d, bool accumulate_dx) {
+                        const float* rstd, int n, int d, bool accumulate_dx, float weight_offset) {
   SPW_RETURN_IF_ERROR(check_rmsnorm_shape("rmsnorm_backward", n, d, 0.0f));
   ThreadPool& pool = ThreadPool::global();
   if (dx) {
@@ -80,13 +81,14 @@ Status rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, c
             const float* gi = dy + i * d;
             float* dxi = dx + i * d;
             const float r = rstd[i];
-            double dot = 0.0;  // Σ_j (dy·w)·x
-            for (int j = 0; j < d; ++j) dot += double(gi[j]) * w[j] * xi[j];
+            const float off = weight_offset;
+            double dot = 0.0;  // Σ_j (dy·(w + offset))·x
+            for (int j = 0; j < d; ++j) dot += double(gi[j]) * (w[j] + off) * xi[j];
             const float c = static_cast<float>(double(r) * r * r * dot / d);
             if (accumulate_dx) {
-              for (int j = 0; j < d; ++j) dxi[j] += r * gi[j] * w[j] - c * xi[j];
+              for (int j = 0; j < d; ++j) dxi[j] += r * gi[j] * (w[j] + off) - c * xi[j];
             } else {
-              for (int j = 0; j < d; ++j) dxi[j] = r * gi[j] * w[j] - c * xi[j];
+              for (int j = 0; j < d; ++j) dxi[j] = r * gi[j] * (w[j] + off) - c * xi[j];
             }
           }
         },

@@ -15,12 +15,14 @@ enum class AttentionPath { kAuto, kGeneric, kFlash };
 // As attention_forward; kInvalidArgument for kFlash with a head_dim it does not cover.
 Status attention_forward_path(AttentionPath path, bf16* out, float* lse, const bf16* q,
                               const bf16* k, const bf16* v, int batch, int seq, int hq, int hkv,
-                              int head_dim, cudaStream_t stream);
+                              int head_dim, const compute::AttentionParams& params,
+                              cudaStream_t stream);
 // As attention_backward.
 Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
                                const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                                const float* lse, int batch, int seq, int hq, int hkv, int head_dim,
-                               float* scratch, size_t scratch_floats, cudaStream_t stream);
+                               const compute::AttentionParams& params, float* scratch,
+                               size_t scratch_floats, cudaStream_t stream);
 
 // As attention_key_bias_backward (kFlash: scores and dP on tensor cores, head_dim 64 or 128).
 Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf16* dout,

@@ -1,5 +1,11 @@
 // Causal GQA attention, forward and backward (math: cpu/attention.h; launchers: attention.cuh).
 //
+// Sliding window: every kernel takes `span`, the window clamped to [1, seq] (seq when there is
+// none): query t sees key s when s <= t and t − s < span. Tiles wholly outside the window are
+// skipped (a query tile's key loop starts at the tile holding its first row's first key; a key
+// tile's query loop ends at the tile holding its last key's last query), and the mask is applied
+// inside the tiles the window cuts. The scale is the caller's (AttentionParams).
+//
 // Two kernel sets (attention-path.cuh picks one; the public launchers take the flash set where it
 // applies):
 //   - generic: fp32 on CUDA cores, any head_dim up to 256. A block of 8 warps owns a tile of 32
@@ -16,6 +22,7 @@
 // at or after it) and another owns dQ per query tile (looping over key tiles up to it).
 // Blocks are numbered so that the longest tiles (most keys or queries under the causal mask) start
 // first.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -65,7 +72,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
     attention_forward_generic_kernel(bf16* __restrict__ out, float* __restrict__ lse,
                                      const bf16* __restrict__ q, const bf16* __restrict__ k,
                                      const bf16* __restrict__ v, int seq, int hq, int hkv, int d,
-                                     int n_tiles, int bh_count, float scale) {
+                                     int n_tiles, int bh_count, float scale, int span) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sQ = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -91,8 +98,9 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 #pragma unroll
     for (int c = 0; c < NC; ++c) o[r][c] = 0.0f;
   }
-  // Key tile 0 holds key 0, visible to every query, so m is finite from the first tile on.
-  for (int kt = 0; kt <= tile; ++kt) {
+  // A row may see no key of the first tiles (a window shorter than the tile): m stays −inf there,
+  // and the shift m_use keeps exp() from seeing −inf − (−inf).
+  for (int kt = max(0, q0 - span + 1) / kGenRows; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows, rows = min(kGenRows, seq - k0);
     __syncthreads();  // the previous K/V tile is consumed
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
@@ -102,10 +110,12 @@ __global__ void __launch_bounds__(kGenThreads, 1)
     dot_4rows(s, sQ + row0 * ld, ld, sK + lane * ld, width);
 #pragma unroll
     for (int r = 0; r < kGenRowsPerWarp; ++r) {
-      const float x = (k0 + lane <= q0 + row0 + r) ? s[r] * scale : -INFINITY;
+      const int t = q0 + row0 + r, key = k0 + lane;
+      const float x = (key <= t && t - key < span) ? s[r] * scale : -INFINITY;
       const float m_new = fmaxf(m[r], warp_max(x));
-      const float alpha = expf(m[r] - m_new);
-      p[r] = expf(x - m_new);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = expf(m[r] - m_use);
+      p[r] = expf(x - m_use);
       l[r] = l[r] * alpha + warp_sum_f(p[r]);
       m[r] = m_new;
 #pragma unroll
@@ -149,7 +159,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
                                          const bf16* __restrict__ q, const bf16* __restrict__ k,
                                          const bf16* __restrict__ v, const float* __restrict__ lse,
                                          const float* __restrict__ delta, int seq, int hq, int hkv,
-                                         int d, int n_tiles, int bh_count, float scale) {
+                                         int d, int n_tiles, int bh_count, float scale, int span) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sQ = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -178,7 +188,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc[r][c] = 0.0f;
   }
-  for (int kt = 0; kt <= tile; ++kt) {
+  for (int kt = max(0, q0 - span + 1) / kGenRows; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows, rows = min(kGenRows, seq - k0);
     __syncthreads();  // the previous K/V tile is consumed
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
@@ -190,7 +200,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 #pragma unroll
     for (int r = 0; r < kGenRowsPerWarp; ++r) {
       const int t = q0 + row0 + r;
-      const bool visible = k0 + lane <= t && t < seq;
+      const bool visible = k0 + lane <= t && t - (k0 + lane) < span && t < seq;
       ds[r] = visible ? expf(s[r] * scale - row_lse[r]) * (dp[r] - row_delta[r]) : 0.0f;
     }
     for (int j = 0; j < kGenRows; ++j) {
@@ -229,7 +239,7 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
     bf16* __restrict__ dk, bf16* __restrict__ dv, const bf16* __restrict__ dout,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
     const float* __restrict__ lse, const float* __restrict__ delta, int seq, int hq, int hkv, int d,
-    int n_tiles, int bkv_count, float scale) {
+    int n_tiles, int bkv_count, float scale, int span) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sK = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -255,9 +265,11 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc_k[r][c] = acc_v[r][c] = 0.0f;
   }
+  // The last query tile that sees a key of this tile: the one holding query k0 + 31 + span − 1.
+  const int qt_end = min(n_tiles, (k0 + kGenRows - 1 + span - 1) / kGenRows + 1);
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
     const size_t bh = static_cast<size_t>(b) * hq + h;
-    for (int qt = tile; qt < n_tiles; ++qt) {
+    for (int qt = tile; qt < qt_end; ++qt) {
       const int q0 = qt * kGenRows, rows = min(kGenRows, seq - q0);
       const size_t q_off =
           (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * d;
@@ -276,7 +288,8 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
       const int t = q0 + lane;
 #pragma unroll
       for (int r = 0; r < kGenRowsPerWarp; ++r) {
-        const bool visible = t >= k0 + row0 + r && t < seq;
+        const int key = k0 + row0 + r;
+        const bool visible = t >= key && t - key < span && t < seq;
         p[r] = visible ? expf(s[r] * scale - sL[lane]) : 0.0f;
         ds[r] = p[r] * (dp[r] - sD[lane]);
       }
@@ -372,7 +385,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     attention_forward_flash_kernel(bf16* __restrict__ out, float* __restrict__ lse,
                                    const bf16* __restrict__ q, const bf16* __restrict__ k,
                                    const bf16* __restrict__ v, int seq, int hq, int hkv,
-                                   int n_tiles, int bh_count, float scale_log2) {
+                                   int n_tiles, int bh_count, float scale_log2, int span) {
   extern __shared__ uint4 smem_u4[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sK = sQ + kFlashTileElems<D>;
@@ -398,8 +411,9 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY},
-        l[2] = {0.0f, 0.0f};  // running max (log2 units), partial sums
-  for (int kt = tile; kt >= 0; --kt) {
+        l[2] = {0.0f, 0.0f};                             // running max (log2 units), partial sums
+  const int kt_lo = max(0, q0 - span + 1) / kFlashTile;  // the first tile the window reaches
+  for (int kt = tile; kt >= kt_lo; --kt) {
     const int k0 = kt * kFlashTile;
     cp_async_wait<0>();
     __syncthreads();  // K(kt) (and Q) landed; every warp is done with sV
@@ -409,12 +423,13 @@ __global__ void __launch_bounds__(kFlashThreads)
 
     float s[kFlashTile / 8][4] = {};
     mma_abt<D, kFlashTile>(s, q_addr, k_addr);
-    if (kt == tile) {
+    if (kt == tile || q0 + kFlashTile - 1 - k0 >= span) {  // the diagonal, or the window cuts it
 #pragma unroll
       for (int nb = 0; nb < kFlashTile / 8; ++nb) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          if (k0 + nb * 8 + 2 * c + (e & 1) > row_g + 8 * (e >> 1)) s[nb][e] = -INFINITY;
+          const int key = k0 + nb * 8 + 2 * c + (e & 1), row = row_g + 8 * (e >> 1);
+          if (key > row || row - key >= span) s[nb][e] = -INFINITY;
         }
       }
     }
@@ -448,7 +463,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 
     cp_async_wait<0>();
     __syncthreads();  // V(kt) landed; every warp is done with sK
-    if (kt > 0) {
+    if (kt > kt_lo) {
       flash_load_tile<D, kFlashThreads>(
           sK, k_head + static_cast<size_t>(k0 - kFlashTile) * kv_stride, kv_stride, kFlashTile);
       cp_async_commit();
@@ -478,7 +493,8 @@ __global__ void __launch_bounds__(kFlashThreads)
                                        const bf16* __restrict__ q, const bf16* __restrict__ k,
                                        const bf16* __restrict__ v, const float* __restrict__ lse,
                                        const float* __restrict__ delta, int seq, int hq, int hkv,
-                                       int n_tiles, int bh_count, float scale_log2, float scale) {
+                                       int n_tiles, int bh_count, float scale_log2, float scale,
+                                       int span) {
   extern __shared__ uint4 smem_u4[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sdO = sQ + kFlashTileElems<D>;
@@ -492,10 +508,14 @@ __global__ void __launch_bounds__(kFlashThreads)
   const size_t q_off = (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * D;
   const bf16* k_head = k + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
   const bf16* v_head = v + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
+  const int kt_lo = max(0, q0 - span + 1) / kFlashTile;  // the first tile the window reaches
+  const int k_lo = kt_lo * kFlashTile;
   flash_load_tile<D, kFlashThreads>(sQ, q + q_off, q_stride, q_rows);
   flash_load_tile<D, kFlashThreads>(sdO, dout + q_off, q_stride, q_rows);
-  flash_load_tile<D, kFlashThreads>(sK, k_head, kv_stride, min(kFlashTile, seq));
-  flash_load_tile<D, kFlashThreads>(sV, v_head, kv_stride, min(kFlashTile, seq));
+  flash_load_tile<D, kFlashThreads>(sK, k_head + static_cast<size_t>(k_lo) * kv_stride, kv_stride,
+                                    min(kFlashTile, seq - k_lo));
+  flash_load_tile<D, kFlashThreads>(sV, v_head + static_cast<size_t>(k_lo) * kv_stride, kv_stride,
+                                    min(kFlashTile, seq - k_lo));
   cp_async_commit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -511,8 +531,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
 
   float acc[D / 8][4] = {};
-  for (int kt = 0; kt <= tile; ++kt) {
-    const int buf = kt & 1, k0 = kt * kFlashTile;
+  for (int kt = kt_lo; kt <= tile; ++kt) {
+    const int buf = (kt - kt_lo) & 1, k0 = kt * kFlashTile;
+    const bool cut = kt == tile || q0 + kFlashTile - 1 - k0 >= span;  // diagonal or window edge
     cp_async_wait<0>();
     __syncthreads();  // K/V(kt) landed; every warp is done with the other buffer
     if (kt < tile) {
@@ -536,7 +557,10 @@ __global__ void __launch_bounds__(kFlashThreads)
       for (int e = 0; e < 4; ++e) {
         const int hr = e >> 1;
         float p = fast_exp2(fmaf(s[nb][e], scale_log2, -row_lse[hr]));
-        if (kt == tile && k0 + nb * 8 + 2 * c + (e & 1) > row_g + 8 * hr) p = 0.0f;
+        if (cut) {
+          const int key = k0 + nb * 8 + 2 * c + (e & 1), row = row_g + 8 * hr;
+          if (key > row || row - key >= span) p = 0.0f;
+        }
         s[nb][e] = p * (dp[nb][e] - row_delta[hr]);  // dS
       }
     }
@@ -556,8 +580,8 @@ __global__ void __launch_bounds__(kFlashThreads)
                                          const bf16* __restrict__ k, const bf16* __restrict__ v,
                                          const float* __restrict__ lse,
                                          const float* __restrict__ delta, int seq, int hq, int hkv,
-                                         int n_tiles, int bkv_count, float scale_log2,
-                                         float scale) {
+                                         int n_tiles, int bkv_count, float scale_log2, float scale,
+                                         int span) {
   extern __shared__ uint4 smem_u4[];
   bf16* sK = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sV = sK + kFlashTileElems<D>;
@@ -571,7 +595,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   const size_t q_stride = static_cast<size_t>(hq) * D, kv_stride = static_cast<size_t>(hkv) * D;
   const size_t kv_off =
       (static_cast<size_t>(b) * seq + k0) * kv_stride + static_cast<size_t>(kvh) * D;
-  const int n_q = n_tiles - tile, n_iter = group * n_q;  // (query head, query tile) pairs
+  // Query tiles tile .. the one holding the last key's last query (k0 + 63 + span − 1).
+  const int n_q = min(n_tiles, (k0 + kFlashTile - 1 + span - 1) / kFlashTile + 1) - tile;
+  const int n_iter = group * n_q;  // (query head, query tile) pairs
 
   // Iteration `it` → query head kvh·group + it / n_q, query tile tile + it % n_q, into buffer
   // `buf`.
@@ -617,6 +643,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const uint32_t do_base = smem_u32(sdO + buf * kFlashTileElems<D>);
     const float* row_lse = sL + buf * kFlashTile;
     const float* row_delta = sD + buf * kFlashTile;
+    const bool window_cut = q0 + kFlashTile - 1 - k0 >= span;
 #pragma unroll
     for (int qc = 0; qc < kFlashTile; qc += kFlashChunk) {
       if (q0 == k0 && qc + kFlashChunk <= warp * 16) continue;  // every query before every key
@@ -631,8 +658,9 @@ __global__ void __launch_bounds__(kFlashThreads)
           const int i = qc + nb * 8 + 2 * c + (e & 1);  // query within the tile
           float p = fast_exp2(fmaf(st[nb][e], scale_log2, -row_lse[i]));
           if (q0 == k0 && i < key_g + 8 * (e >> 1) - k0) p = 0.0f;  // diagonal tile: query < key
-          dpt[nb][e] = p * (dpt[nb][e] - row_delta[i]);             // dSᵀ
-          st[nb][e] = p;                                            // Pᵀ
+          if (window_cut && q0 + i - (key_g + 8 * (e >> 1)) >= span) p = 0.0f;  // past the window
+          dpt[nb][e] = p * (dpt[nb][e] - row_delta[i]);                         // dSᵀ
+          st[nb][e] = p;                                                        // Pᵀ
         }
       }
       mma_pb<D, kFlashChunk>(acc_v, st, do_base + chunk + lane_off_bt<D>(lane));
@@ -695,72 +723,85 @@ Status launch_delta(float* delta, const bf16* dout, const bf16* out, int batch, 
   return CUDA_LAUNCH_CHECK("attention_delta_kernel");
 }
 
+// The window as the kernels take it: keys within `span` of the query, span in [1, seq].
+int window_span(const compute::AttentionParams& params, int seq) {
+  return params.sliding_window > 0 ? std::min(params.sliding_window, seq) : seq;
+}
+
+Status check_params(const char* op, const compute::AttentionParams& params) {
+  if (params.sliding_window >= 0 && params.scale >= 0.0f) return Status::ok_status();
+  return invalid_argument(std::string(op) + ": sliding window " +
+                          std::to_string(params.sliding_window) + " and scale " +
+                          std::to_string(params.scale) + " (expected both >= 0)");
+}
+
 Status forward_generic(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
-                       int batch, int seq, int hq, int hkv, int d, cudaStream_t stream) {
+                       int batch, int seq, int hq, int hkv, int d, float scale, int span,
+                       cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kGenRows)), bh_count = batch * hq;
   const size_t smem = 3 * sizeof(float) * kGenRows * generic_ld(d);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   return with_chunks(d, [&](auto nc) -> Status {
     const auto kernel = attention_forward_generic_kernel<decltype(nc)::value>;
     SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
     kernel<<<n_tiles * bh_count, kGenThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv, d,
-                                                              n_tiles, bh_count, scale);
+                                                              n_tiles, bh_count, scale, span);
     return CUDA_LAUNCH_CHECK("attention_forward_generic_kernel");
   });
 }
 
 template <int D>
 Status forward_flash(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch,
-                     int seq, int hq, int hkv, cudaStream_t stream) {
+                     int seq, int hq, int hkv, float scale, int span, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kFlashTile)), bh_count = batch * hq;
   const size_t smem = 3 * sizeof(bf16) * kFlashTileElems<D>;
   const auto kernel = attention_forward_flash_kernel<D>;
   SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
-  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(D));
+  const float scale_log2 = kLog2e * scale;
   kernel<<<n_tiles * bh_count, kFlashThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv,
-                                                              n_tiles, bh_count, scale_log2);
+                                                              n_tiles, bh_count, scale_log2, span);
   return CUDA_LAUNCH_CHECK("attention_forward_flash_kernel");
 }
 
 template <int D>
 Status backward_flash(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
                       const bf16* v, const float* lse, const float* delta, int batch, int seq,
-                      int hq, int hkv, cudaStream_t stream) {
+                      int hq, int hkv, float scale, int span, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kFlashTile));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D)), scale_log2 = scale * kLog2e;
+  const float scale_log2 = scale * kLog2e;
   const auto dkdv = attention_backward_dkdv_flash_kernel<D>;
   const size_t dkdv_smem = 6 * sizeof(bf16) * kFlashTileElems<D> + 4 * sizeof(float) * kFlashTile;
   SPW_RETURN_IF_ERROR(allow_smem(dkdv, dkdv_smem));
   dkdv<<<n_tiles * batch * hkv, kFlashThreads, dkdv_smem, stream>>>(
-      dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hkv, scale_log2, scale);
+      dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hkv, scale_log2, scale,
+      span);
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("attention_backward_dkdv_flash_kernel"));
   const auto dqk = attention_backward_dq_flash_kernel<D>;
   const size_t dq_smem = 6 * sizeof(bf16) * kFlashTileElems<D>;
   SPW_RETURN_IF_ERROR(allow_smem(dqk, dq_smem));
   dqk<<<n_tiles * batch * hq, kFlashThreads, dq_smem, stream>>>(
-      dq, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hq, scale_log2, scale);
+      dq, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hq, scale_log2, scale, span);
   return CUDA_LAUNCH_CHECK("attention_backward_dq_flash_kernel");
 }
 
 Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
                         const bf16* k, const bf16* v, const float* lse, const float* delta,
-                        int batch, int seq, int hq, int hkv, int d, cudaStream_t stream) {
+                        int batch, int seq, int hq, int hkv, int d, float scale, int span,
+                        cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kGenRows));
   const int ld = generic_ld(d);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   return with_chunks(d, [&](auto nc) -> Status {
     constexpr int NC = decltype(nc)::value;
     const auto dkdv = attention_backward_dkdv_generic_kernel<NC>;
     const size_t dkdv_smem = sizeof(float) * (4 * kGenRows * ld + 2 * kGenRows);
     SPW_RETURN_IF_ERROR(allow_smem(dkdv, dkdv_smem));
     dkdv<<<n_tiles * batch * hkv, kGenThreads, dkdv_smem, stream>>>(
-        dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hkv, scale);
+        dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hkv, scale, span);
     SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("attention_backward_dkdv_generic_kernel"));
     const auto dqk = attention_backward_dq_generic_kernel<NC>;
     const size_t dq_smem = sizeof(float) * 4 * kGenRows * ld;
     SPW_RETURN_IF_ERROR(allow_smem(dqk, dq_smem));
     dqk<<<n_tiles * batch * hq, kGenThreads, dq_smem, stream>>>(
-        dq, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hq, scale);
+        dq, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hq, scale, span);
     return CUDA_LAUNCH_CHECK("attention_backward_dq_generic_kernel");
   });
 }
@@ -772,28 +813,37 @@ Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
 
 Status attention_forward_path(AttentionPath path, bf16* out, float* lse, const bf16* q,
                               const bf16* k, const bf16* v, int batch, int seq, int hq, int hkv,
-                              int head_dim, cudaStream_t stream) {
+                              int head_dim, const compute::AttentionParams& params,
+                              cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("attention_forward", batch, seq, hq, hkv, head_dim));
+  SPW_RETURN_IF_ERROR(check_params("attention_forward", params));
   SPW_ASSIGN_OR_RETURN(
       const bool flash,
       use_flash("attention_forward", path, flash_applies(head_dim, out, q, k, v), head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
-  if (!flash) return forward_generic(out, lse, q, k, v, batch, seq, hq, hkv, head_dim, stream);
-  return head_dim == 64 ? forward_flash<64>(out, lse, q, k, v, batch, seq, hq, hkv, stream)
-                        : forward_flash<128>(out, lse, q, k, v, batch, seq, hq, hkv, stream);
+  const float scale = params.scale_for(head_dim);
+  const int span = window_span(params, seq);
+  if (!flash)
+    return forward_generic(out, lse, q, k, v, batch, seq, hq, hkv, head_dim, scale, span, stream);
+  return head_dim == 64
+             ? forward_flash<64>(out, lse, q, k, v, batch, seq, hq, hkv, scale, span, stream)
+             : forward_flash<128>(out, lse, q, k, v, batch, seq, hq, hkv, scale, span, stream);
 }
 
 Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
-                         int batch, int seq, int hq, int hkv, int head_dim, cudaStream_t stream) {
+                         int batch, int seq, int hq, int hkv, int head_dim,
+                         const compute::AttentionParams& params, cudaStream_t stream) {
   return attention_forward_path(AttentionPath::kAuto, out, lse, q, k, v, batch, seq, hq, hkv,
-                                head_dim, stream);
+                                head_dim, params, stream);
 }
 
 Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
                                const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                                const float* lse, int batch, int seq, int hq, int hkv, int head_dim,
-                               float* scratch, size_t scratch_floats, cudaStream_t stream) {
+                               const compute::AttentionParams& params, float* scratch,
+                               size_t scratch_floats, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("attention_backward", batch, seq, hq, hkv, head_dim));
+  SPW_RETURN_IF_ERROR(check_params("attention_backward", params));
   SPW_ASSIGN_OR_RETURN(
       const bool flash,
       use_flash("attention_backward", path, flash_applies(head_dim, dq, dk, dv, dout, q, k, v, out),
@@ -806,22 +856,25 @@ Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv,
   }
   float* delta = scratch;  // [b, hq, t]
   SPW_RETURN_IF_ERROR(launch_delta(delta, dout, out, batch, seq, hq, head_dim, stream));
+  const float scale = params.scale_for(head_dim);
+  const int span = window_span(params, seq);
   if (flash) {
     return head_dim == 64 ? backward_flash<64>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
-                                               hq, hkv, stream)
+                                               hq, hkv, scale, span, stream)
                           : backward_flash<128>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
-                                                hq, hkv, stream);
+                                                hq, hkv, scale, span, stream);
   }
   return backward_generic(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, head_dim,
-                          stream);
+                          scale, span, stream);
 }
 
 Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
                           const bf16* k, const bf16* v, const bf16* out, const float* lse,
-                          int batch, int seq, int hq, int hkv, int head_dim, float* scratch,
+                          int batch, int seq, int hq, int hkv, int head_dim,
+                          const compute::AttentionParams& params, float* scratch,
                           size_t scratch_floats, cudaStream_t stream) {
   return attention_backward_path(AttentionPath::kAuto, dq, dk, dv, dout, q, k, v, out, lse, batch,
-                                 seq, hq, hkv, head_dim, scratch, scratch_floats, stream);
+                                 seq, hq, hkv, head_dim, params, scratch, scratch_floats, stream);
 }
 
 }  // namespace spillway::cuda

@@ -576,51 +576,53 @@ Result<CudaBackend::Scratch> CudaBackend::scratch(size_t floats, const char* wha
 // --- ops -----------------------------------------------------------------------------------------
 
 Status CudaBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,
-                                         int d, StreamId stream) {
+                                         int d, float scale, StreamId stream) {
   constexpr const char* op = "embedding_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
   if (n == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}, {"ids", ids}, {"table", table}}));
-  return dispatched(cuda::embedding_forward(B(out), ids, B(table), n, d, s), s, op);
+  return dispatched(cuda::embedding_forward(B(out), ids, B(table), n, d, scale, s), s, op);
 }
 
 Status CudaBackend::do_embedding_backward(float* dtable, const int32_t* ids, const void* dout,
-                                          int n, int d, StreamId stream) {
+                                          int n, int d, float scale, StreamId stream) {
   constexpr const char* op = "embedding_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
   if (n == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"dtable", dtable}, {"ids", ids}, {"dout", dout}}));
-  return dispatched(cuda::embedding_backward(dtable, ids, B(dout), n, d, s), s, op);
+  return dispatched(cuda::embedding_backward(dtable, ids, B(dout), n, d, scale, s), s, op);
 }
 
 Status CudaBackend::do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n,
-                                       int d, float eps, StreamId stream) {
+                                       int d, float eps, float weight_offset, StreamId stream) {
   constexpr const char* op = "rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
   if (n == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}, {"rstd", rstd}, {"x", x}, {"w", w}}));
-  return dispatched(cuda::rmsnorm_forward(B(out), rstd, B(x), B(w), n, d, eps, s), s, op);
+  return dispatched(cuda::rmsnorm_forward(B(out), rstd, B(x), B(w), n, d, eps, weight_offset, s), s,
+                    op);
 }
 
 Status CudaBackend::do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                                 const void* r, const void* w, int n, int d,
-                                                float eps, StreamId stream) {
+                                                float eps, float weight_offset, StreamId stream) {
   constexpr const char* op = "residual_rmsnorm_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
   if (n == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(
       op, {{"sum", sum}, {"out", out}, {"rstd", rstd}, {"x", x}, {"r", r}, {"w", w}}));
-  return dispatched(
-      cuda::residual_rmsnorm_forward(B(sum), B(out), rstd, B(x), B(r), B(w), n, d, eps, s), s, op);
+  return dispatched(cuda::residual_rmsnorm_forward(B(sum), B(out), rstd, B(x), B(r), B(w), n, d,
+                                                   eps, weight_offset, s),
+                    s, op);
 }
 
 Status CudaBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x,
                                         const void* w, const float* rstd, int n, int d,
-                                        bool accumulate_dx, StreamId stream) {
+                                        bool accumulate_dx, float weight_offset, StreamId stream) {
   constexpr const char* op = "rmsnorm_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"d", d}}));
@@ -629,7 +631,7 @@ Status CudaBackend::do_rmsnorm_backward(void* dx, float* dw, const void* dout, c
       op, {{"dx", dx}, {"dw", dw}, {"dout", dout}, {"x", x}, {"w", w}, {"rstd", rstd}}));
   SPW_ASSIGN_OR_RETURN(Scratch sc, scratch(cuda::rmsnorm_backward_scratch_floats(n, d), op));
   return dispatched(cuda::rmsnorm_backward(B(dx), dw, B(dout), B(x), B(w), rstd, n, d,
-                                           accumulate_dx, sc.ptr, sc.floats, s),
+                                           accumulate_dx, weight_offset, sc.ptr, sc.floats, s),
                     s, op);
 }
 
@@ -693,7 +695,7 @@ Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, in
 
 Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                          const void* v, int batch, int seq, int hq, int hkv,
-                                         int head_dim, StreamId stream) {
+                                         int head_dim, float scale, int window, StreamId stream) {
   constexpr const char* op = "attention_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -701,15 +703,16 @@ Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, c
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(
       check_pointers(op, {{"out", out}, {"lse", lse}, {"q", q}, {"k", k}, {"v", v}}));
-  return dispatched(
-      cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv, head_dim, s), s,
-      op);
+  return dispatched(cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv,
+                                            head_dim, {scale, window}, s),
+                    s, op);
 }
 
 Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                           const void* q, const void* k, const void* v,
                                           const void* out, const float* lse, int batch, int seq,
-                                          int hq, int hkv, int head_dim, StreamId stream) {
+                                          int hq, int hkv, int head_dim, float scale, int window,
+                                          StreamId stream) {
   constexpr const char* op = "attention_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -729,7 +732,7 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
       scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim), op));
   return dispatched(
       cuda::attention_backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, batch,
-                               seq, hq, hkv, head_dim, sc.ptr, sc.floats, s),
+                               seq, hq, hkv, head_dim, {scale, window}, sc.ptr, sc.floats, s),
       s, op);
 }
 
@@ -772,6 +775,28 @@ Status CudaBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout,
   SPW_RETURN_IF_ERROR(check_pointers(
       op, {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
   return dispatched(cuda::swiglu_backward(B(dgate), B(dup), B(dout), B(gate), B(up), n, f, s), s,
+                    op);
+}
+
+Status CudaBackend::do_geglu_forward(void* out, const void* gate, const void* up, int n, int f,
+                                     StreamId stream) {
+  constexpr const char* op = "geglu_forward";
+  SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
+  SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"f", f}}));
+  if (n == 0) return Status::ok_status();
+  SPW_RETURN_IF_ERROR(check_pointers(op, {{"out", out}, {"gate", gate}, {"up", up}}));
+  return dispatched(cuda::geglu_forward(B(out), B(gate), B(up), n, f, s), s, op);
+}
+
+Status CudaBackend::do_geglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                                      const void* up, int n, int f, StreamId stream) {
+  constexpr const char* op = "geglu_backward";
+  SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
+  SPW_RETURN_IF_ERROR(check_shape(op, {{"n", n}}, {{"f", f}}));
+  if (n == 0) return Status::ok_status();
+  SPW_RETURN_IF_ERROR(check_pointers(
+      op, {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
+  return dispatched(cuda::geglu_backward(B(dgate), B(dup), B(dout), B(gate), B(up), n, f, s), s,
                     op);
 }
 

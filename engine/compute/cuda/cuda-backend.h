@@ -89,17 +89,17 @@ class CudaBackend final : public Backend, public Device {
  protected:
   // The ops (Backend::<op> checks the tensors, then calls these).
   Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,
-                              StreamId stream) override;
+                              float scale, StreamId stream) override;
   Status do_embedding_backward(float* dtable, const int32_t* ids, const void* dout, int n, int d,
-                               StreamId stream) override;
+                               float scale, StreamId stream) override;
   Status do_rmsnorm_forward(void* out, float* rstd, const void* x, const void* w, int n, int d,
-                            float eps, StreamId stream) override;
+                            float eps, float weight_offset, StreamId stream) override;
   Status do_residual_rmsnorm_forward(void* sum, void* out, float* rstd, const void* x,
                                      const void* r, const void* w, int n, int d, float eps,
-                                     StreamId stream) override;
+                                     float weight_offset, StreamId stream) override;
   Status do_rmsnorm_backward(void* dx, float* dw, const void* dout, const void* x, const void* w,
                              const float* rstd, int n, int d, bool accumulate_dx,
-                             StreamId stream) override;
+                             float weight_offset, StreamId stream) override;
   Status do_linear_forward(void* y, const void* x, const void* w, const void* b, int n, int in,
                            int out, StreamId stream) override;
   Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
@@ -110,12 +110,12 @@ class CudaBackend final : public Backend, public Device {
   Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
                           const RopeScaling& scaling, StreamId stream) override;
   Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
-                              int batch, int seq, int hq, int hkv, int head_dim,
-                              StreamId stream) override;
+                              int batch, int seq, int hq, int hkv, int head_dim, float scale,
+                              int window, StreamId stream) override;
   Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                const void* k, const void* v, const void* out, const float* lse,
-                               int batch, int seq, int hq, int hkv, int head_dim,
-                               StreamId stream) override;
+                               int batch, int seq, int hq, int hkv, int head_dim, float scale,
+                               int window, StreamId stream) override;
   Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
                                         const void* v, int batch, int seq, int hq, int hkv,
                                         int head_dim, float theta, const RopeScaling& scaling,
@@ -124,6 +124,10 @@ class CudaBackend final : public Backend, public Device {
                            StreamId stream) override;
   Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                             const void* up, int n, int f, StreamId stream) override;
+  Status do_geglu_forward(void* out, const void* gate, const void* up, int n, int f,
+                          StreamId stream) override;
+  Status do_geglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
+                           const void* up, int n, int f, StreamId stream) override;
   Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
   Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
   Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,

@@ -1,12 +1,18 @@
-// Elementwise kernels: residual add, fp32 <-> bf16 conversion, SwiGLU forward and backward.
+// Elementwise kernels: residual add, fp32 <-> bf16 conversion, SwiGLU and GeGLU forward and
+// backward.
 //
 // Every op is flat over `count` elements (SwiGLU's [n, f] tensors are contiguous, so n·f of them):
 // thread i handles elements [8i, 8i + 8) with 16-byte accesses when all pointers are 16-byte
 // aligned (the last thread takes the ragged tail one element at a time), else one element. bf16
 // values are widened to fp32, combined, and rounded to bf16 once (round to nearest even).
-// Formulas as the CPU reference (cpu/elementwise.cpp, cpu/swiglu.cpp):
+// Formulas as the CPU reference (cpu/elementwise.cpp, cpu/swiglu.cpp, cpu/geglu.cpp):
 //   silu(g) = g·σ(g), σ(g) = 1 / (1 + e^-g)
 //   dup = dout·g·σ(g),  dgate = dout·up·σ(g)·(1 + g·(1 - σ(g)))
+//   gelu_tanh(g) = ½·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³)
+//   dup = dout·gelu_tanh(g),  dgate = dout·up·(½·(1 + tanh u) + ½·g·(1 − tanh² u)·√(2/π)·(1 +
+//   3·0.044715·g²))
+// The GeGLU's gelu_tanh(g) is not rounded to bf16 before it multiplies up (PyTorch's bf16 model
+// rounds it: a difference within bf16 tolerance, as the SwiGLU's).
 #include <string>
 
 #include "compute/cuda/elementwise.cuh"
@@ -120,6 +126,70 @@ __global__ void swiglu_backward_kernel(bf16* __restrict__ dgate, bf16* __restric
   }
 }
 
+constexpr float kGeluBeta = 0.7978845608028654f;  // √(2/π)
+constexpr float kGeluKappa = 0.044715f;
+
+__device__ __forceinline__ float gelu_tanh(float g) {
+  return 0.5f * g * (1.0f + tanhf(kGeluBeta * (g + kGeluKappa * g * g * g)));
+}
+
+__device__ __forceinline__ float gelu_tanh_grad(float g) {
+  const float g2 = g * g;
+  const float t = tanhf(kGeluBeta * (g + kGeluKappa * g2 * g));
+  return 0.5f * (1.0f + t) +
+         0.5f * g * (1.0f - t * t) * kGeluBeta * (1.0f + 3.0f * kGeluKappa * g2);
+}
+
+template <int N>
+__device__ __forceinline__ void geglu_forward_chunk(bf16* out, const bf16* gate, const bf16* up) {
+  float g[N], u[N];
+  load_vec(g, gate);
+  load_vec(u, up);
+#pragma unroll
+  for (int k = 0; k < N; ++k) g[k] = gelu_tanh(g[k]) * u[k];
+  store_vec(out, g);
+}
+
+template <int W>
+__global__ void geglu_forward_kernel(bf16* __restrict__ out, const bf16* __restrict__ gate,
+                                     const bf16* __restrict__ up, size_t count) {
+  const size_t i = chunk_start<W>();
+  if (i + W <= count) {
+    geglu_forward_chunk<W>(out + i, gate + i, up + i);
+  } else {
+    for (size_t j = i; j < count; ++j) geglu_forward_chunk<1>(out + j, gate + j, up + j);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void geglu_backward_chunk(bf16* dgate, bf16* dup, const bf16* dout,
+                                                     const bf16* gate, const bf16* up) {
+  float go[N], g[N], u[N], dg[N], du[N];
+  load_vec(go, dout);
+  load_vec(g, gate);
+  load_vec(u, up);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    du[k] = go[k] * gelu_tanh(g[k]);
+    dg[k] = go[k] * u[k] * gelu_tanh_grad(g[k]);
+  }
+  store_vec(dgate, dg);
+  store_vec(dup, du);
+}
+
+template <int W>
+__global__ void geglu_backward_kernel(bf16* __restrict__ dgate, bf16* __restrict__ dup,
+                                      const bf16* __restrict__ dout, const bf16* __restrict__ gate,
+                                      const bf16* __restrict__ up, size_t count) {
+  const size_t i = chunk_start<W>();
+  if (i + W <= count) {
+    geglu_backward_chunk<W>(dgate + i, dup + i, dout + i, gate + i, up + i);
+  } else {
+    for (size_t j = i; j < count; ++j)
+      geglu_backward_chunk<1>(dgate + j, dup + j, dout + j, gate + j, up + j);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // launchers
 
@@ -196,6 +266,35 @@ Status swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gat
         <<<flat_blocks(count, 1), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
   }
   return CUDA_LAUNCH_CHECK("swiglu_backward_kernel");
+}
+
+Status geglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f,
+                     cudaStream_t stream) {
+  SPW_RETURN_IF_ERROR(check_swiglu_shape("geglu_forward", n, f));
+  const size_t count = static_cast<size_t>(n) * f;
+  if (count == 0) return Status::ok_status();
+  if (aligned16(out, gate, up)) {
+    geglu_forward_kernel<kVecWidth>
+        <<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(out, gate, up, count);
+  } else {
+    geglu_forward_kernel<1><<<flat_blocks(count, 1), kThreads, 0, stream>>>(out, gate, up, count);
+  }
+  return CUDA_LAUNCH_CHECK("geglu_forward_kernel");
+}
+
+Status geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
+                      int n, int f, cudaStream_t stream) {
+  SPW_RETURN_IF_ERROR(check_swiglu_shape("geglu_backward", n, f));
+  const size_t count = static_cast<size_t>(n) * f;
+  if (count == 0) return Status::ok_status();
+  if (aligned16(dgate, dup, dout, gate, up)) {
+    geglu_backward_kernel<kVecWidth>
+        <<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
+  } else {
+    geglu_backward_kernel<1>
+        <<<flat_blocks(count, 1), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
+  }
+  return CUDA_LAUNCH_CHECK("geglu_backward_kernel");
 }
 
 }  // namespace spillway::cuda

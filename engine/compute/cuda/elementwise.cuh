@@ -1,5 +1,5 @@
-// Elementwise launchers (elementwise.cu): residual add, dtype conversions, SwiGLU forward and
-// backward. bf16 in and out, fp32 arithmetic inside. Each launcher checks its arguments
+// Elementwise launchers (elementwise.cu): residual add, dtype conversions, SwiGLU and GeGLU
+// forward and backward. bf16 in and out, fp32 arithmetic inside. Each launcher checks its arguments
 // (kInvalidArgument), launches on `stream`, and returns the launch status.
 #pragma once
 
@@ -18,5 +18,12 @@ Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f,
 // dgate = dout · up · silu'(gate), dup = dout · silu(gate)  (overwrite)
 Status swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
                        int n, int f, cudaStream_t stream);
+
+// out[n, f] = gelu_tanh(gate) · up  (torch's gelu(approximate="tanh"), in fp32)
+Status geglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f,
+                     cudaStream_t stream);
+// dgate = dout · up · gelu_tanh'(gate), dup = dout · gelu_tanh(gate)  (overwrite)
+Status geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
+                      int n, int f, cudaStream_t stream);
 
 }  // namespace spillway::cuda

@@ -1,5 +1,6 @@
-// Token embedding: the forward gathers rows (out[t, :] = table[ids[t], :]); the backward scatters
-// them back (dtable[ids[t], :] += dout[t, :], fp32).
+// Token embedding: the forward gathers rows (out[t, :] = table[ids[t], :] · scale); the backward
+// scatters them back (dtable[ids[t], :] += dout[t, :] · scale, fp32). scale is 1 but for Gemma's
+// scaled word embedding; the forward's product is rounded to bf16 once.
 //
 // The backward is deterministic without atomics and without scratch: every element of dtable has
 // one owning thread, which adds the tokens that hit its row in token order, exactly as the CPU
@@ -32,13 +33,20 @@ constexpr int kBackwardTargetBlocks = 1024;
 // blockDim (x: column groups of W, y: rows); grid (x: row blocks, y: column blocks).
 template <int W>
 __global__ void embedding_forward_kernel(bf16* __restrict__ out, const int32_t* __restrict__ ids,
-                                         const bf16* __restrict__ table, int n, int d) {
+                                         const bf16* __restrict__ table, int n, int d,
+                                         float scale) {
   const int t = blockIdx.x * blockDim.y + threadIdx.y;
   const int c = (blockIdx.y * blockDim.x + threadIdx.x) * W;
   if (t >= n || c >= d) return;
   const bf16* src = table + static_cast<size_t>(ids[t]) * d + c;
   bf16* dst = out + static_cast<size_t>(t) * d + c;
-  if constexpr (W == kVecWidth) {
+  if (scale != 1.0f) {
+    float v[W];
+    load_vec(v, src);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] *= scale;
+    store_vec(dst, v);
+  } else if constexpr (W == kVecWidth) {
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
   } else {
     *dst = *src;
@@ -50,7 +58,7 @@ __global__ void embedding_forward_kernel(bf16* __restrict__ out, const int32_t* 
 template <int W>
 __global__ void __launch_bounds__(kBackwardThreads)
     embedding_backward_kernel(float* __restrict__ dtable, const int32_t* __restrict__ ids,
-                              const bf16* __restrict__ dout, int n, int d, int parts) {
+                              const bf16* __restrict__ dout, int n, int d, int parts, float scale) {
   __shared__ int tok[kTileTokens];  // this tile's tokens of class p, in token order
   __shared__ int tok_id[kTileTokens];
   __shared__ int warp_total[kBackwardThreads / 32];
@@ -120,7 +128,7 @@ __global__ void __launch_bounds__(kBackwardThreads)
               load_vec(acc, dtable + static_cast<size_t>(cur) * d + c);
             }
 #pragma unroll
-            for (int k = 0; k < W; ++k) acc[k] += g[u][k];
+            for (int k = 0; k < W; ++k) acc[k] += g[u][k] * scale;
           }
         }
       }
@@ -144,7 +152,7 @@ Status check_shape(const char* op, int n, int d) {
 }  // namespace
 
 Status embedding_forward(bf16* out, const int32_t* ids, const bf16* table, int n, int d,
-                         cudaStream_t stream) {
+                         float scale, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("embedding_forward", n, d));
   if (n == 0) return Status::ok_status();
   const bool vec = d % kVecWidth == 0 && aligned16(out, table);
@@ -156,15 +164,15 @@ Status embedding_forward(bf16* out, const int32_t* ids, const bf16* table, int n
   const dim3 block(tx, ty);
   const dim3 grid(ceil_div(n, ty), ceil_div(groups, tx));
   if (vec) {
-    embedding_forward_kernel<kVecWidth><<<grid, block, 0, stream>>>(out, ids, table, n, d);
+    embedding_forward_kernel<kVecWidth><<<grid, block, 0, stream>>>(out, ids, table, n, d, scale);
   } else {
-    embedding_forward_kernel<1><<<grid, block, 0, stream>>>(out, ids, table, n, d);
+    embedding_forward_kernel<1><<<grid, block, 0, stream>>>(out, ids, table, n, d, scale);
   }
   return CUDA_LAUNCH_CHECK("embedding_forward_kernel");
 }
 
 Status embedding_backward(float* dtable, const int32_t* ids, const bf16* dout, int n, int d,
-                          cudaStream_t stream) {
+                          float scale, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("embedding_backward", n, d));
   if (n == 0) return Status::ok_status();
   const bool vec = d % kVecWidth == 0 && aligned16(dtable, dout);
@@ -176,10 +184,10 @@ Status embedding_backward(float* dtable, const int32_t* ids, const bf16* dout, i
   const dim3 grid(parts, column_blocks);
   if (vec) {
     embedding_backward_kernel<kVecWidth>
-        <<<grid, kBackwardThreads, 0, stream>>>(dtable, ids, dout, n, d, parts);
+        <<<grid, kBackwardThreads, 0, stream>>>(dtable, ids, dout, n, d, parts, scale);
   } else {
     embedding_backward_kernel<1>
-        <<<grid, kBackwardThreads, 0, stream>>>(dtable, ids, dout, n, d, parts);
+        <<<grid, kBackwardThreads, 0, stream>>>(dtable, ids, dout, n, d, parts, scale);
   }
   return CUDA_LAUNCH_CHECK("embedding_backward_kernel");
 }

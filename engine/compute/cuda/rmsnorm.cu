@@ -2,15 +2,17 @@
 // backward.
 //
 // Forward, one warp per row: rstd = 1 / sqrt(mean(x²) + eps) from an fp32 sum of squares, then
-// y = bf16(w · bf16(x · rstd)). The normalised value is rounded to bf16 before the weight
-// multiplies it, as transformers does (`self.weight * hidden_states.to(input_dtype)`), so the
-// outputs match a bf16 PyTorch model rather than an fp32 one; the fused kernel normalises the
-// bf16-rounded sum x + r, exactly what it stores. A warp reads its row twice: the second pass (to
-// normalise) hits the cache the first filled.
+// y = bf16(w · bf16(x · rstd)); with a weight offset o (Gemma3RMSNorm, o = 1) y = bf16((w + o) ·
+// x · rstd), all in fp32 as Gemma3RMSNorm computes it. The normalised value is rounded to bf16
+// before the weight multiplies it, as transformers does (`self.weight *
+// hidden_states.to(input_dtype)`), so the outputs match a bf16 PyTorch model rather than an fp32
+// one; the fused kernel normalises the bf16-rounded sum x + r, exactly what it stores. A warp reads
+// its row twice: the second pass (to normalise) hits the cache the first filled.
 //
 // Backward (the fp32 formulas of cpu/rmsnorm.cpp, which ignore the forward's bf16 rounding: it
 // is within bf16 tolerance of that forward's true derivative):
-//   dx = rstd · dout · w − (rstd³ / d) · Σ_j (dout·w·x)_j · x,   dw += Σ_rows dout · x · rstd.
+//   dx = rstd · dout · w − (rstd³ / d) · Σ_j (dout·w·x)_j · x,   dw += Σ_rows dout · x · rstd,
+// with w + o for w in dx under a weight offset o.
 // Deterministic: a block owns a fixed range of rows and all d columns (each thread 8 columns,
 // held in registers, hence d <= 8192), reduces each row's dot product in a fixed order, and
 // writes its column sums of dw to scratch; a second kernel adds those partials per column in a
@@ -34,19 +36,20 @@ constexpr int kDwRowLanes = 8;  // row-block lanes per column in the dw reductio
 // ---------------------------------------------------------------------------------------------
 // kernels
 
-// Pass 2 of the forward, by one warp on one row: y = w · bf16(x · rstd).
+// Pass 2 of the forward, by one warp on one row: y = w · bf16(x · rstd), or with a weight offset
+// y = (w + offset) · x · rstd unrounded until the store (Gemma3RMSNorm).
 template <int W>
 __device__ __forceinline__ void rmsnorm_write_row(bf16* y, const bf16* x, const bf16* w, int d,
-                                                  float rstd) {
+                                                  float rstd, float offset) {
   for (int c = (threadIdx.x % 32) * W; c < d; c += 32 * W) {
     float v[W], g[W];
     load_vec(v, x + c);
     load_vec(g, w + c);
 #pragma unroll
     for (int k = 0; k < W; ++k) v[k] *= rstd;
-    round_bf16(v);
+    if (offset == 0.0f) round_bf16(v);
 #pragma unroll
-    for (int k = 0; k < W; ++k) v[k] *= g[k];
+    for (int k = 0; k < W; ++k) v[k] *= g[k] + offset;
     store_vec(y + c, v);
   }
 }
@@ -58,7 +61,7 @@ __device__ __forceinline__ float rstd_of(float sum_squares, int d, float eps) {
 template <int W>
 __global__ void rmsnorm_forward_kernel(bf16* __restrict__ out, float* __restrict__ rstd,
                                        const bf16* __restrict__ x, const bf16* __restrict__ w,
-                                       int n, int d, float eps) {
+                                       int n, int d, float eps, float offset) {
   const int row = blockIdx.x * kForwardWarps + threadIdx.x / 32;
   if (row >= n) return;
   const bf16* xr = x + static_cast<size_t>(row) * d;
@@ -72,7 +75,7 @@ __global__ void rmsnorm_forward_kernel(bf16* __restrict__ out, float* __restrict
   }
   const float r = rstd_of(warp_sum(ss), d, eps);
   if (rstd != nullptr && threadIdx.x % 32 == 0) rstd[row] = r;
-  rmsnorm_write_row<W>(out + static_cast<size_t>(row) * d, xr, w, d, r);
+  rmsnorm_write_row<W>(out + static_cast<size_t>(row) * d, xr, w, d, r, offset);
 }
 
 // `sum` may alias `x` (hence no __restrict__ on them): each element is read, then written, by the
@@ -81,8 +84,8 @@ template <int W>
 __global__ void residual_rmsnorm_forward_kernel(bf16* sum, bf16* __restrict__ out,
                                                 float* __restrict__ rstd, const bf16* x,
                                                 const bf16* __restrict__ r,
-                                                const bf16* __restrict__ w, int n, int d,
-                                                float eps) {
+                                                const bf16* __restrict__ w, int n, int d, float eps,
+                                                float offset) {
   const int row = blockIdx.x * kForwardWarps + threadIdx.x / 32;
   if (row >= n) return;
   const size_t base = static_cast<size_t>(row) * d;
@@ -101,7 +104,7 @@ __global__ void residual_rmsnorm_forward_kernel(bf16* sum, bf16* __restrict__ ou
   }
   const float rs = rstd_of(warp_sum(ss), d, eps);
   if (rstd != nullptr && threadIdx.x % 32 == 0) rstd[row] = rs;
-  rmsnorm_write_row<W>(out + base, sum + base, w, d, rs);
+  rmsnorm_write_row<W>(out + base, sum + base, w, d, rs, offset);
 }
 
 // The block's sum of v, the same on every thread, in a fixed order. `slot` holds one float per
@@ -122,13 +125,17 @@ __global__ void __launch_bounds__(kBackwardMaxThreads)
     rmsnorm_backward_kernel(bf16* __restrict__ dx, float* __restrict__ dw_partial,
                             const bf16* __restrict__ dout, const bf16* __restrict__ x,
                             const bf16* __restrict__ w, const float* __restrict__ rstd, int n,
-                            int d, int rows_per_block, bool accumulate_dx) {
+                            int d, int rows_per_block, bool accumulate_dx, float offset) {
   __shared__ float warp_dot[2][32];
   auto col = [](int k) { return static_cast<int>((threadIdx.x + k * blockDim.x) * W); };
   float wv[G][W], acc[G][W];
 #pragma unroll
   for (int k = 0; k < G; ++k) {
-    if (col(k) < d) load_vec(wv[k], w + col(k));
+    if (col(k) < d) {
+      load_vec(wv[k], w + col(k));
+#pragma unroll
+      for (int j = 0; j < W; ++j) wv[k][j] += offset;  // the scale the forward applied
+    }
 #pragma unroll
     for (int j = 0; j < W; ++j) acc[k][j] = 0.0f;
   }
@@ -228,36 +235,38 @@ int backward_rows_per_block(int n) {
 }  // namespace
 
 Status rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int n, int d,
-                       float eps, cudaStream_t stream) {
+                       float eps, float weight_offset, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_forward("rmsnorm_forward", n, d, eps));
   if (n == 0) return Status::ok_status();
   if (d % kVecWidth == 0 && aligned16(out, x, w)) {
-    rmsnorm_forward_kernel<kVecWidth>
-        <<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(out, rstd, x, w, n, d, eps);
+    rmsnorm_forward_kernel<kVecWidth><<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(
+        out, rstd, x, w, n, d, eps, weight_offset);
   } else {
-    rmsnorm_forward_kernel<1>
-        <<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(out, rstd, x, w, n, d, eps);
+    rmsnorm_forward_kernel<1><<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(
+        out, rstd, x, w, n, d, eps, weight_offset);
   }
   return CUDA_LAUNCH_CHECK("rmsnorm_forward_kernel");
 }
 
 Status residual_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* x, const bf16* r,
-                                const bf16* w, int n, int d, float eps, cudaStream_t stream) {
+                                const bf16* w, int n, int d, float eps, float weight_offset,
+                                cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_forward("residual_rmsnorm_forward", n, d, eps));
   if (n == 0) return Status::ok_status();
   if (d % kVecWidth == 0 && aligned16(sum, out, x, r, w)) {
     residual_rmsnorm_forward_kernel<kVecWidth>
-        <<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(sum, out, rstd, x, r, w, n, d, eps);
+        <<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(sum, out, rstd, x, r, w, n, d, eps,
+                                                               weight_offset);
   } else {
-    residual_rmsnorm_forward_kernel<1>
-        <<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(sum, out, rstd, x, r, w, n, d, eps);
+    residual_rmsnorm_forward_kernel<1><<<forward_blocks(n), 32 * kForwardWarps, 0, stream>>>(
+        sum, out, rstd, x, r, w, n, d, eps, weight_offset);
   }
   return CUDA_LAUNCH_CHECK("residual_rmsnorm_forward_kernel");
 }
 
 Status rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,
-                        const float* rstd, int n, int d, bool accumulate_dx, float* scratch,
-                        size_t scratch_floats, cudaStream_t stream) {
+                        const float* rstd, int n, int d, bool accumulate_dx, float weight_offset,
+                        float* scratch, size_t scratch_floats, cudaStream_t stream) {
   SPW_RETURN_IF_ERROR(check_shape("rmsnorm_backward", n, d));
   if (d > kBackwardMaxCols) {
     return invalid_argument("rmsnorm_backward: d=" + std::to_string(d) + " exceeds " +
@@ -283,13 +292,13 @@ Status rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, co
   };
   if (vec) {
     rmsnorm_backward_kernel<kVecWidth, 1><<<row_blocks, threads_for(kVecWidth, d), 0, stream>>>(
-        dx, partial, dout, x, w, rstd, n, d, rows_per_block, accumulate_dx);
+        dx, partial, dout, x, w, rstd, n, d, rows_per_block, accumulate_dx, weight_offset);
   } else if (d <= kBackwardMaxThreads) {
     rmsnorm_backward_kernel<1, 1><<<row_blocks, threads_for(1, d), 0, stream>>>(
-        dx, partial, dout, x, w, rstd, n, d, rows_per_block, accumulate_dx);
+        dx, partial, dout, x, w, rstd, n, d, rows_per_block, accumulate_dx, weight_offset);
   } else {
     rmsnorm_backward_kernel<1, 8><<<row_blocks, threads_for(8, d), 0, stream>>>(
-        dx, partial, dout, x, w, rstd, n, d, rows_per_block, accumulate_dx);
+        dx, partial, dout, x, w, rstd, n, d, rows_per_block, accumulate_dx, weight_offset);
   }
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("rmsnorm_backward_kernel"));
   if (dw == nullptr) return Status::ok_status();

@@ -74,10 +74,18 @@ TEST(ModelConfig, MistralDefaultsAndLlama3Scaling) {
   EXPECT_EQ(c->head_dim, 16);
   EXPECT_FLOAT_EQ(c->rope_scaling_factor, 8.0f);
   EXPECT_EQ(c->rope_original_max_position, 8192);
+  EXPECT_EQ(c->sliding_window, 0);  // absent: none
   auto back = ModelConfig::from_json(c->to_json());
   ASSERT_TRUE(back.ok());
   EXPECT_FLOAT_EQ(back->rope_scaling_factor, 8.0f);
   EXPECT_EQ(back->architecture, "MistralForCausalLM");
+  // Mistral-7B-v0.1's window applies to every layer, as MistralModel's mask does.
+  j["sliding_window"] = 4096;
+  c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->layer_window(0), 4096);
+  EXPECT_EQ(c->layer_window(1), 4096);
+  EXPECT_EQ(ModelConfig::from_json(c->to_json())->sliding_window, 4096);
 }
 
 // Qwen3-0.6B's config.json (Hugging Face, Qwen/Qwen3-0.6B), as the tests' Qwen3.
@@ -177,11 +185,8 @@ TEST(ModelConfig, Phi3FusedProjectionsAndSlidingWindow) {
   EXPECT_FALSE(c->longrope());
   EXPECT_EQ(c->sliding_window, 2047);
   EXPECT_EQ(c->rope_original_max_position, 4096);
-  // transformers masks key j for query i when i − j >= 2047: nothing within 2047 tokens.
-  EXPECT_TRUE(c->check_sequence_length(2047).ok());
-  const Status st = c->check_sequence_length(2048);
-  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("sliding window of 2047"), std::string::npos) << st.message();
+  // transformers masks key j for query i when i − j >= 2047, on every layer.
+  for (int layer : {0, c->num_layers - 1}) EXPECT_EQ(c->layer_window(layer), 2047) << layer;
   const nlohmann::json j = c->to_json();
   EXPECT_EQ(j["sliding_window"], 2047);
   EXPECT_EQ(j["pad_token_id"], 32000);  // else Phi3Config's default (32000) stands for any vocab
@@ -357,6 +362,134 @@ TEST(ModelConfig, NumbersAreNeitherTruncatedNorWrapped) {
   auto c = ModelConfig::from_json(j);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->num_layers, 4);
+}
+
+// gemma-3-1b's config.json as the Hub has it (transformers 4.x keys).
+nlohmann::json gemma3_1b() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+    "attention_bias": false, "attn_logit_softcapping": null, "final_logit_softcapping": null,
+    "bos_token_id": 2, "eos_token_id": [1, 106], "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+    "max_position_embeddings": 32768, "num_attention_heads": 4, "num_hidden_layers": 26,
+    "num_key_value_heads": 1, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+    "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 262144,
+    "torch_dtype": "bfloat16"})");
+}
+
+TEST(ModelConfig, Gemma3TextFromTheHubsKeys) {
+  auto c = ModelConfig::from_json(gemma3_1b());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->q_dim(), 1024);
+  EXPECT_TRUE(c->tie_word_embeddings);  // Gemma3TextConfig's default
+  EXPECT_EQ(c->qk_norm, QkNorm::kRms);
+  EXPECT_TRUE(c->sandwich_norms);
+  EXPECT_TRUE(c->scale_embeddings);
+  EXPECT_EQ(c->mlp_activation, MlpActivation::kGeluTanh);
+  EXPECT_FLOAT_EQ(c->norm_weight_offset, 1.0f);
+  EXPECT_FLOAT_EQ(c->attention_scale(), 1.0f / 16.0f);
+  EXPECT_EQ(c->sliding_window, 512);
+  // sliding_window_pattern 6: layers 5, 11, 17, 23 are global.
+  for (int i = 0; i < 26; ++i) EXPECT_EQ(c->is_sliding(i), (i + 1) % 6 != 0) << i;
+  EXPECT_EQ(c->layer_window(0), 512);
+  EXPECT_EQ(c->layer_window(5), 0);
+  EXPECT_FLOAT_EQ(c->rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c->rope_local_theta, 1e4f);
+  EXPECT_FLOAT_EQ(c->rope_linear_factor, 0.0f);  // 1B: no scaling
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-6f);
+  EXPECT_EQ(c->eos_token_id, 1);
+  // A query at position 1024 attends 512 keys on the 22 local layers and 1024 on the 4 global.
+  EXPECT_DOUBLE_EQ(c->attended_keys(1024), 22 * 512.0 + 4 * 1024.0);
+  EXPECT_DOUBLE_EQ(c->attention_scores(4), 26 * 10.0);  // a window longer than the sequence
+  EXPECT_DOUBLE_EQ(c->attention_scores(1024),
+                   22 * (512 * 513 / 2.0 + 512.0 * 512) + 4 * (1024 * 1025 / 2.0));
+  // What export writes reads back as the same model.
+  auto back = ModelConfig::from_json(c->to_json());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->model_type, "gemma3_text");
+  EXPECT_EQ(back->sliding_layers, c->sliding_layers);
+  EXPECT_EQ(back->sliding_window, 512);
+  EXPECT_FLOAT_EQ(back->query_pre_attn_scalar, 256.0f);
+  EXPECT_FLOAT_EQ(back->rope_local_theta, 1e4f);
+  EXPECT_EQ(back->to_json(), c->to_json());
+  // transformers 5's Gemma3TextConfig refuses a float query_pre_attn_scalar (256.0).
+  EXPECT_TRUE(c->to_json()["query_pre_attn_scalar"].is_number_integer());
+}
+
+// The 4B+ models' linear scaling of the global layers, and transformers v5's keys (rope_parameters
+// per layer type, layer_types), as save_pretrained writes them.
+TEST(ModelConfig, Gemma3LinearScalingAndTransformersV5Keys) {
+  auto j = gemma3_1b();
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  auto c = ModelConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FLOAT_EQ(c->rope_linear_factor, 8.0f);
+
+  auto v5 = nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "intermediate_size": 64,
+    "num_attention_heads": 2, "num_hidden_layers": 3, "num_key_value_heads": 1,
+    "query_pre_attn_scalar": 64, "sliding_window": 8, "vocab_size": 256,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "sliding_window_pattern": 2,
+    "rope_parameters": {
+      "full_attention": {"factor": 8.0, "rope_theta": 1000000.0, "rope_type": "linear"},
+      "sliding_attention": {"rope_theta": 20000.0, "rope_type": "default"}},
+    "tie_word_embeddings": true})");
+  c = ModelConfig::from_json(v5);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->sliding_layers, (std::vector<bool>{true, false, true}));  // layer_types wins
+  EXPECT_FLOAT_EQ(c->rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c->rope_local_theta, 2e4f);
+  EXPECT_FLOAT_EQ(c->rope_linear_factor, 8.0f);
+  EXPECT_FLOAT_EQ(c->attention_scale(), 0.125f);
+  auto back = ModelConfig::from_json(c->to_json());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->sliding_layers, c->sliding_layers);
+  EXPECT_FLOAT_EQ(back->rope_linear_factor, 8.0f);
+  EXPECT_FLOAT_EQ(back->rope_local_theta, 2e4f);
+}
+
+TEST(ModelConfig, Gemma3RefusesWhatItDoesNotImplement) {
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* says;
+  };
+  for (const Case& k : {Case{"final_logit_softcapping", 30.0, "final_logit_softcapping"},
+                        Case{"attn_logit_softcapping", 50.0, "attn_logit_softcapping"},
+                        Case{"use_bidirectional_attention", true, "bidirectional"},
+                        Case{"hidden_activation", "gelu", "gelu_pytorch_tanh"},
+                        Case{"attention_bias", true, "attention_bias"}}) {
+    auto j = gemma3_1b();
+    j[k.key] = k.value;
+    auto c = ModelConfig::from_json(j);
+    ASSERT_FALSE(c.ok()) << k.key;
+    EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported) << k.key;
+    EXPECT_NE(c.status().message().find(k.says), std::string::npos) << c.status().message();
+  }
+  auto j = gemma3_1b();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
+  EXPECT_EQ(ModelConfig::from_json(j).status().code(), ErrorCode::kUnsupported);
+  j = gemma3_1b();
+  j["layer_types"] = {"sliding_attention"};  // not one per layer
+  EXPECT_EQ(ModelConfig::from_json(j).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// The multimodal checkpoints (gemma-3-4b-it and up) are another model: refused by name.
+TEST(ModelConfig, Gemma3MultimodalIsRefusedWithTheReason) {
+  auto j = nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "model_type": "gemma3_text"},
+    "vision_config": {"model_type": "siglip_vision_model"}})");
+  auto c = ModelConfig::from_json(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(c.status().message().find("multimodal"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("Gemma3ForCausalLM"), std::string::npos);
 }
 
 TEST(ModelConfig, MissingFolderSaysWhatIsNeeded) {

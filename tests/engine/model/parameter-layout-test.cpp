@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "test-data.h"
@@ -70,8 +71,59 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// The layout of a config.json against transformers' own count (model.num_parameters() of the model
-// built from that config on the meta device, transformers 5.24) and the tensors' names and shapes.
+// gemma-3-1b's layout against transformers' Gemma3ForCausalLM of the same config: every tensor of
+// a layer with its Hugging Face name and shape, and model.num_parameters() (999,885,952 with the
+// tied head).
+TEST(ParameterLayout, Gemma3MatchesTransformers) {
+  auto config = ModelConfig::from_json(nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 256,
+    "hidden_size": 1152, "intermediate_size": 6912, "num_attention_heads": 4,
+    "num_hidden_layers": 26, "num_key_value_heads": 1, "query_pre_attn_scalar": 256,
+    "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 262144})"));
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  ParameterLayout layout = ParameterLayout::build(*config);
+  EXPECT_EQ(layout.parameter_count(), 999885952u);
+  const std::map<std::string, std::vector<int64_t>> want = {
+      {"model.layers.0.self_attn.q_proj.weight", {1024, 1152}},
+      {"model.layers.0.self_attn.k_proj.weight", {256, 1152}},
+      {"model.layers.0.self_attn.v_proj.weight", {256, 1152}},
+      {"model.layers.0.self_attn.o_proj.weight", {1152, 1024}},
+      {"model.layers.0.self_attn.q_norm.weight", {256}},
+      {"model.layers.0.self_attn.k_norm.weight", {256}},
+      {"model.layers.0.mlp.gate_proj.weight", {6912, 1152}},
+      {"model.layers.0.mlp.up_proj.weight", {6912, 1152}},
+      {"model.layers.0.mlp.down_proj.weight", {1152, 6912}},
+      {"model.layers.0.input_layernorm.weight", {1152}},
+      {"model.layers.0.post_attention_layernorm.weight", {1152}},
+      {"model.layers.0.pre_feedforward_layernorm.weight", {1152}},
+      {"model.layers.0.post_feedforward_layernorm.weight", {1152}}};
+  std::map<std::string, std::vector<int64_t>> got;
+  for (const ParamView& p : layout.layer(0).params) got[p.name] = p.shape;
+  EXPECT_EQ(got, want);
+  // Gemma's pre_feedforward_layernorm is the norm before the MLP (Llama's
+  // post_attention_layernorm); its post_attention_layernorm norms the attention's output.
+  const LayerOffsets& o = layout.layer_offsets();
+  EXPECT_EQ(layout.layer(0).find("model.layers.0.pre_feedforward_layernorm.weight")->offset,
+            o.mlp_norm);
+  EXPECT_EQ(layout.layer(0).find("model.layers.0.post_attention_layernorm.weight")->offset,
+            o.post_attn_norm);
+  EXPECT_EQ(layout.layer(0).find("model.layers.0.post_feedforward_layernorm.weight")->offset,
+            o.post_mlp_norm);
+  EXPECT_EQ(layout.layer(0).find("model.layers.0.self_attn.q_norm.weight")->offset, o.q_norm);
+  EXPECT_EQ(layout.head().params.size(), 1u);  // model.norm.weight; the head is tied
+  EXPECT_EQ(layout.head_lm_offset(), kNoParam);
+  // inspect's summary names what sets the family apart.
+  const std::string summary = summarize(layout, nullptr).to_string(*config);
+  EXPECT_NE(summary.find("q/k norm"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("GeGLU (tanh)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("sliding window 512 on 22 of 26 layers (rope theta 10000)"),
+            std::string::npos)
+      << summary;
+}
+
+// The layout of a config.json against transformers' own count (model.num_parameters() of the
+// model built from that config on the meta device, transformers 5.24) and the tensors' names and
+// shapes.
 ParameterLayout layout_of(const std::string& config_json) {
   auto c = ModelConfig::from_json(nlohmann::json::parse(config_json));
   EXPECT_TRUE(c.ok()) << c.status().to_string();

@@ -328,7 +328,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"llama-mha-tiny", 1, true}, Param{"qwen3-tiny", 3},
                       Param{"qwen3-tiny", 1}, Param{"qwen3-tiny", 3, true}, Param{"phi3-tiny", 3},
                       Param{"phi3-tiny", 1}, Param{"phi3-tiny", 3, true}, Param{"phi3-longrope", 2},
-                      Param{"phi3-longrope", 1}, Param{"phi3-longrope", 2, true}),
+                      Param{"phi3-longrope", 1}, Param{"phi3-longrope", 2, true},
+                      Param{"gemma3-tiny", 2}, Param{"gemma3-tiny", 1},
+                      Param{"gemma3-tiny", 1, true}),
     [](const auto& info) {
       std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
                       (info.param.strict ? "_strict" : "");
@@ -351,25 +353,46 @@ TEST(StreamingEngine, TooSmallDeviceSaysWhatIsNeeded) {
   EXPECT_NE(engine.status().message().find("lower micro_batch_size or seq_len"), std::string::npos);
 }
 
-// Phi-3's sliding window shorter than the sequence: refused when the engine is made (generation and
-// eval make one too), since the engine has no windowed attention yet.
-TEST(StreamingEngine, ASlidingWindowShorterThanTheSequenceIsRefused) {
-  auto phi3 = ModelConfig::load(testing::golden_case("phi3-tiny").model);
+// Phi-3's sliding window shorter than the sequence is computed, on every layer (the attention ops'
+// window): the logits of the first `window` positions are full attention's bit for bit (no key is
+// masked there), the later ones differ. (gemma3-tiny's golden case checks the windowed values
+// against PyTorch.)
+TEST(StreamingEngine, ASlidingWindowShorterThanTheSequenceIsComputed) {
+  const testing::GoldenCase golden = testing::golden_case("phi3-tiny");
+  auto phi3 = ModelConfig::load(golden.model);
   ASSERT_TRUE(phi3.ok()) << phi3.status().to_string();
-  ModelConfig c = *phi3;
-  c.sliding_window = 32;
-  auto backend = compute::make_cpu_backend();
-  auto state = ModelState::create(ParameterLayout::build(c), false);
-  ASSERT_TRUE(state.ok());
-  StreamingConfig cfg;
-  cfg.seq_len = 33;
-  auto engine = StreamingEngine::create(*backend, **state, cfg);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(engine.status().message().find("sliding window of 32"), std::string::npos)
-      << engine.status().message();
-  cfg.seq_len = 32;
-  EXPECT_TRUE(StreamingEngine::create(*backend, **state, cfg).ok());
+  auto store = TensorStore::open(golden.model);
+  ASSERT_TRUE(store.ok());
+  const int T = 40, window = 8, V = phi3->vocab_size;
+  std::vector<int32_t> ids(T), labels(T, -100);
+  for (int t = 0; t < T; ++t) ids[t] = (t * 37 + 11) % V;
+  std::vector<std::vector<float>> logits;
+  for (int w : {0, window}) {
+    ModelConfig c = *phi3;
+    c.sliding_window = w;
+    auto backend = compute::make_cpu_backend();
+    auto state = ModelState::create(ParameterLayout::build(c), false);
+    ASSERT_TRUE(state.ok());
+    ASSERT_TRUE((*state)->load_weights(*store).ok());
+    StreamingConfig cfg;
+    cfg.seq_len = T;
+    cfg.logits_tokens = T;
+    auto engine = StreamingEngine::create(*backend, **state, cfg);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<float> out(static_cast<size_t>(T) * V);
+    auto r = (*engine)->forward(StepBatch{1, 1, T, ids, labels}, out.data());
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    logits.push_back(std::move(out));
+  }
+  for (int t = 0; t < T; ++t) {
+    const float* full = logits[0].data() + static_cast<size_t>(t) * V;
+    const float* windowed = logits[1].data() + static_cast<size_t>(t) * V;
+    if (t < window) {
+      EXPECT_TRUE(std::equal(full, full + V, windowed)) << "position " << t;
+    } else {
+      EXPECT_GT(rel_l2(windowed, full, V), 1e-4) << "position " << t;
+    }
+  }
 }
 
 struct Engine {

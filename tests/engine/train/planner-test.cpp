@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "model/parameter-layout.h"
@@ -77,6 +78,50 @@ TEST(StepFlops, TiedHeadCountsItsMatmul) {
   EXPECT_DOUBLE_EQ(step_flops(tied, 1000, 512).model, step_flops(untied, 1000, 512).model);
 }
 
+// gemma-3-1b: 22 of its 26 layers attend a 512-token window, and its q_dim (4 heads of 256) is
+// not its hidden size (1152).
+ModelConfig gemma3_1b() {
+  auto c = ModelConfig::from_json(nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 256,
+    "hidden_size": 1152, "intermediate_size": 6912, "num_attention_heads": 4,
+    "num_hidden_layers": 26, "num_key_value_heads": 1, "query_pre_attn_scalar": 256,
+    "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 262144})"));
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return *c;
+}
+
+TEST(StepFlops, Gemma3CountsTheWindowAndItsWideHeads) {
+  const ModelConfig c = gemma3_1b();
+  const double tokens = 8192, params = 999'885'952.0;  // tied: the head's matmul counts
+  // Per token: 22 local layers attend 512 keys, 4 global ones 4096, each of q_dim 1024.
+  const double per_token = params + (22.0 * 512 + 4.0 * 4096) * 1024;
+  const StepFlops f = step_flops(c, tokens, 4096);
+  EXPECT_DOUBLE_EQ(f.model, 6.0 * per_token * tokens);
+  EXPECT_DOUBLE_EQ(f.hardware, 8.0 * per_token * tokens);
+  // Within the window, a local layer attends as a global one.
+  EXPECT_DOUBLE_EQ(step_flops(c, tokens, 256).model, 6.0 * (params + 26.0 * 256 * 1024) * tokens);
+}
+
+TEST(Planner, Gemma3CpuStepCountsTheWindowedScoresAndTheExtraNorms) {
+  const ModelConfig c = gemma3_1b();
+  MachineProbe m = small_cpu_host();
+  m.cpu_gemm_flops = 40e9;
+  m.cpu_attention_s_per_score = 20e-9;
+  m.cpu_threads = 2;
+  TrainJob job;
+  job.seq_len = 1024;
+  job.micro_batch_size = 1;
+  job.grad_accum = 1;
+  const PlanStep s = make_plan(c, job, m, 1).step;
+  // Per sequence and query head: the causal triangle on the 4 global layers; on the 22 local
+  // ones the triangle up to the window, then 512 keys a query.
+  const double scores = 4 * (1024.0 * 1025 / 2) + 22 * (512.0 * 513 / 2 + 512.0 * 512);
+  EXPECT_NEAR(s.attention_s, 4 * scores * 20e-9, 1e-9);
+  // Four hidden-wide norms a layer, the activation, and the per-head norms of q and k.
+  const double width = 4.0 * 1152 + 6912 + 1024 + 256;
+  EXPECT_NEAR(s.elementwise_s, kCpuElementwiseBytes * (26 * width + 262144) * 1024 / 20e9, 1e-9);
+}
+
 // Qwen3-0.6B: attention of 16 heads × 128 = 2048 wide in a 1024-wide stream, tied head; its
 // parameters as transformers counts them (the per-head q/k norms included).
 ModelConfig qwen3_0_6b() {
@@ -104,9 +149,10 @@ TEST(StepFlops, Qwen3CountsItsNormsAndItsWiderAttention) {
   EXPECT_DOUBLE_EQ(f.hardware, 8.0 * per_token * 4096);
 }
 
-// Phi-3-mini-4k's sliding window of 2047: a longer data.seq_len is refused before anything runs
-// (no windowed attention yet); 2047 tokens see no window at all.
-TEST(Planner, SequencesLongerThanTheSlidingWindowAreRefused) {
+// Phi-3-mini-4k's sliding window of 2047 applies to every layer: a data.seq_len up to
+// max_position_embeddings is planned (the attention windowed, not refused), and its attention
+// FLOPs count 2047 keys a query, not the sequence.
+TEST(Planner, SequencesLongerThanTheSlidingWindowAreWindowed) {
   ModelConfig c = *model_preset("llama-1b");
   c.architecture = "Phi3ForCausalLM";
   c.model_type = "phi3";
@@ -114,13 +160,15 @@ TEST(Planner, SequencesLongerThanTheSlidingWindowAreRefused) {
   c.max_position_embeddings = 4096;
   c.sliding_window = 2047;
   TrainJob job;
-  job.seq_len = 2047;
-  EXPECT_TRUE(check_positions(c, job).ok());
   job.seq_len = 4096;
-  const Status st = check_positions(c, job);
-  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.to_string().find("data.seq_len"), std::string::npos) << st.to_string();
-  EXPECT_NE(st.to_string().find("sliding window of 2047"), std::string::npos) << st.to_string();
+  EXPECT_TRUE(check_positions(c, job).ok());
+  ModelConfig full = c;
+  full.sliding_window = 0;
+  const double window_saves = c.num_layers * (4096.0 - 2047) * c.q_dim() * 1000;
+  EXPECT_DOUBLE_EQ(step_flops(full, 1000, 4096).model - step_flops(c, 1000, 4096).model,
+                   6.0 * window_saves);
+  job.seq_len = 4097;  // beyond the model's positions: still refused
+  EXPECT_EQ(check_positions(c, job).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(Planner, SevenBOnTheH100IsComputeBound) {
