@@ -34,12 +34,32 @@ constexpr BenchModel kBenchModels[] = {
       "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
       "num_key_value_heads": 4, "max_position_embeddings": 131072, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
       "rope_scaling": null, "tie_word_embeddings": false, "bos_token_id": 151643, "eos_token_id": 151643})"},
+    {"qwen3-4b",
+     R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
+      "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+      "rope_theta": 1000000, "rope_scaling": null, "attention_bias": false, "use_sliding_window": false,
+      "tie_word_embeddings": true, "bos_token_id": 151643, "eos_token_id": 151645})"},
+    {"gemma3-1b",
+     R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144,
+      "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+      "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768, "rms_norm_eps": 1e-06,
+      "rope_theta": 1000000, "rope_local_base_freq": 10000, "rope_scaling": null, "sliding_window": 512,
+      "sliding_window_pattern": 6, "query_pre_attn_scalar": 256, "hidden_activation": "gelu_pytorch_tanh",
+      "attn_logit_softcapping": null, "final_logit_softcapping": null, "attention_bias": false,
+      "tie_word_embeddings": true, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0})"},
+    {"phi-3-mini",
+     R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 32064,
+      "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 32,
+      "num_key_value_heads": 32, "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "rope_scaling": null, "sliding_window": 2047,
+      "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 32000})"},
 };
 
 }  // namespace
 
 const char* bench_model_names() {
-  return "tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b";
+  return "tinyllama-1.1b, llama3.2-3b, llama2-7b, qwen2.5-7b, qwen3-4b, gemma3-1b, phi-3-mini";
 }
 
 Result<ModelConfig> bench_model_config(const std::string& shape) {

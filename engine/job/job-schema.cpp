@@ -61,10 +61,14 @@ std::vector<JobKey> build_table() {
       required(key("name", T::kString, nullptr, "", "The run's name in History.")),
       key("model.path", T::kPath, nullptr, "",
           "A Hugging Face model folder: config.json, model.safetensors (or a sharded index), "
-          "tokenizer files; "
-          "Llama, Mistral and Qwen2 families. Set this or model.init."),
+          "tokenizer files; Llama, Mistral, Qwen2, Qwen3, Phi-3 / Phi-4 and Gemma 3 text "
+          "(`Gemma3ForCausalLM`, model_type `gemma3_text`: gemma-3-1b, gemma-3-270m; the "
+          "multimodal `Gemma3ForConditionalGeneration` checkpoints are refused with that reason) "
+          "families (an unsupported architecture is refused with the supported ones and the "
+          "closest named). Set this or model.init."),
       key("model.init", T::kModel, nullptr, "",
-          "Instead of model.path: random initialisation (N(0, 0.02^2), norms 1) from a preset "
+          "Instead of model.path: random initialisation (N(0, 0.02^2), norms 1: Gemma's (1 + w) "
+          "norms 0) from a preset "
           "(llama-tiny, "
           "llama-byte-5m, llama-5m, llama-50m, llama-1b, llama-7b, llama-13b, llama-70b) or a "
           "config.json object."),

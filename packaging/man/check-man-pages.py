@@ -281,10 +281,10 @@ def check_exit_status(worker, page):
 
 
 def check_environment(binary, page, label):
-    """Every SPILLWAY_*, XDG_* or OPENBLAS_* name that `binary` holds as a string of its own (as
+    """Every SPILLWAY_*, XDG_*, OPENBLAS_*, HF_* or HUGGINGFACE_* name that `binary` holds as a string of its own (as
     getenv's argument is: a NUL-terminated literal) is named in ENVIRONMENT."""
     with open(binary, 'rb') as f:
-        names = {m.decode() for m in re.findall(rb'(?<![A-Za-z0-9_])((?:SPILLWAY|XDG|OPENBLAS)_[A-Z0-9_]+)\x00', f.read())}
+        names = {m.decode() for m in re.findall(rb'(?<![A-Za-z0-9_])((?:SPILLWAY|XDG|OPENBLAS|HF|HUGGINGFACE)_[A-Z0-9_]+)\x00', f.read())}
     documented = set()
     for t in tp_tags(page.get('ENVIRONMENT', [])):
         documented |= set(re.findall(r'[A-Z][A-Z0-9_]+', t))

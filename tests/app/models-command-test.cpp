@@ -73,7 +73,8 @@ TEST(ModelsCommand, ListsTheCacheWithFamilySizeAndWhetherItFits) {
 
   // A job that cannot fit names why: a sequence past the model's positions.
   TempDir dir;
-  std::ofstream(dir.file("job.json")) << R"({"name": "long", "model": {"init": "llama-tiny"}, "data": {"train": "x.txt", "seq_len": 100000}})";
+  std::ofstream(dir.file("job.json"))
+      << R"({"name": "long", "model": {"init": "llama-tiny"}, "data": {"train": "x.txt", "seq_len": 100000}})";
   out.str("");
   ASSERT_EQ(worker::run_worker({"models", "--hub", hub.path(), "--backend", "cpu", "--job",
                                 dir.file("job.json"), "--json"},

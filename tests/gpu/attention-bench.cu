@@ -391,7 +391,8 @@ void check_attention(const Shape& sh) {
   DeviceBuffer<float> scratch(scratch_floats);
 
   std::vector<AttentionPath> paths = {AttentionPath::kGeneric};
-  if (sh.d == 64 || sh.d == 128) paths.push_back(AttentionPath::kFlash);
+  if (sh.d == 64 || sh.d == 96 || sh.d == 128 || sh.d == 256)
+    paths.push_back(AttentionPath::kFlash);
   std::vector<PathOutputs> results;
   for (AttentionPath path : paths) {
     std::printf("  %s\n", path_name(path));
@@ -601,6 +602,9 @@ int main(int argc, char** argv) {
       {2, 200, 4, 2, 64, 7},
       {1, 333, 4, 1, 128, 100, 0.05f},
       {1, 300, 4, 2, 64, 64},
+      // Phi-3's head_dim 96 (its window 2047: here one across tiles) on the flash kernels.
+      {1, 300, 4, 4, 96},
+      {2, 200, 4, 2, 96, 70},
   };
   for (const Shape& sh : attention_shapes) check_attention(sh);
 
@@ -628,10 +632,12 @@ int main(int argc, char** argv) {
   bench_attention({1, 8192, 32, 32, 128}, "llama2-7b");
   bench_attention({1, 2048, 28, 4, 128}, "qwen2.5-7b");
   bench_key_bias({1, 2048, 28, 4, 128}, 1000000.0f);
-  // Gemma 3 1B's heads (4 of 256, one key/value head) on the generic kernels: a global layer and a
+  // Gemma 3 1B's heads (4 of 256, one key/value head) on the flash kernels: a global layer and a
   // local one (window 512); and a 7B shape with a 512-token window on the flash kernels.
   bench_attention({1, 4096, 4, 1, 256, 0, 0.0625f}, "gemma3-1b");
   bench_attention({1, 4096, 4, 1, 256, 512, 0.0625f}, "gemma3-1b");
   bench_attention({1, 8192, 32, 8, 128, 512}, "window-512");
+  // Phi-3-mini: 32 heads of 96, its 2047-token window (one key pair masked at 2048).
+  bench_attention({4, 2048, 32, 32, 96, 2047}, "phi-3-mini");
   return 0;
 }

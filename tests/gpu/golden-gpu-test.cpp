@@ -43,8 +43,16 @@ constexpr double kTol = 2e-2;
 // at 2.1e-2 (pure) and 1.5e-2 (autocast) and 40 and 38 of its 41 gradients above 2e-2, worst 0.048
 // and 0.036 (post_feedforward_layernorm; tests/bench/torch_bf16_gradient_floor.py on the CPU's
 // bf16, 2026-11-27): its logits are held to 4e-2 and its gradients to 0.08, as stories260K's.
+// The repository's random-initialised cases of the newer families (std 0.1 weights and perturbed
+// norms, so that attention is far from uniform) also sit at the bf16 floor: PyTorch's pure bf16
+// puts 18 of qwen3-tiny's 25 gradients above 2e-2 (worst 0.037, q_norm), 1 of phi3-tiny's 15
+// (0.024) and 12 of phi3-longrope's 14 (0.030) (torch_bf16_gradient_floor.py, CPU bf16,
+// 2026-11-27); this engine measured 0.032, 0.022 and 0.025 on the H100 the same day. Their
+// gradients are held to 0.04, their logits to 2e-2.
 double grad_tolerance(const std::string& model) {
-  return model == "stories260K" || model == "gemma3-tiny" ? 0.08 : kTol;
+  if (model == "stories260K" || model == "gemma3-tiny") return 0.08;
+  if (model == "qwen3-tiny" || model == "phi3-tiny" || model == "phi3-longrope") return 0.04;
+  return kTol;
 }
 double logits_tolerance(const std::string& model) {
   return model == "gemma3-tiny" ? 4e-2 : kTol;

@@ -146,10 +146,10 @@ TEST(ModelInfo, ModelInitFromAPresetOrAConfigAndWhyNot) {
   EXPECT_TRUE(tiny.fromInit);
   // stories260K's shape with an untied head: 260,032 + 512 x 64.
   EXPECT_EQ(tiny.parameters, 260032 + 512 * 64);
-  EXPECT_EQ(
-      tiny.summary(),
-      "Created from model.init: llama-tiny · Llama (LlamaForCausalLM) · 5 layers · hidden 64 · heads 8/4 · "
-      "vocabulary 512 · 292.8 k parameters · random initialisation (seed 7)");
+  EXPECT_EQ(tiny.summary(),
+            "Created from model.init: llama-tiny · Llama (LlamaForCausalLM) · 5 layers · hidden 64 "
+            "· heads 8/4 · "
+            "vocabulary 512 · 292.8 k parameters · random initialisation (seed 7)");
 
   // A config.json object: stories260K's own config, the parameters of the folder's tensors.
   QFile config(q(data_path("models/stories260K/config.json")));
@@ -159,8 +159,8 @@ TEST(ModelInfo, ModelInitFromAPresetOrAConfigAndWhyNot) {
   ASSERT_TRUE(fromConfig.ok) << fromConfig.error.toStdString();
   EXPECT_EQ(fromConfig.parameters,
             ModelInfo::inspect(q(data_path("models/stories260K"))).parameters);
-  EXPECT_TRUE(
-      fromConfig.summary().startsWith("Created from model.init: Llama (LlamaForCausalLM) · 5 layers"))
+  EXPECT_TRUE(fromConfig.summary().startsWith(
+      "Created from model.init: Llama (LlamaForCausalLM) · 5 layers"))
       << fromConfig.summary().toStdString();
   EXPECT_TRUE(fromConfig.summary().endsWith("(seed 0)"));
 

@@ -1,7 +1,8 @@
 // The two kernel sets behind attention_forward / attention_backward (attention.cu), selectable for
 // tests and benchmarks (internal to cuda/ and tests/gpu/):
 //   kGeneric: fp32 CUDA-core tiles of 32 queries × 32 keys, any head_dim up to 256;
-//   kFlash:   tensor-core tiles of 64 × 64 (FlashAttention-2), head_dim 64 or 128, any seq;
+//   kFlash:   tensor-core tiles of 64 × 64 (FlashAttention-2), head_dim 64, 96, 128 or 256, any
+//             seq;
 //   kAuto:    kFlash where it applies, else kGeneric (what the public launchers do).
 // Both give the same results up to rounding and each is deterministic.
 #pragma once

@@ -12,11 +12,12 @@
 //     rows; warp w owns 4 rows and lane l one column of each 32 × 32 score tile, K/V (or Q/dO)
 //     tiles are staged in shared memory as fp32, softmax is online (running max and sum, as
 //     FlashAttention).
-//   - flash: head_dim 64 or 128 (the 7B models), FlashAttention-2 on tensor cores. 4 warps × 16
-//     rows = 64 rows per block, tiles of 64 × 64, bf16 mma.sync with fp32 accumulators, K/V (or
-//     Q/dO) tiles through cp.async into padded shared memory (row stride head_dim + 8 bf16: the 8
-//     rows an ldmatrix reads fall in 8 different 16-byte bank groups), scores prescaled by
-//     log2(e)/sqrt(d) for exp2. Tiles past the sequence are zero-filled, so any seq works.
+//   - flash: head_dim 64, 96 (Phi-3), 128 (the 7B models) or 256 (Gemma 3), FlashAttention-2 on
+//     tensor cores. 4 warps × 16 rows = 64 rows per block, tiles of 64 × 64, bf16 mma.sync with
+//     fp32 accumulators, K/V (or Q/dO) tiles through cp.async into padded shared memory (row
+//     stride head_dim + 8 bf16: the 8 rows an ldmatrix reads fall in 8 different 16-byte bank
+//     groups), scores prescaled by log2(e)/sqrt(d) for exp2. Tiles past the sequence are
+//     zero-filled, so any seq works.
 // Both backwards are deterministic without atomics: D = rowsum(dO ∘ O) goes to the scratch first,
 // then one kernel owns dK/dV per key tile (looping over the group's query heads and the query tiles
 // at or after it) and another owns dQ per query tile (looping over key tiles up to it).
@@ -333,7 +334,7 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
 }
 
 // ---------------------------------------------------------------------------------------------
-// kernels: flash (tensor cores, head_dim D = 64 or 128)
+// kernels: flash (tensor cores, head_dim D = 64, 96, 128 or 256)
 //
 // A tile is 64 rows of one head in shared memory, row stride D + 8 bf16. Warp w owns rows
 // [16w, 16w + 16) of the block's own tile (queries in the forward and dQ kernels, keys in the dK/dV
@@ -696,20 +697,37 @@ Status with_chunks(int head_dim, F&& f) {
   return f(std::integral_constant<int, 8>{});
 }
 
-// The flash kernels need head_dim 64 or 128 and 16-byte aligned tensors (cp.async, uint4 stores);
-// rows are then 16-byte aligned too.
+// The flash kernels need head_dim 64, 96, 128 or 256 and 16-byte aligned tensors (cp.async, uint4
+// stores); rows are then 16-byte aligned too.
 template <class... T>
 bool flash_applies(int head_dim, const T*... p) {
-  return (head_dim == 64 || head_dim == 128) && ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+  return (head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256) &&
+         ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
+// Calls f(std::integral_constant<int, D>) for the flash kernels' head_dim D (flash_applies).
+template <class F>
+Status with_flash_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 96:
+      return f(std::integral_constant<int, 96>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return f(std::integral_constant<int, 256>{});
+  }
 }
 
 // Which kernels run: kFlash must apply, kAuto takes it where it does.
 Result<bool> use_flash(const char* op, AttentionPath path, bool applies, int head_dim) {
   if (path == AttentionPath::kFlash && !applies) {
-    return invalid_argument(std::string(op) +
-                            ": the flash kernels need head_dim 64 or 128 and 16-byte aligned "
-                            "tensors, got head_dim " +
-                            std::to_string(head_dim));
+    return invalid_argument(
+        std::string(op) +
+        ": the flash kernels need head_dim 64, 96, 128 or 256 and 16-byte aligned "
+        "tensors, got head_dim " +
+        std::to_string(head_dim));
   }
   return path != AttentionPath::kGeneric && applies;
 }
@@ -825,9 +843,10 @@ Status attention_forward_path(AttentionPath path, bf16* out, float* lse, const b
   const int span = window_span(params, seq);
   if (!flash)
     return forward_generic(out, lse, q, k, v, batch, seq, hq, hkv, head_dim, scale, span, stream);
-  return head_dim == 64
-             ? forward_flash<64>(out, lse, q, k, v, batch, seq, hq, hkv, scale, span, stream)
-             : forward_flash<128>(out, lse, q, k, v, batch, seq, hq, hkv, scale, span, stream);
+  return with_flash_dim(head_dim, [&](auto d) {
+    return forward_flash<decltype(d)::value>(out, lse, q, k, v, batch, seq, hq, hkv, scale, span,
+                                             stream);
+  });
 }
 
 Status attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
@@ -859,10 +878,10 @@ Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv,
   const float scale = params.scale_for(head_dim);
   const int span = window_span(params, seq);
   if (flash) {
-    return head_dim == 64 ? backward_flash<64>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
-                                               hq, hkv, scale, span, stream)
-                          : backward_flash<128>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
+    return with_flash_dim(head_dim, [&](auto d) {
+      return backward_flash<decltype(d)::value>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
                                                 hq, hkv, scale, span, stream);
+    });
   }
   return backward_generic(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, head_dim,
                           scale, span, stream);
