@@ -99,7 +99,7 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
   g.attention_s = 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens /
-                  (std::max(machine.compute_flops, 1.0) * kGpuAttentionEfficiency);
+                  (std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim));
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
   g.elementwise_s =

@@ -58,6 +58,18 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len);
 //    before it counted them.
 inline constexpr double kGpuGemmEfficiency = 0.85;
 inline constexpr double kGpuAttentionEfficiency = 0.23;
+// The attention's rate at other head sizes. head_dim 256 (Gemma 3): the flash kernels hold a
+// 16 × 256 fp32 accumulator per warp (two in the dK/dV kernel) and spill; attention-bench measured
+// 39.6 TFLOPS forward + backward on gemma3-1b's global layers and 55.4 with its 512-token window
+// (b=1, t=4096, H100, 2026-11-27), and plan --measure of gemma3-1b at 8×4×2048 fits 0.04 of the
+// probe. A head_dim the flash kernels do not take (not 64, 96, 128 or 256) runs on the generic
+// fp32 kernels: 4.2-6.5 TFLOPS at head_dim 256 before the flash kernels took it, 0.006.
+inline constexpr double kGpuAttentionEfficiencyHeadDim256 = 0.04;
+inline constexpr double kGpuGenericAttentionEfficiency = 0.006;
+inline double gpu_attention_efficiency(int head_dim) {
+  if (head_dim == 64 || head_dim == 96 || head_dim == 128) return kGpuAttentionEfficiency;
+  return head_dim == 256 ? kGpuAttentionEfficiencyHeadDim256 : kGpuGenericAttentionEfficiency;
+}
 inline constexpr double kGpuElementwiseBytes = 33;
 inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
 

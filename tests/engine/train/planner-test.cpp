@@ -171,6 +171,23 @@ TEST(Planner, SequencesLongerThanTheSlidingWindowAreWindowed) {
   EXPECT_EQ(check_positions(c, job).code(), ErrorCode::kInvalidArgument);
 }
 
+// The attention's rate follows the kernels a head size runs on: the flash kernels at 64, 96 and
+// 128 (kGpuAttentionEfficiency), at 256 their slower measured rate, anything else the generic
+// fp32 kernels'.
+TEST(Planner, AttentionRateFollowsTheHeadSize) {
+  EXPECT_EQ(gpu_attention_efficiency(64), kGpuAttentionEfficiency);
+  EXPECT_EQ(gpu_attention_efficiency(96), kGpuAttentionEfficiency);
+  EXPECT_EQ(gpu_attention_efficiency(128), kGpuAttentionEfficiency);
+  EXPECT_EQ(gpu_attention_efficiency(256), kGpuAttentionEfficiencyHeadDim256);
+  EXPECT_EQ(gpu_attention_efficiency(80), kGpuGenericAttentionEfficiency);
+  ModelConfig c = llama2_7b();
+  const double at128 = to_json(make_plan(c, seven_b_job(), h100_host(), 10))["step"]["attention_s"];
+  c.head_dim = 256;  // the same q_dim in 16 heads of 256
+  c.num_heads = c.num_kv_heads = 16;
+  const double at256 = to_json(make_plan(c, seven_b_job(), h100_host(), 10))["step"]["attention_s"];
+  EXPECT_NEAR(at256 / at128, kGpuAttentionEfficiency / kGpuAttentionEfficiencyHeadDim256, 1e-9);
+}
+
 TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const ModelConfig c = llama2_7b();
   const nlohmann::json plan = to_json(make_plan(c, seven_b_job(), h100_host(), 10));
