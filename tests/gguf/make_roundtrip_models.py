@@ -16,7 +16,8 @@ Llama 2's tokenizer.model for Phi-3 (Phi-3's is Llama 2's plus 64 added tokens, 
 here: vocab_size 32064 leaves ids 32000-32063 as [PAD] tokens) and for Gemma 3 (Gemma's own is not
 obtainable). Gemma 3: six layers, llama.cpp's pattern of five sliding-window layers (window 16,
 shorter than the prompt's 31 tokens) with RoPE base 1e4 and one global layer with base 1e6;
-gemma3-linear adds linear RoPE scaling (factor 8) on the global layer. phi4mini: Phi-4-mini's
+gemma3-linear adds linear RoPE scaling (factor 8) on the global layer; gemma3-layers has layer_types
+[sliding, full, sliding] (window 8), not llama.cpp's default pattern. phi4mini: Phi-4-mini's
 shape of RoPE (partial rotary 0.75, LongRoPE with original context 4096 of 131072, tied
 embeddings); phi4mini-sharp the same with q and k rows x6 so that attention is sharp enough for
 the RoPE factors to move the logits.
@@ -47,6 +48,14 @@ M = {
     num_hidden_layers=6, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
     max_position_embeddings=2048, sliding_window=16, query_pre_attn_scalar=32,
     rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
+    bos_token_id=1, eos_token_id=2, pad_token_id=0), "llama2"),
+ # Layer types that are not llama.cpp's default pattern (every 6th layer global), as
+ # gemma3-tiny's goldens: the file must name them (attention.sliding_window_pattern).
+ "gemma3-layers": ("Gemma3TextConfig", dict(vocab_size=32000, hidden_size=64,
+    intermediate_size=128, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
+    head_dim=32, max_position_embeddings=2048, sliding_window=8, query_pre_attn_scalar=32,
+    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+    rope_theta=1e6, rope_local_base_freq=1e4,
     bos_token_id=1, eos_token_id=2, pad_token_id=0), "llama2"),
  "phi3": ("Phi3Config", dict(vocab_size=32064, hidden_size=64, intermediate_size=128,
     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
