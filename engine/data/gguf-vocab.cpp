@@ -65,6 +65,8 @@ struct SpmVocab {
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
+  // The model's normalizer_spec.add_dummy_prefix: whether it encodes "a" as U+2581 "a".
+  bool add_dummy_prefix = true;
 };
 
 // _create_vocab_sentencepiece (and Phi3MiniModel.set_vocab's variant when `phi3`).
@@ -95,6 +97,9 @@ Result<SpmVocab> spm_vocab(const fs::path& model, const json& hp, const std::opt
       t = kByte;
     v.types[id] = t;
   }
+  std::vector<std::string> probe;
+  if (sp.Encode("a", &probe).ok() && !probe.empty())
+    v.add_dummy_prefix = probe.front().rfind(kSpmSpace, 0) == 0;
   SPW_ASSIGN_OR_RETURN(std::optional<json> added, read_json_if_present(dir / "added_tokens.json"));
   if (added && added->is_object()) {
     for (const auto& [text, id_json] : added->items()) {
@@ -422,7 +427,11 @@ Result<GgufVocabInfo> set_gguf_vocab_unchecked(const std::string& arch, const js
     w.set_i32_array("tokenizer.ggml.token_type", v.types);
     SPW_RETURN_IF_ERROR(special_vocab(tj, tc, hp, dir, false, v.tokens.size(), w, info, &eos));
     add_stops(v.tokens, v.types, eos, info);
-    if (arch == "gemma3") w.set_bool("tokenizer.ggml.add_space_prefix", false);
+    // Gemma3Model.set_vocab writes false, which is what Gemma's own tokenizer.model says
+    // (add_dummy_prefix false). A tokenizer.model that adds the prefix (Llama 2's on a Gemma
+    // model) gets true: llama.cpp then tokenizes as Spillway and transformers do, not "Once" where
+    // they give U+2581 "Once".
+    if (arch == "gemma3") w.set_bool("tokenizer.ggml.add_space_prefix", v.add_dummy_prefix);
   } else {
     const json& model = tj->contains("model") ? (*tj)["model"] : json::object();
     if (arch == "llama" && model.value("type", "") == "BPE" && model.value("byte_fallback", false))

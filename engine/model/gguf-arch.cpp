@@ -327,6 +327,25 @@ Status set_gguf_hparams_unchecked(const std::string& a, const json& hp, GgufFile
     if (!pattern || pattern->get<int64_t>() != 1) {
       SPW_ASSIGN_OR_RETURN(int64_t window, need_int(hp, {"sliding_window"}));
       w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(window));
+      // llama.cpp's gemma3 takes every sixth layer as global unless the file names each layer,
+      // which convert does not write: a config whose layer_types differ (gemma3-tiny's
+      // [sliding, full, sliding]) ran its global layers with the window (prompt logits 0.22 rel
+      // L2 off). The file names them then, as convert does for OLMo's or EXAONE's layer_types.
+      // Without layer_types, transformers takes every sliding_window_pattern-th layer as global.
+      const json* types = find_hparam(hp, {"layer_types"});
+      const int64_t layers = hp.value("num_hidden_layers", int64_t{0});
+      const int64_t period = pattern && pattern->is_number_integer() && pattern->get<int64_t>() > 0
+                                 ? pattern->get<int64_t>()
+                                 : 6;
+      std::vector<bool> is_swa;
+      bool every_sixth = true;
+      for (int64_t il = 0; il < (types && types->is_array() ? int64_t(types->size()) : layers);
+           ++il) {
+        is_swa.push_back(types && types->is_array() ? (*types)[il] == "sliding_attention"
+                                                    : (il + 1) % period != 0);
+        every_sixth = every_sixth && is_swa.back() == (il % 6 < 5);
+      }
+      if (!every_sixth) w.set_bool_array(a + ".attention.sliding_window_pattern", is_swa);
     }
     w.set_u32(a + ".attention.head_count_kv",
               static_cast<uint32_t>(hp.value("num_key_value_heads", 4)));

@@ -154,6 +154,11 @@ void GgufWriter::set_i32_array(const std::string& key, const std::vector<int32_t
   s.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   set(key, std::move(s));
 }
+void GgufWriter::set_bool_array(const std::string& key, const std::vector<bool>& v) {
+  std::string s = array_header(GgufValueType::kBool, v.size());
+  for (bool e : v) put<uint8_t>(s, e ? 1 : 0);
+  set(key, std::move(s));
+}
 bool GgufWriter::has(const std::string& key) const {
   return std::any_of(kv_.begin(), kv_.end(), [&](const Kv& kv) { return kv.key == key; });
 }

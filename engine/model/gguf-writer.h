@@ -71,6 +71,7 @@ class GgufWriter {
   void set_string_array(const std::string& key, const std::vector<std::string>& v);
   void set_f32_array(const std::string& key, const std::vector<float>& v);
   void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  void set_bool_array(const std::string& key, const std::vector<bool>& v);
   bool has(const std::string& key) const;
   size_t metadata_count() const { return kv_.size(); }
 

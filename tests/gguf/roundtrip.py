@@ -96,8 +96,8 @@ def main():
         print(f"greedy {len(ours_new)} new tokens: equal for the first {k}, then llama.cpp takes "
               f"{theirs_new[k] if k < len(theirs_new) else 'EOS'} where Spillway takes "
               f"{ours_new[k] if k < len(ours_new) else 'EOS'}"
-              + (f", {margins[k]:.3e} apart in llama.cpp's logits: within Q8_0's logit error "
-                 f"({max_abs:.3e} on the prompt)" if k < len(margins) else ""))
+              + (f", {margins[k]:.3e} apart in llama.cpp's logits" if k < len(margins) else "")
+              + (f": within Q8_0's logit error ({max_abs:.3e} on the prompt)" if explained else ""))
         same = explained
     ok &= same
     print(f"  Spillway : {ours_new}")

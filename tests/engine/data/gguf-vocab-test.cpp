@@ -90,6 +90,19 @@ TEST(GgufVocabTest, SentencePieceVocabulary) {
   EXPECT_EQ(info.stop, (std::vector<std::string>{"</s>"}));
 }
 
+// Gemma3Model.set_vocab writes add_space_prefix false, true of Gemma's own tokenizer.model but
+// not of Llama 2's on a Gemma model: llama.cpp then tokenized "Once upon" as [1, 26222 "Once",
+// 2501] where Spillway and transformers give [1, 9038 "U+2581 Once", 2501]. The key is the model's
+// own add_dummy_prefix.
+TEST(GgufVocabTest, GemmaSpacePrefixIsTheTokenizerModels) {
+  const json hp = {{"vocab_size", 32000}, {"bos_token_id", 1}, {"eos_token_id", 2}};
+  GgufVocabInfo info;
+  auto f = vocab_of("gemma3", hp, testing::data_path("tokenizers/llama2"), &info);
+  ASSERT_EQ(f.kv.count("tokenizer.ggml.add_space_prefix"), 1u);
+  EXPECT_TRUE(f.kv.at("tokenizer.ggml.add_space_prefix").b());
+  EXPECT_EQ(f.kv.at("tokenizer.ggml.tokens").array[9038].s(), "\xe2\x96\x81Once");
+}
+
 TEST(GgufVocabTest, ByteLevelBpeVocabulary) {
   GgufVocabInfo info;
   // A model whose embedding is larger than the tokenizer (Qwen2.5's 151936 rows, 151665 tokens).

@@ -341,6 +341,45 @@ TEST(GgufArchTest, HyperparameterKeysPerFamily) {
   EXPECT_EQ(p.kv.count("phi3.attention.key_length"), 0u);
 }
 
+// llama.cpp's gemma3 takes every sixth layer as global (il % 6 == 5) unless the file has
+// attention.sliding_window_pattern; convert never writes it. A Gemma 3 whose layer_types differ
+// (gemma3-tiny's [sliding, full, sliding]) ran its global layer windowed in llama.cpp: prompt
+// logits 0.22 rel L2 from Spillway's and transformers'. Such a file names every layer.
+TEST(GgufArchTest, GemmaLayerTypesThatAreNotEverySixthAreWritten) {
+  const json base = {{"num_hidden_layers", 3},   {"hidden_size", 64},
+                     {"intermediate_size", 128}, {"num_attention_heads", 2},
+                     {"num_key_value_heads", 1}, {"head_dim", 32},
+                     {"sliding_window", 8},      {"rms_norm_eps", 1e-6}};
+  json tiny = base;
+  tiny["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  auto t = hparams_of("gemma3", tiny);
+  ASSERT_EQ(t.kv.count("gemma3.attention.sliding_window_pattern"), 1u);
+  const testing::GgufValue& pattern = t.kv.at("gemma3.attention.sliding_window_pattern");
+  EXPECT_EQ(pattern.element_type, 7u);  // bool, as convert's add_sliding_window_pattern
+  ASSERT_EQ(pattern.array.size(), 3u);
+  EXPECT_TRUE(pattern.array[0].b());
+  EXPECT_FALSE(pattern.array[1].b());
+  EXPECT_TRUE(pattern.array[2].b());
+  // sliding_window_pattern 2 without layer_types: transformers' (il + 1) % 2 != 0.
+  json every_second = base;
+  every_second["sliding_window_pattern"] = 2;
+  auto e = hparams_of("gemma3", every_second);
+  const auto& p2 = e.kv.at("gemma3.attention.sliding_window_pattern").array;
+  ASSERT_EQ(p2.size(), 3u);
+  EXPECT_TRUE(p2[0].b());
+  EXPECT_FALSE(p2[1].b());
+  EXPECT_TRUE(p2[2].b());
+  // Gemma 3's own: every sixth layer global, as llama.cpp assumes; no key, as convert writes.
+  json published = base;
+  published["num_hidden_layers"] = 7;
+  published["layer_types"] = json::array();
+  for (int il = 0; il < 7; ++il)
+    published["layer_types"].push_back(il % 6 == 5 ? "full_attention" : "sliding_attention");
+  EXPECT_EQ(hparams_of("gemma3", published).kv.count("gemma3.attention.sliding_window_pattern"),
+            0u);
+  EXPECT_EQ(hparams_of("gemma3", base).kv.count("gemma3.attention.sliding_window_pattern"), 0u);
+}
+
 TEST(GgufArchTest, AValueOfTheWrongTypeIsAClearError) {
   GgufWriter w;
   const json hp = {{"num_hidden_layers", "two"}, {"hidden_size", 64}};
