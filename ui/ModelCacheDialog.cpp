@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "Format.h"
 #include "WorkerClient.h"
@@ -124,9 +125,8 @@ void ModelCacheDialog::fill(const QByteArray& out, const QByteArray& err, int co
       models_.isEmpty()
           ? tr("No models in the Hugging Face cache. Download one with "
                "`huggingface-cli download ORG/NAME`, or choose a folder with Browse…")
-          : tr("%n model(s) in the cache, %1 that Spillway can train. Double-click one "
-               "to use it.",
-               nullptr, models_.size())
+          : tr("%1 in the cache, %2 that Spillway can train. Double-click one to use it.")
+                .arg(models_.size() == 1 ? tr("1 model") : tr("%1 models").arg(models_.size()))
                 .arg(usable));
   emit listed();
 }

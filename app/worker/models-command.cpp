@@ -27,10 +27,14 @@ constexpr const char* kUsage =
 json describe_model(const CachedModel& m, const TrainJob& job_template,
                     const std::optional<MachineProbe>& machine) {
   json out{{"repo", m.repo}, {"revision", m.revision}, {"path", m.path}};
+  // The reason without the snapshot's path in front (the row names the model; "path" has it).
   auto fail = [&](const Status& st) {
+    std::string why = st.message();
+    for (const std::string& prefix : {m.path + "/config.json: ", m.path + ": "})
+      if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
     out["usable"] = false;
     out["fits"] = false;
-    out["why"] = st.message();
+    out["why"] = why;
     return out;
   };
   auto config = ModelConfig::load(m.path);

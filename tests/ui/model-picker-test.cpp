@@ -37,12 +37,16 @@ QString q(const std::string& s) {
   if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
   GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
-// A hub cache as huggingface_hub lays it out, its files links to the shared models (read in place).
+// A hub cache as huggingface_hub lays it out, its files links to `model`'s (read in place).
 void addSnapshot(const std::string& hub, const std::string& repoFolder, const std::string& model) {
   const fs::path snap = fs::path(hub) / repoFolder / "snapshots" / "rev1";
   fs::create_directories(snap);
-  for (const auto& f : fs::directory_iterator(data_path("models/" + model)))
+  for (const auto& f : fs::directory_iterator(model))
     fs::create_symlink(f.path(), snap / f.path().filename());
+}
+
+std::string goldenModel(const std::string& name) {
+  return std::string(SPILLWAY_SOURCE_DIR) + "/tests/golden/" + name + "/model";
 }
 
 TEST(ModelCache, ListsTheCacheAndPicksAModelThatCanTrain) {
@@ -50,7 +54,11 @@ TEST(ModelCache, ListsTheCacheAndPicksAModelThatCanTrain) {
   REQUIRE_WORKER();
   qputenv("SPILLWAY_WORKER", SPILLWAY_WORKER_BINARY);
   TempDir hub;
-  addSnapshot(hub.path(), "models--karpathy--stories260K", "stories260K");
+  addSnapshot(hub.path(), "models--karpathy--stories260K", data_path("models/stories260K"));
+  // The newer families, as their random-initialised golden models (tests/golden).
+  addSnapshot(hub.path(), "models--tiny--gemma3", goldenModel("gemma3-tiny"));
+  addSnapshot(hub.path(), "models--tiny--phi3", goldenModel("phi3-tiny"));
+  addSnapshot(hub.path(), "models--tiny--qwen3", goldenModel("qwen3-tiny"));
   fs::create_directories(hub.path() + "/models--openai--gpt2/snapshots/r");
   std::ofstream(hub.path() + "/models--openai--gpt2/snapshots/r/config.json")
       << R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"})";
@@ -60,7 +68,16 @@ TEST(ModelCache, ListsTheCacheAndPicksAModelThatCanTrain) {
   ASSERT_TRUE(dialog.listing());  // the worker runs as a child: the constructor did not wait
   ASSERT_TRUE(listed.wait(60000));
   QTableWidget* table = dialog.table();
-  ASSERT_EQ(table->rowCount(), 2);
+  ASSERT_EQ(table->rowCount(), 5);
+  EXPECT_EQ(dialog.findChild<QLabel*>()->text(),
+            "5 models in the cache, 4 that Spillway can train. Double-click one to use it.");
+  // SPILLWAY_SCREENSHOT_DIR: a picture of the list for the docs (tests/ui/figures).
+  if (const char* dir = getenv("SPILLWAY_SCREENSHOT_DIR")) {
+    dialog.resize(1000, 300);
+    dialog.show();
+    QTest::qWait(100);
+    dialog.grab().save(QString(dir) + "/model-cache.png");
+  }
   EXPECT_EQ(table->item(0, 0)->text(), "karpathy/stories260K");
   EXPECT_EQ(table->item(0, 1)->text(), "Llama");
   EXPECT_EQ(table->item(0, 2)->text(), "260.0 k");
@@ -69,9 +86,14 @@ TEST(ModelCache, ListsTheCacheAndPicksAModelThatCanTrain) {
       << table->item(0, 5)->text().toStdString();
   EXPECT_EQ(table->item(1, 0)->text(), "openai/gpt2");
   EXPECT_EQ(table->item(1, 4)->text(), "cannot train");
-  EXPECT_TRUE(table->item(1, 5)->text().contains("GPT2LMHeadModel is not supported") ||
-              table->item(1, 5)->text().contains("'GPT2LMHeadModel' is not supported"))
+  // The reason alone: the row names the model, its tooltip the folder.
+  EXPECT_TRUE(table->item(1, 5)->text().startsWith(
+      "config.json: architecture 'GPT2LMHeadModel' is not supported; supported: "))
       << table->item(1, 5)->text().toStdString();
+  EXPECT_EQ(table->item(2, 1)->text(), "Gemma 3");
+  EXPECT_EQ(table->item(3, 1)->text(), "Phi-3 / Phi-4");
+  EXPECT_EQ(table->item(4, 1)->text(), "Qwen3");
+  for (int row : {2, 3, 4}) EXPECT_EQ(table->item(row, 4)->text(), "yes") << row;
 
   QPushButton* use = nullptr;
   for (QPushButton* b : dialog.findChildren<QPushButton*>())
