@@ -4,6 +4,8 @@
 #include "compute/backend.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 namespace spillway::compute {
 
@@ -65,6 +67,17 @@ Status check_attention_params(const char* op, const AttentionParams& params) {
                           std::to_string(params.scale) +
                           ", expected a window >= 0 (0: none) and a finite scale >= 0 (0: "
                           "1/sqrt(head_dim))");
+}
+
+// A gated linear unit's tensors (swiglu, geglu): gate [n, f] sets n and f, and every other one
+// (up, out, dout, dgate, dup, in the order given) is act [n, f] too.
+Status expect_glu(const char* op, DType act, const ConstTensor& gate,
+                  std::initializer_list<std::pair<const char*, ConstTensor>> others) {
+  SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
+  const Shape nf{gate.dim(0), gate.dim(1)};
+  SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, nf));
+  for (const auto& [name, t] : others) SPW_RETURN_IF_ERROR(expect(op, name, t, act, nf));
+  return {};
 }
 
 }  // namespace
@@ -268,61 +281,36 @@ Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTe
 }
 
 Status Backend::swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream) {
-  constexpr const char* op = "swiglu_forward";
   const int64_t n = gate.dim(0), f = gate.dim(1);
-  if (checks_ops()) {
-    const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
-    SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "up", up, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {n, f}));
-  }
+  if (checks_ops())
+    SPW_RETURN_IF_ERROR(
+        expect_glu("swiglu_forward", act_dtype(), gate, {{"up", up}, {"out", out}}));
   return do_swiglu_forward(out.data(), gate.data(), up.data(), I(n), I(f), stream);
 }
 
 Status Backend::swiglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
                                 ConstTensor up, StreamId stream) {
-  constexpr const char* op = "swiglu_backward";
   const int64_t n = gate.dim(0), f = gate.dim(1);
-  if (checks_ops()) {
-    const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
-    SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "up", up, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "dgate", dgate, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "dup", dup, act, {n, f}));
-  }
+  if (checks_ops())
+    SPW_RETURN_IF_ERROR(expect_glu("swiglu_backward", act_dtype(), gate,
+                                   {{"up", up}, {"dout", dout}, {"dgate", dgate}, {"dup", dup}}));
   return do_swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), I(n),
                             I(f), stream);
 }
 
 Status Backend::geglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream) {
-  constexpr const char* op = "geglu_forward";
   const int64_t n = gate.dim(0), f = gate.dim(1);
-  if (checks_ops()) {
-    const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
-    SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "up", up, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {n, f}));
-  }
+  if (checks_ops())
+    SPW_RETURN_IF_ERROR(expect_glu("geglu_forward", act_dtype(), gate, {{"up", up}, {"out", out}}));
   return do_geglu_forward(out.data(), gate.data(), up.data(), I(n), I(f), stream);
 }
 
 Status Backend::geglu_backward(Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
                                ConstTensor up, StreamId stream) {
-  constexpr const char* op = "geglu_backward";
   const int64_t n = gate.dim(0), f = gate.dim(1);
-  if (checks_ops()) {
-    const DType act = act_dtype();
-    SPW_RETURN_IF_ERROR(expect_rank(op, "gate", gate, 2));
-    SPW_RETURN_IF_ERROR(expect(op, "gate", gate, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "up", up, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "dgate", dgate, act, {n, f}));
-    SPW_RETURN_IF_ERROR(expect(op, "dup", dup, act, {n, f}));
-  }
+  if (checks_ops())
+    SPW_RETURN_IF_ERROR(expect_glu("geglu_backward", act_dtype(), gate,
+                                   {{"up", up}, {"dout", dout}, {"dgate", dgate}, {"dup", dup}}));
   return do_geglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), I(n),
                            I(f), stream);
 }

@@ -208,20 +208,18 @@ Status BlockMath::mlp_activation_backward(void* dg, int n, StreamId s) {
                               R(u, {n, f}), s);
 }
 
-Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* out, int batch,
-                                int seq, StreamId s) {
-  if (mc_->sandwich_norms) return sandwich_layer_forward(layer, w, x, out, batch, seq, s);
+// From xn (the attention's normed input) to o: the q/k/v projections, the per-head norms (into
+// q_pre / k_pre and then q / k, which the backward keeps), RoPE, attention and the output
+// projection. Shared by both layer shapes.
+Status BlockMath::attention_block_forward(int layer, const char* w, int batch, int seq,
+                                          StreamId s) {
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
-  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
-            f = c.intermediate_size;
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
   const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
-  const float eps = c.rms_norm_eps;
+  const float eps = c.rms_norm_eps, off = norm_offset_;
   using compute::f32;
-  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
-                                         R(wp(w, L.attn_norm), {h}), eps, s));
-  // With the per-head norms the projections write q_pre and k_pre, which the backward keeps.
   void* qp = qk_norm_ ? q_pre : q;
   void* kp = qk_norm_ ? k_pre : k;
   SPW_RETURN_IF_ERROR(be.linear_forward(W(qp, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
@@ -232,20 +230,35 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
                                         R(wp(w, L.bv), {kvd}), s));
   if (qk_norm_) {  // rows of head_dim: [n · heads, d]
     SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(q, {n * hq, d}), f32(rstd_q, {n * hq}),
-                                           R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s));
+                                           R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s,
+                                           off));
     SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(k, {n * hkv, d}), f32(rstd_k, {n * hkv}),
-                                           R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps,
-                                           s));
+                                           R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps, s,
+                                           off));
   }
   const float theta = rope_theta(layer);
-  const compute::RopeScaling& rs = layer_rope(layer, seq);
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rs, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rs, s));
+  const compute::RopeScaling& rope = layer_rope(layer, seq);
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s));
   SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
                                            R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
                                            R(v, {batch, seq, hkv, d}), s, attention_params(layer)));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
-                                        R(wp(w, L.bo), {h}), s));
+  return be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
+                           R(wp(w, L.bo), {h}), s);
+}
+
+Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* out, int batch,
+                                int seq, StreamId s) {
+  if (mc_->sandwich_norms) return sandwich_layer_forward(layer, w, x, out, batch, seq, s);
+  compute::Backend& be = *be_;
+  const ModelConfig& c = *mc_;
+  const LayerOffsets& L = layout_->layer_offsets();
+  const int n = batch * seq, h = c.hidden_size, f = c.intermediate_size;
+  const float eps = c.rms_norm_eps;
+  using compute::f32;
+  SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
+                                         R(wp(w, L.attn_norm), {h}), eps, s));
+  SPW_RETURN_IF_ERROR(attention_block_forward(layer, w, batch, seq, s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(o, {n, h}),
@@ -254,7 +267,7 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
       be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
   SPW_RETURN_IF_ERROR(
       be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
-  SPW_RETURN_IF_ERROR(be.swiglu_forward(W(a, {n, f}), R(g, {n, f}), R(u, {n, f}), s));
+  SPW_RETURN_IF_ERROR(mlp_activation_forward(n, s));
   if (!out) return {};  // the backward needs nothing of the down projection's output
   SPW_RETURN_IF_ERROR(
       be.linear_forward(W(out, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}), {}, s));
@@ -279,8 +292,7 @@ Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void
   SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {},
                                          R(dy, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}),
                                          false, s));
-  SPW_RETURN_IF_ERROR(be.swiglu_backward(W(dg, {n, f}), W(du, {n, f}), R(da, {n, f}), R(g, {n, f}),
-                                         R(u, {n, f}), s));
+  SPW_RETURN_IF_ERROR(mlp_activation_backward(dg, n, s));
   SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {},
                                          R(dg, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}),
                                          false, s));
@@ -368,39 +380,12 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
-  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
-            f = c.intermediate_size;
-  const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
+  const int n = batch * seq, h = c.hidden_size, f = c.intermediate_size;
   const float eps = c.rms_norm_eps, off = norm_offset_;
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s, off));
-  // q and k: projected into q_pre / k_pre, then normed per head into q / k (with qk_norm).
-  void* qp = qk_norm_ ? q_pre : q;
-  void* kp = qk_norm_ ? k_pre : k;
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(qp, {n, qd}), R(xn, {n, h}), R(wp(w, L.wq), {qd, h}),
-                                        R(wp(w, L.bq), {qd}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(kp, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wk), {kvd, h}),
-                                        R(wp(w, L.bk), {kvd}), s));
-  SPW_RETURN_IF_ERROR(be.linear_forward(W(v, {n, kvd}), R(xn, {n, h}), R(wp(w, L.wv), {kvd, h}),
-                                        R(wp(w, L.bv), {kvd}), s));
-  if (qk_norm_) {
-    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(q, {n * hq, d}), f32(rstd_q, {n * hq}),
-                                           R(q_pre, {n * hq, d}), R(wp(w, L.q_norm), {d}), eps, s,
-                                           off));
-    SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(k, {n * hkv, d}), f32(rstd_k, {n * hkv}),
-                                           R(k_pre, {n * hkv, d}), R(wp(w, L.k_norm), {d}), eps, s,
-                                           off));
-  }
-  const float theta = rope_theta(layer);
-  const compute::RopeScaling& rope = layer_rope(layer, seq);
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
-                                           R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
-                                           R(v, {batch, seq, hkv, d}), s, attention_params(layer)));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}), {}, s));
+  SPW_RETURN_IF_ERROR(attention_block_forward(layer, w, batch, seq, s));
   // x2 = x + post_attn_norm(o), xn2 = pre_ff_norm(x2); the normed o lives in dxn until the fused
   // residual norm has read it (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(dxn, {n, h}), f32(rstd3, {n}), R(o, {n, h}),

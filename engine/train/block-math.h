@@ -84,6 +84,8 @@ class BlockMath {
 
  private:
   BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk);
+  // The attention part of both layer shapes: xn → q, k, v (per-head norms), RoPE, attention, o.
+  Status attention_block_forward(int layer, const char* w, int batch, int seq, compute::StreamId s);
   // Gemma 3's layer (sandwich norms), as layer_forward / layer_backward.
   Status sandwich_layer_forward(int layer, const char* w, const void* x, void* out, int batch,
                                 int seq, compute::StreamId s);

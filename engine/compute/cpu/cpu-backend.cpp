@@ -227,6 +227,15 @@ Status CpuBackend::check_tensors(const char* op, std::initializer_list<Tensor> t
   return Status::ok_status();
 }
 
+Status CpuBackend::check_glu(const char* op, StreamId stream, int n, int f,
+                             std::initializer_list<std::pair<const char*, const void*>> tensors) {
+  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
+  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
+  for (const auto& [name, ptr] : tensors)
+    SPW_RETURN_IF_ERROR(check_tensors(op, {{name, ptr, f32(n, f)}}));
+  return Status::ok_status();
+}
+
 // --- streams, events ----------------------------------------------------------------------------
 
 Result<Stream> CpuBackend::create_stream() {
@@ -600,24 +609,16 @@ Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, c
 
 Status CpuBackend::do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                                      StreamId stream) {
-  const char* op = "swiglu_forward";
-  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
-  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
-  SPW_RETURN_IF_ERROR(check_tensors(
-      op, {{"out", out, f32(n, f)}, {"gate", gate, f32(n, f)}, {"up", up, f32(n, f)}}));
+  SPW_RETURN_IF_ERROR(
+      check_glu("swiglu_forward", stream, n, f, {{"out", out}, {"gate", gate}, {"up", up}}));
   return streams_.submit(stream, [=] { return cpu::swiglu_forward(F(out), F(gate), F(up), n, f); });
 }
 
 Status CpuBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                                       const void* up, int n, int f, StreamId stream) {
-  const char* op = "swiglu_backward";
-  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
-  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
-  SPW_RETURN_IF_ERROR(check_tensors(op, {{"dgate", dgate, f32(n, f)},
-                                         {"dup", dup, f32(n, f)},
-                                         {"dout", dout, f32(n, f)},
-                                         {"gate", gate, f32(n, f)},
-                                         {"up", up, f32(n, f)}}));
+  SPW_RETURN_IF_ERROR(
+      check_glu("swiglu_backward", stream, n, f,
+                {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
   return streams_.submit(stream, [=] {
     return cpu::swiglu_backward(F(dgate), F(dup), F(dout), F(gate), F(up), n, f);
   });
@@ -625,24 +626,16 @@ Status CpuBackend::do_swiglu_backward(void* dgate, void* dup, const void* dout, 
 
 Status CpuBackend::do_geglu_forward(void* out, const void* gate, const void* up, int n, int f,
                                     StreamId stream) {
-  const char* op = "geglu_forward";
-  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
-  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
-  SPW_RETURN_IF_ERROR(check_tensors(
-      op, {{"out", out, f32(n, f)}, {"gate", gate, f32(n, f)}, {"up", up, f32(n, f)}}));
+  SPW_RETURN_IF_ERROR(
+      check_glu("geglu_forward", stream, n, f, {{"out", out}, {"gate", gate}, {"up", up}}));
   return streams_.submit(stream, [=] { return cpu::geglu_forward(F(out), F(gate), F(up), n, f); });
 }
 
 Status CpuBackend::do_geglu_backward(void* dgate, void* dup, const void* dout, const void* gate,
                                      const void* up, int n, int f, StreamId stream) {
-  const char* op = "geglu_backward";
-  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
-  SPW_RETURN_IF_ERROR(cpu::check_swiglu_shape(op, n, f));
-  SPW_RETURN_IF_ERROR(check_tensors(op, {{"dgate", dgate, f32(n, f)},
-                                         {"dup", dup, f32(n, f)},
-                                         {"dout", dout, f32(n, f)},
-                                         {"gate", gate, f32(n, f)},
-                                         {"up", up, f32(n, f)}}));
+  SPW_RETURN_IF_ERROR(
+      check_glu("geglu_backward", stream, n, f,
+                {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
   return streams_.submit(
       stream, [=] { return cpu::geglu_backward(F(dgate), F(dup), F(dout), F(gate), F(up), n, f); });
 }

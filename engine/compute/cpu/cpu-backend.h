@@ -181,6 +181,10 @@ class CpuBackend final : public Backend, public Device {
     bool optional = false;
   };
   Status check_tensors(const char* op, std::initializer_list<Tensor> tensors) const;
+  // A gated linear unit's op (swiglu, geglu): the stream, the shape n × f, and each tensor (name,
+  // pointer) float32 [n, f] inside its allocation, as check_tensors, in the order given.
+  Status check_glu(const char* op, StreamId stream, int n, int f,
+                   std::initializer_list<std::pair<const char*, const void*>> tensors);
   // The workspace for an op that needs `bytes` of scratch (null when it needs none), or
   // kInvalidArgument saying what is missing; `shape` describes the call for the message.
   Result<void*> workspace_for(const char* op, size_t bytes, const std::string& shape) const;

@@ -2,8 +2,8 @@
 #include "compute/cpu/geglu.h"
 
 #include <cmath>
-#include <string>
 
+#include "compute/cpu/swiglu.h"  // check_swiglu_shape: the same n, f of a gated unit
 #include "core/thread-pool.h"
 
 namespace spillway::compute::cpu {
@@ -13,14 +13,6 @@ namespace {
 constexpr size_t kMinChunk = 4096;
 constexpr float kBeta = 0.7978845608028654f;  // √(2/π)
 constexpr float kKappa = 0.044715f;
-
-Status check_shape(const char* what, int n, int f) {
-  if (n < 0 || f < 0) {
-    return invalid_argument(std::string(what) + ": bad shape n=" + std::to_string(n) +
-                            " f=" + std::to_string(f));
-  }
-  return Status::ok_status();
-}
 
 inline float gelu_tanh(float g) {
   const float t = std::tanh(kBeta * (g + kKappa * g * g * g));
@@ -37,7 +29,7 @@ inline float gelu_tanh_grad(float g) {
 }  // namespace
 
 Status geglu_forward(float* out, const float* gate, const float* up, int n, int f) {
-  SPW_RETURN_IF_ERROR(check_shape("geglu_forward", n, f));
+  SPW_RETURN_IF_ERROR(check_swiglu_shape("geglu_forward", n, f));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n) * f,
       [&](size_t i0, size_t i1) {
@@ -49,7 +41,7 @@ Status geglu_forward(float* out, const float* gate, const float* up, int n, int 
 
 Status geglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                       const float* up, int n, int f) {
-  SPW_RETURN_IF_ERROR(check_shape("geglu_backward", n, f));
+  SPW_RETURN_IF_ERROR(check_swiglu_shape("geglu_backward", n, f));
   ThreadPool::global().parallel_for(
       static_cast<size_t>(n) * f,
       [&](size_t i0, size_t i1) {

@@ -206,6 +206,22 @@ Status check_swiglu_shape(const char* op, int n, int f) {
   return Status::ok_status();
 }
 
+// A gated linear unit's kernel over n × f elements: `vec` (kVecWidth elements a thread) when every
+// pointer is 16-byte aligned, else `scalar`; `name` for the launch check.
+template <class... Params, class... Args>
+Status launch_glu(const char* op, const char* name, void (*vec)(Params...),
+                  void (*scalar)(Params...), int n, int f, cudaStream_t stream, Args... args) {
+  SPW_RETURN_IF_ERROR(check_swiglu_shape(op, n, f));
+  const size_t count = static_cast<size_t>(n) * f;
+  if (count == 0) return Status::ok_status();
+  if (aligned16(args...)) {
+    vec<<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(args..., count);
+  } else {
+    scalar<<<flat_blocks(count, 1), kThreads, 0, stream>>>(args..., count);
+  }
+  return CUDA_LAUNCH_CHECK(name);
+}
+
 template <class Dst, class Src>
 Status convert(Dst* dst, const Src* src, size_t count, cudaStream_t stream) {
   if (count == 0) return Status::ok_status();
@@ -241,60 +257,26 @@ Status convert_bf16_to_f32(float* dst, const bf16* src, size_t count, cudaStream
 
 Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f,
                       cudaStream_t stream) {
-  SPW_RETURN_IF_ERROR(check_swiglu_shape("swiglu_forward", n, f));
-  const size_t count = static_cast<size_t>(n) * f;
-  if (count == 0) return Status::ok_status();
-  if (aligned16(out, gate, up)) {
-    swiglu_forward_kernel<kVecWidth>
-        <<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(out, gate, up, count);
-  } else {
-    swiglu_forward_kernel<1><<<flat_blocks(count, 1), kThreads, 0, stream>>>(out, gate, up, count);
-  }
-  return CUDA_LAUNCH_CHECK("swiglu_forward_kernel");
+  return launch_glu("swiglu_forward", "swiglu_forward_kernel", swiglu_forward_kernel<kVecWidth>,
+                    swiglu_forward_kernel<1>, n, f, stream, out, gate, up);
 }
 
 Status swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
                        int n, int f, cudaStream_t stream) {
-  SPW_RETURN_IF_ERROR(check_swiglu_shape("swiglu_backward", n, f));
-  const size_t count = static_cast<size_t>(n) * f;
-  if (count == 0) return Status::ok_status();
-  if (aligned16(dgate, dup, dout, gate, up)) {
-    swiglu_backward_kernel<kVecWidth>
-        <<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
-  } else {
-    swiglu_backward_kernel<1>
-        <<<flat_blocks(count, 1), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
-  }
-  return CUDA_LAUNCH_CHECK("swiglu_backward_kernel");
+  return launch_glu("swiglu_backward", "swiglu_backward_kernel", swiglu_backward_kernel<kVecWidth>,
+                    swiglu_backward_kernel<1>, n, f, stream, dgate, dup, dout, gate, up);
 }
 
 Status geglu_forward(bf16* out, const bf16* gate, const bf16* up, int n, int f,
                      cudaStream_t stream) {
-  SPW_RETURN_IF_ERROR(check_swiglu_shape("geglu_forward", n, f));
-  const size_t count = static_cast<size_t>(n) * f;
-  if (count == 0) return Status::ok_status();
-  if (aligned16(out, gate, up)) {
-    geglu_forward_kernel<kVecWidth>
-        <<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(out, gate, up, count);
-  } else {
-    geglu_forward_kernel<1><<<flat_blocks(count, 1), kThreads, 0, stream>>>(out, gate, up, count);
-  }
-  return CUDA_LAUNCH_CHECK("geglu_forward_kernel");
+  return launch_glu("geglu_forward", "geglu_forward_kernel", geglu_forward_kernel<kVecWidth>,
+                    geglu_forward_kernel<1>, n, f, stream, out, gate, up);
 }
 
 Status geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
                       int n, int f, cudaStream_t stream) {
-  SPW_RETURN_IF_ERROR(check_swiglu_shape("geglu_backward", n, f));
-  const size_t count = static_cast<size_t>(n) * f;
-  if (count == 0) return Status::ok_status();
-  if (aligned16(dgate, dup, dout, gate, up)) {
-    geglu_backward_kernel<kVecWidth>
-        <<<flat_blocks(count, kVecWidth), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
-  } else {
-    geglu_backward_kernel<1>
-        <<<flat_blocks(count, 1), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count);
-  }
-  return CUDA_LAUNCH_CHECK("geglu_backward_kernel");
+  return launch_glu("geglu_backward", "geglu_backward_kernel", geglu_backward_kernel<kVecWidth>,
+                    geglu_backward_kernel<1>, n, f, stream, dgate, dup, dout, gate, up);
 }
 
 }  // namespace spillway::cuda
