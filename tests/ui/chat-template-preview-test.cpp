@@ -19,14 +19,11 @@
 #include "NewRunPage.h"
 #include "data/chat-template.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::data_path;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 QString alpaca() {
   return q(data_path("datasets/alpaca/alpaca_en_demo.json"));

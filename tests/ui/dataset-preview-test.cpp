@@ -27,16 +27,13 @@
 #include "NewRunPage.h"
 #include "event-loop-watch.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 QString shakespeare() {
   return q(data_path("datasets/tinyshakespeare/input.txt"));

@@ -41,6 +41,7 @@
 #include "history-wait.h"
 #include "history/run-folder.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
@@ -52,10 +53,6 @@ bool waitFor(const std::function<bool()>& cond, int ms) {
   }
   return cond();
 }
-
-#define REQUIRE_WORKER()                                 \
-  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
-  GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
 // Run history and settings under `tmp`, and the worker this build made.
 void use_own_dirs_and_worker(const spillway::testing::TempDir& tmp) {

@@ -22,14 +22,11 @@
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // Runs `answer` on the modal dialog that `open` brings up; fails when none comes.
 void answerModal(const std::function<void()>& open, const std::function<void(QWidget*)>& answer) {

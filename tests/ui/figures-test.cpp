@@ -25,14 +25,11 @@
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // A CPU plan as `spillway-worker plan --json` writes it: stories260K's 18.6 MB in DRAM beside the
 // runtime's 270 MB, 200 steps of 0.25 s.

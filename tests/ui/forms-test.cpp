@@ -44,15 +44,12 @@
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 std::string s(const QString& text) {
   return text.toStdString();

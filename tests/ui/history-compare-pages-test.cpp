@@ -27,15 +27,12 @@
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // A run of `name` with `losses` at steps 1, 2, ... and `evals` (step, loss), in a folder of its
 // own under `root` (job.json and events.jsonl, as a worker leaves them) when `root` is not "".

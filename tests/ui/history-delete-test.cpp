@@ -27,15 +27,12 @@
 #include "history/run-store.h"
 #include "history/sqlite-util.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // A run folder as the worker leaves it: job.json, events.jsonl, two checkpoints and an export
 // (1,000 + 2,000 + 2 x 10,000 + 50,000 bytes).

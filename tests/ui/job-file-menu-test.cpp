@@ -42,20 +42,13 @@
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
-
-#define REQUIRE_WORKER()                                 \
-  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
-  GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
 // Runs `answer` on the modal dialog that `open` brings up; fails when none comes.
 void answerModal(const std::function<void()>& open, const std::function<void(QWidget*)>& answer) {

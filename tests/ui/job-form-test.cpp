@@ -26,14 +26,11 @@
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "job/job-schema.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // The input fields a person fills in: not the line edits inside spin boxes and combo boxes, nor
 // an input that is not part of the job (Measure's step count).

@@ -40,15 +40,12 @@
 #include "history/process-liveness.h"
 #include "history/run-store.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::TempDir;
 using Phase = LivePage::Phase;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 bool waitFor(const std::function<bool()>& cond, int ms) {
   for (int waited = 0; waited < ms; waited += 50) {

@@ -22,20 +22,13 @@
 #include "ModelPicker.h"
 #include "NewRunPage.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
-
-#define REQUIRE_WORKER()                                 \
-  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
-  GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
 // A hub cache as huggingface_hub lays it out, its files links to `model`'s (read in place).
 void addSnapshot(const std::string& hub, const std::string& repoFolder, const std::string& model) {

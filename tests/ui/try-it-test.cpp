@@ -39,20 +39,13 @@
 #include "event-loop-watch.h"
 #include "history-wait.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
-
-#define REQUIRE_WORKER()                                 \
-  if (!QFileInfo(SPILLWAY_WORKER_BINARY).isExecutable()) \
-  GTEST_SKIP() << "no worker binary at " SPILLWAY_WORKER_BINARY
 
 // CPU time this thread has used, in ms.
 double threadCpuMs() {

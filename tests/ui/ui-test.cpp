@@ -54,16 +54,13 @@
 #include "history/sqlite-util.h"
 #include "immutable-flag.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 namespace fs = std::filesystem;
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 TEST(ModelInfo, RealModelAndClearMessages) {
   SPILLWAY_REQUIRE_DATA();

@@ -33,15 +33,12 @@
 #include "history/run-store.h"
 #include "history/sqlite-util.h"
 #include "test-data.h"
+#include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
 using spillway::testing::data_path;
 using spillway::testing::TempDir;
-
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // 50 times tinyshakespeare: 55.8 MB, the paste.
 std::string bigDataset(const TempDir& dir, const std::string& name) {
