@@ -329,6 +329,18 @@ Status Backend::sum_squares(double* out, ConstTensor x, StreamId stream) {
   return do_sum_squares(out, x.as<float>(), static_cast<size_t>(x.numel()), stream);
 }
 
+Status Backend::adamw(Tensor param, Tensor m, Tensor v, ConstTensor grad, const AdamWCoeffs& k,
+                      float grad_scale, StreamId stream) {
+  if (checks_ops()) {
+    SPW_RETURN_IF_ERROR(expect("adamw", "grad", grad, DType::kF32, grad.shape()));
+    SPW_RETURN_IF_ERROR(expect("adamw", "param", param, DType::kF32, grad.shape()));
+    SPW_RETURN_IF_ERROR(expect("adamw", "m", m, DType::kF32, grad.shape()));
+    SPW_RETURN_IF_ERROR(expect("adamw", "v", v, DType::kF32, grad.shape()));
+  }
+  return do_adamw(param.as<float>(), m.as<float>(), v.as<float>(), grad.as<float>(),
+                  static_cast<size_t>(grad.numel()), k, grad_scale, stream);
+}
+
 Status Backend::lm_head_loss(Tensor losses, Tensor dx, Tensor dw, ConstTensor x, ConstTensor w,
                              ConstTensor labels, float loss_scale, Tensor logits_out, int chunk,
                              StreamId stream) {

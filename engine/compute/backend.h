@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/adamw-step.h"
 #include "compute/backend-facts.h"
 #include "compute/device.h"
 #include "compute/tensor.h"
@@ -217,6 +218,15 @@ class Backend {
   // the CPU needs none.
   Status sum_squares(double* out, ConstTensor x, StreamId stream);
 
+  // One AdamW step in place on param, m, v, all F32 of grad's shape (any; one block's parameter
+  // or a piece of it), from grad F32 times grad_scale (the clip coefficient), with the step's
+  // constants `k` (train/adamw.h, adamw_coeffs). Each element gets exactly compute/adamw-step.h's
+  // operations in its order, so the bits equal the CPU optimizer's (train/adamw.h) on every
+  // backend: the HBM state tier updates its blocks with it (docs/architecture.md, "The HBM state
+  // tier"). The four tensors must not overlap.
+  Status adamw(Tensor param, Tensor m, Tensor v, ConstTensor grad, const AdamWCoeffs& k,
+               float grad_scale, StreamId stream);
+
   // Fused, chunked LM head + cross-entropy, forward and backward in one call; logits for at most
   // `chunk` tokens exist at a time (in the workspace). x act [n, d] is the final-normed hidden
   // state, w act [v, d] the head, labels I32 [n] (-100 ignored). Writes losses F32 [n]: the CE of
@@ -279,6 +289,8 @@ class Backend {
                                    const void* up, int n, int f, StreamId stream) = 0;
   virtual Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) = 0;
   virtual Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) = 0;
+  virtual Status do_adamw(float* param, float* m, float* v, const float* grad, size_t count,
+                          const AdamWCoeffs& k, float grad_scale, StreamId stream) = 0;
   virtual Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                                  const int32_t* labels, int n, int d, int v, float loss_scale,
                                  float* logits_out, int chunk, StreamId stream) = 0;

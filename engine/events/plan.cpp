@@ -151,6 +151,11 @@ json to_json(const Plan& p) {
             {"machine", machine},
             {"tiers",
              {{"hbm", tier_json(p.hbm)}, {"dram", tier_json(p.dram)}, {"ssd", tier_json(p.ssd)}}},
+            {"state",
+             {{"blocks", p.state.blocks},
+              {"hbm_blocks", p.state.hbm_blocks},
+              {"hbm_bytes", p.state.hbm_bytes},
+              {"why", p.state.why}}},
             {"step", step}};
   if (p.suggestion) j["suggestion"] = to_json(*p.suggestion);
   if (p.backend_reason) j["backend_reason"] = *p.backend_reason;
@@ -184,6 +189,11 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.hbm = tier_from_json(object(tiers, "hbm"));
   p.dram = tier_from_json(object(tiers, "dram"));
   p.ssd = tier_from_json(object(tiers, "ssd"));
+  const json& state = object(j, "state");  // absent before the HBM state tier: all in DRAM
+  p.state.blocks = integer<int>(state, "blocks").value_or(0);
+  p.state.hbm_blocks = integer<int>(state, "hbm_blocks").value_or(0);
+  p.state.hbm_bytes = integer<uint64_t>(state, "hbm_bytes").value_or(0);
+  p.state.why = text(state, "why").value_or("");
   const json& step = object(j, "step");
   for_each_step_number(p.step, [&](const char* k, double& v) { v = number(step, k).value_or(0); });
   p.step.bottleneck = text(step, "bottleneck").value_or("");

@@ -65,6 +65,17 @@ struct PlanStep {
 
 // The micro-batch and gradient accumulation the planner suggests (planner.h, suggest_batch).
 // When nothing fits only `fits` (false) and `why` are set.
+// Where the blocks' training state lives (docs/architecture.md, "The HBM state tier"): the fp32
+// master weights, gradients and AdamW moments of the first `hbm_blocks` blocks in forward order
+// (embedding, layers, head) stay in HBM and are updated there by the GPU's AdamW; the other blocks'
+// state is in DRAM or on the SSD, as the dram and ssd tiers say, updated by the CPU's.
+struct PlanState {
+  int blocks = 0;          // embedding + layers + head
+  int hbm_blocks = 0;      // the first hbm_blocks of them in HBM
+  uint64_t hbm_bytes = 0;  // their state there: 16 bytes a parameter
+  std::string why;         // one line: why that many
+};
+
 struct PlanSuggestion {
   bool fits = false;
   int micro_batch_size = 0, grad_accum = 0;
@@ -88,6 +99,7 @@ struct Plan {
   PlanModel model;
   PlanMachine machine;
   PlanTier hbm, dram, ssd;
+  PlanState state;  // "state": where each block's master, gradients and moments live
   PlanStep step;
   std::optional<PlanSuggestion> suggestion;
 

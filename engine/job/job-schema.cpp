@@ -175,6 +175,12 @@ std::vector<JobKey> build_table() {
       ranged(key("placement.weight_slots", T::kInteger, 2, "slots",
                  "Device slots through which the layers' weights stream (2: double buffering)."),
              closed(2, 64)),
+      ranged(key("placement.hbm_state_blocks", T::kInteger, -1, "blocks",
+                 "Blocks (embedding, layers, head, in that order) whose fp32 master weights, "
+                 "gradients and AdamW moments stay in the GPU's memory, updated there by the GPU "
+                 "(the same bits as the CPU's AdamW); -1: as many as fit once the checkpoints "
+                 "have their room (none on the CPU backend); 0: none."),
+             closed(-1, 1 << 20)),
       choice("placement.optimizer", {"dram", "ssd", "auto"},
              "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (DRAM "
              "up to "

@@ -4,24 +4,23 @@
 #include <cmath>
 #include <vector>
 
+#include "compute/cpu/adamw.h"
 #include "compute/cpu/reduce.h"
 #include "core/thread-pool.h"
 
 namespace spillway {
 namespace {
 
-constexpr size_t kTile = 64;
+constexpr size_t kTile = compute::cpu::kAdamWTile;
+using compute::cpu::adamw_tiles;
 
-struct Coeffs {
-  float decay_mul, b1, one_minus_b1, b2, one_minus_b2, step_size, inv_bc2_sqrt, eps;
-};
+}  // namespace
 
-Coeffs coeffs(const AdamWConfig& c, int64_t step, bool decay) {
+compute::AdamWCoeffs adamw_coeffs(const AdamWConfig& c, int64_t step, bool decay) {
   const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(step));
-  Coeffs k;
+  compute::AdamWCoeffs k;
   k.decay_mul = decay ? static_cast<float>(1.0 - c.lr * c.weight_decay) : 1.0f;
-  k.b1 = static_cast<float>(c.beta1);
   k.one_minus_b1 = static_cast<float>(1.0 - c.beta1);
   k.b2 = static_cast<float>(c.beta2);
   k.one_minus_b2 = static_cast<float>(1.0 - c.beta2);
@@ -31,53 +30,21 @@ Coeffs coeffs(const AdamWConfig& c, int64_t step, bool decay) {
   return k;
 }
 
-inline void update_one(float& p, float& m, float& v, float g, const Coeffs& k) {
-  p *= k.decay_mul;
-  m += (g - m) * k.one_minus_b1;
-  v = v * k.b2 + k.one_minus_b2 * g * g;
-  const float denom = std::sqrt(v) * k.inv_bc2_sqrt + k.eps;
-  p -= k.step_size * m / denom;
-}
-
-// The vector body: fixed-size tiles the compiler turns into SIMD without aliasing worries, compiled
-// for AVX2 and for the baseline and picked at load time (GCC target_clones by ISA level, as
-// SPW_MULTIVERSION in compute/cpu/vec-math.h). Two flags of this file make that possible and exact
-// (engine/train/CMakeLists.txt): -fno-math-errno, without which sqrt is a scalar call that may set
-// errno and the loop stays scalar (3x slower on 256M parameters with 2 threads, 7x in cache), and
-// -ffp-contract=off, so that no clone fuses a·b + c: every clone and the scalar tail round alike,
-// and the result is the same bits on every x86-64 CPU.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
-void update_tiles(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
-                  size_t tiles, float scale, const Coeffs& k) {
-  for (size_t t = 0; t < tiles; ++t) {
-    float* pt = p + t * kTile;
-    float* mt = m + t * kTile;
-    float* vt = v + t * kTile;
-    const float* gt = g + t * kTile;
-#pragma GCC ivdep
-    for (size_t i = 0; i < kTile; ++i) update_one(pt[i], mt[i], vt[i], gt[i] * scale, k);
-  }
-}
-
-}  // namespace
-
 void adamw_update_range(float* param, float* m, float* v, const float* grad, size_t count,
                         const AdamWConfig& c, int64_t step, float grad_scale, bool decay,
                         ThreadPool* pool) {
-  const Coeffs k = coeffs(c, step, decay);
+  const compute::AdamWCoeffs k = adamw_coeffs(c, step, decay);
   const size_t tiles = count / kTile;
   (pool ? *pool : ThreadPool::global())
       .parallel_for(
           tiles,
           [&](size_t b, size_t e) {
-            update_tiles(param + b * kTile, m + b * kTile, v + b * kTile, grad + b * kTile, e - b,
-                         grad_scale, k);
+            adamw_tiles(param + b * kTile, m + b * kTile, v + b * kTile, grad + b * kTile, e - b,
+                        grad_scale, k);
           },
           /*min_chunk=*/256);
   for (size_t i = tiles * kTile; i < count; ++i)
-    update_one(param[i], m[i], v[i], grad[i] * grad_scale, k);
+    compute::adamw_element(param[i], m[i], v[i], grad[i], grad_scale, k);
 }
 
 void adamw_update_block(const BlockLayout& block, float* param, float* m, float* v,
@@ -92,22 +59,23 @@ void adamw_update_block(const BlockLayout& block, float* param, float* m, float*
   for (size_t i = 0; i < views.size(); ++i) {
     first_tile[i + 1] = first_tile[i] + views[i].numel / kTile;
   }
-  const Coeffs with_decay = coeffs(c, step, true), without = coeffs(c, step, false);
+  const compute::AdamWCoeffs with_decay = adamw_coeffs(c, step, true),
+                             without = adamw_coeffs(c, step, false);
   const auto run = [&](size_t b, size_t e) {
     size_t i = std::upper_bound(first_tile.begin(), first_tile.end(), b) - first_tile.begin() - 1;
     for (; b < e; ++i) {
       const size_t end = std::min(e, first_tile[i + 1]);
       const size_t at = views[i].offset + (b - first_tile[i]) * kTile;
-      update_tiles(param + at, m + at, v + at, grad + at, end - b, grad_scale,
-                   views[i].decay ? with_decay : without);
+      adamw_tiles(param + at, m + at, v + at, grad + at, end - b, grad_scale,
+                  views[i].decay ? with_decay : without);
       b = end;
     }
   };
   (pool ? *pool : ThreadPool::global()).parallel_for(first_tile.back(), run, /*min_chunk=*/256);
   for (const ParamView& p : views) {
-    const Coeffs& k = p.decay ? with_decay : without;
+    const compute::AdamWCoeffs& k = p.decay ? with_decay : without;
     for (size_t i = p.offset + p.numel / kTile * kTile; i < p.offset + p.numel; ++i)
-      update_one(param[i], m[i], v[i], grad[i] * grad_scale, k);
+      compute::adamw_element(param[i], m[i], v[i], grad[i], grad_scale, k);
   }
 }
 

@@ -1,7 +1,9 @@
 // CPU AdamW with exactly the semantics of torch.optim.AdamW (decoupled weight decay, bias
 // correction) applied after torch.nn.utils.clip_grad_norm_, in the style of DeepSpeed's cpu_adam:
-// a hyper-parameter struct, a vector body over 64-element tiles under the thread pool (the
-// compiler vectorises the tile loop) and a scalar tail, one contiguous pass per block.
+// a hyper-parameter struct, a vector body over 64-element tiles under the thread pool
+// (compute/cpu/adamw.h, which CpuBackend's Backend::adamw runs too) and a scalar tail, one
+// contiguous pass per block. The per-element arithmetic is compute/adamw-step.h's, which the GPU's
+// AdamW follows operation for operation: a block updated on the GPU gets the same bits.
 //
 // Per element (torch/optim/adamw.py, _single_tensor_adamw, no amsgrad):
 //   g  = grad · grad_scale                      (grad_scale = clip coefficient, 1 when off)
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <span>
 
+#include "compute/adamw-step.h"
 #include "model/parameter-layout.h"
 
 namespace spillway {
@@ -31,6 +34,10 @@ struct AdamWConfig {
   double eps = 0;
   double weight_decay = 0;
 };
+
+// The floats of step `step` (from 1) for the parameters with (`decay`) or without weight decay: the
+// constants every backend's AdamW multiplies by (compute/adamw-step.h).
+compute::AdamWCoeffs adamw_coeffs(const AdamWConfig& c, int64_t step, bool decay);
 
 // Updates `count` elements in place. `step` counts from 1. `decay` selects weight decay. Runs on
 // `pool` (null: ThreadPool::global()); the result does not depend on the pool's size.

@@ -11,13 +11,14 @@ Checkpointer::Checkpointer(RunAssembly& run, RunReporter& report, int keep_check
     : run_(run), report_(report), keep_(keep_checkpoints), started_(started) {}
 
 Status Checkpointer::save(TrainerState& progress, bool manual) {
-  run_.optimizer->wait_all();
+  // Every block's state on the host, the HBM tier's included (after the update in flight).
+  const Status synced = run_.optimizer->sync_host();
   SPW_RETURN_IF_ERROR(report_.checkpointing(progress.step));
   const auto t0 = Clock::now();
   progress.data_cursor = run_.iter->cursor().to_json();
   progress.elapsed_s =
       run_.start.elapsed_s + std::chrono::duration<double>(Clock::now() - started_).count();
-  SPW_RETURN_IF_ERROR(run_.optimizer->status());
+  SPW_RETURN_IF_ERROR(synced);
   const std::string checkpoints = (fs::path(report_.run_dir()) / "checkpoints").string();
   progress.manual = manual;
   progress.run_id = report_.run_id();

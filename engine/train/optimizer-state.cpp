@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "tiers/byte-size.h"
 
@@ -11,9 +12,9 @@ namespace {
 class DramState final : public OptimizerStateStore {
  public:
   explicit DramState(ModelState& m) : model_(m) {}
-  Status for_each_block(const UpdateFn& update,
+  Status for_each_block(size_t first, const UpdateFn& update,
                         const std::function<void(size_t)>& released) override {
-    for (size_t b = 0; b < model_.num_blocks(); ++b) {
+    for (size_t b = first; b < model_.num_blocks(); ++b) {
       update(b, 0, model_.layout().blocks()[b].numel, model_.master(b), model_.exp_avg(b),
              model_.exp_avg_sq(b));
       released(b);
@@ -103,14 +104,18 @@ class SsdState final : public OptimizerStateStore {
     return store_->wait_all();
   }
 
-  Status for_each_block(const UpdateFn& update,
+  Status for_each_block(size_t first, const UpdateFn& update,
                         const std::function<void(size_t)>& released) override {
-    const size_t n = pieces_.size();
+    // The pieces of blocks [first, num_blocks).
+    const auto from = std::find_if(pieces_.begin(), pieces_.end(),
+                                   [&](const Piece& p) { return p.block >= first; });
+    const std::span<const Piece> pieces(from, pieces_.end());
+    const size_t n = pieces.size();
     std::vector<Transfer> reads(n), writes(n);
     std::vector<double> read_start(model_.num_blocks()), write_start(model_.num_blocks());
     auto now = [&] { return span_sink_ ? clock_() : 0.0; };
     auto issue = [&](size_t i, bool write) -> Status {
-      const Piece& p = pieces_[i];
+      const Piece& p = pieces[i];
       Transfer& t = write ? writes[i] : reads[i];
       if (p.offset == 0) (write ? write_start : read_start)[p.block] = now();
       for (int k = first_kind(); k <= kV; ++k) {
@@ -131,7 +136,7 @@ class SsdState final : public OptimizerStateStore {
         Status s = store_->wait(t.ids[j]);
         if (first.ok() && !s.ok()) first = s;
       }
-      const Piece& p = pieces_[i];
+      const Piece& p = pieces[i];
       if (t.count && span_sink_ && p.offset + p.count == numel(p.block)) {
         span_sink_(p.block, write ? "ssd_write" : "ssd_read",
                    (write ? write_start : read_start)[p.block], clock_());
@@ -148,7 +153,7 @@ class SsdState final : public OptimizerStateStore {
       if (error.ok() && i + 1 < n) error = issue(i + 1, false);
       if (error.ok()) error = finish(i, false);
       if (!error.ok()) break;
-      const Piece& p = pieces_[i];
+      const Piece& p = pieces[i];
       Stage& s = stage_[i % 3];
       float* master = master_ ? s.buf[kMasterKind].as<float>() : model_.master(p.block) + p.offset;
       update(p.block, p.offset, p.count, master, s.buf[kM].as<float>(), s.buf[kV].as<float>());
@@ -158,7 +163,7 @@ class SsdState final : public OptimizerStateStore {
       error = issue(i, true);
     }
     // After an error nobody may wait forever: release the blocks not yet released.
-    for (size_t b = i < n ? pieces_[i].block : model_.num_blocks(); b < model_.num_blocks(); ++b)
+    for (size_t b = i < n ? pieces[i].block : model_.num_blocks(); b < model_.num_blocks(); ++b)
       released(b);
     for (size_t j = 0; j < n; ++j) {
       Status s = finish(j, true);

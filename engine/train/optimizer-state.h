@@ -35,7 +35,8 @@ namespace spillway {
 
 class OptimizerStateStore {
  public:
-  // update(b, offset, count, master, m, v) over every block in order, in pieces: elements
+  // update(b, offset, count, master, m, v) over blocks [first, num_blocks) in order (those before
+  // `first` are the HBM state tier's: hbm-state.h), in pieces: elements
   // [offset, offset + count) of block b, each pointer a [count] fp32 array in DRAM; offsets are
   // multiples of kParamAlignment, so AdamW's tiles fall as in one pass over the block (the result
   // is bit-identical). `released(b)` once block b's compute copy is final (the next forward may
@@ -43,7 +44,7 @@ class OptimizerStateStore {
   // releasing the rest unupdated.
   using UpdateFn = std::function<void(size_t, size_t, size_t, float*, float*, float*)>;
   virtual ~OptimizerStateStore() = default;
-  virtual Status for_each_block(const UpdateFn& update,
+  virtual Status for_each_block(size_t first, const UpdateFn& update,
                                 const std::function<void(size_t)>& released) = 0;
   // One block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may be
   // null: read_block then skips it, write_block takes ModelState's master (which it also updates

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "train/hbm-state.h"
+
 namespace spillway {
 
 Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm,
@@ -44,6 +46,17 @@ StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
   {
     std::lock_guard lock(mu_);
     if (!error_.ok()) return s;
+    if (hbm_) {
+      // The device's blocks, on its compute stream (after this step's backward, before the next
+      // forward); the same constants as the CPU's below.
+      AdamWConfig cfg = base_;
+      cfg.lr = lr;
+      if (Status st = hbm_->update(cfg, state_.step + 1, s.clip_coef); !st.ok()) {
+        error_ = st;
+        return s;
+      }
+      host_stale_ = true;
+    }
     pass_read_start_ = store_->ssd_read_bytes();
     pass_write_start_ = store_->ssd_write_bytes();
     posted_ = true;
@@ -61,6 +74,21 @@ StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
 void Optimizer::wait_block(size_t b) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !pending_ || done_blocks_ > b; });
+}
+
+Status Optimizer::set_hbm_state(HbmState* hbm) {
+  wait_all();
+  hbm_ = hbm;
+  return hbm_ ? hbm_->load_from_host(own_store_ ? nullptr : store_) : Status();
+}
+
+Status Optimizer::sync_host() {
+  wait_all();
+  SPW_RETURN_IF_ERROR(status());
+  if (!hbm_ || !host_stale_) return {};
+  SPW_RETURN_IF_ERROR(hbm_->store_to_host(own_store_ ? nullptr : store_));
+  host_stale_ = false;
+  return {};
 }
 
 Status Optimizer::status() const {
@@ -83,7 +111,14 @@ void Optimizer::run() {
     const int64_t step = step_number_;
     lock.unlock();
     double t0 = 0.0;
+    const size_t first = hbm_ ? hbm_->blocks() : 0;  // the HBM tier updated those
+    {
+      std::lock_guard guard(mu_);
+      done_blocks_ = first;
+      cv_.notify_all();
+    }
     Status st = store_->for_each_block(
+        first,
         [&](size_t b, size_t offset, size_t count, float* master, float* m, float* v) {
           const BlockLayout& block = state_.layout().blocks()[b];
           if (span_sink_ && offset == 0) t0 = clock_();

@@ -26,6 +26,8 @@
 
 namespace spillway {
 
+class HbmState;
+
 struct StepStats {
   double grad_norm = 0;    // before clipping
   float clip_coef = 1.0f;  // factor applied to the gradients
@@ -51,6 +53,15 @@ class Optimizer {
   // StepResult::grad_sumsq, of the gradients now in the host buffers); empty, or of another size,
   // and begin_step sums the host gradients itself (a pass over all of them: 27 GB for 7B).
   StepStats begin_step(double lr, std::span<const double> grad_sumsq = {});
+  // The HBM state tier (hbm-state.h), whose blocks the GPU updates: loads it from the host state
+  // (this optimizer's store) at once; from then on begin_step enqueues its update on the device
+  // with the same step, learning rate and clip coefficient as the CPU's blocks, and the CPU skips
+  // its blocks. Set before the first begin_step, on the training thread; `hbm` outlives the
+  // optimizer's use of it. Null: none.
+  Status set_hbm_state(HbmState* hbm);
+  // wait_all, then the HBM tier's state copied back into the host state: before anything reads
+  // the master weights or moments of every block on the host (a checkpoint, an export).
+  Status sync_host();
   // Blocks until block b has been updated by the step in flight (no-op when none is).
   void wait_block(size_t b);
   void wait_all();
@@ -68,6 +79,8 @@ class Optimizer {
  private:
   void run();
   ModelState& state_;
+  HbmState* hbm_ = nullptr;  // the blocks before hbm_->blocks() are updated on the device
+  bool host_stale_ = false;  // an update of hbm_ since the last sync_host
   std::unique_ptr<OptimizerStateStore> own_store_;
   OptimizerStateStore* store_;
   // With the state on the SSD the update lasts as long as the SSD transfer and runs alongside the

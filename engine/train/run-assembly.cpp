@@ -7,6 +7,7 @@
 #include "data/model-tokenizer.h"
 #include "history/run-store.h"
 #include "model/safetensors.h"
+#include "train/hbm-state.h"
 
 namespace spillway {
 namespace {
@@ -236,6 +237,7 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
   sc.micro_batch_size = job.micro_batch_size;
   sc.max_micro_batches = job.grad_accum;
   sc.seq_len = job.seq_len;
+  sc.hbm_state_blocks = job.hbm_state_blocks;
   SPW_ASSIGN_OR_RETURN(run.engine,
                        StreamingEngine::create(*run.backend, *run.state, sc, &run.counters));
   AdamWConfig ac;
@@ -245,7 +247,8 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
   ac.weight_decay = job.weight_decay;
   run.optimizer =
       std::make_unique<Optimizer>(*run.state, ac, job.clip_grad_norm, run.opt_state.get());
-  return {};
+  // The HBM tier's blocks start from the host state (a fresh model, or the resumed checkpoint).
+  return run.optimizer->set_hbm_state(run.engine->hbm_state());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "tiers/host-pool.h"
 #include "train/activation-store.h"
 #include "train/block-math.h"
+#include "train/hbm-state.h"
 #include "train/weight-slots.h"
 
 namespace spillway {
@@ -96,21 +97,45 @@ DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layo
 }
 
 StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayout& layout,
-                                                            const StreamingConfig& config) {
+                                                            const StreamingConfig& config,
+                                                            size_t hbm_blocks) {
   const ModelConfig& c = layout.config();
   const auto& blocks = layout.blocks();  // embedding, layers 1..L, head
   const size_t L = static_cast<size_t>(c.num_layers);
   const uint64_t tokens = tokens_per_step(config);
+  auto fp32 = [&](size_t b) -> uint64_t { return b < hbm_blocks ? 0 : blocks[b].numel * 4; };
   LinkBytes bytes;
-  const uint64_t fp32 = layout.total_numel() * sizeof(float);
-  bytes.h2d = fp32 + (c.tie_word_embeddings ? blocks[0].numel * sizeof(float) : 0);
+  for (size_t b = 0; b < blocks.size(); ++b) bytes.h2d += fp32(b);
+  if (c.tie_word_embeddings) bytes.h2d += fp32(0);
   const size_t others = c.tie_word_embeddings ? 2 : 1;  // blocks after the last layer in the slots
   const size_t resident =
       std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
-  for (size_t l = 0; l + resident < L; ++l) bytes.h2d += blocks[1 + l].numel * sizeof(float);
+  for (size_t l = 0; l + resident < L; ++l) bytes.h2d += fp32(1 + l);
   bytes.h2d += 2 * tokens * sizeof(int32_t);
-  bytes.d2h = fp32 + tokens * sizeof(float) + blocks.size() * sizeof(double);
+  for (size_t b = 0; b < blocks.size(); ++b) bytes.d2h += fp32(b);
+  bytes.d2h += tokens * sizeof(float) + blocks.size() * sizeof(double);
   return bytes;
+}
+
+size_t StreamingEngine::hbm_state_blocks(const ParameterLayout& layout,
+                                         const StreamingConfig& config, DType act,
+                                         uint64_t backend_workspace_bytes, uint64_t free_bytes,
+                                         bool host_memory) {
+  const size_t n = layout.num_blocks();
+  if (config.hbm_state_blocks >= 0) return std::min<size_t>(config.hbm_state_blocks, n);
+  if (host_memory) return 0;
+  const ModelConfig& c = layout.config();
+  const uint64_t fixed =
+      plan_device_memory(layout, config, act, backend_workspace_bytes).fixed_bytes();
+  const uint64_t checkpoints = (static_cast<uint64_t>(c.num_layers) + 2) *
+                               config.max_micro_batches * activation_bytes(c, config, act);
+  // Checkpoints first: one spilled to the host crosses the link three times a step.
+  uint64_t used =
+      fixed + kHbmStateReserveBytes + (config.keep_checkpoints_on_device ? checkpoints : 0);
+  size_t blocks = 0;
+  while (blocks < n && used + HbmState::block_bytes(layout, blocks) <= free_bytes)
+    used += HbmState::block_bytes(layout, blocks++);
+  return blocks;
 }
 
 uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout,
@@ -159,11 +184,13 @@ struct StreamingEngine::Impl {
   float* dev_logits = nullptr;       // [logits_tokens, vocab] fp32
   bool workspace_set = false;
   SpanRecorder timeline;
+  std::unique_ptr<HbmState> hbm;  // the HBM state tier; null when it holds no block
   std::unique_ptr<WeightSlots> weights;
   std::unique_ptr<ActivationStore> acts;
   std::optional<BlockMath> math;
   std::vector<GradBuffer>
       grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
+  std::vector<GradBuffer> state_grads;  // the HBM state tier's blocks' (no events: never copied)
   const std::atomic<bool>* stop = nullptr;  // set_stop_flag
 
   Impl(Device& d, Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
@@ -211,7 +238,19 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(dev.device_memory_info(&free_bytes, &total_bytes));
     const compute::OpShapes shapes = op_shapes(mc, cfg);
     const uint64_t backend_ws = be.workspace_bytes(shapes);
-    const DeviceMemoryPlan need = plan_device_memory(layout, cfg, act, backend_ws);
+    DeviceMemoryPlan need = plan_device_memory(layout, cfg, act, backend_ws);
+    need.state_blocks =
+        hbm_state_blocks(layout, cfg, act, backend_ws, free_bytes, dev.facts().host_memory());
+    need.state_bytes = HbmState::bytes(layout, need.state_blocks);
+    if (cfg.hbm_state_blocks > 0 && need.fixed_bytes() <= free_bytes &&
+        need.fixed_bytes() + need.state_bytes > free_bytes) {
+      return out_of_memory("the device has " + std::to_string(free_bytes) +
+                           " bytes free; streaming needs " + std::to_string(need.fixed_bytes()) +
+                           " and the state of the first " + std::to_string(need.state_blocks) +
+                           " blocks (placement.hbm_state_blocks) " +
+                           std::to_string(need.state_bytes) +
+                           " more; lower placement.hbm_state_blocks, or -1 for as many as fit");
+    }
     if (need.fixed_bytes() > free_bytes) {
       return out_of_memory(
           "the device has " + std::to_string(free_bytes) + " bytes free but streaming needs " +
@@ -238,8 +277,8 @@ struct StreamingEngine::Impl {
     // One arena: the fixed part plus every checkpoint, or what the device has free.
     const uint64_t act_buf = activation_bytes(mc, cfg, act);
     const uint64_t buffers = (static_cast<uint64_t>(mc.num_layers) + 2) * cfg.max_micro_batches;
-    const uint64_t wanted =
-        need.fixed_bytes() + (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
+    const uint64_t wanted = need.fixed_bytes() + need.state_bytes +
+                            (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
     DeviceAllocator device{[this](size_t n) { return dev.device_alloc(n); },
                            [this](void* p) { dev.device_free(p); }, dev.name()};
     const uint64_t capacity = std::min<uint64_t>(wanted, free_bytes);
@@ -258,6 +297,10 @@ struct StreamingEngine::Impl {
     SPW_ASSIGN_OR_RETURN(timeline, SpanRecorder::create(dev, kSpansPerBlock * layout.num_blocks()));
     SPW_ASSIGN_OR_RETURN(weights, WeightSlots::create(dev, *arena, st, cfg.weight_slots, h2d,
                                                       compute, timeline, traffic));
+    if (need.state_blocks > 0) {
+      SPW_ASSIGN_OR_RETURN(hbm, HbmState::create(dev, be, *arena, st, need.state_blocks, compute));
+      weights->set_device_state(hbm.get());
+    }
     grads.resize(gradient_buffers(mc));
     for (size_t i = 0; i < grads.size(); ++i) {
       // [max block numel] fp32
@@ -268,6 +311,7 @@ struct StreamingEngine::Impl {
       SPW_ASSIGN_OR_RETURN(grads[i].computed, dev.create_event());
       SPW_ASSIGN_OR_RETURN(grads[i].downloaded, dev.create_event());
     }
+    state_grads.resize(need.state_blocks);  // their pointers: begin_grad
     SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg),
                                                         lm_head_chunk(mc, cfg), *arena));
     math.emplace(std::move(m));
@@ -321,7 +365,15 @@ struct StreamingEngine::Impl {
 
   // --- gradient buffers
   // ----------------------------------------------------------------------------
+  // Block b's gradient buffer, zeroed on the compute stream: the HBM state tier's own for its
+  // blocks (`index` unused), else buffer `index`, once its last download has finished.
   Result<GradBuffer*> begin_grad(int index, size_t b) {
+    if (hbm && hbm->holds(b)) {
+      GradBuffer& g = state_grads[b];
+      g.ptr = hbm->grad(b);
+      SPW_RETURN_IF_ERROR(dev.fill_zero(g.ptr, layout.blocks()[b].numel * sizeof(float), compute));
+      return &g;
+    }
     GradBuffer& g = grads[index];
     SPW_RETURN_IF_ERROR(
         dev.stream_wait_event(compute, g.downloaded));  // its previous download has finished
@@ -336,6 +388,9 @@ struct StreamingEngine::Impl {
   // the gradient is the embedding block's (ghead holds the final norm's only).
   Status finish_grad(GradBuffer& g, size_t b) {
     const size_t numel = layout.blocks()[b].numel, bytes = numel * sizeof(float);
+    if (hbm && hbm->holds(b))  // it stays on the device for the GPU's AdamW
+      return be.sum_squares(dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}),
+                            compute);
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h,
@@ -660,6 +715,10 @@ void StreamingEngine::set_span_sink(SpanSink sink, std::function<double()> clock
 
 void StreamingEngine::invalidate_weights() {
   impl_->weights->invalidate();
+}
+
+HbmState* StreamingEngine::hbm_state() {
+  return impl_->hbm.get();
 }
 
 const DeviceMemoryPlan& StreamingEngine::memory_plan() const {

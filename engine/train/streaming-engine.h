@@ -48,6 +48,8 @@
 
 namespace spillway {
 
+class HbmState;
+
 // The LM head's default chunk: the most tokens, a power of two from 256 to 4,096, whose logits and
 // their gradient ([chunk, vocab] fp32 each) fit in kLmHeadLogitsBytes. Each chunk adds its part of
 // the head's weight gradient into the fp32 [vocab, hidden] buffer, reading and writing all of it:
@@ -63,6 +65,10 @@ struct StreamingConfig {
   int seq_len = 0;            // positions per sequence (data.seq_len): required, create() refuses 0
   int lm_head_chunk = 0;      // tokens whose logits exist at once; 0: lm_head_chunk_for(vocab)
   bool keep_checkpoints_on_device = true;  // while they fit
+  // Blocks whose master, gradients and AdamW moments stay on the device (hbm-state.h), the first
+  // in forward order: -1, as many as fit (hbm_state_blocks below); 0, none. Their state is loaded
+  // by whoever updates it (Optimizer::set_hbm_state) before the first pass.
+  int hbm_state_blocks = 0;
   // forward() may return the logits of micro-batches of up to this many tokens: reserves
   // [logits_tokens, vocab] fp32 on the device (eval and generation with small inputs; 0 for
   // training).
@@ -103,7 +109,9 @@ struct DeviceMemoryPlan {
   uint64_t checkpoint_bytes_device = 0;
   uint64_t checkpoint_bytes_host = 0;
   uint64_t capacity_bytes = 0;  // the device's total
-  // What the engine needs on the device apart from checkpoints kept there.
+  size_t state_blocks = 0;      // blocks of the HBM state tier (hbm-state.h)
+  uint64_t state_bytes = 0;     // their master, gradients and moments
+  // What the engine needs on the device apart from checkpoints and the HBM state tier.
   uint64_t fixed_bytes() const { return weight_slot_bytes + gradient_bytes + workspace_bytes; }
 };
 
@@ -150,6 +158,8 @@ class StreamingEngine {
   void set_stop_flag(const std::atomic<bool>* stop);
 
   const DeviceMemoryPlan& memory_plan() const;
+  // The HBM state tier (null when config.hbm_state_blocks came to none).
+  HbmState* hbm_state();
   // Bytes moved host→device and device→host so far.
   uint64_t h2d_bytes() const;
   uint64_t d2h_bytes() const;
@@ -174,7 +184,21 @@ class StreamingEngine {
   struct LinkBytes {
     uint64_t h2d = 0, d2h = 0;
   };
-  static LinkBytes plan_link_bytes(const ParameterLayout& layout, const StreamingConfig& config);
+  // The first `hbm_blocks` blocks (the HBM state tier) cross in neither direction.
+  static LinkBytes plan_link_bytes(const ParameterLayout& layout, const StreamingConfig& config,
+                                   size_t hbm_blocks = 0);
+  // Device memory left free beside the arena when the HBM state tier takes "as many as fit": the
+  // libraries' lazy allocations (cuBLAS handles, NCCL later) and other processes' growth.
+  static constexpr uint64_t kHbmStateReserveBytes = uint64_t{1} << 30;
+  // How many blocks the HBM state tier holds on a device with `free_bytes` free (the engine's
+  // device_memory_info at setup, the planner's probe): config.hbm_state_blocks when >= 0 (at most
+  // every block; create() fails when they do not fit), else, on a GPU, as many of the first
+  // blocks as fit beside the fixed part, every checkpoint (when they are kept on the device and all
+  // fit: they save the link more time than any block's state) and kHbmStateReserveBytes; none with
+  // `host_memory` (the CPU backend: the "device" is DRAM already).
+  static size_t hbm_state_blocks(const ParameterLayout& layout, const StreamingConfig& config,
+                                 DType act, uint64_t backend_workspace_bytes, uint64_t free_bytes,
+                                 bool host_memory);
   // Device bytes the engine needs on `backend` for `config` without checkpoints on the device.
   static uint64_t required_device_bytes(const ParameterLayout& layout,
                                         const StreamingConfig& config,

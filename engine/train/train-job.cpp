@@ -86,6 +86,7 @@ const std::vector<TrainJobField> kFields = {
     {"placement.backend", assign<&TrainJob::backend>},
     {"placement.device_memory_bytes", assign<&TrainJob::device_memory_bytes>},
     {"placement.weight_slots", assign<&TrainJob::weight_slots>},
+    {"placement.hbm_state_blocks", assign<&TrainJob::hbm_state_blocks>},
     {"placement.optimizer", tier<&TrainJob::optimizer_tier>},
     {"placement.master", tier<&TrainJob::master_tier>},
     {"placement.ssd_dir", assign<&TrainJob::ssd_dir>},

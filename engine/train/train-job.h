@@ -63,6 +63,7 @@ struct TrainJob {
   std::string backend;
   uint64_t device_memory_bytes{};  // 0: the backend's default (all of it on a GPU)
   int weight_slots{};
+  int hbm_state_blocks{};  // -1: as many as fit (streaming-engine.h, hbm_state_blocks)
   TierChoice optimizer_tier = TierChoice::kDram;
   TierChoice master_tier = TierChoice::kDram;
   std::string ssd_dir;

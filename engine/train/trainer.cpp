@@ -167,8 +167,8 @@ struct Trainer::Impl {
   // After the last step: the last update, a final evaluation and checkpoint unless the schedule
   // just made them, and the export.
   Status finish() {
-    run.optimizer->wait_all();
-    SPW_RETURN_IF_ERROR(run.optimizer->status());
+    // The last update, and the state of the HBM tier's blocks copied to the host for the export.
+    SPW_RETURN_IF_ERROR(run.optimizer->sync_host());
     if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(evaluate());
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0)
       SPW_RETURN_IF_ERROR(checkpointer->save(progress));

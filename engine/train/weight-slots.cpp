@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "train/hbm-state.h"
+
 namespace spillway {
 
 using compute::StreamId;
@@ -81,6 +83,13 @@ Status WeightSlots::upload(Slot& s, size_t b) {
   const float* master = state_.master(b);
   SPW_RETURN_IF_ERROR(
       be_.stream_wait_event(h2d_, s.free));  // compute is done with the slot's last block
+  if (device_state_ && device_state_->holds(b)) {
+    // From the device master, once its update is done: a conversion at HBM speed, no link.
+    SPW_RETURN_IF_ERROR(be_.stream_wait_event(h2d_, device_state_->updated()));
+    SPW_RETURN_IF_ERROR(
+        be_.convert(s.ptr, act_, device_state_->master(b), DType::kF32, count, h2d_));
+    return be_.record_event(s.ready, h2d_);
+  }
   SPW_RETURN_IF_ERROR(timed(timeline_, b, SpanPhase::kH2D, h2d_, [&]() -> Status {
     if (!staging_) return be_.copy_h2d(s.ptr, master, count * sizeof(float), h2d_);
     const size_t act_bytes = dtype_size(act_);
@@ -109,7 +118,7 @@ Result<int> WeightSlots::ensure(size_t b, bool forward, bool may_fail) {
     if (may_fail) return -1;
     return internal_error("streaming: every weight slot is pinned");
   }
-  if (forward && gate_) gate_(b);
+  if (forward && gate_ && !(device_state_ && device_state_->holds(b))) gate_(b);
   Slot& s = slots_[victim];
   SPW_RETURN_IF_ERROR(upload(s, b));
   s.block = static_cast<long>(b);

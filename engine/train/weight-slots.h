@@ -35,6 +35,8 @@
 
 namespace spillway {
 
+class HbmState;
+
 class WeightSlots {
  public:
   // Device bytes of `slots` slots for `layout` and the staging chunk when `act` is not fp32, as
@@ -63,6 +65,10 @@ class WeightSlots {
   void invalidate();
   // Called with block b before it is uploaded for a forward pass; may block. Null: no wait.
   void set_gate(std::function<void(size_t block)> gate) { gate_ = std::move(gate); }
+  // The HBM state tier (hbm-state.h): its blocks' slots are filled from their device master
+  // (converted on the H2D stream after the tier's last update), nothing crossing the link, and
+  // without the gate: their update is on the device, ordered by its event. Null: none.
+  void set_device_state(const HbmState* state) { device_state_ = state; }
 
  private:
   struct Slot {
@@ -88,6 +94,7 @@ class WeightSlots {
   SpanRecorder& timeline_;
   LinkTraffic& traffic_;
   std::function<void(size_t)> gate_;
+  const HbmState* device_state_ = nullptr;
   std::vector<Slot> slots_;
   float* staging_ = nullptr;  // [staging_numel_] fp32; null when act_dtype is fp32
   size_t staging_numel_ = 0;

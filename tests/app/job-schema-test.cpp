@@ -214,9 +214,10 @@ TEST(JobSchema, EveryKeyReachesTheEngine) {
         a.eval_batches == b.eval_batches && a.checkpoint_every == b.checkpoint_every &&
         a.keep_checkpoints == b.keep_checkpoints && a.log_every == b.log_every &&
         a.backend == b.backend && a.device_memory_bytes == b.device_memory_bytes &&
-        a.weight_slots == b.weight_slots && a.optimizer_tier == b.optimizer_tier &&
-        a.master_tier == b.master_tier && a.ssd_dir == b.ssd_dir &&
-        a.dram_cap_bytes == b.dram_cap_bytes && a.run_dir == b.run_dir && a.db_path == b.db_path;
+        a.weight_slots == b.weight_slots && a.hbm_state_blocks == b.hbm_state_blocks &&
+        a.optimizer_tier == b.optimizer_tier && a.master_tier == b.master_tier &&
+        a.ssd_dir == b.ssd_dir && a.dram_cap_bytes == b.dram_cap_bytes && a.run_dir == b.run_dir &&
+        a.db_path == b.db_path;
     EXPECT_FALSE(same) << k.path << " = " << other.dump() << " did not reach TrainJob";
   }
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "compute/cpu/adamw.h"
 #include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/attention.h"
 #include "compute/cpu/cross-entropy.h"
@@ -653,6 +654,30 @@ Status CpuBackend::do_sum_squares(double* out, const float* x, size_t count, Str
   SPW_RETURN_IF_ERROR(check_tensors(op, {{"out", out, sizeof(double)}, {"x", x, f32(count)}}));
   return streams_.submit(stream, [=] {
     *out = cpu::sum_squares(x, count);
+    return Status::ok_status();
+  });
+}
+
+Status CpuBackend::do_adamw(float* param, float* m, float* v, const float* grad, size_t count,
+                            const AdamWCoeffs& k, float grad_scale, StreamId stream) {
+  const char* op = "adamw";
+  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
+  SPW_RETURN_IF_ERROR(check_tensors(op, {{"param", param, f32(count)},
+                                         {"m", m, f32(count)},
+                                         {"v", v, f32(count)},
+                                         {"grad", grad, f32(count)}}));
+  // Split over the pool at tile boundaries: the bits do not depend on the split.
+  return streams_.submit(stream, [=] {
+    const size_t tiles = count / cpu::kAdamWTile;
+    ThreadPool::global().parallel_for(
+        tiles,
+        [&](size_t b, size_t e) {
+          const size_t at = b * cpu::kAdamWTile;
+          cpu::adamw_tiles(param + at, m + at, v + at, grad + at, e - b, grad_scale, k);
+        },
+        /*min_chunk=*/256);
+    const size_t done = tiles * cpu::kAdamWTile;
+    cpu::adamw(param + done, m + done, v + done, grad + done, count - done, grad_scale, k);
     return Status::ok_status();
   });
 }

@@ -151,6 +151,8 @@ class CpuBackend final : public Backend, public Device {
                            const void* up, int n, int f, StreamId stream) override;
   Status do_add_inplace(void* y, const void* x, size_t count, StreamId stream) override;
   Status do_sum_squares(double* out, const float* x, size_t count, StreamId stream) override;
+  Status do_adamw(float* param, float* m, float* v, const float* grad, size_t count,
+                  const AdamWCoeffs& k, float grad_scale, StreamId stream) override;
   Status do_lm_head_loss(float* losses, void* dx, float* dw, const void* x, const void* w,
                          const int32_t* labels, int n, int d, int v, float loss_scale,
                          float* logits_out, int chunk, StreamId stream) override;

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "compute/cuda/adamw.cuh"
 #include "compute/cuda/attention.cuh"
 #include "compute/cuda/cross-entropy.cuh"
 #include "compute/cuda/device-check.cuh"
@@ -817,6 +818,15 @@ Status CudaBackend::do_sum_squares(double* out, const float* x, size_t count, St
   SPW_ASSIGN_OR_RETURN(Scratch sc, scratch(doubles * sizeof(double) / sizeof(float), op));
   return dispatched(cuda::sum_squares(out, x, count, reinterpret_cast<double*>(sc.ptr), doubles, s),
                     s, op);
+}
+
+Status CudaBackend::do_adamw(float* param, float* m, float* v, const float* grad, size_t count,
+                             const AdamWCoeffs& k, float grad_scale, StreamId stream) {
+  constexpr const char* op = "adamw";
+  SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
+  if (count == 0) return Status::ok_status();
+  SPW_RETURN_IF_ERROR(check_pointers(op, {{"param", param}, {"m", m}, {"v", v}, {"grad", grad}}));
+  return dispatched(cuda::adamw(param, m, v, grad, count, grad_scale, k, s), s, op);
 }
 
 // Per chunk of rows: logits = x·Wᵀ in fp32 (cuBLASLt), the cross-entropy kernel turns them into
