@@ -45,6 +45,10 @@ StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
   }
   {
     std::lock_guard lock(mu_);
+    if (hbm_ && !measured && error_.ok())
+      error_ = internal_error(
+          "optimizer: the HBM state tier's gradients stay on the device, so begin_step needs the "
+          "engine's per-block sums of squares (StepResult::grad_sumsq)");
     if (!error_.ok()) return s;
     if (hbm_) {
       // The device's blocks, on its compute stream (after this step's backward, before the next

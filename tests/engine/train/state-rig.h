@@ -1,0 +1,172 @@
+// A golden AdamW trajectory (../shared/data/golden, as golden-test.cpp) and a rig that trains it
+// through the streaming engine and the optimizer with the state in a chosen place: DRAM, the SSD
+// tier (moments, or moments and master), and the first blocks in the HBM state tier. Shared by
+// the SSD and HBM state tests, which hold every placement to the same bits.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/file-util.h"
+#include "engine-util.h"
+#include "golden-util.h"
+#include "model/safetensors.h"
+#include "train/hbm-state.h"
+#include "train/optimizer-state.h"
+#include "train/optimizer.h"
+#include "train/streaming-engine.h"
+
+namespace spillway::testing {
+
+// Fails the test with the status's message unless `expr` (a Status) is ok.
+#define ASSERT_OK(expr)                       \
+  do {                                        \
+    const Status st_ = (expr);                \
+    ASSERT_TRUE(st_.ok()) << st_.to_string(); \
+  } while (0)
+
+enum class Placement { kDram, kSsd, kSsdMaster };
+
+inline const char* placement_name(Placement p) {
+  return p == Placement::kDram ? "dram" : p == Placement::kSsd ? "ssd" : "ssd_master";
+}
+
+// One model's reference: meta.json and the batches and final parameters of the trajectory.
+struct Golden {
+  std::string name;
+  testing::GoldenCase files;
+  int B = 0, T = 0;
+  nlohmann::json meta;
+  std::unique_ptr<TensorStore> traj;
+  ParameterLayout layout;
+
+  explicit Golden(const std::string& n) : name(n), files(golden_case(n)) {
+    meta = nlohmann::json::parse(*read_file(files.file("meta.json")));
+    B = meta["B"];
+    T = meta["T"];
+    auto t = TensorStore::open(files.file("adamw_trajectory.safetensors"));
+    EXPECT_TRUE(t.ok());
+    traj = std::make_unique<TensorStore>(std::move(*t));
+    layout = ParameterLayout::build(*ModelConfig::load(files.model));
+  }
+  // StepBatch views the tokens: they stay in `tokens`, one pair per step.
+  StepBatch batch(int step, int mb) {
+    auto& [ids, labels] = tokens[step];
+    if (ids.empty()) {
+      ids = read_i32(*traj, "batch" + std::to_string(step) + ".input_ids");
+      labels = read_i32(*traj, "batch" + std::to_string(step) + ".labels");
+    }
+    return StepBatch{B / mb, mb, T, ids, labels};
+  }
+  std::map<int, std::pair<std::vector<int32_t>, std::vector<int32_t>>> tokens;
+  AdamWConfig adamw() const {
+    const auto& h = meta["adamw"];
+    AdamWConfig c;
+    c.lr = h["lr"];
+    c.beta1 = h["beta1"];
+    c.beta2 = h["beta2"];
+    c.eps = h["eps"];
+    c.weight_decay = h["weight_decay"];
+    return c;
+  }
+};
+
+// Engine + optimizer over a device of two weight slots, so that layers stream, with the AdamW
+// state in the chosen place. SSD blocks and pipeline pieces of 64 KiB: a parameter block is
+// updated in several pieces that cut through tensors (bit-identity with DRAM's one pass per block
+// checks the piecewise update) and its group ends mid SSD block.
+constexpr size_t kChunkBytes = 64 << 10;
+struct Rig {
+  std::unique_ptr<compute::Backend> backend;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<OptimizerStateStore> store;
+  std::unique_ptr<StreamingEngine> engine;
+  std::unique_ptr<Optimizer> opt;
+
+  // `hbm_blocks`: the first blocks whose state the HBM tier holds (hbm-state.h), on a device
+  // with room for just them beside what streaming needs. `strict_streams`: engine_cpu_backend's
+  // strict mode, where a missing wait between streams fails.
+  Status init(const Golden& g, int mb, Placement p, const std::string& folder,
+              TierCounters* counters = nullptr, StorageEnv* env = StorageEnv::posix(),
+              int hbm_blocks = 0, bool strict_streams = false) {
+    StreamingConfig cfg;
+    cfg.weight_slots = 2;
+    cfg.micro_batch_size = mb;
+    cfg.max_micro_batches = g.B / mb;
+    cfg.seq_len = g.T;
+    cfg.hbm_state_blocks = hbm_blocks;
+    backend = engine_cpu_backend(g.layout, cfg, strict_streams,
+                                 1024 + HbmState::bytes(g.layout, static_cast<size_t>(hbm_blocks)));
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+    SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    if (p == Placement::kDram) {
+      store = make_dram_state(*state);
+    } else {
+      SsdStateConfig sc;
+      sc.store.folder = folder;
+      sc.store.block_bytes = 64 << 10;
+      sc.store.queue_depth = 8;
+      sc.master_on_ssd = p == Placement::kSsdMaster;
+      sc.chunk_bytes = kChunkBytes;
+      SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc, counters, env));
+    }
+    SPW_ASSIGN_OR_RETURN(engine, StreamingEngine::create(*backend, *state, cfg));
+    opt = std::make_unique<Optimizer>(*state, g.adamw(),
+                                      g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    Optimizer* o = opt.get();
+    engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
+    return opt->set_hbm_state(engine->hbm_state());
+  }
+
+  // Golden steps [first, last): returns the first failure.
+  Status run(Golden& g, int mb, int first, int last, std::vector<double>* losses = nullptr,
+             std::vector<double>* norms = nullptr) {
+    for (int s = first; s < last; ++s) {
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(g.batch(s, mb)));
+      StepStats st = opt->begin_step(g.meta["adamw"]["lr"].get<double>(), r.grad_sumsq);
+      SPW_RETURN_IF_ERROR(opt->status());
+      if (losses) losses->push_back(r.loss());
+      if (norms) norms->push_back(st.grad_norm);
+    }
+    // Every block's state on the host, the HBM tier's too (block() and checkpoints read it).
+    return opt->sync_host();
+  }
+
+  // master, m, v of block b as the store holds them.
+  void block(size_t b, std::vector<float>* master, std::vector<float>* m, std::vector<float>* v) {
+    const size_t n = state->layout().blocks()[b].numel;
+    master->resize(n), m->resize(n), v->resize(n);
+    ASSERT_TRUE(store->read_block(b, master->data(), m->data(), v->data()).ok());
+  }
+};
+
+// Every block's master, m and v of `a` and `b` are the same bits.
+inline void expect_identical(Rig& a, Rig& b, const std::string& what) {
+  std::vector<float> ma, mb, va, vb, pa, pb;
+  for (size_t k = 0; k < a.state->num_blocks(); ++k) {
+    a.block(k, &pa, &ma, &va);
+    b.block(k, &pb, &mb, &vb);
+    const std::string name = a.state->layout().blocks()[k].name;
+    EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * 4))
+        << what << ": master of " << name;
+    EXPECT_EQ(0, std::memcmp(ma.data(), mb.data(), ma.size() * 4))
+        << what << ": exp_avg of " << name;
+    EXPECT_EQ(0, std::memcmp(va.data(), vb.data(), va.size() * 4))
+        << what << ": exp_avg_sq of " << name;
+    // The compute copy the engine streams is the master itself on the CPU backend.
+    EXPECT_EQ(0, std::memcmp(a.state->master(k), pa.data(), pa.size() * 4))
+        << what << ": compute copy of " << name;
+    EXPECT_EQ(0, std::memcmp(b.state->master(k), pb.data(), pb.size() * 4))
+        << what << ": compute copy of " << name;
+  }
+}
+
+}  // namespace spillway::testing
