@@ -222,6 +222,21 @@ TEST(JobSchema, EveryKeyReachesTheEngine) {
   }
 }
 
+// A range whose lower bound is negative takes every value from it, 0 and the unsigned ones too
+// (placement.hbm_state_blocks' [-1, 2^20]: 0 was refused, its bound cast to a huge unsigned).
+TEST(JobSchema, ANegativeLowerBoundTakesZeroAndUp) {
+  for (int64_t blocks : {-1, 0, 1, 1 << 20}) {
+    json j = minimal_job();
+    // Parsed, as from a file: 0 and up are JSON's unsigned integers.
+    j["placement"]["hbm_state_blocks"] = json::parse(std::to_string(blocks));
+    auto r = job::resolve_job(j);
+    ASSERT_TRUE(r.ok()) << blocks << ": " << r.status().to_string();
+  }
+  json j = minimal_job();
+  j["placement"]["hbm_state_blocks"] = json::parse(std::to_string((1 << 20) + 1));
+  EXPECT_FALSE(job::resolve_job(j).ok());
+}
+
 TEST(JobSchema, NamedErrors) {
   const std::pair<json, const char*> bad[] = {
       {json{{"name", "n"}, {"data", {{"train", "/t"}}}}, "missing required key model"},
@@ -291,6 +306,11 @@ TEST(JobSchema, NamedErrors) {
             {"data", {{"train", "/t"}}},
             {"train", {{"beta2", 1.0}}}},
        "train.beta2 must be in [0, 1), got 1"},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"hbm_state_blocks", -2}}}},
+       "placement.hbm_state_blocks must be in [-1, 1048576], got -2"},
   };
   for (const auto& [j, message] : bad) {
     auto r = job::resolve_job(j);
