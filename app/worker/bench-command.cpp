@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
-    "[--checkpoints device|host] [--steps S] "
+    "[--checkpoints device|host] [--hbm-state-blocks B] [--steps S] "
     "[--warmup W] "
     "[--json]";
 constexpr double kLr = 1e-5;
@@ -41,6 +41,7 @@ struct BenchConfig {
   int micro_batches = 4;
   int weight_slots = 2;
   int lm_head_chunk = StreamingConfig{}.lm_head_chunk;  // tokens whose logits exist at once
+  int hbm_state_blocks = -1;  // placement.hbm_state_blocks: -1 as many as fit, as the trainer
 };
 
 struct BenchOptions {
@@ -82,7 +83,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
       Args a, parse_args(argv,
                          {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
                           "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
-                          "--steps", "--warmup"},
+                          "--hbm-state-blocks", "--steps", "--warmup"},
                          {"--json"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
@@ -103,6 +104,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   SPW_ASSIGN_OR_RETURN(const std::vector<int> chunks,
                        number_list(a, "--lm-head-chunk", d.lm_head_chunk));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> tokens, number_list(a, "--tokens-per-step", 0));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> hbm_blocks,
+                       number_list(a, "--hbm-state-blocks", d.hbm_state_blocks, -1));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
   if (steps.size() > 1 || warmup.size() > 1)
@@ -115,7 +118,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   for (int t : seq_lens) {
     for (int mb : micro_batch) {
       for (int m : by_tokens ? tokens : micro_batches) {
-        BenchConfig c{mb, t, m, 0, 0};
+        BenchConfig c{mb, t, m, 0, 0, 0};
         if (by_tokens) {
           const int per_call = mb * t;
           if (m % per_call != 0)
@@ -126,9 +129,12 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
         }
         for (int k : slots) {
           for (int chunk : chunks) {
-            c.weight_slots = k;
-            c.lm_head_chunk = chunk;
-            o.configs.push_back(c);
+            for (int h : hbm_blocks) {
+              c.weight_slots = k;
+              c.lm_head_chunk = chunk;
+              c.hbm_state_blocks = h;
+              o.configs.push_back(c);
+            }
           }
         }
       }
@@ -143,7 +149,7 @@ class OptimizerPasses {
  public:
   explicit OptimizerPasses(size_t blocks) : blocks_(blocks) {}
   void add(const char* phase, double start, double end) {
-    if (std::string_view(phase) != "optimizer") return;
+    if (std::string_view(phase) != "optimizer" || blocks_ == 0) return;
     std::lock_guard lock(mu_);
     if (spans_++ % blocks_ == 0) passes_.push_back(0);
     passes_.back() += end - start;
@@ -152,7 +158,7 @@ class OptimizerPasses {
   std::vector<double> passes() const {
     std::lock_guard lock(mu_);
     std::vector<double> done = passes_;
-    if (spans_ % blocks_ != 0) done.pop_back();
+    if (blocks_ > 0 && spans_ % blocks_ != 0) done.pop_back();
     return done;
   }
 
@@ -192,16 +198,20 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
   sc.seq_len = c.seq_len;
   sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
+  sc.hbm_state_blocks = c.hbm_state_blocks;
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine,
                        StreamingEngine::create(device, backend, state, sc));
   const Clock::time_point origin = Clock::now();
   auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
-  OptimizerPasses adamw(
-      state.num_blocks());  // before the optimizer: its thread reports here until it is gone
+  // The blocks the CPU updates: those outside the HBM state tier. Before the optimizer: its
+  // thread reports here until it is gone.
+  const size_t cpu_blocks = state.num_blocks() - engine->memory_plan().state_blocks;
+  OptimizerPasses adamw(cpu_blocks);
   Optimizer optimizer(state, AdamWConfig{kLr, 0.9, 0.95, 1e-8, 0.1}, 1.0);
   optimizer.set_span_sink([&adamw](size_t, const char* phase, double start,
                                    double end) { adamw.add(phase, start, end); },
                           now);
+  SPW_RETURN_IF_ERROR(optimizer.set_hbm_state(engine->hbm_state()));
   // The time the forward waits at the weight gate for the optimizer is the AdamW that was not
   // hidden behind GPU work (only the training thread calls the gate).
   double gate_s = 0;
@@ -244,15 +254,19 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
     norm_s.push_back(t3 - t2);
     busy_s += r.timeline.compute_busy_s;
   }
-  optimizer.wait_all();
-  SPW_RETURN_IF_ERROR(optimizer.status());
+  // The HBM tier's blocks back on the host before the engine goes: the next configuration starts
+  // from this one's state.
+  SPW_RETURN_IF_ERROR(optimizer.sync_host());
 
   // The AdamW passes the timed steps overlapped: those of steps warmup-1 .. total-2.
+  // None when every block's state is in HBM.
   const std::vector<double> passes = adamw.passes();
-  if (passes.size() < static_cast<size_t>(total))
+  if (cpu_blocks > 0 && passes.size() < static_cast<size_t>(total))
     return internal_error("bench: the optimizer reported fewer passes than steps");
-  const std::vector<double> overlapped(passes.begin() + (o.warmup - 1),
-                                       passes.begin() + (total - 1));
+  const std::vector<double> overlapped =
+      cpu_blocks > 0
+          ? std::vector<double>(passes.begin() + (o.warmup - 1), passes.begin() + (total - 1))
+          : std::vector<double>(o.steps, 0.0);
   double adamw_total = 0, visible_total = 0, step_total = 0;
   for (double s : overlapped) adamw_total += s;
   for (double s : visible_s) visible_total += s;
@@ -283,6 +297,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
               {"weight_slots", c.weight_slots},
               {"lm_head_chunk", StreamingEngine::lm_head_chunk(config, sc)},
               {"checkpoints", o.checkpoints_on_device ? "device" : "host"},
+              {"hbm_state_blocks", engine->memory_plan().state_blocks},
+              {"hbm_state_bytes", engine->memory_plan().state_bytes},
               {"steps", o.steps},
               {"step_s", step},
               {"step_s_min", *std::min_element(step_s.begin(), step_s.end())},
@@ -331,6 +347,8 @@ void print_table(std::ostream& out, const json& r) {
   row("model TFLOPS", num(r["model_tflops"].get<double>(), "%.3g"));
   row("hardware TFLOPS",
       num(r["hardware_tflops"].get<double>(), "%.3g") + " (with the recomputed forward)");
+  row("state in HBM", std::to_string(r["hbm_state_blocks"].get<int>()) + " blocks (" +
+                          num(r["hbm_state_bytes"].get<double>() / 1e9, "%.3g GB") + ")");
   row("peak HBM", num(r["peak_hbm_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
   row("peak pinned DRAM", num(r["peak_pinned_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
   row("H2D per step", num(r["h2d_bytes"].get<double>() / 1e9, "%.3g GB") +
@@ -373,6 +391,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
                        {"seq_len", c.seq_len},
                        {"micro_batches", c.micro_batches},
                        {"weight_slots", c.weight_slots},
+                       {"hbm_state_blocks", c.hbm_state_blocks},
                        {"error", error_code_name(result.status().code())},
                        {"message", result.status().message()}}
                       .dump()
