@@ -8,6 +8,7 @@
 // head_dim 8 to 64, GQA and MHA; Gemma 3's head_dim 256) and the llama-7B layer at sequence 2048.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,9 +20,12 @@
 
 #include "compute/backend-loader.h"
 #include "compute/backend.h"
+#include "compute/cpu/adamw.h"
 #include "core/dtype.h"
+#include "engine/compute/adamw-test-util.h"
 #include "engine/compute/compute-test-util.h"
 #include "gpu-test-util.h"
+#include "train/adamw.h"
 
 namespace spillway::compute {
 namespace {
@@ -1028,6 +1032,182 @@ TEST_F(CudaBackendTest, OpsNeedAWorkspaceOfTheirShapes) {
   ASSERT_OK(be_->device().synchronize_stream(0));
   be_->device().device_free(*ws);
   be_->device().device_free(p);
+}
+
+// --- AdamW: the HBM state tier's update (cuda/adamw.cu), bit for bit the CPU optimizer's ---------
+
+// The trainer's defaults (the job schema's) with a learning rate that moves parameters visibly.
+constexpr AdamWConfig kAdamW{1e-3, 0.9, 0.95, 1e-8, 0.1};
+
+// Where each of param, m, v, grad starts, in floats past a fresh (256-byte aligned) allocation:
+// the kernel takes float4 loads only when all four are 16-byte aligned, else its scalar path.
+struct AdamWPlacement {
+  const char* name;
+  std::array<size_t, 4> offset;  // param, m, v, grad
+};
+constexpr AdamWPlacement kAligned{"aligned", {0, 0, 0, 0}};
+constexpr AdamWPlacement kAdamWPlacements[] = {
+    kAligned,
+    {"all one float past (scalar path)", {1, 1, 1, 1}},
+    {"grad one float past (scalar path)", {0, 0, 0, 1}},
+    {"16 bytes past (float4 path)", {4, 4, 4, 4}},
+};
+
+// One configuration of a step: weight decay on or off, a clip coefficient, the step number.
+struct AdamWCase {
+  bool decay;
+  float grad_scale;
+  int64_t step;
+  std::string name() const {
+    return std::string(decay ? "decay" : "no decay") + ", grad_scale " +
+           std::to_string(grad_scale) + ", step " + std::to_string(step);
+  }
+};
+constexpr AdamWCase kAdamWCases[] = {{true, 1.0f, 1},     {true, 1.0f, 1000},  {true, 0.37f, 1},
+                                     {true, 0.37f, 1000}, {false, 1.0f, 1},    {false, 1.0f, 1000},
+                                     {false, 0.37f, 1},   {false, 0.37f, 1000}};
+
+// A state's four arrays on the device, placed as `at` says.
+struct DeviceAdamWState {
+  float *p, *m, *v, *g;
+};
+
+DeviceAdamWState upload_state(Side& side, const testing::State& s, const AdamWPlacement& at) {
+  const size_t n = s.p.size();
+  std::array<float*, 4> dev{};
+  const std::vector<float>* host[] = {&s.p, &s.m, &s.v, &s.g};
+  for (int i = 0; i < 4; ++i) {
+    auto* base = static_cast<float*>(side.alloc((n + at.offset[i]) * sizeof(float)));
+    if (base == nullptr) return {};
+    dev[i] = base + at.offset[i];
+    EXPECT_OK(side.be().device().copy_h2d(dev[i], host[i]->data(), n * sizeof(float), 0));
+  }
+  EXPECT_OK(side.be().device().synchronize_stream(0));
+  return {dev[0], dev[1], dev[2], dev[3]};
+}
+
+Status adamw_on(Backend& be, const DeviceAdamWState& d, size_t n, const AdamWCoeffs& k,
+                float grad_scale) {
+  const compute::Shape shape{static_cast<int64_t>(n)};
+  return be.adamw(f32(d.p, shape), f32(d.m, shape), f32(d.v, shape),
+                  f32(static_cast<const float*>(d.g), shape), k, grad_scale, 0);
+}
+
+// The state the device holds (its gradient: the host's, unchanged by the step).
+testing::State download_state(Side& side, const DeviceAdamWState& d, const testing::State& s) {
+  const size_t n = s.p.size();
+  return {side.get_f32(d.p, n), side.get_f32(d.m, n), side.get_f32(d.v, n), s.g};
+}
+
+// compute::cpu::adamw's step on a copy of `s`.
+testing::State cpu_adamw(testing::State s, const AdamWCoeffs& k, float grad_scale) {
+  cpu::adamw(s.p.data(), s.m.data(), s.v.data(), s.g.data(), s.p.size(), grad_scale, k);
+  return s;
+}
+
+// Backend::adamw on the GPU equals compute::cpu::adamw and the optimizer's adamw_update_range bit
+// for bit (memcmp of param, m and v): every size 1 to 9 (the kernel's 4-element groups and its
+// tail), around a 64-element tile, a prime past a million, 2^24 + 3 and 8M; each placement of the
+// four arrays (float4 and scalar paths); decay on and off, grad_scale 1 and 0.37, steps 1 and 1000;
+// random states and hard ones (subnormal gradients, zeros of both signs, huge v, large gradients on
+// large negative parameters: adamw-test-util.h). The two largest sizes run the hard states (two in
+// three of their elements are random ones) on the first two placements only.
+TEST_F(CudaBackendTest, AdamWEqualsTheCpuOptimizerBitForBit) {
+  std::vector<size_t> sizes = {1, 2, 3, 4, 5, 6, 7, 8, 9, 63, 64, 65, 1000003};
+  const size_t big[] = {(size_t{1} << 24) + 3, size_t{8} << 20};
+  sizes.insert(sizes.end(), std::begin(big), std::end(big));
+  for (size_t n : sizes) {
+    const bool is_big = n >= big[1];
+    for (bool hard : {false, true}) {
+      if (is_big && !hard) continue;
+      const testing::State before = testing::make_state(n, 3 * n + hard, hard);
+      for (const AdamWCase& c : kAdamWCases) {
+        SCOPED_TRACE("count " + std::to_string(n) + (hard ? ", hard values, " : ", ") + c.name());
+        const AdamWCoeffs k = adamw_coeffs(kAdamW, c.step, c.decay);
+        const testing::State want = cpu_adamw(before, k, c.grad_scale);
+        testing::State optimizer = before;
+        adamw_update_range(optimizer.p.data(), optimizer.m.data(), optimizer.v.data(),
+                           optimizer.g.data(), n, kAdamW, c.step, c.grad_scale, c.decay);
+        testing::expect_same_state(optimizer, want, "adamw_update_range vs cpu::adamw");
+        for (const AdamWPlacement& at : kAdamWPlacements) {
+          if (is_big && &at - kAdamWPlacements >= 2) break;
+          Side side(*be_, OpShapes{});
+          const DeviceAdamWState d = upload_state(side, before, at);
+          ASSERT_OK(adamw_on(*be_, d, n, k, c.grad_scale));
+          const testing::State got = download_state(side, d, before);
+          testing::expect_same_state(got, want, at.name);
+          if (HasFailure()) return;  // one case's differences say enough
+        }
+      }
+    }
+  }
+}
+
+// Five steps of one tensor whose state stays on the GPU, each with a new gradient and clip
+// coefficient, against the optimizer's five steps on the host: the same bits after every step, as
+// a block in the HBM state tier must keep them (issue 24, point 2).
+TEST_F(CudaBackendTest, AdamWTrajectoryStaysTheCpus) {
+  const size_t n = 1000003;
+  testing::State host = testing::make_state(n, 41, true);
+  Side side(*be_, OpShapes{});
+  const DeviceAdamWState d = upload_state(side, host, kAligned);
+  const float scales[] = {1.0f, 0.37f, 0.9f, 1.0f, 0.05f};
+  for (int64_t step = 1; step <= 5; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    host.g = testing::make_state(n, 100 + step, step % 2 == 0).g;
+    ASSERT_OK(be_->device().copy_h2d(d.g, host.g.data(), n * sizeof(float), 0));
+    const float scale = scales[step - 1];
+    const bool decay = step != 3;
+    ASSERT_OK(adamw_on(*be_, d, n, adamw_coeffs(kAdamW, step, decay), scale));
+    adamw_update_range(host.p.data(), host.m.data(), host.v.data(), host.g.data(), n, kAdamW, step,
+                       scale, decay);
+    testing::expect_same_state(download_state(side, d, host), host, "after the step");
+    if (HasFailure()) return;
+  }
+}
+
+// The same input twice, into fresh buffers, gives the same bits (8M elements, both paths).
+TEST_F(CudaBackendTest, AdamWIsDeterministic) {
+  const size_t n = size_t{8} << 20;
+  const testing::State before = testing::make_state(n, 52, true);
+  const AdamWCoeffs k = adamw_coeffs(kAdamW, 7, true);
+  for (const AdamWPlacement& at : {kAdamWPlacements[0], kAdamWPlacements[1]}) {
+    SCOPED_TRACE(at.name);
+    testing::State runs[2];
+    for (testing::State& r : runs) {
+      Side side(*be_, OpShapes{});
+      const DeviceAdamWState d = upload_state(side, before, at);
+      ASSERT_OK(adamw_on(*be_, d, n, k, 0.5f));
+      r = download_state(side, d, before);
+    }
+    testing::expect_same_state(runs[1], runs[0], "two identical runs");
+    EXPECT_FALSE(same_bits(runs[0].p, before.p)) << "the step changed no parameter";
+  }
+}
+
+// A null tensor or an unknown stream is kInvalidArgument naming the op and what is wrong; no
+// elements is success without touching anything.
+TEST_F(CudaBackendTest, AdamWChecksItsArguments) {
+  Side side(*be_, OpShapes{});
+  const testing::State s = testing::make_state(64, 9, false);
+  const DeviceAdamWState d = upload_state(side, s, kAligned);
+  const AdamWCoeffs k = adamw_coeffs(kAdamW, 1, true);
+  const compute::Shape shape{64};
+  Status st = be_->adamw(f32(d.p, shape), f32(d.m, shape), f32(d.v, shape),
+                         f32(static_cast<const float*>(nullptr), shape), k, 1.0f, 0);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("adamw: grad is null"), std::string::npos) << st.to_string();
+  st = be_->adamw(f32(d.p, shape), f32(static_cast<float*>(nullptr), shape), f32(d.v, shape),
+                  f32(static_cast<const float*>(d.g), shape), k, 1.0f, 0);
+  EXPECT_NE(st.message().find("adamw: m is null"), std::string::npos) << st.to_string();
+  st = be_->adamw(f32(d.p, shape), f32(d.m, shape), f32(d.v, shape),
+                  f32(static_cast<const float*>(d.g), shape), k, 1.0f, 99);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("stream 99"), std::string::npos) << st.to_string();
+  const compute::Shape none{int64_t{0}};
+  ASSERT_OK(be_->adamw(f32(d.p, none), f32(d.m, none), f32(d.v, none),
+                       f32(static_cast<const float*>(d.g), none), k, 1.0f, 0));
+  testing::expect_same_state(download_state(side, d, s), s, "refused or empty calls");
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // 32000; bf16 activations, the backend's act_dtype), against a device-to-device copy measured the
 // same way in the same run. Not a test: built with the GPU tests, never run by ctest.
 //
-//   build/tests/gpu/bench-gpu-ops [--json]
+//   build/tests/gpu/bench-gpu-ops [--json] [--op NAME]
 //
 // Each op goes through the Backend interface (compute::make_backend, kind "cuda") on stream 0,
 // with the workspace set up as the trainer does (workspace_bytes(OpShapes) + set_workspace): 3
@@ -17,8 +17,10 @@
 // moved" is the least the op must read plus write (each op's formula is beside it): intermediate
 // traffic (scratch partial sums, the LM head's logits chunk) is not counted, so about 1.0 of the
 // copy is the ceiling. --json prints one JSON object per line instead (keys op, shape, bytes, us,
-// gb_s, copy_fraction, device, and tflops for lm_head_loss). Exit status 1, with one line saying
-// why, when there is no usable CUDA GPU or a call fails; 2 for a bad argument.
+// gb_s, copy_fraction, copy_gb_s, device, and tflops for lm_head_loss). --op NAME times the copy
+// and that op only and prints that op's line alone (`--json --op adamw`: one JSON line, the HBM
+// state tier's AdamW on one layer against the copy). Exit status 1, with one line saying why, when
+// there is no usable CUDA GPU or a call fails; 2 for a bad argument or an unknown op.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +38,7 @@
 #include "compute/backend.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "train/adamw.h"
 
 namespace spillway::compute {
 namespace {
@@ -198,14 +201,17 @@ class Report {
                 "of copy", "TFLOPS");
   }
 
-  void row(const Op& op, double seconds) {
+  // The first row is the copy's; `print` false records it without printing it.
+  void row(const Op& op, double seconds, bool print = true) {
     const double gb_s = op.bytes / seconds * 1e-9;
     if (copy_gb_s_ == 0) copy_gb_s_ = gb_s;
+    if (!print) return;
     const double fraction = gb_s / copy_gb_s_;
     if (json_) {
-      nlohmann::json j = {{"op", op.name},       {"shape", op.shape}, {"bytes", op.bytes},
-                          {"us", seconds * 1e6}, {"gb_s", gb_s},      {"copy_fraction", fraction},
-                          {"device", device_}};
+      nlohmann::json j = {
+          {"op", op.name},           {"shape", op.shape}, {"bytes", op.bytes},
+          {"us", seconds * 1e6},     {"gb_s", gb_s},      {"copy_fraction", fraction},
+          {"copy_gb_s", copy_gb_s_}, {"device", device_}};
       if (op.flops > 0) j["tflops"] = op.flops / seconds * 1e-12;
       std::printf("%s\n", j.dump().c_str());
     } else {
@@ -238,7 +244,8 @@ OpShapes layer_shapes() {
   return s;
 }
 
-Status run(Backend& be, bool json) {
+// `only`: the one op to time beside the copy (empty: all of them).
+Status run(Backend& be, bool json, const std::string& only) {
   Tensors t(be);
   const OpShapes shapes = layer_shapes();
   const size_t ws_bytes = be.workspace_bytes(shapes);
@@ -389,6 +396,24 @@ Status run(Backend& be, bool json) {
                        0);
                  }});
 
+  // AdamW on one layer's fp32 state (the HBM state tier's update, Backend::adamw): reads param, m,
+  // v, grad and writes param, m, v, 7·4 bytes per parameter. v starts at zero (then g²·(1 − β2),
+  // never negative); each timed call is one more step on the same state.
+  SPW_ASSIGN_OR_RETURN(void* adam_p, t.random(DType::kF32, kLayerParams, 21));
+  SPW_ASSIGN_OR_RETURN(void* adam_m, t.random(DType::kF32, kLayerParams, 22, 0.01f));
+  SPW_ASSIGN_OR_RETURN(void* adam_v, t.alloc(kLayerParams * F));
+  SPW_RETURN_IF_ERROR(be.device().fill_zero(adam_v, kLayerParams * F, 0));
+  SPW_ASSIGN_OR_RETURN(void* adam_g, t.random(DType::kF32, kLayerParams, 23, 0.01f));
+  const AdamWCoeffs adam_k = adamw_coeffs(AdamWConfig{3e-4, 0.9, 0.95, 1e-8, 0.1}, 10, true);
+  ops.push_back({"adamw", layer + " f32", 7 * kLayerParams * F, 0, [&] {
+                   const Shape n_params{static_cast<int64_t>(kLayerParams)};
+                   return be.adamw(f32(static_cast<float*>(adam_p), n_params),
+                                   f32(static_cast<float*>(adam_m), n_params),
+                                   f32(static_cast<float*>(adam_v), n_params),
+                                   f32(static_cast<const float*>(adam_g), n_params), adam_k, 0.8f,
+                                   0);
+                 }});
+
   // The fused LM head + cross-entropy, forward and backward. Reads x[n, d], w[v, d], labels[n],
   // dw[v, d] (fp32); writes losses[n] (fp32), dx[n, d], dw: 2·n·d·A + v·d·A + 8·n + 8·v·d (the
   // logits chunks in the workspace and w's reread per chunk are not counted). GEMM work: logits
@@ -413,23 +438,34 @@ Status run(Backend& be, bool json) {
                                 1.0f / n, Tensor(nullptr, DType::kF32, {n, v}), kLmHeadChunk, 0);
        }});
 
+  if (!only.empty() &&
+      std::none_of(ops.begin(), ops.end(), [&](const Op& op) { return op.name == only; })) {
+    std::string names;
+    for (const Op& op : ops) names += (names.empty() ? "" : ", ") + op.name;
+    return not_found("no op " + only + "; the ops: " + names);
+  }
   Report report(json, be.device_info().name);
   report.header();
   for (const Op& op : ops) {
+    const bool wanted = only.empty() || op.name == only;
+    if (!wanted && &op != &ops.front()) continue;  // the copy always runs: the reference
     Result<double> s = timer.median_s(op.run);
     if (!s.ok()) return s.status().with_context(op.name);
-    report.row(op, *s);
+    report.row(op, *s, wanted);
   }
   return Status::ok_status();
 }
 
 int bench_main(int argc, char** argv) {
   bool json = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (std::strcmp(argv[i], "--op") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--json]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json] [--op NAME]\n", argv[0]);
       return 2;
     }
   }
@@ -439,9 +475,9 @@ int bench_main(int argc, char** argv) {
                  choice.status().to_string().c_str());
     return 1;
   }
-  if (Status s = run(*choice->backend, json); !s.ok()) {
+  if (Status s = run(*choice->backend, json, only); !s.ok()) {
     std::fprintf(stderr, "bench-gpu-ops: %s\n", s.to_string().c_str());
-    return 1;
+    return s.code() == ErrorCode::kNotFound ? 2 : 1;  // kNotFound: only an unknown --op
   }
   return 0;
 }
