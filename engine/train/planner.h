@@ -116,6 +116,11 @@ inline constexpr uint64_t kCpuRuntimeDramBytes = 270'000'000;
 // compute, at 16,384 about 1%: why small micro-batches waste the GPU.
 inline constexpr double kGpuHbmBytesPerS = 3.0e12;
 
+// AdamW's memory traffic per parameter: read the fp32 master, gradient and both moments, write
+// the master and the moments. The CPU's without a measured rate (at host bandwidth), and the
+// GPU's over the HBM state tier's blocks (at kGpuHbmBytesPerS).
+inline constexpr double kAdamwBytesPerParam = 28;
+
 // Where the master weights and AdamW moments go: the job's choice, or for "auto" DRAM up to
 // dram_cap_bytes (else what is available) with the biggest categories spilled to the SSD first.
 // The moments go to the SSD before the master weights; master on the SSD implies the moments too.
