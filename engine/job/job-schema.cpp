@@ -228,13 +228,15 @@ std::string key_text(const std::string& key) {
 // Whether the JSON integer `v` lies in `r`, whose bounds are whole numbers; 2^64 - 1 (kMaxSeed)
 // stands for "any unsigned 64-bit value".
 bool integer_in(const Range& r, const json& v) {
-  const auto lo = static_cast<int64_t>(r.lo);  // small: 0, 1, 2
+  const auto lo = static_cast<int64_t>(r.lo);  // small: -1 (placement.hbm_state_blocks), 0, 1, 2
   if (v.is_number_unsigned()) {
+    // Any unsigned value is above a negative bound (which, cast to uint64_t, refused them all).
     const uint64_t u = v.get<uint64_t>();
-    if (r.hi >= kMaxSeed) return u >= static_cast<uint64_t>(lo);
+    const bool above_lo =
+        lo < 0 || (r.lo_open ? u > static_cast<uint64_t>(lo) : u >= static_cast<uint64_t>(lo));
+    if (r.hi >= kMaxSeed) return above_lo;
     const auto hi = static_cast<uint64_t>(r.hi);
-    return u >= static_cast<uint64_t>(lo) && (r.hi_open ? u < hi : u <= hi) &&
-           (!r.lo_open || u > static_cast<uint64_t>(lo));
+    return above_lo && (r.hi_open ? u < hi : u <= hi);
   }
   const int64_t x = v.get<int64_t>();
   if (x < lo || (r.lo_open && x == lo)) return false;

@@ -306,6 +306,21 @@ TEST(JobSchema, NamedErrors) {
   // Any seed a 64-bit unsigned integer holds.
   j["data"]["seed"] = 18446744073709551615ULL;
   EXPECT_TRUE(job::resolve_job(j).ok());
+  // A key whose range starts below 0 takes the positive values a job file holds (a parser reads
+  // them as unsigned; every one was refused, "must be in [-1, 1048576], got 2"), and no others.
+  for (const char* blocks : {"-1", "0", "2", "1048576"}) {
+    j["placement"] = json::parse(std::string(R"({"hbm_state_blocks": )") + blocks + "}");
+    const auto r = job::resolve_job(j);
+    EXPECT_TRUE(r.ok()) << blocks << ": " << r.status().to_string();
+  }
+  for (const char* blocks : {"-2", "1048577"}) {
+    j["placement"] = json::parse(std::string(R"({"hbm_state_blocks": )") + blocks + "}");
+    const auto r = job::resolve_job(j);
+    ASSERT_FALSE(r.ok()) << blocks;
+    EXPECT_EQ(r.status().message(),
+              std::string("job.json: placement.hbm_state_blocks must be in [-1, 1048576], got ") +
+                  blocks);
+  }
 }
 
 TEST(JobSchema, WorkerPrintsTheKeys) {
