@@ -588,8 +588,12 @@ TEST(HbmState, AutoOnTheH100PlacesWhatFitsAndHidesAdamwAt16K) {
   const Plan dram = make_plan(c, sixteen_k_job(0), h100_host(), 10, false);
   const Plan plan = make_plan(c, sixteen_k_job(-1), h100_host(), 10, false);
   ASSERT_TRUE(plan.fits) << plan.reason;
-  std::printf("16K tokens per step: %s; step %.3f s (all in DRAM %.3f s)\n", plan.state.why.c_str(),
-              plan.step.step_s, dram.step.step_s);
+  std::printf(
+      "16K tokens per step: %s; step %.3f s, %.2f GB up, %.2f GB down (all in DRAM %.3f "
+      "s, %.2f GB up, %.2f GB down)\n",
+      plan.state.why.c_str(), plan.step.step_s, plan.step.h2d_bytes / 1e9,
+      plan.step.d2h_bytes / 1e9, dram.step.step_s, dram.step.h2d_bytes / 1e9,
+      dram.step.d2h_bytes / 1e9);
 
   // The engine's rule: every checkpoint and streaming first (11.93 GB, the all-DRAM plan's HBM
   // needs), 1 GiB kept free, then blocks in forward order while they fit: of 84 - 11.93 - 1.07
