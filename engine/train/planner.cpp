@@ -226,7 +226,7 @@ std::string state_why(const ParameterLayout& layout, int asked, bool host_memory
   const double streaming = static_cast<double>(fixed), checkpoints = static_cast<double>(ckpt);
   if (asked == 0) return "none in HBM: placement.hbm_state_blocks is 0";
   if (blocks == 0 && host_memory)
-    return "none in HBM on the CPU backend: its device memory is DRAM already";
+    return "none on the CPU backend: its device memory is DRAM already";
   if (blocks == 0 && device_free == 0) return "none in HBM: the GPU's free memory is unknown";
   if (blocks == 0) {
     return "none in HBM: of the " + gb(static_cast<double>(device_free)) +

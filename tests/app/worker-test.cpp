@@ -726,8 +726,8 @@ TEST_F(WorkerTest, PlanSaysWhereTheBlocksStateLives) {
       {"placement", {{"backend", "cpu"}}}};
   auto r = worker({"plan", write_job("state-auto", job)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("  state              none in HBM on the CPU backend: its device memory "
-                       "is DRAM already\n"),
+  EXPECT_NE(r.out.find("  state              none on the CPU backend: its device memory is DRAM "
+                       "already\n"),
             std::string::npos)
       << r.out;
 

@@ -727,7 +727,7 @@ TEST(HbmState, NoneOnTheCpuBackendUnlessAsked) {
   ASSERT_TRUE(plan.fits) << plan.reason;
   EXPECT_EQ(plan.state.blocks, c.num_layers + 2);
   EXPECT_EQ(plan.state.hbm_blocks, 0);
-  EXPECT_EQ(plan.state.why, "none in HBM on the CPU backend: its device memory is DRAM already");
+  EXPECT_EQ(plan.state.why, "none on the CPU backend: its device memory is DRAM already");
   TrainJob none = job;
   none.hbm_state_blocks = 0;
   EXPECT_EQ(to_json(plan)["step"],
