@@ -95,6 +95,16 @@ void print_plan(std::ostream& out, const Plan& plan) {
                   ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
                   (total > 0 ? gb(total) : "unbounded"));
   }
+  // Where the blocks' master weights, gradients and AdamW moments live: "first 22 of 34 blocks in
+  // HBM (70.1 GB): the embedding and layers 0-20, as many as fit ...".
+  const PlanState& state = plan.state;
+  if (state.blocks > 0) {
+    row("state", state.hbm_blocks > 0
+                     ? "first " + std::to_string(state.hbm_blocks) + " of " +
+                           std::to_string(state.blocks) + " blocks in " + device_name + " (" +
+                           gb(static_cast<double>(state.hbm_bytes)) + "): " + state.why
+                     : state.why);
+  }
   const PlanStep& s = plan.step;
   row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) +
                              " x " + std::to_string(plan.grad_accum) + " x " +
@@ -102,6 +112,9 @@ void print_plan(std::ostream& out, const Plan& plan) {
                              (plan.checkpoints_on_device ? "on the device" : "in host memory"));
   row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
                   num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
+                  (s.gpu_adamw_s > 0
+                       ? " on the CPU, " + num(s.gpu_adamw_s, "%.2f s") + " on the GPU (in compute)"
+                       : std::string()) +
                   ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
                   (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : "") +
                   (s.calibrated ? "" : " (uncalibrated: a rough estimate)"));

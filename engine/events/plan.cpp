@@ -56,6 +56,7 @@ void for_each_step_number(Step& s, F&& f) {
   f("elementwise_s", s.elementwise_s);
   f("key_bias_s", s.key_bias_s);
   f("accumulate_s", s.accumulate_s);
+  f("gpu_adamw_s", s.gpu_adamw_s);
   f("h2d_bytes", s.h2d_bytes);
   f("d2h_bytes", s.d2h_bytes);
   f("h2d_s", s.h2d_s);
@@ -103,6 +104,7 @@ json to_json(const PlanSuggestion& s) {
           {"tokens_per_s", s.tokens_per_s},
           {"model_tflops", s.model_tflops},
           {"checkpoints_on_device", s.checkpoints_on_device},
+          {"hbm_state_blocks", s.hbm_state_blocks},
           {"hbm_needed_bytes", s.hbm_needed_bytes},
           {"hbm_free_bytes", s.hbm_free_bytes},
           {"same_as_job", s.same_as_job},
@@ -120,6 +122,7 @@ PlanSuggestion plan_suggestion_from_json(const json& j) {
   s.tokens_per_s = number(j, "tokens_per_s").value_or(0);
   s.model_tflops = number(j, "model_tflops").value_or(0);
   s.checkpoints_on_device = boolean(j, "checkpoints_on_device").value_or(false);
+  s.hbm_state_blocks = integer<int>(j, "hbm_state_blocks").value_or(0);
   s.hbm_needed_bytes = integer<uint64_t>(j, "hbm_needed_bytes").value_or(0);
   s.hbm_free_bytes = integer<uint64_t>(j, "hbm_free_bytes").value_or(0);
   s.same_as_job = boolean(j, "same_as_job").value_or(false);

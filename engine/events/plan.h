@@ -19,7 +19,8 @@
 namespace spillway {
 
 // One memory tier of the plan (HBM, DRAM or SSD). A category the tier never holds is absent
-// (nullopt), not 0: HBM has no master or optimizer category, the SSD only those two.
+// (nullopt), not 0: HBM has a master and an optimizer category only with the HBM state tier
+// (PlanState), the SSD only those two.
 struct PlanTier {
   std::optional<uint64_t> weights_bytes, master_bytes, gradients_bytes, optimizer_bytes,
       checkpoints_bytes, workspace_bytes;
@@ -47,12 +48,13 @@ struct PlanMachine {
 };
 
 // One optimizer step as predicted: its parts in seconds (compute split into the GPU's GEMMs,
-// attention, LM head, element-wise ops, key bias and gradient accumulation), the bytes over the
-// host link each way, and the whole step.
+// attention, LM head, element-wise ops, key bias, gradient accumulation and the GPU's AdamW of the
+// HBM state tier), the bytes over the host link each way, and the whole step. adamw_s is the CPU's
+// AdamW (the blocks outside the HBM state tier).
 struct PlanStep {
   double tokens = 0, flops = 0, model_flops = 0;
   double compute_s = 0, gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0,
-         key_bias_s = 0, accumulate_s = 0;
+         key_bias_s = 0, accumulate_s = 0, gpu_adamw_s = 0;
   double h2d_bytes = 0, d2h_bytes = 0, h2d_s = 0, d2h_s = 0, link_s = 0, ssd_s = 0;
   double grad_norm_s = 0, adamw_s = 0, optimizer_s = 0, optimizer_visible_s = 0;
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
@@ -82,6 +84,7 @@ struct PlanSuggestion {
   int64_t tokens_per_step = 0;
   double step_s = 0, tokens_per_s = 0, model_tflops = 0;
   bool checkpoints_on_device = false;
+  int hbm_state_blocks = 0;  // blocks of the HBM state tier at that batch (PlanState::hbm_blocks)
   uint64_t hbm_needed_bytes = 0, hbm_free_bytes = 0;
   bool same_as_job = false;
   std::string why;  // one line: what a smaller step loses to, where the checkpoints go

@@ -7,6 +7,7 @@
 
 #include "core/checked-math.h"
 #include "model/parameter-layout.h"
+#include "train/hbm-state.h"
 #include "train/streaming-engine.h"
 
 namespace spillway {
@@ -56,6 +57,13 @@ namespace {
 double layer_elementwise_width(const ModelConfig& c) {
   return (c.sandwich_norms ? 4.0 : 2.0) * c.hidden_size + c.intermediate_size +
          (c.qk_norm != QkNorm::kNone ? static_cast<double>(c.q_dim() + c.kv_dim()) : 0.0);
+}
+
+// Parameters of block b, without the alignment padding (ParameterLayout::parameter_count's).
+double block_params(const ParameterLayout& layout, size_t b) {
+  double n = 0;
+  for (const ParamView& p : layout.blocks()[b].params) n += static_cast<double>(p.numel);
+  return n;
 }
 
 }  // namespace
@@ -149,6 +157,101 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   return cpu;
 }
 
+// Each block's share of a GPU step's forward, in block order (embedding, layers, head), from the
+// parts of gpu_compute: a layer's GEMMs by its parameters, its attention by the keys it attends
+// (a sliding layer its window), the element-wise ops and key bias evenly; the head its LM head;
+// the embedding, a gather, none. Sums to 1.
+std::vector<double> forward_shares(const ModelConfig& c, const ParameterLayout& layout,
+                                   const GpuCompute& g, int seq_len) {
+  const size_t n = layout.num_blocks(), L = static_cast<size_t>(c.num_layers);
+  double layer_params = 0, keys = 0;
+  for (size_t l = 0; l < L; ++l) {
+    layer_params += block_params(layout, 1 + l);
+    const int w = c.layer_window(static_cast<int>(l));
+    keys += w > 0 ? std::min(w, seq_len) : seq_len;
+  }
+  std::vector<double> share(n, 0.0);
+  for (size_t l = 0; l < L; ++l) {
+    const int w = c.layer_window(static_cast<int>(l));
+    share[1 + l] = g.gemm_s * block_params(layout, 1 + l) / std::max(layer_params, 1.0) +
+                   g.attention_s * (w > 0 ? std::min(w, seq_len) : seq_len) / std::max(keys, 1.0) +
+                   (g.elementwise_s + g.key_bias_s) / std::max<double>(L, 1);
+  }
+  share[n - 1] += g.lm_head_s;
+  double total = 0;
+  for (double s : share) total += s;
+  for (double& s : share) s = total > 0 ? s / total : 1.0 / static_cast<double>(n);
+  return share;
+}
+
+// How long the next forward waits for the CPU's AdamW when the HBM state tier holds blocks
+// [0, hbm_blocks) (docs/architecture.md, "The planner"): the per-block timeline from the end of
+// the backward (t = 0). The GPU updates the tier's blocks (gpu_adamw_s), then runs the forward,
+// block b taking forward_s · forward_share[b]; meanwhile the CPU updates blocks hbm_blocks.. in
+// forward order, block b taking its part of adamw_s by parameters (cpu_params[b]), and block b's
+// forward starts no earlier than its update's end (the weight gate). The wait is how much later
+// the forward ends than gpu_adamw_s + forward_s.
+double forward_wait_s(const std::vector<double>& forward_share,
+                      const std::vector<double>& cpu_params, size_t hbm_blocks, double gpu_adamw_s,
+                      double forward_s, double adamw_s) {
+  double cpu_total = 0;
+  for (size_t b = hbm_blocks; b < cpu_params.size(); ++b) cpu_total += cpu_params[b];
+  if (cpu_total <= 0) return 0.0;  // every block in HBM: nothing to wait for
+  double t = gpu_adamw_s, updated = 0;
+  for (size_t b = 0; b < forward_share.size(); ++b) {
+    if (b >= hbm_blocks) {
+      updated += adamw_s * cpu_params[b] / cpu_total;
+      t = std::max(t, updated);
+    }
+    t += forward_s * forward_share[b];
+  }
+  return std::max(0.0, t - (gpu_adamw_s + forward_s));
+}
+
+// "the embedding and layers 0-16": the first `blocks` blocks in words.
+std::string blocks_text(const ParameterLayout& layout, size_t blocks) {
+  const int L = layout.config().num_layers;
+  const std::string layers = L == 1 ? "layer 0" : "layers 0-" + std::to_string(L - 1);
+  if (blocks >= layout.num_blocks()) return "every block (the embedding, " + layers + ", the head)";
+  if (blocks == 1) return "the embedding";
+  if (blocks == 2) return "the embedding and layer 0";
+  return "the embedding and layers 0-" + std::to_string(blocks - 2);
+}
+
+// PlanState::why: one line on why the HBM state tier holds `blocks` blocks. `asked` is
+// placement.hbm_state_blocks; `fitting` how many fit when the asked ones do not.
+std::string state_why(const ParameterLayout& layout, int asked, bool host_memory, size_t blocks,
+                      uint64_t state_bytes, uint64_t fixed, uint64_t ckpt, uint64_t device_free,
+                      size_t fitting) {
+  const double streaming = static_cast<double>(fixed), checkpoints = static_cast<double>(ckpt);
+  if (asked == 0) return "none in HBM: placement.hbm_state_blocks is 0";
+  if (blocks == 0 && host_memory)
+    return "none on the CPU backend: its device memory is DRAM already";
+  if (blocks == 0 && device_free == 0) return "none in HBM: the GPU's free memory is unknown";
+  if (blocks == 0) {
+    return "none in HBM: of the " + gb(static_cast<double>(device_free)) +
+           " free, streaming takes " + gb(streaming) + ", every checkpoint " + gb(checkpoints) +
+           " (they come first) and " +
+           gb(static_cast<double>(StreamingEngine::kHbmStateReserveBytes)) +
+           " stays free for the libraries: no room for the embedding's " +
+           gb(static_cast<double>(HbmState::block_bytes(layout, 0)));
+  }
+  if (fitting < blocks) {
+    return "placement.hbm_state_blocks asks for the first " + std::to_string(blocks) + " blocks (" +
+           gb(static_cast<double>(state_bytes)) + ") but beside streaming (" + gb(streaming) +
+           ") only " + std::to_string(fitting) + " fit in " + gb(static_cast<double>(device_free)) +
+           " free";
+  }
+  const size_t rest = layout.num_blocks() - blocks;
+  return blocks_text(layout, blocks) +
+         (asked < 0 ? ", as many as fit beside " + gb(streaming + checkpoints) +
+                          " of streaming and checkpoints"
+                    : std::string(", as placement.hbm_state_blocks asks")) +
+         (rest == 0 ? std::string("; no AdamW on the CPU, no weights or gradients over the link")
+                    : "; the CPU's AdamW updates the other " + std::to_string(rest) +
+                          " while their forward runs");
+}
+
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
               int64_t total_steps) {
@@ -163,6 +266,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   sc.micro_batch_size = job.micro_batch_size;
   sc.max_micro_batches = job.grad_accum;
   sc.seq_len = job.seq_len;
+  sc.hbm_state_blocks = job.hbm_state_blocks;
   const compute::BackendFacts& facts = machine.backend_facts();
   const DType act_dtype = facts.act_dtype;
   const size_t act = dtype_size(act_dtype);
@@ -186,7 +290,23 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const uint64_t device_free = job.device_memory_bytes || !machine.device_free_bytes
                                    ? device_cap
                                    : machine.device_free_bytes;
-  const bool ckpt_on_device = device_free == 0 || hbm_fixed + ckpt <= device_free;
+  // The HBM state tier: the engine's own rule for how many of the first blocks keep their master,
+  // gradients and moments on the device (-1: as many as fit beside every checkpoint).
+  const bool host_memory = facts.host_memory();
+  const size_t state_blocks = StreamingEngine::hbm_state_blocks(layout, sc, act_dtype, backend_ws,
+                                                                device_free, host_memory);
+  const uint64_t state_bytes = HbmState::bytes(layout, state_blocks);
+  // The most of the first blocks whose state fits in `room` bytes.
+  auto fitting_blocks = [&](uint64_t room) {
+    size_t k = 0;
+    for (uint64_t used = 0; k < layout.num_blocks(); ++k) {
+      used += HbmState::block_bytes(layout, k);
+      if (used > room) break;
+    }
+    return k;
+  };
+  const bool state_fits = device_free == 0 || hbm_fixed + state_bytes <= device_free;
+  const bool ckpt_on_device = device_free == 0 || hbm_fixed + state_bytes + ckpt <= device_free;
 
   // DRAM / SSD: master weights, gradients, AdamW moments.
   const TierPlacement placement = place_tiers(config, job, machine.dram_available_bytes);
@@ -196,14 +316,19 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.hbm.gradients_bytes = grads_dev;
   plan.hbm.workspace_bytes = hbm.workspace_bytes;
   plan.hbm.checkpoints_bytes = ckpt_on_device ? ckpt : 0;
-  plan.hbm.needed_bytes = hbm_fixed + (ckpt_on_device ? ckpt : 0);
+  plan.hbm.needed_bytes = hbm_fixed + state_bytes + (ckpt_on_device ? ckpt : 0);
+  if (state_blocks > 0) {  // HbmState::block_bytes: master, gradient, m and v of one size each
+    plan.hbm.master_bytes = state_bytes / 4;
+    plan.hbm.gradients_bytes = grads_dev + state_bytes / 4;
+    plan.hbm.optimizer_bytes = state_bytes / 2;
+  }
   plan.hbm.total_bytes = device_cap;
   plan.hbm.free_bytes = device_free;
-  plan.hbm.runtime_bytes = facts.host_memory() ? 0 : kGpuRuntimeHbmBytes;
+  plan.hbm.runtime_bytes = host_memory ? 0 : kGpuRuntimeHbmBytes;
   // The engine streams the fp32 master itself (on CUDA converted to bf16 on the device,
   // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
   // on the SSD ModelState's master buffer stays behind as the streamed copy.
-  const bool cpu = facts.host_memory();
+  const bool cpu = host_memory;
   const uint64_t compute_copy = master_ssd ? fp32 : 0;
   const uint64_t master_dram = master_ssd ? 0 : fp32;
   plan.dram.weights_bytes = compute_copy;
@@ -213,7 +338,8 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.dram.checkpoints_bytes = ckpt_on_device ? 0 : ckpt;
   uint64_t dram_needed =
       compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
-  if (cpu && device_cap == 0) dram_needed += hbm_fixed + ckpt;  // the CPU "device" is DRAM too
+  // The CPU "device" is DRAM too.
+  if (cpu && device_cap == 0) dram_needed += hbm_fixed + state_bytes + ckpt;
   plan.dram.needed_bytes = dram_needed;
   plan.dram.total_bytes = machine.dram_total_bytes;
   plan.dram.runtime_bytes = cpu ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
@@ -227,6 +353,15 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.ssd.total_bytes = machine.ssd_total_bytes;
   plan.ssd.free_bytes = machine.ssd_free_bytes;
 
+  plan.state.blocks = static_cast<int>(layout.num_blocks());
+  plan.state.hbm_blocks = static_cast<int>(state_blocks);
+  plan.state.hbm_bytes = state_bytes;
+  plan.state.why =
+      state_why(layout, job.hbm_state_blocks, host_memory, state_blocks, state_bytes, hbm_fixed,
+                ckpt, device_free,
+                state_fits ? state_blocks
+                           : fitting_blocks(device_free > hbm_fixed ? device_free - hbm_fixed : 0));
+
   std::string reason;
   if (Status st = check_positions(config, job); !st.ok()) {
     reason = st.message();
@@ -235,6 +370,13 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
              " weight slots of the largest block, "
              "gradient buffers, one micro-batch's activations) but has " +
              gb(device_free) + "; lower micro_batch_size or seq_len";
+  } else if (!state_fits) {
+    reason = "HBM: streaming needs " + gb(hbm_fixed) + " and the state of the first " +
+             std::to_string(state_blocks) + " blocks (placement.hbm_state_blocks) " +
+             gb(state_bytes) + " more, but " + gb(device_free) + " is free; lower " +
+             "placement.hbm_state_blocks to " +
+             std::to_string(fitting_blocks(device_free - hbm_fixed)) +
+             " or less, or set it to -1 for as many as fit";
   } else if (dram_needed > plan.dram.free_bytes) {
     reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) +
              " is available; " +
@@ -263,12 +405,29 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
       cpu ? GpuCompute{}
           : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
   const CpuCompute on_cpu = cpu ? cpu_compute(config, job, machine) : CpuCompute{};
+  // Per block: its parameters, and those the CPU's AdamW updates (the HBM state tier's the GPU
+  // updates; on the CPU backend the backend's AdamW runs on the same cores, so all count there).
+  const size_t gpu_blocks = cpu ? 0 : state_blocks;
+  std::vector<double> cpu_params(layout.num_blocks(), 0.0);
+  double P_gpu = 0, numel_dram = 0;
+  for (size_t b = 0; b < layout.num_blocks(); ++b) {
+    if (b < gpu_blocks)
+      P_gpu += block_params(layout, b);
+    else
+      cpu_params[b] = block_params(layout, b);
+    if (b >= state_blocks) numel_dram += static_cast<double>(layout.blocks()[b].numel);
+  }
+  const double P_cpu = P - P_gpu;
+  // The GPU's AdamW over the tier's blocks: memory-bound, 28 B/param of HBM traffic as the CPU's.
+  const double gpu_adamw_s = kAdamwBytesPerParam * P_gpu / kGpuHbmBytesPerS;
   const double compute_s = cpu ? on_cpu.gemm_s + on_cpu.attention_s + on_cpu.elementwise_s
                                : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s +
-                                     gpu.key_bias_s + accumulate_s;
+                                     gpu.key_bias_s + accumulate_s + gpu_adamw_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
-  // those still in a slot); its fp32 gradients come down once: the engine's own count.
-  const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
+  // those still in a slot); its fp32 gradients come down once: the engine's own count, in which
+  // the HBM state tier's blocks cross in neither direction.
+  const StreamingEngine::LinkBytes link =
+      StreamingEngine::plan_link_bytes(layout, sc, state_blocks);
   const double h2d_bytes = static_cast<double>(link.h2d) + (ckpt_on_device ? 0 : 2.0 * ckpt);
   const double d2h_bytes = static_cast<double>(link.d2h) + (ckpt_on_device ? 0 : ckpt);
   const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0);
@@ -281,21 +440,31 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
           ? std::max({h2d_s, d2h_s, (h2d_bytes + d2h_bytes) / machine.duplex_bytes_per_s})
           : h2d_s + d2h_s;
   const double ssd_bw = machine.ssd_bytes_per_s > 0 ? machine.ssd_bytes_per_s : 2e9;
-  const double ssd_s =
-      2.0 * static_cast<double>(ssd_needed) / ssd_bw;  // read and write back every step
+  // Read and written back every step, but for the HBM state tier's blocks, whose copy on the SSD
+  // is written only for a checkpoint.
+  const double ssd_s = 2.0 * static_cast<double>(ssd_needed) *
+                       (numel_dram / static_cast<double>(std::max<uint64_t>(padded, 1))) / ssd_bw;
   const double host_bw = std::max(machine.host_mem_bytes_per_s, 1.0);
   const double grad_norm_s = cpu ? 4.0 * P / host_bw : 0.0;
-  const double adamw_s =
-      machine.adamw_params_per_s > 0 ? P / machine.adamw_params_per_s : 28.0 * P / host_bw;
+  const double adamw_s = machine.adamw_params_per_s > 0 ? P_cpu / machine.adamw_params_per_s
+                                                        : kAdamwBytesPerParam * P_cpu / host_bw;
   const double optimizer_s = grad_norm_s + adamw_s;
   // On the CPU backend compute, copies and the optimizer share the same cores: they add up. On a
   // GPU the AdamW of step s runs while step s+1's forward streams and computes; the forward waits
   // per block for that block's update, so only what outlasts the forward (2 of the 8 FLOP units
-  // of a step with recompute, or a quarter of the link time when that is longer) holds the GPU.
+  // of a step with recompute, or a quarter of the link time when that is longer) holds the GPU:
+  // with every block in DRAM the calibrated max(0, AdamW - forward); with the HBM state tier the
+  // per-block timeline (forward_wait_s), where the tier's blocks come first and their forward
+  // (after the GPU's AdamW) runs while the CPU updates the rest.
   double optimizer_visible_s = optimizer_s, step_s = compute_s + optimizer_s + ssd_s;
   if (!cpu) {
     const double overlapped_s = std::max(compute_s, link_s);
-    optimizer_visible_s = grad_norm_s + std::max(0.0, adamw_s - overlapped_s / 4.0);
+    const double forward_s = std::max(compute_s - gpu_adamw_s, link_s) / 4.0;
+    const double wait_s =
+        gpu_blocks == 0 ? std::max(0.0, adamw_s - overlapped_s / 4.0)
+                        : forward_wait_s(forward_shares(config, layout, gpu, job.seq_len),
+                                         cpu_params, gpu_blocks, gpu_adamw_s, forward_s, adamw_s);
+    optimizer_visible_s = grad_norm_s + wait_s;
     step_s = optimizer_visible_s + std::max(overlapped_s, ssd_s);
   }
   struct Part {
@@ -318,6 +487,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   step.calibrated = !cpu || on_cpu.calibrated;
   step.key_bias_s = gpu.key_bias_s;
   step.accumulate_s = accumulate_s;
+  step.gpu_adamw_s = gpu_adamw_s;
   step.h2d_bytes = h2d_bytes;
   step.d2h_bytes = d2h_bytes;
   step.h2d_s = h2d_s;
@@ -399,6 +569,7 @@ PlanSuggestion suggestion_of(const Candidate& c, const TrainJob& job, const std:
   s.tokens_per_s = c.tokens_per_s();
   s.model_tflops = c.step().model_tflops;
   s.checkpoints_on_device = c.on_device();
+  s.hbm_state_blocks = c.plan.state.hbm_blocks;
   s.hbm_needed_bytes = c.plan.hbm.needed_bytes;
   s.hbm_free_bytes = c.plan.hbm.free_bytes;
   s.same_as_job = c.micro_batch == job.micro_batch_size && c.grad_accum == job.grad_accum;
@@ -449,6 +620,63 @@ std::string limit_text(const Candidate& chosen, const Candidate* below) {
   return "fewer, larger micro-batches spend less on adding up the weight gradients" + from;
 }
 
+// Every micro-batch and accumulation suggest_batch weighs for a job, the ones that fit (smaller
+// steps first, the larger micro-batch first at equal steps), and on a GPU its choice and the best
+// step just below it. Candidates are not moved once `fitting` points at them.
+struct Search {
+  std::vector<Candidate> all;
+  std::vector<const Candidate*> fitting;
+  const Candidate* chosen = nullptr;  // null when nothing fits, and on the CPU backend
+  const Candidate* below = nullptr;   // the best split of the largest step below `chosen`
+};
+
+void search_batches(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
+                    Search* s) {
+  s->all.reserve(5 * 64);
+  for (int mb : {1, 2, 4, 8, 16}) {
+    TrainJob j = job;
+    j.micro_batch_size = mb;
+    bool any = false;
+    for (int ga = 1; ga <= 64; ++ga) {
+      j.grad_accum = ga;
+      Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len,
+                  plan_job(config, j, machine, 0)};
+      // One micro-batch that does not fit HBM: neither does any larger one.
+      if (ga == 1 && !c.fits() && c.plan.reason.starts_with("HBM")) break;
+      any = true;
+      s->all.push_back(std::move(c));
+    }
+    if (!any) break;
+  }
+  for (const Candidate& c : s->all) {
+    if (c.fits()) s->fitting.push_back(&c);
+  }
+  auto smaller = [](const Candidate* a, const Candidate* b) {
+    return a->tokens != b->tokens ? a->tokens < b->tokens : a->micro_batch > b->micro_batch;
+  };
+  std::sort(s->fitting.begin(), s->fitting.end(), smaller);
+  if (s->fitting.empty() || !machine.backend_facts().gpu) return;
+
+  double best = 0;
+  for (const Candidate* c : s->fitting) best = std::max(best, c->tokens_per_s());
+  const double floor = (1.0 - kSuggestWithin) * best;
+  for (bool need_device : {true, false}) {
+    for (const Candidate* c : s->fitting) {
+      if (c->tokens_per_s() >= floor && (c->on_device() || !need_device)) {
+        s->chosen = c;
+        break;
+      }
+    }
+    if (s->chosen) break;
+  }
+  // The step just below the chosen one (its best split) names what a smaller step loses to.
+  for (const Candidate* c : s->fitting) {
+    if (c->tokens >= s->chosen->tokens) break;
+    if (!s->below || c->tokens > s->below->tokens || c->tokens_per_s() > s->below->tokens_per_s())
+      s->below = c;
+  }
+}
+
 }  // namespace
 
 PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
@@ -463,27 +691,9 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
     const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
     return suggestion_of(c, job, shared);
   }
-  std::vector<Candidate> all;
-  for (int mb : {1, 2, 4, 8, 16}) {
-    TrainJob j = job;
-    j.micro_batch_size = mb;
-    bool any = false;
-    for (int ga = 1; ga <= 64; ++ga) {
-      j.grad_accum = ga;
-      Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len,
-                  plan_job(config, j, machine, 0)};
-      // One micro-batch that does not fit HBM: neither does any larger one.
-      if (ga == 1 && !c.fits() && c.plan.reason.starts_with("HBM")) break;
-      any = true;
-      all.push_back(std::move(c));
-    }
-    if (!any) break;
-  }
-  std::vector<const Candidate*> fitting;
-  for (const Candidate& c : all) {
-    if (c.fits()) fitting.push_back(&c);
-  }
-  if (fitting.empty()) {
+  Search search;
+  search_batches(config, job, machine, &search);
+  if (search.fitting.empty()) {
     TrainJob j = job;
     j.micro_batch_size = j.grad_accum = 1;
     const Plan smallest = plan_job(config, j, machine, 0);
@@ -491,11 +701,6 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
     none.why = "no micro-batch fits: " + smallest.reason;
     return none;
   }
-  // Smaller steps first, the larger micro-batch first at equal steps.
-  auto smaller = [](const Candidate* a, const Candidate* b) {
-    return a->tokens != b->tokens ? a->tokens < b->tokens : a->micro_batch > b->micro_batch;
-  };
-  std::sort(fitting.begin(), fitting.end(), smaller);
 
   if (cpu) {
     // The job's own values do not fit: keep its tokens per step in smaller micro-batches if one
@@ -503,34 +708,35 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
     const std::string not_own = "; the job's " + std::to_string(job.micro_batch_size) + " x " +
                                 std::to_string(job.grad_accum) + " does not fit (" + own.reason +
                                 "): ";
-    for (const Candidate* c : fitting) {
+    for (const Candidate* c : search.fitting) {
       if (c->tokens == own_tokens)
         return suggestion_of(
             *c, job, shared + not_own + "the same tokens per step in smaller micro-batches");
     }
-    return suggestion_of(*fitting.front(), job, shared + not_own + "the smallest step that fits");
+    return suggestion_of(*search.fitting.front(), job,
+                         shared + not_own + "the smallest step that fits");
   }
 
-  double best = 0;
-  for (const Candidate* c : fitting) best = std::max(best, c->tokens_per_s());
-  const double floor = (1.0 - kSuggestWithin) * best;
-  const Candidate* chosen = nullptr;
-  for (bool need_device : {true, false}) {
-    for (const Candidate* c : fitting) {
-      if (c->tokens_per_s() >= floor && (c->on_device() || !need_device)) {
-        chosen = c;
-        break;
-      }
+  const Candidate& chosen = *search.chosen;
+  std::string why = limit_text(chosen, search.below) + "; " + checkpoints_text(chosen);
+  // Whether the HBM state tier is what lets so small a step keep the GPU busy: the same search
+  // with every block's state in DRAM.
+  if (chosen.plan.state.hbm_blocks > 0) {
+    TrainJob all_dram = job;
+    all_dram.hbm_state_blocks = 0;
+    Search dram;
+    search_batches(config, all_dram, machine, &dram);
+    if (dram.chosen && dram.chosen->tokens > chosen.tokens) {
+      const PlanState& state = chosen.plan.state;
+      why += "; the state of the first " + std::to_string(state.hbm_blocks) + " of " +
+             std::to_string(state.blocks) + " blocks in HBM (" +
+             gb(static_cast<double>(state.hbm_bytes)) + ") leaves the CPU's AdamW " +
+             seconds_text(chosen.step().adamw_s) + " instead of " +
+             seconds_text(dram.chosen->step().adamw_s) + ": with all of it in DRAM the step " +
+             "would take " + tokens_text(dram.chosen->tokens) + " tokens to keep the GPU busy";
     }
-    if (chosen) break;
   }
-  // The step just below the chosen one (its best split) names what a smaller step loses to.
-  const Candidate* below = nullptr;
-  for (const Candidate* c : fitting) {
-    if (c->tokens >= chosen->tokens) break;
-    if (!below || c->tokens > below->tokens || c->tokens_per_s() > below->tokens_per_s()) below = c;
-  }
-  return suggestion_of(*chosen, job, limit_text(*chosen, below) + "; " + checkpoints_text(*chosen));
+  return suggestion_of(chosen, job, why);
 }
 
 }  // namespace spillway

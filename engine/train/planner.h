@@ -116,6 +116,11 @@ inline constexpr uint64_t kCpuRuntimeDramBytes = 270'000'000;
 // compute, at 16,384 about 1%: why small micro-batches waste the GPU.
 inline constexpr double kGpuHbmBytesPerS = 3.0e12;
 
+// AdamW's memory traffic per parameter: read the fp32 master, gradient and both moments, write
+// the master and the moments. The CPU's without a measured rate (at host bandwidth), and the
+// GPU's over the HBM state tier's blocks (at kGpuHbmBytesPerS).
+inline constexpr double kAdamwBytesPerParam = 28;
+
 // Where the master weights and AdamW moments go: the job's choice, or for "auto" DRAM up to
 // dram_cap_bytes (else what is available) with the biggest categories spilled to the SSD first.
 // The moments go to the SSD before the master weights; master on the SSD implies the moments too.
@@ -136,19 +141,35 @@ Status check_positions(const ModelConfig& config, const TrainJob& job);
 // norm, and what of AdamW outlasts the next step's forward); `machine` should then come from
 // probe_device and measure_adamw, or the compute and link figures are the host's. `suggestion`
 // holds suggest_batch() for the same job and machine unless `with_suggestion` is false (it plans up
-// to 320 jobs: about 60 ms for a 7B model).
+// to 320 jobs, twice with the HBM state tier: about 60 ms each for a 7B model).
+//
+// The HBM state tier (Plan::state): as many of the first blocks as
+// StreamingEngine::hbm_state_blocks places for job.hbm_state_blocks on the probe's free device
+// memory (or job.device_memory_bytes); an explicit count that does not fit beside streaming makes
+// the plan not fit. Their state adds 16 B/param to HBM (master, gradients, moments); they cross the
+// link in neither direction; the GPU updates them (PlanStep::gpu_adamw_s, kAdamwBytesPerParam at
+// kGpuHbmBytesPerS, part of compute) and the CPU's AdamW (PlanStep::adamw_s) only the other blocks.
+// How long the next forward waits for the CPU then comes from the per-block timeline after the
+// backward (docs/architecture.md, "The planner"): the GPU's AdamW, then the forward, a quarter of
+// the step's compute (or link) shared among the blocks by their FLOPs, the tier's blocks first;
+// the CPU updating the rest in forward order, each block's forward starting once its update is
+// done. With no block in the tier the calibrated all-DRAM figure stands: max(0, AdamW - forward).
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                int64_t total_steps, bool with_suggestion = true);
 
 // The micro-batch and gradient accumulation this planner suggests for the job on this machine,
-// the job's seq_len and everything else kept. On a GPU it plans every micro_batch_size in
+// the job's seq_len and placement and everything else kept (with placement.hbm_state_blocks -1,
+// each candidate with as many blocks in HBM as fit beside its own checkpoints, the count the
+// suggestion records). On a GPU it plans every micro_batch_size in
 // {1, 2, 4, 8, 16} (up to the first whose one micro-batch does not fit HBM) with grad_accum 1..64,
 // with make_plan's step model, and takes among those that fit the smallest tokens per step whose
 // predicted tokens/s is within kSuggestWithin of the best one's (a larger batch changes the
 // optimisation: take the smallest that keeps the GPU busy), preferring checkpoints kept in HBM,
 // then the larger micro-batch. On the CPU backend compute and AdamW share the cores, so there is
 // nothing to hide: the job's own values, or when they do not fit, the largest micro-batch that
-// fits at the job's tokens per step, else the smallest step that fits.
+// fits at the job's tokens per step, else the smallest step that fits. When the chosen step keeps
+// blocks' state in HBM and the same search with every block in DRAM would take a larger step,
+// `why` says so.
 // When nothing fits, fits is false and `why` gives the smallest candidate's reason.
 inline constexpr double kSuggestWithin = 0.05;
 PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,

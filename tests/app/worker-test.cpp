@@ -712,6 +712,56 @@ TEST_F(WorkerTest, PlanMeasureComparesRealStepsWithThePlan) {
       << r.err;
 }
 
+// `plan` says where each block's master weights, gradients and AdamW moments live (the HBM
+// state tier, placement.hbm_state_blocks): none by default on the CPU backend, the first N when
+// asked, and a count that does not fit the device is exit 3 with what to change.
+TEST_F(WorkerTest, PlanSaysWhereTheBlocksStateLives) {
+  SPILLWAY_REQUIRE_DATA();
+  json job = {
+      {"name", "state"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+      {"train", {{"steps", 10}, {"micro_batch_size", 4}, {"grad_accum", 2}}},
+      {"placement", {{"backend", "cpu"}}}};
+  auto r = worker({"plan", write_job("state-auto", job)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  state              none on the CPU backend: its device memory is DRAM "
+                       "already\n"),
+            std::string::npos)
+      << r.out;
+
+  job["placement"]["hbm_state_blocks"] = 2;
+  const std::string two = write_job("state-two", job);
+  r = worker({"plan", two, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json state = json::parse(r.out)["state"];
+  const int blocks = state["blocks"];
+  EXPECT_EQ(state["hbm_blocks"], 2);
+  EXPECT_GT(state["hbm_bytes"].get<uint64_t>(), 0u);
+  r = worker({"plan", two});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  state              first 2 of " + std::to_string(blocks) +
+                       " blocks in arena (CPU) ("),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("): the embedding and layer 0, as placement.hbm_state_blocks asks; the "
+                       "CPU's AdamW updates the other " +
+                       std::to_string(blocks - 2) + " while their forward runs\n"),
+            std::string::npos)
+      << r.out;
+
+  // Every block in a device of 4 MiB: stories260K's state (16 B/param) does not fit beside
+  // streaming.
+  job["placement"]["hbm_state_blocks"] = blocks;
+  job["placement"]["device_memory_bytes"] = 4 << 20;
+  r = worker({"plan", write_job("state-too-many", job)});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("does not fit: HBM: streaming needs "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(placement.hbm_state_blocks)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lower placement.hbm_state_blocks to "), std::string::npos) << r.err;
+}
+
 // `plan --measure` stopped from a terminal (Ctrl-C: SIGINT) or by the app (SIGTERM) mid-run: the
 // throwaway run stops at its next layer, its folder in TMPDIR is removed (it was left behind,
 // spillway-measure.XXXXXX), one line on stderr says so, and the exit is 0 as for a stopped `train`.

@@ -32,6 +32,7 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
     ASSERT_TRUE(config.ok()) << name << ": " << config.status().to_string();
     TrainJob job;
     job.backend = "cuda";
+    job.hbm_state_blocks = 0;  // measured before the HBM state tier: every block's state in DRAM
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];
     job.seq_len = run["seq_len"];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/parameter-layout.h"
+#include "train/hbm-state.h"
 #include "train/machine-probe.h"
 #include "train/streaming-engine.h"
 
@@ -41,9 +42,12 @@ MachineProbe h100_host() {
   return m;
 }
 
+// Every block's state in DRAM (placement.hbm_state_blocks 0): the placement of the calibration
+// runs and of the figures below; the HBM state tier's tests set it.
 TrainJob seven_b_job() {
   TrainJob job;
   job.backend = "cuda";
+  job.hbm_state_blocks = 0;
   job.micro_batch_size = 4;
   job.grad_accum = 4;
   job.seq_len = 2048;
@@ -532,6 +536,258 @@ TEST(MachineProbe, AdamwRate) {
   ASSERT_TRUE(rate.ok()) << rate.status().to_string();
   EXPECT_GT(*rate, 1e6);
   EXPECT_FALSE(measure_adamw(0).ok());
+}
+
+// The HBM state tier (placement.hbm_state_blocks): llama2-7b at 8 x 1 x 2048 = 16K tokens per
+// step on the H100 machine above, where every block's state in DRAM leaves the GPU waiting for
+// the CPU's AdamW (README: 5,336 tokens/s measured).
+TrainJob sixteen_k_job(int hbm_state_blocks) {
+  TrainJob job = seven_b_job();
+  job.micro_batch_size = 8;
+  job.grad_accum = 1;
+  job.hbm_state_blocks = hbm_state_blocks;
+  return job;
+}
+
+// The parameters of llama2-7b's blocks: embedding and head 32000 x 4096 (the head's norm
+// 4096 more), each layer 202,383,360.
+constexpr double kEmbeddingParams = 131'072'000.0, kHeadParams = 131'076'096.0,
+                 kLayerParams = 202'383'360.0, kSevenBParams = 6'738'415'616.0;
+
+TEST(HbmState, NoBlockGivesTheAllDramFigures) {
+  const ModelConfig c = llama2_7b();
+  const Plan plan = make_plan(c, sixteen_k_job(0), h100_host(), 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  EXPECT_EQ(plan.state.blocks, 34);
+  EXPECT_EQ(plan.state.hbm_blocks, 0);
+  EXPECT_EQ(plan.state.hbm_bytes, 0u);
+  EXPECT_EQ(plan.state.why, "none in HBM: placement.hbm_state_blocks is 0");
+  EXPECT_FALSE(plan.hbm.master_bytes.has_value());
+  EXPECT_FALSE(plan.hbm.optimizer_bytes.has_value());
+  // The calibrated all-DRAM step: AdamW of every parameter, of which the forward (a quarter of
+  // the compute-bound step) hides 0.40 s: 1.61 + (1.29 - 0.40) = 2.49 s, 6,570 tokens/s.
+  const PlanStep& s = plan.step;
+  EXPECT_EQ(s.gpu_adamw_s, 0.0);
+  EXPECT_NEAR(s.adamw_s, kSevenBParams / 5.239e9, 1e-12);
+  EXPECT_GT(s.compute_s, s.link_s);
+  EXPECT_NEAR(s.optimizer_visible_s, s.adamw_s - s.compute_s / 4, 1e-12);
+  EXPECT_NEAR(s.step_s, s.compute_s + s.adamw_s - s.compute_s / 4, 1e-12);
+  EXPECT_NEAR(s.step_s, 2.494, 0.001);
+  // Every block's master up for the forward, the layers' but the last again for the backward.
+  StreamingConfig sc;
+  sc.micro_batch_size = 8;
+  sc.seq_len = 2048;
+  const ParameterLayout layout = ParameterLayout::build(c);
+  EXPECT_EQ(s.h2d_bytes, static_cast<double>(StreamingEngine::plan_link_bytes(layout, sc).h2d));
+  EXPECT_DOUBLE_EQ(s.h2d_bytes, 52'049'199'104.0 + 2 * 16384 * 4);  // 32K's less 16K tokens
+}
+
+TEST(HbmState, AutoOnTheH100PlacesWhatFitsAndHidesAdamwAt16K) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  const Plan dram = make_plan(c, sixteen_k_job(0), h100_host(), 10, false);
+  const Plan plan = make_plan(c, sixteen_k_job(-1), h100_host(), 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  std::printf(
+      "16K tokens per step: %s; step %.3f s, %.2f GB up, %.2f GB down (all in DRAM %.3f "
+      "s, %.2f GB up, %.2f GB down)\n",
+      plan.state.why.c_str(), plan.step.step_s, plan.step.h2d_bytes / 1e9,
+      plan.step.d2h_bytes / 1e9, dram.step.step_s, dram.step.h2d_bytes / 1e9,
+      dram.step.d2h_bytes / 1e9);
+
+  // The engine's rule: every checkpoint and streaming first (11.93 GB, the all-DRAM plan's HBM
+  // needs), 1 GiB kept free, then blocks in forward order while they fit: of 84 - 11.93 - 1.07
+  // = 71.0 GB the embedding's 2.10 GB (16 B/param) and 21 layers of 3.24 GB (a 22nd would need
+  // 73.3 GB): 22 blocks, 70.10 GB.
+  EXPECT_NEAR(static_cast<double>(dram.hbm.needed_bytes), 11.93e9, 0.01e9);
+  EXPECT_EQ(plan.state.hbm_blocks, 22);
+  EXPECT_EQ(plan.state.hbm_bytes, HbmState::bytes(layout, 22));
+  EXPECT_EQ(plan.state.hbm_bytes, 16 * static_cast<uint64_t>(kEmbeddingParams + 21 * kLayerParams));
+  uint64_t used = dram.hbm.needed_bytes + StreamingEngine::kHbmStateReserveBytes;
+  for (size_t b = 0; b < 22; ++b) used += HbmState::block_bytes(layout, b);
+  EXPECT_LE(used, 84'000'000'000u);
+  EXPECT_GT(used + HbmState::block_bytes(layout, 22), 84'000'000'000u);
+  EXPECT_EQ(plan.state.why,
+            "the embedding and layers 0-20, as many as fit beside 11.93 GB of streaming and "
+            "checkpoints; the CPU's AdamW updates the other 12 while their forward runs");
+  // HBM holds their master, gradients and both moments beside what streaming needs.
+  EXPECT_EQ(*plan.hbm.master_bytes, plan.state.hbm_bytes / 4);
+  EXPECT_EQ(*plan.hbm.optimizer_bytes, plan.state.hbm_bytes / 2);
+  EXPECT_EQ(*plan.hbm.gradients_bytes, *dram.hbm.gradients_bytes + plan.state.hbm_bytes / 4);
+  EXPECT_EQ(plan.hbm.needed_bytes, dram.hbm.needed_bytes + plan.state.hbm_bytes);
+  EXPECT_TRUE(plan.checkpoints_on_device);
+  EXPECT_EQ(plan.dram.needed_bytes, dram.dram.needed_bytes);  // the host keeps every block's copy
+
+  // Their weights do not go up, their gradients do not come down.
+  StreamingConfig sc;
+  sc.micro_batch_size = 8;
+  sc.seq_len = 2048;
+  const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc, 22);
+  EXPECT_EQ(plan.step.h2d_bytes, static_cast<double>(link.h2d));
+  EXPECT_EQ(plan.step.d2h_bytes, static_cast<double>(link.d2h));
+  EXPECT_LT(plan.step.h2d_bytes, dram.step.h2d_bytes / 2);
+
+  // The step by hand. The GPU's AdamW: 28 B/param of HBM traffic over the 22 blocks' 4.38 G
+  // parameters, 0.041 s, in compute. The CPU's: the other 2.36 G at 5.239 G/s, 0.450 s.
+  const PlanStep& s = plan.step;
+  const double hbm_params = kEmbeddingParams + 21 * kLayerParams;
+  const double G = 28 * hbm_params / kGpuHbmBytesPerS, A = (kSevenBParams - hbm_params) / 5.239e9;
+  EXPECT_NEAR(s.gpu_adamw_s, G, 1e-12);
+  EXPECT_NEAR(s.adamw_s, A, 1e-12);
+  EXPECT_NEAR(s.compute_s, dram.step.compute_s + G, 1e-12);
+  // The timeline after the backward: the GPU's AdamW, then the forward (F, a quarter of the
+  // compute without it: 0.402 s), the 22 blocks' first (0 + 21 x 12.4 ms of layers: 0.301 s
+  // with G), while the CPU updates layers 21-31 at 38.6 ms each: the k-th is done at 38.6k ms,
+  // the forward reaches it at 301 + 12.4(k-1) ms, so none waits (the 11th by 0.1 ms). The head
+  // (25.0 ms of AdamW) is updated at A = 0.450 s, after the forward reached it (0.437 s): its
+  // forward (f_head, its LM head's share of F, 5.9 ms) ends at A + f_head instead of G + F.
+  const double F = (s.compute_s - G) / 4;
+  const double forward_flops_s = s.gemm_s + s.attention_s + s.lm_head_s + s.elementwise_s;
+  const double f_layer = F * (s.gemm_s + s.attention_s + s.elementwise_s) / 32 / forward_flops_s;
+  const double f_head = F * s.lm_head_s / forward_flops_s;
+  EXPECT_NEAR(f_layer, 0.01239, 0.00001);
+  EXPECT_NEAR(f_head, 0.00591, 0.00001);
+  EXPECT_LT(11 * kLayerParams / 5.239e9, G + 21 * f_layer + 10 * f_layer);  // the 11th: no wait
+  EXPECT_GT(A, G + 32 * f_layer);                                           // the head waits
+  EXPECT_NEAR(s.optimizer_visible_s, A + f_head - (G + F), 1e-12);
+  EXPECT_NEAR(s.optimizer_visible_s, 0.0125, 0.0001);
+  EXPECT_NEAR(s.step_s, s.compute_s + s.optimizer_visible_s, 1e-12);
+  EXPECT_NEAR(s.step_s, 1.663, 0.001);
+  EXPECT_NEAR(s.tokens_per_s, 9851, 1);
+  EXPECT_EQ(s.bottleneck, "compute");
+}
+
+TEST(HbmState, EveryBlockFitsAnH200) {
+  const ModelConfig c = llama2_7b();
+  MachineProbe h200 = h100_host();
+  h200.device = "NVIDIA H200";
+  h200.device_total_bytes = 150'000'000'000ull;
+  h200.device_free_bytes = 140'000'000'000ull;
+  const Plan plan = make_plan(c, sixteen_k_job(-1), h200, 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  // 107.8 GB of state beside 11.93 GB and 1 GiB free: all 34 blocks; nothing of the model
+  // crosses the link, the CPU updates nothing and the step is its compute.
+  EXPECT_EQ(plan.state.hbm_blocks, 34);
+  EXPECT_EQ(plan.state.hbm_bytes, 16 * static_cast<uint64_t>(kSevenBParams));
+  EXPECT_EQ(plan.state.why,
+            "every block (the embedding, layers 0-31, the head), as many as fit beside 11.93 GB "
+            "of streaming and checkpoints; no AdamW on the CPU, no weights or gradients over the "
+            "link");
+  const PlanStep& s = plan.step;
+  EXPECT_EQ(s.h2d_bytes, 2.0 * 16384 * 4);         // the token ids and labels
+  EXPECT_EQ(s.d2h_bytes, 16384 * 4.0 + 34 * 8.0);  // the losses and the sums of squares
+  EXPECT_EQ(s.adamw_s, 0.0);
+  EXPECT_EQ(s.optimizer_visible_s, 0.0);
+  EXPECT_NEAR(s.gpu_adamw_s, 28 * kSevenBParams / kGpuHbmBytesPerS, 1e-12);
+  EXPECT_EQ(s.step_s, s.compute_s);
+}
+
+TEST(HbmState, TooManyBlocksDoNotFitAndSayWhatToChange) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  const Plan dram = make_plan(c, sixteen_k_job(0), h100_host(), 10, false);
+  const Plan plan = make_plan(c, sixteen_k_job(30), h100_host(), 10);
+  EXPECT_FALSE(plan.fits);
+  EXPECT_EQ(plan.state.hbm_blocks, 30);
+  // Streaming without its checkpoints, 7.37 GB (the all-DRAM needs less every checkpoint, which
+  // would spill to the host), and of the 76.6 GB left the embedding's 2.10 GB and 23 layers of
+  // 3.24 GB fit: at most 24 blocks, where 30 need 96.0 GB.
+  const uint64_t ckpt = 34ull * 16384 * 4096 * 2;
+  const uint64_t fixed = dram.hbm.needed_bytes - ckpt;
+  EXPECT_LE(fixed + HbmState::bytes(layout, 24), 84'000'000'000u);
+  EXPECT_GT(fixed + HbmState::bytes(layout, 25), 84'000'000'000u);
+  EXPECT_NE(plan.reason.find("HBM: streaming needs 7.37 GB and the state of the first 30 blocks "
+                             "(placement.hbm_state_blocks) 96.00 GB more, but 84.00 GB is free; "
+                             "lower placement.hbm_state_blocks to 24 or less, or set it to -1"),
+            std::string::npos)
+      << plan.reason;
+  EXPECT_NE(plan.state.why.find("only 24 fit"), std::string::npos) << plan.state.why;
+  EXPECT_TRUE(make_plan(c, sixteen_k_job(24), h100_host(), 10, false).fits);
+  EXPECT_FALSE(make_plan(c, sixteen_k_job(25), h100_host(), 10, false).fits);
+  // Not at any micro-batch either: the state does not shrink with it.
+  ASSERT_TRUE(plan.suggestion.has_value());
+  EXPECT_FALSE(plan.suggestion->fits);
+  EXPECT_NE(plan.suggestion->why.find("lower placement.hbm_state_blocks"), std::string::npos)
+      << plan.suggestion->why;
+  // Checkpoints that no longer fit beside an explicit tier spill to the host, as in the engine.
+  const Plan spilled = make_plan(c, sixteen_k_job(24), h100_host(), 10, false);
+  EXPECT_FALSE(spilled.checkpoints_on_device);
+  EXPECT_EQ(spilled.hbm.needed_bytes, fixed + HbmState::bytes(layout, 24));
+}
+
+TEST(HbmState, NoneOnTheCpuBackendUnlessAsked) {
+  const ModelConfig c = *model_preset("llama-50m");
+  const ParameterLayout layout = ParameterLayout::build(c);
+  TrainJob job;  // placement.hbm_state_blocks -1, its default
+  ASSERT_EQ(job.hbm_state_blocks, -1);
+  job.seq_len = 256;
+  job.micro_batch_size = 4;
+  job.grad_accum = 2;
+  const Plan plan = make_plan(c, job, small_cpu_host(), 100, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  EXPECT_EQ(plan.state.blocks, c.num_layers + 2);
+  EXPECT_EQ(plan.state.hbm_blocks, 0);
+  EXPECT_EQ(plan.state.why, "none on the CPU backend: its device memory is DRAM already");
+  TrainJob none = job;
+  none.hbm_state_blocks = 0;
+  EXPECT_EQ(to_json(plan)["step"],
+            to_json(make_plan(c, none, small_cpu_host(), 100, false))["step"]);
+
+  // Asked for, the CPU backend keeps the first blocks in its arena, which is DRAM: the step's
+  // time does not change (its AdamW runs on the same cores), DRAM needs the state besides.
+  TrainJob two = job;
+  two.hbm_state_blocks = 2;
+  const Plan asked = make_plan(c, two, small_cpu_host(), 100, false);
+  ASSERT_TRUE(asked.fits) << asked.reason;
+  EXPECT_EQ(asked.state.hbm_blocks, 2);
+  EXPECT_EQ(asked.state.hbm_bytes, HbmState::bytes(layout, 2));
+  EXPECT_EQ(asked.dram.needed_bytes, plan.dram.needed_bytes + asked.state.hbm_bytes);
+  EXPECT_EQ(asked.step.adamw_s, plan.step.adamw_s);
+  EXPECT_EQ(asked.step.step_s, plan.step.step_s);
+  EXPECT_EQ(asked.step.gpu_adamw_s, 0.0);
+}
+
+TEST(HbmState, PlanJsonCarriesTheState) {
+  const Plan plan = make_plan(llama2_7b(), sixteen_k_job(-1), h100_host(), 10);
+  const nlohmann::json j = to_json(plan);
+  EXPECT_EQ(j["state"]["blocks"], 34);
+  EXPECT_EQ(j["state"]["hbm_blocks"], 22);
+  EXPECT_EQ(j["state"]["hbm_bytes"].get<uint64_t>(), plan.state.hbm_bytes);
+  EXPECT_EQ(j["state"]["why"], plan.state.why);
+  EXPECT_EQ(j["step"]["gpu_adamw_s"].get<double>(), plan.step.gpu_adamw_s);
+  EXPECT_EQ(j["suggestion"]["hbm_state_blocks"], 22);
+  const Result<Plan> back = plan_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->state.blocks, 34);
+  EXPECT_EQ(back->state.hbm_blocks, 22);
+  EXPECT_EQ(back->state.hbm_bytes, plan.state.hbm_bytes);
+  EXPECT_EQ(back->state.why, plan.state.why);
+  EXPECT_EQ(back->suggestion->hbm_state_blocks, 22);
+  EXPECT_EQ(to_json(*back).dump(), j.dump());
+}
+
+TEST(SuggestBatch, TheHbmStateMakesASmallStepFast) {
+  const ModelConfig c = llama2_7b();
+  TrainJob job = seven_b_job();
+  job.hbm_state_blocks = -1;
+  const nlohmann::json s = to_json(suggest_batch(c, job, h100_host()));
+  const nlohmann::json all_dram = to_json(suggest_batch(c, seven_b_job(), h100_host()));
+  std::printf("auto: %s\nall in DRAM: %s\n", s.dump().c_str(), all_dram.dump().c_str());
+  expect_smallest_within_five_percent(c, job, h100_host(), s);
+  // With 22 blocks' state in HBM the CPU's AdamW (0.45 s) hides behind the forward of 16K
+  // tokens (above); with all of it in DRAM it takes 48K (README, "The suggested batch").
+  EXPECT_EQ(s["tokens_per_step"], 16384);
+  EXPECT_EQ(s["micro_batch_size"], 8);
+  EXPECT_EQ(s["hbm_state_blocks"], 22);
+  EXPECT_EQ(all_dram["tokens_per_step"], 49152);
+  EXPECT_EQ(all_dram["hbm_state_blocks"], 0);
+  const std::string why = s["why"];
+  EXPECT_NE(why.find("the state of the first 22 of 34 blocks in HBM (70.10 GB) leaves the CPU's "
+                     "AdamW 0.4 s instead of 1.3 s: with all of it in DRAM the step would take "
+                     "48K tokens to keep the GPU busy"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(all_dram["why"].get<std::string>().find("blocks in HBM"), std::string::npos);
 }
 
 }  // namespace
