@@ -8,19 +8,26 @@
 #include <qcustomplot.h>
 
 #include <QJsonDocument>
+#include <QTableWidget>
+#include <filesystem>
 #include <fstream>
 
 #include "BlockStrip.h"
+#include "ComparePage.h"
 #include "LivePage.h"
 #include "PartsBar.h"
 #include "PlanView.h"
+#include "RunHistoryModel.h"
 #include "TierChart.h"
 #include "events/plan.h"
+#include "history-wait.h"
+#include "history/run-store.h"
 #include "test-data.h"
 #include "ui-test-util.h"
 
 namespace spillway::ui {
 namespace {
+namespace fs = std::filesystem;
 using spillway::testing::TempDir;
 using Tier = StatePlacement::Tier;
 
@@ -228,6 +235,97 @@ TEST(HbmStateLive, TheHbmChartStacksTheStateTierWhenTheSamplesCarryIt) {
   EXPECT_FALSE(hbm->categoryShown("state"));
   EXPECT_EQ(hbm->newestBytes("state"), 0.0);
   EXPECT_EQ(hbm->newestBytes("gradients"), 5e8);
+}
+
+// A run in `store` whose folder under `root` holds an events.jsonl with `plan` as its plan event
+// (none when null) after a few lines of loading; `inStore`: the plan goes to runs.db's events.
+std::string addRun(RunStore& store, const std::string& root, const std::string& name,
+                   const std::optional<Plan>& plan, bool inStore = false) {
+  RunInfo info;
+  info.id = RunStore::new_run_id();
+  info.name = name;
+  info.status = RunStatus::kCompleted;
+  info.run_dir = root + "/" + info.id;
+  info.job_json = R"({"placement":{"hbm_state_blocks":-1}})";
+  fs::create_directories(info.run_dir);
+  {
+    std::ofstream f(info.run_dir + "/events.jsonl");
+    f << R"({"type":"state","t":0,"state":"loading"})"
+      << "\n"
+      << R"({"type":"log","t":0.5,"level":"info","message":"the word plan, not an event"})"
+      << "\n";
+    if (plan && !inStore) {
+      nlohmann::json line = to_json(*plan);
+      line["type"] = "plan";
+      line["t"] = 1.0;
+      f << line.dump() << "\n";
+    }
+    f << R"({"type":"state","t":2,"state":"completed"})"
+      << "\n";
+  }
+  auto id = store.create_run(info);
+  EXPECT_TRUE(id.ok());
+  if (plan && inStore) EXPECT_TRUE(store.add_event(*id, 1.0, "plan", to_json(*plan).dump()).ok());
+  return id.ok() ? *id : std::string();
+}
+
+TEST(HbmStateHistory, HistoryAndCompareShowThePlacementOfEachRun) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/runs.db";
+  std::string placed, old, stored, none;
+  {
+    auto store = RunStore::open(db);
+    ASSERT_TRUE(store.ok());
+    placed = addRun(**store, tmp.path(), "placed", planOf(18, 18 * kGB));
+    old = addRun(**store, tmp.path(), "old", planOf(0, 0, /*state=*/false));
+    stored = addRun(**store, tmp.path(), "stored", planOf(34, 40 * kGB), /*inStore=*/true);
+    none = addRun(**store, tmp.path(), "none", std::nullopt);
+  }
+  RunHistoryModel model;
+  ASSERT_EQ(model.open(q(db)), "");
+  ASSERT_TRUE(waitForHistory(&model));
+  auto cell = [&](const std::string& id, int role) {
+    return model.data(model.index(model.rowOfRun(q(id)), RunHistoryModel::kHbmState), role)
+        .toString();
+  };
+  EXPECT_EQ(model.headerData(RunHistoryModel::kHbmState, Qt::Horizontal, Qt::DisplayRole),
+            "HBM state");
+  EXPECT_EQ(cell(placed, Qt::DisplayRole), "18 of 34 blocks");
+  EXPECT_EQ(cell(old, Qt::DisplayRole), "0 of 34 blocks");
+  EXPECT_EQ(cell(stored, Qt::DisplayRole), "34 of 34 blocks");
+  EXPECT_EQ(cell(none, Qt::DisplayRole), "—");
+  EXPECT_EQ(cell(placed, Qt::ToolTipRole), "HBM state: 18 of 34 blocks (18.0 GB)\n" +
+                                               QString::fromStdString(planOf(18, 0).state.why));
+  // The run's details (its name's tooltip) say it too.
+  const QString details =
+      model.data(model.index(model.rowOfRun(q(placed)), RunHistoryModel::kName), Qt::ToolTipRole)
+          .toString();
+  EXPECT_TRUE(details.contains("\nHBM state: 18 of 34 blocks")) << details.toStdString();
+  EXPECT_EQ(
+      model.data(model.index(model.rowOfRun(q(placed)), RunHistoryModel::kHbmState), Qt::UserRole)
+          .toInt(),
+      18);
+
+  // Compare: the plans' placements beside the job's placement.hbm_state_blocks.
+  ComparePage page(&model);
+  page.setRuns({q(placed), q(old), q(none)});
+  ASSERT_TRUE(waitForCompare(&page));
+  QTableWidget* diff = page.diffTable();
+  int row = -1;
+  for (int r = 0; r < diff->rowCount(); ++r)
+    if (diff->item(r, 0)->text() == ComparePage::kPlannedStateKey) row = r;
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(diff->item(row, 1)->text(), "18 of 34 blocks");
+  EXPECT_EQ(diff->item(row, 2)->text(), "0 of 34 blocks");
+  EXPECT_EQ(diff->item(row, 3)->text(), "—");
+  // A plan from runs.db's events.
+  page.setRuns({q(placed), q(stored)});
+  ASSERT_TRUE(waitForCompare(&page));
+  row = -1;
+  for (int r = 0; r < diff->rowCount(); ++r)
+    if (diff->item(r, 0)->text() == ComparePage::kPlannedStateKey) row = r;
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(diff->item(row, 2)->text(), "34 of 34 blocks");
 }
 
 }  // namespace
