@@ -265,6 +265,8 @@ QHash<QString, ComparePage::RunData> ComparePage::load(const std::string& path,
     d.info = std::move(*run);
     if (auto m = (*store)->metrics(id); m.ok()) d.metrics = std::move(*m);
     if (auto e = (*store)->evals(id); e.ok()) d.evals = std::move(*e);
+    if (std::optional<Plan> plan = RunHistoryModel::runPlan(**store, d.info))
+      d.state = StatePlacement::fromPlan(*plan);
     if (auto samples = (*store)->samples(id); samples.ok()) {
       d.samples.reserve(samples->size());
       for (const SampleRow& r : *samples) {
@@ -313,7 +315,7 @@ void ComparePage::redraw() {
   for (QCustomPlot* p : {loss_, speed_, memory_}) p->clearGraphs();
   const double w = smoothing_->value() / 100.0;
   const int mode = xAxis_->currentIndex();
-  QStringList jobs, names;
+  QStringList jobs, names, planned;  // planned: each run's "HBM state (plan)"
   struct TierCurve {
     QString label;
     QColor color;
@@ -326,6 +328,9 @@ void ComparePage::redraw() {
     const auto run = runs_.constFind(runIds_[k]);
     if (run == runs_.cend()) continue;
     jobs << QString::fromStdString(run->info.job_json);
+    planned << (run->state.blocks > 0
+                    ? tr("%1 of %2 blocks").arg(run->state.hbmBlocks).arg(run->state.blocks)
+                    : QStringLiteral("—"));
     names << shortLabel(run->info);
     const QColor color = QColor::fromHsv((k * 67) % 360, 200, 200);
     QVector<double> lx, loss, sx, tps, stepT, stepX;
@@ -407,7 +412,16 @@ void ComparePage::redraw() {
     p->yAxis->setRangeLower(0);
     p->yAxis->setRangeUpper(std::max(p->yAxis->range().upper * 1.05, 1e-6));
   }
-  const QVector<ConfigDiffRow> rows = configDiff(jobs, diffOnly_->isChecked());
+  QVector<ConfigDiffRow> rows = configDiff(jobs, diffOnly_->isChecked());
+  // What the plans made of placement.hbm_state_blocks (-1 asks for as many as fit), beside it.
+  ConfigDiffRow state{kPlannedStateKey, planned};
+  for (const QString& v : planned) state.differs |= v != planned.first();
+  if (!diffOnly_->isChecked() || state.differs) {
+    const auto at = std::find_if(rows.begin(), rows.end(), [](const ConfigDiffRow& r) {
+      return r.key > QLatin1String("placement.hbm_state_blocks");
+    });
+    rows.insert(at, state);
+  }
   diff_->clear();
   diff_->setColumnCount(names.size() + 1);
   diff_->setHorizontalHeaderLabels(QStringList{tr("setting")} + names);

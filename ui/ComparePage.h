@@ -1,7 +1,9 @@
 // ComparePage: two or more runs side by side, picked in its own list of the run store's runs (or
 // sent from History's selection) — with an empty state that says what to do until they are: loss
 // (and each run's eval loss), tokens/s and tier usage overlaid against step, tokens or wall time
-// with a smoothing slider; the config diff with a "differences only" toggle; export of the charts
+// with a smoothing slider; the config diff with a "differences only" toggle (and, beside
+// placement.hbm_state_blocks, the row "HBM state (plan)": how many blocks' state each run's plan
+// kept in HBM); export of the charts
 // as PNG or SVG and of the metrics as CSV (run id and name, eval loss on its steps), each saying
 // where it went. setRuns() reads the runs' metrics, evals and samples once, on a pool thread
 // through a connection of its own (a long run's samples take a while), and caches them: the
@@ -15,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "PlanResult.h"
 #include "history/run-store.h"
 
 class QCheckBox;
@@ -48,6 +51,8 @@ class ComparePage : public QWidget {
   // What the page says while fewer than two runs are picked (hidden from two on).
   QLabel* emptyState() const { return empty_; }
   QTableWidget* diffTable() const { return diff_; }
+  // The diff's row of each run's planned HBM state ("18 of 34 blocks"; "—" without a plan).
+  static constexpr const char* kPlannedStateKey = "HBM state (plan)";
   QCustomPlot* lossPlot() const { return loss_; }
   QCustomPlot* memoryPlot() const { return memory_; }
   enum XAxis { kStep, kTokens, kWallTime };
@@ -78,6 +83,7 @@ class ComparePage : public QWidget {
       std::optional<double> used[3];
     };
     std::vector<TierSample> samples;
+    StatePlacement state;  // its plan's HBM state tier (blocks 0: no plan found)
   };
   // Reads runs `ids` from the store at `path` (a connection of its own); any thread. A run the
   // store does not have is left out.

@@ -47,6 +47,7 @@ const Field kFields[] = {
     {"train.checkpoint_every", &JobSettings::checkpointEvery},
     {"placement.backend", &JobSettings::backend},
     {"placement.device_memory_bytes", &JobSettings::deviceMemoryBytes},
+    {"placement.hbm_state_blocks", &JobSettings::hbmStateBlocks},
     {"placement.optimizer", &JobSettings::optimizerTier},
     {"placement.master", &JobSettings::masterTier},
     {"placement.ssd_dir", &JobSettings::ssdDir},

@@ -49,6 +49,8 @@ struct JobSettings {
   QString masterTier = JobForm::defaultValue("placement.master").toString();
   QString ssdDir = JobForm::defaultValue("placement.ssd_dir").toString();
   qint64 dramCapBytes = JobForm::defaultValue("placement.dram_cap_bytes").toInteger();
+  // placement.hbm_state_blocks: -1 as many as fit, 0 none, N the first N blocks.
+  int hbmStateBlocks = JobForm::defaultValue("placement.hbm_state_blocks").toInt();
   QString runDir;
   nlohmann::json base = nlohmann::json::object();  // the job this came from; toJson() writes the
                                                    // form's fields over it

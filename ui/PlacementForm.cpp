@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSpinBox>
 
 #include "DialogFolder.h"
 #include "Format.h"
@@ -33,6 +34,10 @@ PlacementForm::PlacementForm(QWidget* parent) : QGroupBox(tr("Tier placement"), 
   backendRow->addWidget(backend_);
   backendRow->addWidget(gpuLabel_, 1);
   deviceGb_ = JobForm::doubleSpinBox("placement.device_memory_bytes", 2, 1e-9);  // shown in GB
+  // -1 is the schema's "as many as fit", 0 "none": words in the field rather than numbers.
+  hbmStateBlocks_ = JobForm::spinBox("placement.hbm_state_blocks");
+  hbmStateBlocks_->setObjectName("hbmStateBlocks");
+  hbmStateBlocks_->setSpecialValueText(tr("as many as fit"));
   optimizerTier_ = JobForm::comboBox("placement.optimizer");
   masterTier_ = JobForm::comboBox("placement.master");
   ssdDir_ = JobForm::lineEdit("placement.ssd_dir");
@@ -43,6 +48,7 @@ PlacementForm::PlacementForm(QWidget* parent) : QGroupBox(tr("Tier placement"), 
   dramCapGb_ = JobForm::doubleSpinBox("placement.dram_cap_bytes", 1, 1e-9);  // shown in GB
   pf->addRow(tr("Backend"), backendRow);
   pf->addRow(tr("Device memory (GB)"), deviceGb_);
+  pf->addRow(tr("State in HBM (blocks)"), hbmStateBlocks_);
   pf->addRow(tr("Optimizer state"), optimizerTier_);
   pf->addRow(tr("Master weights"), masterTier_);
   pf->addRow(tr("SSD folder"), ssdRow);
@@ -55,6 +61,7 @@ PlacementForm::PlacementForm(QWidget* parent) : QGroupBox(tr("Tier placement"), 
   for (QDoubleSpinBox* b : {deviceGb_, dramCapGb_})
     connect(b, &QDoubleSpinBox::valueChanged, this, &PlacementForm::changed);
   connect(ssdDir_, &QLineEdit::textChanged, this, &PlacementForm::changed);
+  connect(hbmStateBlocks_, &QSpinBox::valueChanged, this, &PlacementForm::changed);
   connect(ssdBrowse, &QPushButton::clicked, this, [this] {
     const QString d = QFileDialog::getExistingDirectory(
         this, tr("SSD folder"), DialogFolder::start("ssd", ssdDir_->text()));
@@ -79,6 +86,7 @@ void PlacementForm::readInto(JobSettings* s) const {
   s->masterTier = masterTier_->currentText();
   s->ssdDir = ssdDir_->text();
   s->dramCapBytes = static_cast<qint64>(dramCapGb_->value() * 1e9);
+  s->hbmStateBlocks = hbmStateBlocks_->value();
 }
 
 void PlacementForm::fill(const JobSettings& s) {
@@ -88,6 +96,7 @@ void PlacementForm::fill(const JobSettings& s) {
   deviceGb_->setValue(s.deviceMemoryBytes / 1e9);
   ssdDir_->setText(s.ssdDir);
   dramCapGb_->setValue(s.dramCapBytes / 1e9);
+  hbmStateBlocks_->setValue(s.hbmStateBlocks);
 }
 
 }  // namespace spillway::ui

@@ -1,5 +1,6 @@
 // PlacementForm: New run's Tier placement box — the compute backend with the GPU this machine
-// would use (GpuProbe, started with the form on a pool thread), the device memory, where the
+// would use (GpuProbe, started with the form on a pool thread), the device memory, how many blocks
+// keep their state in HBM (placement.hbm_state_blocks; its -1 reads "as many as fit"), where the
 // optimizer state and master weights live, the SSD folder and the DRAM cap. Fields from the job
 // schema (JobForm); sizes are shown in GB and kept in bytes.
 //
@@ -14,6 +15,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
+class QSpinBox;
 
 namespace spillway::ui {
 
@@ -38,6 +40,7 @@ class PlacementForm : public QGroupBox {
   QLabel* gpuLabel_;
   GpuProbe* gpuProbe_;
   QDoubleSpinBox *deviceGb_, *dramCapGb_;
+  QSpinBox* hbmStateBlocks_;
   QLineEdit* ssdDir_;
 };
 

@@ -24,7 +24,81 @@ double orNaN(const std::optional<double>& v) {
   return v ? *v : qQNaN();
 }
 
+double bytesOf(const std::optional<uint64_t>& v) {
+  return static_cast<double>(v.value_or(0));
+}
+
+void addPart(QVector<TierPart>* parts, const char* category, double bytes) {
+  if (bytes > 0) parts->push_back({QString::fromLatin1(category), bytes});
+}
+
+// A host tier's parts: its categories as the plan gives them.
+QVector<TierPart> categoryParts(const PlanTier& t) {
+  QVector<TierPart> parts;
+  addPart(&parts, "master", bytesOf(t.master_bytes));
+  addPart(&parts, "gradients", bytesOf(t.gradients_bytes));
+  addPart(&parts, "optimizer", bytesOf(t.optimizer_bytes));
+  addPart(&parts, "weights", bytesOf(t.weights_bytes));
+  addPart(&parts, "checkpoints", bytesOf(t.checkpoints_bytes));
+  addPart(&parts, "workspace", bytesOf(t.workspace_bytes));
+  return parts;
+}
+
+// The device tier's parts: the HBM state tier as one part (its master, gradients and moments:
+// state.hbm_bytes, or the master and optimizer the tier lists where a plan gives no total), then
+// the weight slots, the gradient buffers, the checkpoints and the workspace. The gradient buffers
+// are what the tier needs beyond the other parts, so that the state's gradients, which a plan may
+// count under the tier's gradients, are not drawn twice.
+QVector<TierPart> deviceParts(const Plan& plan) {
+  const PlanTier& t = plan.hbm;
+  const double state = std::max(static_cast<double>(plan.state.hbm_bytes),
+                                bytesOf(t.master_bytes) + bytesOf(t.optimizer_bytes));
+  const double weights = bytesOf(t.weights_bytes), checkpoints = bytesOf(t.checkpoints_bytes),
+               workspace = bytesOf(t.workspace_bytes);
+  const double rest =
+      static_cast<double>(t.needed_bytes) - state - weights - checkpoints - workspace;
+  QVector<TierPart> parts;
+  addPart(&parts, "state", state);
+  addPart(&parts, "weights", weights);
+  addPart(&parts, "gradients", rest > 0 ? rest : state > 0 ? 0 : bytesOf(t.gradients_bytes));
+  addPart(&parts, "checkpoints", checkpoints);
+  addPart(&parts, "workspace", workspace);
+  return parts;
+}
+
 }  // namespace
+
+StatePlacement StatePlacement::fromPlan(const Plan& plan) {
+  StatePlacement s;
+  s.onCpu = plan.on_cpu();
+  // Before the HBM state tier a plan has no "state": its blocks are the model's layers, the
+  // embedding and the head, all of them off the device.
+  s.blocks = plan.state.blocks > 0 ? plan.state.blocks
+                                   : (plan.model.layers > 0 ? plan.model.layers + 2 : 0);
+  s.hbmBlocks = std::clamp(plan.state.hbm_blocks, 0, s.blocks);
+  s.hbmBytes = static_cast<double>(plan.state.hbm_bytes);
+  s.why = QString::fromStdString(plan.state.why);
+  s.masterOnSsd = plan.ssd.master_bytes.value_or(0) > 0;
+  if (s.masterOnSsd || plan.ssd.optimizer_bytes.value_or(0) > 0) s.rest = Tier::kSsd;
+  return s;
+}
+
+int StatePlacement::count(Tier tier) const {
+  const int rest = blocks - hbmBlocks;
+  if (tier == Tier::kHbm) return hbmBlocks;
+  return tier == this->rest ? rest : 0;
+}
+
+QString StatePlacement::blockName(int block) const {
+  if (block == 0) return QObject::tr("embedding");
+  if (block == blocks - 1) return QObject::tr("head");
+  return QObject::tr("layer %1").arg(block - 1);
+}
+
+QString StatePlacement::text() const {
+  if (blocks <= 0) return {};
+  return QObject::tr("HBM state: %1 of %2 blocks").arg(hbmBlocks).arg(blocks);
+}
 
 PlanResult PlanResult::fromPlan(const Plan& plan) {
   PlanResult r;
@@ -33,12 +107,14 @@ PlanResult PlanResult::fromPlan(const Plan& plan) {
   r.reason = QString::fromStdString(plan.reason);
   r.onCpu = plan.on_cpu();
   r.calibrated = plan.step.calibrated;
+  r.state = StatePlacement::fromPlan(plan);
   for (const auto& [tier, label] : {std::pair{&plan.hbm, deviceTierName(r.onCpu)},
                                     std::pair{&plan.dram, QStringLiteral("DRAM")},
                                     std::pair{&plan.ssd, QStringLiteral("SSD")}}) {
     TierBar bar{label, static_cast<double>(tier->needed_bytes),
                 static_cast<double>(tier->free_bytes), static_cast<double>(tier->total_bytes)};
     bar.runtime = static_cast<double>(tier->runtime_bytes.value_or(0));
+    bar.parts = tier == &plan.hbm ? deviceParts(plan) : categoryParts(*tier);
     r.tiers.push_back(bar);
   }
   r.stepSeconds = plan.step.step_s;

@@ -16,6 +16,14 @@
 
 namespace spillway::ui {
 
+// One part of a tier's bytes: a category of the plan's tier ("weights", "gradients", "master",
+// "optimizer", "checkpoints", "workspace"), or on the device tier "state": the HBM state tier's
+// master, gradients and moments together (StatePlacement).
+struct TierPart {
+  QString category;
+  double bytes = 0;
+};
+
 struct TierBar {
   // "HBM", "DRAM", "SSD"; on the CPU backend the device tier is "Arena (CPU, in DRAM)"
   // (deviceTierName).
@@ -25,6 +33,10 @@ struct TierBar {
   // `free` already, so not in fits(), but in the peak the bar shows (planner.h,
   // kCpuRuntimeDramBytes and beside it). 0 where the plan has none (SSD).
   double runtime = 0;
+  // What `needed` is made of, in the order the bar draws it; the parts of 0 bytes left out. On
+  // the device tier: the state, weights, gradient buffers, checkpoints and workspace (one
+  // micro-batch's activations among it).
+  QVector<TierPart> parts;
   bool fits() const { return total <= 0 && free <= 0 ? true : needed <= free; }
   // "needs 288.6 MB (18.6 MB for the job + about 270.0 MB runtime) · free 24.0 GB · total 25.3 GB"
   QString text() const;
@@ -33,6 +45,30 @@ struct TierBar {
 // The device tier's name: "HBM" on a GPU, "Arena (CPU, in DRAM)" on the CPU backend (whose
 // "device" is an arena in host memory), as Plan, Live, History and Compare show it.
 QString deviceTierName(bool onCpu);
+
+// Where each block's training state (fp32 master, gradients, AdamW moments) lives, from the
+// plan's "state" (events/plan.h, PlanState): the first hbmBlocks blocks in forward order
+// (embedding, layers, head) in HBM, the others in DRAM — or, where the plan's SSD tier holds
+// their moments or master, partly on the SSD. A plan from before the HBM state tier has no
+// "state": its blocks (layers + 2) all read as the other tier.
+struct StatePlacement {
+  enum class Tier { kHbm, kDram, kSsd };
+  int blocks = 0;            // embedding + layers + head; 0: the plan does not say (no model)
+  int hbmBlocks = 0;         // the first hbmBlocks of them in HBM
+  Tier rest = Tier::kDram;   // where the other blocks' state lives
+  bool masterOnSsd = false;  // rest kSsd: the master weights too, not only the moments
+  double hbmBytes = 0;       // the HBM blocks' state, bytes
+  QString why;               // the planner's one line: why that many
+  bool onCpu = false;        // the CPU backend: no HBM, its blocks' state is in DRAM
+
+  static StatePlacement fromPlan(const Plan& plan);
+  Tier tierOf(int block) const { return block < hbmBlocks ? Tier::kHbm : rest; }
+  int count(Tier tier) const;
+  // "embedding", "layer 0" ... "layer 31", "head"
+  QString blockName(int block) const;
+  // "HBM state: 18 of 34 blocks"; "" when the plan does not say how many blocks there are.
+  QString text() const;
+};
 
 // The plan's "suggestion": the micro-batch and accumulation the planner would run the job with.
 struct BatchSuggestion {
@@ -81,6 +117,7 @@ struct PlanResult {
   bool onCpu = false;      // the CPU backend: its device tier is an arena in DRAM
   bool calibrated = true;  // false: the step time rests on a rate not probed here (a rough guess)
   QVector<TierBar> tiers;
+  StatePlacement state;  // where the blocks' master, gradients and moments live
   double stepSeconds = 0, tokensPerSecond = 0, etaSeconds = 0;
   qint64 totalSteps = 0;  // the job's steps the ETA is for; 0: not known (steps from epochs)
   QString bottleneck;

@@ -9,7 +9,9 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "BlockStrip.h"
 #include "Format.h"
+#include "PartsBar.h"
 
 namespace spillway::ui {
 
@@ -18,7 +20,7 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   auto* form = form_ = new QFormLayout;
   const char* names[] = {"HBM", "DRAM", "SSD"};
   for (int i = 0; i < 3; ++i) {
-    bars_[i] = new QProgressBar;
+    bars_[i] = new PartsBar;
     bars_[i]->setRange(0, 1000);
     bars_[i]->setTextVisible(true);
     bars_[i]->setFormat(tr("not planned"));
@@ -26,6 +28,34 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
     form->addRow(names[i], bars_[i]);
   }
   layout->addLayout(form);
+  // Where each block's master, gradients and moments live: the strip, then one line of legend and
+  // the planner's why.
+  stateRow_ = new QWidget;
+  auto* sr = new QVBoxLayout(stateRow_);
+  sr->setContentsMargins(0, 0, 0, 0);
+  sr->setSpacing(2);
+  strip_ = new BlockStrip;
+  stateLegend_ = new QLabel;
+  stateLegend_->setObjectName("stateLegend");
+  stateLegend_->setTextFormat(Qt::RichText);
+  stateLegend_->setWordWrap(true);
+  stateCaption_ = new QLabel;
+  stateCaption_->setObjectName("stateCaption");
+  stateCaption_->setTextFormat(Qt::PlainText);
+  stateCaption_->setWordWrap(true);
+  QPalette muted = stateCaption_->palette();
+  muted.setColor(QPalette::WindowText, muted.color(QPalette::PlaceholderText));
+  stateCaption_->setPalette(muted);
+  sr->addWidget(strip_);
+  sr->addWidget(stateLegend_);
+  sr->addWidget(stateCaption_);
+  form->addRow(tr("Blocks"), stateRow_);
+  if (auto* label = form->labelForField(stateRow_))
+    label->setToolTip(
+        tr("Where each block's fp32 master weights, gradients and AdamW moments live: embedding, "
+           "layers and head, in forward order"));
+  stateRow_->hide();
+  form->labelForField(stateRow_)->hide();
   summary_ = new QLabel(tr("Press Plan to see what goes where and how fast it will run."));
   summary_->setObjectName("planSummary");
   summary_->setWordWrap(true);
@@ -144,7 +174,9 @@ void PlanView::setPlan(const PlanResult& plan) {
     if (auto* label = qobject_cast<QLabel*>(form_->labelForField(bars_[i]))) label->setText(t.name);
     const bool over = denom > 0 && t.needed > denom;
     bars_[i]->setStyleSheet(over ? "QProgressBar::chunk { background: #d32f2f; }" : "");
+    bars_[i]->setParts(t.parts, denom, over);
   }
+  showState(plan);
   summary_->setText(plan.ok ? plan.summary() : QString());
   const BatchSuggestion& s = plan.suggestion;
   suggestionRow_->setVisible(plan.ok && s.present);
@@ -158,6 +190,42 @@ void PlanView::setPlan(const PlanResult& plan) {
                                 : tr("Does not fit: %1").arg(breakablePaths(plan.reason)));
   busy_->hide();
   showMeasured(plan);
+}
+
+QString PlanView::stateLegend() const {
+  return legendText_;
+}
+
+QString PlanView::stateCaption() const {
+  return stateCaption_->text();
+}
+
+void PlanView::showState(const PlanResult& plan) {
+  const StatePlacement& s = plan.state;
+  strip_->setPlacement(s);
+  const bool shown = plan.ok && s.blocks > 0;
+  stateRow_->setVisible(shown);
+  form_->labelForField(stateRow_)->setVisible(shown);
+  if (!shown) return;
+  using Tier = StatePlacement::Tier;
+  QStringList items, html;
+  for (Tier t : {Tier::kHbm, Tier::kDram, Tier::kSsd}) {
+    const int n = strip_->cellsIn(t);
+    if (n == 0) continue;
+    const QString name = BlockStrip::tierName(t, s.masterOnSsd);
+    QString item = n == 1 ? tr("%1: 1 block").arg(name) : tr("%1: %2 blocks").arg(name).arg(n);
+    if (t == Tier::kHbm && s.hbmBytes > 0) item += tr(" (%1)").arg(formatBytes(s.hbmBytes));
+    items << QStringLiteral("■ ") + item;
+    html << QStringLiteral("<span style=\"color:%1\">■</span> %2")
+                .arg(BlockStrip::tierColor(t).name(), item.toHtmlEscaped());
+  }
+  legendText_ = items.join(QStringLiteral("  "));
+  stateLegend_->setText(html.join(QStringLiteral(" &nbsp;")));
+  // An old plan says nothing of the state: its blocks were all off the device.
+  stateCaption_->setText(!s.why.isEmpty() ? s.why
+                         : s.onCpu        ? tr("The CPU backend keeps every block's state in DRAM.")
+                                          : tr("This plan keeps every block's state off the GPU."));
+  stateCaption_->setVisible(!stateCaption_->text().isEmpty());
 }
 
 void PlanView::showMeasured(const PlanResult& plan) {

@@ -1,5 +1,8 @@
 // PlanView: the plan of a job before launch — a bar per tier (HBM, DRAM, SSD: needed against
-// free and total), the predicted step time, tokens/s, ETA and bottleneck, a red message when
+// free and total, split into what needs it: on HBM the state tier beside the weights, gradient
+// buffers, checkpoints and workspace), the blocks by where their training state lives (a strip of
+// embedding, layers and head coloured HBM, DRAM or SSD, with a legend and the planner's why), the
+// predicted step time, tokens/s, ETA and bottleneck, a red message when
 // the job does not fit, saying what to change, and the planner's suggested micro-batch and
 // accumulation with an Apply button (applySuggestion: the page sets its form), and after
 // `plan --measure` a table of each figure planned, measured and their ratio, a ratio outside the
@@ -18,6 +21,9 @@ class QTableWidget;
 
 namespace spillway::ui {
 
+class BlockStrip;
+class PartsBar;
+
 class PlanView : public QWidget {
   Q_OBJECT
  public:
@@ -32,6 +38,13 @@ class PlanView : public QWidget {
   QString tierText(int i) const;   // for tests
   QString tierName(int i) const;   // the row's name: "HBM", "Arena (CPU, in DRAM)", "DRAM", "SSD"
   QString suggestionText() const;  // for tests
+  // The blocks by tier (objectName "blockStrip"), hidden while the plan names no blocks; its
+  // legend ("HBM 18 blocks (4.30 GB) · DRAM 16 blocks") and caption (the planner's why).
+  BlockStrip* blockStrip() const { return strip_; }
+  QString stateLegend() const;
+  QString stateCaption() const;
+  // Tier i's bar, split into its parts.
+  PartsBar* tierBar(int i) const { return bars_[i]; }
   QPushButton* applyButton() const { return apply_; }
   // The measured table (objectName "measuredTable"): columns figure, planned, measured, ratio; a
   // row per PlanResult::measured, an off-plan ratio's cell bold in red with why in its tooltip.
@@ -44,7 +57,13 @@ class PlanView : public QWidget {
 
  private:
   PlanResult plan_;
-  QProgressBar* bars_[3];
+  PartsBar* bars_[3];
+  BlockStrip* strip_;
+  QWidget* stateRow_;  // the strip, its legend and caption
+  QLabel* stateLegend_;
+  QLabel* stateCaption_;
+  QString legendText_;  // the legend without its colours
+  void showState(const PlanResult& plan);
   QFormLayout* form_ = nullptr;  // the tiers' rows: their names follow the plan's backend
   QLabel* summary_;
   QLabel* suggestion_;

@@ -1,6 +1,8 @@
 #include "RunHistoryModel.h"
 
 #include <QDateTime>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -28,6 +30,27 @@ nlohmann::json parsed(const std::string& text) {
 }
 
 }  // namespace
+
+std::optional<Plan> RunHistoryModel::runPlan(RunStore& store, const RunInfo& run) {
+  if (auto events = store.events(run.id, event_type_name(EventType::kPlan));
+      events.ok() && !events->empty()) {
+    if (Result<Plan> plan = plan_from_json(parsed(events->back().json), /*whole=*/false); plan.ok())
+      return std::move(*plan);
+  }
+  if (run.run_dir.empty()) return std::nullopt;
+  std::ifstream in(std::filesystem::path(run.run_dir) / "events.jsonl", std::ios::binary);
+  std::string line;
+  qint64 read = 0;
+  while (read < kPlanScanBytes && std::getline(in, line)) {
+    read += static_cast<qint64>(line.size()) + 1;
+    if (line.find("\"plan\"") == std::string::npos) continue;  // most lines: not parsed
+    const std::optional<EventLine> e = parse_event_line(line);
+    if (!e || e->type != EventType::kPlan) continue;
+    if (Result<Plan> plan = plan_from_json(e->fields, /*whole=*/false); plan.ok())
+      return std::move(*plan);
+  }
+  return std::nullopt;
+}
 
 bool RunHistoryModel::ranOnCpu(const RunInfo& run) {
   const nlohmann::json software = parsed(run.software_json);
@@ -120,7 +143,10 @@ RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figur
       r.tokens = it->tokens;
       r.peakHbm = it->peakHbm, r.peakDram = it->peakDram, r.peakSsd = it->peakSsd;
       r.evalLoss = it->evalLoss, r.evalStep = it->evalStep;
+      r.state = it->state;
     } else {
+      if (std::optional<Plan> plan = runPlan(store, info))
+        r.state = StatePlacement::fromPlan(*plan);
       if (auto evals = store.evals(info.id); evals.ok()) {
         for (const EvalRow& e : *evals) {  // in step order: the last one with a loss
           if (e.loss) r.evalLoss = e.loss, r.evalStep = e.step;
@@ -225,18 +251,31 @@ QString figuresTooltip(const RunInfo& i) {
   return lines.join('\n');
 }
 
+// "HBM state: 18 of 34 blocks (4.30 GB)" and the planner's why.
+QString hbmStateToolTip(const StatePlacement& s) {
+  if (s.blocks <= 0) return QObject::tr("No plan found for this run (runs.db, events.jsonl)");
+  QString text = s.text();
+  if (s.hbmBytes > 0) text += QObject::tr(" (%1)").arg(formatBytes(s.hbmBytes));
+  if (!s.why.isEmpty()) text += "\n" + s.why;
+  return text;
+}
+
 }  // namespace
 
 QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o == Qt::Horizontal && role == Qt::ToolTipRole && section == kPeakHbm)
     return tr("The compute device's peak: HBM on a GPU; on the CPU backend its arena in DRAM");
+  if (o == Qt::Horizontal && role == Qt::ToolTipRole && section == kHbmState)
+    return tr(
+        "How many blocks (embedding, layers, head) kept their fp32 master weights, gradients and "
+        "AdamW moments in the GPU's memory, as the run's plan placed them");
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {
       "Name",      "Run",          "Model",         "Dataset",
       "Status",    "Why it ended", "Started",       "Duration",
       "Tokens",    "Final loss",   "Eval loss",     "Peak device",
       "Peak DRAM", "Peak SSD",     "Mean tokens/s", "Step (plan → measured)",
-      "Tags",      "Notes"};
+      "HBM state", "Tags",         "Notes"};
   return tr(names[section]);
 }
 
@@ -248,8 +287,10 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
   const bool raw = role == Qt::UserRole;
   if (role != Qt::DisplayRole && !raw) {
     if (role == Qt::ToolTipRole && index.column() == kName)
-      return QString::fromStdString(i.id + "\n" + i.run_dir +
-                                    (i.notes.empty() ? "" : "\n" + i.notes));
+      return QString::fromStdString(i.id + "\n" + i.run_dir) +
+             (r.state.blocks > 0 ? "\n" + r.state.text() : QString()) +
+             QString::fromStdString(i.notes.empty() ? "" : "\n" + i.notes);
+    if (role == Qt::ToolTipRole && index.column() == kHbmState) return hbmStateToolTip(r.state);
     if (role == Qt::ToolTipRole && (index.column() == kStatus || index.column() == kFailure) &&
         !r.failure.isEmpty())
       return r.failure;
@@ -312,6 +353,10 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
       return (predicted > 0 ? formatDuration(predicted) + " → " : QString()) +
              formatDuration(measured);
     }
+    case kHbmState:
+      if (raw) return r.state.blocks > 0 ? r.state.hbmBlocks : -1;
+      return r.state.blocks > 0 ? tr("%1 of %2 blocks").arg(r.state.hbmBlocks).arg(r.state.blocks)
+                                : QStringLiteral("—");
     case kTags: {
       QStringList tags;
       for (const auto& t : i.tags) tags << QString::fromStdString(t);

@@ -1,17 +1,16 @@
 // RunHistoryModel: the History page's table of runs from the SQLite run store (engine/history):
 // name, run id (which tells apart runs of the same name), model, dataset, status, why a failed or
 // interrupted run ended (the error it recorded), start, duration, tokens, final loss, the last eval
-// loss, peak HBM/DRAM/SSD, mean tokens/s and the step time the plan predicted against the one the
-// run measured. refresh() re-reads the store (the worker writes it; the GUI only reads, plus the
-// user's edits: rename, tags, notes, delete, which go through edits(), a RunEditQueue that writes
-// them on a pool thread and refreshes the rows after each) on a pool thread, through a connection
-// of its own:
-// marking the runs of dead workers is a write that waits for a worker's write lock, and a long
-// run's metrics and samples take a while to read, so neither may hold up the window. The rows
-// change in one model reset when the read is done, then refreshed() is emitted. The figures read
-// from the metrics and samples of a run that is not running are cached (keyed by its status, end
-// and final step), so that showing History again does not re-read a long run's samples. Lives in
-// the GUI thread.
+// loss, peak HBM/DRAM/SSD, mean tokens/s, the step time the plan predicted against the one the
+// run measured, and how many blocks' state its plan kept in HBM. refresh() re-reads the store (the
+// worker writes it; the GUI only reads, plus the user's edits: rename, tags, notes, delete, which
+// go through edits(), a RunEditQueue that writes them on a pool thread and refreshes the rows after
+// each) on a pool thread, through a connection of its own: marking the runs of dead workers is a
+// write that waits for a worker's write lock, and a long run's metrics and samples take a while to
+// read, so neither may hold up the window. The rows change in one model reset when the read is
+// done, then refreshed() is emitted. The figures read from the metrics and samples of a run that is
+// not running are cached (keyed by its status, end and final step), so that showing History again
+// does not re-read a long run's samples. Lives in the GUI thread.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -20,6 +19,7 @@
 #include <QVector>
 #include <memory>
 
+#include "PlanResult.h"
 #include "history/run-store.h"
 
 namespace spillway::ui {
@@ -37,6 +37,8 @@ struct RunRow {
   // Why a failed or interrupted run ended: the error its worker recorded in the run's row, else
   // the message of its last `error` event; "" for other runs.
   QString failure;
+  // Where the run's plan put the blocks' master, gradients and moments (blocks 0: no plan found).
+  StatePlacement state;
 };
 
 class RunHistoryModel : public QAbstractTableModel {
@@ -59,6 +61,7 @@ class RunHistoryModel : public QAbstractTableModel {
     kPeakSsd,
     kTokensPerSecond,
     kStepTime,
+    kHbmState,
     kTags,
     kNotes,
     kColumnCount
@@ -82,6 +85,12 @@ class RunHistoryModel : public QAbstractTableModel {
   // Whether `run` trained on the CPU backend (its software_json's "backend"): its "hbm" tier is
   // then the CPU's arena in DRAM, named so (deviceTierName), not HBM.
   static bool ranOnCpu(const RunInfo& run);
+  // The plan `run` trained with: runs.db's plan event where the store has one (the latest),
+  // else the first "plan" event of the run folder's events.jsonl (read up to kPlanScanBytes: the
+  // worker writes it as training starts, before the steps' lines). nullopt when neither has one.
+  // Reads the disk: a pool thread's call.
+  static std::optional<Plan> runPlan(RunStore& store, const RunInfo& run);
+  static constexpr qint64 kPlanScanBytes = 16 << 20;
   // Starts re-reading the store on a pool thread; a refresh asked while one runs follows it.
   void refresh();
   // Whether a refresh is still reading.

@@ -139,6 +139,29 @@ bool RunSeries::apply(const QByteArray& line) {
   return true;
 }
 
+void RunSeries::applyDeviceCategories(const SampleTier& o, double t) {
+  auto bytes = [&](const char* category) -> std::optional<double> {
+    const auto it = o.category_bytes.find(category);
+    if (it == o.category_bytes.end()) return std::nullopt;
+    return static_cast<double>(it->second);
+  };
+  // The HBM state tier (train/hbm-state.h) reserves per block a master, a gradient, m and v of
+  // [numel] fp32 each under kMaster, kGradients and kOptimizer; the device holds no other master
+  // or optimizer bytes. So its gradients are as many bytes as its master, and the rest of the
+  // device's gradients are the streaming engine's gradient buffers.
+  const std::optional<double> master = bytes("master"), optimizer = bytes("optimizer"),
+                              gradients = bytes("gradients");
+  double stateGradients = 0;
+  if (master || optimizer) {
+    stateGradients = std::min(master.value_or(0), gradients.value_or(0));
+    tierBytes["hbm"]["state"].append(t,
+                                     master.value_or(0) + optimizer.value_or(0) + stateGradients);
+  }
+  if (gradients) tierBytes["hbm"]["gradients"].append(t, *gradients - stateGradients);
+  for (const char* c : {"weights", "checkpoints", "workspace"})
+    if (const std::optional<double> v = bytes(c)) tierBytes["hbm"][c].append(t, *v);
+}
+
 void RunSeries::applySample(const SampleEvent& e, double t) {
   const double interval = e.interval_s.value_or(0);
   if (lastSampleT >= 0 && t - lastSampleT > std::max(kSampleGapSeconds, 5 * interval)) {
@@ -151,9 +174,13 @@ void RunSeries::applySample(const SampleEvent& e, double t) {
   for (const auto& [name, o] : e.tiers) {
     const QString tier = QString::fromStdString(name);
     if (!kTiers.contains(tier)) continue;
-    for (const auto& [category, bytes] : o.category_bytes) {
-      const QString c = QString::fromStdString(category);
-      if (kCategories.contains(c)) tierBytes[tier][c].append(t, static_cast<double>(bytes));
+    if (tier == "hbm") {
+      applyDeviceCategories(o, t);
+    } else {
+      for (const auto& [category, bytes] : o.category_bytes) {
+        const QString c = QString::fromStdString(category);
+        if (kCategories.contains(c)) tierBytes[tier][c].append(t, static_cast<double>(bytes));
+      }
     }
     double cap = static_cast<double>(o.capacity_bytes.value_or(0));
     if (cap <= 0 && tier != "hbm") cap = static_cast<double>(o.total_bytes.value_or(0));

@@ -46,7 +46,10 @@ struct RunSeries {
   // on, so that the curve stays one line from step 1 (the abandoned steps are not drawn).
   Ring loss, lr, tokensPerSecond, tflops, stepSeconds, tokensAtStep, timeAtStep;
   Ring evalLoss;
-  // Per sample, x = t (seconds): bytes by tier ("hbm", "dram", "ssd") and category.
+  // Per sample, x = t (seconds): bytes by tier ("hbm", "dram", "ssd") and category. On "hbm" the
+  // HBM state tier's master, gradients and moments are one category, "state" (present once a
+  // sample carries the device's master or optimizer bytes), and "gradients" are the rest: the
+  // gradient buffers the layers stream through.
   QMap<QString, QMap<QString, Ring>> tierBytes;
   QMap<QString, double> tierCapacity;  // bytes, 0 = unknown
   // The memory a tier's device reports in use, by tier: "hbm" from gpu_mem_used_bytes (the whole
@@ -74,6 +77,7 @@ struct RunSeries {
 
  private:
   void applySample(const SampleEvent& e, double t);
+  void applyDeviceCategories(const SampleTier& tier, double t);
 };
 
 }  // namespace spillway::ui

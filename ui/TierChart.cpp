@@ -14,11 +14,17 @@ const QStringList& categoryNames() {
   return names;
 }
 
+const QStringList& categoryNames(const QString& tier) {
+  static const QStringList device = {"weights", "gradients", "state", "checkpoints", "workspace"};
+  return tier == QLatin1String("hbm") ? device : categoryNames();
+}
+
 QColor categoryColor(const QString& c) {
   static const QMap<QString, QColor> colors = {
       {"weights", QColor("#1f77b4")},     {"gradients", QColor("#ff7f0e")},
       {"master", QColor("#2ca02c")},      {"optimizer", QColor("#9467bd")},
-      {"checkpoints", QColor("#8c564b")}, {"workspace", QColor("#7f7f7f")}};
+      {"checkpoints", QColor("#8c564b")}, {"workspace", QColor("#7f7f7f")},
+      {"state", QColor("#17becf")}};
   return colors.value(c, Qt::gray);
 }
 
@@ -27,15 +33,20 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   heading_ = addPlotTitle(this, title);
   xAxis->setLabel(tr("time (s)"));
   yAxis->setLabel(tr("GB"));
-  for (const QString& c : categoryNames()) {
+  for (const QString& c : categoryNames(tier)) {
     QCPGraph* g = addGraph();
-    g->setName(c);
+    g->setName(c == QLatin1String("state") ? tr("state tier") : c);
     QColor col = categoryColor(c);
     g->setPen(QPen(col));
     col.setAlpha(150);
     g->setBrush(QBrush(col));
     if (!layers_.isEmpty()) g->setChannelFillGraph(layers_.last());
     layers_.push_back(g);
+  }
+  for (int i = 0; i < layers_.size(); ++i) {
+    if (categoryNames(tier)[i] != QLatin1String("state")) continue;
+    layers_[i]->setVisible(false);  // until a sample holds state there
+    layers_[i]->removeFromLegend();
   }
   capacity_ = addGraph();
   capacity_->setName(tr("capacity"));
@@ -61,6 +72,17 @@ QString TierChart::heading() const {
   return heading_->text();
 }
 
+std::optional<double> TierChart::newestBytes(const QString& category) const {
+  const auto it = newest_.find(category);
+  if (it == newest_.end()) return std::nullopt;
+  return *it;
+}
+
+bool TierChart::categoryShown(const QString& category) const {
+  const int i = categoryNames(tier_).indexOf(category);
+  return i >= 0 && layers_[i]->visible() && legend->hasItemWithPlottable(layers_[i]);
+}
+
 bool TierChart::measuredShown() const {
   return measured_->visible();
 }
@@ -71,7 +93,7 @@ void TierChart::update(const RunSeries& series) {
   QVector<double> x;
   QVector<QVector<double>> ys;  // by category; shared with the rings, not copied
   if (tierIt != series.tierBytes.end()) {
-    for (const QString& c : categoryNames()) {
+    for (const QString& c : categoryNames(tier_)) {
       const auto it = tierIt->find(c);
       if (x.isEmpty() && it != tierIt->end() && !it->isEmpty()) x = it->x;
       ys.push_back(it != tierIt->end() ? it->y : QVector<double>());
@@ -103,6 +125,7 @@ void TierChart::update(const RunSeries& series) {
   const bool showCap = capBytes > 0 && top >= 0.05 * capBytes;
   const ByteUnit unit = byteUnitFor(showCap ? capBytes : top);
   QVector<double> base(shown.size(), 0.0);
+  newest_.clear();
   for (int i = 0; i < layers_.size(); ++i) {
     QVector<QCPGraphData> d;
     if (i < ys.size()) {
@@ -111,8 +134,23 @@ void TierChart::update(const RunSeries& series) {
         base[k] += at(i, shown[k]);
         d.append(QCPGraphData(x[shown[k]], base[k] / unit.bytes));
       }
+      if (!ys[i].isEmpty()) newest_[categoryNames(tier_)[i]] = ys[i].last();
     }
     layers_[i]->data()->set(d, true);
+    // The HBM state tier drawn, and in the legend in its place in the stack, only where the run
+    // has one: a run without it, or from before it, shows the device as it always did.
+    if (categoryNames(tier_)[i] == QLatin1String("state")) {
+      const bool held =
+          i < ys.size() && std::any_of(ys[i].begin(), ys[i].end(), [](double v) { return v > 0; });
+      if (held != layers_[i]->visible()) {
+        layers_[i]->setVisible(held);
+        legend->clearItems();
+        for (QCPGraph* g : layers_)
+          if (g->visible()) g->addToLegend();
+        capacity_->addToLegend();
+        if (measured_->visible()) measured_->addToLegend();
+      }
+    }
   }
   const double cap = capBytes / unit.bytes;
   const QVector<double>& tx = x.isEmpty() ? measured.x : x;  // the time axis of what is shown

@@ -1,4 +1,7 @@
-// TierChart: one memory tier's bytes by category as a stacked area over time, with the tier's
+// TierChart: one memory tier's bytes by category as a stacked area over time (on HBM the state
+// tier — the master, gradients and moments of the blocks it holds — as one area, "state tier",
+// beside weights, gradient buffers, checkpoints and workspace, in the legend only once a sample
+// holds it: RunSeries), with the tier's
 // capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below),
 // and, where the device reports its own use (HBM: the GPU's memory in use, NVML or cudaMemGetInfo),
 // that as a solid line over the stack: the gap is what the CUDA context, the allocator and other
@@ -15,7 +18,9 @@
 
 #include <qcustomplot.h>
 
+#include <QMap>
 #include <QString>
+#include <optional>
 
 #include "RunSeries.h"
 
@@ -28,19 +33,28 @@ class TierChart : public QCustomPlot {
   void update(const RunSeries& series);
   QString heading() const;     // e.g. "DRAM (host): 4.16 MB of 25.0 GB"
   bool measuredShown() const;  // the device's own figure is drawn
+  // The newest sample's bytes of `category` ("state", "weights", ...) as drawn; absent where the
+  // samples do not carry it.
+  std::optional<double> newestBytes(const QString& category) const;
+  // The category's area is drawn and in the legend.
+  bool categoryShown(const QString& category) const;
   const QString& tier() const { return tier_; }
 
  private:
   QString tier_, title_;
   QCPTextElement* heading_;
   QCPGraph* capacity_;
-  QCPGraph* measured_;        // hidden (and out of the legend) while the device reports nothing
-  QCPItemText* unavailable_;  // shown while the worker reports nothing for this tier
-  QVector<QCPGraph*> layers_;
+  QCPGraph* measured_;         // hidden (and out of the legend) while the device reports nothing
+  QCPItemText* unavailable_;   // shown while the worker reports nothing for this tier
+  QVector<QCPGraph*> layers_;  // by categoryNames(tier_)
+  QMap<QString, double> newest_;
 };
 
 // Colours of the categories, shared by the charts and their legends.
 QColor categoryColor(const QString& category);
 const QStringList& categoryNames();
+// The categories a tier's chart stacks, bottom up: on "hbm" the state tier's three as one,
+// "state", in place of master and optimizer (which the device holds only for it).
+const QStringList& categoryNames(const QString& tier);
 
 }  // namespace spillway::ui

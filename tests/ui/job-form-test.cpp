@@ -23,6 +23,7 @@
 #include "JobSettings.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
+#include "PlacementForm.h"
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "job/job-schema.h"
@@ -131,6 +132,7 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
                            "train.checkpoint_every",
                            "placement.backend",
                            "placement.device_memory_bytes",
+                           "placement.hbm_state_blocks",
                            "placement.optimizer",
                            "placement.master",
                            "placement.ssd_dir",
@@ -261,6 +263,36 @@ TEST(JobForm, SixtyFourBitSeedRoundTripsThroughJobFilesAndClone) {
     EXPECT_EQ(again["model"]["seed"].get<uint64_t>(), seed) << again.dump();
     EXPECT_EQ(again["train"]["seed"].get<uint64_t>(), seed) << again.dump();
   }
+}
+
+// placement.hbm_state_blocks on Tier placement (issue 24): the schema's range and help, and its
+// -1 ("as many as fit") in words rather than as a number.
+TEST(JobForm, HbmStateBlocksReadsMinusOneAsAsManyAsFit) {
+  PlacementForm form;
+  auto* box = form.findChild<QSpinBox*>("hbmStateBlocks");
+  ASSERT_NE(box, nullptr);
+  EXPECT_EQ(box->property(JobForm::kKeyProperty).toString(), "placement.hbm_state_blocks");
+  EXPECT_EQ(box->minimum(), -1);
+  EXPECT_EQ(box->maximum(), 1 << 20);
+  EXPECT_TRUE(box->toolTip().startsWith("Blocks (embedding, layers, head, in that order)"))
+      << box->toolTip().toStdString();
+  // The schema's default, -1, reads as words.
+  EXPECT_EQ(box->value(), -1);
+  EXPECT_EQ(box->text(), "as many as fit");
+  JobSettings s;
+  form.readInto(&s);
+  EXPECT_EQ(s.hbmStateBlocks, -1);
+  EXPECT_EQ(s.toJson()["placement"]["hbm_state_blocks"].get<int>(), -1);
+  // A job's own number goes into the field and back into the job.
+  s.hbmStateBlocks = 18;
+  form.fill(s);
+  EXPECT_EQ(box->text(), "18");
+  JobSettings back;
+  form.readInto(&back);
+  const nlohmann::json job = back.toJson();
+  EXPECT_EQ(job["placement"]["hbm_state_blocks"].get<int>(), 18);
+  EXPECT_EQ(JobSettings::fromJson(job).hbmStateBlocks, 18);
+  EXPECT_EQ(JobSettings::fromJson(nlohmann::json::object()).hbmStateBlocks, -1);
 }
 
 }  // namespace

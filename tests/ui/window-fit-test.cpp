@@ -19,6 +19,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QJsonDocument>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -32,11 +33,13 @@
 #include <fstream>
 #include <iostream>
 
+#include "BlockStrip.h"
 #include "ComparePage.h"
 #include "HistoryPage.h"
 #include "LivePage.h"
 #include "MainWindow.h"
 #include "NewRunPage.h"
+#include "PlanView.h"
 #include "TryItPage.h"
 #include "history-wait.h"
 #include "test-data.h"
@@ -161,6 +164,22 @@ TEST(WindowFit, FitsA1280x720ScreenAndLarger) {
       << "\n";
   window.livePage()->attach(QString::fromStdString(run));
   ASSERT_TRUE(waitForLive(window.livePage()));  // the store is asked for its worker first
+  // New run with a plan of a 80-layer model: its blocks by tier, the longest legend (moments on
+  // the SSD) and a long why, none of which widens the page.
+  window.newRunPage()->planView()->setPlan(
+      PlanResult::fromJson(QJsonDocument::fromJson(
+                               R"({"fits":true,"backend":"cuda","model":{"layers":80},
+              "tiers":{"hbm":{"needed_bytes":7e10,"free_bytes":8e10,"total_bytes":8e10,
+                              "categories":{"weights_bytes":4e9,"checkpoints_bytes":3e10,
+                                            "workspace_bytes":6e9}},
+                       "dram":{"needed_bytes":5e11,"free_bytes":6e11,"total_bytes":7e11},
+                       "ssd":{"needed_bytes":5e11,"free_bytes":9e11,"total_bytes":1e12,
+                              "categories":{"optimizer_bytes":5e11}}},
+              "state":{"blocks":82,"hbm_blocks":7,"hbm_bytes":2.8e10,
+                       "why":"the first 7 blocks' state fits beside every checkpoint; an 8th would push layer 79's checkpoints to DRAM and cost more than its CPU update saves"},
+              "step":{"step_s":20,"tokens_per_s":3000,"bottleneck":"optimizer"}})")
+                               .object()));
+  ASSERT_TRUE(window.newRunPage()->planView()->blockStrip()->isVisibleTo(window.newRunPage()));
   ASSERT_EQ(window.livePage()->phase(), LivePage::Phase::kFailed);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
