@@ -236,7 +236,14 @@ void RunRecorder::emit(std::string_view type, const nlohmann::json& fields) {
 }
 
 void RunRecorder::plan(const Plan& plan) {
-  emit(event_type_name(EventType::kPlan), to_json(plan));
+  const nlohmann::json j = to_json(plan);
+  emit(event_type_name(EventType::kPlan), j);
+  // In runs.db too: History shows each run's placement (the HBM state tier's blocks) from there,
+  // the run folder gone or not, and a resume's newer plan after the first.
+  if (Status st =
+          store_->add_event(id_, events_->now_s(), event_type_name(EventType::kPlan), j.dump());
+      !st.ok())
+    lost(true, "the plan", st);
 }
 
 void RunRecorder::measured(const MeasuredEvent& e) {

@@ -18,6 +18,7 @@
 #include "core/file-util.h"
 #include "data/dataset.h"
 #include "engine/train/golden-util.h"
+#include "events/plan.h"
 #include "history/run-folder.h"
 #include "history/run-store.h"
 #include "model/model-config.h"
@@ -268,6 +269,18 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
     ASSERT_EQ(metrics->size(), 6u) << run.run_dir;
     EXPECT_EQ(metrics->front().step, 1);
     EXPECT_EQ(metrics->back().step, 6);
+    // Each start's plan is in runs.db (History shows the placement from it): the resumed run has
+    // two, and each says where every block's state lived (on the CPU backend: all off the device).
+    const auto plans = (*store)->events(run.id, "plan");
+    ASSERT_TRUE(plans.ok());
+    EXPECT_EQ(plans->size(), run.run_dir.find("killed") != std::string::npos ? 2u : 1u)
+        << run.run_dir;
+    for (const auto& row : *plans) {
+      auto plan = plan_from_json(json::parse(row.json));
+      ASSERT_TRUE(plan.ok()) << row.json;
+      EXPECT_EQ(plan->state.blocks, plan->model.layers + 2) << run.run_dir;
+      EXPECT_EQ(plan->state.hbm_blocks, 0) << run.run_dir;
+    }
   }
 }
 
