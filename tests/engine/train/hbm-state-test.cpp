@@ -23,6 +23,7 @@ using testing::expect_identical;
 using testing::Golden;
 using testing::Placement;
 using testing::Rig;
+using testing::rig_config;
 
 struct Case {
   std::string model;
@@ -176,11 +177,7 @@ TEST(HbmState, CheckpointsDoNotDependOnThePlacementAndResumeIntoAnother) {
 TEST(HbmState, ItsBlocksDoNotCrossTheLink) {
   SPILLWAY_REQUIRE_DATA();
   Golden g("qwen2-tiny");
-  StreamingConfig cfg;
-  cfg.weight_slots = 2;
-  cfg.micro_batch_size = 3;
-  cfg.max_micro_batches = g.B / 3;
-  cfg.seq_len = g.T;
+  const StreamingConfig cfg = rig_config(g, 3);
   const auto all_dram = StreamingEngine::plan_link_bytes(g.layout, cfg, 0);
   uint64_t h2d_dram = 0, d2h_dram = 0;
   for (int blocks : {0, 2, static_cast<int>(g.layout.num_blocks())}) {
@@ -206,12 +203,7 @@ TEST(HbmState, ItsBlocksDoNotCrossTheLink) {
 TEST(HbmState, MoreBlocksThanTheDeviceHoldsSaysWhatToChange) {
   SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
-  StreamingConfig cfg;
-  cfg.weight_slots = 2;
-  cfg.micro_batch_size = 2;
-  cfg.max_micro_batches = g.B / 2;
-  cfg.seq_len = g.T;
-  cfg.hbm_state_blocks = 3;
+  const StreamingConfig cfg = rig_config(g, 2, 3);
   // Room for streaming and two blocks' state, not three.
   auto backend = spillway::testing::engine_cpu_backend(g.layout, cfg, false,
                                                        1024 + HbmState::bytes(g.layout, 2));

@@ -22,6 +22,25 @@
 namespace spillway {
 namespace {
 
+// The GPU machine a figures file measured on: `m` its probe's rates, `sizes` (the run, or the
+// file) the DRAM and device sizes.
+MachineProbe gpu_machine(const nlohmann::json& m, const nlohmann::json& sizes) {
+  MachineProbe machine;
+  machine.backend = "cuda";
+  machine.device = m["device"];
+  machine.compute_flops = m["compute_flops"];
+  machine.h2d_bytes_per_s = m["h2d_bytes_per_s"];
+  machine.d2h_bytes_per_s = m["d2h_bytes_per_s"];
+  machine.duplex_bytes_per_s = m["duplex_bytes_per_s"];
+  machine.host_mem_bytes_per_s = m["host_mem_bytes_per_s"];
+  machine.adamw_params_per_s = m["adamw_params_per_s"];
+  machine.dram_total_bytes = sizes["dram_total_bytes"];
+  machine.dram_available_bytes = sizes["dram_available_bytes"];
+  machine.device_total_bytes = sizes["device_total_bytes"];
+  machine.device_free_bytes = sizes["device_free_bytes"];
+  return machine;
+}
+
 TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
   std::ifstream in(SPILLWAY_CALIBRATION_FILE);
   ASSERT_TRUE(in) << SPILLWAY_CALIBRATION_FILE;
@@ -37,20 +56,7 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];
     job.seq_len = run["seq_len"];
-    const auto& m = run["machine"];
-    MachineProbe machine;
-    machine.backend = "cuda";
-    machine.device = m["device"];
-    machine.compute_flops = m["compute_flops"];
-    machine.h2d_bytes_per_s = m["h2d_bytes_per_s"];
-    machine.d2h_bytes_per_s = m["d2h_bytes_per_s"];
-    machine.duplex_bytes_per_s = m["duplex_bytes_per_s"];
-    machine.host_mem_bytes_per_s = m["host_mem_bytes_per_s"];
-    machine.adamw_params_per_s = m["adamw_params_per_s"];
-    machine.dram_total_bytes = run["dram_total_bytes"];
-    machine.dram_available_bytes = run["dram_available_bytes"];
-    machine.device_total_bytes = run["device_total_bytes"];
-    machine.device_free_bytes = run["device_free_bytes"];
+    const MachineProbe machine = gpu_machine(run["machine"], run);
     const Plan plan = make_plan(*config, job, machine, 0, /*with_suggestion=*/false);
     ASSERT_TRUE(plan.fits) << name << ": " << plan.reason;
     const StepFigures predicted = predicted_figures(plan);
@@ -130,20 +136,7 @@ TEST(PlannerCalibration, HbmStateTierOnTheH100) {
   std::ifstream in(SPILLWAY_HBM_STATE_FILE);
   ASSERT_TRUE(in) << SPILLWAY_HBM_STATE_FILE;
   const nlohmann::json figures = nlohmann::json::parse(in);
-  const auto& m = figures["machine"];
-  MachineProbe machine;
-  machine.backend = "cuda";
-  machine.device = m["device"];
-  machine.compute_flops = m["compute_flops"];
-  machine.h2d_bytes_per_s = m["h2d_bytes_per_s"];
-  machine.d2h_bytes_per_s = m["d2h_bytes_per_s"];
-  machine.duplex_bytes_per_s = m["duplex_bytes_per_s"];
-  machine.host_mem_bytes_per_s = m["host_mem_bytes_per_s"];
-  machine.adamw_params_per_s = m["adamw_params_per_s"];
-  machine.dram_total_bytes = figures["dram_total_bytes"];
-  machine.dram_available_bytes = figures["dram_available_bytes"];
-  machine.device_total_bytes = figures["device_total_bytes"];
-  machine.device_free_bytes = figures["device_free_bytes"];
+  const MachineProbe machine = gpu_machine(figures["machine"], figures);
   ASSERT_EQ(figures["runs"].size(), 10u);
   for (const auto& run : figures["runs"]) {
     const int blocks = run["hbm_state_blocks"];

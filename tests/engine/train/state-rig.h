@@ -78,6 +78,18 @@ struct Golden {
   }
 };
 
+// The rig's engine: two weight slots, so that layers stream; micro-batches of `mb` sequences;
+// the first `hbm_blocks` blocks' state in the HBM tier.
+inline StreamingConfig rig_config(const Golden& g, int mb, int hbm_blocks = 0) {
+  StreamingConfig cfg;
+  cfg.weight_slots = 2;
+  cfg.micro_batch_size = mb;
+  cfg.max_micro_batches = g.B / mb;
+  cfg.seq_len = g.T;
+  cfg.hbm_state_blocks = hbm_blocks;
+  return cfg;
+}
+
 // Engine + optimizer over a device of two weight slots, so that layers stream, with the AdamW
 // state in the chosen place. SSD blocks and pipeline pieces of 64 KiB: a parameter block is
 // updated in several pieces that cut through tensors (bit-identity with DRAM's one pass per block
@@ -96,12 +108,7 @@ struct Rig {
   Status init(const Golden& g, int mb, Placement p, const std::string& folder,
               TierCounters* counters = nullptr, StorageEnv* env = StorageEnv::posix(),
               int hbm_blocks = 0, bool strict_streams = false) {
-    StreamingConfig cfg;
-    cfg.weight_slots = 2;
-    cfg.micro_batch_size = mb;
-    cfg.max_micro_batches = g.B / mb;
-    cfg.seq_len = g.T;
-    cfg.hbm_state_blocks = hbm_blocks;
+    const StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
     backend = engine_cpu_backend(g.layout, cfg, strict_streams,
                                  1024 + HbmState::bytes(g.layout, static_cast<size_t>(hbm_blocks)));
     SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
