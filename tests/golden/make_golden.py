@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 import transformers
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, Phi3Config,
-                          Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
+                          LlamaForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -140,7 +141,31 @@ def phi3_longrope_case():
                           "(no effect here). Tied embeddings (as Phi-4-mini)."}
 
 
+def llama_long_case():
+    # Long context (issue 25: a golden case of sequence >= 4096): one sequence of 4,096 tokens
+    # through Llama 3's RoPE scaling (factor 8 from an original 512 positions, so most of the
+    # sequence lies beyond the unscaled range and the frequencies the scaling changes matter),
+    # GQA 2/1 at head_dim 64 (the flash kernels' smallest tile shape), a vocabulary small enough
+    # that the logits stay 2 MB.
+    config = LlamaConfig(
+        vocab_size=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=64, hidden_act="silu",
+        max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 512},
+        tie_word_embeddings=False, attention_bias=False, initializer_range=INIT_STD,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    return {"model_class": LlamaForCausalLM, "config": config, "B": 1, "T": 4096,
+            "adamw": ADAMW_QWEN2,
+            "case_notes": "Llama with one sequence of T = 4096: causal attention over 4,096 keys, "
+                          "RoPE at positions up to 4095 with rope_theta 500000 and llama3 scaling "
+                          "(factor 8, low/high frequency factors 1/4, original 512 positions: "
+                          "wavelengths above 512 are divided by 8, those below 128 kept, the ones "
+                          "between blended), GQA 2 query / 1 key-value heads of 64, untied."}
+
+
 CASES = {
+    "llama-long": llama_long_case,
     "qwen3-tiny": qwen3_case,
     "gemma3-tiny": gemma3_case,
     "phi3-tiny": phi3_case,
@@ -236,9 +261,12 @@ def hub_style_config(saved):
         d["rope_theta"] = rope["rope_theta"]
         if rope.get("partial_rotary_factor", 1.0) != 1.0:
             d["partial_rotary_factor"] = rope["partial_rotary_factor"]
+        # Phi-3 keeps original_max_position_embeddings at the top level; Llama 3's scaling
+        # carries it inside rope_scaling.
+        top_level = ("original_max_position_embeddings",) if "original_max_position_embeddings" \
+            in saved else ()
         scaling = {k: v for k, v in rope.items()
-                   if k not in ("rope_theta", "partial_rotary_factor",
-                                "original_max_position_embeddings")}
+                   if k not in ("rope_theta", "partial_rotary_factor") + top_level}
         if scaling.get("rope_type") == "longrope":
             scaling = {"type" if k == "rope_type" else k: v for k, v in scaling.items()}
     d["rope_scaling"] = None if scaling.get("rope_type") == "default" else scaling

@@ -106,9 +106,12 @@ struct Rig {
   std::unique_ptr<StreamingEngine> engine;
 };
 
-Rig make_rig(const Golden& g, compute::Backend& backend, const Param& p, bool with_optimizer) {
+// `hbm_blocks`: the first blocks whose state stays on the GPU (the HBM state tier).
+Rig make_rig(const Golden& g, compute::Backend& backend, const Param& p, bool with_optimizer,
+             int hbm_blocks = 0) {
   Rig r;
   StreamingConfig cfg;
+  cfg.hbm_state_blocks = hbm_blocks;
   cfg.weight_slots = 2;
   cfg.micro_batch_size = p.micro_batch_size;
   cfg.max_micro_batches = g.B / p.micro_batch_size;
@@ -143,12 +146,13 @@ StepBatch batch_of(const std::vector<int32_t>& ids, const std::vector<int32_t>& 
 // batches.
 struct Trajectory {
   std::vector<double> losses, norms;
-  std::vector<std::vector<float>> master;  // per block
+  std::vector<std::vector<float>> master, m, v;  // per block
 };
 
-Trajectory run_steps(const Golden& g, compute::Backend& backend, const Param& p, int steps) {
+Trajectory run_steps(const Golden& g, compute::Backend& backend, const Param& p, int steps,
+                     int hbm_blocks = 0) {
   Trajectory t;
-  Rig rig = make_rig(g, backend, p, true);
+  Rig rig = make_rig(g, backend, p, true, hbm_blocks);
   if (!rig.engine) return t;
   const auto& h = g.meta["adamw"];
   AdamWConfig cfg;
@@ -158,6 +162,7 @@ Trajectory run_steps(const Golden& g, compute::Backend& backend, const Param& p,
   cfg.weight_decay = h["weight_decay"];
   Optimizer opt(*rig.state, cfg, h["clip_grad_norm"].get<double>());
   rig.engine->set_weight_gate([&](size_t b) { opt.wait_block(b); });
+  EXPECT_TRUE(opt.set_hbm_state(rig.engine->hbm_state()).ok());
   struct Ungate {  // the engine outlives `opt`
     StreamingEngine& e;
     ~Ungate() { e.set_weight_gate(nullptr); }
@@ -172,11 +177,16 @@ Trajectory run_steps(const Golden& g, compute::Backend& backend, const Param& p,
     t.norms.push_back(
         opt.begin_step(h["lr"].get<double>(), r->grad_sumsq).grad_norm);  // as the trainer
   }
-  opt.wait_all();
-  EXPECT_TRUE(opt.status().ok()) << opt.status().to_string();
+  const Status synced = opt.sync_host();  // the HBM tier's blocks back on the host
+  EXPECT_TRUE(synced.ok()) << synced.to_string();
   for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
-    const float* m = rig.state->master(b);
-    t.master.emplace_back(m, m + g.layout.blocks()[b].numel);
+    const size_t n = g.layout.blocks()[b].numel;
+    const float* w = rig.state->master(b);
+    const float* m = rig.state->exp_avg(b);
+    const float* v = rig.state->exp_avg_sq(b);
+    t.master.emplace_back(w, w + n);
+    t.m.emplace_back(m, m + n);
+    t.v.emplace_back(v, v + n);
   }
   return t;
 }
@@ -272,6 +282,33 @@ TEST_P(GoldenGpu, Deterministic) {
   }
 }
 
+// The HBM state tier on the GPU: the AdamW trajectory with the first two blocks' state, and with
+// every block's, on the device gives the all-DRAM run's bits: losses, master weights and moments
+// (the GPU's AdamW is the CPU's operation for operation, compute/adamw-step.h).
+TEST_P(GoldenGpu, SameBitsWithTheStateInHbm) {
+  const int steps = g_.meta["adamw"]["steps"];
+  const Trajectory dram = run_steps(g_, *backend_, GetParam(), steps, 0);
+  for (int blocks : {2, static_cast<int>(g_.layout.num_blocks())}) {
+    const Trajectory hbm = run_steps(g_, *backend_, GetParam(), steps, blocks);
+    ASSERT_EQ(hbm.losses.size(), dram.losses.size()) << blocks << " blocks in HBM";
+    for (size_t step = 0; step < dram.losses.size(); ++step) {
+      EXPECT_EQ(std::memcmp(&hbm.losses[step], &dram.losses[step], sizeof(double)), 0)
+          << blocks << " blocks in HBM, step " << step + 1;
+      EXPECT_EQ(std::memcmp(&hbm.norms[step], &dram.norms[step], sizeof(double)), 0)
+          << blocks << " blocks in HBM, step " << step + 1;
+    }
+    ASSERT_EQ(hbm.master.size(), dram.master.size());
+    for (size_t blk = 0; blk < dram.master.size(); ++blk) {
+      EXPECT_TRUE(gpu_testing::same_bits(hbm.master[blk], dram.master[blk]))
+          << blocks << " blocks in HBM: block " << blk << "'s weights differ";
+      EXPECT_TRUE(gpu_testing::same_bits(hbm.m[blk], dram.m[blk]))
+          << blocks << " blocks in HBM: block " << blk << "'s exp_avg differs";
+      EXPECT_TRUE(gpu_testing::same_bits(hbm.v[blk], dram.v[blk]))
+          << blocks << " blocks in HBM: block " << blk << "'s exp_avg_sq differs";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, GoldenGpu,
     ::testing::Values(Param{"stories260K", 4, true}, Param{"stories260K", 1, false},
@@ -280,7 +317,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"qwen3-tiny", 3, true}, Param{"qwen3-tiny", 1, false},
                       Param{"phi3-tiny", 3, true}, Param{"phi3-tiny", 1, false},
                       Param{"phi3-longrope", 2, true}, Param{"phi3-longrope", 1, false},
-                      Param{"gemma3-tiny", 2, true}, Param{"gemma3-tiny", 1, false}),
+                      Param{"gemma3-tiny", 2, true}, Param{"gemma3-tiny", 1, false},
+                      Param{"llama-long", 1, true}, Param{"llama-long", 1, false}),
     [](const auto& info) {
       std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
                       (info.param.checkpoints_on_device ? "_device" : "_host");

@@ -37,9 +37,9 @@ TEST(GoldenCases, SharedCasesResolveToTheSharedData) {
 
 TEST(GoldenCases, RepositoryCasesResolveToTheirFolder) {
   const std::vector<std::string> names = repo_case_names();
-  // tests/golden/README.md's cases (issue 27's families).
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"gemma3-tiny", "phi3-longrope", "phi3-tiny", "qwen3-tiny"}));
+  // tests/golden/README.md's cases (issue 27's families, issue 25's long sequence).
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma3-tiny", "llama-long", "phi3-longrope",
+                                             "phi3-tiny", "qwen3-tiny"}));
   for (const std::string& name : names) {
     const testing::GoldenCase c = testing::golden_case(name);
     EXPECT_EQ(c.dir, testing::repo_golden_dir() + "/" + name);

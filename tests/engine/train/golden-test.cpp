@@ -330,7 +330,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"phi3-tiny", 1}, Param{"phi3-tiny", 3, true}, Param{"phi3-longrope", 2},
                       Param{"phi3-longrope", 1}, Param{"phi3-longrope", 2, true},
                       Param{"gemma3-tiny", 2}, Param{"gemma3-tiny", 1},
-                      Param{"gemma3-tiny", 1, true}),
+                      Param{"gemma3-tiny", 1, true}, Param{"llama-long", 1}),
     [](const auto& info) {
       std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
                       (info.param.strict ? "_strict" : "");
