@@ -153,7 +153,8 @@ Status check_positions(const ModelConfig& config, const TrainJob& job);
 // backward (docs/architecture.md, "The planner"): the GPU's AdamW, then the forward, a quarter of
 // the step's compute (or link) shared among the blocks by their FLOPs, the tier's blocks first;
 // the CPU updating the rest in forward order, each block's forward starting once its update is
-// done. With no block in the tier the calibrated all-DRAM figure stands: max(0, AdamW - forward).
+// done. With no block in the tier the same timeline: where the CPU is slower per block than the
+// forward, AdamW less the forward plus the head's forward, which follows the last update.
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                int64_t total_steps, bool with_suggestion = true);
 

@@ -130,8 +130,8 @@ TEST(PlannerCalibration, MeasuredCpuStepsWithin25Percent) {
 // memory at setup: llama2-7b at 32K fits 21 blocks by 32 MB on the probe's figure, and the engine
 // placed 20). Planned with the engine's count: link bytes exact, the step within 10% with the
 // tier. With every block in DRAM the step is held within 20%: at 16K tokens llama3.2-3b's step is
-// 15% longer than planned (its CPU AdamW shows 0.80 s of 0.86 s against the model's 0.62 s), a
-// short all-DRAM step that is not what the planner chooses on a GPU.
+// 13% longer than planned (its CPU AdamW showed 0.80 s of 0.86 s visible), a short all-DRAM step
+// that is not what the planner chooses on a GPU.
 TEST(PlannerCalibration, HbmStateTierOnTheH100) {
   std::ifstream in(SPILLWAY_HBM_STATE_FILE);
   ASSERT_TRUE(in) << SPILLWAY_HBM_STATE_FILE;
