@@ -184,6 +184,63 @@ TEST_F(WorkerTest, Gemma3GoldenTrainsAndExports) {
       << inspect.out;
 }
 
+// The HBM state tier as a user sets it (placement.hbm_state_blocks), on the CPU backend, whose
+// device arena stands in for HBM: with the first three blocks' state there, the same step losses
+// and the same checkpoint files, byte for byte, as with all of it in DRAM; and the tier run's
+// step-2 checkpoint, resumed with the state in DRAM, ends in the uninterrupted run's files.
+TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
+  SPILLWAY_REQUIRE_DATA();
+  auto job_for = [&](const std::string& run_dir, int hbm_blocks) {
+    return json{{"name", "tier"},
+                {"model", {{"path", testing::data_path("models/stories260K")}}},
+                {"data",
+                 {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
+                  {"seq_len", 64},
+                  {"seed", 3}}},
+                {"train",
+                 {{"steps", 4},
+                  {"micro_batch_size", 2},
+                  {"grad_accum", 2},
+                  {"lr", 2e-3},
+                  {"weight_decay", 0.1},
+                  {"checkpoint_every", 2},
+                  {"keep_checkpoints", 0}}},
+                {"placement", {{"backend", "cpu"}, {"hbm_state_blocks", hbm_blocks}}},
+                {"output", {{"run_dir", run_dir}}}};
+  };
+  const std::string dram = tmp_.path() + "/dram", hbm = tmp_.path() + "/hbm",
+                    resumed = tmp_.path() + "/resumed";
+  auto r = worker({"train", write_job("dram", job_for(dram, 0))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = worker({"train", write_job("hbm", job_for(hbm, 3))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto losses = [](const std::string& run_dir) {
+    std::vector<double> out;
+    for (const json& e : of_type(read_events(run_dir), "step")) out.push_back(e["loss"]);
+    return out;
+  };
+  EXPECT_EQ(losses(hbm), losses(dram));
+  EXPECT_EQ(losses(dram).size(), 4u);
+  auto same_files = [](const std::string& a, const std::string& b, const std::string& what) {
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+      auto x = read_file(a + "/" + f), y = read_file(b + "/" + f);
+      ASSERT_TRUE(x.ok() && y.ok()) << what << " " << f;
+      EXPECT_TRUE(*x == *y) << what << ": " << f << " differs";
+    }
+  };
+  for (const char* step : {"step-000002", "step-000004"})
+    same_files(dram + "/checkpoints/" + step, hbm + "/checkpoints/" + step,
+               std::string("hbm 3 against dram, ") + step);
+
+  fs::copy(hbm, resumed, fs::copy_options::recursive);
+  fs::remove_all(resumed + "/checkpoints/step-000004");
+  r = worker({"train", write_job("resumed", job_for(resumed, 0)), "--resume",
+              resumed + "/checkpoints/step-000002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  same_files(dram + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
+             "the tier's step 2 resumed in DRAM");
+}
+
 class ResumeTest : public WorkerTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
