@@ -8,14 +8,17 @@
 namespace spillway {
 
 Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& layout,
-                                                       bool with_optimizer) {
+                                                       bool with_optimizer,
+                                                       size_t device_grad_blocks) {
   std::unique_ptr<ModelState> s(new ModelState(layout));
   s->blocks_.resize(layout.num_blocks());
   for (size_t b = 0; b < layout.num_blocks(); ++b) {
     const size_t bytes = layout.blocks()[b].numel * sizeof(float);
     Block& k = s->blocks_[b];
     SPW_ASSIGN_OR_RETURN(k.master, AlignedBuffer::allocate(bytes, 4096));
-    SPW_ASSIGN_OR_RETURN(k.grad, AlignedBuffer::allocate(bytes, 4096));
+    if (b >= device_grad_blocks) {
+      SPW_ASSIGN_OR_RETURN(k.grad, AlignedBuffer::allocate(bytes, 4096));
+    }
     if (with_optimizer) {
       SPW_ASSIGN_OR_RETURN(k.m, AlignedBuffer::allocate(bytes, 4096));
       SPW_ASSIGN_OR_RETURN(k.v, AlignedBuffer::allocate(bytes, 4096));
@@ -75,9 +78,15 @@ Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes
   return write_safetensors_sharded(dir, tensors, max_shard_bytes, digests);
 }
 
-uint64_t ModelState::weight_bytes() const {
+uint64_t ModelState::master_bytes() const {
   uint64_t n = 0;
-  for (const auto& k : blocks_) n += k.master.size() + k.grad.size();
+  for (const auto& k : blocks_) n += k.master.size();
+  return n;
+}
+
+uint64_t ModelState::gradient_bytes() const {
+  uint64_t n = 0;
+  for (const auto& k : blocks_) n += k.grad.size();
   return n;
 }
 

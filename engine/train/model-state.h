@@ -21,10 +21,14 @@ namespace spillway {
 
 class ModelState {
  public:
-  // Allocates zeroed buffers for `layout` (master and grad always; m and v when `with_optimizer`).
-  // kOutOfMemory names the bytes that could not be allocated.
+  // Allocates zeroed buffers for `layout` (master always, grad for blocks from `device_grad_blocks`
+  // on; m and v when `with_optimizer`). The first `device_grad_blocks` blocks have no host gradient
+  // (grad(b) is null): the HBM state tier accumulates and updates theirs on the device
+  // (hbm-state.h), so a run saves 4 bytes of DRAM a parameter there. kOutOfMemory names the bytes
+  // that could not be allocated.
   static Result<std::unique_ptr<ModelState>> create(const ParameterLayout& layout,
-                                                    bool with_optimizer);
+                                                    bool with_optimizer,
+                                                    size_t device_grad_blocks = 0);
 
   const ParameterLayout& layout() const { return layout_; }
   const ModelConfig& config() const { return layout_.config(); }
@@ -45,8 +49,9 @@ class ModelState {
   // Writes the master weights with their Hugging Face names (sharded above `max_shard_bytes`).
   Status save_weights(const std::string& dir, uint64_t max_shard_bytes = 5ull << 30,
                       FileDigests* digests = nullptr) const;
-  // Bytes of host memory held, per kind.
-  uint64_t weight_bytes() const;
+  // Bytes of host memory held, per kind: the fp32 master weights, the gradients, the moments.
+  uint64_t master_bytes() const;
+  uint64_t gradient_bytes() const;
   uint64_t optimizer_bytes() const;
 
  private:

@@ -333,11 +333,14 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const uint64_t master_dram = master_ssd ? 0 : fp32;
   plan.dram.weights_bytes = compute_copy;
   plan.dram.master_bytes = master_dram;
-  plan.dram.gradients_bytes = fp32;
+  // The HBM state tier's blocks have no host gradient (ModelState::create): their fp32 gradient,
+  // a quarter of their state there, lives only on the device.
+  const uint64_t grads_dram = fp32 - state_bytes / 4;
+  plan.dram.gradients_bytes = grads_dram;
   plan.dram.optimizer_bytes = opt_ssd ? 0 : 2 * fp32;
   plan.dram.checkpoints_bytes = ckpt_on_device ? 0 : ckpt;
-  uint64_t dram_needed =
-      compute_copy + master_dram + fp32 + (opt_ssd ? 0 : 2 * fp32) + (ckpt_on_device ? 0 : ckpt);
+  uint64_t dram_needed = compute_copy + master_dram + grads_dram + (opt_ssd ? 0 : 2 * fp32) +
+                         (ckpt_on_device ? 0 : ckpt);
   // The CPU "device" is DRAM too.
   if (cpu && device_cap == 0) dram_needed += hbm_fixed + state_bytes + ckpt;
   plan.dram.needed_bytes = dram_needed;

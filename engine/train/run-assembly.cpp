@@ -66,6 +66,31 @@ Result<ModelConfig> model_config(const TrainJob& job) {
   return c;
 }
 
+// The engine's configuration for the job (the HBM state tier's count as the job asks).
+StreamingConfig streaming_config(const TrainJob& job) {
+  StreamingConfig sc;
+  sc.weight_slots = job.weight_slots;
+  sc.micro_batch_size = job.micro_batch_size;
+  sc.max_micro_batches = job.grad_accum;
+  sc.seq_len = job.seq_len;
+  sc.hbm_state_blocks = job.hbm_state_blocks;
+  return sc;
+}
+
+// How many blocks the HBM state tier will hold, by the engine's rule on the device's free memory
+// now (StreamingEngine::hbm_state_blocks): decided before the state is allocated, so that those
+// blocks get no host gradient.
+size_t plan_hbm_state_blocks(const TrainJob& job, const ModelConfig& config,
+                             const ParameterLayout& layout, compute::Backend& backend) {
+  const StreamingConfig sc = streaming_config(job);
+  if (sc.hbm_state_blocks == 0) return 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (!backend.device_memory_info(&free_bytes, &total_bytes).ok()) free_bytes = 0;
+  const uint64_t ws = backend.workspace_bytes(StreamingEngine::op_shapes(config, sc));
+  return StreamingEngine::hbm_state_blocks(layout, sc, backend.act_dtype(), ws, free_bytes,
+                                           backend.facts().host_memory());
+}
+
 // The model's weights, gradients and AdamW state in the tiers the placement gives them.
 Status load_model(const TrainJob& job, RunAssembly& run) {
   SPW_ASSIGN_OR_RETURN(const ModelConfig config, model_config(job));
@@ -78,7 +103,9 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   if (run.placement.optimizer_on_ssd && job.ssd_dir.empty())
     return invalid_argument(
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
-  SPW_ASSIGN_OR_RETURN(run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd));
+  run.hbm_state_blocks = plan_hbm_state_blocks(job, config, layout, *run.backend);
+  SPW_ASSIGN_OR_RETURN(
+      run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd, run.hbm_state_blocks));
   if (!job.model_path.empty()) {
     SPW_RETURN_IF_ERROR(verify_if_checkpoint(job.model_path));  // a checkpoint as the model
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
@@ -87,10 +114,11 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
     run.state->init_random(job.init_seed);
   }
   // With the master on the SSD, ModelState's master buffer is the compute copy of the weights.
-  const auto half = static_cast<int64_t>(run.state->weight_bytes() / 2);
   run.counters.set(Tier::kDram,
-                   run.placement.master_on_ssd ? Category::kWeights : Category::kMaster, half);
-  run.counters.set(Tier::kDram, Category::kGradients, half);
+                   run.placement.master_on_ssd ? Category::kWeights : Category::kMaster,
+                   static_cast<int64_t>(run.state->master_bytes()));
+  run.counters.set(Tier::kDram, Category::kGradients,
+                   static_cast<int64_t>(run.state->gradient_bytes()));
   run.counters.set(Tier::kDram, Category::kOptimizer,
                    static_cast<int64_t>(run.state->optimizer_bytes()));
   if (!run.placement.optimizer_on_ssd) {
@@ -232,12 +260,8 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
 }
 
 Status build_engine(const TrainJob& job, RunAssembly& run) {
-  StreamingConfig sc;
-  sc.weight_slots = job.weight_slots;
-  sc.micro_batch_size = job.micro_batch_size;
-  sc.max_micro_batches = job.grad_accum;
-  sc.seq_len = job.seq_len;
-  sc.hbm_state_blocks = job.hbm_state_blocks;
+  StreamingConfig sc = streaming_config(job);
+  sc.hbm_state_blocks = static_cast<int>(run.hbm_state_blocks);  // as load_model decided
   SPW_ASSIGN_OR_RETURN(run.engine,
                        StreamingEngine::create(*run.backend, *run.state, sc, &run.counters));
   AdamWConfig ac;

@@ -47,6 +47,9 @@ struct RunAssembly {
   MemInfo mem_at_start;        // DRAM before the run allocated its own state
   TierPlacement placement;     // where the master weights and AdamW moments live
   uint64_t parameters = 0;
+  // The HBM state tier's blocks, decided before the state is allocated (they need no host
+  // gradient) and given to the engine as an explicit count.
+  size_t hbm_state_blocks = 0;
   std::unique_ptr<ModelState> state;       // weights, gradients and (in DRAM) AdamW moments
   std::unique_ptr<ScratchFolder> scratch;  // the SSD tier's folder, removed when the run ends
   std::string ssd_folder;                  // its path ("" with no SSD tier)

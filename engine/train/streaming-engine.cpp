@@ -230,6 +230,7 @@ struct StreamingEngine::Impl {
     for (size_t b = 0; b < layout.num_blocks(); ++b) {
       const size_t bytes = layout.blocks()[b].numel * sizeof(float);
       for (float* p : {st.master(b), st.grad(b)}) {
+        if (!p) continue;  // a block of the HBM state tier has no host gradient
         SPW_RETURN_IF_ERROR(dev.host_register(p, bytes));
         registered.push_back(p);
       }
@@ -242,6 +243,13 @@ struct StreamingEngine::Impl {
     need.state_blocks =
         hbm_state_blocks(layout, cfg, act, backend_ws, free_bytes, dev.facts().host_memory());
     need.state_bytes = HbmState::bytes(layout, need.state_blocks);
+    for (size_t b = need.state_blocks; b < layout.num_blocks(); ++b) {
+      if (!st.grad(b))
+        return invalid_argument("streaming: block " + layout.blocks()[b].name +
+                                " has no host gradient but is outside the HBM state tier's " +
+                                std::to_string(need.state_blocks) +
+                                " blocks (ModelState::create's device_grad_blocks)");
+    }
     if (cfg.hbm_state_blocks > 0 && need.fixed_bytes() <= free_bytes &&
         need.fixed_bytes() + need.state_bytes > free_bytes) {
       return out_of_memory("the device has " + std::to_string(free_bytes) +

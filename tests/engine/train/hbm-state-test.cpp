@@ -218,6 +218,28 @@ TEST(HbmState, MoreBlocksThanTheDeviceHoldsSaysWhatToChange) {
       << engine.status().message();
 }
 
+// The tier's blocks need no host gradient (ModelState::create's device_grad_blocks), and a block
+// without one outside the tier is refused before anything trains.
+TEST(HbmState, OnlyTheTiersBlocksGoWithoutAHostGradient) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  auto state = ModelState::create(g.layout, true, 3);
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ((*state)->grad(0), nullptr);
+  EXPECT_EQ((*state)->grad(2), nullptr);
+  EXPECT_NE((*state)->grad(3), nullptr);
+  uint64_t outside = 0;
+  for (size_t b = 3; b < g.layout.num_blocks(); ++b) outside += g.layout.blocks()[b].numel * 4;
+  EXPECT_EQ((*state)->gradient_bytes(), outside);
+  const StreamingConfig cfg = rig_config(g, 2, 2);  // a tier of 2: block 2 has no gradient
+  auto backend = spillway::testing::engine_cpu_backend(g.layout, cfg, false,
+                                                       1024 + HbmState::bytes(g.layout, 3));
+  auto engine = StreamingEngine::create(*backend, **state, cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("block layer.1 has no host gradient"), std::string::npos)
+      << engine.status().message();
+}
+
 // "As many as fit" (-1): none on the CPU backend, whose device is DRAM already; on a GPU as many
 // of the first blocks as fit beside streaming, every checkpoint and the reserve.
 TEST(HbmState, AsManyAsFit) {

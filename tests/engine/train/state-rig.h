@@ -111,7 +111,9 @@ struct Rig {
     const StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
     backend = engine_cpu_backend(g.layout, cfg, strict_streams,
                                  1024 + HbmState::bytes(g.layout, static_cast<size_t>(hbm_blocks)));
-    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram));
+    // The tier's blocks get no host gradient, as the trainer allocates them (run-assembly.cpp).
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram,
+                                                   static_cast<size_t>(hbm_blocks)));
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
     if (p == Placement::kDram) {
