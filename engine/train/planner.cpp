@@ -38,6 +38,16 @@ std::string gb(double bytes) {
 
 }  // namespace
 
+StreamingConfig streaming_config(const TrainJob& job) {
+  StreamingConfig sc;
+  sc.weight_slots = job.weight_slots;
+  sc.micro_batch_size = job.micro_batch_size;
+  sc.max_micro_batches = job.grad_accum;
+  sc.seq_len = job.seq_len;
+  sc.hbm_state_blocks = job.hbm_state_blocks;
+  return sc;
+}
+
 StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len) {
   const double embedding = static_cast<double>(config.vocab_size) * config.hidden_size;
   const double params = static_cast<double>(ParameterLayout::build(config).parameter_count());
@@ -261,12 +271,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const uint64_t fp32 = padded * 4;
 
   // HBM: what the streaming engine allocates (act dtype fp32 on the CPU backend, bf16 on CUDA).
-  StreamingConfig sc;
-  sc.weight_slots = job.weight_slots;
-  sc.micro_batch_size = job.micro_batch_size;
-  sc.max_micro_batches = job.grad_accum;
-  sc.seq_len = job.seq_len;
-  sc.hbm_state_blocks = job.hbm_state_blocks;
+  const StreamingConfig sc = streaming_config(job);
   const compute::BackendFacts& facts = machine.backend_facts();
   const DType act_dtype = facts.act_dtype;
   const size_t act = dtype_size(act_dtype);

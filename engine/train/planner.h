@@ -14,9 +14,14 @@
 #include "events/plan.h"
 #include "model/model-config.h"
 #include "train/machine-probe.h"
+#include "train/streaming-engine.h"
 #include "train/train-job.h"
 
 namespace spillway {
+
+// The streaming engine's configuration a job asks for (slots, micro-batch, accumulation, sequence,
+// placement.hbm_state_blocks): what the planner plans and the trainer builds.
+StreamingConfig streaming_config(const TrainJob& job);
 
 // FLOPs of one training step of `tokens` tokens in sequences of `seq_len` (a multiply-add counts
 // 2). model: 6·N·tokens + 6·L·T·hidden·tokens, the formula of ../shared/bench/README.md that the

@@ -66,17 +66,6 @@ Result<ModelConfig> model_config(const TrainJob& job) {
   return c;
 }
 
-// The engine's configuration for the job (the HBM state tier's count as the job asks).
-StreamingConfig streaming_config(const TrainJob& job) {
-  StreamingConfig sc;
-  sc.weight_slots = job.weight_slots;
-  sc.micro_batch_size = job.micro_batch_size;
-  sc.max_micro_batches = job.grad_accum;
-  sc.seq_len = job.seq_len;
-  sc.hbm_state_blocks = job.hbm_state_blocks;
-  return sc;
-}
-
 // How many blocks the HBM state tier will hold, by the engine's rule on the device's free memory
 // now (StreamingEngine::hbm_state_blocks): decided before the state is allocated, so that those
 // blocks get no host gradient.
