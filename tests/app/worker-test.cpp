@@ -76,6 +76,20 @@ class WorkerTest : public ::testing::Test {
   testing::ProcessResult worker(const std::vector<std::string>& args) {
     return testing::run_worker_process(args, env_, tmp_.path());
   }
+  // stories260K on tiny Shakespeare in sequences of 64 tokens, shuffled with `data_seed`, trained
+  // as `train` says, placed as `placement` says, into `run_dir`.
+  static json stories_job(const std::string& name, const std::string& run_dir, int data_seed,
+                          const json& train, const json& placement) {
+    return json{{"name", name},
+                {"model", {{"path", testing::data_path("models/stories260K")}}},
+                {"data",
+                 {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
+                  {"seq_len", 64},
+                  {"seed", data_seed}}},
+                {"train", train},
+                {"placement", placement},
+                {"output", {{"run_dir", run_dir}}}};
+  }
   testing::TempDir tmp_;
   std::vector<std::string> env_;
 };
@@ -191,22 +205,15 @@ TEST_F(WorkerTest, Gemma3GoldenTrainsAndExports) {
 TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
   SPILLWAY_REQUIRE_DATA();
   auto job_for = [&](const std::string& run_dir, int hbm_blocks) {
-    return json{{"name", "tier"},
-                {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data",
-                 {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
-                  {"seq_len", 64},
-                  {"seed", 3}}},
-                {"train",
-                 {{"steps", 4},
-                  {"micro_batch_size", 2},
-                  {"grad_accum", 2},
-                  {"lr", 2e-3},
-                  {"weight_decay", 0.1},
-                  {"checkpoint_every", 2},
-                  {"keep_checkpoints", 0}}},
-                {"placement", {{"backend", "cpu"}, {"hbm_state_blocks", hbm_blocks}}},
-                {"output", {{"run_dir", run_dir}}}};
+    return stories_job("tier", run_dir, 3,
+                       {{"steps", 4},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", 2},
+                        {"lr", 2e-3},
+                        {"weight_decay", 0.1},
+                        {"checkpoint_every", 2},
+                        {"keep_checkpoints", 0}},
+                       {{"backend", "cpu"}, {"hbm_state_blocks", hbm_blocks}});
   };
   const std::string dram = tmp_.path() + "/dram", hbm = tmp_.path() + "/hbm",
                     resumed = tmp_.path() + "/resumed";
@@ -256,24 +263,17 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
                  {"master", "ssd"},
                  {"ssd_dir", tmp_.path() + "/ssd"}};
   auto job_for = [&](const std::string& run_dir) {
-    return json{{"name", "resume"},
-                {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data",
-                 {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
-                  {"seq_len", 64},
-                  {"seed", 7}}},
-                {"train",
-                 {{"steps", 6},
-                  {"micro_batch_size", 4},
-                  {"grad_accum", 2},
-                  {"lr", 2e-3},
-                  {"schedule", "cosine"},
-                  {"warmup_steps", 2},
-                  {"weight_decay", 0.1},
-                  {"checkpoint_every", 3},
-                  {"keep_checkpoints", 5}}},
-                {"placement", placement},
-                {"output", {{"run_dir", run_dir}}}};
+    return stories_job("resume", run_dir, 7,
+                       {{"steps", 6},
+                        {"micro_batch_size", 4},
+                        {"grad_accum", 2},
+                        {"lr", 2e-3},
+                        {"schedule", "cosine"},
+                        {"warmup_steps", 2},
+                        {"weight_decay", 0.1},
+                        {"checkpoint_every", 3},
+                        {"keep_checkpoints", 5}},
+                       placement);
   };
   const std::string straight = tmp_.path() + "/straight", killed = tmp_.path() + "/killed";
   ASSERT_EQ(worker({"train", write_job("straight", job_for(straight))}).exit_code, 0);
