@@ -320,12 +320,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"gemma3-tiny", 2, true}, Param{"gemma3-tiny", 1, false},
                       Param{"llama-long", 1, true}, Param{"llama-long", 1, false}),
     [](const auto& info) {
-      std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
-                      (info.param.checkpoints_on_device ? "_device" : "_host");
-      for (char& c : n) {
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-      }
-      return n;
+      return testing::test_name(info.param.model + "_mb" +
+                                std::to_string(info.param.micro_batch_size) +
+                                (info.param.checkpoints_on_device ? "_device" : "_host"));
     });
 
 }  // namespace

@@ -332,11 +332,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"gemma3-tiny", 2}, Param{"gemma3-tiny", 1},
                       Param{"gemma3-tiny", 1, true}, Param{"llama-long", 1}),
     [](const auto& info) {
-      std::string n = info.param.model + "_mb" + std::to_string(info.param.micro_batch_size) +
-                      (info.param.strict ? "_strict" : "");
-      for (char& c : n)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-      return n;
+      return testing::test_name(info.param.model + "_mb" +
+                                std::to_string(info.param.micro_batch_size) +
+                                (info.param.strict ? "_strict" : ""));
     });
 
 TEST(StreamingEngine, TooSmallDeviceSaysWhatIsNeeded) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,14 @@ inline GoldenCase golden_case(const std::string& name) {
   const std::string repo = repo_golden_dir() + "/" + name;
   if (std::filesystem::is_regular_file(repo + "/meta.json")) return {repo, repo + "/model"};
   return {data_path("golden/" + name), data_path("models/" + name)};
+}
+
+// A parameterised case's name as GoogleTest takes it: every character but a letter or digit
+// becomes '_' ("qwen2-tiny_mb3" -> "qwen2_tiny_mb3").
+inline std::string test_name(std::string name) {
+  for (char& c : name)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
 }
 
 // ‖x − ref‖ / ‖ref‖ in double: the tolerance measure of ../shared/data/README.md.

@@ -33,11 +33,9 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  std::string n = c.model + "_mb" + std::to_string(c.micro_batch_size) + "_hbm" +
-                  (c.hbm_blocks < 0 ? std::string("all") : std::to_string(c.hbm_blocks));
-  for (char& ch : n)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
+  return spillway::testing::test_name(
+      c.model + "_mb" + std::to_string(c.micro_batch_size) + "_hbm" +
+      (c.hbm_blocks < 0 ? std::string("all") : std::to_string(c.hbm_blocks)));
 }
 
 class HbmStateGolden : public ::testing::TestWithParam<Case> {};

@@ -100,12 +100,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, SsdGolden,
                                            Case{"qwen2-tiny", 1, Placement::kSsdMaster},
                                            Case{"llama-mha-tiny", 2, Placement::kSsdMaster}),
                          [](const auto& info) {
-                           std::string n = info.param.model + "_mb" +
-                                           std::to_string(info.param.micro_batch_size) + "_" +
-                                           placement_name(info.param.placement);
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
+                           return testing::test_name(info.param.model + "_mb" +
+                                                     std::to_string(info.param.micro_batch_size) +
+                                                     "_" + placement_name(info.param.placement));
                          });
 
 // Two steps, a checkpoint, two more steps; against a run resumed from that checkpoint into a fresh
