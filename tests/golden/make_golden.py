@@ -145,10 +145,10 @@ def llama_long_case():
     # Long context (issue 25: a golden case of sequence >= 4096): one sequence of 4,096 tokens
     # through Llama 3's RoPE scaling (factor 8 from an original 512 positions, so most of the
     # sequence lies beyond the unscaled range and the frequencies the scaling changes matter),
-    # GQA 2/1 at head_dim 64 (the flash kernels' smallest tile shape), a vocabulary small enough
-    # that the logits stay 2 MB.
+    # GQA 2/1 at head_dim 64 (the flash kernels' smallest tile shape; q is 128 wide on a hidden
+    # size of 64), a vocabulary small enough that the logits stay 1 MB and every file under 2 MB.
     config = LlamaConfig(
-        vocab_size=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, head_dim=64, hidden_act="silu",
         max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0,
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
@@ -161,7 +161,8 @@ def llama_long_case():
                           "RoPE at positions up to 4095 with rope_theta 500000 and llama3 scaling "
                           "(factor 8, low/high frequency factors 1/4, original 512 positions: "
                           "wavelengths above 512 are divided by 8, those below 128 kept, the ones "
-                          "between blended), GQA 2 query / 1 key-value heads of 64, untied."}
+                          "between blended), GQA 2 query / 1 key-value heads of 64 on a hidden size "
+                          "of 64, untied."}
 
 
 CASES = {
