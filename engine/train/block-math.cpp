@@ -208,6 +208,29 @@ Status BlockMath::mlp_activation_backward(void* dg, int n, StreamId s) {
                               R(u, {n, f}), s);
 }
 
+// The MLP's backward from `dout` (∂loss/∂ its output, [n, hidden]) to `dxn2` (∂loss/∂xn2, its
+// normed input, [n, hidden]; may be dout's buffer, read first): the down projection's gradient
+// into da, the activation's into dg (a's buffer: a is dead once the down projection's weight
+// gradient has read it) and du, then gate's and up's into dxn2. Adds the three projections' weight
+// gradients to dw. Shared by both layer shapes.
+Status BlockMath::mlp_block_backward(const char* w, float* dw, const void* dout, void* dxn2, int n,
+                                     StreamId s) {
+  compute::Backend& be = *be_;
+  const LayerOffsets& L = layout_->layer_offsets();
+  const int h = mc_->hidden_size, f = mc_->intermediate_size;
+  using compute::f32;
+  void* dg = a;
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {},
+                                         R(dout, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}),
+                                         false, s));
+  SPW_RETURN_IF_ERROR(mlp_activation_backward(dg, n, s));
+  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {},
+                                         R(dg, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}),
+                                         false, s));
+  return be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {}, R(du, {n, f}),
+                            R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), true, s);
+}
+
 // From xn (the attention's normed input) to o: the q/k/v projections, the per-head norms (into
 // q_pre / k_pre and then q / k, which the backward keeps), RoPE, attention and the output
 // projection. Shared by both layer shapes.
@@ -281,24 +304,13 @@ Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
-  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
-            f = c.intermediate_size;
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
   const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
   using compute::f32;
   // MLP: out = x2 + down(swiglu(gate(xn2), up(xn2))). dy becomes ∂loss/∂x2 in place: dy plus the
   // MLP branch's gradient through the norm.
   void* dxn2 = o;  // [n, hidden]: o is dead once x2 = x + o is formed
-  void* dg = a;    // [n, intermediate]: a is dead once the down projection's gradient has read it
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {},
-                                         R(dy, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}),
-                                         false, s));
-  SPW_RETURN_IF_ERROR(mlp_activation_backward(dg, n, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {},
-                                         R(dg, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}),
-                                         false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {},
-                                         R(du, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}),
-                                         true, s));
+  SPW_RETURN_IF_ERROR(mlp_block_backward(w, dw, dy, dxn2, n, s));
   SPW_RETURN_IF_ERROR(be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.mlp_norm), {h}),
                                           R(dxn2, {n, h}), R(x2, {n, h}), R(wp(w, L.mlp_norm), {h}),
                                           f32(rstd2, {n}), true, s));
@@ -415,28 +427,17 @@ Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, c
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
-  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
-            f = c.intermediate_size;
+  const int n = batch * seq, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
   const int hq = c.num_heads, hkv = c.num_kv_heads, d = c.head_dim;
   const float off = norm_offset_;
   using compute::f32;
   // MLP: out = x2 + post_ff_norm(down(act(gate(xn2), up(xn2)))). dy becomes ∂loss/∂x2 in place.
   void* dmo = dxn;  // [n, hidden], then ∂loss/∂xn2 once the down projection has read it
-  void* dg = a;     // [n, intermediate]: a is dead once the down projection's gradient has read it
   SPW_RETURN_IF_ERROR(be.rmsnorm_backward(
       W(dmo, {n, h}), f32(gp(dw, L.post_mlp_norm), {h}), R(dy, {n, h}), R(mo, {n, h}),
       R(wp(w, L.post_mlp_norm), {h}), f32(rstd4, {n}), false, s, off));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(da, {n, f}), f32(gp(dw, L.w_down), {h, f}), {},
-                                         R(dmo, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}),
-                                         false, s));
-  SPW_RETURN_IF_ERROR(mlp_activation_backward(dg, n, s));
-  void* dxn2 = dxn;
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_gate), {f, h}), {},
-                                         R(dg, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}),
-                                         false, s));
-  SPW_RETURN_IF_ERROR(be.linear_backward(W(dxn2, {n, h}), f32(gp(dw, L.w_up), {f, h}), {},
-                                         R(du, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}),
-                                         true, s));
+  void* dxn2 = dxn;  // dmo's buffer: the down projection's gradient reads dmo first
+  SPW_RETURN_IF_ERROR(mlp_block_backward(w, dw, dmo, dxn2, n, s));
   SPW_RETURN_IF_ERROR(be.rmsnorm_backward(W(dy, {n, h}), f32(gp(dw, L.mlp_norm), {h}),
                                           R(dxn2, {n, h}), R(x2, {n, h}), R(wp(w, L.mlp_norm), {h}),
                                           f32(rstd2, {n}), true, s, off));

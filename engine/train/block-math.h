@@ -96,6 +96,9 @@ class BlockMath {
   // The MLP's activation (ModelConfig::mlp_activation) forward and backward.
   Status mlp_activation_forward(int n, compute::StreamId s);
   Status mlp_activation_backward(void* dg, int n, compute::StreamId s);
+  // The MLP's backward of both layer shapes, from its output's gradient to its normed input's.
+  Status mlp_block_backward(const char* w, float* dw, const void* dout, void* dxn2, int n,
+                            compute::StreamId s);
   // RoPE's base and scaling for layer `layer` on sequences of `seq` tokens (a sliding layer's own
   // base, unscaled, where the config gives one).
   float rope_theta(int layer) const;
