@@ -75,7 +75,12 @@ std::string describe_dlopen_error(const std::string& path, const std::string& er
 
 // Opens the module and finds its entry point. The handle is never closed: backends it made must
 // not outlive it, and dlopen of an already loaded module only counts a reference.
-Result<CudaBackendCreateFn> load_module() {
+struct Module {
+  CudaBackendCreateFn create = nullptr;
+  CudaDeviceCountFn device_count = nullptr;
+};
+
+Result<Module> load_module() {
   std::error_code ec;
   fs::path path;
   if (const char* env = std::getenv("SPILLWAY_CUDA_BACKEND"); env && *env) {
@@ -113,26 +118,31 @@ Result<CudaBackendCreateFn> load_module() {
     return unsupported(describe_dlopen_error(path.string(), err ? err : "unknown dlopen error"));
   }
   void* entry = dlsym(handle, kCudaBackendEntry);
-  if (entry == nullptr) {
-    return unsupported(path.string() + " is not a Spillway CUDA backend module (it has no " +
-                       kCudaBackendEntry +
+  void* count = dlsym(handle, kCudaDeviceCountEntry);
+  if (entry == nullptr || count == nullptr) {
+    return unsupported(path.string() + " is not a Spillway CUDA backend module of this version " +
+                       "(it lacks " + (entry ? kCudaDeviceCountEntry : kCudaBackendEntry) +
                        "): point SPILLWAY_CUDA_BACKEND at libspillway-cuda.so or rebuild it");
   }
-  return reinterpret_cast<CudaBackendCreateFn>(entry);
+  return Module{reinterpret_cast<CudaBackendCreateFn>(entry),
+                reinterpret_cast<CudaDeviceCountFn>(count)};
+}
+
+// A module entry's failure as a Status.
+Status module_error(int code, const char* error) {
+  const bool known =
+      code > static_cast<int>(ErrorCode::kOk) && code <= static_cast<int>(ErrorCode::kInternal);
+  const std::string message =
+      error[0] ? error : "the CUDA backend module failed with code " + std::to_string(code);
+  return Status(known ? static_cast<ErrorCode>(code) : ErrorCode::kInternal, message);
 }
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
-  SPW_ASSIGN_OR_RETURN(CudaBackendCreateFn create, load_module());
+  SPW_ASSIGN_OR_RETURN(const Module module, load_module());
   Backend* raw = nullptr;
   char error[1024] = {};
-  const int code = create(device, &raw, error, sizeof(error));
-  if (code != 0) {
-    const bool known =
-        code > static_cast<int>(ErrorCode::kOk) && code <= static_cast<int>(ErrorCode::kInternal);
-    const std::string message =
-        error[0] ? error : "the CUDA backend module failed with code " + std::to_string(code);
-    return Status(known ? static_cast<ErrorCode>(code) : ErrorCode::kInternal, message);
-  }
+  if (const int code = module.create(device, &raw, error, sizeof(error)); code != 0)
+    return module_error(code, error);
   if (raw == nullptr)
     return internal_error("the CUDA backend module returned success but no backend");
   return std::unique_ptr<Backend>(raw);
@@ -166,6 +176,25 @@ Result<BackendChoice> make_backend(const BackendOptions& options) {
   choice.backend = make_cpu_backend(options.device_memory_bytes);
   if (choice.reason.empty()) choice.reason = "cpu: " + choice.backend->device_info().name;
   return choice;
+}
+
+Result<int> cuda_device_count() {
+  SPW_ASSIGN_OR_RETURN(const Module module, load_module());
+  int count = 0;
+  char error[1024] = {};
+  if (const int code = module.device_count(&count, error, sizeof(error)); code != 0)
+    return module_error(code, error);
+  return count;
+}
+
+Result<std::vector<std::unique_ptr<Backend>>> make_cuda_backends(const std::vector<int>& devices) {
+  std::vector<std::unique_ptr<Backend>> out;
+  for (int d : devices) {
+    auto b = make_cuda_backend(d);
+    if (!b.ok()) return b.status().with_context("GPU " + std::to_string(d));
+    out.push_back(std::move(*b));
+  }
+  return out;
 }
 
 bool probe_cuda(DeviceInfo* info, std::string* why) {

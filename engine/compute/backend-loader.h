@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compute/backend.h"
 
@@ -49,5 +50,17 @@ bool probe_cuda(DeviceInfo* info, std::string* why);
 // ErrorCode value with a message in `error`.
 inline constexpr const char* kCudaBackendEntry = "spillway_cuda_backend_create_v1";
 using CudaBackendCreateFn = int (*)(int device, Backend** out, char* error, size_t error_size);
+// The module's count of CUDA devices (cudaGetDeviceCount; 0 with no device): `extern "C" int
+// spillway_cuda_device_count_v1(int* count, char* error, size_t error_size)`.
+inline constexpr const char* kCudaDeviceCountEntry = "spillway_cuda_device_count_v1";
+using CudaDeviceCountFn = int (*)(int* count, char* error, size_t error_size);
+
+// How many CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies): 0 when there are none;
+// kUnsupported, with make_backend's message, when the module or the driver is missing.
+Result<int> cuda_device_count();
+
+// A backend for each of `devices` (CUDA ordinals, in rank order): for data parallel. The first
+// error is returned, naming the GPU.
+Result<std::vector<std::unique_ptr<Backend>>> make_cuda_backends(const std::vector<int>& devices);
 
 }  // namespace spillway::compute

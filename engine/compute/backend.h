@@ -41,11 +41,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "compute/adamw-step.h"
 #include "compute/backend-facts.h"
+#include "compute/communicator.h"
 #include "compute/device.h"
 #include "compute/tensor.h"
 #include "core/dtype.h"
@@ -119,6 +121,12 @@ class Backend {
   // backend borrows it until the next set_workspace or its destruction. Ops on several streams
   // must not run at once while they share it (the trainer runs every op on one compute stream).
   virtual Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) = 0;
+
+  // --- groups of devices (communicator.h) ----------------------------------------------------
+  // One communicator per member of `group` (this backend is group[0], every member of its kind):
+  // what make_communicators calls, which checks the group first. Default: kUnsupported.
+  virtual Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
+      std::span<Backend* const> group);
 
   // --- ops, each on `stream` -----------------------------------------------------------------
   // Each op takes tensor references (tensor.h) and checks them before it runs: dtypes (`act` is

@@ -1,5 +1,7 @@
 #include "events/plan.h"
 
+#include <algorithm>
+
 #include "events/json-fields.h"
 
 namespace spillway {
@@ -159,6 +161,11 @@ json to_json(const Plan& p) {
               {"hbm_blocks", p.state.hbm_blocks},
               {"hbm_bytes", p.state.hbm_bytes},
               {"why", p.state.why}}},
+            {"devices",
+             {{"count", p.devices.count},
+              {"indices", p.devices.indices},
+              {"nccl_s", p.devices.nccl_s},
+              {"nccl_bytes", p.devices.nccl_bytes}}},
             {"step", step}};
   if (p.suggestion) j["suggestion"] = to_json(*p.suggestion);
   if (p.backend_reason) j["backend_reason"] = *p.backend_reason;
@@ -197,6 +204,16 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.hbm_blocks = integer<int>(state, "hbm_blocks").value_or(0);
   p.state.hbm_bytes = integer<uint64_t>(state, "hbm_bytes").value_or(0);
   p.state.why = text(state, "why").value_or("");
+  const json& devices = object(j, "devices");  // absent before data parallel: one GPU
+  p.devices.count = std::max(1, integer<int>(devices, "count").value_or(1));
+  if (const json* ix = field(devices, "indices"); ix && ix->is_array()) {
+    for (const json& i : *ix) {
+      if (i.is_number_integer() && i.get<int64_t>() >= 0 && i.get<int64_t>() < 1 << 16)
+        p.devices.indices.push_back(static_cast<int>(i.get<int64_t>()));
+    }
+  }
+  p.devices.nccl_s = number(devices, "nccl_s").value_or(0);
+  p.devices.nccl_bytes = number(devices, "nccl_bytes").value_or(0);
   const json& step = object(j, "step");
   for_each_step_number(p.step, [&](const char* k, double& v) { v = number(step, k).value_or(0); });
   p.step.bottleneck = text(step, "bottleneck").value_or("");

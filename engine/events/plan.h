@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -78,6 +79,16 @@ struct PlanState {
   std::string why;         // one line: why that many
 };
 
+// The GPUs of a data-parallel run (docs/architecture.md, "Data parallel"): how many and which
+// (CUDA indices, rank order), and the time their gradient reduce-scatters add to the step (NCCL,
+// the part the backward does not hide). One GPU: count 1, indices [0] (or the one it names).
+struct PlanDevices {
+  int count = 1;
+  std::vector<int> indices;  // [count]; empty in plans written before data parallel
+  double nccl_s = 0;         // exposed NCCL time a step
+  double nccl_bytes = 0;     // bytes each GPU sends over NVLink/PCIe a step for the reduce
+};
+
 struct PlanSuggestion {
   bool fits = false;
   int micro_batch_size = 0, grad_accum = 0;
@@ -102,7 +113,8 @@ struct Plan {
   PlanModel model;
   PlanMachine machine;
   PlanTier hbm, dram, ssd;
-  PlanState state;  // "state": where each block's master, gradients and moments live
+  PlanState state;      // "state": where each block's master, gradients and moments live
+  PlanDevices devices;  // "devices": the GPUs the step is spread over
   PlanStep step;
   std::optional<PlanSuggestion> suggestion;
 

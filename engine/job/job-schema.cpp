@@ -7,6 +7,7 @@
 #include "core/json-file.h"
 #include "data/chat-template.h"
 #include "data/dataset-reader.h"
+#include "job/device-selection.h"
 
 namespace spillway::job {
 using nlohmann::json;
@@ -167,6 +168,11 @@ std::vector<JobKey> build_table() {
       choice("placement.backend", {"auto", "cpu", "cuda"},
              "Compute backend: auto takes a usable GPU, else the CPU (the log says why); cuda "
              "fails without one."),
+      key("placement.devices", T::kDevices, 1, "GPUs",
+          "The GPUs to train on: \"all\", a count (the first N) or a list of indices ([0, 2]). "
+          "Each step's micro-batches are spread over them (data parallel): tokens per step are "
+          "micro_batch_size x grad_accum x seq_len per GPU, and the host keeps one copy of the "
+          "weights and AdamW state."),
       ranged(key("placement.device_memory_bytes", T::kInteger, 0, "bytes",
                  "Device memory for the run; 0: all of the GPU's (unbounded on the CPU backend). "
                  "Checkpoints stay "
@@ -259,6 +265,8 @@ bool type_matches(const JobKey& k, const json& v) {
       return v.is_boolean();
     case KeyType::kModel:
       return v.is_string() || v.is_object();
+    case KeyType::kDevices:
+      return v.is_string() || v.is_number_integer() || v.is_array();
   }
   return false;
 }
@@ -302,6 +310,8 @@ const char* key_type_name(KeyType type) {
       return "a string";
     case KeyType::kModel:
       return "a preset name or a config.json object";
+    case KeyType::kDevices:
+      return "\"all\", a count of GPUs or a list of GPU indices";
   }
   return "a value";
 }
@@ -341,6 +351,8 @@ std::string JobKey::allowed() const {
     }
     case KeyType::kModel:
       return "a preset or a config.json object";
+    case KeyType::kDevices:
+      return "all, a count, a list of indices";
     case KeyType::kPath:
       return "a path";
     case KeyType::kString:
@@ -382,6 +394,8 @@ Status check_value(const JobKey& k, const json& v) {
     if (!k.range.contains(x))
       return invalid_argument("job.json: " + k.path + " must be in " + k.range.to_string() +
                               ", got " + number_text(x));
+  } else if (k.type == KeyType::kDevices) {
+    if (auto d = parse_device_selection(v); !d.ok()) return d.status();
   } else if (k.type == KeyType::kChoice) {
     const std::string s = v.get<std::string>();
     // The engine's readers take aliases ("messages", "jsonl", "qwen"): accept what they accept.
@@ -497,12 +511,13 @@ std::string job_keys_markdown() {
   std::string out =
       "| key | type | default | unit | allowed | description |\n|---|---|---|---|---|---|\n";
   for (const JobKey& k : job_keys()) {
-    std::string type = k.type == KeyType::kInteger  ? "integer"
-                       : k.type == KeyType::kNumber ? "number"
-                       : k.type == KeyType::kBool   ? "bool"
-                       : k.type == KeyType::kPath   ? "path"
-                       : k.type == KeyType::kModel  ? "string or object"
-                                                    : "string";
+    std::string type = k.type == KeyType::kInteger   ? "integer"
+                       : k.type == KeyType::kNumber  ? "number"
+                       : k.type == KeyType::kBool    ? "bool"
+                       : k.type == KeyType::kPath    ? "path"
+                       : k.type == KeyType::kModel   ? "string or object"
+                       : k.type == KeyType::kDevices ? "string, integer or list"
+                                                     : "string";
     out += "| `" + k.path + "` | " + type + " | " + escape_cell(default_text(k)) + " | " + k.unit +
            " | " +
            escape_cell(k.type == KeyType::kString || k.type == KeyType::kPath ||

@@ -28,8 +28,9 @@ enum class KeyType {
   kInteger,  // a JSON integer within `range`
   kNumber,   // a finite JSON number within `range`
   kBool,
-  kChoice,  // one of `choices` (data.format and data.template also take the engine's aliases)
-  kModel,   // model.init: a preset name or a config.json object
+  kChoice,   // one of `choices` (data.format and data.template also take the engine's aliases)
+  kModel,    // model.init: a preset name or a config.json object
+  kDevices,  // placement.devices: "all", a count or a list of GPU indices (device-selection.h)
 };
 
 // "a string", "an integer", ...: what an error says was expected.

@@ -9,8 +9,9 @@ namespace spillway {
 Status Evaluator::evaluate(int64_t step) {
   if (run_.eval_ds.empty()) return {};
   const auto t0 = std::chrono::steady_clock::now();
-  SPW_ASSIGN_OR_RETURN(EvalResult r, evaluate_dataset(*run_.engine, run_.eval_ds, job_.grad_accum,
-                                                      job_.micro_batch_size, job_.eval_batches));
+  SPW_ASSIGN_OR_RETURN(EvalResult r,
+                       evaluate_dataset(run_.engine->rank(0), run_.eval_ds, job_.grad_accum,
+                                        job_.micro_batch_size, job_.eval_batches));
   if (!r.targets || std::isnan(r.loss)) return {};
   last_loss_ = r.loss;
   report_.eval(step, r.loss,

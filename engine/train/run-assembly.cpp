@@ -12,20 +12,42 @@
 namespace spillway {
 namespace {
 
+// The backend of rank 0 (placement.backend), then the other ranks' (placement.devices): on a GPU
+// the devices it names; on the CPU backend a count of CPU ranks, which run the data-parallel
+// schedule on the host (for tests; they share its cores).
 Status create_backend(const TrainJob& job, RunAssembly& run) {
   compute::BackendOptions options;
   options.kind = job.backend;
   options.device_memory_bytes = job.device_memory_bytes;
+  if (!job.devices.indices.empty()) options.cuda_device = job.devices.indices[0];
   auto choice = compute::make_backend(options);
   if (!choice.ok())
     return choice.status().with_context("placement.backend \"" + job.backend + "\"");
   run.backend = std::move(choice->backend);
   run.backend_reason = std::move(choice->reason);
+  if (run.backend->facts().gpu) {
+    SPW_ASSIGN_OR_RETURN(const int gpus, compute::cuda_device_count());
+    SPW_ASSIGN_OR_RETURN(run.devices, job::resolve_devices(job.devices, gpus));
+    const std::vector<int> others(run.devices.begin() + 1, run.devices.end());
+    SPW_ASSIGN_OR_RETURN(run.peers, compute::make_cuda_backends(others));
+  } else {
+    if (!job.devices.indices.empty())
+      return invalid_argument("placement.devices lists GPUs (" + job.devices.to_string() +
+                              ") but the run is on the CPU backend (" + run.backend_reason +
+                              "); set placement.devices to 1");
+    const int n = job.devices.all ? 1 : job.devices.count;
+    run.devices.assign(n, 0);
+    for (int r = 1; r < n; ++r)
+      run.peers.push_back(compute::make_cpu_backend(job.device_memory_bytes));
+  }
+  if (run.ranks() > 1) run.backend_reason += " (rank 0 of " + std::to_string(run.ranks()) + ")";
   // The HBM tier's capacity: the GPU's memory; the CPU backend's "device" only when capped
   // (uncapped, it is DRAM).
-  run.counters.set_capacity(Tier::kHbm, run.backend->facts().host_memory()
-                                            ? job.device_memory_bytes
-                                            : run.backend->device_info().total_bytes);
+  // Data parallel: every GPU's memory (the tier's counters sum the GPUs' arenas).
+  run.counters.set_capacity(
+      Tier::kHbm, (run.backend->facts().host_memory() ? job.device_memory_bytes
+                                                      : run.backend->device_info().total_bytes) *
+                      run.ranks());
   return {};
 }
 
@@ -70,8 +92,10 @@ Result<ModelConfig> model_config(const TrainJob& job) {
 // now (StreamingEngine::hbm_state_blocks): decided before the state is allocated, so that those
 // blocks get no host gradient.
 size_t plan_hbm_state_blocks(const TrainJob& job, const ModelConfig& config,
-                             const ParameterLayout& layout, compute::Backend& backend) {
-  const StreamingConfig sc = streaming_config(job);
+                             const ParameterLayout& layout, compute::Backend& backend,
+                             int run_ranks) {
+  StreamingConfig sc = streaming_config(job);
+  sc.data_parallel_ranks = run_ranks;
   if (sc.hbm_state_blocks == 0) return 0;
   size_t free_bytes = 0, total_bytes = 0;
   if (!backend.device_memory_info(&free_bytes, &total_bytes).ok()) free_bytes = 0;
@@ -92,7 +116,7 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   if (run.placement.optimizer_on_ssd && job.ssd_dir.empty())
     return invalid_argument(
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
-  run.hbm_state_blocks = plan_hbm_state_blocks(job, config, layout, *run.backend);
+  run.hbm_state_blocks = plan_hbm_state_blocks(job, config, layout, *run.backend, run.ranks());
   SPW_ASSIGN_OR_RETURN(
       run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd, run.hbm_state_blocks));
   if (!job.model_path.empty()) {
@@ -183,7 +207,7 @@ Status load_data(const TrainJob& job, RunAssembly& run) {
   }
   if (run.train_ds.empty())
     return invalid_argument(job.train_path + ": no training sequences (is the file empty?)");
-  const int rows = job.micro_batch_size * job.grad_accum;
+  const int rows = job.micro_batch_size * job.grad_accum * run.ranks();
   SPW_ASSIGN_OR_RETURN(BatchIterator it,
                        BatchIterator::create(run.train_ds, rows, job.data_seed, job.shuffle));
   run.iter.emplace(std::move(it));
@@ -251,8 +275,10 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
 Status build_engine(const TrainJob& job, RunAssembly& run) {
   StreamingConfig sc = streaming_config(job);
   sc.hbm_state_blocks = static_cast<int>(run.hbm_state_blocks);  // as load_model decided
+  std::vector<compute::Backend*> backends = {run.backend.get()};
+  for (auto& p : run.peers) backends.push_back(p.get());
   SPW_ASSIGN_OR_RETURN(run.engine,
-                       StreamingEngine::create(*run.backend, *run.state, sc, &run.counters));
+                       DataParallelEngine::create(backends, *run.state, sc, &run.counters));
   AdamWConfig ac;
   ac.beta1 = job.beta1;
   ac.beta2 = job.beta2;
@@ -270,7 +296,7 @@ Status assemble_run(const TrainJob& job, const std::string& resume_from, RunAsse
   SPW_RETURN_IF_ERROR(create_backend(job, *run));
   SPW_RETURN_IF_ERROR(load_model(job, *run));
   SPW_RETURN_IF_ERROR(load_data(job, *run));
-  const int64_t sequences_per_step = int64_t{job.micro_batch_size} * job.grad_accum;
+  const int64_t sequences_per_step = int64_t{job.micro_batch_size} * job.grad_accum * run->ranks();
   run->start.data = DataSegment{0, 0, sequences_per_step};
   if (!resume_from.empty()) SPW_RETURN_IF_ERROR(resume(resume_from, sequences_per_step, *run));
   probe_for_plan(job, *run);

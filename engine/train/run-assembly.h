@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compute/backend.h"
 #include "data/batch-iterator.h"
@@ -24,6 +25,7 @@
 #include "telemetry/counters.h"
 #include "telemetry/sampler.h"
 #include "train/checkpoint.h"
+#include "train/data-parallel-engine.h"
 #include "train/machine-probe.h"
 #include "train/model-state.h"
 #include "train/optimizer-state.h"
@@ -42,10 +44,15 @@ struct RunAssembly {
 
   TierCounters counters;  // bytes per tier and category, for telemetry
   std::unique_ptr<compute::Backend>
-      backend;                 // placement.backend as chosen (auto: the GPU if usable)
+      backend;                 // placement.backend as chosen (auto: the GPU if usable): rank 0
   std::string backend_reason;  // which backend and why, for the log
-  MemInfo mem_at_start;        // DRAM before the run allocated its own state
-  TierPlacement placement;     // where the master weights and AdamW moments live
+  // Data parallel (placement.devices): the other GPUs' backends, ranks 1..N-1, and every rank's
+  // CUDA device index (0 for each CPU rank).
+  std::vector<std::unique_ptr<compute::Backend>> peers;
+  std::vector<int> devices;
+  int ranks() const { return static_cast<int>(devices.size()); }
+  MemInfo mem_at_start;     // DRAM before the run allocated its own state
+  TierPlacement placement;  // where the master weights and AdamW moments live
   uint64_t parameters = 0;
   // The HBM state tier's blocks, decided before the state is allocated (they need no host
   // gradient) and given to the engine as an explicit count.
@@ -64,7 +71,7 @@ struct RunAssembly {
   std::string resume_note;   // what the resume could not check ("" when it checked everything)
   MachineProbe machine;      // this machine's figures, for the run's plan
   std::string probe_note;    // why the plan uses estimated figures ("" when probed)
-  std::unique_ptr<StreamingEngine> engine;
+  std::unique_ptr<DataParallelEngine> engine;
   std::unique_ptr<Optimizer> optimizer;  // its thread reads state and opt_state: declared last
 };
 

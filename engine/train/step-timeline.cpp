@@ -14,6 +14,8 @@ const char* span_phase_name(SpanPhase phase) {
       return "backward";
     case SpanPhase::kD2H:
       return "d2h";
+    case SpanPhase::kReduce:
+      return "reduce";
   }
   return "?";
 }
@@ -75,6 +77,9 @@ Result<StepTimeline> SpanRecorder::finish(const SpanSink& sink, double host_star
         break;
       case SpanPhase::kD2H:
         t.d2h_s += d;
+        break;
+      case SpanPhase::kReduce:
+        t.reduce_s += d;
         break;
     }
     if (sink)

@@ -23,8 +23,9 @@
 
 namespace spillway {
 
-enum class SpanPhase { kH2D, kForward, kBackward, kD2H };
-// "h2d", "forward", "backward", "d2h": the `phase` of span events.
+// kReduce: a block's gradient summed over the GPUs of a data-parallel run (NCCL reduce-scatter).
+enum class SpanPhase { kH2D, kForward, kBackward, kD2H, kReduce };
+// "h2d", "forward", "backward", "d2h", "reduce": the `phase` of span events.
 const char* span_phase_name(SpanPhase phase);
 
 // What one step's timeline adds up to, in seconds of device time.
@@ -33,6 +34,7 @@ struct StepTimeline {
   double compute_busy_s = 0;  // Σ "forward" and "backward" spans: the compute stream's busy time
   double h2d_s = 0;           // Σ "h2d" spans: the link busy uploading weights
   double d2h_s = 0;           // Σ "d2h" spans: the link busy downloading gradients
+  double reduce_s = 0;        // Σ "reduce" spans: gradients summed between GPUs (data parallel)
   // The part of the step the compute stream had nothing to run (waiting for weights or the weight
   // gate between blocks): the GPU idle fraction of the benchmark. A wait for a host checkpoint's
   // copy inside a block's span counts as busy.

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tiers/device-arena.h"
@@ -28,9 +29,10 @@ uint64_t aligned(uint64_t bytes) {
 }
 
 // Timeline spans a step can record: per block at most an upload for the forward and one for the
-// backward, a forward and a backward compute span and a gradient download (5 · (L + 2) covers the
-// tied head's second upload of the embedding, since the embedding's backward needs no weights).
-constexpr size_t kSpansPerBlock = 5;
+// backward, a forward and a backward compute span, a gradient reduce (data parallel) and download
+// (6 · (L + 2) covers the tied head's second upload of the embedding, since the embedding's
+// backward needs no weights).
+constexpr size_t kSpansPerBlock = 6;
 
 int tokens_per_micro_batch(const StreamingConfig& c) {
   return c.micro_batch_size * c.seq_len;
@@ -40,6 +42,15 @@ size_t tokens_per_step(const StreamingConfig& c) {
 }
 int gradient_buffers(const ModelConfig& c) {
   return c.tie_word_embeddings ? 3 : 2;
+}
+// A block's share of its gradient on each of `ranks` GPUs: ceil(numel / ranks) floats, so that the
+// reduce-scatter's buffer is `ranks` equal shares (the last padded with zeros).
+size_t share_numel(size_t numel, int ranks) {
+  return (numel + ranks - 1) / ranks;
+}
+// A gradient buffer's floats: the largest block, padded to the group's multiple.
+size_t grad_buffer_numel(const ParameterLayout& layout, const StreamingConfig& c) {
+  return share_numel(layout.max_block_numel(), c.data_parallel_ranks) * c.data_parallel_ranks;
 }
 // One activation buffer: [micro-batch tokens, hidden] of `act`.
 uint64_t activation_bytes(const ModelConfig& m, const StreamingConfig& c, DType act) {
@@ -87,7 +98,8 @@ DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layo
   DeviceMemoryPlan p;
   p.weight_slot_bytes = WeightSlots::slot_bytes(layout, config.weight_slots, act) +
                         WeightSlots::staging_bytes(layout, act);
-  p.gradient_bytes = gradient_buffers(c) * aligned(layout.max_block_numel() * sizeof(float));
+  p.gradient_bytes =
+      gradient_buffers(c) * aligned(grad_buffer_numel(layout, config) * sizeof(float));
   p.backend_workspace_bytes = aligned(backend_workspace_bytes);
   p.workspace_bytes = BlockMath::scratch_bytes(c, tokens_per_micro_batch(config), act) +
                       ActivationStore::staging_bytes(activation_bytes(c, config, act)) +
@@ -112,7 +124,11 @@ StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayou
       std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
   for (size_t l = 0; l + resident < L; ++l) bytes.h2d += fp32(1 + l);
   bytes.h2d += 2 * tokens * sizeof(int32_t);
-  for (size_t b = 0; b < blocks.size(); ++b) bytes.d2h += fp32(b);
+  // Down: each GPU of a data-parallel group brings its share of every gradient, the first GPU
+  // (whose bytes these are) a whole ceil(numel / N).
+  const int ranks = std::max(1, config.data_parallel_ranks);
+  for (size_t b = 0; b < blocks.size(); ++b)
+    bytes.d2h += b < hbm_blocks ? 0 : share_numel(blocks[b].numel, ranks) * 4;
   bytes.d2h += tokens * sizeof(float) + blocks.size() * sizeof(double);
   return bytes;
 }
@@ -123,7 +139,7 @@ size_t StreamingEngine::hbm_state_blocks(const ParameterLayout& layout,
                                          bool host_memory) {
   const size_t n = layout.num_blocks();
   if (config.hbm_state_blocks >= 0) return std::min<size_t>(config.hbm_state_blocks, n);
-  if (host_memory) return 0;
+  if (host_memory || config.data_parallel_ranks > 1) return 0;
   const ModelConfig& c = layout.config();
   const uint64_t fixed =
       plan_device_memory(layout, config, act, backend_workspace_bytes).fixed_bytes();
@@ -150,6 +166,7 @@ uint64_t StreamingEngine::required_device_bytes(const ParameterLayout& layout,
 struct GradBuffer {
   float* ptr = nullptr;
   compute::Event computed;    // compute has finished accumulating into it
+  compute::Event reduced;     // data parallel: its reduce-scatter over the group has finished
   compute::Event downloaded;  // its download to the host has finished: it may be zeroed again
 };
 
@@ -192,6 +209,13 @@ struct StreamingEngine::Impl {
       grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
   std::vector<GradBuffer> state_grads;  // the HBM state tier's blocks' (no events: never copied)
   const std::atomic<bool>* stop = nullptr;  // set_stop_flag
+  // Data parallel: the group (set_communicator), the stream its reduce-scatters run on, and the
+  // block whose share's sum of squares waits to be reduced on the compute stream (one block late,
+  // so that the compute stream never waits for a reduce-scatter still running).
+  compute::Communicator* comm = nullptr;
+  compute::Stream reduce;
+  GradBuffer* pending_sumsq = nullptr;
+  size_t pending_block = 0;
 
   Impl(Device& d, Backend& b, ModelState& s, const StreamingConfig& c, TierCounters* counters)
       : dev(d), be(b), st(s), cfg(c), layout(s.layout()), mc(s.config()), act(d.act_dtype()) {
@@ -201,15 +225,22 @@ struct StreamingEngine::Impl {
   ~Impl() {
     // Nothing may still be reading or writing memory that is freed or unregistered below (a step
     // that failed half-way can leave work in flight).
-    for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()})
-      (void)dev.synchronize_stream(s);
+    for (StreamId s : all_streams()) (void)dev.synchronize_stream(s);
     if (workspace_set)
       (void)be.set_workspace(nullptr, 0, compute::OpShapes{});  // it lies in the arena
     for (void* p : registered) dev.host_unregister(p);
   }
 
+  // The streams the step's end joins: the copies' and, data parallel, the reduce-scatters'.
   std::vector<StreamId> copy_streams() const {
-    return {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()};
+    std::vector<StreamId> s = {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()};
+    if (cfg.data_parallel_ranks > 1) s.push_back(reduce.id());
+    return s;
+  }
+  std::vector<StreamId> all_streams() const {
+    std::vector<StreamId> s = copy_streams();
+    s.push_back(compute.id());
+    return s;
   }
 
   Result<void*> reserve(const std::string& name, uint64_t bytes, Category category) {
@@ -220,6 +251,8 @@ struct StreamingEngine::Impl {
     if (cfg.weight_slots < 2) return invalid_argument("streaming: weight_slots must be at least 2");
     if (cfg.logits_tokens < 0)
       return invalid_argument("streaming: logits_tokens must not be negative");
+    if (cfg.data_parallel_ranks < 1)
+      return invalid_argument("streaming: data_parallel_ranks must be at least 1");
     if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 ||
         cfg.lm_head_chunk < 0)
       return invalid_argument(
@@ -227,7 +260,7 @@ struct StreamingEngine::Impl {
           "not negative");
     // Pinned, so that uploads of the master weights and downloads of the gradients run at link
     // speed.
-    for (size_t b = 0; b < layout.num_blocks(); ++b) {
+    for (size_t b = 0; cfg.register_host_state && b < layout.num_blocks(); ++b) {
       const size_t bytes = layout.blocks()[b].numel * sizeof(float);
       for (float* p : {st.master(b), st.grad(b)}) {
         if (!p) continue;  // a block of the HBM state tier has no host gradient
@@ -243,6 +276,10 @@ struct StreamingEngine::Impl {
     need.state_blocks =
         hbm_state_blocks(layout, cfg, act, backend_ws, free_bytes, dev.facts().host_memory());
     need.state_bytes = HbmState::bytes(layout, need.state_blocks);
+    if (need.state_blocks > 0 && cfg.data_parallel_ranks > 1)
+      return invalid_argument(
+          "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
+          "several GPUs set it to -1 or 0");
     for (size_t b = need.state_blocks; b < layout.num_blocks(); ++b) {
       if (!st.grad(b))
         return invalid_argument("streaming: block " + layout.blocks()[b].name +
@@ -277,6 +314,9 @@ struct StreamingEngine::Impl {
     SPW_ASSIGN_OR_RETURN(inputs_ready, dev.create_event());
     SPW_ASSIGN_OR_RETURN(losses_ready, dev.create_event());
     SPW_ASSIGN_OR_RETURN(grad_sumsq_ready, dev.create_event());
+    if (cfg.data_parallel_ranks > 1) {
+      SPW_ASSIGN_OR_RETURN(reduce, dev.create_stream());
+    }
     for (size_t i = 0; i < copy_streams().size(); ++i) {
       SPW_ASSIGN_OR_RETURN(compute::Event e, dev.create_event());
       joins.push_back(std::move(e));
@@ -312,11 +352,13 @@ struct StreamingEngine::Impl {
     grads.resize(gradient_buffers(mc));
     for (size_t i = 0; i < grads.size(); ++i) {
       // [max block numel] fp32
-      SPW_ASSIGN_OR_RETURN(void* p,
-                           reserve("gradients." + std::to_string(i),
-                                   layout.max_block_numel() * sizeof(float), Category::kGradients));
+      // [max block numel, padded to the group's multiple] fp32
+      SPW_ASSIGN_OR_RETURN(
+          void* p, reserve("gradients." + std::to_string(i),
+                           grad_buffer_numel(layout, cfg) * sizeof(float), Category::kGradients));
       grads[i].ptr = static_cast<float*>(p);
       SPW_ASSIGN_OR_RETURN(grads[i].computed, dev.create_event());
+      SPW_ASSIGN_OR_RETURN(grads[i].reduced, dev.create_event());
       SPW_ASSIGN_OR_RETURN(grads[i].downloaded, dev.create_event());
     }
     state_grads.resize(need.state_blocks);  // their pointers: begin_grad
@@ -385,7 +427,10 @@ struct StreamingEngine::Impl {
     GradBuffer& g = grads[index];
     SPW_RETURN_IF_ERROR(
         dev.stream_wait_event(compute, g.downloaded));  // its previous download has finished
-    SPW_RETURN_IF_ERROR(dev.fill_zero(g.ptr, layout.blocks()[b].numel * sizeof(float), compute));
+    // Data parallel: the padding too, which the reduce-scatter sums.
+    const int ranks = cfg.data_parallel_ranks;
+    const size_t numel = share_numel(layout.blocks()[b].numel, ranks) * ranks;
+    SPW_RETURN_IF_ERROR(dev.fill_zero(g.ptr, numel * sizeof(float), compute));
     return &g;
   }
 
@@ -399,6 +444,7 @@ struct StreamingEngine::Impl {
     if (hbm && hbm->holds(b))  // it stays on the device for the GPU's AdamW
       return be.sum_squares(dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}),
                             compute);
+    if (cfg.data_parallel_ranks > 1) return finish_grad_share(g, b);
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h,
@@ -408,6 +454,48 @@ struct StreamingEngine::Impl {
         dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}), compute));
     traffic.moved(Link::kD2H, bytes);
     return {};
+  }
+
+  // Data parallel: block b's gradient is summed over the group on the reduce stream (a reduce-
+  // scatter in place), then this GPU's share comes down on the D2H stream; its sum of squares is
+  // reduced on the compute stream one block later (flush_share_sumsq), by when the reduce-scatter
+  // has long finished, so the compute stream never waits for it.
+  Status finish_grad_share(GradBuffer& g, size_t b) {
+    const int ranks = cfg.data_parallel_ranks, rank = comm->rank();
+    const size_t numel = layout.blocks()[b].numel, share = share_numel(numel, ranks);
+    const size_t first = std::min(numel, static_cast<size_t>(rank) * share);
+    const size_t count = std::min(numel, first + share) - first;  // 0 past a small block's end
+    SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(reduce, g.computed));
+    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce,
+                              [&] { return comm->reduce_scatter_sum(g.ptr, share, reduce); }));
+    SPW_RETURN_IF_ERROR(dev.record_event(g.reduced, reduce));
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.reduced));
+    if (count > 0) {
+      SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] {
+        return dev.copy_d2h(st.grad(b) + first, g.ptr + first, count * sizeof(float), d2h);
+      }));
+      traffic.moved(Link::kD2H, count * sizeof(float));
+    }
+    SPW_RETURN_IF_ERROR(dev.record_event(g.downloaded, d2h));
+    SPW_RETURN_IF_ERROR(flush_share_sumsq());
+    pending_sumsq = &g;
+    pending_block = b;
+    return {};
+  }
+
+  // The sum of squares of the pending block's share, on the compute stream after its reduce.
+  Status flush_share_sumsq() {
+    if (!pending_sumsq) return {};
+    GradBuffer& g = *std::exchange(pending_sumsq, nullptr);
+    const size_t b = pending_block;
+    const int ranks = cfg.data_parallel_ranks;
+    const size_t numel = layout.blocks()[b].numel, share = share_numel(numel, ranks);
+    const size_t first = std::min(numel, static_cast<size_t>(comm->rank()) * share);
+    const size_t count = std::min(numel, first + share) - first;
+    SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, g.reduced));
+    return be.sum_squares(dev_grad_sumsq + b,
+                          compute::f32(g.ptr + first, {static_cast<int64_t>(count)}), compute);
   }
 
   // --- the step
@@ -507,15 +595,22 @@ struct StreamingEngine::Impl {
     // A pass that stopped half-way (a stop request, a failure) may leave copies and kernels queued
     // that read or write host memory the caller is about to use (the master weights it
     // checkpoints): they finish before the caller sees the error.
+    // In a data-parallel group the others would wait for this GPU's collectives for ever: the
+    // group is aborted first, so that their passes (and this one's queued work) end.
     if (!r.ok()) {
-      for (StreamId s : {compute.id(), h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()})
-        (void)dev.synchronize_stream(s);
+      pending_sumsq = nullptr;
+      if (comm) comm->abort();
+      for (StreamId s : all_streams()) (void)dev.synchronize_stream(s);
     }
     return r;
   }
 
   Result<StepResult> run_pass(const StepBatch& batch, bool train, float* logits) {
     SPW_RETURN_IF_ERROR(check_batch(batch, logits));
+    if (train && cfg.data_parallel_ranks > 1 && !comm)
+      return invalid_argument(
+          "streaming: a data-parallel engine trains only in its group "
+          "(set_communicator)");
     weights->invalidate();  // the host weights may have changed since the last pass
     const int M = batch.micro_batches, mb = batch.micro_batch_size, T = batch.seq_len, n = mb * T;
     const int L = mc.num_layers, V = mc.vocab_size;
@@ -525,7 +620,8 @@ struct StreamingEngine::Impl {
     const size_t head_block = layout.num_blocks() - 1;
     StepResult result;
     for (int32_t lab : batch.labels) result.targets += lab != -100;
-    const float scale = train && result.targets ? 1.0f / static_cast<float>(result.targets) : 0.0f;
+    const int64_t targets = batch.loss_targets > 0 ? batch.loss_targets : result.targets;
+    const float scale = train && targets ? 1.0f / static_cast<float>(targets) : 0.0f;
     auto open = [&](size_t buffer, Access access) { return acts->open(buffer, access, act_bytes); };
 
     const double host_start_s = clock ? clock() : 0.0;
@@ -664,6 +760,7 @@ struct StreamingEngine::Impl {
         return {};
       }));
       SPW_RETURN_IF_ERROR(finish_grad(*ge, 0));
+      SPW_RETURN_IF_ERROR(flush_share_sumsq());
       SPW_RETURN_IF_ERROR(download_grad_sumsq());
     }
 
@@ -710,6 +807,15 @@ Result<StepResult> StreamingEngine::forward(const StepBatch& batch, float* logit
 
 void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) {
   impl_->weights->set_gate(std::move(gate));
+}
+
+Status StreamingEngine::set_communicator(compute::Communicator* comm) {
+  if (!comm || comm->ranks() != impl_->cfg.data_parallel_ranks)
+    return invalid_argument(
+        "streaming: a communicator of " + std::to_string(comm ? comm->ranks() : 0) +
+        " ranks for an engine set up for " + std::to_string(impl_->cfg.data_parallel_ranks));
+  impl_->comm = comm;
+  return {};
 }
 
 void StreamingEngine::set_stop_flag(const std::atomic<bool>* stop) {

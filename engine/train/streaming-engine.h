@@ -69,6 +69,14 @@ struct StreamingConfig {
   // in forward order: -1, as many as fit (hbm_state_blocks below); 0, none. Their state is loaded
   // by whoever updates it (Optimizer::set_hbm_state) before the first pass.
   int hbm_state_blocks = 0;
+  // Data parallel (data-parallel-engine.h): the GPUs of the group this engine is one of. With more
+  // than one, set_communicator() names the group before the first pass: each block's gradient is
+  // summed over the group by a reduce-scatter and only this engine's 1/N share comes down (the
+  // gradient buffers are padded to a multiple of N floats), and the HBM state tier holds none.
+  int data_parallel_ranks = 1;
+  // Page-lock the host master weights and gradients for the engine's life. Off for every engine
+  // of a group but the first: one registration (portable) serves every GPU.
+  bool register_host_state = true;
   // forward() may return the logits of micro-batches of up to this many tokens: reserves
   // [logits_tokens, vocab] fp32 on the device (eval and generation with small inputs; 0 for
   // training).
@@ -82,6 +90,9 @@ struct StepBatch {
   int seq_len = 0;
   std::span<const int32_t> input_ids;  // [micro_batches · micro_batch_size, seq_len]
   std::span<const int32_t> labels;     // same shape; -100 ignored
+  // The non-ignored targets of the whole step, over every GPU of a data-parallel group: the mean
+  // loss divides by it. 0: this batch's own.
+  int64_t loss_targets = 0;
 };
 
 struct StepResult {
@@ -91,7 +102,9 @@ struct StepResult {
   // the device (Backend::sum_squares) as the gradient came down: the global gradient norm without
   // a pass over the host gradients (Optimizer::begin_step). Empty after forward().
   std::vector<double> grad_sumsq;
-  StepTimeline timeline;  // device time of the step and of its streams' work
+  StepTimeline timeline;  // device time of the step and of its streams' work (the first GPU's)
+  // Each GPU's timeline, in rank order, for a data-parallel step (empty for one GPU).
+  std::vector<StepTimeline> device_timelines;
   double loss() const { return targets ? loss_sum / static_cast<double>(targets) : 0.0; }
 };
 
@@ -133,7 +146,9 @@ class StreamingEngine {
   ~StreamingEngine();
 
   // Forward and backward of one step. Overwrites the host gradients of every block with
-  // ∂(mean loss)/∂w. kInvalidArgument for shapes beyond the configured maxima or ids out of range.
+  // ∂(mean loss)/∂w (in a data-parallel group, this GPU's share of each block, summed over the
+  // group, and grad_sumsq is that share's). kInvalidArgument for shapes beyond the configured
+  // maxima or ids out of range.
   Result<StepResult> forward_backward(const StepBatch& batch);
   // Forward only (eval, generation). When `logits` is given (micro-batches of at most
   // config.logits_tokens tokens) it receives [sequences, seq_len, vocab] fp32 host logits, copied
@@ -148,6 +163,10 @@ class StreamingEngine {
   // and placed at `clock`'s reading at step start; the trainer turns them into `span` events.
   using SpanSink = spillway::SpanSink;
   void set_span_sink(SpanSink sink, std::function<double()> clock);
+  // Joins the data-parallel group of config.data_parallel_ranks devices as `comm`'s rank (its
+  // ranks() must match), before the first pass. The engine aborts the group when its pass fails,
+  // so the others stop waiting for it. `comm` must outlive the engine.
+  Status set_communicator(compute::Communicator* comm);
   // Marks every cached device copy of the weights stale (after the host weights changed).
   void invalidate_weights();
   // A flag (the trainer's SIGTERM) read before each micro-batch of each layer: once set, the pass

@@ -84,6 +84,11 @@ const std::vector<TrainJobField> kFields = {
     {"train.keep_checkpoints", assign<&TrainJob::keep_checkpoints>},
     {"train.log_every", assign<&TrainJob::log_every>},
     {"placement.backend", assign<&TrainJob::backend>},
+    {"placement.devices",
+     [](TrainJob& job, const json& v) -> Status {
+       SPW_ASSIGN_OR_RETURN(job.devices, job::parse_device_selection(v));
+       return {};
+     }},
     {"placement.device_memory_bytes", assign<&TrainJob::device_memory_bytes>},
     {"placement.weight_slots", assign<&TrainJob::weight_slots>},
     {"placement.hbm_state_blocks", assign<&TrainJob::hbm_state_blocks>},

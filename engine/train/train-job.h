@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "data/dataset-options.h"
+#include "job/device-selection.h"
 #include "model/model-config.h"
 #include "train/lr-schedule.h"
 
@@ -61,6 +62,7 @@ struct TrainJob {
 
   // placement
   std::string backend;
+  job::DeviceSelection devices;    // the GPUs (data parallel over more than one)
   uint64_t device_memory_bytes{};  // 0: the backend's default (all of it on a GPU)
   int weight_slots{};
   int hbm_state_blocks{};  // -1: as many as fit (streaming-engine.h, hbm_state_blocks)

@@ -15,9 +15,10 @@
 namespace spillway {
 namespace {
 
-StepBatch step_batch(const TrainJob& job, const Batch& b) {
+// The step's micro-batches: the job's accumulation on each of the run's `ranks` GPUs.
+StepBatch step_batch(const TrainJob& job, const Batch& b, int ranks) {
   StepBatch s;
-  s.micro_batches = job.grad_accum;
+  s.micro_batches = job.grad_accum * ranks;
   s.micro_batch_size = job.micro_batch_size;
   s.seq_len = b.seq_len;
   s.input_ids = b.input_ids;
@@ -123,7 +124,7 @@ struct Trainer::Impl {
       SPW_RETURN_IF_ERROR(evaluator->evaluate(0));  // the baseline
     LrScheduleConfig sched = job.schedule;
     sched.total_steps = run.total_steps;
-    StreamingEngine& engine = *run.engine;
+    DataParallelEngine& engine = *run.engine;
     Optimizer& optimizer = *run.optimizer;
     BatchIterator& batches = *run.iter;
     // The overlap: AdamW updates the blocks of step s on the optimizer's thread, in forward order,
@@ -136,7 +137,7 @@ struct Trainer::Impl {
       const DataCursor before = batches.cursor();
       const Batch batch = batches.next();
       // Forward and backward; block b's forward first waits for block b's last update.
-      auto stepped = engine.forward_backward(step_batch(job, batch));
+      auto stepped = engine.forward_backward(step_batch(job, batch, run.ranks()));
       if (stepped.status().code() == ErrorCode::kCancelled) {
         // SIGTERM inside a long step (the engine checks between micro-batches and layers): the
         // step is dropped unapplied, its batch read again on resume, and the run stops at the

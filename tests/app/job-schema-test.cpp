@@ -9,6 +9,8 @@
 #include "core/file-util.h"
 #include "data/chat-template.h"
 #include "data/dataset-reader.h"
+#include "job/device-selection.h"
+#include "job/device-selection.h"
 #include "train/lr-schedule.h"
 #include "worker/commands.h"
 #include "worker/job-file.h"
@@ -182,6 +184,9 @@ TEST(JobSchema, EveryKeyReachesTheEngine) {
       case job::KeyType::kModel:
         other = "llama-5m";
         break;
+      case job::KeyType::kDevices:
+        other = json::array({1, 0});
+        break;
     }
     if (k.path == "model.path")
       continue;  // exclusive with model.init: checked by ModelOrInit below
@@ -213,13 +218,43 @@ TEST(JobSchema, EveryKeyReachesTheEngine) {
         a.clip_grad_norm == b.clip_grad_norm && a.seed == b.seed && a.eval_every == b.eval_every &&
         a.eval_batches == b.eval_batches && a.checkpoint_every == b.checkpoint_every &&
         a.keep_checkpoints == b.keep_checkpoints && a.log_every == b.log_every &&
-        a.backend == b.backend && a.device_memory_bytes == b.device_memory_bytes &&
-        a.weight_slots == b.weight_slots && a.hbm_state_blocks == b.hbm_state_blocks &&
-        a.optimizer_tier == b.optimizer_tier && a.master_tier == b.master_tier &&
-        a.ssd_dir == b.ssd_dir && a.dram_cap_bytes == b.dram_cap_bytes && a.run_dir == b.run_dir &&
-        a.db_path == b.db_path;
+        a.backend == b.backend && a.devices == b.devices &&
+        a.device_memory_bytes == b.device_memory_bytes && a.weight_slots == b.weight_slots &&
+        a.hbm_state_blocks == b.hbm_state_blocks && a.optimizer_tier == b.optimizer_tier &&
+        a.master_tier == b.master_tier && a.ssd_dir == b.ssd_dir &&
+        a.dram_cap_bytes == b.dram_cap_bytes && a.run_dir == b.run_dir && a.db_path == b.db_path;
     EXPECT_FALSE(same) << k.path << " = " << other.dump() << " did not reach TrainJob";
   }
+}
+
+// placement.devices: "all", a count or a list, resolved against the GPUs present.
+TEST(JobSchema, DeviceSelectionResolvesAgainstTheMachine) {
+  auto all = job::parse_device_selection("all");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*job::resolve_devices(*all, 4), (std::vector<int>{0, 1, 2, 3}));
+  auto two = job::parse_device_selection(2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*job::resolve_devices(*two, 4), (std::vector<int>{0, 1}));
+  auto list = job::parse_device_selection(json::array({3, 1}));
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(*job::resolve_devices(*list, 4), (std::vector<int>{3, 1}));  // rank order kept
+  EXPECT_EQ(list->to_string(), "GPUs 3, 1");
+  EXPECT_EQ(list->to_json(), json::array({3, 1}));
+  EXPECT_EQ(two->to_json(), 2);
+
+  auto more = job::resolve_devices(*two, 1);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().message().find("asks for 2 GPUs, but this machine has 1 GPU"),
+            std::string::npos)
+      << more.status().message();
+  auto missing = job::resolve_devices(*list, 2);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("names GPU 3, but this machine has 2 GPUs"),
+            std::string::npos)
+      << missing.status().message();
+  auto none = job::resolve_devices(*all, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no usable GPU"), std::string::npos);
 }
 
 TEST(JobSchema, NamedErrors) {
@@ -249,6 +284,26 @@ TEST(JobSchema, NamedErrors) {
             {"data", {{"train", "/t"}}},
             {"train", {{"lr", "fast"}}}},
        "train.lr: expected a number, got \"fast\""},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"devices", "every"}}}},
+       "placement.devices: \"every\"; expected \"all\", a count of GPUs"},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"devices", 0}}}},
+       "placement.devices: a count must be in [1, 64], got 0"},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"devices", json::array({0, 1, 0})}}}},
+       "placement.devices: GPU 0 is listed twice"},
+      {json{{"name", "n"},
+            {"model", {{"init", "x"}}},
+            {"data", {{"train", "/t"}}},
+            {"placement", {{"devices", json::array()}}}},
+       "placement.devices: an empty list"},
       {json{{"name", "n"},
             {"model", {{"init", "x"}}},
             {"data", {{"train", "/t"}}},

@@ -14,6 +14,7 @@
 #include "compute/cpu/adamw.h"
 #include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/attention.h"
+#include "compute/cpu/cpu-communicator.h"
 #include "compute/cpu/cross-entropy.h"
 #include "compute/cpu/elementwise.h"
 #include "compute/cpu/embedding.h"
@@ -235,6 +236,24 @@ Status CpuBackend::check_glu(const char* op, StreamId stream, int n, int f,
   for (const auto& [name, ptr] : tensors)
     SPW_RETURN_IF_ERROR(check_tensors(op, {{name, ptr, f32(n, f)}}));
   return Status::ok_status();
+}
+
+// --- groups of devices --------------------------------------------------------------------------
+
+Result<std::vector<std::unique_ptr<Communicator>>> CpuBackend::create_communicators(
+    std::span<Backend* const> group) {
+  std::vector<CpuBackend*> cpus;
+  for (Backend* b : group) {
+    auto* c = dynamic_cast<CpuBackend*>(b);
+    if (!c) return unsupported("a group of CPU devices holds a " + b->name() + " backend");
+    cpus.push_back(c);
+  }
+  return cpu::make_cpu_communicators(cpus);
+}
+
+Status CpuBackend::submit_work(StreamId stream, std::function<Status()> work) {
+  SPW_RETURN_IF_ERROR(streams_.check_stream(stream, "collective"));
+  return streams_.submit(stream, std::move(work));
 }
 
 // --- streams, events ----------------------------------------------------------------------------

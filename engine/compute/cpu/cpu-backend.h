@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -106,6 +107,13 @@ class CpuBackend final : public Backend, public Device {
   // or a range beyond its device allocation. set_workspace(nullptr, 0, {}) takes it back. Queued
   // ops keep using the workspace that was set when they were called.
   Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) override;
+
+  // A group of CPU backends (cpu/cpu-communicator.h): every member must be a CpuBackend.
+  Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
+      std::span<Backend* const> group) override;
+  // Runs `work` on `stream` as an op runs (at once, or queued in strict mode): for the group's
+  // collectives. kInvalidArgument for an unknown stream.
+  Status submit_work(StreamId stream, std::function<Status()> work);
 
  protected:
   // The ops (Backend::<op> checks the tensors, then calls these).

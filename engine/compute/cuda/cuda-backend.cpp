@@ -17,6 +17,7 @@
 #include "compute/cuda/elementwise.cuh"
 #include "compute/cuda/embedding.cuh"
 #include "compute/cuda/gemm.cuh"
+#include "compute/cuda/nccl-communicator.h"
 #include "compute/cuda/reduce.cuh"
 #include "compute/cuda/rmsnorm.cuh"
 #include "compute/cuda/rope.cuh"
@@ -331,7 +332,7 @@ Status CudaBackend::host_register(void* ptr, size_t bytes) {
   }
   SPW_RETURN_IF_ERROR(
       use_device("host_register"));  // this may be another thread than the trainer's
-  const cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  const cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
   if (e == cudaErrorHostMemoryAlreadyRegistered) {
     cudaGetLastError();
     return invalid_argument("host_register: memory at this address is already registered");
@@ -366,6 +367,17 @@ Status CudaBackend::device_memory_info(size_t* free_bytes, size_t* total_bytes) 
 }
 
 // --- streams, events -----------------------------------------------------------------------------
+
+Result<std::vector<std::unique_ptr<Communicator>>> CudaBackend::create_communicators(
+    std::span<Backend* const> group) {
+  std::vector<CudaBackend*> gpus;
+  for (Backend* b : group) {
+    auto* g = dynamic_cast<CudaBackend*>(b);
+    if (!g) return unsupported("a group of GPUs holds a " + b->name() + " backend");
+    gpus.push_back(g);
+  }
+  return make_nccl_communicators(gpus);
+}
 
 Result<cudaStream_t> CudaBackend::stream_of(StreamId stream, const char* what) const {
   if (stream < 0 || static_cast<size_t>(stream) >= streams_.size() || streams_[stream] == nullptr) {

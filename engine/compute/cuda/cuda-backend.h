@@ -86,6 +86,15 @@ class CudaBackend final : public Backend, public Device {
 
   Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) override;
 
+  // A group of GPUs through NCCL (nccl-communicator.h): every member must be a CudaBackend.
+  Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
+      std::span<Backend* const> group) override;
+  // The CUDA stream behind `stream`, with this device made current on the calling thread: for
+  // the group's collectives. kInvalidArgument for an unknown id.
+  Result<cudaStream_t> cuda_stream(StreamId stream, const char* what) const {
+    return stream_of(stream, what);
+  }
+
  protected:
   // The ops (Backend::<op> checks the tensors, then calls these).
   Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,

@@ -1,6 +1,8 @@
 // The module's one exported symbol (compute/backend-loader.h): everything else in
 // libspillway-cuda.so is hidden, so its statically linked engine code and CUDA runtime never clash
 // with the executable's.
+#include <cuda_runtime_api.h>
+
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -40,6 +42,24 @@ extern "C" __attribute__((visibility("default"))) int spillway_cuda_backend_crea
   }
 }
 
+extern "C" __attribute__((visibility("default"))) int spillway_cuda_device_count_v1(
+    int* count, char* error, size_t error_size) {
+  using spillway::ErrorCode;
+  if (count == nullptr)
+    return fail(ErrorCode::kInvalidArgument, "no output pointer", error, error_size);
+  *count = 0;
+  const cudaError_t e = cudaGetDeviceCount(count);
+  if (e == cudaErrorNoDevice) return 0;
+  if (e != cudaSuccess) {
+    *count = 0;
+    return fail(ErrorCode::kUnsupported, cudaGetErrorString(e), error, error_size);
+  }
+  return 0;
+}
+
+static_assert(
+    std::is_same_v<decltype(&spillway_cuda_device_count_v1), spillway::compute::CudaDeviceCountFn>,
+    "the device count must match backend-loader.h");
 static_assert(std::is_same_v<decltype(&spillway_cuda_backend_create_v1),
                              spillway::compute::CudaBackendCreateFn>,
               "the entry point must match backend-loader.h");

@@ -1,0 +1,59 @@
+// Communicator: one device's end of a group of devices in this process that sum their gradients
+// among themselves (docs/architecture.md, "Data parallel"). Rank r of a group of N drives device
+// group[r]; the engine of each rank calls the same collectives in the same order on its own
+// thread, as NCCL requires.
+//
+// The one collective the trainer needs is a reduce-scatter: every rank holds a whole block's
+// gradient, each ends with the sum over ranks of its 1/N share, and brings only that share down
+// to the host (ZeRO's partitioned gradients: the host link carries a block's gradient once per
+// step whatever N is). The CUDA group is NCCL (loaded at run time, so one-GPU and CPU machines need
+// none of it); the CPU group sums in host memory across the ranks' threads, so the data-parallel
+// schedule runs in the CPU tests.
+//
+// Determinism: for a given group (its size and, on CUDA, NCCL's choice of algorithm for that
+// topology) the same inputs give the same bits; the sum's order differs from a one-device run, so
+// N ranks agree with one device within float rounding, not bit for bit.
+// Errors: kInvalidArgument for bad arguments; kUnsupported when the group cannot be made (no NCCL,
+// devices of different kinds, a device twice); kInternal for a collective that failed or was
+// aborted, surfacing like any asynchronous failure at the next synchronize of its stream.
+// Thread-safety: one thread per rank calls its communicator; abort() may be called from any thread.
+// Ownership: a communicator borrows its device, which must outlive it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "compute/device.h"
+#include "core/status.h"
+
+namespace spillway::compute {
+
+class Backend;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+
+  // In place: `buffer` is [ranks() · count] fp32 on this rank's device. Afterwards
+  // buffer[rank·count, (rank + 1)·count) holds, element by element, the sum over every rank's
+  // buffer of that range; the rest of `buffer` is undefined. Enqueued on `stream` of this rank's
+  // device; every rank calls it with the same count, in the same order among its collectives.
+  virtual Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) = 0;
+
+  // Stops the group: collectives in flight on any rank end with an error instead of waiting for a
+  // rank that will never come (a rank that failed or was stopped half-way through a step), and so
+  // do later ones; the group cannot be used again. Thread-safe, idempotent.
+  virtual void abort() = 0;
+};
+
+// One communicator per backend, rank i on group[i] (rank order is the order of the list). All
+// backends of one kind, each a different device; a group of one is allowed (its collective only
+// keeps the buffer). kUnsupported says what is missing ("NCCL (libnccl.so.2) was not found: ...").
+Result<std::vector<std::unique_ptr<Communicator>>> make_communicators(
+    std::span<Backend* const> group);
+
+}  // namespace spillway::compute

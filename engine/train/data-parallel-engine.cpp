@@ -1,0 +1,189 @@
+#include "train/data-parallel-engine.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace spillway {
+
+struct DataParallelEngine::Impl {
+  std::vector<std::unique_ptr<compute::Communicator>> comms;  // [rank]; empty for one GPU
+  std::vector<std::unique_ptr<StreamingEngine>> engines;      // [rank], destroyed before comms
+  std::vector<int> ordinals;                                  // [rank]: the CUDA device index
+
+  int ranks() const { return static_cast<int>(engines.size()); }
+
+  void abort_group() {
+    for (auto& c : comms) c->abort();
+  }
+
+  // Each GPU's step on a thread of its own; the caller waits, watching for a hung GPU.
+  Result<StepResult> step(const StepBatch& batch) {
+    const int n = ranks();
+    if (batch.micro_batches % n != 0)
+      return invalid_argument("data parallel: " + std::to_string(batch.micro_batches) +
+                              " micro-batches do not split evenly over " + std::to_string(n) +
+                              " GPUs");
+    const int per_rank = batch.micro_batches / n;
+    const size_t rank_tokens =
+        static_cast<size_t>(per_rank) * batch.micro_batch_size * batch.seq_len;
+    if (batch.input_ids.size() != rank_tokens * n || batch.labels.size() != rank_tokens * n)
+      return invalid_argument("data parallel: the batch holds " +
+                              std::to_string(batch.input_ids.size()) + " ids and " +
+                              std::to_string(batch.labels.size()) + " labels, expected " +
+                              std::to_string(rank_tokens * n));
+    int64_t targets = 0;
+    for (int32_t lab : batch.labels) targets += lab != -100;
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::optional<Result<StepResult>>> results(n);
+    int done = 0, first_failed = -1;
+    std::chrono::steady_clock::time_point first_done;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        StepBatch b = batch;
+        b.micro_batches = per_rank;
+        b.input_ids = batch.input_ids.subspan(r * rank_tokens, rank_tokens);
+        b.labels = batch.labels.subspan(r * rank_tokens, rank_tokens);
+        b.loss_targets = targets > 0 ? targets : 1;  // no targets: no gradient anywhere
+        Result<StepResult> res = engines[r]->forward_backward(b);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!res.ok() && first_failed < 0) first_failed = r;
+        if (done++ == 0) first_done = std::chrono::steady_clock::now();
+        results[r].emplace(std::move(res));
+        cv.notify_all();
+      });
+    }
+    std::string hung;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      const auto timeout = std::chrono::duration<double>(kStragglerTimeoutS);
+      while (done < n) {
+        if (done == 0 || !hung.empty()) {
+          cv.wait(lock);
+          continue;
+        }
+        if (cv.wait_until(
+                lock, first_done + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       timeout)) == std::cv_status::timeout &&
+            done < n) {
+          for (int r = 0; r < n; ++r) {
+            if (!results[r]) hung += (hung.empty() ? "" : ", ") + std::to_string(ordinals[r]);
+          }
+          lock.unlock();
+          abort_group();  // the hung GPUs' collectives end with an error
+          lock.lock();
+        }
+      }
+    }
+    for (std::thread& t : threads) t.join();
+
+    for (int r = 0; r < n; ++r) {
+      if (!results[r]->ok() && results[r]->status().code() == ErrorCode::kCancelled)
+        return results[r]->status();
+    }
+    if (!hung.empty())
+      return internal_error("GPU " + hung + " did not finish its step within " +
+                            std::to_string(static_cast<int>(kStragglerTimeoutS)) +
+                            " s of the others: a lost GPU, or NCCL waiting on a link that "
+                            "failed; the run stops (the last checkpoint stands)");
+    if (first_failed >= 0)
+      return results[first_failed]->status().with_context("GPU " +
+                                                          std::to_string(ordinals[first_failed]));
+    StepResult out;
+    out.grad_sumsq.assign(results[0]->value().grad_sumsq.size(), 0.0);
+    for (int r = 0; r < n; ++r) {
+      const StepResult& s = results[r]->value();
+      out.loss_sum += s.loss_sum;
+      out.targets += s.targets;
+      for (size_t b = 0; b < s.grad_sumsq.size(); ++b) out.grad_sumsq[b] += s.grad_sumsq[b];
+      out.device_timelines.push_back(s.timeline);
+    }
+    out.timeline = out.device_timelines[0];
+    return out;
+  }
+};
+
+DataParallelEngine::DataParallelEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DataParallelEngine::~DataParallelEngine() = default;
+
+Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
+    std::span<compute::Backend* const> backends, ModelState& state, const StreamingConfig& config,
+    TierCounters* counters) {
+  if (backends.empty()) return invalid_argument("data parallel: no device");
+  auto impl = std::make_unique<Impl>();
+  const int n = static_cast<int>(backends.size());
+  if (n > 1) {
+    SPW_ASSIGN_OR_RETURN(impl->comms, compute::make_communicators(backends));
+  }
+  for (int r = 0; r < n; ++r) {
+    StreamingConfig c = config;
+    c.data_parallel_ranks = n;
+    c.register_host_state = r == 0;  // portable: one registration serves every GPU
+    impl->ordinals.push_back(backends[r]->device().ordinal());
+    auto engine = StreamingEngine::create(*backends[r], state, c, counters);
+    if (!engine.ok())
+      return n == 1 ? engine.status()
+                    : engine.status().with_context("GPU " + std::to_string(impl->ordinals[r]));
+    if (n > 1) SPW_RETURN_IF_ERROR((*engine)->set_communicator(impl->comms[r].get()));
+    impl->engines.push_back(std::move(*engine));
+  }
+  return std::unique_ptr<DataParallelEngine>(new DataParallelEngine(std::move(impl)));
+}
+
+int DataParallelEngine::ranks() const {
+  return impl_->ranks();
+}
+
+StreamingEngine& DataParallelEngine::rank(int r) {
+  return *impl_->engines.at(r);
+}
+
+Result<StepResult> DataParallelEngine::forward_backward(const StepBatch& batch) {
+  if (impl_->ranks() == 1) return impl_->engines[0]->forward_backward(batch);
+  return impl_->step(batch);
+}
+
+void DataParallelEngine::set_weight_gate(std::function<void(size_t block)> gate) {
+  for (auto& e : impl_->engines) e->set_weight_gate(gate);
+}
+
+void DataParallelEngine::set_span_sink(StreamingEngine::SpanSink sink,
+                                       std::function<double()> clock) {
+  impl_->engines[0]->set_span_sink(std::move(sink), std::move(clock));
+}
+
+void DataParallelEngine::set_stop_flag(const std::atomic<bool>* stop) {
+  for (auto& e : impl_->engines) e->set_stop_flag(stop);
+}
+
+void DataParallelEngine::invalidate_weights() {
+  for (auto& e : impl_->engines) e->invalidate_weights();
+}
+
+const DeviceMemoryPlan& DataParallelEngine::memory_plan() const {
+  return impl_->engines[0]->memory_plan();
+}
+
+HbmState* DataParallelEngine::hbm_state() {
+  return impl_->engines[0]->hbm_state();
+}
+
+uint64_t DataParallelEngine::h2d_bytes() const {
+  uint64_t sum = 0;
+  for (const auto& e : impl_->engines) sum += e->h2d_bytes();
+  return sum;
+}
+
+uint64_t DataParallelEngine::d2h_bytes() const {
+  uint64_t sum = 0;
+  for (const auto& e : impl_->engines) sum += e->d2h_bytes();
+  return sum;
+}
+
+}  // namespace spillway

@@ -1,0 +1,81 @@
+// DataParallelEngine: one training step over the GPUs of this machine (docs/architecture.md,
+// "Data parallel"), each running the layer-major step of its own StreamingEngine on its share of
+// the step's micro-batches, with one copy of the host state.
+//
+// - The step's micro-batches are split in rank order: GPU r takes the r-th of N equal runs of
+//   them (N × the job's gradient accumulation in all), and every GPU scales its loss by the
+//   targets of the whole step, so the summed gradient is that of the mean loss over the step.
+// - Weights go up whole to each GPU over its own host link, from the one pinned master copy.
+// - Each block's gradient is summed between the GPUs by a reduce-scatter (communicator.h: NCCL on
+//   CUDA) as soon as its backward ends, and each GPU brings down only its 1/N share into the one
+//   host gradient buffer: the host link of each GPU carries 1/N of the gradients, the host's
+//   DRAM one copy of them.
+// - The gradient norm is the sum over GPUs (in rank order) of their shares' sums of squares; the
+//   optimizer then updates the one host state as for one GPU, block by block, and every GPU's next
+//   forward waits for the same weight gate.
+// With one GPU it is a StreamingEngine and nothing else: no thread, no communicator.
+//
+// Faults: the engines run on one thread each; the first to fail aborts the group, so the others
+// end instead of waiting for its collectives, and the step fails with that GPU's error (a stop
+// request, kCancelled, wins over the errors it causes). A GPU that has not finished its step
+// kStragglerTimeoutS after the first one did is taken as hung (a lost GPU or link): the group is
+// aborted and the step fails saying which GPU. After a failed step the group cannot train again;
+// forward() (rank 0 alone) still works, for the checkpoint that follows a stop.
+// Thread-safety: one thread drives it, as a StreamingEngine. Ownership: borrows the backends and
+// the state, which must outlive it.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "compute/backend.h"
+#include "train/streaming-engine.h"
+
+namespace spillway {
+
+class DataParallelEngine {
+ public:
+  // How long the other GPUs may still run once one has finished its step before the step is
+  // taken as hung. The GPUs run the same work, ordered by the same weight gate: in a healthy step
+  // they finish within milliseconds of each other.
+  static constexpr double kStragglerTimeoutS = 300;
+
+  // One engine per backend (rank order), each with `config` (its micro-batches are per GPU), and
+  // with more than one backend their communicators (kUnsupported when the backends cannot form a
+  // group, e.g. no NCCL). Errors of StreamingEngine::create, naming the GPU.
+  static Result<std::unique_ptr<DataParallelEngine>> create(
+      std::span<compute::Backend* const> backends, ModelState& state, const StreamingConfig& config,
+      TierCounters* counters = nullptr);
+  ~DataParallelEngine();
+
+  int ranks() const;
+  // GPU r's engine; rank 0's runs forward() for evaluation and generation.
+  StreamingEngine& rank(int r);
+
+  // One step: batch.micro_batches must be a multiple of ranks(), at most ranks() ×
+  // config.max_micro_batches. The result is the whole step's: loss over every target, each block's
+  // gradient sum of squares over the GPUs, rank 0's timeline and, with several GPUs, each one's.
+  Result<StepResult> forward_backward(const StepBatch& batch);
+
+  // As StreamingEngine's, for every GPU (the span sink: rank 0's timeline only).
+  void set_weight_gate(std::function<void(size_t block)> gate);
+  void set_span_sink(StreamingEngine::SpanSink sink, std::function<double()> clock);
+  void set_stop_flag(const std::atomic<bool>* stop);
+  void invalidate_weights();
+  // Rank 0's (every GPU's arena is laid out alike); its HBM state tier (none with several GPUs).
+  const DeviceMemoryPlan& memory_plan() const;
+  HbmState* hbm_state();
+  // Bytes moved over the host links, summed over the GPUs.
+  uint64_t h2d_bytes() const;
+  uint64_t d2h_bytes() const;
+
+ private:
+  struct Impl;
+  explicit DataParallelEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spillway
