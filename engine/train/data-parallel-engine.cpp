@@ -12,17 +12,33 @@ namespace spillway {
 struct DataParallelEngine::Impl {
   std::vector<std::unique_ptr<compute::Communicator>> comms;  // [rank]; empty for one GPU
   std::vector<std::unique_ptr<StreamingEngine>> engines;      // [rank], destroyed before comms
-  std::vector<int> ordinals;                                  // [rank]: the CUDA device index
+  std::vector<std::string> names;  // [rank]: "GPU 3", or "CPU rank 1", for messages
+
+  // The step's first failure: the rank whose pass failed first aborts the group (the others'
+  // passes then fail because of it), and its error is the step's.
+  std::mutex failure_mu;
+  int first_failed = -1;
+  bool broken = false;  // a step failed: the group is aborted and cannot train again
 
   int ranks() const { return static_cast<int>(engines.size()); }
 
   void abort_group() {
     for (auto& c : comms) c->abort();
   }
+  void failed(int rank) {
+    {
+      std::lock_guard<std::mutex> lock(failure_mu);
+      if (first_failed < 0) first_failed = rank;
+    }
+    abort_group();
+  }
 
   // Each GPU's step on a thread of its own; the caller waits, watching for a hung GPU.
   Result<StepResult> step(const StepBatch& batch) {
     const int n = ranks();
+    if (broken)
+      return internal_error("data parallel: an earlier step failed and aborted the group of " +
+                            std::to_string(n) + " devices; start the run again to train on");
     if (batch.micro_batches % n != 0)
       return invalid_argument("data parallel: " + std::to_string(batch.micro_batches) +
                               " micro-batches do not split evenly over " + std::to_string(n) +
@@ -41,7 +57,7 @@ struct DataParallelEngine::Impl {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<std::optional<Result<StepResult>>> results(n);
-    int done = 0, first_failed = -1;
+    int done = 0;
     std::chrono::steady_clock::time_point first_done;
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
@@ -53,7 +69,6 @@ struct DataParallelEngine::Impl {
         b.loss_targets = targets > 0 ? targets : 1;  // no targets: no gradient anywhere
         Result<StepResult> res = engines[r]->forward_backward(b);
         std::lock_guard<std::mutex> lock(mu);
-        if (!res.ok() && first_failed < 0) first_failed = r;
         if (done++ == 0) first_done = std::chrono::steady_clock::now();
         results[r].emplace(std::move(res));
         cv.notify_all();
@@ -73,7 +88,7 @@ struct DataParallelEngine::Impl {
                                        timeout)) == std::cv_status::timeout &&
             done < n) {
           for (int r = 0; r < n; ++r) {
-            if (!results[r]) hung += (hung.empty() ? "" : ", ") + std::to_string(ordinals[r]);
+            if (!results[r]) hung += (hung.empty() ? "" : ", ") + names[r];
           }
           lock.unlock();
           abort_group();  // the hung GPUs' collectives end with an error
@@ -82,19 +97,22 @@ struct DataParallelEngine::Impl {
       }
     }
     for (std::thread& t : threads) t.join();
+    broken = !hung.empty() || first_failed >= 0;
+    for (int r = 0; r < n; ++r) broken = broken || !results[r]->ok();
 
     for (int r = 0; r < n; ++r) {
       if (!results[r]->ok() && results[r]->status().code() == ErrorCode::kCancelled)
         return results[r]->status();
     }
     if (!hung.empty())
-      return internal_error("GPU " + hung + " did not finish its step within " +
+      return internal_error(hung + " did not finish its step within " +
                             std::to_string(static_cast<int>(kStragglerTimeoutS)) +
                             " s of the others: a lost GPU, or NCCL waiting on a link that "
                             "failed; the run stops (the last checkpoint stands)");
-    if (first_failed >= 0)
-      return results[first_failed]->status().with_context("GPU " +
-                                                          std::to_string(ordinals[first_failed]));
+    for (int r = 0; r < n; ++r) {  // a failure nobody reported through failed(): a bug
+      if (!results[r]->ok() && first_failed < 0) first_failed = r;
+    }
+    if (first_failed >= 0) return results[first_failed]->status().with_context(names[first_failed]);
     StepResult out;
     out.grad_sumsq.assign(results[0]->value().grad_sumsq.size(), 0.0);
     for (int r = 0; r < n; ++r) {
@@ -125,12 +143,17 @@ Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     StreamingConfig c = config;
     c.data_parallel_ranks = n;
     c.register_host_state = r == 0;  // portable: one registration serves every GPU
-    impl->ordinals.push_back(backends[r]->device().ordinal());
+    impl->names.push_back(backends[r]->facts().gpu
+                              ? "GPU " + std::to_string(backends[r]->device().ordinal())
+                              : "CPU rank " + std::to_string(r));
     auto engine = StreamingEngine::create(*backends[r], state, c, counters);
     if (!engine.ok())
-      return n == 1 ? engine.status()
-                    : engine.status().with_context("GPU " + std::to_string(impl->ordinals[r]));
-    if (n > 1) SPW_RETURN_IF_ERROR((*engine)->set_communicator(impl->comms[r].get()));
+      return n == 1 ? engine.status() : engine.status().with_context(impl->names[r]);
+    if (n > 1) {
+      Impl* self = impl.get();
+      SPW_RETURN_IF_ERROR(
+          (*engine)->set_communicator(impl->comms[r].get(), [self, r] { self->failed(r); }));
+    }
     impl->engines.push_back(std::move(*engine));
   }
   return std::unique_ptr<DataParallelEngine>(new DataParallelEngine(std::move(impl)));

@@ -213,6 +213,7 @@ struct StreamingEngine::Impl {
   // block whose share's sum of squares waits to be reduced on the compute stream (one block late,
   // so that the compute stream never waits for a reduce-scatter still running).
   compute::Communicator* comm = nullptr;
+  std::function<void()> on_failure;
   compute::Stream reduce;
   GradBuffer* pending_sumsq = nullptr;
   size_t pending_block = 0;
@@ -599,7 +600,7 @@ struct StreamingEngine::Impl {
     // group is aborted first, so that their passes (and this one's queued work) end.
     if (!r.ok()) {
       pending_sumsq = nullptr;
-      if (comm) comm->abort();
+      if (on_failure) on_failure();
       for (StreamId s : all_streams()) (void)dev.synchronize_stream(s);
     }
     return r;
@@ -809,12 +810,14 @@ void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) {
   impl_->weights->set_gate(std::move(gate));
 }
 
-Status StreamingEngine::set_communicator(compute::Communicator* comm) {
+Status StreamingEngine::set_communicator(compute::Communicator* comm,
+                                         std::function<void()> on_failure) {
   if (!comm || comm->ranks() != impl_->cfg.data_parallel_ranks)
     return invalid_argument(
         "streaming: a communicator of " + std::to_string(comm ? comm->ranks() : 0) +
         " ranks for an engine set up for " + std::to_string(impl_->cfg.data_parallel_ranks));
   impl_->comm = comm;
+  impl_->on_failure = std::move(on_failure);
   return {};
 }
 

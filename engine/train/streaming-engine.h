@@ -164,9 +164,11 @@ class StreamingEngine {
   using SpanSink = spillway::SpanSink;
   void set_span_sink(SpanSink sink, std::function<double()> clock);
   // Joins the data-parallel group of config.data_parallel_ranks devices as `comm`'s rank (its
-  // ranks() must match), before the first pass. The engine aborts the group when its pass fails,
-  // so the others stop waiting for it. `comm` must outlive the engine.
-  Status set_communicator(compute::Communicator* comm);
+  // ranks() must match), before the first pass. `on_failure` is called on the engine's thread
+  // when a pass fails, before the engine waits for its own queued work: the group's owner aborts
+  // the group there, so that no GPU waits for this one's collectives (nor this one for theirs).
+  // `comm` must outlive the engine.
+  Status set_communicator(compute::Communicator* comm, std::function<void()> on_failure);
   // Marks every cached device copy of the weights stale (after the host weights changed).
   void invalidate_weights();
   // A flag (the trainer's SIGTERM) read before each micro-batch of each layer: once set, the pass

@@ -1,0 +1,305 @@
+// Data parallel (train/data-parallel-engine.h) on the CPU backend: N CpuBackends, one thread each,
+// summing their gradients through the CPU group (compute/cpu/cpu-communicator.h). The schedule
+// is the GPU's — each rank's share of the micro-batches, the reduce-scatter of every block's
+// gradient, each rank's 1/N share downloaded into the one host gradient, the gradient norm over
+// the ranks — so these tests hold it to the golden trajectories (PyTorch's) and to the one-device
+// run, give the same bits twice, and end a step that one rank cannot finish without a hang.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "compute/cpu/cpu-backend.h"
+#include "state-rig.h"
+#include "test-data.h"
+#include "train/data-parallel-engine.h"
+
+namespace spillway {
+namespace {
+using testing::Golden;
+using testing::rig_config;
+
+// N CPU "devices" with the golden run's engine each, one host state in DRAM, one optimizer.
+struct DpRig {
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<OptimizerStateStore> store;
+  std::unique_ptr<DataParallelEngine> engine;
+  std::unique_ptr<Optimizer> opt;
+
+  // `mb` sequences a micro-batch; the golden step's B / mb micro-batches split over `ranks`.
+  Status init(const Golden& g, int mb, int ranks, bool strict = false, int hbm_blocks = 0) {
+    StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
+    cfg.max_micro_batches = g.B / mb / ranks;
+    StreamingConfig sized = cfg;
+    sized.data_parallel_ranks = ranks;  // the padded gradient buffers
+    std::vector<compute::Backend*> group;
+    for (int r = 0; r < ranks; ++r) {
+      // Room for every checkpoint: the link then carries only the step's own bytes.
+      backends.push_back(testing::engine_cpu_backend(g.layout, sized, strict, size_t{256} << 20));
+      group.push_back(backends.back().get());
+    }
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, true));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+    SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    store = make_dram_state(*state);
+    SPW_ASSIGN_OR_RETURN(engine, DataParallelEngine::create(group, *state, cfg));
+    opt = std::make_unique<Optimizer>(*state, g.adamw(),
+                                      g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    Optimizer* o = opt.get();
+    engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
+    return {};
+  }
+
+  Status run(Golden& g, int mb, int steps, std::vector<double>* losses,
+             std::vector<double>* norms) {
+    for (int s = 0; s < steps; ++s) {
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(g.batch(s, mb)));
+      StepStats st = opt->begin_step(g.meta["adamw"]["lr"].get<double>(), r.grad_sumsq);
+      SPW_RETURN_IF_ERROR(opt->status());
+      losses->push_back(r.loss());
+      norms->push_back(st.grad_norm);
+    }
+    opt->wait_all();
+    return {};
+  }
+
+  // Every block's master, m and v.
+  std::vector<float> all_state() {
+    std::vector<float> out, m, v, p;
+    for (size_t b = 0; b < state->num_blocks(); ++b) {
+      const size_t n = state->layout().blocks()[b].numel;
+      p.resize(n), m.resize(n), v.resize(n);
+      EXPECT_TRUE(store->read_block(b, p.data(), m.data(), v.data()).ok());
+      out.insert(out.end(), p.begin(), p.end());
+      out.insert(out.end(), m.begin(), m.end());
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+};
+
+struct Case {
+  std::string model;
+  int micro_batch_size;
+  int ranks;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return spillway::testing::test_name(c.model + "_mb" + std::to_string(c.micro_batch_size) +
+                                      "_ranks" + std::to_string(c.ranks));
+}
+
+class DataParallelGolden : public ::testing::TestWithParam<Case> {};
+
+// N ranks train the golden trajectory: the reference's losses, gradient norms and final weights to
+// golden-test.cpp's tolerances, and the one-device run's within float rounding (the gradient's sum
+// over ranks is a regrouping of the one device's sum over micro-batches).
+TEST_P(DataParallelGolden, MatchesTheReferenceAndOneDevice) {
+  SPILLWAY_REQUIRE_DATA();
+  const Case c = GetParam();
+  Golden g(c.model);
+  DpRig one, dp;
+  ASSERT_OK(one.init(g, c.micro_batch_size, 1));
+  ASSERT_OK(dp.init(g, c.micro_batch_size, c.ranks));
+  EXPECT_EQ(dp.engine->ranks(), c.ranks);
+  const int steps = g.meta["adamw"]["steps"];
+  std::vector<double> losses, norms, one_losses, one_norms;
+  ASSERT_OK(one.run(g, c.micro_batch_size, steps, &one_losses, &one_norms));
+  ASSERT_OK(dp.run(g, c.micro_batch_size, steps, &losses, &norms));
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), testing::step_loss_tolerance(s))
+        << "step " << s + 1;
+    EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
+    EXPECT_NEAR(losses[s], one_losses[s], 1e-6 * std::fabs(one_losses[s])) << "step " << s + 1;
+    EXPECT_NEAR(norms[s], one_norms[s], 1e-5 * one_norms[s]) << "step " << s + 1;
+  }
+  double num = 0, den = 0;
+  for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+    for (const ParamView& p : g.layout.blocks()[b].params) {
+      auto ref = testing::read_f32(*g.traj, p.name);
+      const float* x = dp.state->master(b) + p.offset;
+      for (size_t i = 0; i < p.numel; ++i) {
+        num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+      }
+    }
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-4);
+  // Each rank brought down its share of every gradient (ceil(numel / N) floats, fewer for the last
+  // ranks of a block that does not split evenly): the host link carries each gradient once, and
+  // each rank its own tokens' losses and its sums of squares.
+  uint64_t grads = 0;
+  for (const auto& b : g.layout.blocks()) grads += b.numel * 4;
+  const uint64_t tokens = uint64_t(g.B) * g.T, blocks = g.layout.num_blocks();
+  EXPECT_EQ(one.engine->d2h_bytes(), steps * (grads + tokens * 4 + blocks * 8));
+  EXPECT_EQ(dp.engine->d2h_bytes(), steps * (grads + tokens * 4 + c.ranks * blocks * 8));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DataParallelGolden,
+                         ::testing::Values(Case{"stories260K", 1, 2}, Case{"stories260K", 1, 4},
+                                           Case{"stories260K", 2, 2}, Case{"qwen2-tiny", 1, 3},
+                                           Case{"llama-mha-tiny", 1, 2},
+                                           Case{"gemma3-tiny", 1, 2},  // tied embeddings
+                                           Case{"qwen3-tiny", 1, 3}),
+                         case_name);
+
+// The same job twice gives the same bits, and strict streams (each stream's work held until
+// someone waits for it) give the bits of the synchronous run: the reduce, the share's download
+// and its sum of squares are ordered by events.
+TEST(DataParallel, SameBitsTwiceAndOnStrictStreams) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("qwen2-tiny");
+  DpRig a, b, strict;
+  ASSERT_OK(a.init(g, 1, 3));
+  ASSERT_OK(b.init(g, 1, 3));
+  ASSERT_OK(strict.init(g, 1, 3, /*strict=*/true));
+  const int steps = g.meta["adamw"]["steps"];
+  std::vector<double> la, na, lb, nb, ls, ns;
+  ASSERT_OK(a.run(g, 1, steps, &la, &na));
+  ASSERT_OK(b.run(g, 1, steps, &lb, &nb));
+  ASSERT_OK(strict.run(g, 1, steps, &ls, &ns));
+  EXPECT_EQ(la, lb);
+  EXPECT_EQ(na, nb);
+  EXPECT_EQ(la, ls);
+  EXPECT_EQ(na, ns);
+  const std::vector<float> sa = a.all_state(), sb = b.all_state(), ss = strict.all_state();
+  ASSERT_EQ(sa.size(), sb.size());
+  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * 4)) << "twice";
+  EXPECT_EQ(0, std::memcmp(sa.data(), ss.data(), sa.size() * 4)) << "strict streams";
+}
+
+// A stop request in the middle of a step ends every rank's pass (the first to see it aborts the
+// group, so no rank waits for a collective that will never come) and the step is kCancelled.
+TEST(DataParallel, AStopMidStepEndsEveryRank) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  DpRig dp;
+  ASSERT_OK(dp.init(g, 1, 2));
+  std::atomic<bool> stop{false};
+  dp.engine->set_stop_flag(&stop);
+  // Rank 0's view: the stop comes while the ranks stream layer 2; the gate is shared.
+  std::atomic<bool> fired{false};
+  dp.engine->set_weight_gate([&](size_t b) {
+    if (b == 3 && !fired.exchange(true)) stop = true;
+  });
+  auto r = dp.engine->forward_backward(g.batch(0, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kCancelled) << r.status().to_string();
+  // The group is aborted: the next step says so instead of hanging.
+  auto again = dp.engine->forward_backward(g.batch(1, 1));
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("aborted the group"), std::string::npos)
+      << again.status().to_string();
+  // Rank 0 alone still evaluates (forward needs no collective).
+  stop = false;
+  StepBatch half = g.batch(0, 1);  // rank 0's engine takes up to 2 micro-batches of 1
+  half.micro_batches = 2;
+  half.input_ids = half.input_ids.first(2 * g.T);
+  half.labels = half.labels.first(2 * g.T);
+  auto eval = dp.engine->rank(0).forward(half);
+  EXPECT_TRUE(eval.ok()) << eval.status().to_string();
+}
+
+// One rank fails (a token id out of the vocabulary in its share): the others end, and the step's
+// error is that rank's, naming it.
+TEST(DataParallel, ARankThatFailsEndsTheStepWithItsError) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  DpRig dp;
+  ASSERT_OK(dp.init(g, 1, 2));
+  StepBatch batch = g.batch(0, 1);
+  std::vector<int32_t> ids(batch.input_ids.begin(), batch.input_ids.end());
+  ids.back() = 1 << 20;  // rank 1's share
+  batch.input_ids = ids;
+  auto r = dp.engine->forward_backward(batch);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("CPU rank 1"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("outside the vocabulary"), std::string::npos)
+      << r.status().to_string();
+}
+
+// What a group cannot do, said before it trains.
+TEST(DataParallel, RefusesWhatItCannotSplit) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  DpRig tier;
+  const Status st = tier.init(g, 1, 2, false, /*hbm_blocks=*/2);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("HBM state tier trains on one GPU only"), std::string::npos)
+      << st.to_string();
+
+  DpRig dp;
+  ASSERT_OK(dp.init(g, 1, 2));
+  StepBatch odd = g.batch(0, 1);  // 4 micro-batches of 1; take 3
+  odd.micro_batches = 3;
+  odd.input_ids = odd.input_ids.first(3 * g.T);
+  odd.labels = odd.labels.first(3 * g.T);
+  auto r = dp.engine->forward_backward(odd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("3 micro-batches do not split evenly over 2"),
+            std::string::npos)
+      << r.status().to_string();
+}
+
+// The CPU group's reduce-scatter: every rank's share is the sum over ranks, in rank order; a
+// share past a short buffer's end is zero padding.
+TEST(CpuCommunicator, ReduceScatterSumsEachShare) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 5;
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<compute::Backend*> group;
+  for (int r = 0; r < kRanks; ++r) {
+    backends.push_back(compute::make_cpu_backend());
+    group.push_back(backends.back().get());
+  }
+  auto comms = compute::make_communicators(group);
+  ASSERT_TRUE(comms.ok()) << comms.status().to_string();
+  std::vector<std::vector<float>> buf(kRanks, std::vector<float>(kRanks * kCount));
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < buf[r].size(); ++i) buf[r][i] = float(r + 1) * 0.1f + float(i);
+  std::vector<std::thread> threads;
+  std::vector<Status> status(kRanks);
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back(
+        [&, r] { status[r] = (*comms)[r]->reduce_scatter_sum(buf[r].data(), kCount, 0); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r].to_string();
+    for (size_t i = 0; i < kCount; ++i) {
+      const size_t at = r * kCount + i;
+      float want = 0.1f + float(at);  // rank order: ((r0 + r1) + r2)
+      want += 0.2f + float(at);
+      want += 0.3f + float(at);
+      EXPECT_EQ(buf[r][at], want) << "rank " << r << " element " << i;
+    }
+  }
+  // A backend in the group twice is refused.
+  std::vector<compute::Backend*> twice = {group[0], group[0]};
+  auto bad = compute::make_communicators(twice);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("in the group twice"), std::string::npos);
+}
+
+// abort() frees a rank that waits for a peer that never comes, and later collectives fail at once.
+TEST(CpuCommunicator, AbortFreesAWaitingRank) {
+  auto a = compute::make_cpu_backend(), b = compute::make_cpu_backend();
+  std::vector<compute::Backend*> group = {a.get(), b.get()};
+  auto comms = compute::make_communicators(group);
+  ASSERT_TRUE(comms.ok());
+  std::vector<float> buf(8, 1.0f);
+  Status waited;
+  std::thread t([&] { waited = (*comms)[0]->reduce_scatter_sum(buf.data(), 4, 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // rank 0 waits at the barrier
+  (*comms)[1]->abort();
+  t.join();
+  EXPECT_FALSE(waited.ok());
+  EXPECT_NE(waited.message().find("aborted"), std::string::npos) << waited.to_string();
+  EXPECT_FALSE((*comms)[1]->reduce_scatter_sum(buf.data(), 4, 0).ok());
+}
+
+}  // namespace
+}  // namespace spillway
