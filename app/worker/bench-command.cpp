@@ -13,6 +13,7 @@
 
 #include "compute/backend-loader.h"
 #include "model/parameter-layout.h"
+#include "train/data-parallel-engine.h"
 #include "train/model-state.h"
 #include "train/optimizer.h"
 #include "train/planner.h"
@@ -29,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
-    "[--checkpoints device|host] [--hbm-state-blocks B] [--steps S] "
+    "[--checkpoints device|host] [--hbm-state-blocks B] [--devices N] [--steps S] "
     "[--warmup W] "
     "[--json]";
 constexpr double kLr = 1e-5;
@@ -42,6 +43,7 @@ struct BenchConfig {
   int weight_slots = 2;
   int lm_head_chunk = StreamingConfig{}.lm_head_chunk;  // tokens whose logits exist at once
   int hbm_state_blocks = -1;  // placement.hbm_state_blocks: -1 as many as fit, as the trainer
+  int devices = 1;            // GPUs, data parallel: micro_batches is per GPU
 };
 
 struct BenchOptions {
@@ -83,7 +85,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
       Args a, parse_args(argv,
                          {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
                           "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
-                          "--hbm-state-blocks", "--steps", "--warmup"},
+                          "--hbm-state-blocks", "--devices", "--steps", "--warmup"},
                          {"--json"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
@@ -106,6 +108,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   SPW_ASSIGN_OR_RETURN(const std::vector<int> tokens, number_list(a, "--tokens-per-step", 0));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> hbm_blocks,
                        number_list(a, "--hbm-state-blocks", d.hbm_state_blocks, -1));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> devices, number_list(a, "--devices", d.devices));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
   if (steps.size() > 1 || warmup.size() > 1)
@@ -118,7 +121,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   for (int t : seq_lens) {
     for (int mb : micro_batch) {
       for (int m : by_tokens ? tokens : micro_batches) {
-        BenchConfig c{mb, t, m, 0, 0, 0};
+        BenchConfig c{mb, t, m, 0, 0, 0, 1};
         if (by_tokens) {
           const int per_call = mb * t;
           if (m % per_call != 0)
@@ -130,10 +133,13 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
         for (int k : slots) {
           for (int chunk : chunks) {
             for (int h : hbm_blocks) {
-              c.weight_slots = k;
-              c.lm_head_chunk = chunk;
-              c.hbm_state_blocks = h;
-              o.configs.push_back(c);
+              for (int n : devices) {
+                c.weight_slots = k;
+                c.lm_head_chunk = chunk;
+                c.hbm_state_blocks = h;
+                c.devices = n;
+                o.configs.push_back(c);
+              }
             }
           }
         }
@@ -183,14 +189,48 @@ void random_batch(int vocab, std::vector<int32_t>& ids, std::vector<int32_t>& la
   for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % seq_len == 0 ? -100 : ids[i + 1];
 }
 
-// Times `o.warmup` + `o.steps` steps of configuration `c` on `backend` and `state` (whose weights
-// and AdamW state carry over from configuration to configuration: only the speed is of interest).
-// The engine takes its memory through `device`, the backend's device metered.
-Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::Backend& backend,
-                          MeteredDevice& device, ModelState& state,
-                          const std::string& backend_reason) {
+// The bench's devices: rank 0's backend (the one make_backend chose) and, for --devices N, the
+// other ranks', each metered.
+struct BenchDevices {
+  std::vector<std::unique_ptr<compute::Backend>> peers;  // ranks 1..
+  std::vector<std::unique_ptr<MeteredDevice>> metered;   // [rank]
+  std::vector<compute::Backend*> backends;               // [rank]
+
+  // Grows the group to `n` devices: GPUs 1..n-1 on CUDA, more CPU backends on the CPU.
+  Status grow(compute::Backend& first, int n) {
+    if (backends.empty()) {
+      backends.push_back(&first);
+      metered.push_back(std::make_unique<MeteredDevice>(first.device()));
+    }
+    while (static_cast<int>(backends.size()) < n) {
+      const int rank = static_cast<int>(backends.size());
+      if (first.facts().gpu) {
+        SPW_ASSIGN_OR_RETURN(auto b,
+                             compute::make_cuda_backends({first.device().ordinal() + rank}));
+        peers.push_back(std::move(b[0]));
+      } else {
+        peers.push_back(compute::make_cpu_backend());
+      }
+      backends.push_back(peers.back().get());
+      metered.push_back(std::make_unique<MeteredDevice>(peers.back()->device()));
+    }
+    return {};
+  }
+};
+
+// Times `o.warmup` + `o.steps` steps of configuration `c` on the first c.devices of `group` and
+// `state` (whose weights and AdamW state carry over from configuration to configuration: only the
+// speed is of interest). Each engine takes its memory through its device metered.
+Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevices& group,
+                          ModelState& state, const std::string& backend_reason) {
   const ModelConfig& config = state.config();
-  device.reset_peaks();
+  SPW_RETURN_IF_ERROR(group.grow(*group.backends[0], c.devices));
+  MeteredDevice& device = *group.metered[0];
+  std::vector<compute::Device*> devices;
+  for (int r = 0; r < c.devices; ++r) {
+    group.metered[r]->reset_peaks();
+    devices.push_back(group.metered[r].get());
+  }
   StreamingConfig sc;
   sc.weight_slots = c.weight_slots;
   sc.micro_batch_size = c.micro_batch;
@@ -199,8 +239,9 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
   sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
   sc.hbm_state_blocks = c.hbm_state_blocks;
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<StreamingEngine> engine,
-                       StreamingEngine::create(device, backend, state, sc));
+  SPW_ASSIGN_OR_RETURN(
+      std::unique_ptr<DataParallelEngine> engine,
+      DataParallelEngine::create(devices, std::span(group.backends).first(c.devices), state, sc));
   const Clock::time_point origin = Clock::now();
   auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
   // The blocks the CPU updates: those outside the HBM state tier. Before the optimizer: its
@@ -213,22 +254,27 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
                           now);
   SPW_RETURN_IF_ERROR(optimizer.set_hbm_state(engine->hbm_state()));
   // The time the forward waits at the weight gate for the optimizer is the AdamW that was not
-  // hidden behind GPU work (only the training thread calls the gate).
+  // hidden behind GPU work; with several GPUs each one's thread calls the gate, and the wait is
+  // their mean.
   double gate_s = 0;
+  std::mutex gate_mu;
   engine->set_weight_gate([&](size_t b) {
     const double t0 = now();
     optimizer.wait_block(b);
-    gate_s += now() - t0;
+    std::lock_guard lock(gate_mu);
+    gate_s += (now() - t0) / c.devices;
   });
 
   const size_t tokens_per_call = static_cast<size_t>(c.micro_batch) * c.seq_len;
-  std::vector<int32_t> ids(tokens_per_call * c.micro_batches), labels(ids.size());
+  const int micro_batches = c.micro_batches * c.devices;  // per GPU
+  std::vector<int32_t> ids(tokens_per_call * micro_batches), labels(ids.size());
   random_batch(config.vocab_size, ids, labels, c.seq_len);
-  const StepBatch batch{c.micro_batches, c.micro_batch, c.seq_len, ids, labels};
+  const StepBatch batch{micro_batches, c.micro_batch, c.seq_len, ids, labels};
 
   const int total = o.warmup + o.steps;
-  std::vector<double> step_s, visible_s, norm_s;
-  double busy_s = 0, loss = 0;
+  std::vector<double> step_s, visible_s, norm_s, reduce_s;
+  std::vector<double> busy_s(c.devices, 0.0);
+  double loss = 0;
   uint64_t h2d0 = 0, d2h0 = 0;
   for (int i = 0; i < total; ++i) {
     const bool timed = i >= o.warmup;
@@ -252,7 +298,9 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
     visible_s.push_back(
         std::min(gate_s + (t2 - t1), std::max(0.0, r.timeline.step_s - r.timeline.compute_busy_s)));
     norm_s.push_back(t3 - t2);
-    busy_s += r.timeline.compute_busy_s;
+    reduce_s.push_back(r.timeline.reduce_s);
+    for (int d = 0; d < c.devices; ++d)
+      busy_s[d] += c.devices > 1 ? r.device_timelines[d].compute_busy_s : r.timeline.compute_busy_s;
   }
   // The HBM tier's blocks back on the host before the engine goes: the next configuration starts
   // from this one's state.
@@ -285,6 +333,12 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
     SPW_RETURN_IF_ERROR(device.device_memory_info(&free_bytes, &total_bytes));
     device_used = total_bytes - free_bytes;
   }
+  // Each GPU's idle fraction and peak arena, in rank order.
+  json idle = json::array(), peaks = json::array();
+  for (int d = 0; d < c.devices; ++d) {
+    idle.push_back(std::clamp(1.0 - busy_s[d] / step_total, 0.0, 1.0));
+    peaks.push_back(group.metered[d]->peak_device_bytes());
+  }
   return json{{"model", o.model},
               {"backend", device.name()},
               {"backend_reason", backend_reason},
@@ -299,6 +353,12 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
               {"checkpoints", o.checkpoints_on_device ? "device" : "host"},
               {"hbm_state_blocks", engine->memory_plan().state_blocks},
               {"hbm_state_bytes", engine->memory_plan().state_bytes},
+              {"devices", c.devices},
+              {"gpu_idle_fractions", idle},
+              {"peak_hbm_bytes_per_gpu", peaks},
+              {"nccl_s", median(reduce_s)},
+              {"h2d_bytes_per_gpu", h2d / c.devices},
+              {"d2h_bytes_per_gpu", d2h / c.devices},
               {"steps", o.steps},
               {"step_s", step},
               {"step_s_min", *std::min_element(step_s.begin(), step_s.end())},
@@ -312,7 +372,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, compute::
               {"d2h_bytes", d2h},
               {"h2d_gbps", h2d / step / 1e9},
               {"d2h_gbps", d2h / step / 1e9},
-              {"gpu_idle_fraction", std::clamp(1.0 - busy_s / step_total, 0.0, 1.0)},
+              {"gpu_idle_fraction", idle[0]},
               {"grad_norm_s", median(norm_s)},
               {"adamw_s", median(overlapped)},
               {"adamw_visible_s", median(visible_s)},
@@ -337,7 +397,9 @@ void print_table(std::ostream& out, const json& r) {
       << r["device"].get<std::string>() << "), "
       << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.2f M"))
       << " parameters\n";
+  const int devices = r["devices"].get<int>();
   row("tokens per step", std::to_string(r["tokens_per_step"].get<int64_t>()) + " (" +
+                             (devices > 1 ? std::to_string(devices) + " GPUs x " : "") +
                              std::to_string(r["micro_batches"].get<int>()) + " x " +
                              std::to_string(r["micro_batch"].get<int>()) + " x " +
                              std::to_string(r["seq_len"].get<int>()) + ")");
@@ -355,7 +417,13 @@ void print_table(std::ostream& out, const json& r) {
                           num(r["h2d_gbps"].get<double>(), " (%.3g GB/s)"));
   row("D2H per step", num(r["d2h_bytes"].get<double>() / 1e9, "%.3g GB") +
                           num(r["d2h_gbps"].get<double>(), " (%.3g GB/s)"));
-  row("GPU idle", num(100 * r["gpu_idle_fraction"].get<double>(), "%.1f%%"));
+  std::string idle;
+  for (const json& f : r["gpu_idle_fractions"])
+    idle += (idle.empty() ? "" : ", ") + num(100 * f.get<double>(), "%.1f%%");
+  row("GPU idle", idle);
+  if (devices > 1)
+    row("NCCL reduce",
+        num(r["nccl_s"].get<double>(), "%.3f s a step (overlapped with the backward)"));
   row("gradient norm", num(r["grad_norm_s"].get<double>(), "%.3f s"));
   row("AdamW", num(r["adamw_s"].get<double>(), "%.3f s") +
                    num(100 * r["adamw_hidden_fraction"].get<double>(), " (%.0f%% hidden)"));
@@ -374,7 +442,8 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   bo.kind = options->backend;
   auto choice = compute::make_backend(bo);
   if (!choice.ok()) return report_failure(io, as_json, choice.status());
-  MeteredDevice device(choice->backend->device());
+  BenchDevices group;
+  if (Status st = group.grow(*choice->backend, 1); !st.ok()) return report_failure(io, as_json, st);
   // The model state is made once: for 7B parameters its 108 GB take longer to allocate than a
   // configuration takes to time.
   auto state = ModelState::create(ParameterLayout::build(*config), true);
@@ -382,7 +451,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   (*state)->init_random(1);  // every block on its own thread: seconds for 7B parameters
   int exit_code = 0;
   for (const BenchConfig& c : options->configs) {
-    auto result = bench_config(*options, c, *choice->backend, device, **state, choice->reason);
+    auto result = bench_config(*options, c, group, **state, choice->reason);
     if (!result.ok()) {
       // A configuration that does not fit (a sweep's largest) does not stop the others.
       if (as_json) {
@@ -392,13 +461,14 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
                        {"micro_batches", c.micro_batches},
                        {"weight_slots", c.weight_slots},
                        {"hbm_state_blocks", c.hbm_state_blocks},
+                       {"devices", c.devices},
                        {"error", error_code_name(result.status().code())},
                        {"message", result.status().message()}}
                       .dump()
                << std::endl;
       }
-      io.err << "spillway-worker: bench " << c.micro_batches << " x " << c.micro_batch << " x "
-             << c.seq_len << ": " << result.status().to_string() << "\n";
+      io.err << "spillway-worker: bench " << c.devices << " GPUs x " << c.micro_batches << " x "
+             << c.micro_batch << " x " << c.seq_len << ": " << result.status().to_string() << "\n";
       exit_code = 1;
       continue;
     }

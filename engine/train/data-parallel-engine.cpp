@@ -133,7 +133,17 @@ DataParallelEngine::~DataParallelEngine() = default;
 Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     std::span<compute::Backend* const> backends, ModelState& state, const StreamingConfig& config,
     TierCounters* counters) {
-  if (backends.empty()) return invalid_argument("data parallel: no device");
+  std::vector<compute::Device*> devices;
+  for (compute::Backend* b : backends) devices.push_back(&b->device());
+  return create(devices, backends, state, config, counters);
+}
+
+Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
+    std::span<compute::Device* const> devices, std::span<compute::Backend* const> backends,
+    ModelState& state, const StreamingConfig& config, TierCounters* counters) {
+  if (backends.empty() || devices.size() != backends.size())
+    return invalid_argument("data parallel: " + std::to_string(devices.size()) + " devices for " +
+                            std::to_string(backends.size()) + " backends");
   auto impl = std::make_unique<Impl>();
   const int n = static_cast<int>(backends.size());
   if (n > 1) {
@@ -146,7 +156,7 @@ Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     impl->names.push_back(backends[r]->facts().gpu
                               ? "GPU " + std::to_string(backends[r]->device().ordinal())
                               : "CPU rank " + std::to_string(r));
-    auto engine = StreamingEngine::create(*backends[r], state, c, counters);
+    auto engine = StreamingEngine::create(*devices[r], *backends[r], state, c, counters);
     if (!engine.ok())
       return n == 1 ? engine.status() : engine.status().with_context(impl->names[r]);
     if (n > 1) {

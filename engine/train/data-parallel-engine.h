@@ -49,6 +49,11 @@ class DataParallelEngine {
   static Result<std::unique_ptr<DataParallelEngine>> create(
       std::span<compute::Backend* const> backends, ModelState& state, const StreamingConfig& config,
       TierCounters* counters = nullptr);
+  // As above, each engine taking its memory, streams and copies from devices[r] (the backend's
+  // device or a wrapper of it, such as the bench's MeteredDevice).
+  static Result<std::unique_ptr<DataParallelEngine>> create(
+      std::span<compute::Device* const> devices, std::span<compute::Backend* const> backends,
+      ModelState& state, const StreamingConfig& config, TierCounters* counters = nullptr);
   ~DataParallelEngine();
 
   int ranks() const;

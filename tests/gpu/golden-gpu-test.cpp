@@ -14,10 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "compute/backend-loader.h"
 #include "core/file-util.h"
 #include "engine/train/golden-util.h"
 #include "gpu-test-util.h"
 #include "test-data.h"
+#include "train/data-parallel-engine.h"
 #include "train/optimizer.h"
 #include "train/streaming-engine.h"
 
@@ -307,6 +309,79 @@ TEST_P(GoldenGpu, SameBitsWithTheStateInHbm) {
           << blocks << " blocks in HBM: block " << blk << "'s exp_avg_sq differs";
     }
   }
+}
+
+// Data parallel over every GPU of the machine (two or more): the golden trajectory with the
+// step's micro-batches split over the GPUs gives the reference's losses to the bf16 tolerance and
+// the one-GPU run's within it, and the same bits twice (NCCL's reduce-scatter is deterministic for
+// a given group).
+TEST_P(GoldenGpu, DataParallelOverEveryGpu) {
+  auto count = compute::cuda_device_count();
+  if (!count.ok() || *count < 2) GTEST_SKIP() << "one GPU: data parallel needs two or more";
+  const int mb = GetParam().micro_batch_size;
+  int n = *count;
+  while (n > 1 && (g_.B / mb) % n != 0) --n;
+  if (n < 2) GTEST_SKIP() << g_.B / mb << " micro-batches do not split over the GPUs";
+  std::vector<int> others;
+  for (int d = 1; d < n; ++d) others.push_back(d);
+  auto peers = compute::make_cuda_backends(others);
+  ASSERT_TRUE(peers.ok()) << peers.status().to_string();
+  std::vector<compute::Backend*> group = {backend_.get()};
+  for (auto& b : *peers) group.push_back(b.get());
+  const int steps = g_.meta["adamw"]["steps"];
+  const auto& h = g_.meta["adamw"];
+  auto trajectory = [&](std::vector<double>* losses) -> std::vector<std::vector<float>> {
+    StreamingConfig cfg;
+    cfg.weight_slots = 2;
+    cfg.micro_batch_size = mb;
+    cfg.max_micro_batches = g_.B / mb / n;
+    cfg.seq_len = g_.T;
+    cfg.keep_checkpoints_on_device = GetParam().checkpoints_on_device;
+    auto state = ModelState::create(g_.layout, true);
+    EXPECT_TRUE(state.ok());
+    EXPECT_TRUE((*state)->load_weights(*g_.weights).ok());
+    auto engine = DataParallelEngine::create(group, **state, cfg);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    if (!engine.ok()) return {};
+    AdamWConfig ac;
+    ac.beta1 = h["beta1"];
+    ac.beta2 = h["beta2"];
+    ac.eps = h["eps"];
+    ac.weight_decay = h["weight_decay"];
+    Optimizer opt(**state, ac, h["clip_grad_norm"].get<double>());
+    (*engine)->set_weight_gate([&](size_t b) { opt.wait_block(b); });
+    for (int step = 0; step < steps; ++step) {
+      const auto ids = read_i32(*g_.traj, "batch" + std::to_string(step) + ".input_ids");
+      const auto labels = read_i32(*g_.traj, "batch" + std::to_string(step) + ".labels");
+      auto r = (*engine)->forward_backward(batch_of(ids, labels, g_.B, g_.T, mb));
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      if (!r.ok()) break;
+      losses->push_back(r->loss());
+      opt.begin_step(h["lr"].get<double>(), r->grad_sumsq);
+    }
+    opt.wait_all();
+    (*engine)->set_weight_gate(nullptr);
+    std::vector<std::vector<float>> master;
+    for (size_t b = 0; b < g_.layout.num_blocks(); ++b)
+      master.emplace_back((*state)->master(b), (*state)->master(b) + g_.layout.blocks()[b].numel);
+    return master;
+  };
+  std::vector<double> a, b;
+  const auto ma = trajectory(&a);
+  const auto mb2 = trajectory(&b);
+  const Trajectory one = run_steps(g_, *backend_, GetParam(), steps);
+  ASSERT_EQ(a.size(), size_t(steps));
+  ASSERT_EQ(b.size(), size_t(steps));
+  for (int step = 0; step < steps; ++step) {
+    const double want = g_.meta["step_losses"][step].get<double>();
+    EXPECT_NEAR(a[step], want, kTol) << "step " << step + 1;
+    EXPECT_NEAR(a[step], one.losses[step], kTol) << "step " << step + 1;
+    EXPECT_EQ(std::memcmp(&a[step], &b[step], sizeof(double)), 0) << "step " << step + 1;
+    std::printf("%s mb%d on %d GPUs, step %d: loss %.6f (one GPU %.6f, ref %.6f)\n",
+                g_.name.c_str(), mb, n, step + 1, a[step], one.losses[step], want);
+  }
+  for (size_t blk = 0; blk < ma.size(); ++blk)
+    EXPECT_TRUE(gpu_testing::same_bits(ma[blk], mb2[blk])) << "block " << blk << " twice";
 }
 
 INSTANTIATE_TEST_SUITE_P(
