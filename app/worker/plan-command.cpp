@@ -54,11 +54,13 @@ std::string gb(double bytes) {
   return bytes >= 1e9 ? num(bytes / 1e9, "%.1f GB") : format_bytes(static_cast<uint64_t>(bytes));
 }
 
-// "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model TFLOPS"
-std::string suggestion_line(const PlanSuggestion& s) {
+// "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model
+// TFLOPS"; over several GPUs "micro-batch 8 x 3 accumulation x 2 GPUs = 96K tokens/step: ..."
+// (`devices`: " x 2 GPUs", " x 2 ranks", or empty).
+std::string suggestion_line(const PlanSuggestion& s, const std::string& devices) {
   const int64_t tokens = s.tokens_per_step;
   return "micro-batch " + std::to_string(s.micro_batch_size) + " x " +
-         std::to_string(s.grad_accum) + " accumulation = " +
+         std::to_string(s.grad_accum) + " accumulation" + devices + " = " +
          (tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens)) +
          " tokens/step: " + thousands(s.tokens_per_s) + " tokens/s, step " +
          num(s.step_s, "%.2f s") + ", " + num(s.model_tflops, "%.3g model TFLOPS") +
@@ -105,10 +107,25 @@ void print_plan(std::ostream& out, const Plan& plan) {
                            gb(static_cast<double>(state.hbm_bytes)) + "): " + state.why
                      : state.why);
   }
+  // The GPUs (or CPU ranks) of a data-parallel step: "2 (0, 1), NCCL 0.012 s a step exposed".
+  const PlanDevices& devices = plan.devices;
+  const int ranks = std::max(devices.count, 1);
+  if (ranks > 1 && plan.on_cpu()) {
+    row("CPU ranks", std::to_string(ranks) + ", sharing the host's cores");
+  } else if (ranks > 1) {
+    std::string ids;
+    for (size_t i = 0; i < devices.indices.size(); ++i)
+      ids += (i ? ", " : "") + std::to_string(devices.indices[i]);
+    row("GPUs", std::to_string(ranks) + (ids.empty() ? "" : " (" + ids + ")") + ", NCCL " +
+                    num(devices.nccl_s, "%.3f s") + " a step exposed (" + gb(devices.nccl_bytes) +
+                    " reduce-scattered per GPU)");
+  }
+  const std::string per_device =
+      ranks > 1 ? " x " + std::to_string(ranks) + (plan.on_cpu() ? " ranks" : " GPUs") : "";
   const PlanStep& s = plan.step;
   row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) +
                              " x " + std::to_string(plan.grad_accum) + " x " +
-                             std::to_string(plan.seq_len) + "), checkpoints " +
+                             std::to_string(plan.seq_len) + per_device + "), checkpoints " +
                              (plan.checkpoints_on_device ? "on the device" : "in host memory"));
   row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
                   num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
@@ -130,7 +147,7 @@ void print_plan(std::ostream& out, const Plan& plan) {
   row("bottleneck", s.bottleneck);
   if (plan.suggestion) {
     const PlanSuggestion& g = *plan.suggestion;
-    if (g.fits) row("suggested", suggestion_line(g));
+    if (g.fits) row("suggested", suggestion_line(g, per_device));
     row(g.fits ? "" : "suggested", g.why);
   }
 }
