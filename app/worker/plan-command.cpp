@@ -54,85 +54,17 @@ std::string gb(double bytes) {
   return bytes >= 1e9 ? num(bytes / 1e9, "%.1f GB") : format_bytes(static_cast<uint64_t>(bytes));
 }
 
-// "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model TFLOPS"
-std::string suggestion_line(const PlanSuggestion& s) {
+// "micro-batch 8 x 3 accumulation = 48K tokens/step: 9,843 tokens/s, step 4.99 s, 406 model
+// TFLOPS"; over several GPUs "micro-batch 8 x 3 accumulation x 2 GPUs = 96K tokens/step: ..."
+// (`devices`: " x 2 GPUs", " x 2 ranks", or empty).
+std::string suggestion_line(const PlanSuggestion& s, const std::string& devices) {
   const int64_t tokens = s.tokens_per_step;
   return "micro-batch " + std::to_string(s.micro_batch_size) + " x " +
-         std::to_string(s.grad_accum) + " accumulation = " +
+         std::to_string(s.grad_accum) + " accumulation" + devices + " = " +
          (tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens)) +
          " tokens/step: " + thousands(s.tokens_per_s) + " tokens/s, step " +
          num(s.step_s, "%.2f s") + ", " + num(s.model_tflops, "%.3g model TFLOPS") +
          (s.same_as_job ? " (the job's own)" : "");
-}
-
-// `plan` without --json: the plan as a table, the suggested batch last.
-void print_plan(std::ostream& out, const Plan& plan) {
-  auto row = [&](const std::string& name, const std::string& value) {
-    out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 0, ' ') << " " << value
-        << "\n";
-  };
-  const PlanModel& model = plan.model;
-  const double params = model.parameters;
-  const std::string& device = plan.machine.device;
-  out << model.architecture << " ("
-      << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M"))
-      << " parameters, " << model.layers << " layers) on " << plan.backend
-      << (device.empty() ? "" : " (" + device + ")") << ": "
-      << (plan.fits ? "fits" : "does not fit") << "\n";
-  // The CPU backend's device is an arena in DRAM (counted in DRAM's needs too), not HBM.
-  const char* device_name = plan.on_cpu() ? "arena (CPU)" : "HBM";
-  for (const auto& [tier, name] : {std::pair{&plan.hbm, device_name}, std::pair{&plan.dram, "DRAM"},
-                                   std::pair{&plan.ssd, "SSD"}}) {
-    const double needed = static_cast<double>(tier->needed_bytes),
-                 free = static_cast<double>(tier->free_bytes),
-                 total = static_cast<double>(tier->total_bytes),
-                 runtime = static_cast<double>(tier->runtime_bytes.value_or(0));
-    // What the process holds there whatever the job (libraries, CUDA context, the data) is
-    // outside the free memory already, but part of the peak a user sees.
-    row(name, "needs " + gb(needed) +
-                  (runtime > 0 ? " + about " + gb(runtime) + " runtime = " + gb(needed + runtime)
-                               : std::string()) +
-                  ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
-                  (total > 0 ? gb(total) : "unbounded"));
-  }
-  // Where the blocks' master weights, gradients and AdamW moments live: "first 22 of 34 blocks in
-  // HBM (70.1 GB): the embedding and layers 0-20, as many as fit ...".
-  const PlanState& state = plan.state;
-  if (state.blocks > 0) {
-    row("state", state.hbm_blocks > 0
-                     ? "first " + std::to_string(state.hbm_blocks) + " of " +
-                           std::to_string(state.blocks) + " blocks in " + device_name + " (" +
-                           gb(static_cast<double>(state.hbm_bytes)) + "): " + state.why
-                     : state.why);
-  }
-  const PlanStep& s = plan.step;
-  row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) +
-                             " x " + std::to_string(plan.grad_accum) + " x " +
-                             std::to_string(plan.seq_len) + "), checkpoints " +
-                             (plan.checkpoints_on_device ? "on the device" : "in host memory"));
-  row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
-                  num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
-                  (s.gpu_adamw_s > 0
-                       ? " on the CPU, " + num(s.gpu_adamw_s, "%.2f s") + " on the GPU (in compute)"
-                       : std::string()) +
-                  ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
-                  (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : "") +
-                  (s.calibrated ? "" : " (uncalibrated: a rough estimate)"));
-  row("tokens/s",
-      thousands(s.tokens_per_s) + " (" + num(s.model_tflops, "%.3g model TFLOPS") + ")");
-  if (s.total_steps > 0) {
-    const double eta = s.eta_s;
-    row("ETA", (eta >= 3600 ? num(eta / 3600, "%.1f h")
-                : eta >= 60 ? num(eta / 60, "%.1f min")
-                            : num(eta, "%.0f s")) +
-                   " for " + std::to_string(s.total_steps) + " steps");
-  }
-  row("bottleneck", s.bottleneck);
-  if (plan.suggestion) {
-    const PlanSuggestion& g = *plan.suggestion;
-    if (g.fits) row("suggested", suggestion_line(g));
-    row(g.fits ? "" : "suggested", g.why);
-  }
 }
 
 // "3.81 s", "23.2 GiB", "9,843": one figure of the comparison as the table shows it.
@@ -260,6 +192,90 @@ int measure_plan(TrainJob job, int steps, bool json, CommandIo io) {
 }
 
 }  // namespace
+
+void print_plan(std::ostream& out, const Plan& plan) {
+  auto row = [&](const std::string& name, const std::string& value) {
+    out << "  " << name << std::string(name.size() < 18 ? 18 - name.size() : 0, ' ') << " " << value
+        << "\n";
+  };
+  const PlanModel& model = plan.model;
+  const double params = model.parameters;
+  const std::string& device = plan.machine.device;
+  out << model.architecture << " ("
+      << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M"))
+      << " parameters, " << model.layers << " layers) on " << plan.backend
+      << (device.empty() ? "" : " (" + device + ")") << ": "
+      << (plan.fits ? "fits" : "does not fit") << "\n";
+  // The CPU backend's device is an arena in DRAM (counted in DRAM's needs too), not HBM.
+  const char* device_name = plan.on_cpu() ? "arena (CPU)" : "HBM";
+  for (const auto& [tier, name] : {std::pair{&plan.hbm, device_name}, std::pair{&plan.dram, "DRAM"},
+                                   std::pair{&plan.ssd, "SSD"}}) {
+    const double needed = static_cast<double>(tier->needed_bytes),
+                 free = static_cast<double>(tier->free_bytes),
+                 total = static_cast<double>(tier->total_bytes),
+                 runtime = static_cast<double>(tier->runtime_bytes.value_or(0));
+    // What the process holds there whatever the job (libraries, CUDA context, the data) is
+    // outside the free memory already, but part of the peak a user sees.
+    row(name, "needs " + gb(needed) +
+                  (runtime > 0 ? " + about " + gb(runtime) + " runtime = " + gb(needed + runtime)
+                               : std::string()) +
+                  ", free " + (free > 0 ? gb(free) : "unbounded") + ", total " +
+                  (total > 0 ? gb(total) : "unbounded"));
+  }
+  // Where the blocks' master weights, gradients and AdamW moments live: "first 22 of 34 blocks in
+  // HBM (70.1 GB): the embedding and layers 0-20, as many as fit ...".
+  const PlanState& state = plan.state;
+  if (state.blocks > 0) {
+    row("state", state.hbm_blocks > 0
+                     ? "first " + std::to_string(state.hbm_blocks) + " of " +
+                           std::to_string(state.blocks) + " blocks in " + device_name + " (" +
+                           gb(static_cast<double>(state.hbm_bytes)) + "): " + state.why
+                     : state.why);
+  }
+  // The GPUs (or CPU ranks) of a data-parallel step: "2 (0, 1), NCCL 0.012 s a step exposed".
+  const PlanDevices& devices = plan.devices;
+  const int ranks = std::max(devices.count, 1);
+  if (ranks > 1 && plan.on_cpu()) {
+    row("CPU ranks", std::to_string(ranks) + ", sharing the host's cores");
+  } else if (ranks > 1) {
+    std::string ids;
+    for (size_t i = 0; i < devices.indices.size(); ++i)
+      ids += (i ? ", " : "") + std::to_string(devices.indices[i]);
+    row("GPUs", std::to_string(ranks) + (ids.empty() ? "" : " (" + ids + ")") + ", NCCL " +
+                    num(devices.nccl_s, "%.3f s") + " a step exposed (" + gb(devices.nccl_bytes) +
+                    " reduce-scattered per GPU)");
+  }
+  const std::string per_device =
+      ranks > 1 ? " x " + std::to_string(ranks) + (plan.on_cpu() ? " ranks" : " GPUs") : "";
+  const PlanStep& s = plan.step;
+  row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) +
+                             " x " + std::to_string(plan.grad_accum) + " x " +
+                             std::to_string(plan.seq_len) + per_device + "), checkpoints " +
+                             (plan.checkpoints_on_device ? "on the device" : "in host memory"));
+  row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
+                  num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
+                  (s.gpu_adamw_s > 0
+                       ? " on the CPU, " + num(s.gpu_adamw_s, "%.2f s") + " on the GPU (in compute)"
+                       : std::string()) +
+                  ", optimizer visible " + num(s.optimizer_visible_s, "%.2f s") +
+                  (s.ssd_s > 0 ? ", SSD " + num(s.ssd_s, "%.2f s") : "") +
+                  (s.calibrated ? "" : " (uncalibrated: a rough estimate)"));
+  row("tokens/s",
+      thousands(s.tokens_per_s) + " (" + num(s.model_tflops, "%.3g model TFLOPS") + ")");
+  if (s.total_steps > 0) {
+    const double eta = s.eta_s;
+    row("ETA", (eta >= 3600 ? num(eta / 3600, "%.1f h")
+                : eta >= 60 ? num(eta / 60, "%.1f min")
+                            : num(eta, "%.0f s")) +
+                   " for " + std::to_string(s.total_steps) + " steps");
+  }
+  row("bottleneck", s.bottleneck);
+  if (plan.suggestion) {
+    const PlanSuggestion& g = *plan.suggestion;
+    if (g.fits) row("suggested", suggestion_line(g, per_device));
+    row(g.fits ? "" : "suggested", g.why);
+  }
+}
 
 int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   auto args = parse_args(argv, {"--measure"}, {"--json"});

@@ -3,9 +3,16 @@
 // it.
 #pragma once
 
+#include <ostream>
+
+#include "events/plan.h"
 #include "worker/commands.h"
 
 namespace spillway::worker {
+
+// `plan` without --json: the plan as a table (tiers, state, the GPUs of a data-parallel step,
+// tokens per step, the step's parts, tokens/s, ETA, bottleneck), the suggested batch last.
+void print_plan(std::ostream& out, const Plan& plan);
 
 int run_plan(const std::vector<std::string>& args, CommandIo io);
 

@@ -60,6 +60,8 @@ int run_probe(const std::vector<std::string>& argv, CommandIo io) {
       {"backend", m->backend},
       {"backend_reason", reason},
       {"device", m->device.empty() ? json(nullptr) : json(m->device)},
+      {"gpus", m->gpus},
+      {"nccl_bus_gbps", measured(m->nccl_bus_bytes_per_s, 1e9)},
       {"compute_gflops", m->compute_flops / 1e9},
       {"h2d_gbps", m->h2d_bytes_per_s / 1e9},
       {"d2h_gbps", measured(m->d2h_bytes_per_s, 1e9)},

@@ -88,6 +88,8 @@ void for_each_machine_number(Machine& m, F&& f) {
   f("cpu_attention_s_per_score", m.cpu_attention_s_per_score);
   f("cpu_stream_bytes_per_s", m.cpu_stream_bytes_per_s);
   f("cpu_threads", m.cpu_threads);
+  f("gpus", m.gpus);
+  f("nccl_bus_bytes_per_s", m.nccl_bus_bytes_per_s);
 }
 
 }  // namespace

@@ -45,13 +45,18 @@ struct PlanMachine {
   double compute_flops = 0, h2d_bytes_per_s = 0, d2h_bytes_per_s = 0, duplex_bytes_per_s = 0,
          host_mem_bytes_per_s = 0, adamw_params_per_s = 0, ssd_bytes_per_s = 0, cpu_gemm_flops = 0,
          cpu_attention_s_per_score = 0, cpu_stream_bytes_per_s = 0, cpu_threads = 0;
+  // The GPUs present (0: none, or not counted) and NCCL's reduce-scatter bus bandwidth between
+  // them (0: not measured); absent in plans written before data parallel.
+  double gpus = 0, nccl_bus_bytes_per_s = 0;
   std::string device;  // empty when no device was probed
 };
 
 // One optimizer step as predicted: its parts in seconds (compute split into the GPU's GEMMs,
 // attention, LM head, element-wise ops, key bias, gradient accumulation and the GPU's AdamW of the
 // HBM state tier), the bytes over the host link each way, and the whole step. adamw_s is the CPU's
-// AdamW (the blocks outside the HBM state tier).
+// AdamW (the blocks outside the HBM state tier). With several GPUs (PlanDevices) the compute and
+// link figures are each GPU's (each has its own link; h2d_bytes and d2h_bytes cross one GPU's),
+// tokens, flops and tokens_per_s the whole step's over every GPU.
 struct PlanStep {
   double tokens = 0, flops = 0, model_flops = 0;
   double compute_s = 0, gemm_s = 0, attention_s = 0, lm_head_s = 0, elementwise_s = 0,
@@ -59,7 +64,7 @@ struct PlanStep {
   double h2d_bytes = 0, d2h_bytes = 0, h2d_s = 0, d2h_s = 0, link_s = 0, ssd_s = 0;
   double grad_norm_s = 0, adamw_s = 0, optimizer_s = 0, optimizer_visible_s = 0;
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
-  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer"
+  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer", "nccl"
   int64_t total_steps = 0;
   // Whether every rate the step time rests on was measured on this machine; false: the time is a
   // rough estimate (a CPU plan without the attention probe; planner.h, "CPU step").

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/backend-loader.h"
 #include "compute/cpu/attention-key-bias.h"
 #include "compute/cpu/attention.h"
 #include "core/buffer.h"
@@ -424,7 +425,17 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   m->device_free_bytes = free_bytes;
   m->backend = be.name();
   m->device = be.device_info().name;
+  if (be.facts().gpu) {
+    const Result<int> gpus = compute::cuda_device_count();
+    m->gpus = gpus.ok() ? std::max(*gpus, 1) : 1;
+    if (m->nccl_bus_bytes_per_s <= 0)
+      m->nccl_bus_bytes_per_s = default_nccl_bus_bytes_per_s(be.device_info().compute_capability);
+  }
   return {};
+}
+
+double default_nccl_bus_bytes_per_s(int compute_capability) {
+  return compute_capability >= 90 ? kNcclBusBytesPerSNvlink : kNcclBusBytesPerSPcie;
 }
 
 Result<double> measure_adamw(size_t params) {

@@ -51,6 +51,15 @@ struct MachineProbe {
   uint64_t device_total_bytes = 0;  // 0: unbounded (CPU backend without a cap)
   uint64_t device_free_bytes = 0;   // 0: not measured (taken as device_total_bytes)
   uint64_t ssd_free_bytes = 0, ssd_total_bytes = 0;
+  // The GPUs for data parallel (docs/architecture.md, "The planner"):
+  //  - gpus: CUDA devices this process sees (compute::cuda_device_count, CUDA_VISIBLE_DEVICES
+  //    applies), counted by probe_device on a GPU backend; 0 on the CPU backend and where not
+  //    counted (the planner then takes placement.devices as it asks);
+  //  - nccl_bus_bytes_per_s: NCCL reduce-scatter "bus bandwidth" between them (nccl-tests'
+  //    busbw: a reduce-scatter of S bytes takes S·(N-1)/N / busbw); 0: not measured
+  //    (kNcclBusBytesPerSPcie). probe_device sets default_nccl_bus_bytes_per_s of the GPU.
+  int gpus = 0;
+  double nccl_bus_bytes_per_s = 0;
   std::string backend =
       compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
   std::string device;  // the backend's device name; empty when no device was probed
@@ -61,6 +70,17 @@ struct MachineProbe {
         compute::parse_backend_kind(backend).value_or(compute::BackendKind::kCpu));
   }
 };
+
+// NCCL's reduce-scatter bus bandwidth between the GPUs of one machine where nothing measured it
+// (bytes/s). Compute capability 9.0 and later (H100, H200: NVLink 4): 150e9, the low end of what
+// NCCL's ring reduce-scatter reaches on two NVLinked H100s (150-200 GB/s busbw; the lent x2 host
+// copied GPU0→GPU1 at 270 GB/s, issue 23's table, 2026-11-27). Older GPUs, and any the
+// probe did not see: 20e9, a reduce-scatter through the host's PCIe 4.0 switches (no NVLink).
+// An sm_90 card without NVLink (H100 PCIe) reads as NVLinked: measure it to plan it.
+inline constexpr double kNcclBusBytesPerSNvlink = 150e9;
+inline constexpr double kNcclBusBytesPerSPcie = 20e9;
+// `compute_capability` as DeviceInfo has it (90 for sm_90; 0 on the CPU).
+double default_nccl_bus_bytes_per_s(int compute_capability);
 
 // Measures this machine (CPU backend): a 512³ sgemm, memcpy and a streaming triad; reads
 // /proc/meminfo and statvfs(ssd_dir). What a CPU job's step depends on besides is
@@ -91,9 +111,11 @@ struct DeviceProbeSizes {
 // Measures `backend` and fills compute_flops (linear_forward of gemm_n³, 2n³ FLOPs per call),
 // h2d_bytes_per_s, d2h_bytes_per_s and duplex_bytes_per_s (pinned host buffers, one copy stream
 // per direction), device_total_bytes, device_free_bytes (before its own buffers), `backend` and
-// `device`; everything timed between backend events (GPU time, not host enqueue time). It borrows
-// the backend's workspace (set_workspace) and frees all it allocated: call it before an engine
-// hands the backend its own workspace. Needs 3·n²·act + 2·copy_bytes of device memory and
+// `device`, and on a GPU backend gpus (cuda_device_count; 1 when the count fails, the probed GPU
+// being there) and, unless already set, nccl_bus_bytes_per_s (default_nccl_bus_bytes_per_s of the
+// probed GPU); everything timed between backend events (GPU time, not host enqueue time). It
+// borrows the backend's workspace (set_workspace) and frees all it allocated: call it before an
+// engine hands the backend its own workspace. Needs 3·n²·act + 2·copy_bytes of device memory and
 // 2·copy_bytes of pinned host memory: kOutOfMemory from the backend otherwise, `m` unchanged.
 Status probe_device(compute::Backend& backend, MachineProbe* m, const DeviceProbeSizes& sizes = {});
 

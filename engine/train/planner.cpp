@@ -230,13 +230,17 @@ std::string blocks_text(const ParameterLayout& layout, size_t blocks) {
 
 // PlanState::why: one line on why the HBM state tier holds `blocks` blocks. `asked` is
 // placement.hbm_state_blocks; `fitting` how many fit when the asked ones do not.
-std::string state_why(const ParameterLayout& layout, int asked, bool host_memory, size_t blocks,
-                      uint64_t state_bytes, uint64_t fixed, uint64_t ckpt, uint64_t device_free,
-                      size_t fitting) {
+std::string state_why(const ParameterLayout& layout, int asked, bool host_memory, int ranks,
+                      size_t blocks, uint64_t state_bytes, uint64_t fixed, uint64_t ckpt,
+                      uint64_t device_free, size_t fitting) {
   const double streaming = static_cast<double>(fixed), checkpoints = static_cast<double>(ckpt);
   if (asked == 0) return "none in HBM: placement.hbm_state_blocks is 0";
   if (blocks == 0 && host_memory)
     return "none on the CPU backend: its device memory is DRAM already";
+  if (ranks > 1)
+    return "none in HBM: the HBM state tier trains on one GPU only for now (placement.devices "
+           "spreads the step over " +
+           std::to_string(ranks) + ")";
   if (blocks == 0 && device_free == 0) return "none in HBM: the GPU's free memory is unknown";
   if (blocks == 0) {
     return "none in HBM: of the " + gb(static_cast<double>(device_free)) +
@@ -262,6 +266,52 @@ std::string state_why(const ParameterLayout& layout, int asked, bool host_memory
                           " while their forward runs");
 }
 
+// The devices the step is spread over (placement.devices), as the run resolves them
+// (run-assembly.cpp, create_backend): on a GPU backend job::resolve_devices against machine.gpus,
+// or when the probe did not count them (machine.gpus 0: the trainer's fit check) the selection as
+// it asks ("all" as one); on the CPU backend a count of CPU ranks ("all": 1), which list no GPU.
+Result<std::vector<int>> job_devices(const TrainJob& job, const MachineProbe& machine) {
+  const job::DeviceSelection& d = job.devices;
+  if (!machine.backend_facts().gpu) {
+    if (!d.indices.empty())
+      return invalid_argument("placement.devices lists GPUs (" + d.to_string() +
+                              ") but the plan is for the CPU backend; set placement.devices to 1");
+    return std::vector<int>(d.all ? 1 : static_cast<size_t>(std::max(d.count, 1)), 0);
+  }
+  if (machine.gpus > 0) return job::resolve_devices(d, machine.gpus);
+  if (!d.indices.empty()) return d.indices;
+  std::vector<int> first(d.all ? 1 : static_cast<size_t>(std::max(d.count, 1)));
+  for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int>(i);
+  return first;
+}
+
+// The exposed time of the reduce-scatters of a data-parallel step over `ranks` GPUs
+// (streaming-engine.cpp, finish_grad_share): each block's gradient buffer, padded to a multiple of
+// `ranks` floats, is reduce-scattered on its own stream as soon as its backward ends, S·(N-1)/N
+// bytes per GPU at `bus_bytes_per_s` (nccl-tests' bus bandwidth), one block after another, while
+// the backward goes on to the next block. Backward order (head, layers L-1..0, embedding), block b
+// taking backward_s · share[b] (forward_shares: the embedding's, a scatter-add, none). Returns
+// the time the last reduce ends after the backward (the embedding's whole reduce at least, and
+// what the longer ones queued), and in `bytes` and `busy_s` the bytes each GPU sends and the
+// reduces' time in all.
+double exposed_reduce_s(const ParameterLayout& layout, const std::vector<double>& share,
+                        double backward_s, int ranks, double bus_bytes_per_s, double* bytes,
+                        double* busy_s) {
+  const double n = ranks;
+  double computed = 0, reduced = 0;
+  *bytes = *busy_s = 0;
+  for (size_t b = layout.num_blocks(); b-- > 0;) {
+    const uint64_t numel = layout.blocks()[b].numel;
+    const double padded = static_cast<double>((numel + ranks - 1) / ranks * ranks);
+    const double block_bytes = (n - 1) / n * 4.0 * padded;
+    computed += backward_s * share[b];
+    reduced = std::max(reduced, computed) + block_bytes / bus_bytes_per_s;
+    *bytes += block_bytes;
+    *busy_s += block_bytes / bus_bytes_per_s;
+  }
+  return std::max(0.0, reduced - computed);
+}
+
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
               int64_t total_steps) {
@@ -270,8 +320,16 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const uint64_t padded = layout.total_numel();
   const uint64_t fp32 = padded * 4;
 
-  // HBM: what the streaming engine allocates (act dtype fp32 on the CPU backend, bf16 on CUDA).
-  const StreamingConfig sc = streaming_config(job);
+  // The GPUs (or CPU ranks): each runs the job's micro-batches and accumulation, so the step has N
+  // times the tokens; each GPU's arena and link are planned as one GPU's (data-parallel-engine.h).
+  const Result<std::vector<int>> devices = job_devices(job, machine);
+  const int ranks = devices.ok() ? static_cast<int>(devices->size()) : 1;
+  const double N = ranks;
+
+  // HBM: what the streaming engine allocates (act dtype fp32 on the CPU backend, bf16 on CUDA),
+  // on each GPU: with several, the gradient buffers padded to a multiple of N floats.
+  StreamingConfig sc = streaming_config(job);
+  sc.data_parallel_ranks = ranks;
   const compute::BackendFacts& facts = machine.backend_facts();
   const DType act_dtype = facts.act_dtype;
   const size_t act = dtype_size(act_dtype);
@@ -298,8 +356,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // The HBM state tier: the engine's own rule for how many of the first blocks keep their master,
   // gradients and moments on the device (-1: as many as fit beside every checkpoint).
   const bool host_memory = facts.host_memory();
-  const size_t state_blocks = StreamingEngine::hbm_state_blocks(layout, sc, act_dtype, backend_ws,
+  // With several GPUs none: -1 gives none, and the engine refuses an explicit count (below).
+  const size_t asked_blocks = StreamingEngine::hbm_state_blocks(layout, sc, act_dtype, backend_ws,
                                                                 device_free, host_memory);
+  const size_t state_blocks = ranks > 1 ? 0 : asked_blocks;
   const uint64_t state_bytes = HbmState::bytes(layout, state_blocks);
   // The most of the first blocks whose state fits in `room` bytes.
   auto fitting_blocks = [&](uint64_t room) {
@@ -343,11 +403,14 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const uint64_t grads_dram = fp32 - state_bytes / 4;
   plan.dram.gradients_bytes = grads_dram;
   plan.dram.optimizer_bytes = opt_ssd ? 0 : 2 * fp32;
-  plan.dram.checkpoints_bytes = ckpt_on_device ? 0 : ckpt;
-  uint64_t dram_needed = compute_copy + master_dram + grads_dram + (opt_ssd ? 0 : 2 * fp32) +
-                         (ckpt_on_device ? 0 : ckpt);
+  // One copy of the state whatever N; each GPU's spilled checkpoints, and each CPU rank's arena.
+  const uint64_t host_ckpt = ckpt_on_device ? 0 : mul_saturated({ckpt, uint64_t(ranks)});
+  plan.dram.checkpoints_bytes = host_ckpt;
+  uint64_t dram_needed =
+      compute_copy + master_dram + grads_dram + (opt_ssd ? 0 : 2 * fp32) + host_ckpt;
   // The CPU "device" is DRAM too.
-  if (cpu && device_cap == 0) dram_needed += hbm_fixed + state_bytes + ckpt;
+  if (cpu && device_cap == 0)
+    dram_needed += mul_saturated({hbm_fixed + state_bytes + ckpt, uint64_t(ranks)});
   plan.dram.needed_bytes = dram_needed;
   plan.dram.total_bytes = machine.dram_total_bytes;
   plan.dram.runtime_bytes = cpu ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
@@ -365,14 +428,20 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.state.hbm_blocks = static_cast<int>(state_blocks);
   plan.state.hbm_bytes = state_bytes;
   plan.state.why =
-      state_why(layout, job.hbm_state_blocks, host_memory, state_blocks, state_bytes, hbm_fixed,
-                ckpt, device_free,
+      state_why(layout, job.hbm_state_blocks, host_memory, ranks, state_blocks, state_bytes,
+                hbm_fixed, ckpt, device_free,
                 state_fits ? state_blocks
                            : fitting_blocks(device_free > hbm_fixed ? device_free - hbm_fixed : 0));
 
   std::string reason;
   if (Status st = check_positions(config, job); !st.ok()) {
     reason = st.message();
+  } else if (!devices.ok()) {
+    reason = devices.status().message();
+  } else if (ranks > 1 && asked_blocks > 0) {  // the engine's refusal (StreamingEngine::create)
+    reason =
+        "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
+        "several GPUs set it to -1 or 0";
   } else if (device_free && hbm_fixed > device_free) {
     reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) +
              " weight slots of the largest block, "
@@ -404,7 +473,8 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // backend as it is produced: on the CPU a pass over the gradients on the same cores; on a GPU a
   // few milliseconds of HBM reads under the download, counted as none) and AdamW (measured, or 28
   // B/param of DRAM traffic: read p, g, m, v; write p, m, v).
-  const double tokens = static_cast<double>(tokens_mb) * job.grad_accum;
+  const double gpu_tokens = static_cast<double>(tokens_mb) * job.grad_accum;  // each GPU's
+  const double tokens = N * gpu_tokens;
   const StepFlops flops = step_flops(config, tokens, job.seq_len);
   // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
   // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
@@ -428,24 +498,30 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const double P_cpu = P - P_gpu;
   // The GPU's AdamW over the tier's blocks: memory-bound, 28 B/param of HBM traffic as the CPU's.
   const double gpu_adamw_s = kAdamwBytesPerParam * P_gpu / kGpuHbmBytesPerS;
-  const double compute_s = cpu ? on_cpu.gemm_s + on_cpu.attention_s + on_cpu.elementwise_s
+  // Each GPU computes its own micro-batches; CPU ranks share the host's cores, one after another.
+  const double compute_s = cpu ? N * (on_cpu.gemm_s + on_cpu.attention_s + on_cpu.elementwise_s)
                                : gpu.gemm_s + gpu.attention_s + gpu.lm_head_s + gpu.elementwise_s +
                                      gpu.key_bias_s + accumulate_s + gpu_adamw_s;
   // Every block's fp32 master goes up for the forward and the layers' again for the backward (but
   // those still in a slot); its fp32 gradients come down once: the engine's own count, in which
-  // the HBM state tier's blocks cross in neither direction.
+  // the HBM state tier's blocks cross in neither direction. Per GPU: with several, each uploads
+  // every master whole over its own link and downloads its 1/N share of every gradient.
   const StreamingEngine::LinkBytes link =
       StreamingEngine::plan_link_bytes(layout, sc, state_blocks);
   const double h2d_bytes = static_cast<double>(link.h2d) + (ckpt_on_device ? 0 : 2.0 * ckpt);
   const double d2h_bytes = static_cast<double>(link.d2h) + (ckpt_on_device ? 0 : ckpt);
-  const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0);
+  // The GPUs' links at once carry a little less each than one alone (kSharedLinkEfficiency).
+  const double link_share = !cpu && ranks > 1 ? kSharedLinkEfficiency : 1.0;
+  const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0) * link_share;
   const double h2d_s = h2d_bytes / h2d_bw;
-  const double d2h_s = d2h_bytes / (machine.d2h_bytes_per_s > 0 ? machine.d2h_bytes_per_s : h2d_bw);
+  const double d2h_s =
+      d2h_bytes / (machine.d2h_bytes_per_s > 0 ? machine.d2h_bytes_per_s * link_share : h2d_bw);
   // Both directions at once where the probe measured that (a PCIe link is full duplex but the
   // sum stays below twice one way), else they take turns.
   const double link_s =
       machine.duplex_bytes_per_s > 0
-          ? std::max({h2d_s, d2h_s, (h2d_bytes + d2h_bytes) / machine.duplex_bytes_per_s})
+          ? std::max(
+                {h2d_s, d2h_s, (h2d_bytes + d2h_bytes) / (machine.duplex_bytes_per_s * link_share)})
           : h2d_s + d2h_s;
   const double ssd_bw = machine.ssd_bytes_per_s > 0 ? machine.ssd_bytes_per_s : 2e9;
   // Read and written back every step, but for the HBM state tier's blocks, whose copy on the SSD
@@ -467,21 +543,38 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // head's forward, which waits for the head's update (the model of max(0, AdamW - forward) before
   // the tier left that out; against the H100 runs the timeline is as close or closer:
   // tests/bench/figures/hbm-state-h100.json).
+  // Data parallel: each block's reduce-scatter between the GPUs runs while the backward goes on
+  // to the next block (exposed_reduce_s); what outlasts the backward delays the gradient norm the
+  // optimizer starts from, hence the whole next step. The CPU ranks' in-process group is a copy
+  // within DRAM, counted as none.
+  double nccl_s = 0, nccl_bytes = 0, nccl_busy_s = 0;
   double optimizer_visible_s = optimizer_s, step_s = compute_s + optimizer_s + ssd_s;
   if (!cpu) {
     const double overlapped_s = std::max(compute_s, link_s);
     const double forward_s = std::max(compute_s - gpu_adamw_s, link_s) / 4.0;
-    const double wait_s = forward_wait_s(forward_shares(config, layout, gpu, job.seq_len),
-                                         cpu_params, gpu_blocks, gpu_adamw_s, forward_s, adamw_s);
+    const std::vector<double> shares = forward_shares(config, layout, gpu, job.seq_len);
+    const double wait_s =
+        forward_wait_s(shares, cpu_params, gpu_blocks, gpu_adamw_s, forward_s, adamw_s);
+    if (ranks > 1) {
+      const double bus =
+          machine.nccl_bus_bytes_per_s > 0 ? machine.nccl_bus_bytes_per_s : kNcclBusBytesPerSPcie;
+      nccl_s =
+          exposed_reduce_s(layout, shares, 3.0 * forward_s, ranks, bus, &nccl_bytes, &nccl_busy_s);
+    }
     optimizer_visible_s = grad_norm_s + wait_s;
-    step_s = optimizer_visible_s + std::max(overlapped_s, ssd_s);
+    step_s = optimizer_visible_s + std::max(overlapped_s, ssd_s) + nccl_s;
   }
   struct Part {
     const char* name;
     double s;
   };
-  const std::vector<Part> parts = {
-      {"compute", compute_s}, {"h2d", link_s}, {"ssd", ssd_s}, {"optimizer", optimizer_visible_s}};
+  // The reduce-scatters by their whole time, as compute and the link: NCCL is the bottleneck when
+  // the GPUs spend longer reducing than computing.
+  const std::vector<Part> parts = {{"compute", compute_s},
+                                   {"h2d", link_s},
+                                   {"ssd", ssd_s},
+                                   {"optimizer", optimizer_visible_s},
+                                   {"nccl", nccl_busy_s}};
   const Part worst =
       *std::max_element(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.s < b.s; });
   PlanStep& step = plan.step;
@@ -520,6 +613,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.grad_accum = job.grad_accum;
   plan.seq_len = job.seq_len;
   plan.checkpoints_on_device = ckpt_on_device;
+  plan.devices.count = ranks;
+  if (devices.ok() && !cpu) plan.devices.indices = *devices;  // CPU ranks name no GPU
+  plan.devices.nccl_s = nccl_s;
+  plan.devices.nccl_bytes = nccl_bytes;
   plan.model = {config.architecture, P, config.num_layers, config.hidden_size, config.vocab_size};
   plan.machine = {machine.compute_flops,
                   machine.h2d_bytes_per_s,
@@ -532,6 +629,8 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
                   machine.cpu_attention_s_per_score,
                   machine.cpu_stream_bytes_per_s,
                   static_cast<double>(machine.cpu_threads),
+                  static_cast<double>(machine.gpus),
+                  machine.nccl_bus_bytes_per_s,
                   machine.device};
   return plan;
 }
@@ -550,6 +649,19 @@ namespace {
 // "64K" for a multiple of 1,024 tokens, else the number.
 std::string tokens_text(int64_t tokens) {
   return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
+}
+
+// 78112.6 -> "78,113"
+std::string thousands_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f", std::max(v, 0.0));
+  const std::string digits = buf;
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 std::string seconds_text(double s) {
@@ -629,6 +741,27 @@ std::string limit_text(const Candidate& chosen, const Candidate* below) {
   return "fewer, larger micro-batches spend less on adding up the weight gradients" + from;
 }
 
+// "; placement.devices \"all\" (8 GPUs) would give 78,113 tokens/s with this batch on each GPU":
+// what every GPU of the machine would give at the chosen micro-batch and accumulation, when the job
+// uses fewer; empty otherwise.
+std::string all_gpus_text(const ModelConfig& config, const TrainJob& job,
+                          const MachineProbe& machine, const Candidate& chosen) {
+  if (machine.gpus <= chosen.plan.devices.count) return "";
+  TrainJob every = job;
+  every.micro_batch_size = chosen.micro_batch;
+  every.grad_accum = chosen.grad_accum;
+  every.devices = job::DeviceSelection{};
+  every.devices.all = true;
+  const Plan all = plan_job(config, every, machine, 0);
+  const std::string head =
+      "; placement.devices \"all\" (" + std::to_string(machine.gpus) + " GPUs) ";
+  if (!all.fits) return head + "does not fit: " + all.reason;
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "would give %s tokens/s with this batch on each GPU",
+                thousands_text(all.step.tokens_per_s).c_str());
+  return head + buf;
+}
+
 // Every micro-batch and accumulation suggest_batch weighs for a job, the ones that fit (smaller
 // steps first, the larger micro-batch first at equal steps), and on a GPU its choice and the best
 // step just below it. Candidates are not moved once `fitting` points at them.
@@ -648,8 +781,8 @@ void search_batches(const ModelConfig& config, const TrainJob& job, const Machin
     bool any = false;
     for (int ga = 1; ga <= 64; ++ga) {
       j.grad_accum = ga;
-      Candidate c{mb, ga, static_cast<int64_t>(mb) * ga * job.seq_len,
-                  plan_job(config, j, machine, 0)};
+      Candidate c{mb, ga, 0, plan_job(config, j, machine, 0)};
+      c.tokens = static_cast<int64_t>(mb) * ga * job.seq_len * c.plan.devices.count;
       // One micro-batch that does not fit HBM: neither does any larger one.
       if (ga == 1 && !c.fits() && c.plan.reason.starts_with("HBM")) break;
       any = true;
@@ -693,9 +826,9 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
   const bool cpu = !machine.backend_facts().gpu;
   const std::string shared =
       "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
-  const int64_t own_tokens =
-      static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len;
   const Plan own = plan_job(config, job, machine, 0);
+  const int64_t own_tokens =
+      static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len * own.devices.count;
   if (cpu && own.fits) {
     const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
     return suggestion_of(c, job, shared);
@@ -745,6 +878,7 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
              "would take " + tokens_text(dram.chosen->tokens) + " tokens to keep the GPU busy";
     }
   }
+  why += all_gpus_text(config, job, machine, chosen);
   return suggestion_of(chosen, job, why);
 }
 

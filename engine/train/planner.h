@@ -121,6 +121,12 @@ inline constexpr uint64_t kCpuRuntimeDramBytes = 270'000'000;
 // compute, at 16,384 about 1%: why small micro-batches waste the GPU.
 inline constexpr double kGpuHbmBytesPerS = 3.0e12;
 
+// Each GPU's host link while the other GPUs of a data-parallel step copy too, as a fraction of
+// its rate alone (the probe's, measured on one GPU): on the lent x2 H100 host (issue 23's table,
+// 2026-11-27) host→GPU 50.8 + 50.9 GB/s with both at once against 54.8 alone, GPU→host 51.1 +
+// 51.1 against 55.2: 0.93 both ways. Each GPU has its own PCIe link; they share the host's memory.
+inline constexpr double kSharedLinkEfficiency = 0.93;
+
 // AdamW's memory traffic per parameter: read the fp32 master, gradient and both moments, write
 // the master and the moments. The CPU's without a measured rate (at host bandwidth), and the
 // GPU's over the HBM state tier's blocks (at kGpuHbmBytesPerS).
@@ -160,6 +166,22 @@ Status check_positions(const ModelConfig& config, const TrainJob& job);
 // the CPU updating the rest in forward order, each block's forward starting once its update is
 // done. With no block in the tier the same timeline: where the CPU is slower per block than the
 // forward, AdamW less the forward plus the head's forward, which follows the last update.
+//
+// Data parallel (Plan::devices; docs/architecture.md, "The planner"): N = placement.devices
+// resolved against machine.gpus (job::resolve_devices; a selection that asks for more GPUs than
+// there are does not fit, with its message; machine.gpus 0 on a GPU backend, not counted: the
+// selection as it asks), on the CPU backend a count of CPU ranks. As DataParallelEngine runs it,
+// each GPU takes the job's micro_batch_size × grad_accum, so the step has N times the tokens and
+// each GPU's compute is one GPU's; each uploads every master whole over its own link (at
+// kSharedLinkEfficiency of the probe's rate) and downloads its 1/N share of every gradient
+// (plan_link_bytes with data_parallel_ranks N: the PlanStep bytes are one GPU's); each block's
+// reduce-scatter, 4·numel·(N-1)/N bytes per GPU (the buffer padded to a multiple of N floats) at
+// machine.nccl_bus_bytes_per_s (kNcclBusBytesPerSPcie when 0), overlaps the next block's backward
+// and what it does not hide (the embedding's at least) adds to the step (PlanDevices::nccl_s).
+// HBM is each GPU's (no state tier with N > 1: an explicit placement.hbm_state_blocks does not
+// fit, as the engine refuses it); DRAM holds one copy of the state, each GPU's spilled
+// checkpoints, and on the CPU backend each rank's arena, whose compute shares the cores (N times
+// one rank's). The CPU's AdamW is the same parameters: unchanged.
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                int64_t total_steps, bool with_suggestion = true);
 
@@ -175,7 +197,8 @@ Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProb
 // nothing to hide: the job's own values, or when they do not fit, the largest micro-batch that
 // fits at the job's tokens per step, else the smallest step that fits. When the chosen step keeps
 // blocks' state in HBM and the same search with every block in DRAM would take a larger step,
-// `why` says so.
+// `why` says so; when the job uses fewer GPUs than machine.gpus, it says what placement.devices
+// "all" would give at the chosen batch. tokens_per_step is the whole step's, over every GPU.
 // When nothing fits, fits is false and `why` gives the smallest candidate's reason.
 inline constexpr double kSuggestWithin = 0.05;
 PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,

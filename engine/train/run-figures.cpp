@@ -25,8 +25,11 @@ StepFigures predicted_figures(const Plan& plan) {
   // A CPU backend without a device cap has no HBM: its "device" needs are counted in DRAM.
   if (!plan.on_cpu() || plan.hbm.total_bytes > 0) f.peak_hbm_bytes = peak(plan.hbm);
   f.peak_dram_bytes = peak(plan.dram);
-  f.h2d_bytes = plan.step.h2d_bytes;
-  f.d2h_bytes = plan.step.d2h_bytes;
+  // The plan's are one GPU's link; the engine counts every GPU's (DataParallelEngine::h2d_bytes).
+  // Rank 0 downloads the largest share, so N times its bytes is at most N floats a block over.
+  const double gpus = std::max(plan.devices.count, 1);
+  f.h2d_bytes = plan.step.h2d_bytes * gpus;
+  f.d2h_bytes = plan.step.d2h_bytes * gpus;
   return f;
 }
 

@@ -18,8 +18,9 @@ namespace spillway {
 // StepFigures, a run's step figures predicted or measured, and their JSON are events/events.h's.
 
 // The plan's prediction: step.step_s, step.tokens_per_s, the peaks as each tier's needed_bytes +
-// runtime_bytes (HBM absent on the CPU backend without a device cap), step.h2d_bytes and
-// step.d2h_bytes.
+// runtime_bytes (HBM absent on the CPU backend without a device cap; with several GPUs each
+// one's), step.h2d_bytes and step.d2h_bytes times the GPUs (the host's links in all, as the
+// engine counts them).
 StepFigures predicted_figures(const Plan& plan);
 
 // Collects the measured figures step by step.

@@ -832,6 +832,47 @@ TEST_F(WorkerTest, PlanSaysWhereTheBlocksStateLives) {
   EXPECT_NE(r.err.find("lower placement.hbm_state_blocks to "), std::string::npos) << r.err;
 }
 
+// `plan` with placement.devices: on the CPU backend a count of CPU ranks (the data-parallel
+// schedule on the host's cores), one line for them and the step's tokens over all; a list of GPUs
+// there is exit 3 with what to change. `probe` counts no GPU on the CPU backend.
+TEST_F(WorkerTest, PlanSpreadsTheStepOverTheDevices) {
+  SPILLWAY_REQUIRE_DATA();
+  json job = {
+      {"name", "ranks"},
+      {"model", {{"path", testing::data_path("models/stories260K")}}},
+      {"data",
+       {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")}, {"seq_len", 64}}},
+      {"train", {{"steps", 10}, {"micro_batch_size", 4}, {"grad_accum", 2}}},
+      {"placement", {{"backend", "cpu"}, {"devices", 2}}}};
+  const std::string path = write_job("ranks", job);
+  auto r = worker({"plan", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  CPU ranks          2, sharing the host's cores\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  tokens per step    1,024 (4 x 2 x 64 x 2 ranks), "), std::string::npos)
+      << r.out;
+  r = worker({"plan", path, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json plan = json::parse(r.out);
+  EXPECT_EQ(plan["devices"]["count"], 2);
+  EXPECT_EQ(plan["step"]["tokens"].get<double>(), 1024.0);
+  EXPECT_EQ(plan["machine"]["gpus"].get<double>(), 0.0);
+
+  job["placement"]["devices"] = json::array({0, 1});
+  r = worker({"plan", write_job("ranks-listed", job)});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("does not fit: placement.devices lists GPUs (GPUs 0, 1) but the plan is "
+                       "for the CPU backend; set placement.devices to 1"),
+            std::string::npos)
+      << r.err;
+
+  r = worker({"probe", "--backend", "cpu", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json probe = json::parse(r.out);
+  EXPECT_EQ(probe["gpus"], 0);
+  EXPECT_TRUE(probe["nccl_bus_gbps"].is_null());
+}
+
 // `plan --measure` stopped from a terminal (Ctrl-C: SIGINT) or by the app (SIGTERM) mid-run: the
 // throwaway run stops at its next layer, its folder in TMPDIR is removed (it was left behind,
 // spillway-measure.XXXXXX), one line on stderr says so, and the exit is 0 as for a stopped `train`.

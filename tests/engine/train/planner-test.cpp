@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "model/parameter-layout.h"
@@ -519,6 +521,8 @@ TEST(MachineProbe, DeviceFiguresThroughTheCpuBackend) {
   EXPECT_GT(m.duplex_bytes_per_s, 0);
   EXPECT_EQ(m.backend, "cpu");
   EXPECT_FALSE(m.device.empty());
+  EXPECT_EQ(m.gpus, 0);  // the CPU backend counts no GPU, and has no NCCL
+  EXPECT_EQ(m.nccl_bus_bytes_per_s, 0.0);
 
   sizes.gemm_n = 0;
   EXPECT_EQ(probe_device(*backend, &m, sizes).code(), ErrorCode::kInvalidArgument);
@@ -812,6 +816,255 @@ TEST(SuggestBatch, TheHbmStateMakesASmallStepFast) {
             std::string::npos)
       << why;
   EXPECT_EQ(all_dram["why"].get<std::string>().find("blocks in HBM"), std::string::npos);
+}
+
+// Data parallel (placement.devices): llama2-7b at the job's 4 x 4 x 2048 on each of the x2 host's
+// H100s (issue 23: NVLink between them).
+MachineProbe two_h100_host() {
+  MachineProbe m = h100_host();
+  m.gpus = 2;
+  m.nccl_bus_bytes_per_s = kNcclBusBytesPerSNvlink;
+  return m;
+}
+
+TrainJob on_gpus(TrainJob job, int count) {
+  job.devices.count = count;
+  return job;
+}
+
+TEST(DataParallel, TwoGpusDoubleTheTokensAndKeepEachGpusCompute) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  const Plan one = make_plan(c, seven_b_job(), two_h100_host(), 10, false);
+  const Plan two = make_plan(c, on_gpus(seven_b_job(), 2), two_h100_host(), 10, false);
+  ASSERT_TRUE(one.fits) << one.reason;
+  ASSERT_TRUE(two.fits) << two.reason;
+  std::printf(
+      "one GPU: %.0f tokens/s, step %.3f s; two: %.0f tokens/s, step %.3f s, NCCL %.4f s "
+      "exposed, %.2f GB per GPU, bottleneck %s\n",
+      one.step.tokens_per_s, one.step.step_s, two.step.tokens_per_s, two.step.step_s,
+      two.devices.nccl_s, two.devices.nccl_bytes / 1e9, two.step.bottleneck.c_str());
+  EXPECT_EQ(one.devices.count, 1);
+  EXPECT_EQ(one.devices.indices, std::vector<int>{0});
+  EXPECT_EQ(one.devices.nccl_s, 0.0);
+  EXPECT_EQ(one.devices.nccl_bytes, 0.0);
+  EXPECT_EQ(two.devices.count, 2);
+  EXPECT_EQ(two.devices.indices, (std::vector<int>{0, 1}));
+
+  // Each GPU runs the job's 4 x 4 x 2048: twice the tokens, the FLOPs with them; each GPU's
+  // compute is one GPU's.
+  EXPECT_EQ(one.step.tokens, 32768.0);
+  EXPECT_EQ(two.step.tokens, 2 * 32768.0);
+  EXPECT_DOUBLE_EQ(two.step.model_flops, 2 * one.step.model_flops);
+  EXPECT_EQ(two.step.compute_s, one.step.compute_s);
+  EXPECT_EQ(two.step.gemm_s, one.step.gemm_s);
+  // The same parameters for the CPU's AdamW.
+  EXPECT_EQ(two.step.adamw_s, one.step.adamw_s);
+
+  // Up: every master whole to each GPU. Down: each GPU its half of every gradient, the first
+  // GPU's (the plan's) ceil(numel / 2) floats, and its own losses and sums of squares.
+  EXPECT_EQ(two.step.h2d_bytes, one.step.h2d_bytes);
+  const double own = 32768 * 4.0 + 34 * 8.0;  // per-token losses, per-block sums of squares
+  double half = 0;
+  for (const auto& b : layout.blocks()) half += static_cast<double>((b.numel + 1) / 2) * 4;
+  EXPECT_EQ(two.step.d2h_bytes, half + own);
+  EXPECT_GE(two.step.d2h_bytes - own, (one.step.d2h_bytes - own) / 2);
+  EXPECT_LE(two.step.d2h_bytes - own, (one.step.d2h_bytes - own) / 2 + 34 * 4);
+  // Each GPU's link at 0.93 of one alone.
+  EXPECT_NEAR(two.step.h2d_s, one.step.h2d_s / kSharedLinkEfficiency, 1e-12);
+  EXPECT_NEAR(two.step.d2h_s, two.step.d2h_bytes / (55e9 * kSharedLinkEfficiency), 1e-12);
+
+  // NCCL: each block's buffer (padded to an even count) reduce-scattered, half of it sent by each
+  // GPU. A layer's reduce (2.7 ms) hides behind the next layer's backward; the embedding's
+  // backward (a scatter-add) takes none, so layer 0's reduce and the embedding's are exposed.
+  EXPECT_DOUBLE_EQ(two.devices.nccl_bytes, half);
+  const double layer0 = 0.5 * 4 * kLayerParams, embedding = 0.5 * 4 * kEmbeddingParams;
+  EXPECT_NEAR(two.devices.nccl_s, (layer0 + embedding) / kNcclBusBytesPerSNvlink, 1e-12);
+  EXPECT_NEAR(two.devices.nccl_s, 0.00445, 0.00001);
+
+  // The step: one GPU's, but for the shared links and the exposed reduce.
+  const PlanStep& s = two.step;
+  EXPECT_NEAR(s.step_s,
+              s.optimizer_visible_s + std::max(s.compute_s, s.link_s) + two.devices.nccl_s, 1e-12);
+  EXPECT_NEAR(s.tokens_per_s, 2 * 32768 / s.step_s, 1e-9);
+  EXPECT_GT(s.tokens_per_s, 1.9 * one.step.tokens_per_s);
+  EXPECT_EQ(s.bottleneck, one.step.bottleneck);
+
+  // Each GPU's HBM is one GPU's, the gradient buffers padded to an even count of floats; the
+  // host holds one copy of the state.
+  EXPECT_GE(*two.hbm.gradients_bytes, *one.hbm.gradients_bytes);
+  EXPECT_LE(*two.hbm.gradients_bytes, *one.hbm.gradients_bytes + 2 * 256);
+  EXPECT_EQ(two.hbm.needed_bytes - *two.hbm.gradients_bytes,
+            one.hbm.needed_bytes - *one.hbm.gradients_bytes);
+  EXPECT_EQ(two.dram.needed_bytes, one.dram.needed_bytes);
+  EXPECT_EQ(two.state.hbm_blocks, 0);
+}
+
+TEST(DataParallel, MoreGpusThanPresentDoNotFitAndSayWhy) {
+  const ModelConfig c = llama2_7b();
+  const Plan four = make_plan(c, on_gpus(seven_b_job(), 4), two_h100_host(), 10);
+  EXPECT_FALSE(four.fits);
+  EXPECT_EQ(four.reason,
+            "placement.devices asks for 4 GPUs, but this machine has 2 GPUs; lower it, or use "
+            "\"all\"");
+  ASSERT_TRUE(four.suggestion.has_value());
+  EXPECT_FALSE(four.suggestion->fits);
+  EXPECT_NE(four.suggestion->why.find("asks for 4 GPUs"), std::string::npos);
+  TrainJob third = seven_b_job();
+  third.devices.indices = {0, 2};
+  const Plan missing = make_plan(c, third, two_h100_host(), 10, false);
+  EXPECT_FALSE(missing.fits);
+  EXPECT_NE(missing.reason.find("placement.devices names GPU 2, but this machine has 2 GPUs"),
+            std::string::npos)
+      << missing.reason;
+  // A list that is there: those GPUs, in its order.
+  TrainJob swapped = seven_b_job();
+  swapped.devices.indices = {1, 0};
+  const Plan listed = make_plan(c, swapped, two_h100_host(), 10, false);
+  ASSERT_TRUE(listed.fits) << listed.reason;
+  EXPECT_EQ(listed.devices.indices, (std::vector<int>{1, 0}));
+  // "all" is every GPU present.
+  TrainJob all = seven_b_job();
+  all.devices.all = true;
+  EXPECT_EQ(make_plan(c, all, two_h100_host(), 10, false).devices.count, 2);
+  // GPUs not counted (the trainer's fit check, whose run resolved them already): as asked.
+  const Plan uncounted = make_plan(c, on_gpus(seven_b_job(), 4), h100_host(), 10, false);
+  ASSERT_TRUE(uncounted.fits) << uncounted.reason;
+  EXPECT_EQ(uncounted.devices.indices, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(DataParallel, NoHbmStateTierWithSeveralGpus) {
+  const ModelConfig c = llama2_7b();
+  // -1: as the engine places it, none.
+  const Plan plan = make_plan(c, on_gpus(sixteen_k_job(-1), 2), two_h100_host(), 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  EXPECT_EQ(plan.state.hbm_blocks, 0);
+  EXPECT_EQ(plan.state.why,
+            "none in HBM: the HBM state tier trains on one GPU only for now (placement.devices "
+            "spreads the step over 2)");
+  EXPECT_EQ(plan.step.gpu_adamw_s, 0.0);
+  EXPECT_FALSE(plan.hbm.master_bytes.has_value());
+  // An explicit count: refused, as StreamingEngine::create refuses it.
+  const Plan asked = make_plan(c, on_gpus(sixteen_k_job(5), 2), two_h100_host(), 10, false);
+  EXPECT_FALSE(asked.fits);
+  EXPECT_EQ(asked.reason,
+            "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
+            "several GPUs set it to -1 or 0");
+}
+
+TEST(DataParallel, ASlowReduceIsTheBottleneck) {
+  // GPUs that reduce at 1 GB/s: 13.5 GB per GPU a step outlast the backward, and what they do
+  // not hide adds to the step.
+  MachineProbe slow = two_h100_host();
+  slow.nccl_bus_bytes_per_s = 1e9;
+  const ModelConfig c = llama2_7b();
+  const Plan fast = make_plan(c, on_gpus(seven_b_job(), 2), two_h100_host(), 10, false);
+  const Plan plan = make_plan(c, on_gpus(seven_b_job(), 2), slow, 10, false);
+  EXPECT_EQ(plan.step.bottleneck, "nccl");
+  EXPECT_DOUBLE_EQ(plan.devices.nccl_bytes, fast.devices.nccl_bytes);
+  // The reduces run one after another from the head's backward on: the last ends about their
+  // whole time after the backward starts (3/4 of the compute).
+  const double busy = plan.devices.nccl_bytes / 1e9;
+  EXPECT_GT(plan.devices.nccl_s, busy - 0.75 * plan.step.compute_s);
+  EXPECT_LT(plan.devices.nccl_s, busy);
+  EXPECT_NEAR(plan.step.step_s - plan.devices.nccl_s, fast.step.step_s - fast.devices.nccl_s,
+              1e-12);
+  // Unmeasured: the PCIe figure.
+  MachineProbe unmeasured = two_h100_host();
+  unmeasured.nccl_bus_bytes_per_s = 0;
+  const Plan pcie = make_plan(c, on_gpus(seven_b_job(), 2), unmeasured, 10, false);
+  EXPECT_NEAR(pcie.devices.nccl_s,
+              0.5 * 4 * (kLayerParams + kEmbeddingParams) / kNcclBusBytesPerSPcie, 1e-12);
+}
+
+TEST(DataParallel, CpuRanksShareTheCores) {
+  const ModelConfig c = *model_preset("llama-50m");
+  TrainJob job;
+  job.seq_len = 256;
+  job.micro_batch_size = 4;
+  job.grad_accum = 2;
+  const Plan one = make_plan(c, job, small_cpu_host(), 100, false);
+  job.devices.count = 2;
+  const Plan two = make_plan(c, job, small_cpu_host(), 100, false);
+  ASSERT_TRUE(two.fits) << two.reason;
+  EXPECT_EQ(two.devices.count, 2);
+  EXPECT_TRUE(two.devices.indices.empty());  // CPU ranks name no GPU
+  EXPECT_EQ(two.devices.nccl_s, 0.0);
+  EXPECT_EQ(two.step.tokens, 2 * one.step.tokens);
+  EXPECT_NEAR(two.step.compute_s, 2 * one.step.compute_s, 1e-12);
+  // Each rank's arena is DRAM too (its gradient buffers padded to an even count); the state is
+  // there once.
+  EXPECT_LE(two.hbm.needed_bytes - one.hbm.needed_bytes, 2 * 256u);
+  EXPECT_EQ(two.dram.needed_bytes - 2 * two.hbm.needed_bytes,
+            one.dram.needed_bytes - one.hbm.needed_bytes);
+  job.devices.indices = {0};
+  const Plan listed = make_plan(c, job, small_cpu_host(), 100, false);
+  EXPECT_FALSE(listed.fits);
+  EXPECT_EQ(listed.reason,
+            "placement.devices lists GPUs (GPU 0) but the plan is for the CPU backend; set "
+            "placement.devices to 1");
+}
+
+TEST(DataParallel, PlanJsonCarriesTheDevices) {
+  const Plan plan = make_plan(llama2_7b(), on_gpus(seven_b_job(), 2), two_h100_host(), 10);
+  const nlohmann::json j = to_json(plan);
+  EXPECT_EQ(j["devices"]["count"], 2);
+  EXPECT_EQ(j["devices"]["indices"], nlohmann::json({0, 1}));
+  EXPECT_EQ(j["devices"]["nccl_s"].get<double>(), plan.devices.nccl_s);
+  EXPECT_EQ(j["devices"]["nccl_bytes"].get<double>(), plan.devices.nccl_bytes);
+  EXPECT_EQ(j["machine"]["gpus"].get<double>(), 2.0);
+  EXPECT_EQ(j["machine"]["nccl_bus_bytes_per_s"].get<double>(), kNcclBusBytesPerSNvlink);
+  const Result<Plan> back = plan_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->devices.count, 2);
+  EXPECT_EQ(back->devices.indices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(back->devices.nccl_s, plan.devices.nccl_s);
+  EXPECT_EQ(back->devices.nccl_bytes, plan.devices.nccl_bytes);
+  EXPECT_EQ(back->machine.gpus, 2.0);
+  EXPECT_EQ(to_json(*back).dump(), j.dump());
+}
+
+TEST(SuggestBatch, SaysWhatEveryGpuWouldGive) {
+  const ModelConfig c = llama2_7b();
+  MachineProbe eight = two_h100_host();
+  eight.gpus = 8;
+  const PlanSuggestion s = suggest_batch(c, seven_b_job(), eight);
+  std::printf("one of 8 GPUs: %s\n", s.why.c_str());
+  ASSERT_TRUE(s.fits) << s.why;
+  EXPECT_EQ(s.why.find('\n'), std::string::npos);
+  // The same batch on every GPU, planned on its own.
+  TrainJob all = seven_b_job();
+  all.micro_batch_size = s.micro_batch_size;
+  all.grad_accum = s.grad_accum;
+  all.devices.all = true;
+  const Plan every = make_plan(c, all, eight, 0, false);
+  ASSERT_TRUE(every.fits) << every.reason;
+  EXPECT_EQ(every.devices.count, 8);
+  const std::string head = "; placement.devices \"all\" (8 GPUs) would give ";
+  const size_t at = s.why.find(head);
+  ASSERT_NE(at, std::string::npos) << s.why;
+  const size_t end = s.why.find(" tokens/s with this batch on each GPU", at);
+  ASSERT_NE(end, std::string::npos) << s.why;
+  std::string figure = s.why.substr(at + head.size(), end - at - head.size());  // "79,501"
+  std::erase(figure, ',');
+  EXPECT_EQ(std::stod(figure), std::round(every.step.tokens_per_s)) << s.why;
+  EXPECT_GT(every.step.tokens_per_s, 7 * s.tokens_per_s);
+  // Every GPU in use, or one GPU on a one-GPU machine: nothing to add.
+  TrainJob on_all = seven_b_job();
+  on_all.devices.all = true;
+  const PlanSuggestion used = suggest_batch(c, on_all, eight);
+  ASSERT_TRUE(used.fits) << used.why;
+  EXPECT_EQ(used.why.find("placement.devices"), std::string::npos) << used.why;
+  EXPECT_EQ(used.tokens_per_step, int64_t{used.micro_batch_size} * used.grad_accum * 2048 * 8);
+  EXPECT_EQ(suggest_batch(c, seven_b_job(), h100_host()).why.find("placement.devices"),
+            std::string::npos);
+}
+
+TEST(MachineProbe, NcclDefaultByComputeCapability) {
+  EXPECT_EQ(default_nccl_bus_bytes_per_s(90), kNcclBusBytesPerSNvlink);
+  EXPECT_EQ(default_nccl_bus_bytes_per_s(100), kNcclBusBytesPerSNvlink);
+  EXPECT_EQ(default_nccl_bus_bytes_per_s(89), kNcclBusBytesPerSPcie);
+  EXPECT_EQ(default_nccl_bus_bytes_per_s(0), kNcclBusBytesPerSPcie);
 }
 
 }  // namespace

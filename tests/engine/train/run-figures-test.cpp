@@ -78,6 +78,14 @@ TEST(RunFigures, ComparedWithThePlan) {
   cpu["tiers"]["hbm"]["total_bytes"] = 0;
   EXPECT_FALSE(predicted_figures(plan_from_json(cpu).value()).peak_hbm_bytes.has_value());
   EXPECT_TRUE(to_json(m)["tokens_per_s"].is_null());
+  // Two GPUs: the plan's link bytes are one GPU's, the engine counts both GPUs' links; HBM is
+  // each GPU's, as the run measures rank 0's.
+  nlohmann::json two = plan;
+  two["devices"] = {{"count", 2}, {"indices", {0, 1}}};
+  const StepFigures both = predicted_figures(plan_from_json(two).value());
+  EXPECT_DOUBLE_EQ(*both.h2d_bytes, 2 * 52e9);
+  EXPECT_DOUBLE_EQ(*both.d2h_bytes, 2 * 27e9);
+  EXPECT_EQ(*both.peak_hbm_bytes, 20'000'000'000u);
 }
 
 }  // namespace

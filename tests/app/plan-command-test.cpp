@@ -1,0 +1,75 @@
+// `spillway-worker plan`'s table for a data-parallel step: the GPUs row, the step's tokens over
+// every GPU and the suggestion's batch per GPU, from a plan of llama2-7b on a synthetic two-H100
+// machine (planner-test.cpp's figures).
+#include "worker/plan-command.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "train/planner.h"
+
+namespace spillway::worker {
+namespace {
+
+MachineProbe two_h100_host() {
+  MachineProbe m;
+  m.backend = "cuda";
+  m.device = "NVIDIA H100 80GB HBM3";
+  m.compute_flops = 790e12;
+  m.h2d_bytes_per_s = m.d2h_bytes_per_s = 55e9;
+  m.duplex_bytes_per_s = 93e9;
+  m.host_mem_bytes_per_s = 54e9;
+  m.adamw_params_per_s = 5.239e9;
+  m.dram_total_bytes = 251ull << 30;
+  m.dram_available_bytes = 245ull << 30;
+  m.device_total_bytes = 85'000'000'000ull;
+  m.device_free_bytes = 84'000'000'000ull;
+  m.gpus = 2;
+  m.nccl_bus_bytes_per_s = kNcclBusBytesPerSNvlink;
+  return m;
+}
+
+TrainJob seven_b_job(int gpus) {
+  TrainJob job;
+  job.backend = "cuda";
+  job.hbm_state_blocks = 0;
+  job.micro_batch_size = 4;
+  job.grad_accum = 4;
+  job.seq_len = 2048;
+  job.devices.count = gpus;
+  return job;
+}
+
+std::string table(const Plan& plan) {
+  std::ostringstream out;
+  print_plan(out, plan);
+  return out.str();
+}
+
+TEST(PlanTable, TwoGpusHaveTheirRow) {
+  const Plan plan = make_plan(*model_preset("llama-7b"), seven_b_job(2), two_h100_host(), 10);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  const std::string text = table(plan);
+  std::printf("%s", text.c_str());
+  EXPECT_NE(text.find("\n  GPUs               2 (0, 1), NCCL 0.004 s a step exposed (13.5 GB "
+                      "reduce-scattered per GPU)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  tokens per step    65,536 (4 x 4 x 2048 x 2 GPUs), "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" accumulation x 2 GPUs = "), std::string::npos) << text;
+}
+
+TEST(PlanTable, OneGpuHasNoGpusRow) {
+  const Plan plan = make_plan(*model_preset("llama-7b"), seven_b_job(1), two_h100_host(), 10);
+  const std::string text = table(plan);
+  EXPECT_EQ(text.find("  GPUs "), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  tokens per step    32,768 (4 x 4 x 2048), "), std::string::npos) << text;
+  // The machine has two: the suggestion says what both would give.
+  EXPECT_NE(text.find("placement.devices \"all\" (2 GPUs) would give "), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace spillway::worker
