@@ -88,6 +88,7 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
   if (!options_.gpus.empty()) {
     const Result<const NvmlApi*> api =
         options_.nvml ? Result<const NvmlApi*>(options_.nvml) : load_nvml();
+    if (!api.ok()) gpu_status_ = api.status();  // no NVML: no GPU is monitored, for one reason
     for (const TelemetrySamplerOptions::Gpu& g : options_.gpus) {
       Result<GpuMonitor> monitor =
           api.ok() ? GpuMonitor::open(g.pci_bus_id, **api) : Result<GpuMonitor>(api.status());
@@ -96,9 +97,12 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
         continue;
       }
       gpu_monitors_.emplace_back(std::nullopt);
+      // One GPU of several that NVML cannot open: the message names it.
       if (gpu_status_.ok())
-        gpu_status_ = Status(monitor.status().code(),
-                             "GPU " + std::to_string(g.index) + ": " + monitor.status().message());
+        gpu_status_ = options_.gpus.size() == 1
+                          ? monitor.status()
+                          : Status(monitor.status().code(), "GPU " + std::to_string(g.index) +
+                                                                ": " + monitor.status().message());
     }
   } else if (!options_.gpu_pci_bus_id.empty() || options_.gpu_index) {
     Result<GpuMonitor> gpu = [this]() -> Result<GpuMonitor> {

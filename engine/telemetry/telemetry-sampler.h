@@ -125,9 +125,10 @@ class TelemetrySampler {
   // The last write error from the event writer (ok when none); the thread keeps sampling
   // regardless.
   Status last_error() const;
-  // Why the GPU named by options.gpu_pci_bus_id or gpu_index (or the first of options.gpus that
-  // NVML could not open, named "GPU <index>: ...") is not monitored (ok when it is, or when none
-  // was named): for the run's log, e.g. "GPU telemetry unavailable: cannot load libnvidia-ml.so.1
+  // Why the GPU named by options.gpu_pci_bus_id or gpu_index (or the first of several
+  // options.gpus that NVML could not open, named "GPU <index>: ...") is not monitored (ok when it
+  // is, or when none was named): for the run's log, e.g. "GPU telemetry unavailable: cannot load
+  // libnvidia-ml.so.1
   // (...)".
   const Status& gpu_status() const { return gpu_status_; }
 

@@ -108,6 +108,23 @@ TEST_F(Nvml, WithoutTheDriverOpenFailsAndTheSamplerLeavesGpuKeysOut) {
   opt.gpu_index = 0;
   TelemetrySampler sampler(counters, nullptr, opt);
   EXPECT_EQ(sampler.gpu_status().code(), ErrorCode::kUnsupported);
+  // The run's GPUs named: NVML's one reason for all of them, and each GPU's entry with what the
+  // backend reads of its memory.
+  TelemetrySamplerOptions both;
+  both.gpus = {{0, "0000:01:00.0", {}},
+               {1, "0000:02:00.0", [] {
+                  return std::optional<DeviceMemory>(DeviceMemory{80ull << 30, 60ull << 30});
+                }}};
+  TelemetrySampler two(counters, nullptr, both);
+  EXPECT_EQ(two.gpu_status().message(), load_nvml().status().message());
+  const SampleEvent e = sample_event_from_json(two.sample_once());
+  ASSERT_EQ(e.gpus.size(), 2u);
+  EXPECT_FALSE(e.gpus[0].hbm_used_bytes.has_value());
+  EXPECT_EQ(e.gpus[1].hbm_used_bytes, std::optional<uint64_t>(20ull << 30));
+  EXPECT_FALSE(e.gpus[1].util_percent.has_value());
+  EXPECT_EQ(e.gpu_mem_used_bytes, std::optional<uint64_t>(20ull << 30));
+  EXPECT_FALSE(e.gpu_util_pct.has_value());
+
   Json s = sampler.sample_once();
   for (const char* key : {"gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_total_bytes",
                           "pcie_tx_gbps", "pcie_rx_gbps", "gpu_power_w", "gpu_temp_c"}) {
@@ -283,6 +300,14 @@ TEST_F(Nvml, SamplerListsEveryGpuOfTheRunAndTheHostTotals) {
     EXPECT_EQ(s.gpu_util_pct, 64.0);
     EXPECT_DOUBLE_EQ(*s.gpu_power_w, 825.0);
     EXPECT_EQ(s.gpu_temp_c, 70.0);
+  }
+  // One GPU: its message as it was, without naming it.
+  opt.gpus = {{0, "0000:01:00.0", {}}};
+  {
+    TelemetrySampler sampler(counters, nullptr, opt);
+    EXPECT_EQ(sampler.gpu_status().message().rfind("GPU telemetry unavailable: no GPU at PCI", 0),
+              0u)
+        << sampler.gpu_status().message();
   }
   EXPECT_EQ(fake.sessions, 0);
 }
