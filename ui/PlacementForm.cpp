@@ -137,7 +137,12 @@ void PlacementForm::showGpus() {
     box->setProperty("gpuIndex", d.index);
     box->setProperty("gpuUsable", d.usable);
     JobForm::bind(box, "placement.devices");
-    if (!d.usable)
+    if (d.usable)
+      box->setToolTip(tr("GPU %1 · sm_%2 · PCI %3\n\n%4")
+                          .arg(d.index)
+                          .arg(d.computeCapability)
+                          .arg(d.pciBusId, JobForm::toolTip("placement.devices")));
+    else
       box->setToolTip(tr("GPU %1 cannot be used: %2\n\n%3")
                           .arg(d.index)
                           .arg(d.why.isEmpty() ? tr("unknown reason") : d.why)
@@ -173,6 +178,12 @@ void PlacementForm::showGpuSelection() {
   else if (cpu)
     why = tr("The CPU backend trains on no GPU: choose auto or cuda to pick GPUs.");
   const bool enabled = why.isEmpty();
+  // The line under the boxes is short (the backend's line beside them has the probe's whole
+  // answer, which can name long paths); the tooltip says all of it.
+  const QString hint = !done ? why
+                       : !gpusUsable_
+                           ? tr("No usable GPU on this machine: the run trains on the CPU.")
+                           : QString();
   allGpus_->setEnabled(enabled);
   allGpus_->setToolTip(enabled ? JobForm::toolTip("placement.devices")
                                : why + "\n\n" + JobForm::toolTip("placement.devices"));
@@ -180,7 +191,8 @@ void PlacementForm::showGpuSelection() {
   for (QCheckBox* box : gpuBoxes_)
     box->setEnabled(enabled && !devices_.all &&
                     (box->property("gpuUsable").toBool() || box->isChecked()));
-  gpusHint_->setText(done && gpusUsable_ ? QString() : why);
+  gpusHint_->setText(hint);
+  gpusHint_->setToolTip(why);
   gpusHint_->setVisible(!gpusHint_->text().isEmpty());
   gpusHint_->setEnabled(false);
 }

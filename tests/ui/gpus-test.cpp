@@ -8,6 +8,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QLabel>
 #include <QTableWidget>
 #include <QTest>
 #include <filesystem>
@@ -72,6 +73,38 @@ json devicesOf(const PlacementForm& form) {
   return s.toJson()["placement"]["devices"];
 }
 
+// The worker's "gpus" as the GUI reads them: a stand-in worker that prints what
+// `spillway-worker probe --gpu --json` prints on a machine whose second GPU is too old.
+TEST(GpusControl, TheProbeReadsEveryGpuTheWorkerLists) {
+  TempDir tmp;
+  const std::string worker = tmp.path() + "/spillway-worker";
+  {
+    std::ofstream f(worker);
+    f << "#!/bin/sh\n"
+      << R"(echo '{"usable":true,"name":"NVIDIA H100 80GB HBM3","total_bytes":85000000000,)"
+      << R"("compute_capability":90,"pci_bus_id":"0000:01:00.0","gpus":[{"index":0,"usable":true,)"
+      << R"("name":"NVIDIA H100 80GB HBM3","total_bytes":85000000000,"compute_capability":90,)"
+      << R"("pci_bus_id":"0000:01:00.0"},{"index":1,"usable":false,"why":"sm_75 is older than )"
+      << R"(sm_80"}]}')"
+      << "\n";
+  }
+  fs::permissions(worker, fs::perms::owner_all);
+  GpuProbe::Device device;
+  QString why;
+  QVector<GpuProbe::Device> gpus;
+  ASSERT_TRUE(GpuProbe::askWorker(q(worker), &device, &why, &gpus)) << why.toStdString();
+  ASSERT_EQ(gpus.size(), 2);
+  EXPECT_EQ(gpus[0].index, 0);
+  EXPECT_EQ(gpus[0].name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpus[0].totalBytes, 85'000'000'000);
+  EXPECT_EQ(gpus[0].computeCapability, 90);
+  EXPECT_EQ(gpus[0].pciBusId, "0000:01:00.0");
+  EXPECT_TRUE(gpus[0].usable);
+  EXPECT_EQ(gpus[1].index, 1);
+  EXPECT_FALSE(gpus[1].usable);
+  EXPECT_EQ(gpus[1].why, "sm_75 is older than sm_80");
+}
+
 TEST(GpusControl, ListsTheMachinesGpusAndWritesOneByDefault) {
   PlacementForm form(machineWith(2), nullptr);
   ASSERT_TRUE(probed(form));
@@ -81,6 +114,9 @@ TEST(GpusControl, ListsTheMachinesGpusAndWritesOneByDefault) {
   ASSERT_NE(gpu1, nullptr);
   EXPECT_EQ(gpu0->text(), "GPU 0 · NVIDIA H100 80GB HBM3 · 85.0 GB");
   EXPECT_EQ(gpu0->property(JobForm::kKeyProperty).toString(), "placement.devices");
+  EXPECT_TRUE(
+      gpu0->toolTip().startsWith("GPU 0 · sm_90 · PCI 0000:01:00.0\n\nThe GPUs to train on"))
+      << gpu0->toolTip().toStdString();
   EXPECT_TRUE(gpu0->isEnabled());
   // The schema's default: one GPU, the first.
   EXPECT_TRUE(gpu0->isChecked());
@@ -158,6 +194,8 @@ TEST(GpusControl, WithoutAUsableGpuItIsDisabledAndSaysWhy) {
       "the CPU."))
       << all->toolTip().toStdString();
   EXPECT_EQ(gpuBox(form, 0), nullptr);
+  EXPECT_EQ(form.findChild<QLabel*>("gpusHint")->text(),
+            "No usable GPU on this machine: the run trains on the CPU.");
   EXPECT_EQ(devicesOf(form), json(1));
 
   // With GPUs, the CPU backend disables it too.
