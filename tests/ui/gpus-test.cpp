@@ -218,7 +218,8 @@ TEST(GpusLive, EachGpuHasAnHbmAndAUtilisationLine) {
         << R"("gpu_util_pct":80,"gpu_mem_used_bytes":3e10,"gpu_mem_total_bytes":1.7e11,)"
         << R"("pcie_rx_gbps":40,"pcie_tx_gbps":20,"gpus":[)"
         << R"({"index":0,"hbm_used_bytes":2e10,"hbm_total_bytes":8.5e10,"util_percent":90},)"
-        << R"({"index":1,"hbm_used_bytes":1e10,"hbm_total_bytes":8.5e10,"util_percent":70}]})"
+        << R"({"index":1,"hbm_used_bytes":1e10,"hbm_total_bytes":8.5e10,"util_percent":70},)"
+        << R"({"index":100000,"hbm_used_bytes":1,"util_percent":1}]})"  // damaged: not a GPU
         << "\n";
   }
   LivePage live;
