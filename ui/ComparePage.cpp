@@ -265,8 +265,10 @@ QHash<QString, ComparePage::RunData> ComparePage::load(const std::string& path,
     d.info = std::move(*run);
     if (auto m = (*store)->metrics(id); m.ok()) d.metrics = std::move(*m);
     if (auto e = (*store)->evals(id); e.ok()) d.evals = std::move(*e);
-    if (std::optional<Plan> plan = RunHistoryModel::runPlan(**store, d.info))
+    if (std::optional<Plan> plan = RunHistoryModel::runPlan(**store, d.info)) {
       d.state = StatePlacement::fromPlan(*plan);
+      d.devices = DeviceUse::fromPlan(*plan);
+    }
     if (auto samples = (*store)->samples(id); samples.ok()) {
       d.samples.reserve(samples->size());
       for (const SampleRow& r : *samples) {
@@ -315,7 +317,8 @@ void ComparePage::redraw() {
   for (QCustomPlot* p : {loss_, speed_, memory_}) p->clearGraphs();
   const double w = smoothing_->value() / 100.0;
   const int mode = xAxis_->currentIndex();
-  QStringList jobs, names, planned;  // planned: each run's "HBM state (plan)"
+  // planned: each run's "HBM state (plan)"; gpus: its "GPUs (plan)"
+  QStringList jobs, names, planned, gpus;
   struct TierCurve {
     QString label;
     QColor color;
@@ -331,6 +334,7 @@ void ComparePage::redraw() {
     planned << (run->state.blocks > 0
                     ? tr("%1 of %2 blocks").arg(run->state.hbmBlocks).arg(run->state.blocks)
                     : QStringLiteral("—"));
+    gpus << run->devices.text();
     names << shortLabel(run->info);
     const QColor color = QColor::fromHsv((k * 67) % 360, 200, 200);
     QVector<double> lx, loss, sx, tps, stepT, stepX;
@@ -421,6 +425,15 @@ void ComparePage::redraw() {
       return r.key > QLatin1String("placement.hbm_state_blocks");
     });
     rows.insert(at, state);
+  }
+  // The GPUs each run's plan spread its steps over, beside the job's placement.devices.
+  ConfigDiffRow devices{kPlannedDevicesKey, gpus};
+  for (const QString& v : gpus) devices.differs |= v != gpus.first();
+  if (!diffOnly_->isChecked() || devices.differs) {
+    const auto at = std::find_if(rows.begin(), rows.end(), [](const ConfigDiffRow& r) {
+      return r.key > QLatin1String("placement.devices");
+    });
+    rows.insert(at, devices);
   }
   diff_->clear();
   diff_->setColumnCount(names.size() + 1);

@@ -53,6 +53,8 @@ class ComparePage : public QWidget {
   QTableWidget* diffTable() const { return diff_; }
   // The diff's row of each run's planned HBM state ("18 of 34 blocks"; "—" without a plan).
   static constexpr const char* kPlannedStateKey = "HBM state (plan)";
+  // The diff's row of the GPUs each run trained on, from its plan ("1", "2 (0, 1)"; "—" without).
+  static constexpr const char* kPlannedDevicesKey = "GPUs (plan)";
   QCustomPlot* lossPlot() const { return loss_; }
   QCustomPlot* memoryPlot() const { return memory_; }
   enum XAxis { kStep, kTokens, kWallTime };
@@ -84,6 +86,7 @@ class ComparePage : public QWidget {
     };
     std::vector<TierSample> samples;
     StatePlacement state;  // its plan's HBM state tier (blocks 0: no plan found)
+    DeviceUse devices;     // its plan's GPUs (count 0: no plan found)
   };
   // Reads runs `ids` from the store at `path` (a connection of its own); any thread. A run the
   // store does not have is left out.

@@ -94,6 +94,9 @@ QString JobForm::toolTip(const char* path) {
   if (k->type == job::KeyType::kInteger || k->type == job::KeyType::kNumber ||
       k->type == job::KeyType::kChoice)
     tip += " · " + QString::fromStdString(k->allowed());
+  // placement.devices has no range: the forms of its value instead (device-selection.h).
+  if (k->type == job::KeyType::kDevices)
+    tip += QObject::tr(" · \"all\", a count of GPUs or a list of GPU indices");
   return tip;
 }
 

@@ -11,6 +11,8 @@
 #include <utility>
 #include <variant>
 
+#include "job/job-schema.h"
+
 namespace spillway::ui {
 
 namespace {
@@ -139,6 +141,13 @@ QJsonValue toQt(const nlohmann::json& j) {
 
 }  // namespace
 
+job::DeviceSelection JobSettings::defaultDevices() {
+  const job::JobKey* k = job::find_job_key("placement.devices");
+  if (k == nullptr) return {};
+  Result<job::DeviceSelection> d = job::parse_device_selection(k->default_value);
+  return d.ok() ? *d : job::DeviceSelection{};
+}
+
 QJsonValue JobSettings::modelInit() const {
   if (!modelPath.isEmpty()) return QJsonValue::Undefined;
   const nlohmann::json model = sectionOf(base, "model");
@@ -163,6 +172,7 @@ nlohmann::json JobSettings::toJson() const {
     nlohmann::json& into = section == "data" ? data : section == "train" ? train : placement;
     into[name.toStdString()] = valueOf(*this, f.member);
   }
+  placement["devices"] = devices.to_json();
   if (!evalPath.isEmpty()) {
     data["eval"] = evalPath.toStdString();
     data.erase("eval_fraction");
@@ -212,6 +222,10 @@ JobSettings JobSettings::fromJson(const nlohmann::json& job) {
     const nlohmann::json from = sectionOf(job, section.toLatin1().constData());
     const auto it = from.find(name.toStdString());
     read(s, f.member, it != from.end() ? *it : nlohmann::json());
+  }
+  if (const auto p = sectionOf(job, "placement"); p.contains("devices")) {
+    if (Result<job::DeviceSelection> d = job::parse_device_selection(p["devices"]); d.ok())
+      s.devices = *d;
   }
   s.runDir = text(sectionOf(job, "output"), "run_dir", {});
   return s;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "JobForm.h"
+#include "job/device-selection.h"
 
 namespace spillway::ui {
 
@@ -51,9 +52,15 @@ struct JobSettings {
   qint64 dramCapBytes = JobForm::defaultValue("placement.dram_cap_bytes").toInteger();
   // placement.hbm_state_blocks: -1 as many as fit, 0 none, N the first N blocks.
   int hbmStateBlocks = JobForm::defaultValue("placement.hbm_state_blocks").toInt();
+  // placement.devices: "all", the first N GPUs, or a list of CUDA indices (device-selection.h);
+  // the schema's default, one GPU, when the job leaves it out or names something invalid.
+  job::DeviceSelection devices = defaultDevices();
   QString runDir;
   nlohmann::json base = nlohmann::json::object();  // the job this came from; toJson() writes the
                                                    // form's fields over it
+
+  // placement.devices' schema default as a selection.
+  static job::DeviceSelection defaultDevices();
 
   // The model the job creates from `model.init` (a preset name or a config object, random
   // weights), kept from `base`: what the job trains when the form names no model folder.

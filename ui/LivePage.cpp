@@ -356,7 +356,10 @@ QStringList LivePage::linkLegend() const {
 QString LivePage::gpuLegend() const {
   const RunSeries& s = series_;
   if (s.gpuUtilPct.isEmpty()) return {};
-  QString text = tr("GPU busy %1%").arg(s.gpuUtilPct.lastY(), 0, 'f', 0);
+  // Several GPUs: the host's figures, their mean busy (each GPU has a line of its own).
+  QString text = s.gpuBusyPct.size() >= 2
+                     ? tr("GPUs busy %1% (mean)").arg(s.gpuUtilPct.lastY(), 0, 'f', 0)
+                     : tr("GPU busy %1%").arg(s.gpuUtilPct.lastY(), 0, 'f', 0);
   // Power and temperature ride along when they come in the same samples (a stale figure would
   // mislead: only the latest sample's).
   if (!s.gpuPowerW.isEmpty() && s.gpuPowerW.x.last() == s.gpuUtilPct.x.last())
@@ -364,6 +367,13 @@ QString LivePage::gpuLegend() const {
   if (!s.gpuTempC.isEmpty() && s.gpuTempC.x.last() == s.gpuUtilPct.x.last())
     text += tr(" · %1 °C").arg(s.gpuTempC.lastY(), 0, 'f', 0);
   return text;
+}
+
+QStringList LivePage::gpuBusyLegend() const {
+  QStringList names;
+  for (QCPGraph* g : gpuBusy_)
+    if (g->visible()) names << g->name();
+  return names;
 }
 
 bool LivePage::gpuSeriesShown() const {
@@ -669,6 +679,26 @@ void LivePage::redrawCharts() {
   setDecimatedData(gpuUtil_, s.gpuUtilPct.x, s.gpuUtilPct.y);
   gpuUtil_->setName(gpuLegend());
   showGraph(gpuUtil_, !s.gpuUtilPct.isEmpty());
+  // Several GPUs: each one's utilisation too, on the same axis ("GPU 0 busy 87%").
+  int k = 0;
+  if (s.gpuBusyPct.size() >= 2) {
+    static const QColor kGpuColors[] = {QColor("#17becf"), QColor("#bcbd22"), QColor("#e377c2"),
+                                        QColor("#7f7f7f"), QColor("#8c564b"), QColor("#9467bd"),
+                                        QColor("#ff9896"), QColor("#98df8a")};
+    for (auto it = s.gpuBusyPct.cbegin(); it != s.gpuBusyPct.cend(); ++it, ++k) {
+      if (k == gpuBusy_.size()) {
+        QCPGraph* g = links_->addGraph(links_->xAxis, links_->yAxis2);
+        g->setPen(QPen(kGpuColors[k % std::size(kGpuColors)], 1, Qt::DashDotLine));
+        g->setVisible(false);
+        g->removeFromLegend();
+        gpuBusy_ << g;
+      }
+      setDecimatedData(gpuBusy_[k], it->x, it->y);
+      gpuBusy_[k]->setName(tr("GPU %1 busy %2%").arg(it.key()).arg(it->lastY(), 0, 'f', 0));
+      showGraph(gpuBusy_[k], !it->isEmpty());
+    }
+  }
+  for (; k < gpuBusy_.size(); ++k) showGraph(gpuBusy_[k], false);
   links_->yAxis2->setVisible(gpuUtil_->visible());
   links_->rescaleAxes();
   links_->yAxis->setRange(0, std::max(linkTop * 1.1, 0.01));

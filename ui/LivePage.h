@@ -1,7 +1,8 @@
 // LivePage: a running (or finished) run as it happens — HBM, DRAM and SSD by category (HBM also as
 // the GPU reports it), link throughput against the measured capacity (the plan's machine figures)
 // with the GPU's own PCIe counters and its utilisation when the worker reports them (hidden, never
-// drawn as zero, when it does not), loss (raw faint, smoothed bold), learning rate,
+// drawn as zero, when it does not; on several GPUs the host's totals, with each GPU's utilisation
+// and HBM as lines of their own), loss (raw faint, smoothed bold), learning rate,
 // tokens/s and TFLOPS, the layer timeline, progress with ETA, the log, and Pause / Stop / Save
 // checkpoint wired to the worker by signals. A QFileSystemWatcher marks events.jsonl changed; a
 // 250 ms timer reads what was appended (also every second without a change notice, which network
@@ -108,6 +109,9 @@ class LivePage : public QWidget {
   // reports no GPU utilisation, and then the series and its axis are hidden.
   QString gpuLegend() const;
   bool gpuSeriesShown() const;
+  // A run on several GPUs: each GPU's utilisation line as its legend reads ("GPU 0 busy 87%"),
+  // and the HBM chart has each GPU's memory (TierChart::gpuLines); empty for one GPU.
+  QStringList gpuBusyLegend() const;
   // Whether the host link's measured capacity is drawn (the plan carries it).
   bool linkCapacityShown() const;
 
@@ -194,9 +198,10 @@ class LivePage : public QWidget {
   QLabel* status_;
   TierChart* tiers_[3];
   QCustomPlot* links_;
-  QCPGraph* pcie_[2];          // the GPU's PCIe counters: host -> GPU, GPU -> host
-  QCPGraph* linkCapacity_[2];  // h2d, d2h measured capacity
-  QCPGraph* gpuUtil_;          // on the right axis, %
+  QCPGraph* pcie_[2];           // the GPU's PCIe counters: host -> GPU, GPU -> host
+  QCPGraph* linkCapacity_[2];   // h2d, d2h measured capacity
+  QCPGraph* gpuUtil_;           // on the right axis, %
+  QVector<QCPGraph*> gpuBusy_;  // each GPU's utilisation (several GPUs), right axis
   QCustomPlot* loss_;
   QCustomPlot* speed_;
   TimelineView* timeline_;

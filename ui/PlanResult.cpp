@@ -100,6 +100,23 @@ QString StatePlacement::text() const {
   return QObject::tr("HBM state: %1 of %2 blocks").arg(hbmBlocks).arg(blocks);
 }
 
+DeviceUse DeviceUse::fromPlan(const Plan& plan) {
+  DeviceUse d;
+  d.count = std::max(1, plan.devices.count);
+  for (int i : plan.devices.indices) d.indices << i;
+  return d;
+}
+
+QString DeviceUse::text() const {
+  if (count <= 0) return QStringLiteral("—");
+  // One GPU, the first (or not named, as before data parallel): the count alone.
+  if (indices.isEmpty() || (count == 1 && indices == QVector<int>{0}))
+    return QString::number(count);
+  QStringList names;
+  for (int i : indices) names << QString::number(i);
+  return QStringLiteral("%1 (%2)").arg(count).arg(names.join(", "));
+}
+
 PlanResult PlanResult::fromPlan(const Plan& plan) {
   PlanResult r;
   r.ok = true;

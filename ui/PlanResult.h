@@ -70,6 +70,16 @@ struct StatePlacement {
   QString text() const;
 };
 
+// The GPUs a run's plan spread its steps over (events/plan.h, PlanDevices), for History's GPUs
+// column and Compare's row. A plan from before data parallel has no "devices": one GPU.
+struct DeviceUse {
+  int count = 0;         // 0: no plan found
+  QVector<int> indices;  // CUDA indices, rank order; empty when the plan does not list them
+  static DeviceUse fromPlan(const Plan& plan);
+  // "1" (one GPU, GPU 0 or unnamed), "2 (0, 1)", "1 (3)"; "—" without a plan.
+  QString text() const;
+};
+
 // The plan's "suggestion": the micro-batch and accumulation the planner would run the job with.
 struct BatchSuggestion {
   bool present = false;  // the plan carried one

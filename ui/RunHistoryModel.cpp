@@ -144,9 +144,12 @@ RunHistoryModel::Loaded RunHistoryModel::load(RunStore& store, FigureCache figur
       r.peakHbm = it->peakHbm, r.peakDram = it->peakDram, r.peakSsd = it->peakSsd;
       r.evalLoss = it->evalLoss, r.evalStep = it->evalStep;
       r.state = it->state;
+      r.devices = it->devices;
     } else {
-      if (std::optional<Plan> plan = runPlan(store, info))
+      if (std::optional<Plan> plan = runPlan(store, info)) {
         r.state = StatePlacement::fromPlan(*plan);
+        r.devices = DeviceUse::fromPlan(*plan);
+      }
       if (auto evals = store.evals(info.id); evals.ok()) {
         for (const EvalRow& e : *evals) {  // in step order: the last one with a loss
           if (e.loss) r.evalLoss = e.loss, r.evalStep = e.step;
@@ -269,13 +272,15 @@ QVariant RunHistoryModel::headerData(int section, Qt::Orientation o, int role) c
     return tr(
         "How many blocks (embedding, layers, head) kept their fp32 master weights, gradients and "
         "AdamW moments in the GPU's memory, as the run's plan placed them");
+  if (o == Qt::Horizontal && role == Qt::ToolTipRole && section == kDevices)
+    return tr("How many GPUs the run trained on, and which (CUDA indices), from its plan");
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {
       "Name",      "Run",          "Model",         "Dataset",
       "Status",    "Why it ended", "Started",       "Duration",
       "Tokens",    "Final loss",   "Eval loss",     "Peak device",
       "Peak DRAM", "Peak SSD",     "Mean tokens/s", "Step (plan → measured)",
-      "HBM state", "Tags",         "Notes"};
+      "HBM state", "GPUs",         "Tags",          "Notes"};
   return tr(names[section]);
 }
 
@@ -357,6 +362,9 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
       if (raw) return r.state.blocks > 0 ? r.state.hbmBlocks : -1;
       return r.state.blocks > 0 ? tr("%1 of %2 blocks").arg(r.state.hbmBlocks).arg(r.state.blocks)
                                 : QStringLiteral("—");
+    case kDevices:
+      if (raw) return r.devices.count > 0 ? r.devices.count : -1;
+      return r.devices.text();
     case kTags: {
       QStringList tags;
       for (const auto& t : i.tags) tags << QString::fromStdString(t);

@@ -2,7 +2,8 @@
 // name, run id (which tells apart runs of the same name), model, dataset, status, why a failed or
 // interrupted run ended (the error it recorded), start, duration, tokens, final loss, the last eval
 // loss, peak HBM/DRAM/SSD, mean tokens/s, the step time the plan predicted against the one the
-// run measured, and how many blocks' state its plan kept in HBM. refresh() re-reads the store (the
+// run measured, how many blocks' state its plan kept in HBM, and the GPUs it trained on (its
+// plan's "devices": "1", "2 (0, 1)"). refresh() re-reads the store (the
 // worker writes it; the GUI only reads, plus the user's edits: rename, tags, notes, delete, which
 // go through edits(), a RunEditQueue that writes them on a pool thread and refreshes the rows after
 // each) on a pool thread, through a connection of its own: marking the runs of dead workers is a
@@ -39,6 +40,8 @@ struct RunRow {
   QString failure;
   // Where the run's plan put the blocks' master, gradients and moments (blocks 0: no plan found).
   StatePlacement state;
+  // The GPUs its plan spread the steps over (count 0: no plan found).
+  DeviceUse devices;
 };
 
 class RunHistoryModel : public QAbstractTableModel {
@@ -62,6 +65,7 @@ class RunHistoryModel : public QAbstractTableModel {
     kTokensPerSecond,
     kStepTime,
     kHbmState,
+    kDevices,
     kTags,
     kNotes,
     kColumnCount

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "events/events.h"
+#include "job/device-selection.h"
 
 namespace spillway::ui {
 
@@ -169,6 +170,7 @@ void RunSeries::applySample(const SampleEvent& e, double t) {
     for (Ring& r : linkGbps) r.breakLine(at);
     for (Ring& r : pcieGbps) r.breakLine(at);
     gpuUtilPct.breakLine(at);
+    for (Ring& r : gpuBusyPct) r.breakLine(at);
   }
   lastSampleT = t;
   for (const auto& [name, o] : e.tiers) {
@@ -199,6 +201,13 @@ void RunSeries::applySample(const SampleEvent& e, double t) {
   if (e.gpu_util_pct) gpuUtilPct.append(t, *e.gpu_util_pct);
   if (e.gpu_power_w) gpuPowerW.append(t, *e.gpu_power_w);
   if (e.gpu_temp_c) gpuTempC.append(t, *e.gpu_temp_c);
+  for (const SampleGpu& g : e.gpus) {
+    // No run has more GPUs than a job may name: a damaged line's other indices are not drawn (each
+    // would be a line of its own).
+    if (g.index >= job::kMaxDevices) continue;
+    if (g.hbm_used_bytes) gpuHbmBytes[g.index].append(t, static_cast<double>(*g.hbm_used_bytes));
+    if (g.util_percent) gpuBusyPct[g.index].append(t, *g.util_percent);
+  }
 }
 
 }  // namespace spillway::ui

@@ -61,7 +61,10 @@ struct RunSeries {
   // GPU telemetry (NVML), x = t; a ring stays empty while the worker does not report its metric.
   Ring gpuUtilPct, gpuPowerW, gpuTempC;
   QMap<QString, Ring> pcieGbps;  // "rx" (host -> GPU), "tx" (GPU -> host)
-  QVector<Span> spans;           // the most recent, bounded
+  // Each GPU of the run (the samples' "gpus"), by CUDA index, x = t: its memory in use as NVML
+  // sees it (bytes) and its utilisation (%). The rings above are the host's totals over them.
+  QMap<int, Ring> gpuHbmBytes, gpuBusyPct;
+  QVector<Span> spans;  // the most recent, bounded
   QStringList log;    // log and error lines, bounded (eval and checkpoint events are not repeated:
                       // the worker logs each of them itself)
   QString lastError;  // the message of the latest error event

@@ -83,6 +83,13 @@ bool TierChart::categoryShown(const QString& category) const {
   return i >= 0 && layers_[i]->visible() && legend->hasItemWithPlottable(layers_[i]);
 }
 
+QStringList TierChart::gpuLines() const {
+  QStringList names;
+  for (QCPGraph* g : gpuLines_)
+    if (g->visible()) names << g->name();
+  return names;
+}
+
 bool TierChart::measuredShown() const {
   return measured_->visible();
 }
@@ -121,6 +128,12 @@ void TierChart::update(const RunSeries& series) {
   if (n > 0 && shown.last() != n - 1) shown.push_back(n - 1);
   const Ring measured = series.tierMeasuredBytes.value(tier_);
   for (double v : measured.y) top = std::max(top, v);
+  // Several GPUs: each one's memory in use as a line of its own ("GPU 0", "GPU 1") beside their
+  // sum; one GPU's line would be the sum's.
+  const bool perGpu = tier_ == QLatin1String("hbm") && series.gpuHbmBytes.size() >= 2;
+  if (perGpu)
+    for (const Ring& r : series.gpuHbmBytes)
+      for (double v : r.y) top = std::max(top, v);
   const double capBytes = series.tierCapacity.value(tier_, 0);
   const bool showCap = capBytes > 0 && top >= 0.05 * capBytes;
   const ByteUnit unit = byteUnitFor(showCap ? capBytes : top);
@@ -149,6 +162,8 @@ void TierChart::update(const RunSeries& series) {
           if (g->visible()) g->addToLegend();
         capacity_->addToLegend();
         if (measured_->visible()) measured_->addToLegend();
+        for (QCPGraph* g : gpuLines_)
+          if (g->visible()) g->addToLegend();
       }
     }
   }
@@ -163,6 +178,27 @@ void TierChart::update(const RunSeries& series) {
   if (measured_->visible() != !measured.isEmpty()) {
     measured_->setVisible(!measured.isEmpty());
     measured.isEmpty() ? measured_->removeFromLegend() : measured_->addToLegend();
+  }
+  int k = 0;
+  if (perGpu) {
+    static const QColor kGpuColors[] = {QColor("#17becf"), QColor("#bcbd22"), QColor("#e377c2"),
+                                        QColor("#7f7f7f"), QColor("#8c564b"), QColor("#9467bd"),
+                                        QColor("#ff9896"), QColor("#98df8a")};
+    for (auto it = series.gpuHbmBytes.cbegin(); it != series.gpuHbmBytes.cend(); ++it, ++k) {
+      if (k == gpuLines_.size()) {
+        QCPGraph* g = addGraph();
+        g->setPen(QPen(kGpuColors[k % std::size(kGpuColors)], 1.5, Qt::DashDotLine));
+        gpuLines_ << g;
+      }
+      setDecimatedData(gpuLines_[k], it->x, it->y, 1 / unit.bytes);
+      gpuLines_[k]->setName(tr("GPU %1").arg(it.key()));
+      gpuLines_[k]->setVisible(true);
+      gpuLines_[k]->addToLegend();  // no-op when it is there
+    }
+  }
+  for (; k < gpuLines_.size(); ++k) {
+    gpuLines_[k]->setVisible(false);
+    gpuLines_[k]->removeFromLegend();
   }
   yAxis->setLabel(unit.name);
   unavailable_->setVisible(x.isEmpty() && measured.isEmpty());

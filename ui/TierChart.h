@@ -5,7 +5,8 @@
 // capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below),
 // and, where the device reports its own use (HBM: the GPU's memory in use, NVML or cudaMemGetInfo),
 // that as a solid line over the stack: the gap is what the CUDA context, the allocator and other
-// processes hold beyond the engine's accounting.
+// processes hold beyond the engine's accounting. A run on several GPUs adds each GPU's own use as a
+// line ("GPU 0", "GPU 1"): the stack and the solid line are their sums.
 // update() sets the graphs' data from the series' ring buffers, at most kMaxDrawnPoints samples a
 // category however long the run (every n-th and the newest: a spike between them is not drawn,
 // the heading's figure and the axis still count it), and queues one replot. A tier the
@@ -33,6 +34,8 @@ class TierChart : public QCustomPlot {
   void update(const RunSeries& series);
   QString heading() const;     // e.g. "DRAM (host): 4.16 MB of 25.0 GB"
   bool measuredShown() const;  // the device's own figure is drawn
+  // The per-GPU lines drawn (HBM of a run on several GPUs), by legend: "GPU 0", "GPU 1".
+  QStringList gpuLines() const;
   // The newest sample's bytes of `category` ("state", "weights", ...) as drawn; absent where the
   // samples do not carry it.
   std::optional<double> newestBytes(const QString& category) const;
@@ -44,9 +47,10 @@ class TierChart : public QCustomPlot {
   QString tier_, title_;
   QCPTextElement* heading_;
   QCPGraph* capacity_;
-  QCPGraph* measured_;         // hidden (and out of the legend) while the device reports nothing
-  QCPItemText* unavailable_;   // shown while the worker reports nothing for this tier
-  QVector<QCPGraph*> layers_;  // by categoryNames(tier_)
+  QCPGraph* measured_;           // hidden (and out of the legend) while the device reports nothing
+  QVector<QCPGraph*> gpuLines_;  // each GPU's memory in use, made as GPUs come
+  QCPItemText* unavailable_;     // shown while the worker reports nothing for this tier
+  QVector<QCPGraph*> layers_;    // by categoryNames(tier_)
   QMap<QString, double> newest_;
 };
 

@@ -29,6 +29,12 @@ constexpr BenchModel kBenchModels[] = {
       "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
       "num_key_value_heads": 32, "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
       "rope_scaling": null, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2})"},
+    // meta-llama/Llama-2-13b-hf's config.json: 13.0 B parameters, 208 GB of fp32 state.
+    {"llama2-13b",
+     R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+      "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40, "num_attention_heads": 40,
+      "num_key_value_heads": 40, "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+      "rope_scaling": null, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2})"},
     {"qwen2.5-7b",
      R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 152064,
       "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,

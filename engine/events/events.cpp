@@ -207,6 +207,30 @@ SpanEvent span_event_from_json(const json& j) {
 
 // ---- sample
 
+json to_json(const SampleGpu& g) {
+  json j = {{"index", g.index}};
+  put(j, "hbm_used_bytes", g.hbm_used_bytes);
+  put(j, "hbm_total_bytes", g.hbm_total_bytes);
+  put(j, "util_percent", g.util_percent);
+  put(j, "pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s);
+  put(j, "pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s);
+  return j;
+}
+
+std::optional<SampleGpu> sample_gpu_from_json(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  const std::optional<int> index = integer<int>(j, "index");
+  if (!index || *index < 0) return std::nullopt;
+  SampleGpu g;
+  g.index = *index;
+  g.hbm_used_bytes = integer<uint64_t>(j, "hbm_used_bytes");
+  g.hbm_total_bytes = integer<uint64_t>(j, "hbm_total_bytes");
+  g.util_percent = number(j, "util_percent");
+  g.pcie_rx_bytes_per_s = number(j, "pcie_rx_bytes_per_s");
+  g.pcie_tx_bytes_per_s = number(j, "pcie_tx_bytes_per_s");
+  return g;
+}
+
 json to_json(const SampleEvent& e) {
   json j = json::object();
   json tiers = json::object();
@@ -237,6 +261,11 @@ json to_json(const SampleEvent& e) {
   put(j, "pcie_rx_gbps", e.pcie_rx_gbps);
   put(j, "gpu_power_w", e.gpu_power_w);
   put(j, "gpu_temp_c", e.gpu_temp_c);
+  if (!e.gpus.empty()) {
+    json gpus = json::array();
+    for (const SampleGpu& g : e.gpus) gpus.push_back(to_json(g));
+    j["gpus"] = std::move(gpus);
+  }
   return j;
 }
 
@@ -276,6 +305,10 @@ SampleEvent sample_event_from_json(const json& j) {
   e.pcie_rx_gbps = number(j, "pcie_rx_gbps");
   e.gpu_power_w = number(j, "gpu_power_w");
   e.gpu_temp_c = number(j, "gpu_temp_c");
+  if (const json* gpus = field(j, "gpus"); gpus && gpus->is_array()) {
+    for (const json& g : *gpus)
+      if (std::optional<SampleGpu> gpu = sample_gpu_from_json(g)) e.gpus.push_back(std::move(*gpu));
+  }
   return e;
 }
 

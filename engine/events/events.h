@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "events/plan.h"
 
@@ -148,8 +149,25 @@ struct SampleDisk {
   double read_gbps = 0, write_gbps = 0;
 };
 
+// One GPU of the run in a sample ("gpus"), by its CUDA index (placement.devices, RunAssembly's
+// devices), as NVML reports it; each metric absent while the GPU does not report it. PCIe in bytes
+// per second (NVML's KB/s x 1024, over its 20 ms window): rx host -> GPU, tx GPU -> host.
+struct SampleGpu {
+  int index = 0;
+  std::optional<uint64_t> hbm_used_bytes, hbm_total_bytes;
+  std::optional<double> util_percent;
+  std::optional<double> pcie_rx_bytes_per_s, pcie_tx_bytes_per_s;
+  bool operator==(const SampleGpu&) const = default;
+};
+nlohmann::json to_json(const SampleGpu& g);
+// nullopt for a value that is not an object with an integer "index" >= 0.
+std::optional<SampleGpu> sample_gpu_from_json(const nlohmann::json& j);
+
 // Tier and link telemetry, about 10 Hz (telemetry/telemetry-sampler.h). A GPU field is present only
-// while the worker reads it (a missing metric is unavailable, never 0).
+// while the worker reads it (a missing metric is unavailable, never 0). With several GPUs the
+// gpu_* and pcie_* fields are the host's totals over them (memory, power and PCIe summed,
+// utilisation averaged, temperature the hottest) and `gpus` has each; one GPU's run lists it in
+// `gpus` too. Samples written before `gpus` existed read with it empty.
 struct SampleEvent {
   std::map<std::string, SampleTier> tiers;  // "hbm", "dram", "ssd"
   std::map<std::string, SampleLink> links;
@@ -158,6 +176,7 @@ struct SampleEvent {
   std::optional<double> interval_s;
   std::optional<double> gpu_util_pct, gpu_power_w, gpu_temp_c, pcie_tx_gbps, pcie_rx_gbps;
   std::optional<uint64_t> gpu_mem_used_bytes, gpu_mem_total_bytes;
+  std::vector<SampleGpu> gpus;  // "gpus": the run's GPUs in rank order; written only when non-empty
 };
 
 // A run's step figures (engine/train/run-figures.h): predicted by the plan or measured. Absent: not

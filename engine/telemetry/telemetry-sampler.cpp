@@ -34,6 +34,48 @@ void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev,
   sample.gpu_temp_c = g.temp_c;
 }
 
+// One GPU of options.gpus: NVML's reading, its memory from `dev` when NVML has none.
+SampleGpu gpu_entry(int index, const GpuSample& g, const std::optional<DeviceMemory>& dev) {
+  SampleGpu out;
+  out.index = index;
+  if (g.mem_used_bytes && g.mem_total_bytes) {
+    out.hbm_used_bytes = *g.mem_used_bytes;
+    out.hbm_total_bytes = *g.mem_total_bytes;
+  } else if (dev) {
+    out.hbm_used_bytes = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
+    out.hbm_total_bytes = dev->total_bytes;
+  }
+  out.util_percent = g.util_pct;
+  // NVML's GB/s (1e9 bytes) back to bytes per second.
+  if (g.pcie_rx_gbps) out.pcie_rx_bytes_per_s = *g.pcie_rx_gbps * 1e9;
+  if (g.pcie_tx_gbps) out.pcie_tx_bytes_per_s = *g.pcie_tx_gbps * 1e9;
+  return out;
+}
+
+// The host's totals over several GPUs' readings, as add_gpu_fields takes one GPU's: memory, power
+// and PCIe summed over the GPUs that report them, utilisation the mean, temperature the hottest. A
+// metric no GPU reports stays absent.
+GpuSample host_totals(const std::vector<GpuSample>& gpus) {
+  GpuSample t;
+  const auto sum = [](auto& total, const auto& v) {
+    if (v) total = total.value_or(0) + *v;
+  };
+  int util_n = 0;
+  for (const GpuSample& g : gpus) {
+    if (g.util_pct) t.util_pct = t.util_pct.value_or(0) + *g.util_pct, ++util_n;
+    if (g.mem_used_bytes && g.mem_total_bytes) {
+      sum(t.mem_used_bytes, g.mem_used_bytes);
+      sum(t.mem_total_bytes, g.mem_total_bytes);
+    }
+    sum(t.pcie_tx_gbps, g.pcie_tx_gbps);
+    sum(t.pcie_rx_gbps, g.pcie_rx_gbps);
+    sum(t.power_w, g.power_w);
+    if (g.temp_c) t.temp_c = std::max(t.temp_c.value_or(*g.temp_c), *g.temp_c);
+  }
+  if (util_n > 0) *t.util_pct /= util_n;
+  return t;
+}
+
 }  // namespace
 
 TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* writer,
@@ -43,7 +85,26 @@ TelemetrySampler::TelemetrySampler(const TierCounters& counters, EventWriter* wr
       options_(std::move(options)),
       start_(std::chrono::steady_clock::now()) {
   if (!options_.ssd_path.empty()) disk_ = DiskStatsReader::for_path(options_.ssd_path);
-  if (!options_.gpu_pci_bus_id.empty() || options_.gpu_index) {
+  if (!options_.gpus.empty()) {
+    const Result<const NvmlApi*> api =
+        options_.nvml ? Result<const NvmlApi*>(options_.nvml) : load_nvml();
+    if (!api.ok()) gpu_status_ = api.status();  // no NVML: no GPU is monitored, for one reason
+    for (const TelemetrySamplerOptions::Gpu& g : options_.gpus) {
+      Result<GpuMonitor> monitor =
+          api.ok() ? GpuMonitor::open(g.pci_bus_id, **api) : Result<GpuMonitor>(api.status());
+      if (monitor.ok()) {
+        gpu_monitors_.emplace_back(std::move(monitor).value());
+        continue;
+      }
+      gpu_monitors_.emplace_back(std::nullopt);
+      // One GPU of several that NVML cannot open: the message names it.
+      if (gpu_status_.ok())
+        gpu_status_ = options_.gpus.size() == 1
+                          ? monitor.status()
+                          : Status(monitor.status().code(), "GPU " + std::to_string(g.index) +
+                                                                ": " + monitor.status().message());
+    }
+  } else if (!options_.gpu_pci_bus_id.empty() || options_.gpu_index) {
     Result<GpuMonitor> gpu = [this]() -> Result<GpuMonitor> {
       SPW_ASSIGN_OR_RETURN(const NvmlApi* api,
                            options_.nvml ? Result<const NvmlApi*>(options_.nvml) : load_nvml());
@@ -160,7 +221,25 @@ Json TelemetrySampler::sample_once() {
     }
     sample.rss_bytes = read_process_rss_bytes();
     if (dt > 0) sample.interval_s = dt;
-    add_gpu_fields(gpu_ ? gpu_->sample() : GpuSample{}, dev, sample);
+    if (options_.gpus.empty()) {
+      add_gpu_fields(gpu_ ? gpu_->sample() : GpuSample{}, dev, sample);
+    } else {
+      // Each GPU, then the host's totals over them; a GPU that NVML does not report memory for
+      // counts its device_memory reading in the totals too.
+      std::vector<GpuSample> readings;
+      for (size_t i = 0; i < options_.gpus.size(); ++i) {
+        const TelemetrySamplerOptions::Gpu& g = options_.gpus[i];
+        GpuSample reading = gpu_monitors_[i] ? gpu_monitors_[i]->sample() : GpuSample{};
+        std::optional<DeviceMemory> own;
+        if (!(reading.mem_used_bytes && reading.mem_total_bytes) && g.device_memory)
+          own = g.device_memory();
+        sample.gpus.push_back(gpu_entry(g.index, reading, own));
+        reading.mem_used_bytes = sample.gpus.back().hbm_used_bytes;
+        reading.mem_total_bytes = sample.gpus.back().hbm_total_bytes;
+        readings.push_back(reading);
+      }
+      add_gpu_fields(host_totals(readings), dev, sample);
+    }
 
     prev_counters_ = snap;
     prev_t_s_ = t;

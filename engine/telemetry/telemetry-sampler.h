@@ -21,14 +21,21 @@
 //    "disk":  {"device":"nvme0n1p2","read_gbps":..,"write_gbps":..},
 //    "rss_bytes":.., "interval_s":..,
 //    "gpu_util_pct":.., "gpu_mem_used_bytes":.., "gpu_mem_total_bytes":.., "pcie_tx_gbps":..,
-//    "pcie_rx_gbps":.., "gpu_power_w":.., "gpu_temp_c":..}
+//    "pcie_rx_gbps":.., "gpu_power_w":.., "gpu_temp_c":..,
+//    "gpus": [{"index":0, "hbm_used_bytes":.., "hbm_total_bytes":.., "util_percent":..,
+//              "pcie_rx_bytes_per_s":.., "pcie_tx_bytes_per_s":..}, ...]}
 //
 // *_bytes under tiers are bytes held now; *_bytes under links are cumulative since the counters
 // began; *_gbps are averages over the last interval_s. A metric that cannot be read is left out of
 // the object (never written as 0): capacity_bytes when not declared, device_* without a GPU probe,
 // total/available without /proc/meminfo, "disk" when the SSD path has no block device, each gpu_*
 // and pcie_* key the GPU does not report (all of them without NVML). gpu_mem_* come from NVML, else
-// from the device memory probe.
+// from the device memory probe. With `gpus` named (the run's GPUs, data parallel), "gpus" has one
+// entry per GPU in their order and the gpu_* and pcie_* keys are the host's totals over them
+// (SampleEvent, events.h): memory, power and PCIe summed over the GPUs that report them,
+// utilisation their mean, temperature the hottest. NVML's PCIe counters take 20 ms each, so a
+// sample of N GPUs takes about N x 40 ms: past 2 GPUs the rate falls below 10 Hz (the thread
+// skips ahead rather than bursting).
 //
 // Thread-safety: start()/stop() from the owning thread; sample_once() may be called from any thread
 // (serialized internally), which is how tests drive it without the thread. Ownership: borrows the
@@ -45,6 +52,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "telemetry/counters.h"
 #include "telemetry/event-writer.h"
@@ -73,6 +81,17 @@ struct TelemetrySamplerOptions {
   // sampler runs without these keys and gpu_status() says why.
   std::string gpu_pci_bus_id;
   std::optional<unsigned int> gpu_index;
+  // The run's GPUs, in rank order; when not empty it replaces gpu_pci_bus_id and gpu_index. Each is
+  // opened in NVML by its PCI address (DeviceInfo::pci_bus_id: the same GPU as the CUDA ordinal,
+  // whatever CUDA_VISIBLE_DEVICES says); `index` is its CUDA ordinal, what the sample's "gpus"
+  // entry names; `device_memory` (may be empty) gives its memory when NVML does not. A GPU NVML
+  // cannot open keeps its entry with what device_memory reads; gpu_status() names it.
+  struct Gpu {
+    int index = 0;
+    std::string pci_bus_id;
+    std::function<std::optional<DeviceMemory>()> device_memory;
+  };
+  std::vector<Gpu> gpus;
   // NVML entry points to use instead of the system's libnvidia-ml (tests); null: load_nvml().
   const NvmlApi* nvml = nullptr;
   // Receives every sample whose t is at least callback_interval_s after the last one it received
@@ -106,9 +125,11 @@ class TelemetrySampler {
   // The last write error from the event writer (ok when none); the thread keeps sampling
   // regardless.
   Status last_error() const;
-  // Why the GPU named by options.gpu_pci_bus_id or gpu_index is not monitored (ok when it is, or
-  // when none was named): for the run's log, e.g. "GPU telemetry unavailable: cannot load
-  // libnvidia-ml.so.1 (...)".
+  // Why the GPU named by options.gpu_pci_bus_id or gpu_index (or the first of several
+  // options.gpus that NVML could not open, named "GPU <index>: ...") is not monitored (ok when it
+  // is, or when none was named): for the run's log, e.g. "GPU telemetry unavailable: cannot load
+  // libnvidia-ml.so.1
+  // (...)".
   const Status& gpu_status() const { return gpu_status_; }
 
  private:
@@ -120,6 +141,8 @@ class TelemetrySampler {
   TelemetrySamplerOptions options_;
   DiskStatsReader disk_;
   std::optional<GpuMonitor> gpu_;  // used under sample_mu_
+  // options_.gpus' monitors, by position; nullopt where NVML could not open the GPU.
+  std::vector<std::optional<GpuMonitor>> gpu_monitors_;  // used under sample_mu_
   Status gpu_status_;
   std::chrono::steady_clock::time_point start_;
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "core/file-util.h"
 #include "telemetry/span.h"
@@ -82,13 +83,32 @@ Result<std::unique_ptr<RunReporter>> RunReporter::create(const TrainJob& job, Ru
   RunRecorder* rec = r->rec_.get();
   so.on_sample = [rec](double t, const nlohmann::json& sample) { rec->sample(t, sample); };
   if (run.backend->facts().gpu) {
-    // The GPU's own HBM use and NVML's utilisation, PCIe, power and temperature in each sample.
-    so.gpu_pci_bus_id = run.backend->device_info().pci_bus_id;
-    compute::Backend* b = run.backend.get();
-    so.device_memory = [b]() -> std::optional<DeviceMemory> {
+    // Each GPU's own HBM use and NVML's utilisation, PCIe, power and temperature in each sample:
+    // rank 0 is run.backend, ranks 1..N-1 run.peers, each named to NVML by its PCI address and in
+    // the sample by its CUDA index (run.devices). The hbm tier's device figures are the sum over
+    // the GPUs, as its counters and capacity are (run-assembly.cpp).
+    std::vector<compute::Backend*> ranks = {run.backend.get()};
+    for (const auto& peer : run.peers) ranks.push_back(peer.get());
+    const auto memory_of = [](compute::Backend* b) -> std::optional<DeviceMemory> {
       size_t free_bytes = 0, total_bytes = 0;
       if (!b->device_memory_info(&free_bytes, &total_bytes).ok()) return std::nullopt;
       return DeviceMemory{total_bytes, free_bytes};
+    };
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      compute::Backend* b = ranks[r];
+      const int index = r < run.devices.size() ? run.devices[r] : b->device().ordinal();
+      so.gpus.push_back(
+          {index, b->device_info().pci_bus_id, [b, memory_of] { return memory_of(b); }});
+    }
+    so.device_memory = [ranks, memory_of]() -> std::optional<DeviceMemory> {
+      DeviceMemory sum;
+      for (compute::Backend* b : ranks) {
+        const std::optional<DeviceMemory> m = memory_of(b);
+        if (!m) return std::nullopt;
+        sum.total_bytes += m->total_bytes;
+        sum.free_bytes += m->free_bytes;
+      }
+      return sum;
     };
   }
   r->sampler_ = std::make_unique<TelemetrySampler>(run.counters, rec->events(), so);

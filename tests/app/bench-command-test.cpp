@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "compute/backend-loader.h"
 #include "model/parameter-layout.h"
 #include "test-data.h"
 #include "worker/bench-models.h"
@@ -171,6 +172,37 @@ TEST(ProbeCommand, CpuBackendKeepsItsKeys) {
   // Measured only on a GPU: unavailable, not 0.
   for (const char* key : {"d2h_gbps", "duplex_gbps", "adamw_mparams_per_s", "device"})
     EXPECT_TRUE(j[key].is_null()) << key;
+}
+
+// Every GPU by CUDA index, in `probe` and in `probe --gpu` (what New run lists): on a machine
+// without a GPU, driver or CUDA module the list is there and empty, and the text says so.
+TEST(ProbeCommand, ListsEveryGpuOfTheMachine) {
+  const Result<int> count = compute::cuda_device_count();
+  const size_t gpus = count.ok() ? static_cast<size_t>(*count) : 0;
+  TempDir tmp;
+  RunResult full = run({"probe", "--backend", "cpu", "--ssd-dir", tmp.path(), "--json"});
+  ASSERT_EQ(full.code, 0) << full.err;
+  RunResult quick = run({"probe", "--gpu", "--json"});
+  ASSERT_EQ(quick.code, 0) << quick.err;
+  for (const std::string& out : {full.out, quick.out}) {
+    const json j = json::parse(out);
+    ASSERT_TRUE(j.contains("gpus") && j["gpus"].is_array()) << out;
+    ASSERT_EQ(j["gpus"].size(), gpus) << out;
+    for (size_t i = 0; i < gpus; ++i) {
+      const json& g = j["gpus"][i];
+      EXPECT_EQ(g["index"], i);
+      if (!g["usable"].get<bool>()) continue;
+      for (const char* key : {"name", "pci_bus_id"}) EXPECT_TRUE(g[key].is_string()) << key;
+      EXPECT_GT(g["total_bytes"].get<uint64_t>(), 0u);
+      EXPECT_GE(g["compute_capability"].get<int>(), 80);
+    }
+  }
+  RunResult text = run({"probe", "--gpu"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  if (gpus == 0)
+    EXPECT_NE(text.out.find("\nGPUs: none\n"), std::string::npos) << text.out;
+  else
+    EXPECT_NE(text.out.find("\nGPU 0: "), std::string::npos) << text.out;
 }
 
 }  // namespace

@@ -869,7 +869,7 @@ TEST_F(WorkerTest, PlanSpreadsTheStepOverTheDevices) {
   r = worker({"probe", "--backend", "cpu", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json probe = json::parse(r.out);
-  EXPECT_EQ(probe["gpus"], 0);
+  EXPECT_TRUE(probe["gpus"].is_array());  // the GPUs this machine has (none in CI)
   EXPECT_TRUE(probe["nccl_bus_gbps"].is_null());
 }
 

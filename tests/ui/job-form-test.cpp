@@ -131,6 +131,7 @@ TEST(JobForm, EveryFieldHasAKeyTheSchemasDefaultRangeAndTooltip) {
                            "train.eval_every",
                            "train.checkpoint_every",
                            "placement.backend",
+                           "placement.devices",
                            "placement.device_memory_bytes",
                            "placement.hbm_state_blocks",
                            "placement.optimizer",

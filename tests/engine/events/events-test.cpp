@@ -145,5 +145,32 @@ TEST(Events, LinesParseByTypeAndDamagedFieldsReadAsAbsent) {
     EXPECT_EQ(parse_event_type(event_type_name(t)), t);
 }
 
+TEST(Events, SampleListsEachGpuAndOlderSamplesReadWithNone) {
+  // A two-GPU sample: each GPU by its CUDA index, GPU 1 without NVML's utilisation.
+  const char* const line =
+      R"({"type":"sample","t":0.3,"gpu_mem_used_bytes":30,"gpus":[{"hbm_total_bytes":80,"hbm_used_bytes":10,"index":0,"pcie_rx_bytes_per_s":5.0e9,"pcie_tx_bytes_per_s":1.0e9,"util_percent":97.0},{"hbm_total_bytes":80,"hbm_used_bytes":20,"index":1}],"links":{},"tiers":{}})";
+  expect_round_trip<SampleEvent>(line, sample_event_from_json);
+  const SampleEvent e = sample_event_from_json(fields_of(line));
+  ASSERT_EQ(e.gpus.size(), 2u);
+  EXPECT_EQ(e.gpus[0].index, 0);
+  EXPECT_EQ(e.gpus[0].util_percent, 97.0);
+  EXPECT_EQ(e.gpus[0].pcie_rx_bytes_per_s, 5.0e9);
+  EXPECT_EQ(e.gpus[1].index, 1);
+  EXPECT_EQ(e.gpus[1].hbm_used_bytes, std::optional<uint64_t>(20));
+  EXPECT_FALSE(e.gpus[1].util_percent.has_value());
+  EXPECT_FALSE(e.gpus[1].pcie_tx_bytes_per_s.has_value());
+  // Written before "gpus" existed: none, and the line writes back without the key.
+  EXPECT_TRUE(sample_event_from_json(fields_of(kSample)).gpus.empty());
+  EXPECT_FALSE(to_json(sample_event_from_json(fields_of(kSample))).contains("gpus"));
+  // Damaged: not an array, or entries without an index or of another type, are left out.
+  EXPECT_TRUE(sample_event_from_json(json::parse(R"({"gpus":{"index":0}})")).gpus.empty());
+  const SampleEvent damaged = sample_event_from_json(json::parse(
+      R"({"gpus":[7,{"util_percent":3},{"index":-1},{"index":"0"},{"index":2,"util_percent":"x","hbm_used_bytes":-5}]})"));
+  ASSERT_EQ(damaged.gpus.size(), 1u);
+  EXPECT_EQ(damaged.gpus[0].index, 2);
+  EXPECT_FALSE(damaged.gpus[0].util_percent.has_value());
+  EXPECT_EQ(damaged.gpus[0].hbm_used_bytes, std::optional<uint64_t>(0));
+}
+
 }  // namespace
 }  // namespace spillway

@@ -11,8 +11,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A fake NVML: one GPU at index 0 whose answers the tests set. NVML is a C API of plain function
-// pointers, so the fake's state is global; each test starts from reset().
+// A fake NVML: one GPU at index 0 (PCI 0000:4A:00.0) whose answers the tests set, and a second
+// one reachable only by its PCI address (0000:4B:00.0) for the data-parallel samples. NVML is a C
+// API of plain function pointers, so the fake's state is global; each test starts from reset().
 struct FakeGpu {
   int sessions = 0;  // nvmlInit_v2 calls not yet matched by nvmlShutdown
   nvml::Return init_result = nvml::kSuccess;
@@ -22,6 +23,7 @@ struct FakeGpu {
 };
 FakeGpu fake;
 nvml::DeviceSt* const kDevice = reinterpret_cast<nvml::DeviceSt*>(0x1234);
+nvml::DeviceSt* const kDevice2 = reinterpret_cast<nvml::DeviceSt*>(0x5678);
 
 nvml::Return fake_init() {
   if (fake.init_result == nvml::kSuccess) ++fake.sessions;
@@ -37,6 +39,7 @@ nvml::Return fake_handle(unsigned int index, nvml::Device* device) {
   return nvml::kSuccess;
 }
 nvml::Return fake_handle_by_bus(const char* bus_id, nvml::Device* device) {
+  if (std::strcmp(bus_id, "0000:4B:00.0") == 0) return *device = kDevice2, nvml::kSuccess;
   if (std::strcmp(bus_id, "0000:4A:00.0") != 0) return 6;  // NVML_ERROR_NOT_FOUND
   *device = kDevice;
   return nvml::kSuccess;
@@ -46,16 +49,20 @@ nvml::Return fake_name(nvml::Device, char* name, unsigned int length) {
   return nvml::kSuccess;
 }
 nvml::Return fake_util(nvml::Device d, nvml::Utilization* u) {
-  EXPECT_EQ(d, kDevice);
-  *u = {87, 40};
+  EXPECT_TRUE(d == kDevice || d == kDevice2);
+  *u = d == kDevice ? nvml::Utilization{87, 40} : nvml::Utilization{41, 10};
   return nvml::kSuccess;
 }
-nvml::Return fake_memory(nvml::Device, nvml::Memory* m) {
-  *m = {80ull << 30, 30ull << 30, 50ull << 30};
+nvml::Return fake_memory(nvml::Device d, nvml::Memory* m) {
+  *m = d == kDevice ? nvml::Memory{80ull << 30, 30ull << 30, 50ull << 30}
+                    : nvml::Memory{80ull << 30, 60ull << 30, 20ull << 30};
   return nvml::kSuccess;
 }
-nvml::Return fake_pcie(nvml::Device, unsigned int counter, unsigned int* kb_per_s) {
-  *kb_per_s = counter == nvml::kPcieUtilTxBytes ? 1'000'000 : 40'000'000;
+nvml::Return fake_pcie(nvml::Device d, unsigned int counter, unsigned int* kb_per_s) {
+  if (d == kDevice2)
+    *kb_per_s = counter == nvml::kPcieUtilTxBytes ? 2'000'000 : 10'000'000;
+  else
+    *kb_per_s = counter == nvml::kPcieUtilTxBytes ? 1'000'000 : 40'000'000;
   return nvml::kSuccess;
 }
 nvml::Return fake_power(nvml::Device, unsigned int* mw) {
@@ -64,10 +71,10 @@ nvml::Return fake_power(nvml::Device, unsigned int* mw) {
   *mw = 412'500;
   return nvml::kSuccess;
 }
-nvml::Return fake_temperature(nvml::Device, unsigned int sensor, unsigned int* c) {
+nvml::Return fake_temperature(nvml::Device d, unsigned int sensor, unsigned int* c) {
   EXPECT_EQ(sensor, nvml::kTemperatureGpu);
   if (fake.temperature_fails) return 15;  // NVML_ERROR_GPU_IS_LOST
-  *c = 63;
+  *c = d == kDevice ? 63 : 70;
   return nvml::kSuccess;
 }
 const char* fake_error_string(nvml::Return r) {
@@ -101,6 +108,23 @@ TEST_F(Nvml, WithoutTheDriverOpenFailsAndTheSamplerLeavesGpuKeysOut) {
   opt.gpu_index = 0;
   TelemetrySampler sampler(counters, nullptr, opt);
   EXPECT_EQ(sampler.gpu_status().code(), ErrorCode::kUnsupported);
+  // The run's GPUs named: NVML's one reason for all of them, and each GPU's entry with what the
+  // backend reads of its memory.
+  TelemetrySamplerOptions both;
+  both.gpus = {{0, "0000:01:00.0", {}},
+               {1, "0000:02:00.0", [] {
+                  return std::optional<DeviceMemory>(DeviceMemory{80ull << 30, 60ull << 30});
+                }}};
+  TelemetrySampler two(counters, nullptr, both);
+  EXPECT_EQ(two.gpu_status().message(), load_nvml().status().message());
+  const SampleEvent e = sample_event_from_json(two.sample_once());
+  ASSERT_EQ(e.gpus.size(), 2u);
+  EXPECT_FALSE(e.gpus[0].hbm_used_bytes.has_value());
+  EXPECT_EQ(e.gpus[1].hbm_used_bytes, std::optional<uint64_t>(20ull << 30));
+  EXPECT_FALSE(e.gpus[1].util_percent.has_value());
+  EXPECT_EQ(e.gpu_mem_used_bytes, std::optional<uint64_t>(20ull << 30));
+  EXPECT_FALSE(e.gpu_util_pct.has_value());
+
   Json s = sampler.sample_once();
   for (const char* key : {"gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_total_bytes",
                           "pcie_tx_gbps", "pcie_rx_gbps", "gpu_power_w", "gpu_temp_c"}) {
@@ -231,6 +255,61 @@ TEST_F(Nvml, SamplerFallsBackOnTheBackendsDeviceMemory) {
   EXPECT_EQ(s["gpu_mem_total_bytes"].get<std::uint64_t>(), 80ull << 30);
   EXPECT_FALSE(s.contains("gpu_util_pct"));
   EXPECT_FALSE(s.contains("pcie_rx_gbps"));
+}
+
+// Data parallel: each of the run's GPUs by its CUDA index, opened by PCI address, in "gpus"; the
+// top-level keys are the host's totals. A GPU NVML cannot find keeps its entry with the backend's
+// memory reading, and gpu_status() names it.
+TEST_F(Nvml, SamplerListsEveryGpuOfTheRunAndTheHostTotals) {
+  TierCounters counters;
+  TelemetrySamplerOptions opt;
+  opt.nvml = &kFakeApi;
+  opt.gpus = {{0, "0000:4A:00.0", {}},
+              {1, "0000:4B:00.0", {}},
+              {3, "0000:01:00.0", [] {
+                 return std::optional<DeviceMemory>(DeviceMemory{40ull << 30, 30ull << 30});
+               }}};
+  {
+    TelemetrySampler sampler(counters, nullptr, opt);
+    EXPECT_EQ(sampler.gpu_status().code(), ErrorCode::kNotFound);
+    EXPECT_EQ(sampler.gpu_status().message().rfind("GPU 3: ", 0), 0u)
+        << sampler.gpu_status().message();
+    const SampleEvent s = sample_event_from_json(sampler.sample_once());
+    ASSERT_EQ(s.gpus.size(), 3u);
+    EXPECT_EQ(s.gpus[0].index, 0);
+    EXPECT_EQ(s.gpus[0].util_percent, 87.0);
+    EXPECT_EQ(s.gpus[0].hbm_used_bytes, std::optional<uint64_t>(50ull << 30));
+    EXPECT_EQ(s.gpus[0].hbm_total_bytes, std::optional<uint64_t>(80ull << 30));
+    EXPECT_NEAR(*s.gpus[0].pcie_rx_bytes_per_s, 40'000'000 * 1024.0, 1);
+    EXPECT_NEAR(*s.gpus[0].pcie_tx_bytes_per_s, 1'000'000 * 1024.0, 1);
+    EXPECT_EQ(s.gpus[1].index, 1);
+    EXPECT_EQ(s.gpus[1].util_percent, 41.0);
+    EXPECT_EQ(s.gpus[1].hbm_used_bytes, std::optional<uint64_t>(20ull << 30));
+    EXPECT_NEAR(*s.gpus[1].pcie_rx_bytes_per_s, 10'000'000 * 1024.0, 1);
+    EXPECT_EQ(s.gpus[2].index, 3);  // not in NVML: the backend's memory, nothing else
+    EXPECT_EQ(s.gpus[2].hbm_used_bytes, std::optional<uint64_t>(10ull << 30));
+    EXPECT_EQ(s.gpus[2].hbm_total_bytes, std::optional<uint64_t>(40ull << 30));
+    EXPECT_FALSE(s.gpus[2].util_percent.has_value());
+    EXPECT_FALSE(s.gpus[2].pcie_rx_bytes_per_s.has_value());
+    // The host: memory over all three, PCIe and power over the two NVML reads, the mean busy
+    // and the hottest die.
+    EXPECT_EQ(s.gpu_mem_used_bytes, std::optional<uint64_t>(80ull << 30));
+    EXPECT_EQ(s.gpu_mem_total_bytes, std::optional<uint64_t>(200ull << 30));
+    EXPECT_NEAR(*s.pcie_rx_gbps, 50'000'000 * 1024.0 / 1e9, 1e-9);
+    EXPECT_NEAR(*s.pcie_tx_gbps, 3'000'000 * 1024.0 / 1e9, 1e-9);
+    EXPECT_EQ(s.gpu_util_pct, 64.0);
+    EXPECT_DOUBLE_EQ(*s.gpu_power_w, 825.0);
+    EXPECT_EQ(s.gpu_temp_c, 70.0);
+  }
+  // One GPU: its message as it was, without naming it.
+  opt.gpus = {{0, "0000:01:00.0", {}}};
+  {
+    TelemetrySampler sampler(counters, nullptr, opt);
+    EXPECT_EQ(sampler.gpu_status().message().rfind("GPU telemetry unavailable: no GPU at PCI", 0),
+              0u)
+        << sampler.gpu_status().message();
+  }
+  EXPECT_EQ(fake.sessions, 0);
 }
 
 }  // namespace
