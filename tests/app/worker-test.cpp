@@ -248,6 +248,73 @@ TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
              "the tier's step 2 resumed in DRAM");
 }
 
+// placement.devices through the job file, on CPU ranks (the data-parallel schedule of the GPUs):
+// 2 ranks with 2 micro-batches each train what one rank with 4 trains (the global batch is
+// micro-batch x accumulation x ranks), within float rounding; a resumed 2-rank run is the
+// uninterrupted one bit for bit; the checkpoint does not depend on the number of ranks, so it
+// resumes on one.
+TEST_F(WorkerTest, DataParallelRanksTrainTheOneDeviceRunAndResumeOnAnotherCount) {
+  SPILLWAY_REQUIRE_DATA();
+  auto job_for = [&](const std::string& run_dir, int ranks, int accum) {
+    return stories_job("dp", run_dir, 5,
+                       {{"steps", 4},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", accum},
+                        {"lr", 2e-3},
+                        {"weight_decay", 0.1},
+                        {"checkpoint_every", 2},
+                        {"keep_checkpoints", 0}},
+                       {{"backend", "cpu"}, {"devices", ranks}});
+  };
+  const std::string one = tmp_.path() + "/one", two = tmp_.path() + "/two",
+                    resumed = tmp_.path() + "/resumed", on_one = tmp_.path() + "/on-one";
+  auto r = worker({"train", write_job("one", job_for(one, 1, 4))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = worker({"train", write_job("two", job_for(two, 2, 2))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto steps = [](const std::string& run_dir) { return of_type(read_events(run_dir), "step"); };
+  const auto a = steps(one), b = steps(two);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]) << "step " << i + 1 << ": the same global batch";
+    EXPECT_NEAR(b[i]["loss"].get<double>(), a[i]["loss"].get<double>(),
+                1e-5 * a[i]["loss"].get<double>())
+        << "step " << i + 1;
+  }
+  // The run's plan says how many ranks it used.
+  const auto plans = of_type(read_events(two), "plan");
+  ASSERT_FALSE(plans.empty());
+  EXPECT_EQ(plans[0]["devices"]["count"], 2);
+
+  auto same_files = [](const std::string& x, const std::string& y, const std::string& what) {
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+      auto p = read_file(x + "/" + f), q = read_file(y + "/" + f);
+      ASSERT_TRUE(p.ok() && q.ok()) << what << " " << f;
+      EXPECT_TRUE(*p == *q) << what << ": " << f << " differs";
+    }
+  };
+  fs::copy(two, resumed, fs::copy_options::recursive);
+  fs::remove_all(resumed + "/checkpoints/step-000004");
+  r = worker({"train", write_job("resumed", job_for(resumed, 2, 2)), "--resume",
+              resumed + "/checkpoints/step-000002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  same_files(two + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
+             "2 ranks resumed at step 2");
+
+  // The same checkpoint on one rank with the same global batch: it trains on, within rounding.
+  fs::copy(two, on_one, fs::copy_options::recursive);
+  fs::remove_all(on_one + "/checkpoints/step-000004");
+  r = worker({"train", write_job("on-one", job_for(on_one, 1, 4)), "--resume",
+              on_one + "/checkpoints/step-000002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto c = steps(on_one);  // the copied steps 1-4, then the resumed 3 and 4
+  ASSERT_EQ(c.size(), 6u);
+  EXPECT_EQ(c.back()["step"], 4);
+  EXPECT_NEAR(c.back()["loss"].get<double>(), b[3]["loss"].get<double>(),
+              1e-5 * b[3]["loss"].get<double>());
+}
+
 class ResumeTest : public WorkerTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
