@@ -17,7 +17,8 @@
 // checkpoint renamed out of the list by the keep-N rotation, not yet deleted), export.write (an
 // export half written), folder.replace (a finished folder swapped in, the one it replaced not yet
 // removed), runs-db.write (a write to runs.db's WAL, through a VFS shim in
-// history/sqlite-util.cpp), host.alloc (the backends' pinned host allocation).
+// history/sqlite-util.cpp), host.alloc (the backends' pinned host allocation), collective.fail
+// (a data-parallel reduce-scatter failing as NCCL's would, on whichever GPU passes it).
 //
 // Thread-safe: the table is built once; pass counts are atomic.
 #pragma once

@@ -1,7 +1,9 @@
 #include "train/data-parallel-engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,7 +20,9 @@ struct DataParallelEngine::Impl {
   // passes then fail because of it), and its error is the step's.
   std::mutex failure_mu;
   int first_failed = -1;
-  bool broken = false;  // a step failed: the group is aborted and cannot train again
+  bool broken = false;        // a step failed: the group is aborted and cannot train again
+  double last_step_s = 0;     // the last step that finished, for the watchdog's limit
+  double step_timeout_s = 0;  // set_step_timeout; 0: the default rule
 
   int ranks() const { return static_cast<int>(engines.size()); }
 
@@ -58,7 +62,7 @@ struct DataParallelEngine::Impl {
     std::condition_variable cv;
     std::vector<std::optional<Result<StepResult>>> results(n);
     int done = 0;
-    std::chrono::steady_clock::time_point first_done;
+    const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
@@ -69,31 +73,28 @@ struct DataParallelEngine::Impl {
         b.loss_targets = targets > 0 ? targets : 1;  // no targets: no gradient anywhere
         Result<StepResult> res = engines[r]->forward_backward(b);
         std::lock_guard<std::mutex> lock(mu);
-        if (done++ == 0) first_done = std::chrono::steady_clock::now();
+        ++done;
         results[r].emplace(std::move(res));
         cv.notify_all();
       });
     }
+    // The watchdog: a step past its time limit is taken as hung, its group aborted (the GPUs'
+    // collectives then end with an error) and the ranks still running named.
+    const double limit_s =
+        step_timeout_s > 0 ? step_timeout_s : std::max(kMinStepTimeoutS, 10 * last_step_s);
     std::string hung;
     {
       std::unique_lock<std::mutex> lock(mu);
-      const auto timeout = std::chrono::duration<double>(kStragglerTimeoutS);
-      while (done < n) {
-        if (done == 0 || !hung.empty()) {
-          cv.wait(lock);
-          continue;
+      const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(limit_s));
+      if (!cv.wait_until(lock, deadline, [&] { return done == n; })) {
+        for (int r = 0; r < n; ++r) {
+          if (!results[r]) hung += (hung.empty() ? "" : ", ") + names[r];
         }
-        if (cv.wait_until(
-                lock, first_done + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                       timeout)) == std::cv_status::timeout &&
-            done < n) {
-          for (int r = 0; r < n; ++r) {
-            if (!results[r]) hung += (hung.empty() ? "" : ", ") + names[r];
-          }
-          lock.unlock();
-          abort_group();  // the hung GPUs' collectives end with an error
-          lock.lock();
-        }
+        lock.unlock();
+        abort_group();
+        lock.lock();
+        cv.wait(lock, [&] { return done == n; });
       }
     }
     for (std::thread& t : threads) t.join();
@@ -104,15 +105,20 @@ struct DataParallelEngine::Impl {
       if (!results[r]->ok() && results[r]->status().code() == ErrorCode::kCancelled)
         return results[r]->status();
     }
-    if (!hung.empty())
-      return internal_error(hung + " did not finish its step within " +
-                            std::to_string(static_cast<int>(kStragglerTimeoutS)) +
-                            " s of the others: a lost GPU, or NCCL waiting on a link that "
-                            "failed; the run stops (the last checkpoint stands)");
+    if (!hung.empty()) {
+      char limit[32];
+      std::snprintf(limit, sizeof(limit), "%.4g", limit_s);
+      return internal_error("the step did not finish within " + std::string(limit) + " s on " +
+                            hung +
+                            ": a lost GPU, or NCCL waiting for a peer or a link that failed; the "
+                            "run stops (the last checkpoint stands and resumes on any number of "
+                            "GPUs)");
+    }
     for (int r = 0; r < n; ++r) {  // a failure nobody reported through failed(): a bug
       if (!results[r]->ok() && first_failed < 0) first_failed = r;
     }
     if (first_failed >= 0) return results[first_failed]->status().with_context(names[first_failed]);
+    last_step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     StepResult out;
     out.grad_sumsq.assign(results[0]->value().grad_sumsq.size(), 0.0);
     for (int r = 0; r < n; ++r) {
@@ -167,6 +173,10 @@ Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     impl->engines.push_back(std::move(*engine));
   }
   return std::unique_ptr<DataParallelEngine>(new DataParallelEngine(std::move(impl)));
+}
+
+void DataParallelEngine::set_step_timeout(double seconds) {
+  impl_->step_timeout_s = seconds;
 }
 
 int DataParallelEngine::ranks() const {

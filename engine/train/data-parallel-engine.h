@@ -17,10 +17,12 @@
 //
 // Faults: the engines run on one thread each; the first to fail aborts the group, so the others
 // end instead of waiting for its collectives, and the step fails with that GPU's error (a stop
-// request, kCancelled, wins over the errors it causes). A GPU that has not finished its step
-// kStragglerTimeoutS after the first one did is taken as hung (a lost GPU or link): the group is
-// aborted and the step fails saying which GPU. After a failed step the group cannot train again;
-// forward() (rank 0 alone) still works, for the checkpoint that follows a stop.
+// request, kCancelled, wins over the errors it causes). A step that has not finished within its
+// time limit, max(kMinStepTimeoutS, 10 × the last step's time), is taken as hung — a lost GPU, or
+// NCCL waiting for a peer or a link that failed (NCCL itself never times out; torch.distributed's
+// watchdog does the same with its process-group timeout): the group is aborted and the step fails
+// naming the GPUs still running. After a failed step the group cannot train again; forward()
+// (rank 0 alone) still works, for the checkpoint that follows a stop.
 // Thread-safety: one thread drives it, as a StreamingEngine. Ownership: borrows the backends and
 // the state, which must outlive it.
 #pragma once
@@ -38,10 +40,10 @@ namespace spillway {
 
 class DataParallelEngine {
  public:
-  // How long the other GPUs may still run once one has finished its step before the step is
-  // taken as hung. The GPUs run the same work, ordered by the same weight gate: in a healthy step
-  // they finish within milliseconds of each other.
-  static constexpr double kStragglerTimeoutS = 300;
+  // The shortest time limit of a step before it is taken as hung (the watchdog above): 30
+  // minutes, torch.distributed's default process-group timeout, long enough for the first step
+  // of a 70B model streaming from the SSD.
+  static constexpr double kMinStepTimeoutS = 1800;
 
   // One engine per backend (rank order), each with `config` (its micro-batches are per GPU), and
   // with more than one backend their communicators (kUnsupported when the backends cannot form a
@@ -55,6 +57,9 @@ class DataParallelEngine {
       std::span<compute::Device* const> devices, std::span<compute::Backend* const> backends,
       ModelState& state, const StreamingConfig& config, TierCounters* counters = nullptr);
   ~DataParallelEngine();
+
+  // Overrides the watchdog's time limit (seconds; 0: the default rule), for tests.
+  void set_step_timeout(double seconds);
 
   int ranks() const;
   // GPU r's engine; rank 0's runs forward() for evaluation and generation.

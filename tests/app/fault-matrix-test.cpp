@@ -654,6 +654,43 @@ TEST_F(FaultMatrix, PinnedMemoryRefused) {
   expect_checkpoint_readable(run + "/checkpoints/step-000004");
 }
 
+// A data-parallel collective that fails mid-run (NCCL's error on a GPU; here the CPU ranks' group,
+// failed by the fail point in step 3): the run stops with one line naming the rank and what
+// happened, within the step, and is recorded as failed; step 2's checkpoint stands and resumes on
+// another number of devices (one, with the same global batch).
+TEST_F(FaultMatrix, ACollectiveFailsMidRun) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run = tmp_.path() + "/run";
+  json two = job(run, 4);
+  two["train"]["micro_batch_size"] = 2;
+  two["placement"]["devices"] = 2;
+  // stories260K has 7 blocks: 14 reduce-scatters a step over 2 ranks; the 33rd is in step 3.
+  auto r = worker({"train", write_job("two", two)}, "collective.fail=fail@33");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("CPU rank"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("reduce-scatter failed: injected by SPILLWAY_FAIL_POINTS"),
+            std::string::npos)
+      << r.err;
+  {
+    auto s = store();
+    ASSERT_TRUE(s);
+    auto runs = s->list_runs();
+    ASSERT_EQ(runs->size(), 1u);
+    EXPECT_EQ(runs->front().status, RunStatus::kFailed);
+    EXPECT_NE(runs->front().error_message.find("injected"), std::string::npos)
+        << runs->front().error_message;
+  }
+  const std::string ckpt = run + "/checkpoints/step-000002";
+  expect_checkpoint_readable(ckpt);
+  EXPECT_FALSE(fs::exists(run + "/checkpoints/step-000004"));
+  json one = two;
+  one["placement"]["devices"] = 1;
+  one["train"]["grad_accum"] = 2;
+  r = worker({"train", write_job("one", one), "--resume", ckpt});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_checkpoint_readable(run + "/checkpoints/step-000004");
+}
+
 // More memory than the machine has: `plan` and `train` refuse a 70B model's 1.1 TB of state in
 // DRAM before allocating anything (and say what to change); when the plan's figure is wrong
 // anyway (a limit on the process that /proc/meminfo does not show: ulimit -v here), the worker

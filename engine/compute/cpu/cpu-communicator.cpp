@@ -5,6 +5,7 @@
 #include <string>
 
 #include "compute/cpu/cpu-backend.h"
+#include "core/fail-point.h"
 #include "core/thread-pool.h"
 
 namespace spillway::compute::cpu {
@@ -59,6 +60,9 @@ class CpuCommunicator final : public Communicator {
 
   Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) override {
     if (!buffer && count > 0) return invalid_argument("reduce_scatter_sum: a null buffer");
+    // A collective that fails as NCCL's would (SPILLWAY_FAIL_POINTS="collective.fail=fail@N").
+    if (fail_point("collective.fail"))
+      return internal_error("reduce-scatter failed: injected by SPILLWAY_FAIL_POINTS");
     return backend_.submit_work(stream, [group = group_, rank = rank_, buffer, count]() -> Status {
       {
         std::lock_guard<std::mutex> lock(group->mu);

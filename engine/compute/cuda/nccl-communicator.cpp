@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compute/cuda/cuda-backend.h"
+#include "core/fail-point.h"
 
 #if SPILLWAY_HAVE_NCCL
 #include <nccl.h>
@@ -98,8 +99,12 @@ class NcclCommunicator final : public Communicator {
         return internal_error("NCCL reduce-scatter on GPU " + std::to_string(backend_.ordinal()) +
                               ": the group was aborted (another GPU failed or was stopped)");
     }
-    const ncclResult_t r = nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count,
-                                                count, ncclFloat32, ncclSum, comm_, s);
+    // An NCCL failure on demand (SPILLWAY_FAIL_POINTS="collective.fail=fail@N"): the fault tests.
+    const ncclResult_t r =
+        fail_point("collective.fail")
+            ? ncclSystemError
+            : nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count, count,
+                                   ncclFloat32, ncclSum, comm_, s);
     if (r != ncclSuccess)
       return internal_error("GPU " + std::to_string(backend_.ordinal()) + ": " +
                             nccl_error(nccl_, r, comm_, "NCCL reduce-scatter"));

@@ -222,6 +222,30 @@ TEST(DataParallel, ARankThatFailsEndsTheStepWithItsError) {
       << r.status().to_string();
 }
 
+// A step that does not finish within its time limit (a rank stuck: here rank 1's pass held in the
+// weight gate while rank 0 waits for it at a reduce-scatter) is aborted by the watchdog and fails
+// naming the ranks still running, instead of hanging the run.
+TEST(DataParallel, TheWatchdogEndsAHungStep) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  DpRig dp;
+  ASSERT_OK(dp.init(g, 1, 2));
+  dp.engine->set_step_timeout(0.5);
+  std::atomic<bool> held{false};
+  dp.engine->set_weight_gate([&](size_t b) {
+    if (b == 2 && !held.exchange(true)) std::this_thread::sleep_for(std::chrono::seconds(3));
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = dp.engine->forward_backward(g.batch(0, 1));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the step did not finish within 0.5 s on CPU rank"),
+            std::string::npos)
+      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("the last checkpoint stands"), std::string::npos);
+  EXPECT_LT(took, 60.0) << "bounded: the held rank wakes after 3 s and finds the group aborted";
+}
+
 // What a group cannot do, said before it trains.
 TEST(DataParallel, RefusesWhatItCannotSplit) {
   SPILLWAY_REQUIRE_DATA();
