@@ -10,7 +10,6 @@
 #include "data/chat-template.h"
 #include "data/dataset-reader.h"
 #include "job/device-selection.h"
-#include "job/device-selection.h"
 #include "train/lr-schedule.h"
 #include "worker/commands.h"
 #include "worker/job-file.h"
