@@ -64,7 +64,7 @@ struct PlanStep {
   double h2d_bytes = 0, d2h_bytes = 0, h2d_s = 0, d2h_s = 0, link_s = 0, ssd_s = 0;
   double grad_norm_s = 0, adamw_s = 0, optimizer_s = 0, optimizer_visible_s = 0;
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
-  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer", "nccl"
+  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer", "nccl", "host memory"
   int64_t total_steps = 0;
   // Whether every rate the step time rests on was measured on this machine; false: the time is a
   // rough estimate (a CPU plan without the attention probe; planner.h, "CPU step").

@@ -977,6 +977,22 @@ TEST(DataParallel, ASlowReduceIsTheBottleneck) {
               0.5 * 4 * (kLayerParams + kEmbeddingParams) / kNcclBusBytesPerSPcie, 1e-12);
 }
 
+// Every GPU's copies pass through the one host's memory: eight GPUs on a host whose memory copies
+// at 20 GB/s move 8 x 59 GB a step through it, which takes longer than the compute.
+TEST(DataParallel, TheHostsMemoryBoundsManyGpus) {
+  MachineProbe host = two_h100_host();
+  host.gpus = 8;
+  const ModelConfig c = llama2_7b();
+  const Plan two = make_plan(c, on_gpus(seven_b_job(), 2), host, 10, false);
+  EXPECT_EQ(two.step.bottleneck, "compute");
+  host.host_mem_bytes_per_s = 20e9;
+  const Plan eight = make_plan(c, on_gpus(seven_b_job(), 8), host, 10, false);
+  EXPECT_EQ(eight.step.bottleneck, "host memory");
+  const double dma_s = 8 * (eight.step.h2d_bytes + eight.step.d2h_bytes) / (2 * 20e9);
+  EXPECT_GT(dma_s, eight.step.compute_s);
+  EXPECT_GE(eight.step.step_s, dma_s);
+}
+
 TEST(DataParallel, CpuRanksShareTheCores) {
   const ModelConfig c = *model_preset("llama-50m");
   TrainJob job;
