@@ -96,18 +96,16 @@ class NcclCommunicator final : public Communicator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (aborted_)
-        return internal_error("NCCL reduce-scatter on GPU " + std::to_string(backend_.ordinal()) +
-                              ": the group was aborted (another GPU failed or was stopped)");
+        return internal_error(
+            "NCCL reduce-scatter: the group was aborted (another GPU failed or was stopped)");
     }
     // An NCCL failure on demand (SPILLWAY_FAIL_POINTS="collective.fail=fail@N"): the fault tests.
-    const ncclResult_t r =
-        fail_point("collective.fail")
-            ? ncclSystemError
-            : nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count, count,
-                                   ncclFloat32, ncclSum, comm_, s);
-    if (r != ncclSuccess)
-      return internal_error("GPU " + std::to_string(backend_.ordinal()) + ": " +
-                            nccl_error(nccl_, r, comm_, "NCCL reduce-scatter"));
+    // The caller names the GPU (DataParallelEngine).
+    if (fail_point("collective.fail"))
+      return internal_error("NCCL reduce-scatter failed: injected by SPILLWAY_FAIL_POINTS");
+    const ncclResult_t r = nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count,
+                                                count, ncclFloat32, ncclSum, comm_, s);
+    if (r != ncclSuccess) return internal_error(nccl_error(nccl_, r, comm_, "NCCL reduce-scatter"));
     return {};
   }
 
