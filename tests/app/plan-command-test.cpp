@@ -8,28 +8,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "machine-fixtures.h"
 #include "train/planner.h"
 
 namespace spillway::worker {
 namespace {
-
-MachineProbe two_h100_host() {
-  MachineProbe m;
-  m.backend = "cuda";
-  m.device = "NVIDIA H100 80GB HBM3";
-  m.compute_flops = 790e12;
-  m.h2d_bytes_per_s = m.d2h_bytes_per_s = 55e9;
-  m.duplex_bytes_per_s = 93e9;
-  m.host_mem_bytes_per_s = 54e9;
-  m.adamw_params_per_s = 5.239e9;
-  m.dram_total_bytes = 251ull << 30;
-  m.dram_available_bytes = 245ull << 30;
-  m.device_total_bytes = 85'000'000'000ull;
-  m.device_free_bytes = 84'000'000'000ull;
-  m.gpus = 2;
-  m.nccl_bus_bytes_per_s = kNcclBusBytesPerSNvlink;
-  return m;
-}
+using spillway::testing::two_h100_host;
 
 TrainJob seven_b_job(int gpus) {
   TrainJob job;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz-util.h"
+#include "machine-fixtures.h"
 #include "model/model-config.h"
 #include "train/planner.h"
 #include "worker/job-file.h"
@@ -18,23 +19,7 @@ using namespace spillway;
 using nlohmann::ordered_json;
 
 namespace {
-
-MachineProbe h100_host() {
-  MachineProbe m;
-  m.backend = "cuda";
-  m.device = "NVIDIA H100 80GB HBM3";
-  m.compute_flops = 790e12;
-  m.h2d_bytes_per_s = m.d2h_bytes_per_s = 55e9;
-  m.duplex_bytes_per_s = 93e9;
-  m.host_mem_bytes_per_s = 54e9;
-  m.adamw_params_per_s = 5.239e9;
-  m.dram_total_bytes = 125ull << 30;
-  m.dram_available_bytes = 122ull << 30;
-  m.device_total_bytes = 85'000'000'000ull;
-  m.device_free_bytes = 84'000'000'000ull;
-  m.ssd_free_bytes = m.ssd_total_bytes = 64'000'000'000ull;
-  return m;
-}
+using spillway::testing::h100_host;
 
 MachineProbe cpu_host() {
   MachineProbe m;

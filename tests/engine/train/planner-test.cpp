@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "machine-fixtures.h"
 #include "model/parameter-layout.h"
 #include "train/hbm-state.h"
 #include "train/machine-probe.h"
@@ -18,30 +19,12 @@
 
 namespace spillway {
 namespace {
+using testing::h100_host;
+using testing::two_h100_host;
 
 ModelConfig llama2_7b() {
   ModelConfig c = *model_preset("llama-7b");  // Llama-2-7b's shape
   return c;
-}
-
-// The H100 machine of ../shared/bench/README.md: bf16 GEMM 790 TFLOPS, 55 GB/s each way and
-// 93 GB/s both ways pinned, host memory 54 GB/s, fused AdamW 5,239 M params/s, 125 GiB of DRAM.
-MachineProbe h100_host() {
-  MachineProbe m;
-  m.backend = "cuda";
-  m.device = "NVIDIA H100 80GB HBM3";
-  m.compute_flops = 790e12;
-  m.h2d_bytes_per_s = 55e9;
-  m.d2h_bytes_per_s = 55e9;
-  m.duplex_bytes_per_s = 93e9;
-  m.host_mem_bytes_per_s = 54e9;
-  m.adamw_params_per_s = 5.239e9;
-  m.dram_total_bytes = 125ull << 30;
-  m.dram_available_bytes = 122ull << 30;
-  m.device_total_bytes = 85'000'000'000ull;
-  m.device_free_bytes = 84'000'000'000ull;
-  m.ssd_free_bytes = m.ssd_total_bytes = 64'000'000'000ull;
-  return m;
 }
 
 // Every block's state in DRAM (placement.hbm_state_blocks 0): the placement of the calibration
@@ -816,15 +799,6 @@ TEST(SuggestBatch, TheHbmStateMakesASmallStepFast) {
             std::string::npos)
       << why;
   EXPECT_EQ(all_dram["why"].get<std::string>().find("blocks in HBM"), std::string::npos);
-}
-
-// Data parallel (placement.devices): llama2-7b at the job's 4 x 4 x 2048 on each of the x2 host's
-// H100s (issue 23: NVLink between them).
-MachineProbe two_h100_host() {
-  MachineProbe m = h100_host();
-  m.gpus = 2;
-  m.nccl_bus_bytes_per_s = kNcclBusBytesPerSNvlink;
-  return m;
 }
 
 TrainJob on_gpus(TrainJob job, int count) {
