@@ -83,6 +83,16 @@ class FaultMatrix : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     return s.ok() ? std::move(*s) : nullptr;
   }
+  // runs.db holds one run, failed, whose message says `why`.
+  void expect_one_failed_run(const std::string& why) {
+    auto s = store();
+    ASSERT_TRUE(s);
+    auto runs = s->list_runs();
+    ASSERT_EQ(runs->size(), 1u);
+    EXPECT_EQ(runs->front().status, RunStatus::kFailed);
+    EXPECT_NE(runs->front().error_message.find(why), std::string::npos)
+        << runs->front().error_message;
+  }
   // The runs of runs.db by status name.
   std::map<std::string, int> statuses() {
     std::map<std::string, int> out;
@@ -411,14 +421,10 @@ TEST_F(FaultMatrix, RunFolderDiskFull) {
   const std::string ckpts = run_checkpoints_dir(run);
   EXPECT_EQ(names_in(ckpts), std::vector<std::string>{"step-000002"});
   expect_checkpoint_readable(ckpts + "/step-000002");
+  expect_one_failed_run("No space left on device");
   auto s = store();
   ASSERT_TRUE(s);
-  auto runs = s->list_runs();
-  ASSERT_EQ(runs->size(), 1u);
-  EXPECT_EQ(runs->front().status, RunStatus::kFailed);
-  EXPECT_NE(runs->front().error_message.find("No space left on device"), std::string::npos)
-      << runs->front().error_message;
-  EXPECT_EQ(s->checkpoints(runs->front().id)->size(), 1u);
+  EXPECT_EQ(s->checkpoints(s->list_runs()->front().id)->size(), 1u);
 
   if (tmpfs)
     ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
@@ -631,15 +637,7 @@ TEST_F(FaultMatrix, PinnedMemoryRefused) {
       << r.err;
   EXPECT_NE(r.err.find("free host memory, or lower micro_batch_size or seq_len"), std::string::npos)
       << r.err;
-  {
-    auto s = store();
-    ASSERT_TRUE(s);
-    auto runs = s->list_runs();
-    ASSERT_EQ(runs->size(), 1u);
-    EXPECT_EQ(runs->front().status, RunStatus::kFailed);
-    EXPECT_NE(runs->front().error_message.find("could not provide"), std::string::npos)
-        << runs->front().error_message;
-  }
+  expect_one_failed_run("could not provide");
   json two = job(run, 4);
   two["train"]["steps"] = 2;
   ASSERT_EQ(worker({"train", write_job("two", two)}).exit_code, 0);
@@ -671,15 +669,7 @@ TEST_F(FaultMatrix, ACollectiveFailsMidRun) {
   EXPECT_NE(r.err.find("reduce-scatter failed: injected by SPILLWAY_FAIL_POINTS"),
             std::string::npos)
       << r.err;
-  {
-    auto s = store();
-    ASSERT_TRUE(s);
-    auto runs = s->list_runs();
-    ASSERT_EQ(runs->size(), 1u);
-    EXPECT_EQ(runs->front().status, RunStatus::kFailed);
-    EXPECT_NE(runs->front().error_message.find("injected"), std::string::npos)
-        << runs->front().error_message;
-  }
+  expect_one_failed_run("injected");
   const std::string ckpt = run + "/checkpoints/step-000002";
   expect_checkpoint_readable(ckpt);
   EXPECT_FALSE(fs::exists(run + "/checkpoints/step-000004"));
