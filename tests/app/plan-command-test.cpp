@@ -8,23 +8,13 @@
 #include <cstdio>
 #include <sstream>
 
-#include "machine-fixtures.h"
+#include "planner-fixtures.h"
 #include "train/planner.h"
 
 namespace spillway::worker {
 namespace {
+using spillway::testing::seven_b_job;
 using spillway::testing::two_h100_host;
-
-TrainJob seven_b_job(int gpus) {
-  TrainJob job;
-  job.backend = "cuda";
-  job.hbm_state_blocks = 0;
-  job.micro_batch_size = 4;
-  job.grad_accum = 4;
-  job.seq_len = 2048;
-  job.devices.count = gpus;
-  return job;
-}
 
 std::string table(const Plan& plan) {
   std::ostringstream out;

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz-util.h"
-#include "machine-fixtures.h"
 #include "model/model-config.h"
+#include "planner-fixtures.h"
 #include "train/planner.h"
 #include "worker/job-file.h"
 

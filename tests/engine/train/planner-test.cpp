@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "machine-fixtures.h"
 #include "model/parameter-layout.h"
+#include "planner-fixtures.h"
 #include "train/hbm-state.h"
 #include "train/machine-probe.h"
 #include "train/streaming-engine.h"
@@ -20,23 +20,12 @@
 namespace spillway {
 namespace {
 using testing::h100_host;
+using testing::seven_b_job;
 using testing::two_h100_host;
 
 ModelConfig llama2_7b() {
   ModelConfig c = *model_preset("llama-7b");  // Llama-2-7b's shape
   return c;
-}
-
-// Every block's state in DRAM (placement.hbm_state_blocks 0): the placement of the calibration
-// runs and of the figures below; the HBM state tier's tests set it.
-TrainJob seven_b_job() {
-  TrainJob job;
-  job.backend = "cuda";
-  job.hbm_state_blocks = 0;
-  job.micro_batch_size = 4;
-  job.grad_accum = 4;
-  job.seq_len = 2048;
-  return job;
 }
 
 // A CPU-only host: 100 GFLOP/s, 20 GB/s of memory, 16 GiB of DRAM.

@@ -1,9 +1,10 @@
-// Machines the planner's tests plan for, as `spillway-worker probe` measured them: the one-H100
-// host of the bench machines (../shared/bench/README.md) and its two-GPU sibling. One copy for the
-// planner, plan-command and job-file fuzz tests.
+// What the planner's tests plan: the one-H100 host of the bench machines as `spillway-worker probe`
+// measured it (../shared/bench/README.md), its two-GPU sibling, and the llama2-7b job of the
+// calibration runs. One copy for the planner, plan-command and job-file fuzz tests.
 #pragma once
 
 #include "train/machine-probe.h"
+#include "train/train-job.h"
 
 namespace spillway::testing {
 
@@ -33,6 +34,20 @@ inline MachineProbe two_h100_host() {
   m.gpus = 2;
   m.nccl_bus_bytes_per_s = kNcclBusBytesPerSNvlink;
   return m;
+}
+
+// 4 × 4 × 2048 tokens a step on each of `gpus` GPUs with every block's state in DRAM
+// (placement.hbm_state_blocks 0): the placement of the calibration runs; the HBM state tier's
+// tests set it.
+inline TrainJob seven_b_job(int gpus = 1) {
+  TrainJob job;
+  job.backend = "cuda";
+  job.hbm_state_blocks = 0;
+  job.micro_batch_size = 4;
+  job.grad_accum = 4;
+  job.seq_len = 2048;
+  job.devices.count = gpus;
+  return job;
 }
 
 }  // namespace spillway::testing
