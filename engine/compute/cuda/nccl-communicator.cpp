@@ -50,7 +50,7 @@ Result<const Nccl*> load_nccl() {
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed, as the module
     if (!lib) {
       error = "NCCL (" + path + ") could not be opened: " + dlerror() +
-              "; training on several GPUs needs NCCL 2.18 or newer: install libnccl2, or point "
+              "; training on several GPUs needs NCCL 2.13 or newer: install libnccl2, or point "
               "SPILLWAY_NCCL_LIBRARY at libnccl.so.2";
       return;
     }
@@ -64,7 +64,7 @@ Result<const Nccl*> load_nccl() {
     nccl.get_version = reinterpret_cast<decltype(nccl.get_version)>(sym("ncclGetVersion"));
     if (!nccl.comm_init_all || !nccl.comm_destroy || !nccl.comm_abort || !nccl.reduce_scatter ||
         !nccl.error_string || !nccl.last_error || !nccl.get_version) {
-      error = path + " lacks NCCL functions this build needs (NCCL 2.18 or newer)";
+      error = path + " lacks NCCL functions this build needs (NCCL 2.13 or newer: ncclGetLastError)";
       return;
     }
     nccl.get_version(&nccl.version);
