@@ -64,7 +64,8 @@ Result<const Nccl*> load_nccl() {
     nccl.get_version = reinterpret_cast<decltype(nccl.get_version)>(sym("ncclGetVersion"));
     if (!nccl.comm_init_all || !nccl.comm_destroy || !nccl.comm_abort || !nccl.reduce_scatter ||
         !nccl.error_string || !nccl.last_error || !nccl.get_version) {
-      error = path + " lacks NCCL functions this build needs (NCCL 2.13 or newer: ncclGetLastError)";
+      error =
+          path + " lacks NCCL functions this build needs (NCCL 2.13 or newer: ncclGetLastError)";
       return;
     }
     nccl.get_version(&nccl.version);
