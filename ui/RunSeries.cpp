@@ -111,7 +111,15 @@ bool RunSeries::apply(const QByteArray& line) {
       s.phase = QString::fromStdString(sp.phase);
       s.start = sp.start_s;
       s.end = sp.end_s;
-      if (spans.size() >= kMaxSpans) spans.remove(0, kMaxSpans / 4);
+      if (sp.device) {
+        s.device = *sp.device;
+        const auto at = std::lower_bound(spanDevices.begin(), spanDevices.end(), s.device);
+        if (at == spanDevices.end() || *at != s.device) spanDevices.insert(at, s.device);
+      }
+      // Each GPU of a data-parallel run adds a step's block spans: the bound holds as many steps
+      // (up to a machine's 16 GPUs; a damaged file may name any number).
+      const int bound = kMaxSpans * std::clamp<int>(spanDevices.size(), 1, 16);
+      if (spans.size() >= bound) spans.remove(0, bound / 4);
       spans.append(s);
       break;
     }

@@ -35,6 +35,9 @@ struct Span {
   int layer = -1;  // -1: not a transformer layer (embedding, head, whole step)
   QString block, phase;
   double start = 0, end = 0;
+  // The GPU whose engine did the work in a data-parallel run (its CUDA index; the rank on the CPU
+  // backend); -1 for the host's spans (optimizer, SSD, step) and for a one-GPU run's.
+  int device = -1;
 };
 
 struct RunSeries {
@@ -64,7 +67,8 @@ struct RunSeries {
   // Each GPU of the run (the samples' "gpus"), by CUDA index, x = t: its memory in use as NVML
   // sees it (bytes) and its utilisation (%). The rings above are the host's totals over them.
   QMap<int, Ring> gpuHbmBytes, gpuBusyPct;
-  QVector<Span> spans;  // the most recent, bounded
+  QVector<Span> spans;     // the most recent, bounded (the bound grows with the devices named)
+  QList<int> spanDevices;  // the devices the spans named so far, ascending; empty for one GPU
   QStringList log;    // log and error lines, bounded (eval and checkpoint events are not repeated:
                       // the worker logs each of them itself)
   QString lastError;  // the message of the latest error event

@@ -1,15 +1,23 @@
 #include "TimelineView.h"
 
+#include <QComboBox>
+#include <QHelpEvent>
 #include <QPainter>
+#include <QSignalBlocker>
+#include <QToolTip>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace spillway::ui {
 namespace {
-const QStringList kLanes = {"ssd_read", "h2d", "compute", "d2h", "optimizer", "ssd_write"};
-const QStringList kLaneNames = {"SSD→DRAM", "H2D", "compute", "D2H", "optimizer", "DRAM→SSD"};
+const QStringList kLanes = {"ssd_read", "h2d",       "compute",  "reduce",
+                            "d2h",      "optimizer", "ssd_write"};
+const QStringList kLaneNames = {"SSD→DRAM", "H2D",       "compute", "reduce",
+                                "D2H",      "optimizer", "DRAM→SSD"};
 constexpr int kCompute = 2;
+// The lanes of the GPU's own work, whose spans a data-parallel run tags with the GPU.
+const QStringList kDeviceLanes = {"h2d", "compute", "reduce", "d2h"};
 constexpr double kEps = 1e-9;
 // Compute idle under this share of the frame: the step is compute-bound.
 constexpr double kComputeBound = 0.03;
@@ -33,6 +41,10 @@ double tickStep(double span, int maxTicks) {
 constexpr int kLeft = 80;   // lane names
 constexpr int kAxisH = 18;  // ticks and their labels
 constexpr int kLegendH = 16;
+// The lanes' least height: six lanes of 12 px, or seven of 10 px with the reduce lane, so that a
+// data-parallel run's timeline needs no more of the window than a one-GPU run's.
+constexpr int kLanesMinH = 6 * 12;
+constexpr int kLaneMinH = 10;
 
 int laneOf(const QString& phase) {
   if (phase == "forward" || phase == "backward" || phase == "compute") return kCompute;
@@ -85,24 +97,114 @@ QString percent(double share, int decimals = 0) {
 }
 }  // namespace
 
-TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
+TimelineView::TimelineView(QWidget* parent) : QWidget(parent), chooser_(new QComboBox(this)) {
+  chooser_->setObjectName("timelineGpu");
+  chooser_->setToolTip(
+      tr("The GPU whose H2D, compute, reduce and D2H lanes are drawn; the optimizer's and the "
+         "SSD's lanes are the host's, one for every GPU"));
+  chooser_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  chooser_->hide();
+  // Only the user's choice (or a test's) comes through: updateChooser blocks the signal.
+  connect(chooser_, &QComboBox::currentIndexChanged, this, [this](int index) {
+    if (index >= 0) setDevice(chooser_->itemData(index).toInt());
+  });
   setMinimumHeight(minimumSizeHint().height());
 }
 
 QSize TimelineView::minimumSizeHint() const {
-  // The summary line, six lanes of 12 px, the axis and the legend (as paintEvent lays them out).
-  return {360, fontMetrics().height() + 6 + 6 * 12 + kAxisH + kLegendH + 4};
+  // The summary line (and the chooser), the lanes, the axis and the legend (as paintEvent lays
+  // them out).
+  const int lanesH = std::max(kLanesMinH, kLaneMinH * static_cast<int>(shownLanes().size()));
+  return {360, lanesTop() + lanesH + kAxisH + kLegendH + 4};
+}
+
+int TimelineView::lanesTop() const {
+  const int line = fontMetrics().height() + 6;
+  return chooser_->isHidden() ? line : std::max(line, chooser_->sizeHint().height() + 4);
+}
+
+int TimelineView::laneHeight() const {
+  const int lanesH = height() - lanesTop() - kAxisH - kLegendH - 4;
+  return std::max(kLaneMinH, lanesH / static_cast<int>(shownLanes().size()));
 }
 
 QStringList TimelineView::lanes() {
   return kLanes;
 }
 
+QStringList TimelineView::shownLanes() const {
+  QStringList out = kLanes;
+  if (!reduce_) out.removeAll("reduce");
+  return out;
+}
+
+QString TimelineView::laneAt(const QPoint& pos) const {
+  const QStringList shown = shownLanes();
+  const int top = lanesTop(), laneH = laneHeight();
+  if (pos.y() < top || pos.x() < 0 || pos.x() >= width()) return {};
+  const int row = (pos.y() - top) / laneH;
+  return row < shown.size() ? shown[row] : QString();
+}
+
+QString TimelineView::laneToolTip(const QString& lane) const {
+  const int i = static_cast<int>(kLanes.indexOf(lane));
+  if (i < 0) return {};
+  const QString what =
+      lane == "ssd_read"    ? tr("optimizer state read from the SSD into DRAM")
+      : lane == "h2d"       ? tr("weights uploaded to the GPU, block by block")
+      : lane == "compute"   ? tr("each block's forward and backward (backward darker)")
+      : lane == "reduce"    ? tr("reducing gradients between GPUs (each block's gradient summed "
+                                    "over the GPUs by NCCL's reduce-scatter, before its D2H)")
+      : lane == "d2h"       ? (reduce_ ? tr("this GPU's share of the gradients "
+                                                  "downloaded to DRAM")
+                                       : tr("gradients downloaded to DRAM"))
+      : lane == "optimizer" ? tr("AdamW updating the weights on the host")
+                            : tr("optimizer state written back to the SSD");
+  QString tip = kLaneNames[i] + ": " + what;
+  if (devices_.size() > 1)
+    tip += kDeviceLanes.contains(lane) ? tr(" (%1's)").arg(chooser_->currentText())
+                                       : tr(" (the host's, for every GPU)");
+  return tip;
+}
+
+void TimelineView::setDevice(int device) {
+  if (device == device_ || !devices_.contains(device)) return;
+  device_ = device;
+  {
+    const QSignalBlocker quiet(chooser_);
+    chooser_->setCurrentIndex(chooser_->findData(device));
+  }
+  frame();
+}
+
 void TimelineView::setComputeName(const QString& name) {
   if (name == computeName_) return;
   computeName_ = name;
+  updateChooser();
   setToolTip(summary());
   QWidget::update();
+}
+
+void TimelineView::updateChooser() {
+  // GPUs by their CUDA index; the CPU backend's ranks by their rank.
+  const QString unit = computeName_ == "CPU" ? tr("CPU rank %1") : tr("GPU %1");
+  const QSignalBlocker quiet(chooser_);
+  QList<int> listed;
+  for (int i = 0; i < chooser_->count(); ++i) listed << chooser_->itemData(i).toInt();
+  if (listed != devices_ ||
+      (!devices_.isEmpty() && chooser_->itemText(0) != unit.arg(devices_[0]))) {
+    chooser_->clear();
+    for (int d : devices_) chooser_->addItem(unit.arg(d), d);
+  }
+  chooser_->setCurrentIndex(chooser_->findData(device_));
+  const bool show = devices_.size() > 1;
+  if (show != !chooser_->isHidden()) {
+    chooser_->setVisible(show);
+    setMinimumHeight(minimumSizeHint().height());
+    updateGeometry();
+  }
+  chooser_->resize(chooser_->sizeHint());
+  chooser_->move(4, 2);
 }
 
 QVector<double> TimelineView::ticks() const {
@@ -136,6 +238,42 @@ QStringList TimelineView::legend() const {
 
 void TimelineView::setSpans(const QVector<Span>& spans, double window, const Ring* stepTimes,
                             bool runOver) {
+  given_ = spans;
+  windowSeconds_ = window;
+  hasStepTimes_ = stepTimes != nullptr;
+  stepTimes_ = stepTimes ? *stepTimes : Ring();
+  runOver_ = runOver;
+  QList<int> devices;
+  bool reduce = false;
+  for (const Span& s : spans) {
+    if (s.device >= 0) devices << s.device;
+    reduce = reduce || s.phase == "reduce";
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  devices_ = devices;
+  if (!devices_.contains(device_)) device_ = devices_.isEmpty() ? -1 : devices_.front();
+  if (reduce != reduce_) {
+    reduce_ = reduce;
+    setMinimumHeight(minimumSizeHint().height());
+    updateGeometry();
+  }
+  updateChooser();
+  frame();
+}
+
+void TimelineView::frame() {
+  // The chosen GPU's spans and the host's (every span, for one GPU).
+  QVector<Span> spans;
+  if (devices_.isEmpty()) {
+    spans = given_;
+  } else {
+    for (const Span& s : given_)
+      if (s.device < 0 || s.device == device_) spans << s;
+  }
+  const double window = windowSeconds_;
+  const Ring* stepTimes = hasStepTimes_ ? &stepTimes_ : nullptr;
+  const bool runOver = runOver_;
   spans_.clear();
   busy_.clear();
   stepEnd_ = -1;
@@ -319,6 +457,7 @@ QString TimelineView::limiter(QString* laneOut) const {
     return named("", tr("host (no lane busy): %1").arg(idle));
   const QString lane = kLanes[best];
   const QString what = lane == "h2d"         ? tr("waiting for H2D (weights)")
+                       : lane == "reduce"    ? tr("waiting for the reduce (gradients between GPUs)")
                        : lane == "d2h"       ? tr("waiting for D2H (gradients)")
                        : lane == "optimizer" ? tr("waiting for the optimizer")
                        : lane == "ssd_read"  ? tr("waiting for the SSD (reads)")
@@ -344,7 +483,7 @@ QString TimelineView::summary() const {
   for (const Span& s : spans_)
     if (const int l = laneOf(s.phase); l >= 0) present[l] = true;
   // In the order a step moves its bytes: weights in, gradients out, the update, the SSD.
-  for (const char* lane : {"h2d", "d2h", "optimizer", "ssd_read", "ssd_write"}) {
+  for (const char* lane : {"h2d", "reduce", "d2h", "optimizer", "ssd_read", "ssd_write"}) {
     const int i = static_cast<int>(kLanes.indexOf(lane));
     if (present[i]) parts << kLaneNames[i] + " " + percent(laneBusyFraction(lane));
   }
@@ -352,22 +491,42 @@ QString TimelineView::summary() const {
   return parts.join(QStringLiteral(" · "));
 }
 
+bool TimelineView::event(QEvent* e) {
+  // Over a lane: what the lane shows, then the step's summary.
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const QString lane = laneAt(help->pos());
+    if (!lane.isEmpty()) {
+      const QString line = summary();
+      QToolTip::showText(help->globalPos(),
+                         laneToolTip(lane) + (line.isEmpty() ? QString() : "\n" + line), this);
+      return true;
+    }
+  }
+  return QWidget::event(e);
+}
+
 void TimelineView::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
   const QFontMetrics fm(font());
-  const int top = fm.height() + 6;  // the summary line above the lanes
-  const int lanesH = height() - top - kAxisH - kLegendH - 4;
-  const int laneH = std::max(10, lanesH / static_cast<int>(kLanes.size()));
+  const int top = lanesTop();  // the summary line (and the chooser) above the lanes
+  const int laneH = laneHeight();
+  const QStringList shown = shownLanes();
+  // The row of each of kLanes, -1 for a lane not drawn.
+  QVector<int> rowOf(kLanes.size());
+  for (int i = 0; i < kLanes.size(); ++i) rowOf[i] = static_cast<int>(shown.indexOf(kLanes[i]));
   const QColor text = palette().text().color();
   p.setPen(text);
   for (int i = 0; i < kLanes.size(); ++i)
-    p.drawText(4, top + i * laneH + laneH / 2 + 4, kLaneNames[i]);
+    if (rowOf[i] >= 0) p.drawText(4, top + rowOf[i] * laneH + laneH / 2 + 4, kLaneNames[i]);
   if (spans_.isEmpty()) {
     p.drawText(rect().adjusted(kLeft, 0, 0, 0), Qt::AlignCenter, tr("no timeline spans yet"));
     return;
   }
-  p.drawText(4, 3 + fm.ascent(), fm.elidedText(summary(), Qt::ElideRight, width() - 8));
+  const int summaryX = chooser_->isHidden() ? 4 : chooser_->geometry().right() + 8;
+  p.drawText(summaryX, (top - fm.height()) / 2 + fm.ascent(),
+             fm.elidedText(summary(), Qt::ElideRight, width() - summaryX - 4));
   const double w = width() - kLeft - 8;
   auto xOf = [&](double t) { return kLeft + (std::clamp(t, t0_, t1_) - t0_) / (t1_ - t0_) * w; };
   // Compute's idle time, tinted, so that the gaps the verdict speaks of show.
@@ -376,7 +535,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
     idle.setAlpha(40);
     double at = t0_;
     auto tint = [&](double a, double b) {
-      p.fillRect(QRectF(xOf(a), top + kCompute * laneH + 1, xOf(b) - xOf(a), laneH - 2), idle);
+      p.fillRect(QRectF(xOf(a), top + rowOf[kCompute] * laneH + 1, xOf(b) - xOf(a), laneH - 2),
+                 idle);
     };
     for (const auto& iv : busy_[kCompute]) {
       if (iv.first > at) tint(at, iv.first);
@@ -388,14 +548,14 @@ void TimelineView::paintEvent(QPaintEvent*) {
   for (const Span& s : spans_) layers = std::max(layers, s.layer + 1);
   for (const Span& s : spans_) {
     const int lane = laneOf(s.phase);
-    if (lane < 0) continue;
+    if (lane < 0 || rowOf[lane] < 0) continue;
     const double x0 = xOf(s.start), x1 = xOf(s.end);
     QColor c = layerColor(s.layer, layers);
     if (s.phase == "backward") c = c.darker(130);
-    p.fillRect(QRectF(x0, top + lane * laneH + 2, std::max(1.0, x1 - x0), laneH - 4), c);
+    p.fillRect(QRectF(x0, top + rowOf[lane] * laneH + 2, std::max(1.0, x1 - x0), laneH - 4), c);
   }
   // Time axis: ms from the start of the frame.
-  const int axisY = top + static_cast<int>(kLanes.size()) * laneH + 2;
+  const int axisY = top + static_cast<int>(shown.size()) * laneH + 2;
   QColor grid = text;
   grid.setAlpha(90);
   // The end of the step's forward and backward: what follows is its optimizer, beside the next

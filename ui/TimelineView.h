@@ -6,11 +6,20 @@
 // step: each lane's busy share of the frame and a verdict ("compute-bound (GPU idle 0.9%)",
 // "waiting for H2D (weights): GPU idle 14%"). Paints from RunSeries::spans. GUI thread; copies the
 // spans it shows.
+//
+// A data-parallel run's spans name their GPU (Span::device): a chooser ("GPU 0", "GPU 1", ...)
+// left of the summary line picks the GPU whose H2D, compute, reduce and D2H lanes are drawn and
+// measured; the optimizer's and the SSD's lanes are the host's, one for every GPU. Such a run has
+// one more lane, "reduce" (each block's gradient summed between the GPUs, NCCL's reduce-scatter),
+// between compute and D2H: a lane of its own because the reduce of one block runs beside the
+// download of the one before it, on a stream of its own, and the verdict can then name it.
 #pragma once
 
 #include <QWidget>
 
 #include "RunSeries.h"
+
+class QComboBox;
 
 namespace spillway::ui {
 
@@ -40,9 +49,27 @@ class TimelineView : public QWidget {
   // The step framed, from `stepTimes`; 0 when unknown or not framed by a step span.
   qint64 frameStep() const { return step_; }
 
-  // The lanes by their phase names: "ssd_read", "h2d", "compute", "d2h", "optimizer",
+  // The lanes by their phase names: "ssd_read", "h2d", "compute", "reduce", "d2h", "optimizer",
   // "ssd_write" (the forward and backward phases go to "compute").
   static QStringList lanes();
+  // The lanes drawn, top to bottom: lanes() less "reduce" unless the spans given hold a reduce (a
+  // data-parallel run).
+  QStringList shownLanes() const;
+  // The lane drawn at `pos` (its name on the left or its row), "" elsewhere.
+  QString laneAt(const QPoint& pos) const;
+  // What `lane` shows, its row's tooltip: "reduce: reducing gradients between GPUs (...)", and
+  // with several GPUs whose lane it is ("GPU 1's", or the host's for every GPU).
+  QString laneToolTip(const QString& lane) const;
+
+  // The devices the spans given name, ascending (a data-parallel run's GPUs); empty for one GPU.
+  QList<int> devices() const { return devices_; }
+  // The device whose lanes are drawn: the chooser's, at first the lowest of devices(); -1 when
+  // devices() is empty (every span is drawn).
+  int device() const { return device_; }
+  // Draws `device`'s lanes, as choosing it does; ignored for one devices() does not hold.
+  void setDevice(int device);
+  // The GPU chooser, shown while devices() holds more than one.
+  QComboBox* deviceChooser() const { return chooser_; }
   // The share of the frame during which `lane` was busy, 0..1: the union of its spans clipped to
   // the frame (overlapping spans count once), over the frame's length. -1 while nothing is shown
   // or for a lane that is not one of lanes().
@@ -68,11 +95,25 @@ class TimelineView : public QWidget {
   QSize minimumSizeHint() const override;
 
  protected:
+  bool event(QEvent* e) override;
   void paintEvent(QPaintEvent*) override;
 
  private:
   using Intervals = QVector<QPair<double, double>>;  // sorted, disjoint, inside [t0_, t1_]
+  void frame();  // spans_ and the frame from the spans given, of device_
   void measure();
+  void updateChooser();
+  int lanesTop() const;  // below the summary line (and the chooser)
+  int laneHeight() const;
+  // What setSpans was given (shared, not copied: Qt's containers are copy-on-write).
+  QVector<Span> given_;
+  double windowSeconds_ = 0;
+  Ring stepTimes_;
+  bool hasStepTimes_ = false, runOver_ = false;
+  QList<int> devices_;
+  int device_ = -1;
+  bool reduce_ = false;  // the spans given hold a reduce: the "reduce" lane is drawn
+  QComboBox* chooser_;
   QVector<Span> spans_;
   double t0_ = 0, t1_ = 1;
   double stepEnd_ = -1;  // the framed step span's end (forward and backward done), -1 if none

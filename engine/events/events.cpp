@@ -192,6 +192,7 @@ json to_json(const SpanEvent& e) {
   j["phase"] = e.phase;
   j["start_s"] = number_or_null(e.start_s);
   j["end_s"] = number_or_null(e.end_s);
+  put(j, "device", e.device);
   return j;
 }
 
@@ -202,6 +203,8 @@ SpanEvent span_event_from_json(const json& j) {
   e.phase = text(j, "phase").value_or("");
   e.start_s = number(j, "start_s").value_or(0);
   e.end_s = number(j, "end_s").value_or(0);
+  if (const std::optional<int> device = integer<int>(j, "device"); device && *device >= 0)
+    e.device = device;
   return e;
 }
 

@@ -118,13 +118,18 @@ struct ErrorEvent {
 };
 
 // The timeline (telemetry/span.h): block "embed" | "layer" | "head" | "step", the layer's index or
-// none, the phase ("h2d", "forward", "backward", "d2h", "optimizer", "ssd_read", "ssd_write",
-// "compute"), start and end in the events' clock. Written null where not finite.
+// none, the phase ("h2d", "forward", "backward", "d2h", "reduce", "optimizer", "ssd_read",
+// "ssd_write", "compute"), start and end in the events' clock (written null where not finite),
+// and in a data-parallel run the device whose engine did the work: its CUDA index, on the CPU
+// backend its rank. The key is left out where there is none (one GPU; the optimizer's, the SSD's
+// and the step's spans), so a one-GPU run writes what it wrote before data parallel; an index
+// that is negative or not a number reads as none.
 struct SpanEvent {
   std::string block;
   std::optional<int> layer;
   std::string phase;
   double start_s = 0, end_s = 0;
+  std::optional<int> device;
 };
 
 // One tier of a sample: the bytes the engine holds there by category ("weights", "gradients",

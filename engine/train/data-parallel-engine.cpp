@@ -15,6 +15,7 @@ struct DataParallelEngine::Impl {
   std::vector<std::unique_ptr<compute::Communicator>> comms;  // [rank]; empty for one GPU
   std::vector<std::unique_ptr<StreamingEngine>> engines;      // [rank], destroyed before comms
   std::vector<std::string> names;  // [rank]: "GPU 3", or "CPU rank 1", for messages
+  std::vector<int> devices;        // [rank]: the CUDA index, or the rank on the CPU backend
 
   // The step's first failure: the rank whose pass failed first aborts the group (the others'
   // passes then fail because of it), and its error is the step's.
@@ -159,9 +160,9 @@ Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     StreamingConfig c = config;
     c.data_parallel_ranks = n;
     c.register_host_state = r == 0;  // portable: one registration serves every GPU
-    impl->names.push_back(backends[r]->facts().gpu
-                              ? "GPU " + std::to_string(backends[r]->device().ordinal())
-                              : "CPU rank " + std::to_string(r));
+    const bool gpu = backends[r]->facts().gpu;
+    impl->devices.push_back(gpu ? backends[r]->device().ordinal() : r);
+    impl->names.push_back((gpu ? "GPU " : "CPU rank ") + std::to_string(impl->devices.back()));
     auto engine = StreamingEngine::create(*devices[r], *backends[r], state, c, counters);
     if (!engine.ok())
       return n == 1 ? engine.status() : engine.status().with_context(impl->names[r]);
@@ -196,9 +197,19 @@ void DataParallelEngine::set_weight_gate(std::function<void(size_t block)> gate)
   for (auto& e : impl_->engines) e->set_weight_gate(gate);
 }
 
-void DataParallelEngine::set_span_sink(StreamingEngine::SpanSink sink,
-                                       std::function<double()> clock) {
-  impl_->engines[0]->set_span_sink(std::move(sink), std::move(clock));
+void DataParallelEngine::set_span_sink(DeviceSpanSink sink, std::function<double()> clock) {
+  const int n = impl_->ranks();
+  for (int r = 0; r < n; ++r) {
+    StreamingEngine::SpanSink tagged;
+    if (sink) {
+      const std::optional<int> device =
+          n > 1 ? std::optional<int>(impl_->devices[r]) : std::nullopt;
+      tagged = [sink, device](size_t block, const char* phase, double start_s, double end_s) {
+        sink(device, block, phase, start_s, end_s);
+      };
+    }
+    impl_->engines[r]->set_span_sink(std::move(tagged), clock);
+  }
 }
 
 void DataParallelEngine::set_stop_flag(const std::atomic<bool>* stop) {

@@ -70,9 +70,14 @@ class DataParallelEngine {
   // gradient sum of squares over the GPUs, rank 0's timeline and, with several GPUs, each one's.
   Result<StepResult> forward_backward(const StepBatch& batch);
 
-  // As StreamingEngine's, for every GPU (the span sink: rank 0's timeline only).
+  // As StreamingEngine's, for every GPU.
   void set_weight_gate(std::function<void(size_t block)> gate);
-  void set_span_sink(StreamingEngine::SpanSink sink, std::function<double()> clock);
+  // Every GPU's timeline: each engine's spans reach `sink` tagged with the device that did the
+  // work, the GPU's CUDA index (on the CPU backend, whose ranks all have device 0, the rank), or
+  // none with one GPU (whose spans then read as before data parallel). With several GPUs the
+  // sink is called from every GPU's thread at once, within forward_backward: it must be
+  // thread-safe. An empty sink turns the spans off.
+  void set_span_sink(DeviceSpanSink sink, std::function<double()> clock);
   void set_stop_flag(const std::atomic<bool>* stop);
   void invalidate_weights();
   // Rank 0's (every GPU's arena is laid out alike); its HBM state tier (none with several GPUs).

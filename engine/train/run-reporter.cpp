@@ -120,12 +120,20 @@ Result<std::unique_ptr<RunReporter>> RunReporter::create(const TrainJob& job, Ru
 
 void RunReporter::attach_spans() {
   const int L = run_.state->config().num_layers;
-  auto sink = [this, L](size_t b, const char* phase, double start, double end) {
-    if (spans_on_.load(std::memory_order_relaxed)) rec_->span(block_span(b, L, phase, start, end));
+  // Called from every GPU's thread and the optimizer's at once: it reads an atomic and writes
+  // through the recorder, whose span() is thread-safe (a line written whole under a lock).
+  auto sink = [this, L](std::optional<int> device, size_t b, const char* phase, double start,
+                        double end) {
+    if (spans_on_.load(std::memory_order_relaxed))
+      rec_->span(block_span(b, L, phase, start, end, device));
   };
   auto clock = [this] { return rec_->now_s(); };
   run_.engine->set_span_sink(sink, clock);
-  run_.optimizer->set_span_sink(sink, clock);
+  run_.optimizer->set_span_sink(
+      [sink](size_t b, const char* phase, double start, double end) {
+        sink(std::nullopt, b, phase, start, end);  // the host's: no device
+      },
+      clock);
 }
 
 void RunReporter::log(LogLevel level, const std::string& message) {
@@ -171,7 +179,7 @@ void RunReporter::end_step(const StepMark& mark, const StepReport& s) {
                     run_.engine->d2h_bytes() - mark.d2h_bytes);
   const double tps = s.step_tokens / std::max(dt, 1e-9);
   const double tflops = 6.0 * static_cast<double>(run_.parameters) * tps / 1e12;  // PaLM appendix B
-  rec_->span({"step", std::nullopt, "compute", mark.start_s, mark.computed_s});
+  rec_->span({"step", std::nullopt, "compute", mark.start_s, mark.computed_s, std::nullopt});
   rec_->step(
       StepEvent{s.step, s.loss, s.lr, s.stats.grad_norm, s.tokens, tps, tflops, dt, s.total_steps,
                 s.stats.prev_update_ssd_read_bytes, s.stats.prev_update_ssd_write_bytes},

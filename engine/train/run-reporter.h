@@ -6,10 +6,11 @@
 // work, one when its compute is done and one after it; it never formats an event itself.
 //
 // Thread-safety: the span sinks it hands the engine and the optimizer may be called from their
-// threads (the recorder's telemetry methods are thread-safe); every other method from the
-// trainer's thread. Ownership: owns the recorder and the sampler; borrows the RunAssembly it
-// reports on, which must outlive the sampler's thread (start_telemetry .. stop_telemetry), while
-// the reporter itself must outlive the assembly's optimizer, whose thread writes spans.
+// threads, every GPU's at once (the recorder's telemetry methods are thread-safe); every other
+// method from the trainer's thread. Ownership: owns the recorder and the sampler; borrows the
+// RunAssembly it reports on, which must outlive the sampler's thread (start_telemetry ..
+// stop_telemetry), while the reporter itself must outlive the assembly's optimizer, whose thread
+// writes spans.
 #pragma once
 
 #include <atomic>
@@ -113,7 +114,9 @@ class RunReporter {
   StepFigureRecorder figures_;                 // what the steps measured, to hold against the plan
   Plan plan_;                                  // this run's plan, made when training starts
   // Timeline spans for the GUI, for about one step per second (a span per block and phase would
-  // flood events.jsonl for small models that take many steps a second).
+  // flood events.jsonl for small models that take many steps a second). Decided in begin_step,
+  // before the step's forward_backward, which hands every GPU's spans to the sink before it
+  // returns: a step's spans are written for all of its GPUs or for none.
   std::atomic<bool> spans_on_{false};
   double last_span_step_ = -1e9;
 };

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -286,6 +287,26 @@ TEST_F(WorkerTest, DataParallelRanksTrainTheOneDeviceRunAndResumeOnAnotherCount)
   const auto plans = of_type(read_events(two), "plan");
   ASSERT_FALSE(plans.empty());
   EXPECT_EQ(plans[0]["devices"]["count"], 2);
+  // Its timeline has every rank's spans, each naming its rank (the CPU backend's device index):
+  // a sampled step's blocks of both ranks; the optimizer's and the step's are the host's. One
+  // rank's spans name none, as before data parallel.
+  std::map<int, std::map<std::string, int>> by_device;  // device -> phase -> spans
+  for (const json& e : of_type(read_events(two), "span")) {
+    const std::string phase = e["phase"];
+    if (phase == "optimizer" || phase == "compute") {
+      EXPECT_FALSE(e.contains("device")) << e.dump();
+    } else {
+      ASSERT_TRUE(e.contains("device")) << e.dump();
+      ++by_device[e["device"].get<int>()][phase];
+    }
+  }
+  ASSERT_EQ(by_device.size(), 2u);
+  EXPECT_GT(by_device[0]["reduce"], 0);
+  EXPECT_EQ(by_device[0], by_device[1]) << "whole steps of both ranks";
+  for (const json& e : of_type(read_events(one), "span")) {
+    EXPECT_FALSE(e.contains("device")) << e.dump();
+    EXPECT_NE(e["phase"], "reduce");
+  }
 
   auto same_files = [](const std::string& x, const std::string& y, const std::string& what) {
     for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {

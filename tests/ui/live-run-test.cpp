@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <QAction>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -641,6 +642,81 @@ TEST(LivePage, TheTimelineFramesTheLastStepOnceTheRunIsOver) {
   EXPECT_NEAR(timeline->laneBusyFraction("compute"), 0.4 / 0.45, 1e-9);
   EXPECT_TRUE(timeline->summary().startsWith("step 2 · 450 ms · compute 88.9% busy · "))
       << timeline->summary().toStdString();
+  // One GPU: its spans name none, and there is no GPU to choose.
+  EXPECT_TRUE(timeline->devices().isEmpty());
+  EXPECT_FALSE(timeline->deviceChooser()->isVisibleTo(&live));
+}
+
+// A data-parallel run's events.jsonl: each GPU's spans name it (README, "span"), and Live's
+// timeline offers a chooser of the GPUs whose choice changes the spans drawn, and keeps it as
+// more events come.
+TEST(LivePage, TheTimelineOfADataParallelRunShowsTheGpuChosen) {
+  TempDir tmp;
+  std::ofstream f(tmp.path() + "/events.jsonl");
+  f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":3})"
+    << "\n";
+  auto span = [&](const char* block, int layer, const char* phase, double a, double b, int device) {
+    f << R"({"type":"span","t":)" << b << R"(,"block":")" << block << R"(","device":)" << device
+      << R"(,"end_s":)" << b << R"(,"layer":)"
+      << (layer < 0 ? std::string("null") : std::to_string(layer)) << R"(,"phase":")" << phase
+      << R"(","start_s":)" << a << "}\n";
+  };
+  // Two layers on GPUs 2 and 5: forward 0.1 s each, backward 0.1 s each, then each layer's
+  // reduce, 0.02 s on GPU 2 and 0.06 s on GPU 5; the step span [T, T + 0.6], its update
+  // [T + 0.6, T + 0.65] (the host's: no device), then the step event.
+  auto step = [&](int n, double T) {
+    for (int d : {2, 5}) {
+      const double r = d == 2 ? 0.02 : 0.06;
+      for (int l = 0; l < 2; ++l) span("layer", l, "forward", T + 0.1 * l, T + 0.1 * (l + 1), d);
+      for (int l = 1; l >= 0; --l) {
+        const double b = T + 0.2 + 0.1 * (1 - l);
+        span("layer", l, "backward", b, b + 0.1, d);
+        span("layer", l, "reduce", b + 0.1, b + 0.1 + r, d);
+      }
+    }
+    f << R"({"type":"span","t":)" << T + 0.6 << R"(,"block":"step","end_s":)" << T + 0.6
+      << R"(,"layer":null,"phase":"compute","start_s":)" << T << "}\n";
+    f << R"({"type":"span","t":)" << T + 0.65 << R"(,"block":"layer","end_s":)" << T + 0.65
+      << R"(,"layer":0,"phase":"optimizer","start_s":)" << T + 0.6 << "}\n";
+    f << R"({"type":"step","t":)" << T + 0.6001 << R"(,"step":)" << n
+      << R"(,"total_steps":3,"loss":3.5,"lr":0.001,"tokens":)" << 64 * n << "}\n";
+  };
+  step(1, 1.0);
+  step(2, 2.0);
+  f.flush();
+  LivePage live;
+  live.resize(1280, 900);
+  live.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&live));
+  live.attach(q(tmp.path()));
+  for (int i = 0; i < 5; ++i) live.tick();
+  ASSERT_EQ(live.phase(), Phase::kTraining);
+  TimelineView* timeline = live.timeline();
+  QComboBox* chooser = timeline->deviceChooser();
+  ASSERT_TRUE(chooser->isVisibleTo(&live));
+  ASSERT_EQ(chooser->count(), 2);
+  EXPECT_EQ(chooser->itemText(0), "GPU 2");
+  EXPECT_EQ(chooser->itemText(1), "GPU 5");
+  EXPECT_EQ(timeline->device(), 2);
+  EXPECT_EQ(timeline->frameStep(), 1);
+  EXPECT_NEAR(timeline->shownSeconds(), 0.65, 1e-9);  // its update ends before step 2 starts
+  // GPU 2's 4 compute and 2 reduce spans, and the update.
+  EXPECT_EQ(timeline->visibleSpans(), 4 + 2 + 1);
+  EXPECT_NEAR(timeline->laneBusyFraction("reduce"), 0.04 / 0.65, 1e-9);
+  EXPECT_NEAR(timeline->laneBusyFraction("optimizer"), 0.05 / 0.65, 1e-9);
+  chooser->setCurrentIndex(1);
+  EXPECT_EQ(timeline->device(), 5);
+  EXPECT_EQ(timeline->visibleSpans(), 4 + 2 + 1);
+  EXPECT_NEAR(timeline->laneBusyFraction("reduce"), 0.12 / 0.65, 1e-9);
+  EXPECT_NEAR(timeline->laneBusyFraction("optimizer"), 0.05 / 0.65, 1e-9);
+  // Step 3 arrives: step 2 is framed, still GPU 5's.
+  step(3, 3.0);
+  f.flush();
+  for (int i = 0; i < 10 && timeline->frameStep() != 2; ++i) live.tick();
+  EXPECT_EQ(timeline->frameStep(), 2);
+  EXPECT_EQ(timeline->device(), 5);
+  EXPECT_EQ(chooser->currentText(), "GPU 5");
+  EXPECT_NEAR(timeline->laneBusyFraction("reduce"), 0.12 / 0.65, 1e-9);
 }
 
 TEST(TimelineView, HasATimeAxisAndALegend) {

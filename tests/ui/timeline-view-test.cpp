@@ -7,6 +7,7 @@
 // on stories260K for the last), with round numbers so that every value is worked out by hand.
 #include <gtest/gtest.h>
 
+#include <QComboBox>
 #include <QTest>
 #include <cmath>
 
@@ -117,6 +118,7 @@ TEST(TimelineView, NamesTheLaneComputeWaitsFor) {
   };
   const Case cases[] = {
       {"h2d", "waiting for H2D (weights): GPU idle 52%", "h2d"},
+      {"reduce", "waiting for the reduce (gradients between GPUs): GPU idle 52%", "reduce"},
       {"optimizer", "waiting for the optimizer: GPU idle 52%", "optimizer"},
       {"ssd_read", "waiting for the SSD (reads): GPU idle 52%", "ssd_read"},
       {"", "host (no lane busy): GPU idle 52%", ""},
@@ -330,5 +332,144 @@ TEST(TimelineView, FramesTheLastStepWhenTheRunIsOver) {
   EXPECT_NEAR(view.laneBusyFraction("optimizer"), 0.05 / 0.25, 1e-9);
 }
 
+// Step k (at T) of a data-parallel run on GPUs 0 and 1, two layers, as the worker writes it: each
+// GPU's block spans tagged with it, then the step span and the optimizer's (the host's, untagged).
+// On GPU d: H2D 0.02 (d + 1) s at each forward's start; forward [T, T + 0.2] and backward [T +
+// 0.2, T + 0.4], 0.1 s a layer; each layer's reduce, r = 0.05 + 0.15 d s long, on one stream from
+// the end of its backward (layer 1 at T + 0.3, layer 0 at max(T + 0.4, the end of layer 1's)),
+// each followed by a 0.01 s D2H of the GPU's share. Step span [T, T + 0.75], optimizer
+// [T + 0.75, T + 0.85]; the step event follows at T + 0.7501.
+void addTwoGpuStep(QVector<Span>& spans, Ring& stepTimes, int step, double T) {
+  for (int d = 0; d < 2; ++d) {
+    auto tagged = [&](const char* block, int layer, const char* phase, double a, double b) {
+      Span s = span(block, layer, phase, a, b);
+      s.device = d;
+      return s;
+    };
+    const double h2d = 0.02 * (d + 1), r = 0.05 + 0.15 * d;
+    for (int l = 0; l < 2; ++l)
+      spans << tagged("layer", l, "h2d", T + 0.1 * l, T + 0.1 * l + h2d)
+            << tagged("layer", l, "forward", T + 0.1 * l, T + 0.1 * (l + 1));
+    const double reduce1 = T + 0.3, reduce0 = std::max(T + 0.4, reduce1 + r);
+    spans << tagged("layer", 1, "backward", T + 0.2, T + 0.3)
+          << tagged("layer", 1, "reduce", reduce1, reduce1 + r)
+          << tagged("layer", 1, "d2h", reduce1 + r, reduce1 + r + 0.01)
+          << tagged("layer", 0, "backward", T + 0.3, T + 0.4)
+          << tagged("layer", 0, "reduce", reduce0, reduce0 + r)
+          << tagged("layer", 0, "d2h", reduce0 + r, reduce0 + r + 0.01);
+  }
+  spans << span("step", -1, "compute", T, T + 0.75)
+        << span("layer", 0, "optimizer", T + 0.75, T + 0.85);
+  stepTimes.append(step, T + 0.7501);
+}
+
+// A data-parallel run: the chooser lists its GPUs and the lanes of the GPU chosen are drawn and
+// measured (the host's optimizer lane the same for both); the reduce lane sits between compute and
+// D2H and says what it shows. Step 1 is framed, [1, 1.85], on either GPU.
+TEST(TimelineView, ADataParallelRunDrawsTheGpuChosen) {
+  QVector<Span> spans;
+  Ring stepTimes;
+  addTwoGpuStep(spans, stepTimes, 1, 1.0);
+  addTwoGpuStep(spans, stepTimes, 2, 2.0);
+  TimelineView view;
+  view.resize(1200, 200);
+  view.setSpans(spans, 0, &stepTimes);
+  EXPECT_EQ(view.devices(), QList<int>({0, 1}));
+  EXPECT_EQ(view.device(), 0);
+  QComboBox* chooser = view.deviceChooser();
+  ASSERT_FALSE(chooser->isHidden());
+  ASSERT_EQ(chooser->count(), 2);
+  EXPECT_EQ(chooser->itemText(0), "GPU 0");
+  EXPECT_EQ(chooser->itemText(1), "GPU 1");
+  EXPECT_EQ(view.shownLanes(),
+            QStringList({"ssd_read", "h2d", "compute", "reduce", "d2h", "optimizer", "ssd_write"}));
+  const double frame = 0.85;
+  EXPECT_EQ(view.frameStep(), 1);
+  EXPECT_NEAR(view.frameStart(), 1.0, 1e-9);
+  EXPECT_NEAR(view.shownSeconds(), frame, 1e-9);
+  // GPU 0: its 10 block spans and the optimizer's; reduce 2 x 0.05 s, H2D 2 x 0.02 s; compute
+  // idle 0.45 s, during which no lane is busy half the time (the reduce 0.05 s of it).
+  EXPECT_EQ(view.visibleSpans(), 10 + 1);
+  EXPECT_NEAR(view.laneBusyFraction("compute"), 0.4 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("reduce"), 0.1 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("h2d"), 0.04 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("d2h"), 0.02 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("optimizer"), 0.1 / frame, 1e-9);
+  EXPECT_EQ(view.limiter(), "host (no lane busy): GPU idle 53%");
+  const QString gpu0 = view.summary();
+  EXPECT_EQ(gpu0,
+            "step 1 · 850 ms · compute 47.1% busy · H2D 5% · reduce 12% · D2H 2% · optimizer "
+            "12% · host (no lane busy): GPU idle 53%");
+  view.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+  const QImage drawn0 = view.grab().toImage();
+
+  // The user picks GPU 1: its spans instead of GPU 0's; the optimizer's are the same.
+  chooser->setCurrentIndex(1);
+  EXPECT_EQ(view.device(), 1);
+  EXPECT_EQ(view.visibleSpans(), 10 + 1);
+  EXPECT_NEAR(view.shownSeconds(), frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("compute"), 0.4 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("reduce"), 0.4 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("h2d"), 0.08 / frame, 1e-9);
+  EXPECT_NEAR(view.laneBusyFraction("optimizer"), 0.1 / frame, 1e-9);
+  // Layer 0's reduce [1.5, 1.7] covers 0.2 s of compute's 0.45 s idle, layer 1's 0.1 s more.
+  QString lane;
+  EXPECT_EQ(view.limiter(&lane), "waiting for the reduce (gradients between GPUs): GPU idle 53%");
+  EXPECT_EQ(lane, "reduce");
+  EXPECT_EQ(view.toolTip(), view.summary());
+  EXPECT_NE(view.grab().toImage(), drawn0);
+  // New spans keep the choice.
+  addTwoGpuStep(spans, stepTimes, 3, 3.0);
+  view.setSpans(spans, 0, &stepTimes);
+  EXPECT_EQ(view.device(), 1);
+  EXPECT_EQ(chooser->currentIndex(), 1);
+  EXPECT_EQ(view.frameStep(), 2);
+  EXPECT_NEAR(view.laneBusyFraction("reduce"), 0.4 / frame, 1e-9);
+  view.setDevice(7);  // not a device of the run: ignored
+  EXPECT_EQ(view.device(), 1);
+  view.setDevice(0);
+  EXPECT_EQ(chooser->currentIndex(), 0);
+  EXPECT_NEAR(view.laneBusyFraction("reduce"), 0.1 / frame, 1e-9);
+
+  // Each lane's row says what it shows, and whose it is.
+  bool reduceRow = false;
+  for (int y = 0; y < view.height() && !reduceRow; ++y)
+    reduceRow = view.laneAt(QPoint(10, y)) == "reduce";
+  EXPECT_TRUE(reduceRow) << "no row of the reduce lane";
+  EXPECT_EQ(view.laneAt(QPoint(10, 0)), "");
+  EXPECT_TRUE(view.laneToolTip("reduce").startsWith("reduce: reducing gradients between GPUs"))
+      << view.laneToolTip("reduce").toStdString();
+  EXPECT_TRUE(view.laneToolTip("reduce").endsWith("(GPU 0's)"));
+  EXPECT_TRUE(view.laneToolTip("optimizer").endsWith("(the host's, for every GPU)"));
+
+  // A one-GPU run's spans name no device: no chooser, no reduce lane, every span drawn.
+  QVector<Span> one;
+  Ring oneTimes;
+  addGpuStep(one, oneTimes, 1, 1.0);
+  addGpuStep(one, oneTimes, 2, 1.8);
+  view.setSpans(one, 0, &oneTimes);
+  EXPECT_TRUE(view.devices().isEmpty());
+  EXPECT_EQ(view.device(), -1);
+  EXPECT_TRUE(chooser->isHidden());
+  EXPECT_EQ(view.shownLanes(),
+            QStringList({"ssd_read", "h2d", "compute", "d2h", "optimizer", "ssd_write"}));
+  EXPECT_EQ(view.frameStep(), 1);
+  EXPECT_EQ(view.laneBusyFraction("reduce"), 0);
+  EXPECT_EQ(view.laneToolTip("d2h"), "D2H: gradients downloaded to DRAM");
+}
+
+// The CPU backend's ranks are named by their rank.
+TEST(TimelineView, NamesTheCpuBackendsRanks) {
+  QVector<Span> spans;
+  Ring stepTimes;
+  addTwoGpuStep(spans, stepTimes, 1, 1.0);
+  TimelineView view;
+  view.setComputeName("CPU");
+  view.setSpans(spans, 0, &stepTimes, /*runOver=*/true);
+  ASSERT_EQ(view.deviceChooser()->count(), 2);
+  EXPECT_EQ(view.deviceChooser()->itemText(1), "CPU rank 1");
+  EXPECT_TRUE(view.limiter().endsWith("CPU idle 53%")) << view.limiter().toStdString();
+}
 }  // namespace
 }  // namespace spillway::ui

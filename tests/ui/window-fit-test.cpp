@@ -40,6 +40,7 @@
 #include "MainWindow.h"
 #include "NewRunPage.h"
 #include "PlanView.h"
+#include "TimelineView.h"
 #include "TryItPage.h"
 #include "history-wait.h"
 #include "test-data.h"
@@ -149,14 +150,22 @@ TEST(WindowFit, FitsA1280x720ScreenAndLarger) {
   qputenv("SPILLWAY_CUDA_BACKEND",
           "/check/work/main/build-asan/lib/x86_64-linux-gnu/spillway/libspillway-cuda.so");
   MainWindow window(QString::fromStdString(tmp.path() + "/runs.db"));
-  // Live on a run with a long name that failed with a long message: neither widens the window.
+  // Live on a run with a long name that failed with a long message: neither widens the window. It
+  // trained on two GPUs: the timeline's GPU chooser and its reduce lane take their room.
   const std::string run = tmp.path() + "/run";
   std::filesystem::create_directories(run);
   const std::string longName(240, 'n'), longPath = "/mnt/" + std::string(200, 'p');
   std::ofstream(run + "/job.json") << "{\"name\": \"" << longName << "\"}";
   std::ofstream(run + "/events.jsonl")
       << R"({"type":"state","t":0,"state":"training","total_steps":10})"
-      << "\n"
+      << "\n";
+  for (int device : {0, 1})
+    for (const char* phase : {"forward", "reduce"})
+      std::ofstream(run + "/events.jsonl", std::ios::app)
+          << R"({"type":"span","t":0.5,"block":"layer","device":)" << device
+          << R"(,"end_s":0.5,"layer":0,"phase":")" << phase << R"(","start_s":0.4})"
+          << "\n";
+  std::ofstream(run + "/events.jsonl", std::ios::app)
       << R"({"type":"error","t":1,"code":"io","message":"cannot lock )" << longPath
       << R"(/.lock: Read-only file system"})"
       << "\n"
@@ -183,6 +192,10 @@ TEST(WindowFit, FitsA1280x720ScreenAndLarger) {
   ASSERT_EQ(window.livePage()->phase(), LivePage::Phase::kFailed);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  window.showPage(MainWindow::Page(1));  // Live: its charts and timeline drawn
+  QApplication::processEvents();
+  ASSERT_EQ(window.livePage()->timeline()->devices(), QList<int>({0, 1}));
+  ASSERT_TRUE(window.livePage()->timeline()->deviceChooser()->isVisibleTo(window.livePage()));
   const QSize least = window.minimumSizeHint().expandedTo(window.minimumSize());
   for (QWidget* page :
        {static_cast<QWidget*>(window.newRunPage()), static_cast<QWidget*>(window.livePage()),

@@ -145,6 +145,29 @@ TEST(Events, LinesParseByTypeAndDamagedFieldsReadAsAbsent) {
     EXPECT_EQ(parse_event_type(event_type_name(t)), t);
 }
 
+// A data-parallel run's span names the GPU that did the work; the optimizer's, the step's and a
+// one-GPU run's name none and are written without the key, as before data parallel (kSpan).
+TEST(Events, SpanNamesItsDeviceOnlyWhenItHasOne) {
+  const char* const gpu3 =
+      R"({"type":"span","t":0.35,"block":"layer","device":3,"end_s":0.34,"layer":3,"phase":"reduce","start_s":0.31})";
+  expect_round_trip<SpanEvent>(gpu3, span_event_from_json);
+  const SpanEvent tagged = span_event_from_json(fields_of(gpu3));
+  EXPECT_EQ(tagged.device, std::optional<int>(3));
+  EXPECT_EQ(tagged.phase, "reduce");
+  const SpanEvent untagged = span_event_from_json(fields_of(kSpan));
+  EXPECT_FALSE(untagged.device.has_value());
+  EXPECT_FALSE(to_json(untagged).contains("device"));
+  SpanEvent zero = untagged;
+  zero.device = 0;  // GPU 0 of a data-parallel run is named, not left out
+  EXPECT_EQ(to_json(zero)["device"], 0);
+  EXPECT_EQ(span_event_from_json(to_json(zero)).device, std::optional<int>(0));
+  // Damaged: of another type, negative or null reads as none, never thrown.
+  for (const char* bad :
+       {R"({"device":"1"})", R"({"device":-1})", R"({"device":null})", R"({"device":[0]})"})
+    EXPECT_FALSE(span_event_from_json(json::parse(bad)).device.has_value()) << bad;
+  EXPECT_FALSE(span_event_from_json(json::array()).device.has_value());
+}
+
 TEST(Events, SampleListsEachGpuAndOlderSamplesReadWithNone) {
   // A two-GPU sample: each GPU by its CUDA index, GPU 1 without NVML's utilisation.
   const char* const line =

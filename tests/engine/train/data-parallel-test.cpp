@@ -9,6 +9,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "compute/cpu/cpu-backend.h"
@@ -246,6 +251,76 @@ TEST(DataParallel, TheWatchdogEndsAHungStep) {
   EXPECT_LT(took, 60.0) << "bounded: the held rank wakes after 3 s and finds the group aborted";
 }
 
+// Every rank's timeline reaches the span sink, tagged with its device (on the CPU backend the
+// rank): both ranks' spans of every block, the reduce-scatter's among them, each within its own
+// step. With one rank the spans name no device, as before data parallel.
+TEST(DataParallel, TheSpanSinkHearsEveryRankTaggedWithItsDevice) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  struct Heard {
+    std::optional<int> device;
+    size_t block;
+    std::string phase;
+    double start, end;
+  };
+  std::mutex mu;  // the ranks' threads call the sink at once
+  std::vector<Heard> heard;
+  auto sink = [&](std::optional<int> device, size_t block, const char* phase, double start,
+                  double end) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back({device, block, phase, start, end});
+  };
+  const double t0 = 100.0;
+  const size_t blocks = g.layout.num_blocks();
+
+  DpRig dp;
+  ASSERT_OK(dp.init(g, 1, 2));
+  dp.engine->set_span_sink(sink, [&] { return t0; });
+  auto r = dp.engine->forward_backward(g.batch(0, 1));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Every span came before forward_backward returned, from both ranks, block by block.
+  std::map<std::optional<int>, std::map<std::string, std::set<size_t>>> seen;
+  for (const Heard& h : heard) {
+    seen[h.device][h.phase].insert(h.block);
+    EXPECT_LE(t0, h.start) << h.phase << " " << h.block;
+    EXPECT_LE(h.start, h.end) << h.phase << " " << h.block;
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ASSERT_TRUE(seen.count(rank));
+    for (const char* phase : {"h2d", "backward", "reduce"})
+      EXPECT_EQ(seen[rank][phase].size(), blocks) << phase;
+    // The head's compute is its backward, fused with its forward (golden-test.cpp).
+    EXPECT_EQ(seen[rank]["forward"].size(), blocks - 1);
+    EXPECT_FALSE(seen[rank]["d2h"].empty());  // the rank's share of each block's gradient
+  }
+  // Each rank's timeline is the one its step reports.
+  ASSERT_EQ(r->device_timelines.size(), 2u);
+  for (int rank : {0, 1}) {
+    double reduce = 0;
+    for (const Heard& h : heard)
+      if (h.device == rank && h.phase == "reduce") reduce += h.end - h.start;
+    EXPECT_NEAR(reduce, r->device_timelines[rank].reduce_s, 1e-9) << "rank " << rank;
+  }
+
+  // An empty sink turns every rank's spans off.
+  heard.clear();
+  dp.engine->set_span_sink(nullptr, nullptr);
+  ASSERT_TRUE(dp.engine->forward_backward(g.batch(1, 1)).ok());
+  EXPECT_TRUE(heard.empty());
+
+  DpRig one;
+  ASSERT_OK(one.init(g, 1, 1));
+  one.engine->set_span_sink(sink, [&] { return t0; });
+  ASSERT_TRUE(one.engine->forward_backward(g.batch(0, 1)).ok());
+  ASSERT_FALSE(heard.empty());
+  for (const Heard& h : heard) {
+    EXPECT_FALSE(h.device.has_value()) << h.phase << " " << h.block;
+    EXPECT_NE(h.phase, "reduce");
+  }
+}
+
 // What a group cannot do, said before it trains.
 TEST(DataParallel, RefusesWhatItCannotSplit) {
   SPILLWAY_REQUIRE_DATA();
@@ -308,7 +383,8 @@ TEST(CpuCommunicator, ReduceScatterSumsEachShare) {
   EXPECT_NE(bad.status().message().find("in the group twice"), std::string::npos);
 }
 
-// abort() frees a rank that waits for a peer that never comes, and later collectives fail at once.
+// abort() frees a rank that waits for a peer that never comes, and later collectives fail at
+// once.
 TEST(CpuCommunicator, AbortFreesAWaitingRank) {
   auto a = compute::make_cpu_backend(), b = compute::make_cpu_backend();
   std::vector<compute::Backend*> group = {a.get(), b.get()};
