@@ -88,4 +88,17 @@ Result<std::vector<int>> resolve_devices(const DeviceSelection& s, int available
   return out;
 }
 
+Result<int> resolve_cpu_ranks(const DeviceSelection& s, bool backend_is_cpu) {
+  if (!s.indices.empty())
+    return invalid_argument("placement.devices lists GPUs (" + s.to_string() +
+                            ") but the run is on the CPU backend; set placement.devices to 1");
+  const int n = s.all ? 1 : std::max(s.count, 1);
+  if (n > 1 && !backend_is_cpu)
+    return invalid_argument("placement.devices asks for " + std::to_string(n) +
+                            " GPUs, but the run is on the CPU backend (no usable GPU); set "
+                            "placement.devices to 1, or placement.backend to \"cpu\" for " +
+                            std::to_string(n) + " CPU ranks");
+  return n;
+}
+
 }  // namespace spillway::job

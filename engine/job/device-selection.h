@@ -38,4 +38,11 @@ Result<DeviceSelection> parse_device_selection(const nlohmann::json& value);
 // ("placement.devices names GPU 3, but this machine has 2 (0 and 1); ...").
 Result<std::vector<int>> resolve_devices(const DeviceSelection& selection, int available);
 
+// The ranks of a run on the CPU backend: the selection's count ("all": 1), which runs the GPUs'
+// data-parallel schedule on the host's cores (for tests). kInvalidArgument for a list of GPU
+// indices, and for more than one rank unless the job chose the CPU backend itself
+// (`backend_is_cpu`): a job that asks for GPUs on a machine without one is told so, not given CPU
+// ranks.
+Result<int> resolve_cpu_ranks(const DeviceSelection& selection, bool backend_is_cpu);
+
 }  // namespace spillway::job

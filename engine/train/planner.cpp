@@ -273,10 +273,8 @@ std::string state_why(const ParameterLayout& layout, int asked, bool host_memory
 Result<std::vector<int>> job_devices(const TrainJob& job, const MachineProbe& machine) {
   const job::DeviceSelection& d = job.devices;
   if (!machine.backend_facts().gpu) {
-    if (!d.indices.empty())
-      return invalid_argument("placement.devices lists GPUs (" + d.to_string() +
-                              ") but the plan is for the CPU backend; set placement.devices to 1");
-    return std::vector<int>(d.all ? 1 : static_cast<size_t>(std::max(d.count, 1)), 0);
+    SPW_ASSIGN_OR_RETURN(const int ranks, job::resolve_cpu_ranks(d, job.backend == "cpu"));
+    return std::vector<int>(static_cast<size_t>(ranks), 0);
   }
   if (machine.gpus > 0) return job::resolve_devices(d, machine.gpus);
   if (!d.indices.empty()) return d.indices;

@@ -31,11 +31,9 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
     const std::vector<int> others(run.devices.begin() + 1, run.devices.end());
     SPW_ASSIGN_OR_RETURN(run.peers, compute::make_cuda_backends(others));
   } else {
-    if (!job.devices.indices.empty())
-      return invalid_argument("placement.devices lists GPUs (" + job.devices.to_string() +
-                              ") but the run is on the CPU backend (" + run.backend_reason +
-                              "); set placement.devices to 1");
-    const int n = job.devices.all ? 1 : job.devices.count;
+    auto ranks = job::resolve_cpu_ranks(job.devices, job.backend == "cpu");
+    if (!ranks.ok()) return ranks.status().with_context(run.backend_reason);
+    const int n = *ranks;
     run.devices.assign(n, 0);
     for (int r = 1; r < n; ++r)
       run.peers.push_back(compute::make_cpu_backend(job.device_memory_bytes));

@@ -949,10 +949,24 @@ TEST_F(WorkerTest, PlanSpreadsTheStepOverTheDevices) {
   job["placement"]["devices"] = json::array({0, 1});
   r = worker({"plan", write_job("ranks-listed", job)});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
-  EXPECT_NE(r.err.find("does not fit: placement.devices lists GPUs (GPUs 0, 1) but the plan is "
-                       "for the CPU backend; set placement.devices to 1"),
+  EXPECT_NE(r.err.find("does not fit: placement.devices lists GPUs (GPUs 0, 1) but the run is "
+                       "on the CPU backend; set placement.devices to 1"),
             std::string::npos)
       << r.err;
+
+  // GPUs asked for where the backend found none (auto fell back to the CPU): said, not turned
+  // into CPU ranks. (Skipped where this machine has a usable GPU.)
+  job["placement"]["devices"] = 2;
+  job["placement"]["backend"] = "auto";
+  r = worker({"plan", write_job("ranks-auto", job), "--json"});
+  if (json::parse(r.out, nullptr, false).value("backend", "") == "cpu" || r.exit_code == 3) {
+    EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+    EXPECT_NE(r.err.find("placement.devices asks for 2 GPUs, but the run is on the CPU backend "
+                         "(no usable GPU); set placement.devices to 1, or placement.backend to "
+                         "\"cpu\" for 2 CPU ranks"),
+              std::string::npos)
+        << r.err;
+  }
 
   r = worker({"probe", "--backend", "cpu", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

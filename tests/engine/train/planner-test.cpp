@@ -959,6 +959,7 @@ TEST(DataParallel, TheHostsMemoryBoundsManyGpus) {
 TEST(DataParallel, CpuRanksShareTheCores) {
   const ModelConfig c = *model_preset("llama-50m");
   TrainJob job;
+  job.backend = "cpu";  // CPU ranks only when the job chose the CPU itself
   job.seq_len = 256;
   job.micro_batch_size = 4;
   job.grad_accum = 2;
@@ -980,8 +981,16 @@ TEST(DataParallel, CpuRanksShareTheCores) {
   const Plan listed = make_plan(c, job, small_cpu_host(), 100, false);
   EXPECT_FALSE(listed.fits);
   EXPECT_EQ(listed.reason,
-            "placement.devices lists GPUs (GPU 0) but the plan is for the CPU backend; set "
+            "placement.devices lists GPUs (GPU 0) but the run is on the CPU backend; set "
             "placement.devices to 1");
+  // Two ranks where the CPU is the fallback of "auto" (no GPU): GPUs asked for, not CPU ranks.
+  job.devices.indices.clear();
+  job.backend = "auto";
+  const Plan fallback = make_plan(c, job, small_cpu_host(), 100, false);
+  EXPECT_FALSE(fallback.fits);
+  EXPECT_NE(fallback.reason.find("placement.devices asks for 2 GPUs, but the run is on the CPU"),
+            std::string::npos)
+      << fallback.reason;
 }
 
 TEST(DataParallel, PlanJsonCarriesTheDevices) {
