@@ -461,15 +461,24 @@ struct StreamingEngine::Impl {
   // scatter in place), then this GPU's share comes down on the D2H stream; its sum of squares is
   // reduced on the compute stream one block later (flush_share_sumsq), by when the reduce-scatter
   // has long finished, so the compute stream never waits for it.
+  // This GPU's share of block b's gradient: each rank's is `size` floats of the padded buffer;
+  // [first, first + count) of them lie inside the block (count 0 past a small block's end).
+  struct Share {
+    size_t size, first, count;
+  };
+  Share share_of(size_t b) const {
+    const size_t numel = layout.blocks()[b].numel;
+    const size_t size = share_numel(numel, cfg.data_parallel_ranks);
+    const size_t first = std::min(numel, static_cast<size_t>(comm->rank()) * size);
+    return {size, first, std::min(numel, first + size) - first};
+  }
+
   Status finish_grad_share(GradBuffer& g, size_t b) {
-    const int ranks = cfg.data_parallel_ranks, rank = comm->rank();
-    const size_t numel = layout.blocks()[b].numel, share = share_numel(numel, ranks);
-    const size_t first = std::min(numel, static_cast<size_t>(rank) * share);
-    const size_t count = std::min(numel, first + share) - first;  // 0 past a small block's end
+    const auto [size, first, count] = share_of(b);
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(reduce, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce,
-                              [&] { return comm->reduce_scatter_sum(g.ptr, share, reduce); }));
+                              [&] { return comm->reduce_scatter_sum(g.ptr, size, reduce); }));
     SPW_RETURN_IF_ERROR(dev.record_event(g.reduced, reduce));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.reduced));
     if (count > 0) {
@@ -490,10 +499,7 @@ struct StreamingEngine::Impl {
     if (!pending_sumsq) return {};
     GradBuffer& g = *std::exchange(pending_sumsq, nullptr);
     const size_t b = pending_block;
-    const int ranks = cfg.data_parallel_ranks;
-    const size_t numel = layout.blocks()[b].numel, share = share_numel(numel, ranks);
-    const size_t first = std::min(numel, static_cast<size_t>(comm->rank()) * share);
-    const size_t count = std::min(numel, first + share) - first;
+    const auto [size, first, count] = share_of(b);
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, g.reduced));
     return be.sum_squares(dev_grad_sumsq + b,
                           compute::f32(g.ptr + first, {static_cast<int64_t>(count)}), compute);
