@@ -474,18 +474,18 @@ struct StreamingEngine::Impl {
   }
 
   Status finish_grad_share(GradBuffer& g, size_t b) {
-    const auto [size, first, count] = share_of(b);
+    const Share sh = share_of(b);  // a struct: lambdas cannot capture structured bindings (C++20)
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(reduce, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce,
-                              [&] { return comm->reduce_scatter_sum(g.ptr, size, reduce); }));
+                              [&] { return comm->reduce_scatter_sum(g.ptr, sh.size, reduce); }));
     SPW_RETURN_IF_ERROR(dev.record_event(g.reduced, reduce));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.reduced));
-    if (count > 0) {
+    if (sh.count > 0) {
       SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h, [&] {
-        return dev.copy_d2h(st.grad(b) + first, g.ptr + first, count * sizeof(float), d2h);
+        return dev.copy_d2h(st.grad(b) + sh.first, g.ptr + sh.first, sh.count * sizeof(float), d2h);
       }));
-      traffic.moved(Link::kD2H, count * sizeof(float));
+      traffic.moved(Link::kD2H, sh.count * sizeof(float));
     }
     SPW_RETURN_IF_ERROR(dev.record_event(g.downloaded, d2h));
     SPW_RETURN_IF_ERROR(flush_share_sumsq());
@@ -499,10 +499,11 @@ struct StreamingEngine::Impl {
     if (!pending_sumsq) return {};
     GradBuffer& g = *std::exchange(pending_sumsq, nullptr);
     const size_t b = pending_block;
-    const auto [size, first, count] = share_of(b);
+    const Share sh = share_of(b);
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, g.reduced));
     return be.sum_squares(dev_grad_sumsq + b,
-                          compute::f32(g.ptr + first, {static_cast<int64_t>(count)}), compute);
+                          compute::f32(g.ptr + sh.first, {static_cast<int64_t>(sh.count)}),
+                          compute);
   }
 
   // --- the step
