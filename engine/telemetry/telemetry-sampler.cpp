@@ -15,19 +15,24 @@ SampleTier tier_sample(const CounterSnapshot& s, Tier t) {
   return out;
 }
 
-// The GPU's fields, each only when known. Memory prefers NVML (the whole device, as nvidia-smi
-// shows it) and falls back on the backend's probe (cudaMemGetInfo), which sees the same device
-// memory.
+// A GPU's memory used and in total, both or neither: NVML's (the whole device, as nvidia-smi
+// shows it), else the backend's probe (cudaMemGetInfo), which sees the same device memory.
+void gpu_memory(const GpuSample& g, const std::optional<DeviceMemory>& dev,
+                std::optional<uint64_t>* used, std::optional<uint64_t>* total) {
+  if (g.mem_used_bytes && g.mem_total_bytes) {
+    *used = *g.mem_used_bytes;
+    *total = *g.mem_total_bytes;
+  } else if (dev) {
+    *used = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
+    *total = dev->total_bytes;
+  }
+}
+
+// The GPU's fields, each only when known.
 void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev,
                     SampleEvent& sample) {
   sample.gpu_util_pct = g.util_pct;
-  if (g.mem_used_bytes && g.mem_total_bytes) {
-    sample.gpu_mem_used_bytes = *g.mem_used_bytes;
-    sample.gpu_mem_total_bytes = *g.mem_total_bytes;
-  } else if (dev) {
-    sample.gpu_mem_used_bytes = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
-    sample.gpu_mem_total_bytes = dev->total_bytes;
-  }
+  gpu_memory(g, dev, &sample.gpu_mem_used_bytes, &sample.gpu_mem_total_bytes);
   sample.pcie_tx_gbps = g.pcie_tx_gbps;
   sample.pcie_rx_gbps = g.pcie_rx_gbps;
   sample.gpu_power_w = g.power_w;
@@ -38,13 +43,7 @@ void add_gpu_fields(const GpuSample& g, const std::optional<DeviceMemory>& dev,
 SampleGpu gpu_entry(int index, const GpuSample& g, const std::optional<DeviceMemory>& dev) {
   SampleGpu out;
   out.index = index;
-  if (g.mem_used_bytes && g.mem_total_bytes) {
-    out.hbm_used_bytes = *g.mem_used_bytes;
-    out.hbm_total_bytes = *g.mem_total_bytes;
-  } else if (dev) {
-    out.hbm_used_bytes = dev->total_bytes - std::min(dev->free_bytes, dev->total_bytes);
-    out.hbm_total_bytes = dev->total_bytes;
-  }
+  gpu_memory(g, dev, &out.hbm_used_bytes, &out.hbm_total_bytes);
   out.util_percent = g.util_pct;
   // NVML's GB/s (1e9 bytes) back to bytes per second.
   if (g.pcie_rx_gbps) out.pcie_rx_bytes_per_s = *g.pcie_rx_gbps * 1e9;
