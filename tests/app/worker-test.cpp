@@ -91,6 +91,14 @@ class WorkerTest : public ::testing::Test {
                 {"placement", placement},
                 {"output", {{"run_dir", run_dir}}}};
   }
+  // Two checkpoint folders hold the same weights and AdamW state, byte for byte.
+  static void same_files(const std::string& a, const std::string& b, const std::string& what) {
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+      auto x = read_file(a + "/" + f), y = read_file(b + "/" + f);
+      ASSERT_TRUE(x.ok() && y.ok()) << what << " " << f;
+      EXPECT_TRUE(*x == *y) << what << ": " << f << " differs";
+    }
+  }
   testing::TempDir tmp_;
   std::vector<std::string> env_;
 };
@@ -229,13 +237,6 @@ TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
   };
   EXPECT_EQ(losses(hbm), losses(dram));
   EXPECT_EQ(losses(dram).size(), 4u);
-  auto same_files = [](const std::string& a, const std::string& b, const std::string& what) {
-    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
-      auto x = read_file(a + "/" + f), y = read_file(b + "/" + f);
-      ASSERT_TRUE(x.ok() && y.ok()) << what << " " << f;
-      EXPECT_TRUE(*x == *y) << what << ": " << f << " differs";
-    }
-  };
   for (const char* step : {"step-000002", "step-000004"})
     same_files(dram + "/checkpoints/" + step, hbm + "/checkpoints/" + step,
                std::string("hbm 3 against dram, ") + step);
@@ -308,13 +309,6 @@ TEST_F(WorkerTest, DataParallelRanksTrainTheOneDeviceRunAndResumeOnAnotherCount)
     EXPECT_NE(e["phase"], "reduce");
   }
 
-  auto same_files = [](const std::string& x, const std::string& y, const std::string& what) {
-    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
-      auto p = read_file(x + "/" + f), q = read_file(y + "/" + f);
-      ASSERT_TRUE(p.ok() && q.ok()) << what << " " << f;
-      EXPECT_TRUE(*p == *q) << what << ": " << f << " differs";
-    }
-  };
   fs::copy(two, resumed, fs::copy_options::recursive);
   fs::remove_all(resumed + "/checkpoints/step-000004");
   r = worker({"train", write_job("resumed", job_for(resumed, 2, 2)), "--resume",
