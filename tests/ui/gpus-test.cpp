@@ -23,6 +23,7 @@
 #include "RunHistoryModel.h"
 #include "TierChart.h"
 #include "events/plan.h"
+#include "history-runs.h"
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
@@ -256,17 +257,8 @@ TEST(GpusLive, EachGpuHasAnHbmAndAUtilisationLine) {
 // A completed run in `store` whose runs.db holds `plan` (none when null) as its plan event.
 std::string addRun(RunStore& store, const std::string& root, const std::string& name,
                    const std::optional<json>& plan) {
-  RunInfo info;
-  info.id = RunStore::new_run_id();
-  info.name = name;
-  info.status = RunStatus::kCompleted;
-  info.run_dir = root + "/" + info.id;
-  info.job_json = R"({"placement":{"devices":2}})";
-  fs::create_directories(info.run_dir);
-  auto id = store.create_run(info);
-  EXPECT_TRUE(id.ok());
-  if (plan) EXPECT_TRUE(store.add_event(*id, 1.0, "plan", plan->dump()).ok());
-  return id.ok() ? *id : std::string();
+  return addCompletedRun(store, root, name, R"({"placement":{"devices":2}})", plan,
+                         /*in_store=*/true);
 }
 
 // A plan as the worker writes it, on `indices` (empty: a plan written before "devices").

@@ -20,6 +20,7 @@
 #include "RunHistoryModel.h"
 #include "TierChart.h"
 #include "events/plan.h"
+#include "history-runs.h"
 #include "history-wait.h"
 #include "history/run-store.h"
 #include "test-data.h"
@@ -237,36 +238,13 @@ TEST(HbmStateLive, TheHbmChartStacksTheStateTierWhenTheSamplesCarryIt) {
   EXPECT_EQ(hbm->newestBytes("gradients"), 5e8);
 }
 
-// A run in `store` whose folder under `root` holds an events.jsonl with `plan` as its plan event
-// (none when null) after a few lines of loading; `inStore`: the plan goes to runs.db's events.
+// A run in `store` whose events.jsonl holds `plan` as its plan event (none when null) after a few
+// lines of loading; `inStore`: the plan goes to runs.db's events.
 std::string addRun(RunStore& store, const std::string& root, const std::string& name,
                    const std::optional<Plan>& plan, bool inStore = false) {
-  RunInfo info;
-  info.id = RunStore::new_run_id();
-  info.name = name;
-  info.status = RunStatus::kCompleted;
-  info.run_dir = root + "/" + info.id;
-  info.job_json = R"({"placement":{"hbm_state_blocks":-1}})";
-  fs::create_directories(info.run_dir);
-  {
-    std::ofstream f(info.run_dir + "/events.jsonl");
-    f << R"({"type":"state","t":0,"state":"loading"})"
-      << "\n"
-      << R"({"type":"log","t":0.5,"level":"info","message":"the word plan, not an event"})"
-      << "\n";
-    if (plan && !inStore) {
-      nlohmann::json line = to_json(*plan);
-      line["type"] = "plan";
-      line["t"] = 1.0;
-      f << line.dump() << "\n";
-    }
-    f << R"({"type":"state","t":2,"state":"completed"})"
-      << "\n";
-  }
-  auto id = store.create_run(info);
-  EXPECT_TRUE(id.ok());
-  if (plan && inStore) EXPECT_TRUE(store.add_event(*id, 1.0, "plan", to_json(*plan).dump()).ok());
-  return id.ok() ? *id : std::string();
+  return addCompletedRun(store, root, name, R"({"placement":{"hbm_state_blocks":-1}})",
+                         plan ? std::optional<nlohmann::json>(to_json(*plan)) : std::nullopt,
+                         inStore);
 }
 
 TEST(HbmStateHistory, HistoryAndCompareShowThePlacementOfEachRun) {
