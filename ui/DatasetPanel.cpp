@@ -75,12 +75,8 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox(tr("Dataset"), parent) {
   truncationText_->setStyleSheet("color:#b45309");  // amber: a warning, not an error
   useSeqLen_ = new QPushButton;
   useSeqLen_->setObjectName("useSeqLenForAll");
-  usePacking_ = new QPushButton(tr("Pack conversations"));
-  usePacking_->setObjectName("usePacking");
-  usePacking_->setToolTip(JobForm::toolTip("data.packing"));
   tl->addWidget(truncationText_, 1);
   tl->addWidget(useSeqLen_);
-  tl->addWidget(usePacking_);
   truncation_->hide();
   dl->addWidget(truncation_);
   loader_ = new DatasetPreviewLoader(this);
@@ -107,7 +103,6 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QGroupBox(tr("Dataset"), parent) {
   connect(template_, &QComboBox::currentTextChanged, this, &DatasetPanel::changed);
   connect(useSeqLen_, &QPushButton::clicked, this,
           [this] { emit useSeqLen(dataset_.seqLenForAll); });
-  connect(usePacking_, &QPushButton::clicked, this, &DatasetPanel::usePacking);
 }
 
 QString DatasetPanel::path() const {
@@ -265,17 +260,13 @@ void DatasetPanel::showTemplateAndTruncation() {
                 .arg(dataset_.seqLenForAll)
                 .arg(dataset_.maxExampleTokens)
           : tr("a sequence length of %1, the model's most, cuts fewer").arg(dataset_.seqLenForAll);
-  if (longer && dataset_.packingHelps)
-    warning += tr(" Fix: %1, or pack the conversations.").arg(seqFix);
-  else if (longer)
+  if (longer)
     warning += tr(" Fix: %1.").arg(seqFix);
-  else if (dataset_.packingHelps)
-    warning += tr(" The model takes at most %1 positions: pack the conversations.")
-                   .arg(dataset_.seqLenForAll);
+  else
+    warning += tr(" The model takes at most %1 positions.").arg(dataset_.seqLenForAll);
   truncationText_->setText(warning);
   useSeqLen_->setText(tr("Use %1").arg(dataset_.seqLenForAll));
   useSeqLen_->setVisible(longer);
-  usePacking_->setVisible(dataset_.packingHelps);
   truncation_->show();
 }
 

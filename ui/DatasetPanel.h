@@ -48,9 +48,8 @@ class DatasetPanel : public QGroupBox {
  signals:
   void changed();  // the path, format or template: a new preview is due
   void previewed(const DatasetPreview& preview);  // a preview (or its error) is shown
-  // The truncation warning's fixes: this sequence length holds the examples; pack them.
+  // The truncation warning's fix: this sequence length holds the examples.
   void useSeqLen(int seqLen);
-  void usePacking();
 
  private:
   void showPreview(const DatasetPreview& preview);
@@ -66,7 +65,7 @@ class DatasetPanel : public QGroupBox {
   // Truncated examples as a warning, with the two fixes as buttons.
   QWidget* truncation_;
   QLabel* truncationText_;
-  QPushButton *useSeqLen_, *usePacking_;
+  QPushButton* useSeqLen_;
   DatasetPreviewLoader* loader_;
   QTextBrowser* samples_;
   QCustomPlot* histogram_;

@@ -295,7 +295,6 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
                                    config->max_position_embeddings);
     const int need = std::max(2, p.maxExampleTokens - 1);
     p.seqLenForAll = std::min(most, (need + 63) / 64 * 64);
-    p.packingHelps = chat && !r.packing;
   }
   p.histogramUpper = std::max(r.seqLen * 2, 1);
   for (int64_t c : s.histogram(40, p.histogramUpper)) p.histogram << c;

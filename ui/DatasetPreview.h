@@ -79,12 +79,12 @@ struct DatasetPreview {
   qint64 trainedTokens = 0;
   qint64 truncated = 0;  // examples cut at seqLen
   int maxExampleTokens = 0;
-  bool packed = false;  // chat data packed (data.packing): nothing is truncated, windows are cut
+  // Chat data packed (data.packing): several whole conversations a sequence, each attending only
+  // to itself. Packing cuts nothing that padding would not: a longer example is cut either way.
+  bool packed = false;
   // When examples are truncated: the sequence length that holds the longest one (a multiple of
-  // 64, at most the model's positions), and whether packing would keep them whole instead (chat
-  // data only: text is always packed).
+  // 64, at most the model's positions).
   int seqLenForAll = 0;
-  bool packingHelps = false;
   // The special tokens shown in previewHtml as chips (their vocabulary strings, "</s>",
   // "<|im_end|>"), and how many of them are trained targets: a template's end-of-turn token is.
   int specialTokensShown = 0;

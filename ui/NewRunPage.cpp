@@ -62,7 +62,6 @@ NewRunPage::NewRunPage(QWidget* parent)
   connect(placement_, &PlacementForm::changed, plan_, &PlanPanel::planStale);
   connect(model_, &ModelPicker::checked, plan_, &PlanPanel::planStale);
   connect(data_, &DatasetPanel::useSeqLen, training_, &TrainingForm::setSeqLen);
-  connect(data_, &DatasetPanel::usePacking, training_, [this] { training_->setPacking(true); });
   connect(training_, &TrainingForm::datasetShapeChanged, this, &NewRunPage::previewDataset);
   connect(training_, &TrainingForm::inputsChanged, this, &NewRunPage::checkInputs);
   for (SpinBoxRefusal* refusal : findChildren<SpinBoxRefusal*>())

@@ -75,7 +75,7 @@ TrainingForm::TrainingForm(QWidget* parent) : QGroupBox(tr("Training"), parent) 
   gradAccum_ = JobForm::spinBox("train.grad_accum");
   seqLen_ = JobForm::spinBox("data.seq_len");
   seqLen_->setObjectName("seqLen");
-  packing_ = new QCheckBox(tr("Pack conversations into full sequences"));
+  packing_ = new QCheckBox(tr("Pack conversations, each attending only to itself"));
   JobForm::bind(packing_, "data.packing");
   packing_->setObjectName("packing");
   packing_->setChecked(JobForm::defaultValue("data.packing").toBool());
@@ -161,10 +161,6 @@ QString TrainingForm::name() const {
 
 void TrainingForm::setSeqLen(int seqLen) {
   seqLen_->setValue(seqLen);
-}
-
-void TrainingForm::setPacking(bool on) {
-  packing_->setChecked(on);
 }
 
 void TrainingForm::setBatch(int microBatchSize, int gradAccum) {

@@ -38,7 +38,6 @@ class TrainingForm : public QGroupBox {
   // micro-batch's, as shown under the field.
   QString inputError() const;
   void setSeqLen(int seqLen);
-  void setPacking(bool on);
   // The plan's suggestion: a micro-batch and gradient accumulation with the same batch.
   void setBatch(int microBatchSize, int gradAccum);
 

@@ -210,22 +210,28 @@ Status Backend::linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy,
                             w.data(), I(n), I(in), I(out), accumulate_dx, stream);
 }
 
-Status Backend::rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream) {
+Status Backend::rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream,
+                             Positions positions) {
   if (checks_ops()) {
     SPW_RETURN_IF_ERROR(expect_rank("rope_forward", "x", x, 4));
     SPW_RETURN_IF_ERROR(expect("rope_forward", "x", x, act_dtype(), x.shape()));
+    SPW_RETURN_IF_ERROR(
+        expect("rope_forward", "positions", positions, DType::kI32, {x.dim(0), x.dim(1)}));
   }
   return do_rope_forward(x.data(), I(x.dim(0)), I(x.dim(1)), I(x.dim(2)), I(x.dim(3)), theta,
-                         scaling, stream);
+                         scaling, positions.as<int32_t>(), stream);
 }
 
-Status Backend::rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream) {
+Status Backend::rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream,
+                              Positions positions) {
   if (checks_ops()) {
     SPW_RETURN_IF_ERROR(expect_rank("rope_backward", "dx", dx, 4));
     SPW_RETURN_IF_ERROR(expect("rope_backward", "dx", dx, act_dtype(), dx.shape()));
+    SPW_RETURN_IF_ERROR(
+        expect("rope_backward", "positions", positions, DType::kI32, {dx.dim(0), dx.dim(1)}));
   }
   return do_rope_backward(dx.data(), I(dx.dim(0)), I(dx.dim(1)), I(dx.dim(2)), I(dx.dim(3)), theta,
-                          scaling, stream);
+                          scaling, positions.as<int32_t>(), stream);
 }
 
 Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k,
@@ -238,10 +244,11 @@ Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTe
     SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
     SPW_RETURN_IF_ERROR(expect(op, "out", out, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "lse", lse, DType::kF32, {b, hq, t}));
+    SPW_RETURN_IF_ERROR(expect(op, "positions", params.positions, DType::kI32, {b, t}));
   }
   return do_attention_forward(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), I(b), I(t),
                               I(hq), I(hkv), I(d), params.scale_for(I(d)), params.sliding_window,
-                              stream);
+                              params.positions.as<int32_t>(), stream);
 }
 
 Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q,
@@ -259,15 +266,18 @@ Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor 
     SPW_RETURN_IF_ERROR(expect(op, "dq", dq, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "dk", dk, act, {b, t, hkv, d}));
     SPW_RETURN_IF_ERROR(expect(op, "dv", dv, act, {b, t, hkv, d}));
+    SPW_RETURN_IF_ERROR(expect(op, "positions", params.positions, DType::kI32, {b, t}));
   }
   return do_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                                v.data(), out.data(), lse.as<float>(), I(b), I(t), I(hq), I(hkv),
-                               I(d), params.scale_for(I(d)), params.sliding_window, stream);
+                               I(d), params.scale_for(I(d)), params.sliding_window,
+                               params.positions.as<int32_t>(), stream);
 }
 
 Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q,
                                             ConstTensor k, ConstTensor v, float theta,
-                                            const RopeScaling& scaling, StreamId stream) {
+                                            const RopeScaling& scaling, StreamId stream,
+                                            Positions positions) {
   constexpr const char* op = "attention_key_bias_backward";
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), d = q.dim(3), hkv = k.dim(2);
   if (checks_ops()) {
@@ -275,9 +285,11 @@ Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTe
     SPW_RETURN_IF_ERROR(expect_attention_inputs(op, act, q, k, v));
     SPW_RETURN_IF_ERROR(expect(op, "dout", dout, act, {b, t, hq, d}));
     SPW_RETURN_IF_ERROR(expect(op, "db", db, DType::kF32, {hkv, d}));
+    SPW_RETURN_IF_ERROR(expect(op, "positions", positions, DType::kI32, {b, t}));
   }
   return do_attention_key_bias_backward(db.as<float>(), dout.data(), q.data(), k.data(), v.data(),
-                                        I(b), I(t), I(hq), I(hkv), I(d), theta, scaling, stream);
+                                        I(b), I(t), I(hq), I(hkv), I(d), theta, scaling,
+                                        positions.as<int32_t>(), stream);
 }
 
 Status Backend::swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream) {

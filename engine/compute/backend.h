@@ -30,6 +30,8 @@
 //               optional Llama-3 or LongRoPE scaling and partial rotation (RopeScaling)
 //   - attention: causal, GQA (query head h uses kv head h / (n_heads / n_kv_heads)),
 //               scale 1/sqrt(d) unless AttentionParams says otherwise, optionally a sliding window
+//   - packed sequences: several examples in one row, each seeing only itself, given by the
+//               tokens' positions (rope, attention and the key bias take them; see Positions)
 //   - swiglu:   y = silu(gate) · up
 //   - geglu:    y = gelu_tanh(gate) · up                       (Gemma's gelu_pytorch_tanh MLP)
 //   - loss:     cross-entropy over targets != -100; labels are already shifted
@@ -79,6 +81,16 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
+// Packed sequences (several examples in one row, each seeing only itself): `positions` I32 [b, t]
+// in the backend's memory gives each token's position within its example, 0 at an example's first
+// token and one more than the token before it inside the example (positions[b, t] <= t). RoPE
+// rotates token t by positions[b, t] instead of t, and attention lets query t see keys
+// t − positions[b, t] .. t only: a block-diagonal causal mask, which is what transformers computes
+// for packed rows given their position_ids (flash-attn's varlen; LLaMA-Factory's neat_packing).
+// The ops trust the convention (the trainer checks it when it builds the batch). Absent: one
+// example per row, positions 0..t-1.
+using Positions = ConstTensor;
+
 // What an attention op computes beyond causal GQA with scale 1/sqrt(head_dim).
 struct AttentionParams {
   // The scores' scale; 0 means 1/sqrt(head_dim). Gemma 3: query_pre_attn_scalar^-0.5.
@@ -87,6 +99,8 @@ struct AttentionParams {
   // sliding_window_overlay: kv_idx > q_idx - sliding_window), besides j <= i. 0: every earlier
   // key. Gemma 3's local layers, Mistral and Phi-3 configs with a sliding_window.
   int sliding_window = 0;
+  // Packed sequences: the keys a query sees end at its example's first token (Positions above).
+  Positions positions{};
 
   // The scale to use for heads of `head_dim`: `scale`, or 1/sqrt(head_dim) when it is 0.
   float scale_for(int head_dim) const {
@@ -175,10 +189,13 @@ class Backend {
   Status linear_backward(Tensor dx, Tensor dw, Tensor db, ConstTensor dy, ConstTensor x,
                          ConstTensor w, bool accumulate_dx, StreamId stream);
 
-  // In place on x act [b, t, heads, head_dim] for positions 0..t-1 of each sequence.
-  Status rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream);
+  // In place on x act [b, t, heads, head_dim] for positions 0..t-1 of each sequence, or those of
+  // `positions` I32 [b, t] (packed sequences, see Positions).
+  Status rope_forward(Tensor x, float theta, const RopeScaling& scaling, StreamId stream,
+                      Positions positions = {});
   // In place on dx act [b, t, heads, head_dim]: the transpose of rope_forward (rotation by -angle).
-  Status rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream);
+  Status rope_backward(Tensor dx, float theta, const RopeScaling& scaling, StreamId stream,
+                       Positions positions = {});
 
   // Causal GQA attention. q act [b, t, hq, d], k/v act [b, t, hkv, d] → out act [b, t, hq, d];
   // lse F32 [b, hq, t] (log-sum-exp of the scaled scores) saved for backward; `params` the scale
@@ -195,9 +212,10 @@ class Backend {
   // Apart from dk because its exact value is a near-total cancellation that sums of dk leave as
   // noise (formula and source: cpu/attention-key-bias.h); the caller then passes no bias gradient
   // to the key projection's linear_backward. Uses the workspace.
+  // `positions` as rope_forward's and the attention's (packed sequences).
   Status attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q, ConstTensor k,
                                      ConstTensor v, float theta, const RopeScaling& scaling,
-                                     StreamId stream);
+                                     StreamId stream, Positions positions = {});
 
   // out[n, f] = silu(gate) · up; all act [n, f].
   Status swiglu_forward(Tensor out, ConstTensor gate, ConstTensor up, StreamId stream);
@@ -271,22 +289,28 @@ class Backend {
   virtual Status do_linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                                     const void* w, int n, int in, int out, bool accumulate_dx,
                                     StreamId stream) = 0;
+  // positions: [batch, seq] in the backend's memory (Positions), or null for 0..seq-1 per row.
   virtual Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                                 const RopeScaling& scaling, StreamId stream) = 0;
+                                 const RopeScaling& scaling, const int32_t* positions,
+                                 StreamId stream) = 0;
   virtual Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
-                                  float theta, const RopeScaling& scaling, StreamId stream) = 0;
-  // scale is resolved (never 0); window is 0 (none) or positive.
+                                  float theta, const RopeScaling& scaling, const int32_t* positions,
+                                  StreamId stream) = 0;
+  // scale is resolved (never 0); window is 0 (none) or positive; positions as above.
   virtual Status do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                       const void* v, int batch, int seq, int hq, int hkv,
-                                      int head_dim, float scale, int window, StreamId stream) = 0;
+                                      int head_dim, float scale, int window,
+                                      const int32_t* positions, StreamId stream) = 0;
   virtual Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                        const void* q, const void* k, const void* v, const void* out,
                                        const float* lse, int batch, int seq, int hq, int hkv,
-                                       int head_dim, float scale, int window, StreamId stream) = 0;
+                                       int head_dim, float scale, int window,
+                                       const int32_t* positions, StreamId stream) = 0;
   virtual Status do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                 const void* k, const void* v, int batch, int seq,
                                                 int hq, int hkv, int head_dim, float theta,
-                                                const RopeScaling& scaling, StreamId stream) = 0;
+                                                const RopeScaling& scaling,
+                                                const int32_t* positions, StreamId stream) = 0;
   virtual Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                                    StreamId stream) = 0;
   virtual Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,

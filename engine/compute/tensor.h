@@ -61,9 +61,10 @@ class TensorRef {
     using Element = std::conditional_t<std::is_const_v<Data>, const T, T>;
     return static_cast<Element*>(data_);
   }
-  // A writable reference reads as a read-only one.
-  operator TensorRef<const void>() const  // NOLINT: a view reads as const
-      requires(!std::is_const_v<Data>) {
+  // A writable reference reads as a read-only one (implicitly: a view reads as const). A template,
+  // so that TensorRef<const void> has no conversion to itself, which nvcc warns about.
+  template <class D = Data>
+  requires(!std::is_const_v<D>) operator TensorRef<const void>() const {  // NOLINT
     return TensorRef<const void>(data_, dtype_, shape_);
   }
 

@@ -23,6 +23,23 @@ Batch make_batch(const Dataset& ds, std::span<const size_t> indices, int rows) {
     b.indices[r] = static_cast<int64_t>(indices[r]);
     for (size_t t = 0; t < n; ++t) b.trained_tokens += s.labels[t] != kIgnoreIndex;
   }
+  // Positions when a row packs several examples: each row's own, then the padding after them as
+  // an example of its own (it sees no real token, and none sees it); other rows 0..T-1.
+  const bool packed = std::any_of(indices.begin(), indices.begin() + static_cast<ptrdiff_t>(used),
+                                  [&](size_t i) { return !ds[i].positions.empty(); });
+  if (packed) {
+    b.positions.resize(static_cast<size_t>(rows) * T);
+    for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+      int32_t* p = b.positions.data() + r * T;
+      size_t n = 0;
+      if (r < used) {
+        const std::vector<int32_t>& own = ds[indices[r]].positions;
+        n = std::min(own.size(), T);
+        std::copy_n(own.begin(), n, p);
+      }
+      for (size_t t = n; t < T; ++t) p[t] = static_cast<int32_t>(t - n);
+    }
+  }
   return b;
 }
 

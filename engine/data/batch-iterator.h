@@ -28,7 +28,10 @@ struct Batch {
   std::vector<int32_t> labels;     // [rows, seq_len], target of each position or -100 (padding too)
   std::vector<int32_t> lengths;    // [rows] real positions of each row (0 for an empty row)
   std::vector<int64_t> indices;    // [rows] dataset index of each row (-1 for an empty row)
-  int64_t trained_tokens = 0;      // labels that are not -100: the loss's denominator
+  // [rows, seq_len] each token's position within its example when some row packs several
+  // (TokenSequence::positions; compute/backend.h, Positions), else empty (0..seq_len-1).
+  std::vector<int32_t> positions;
+  int64_t trained_tokens = 0;  // labels that are not -100: the loss's denominator
 };
 
 // A batch of the sequences `indices` (at most `rows` of them, each < ds.size()), padded to

@@ -23,7 +23,7 @@ struct DataSettings {
   std::string format;  // data.format: auto, text, json, alpaca, sharegpt, openai, pretokenized
   std::string chat_template;  // data.template: auto, llama-2, llama-3, chatml, alpaca, plain
   int seq_len = 0;            // data.seq_len: positions per sequence
-  bool packing = false;       // data.packing: instruction data packed (kPacked)
+  bool packing = true;        // data.packing: instruction data packed (kPacked)
 };
 
 // kInvalidArgument naming data.format or data.template when one is not a known name, or

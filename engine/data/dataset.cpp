@@ -278,8 +278,8 @@ Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
   IssueLog issues(name, options.read.skip_bad_records, options.read.max_reported_issues);
   std::vector<int32_t> stream;
   std::vector<uint8_t> stream_trained;
-  const bool pack =
-      !pretokenized && (!chat || options.instruction_layout == InstructionLayout::kPacked);
+  const bool pack = !pretokenized && !chat;  // text: one stream cut into windows
+  const bool pack_whole = chat && options.instruction_layout == InstructionLayout::kPacked;
   for (size_t i = 0; i < n; ++i) {
     Encoded& e = enc[i];
     if (!e.error.empty()) {
@@ -310,6 +310,7 @@ Result<Dataset> Dataset::build(DatasetRecords records, const std::string& name,
         pack_stream(stream, stream_trained, options.seq_len, options.keep_tail, &dropped);
     st.dropped_positions += dropped;
   }
+  if (pack_whole) shared->sequences = pack_examples(std::move(shared->sequences), options.seq_len);
   st.skipped = records.skipped + issues.count();
   st.issues = records.issues;
   for (const RecordIssue& i : issues.kept())

@@ -8,6 +8,11 @@
 // windows of seq_len+1 tokens that overlap by one token (stride seq_len), so every token but the
 // first is a target exactly once (nanoGPT, HF run_clm's group_texts with the shift made explicit).
 //
+// Instruction data packs whole examples instead (pack_examples): several conversations share a
+// sequence, each with its own positions 0, 1, .. (`positions`), so that RoPE and attention treat
+// each as if it were alone (compute/backend.h, Positions: a block-diagonal causal mask), and the
+// last token of one is never trained to predict the first of the next.
+//
 // Sequences are stored unpadded; the batch builder pads them to seq_len. Pure functions,
 // thread-safe; results owned by the caller.
 #pragma once
@@ -23,7 +28,12 @@ inline constexpr int32_t kIgnoreIndex = -100;
 struct TokenSequence {
   std::vector<int32_t> input_ids;  // [n], n <= seq_len
   std::vector<int32_t> labels;     // [n], target of position t or kIgnoreIndex
+  // [n] when the sequence packs several examples: each token's position within its example, 0 at
+  // an example's first token; empty: one example, positions 0..n-1.
+  std::vector<int32_t> positions;
   size_t size() const { return input_ids.size(); }
+  // Examples in the sequence (1 unless packed).
+  int64_t example_count() const;
   // Positions whose label is not kIgnoreIndex.
   int64_t trained_count() const;
 };
@@ -44,6 +54,13 @@ std::vector<TokenSequence> pack_stream(std::span<const int32_t> tokens,
 // shift_tokens; *truncated (may be null) says whether tokens were cut off.
 TokenSequence single_sequence(std::span<const int32_t> tokens, std::span<const uint8_t> trained,
                               int seq_len, bool* truncated);
+
+// Packs examples (each at most seq_len positions, as single_sequence makes them) into sequences of
+// at most seq_len positions, none split, with their positions (TokenSequence::positions): best fit
+// decreasing (each example, longest first, into the sequence with the least room that holds it),
+// so that the sequences are nearly full; within a sequence, and among the sequences, examples keep
+// their order in `examples`. Deterministic. Empty examples are dropped.
+std::vector<TokenSequence> pack_examples(std::vector<TokenSequence> examples, int seq_len);
 
 // Pre-tokenized data in the Hugging Face convention (labels aligned with input_ids, the model
 // shifts; empty hf_labels means labels = input_ids) -> our shifted convention:

@@ -98,12 +98,12 @@ std::vector<JobKey> build_table() {
       ranged(key("data.seq_len", T::kInteger, 256, "tokens",
                  "Tokens per sequence; longer examples are cut."),
              closed(2, 1 << 20)),
-      key("data.packing", T::kBool, false, "",
-          "Instruction data: concatenate conversations and cut them into full sequences, so none "
-          "is truncated and "
-          "none padded (a conversation may then attend to the one before it); false: one "
-          "conversation per "
-          "sequence, cut at data.seq_len."),
+      key("data.packing", T::kBool, true, "",
+          "Instruction data: several whole conversations share a sequence, each with its own "
+          "positions and attending only to itself (a block-diagonal mask), so that no compute "
+          "goes to padding and the numbers are those of one conversation per sequence; false: "
+          "one conversation per sequence, padded. Either way a conversation longer than "
+          "data.seq_len is cut."),
       key("data.shuffle", T::kBool, true, "",
           "Shuffle the sequences each epoch, deterministically by data.seed."),
       ranged(key("data.seed", T::kInteger, 0, "", "Seed of the shuffle."), closed(0, kMaxSeed)),

@@ -235,7 +235,7 @@ Status BlockMath::mlp_block_backward(const char* w, float* dw, const void* dout,
 // q_pre / k_pre and then q / k, which the backward keeps), RoPE, attention and the output
 // projection. Shared by both layer shapes.
 Status BlockMath::attention_block_forward(int layer, const char* w, int batch, int seq,
-                                          StreamId s) {
+                                          const compute::Positions& pos, StreamId s) {
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -261,18 +261,19 @@ Status BlockMath::attention_block_forward(int layer, const char* w, int batch, i
   }
   const float theta = rope_theta(layer);
   const compute::RopeScaling& rope = layer_rope(layer, seq);
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.attention_forward(W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}),
-                                           R(q, {batch, seq, hq, d}), R(k, {batch, seq, hkv, d}),
-                                           R(v, {batch, seq, hkv, d}), s, attention_params(layer)));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(q, {batch, seq, hq, d}), theta, rope, s, pos));
+  SPW_RETURN_IF_ERROR(be.rope_forward(W(k, {batch, seq, hkv, d}), theta, rope, s, pos));
+  SPW_RETURN_IF_ERROR(be.attention_forward(
+      W(att, {batch, seq, hq, d}), f32(lse, {batch, hq, seq}), R(q, {batch, seq, hq, d}),
+      R(k, {batch, seq, hkv, d}), R(v, {batch, seq, hkv, d}), s, attention_params(layer, pos)));
   return be.linear_forward(W(o, {n, h}), R(att, {n, qd}), R(wp(w, L.wo), {h, qd}),
                            R(wp(w, L.bo), {h}), s);
 }
 
 Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* out, int batch,
-                                int seq, StreamId s) {
-  if (mc_->sandwich_norms) return sandwich_layer_forward(layer, w, x, out, batch, seq, s);
+                                int seq, const int32_t* positions, StreamId s) {
+  if (mc_->sandwich_norms)
+    return sandwich_layer_forward(layer, w, x, out, batch, seq, positions, s);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -281,7 +282,8 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(attention_block_forward(layer, w, batch, seq, s));
+  SPW_RETURN_IF_ERROR(
+      attention_block_forward(layer, w, batch, seq, positions_of(positions, batch, seq), s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(o, {n, h}),
@@ -298,9 +300,11 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
 }
 
 Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
-                                 int batch, int seq, StreamId s) {
-  if (mc_->sandwich_norms) return sandwich_layer_backward(layer, w, dw, x, dy, batch, seq, s);
-  SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, s));
+                                 int batch, int seq, const int32_t* positions, StreamId s) {
+  if (mc_->sandwich_norms)
+    return sandwich_layer_backward(layer, w, dw, x, dy, batch, seq, positions, s);
+  SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
+  const compute::Positions pos = positions_of(positions, batch, seq);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -321,7 +325,7 @@ Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void
   const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
   SPW_RETURN_IF_ERROR(be.attention_backward(
       W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
-      f32(lse, {batch, hq, seq}), s, attention_params(layer)));
+      f32(lse, {batch, hq, seq}), s, attention_params(layer, pos)));
   const float theta = rope_theta(layer);
   const compute::RopeScaling& rs = layer_rope(layer, seq);
   // The key bias apart from dk (see Backend::attention_key_bias_backward), where the keys are the
@@ -331,11 +335,12 @@ Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void
     // The op's formula has the default scale and no window (cpu/attention-key-bias.h).
     if (c.layer_window(layer) > 0 || c.query_pre_attn_scalar > 0)
       return unsupported("a key bias with a sliding window or query_pre_attn_scalar");
-    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(
-        f32(gp(dw, L.bk), {hkv, d}), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), theta, rs, s));
+    SPW_RETURN_IF_ERROR(be.attention_key_bias_backward(f32(gp(dw, L.bk), {hkv, d}), R(datt, qs),
+                                                       R(q, qs), R(k, kvs), R(v, kvs), theta, rs, s,
+                                                       pos));
   }
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rs, s));
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rs, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rs, s, pos));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rs, s, pos));
   void* dqp = dq;  // ∂loss/∂(the projections' outputs)
   void* dkp = dk;
   if (qk_norm_) {
@@ -388,7 +393,7 @@ Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, cons
 // --- Gemma 3's layer (block-math.h) ----------------------------------------------------------
 
 Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x, void* out,
-                                         int batch, int seq, StreamId s) {
+                                         int batch, int seq, const int32_t* positions, StreamId s) {
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -397,7 +402,8 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s, off));
-  SPW_RETURN_IF_ERROR(attention_block_forward(layer, w, batch, seq, s));
+  SPW_RETURN_IF_ERROR(
+      attention_block_forward(layer, w, batch, seq, positions_of(positions, batch, seq), s));
   // x2 = x + post_attn_norm(o), xn2 = pre_ff_norm(x2); the normed o lives in dxn until the fused
   // residual norm has read it (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(dxn, {n, h}), f32(rstd3, {n}), R(o, {n, h}),
@@ -422,8 +428,10 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
 }
 
 Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, const void* x,
-                                          void* dy, int batch, int seq, StreamId s) {
-  SPW_RETURN_IF_ERROR(sandwich_layer_forward(layer, w, x, nullptr, batch, seq, s));
+                                          void* dy, int batch, int seq, const int32_t* positions,
+                                          StreamId s) {
+  SPW_RETURN_IF_ERROR(sandwich_layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
+  const compute::Positions pos = positions_of(positions, batch, seq);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -452,11 +460,11 @@ Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, c
   const compute::Shape qs{batch, seq, hq, d}, kvs{batch, seq, hkv, d};
   SPW_RETURN_IF_ERROR(be.attention_backward(
       W(dq, qs), W(dk, kvs), W(dv, kvs), R(datt, qs), R(q, qs), R(k, kvs), R(v, kvs), R(att, qs),
-      f32(lse, {batch, hq, seq}), s, attention_params(layer)));
+      f32(lse, {batch, hq, seq}), s, attention_params(layer, pos)));
   const float theta = rope_theta(layer);
   const compute::RopeScaling& rope = layer_rope(layer, seq);
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rope, s));
-  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rope, s));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dq, qs), theta, rope, s, pos));
+  SPW_RETURN_IF_ERROR(be.rope_backward(W(dk, kvs), theta, rope, s, pos));
   // Through the per-head norms: ∂loss/∂q_pre into datt, ∂loss/∂k_pre into k (both dead now).
   void* dqp = dq;
   void* dkp = dk;

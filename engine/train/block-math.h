@@ -63,14 +63,16 @@ class BlockMath {
                             compute::StreamId s);
 
   // out[n, hidden] = layer `layer`(x[n, hidden]) for `batch` sequences of `seq` tokens (n = batch ·
-  // seq), with `w` the layer block's weights. Leaves in the scratch what the backward needs; with
-  // out == nullptr computes only that (the recompute skips the down projection and the last add).
+  // seq), with `w` the layer block's weights and `positions` [batch, seq] (device int32) the
+  // tokens' positions in packed rows (compute::Positions), or null. Leaves in the scratch what the
+  // backward needs; with out == nullptr computes only that (the recompute skips the down
+  // projection and the last add).
   Status layer_forward(int layer, const char* w, const void* x, void* out, int batch, int seq,
-                       compute::StreamId s);
+                       const int32_t* positions, compute::StreamId s);
   // Recomputes the layer from its input x, then, given dy[n, hidden] = ∂loss/∂out, overwrites dy
   // with ∂loss/∂x and adds ∂loss/∂w to dw (fp32, the layer block's layout).
   Status layer_backward(int layer, const char* w, float* dw, const void* x, void* dy, int batch,
-                        int seq, compute::StreamId s);
+                        int seq, const int32_t* positions, compute::StreamId s);
 
   // The head on x[n, hidden]: losses[n] (fp32, device) = cross-entropy of each token against
   // labels[n] (device int32, -100 ignored: 0). `w_head` is the head block's weights, `w_lm` the LM
@@ -85,12 +87,13 @@ class BlockMath {
  private:
   BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk);
   // The attention part of both layer shapes: xn → q, k, v (per-head norms), RoPE, attention, o.
-  Status attention_block_forward(int layer, const char* w, int batch, int seq, compute::StreamId s);
+  Status attention_block_forward(int layer, const char* w, int batch, int seq,
+                                 const compute::Positions& pos, compute::StreamId s);
   // Gemma 3's layer (sandwich norms), as layer_forward / layer_backward.
   Status sandwich_layer_forward(int layer, const char* w, const void* x, void* out, int batch,
-                                int seq, compute::StreamId s);
+                                int seq, const int32_t* positions, compute::StreamId s);
   Status sandwich_layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
-                                 int batch, int seq, compute::StreamId s);
+                                 int batch, int seq, const int32_t* positions, compute::StreamId s);
   // The embeddings' scale: sqrt(hidden) rounded to act_dtype for Gemma, else 1.
   float embedding_scale() const;
   // The MLP's activation (ModelConfig::mlp_activation) forward and backward.
@@ -103,8 +106,12 @@ class BlockMath {
   // base, unscaled, where the config gives one).
   float rope_theta(int layer) const;
   const compute::RopeScaling& layer_rope(int layer, int seq) const;
-  compute::AttentionParams attention_params(int layer) const {
-    return {mc_->attention_scale(), mc_->layer_window(layer)};
+  compute::AttentionParams attention_params(int layer, const compute::Positions& pos) const {
+    return {mc_->attention_scale(), mc_->layer_window(layer), pos};
+  }
+  // positions [batch, seq] (device int32) as the ops take them; absent when null.
+  static compute::Positions positions_of(const int32_t* positions, int batch, int seq) {
+    return positions ? compute::i32(positions, {batch, seq}) : compute::Positions();
   }
   const void* wp(const char* w, size_t offset) const {
     return offset == kNoParam ? nullptr : w + offset * act_;

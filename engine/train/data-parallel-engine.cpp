@@ -51,10 +51,12 @@ struct DataParallelEngine::Impl {
     const int per_rank = batch.micro_batches / n;
     const size_t rank_tokens =
         static_cast<size_t>(per_rank) * batch.micro_batch_size * batch.seq_len;
-    if (batch.input_ids.size() != rank_tokens * n || batch.labels.size() != rank_tokens * n)
+    if (batch.input_ids.size() != rank_tokens * n || batch.labels.size() != rank_tokens * n ||
+        (!batch.positions.empty() && batch.positions.size() != rank_tokens * n))
       return invalid_argument("data parallel: the batch holds " +
                               std::to_string(batch.input_ids.size()) + " ids and " +
-                              std::to_string(batch.labels.size()) + " labels, expected " +
+                              std::to_string(batch.labels.size()) + " labels and " +
+                              std::to_string(batch.positions.size()) + " positions, expected " +
                               std::to_string(rank_tokens * n));
     int64_t targets = 0;
     for (int32_t lab : batch.labels) targets += lab != -100;
@@ -71,6 +73,8 @@ struct DataParallelEngine::Impl {
         b.micro_batches = per_rank;
         b.input_ids = batch.input_ids.subspan(r * rank_tokens, rank_tokens);
         b.labels = batch.labels.subspan(r * rank_tokens, rank_tokens);
+        if (!batch.positions.empty())
+          b.positions = batch.positions.subspan(r * rank_tokens, rank_tokens);
         b.loss_targets = targets > 0 ? targets : 1;  // no targets: no gradient anywhere
         Result<StepResult> res = engines[r]->forward_backward(b);
         std::lock_guard<std::mutex> lock(mu);

@@ -47,8 +47,9 @@ Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, 
   for (size_t begin = 0; begin < ds.size(); begin += rows) {
     if (max_batches > 0 && batches++ >= max_batches) break;
     Batch b = make_batch_range(ds, begin, rows);
-    SPW_ASSIGN_OR_RETURN(StepResult s, engine.forward(StepBatch{micro_batches, micro_batch_size,
-                                                                b.seq_len, b.input_ids, b.labels}));
+    SPW_ASSIGN_OR_RETURN(StepResult s,
+                         engine.forward(StepBatch{micro_batches, micro_batch_size, b.seq_len,
+                                                  b.input_ids, b.labels, b.positions}));
     loss_sum += s.loss_sum;
     r.targets += s.targets;
   }

@@ -59,7 +59,7 @@ uint64_t activation_bytes(const ModelConfig& m, const StreamingConfig& c, DType 
 }
 // The step's ids and labels ([max tokens] int32 each) and per-token losses ([max tokens] fp32).
 uint64_t step_io_bytes(const StreamingConfig& c) {
-  return 3 * aligned(tokens_per_step(c) * 4);
+  return 4 * aligned(tokens_per_step(c) * 4);  // ids, labels, positions, losses
 }
 // The step's per-block gradient sums of squares, [num_blocks] double.
 uint64_t grad_sumsq_bytes(const ParameterLayout& layout) {
@@ -123,7 +123,7 @@ StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayou
   const size_t resident =
       std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
   for (size_t l = 0; l + resident < L; ++l) bytes.h2d += fp32(1 + l);
-  bytes.h2d += 2 * tokens * sizeof(int32_t);
+  bytes.h2d += 2 * tokens * sizeof(int32_t);  // ids and labels (packed rows add 4 bytes a token)
   // Down: each GPU of a data-parallel group brings its share of every gradient, the first GPU
   // (whose bytes these are) a whole ceil(numel / N).
   const int ranks = std::max(1, config.data_parallel_ranks);
@@ -191,11 +191,12 @@ struct StreamingEngine::Impl {
   std::vector<compute::Event> joins;  // one per copy stream: the step's end waits for them all
   std::unique_ptr<DeviceArena> arena;
   std::unique_ptr<HostPool> pool;
-  HostRegion host_tokens;            // [2, max step tokens] int32, pinned: ids, then labels
-  HostRegion host_losses;            // [max step tokens] fp32, pinned
-  HostRegion host_grad_sumsq;        // [num_blocks] double, pinned
-  int32_t* dev_ids = nullptr;        // [max step tokens] int32
-  int32_t* dev_labels = nullptr;     // [max step tokens] int32
+  HostRegion host_tokens;         // [3, max step tokens] int32, pinned: ids, labels, then positions
+  HostRegion host_losses;         // [max step tokens] fp32, pinned
+  HostRegion host_grad_sumsq;     // [num_blocks] double, pinned
+  int32_t* dev_ids = nullptr;     // [max step tokens] int32
+  int32_t* dev_labels = nullptr;  // [max step tokens] int32
+  int32_t* dev_positions = nullptr;  // [max step tokens] int32: packed rows' (StepBatch)
   float* dev_losses = nullptr;       // [max step tokens] fp32
   double* dev_grad_sumsq = nullptr;  // [num_blocks] double: Σ g² of each block's gradient
   float* dev_logits = nullptr;       // [logits_tokens, vocab] fp32
@@ -377,11 +378,14 @@ struct StreamingEngine::Impl {
                          reserve("step.ids", max_tokens * sizeof(int32_t), Category::kWorkspace));
     SPW_ASSIGN_OR_RETURN(
         void* labels, reserve("step.labels", max_tokens * sizeof(int32_t), Category::kWorkspace));
+    SPW_ASSIGN_OR_RETURN(void* positions, reserve("step.positions", max_tokens * sizeof(int32_t),
+                                                  Category::kWorkspace));
     SPW_ASSIGN_OR_RETURN(void* losses,
                          reserve("step.losses", max_tokens * sizeof(float), Category::kWorkspace));
     dev_ids = static_cast<int32_t*>(ids);        // [max step tokens] int32
     dev_labels = static_cast<int32_t*>(labels);  // [max step tokens] int32
-    dev_losses = static_cast<float*>(losses);    // [max step tokens] fp32
+    dev_positions = static_cast<int32_t*>(positions);
+    dev_losses = static_cast<float*>(losses);  // [max step tokens] fp32
     SPW_ASSIGN_OR_RETURN(
         void* sumsq, reserve("step.grad_sumsq", grad_sumsq_bytes(layout), Category::kWorkspace));
     dev_grad_sumsq = static_cast<double*>(sumsq);  // [num_blocks] double
@@ -391,9 +395,10 @@ struct StreamingEngine::Impl {
                            reserve("step.logits", logits_bytes(mc, cfg), Category::kWorkspace));
       dev_logits = static_cast<float*>(p);
     }
-    // [2, max step tokens] int32, [max step tokens] fp32 and [num_blocks] double, pinned
-    SPW_ASSIGN_OR_RETURN(host_tokens, pool->allocate(2 * max_tokens * sizeof(int32_t),
-                                                     Category::kWorkspace, "token ids and labels"));
+    // [3, max step tokens] int32, [max step tokens] fp32 and [num_blocks] double, pinned
+    SPW_ASSIGN_OR_RETURN(host_tokens,
+                         pool->allocate(3 * max_tokens * sizeof(int32_t), Category::kWorkspace,
+                                        "token ids, labels and positions"));
     SPW_ASSIGN_OR_RETURN(host_losses, pool->allocate(max_tokens * sizeof(float),
                                                      Category::kWorkspace, "per-token losses"));
     SPW_ASSIGN_OR_RETURN(host_grad_sumsq,
@@ -543,20 +548,45 @@ struct StreamingEngine::Impl {
                                 " at position " + std::to_string(i) +
                                 " is neither -100 nor a token id");
     }
+    if (!batch.positions.empty()) {
+      if (batch.positions.size() != tokens)
+        return invalid_argument("streaming: batch holds " + std::to_string(batch.positions.size()) +
+                                " positions, expected " + std::to_string(tokens));
+      // compute::Positions: each row starts an example, which goes on one position at a time
+      // until the next starts at 0.
+      for (size_t i = 0; i < tokens; ++i) {
+        const int32_t p = batch.positions[i];
+        const bool row_start = i % batch.seq_len == 0;
+        if (row_start ? p != 0 : p != 0 && p != batch.positions[i - 1] + 1)
+          return invalid_argument("streaming: position " + std::to_string(p) + " at token " +
+                                  std::to_string(i) +
+                                  " neither starts an example (0) nor follows the token before "
+                                  "it (packed rows restart at 0 at each example)");
+      }
+    }
     return {};
   }
 
-  // The step's ids and labels, staged through pinned memory, up once on the H2D stream.
+  // The step's ids, labels and positions (packed rows only), staged through pinned memory, up
+  // once on the H2D stream.
   Status upload_tokens(const StepBatch& batch, size_t tokens) {
+    const size_t bytes = tokens * sizeof(int32_t);
     int32_t* host_ids = host_tokens.as<int32_t>();
     int32_t* host_labels = host_ids + tokens_per_step(cfg);
-    std::memcpy(host_ids, batch.input_ids.data(), tokens * sizeof(int32_t));
-    std::memcpy(host_labels, batch.labels.data(), tokens * sizeof(int32_t));
-    SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_ids, host_ids, tokens * sizeof(int32_t), h2d));
-    SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_labels, host_labels, tokens * sizeof(int32_t), h2d));
+    int32_t* host_positions = host_labels + tokens_per_step(cfg);
+    std::memcpy(host_ids, batch.input_ids.data(), bytes);
+    std::memcpy(host_labels, batch.labels.data(), bytes);
+    SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_ids, host_ids, bytes, h2d));
+    SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_labels, host_labels, bytes, h2d));
+    size_t moved = 2 * bytes;
+    if (!batch.positions.empty()) {
+      std::memcpy(host_positions, batch.positions.data(), bytes);
+      SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_positions, host_positions, bytes, h2d));
+      moved += bytes;
+    }
     SPW_RETURN_IF_ERROR(dev.record_event(inputs_ready, h2d));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(compute, inputs_ready));
-    traffic.moved(Link::kH2D, 2 * tokens * sizeof(int32_t));
+    traffic.moved(Link::kH2D, moved);
     return {};
   }
 
@@ -631,6 +661,10 @@ struct StreamingEngine::Impl {
     const int64_t targets = batch.loss_targets > 0 ? batch.loss_targets : result.targets;
     const float scale = train && targets ? 1.0f / static_cast<float>(targets) : 0.0f;
     auto open = [&](size_t buffer, Access access) { return acts->open(buffer, access, act_bytes); };
+    // Micro-batch m's positions on the device (packed rows), or null.
+    auto positions = [&](int m) -> const int32_t* {
+      return batch.positions.empty() ? nullptr : dev_positions + static_cast<size_t>(m) * n;
+    };
 
     const double host_start_s = clock ? clock() : 0.0;
     SPW_RETURN_IF_ERROR(timeline.begin_step(compute));
@@ -663,7 +697,8 @@ struct StreamingEngine::Impl {
                                open(acts->checkpoint(l, m), Access::kRead));
           SPW_ASSIGN_OR_RETURN(ActivationStore::View out,
                                open(acts->checkpoint(l + 1, m), Access::kWrite));
-          SPW_RETURN_IF_ERROR(math->layer_forward(l, w, x.ptr, out.ptr, mb, T, compute));
+          SPW_RETURN_IF_ERROR(
+              math->layer_forward(l, w, x.ptr, out.ptr, mb, T, positions(m), compute));
           SPW_RETURN_IF_ERROR(acts->close(x));
           SPW_RETURN_IF_ERROR(acts->close(out));
         }
@@ -740,7 +775,8 @@ struct StreamingEngine::Impl {
                                  open(acts->checkpoint(l, m), Access::kRead));
             SPW_ASSIGN_OR_RETURN(ActivationStore::View dy,
                                  open(acts->gradient(m), Access::kUpdate));
-            SPW_RETURN_IF_ERROR(math->layer_backward(l, w, g->ptr, x.ptr, dy.ptr, mb, T, compute));
+            SPW_RETURN_IF_ERROR(
+                math->layer_backward(l, w, g->ptr, x.ptr, dy.ptr, mb, T, positions(m), compute));
             SPW_RETURN_IF_ERROR(acts->close(x));
             SPW_RETURN_IF_ERROR(acts->close(dy));
           }

@@ -90,6 +90,10 @@ struct StepBatch {
   int seq_len = 0;
   std::span<const int32_t> input_ids;  // [micro_batches · micro_batch_size, seq_len]
   std::span<const int32_t> labels;     // same shape; -100 ignored
+  // Same shape when rows pack several examples: each token's position within its example
+  // (compute/backend.h, Positions: 0 at an example's first token, one more than the token before
+  // it inside one); empty: positions 0..seq_len-1 in every row.
+  std::span<const int32_t> positions{};
   // The non-ignored targets of the whole step, over every GPU of a data-parallel group: the mean
   // loss divides by it. 0: this batch's own.
   int64_t loss_targets = 0;

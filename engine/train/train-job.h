@@ -40,7 +40,7 @@ struct TrainJob {
   std::string format;
   std::string chat_template;
   int seq_len{};
-  bool packing{};  // instruction data packed into full sequences (InstructionLayout::kPacked)
+  bool packing = true;  // instruction data packed, whole conversations (InstructionLayout::kPacked)
   bool shuffle{};
   uint64_t data_seed{};
 

@@ -23,6 +23,7 @@ StepBatch step_batch(const TrainJob& job, const Batch& b, int ranks) {
   s.seq_len = b.seq_len;
   s.input_ids = b.input_ids;
   s.labels = b.labels;
+  s.positions = b.positions;
   return s;
 }
 

@@ -691,6 +691,103 @@ TEST_P(CudaOps, GemmaOps) {
   }
 }
 
+// Packed rows (compute::Positions): RoPE, attention with and without a window, and the key bias's
+// gradient with each row cut into examples (one of a token, examples across the flash kernels' 64-
+// row tiles, the padding after them an example of its own), against the CPU's packed ops.
+TEST_P(CudaOps, PackedRows) {
+  const Shape& s = GetParam();
+  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
+               nl = size_t(B) * hq * T;
+  std::vector<int32_t> pos(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
+    // Examples of T/3, 1, T/4 + 3 tokens (when they fit), then padding: restarts at those cuts.
+    const std::vector<int> cuts = {T / 3, T / 3 + 1, T / 3 + 1 + T / 4 + 3};
+    int start = 0;
+    for (int t = 0; t < T; ++t) {
+      for (int c : cuts)
+        if (t == c + b) start = t;  // each row cut a token later
+      pos[size_t(b) * T + t] = t - start;
+    }
+  }
+  const auto q = input(nq, 95), k = input(nkv, 96), vv = input(nkv, 97), adout = input(nq, 98);
+  const auto db0 = accumulator(size_t(hkv) * hd, 99);
+  for (int window : {0, 40}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    std::vector<float> out_ref, lse_ref;
+    {
+      Side side(*cpu_, s.op_shapes());
+      AttentionParams params{0.0f, window, i32(side.i32(pos), {B, T})};
+      void* out = side.act_zeros(nq);
+      float* lse = side.f32_zeros(nl);
+      ASSERT_OK(cpu_->attention_forward(
+          Tensor(out, cpu_->act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+          ConstTensor(side.act(q), cpu_->act_dtype(), {B, T, hq, hd}),
+          ConstTensor(side.act(k), cpu_->act_dtype(), {B, T, hkv, hd}),
+          ConstTensor(side.act(vv), cpu_->act_dtype(), {B, T, hkv, hd}), 0, params));
+      out_ref = bf16_rounded(side.get_act(out, nq));
+      lse_ref = side.get_f32(lse, nl);
+    }
+    const std::string p = "window" + std::to_string(window) + ".";
+    std::map<std::string, double> tol = {{p + "forward.out", 1e-2},    {p + "forward.lse", 1e-3},
+                                         {p + "backward.dq", 2e-2},    {p + "backward.dk", 2e-2},
+                                         {p + "backward.dv", 2e-2},    {p + "rope.q", 1e-2},
+                                         {p + "rope.backward.q", 1e-2}};
+    const bool key_bias = window == 0 && hd % 2 == 0;
+    if (key_bias) tol[p + "key_bias.db"] = 2e-2;
+    compare(
+        "packed_rows",
+        [&](Side& side) {
+          Backend& be = side.be();
+          const DType act = be.act_dtype();
+          const Positions positions = i32(side.i32(pos), {B, T});
+          const AttentionParams params{0.0f, window, positions};
+          Outputs o;
+          void* qd = side.act(q);
+          void* kd = side.act(k);
+          void* vd = side.act(vv);
+          void* out = side.act_zeros(nq);
+          float* lse = side.f32_zeros(nl);
+          EXPECT_OK(be.attention_forward(
+              Tensor(out, act, {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+              ConstTensor(vd, act, {B, T, hkv, hd}), 0, params));
+          o[p + "forward.out"] = side.get_act(out, nq);
+          o[p + "forward.lse"] = side.get_f32(lse, nl);
+          void* dq = side.act_zeros(nq);
+          void* dk = side.act_zeros(nkv);
+          void* dv = side.act_zeros(nkv);
+          EXPECT_OK(be.attention_backward(
+              Tensor(dq, act, {B, T, hq, hd}), Tensor(dk, act, {B, T, hkv, hd}),
+              Tensor(dv, act, {B, T, hkv, hd}), ConstTensor(side.act(adout), act, {B, T, hq, hd}),
+              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+              ConstTensor(vd, act, {B, T, hkv, hd}),
+              ConstTensor(side.act(out_ref), act, {B, T, hq, hd}),
+              ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0, params));
+          o[p + "backward.dq"] = side.get_act(dq, nq);
+          o[p + "backward.dk"] = side.get_act(dk, nkv);
+          o[p + "backward.dv"] = side.get_act(dv, nkv);
+          void* rq = side.act(q);
+          EXPECT_OK(be.rope_forward(Tensor(rq, act, {B, T, hq, hd}), s.theta, RopeScaling{}, 0,
+                                    positions));
+          o[p + "rope.q"] = side.get_act(rq, nq);
+          EXPECT_OK(be.rope_backward(Tensor(rq, act, {B, T, hq, hd}), s.theta, RopeScaling{}, 0,
+                                     positions));
+          o[p + "rope.backward.q"] = side.get_act(rq, nq);
+          if (key_bias) {
+            float* db = side.f32(db0);
+            EXPECT_OK(be.attention_key_bias_backward(
+                f32(db, {hkv, hd}), ConstTensor(side.act(adout), act, {B, T, hq, hd}),
+                ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+                ConstTensor(vd, act, {B, T, hkv, hd}), s.theta, RopeScaling{}, 0, positions));
+            o[p + "key_bias.db"] = delta(side.get_f32(db, db0.size()), db0);
+          }
+          return o;
+        },
+        tol);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return std::string(info.param.name); });
 

@@ -1,7 +1,7 @@
 // The chat template on the New run page (issue 13 point 6): chosen in the form (auto and each
 // supported one), the template used named in the preview with why, the end-of-turn tokens shown
-// by name and as trained, and truncation as a warning whose fixes (a longer sequence, packing)
-// are buttons that change the form.
+// by name and as trained, and truncation as a warning whose fix (a longer sequence) is a button
+// that changes the form; packing (the default) cuts what padding cuts.
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
@@ -171,8 +171,11 @@ TEST(ChatTemplate, TruncationIsAWarningWhoseFixesChangeTheForm) {
   auto* warning = page.findChild<QWidget*>("truncationWarning");
   auto* text = page.findChild<QLabel*>("truncationText");
   auto* useSeqLen = page.findChild<QPushButton*>("useSeqLenForAll");
-  auto* usePacking = page.findChild<QPushButton*>("usePacking");
-  ASSERT_TRUE(warning && text && useSeqLen && usePacking);
+  ASSERT_TRUE(warning && text && useSeqLen);
+  // Packing (the default) cuts what padding cuts: it is no fix for truncation.
+  EXPECT_TRUE(page.findChild<QCheckBox*>("packing")->isChecked());
+  EXPECT_TRUE(first.packed);
+  EXPECT_EQ(page.findChild<QPushButton*>("usePacking"), nullptr);
   EXPECT_TRUE(warning->isVisible());
   std::printf("alpaca at 128 on stories260K: %s\n", text->text().toStdString().c_str());
   EXPECT_TRUE(text->text().startsWith(QString("⚠ %1 of 999 examples (").arg(first.truncated)))
@@ -185,7 +188,6 @@ TEST(ChatTemplate, TruncationIsAWarningWhoseFixesChangeTheForm) {
   EXPECT_EQ(first.seqLenForAll % 64, 0);
   EXPECT_TRUE(useSeqLen->isVisible());
   EXPECT_EQ(useSeqLen->text(), QString("Use %1").arg(first.seqLenForAll));
-  EXPECT_TRUE(usePacking->isVisible());  // chat data, not packed: packing helps
 
   // Fix 1: the longer sequence, from the button.
   QTest::mouseClick(useSeqLen, Qt::LeftButton);
@@ -194,30 +196,21 @@ TEST(ChatTemplate, TruncationIsAWarningWhoseFixesChangeTheForm) {
   EXPECT_LT(page.datasetPreview().truncated, first.truncated);
   if (page.datasetPreview().truncated == 0) {
     EXPECT_FALSE(warning->isVisible());
-  } else {  // the longest example is past the model's 512 positions: only packing helps
+  } else {  // the longest example is past the model's 512 positions
     EXPECT_EQ(first.seqLenForAll, 512);
     EXPECT_FALSE(useSeqLen->isVisible());
-    EXPECT_TRUE(
-        text->text().contains("The model takes at most 512 positions: pack the conversations."))
+    EXPECT_TRUE(text->text().contains("The model takes at most 512 positions."))
         << text->text().toStdString();
   }
 
-  // Fix 2: packing, from the button: nothing is cut, and the job says data.packing.
+  // Unpacked, the same conversations are cut: packing keeps each whole only where it fits.
   page.findChild<QSpinBox*>("seqLen")->setValue(128);
+  page.findChild<QCheckBox*>("packing")->setChecked(false);
   ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_FALSE(page.datasetPreview().packed);
   EXPECT_EQ(page.datasetPreview().truncated, first.truncated);
-  QTest::mouseClick(usePacking, Qt::LeftButton);
-  EXPECT_TRUE(page.findChild<QCheckBox*>("packing")->isChecked());
-  ASSERT_TRUE(waitForPreview(page, previewed));
-  EXPECT_TRUE(page.datasetPreview().packed);
-  EXPECT_EQ(page.datasetPreview().truncated, 0);
-  EXPECT_FALSE(warning->isVisible());
-  EXPECT_TRUE(page.findChild<QLabel*>("datasetLabel")->text().contains("conversations packed"));
-  EXPECT_TRUE(page.settings().toJson()["data"]["packing"].get<bool>());
-  // Packed windows are full, and the replies' ends that were cut are trained now.
-  ASSERT_FALSE(page.datasetPreview().samples.isEmpty());
-  EXPECT_EQ(page.datasetPreview().samples[0].ids.size(), 128);
-  EXPECT_GT(page.datasetPreview().trainedTokens, first.trainedTokens);
+  EXPECT_EQ(page.datasetPreview().trainedTokens, first.trainedTokens);
+  EXPECT_FALSE(page.settings().toJson()["data"]["packing"].get<bool>());
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ struct Shape {
 // and D below keep. Scratch: s, dp of seq floats, ds of seq doubles, ab of d doubles.
 SPW_MULTIVERSION
 void block_rows(double* out, const float* dout, const float* q, const float* k, const float* v,
-                const Shape& sh, int b, int h, int i0, int i1, const RopeTable& table, float* s,
-                float* dp, double* ds, double* ab) {
+                const Shape& sh, int b, int h, int i0, int i1, const RopeTable& table,
+                const int32_t* pos, float* s, float* dp, double* ds, double* ab) {
   const int d = sh.d, half = d / 2, g = h / (sh.hq / sh.hkv);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   double* A = ab;
@@ -42,29 +42,30 @@ void block_rows(double* out, const float* dout, const float* q, const float* k, 
     const size_t qi = ((static_cast<size_t>(b) * sh.seq + i) * sh.hq + h) * d;
     const float* q_i = q + qi;
     const float* do_i = dout + qi;
-    const int n = i + 1;  // keys 0..i
+    const int j0 = pos ? i - pos[i] : 0, n = i + 1;  // keys j0..i: this example's
     float m = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < n; ++j) {
+    for (int j = j0; j < n; ++j) {
       const size_t kj = ((static_cast<size_t>(b) * sh.seq + j) * sh.hkv + g) * d;
       s[j] = dot(q_i, k + kj, d) * scale;
       dp[j] = dot(do_i, v + kj, d);
       m = std::max(m, s[j]);
     }
 #pragma omp simd
-    for (int j = 0; j < n; ++j) s[j] = expf_fast(s[j] - m);
+    for (int j = j0; j < n; ++j) s[j] = expf_fast(s[j] - m);
     double z = 0, pdp = 0;
 #pragma omp simd reduction(+ : z, pdp)
-    for (int j = 0; j < n; ++j) {
+    for (int j = j0; j < n; ++j) {
       z += s[j];
       pdp += double(s[j]) * dp[j];
     }
     const double D = pdp / z, inv_z = 1.0 / z;
 #pragma omp simd
-    for (int j = 0; j < n; ++j) ds[j] = double(s[j]) * inv_z * (double(dp[j]) - D);
+    for (int j = j0; j < n; ++j) ds[j] = double(s[j]) * inv_z * (double(dp[j]) - D);
     std::fill(ab, ab + d, 0.0);
-    for (int j = 0; j < n; ++j) {
-      const float* c = table.cos.data() + static_cast<size_t>(j) * half;
-      const float* sn = table.sin.data() + static_cast<size_t>(j) * half;
+    for (int j = j0; j < n; ++j) {
+      const size_t at = static_cast<size_t>(pos ? pos[j] : j) * half;  // key j's rotation
+      const float* c = table.cos.data() + at;
+      const float* sn = table.sin.data() + at;
 #pragma omp simd
       for (int f = 0; f < half; ++f) {
         A[f] += ds[j] * c[f];
@@ -138,7 +139,8 @@ size_t attention_key_bias_scratch_bytes(int batch, int seq, int hq, int hkv, int
 
 Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
                                    const float* v, int batch, int seq, int hq, int hkv,
-                                   int head_dim, const RopeTable& table, void* scratch) {
+                                   int head_dim, const RopeTable& table, void* scratch,
+                                   const int32_t* positions) {
   SPW_RETURN_IF_ERROR(
       check_attention_key_bias_shape("attention_key_bias_backward", batch, seq, hq, hkv, head_dim));
   if (table.head_dim != head_dim || table.seq < seq) {
@@ -166,10 +168,10 @@ Status attention_key_bias_backward(float* db, const float* dout, const float* q,
     const RowBuffers rb = take_rows(ps, seq, head_dim);
     for (size_t c = c0; c < c1; ++c) {
       const size_t bh = c / blocks;
-      const int i0 = static_cast<int>(c % blocks) * kRowsPerBlock;
-      block_rows(partial + c * head_dim, dout, q, k, v, sh, static_cast<int>(bh / hq),
-                 static_cast<int>(bh % hq), i0, std::min(seq, i0 + kRowsPerBlock), table, rb.s,
-                 rb.dp, rb.ds, rb.ab);
+      const int b = static_cast<int>(bh / hq), i0 = static_cast<int>(c % blocks) * kRowsPerBlock;
+      const int32_t* pos = positions ? positions + static_cast<size_t>(b) * seq : nullptr;
+      block_rows(partial + c * head_dim, dout, q, k, v, sh, b, static_cast<int>(bh % hq), i0,
+                 std::min(seq, i0 + kRowsPerBlock), table, pos, rb.s, rb.dp, rb.ds, rb.ab);
     }
   });
   // Sum the partials in a fixed order: kv head g takes query heads g·group .. (g+1)·group − 1.

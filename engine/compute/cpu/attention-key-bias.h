@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "compute/cpu/rope.h"
 #include "core/status.h"
@@ -40,8 +41,11 @@ size_t attention_key_bias_scratch_bytes(int batch, int seq, int hq, int hkv, int
 // kInvalidArgument for a bad shape (above) or a table of another head size or shorter than seq;
 // kUnsupported for a table that rotates part of the head only. The table's attention_factor
 // scales cos and sin, which makes R_j s·R_j, as in the forward.
+// positions: [b, t] for packed rows (compute/backend.h, Positions): query i sees keys
+// i − positions[i] .. i, and key j was rotated by positions[j]; null for one example per row.
 Status attention_key_bias_backward(float* db, const float* dout, const float* q, const float* k,
                                    const float* v, int batch, int seq, int hq, int hkv,
-                                   int head_dim, const RopeTable& table, void* scratch);
+                                   int head_dim, const RopeTable& table, void* scratch,
+                                   const int32_t* positions = nullptr);
 
 }  // namespace spillway::compute::cpu

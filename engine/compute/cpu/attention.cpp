@@ -220,9 +220,19 @@ float resolve_scale(float scale, int d) {
 int window_span(int window, int seq) {
   return window > 0 ? std::min(window, seq) : seq;
 }
-// The first key query t sees under span w.
-inline int first_key(int t, int w) {
-  return std::max(0, t - w + 1);
+// The first key query t sees under span w, and in packed rows (pos: this row's positions, or
+// null) no key before its example's first token.
+inline int first_key(int t, int w, const int32_t* pos = nullptr) {
+  const int first = std::max(0, t - w + 1);
+  return pos ? std::max(first, t - pos[t]) : first;
+}
+// One past the last query that sees key s in a packed row (pos, or null): the end of s's example
+// (the next token at position 0), else of the row.
+inline int example_end(int s, int seq, const int32_t* pos) {
+  if (!pos) return seq;
+  int t = s + 1;
+  while (t < seq && pos[t] != 0) ++t;
+  return t;
 }
 
 Status check_window(const char* what, int window) {
@@ -261,7 +271,7 @@ size_t attention_backward_scratch_bytes(int batch, int seq, int hq, int hkv, int
 
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
-                         float scale_in, int window) {
+                         float scale_in, int window, const int32_t* positions) {
   SPW_RETURN_IF_ERROR(check_attention_shape("attention_forward", batch, seq, hq, hkv, head_dim));
   SPW_RETURN_IF_ERROR(check_window("attention_forward", window));
   if (batch == 0 || seq == 0) return Status::ok_status();
@@ -282,7 +292,8 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
       const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq), kvh = h / group;
       const int t0 = interleave(item % blocks, blocks) * kRows;
       const int rows = std::min(kRows, seq - t0), count = t0 + rows;  // keys [lo, count)
-      const int lo = first_key(t0, span);
+      const int32_t* pos = positions ? positions + static_cast<size_t>(b) * seq : nullptr;
+      const int lo = first_key(t0, span, pos);
       const size_t tok = static_cast<size_t>(b) * seq;
       const float* qr[kRows];
       float* sr[kRows];
@@ -299,7 +310,7 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
       float l_row[kRows];
       for (int r = 0; r < kRows; ++r) {
         // Keys [first, t] are visible (padding rows repeat the last real one); others weigh 0.
-        const int t = t0 + std::min(r, rows - 1), first = first_key(t, span);
+        const int t = t0 + std::min(r, rows - 1), first = first_key(t, span, pos);
         float* s = sr[r];
         const int visible = std::min(t + 1, count);
         float m = -std::numeric_limits<float>::infinity();
@@ -326,7 +337,7 @@ Status attention_forward(float* out, float* lse, const float* q, const float* k,
 Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
                           int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
-                          float scale_in, int window) {
+                          float scale_in, int window, const int32_t* positions) {
   SPW_RETURN_IF_ERROR(check_attention_shape("attention_backward", batch, seq, hq, hkv, head_dim));
   SPW_RETURN_IF_ERROR(check_window("attention_backward", window));
   if (batch == 0 || seq == 0) return Status::ok_status();
@@ -365,56 +376,57 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
     float* vt = bs.t1;
     transpose_heads(kt, k, batch, seq, hkv, d);
     transpose_heads(vt, v, batch, seq, hkv, d);
-    split_parts(static_cast<size_t>(batch) * hq * blocks, chunk,
-                [&](size_t part, size_t i0, size_t i1) {
-                  Scratch ps(bs.rows[part]);
-                  const RowBuffers sc = take_rows(ps, seq, d, true);
-                  for (size_t item = i0; item < i1; ++item) {
-                    const size_t bh = item / blocks;
-                    const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
-                    const int kvh = h / group;
-                    const int t0 = interleave(item % blocks, blocks) * kRows;
-                    const int rows = std::min(kRows, seq - t0), count = t0 + rows;
-                    const int lo = first_key(t0, span);  // keys [lo, count)
-                    const size_t tok = static_cast<size_t>(b) * seq;
-                    const float* qr[kRows];
-                    const float* gr[kRows];
-                    float* sr[kRows];
-                    float* pr[kRows];
-                    float* sl[kRows];  // S and dP rows from key lo on
-                    float* pl[kRows];
-                    float* ar[kRows];
-                    for (int r = 0; r < kRows; ++r) {
-                      const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
-                      qr[r] = q + off;
-                      gr[r] = dout + off;
-                      sr[r] = sc.s + r * sc.stride;
-                      pr[r] = sc.p + r * sc.stride;
-                      sl[r] = sr[r] + lo;
-                      pl[r] = pr[r] + lo;
-                      ar[r] = sc.acc + static_cast<size_t>(r) * d;
-                    }
-                    const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp + lo;
-                    rows_times_transposed(sl, qr, kt + kv_off, tp, count - lo, d);  // S
-                    rows_times_transposed(pl, gr, vt + kv_off, tp, count - lo, d);  // dP
-                    for (int r = 0; r < kRows; ++r) {
-                      const int t = t0 + std::min(r, rows - 1), first = first_key(t, span);
-                      const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
-                      const int visible = std::min(t + 1, count);
-                      float* s = sr[r];
-                      softmax_grad_row(s + first, pr[r] + first, l, dt, visible - first, scale);
-                      std::fill(s + lo, s + first, 0.0f);
-                      std::fill(s + visible, s + count, 0.0f);
-                    }
-                    std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
-                    weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
-                                      static_cast<size_t>(hkv) * d, lo, count, d);
-                    for (int r = 0; r < rows; ++r) {
-                      float* dqt = dq + ((tok + t0 + r) * hq + h) * d;
-                      for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
-                    }
-                  }
-                });
+    split_parts(
+        static_cast<size_t>(batch) * hq * blocks, chunk, [&](size_t part, size_t i0, size_t i1) {
+          Scratch ps(bs.rows[part]);
+          const RowBuffers sc = take_rows(ps, seq, d, true);
+          for (size_t item = i0; item < i1; ++item) {
+            const size_t bh = item / blocks;
+            const int b = static_cast<int>(bh / hq), h = static_cast<int>(bh % hq);
+            const int kvh = h / group;
+            const int t0 = interleave(item % blocks, blocks) * kRows;
+            const int rows = std::min(kRows, seq - t0), count = t0 + rows;
+            const int32_t* pos = positions ? positions + static_cast<size_t>(b) * seq : nullptr;
+            const int lo = first_key(t0, span, pos);  // keys [lo, count)
+            const size_t tok = static_cast<size_t>(b) * seq;
+            const float* qr[kRows];
+            const float* gr[kRows];
+            float* sr[kRows];
+            float* pr[kRows];
+            float* sl[kRows];  // S and dP rows from key lo on
+            float* pl[kRows];
+            float* ar[kRows];
+            for (int r = 0; r < kRows; ++r) {
+              const size_t off = ((tok + t0 + std::min(r, rows - 1)) * hq + h) * d;
+              qr[r] = q + off;
+              gr[r] = dout + off;
+              sr[r] = sc.s + r * sc.stride;
+              pr[r] = sc.p + r * sc.stride;
+              sl[r] = sr[r] + lo;
+              pl[r] = pr[r] + lo;
+              ar[r] = sc.acc + static_cast<size_t>(r) * d;
+            }
+            const size_t kv_off = (static_cast<size_t>(b) * hkv + kvh) * d * tp + lo;
+            rows_times_transposed(sl, qr, kt + kv_off, tp, count - lo, d);  // S
+            rows_times_transposed(pl, gr, vt + kv_off, tp, count - lo, d);  // dP
+            for (int r = 0; r < kRows; ++r) {
+              const int t = t0 + std::min(r, rows - 1), first = first_key(t, span, pos);
+              const float l = lse[bh * seq + t], dt = delta[bh * seq + t];
+              const int visible = std::min(t + 1, count);
+              float* s = sr[r];
+              softmax_grad_row(s + first, pr[r] + first, l, dt, visible - first, scale);
+              std::fill(s + lo, s + first, 0.0f);
+              std::fill(s + visible, s + count, 0.0f);
+            }
+            std::fill_n(sc.acc, static_cast<size_t>(kRows) * d, 0.0f);
+            weighted_rows_sum(ar, sr, k + tok * hkv * d + static_cast<size_t>(kvh) * d,
+                              static_cast<size_t>(hkv) * d, lo, count, d);
+            for (int r = 0; r < rows; ++r) {
+              float* dqt = dq + ((tok + t0 + r) * hq + h) * d;
+              for (int j = 0; j < d; ++j) dqt[j] = ar[r][j] * scale;
+            }
+          }
+        });
   }
 
   // Pass 2, blocks of key rows, summed over the group's query heads and queries t >= s:
@@ -433,7 +445,10 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
           const int b = static_cast<int>(bkh / hkv), kvh = static_cast<int>(bkh % hkv);
           const int s0 = interleave(item % blocks, blocks) * kRows;
           const int rows = std::min(kRows, seq - s0);
-          const int end = std::min(seq, s0 + rows - 1 + span);  // queries [s0, end)
+          const int32_t* pos = positions ? positions + static_cast<size_t>(b) * seq : nullptr;
+          // Queries [s0, end): those of the last key's window and example.
+          const int end =
+              std::min({seq, s0 + rows - 1 + span, example_end(s0 + rows - 1, seq, pos)});
           const size_t tok = static_cast<size_t>(b) * seq;
           const float* kr[kRows];
           const float* vr[kRows];
@@ -467,10 +482,12 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             const float* l = lse + bh * seq;
             const float* dt = delta + bh * seq;
             for (int r = 0; r < kRows; ++r) {
-              const int s = s0 + r;  // query t sees key s when s <= t < s + span
+              // Query t sees key s when s <= t < s + span, in s's example.
+              const int s = s0 + r;
               float* sv = sr[r];
               float* pv = pr[r];
-              const int first = std::min(s, end), last = std::max(first, std::min(end, s + span));
+              const int first = std::min(s, end);
+              const int last = std::max(first, std::min({end, s + span, example_end(s, seq, pos)}));
               for (int t = s0; t < first; ++t) sv[t] = pv[t] = 0.0f;
               softmax_grad_col(sv + first, pv + first, l + first, dt + first, last - first, scale);
               for (int t = last; t < end; ++t) sv[t] = pv[t] = 0.0f;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/status.h"
 
@@ -35,15 +36,18 @@ size_t attention_backward_scratch_bytes(int batch, int seq, int hq, int hkv, int
 // q [b, t, hq, d], k/v [b, t, hkv, d] → out [b, t, hq, d], lse [b, hq, t] (skipped when null:
 // inference needs no backward). scratch: attention_forward_scratch_bytes, 64-byte aligned.
 // scale: the scores' scale, 0 for 1/sqrt(head_dim); window: the sliding window (query t sees key
-// s when t − s < window), 0 for none; a negative one is kInvalidArgument.
+// s when t − s < window), 0 for none; a negative one is kInvalidArgument. positions: [b, t] for
+// packed rows (compute/backend.h, Positions: query t sees no key before t − positions[t]), or
+// null.
 Status attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
-                         float scale = 0.0f, int window = 0);
-// dq [b, t, hq, d], dk/dv [b, t, hkv, d] (overwrite) from dout, q, k, v, out and lse; scale and
-// window as the forward's. scratch: attention_backward_scratch_bytes, 64-byte aligned.
+                         float scale = 0.0f, int window = 0, const int32_t* positions = nullptr);
+// dq [b, t, hq, d], dk/dv [b, t, hkv, d] (overwrite) from dout, q, k, v, out and lse; scale,
+// window and positions as the forward's. scratch: attention_backward_scratch_bytes, 64-byte
+// aligned.
 Status attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
                           int batch, int seq, int hq, int hkv, int head_dim, void* scratch,
-                          float scale = 0.0f, int window = 0);
+                          float scale = 0.0f, int window = 0, const int32_t* positions = nullptr);
 
 }  // namespace spillway::compute::cpu

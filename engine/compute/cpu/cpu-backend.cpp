@@ -522,32 +522,39 @@ Result<std::shared_ptr<const cpu::RopeTable>> CpuBackend::rope_table(int seq, in
 }
 
 Status CpuBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim,
-                                   float theta, const RopeScaling& scaling, StreamId stream) {
+                                   float theta, const RopeScaling& scaling,
+                                   const int32_t* positions, StreamId stream) {
   const char* op = "rope_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_rope_shape(op, batch, seq, heads));
   SPW_ASSIGN_OR_RETURN(auto table, rope_table(seq, head_dim, theta, scaling));
   SPW_RETURN_IF_ERROR(
-      check_tensors(op, {{"x", x, f32(static_cast<size_t>(batch) * seq * heads * head_dim)}}));
-  return streams_.submit(
-      stream, [=] { return cpu::rope_apply(F(x), batch, seq, heads, *table, /*inverse=*/false); });
+      check_tensors(op, {{"x", x, f32(static_cast<size_t>(batch) * seq * heads * head_dim)},
+                         {"positions", positions, i32(static_cast<size_t>(batch) * seq), true}}));
+  return streams_.submit(stream, [=] {
+    return cpu::rope_apply(F(x), batch, seq, heads, *table, /*inverse=*/false, positions);
+  });
 }
 
 Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
-                                    float theta, const RopeScaling& scaling, StreamId stream) {
+                                    float theta, const RopeScaling& scaling,
+                                    const int32_t* positions, StreamId stream) {
   const char* op = "rope_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(check_rope_shape(op, batch, seq, heads));
   SPW_ASSIGN_OR_RETURN(auto table, rope_table(seq, head_dim, theta, scaling));
   SPW_RETURN_IF_ERROR(
-      check_tensors(op, {{"dx", dx, f32(static_cast<size_t>(batch) * seq * heads * head_dim)}}));
-  return streams_.submit(
-      stream, [=] { return cpu::rope_apply(F(dx), batch, seq, heads, *table, /*inverse=*/true); });
+      check_tensors(op, {{"dx", dx, f32(static_cast<size_t>(batch) * seq * heads * head_dim)},
+                         {"positions", positions, i32(static_cast<size_t>(batch) * seq), true}}));
+  return streams_.submit(stream, [=] {
+    return cpu::rope_apply(F(dx), batch, seq, heads, *table, /*inverse=*/true, positions);
+  });
 }
 
 Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                         const void* v, int batch, int seq, int hq, int hkv,
-                                        int head_dim, float scale, int window, StreamId stream) {
+                                        int head_dim, float scale, int window,
+                                        const int32_t* positions, StreamId stream) {
   const char* op = "attention_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -556,7 +563,8 @@ Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, co
                                          {"lse", lse, f32(tokens * hq), true},
                                          {"q", q, f32(tokens * hq * head_dim)},
                                          {"k", k, f32(tokens * hkv * head_dim)},
-                                         {"v", v, f32(tokens * hkv * head_dim)}}));
+                                         {"v", v, f32(tokens * hkv * head_dim)},
+                                         {"positions", positions, i32(tokens), true}}));
   SPW_ASSIGN_OR_RETURN(
       void* ws,
       workspace_for(
@@ -565,7 +573,7 @@ Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, co
               {{"batch", batch}, {"seq", seq}, {"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}})));
   return streams_.submit(stream, [=] {
     return cpu::attention_forward(F(out), lse, F(q), F(k), F(v), batch, seq, hq, hkv, head_dim, ws,
-                                  scale, window);
+                                  scale, window, positions);
   });
 }
 
@@ -573,7 +581,7 @@ Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const voi
                                          const void* q, const void* k, const void* v,
                                          const void* out, const float* lse, int batch, int seq,
                                          int hq, int hkv, int head_dim, float scale, int window,
-                                         StreamId stream) {
+                                         const int32_t* positions, StreamId stream) {
   const char* op = "attention_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -587,7 +595,8 @@ Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const voi
                                          {"k", k, kv_bytes},
                                          {"v", v, kv_bytes},
                                          {"out", out, q_bytes},
-                                         {"lse", lse, f32(tokens * hq)}}));
+                                         {"lse", lse, f32(tokens * hq)},
+                                         {"positions", positions, i32(tokens), true}}));
   SPW_ASSIGN_OR_RETURN(
       void* ws,
       workspace_for(
@@ -596,14 +605,15 @@ Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const voi
               {{"batch", batch}, {"seq", seq}, {"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}})));
   return streams_.submit(stream, [=] {
     return cpu::attention_backward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), lse,
-                                   batch, seq, hq, hkv, head_dim, ws, scale, window);
+                                   batch, seq, hq, hkv, head_dim, ws, scale, window, positions);
   });
 }
 
 Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                   const void* k, const void* v, int batch, int seq,
                                                   int hq, int hkv, int head_dim, float theta,
-                                                  const RopeScaling& scaling, StreamId stream) {
+                                                  const RopeScaling& scaling,
+                                                  const int32_t* positions, StreamId stream) {
   const char* op = "attention_key_bias_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_key_bias_shape(op, batch, seq, hq, hkv, head_dim));
@@ -614,7 +624,8 @@ Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, c
                                          {"dout", dout, q_bytes},
                                          {"q", q, q_bytes},
                                          {"k", k, kv_bytes},
-                                         {"v", v, kv_bytes}}));
+                                         {"v", v, kv_bytes},
+                                         {"positions", positions, i32(tokens), true}}));
   SPW_ASSIGN_OR_RETURN(
       void* ws,
       workspace_for(
@@ -623,7 +634,7 @@ Status CpuBackend::do_attention_key_bias_backward(float* db, const void* dout, c
               {{"batch", batch}, {"seq", seq}, {"hq", hq}, {"hkv", hkv}, {"head_dim", head_dim}})));
   return streams_.submit(stream, [=] {
     return cpu::attention_key_bias_backward(db, F(dout), F(q), F(k), F(v), batch, seq, hq, hkv,
-                                            head_dim, *table, ws);
+                                            head_dim, *table, ws, positions);
   });
 }
 

@@ -93,7 +93,8 @@ Result<RopeTable> make_rope_table(int seq, int head_dim, float theta, const Rope
   return t;
 }
 
-Status rope_apply(float* x, int batch, int seq, int heads, const RopeTable& table, bool inverse) {
+Status rope_apply(float* x, int batch, int seq, int heads, const RopeTable& table, bool inverse,
+                  const int32_t* positions) {
   if (batch < 0 || seq < 0 || heads < 0) return invalid_argument("rope: negative shape");
   if (seq > table.seq) return internal_error("rope: table shorter than the sequence");
   const size_t rows = static_cast<size_t>(batch) * seq;  // (b, t) pairs
@@ -104,7 +105,8 @@ Status rope_apply(float* x, int batch, int seq, int heads, const RopeTable& tabl
       rows,
       [&](size_t r0, size_t r1) {
         for (size_t r = r0; r < r1; ++r) {
-          const size_t pos = r % static_cast<size_t>(seq);
+          const size_t pos =
+              positions ? static_cast<size_t>(positions[r]) : r % static_cast<size_t>(seq);
           const float* c = &table.cos[pos * half];
           const float* s = &table.sin[pos * half];
           for (int h = 0; h < heads; ++h) {

@@ -13,6 +13,7 @@
 // Pure functions; a RopeTable is immutable after construction and safe to share between threads.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "compute/backend.h"
@@ -44,7 +45,9 @@ struct RopeTable {
 Result<RopeTable> make_rope_table(int seq, int head_dim, float theta, const RopeScaling& scaling);
 
 // In place on x[batch, seq, heads, head_dim]; table.seq >= seq. `inverse` rotates by −a, which is
-// the transpose of the forward rotation and so its backward.
-Status rope_apply(float* x, int batch, int seq, int heads, const RopeTable& table, bool inverse);
+// the transpose of the forward rotation and so its backward. positions: [batch, seq], each below
+// seq (packed rows, compute/backend.h's Positions), or null for 0..seq-1 in every row.
+Status rope_apply(float* x, int batch, int seq, int heads, const RopeTable& table, bool inverse,
+                  const int32_t* positions = nullptr);
 
 }  // namespace spillway::compute::cpu

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
                               const bf16* __restrict__ q, const bf16* __restrict__ k,
                               const bf16* __restrict__ v, const double* __restrict__ cos_t,
                               const double* __restrict__ sin_t, int seq, int hq, int hkv, int d,
-                              int n_tiles, int bh_count, float scale) {
+                              int n_tiles, int bh_count, float scale, KeyRange keys) {
   extern __shared__ double2 smem_d2[];
   const int half = d / 2, ld = generic_ld(d), width = ld - 4;
   double* sCos = reinterpret_cast<double*>(smem_d2);  // [32, half] the key tile's table rows
@@ -101,14 +101,21 @@ __global__ void __launch_bounds__(kGenThreads, 1)
   stage_rows_f32(sdO, ld, dout + q_off, q_stride, q_rows, d);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * kGenRowsPerWarp;
+  int first[kGenRowsPerWarp];  // each row's first key (its example's first token)
+#pragma unroll
+  for (int r = 0; r < kGenRowsPerWarp; ++r) first[r] = keys.first(b, q0 + row0 + r);
   // Query row r of the lane sees key k0 + lane; rows past the sequence contribute nothing.
-  auto visible = [&](int k0, int r) { return k0 + lane <= q0 + row0 + r && q0 + row0 + r < seq; };
+  auto visible = [&](int k0, int r) {
+    const int t = q0 + row0 + r, key = k0 + lane;
+    return key <= t && key >= first[r] && t < seq;
+  };
+  const int kt_lo = max(0, keys.first(b, q0)) / kGenRows;  // the first key tile any row sees
 
-  // Pass 1: each row's max scaled score (key 0 is visible to every row, so m is finite).
+  // Pass 1: each row's max scaled score (every row sees its own key, so m is finite).
   float m[kGenRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kGenRowsPerWarp; ++r) m[r] = -INFINITY;
-  for (int kt = 0; kt <= tile; ++kt) {
+  for (int kt = kt_lo; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows;
     __syncthreads();
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride,
@@ -123,7 +130,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 
   // Pass 2: z = Σ e_j and Σ e_j·dP_j in double, per lane, then summed over the warp.
   double z[kGenRowsPerWarp] = {}, pdp[kGenRowsPerWarp] = {};
-  for (int kt = 0; kt <= tile; ++kt) {
+  for (int kt = kt_lo; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows, rows = min(kGenRows, seq - k0);
     __syncthreads();
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
@@ -150,14 +157,16 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 
   // Pass 3: dS in double, and the rotated row sums A, B over pairs f = lane + 32·c.
   double A[kGenRowsPerWarp][FC] = {}, B[kGenRowsPerWarp][FC] = {};
-  for (int kt = 0; kt <= tile; ++kt) {
+  for (int kt = kt_lo; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows, rows = min(kGenRows, seq - k0);
     __syncthreads();
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
     stage_rows_f32(sV, ld, v_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
     for (int i = threadIdx.x; i < kGenRows * half; i += blockDim.x) {
       const bool in = i / half < rows;
-      const size_t src = static_cast<size_t>(k0) * half + i;
+      // The table row of key k0 + i / half: its position.
+      const size_t src =
+          in ? static_cast<size_t>(keys.position(b, k0 + i / half)) * half + i % half : 0;
       sCos[i] = in ? cos_t[src] : 0.0;
       sSin[i] = in ? sin_t[src] : 0.0;
     }
@@ -259,7 +268,7 @@ __global__ void __launch_bounds__(kKbFlashThreads, 2)
                                     const bf16* __restrict__ q, const bf16* __restrict__ k,
                                     const bf16* __restrict__ v, const double* __restrict__ cos_t,
                                     const double* __restrict__ sin_t, int seq, int hq, int hkv,
-                                    int n_tiles, int bh_count, float scale) {
+                                    int n_tiles, int bh_count, float scale, KeyRange keys) {
   constexpr int kHalf = D / 2;
   constexpr int kGroups = kKbFlashThreads / kHalf;  // row groups sharing a pair column
   constexpr int kRows = kFlashTile / kGroups;       // rows per thread in the sums
@@ -301,16 +310,18 @@ __global__ void __launch_bounds__(kKbFlashThreads, 2)
   const uint32_t k_addr = smem_u32(sK + kh * 32 * (D + 8)) + lane_off_b<D>(lane);
   const uint32_t v_addr = smem_u32(sV + kh * 32 * (D + 8)) + lane_off_b<D>(lane);
   const int row_l = slab * 16 + g;  // the lane's rows in the tile: row_l and row_l + 8
+  const int first[2] = {keys.first(b, q0 + row_l), keys.first(b, q0 + row_l + 8)};
   // Whether the lane's accumulator element (nb, e) of key tile k0 is a visible (query, key) pair.
   auto visible = [&](int k0, int nb, int e) {
     const int t = q0 + row_l + 8 * (e >> 1), key = k0 + kh * 32 + nb * 8 + 2 * c + (e & 1);
-    return key <= t && t < seq;
+    return key <= t && key >= first[e >> 1] && t < seq;
   };
+  const int kt_lo = max(0, keys.first(b, q0)) / kFlashTile;  // the first key tile any row sees
 
-  // Pass 1: the rows' max scaled scores (key 0 is visible to every row in range).
+  // Pass 1: the rows' max scaled scores (every row in range sees its own key).
   float m[2] = {-INFINITY, -INFINITY};
-  for (int kt = 0; kt <= tile; ++kt) {
-    if (kt > 0) __syncthreads();  // every warp is done with the previous K tile
+  for (int kt = kt_lo; kt <= tile; ++kt) {
+    if (kt > kt_lo) __syncthreads();  // every warp is done with the previous K tile
     load_keys(kt, false);
     cp_async_wait<0>();
     __syncthreads();
@@ -337,7 +348,7 @@ __global__ void __launch_bounds__(kKbFlashThreads, 2)
 
   // Pass 2: z = Σ e_j and Σ e_j·dP_j in double: per lane, then over the quad, then the key halves.
   double z[2] = {}, pdp[2] = {};
-  for (int kt = 0; kt <= tile; ++kt) {
+  for (int kt = kt_lo; kt <= tile; ++kt) {
     __syncthreads();  // every warp is done with the previous K/V tile
     load_keys(kt, true);
     cp_async_wait<0>();
@@ -383,8 +394,8 @@ __global__ void __launch_bounds__(kKbFlashThreads, 2)
   const int f = threadIdx.x % kHalf, group = threadIdx.x / kHalf;
   double A[kRows] = {}, B[kRows] = {};
   __syncthreads();  // every warp is done with the last K/V tile of pass 2
-  load_keys(0, true);
-  for (int kt = 0; kt <= tile; ++kt) {
+  load_keys(kt_lo, true);
+  for (int kt = kt_lo; kt <= tile; ++kt) {
     const int k0 = kt * kFlashTile;
     cp_async_wait<0>();
     __syncthreads();  // K/V(kt) landed; every thread is done with sDs of the previous tile
@@ -410,14 +421,14 @@ __global__ void __launch_bounds__(kKbFlashThreads, 2)
     }
     __syncthreads();  // sDs complete; every warp is done with sK/sV
     if (kt < tile) load_keys(kt + 1, true);
-    const double* tc = cos_t + static_cast<size_t>(k0) * kHalf + f;
-    const double* ts = sin_t + static_cast<size_t>(k0) * kHalf + f;
-    const int keys = min(kFlashTile, seq - k0);
-    double cj = tc[0], sj = ts[0];  // one key ahead: the table comes from L1/L2
+    // Key k0 + j's table row is its position.
+    auto row = [&](int j) { return static_cast<size_t>(keys.position(b, k0 + j)) * kHalf + f; };
+    const int n_keys = min(kFlashTile, seq - k0);
+    double cj = cos_t[row(0)], sj = sin_t[row(0)];  // one key ahead: the table comes from L1/L2
 #pragma unroll 1
-    for (int j = 0; j < keys; ++j) {
-      const size_t next = static_cast<size_t>(min(j + 1, keys - 1)) * kHalf;
-      const double cn = tc[next], sn = ts[next];
+    for (int j = 0; j < n_keys; ++j) {
+      const size_t next = row(min(j + 1, n_keys - 1));
+      const double cn = cos_t[next], sn = sin_t[next];
       const double2* ds2 = reinterpret_cast<const double2*>(sDs + j * kDsLd + group * kRows);
 #pragma unroll
       for (int r = 0; r < kRows / 2; ++r) {
@@ -465,7 +476,7 @@ Status with_pair_chunks(int half, F&& f) {
 
 Status key_bias_generic(double* partial, const bf16* dout, const bf16* q, const bf16* k,
                         const bf16* v, const double* cos_t, const double* sin_t, int batch, int seq,
-                        int hq, int hkv, int d, int n_tiles, cudaStream_t stream) {
+                        int hq, int hkv, int d, int n_tiles, KeyRange keys, cudaStream_t stream) {
   const int half = d / 2, bh_count = batch * hq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const size_t smem =
@@ -475,7 +486,7 @@ Status key_bias_generic(double* partial, const bf16* dout, const bf16* q, const 
     const auto kernel = attention_key_bias_kernel<decltype(fc)::value>;
     SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
     kernel<<<n_tiles * bh_count, kGenThreads, smem, stream>>>(
-        partial, dout, q, k, v, cos_t, sin_t, seq, hq, hkv, d, n_tiles, bh_count, scale);
+        partial, dout, q, k, v, cos_t, sin_t, seq, hq, hkv, d, n_tiles, bh_count, scale, keys);
     return CUDA_LAUNCH_CHECK("attention_key_bias_kernel");
   });
 }
@@ -483,7 +494,7 @@ Status key_bias_generic(double* partial, const bf16* dout, const bf16* q, const 
 template <int D>
 Status key_bias_flash(double* partial, const bf16* dout, const bf16* q, const bf16* k,
                       const bf16* v, const double* cos_t, const double* sin_t, int batch, int seq,
-                      int hq, int hkv, int n_tiles, cudaStream_t stream) {
+                      int hq, int hkv, int n_tiles, KeyRange keys, cudaStream_t stream) {
   const int bh_count = batch * hq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t smem = 4 * sizeof(bf16) * kFlashTileElems<D> +
@@ -492,7 +503,7 @@ Status key_bias_flash(double* partial, const bf16* dout, const bf16* q, const bf
   const auto kernel = attention_key_bias_flash_kernel<D>;
   SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
   kernel<<<n_tiles * bh_count, kKbFlashThreads, smem, stream>>>(
-      partial, dout, q, k, v, cos_t, sin_t, seq, hq, hkv, n_tiles, bh_count, scale);
+      partial, dout, q, k, v, cos_t, sin_t, seq, hq, hkv, n_tiles, bh_count, scale, keys);
   return CUDA_LAUNCH_CHECK("attention_key_bias_flash_kernel");
 }
 
@@ -506,7 +517,8 @@ static_assert(kKeyBiasTileRows == kGenRows, "cuda-workspace.h's tile rows are th
 Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf16* dout,
                                         const bf16* q, const bf16* k, const bf16* v, int batch,
                                         int seq, int hq, int hkv, int head_dim, float theta,
-                                        const compute::RopeScaling& scaling, float* scratch,
+                                        const compute::RopeScaling& scaling,
+                                        const int32_t* positions, float* scratch,
                                         size_t scratch_floats, cudaStream_t stream) {
   if (batch < 0 || seq < 0 || hq <= 0 || hkv <= 0 || hq % hkv != 0 || head_dim <= 0 ||
       head_dim % 2 != 0 || head_dim > kMaxHeadDim) {
@@ -556,16 +568,17 @@ Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf1
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("key_bias_rope_table_kernel"));
 
   const bool flash = path != AttentionPath::kGeneric && flash_applies;
+  const KeyRange keys{seq, seq, positions};  // causal, no window: the formula has none
   const int n_tiles = static_cast<int>(ceil_div(seq, flash ? kFlashTile : kGenRows));
   if (!flash) {
     SPW_RETURN_IF_ERROR(key_bias_generic(partial, dout, q, k, v, cos_t, sin_t, batch, seq, hq, hkv,
-                                         d, n_tiles, stream));
+                                         d, n_tiles, keys, stream));
   } else if (d == 64) {
     SPW_RETURN_IF_ERROR(key_bias_flash<64>(partial, dout, q, k, v, cos_t, sin_t, batch, seq, hq,
-                                           hkv, n_tiles, stream));
+                                           hkv, n_tiles, keys, stream));
   } else {
     SPW_RETURN_IF_ERROR(key_bias_flash<128>(partial, dout, q, k, v, cos_t, sin_t, batch, seq, hq,
-                                            hkv, n_tiles, stream));
+                                            hkv, n_tiles, keys, stream));
   }
   attention_key_bias_reduce_kernel<<<dim3(ceil_div(d, 32), hkv), 256, 0, stream>>>(
       db, partial, batch, hq, hkv, d, n_tiles);
@@ -574,11 +587,12 @@ Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf1
 
 Status attention_key_bias_backward(float* db, const bf16* dout, const bf16* q, const bf16* k,
                                    const bf16* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                   float theta, const compute::RopeScaling& scaling, float* scratch,
-                                   size_t scratch_floats, cudaStream_t stream) {
+                                   float theta, const compute::RopeScaling& scaling,
+                                   const int32_t* positions, float* scratch, size_t scratch_floats,
+                                   cudaStream_t stream) {
   return attention_key_bias_backward_path(AttentionPath::kAuto, db, dout, q, k, v, batch, seq, hq,
-                                          hkv, head_dim, theta, scaling, scratch, scratch_floats,
-                                          stream);
+                                          hkv, head_dim, theta, scaling, positions, scratch,
+                                          scratch_floats, stream);
 }
 
 }  // namespace spillway::cuda

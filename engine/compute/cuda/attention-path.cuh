@@ -29,7 +29,8 @@ Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv,
 Status attention_key_bias_backward_path(AttentionPath path, float* db, const bf16* dout,
                                         const bf16* q, const bf16* k, const bf16* v, int batch,
                                         int seq, int hq, int hkv, int head_dim, float theta,
-                                        const compute::RopeScaling& scaling, float* scratch,
+                                        const compute::RopeScaling& scaling,
+                                        const int32_t* positions, float* scratch,
                                         size_t scratch_floats, cudaStream_t stream);
 
 }  // namespace spillway::cuda

@@ -21,6 +21,29 @@
 
 namespace spillway::cuda::attn {
 
+// Which keys query t of row b sees: first(b, t) .. t, where `first` is the window's edge
+// (t − span + 1) or, in packed rows, the first token of t's example (t − pos[b, t]; see
+// compute::Positions), whichever is later. `first` never decreases along a row, which lets the
+// kernels skip whole tiles: a query tile's first key is its first row's, and a key tile's last
+// query tile is the last whose first row still sees the tile's last key. Rows past the sequence
+// (tile padding) get the last row's example.
+struct KeyRange {
+  int span;            // the window clamped to [1, seq] (seq: none)
+  int seq;             // tokens per row
+  const int32_t* pos;  // [b, seq] positions of packed rows in device memory, or null
+
+  __device__ __forceinline__ int first(int b, int t) const {
+    const int w = t - span + 1;
+    if (pos == nullptr) return w;
+    const int u = min(t, seq - 1);
+    return max(w, u - pos[static_cast<size_t>(b) * seq + u]);
+  }
+  // Token t's position within its example (t < seq): what RoPE rotated it by.
+  __device__ __forceinline__ int position(int b, int t) const {
+    return pos == nullptr ? t : pos[static_cast<size_t>(b) * seq + t];
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // warp reductions: the butterfly gives every lane the same value, in the same order on every call
 

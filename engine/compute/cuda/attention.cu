@@ -1,10 +1,11 @@
 // Causal GQA attention, forward and backward (math: cpu/attention.h; launchers: attention.cuh).
 //
-// Sliding window: every kernel takes `span`, the window clamped to [1, seq] (seq when there is
-// none): query t sees key s when s <= t and t − s < span. Tiles wholly outside the window are
-// skipped (a query tile's key loop starts at the tile holding its first row's first key; a key
-// tile's query loop ends at the tile holding its last key's last query), and the mask is applied
-// inside the tiles the window cuts. The scale is the caller's (AttentionParams).
+// Sliding window and packed rows: every kernel takes a KeyRange (attention-tile.cuh): query t sees
+// key s when first(t) <= s <= t, first(t) being the window's edge or the first token of t's
+// example. Tiles wholly outside are skipped (a query tile's key loop starts at the tile holding its
+// first row's first key; a key tile's query loop ends at the last tile whose first query still
+// sees the tile's last key), and the mask is applied inside the tiles an edge cuts. The scale is
+// the caller's (AttentionParams).
 //
 // Two kernel sets (attention-path.cuh picks one; the public launchers take the flash set where it
 // applies):
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
     attention_forward_generic_kernel(bf16* __restrict__ out, float* __restrict__ lse,
                                      const bf16* __restrict__ q, const bf16* __restrict__ k,
                                      const bf16* __restrict__ v, int seq, int hq, int hkv, int d,
-                                     int n_tiles, int bh_count, float scale, int span) {
+                                     int n_tiles, int bh_count, float scale, KeyRange keys) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sQ = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -92,16 +93,18 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * kGenRowsPerWarp;
   float m[kGenRowsPerWarp], l[kGenRowsPerWarp], o[kGenRowsPerWarp][NC];
+  int first[kGenRowsPerWarp];  // each row's first key
 #pragma unroll
   for (int r = 0; r < kGenRowsPerWarp; ++r) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
+    first[r] = keys.first(b, q0 + row0 + r);
 #pragma unroll
     for (int c = 0; c < NC; ++c) o[r][c] = 0.0f;
   }
-  // A row may see no key of the first tiles (a window shorter than the tile): m stays −inf there,
-  // and the shift m_use keeps exp() from seeing −inf − (−inf).
-  for (int kt = max(0, q0 - span + 1) / kGenRows; kt <= tile; ++kt) {
+  // A row may see no key of the first tiles (a window or an example shorter than the tile): m
+  // stays −inf there, and the shift m_use keeps exp() from seeing −inf − (−inf).
+  for (int kt = max(0, keys.first(b, q0)) / kGenRows; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows, rows = min(kGenRows, seq - k0);
     __syncthreads();  // the previous K/V tile is consumed
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 #pragma unroll
     for (int r = 0; r < kGenRowsPerWarp; ++r) {
       const int t = q0 + row0 + r, key = k0 + lane;
-      const float x = (key <= t && t - key < span) ? s[r] * scale : -INFINITY;
+      const float x = (key <= t && key >= first[r]) ? s[r] * scale : -INFINITY;
       const float m_new = fmaxf(m[r], warp_max(x));
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
       const float alpha = expf(m[r] - m_use);
@@ -160,7 +163,8 @@ __global__ void __launch_bounds__(kGenThreads, 1)
                                          const bf16* __restrict__ q, const bf16* __restrict__ k,
                                          const bf16* __restrict__ v, const float* __restrict__ lse,
                                          const float* __restrict__ delta, int seq, int hq, int hkv,
-                                         int d, int n_tiles, int bh_count, float scale, int span) {
+                                         int d, int n_tiles, int bh_count, float scale,
+                                         KeyRange keys) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sQ = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -181,15 +185,17 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * kGenRowsPerWarp;
   float row_lse[kGenRowsPerWarp], row_delta[kGenRowsPerWarp], acc[kGenRowsPerWarp][NC];
+  int first[kGenRowsPerWarp];  // each row's first key
 #pragma unroll
   for (int r = 0; r < kGenRowsPerWarp; ++r) {
     const int t = q0 + row0 + r;
     row_lse[r] = t < seq ? lse[static_cast<size_t>(bh) * seq + t] : 0.0f;
     row_delta[r] = t < seq ? delta[static_cast<size_t>(bh) * seq + t] : 0.0f;
+    first[r] = keys.first(b, t);
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc[r][c] = 0.0f;
   }
-  for (int kt = max(0, q0 - span + 1) / kGenRows; kt <= tile; ++kt) {
+  for (int kt = max(0, keys.first(b, q0)) / kGenRows; kt <= tile; ++kt) {
     const int k0 = kt * kGenRows, rows = min(kGenRows, seq - k0);
     __syncthreads();  // the previous K/V tile is consumed
     stage_rows_f32(sK, ld, k_head + static_cast<size_t>(k0) * kv_stride, kv_stride, rows, d);
@@ -201,7 +207,7 @@ __global__ void __launch_bounds__(kGenThreads, 1)
 #pragma unroll
     for (int r = 0; r < kGenRowsPerWarp; ++r) {
       const int t = q0 + row0 + r;
-      const bool visible = k0 + lane <= t && t - (k0 + lane) < span && t < seq;
+      const bool visible = k0 + lane <= t && k0 + lane >= first[r] && t < seq;
       ds[r] = visible ? expf(s[r] * scale - row_lse[r]) * (dp[r] - row_delta[r]) : 0.0f;
     }
     for (int j = 0; j < kGenRows; ++j) {
@@ -240,7 +246,7 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
     bf16* __restrict__ dk, bf16* __restrict__ dv, const bf16* __restrict__ dout,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
     const float* __restrict__ lse, const float* __restrict__ delta, int seq, int hq, int hkv, int d,
-    int n_tiles, int bkv_count, float scale, int span) {
+    int n_tiles, int bkv_count, float scale, KeyRange keys) {
   extern __shared__ float4 smem_f4[];
   const int ld = generic_ld(d), width = ld - 4;
   float* sK = reinterpret_cast<float*>(smem_f4);  // [32, ld] each
@@ -266,8 +272,9 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc_k[r][c] = acc_v[r][c] = 0.0f;
   }
-  // The last query tile that sees a key of this tile: the one holding query k0 + 31 + span − 1.
-  const int qt_end = min(n_tiles, (k0 + kGenRows - 1 + span - 1) / kGenRows + 1);
+  // One past the last query tile that sees a key of this tile.
+  int qt_end = tile + 1;
+  while (qt_end < n_tiles && keys.first(b, qt_end * kGenRows) <= k0 + kGenRows - 1) ++qt_end;
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
     const size_t bh = static_cast<size_t>(b) * hq + h;
     for (int qt = tile; qt < qt_end; ++qt) {
@@ -286,11 +293,11 @@ __global__ void __launch_bounds__(kGenThreads, 1) attention_backward_dkdv_generi
       float s[kGenRowsPerWarp], dp[kGenRowsPerWarp], p[kGenRowsPerWarp], ds[kGenRowsPerWarp];
       dot_4rows(s, sK + row0 * ld, ld, sQ + lane * ld, width);
       dot_4rows(dp, sV + row0 * ld, ld, sdO + lane * ld, width);
-      const int t = q0 + lane;
+      const int t = q0 + lane, first = keys.first(b, t);
 #pragma unroll
       for (int r = 0; r < kGenRowsPerWarp; ++r) {
         const int key = k0 + row0 + r;
-        const bool visible = t >= key && t - key < span && t < seq;
+        const bool visible = t >= key && key >= first && t < seq;
         p[r] = visible ? expf(s[r] * scale - sL[lane]) : 0.0f;
         ds[r] = p[r] * (dp[r] - sD[lane]);
       }
@@ -386,7 +393,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     attention_forward_flash_kernel(bf16* __restrict__ out, float* __restrict__ lse,
                                    const bf16* __restrict__ q, const bf16* __restrict__ k,
                                    const bf16* __restrict__ v, int seq, int hq, int hkv,
-                                   int n_tiles, int bh_count, float scale_log2, int span) {
+                                   int n_tiles, int bh_count, float scale_log2, KeyRange keys) {
   extern __shared__ uint4 smem_u4[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sK = sQ + kFlashTileElems<D>;
@@ -412,8 +419,10 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY},
-        l[2] = {0.0f, 0.0f};                             // running max (log2 units), partial sums
-  const int kt_lo = max(0, q0 - span + 1) / kFlashTile;  // the first tile the window reaches
+        l[2] = {0.0f, 0.0f};  // running max (log2 units), partial sums
+  const int first[2] = {keys.first(b, row_g), keys.first(b, row_g + 8)};  // the rows' first keys
+  const int kt_lo = max(0, keys.first(b, q0)) / kFlashTile;  // the first tile any row sees
+  const int edge = keys.first(b, q0 + kFlashTile - 1);       // keys below it are cut for some row
   for (int kt = tile; kt >= kt_lo; --kt) {
     const int k0 = kt * kFlashTile;
     cp_async_wait<0>();
@@ -424,13 +433,13 @@ __global__ void __launch_bounds__(kFlashThreads)
 
     float s[kFlashTile / 8][4] = {};
     mma_abt<D, kFlashTile>(s, q_addr, k_addr);
-    if (kt == tile || q0 + kFlashTile - 1 - k0 >= span) {  // the diagonal, or the window cuts it
+    if (kt == tile || k0 < edge) {  // the diagonal, or a window or example edge cuts it
 #pragma unroll
       for (int nb = 0; nb < kFlashTile / 8; ++nb) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + nb * 8 + 2 * c + (e & 1), row = row_g + 8 * (e >> 1);
-          if (key > row || row - key >= span) s[nb][e] = -INFINITY;
+          if (key > row || key < first[e >> 1]) s[nb][e] = -INFINITY;
         }
       }
     }
@@ -495,7 +504,7 @@ __global__ void __launch_bounds__(kFlashThreads)
                                        const bf16* __restrict__ v, const float* __restrict__ lse,
                                        const float* __restrict__ delta, int seq, int hq, int hkv,
                                        int n_tiles, int bh_count, float scale_log2, float scale,
-                                       int span) {
+                                       KeyRange keys) {
   extern __shared__ uint4 smem_u4[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sdO = sQ + kFlashTileElems<D>;
@@ -509,8 +518,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   const size_t q_off = (static_cast<size_t>(b) * seq + q0) * q_stride + static_cast<size_t>(h) * D;
   const bf16* k_head = k + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
   const bf16* v_head = v + static_cast<size_t>(b) * seq * kv_stride + static_cast<size_t>(kvh) * D;
-  const int kt_lo = max(0, q0 - span + 1) / kFlashTile;  // the first tile the window reaches
+  const int kt_lo = max(0, keys.first(b, q0)) / kFlashTile;  // the first tile any row sees
   const int k_lo = kt_lo * kFlashTile;
+  const int edge = keys.first(b, q0 + kFlashTile - 1);  // keys below it are cut for some row
   flash_load_tile<D, kFlashThreads>(sQ, q + q_off, q_stride, q_rows);
   flash_load_tile<D, kFlashThreads>(sdO, dout + q_off, q_stride, q_rows);
   flash_load_tile<D, kFlashThreads>(sK, k_head + static_cast<size_t>(k_lo) * kv_stride, kv_stride,
@@ -524,17 +534,19 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint32_t do_addr = smem_u32(sdO + warp * 16 * (D + 8)) + lane_off_a<D>(lane);
   const int row_g = q0 + warp * 16 + g;  // the lane's rows: row_g and row_g + 8
   float row_lse[2], row_delta[2];        // lse in log2 units
+  int first[2];                          // the rows' first keys
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int t = row_g + 8 * hr;
     row_lse[hr] = t < seq ? lse[static_cast<size_t>(bh) * seq + t] * kLog2e : 0.0f;
     row_delta[hr] = t < seq ? delta[static_cast<size_t>(bh) * seq + t] : 0.0f;
+    first[hr] = keys.first(b, t);
   }
 
   float acc[D / 8][4] = {};
   for (int kt = kt_lo; kt <= tile; ++kt) {
     const int buf = (kt - kt_lo) & 1, k0 = kt * kFlashTile;
-    const bool cut = kt == tile || q0 + kFlashTile - 1 - k0 >= span;  // diagonal or window edge
+    const bool cut = kt == tile || k0 < edge;  // the diagonal, or a window or example edge
     cp_async_wait<0>();
     __syncthreads();  // K/V(kt) landed; every warp is done with the other buffer
     if (kt < tile) {
@@ -560,7 +572,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         float p = fast_exp2(fmaf(s[nb][e], scale_log2, -row_lse[hr]));
         if (cut) {
           const int key = k0 + nb * 8 + 2 * c + (e & 1), row = row_g + 8 * hr;
-          if (key > row || row - key >= span) p = 0.0f;
+          if (key > row || key < first[hr]) p = 0.0f;
         }
         s[nb][e] = p * (dp[nb][e] - row_delta[hr]);  // dS
       }
@@ -582,7 +594,7 @@ __global__ void __launch_bounds__(kFlashThreads)
                                          const float* __restrict__ lse,
                                          const float* __restrict__ delta, int seq, int hq, int hkv,
                                          int n_tiles, int bkv_count, float scale_log2, float scale,
-                                         int span) {
+                                         KeyRange keys) {
   extern __shared__ uint4 smem_u4[];
   bf16* sK = reinterpret_cast<bf16*>(smem_u4);  // [64, D + 8] each
   bf16* sV = sK + kFlashTileElems<D>;
@@ -596,8 +608,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   const size_t q_stride = static_cast<size_t>(hq) * D, kv_stride = static_cast<size_t>(hkv) * D;
   const size_t kv_off =
       (static_cast<size_t>(b) * seq + k0) * kv_stride + static_cast<size_t>(kvh) * D;
-  // Query tiles tile .. the one holding the last key's last query (k0 + 63 + span − 1).
-  const int n_q = min(n_tiles, (k0 + kFlashTile - 1 + span - 1) / kFlashTile + 1) - tile;
+  // Query tiles tile .. the last whose first query still sees the tile's last key.
+  int n_q = 1;
+  while (tile + n_q < n_tiles && keys.first(b, (tile + n_q) * kFlashTile) <= k0 + kFlashTile - 1)
+    ++n_q;
   const int n_iter = group * n_q;  // (query head, query tile) pairs
 
   // Iteration `it` → query head kvh·group + it / n_q, query tile tile + it % n_q, into buffer
@@ -644,7 +658,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const uint32_t do_base = smem_u32(sdO + buf * kFlashTileElems<D>);
     const float* row_lse = sL + buf * kFlashTile;
     const float* row_delta = sD + buf * kFlashTile;
-    const bool window_cut = q0 + kFlashTile - 1 - k0 >= span;
+    const bool edge_cut = keys.first(b, q0 + kFlashTile - 1) > k0;  // a window or example edge
 #pragma unroll
     for (int qc = 0; qc < kFlashTile; qc += kFlashChunk) {
       if (q0 == k0 && qc + kFlashChunk <= warp * 16) continue;  // every query before every key
@@ -659,9 +673,9 @@ __global__ void __launch_bounds__(kFlashThreads)
           const int i = qc + nb * 8 + 2 * c + (e & 1);  // query within the tile
           float p = fast_exp2(fmaf(st[nb][e], scale_log2, -row_lse[i]));
           if (q0 == k0 && i < key_g + 8 * (e >> 1) - k0) p = 0.0f;  // diagonal tile: query < key
-          if (window_cut && q0 + i - (key_g + 8 * (e >> 1)) >= span) p = 0.0f;  // past the window
-          dpt[nb][e] = p * (dpt[nb][e] - row_delta[i]);                         // dSᵀ
-          st[nb][e] = p;                                                        // Pᵀ
+          if (edge_cut && key_g + 8 * (e >> 1) < keys.first(b, q0 + i)) p = 0.0f;  // before it
+          dpt[nb][e] = p * (dpt[nb][e] - row_delta[i]);                            // dSᵀ
+          st[nb][e] = p;                                                           // Pᵀ
         }
       }
       mma_pb<D, kFlashChunk>(acc_v, st, do_base + chunk + lane_off_bt<D>(lane));
@@ -741,9 +755,10 @@ Status launch_delta(float* delta, const bf16* dout, const bf16* out, int batch, 
   return CUDA_LAUNCH_CHECK("attention_delta_kernel");
 }
 
-// The window as the kernels take it: keys within `span` of the query, span in [1, seq].
-int window_span(const compute::AttentionParams& params, int seq) {
-  return params.sliding_window > 0 ? std::min(params.sliding_window, seq) : seq;
+// The keys each query sees, as the kernels take them (span in [1, seq]).
+KeyRange key_range(const compute::AttentionParams& params, int seq) {
+  const int span = params.sliding_window > 0 ? std::min(params.sliding_window, seq) : seq;
+  return {span, seq, params.positions.as<int32_t>()};
 }
 
 Status check_params(const char* op, const compute::AttentionParams& params) {
@@ -754,7 +769,7 @@ Status check_params(const char* op, const compute::AttentionParams& params) {
 }
 
 Status forward_generic(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
-                       int batch, int seq, int hq, int hkv, int d, float scale, int span,
+                       int batch, int seq, int hq, int hkv, int d, float scale, KeyRange keys,
                        cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kGenRows)), bh_count = batch * hq;
   const size_t smem = 3 * sizeof(float) * kGenRows * generic_ld(d);
@@ -762,28 +777,28 @@ Status forward_generic(bf16* out, float* lse, const bf16* q, const bf16* k, cons
     const auto kernel = attention_forward_generic_kernel<decltype(nc)::value>;
     SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
     kernel<<<n_tiles * bh_count, kGenThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv, d,
-                                                              n_tiles, bh_count, scale, span);
+                                                              n_tiles, bh_count, scale, keys);
     return CUDA_LAUNCH_CHECK("attention_forward_generic_kernel");
   });
 }
 
 template <int D>
 Status forward_flash(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch,
-                     int seq, int hq, int hkv, float scale, int span, cudaStream_t stream) {
+                     int seq, int hq, int hkv, float scale, KeyRange keys, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kFlashTile)), bh_count = batch * hq;
   const size_t smem = 3 * sizeof(bf16) * kFlashTileElems<D>;
   const auto kernel = attention_forward_flash_kernel<D>;
   SPW_RETURN_IF_ERROR(allow_smem(kernel, smem));
   const float scale_log2 = kLog2e * scale;
   kernel<<<n_tiles * bh_count, kFlashThreads, smem, stream>>>(out, lse, q, k, v, seq, hq, hkv,
-                                                              n_tiles, bh_count, scale_log2, span);
+                                                              n_tiles, bh_count, scale_log2, keys);
   return CUDA_LAUNCH_CHECK("attention_forward_flash_kernel");
 }
 
 template <int D>
 Status backward_flash(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
                       const bf16* v, const float* lse, const float* delta, int batch, int seq,
-                      int hq, int hkv, float scale, int span, cudaStream_t stream) {
+                      int hq, int hkv, float scale, KeyRange keys, cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kFlashTile));
   const float scale_log2 = scale * kLog2e;
   const auto dkdv = attention_backward_dkdv_flash_kernel<D>;
@@ -791,19 +806,19 @@ Status backward_flash(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16
   SPW_RETURN_IF_ERROR(allow_smem(dkdv, dkdv_smem));
   dkdv<<<n_tiles * batch * hkv, kFlashThreads, dkdv_smem, stream>>>(
       dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hkv, scale_log2, scale,
-      span);
+      keys);
   SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("attention_backward_dkdv_flash_kernel"));
   const auto dqk = attention_backward_dq_flash_kernel<D>;
   const size_t dq_smem = 6 * sizeof(bf16) * kFlashTileElems<D>;
   SPW_RETURN_IF_ERROR(allow_smem(dqk, dq_smem));
   dqk<<<n_tiles * batch * hq, kFlashThreads, dq_smem, stream>>>(
-      dq, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hq, scale_log2, scale, span);
+      dq, dout, q, k, v, lse, delta, seq, hq, hkv, n_tiles, batch * hq, scale_log2, scale, keys);
   return CUDA_LAUNCH_CHECK("attention_backward_dq_flash_kernel");
 }
 
 Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
                         const bf16* k, const bf16* v, const float* lse, const float* delta,
-                        int batch, int seq, int hq, int hkv, int d, float scale, int span,
+                        int batch, int seq, int hq, int hkv, int d, float scale, KeyRange keys,
                         cudaStream_t stream) {
   const int n_tiles = static_cast<int>(ceil_div(seq, kGenRows));
   const int ld = generic_ld(d);
@@ -813,13 +828,13 @@ Status backward_generic(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
     const size_t dkdv_smem = sizeof(float) * (4 * kGenRows * ld + 2 * kGenRows);
     SPW_RETURN_IF_ERROR(allow_smem(dkdv, dkdv_smem));
     dkdv<<<n_tiles * batch * hkv, kGenThreads, dkdv_smem, stream>>>(
-        dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hkv, scale, span);
+        dk, dv, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hkv, scale, keys);
     SPW_RETURN_IF_ERROR(CUDA_LAUNCH_CHECK("attention_backward_dkdv_generic_kernel"));
     const auto dqk = attention_backward_dq_generic_kernel<NC>;
     const size_t dq_smem = sizeof(float) * 4 * kGenRows * ld;
     SPW_RETURN_IF_ERROR(allow_smem(dqk, dq_smem));
     dqk<<<n_tiles * batch * hq, kGenThreads, dq_smem, stream>>>(
-        dq, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hq, scale, span);
+        dq, dout, q, k, v, lse, delta, seq, hq, hkv, d, n_tiles, batch * hq, scale, keys);
     return CUDA_LAUNCH_CHECK("attention_backward_dq_generic_kernel");
   });
 }
@@ -840,11 +855,11 @@ Status attention_forward_path(AttentionPath path, bf16* out, float* lse, const b
       use_flash("attention_forward", path, flash_applies(head_dim, out, q, k, v), head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
   const float scale = params.scale_for(head_dim);
-  const int span = window_span(params, seq);
+  const KeyRange keys = key_range(params, seq);
   if (!flash)
-    return forward_generic(out, lse, q, k, v, batch, seq, hq, hkv, head_dim, scale, span, stream);
+    return forward_generic(out, lse, q, k, v, batch, seq, hq, hkv, head_dim, scale, keys, stream);
   return with_flash_dim(head_dim, [&](auto d) {
-    return forward_flash<decltype(d)::value>(out, lse, q, k, v, batch, seq, hq, hkv, scale, span,
+    return forward_flash<decltype(d)::value>(out, lse, q, k, v, batch, seq, hq, hkv, scale, keys,
                                              stream);
   });
 }
@@ -876,15 +891,15 @@ Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv,
   float* delta = scratch;  // [b, hq, t]
   SPW_RETURN_IF_ERROR(launch_delta(delta, dout, out, batch, seq, hq, head_dim, stream));
   const float scale = params.scale_for(head_dim);
-  const int span = window_span(params, seq);
+  const KeyRange keys = key_range(params, seq);
   if (flash) {
     return with_flash_dim(head_dim, [&](auto d) {
       return backward_flash<decltype(d)::value>(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq,
-                                                hq, hkv, scale, span, stream);
+                                                hq, hkv, scale, keys, stream);
     });
   }
   return backward_generic(dq, dk, dv, dout, q, k, v, lse, delta, batch, seq, hq, hkv, head_dim,
-                          scale, span, stream);
+                          scale, keys, stream);
 }
 
 Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,

@@ -1,9 +1,9 @@
 // Causal GQA attention, forward and backward (attention.cu): a flash-attention kernel (tiles of
 // queries and keys in shared memory, online softmax, tensor-core MMAs with fp32 accumulation; Dao,
-// "FlashAttention-2", 2023). The scale and an optional sliding window come in AttentionParams
-// (compute/backend.h); tiles outside the window are skipped. The backward is deterministic: one
-// pass owns dK, dV per key tile (looping over query tiles), another owns dQ per query tile, so no
-// atomics.
+// "FlashAttention-2", 2023). The scale, an optional sliding window and packed rows' positions (a
+// block-diagonal mask) come in AttentionParams (compute/backend.h); tiles outside are skipped. The
+// backward is deterministic: one pass owns dK, dV per key tile (looping over query tiles), another
+// owns dQ per query tile, so no atomics.
 #pragma once
 
 #include "compute/backend.h"
@@ -26,10 +26,12 @@ Status attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const 
                           size_t scratch_floats, cudaStream_t stream);
 // Scratch: attention_key_bias_scratch_floats (cuda-workspace.h).
 // db[hkv, d] += ∂loss/∂b_k (fp32), the formula of cpu/attention-key-bias.h, with the softmax, dS
-// and the rotated row sums in fp32/fp64 as that file says; deterministic.
+// and the rotated row sums in fp32/fp64 as that file says; deterministic. positions: [b, t] in
+// device memory for packed rows (compute::Positions), or null.
 Status attention_key_bias_backward(float* db, const bf16* dout, const bf16* q, const bf16* k,
                                    const bf16* v, int batch, int seq, int hq, int hkv, int head_dim,
-                                   float theta, const compute::RopeScaling& scaling, float* scratch,
-                                   size_t scratch_floats, cudaStream_t stream);
+                                   float theta, const compute::RopeScaling& scaling,
+                                   const int32_t* positions, float* scratch, size_t scratch_floats,
+                                   cudaStream_t stream);
 
 }  // namespace spillway::cuda

@@ -161,6 +161,17 @@ const bf16* B(const void* p) {
   return static_cast<const bf16*>(p);
 }
 
+// What the attention kernels take: the resolved scale, the window, and packed rows' positions
+// ([batch, seq] in device memory, or null).
+compute::AttentionParams attention_params(float scale, int window, const int32_t* positions,
+                                          int batch, int seq) {
+  compute::AttentionParams p;
+  p.scale = scale;
+  p.sliding_window = window;
+  if (positions) p.positions = compute::Positions(positions, DType::kI32, {batch, seq});
+  return p;
+}
+
 }  // namespace
 
 // --- creation ------------------------------------------------------------------------------------
@@ -683,32 +694,35 @@ Status CudaBackend::do_linear_backward(void* dx, float* dw, float* db, const voi
 }
 
 Status CudaBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim,
-                                    float theta, const RopeScaling& scaling, StreamId stream) {
+                                    float theta, const RopeScaling& scaling,
+                                    const int32_t* positions, StreamId stream) {
   constexpr const char* op = "rope_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
                                   {{"heads", heads}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"x", x}}));
-  return dispatched(cuda::rope_forward(B(x), batch, seq, heads, head_dim, theta, scaling, s), s,
-                    op);
+  return dispatched(
+      cuda::rope_forward(B(x), batch, seq, heads, head_dim, theta, scaling, positions, s), s, op);
 }
 
 Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
-                                     float theta, const RopeScaling& scaling, StreamId stream) {
+                                     float theta, const RopeScaling& scaling,
+                                     const int32_t* positions, StreamId stream) {
   constexpr const char* op = "rope_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
                                   {{"heads", heads}, {"head_dim", head_dim}}));
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(check_pointers(op, {{"dx", dx}}));
-  return dispatched(cuda::rope_backward(B(dx), batch, seq, heads, head_dim, theta, scaling, s), s,
-                    op);
+  return dispatched(
+      cuda::rope_backward(B(dx), batch, seq, heads, head_dim, theta, scaling, positions, s), s, op);
 }
 
 Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                          const void* v, int batch, int seq, int hq, int hkv,
-                                         int head_dim, float scale, int window, StreamId stream) {
+                                         int head_dim, float scale, int window,
+                                         const int32_t* positions, StreamId stream) {
   constexpr const char* op = "attention_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -716,16 +730,17 @@ Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, c
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(
       check_pointers(op, {{"out", out}, {"lse", lse}, {"q", q}, {"k", k}, {"v", v}}));
-  return dispatched(cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv,
-                                            head_dim, {scale, window}, s),
-                    s, op);
+  return dispatched(
+      cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv, head_dim,
+                              attention_params(scale, window, positions, batch, seq), s),
+      s, op);
 }
 
 Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                           const void* q, const void* k, const void* v,
                                           const void* out, const float* lse, int batch, int seq,
                                           int hq, int hkv, int head_dim, float scale, int window,
-                                          StreamId stream) {
+                                          const int32_t* positions, StreamId stream) {
   constexpr const char* op = "attention_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -743,16 +758,18 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
   SPW_ASSIGN_OR_RETURN(
       Scratch sc,
       scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim), op));
-  return dispatched(
-      cuda::attention_backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, batch,
-                               seq, hq, hkv, head_dim, {scale, window}, sc.ptr, sc.floats, s),
-      s, op);
+  return dispatched(cuda::attention_backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out),
+                                             lse, batch, seq, hq, hkv, head_dim,
+                                             attention_params(scale, window, positions, batch, seq),
+                                             sc.ptr, sc.floats, s),
+                    s, op);
 }
 
 Status CudaBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                    const void* k, const void* v, int batch, int seq,
                                                    int hq, int hkv, int head_dim, float theta,
-                                                   const RopeScaling& scaling, StreamId stream) {
+                                                   const RopeScaling& scaling,
+                                                   const int32_t* positions, StreamId stream) {
   constexpr const char* op = "attention_key_bias_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -765,7 +782,7 @@ Status CudaBackend::do_attention_key_bias_backward(float* db, const void* dout, 
       scratch(cuda::attention_key_bias_scratch_floats(batch, seq, hq, hkv, head_dim), op));
   return dispatched(
       cuda::attention_key_bias_backward(db, B(dout), B(q), B(k), B(v), batch, seq, hq, hkv,
-                                        head_dim, theta, scaling, sc.ptr, sc.floats, s),
+                                        head_dim, theta, scaling, positions, sc.ptr, sc.floats, s),
       s, op);
 }
 

@@ -36,18 +36,20 @@ struct RopeFreqs {
 
 // Block b rotates tokens [b·tile, b·tile + tile) (tile · half <= kMaxPairs); `sign` is +1 for the
 // forward, −1 for the backward; `half` pairs of each head of head_dim rotate, `scale` multiplies
-// cos and sin.
+// cos and sin. positions: [tokens] (packed rows), or null for t mod seq.
 template <int W>
 __global__ void __launch_bounds__(kThreads)
-    rope_rotate_kernel(bf16* __restrict__ x, size_t tokens, int seq, int heads, int head_dim,
-                       int half, int tile, float sign, float scale,
-                       const __grid_constant__ RopeFreqs freqs) {
+    rope_rotate_kernel(bf16* __restrict__ x, const int32_t* __restrict__ positions, size_t tokens,
+                       int seq, int heads, int head_dim, int half, int tile, float sign,
+                       float scale, const __grid_constant__ RopeFreqs freqs) {
   __shared__ float cos_t[kMaxPairs], sin_t[kMaxPairs];  // [tile, half]
   const size_t t0 = static_cast<size_t>(blockIdx.x) * tile;
   const int nt = static_cast<int>(min(static_cast<size_t>(tile), tokens - t0));
   for (int j = threadIdx.x; j < nt * half; j += blockDim.x) {
     const int tt = j / half, i = j - tt * half;
-    const float angle = static_cast<float>((t0 + tt) % seq) * freqs.inv[i];
+    const size_t t = t0 + tt;
+    const int pos = positions ? positions[t] : static_cast<int>(t % seq);
+    const float angle = static_cast<float>(pos) * freqs.inv[i];
     double s, c;
     sincos(static_cast<double>(angle), &s, &c);
     cos_t[j] = __fmul_rn(static_cast<float>(c), scale);
@@ -81,7 +83,8 @@ __global__ void __launch_bounds__(kThreads)
 // launchers
 
 Status rope(const char* op, bf16* x, int batch, int seq, int heads, int head_dim, float theta,
-            const compute::RopeScaling& scaling, float sign, cudaStream_t stream) {
+            const compute::RopeScaling& scaling, const int32_t* positions, float sign,
+            cudaStream_t stream) {
   if (batch < 0 || seq < 0 || heads < 0) {
     return invalid_argument(std::string(op) + ": bad shape batch=" + std::to_string(batch) +
                             " seq=" + std::to_string(seq) + " heads=" + std::to_string(heads));
@@ -102,11 +105,11 @@ Status rope(const char* op, bf16* x, int batch, int seq, int heads, int head_dim
   const int tile = kMaxPairs / half;
   const unsigned blocks = ceil_div(tokens, tile);
   if (half % kVecWidth == 0 && head_dim % kVecWidth == 0 && aligned16(x)) {
-    rope_rotate_kernel<kVecWidth><<<blocks, kThreads, 0, stream>>>(x, tokens, seq, heads, head_dim,
-                                                                   half, tile, sign, scale, freqs);
+    rope_rotate_kernel<kVecWidth><<<blocks, kThreads, 0, stream>>>(
+        x, positions, tokens, seq, heads, head_dim, half, tile, sign, scale, freqs);
   } else {
-    rope_rotate_kernel<1><<<blocks, kThreads, 0, stream>>>(x, tokens, seq, heads, head_dim, half,
-                                                           tile, sign, scale, freqs);
+    rope_rotate_kernel<1><<<blocks, kThreads, 0, stream>>>(
+        x, positions, tokens, seq, heads, head_dim, half, tile, sign, scale, freqs);
   }
   return CUDA_LAUNCH_CHECK("rope_rotate_kernel");
 }
@@ -114,13 +117,17 @@ Status rope(const char* op, bf16* x, int batch, int seq, int heads, int head_dim
 }  // namespace
 
 Status rope_forward(bf16* x, int batch, int seq, int heads, int head_dim, float theta,
-                    const compute::RopeScaling& scaling, cudaStream_t stream) {
-  return rope("rope_forward", x, batch, seq, heads, head_dim, theta, scaling, 1.0f, stream);
+                    const compute::RopeScaling& scaling, const int32_t* positions,
+                    cudaStream_t stream) {
+  return rope("rope_forward", x, batch, seq, heads, head_dim, theta, scaling, positions, 1.0f,
+              stream);
 }
 
 Status rope_backward(bf16* dx, int batch, int seq, int heads, int head_dim, float theta,
-                     const compute::RopeScaling& scaling, cudaStream_t stream) {
-  return rope("rope_backward", dx, batch, seq, heads, head_dim, theta, scaling, -1.0f, stream);
+                     const compute::RopeScaling& scaling, const int32_t* positions,
+                     cudaStream_t stream) {
+  return rope("rope_backward", dx, batch, seq, heads, head_dim, theta, scaling, positions, -1.0f,
+              stream);
 }
 
 }  // namespace spillway::cuda

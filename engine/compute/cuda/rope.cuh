@@ -9,11 +9,14 @@
 
 namespace spillway::cuda {
 
-// x[b, t, heads, head_dim], positions 0..seq-1 of each sequence.
+// x[b, t, heads, head_dim], positions 0..seq-1 of each sequence, or those of `positions` [b, t]
+// (device memory; packed rows, compute::Positions) when not null.
 Status rope_forward(bf16* x, int batch, int seq, int heads, int head_dim, float theta,
-                    const compute::RopeScaling& scaling, cudaStream_t stream);
+                    const compute::RopeScaling& scaling, const int32_t* positions,
+                    cudaStream_t stream);
 // The transpose (rotation by -angle), in place on dx.
 Status rope_backward(bf16* dx, int batch, int seq, int heads, int head_dim, float theta,
-                     const compute::RopeScaling& scaling, cudaStream_t stream);
+                     const compute::RopeScaling& scaling, const int32_t* positions,
+                     cudaStream_t stream);
 
 }  // namespace spillway::cuda

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -84,7 +86,10 @@ Expected sharegpt_expected(const json& list) {
 void expect_counts(const Dataset& ds, const Expected& e) {
   const DatasetStats& st = ds.stats();
   EXPECT_EQ(st.records, e.records);
-  EXPECT_EQ(st.sequences, e.records);  // padded layout: one conversation per sequence
+  int64_t examples = 0;  // packed (the default) or not, every conversation is in one sequence
+  for (size_t i = 0; i < ds.size(); ++i) examples += ds[i].example_count();
+  EXPECT_EQ(examples, e.records);
+  EXPECT_LE(st.sequences, e.records);
   EXPECT_EQ(st.total_tokens, e.total);
   EXPECT_EQ(st.positions, e.total - e.records);  // n tokens give n-1 positions
   EXPECT_EQ(st.trained_tokens, e.trained);
@@ -291,8 +296,12 @@ TEST(DatasetFiles, TruncationIsCounted) {
   EXPECT_GT(truncated, 0);
   EXPECT_EQ(ds->stats().truncated, truncated);
   EXPECT_EQ(ds->stats().dropped_positions, dropped);
-  EXPECT_EQ(ds->size(), 999u);
-  for (size_t i = 0; i < ds->size(); ++i) ASSERT_LE((*ds)[i].size(), static_cast<size_t>(T));
+  int64_t examples = 0;
+  for (size_t i = 0; i < ds->size(); ++i) {
+    ASSERT_LE((*ds)[i].size(), static_cast<size_t>(T));
+    examples += (*ds)[i].example_count();
+  }
+  EXPECT_EQ(examples, 999);
   auto h = ds->stats().histogram(10);
   int64_t sum = 0;
   for (int64_t c : h) sum += c;
@@ -300,18 +309,47 @@ TEST(DatasetFiles, TruncationIsCounted) {
   EXPECT_EQ(ds->stats().summary_json()["truncated"].get<int64_t>(), truncated);
 }
 
-TEST(DatasetFiles, PackedInstructionLayoutKeepsMasks) {
+// The packed layout (the default) holds the padded layout's examples, each whole, with positions
+// restarting at 0, in nearly full sequences.
+TEST(DatasetFiles, PackedInstructionLayoutHoldsThePaddedExamplesWhole) {
   SPILLWAY_REQUIRE_DATA();
   FakeByteTokenizer tok;
-  DatasetOptions o = plain_options(512);
-  o.instruction_layout = InstructionLayout::kPacked;
-  auto ds = Dataset::load(data_path("datasets/alpaca/identity.json"), tok, o);
-  ASSERT_TRUE(ds.ok());
-  Expected e = alpaca_expected(load_json("datasets/alpaca/identity.json"));
-  // One stream: every reply byte and EOS is a target; the BOS after each EOS is not.
-  EXPECT_EQ(ds->stats().positions, e.total - 1);
-  EXPECT_EQ(ds->stats().trained_tokens, e.trained);
-  EXPECT_EQ(ds->size(), static_cast<size_t>((e.total - 1 + 511) / 512));
+  const int T = 512;
+  DatasetOptions o = plain_options(T);
+  EXPECT_EQ(o.instruction_layout, InstructionLayout::kPacked);
+  auto packed = Dataset::load(data_path("datasets/alpaca/alpaca_en_demo.json"), tok, o);
+  o.instruction_layout = InstructionLayout::kPadded;
+  auto padded = Dataset::load(data_path("datasets/alpaca/alpaca_en_demo.json"), tok, o);
+  ASSERT_TRUE(packed.ok() && padded.ok());
+  using Example = std::pair<std::vector<int32_t>, std::vector<int32_t>>;
+  std::vector<Example> from_packed, from_padded;
+  int64_t positions = 0;
+  for (size_t i = 0; i < packed->size(); ++i) {
+    const TokenSequence& s = (*packed)[i];
+    ASSERT_LE(s.size(), static_cast<size_t>(T));
+    positions += static_cast<int64_t>(s.size());
+    if (s.positions.empty()) {  // one example
+      from_packed.push_back({s.input_ids, s.labels});
+      continue;
+    }
+    ASSERT_EQ(s.positions.size(), s.size());
+    for (size_t t = 0; t < s.size(); ++t) {
+      if (s.positions[t] == 0) from_packed.emplace_back();
+      ASSERT_EQ(s.positions[t], static_cast<int32_t>(from_packed.back().first.size()));
+      from_packed.back().first.push_back(s.input_ids[t]);
+      from_packed.back().second.push_back(s.labels[t]);
+    }
+  }
+  for (size_t i = 0; i < padded->size(); ++i)
+    from_padded.push_back({(*padded)[i].input_ids, (*padded)[i].labels});
+  std::sort(from_packed.begin(), from_packed.end());
+  std::sort(from_padded.begin(), from_padded.end());
+  EXPECT_EQ(from_packed, from_padded);
+  EXPECT_EQ(packed->stats().trained_tokens, padded->stats().trained_tokens);
+  EXPECT_EQ(packed->stats().truncated, padded->stats().truncated);
+  // Best fit leaves little room: the sequences are over 95% full on average.
+  EXPECT_GT(static_cast<double>(positions) / (static_cast<double>(packed->size()) * T), 0.95);
+  EXPECT_LT(packed->size(), padded->size() / 2);
 }
 
 TEST(DatasetFiles, ParallelTokenizationMatches) {

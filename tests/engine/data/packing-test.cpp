@@ -84,3 +84,46 @@ TEST(Packing, HfLabelsAreShifted) {
 
 }  // namespace
 }  // namespace spillway
+
+namespace spillway {
+namespace {
+
+TokenSequence example(int n, int32_t first) {
+  TokenSequence s;
+  for (int i = 0; i < n; ++i) {
+    s.input_ids.push_back(first + i);
+    s.labels.push_back(i % 2 ? first + i + 1 : kIgnoreIndex);
+  }
+  return s;
+}
+
+TEST(PackExamples, BestFitKeepsEachExampleWholeWithItsOwnPositions) {
+  // Lengths 6, 3, 5, 2, 4, 0 into sequences of 8: best fit decreasing gives {6, 2}, {5, 3} and
+  // {4}; within each, and among them, the file order stays.
+  std::vector<TokenSequence> in;
+  for (int n : {6, 3, 5, 2, 4, 0}) in.push_back(example(n, 100 * static_cast<int32_t>(in.size())));
+  const std::vector<TokenSequence> out = pack_examples(in, 8);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].input_ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 300, 301}));
+  EXPECT_EQ(out[0].positions, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 0, 1}));
+  EXPECT_EQ(out[0].labels, (std::vector<int32_t>{-100, 2, -100, 4, -100, 6, -100, 302}));
+  EXPECT_EQ(out[1].input_ids, (std::vector<int32_t>{100, 101, 102, 200, 201, 202, 203, 204}));
+  EXPECT_EQ(out[1].positions, (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(out[2].input_ids, (std::vector<int32_t>{400, 401, 402, 403}));
+  EXPECT_TRUE(out[2].positions.empty());  // one example: the default positions
+  EXPECT_EQ(out[0].example_count(), 2);
+  EXPECT_EQ(out[2].example_count(), 1);
+}
+
+TEST(PackExamples, ExamplesOfAWholeSequenceStayAlone) {
+  std::vector<TokenSequence> in = {example(8, 0), example(8, 100), example(1, 200)};
+  const std::vector<TokenSequence> out = pack_examples(in, 8);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].input_ids.front(), 0);
+  EXPECT_EQ(out[1].input_ids.front(), 100);
+  EXPECT_EQ(out[2].input_ids, std::vector<int32_t>{200});
+  EXPECT_TRUE(pack_examples({}, 8).empty());
+}
+
+}  // namespace
+}  // namespace spillway
