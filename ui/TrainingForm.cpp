@@ -75,7 +75,7 @@ TrainingForm::TrainingForm(QWidget* parent) : QGroupBox(tr("Training"), parent) 
   gradAccum_ = JobForm::spinBox("train.grad_accum");
   seqLen_ = JobForm::spinBox("data.seq_len");
   seqLen_->setObjectName("seqLen");
-  packing_ = new QCheckBox(tr("Pack conversations, each attending only to itself"));
+  packing_ = new QCheckBox(tr("Pack conversations"));
   JobForm::bind(packing_, "data.packing");
   packing_->setObjectName("packing");
   packing_->setChecked(JobForm::defaultValue("data.packing").toBool());

@@ -9,12 +9,12 @@
 //   (chat-template-jinja.h), else a hand-written one; prompt tokens get label -100, replies and
 //   their closing token are trained. A conversation the model's template refuses is a bad record
 //   "FILE:LINE: the chat template failed at its line N: MESSAGE".
-//   Each conversation is cut at seq_len (counted in stats().truncated). Layout kPacked (default)
-//   puts several whole conversations in a sequence (pack_examples, best fit), each with its own
-//   positions, so that the trainer's block-diagonal mask keeps every conversation alone
-//   (compute/backend.h, Positions): the same losses and gradients as one conversation per row,
-//   without the compute spent on padding (LLaMA-Factory's neat_packing, axolotl's sample
-//   packing). kPadded: one conversation per sequence, padded by the batcher.
+//   Each conversation is cut at seq_len (counted in stats().truncated). Layout kPacked (a job's
+//   default, data.packing) puts several whole conversations in a sequence (pack_examples, best
+//   fit), each with its own positions, so that the trainer's block-diagonal mask keeps every
+//   conversation alone (compute/backend.h, Positions): the same losses and gradients as one
+//   conversation per row, without the compute spent on padding (LLaMA-Factory's neat_packing,
+//   axolotl's sample packing). kPadded: one conversation per sequence, padded by the batcher.
 // - Pre-tokenized records are one sequence each, never packed, cut at seq_len; labels follow the
 //   HF convention in the file and are shifted on load. They need no tokenizer: a model folder
 //   without tokenizer files trains on them, the ids checked against the model's vocab_size.
@@ -59,7 +59,8 @@ struct DatasetOptions {
   ChatTemplateKind fallback_template = ChatTemplateKind::kPlain;  // when auto finds nothing
   std::string model_type;      // config.json model_type, for choose_chat_template
   std::string default_system;  // system message for conversations that have none
-  InstructionLayout instruction_layout = InstructionLayout::kPacked;
+  // kPadded unless asked: a job asks for kPacked by default (data.packing, dataset-options.h).
+  InstructionLayout instruction_layout = InstructionLayout::kPadded;
 
   // Pre-tokenized data: every id must be below this, the model's vocab_size (config.json), which
   // may exceed the tokenizer's size (padded embeddings). 0: below the tokenizer's size instead;

@@ -62,6 +62,8 @@ TEST(ChatTemplate, ThePreviewNamesTheTemplateUsedAndShowsTrainedEndOfTurnTokens)
   QSignalSpy previewed(&page, &NewRunPage::datasetPreviewed);
   page.setModelPath(q(data_path("models/stories260K")));
   page.findChild<QSpinBox*>("seqLen")->setValue(512);
+  // One conversation a sample (not packed), so that each sample has one reply's end.
+  page.findChild<QCheckBox*>("packing")->setChecked(false);
   // Short replies ("I am {{name}}, an AI assistant..."): every sample ends inside the sequence.
   page.setDatasetPath(q(data_path("datasets/alpaca/identity.json")));
   ASSERT_TRUE(waitForPreview(page, previewed)) << page.datasetPreview().error.toStdString();

@@ -115,9 +115,11 @@ class CudaBackend final : public Backend, public Device {
                             const void* w, int n, int in, int out, bool accumulate_dx,
                             StreamId stream) override;
   Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                         const RopeScaling& scaling, const int32_t* positions, StreamId stream) override;
+                         const RopeScaling& scaling, const int32_t* positions,
+                         StreamId stream) override;
   Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                          const RopeScaling& scaling, const int32_t* positions, StreamId stream) override;
+                          const RopeScaling& scaling, const int32_t* positions,
+                          StreamId stream) override;
   Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                               int batch, int seq, int hq, int hkv, int head_dim, float scale,
                               int window, const int32_t* positions, StreamId stream) override;
