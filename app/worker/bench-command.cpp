@@ -343,8 +343,9 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
     optimizer.begin_step(kLr, r.grad_sumsq);
     SPW_RETURN_IF_ERROR(optimizer.status());
     profile->times.set_enabled(false);
-    SPW_ASSIGN_OR_RETURN(const std::vector<OpFamilyTime> families, profile->times.collect());
+    SPW_RETURN_IF_ERROR(profile->times.wait());
     const double profiled_s = now() - t0;  // through its last op on the device
+    SPW_ASSIGN_OR_RETURN(const std::vector<OpFamilyTime> families, profile->times.collect());
     ops = ops_json(families, *ceilings);
     ops_sum = ops_sum_json(ops, step, profiled_s);
   }

@@ -1,5 +1,7 @@
 #include "worker/op-times.h"
 
+#include <map>
+
 namespace spillway::worker {
 
 const char* op_family_name(OpFamily f) {
@@ -43,11 +45,18 @@ Status OpTimes::run(OpFamily family, const OpWork& work, const std::string& shap
   return {};
 }
 
+Status OpTimes::wait() {
+  // Each stream's last call ends after its others.
+  std::map<compute::StreamId, size_t> last;
+  for (size_t i = 0; i < calls_.size(); ++i) last[calls_[i].stream] = i;
+  for (const auto& [stream, i] : last) SPW_RETURN_IF_ERROR(dev_.synchronize_event(ends_[i]));
+  return {};
+}
+
 Result<std::vector<OpFamilyTime>> OpTimes::collect() {
   std::array<OpFamilyTime, static_cast<size_t>(OpFamily::kCount)> by_family;
   for (size_t i = 0; i < calls_.size(); ++i) {
     const Call& c = calls_[i];
-    SPW_RETURN_IF_ERROR(dev_.synchronize_event(ends_[i]));
     SPW_ASSIGN_OR_RETURN(const double s, dev_.elapsed_s(starts_[i], ends_[i]));
     OpFamilyTime& t = by_family[static_cast<size_t>(c.family)];
     t.family = c.family;

@@ -78,8 +78,10 @@ class OpTimes {
   Status run(OpFamily family, const OpWork& work, const std::string& shape,
              compute::StreamId stream, const std::function<Status()>& op);
 
-  // Waits for every timed op, then returns the families that ran (in OpFamily order) and forgets
-  // them; the events are kept for the next span.
+  // Waits until every timed op has finished on the device.
+  Status wait();
+  // After wait(): the families that ran (in OpFamily order); forgets them, keeping the events for
+  // the next span.
   Result<std::vector<OpFamilyTime>> collect();
 
  private:

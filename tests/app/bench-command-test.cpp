@@ -11,6 +11,7 @@
 #include "compute/backend-loader.h"
 #include "model/parameter-layout.h"
 #include "test-data.h"
+#include "train/streaming-engine.h"
 #include "worker/bench-models.h"
 #include "worker/commands.h"
 
@@ -188,6 +189,15 @@ TEST(BenchCommand, OpsGiveEachFamilysWorkTimeAndFractionOfTheCeilings) {
   EXPECT_EQ(sum["step_s"], j["step_s"]);
   EXPECT_NEAR(sum["other_s"].get<double>(),
               sum["profiled_step_s"].get<double>() - sum["s"].get<double>(), 1e-9);
+
+  // The profiled step is not one of the timed ones: the link bytes are still one step's.
+  StreamingConfig sc;
+  sc.micro_batch_size = 2;
+  sc.max_micro_batches = 2;
+  sc.seq_len = 32;
+  const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
+  EXPECT_EQ(j["h2d_bytes"].get<double>(), static_cast<double>(link.h2d));
+  EXPECT_EQ(j["d2h_bytes"].get<double>(), static_cast<double>(link.d2h));
 
   // The same as a table under the step's figures.
   r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
