@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string_view>
@@ -20,7 +21,10 @@
 #include "train/streaming-engine.h"
 #include "worker/args.h"
 #include "worker/bench-models.h"
+#include "worker/bench-ops.h"
 #include "worker/metered-device.h"
+#include "worker/op-times.h"
+#include "worker/timed-backend.h"
 
 namespace spillway::worker {
 namespace {
@@ -31,7 +35,7 @@ constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
     "[--checkpoints device|host] [--hbm-state-blocks B] [--devices N] [--steps S] "
-    "[--warmup W] "
+    "[--warmup W] [--ops] "
     "[--json]";
 constexpr double kLr = 1e-5;
 
@@ -57,6 +61,8 @@ struct BenchOptions {
   // host memory: then HBM holds only the weight slots, gradients, one micro-batch's activations
   // and the workspace, whatever the number of layers.
   bool checkpoints_on_device = true;
+  // After the timed steps, one more with every op timed (bench-ops.h; the first GPU's ops).
+  bool ops = false;
 };
 
 Result<int> whole_number(const std::string& name, const std::string& text, int min) {
@@ -86,7 +92,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
                          {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
                           "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
                           "--hbm-state-blocks", "--devices", "--steps", "--warmup"},
-                         {"--json"}));
+                         {"--json", "--ops"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
   o.model = *a.get("--model");
@@ -95,6 +101,7 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   if (checkpoints != "device" && checkpoints != "host")
     return invalid_argument("bench: --checkpoints is device or host, got '" + checkpoints + "'");
   o.checkpoints_on_device = checkpoints == "device";
+  o.ops = a.has("--ops");
   const BenchConfig d;
   SPW_ASSIGN_OR_RETURN(const std::vector<int> seq_lens, number_list(a, "--seq-len", d.seq_len, 2));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> micro_batch,
@@ -218,11 +225,26 @@ struct BenchDevices {
   }
 };
 
+// The first GPU's ops timed for `bench --ops`: its backend wrapped (TimedBackend) and its metered
+// device's conversions and zeroing, all through one OpTimes, for the engine's life.
+struct OpProfile {
+  OpProfile(compute::Backend& backend, MeteredDevice& device)
+      : times(backend.device()), backend(backend, times), device(device) {
+    device.set_op_times(&times);
+  }
+  ~OpProfile() { device.set_op_times(nullptr); }
+  OpTimes times;
+  TimedBackend backend;
+  MeteredDevice& device;
+};
+
 // Times `o.warmup` + `o.steps` steps of configuration `c` on the first c.devices of `group` and
 // `state` (whose weights and AdamW state carry over from configuration to configuration: only the
-// speed is of interest). Each engine takes its memory through its device metered.
+// speed is of interest). Each engine takes its memory through its device metered. With
+// `ceilings` (--ops), one more step has its ops timed against them.
 Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevices& group,
-                          ModelState& state, const std::string& backend_reason) {
+                          ModelState& state, const std::string& backend_reason,
+                          const OpCeilings* ceilings) {
   const ModelConfig& config = state.config();
   SPW_RETURN_IF_ERROR(group.grow(*group.backends[0], c.devices));
   MeteredDevice& device = *group.metered[0];
@@ -230,6 +252,13 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   for (int r = 0; r < c.devices; ++r) {
     group.metered[r]->reset_peaks();
     devices.push_back(group.metered[r].get());
+  }
+  std::vector<compute::Backend*> backends(group.backends.begin(),
+                                          group.backends.begin() + c.devices);
+  std::optional<OpProfile> profile;  // before the engine: it outlives the engine
+  if (ceilings) {
+    profile.emplace(*group.backends[0], device);
+    backends[0] = &profile->backend;
   }
   StreamingConfig sc;
   sc.weight_slots = c.weight_slots;
@@ -239,9 +268,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
   sc.hbm_state_blocks = c.hbm_state_blocks;
-  SPW_ASSIGN_OR_RETURN(
-      std::unique_ptr<DataParallelEngine> engine,
-      DataParallelEngine::create(devices, std::span(group.backends).first(c.devices), state, sc));
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<DataParallelEngine> engine,
+                       DataParallelEngine::create(devices, backends, state, sc));
   const Clock::time_point origin = Clock::now();
   auto now = [origin] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
   // The blocks the CPU updates: those outside the HBM state tier. Before the optimizer: its
@@ -302,6 +330,26 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
     for (int d = 0; d < c.devices; ++d)
       busy_s[d] += c.devices > 1 ? r.device_timelines[d].compute_busy_s : r.timeline.compute_busy_s;
   }
+  const uint64_t h2d1 = engine->h2d_bytes(), d2h1 = engine->d2h_bytes();
+  const double step = median(step_s);
+
+  // --ops: one more step with every op timed, the HBM state tier's AdamW included.
+  json ops = nullptr, ops_sum = nullptr;
+  if (profile) {
+    profile->times.set_enabled(true);
+    const double t0 = now();
+    SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(batch));
+    optimizer.wait_all();
+    optimizer.begin_step(kLr, r.grad_sumsq);
+    SPW_RETURN_IF_ERROR(optimizer.status());
+    profile->times.set_enabled(false);
+    SPW_RETURN_IF_ERROR(profile->times.wait());
+    const double profiled_s = now() - t0;  // through its last op on the device
+    SPW_ASSIGN_OR_RETURN(const std::vector<OpFamilyTime> families, profile->times.collect());
+    ops = ops_json(families, *ceilings);
+    ops_sum = ops_sum_json(ops, step, profiled_s);
+  }
+
   // The HBM tier's blocks back on the host before the engine goes: the next configuration starts
   // from this one's state.
   SPW_RETURN_IF_ERROR(optimizer.sync_host());
@@ -320,11 +368,10 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   for (double s : visible_s) visible_total += s;
   for (double s : step_s) step_total += s;
 
-  const double step = median(step_s);
   const double tokens = static_cast<double>(ids.size());
   const StepFlops flops = step_flops(config, tokens, c.seq_len);
-  const double h2d = static_cast<double>(engine->h2d_bytes() - h2d0) / o.steps;
-  const double d2h = static_cast<double>(engine->d2h_bytes() - d2h0) / o.steps;
+  const double h2d = static_cast<double>(h2d1 - h2d0) / o.steps;
+  const double d2h = static_cast<double>(d2h1 - d2h0) / o.steps;
   const compute::DeviceInfo info = device.device_info();
   json device_used =
       nullptr;  // the whole process's device memory, CUDA context and libraries included
@@ -339,7 +386,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
     idle.push_back(std::clamp(1.0 - busy_s[d] / step_total, 0.0, 1.0));
     peaks.push_back(group.metered[d]->peak_device_bytes());
   }
-  return json{{"model", o.model},
+  json result{{"model", o.model},
               {"backend", device.name()},
               {"backend_reason", backend_reason},
               {"device", info.name},
@@ -379,6 +426,15 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
               {"adamw_hidden_fraction",
                adamw_total > 0 ? std::clamp(1.0 - visible_total / adamw_total, 0.0, 1.0) : 1.0},
               {"loss", loss}};
+  if (ceilings) {
+    result["ops"] = ops;
+    result["ops_sum"] = ops_sum;
+    result["op_ceilings"] = {{"copy_bytes", ceilings->copy_bytes},
+                             {"copy_gb_s", ceilings->copy_bytes_per_s / 1e9},
+                             {"gemm_n", ceilings->gemm_n},
+                             {"gemm_tflops", ceilings->gemm_flops_per_s / 1e12}};
+  }
+  return result;
 }
 
 void print_table(std::ostream& out, const json& r) {
@@ -428,6 +484,7 @@ void print_table(std::ostream& out, const json& r) {
   row("AdamW", num(r["adamw_s"].get<double>(), "%.3f s") +
                    num(100 * r["adamw_hidden_fraction"].get<double>(), " (%.0f%% hidden)"));
   row("loss", num(r["loss"].get<double>(), "%.4f"));
+  if (r.contains("ops")) print_ops_table(out, r);
 }
 
 }  // namespace
@@ -449,9 +506,17 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
   auto state = ModelState::create(ParameterLayout::build(*config), true);
   if (!state.ok()) return report_failure(io, as_json, state.status());
   (*state)->init_random(1);  // every block on its own thread: seconds for 7B parameters
+  // --ops: the ceilings, before any engine takes the device's memory and sets the workspace.
+  std::optional<OpCeilings> ceilings;
+  if (options->ops) {
+    auto measured = measure_op_ceilings(*choice->backend);
+    if (!measured.ok()) return report_failure(io, as_json, measured.status());
+    ceilings = *measured;
+  }
   int exit_code = 0;
   for (const BenchConfig& c : options->configs) {
-    auto result = bench_config(*options, c, group, **state, choice->reason);
+    auto result =
+        bench_config(*options, c, group, **state, choice->reason, ceilings ? &*ceilings : nullptr);
     if (!result.ok()) {
       // A configuration that does not fit (a sweep's largest) does not stop the others.
       if (as_json) {

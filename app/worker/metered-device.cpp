@@ -1,6 +1,10 @@
 #include "worker/metered-device.h"
 
 #include <algorithm>
+#include <string>
+
+#include "compute/tensor.h"
+#include "core/dtype.h"
 
 namespace spillway::worker {
 
@@ -55,6 +59,23 @@ Status MeteredDevice::host_register(void* ptr, size_t bytes) {
 void MeteredDevice::host_unregister(void* ptr) {
   pinned_.remove(ptr);
   in_.host_unregister(ptr);
+}
+
+Status MeteredDevice::convert(void* dst, DType dt, const void* src, DType st, size_t count,
+                              compute::StreamId s) {
+  auto op = [&] { return in_.convert(dst, dt, src, st, count, s); };
+  if (!times_ || !times_->enabled()) return op();
+  // Reads count of `st`, writes count of `dt`.
+  const double bytes = static_cast<double>(count) * (dtype_size(st) + dtype_size(dt));
+  return times_->run(OpFamily::kConvert, {0, bytes}, compute::Shape{int64_t(count)}.to_string(), s,
+                     op);
+}
+
+Status MeteredDevice::fill_zero(void* dst, size_t bytes, compute::StreamId s) {
+  auto op = [&] { return in_.fill_zero(dst, bytes, s); };
+  if (!times_ || !times_->enabled()) return op();
+  return times_->run(OpFamily::kFillZero, {0, static_cast<double>(bytes)},
+                     std::to_string(bytes) + " bytes", s, op);
 }
 
 }  // namespace spillway::worker

@@ -3,7 +3,9 @@
 // host_register), now and at their peak. The benchmark hands the engine one wrapped around the
 // backend's device (StreamingEngine::create(device, backend, ...)), so that peak HBM and pinned
 // DRAM are exact whatever the engine allocates, without the engine keeping those figures itself.
-// It wraps the device only: the ops run on the backend, whatever ops it has.
+// It wraps the device only: the ops run on the backend, whatever ops it has. For `bench --ops` it
+// also times the device's own work on the step's streams, the conversions of the weights and the
+// zeroing of the gradient buffers, through an OpTimes (set_op_times).
 //
 // Streams and events it creates belong to the wrapped device (their handles call it back).
 // Thread-safety: as Device; the counters may be read from any thread. Ownership: wraps, does not
@@ -16,6 +18,7 @@
 #include <unordered_map>
 
 #include "compute/device.h"
+#include "worker/op-times.h"
 
 namespace spillway::worker {
 
@@ -32,6 +35,8 @@ class MeteredDevice final : public compute::Device {
     device_.reset_peak();
     pinned_.reset_peak();
   }
+  // Times convert and fill_zero through `times` (null: not timed); it must outlive their calls.
+  void set_op_times(OpTimes* times) { times_ = times; }
 
   compute::BackendKind kind() const override { return in_.kind(); }
   int ordinal() const override { return in_.ordinal(); }
@@ -73,12 +78,8 @@ class MeteredDevice final : public compute::Device {
     return in_.copy_d2d(dst, src, bytes, s);
   }
   Status convert(void* dst, DType dt, const void* src, DType st, size_t count,
-                 compute::StreamId s) override {
-    return in_.convert(dst, dt, src, st, count, s);
-  }
-  Status fill_zero(void* dst, size_t bytes, compute::StreamId s) override {
-    return in_.fill_zero(dst, bytes, s);
-  }
+                 compute::StreamId s) override;
+  Status fill_zero(void* dst, size_t bytes, compute::StreamId s) override;
 
  protected:
   // Never called: the handles of create_stream/create_event are bound to the wrapped device.
@@ -97,6 +98,7 @@ class MeteredDevice final : public compute::Device {
   };
   compute::Device& in_;
   Meter device_, pinned_;
+  OpTimes* times_ = nullptr;
 };
 
 }  // namespace spillway::worker

@@ -11,6 +11,7 @@
 #include "compute/backend-loader.h"
 #include "model/parameter-layout.h"
 #include "test-data.h"
+#include "train/streaming-engine.h"
 #include "worker/bench-models.h"
 #include "worker/commands.h"
 
@@ -93,6 +94,118 @@ TEST(BenchCommand, TinyShapeOnTheCpuBackend) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("128 (2 x 2 x 32)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model TFLOPS"), std::string::npos) << r.out;
+}
+
+// --ops: one step's op families, each with its calls and work from the model's shapes (derived
+// here per op, independently of the profiler), a positive device time, and its rate and fraction of
+// the ceilings measured in the same process. llama-tiny: vocab 512, hidden 64, MLP 172, 5 layers,
+// 8 query and 4 key/value heads of 8; 2 micro-batches of 2 x 32 tokens. The fractions are not
+// bounded above here: that is a timing (at these sizes the CPU's small element-wise ops run from
+// the cache, faster than the copy ceiling's 64 MiB through DRAM).
+TEST(BenchCommand, OpsGiveEachFamilysWorkTimeAndFractionOfTheCeilings) {
+  RunResult r =
+      run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
+           "32", "--micro-batches", "2", "--steps", "1", "--warmup", "1", "--ops", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j.contains("ops") && j["ops"].is_array()) << r.out;
+
+  const ModelConfig c = *model_preset("llama-tiny");
+  const ParameterLayout layout = ParameterLayout::build(c);
+  const double M = 2, n = 2 * 32, T = M * n, L = c.num_layers;
+  const double h = c.hidden_size, f = c.intermediate_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const double V = c.vocab_size, A = 4;  // the CPU's act dtype: fp32
+  // One layer's projections: q, k, v, o; gate, up, down.
+  const double attn_w = 2 * h * qd + 2 * h * kvd, mlp_w = 3 * h * f;
+  double grad_floats = 0;
+  for (const auto& b : layout.blocks()) grad_floats += static_cast<double>(b.numel);
+  const double blocks = static_cast<double>(layout.num_blocks());
+  // Per family: calls and FLOPs or bytes in the step. A layer's forward runs twice (the backward
+  // recomputes it from its checkpoint, without the down projection and the residual add).
+  struct Expected {
+    double calls, work;
+  };
+  const std::map<std::string, Expected> expected = {
+      {"gemm_forward", {13 * L * M, 2 * T * L * (2 * (attn_w + mlp_w) - h * f)}},
+      {"gemm_backward", {7 * L * M, 4 * T * L * (attn_w + mlp_w)}},
+      // The planner's count: 2·keys·q_dim a token forward, twice that backward.
+      {"attention_forward", {2 * L * M, 2 * 2 * T * qd * c.attended_keys(32)}},
+      {"attention_backward", {L * M, 4 * T * qd * c.attended_keys(32)}},
+      {"lm_head_loss", {M, 6 * T * h * V}},
+      // A layer: rmsnorm and residual + rmsnorm forward (twice), two accumulating backwards; the
+      // head: the final norm forward and backward.
+      {"rmsnorm",
+       {6 * L * M + 2 * M,
+        L * M *
+                (2 * ((2 * n * h + h) * A + 4 * n + (4 * n * h + h) * A + 4 * n) +
+                 2 * ((4 * n * h + h) * A + 4 * n + 8 * h)) +
+            M * ((2 * n * h + h) * A + 4 * n + (3 * n * h + h) * A + 4 * n + 8 * h)}},
+      // q and k forward (twice) and backward, in place.
+      {"rope", {6 * L * M, 3 * 2 * T * (qd + kvd) * A * L}},
+      {"mlp_activation", {3 * L * M, (2 * 3 + 5) * T * f * A * L}},
+      {"add", {L * M, 3 * T * h * A * L}},
+      {"embedding", {2 * M, M * (4 * n + 2 * n * h * A) + M * (4 * n + n * h * A + 8 * n * h)}},
+      {"fill_zero", {blocks, 4 * grad_floats}},
+      {"sum_squares", {blocks, 4 * grad_floats + 8 * blocks}},
+  };
+  std::map<std::string, json> rows;
+  for (const json& row : j["ops"]) rows[row["op"].get<std::string>()] = row;
+  for (const auto& [op, e] : expected) {
+    ASSERT_TRUE(rows.count(op)) << op << " missing from " << j["ops"].dump();
+    const json& row = rows[op];
+    const bool flops = row.contains("flops");
+    EXPECT_EQ(flops,
+              op.rfind("gemm", 0) == 0 || op.rfind("attention", 0) == 0 || op == "lm_head_loss")
+        << op;
+    EXPECT_EQ(row["calls"].get<double>(), e.calls) << op;
+    const double work = row[flops ? "flops" : "bytes"].get<double>();
+    EXPECT_NEAR(work, e.work, 1e-9 * e.work) << op;
+    const double s = row["s"].get<double>();
+    EXPECT_GT(s, 0) << op;
+    const double rate = row["rate"].get<double>();
+    EXPECT_NEAR(rate, work / s / (flops ? 1e12 : 1e9), 1e-9 * rate) << op;
+    EXPECT_EQ(row["unit"], flops ? "TFLOPS" : "GB/s") << op;
+    const double ceiling = row["ceiling"].get<double>();
+    EXPECT_GT(ceiling, 0) << op;
+    const double fraction = row["fraction"].get<double>();
+    EXPECT_GT(fraction, 0) << op;
+    EXPECT_TRUE(std::isfinite(fraction)) << op;
+    EXPECT_NEAR(fraction, rate / ceiling, 1e-9 * fraction) << op;
+    EXPECT_FALSE(row["overlapped"].get<bool>()) << op;  // the CPU converts nothing: all on compute
+  }
+  EXPECT_EQ(rows.size(), expected.size()) << j["ops"].dump();  // no AdamW on the device, no bias
+
+  // The ceilings, and the sum row against the step.
+  const json& ceilings = j["op_ceilings"];
+  EXPECT_EQ(ceilings["copy_bytes"], 64 << 20);
+  EXPECT_EQ(ceilings["gemm_n"], 512);
+  EXPECT_NEAR(rows["add"]["ceiling"].get<double>(), ceilings["copy_gb_s"].get<double>(), 1e-9);
+  EXPECT_NEAR(rows["gemm_forward"]["ceiling"].get<double>(), ceilings["gemm_tflops"].get<double>(),
+              1e-12);
+  const json& sum = j["ops_sum"];
+  double total = 0;
+  for (const auto& [op, row] : rows) total += row["s"].get<double>();
+  EXPECT_NEAR(sum["s"].get<double>(), total, 1e-9);
+  EXPECT_EQ(sum["step_s"], j["step_s"]);
+  EXPECT_NEAR(sum["other_s"].get<double>(),
+              sum["profiled_step_s"].get<double>() - sum["s"].get<double>(), 1e-9);
+
+  // The profiled step is not one of the timed ones: the link bytes are still one step's.
+  StreamingConfig sc;
+  sc.micro_batch_size = 2;
+  sc.max_micro_batches = 2;
+  sc.seq_len = 32;
+  const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc);
+  EXPECT_EQ(j["h2d_bytes"].get<double>(), static_cast<double>(link.h2d));
+  EXPECT_EQ(j["d2h_bytes"].get<double>(), static_cast<double>(link.d2h));
+
+  // The same as a table under the step's figures.
+  r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
+           "32", "--micro-batches", "2", "--steps", "1", "--warmup", "1", "--ops"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* text : {"op (one step)", "gemm_backward", "attention_forward", "sum",
+                           "ceilings, this process: copy_d2d of 64 MiB"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " in " << r.out;
 }
 
 TEST(BenchCommand, SweepsEveryCombinationInOneProcess) {
