@@ -109,31 +109,38 @@ Status TimedBackend::do_linear_backward(void* dx, float* dw, float* db, const vo
 }
 
 Status TimedBackend::do_rope_forward(void* x, int batch, int seq, int heads, int head_dim,
-                                     float theta, const compute::RopeScaling& scaling, StreamId s) {
+                                     float theta, const compute::RopeScaling& scaling,
+                                     const int32_t* positions, StreamId s) {
   // Reads and writes x in place (the angles are computed, not read).
   const Shape shape{batch, seq, heads, head_dim};
   const OpWork work{0, act_bytes(2.0 * static_cast<double>(shape.numel()))};
-  return timed(OpFamily::kRope, work, shape, s,
-               [&] { return in_.rope_forward(W(x, shape), theta, scaling, s); });
+  return timed(OpFamily::kRope, work, shape, s, [&] {
+    return in_.rope_forward(W(x, shape), theta, scaling, s,
+                            compute::positions_of(positions, batch, seq));
+  });
 }
 
 Status TimedBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
                                       float theta, const compute::RopeScaling& scaling,
-                                      StreamId s) {
+                                      const int32_t* positions, StreamId s) {
   const Shape shape{batch, seq, heads, head_dim};
   const OpWork work{0, act_bytes(2.0 * static_cast<double>(shape.numel()))};
-  return timed(OpFamily::kRope, work, shape, s,
-               [&] { return in_.rope_backward(W(dx, shape), theta, scaling, s); });
+  return timed(OpFamily::kRope, work, shape, s, [&] {
+    return in_.rope_backward(W(dx, shape), theta, scaling, s,
+                             compute::positions_of(positions, batch, seq));
+  });
 }
 
 Status TimedBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                           const void* v, int batch, int seq, int hq, int hkv,
-                                          int head_dim, float scale, int window, StreamId s) {
+                                          int head_dim, float scale, int window,
+                                          const int32_t* positions, StreamId s) {
   const Shape qs{batch, seq, hq, head_dim}, kvs{batch, seq, hkv, head_dim};
   const OpWork work{2.0 * attended_keys(seq, window) * static_cast<double>(qs.numel()), 0};
   return timed(OpFamily::kAttentionForward, work, qs, s, [&] {
     return in_.attention_forward(W(out, qs), f32(lse, {batch, hq, seq}), R(q, qs), R(k, kvs),
-                                 R(v, kvs), s, {scale, window});
+                                 R(v, kvs), s,
+                                 {scale, window, compute::positions_of(positions, batch, seq)});
   });
 }
 
@@ -141,25 +148,29 @@ Status TimedBackend::do_attention_backward(void* dq, void* dk, void* dv, const v
                                            const void* q, const void* k, const void* v,
                                            const void* out, const float* lse, int batch, int seq,
                                            int hq, int hkv, int head_dim, float scale, int window,
-                                           StreamId s) {
+                                           const int32_t* positions, StreamId s) {
   const Shape qs{batch, seq, hq, head_dim}, kvs{batch, seq, hkv, head_dim};
   const OpWork work{4.0 * attended_keys(seq, window) * static_cast<double>(qs.numel()), 0};
   return timed(OpFamily::kAttentionBackward, work, qs, s, [&] {
     return in_.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(dout, qs), R(q, qs),
                                   R(k, kvs), R(v, kvs), R(out, qs), f32(lse, {batch, hq, seq}), s,
-                                  {scale, window});
+                                  {scale, window, compute::positions_of(positions, batch, seq)});
   });
 }
 
-Status TimedBackend::do_attention_key_bias_backward(
-    float* db, const void* dout, const void* q, const void* k, const void* v, int batch, int seq,
-    int hq, int hkv, int head_dim, float theta, const compute::RopeScaling& scaling, StreamId s) {
+Status TimedBackend::do_attention_key_bias_backward(float* db, const void* dout, const void* q,
+                                                    const void* k, const void* v, int batch,
+                                                    int seq, int hq, int hkv, int head_dim,
+                                                    float theta,
+                                                    const compute::RopeScaling& scaling,
+                                                    const int32_t* positions, StreamId s) {
   const Shape qs{batch, seq, hq, head_dim}, kvs{batch, seq, hkv, head_dim};
   // head_dim FMAs per (query head, query, visible key), seq / 2 keys on average (planner.h).
   const OpWork work{2.0 * static_cast<double>(qs.numel()) * (seq / 2.0), 0};
   return timed(OpFamily::kAttentionKeyBias, work, qs, s, [&] {
     return in_.attention_key_bias_backward(f32(db, {hkv, head_dim}), R(dout, qs), R(q, qs),
-                                           R(k, kvs), R(v, kvs), theta, scaling, s);
+                                           R(k, kvs), R(v, kvs), theta, scaling, s,
+                                           compute::positions_of(positions, batch, seq));
   });
 }
 

@@ -53,21 +53,23 @@ class TimedBackend final : public compute::Backend {
                             const void* w, int n, int in, int out, bool accumulate_dx,
                             compute::StreamId s) override;
   Status do_rope_forward(void* x, int batch, int seq, int heads, int head_dim, float theta,
-                         const compute::RopeScaling& scaling, compute::StreamId s) override;
+                         const compute::RopeScaling& scaling, const int32_t* positions,
+                         compute::StreamId s) override;
   Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim, float theta,
-                          const compute::RopeScaling& scaling, compute::StreamId s) override;
+                          const compute::RopeScaling& scaling, const int32_t* positions,
+                          compute::StreamId s) override;
   Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                               int batch, int seq, int hq, int hkv, int head_dim, float scale,
-                              int window, compute::StreamId s) override;
+                              int window, const int32_t* positions, compute::StreamId s) override;
   Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                const void* k, const void* v, const void* out, const float* lse,
                                int batch, int seq, int hq, int hkv, int head_dim, float scale,
-                               int window, compute::StreamId s) override;
+                               int window, const int32_t* positions, compute::StreamId s) override;
   Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
                                         const void* v, int batch, int seq, int hq, int hkv,
                                         int head_dim, float theta,
                                         const compute::RopeScaling& scaling,
-                                        compute::StreamId s) override;
+                                        const int32_t* positions, compute::StreamId s) override;
   Status do_swiglu_forward(void* out, const void* gate, const void* up, int n, int f,
                            compute::StreamId s) override;
   Status do_swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate,

@@ -90,6 +90,10 @@ struct RopeScaling {
 // The ops trust the convention (the trainer checks it when it builds the batch). Absent: one
 // example per row, positions 0..t-1.
 using Positions = ConstTensor;
+// positions [batch, seq] in the backend's memory as the ops take them; absent when null.
+inline Positions positions_of(const int32_t* positions, int batch, int seq) {
+  return positions ? i32(positions, {batch, seq}) : Positions();
+}
 
 // What an attention op computes beyond causal GQA with scale 1/sqrt(head_dim).
 struct AttentionParams {

@@ -282,8 +282,8 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(
-      attention_block_forward(layer, w, batch, seq, positions_of(positions, batch, seq), s));
+  SPW_RETURN_IF_ERROR(attention_block_forward(layer, w, batch, seq,
+                                              compute::positions_of(positions, batch, seq), s));
   // x2 = x + o, xn2 = rmsnorm(x2): the fused residual + norm (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(o, {n, h}),
@@ -304,7 +304,7 @@ Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void
   if (mc_->sandwich_norms)
     return sandwich_layer_backward(layer, w, dw, x, dy, batch, seq, positions, s);
   SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
-  const compute::Positions pos = positions_of(positions, batch, seq);
+  const compute::Positions pos = compute::positions_of(positions, batch, seq);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();
@@ -402,8 +402,8 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
   using compute::f32;
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}),
                                          R(wp(w, L.attn_norm), {h}), eps, s, off));
-  SPW_RETURN_IF_ERROR(
-      attention_block_forward(layer, w, batch, seq, positions_of(positions, batch, seq), s));
+  SPW_RETURN_IF_ERROR(attention_block_forward(layer, w, batch, seq,
+                                              compute::positions_of(positions, batch, seq), s));
   // x2 = x + post_attn_norm(o), xn2 = pre_ff_norm(x2); the normed o lives in dxn until the fused
   // residual norm has read it (x is the checkpoint: kept intact).
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(dxn, {n, h}), f32(rstd3, {n}), R(o, {n, h}),
@@ -431,7 +431,7 @@ Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, c
                                           void* dy, int batch, int seq, const int32_t* positions,
                                           StreamId s) {
   SPW_RETURN_IF_ERROR(sandwich_layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
-  const compute::Positions pos = positions_of(positions, batch, seq);
+  const compute::Positions pos = compute::positions_of(positions, batch, seq);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
   const LayerOffsets& L = layout_->layer_offsets();

@@ -109,10 +109,6 @@ class BlockMath {
   compute::AttentionParams attention_params(int layer, const compute::Positions& pos) const {
     return {mc_->attention_scale(), mc_->layer_window(layer), pos};
   }
-  // positions [batch, seq] (device int32) as the ops take them; absent when null.
-  static compute::Positions positions_of(const int32_t* positions, int batch, int seq) {
-    return positions ? compute::i32(positions, {batch, seq}) : compute::Positions();
-  }
   const void* wp(const char* w, size_t offset) const {
     return offset == kNoParam ? nullptr : w + offset * act_;
   }

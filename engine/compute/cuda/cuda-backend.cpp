@@ -168,7 +168,7 @@ compute::AttentionParams attention_params(float scale, int window, const int32_t
   compute::AttentionParams p;
   p.scale = scale;
   p.sliding_window = window;
-  if (positions) p.positions = compute::Positions(positions, DType::kI32, {batch, seq});
+  p.positions = compute::positions_of(positions, batch, seq);
   return p;
 }
 
