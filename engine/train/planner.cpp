@@ -150,7 +150,8 @@ TierPlacement place_tiers(const ParameterLayout& layout, const TrainJob& job,
     why = unknown ? "the free DRAM is unknown" : "they fit in DRAM";
   } else if (fixed > dram_free_bytes && job.master_tier == TierChoice::kAuto) {
     p.blocks = BlockTiers::all(n, BlockTiers::kSsd);
-    why = "DRAM cannot hold even the master weights and gradients";
+    why = "DRAM cannot hold even the master weights, gradients and the rest (" +
+          gb(static_cast<double>(fixed)) + " of " + gb(static_cast<double>(dram_free_bytes)) + ")";
   } else {
     // The moments of as many of the first blocks as fit (8 bytes a parameter), the rest on the SSD.
     const uint64_t room = dram_free_bytes > fixed ? dram_free_bytes - fixed : 0;

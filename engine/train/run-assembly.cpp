@@ -112,6 +112,9 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   const BlockTiers& tiers = run.placement.blocks;
   ParameterLayout layout = ParameterLayout::build(config);
   run.parameters = layout.parameter_count();
+  if (tiers.blocks() != layout.num_blocks())
+    return internal_error("the plan placed " + std::to_string(tiers.blocks()) +
+                          " blocks' state for a model of " + std::to_string(layout.num_blocks()));
   if (run.placement.optimizer_on_ssd() && job.ssd_dir.empty())
     return invalid_argument(
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
