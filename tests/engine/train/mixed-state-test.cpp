@@ -11,6 +11,7 @@
 #include "core/file-util.h"
 #include "state-rig.h"
 #include "test-data.h"
+#include "tiers/fault-env.h"
 #include "train/checkpoint.h"
 
 namespace spillway {
@@ -144,6 +145,32 @@ TEST(MixedState, CheckpointsAreTheDramRunsAndResumeUnderAnotherMix) {
     ASSERT_OK(resumed.run(g, 2, 2, 4));
     expect_identical(mixed, resumed, "resumed into mix " + mix_name(into));
   }
+}
+
+// An SSD error in a mixed update (its first read): a clear, sticky error; every block, the DRAM
+// ones too, is released, so the next forward runs, and no further update starts.
+TEST(MixedState, AnSsdErrorIsStickyAndReleasesEveryBlock) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  spillway::testing::TempDir dir;
+  FaultInjectingEnv env;
+  Rig rig;
+  ASSERT_OK(rig.init(g, 4, Placement::kMixed, dir.path() + "/state", nullptr, &env, 0, false,
+                     BlockTiers{3, 2, 2}));
+  ASSERT_OK(rig.run(g, 4, 0, 1));
+  FaultPlan p;
+  p.eio_on_op = env.ops() + 1;
+  env.set_plan(p);
+  Status st = rig.run(g, 4, 1, 2);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.to_string().find("Input/output error"), std::string::npos) << st.to_string();
+  const int64_t step = rig.state->step;
+  auto r = rig.engine->forward_backward(g.batch(2, 4));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  rig.opt->begin_step(1e-3);
+  rig.opt->wait_all();
+  EXPECT_FALSE(rig.opt->status().ok());
+  EXPECT_EQ(rig.state->step, step);
 }
 
 // Tiers that do not cover the model, or that say a block's moments are in DRAM where ModelState
