@@ -231,6 +231,9 @@ void print_plan(std::ostream& out, const Plan& plan) {
                            std::to_string(state.blocks) + " blocks in " + device_name + " (" +
                            gb(static_cast<double>(state.hbm_bytes)) + "): " + state.why
                      : state.why);
+    // "blocks 0-4 (the embedding and layers 0-3) in DRAM; blocks 5-8 (...) with the master in
+    // DRAM and the moments on the SSD: ...": where the host keeps each block's master and moments.
+    if (!state.host_why.empty()) row("host state", state.host_why);
   }
   // The GPUs (or CPU ranks) of a data-parallel step: "2 (0, 1), NCCL 0.012 s a step exposed".
   const PlanDevices& devices = plan.devices;

@@ -64,7 +64,7 @@ struct StateEvent {
   std::optional<int64_t> step, total_steps;
   std::optional<uint64_t> parameters;
   std::optional<uint64_t> device_bytes;  // "device": the engine's device arena, bytes
-  std::optional<std::string> optimizer_tier, master_tier;  // "dram", "ssd"
+  std::optional<std::string> optimizer_tier, master_tier;  // "dram", "ssd", "dram+ssd"
   std::optional<std::string> ssd_folder;
   std::optional<double>
       eval_loss;  // the last evaluation's loss at the end (NaN: none, written null)

@@ -169,6 +169,13 @@ json to_json(const Plan& p) {
               {"nccl_s", p.devices.nccl_s},
               {"nccl_bytes", p.devices.nccl_bytes}}},
             {"step", step}};
+  const PlanState& st = p.state;
+  if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks > 0) {  // absent in older plans
+    j["state"]["dram_blocks"] = st.dram_blocks;
+    j["state"]["ssd_moments_blocks"] = st.ssd_moments_blocks;
+    j["state"]["ssd_blocks"] = st.ssd_blocks;
+    j["state"]["host_why"] = st.host_why;
+  }
   if (p.suggestion) j["suggestion"] = to_json(*p.suggestion);
   if (p.backend_reason) j["backend_reason"] = *p.backend_reason;
   return j;
@@ -206,6 +213,10 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.hbm_blocks = integer<int>(state, "hbm_blocks").value_or(0);
   p.state.hbm_bytes = integer<uint64_t>(state, "hbm_bytes").value_or(0);
   p.state.why = text(state, "why").value_or("");
+  p.state.dram_blocks = integer<int>(state, "dram_blocks").value_or(0);
+  p.state.ssd_moments_blocks = integer<int>(state, "ssd_moments_blocks").value_or(0);
+  p.state.ssd_blocks = integer<int>(state, "ssd_blocks").value_or(0);
+  p.state.host_why = text(state, "host_why").value_or("");
   const json& devices = object(j, "devices");  // absent before data parallel: one GPU
   p.devices.count = std::max(1, integer<int>(devices, "count").value_or(1));
   if (const json* ix = field(devices, "indices"); ix && ix->is_array()) {

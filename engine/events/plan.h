@@ -77,11 +77,18 @@ struct PlanStep {
 // master weights, gradients and AdamW moments of the first `hbm_blocks` blocks in forward order
 // (embedding, layers, head) stay in HBM and are updated there by the GPU's AdamW; the other blocks'
 // state is in DRAM or on the SSD, as the dram and ssd tiers say, updated by the CPU's.
+// On the host, every block's master and moments (the HBM tier's blocks a copy refreshed for
+// checkpoints) are in one of three tiers, counts in block order (train/optimizer-state.h,
+// BlockTiers): the first dram_blocks in DRAM, the next ssd_moments_blocks with the moments on the
+// SSD, the last ssd_blocks with master and moments there. Plans written before the mix have none
+// of the three: read as 0, unknown.
 struct PlanState {
   int blocks = 0;          // embedding + layers + head
   int hbm_blocks = 0;      // the first hbm_blocks of them in HBM
   uint64_t hbm_bytes = 0;  // their state there: 16 bytes a parameter
   std::string why;         // one line: why that many
+  int dram_blocks = 0, ssd_moments_blocks = 0, ssd_blocks = 0;
+  std::string host_why;  // one line: which blocks sit in which host tier, and why
 };
 
 // The GPUs of a data-parallel run (docs/architecture.md, "Data parallel"): how many and which

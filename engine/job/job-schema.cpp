@@ -188,11 +188,12 @@ std::vector<JobKey> build_table() {
                  "have their room (none on the CPU backend); 0: none."),
              closed(-1, 1 << 20)),
       choice("placement.optimizer", {"dram", "ssd", "auto"},
-             "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (DRAM "
-             "up to "
-             "placement.dram_cap_bytes, the biggest categories spill first)."),
+             "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (per "
+             "block: the first blocks' moments in DRAM up to placement.dram_cap_bytes, the rest on "
+             "the SSD; the plan lists which)."),
       choice("placement.master", {"dram", "ssd", "auto"},
-             "Where the fp32 master weights live, as placement.optimizer."),
+             "Where the fp32 master weights live: DRAM, the SSD (with the moments), or auto (DRAM, "
+             "unless even without the moments DRAM cannot hold it)."),
       key("placement.ssd_dir", T::kPath, "", "",
           "A folder on a fast SSD for the state on the SSD tier; required when optimizer or master "
           "is ssd."),

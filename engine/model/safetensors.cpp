@@ -268,7 +268,8 @@ uint64_t tensor_bytes(const TensorToWrite& t) {
 }  // namespace
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata, FileDigests* digests) {
+                         const std::map<std::string, std::string>& metadata, FileDigests* digests,
+                         const std::function<Status(size_t)>& fill) {
   std::vector<const TensorToWrite*> sorted;
   for (const auto& t : tensors) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
@@ -286,7 +287,10 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
         for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
         SPW_RETURN_IF_ERROR(write(len, 8));
         SPW_RETURN_IF_ERROR(write(header.data(), header.size()));
-        for (const TensorToWrite* t : sorted) SPW_RETURN_IF_ERROR(write(t->data, tensor_bytes(*t)));
+        for (const TensorToWrite* t : sorted) {
+          if (fill) SPW_RETURN_IF_ERROR(fill(static_cast<size_t>(t - tensors.data())));
+          SPW_RETURN_IF_ERROR(write(t->data, tensor_bytes(*t)));
+        }
         return Status();
       },
       digests);

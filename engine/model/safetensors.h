@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -93,10 +94,14 @@ struct TensorToWrite {
 // Writes one safetensors file atomically (temp file, fsync, rename, fsync directory): a crash or
 // a full disk (kNoSpace) leaves the previous file untouched. Tensors are written in name order,
 // the header padded with spaces to a multiple of 8 bytes as the reference writer does. With
-// `digests`, the file's digest (core/file-util.h) is appended there.
+// `digests`, the file's digest (core/file-util.h) is appended there. With `fill`, fill(i) runs
+// just before tensors[i]'s bytes are written and may fill the memory its `data` points to: a file
+// larger than the memory at hand (moments read from the SSD tier a block at a time); its error
+// stops the write.
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
-                         FileDigests* digests = nullptr);
+                         FileDigests* digests = nullptr,
+                         const std::function<Status(size_t)>& fill = {});
 
 // Writes `tensors` into `dir` as model.safetensors when they fit in `max_shard_bytes`, else as
 // model-0000i-of-0000n.safetensors shards plus model.safetensors.index.json (transformers'

@@ -59,6 +59,47 @@ DataSegment DataSegment::continued(int64_t step, int64_t consumed, int64_t per_s
   return DataSegment{step, consumed, per_step};
 }
 
+namespace {
+
+// optimizer.safetensors: every block's moments, the same bytes wherever they live. A block whose
+// moments ModelState holds is written from there; the others are read through `state` into one
+// staging block as the writer reaches their tensors (name order: every exp_avg, then every
+// exp_avg_sq), one kind at a time, so the staging is one block whatever the model. A block whose
+// tensors are not adjacent in name order (the head: lm_head.weight, then model.norm.weight after
+// the layers) is read once more.
+Status save_moments(const std::string& path, ModelState& model, OptimizerStateStore* state,
+                    FileDigests* digests) {
+  const size_t n = model.num_blocks();
+  AlignedBuffer staging;
+  if (!model.has_optimizer()) {
+    SPW_ASSIGN_OR_RETURN(staging,
+                         AlignedBuffer::allocate(model.layout().max_block_numel() * sizeof(float)));
+  }
+  std::vector<TensorToWrite> moments;
+  std::vector<std::pair<size_t, bool>> source;  // per tensor: its block, and whether it is v
+  for (size_t b = 0; b < n; ++b) {
+    const bool here = model.exp_avg(b) != nullptr;
+    float* m = here ? model.exp_avg(b) : staging.as<float>();
+    float* v = here ? model.exp_avg_sq(b) : staging.as<float>();
+    for (TensorToWrite& t : moment_tensors(model.layout().blocks()[b], m, v)) {
+      source.emplace_back(b, t.name.starts_with("exp_avg_sq."));
+      moments.push_back(std::move(t));
+    }
+  }
+  std::pair<size_t, bool> staged{n, false};  // nothing yet
+  auto fill = [&](size_t i) -> Status {
+    const auto [b, is_v] = source[i];
+    if (model.exp_avg(b) || staged == source[i]) return {};
+    float* dst = staging.as<float>();
+    SPW_RETURN_IF_ERROR(state->read_block(b, nullptr, is_v ? nullptr : dst, is_v ? dst : nullptr));
+    staged = source[i];
+    return {};
+  };
+  return write_safetensors(path, moments, {{"format", "pt"}}, digests, fill);
+}
+
+}  // namespace
+
 Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
                                     const TrainerState& trainer, OptimizerStateStore* state) {
   std::error_code ec;
@@ -76,30 +117,9 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
     if (fail_point("checkpoint.write"))
       return errno_status("cannot write " + (fs::path(tmp) / "optimizer.safetensors").string(),
                           ENOSPC);
-    if (model.has_optimizer()) {
-      std::vector<TensorToWrite> moments;
-      auto& m = const_cast<ModelState&>(model);  // save only reads; the accessors are not const
-      for (size_t b = 0; b < model.num_blocks(); ++b) {
-        auto t = moment_tensors(model.layout().blocks()[b], m.exp_avg(b), m.exp_avg_sq(b));
-        moments.insert(moments.end(), t.begin(), t.end());
-      }
-      SPW_RETURN_IF_ERROR(write_safetensors((fs::path(tmp) / "optimizer.safetensors").string(),
-                                            moments, {{"format", "pt"}}, digests));
-    } else if (state) {
-      // The moments live on the SSD: stream them out one block at a time. (The master weights are
-      // saved from ModelState's compute copy, which on the CPU backend is the fp32 master itself.)
-      std::error_code mk;
-      fs::create_directories(fs::path(tmp) / "optimizer", mk);
-      if (mk) return io_error("cannot create " + tmp + "/optimizer: " + mk.message());
-      std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
-      for (size_t b = 0; b < model.num_blocks(); ++b) {
-        SPW_RETURN_IF_ERROR(state->read_block(b, nullptr, mb.data(), vb.data()));
-        SPW_RETURN_IF_ERROR(write_safetensors(
-            (fs::path(tmp) / "optimizer" / ("block-" + std::to_string(b) + ".safetensors"))
-                .string(),
-            moment_tensors(model.layout().blocks()[b], mb.data(), vb.data()), {{"format", "pt"}},
-            digests));
-      }
+    if (model.has_optimizer() || state) {
+      SPW_RETURN_IF_ERROR(save_moments((fs::path(tmp) / "optimizer.safetensors").string(),
+                                       const_cast<ModelState&>(model), state, digests));
     }
     nlohmann::json j = {{"format_version", kCheckpointFormatVersion},
                         {"step", trainer.step},
@@ -319,8 +339,10 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
   std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
   for (size_t b = 0; b < model.num_blocks(); ++b) {
     const BlockLayout& block = model.layout().blocks()[b];
-    float* m = model.has_optimizer() ? model.exp_avg(b) : mb.data();
-    float* v = model.has_optimizer() ? model.exp_avg_sq(b) : vb.data();
+    // Into ModelState's moments where it holds the block's, else through the store.
+    const bool here = model.exp_avg(b) != nullptr;
+    float* m = here ? model.exp_avg(b) : mb.data();
+    float* v = here ? model.exp_avg_sq(b) : vb.data();
     if (all) {
       SPW_RETURN_IF_ERROR(read_moments(*all, single, block, m, v));
     } else {
@@ -329,7 +351,7 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
       SPW_ASSIGN_OR_RETURN(TensorStore one, TensorStore::open(path));
       SPW_RETURN_IF_ERROR(read_moments(one, path, block, m, v));
     }
-    if (!model.has_optimizer()) SPW_RETURN_IF_ERROR(state->write_block(b, model.master(b), m, v));
+    if (!here) SPW_RETURN_IF_ERROR(state->write_block(b, model.master(b), m, v));
   }
   return t;
 }

@@ -71,8 +71,10 @@ Status check_trainer_state(const std::string& dir, const TrainerState& t, int64_
 
 // Writes `state` (with optimizer moments when present) into `checkpoints_dir/step-NNNNNN`.
 // Returns the folder. kNoSpace when the disk is full (nothing is left behind).
-// With the AdamW state on the SSD (`state` on_ssd), the moments are streamed block by block into
-// optimizer/block-<b>.safetensors instead of one optimizer.safetensors.
+// The moments go into one optimizer.safetensors whatever the placement, the same bytes: with
+// some blocks' moments on the SSD (`state` on_ssd), those are streamed through `state` a block
+// and kind at a time as the file is written. (Checkpoints of earlier builds with the state on the
+// SSD have optimizer/block-<b>.safetensors instead; load_checkpoint reads both.)
 Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
                                     const TrainerState& trainer,
                                     OptimizerStateStore* state = nullptr);
@@ -81,7 +83,7 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
 // moments. kNotFound / kCorrupt name the file and what does not match; kUnsupported for a format
 // this build does not read. A checkpoint of format 1 (no manifest; before 2026-11-28) loads with
 // the value checks, its files unverified (`*legacy` set when given).
-// Moments go into ModelState when it has them, else into `state` (the SSD store).
+// A block's moments go into ModelState when it holds them, else into `state` (the SSD store).
 Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
                                      OptimizerStateStore* state = nullptr, bool* legacy = nullptr);
 // Removes all but the newest `keep` of the checkpoints saved by the schedule (keep <= 0: keeps

@@ -69,7 +69,7 @@ Status HbmState::update(const AdamWConfig& config, int64_t step, float grad_scal
 namespace {
 
 // The moments of block b on the host: ModelState's own buffers, or a buffer of this call's for a
-// store that keeps them elsewhere (the SSD).
+// store that keeps them elsewhere (the SSD, for this block).
 struct HostMoments {
   AlignedBuffer own;
   float *m = nullptr, *v = nullptr;
@@ -77,7 +77,7 @@ struct HostMoments {
 
 Result<HostMoments> host_moments(ModelState& state, OptimizerStateStore* store, size_t b) {
   HostMoments h;
-  if (!store || state.has_optimizer()) {
+  if (!store || state.exp_avg(b)) {
     h.m = state.exp_avg(b);
     h.v = state.exp_avg_sq(b);
     return h;

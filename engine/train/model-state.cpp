@@ -9,7 +9,8 @@ namespace spillway {
 
 Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& layout,
                                                        bool with_optimizer,
-                                                       size_t device_grad_blocks) {
+                                                       size_t device_grad_blocks,
+                                                       size_t moment_blocks) {
   std::unique_ptr<ModelState> s(new ModelState(layout));
   s->blocks_.resize(layout.num_blocks());
   for (size_t b = 0; b < layout.num_blocks(); ++b) {
@@ -19,7 +20,7 @@ Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& la
     if (b >= device_grad_blocks) {
       SPW_ASSIGN_OR_RETURN(k.grad, AlignedBuffer::allocate(bytes, 4096));
     }
-    if (with_optimizer) {
+    if (with_optimizer && b < moment_blocks) {
       SPW_ASSIGN_OR_RETURN(k.m, AlignedBuffer::allocate(bytes, 4096));
       SPW_ASSIGN_OR_RETURN(k.v, AlignedBuffer::allocate(bytes, 4096));
     }

@@ -1,6 +1,6 @@
 // ModelState: the training state that lives in host memory (DRAM) — per block the fp32 master
-// weights, the fp32 gradients of the current step and the AdamW moments m and v — plus the
-// optimizer step count.
+// weights, the fp32 gradients of the current step and the AdamW moments m and v (of the blocks
+// whose moments the placement keeps in DRAM) — plus the optimizer step count.
 //
 // Each of the four is one AlignedBuffer per block in ParameterLayout order, so that a block
 // streams as one contiguous copy and the CPU AdamW makes one pass per block. The state owns its
@@ -22,13 +22,16 @@ namespace spillway {
 class ModelState {
  public:
   // Allocates zeroed buffers for `layout` (master always, grad for blocks from `device_grad_blocks`
-  // on; m and v when `with_optimizer`). The first `device_grad_blocks` blocks have no host gradient
-  // (grad(b) is null): the HBM state tier accumulates and updates theirs on the device
-  // (hbm-state.h), so a run saves 4 bytes of DRAM a parameter there. kOutOfMemory names the bytes
-  // that could not be allocated.
+  // on; m and v when `with_optimizer`, for the first `moment_blocks` blocks). The first
+  // `device_grad_blocks` blocks have no host gradient (grad(b) is null): the HBM state tier
+  // accumulates and updates theirs on the device (hbm-state.h), so a run saves 4 bytes of DRAM a
+  // parameter there. Blocks from `moment_blocks` on have no moments here (exp_avg(b) is null): the
+  // SSD store keeps theirs (optimizer-state.h, BlockTiers). kOutOfMemory names the bytes that
+  // could not be allocated.
   static Result<std::unique_ptr<ModelState>> create(const ParameterLayout& layout,
                                                     bool with_optimizer,
-                                                    size_t device_grad_blocks = 0);
+                                                    size_t device_grad_blocks = 0,
+                                                    size_t moment_blocks = SIZE_MAX);
 
   const ParameterLayout& layout() const { return layout_; }
   const ModelConfig& config() const { return layout_.config(); }
@@ -38,7 +41,9 @@ class ModelState {
   float* grad(size_t b) { return blocks_[b].grad.as<float>(); }
   float* exp_avg(size_t b) { return blocks_[b].m.as<float>(); }
   float* exp_avg_sq(size_t b) { return blocks_[b].v.as<float>(); }
-  bool has_optimizer() const { return !blocks_.empty() && !blocks_[0].m.empty(); }
+  // Whether every block's moments are here (else the SSD store holds those of the blocks whose
+  // exp_avg(b) is null).
+  bool has_optimizer() const { return !blocks_.empty() && !blocks_.back().m.empty(); }
   int64_t step = 0;  // optimizer steps taken
 
   // Loads every block from `store` after checking that its tensors match the layout.

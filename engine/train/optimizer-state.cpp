@@ -7,7 +7,30 @@
 #include "tiers/byte-size.h"
 
 namespace spillway {
+
+BlockTiers BlockTiers::all(size_t blocks, Tier tier) {
+  BlockTiers t;
+  (tier == kDram ? t.dram : tier == kSsdMoments ? t.ssd_moments : t.ssd) = blocks;
+  return t;
+}
+
 namespace {
+
+// A DRAM block's state in ModelState's buffers, copied out and in (null pointers skipped).
+void read_dram_block(ModelState& model, size_t b, float* master, float* m, float* v) {
+  const size_t bytes = model.layout().blocks()[b].numel * sizeof(float);
+  if (master) std::memcpy(master, model.master(b), bytes);
+  if (m) std::memcpy(m, model.exp_avg(b), bytes);
+  if (v) std::memcpy(v, model.exp_avg_sq(b), bytes);
+}
+
+void write_dram_block(ModelState& model, size_t b, const float* master, const float* m,
+                      const float* v) {
+  const size_t bytes = model.layout().blocks()[b].numel * sizeof(float);
+  if (master && master != model.master(b)) std::memcpy(model.master(b), master, bytes);
+  std::memcpy(model.exp_avg(b), m, bytes);
+  std::memcpy(model.exp_avg_sq(b), v, bytes);
+}
 
 class DramState final : public OptimizerStateStore {
  public:
@@ -22,21 +45,16 @@ class DramState final : public OptimizerStateStore {
     return {};
   }
   Status read_block(size_t b, float* master, float* m, float* v) override {
-    const size_t bytes = model_.layout().blocks()[b].numel * sizeof(float);
-    if (master) std::memcpy(master, model_.master(b), bytes);
-    std::memcpy(m, model_.exp_avg(b), bytes);
-    std::memcpy(v, model_.exp_avg_sq(b), bytes);
+    read_dram_block(model_, b, master, m, v);
     return {};
   }
   Status write_block(size_t b, const float* master, const float* m, const float* v) override {
-    const size_t bytes = model_.layout().blocks()[b].numel * sizeof(float);
-    if (master) std::memcpy(model_.master(b), master, bytes);
-    std::memcpy(model_.exp_avg(b), m, bytes);
-    std::memcpy(model_.exp_avg_sq(b), v, bytes);
+    write_dram_block(model_, b, master, m, v);
     return {};
   }
-  bool on_ssd() const override { return false; }
-  bool master_on_ssd() const override { return false; }
+  BlockTiers tiers() const override {
+    return BlockTiers::all(model_.num_blocks(), BlockTiers::kDram);
+  }
 
  private:
   ModelState& model_;
@@ -49,7 +67,7 @@ constexpr const char* kKindPrefix[] = {"master.", "m.", "v."};
 class SsdState final : public OptimizerStateStore {
  public:
   SsdState(ModelState& m, const SsdStateConfig& c, TierCounters* counters)
-      : model_(m), master_(c.master_on_ssd), counters_(counters) {
+      : model_(m), tiers_(c.tiers), counters_(counters) {
     const size_t bb = c.store.block_bytes;
     chunk_numel_ = std::max<size_t>(1, (c.chunk_bytes + bb - 1) / bb) * bb / sizeof(float);
   }
@@ -63,21 +81,23 @@ class SsdState final : public OptimizerStateStore {
     SPW_ASSIGN_OR_RETURN(store_, SsdStore::open(config, counters_, env));
     // All groups at once, so that a disk too small says what the whole state needs, not one group.
     uint64_t need = 0;
-    for (size_t b = 0; b < model_.num_blocks(); ++b) {
-      need += (kV - first_kind() + 1) *
+    for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
+      need += (kV - first_kind(b) + 1) *
               ((bytes(b) + config.block_bytes - 1) / config.block_bytes * config.block_bytes);
     }
     if (auto free = env->free_bytes(config.folder); free.ok() && *free < need) {
       return no_space(
-          std::string(master_ ? "the AdamW state and master weights need "
-                              : "the AdamW state needs ") +
+          std::string(tiers_.ssd > 0 ? "the AdamW state and master weights need "
+                                     : "the AdamW state needs ") +
           format_bytes(need) + " under " + config.folder + " but only " + format_bytes(*free) +
           " are free: free space there, choose another placement.ssd_dir, or keep them in DRAM");
     }
-    const size_t piece_bytes =
-        std::min(chunk_numel_, model_.layout().max_block_numel()) * sizeof(float);
+    size_t max_numel = 0;  // of the blocks on the SSD
+    for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b)
+      max_numel = std::max(max_numel, numel(b));
+    const size_t piece_bytes = std::min(chunk_numel_, max_numel) * sizeof(float);
     for (Stage& s : stage_) {
-      for (int k = first_kind(); k <= kV; ++k) {
+      for (int k = tiers_.ssd > 0 ? kMasterKind : kM; k <= kV; ++k) {
         // 4096-aligned, so whole SSD blocks move without the store's own staging copy.
         SPW_ASSIGN_OR_RETURN(s.buf[k], AlignedBuffer::allocate(piece_bytes, 4096));
         staging_bytes_ += piece_bytes;
@@ -85,19 +105,19 @@ class SsdState final : public OptimizerStateStore {
     }
     if (counters_)
       counters_->add(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
-    for (size_t b = 0; b < model_.num_blocks(); ++b) {
-      for (int k = first_kind(); k <= kV; ++k) {
+    for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
+      for (int k = first_kind(b); k <= kV; ++k) {
         // A fresh group reads as zeros: the moments need no initial write.
         SPW_RETURN_IF_ERROR(store_->create_group(
             group(k, b), bytes(b), k == kMasterKind ? Category::kMaster : Category::kOptimizer));
       }
-      if (master_) {
+      if (master_on_ssd(b)) {
         SPW_ASSIGN_OR_RETURN(SsdRequestId id, store_->write_async(group(kMasterKind, b), 0,
                                                                   model_.master(b), bytes(b)));
         (void)id;  // consumed by wait_all below
       }
     }
-    for (size_t b = 0; b < model_.num_blocks(); ++b) {
+    for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
       for (size_t off = 0; off < numel(b); off += chunk_numel_)
         pieces_.push_back({b, off, std::min(chunk_numel_, numel(b) - off)});
     }
@@ -106,7 +126,8 @@ class SsdState final : public OptimizerStateStore {
 
   Status for_each_block(size_t first, const UpdateFn& update,
                         const std::function<void(size_t)>& released) override {
-    // The pieces of blocks [first, num_blocks).
+    // The SSD's pieces of blocks [first, num_blocks); the DRAM blocks before them are updated in
+    // place while the first piece is read.
     const auto from = std::find_if(pieces_.begin(), pieces_.end(),
                                    [&](const Piece& p) { return p.block >= first; });
     const std::span<const Piece> pieces(from, pieces_.end());
@@ -118,7 +139,7 @@ class SsdState final : public OptimizerStateStore {
       const Piece& p = pieces[i];
       Transfer& t = write ? writes[i] : reads[i];
       if (p.offset == 0) (write ? write_start : read_start)[p.block] = now();
-      for (int k = first_kind(); k <= kV; ++k) {
+      for (int k = first_kind(p.block); k <= kV; ++k) {
         void* buf = stage_[i % 3].buf[k].data();
         const uint64_t at = p.offset * sizeof(float);
         auto id = write ? store_->write_async(group(k, p.block), at, buf, p.count * sizeof(float))
@@ -146,6 +167,11 @@ class SsdState final : public OptimizerStateStore {
     };
 
     Status error = n ? issue(0, false) : Status();
+    for (size_t b = first; b < tiers_.dram; ++b) {
+      if (error.ok())
+        update(b, 0, numel(b), model_.master(b), model_.exp_avg(b), model_.exp_avg_sq(b));
+      released(b);
+    }
     size_t i = 0;
     for (; i < n && error.ok(); ++i) {
       // Stage (i+1) % 3 last held piece i-2: its write-back must be done before it is refilled.
@@ -155,10 +181,13 @@ class SsdState final : public OptimizerStateStore {
       if (!error.ok()) break;
       const Piece& p = pieces[i];
       Stage& s = stage_[i % 3];
-      float* master = master_ ? s.buf[kMasterKind].as<float>() : model_.master(p.block) + p.offset;
+      const bool master_here = master_on_ssd(p.block);
+      float* master =
+          master_here ? s.buf[kMasterKind].as<float>() : model_.master(p.block) + p.offset;
       update(p.block, p.offset, p.count, master, s.buf[kM].as<float>(), s.buf[kV].as<float>());
       // The compute copy the next forward streams (fp32 on the CPU backend).
-      if (master_) std::memcpy(model_.master(p.block) + p.offset, master, p.count * sizeof(float));
+      if (master_here)
+        std::memcpy(model_.master(p.block) + p.offset, master, p.count * sizeof(float));
       if (p.offset + p.count == numel(p.block)) released(p.block);
       error = issue(i, true);
     }
@@ -175,20 +204,27 @@ class SsdState final : public OptimizerStateStore {
   }
 
   Status read_block(size_t b, float* master, float* m, float* v) override {
-    if (master && !master_) std::memcpy(master, model_.master(b), bytes(b));
-    float* dst[3] = {master_ ? master : nullptr, m, v};
+    if (tiers_.of(b) == BlockTiers::kDram) {
+      read_dram_block(model_, b, master, m, v);
+      return {};
+    }
+    if (master && !master_on_ssd(b)) std::memcpy(master, model_.master(b), bytes(b));
+    float* dst[3] = {master_on_ssd(b) ? master : nullptr, m, v};
     return transfer(b, dst, /*write=*/false);
   }
 
   Status write_block(size_t b, const float* master, const float* m, const float* v) override {
+    if (tiers_.of(b) == BlockTiers::kDram) {
+      write_dram_block(model_, b, master, m, v);
+      return {};
+    }
     if (master && master != model_.master(b)) std::memcpy(model_.master(b), master, bytes(b));
-    float* src[3] = {master_ ? model_.master(b) : nullptr, const_cast<float*>(m),
+    float* src[3] = {master_on_ssd(b) ? model_.master(b) : nullptr, const_cast<float*>(m),
                      const_cast<float*>(v)};
     return transfer(b, src, /*write=*/true);
   }
 
-  bool on_ssd() const override { return true; }
-  bool master_on_ssd() const override { return master_; }
+  BlockTiers tiers() const override { return tiers_; }
   uint64_t ssd_read_bytes() const override { return read_bytes_.load(std::memory_order_relaxed); }
   uint64_t ssd_write_bytes() const override { return write_bytes_.load(std::memory_order_relaxed); }
   void set_span_sink(SpanSink sink, std::function<double()> clock) override {
@@ -208,7 +244,8 @@ class SsdState final : public OptimizerStateStore {
     int count = 0;
   };
 
-  int first_kind() const { return master_ ? kMasterKind : kM; }
+  bool master_on_ssd(size_t b) const { return tiers_.of(b) == BlockTiers::kSsd; }
+  int first_kind(size_t b) const { return master_on_ssd(b) ? kMasterKind : kM; }
   size_t numel(size_t b) const { return model_.layout().blocks()[b].numel; }
   size_t bytes(size_t b) const { return numel(b) * sizeof(float); }
   std::string group(int kind, size_t b) const {
@@ -221,7 +258,7 @@ class SsdState final : public OptimizerStateStore {
     SsdRequestId ids[3];
     int count = 0;
     Status first;
-    for (int k = first_kind(); k <= kV; ++k) {
+    for (int k = first_kind(b); k <= kV; ++k) {
       if (!ptr[k]) continue;
       auto id = write ? store_->write_async(group(k, b), 0, ptr[k], bytes(b))
                       : store_->read_async(group(k, b), 0, ptr[k], bytes(b));
@@ -239,7 +276,7 @@ class SsdState final : public OptimizerStateStore {
   }
 
   ModelState& model_;
-  bool master_;
+  const BlockTiers tiers_;
   TierCounters* counters_;
   size_t chunk_numel_;  // a multiple of the store's block size (and so of kParamAlignment)
   std::unique_ptr<SsdStore> store_;
@@ -263,6 +300,18 @@ Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
                                                             StorageEnv* env) {
   if (config.store.block_bytes == 0 || config.store.block_bytes % 4096)
     return invalid_argument("SSD state: block_bytes must be a positive multiple of 4096");
+  const BlockTiers& t = config.tiers;
+  if (t.blocks() != model.num_blocks() || !t.any_on_ssd())
+    return invalid_argument("SSD state: the tiers place " + std::to_string(t.blocks()) +
+                            " blocks, " + std::to_string(t.ssd_moments + t.ssd) +
+                            " of them on the SSD, for a model of " +
+                            std::to_string(model.num_blocks()) + " blocks");
+  for (size_t b = 0; b < model.num_blocks(); ++b) {
+    if ((t.of(b) == BlockTiers::kDram) != (model.exp_avg(b) != nullptr))
+      return invalid_argument("SSD state: ModelState must hold the moments of the first " +
+                              std::to_string(t.dram) +
+                              " blocks (ModelState::create's moment_blocks), and only those");
+  }
   auto s = std::make_unique<SsdState>(model, config, counters);
   SPW_RETURN_IF_ERROR(s->init(config.store, env));
   return std::unique_ptr<OptimizerStateStore>(std::move(s));
@@ -275,7 +324,8 @@ Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
                                                             StorageEnv* env) {
   SsdStateConfig c;
   c.store = config;
-  c.master_on_ssd = master_on_ssd;
+  c.tiers = BlockTiers::all(model.num_blocks(),
+                            master_on_ssd ? BlockTiers::kSsd : BlockTiers::kSsdMoments);
   return make_ssd_state(model, c, counters, env);
 }
 

@@ -1,5 +1,7 @@
 // OptimizerStateStore: where AdamW's per-block state lives — in DRAM (ModelState's buffers) or on
-// the SSD tier (engine/tiers/ssd-store), with the fp32 master weights optionally there too.
+// the SSD tier (engine/tiers/ssd-store), with the fp32 master weights optionally there too, per
+// block (BlockTiers: the first blocks in DRAM, the next with their moments on the SSD, the last
+// with master and moments there).
 //
 // for_each_block() hands the optimizer every block's state in forward order as DRAM buffers. The
 // SSD store pipelines it three deep (docs/architecture.md, "Memory tiers"; ZeRO-Infinity): piece
@@ -33,6 +35,23 @@
 
 namespace spillway {
 
+// Where each block's host state lives, as counts in block order (docs/architecture.md, "Memory
+// tiers"): blocks [0, dram) keep master and moments in DRAM, the next `ssd_moments` blocks the
+// master in DRAM and the moments on the SSD, the last `ssd` blocks master and moments on the SSD.
+// Counts, not a list: the planner fills DRAM in block order (planner.h, place_tiers). The HBM
+// state tier's blocks (hbm-state.h) keep their host copy where these counts put it.
+struct BlockTiers {
+  enum Tier { kDram, kSsdMoments, kSsd };
+  size_t dram = 0, ssd_moments = 0, ssd = 0;
+
+  // Every one of `blocks` blocks in `tier`.
+  static BlockTiers all(size_t blocks, Tier tier);
+  size_t blocks() const { return dram + ssd_moments + ssd; }
+  Tier of(size_t b) const { return b < dram ? kDram : b < dram + ssd_moments ? kSsdMoments : kSsd; }
+  bool any_on_ssd() const { return ssd_moments + ssd > 0; }
+  bool operator==(const BlockTiers&) const = default;
+};
+
 class OptimizerStateStore {
  public:
   // update(b, offset, count, master, m, v) over blocks [first, num_blocks) in order (those before
@@ -48,11 +67,13 @@ class OptimizerStateStore {
                                 const std::function<void(size_t)>& released) = 0;
   // One block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may be
   // null: read_block then skips it, write_block takes ModelState's master (which it also updates
-  // from a non-null `master`, as the compute copy).
+  // from a non-null `master`, as the compute copy). read_block also skips a null `m` or `v` (a
+  // checkpoint streams one kind at a time).
   virtual Status read_block(size_t b, float* master, float* m, float* v) = 0;
   virtual Status write_block(size_t b, const float* master, const float* m, const float* v) = 0;
-  virtual bool on_ssd() const = 0;
-  virtual bool master_on_ssd() const = 0;
+  // Where each block lives.
+  virtual BlockTiers tiers() const = 0;
+  bool on_ssd() const { return tiers().any_on_ssd(); }
   // Bytes the update pipeline read from and wrote to the SSD so far (per-step endurance figures;
   // checkpoint and resume traffic is not included). Safe from any thread.
   virtual uint64_t ssd_read_bytes() const { return 0; }
@@ -70,21 +91,28 @@ class OptimizerStateStore {
 std::unique_ptr<OptimizerStateStore> make_dram_state(ModelState& model);
 
 struct SsdStateConfig {
-  SsdConfig store;                // folder, I/O block size, queue depth
-  bool master_on_ssd = false;     // the fp32 master weights too, not only m and v
+  SsdConfig store;  // folder, I/O block size, queue depth
+  // Which blocks the SSD holds (tiers.blocks() == the model's blocks, at least one on the SSD);
+  // blocks [0, tiers.dram) stay in ModelState's buffers.
+  BlockTiers tiers;
   size_t chunk_bytes = 16 << 20;  // pipeline piece per kind; rounded up to store.block_bytes
 };
 
-// The SSD store under `config.store.folder`: per block the groups above, the moments reading as
-// zeros and the master (when on the SSD) written from ModelState. ModelState needs no moments of
-// its own. Counts its groups on Tier::kSsd (kOptimizer, kMaster) and its DRAM staging (three
-// pieces of each kind) on Tier::kDram kOptimizer in `counters` (may be null). kNoSpace names the
-// folder and the bytes needed when the disk cannot hold them; kIo when the folder cannot be made.
+// The SSD store under `config.store.folder`, for a mix of tiers: per block on the SSD the groups
+// above, the moments reading as zeros and the master (for the blocks of BlockTiers::kSsd) written
+// from ModelState; the blocks of BlockTiers::kDram are ModelState's, which holds moments for them
+// and only them (ModelState::create's moment_blocks). for_each_block updates those DRAM blocks
+// while the SSD's first piece is read. Counts its groups on Tier::kSsd (kOptimizer, kMaster) and
+// its DRAM staging (three pieces of each kind) on Tier::kDram kOptimizer in `counters` (may be
+// null). kInvalidArgument when the tiers do not cover the model's blocks or put none on the SSD;
+// kNoSpace names the folder and the bytes needed when the disk cannot hold them; kIo when the
+// folder cannot be made.
 Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
                                                             const SsdStateConfig& config,
                                                             TierCounters* counters = nullptr,
                                                             StorageEnv* env = StorageEnv::posix());
-// The same with the default chunk size.
+// The same with the default chunk size, every block on the SSD: the moments, and with
+// `master_on_ssd` the master too.
 Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
                                                             const SsdConfig& config,
                                                             bool master_on_ssd,

@@ -14,7 +14,8 @@ Optimizer::Optimizer(ModelState& state, AdamWConfig base, double clip_grad_norm,
       store_(store ? store : own_store_.get()),
       base_(base),
       clip_(clip_grad_norm) {
-  if (store_->on_ssd())
+  tiers_ = store_->tiers();
+  if (tiers_.any_on_ssd())
     pool_ = std::make_unique<ThreadPool>(std::clamp<size_t>(ThreadPool::global().size() / 8, 1, 4));
   thread_ = std::thread([this] { run(); });
 }
@@ -125,9 +126,10 @@ void Optimizer::run() {
         first,
         [&](size_t b, size_t offset, size_t count, float* master, float* m, float* v) {
           const BlockLayout& block = state_.layout().blocks()[b];
+          ThreadPool* pool = tiers_.of(b) == BlockTiers::kDram ? nullptr : pool_.get();
           if (span_sink_ && offset == 0) t0 = clock_();
           if (offset == 0 && count == block.numel) {
-            adamw_update_block(block, master, m, v, state_.grad(b), cfg, step, coef, pool_.get());
+            adamw_update_block(block, master, m, v, state_.grad(b), cfg, step, coef, pool);
           } else {
             // A piece of the block: each parameter's part of it, the padding untouched as above.
             for (const ParamView& p : block.params) {
@@ -135,8 +137,7 @@ void Optimizer::run() {
                            hi = std::min(offset + count, p.offset + p.numel);
               if (lo >= hi) continue;
               adamw_update_range(master + (lo - offset), m + (lo - offset), v + (lo - offset),
-                                 state_.grad(b) + lo, hi - lo, cfg, step, coef, p.decay,
-                                 pool_.get());
+                                 state_.grad(b) + lo, hi - lo, cfg, step, coef, p.decay, pool);
             }
           }
           if (span_sink_ && offset + count == block.numel) span_sink_(b, "optimizer", t0, clock_());

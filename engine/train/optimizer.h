@@ -86,7 +86,10 @@ class Optimizer {
   // With the state on the SSD the update lasts as long as the SSD transfer and runs alongside the
   // next forward: a small pool of its own (AdamW outpaces the SSD several times over per core)
   // keeps it from serialising with the engine's kernels on the global pool. Null: the global pool.
+  // Only the SSD's blocks use it: a mix's DRAM blocks (tiers_) update at DRAM's pace, on the
+  // global pool, as with every block in DRAM.
   std::unique_ptr<ThreadPool> pool_;
+  BlockTiers tiers_;
   Status error_;
   AdamWConfig base_;
   double clip_;

@@ -78,21 +78,105 @@ double block_params(const ParameterLayout& layout, size_t b) {
 
 }  // namespace
 
-TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job,
-                          uint64_t dram_available_bytes) {
-  const uint64_t fp32 = ParameterLayout::build(config).total_numel() * 4;
-  const uint64_t cap = job.dram_cap_bytes ? job.dram_cap_bytes : dram_available_bytes;
+namespace {
+
+// "blocks 0-4 (the embedding and layers 0-3)": blocks [first, first + count) in words.
+std::string block_range_text(const ParameterLayout& layout, size_t first, size_t count) {
+  const size_t last = first + count - 1, n = layout.num_blocks();
+  auto name = [&](size_t b) {
+    return b == 0       ? std::string("the embedding")
+           : b + 1 == n ? std::string("the head")
+                        : "layer " + std::to_string(b - 1);
+  };
+  std::string what = name(first);
+  if (count == 2) what += " and " + name(last);
+  if (count > 2) {
+    const size_t l0 = first == 0 ? 1 : first, l1 = last + 1 == n ? last - 1 : last;
+    const std::string layers =
+        l0 == l1 ? "layer " + std::to_string(l0 - 1)
+                 : "layers " + std::to_string(l0 - 1) + "-" + std::to_string(l1 - 1);
+    what = first == 0 && last + 1 == n ? "the embedding, " + layers + " and the head"
+           : first == 0                ? "the embedding and " + layers
+           : last + 1 == n             ? layers + " and the head"
+                                       : layers;
+  }
+  return (count == 1 ? "block " + std::to_string(first)
+                     : "blocks " + std::to_string(first) + "-" + std::to_string(last)) +
+         " (" + what + ")";
+}
+
+uint64_t blocks_fp32(const ParameterLayout& layout, size_t first, size_t count) {
+  uint64_t n = 0;
+  for (size_t b = first; b < first + count; ++b) n += layout.blocks()[b].numel * 4;
+  return n;
+}
+
+// PlanState::host_why: which blocks sit in which host tier.
+std::string host_tiers_text(const ParameterLayout& layout, const BlockTiers& t) {
+  std::string out;
+  auto add = [&](size_t first, size_t count, const char* where) {
+    if (count == 0) return;
+    out += (out.empty() ? "" : "; ") + block_range_text(layout, first, count) + " " + where;
+  };
+  add(0, t.dram, "in DRAM");
+  add(t.dram, t.ssd_moments, "with the master in DRAM and the moments on the SSD");
+  add(t.dram + t.ssd_moments, t.ssd, "with master and moments on the SSD");
+  return out;
+}
+
+}  // namespace
+
+TierPlacement place_tiers(const ParameterLayout& layout, const TrainJob& job,
+                          uint64_t dram_free_bytes, uint64_t other_dram_bytes) {
+  const size_t n = layout.num_blocks();
+  const uint64_t fp32 = layout.total_numel() * 4;
+  // DRAM always holds the fp32 master (or, with it on the SSD, the copy the engine streams).
+  const uint64_t fixed = fp32 + other_dram_bytes;
+  const bool unknown = dram_free_bytes == 0;
   TierPlacement p;
-  // DRAM always holds the gradients and the compute copy of the weights.
-  uint64_t used = 2 * fp32;
-  p.optimizer_on_ssd =
-      job.optimizer_tier == TierChoice::kSsd ||
-      (job.optimizer_tier == TierChoice::kAuto && cap > 0 && used + 2 * fp32 > cap);
-  if (!p.optimizer_on_ssd) used += 2 * fp32;
-  p.master_on_ssd =
-      job.master_tier == TierChoice::kSsd ||
-      (job.master_tier == TierChoice::kAuto && p.optimizer_on_ssd && cap > 0 && used > cap);
-  if (p.master_on_ssd) p.optimizer_on_ssd = true;
+  std::string why;
+  if (job.master_tier == TierChoice::kSsd) {
+    p.blocks = BlockTiers::all(n, BlockTiers::kSsd);
+    why = "placement.master is \"ssd\"";
+  } else if (job.optimizer_tier == TierChoice::kSsd) {
+    const bool master = job.master_tier == TierChoice::kAuto && !unknown && fixed > dram_free_bytes;
+    p.blocks = BlockTiers::all(n, master ? BlockTiers::kSsd : BlockTiers::kSsdMoments);
+    why = "placement.optimizer is \"ssd\"";
+  } else if (job.optimizer_tier == TierChoice::kDram) {
+    p.blocks = BlockTiers::all(n, BlockTiers::kDram);
+    why = "placement.optimizer is \"dram\"";
+  } else if (unknown || fixed + 2 * fp32 <= dram_free_bytes) {
+    p.blocks = BlockTiers::all(n, BlockTiers::kDram);
+    why = unknown ? "the free DRAM is unknown" : "they fit in DRAM";
+  } else if (fixed > dram_free_bytes && job.master_tier == TierChoice::kAuto) {
+    p.blocks = BlockTiers::all(n, BlockTiers::kSsd);
+    why = "DRAM cannot hold even the master weights, gradients and the rest (" +
+          gb(static_cast<double>(fixed)) + " of " + gb(static_cast<double>(dram_free_bytes)) + ")";
+  } else {
+    // The moments of as many of the first blocks as fit (8 bytes a parameter), the rest on the SSD.
+    const uint64_t room = dram_free_bytes > fixed ? dram_free_bytes - fixed : 0;
+    size_t d = 0;
+    for (uint64_t used = 0; d < n; ++d) {
+      used += 2 * blocks_fp32(layout, d, 1);
+      if (used > room) break;
+    }
+    p.blocks.dram = d;
+    p.blocks.ssd_moments = n - d;
+    why = "the moments of every block (" + gb(2.0 * fp32) + ") do not fit in " +
+          gb(static_cast<double>(dram_free_bytes)) + " of DRAM beside " +
+          gb(static_cast<double>(fixed)) +
+          " of master weights, gradients and the rest: the fastest tier with room for each";
+  }
+  p.why = host_tiers_text(layout, p.blocks) + ": " + why;
+  return p;
+}
+
+TierPlacement plan_placement(const Plan& plan) {
+  TierPlacement p;
+  p.blocks.dram = static_cast<size_t>(std::max(plan.state.dram_blocks, 0));
+  p.blocks.ssd_moments = static_cast<size_t>(std::max(plan.state.ssd_moments_blocks, 0));
+  p.blocks.ssd = static_cast<size_t>(std::max(plan.state.ssd_blocks, 0));
+  p.why = plan.state.host_why;
   return p;
 }
 
@@ -372,9 +456,34 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const bool ckpt_on_device = device_free == 0 || hbm_fixed + state_bytes + ckpt <= device_free;
 
   // DRAM / SSD: master weights, gradients, AdamW moments.
-  const TierPlacement placement = place_tiers(config, job, machine.dram_available_bytes);
-  const bool opt_ssd = placement.optimizer_on_ssd, master_ssd = placement.master_on_ssd;
+  const bool cpu = host_memory;
+  // The HBM state tier's blocks have no host gradient (ModelState::create): their fp32 gradient,
+  // a quarter of their state there, lives only on the device.
+  const uint64_t grads_dram = fp32 - state_bytes / 4;
+  // One copy of the state whatever N; each GPU's spilled checkpoints, and each CPU rank's arena.
+  const uint64_t host_ckpt = ckpt_on_device ? 0 : mul_saturated({ckpt, uint64_t(ranks)});
+  // The CPU "device" is DRAM too.
+  const uint64_t cpu_arena =
+      cpu && device_cap == 0 ? mul_saturated({hbm_fixed + state_bytes + ckpt, uint64_t(ranks)}) : 0;
   Plan plan;
+  plan.dram.free_bytes = job.dram_cap_bytes
+                             ? std::min(job.dram_cap_bytes, machine.dram_available_bytes)
+                             : machine.dram_available_bytes;
+  const TierPlacement placement =
+      place_tiers(layout, job, plan.dram.free_bytes, grads_dram + host_ckpt + cpu_arena);
+  const BlockTiers& tiers = placement.blocks;
+  // fp32 bytes of the blocks in each host tier, and those the update moves over the SSD each step
+  // (the HBM state tier's are written there only for a checkpoint).
+  const uint64_t moments_dram = 2 * blocks_fp32(layout, 0, tiers.dram);
+  const uint64_t master_ssd = blocks_fp32(layout, tiers.dram + tiers.ssd_moments, tiers.ssd);
+  const uint64_t moments_ssd = 2 * fp32 - moments_dram;
+  uint64_t ssd_step_bytes = 0;
+  for (size_t b = state_blocks; b < layout.num_blocks(); ++b) {
+    const BlockTiers::Tier t = tiers.of(b);
+    ssd_step_bytes += blocks_fp32(layout, b, 1) * (t == BlockTiers::kSsd          ? 3
+                                                   : t == BlockTiers::kSsdMoments ? 2
+                                                                                  : 0);
+  }
   plan.hbm.weights_bytes = slots;
   plan.hbm.gradients_bytes = grads_dev;
   plan.hbm.workspace_bytes = hbm.workspace_bytes;
@@ -391,36 +500,25 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // The engine streams the fp32 master itself (on CUDA converted to bf16 on the device,
   // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
   // on the SSD ModelState's master buffer stays behind as the streamed copy.
-  const bool cpu = host_memory;
-  const uint64_t compute_copy = master_ssd ? fp32 : 0;
-  const uint64_t master_dram = master_ssd ? 0 : fp32;
-  plan.dram.weights_bytes = compute_copy;
-  plan.dram.master_bytes = master_dram;
-  // The HBM state tier's blocks have no host gradient (ModelState::create): their fp32 gradient,
-  // a quarter of their state there, lives only on the device.
-  const uint64_t grads_dram = fp32 - state_bytes / 4;
+  plan.dram.weights_bytes = master_ssd;
+  plan.dram.master_bytes = fp32 - master_ssd;
   plan.dram.gradients_bytes = grads_dram;
-  plan.dram.optimizer_bytes = opt_ssd ? 0 : 2 * fp32;
-  // One copy of the state whatever N; each GPU's spilled checkpoints, and each CPU rank's arena.
-  const uint64_t host_ckpt = ckpt_on_device ? 0 : mul_saturated({ckpt, uint64_t(ranks)});
+  plan.dram.optimizer_bytes = moments_dram;
   plan.dram.checkpoints_bytes = host_ckpt;
-  uint64_t dram_needed =
-      compute_copy + master_dram + grads_dram + (opt_ssd ? 0 : 2 * fp32) + host_ckpt;
-  // The CPU "device" is DRAM too.
-  if (cpu && device_cap == 0)
-    dram_needed += mul_saturated({hbm_fixed + state_bytes + ckpt, uint64_t(ranks)});
+  const uint64_t dram_needed = fp32 + grads_dram + moments_dram + host_ckpt + cpu_arena;
   plan.dram.needed_bytes = dram_needed;
   plan.dram.total_bytes = machine.dram_total_bytes;
   plan.dram.runtime_bytes = cpu ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
-  plan.dram.free_bytes = job.dram_cap_bytes
-                             ? std::min(job.dram_cap_bytes, machine.dram_available_bytes)
-                             : machine.dram_available_bytes;
-  const uint64_t ssd_needed = (opt_ssd ? 2 * fp32 : 0) + (master_ssd ? fp32 : 0);
-  plan.ssd.optimizer_bytes = opt_ssd ? 2 * fp32 : 0;
-  plan.ssd.master_bytes = master_ssd ? fp32 : 0;
+  const uint64_t ssd_needed = moments_ssd + master_ssd;
+  plan.ssd.optimizer_bytes = moments_ssd;
+  plan.ssd.master_bytes = master_ssd;
   plan.ssd.needed_bytes = ssd_needed;
   plan.ssd.total_bytes = machine.ssd_total_bytes;
   plan.ssd.free_bytes = machine.ssd_free_bytes;
+  plan.state.dram_blocks = static_cast<int>(tiers.dram);
+  plan.state.ssd_moments_blocks = static_cast<int>(tiers.ssd_moments);
+  plan.state.ssd_blocks = static_cast<int>(tiers.ssd);
+  plan.state.host_why = placement.why;
 
   plan.state.blocks = static_cast<int>(layout.num_blocks());
   plan.state.hbm_blocks = static_cast<int>(state_blocks);
@@ -453,13 +551,21 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
              std::to_string(fitting_blocks(device_free - hbm_fixed)) +
              " or less, or set it to -1 for as many as fit";
   } else if (dram_needed > plan.dram.free_bytes) {
-    reason = "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) +
-             " is available; " +
-             (opt_ssd && master_ssd ? std::string("what remains is the gradients and the weights "
-                                                  "the device streams: a smaller model or "
-                                                  "more DRAM")
-                                    : std::string("set placement.optimizer (and placement.master) "
-                                                  "to \"ssd\" or \"auto\" with an ssd_dir"));
+    // What "auto" would keep in DRAM, for the message.
+    TrainJob with_auto = job;
+    with_auto.optimizer_tier = with_auto.master_tier = TierChoice::kAuto;
+    const BlockTiers automatic =
+        place_tiers(layout, with_auto, plan.dram.free_bytes, grads_dram + host_ckpt + cpu_arena)
+            .blocks;
+    reason =
+        "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) + " is available; " +
+        (automatic.ssd == automatic.blocks() || tiers.dram == 0
+             ? std::string("what remains is the gradients and the weights the device "
+                           "streams: a smaller model or more DRAM")
+             : "set placement.optimizer (and placement.master) to \"ssd\" or \"auto\" "
+               "with an ssd_dir (\"auto\" keeps the moments of the first " +
+                   std::to_string(automatic.dram) + " of " + std::to_string(automatic.blocks()) +
+                   " blocks in DRAM and puts the rest on the SSD)");
   } else if (ssd_needed > 0 && ssd_needed > machine.ssd_free_bytes) {
     reason = "SSD: needs " + gb(ssd_needed) + " in " +
              (job.ssd_dir.empty() ? std::string("(no ssd_dir)") : job.ssd_dir) + " but " +
@@ -485,13 +591,12 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // updates; on the CPU backend the backend's AdamW runs on the same cores, so all count there).
   const size_t gpu_blocks = cpu ? 0 : state_blocks;
   std::vector<double> cpu_params(layout.num_blocks(), 0.0);
-  double P_gpu = 0, numel_dram = 0;
+  double P_gpu = 0;
   for (size_t b = 0; b < layout.num_blocks(); ++b) {
     if (b < gpu_blocks)
       P_gpu += block_params(layout, b);
     else
       cpu_params[b] = block_params(layout, b);
-    if (b >= state_blocks) numel_dram += static_cast<double>(layout.blocks()[b].numel);
   }
   const double P_cpu = P - P_gpu;
   // The GPU's AdamW over the tier's blocks: memory-bound, 28 B/param of HBM traffic as the CPU's.
@@ -524,8 +629,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const double ssd_bw = machine.ssd_bytes_per_s > 0 ? machine.ssd_bytes_per_s : 2e9;
   // Read and written back every step, but for the HBM state tier's blocks, whose copy on the SSD
   // is written only for a checkpoint.
-  const double ssd_s = 2.0 * static_cast<double>(ssd_needed) *
-                       (numel_dram / static_cast<double>(std::max<uint64_t>(padded, 1))) / ssd_bw;
+  const double ssd_s = 2.0 * static_cast<double>(ssd_step_bytes) / ssd_bw;
   const double host_bw = std::max(machine.host_mem_bytes_per_s, 1.0);
   const double grad_norm_s = cpu ? 4.0 * P / host_bw : 0.0;
   const double adamw_s = machine.adamw_params_per_s > 0 ? P_cpu / machine.adamw_params_per_s

@@ -14,6 +14,7 @@
 #include "events/plan.h"
 #include "model/model-config.h"
 #include "train/machine-probe.h"
+#include "train/optimizer-state.h"
 #include "train/streaming-engine.h"
 #include "train/train-job.h"
 
@@ -132,15 +133,29 @@ inline constexpr double kSharedLinkEfficiency = 0.93;
 // GPU's over the HBM state tier's blocks (at kGpuHbmBytesPerS).
 inline constexpr double kAdamwBytesPerParam = 28;
 
-// Where the master weights and AdamW moments go: the job's choice, or for "auto" DRAM up to
-// dram_cap_bytes (else what is available) with the biggest categories spilled to the SSD first.
-// The moments go to the SSD before the master weights; master on the SSD implies the moments too.
+// Where each block's master weights and AdamW moments go on the host (train/optimizer-state.h,
+// BlockTiers; docs/architecture.md, "Memory tiers"), and why. placement.optimizer "dram" or "ssd"
+// places every block's moments as it says; placement.master "ssd" takes every block's master and
+// moments to the SSD. With placement.optimizer "auto" the moments go to the fastest tier with
+// room: DRAM for as many of the first blocks as fit in `dram_free_bytes` (placement.dram_cap_bytes,
+// else what is available; 0: unknown, every block in DRAM) beside the fp32 master weights and
+// `other_dram_bytes` (the gradients, the checkpoints the host keeps, the CPU backend's arena), the
+// SSD for the rest. A prefix because the CPU updates the blocks in forward order while the next
+// forward waits per block for its update: the DRAM blocks come first and their updates are fast,
+// and the SSD's first read overlaps them. placement.master "auto" keeps the master in DRAM: on the
+// SSD it frees no DRAM while the engine streams an fp32 copy from there (README, "The SSD tier"),
+// only traffic; only when DRAM cannot hold even the master and the rest does it go to the SSD
+// with the moments (and the plan says the job does not fit).
 struct TierPlacement {
-  bool optimizer_on_ssd = false;
-  bool master_on_ssd = false;
+  BlockTiers blocks;
+  std::string why;  // one line: PlanState::host_why
+  bool optimizer_on_ssd() const { return blocks.any_on_ssd(); }
+  bool master_on_ssd() const { return blocks.ssd > 0; }
 };
-TierPlacement place_tiers(const ModelConfig& config, const TrainJob& job,
-                          uint64_t dram_available_bytes);
+TierPlacement place_tiers(const ParameterLayout& layout, const TrainJob& job,
+                          uint64_t dram_free_bytes, uint64_t other_dram_bytes);
+// The placement a plan chose (Plan::state's counts), as the run builds it.
+TierPlacement plan_placement(const Plan& plan);
 
 // kInvalidArgument when the job's seq_len is beyond the model's max_position_embeddings (a plan
 // that does not fit says the same).

@@ -52,9 +52,10 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
 // What `plan` refuses, refused before anything is allocated: a job that does not fit would
 // otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
 // would train without a word. Only the memory and the job are checked here (the figures that
-// predict the step come later, with the GPU's probe).
-Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem,
-                  compute::Backend& backend) {
+// predict the step come later, with the GPU's probe). Returns the plan's placement of the blocks'
+// state on the host, which the run builds: plan and run agree by construction.
+Result<TierPlacement> check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem,
+                                 compute::Backend& backend) {
   SPW_RETURN_IF_ERROR(check_positions(config, job));
   MachineProbe m;
   m.backend = backend.name();
@@ -73,7 +74,7 @@ Status check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo&
     m.ssd_free_bytes = space.free_bytes.value_or(UINT64_MAX);
   }
   const Plan plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
-  if (plan.fits) return {};
+  if (plan.fits) return plan_placement(plan);
   return out_of_memory("the job does not fit: " + plan.reason +
                        " (spillway-worker plan shows the whole plan)");
 }
@@ -107,16 +108,20 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   SPW_ASSIGN_OR_RETURN(const ModelConfig config, model_config(job));
   // One reading for the fit check, the placement and the plan.
   const MemInfo mem = run.mem_at_start = read_meminfo();
-  SPW_RETURN_IF_ERROR(check_fits(job, config, mem, *run.backend));
+  SPW_ASSIGN_OR_RETURN(run.placement, check_fits(job, config, mem, *run.backend));
+  const BlockTiers& tiers = run.placement.blocks;
   ParameterLayout layout = ParameterLayout::build(config);
   run.parameters = layout.parameter_count();
-  run.placement = place_tiers(config, job, mem.available_bytes.value_or(0));
-  if (run.placement.optimizer_on_ssd && job.ssd_dir.empty())
+  if (tiers.blocks() != layout.num_blocks())
+    return internal_error("the plan placed " + std::to_string(tiers.blocks()) +
+                          " blocks' state for a model of " + std::to_string(layout.num_blocks()));
+  if (run.placement.optimizer_on_ssd() && job.ssd_dir.empty())
     return invalid_argument(
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
   run.hbm_state_blocks = plan_hbm_state_blocks(job, config, layout, *run.backend, run.ranks());
-  SPW_ASSIGN_OR_RETURN(
-      run.state, ModelState::create(layout, !run.placement.optimizer_on_ssd, run.hbm_state_blocks));
+  // Moments in DRAM for the first tiers.dram blocks; the SSD store keeps the others'.
+  SPW_ASSIGN_OR_RETURN(run.state,
+                       ModelState::create(layout, true, run.hbm_state_blocks, tiers.dram));
   if (!job.model_path.empty()) {
     SPW_RETURN_IF_ERROR(verify_if_checkpoint(job.model_path));  // a checkpoint as the model
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
@@ -124,15 +129,19 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   } else {
     run.state->init_random(job.init_seed);
   }
-  // With the master on the SSD, ModelState's master buffer is the compute copy of the weights.
-  run.counters.set(Tier::kDram,
-                   run.placement.master_on_ssd ? Category::kWeights : Category::kMaster,
-                   static_cast<int64_t>(run.state->master_bytes()));
+  // With a block's master on the SSD, ModelState's master buffer is the compute copy of its
+  // weights.
+  uint64_t compute_copy = 0;
+  for (size_t b = tiers.dram + tiers.ssd_moments; b < layout.num_blocks(); ++b)
+    compute_copy += layout.blocks()[b].numel * sizeof(float);
+  run.counters.set(Tier::kDram, Category::kWeights, static_cast<int64_t>(compute_copy));
+  run.counters.set(Tier::kDram, Category::kMaster,
+                   static_cast<int64_t>(run.state->master_bytes() - compute_copy));
   run.counters.set(Tier::kDram, Category::kGradients,
                    static_cast<int64_t>(run.state->gradient_bytes()));
   run.counters.set(Tier::kDram, Category::kOptimizer,
                    static_cast<int64_t>(run.state->optimizer_bytes()));
-  if (!run.placement.optimizer_on_ssd) {
+  if (!run.placement.optimizer_on_ssd()) {
     run.opt_state = make_dram_state(*run.state);
     return {};
   }
@@ -141,10 +150,10 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   SPW_ASSIGN_OR_RETURN(
       run.scratch, ScratchFolder::create(job.ssd_dir, "spillway-state-" + RunStore::new_run_id(),
                                          "spillway-state-"));
-  SsdConfig sc;
-  sc.folder = run.ssd_folder = run.scratch->path();
-  SPW_ASSIGN_OR_RETURN(run.opt_state,
-                       make_ssd_state(*run.state, sc, run.placement.master_on_ssd, &run.counters));
+  SsdStateConfig sc;
+  sc.store.folder = run.ssd_folder = run.scratch->path();
+  sc.tiers = tiers;
+  SPW_ASSIGN_OR_RETURN(run.opt_state, make_ssd_state(*run.state, sc, &run.counters));
   return {};
 }
 

@@ -147,8 +147,11 @@ Status RunReporter::training(int64_t step) {
   training.total_steps = run_.total_steps;
   training.parameters = run_.parameters;
   training.device_bytes = run_.engine->memory_plan().capacity_bytes;
-  training.optimizer_tier = run_.placement.optimizer_on_ssd ? "ssd" : "dram";
-  training.master_tier = run_.placement.master_on_ssd ? "ssd" : "dram";
+  // "dram+ssd": some blocks in each (the counts are in the plan's state).
+  const BlockTiers& tiers = run_.placement.blocks;
+  const size_t blocks = tiers.blocks();
+  training.optimizer_tier = tiers.dram == blocks ? "dram" : tiers.dram == 0 ? "ssd" : "dram+ssd";
+  training.master_tier = tiers.ssd == 0 ? "dram" : tiers.ssd == blocks ? "ssd" : "dram+ssd";
   training.ssd_folder = run_.ssd_folder;
   SPW_RETURN_IF_ERROR(rec_->state(training));
   plan_ = make_plan(run_.state->config(), job_, run_.machine, run_.total_steps);

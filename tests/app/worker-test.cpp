@@ -250,6 +250,97 @@ TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
              "the tier's step 2 resumed in DRAM");
 }
 
+// placement.optimizer "auto" with state a little larger than DRAM (placement.dram_cap_bytes):
+// the plan keeps the moments of the first blocks in DRAM and puts the rest on the SSD, the run
+// builds that mix and trains the all-DRAM run's bits into the same checkpoint files, and its
+// checkpoint resumes with everything in DRAM. "dram" under the same cap says what "auto" keeps.
+TEST_F(WorkerTest, AutoPlacementMixesTheTiersPerBlockAndTrainsTheSameBits) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string ssd = tmp_.path() + "/ssd";
+  fs::create_directories(ssd);  // the plan probes its free space
+  auto job_for = [&](const std::string& run_dir, const std::string& optimizer, uint64_t cap) {
+    return stories_job("mix", run_dir, 3,
+                       {{"steps", 4},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", 2},
+                        {"lr", 2e-3},
+                        {"weight_decay", 0.1},
+                        {"checkpoint_every", 2},
+                        {"keep_checkpoints", 0}},
+                       {{"backend", "cpu"},
+                        {"optimizer", optimizer},
+                        {"master", "auto"},
+                        {"ssd_dir", ssd},
+                        {"dram_cap_bytes", cap}});
+  };
+  const std::string dram = tmp_.path() + "/dram", mixed = tmp_.path() + "/mixed",
+                    resumed = tmp_.path() + "/resumed";
+  // Room for everything: all in DRAM. Then a cap half the moments short.
+  auto r = worker({"plan", write_job("roomy", job_for(mixed, "auto", 0)), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json plan = json::parse(r.out);
+  const int blocks = plan["state"]["blocks"];
+  EXPECT_EQ(plan["state"]["dram_blocks"], blocks);
+  const auto& need = plan["tiers"]["dram"];
+  const uint64_t cap = need["needed_bytes"].get<uint64_t>() -
+                       need["categories"]["optimizer_bytes"].get<uint64_t>() / 2;
+  const std::string mixed_job = write_job("mixed", job_for(mixed, "auto", cap));
+  r = worker({"plan", mixed_job, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  plan = json::parse(r.out);
+  const int in_dram = plan["state"]["dram_blocks"];
+  EXPECT_GT(in_dram, 0);
+  EXPECT_LT(in_dram, blocks);
+  EXPECT_EQ(plan["state"]["ssd_moments_blocks"], blocks - in_dram);
+  EXPECT_EQ(plan["state"]["ssd_blocks"], 0);
+  EXPECT_LE(plan["tiers"]["dram"]["needed_bytes"].get<uint64_t>(), cap);
+  r = worker({"plan", mixed_job});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  host state         blocks 0-" + std::to_string(in_dram - 1)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("with the master in DRAM and the moments on the SSD: the moments of every "
+                       "block ("),
+            std::string::npos)
+      << r.out;
+
+  r = worker({"train", write_job("dram", job_for(dram, "dram", 0))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = worker({"train", mixed_job});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> events = read_events(mixed);
+  bool training = false;  // the first "training" state says where the state lives
+  for (const json& e : of_type(events, "state")) {
+    if (e["state"] != "training" || !e.contains("optimizer_tier")) continue;
+    training = true;
+    EXPECT_EQ(e["optimizer_tier"], "dram+ssd");
+    EXPECT_EQ(e["master_tier"], "dram");
+  }
+  EXPECT_TRUE(training);
+  for (const json& e : of_type(events, "plan"))
+    EXPECT_EQ(e["state"]["dram_blocks"], in_dram) << e.dump();
+  for (const char* step : {"step-000002", "step-000004"})
+    same_files(dram + "/checkpoints/" + step, mixed + "/checkpoints/" + step,
+               std::string("auto mix against dram, ") + step);
+
+  fs::copy(mixed, resumed, fs::copy_options::recursive);
+  fs::remove_all(resumed + "/checkpoints/step-000004");
+  r = worker({"train", write_job("resumed", job_for(resumed, "dram", 0)), "--resume",
+              resumed + "/checkpoints/step-000002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  same_files(dram + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
+             "the mix's step 2 resumed in DRAM");
+
+  r = worker({"train", write_job("too-big", job_for(tmp_.path() + "/too-big", "dram", cap))});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("(\"auto\" keeps the moments of the first " + std::to_string(in_dram) +
+                       " of " + std::to_string(blocks) +
+                       " blocks in DRAM and puts the rest on the "
+                       "SSD)"),
+            std::string::npos)
+      << r.err;
+}
+
 // placement.devices through the job file, on CPU ranks (the data-parallel schedule of the GPUs):
 // 2 ranks with 2 micro-batches each train what one rank with 4 trains (the global batch is
 // micro-batch x accumulation x ranks), within float rounding; a resumed 2-rank run is the
@@ -378,13 +469,9 @@ TEST_P(ResumeTest, ResumeAfterSigkillIsBitExact) {
   auto r = worker({"train", tmp_.path() + "/killed.json", "--resume", ckpt});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  std::vector<std::string> files = {"model.safetensors"};
-  if (tier == "dram")
-    files.push_back("optimizer.safetensors");
-  else
-    for (int b = 0; b < 7; ++b)
-      files.push_back("optimizer/block-" + std::to_string(b) + ".safetensors");
-  for (const std::string& file : files) {
+  // The same files whatever the tier: the moments on the SSD are streamed into the one
+  // optimizer.safetensors too.
+  for (const std::string file : {"model.safetensors", "optimizer.safetensors"}) {
     auto a = read_file(straight + "/checkpoints/step-000006/" + file);
     auto b = read_file(killed + "/checkpoints/step-000006/" + file);
     ASSERT_TRUE(a.ok() && b.ok()) << file;

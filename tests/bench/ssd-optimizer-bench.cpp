@@ -1,5 +1,7 @@
 // bench-ssd-optimizer: what moving the AdamW state (and the master weights) from DRAM to the SSD
-// tier costs a CPU-backend training run. For each placement — dram, ssd, ssd+master — it trains a
+// tier costs a CPU-backend training run. For each placement — dram, half (the first half of the
+// blocks' moments in DRAM, the rest on the SSD: placement.optimizer "auto" for a state a little
+// larger than DRAM), ssd, ssd+master — it trains a
 // random-init model (default the ~50M preset llama-50m) on synthetic tokens and reports:
 //   step    mean seconds per whole step (forward, backward, and the optimizer update overlapped
 //           with the next forward, as the trainer runs it)
@@ -38,7 +40,7 @@ struct Options {
   unsigned queue_depth = 32;
 };
 
-enum class Placement { kDram, kSsd, kSsdMaster };
+enum class Placement { kDram, kHalf, kSsd, kSsdMaster };
 
 struct Figures {
   double step_s = 0, update_s = 0;
@@ -47,7 +49,13 @@ struct Figures {
 
 Status bench(const ModelConfig& config, Placement placement, const Options& o, Figures* f) {
   ParameterLayout layout = ParameterLayout::build(config);
-  SPW_ASSIGN_OR_RETURN(auto state, ModelState::create(layout, placement == Placement::kDram));
+  const size_t n = layout.num_blocks();
+  const BlockTiers tiers = placement == Placement::kDram   ? BlockTiers::all(n, BlockTiers::kDram)
+                           : placement == Placement::kHalf ? BlockTiers{n / 2, n - n / 2, 0}
+                           : placement == Placement::kSsd
+                               ? BlockTiers::all(n, BlockTiers::kSsdMoments)
+                               : BlockTiers::all(n, BlockTiers::kSsd);
+  SPW_ASSIGN_OR_RETURN(auto state, ModelState::create(layout, true, 0, tiers.dram));
   state->init_random(1);
   std::unique_ptr<ScratchFolder> scratch;
   std::unique_ptr<OptimizerStateStore> store;
@@ -55,11 +63,12 @@ Status bench(const ModelConfig& config, Placement placement, const Options& o, F
     store = make_dram_state(*state);
   } else {
     SPW_ASSIGN_OR_RETURN(scratch, ScratchFolder::create(o.folder, "bench-state", "bench-state"));
-    SsdConfig sc;
-    sc.folder = scratch->path();
-    sc.block_bytes = o.block_mib << 20;
-    sc.queue_depth = o.queue_depth;
-    SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc, placement == Placement::kSsdMaster));
+    SsdStateConfig sc;
+    sc.store.folder = scratch->path();
+    sc.store.block_bytes = o.block_mib << 20;
+    sc.store.queue_depth = o.queue_depth;
+    sc.tiers = tiers;
+    SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc));
   }
   auto backend = compute::make_cpu_backend(0);
   StreamingConfig cfg;
@@ -137,8 +146,11 @@ int main(int argc, char** argv) {
       o.preset.c_str(), layout.parameter_count() / 1e6, o.mb, o.seq, ThreadPool::global().size(),
       o.folder.c_str(), o.block_mib, o.queue_depth);
   double dram_step = 0;
-  for (Placement p : {Placement::kDram, Placement::kSsd, Placement::kSsdMaster}) {
-    const char* name = p == Placement::kDram ? "dram" : p == Placement::kSsd ? "ssd" : "ssd+master";
+  for (Placement p : {Placement::kDram, Placement::kHalf, Placement::kSsd, Placement::kSsdMaster}) {
+    const char* name = p == Placement::kDram   ? "dram"
+                       : p == Placement::kHalf ? "half"
+                       : p == Placement::kSsd  ? "ssd"
+                                               : "ssd+master";
     Figures f;
     Status st = bench(*config, p, o, &f);
     if (!st.ok()) {

@@ -1055,5 +1055,127 @@ TEST(MachineProbe, NcclDefaultByComputeCapability) {
   EXPECT_EQ(default_nccl_bus_bytes_per_s(0), kNcclBusBytesPerSPcie);
 }
 
+// State a little larger than DRAM (placement.dram_cap_bytes 100 GB for llama2-7b's 107.8 GB at
+// 16 B/param): with "auto" the moments of as many of the first blocks as fit stay in DRAM, the
+// rest go to the SSD, the master stays in DRAM (on the SSD it would free none), and the plan
+// lists the counts and why. DRAM holds the master and gradients (2 x 26.95 GB: every checkpoint
+// fits the H100) and 46.1 GB of moments: the embedding's 1.05 GB and 27 layers of 1.62 GB (a 28th
+// would need 46.4); layers 27-31 and the head have theirs on the SSD.
+TEST(TierPlacement, AutoKeepsTheFirstBlocksMomentsInDramAndTheRestOnTheSsd) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  TrainJob job = seven_b_job();
+  job.optimizer_tier = job.master_tier = TierChoice::kAuto;
+  job.dram_cap_bytes = 100'000'000'000ull;
+  const Plan plan = make_plan(c, job, h100_host(), 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  EXPECT_TRUE(plan.checkpoints_on_device);
+  EXPECT_EQ(plan.state.dram_blocks, 28);
+  EXPECT_EQ(plan.state.ssd_moments_blocks, 6);
+  EXPECT_EQ(plan.state.ssd_blocks, 0);
+  EXPECT_EQ(plan.state.host_why,
+            "blocks 0-27 (the embedding and layers 0-26) in DRAM; blocks 28-33 (layers 27-31 and "
+            "the head) with the master in DRAM and the moments on the SSD: the moments of every "
+            "block (53.91 GB) do not fit in 100.00 GB of DRAM beside 53.91 GB of master weights, "
+            "gradients and the rest: the fastest tier with room for each");
+  // DRAM as full as the blocks allow: one more block's moments would not fit.
+  uint64_t dram_moments = 0, ssd_moments = 0;
+  for (size_t b = 0; b < layout.num_blocks(); ++b)
+    (b < 28 ? dram_moments : ssd_moments) += 8 * layout.blocks()[b].numel;
+  const uint64_t fp32 = 4 * layout.total_numel();
+  EXPECT_EQ(*plan.dram.optimizer_bytes, dram_moments);
+  EXPECT_EQ(plan.dram.needed_bytes, 2 * fp32 + dram_moments);
+  EXPECT_LE(plan.dram.needed_bytes, job.dram_cap_bytes);
+  EXPECT_GT(plan.dram.needed_bytes + 8 * layout.blocks()[28].numel, job.dram_cap_bytes);
+  EXPECT_EQ(*plan.dram.master_bytes, fp32);
+  EXPECT_EQ(*plan.ssd.optimizer_bytes, ssd_moments);
+  EXPECT_EQ(*plan.ssd.master_bytes, 0u);
+  EXPECT_EQ(plan.ssd.needed_bytes, ssd_moments);
+  // The SSD's part of a step: those blocks' moments read and written (at 2 GB/s unprobed).
+  EXPECT_DOUBLE_EQ(plan.step.ssd_s, 2.0 * ssd_moments / 2e9);
+
+  // The plan JSON carries the counts and reads them back; the run builds what it says.
+  const nlohmann::json j = to_json(plan);
+  EXPECT_EQ(j["state"]["dram_blocks"], 28);
+  EXPECT_EQ(j["state"]["ssd_moments_blocks"], 6);
+  EXPECT_EQ(j["state"]["ssd_blocks"], 0);
+  EXPECT_EQ(j["state"]["host_why"], plan.state.host_why);
+  const Result<Plan> back = plan_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(to_json(*back).dump(), j.dump());
+  const TierPlacement placement = plan_placement(*back);
+  EXPECT_EQ(placement.blocks, (BlockTiers{28, 6, 0}));
+  EXPECT_TRUE(placement.optimizer_on_ssd());
+  EXPECT_FALSE(placement.master_on_ssd());
+
+  // With room for everything, auto is all DRAM; "dram" and "ssd" place every block.
+  job.dram_cap_bytes = 0;
+  EXPECT_EQ(plan_placement(make_plan(c, job, h100_host(), 10, false)).blocks,
+            BlockTiers::all(34, BlockTiers::kDram));
+  job.dram_cap_bytes = 100'000'000'000ull;
+  job.optimizer_tier = TierChoice::kSsd;
+  EXPECT_EQ(plan_placement(make_plan(c, job, h100_host(), 10, false)).blocks,
+            BlockTiers::all(34, BlockTiers::kSsdMoments));
+  job.master_tier = TierChoice::kSsd;
+  EXPECT_EQ(plan_placement(make_plan(c, job, h100_host(), 10, false)).blocks,
+            BlockTiers::all(34, BlockTiers::kSsd));
+}
+
+// The HBM state tier's blocks have no host gradient: the DRAM they leave takes more blocks'
+// moments (the tier's own host copy counts where the counts put it).
+TEST(TierPlacement, TheHbmTiersBlocksLeaveRoomForMoreMoments) {
+  const ModelConfig c = llama2_7b();
+  TrainJob job = sixteen_k_job(-1);
+  job.optimizer_tier = job.master_tier = TierChoice::kAuto;
+  job.dram_cap_bytes = 100'000'000'000ull;
+  const Plan plan = make_plan(c, job, h100_host(), 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  EXPECT_EQ(plan.state.hbm_blocks, 22);
+  // 22 blocks' gradients (17.5 GB) stay on the GPU: every block's moments fit beside the rest.
+  EXPECT_EQ(plan.state.dram_blocks, 34);
+  EXPECT_EQ(plan.state.ssd_moments_blocks, 0);
+  job.dram_cap_bytes = 80'000'000'000ull;
+  const Plan tight = make_plan(c, job, h100_host(), 10, false);
+  ASSERT_TRUE(tight.fits) << tight.reason;
+  EXPECT_GT(tight.state.dram_blocks, 0);
+  EXPECT_LT(tight.state.dram_blocks, 34);
+  EXPECT_LE(tight.dram.needed_bytes, job.dram_cap_bytes);
+  // Only the blocks outside the HBM tier move over the SSD each step.
+  const ParameterLayout layout = ParameterLayout::build(c);
+  uint64_t moved = 0;
+  for (size_t b = std::max(22, tight.state.dram_blocks); b < layout.num_blocks(); ++b)
+    moved += 2 * 8 * layout.blocks()[b].numel;
+  EXPECT_DOUBLE_EQ(tight.step.ssd_s, moved / 2e9);
+}
+
+// More than fits: "dram" that DRAM cannot hold says what "auto" would keep there; a DRAM that
+// cannot hold even the master and gradients says so, with the master placed on the SSD too.
+TEST(TierPlacement, MoreThanFitsSaysWhatToChange) {
+  const ModelConfig c = llama2_7b();
+  TrainJob job = seven_b_job();
+  job.dram_cap_bytes = 100'000'000'000ull;
+  const Plan dram = make_plan(c, job, h100_host(), 10, false);
+  EXPECT_FALSE(dram.fits);
+  EXPECT_EQ(dram.state.dram_blocks, 34);
+  EXPECT_NE(dram.reason.find("DRAM: needs 107.81 GB but 100.00 GB is available; set "
+                             "placement.optimizer (and placement.master) to \"ssd\" or \"auto\" "
+                             "with an ssd_dir (\"auto\" keeps the moments of the first 28 of 34 "
+                             "blocks in DRAM and puts the rest on the SSD)"),
+            std::string::npos)
+      << dram.reason;
+  job.optimizer_tier = job.master_tier = TierChoice::kAuto;
+  job.dram_cap_bytes = 50'000'000'000ull;
+  const Plan tiny = make_plan(c, job, h100_host(), 10, false);
+  EXPECT_FALSE(tiny.fits);
+  EXPECT_EQ(tiny.state.ssd_blocks, 34);
+  EXPECT_NE(tiny.reason.find("what remains is the gradients and the weights the device streams"),
+            std::string::npos)
+      << tiny.reason;
+  EXPECT_NE(tiny.state.host_why.find(
+                "DRAM cannot hold even the master weights, gradients and the rest ("),
+            std::string::npos)
+      << tiny.state.host_why;
+}
+
 }  // namespace
 }  // namespace spillway

@@ -1,7 +1,8 @@
 // A golden AdamW trajectory (../shared/data/golden, as golden-test.cpp) and a rig that trains it
 // through the streaming engine and the optimizer with the state in a chosen place: DRAM, the SSD
-// tier (moments, or moments and master), and the first blocks in the HBM state tier. Shared by
-// the SSD and HBM state tests, which hold every placement to the same bits.
+// tier (moments, or moments and master), a mix of those per block, and the first blocks in the HBM
+// state tier. Shared by the SSD, mixed and HBM state tests, which hold every placement to the same
+// bits.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -32,10 +33,14 @@ namespace spillway::testing {
     ASSERT_TRUE(st_.ok()) << st_.to_string(); \
   } while (0)
 
-enum class Placement { kDram, kSsd, kSsdMaster };
+// kMixed: the three host tiers at once (optimizer-state.h, BlockTiers), the rig's `mix` counts.
+enum class Placement { kDram, kSsd, kSsdMaster, kMixed };
 
 inline const char* placement_name(Placement p) {
-  return p == Placement::kDram ? "dram" : p == Placement::kSsd ? "ssd" : "ssd_master";
+  return p == Placement::kDram        ? "dram"
+         : p == Placement::kSsd       ? "ssd"
+         : p == Placement::kSsdMaster ? "ssd_master"
+                                      : "mixed";
 }
 
 // One model's reference: meta.json and the batches and final parameters of the trajectory.
@@ -104,26 +109,32 @@ struct Rig {
 
   // `hbm_blocks`: the first blocks whose state the HBM tier holds (hbm-state.h), on a device
   // with room for just them beside what streaming needs. `strict_streams`: engine_cpu_backend's
-  // strict mode, where a missing wait between streams fails.
+  // strict mode, where a missing wait between streams fails. `mix`: the host tiers of
+  // Placement::kMixed.
   Status init(const Golden& g, int mb, Placement p, const std::string& folder,
               TierCounters* counters = nullptr, StorageEnv* env = StorageEnv::posix(),
-              int hbm_blocks = 0, bool strict_streams = false) {
+              int hbm_blocks = 0, bool strict_streams = false, BlockTiers mix = {}) {
+    const size_t n = g.layout.num_blocks();
+    const BlockTiers tiers = p == Placement::kDram  ? BlockTiers::all(n, BlockTiers::kDram)
+                             : p == Placement::kSsd ? BlockTiers::all(n, BlockTiers::kSsdMoments)
+                             : p == Placement::kSsdMaster ? BlockTiers::all(n, BlockTiers::kSsd)
+                                                          : mix;
     const StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
     backend = engine_cpu_backend(g.layout, cfg, strict_streams,
                                  1024 + HbmState::bytes(g.layout, static_cast<size_t>(hbm_blocks)));
     // The tier's blocks get no host gradient, as the trainer allocates them (run-assembly.cpp).
-    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, p == Placement::kDram,
-                                                   static_cast<size_t>(hbm_blocks)));
+    SPW_ASSIGN_OR_RETURN(
+        state, ModelState::create(g.layout, true, static_cast<size_t>(hbm_blocks), tiers.dram));
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
-    if (p == Placement::kDram) {
+    if (!tiers.any_on_ssd()) {
       store = make_dram_state(*state);
     } else {
       SsdStateConfig sc;
       sc.store.folder = folder;
       sc.store.block_bytes = 64 << 10;
       sc.store.queue_depth = 8;
-      sc.master_on_ssd = p == Placement::kSsdMaster;
+      sc.tiers = tiers;
       sc.chunk_bytes = kChunkBytes;
       SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc, counters, env));
     }
