@@ -100,6 +100,75 @@ double norm(const std::vector<float>& v) {
 using Outputs = std::map<std::string, std::vector<float>>;
 using OpRun = std::function<Outputs(Side&)>;
 
+// Attention's forward on the CPU: the outputs the backward reads, out rounded to bf16 as the GPU's
+// forward stores it, and lse. q, k, v as `input` makes them, [B, T, heads, head_dim].
+void cpu_attention_forward(Backend& cpu, const Shape& s, const std::vector<float>& q,
+                           const std::vector<float>& k, const std::vector<float>& v,
+                           const std::vector<int32_t>& positions, const AttentionParams& params,
+                           std::vector<float>* out_ref, std::vector<float>* lse_ref) {
+  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd, nl = size_t(B) * hq * T;
+  Side side(cpu, s.op_shapes());
+  AttentionParams p = params;
+  if (!positions.empty()) p.positions = i32(side.i32(positions), {B, T});
+  void* out = side.act_zeros(nq);
+  float* lse = side.f32_zeros(nl);
+  EXPECT_OK(cpu.attention_forward(
+      Tensor(out, cpu.act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+      ConstTensor(side.act(q), cpu.act_dtype(), {B, T, hq, hd}),
+      ConstTensor(side.act(k), cpu.act_dtype(), {B, T, hkv, hd}),
+      ConstTensor(side.act(v), cpu.act_dtype(), {B, T, hkv, hd}), 0, p));
+  *out_ref = bf16_rounded(side.get_act(out, nq));
+  *lse_ref = side.get_f32(lse, nl);
+}
+
+// Attention's forward (o[prefix + "forward.out"], "forward.lse") and backward from the reference's
+// saved outputs ("backward.dq", "backward.dk", "backward.dv") on `side`, with `params` (whose
+// positions, if any, are in side's memory).
+void attention_outputs(Side& side, const Shape& s, const std::vector<float>& q,
+                       const std::vector<float>& k, const std::vector<float>& v,
+                       const std::vector<float>& dout, const std::vector<float>& out_ref,
+                       const std::vector<float>& lse_ref, const AttentionParams& params,
+                       const std::string& prefix, Outputs* o) {
+  Backend& be = side.be();
+  const DType act = be.act_dtype();
+  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
+               nl = size_t(B) * hq * T;
+  void* qd = side.act(q);
+  void* kd = side.act(k);
+  void* vd = side.act(v);
+  void* out = side.act_zeros(nq);
+  float* lse = side.f32_zeros(nl);
+  EXPECT_OK(be.attention_forward(
+      Tensor(out, act, {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
+      ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+      ConstTensor(vd, act, {B, T, hkv, hd}), 0, params));
+  (*o)[prefix + "forward.out"] = side.get_act(out, nq);
+  (*o)[prefix + "forward.lse"] = side.get_f32(lse, nl);
+  void* dq = side.act_zeros(nq);
+  void* dk = side.act_zeros(nkv);
+  void* dv = side.act_zeros(nkv);
+  EXPECT_OK(be.attention_backward(
+      Tensor(dq, act, {B, T, hq, hd}), Tensor(dk, act, {B, T, hkv, hd}),
+      Tensor(dv, act, {B, T, hkv, hd}), ConstTensor(side.act(dout), act, {B, T, hq, hd}),
+      ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
+      ConstTensor(vd, act, {B, T, hkv, hd}), ConstTensor(side.act(out_ref), act, {B, T, hq, hd}),
+      ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0, params));
+  (*o)[prefix + "backward.dq"] = side.get_act(dq, nq);
+  (*o)[prefix + "backward.dk"] = side.get_act(dk, nkv);
+  (*o)[prefix + "backward.dv"] = side.get_act(dv, nkv);
+}
+
+// The attention outputs' tolerances against the CPU, under `prefix`.
+std::map<std::string, double> attention_tolerances(const std::string& prefix) {
+  return {{prefix + "forward.out", 1e-2},
+          {prefix + "forward.lse", 1e-3},
+          {prefix + "backward.dq", 2e-2},
+          {prefix + "backward.dk", 2e-2},
+          {prefix + "backward.dv", 2e-2}};
+}
+
 class CudaOps : public ::testing::TestWithParam<Shape> {
  protected:
   void SetUp() override {
@@ -365,64 +434,19 @@ TEST_P(CudaOps, Rope) {
 
 TEST_P(CudaOps, Attention) {
   const Shape& s = GetParam();
-  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
-  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
-               nl = size_t(B) * hq * T;
+  const size_t nq = size_t(s.batch) * s.seq * s.heads * s.head_dim,
+               nkv = size_t(s.batch) * s.seq * s.kv_heads * s.head_dim;
   const auto q = input(nq, 40), k = input(nkv, 41), v = input(nkv, 42), dout = input(nq, 43);
-  // The backward's saved forward outputs, from the CPU and rounded as the GPU's forward stores
-  // them.
   std::vector<float> out_ref, lse_ref;
-  {
-    Side side(*cpu_, s.op_shapes());
-    void* out = side.act_zeros(nq);
-    float* lse = side.f32_zeros(nl);
-    ASSERT_OK((cpu_)->attention_forward(
-        Tensor(out, (*cpu_).act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
-        ConstTensor(side.act(q), (*cpu_).act_dtype(), {B, T, hq, hd}),
-        ConstTensor(side.act(k), (*cpu_).act_dtype(), {B, T, hkv, hd}),
-        ConstTensor(side.act(v), (*cpu_).act_dtype(), {B, T, hkv, hd}), 0));
-    out_ref = bf16_rounded(side.get_act(out, nq));
-    lse_ref = side.get_f32(lse, nl);
-  }
+  cpu_attention_forward(*cpu_, s, q, k, v, {}, {}, &out_ref, &lse_ref);
   compare(
       "attention",
       [&](Side& side) {
-        Backend& be = side.be();
         Outputs o;
-        void* qd = side.act(q);
-        void* kd = side.act(k);
-        void* vd = side.act(v);
-        void* out = side.act_zeros(nq);
-        float* lse = side.f32_zeros(nl);
-        EXPECT_OK(be.attention_forward(Tensor(out, be.act_dtype(), {B, T, hq, hd}),
-                                       Tensor(lse, DType::kF32, {B, hq, T}),
-                                       ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}),
-                                       ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}),
-                                       ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}), 0));
-        o["forward.out"] = side.get_act(out, nq);
-        o["forward.lse"] = side.get_f32(lse, nl);
-        void* dq = side.act_zeros(nq);
-        void* dk = side.act_zeros(nkv);
-        void* dv = side.act_zeros(nkv);
-        EXPECT_OK(be.attention_backward(
-            Tensor(dq, be.act_dtype(), {B, T, hq, hd}), Tensor(dk, be.act_dtype(), {B, T, hkv, hd}),
-            Tensor(dv, be.act_dtype(), {B, T, hkv, hd}),
-            ConstTensor(side.act(dout), be.act_dtype(), {B, T, hq, hd}),
-            ConstTensor(qd, be.act_dtype(), {B, T, hq, hd}),
-            ConstTensor(kd, be.act_dtype(), {B, T, hkv, hd}),
-            ConstTensor(vd, be.act_dtype(), {B, T, hkv, hd}),
-            ConstTensor(side.act(out_ref), be.act_dtype(), {B, T, hq, hd}),
-            ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0));
-        o["backward.dq"] = side.get_act(dq, nq);
-        o["backward.dk"] = side.get_act(dk, nkv);
-        o["backward.dv"] = side.get_act(dv, nkv);
+        attention_outputs(side, s, q, k, v, dout, out_ref, lse_ref, {}, "", &o);
         return o;
       },
-      {{"forward.out", 1e-2},
-       {"forward.lse", 1e-3},
-       {"backward.dq", 2e-2},
-       {"backward.dk", 2e-2},
-       {"backward.dv", 2e-2}});
+      attention_tolerances(""));
 }
 
 // The qwen2 key bias's gradient, against the CPU's double-precision one (cpu/attention-key-bias.h):
@@ -628,9 +652,8 @@ TEST_P(CudaOps, GemmaOps) {
        {"embedding_scaled.out", 1e-2},
        {"embedding_scaled.dtable", 1e-5}});
 
-  const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
-  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
-               nl = size_t(B) * hq * T;
+  const size_t nq = size_t(s.batch) * s.seq * s.heads * s.head_dim,
+               nkv = size_t(s.batch) * s.seq * s.kv_heads * s.head_dim;
   const auto q = input(nq, 91), k = input(nkv, 92), vv = input(nkv, 93), adout = input(nq, 94);
   // Windowed attention costs O(T·window) on the CPU side too; the 7B shape's unwindowed case is
   // the Attention test's.
@@ -638,56 +661,16 @@ TEST_P(CudaOps, GemmaOps) {
     SCOPED_TRACE("window " + std::to_string(window));
     const AttentionParams params{0.0625f, window};  // Gemma: query_pre_attn_scalar 256
     std::vector<float> out_ref, lse_ref;
-    {
-      Side side(*cpu_, s.op_shapes());
-      void* out = side.act_zeros(nq);
-      float* lse = side.f32_zeros(nl);
-      ASSERT_OK(cpu_->attention_forward(
-          Tensor(out, cpu_->act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
-          ConstTensor(side.act(q), cpu_->act_dtype(), {B, T, hq, hd}),
-          ConstTensor(side.act(k), cpu_->act_dtype(), {B, T, hkv, hd}),
-          ConstTensor(side.act(vv), cpu_->act_dtype(), {B, T, hkv, hd}), 0, params));
-      out_ref = bf16_rounded(side.get_act(out, nq));
-      lse_ref = side.get_f32(lse, nl);
-    }
+    cpu_attention_forward(*cpu_, s, q, k, vv, {}, params, &out_ref, &lse_ref);
     const std::string p = "window" + std::to_string(window) + ".";
     compare(
         "attention_windowed",
         [&](Side& side) {
-          Backend& be = side.be();
-          const DType act = be.act_dtype();
           Outputs o;
-          void* qd = side.act(q);
-          void* kd = side.act(k);
-          void* vd = side.act(vv);
-          void* out = side.act_zeros(nq);
-          float* lse = side.f32_zeros(nl);
-          EXPECT_OK(be.attention_forward(
-              Tensor(out, act, {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
-              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
-              ConstTensor(vd, act, {B, T, hkv, hd}), 0, params));
-          o[p + "forward.out"] = side.get_act(out, nq);
-          o[p + "forward.lse"] = side.get_f32(lse, nl);
-          void* dq = side.act_zeros(nq);
-          void* dk = side.act_zeros(nkv);
-          void* dv = side.act_zeros(nkv);
-          EXPECT_OK(be.attention_backward(
-              Tensor(dq, act, {B, T, hq, hd}), Tensor(dk, act, {B, T, hkv, hd}),
-              Tensor(dv, act, {B, T, hkv, hd}), ConstTensor(side.act(adout), act, {B, T, hq, hd}),
-              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
-              ConstTensor(vd, act, {B, T, hkv, hd}),
-              ConstTensor(side.act(out_ref), act, {B, T, hq, hd}),
-              ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0, params));
-          o[p + "backward.dq"] = side.get_act(dq, nq);
-          o[p + "backward.dk"] = side.get_act(dk, nkv);
-          o[p + "backward.dv"] = side.get_act(dv, nkv);
+          attention_outputs(side, s, q, k, vv, adout, out_ref, lse_ref, params, p, &o);
           return o;
         },
-        {{p + "forward.out", 1e-2},
-         {p + "forward.lse", 1e-3},
-         {p + "backward.dq", 2e-2},
-         {p + "backward.dk", 2e-2},
-         {p + "backward.dv", 2e-2}});
+        attention_tolerances(p));
   }
 }
 
@@ -697,8 +680,7 @@ TEST_P(CudaOps, GemmaOps) {
 TEST_P(CudaOps, PackedRows) {
   const Shape& s = GetParam();
   const int B = s.batch, T = s.seq, hq = s.heads, hkv = s.kv_heads, hd = s.head_dim;
-  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd,
-               nl = size_t(B) * hq * T;
+  const size_t nq = size_t(B) * T * hq * hd, nkv = size_t(B) * T * hkv * hd;
   std::vector<int32_t> pos(size_t(B) * T);
   for (int b = 0; b < B; ++b) {
     // Examples of T/3, 1, T/4 + 3 tokens (when they fit), then padding: restarts at those cuts.
@@ -715,25 +697,11 @@ TEST_P(CudaOps, PackedRows) {
   for (int window : {0, 40}) {
     SCOPED_TRACE("window " + std::to_string(window));
     std::vector<float> out_ref, lse_ref;
-    {
-      Side side(*cpu_, s.op_shapes());
-      AttentionParams params{0.0f, window, i32(side.i32(pos), {B, T})};
-      void* out = side.act_zeros(nq);
-      float* lse = side.f32_zeros(nl);
-      ASSERT_OK(cpu_->attention_forward(
-          Tensor(out, cpu_->act_dtype(), {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
-          ConstTensor(side.act(q), cpu_->act_dtype(), {B, T, hq, hd}),
-          ConstTensor(side.act(k), cpu_->act_dtype(), {B, T, hkv, hd}),
-          ConstTensor(side.act(vv), cpu_->act_dtype(), {B, T, hkv, hd}), 0, params));
-      out_ref = bf16_rounded(side.get_act(out, nq));
-      lse_ref = side.get_f32(lse, nl);
-    }
+    cpu_attention_forward(*cpu_, s, q, k, vv, pos, {0.0f, window}, &out_ref, &lse_ref);
     const std::string p = "window" + std::to_string(window) + ".";
-    std::map<std::string, double> tol = {{p + "forward.out", 1e-2},    {p + "forward.lse", 1e-3},
-                                         {p + "backward.dq", 2e-2},    {p + "backward.dk", 2e-2},
-                                         {p + "backward.dv", 2e-2},    {p + "rope.q", 1e-2},
-                                         {p + "rope.backward.q", 1e-2}};
-    const bool key_bias = window == 0 && hd % 2 == 0;
+    std::map<std::string, double> tol = attention_tolerances(p);
+    tol[p + "rope.q"] = tol[p + "rope.backward.q"] = 1e-2;
+    const bool key_bias = window == 0;
     if (key_bias) tol[p + "key_bias.db"] = 2e-2;
     compare(
         "packed_rows",
@@ -741,32 +709,9 @@ TEST_P(CudaOps, PackedRows) {
           Backend& be = side.be();
           const DType act = be.act_dtype();
           const Positions positions = i32(side.i32(pos), {B, T});
-          const AttentionParams params{0.0f, window, positions};
           Outputs o;
-          void* qd = side.act(q);
-          void* kd = side.act(k);
-          void* vd = side.act(vv);
-          void* out = side.act_zeros(nq);
-          float* lse = side.f32_zeros(nl);
-          EXPECT_OK(be.attention_forward(
-              Tensor(out, act, {B, T, hq, hd}), Tensor(lse, DType::kF32, {B, hq, T}),
-              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
-              ConstTensor(vd, act, {B, T, hkv, hd}), 0, params));
-          o[p + "forward.out"] = side.get_act(out, nq);
-          o[p + "forward.lse"] = side.get_f32(lse, nl);
-          void* dq = side.act_zeros(nq);
-          void* dk = side.act_zeros(nkv);
-          void* dv = side.act_zeros(nkv);
-          EXPECT_OK(be.attention_backward(
-              Tensor(dq, act, {B, T, hq, hd}), Tensor(dk, act, {B, T, hkv, hd}),
-              Tensor(dv, act, {B, T, hkv, hd}), ConstTensor(side.act(adout), act, {B, T, hq, hd}),
-              ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
-              ConstTensor(vd, act, {B, T, hkv, hd}),
-              ConstTensor(side.act(out_ref), act, {B, T, hq, hd}),
-              ConstTensor(side.f32(lse_ref), DType::kF32, {B, hq, T}), 0, params));
-          o[p + "backward.dq"] = side.get_act(dq, nq);
-          o[p + "backward.dk"] = side.get_act(dk, nkv);
-          o[p + "backward.dv"] = side.get_act(dv, nkv);
+          attention_outputs(side, s, q, k, vv, adout, out_ref, lse_ref, {0.0f, window, positions},
+                            p, &o);
           void* rq = side.act(q);
           EXPECT_OK(be.rope_forward(Tensor(rq, act, {B, T, hq, hd}), s.theta, RopeScaling{}, 0,
                                     positions));
@@ -778,8 +723,10 @@ TEST_P(CudaOps, PackedRows) {
             float* db = side.f32(db0);
             EXPECT_OK(be.attention_key_bias_backward(
                 f32(db, {hkv, hd}), ConstTensor(side.act(adout), act, {B, T, hq, hd}),
-                ConstTensor(qd, act, {B, T, hq, hd}), ConstTensor(kd, act, {B, T, hkv, hd}),
-                ConstTensor(vd, act, {B, T, hkv, hd}), s.theta, RopeScaling{}, 0, positions));
+                ConstTensor(side.act(q), act, {B, T, hq, hd}),
+                ConstTensor(side.act(k), act, {B, T, hkv, hd}),
+                ConstTensor(side.act(vv), act, {B, T, hkv, hd}), s.theta, RopeScaling{}, 0,
+                positions));
             o[p + "key_bias.db"] = delta(side.get_f32(db, db0.size()), db0);
           }
           return o;
