@@ -59,13 +59,7 @@ TEST_P(HbmStateGolden, SameBitsAsDramAndTheReference) {
   std::vector<double> losses, norms, dram_losses, dram_norms;
   ASSERT_OK(dram.run(g, c.micro_batch_size, 0, steps, &dram_losses, &dram_norms));
   ASSERT_OK(hbm.run(g, c.micro_batch_size, 0, steps, &losses, &norms));
-  for (int s = 0; s < steps; ++s) {
-    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), testing::step_loss_tolerance(s))
-        << "step " << s + 1;
-    EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
-    EXPECT_EQ(losses[s], dram_losses[s]) << "step " << s + 1;
-    EXPECT_EQ(norms[s], dram_norms[s]) << "step " << s + 1;
-  }
+  testing::expect_golden_and_dram_steps(g, losses, norms, dram_losses, dram_norms);
   expect_identical(dram, hbm, "hbm " + std::to_string(blocks));
   // After the step and its update: the loss of the next batch, from the tier's own weights.
   auto after = hbm.engine->forward(g.batch(steps, c.micro_batch_size));

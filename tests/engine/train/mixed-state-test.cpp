@@ -55,13 +55,7 @@ TEST_P(MixedStateGolden, SameBitsAsDramAndTheReference) {
   std::vector<double> losses, norms, dram_losses, dram_norms;
   ASSERT_OK(dram.run(g, c.micro_batch_size, 0, steps, &dram_losses, &dram_norms));
   ASSERT_OK(mixed.run(g, c.micro_batch_size, 0, steps, &losses, &norms));
-  for (int s = 0; s < steps; ++s) {
-    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), testing::step_loss_tolerance(s))
-        << "step " << s + 1;
-    EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
-    EXPECT_EQ(losses[s], dram_losses[s]) << "step " << s + 1;
-    EXPECT_EQ(norms[s], dram_norms[s]) << "step " << s + 1;
-  }
+  testing::expect_golden_and_dram_steps(g, losses, norms, dram_losses, dram_norms);
   expect_identical(dram, mixed, "mix " + mix_name(c.mix));
   uint64_t moved = 0;
   for (size_t b = std::max<size_t>(c.hbm_blocks, c.mix.dram); b < g.layout.num_blocks(); ++b)

@@ -59,13 +59,7 @@ TEST_P(SsdGolden, AdamWTrajectoryMatchesReferenceAndDramBitForBit) {
   ASSERT_TRUE(st.ok()) << st.to_string();
 
   // The reference, to golden-test.cpp's tolerances.
-  for (int s = 0; s < steps; ++s) {
-    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(), testing::step_loss_tolerance(s))
-        << "step " << s + 1;
-    EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
-    EXPECT_EQ(losses[s], dram_losses[s]) << "step " << s + 1;
-    EXPECT_EQ(norms[s], dram_norms[s]) << "step " << s + 1;
-  }
+  testing::expect_golden_and_dram_steps(g, losses, norms, dram_losses, dram_norms);
   double num = 0, den = 0;
   for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
     for (const ParamView& p : g.layout.blocks()[b].params) {

@@ -168,6 +168,22 @@ struct Rig {
   }
 };
 
+// A placement's losses and gradient norms: the reference's, to golden-test.cpp's tolerances, and
+// the all-DRAM run's bit for bit.
+inline void expect_golden_and_dram_steps(const Golden& g, const std::vector<double>& losses,
+                                         const std::vector<double>& norms,
+                                         const std::vector<double>& dram_losses,
+                                         const std::vector<double>& dram_norms) {
+  for (size_t s = 0; s < losses.size(); ++s) {
+    EXPECT_NEAR(losses[s], g.meta["step_losses"][s].get<double>(),
+                step_loss_tolerance(static_cast<int>(s)))
+        << "step " << s + 1;
+    EXPECT_NEAR(norms[s], g.meta["step_grad_norms_before_clip"][s].get<double>(), 1e-4 * norms[s]);
+    EXPECT_EQ(losses[s], dram_losses[s]) << "step " << s + 1;
+    EXPECT_EQ(norms[s], dram_norms[s]) << "step " << s + 1;
+  }
+}
+
 // Every block's master, m and v of `a` and `b` are the same bits.
 inline void expect_identical(Rig& a, Rig& b, const std::string& what) {
   std::vector<float> ma, mb, va, vb, pa, pb;
