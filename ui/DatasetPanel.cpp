@@ -189,7 +189,16 @@ void DatasetPanel::showPreview(const DatasetPreview& preview) {
           .arg(dataset_.seqLen)
           .arg(formatCount(dataset_.totalTokens), formatCount(dataset_.trainedTokens))
           .arg(dataset_.truncated);
-  if (dataset_.packed) text += tr(" · conversations packed");
+  // What the padding costs: the share of each step's tokens that are the data's.
+  const double fill = sequences > 0 && dataset_.seqLen > 0
+                          ? static_cast<double>(dataset_.positions) /
+                                (static_cast<double>(sequences) * dataset_.seqLen)
+                          : 0.0;
+  if (dataset_.packed)
+    text += tr(" · conversations packed, sequences %1% full").arg(fill * 100.0, 0, 'f', 0);
+  else if (!dataset_.chatTemplate.isEmpty() && fill < 0.5)
+    text += tr(" · sequences %1% full: packing the conversations would fill them")
+                .arg(fill * 100.0, 0, 'f', 0);
   if (dataset_.sampled && dataset_.sampleBytes > 0) {
     const double wholeTokens = static_cast<double>(dataset_.totalTokens) *
                                static_cast<double>(dataset_.fileBytes) /

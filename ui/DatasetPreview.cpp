@@ -284,6 +284,7 @@ DatasetPreview DatasetPreview::load(const Request& r, const std::atomic<bool>* c
   p.sequences = static_cast<qint64>(ds->size());
   p.totalTokens = s.total_tokens;
   p.trainedTokens = s.trained_tokens;
+  p.positions = s.positions;
   p.truncated = s.truncated;
   p.maxExampleTokens = s.max_example_tokens();
   const bool chat = ds->chat_template().kind != ChatTemplateKind::kAuto;

@@ -77,6 +77,8 @@ struct DatasetPreview {
   qint64 sequences = 0;
   qint64 totalTokens = 0;
   qint64 trainedTokens = 0;
+  qint64 positions =
+      0;  // the sequences' tokens, padding not counted: fill = positions / (sequences · seqLen)
   qint64 truncated = 0;  // examples cut at seqLen
   int maxExampleTokens = 0;
   // Chat data packed (data.packing): several whole conversations a sequence, each attending only

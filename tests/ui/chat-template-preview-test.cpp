@@ -87,6 +87,22 @@ TEST(ChatTemplate, ThePreviewNamesTheTemplateUsedAndShowsTrainedEndOfTurnTokens)
   EXPECT_TRUE(
       p.previewHtml.contains("title=\"special token &lt;s&gt;, not trained\">&lt;s&gt;</span>"));
   EXPECT_TRUE(used->text().contains("those on yellow are trained"));
+  // Short conversations one a sequence leave it mostly padding: the label says what packing would
+  // do, and once packed how full the sequences are.
+  auto* label = page.findChild<QLabel*>("datasetLabel");
+  ASSERT_NE(label, nullptr);
+  const qint64 unpacked = p.sequences;  // p is the page's preview: the next one replaces it
+  EXPECT_LT(p.positions, p.sequences * 512 / 2);
+  EXPECT_TRUE(label->text().contains("full: packing the conversations would fill them"))
+      << label->text().toStdString();
+  page.findChild<QCheckBox*>("packing")->setChecked(true);
+  ASSERT_TRUE(waitForPreview(page, previewed));
+  EXPECT_TRUE(page.datasetPreview().packed);
+  EXPECT_LT(page.datasetPreview().sequences, unpacked);
+  EXPECT_TRUE(label->text().contains("conversations packed, sequences "))
+      << label->text().toStdString();
+  page.findChild<QCheckBox*>("packing")->setChecked(false);
+  ASSERT_TRUE(waitForPreview(page, previewed));
 
   // Chosen in the form: alpaca's layout, and the preview says it was set.
   page.findChild<QComboBox*>("chatTemplate")->setCurrentText("alpaca");
