@@ -61,12 +61,12 @@ class TensorRef {
     using Element = std::conditional_t<std::is_const_v<Data>, const T, T>;
     return static_cast<Element*>(data_);
   }
-  // A writable reference reads as a read-only one (implicitly: a view reads as const). A template,
-  // so that TensorRef<const void> has no conversion to itself, which nvcc warns about.
-  template <class D = Data>
-  requires(!std::is_const_v<D>) operator TensorRef<const void>() const {  // NOLINT
-    return TensorRef<const void>(data_, dtype_, shape_);
-  }
+  // A writable reference reads as a read-only one (implicitly: a view reads as const). A
+  // constructor of the read-only side rather than a conversion of the writable one, whose
+  // instantiation for TensorRef<const void> would convert to itself (nvcc and clang warn).
+  template <class D>
+  requires(std::is_const_v<Data> && !std::is_const_v<D>) TensorRef(const TensorRef<D>& w)  // NOLINT
+      : data_(w.data()), dtype_(w.dtype()), shape_(w.shape()) {}
 
  private:
   Data* data_ = nullptr;
