@@ -335,6 +335,33 @@ const ChatTemplateChoice& Dataset::chat_template() const {
   return shared_ ? shared_->chat_template : kNone;
 }
 
+double Dataset::fill() const {
+  if (empty() || seq_len() <= 0) return 0.0;
+  return static_cast<double>(position_count()) /
+         (static_cast<double>(size()) * static_cast<double>(seq_len()));
+}
+
+double Dataset::attention_share() const {
+  const double T = seq_len();
+  if (empty() || T <= 0) return 0.0;
+  double attended = 0;  // Σ over sequences of Σ over their segments of length²
+  for (size_t i = 0; i < size(); ++i) {
+    const TokenSequence& s = (*this)[i];
+    if (s.positions.empty()) {  // one example, padded: attention runs over the whole row
+      attended += T * T;
+      continue;
+    }
+    double run = 0;
+    for (int32_t p : s.positions) {
+      if (p == 0 && run > 0) attended += run * run, run = 0;
+      ++run;
+    }
+    const double padding = T - static_cast<double>(s.size());  // an example of its own
+    attended += run * run + padding * padding;
+  }
+  return attended / (static_cast<double>(size()) * T * T);
+}
+
 int64_t Dataset::position_count() const {
   int64_t total = 0;
   for (size_t i = 0; i < size(); ++i) total += static_cast<int64_t>((*this)[i].size());

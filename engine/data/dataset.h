@@ -105,6 +105,12 @@ class Dataset {
   // Positions and trained positions of the sequences in this view.
   int64_t position_count() const;
   int64_t trained_count() const;
+  // Of the sequences in this view padded to seq_len: the share of their positions that are the
+  // data's (the rest is padding), and the share of full rows' causal attention that attention
+  // computes: a packed sequence attends within each example and within its padding, Σ length² /
+  // seq_len², any other the whole row. 0 for an empty view.
+  double fill() const;
+  double attention_share() const;
 
   // Holds out the last `fraction` (0 <= fraction < 1) of the sequences, in file order, for
   // evaluation: returns {train, eval}. The count held out is round(size * fraction), at least

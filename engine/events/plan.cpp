@@ -139,6 +139,10 @@ json to_json(const Plan& p) {
   step["bottleneck"] = p.step.bottleneck;
   step["total_steps"] = p.step.total_steps;
   step["calibrated"] = p.step.calibrated;
+  if (p.step.data_fill != 1.0 || p.step.data_attention != 1.0) {
+    step["data_fill"] = p.step.data_fill;
+    step["data_attention"] = p.step.data_attention;
+  }
   json machine = json::object();
   for_each_machine_number(p.machine, [&](const char* k, const double& v) { machine[k] = v; });
   machine["device"] = p.machine.device;
@@ -233,6 +237,8 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.step.total_steps = integer<int64_t>(step, "total_steps").value_or(0);
   // Before the key: CPU plans counted the attention as FLOPs at the sgemm rate (uncalibrated).
   p.step.calibrated = boolean(step, "calibrated").value_or(!p.on_cpu());
+  p.step.data_fill = number(step, "data_fill").value_or(1.0);
+  p.step.data_attention = number(step, "data_attention").value_or(1.0);
   if (const json* s = field(j, "suggestion"); s && s->is_object())
     p.suggestion = plan_suggestion_from_json(*s);
   return p;

@@ -69,6 +69,10 @@ struct PlanStep {
   // Whether every rate the step time rests on was measured on this machine; false: the time is a
   // rough estimate (a CPU plan without the attention probe; planner.h, "CPU step").
   bool calibrated = true;
+  // The run's data (planner.h, DataShape): the share of the positions that are its tokens (what
+  // tokens_per_s counts) and of the rows' attention the kernels compute. 1 when the plan did not
+  // know the data, and in plans written before.
+  double data_fill = 1.0, data_attention = 1.0;
 };
 
 // The micro-batch and gradient accumulation the planner suggests (planner.h, suggest_batch).

@@ -188,7 +188,7 @@ struct GpuCompute {
 };
 
 GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, const TrainJob& job,
-                       const MachineProbe& machine, int lm_head_chunk) {
+                       const MachineProbe& machine, int lm_head_chunk, const DataShape& data) {
   const double gemm_flops_per_s = std::max(machine.compute_flops, 1.0) * kGpuGemmEfficiency;
   const double tokens_mb = static_cast<double>(job.micro_batch_size) * job.seq_len;
   const double tokens = tokens_mb * job.grad_accum;
@@ -200,7 +200,7 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
-  g.attention_s = 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens /
+  g.attention_s = data.attention * 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens /
                   (std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim));
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
@@ -208,7 +208,8 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       kGpuElementwiseBytes * L * layer_elementwise_width(c) * tokens / kGpuHbmBytesPerS;
   if (c.attention_bias) {  // per query head and token, seq_len / 2 visible keys on average
     const double fmas = L * c.num_heads * tokens * (job.seq_len / 2.0) * c.head_dim;
-    g.key_bias_s = fmas / (std::max(machine.compute_flops, 1.0) * kGpuKeyBiasFmasPerFlop);
+    g.key_bias_s =
+        data.attention * fmas / (std::max(machine.compute_flops, 1.0) * kGpuKeyBiasFmasPerFlop);
   }
   return g;
 }
@@ -220,7 +221,8 @@ struct CpuCompute {
   bool calibrated = false;  // the attention was probed on this machine
 };
 
-CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineProbe& machine) {
+CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineProbe& machine,
+                       const DataShape& data) {
   const double embedding = static_cast<double>(c.vocab_size) * c.hidden_size;
   const double params = static_cast<double>(ParameterLayout::build(c).parameter_count());
   const double matmul_params = c.tie_word_embeddings ? params : params - embedding;
@@ -234,9 +236,9 @@ CpuCompute cpu_compute(const ModelConfig& c, const TrainJob& job, const MachineP
   cpu.gemm_s = 8.0 * matmul_params * tokens / gemm_flops_per_s;
   const double scores = sequences * c.num_heads * c.attention_scores(job.seq_len);
   const bool probed = machine.cpu_attention_s_per_score > 0;
-  cpu.attention_s =
-      probed ? scores * machine.cpu_attention_s_per_score
-             : 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens / gemm_flops_per_s;
+  cpu.attention_s = data.attention * (probed ? scores * machine.cpu_attention_s_per_score
+                                             : 8.0 * c.attended_keys(job.seq_len) * c.q_dim() *
+                                                   tokens / gemm_flops_per_s);
   // Held to 25% on 2 cores (tests/bench/figures/calibration-cpu.json). On more, the probes load
   // fewer cores than the step does (the attention's one sequence, at most 512 GEMM rows, one
   // memcpy thread for the element-wise ops' bandwidth): on a 16-core host the step came out
@@ -396,7 +398,7 @@ double exposed_reduce_s(const ParameterLayout& layout, const std::vector<double>
 
 // make_plan without its suggestion: the step model that make_plan and suggest_batch share.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
-              int64_t total_steps) {
+              int64_t total_steps, const DataShape& data = {}) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
   const uint64_t padded = layout.total_numel();
@@ -583,10 +585,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
   // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
   const double accumulate_s = cpu ? 0.0 : job.grad_accum * 8.0 * P / kGpuHbmBytesPerS;
-  const GpuCompute gpu =
-      cpu ? GpuCompute{}
-          : gpu_compute(config, layout, job, machine, StreamingEngine::lm_head_chunk(config, sc));
-  const CpuCompute on_cpu = cpu ? cpu_compute(config, job, machine) : CpuCompute{};
+  const GpuCompute gpu = cpu ? GpuCompute{}
+                             : gpu_compute(config, layout, job, machine,
+                                           StreamingEngine::lm_head_chunk(config, sc), data);
+  const CpuCompute on_cpu = cpu ? cpu_compute(config, job, machine, data) : CpuCompute{};
   // Per block: its parameters, and those the CPU's AdamW updates (the HBM state tier's the GPU
   // updates; on the CPU backend the backend's AdamW runs on the same cores, so all count there).
   const size_t gpu_blocks = cpu ? 0 : state_blocks;
@@ -707,7 +709,9 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   step.optimizer_s = optimizer_s;
   step.optimizer_visible_s = optimizer_visible_s;
   step.step_s = step_s;
-  step.tokens_per_s = tokens / step_s;
+  step.tokens_per_s = data.fill * tokens / step_s;  // the data's tokens, not padding
+  step.data_fill = data.fill;
+  step.data_attention = data.attention;
   step.model_tflops = flops.model / step_s / 1e12;
   step.eta_s = step_s * total_steps;
   step.bottleneck = worst.name;
@@ -743,9 +747,14 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
 
 }  // namespace
 
+DataShape data_shape(const Dataset& ds) {
+  if (ds.empty()) return {};
+  return {ds.fill(), ds.attention_share()};
+}
+
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
-               int64_t total_steps, bool with_suggestion) {
-  Plan plan = plan_job(config, job, machine, total_steps);
+               int64_t total_steps, bool with_suggestion, const DataShape& data) {
+  Plan plan = plan_job(config, job, machine, total_steps, data);
   if (with_suggestion) plan.suggestion = suggest_batch(config, job, machine);
   return plan;
 }

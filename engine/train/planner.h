@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "data/dataset.h"
 #include "events/plan.h"
 #include "model/model-config.h"
 #include "train/machine-probe.h"
@@ -161,6 +162,17 @@ TierPlacement plan_placement(const Plan& plan);
 // that does not fit says the same).
 Status check_positions(const ModelConfig& config, const TrainJob& job);
 
+// What a run's data does to its steps (data_shape): `fill`, the share of a step's positions that
+// are the data's tokens rather than padding (what tokens/s counts); `attention`, the share of the
+// full rows' causal attention the kernels compute: a packed row attends within each example (its
+// padding one more), Σ length² / seq_len² of it, a padded row all of it.
+struct DataShape {
+  double fill = 1.0;
+  double attention = 1.0;
+};
+// The shape of `ds`'s sequences at ds.seq_len() (an empty dataset: DataShape{}).
+DataShape data_shape(const Dataset& ds);
+
 // The plan (events/plan.h; to_json gives `spillway-worker plan --json`, schema in the README). For
 // a GPU backend (machine.backend_facts().gpu) the step overlaps compute, the host link and the CPU
 // AdamW: it takes the longest of compute and link, plus the optimizer's visible part (the gradient
@@ -197,8 +209,12 @@ Status check_positions(const ModelConfig& config, const TrainJob& job);
 // fit, as the engine refuses it); DRAM holds one copy of the state, each GPU's spilled
 // checkpoints, and on the CPU backend each rank's arena, whose compute shares the cores (N times
 // one rank's). The CPU's AdamW is the same parameters: unchanged.
+//
+// `data`, when the run's dataset is known (the trainer's plan; `plan` without the data assumes
+// DataShape{}), scales the attention by the share the kernels compute and counts tokens/s as the
+// data's tokens, not padding.
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
-               int64_t total_steps, bool with_suggestion = true);
+               int64_t total_steps, bool with_suggestion = true, const DataShape& data = {});
 
 // The micro-batch and gradient accumulation this planner suggests for the job on this machine,
 // the job's seq_len and placement and everything else kept (with placement.hbm_state_blocks -1,

@@ -154,7 +154,8 @@ Status RunReporter::training(int64_t step) {
   training.master_tier = tiers.ssd == 0 ? "dram" : tiers.ssd == blocks ? "ssd" : "dram+ssd";
   training.ssd_folder = run_.ssd_folder;
   SPW_RETURN_IF_ERROR(rec_->state(training));
-  plan_ = make_plan(run_.state->config(), job_, run_.machine, run_.total_steps);
+  plan_ = make_plan(run_.state->config(), job_, run_.machine, run_.total_steps, true,
+                    data_shape(run_.train_ds));
   rec_->plan(plan_);
   return {};
 }

@@ -323,14 +323,17 @@ TEST(DatasetFiles, PackedInstructionLayoutHoldsThePaddedExamplesWhole) {
   using Example = std::pair<std::vector<int32_t>, std::vector<int32_t>>;
   std::vector<Example> from_packed, from_padded;
   int64_t positions = 0;
+  double attended = 0;  // Σ of the examples' and the padding's lengths², as attention_share
   for (size_t i = 0; i < packed->size(); ++i) {
     const TokenSequence& s = (*packed)[i];
     ASSERT_LE(s.size(), static_cast<size_t>(T));
     positions += static_cast<int64_t>(s.size());
     if (s.positions.empty()) {  // one example
       from_packed.push_back({s.input_ids, s.labels});
+      attended += double(T) * T;
       continue;
     }
+    const size_t first = from_packed.size();
     ASSERT_EQ(s.positions.size(), s.size());
     for (size_t t = 0; t < s.size(); ++t) {
       if (s.positions[t] == 0) from_packed.emplace_back();
@@ -338,6 +341,9 @@ TEST(DatasetFiles, PackedInstructionLayoutHoldsThePaddedExamplesWhole) {
       from_packed.back().first.push_back(s.input_ids[t]);
       from_packed.back().second.push_back(s.labels[t]);
     }
+    for (size_t e = first; e < from_packed.size(); ++e)
+      attended += double(from_packed[e].first.size()) * from_packed[e].first.size();
+    attended += double(T - s.size()) * (T - s.size());
   }
   for (size_t i = 0; i < padded->size(); ++i)
     from_padded.push_back({(*padded)[i].input_ids, (*padded)[i].labels});
@@ -347,9 +353,20 @@ TEST(DatasetFiles, PackedInstructionLayoutHoldsThePaddedExamplesWhole) {
   EXPECT_EQ(packed->stats().trained_tokens, padded->stats().trained_tokens);
   EXPECT_EQ(packed->stats().truncated, padded->stats().truncated);
   // Best fit leaves little room: the sequences are over 99% full on average (999 conversations
-  // of 380 bytes on average, 47 of them cut at 2048, in 380 sequences).
+  // of 777 bytes on average, 47 of them cut at 2048, in 380 sequences).
   EXPECT_GT(static_cast<double>(positions) / (static_cast<double>(packed->size()) * T), 0.99);
   EXPECT_LT(packed->size(), padded->size() / 2);
+  // What the planner takes from the data (DataShape): the fill, and the attention packed rows
+  // compute (each example's own) against padded rows' whole.
+  EXPECT_DOUBLE_EQ(packed->fill(),
+                   static_cast<double>(positions) / (static_cast<double>(packed->size()) * T));
+  EXPECT_DOUBLE_EQ(padded->fill(), static_cast<double>(padded->position_count()) /
+                                       (static_cast<double>(padded->size()) * T));
+  EXPECT_LT(padded->fill(), 0.4);  // 777 bytes a conversation on average
+  EXPECT_NEAR(packed->attention_share(), attended / (static_cast<double>(packed->size()) * T * T),
+              1e-12);
+  EXPECT_LT(packed->attention_share(), 0.7);
+  EXPECT_EQ(padded->attention_share(), 1.0);
 }
 
 TEST(DatasetFiles, ParallelTokenizationMatches) {

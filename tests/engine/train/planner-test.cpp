@@ -166,6 +166,30 @@ TEST(Planner, AttentionRateFollowsTheHeadSize) {
   EXPECT_NEAR(at256 / at128, kGpuAttentionEfficiency / kGpuAttentionEfficiencyHeadDim256, 1e-9);
 }
 
+// What the run's data does (DataShape): tokens/s counts the data's tokens, not padding, and the
+// attention is the share the kernels compute (packed rows attend within each example); the rest of
+// the step, and the JSON's round trip, as without the data.
+TEST(Planner, TheRunsDataScalesItsTokensAndItsAttention) {
+  const ModelConfig c = llama2_7b();
+  const Plan whole = make_plan(c, seven_b_job(), h100_host(), 10);
+  const Plan data = make_plan(c, seven_b_job(), h100_host(), 10, true, DataShape{0.25, 0.5});
+  EXPECT_NEAR(data.step.attention_s, 0.5 * whole.step.attention_s, 1e-12);
+  EXPECT_EQ(data.step.gemm_s, whole.step.gemm_s);
+  EXPECT_EQ(data.step.h2d_bytes, whole.step.h2d_bytes);
+  EXPECT_LT(data.step.step_s, whole.step.step_s);
+  EXPECT_NEAR(data.step.tokens_per_s, 0.25 * data.step.tokens / data.step.step_s, 1e-9);
+  const Result<Plan> back = plan_from_json(to_json(data));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->step.data_fill, 0.25);
+  EXPECT_EQ(back->step.data_attention, 0.5);
+  // A plan without the data writes neither key, and reads back as the whole rows'.
+  EXPECT_FALSE(to_json(whole)["step"].contains("data_fill"));
+  const Result<Plan> whole_back = plan_from_json(to_json(whole));
+  ASSERT_TRUE(whole_back.ok());
+  EXPECT_EQ(whole_back->step.data_fill, 1.0);
+  EXPECT_EQ(whole_back->step.data_attention, 1.0);
+}
+
 TEST(Planner, SevenBOnTheH100IsComputeBound) {
   const ModelConfig c = llama2_7b();
   const nlohmann::json plan = to_json(make_plan(c, seven_b_job(), h100_host(), 10));
