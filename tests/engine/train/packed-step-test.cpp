@@ -12,6 +12,7 @@
 #include "compute/cpu/cpu-backend.h"
 #include "state-rig.h"
 #include "test-data.h"
+#include "train/data-parallel-engine.h"
 
 namespace spillway {
 namespace {
@@ -79,6 +80,32 @@ Result<Step> run_step(Golden& g, const StepBatch& batch, int max_micro_batches) 
   return s;
 }
 
+// The same step over `ranks` CPU devices (train/data-parallel-engine.h): each takes its share of
+// the micro-batches, positions included.
+Result<Step> run_data_parallel_step(Golden& g, const StepBatch& batch, int ranks) {
+  StreamingConfig cfg = testing::rig_config(g, 1);
+  cfg.max_micro_batches = batch.micro_batches / ranks;
+  StreamingConfig sized = cfg;
+  sized.data_parallel_ranks = ranks;  // the padded gradient buffers
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<compute::Backend*> group;
+  for (int r = 0; r < ranks; ++r) {
+    backends.push_back(testing::engine_cpu_backend(g.layout, sized, true, size_t{256} << 20));
+    group.push_back(backends.back().get());
+  }
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(g.layout, true));
+  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+  SPW_RETURN_IF_ERROR(state->load_weights(weights));
+  SPW_ASSIGN_OR_RETURN(auto engine, DataParallelEngine::create(group, *state, cfg));
+  Step s;
+  SPW_ASSIGN_OR_RETURN(s.result, engine->forward_backward(batch));
+  for (size_t b = 0; b < state->num_blocks(); ++b) {
+    const float* p = state->grad(b);
+    s.grads.emplace_back(p, p + g.layout.blocks()[b].numel);
+  }
+  return s;
+}
+
 class PackedStep : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PackedStep, EqualsTheStepWithOneExampleARow) {
@@ -115,6 +142,28 @@ INSTANTIATE_TEST_SUITE_P(Models, PackedStep,
                          ::testing::Values("stories260K", "qwen2-tiny", "gemma3-tiny",
                                            "qwen3-tiny"),
                          [](const auto& info) { return testing::test_name(info.param); });
+
+// Two CPU ranks split the packed micro-batches, each with its rows' positions: the one device's
+// loss and gradients.
+TEST(PackedStep, DataParallelRanksTakeTheirRowsPositions) {
+  Golden g("stories260K");
+  const int T = g.T;
+  std::vector<std::vector<int>> cuts;
+  for (int r = 0; r < g.B; ++r)
+    cuts.push_back(r % 2 ? std::vector<int>{T} : std::vector<int>{5, T - 5});
+  const Layouts l(g.batch(0, 1), cuts);
+  ASSERT_EQ(l.packed_rows % 2, 0);
+  auto one = run_step(g, l.packed(), l.packed_rows);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  auto two = run_data_parallel_step(g, l.packed(), 2);
+  ASSERT_TRUE(two.ok()) << two.status().to_string();
+  EXPECT_EQ(two->result.targets, one->result.targets);
+  EXPECT_NEAR(two->result.loss(), one->result.loss(), 1e-6 * one->result.loss());
+  for (size_t b = 0; b < one->grads.size(); ++b)
+    EXPECT_LT(testing::rel_l2(two->grads[b].data(), one->grads[b].data(), one->grads[b].size()),
+              1e-5)
+        << "block " << b;
+}
 
 TEST(PackedStep, PositionsThatBreakTheConventionAreRefused) {
   Golden g("stories260K");
