@@ -19,27 +19,33 @@ QColor BlockStrip::tierColor(Tier tier) {
       return QColor("#17becf");  // TierChart's "state": the HBM state tier
     case Tier::kDram:
       return QColor("#2ca02c");  // TierChart's "master": DRAM holds the master weights
-    case Tier::kSsd:
+    case Tier::kSsdMoments:
       return QColor("#9467bd");  // TierChart's "optimizer": the SSD holds the moments
+    case Tier::kSsd:
+      return QColor("#8c564b");  // the SSD holds the master too
   }
   return Qt::gray;
 }
 
-QString BlockStrip::tierName(Tier tier, bool masterOnSsd) {
+QString BlockStrip::tierName(Tier tier) {
   switch (tier) {
     case Tier::kHbm:
       return tr("HBM");
     case Tier::kDram:
       return tr("DRAM");
+    case Tier::kSsdMoments:
+      return tr("DRAM + SSD (moments)");
     case Tier::kSsd:
-      return masterOnSsd ? tr("SSD (master and moments)") : tr("DRAM + SSD (moments)");
+      return tr("SSD (master and moments)");
   }
   return {};
 }
 
 void BlockStrip::setPlacement(const StatePlacement& placement) {
   placement_ = placement;
-  setToolTip(placement.why);
+  setToolTip(placement.hostWhy.isEmpty()
+                 ? placement.why
+                 : placement.why + QStringLiteral("\n") + placement.hostWhy);
   update();
 }
 
@@ -87,7 +93,7 @@ bool BlockStrip::event(QEvent* event) {
     const int b = blockAt(help->pos().x());
     if (b < 0) return QWidget::event(event);
     QString text = tr("%1: its master, gradients and moments in %2")
-                       .arg(placement_.blockName(b), tierName(cellTier(b), placement_.masterOnSsd));
+                       .arg(placement_.blockName(b), tierName(cellTier(b)));
     if (!placement_.why.isEmpty()) text += "\n" + placement_.why;
     QToolTip::showText(help->globalPos(), text, this);
     return true;

@@ -27,7 +27,7 @@ class BlockStrip : public QWidget {
   // The block under x (widget coordinates), -1 outside the cells.
   int blockAt(int x) const;
   static QColor tierColor(StatePlacement::Tier tier);
-  static QString tierName(StatePlacement::Tier tier, bool masterOnSsd = false);
+  static QString tierName(StatePlacement::Tier tier);
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;

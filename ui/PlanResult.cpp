@@ -78,15 +78,23 @@ StatePlacement StatePlacement::fromPlan(const Plan& plan) {
   s.hbmBlocks = std::clamp(plan.state.hbm_blocks, 0, s.blocks);
   s.hbmBytes = static_cast<double>(plan.state.hbm_bytes);
   s.why = QString::fromStdString(plan.state.why);
-  s.masterOnSsd = plan.ssd.master_bytes.value_or(0) > 0;
-  if (s.masterOnSsd || plan.ssd.optimizer_bytes.value_or(0) > 0) s.rest = Tier::kSsd;
+  s.hostWhy = QString::fromStdString(plan.state.host_why);
+  const PlanState& st = plan.state;
+  if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks == s.blocks && s.blocks > 0) {
+    s.dramBlocks = st.dram_blocks;
+    s.ssdMomentsBlocks = st.ssd_moments_blocks;
+  } else if (plan.ssd.master_bytes.value_or(0) > 0) {
+    s.rest = Tier::kSsd;
+  } else if (plan.ssd.optimizer_bytes.value_or(0) > 0) {
+    s.rest = Tier::kSsdMoments;
+  }
   return s;
 }
 
 int StatePlacement::count(Tier tier) const {
-  const int rest = blocks - hbmBlocks;
-  if (tier == Tier::kHbm) return hbmBlocks;
-  return tier == this->rest ? rest : 0;
+  int n = 0;
+  for (int b = 0; b < blocks; ++b) n += tierOf(b) == tier;
+  return n;
 }
 
 QString StatePlacement::blockName(int block) const {

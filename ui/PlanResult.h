@@ -52,17 +52,28 @@ QString deviceTierName(bool onCpu);
 // their moments or master, partly on the SSD. A plan from before the HBM state tier has no
 // "state": its blocks (layers + 2) all read as the other tier.
 struct StatePlacement {
-  enum class Tier { kHbm, kDram, kSsd };
-  int blocks = 0;            // embedding + layers + head; 0: the plan does not say (no model)
-  int hbmBlocks = 0;         // the first hbmBlocks of them in HBM
-  Tier rest = Tier::kDram;   // where the other blocks' state lives
-  bool masterOnSsd = false;  // rest kSsd: the master weights too, not only the moments
-  double hbmBytes = 0;       // the HBM blocks' state, bytes
-  QString why;               // the planner's one line: why that many
-  bool onCpu = false;        // the CPU backend: no HBM, its blocks' state is in DRAM
+  // kSsdMoments: the master in DRAM, the moments on the SSD; kSsd: both on the SSD.
+  enum class Tier { kHbm, kDram, kSsdMoments, kSsd };
+  int blocks = 0;     // embedding + layers + head; 0: the plan does not say (no model)
+  int hbmBlocks = 0;  // the first hbmBlocks of them in HBM
+  // The host tiers in block order (events/plan.h, PlanState): the first dramBlocks in DRAM, the
+  // next ssdMomentsBlocks with the moments on the SSD, the rest (ssd_blocks) with both there. A
+  // plan from before the per-block tiers has none: dramBlocks -1, and every block past the HBM
+  // ones in `rest`.
+  int dramBlocks = -1, ssdMomentsBlocks = 0;
+  Tier rest = Tier::kDram;
+  double hbmBytes = 0;  // the HBM blocks' state, bytes
+  QString why;          // the planner's one line: why that many in HBM
+  QString hostWhy;      // and which blocks sit in which host tier, and why
+  bool onCpu = false;   // the CPU backend: no HBM, its blocks' state is in DRAM
 
   static StatePlacement fromPlan(const Plan& plan);
-  Tier tierOf(int block) const { return block < hbmBlocks ? Tier::kHbm : rest; }
+  Tier tierOf(int block) const {
+    if (block < hbmBlocks) return Tier::kHbm;
+    if (dramBlocks < 0) return rest;
+    if (block < dramBlocks) return Tier::kDram;
+    return block < dramBlocks + ssdMomentsBlocks ? Tier::kSsdMoments : Tier::kSsd;
+  }
   int count(Tier tier) const;
   // "embedding", "layer 0" ... "layer 31", "head"
   QString blockName(int block) const;

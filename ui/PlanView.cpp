@@ -209,10 +209,10 @@ void PlanView::showState(const PlanResult& plan) {
   if (!shown) return;
   using Tier = StatePlacement::Tier;
   QStringList items, html;
-  for (Tier t : {Tier::kHbm, Tier::kDram, Tier::kSsd}) {
+  for (Tier t : {Tier::kHbm, Tier::kDram, Tier::kSsdMoments, Tier::kSsd}) {
     const int n = strip_->cellsIn(t);
     if (n == 0) continue;
-    const QString name = BlockStrip::tierName(t, s.masterOnSsd);
+    const QString name = BlockStrip::tierName(t);
     QString item = n == 1 ? tr("%1: 1 block").arg(name) : tr("%1: %2 blocks").arg(name).arg(n);
     if (t == Tier::kHbm && s.hbmBytes > 0) item += tr(" (%1)").arg(formatBytes(s.hbmBytes));
     items << QStringLiteral("■ ") + item;
@@ -222,9 +222,13 @@ void PlanView::showState(const PlanResult& plan) {
   legendText_ = items.join(QStringLiteral("  "));
   stateLegend_->setText(html.join(QStringLiteral(" &nbsp;")));
   // An old plan says nothing of the state: its blocks were all off the device.
-  stateCaption_->setText(!s.why.isEmpty() ? s.why
-                         : s.onCpu        ? tr("The CPU backend keeps every block's state in DRAM.")
-                                          : tr("This plan keeps every block's state off the GPU."));
+  QString caption = !s.why.isEmpty() ? s.why
+                    : s.onCpu        ? tr("The CPU backend keeps every block's state in DRAM.")
+                                     : tr("This plan keeps every block's state off the GPU.");
+  // Where the host keeps the blocks when some of them go to the SSD.
+  if (!s.hostWhy.isEmpty() && s.count(StatePlacement::Tier::kDram) < s.blocks - s.hbmBlocks)
+    caption += QStringLiteral("\n") + s.hostWhy;
+  stateCaption_->setText(caption);
   stateCaption_->setVisible(!stateCaption_->text().isEmpty());
 }
 

@@ -87,6 +87,45 @@ PlanResult resultOf(const Plan& plan) {
   return PlanResult::fromJson(QJsonDocument::fromJson(text).object());
 }
 
+// The host tiers per block (issue 24, BlockTiers): after the HBM blocks, DRAM, then the moments on
+// the SSD, then master and moments there, each its own colour, legend item and tooltip line.
+TEST(HbmStatePlan, DrawsEachBlocksHostTier) {
+  Plan plan = planOf(4, 4 * kGB);
+  plan.state.dram_blocks = 20;  // blocks 0..19, the first 4 of them in HBM
+  plan.state.ssd_moments_blocks = 10;
+  plan.state.ssd_blocks = 4;
+  plan.state.host_why = "blocks 0-19 in DRAM; blocks 20-29 with the moments on the SSD; ...";
+  plan.ssd.optimizer_bytes = 20 * kGB;
+  plan.ssd.master_bytes = 3 * kGB;
+  const PlanResult r = resultOf(plan);
+  ASSERT_TRUE(r.ok);
+  PlanView view;
+  view.setPlan(r);
+  BlockStrip* strip = view.blockStrip();
+  EXPECT_EQ(strip->cellsIn(Tier::kHbm), 4);
+  EXPECT_EQ(strip->cellsIn(Tier::kDram), 16);
+  EXPECT_EQ(strip->cellsIn(Tier::kSsdMoments), 10);
+  EXPECT_EQ(strip->cellsIn(Tier::kSsd), 4);
+  EXPECT_EQ(strip->cellTier(3), Tier::kHbm);
+  EXPECT_EQ(strip->cellTier(19), Tier::kDram);
+  EXPECT_EQ(strip->cellTier(20), Tier::kSsdMoments);
+  EXPECT_EQ(strip->cellTier(30), Tier::kSsd);
+  EXPECT_EQ(view.stateLegend(),
+            "■ HBM: 4 blocks (4.00 GB)  ■ DRAM: 16 blocks  ■ DRAM + SSD (moments): 10 blocks  "
+            "■ SSD (master and moments): 4 blocks")
+      << view.stateLegend().toStdString();
+  EXPECT_TRUE(view.stateCaption().endsWith("\n" + QString::fromStdString(plan.state.host_why)))
+      << view.stateCaption().toStdString();
+  EXPECT_EQ(strip->toolTip(), view.stateCaption());
+  EXPECT_NE(BlockStrip::tierColor(Tier::kSsdMoments), BlockStrip::tierColor(Tier::kSsd));
+  // A plan from before the per-block tiers: every block past the HBM ones in one host tier.
+  Plan old = planOf(4, 4 * kGB);
+  old.ssd.optimizer_bytes = 54 * kGB;
+  const PlanResult o = resultOf(old);
+  EXPECT_EQ(o.state.dramBlocks, -1);
+  EXPECT_EQ(o.state.count(Tier::kSsdMoments), 30);
+}
+
 TEST(HbmStatePlan, DrawsTheFirstBlocksInHbmAndTheStateInTheHbmBar) {
   const uint64_t state = 18 * kGB;
   const PlanResult r = resultOf(planOf(18, state));
@@ -157,7 +196,7 @@ TEST(HbmStatePlan, AnOldPlanWithoutStateDrawsEveryBlockInDram) {
   ssd.ssd.optimizer_bytes = 54 * kGB;
   view.setPlan(resultOf(ssd));
   EXPECT_EQ(strip->cellsIn(Tier::kHbm), 4);
-  EXPECT_EQ(strip->cellsIn(Tier::kSsd), 30);
+  EXPECT_EQ(strip->cellsIn(Tier::kSsdMoments), 30);
   EXPECT_EQ(strip->cellsIn(Tier::kDram), 0);
   EXPECT_TRUE(view.stateLegend().endsWith("■ DRAM + SSD (moments): 30 blocks"))
       << view.stateLegend().toStdString();
