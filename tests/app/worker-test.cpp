@@ -207,6 +207,13 @@ TEST_F(WorkerTest, Gemma3GoldenTrainsAndExports) {
       << inspect.out;
 }
 
+// Four steps of two micro-batches of two, checkpoints at 2 and 4 kept: the training of the jobs
+// that compare bits and checkpoint files across placements.
+json bits_train() {
+  return {{"steps", 4},          {"micro_batch_size", 2}, {"grad_accum", 2},      {"lr", 2e-3},
+          {"weight_decay", 0.1}, {"checkpoint_every", 2}, {"keep_checkpoints", 0}};
+}
+
 // The HBM state tier as a user sets it (placement.hbm_state_blocks), on the CPU backend, whose
 // device arena stands in for HBM: with the first three blocks' state there, the same step losses
 // and the same checkpoint files, byte for byte, as with all of it in DRAM; and the tier run's
@@ -214,14 +221,7 @@ TEST_F(WorkerTest, Gemma3GoldenTrainsAndExports) {
 TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
   SPILLWAY_REQUIRE_DATA();
   auto job_for = [&](const std::string& run_dir, int hbm_blocks) {
-    return stories_job("tier", run_dir, 3,
-                       {{"steps", 4},
-                        {"micro_batch_size", 2},
-                        {"grad_accum", 2},
-                        {"lr", 2e-3},
-                        {"weight_decay", 0.1},
-                        {"checkpoint_every", 2},
-                        {"keep_checkpoints", 0}},
+    return stories_job("tier", run_dir, 3, bits_train(),
                        {{"backend", "cpu"}, {"hbm_state_blocks", hbm_blocks}});
   };
   const std::string dram = tmp_.path() + "/dram", hbm = tmp_.path() + "/hbm",
@@ -259,14 +259,7 @@ TEST_F(WorkerTest, AutoPlacementMixesTheTiersPerBlockAndTrainsTheSameBits) {
   const std::string ssd = tmp_.path() + "/ssd";
   fs::create_directories(ssd);  // the plan probes its free space
   auto job_for = [&](const std::string& run_dir, const std::string& optimizer, uint64_t cap) {
-    return stories_job("mix", run_dir, 3,
-                       {{"steps", 4},
-                        {"micro_batch_size", 2},
-                        {"grad_accum", 2},
-                        {"lr", 2e-3},
-                        {"weight_decay", 0.1},
-                        {"checkpoint_every", 2},
-                        {"keep_checkpoints", 0}},
+    return stories_job("mix", run_dir, 3, bits_train(),
                        {{"backend", "cpu"},
                         {"optimizer", optimizer},
                         {"master", "auto"},

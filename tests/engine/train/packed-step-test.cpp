@@ -63,21 +63,33 @@ struct Step {
   std::vector<std::vector<float>> grads;  // each block's host gradient
 };
 
+// The golden model's weights in a host state.
+Result<std::unique_ptr<ModelState>> golden_state(const Golden& g) {
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(g.layout, true));
+  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+  SPW_RETURN_IF_ERROR(state->load_weights(weights));
+  return state;
+}
+
+// One forward and backward of `engine` (a StreamingEngine or a DataParallelEngine) on `state`.
+template <class Engine>
+Result<Step> step_of(Engine& engine, ModelState& state, const StepBatch& batch) {
+  Step s;
+  SPW_ASSIGN_OR_RETURN(s.result, engine.forward_backward(batch));
+  for (size_t b = 0; b < state.num_blocks(); ++b) {
+    const float* p = state.grad(b);
+    s.grads.emplace_back(p, p + state.layout().blocks()[b].numel);
+  }
+  return s;
+}
+
 Result<Step> run_step(Golden& g, const StepBatch& batch, int max_micro_batches) {
   StreamingConfig cfg = testing::rig_config(g, 1);
   cfg.max_micro_batches = max_micro_batches;
   auto be = testing::engine_cpu_backend(g.layout, cfg, /*strict=*/true, size_t{256} << 20);
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(g.layout, true));
-  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
-  SPW_RETURN_IF_ERROR(state->load_weights(weights));
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, golden_state(g));
   SPW_ASSIGN_OR_RETURN(auto engine, StreamingEngine::create(*be, *state, cfg));
-  Step s;
-  SPW_ASSIGN_OR_RETURN(s.result, engine->forward_backward(batch));
-  for (size_t b = 0; b < state->num_blocks(); ++b) {
-    const float* p = state->grad(b);
-    s.grads.emplace_back(p, p + g.layout.blocks()[b].numel);
-  }
-  return s;
+  return step_of(*engine, *state, batch);
 }
 
 // The same step over `ranks` CPU devices (train/data-parallel-engine.h): each takes its share of
@@ -93,17 +105,9 @@ Result<Step> run_data_parallel_step(Golden& g, const StepBatch& batch, int ranks
     backends.push_back(testing::engine_cpu_backend(g.layout, sized, true, size_t{256} << 20));
     group.push_back(backends.back().get());
   }
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(g.layout, true));
-  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
-  SPW_RETURN_IF_ERROR(state->load_weights(weights));
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, golden_state(g));
   SPW_ASSIGN_OR_RETURN(auto engine, DataParallelEngine::create(group, *state, cfg));
-  Step s;
-  SPW_ASSIGN_OR_RETURN(s.result, engine->forward_backward(batch));
-  for (size_t b = 0; b < state->num_blocks(); ++b) {
-    const float* p = state->grad(b);
-    s.grads.emplace_back(p, p + g.layout.blocks()[b].numel);
-  }
-  return s;
+  return step_of(*engine, *state, batch);
 }
 
 class PackedStep : public ::testing::TestWithParam<std::string> {};
