@@ -447,8 +447,18 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
           const int rows = std::min(kRows, seq - s0);
           const int32_t* pos = positions ? positions + static_cast<size_t>(b) * seq : nullptr;
           // Queries [s0, end): those of the last key's window and example.
-          const int end =
-              std::min({seq, s0 + rows - 1 + span, example_end(s0 + rows - 1, seq, pos)});
+          const int last_example_end = example_end(s0 + rows - 1, seq, pos);
+          const int end = std::min({seq, s0 + rows - 1 + span, last_example_end});
+          // Query t sees key s when s <= t < s + span, in s's example: each row's queries
+          // [first, last), the same for every head of the group. A row's example ends where the
+          // next row starts one, else with the row after it's.
+          int first_of[kRows], last_of[kRows];
+          for (int r = kRows - 1, example_end_r = last_example_end; r >= 0; --r) {
+            const int s = s0 + r;
+            if (pos && r + 1 < rows && pos[s + 1] == 0) example_end_r = s + 1;
+            first_of[r] = std::min(s, end);
+            last_of[r] = std::max(first_of[r], std::min({end, s + span, example_end_r}));
+          }
           const size_t tok = static_cast<size_t>(b) * seq;
           const float* kr[kRows];
           const float* vr[kRows];
@@ -482,12 +492,9 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dout, co
             const float* l = lse + bh * seq;
             const float* dt = delta + bh * seq;
             for (int r = 0; r < kRows; ++r) {
-              // Query t sees key s when s <= t < s + span, in s's example.
-              const int s = s0 + r;
               float* sv = sr[r];
               float* pv = pr[r];
-              const int first = std::min(s, end);
-              const int last = std::max(first, std::min({end, s + span, example_end(s, seq, pos)}));
+              const int first = first_of[r], last = last_of[r];
               for (int t = s0; t < first; ++t) sv[t] = pv[t] = 0.0f;
               softmax_grad_col(sv + first, pv + first, l + first, dt + first, last - first, scale);
               for (int t = last; t < end; ++t) sv[t] = pv[t] = 0.0f;
