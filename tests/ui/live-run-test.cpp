@@ -48,6 +48,17 @@ namespace {
 using spillway::testing::TempDir;
 using Phase = LivePage::Phase;
 
+// One span event of events.jsonl (README, "span"): `layer` -1 for null, `device` -1 for none (one
+// GPU, or the host's work).
+void writeSpan(std::ostream& f, const char* block, int layer, const char* phase, double start,
+               double end, int device = -1) {
+  f << R"({"type":"span","t":)" << end << R"(,"block":")" << block << R"(","layer":)"
+    << (layer < 0 ? std::string("null") : std::to_string(layer)) << R"(,"phase":")" << phase
+    << R"(","start_s":)" << start << R"(,"end_s":)" << end;
+  if (device >= 0) f << R"(,"device":)" << device;
+  f << "}\n";
+}
+
 bool waitFor(const std::function<bool()>& cond, int ms) {
   for (int waited = 0; waited < ms; waited += 50) {
     if (cond()) return true;
@@ -602,9 +613,7 @@ TEST(LivePage, TheTimelineFramesTheLastStepOnceTheRunIsOver) {
   f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":2})"
     << "\n";
   auto span = [&](const char* block, int layer, const char* phase, double a, double b) {
-    f << R"({"type":"span","t":)" << b << R"(,"block":")" << block << R"(","layer":)"
-      << (layer < 0 ? std::string("null") : std::to_string(layer)) << R"(,"phase":")" << phase
-      << R"(","start_s":)" << a << R"(,"end_s":)" << b << "}\n";
+    writeSpan(f, block, layer, phase, a, b);
   };
   // Two layers: forward 0.1 s each, backward 0.1 s each, the step span [T, T + 0.4], its update
   // [T + 0.4, T + 0.45], then the step event.
@@ -656,10 +665,7 @@ TEST(LivePage, TheTimelineOfADataParallelRunShowsTheGpuChosen) {
   f << R"({"type":"state","t":0,"state":"training","run_id":"x","total_steps":3})"
     << "\n";
   auto span = [&](const char* block, int layer, const char* phase, double a, double b, int device) {
-    f << R"({"type":"span","t":)" << b << R"(,"block":")" << block << R"(","device":)" << device
-      << R"(,"end_s":)" << b << R"(,"layer":)"
-      << (layer < 0 ? std::string("null") : std::to_string(layer)) << R"(,"phase":")" << phase
-      << R"(","start_s":)" << a << "}\n";
+    writeSpan(f, block, layer, phase, a, b, device);
   };
   // Two layers on GPUs 2 and 5: forward 0.1 s each, backward 0.1 s each, then each layer's
   // reduce, 0.02 s on GPU 2 and 0.06 s on GPU 5; the step span [T, T + 0.6], its update
@@ -674,10 +680,8 @@ TEST(LivePage, TheTimelineOfADataParallelRunShowsTheGpuChosen) {
         span("layer", l, "reduce", b + 0.1, b + 0.1 + r, d);
       }
     }
-    f << R"({"type":"span","t":)" << T + 0.6 << R"(,"block":"step","end_s":)" << T + 0.6
-      << R"(,"layer":null,"phase":"compute","start_s":)" << T << "}\n";
-    f << R"({"type":"span","t":)" << T + 0.65 << R"(,"block":"layer","end_s":)" << T + 0.65
-      << R"(,"layer":0,"phase":"optimizer","start_s":)" << T + 0.6 << "}\n";
+    writeSpan(f, "step", -1, "compute", T, T + 0.6);
+    writeSpan(f, "layer", 0, "optimizer", T + 0.6, T + 0.65);
     f << R"({"type":"step","t":)" << T + 0.6001 << R"(,"step":)" << n
       << R"(,"total_steps":3,"loss":3.5,"lr":0.001,"tokens":)" << 64 * n << "}\n";
   };
