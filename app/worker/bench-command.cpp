@@ -390,6 +390,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
               {"backend", device.name()},
               {"backend_reason", backend_reason},
               {"device", info.name},
+              {"attention", info.attention},
               {"params", state.layout().parameter_count()},
               {"micro_batch", c.micro_batch},
               {"seq_len", c.seq_len},

@@ -22,9 +22,38 @@ size_t rmsnorm_backward_scratch_floats(int n, int d) {
   return ceil_div(n, rows_per_block) * d;
 }
 
-size_t attention_backward_scratch_floats(int batch, int seq, int hq, int /*hkv*/,
-                                         int /*head_dim*/) {
-  return static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
+size_t cudnn_attention_backward_bytes(int seq, int hq, int hkv, int head_dim) {
+  constexpr size_t kBf16Bytes = 2;
+  const size_t ds =
+      static_cast<size_t>(hq) * ceil_div(seq, 64) * 64 * ceil_div(seq, 128) * 128 * kBf16Bytes;
+  const size_t group = hq != hkv ? 2 * static_cast<size_t>(hq) * seq * head_dim * kBf16Bytes : 0;
+  return ds + group + compute::align_to_device(static_cast<size_t>(hq) * seq * sizeof(float));
+}
+
+bool cudnn_attention_covers(int hq, int hkv, int head_dim) {
+  return hq > 0 && hkv > 0 && hq % hkv == 0 && head_dim % 8 == 0 && head_dim >= 32 &&
+         head_dim <= 256;
+}
+
+int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim) {
+  if (batch <= 0 || seq <= 0 || !cudnn_attention_covers(hq, hkv, head_dim)) return 0;
+  const size_t one = cudnn_attention_backward_bytes(seq, hq, hkv, head_dim);
+  if (one + kCudnnAttentionSlackBytes > kCudnnAttentionSequenceBytes) return 0;
+  const size_t fit =
+      std::max<size_t>(1, (kCudnnAttentionBackwardBytes - kCudnnAttentionSlackBytes) / one);
+  for (int c = static_cast<int>(std::min<size_t>(fit, batch)); c > 0; --c) {
+    if (batch % c == 0) return c;
+  }
+  return 0;
+}
+
+size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim) {
+  const size_t delta = static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
+  const size_t chunk = cudnn_attention_backward_chunk(batch, seq, hq, hkv, head_dim);
+  const size_t cudnn = chunk > 0 ? chunk * cudnn_attention_backward_bytes(seq, hq, hkv, head_dim) +
+                                       kCudnnAttentionSlackBytes
+                                 : 0;
+  return std::max(delta, ceil_div(cudnn, sizeof(float)));
 }
 
 size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int /*hkv*/, int head_dim) {

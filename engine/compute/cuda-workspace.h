@@ -25,9 +25,31 @@ inline constexpr size_t kSumSquaresMaxPartials = 1024;
 // kGenRows).
 inline constexpr int kKeyBiasTileRows = 32;
 
+// cuDNN's deterministic attention backward (cuda/cudnn-attention.h) keeps the scores' gradient of
+// the sequences of one call in the workspace, O(seq²) per head: it runs a micro-batch in chunks of
+// sequences whose workspace fits kCudnnAttentionBackwardBytes, one sequence at a time up to
+// kCudnnAttentionSequenceBytes (llama2-7b at 8192: 4.3 GB, for twice the flash kernel's speed),
+// and not at all beyond (the module's own kernel then runs it: 16K tokens would take 17 GB).
+inline constexpr size_t kCudnnAttentionBackwardBytes = size_t{3} << 29;  // 1.5 GiB
+inline constexpr size_t kCudnnAttentionSequenceBytes = size_t{5} << 30;  // 5 GiB
+// What cuDNN's plans take beyond the estimate below, per call (256 B on cuDNN 9.19).
+inline constexpr size_t kCudnnAttentionSlackBytes = size_t{1} << 20;
+
 // Floats of rmsnorm_backward's dw partials for n rows of width d.
 size_t rmsnorm_backward_scratch_floats(int n, int d);
-// Floats of attention_backward's delta[b, hq, t].
+// Bytes of one sequence's cuDNN attention backward (cuDNN 9.19's plans, within 256 B): the scores'
+// gradient in bf16 over tiles of 64 queries × 128 keys, with GQA the per-query-head dK and dV in
+// bf16 before their sum over the group, and the softmax sum rowsum(dO·O) in fp32.
+size_t cudnn_attention_backward_bytes(int seq, int hq, int hkv, int head_dim);
+// Whether cuDNN's fused attention may take heads of this shape: head_dim a multiple of 8 from 32
+// to 256, hq a multiple of hkv.
+bool cudnn_attention_covers(int hq, int hkv, int head_dim);
+// Sequences per cuDNN attention backward call for a micro-batch of `batch`: the largest divisor of
+// batch whose workspace (with kCudnnAttentionSlackBytes) fits kCudnnAttentionBackwardBytes, or 1
+// up to kCudnnAttentionSequenceBytes; 0 beyond, or when cuDNN does not cover the heads.
+int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim);
+// Floats of attention_backward's scratch: delta[b, hq, t] for the module's kernel, or the
+// workspace of cuDNN's backward over cudnn_attention_backward_chunk sequences, the larger.
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);
 // Doubles (counted as floats, two each) of attention_key_bias_backward's cos/sin table and
 // partials.

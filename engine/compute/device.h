@@ -95,6 +95,9 @@ struct DeviceInfo {
   std::string driver;          // "CUDA driver 13.0, runtime 13.0"; empty on the CPU
   std::string pci_bus_id;      // "0000:01:00.0" (domain:bus:device.function); empty on the CPU.
                                // Names the same GPU to NVML whatever CUDA_VISIBLE_DEVICES says
+  // What runs attention: "cuDNN 9.19.0" (its fused kernels, the module's for packed rows) or
+  // "own kernels (why not cuDNN)"; empty on the CPU.
+  std::string attention;
 };
 
 class Device {

@@ -2,7 +2,7 @@
 //
 // Build from the repository root (CUDA 12 or 13, an sm_90 GPU), one line:
 // clang-format off
-//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cpu/rope.cpp engine/compute/cuda-workspace.cpp engine/core/thread-pool.cpp engine/core/status.cpp -o /tmp/attention-bench
+//   /usr/local/cuda/bin/nvcc -std=c++20 -O3 -arch=sm_90 --expt-relaxed-constexpr -Iengine -DSPILLWAY_HAVE_CUDNN=1 tests/gpu/attention-bench.cu engine/compute/cuda/attention.cu engine/compute/cuda/attention-key-bias.cu engine/compute/cuda/cudnn-attention.cpp engine/compute/cuda/cudnn-graph.cpp engine/compute/cpu/rope.cpp engine/compute/cuda-workspace.cpp engine/core/thread-pool.cpp engine/core/status.cpp engine/core/log.cpp -ldl -o /tmp/attention-bench
 // clang-format on
 // Run: /tmp/attention-bench [--check-only]
 //
@@ -14,6 +14,8 @@
 // other route (db = Σ_j R_jᵀ dk_j with dk in double): relative L2 < 1e-3 over all elements and
 // < 1e-2 over the lowest-frequency quarter of the pairs (where the cancellation is), and db += on a
 // second call.
+// cuDNN's fused attention (compute/cuda/cudnn-attention.h), where libcudnn.so.9 opens, against the
+// same references and for the same bits twice, and timed beside the flash kernels.
 // Exit status 1 when any check fails, before the benchmark. Then times the flash kernels at
 // llama2-7b (b=4, t=2048, 32 heads of 128) and qwen2.5-7b (28/4 heads) shapes and prints TFLOPS
 // with forward FLOPs = 4·b·hq·t²·d / 2 (causal half) and fwd+bwd = 3.5 × that, and the key-bias
@@ -27,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -34,6 +37,8 @@
 #include "compute/cpu/rope.h"
 #include "compute/cuda/attention-path.cuh"
 #include "compute/cuda/attention.cuh"
+#include "compute/cuda/cudnn-attention.h"
+#include "core/log.h"
 
 using spillway::Status;
 using spillway::cuda::AttentionPath;
@@ -58,6 +63,9 @@ using spillway::cuda::bf16;
 namespace {
 
 constexpr int kMaxD = 256;
+
+// cuDNN's attention, null when it does not open (the checks and timings then skip it).
+std::unique_ptr<spillway::cuda::CudnnAttention> g_cudnn;
 
 // A device buffer of n elements, freed on scope exit.
 template <class T>
@@ -425,6 +433,49 @@ void check_attention(const Shape& sh) {
     report_same_bits("dv, second call", dv, r.dv);
     results.push_back(std::move(r));
   }
+  if (g_cudnn) {
+    const spillway::cuda::AttentionShape shape{sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, sh.window};
+    const size_t ws_bytes = scratch_floats * sizeof(float);
+    bool ran_forward = false, ran_backward = false;
+    auto forward = [&] {
+      auto r = g_cudnn->forward(out.p, lse.p, q.p, k.p, v.p, shape, sh.sc(), scratch.p, ws_bytes,
+                                nullptr);
+      CHECK_OK(r.status());
+      ran_forward = *r;
+    };
+    auto backward = [&] {
+      auto r = g_cudnn->backward(dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p, lse.p, shape,
+                                 sh.sc(), scratch.p, ws_bytes, nullptr);
+      CHECK_OK(r.status());
+      ran_backward = *r;
+    };
+    forward();
+    if (ran_forward) {
+      backward();
+      CHECK_CUDA(cudaDeviceSynchronize());
+      std::printf("  cudnn (backward %s)\n", ran_backward ? "cudnn" : "not covered");
+      PathOutputs r{out.host(), dq.host(), dk.host(), dv.host(), lse.host()};
+      report("out vs fp32 reference", compare(r.out, h_out_ref), 1e-2);
+      report("lse vs fp32 reference", compare(r.lse, h_lse_ref), INFINITY, 2e-3);
+      if (ran_backward) {
+        report("dq vs fp32 reference", compare(r.dq, h_dq_ref), 2e-2);
+        report("dk vs fp32 reference", compare(r.dk, h_dk_ref), 2e-2);
+        report("dv vs fp32 reference", compare(r.dv, h_dv_ref), 2e-2);
+      }
+      forward();
+      backward();
+      CHECK_CUDA(cudaDeviceSynchronize());
+      report_same_bits("out, second call", out, r.out);
+      report_same_bits("lse, second call", lse, r.lse);
+      if (ran_backward) {
+        report_same_bits("dq, second call", dq, r.dq);
+        report_same_bits("dk, second call", dk, r.dk);
+        report_same_bits("dv, second call", dv, r.dv);
+      }
+    } else {
+      std::printf("  cudnn: not covered\n");
+    }
+  }
   if (results.size() == 2) {
     std::printf("  flash vs generic\n");
     report("out", compare(results[1].out, results[0].out), 1e-2);
@@ -469,7 +520,7 @@ void check_key_bias(const Shape& sh, float theta, const spillway::compute::RopeS
     auto run = [&] {
       CHECK_OK(spillway::cuda::attention_key_bias_backward_path(
           path, db.p, dout.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, theta, scaling,
-          scratch.p, scratch_floats, nullptr));
+          nullptr, scratch.p, scratch_floats, nullptr));
       CHECK_CUDA(cudaDeviceSynchronize());
     };
     CHECK_CUDA(cudaMemset(db.p, 0, db.n * sizeof(float)));
@@ -546,11 +597,37 @@ void bench_attention(const Shape& sh, const char* name) {
   const double fwd_flops = 4.0 * sh.batch * sh.hq * sh.d * sh.scores();
   const float fwd_ms = time_ms(forward, 20);
   const float bwd_ms = time_ms(backward, 10);
-  std::printf(
-      "%-12s b=%d t=%d hq=%d hkv=%d d=%d window=%d  forward %.3f ms %.1f TFLOPS  backward %.3f ms  "
-      "fwd+bwd %.3f ms %.1f TFLOPS\n",
-      name, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, sh.window, fwd_ms, fwd_flops / (fwd_ms * 1e9),
-      bwd_ms, fwd_ms + bwd_ms, 3.5 * fwd_flops / ((fwd_ms + bwd_ms) * 1e9));
+  auto line = [&](const char* path, float f_ms, float b_ms) {
+    std::printf(
+        "%-12s %-6s b=%d t=%d hq=%d hkv=%d d=%d window=%d  forward %.3f ms %.1f TFLOPS  backward "
+        "%.3f ms %.1f TFLOPS  fwd+bwd %.3f ms %.1f TFLOPS\n",
+        name, path, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, sh.window, f_ms,
+        fwd_flops / (f_ms * 1e9), b_ms, 2.5 * fwd_flops / (b_ms * 1e9), f_ms + b_ms,
+        3.5 * fwd_flops / ((f_ms + b_ms) * 1e9));
+  };
+  line("flash", fwd_ms, bwd_ms);
+  if (!g_cudnn) return;
+  const spillway::cuda::AttentionShape shape{sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, sh.window};
+  bool ran = true;
+  auto cudnn_forward = [&] {
+    auto r = g_cudnn->forward(out.p, lse.p, q.p, k.p, v.p, shape, sh.sc(), scratch.p,
+                              scratch_floats * sizeof(float), nullptr);
+    CHECK_OK(r.status());
+    ran = ran && *r;
+  };
+  auto cudnn_backward = [&] {
+    auto r = g_cudnn->backward(dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p, lse.p, shape,
+                               sh.sc(), scratch.p, scratch_floats * sizeof(float), nullptr);
+    CHECK_OK(r.status());
+    ran = ran && *r;
+  };
+  const float cf_ms = time_ms(cudnn_forward, 20);
+  const float cb_ms = time_ms(cudnn_backward, 10);
+  if (ran) {
+    line("cudnn", cf_ms, cb_ms);
+  } else {
+    std::printf("%-12s cudnn  not covered\n", name);
+  }
 }
 
 void bench_key_bias(const Shape& sh, float theta) {
@@ -565,9 +642,9 @@ void bench_key_bias(const Shape& sh, float theta) {
   CHECK_CUDA(cudaMemset(db.p, 0, db.n * sizeof(float)));
   const float ms = time_ms(
       [&] {
-        CHECK_OK(spillway::cuda::attention_key_bias_backward(db.p, dout.p, q.p, k.p, v.p, sh.batch,
-                                                             sh.seq, sh.hq, sh.hkv, sh.d, theta, {},
-                                                             scratch.p, scratch_floats, nullptr));
+        CHECK_OK(spillway::cuda::attention_key_bias_backward(
+            db.p, dout.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, theta, {}, nullptr,
+            scratch.p, scratch_floats, nullptr));
       },
       3);
   std::printf(
@@ -584,6 +661,13 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount);
+  spillway::set_log_level(spillway::LogLevel::kDebug);  // cuDNN's plans: which engine, or why not
+  if (auto cudnn = spillway::cuda::CudnnAttention::create(); cudnn.ok()) {
+    g_cudnn = std::move(*cudnn);
+    std::printf("attention on %s too\n", g_cudnn->describe().c_str());
+  } else {
+    std::printf("no cuDNN: %s\n", cudnn.status().to_string().c_str());
+  }
 
   const Shape attention_shapes[] = {
       {1, 2048, 32, 32, 128},  // llama2-7b
@@ -629,6 +713,7 @@ int main(int argc, char** argv) {
 
   bench_attention({4, 2048, 32, 32, 128}, "llama2-7b");
   bench_attention({4, 2048, 28, 4, 128}, "qwen2.5-7b");
+  bench_attention({2, 4096, 32, 32, 128}, "llama2-7b");
   bench_attention({1, 8192, 32, 32, 128}, "llama2-7b");
   bench_attention({1, 2048, 28, 4, 128}, "qwen2.5-7b");
   bench_key_bias({1, 2048, 28, 4, 128}, 1000000.0f);

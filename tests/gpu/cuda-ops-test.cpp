@@ -11,11 +11,13 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compute/backend-loader.h"
@@ -100,8 +102,9 @@ double norm(const std::vector<float>& v) {
 using Outputs = std::map<std::string, std::vector<float>>;
 using OpRun = std::function<Outputs(Side&)>;
 
-// Attention's forward on the CPU: the outputs the backward reads, out rounded to bf16 as the GPU's
-// forward stores it, and lse. q, k, v as `input` makes them, [B, T, heads, head_dim].
+// Attention's forward on `cpu` (the CPU, or a GPU as a reference for another): the outputs the
+// backward reads, out rounded to bf16 as the GPU's forward stores it, and lse. q, k, v as `input`
+// makes them, [B, T, heads, head_dim].
 void cpu_attention_forward(Backend& cpu, const Shape& s, const std::vector<float>& q,
                            const std::vector<float>& k, const std::vector<float>& v,
                            const std::vector<int32_t>& positions, const AttentionParams& params,
@@ -738,6 +741,58 @@ TEST_P(CudaOps, PackedRows) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// cuDNN's fused attention (the CUDA backend's default where cuDNN is installed) against the
+// module's own kernels (SPILLWAY_CUDNN=0), GPU against GPU, so the shapes can be a training
+// step's: GQA at 2048 with a micro-batch the backward runs in chunks (cuda-workspace.h), a length
+// that is no multiple of 128, Gemma's head_dim 256 with a window and its scale. Forward and
+// backward agree within the bf16 tolerances the CPU comparisons use, and cuDNN gives the same bits
+// twice. The CudaOps tests above compare the default path, cuDNN where it runs, with the CPU.
+TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
+  auto cudnn = make_backend({.kind = "cuda"});
+  if (!cudnn.ok()) GTEST_SKIP() << "no usable CUDA backend: " << cudnn.status().to_string();
+  const std::string runs = cudnn->backend->device_info().attention;
+  if (runs.rfind("cuDNN", 0) != 0) GTEST_SKIP() << "attention does not run on cuDNN: " << runs;
+  ::setenv("SPILLWAY_CUDNN", "0", 1);
+  auto own = make_backend({.kind = "cuda"});
+  ::unsetenv("SPILLWAY_CUDNN");
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  ASSERT_EQ(own->backend->device_info().attention.rfind("own kernels", 0), 0u);
+  std::printf("cuDNN backend: %s; the other: %s\n", runs.c_str(),
+              own->backend->device_info().attention.c_str());
+
+  struct Case {
+    Shape shape;
+    AttentionParams params;
+  };
+  const Case cases[] = {
+      {{"gqa_b6_s2048", 6, 2048, 4096, 32, 8, 128, 1, 1, 1, 1e4f}, {}},
+      {{"mha_b2_s1000", 2, 1000, 512, 8, 8, 64, 1, 1, 1, 1e4f}, {}},
+      {{"hd256_window", 2, 700, 512, 4, 1, 256, 1, 1, 1, 1e4f}, {0.0625f, 100}},
+  };
+  for (const Case& c : cases) {
+    const Shape& s = c.shape;
+    SCOPED_TRACE(s.name);
+    const size_t nq = size_t(s.batch) * s.seq * s.heads * s.head_dim,
+                 nkv = size_t(s.batch) * s.seq * s.kv_heads * s.head_dim;
+    const auto q = input(nq, 61), k = input(nkv, 62), v = input(nkv, 63), dout = input(nq, 64);
+    std::vector<float> out_ref, lse_ref;
+    cpu_attention_forward(*own->backend, s, q, k, v, {}, c.params, &out_ref, &lse_ref);
+    Outputs want, got, again;
+    for (auto [be, o] :
+         {std::pair{own->backend.get(), &want}, std::pair{cudnn->backend.get(), &got},
+          std::pair{cudnn->backend.get(), &again}}) {
+      Side side(*be, s.op_shapes());
+      attention_outputs(side, s, q, k, v, dout, out_ref, lse_ref, c.params, "", o);
+    }
+    for (const auto& [key, tol] : attention_tolerances("")) {
+      const double err = rel_l2(got[key], want[key]);
+      EXPECT_LE(err, tol) << key;
+      EXPECT_TRUE(same_bits(got[key], again[key])) << key << ": cuDNN's bits differ between calls";
+      std::printf("  %-14s %-12s rel_l2 %.2e\n", s.name, key.c_str(), err);
+    }
+  }
+}
+
 // --- the backend's own machinery
 // ------------------------------------------------------------------
 
@@ -762,12 +817,15 @@ TEST_F(CudaBackendTest, DescribesItsDevice) {
   EXPECT_GT(info.multiprocessors, 0);
   EXPECT_GT(info.total_bytes, 1ull << 30);
   EXPECT_NE(info.driver.find("CUDA driver"), std::string::npos) << info.driver;
+  EXPECT_TRUE(info.attention.rfind("cuDNN ", 0) == 0 || info.attention.rfind("own kernels", 0) == 0)
+      << info.attention;
   EXPECT_EQ(reason_.rfind("cuda: " + info.name, 0), 0u) << reason_;
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_OK(be_->device_memory_info(&free_bytes, &total_bytes));
   EXPECT_GT(free_bytes, 0u);
   EXPECT_LE(free_bytes, total_bytes);
-  std::printf("%s; %s\n", reason_.c_str(), info.driver.c_str());
+  std::printf("%s; %s; attention on %s\n", reason_.c_str(), info.driver.c_str(),
+              info.attention.c_str());
 }
 
 // f32 -> bf16 rounds to nearest even exactly as core/dtype.h (torch's .to(torch.bfloat16)), for

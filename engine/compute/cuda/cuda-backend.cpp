@@ -13,6 +13,7 @@
 #include "compute/cuda/adamw.cuh"
 #include "compute/cuda/attention.cuh"
 #include "compute/cuda/cross-entropy.cuh"
+#include "compute/cuda/cudnn-attention.h"
 #include "compute/cuda/device-check.cuh"
 #include "compute/cuda/elementwise.cuh"
 #include "compute/cuda/embedding.cuh"
@@ -22,6 +23,7 @@
 #include "compute/cuda/rmsnorm.cuh"
 #include "compute/cuda/rope.cuh"
 #include "core/fail-point.h"
+#include "core/log.h"
 
 namespace spillway::compute {
 
@@ -260,6 +262,17 @@ Status CudaBackend::init() {
       check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate"));
   streams_.push_back(compute);
   SPW_ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
+#if SPILLWAY_HAVE_CUDNN
+  if (auto cudnn = cuda::CudnnAttention::create(); cudnn.ok()) {
+    cudnn_ = std::move(*cudnn);
+    info_.attention = cudnn_->describe();
+  } else {
+    info_.attention = "own kernels (" + cudnn.status().message() + ")";
+  }
+#else
+  info_.attention = "own kernels (built without cudnn_graph.h)";
+#endif
+  log_info("GPU " + std::to_string(device_) + ": attention on " + info_.attention);
   return Status::ok_status();
 }
 
@@ -270,6 +283,7 @@ CudaBackend::~CudaBackend() {
     if (s) cudaStreamSynchronize(s);
   }
   gemm_.reset();
+  cudnn_.reset();
   for (const EventSlot& e : events_) {
     if (e.event) cudaEventDestroy(e.event);
   }
@@ -730,6 +744,16 @@ Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, c
   if (batch == 0 || seq == 0) return Status::ok_status();
   SPW_RETURN_IF_ERROR(
       check_pointers(op, {{"out", out}, {"lse", lse}, {"q", q}, {"k", k}, {"v", v}}));
+#if SPILLWAY_HAVE_CUDNN
+  if (cudnn_ && positions == nullptr) {
+    const cuda::AttentionShape shape{batch, seq, hq, hkv, head_dim, window};
+    SPW_ASSIGN_OR_RETURN(
+        bool ran, cudnn_->forward(B(out), lse, B(q), B(k), B(v), shape,
+                                  compute::AttentionParams{.scale = scale}.scale_for(head_dim),
+                                  ws_scratch_.ptr, ws_scratch_.floats * sizeof(float), s));
+    if (ran) return Status::ok_status();
+  }
+#endif
   return dispatched(
       cuda::attention_forward(B(out), lse, B(q), B(k), B(v), batch, seq, hq, hkv, head_dim,
                               attention_params(scale, window, positions, batch, seq), s),
@@ -758,6 +782,17 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
   SPW_ASSIGN_OR_RETURN(
       Scratch sc,
       scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim), op));
+#if SPILLWAY_HAVE_CUDNN
+  if (cudnn_ && positions == nullptr) {
+    const cuda::AttentionShape shape{batch, seq, hq, hkv, head_dim, window};
+    SPW_ASSIGN_OR_RETURN(
+        bool ran,
+        cudnn_->backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, shape,
+                         compute::AttentionParams{.scale = scale}.scale_for(head_dim), sc.ptr,
+                         sc.floats * sizeof(float), s));
+    if (ran) return Status::ok_status();
+  }
+#endif
   return dispatched(cuda::attention_backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out),
                                              lse, batch, seq, hq, hkv, head_dim,
                                              attention_params(scale, window, positions, batch, seq),

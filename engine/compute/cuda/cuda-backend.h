@@ -11,6 +11,10 @@
 // on the cudaStream_t of their StreamId; scratch comes from the workspace (set_workspace), so no op
 // allocates or synchronises.
 //
+// Attention runs on cuDNN's fused kernels where cuDNN is installed and covers the call (rows
+// without packing; cudnn-attention.h), else on attention.cuh's; SPILLWAY_CUDNN=0 at create() keeps
+// it on the module's own.
+//
 // Workspace layout: [cuBLASLt: Gemm::kWorkspaceBytes][op scratch: max over ops], each 256-aligned.
 // Ops run in order on the one compute stream, so their scratch regions share one area; cuBLASLt's
 // part is separate because lm_head_loss uses both at once.
@@ -36,8 +40,9 @@
 #include "compute/backend.h"
 
 namespace spillway::cuda {
+class CudnnAttention;
 class Gemm;
-}
+}  // namespace spillway::cuda
 
 namespace spillway::compute {
 
@@ -179,6 +184,9 @@ class CudaBackend final : public Backend, public Device {
   int device_;
   DeviceInfo info_;
   std::unique_ptr<cuda::Gemm> gemm_;
+  // cuDNN's fused attention (cudnn-attention.h), null when cuDNN is missing or turned off: the
+  // module's own kernels then run every attention call, as they run packed rows always.
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;
   std::vector<cudaStream_t> streams_;  // by StreamId; [0] the compute stream; null: free
   std::vector<StreamId> free_streams_;
   std::vector<EventSlot> events_;  // by EventId

@@ -1,0 +1,352 @@
+#include "compute/cuda/cudnn-attention.h"
+
+#if SPILLWAY_HAVE_CUDNN
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+
+namespace spillway::cuda {
+
+namespace {
+
+// cuDNN 9.0: the graph API of cudnn_graph.h with GEN_INDEX, and the fused flash-attention engines.
+constexpr size_t kMinCudnnVersion = 90000;
+
+// The uids of the tensors bound at execute() (cudnn-frontend's SDPA graphs, as written down in
+// docs/engine.md, "Attention on cuDNN").
+enum Uid : int64_t {
+  kQ = 1,
+  kK,  // bound to K, seen as Kᵀ [b, hkv, d, t]
+  kV,  // bound to V (the backward sees it as Vᵀ)
+  kO,
+  kStats,
+  kScale,
+  kNegInf,
+  kWindow,
+  kWindowNegInf,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kOne,
+  kSoftmaxSum,
+};
+
+// The dims and strides of the graphs' tensors for one shape: Q, K, V, O and their gradients are
+// [b, t, h, d] in memory (attention.cuh), seen by cuDNN as (b, h, t, d).
+struct Dims {
+  int64_t b, t, hq, hkv, d;
+  explicit Dims(const AttentionShape& s)
+      : b(s.batch), t(s.seq), hq(s.hq), hkv(s.hkv), d(s.head_dim) {}
+};
+
+// Q·Kᵀ's tensors: [b, hq, t, t], and a value per query row [b, hq, t, 1].
+int scores(CudnnGraph& g, const Dims& x, cudnnDataType_t type) {
+  return g.virtual_tensor({x.b, x.hq, x.t, x.t}, {x.hq * x.t * x.t, x.t * x.t, x.t, 1}, type);
+}
+int rows(CudnnGraph& g, const Dims& x) {
+  return g.virtual_tensor({x.b, x.hq, x.t, 1}, {x.hq * x.t, x.t, 1, 1}, CUDNN_DATA_FLOAT);
+}
+// The same scores transposed (keys by queries), as the backward's dV and dK GEMMs read them.
+int scores_transposed(CudnnGraph& g, const Dims& x, cudnnDataType_t type) {
+  return g.virtual_tensor({x.b, x.hq, x.t, x.t}, {x.hq * x.t * x.t, x.t * x.t, 1, x.t}, type);
+}
+// A [b, t, h, d] tensor bound at execute(), and its transposed view (b, h, d, t).
+int heads(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h) {
+  return g.tensor(uid, {x.b, h, x.t, x.d}, {x.t * h * x.d, x.d, h * x.d, 1}, CUDNN_DATA_BFLOAT16);
+}
+int heads_transposed(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h) {
+  return g.tensor(uid, {x.b, h, x.d, x.t}, {x.t * h * x.d, x.d, 1, h * x.d}, CUDNN_DATA_BFLOAT16);
+}
+int stats(CudnnGraph& g, int64_t uid, const Dims& x) {
+  return g.tensor(uid, {x.b, x.hq, x.t, 1}, {x.hq * x.t, x.t, 1, 1}, CUDNN_DATA_FLOAT);
+}
+
+// The causal mask (key j visible to query i when j <= i) and, with a window w, the band
+// (j + w > i): masked scores become -inf.
+int masked(CudnnGraph& g, const Dims& x, int in, int window, cudnnDataType_t index_prec) {
+  const int row = scores(g, x, CUDNN_DATA_INT32);
+  g.gen_index(in, 2, row, index_prec);
+  const int col = scores(g, x, CUDNN_DATA_INT32);
+  g.gen_index(in, 3, col, index_prec);
+  const int keep = scores(g, x, CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep, CUDNN_DATA_BOOLEAN);
+  int out = scores(g, x, CUDNN_DATA_FLOAT);
+  g.select(in, g.scalar(kNegInf, CUDNN_DATA_FLOAT), keep, out);
+  if (window > 0) {
+    const int row2 = scores(g, x, CUDNN_DATA_INT32);
+    g.gen_index(out, 2, row2, index_prec);
+    const int col2 = scores(g, x, CUDNN_DATA_INT32);
+    g.gen_index(out, 3, col2, index_prec);
+    const int shifted = scores(g, x, CUDNN_DATA_FLOAT);
+    g.pointwise(CUDNN_POINTWISE_ADD, col2, g.scalar(kWindow, CUDNN_DATA_FLOAT), shifted);
+    const int in_band = scores(g, x, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_CMP_GT, shifted, row2, in_band, CUDNN_DATA_BOOLEAN);
+    const int banded = scores(g, x, CUDNN_DATA_FLOAT);
+    g.select(out, g.scalar(kWindowNegInf, CUDNN_DATA_FLOAT), in_band, banded);
+    out = banded;
+  }
+  return out;
+}
+
+// The forward: S = scale·Q·Kᵀ masked; stats = max + ln Σ exp(S - max); O = softmax(S)·V.
+void forward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t index_prec) {
+  const Dims x(s);
+  const int q = heads(g, kQ, x, x.hq);
+  const int kt = heads_transposed(g, kK, x, x.hkv);
+  const int v = heads(g, kV, x, x.hkv);
+  const int o = heads(g, kO, x, x.hq);
+  const int lse = stats(g, kStats, x);
+  const int qk = scores(g, x, CUDNN_DATA_FLOAT);
+  g.matmul(q, kt, qk);
+  const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, qk, g.scalar(kScale, CUDNN_DATA_FLOAT), scaled);
+  const int sc = masked(g, x, scaled, s.window, index_prec);
+  const int max = rows(g, x);
+  g.reduce(CUDNN_REDUCE_TENSOR_MAX, sc, max);
+  const int centred = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_SUB, sc, max, centred);
+  const int e = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_EXP, centred, -1, e);
+  const int sum = rows(g, x);
+  g.reduce(CUDNN_REDUCE_TENSOR_ADD, e, sum);
+  const int log_sum = rows(g, x);
+  g.pointwise(CUDNN_POINTWISE_LOG, sum, -1, log_sum);
+  g.pointwise(CUDNN_POINTWISE_ADD, max, log_sum, lse);
+  const int p = scores(g, x, CUDNN_DATA_BFLOAT16);  // the second GEMM's A is bf16
+  g.pointwise(CUDNN_POINTWISE_DIV, e, sum, p);
+  g.matmul(p, v, o);
+}
+
+// `out` = the (b, hq, t, d) product `full` summed over each KV head's group of query heads, or
+// the product itself without GQA.
+int per_kv_head(CudnnGraph& g, const Dims& x, int out) {
+  if (x.hq == x.hkv) return out;
+  return g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
+                          CUDNN_DATA_BFLOAT16);
+}
+
+// The backward, deterministic (no fp32 dQ accumulator: cuDNN then keeps dS in its workspace and
+// computes dQ by a GEMM of its own): softmax_sum = rowsum(dO·O); P = exp(S - stats);
+// dV = Pᵀ·dO; dS = scale·P·(dO·Vᵀ - softmax_sum); dK = dSᵀ·Q; dQ = dS·K.
+void backward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t index_prec) {
+  const Dims x(s);
+  const int q = heads(g, kQ, x, x.hq);
+  const int kt = heads_transposed(g, kK, x, x.hkv);
+  const int vt = heads_transposed(g, kV, x, x.hkv);
+  const int o = heads(g, kO, x, x.hq);
+  const int lse = stats(g, kStats, x);
+  const int dout = heads(g, kDO, x, x.hq);
+  const int dq = heads(g, kDQ, x, x.hq);
+  const int dk = heads(g, kDK, x, x.hkv);
+  const int dv = heads(g, kDV, x, x.hkv);
+  const int scale = g.scalar(kScale, CUDNN_DATA_FLOAT);
+
+  const int dout_o = g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
+                                      CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, dout, o, dout_o);
+  const int row_sum = rows(g, x);
+  g.reduce(CUDNN_REDUCE_TENSOR_ADD, dout_o, row_sum);
+  const int softmax_sum = stats(g, kSoftmaxSum, x);
+  g.pointwise(CUDNN_POINTWISE_MUL, row_sum, g.scalar(kOne, CUDNN_DATA_FLOAT), softmax_sum);
+
+  const int qk = scores(g, x, CUDNN_DATA_FLOAT);
+  g.matmul(q, kt, qk);
+  const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, qk, scale, scaled);
+  const int centred = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_SUB, scaled, lse, centred);
+  const int sc = masked(g, x, centred, s.window, index_prec);
+  const int p = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_EXP, sc, -1, p);
+
+  const int pt = scores_transposed(g, x, CUDNN_DATA_BFLOAT16);
+  g.reshape(p, pt);
+  const int dv_full = per_kv_head(g, x, dv);
+  g.matmul(pt, dout, dv_full);
+  if (dv_full != dv) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
+
+  const int dp = scores(g, x, CUDNN_DATA_FLOAT);
+  g.matmul(dout, vt, dp);
+  const int diff = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_SUB, dp, softmax_sum, diff);
+  const int prod = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, diff, p, prod);
+  const int ds = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, prod, scale, ds);
+
+  const int dst = scores_transposed(g, x, CUDNN_DATA_BFLOAT16);
+  g.reshape(ds, dst);
+  const int dk_full = per_kv_head(g, x, dk);
+  g.matmul(dst, q, dk_full);
+  if (dk_full != dk) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
+
+  const int k = g.virtual_tensor({x.b, x.hkv, x.t, x.d}, {x.t * x.hkv * x.d, x.d, x.hkv * x.d, 1},
+                                 CUDNN_DATA_FLOAT);
+  g.reshape(kt, k);
+  g.matmul(ds, k, dq);
+}
+
+// The value that masks a score: -inf, or the lowest float before cuDNN 9.10, whose engines
+// wanted a finite one (cudnn-frontend's choice).
+float masked_value(size_t version) {
+  return version >= 91000 ? -std::numeric_limits<float>::infinity()
+                          : std::numeric_limits<float>::lowest();
+}
+
+std::string shape_text(const AttentionShape& s) {
+  return "b=" + std::to_string(s.batch) + " t=" + std::to_string(s.seq) +
+         " hq=" + std::to_string(s.hq) + " hkv=" + std::to_string(s.hkv) +
+         " d=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudnnAttention>> CudnnAttention::create() {
+  if (const char* off = std::getenv("SPILLWAY_CUDNN"); off && std::string(off) == "0") {
+    return unsupported("cuDNN is turned off (SPILLWAY_CUDNN=0)");
+  }
+  SPW_ASSIGN_OR_RETURN(const CudnnApi* api, load_cudnn(kMinCudnnVersion));
+  // 9.10.0 and 9.10.1 compute bf16 attention wrongly (cudnn-frontend refuses them).
+  if (api->version >= 91000 && api->version < 91002) {
+    return unsupported("cuDNN 9.10.0 and 9.10.1 have a known bf16 attention bug: update cuDNN");
+  }
+  cudnnHandle_t handle = nullptr;
+  const cudnnStatus_t s = api->create(&handle);
+  if (s != CUDNN_STATUS_SUCCESS) return unsupported(api->error(s, "cudnnCreate"));
+  return std::unique_ptr<CudnnAttention>(new CudnnAttention(api, handle));
+}
+
+CudnnAttention::~CudnnAttention() {
+  forward_.clear();
+  backward_.clear();
+  if (handle_) api_->destroy(handle_);
+}
+
+std::string CudnnAttention::describe() const {
+  const size_t v = api_->version;
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+Result<const CudnnGraph*> CudnnAttention::plan(
+    std::map<AttentionShape, std::unique_ptr<CudnnGraph>>* plans, const AttentionShape& s,
+    bool backward) {
+  if (auto it = plans->find(s); it != plans->end()) return it->second.get();
+  // Before 9.16 the backward wants whole 128-key tiles (cudnn-frontend adds a padding mask
+  // otherwise); the sliding window needs 9.2.
+  const bool refused = (backward && api_->version < 91600 && s.seq % 128 != 0) ||
+                       (s.window > 0 && api_->version < 90200);
+  std::unique_ptr<CudnnGraph> g;
+  Status built = unsupported("this cuDNN version does not cover the shape");
+  // GEN_INDEX computing in fp32 (cudnn-frontend today) or int32 (its earlier releases): cuDNN
+  // versions accept one or the other.
+  for (cudnnDataType_t index_prec : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
+    if (refused) break;
+    g = std::make_unique<CudnnGraph>(api_);
+    if (backward) {
+      backward_graph(*g, s, index_prec);
+    } else {
+      forward_graph(*g, s, index_prec);
+    }
+    built = g->build(handle_, {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC});
+    if (built.ok()) break;
+  }
+  if (!built.ok()) {
+    log_info("attention: cuDNN does not run the " + std::string(backward ? "backward" : "forward") +
+             " of " + shape_text(s) + "; the module's kernel does: " + built.message());
+    g.reset();
+  } else {
+    log_debug("attention: cuDNN engine " + std::to_string(g->engine_index()) + " runs the " +
+              (backward ? "backward" : "forward") + " of " + shape_text(s) + " with " +
+              std::to_string(g->workspace_bytes()) + " bytes of workspace");
+  }
+  auto& slot = (*plans)[s];
+  slot = std::move(g);
+  return slot.get();
+}
+
+Status CudnnAttention::run(const CudnnGraph& g, const std::vector<int64_t>& uids,
+                           const std::vector<void*>& pointers, void* workspace,
+                           cudaStream_t stream) {
+  const cudnnStatus_t st = api_->set_stream(handle_, stream);
+  if (st != CUDNN_STATUS_SUCCESS) return internal_error(api_->error(st, "cudnnSetStream"));
+  return g.execute(handle_, uids, pointers, workspace);
+}
+
+Result<bool> CudnnAttention::forward(bf16* out, float* lse, const bf16* q, const bf16* k,
+                                     const bf16* v, const AttentionShape& s, float scale,
+                                     void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (!cudnn_attention_covers(s.hq, s.hkv, s.head_dim)) return false;
+  SPW_ASSIGN_OR_RETURN(const CudnnGraph* g, plan(&forward_, s, /*backward=*/false));
+  if (g == nullptr || static_cast<size_t>(g->workspace_bytes()) > workspace_bytes) return false;
+  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window);
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
+  std::vector<void*> ptrs = {
+      const_cast<bf16*>(q), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &scale, &neg_inf};
+  if (s.window > 0) {
+    uids.insert(uids.end(), {kWindow, kWindowNegInf});
+    ptrs.insert(ptrs.end(), {&window, &neg_inf});
+  }
+  SPW_RETURN_IF_ERROR(run(*g, uids, ptrs, workspace, stream));
+  return true;
+}
+
+Result<bool> CudnnAttention::backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
+                                      const bf16* k, const bf16* v, const bf16* out,
+                                      const float* lse, const AttentionShape& s, float scale,
+                                      void* workspace, size_t workspace_bytes,
+                                      cudaStream_t stream) {
+  // The chunk cuda-workspace.h plans for, or a smaller divisor of the batch where cuDNN's
+  // workspace came out larger than its estimate: [softmax sum [chunk, hq, t]][cuDNN's own].
+  const CudnnGraph* g = nullptr;
+  int chunk = cudnn_attention_backward_chunk(s.batch, s.seq, s.hq, s.hkv, s.head_dim);
+  size_t sum_bytes = 0;
+  for (; chunk > 0; --chunk) {
+    if (s.batch % chunk != 0) continue;
+    AttentionShape cs = s;
+    cs.batch = chunk;
+    SPW_ASSIGN_OR_RETURN(g, plan(&backward_, cs, /*backward=*/true));
+    if (g == nullptr) return false;
+    sum_bytes = compute::align_to_device(static_cast<size_t>(chunk) * s.hq * s.seq * sizeof(float));
+    if (sum_bytes + static_cast<size_t>(g->workspace_bytes()) <= workspace_bytes) break;
+  }
+  if (chunk == 0) return false;
+  char* ws = static_cast<char*>(workspace);
+  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window), one = 1.0f;
+  const size_t q_step = static_cast<size_t>(chunk) * s.seq * s.hq * s.head_dim;
+  const size_t kv_step = static_cast<size_t>(chunk) * s.seq * s.hkv * s.head_dim;
+  const size_t lse_step = static_cast<size_t>(chunk) * s.hq * s.seq;
+  for (int b0 = 0; b0 < s.batch; b0 += chunk) {
+    const size_t i = b0 / chunk;
+    std::vector<int64_t> uids = {kQ,  kK,  kV,     kO,      kStats, kDO,        kDQ,
+                                 kDK, kDV, kScale, kNegInf, kOne,   kSoftmaxSum};
+    std::vector<void*> ptrs = {const_cast<bf16*>(q + i * q_step),
+                               const_cast<bf16*>(k + i * kv_step),
+                               const_cast<bf16*>(v + i * kv_step),
+                               const_cast<bf16*>(out + i * q_step),
+                               const_cast<float*>(lse + i * lse_step),
+                               const_cast<bf16*>(dout + i * q_step),
+                               dq + i * q_step,
+                               dk + i * kv_step,
+                               dv + i * kv_step,
+                               &scale,
+                               &neg_inf,
+                               &one,
+                               ws};
+    if (s.window > 0) {
+      uids.insert(uids.end(), {kWindow, kWindowNegInf});
+      ptrs.insert(ptrs.end(), {&window, &neg_inf});
+    }
+    SPW_RETURN_IF_ERROR(run(*g, uids, ptrs, ws + sum_bytes, stream));
+  }
+  return true;
+}
+
+}  // namespace spillway::cuda
+
+#endif  // SPILLWAY_HAVE_CUDNN

@@ -1,0 +1,86 @@
+// Causal GQA attention through cuDNN's fused flash-attention engines (cudnn-graph.h), forward and
+// backward, for the calls they cover; attention.cuh's kernels run the rest. On Hopper cuDNN's
+// kernels use the GPU's asynchronous tensor-core instructions (wgmma, TMA) that attention.cu's
+// FlashAttention-2 kernel does not, and run about twice as fast (tests/bench/op_table.py's
+// ceilings; README, "Speed").
+//
+// What cuDNN runs: rows without packing (no positions; the caller decides), causal with an
+// optional sliding window, the heads cudnn_attention_covers (cuda-workspace.h) allows, bf16. The
+// backward runs a micro-batch in chunks of cudnn_attention_backward_chunk sequences. The graphs are
+// those of FlashAttention's forward and backward written as cuDNN operations (Q·Kᵀ, scale, mask,
+// softmax with its statistics, P·V; and the backward's dP, dS, dQ, dK, dV), which cuDNN's runtime
+// fusion recognises as one kernel each. The backward takes only engines without
+// CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, so the same inputs give the same bits; where none is
+// deterministic the call falls back.
+//
+// The statistics cuDNN's forward writes are the log-sum-exp of each query's scaled scores in
+// natural log, [b, hq, t], exactly attention_forward's lse: either backward can follow either
+// forward.
+//
+// Plans are built once per shape (a few milliseconds, cuDNN's run-time compiled engines longer on
+// the first call) and kept; a shape cuDNN refuses is remembered and falls back without asking
+// again. Thread-safety: one thread, as the backend.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "compute/cuda-workspace.h"
+#include "compute/cuda/cuda-common.cuh"
+#include "compute/cuda/cudnn-graph.h"
+
+namespace spillway::cuda {
+
+// The shapes of one attention call, and the key of its plans.
+struct AttentionShape {
+  int batch = 0, seq = 0, hq = 0, hkv = 0, head_dim = 0, window = 0;
+  auto tie() const { return std::tie(batch, seq, hq, hkv, head_dim, window); }
+  bool operator<(const AttentionShape& o) const { return tie() < o.tie(); }
+};
+
+#if SPILLWAY_HAVE_CUDNN
+
+class CudnnAttention {
+ public:
+  // cuDNN on the current device: kUnsupported (with the reason) when the library is missing or
+  // older than 9.0, or SPILLWAY_CUDNN=0 is set (the module's own kernels then run everything).
+  static Result<std::unique_ptr<CudnnAttention>> create();
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // As attention_forward (attention.cuh) with the scale resolved. true: cuDNN ran it; false: it
+  // does not cover the shape (or its workspace would not fit `workspace_bytes`), nothing ran.
+  Result<bool> forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                       const AttentionShape& s, float scale, void* workspace,
+                       size_t workspace_bytes, cudaStream_t stream);
+  // As attention_backward.
+  Result<bool> backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
+                        const bf16* k, const bf16* v, const bf16* out, const float* lse,
+                        const AttentionShape& s, float scale, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream);
+
+  // "cuDNN 9.x.y", for logs and benchmark lines.
+  std::string describe() const;
+
+ private:
+  CudnnAttention(const CudnnApi* api, cudnnHandle_t handle) : api_(api), handle_(handle) {}
+  // The plan of `s` in `plans` (built on first use); null when cuDNN refuses the shape.
+  Result<const CudnnGraph*> plan(std::map<AttentionShape, std::unique_ptr<CudnnGraph>>* plans,
+                                 const AttentionShape& s, bool backward);
+  Status run(const CudnnGraph& g, const std::vector<int64_t>& uids,
+             const std::vector<void*>& pointers, void* workspace, cudaStream_t stream);
+
+  const CudnnApi* api_;
+  cudnnHandle_t handle_;
+  // Built plans; a null entry: cuDNN refused the shape.
+  std::map<AttentionShape, std::unique_ptr<CudnnGraph>> forward_, backward_;
+};
+
+#endif  // SPILLWAY_HAVE_CUDNN
+
+}  // namespace spillway::cuda
