@@ -213,6 +213,7 @@ DataShape data_shape(const Dataset& ds);
 // `data`, when the run's dataset is known (the trainer's plan; `plan` without the data assumes
 // DataShape{}), scales the attention by the share the kernels compute and counts tokens/s as the
 // data's tokens, not padding.
+inline constexpr double kTradeMargin = 0.02;
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                int64_t total_steps, bool with_suggestion = true, const DataShape& data = {});
 
