@@ -331,8 +331,8 @@ std::string state_why(const ParameterLayout& layout, int asked, bool host_memory
   if (blocks == 0 && device_free == 0) return "none in HBM: the GPU's free memory is unknown";
   if (blocks == 0) {
     return "none in HBM: of the " + gb(static_cast<double>(device_free)) +
-           " free, streaming takes " + gb(streaming) + ", every checkpoint " + gb(checkpoints) +
-           " (they come first) and " +
+           " free, streaming takes " + gb(streaming) + ", the checkpoints kept there " +
+           gb(checkpoints) + " (they come first) and " +
            gb(static_cast<double>(StreamingEngine::kHbmStateReserveBytes)) +
            " stays free for the libraries: no room for the embedding's " +
            gb(static_cast<double>(HbmState::block_bytes(layout, 0)));
@@ -778,9 +778,10 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
 // on the device (as many layers' as fit, the engine's own fill when not all do), with as many
 // blocks as fit beside them; then, moving checkpoints to the host a layer at a time from the last,
 // the most layers' kept for each larger count of blocks. Each is planned with the step model
-// above (a spilled checkpoint adds its bytes to the link three times; a block in HBM takes its
-// AdamW off the CPU and its weights and gradient off the link); the fastest wins, ties to the
-// candidate with more checkpoints on the device.
+// above (a spilled checkpoint crosses the link three times a step, the head's input twice; a
+// block in HBM takes its AdamW off the CPU and its weights and gradient off the link). The
+// fastest of those that move checkpoints wins if it saves more than kTradeMargin of the step;
+// ties go to the candidate with more checkpoints on the device.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
               int64_t total_steps, const DataShape& data = {}) {
   const compute::BackendFacts& facts = machine.backend_facts();
@@ -831,15 +832,15 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
     Plan best = std::move(*other);
     const uint64_t moved_bytes =
         best.dram.checkpoints_bytes.value_or(0) - first.dram.checkpoints_bytes.value_or(0);
+    const int more = best.state.hbm_blocks - first.state.hbm_blocks;
     std::snprintf(
         line, sizeof(line),
-        "; the checkpoints of the last %s (%s) go to host memory for %d more blocks in "
-        "HBM: %.3f s a step against %.3f s with %s",
+        "; the checkpoints of the last %s (%s) go to host memory for %d more %s in HBM: "
+        "%.3f s a step against %.3f s with %s",
         layers_text(first.state.device_checkpoint_layers - best.state.device_checkpoint_layers)
             .c_str(),
-        gb(static_cast<double>(moved_bytes)).c_str(),
-        best.state.hbm_blocks - first.state.hbm_blocks, best.step.step_s, first.step.step_s,
-        kept_text.c_str());
+        gb(static_cast<double>(moved_bytes)).c_str(), more, more == 1 ? "block" : "blocks",
+        best.step.step_s, first.step.step_s, kept_text.c_str());
     best.state.why += line;
     return best;
   }

@@ -52,11 +52,11 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
 
 // What `plan` refuses, refused before anything is allocated: a job that does not fit would
 // otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
-// would train without a word. The memory is read now; the rates the step model rests on are
-// `probed`'s (probe_for_plan), so that the plan makes the trade between checkpoints and the HBM
-// state tier that the run's plan shows. Returns the plan, whose placement the run builds: the
-// blocks' host tiers (plan_placement), the HBM state tier's blocks and the layers whose
-// checkpoints stay on the device. Plan and run agree by construction.
+// would train without a word. DRAM and the SSD are read now; the GPU's memory and the rates the
+// step model rests on are `probed`'s (probe_for_plan, load_model), so that the plan makes the
+// trade between checkpoints and the HBM state tier that the run's plan shows. Returns the plan,
+// whose placement the run builds: the blocks' host tiers (plan_placement), the HBM state tier's
+// blocks and the layers whose checkpoints stay on the device. Plan and run agree by construction.
 Result<Plan> check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem,
                         compute::Backend& backend, const MachineProbe& probed) {
   SPW_RETURN_IF_ERROR(check_positions(config, job));
@@ -64,14 +64,6 @@ Result<Plan> check_fits(const TrainJob& job, const ModelConfig& config, const Me
   m.backend = backend.name();
   m.dram_total_bytes = mem.total_bytes.value_or(0);
   m.dram_available_bytes = mem.available_bytes.value_or(UINT64_MAX);  // unknown: not the limit
-  m.device_total_bytes = m.device_free_bytes = 0;
-  if (backend.facts().gpu) {
-    size_t free_bytes = 0, total_bytes = 0;
-    if (backend.device_memory_info(&free_bytes, &total_bytes).ok()) {
-      m.device_total_bytes = total_bytes;
-      m.device_free_bytes = free_bytes;
-    }
-  }
   m.ssd_total_bytes = m.ssd_free_bytes = 0;
   if (!job.ssd_dir.empty()) {
     const FsSpace space = read_fs_space(job.ssd_dir);  // a folder not made yet: not the limit
@@ -94,6 +86,15 @@ Result<ModelConfig> model_config(const TrainJob& job) {
 
 // The model's weights, gradients and AdamW state in the tiers the placement gives them.
 Status load_model(const TrainJob& job, const ModelConfig& config, RunAssembly& run) {
+  // The GPU's memory now, for the fit check and the run's plan alike: both make the same trade
+  // between checkpoints and the HBM state tier, and the run builds the fit check's.
+  if (run.backend->facts().gpu) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (run.backend->device_memory_info(&free_bytes, &total_bytes).ok()) {
+      run.machine.device_total_bytes = total_bytes;
+      run.machine.device_free_bytes = free_bytes;
+    }
+  }
   SPW_ASSIGN_OR_RETURN(const Plan fit,
                        check_fits(job, config, run.mem_at_start, *run.backend, run.machine));
   run.placement = plan_placement(fit);

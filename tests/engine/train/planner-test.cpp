@@ -952,6 +952,52 @@ TEST(HbmState, ASlowLinkKeepsTheCheckpointsOnTheDevice) {
       << plan.state.why;
 }
 
+// Checkpoints that do not all fit even without the state tier: where the plan used to count every
+// one in host memory (the engine keeps what fits of them), the trade starts from the most layers'
+// that fit beside streaming, as the engine fills the device, and counts only the others on the
+// link; the run builds that split.
+TEST(HbmState, CheckpointsThatDoNotAllFitKeepTheFirstLayersOnTheDevice) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  MachineProbe m = h100_host();
+  m.device_total_bytes = m.device_free_bytes = 24'000'000'000ull;
+  TrainJob job = thirty_two_k_job();
+  job.grad_accum = 2;  // 64K tokens: 18.3 GB of checkpoints beside 12.3 GB of streaming
+  const Plan plan = make_plan(c, job, m, 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  std::printf("%s\n", plan.state.why.c_str());
+  StreamingConfig sc = streaming_config(job);
+  const uint64_t ws =
+      compute::workspace_bytes(compute::BackendKind::kCuda, StreamingEngine::op_shapes(c, sc));
+  const uint64_t fixed =
+      StreamingEngine::plan_device_memory(layout, sc, DType::kBF16, ws).fixed_bytes();
+  int fit = 33;
+  for (; fit >= 0; --fit) {
+    sc.device_checkpoint_layers = fit;
+    if (fixed + StreamingEngine::device_checkpoint_bytes(layout, sc, DType::kBF16) <=
+        24'000'000'000ull)
+      break;
+  }
+  ASSERT_GT(fit, 0);
+  ASSERT_LT(fit, 33);
+  EXPECT_TRUE(plan.checkpoints_on_device);
+  EXPECT_LE(plan.state.device_checkpoint_layers, fit);
+  const uint64_t layer = 2ull * 32768 * 4096 * 2;  // one layer's: two micro-batches of 32K
+  EXPECT_EQ(*plan.dram.checkpoints_bytes,
+            static_cast<uint64_t>(33 - plan.state.device_checkpoint_layers) * layer);
+  EXPECT_EQ(*plan.hbm.checkpoints_bytes,
+            static_cast<uint64_t>(plan.state.device_checkpoint_layers + 1) * layer);
+  sc.device_checkpoint_layers = plan.state.device_checkpoint_layers;
+  EXPECT_EQ(
+      static_cast<size_t>(plan.state.hbm_blocks),
+      StreamingEngine::hbm_state_blocks(layout, sc, DType::kBF16, ws, 24'000'000'000ull, false));
+  const StreamingEngine::LinkBytes link =
+      StreamingEngine::plan_link_bytes(layout, sc, plan.state.hbm_blocks);
+  EXPECT_EQ(plan.step.h2d_bytes,
+            static_cast<double>(link.h2d + 2 * *plan.dram.checkpoints_bytes - layer));
+  EXPECT_EQ(plan.step.d2h_bytes, static_cast<double>(link.d2h + *plan.dram.checkpoints_bytes));
+}
+
 TrainJob on_gpus(TrainJob job, int count) {
   job.devices.count = count;
   return job;
