@@ -47,8 +47,10 @@ struct BenchConfig {
   int micro_batches = 4;
   int weight_slots = 2;
   int lm_head_chunk = StreamingConfig{}.lm_head_chunk;  // tokens whose logits exist at once
-  int hbm_state_blocks = -1;  // placement.hbm_state_blocks: -1 as many as fit (no trade)
-  int devices = 1;            // GPUs, data parallel: micro_batches is per GPU
+  // placement.hbm_state_blocks: -1 as many as fit beside every checkpoint (the engine's rule; a
+  // run's plan may trade checkpoints for more, device_checkpoint_layers below)
+  int hbm_state_blocks = -1;
+  int devices = 1;  // GPUs, data parallel: micro_batches is per GPU
   // StreamingConfig::device_checkpoint_layers: the first L layers' checkpoints on the device, the
   // others in pinned host memory (the planner's trade); -1 every layer's while they fit.
   int device_checkpoint_layers = -1;
