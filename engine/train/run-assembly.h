@@ -54,8 +54,9 @@ struct RunAssembly {
   MemInfo mem_at_start;     // DRAM before the run allocated its own state
   TierPlacement placement;  // where the master weights and AdamW moments live
   uint64_t parameters = 0;
-  // The HBM state tier's blocks, decided before the state is allocated (they need no host
-  // gradient) and given to the engine as an explicit count.
+  // The HBM state tier's blocks, the fit check's plan's (its trade with the checkpoints, below),
+  // decided before the state is allocated (they need no host gradient) and given to the engine
+  // as an explicit count.
   size_t hbm_state_blocks = 0;
   // The layers whose checkpoints stay on the device (StreamingConfig::device_checkpoint_layers):
   // the plan's split when it keeps them there, else -1 (as many as fit).
