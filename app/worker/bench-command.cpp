@@ -34,7 +34,8 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
-    "[--checkpoints device|host] [--hbm-state-blocks B] [--devices N] [--steps S] "
+    "[--checkpoints device|host] [--device-checkpoint-layers L] [--hbm-state-blocks B] "
+    "[--devices N] [--steps S] "
     "[--warmup W] [--ops] "
     "[--json]";
 constexpr double kLr = 1e-5;
@@ -46,8 +47,13 @@ struct BenchConfig {
   int micro_batches = 4;
   int weight_slots = 2;
   int lm_head_chunk = StreamingConfig{}.lm_head_chunk;  // tokens whose logits exist at once
-  int hbm_state_blocks = -1;  // placement.hbm_state_blocks: -1 as many as fit, as the trainer
-  int devices = 1;            // GPUs, data parallel: micro_batches is per GPU
+  // placement.hbm_state_blocks: -1 as many as fit beside every checkpoint (the engine's rule; a
+  // run's plan may trade checkpoints for more, device_checkpoint_layers below)
+  int hbm_state_blocks = -1;
+  int devices = 1;  // GPUs, data parallel: micro_batches is per GPU
+  // StreamingConfig::device_checkpoint_layers: the first L layers' checkpoints on the device, the
+  // others in pinned host memory (the planner's trade); -1 every layer's while they fit.
+  int device_checkpoint_layers = -1;
 };
 
 struct BenchOptions {
@@ -91,7 +97,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
       Args a, parse_args(argv,
                          {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
                           "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
-                          "--hbm-state-blocks", "--devices", "--steps", "--warmup"},
+                          "--device-checkpoint-layers", "--hbm-state-blocks", "--devices",
+                          "--steps", "--warmup"},
                          {"--json", "--ops"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
@@ -116,6 +123,9 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   SPW_ASSIGN_OR_RETURN(const std::vector<int> hbm_blocks,
                        number_list(a, "--hbm-state-blocks", d.hbm_state_blocks, -1));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> devices, number_list(a, "--devices", d.devices));
+  SPW_ASSIGN_OR_RETURN(
+      const std::vector<int> checkpoint_layers,
+      number_list(a, "--device-checkpoint-layers", d.device_checkpoint_layers, -1));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
   if (steps.size() > 1 || warmup.size() > 1)
@@ -141,11 +151,14 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
           for (int chunk : chunks) {
             for (int h : hbm_blocks) {
               for (int n : devices) {
-                c.weight_slots = k;
-                c.lm_head_chunk = chunk;
-                c.hbm_state_blocks = h;
-                c.devices = n;
-                o.configs.push_back(c);
+                for (int l : checkpoint_layers) {
+                  c.weight_slots = k;
+                  c.lm_head_chunk = chunk;
+                  c.hbm_state_blocks = h;
+                  c.devices = n;
+                  c.device_checkpoint_layers = l;
+                  o.configs.push_back(c);
+                }
               }
             }
           }
@@ -268,6 +281,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   sc.lm_head_chunk = c.lm_head_chunk;
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
   sc.hbm_state_blocks = c.hbm_state_blocks;
+  sc.device_checkpoint_layers = c.device_checkpoint_layers;
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<DataParallelEngine> engine,
                        DataParallelEngine::create(devices, backends, state, sc));
   const Clock::time_point origin = Clock::now();
@@ -401,6 +415,9 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
               {"checkpoints", o.checkpoints_on_device ? "device" : "host"},
               {"hbm_state_blocks", engine->memory_plan().state_blocks},
               {"hbm_state_bytes", engine->memory_plan().state_bytes},
+              {"device_checkpoint_layers", c.device_checkpoint_layers},
+              {"checkpoint_bytes_device", engine->memory_plan().checkpoint_bytes_device},
+              {"checkpoint_bytes_host", engine->memory_plan().checkpoint_bytes_host},
               {"devices", c.devices},
               {"gpu_idle_fractions", idle},
               {"peak_hbm_bytes_per_gpu", peaks},
@@ -468,6 +485,9 @@ void print_table(std::ostream& out, const json& r) {
       num(r["hardware_tflops"].get<double>(), "%.3g") + " (with the recomputed forward)");
   row("state in HBM", std::to_string(r["hbm_state_blocks"].get<int>()) + " blocks (" +
                           num(r["hbm_state_bytes"].get<double>() / 1e9, "%.3g GB") + ")");
+  row("checkpoints",
+      num(r["checkpoint_bytes_device"].get<double>() / 1e9, "%.3g GB") + " on the device, " +
+          num(r["checkpoint_bytes_host"].get<double>() / 1e9, "%.3g GB") + " in host memory");
   row("peak HBM", num(r["peak_hbm_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
   row("peak pinned DRAM", num(r["peak_pinned_bytes"].get<double>() / (1 << 30), "%.3g GiB"));
   row("H2D per step", num(r["h2d_bytes"].get<double>() / 1e9, "%.3g GB") +
@@ -527,6 +547,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
                        {"micro_batches", c.micro_batches},
                        {"weight_slots", c.weight_slots},
                        {"hbm_state_blocks", c.hbm_state_blocks},
+                       {"device_checkpoint_layers", c.device_checkpoint_layers},
                        {"devices", c.devices},
                        {"error", error_code_name(result.status().code())},
                        {"message", result.status().message()}}

@@ -75,13 +75,14 @@ const std::vector<Command>& commands() {
       {"bench",
        "bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
        "[--tokens-per-step K | --micro-batches M] "
-       "[--weight-slots K] [--lm-head-chunk C] [--checkpoints device|host] [--hbm-state-blocks B] "
-       "[--devices N] "
+       "[--weight-slots K] [--lm-head-chunk C] [--checkpoints device|host] "
+       "[--device-checkpoint-layers L] [--hbm-state-blocks B] [--devices N] "
        "[--steps S] [--warmup W] [--ops] [--json]",
        "Times training steps of a random-initialised model shape (tinyllama-1.1b, llama3.2-3b, "
        "llama2-7b, llama2-13b, qwen2.5-7b, a preset or a "
-       "model folder); N, T, K, M, the slots, C, B (blocks whose state stays in HBM, -1 as many "
-       "as fit, 0 none) and the GPUs of --devices (data parallel, M micro-batches each) may be "
+       "model folder); N, T, K, M, the slots, C, L (layers whose checkpoints stay in HBM, -1 "
+       "every one that fits), B (blocks whose state stays in HBM, -1 as many as fit, 0 none) and "
+       "the GPUs of --devices (data parallel, M micro-batches each) may be "
        "comma-separated lists to sweep. --ops times every op of one more step: each op family's "
        "calls, device time, FLOPs or bytes and rate, against a device copy and a GEMM measured "
        "in the same process.",

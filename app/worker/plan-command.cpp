@@ -251,10 +251,19 @@ void print_plan(std::ostream& out, const Plan& plan) {
   const std::string per_device =
       ranks > 1 ? " x " + std::to_string(ranks) + (plan.on_cpu() ? " ranks" : " GPUs") : "";
   const PlanStep& s = plan.step;
+  // "of 20 of 33 layers on the device, the rest in host memory": the planner's trade (planner.h).
+  const int checkpoint_layers = plan.model.layers + 1;
+  const bool split = plan.checkpoints_on_device && state.device_checkpoint_layers >= 0 &&
+                     state.device_checkpoint_layers < checkpoint_layers;
+  const std::string checkpoints = split ? "of " + std::to_string(state.device_checkpoint_layers) +
+                                              " of " + std::to_string(checkpoint_layers) +
+                                              " layers on the device, the rest in host memory"
+                                  : plan.checkpoints_on_device ? "on the device"
+                                                               : "in host memory";
   row("tokens per step", thousands(s.tokens) + " (" + std::to_string(plan.micro_batch_size) +
                              " x " + std::to_string(plan.grad_accum) + " x " +
                              std::to_string(plan.seq_len) + per_device + "), checkpoints " +
-                             (plan.checkpoints_on_device ? "on the device" : "in host memory"));
+                             checkpoints);
   row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
                   num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
                   (s.gpu_adamw_s > 0

@@ -100,19 +100,22 @@ bool Plan::on_cpu() const {
 
 json to_json(const PlanSuggestion& s) {
   if (!s.fits) return {{"fits", false}, {"why", s.why}};
-  return {{"fits", true},
-          {"micro_batch_size", s.micro_batch_size},
-          {"grad_accum", s.grad_accum},
-          {"tokens_per_step", s.tokens_per_step},
-          {"step_s", s.step_s},
-          {"tokens_per_s", s.tokens_per_s},
-          {"model_tflops", s.model_tflops},
-          {"checkpoints_on_device", s.checkpoints_on_device},
-          {"hbm_state_blocks", s.hbm_state_blocks},
-          {"hbm_needed_bytes", s.hbm_needed_bytes},
-          {"hbm_free_bytes", s.hbm_free_bytes},
-          {"same_as_job", s.same_as_job},
-          {"why", s.why}};
+  json j = {{"fits", true},
+            {"micro_batch_size", s.micro_batch_size},
+            {"grad_accum", s.grad_accum},
+            {"tokens_per_step", s.tokens_per_step},
+            {"step_s", s.step_s},
+            {"tokens_per_s", s.tokens_per_s},
+            {"model_tflops", s.model_tflops},
+            {"checkpoints_on_device", s.checkpoints_on_device},
+            {"hbm_state_blocks", s.hbm_state_blocks},
+            {"hbm_needed_bytes", s.hbm_needed_bytes},
+            {"hbm_free_bytes", s.hbm_free_bytes},
+            {"same_as_job", s.same_as_job},
+            {"why", s.why}};
+  if (s.device_checkpoint_layers >= 0)  // absent in older plans
+    j["device_checkpoint_layers"] = s.device_checkpoint_layers;
+  return j;
 }
 
 PlanSuggestion plan_suggestion_from_json(const json& j) {
@@ -127,6 +130,7 @@ PlanSuggestion plan_suggestion_from_json(const json& j) {
   s.model_tflops = number(j, "model_tflops").value_or(0);
   s.checkpoints_on_device = boolean(j, "checkpoints_on_device").value_or(false);
   s.hbm_state_blocks = integer<int>(j, "hbm_state_blocks").value_or(0);
+  s.device_checkpoint_layers = integer<int>(j, "device_checkpoint_layers").value_or(-1);
   s.hbm_needed_bytes = integer<uint64_t>(j, "hbm_needed_bytes").value_or(0);
   s.hbm_free_bytes = integer<uint64_t>(j, "hbm_free_bytes").value_or(0);
   s.same_as_job = boolean(j, "same_as_job").value_or(false);
@@ -174,6 +178,8 @@ json to_json(const Plan& p) {
               {"nccl_bytes", p.devices.nccl_bytes}}},
             {"step", step}};
   const PlanState& st = p.state;
+  if (st.device_checkpoint_layers >= 0)  // absent in older plans
+    j["state"]["device_checkpoint_layers"] = st.device_checkpoint_layers;
   if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks > 0) {  // absent in older plans
     j["state"]["dram_blocks"] = st.dram_blocks;
     j["state"]["ssd_moments_blocks"] = st.ssd_moments_blocks;
@@ -217,6 +223,7 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.hbm_blocks = integer<int>(state, "hbm_blocks").value_or(0);
   p.state.hbm_bytes = integer<uint64_t>(state, "hbm_bytes").value_or(0);
   p.state.why = text(state, "why").value_or("");
+  p.state.device_checkpoint_layers = integer<int>(state, "device_checkpoint_layers").value_or(-1);
   p.state.dram_blocks = integer<int>(state, "dram_blocks").value_or(0);
   p.state.ssd_moments_blocks = integer<int>(state, "ssd_moments_blocks").value_or(0);
   p.state.ssd_blocks = integer<int>(state, "ssd_blocks").value_or(0);

@@ -90,7 +90,13 @@ struct PlanState {
   int blocks = 0;          // embedding + layers + head
   int hbm_blocks = 0;      // the first hbm_blocks of them in HBM
   uint64_t hbm_bytes = 0;  // their state there: 16 bytes a parameter
-  std::string why;         // one line: why that many
+  std::string why;         // one line: why that many (and, when the planner traded
+                           // checkpoints for blocks, what it weighed)
+  // The layers whose checkpoints the plan keeps in HBM (StreamingConfig::device_checkpoint_layers),
+  // the first of model.layers + 1 (the head's input counts as one): every one, fewer when the
+  // planner moved the others' to pinned host memory to make room for more blocks' state (planner.h,
+  // "the trade"), 0 when they do not fit and all go there. -1: not recorded (plans written before).
+  int device_checkpoint_layers = -1;
   int dram_blocks = 0, ssd_moments_blocks = 0, ssd_blocks = 0;
   std::string host_why;  // one line: which blocks sit in which host tier, and why
 };
@@ -112,6 +118,7 @@ struct PlanSuggestion {
   double step_s = 0, tokens_per_s = 0, model_tflops = 0;
   bool checkpoints_on_device = false;
   int hbm_state_blocks = 0;  // blocks of the HBM state tier at that batch (PlanState::hbm_blocks)
+  int device_checkpoint_layers = -1;  // PlanState::device_checkpoint_layers at that batch
   uint64_t hbm_needed_bytes = 0, hbm_free_bytes = 0;
   bool same_as_job = false;
   std::string why;  // one line: what a smaller step loses to, where the checkpoints go
@@ -125,7 +132,9 @@ struct Plan {
   // run's plan.
   std::optional<std::string> backend_reason;
   int micro_batch_size = 0, grad_accum = 0, seq_len = 0;
-  bool checkpoints_on_device = false;  // "checkpoints": "device" or "host"
+  // "checkpoints": "device" when the checkpoints the plan keeps in HBM fit there (every one, or
+  // the first state.device_checkpoint_layers layers'), "host" when they do not and all spill.
+  bool checkpoints_on_device = false;
   PlanModel model;
   PlanMachine machine;
   PlanTier hbm, dram, ssd;

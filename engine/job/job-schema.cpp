@@ -184,8 +184,9 @@ std::vector<JobKey> build_table() {
       ranged(key("placement.hbm_state_blocks", T::kInteger, -1, "blocks",
                  "Blocks (embedding, layers, head, in that order) whose fp32 master weights, "
                  "gradients and AdamW moments stay in the GPU's memory, updated there by the GPU "
-                 "(the same bits as the CPU's AdamW); -1: as many as fit once the checkpoints "
-                 "have their room (none on the CPU backend); 0: none."),
+                 "(the same bits as the CPU's AdamW); -1: as many as fit beside the checkpoints, "
+                 "or more where the plan predicts a faster step with some checkpoints moved to "
+                 "host memory (none on the CPU backend); 0: none."),
              closed(-1, 1 << 20)),
       choice("placement.optimizer", {"dram", "ssd", "auto"},
              "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (per "

@@ -23,7 +23,8 @@ uint64_t ActivationStore::staging_bytes(size_t buffer_bytes) {
 
 Result<std::unique_ptr<ActivationStore>> ActivationStore::create(
     compute::Device& backend, DeviceArena& arena, HostPool& pool, int layers, int micro_batches,
-    size_t buffer_bytes, bool keep_on_device, Streams streams, LinkTraffic& traffic) {
+    size_t buffer_bytes, bool keep_on_device, int device_layers, Streams streams,
+    LinkTraffic& traffic) {
   std::unique_ptr<ActivationStore> s(new ActivationStore(backend, streams, traffic));
   s->micro_batches_ = micro_batches;
   s->buffer_bytes_ = aligned(buffer_bytes);
@@ -31,7 +32,9 @@ Result<std::unique_ptr<ActivationStore>> ActivationStore::create(
   s->gradients_ = (static_cast<size_t>(layers) + 1) * micro_batches;
   s->buffers_.resize(count);
 
-  const bool all_fit = keep_on_device && arena.largest_free_bytes() >= count * s->buffer_bytes_;
+  const bool every_layer = device_layers < 0 || device_layers > layers;
+  const bool all_fit =
+      keep_on_device && every_layer && arena.largest_free_bytes() >= count * s->buffer_bytes_;
   if (!all_fit) {
     s->stages_.resize(kStages);
     for (size_t i = 0; i < kStages; ++i) {
@@ -44,9 +47,9 @@ Result<std::unique_ptr<ActivationStore>> ActivationStore::create(
       SPW_ASSIGN_OR_RETURN(st.free, backend.create_event());
     }
   }
-  auto place = [&](size_t i, const std::string& name) -> Status {
+  auto place = [&](size_t i, const std::string& name, bool device) -> Status {
     Buffer& b = s->buffers_[i];
-    if (keep_on_device && arena.largest_free_bytes() >= s->buffer_bytes_) {
+    if (device && arena.largest_free_bytes() >= s->buffer_bytes_) {
       // [tokens, hidden] act_dtype
       SPW_ASSIGN_OR_RETURN(b.device, arena.reserve(name, s->buffer_bytes_, Category::kCheckpoints));
       s->device_bytes_ += s->buffer_bytes_;
@@ -62,13 +65,15 @@ Result<std::unique_ptr<ActivationStore>> ActivationStore::create(
     return {};
   };
   for (int m = 0; m < micro_batches; ++m) {
-    SPW_RETURN_IF_ERROR(place(s->gradient(m), "activations.gradient.m" + std::to_string(m)));
+    SPW_RETURN_IF_ERROR(
+        place(s->gradient(m), "activations.gradient.m" + std::to_string(m), keep_on_device));
   }
   for (int l = 0; l <= layers; ++l) {
+    const bool device = keep_on_device && (every_layer || l < device_layers);
     for (int m = 0; m < micro_batches; ++m) {
       SPW_RETURN_IF_ERROR(
           place(s->checkpoint(l, m),
-                "activations.checkpoint.l" + std::to_string(l) + ".m" + std::to_string(m)));
+                "activations.checkpoint.l" + std::to_string(l) + ".m" + std::to_string(m), device));
     }
   }
   return s;

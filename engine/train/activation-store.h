@@ -3,9 +3,11 @@
 // and, per micro-batch, the gradient flowing down through the layers. Each buffer is [tokens,
 // hidden] of the backend's act_dtype for one micro-batch.
 //
-// Placement, fixed at creation: everything on the device when it all fits in the arena; otherwise
-// a few device staging buffers first, then the gradients (touched by every layer of the backward)
-// and the checkpoints on the device while they fit, and the rest in pinned host memory. A host
+// Placement, fixed at creation: everything on the device when it all fits in the arena (and no
+// split is asked for); otherwise a few device staging buffers first, then the gradients (touched by
+// every layer of the backward) and the checkpoints of the first layers on the device while they
+// fit (at most `device_layers` layers' when asked: the planner's trade of checkpoints for the HBM
+// state tier, planner.h), and the rest in pinned host memory. A host
 // buffer is used through a staging buffer: open() for reading copies it host→device on the store's
 // H2D stream, and close() after a write copies it device→host on its D2H stream. These are streams
 // of their own, so that a checkpoint's copy never queues behind a whole block of weights on the
@@ -52,13 +54,15 @@ class ActivationStore {
   static uint64_t staging_bytes(size_t buffer_bytes);
 
   // Places (layers + 1) · micro_batches checkpoints and micro_batches gradients of `buffer_bytes`
-  // each, on the device only when `keep_on_device`. kOutOfMemory from the arena (no room for the
-  // staging buffers) or the pool (pinned host memory).
+  // each, on the device only when `keep_on_device`, and then the checkpoints of at most the first
+  // `device_layers` of the layers + 1 (-1: all of them). kOutOfMemory from the arena (no room for
+  // the staging buffers) or the pool (pinned host memory).
   static Result<std::unique_ptr<ActivationStore>> create(compute::Device& backend,
                                                          DeviceArena& arena, HostPool& pool,
                                                          int layers, int micro_batches,
                                                          size_t buffer_bytes, bool keep_on_device,
-                                                         Streams streams, LinkTraffic& traffic);
+                                                         int device_layers, Streams streams,
+                                                         LinkTraffic& traffic);
 
   // The input of `layer` (layer == layers: of the head) for micro-batch m, and the gradient of m.
   size_t checkpoint(int layer, int m) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "core/checked-math.h"
@@ -330,8 +331,8 @@ std::string state_why(const ParameterLayout& layout, int asked, bool host_memory
   if (blocks == 0 && device_free == 0) return "none in HBM: the GPU's free memory is unknown";
   if (blocks == 0) {
     return "none in HBM: of the " + gb(static_cast<double>(device_free)) +
-           " free, streaming takes " + gb(streaming) + ", every checkpoint " + gb(checkpoints) +
-           " (they come first) and " +
+           " free, streaming takes " + gb(streaming) + ", the checkpoints kept there " +
+           gb(checkpoints) + " (they come first) and " +
            gb(static_cast<double>(StreamingEngine::kHbmStateReserveBytes)) +
            " stays free for the libraries: no room for the embedding's " +
            gb(static_cast<double>(HbmState::block_bytes(layout, 0)));
@@ -396,9 +397,11 @@ double exposed_reduce_s(const ParameterLayout& layout, const std::vector<double>
   return std::max(0.0, reduced - computed);
 }
 
-// make_plan without its suggestion: the step model that make_plan and suggest_batch share.
-Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
-              int64_t total_steps, const DataShape& data = {}) {
+// The plan of `job` with the checkpoints of at most the first `device_checkpoint_layers` layers
+// kept on the device (StreamingConfig::device_checkpoint_layers; -1: every layer's): the step
+// model of plan_job, for one split of HBM between checkpoints and the state tier.
+Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
+                int64_t total_steps, const DataShape& data, int device_checkpoint_layers) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
   const uint64_t padded = layout.total_numel();
@@ -414,6 +417,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // on each GPU: with several, the gradient buffers padded to a multiple of N floats.
   StreamingConfig sc = streaming_config(job);
   sc.data_parallel_ranks = ranks;
+  sc.device_checkpoint_layers = device_checkpoint_layers;
   const compute::BackendFacts& facts = machine.backend_facts();
   const DType act_dtype = facts.act_dtype;
   const size_t act = dtype_size(act_dtype);
@@ -431,6 +435,16 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   const uint64_t ckpt = mul_saturated({static_cast<uint64_t>(config.num_layers) + 2,
                                        static_cast<uint64_t>(job.grad_accum), tokens_mb,
                                        static_cast<uint64_t>(config.hidden_size), act});
+  // Of those, what the split keeps on the device (StreamingEngine::device_checkpoint_bytes): the
+  // activation gradients and the first `kept_layers` layers' checkpoints, of num_layers + 1.
+  const int checkpoint_layers = config.num_layers + 1;
+  const int kept_layers = device_checkpoint_layers < 0
+                              ? checkpoint_layers
+                              : std::min(device_checkpoint_layers, checkpoint_layers);
+  // One layer's checkpoints: [micro-batch tokens, hidden] for each micro-batch.
+  const uint64_t ckpt_layer = mul_saturated({static_cast<uint64_t>(job.grad_accum), tokens_mb,
+                                             static_cast<uint64_t>(config.hidden_size), act});
+  const uint64_t ckpt_kept = mul_saturated({static_cast<uint64_t>(kept_layers) + 1, ckpt_layer});
   const uint64_t device_cap =
       job.device_memory_bytes ? job.device_memory_bytes : machine.device_total_bytes;
   // A GPU's free memory is what the engine can have (its total less the CUDA context and others').
@@ -455,7 +469,12 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
     return k;
   };
   const bool state_fits = device_free == 0 || hbm_fixed + state_bytes <= device_free;
-  const bool ckpt_on_device = device_free == 0 || hbm_fixed + state_bytes + ckpt <= device_free;
+  // The kept checkpoints fit beside the rest: they stay there and the others spill; otherwise the
+  // plan counts every one in host memory (the engine keeps what fits of them).
+  const bool ckpt_on_device =
+      device_free == 0 || hbm_fixed + state_bytes + ckpt_kept <= device_free;
+  const uint64_t ckpt_device = ckpt_on_device ? ckpt_kept : 0;
+  const uint64_t ckpt_spilled = ckpt - ckpt_device;
 
   // DRAM / SSD: master weights, gradients, AdamW moments.
   const bool cpu = host_memory;
@@ -463,10 +482,12 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // a quarter of their state there, lives only on the device.
   const uint64_t grads_dram = fp32 - state_bytes / 4;
   // One copy of the state whatever N; each GPU's spilled checkpoints, and each CPU rank's arena.
-  const uint64_t host_ckpt = ckpt_on_device ? 0 : mul_saturated({ckpt, uint64_t(ranks)});
+  const uint64_t host_ckpt = mul_saturated({ckpt_spilled, uint64_t(ranks)});
   // The CPU "device" is DRAM too.
   const uint64_t cpu_arena =
-      cpu && device_cap == 0 ? mul_saturated({hbm_fixed + state_bytes + ckpt, uint64_t(ranks)}) : 0;
+      cpu && device_cap == 0
+          ? mul_saturated({hbm_fixed + state_bytes + ckpt_device, uint64_t(ranks)})
+          : 0;
   Plan plan;
   plan.dram.free_bytes = job.dram_cap_bytes
                              ? std::min(job.dram_cap_bytes, machine.dram_available_bytes)
@@ -489,8 +510,8 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.hbm.weights_bytes = slots;
   plan.hbm.gradients_bytes = grads_dev;
   plan.hbm.workspace_bytes = hbm.workspace_bytes;
-  plan.hbm.checkpoints_bytes = ckpt_on_device ? ckpt : 0;
-  plan.hbm.needed_bytes = hbm_fixed + state_bytes + (ckpt_on_device ? ckpt : 0);
+  plan.hbm.checkpoints_bytes = ckpt_device;
+  plan.hbm.needed_bytes = hbm_fixed + state_bytes + ckpt_device;
   if (state_blocks > 0) {  // HbmState::block_bytes: master, gradient, m and v of one size each
     plan.hbm.master_bytes = state_bytes / 4;
     plan.hbm.gradients_bytes = grads_dev + state_bytes / 4;
@@ -525,9 +546,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   plan.state.blocks = static_cast<int>(layout.num_blocks());
   plan.state.hbm_blocks = static_cast<int>(state_blocks);
   plan.state.hbm_bytes = state_bytes;
+  plan.state.device_checkpoint_layers = ckpt_on_device ? kept_layers : 0;
   plan.state.why =
       state_why(layout, job.hbm_state_blocks, host_memory, ranks, state_blocks, state_bytes,
-                hbm_fixed, ckpt, device_free,
+                hbm_fixed, ckpt_kept, device_free,
                 state_fits ? state_blocks
                            : fitting_blocks(device_free > hbm_fixed ? device_free - hbm_fixed : 0));
 
@@ -613,8 +635,13 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // every master whole over its own link and downloads its 1/N share of every gradient.
   const StreamingEngine::LinkBytes link =
       StreamingEngine::plan_link_bytes(layout, sc, state_blocks);
-  const double h2d_bytes = static_cast<double>(link.h2d) + (ckpt_on_device ? 0 : 2.0 * ckpt);
-  const double d2h_bytes = static_cast<double>(link.d2h) + (ckpt_on_device ? 0 : ckpt);
+  // A spilled checkpoint goes down once in the forward and up twice: for the next layer's forward
+  // and for its own backward; the head's input, which the head's forward and backward read in one
+  // pass, once (counted where the split keeps the others' on the device).
+  const bool head_spilled = ckpt_on_device && kept_layers < checkpoint_layers;
+  const double h2d_bytes = static_cast<double>(link.h2d) + 2.0 * static_cast<double>(ckpt_spilled) -
+                           (head_spilled ? static_cast<double>(ckpt_layer) : 0.0);
+  const double d2h_bytes = static_cast<double>(link.d2h) + static_cast<double>(ckpt_spilled);
   // The GPUs' links at once carry a little less each than one alone (kSharedLinkEfficiency).
   const double link_share = !cpu && ranks > 1 ? kSharedLinkEfficiency : 1.0;
   const double h2d_bw = std::max(machine.h2d_bytes_per_s, 1.0) * link_share;
@@ -745,6 +772,88 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   return plan;
 }
 
+// The trade (planner.h, make_plan): with placement.hbm_state_blocks -1 on one GPU, HBM beside
+// streaming holds checkpoints and blocks' state, and each layer's checkpoints moved to pinned host
+// memory makes room for more of the state tier. The candidates: every checkpoint that fits kept
+// on the device (as many layers' as fit, the engine's own fill when not all do), with as many
+// blocks as fit beside them; then, moving checkpoints to the host a layer at a time from the last,
+// the most layers' kept for each larger count of blocks. Each is planned with the step model
+// above (a spilled checkpoint crosses the link three times a step, the head's input twice; a
+// block in HBM takes its AdamW off the CPU and its weights and gradient off the link). The
+// fastest of those that move checkpoints wins if it saves more than kTradeMargin of the step;
+// ties go to the candidate with more checkpoints on the device.
+Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
+              int64_t total_steps, const DataShape& data = {}) {
+  const compute::BackendFacts& facts = machine.backend_facts();
+  Plan every = plan_split(config, job, machine, total_steps, data, -1);
+  const uint64_t device_free = every.hbm.free_bytes;
+  if (job.hbm_state_blocks >= 0 || facts.host_memory() || device_free == 0 ||
+      every.devices.count > 1 || !every.fits)
+    return every;
+
+  // The engine's own accounting (StreamingEngine::hbm_state_blocks, device_checkpoint_bytes).
+  const ParameterLayout layout = ParameterLayout::build(config);
+  StreamingConfig sc = streaming_config(job);
+  const uint64_t ws = compute::workspace_bytes(facts.kind, StreamingEngine::op_shapes(config, sc));
+  const uint64_t fixed =
+      StreamingEngine::plan_device_memory(layout, sc, facts.act_dtype, ws).fixed_bytes();
+  const int layers = config.num_layers + 1;  // the head's input counts as one
+  std::vector<size_t> blocks(static_cast<size_t>(layers) + 1);
+  int kept = -1;  // the most layers whose checkpoints fit beside streaming alone
+  for (int k = layers; k >= 0; --k) {
+    sc.device_checkpoint_layers = k;
+    blocks[k] =
+        StreamingEngine::hbm_state_blocks(layout, sc, facts.act_dtype, ws, device_free, false);
+    if (kept < 0 && fixed + StreamingEngine::device_checkpoint_bytes(layout, sc, facts.act_dtype) <=
+                        device_free)
+      kept = k;
+  }
+  if (kept < 0) return every;  // not even the activation gradients fit: all spill
+
+  const Plan first =
+      kept == layers ? std::move(every) : plan_split(config, job, machine, total_steps, data, kept);
+  std::optional<Plan> other;  // the fastest candidate that moves checkpoints for blocks
+  for (int k = kept - 1, last = static_cast<int>(blocks[kept]); k >= 0; --k) {
+    if (static_cast<int>(blocks[k]) <= last) continue;
+    last = static_cast<int>(blocks[k]);
+    Plan p = plan_split(config, job, machine, total_steps, data, k);
+    if (p.fits && (!other || p.step.step_s < other->step.step_s)) other = std::move(p);
+  }
+  if (!other) return first;
+  const auto layers_text = [&](int k) {
+    return std::to_string(k) + " of " + std::to_string(layers) + " layers";
+  };
+  const std::string kept_text =
+      first.state.device_checkpoint_layers == layers
+          ? "every checkpoint in HBM"
+          : "the checkpoints of " + layers_text(first.state.device_checkpoint_layers) + " in HBM";
+  char line[256];
+  if (other->step.step_s < (1.0 - kTradeMargin) * first.step.step_s) {
+    Plan best = std::move(*other);
+    const uint64_t moved_bytes =
+        best.dram.checkpoints_bytes.value_or(0) - first.dram.checkpoints_bytes.value_or(0);
+    const int more = best.state.hbm_blocks - first.state.hbm_blocks;
+    std::snprintf(
+        line, sizeof(line),
+        "; the checkpoints of the last %s (%s) go to host memory for %d more %s in HBM: "
+        "%.3f s a step against %.3f s with %s",
+        layers_text(first.state.device_checkpoint_layers - best.state.device_checkpoint_layers)
+            .c_str(),
+        gb(static_cast<double>(moved_bytes)).c_str(), more, more == 1 ? "block" : "blocks",
+        best.step.step_s, first.step.step_s, kept_text.c_str());
+    best.state.why += line;
+    return best;
+  }
+  Plan best = first;
+  std::snprintf(line, sizeof(line),
+                "; moving checkpoints to host memory for more blocks saves less than %.0f%% of "
+                "the step (at best %.3f s with %d blocks and the checkpoints of %s in HBM)",
+                100 * kTradeMargin, other->step.step_s, other->state.hbm_blocks,
+                layers_text(other->state.device_checkpoint_layers).c_str());
+  best.state.why += line;
+  return best;
+}
+
 }  // namespace
 
 DataShape data_shape(const Dataset& ds) {
@@ -806,6 +915,7 @@ PlanSuggestion suggestion_of(const Candidate& c, const TrainJob& job, const std:
   s.model_tflops = c.step().model_tflops;
   s.checkpoints_on_device = c.on_device();
   s.hbm_state_blocks = c.plan.state.hbm_blocks;
+  s.device_checkpoint_layers = c.plan.state.device_checkpoint_layers;
   s.hbm_needed_bytes = c.plan.hbm.needed_bytes;
   s.hbm_free_bytes = c.plan.hbm.free_bytes;
   s.same_as_job = c.micro_batch == job.micro_batch_size && c.grad_accum == job.grad_accum;
@@ -820,10 +930,17 @@ std::string checkpoints_text(const Candidate& c) {
                free = static_cast<double>(c.plan.hbm.free_bytes);
   const double ckpt =
       static_cast<double>((c.on_device() ? c.plan.hbm : c.plan.dram).checkpoints_bytes.value_or(0));
-  char buf[160];
+  char buf[224];
   if (free <= 0) {
     std::snprintf(buf, sizeof(buf), "micro-batch %d, checkpoints %.0f GB", c.micro_batch,
                   ckpt / 1e9);
+  } else if (c.on_device() && c.plan.dram.checkpoints_bytes.value_or(0) > 0) {
+    std::snprintf(
+        buf, sizeof(buf),
+        "micro-batch %d keeps the checkpoints of %d of %d layers in HBM (%.0f GB of %.0f) "
+        "and the rest (%.0f GB) in host memory",
+        c.micro_batch, c.plan.state.device_checkpoint_layers, c.plan.model.layers + 1, needed / 1e9,
+        free / 1e9, static_cast<double>(c.plan.dram.checkpoints_bytes.value_or(0)) / 1e9);
   } else if (c.on_device()) {
     std::snprintf(buf, sizeof(buf), "micro-batch %d keeps checkpoints in HBM (%.0f GB of %.0f)",
                   c.micro_batch, needed / 1e9, free / 1e9);

@@ -194,6 +194,21 @@ DataShape data_shape(const Dataset& ds);
 // done. With no block in the tier the same timeline: where the CPU is slower per block than the
 // forward, AdamW less the forward plus the head's forward, which follows the last update.
 //
+// The trade (docs/architecture.md, "The HBM state tier"): with job.hbm_state_blocks -1 on one GPU
+// whose free memory is known, HBM beside streaming holds checkpoints and blocks' state, and the
+// plan chooses the split by predicted step time. The candidates: every checkpoint that fits kept
+// on the device, with as many blocks as the engine's rule places beside them; then, for each
+// larger count of blocks, the most layers' checkpoints (the first, in forward order) that leave
+// it room (StreamingEngine::hbm_state_blocks with StreamingConfig::device_checkpoint_layers). Each
+// is planned with the step model: a spilled checkpoint crosses the link down once and up twice
+// (the head's input up once), a block in HBM takes its weights and gradient off the link and its
+// update off the CPU. A candidate that moves checkpoints wins when its step is shorter than
+// (1 - kTradeMargin) of every checkpoint's on the device, the fastest of them; else (ties
+// included) the checkpoints stay. The plan records the split (PlanState::device_checkpoint_layers,
+// the trainer builds it) and why: what moved and the two step times, or what the best move would
+// have given. An explicit placement.hbm_state_blocks is not traded: its checkpoints stay on the
+// device while they fit.
+//
 // Data parallel (Plan::devices; docs/architecture.md, "The planner"): N = placement.devices
 // resolved against machine.gpus (job::resolve_devices; a selection that asks for more GPUs than
 // there are does not fit, with its message; machine.gpus 0 on a GPU backend, not counted: the
@@ -213,13 +228,18 @@ DataShape data_shape(const Dataset& ds);
 // `data`, when the run's dataset is known (the trainer's plan; `plan` without the data assumes
 // DataShape{}), scales the attention by the share the kernels compute and counts tokens/s as the
 // data's tokens, not padding.
+//
+// kTradeMargin: a predicted gain smaller than this share of the step is within the step model's
+// error (the calibration runs of tests/bench/figures come within 2.2%), and moving checkpoints
+// to the host puts the link and pinned memory at risk for nothing: a tie.
+inline constexpr double kTradeMargin = 0.02;
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
                int64_t total_steps, bool with_suggestion = true, const DataShape& data = {});
 
 // The micro-batch and gradient accumulation this planner suggests for the job on this machine,
 // the job's seq_len and placement and everything else kept (with placement.hbm_state_blocks -1,
-// each candidate with as many blocks in HBM as fit beside its own checkpoints, the count the
-// suggestion records). On a GPU it plans every micro_batch_size in
+// each candidate with make_plan's trade between its checkpoints and blocks in HBM, whose split
+// the suggestion records). On a GPU it plans every micro_batch_size in
 // {1, 2, 4, 8, 16} (up to the first whose one micro-batch does not fit HBM) with grad_accum 1..64,
 // with make_plan's step model, and takes among those that fit the smallest tokens per step whose
 // predicted tokens/s is within kSuggestWithin of the best one's (a larger batch changes the

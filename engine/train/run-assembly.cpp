@@ -1,5 +1,6 @@
 #include "train/run-assembly.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compute/backend-loader.h"
@@ -51,30 +52,26 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
 
 // What `plan` refuses, refused before anything is allocated: a job that does not fit would
 // otherwise grow until the machine runs out of memory, and a seq_len past the model's positions
-// would train without a word. Only the memory and the job are checked here (the figures that
-// predict the step come later, with the GPU's probe). Returns the plan's placement of the blocks'
-// state on the host, which the run builds: plan and run agree by construction.
-Result<TierPlacement> check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem,
-                                 compute::Backend& backend) {
+// would train without a word. DRAM and the SSD are read now; the GPU's memory and the rates the
+// step model rests on are `probed`'s (probe_for_plan, load_model), so that the plan makes the
+// trade between checkpoints and the HBM state tier that the run's plan shows. Returns the plan,
+// whose placement the run builds: the blocks' host tiers (plan_placement), the HBM state tier's
+// blocks and the layers whose checkpoints stay on the device. Plan and run agree by construction.
+Result<Plan> check_fits(const TrainJob& job, const ModelConfig& config, const MemInfo& mem,
+                        compute::Backend& backend, const MachineProbe& probed) {
   SPW_RETURN_IF_ERROR(check_positions(config, job));
-  MachineProbe m;
+  MachineProbe m = probed;
   m.backend = backend.name();
   m.dram_total_bytes = mem.total_bytes.value_or(0);
   m.dram_available_bytes = mem.available_bytes.value_or(UINT64_MAX);  // unknown: not the limit
-  if (backend.facts().gpu) {
-    size_t free_bytes = 0, total_bytes = 0;
-    if (backend.device_memory_info(&free_bytes, &total_bytes).ok()) {
-      m.device_total_bytes = total_bytes;
-      m.device_free_bytes = free_bytes;
-    }
-  }
+  m.ssd_total_bytes = m.ssd_free_bytes = 0;
   if (!job.ssd_dir.empty()) {
     const FsSpace space = read_fs_space(job.ssd_dir);  // a folder not made yet: not the limit
     m.ssd_total_bytes = space.total_bytes.value_or(UINT64_MAX);
     m.ssd_free_bytes = space.free_bytes.value_or(UINT64_MAX);
   }
-  const Plan plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
-  if (plan.fits) return plan_placement(plan);
+  Plan plan = make_plan(config, job, m, 1, /*with_suggestion=*/false);
+  if (plan.fits) return plan;
   return out_of_memory("the job does not fit: " + plan.reason +
                        " (spillway-worker plan shows the whole plan)");
 }
@@ -87,28 +84,26 @@ Result<ModelConfig> model_config(const TrainJob& job) {
   return c;
 }
 
-// How many blocks the HBM state tier will hold, by the engine's rule on the device's free memory
-// now (StreamingEngine::hbm_state_blocks): decided before the state is allocated, so that those
-// blocks get no host gradient.
-size_t plan_hbm_state_blocks(const TrainJob& job, const ModelConfig& config,
-                             const ParameterLayout& layout, compute::Backend& backend,
-                             int run_ranks) {
-  StreamingConfig sc = streaming_config(job);
-  sc.data_parallel_ranks = run_ranks;
-  if (sc.hbm_state_blocks == 0) return 0;
-  size_t free_bytes = 0, total_bytes = 0;
-  if (!backend.device_memory_info(&free_bytes, &total_bytes).ok()) free_bytes = 0;
-  const uint64_t ws = backend.workspace_bytes(StreamingEngine::op_shapes(config, sc));
-  return StreamingEngine::hbm_state_blocks(layout, sc, backend.act_dtype(), ws, free_bytes,
-                                           backend.facts().host_memory());
-}
-
 // The model's weights, gradients and AdamW state in the tiers the placement gives them.
-Status load_model(const TrainJob& job, RunAssembly& run) {
-  SPW_ASSIGN_OR_RETURN(const ModelConfig config, model_config(job));
-  // One reading for the fit check, the placement and the plan.
-  const MemInfo mem = run.mem_at_start = read_meminfo();
-  SPW_ASSIGN_OR_RETURN(run.placement, check_fits(job, config, mem, *run.backend));
+Status load_model(const TrainJob& job, const ModelConfig& config, RunAssembly& run) {
+  // The GPU's memory now, for the fit check and the run's plan alike: both make the same trade
+  // between checkpoints and the HBM state tier, and the run builds the fit check's.
+  if (run.backend->facts().gpu) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (run.backend->device_memory_info(&free_bytes, &total_bytes).ok()) {
+      run.machine.device_total_bytes = total_bytes;
+      run.machine.device_free_bytes = free_bytes;
+    }
+  }
+  SPW_ASSIGN_OR_RETURN(const Plan fit,
+                       check_fits(job, config, run.mem_at_start, *run.backend, run.machine));
+  run.placement = plan_placement(fit);
+  // Decided before the state is allocated, so that the HBM state tier's blocks get no host
+  // gradient; the checkpoints' split only where the plan keeps them on the device (when they do
+  // not fit, the engine keeps what fits of them).
+  run.hbm_state_blocks = static_cast<size_t>(std::max(fit.state.hbm_blocks, 0));
+  run.device_checkpoint_layers =
+      fit.checkpoints_on_device ? fit.state.device_checkpoint_layers : -1;
   const BlockTiers& tiers = run.placement.blocks;
   ParameterLayout layout = ParameterLayout::build(config);
   run.parameters = layout.parameter_count();
@@ -118,7 +113,6 @@ Status load_model(const TrainJob& job, RunAssembly& run) {
   if (run.placement.optimizer_on_ssd() && job.ssd_dir.empty())
     return invalid_argument(
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
-  run.hbm_state_blocks = plan_hbm_state_blocks(job, config, layout, *run.backend, run.ranks());
   // Moments in DRAM for the first tiers.dram blocks; the SSD store keeps the others'.
   SPW_ASSIGN_OR_RETURN(run.state,
                        ModelState::create(layout, true, run.hbm_state_blocks, tiers.dram));
@@ -245,10 +239,12 @@ Status resume(const std::string& checkpoint_dir, int64_t sequences_per_step, Run
 }
 
 // What the run's plan is made with: the host's figures, and on a GPU the GPU's own, measured
-// before build_engine because probe_device borrows the backend's workspace and about 1 GiB of
-// device memory that the engine's arena would otherwise hold. The plan is advice, so a failed GPU
-// probe does not fail the run: the plan falls back to the host's figures and probe_note says why.
-void probe_for_plan(const TrainJob& job, RunAssembly& run) {
+// before the model is loaded, because the fit check's plan trades checkpoints against the HBM
+// state tier by predicted step time (planner.h), and before build_engine because probe_device
+// borrows the backend's workspace and about 1 GiB of device memory that the engine's arena would
+// otherwise hold. The plan is advice, so a failed GPU probe does not fail the run: the plan falls
+// back to the host's figures and probe_note says why.
+void probe_for_plan(const TrainJob& job, const ModelConfig& config, RunAssembly& run) {
   run.machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
   // The DRAM the job had before it allocated its own state: read now, the plan would count that
   // state as taken, find the job too big for what is left and place the tiers differently.
@@ -259,8 +255,7 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
     // Its link is the host's memcpy, measured above; its compute at the job's own shapes. A probe
     // that cannot allocate leaves the plan uncalibrated, which it says.
     const int64_t tokens = static_cast<int64_t>(job.micro_batch_size) * job.seq_len;
-    if (Status st = probe_cpu_compute(run.state->config(), job.seq_len, tokens, &run.machine);
-        !st.ok())
+    if (Status st = probe_cpu_compute(config, job.seq_len, tokens, &run.machine); !st.ok())
       run.probe_note = "the plan's step time is uncalibrated: " + st.to_string();
     return;
   }
@@ -282,6 +277,7 @@ void probe_for_plan(const TrainJob& job, RunAssembly& run) {
 Status build_engine(const TrainJob& job, RunAssembly& run) {
   StreamingConfig sc = streaming_config(job);
   sc.hbm_state_blocks = static_cast<int>(run.hbm_state_blocks);  // as load_model decided
+  sc.device_checkpoint_layers = run.device_checkpoint_layers;
   std::vector<compute::Backend*> backends = {run.backend.get()};
   for (auto& p : run.peers) backends.push_back(p.get());
   SPW_ASSIGN_OR_RETURN(run.engine,
@@ -301,12 +297,16 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
 
 Status assemble_run(const TrainJob& job, const std::string& resume_from, RunAssembly* run) {
   SPW_RETURN_IF_ERROR(create_backend(job, *run));
-  SPW_RETURN_IF_ERROR(load_model(job, *run));
+  SPW_ASSIGN_OR_RETURN(const ModelConfig config, model_config(job));
+  // One reading for the fit check, the placement and the plan: the DRAM the job had before it
+  // allocated its own state.
+  run->mem_at_start = read_meminfo();
+  probe_for_plan(job, config, *run);
+  SPW_RETURN_IF_ERROR(load_model(job, config, *run));
   SPW_RETURN_IF_ERROR(load_data(job, *run));
   const int64_t sequences_per_step = int64_t{job.micro_batch_size} * job.grad_accum * run->ranks();
   run->start.data = DataSegment{0, 0, sequences_per_step};
   if (!resume_from.empty()) SPW_RETURN_IF_ERROR(resume(resume_from, sequences_per_step, *run));
-  probe_for_plan(job, *run);
   return build_engine(job, *run);
 }
 

@@ -54,9 +54,13 @@ struct RunAssembly {
   MemInfo mem_at_start;     // DRAM before the run allocated its own state
   TierPlacement placement;  // where the master weights and AdamW moments live
   uint64_t parameters = 0;
-  // The HBM state tier's blocks, decided before the state is allocated (they need no host
-  // gradient) and given to the engine as an explicit count.
+  // The HBM state tier's blocks, the fit check's plan's (its trade with the checkpoints, below),
+  // decided before the state is allocated (they need no host gradient) and given to the engine
+  // as an explicit count.
   size_t hbm_state_blocks = 0;
+  // The layers whose checkpoints stay on the device (StreamingConfig::device_checkpoint_layers):
+  // the plan's split when it keeps them there, else -1 (as many as fit).
+  int device_checkpoint_layers = -1;
   std::unique_ptr<ModelState> state;       // weights, gradients and (in DRAM) AdamW moments
   std::unique_ptr<ScratchFolder> scratch;  // the SSD tier's folder, removed when the run ends
   std::string ssd_folder;                  // its path ("" with no SSD tier)
@@ -75,11 +79,12 @@ struct RunAssembly {
   std::unique_ptr<Optimizer> optimizer;  // its thread reads state and opt_state: declared last
 };
 
-// Builds every part of `run` for `job`, in order: the backend; the model (refused before anything
-// large is allocated when it does not fit: the plan's reason), its tiers and optimizer state; the
-// tokenizer and the datasets; the resume from `resume_from` (a checkpoint folder, "" for a fresh
-// run) into the state and the batch cursor; the machine's figures for the plan (the GPU probed
-// before the engine takes its arena); the engine and the optimizer. Errors: the first part's that
+// Builds every part of `run` for `job`, in order: the backend; the machine's figures for the plan
+// (the GPU probed before the fit check, whose plan places the state by predicted step time, and
+// before the engine takes its arena); the model (refused before anything large is allocated when
+// it does not fit: the plan's reason), its tiers and optimizer state; the tokenizer and the
+// datasets; the resume from `resume_from` (a checkpoint folder, "" for a fresh run) into the state
+// and the batch cursor; the engine and the optimizer. Errors: the first part's that
 // fails, with the job key or file it concerns (kInvalidArgument for the job or the data, kNotFound
 // and kCorrupt for files, kOutOfMemory for a job that does not fit); parts built before stay in
 // `run`, which its destructor takes down.

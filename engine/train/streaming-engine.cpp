@@ -133,6 +133,19 @@ StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayou
   return bytes;
 }
 
+uint64_t StreamingEngine::device_checkpoint_bytes(const ParameterLayout& layout,
+                                                  const StreamingConfig& config, DType act) {
+  if (!config.keep_checkpoints_on_device) return 0;
+  const ModelConfig& c = layout.config();
+  const uint64_t layers = static_cast<uint64_t>(c.num_layers) + 1;  // the head's input too
+  const uint64_t kept =
+      config.device_checkpoint_layers < 0
+          ? layers
+          : std::min<uint64_t>(layers, static_cast<uint64_t>(config.device_checkpoint_layers));
+  // The activation gradients (one buffer per micro-batch) and the kept layers' checkpoints.
+  return (kept + 1) * config.max_micro_batches * activation_bytes(c, config, act);
+}
+
 size_t StreamingEngine::hbm_state_blocks(const ParameterLayout& layout,
                                          const StreamingConfig& config, DType act,
                                          uint64_t backend_workspace_bytes, uint64_t free_bytes,
@@ -140,14 +153,11 @@ size_t StreamingEngine::hbm_state_blocks(const ParameterLayout& layout,
   const size_t n = layout.num_blocks();
   if (config.hbm_state_blocks >= 0) return std::min<size_t>(config.hbm_state_blocks, n);
   if (host_memory || config.data_parallel_ranks > 1) return 0;
-  const ModelConfig& c = layout.config();
   const uint64_t fixed =
       plan_device_memory(layout, config, act, backend_workspace_bytes).fixed_bytes();
-  const uint64_t checkpoints = (static_cast<uint64_t>(c.num_layers) + 2) *
-                               config.max_micro_batches * activation_bytes(c, config, act);
-  // Checkpoints first: one spilled to the host crosses the link three times a step.
-  uint64_t used =
-      fixed + kHbmStateReserveBytes + (config.keep_checkpoints_on_device ? checkpoints : 0);
+  // The checkpoints kept on the device first: one spilled to the host crosses the link three times
+  // a step (how many to keep is the planner's trade).
+  uint64_t used = fixed + kHbmStateReserveBytes + device_checkpoint_bytes(layout, config, act);
   size_t blocks = 0;
   while (blocks < n && used + HbmState::block_bytes(layout, blocks) <= free_bytes)
     used += HbmState::block_bytes(layout, blocks++);
@@ -324,11 +334,12 @@ struct StreamingEngine::Impl {
       joins.push_back(std::move(e));
     }
 
-    // One arena: the fixed part plus every checkpoint, or what the device has free.
+    // One arena: the fixed part plus the checkpoints kept on the device, or what the device has
+    // free.
     const uint64_t act_buf = activation_bytes(mc, cfg, act);
     const uint64_t buffers = (static_cast<uint64_t>(mc.num_layers) + 2) * cfg.max_micro_batches;
-    const uint64_t wanted = need.fixed_bytes() + need.state_bytes +
-                            (cfg.keep_checkpoints_on_device ? buffers * act_buf : 0);
+    const uint64_t device_acts = device_checkpoint_bytes(layout, cfg, act);
+    const uint64_t wanted = need.fixed_bytes() + need.state_bytes + device_acts;
     DeviceAllocator device{[this](size_t n) { return dev.device_alloc(n); },
                            [this](void* p) { dev.device_free(p); }, dev.name()};
     const uint64_t capacity = std::min<uint64_t>(wanted, free_bytes);
@@ -337,8 +348,8 @@ struct StreamingEngine::Impl {
     // Pinned slabs sized for the checkpoints when some will spill to the host; otherwise the pool
     // holds only the step's ids, labels and losses.
     HostPoolConfig pc;
-    pc.slab_bytes =
-        capacity < wanted ? std::clamp<size_t>(buffers * act_buf, 1 << 20, 256 << 20) : 1 << 20;
+    const bool spills = capacity < wanted || device_acts < buffers * act_buf;
+    pc.slab_bytes = spills ? std::clamp<size_t>(buffers * act_buf, 1 << 20, 256 << 20) : 1 << 20;
     HostAllocator host{[this](size_t n) { return dev.host_alloc_pinned(n); },
                        [this](void* p, size_t) { dev.host_free_pinned(p); },
                        "pinned host memory (" + dev.name() + ")"};
@@ -407,9 +418,10 @@ struct StreamingEngine::Impl {
 
     // Last: the checkpoints take what is left.
     SPW_ASSIGN_OR_RETURN(
-        acts, ActivationStore::create(dev, *arena, *pool, mc.num_layers, cfg.max_micro_batches,
-                                      act_buf, cfg.keep_checkpoints_on_device,
-                                      {compute, act_h2d, act_d2h}, traffic));
+        acts,
+        ActivationStore::create(dev, *arena, *pool, mc.num_layers, cfg.max_micro_batches, act_buf,
+                                cfg.keep_checkpoints_on_device, cfg.device_checkpoint_layers,
+                                {compute, act_h2d, act_d2h}, traffic));
     plan = need;
     plan.workspace_bytes =
         need.workspace_bytes - ActivationStore::staging_bytes(act_buf) + acts->staging_bytes();

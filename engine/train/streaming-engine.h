@@ -65,6 +65,13 @@ struct StreamingConfig {
   int seq_len = 0;            // positions per sequence (data.seq_len): required, create() refuses 0
   int lm_head_chunk = 0;      // tokens whose logits exist at once; 0: lm_head_chunk_for(vocab)
   bool keep_checkpoints_on_device = true;  // while they fit
+  // With keep_checkpoints_on_device, the layers whose checkpoints (the input of each layer for
+  // each micro-batch; the head's input counts as layer num_layers) stay on the device, the first
+  // in forward order: -1, every layer's while they fit; k >= 0, at most the first k of the
+  // num_layers + 1, the others in pinned host memory (each crosses the link three times a step).
+  // The micro-batches' activation gradients stay on the device either way. The planner trades
+  // the device's room for checkpoints against the HBM state tier's blocks (planner.h).
+  int device_checkpoint_layers = -1;
   // Blocks whose master, gradients and AdamW moments stay on the device (hbm-state.h), the first
   // in forward order: -1, as many as fit (hbm_state_blocks below); 0, none. Their state is loaded
   // by whoever updates it (Optimizer::set_hbm_state) before the first pass.
@@ -215,11 +222,18 @@ class StreamingEngine {
   // Device memory left free beside the arena when the HBM state tier takes "as many as fit": the
   // libraries' lazy allocations (cuBLAS handles, NCCL later) and other processes' growth.
   static constexpr uint64_t kHbmStateReserveBytes = uint64_t{1} << 30;
+  // Device bytes of the activation buffers `config` keeps on the device when they fit: the
+  // micro-batches' activation gradients and the checkpoints of every layer, or of the first
+  // config.device_checkpoint_layers; 0 without keep_checkpoints_on_device. What create()'s arena
+  // holds for them beside the fixed part and the HBM state tier.
+  static uint64_t device_checkpoint_bytes(const ParameterLayout& layout,
+                                          const StreamingConfig& config, DType act);
   // How many blocks the HBM state tier holds on a device with `free_bytes` free (the engine's
   // device_memory_info at setup, the planner's probe): config.hbm_state_blocks when >= 0 (at most
   // every block; create() fails when they do not fit), else, on a GPU, as many of the first
-  // blocks as fit beside the fixed part, every checkpoint (when they are kept on the device and all
-  // fit: they save the link more time than any block's state) and kHbmStateReserveBytes; none with
+  // blocks as fit beside the fixed part, the checkpoints kept on the device
+  // (device_checkpoint_bytes: every one unless config.device_checkpoint_layers says fewer, which
+  // is how the planner trades checkpoints for blocks) and kHbmStateReserveBytes; none with
   // `host_memory` (the CPU backend: the "device" is DRAM already).
   static size_t hbm_state_blocks(const ParameterLayout& layout, const StreamingConfig& config,
                                  DType act, uint64_t backend_workspace_bytes, uint64_t free_bytes,

@@ -251,6 +251,34 @@ TEST(BenchCommand, CheckpointsOnTheHostTradeHbmForLinkBytes) {
       << bad.err;
 }
 
+// --device-checkpoint-layers L keeps only the first L layers' checkpoints on the device (the
+// planner's trade): the others' bytes move to pinned host memory and cross the link, down once and
+// up twice a step (the head's input up once), and the step's losses are the same.
+TEST(BenchCommand, CheckpointsOfTheFirstLayersOnTheDevice) {
+  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2",
+                     "--seq-len", "32", "--micro-batches", "2", "--device-checkpoint-layers",
+                     "-1,1", "--steps", "1", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  const json &every = rows[0], &split = rows[1];
+  EXPECT_EQ(every["device_checkpoint_layers"], -1);
+  EXPECT_EQ(split["device_checkpoint_layers"], 1);
+  EXPECT_EQ(every["checkpoint_bytes_host"], 0);
+  const uint64_t buffer = 2 * 32 * sizeof(float) * 64;  // [2 x 32 tokens, hidden 64] fp32
+  const int layers = 5 + 1;                             // llama-tiny's 5 and the head's input
+  const int micro_batches = 2;
+  const uint64_t host = (layers - 1) * micro_batches * buffer;
+  EXPECT_EQ(split["checkpoint_bytes_host"].get<uint64_t>(), host);
+  EXPECT_EQ(split["checkpoint_bytes_device"].get<uint64_t>(),
+            every["checkpoint_bytes_device"].get<uint64_t>() - host);
+  EXPECT_EQ(split["h2d_bytes"].get<uint64_t>() - every["h2d_bytes"].get<uint64_t>(),
+            2 * host - micro_batches * buffer);
+  EXPECT_EQ(split["d2h_bytes"].get<uint64_t>() - every["d2h_bytes"].get<uint64_t>(), host);
+}
+
 TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
   RunResult r = run({"bench", "--model", "llama-tiny", "--micro-batch", "2", "--seq-len", "32",
                      "--tokens-per-step", "100"});

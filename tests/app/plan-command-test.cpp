@@ -1,6 +1,7 @@
 // `spillway-worker plan`'s table for a data-parallel step: the GPUs row, the step's tokens over
 // every GPU and the suggestion's batch per GPU, from a plan of llama2-7b on a synthetic two-H100
-// machine (planner-test.cpp's figures).
+// machine (planner-test.cpp's figures); and for a step that trades checkpoints for the HBM state
+// tier.
 #include "worker/plan-command.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +44,34 @@ TEST(PlanTable, OneGpuHasNoGpusRow) {
   EXPECT_NE(text.find("\n  tokens per step    32,768 (4 x 4 x 2048), "), std::string::npos) << text;
   // The machine has two: the suggestion says what both would give.
   EXPECT_NE(text.find("placement.devices \"all\" (2 GPUs) would give "), std::string::npos) << text;
+}
+
+// The trade between checkpoints and the HBM state tier (planner-test.cpp's 48 GB GPU): the table
+// says how many layers' checkpoints stay on the device, and the state row what moved and why.
+TEST(PlanTable, CheckpointsMovedForBlocksShowTheSplit) {
+  MachineProbe m = spillway::testing::h100_host();
+  m.device_total_bytes = m.device_free_bytes = 48'000'000'000ull;
+  TrainJob job = seven_b_job(1);
+  job.micro_batch_size = 16;
+  job.grad_accum = 1;
+  job.hbm_state_blocks = -1;
+  const Plan plan = make_plan(*model_preset("llama-7b"), job, m, 10);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  const std::string text = table(plan);
+  std::printf("%s", text.c_str());
+  EXPECT_NE(text.find("\n  tokens per step    32,768 (16 x 1 x 2048), checkpoints of 2 of 33 "
+                      "layers on the device, the rest in host memory\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  state              first 11 of 34 blocks in "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("go to host memory for 3 more blocks in HBM: 3.288 s a step against "
+                      "3.404 s with every checkpoint in HBM"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(
+      table(make_plan(*model_preset("llama-7b"), seven_b_job(1), m, 10)).find("checkpoints of "),
+      std::string::npos);  // every block in DRAM: no trade, every checkpoint on the device
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ const char* const kMeasured =
     R"({"type":"measured","t":2.0,"figures":{"d2h_bytes":1.3e10,"h2d_bytes":3.9e10,"peak_dram_bytes":810000000000,"peak_hbm_bytes":null,"step_s":13.0,"tokens_per_s":1260.3},"steps":3,"versus_plan":{"d2h_bytes":{"measured":1.3e10,"predicted":1.3e10,"ratio":1.0},"h2d_bytes":{"measured":3.9e10,"predicted":2.6e10,"ratio":1.5},"peak_dram_bytes":{"measured":810000000000.0,"predicted":900000000000.0,"ratio":0.9},"peak_hbm_bytes":{"measured":null,"predicted":null,"ratio":null},"step_s":{"measured":13.0,"predicted":12.5,"ratio":1.04},"tokens_per_s":{"measured":1260.3,"predicted":1310.7,"ratio":0.9615}}})";
 // A plan as make_plan writes it (CPU backend, two CPU ranks, suggestion included).
 const char* const kPlan =
-    R"({"type":"plan","t":0.01,"backend":"cpu","checkpoints":"device","devices":{"count":2,"indices":[],"nccl_bytes":0.0,"nccl_s":0.0},"fits":true,"grad_accum":1,"machine":{"adamw_params_per_s":0.0,"compute_flops":50000000000.0,"cpu_attention_s_per_score":2.5e-08,"cpu_gemm_flops":40000000000.0,"cpu_stream_bytes_per_s":0.0,"cpu_threads":0.0,"d2h_bytes_per_s":0.0,"device":"","duplex_bytes_per_s":0.0,"gpus":0.0,"h2d_bytes_per_s":8000000000.0,"host_mem_bytes_per_s":10000000000.0,"nccl_bus_bytes_per_s":0.0,"ssd_bytes_per_s":0.0},"micro_batch_size":4,"model":{"architecture":"LlamaForCausalLM","hidden_size":64,"layers":2,"parameters":260000.0,"vocab_size":256},"reason":"","seq_len":128,"state":{"blocks":4,"hbm_blocks":0,"hbm_bytes":0,"why":"none on the CPU backend: its device memory is DRAM already"},"step":{"accumulate_s":0.0,"adamw_s":0.000728,"attention_s":0.0,"bottleneck":"compute","calibrated":true,"compute_s":0.05,"d2h_bytes":1040000.0,"d2h_s":0.00013,"elementwise_s":0.0,"eta_s":10.0,"flops":2500000000.0,"gemm_s":0.0,"gpu_adamw_s":0.0,"grad_norm_s":0.000104,"h2d_bytes":2080000.0,"h2d_s":0.00026,"key_bias_s":0.0,"link_s":0.00039,"lm_head_s":0.0,"model_flops":1900000000.0,"model_tflops":0.038,"optimizer_s":0.000832,"optimizer_visible_s":0.000832,"ssd_s":0.0,"step_s":0.05,"tokens":512.0,"tokens_per_s":10240.0,"total_steps":200},"suggestion":{"checkpoints_on_device":true,"fits":true,"grad_accum":1,"hbm_free_bytes":0,"hbm_needed_bytes":123456,"hbm_state_blocks":0,"micro_batch_size":4,"model_tflops":0.038,"same_as_job":true,"step_s":0.05,"tokens_per_s":10240.0,"tokens_per_step":512,"why":"the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing"},"tiers":{"dram":{"categories":{"checkpoints_bytes":0,"gradients_bytes":1040000,"master_bytes":1040000,"optimizer_bytes":2080000,"weights_bytes":0},"free_bytes":20000000000,"needed_bytes":4160000,"runtime_bytes":270000000,"total_bytes":25000000000},"hbm":{"categories":{"checkpoints_bytes":65536,"gradients_bytes":4096,"weights_bytes":8192,"workspace_bytes":1024},"free_bytes":0,"needed_bytes":123456,"runtime_bytes":0,"total_bytes":0},"ssd":{"categories":{"master_bytes":0,"optimizer_bytes":0},"free_bytes":80000000000,"needed_bytes":0,"total_bytes":250000000000}}})";
+    R"({"type":"plan","t":0.01,"backend":"cpu","checkpoints":"device","devices":{"count":2,"indices":[],"nccl_bytes":0.0,"nccl_s":0.0},"fits":true,"grad_accum":1,"machine":{"adamw_params_per_s":0.0,"compute_flops":50000000000.0,"cpu_attention_s_per_score":2.5e-08,"cpu_gemm_flops":40000000000.0,"cpu_stream_bytes_per_s":0.0,"cpu_threads":0.0,"d2h_bytes_per_s":0.0,"device":"","duplex_bytes_per_s":0.0,"gpus":0.0,"h2d_bytes_per_s":8000000000.0,"host_mem_bytes_per_s":10000000000.0,"nccl_bus_bytes_per_s":0.0,"ssd_bytes_per_s":0.0},"micro_batch_size":4,"model":{"architecture":"LlamaForCausalLM","hidden_size":64,"layers":2,"parameters":260000.0,"vocab_size":256},"reason":"","seq_len":128,"state":{"blocks":4,"device_checkpoint_layers":3,"hbm_blocks":0,"hbm_bytes":0,"why":"none on the CPU backend: its device memory is DRAM already"},"step":{"accumulate_s":0.0,"adamw_s":0.000728,"attention_s":0.0,"bottleneck":"compute","calibrated":true,"compute_s":0.05,"d2h_bytes":1040000.0,"d2h_s":0.00013,"elementwise_s":0.0,"eta_s":10.0,"flops":2500000000.0,"gemm_s":0.0,"gpu_adamw_s":0.0,"grad_norm_s":0.000104,"h2d_bytes":2080000.0,"h2d_s":0.00026,"key_bias_s":0.0,"link_s":0.00039,"lm_head_s":0.0,"model_flops":1900000000.0,"model_tflops":0.038,"optimizer_s":0.000832,"optimizer_visible_s":0.000832,"ssd_s":0.0,"step_s":0.05,"tokens":512.0,"tokens_per_s":10240.0,"total_steps":200},"suggestion":{"checkpoints_on_device":true,"device_checkpoint_layers":3,"fits":true,"grad_accum":1,"hbm_free_bytes":0,"hbm_needed_bytes":123456,"hbm_state_blocks":0,"micro_batch_size":4,"model_tflops":0.038,"same_as_job":true,"step_s":0.05,"tokens_per_s":10240.0,"tokens_per_step":512,"why":"the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing"},"tiers":{"dram":{"categories":{"checkpoints_bytes":0,"gradients_bytes":1040000,"master_bytes":1040000,"optimizer_bytes":2080000,"weights_bytes":0},"free_bytes":20000000000,"needed_bytes":4160000,"runtime_bytes":270000000,"total_bytes":25000000000},"hbm":{"categories":{"checkpoints_bytes":65536,"gradients_bytes":4096,"weights_bytes":8192,"workspace_bytes":1024},"free_bytes":0,"needed_bytes":123456,"runtime_bytes":0,"total_bytes":0},"ssd":{"categories":{"master_bytes":0,"optimizer_bytes":0},"free_bytes":80000000000,"needed_bytes":0,"total_bytes":250000000000}}})";
 
 template <typename Event, typename FromJson>
 void expect_round_trip(const char* line, FromJson from_json) {
@@ -83,12 +83,16 @@ TEST(Events, ThePlanWritesWhatMakePlanWroteAndReadsItBack) {
   EXPECT_EQ(plan->state.blocks, 4);
   EXPECT_EQ(plan->state.hbm_blocks, 0);
   EXPECT_EQ(plan->suggestion->hbm_state_blocks, 0);
+  EXPECT_EQ(plan->state.device_checkpoint_layers, 3);  // every layer's, and the head's input
+  EXPECT_EQ(plan->suggestion->device_checkpoint_layers, 3);
   EXPECT_FALSE(plan->ssd.runtime_bytes.has_value());
   EXPECT_EQ(plan->devices.count, 2);
   EXPECT_TRUE(plan->devices.indices.empty());  // CPU ranks name no GPU
-  // A plan written before data parallel: one GPU, the machine's GPUs not counted.
+  // A plan written before data parallel and the trade: one GPU, the machine's GPUs not counted.
   json before = written;
   before.erase("devices");
+  before["state"].erase("device_checkpoint_layers");
+  before["suggestion"].erase("device_checkpoint_layers");
   before["machine"].erase("gpus");
   before["machine"].erase("nccl_bus_bytes_per_s");
   const Result<Plan> old = plan_from_json(before);
@@ -98,6 +102,10 @@ TEST(Events, ThePlanWritesWhatMakePlanWroteAndReadsItBack) {
   EXPECT_EQ(old->devices.nccl_s, 0.0);
   EXPECT_EQ(old->machine.gpus, 0.0);
   EXPECT_EQ(old->machine.nccl_bus_bytes_per_s, 0.0);
+  // Nor the checkpoints' split: not recorded, and not written back.
+  EXPECT_EQ(old->state.device_checkpoint_layers, -1);
+  EXPECT_EQ(old->suggestion->device_checkpoint_layers, -1);
+  EXPECT_FALSE(to_json(*old)["state"].contains("device_checkpoint_layers"));
   // A GPU plan's devices and the machine's GPUs come back as they were written.
   json gpus = written;
   gpus["backend"] = "cuda";

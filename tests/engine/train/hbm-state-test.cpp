@@ -190,6 +190,52 @@ TEST(HbmState, ItsBlocksDoNotCrossTheLink) {
   }
 }
 
+// The planner's trade as the engine runs it (StreamingConfig::device_checkpoint_layers): on a
+// device with room for every checkpoint beside two blocks' state, the checkpoints of only the
+// first k layers stay there and the others go to pinned host memory; the steps are the bits of
+// every checkpoint on the device, and what the split adds to the link is what the planner counts
+// for it: each spilled checkpoint down once and up twice a step, the head's input up once.
+TEST(HbmState, CheckpointsMovedToTheHostTrainTheSameBits) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("qwen2-tiny");
+  const int mb = 3, micro_batches = g.B / mb, layers = g.layout.config().num_layers + 1;
+  StreamingConfig cfg = rig_config(g, mb, 2);
+  const uint64_t every = StreamingEngine::device_checkpoint_bytes(g.layout, cfg, DType::kF32);
+  const uint64_t buffer = every / ((layers + 1) * micro_batches);  // one [tokens, hidden] buffer
+  ASSERT_EQ(every, (layers + 1ull) * micro_batches * buffer);
+  Rig all;
+  ASSERT_OK(all.init(g, mb, Placement::kDram, "", nullptr, StorageEnv::posix(), 2, false, {}, -1,
+                     every + 1024));
+  EXPECT_EQ(all.engine->memory_plan().checkpoint_bytes_device, every);
+  EXPECT_EQ(all.engine->memory_plan().checkpoint_bytes_host, 0u);
+  const int steps = g.meta["adamw"]["steps"];
+  std::vector<double> losses, norms;
+  ASSERT_OK(all.run(g, mb, 0, steps, &losses, &norms));
+  const uint64_t h2d = all.engine->h2d_bytes(), d2h = all.engine->d2h_bytes();
+  for (int kept : {layers - 1, 1, 0}) {
+    Rig split;
+    ASSERT_OK(split.init(g, mb, Placement::kDram, "", nullptr, StorageEnv::posix(), 2, false, {},
+                         kept, every + 1024));
+    // The activation gradients and the first `kept` layers' checkpoints stay; the rule that
+    // sizes the HBM state tier counts only those.
+    cfg.device_checkpoint_layers = kept;
+    const uint64_t device = (kept + 1ull) * micro_batches * buffer;
+    EXPECT_EQ(StreamingEngine::device_checkpoint_bytes(g.layout, cfg, DType::kF32), device);
+    EXPECT_EQ(split.engine->memory_plan().checkpoint_bytes_device, device) << kept;
+    const uint64_t spilled = every - device;
+    EXPECT_EQ(split.engine->memory_plan().checkpoint_bytes_host, spilled) << kept;
+    std::vector<double> split_losses, split_norms;
+    ASSERT_OK(split.run(g, mb, 0, steps, &split_losses, &split_norms));
+    EXPECT_EQ(split_losses, losses) << kept << " layers' checkpoints on the device";
+    EXPECT_EQ(split_norms, norms) << kept << " layers' checkpoints on the device";
+    expect_identical(all, split, std::to_string(kept) + " layers' checkpoints on the device");
+    // Up twice, but for the head's input (the last layer's), which the head reads once.
+    EXPECT_EQ(split.engine->h2d_bytes() - h2d, (2 * spilled - micro_batches * buffer) * steps)
+        << kept;
+    EXPECT_EQ(split.engine->d2h_bytes() - d2h, spilled * steps) << kept;
+  }
+}
+
 // More blocks than the device holds: a clear error that names the key and what to do, before
 // anything trains.
 TEST(HbmState, MoreBlocksThanTheDeviceHoldsSaysWhatToChange) {
@@ -260,6 +306,22 @@ TEST(HbmState, AsManyAsFit) {
   EXPECT_EQ(StreamingEngine::hbm_state_blocks(g.layout, cfg, act, ws, uint64_t{1} << 40, false),
             g.layout.num_blocks());
   EXPECT_EQ(StreamingEngine::hbm_state_blocks(g.layout, cfg, act, ws, uint64_t{1} << 40, true), 0u);
+  // Checkpoints moved to the host (the planner's trade) leave their room to blocks: with the
+  // first layer's only, the others' bytes on top of `base`.
+  cfg.device_checkpoint_layers = 1;
+  const uint64_t moved =
+      m.num_layers * 2 * compute::align_to_device(2ull * g.T * m.hidden_size * 2);
+  EXPECT_EQ(StreamingEngine::device_checkpoint_bytes(g.layout, cfg, act), checkpoints - moved);
+  EXPECT_EQ(StreamingEngine::hbm_state_blocks(g.layout, cfg, act, ws,
+                                              base - moved + HbmState::bytes(g.layout, 3), false),
+            3u);
+  cfg.keep_checkpoints_on_device = false;  // none kept: none counted
+  EXPECT_EQ(StreamingEngine::device_checkpoint_bytes(g.layout, cfg, act), 0u);
+  EXPECT_EQ(StreamingEngine::hbm_state_blocks(
+                g.layout, cfg, act, ws, base - checkpoints + HbmState::bytes(g.layout, 3), false),
+            3u);
+  cfg.keep_checkpoints_on_device = true;
+  cfg.device_checkpoint_layers = -1;
   cfg.hbm_state_blocks = 100;  // at most every block
   EXPECT_EQ(StreamingEngine::hbm_state_blocks(g.layout, cfg, act, ws, 0, true),
             g.layout.num_blocks());

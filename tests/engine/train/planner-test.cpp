@@ -626,9 +626,14 @@ TEST(HbmState, AutoOnTheH100PlacesWhatFitsAndHidesAdamwAt16K) {
   for (size_t b = 0; b < 22; ++b) used += HbmState::block_bytes(layout, b);
   EXPECT_LE(used, 84'000'000'000u);
   EXPECT_GT(used + HbmState::block_bytes(layout, 22), 84'000'000'000u);
+  // Moving checkpoints to the host for a 23rd block would save 0.6% of the step: less than the
+  // trade's margin (kTradeMargin), so every checkpoint stays.
   EXPECT_EQ(plan.state.why,
             "the embedding and layers 0-20, as many as fit beside 11.93 GB of streaming and "
-            "checkpoints; the CPU's AdamW updates the other 12 while their forward runs");
+            "checkpoints; the CPU's AdamW updates the other 12 while their forward runs; moving "
+            "checkpoints to host memory for more blocks saves less than 2% of the step (at best "
+            "1.653 s with 23 blocks and the checkpoints of 15 of 33 layers in HBM)");
+  EXPECT_EQ(plan.state.device_checkpoint_layers, 33);
   // HBM holds their master, gradients and both moments beside what streaming needs.
   EXPECT_EQ(*plan.hbm.master_bytes, plan.state.hbm_bytes / 4);
   EXPECT_EQ(*plan.hbm.optimizer_bytes, plan.state.hbm_bytes / 2);
@@ -812,6 +817,185 @@ TEST(SuggestBatch, TheHbmStateMakesASmallStepFast) {
             std::string::npos)
       << why;
   EXPECT_EQ(all_dram["why"].get<std::string>().find("blocks in HBM"), std::string::npos);
+}
+
+// The trade between checkpoints and the state tier (planner.h, make_plan): llama2-7b at 16 x 1 x
+// 2048 = 32K tokens per step on a GPU with the H100's figures and 48 GB free, where every
+// checkpoint (9.1 GB) and 8 blocks' state fill HBM and the CPU's AdamW of the other 26 shows.
+TrainJob thirty_two_k_job() {
+  TrainJob job = seven_b_job();
+  job.micro_batch_size = 16;
+  job.grad_accum = 1;
+  job.hbm_state_blocks = -1;
+  return job;
+}
+MachineProbe h100_with_48_gb() {
+  MachineProbe m = h100_host();
+  m.device_total_bytes = m.device_free_bytes = 48'000'000'000ull;
+  return m;
+}
+
+TEST(HbmState, TradesCheckpointsForBlocksWhenThatIsFaster) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  const MachineProbe m = h100_with_48_gb();
+  const Plan plan = make_plan(c, thirty_two_k_job(), m, 10);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  std::printf("%s\n", plan.state.why.c_str());
+  // Checkpoints first (today's rule, StreamingEngine::hbm_state_blocks with every checkpoint): 8
+  // blocks, every checkpoint in HBM. The same as an explicit 8, which the planner does not trade.
+  TrainJob eight = thirty_two_k_job();
+  eight.hbm_state_blocks = 8;
+  const Plan first = make_plan(c, eight, m, 10, false);
+  ASSERT_TRUE(first.fits) << first.reason;
+  EXPECT_EQ(first.state.device_checkpoint_layers, 33);
+  EXPECT_EQ(*first.dram.checkpoints_bytes, 0u);
+  StreamingConfig sc = streaming_config(thirty_two_k_job());
+  const uint64_t ws =
+      compute::workspace_bytes(compute::BackendKind::kCuda, StreamingEngine::op_shapes(c, sc));
+  EXPECT_EQ(
+      StreamingEngine::hbm_state_blocks(layout, sc, DType::kBF16, ws, 48'000'000'000ull, false),
+      8u);
+
+  // The trade: the checkpoints of the last 31 of the 33 layers (the head's input counts) go to
+  // host memory, 8.32 GB, which makes room for 3 more blocks: 11, as the engine's rule places them
+  // beside the checkpoints of 2 layers and the activation gradients.
+  EXPECT_EQ(plan.state.hbm_blocks, 11);
+  EXPECT_EQ(plan.state.device_checkpoint_layers, 2);
+  EXPECT_TRUE(plan.checkpoints_on_device);
+  sc.device_checkpoint_layers = 2;
+  EXPECT_EQ(
+      StreamingEngine::hbm_state_blocks(layout, sc, DType::kBF16, ws, 48'000'000'000ull, false),
+      11u);
+  sc.device_checkpoint_layers = 3;  // one layer more on the device leaves room for 10
+  EXPECT_EQ(
+      StreamingEngine::hbm_state_blocks(layout, sc, DType::kBF16, ws, 48'000'000'000ull, false),
+      10u);
+  const uint64_t row = 32768ull * 4096 * 2;  // one layer's checkpoint: [32K tokens, 4096] bf16
+  EXPECT_EQ(*plan.hbm.checkpoints_bytes, 3 * row);  // 2 layers' and the activation gradients
+  EXPECT_EQ(*plan.dram.checkpoints_bytes, 31 * row);
+  EXPECT_EQ(plan.hbm.needed_bytes, first.hbm.needed_bytes - 31 * row + HbmState::bytes(layout, 11) -
+                                       HbmState::bytes(layout, 8));
+  EXPECT_LE(plan.hbm.needed_bytes + StreamingEngine::kHbmStateReserveBytes, 48'000'000'000u);
+  // Each spilled checkpoint goes down once and up twice (the head's input once: the engine's
+  // count, hbm-state-test's CheckpointsMovedToTheHostTrainTheSameBits); the 3 blocks' weights and
+  // gradients no longer cross.
+  const StreamingEngine::LinkBytes link = StreamingEngine::plan_link_bytes(layout, sc, 11);
+  EXPECT_EQ(plan.step.h2d_bytes, static_cast<double>(link.h2d + 61 * row));
+  EXPECT_EQ(plan.step.d2h_bytes, static_cast<double>(link.d2h + 31 * row));
+  EXPECT_GT(plan.step.link_s, first.step.link_s);
+  // The link was idle enough to take them (the step stays compute-bound), and the CPU's AdamW
+  // that showed is shorter: the faster step by more than the margin.
+  EXPECT_EQ(plan.step.bottleneck, "compute");
+  EXPECT_LT(plan.step.link_s, plan.step.compute_s);
+  EXPECT_LT(plan.step.adamw_s, first.step.adamw_s);
+  EXPECT_LT(plan.step.optimizer_visible_s, first.step.optimizer_visible_s);
+  EXPECT_LT(plan.step.step_s, (1 - kTradeMargin) * first.step.step_s);
+  EXPECT_NEAR(plan.step.step_s, 3.288, 0.001);
+  EXPECT_NEAR(first.step.step_s, 3.404, 0.001);
+  // Moving all 33 layers' checkpoints to the host (the explicit 11 blocks, beside which they do
+  // not fit) moves more over the link for no shorter a step: the trade keeps the 2 layers' that
+  // fit.
+  TrainJob eleven = thirty_two_k_job();
+  eleven.hbm_state_blocks = 11;
+  const Plan spilled = make_plan(c, eleven, m, 10, false);
+  ASSERT_TRUE(spilled.fits) << spilled.reason;
+  EXPECT_FALSE(spilled.checkpoints_on_device);
+  EXPECT_EQ(spilled.state.device_checkpoint_layers, 0);
+  EXPECT_GT(spilled.step.link_s, plan.step.link_s);
+  EXPECT_GE(spilled.step.step_s, plan.step.step_s);
+  EXPECT_NE(plan.state.why.find(
+                "; the checkpoints of the last 31 of 33 layers (8.32 GB) go to host memory for 3 "
+                "more blocks in HBM: 3.288 s a step against 3.404 s with every checkpoint in HBM"),
+            std::string::npos)
+      << plan.state.why;
+
+  // The plan's JSON records the split; the suggestion makes the same trade at its own batch.
+  const nlohmann::json j = to_json(plan);
+  EXPECT_EQ(j["state"]["device_checkpoint_layers"], 2);
+  EXPECT_EQ(j["state"]["hbm_blocks"], 11);
+  const Result<Plan> back = plan_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->state.device_checkpoint_layers, 2);
+  EXPECT_EQ(to_json(*back).dump(), j.dump());
+  ASSERT_TRUE(plan.suggestion.has_value() && plan.suggestion->fits);
+  TrainJob suggested = thirty_two_k_job();
+  suggested.micro_batch_size = plan.suggestion->micro_batch_size;
+  suggested.grad_accum = plan.suggestion->grad_accum;
+  const Plan at = make_plan(c, suggested, m, 10, false);
+  EXPECT_EQ(plan.suggestion->device_checkpoint_layers, at.state.device_checkpoint_layers);
+  EXPECT_EQ(plan.suggestion->hbm_state_blocks, at.state.hbm_blocks);
+  EXPECT_EQ(plan.suggestion->step_s, at.step.step_s);
+  std::printf("suggestion: %s\n", to_json(*plan.suggestion).dump().c_str());
+}
+
+// Where the host link is what bounds the step, checkpoints moved there cost more than the
+// blocks' state saves: they stay in HBM, and the plan says what the trade would have given.
+TEST(HbmState, ASlowLinkKeepsTheCheckpointsOnTheDevice) {
+  const ModelConfig c = llama2_7b();
+  MachineProbe m = h100_with_48_gb();
+  m.h2d_bytes_per_s = m.d2h_bytes_per_s = 12e9;
+  m.duplex_bytes_per_s = 20e9;
+  const Plan plan = make_plan(c, thirty_two_k_job(), m, 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  std::printf("%s\n", plan.state.why.c_str());
+  EXPECT_EQ(plan.step.bottleneck, "h2d");
+  EXPECT_EQ(plan.state.hbm_blocks, 8);
+  EXPECT_EQ(plan.state.device_checkpoint_layers, 33);
+  EXPECT_EQ(*plan.dram.checkpoints_bytes, 0u);
+  TrainJob eight = thirty_two_k_job();
+  eight.hbm_state_blocks = 8;
+  EXPECT_EQ(to_json(plan)["step"], to_json(make_plan(c, eight, m, 10, false))["step"]);
+  EXPECT_NE(plan.state.why.find("; moving checkpoints to host memory for more blocks saves less "
+                                "than 2% of the step (at best "),
+            std::string::npos)
+      << plan.state.why;
+}
+
+// Checkpoints that do not all fit even without the state tier: where the plan used to count every
+// one in host memory (the engine keeps what fits of them), the trade starts from the most layers'
+// that fit beside streaming, as the engine fills the device, and counts only the others on the
+// link; the run builds that split.
+TEST(HbmState, CheckpointsThatDoNotAllFitKeepTheFirstLayersOnTheDevice) {
+  const ModelConfig c = llama2_7b();
+  const ParameterLayout layout = ParameterLayout::build(c);
+  MachineProbe m = h100_host();
+  m.device_total_bytes = m.device_free_bytes = 24'000'000'000ull;
+  TrainJob job = thirty_two_k_job();
+  job.grad_accum = 2;  // 64K tokens: 18.3 GB of checkpoints beside 12.3 GB of streaming
+  const Plan plan = make_plan(c, job, m, 10, false);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  std::printf("%s\n", plan.state.why.c_str());
+  StreamingConfig sc = streaming_config(job);
+  const uint64_t ws =
+      compute::workspace_bytes(compute::BackendKind::kCuda, StreamingEngine::op_shapes(c, sc));
+  const uint64_t fixed =
+      StreamingEngine::plan_device_memory(layout, sc, DType::kBF16, ws).fixed_bytes();
+  int fit = 33;
+  for (; fit >= 0; --fit) {
+    sc.device_checkpoint_layers = fit;
+    if (fixed + StreamingEngine::device_checkpoint_bytes(layout, sc, DType::kBF16) <=
+        24'000'000'000ull)
+      break;
+  }
+  ASSERT_GT(fit, 0);
+  ASSERT_LT(fit, 33);
+  EXPECT_TRUE(plan.checkpoints_on_device);
+  EXPECT_LE(plan.state.device_checkpoint_layers, fit);
+  const uint64_t layer = 2ull * 32768 * 4096 * 2;  // one layer's: two micro-batches of 32K
+  EXPECT_EQ(*plan.dram.checkpoints_bytes,
+            static_cast<uint64_t>(33 - plan.state.device_checkpoint_layers) * layer);
+  EXPECT_EQ(*plan.hbm.checkpoints_bytes,
+            static_cast<uint64_t>(plan.state.device_checkpoint_layers + 1) * layer);
+  sc.device_checkpoint_layers = plan.state.device_checkpoint_layers;
+  EXPECT_EQ(
+      static_cast<size_t>(plan.state.hbm_blocks),
+      StreamingEngine::hbm_state_blocks(layout, sc, DType::kBF16, ws, 24'000'000'000ull, false));
+  const StreamingEngine::LinkBytes link =
+      StreamingEngine::plan_link_bytes(layout, sc, plan.state.hbm_blocks);
+  EXPECT_EQ(plan.step.h2d_bytes,
+            static_cast<double>(link.h2d + 2 * *plan.dram.checkpoints_bytes - layer));
+  EXPECT_EQ(plan.step.d2h_bytes, static_cast<double>(link.d2h + *plan.dram.checkpoints_bytes));
 }
 
 TrainJob on_gpus(TrainJob job, int count) {

@@ -108,20 +108,23 @@ struct Rig {
   std::unique_ptr<Optimizer> opt;
 
   // `hbm_blocks`: the first blocks whose state the HBM tier holds (hbm-state.h), on a device
-  // with room for just them beside what streaming needs. `strict_streams`: engine_cpu_backend's
-  // strict mode, where a missing wait between streams fails. `mix`: the host tiers of
-  // Placement::kMixed.
+  // with room for just them beside what streaming needs and `extra_bytes`. `strict_streams`:
+  // engine_cpu_backend's strict mode, where a missing wait between streams fails. `mix`: the host
+  // tiers of Placement::kMixed. `device_checkpoint_layers`: StreamingConfig's (-1: as many as fit).
   Status init(const Golden& g, int mb, Placement p, const std::string& folder,
               TierCounters* counters = nullptr, StorageEnv* env = StorageEnv::posix(),
-              int hbm_blocks = 0, bool strict_streams = false, BlockTiers mix = {}) {
+              int hbm_blocks = 0, bool strict_streams = false, BlockTiers mix = {},
+              int device_checkpoint_layers = -1, size_t extra_bytes = 1024) {
     const size_t n = g.layout.num_blocks();
     const BlockTiers tiers = p == Placement::kDram  ? BlockTiers::all(n, BlockTiers::kDram)
                              : p == Placement::kSsd ? BlockTiers::all(n, BlockTiers::kSsdMoments)
                              : p == Placement::kSsdMaster ? BlockTiers::all(n, BlockTiers::kSsd)
                                                           : mix;
-    const StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
-    backend = engine_cpu_backend(g.layout, cfg, strict_streams,
-                                 1024 + HbmState::bytes(g.layout, static_cast<size_t>(hbm_blocks)));
+    StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
+    cfg.device_checkpoint_layers = device_checkpoint_layers;
+    backend = engine_cpu_backend(
+        g.layout, cfg, strict_streams,
+        extra_bytes + HbmState::bytes(g.layout, static_cast<size_t>(hbm_blocks)));
     // The tier's blocks get no host gradient, as the trainer allocates them (run-assembly.cpp).
     SPW_ASSIGN_OR_RETURN(
         state, ModelState::create(g.layout, true, static_cast<size_t>(hbm_blocks), tiers.dram));
