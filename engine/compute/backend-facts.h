@@ -51,6 +51,9 @@ struct OpShapes {
   int vocab = 0;
   int lm_head_chunk = 0;  // tokens whose logits exist at once in lm_head_loss
   bool qk_norm = false;   // rmsnorm over rows of head_dim: tokens × heads of them (Qwen3)
+  // Attention runs on cuDNN (DeviceInfo::attention): its backward's workspace (cuda-workspace.h).
+  // Backend::workspace_bytes sets it from the backend itself; the planner from its probe.
+  bool fused_attention = false;
 };
 
 struct BackendFacts {

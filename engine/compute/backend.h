@@ -131,9 +131,12 @@ class Backend {
 
   // --- workspace ----------------------------------------------------------------------------
   // Bytes of scratch the ops need for calls up to `shapes` (a multiple of kDeviceAlignment):
-  // compute::workspace_bytes(kind(), shapes), which the planner asks without a backend.
+  // compute::workspace_bytes(kind(), shapes) with shapes.fused_attention as this backend runs
+  // attention, which the planner asks without a backend.
   size_t workspace_bytes(const OpShapes& shapes) const {
-    return compute::workspace_bytes(kind(), shapes);
+    OpShapes s = shapes;
+    s.fused_attention = device().device_info().attention.rfind("cuDNN", 0) == 0;
+    return compute::workspace_bytes(kind(), s);
   }
   // Hands the ops `bytes` of device memory at `ptr` (at least workspace_bytes(shapes)); the
   // backend borrows it until the next set_workspace or its destruction. Ops on several streams

@@ -47,13 +47,14 @@ int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head
   return 0;
 }
 
-size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim) {
+size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim,
+                                         bool cudnn) {
   const size_t delta = static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
-  const size_t chunk = cudnn_attention_backward_chunk(batch, seq, hq, hkv, head_dim);
-  const size_t cudnn = chunk > 0 ? chunk * cudnn_attention_backward_bytes(seq, hq, hkv, head_dim) +
+  const size_t chunk = cudnn ? cudnn_attention_backward_chunk(batch, seq, hq, hkv, head_dim) : 0;
+  const size_t fused = chunk > 0 ? chunk * cudnn_attention_backward_bytes(seq, hq, hkv, head_dim) +
                                        kCudnnAttentionSlackBytes
                                  : 0;
-  return std::max(delta, ceil_div(cudnn, sizeof(float)));
+  return std::max(delta, ceil_div(fused, sizeof(float)));
 }
 
 size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int /*hkv*/, int head_dim) {
@@ -93,7 +94,7 @@ size_t workspace_bytes(const compute::OpShapes& sh) {
   }
   if (sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0) {
     op = std::max(op, attention_backward_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
-                                                        sh.head_dim) *
+                                                        sh.head_dim, sh.fused_attention) *
                           sizeof(float));
     op = std::max(op, attention_key_bias_scratch_floats(sh.batch, sh.seq, sh.heads, sh.kv_heads,
                                                         sh.head_dim) *

@@ -48,9 +48,11 @@ bool cudnn_attention_covers(int hq, int hkv, int head_dim);
 // batch whose workspace (with kCudnnAttentionSlackBytes) fits kCudnnAttentionBackwardBytes, or 1
 // up to kCudnnAttentionSequenceBytes; 0 beyond, or when cuDNN does not cover the heads.
 int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim);
-// Floats of attention_backward's scratch: delta[b, hq, t] for the module's kernel, or the
-// workspace of cuDNN's backward over cudnn_attention_backward_chunk sequences, the larger.
-size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);
+// Floats of attention_backward's scratch: delta[b, hq, t] for the module's kernel, and with
+// `cudnn` the workspace of cuDNN's backward over cudnn_attention_backward_chunk sequences where
+// larger.
+size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim,
+                                         bool cudnn);
 // Doubles (counted as floats, two each) of attention_key_bias_backward's cos/sin table and
 // partials.
 size_t attention_key_bias_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim);

@@ -341,6 +341,13 @@ double Dataset::fill() const {
          (static_cast<double>(size()) * static_cast<double>(seq_len()));
 }
 
+bool Dataset::packed() const {
+  for (size_t i = 0; i < size(); ++i) {
+    if (!(*this)[i].positions.empty()) return true;
+  }
+  return false;
+}
+
 double Dataset::attention_share() const {
   const double T = seq_len();
   if (empty() || T <= 0) return 0.0;

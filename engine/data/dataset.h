@@ -111,6 +111,9 @@ class Dataset {
   // seq_len², any other the whole row. 0 for an empty view.
   double fill() const;
   double attention_share() const;
+  // Whether any sequence of this view packs examples (carries positions): attention then runs
+  // with the block-diagonal mask, on the module's own CUDA kernels.
+  bool packed() const;
 
   // Holds out the last `fraction` (0 <= fraction < 1) of the sequences, in file order, for
   // evaluation: returns {train, eval}. The count held out is round(size * fraction), at least

@@ -150,6 +150,7 @@ json to_json(const Plan& p) {
   json machine = json::object();
   for_each_machine_number(p.machine, [&](const char* k, const double& v) { machine[k] = v; });
   machine["device"] = p.machine.device;
+  if (!p.machine.attention.empty()) machine["attention"] = p.machine.attention;
   json j = {{"fits", p.fits},
             {"reason", p.reason},
             {"backend", p.backend},
@@ -214,6 +215,7 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   for_each_machine_number(p.machine,
                           [&](const char* k, double& v) { v = number(machine, k).value_or(0); });
   p.machine.device = text(machine, "device").value_or("");
+  p.machine.attention = text(machine, "attention").value_or("");
   const json& tiers = object(j, "tiers");
   p.hbm = tier_from_json(object(tiers, "hbm"));
   p.dram = tier_from_json(object(tiers, "dram"));

@@ -48,7 +48,8 @@ struct PlanMachine {
   // The GPUs present (0: none, or not counted) and NCCL's reduce-scatter bus bandwidth between
   // them (0: not measured); absent in plans written before data parallel.
   double gpus = 0, nccl_bus_bytes_per_s = 0;
-  std::string device;  // empty when no device was probed
+  std::string device;     // empty when no device was probed
+  std::string attention;  // MachineProbe::attention; absent in plans before cuDNN attention
 };
 
 // One optimizer step as predicted: its parts in seconds (compute split into the GPU's GEMMs,

@@ -425,6 +425,7 @@ Status probe_device(Backend& backend, MachineProbe* m, const DeviceProbeSizes& s
   m->device_free_bytes = free_bytes;
   m->backend = be.name();
   m->device = be.device_info().name;
+  m->attention = be.device_info().attention;
   if (be.facts().gpu) {
     const Result<int> gpus = compute::cuda_device_count();
     m->gpus = gpus.ok() ? std::max(*gpus, 1) : 1;

@@ -63,6 +63,11 @@ struct MachineProbe {
   std::string backend =
       compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
   std::string device;  // the backend's device name; empty when no device was probed
+  // What runs attention there (compute::DeviceInfo::attention): "cuDNN 9.19.0" when cuDNN's fused
+  // kernels do (the planner's fused rates), "own kernels (why)" or empty otherwise.
+  std::string attention;
+
+  bool fused_attention() const { return attention.rfind("cuDNN", 0) == 0; }
 
   // The facts of `backend` (compute/backend-facts.h); a name no backend has reads as the CPU's.
   const compute::BackendFacts& backend_facts() const {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "compute/cuda-workspace.h"
 #include "core/checked-math.h"
 #include "model/parameter-layout.h"
 #include "train/hbm-state.h"
@@ -20,6 +21,19 @@ Status check_positions(const ModelConfig& config, const TrainJob& job) {
                           " is beyond the model's max_position_embeddings " +
                           std::to_string(config.max_position_embeddings) + "; lower data.seq_len");
 }
+namespace {
+
+// The engine's op shapes on `machine`: with cuDNN's attention workspace where the probe saw cuDNN
+// run attention (Backend::workspace_bytes does the same on the engine's side).
+compute::OpShapes op_shapes_on(const MachineProbe& machine, const ModelConfig& config,
+                               const StreamingConfig& sc) {
+  compute::OpShapes s = StreamingEngine::op_shapes(config, sc);
+  s.fused_attention = machine.fused_attention();
+  return s;
+}
+
+}  // namespace
+
 namespace {
 
 // Bytes in the unit that shows them ("107.81 GB", "4.19 MB", "512 bytes"): a small job's
@@ -201,8 +215,19 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
-  g.attention_s = data.attention * 8.0 * c.attended_keys(job.seq_len) * c.q_dim() * tokens /
-                  (std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim));
+  // Per layer: cuDNN's rate where its kernels run both passes (planner.h), else the module's.
+  const bool fused =
+      machine.fused_attention() && !data.packed &&
+      cuda::cudnn_attention_backward_chunk(job.micro_batch_size, job.seq_len, c.num_heads,
+                                           c.num_kv_heads, c.head_dim) > 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int w = c.layer_window(l);
+    const double keys = w > 0 ? std::min(w, job.seq_len) : job.seq_len;
+    const double efficiency =
+        gpu_attention_efficiency(c.head_dim, fused && (w == 0 || w >= job.seq_len));
+    g.attention_s += data.attention * 8.0 * keys * c.q_dim() * tokens /
+                     (std::max(machine.compute_flops, 1.0) * efficiency);
+  }
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
   g.elementwise_s =
@@ -423,7 +448,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   const size_t act = dtype_size(act_dtype);
   // The backend's own workspace formula, known without a backend (compute/backend-facts.h).
   const uint64_t backend_ws =
-      compute::workspace_bytes(facts.kind, StreamingEngine::op_shapes(config, sc));
+      compute::workspace_bytes(facts.kind, op_shapes_on(machine, config, sc));
   const DeviceMemoryPlan hbm =
       StreamingEngine::plan_device_memory(layout, sc, act_dtype, backend_ws);
   const uint64_t hbm_fixed = hbm.fixed_bytes();
@@ -768,7 +793,8 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
                   static_cast<double>(machine.cpu_threads),
                   static_cast<double>(machine.gpus),
                   machine.nccl_bus_bytes_per_s,
-                  machine.device};
+                  machine.device,
+                  machine.attention};
   return plan;
 }
 
@@ -794,7 +820,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   // The engine's own accounting (StreamingEngine::hbm_state_blocks, device_checkpoint_bytes).
   const ParameterLayout layout = ParameterLayout::build(config);
   StreamingConfig sc = streaming_config(job);
-  const uint64_t ws = compute::workspace_bytes(facts.kind, StreamingEngine::op_shapes(config, sc));
+  const uint64_t ws = compute::workspace_bytes(facts.kind, op_shapes_on(machine, config, sc));
   const uint64_t fixed =
       StreamingEngine::plan_device_memory(layout, sc, facts.act_dtype, ws).fixed_bytes();
   const int layers = config.num_layers + 1;  // the head's input counts as one
@@ -858,7 +884,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
 
 DataShape data_shape(const Dataset& ds) {
   if (ds.empty()) return {};
-  return {ds.fill(), ds.attention_share()};
+  return {ds.fill(), ds.attention_share(), ds.packed()};
 }
 
 Plan make_plan(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,

@@ -73,7 +73,19 @@ inline constexpr double kGpuAttentionEfficiency = 0.23;
 // fp32 kernels: 4.2-6.5 TFLOPS at head_dim 256 before the flash kernels took it, 0.006.
 inline constexpr double kGpuAttentionEfficiencyHeadDim256 = 0.04;
 inline constexpr double kGpuGenericAttentionEfficiency = 0.006;
-inline double gpu_attention_efficiency(int head_dim) {
+// cuDNN's fused kernels (compute/cuda/cudnn-attention.h; MachineProbe::fused_attention), where
+// they run a layer's forward and backward: attention-bench measured forward + backward at 424
+// TFLOPS for llama2-7b's heads at 2048, 439 at 4096, 505 at 8192, 415 for qwen2.5-7b's GQA, 314
+// for Phi-3's head_dim 96 and 228 for Gemma 3's 256 (H200, cuDNN 9.19, 2026-11-28), and the
+// llama2-7b step at 8×4×2048 took 0.537 s less than on the module's kernels (5.682 s against
+// 6.219 s), which these rates give within 10%. A layer cuDNN's backward leaves to the module's
+// kernel (packed rows, a window narrower than the row, a sequence whose backward workspace
+// exceeds cuda-workspace.h's bound) is planned at the module's rate.
+inline constexpr double kGpuFusedAttentionEfficiency = 0.50;
+inline constexpr double kGpuFusedAttentionEfficiencyHeadDim256 = 0.28;
+inline double gpu_attention_efficiency(int head_dim, bool fused = false) {
+  if (fused && head_dim <= 128) return kGpuFusedAttentionEfficiency;
+  if (fused) return kGpuFusedAttentionEfficiencyHeadDim256;
   if (head_dim == 64 || head_dim == 96 || head_dim == 128) return kGpuAttentionEfficiency;
   return head_dim == 256 ? kGpuAttentionEfficiencyHeadDim256 : kGpuGenericAttentionEfficiency;
 }
@@ -169,6 +181,7 @@ Status check_positions(const ModelConfig& config, const TrainJob& job);
 struct DataShape {
   double fill = 1.0;
   double attention = 1.0;
+  bool packed = false;  // rows pack examples (Dataset::packed): attention on the module's kernels
 };
 // The shape of `ds`'s sequences at ds.seq_len() (an empty dataset: DataShape{}).
 DataShape data_shape(const Dataset& ds);

@@ -394,8 +394,8 @@ void check_attention(const Shape& sh) {
 
   DeviceBuffer<bf16> out(sh.q_elems()), dq(sh.q_elems()), dk(sh.kv_elems()), dv(sh.kv_elems());
   DeviceBuffer<float> lse(sh.rows());
-  const size_t scratch_floats =
-      spillway::cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  const size_t scratch_floats = spillway::cuda::attention_backward_scratch_floats(
+      sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, true);
   DeviceBuffer<float> scratch(scratch_floats);
 
   std::vector<AttentionPath> paths = {AttentionPath::kGeneric};
@@ -577,8 +577,8 @@ void bench_attention(const Shape& sh, const char* name) {
   DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
   DeviceBuffer<bf16> out(sh.q_elems()), dq(sh.q_elems()), dk(sh.kv_elems()), dv(sh.kv_elems());
   DeviceBuffer<float> lse(sh.rows());
-  const size_t scratch_floats =
-      spillway::cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.hq, sh.hkv, sh.d);
+  const size_t scratch_floats = spillway::cuda::attention_backward_scratch_floats(
+      sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, true);
   DeviceBuffer<float> scratch(scratch_floats);
   fill(q, 21, 1.0f);
   fill(k, 22, 1.0f);

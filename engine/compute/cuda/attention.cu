@@ -883,7 +883,7 @@ Status attention_backward_path(AttentionPath path, bf16* dq, bf16* dk, bf16* dv,
       use_flash("attention_backward", path, flash_applies(head_dim, dq, dk, dv, dout, q, k, v, out),
                 head_dim));
   if (batch == 0 || seq == 0) return Status::ok_status();
-  const size_t need = attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim);
+  const size_t need = attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim, false);
   if (scratch_floats < need) {
     return invalid_argument("attention_backward: scratch of " + std::to_string(scratch_floats) +
                             " floats, needs " + std::to_string(need));

@@ -571,7 +571,7 @@ Status CudaBackend::fill_zero(void* dst_device, size_t bytes, StreamId stream) {
 // --- workspace -----------------------------------------------------------------------------------
 
 Status CudaBackend::set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) {
-  const size_t need = workspace_bytes(shapes);
+  const size_t need = workspace_bytes(shapes);  // Backend's: with this backend's attention
   if (ptr == nullptr || bytes < need) {
     return invalid_argument("set_workspace: " + std::to_string(bytes) + " bytes at " +
                             (ptr ? "ptr" : "null") + ", the shapes need " + std::to_string(need) +
@@ -781,7 +781,7 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
                                           {"lse", lse}}));
   SPW_ASSIGN_OR_RETURN(
       Scratch sc,
-      scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim), op));
+      scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim, false), op));
 #if SPILLWAY_HAVE_CUDNN
   if (cudnn_ && positions == nullptr) {
     const cuda::AttentionShape shape{batch, seq, hq, hkv, head_dim, window};

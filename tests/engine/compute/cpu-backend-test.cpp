@@ -12,6 +12,7 @@
 
 #include "backend-test-util.h"
 #include "compute-test-util.h"
+#include "compute/cuda-workspace.h"
 #include "core/thread-pool.h"
 
 namespace spillway::compute {
@@ -590,6 +591,46 @@ TEST(BackendFacts, KindsNamesAndWorkspaces) {
   // The CPU backend answers what the facts say without a device.
   auto be = make_cpu_backend();
   EXPECT_EQ(be->workspace_bytes(s), workspace_bytes(BackendKind::kCpu, s));
+}
+
+// cuDNN's attention backward (cuda/cudnn-attention.h) in the CUDA workspace: the chunk of
+// sequences one call takes and its bytes, against the plan workspaces cuDNN 9.19 reported on an
+// H200 (2026-11-28, attention-bench with SPILLWAY_LOG=debug): the estimate, with the softmax sum
+// in front and the slack, must hold each, or the backward falls back to the module's kernel.
+TEST(BackendFacts, CudnnAttentionWorkspaceHoldsWhatCudnnAsks) {
+  using cuda::cudnn_attention_backward_bytes;
+  using cuda::cudnn_attention_backward_chunk;
+  struct Measured {
+    int seq, hq, hkv, head_dim;
+    size_t plan_bytes;  // CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE for one sequence
+  };
+  for (const Measured& m : {Measured{2048, 32, 32, 128, 268435712},  // llama2-7b
+                            Measured{2048, 28, 4, 128, 264241408},   // qwen2.5-7b (GQA)
+                            Measured{4096, 4, 1, 256, 150995200},    // gemma3-1b
+                            Measured{300, 4, 2, 64, 1290496}}) {
+    const size_t sum = align_to_device(size_t(m.hq) * m.seq * sizeof(float));
+    EXPECT_GE(cudnn_attention_backward_bytes(m.seq, m.hq, m.hkv, m.head_dim) +
+                  cuda::kCudnnAttentionSlackBytes,
+              sum + m.plan_bytes)
+        << m.seq << " " << m.hq << "/" << m.hkv << " " << m.head_dim;
+  }
+  // llama2-7b's micro-batch of 8 at 2048: four sequences a call (1.07 GB); at 8192 one (4.3 GB);
+  // at 16384 none (17 GB: the module's kernel); heads cuDNN does not take, none.
+  EXPECT_EQ(cudnn_attention_backward_chunk(8, 2048, 32, 32, 128), 4);
+  EXPECT_EQ(cudnn_attention_backward_chunk(6, 2048, 32, 8, 128), 3);
+  EXPECT_EQ(cudnn_attention_backward_chunk(2, 8192, 32, 32, 128), 1);
+  EXPECT_EQ(cudnn_attention_backward_chunk(1, 16384, 32, 32, 128), 0);
+  EXPECT_EQ(cudnn_attention_backward_chunk(4, 256, 8, 4, 8), 0);
+  EXPECT_EQ(cudnn_attention_backward_chunk(4, 256, 8, 3, 64), 0);
+  // The attention scratch reserves the chunk's workspace where cuDNN runs, or the module's delta
+  // where larger or cuDNN does not run.
+  EXPECT_EQ(
+      cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, true) * sizeof(float),
+      4 * cudnn_attention_backward_bytes(2048, 32, 32, 128) + cuda::kCudnnAttentionSlackBytes);
+  EXPECT_EQ(cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, false),
+            size_t{8} * 32 * 2048);
+  EXPECT_EQ(cuda::attention_backward_scratch_floats(2, 16384, 32, 32, 128, true),
+            size_t{2} * 32 * 16384);
 }
 
 }  // namespace

@@ -166,6 +166,48 @@ TEST(Planner, AttentionRateFollowsTheHeadSize) {
   EXPECT_NEAR(at256 / at128, kGpuAttentionEfficiency / kGpuAttentionEfficiencyHeadDim256, 1e-9);
 }
 
+// Attention on cuDNN's fused kernels (MachineProbe::attention from the backend): a layer whose
+// forward and backward both run there is planned at kGpuFusedAttentionEfficiency; packed rows, a
+// window narrower than the rows and a sequence past cuDNN's workspace bound stay at the module's
+// rate; the machine's attention survives the plan's JSON.
+TEST(Planner, AttentionOnCudnnIsPlannedAtItsOwnRate) {
+  const ModelConfig c = llama2_7b();
+  MachineProbe fused = h100_host();
+  fused.attention = "cuDNN 9.19.0";
+  const Plan own = make_plan(c, seven_b_job(), h100_host(), 10);
+  const Plan on_cudnn = make_plan(c, seven_b_job(), fused, 10);
+  EXPECT_NEAR(on_cudnn.step.attention_s,
+              own.step.attention_s * kGpuAttentionEfficiency / kGpuFusedAttentionEfficiency, 1e-9);
+  EXPECT_LT(on_cudnn.step.step_s, own.step.step_s);
+  EXPECT_EQ(on_cudnn.step.gemm_s, own.step.gemm_s);
+  // Packed rows: the block-diagonal mask runs on the module's kernels.
+  const Plan packed = make_plan(c, seven_b_job(), fused, 10, true, DataShape{0.9, 0.25, true});
+  EXPECT_NEAR(packed.step.attention_s, 0.25 * own.step.attention_s, 1e-9);
+  // 16K tokens a sequence: one sequence's backward workspace (17 GB) is past the bound.
+  TrainJob long_rows = seven_b_job();
+  long_rows.seq_len = 16384;
+  long_rows.micro_batch_size = 1;
+  MachineProbe not_fused = fused;
+  not_fused.attention = "own kernels (cuDNN is turned off (SPILLWAY_CUDNN=0))";
+  EXPECT_EQ(make_plan(c, long_rows, fused, 10).step.attention_s,
+            make_plan(c, long_rows, not_fused, 10).step.attention_s);
+  // Gemma 3: its global layers on cuDNN, its sliding ones (512 of 2048) on the module's kernel.
+  const ModelConfig g = gemma3_1b();
+  TrainJob job = seven_b_job();
+  const double global_layers = 4, sliding = g.num_layers - global_layers;
+  const double per_key = make_plan(g, job, not_fused, 10).step.attention_s /
+                         (global_layers * 2048 + sliding * 512) *
+                         kGpuAttentionEfficiencyHeadDim256;
+  EXPECT_NEAR(make_plan(g, job, fused, 10).step.attention_s,
+              per_key * (global_layers * 2048 / kGpuFusedAttentionEfficiencyHeadDim256 +
+                         sliding * 512 / kGpuAttentionEfficiencyHeadDim256),
+              1e-9);
+  const Result<Plan> back = plan_from_json(to_json(on_cudnn));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->machine.attention, "cuDNN 9.19.0");
+  EXPECT_FALSE(to_json(own)["machine"].contains("attention"));
+}
+
 // What the run's data does (DataShape): tokens/s counts the data's tokens, not padding, and the
 // attention is the share the kernels compute (packed rows attend within each example); the rest of
 // the step, and the JSON's round trip, as without the data.
