@@ -196,8 +196,7 @@ TEST(Planner, AttentionOnCudnnIsPlannedAtItsOwnRate) {
   TrainJob job = seven_b_job();
   const double global_layers = 4, sliding = g.num_layers - global_layers;
   const double per_key = make_plan(g, job, not_fused, 10).step.attention_s /
-                         (global_layers * 2048 + sliding * 512) *
-                         kGpuAttentionEfficiencyHeadDim256;
+                         (global_layers * 2048 + sliding * 512) * kGpuAttentionEfficiencyHeadDim256;
   EXPECT_NEAR(make_plan(g, job, fused, 10).step.attention_s,
               per_key * (global_layers * 2048 / kGpuFusedAttentionEfficiencyHeadDim256 +
                          sliding * 512 / kGpuAttentionEfficiencyHeadDim256),
