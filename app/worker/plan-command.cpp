@@ -204,8 +204,13 @@ void print_plan(std::ostream& out, const Plan& plan) {
   out << model.architecture << " ("
       << (params >= 1e9 ? num(params / 1e9, "%.2f B") : num(params / 1e6, "%.1f M"))
       << " parameters, " << model.layers << " layers) on " << plan.backend
-      << (device.empty() ? "" : " (" + device + ")") << ": "
-      << (plan.fits ? "fits" : "does not fit") << "\n";
+      << (device.empty()
+              ? ""
+              : " (" + device +
+                    (plan.machine.attention.empty() ? std::string()
+                                                    : ", attention on " + plan.machine.attention) +
+                    ")")
+      << ": " << (plan.fits ? "fits" : "does not fit") << "\n";
   // The CPU backend's device is an arena in DRAM (counted in DRAM's needs too), not HBM.
   const char* device_name = plan.on_cpu() ? "arena (CPU)" : "HBM";
   for (const auto& [tier, name] : {std::pair{&plan.hbm, device_name}, std::pair{&plan.dram, "DRAM"},

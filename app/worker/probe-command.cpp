@@ -50,6 +50,7 @@ json list_gpus() {
       g["total_bytes"] = info.total_bytes;
       g["compute_capability"] = info.compute_capability;
       g["pci_bus_id"] = info.pci_bus_id;
+      g["attention"] = info.attention;
     } else {
       g["why"] = choice.status().message();
     }
@@ -119,6 +120,7 @@ int run_probe(const std::vector<std::string>& argv, CommandIo io) {
       {"backend", m->backend},
       {"backend_reason", reason},
       {"device", m->device.empty() ? json(nullptr) : json(m->device)},
+      {"attention", m->attention.empty() ? json(nullptr) : json(m->attention)},
       {"nccl_bus_gbps", measured(m->nccl_bus_bytes_per_s, 1e9)},
       {"compute_gflops", m->compute_flops / 1e9},
       {"h2d_gbps", m->h2d_bytes_per_s / 1e9},

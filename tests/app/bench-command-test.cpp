@@ -311,7 +311,7 @@ TEST(ProbeCommand, CpuBackendKeepsItsKeys) {
   }
   EXPECT_GT(j["compute_gflops"].get<double>(), 0);
   // Measured only on a GPU: unavailable, not 0.
-  for (const char* key : {"d2h_gbps", "duplex_gbps", "adamw_mparams_per_s", "device"})
+  for (const char* key : {"d2h_gbps", "duplex_gbps", "adamw_mparams_per_s", "device", "attention"})
     EXPECT_TRUE(j[key].is_null()) << key;
 }
 
