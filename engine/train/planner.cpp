@@ -215,18 +215,23 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
   g.gemm_s = 8.0 * layer_params * tokens / gemm_flops_per_s;
-  // Per layer: cuDNN's rate where its kernels run both passes (planner.h), else the module's.
-  const bool fused =
-      machine.fused_attention() && !data.packed &&
-      cuda::cudnn_attention_backward_chunk(job.micro_batch_size, job.seq_len, c.num_heads,
-                                           c.num_kv_heads, c.head_dim) > 0;
+  // Per layer (planner.h): half the FLOPs (the forward and its recompute) at cuDNN's rate where
+  // its kernels run the forward, the other half (the backward) where they run that too; the
+  // module's rate for the rest.
+  const bool fused_forward = machine.fused_attention() && !data.packed &&
+                             cuda::cudnn_attention_covers(c.num_heads, c.num_kv_heads, c.head_dim);
+  const bool fused_backward = fused_forward && cuda::cudnn_attention_backward_chunk(
+                                                   job.micro_batch_size, job.seq_len, c.num_heads,
+                                                   c.num_kv_heads, c.head_dim) > 0;
   for (int l = 0; l < c.num_layers; ++l) {
     const int w = c.layer_window(l);
     const double keys = w > 0 ? std::min(w, job.seq_len) : job.seq_len;
-    const double efficiency =
-        gpu_attention_efficiency(c.head_dim, fused && (w == 0 || w >= job.seq_len));
-    g.attention_s += data.attention * 8.0 * keys * c.q_dim() * tokens /
-                     (std::max(machine.compute_flops, 1.0) * efficiency);
+    const double flops = data.attention * 8.0 * keys * c.q_dim() * tokens;
+    const double own = std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim);
+    const double fused =
+        std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim, true);
+    g.attention_s += 0.5 * flops / (fused_forward ? fused : own) +
+                     0.5 * flops / (fused_backward && (w == 0 || w >= job.seq_len) ? fused : own);
   }
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;

@@ -78,9 +78,12 @@ inline constexpr double kGpuGenericAttentionEfficiency = 0.006;
 // TFLOPS for llama2-7b's heads at 2048, 439 at 4096, 505 at 8192, 415 for qwen2.5-7b's GQA, 314
 // for Phi-3's head_dim 96 and 228 for Gemma 3's 256 (H200, cuDNN 9.19, 2026-11-28), and the
 // llama2-7b step at 8×4×2048 took 0.537 s less than on the module's kernels (5.682 s against
-// 6.219 s), which these rates give within 10%. A layer cuDNN's backward leaves to the module's
-// kernel (packed rows, a window narrower than the row, a sequence whose backward workspace
-// exceeds cuda-workspace.h's bound) is planned at the module's rate.
+// 6.219 s), which these rates give within 10%. The planner counts half of a layer's attention
+// FLOPs as its forward and recompute and half as its backward (backward = 2 × forward): cuDNN's
+// forward runs any sequence and window, at about 2.2 times the module's (536-614 against 235-278
+// TFLOPS, the ratio of these rates), and a backward cuDNN leaves to the module's kernel (a window
+// narrower than the row, a sequence whose backward workspace exceeds cuda-workspace.h's bound)
+// is planned at the module's rate; packed rows run wholly on the module's kernels.
 inline constexpr double kGpuFusedAttentionEfficiency = 0.50;
 inline constexpr double kGpuFusedAttentionEfficiencyHeadDim256 = 0.28;
 inline double gpu_attention_efficiency(int head_dim, bool fused = false) {
