@@ -38,6 +38,7 @@ bool GpuProbe::askWorker(const QString& worker, Device* device, QString* why,
       d.totalBytes = g["total_bytes"].toInteger();
       d.computeCapability = g["compute_capability"].toInt();
       d.pciBusId = g["pci_bus_id"].toString();
+      d.attention = g["attention"].toString();
       d.usable = g["usable"].toBool(true);
       d.why = g["why"].toString();
       gpus->push_back(d);

@@ -29,6 +29,7 @@ class GpuProbe : public QObject {
     qint64 totalBytes = 0;      // its memory
     int computeCapability = 0;  // 90 for sm_90
     QString pciBusId;           // "0000:01:00.0"
+    QString attention;          // what runs attention: "cuDNN 9.19.0", "own kernels (why)"
     bool usable = true;         // false: the CUDA backend cannot run on it, `why` says why
     QString why;
   };

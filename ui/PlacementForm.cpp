@@ -138,10 +138,14 @@ void PlacementForm::showGpus() {
     box->setProperty("gpuUsable", d.usable);
     JobForm::bind(box, "placement.devices");
     if (d.usable)
-      box->setToolTip(tr("GPU %1 · sm_%2 · PCI %3\n\n%4")
+      box->setToolTip(tr("GPU %1 · sm_%2 · PCI %3%4\n\n%5")
                           .arg(d.index)
                           .arg(d.computeCapability)
-                          .arg(d.pciBusId, JobForm::toolTip("placement.devices")));
+                          .arg(d.pciBusId,
+                               d.attention.isEmpty()
+                                   ? QString()
+                                   : "\n" + tr("attention on %1").arg(d.attention),
+                               JobForm::toolTip("placement.devices")));
     else
       box->setToolTip(tr("GPU %1 cannot be used: %2\n\n%3")
                           .arg(d.index)

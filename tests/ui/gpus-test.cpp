@@ -46,6 +46,7 @@ GpuProbe::AnswerFn machineWith(int n) {
       d.totalBytes = 85'000'000'000;
       d.computeCapability = 90;
       d.pciBusId = QString("0000:%1:00.0").arg(i + 1, 2, 10, QChar('0'));
+      if (i == 1) d.attention = "cuDNN 9.19.0";  // the worker says what runs attention
       a.gpus << d;
     }
     a.usable = n > 0;
@@ -85,7 +86,8 @@ TEST(GpusControl, TheProbeReadsEveryGpuTheWorkerLists) {
       << R"(echo '{"usable":true,"name":"NVIDIA H100 80GB HBM3","total_bytes":85000000000,)"
       << R"("compute_capability":90,"pci_bus_id":"0000:01:00.0","gpus":[{"index":0,"usable":true,)"
       << R"("name":"NVIDIA H100 80GB HBM3","total_bytes":85000000000,"compute_capability":90,)"
-      << R"("pci_bus_id":"0000:01:00.0"},{"index":1,"usable":false,"why":"sm_75 is older than )"
+      << R"("pci_bus_id":"0000:01:00.0","attention":"cuDNN 9.19.0"},)"
+      << R"({"index":1,"usable":false,"why":"sm_75 is older than )"
       << R"(sm_80"}]}')"
       << "\n";
   }
@@ -100,6 +102,7 @@ TEST(GpusControl, TheProbeReadsEveryGpuTheWorkerLists) {
   EXPECT_EQ(gpus[0].totalBytes, 85'000'000'000);
   EXPECT_EQ(gpus[0].computeCapability, 90);
   EXPECT_EQ(gpus[0].pciBusId, "0000:01:00.0");
+  EXPECT_EQ(gpus[0].attention, "cuDNN 9.19.0");
   EXPECT_TRUE(gpus[0].usable);
   EXPECT_EQ(gpus[1].index, 1);
   EXPECT_FALSE(gpus[1].usable);
@@ -118,6 +121,9 @@ TEST(GpusControl, ListsTheMachinesGpusAndWritesOneByDefault) {
   EXPECT_TRUE(
       gpu0->toolTip().startsWith("GPU 0 · sm_90 · PCI 0000:01:00.0\n\nThe GPUs to train on"))
       << gpu0->toolTip().toStdString();
+  EXPECT_TRUE(gpu1->toolTip().startsWith(
+      "GPU 1 · sm_90 · PCI 0000:02:00.0\nattention on cuDNN 9.19.0\n\nThe GPUs to train on"))
+      << gpu1->toolTip().toStdString();
   EXPECT_TRUE(gpu0->isEnabled());
   // The schema's default: one GPU, the first.
   EXPECT_TRUE(gpu0->isChecked());
