@@ -134,13 +134,14 @@ Status TimedBackend::do_rope_backward(void* dx, int batch, int seq, int heads, i
 Status TimedBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                           const void* v, int batch, int seq, int hq, int hkv,
                                           int head_dim, float scale, int window,
-                                          const int32_t* positions, StreamId s) {
+                                          const int32_t* positions, compute::PackedBounds packed,
+                                          StreamId s) {
   const Shape qs{batch, seq, hq, head_dim}, kvs{batch, seq, hkv, head_dim};
   const OpWork work{2.0 * attended_keys(seq, window) * static_cast<double>(qs.numel()), 0};
   return timed(OpFamily::kAttentionForward, work, qs, s, [&] {
-    return in_.attention_forward(W(out, qs), f32(lse, {batch, hq, seq}), R(q, qs), R(k, kvs),
-                                 R(v, kvs), s,
-                                 {scale, window, compute::positions_of(positions, batch, seq)});
+    return in_.attention_forward(
+        W(out, qs), f32(lse, {batch, hq, seq}), R(q, qs), R(k, kvs), R(v, kvs), s,
+        {scale, window, compute::positions_of(positions, batch, seq), packed});
   });
 }
 
@@ -148,13 +149,15 @@ Status TimedBackend::do_attention_backward(void* dq, void* dk, void* dv, const v
                                            const void* q, const void* k, const void* v,
                                            const void* out, const float* lse, int batch, int seq,
                                            int hq, int hkv, int head_dim, float scale, int window,
-                                           const int32_t* positions, StreamId s) {
+                                           const int32_t* positions, compute::PackedBounds packed,
+                                           StreamId s) {
   const Shape qs{batch, seq, hq, head_dim}, kvs{batch, seq, hkv, head_dim};
   const OpWork work{4.0 * attended_keys(seq, window) * static_cast<double>(qs.numel()), 0};
   return timed(OpFamily::kAttentionBackward, work, qs, s, [&] {
-    return in_.attention_backward(W(dq, qs), W(dk, kvs), W(dv, kvs), R(dout, qs), R(q, qs),
-                                  R(k, kvs), R(v, kvs), R(out, qs), f32(lse, {batch, hq, seq}), s,
-                                  {scale, window, compute::positions_of(positions, batch, seq)});
+    return in_.attention_backward(
+        W(dq, qs), W(dk, kvs), W(dv, kvs), R(dout, qs), R(q, qs), R(k, kvs), R(v, kvs), R(out, qs),
+        f32(lse, {batch, hq, seq}), s,
+        {scale, window, compute::positions_of(positions, batch, seq), packed});
   });
 }
 

@@ -3,6 +3,7 @@
 // CPU and CUDA backends share them.
 #include "compute/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <utility>
@@ -234,6 +235,20 @@ Status Backend::rope_backward(Tensor dx, float theta, const RopeScaling& scaling
                           scaling, positions.as<int32_t>(), stream);
 }
 
+PackedBounds packed_bounds(std::span<const int32_t> positions, int seq) {
+  if (positions.empty() || seq <= 0) return {};
+  PackedBounds b;
+  size_t start = 0;
+  for (size_t i = 0; i <= positions.size(); ++i) {
+    const bool starts = i == positions.size() || i % seq == 0 || positions[i] == 0;
+    if (!starts || i == 0) continue;
+    ++b.examples;
+    b.longest = std::max(b.longest, static_cast<int>(i - start));
+    start = i;
+  }
+  return b;
+}
+
 Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTensor k,
                                   ConstTensor v, StreamId stream, const AttentionParams& params) {
   constexpr const char* op = "attention_forward";
@@ -248,7 +263,7 @@ Status Backend::attention_forward(Tensor out, Tensor lse, ConstTensor q, ConstTe
   }
   return do_attention_forward(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), I(b), I(t),
                               I(hq), I(hkv), I(d), params.scale_for(I(d)), params.sliding_window,
-                              params.positions.as<int32_t>(), stream);
+                              params.positions.as<int32_t>(), params.packed, stream);
 }
 
 Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor q,
@@ -271,7 +286,7 @@ Status Backend::attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor 
   return do_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                                v.data(), out.data(), lse.as<float>(), I(b), I(t), I(hq), I(hkv),
                                I(d), params.scale_for(I(d)), params.sliding_window,
-                               params.positions.as<int32_t>(), stream);
+                               params.positions.as<int32_t>(), params.packed, stream);
 }
 
 Status Backend::attention_key_bias_backward(Tensor db, ConstTensor dout, ConstTensor q,

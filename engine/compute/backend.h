@@ -95,6 +95,22 @@ inline Positions positions_of(const int32_t* positions, int batch, int seq) {
   return positions ? i32(positions, {batch, seq}) : Positions();
 }
 
+// Bounds on the examples of packed rows, known on the host where the batch is built: at most
+// `examples` examples (runs of tokens from a position 0 to the next) in the call's rows, none
+// longer than `longest` tokens. The CUDA backend needs them to run packed rows on cuDNN, whose
+// plans are built per number and length of sequences: it cannot read the positions in device memory
+// without waiting for the GPU. Zero: unknown (the module's own kernels then run packed rows).
+struct PackedBounds {
+  int examples = 0;
+  int longest = 0;
+
+  bool known() const { return examples > 0 && longest > 0; }
+  bool operator==(const PackedBounds&) const = default;
+};
+// The bounds of `positions` [rows, seq] as Positions describes them (a token with position 0, or
+// the first of a row, starts an example); {} for no positions or seq <= 0.
+PackedBounds packed_bounds(std::span<const int32_t> positions, int seq);
+
 // What an attention op computes beyond causal GQA with scale 1/sqrt(head_dim).
 struct AttentionParams {
   // The scores' scale; 0 means 1/sqrt(head_dim). Gemma 3: query_pre_attn_scalar^-0.5.
@@ -105,6 +121,8 @@ struct AttentionParams {
   int sliding_window = 0;
   // Packed sequences: the keys a query sees end at its example's first token (Positions above).
   Positions positions{};
+  // With positions: bounds on their examples, for backends that plan per example (PackedBounds).
+  PackedBounds packed{};
 
   // The scale to use for heads of `head_dim`: `scale`, or 1/sqrt(head_dim) when it is 0.
   float scale_for(int head_dim) const {
@@ -303,16 +321,19 @@ class Backend {
   virtual Status do_rope_backward(void* dx, int batch, int seq, int heads, int head_dim,
                                   float theta, const RopeScaling& scaling, const int32_t* positions,
                                   StreamId stream) = 0;
-  // scale is resolved (never 0); window is 0 (none) or positive; positions as above.
+  // scale is resolved (never 0); window is 0 (none) or positive; positions as above, `packed` their
+  // bounds (PackedBounds; zero when unknown or without positions).
   virtual Status do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                       const void* v, int batch, int seq, int hq, int hkv,
                                       int head_dim, float scale, int window,
-                                      const int32_t* positions, StreamId stream) = 0;
+                                      const int32_t* positions, PackedBounds packed,
+                                      StreamId stream) = 0;
   virtual Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout,
                                        const void* q, const void* k, const void* v, const void* out,
                                        const float* lse, int batch, int seq, int hq, int hkv,
                                        int head_dim, float scale, int window,
-                                       const int32_t* positions, StreamId stream) = 0;
+                                       const int32_t* positions, PackedBounds packed,
+                                       StreamId stream) = 0;
   virtual Status do_attention_key_bias_backward(float* db, const void* dout, const void* q,
                                                 const void* k, const void* v, int batch, int seq,
                                                 int hq, int hkv, int head_dim, float theta,

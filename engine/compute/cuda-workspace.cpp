@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace spillway::cuda {
 
@@ -47,12 +48,70 @@ int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head
   return 0;
 }
 
+int cudnn_ragged_examples_bucket(int examples) {
+  if (examples <= 0) return 0;
+  int b = 1;
+  while (b < examples) b *= 2;
+  return b;
+}
+
+int cudnn_ragged_length_bucket(int longest, int seq) {
+  if (longest <= 0 || seq <= 0) return 0;
+  int64_t b = 64;
+  while (b < longest && b * 3 / 2 < longest) b *= 2;
+  if (b < longest) b = b * 3 / 2;
+  return static_cast<int>(std::min<int64_t>(b, seq));
+}
+
+int cudnn_ragged_chunk_index_ints(int chunk) {
+  return 4 * static_cast<int>(ceil_div(static_cast<size_t>(chunk) + 1, 4) * 4);
+}
+
+int cudnn_ragged_index_host(const int32_t* positions, int batch, int seq, int hq, int hkv,
+                            int head_dim, int entries, int chunk, int max_length, int32_t* index) {
+  const int64_t tokens = static_cast<int64_t>(batch) * seq;
+  std::vector<int64_t> firsts;
+  for (int64_t i = 0; i < tokens; ++i) {
+    if (i % seq == 0 || positions[i] == 0) firsts.push_back(i);
+  }
+  const int examples = static_cast<int>(firsts.size());
+  for (int e = 0; e < entries; ++e) {
+    const bool real = e < examples;
+    const int64_t next = e + 1 < examples && e + 1 < entries ? firsts[e + 1] : tokens;
+    cudnn_ragged_fill(index, chunk, entries, e, real, real ? firsts[e] : tokens, next, tokens,
+                      static_cast<int64_t>(hq) * head_dim, static_cast<int64_t>(hkv) * head_dim,
+                      max_length);
+  }
+  return examples;
+}
+
+size_t cudnn_ragged_index_bytes(int entries, int chunk) {
+  if (entries <= 0 || chunk <= 0) return 0;
+  const size_t chunks = ceil_div(entries, chunk);
+  return compute::align_to_device(chunks * cudnn_ragged_chunk_index_ints(chunk) * sizeof(int32_t));
+}
+
+size_t cudnn_ragged_stats_bytes(int chunk, int hq, int length) {
+  return compute::align_to_device(static_cast<size_t>(chunk) * hq * length * sizeof(float));
+}
+
+size_t cudnn_ragged_reserve_bytes(int batch, int seq, int hq) {
+  if (batch <= 0 || seq <= 0 || hq <= 0) return 0;
+  // More examples than this run on the module's kernel (kCudnnRaggedMinAverageLength).
+  const size_t tokens = static_cast<size_t>(batch) * seq;
+  const int most = static_cast<int>(
+      std::clamp<size_t>(tokens / kCudnnRaggedMinAverageLength, 1, kCudnnRaggedMaxExamples));
+  return cudnn_ragged_index_bytes(cudnn_ragged_examples_bucket(most), 1) +
+         cudnn_ragged_stats_bytes(1, hq, seq);
+}
+
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim,
                                          bool cudnn) {
   const size_t delta = static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
   const size_t chunk = cudnn ? cudnn_attention_backward_chunk(batch, seq, hq, hkv, head_dim) : 0;
   const size_t fused = chunk > 0 ? chunk * cudnn_attention_backward_bytes(seq, hq, hkv, head_dim) +
-                                       kCudnnAttentionSlackBytes
+                                       kCudnnAttentionSlackBytes +
+                                       cudnn_ragged_reserve_bytes(batch, seq, hq)
                                  : 0;
   return std::max(delta, ceil_div(fused, sizeof(float)));
 }

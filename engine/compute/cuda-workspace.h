@@ -8,8 +8,16 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "compute/backend-facts.h"
+
+// Functions the kernels and the host both run (nvcc compiles them for the device too).
+#if defined(__CUDACC__)
+#define SPW_HOST_DEVICE __host__ __device__
+#else
+#define SPW_HOST_DEVICE
+#endif
 
 namespace spillway::cuda {
 
@@ -48,9 +56,76 @@ bool cudnn_attention_covers(int hq, int hkv, int head_dim);
 // batch whose workspace (with kCudnnAttentionSlackBytes) fits kCudnnAttentionBackwardBytes, or 1
 // up to kCudnnAttentionSequenceBytes; 0 beyond, or when cuDNN does not cover the heads.
 int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim);
+
+// Packed rows on cuDNN (cuda/cudnn-attention.h): each example is one of cuDNN's ragged sequences,
+// and a plan holds a fixed number of them up to a fixed length, both buckets of the caller's bounds
+// (compute::PackedBounds) so that plans are reused across steps. A call runs its sequences in
+// chunks of a plan's size; the scratch holds the ragged index of every chunk (per chunk, aligned
+// to 16 bytes: the sequences' lengths, their Q and K/V offsets in elements, their first tokens),
+// then one chunk's statistics [chunk, hq, length] in fp32 (and the backward's softmax sum), then
+// cuDNN's own workspace.
+//
+// Examples shorter than this on average stay on the module's kernel: cuDNN pads each sequence to
+// its 64-query tiles, which costs more than it gains below about 16 tokens an example.
+inline constexpr int kCudnnRaggedMinAverageLength = 16;
+// At most this many cuDNN launches per call; beyond, the module's kernel runs it.
+inline constexpr int kCudnnRaggedMaxChunks = 64;
+// The largest sequence count of a ragged plan: the ragged offsets are int32 elements.
+inline constexpr int kCudnnRaggedMaxExamples = 1 << 20;
+
+// Sequences a ragged plan holds for `examples`: the next power of two (0 for examples <= 0).
+int cudnn_ragged_examples_bucket(int examples);
+// The longest sequence of a ragged plan for examples of up to `longest` tokens in rows of `seq`:
+// 64·2^k or 96·2^k, the least at least `longest` (a third more at most), and at most `seq`.
+int cudnn_ragged_length_bucket(int longest, int seq);
+// Int32s of one chunk's ragged index for `chunk` sequences: four arrays (lengths, Q offsets, K/V
+// offsets, first tokens) of chunk + 1 entries each, rounded up to 16 bytes.
+int cudnn_ragged_chunk_index_ints(int chunk);
+// Where slot i of array `array` (0 lengths, 1 Q offsets, 2 K/V offsets, 3 first tokens) of chunk
+// c lies in the ragged index, in int32s from its start.
+SPW_HOST_DEVICE inline int64_t cudnn_ragged_slot(int chunk, int c, int array, int i) {
+  const int p = (chunk + 1 + 3) / 4 * 4;  // cudnn_ragged_chunk_index_ints(chunk) / 4
+  return static_cast<int64_t>(c) * 4 * p + static_cast<int64_t>(array) * p + i;
+}
+// Fills sequence e of the ragged index: the example of tokens [first, next) of the flat [b·t]
+// array (`real`), or an empty sequence at the end of the `tokens`; its length clamped to
+// max_length; q_row and kv_row the elements of a token in q and in k/v. Returns the unclamped
+// length. The Q and K/V offsets one past a chunk's last sequence are those of the next one's start.
+SPW_HOST_DEVICE inline int64_t cudnn_ragged_fill(int32_t* index, int chunk, int entries, int e,
+                                                 bool real, int64_t first, int64_t next,
+                                                 int64_t tokens, int64_t q_row, int64_t kv_row,
+                                                 int max_length) {
+  const int c = e / chunk, i = e % chunk;
+  if (!real) first = next = tokens;
+  const int64_t length = next - first;
+  index[cudnn_ragged_slot(chunk, c, 0, i)] =
+      static_cast<int32_t>(length < max_length ? length : max_length);
+  index[cudnn_ragged_slot(chunk, c, 1, i)] = static_cast<int32_t>(first * q_row);
+  index[cudnn_ragged_slot(chunk, c, 2, i)] = static_cast<int32_t>(first * kv_row);
+  index[cudnn_ragged_slot(chunk, c, 3, i)] = static_cast<int32_t>(first);
+  if (i == chunk - 1 || e == entries - 1) {
+    index[cudnn_ragged_slot(chunk, c, 1, i + 1)] = static_cast<int32_t>(next * q_row);
+    index[cudnn_ragged_slot(chunk, c, 2, i + 1)] = static_cast<int32_t>(next * kv_row);
+  }
+  return length;
+}
+// The ragged index of `positions` [batch, seq] on the host, as cudnn-ragged.cuh's kernel writes it
+// (cudnn_ragged_index_bytes / 4 int32s at `index`): for tests. Returns the number of examples.
+int cudnn_ragged_index_host(const int32_t* positions, int batch, int seq, int hq, int hkv,
+                            int head_dim, int entries, int chunk, int max_length, int32_t* index);
+// Bytes of the ragged index of `entries` sequences in chunks of `chunk` (aligned to the device).
+size_t cudnn_ragged_index_bytes(int entries, int chunk);
+// Bytes of one chunk's statistics: [chunk, hq, length] fp32, aligned to the device.
+size_t cudnn_ragged_stats_bytes(int chunk, int hq, int length);
+// What the scratch holds beyond cuDNN's workspace for packed calls of these shapes: the index of
+// as many examples as run on cuDNN (batch·seq / kCudnnRaggedMinAverageLength) in chunks of one,
+// and one sequence's statistics; with cuDNN's workspace of one sequence of seq tokens, any packed
+// call fits in chunks of one (it falls back where that takes more than kCudnnRaggedMaxChunks).
+size_t cudnn_ragged_reserve_bytes(int batch, int seq, int hq);
+
 // Floats of attention_backward's scratch: delta[b, hq, t] for the module's kernel, and with
-// `cudnn` the workspace of cuDNN's backward over cudnn_attention_backward_chunk sequences where
-// larger.
+// `cudnn` the workspace of cuDNN's backward over cudnn_attention_backward_chunk sequences with the
+// ragged reserve of packed rows, where larger.
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim,
                                          bool cudnn);
 // Doubles (counted as floats, two each) of attention_key_bias_backward's cos/sin table and

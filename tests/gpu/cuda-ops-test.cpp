@@ -8,6 +8,7 @@
 // head_dim 8 to 64, GQA and MHA; Gemma 3's head_dim 256) and the llama-7B layer at sequence 2048.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -713,8 +714,9 @@ TEST_P(CudaOps, PackedRows) {
           const DType act = be.act_dtype();
           const Positions positions = i32(side.i32(pos), {B, T});
           Outputs o;
-          attention_outputs(side, s, q, k, vv, adout, out_ref, lse_ref, {0.0f, window, positions},
-                            p, &o);
+          // With the bounds the trainer passes, so cuDNN runs the packed rows where it can.
+          attention_outputs(side, s, q, k, vv, adout, out_ref, lse_ref,
+                            {0.0f, window, positions, packed_bounds(pos, T)}, p, &o);
           void* rq = side.act(q);
           EXPECT_OK(be.rope_forward(Tensor(rq, act, {B, T, hq, hd}), s.theta, RopeScaling{}, 0,
                                     positions));
@@ -744,9 +746,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),
 // cuDNN's fused attention (the CUDA backend's default where cuDNN is installed) against the
 // module's own kernels (SPILLWAY_CUDNN=0), GPU against GPU, so the shapes can be a training
 // step's: GQA at 2048 with a micro-batch the backward runs in chunks (cuda-workspace.h), a length
-// that is no multiple of 128, Gemma's head_dim 256 with a window and its scale. Forward and
-// backward agree within the bf16 tolerances the CPU comparisons use, and cuDNN gives the same bits
-// twice. The CudaOps tests above compare the default path, cuDNN where it runs, with the CPU.
+// that is no multiple of 128, Gemma's head_dim 256 with a window and its scale; and the same
+// packed into examples (cuDNN's ragged sequences). Forward and backward agree within the bf16
+// tolerances the CPU comparisons use, and cuDNN gives the same bits twice. The CudaOps tests above
+// compare the default path, cuDNN where it runs, with the CPU.
 TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
   auto cudnn = make_backend({.kind = "cuda"});
   if (!cudnn.ok()) GTEST_SKIP() << "no usable CUDA backend: " << cudnn.status().to_string();
@@ -763,11 +766,24 @@ TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
   struct Case {
     Shape shape;
     AttentionParams params;
+    // Packed rows: each row cut into examples of these lengths in turn (starting one further along
+    // the list each row), the rest of the row an example of its own; none: unpacked.
+    std::vector<int> examples = {};
   };
   const Case cases[] = {
       {{"gqa_b6_s2048", 6, 2048, 4096, 32, 8, 128, 1, 1, 1, 1e4f}, {}},
       {{"mha_b2_s1000", 2, 1000, 512, 8, 8, 64, 1, 1, 1, 1e4f}, {}},
       {{"hd256_window", 2, 700, 512, 4, 1, 256, 1, 1, 1, 1e4f}, {0.0625f, 100}},
+      // A llama2-7b micro-batch of chat examples, lengths no multiple of 64, GQA.
+      {{"packed_gqa_b4_s2048", 4, 2048, 4096, 32, 8, 128, 1, 1, 1, 1e4f},
+       {},
+       {517, 300, 901, 64, 777, 450, 833}},
+      // Examples of one token and of a tile and one, MHA.
+      {{"packed_mha_b2_s1000", 2, 1000, 512, 8, 8, 64, 1, 1, 1, 1e4f}, {}, {129, 1, 65, 300, 2}},
+      // A window narrower than the examples: the forward on cuDNN, the backward on the module's.
+      {{"packed_hd256_window", 2, 700, 512, 4, 1, 256, 1, 1, 1, 1e4f},
+       {0.0625f, 100},
+       {250, 130, 190}},
   };
   for (const Case& c : cases) {
     const Shape& s = c.shape;
@@ -775,22 +791,82 @@ TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
     const size_t nq = size_t(s.batch) * s.seq * s.heads * s.head_dim,
                  nkv = size_t(s.batch) * s.seq * s.kv_heads * s.head_dim;
     const auto q = input(nq, 61), k = input(nkv, 62), v = input(nkv, 63), dout = input(nq, 64);
+    std::vector<int32_t> pos;
+    if (!c.examples.empty()) {
+      pos.resize(size_t(s.batch) * s.seq);
+      for (int b = 0; b < s.batch; ++b) {
+        size_t e = b;
+        for (int t = 0, start = 0; t < s.seq; ++t) {
+          if (t - start == c.examples[e % c.examples.size()]) start = t, ++e;
+          pos[size_t(b) * s.seq + t] = t - start;
+        }
+      }
+      const PackedBounds bounds = packed_bounds(pos, s.seq);
+      std::printf("  %-20s %d examples, the longest %d tokens\n", s.name, bounds.examples,
+                  bounds.longest);
+    }
     std::vector<float> out_ref, lse_ref;
-    cpu_attention_forward(*own->backend, s, q, k, v, {}, c.params, &out_ref, &lse_ref);
+    cpu_attention_forward(*own->backend, s, q, k, v, pos, c.params, &out_ref, &lse_ref);
     Outputs want, got, again;
     for (auto [be, o] :
          {std::pair{own->backend.get(), &want}, std::pair{cudnn->backend.get(), &got},
           std::pair{cudnn->backend.get(), &again}}) {
       Side side(*be, s.op_shapes());
-      attention_outputs(side, s, q, k, v, dout, out_ref, lse_ref, c.params, "", o);
+      AttentionParams params = c.params;
+      if (!pos.empty()) {
+        params.positions = i32(side.i32(pos), {s.batch, s.seq});
+        params.packed = packed_bounds(pos, s.seq);
+      }
+      attention_outputs(side, s, q, k, v, dout, out_ref, lse_ref, params, "", o);
     }
     for (const auto& [key, tol] : attention_tolerances("")) {
       const double err = rel_l2(got[key], want[key]);
       EXPECT_LE(err, tol) << key;
       EXPECT_TRUE(same_bits(got[key], again[key])) << key << ": cuDNN's bits differ between calls";
-      std::printf("  %-14s %-12s rel_l2 %.2e\n", s.name, key.c_str(), err);
+      std::printf("  %-20s %-12s rel_l2 %.2e\n", s.name, key.c_str(), err);
     }
   }
+}
+
+// Bounds that say fewer examples than the positions hold: cuDNN's plan then has no room for the
+// rest (their outputs stay unwritten), and the next packed call says so instead of computing.
+TEST(CudnnAttention, PackedBoundsThatLieAreReported) {
+  auto cudnn = make_backend({.kind = "cuda"});
+  if (!cudnn.ok()) GTEST_SKIP() << "no usable CUDA backend: " << cudnn.status().to_string();
+  if (cudnn->backend->device_info().attention.rfind("cuDNN", 0) != 0)
+    GTEST_SKIP() << "attention does not run on cuDNN";
+  Backend& be = *cudnn->backend;
+  const Shape s{"packed_lie", 1, 256, 256, 4, 4, 64, 1, 1, 1, 1e4f};
+  const int B = s.batch, T = s.seq, hq = s.heads, hd = s.head_dim;
+  const size_t nq = size_t(B) * T * hq * hd;
+  std::vector<int32_t> pos(size_t(B) * T);
+  for (int t = 0; t < T; ++t) pos[t] = t % 64;  // four examples of 64
+  ASSERT_EQ(packed_bounds(pos, T), (PackedBounds{4, 64}));
+  const auto q = input(nq, 71), k = input(nq, 72), v = input(nq, 73);
+  Side side(be, s.op_shapes());
+  const DType act = be.act_dtype();
+  AttentionParams params;
+  params.positions = i32(side.i32(pos), {B, T});
+  params.packed = {2, 64};
+  void* out = side.act_zeros(nq);
+  float* lse = side.f32_zeros(size_t(B) * hq * T);
+  auto forward = [&] {
+    return be.attention_forward(Tensor(out, act, {B, T, hq, hd}),
+                                Tensor(lse, DType::kF32, {B, hq, T}),
+                                ConstTensor(side.act(q), act, {B, T, hq, hd}),
+                                ConstTensor(side.act(k), act, {B, T, hq, hd}),
+                                ConstTensor(side.act(v), act, {B, T, hq, hd}), 0, params);
+  };
+  ASSERT_OK(forward());
+  const std::vector<float> got = side.get_act(out, nq);  // waits for the GPU
+  // The last example's outputs: zero where cuDNN left them out, computed where the module's
+  // kernel ran the call (cuDNN refused the shape: the log says why).
+  const bool left_out =
+      std::all_of(got.end() - 64 * hq * hd, got.end(), [](float x) { return x == 0; });
+  if (!left_out) GTEST_SKIP() << "cuDNN did not run the packed call";
+  const Status again = forward();
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("PackedBounds"), std::string::npos) << again.to_string();
 }
 
 // --- the backend's own machinery

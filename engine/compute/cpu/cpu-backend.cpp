@@ -554,7 +554,8 @@ Status CpuBackend::do_rope_backward(void* dx, int batch, int seq, int heads, int
 Status CpuBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                         const void* v, int batch, int seq, int hq, int hkv,
                                         int head_dim, float scale, int window,
-                                        const int32_t* positions, StreamId stream) {
+                                        const int32_t* positions, PackedBounds /*packed*/,
+                                        StreamId stream) {
   const char* op = "attention_forward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));
@@ -581,7 +582,8 @@ Status CpuBackend::do_attention_backward(void* dq, void* dk, void* dv, const voi
                                          const void* q, const void* k, const void* v,
                                          const void* out, const float* lse, int batch, int seq,
                                          int hq, int hkv, int head_dim, float scale, int window,
-                                         const int32_t* positions, StreamId stream) {
+                                         const int32_t* positions, PackedBounds /*packed*/,
+                                         StreamId stream) {
   const char* op = "attention_backward";
   SPW_RETURN_IF_ERROR(streams_.check_stream(stream, op));
   SPW_RETURN_IF_ERROR(cpu::check_attention_shape(op, batch, seq, hq, hkv, head_dim));

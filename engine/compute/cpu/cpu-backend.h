@@ -142,11 +142,13 @@ class CpuBackend final : public Backend, public Device {
                           StreamId stream) override;
   Status do_attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                               int batch, int seq, int hq, int hkv, int head_dim, float scale,
-                              int window, const int32_t* positions, StreamId stream) override;
+                              int window, const int32_t* positions, PackedBounds packed,
+                              StreamId stream) override;
   Status do_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
                                const void* k, const void* v, const void* out, const float* lse,
                                int batch, int seq, int hq, int hkv, int head_dim, float scale,
-                               int window, const int32_t* positions, StreamId stream) override;
+                               int window, const int32_t* positions, PackedBounds packed,
+                               StreamId stream) override;
   Status do_attention_key_bias_backward(float* db, const void* dout, const void* q, const void* k,
                                         const void* v, int batch, int seq, int hq, int hkv,
                                         int head_dim, float theta, const RopeScaling& scaling,

@@ -736,7 +736,8 @@ Status CudaBackend::do_rope_backward(void* dx, int batch, int seq, int heads, in
 Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, const void* k,
                                          const void* v, int batch, int seq, int hq, int hkv,
                                          int head_dim, float scale, int window,
-                                         const int32_t* positions, StreamId stream) {
+                                         const int32_t* positions,
+                                         [[maybe_unused]] PackedBounds packed, StreamId stream) {
   constexpr const char* op = "attention_forward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -745,12 +746,16 @@ Status CudaBackend::do_attention_forward(void* out, float* lse, const void* q, c
   SPW_RETURN_IF_ERROR(
       check_pointers(op, {{"out", out}, {"lse", lse}, {"q", q}, {"k", k}, {"v", v}}));
 #if SPILLWAY_HAVE_CUDNN
-  if (cudnn_ && positions == nullptr) {
+  if (cudnn_) {
     const cuda::AttentionShape shape{batch, seq, hq, hkv, head_dim, window};
+    const float sc = compute::AttentionParams{.scale = scale}.scale_for(head_dim);
+    const size_t ws_bytes = ws_scratch_.floats * sizeof(float);
     SPW_ASSIGN_OR_RETURN(
-        bool ran, cudnn_->forward(B(out), lse, B(q), B(k), B(v), shape,
-                                  compute::AttentionParams{.scale = scale}.scale_for(head_dim),
-                                  ws_scratch_.ptr, ws_scratch_.floats * sizeof(float), s));
+        bool ran, positions == nullptr
+                      ? cudnn_->forward(B(out), lse, B(q), B(k), B(v), shape, sc, ws_scratch_.ptr,
+                                        ws_bytes, s)
+                      : cudnn_->forward_packed(B(out), lse, B(q), B(k), B(v), shape, positions,
+                                               packed, sc, ws_scratch_.ptr, ws_bytes, s));
     if (ran) return Status::ok_status();
   }
 #endif
@@ -764,7 +769,8 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
                                           const void* q, const void* k, const void* v,
                                           const void* out, const float* lse, int batch, int seq,
                                           int hq, int hkv, int head_dim, float scale, int window,
-                                          const int32_t* positions, StreamId stream) {
+                                          const int32_t* positions,
+                                          [[maybe_unused]] PackedBounds packed, StreamId stream) {
   constexpr const char* op = "attention_backward";
   SPW_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(stream, op));
   SPW_RETURN_IF_ERROR(check_shape(op, {{"batch", batch}, {"seq", seq}},
@@ -783,13 +789,17 @@ Status CudaBackend::do_attention_backward(void* dq, void* dk, void* dv, const vo
       Scratch sc,
       scratch(cuda::attention_backward_scratch_floats(batch, seq, hq, hkv, head_dim, false), op));
 #if SPILLWAY_HAVE_CUDNN
-  if (cudnn_ && positions == nullptr) {
+  if (cudnn_) {
     const cuda::AttentionShape shape{batch, seq, hq, hkv, head_dim, window};
+    const float scl = compute::AttentionParams{.scale = scale}.scale_for(head_dim);
+    const size_t ws_bytes = sc.floats * sizeof(float);
     SPW_ASSIGN_OR_RETURN(
         bool ran,
-        cudnn_->backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, shape,
-                         compute::AttentionParams{.scale = scale}.scale_for(head_dim), sc.ptr,
-                         sc.floats * sizeof(float), s));
+        positions == nullptr
+            ? cudnn_->backward(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse, shape,
+                               scl, sc.ptr, ws_bytes, s)
+            : cudnn_->backward_packed(B(dq), B(dk), B(dv), B(dout), B(q), B(k), B(v), B(out), lse,
+                                      shape, positions, packed, scl, sc.ptr, ws_bytes, s));
     if (ran) return Status::ok_status();
   }
 #endif

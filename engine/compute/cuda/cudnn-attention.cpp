@@ -2,11 +2,13 @@
 
 #if SPILLWAY_HAVE_CUDNN
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "compute/cuda/cudnn-ragged.cuh"
 #include "core/log.h"
 
 namespace spillway::cuda {
@@ -34,6 +36,14 @@ enum Uid : int64_t {
   kDV,
   kOne,
   kSoftmaxSum,
+  // Packed rows: each sequence's length (as Q's rows and as K/V's), first elements, padding value.
+  kSeqLenQ,
+  kSeqLenKV,
+  kQOffsets,  // Q and dQ
+  kKOffsets,  // K and dK
+  kVOffsets,  // V and dV
+  kOOffsets,  // O and dO
+  kPaddingValue,
 };
 
 // The dims and strides of the graphs' tensors for one shape: Q, K, V, O and their gradients are
@@ -55,12 +65,15 @@ int rows(CudnnGraph& g, const Dims& x) {
 int scores_transposed(CudnnGraph& g, const Dims& x, cudnnDataType_t type) {
   return g.virtual_tensor({x.b, x.hq, x.t, x.t}, {x.hq * x.t * x.t, x.t * x.t, 1, x.t}, type);
 }
-// A [b, t, h, d] tensor bound at execute(), and its transposed view (b, h, d, t).
-int heads(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h) {
-  return g.tensor(uid, {x.b, h, x.t, x.d}, {x.t * h * x.d, x.d, h * x.d, 1}, CUDNN_DATA_BFLOAT16);
+// A [b, t, h, d] tensor bound at execute(), and its transposed view (b, h, d, t); `ragged`: the
+// offsets of packed sequences (CudnnGraph::tensor), or -1.
+int heads(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h, int ragged = -1) {
+  return g.tensor(uid, {x.b, h, x.t, x.d}, {x.t * h * x.d, x.d, h * x.d, 1}, CUDNN_DATA_BFLOAT16,
+                  ragged);
 }
-int heads_transposed(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h) {
-  return g.tensor(uid, {x.b, h, x.d, x.t}, {x.t * h * x.d, x.d, 1, h * x.d}, CUDNN_DATA_BFLOAT16);
+int heads_transposed(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h, int ragged = -1) {
+  return g.tensor(uid, {x.b, h, x.d, x.t}, {x.t * h * x.d, x.d, 1, h * x.d}, CUDNN_DATA_BFLOAT16,
+                  ragged);
 }
 int stats(CudnnGraph& g, int64_t uid, const Dims& x) {
   return g.tensor(uid, {x.b, x.hq, x.t, 1}, {x.hq * x.t, x.t, 1, 1}, CUDNN_DATA_FLOAT);
@@ -191,11 +204,151 @@ void backward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t inde
   g.matmul(ds, k, dq);
 }
 
+// Packed rows as ragged sequences: int32 tensors per sequence bound at execute(): lengths
+// [b, 1, 1, 1] and first elements [b + 1, 1, 1, 1].
+struct Ragged {
+  int seq_q, seq_kv, q, k, v, o;
+};
+Ragged ragged_tensors(CudnnGraph& g, const Dims& x) {
+  auto lengths = [&](int64_t uid) {
+    return g.tensor(uid, {x.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32);
+  };
+  auto offsets = [&](int64_t uid) {
+    return g.tensor(uid, {x.b + 1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32);
+  };
+  Ragged r;
+  r.seq_q = lengths(kSeqLenQ);
+  r.seq_kv = lengths(kSeqLenKV);
+  r.q = offsets(kQOffsets);
+  r.k = offsets(kKOffsets);
+  r.v = offsets(kVOffsets);
+  r.o = offsets(kOOffsets);
+  return r;
+}
+
+// The padding mask of ragged sequences (cudnn-frontend's padding_mask): scores of a row past the
+// sequence's queries or a column past its keys become the lowest float.
+int padded(CudnnGraph& g, const Dims& x, int in, const Ragged& r) {
+  const int row = scores(g, x, CUDNN_DATA_INT32);
+  g.gen_index(in, 2, row, CUDNN_DATA_INT32);
+  const int col = scores(g, x, CUDNN_DATA_INT32);
+  g.gen_index(in, 3, col, CUDNN_DATA_INT32);
+  const int row_in = scores(g, x, CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_CMP_LT, row, r.seq_q, row_in, CUDNN_DATA_BOOLEAN);
+  const int col_in = scores(g, x, CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_CMP_LT, col, r.seq_kv, col_in, CUDNN_DATA_BOOLEAN);
+  const int keep = scores(g, x, CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_in, col_in, keep, CUDNN_DATA_BOOLEAN);
+  const int out = scores(g, x, CUDNN_DATA_FLOAT);
+  g.select(in, g.scalar(kPaddingValue, CUDNN_DATA_FLOAT), keep, out);
+  return out;
+}
+
+// forward_graph for ragged sequences: x.b sequences of up to x.t tokens, cudnn-frontend's
+// composite SDPA with a padding mask (the GEMMs told each sequence's actual sizes), statistics
+// dense [x.b, hq, x.t].
+void ragged_forward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t index_prec) {
+  const Dims x(AttentionShape{s.entries, s.length, s.hq, s.hkv, s.head_dim, s.window});
+  const Ragged r = ragged_tensors(g, x);
+  const int q = heads(g, kQ, x, x.hq, r.q);
+  const int kt = heads_transposed(g, kK, x, x.hkv, r.k);
+  const int v = heads(g, kV, x, x.hkv, r.v);
+  const int o = heads(g, kO, x, x.hq, r.o);
+  const int lse = stats(g, kStats, x);
+  const int qk = scores(g, x, CUDNN_DATA_FLOAT);
+  g.matmul(q, kt, qk, /*m=*/r.seq_q, /*n=*/r.seq_kv);
+  const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, qk, g.scalar(kScale, CUDNN_DATA_FLOAT), scaled);
+  const int sc = masked(g, x, padded(g, x, scaled, r), s.window, index_prec);
+  const int max = rows(g, x);
+  g.reduce(CUDNN_REDUCE_TENSOR_MAX, sc, max);
+  const int centred = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_SUB, sc, max, centred);
+  const int e = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_EXP, centred, -1, e);
+  const int sum = rows(g, x);
+  g.reduce(CUDNN_REDUCE_TENSOR_ADD, e, sum);
+  const int log_sum = rows(g, x);
+  g.pointwise(CUDNN_POINTWISE_LOG, sum, -1, log_sum);
+  g.pointwise(CUDNN_POINTWISE_ADD, max, log_sum, lse);
+  const int p = scores(g, x, CUDNN_DATA_BFLOAT16);
+  g.pointwise(CUDNN_POINTWISE_DIV, e, sum, p);
+  g.matmul(p, v, o, /*m=*/r.seq_q, /*n=*/-1, /*k=*/r.seq_kv);
+}
+
+// backward_graph for ragged sequences, deterministic as it (cudnn-frontend's composite SDPA
+// backward with a padding mask): dO takes O's offsets, dQ Q's, dK K's and dV V's, and the view of
+// K the dQ GEMM reads K's; the statistics and softmax sum are dense [x.b, hq, x.t].
+void ragged_backward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t index_prec) {
+  const Dims x(AttentionShape{s.entries, s.length, s.hq, s.hkv, s.head_dim, s.window});
+  const Ragged r = ragged_tensors(g, x);
+  const int q = heads(g, kQ, x, x.hq, r.q);
+  const int kt = heads_transposed(g, kK, x, x.hkv, r.k);
+  const int vt = heads_transposed(g, kV, x, x.hkv, r.v);
+  const int o = heads(g, kO, x, x.hq, r.o);
+  const int lse = stats(g, kStats, x);
+  const int dout = heads(g, kDO, x, x.hq, r.o);
+  const int dq = heads(g, kDQ, x, x.hq, r.q);
+  const int dk = heads(g, kDK, x, x.hkv, r.k);
+  const int dv = heads(g, kDV, x, x.hkv, r.v);
+  const int scale = g.scalar(kScale, CUDNN_DATA_FLOAT);
+
+  const int dout_o = g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
+                                      CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, dout, o, dout_o);
+  const int row_sum = rows(g, x);
+  g.reduce(CUDNN_REDUCE_TENSOR_ADD, dout_o, row_sum);
+  const int softmax_sum = stats(g, kSoftmaxSum, x);
+  g.pointwise(CUDNN_POINTWISE_MUL, row_sum, g.scalar(kOne, CUDNN_DATA_FLOAT), softmax_sum);
+
+  const int qk = scores(g, x, CUDNN_DATA_FLOAT);
+  g.matmul(q, kt, qk, /*m=*/r.seq_q, /*n=*/r.seq_kv);
+  const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, qk, scale, scaled);
+  const int centred = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_SUB, scaled, lse, centred);
+  const int sc = masked(g, x, padded(g, x, centred, r), s.window, index_prec);
+  const int p = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_EXP, sc, -1, p);
+
+  const int pt = scores_transposed(g, x, CUDNN_DATA_BFLOAT16);
+  g.reshape(p, pt);
+  const int dv_full = per_kv_head(g, x, dv);
+  g.matmul(pt, dout, dv_full, /*m=*/r.seq_kv, /*n=*/-1, /*k=*/r.seq_q);
+  if (dv_full != dv) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
+
+  const int dp = scores(g, x, CUDNN_DATA_FLOAT);
+  g.matmul(dout, vt, dp, /*m=*/r.seq_q, /*n=*/r.seq_kv);
+  const int diff = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_SUB, dp, softmax_sum, diff);
+  const int prod = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, diff, p, prod);
+  const int ds = scores(g, x, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, prod, scale, ds);
+
+  const int dst = scores_transposed(g, x, CUDNN_DATA_BFLOAT16);
+  g.reshape(ds, dst);
+  const int dk_full = per_kv_head(g, x, dk);
+  g.matmul(dst, q, dk_full, /*m=*/r.seq_kv, /*n=*/-1, /*k=*/r.seq_q);
+  if (dk_full != dk) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
+
+  const int k = g.virtual_tensor({x.b, x.hkv, x.t, x.d}, {x.t * x.hkv * x.d, x.d, x.hkv * x.d, 1},
+                                 CUDNN_DATA_FLOAT, r.k);
+  g.reshape(kt, k);
+  g.matmul(ds, k, dq, /*m=*/r.seq_q, /*n=*/-1, /*k=*/r.seq_kv);
+}
+
 // The value that masks a score: -inf, or the lowest float before cuDNN 9.10, whose engines
 // wanted a finite one (cudnn-frontend's choice).
 float masked_value(size_t version) {
   return version >= 91000 ? -std::numeric_limits<float>::infinity()
                           : std::numeric_limits<float>::lowest();
+}
+
+std::string shape_text(const RaggedShape& s) {
+  return std::to_string(s.entries) + " sequences of up to " + std::to_string(s.length) +
+         " tokens, hq=" + std::to_string(s.hq) + " hkv=" + std::to_string(s.hkv) +
+         " d=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window);
 }
 
 std::string shape_text(const AttentionShape& s) {
@@ -218,12 +371,29 @@ Result<std::unique_ptr<CudnnAttention>> CudnnAttention::create() {
   cudnnHandle_t handle = nullptr;
   const cudnnStatus_t s = api->create(&handle);
   if (s != CUDNN_STATUS_SUCCESS) return unsupported(api->error(s, "cudnnCreate"));
-  return std::unique_ptr<CudnnAttention>(new CudnnAttention(api, handle));
+  std::unique_ptr<CudnnAttention> a(new CudnnAttention(api, handle));
+  // Two ints the ragged index kernel writes and the host reads without waiting (no check without).
+  void* host = nullptr;
+  void* device = nullptr;
+  if (cudaHostAlloc(&host, 2 * sizeof(int), cudaHostAllocMapped) == cudaSuccess &&
+      cudaHostGetDevicePointer(&device, host, 0) == cudaSuccess) {
+    a->violation_host_ = static_cast<int*>(host);
+    a->violation_device_ = static_cast<int*>(device);
+    a->violation_host_[0] = a->violation_host_[1] = 0;
+  } else {
+    if (host) cudaFreeHost(host);
+    cudaGetLastError();  // clear it: the backend goes on without the check
+    log_info("attention: no mapped host memory; packed rows' bounds go unchecked on the GPU");
+  }
+  return a;
 }
 
 CudnnAttention::~CudnnAttention() {
   forward_.clear();
   backward_.clear();
+  ragged_forward_.clear();
+  ragged_backward_.clear();
+  if (violation_host_) cudaFreeHost(violation_host_);
   if (handle_) api_->destroy(handle_);
 }
 
@@ -347,6 +517,230 @@ Result<bool> CudnnAttention::backward(bf16* dq, bf16* dk, bf16* dv, const bf16* 
       ptrs.insert(ptrs.end(), {&window, &neg_inf});
     }
     SPW_RETURN_IF_ERROR(run(*g, uids, ptrs, ws + sum_bytes, stream));
+  }
+  return true;
+}
+
+// --- packed rows ---------------------------------------------------------------------------------
+
+void CudnnAttention::say_once(const std::string& message) {
+  if (said_.insert(message).second) log_info("attention: " + message);
+}
+
+Status CudnnAttention::check_bounds_kept() const {
+  if (violation_host_ == nullptr) return Status::ok_status();
+  const volatile int* v = violation_host_;
+  const int examples = v[0], longest = v[1];
+  if (examples == 0 && longest == 0) return Status::ok_status();
+  return internal_error(
+      "packed rows: a call's positions had " +
+      (examples ? std::to_string(examples) + " examples"
+                : "an example of " + std::to_string(longest) + " tokens") +
+      ", more than its PackedBounds said, and its attention left the rest out: compute the "
+      "bounds with compute::packed_bounds on the positions the call passes");
+}
+
+Result<const CudnnGraph*> CudnnAttention::ragged_plan(const RaggedShape& s, bool backward) {
+  auto& plans = backward ? ragged_backward_ : ragged_forward_;
+  if (auto it = plans.find(s); it != plans.end()) return it->second.get();
+  std::unique_ptr<CudnnGraph> g;
+  Status built = unsupported("no graph was built");
+  for (cudnnDataType_t index_prec : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
+    g = std::make_unique<CudnnGraph>(api_);
+    if (backward) {
+      ragged_backward_graph(*g, s, index_prec);
+    } else {
+      ragged_forward_graph(*g, s, index_prec);
+    }
+    built = g->build(handle_, {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC});
+    if (built.ok()) break;
+  }
+  if (!built.ok()) {
+    log_info("attention: cuDNN does not run the packed " +
+             std::string(backward ? "backward" : "forward") + " of " + shape_text(s) +
+             "; the module's kernel does: " + built.message());
+    g.reset();
+  } else {
+    log_debug("attention: cuDNN engine " + std::to_string(g->engine_index()) + " runs the packed " +
+              (backward ? "backward" : "forward") + " of " + shape_text(s) + " with " +
+              std::to_string(g->workspace_bytes()) + " bytes of workspace");
+  }
+  auto& slot = plans[s];
+  slot = std::move(g);
+  return slot.get();
+}
+
+Result<bool> CudnnAttention::plan_packed(const AttentionShape& s, compute::PackedBounds bounds,
+                                         bool backward, size_t workspace_bytes, RaggedRun* run) {
+  const char* pass = backward ? "backward" : "forward";
+  const std::string why = std::string("the packed ") + pass + " stays on the module's kernel: ";
+  if (!cudnn_attention_covers(s.hq, s.hkv, s.head_dim)) return false;
+  if (!bounds.known()) {
+    say_once(why + "the caller gave no bounds on its examples (compute::PackedBounds)");
+    return false;
+  }
+  // Ragged sequences with GQA: cuDNN 9.6 (cudnn-frontend's support surface).
+  if (api_->version < 90600) {
+    say_once(why + "ragged sequences need cuDNN 9.6 or newer, this is " + describe());
+    return false;
+  }
+  const int64_t tokens = static_cast<int64_t>(s.batch) * s.seq;
+  if (tokens * s.hq * s.head_dim > std::numeric_limits<int32_t>::max()) {
+    say_once(why + "its offsets of " + std::to_string(tokens) + " tokens overflow int32");
+    return false;
+  }
+  if (bounds.examples > kCudnnRaggedMaxExamples) {
+    say_once(why + std::to_string(bounds.examples) + " examples are more than a plan's " +
+             std::to_string(kCudnnRaggedMaxExamples));
+    return false;
+  }
+  if (tokens < static_cast<int64_t>(bounds.examples) * kCudnnRaggedMinAverageLength) {
+    say_once(why + std::to_string(bounds.examples) + " examples in " + std::to_string(tokens) +
+             " tokens are shorter than " + std::to_string(kCudnnRaggedMinAverageLength) +
+             " tokens on average");
+    return false;
+  }
+  const int entries = cudnn_ragged_examples_bucket(bounds.examples);
+  const int length = cudnn_ragged_length_bucket(std::min(bounds.longest, s.seq), s.seq);
+  // A window narrower than the sequences: as the unpacked backward (cuDNN computes each whole
+  // causal triangle; the module's kernel skips the tiles outside the band).
+  if (backward && s.window > 0 && s.window < length) {
+    say_once(why + "its window " + std::to_string(s.window) + " is narrower than its examples (" +
+             std::to_string(length) + " tokens)");
+    return false;
+  }
+  // The most sequences per launch whose statistics and cuDNN workspace fit the scratch; the
+  // backward's plans are not built for chunks its estimate already rules out.
+  for (int chunk = entries; chunk > 0; chunk /= 2) {
+    const int launches = (bounds.examples + chunk - 1) / chunk;
+    if (launches > kCudnnRaggedMaxChunks) break;
+    const size_t index = cudnn_ragged_index_bytes(entries, chunk);
+    const size_t stats = cudnn_ragged_stats_bytes(chunk, s.hq, length);
+    const size_t sum = backward ? stats : 0;
+    if (backward && index + stats +
+                            static_cast<size_t>(chunk) *
+                                cudnn_attention_backward_bytes(length, s.hq, s.hkv, s.head_dim) >
+                        workspace_bytes) {
+      continue;
+    }
+    const RaggedShape shape{chunk, length, s.hq, s.hkv, s.head_dim, s.window};
+    SPW_ASSIGN_OR_RETURN(const CudnnGraph* g, ragged_plan(shape, backward));
+    if (g == nullptr) return false;  // ragged_plan said why
+    if (index + stats + sum + static_cast<size_t>(g->workspace_bytes()) <= workspace_bytes) {
+      *run = RaggedRun{shape, entries, launches, g, index, stats, sum};
+      return true;
+    }
+  }
+  say_once(why + std::to_string(entries) + " sequences of up to " + std::to_string(length) +
+           " tokens do not fit the " + std::to_string(workspace_bytes) +
+           " bytes of scratch in at most " + std::to_string(kCudnnRaggedMaxChunks) + " launches");
+  return false;
+}
+
+Result<bool> CudnnAttention::forward_packed(bf16* out, float* lse, const bf16* q, const bf16* k,
+                                            const bf16* v, const AttentionShape& s,
+                                            const int32_t* positions, compute::PackedBounds bounds,
+                                            float scale, void* workspace, size_t workspace_bytes,
+                                            cudaStream_t stream) {
+  SPW_RETURN_IF_ERROR(check_bounds_kept());
+  RaggedRun r;
+  SPW_ASSIGN_OR_RETURN(bool runs, plan_packed(s, bounds, /*backward=*/false, workspace_bytes, &r));
+  if (!runs) return false;
+  const int chunk = r.shape.entries;
+  char* ws = static_cast<char*>(workspace);
+  auto* index = reinterpret_cast<int32_t*>(ws);
+  auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
+  SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, r.entries,
+                                   chunk, r.shape.length, index, violation_device_, stream));
+  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window);
+  float padding = std::numeric_limits<float>::lowest();
+  const int ints = cudnn_ragged_chunk_index_ints(chunk), p = ints / 4;
+  for (int c = 0; c < r.launches; ++c) {
+    int32_t* ci = index + static_cast<size_t>(c) * ints;
+    std::vector<int64_t> uids = {kQ,        kK,        kV,        kO,           kStats,
+                                 kScale,    kNegInf,   kSeqLenQ,  kSeqLenKV,    kQOffsets,
+                                 kKOffsets, kVOffsets, kOOffsets, kPaddingValue};
+    std::vector<void*> ptrs = {const_cast<bf16*>(q),
+                               const_cast<bf16*>(k),
+                               const_cast<bf16*>(v),
+                               out,
+                               stats,
+                               &scale,
+                               &neg_inf,
+                               ci,
+                               ci,
+                               ci + p,
+                               ci + 2 * p,
+                               ci + 2 * p,
+                               ci + p,
+                               &padding};
+    if (s.window > 0) {
+      uids.insert(uids.end(), {kWindow, kWindowNegInf});
+      ptrs.insert(ptrs.end(), {&window, &neg_inf});
+    }
+    SPW_RETURN_IF_ERROR(
+        run(*r.plan, uids, ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
+    SPW_RETURN_IF_ERROR(
+        ragged_stats_scatter(lse, stats, ci, chunk, s.hq, r.shape.length, s.seq, stream));
+  }
+  return true;
+}
+
+Result<bool> CudnnAttention::backward_packed(bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
+                                             const bf16* q, const bf16* k, const bf16* v,
+                                             const bf16* out, const float* lse,
+                                             const AttentionShape& s, const int32_t* positions,
+                                             compute::PackedBounds bounds, float scale,
+                                             void* workspace, size_t workspace_bytes,
+                                             cudaStream_t stream) {
+  SPW_RETURN_IF_ERROR(check_bounds_kept());
+  RaggedRun r;
+  SPW_ASSIGN_OR_RETURN(bool runs, plan_packed(s, bounds, /*backward=*/true, workspace_bytes, &r));
+  if (!runs) return false;
+  const int chunk = r.shape.entries;
+  char* ws = static_cast<char*>(workspace);
+  auto* index = reinterpret_cast<int32_t*>(ws);
+  auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
+  void* softmax_sum = ws + r.index_bytes + r.stats_bytes;
+  SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, r.entries,
+                                   chunk, r.shape.length, index, violation_device_, stream));
+  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window), one = 1.0f;
+  float padding = std::numeric_limits<float>::lowest();
+  const int ints = cudnn_ragged_chunk_index_ints(chunk), p = ints / 4;
+  for (int c = 0; c < r.launches; ++c) {
+    int32_t* ci = index + static_cast<size_t>(c) * ints;
+    SPW_RETURN_IF_ERROR(
+        ragged_stats_gather(stats, lse, ci, chunk, s.hq, r.shape.length, s.seq, stream));
+    std::vector<int64_t> uids = {kQ,        kK,        kV,          kO,        kStats,
+                                 kDO,       kDQ,       kDK,         kDV,       kScale,
+                                 kNegInf,   kOne,      kSoftmaxSum, kSeqLenQ,  kSeqLenKV,
+                                 kQOffsets, kKOffsets, kVOffsets,   kOOffsets, kPaddingValue};
+    std::vector<void*> ptrs = {const_cast<bf16*>(q),
+                               const_cast<bf16*>(k),
+                               const_cast<bf16*>(v),
+                               const_cast<bf16*>(out),
+                               stats,
+                               const_cast<bf16*>(dout),
+                               dq,
+                               dk,
+                               dv,
+                               &scale,
+                               &neg_inf,
+                               &one,
+                               softmax_sum,
+                               ci,
+                               ci,
+                               ci + p,
+                               ci + 2 * p,
+                               ci + 2 * p,
+                               ci + p,
+                               &padding};
+    if (s.window > 0) {
+      uids.insert(uids.end(), {kWindow, kWindowNegInf});
+      ptrs.insert(ptrs.end(), {&window, &neg_inf});
+    }
+    SPW_RETURN_IF_ERROR(
+        run(*r.plan, uids, ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
   }
   return true;
 }

@@ -17,18 +17,30 @@
 // natural log, [b, hq, t], exactly attention_forward's lse: either backward can follow either
 // forward.
 //
+// Packed rows (compute::Positions) run as cuDNN's ragged sequences: each example of the call is
+// one sequence, its tokens where they lie in q, k, v (the flat [b·t] token array: ragged offsets),
+// with a padding mask to its length and the causal mask (and window) inside it, so cuDNN computes
+// no score across examples and none past an example's end. The host never reads the positions: a
+// kernel builds the ragged index on the GPU (cudnn-ragged.cuh), and the plans are sized by the
+// caller's bounds (compute::PackedBounds), bucketed (cuda-workspace.h) so that steps reuse them.
+// cuDNN's statistics are per sequence [sequences, hq, length]; a kernel moves them to and from
+// the lse [b, hq, t], so either backward still follows either forward.
+//
 // Plans are built once per shape (a few milliseconds, cuDNN's run-time compiled engines longer on
 // the first call) and kept; a shape cuDNN refuses is remembered and falls back without asking
-// again. Thread-safety: one thread, as the backend.
+// again; why a call falls back is logged once per reason. Thread-safety: one thread, as the
+// backend.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 
+#include "compute/backend.h"
 #include "compute/cuda-workspace.h"
 #include "compute/cuda/cuda-common.cuh"
 #include "compute/cuda/cudnn-graph.h"
@@ -40,6 +52,13 @@ struct AttentionShape {
   int batch = 0, seq = 0, hq = 0, hkv = 0, head_dim = 0, window = 0;
   auto tie() const { return std::tie(batch, seq, hq, hkv, head_dim, window); }
   bool operator<(const AttentionShape& o) const { return tie() < o.tie(); }
+};
+
+// The shapes of a packed call's plans: `entries` ragged sequences of up to `length` tokens.
+struct RaggedShape {
+  int entries = 0, length = 0, hq = 0, hkv = 0, head_dim = 0, window = 0;
+  auto tie() const { return std::tie(entries, length, hq, hkv, head_dim, window); }
+  bool operator<(const RaggedShape& o) const { return tie() < o.tie(); }
 };
 
 #if SPILLWAY_HAVE_CUDNN
@@ -64,14 +83,43 @@ class CudnnAttention {
                         const AttentionShape& s, float scale, void* workspace,
                         size_t workspace_bytes, cudaStream_t stream);
 
+  // As forward and backward for packed rows: `positions` [batch, seq] in device memory and
+  // `bounds` on their examples (compute::PackedBounds; the call falls back when they are unknown).
+  // kInternal when an earlier call's positions broke its bounds (its attention was then wrong).
+  Result<bool> forward_packed(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                              const AttentionShape& s, const int32_t* positions,
+                              compute::PackedBounds bounds, float scale, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream);
+  Result<bool> backward_packed(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
+                               const bf16* k, const bf16* v, const bf16* out, const float* lse,
+                               const AttentionShape& s, const int32_t* positions,
+                               compute::PackedBounds bounds, float scale, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream);
+
   // "cuDNN 9.x.y", for logs and benchmark lines.
   std::string describe() const;
 
  private:
+  // How a packed call runs: its plan's shape, chunk of sequences, the plan, and where its parts
+  // lie in the scratch (cuda-workspace.h).
+  struct RaggedRun {
+    RaggedShape shape;  // entries = the chunk
+    int entries = 0;    // sequences of the index
+    int launches = 0;   // chunks that hold the call's examples
+    const CudnnGraph* plan = nullptr;
+    size_t index_bytes = 0, stats_bytes = 0, sum_bytes = 0;
+  };
+
   CudnnAttention(const CudnnApi* api, cudnnHandle_t handle) : api_(api), handle_(handle) {}
   // The plan of `s` in `plans` (built on first use); null when cuDNN refuses the shape.
   Result<const CudnnGraph*> plan(std::map<AttentionShape, std::unique_ptr<CudnnGraph>>* plans,
                                  const AttentionShape& s, bool backward);
+  Result<const CudnnGraph*> ragged_plan(const RaggedShape& s, bool backward);
+  // The run of a packed call, or a reason it falls back (logged once per reason).
+  Result<bool> plan_packed(const AttentionShape& s, compute::PackedBounds bounds, bool backward,
+                           size_t workspace_bytes, RaggedRun* run);
+  Status check_bounds_kept() const;
+  void say_once(const std::string& message);
   Status run(const CudnnGraph& g, const std::vector<int64_t>& uids,
              const std::vector<void*>& pointers, void* workspace, cudaStream_t stream);
 
@@ -79,6 +127,12 @@ class CudnnAttention {
   cudnnHandle_t handle_;
   // Built plans; a null entry: cuDNN refused the shape.
   std::map<AttentionShape, std::unique_ptr<CudnnGraph>> forward_, backward_;
+  std::map<RaggedShape, std::unique_ptr<CudnnGraph>> ragged_forward_, ragged_backward_;
+  // Where the ragged index kernel reports positions that broke their bounds: host memory mapped
+  // into the device (null when it could not be had; the check is then off).
+  int* violation_host_ = nullptr;
+  int* violation_device_ = nullptr;
+  std::set<std::string> said_;
 };
 
 #endif  // SPILLWAY_HAVE_CUDNN

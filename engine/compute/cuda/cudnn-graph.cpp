@@ -129,9 +129,11 @@ constexpr int64_t kTensorAlignment = 16;
 
 }  // namespace
 
-int CudnnGraph::tensor(int64_t uid, std::initializer_list<int64_t> dims,
-                       std::initializer_list<int64_t> strides, cudnnDataType_t type) {
+int CudnnGraph::add_tensor(int64_t uid, std::initializer_list<int64_t> dims,
+                           std::initializer_list<int64_t> strides, cudnnDataType_t type,
+                           bool is_virtual, bool by_value, int ragged) {
   CudnnDesc t(api_, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const bool yes = true;
   t.set_value(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type)
       .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()),
            dims.begin())
@@ -139,41 +141,29 @@ int CudnnGraph::tensor(int64_t uid, std::initializer_list<int64_t> dims,
            strides.begin())
       .set_value(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, uid)
       .set_value(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, kTensorAlignment);
+  if (is_virtual) t.set_value(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, yes);
+  if (by_value) t.set_value(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, yes);
+  if (ragged >= 0) t.set_desc(CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, tensors_[ragged]);
   t.seal();
   tensors_.push_back(std::move(t));
   return static_cast<int>(tensors_.size()) - 1;
+}
+
+int CudnnGraph::tensor(int64_t uid, std::initializer_list<int64_t> dims,
+                       std::initializer_list<int64_t> strides, cudnnDataType_t type, int ragged) {
+  return add_tensor(uid, dims, strides, type, /*is_virtual=*/false, /*by_value=*/false, ragged);
 }
 
 int CudnnGraph::virtual_tensor(std::initializer_list<int64_t> dims,
-                               std::initializer_list<int64_t> strides, cudnnDataType_t type) {
-  CudnnDesc t(api_, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const bool is_virtual = true;
-  t.set_value(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()),
-           dims.begin())
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, static_cast<int64_t>(strides.size()),
-           strides.begin())
-      .set_value(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, next_virtual_uid_++)
-      .set_value(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, kTensorAlignment)
-      .set_value(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, is_virtual);
-  t.seal();
-  tensors_.push_back(std::move(t));
-  return static_cast<int>(tensors_.size()) - 1;
+                               std::initializer_list<int64_t> strides, cudnnDataType_t type,
+                               int ragged) {
+  return add_tensor(next_virtual_uid_++, dims, strides, type, /*is_virtual=*/true,
+                    /*by_value=*/false, ragged);
 }
 
 int CudnnGraph::scalar(int64_t uid, cudnnDataType_t type) {
-  CudnnDesc t(api_, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const int64_t one[4] = {1, 1, 1, 1};
-  const bool by_value = true;
-  t.set_value(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, one)
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, one)
-      .set_value(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, uid)
-      .set_value(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, kTensorAlignment)
-      .set_value(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, by_value);
-  t.seal();
-  tensors_.push_back(std::move(t));
-  return static_cast<int>(tensors_.size()) - 1;
+  return add_tensor(uid, {1, 1, 1, 1}, {1, 1, 1, 1}, type, /*is_virtual=*/false,
+                    /*by_value=*/true, -1);
 }
 
 CudnnDesc& CudnnGraph::op(cudnnBackendDescriptorType_t type) {
@@ -181,15 +171,18 @@ CudnnDesc& CudnnGraph::op(cudnnBackendDescriptorType_t type) {
   return ops_.back();
 }
 
-void CudnnGraph::matmul(int a, int b, int c) {
-  CudnnDesc& m = op_descs_.emplace_back(api_, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-  m.set_value(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT).seal();
-  op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR)
-      .set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, tensors_[a])
+void CudnnGraph::matmul(int a, int b, int c, int m, int n, int k) {
+  CudnnDesc& d = op_descs_.emplace_back(api_, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  d.set_value(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT).seal();
+  CudnnDesc& o = op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  o.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, tensors_[a])
       .set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, tensors_[b])
       .set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, tensors_[c])
-      .set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, m)
-      .seal();
+      .set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, d);
+  if (m >= 0) o.set_desc(CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, tensors_[m]);
+  if (n >= 0) o.set_desc(CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, tensors_[n]);
+  if (k >= 0) o.set_desc(CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, tensors_[k]);
+  o.seal();
 }
 
 void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int x, int y, int out, cudnnDataType_t prec) {

@@ -95,15 +95,19 @@ class CudnnGraph {
 
   // A tensor the caller binds a pointer to at run time (`uid` names it in execute()), or one of
   // the graph's intermediates (virtual: cuDNN keeps it on chip), or a scalar passed by value (a
-  // host float bound at execute()). Returns its index for the operation builders.
+  // host float bound at execute()). Returns its index for the operation builders. `ragged`: the
+  // index of an int32 tensor [batch + 1, 1, 1, 1] of each batch entry's first element (ragged
+  // sequences packed one after another: dim 0's stride is then not used), or -1.
   int tensor(int64_t uid, std::initializer_list<int64_t> dims,
-             std::initializer_list<int64_t> strides, cudnnDataType_t type);
+             std::initializer_list<int64_t> strides, cudnnDataType_t type, int ragged = -1);
   int virtual_tensor(std::initializer_list<int64_t> dims, std::initializer_list<int64_t> strides,
-                     cudnnDataType_t type);
+                     cudnnDataType_t type, int ragged = -1);
   int scalar(int64_t uid, cudnnDataType_t type);
 
   // The operations, each out = f(inputs), computed in fp32 unless `prec` says otherwise.
-  void matmul(int a, int b, int c);
+  // matmul: c = a·b per batch entry; m, n, k: int32 tensors [batch, 1, 1, 1] of each entry's
+  // actual rows of a, columns of b and inner size (sequences shorter than the dims), or -1.
+  void matmul(int a, int b, int c, int m = -1, int n = -1, int k = -1);
   // y -1 for unary modes; comparisons compute in CUDNN_DATA_BOOLEAN.
   void pointwise(cudnnPointwiseMode_t mode, int x, int y, int out,
                  cudnnDataType_t prec = CUDNN_DATA_FLOAT);
@@ -134,6 +138,9 @@ class CudnnGraph {
 
  private:
   CudnnDesc& op(cudnnBackendDescriptorType_t type);
+  int add_tensor(int64_t uid, std::initializer_list<int64_t> dims,
+                 std::initializer_list<int64_t> strides, cudnnDataType_t type, bool is_virtual,
+                 bool by_value, int ragged);
   Status status() const;
 
   const CudnnApi* api_;

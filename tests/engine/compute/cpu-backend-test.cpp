@@ -624,13 +624,83 @@ TEST(BackendFacts, CudnnAttentionWorkspaceHoldsWhatCudnnAsks) {
   EXPECT_EQ(cudnn_attention_backward_chunk(4, 256, 8, 3, 64), 0);
   // The attention scratch reserves the chunk's workspace where cuDNN runs, or the module's delta
   // where larger or cuDNN does not run.
-  EXPECT_EQ(
-      cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, true) * sizeof(float),
-      4 * cudnn_attention_backward_bytes(2048, 32, 32, 128) + cuda::kCudnnAttentionSlackBytes);
+  EXPECT_EQ(cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, true) * sizeof(float),
+            4 * cudnn_attention_backward_bytes(2048, 32, 32, 128) +
+                cuda::kCudnnAttentionSlackBytes + cuda::cudnn_ragged_reserve_bytes(8, 2048, 32));
   EXPECT_EQ(cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, false),
             size_t{8} * 32 * 2048);
   EXPECT_EQ(cuda::attention_backward_scratch_floats(2, 16384, 32, 32, 128, true),
             size_t{2} * 32 * 16384);
+}
+
+// Packed rows on cuDNN (cuda-workspace.h): the plans' buckets, the ragged index's layout, and a
+// scratch that holds the packed backward of any examples at these shapes in chunks of one.
+TEST(CudaWorkspace, RaggedBucketsAndScratch) {
+  using namespace spillway::cuda;
+  EXPECT_EQ(cudnn_ragged_examples_bucket(0), 0);
+  EXPECT_EQ(cudnn_ragged_examples_bucket(1), 1);
+  EXPECT_EQ(cudnn_ragged_examples_bucket(3), 4);
+  EXPECT_EQ(cudnn_ragged_examples_bucket(16), 16);
+  EXPECT_EQ(cudnn_ragged_examples_bucket(17), 32);
+  // 64·2^k or 96·2^k, the least that holds the longest example, at most the row.
+  const std::pair<int, int> lengths[] = {{1, 64},     {64, 64},     {65, 96},
+                                         {96, 96},    {97, 128},    {700, 768},
+                                         {900, 1024}, {1025, 1536}, {1600, 2048}};
+  for (auto [longest, want] : lengths) {
+    EXPECT_EQ(cudnn_ragged_length_bucket(longest, 8192), want) << longest;
+  }
+  EXPECT_EQ(cudnn_ragged_length_bucket(2000, 2048), 2048);
+  EXPECT_EQ(cudnn_ragged_length_bucket(1100, 1200), 1200);
+  EXPECT_EQ(cudnn_ragged_length_bucket(30, 40), 40);
+  EXPECT_EQ(cudnn_ragged_length_bucket(0, 40), 0);
+  // Four arrays of chunk + 1 int32s, each rounded up to 16 bytes.
+  EXPECT_EQ(cudnn_ragged_chunk_index_ints(1), 16);
+  EXPECT_EQ(cudnn_ragged_chunk_index_ints(3), 16);
+  EXPECT_EQ(cudnn_ragged_chunk_index_ints(4), 32);
+  EXPECT_EQ(cudnn_ragged_chunk_index_ints(16), 80);
+  EXPECT_EQ(cudnn_ragged_index_bytes(16, 4), align_to_device(4 * 32 * 4));
+  EXPECT_EQ(cudnn_ragged_index_bytes(0, 4), 0u);
+  EXPECT_EQ(cudnn_ragged_stats_bytes(2, 32, 1024), align_to_device(2 * 32 * 1024 * 4));
+  struct Heads {
+    int batch, seq, hq, hkv, d;
+  };
+  for (const Heads& h : {Heads{4, 2048, 32, 32, 128}, Heads{1, 8192, 32, 8, 128},
+                         Heads{2, 700, 4, 1, 256}, Heads{3, 100, 4, 2, 64}}) {
+    SCOPED_TRACE(std::to_string(h.batch) + "x" + std::to_string(h.seq));
+    const size_t scratch =
+        attention_backward_scratch_floats(h.batch, h.seq, h.hq, h.hkv, h.d, true) * sizeof(float);
+    const int most = cudnn_ragged_examples_bucket(h.batch * h.seq / kCudnnRaggedMinAverageLength);
+    const size_t one_at_a_time = cudnn_ragged_index_bytes(most, 1) +
+                                 cudnn_ragged_stats_bytes(1, h.hq, h.seq) +
+                                 cudnn_attention_backward_bytes(h.seq, h.hq, h.hkv, h.d);
+    EXPECT_GE(scratch, one_at_a_time + kCudnnAttentionSlackBytes);
+    EXPECT_EQ(cudnn_ragged_reserve_bytes(h.batch, h.seq, h.hq),
+              cudnn_ragged_index_bytes(most, 1) + cudnn_ragged_stats_bytes(1, h.hq, h.seq));
+  }
+  // The ragged index the GPU builds (cudnn-ragged.cuh), as the host builds it: rows of 8 tokens
+  // cut into examples of 3 and 5, then 1 and 7; q has 2 heads of 8 (16 elements a token), k/v one
+  // (8); 8 sequences in chunks of 4, the second chunk's empty, at the end of the tokens.
+  const std::vector<int32_t> positions = {0, 1, 2, 0, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4, 5, 6};
+  std::vector<int32_t> index(cudnn_ragged_index_bytes(8, 4) / 4, -1);
+  ASSERT_EQ(cudnn_ragged_chunk_index_ints(4), 32);
+  EXPECT_EQ(cudnn_ragged_index_host(positions.data(), 2, 8, 2, 1, 8, 8, 4, 8, index.data()), 4);
+  auto array = [&](int c, int a, int n) {
+    return std::vector<int32_t>(index.begin() + cudnn_ragged_slot(4, c, a, 0),
+                                index.begin() + cudnn_ragged_slot(4, c, a, n));
+  };
+  EXPECT_EQ(array(0, 0, 4), (std::vector<int32_t>{3, 5, 1, 7}));            // lengths
+  EXPECT_EQ(array(0, 1, 5), (std::vector<int32_t>{0, 48, 128, 144, 256}));  // q offsets
+  EXPECT_EQ(array(0, 2, 5), (std::vector<int32_t>{0, 24, 64, 72, 128}));    // k/v offsets
+  EXPECT_EQ(array(0, 3, 4), (std::vector<int32_t>{0, 3, 8, 9}));            // first tokens
+  EXPECT_EQ(array(1, 0, 4), (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(array(1, 1, 5), (std::vector<int32_t>(5, 256)));
+  EXPECT_EQ(array(1, 2, 5), (std::vector<int32_t>(5, 128)));
+  EXPECT_EQ(array(1, 3, 4), (std::vector<int32_t>(4, 16)));
+  // Sequences longer than the plan's are cut to it (the kernel reports them).
+  EXPECT_EQ(cudnn_ragged_index_host(positions.data(), 2, 8, 2, 1, 8, 8, 4, 4, index.data()), 4);
+  EXPECT_EQ(array(0, 0, 4), (std::vector<int32_t>{3, 4, 1, 4}));
+  // Heads cuDNN does not take reserve nothing for it.
+  EXPECT_EQ(attention_backward_scratch_floats(2, 64, 4, 4, 8, true), size_t{2} * 4 * 64);
 }
 
 }  // namespace

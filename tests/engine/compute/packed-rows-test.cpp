@@ -199,6 +199,25 @@ TEST(PackedRows, KeyBiasGradientIsTheSumOverTheExamplesAlone) {
   EXPECT_LT(max_rel(packed, alone), 1e-6);
 }
 
+// The bounds the CUDA backend plans cuDNN's ragged sequences by: the examples, padding included,
+// counted across rows, and the longest; a row's first token starts an example whatever its
+// position, so examples never run across rows.
+TEST(PackedRows, BoundsCountTheExamplesAndTheLongest) {
+  const Packing p({{5, 1, 9}, {3, 3}, {15}});  // seq 15: row 1 ends in 9 tokens of padding
+  EXPECT_EQ(packed_bounds(p.positions, p.seq), (PackedBounds{7, 15}));
+  const Packing two({{4, 4}, {2, 2, 2, 2}});
+  EXPECT_EQ(packed_bounds(two.positions, two.seq), (PackedBounds{6, 4}));
+  // A row that goes on counting from the row before still starts an example.
+  const std::vector<int32_t> cont = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(packed_bounds(cont, 4), (PackedBounds{2, 4}));
+  EXPECT_EQ(packed_bounds(cont, 8), (PackedBounds{1, 8}));
+  const std::vector<int32_t> ones(6, 0);  // examples of one token
+  EXPECT_EQ(packed_bounds(ones, 3), (PackedBounds{6, 1}));
+  EXPECT_EQ(packed_bounds({}, 4), PackedBounds{});
+  EXPECT_FALSE(PackedBounds{}.known());
+  EXPECT_TRUE((PackedBounds{1, 1}.known()));
+}
+
 TEST(PackedRows, PositionsOfAnotherShapeAreRefused) {
   auto be = make_poisoned_cpu_backend();
   std::vector<float> x(static_cast<size_t>(2) * 8 * kHq * kD);
