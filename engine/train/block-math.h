@@ -73,6 +73,10 @@ class BlockMath {
   // with ∂loss/∂x and adds ∂loss/∂w to dw (fp32, the layer block's layout).
   Status layer_backward(int layer, const char* w, float* dw, const void* x, void* dy, int batch,
                         int seq, const int32_t* positions, compute::StreamId s);
+  // Bounds on the examples of every packed micro-batch the next layer calls pass
+  // (compute::PackedBounds: the most examples and the longest), which lets the CUDA backend run
+  // packed rows on cuDNN; {} (the default) when unknown or the rows are not packed.
+  void set_packed_bounds(compute::PackedBounds bounds) { packed_ = bounds; }
 
   // The head on x[n, hidden]: losses[n] (fp32, device) = cross-entropy of each token against
   // labels[n] (device int32, -100 ignored: 0). `w_head` is the head block's weights, `w_lm` the LM
@@ -107,7 +111,8 @@ class BlockMath {
   float rope_theta(int layer) const;
   const compute::RopeScaling& layer_rope(int layer, int seq) const;
   compute::AttentionParams attention_params(int layer, const compute::Positions& pos) const {
-    return {mc_->attention_scale(), mc_->layer_window(layer), pos};
+    return {mc_->attention_scale(), mc_->layer_window(layer), pos,
+            pos.absent() ? compute::PackedBounds{} : packed_};
   }
   const void* wp(const char* w, size_t offset) const {
     return offset == kNoParam ? nullptr : w + offset * act_;
@@ -134,6 +139,7 @@ class BlockMath {
   compute::RopeScaling rope_local_;  // Gemma's sliding layers' own: none
   float norm_offset_;                // every norm's weight offset (ModelConfig::norm_weight_offset)
   int lm_head_chunk_;
+  compute::PackedBounds packed_{};  // set_packed_bounds
   // The scratch, for n tokens (act_dtype unless noted).
   void *xn, *x2, *xn2, *o, *dxn;  // [n, hidden]
   void *q, *att, *dq, *datt;      // [n, q_dim]

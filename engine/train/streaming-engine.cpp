@@ -591,6 +591,18 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_ids, host_ids, bytes, h2d));
     SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_labels, host_labels, bytes, h2d));
     size_t moved = 2 * bytes;
+    // Bounds on every micro-batch's examples, for the attention of packed rows (BlockMath).
+    compute::PackedBounds bounds;
+    if (!batch.positions.empty()) {
+      const size_t n = static_cast<size_t>(batch.micro_batch_size) * batch.seq_len;
+      for (size_t first = 0; first < tokens; first += n) {
+        const compute::PackedBounds b =
+            compute::packed_bounds(batch.positions.subspan(first, n), batch.seq_len);
+        bounds.examples = std::max(bounds.examples, b.examples);
+        bounds.longest = std::max(bounds.longest, b.longest);
+      }
+    }
+    math->set_packed_bounds(bounds);
     if (!batch.positions.empty()) {
       std::memcpy(host_positions, batch.positions.data(), bytes);
       SPW_RETURN_IF_ERROR(dev.copy_h2d(dev_positions, host_positions, bytes, h2d));

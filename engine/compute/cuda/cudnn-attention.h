@@ -135,6 +135,11 @@ class CudnnAttention {
   std::set<std::string> said_;
 };
 
+#else
+
+// Built without cudnn_graph.h: nothing to hold (CudaBackend's pointer stays null).
+class CudnnAttention {};
+
 #endif  // SPILLWAY_HAVE_CUDNN
 
 }  // namespace spillway::cuda
