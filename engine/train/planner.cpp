@@ -218,18 +218,21 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   // Per layer (planner.h): half the FLOPs (the forward and its recompute) at cuDNN's rate where
   // its kernels run the forward, the other half (the backward) where they run that too; the
   // module's rate for the rest.
-  const bool fused_forward = machine.fused_attention() && !data.packed &&
+  const bool fused_forward = machine.fused_attention() &&
                              cuda::cudnn_attention_covers(c.num_heads, c.num_kv_heads, c.head_dim);
-  const bool fused_backward = fused_forward && cuda::cudnn_attention_backward_chunk(
-                                                   job.micro_batch_size, job.seq_len, c.num_heads,
-                                                   c.num_kv_heads, c.head_dim) > 0;
+  // Packed rows run their examples in chunks that fit (cudnn-attention.h); whole rows as
+  // cuda-workspace.h bounds them.
+  const bool fused_backward =
+      fused_forward && (data.packed || cuda::cudnn_attention_backward_chunk(
+                                           job.micro_batch_size, job.seq_len, c.num_heads,
+                                           c.num_kv_heads, c.head_dim) > 0);
   for (int l = 0; l < c.num_layers; ++l) {
     const int w = c.layer_window(l);
     const double keys = w > 0 ? std::min(w, job.seq_len) : job.seq_len;
     const double flops = data.attention * 8.0 * keys * c.q_dim() * tokens;
     const double own = std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim);
-    const double fused =
-        std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim, true);
+    const double fused = std::max(machine.compute_flops, 1.0) *
+                         gpu_attention_efficiency(c.head_dim, true, data.packed);
     g.attention_s += 0.5 * flops / (fused_forward ? fused : own) +
                      0.5 * flops / (fused_backward && (w == 0 || w >= job.seq_len) ? fused : own);
   }

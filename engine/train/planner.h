@@ -83,14 +83,21 @@ inline constexpr double kGpuGenericAttentionEfficiency = 0.006;
 // forward runs any sequence and window, at about 2.2 times the module's (536-614 against 235-278
 // TFLOPS, the ratio of these rates), and a backward cuDNN leaves to the module's kernel (a window
 // narrower than the row, a sequence whose backward workspace exceeds cuda-workspace.h's bound)
-// is planned at the module's rate; packed rows run wholly on the module's kernels.
+// is planned at the module's rate.
+// Packed rows run on cuDNN's ragged layout, each example a sequence of its own: attention-bench
+// measured 223 TFLOPS forward + backward against the module's 134 on llama2-7b's heads at 4 × 2048
+// cut into examples of 300-900 tokens (H200, 2026-11-28), so they are planned at
+// kGpuFusedPackedAttentionSpeedup times the module's rate.
 inline constexpr double kGpuFusedAttentionEfficiency = 0.50;
 inline constexpr double kGpuFusedAttentionEfficiencyHeadDim256 = 0.28;
-inline double gpu_attention_efficiency(int head_dim, bool fused = false) {
-  if (fused && head_dim <= 128) return kGpuFusedAttentionEfficiency;
-  if (fused) return kGpuFusedAttentionEfficiencyHeadDim256;
-  if (head_dim == 64 || head_dim == 96 || head_dim == 128) return kGpuAttentionEfficiency;
-  return head_dim == 256 ? kGpuAttentionEfficiencyHeadDim256 : kGpuGenericAttentionEfficiency;
+inline constexpr double kGpuFusedPackedAttentionSpeedup = 1.66;
+inline double gpu_attention_efficiency(int head_dim, bool fused = false, bool packed = false) {
+  const double own = head_dim == 64 || head_dim == 96 || head_dim == 128 ? kGpuAttentionEfficiency
+                     : head_dim == 256 ? kGpuAttentionEfficiencyHeadDim256
+                                       : kGpuGenericAttentionEfficiency;
+  if (!fused) return own;
+  if (packed) return kGpuFusedPackedAttentionSpeedup * own;
+  return head_dim <= 128 ? kGpuFusedAttentionEfficiency : kGpuFusedAttentionEfficiencyHeadDim256;
 }
 inline constexpr double kGpuElementwiseBytes = 33;
 inline constexpr double kGpuKeyBiasFmasPerFlop = 0.00577;
@@ -184,7 +191,7 @@ Status check_positions(const ModelConfig& config, const TrainJob& job);
 struct DataShape {
   double fill = 1.0;
   double attention = 1.0;
-  bool packed = false;  // rows pack examples (Dataset::packed): attention on the module's kernels
+  bool packed = false;  // rows pack examples (Dataset::packed): attention's packed rates
 };
 // The shape of `ds`'s sequences at ds.seq_len() (an empty dataset: DataShape{}).
 DataShape data_shape(const Dataset& ds);
