@@ -136,10 +136,12 @@ PlanResult PlanResult::fromPlan(const Plan& plan) {
   for (const auto& [tier, label] : {std::pair{&plan.hbm, deviceTierName(r.onCpu)},
                                     std::pair{&plan.dram, QStringLiteral("DRAM")},
                                     std::pair{&plan.ssd, QStringLiteral("SSD")}}) {
-    TierBar bar{label, static_cast<double>(tier->needed_bytes),
-                static_cast<double>(tier->free_bytes), static_cast<double>(tier->total_bytes)};
-    bar.runtime = static_cast<double>(tier->runtime_bytes.value_or(0));
-    bar.parts = tier == &plan.hbm ? deviceParts(plan) : categoryParts(*tier);
+    TierBar bar{label,
+                static_cast<double>(tier->needed_bytes),
+                static_cast<double>(tier->free_bytes),
+                static_cast<double>(tier->total_bytes),
+                static_cast<double>(tier->runtime_bytes.value_or(0)),
+                tier == &plan.hbm ? deviceParts(plan) : categoryParts(*tier)};
     r.tiers.push_back(bar);
   }
   r.stepSeconds = plan.step.step_s;

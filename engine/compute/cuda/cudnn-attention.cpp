@@ -351,6 +351,40 @@ std::string shape_text(const RaggedShape& s) {
          " d=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window);
 }
 
+// A variant pack's bindings: each uid with its pointer (device memory, or a host scalar).
+struct Bindings {
+  std::vector<int64_t> uids;
+  std::vector<void*> ptrs;
+  Bindings& operator()(int64_t uid, const void* p) {
+    uids.push_back(uid);
+    ptrs.push_back(const_cast<void*>(p));
+    return *this;
+  }
+};
+
+// The by-value scalars the graphs read, bound by address: they must outlive the call.
+struct Scalars {
+  float scale, masked, window, one = 1.0f, padding = std::numeric_limits<float>::lowest();
+  Scalars(float scale, size_t version, int window)
+      : scale(scale), masked(masked_value(version)), window(static_cast<float>(window)) {}
+};
+
+// The scalars every graph of `s` reads: the scale, the masked value and, with a window, the
+// window and its masked value.
+void bind_scalars(Bindings& b, const Scalars& v, const AttentionShape& s) {
+  b(kScale, &v.scale)(kNegInf, &v.masked);
+  if (s.window > 0) b(kWindow, &v.window)(kWindowNegInf, &v.masked);
+}
+
+// A ragged chunk's index (cuda-workspace.h: `ints` int32 in four equal parts, the sequences'
+// lengths, then the offsets of Q/O, of K/V and the first tokens): the lengths of both sides, the
+// offsets of each tensor, and the padding mask's value.
+void bind_ragged(Bindings& b, const Scalars& v, const int32_t* index, int ints) {
+  const int32_t *lengths = index, *q_offsets = index + ints / 4, *kv_offsets = index + ints / 2;
+  b(kSeqLenQ, lengths)(kSeqLenKV, lengths)(kQOffsets, q_offsets)(kOOffsets, q_offsets);
+  b(kKOffsets, kv_offsets)(kVOffsets, kv_offsets)(kPaddingValue, &v.padding);
+}
+
 std::string shape_text(const AttentionShape& s) {
   return "b=" + std::to_string(s.batch) + " t=" + std::to_string(s.seq) +
          " hq=" + std::to_string(s.hq) + " hkv=" + std::to_string(s.hkv) +
@@ -454,15 +488,11 @@ Result<bool> CudnnAttention::forward(bf16* out, float* lse, const bf16* q, const
   if (!cudnn_attention_covers(s.hq, s.hkv, s.head_dim)) return false;
   SPW_ASSIGN_OR_RETURN(const CudnnGraph* g, plan(&forward_, s, /*backward=*/false));
   if (g == nullptr || static_cast<size_t>(g->workspace_bytes()) > workspace_bytes) return false;
-  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window);
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
-  std::vector<void*> ptrs = {
-      const_cast<bf16*>(q), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &scale, &neg_inf};
-  if (s.window > 0) {
-    uids.insert(uids.end(), {kWindow, kWindowNegInf});
-    ptrs.insert(ptrs.end(), {&window, &neg_inf});
-  }
-  SPW_RETURN_IF_ERROR(run(*g, uids, ptrs, workspace, stream));
+  const Scalars scalars(scale, api_->version, s.window);
+  Bindings b;
+  b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, lse);
+  bind_scalars(b, scalars, s);
+  SPW_RETURN_IF_ERROR(run(*g, b.uids, b.ptrs, workspace, stream));
   return true;
 }
 
@@ -491,32 +521,19 @@ Result<bool> CudnnAttention::backward(bf16* dq, bf16* dk, bf16* dv, const bf16* 
   }
   if (chunk == 0) return false;
   char* ws = static_cast<char*>(workspace);
-  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window), one = 1.0f;
+  const Scalars scalars(scale, api_->version, s.window);
   const size_t q_step = static_cast<size_t>(chunk) * s.seq * s.hq * s.head_dim;
   const size_t kv_step = static_cast<size_t>(chunk) * s.seq * s.hkv * s.head_dim;
   const size_t lse_step = static_cast<size_t>(chunk) * s.hq * s.seq;
   for (int b0 = 0; b0 < s.batch; b0 += chunk) {
     const size_t i = b0 / chunk;
-    std::vector<int64_t> uids = {kQ,  kK,  kV,     kO,      kStats, kDO,        kDQ,
-                                 kDK, kDV, kScale, kNegInf, kOne,   kSoftmaxSum};
-    std::vector<void*> ptrs = {const_cast<bf16*>(q + i * q_step),
-                               const_cast<bf16*>(k + i * kv_step),
-                               const_cast<bf16*>(v + i * kv_step),
-                               const_cast<bf16*>(out + i * q_step),
-                               const_cast<float*>(lse + i * lse_step),
-                               const_cast<bf16*>(dout + i * q_step),
-                               dq + i * q_step,
-                               dk + i * kv_step,
-                               dv + i * kv_step,
-                               &scale,
-                               &neg_inf,
-                               &one,
-                               ws};
-    if (s.window > 0) {
-      uids.insert(uids.end(), {kWindow, kWindowNegInf});
-      ptrs.insert(ptrs.end(), {&window, &neg_inf});
-    }
-    SPW_RETURN_IF_ERROR(run(*g, uids, ptrs, ws + sum_bytes, stream));
+    Bindings b;
+    b(kQ, q + i * q_step)(kK, k + i * kv_step)(kV, v + i * kv_step)(kO, out + i * q_step);
+    b(kStats, lse + i * lse_step)(kDO, dout + i * q_step);
+    b(kDQ, dq + i * q_step)(kDK, dk + i * kv_step)(kDV, dv + i * kv_step);
+    b(kOne, &scalars.one)(kSoftmaxSum, ws);
+    bind_scalars(b, scalars, s);
+    SPW_RETURN_IF_ERROR(run(*g, b.uids, b.ptrs, ws + sum_bytes, stream));
   }
   return true;
 }
@@ -652,34 +669,16 @@ Result<bool> CudnnAttention::forward_packed(bf16* out, float* lse, const bf16* q
   auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
   SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, r.entries,
                                    chunk, r.shape.length, index, violation_device_, stream));
-  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window);
-  float padding = std::numeric_limits<float>::lowest();
-  const int ints = cudnn_ragged_chunk_index_ints(chunk), p = ints / 4;
+  const Scalars scalars(scale, api_->version, s.window);
+  const int ints = cudnn_ragged_chunk_index_ints(chunk);
   for (int c = 0; c < r.launches; ++c) {
-    int32_t* ci = index + static_cast<size_t>(c) * ints;
-    std::vector<int64_t> uids = {kQ,        kK,        kV,        kO,           kStats,
-                                 kScale,    kNegInf,   kSeqLenQ,  kSeqLenKV,    kQOffsets,
-                                 kKOffsets, kVOffsets, kOOffsets, kPaddingValue};
-    std::vector<void*> ptrs = {const_cast<bf16*>(q),
-                               const_cast<bf16*>(k),
-                               const_cast<bf16*>(v),
-                               out,
-                               stats,
-                               &scale,
-                               &neg_inf,
-                               ci,
-                               ci,
-                               ci + p,
-                               ci + 2 * p,
-                               ci + 2 * p,
-                               ci + p,
-                               &padding};
-    if (s.window > 0) {
-      uids.insert(uids.end(), {kWindow, kWindowNegInf});
-      ptrs.insert(ptrs.end(), {&window, &neg_inf});
-    }
+    const int32_t* ci = index + static_cast<size_t>(c) * ints;
+    Bindings b;
+    b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, stats);
+    bind_ragged(b, scalars, ci, ints);
+    bind_scalars(b, scalars, s);
     SPW_RETURN_IF_ERROR(
-        run(*r.plan, uids, ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
+        run(*r.plan, b.uids, b.ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
     SPW_RETURN_IF_ERROR(
         ragged_stats_scatter(lse, stats, ci, chunk, s.hq, r.shape.length, s.seq, stream));
   }
@@ -704,43 +703,19 @@ Result<bool> CudnnAttention::backward_packed(bf16* dq, bf16* dk, bf16* dv, const
   void* softmax_sum = ws + r.index_bytes + r.stats_bytes;
   SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, r.entries,
                                    chunk, r.shape.length, index, violation_device_, stream));
-  float neg_inf = masked_value(api_->version), window = static_cast<float>(s.window), one = 1.0f;
-  float padding = std::numeric_limits<float>::lowest();
-  const int ints = cudnn_ragged_chunk_index_ints(chunk), p = ints / 4;
+  const Scalars scalars(scale, api_->version, s.window);
+  const int ints = cudnn_ragged_chunk_index_ints(chunk);
   for (int c = 0; c < r.launches; ++c) {
-    int32_t* ci = index + static_cast<size_t>(c) * ints;
+    const int32_t* ci = index + static_cast<size_t>(c) * ints;
     SPW_RETURN_IF_ERROR(
         ragged_stats_gather(stats, lse, ci, chunk, s.hq, r.shape.length, s.seq, stream));
-    std::vector<int64_t> uids = {kQ,        kK,        kV,          kO,        kStats,
-                                 kDO,       kDQ,       kDK,         kDV,       kScale,
-                                 kNegInf,   kOne,      kSoftmaxSum, kSeqLenQ,  kSeqLenKV,
-                                 kQOffsets, kKOffsets, kVOffsets,   kOOffsets, kPaddingValue};
-    std::vector<void*> ptrs = {const_cast<bf16*>(q),
-                               const_cast<bf16*>(k),
-                               const_cast<bf16*>(v),
-                               const_cast<bf16*>(out),
-                               stats,
-                               const_cast<bf16*>(dout),
-                               dq,
-                               dk,
-                               dv,
-                               &scale,
-                               &neg_inf,
-                               &one,
-                               softmax_sum,
-                               ci,
-                               ci,
-                               ci + p,
-                               ci + 2 * p,
-                               ci + 2 * p,
-                               ci + p,
-                               &padding};
-    if (s.window > 0) {
-      uids.insert(uids.end(), {kWindow, kWindowNegInf});
-      ptrs.insert(ptrs.end(), {&window, &neg_inf});
-    }
+    Bindings b;
+    b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, stats)(kDO, dout)(kDQ, dq)(kDK, dk)(kDV, dv);
+    b(kOne, &scalars.one)(kSoftmaxSum, softmax_sum);
+    bind_ragged(b, scalars, ci, ints);
+    bind_scalars(b, scalars, s);
     SPW_RETURN_IF_ERROR(
-        run(*r.plan, uids, ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
+        run(*r.plan, b.uids, b.ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
   }
   return true;
 }
