@@ -185,11 +185,16 @@ void CudnnGraph::matmul(int a, int b, int c, int m, int n, int k) {
   o.seal();
 }
 
-void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int x, int y, int out, cudnnDataType_t prec) {
+CudnnDesc& CudnnGraph::pointwise_desc(cudnnPointwiseMode_t mode, cudnnDataType_t prec) {
   CudnnDesc& p = op_descs_.emplace_back(api_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   p.set_value(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, mode)
-      .set_value(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, prec)
-      .seal();
+      .set_value(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, prec);
+  return p;
+}
+
+void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int x, int y, int out, cudnnDataType_t prec) {
+  CudnnDesc& p = pointwise_desc(mode, prec);
+  p.seal();
   CudnnDesc& o = op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
   o.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, p)
       .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensors_[x]);
@@ -198,10 +203,8 @@ void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int x, int y, int out, cud
 }
 
 void CudnnGraph::select(int x, int y, int cond, int out) {
-  CudnnDesc& p = op_descs_.emplace_back(api_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  p.set_value(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_BINARY_SELECT)
-      .set_value(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT)
-      .seal();
+  CudnnDesc& p = pointwise_desc(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT);
+  p.seal();
   op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
       .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, p)
       .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensors_[x])
@@ -212,12 +215,9 @@ void CudnnGraph::select(int x, int y, int cond, int out) {
 }
 
 void CudnnGraph::gen_index(int x, int axis, int out, cudnnDataType_t prec) {
-  CudnnDesc& p = op_descs_.emplace_back(api_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   const int64_t ax = axis;
-  p.set_value(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_GEN_INDEX)
-      .set_value(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, prec)
-      .set_value(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, ax)
-      .seal();
+  CudnnDesc& p = pointwise_desc(CUDNN_POINTWISE_GEN_INDEX, prec);
+  p.set_value(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, ax).seal();
   op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
       .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, p)
       .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensors_[x])

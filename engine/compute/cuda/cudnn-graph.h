@@ -138,6 +138,8 @@ class CudnnGraph {
 
  private:
   CudnnDesc& op(cudnnBackendDescriptorType_t type);
+  // A pointwise descriptor of `mode` computing in `prec`, not yet sealed (GEN_INDEX adds its axis).
+  CudnnDesc& pointwise_desc(cudnnPointwiseMode_t mode, cudnnDataType_t prec);
   int add_tensor(int64_t uid, std::initializer_list<int64_t> dims,
                  std::initializer_list<int64_t> strides, cudnnDataType_t type, bool is_virtual,
                  bool by_value, int ragged);
