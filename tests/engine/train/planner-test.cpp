@@ -614,10 +614,9 @@ TrainJob sixteen_k_job(int hbm_state_blocks) {
   return job;
 }
 
-// The parameters of llama2-7b's blocks: embedding and head 32000 x 4096 (the head's norm
-// 4096 more), each layer 202,383,360.
-constexpr double kEmbeddingParams = 131'072'000.0, kHeadParams = 131'076'096.0,
-                 kLayerParams = 202'383'360.0, kSevenBParams = 6'738'415'616.0;
+// The parameters of llama2-7b's blocks: the embedding 32000 x 4096, each layer 202,383,360.
+constexpr double kEmbeddingParams = 131'072'000.0, kLayerParams = 202'383'360.0,
+                 kSevenBParams = 6'738'415'616.0;
 
 TEST(HbmState, NoBlockWaitsForAllOfTheCpusAdamw) {
   const ModelConfig c = llama2_7b();
