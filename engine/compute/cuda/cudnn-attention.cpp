@@ -106,108 +106,12 @@ int masked(CudnnGraph& g, const Dims& x, int in, int window, cudnnDataType_t ind
   return out;
 }
 
-// The forward: S = scale·Q·Kᵀ masked; stats = max + ln Σ exp(S - max); O = softmax(S)·V.
-void forward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t index_prec) {
-  const Dims x(s);
-  const int q = heads(g, kQ, x, x.hq);
-  const int kt = heads_transposed(g, kK, x, x.hkv);
-  const int v = heads(g, kV, x, x.hkv);
-  const int o = heads(g, kO, x, x.hq);
-  const int lse = stats(g, kStats, x);
-  const int qk = scores(g, x, CUDNN_DATA_FLOAT);
-  g.matmul(q, kt, qk);
-  const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_MUL, qk, g.scalar(kScale, CUDNN_DATA_FLOAT), scaled);
-  const int sc = masked(g, x, scaled, s.window, index_prec);
-  const int max = rows(g, x);
-  g.reduce(CUDNN_REDUCE_TENSOR_MAX, sc, max);
-  const int centred = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_SUB, sc, max, centred);
-  const int e = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_EXP, centred, -1, e);
-  const int sum = rows(g, x);
-  g.reduce(CUDNN_REDUCE_TENSOR_ADD, e, sum);
-  const int log_sum = rows(g, x);
-  g.pointwise(CUDNN_POINTWISE_LOG, sum, -1, log_sum);
-  g.pointwise(CUDNN_POINTWISE_ADD, max, log_sum, lse);
-  const int p = scores(g, x, CUDNN_DATA_BFLOAT16);  // the second GEMM's A is bf16
-  g.pointwise(CUDNN_POINTWISE_DIV, e, sum, p);
-  g.matmul(p, v, o);
-}
-
-// `out` = the (b, hq, t, d) product `full` summed over each KV head's group of query heads, or
-// the product itself without GQA.
-int per_kv_head(CudnnGraph& g, const Dims& x, int out) {
-  if (x.hq == x.hkv) return out;
-  return g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
-                          CUDNN_DATA_BFLOAT16);
-}
-
-// The backward, deterministic (no fp32 dQ accumulator: cuDNN then keeps dS in its workspace and
-// computes dQ by a GEMM of its own): softmax_sum = rowsum(dO·O); P = exp(S - stats);
-// dV = Pᵀ·dO; dS = scale·P·(dO·Vᵀ - softmax_sum); dK = dSᵀ·Q; dQ = dS·K.
-void backward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t index_prec) {
-  const Dims x(s);
-  const int q = heads(g, kQ, x, x.hq);
-  const int kt = heads_transposed(g, kK, x, x.hkv);
-  const int vt = heads_transposed(g, kV, x, x.hkv);
-  const int o = heads(g, kO, x, x.hq);
-  const int lse = stats(g, kStats, x);
-  const int dout = heads(g, kDO, x, x.hq);
-  const int dq = heads(g, kDQ, x, x.hq);
-  const int dk = heads(g, kDK, x, x.hkv);
-  const int dv = heads(g, kDV, x, x.hkv);
-  const int scale = g.scalar(kScale, CUDNN_DATA_FLOAT);
-
-  const int dout_o = g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
-                                      CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_MUL, dout, o, dout_o);
-  const int row_sum = rows(g, x);
-  g.reduce(CUDNN_REDUCE_TENSOR_ADD, dout_o, row_sum);
-  const int softmax_sum = stats(g, kSoftmaxSum, x);
-  g.pointwise(CUDNN_POINTWISE_MUL, row_sum, g.scalar(kOne, CUDNN_DATA_FLOAT), softmax_sum);
-
-  const int qk = scores(g, x, CUDNN_DATA_FLOAT);
-  g.matmul(q, kt, qk);
-  const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  const int centred = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_SUB, scaled, lse, centred);
-  const int sc = masked(g, x, centred, s.window, index_prec);
-  const int p = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_EXP, sc, -1, p);
-
-  const int pt = scores_transposed(g, x, CUDNN_DATA_BFLOAT16);
-  g.reshape(p, pt);
-  const int dv_full = per_kv_head(g, x, dv);
-  g.matmul(pt, dout, dv_full);
-  if (dv_full != dv) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
-
-  const int dp = scores(g, x, CUDNN_DATA_FLOAT);
-  g.matmul(dout, vt, dp);
-  const int diff = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_SUB, dp, softmax_sum, diff);
-  const int prod = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_MUL, diff, p, prod);
-  const int ds = scores(g, x, CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_MUL, prod, scale, ds);
-
-  const int dst = scores_transposed(g, x, CUDNN_DATA_BFLOAT16);
-  g.reshape(ds, dst);
-  const int dk_full = per_kv_head(g, x, dk);
-  g.matmul(dst, q, dk_full);
-  if (dk_full != dk) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
-
-  const int k = g.virtual_tensor({x.b, x.hkv, x.t, x.d}, {x.t * x.hkv * x.d, x.d, x.hkv * x.d, 1},
-                                 CUDNN_DATA_FLOAT);
-  g.reshape(kt, k);
-  g.matmul(ds, k, dq);
-}
-
 // Packed rows as ragged sequences: int32 tensors per sequence bound at execute(): lengths
-// [b, 1, 1, 1] and first elements [b + 1, 1, 1, 1].
+// [b, 1, 1, 1] and first elements [b + 1, 1, 1, 1]. All -1 for rows that are not packed, which
+// then have none of what follows from them.
 struct Ragged {
-  int seq_q, seq_kv, q, k, v, o;
+  int seq_q = -1, seq_kv = -1, q = -1, k = -1, v = -1, o = -1;
+  bool packed() const { return seq_q >= 0; }
 };
 Ragged ragged_tensors(CudnnGraph& g, const Dims& x) {
   auto lengths = [&](int64_t uid) {
@@ -227,8 +131,10 @@ Ragged ragged_tensors(CudnnGraph& g, const Dims& x) {
 }
 
 // The padding mask of ragged sequences (cudnn-frontend's padding_mask): scores of a row past the
-// sequence's queries or a column past its keys become the lowest float.
+// sequence's queries or a column past its keys become the lowest float. `in` itself for rows
+// that are not packed.
 int padded(CudnnGraph& g, const Dims& x, int in, const Ragged& r) {
+  if (!r.packed()) return in;
   const int row = scores(g, x, CUDNN_DATA_INT32);
   g.gen_index(in, 2, row, CUDNN_DATA_INT32);
   const int col = scores(g, x, CUDNN_DATA_INT32);
@@ -244,12 +150,11 @@ int padded(CudnnGraph& g, const Dims& x, int in, const Ragged& r) {
   return out;
 }
 
-// forward_graph for ragged sequences: x.b sequences of up to x.t tokens, cudnn-frontend's
-// composite SDPA with a padding mask (the GEMMs told each sequence's actual sizes), statistics
-// dense [x.b, hq, x.t].
-void ragged_forward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t index_prec) {
-  const Dims x(AttentionShape{s.entries, s.length, s.hq, s.hkv, s.head_dim, s.window});
-  const Ragged r = ragged_tensors(g, x);
+// The forward: S = scale·Q·Kᵀ masked; stats = max + ln Σ exp(S - max); O = softmax(S)·V. With
+// ragged sequences, their offsets on Q, K, V and O, each GEMM told the sequence's sizes, and the
+// padding mask before the causal one; the statistics dense [x.b, hq, x.t] either way.
+void forward_ops(CudnnGraph& g, const Dims& x, int window, cudnnDataType_t index_prec,
+                 const Ragged& r) {
   const int q = heads(g, kQ, x, x.hq, r.q);
   const int kt = heads_transposed(g, kK, x, x.hkv, r.k);
   const int v = heads(g, kV, x, x.hkv, r.v);
@@ -259,7 +164,7 @@ void ragged_forward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t i
   g.matmul(q, kt, qk, /*m=*/r.seq_q, /*n=*/r.seq_kv);
   const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
   g.pointwise(CUDNN_POINTWISE_MUL, qk, g.scalar(kScale, CUDNN_DATA_FLOAT), scaled);
-  const int sc = masked(g, x, padded(g, x, scaled, r), s.window, index_prec);
+  const int sc = masked(g, x, padded(g, x, scaled, r), window, index_prec);
   const int max = rows(g, x);
   g.reduce(CUDNN_REDUCE_TENSOR_MAX, sc, max);
   const int centred = scores(g, x, CUDNN_DATA_FLOAT);
@@ -271,17 +176,26 @@ void ragged_forward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t i
   const int log_sum = rows(g, x);
   g.pointwise(CUDNN_POINTWISE_LOG, sum, -1, log_sum);
   g.pointwise(CUDNN_POINTWISE_ADD, max, log_sum, lse);
-  const int p = scores(g, x, CUDNN_DATA_BFLOAT16);
+  const int p = scores(g, x, CUDNN_DATA_BFLOAT16);  // the second GEMM's A is bf16
   g.pointwise(CUDNN_POINTWISE_DIV, e, sum, p);
   g.matmul(p, v, o, /*m=*/r.seq_q, /*n=*/-1, /*k=*/r.seq_kv);
 }
 
-// backward_graph for ragged sequences, deterministic as it (cudnn-frontend's composite SDPA
-// backward with a padding mask): dO takes O's offsets, dQ Q's, dK K's and dV V's, and the view of
-// K the dQ GEMM reads K's; the statistics and softmax sum are dense [x.b, hq, x.t].
-void ragged_backward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t index_prec) {
-  const Dims x(AttentionShape{s.entries, s.length, s.hq, s.hkv, s.head_dim, s.window});
-  const Ragged r = ragged_tensors(g, x);
+// `out` = the (b, hq, t, d) product `full` summed over each KV head's group of query heads, or
+// the product itself without GQA.
+int per_kv_head(CudnnGraph& g, const Dims& x, int out) {
+  if (x.hq == x.hkv) return out;
+  return g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
+                          CUDNN_DATA_BFLOAT16);
+}
+
+// The backward, deterministic (no fp32 dQ accumulator: cuDNN then keeps dS in its workspace and
+// computes dQ by a GEMM of its own): softmax_sum = rowsum(dO·O); P = exp(S - stats);
+// dV = Pᵀ·dO; dS = scale·P·(dO·Vᵀ - softmax_sum); dK = dSᵀ·Q; dQ = dS·K. With ragged sequences
+// as the forward: dO takes O's offsets, dQ Q's, dK K's, dV V's and the view of K the dQ GEMM
+// reads K's; the statistics and softmax sum stay dense [x.b, hq, x.t].
+void backward_ops(CudnnGraph& g, const Dims& x, int window, cudnnDataType_t index_prec,
+                  const Ragged& r) {
   const int q = heads(g, kQ, x, x.hq, r.q);
   const int kt = heads_transposed(g, kK, x, x.hkv, r.k);
   const int vt = heads_transposed(g, kV, x, x.hkv, r.v);
@@ -307,7 +221,7 @@ void ragged_backward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t 
   g.pointwise(CUDNN_POINTWISE_MUL, qk, scale, scaled);
   const int centred = scores(g, x, CUDNN_DATA_FLOAT);
   g.pointwise(CUDNN_POINTWISE_SUB, scaled, lse, centred);
-  const int sc = masked(g, x, padded(g, x, centred, r), s.window, index_prec);
+  const int sc = masked(g, x, padded(g, x, centred, r), window, index_prec);
   const int p = scores(g, x, CUDNN_DATA_FLOAT);
   g.pointwise(CUDNN_POINTWISE_EXP, sc, -1, p);
 
@@ -336,6 +250,25 @@ void ragged_backward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t 
                                  CUDNN_DATA_FLOAT, r.k);
   g.reshape(kt, k);
   g.matmul(ds, k, dq, /*m=*/r.seq_q, /*n=*/-1, /*k=*/r.seq_kv);
+}
+
+// The graphs of rows that are not packed, and of x.b ragged sequences of up to x.t tokens.
+void forward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t index_prec) {
+  forward_ops(g, Dims(s), s.window, index_prec, Ragged{});
+}
+void backward_graph(CudnnGraph& g, const AttentionShape& s, cudnnDataType_t index_prec) {
+  backward_ops(g, Dims(s), s.window, index_prec, Ragged{});
+}
+Dims ragged_dims(const RaggedShape& s) {
+  return Dims(AttentionShape{s.entries, s.length, s.hq, s.hkv, s.head_dim, s.window});
+}
+void ragged_forward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t index_prec) {
+  const Dims x = ragged_dims(s);
+  forward_ops(g, x, s.window, index_prec, ragged_tensors(g, x));
+}
+void ragged_backward_graph(CudnnGraph& g, const RaggedShape& s, cudnnDataType_t index_prec) {
+  const Dims x = ragged_dims(s);
+  backward_ops(g, x, s.window, index_prec, ragged_tensors(g, x));
 }
 
 // The value that masks a score: -inf, or the lowest float before cuDNN 9.10, whose engines
