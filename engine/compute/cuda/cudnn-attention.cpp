@@ -324,6 +324,29 @@ std::string shape_text(const AttentionShape& s) {
          " d=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window);
 }
 
+// The graph `make` adds to a fresh CudnnGraph, built: GEN_INDEX computing in fp32
+// (cudnn-frontend today), else in int32 (its earlier releases), since cuDNN versions accept one or
+// the other. Logs the engine that runs `what`, or why cuDNN does not (the module's kernel then
+// does: null).
+template <class Make>
+std::unique_ptr<CudnnGraph> built_graph(const CudnnApi* api, cudnnHandle_t handle,
+                                        const std::string& what, Make&& make) {
+  Status built;
+  for (cudnnDataType_t index_prec : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
+    auto g = std::make_unique<CudnnGraph>(api);
+    make(*g, index_prec);
+    built = g->build(handle, {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC});
+    if (built.ok()) {
+      log_debug("attention: cuDNN engine " + std::to_string(g->engine_index()) + " runs the " +
+                what + " with " + std::to_string(g->workspace_bytes()) + " bytes of workspace");
+      return g;
+    }
+  }
+  log_info("attention: cuDNN does not run the " + what +
+           "; the module's kernel does: " + built.message());
+  return nullptr;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CudnnAttention>> CudnnAttention::create() {
@@ -378,29 +401,15 @@ Result<const CudnnGraph*> CudnnAttention::plan(
   // otherwise); the sliding window needs 9.2.
   const bool refused = (backward && api_->version < 91600 && s.seq % 128 != 0) ||
                        (s.window > 0 && api_->version < 90200);
+  const std::string what = std::string(backward ? "backward" : "forward") + " of " + shape_text(s);
   std::unique_ptr<CudnnGraph> g;
-  Status built = unsupported("this cuDNN version does not cover the shape");
-  // GEN_INDEX computing in fp32 (cudnn-frontend today) or int32 (its earlier releases): cuDNN
-  // versions accept one or the other.
-  for (cudnnDataType_t index_prec : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
-    if (refused) break;
-    g = std::make_unique<CudnnGraph>(api_);
-    if (backward) {
-      backward_graph(*g, s, index_prec);
-    } else {
-      forward_graph(*g, s, index_prec);
-    }
-    built = g->build(handle_, {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC});
-    if (built.ok()) break;
-  }
-  if (!built.ok()) {
-    log_info("attention: cuDNN does not run the " + std::string(backward ? "backward" : "forward") +
-             " of " + shape_text(s) + "; the module's kernel does: " + built.message());
-    g.reset();
+  if (refused) {
+    log_info("attention: cuDNN does not run the " + what +
+             "; the module's kernel does: this cuDNN version does not cover the shape");
   } else {
-    log_debug("attention: cuDNN engine " + std::to_string(g->engine_index()) + " runs the " +
-              (backward ? "backward" : "forward") + " of " + shape_text(s) + " with " +
-              std::to_string(g->workspace_bytes()) + " bytes of workspace");
+    g = built_graph(api_, handle_, what, [&](CudnnGraph& graph, cudnnDataType_t index_prec) {
+      backward ? backward_graph(graph, s, index_prec) : forward_graph(graph, s, index_prec);
+    });
   }
   auto& slot = (*plans)[s];
   slot = std::move(g);
@@ -493,28 +502,13 @@ Status CudnnAttention::check_bounds_kept() const {
 Result<const CudnnGraph*> CudnnAttention::ragged_plan(const RaggedShape& s, bool backward) {
   auto& plans = backward ? ragged_backward_ : ragged_forward_;
   if (auto it = plans.find(s); it != plans.end()) return it->second.get();
-  std::unique_ptr<CudnnGraph> g;
-  Status built = unsupported("no graph was built");
-  for (cudnnDataType_t index_prec : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
-    g = std::make_unique<CudnnGraph>(api_);
-    if (backward) {
-      ragged_backward_graph(*g, s, index_prec);
-    } else {
-      ragged_forward_graph(*g, s, index_prec);
-    }
-    built = g->build(handle_, {CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC});
-    if (built.ok()) break;
-  }
-  if (!built.ok()) {
-    log_info("attention: cuDNN does not run the packed " +
-             std::string(backward ? "backward" : "forward") + " of " + shape_text(s) +
-             "; the module's kernel does: " + built.message());
-    g.reset();
-  } else {
-    log_debug("attention: cuDNN engine " + std::to_string(g->engine_index()) + " runs the packed " +
-              (backward ? "backward" : "forward") + " of " + shape_text(s) + " with " +
-              std::to_string(g->workspace_bytes()) + " bytes of workspace");
-  }
+  const std::string what =
+      std::string("packed ") + (backward ? "backward" : "forward") + " of " + shape_text(s);
+  std::unique_ptr<CudnnGraph> g =
+      built_graph(api_, handle_, what, [&](CudnnGraph& graph, cudnnDataType_t index_prec) {
+        backward ? ragged_backward_graph(graph, s, index_prec)
+                 : ragged_forward_graph(graph, s, index_prec);
+      });
   auto& slot = plans[s];
   slot = std::move(g);
   return slot.get();
