@@ -1,17 +1,19 @@
 // Causal GQA attention through cuDNN's fused flash-attention engines (cudnn-graph.h), forward and
 // backward, for the calls they cover; attention.cuh's kernels run the rest. On Hopper cuDNN's
 // kernels use the GPU's asynchronous tensor-core instructions (wgmma, TMA) that attention.cu's
-// FlashAttention-2 kernel does not, and run about twice as fast (tests/bench/op_table.py's
-// ceilings; README, "Speed").
+// FlashAttention-2 kernel does not, and run about twice as fast (tests/bench/figures/
+// cudnn-attention-h200.json; README, "The CUDA backend").
 //
-// What cuDNN runs: rows without packing (no positions; the caller decides), causal with an
-// optional sliding window, the heads cudnn_attention_covers (cuda-workspace.h) allows, bf16. The
-// backward runs a micro-batch in chunks of cudnn_attention_backward_chunk sequences. The graphs are
+// What cuDNN runs: causal attention with an optional sliding window (the backward only where the
+// window spans the rows), the heads cudnn_attention_covers (cuda-workspace.h) allows, bf16, rows
+// packed or not (below). The backward of unpacked rows runs a micro-batch in chunks of
+// cudnn_attention_backward_chunk sequences (none past its bound). The graphs are
 // those of FlashAttention's forward and backward written as cuDNN operations (Q·Kᵀ, scale, mask,
 // softmax with its statistics, P·V; and the backward's dP, dS, dQ, dK, dV), which cuDNN's runtime
-// fusion recognises as one kernel each. The backward takes only engines without
-// CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, so the same inputs give the same bits; where none is
-// deterministic the call falls back.
+// fusion recognises as one kernel each. The backward's graph has no fp32 dQ accumulator (cuDNN
+// then keeps dS in the workspace and computes dQ by a GEMM, no atomics) and takes only engines
+// without CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, so the same inputs give the same bits; where none
+// is deterministic the call falls back.
 //
 // The statistics cuDNN's forward writes are the log-sum-exp of each query's scaled scores in
 // natural log, [b, hq, t], exactly attention_forward's lse: either backward can follow either
