@@ -36,6 +36,10 @@ bool cudnn_attention_covers(int hq, int hkv, int head_dim) {
          head_dim <= 256;
 }
 
+bool cudnn_attention_backward_takes_window(int window, int seq) {
+  return window <= 0 || window >= seq;
+}
+
 int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim) {
   if (batch <= 0 || seq <= 0 || !cudnn_attention_covers(hq, hkv, head_dim)) return 0;
   const size_t one = cudnn_attention_backward_bytes(seq, hq, hkv, head_dim);

@@ -52,6 +52,11 @@ size_t cudnn_attention_backward_bytes(int seq, int hq, int hkv, int head_dim);
 // Whether cuDNN's fused attention may take heads of this shape: head_dim a multiple of 8 from 32
 // to 256, hq a multiple of hkv.
 bool cudnn_attention_covers(int hq, int hkv, int head_dim);
+// Whether cuDNN's attention backward takes a sliding window of `window` tokens over rows of `seq`
+// (0: no window): only one that spans the rows. cuDNN's backward computes the whole causal
+// triangle, and runs at a third of the module's kernel, which skips the tiles outside the band
+// (attention-bench, window 512 at 8192: 57 against 155 TFLOPS on an H200).
+bool cudnn_attention_backward_takes_window(int window, int seq);
 // Sequences per cuDNN attention backward call for a micro-batch of `batch`: the largest divisor of
 // batch whose workspace (with kCudnnAttentionSlackBytes) fits kCudnnAttentionBackwardBytes, or 1
 // up to kCudnnAttentionSequenceBytes; 0 beyond, or when cuDNN does not cover the heads.

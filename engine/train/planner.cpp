@@ -226,15 +226,17 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
       fused_forward && (data.packed || cuda::cudnn_attention_backward_chunk(
                                            job.micro_batch_size, job.seq_len, c.num_heads,
                                            c.num_kv_heads, c.head_dim) > 0);
+  const double own = std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim);
+  const double fused = std::max(machine.compute_flops, 1.0) *
+                       gpu_attention_efficiency(c.head_dim, true, data.packed);
   for (int l = 0; l < c.num_layers; ++l) {
     const int w = c.layer_window(l);
     const double keys = w > 0 ? std::min(w, job.seq_len) : job.seq_len;
     const double flops = data.attention * 8.0 * keys * c.q_dim() * tokens;
-    const double own = std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim);
-    const double fused = std::max(machine.compute_flops, 1.0) *
-                         gpu_attention_efficiency(c.head_dim, true, data.packed);
+    const bool layer_backward_fused =
+        fused_backward && cuda::cudnn_attention_backward_takes_window(w, job.seq_len);
     g.attention_s += 0.5 * flops / (fused_forward ? fused : own) +
-                     0.5 * flops / (fused_backward && (w == 0 || w >= job.seq_len) ? fused : own);
+                     0.5 * flops / (layer_backward_fused ? fused : own);
   }
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;

@@ -443,10 +443,7 @@ Result<bool> CudnnAttention::backward(bf16* dq, bf16* dk, bf16* dv, const bf16* 
                                       const float* lse, const AttentionShape& s, float scale,
                                       void* workspace, size_t workspace_bytes,
                                       cudaStream_t stream) {
-  // A sliding window narrower than the rows: cuDNN's backward computes the whole causal triangle
-  // and runs at a third of the module's kernel, which skips the tiles outside the band
-  // (attention-bench, window 512 at 8192: 57 against 155 TFLOPS on an H200).
-  if (s.window > 0 && s.window < s.seq) return false;
+  if (!cudnn_attention_backward_takes_window(s.window, s.seq)) return false;
   // The chunk cuda-workspace.h plans for, or a smaller divisor of the batch where cuDNN's
   // workspace came out larger than its estimate: [softmax sum [chunk, hq, t]][cuDNN's own].
   const CudnnGraph* g = nullptr;
@@ -581,21 +578,32 @@ Result<bool> CudnnAttention::plan_packed(const AttentionShape& s, compute::Packe
   return false;
 }
 
+Result<bool> CudnnAttention::start_packed(const AttentionShape& s, const int32_t* positions,
+                                          compute::PackedBounds bounds, bool backward,
+                                          void* workspace, size_t workspace_bytes,
+                                          cudaStream_t stream, RaggedRun* run) {
+  SPW_RETURN_IF_ERROR(check_bounds_kept());
+  SPW_ASSIGN_OR_RETURN(bool runs, plan_packed(s, bounds, backward, workspace_bytes, run));
+  if (!runs) return false;
+  SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, run->entries,
+                                   run->shape.entries, run->shape.length,
+                                   static_cast<int32_t*>(workspace), violation_device_, stream));
+  return true;
+}
+
 Result<bool> CudnnAttention::forward_packed(bf16* out, float* lse, const bf16* q, const bf16* k,
                                             const bf16* v, const AttentionShape& s,
                                             const int32_t* positions, compute::PackedBounds bounds,
                                             float scale, void* workspace, size_t workspace_bytes,
                                             cudaStream_t stream) {
-  SPW_RETURN_IF_ERROR(check_bounds_kept());
   RaggedRun r;
-  SPW_ASSIGN_OR_RETURN(bool runs, plan_packed(s, bounds, /*backward=*/false, workspace_bytes, &r));
+  SPW_ASSIGN_OR_RETURN(bool runs, start_packed(s, positions, bounds, /*backward=*/false, workspace,
+                                               workspace_bytes, stream, &r));
   if (!runs) return false;
   const int chunk = r.shape.entries;
   char* ws = static_cast<char*>(workspace);
-  auto* index = reinterpret_cast<int32_t*>(ws);
+  const auto* index = reinterpret_cast<const int32_t*>(ws);
   auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
-  SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, r.entries,
-                                   chunk, r.shape.length, index, violation_device_, stream));
   const Scalars scalars(scale, api_->version, s.window);
   const int ints = cudnn_ragged_chunk_index_ints(chunk);
   for (int c = 0; c < r.launches; ++c) {
@@ -619,17 +627,15 @@ Result<bool> CudnnAttention::backward_packed(bf16* dq, bf16* dk, bf16* dv, const
                                              compute::PackedBounds bounds, float scale,
                                              void* workspace, size_t workspace_bytes,
                                              cudaStream_t stream) {
-  SPW_RETURN_IF_ERROR(check_bounds_kept());
   RaggedRun r;
-  SPW_ASSIGN_OR_RETURN(bool runs, plan_packed(s, bounds, /*backward=*/true, workspace_bytes, &r));
+  SPW_ASSIGN_OR_RETURN(bool runs, start_packed(s, positions, bounds, /*backward=*/true, workspace,
+                                               workspace_bytes, stream, &r));
   if (!runs) return false;
   const int chunk = r.shape.entries;
   char* ws = static_cast<char*>(workspace);
-  auto* index = reinterpret_cast<int32_t*>(ws);
+  const auto* index = reinterpret_cast<const int32_t*>(ws);
   auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
   void* softmax_sum = ws + r.index_bytes + r.stats_bytes;
-  SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, r.entries,
-                                   chunk, r.shape.length, index, violation_device_, stream));
   const Scalars scalars(scale, api_->version, s.window);
   const int ints = cudnn_ragged_chunk_index_ints(chunk);
   for (int c = 0; c < r.launches; ++c) {

@@ -117,6 +117,12 @@ class CudnnAttention {
   Result<const CudnnGraph*> plan(std::map<AttentionShape, std::unique_ptr<CudnnGraph>>* plans,
                                  const AttentionShape& s, bool backward);
   Result<const CudnnGraph*> ragged_plan(const RaggedShape& s, bool backward);
+  // The start of a packed call: the last call's bounds checked, the plan (false: cuDNN does not
+  // run this one) and the ragged index of `positions` written at the workspace's start
+  // ([index][statistics][softmax sum][cuDNN's own], RaggedRun's bytes).
+  Result<bool> start_packed(const AttentionShape& s, const int32_t* positions,
+                            compute::PackedBounds bounds, bool backward, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream, RaggedRun* run);
   // The run of a packed call, or a reason it falls back (logged once per reason).
   Result<bool> plan_packed(const AttentionShape& s, compute::PackedBounds bounds, bool backward,
                            size_t workspace_bytes, RaggedRun* run);

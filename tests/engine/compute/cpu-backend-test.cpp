@@ -597,6 +597,16 @@ TEST(BackendFacts, KindsNamesAndWorkspaces) {
 // sequences one call takes and its bytes, against the plan workspaces cuDNN 9.19 reported on an
 // H200 (2026-11-28, attention-bench with SPILLWAY_LOG=debug): the estimate, with the softmax sum
 // in front and the slack, must hold each, or the backward falls back to the module's kernel.
+// cuDNN's attention backward takes no window narrower than the rows (a third of the module's
+// kernel's pace there); the engine and the planner ask this one rule.
+TEST(BackendFacts, CudnnBackwardTakesOnlyWindowsThatSpanTheRows) {
+  EXPECT_TRUE(cuda::cudnn_attention_backward_takes_window(0, 2048));
+  EXPECT_TRUE(cuda::cudnn_attention_backward_takes_window(2048, 2048));
+  EXPECT_TRUE(cuda::cudnn_attention_backward_takes_window(4096, 2048));
+  EXPECT_FALSE(cuda::cudnn_attention_backward_takes_window(2047, 2048));
+  EXPECT_FALSE(cuda::cudnn_attention_backward_takes_window(512, 8192));
+}
+
 TEST(BackendFacts, CudnnAttentionWorkspaceHoldsWhatCudnnAsks) {
   using cuda::cudnn_attention_backward_bytes;
   using cuda::cudnn_attention_backward_chunk;
