@@ -575,17 +575,54 @@ float time_ms(F&& f, int iters) {
   return ms / iters;
 }
 
+// A shape's inputs (q, k, v and dout filled from `seed` on, in [-1, 1]), outputs, and the
+// backward's scratch as the CUDA backend sizes it where cuDNN runs.
+struct AttentionBuffers {
+  AttentionBuffers(const Shape& sh, uint64_t seed)
+      : q(sh.q_elems()),
+        k(sh.kv_elems()),
+        v(sh.kv_elems()),
+        dout(sh.q_elems()),
+        out(sh.q_elems()),
+        dq(sh.q_elems()),
+        dk(sh.kv_elems()),
+        dv(sh.kv_elems()),
+        lse(sh.rows()),
+        scratch_floats(spillway::cuda::attention_backward_scratch_floats(sh.batch, sh.seq, sh.hq,
+                                                                         sh.hkv, sh.d, true)),
+        scratch(scratch_floats) {
+    fill(q, seed, 1.0f);
+    fill(k, seed + 1, 1.0f);
+    fill(v, seed + 2, 1.0f);
+    fill(dout, seed + 3, 1.0f);
+  }
+  DeviceBuffer<bf16> q, k, v, dout, out, dq, dk, dv;
+  DeviceBuffer<float> lse;
+  size_t scratch_floats;
+  DeviceBuffer<float> scratch;
+};
+
+// One timing line: forward, backward (2.5 × the forward's FLOPs) and both, in ms and TFLOPS.
+void print_rates(const char* name, const char* path, const std::string& shape, double fwd_flops,
+                 float f_ms, float b_ms) {
+  std::printf(
+      "%-12s %-6s %s  forward %.3f ms %.1f TFLOPS  backward %.3f ms %.1f TFLOPS  fwd+bwd %.3f ms "
+      "%.1f TFLOPS\n",
+      name, path, shape.c_str(), f_ms, fwd_flops / (f_ms * 1e9), b_ms,
+      2.5 * fwd_flops / (b_ms * 1e9), f_ms + b_ms, 3.5 * fwd_flops / ((f_ms + b_ms) * 1e9));
+}
+
+// "b=4 t=2048 hq=32 hkv=32 d=128", the line's shape.
+std::string shape_text(const Shape& sh) {
+  char text[96];
+  std::snprintf(text, sizeof text, "b=%d t=%d hq=%d hkv=%d d=%d", sh.batch, sh.seq, sh.hq, sh.hkv,
+                sh.d);
+  return text;
+}
+
 void bench_attention(const Shape& sh, const char* name) {
-  DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
-  DeviceBuffer<bf16> out(sh.q_elems()), dq(sh.q_elems()), dk(sh.kv_elems()), dv(sh.kv_elems());
-  DeviceBuffer<float> lse(sh.rows());
-  const size_t scratch_floats = spillway::cuda::attention_backward_scratch_floats(
-      sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, true);
-  DeviceBuffer<float> scratch(scratch_floats);
-  fill(q, 21, 1.0f);
-  fill(k, 22, 1.0f);
-  fill(v, 23, 1.0f);
-  fill(dout, 24, 1.0f);
+  AttentionBuffers buffers(sh, 21);
+  auto& [q, k, v, dout, out, dq, dk, dv, lse, scratch_floats, scratch] = buffers;
   auto forward = [&] {
     CHECK_OK(spillway::cuda::attention_forward(out.p, lse.p, q.p, k.p, v.p, sh.batch, sh.seq, sh.hq,
                                                sh.hkv, sh.d, sh.params(), nullptr));
@@ -599,13 +636,9 @@ void bench_attention(const Shape& sh, const char* name) {
   const double fwd_flops = 4.0 * sh.batch * sh.hq * sh.d * sh.scores();
   const float fwd_ms = time_ms(forward, 20);
   const float bwd_ms = time_ms(backward, 10);
+  const std::string shape_line = shape_text(sh) + " window=" + std::to_string(sh.window);
   auto line = [&](const char* path, float f_ms, float b_ms) {
-    std::printf(
-        "%-12s %-6s b=%d t=%d hq=%d hkv=%d d=%d window=%d  forward %.3f ms %.1f TFLOPS  backward "
-        "%.3f ms %.1f TFLOPS  fwd+bwd %.3f ms %.1f TFLOPS\n",
-        name, path, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, sh.window, f_ms,
-        fwd_flops / (f_ms * 1e9), b_ms, 2.5 * fwd_flops / (b_ms * 1e9), f_ms + b_ms,
-        3.5 * fwd_flops / ((f_ms + b_ms) * 1e9));
+    print_rates(name, path, shape_line, fwd_flops, f_ms, b_ms);
   };
   line("flash", fwd_ms, bwd_ms);
   if (!g_cudnn) return;
@@ -662,16 +695,8 @@ void bench_packed(const Shape& sh, const std::vector<int>& lengths, const char* 
   }
   DeviceBuffer<int32_t> positions(pos.size());
   positions.upload(pos);
-  DeviceBuffer<bf16> q(sh.q_elems()), k(sh.kv_elems()), v(sh.kv_elems()), dout(sh.q_elems());
-  DeviceBuffer<bf16> out(sh.q_elems()), dq(sh.q_elems()), dk(sh.kv_elems()), dv(sh.kv_elems());
-  DeviceBuffer<float> lse(sh.rows());
-  const size_t scratch_floats = spillway::cuda::attention_backward_scratch_floats(
-      sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, true);
-  DeviceBuffer<float> scratch(scratch_floats);
-  fill(q, 41, 1.0f);
-  fill(k, 42, 1.0f);
-  fill(v, 43, 1.0f);
-  fill(dout, 44, 1.0f);
+  AttentionBuffers buffers(sh, 41);
+  auto& [q, k, v, dout, out, dq, dk, dv, lse, scratch_floats, scratch] = buffers;
   spillway::compute::AttentionParams params = sh.params();
   params.positions = spillway::compute::positions_of(positions.p, sh.batch, sh.seq);
   auto forward = [&] {
@@ -691,12 +716,9 @@ void bench_packed(const Shape& sh, const std::vector<int>& lengths, const char* 
   const auto lse0 = lse.host();
   const auto dq0 = dq.host(), dk0 = dk.host(), dv0 = dv.host();
   const double fwd_flops = 4.0 * sh.hq * sh.d * scores;
+  const std::string shape_line = "packed " + shape_text(sh);
   auto line = [&](const char* path, float f_ms, float b_ms) {
-    std::printf(
-        "%-12s %-6s packed b=%d t=%d hq=%d hkv=%d d=%d  forward %.3f ms %.1f TFLOPS  backward "
-        "%.3f ms %.1f TFLOPS  fwd+bwd %.3f ms %.1f TFLOPS\n",
-        name, path, sh.batch, sh.seq, sh.hq, sh.hkv, sh.d, f_ms, fwd_flops / (f_ms * 1e9), b_ms,
-        2.5 * fwd_flops / (b_ms * 1e9), f_ms + b_ms, 3.5 * fwd_flops / ((f_ms + b_ms) * 1e9));
+    print_rates(name, path, shape_line, fwd_flops, f_ms, b_ms);
   };
   line("flash", time_ms(forward, 20), time_ms(backward, 10));
   if (!g_cudnn) return;
