@@ -43,10 +43,30 @@ struct ScratchShape {
              {2 * sw, n * sizeof(float)},             // rstd3, rstd4
              {pad_row ? 1 : 0, h * sizeof(float)}}};  // pad_saved
   }
-  uint64_t bytes() const {
+  // A saved area's views (BlockMath::Activations), in carving order.
+  std::array<std::pair<int, size_t>, 11> saved_views() const {
+    const int qk = qk_norm ? 1 : 0, sw = sandwich ? 1 : 0;
+    return {{{3, n * h * act},                    // xn, x2, xn2
+             {2, n * qd * act},                   // q, att
+             {2, n * kvd * act},                  // k, v
+             {3, n * f * act},                    // g, u, a
+             {2, n * sizeof(float)},              // rstd1, rstd2
+             {1, heads * n * sizeof(float)},      // lse
+             {qk, n * qd * act},                  // q_pre
+             {qk, n * kvd * act},                 // k_pre
+             {qk, n * heads * sizeof(float)},     // rstd_q
+             {qk, n * kv_heads * sizeof(float)},  // rstd_k
+             {2 * sw, n * h * act}}};             // o, mo (rstd3, rstd4 below)
+  }
+  template <size_t K>
+  static uint64_t total(const std::array<std::pair<int, size_t>, K>& views) {
     uint64_t total = 0;
-    for (auto [count, each] : views()) total += count * aligned(each);
+    for (auto [count, each] : views) total += count * aligned(each);
     return total;
+  }
+  uint64_t bytes() const { return total(views()); }
+  uint64_t saved_bytes() const {
+    return total(saved_views()) + (sandwich ? 2 * aligned(n * sizeof(float)) : 0);
   }
 };
 
@@ -63,6 +83,21 @@ ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
           c.sandwich_norms,
           pad_row(c) >= 0};
 }
+
+// Hands out consecutive 256-aligned views of a region.
+class Carver {
+ public:
+  explicit Carver(void* base) : p_(static_cast<char*>(base)) {}
+  void* take(size_t bytes) {
+    void* r = p_;
+    p_ += aligned(bytes);
+    return r;
+  }
+  float* floats(size_t count) { return static_cast<float*>(take(count * sizeof(float))); }
+
+ private:
+  char* p_;
+};
 
 // RoPE's parameters for this config, with LongRoPE's `factors` (ModelConfig::rope_factors).
 compute::RopeScaling rope_scaling(const ModelConfig& c, const std::vector<float>& factors) {
@@ -101,6 +136,10 @@ uint64_t BlockMath::scratch_bytes(const ModelConfig& config, int tokens, DType a
   return scratch_shape(config, tokens, act).bytes();
 }
 
+uint64_t BlockMath::saved_bytes(const ModelConfig& config, int tokens, DType act) {
+  return scratch_shape(config, tokens, act).saved_bytes();
+}
+
 BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk)
     : be_(&backend),
       act_dtype_(backend.act_dtype()),
@@ -126,42 +165,75 @@ const compute::RopeScaling& BlockMath::layer_rope(int layer, int seq) const {
 Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLayout& layout,
                                     int max_tokens, int lm_head_chunk, DeviceArena& arena) {
   BlockMath m(backend, layout, lm_head_chunk);
+  m.max_tokens_ = max_tokens;
   const ScratchShape shape = scratch_shape(layout.config(), max_tokens, backend.act_dtype());
   SPW_ASSIGN_OR_RETURN(void* base,
                        arena.reserve("block-math.scratch", shape.bytes(), Category::kWorkspace));
-  char* p = static_cast<char*>(base);
-  auto take = [&](size_t bytes) {
-    void* r = p;
-    p += aligned(bytes);
-    return r;
-  };
+  Carver c(base);
   const size_t n = shape.n, act = shape.act;
   // Carved in the order of ScratchShape::views().
   for (void** t : {&m.xn, &m.x2, &m.xn2, &m.o, &m.dxn})
-    *t = take(n * shape.h * act);                                                 // [n, hidden]
-  for (void** t : {&m.q, &m.att, &m.dq, &m.datt}) *t = take(n * shape.qd * act);  // [n, q_dim]
-  for (void** t : {&m.k, &m.v, &m.dk, &m.dv}) *t = take(n * shape.kvd * act);     // [n, kv_dim]
+    *t = c.take(n * shape.h * act);                                                 // [n, hidden]
+  for (void** t : {&m.q, &m.att, &m.dq, &m.datt}) *t = c.take(n * shape.qd * act);  // [n, q_dim]
+  for (void** t : {&m.k, &m.v, &m.dk, &m.dv}) *t = c.take(n * shape.kvd * act);     // [n, kv_dim]
   for (void** t : {&m.g, &m.u, &m.a, &m.da, &m.du})
-    *t = take(n * shape.f * act);                                      // [n, intermediate]
-  m.rstd1 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
-  m.rstd2 = static_cast<float*>(take(n * sizeof(float)));              // [n] fp32
-  m.lse = static_cast<float*>(take(shape.heads * n * sizeof(float)));  // [batch, heads, seq] fp32
+    *t = c.take(n * shape.f * act);   // [n, intermediate]
+  m.rstd1 = c.floats(n);              // [n] fp32
+  m.rstd2 = c.floats(n);              // [n] fp32
+  m.lse = c.floats(shape.heads * n);  // [batch, heads, seq] fp32
   m.q_pre = m.k_pre = m.mo = nullptr;
   m.rstd_q = m.rstd_k = m.rstd3 = m.rstd4 = nullptr;
   m.pad_saved = nullptr;
   if (shape.qk_norm) {
-    m.q_pre = take(n * shape.qd * act);                                        // [n, q_dim]
-    m.k_pre = take(n * shape.kvd * act);                                       // [n, kv_dim]
-    m.rstd_q = static_cast<float*>(take(n * shape.heads * sizeof(float)));     // [n · heads]
-    m.rstd_k = static_cast<float*>(take(n * shape.kv_heads * sizeof(float)));  // [n · kv_heads]
+    m.q_pre = c.take(n * shape.qd * act);     // [n, q_dim]
+    m.k_pre = c.take(n * shape.kvd * act);    // [n, kv_dim]
+    m.rstd_q = c.floats(n * shape.heads);     // [n · heads]
+    m.rstd_k = c.floats(n * shape.kv_heads);  // [n · kv_heads]
   }
   if (shape.sandwich) {
-    m.mo = take(n * shape.h * act);                          // [n, hidden]
-    m.rstd3 = static_cast<float*>(take(n * sizeof(float)));  // [n] fp32
-    m.rstd4 = static_cast<float*>(take(n * sizeof(float)));  // [n] fp32
+    m.mo = c.take(n * shape.h * act);  // [n, hidden]
+    m.rstd3 = c.floats(n);             // [n] fp32
+    m.rstd4 = c.floats(n);             // [n] fp32
   }
-  if (shape.pad_row) m.pad_saved = static_cast<float*>(take(shape.h * sizeof(float)));  // [hidden]
+  if (shape.pad_row) m.pad_saved = c.floats(shape.h);  // [hidden]
+  m.scratch_activations_ = {m.xn,    m.x2,    m.xn2, m.o,      m.q,      m.att,   m.k,
+                            m.v,     m.g,     m.u,   m.a,      m.q_pre,  m.k_pre, m.mo,
+                            m.rstd1, m.rstd2, m.lse, m.rstd_q, m.rstd_k, m.rstd3, m.rstd4};
   return m;
+}
+
+void BlockMath::use_activations(void* saved) {
+  Activations to = scratch_activations_;
+  if (saved) {
+    // Carved in the order of ScratchShape::saved_views(); o stays the scratch's without sandwich
+    // norms (the forward's temporary there, the backward's dxn2).
+    const ScratchShape shape = scratch_shape(*mc_, max_tokens_, act_dtype_);
+    const size_t n = shape.n, act = shape.act;
+    Carver c(saved);
+    for (void** t : {&to.xn, &to.x2, &to.xn2}) *t = c.take(n * shape.h * act);
+    for (void** t : {&to.q, &to.att}) *t = c.take(n * shape.qd * act);
+    for (void** t : {&to.k, &to.v}) *t = c.take(n * shape.kvd * act);
+    for (void** t : {&to.g, &to.u, &to.a}) *t = c.take(n * shape.f * act);
+    to.rstd1 = c.floats(n);
+    to.rstd2 = c.floats(n);
+    to.lse = c.floats(shape.heads * n);
+    if (shape.qk_norm) {
+      to.q_pre = c.take(n * shape.qd * act);
+      to.k_pre = c.take(n * shape.kvd * act);
+      to.rstd_q = c.floats(n * shape.heads);
+      to.rstd_k = c.floats(n * shape.kv_heads);
+    }
+    if (shape.sandwich) {
+      to.o = c.take(n * shape.h * act);
+      to.mo = c.take(n * shape.h * act);
+      to.rstd3 = c.floats(n);
+      to.rstd4 = c.floats(n);
+    }
+  }
+  xn = to.xn, x2 = to.x2, xn2 = to.xn2, o = to.o, q = to.q, att = to.att, k = to.k, v = to.v;
+  g = to.g, u = to.u, a = to.a, q_pre = to.q_pre, k_pre = to.k_pre, mo = to.mo;
+  rstd1 = to.rstd1, rstd2 = to.rstd2, lse = to.lse, rstd_q = to.rstd_q, rstd_k = to.rstd_k;
+  rstd3 = to.rstd3, rstd4 = to.rstd4;
 }
 
 Status BlockMath::embedding_forward(void* out, const int32_t* ids, const char* table, int n,
@@ -271,7 +343,8 @@ Status BlockMath::attention_block_forward(int layer, const char* w, int batch, i
 }
 
 Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* out, int batch,
-                                int seq, const int32_t* positions, StreamId s) {
+                                int seq, const int32_t* positions, StreamId s, void* saved) {
+  use_activations(saved);
   if (mc_->sandwich_norms)
     return sandwich_layer_forward(layer, w, x, out, batch, seq, positions, s);
   compute::Backend& be = *be_;
@@ -300,10 +373,14 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
 }
 
 Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
-                                 int batch, int seq, const int32_t* positions, StreamId s) {
+                                 int batch, int seq, const int32_t* positions, StreamId s,
+                                 void* saved) {
+  if (saved)
+    use_activations(saved);
+  else
+    SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
   if (mc_->sandwich_norms)
     return sandwich_layer_backward(layer, w, dw, x, dy, batch, seq, positions, s);
-  SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
   const compute::Positions pos = compute::positions_of(positions, batch, seq);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;
@@ -374,6 +451,7 @@ Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, cons
   const ModelConfig& c = *mc_;
   const int h = c.hidden_size, vocab = c.vocab_size;
   using compute::f32;
+  use_activations(nullptr);
   const compute::ConstTensor w_norm = R(wp(w_head, layout_->head_norm_offset()), {h});
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm,
                                          c.rms_norm_eps, s, norm_offset_));
@@ -430,7 +508,6 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
 Status BlockMath::sandwich_layer_backward(int layer, const char* w, float* dw, const void* x,
                                           void* dy, int batch, int seq, const int32_t* positions,
                                           StreamId s) {
-  SPW_RETURN_IF_ERROR(sandwich_layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
   const compute::Positions pos = compute::positions_of(positions, batch, seq);
   compute::Backend& be = *be_;
   const ModelConfig& c = *mc_;

@@ -23,8 +23,11 @@
 // times sqrt(hidden). The backward
 // recomputes the forward from the layer's input (activation checkpointing), then backpropagates;
 // weight gradients accumulate in fp32 in the block's layout. The activations of one micro-batch of
-// one layer live in a scratch area carved from the device arena once; the block weights (act_dtype)
-// and gradients (fp32) are wherever the caller keeps them, in the ParameterLayout's block layout.
+// one layer live in a scratch area carved from the device arena once, unless the caller gives the
+// layer a saved area (saved_bytes): the forward then leaves there everything the backward reads,
+// and the backward given the same area skips the recompute (selective activation checkpointing:
+// the same ops on the same inputs, so the same bits). The block weights (act_dtype) and gradients
+// (fp32) are wherever the caller keeps them, in the ParameterLayout's block layout.
 //
 // Not thread-safe (one stream, one thread). Ownership: borrows the backend and the layout, which
 // must outlive it; the scratch belongs to the arena.
@@ -48,6 +51,12 @@ class BlockMath {
   // Device bytes of the scratch for micro-batches of up to `tokens` tokens, as create() reserves
   // it.
   static uint64_t scratch_bytes(const ModelConfig& config, int tokens, DType act);
+  // Device bytes of one layer's saved activations for a micro-batch of up to `tokens` tokens:
+  // what the backward reads of the forward's results (the normed inputs, q, k, v, the attention's
+  // output and log-sum-exp, the MLP's gate, up and activation, the norms' rstd; Gemma's o and
+  // MLP output): [tokens, 3·hidden + 2·q_dim + 2·kv_dim + 3·intermediate] act_dtype and
+  // [tokens, 2 + heads] fp32 for a Llama layer, each view 256-aligned.
+  static uint64_t saved_bytes(const ModelConfig& config, int tokens, DType act);
 
   // Reserves the scratch for up to `max_tokens` tokens a micro-batch (Category::kWorkspace).
   static Result<BlockMath> create(compute::Backend& backend, const ParameterLayout& layout,
@@ -65,14 +74,18 @@ class BlockMath {
   // out[n, hidden] = layer `layer`(x[n, hidden]) for `batch` sequences of `seq` tokens (n = batch ·
   // seq), with `w` the layer block's weights and `positions` [batch, seq] (device int32) the
   // tokens' positions in packed rows (compute::Positions), or null. Leaves in the scratch what the
-  // backward needs; with out == nullptr computes only that (the recompute skips the down
-  // projection and the last add).
+  // backward needs, in `saved` (saved_bytes for n tokens, device) when given, else in the
+  // scratch; with out == nullptr computes only that (the recompute skips the down projection and
+  // the last add).
   Status layer_forward(int layer, const char* w, const void* x, void* out, int batch, int seq,
-                       const int32_t* positions, compute::StreamId s);
-  // Recomputes the layer from its input x, then, given dy[n, hidden] = ∂loss/∂out, overwrites dy
-  // with ∂loss/∂x and adds ∂loss/∂w to dw (fp32, the layer block's layout).
+                       const int32_t* positions, compute::StreamId s, void* saved = nullptr);
+  // Given dy[n, hidden] = ∂loss/∂out, overwrites dy with ∂loss/∂x and adds ∂loss/∂w to dw (fp32,
+  // the layer block's layout). With `saved`, the area this layer's forward of the same micro-batch
+  // filled (and nothing has written since): backpropagates from it, which consumes it; without,
+  // first recomputes the forward from the layer's input x into the scratch.
   Status layer_backward(int layer, const char* w, float* dw, const void* x, void* dy, int batch,
-                        int seq, const int32_t* positions, compute::StreamId s);
+                        int seq, const int32_t* positions, compute::StreamId s,
+                        void* saved = nullptr);
   // Bounds on the examples of every packed micro-batch the next layer calls pass
   // (compute::PackedBounds: the most examples and the longest), which lets the CUDA backend run
   // packed rows on cuDNN; {} (the default) when unknown or the rows are not packed.
@@ -93,7 +106,8 @@ class BlockMath {
   // The attention part of both layer shapes: xn → q, k, v (per-head norms), RoPE, attention, o.
   Status attention_block_forward(int layer, const char* w, int batch, int seq,
                                  const compute::Positions& pos, compute::StreamId s);
-  // Gemma 3's layer (sandwich norms), as layer_forward / layer_backward.
+  // Gemma 3's layer (sandwich norms): as layer_forward, and layer_backward's part after the
+  // activations are in place (saved or recomputed).
   Status sandwich_layer_forward(int layer, const char* w, const void* x, void* out, int batch,
                                 int seq, const int32_t* positions, compute::StreamId s);
   Status sandwich_layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
@@ -140,7 +154,21 @@ class BlockMath {
   float norm_offset_;                // every norm's weight offset (ModelConfig::norm_weight_offset)
   int lm_head_chunk_;
   compute::PackedBounds packed_{};  // set_packed_bounds
-  // The scratch, for n tokens (act_dtype unless noted).
+  // The views of the activations the backward reads of the forward (o only with sandwich norms,
+  // mo and rstd3/4 only with them, the q/k norms' only with those: else null, or o the scratch's).
+  struct Activations {
+    void *xn, *x2, *xn2, *o, *q, *att, *k, *v, *g, *u, *a, *q_pre, *k_pre, *mo;
+    float *rstd1, *rstd2, *lse, *rstd_q, *rstd_k, *rstd3, *rstd4;
+  };
+  // Points the activation views below at `saved` (a saved area for max_tokens_, carved as
+  // saved_bytes counts it) or, when null, at the scratch's own: every entry point that uses them
+  // calls it first.
+  void use_activations(void* saved);
+
+  int max_tokens_ = 0;
+  Activations scratch_activations_{};
+  // The scratch, for n tokens (act_dtype unless noted). The views of Activations are a saved
+  // area's while a layer is given one (use_activations).
   void *xn, *x2, *xn2, *o, *dxn;  // [n, hidden]
   void *q, *att, *dq, *datt;      // [n, q_dim]
   void *k, *v, *dk, *dv;          // [n, kv_dim]

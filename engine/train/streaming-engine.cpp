@@ -105,6 +105,9 @@ DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layo
                       ActivationStore::staging_bytes(activation_bytes(c, config, act)) +
                       step_io_bytes(config) + grad_sumsq_bytes(layout) + logits_bytes(c, config) +
                       p.backend_workspace_bytes;
+  p.saved_activation_bytes =
+      static_cast<uint64_t>(std::clamp(config.saved_activation_layers, 0, c.num_layers)) *
+      config.max_micro_batches * BlockMath::saved_bytes(c, tokens_per_micro_batch(config), act);
   return p;
 }
 
@@ -216,6 +219,9 @@ struct StreamingEngine::Impl {
   std::unique_ptr<WeightSlots> weights;
   std::unique_ptr<ActivationStore> acts;
   std::optional<BlockMath> math;
+  // [saved_activation_layers · max_micro_batches] areas of saved_activation_bytes each, layer-major
+  // from the first saved layer (num_layers - saved_activation_layers); null when none.
+  char* saved = nullptr;
   std::vector<GradBuffer>
       grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
   std::vector<GradBuffer> state_grads;  // the HBM state tier's blocks' (no events: never copied)
@@ -255,6 +261,15 @@ struct StreamingEngine::Impl {
     return s;
   }
 
+  // Layer l's saved activations of micro-batch m (StreamingConfig::saved_activation_layers), or
+  // null when the layer recomputes them.
+  void* saved_area(int l, int m) const {
+    const int first = mc.num_layers - cfg.saved_activation_layers;
+    if (!saved || l < first) return nullptr;
+    const uint64_t each = BlockMath::saved_bytes(mc, tokens_per_micro_batch(cfg), act);
+    return saved + (static_cast<uint64_t>(l - first) * cfg.max_micro_batches + m) * each;
+  }
+
   Result<void*> reserve(const std::string& name, uint64_t bytes, Category category) {
     return arena->reserve(name, bytes, category);
   }
@@ -265,6 +280,10 @@ struct StreamingEngine::Impl {
       return invalid_argument("streaming: logits_tokens must not be negative");
     if (cfg.data_parallel_ranks < 1)
       return invalid_argument("streaming: data_parallel_ranks must be at least 1");
+    if (cfg.saved_activation_layers < 0 || cfg.saved_activation_layers > mc.num_layers)
+      return invalid_argument(
+          "streaming: saved_activation_layers " + std::to_string(cfg.saved_activation_layers) +
+          " is not a count of the model's " + std::to_string(mc.num_layers) + " layers");
     if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 ||
         cfg.lm_head_chunk < 0)
       return invalid_argument(
@@ -378,6 +397,13 @@ struct StreamingEngine::Impl {
     SPW_ASSIGN_OR_RETURN(BlockMath m, BlockMath::create(be, layout, tokens_per_micro_batch(cfg),
                                                         lm_head_chunk(mc, cfg), *arena));
     math.emplace(std::move(m));
+    if (need.saved_activation_bytes > 0) {
+      // [saved layers, micro-batches] × BlockMath::saved_bytes: each layer's forward leaves there
+      // what its backward reads
+      SPW_ASSIGN_OR_RETURN(void* p, reserve("activations.saved", need.saved_activation_bytes,
+                                            Category::kCheckpoints));
+      saved = static_cast<char*>(p);
+    }
     if (backend_ws > 0) {
       // [backend_ws] bytes: the ops' scratch (logits chunks, partial sums, GEMM workspace)
       SPW_ASSIGN_OR_RETURN(void* p, reserve("backend.workspace", backend_ws, Category::kWorkspace));
@@ -721,8 +747,8 @@ struct StreamingEngine::Impl {
                                open(acts->checkpoint(l, m), Access::kRead));
           SPW_ASSIGN_OR_RETURN(ActivationStore::View out,
                                open(acts->checkpoint(l + 1, m), Access::kWrite));
-          SPW_RETURN_IF_ERROR(
-              math->layer_forward(l, w, x.ptr, out.ptr, mb, T, positions(m), compute));
+          SPW_RETURN_IF_ERROR(math->layer_forward(l, w, x.ptr, out.ptr, mb, T, positions(m),
+                                                  compute, train ? saved_area(l, m) : nullptr));
           SPW_RETURN_IF_ERROR(acts->close(x));
           SPW_RETURN_IF_ERROR(acts->close(out));
         }
@@ -799,8 +825,8 @@ struct StreamingEngine::Impl {
                                  open(acts->checkpoint(l, m), Access::kRead));
             SPW_ASSIGN_OR_RETURN(ActivationStore::View dy,
                                  open(acts->gradient(m), Access::kUpdate));
-            SPW_RETURN_IF_ERROR(
-                math->layer_backward(l, w, g->ptr, x.ptr, dy.ptr, mb, T, positions(m), compute));
+            SPW_RETURN_IF_ERROR(math->layer_backward(l, w, g->ptr, x.ptr, dy.ptr, mb, T,
+                                                     positions(m), compute, saved_area(l, m)));
             SPW_RETURN_IF_ERROR(acts->close(x));
             SPW_RETURN_IF_ERROR(acts->close(dy));
           }

@@ -72,6 +72,14 @@ struct StreamingConfig {
   // The micro-batches' activation gradients stay on the device either way. The planner trades
   // the device's room for checkpoints against the HBM state tier's blocks (planner.h).
   int device_checkpoint_layers = -1;
+  // Selective activation checkpointing: the last k layers (0 <= k <= num_layers) keep every
+  // activation their backward reads (BlockMath::saved_bytes a micro-batch) on the device from
+  // their forward to their backward, for every micro-batch of the step, and skip the recompute:
+  // the same bits, about a quarter less of those layers' compute, k · micro-batches ·
+  // saved_bytes more HBM (part of the fixed part, DeviceMemoryPlan::saved_activation_bytes). The
+  // last layers, because their backward comes first after the head. The planner chooses k
+  // (planner.h).
+  int saved_activation_layers = 0;
   // Blocks whose master, gradients and AdamW moments stay on the device (hbm-state.h), the first
   // in forward order: -1, as many as fit (hbm_state_blocks below); 0, none. Their state is loaded
   // by whoever updates it (Optimizer::set_hbm_state) before the first pass.
@@ -130,13 +138,18 @@ struct DeviceMemoryPlan {
   // backend's workspace.
   uint64_t workspace_bytes = 0;
   uint64_t backend_workspace_bytes = 0;  // the part of workspace_bytes that the backend's ops use
+  // The saved activations of StreamingConfig::saved_activation_layers (counted as checkpoints in
+  // the tier counters: activations kept for the backward).
+  uint64_t saved_activation_bytes = 0;
   uint64_t checkpoint_bytes_device = 0;
   uint64_t checkpoint_bytes_host = 0;
   uint64_t capacity_bytes = 0;  // the device's total
   size_t state_blocks = 0;      // blocks of the HBM state tier (hbm-state.h)
   uint64_t state_bytes = 0;     // their master, gradients and moments
   // What the engine needs on the device apart from checkpoints and the HBM state tier.
-  uint64_t fixed_bytes() const { return weight_slot_bytes + gradient_bytes + workspace_bytes; }
+  uint64_t fixed_bytes() const {
+    return weight_slot_bytes + gradient_bytes + workspace_bytes + saved_activation_bytes;
+  }
 };
 
 class StreamingEngine {

@@ -17,6 +17,9 @@
 namespace spillway {
 namespace {
 using testing::Golden;
+using testing::golden_state;
+using testing::Step;
+using testing::step_of;
 
 // The golden step-0 batch's rows cut into examples of these lengths (each row's lengths sum to
 // T), each keeping its tokens and labels.
@@ -57,31 +60,6 @@ struct Layouts {
   }
   StepBatch padded() const { return StepBatch{padded_rows, 1, T, padded_ids, padded_labels}; }
 };
-
-struct Step {
-  StepResult result;
-  std::vector<std::vector<float>> grads;  // each block's host gradient
-};
-
-// The golden model's weights in a host state.
-Result<std::unique_ptr<ModelState>> golden_state(const Golden& g) {
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(g.layout, true));
-  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
-  SPW_RETURN_IF_ERROR(state->load_weights(weights));
-  return state;
-}
-
-// One forward and backward of `engine` (a StreamingEngine or a DataParallelEngine) on `state`.
-template <class Engine>
-Result<Step> step_of(Engine& engine, ModelState& state, const StepBatch& batch) {
-  Step s;
-  SPW_ASSIGN_OR_RETURN(s.result, engine.forward_backward(batch));
-  for (size_t b = 0; b < state.num_blocks(); ++b) {
-    const float* p = state.grad(b);
-    s.grads.emplace_back(p, p + state.layout().blocks()[b].numel);
-  }
-  return s;
-}
 
 Result<Step> run_step(Golden& g, const StepBatch& batch, int max_micro_batches) {
   StreamingConfig cfg = testing::rig_config(g, 1);

@@ -83,6 +83,32 @@ struct Golden {
   }
 };
 
+// One step's result and each block's host gradient after it.
+struct Step {
+  StepResult result;
+  std::vector<std::vector<float>> grads;  // each block's host gradient
+};
+
+// The golden model's weights in a host state.
+inline Result<std::unique_ptr<ModelState>> golden_state(const Golden& g) {
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, ModelState::create(g.layout, true));
+  SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+  SPW_RETURN_IF_ERROR(state->load_weights(weights));
+  return state;
+}
+
+// One forward and backward of `engine` (a StreamingEngine or a DataParallelEngine) on `state`.
+template <class Engine>
+Result<Step> step_of(Engine& engine, ModelState& state, const StepBatch& batch) {
+  Step s;
+  SPW_ASSIGN_OR_RETURN(s.result, engine.forward_backward(batch));
+  for (size_t b = 0; b < state.num_blocks(); ++b) {
+    const float* p = state.grad(b);
+    s.grads.emplace_back(p, p + state.layout().blocks()[b].numel);
+  }
+  return s;
+}
+
 // The rig's engine: two weight slots, so that layers stream; micro-batches of `mb` sequences;
 // the first `hbm_blocks` blocks' state in the HBM tier.
 inline StreamingConfig rig_config(const Golden& g, int mb, int hbm_blocks = 0) {
