@@ -34,7 +34,8 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
-    "[--checkpoints device|host] [--device-checkpoint-layers L] [--hbm-state-blocks B] "
+    "[--checkpoints device|host] [--device-checkpoint-layers L] [--saved-activation-layers S] "
+    "[--hbm-state-blocks B] "
     "[--devices N] [--steps S] "
     "[--warmup W] [--ops] "
     "[--json]";
@@ -54,6 +55,9 @@ struct BenchConfig {
   // StreamingConfig::device_checkpoint_layers: the first L layers' checkpoints on the device, the
   // others in pinned host memory (the planner's trade); -1 every layer's while they fit.
   int device_checkpoint_layers = -1;
+  // StreamingConfig::saved_activation_layers: the last L layers keep their activations on the
+  // device and skip the recompute.
+  int saved_activation_layers = 0;
 };
 
 struct BenchOptions {
@@ -97,8 +101,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
       Args a, parse_args(argv,
                          {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
                           "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
-                          "--device-checkpoint-layers", "--hbm-state-blocks", "--devices",
-                          "--steps", "--warmup"},
+                          "--device-checkpoint-layers", "--saved-activation-layers",
+                          "--hbm-state-blocks", "--devices", "--steps", "--warmup"},
                          {"--json", "--ops"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
@@ -126,6 +130,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
   SPW_ASSIGN_OR_RETURN(
       const std::vector<int> checkpoint_layers,
       number_list(a, "--device-checkpoint-layers", d.device_checkpoint_layers, -1));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> saved_layers,
+                       number_list(a, "--saved-activation-layers", d.saved_activation_layers, 0));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
   if (steps.size() > 1 || warmup.size() > 1)
@@ -152,12 +158,15 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
             for (int h : hbm_blocks) {
               for (int n : devices) {
                 for (int l : checkpoint_layers) {
-                  c.weight_slots = k;
-                  c.lm_head_chunk = chunk;
-                  c.hbm_state_blocks = h;
-                  c.devices = n;
-                  c.device_checkpoint_layers = l;
-                  o.configs.push_back(c);
+                  for (int saved : saved_layers) {
+                    c.weight_slots = k;
+                    c.lm_head_chunk = chunk;
+                    c.hbm_state_blocks = h;
+                    c.devices = n;
+                    c.device_checkpoint_layers = l;
+                    c.saved_activation_layers = saved;
+                    o.configs.push_back(c);
+                  }
                 }
               }
             }
@@ -282,6 +291,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   sc.keep_checkpoints_on_device = o.checkpoints_on_device;
   sc.hbm_state_blocks = c.hbm_state_blocks;
   sc.device_checkpoint_layers = c.device_checkpoint_layers;
+  sc.saved_activation_layers = c.saved_activation_layers;
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<DataParallelEngine> engine,
                        DataParallelEngine::create(devices, backends, state, sc));
   const Clock::time_point origin = Clock::now();
@@ -416,6 +426,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
               {"hbm_state_blocks", engine->memory_plan().state_blocks},
               {"hbm_state_bytes", engine->memory_plan().state_bytes},
               {"device_checkpoint_layers", c.device_checkpoint_layers},
+              {"saved_activation_layers", c.saved_activation_layers},
+              {"saved_activation_bytes", engine->memory_plan().saved_activation_bytes},
               {"checkpoint_bytes_device", engine->memory_plan().checkpoint_bytes_device},
               {"checkpoint_bytes_host", engine->memory_plan().checkpoint_bytes_host},
               {"devices", c.devices},
@@ -548,6 +560,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
                        {"weight_slots", c.weight_slots},
                        {"hbm_state_blocks", c.hbm_state_blocks},
                        {"device_checkpoint_layers", c.device_checkpoint_layers},
+                       {"saved_activation_layers", c.saved_activation_layers},
                        {"devices", c.devices},
                        {"error", error_code_name(result.status().code())},
                        {"message", result.status().message()}}

@@ -11,6 +11,7 @@
 #include "compute/backend-loader.h"
 #include "model/parameter-layout.h"
 #include "test-data.h"
+#include "train/block-math.h"
 #include "train/streaming-engine.h"
 #include "worker/bench-models.h"
 #include "worker/commands.h"
@@ -277,6 +278,32 @@ TEST(BenchCommand, CheckpointsOfTheFirstLayersOnTheDevice) {
   EXPECT_EQ(split["h2d_bytes"].get<uint64_t>() - every["h2d_bytes"].get<uint64_t>(),
             2 * host - micro_batches * buffer);
   EXPECT_EQ(split["d2h_bytes"].get<uint64_t>() - every["d2h_bytes"].get<uint64_t>(), host);
+}
+
+// --saved-activation-layers S keeps the last S layers' activations on the device, whose backward
+// skips the recompute: S · micro-batches areas of BlockMath::saved_bytes more (the same bits:
+// SavedActivations.* in train-test; bench's configurations train one state on, so their losses
+// differ).
+TEST(BenchCommand, SavedActivationLayersKeepTheLossAndTakeTheirBytes) {
+  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2",
+                     "--seq-len", "32", "--micro-batches", "2", "--saved-activation-layers", "0,5",
+                     "--steps", "1", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[0]["saved_activation_layers"], 0);
+  EXPECT_EQ(rows[0]["saved_activation_bytes"], 0);
+  EXPECT_EQ(rows[1]["saved_activation_layers"], 5);
+  const ModelConfig c = *model_preset("llama-tiny");
+  EXPECT_EQ(rows[1]["saved_activation_bytes"].get<uint64_t>(),
+            5 * 2 * BlockMath::saved_bytes(c, 2 * 32, DType::kF32));
+  r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
+           "32", "--saved-activation-layers", "6", "--steps", "1", "--json"});
+  EXPECT_NE(r.out.find("saved_activation_layers 6 is not a count of the model's 5 layers"),
+            std::string::npos)
+      << r.out << r.err;
 }
 
 TEST(BenchCommand, BadArgumentsSayWhatIsWrong) {
