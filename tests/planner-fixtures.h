@@ -37,12 +37,14 @@ inline MachineProbe two_h100_host() {
 }
 
 // 4 × 4 × 2048 tokens a step on each of `gpus` GPUs with every block's state in DRAM
-// (placement.hbm_state_blocks 0): the placement of the calibration runs; the HBM state tier's
-// tests set it.
+// (placement.hbm_state_blocks 0) and every layer recomputed (placement.saved_activation_layers
+// 0): the placement of the calibration runs; the HBM state tier's and saved activations' tests set
+// them.
 inline TrainJob seven_b_job(int gpus = 1) {
   TrainJob job;
   job.backend = "cuda";
   job.hbm_state_blocks = 0;
+  job.saved_activation_layers = 0;
   job.micro_batch_size = 4;
   job.grad_accum = 4;
   job.seq_len = 2048;

@@ -393,7 +393,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   for (double s : step_s) step_total += s;
 
   const double tokens = static_cast<double>(ids.size());
-  const StepFlops flops = step_flops(config, tokens, c.seq_len);
+  const StepFlops flops = step_flops(config, tokens, c.seq_len, c.saved_activation_layers);
   const double h2d = static_cast<double>(h2d1 - h2d0) / o.steps;
   const double d2h = static_cast<double>(d2h1 - d2h0) / o.steps;
   const compute::DeviceInfo info = device.device_info();

@@ -115,6 +115,7 @@ json to_json(const PlanSuggestion& s) {
             {"why", s.why}};
   if (s.device_checkpoint_layers >= 0)  // absent in older plans
     j["device_checkpoint_layers"] = s.device_checkpoint_layers;
+  if (s.saved_activation_layers > 0) j["saved_activation_layers"] = s.saved_activation_layers;
   return j;
 }
 
@@ -131,6 +132,7 @@ PlanSuggestion plan_suggestion_from_json(const json& j) {
   s.checkpoints_on_device = boolean(j, "checkpoints_on_device").value_or(false);
   s.hbm_state_blocks = integer<int>(j, "hbm_state_blocks").value_or(0);
   s.device_checkpoint_layers = integer<int>(j, "device_checkpoint_layers").value_or(-1);
+  s.saved_activation_layers = integer<int>(j, "saved_activation_layers").value_or(0);
   s.hbm_needed_bytes = integer<uint64_t>(j, "hbm_needed_bytes").value_or(0);
   s.hbm_free_bytes = integer<uint64_t>(j, "hbm_free_bytes").value_or(0);
   s.same_as_job = boolean(j, "same_as_job").value_or(false);
@@ -181,6 +183,8 @@ json to_json(const Plan& p) {
   const PlanState& st = p.state;
   if (st.device_checkpoint_layers >= 0)  // absent in older plans
     j["state"]["device_checkpoint_layers"] = st.device_checkpoint_layers;
+  if (st.saved_activation_layers > 0)
+    j["state"]["saved_activation_layers"] = st.saved_activation_layers;
   if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks > 0) {  // absent in older plans
     j["state"]["dram_blocks"] = st.dram_blocks;
     j["state"]["ssd_moments_blocks"] = st.ssd_moments_blocks;
@@ -226,6 +230,7 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.hbm_bytes = integer<uint64_t>(state, "hbm_bytes").value_or(0);
   p.state.why = text(state, "why").value_or("");
   p.state.device_checkpoint_layers = integer<int>(state, "device_checkpoint_layers").value_or(-1);
+  p.state.saved_activation_layers = integer<int>(state, "saved_activation_layers").value_or(0);
   p.state.dram_blocks = integer<int>(state, "dram_blocks").value_or(0);
   p.state.ssd_moments_blocks = integer<int>(state, "ssd_moments_blocks").value_or(0);
   p.state.ssd_blocks = integer<int>(state, "ssd_blocks").value_or(0);

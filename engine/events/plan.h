@@ -98,6 +98,10 @@ struct PlanState {
   // planner moved the others' to pinned host memory to make room for more blocks' state (planner.h,
   // "the trade"), 0 when they do not fit and all go there. -1: not recorded (plans written before).
   int device_checkpoint_layers = -1;
+  // The last layers that keep their activations in HBM and skip the recompute
+  // (StreamingConfig::saved_activation_layers; planner.h, "saved activations"); 0 in plans written
+  // before.
+  int saved_activation_layers = 0;
   int dram_blocks = 0, ssd_moments_blocks = 0, ssd_blocks = 0;
   std::string host_why;  // one line: which blocks sit in which host tier, and why
 };
@@ -120,6 +124,7 @@ struct PlanSuggestion {
   bool checkpoints_on_device = false;
   int hbm_state_blocks = 0;  // blocks of the HBM state tier at that batch (PlanState::hbm_blocks)
   int device_checkpoint_layers = -1;  // PlanState::device_checkpoint_layers at that batch
+  int saved_activation_layers = 0;    // PlanState::saved_activation_layers at that batch
   uint64_t hbm_needed_bytes = 0, hbm_free_bytes = 0;
   bool same_as_job = false;
   std::string why;  // one line: what a smaller step loses to, where the checkpoints go

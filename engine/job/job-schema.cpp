@@ -188,6 +188,15 @@ std::vector<JobKey> build_table() {
                  "or more where the plan predicts a faster step with some checkpoints moved to "
                  "host memory (none on the CPU backend); 0: none."),
              closed(-1, 1 << 20)),
+      ranged(key("placement.saved_activation_layers", T::kInteger, -1, "layers",
+                 "Layers (the last ones) that keep every activation their backward needs in the "
+                 "GPU's memory from the forward to the backward and skip its recompute "
+                 "(selective activation checkpointing: the same bits, about a quarter less of "
+                 "their compute, each layer's activations of every micro-batch in HBM); -1: "
+                 "as many as the plan predicts make the step faster, against the HBM state "
+                 "tier's blocks and the checkpoints (none on the CPU backend); 0: none, every "
+                 "layer recomputes."),
+             closed(-1, 1 << 20)),
       choice("placement.optimizer", {"dram", "ssd", "auto"},
              "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (per "
              "block: the first blocks' moments in DRAM up to placement.dram_cap_bytes, the rest on "

@@ -61,6 +61,9 @@ struct RunAssembly {
   // The layers whose checkpoints stay on the device (StreamingConfig::device_checkpoint_layers):
   // the plan's split when it keeps them there, else -1 (as many as fit).
   int device_checkpoint_layers = -1;
+  // The last layers that keep their activations (StreamingConfig::saved_activation_layers), as the
+  // plan chose.
+  int saved_activation_layers = 0;
   std::unique_ptr<ModelState> state;       // weights, gradients and (in DRAM) AdamW moments
   std::unique_ptr<ScratchFolder> scratch;  // the SSD tier's folder, removed when the run ends
   std::string ssd_folder;                  // its path ("" with no SSD tier)

@@ -66,6 +66,9 @@ struct TrainJob {
   uint64_t device_memory_bytes{};  // 0: the backend's default (all of it on a GPU)
   int weight_slots{};
   int hbm_state_blocks{};  // -1: as many as fit (streaming-engine.h, hbm_state_blocks)
+  // StreamingConfig::saved_activation_layers; -1 (the schema's default): the planner's choice
+  // (planner.h).
+  int saved_activation_layers{};
   TierChoice optimizer_tier = TierChoice::kDram;
   TierChoice master_tier = TierChoice::kDram;
   std::string ssd_dir;

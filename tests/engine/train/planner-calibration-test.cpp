@@ -53,6 +53,7 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
     TrainJob job;
     job.backend = "cuda";
     job.hbm_state_blocks = 0;  // measured before the HBM state tier: every block's state in DRAM
+    job.saved_activation_layers = 0;  // and before saved activations: every layer recomputed
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];
     job.seq_len = run["seq_len"];
@@ -93,6 +94,7 @@ TEST(PlannerCalibration, MeasuredCpuStepsWithin25Percent) {
     auto config = ModelConfig::from_json(run["config"]);
     ASSERT_TRUE(config.ok()) << name << ": " << config.status().to_string();
     TrainJob job;
+    job.saved_activation_layers = 0;  // measured recomputing every layer
     job.backend = "cpu";
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];
@@ -146,6 +148,7 @@ TEST(PlannerCalibration, HbmStateTierOnTheH100) {
     auto config = ModelConfig::from_json(run["config"]);
     ASSERT_TRUE(config.ok()) << name << ": " << config.status().to_string();
     TrainJob job;
+    job.saved_activation_layers = 0;  // measured recomputing every layer
     job.backend = "cuda";
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];

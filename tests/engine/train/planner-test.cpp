@@ -13,6 +13,7 @@
 
 #include "model/parameter-layout.h"
 #include "planner-fixtures.h"
+#include "train/block-math.h"
 #include "train/hbm-state.h"
 #include "train/machine-probe.h"
 #include "train/streaming-engine.h"
@@ -1431,6 +1432,79 @@ TEST(TierPlacement, MoreThanFitsSaysWhatToChange) {
                 "DRAM cannot hold even the master weights, gradients and the rest ("),
             std::string::npos)
       << tiny.state.host_why;
+}
+
+// Saved activations (StreamingConfig::saved_activation_layers): the last k layers skip the
+// recompute, a quarter of their GEMM FLOPs and element-wise passes and half their attention's
+// forward share, and hold k · micro-batches · BlockMath::saved_bytes more HBM.
+TEST(SavedActivationsPlan, TakeTheRecomputeOffTheLastLayers) {
+  const ModelConfig c = llama2_7b();
+  const TrainJob none = seven_b_job();
+  TrainJob eight = none;
+  eight.saved_activation_layers = 8;
+  const Plan a = make_plan(c, none, h100_host(), 10, false);
+  const Plan b = make_plan(c, eight, h100_host(), 10, false);
+  ASSERT_TRUE(a.fits && b.fits) << a.reason << b.reason;
+  EXPECT_EQ(a.state.saved_activation_layers, 0);
+  EXPECT_EQ(b.state.saved_activation_layers, 8);
+  const double share = 8.0 / c.num_layers;
+  EXPECT_NEAR(b.step.gemm_s / a.step.gemm_s, (8.0 - 2.0 * share) / 8.0, 1e-12);
+  EXPECT_NEAR(b.step.elementwise_s / a.step.elementwise_s, 1.0 - 0.25 * share, 1e-12);
+  EXPECT_LT(b.step.attention_s, a.step.attention_s);
+  EXPECT_LT(b.step.flops, a.step.flops);
+  EXPECT_EQ(b.step.model_flops, a.step.model_flops);
+  const uint64_t saved =
+      8ull * none.grad_accum *
+      BlockMath::saved_bytes(c, none.micro_batch_size * none.seq_len, DType::kBF16);
+  EXPECT_EQ(b.hbm.needed_bytes - a.hbm.needed_bytes, saved);
+  EXPECT_EQ(*b.hbm.checkpoints_bytes - *a.hbm.checkpoints_bytes, saved);
+  const Result<Plan> back = plan_from_json(to_json(b));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->state.saved_activation_layers, 8);
+  EXPECT_FALSE(to_json(a)["state"].contains("saved_activation_layers"));
+
+  TrainJob too_many = none;
+  too_many.saved_activation_layers = c.num_layers + 1;
+  const Plan bad = make_plan(c, too_many, h100_host(), 10, false);
+  EXPECT_FALSE(bad.fits);
+  EXPECT_NE(bad.reason.find("placement.saved_activation_layers is 33 but the model has 32 layers"),
+            std::string::npos)
+      << bad.reason;
+  // Every layer's activations at 64K tokens a step do not fit 80 GB: HBM says so and names the key.
+  TrainJob all = none;
+  all.saved_activation_layers = c.num_layers;
+  const Plan full = make_plan(c, all, h100_host(), 10, false);
+  EXPECT_FALSE(full.fits);
+  EXPECT_NE(full.reason.find("lower placement.saved_activation_layers"), std::string::npos)
+      << full.reason;
+}
+
+// With -1 (the job's default) the plan saves as many layers' activations as make the step faster,
+// against the HBM state tier's blocks: a compute-bound 7B step at 64K tokens on the H100 saves
+// layers; the CPU backend none.
+TEST(SavedActivationsPlan, AutoSavesWhereTheStepGains) {
+  const ModelConfig c = llama2_7b();
+  TrainJob job = seven_b_job();
+  job.hbm_state_blocks = -1;
+  job.saved_activation_layers = -1;
+  TrainJob none = job;
+  none.saved_activation_layers = 0;
+  const Plan with = make_plan(c, job, h100_host(), 10, false);
+  const Plan without = make_plan(c, none, h100_host(), 10, false);
+  ASSERT_TRUE(with.fits && without.fits) << with.reason << without.reason;
+  EXPECT_GT(with.state.saved_activation_layers, 0);
+  EXPECT_LT(with.step.step_s, (1.0 - kTradeMargin) * without.step.step_s);
+  EXPECT_LE(with.hbm.needed_bytes, with.hbm.free_bytes);
+  EXPECT_NE(with.state.why.find("layers keep their activations in HBM"), std::string::npos)
+      << with.state.why;
+  // One more saved layer would not fit or not be faster: the plan took the best count.
+  TrainJob more = job;
+  more.saved_activation_layers = with.state.saved_activation_layers + 1;
+  const Plan next = make_plan(c, more, h100_host(), 10, false);
+  EXPECT_TRUE(!next.fits || next.step.step_s >= with.step.step_s - 1e-12);
+  std::printf("7B 4x4x2048 on the H100: %d saved layers, %.3f s against %.3f s; %s\n",
+              with.state.saved_activation_layers, with.step.step_s, without.step.step_s,
+              with.state.why.c_str());
 }
 
 }  // namespace
