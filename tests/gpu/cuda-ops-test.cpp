@@ -788,9 +788,9 @@ TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
        {250, 130, 190}},
       // Sequences whose backward workspace is past 1.5 GiB, in chunks of heads
       // (cuda-workspace.h): one of 16K tokens (2.1 GB) in 2 calls of one GQA group (2 query heads,
-      // 1 KV head); two of 8K with 12 heads (1.6 GB each) in 2 × 2 calls of 6 heads.
+      // 1 KV head); two of 8K with 24 heads (3.2 GB each) in 2 × 3 calls of 8 heads.
       {{"heads_gqa_b1_s16384", 1, 16384, 512, 4, 2, 128, 1, 1, 1, 1e4f}, {}},
-      {{"heads_mha_b2_s8192", 2, 8192, 1536, 12, 12, 128, 1, 1, 1, 1e4f}, {}},
+      {{"heads_mha_b2_s8192", 2, 8192, 3072, 24, 24, 128, 1, 1, 1, 1e4f}, {}},
   };
   for (const Case& c : cases) {
     const Shape& s = c.shape;
