@@ -68,7 +68,6 @@ bool cudnn_attention_backward_takes_window(int window, int seq);
 struct CudnnBackwardChunk {
   int sequences = 0, heads = 0;
   bool covered() const { return sequences > 0 && heads > 0; }
-  bool operator==(const CudnnBackwardChunk&) const = default;
 };
 // The chunk for a micro-batch of `batch` (kCudnnAttentionBackwardBytes above; each call's
 // workspace counted with kCudnnAttentionSlackBytes): the largest divisor of batch whose sequences
