@@ -40,16 +40,49 @@ bool cudnn_attention_backward_takes_window(int window, int seq) {
   return window <= 0 || window >= seq;
 }
 
-int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim) {
-  if (batch <= 0 || seq <= 0 || !cudnn_attention_covers(hq, hkv, head_dim)) return 0;
-  const size_t one = cudnn_attention_backward_bytes(seq, hq, hkv, head_dim);
-  if (one + kCudnnAttentionSlackBytes > kCudnnAttentionSequenceBytes) return 0;
-  const size_t fit =
-      std::max<size_t>(1, (kCudnnAttentionBackwardBytes - kCudnnAttentionSlackBytes) / one);
-  for (int c = static_cast<int>(std::min<size_t>(fit, batch)); c > 0; --c) {
-    if (batch % c == 0) return c;
+CudnnBackwardChunk cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv,
+                                                  int head_dim) {
+  if (batch <= 0 || seq <= 0 || !cudnn_attention_covers(hq, hkv, head_dim)) return {};
+  // The largest chunk that fits, else the least (one group of one sequence) up to its bound.
+  CudnnBackwardChunk least;
+  for (CudnnBackwardChunk c{batch, hq}; c.covered();
+       c = cudnn_attention_backward_next_chunk(c, batch, seq, hq, hkv)) {
+    if (cudnn_attention_backward_chunk_bytes(c, seq, hq, hkv, head_dim) +
+            kCudnnAttentionSlackBytes <=
+        kCudnnAttentionBackwardBytes) {
+      return c;
+    }
+    least = c;
   }
-  return 0;
+  if (cudnn_attention_backward_chunk_bytes(least, seq, hq, hkv, head_dim) +
+          kCudnnAttentionSlackBytes <=
+      kCudnnAttentionGroupBytes) {
+    return least;
+  }
+  return {};
+}
+
+CudnnBackwardChunk cudnn_attention_backward_next_chunk(CudnnBackwardChunk chunk, int batch, int seq,
+                                                       int hq, int hkv) {
+  if (chunk.heads == hq) {
+    for (int n = chunk.sequences - 1; n > 0; --n) {
+      if (batch % n == 0) return {n, hq};
+    }
+  }
+  // A chunk's lse starts h0·seq floats in, which cuDNN takes 16-byte aligned.
+  const int unit = seq % 4 == 0 ? hq / hkv : hq;
+  for (int heads = chunk.heads - unit; heads >= unit; heads -= unit) {
+    if (hq % heads == 0) return {1, heads};
+  }
+  return {};
+}
+
+size_t cudnn_attention_backward_chunk_bytes(CudnnBackwardChunk chunk, int seq, int hq, int hkv,
+                                            int head_dim) {
+  if (!chunk.covered()) return 0;
+  const int group = hq / hkv;
+  return static_cast<size_t>(chunk.sequences) *
+         cudnn_attention_backward_bytes(seq, chunk.heads, chunk.heads / group, head_dim);
 }
 
 int cudnn_ragged_examples_bucket(int examples) {
@@ -112,11 +145,12 @@ size_t cudnn_ragged_reserve_bytes(int batch, int seq, int hq) {
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim,
                                          bool cudnn) {
   const size_t delta = static_cast<size_t>(batch) * hq * seq;  // delta[b, hq, t]
-  const size_t chunk = cudnn ? cudnn_attention_backward_chunk(batch, seq, hq, hkv, head_dim) : 0;
-  const size_t fused = chunk > 0 ? chunk * cudnn_attention_backward_bytes(seq, hq, hkv, head_dim) +
-                                       kCudnnAttentionSlackBytes +
-                                       cudnn_ragged_reserve_bytes(batch, seq, hq)
-                                 : 0;
+  const CudnnBackwardChunk chunk =
+      cudnn ? cudnn_attention_backward_chunk(batch, seq, hq, hkv, head_dim) : CudnnBackwardChunk{};
+  const size_t fused =
+      chunk.covered() ? cudnn_attention_backward_chunk_bytes(chunk, seq, hq, hkv, head_dim) +
+                            kCudnnAttentionSlackBytes + cudnn_ragged_reserve_bytes(batch, seq, hq)
+                      : 0;
   return std::max(delta, ceil_div(fused, sizeof(float)));
 }
 

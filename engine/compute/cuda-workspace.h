@@ -34,12 +34,16 @@ inline constexpr size_t kSumSquaresMaxPartials = 1024;
 inline constexpr int kKeyBiasTileRows = 32;
 
 // cuDNN's deterministic attention backward (cuda/cudnn-attention.h) keeps the scores' gradient of
-// the sequences of one call in the workspace, O(seq²) per head: it runs a micro-batch in chunks of
-// sequences whose workspace fits kCudnnAttentionBackwardBytes, one sequence at a time up to
-// kCudnnAttentionSequenceBytes (llama2-7b at 8192: 4.3 GB, for twice the flash kernel's speed),
-// and not at all beyond (the module's own kernel then runs it: 16K tokens would take 17 GB).
+// the sequences and heads of one call in the workspace, O(seq²) per head
+// (cudnn_attention_backward_bytes, linear in the heads): it runs a micro-batch in chunks of whole
+// sequences while one sequence fits kCudnnAttentionBackwardBytes; past that, one sequence at a
+// time in chunks of query heads (whole GQA groups) that fit it; where one group does not, one
+// group a call up to kCudnnAttentionGroupBytes; and not at all beyond (the module's kernel then
+// runs it). llama2-7b (32 heads of 128): at 2048 four sequences a call (1.07 GB); at 8192 one
+// sequence in chunks of 8 heads (1.07 GB, where the whole sequence took 4.3 GB); at 16384 chunks
+// of 2 heads (1.07 GB); at 32768 one head a call (2.1 GB); at 65536 none (8.6 GB a head).
 inline constexpr size_t kCudnnAttentionBackwardBytes = size_t{3} << 29;  // 1.5 GiB
-inline constexpr size_t kCudnnAttentionSequenceBytes = size_t{5} << 30;  // 5 GiB
+inline constexpr size_t kCudnnAttentionGroupBytes = size_t{5} << 30;     // 5 GiB
 // What cuDNN's plans take beyond the estimate below, per call (256 B on cuDNN 9.19).
 inline constexpr size_t kCudnnAttentionSlackBytes = size_t{1} << 20;
 
@@ -57,10 +61,32 @@ bool cudnn_attention_covers(int hq, int hkv, int head_dim);
 // triangle, and runs at a third of the module's kernel, which skips the tiles outside the band
 // (attention-bench, window 512 at 8192: 57 against 155 TFLOPS on an H200).
 bool cudnn_attention_backward_takes_window(int window, int seq);
-// Sequences per cuDNN attention backward call for a micro-batch of `batch`: the largest divisor of
-// batch whose workspace (with kCudnnAttentionSlackBytes) fits kCudnnAttentionBackwardBytes, or 1
-// up to kCudnnAttentionSequenceBytes; 0 beyond, or when cuDNN does not cover the heads.
-int cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv, int head_dim);
+// How cuDNN's attention backward splits a micro-batch into calls: `sequences` whole sequences
+// with all hq heads each, or (sequences 1, heads < hq) `heads` query heads of one sequence, with
+// their heads / (hq / hkv) KV heads, so that each call's dK and dV are complete. Zero: cuDNN's
+// backward does not run the shape.
+struct CudnnBackwardChunk {
+  int sequences = 0, heads = 0;
+  bool covered() const { return sequences > 0 && heads > 0; }
+};
+// The chunk for a micro-batch of `batch` (kCudnnAttentionBackwardBytes above; each call's
+// workspace counted with kCudnnAttentionSlackBytes): the largest divisor of batch whose sequences
+// fit; else, one sequence at a time, the largest divisor of hq that is a multiple of the group
+// hq / hkv and fits; else one group, up to kCudnnAttentionGroupBytes. Chunks of heads need seq a
+// multiple of 4 (a chunk's lse starts h0·seq floats in, which cuDNN takes 16-byte aligned): other
+// lengths run one whole sequence a call up to kCudnnAttentionGroupBytes. Uncovered beyond, or when
+// cuDNN does not cover the heads (cudnn_attention_covers).
+CudnnBackwardChunk cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv,
+                                                  int head_dim);
+// The next smaller chunk after `chunk`, in the order the rule above takes them: fewer sequences (a
+// divisor of batch), then one sequence in fewer heads (divisors of hq, multiples of the group, or
+// hq alone where seq is not a multiple of 4); uncovered after the least. The backward tries them
+// in turn where cuDNN's plan asks more than the estimate.
+CudnnBackwardChunk cudnn_attention_backward_next_chunk(CudnnBackwardChunk chunk, int batch, int seq,
+                                                       int hq, int hkv);
+// Bytes of one call of `chunk` (cudnn_attention_backward_bytes of its sequences and heads).
+size_t cudnn_attention_backward_chunk_bytes(CudnnBackwardChunk chunk, int seq, int hq, int hkv,
+                                            int head_dim);
 
 // Packed rows on cuDNN (cuda/cudnn-attention.h): each example is one of cuDNN's ragged sequences,
 // and a plan holds a fixed number of them up to a fixed length, both buckets of the caller's bounds
@@ -124,13 +150,17 @@ size_t cudnn_ragged_index_bytes(int entries, int chunk);
 size_t cudnn_ragged_stats_bytes(int chunk, int hq, int length);
 // What the scratch holds beyond cuDNN's workspace for packed calls of these shapes: the index of
 // as many examples as run on cuDNN (batch·seq / kCudnnRaggedMinAverageLength) in chunks of one,
-// and one sequence's statistics; with cuDNN's workspace of one sequence of seq tokens, any packed
-// call fits in chunks of one (it falls back where that takes more than kCudnnRaggedMaxChunks).
+// and one sequence's statistics. Where the unpacked backward runs whole sequences, cuDNN's
+// workspace of one sequence of seq tokens is there too, and any packed call fits in chunks of one
+// (it falls back where that takes more than kCudnnRaggedMaxChunks); where it runs chunks of heads,
+// packed calls run on cuDNN while one example's workspace, all heads, fits what a chunk reserves
+// (llama2-7b at 8192: examples up to 4096 tokens), and fall back beyond.
 size_t cudnn_ragged_reserve_bytes(int batch, int seq, int hq);
 
 // Floats of attention_backward's scratch: delta[b, hq, t] for the module's kernel, and with
-// `cudnn` the workspace of cuDNN's backward over cudnn_attention_backward_chunk sequences with the
-// ragged reserve of packed rows, where larger.
+// `cudnn` the workspace of one call of cuDNN's backward over cudnn_attention_backward_chunk with
+// the ragged reserve of packed rows, where larger. A chunk of heads reserves only its own
+// workspace (llama2-7b at 8192: 1.07 GB, not the whole sequence's 4.3 GB).
 size_t attention_backward_scratch_floats(int batch, int seq, int hq, int hkv, int head_dim,
                                          bool cudnn);
 // Doubles (counted as floats, two each) of attention_key_bias_backward's cos/sin table and

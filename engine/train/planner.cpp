@@ -238,9 +238,10 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   // Packed rows run their examples in chunks that fit (cudnn-attention.h); whole rows as
   // cuda-workspace.h bounds them.
   const bool fused_backward =
-      fused_forward && (data.packed || cuda::cudnn_attention_backward_chunk(
-                                           job.micro_batch_size, job.seq_len, c.num_heads,
-                                           c.num_kv_heads, c.head_dim) > 0);
+      fused_forward &&
+      (data.packed || cuda::cudnn_attention_backward_chunk(job.micro_batch_size, job.seq_len,
+                                                           c.num_heads, c.num_kv_heads, c.head_dim)
+                          .covered());
   const double own = std::max(machine.compute_flops, 1.0) * gpu_attention_efficiency(c.head_dim);
   const double fused = std::max(machine.compute_flops, 1.0) *
                        gpu_attention_efficiency(c.head_dim, true, data.packed);

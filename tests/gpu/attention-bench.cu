@@ -19,7 +19,8 @@
 // Exit status 1 when any check fails, before the benchmark (the packed rows' checks, after it: 1
 // too). Then times the flash kernels at
 // llama2-7b (b=4, t=2048, 32 heads of 128) and qwen2.5-7b (28/4 heads) shapes and prints TFLOPS
-// with forward FLOPs = 4·b·hq·t²·d / 2 (causal half) and fwd+bwd = 3.5 × that, and the key-bias
+// with forward FLOPs = 4·b·hq·t²·d / 2 (causal half) and fwd+bwd = 3.5 × that, up to one sequence
+// of 32K tokens (cuDNN's backward in chunks of heads there), and the key-bias
 // gradient's time at the qwen2.5-7b shape (b=1, t=2048) next to the attention's; and packed rows
 // (chat examples of 300 to 900 tokens) on the flash kernel and on cuDNN (bench_packed).
 #include <cuda_bf16.h>
@@ -858,6 +859,12 @@ int main(int argc, char** argv) {
   bench_attention({4, 2048, 28, 4, 128}, "qwen2.5-7b");
   bench_attention({2, 4096, 32, 32, 128}, "llama2-7b");
   bench_attention({1, 8192, 32, 32, 128}, "llama2-7b");
+  // Past one sequence's 1.5 GiB, cuDNN's backward runs chunks of heads (cuda-workspace.h):
+  // llama2-7b 2 heads a call at 16K, one (2 GiB) at 32K; qwen2.5-7b one group of 7 (3.5 GiB) at
+  // 16K.
+  bench_attention({1, 16384, 32, 32, 128}, "llama2-7b");
+  bench_attention({1, 32768, 32, 32, 128}, "llama2-7b");
+  bench_attention({1, 16384, 28, 4, 128}, "qwen2.5-7b");
   bench_attention({1, 2048, 28, 4, 128}, "qwen2.5-7b");
   bench_key_bias({1, 2048, 28, 4, 128}, 1000000.0f);
   // Gemma 3 1B's heads (4 of 256, one key/value head) on the flash kernels: a global layer and a

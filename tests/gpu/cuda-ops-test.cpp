@@ -24,6 +24,7 @@
 #include "compute/backend-loader.h"
 #include "compute/backend.h"
 #include "compute/cpu/adamw.h"
+#include "compute/cuda-workspace.h"
 #include "core/dtype.h"
 #include "engine/compute/adamw-test-util.h"
 #include "engine/compute/compute-test-util.h"
@@ -746,8 +747,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaOps, ::testing::ValuesIn(kShapes),
 // cuDNN's fused attention (the CUDA backend's default where cuDNN is installed) against the
 // module's own kernels (SPILLWAY_CUDNN=0), GPU against GPU, so the shapes can be a training
 // step's: GQA at 2048 with a micro-batch the backward runs in chunks (cuda-workspace.h), a length
-// that is no multiple of 128, Gemma's head_dim 256 with a window and its scale; and the same
-// packed into examples (cuDNN's ragged sequences). Forward and backward agree within the bf16
+// that is no multiple of 128, Gemma's head_dim 256 with a window and its scale; the same packed
+// into examples (cuDNN's ragged sequences); and sequences long enough that the backward runs in
+// chunks of heads. Forward and backward agree within the bf16
 // tolerances the CPU comparisons use, and cuDNN gives the same bits twice. The CudaOps tests above
 // compare the default path, cuDNN where it runs, with the CPU.
 TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
@@ -784,6 +786,11 @@ TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
       {{"packed_hd256_window", 2, 700, 512, 4, 1, 256, 1, 1, 1, 1e4f},
        {0.0625f, 100},
        {250, 130, 190}},
+      // Sequences whose backward workspace is past 1.5 GiB, in chunks of heads
+      // (cuda-workspace.h): one of 16K tokens (2.1 GB) in 2 calls of one GQA group (2 query heads,
+      // 1 KV head); two of 8K with 24 heads (3.2 GB each) in 2 × 3 calls of 8 heads.
+      {{"heads_gqa_b1_s16384", 1, 16384, 512, 4, 2, 128, 1, 1, 1, 1e4f}, {}},
+      {{"heads_mha_b2_s8192", 2, 8192, 3072, 24, 24, 128, 1, 1, 1, 1e4f}, {}},
   };
   for (const Case& c : cases) {
     const Shape& s = c.shape;
@@ -824,6 +831,16 @@ TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
       EXPECT_LE(err, tol) << key;
       EXPECT_TRUE(same_bits(got[key], again[key])) << key << ": cuDNN's bits differ between calls";
       std::printf("  %-20s %-12s rel_l2 %.2e\n", s.name, key.c_str(), err);
+    }
+    const cuda::CudnnBackwardChunk chunk =
+        cuda::cudnn_attention_backward_chunk(s.batch, s.seq, s.heads, s.kv_heads, s.head_dim);
+    if (pos.empty() && chunk.heads < s.heads) {
+      // The chunks of heads ran on cuDNN, not the module's kernel: some bits differ from its.
+      ASSERT_TRUE(chunk.covered());
+      std::printf("  %-20s backward in %d calls of %d heads\n", s.name,
+                  s.batch * (s.heads / chunk.heads), chunk.heads);
+      EXPECT_FALSE(same_bits(got["backward.dq"], want["backward.dq"]))
+          << "the backward of chunks of heads did not run on cuDNN (SPILLWAY_LOG=debug says why)";
     }
   }
 }

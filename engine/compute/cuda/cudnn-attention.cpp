@@ -47,11 +47,19 @@ enum Uid : int64_t {
 };
 
 // The dims and strides of the graphs' tensors for one shape: Q, K, V, O and their gradients are
-// [b, t, h, d] in memory (attention.cuh), seen by cuDNN as (b, h, t, d).
+// [b, t, h, d] in memory (attention.cuh), seen by cuDNN as (b, h, t, d). hq and hkv are the heads
+// the graph computes, layout_hq and layout_hkv those of the rows in memory: fewer for a chunk of
+// heads (AttentionShape::heads), whose bound tensors keep the layout's strides.
 struct Dims {
-  int64_t b, t, hq, hkv, d;
+  int64_t b, t, hq, hkv, d, layout_hq, layout_hkv;
   explicit Dims(const AttentionShape& s)
-      : b(s.batch), t(s.seq), hq(s.hq), hkv(s.hkv), d(s.head_dim) {}
+      : b(s.batch),
+        t(s.seq),
+        hq(s.heads > 0 ? s.heads : s.hq),
+        hkv(s.heads > 0 ? s.heads / (s.hq / s.hkv) : s.hkv),
+        d(s.head_dim),
+        layout_hq(s.hq),
+        layout_hkv(s.hkv) {}
 };
 
 // Q·Kᵀ's tensors: [b, hq, t, t], and a value per query row [b, hq, t, 1].
@@ -65,18 +73,21 @@ int rows(CudnnGraph& g, const Dims& x) {
 int scores_transposed(CudnnGraph& g, const Dims& x, cudnnDataType_t type) {
   return g.virtual_tensor({x.b, x.hq, x.t, x.t}, {x.hq * x.t * x.t, x.t * x.t, 1, x.t}, type);
 }
-// A [b, t, h, d] tensor bound at execute(), and its transposed view (b, h, d, t); `ragged`: the
-// offsets of packed sequences (CudnnGraph::tensor), or -1.
-int heads(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h, int ragged = -1) {
-  return g.tensor(uid, {x.b, h, x.t, x.d}, {x.t * h * x.d, x.d, h * x.d, 1}, CUDNN_DATA_BFLOAT16,
-                  ragged);
+// h heads of a [b, t, layout_h, d] tensor bound at execute(), and their transposed view
+// (b, h, d, t); `ragged`: the offsets of packed sequences (CudnnGraph::tensor), or -1.
+int heads(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h, int64_t layout_h, int ragged = -1) {
+  return g.tensor(uid, {x.b, h, x.t, x.d}, {x.t * layout_h * x.d, x.d, layout_h * x.d, 1},
+                  CUDNN_DATA_BFLOAT16, ragged);
 }
-int heads_transposed(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h, int ragged = -1) {
-  return g.tensor(uid, {x.b, h, x.d, x.t}, {x.t * h * x.d, x.d, 1, h * x.d}, CUDNN_DATA_BFLOAT16,
-                  ragged);
+int heads_transposed(CudnnGraph& g, int64_t uid, const Dims& x, int64_t h, int64_t layout_h,
+                     int ragged = -1) {
+  return g.tensor(uid, {x.b, h, x.d, x.t}, {x.t * layout_h * x.d, x.d, 1, layout_h * x.d},
+                  CUDNN_DATA_BFLOAT16, ragged);
 }
-int stats(CudnnGraph& g, int64_t uid, const Dims& x) {
-  return g.tensor(uid, {x.b, x.hq, x.t, 1}, {x.hq * x.t, x.t, 1, 1}, CUDNN_DATA_FLOAT);
+// A value per query row [b, hq, t] of `layout_h` heads (the lse: the layout's; the backward's
+// softmax sum: the graph's own).
+int stats(CudnnGraph& g, int64_t uid, const Dims& x, int64_t layout_h) {
+  return g.tensor(uid, {x.b, x.hq, x.t, 1}, {layout_h * x.t, x.t, 1, 1}, CUDNN_DATA_FLOAT);
 }
 
 // The causal mask (key j visible to query i when j <= i) and, with a window w, the band
@@ -155,11 +166,11 @@ int padded(CudnnGraph& g, const Dims& x, int in, const Ragged& r) {
 // padding mask before the causal one; the statistics dense [x.b, hq, x.t] either way.
 void forward_ops(CudnnGraph& g, const Dims& x, int window, cudnnDataType_t index_prec,
                  const Ragged& r) {
-  const int q = heads(g, kQ, x, x.hq, r.q);
-  const int kt = heads_transposed(g, kK, x, x.hkv, r.k);
-  const int v = heads(g, kV, x, x.hkv, r.v);
-  const int o = heads(g, kO, x, x.hq, r.o);
-  const int lse = stats(g, kStats, x);
+  const int q = heads(g, kQ, x, x.hq, x.layout_hq, r.q);
+  const int kt = heads_transposed(g, kK, x, x.hkv, x.layout_hkv, r.k);
+  const int v = heads(g, kV, x, x.hkv, x.layout_hkv, r.v);
+  const int o = heads(g, kO, x, x.hq, x.layout_hq, r.o);
+  const int lse = stats(g, kStats, x, x.layout_hq);
   const int qk = scores(g, x, CUDNN_DATA_FLOAT);
   g.matmul(q, kt, qk, /*m=*/r.seq_q, /*n=*/r.seq_kv);
   const int scaled = scores(g, x, CUDNN_DATA_FLOAT);
@@ -193,18 +204,19 @@ int per_kv_head(CudnnGraph& g, const Dims& x, int out) {
 // computes dQ by a GEMM of its own): softmax_sum = rowsum(dO·O); P = exp(S - stats);
 // dV = Pᵀ·dO; dS = scale·P·(dO·Vᵀ - softmax_sum); dK = dSᵀ·Q; dQ = dS·K. With ragged sequences
 // as the forward: dO takes O's offsets, dQ Q's, dK K's, dV V's and the view of K the dQ GEMM
-// reads K's; the statistics and softmax sum stay dense [x.b, hq, x.t].
+// reads K's; the statistics and softmax sum stay dense [x.b, hq, x.t]. A chunk of heads reads and
+// writes its heads of the layout (Dims) and keeps its own softmax sum [x.b, heads, x.t].
 void backward_ops(CudnnGraph& g, const Dims& x, int window, cudnnDataType_t index_prec,
                   const Ragged& r) {
-  const int q = heads(g, kQ, x, x.hq, r.q);
-  const int kt = heads_transposed(g, kK, x, x.hkv, r.k);
-  const int vt = heads_transposed(g, kV, x, x.hkv, r.v);
-  const int o = heads(g, kO, x, x.hq, r.o);
-  const int lse = stats(g, kStats, x);
-  const int dout = heads(g, kDO, x, x.hq, r.o);
-  const int dq = heads(g, kDQ, x, x.hq, r.q);
-  const int dk = heads(g, kDK, x, x.hkv, r.k);
-  const int dv = heads(g, kDV, x, x.hkv, r.v);
+  const int q = heads(g, kQ, x, x.hq, x.layout_hq, r.q);
+  const int kt = heads_transposed(g, kK, x, x.hkv, x.layout_hkv, r.k);
+  const int vt = heads_transposed(g, kV, x, x.hkv, x.layout_hkv, r.v);
+  const int o = heads(g, kO, x, x.hq, x.layout_hq, r.o);
+  const int lse = stats(g, kStats, x, x.layout_hq);
+  const int dout = heads(g, kDO, x, x.hq, x.layout_hq, r.o);
+  const int dq = heads(g, kDQ, x, x.hq, x.layout_hq, r.q);
+  const int dk = heads(g, kDK, x, x.hkv, x.layout_hkv, r.k);
+  const int dv = heads(g, kDV, x, x.hkv, x.layout_hkv, r.v);
   const int scale = g.scalar(kScale, CUDNN_DATA_FLOAT);
 
   const int dout_o = g.virtual_tensor({x.b, x.hq, x.t, x.d}, {x.hq * x.t * x.d, x.t * x.d, x.d, 1},
@@ -212,7 +224,7 @@ void backward_ops(CudnnGraph& g, const Dims& x, int window, cudnnDataType_t inde
   g.pointwise(CUDNN_POINTWISE_MUL, dout, o, dout_o);
   const int row_sum = rows(g, x);
   g.reduce(CUDNN_REDUCE_TENSOR_ADD, dout_o, row_sum);
-  const int softmax_sum = stats(g, kSoftmaxSum, x);
+  const int softmax_sum = stats(g, kSoftmaxSum, x, x.hq);
   g.pointwise(CUDNN_POINTWISE_MUL, row_sum, g.scalar(kOne, CUDNN_DATA_FLOAT), softmax_sum);
 
   const int qk = scores(g, x, CUDNN_DATA_FLOAT);
@@ -246,7 +258,8 @@ void backward_ops(CudnnGraph& g, const Dims& x, int window, cudnnDataType_t inde
   g.matmul(dst, q, dk_full, /*m=*/r.seq_kv, /*n=*/-1, /*k=*/r.seq_q);
   if (dk_full != dk) g.reduce(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
 
-  const int k = g.virtual_tensor({x.b, x.hkv, x.t, x.d}, {x.t * x.hkv * x.d, x.d, x.hkv * x.d, 1},
+  const int k = g.virtual_tensor({x.b, x.hkv, x.t, x.d},
+                                 {x.t * x.layout_hkv * x.d, x.d, x.layout_hkv * x.d, 1},
                                  CUDNN_DATA_FLOAT, r.k);
   g.reshape(kt, k);
   g.matmul(ds, k, dq, /*m=*/r.seq_q, /*n=*/-1, /*k=*/r.seq_kv);
@@ -321,7 +334,8 @@ void bind_ragged(Bindings& b, const Scalars& v, const int32_t* index, int ints) 
 std::string shape_text(const AttentionShape& s) {
   return "b=" + std::to_string(s.batch) + " t=" + std::to_string(s.seq) +
          " hq=" + std::to_string(s.hq) + " hkv=" + std::to_string(s.hkv) +
-         " d=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window);
+         " d=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window) +
+         (s.heads > 0 ? " in chunks of " + std::to_string(s.heads) + " query heads" : "");
 }
 
 // The graph `make` adds to a fresh CudnnGraph, built: GEN_INDEX computing in fp32
@@ -444,35 +458,43 @@ Result<bool> CudnnAttention::backward(bf16* dq, bf16* dk, bf16* dv, const bf16* 
                                       void* workspace, size_t workspace_bytes,
                                       cudaStream_t stream) {
   if (!cudnn_attention_backward_takes_window(s.window, s.seq)) return false;
-  // The chunk cuda-workspace.h plans for, or a smaller divisor of the batch where cuDNN's
-  // workspace came out larger than its estimate: [softmax sum [chunk, hq, t]][cuDNN's own].
+  // The chunk cuda-workspace.h plans for, or a smaller one where cuDNN's workspace came out larger
+  // than its estimate: [softmax sum [sequences, heads, t]][cuDNN's own].
   const CudnnGraph* g = nullptr;
-  int chunk = cudnn_attention_backward_chunk(s.batch, s.seq, s.hq, s.hkv, s.head_dim);
+  CudnnBackwardChunk chunk =
+      cudnn_attention_backward_chunk(s.batch, s.seq, s.hq, s.hkv, s.head_dim);
   size_t sum_bytes = 0;
-  for (; chunk > 0; --chunk) {
-    if (s.batch % chunk != 0) continue;
+  for (; chunk.covered();
+       chunk = cudnn_attention_backward_next_chunk(chunk, s.batch, s.seq, s.hq, s.hkv)) {
     AttentionShape cs = s;
-    cs.batch = chunk;
+    cs.batch = chunk.sequences;
+    cs.heads = chunk.heads < s.hq ? chunk.heads : 0;
     SPW_ASSIGN_OR_RETURN(g, plan(&backward_, cs, /*backward=*/true));
     if (g == nullptr) return false;
-    sum_bytes = compute::align_to_device(static_cast<size_t>(chunk) * s.hq * s.seq * sizeof(float));
+    sum_bytes = compute::align_to_device(static_cast<size_t>(chunk.sequences) * chunk.heads *
+                                         s.seq * sizeof(float));
     if (sum_bytes + static_cast<size_t>(g->workspace_bytes()) <= workspace_bytes) break;
   }
-  if (chunk == 0) return false;
+  if (!chunk.covered()) return false;
   char* ws = static_cast<char*>(workspace);
   const Scalars scalars(scale, api_->version, s.window);
-  const size_t q_step = static_cast<size_t>(chunk) * s.seq * s.hq * s.head_dim;
-  const size_t kv_step = static_cast<size_t>(chunk) * s.seq * s.hkv * s.head_dim;
-  const size_t lse_step = static_cast<size_t>(chunk) * s.hq * s.seq;
-  for (int b0 = 0; b0 < s.batch; b0 += chunk) {
-    const size_t i = b0 / chunk;
-    Bindings b;
-    b(kQ, q + i * q_step)(kK, k + i * kv_step)(kV, v + i * kv_step)(kO, out + i * q_step);
-    b(kStats, lse + i * lse_step)(kDO, dout + i * q_step);
-    b(kDQ, dq + i * q_step)(kDK, dk + i * kv_step)(kDV, dv + i * kv_step);
-    b(kOne, &scalars.one)(kSoftmaxSum, ws);
-    bind_scalars(b, scalars, s);
-    SPW_RETURN_IF_ERROR(run(*g, b.uids, b.ptrs, ws + sum_bytes, stream));
+  // Where a call's first sequence b0 and query head h0 start: q-like tensors [b, t, hq, d], k-like
+  // [b, t, hkv, d] (the chunk's first KV head h0 / group), lse [b, hq, t].
+  const int group = s.hq / s.hkv;
+  const size_t d = s.head_dim;
+  for (int b0 = 0; b0 < s.batch; b0 += chunk.sequences) {
+    for (int h0 = 0; h0 < s.hq; h0 += chunk.heads) {
+      const size_t qo = static_cast<size_t>(b0) * s.seq * s.hq * d + h0 * d;
+      const size_t kvo = static_cast<size_t>(b0) * s.seq * s.hkv * d + h0 / group * d;
+      const size_t lo = (static_cast<size_t>(b0) * s.hq + h0) * s.seq;
+      Bindings b;
+      b(kQ, q + qo)(kK, k + kvo)(kV, v + kvo)(kO, out + qo);
+      b(kStats, lse + lo)(kDO, dout + qo);
+      b(kDQ, dq + qo)(kDK, dk + kvo)(kDV, dv + kvo);
+      b(kOne, &scalars.one)(kSoftmaxSum, ws);
+      bind_scalars(b, scalars, s);
+      SPW_RETURN_IF_ERROR(run(*g, b.uids, b.ptrs, ws + sum_bytes, stream));
+    }
   }
   return true;
 }

@@ -6,8 +6,11 @@
 //
 // What cuDNN runs: causal attention with an optional sliding window (the backward only where the
 // window spans the rows), the heads cudnn_attention_covers (cuda-workspace.h) allows, bf16, rows
-// packed or not (below). The backward of unpacked rows runs a micro-batch in chunks of
-// cudnn_attention_backward_chunk sequences (none past its bound). The graphs are
+// packed or not (below). The backward of unpacked rows runs a micro-batch in the chunks
+// cudnn_attention_backward_chunk (cuda-workspace.h) gives: whole sequences, or one sequence in
+// chunks of query heads (whole GQA groups, so each call's dK and dV are complete) whose graph
+// keeps the layout's strides and whose pointers start at the chunk's first head; none past its
+// bound. The graphs are
 // those of FlashAttention's forward and backward written as cuDNN operations (Q·Kᵀ, scale, mask,
 // softmax with its statistics, P·V; and the backward's dP, dS, dQ, dK, dV), which cuDNN's runtime
 // fusion recognises as one kernel each. The backward's graph has no fp32 dQ accumulator (cuDNN
@@ -49,10 +52,13 @@
 
 namespace spillway::cuda {
 
-// The shapes of one attention call, and the key of its plans.
+// The shapes of one attention call, and the key of its plans. hq and hkv are the heads of the
+// [b, t, h, d] layout; `heads`, where nonzero, the query heads a backward graph computes (a chunk
+// of whole GQA groups, cudnn_attention_backward_chunk), each with heads / (hq / hkv) KV heads,
+// its tensors strided as the layout's and bound at the chunk's first head. 0: all hq.
 struct AttentionShape {
-  int batch = 0, seq = 0, hq = 0, hkv = 0, head_dim = 0, window = 0;
-  auto tie() const { return std::tie(batch, seq, hq, hkv, head_dim, window); }
+  int batch = 0, seq = 0, hq = 0, hkv = 0, head_dim = 0, window = 0, heads = 0;
+  auto tie() const { return std::tie(batch, seq, hq, hkv, head_dim, window, heads); }
   bool operator<(const AttentionShape& o) const { return tie() < o.tie(); }
 };
 

@@ -624,23 +624,95 @@ TEST(BackendFacts, CudnnAttentionWorkspaceHoldsWhatCudnnAsks) {
               sum + m.plan_bytes)
         << m.seq << " " << m.hq << "/" << m.hkv << " " << m.head_dim;
   }
-  // llama2-7b's micro-batch of 8 at 2048: four sequences a call (1.07 GB); at 8192 one (4.3 GB);
-  // at 16384 none (17 GB: the module's kernel); heads cuDNN does not take, none.
-  EXPECT_EQ(cudnn_attention_backward_chunk(8, 2048, 32, 32, 128), 4);
-  EXPECT_EQ(cudnn_attention_backward_chunk(6, 2048, 32, 8, 128), 3);
-  EXPECT_EQ(cudnn_attention_backward_chunk(2, 8192, 32, 32, 128), 1);
-  EXPECT_EQ(cudnn_attention_backward_chunk(1, 16384, 32, 32, 128), 0);
-  EXPECT_EQ(cudnn_attention_backward_chunk(4, 256, 8, 4, 8), 0);
-  EXPECT_EQ(cudnn_attention_backward_chunk(4, 256, 8, 3, 64), 0);
-  // The attention scratch reserves the chunk's workspace where cuDNN runs, or the module's delta
-  // where larger or cuDNN does not run.
-  EXPECT_EQ(cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, true) * sizeof(float),
-            4 * cudnn_attention_backward_bytes(2048, 32, 32, 128) +
-                cuda::kCudnnAttentionSlackBytes + cuda::cudnn_ragged_reserve_bytes(8, 2048, 32));
+  // Heads cuDNN does not take: none.
+  EXPECT_FALSE(cudnn_attention_backward_chunk(4, 256, 8, 4, 8).covered());
+  EXPECT_FALSE(cudnn_attention_backward_chunk(4, 256, 8, 3, 64).covered());
   EXPECT_EQ(cuda::attention_backward_scratch_floats(8, 2048, 32, 32, 128, false),
             size_t{8} * 32 * 2048);
-  EXPECT_EQ(cuda::attention_backward_scratch_floats(2, 16384, 32, 32, 128, true),
-            size_t{2} * 32 * 16384);
+}
+
+// How cuDNN's attention backward splits a micro-batch (cuda-workspace.h): whole sequences while
+// one fits 1.5 GiB, then one sequence in chunks of whole GQA groups of query heads that fit, then
+// one group up to 5 GiB; and the attention scratch reserves what one call of that chunk takes.
+TEST(BackendFacts, CudnnBackwardRunsChunksOfSequencesOrHeads) {
+  using cuda::cudnn_attention_backward_bytes;
+  using cuda::cudnn_attention_backward_chunk;
+  using cuda::cudnn_attention_backward_chunk_bytes;
+  using cuda::CudnnBackwardChunk;
+  struct Case {
+    int batch, seq, hq, hkv;
+    CudnnBackwardChunk want;
+    size_t call_bytes;  // cudnn_attention_backward_bytes of one call, written out
+  };
+  constexpr size_t kGiB = size_t{1} << 30;
+  // llama2-7b (32 heads of 128): the scores' gradient is t² bf16 a head (t a multiple of 128),
+  // with t fp32 softmax sums a head.
+  auto mha = [](size_t seqs, size_t heads, size_t t) {
+    return seqs * (heads * t * t * 2 + align_to_device(heads * t * 4));
+  };
+  // qwen2.5-7b (28 query heads, 4 KV heads, groups of 7): and the per-query-head dK and dV.
+  auto gqa = [](size_t heads, size_t t) {
+    return heads * t * t * 2 + 2 * heads * t * 128 * 2 + align_to_device(heads * t * 4);
+  };
+  for (const Case& c : {
+           Case{8, 2048, 32, 32, {4, 32}, mha(4, 32, 2048)},  // 1.07 GB: four sequences
+           Case{6, 2048, 32, 8, {3, 32}, 3 * cudnn_attention_backward_bytes(2048, 32, 8, 128)},
+           Case{2, 4096, 32, 32, {1, 32}, mha(1, 32, 4096)},  // 1.07 GB: one sequence
+           Case{2, 8192, 32, 32, {1, 8}, mha(1, 8, 8192)},    // 4.3 GB a sequence: 8 heads
+           Case{1, 16384, 32, 32, {1, 2}, mha(1, 2, 16384)},  // 512 MiB a head: 2 heads
+           Case{1, 32768, 32, 32, {1, 1}, mha(1, 1, 32768)},  // 2 GiB a head: one, up to 5 GiB
+           Case{1, 65536, 32, 32, {}, 0},                     // 8 GiB a head: none
+           Case{1, 8192, 28, 4, {1, 7}, gqa(7, 8192)},        // 0.9 GB a group of 7
+           Case{1, 16384, 28, 4, {1, 7}, gqa(7, 16384)},      // 3.5 GiB a group: one, up to 5
+           Case{1, 32768, 28, 4, {}, 0},                      // 14 GiB a group: none
+           Case{1,
+                8190,
+                32,
+                32,
+                {1, 32},
+                mha(1, 32, 8192) - 32 * 8192 * 4 +
+                    align_to_device(32 * 8190 * 4)},  // whole rows only
+           Case{1, 16382, 32, 32, {}, 0},
+       }) {
+    SCOPED_TRACE(std::to_string(c.batch) + "x" + std::to_string(c.seq) + " " +
+                 std::to_string(c.hq) + "/" + std::to_string(c.hkv));
+    const CudnnBackwardChunk got = cudnn_attention_backward_chunk(c.batch, c.seq, c.hq, c.hkv, 128);
+    EXPECT_EQ(got.sequences, c.want.sequences);
+    EXPECT_EQ(got.heads, c.want.heads);
+    EXPECT_EQ(got.covered(), c.call_bytes > 0);
+    EXPECT_EQ(cudnn_attention_backward_chunk_bytes(got, c.seq, c.hq, c.hkv, 128), c.call_bytes);
+    if (got.covered()) {  // whole groups, and sequences whole or one at a time
+      EXPECT_EQ(c.hq % got.heads, 0);
+      EXPECT_EQ(got.heads % (c.hq / c.hkv), 0);
+      EXPECT_TRUE(got.heads == c.hq || got.sequences == 1);
+    }
+    // The scratch: one call's workspace, its slack and the ragged reserve, or the module's delta.
+    const size_t fused = got.covered() ? c.call_bytes + cuda::kCudnnAttentionSlackBytes +
+                                             cuda::cudnn_ragged_reserve_bytes(c.batch, c.seq, c.hq)
+                                       : 0;
+    const size_t delta = size_t(c.batch) * c.hq * c.seq * sizeof(float);
+    EXPECT_EQ(cuda::attention_backward_scratch_floats(c.batch, c.seq, c.hq, c.hkv, 128, true) *
+                  sizeof(float),
+              std::max(fused, delta));
+  }
+  // llama2-7b at 8192 reserves 1.07 GB where the whole sequence took 4.3 GB.
+  EXPECT_LT(cuda::attention_backward_scratch_floats(1, 8192, 32, 32, 128, true) * sizeof(float),
+            kGiB + kGiB / 16);
+  // The order the backward falls back through where cuDNN's plan asks more than the estimate.
+  using cuda::cudnn_attention_backward_next_chunk;
+  auto next = [](CudnnBackwardChunk c, int batch, int seq, int hq, int hkv) {
+    const CudnnBackwardChunk n = cudnn_attention_backward_next_chunk(c, batch, seq, hq, hkv);
+    return std::pair{n.sequences, n.heads};
+  };
+  EXPECT_EQ(next({6, 32}, 6, 2048, 32, 32), std::pair(3, 32));
+  EXPECT_EQ(next({3, 32}, 6, 2048, 32, 32), std::pair(2, 32));
+  EXPECT_EQ(next({1, 32}, 6, 2048, 32, 32), std::pair(1, 16));
+  EXPECT_EQ(next({1, 8}, 1, 8192, 32, 32), std::pair(1, 4));
+  EXPECT_EQ(next({1, 1}, 1, 8192, 32, 32), std::pair(0, 0));
+  EXPECT_EQ(next({1, 28}, 1, 8192, 28, 4), std::pair(1, 14));
+  EXPECT_EQ(next({1, 14}, 1, 8192, 28, 4), std::pair(1, 7));
+  EXPECT_EQ(next({1, 7}, 1, 8192, 28, 4), std::pair(0, 0));
+  EXPECT_EQ(next({1, 32}, 1, 8190, 32, 32), std::pair(0, 0));
 }
 
 // Packed rows on cuDNN (cuda-workspace.h): the plans' buckets, the ragged index's layout, and a
@@ -674,7 +746,7 @@ TEST(CudaWorkspace, RaggedBucketsAndScratch) {
   struct Heads {
     int batch, seq, hq, hkv, d;
   };
-  for (const Heads& h : {Heads{4, 2048, 32, 32, 128}, Heads{1, 8192, 32, 8, 128},
+  for (const Heads& h : {Heads{4, 2048, 32, 32, 128}, Heads{1, 4096, 32, 8, 128},
                          Heads{2, 700, 4, 1, 256}, Heads{3, 100, 4, 2, 64}}) {
     SCOPED_TRACE(std::to_string(h.batch) + "x" + std::to_string(h.seq));
     const size_t scratch =
@@ -686,6 +758,17 @@ TEST(CudaWorkspace, RaggedBucketsAndScratch) {
     EXPECT_GE(scratch, one_at_a_time + kCudnnAttentionSlackBytes);
     EXPECT_EQ(cudnn_ragged_reserve_bytes(h.batch, h.seq, h.hq),
               cudnn_ragged_index_bytes(most, 1) + cudnn_ragged_stats_bytes(1, h.hq, h.seq));
+  }
+  // Where the unpacked backward runs chunks of heads (llama2-7b at 8192: 8 heads a call), the
+  // scratch holds a packed example of up to 4096 tokens with all its heads, not the next bucket.
+  {
+    const size_t scratch =
+        attention_backward_scratch_floats(1, 8192, 32, 32, 128, true) * sizeof(float);
+    const size_t index = cudnn_ragged_index_bytes(cudnn_ragged_examples_bucket(8192 / 16), 1);
+    EXPECT_GE(scratch, index + cudnn_ragged_stats_bytes(1, 32, 4096) +
+                           cudnn_attention_backward_bytes(4096, 32, 32, 128));
+    EXPECT_LT(scratch, index + cudnn_ragged_stats_bytes(1, 32, 6144) +
+                           cudnn_attention_backward_bytes(6144, 32, 32, 128));
   }
   // The ragged index the GPU builds (cudnn-ragged.cuh), as the host builds it: rows of 8 tokens
   // cut into examples of 3 and 5, then 1 and 7; q has 2 heads of 8 (16 elements a token), k/v one

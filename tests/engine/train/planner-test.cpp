@@ -169,9 +169,9 @@ TEST(Planner, AttentionRateFollowsTheHeadSize) {
 
 // Attention on cuDNN's fused kernels (MachineProbe::attention from the backend): a layer whose
 // forward and backward both run there is planned at kGpuFusedAttentionEfficiency; the backward of
-// a window narrower than the rows and of a sequence past cuDNN's workspace bound at the module's
-// rate (the forward still on cuDNN); packed rows at their own measured speed-up; the machine's
-// attention survives the plan's JSON.
+// a window narrower than the rows and of a sequence past cuDNN's workspace bound (one head of 64K
+// tokens) at the module's rate (the forward still on cuDNN); packed rows at their own measured
+// speed-up; the machine's attention survives the plan's JSON.
 TEST(Planner, AttentionOnCudnnIsPlannedAtItsOwnRate) {
   const ModelConfig c = llama2_7b();
   MachineProbe fused = h100_host();
@@ -186,17 +186,22 @@ TEST(Planner, AttentionOnCudnnIsPlannedAtItsOwnRate) {
   const Plan packed = make_plan(c, seven_b_job(), fused, 10, true, DataShape{0.9, 0.25, true});
   EXPECT_NEAR(packed.step.attention_s,
               0.25 * own.step.attention_s / kGpuFusedPackedAttentionSpeedup, 1e-9);
-  // 16K tokens a sequence: one sequence's backward workspace (17 GB) is past the bound, so only
-  // the forward's half runs at cuDNN's rate.
-  TrainJob long_rows = seven_b_job();
-  long_rows.seq_len = 16384;
-  long_rows.micro_batch_size = 1;
+  // 16K tokens a sequence: cuDNN's backward runs it in chunks of 2 heads (1.07 GB a call), so the
+  // whole attention runs at cuDNN's rate; 64K: one head's backward workspace (8.6 GB) is past the
+  // bound, so only the forward's half does.
   MachineProbe not_fused = fused;
   not_fused.attention = "own kernels (cuDNN is turned off (SPILLWAY_CUDNN=0))";
-  const double long_own = make_plan(c, long_rows, not_fused, 10).step.attention_s;
-  EXPECT_NEAR(make_plan(c, long_rows, fused, 10).step.attention_s,
-              0.5 * long_own * (1 + kGpuAttentionEfficiency / kGpuFusedAttentionEfficiency),
-              1e-9 * long_own);
+  for (int seq : {16384, 65536}) {
+    SCOPED_TRACE(seq);
+    TrainJob long_rows = seven_b_job();
+    long_rows.seq_len = seq;
+    long_rows.micro_batch_size = 1;
+    const double long_own = make_plan(c, long_rows, not_fused, 10).step.attention_s;
+    const double fused_share = kGpuAttentionEfficiency / kGpuFusedAttentionEfficiency;
+    EXPECT_NEAR(make_plan(c, long_rows, fused, 10).step.attention_s,
+                seq == 16384 ? long_own * fused_share : 0.5 * long_own * (1 + fused_share),
+                1e-9 * long_own);
+  }
   // Gemma 3: its global layers wholly on cuDNN; its sliding ones (512 of 2048) with the forward
   // on cuDNN and the backward on the module's kernel.
   const ModelConfig g = gemma3_1b();
