@@ -43,21 +43,16 @@ bool cudnn_attention_backward_takes_window(int window, int seq) {
 CudnnBackwardChunk cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv,
                                                   int head_dim) {
   if (batch <= 0 || seq <= 0 || !cudnn_attention_covers(hq, hkv, head_dim)) return {};
-  // The largest chunk that fits, else the least (one group of one sequence) up to its bound.
-  CudnnBackwardChunk least;
+  // The largest chunk of whole sequences within the chunk bound, else the largest part of one
+  // sequence within the sequence bound.
   for (CudnnBackwardChunk c{batch, hq}; c.covered();
        c = cudnn_attention_backward_next_chunk(c, batch, seq, hq, hkv)) {
+    const size_t bound =
+        c.sequences > 1 ? kCudnnAttentionBackwardBytes : kCudnnAttentionSequenceBytes;
     if (cudnn_attention_backward_chunk_bytes(c, seq, hq, hkv, head_dim) +
             kCudnnAttentionSlackBytes <=
-        kCudnnAttentionBackwardBytes) {
+        bound)
       return c;
-    }
-    least = c;
-  }
-  if (cudnn_attention_backward_chunk_bytes(least, seq, hq, hkv, head_dim) +
-          kCudnnAttentionSlackBytes <=
-      kCudnnAttentionGroupBytes) {
-    return least;
   }
   return {};
 }

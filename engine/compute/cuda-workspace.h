@@ -35,15 +35,17 @@ inline constexpr int kKeyBiasTileRows = 32;
 
 // cuDNN's deterministic attention backward (cuda/cudnn-attention.h) keeps the scores' gradient of
 // the sequences and heads of one call in the workspace, O(seq²) per head
-// (cudnn_attention_backward_bytes, linear in the heads): it runs a micro-batch in chunks of whole
-// sequences while one sequence fits kCudnnAttentionBackwardBytes; past that, one sequence at a
-// time in chunks of query heads (whole GQA groups) that fit it; where one group does not, one
-// group a call up to kCudnnAttentionGroupBytes; and not at all beyond (the module's kernel then
-// runs it). llama2-7b (32 heads of 128): at 2048 four sequences a call (1.07 GB); at 8192 one
-// sequence in chunks of 8 heads (1.07 GB, where the whole sequence took 4.3 GB); at 16384 chunks
-// of 2 heads (1.07 GB); at 32768 one head a call (2.1 GB); at 65536 none (8.6 GB a head).
+// (cudnn_attention_backward_bytes, linear in the heads): it runs a micro-batch in chunks of
+// several whole sequences that fit kCudnnAttentionBackwardBytes; else one sequence at a time, whole
+// or in the largest chunks of query heads (whole GQA groups) that fit kCudnnAttentionSequenceBytes;
+// and not at all beyond (the module's kernel then runs it). llama2-7b (32 heads of 128): at 2048
+// four sequences a call (1.07 GB); at 8192 one whole sequence (4.3 GB); at 16384 chunks of 8 heads
+// and at 32768 of 2 (4.3 GB); at 65536 none (8.6 GB a head). Larger calls run faster:
+// attention-bench on an H200 measured forward + backward at 505 TFLOPS for one whole sequence of
+// 8192 and 419 for it in chunks of 8 heads (1.07 GB a call; 429 at 16384 in chunks of 2 and at
+// 32768 of 1).
 inline constexpr size_t kCudnnAttentionBackwardBytes = size_t{3} << 29;  // 1.5 GiB
-inline constexpr size_t kCudnnAttentionGroupBytes = size_t{5} << 30;     // 5 GiB
+inline constexpr size_t kCudnnAttentionSequenceBytes = size_t{5} << 30;  // 5 GiB
 // What cuDNN's plans take beyond the estimate below, per call (256 B on cuDNN 9.19).
 inline constexpr size_t kCudnnAttentionSlackBytes = size_t{1} << 20;
 
@@ -69,13 +71,13 @@ struct CudnnBackwardChunk {
   int sequences = 0, heads = 0;
   bool covered() const { return sequences > 0 && heads > 0; }
 };
-// The chunk for a micro-batch of `batch` (kCudnnAttentionBackwardBytes above; each call's
-// workspace counted with kCudnnAttentionSlackBytes): the largest divisor of batch whose sequences
-// fit; else, one sequence at a time, the largest divisor of hq that is a multiple of the group
-// hq / hkv and fits; else one group, up to kCudnnAttentionGroupBytes. Chunks of heads need seq a
-// multiple of 4 (a chunk's lse starts h0·seq floats in, which cuDNN takes 16-byte aligned): other
-// lengths run one whole sequence a call up to kCudnnAttentionGroupBytes. Uncovered beyond, or when
-// cuDNN does not cover the heads (cudnn_attention_covers).
+// The chunk for a micro-batch of `batch` (the bounds above; each call's workspace counted with
+// kCudnnAttentionSlackBytes): the largest divisor of batch above 1 whose sequences fit
+// kCudnnAttentionBackwardBytes; else, one sequence at a time, all of hq or the largest divisor of
+// hq that is a multiple of the group hq / hkv whose workspace fits kCudnnAttentionSequenceBytes.
+// Chunks of heads need seq a multiple of 4 (a chunk's lse starts h0·seq floats in, which cuDNN
+// takes 16-byte aligned): other lengths run one whole sequence a call up to that bound. Uncovered
+// beyond, or when cuDNN does not cover the heads (cudnn_attention_covers).
 CudnnBackwardChunk cudnn_attention_backward_chunk(int batch, int seq, int hq, int hkv,
                                                   int head_dim);
 // The next smaller chunk after `chunk`, in the order the rule above takes them: fewer sequences (a

@@ -786,11 +786,11 @@ TEST(CudnnAttention, MatchesTheModulesKernelsAndRepeatsItsBits) {
       {{"packed_hd256_window", 2, 700, 512, 4, 1, 256, 1, 1, 1, 1e4f},
        {0.0625f, 100},
        {250, 130, 190}},
-      // Sequences whose backward workspace is past 1.5 GiB, in chunks of heads
-      // (cuda-workspace.h): one of 16K tokens (2.1 GB) in 2 calls of one GQA group (2 query heads,
-      // 1 KV head); two of 8K with 24 heads (3.2 GB each) in 2 × 3 calls of 8 heads.
-      {{"heads_gqa_b1_s16384", 1, 16384, 512, 4, 2, 128, 1, 1, 1, 1e4f}, {}},
-      {{"heads_mha_b2_s8192", 2, 8192, 3072, 24, 24, 128, 1, 1, 1, 1e4f}, {}},
+      // Sequences whose backward workspace is past 5 GiB, in chunks of heads (cuda-workspace.h):
+      // one of 16K tokens with 12 query heads in groups of 2 (6.4 GB) in 2 calls of 6 heads; two
+      // of 12K with 24 heads (7.2 GB each) in 2 × 2 calls of 12.
+      {{"heads_gqa_b1_s16384", 1, 16384, 1536, 12, 6, 128, 1, 1, 1, 1e4f}, {}},
+      {{"heads_mha_b2_s12288", 2, 12288, 3072, 24, 24, 128, 1, 1, 1, 1e4f}, {}},
   };
   for (const Case& c : cases) {
     const Shape& s = c.shape;
