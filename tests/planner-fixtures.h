@@ -45,6 +45,7 @@ inline TrainJob seven_b_job(int gpus = 1) {
   job.backend = "cuda";
   job.hbm_state_blocks = 0;
   job.saved_activation_layers = 0;
+  job.mlp_recompute_layers = 0;
   job.micro_batch_size = 4;
   job.grad_accum = 4;
   job.seq_len = 2048;

@@ -35,6 +35,7 @@ constexpr const char* kUsage =
     "usage: bench --model SHAPE [--backend auto|cpu|cuda] [--micro-batch N] [--seq-len T] "
     "[--tokens-per-step K | --micro-batches M] [--weight-slots K] [--lm-head-chunk C] "
     "[--checkpoints device|host] [--device-checkpoint-layers L] [--saved-activation-layers S] "
+    "[--mlp-recompute-layers R] "
     "[--hbm-state-blocks B] "
     "[--devices N] [--steps S] "
     "[--warmup W] [--ops] "
@@ -58,6 +59,9 @@ struct BenchConfig {
   // StreamingConfig::saved_activation_layers: the last L layers keep their activations on the
   // device and skip the recompute.
   int saved_activation_layers = 0;
+  // StreamingConfig::mlp_recompute_layers: the layers before those keep all but the MLP's
+  // intermediates.
+  int mlp_recompute_layers = 0;
 };
 
 struct BenchOptions {
@@ -102,7 +106,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
                          {"--model", "--backend", "--micro-batch", "--seq-len", "--tokens-per-step",
                           "--micro-batches", "--weight-slots", "--lm-head-chunk", "--checkpoints",
                           "--device-checkpoint-layers", "--saved-activation-layers",
-                          "--hbm-state-blocks", "--devices", "--steps", "--warmup"},
+                          "--mlp-recompute-layers", "--hbm-state-blocks", "--devices", "--steps",
+                          "--warmup"},
                          {"--json", "--ops"}));
   BenchOptions o;
   if (!a.positional.empty() || !a.get("--model")) return invalid_argument(kUsage);
@@ -132,6 +137,8 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
       number_list(a, "--device-checkpoint-layers", d.device_checkpoint_layers, -1));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> saved_layers,
                        number_list(a, "--saved-activation-layers", d.saved_activation_layers, 0));
+  SPW_ASSIGN_OR_RETURN(const std::vector<int> mlp_layers,
+                       number_list(a, "--mlp-recompute-layers", d.mlp_recompute_layers, 0));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> steps, number_list(a, "--steps", o.steps));
   SPW_ASSIGN_OR_RETURN(const std::vector<int> warmup, number_list(a, "--warmup", o.warmup));
   if (steps.size() > 1 || warmup.size() > 1)
@@ -159,13 +166,16 @@ Result<BenchOptions> parse_options(const std::vector<std::string>& argv) {
               for (int n : devices) {
                 for (int l : checkpoint_layers) {
                   for (int saved : saved_layers) {
-                    c.weight_slots = k;
-                    c.lm_head_chunk = chunk;
-                    c.hbm_state_blocks = h;
-                    c.devices = n;
-                    c.device_checkpoint_layers = l;
-                    c.saved_activation_layers = saved;
-                    o.configs.push_back(c);
+                    for (int mlp : mlp_layers) {
+                      c.weight_slots = k;
+                      c.lm_head_chunk = chunk;
+                      c.hbm_state_blocks = h;
+                      c.devices = n;
+                      c.device_checkpoint_layers = l;
+                      c.saved_activation_layers = saved;
+                      c.mlp_recompute_layers = mlp;
+                      o.configs.push_back(c);
+                    }
                   }
                 }
               }
@@ -292,6 +302,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   sc.hbm_state_blocks = c.hbm_state_blocks;
   sc.device_checkpoint_layers = c.device_checkpoint_layers;
   sc.saved_activation_layers = c.saved_activation_layers;
+  sc.mlp_recompute_layers = c.mlp_recompute_layers;
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<DataParallelEngine> engine,
                        DataParallelEngine::create(devices, backends, state, sc));
   const Clock::time_point origin = Clock::now();
@@ -393,7 +404,8 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
   for (double s : step_s) step_total += s;
 
   const double tokens = static_cast<double>(ids.size());
-  const StepFlops flops = step_flops(config, tokens, c.seq_len, c.saved_activation_layers);
+  const StepFlops flops =
+      step_flops(config, tokens, c.seq_len, c.saved_activation_layers, c.mlp_recompute_layers);
   const double h2d = static_cast<double>(h2d1 - h2d0) / o.steps;
   const double d2h = static_cast<double>(d2h1 - d2h0) / o.steps;
   const compute::DeviceInfo info = device.device_info();
@@ -427,6 +439,7 @@ Result<json> bench_config(const BenchOptions& o, const BenchConfig& c, BenchDevi
               {"hbm_state_bytes", engine->memory_plan().state_bytes},
               {"device_checkpoint_layers", c.device_checkpoint_layers},
               {"saved_activation_layers", c.saved_activation_layers},
+              {"mlp_recompute_layers", c.mlp_recompute_layers},
               {"saved_activation_bytes", engine->memory_plan().saved_activation_bytes},
               {"checkpoint_bytes_device", engine->memory_plan().checkpoint_bytes_device},
               {"checkpoint_bytes_host", engine->memory_plan().checkpoint_bytes_host},
@@ -561,6 +574,7 @@ int run_bench(const std::vector<std::string>& argv, CommandIo io) {
                        {"hbm_state_blocks", c.hbm_state_blocks},
                        {"device_checkpoint_layers", c.device_checkpoint_layers},
                        {"saved_activation_layers", c.saved_activation_layers},
+                       {"mlp_recompute_layers", c.mlp_recompute_layers},
                        {"devices", c.devices},
                        {"error", error_code_name(result.status().code())},
                        {"message", result.status().message()}}

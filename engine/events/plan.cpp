@@ -116,6 +116,7 @@ json to_json(const PlanSuggestion& s) {
   if (s.device_checkpoint_layers >= 0)  // absent in older plans
     j["device_checkpoint_layers"] = s.device_checkpoint_layers;
   if (s.saved_activation_layers > 0) j["saved_activation_layers"] = s.saved_activation_layers;
+  if (s.mlp_recompute_layers > 0) j["mlp_recompute_layers"] = s.mlp_recompute_layers;
   return j;
 }
 
@@ -133,6 +134,7 @@ PlanSuggestion plan_suggestion_from_json(const json& j) {
   s.hbm_state_blocks = integer<int>(j, "hbm_state_blocks").value_or(0);
   s.device_checkpoint_layers = integer<int>(j, "device_checkpoint_layers").value_or(-1);
   s.saved_activation_layers = integer<int>(j, "saved_activation_layers").value_or(0);
+  s.mlp_recompute_layers = integer<int>(j, "mlp_recompute_layers").value_or(0);
   s.hbm_needed_bytes = integer<uint64_t>(j, "hbm_needed_bytes").value_or(0);
   s.hbm_free_bytes = integer<uint64_t>(j, "hbm_free_bytes").value_or(0);
   s.same_as_job = boolean(j, "same_as_job").value_or(false);
@@ -185,6 +187,7 @@ json to_json(const Plan& p) {
     j["state"]["device_checkpoint_layers"] = st.device_checkpoint_layers;
   if (st.saved_activation_layers > 0)
     j["state"]["saved_activation_layers"] = st.saved_activation_layers;
+  if (st.mlp_recompute_layers > 0) j["state"]["mlp_recompute_layers"] = st.mlp_recompute_layers;
   if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks > 0) {  // absent in older plans
     j["state"]["dram_blocks"] = st.dram_blocks;
     j["state"]["ssd_moments_blocks"] = st.ssd_moments_blocks;
@@ -231,6 +234,7 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.why = text(state, "why").value_or("");
   p.state.device_checkpoint_layers = integer<int>(state, "device_checkpoint_layers").value_or(-1);
   p.state.saved_activation_layers = integer<int>(state, "saved_activation_layers").value_or(0);
+  p.state.mlp_recompute_layers = integer<int>(state, "mlp_recompute_layers").value_or(0);
   p.state.dram_blocks = integer<int>(state, "dram_blocks").value_or(0);
   p.state.ssd_moments_blocks = integer<int>(state, "ssd_moments_blocks").value_or(0);
   p.state.ssd_blocks = integer<int>(state, "ssd_blocks").value_or(0);

@@ -102,6 +102,9 @@ struct PlanState {
   // (StreamingConfig::saved_activation_layers; planner.h, "saved activations"); 0 in plans written
   // before.
   int saved_activation_layers = 0;
+  // The layers before those that keep all but the MLP's intermediates
+  // (StreamingConfig::mlp_recompute_layers); 0 in plans written before.
+  int mlp_recompute_layers = 0;
   int dram_blocks = 0, ssd_moments_blocks = 0, ssd_blocks = 0;
   std::string host_why;  // one line: which blocks sit in which host tier, and why
 };
@@ -125,6 +128,7 @@ struct PlanSuggestion {
   int hbm_state_blocks = 0;  // blocks of the HBM state tier at that batch (PlanState::hbm_blocks)
   int device_checkpoint_layers = -1;  // PlanState::device_checkpoint_layers at that batch
   int saved_activation_layers = 0;    // PlanState::saved_activation_layers at that batch
+  int mlp_recompute_layers = 0;       // PlanState::mlp_recompute_layers at that batch
   uint64_t hbm_needed_bytes = 0, hbm_free_bytes = 0;
   bool same_as_job = false;
   std::string why;  // one line: what a smaller step loses to, where the checkpoints go

@@ -197,6 +197,13 @@ std::vector<JobKey> build_table() {
                  "tier's blocks and the checkpoints (none on the CPU backend); 0: none, every "
                  "layer recomputes."),
              closed(-1, 1 << 20)),
+      ranged(key("placement.mlp_recompute_layers", T::kInteger, -1, "layers",
+                 "Layers before placement.saved_activation_layers' that keep every activation "
+                 "their backward needs but the MLP's gate, up and activation, which the backward "
+                 "recomputes (two GEMMs): about half the memory of a saved layer for most of its "
+                 "gain, more at long sequences; -1: the plan's choice, beside "
+                 "placement.saved_activation_layers (none on the CPU backend); 0: none."),
+             closed(-1, 1 << 20)),
       choice("placement.optimizer", {"dram", "ssd", "auto"},
              "Where the AdamW moments live: DRAM, the SSD (under placement.ssd_dir), or auto (per "
              "block: the first blocks' moments in DRAM up to placement.dram_cap_bytes, the rest on "

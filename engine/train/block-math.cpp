@@ -43,13 +43,13 @@ struct ScratchShape {
              {2 * sw, n * sizeof(float)},             // rstd3, rstd4
              {pad_row ? 1 : 0, h * sizeof(float)}}};  // pad_saved
   }
-  // A saved area's views (BlockMath::Activations), in carving order.
-  std::array<std::pair<int, size_t>, 11> saved_views() const {
+  // A saved area's views (BlockMath::Activations), in carving order; g, u and a only with `mlp`.
+  std::array<std::pair<int, size_t>, 11> saved_views(bool mlp) const {
     const int qk = qk_norm ? 1 : 0, sw = sandwich ? 1 : 0;
     return {{{3, n * h * act},                    // xn, x2, xn2
              {2, n * qd * act},                   // q, att
              {2, n * kvd * act},                  // k, v
-             {3, n * f * act},                    // g, u, a
+             {mlp ? 3 : 0, n * f * act},          // g, u, a
              {2, n * sizeof(float)},              // rstd1, rstd2
              {1, heads * n * sizeof(float)},      // lse
              {qk, n * qd * act},                  // q_pre
@@ -65,8 +65,8 @@ struct ScratchShape {
     return total;
   }
   uint64_t bytes() const { return total(views()); }
-  uint64_t saved_bytes() const {
-    return total(saved_views()) + (sandwich ? 2 * aligned(n * sizeof(float)) : 0);
+  uint64_t saved_bytes(bool mlp) const {
+    return total(saved_views(mlp)) + (sandwich ? 2 * aligned(n * sizeof(float)) : 0);
   }
 };
 
@@ -136,8 +136,8 @@ uint64_t BlockMath::scratch_bytes(const ModelConfig& config, int tokens, DType a
   return scratch_shape(config, tokens, act).bytes();
 }
 
-uint64_t BlockMath::saved_bytes(const ModelConfig& config, int tokens, DType act) {
-  return scratch_shape(config, tokens, act).saved_bytes();
+uint64_t BlockMath::saved_bytes(const ModelConfig& config, int tokens, DType act, bool mlp) {
+  return scratch_shape(config, tokens, act).saved_bytes(mlp);
 }
 
 BlockMath::BlockMath(compute::Backend& backend, const ParameterLayout& layout, int lm_head_chunk)
@@ -202,18 +202,19 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   return m;
 }
 
-void BlockMath::use_activations(void* saved) {
+void BlockMath::use_activations(SavedArea saved) {
   Activations to = scratch_activations_;
-  if (saved) {
+  if (saved.area) {
     // Carved in the order of ScratchShape::saved_views(); o stays the scratch's without sandwich
-    // norms (the forward's temporary there, the backward's dxn2).
+    // norms (the forward's temporary there, the backward's dxn2), and g, u, a without saved.mlp.
     const ScratchShape shape = scratch_shape(*mc_, max_tokens_, act_dtype_);
     const size_t n = shape.n, act = shape.act;
-    Carver c(saved);
+    Carver c(saved.area);
     for (void** t : {&to.xn, &to.x2, &to.xn2}) *t = c.take(n * shape.h * act);
     for (void** t : {&to.q, &to.att}) *t = c.take(n * shape.qd * act);
     for (void** t : {&to.k, &to.v}) *t = c.take(n * shape.kvd * act);
-    for (void** t : {&to.g, &to.u, &to.a}) *t = c.take(n * shape.f * act);
+    if (saved.mlp)
+      for (void** t : {&to.g, &to.u, &to.a}) *t = c.take(n * shape.f * act);
     to.rstd1 = c.floats(n);
     to.rstd2 = c.floats(n);
     to.lse = c.floats(shape.heads * n);
@@ -262,6 +263,16 @@ float BlockMath::embedding_scale() const {
   // torch.tensor(hidden_size**0.5) is float32, then cast to the weights' dtype.
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(mc_->hidden_size)));
   return act_dtype_ == DType::kBF16 ? bf16_to_f32(f32_to_bf16(scale)) : scale;
+}
+
+Status BlockMath::mlp_up_forward(const char* w, int n, StreamId s) {
+  const LayerOffsets& L = layout_->layer_offsets();
+  const int h = mc_->hidden_size, f = mc_->intermediate_size;
+  SPW_RETURN_IF_ERROR(
+      be_->linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
+  SPW_RETURN_IF_ERROR(
+      be_->linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
+  return mlp_activation_forward(n, s);
 }
 
 Status BlockMath::mlp_activation_forward(int n, StreamId s) {
@@ -343,7 +354,7 @@ Status BlockMath::attention_block_forward(int layer, const char* w, int batch, i
 }
 
 Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* out, int batch,
-                                int seq, const int32_t* positions, StreamId s, void* saved) {
+                                int seq, const int32_t* positions, StreamId s, SavedArea saved) {
   use_activations(saved);
   if (mc_->sandwich_norms)
     return sandwich_layer_forward(layer, w, x, out, batch, seq, positions, s);
@@ -361,11 +372,7 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(o, {n, h}),
                                                   R(wp(w, L.mlp_norm), {h}), eps, s));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
-  SPW_RETURN_IF_ERROR(mlp_activation_forward(n, s));
+  SPW_RETURN_IF_ERROR(mlp_up_forward(w, n, s));
   if (!out) return {};  // the backward needs nothing of the down projection's output
   SPW_RETURN_IF_ERROR(
       be.linear_forward(W(out, {n, h}), R(a, {n, f}), R(wp(w, L.w_down), {h, f}), {}, s));
@@ -374,11 +381,13 @@ Status BlockMath::layer_forward(int layer, const char* w, const void* x, void* o
 
 Status BlockMath::layer_backward(int layer, const char* w, float* dw, const void* x, void* dy,
                                  int batch, int seq, const int32_t* positions, StreamId s,
-                                 void* saved) {
-  if (saved)
-    use_activations(saved);
-  else
+                                 SavedArea saved) {
+  if (!saved.area) {
     SPW_RETURN_IF_ERROR(layer_forward(layer, w, x, nullptr, batch, seq, positions, s));
+  } else {
+    use_activations(saved);
+    if (!saved.mlp) SPW_RETURN_IF_ERROR(mlp_up_forward(w, batch * seq, s));
+  }
   if (mc_->sandwich_norms)
     return sandwich_layer_backward(layer, w, dw, x, dy, batch, seq, positions, s);
   const compute::Positions pos = compute::positions_of(positions, batch, seq);
@@ -451,7 +460,7 @@ Status BlockMath::head(const char* w_head, const char* w_lm, const void* x, cons
   const ModelConfig& c = *mc_;
   const int h = c.hidden_size, vocab = c.vocab_size;
   using compute::f32;
-  use_activations(nullptr);
+  use_activations({});
   const compute::ConstTensor w_norm = R(wp(w_head, layout_->head_norm_offset()), {h});
   SPW_RETURN_IF_ERROR(be.rmsnorm_forward(W(xn, {n, h}), f32(rstd1, {n}), R(x, {n, h}), w_norm,
                                          c.rms_norm_eps, s, norm_offset_));
@@ -489,11 +498,7 @@ Status BlockMath::sandwich_layer_forward(int layer, const char* w, const void* x
   SPW_RETURN_IF_ERROR(be.residual_rmsnorm_forward(W(x2, {n, h}), W(xn2, {n, h}), f32(rstd2, {n}),
                                                   R(x, {n, h}), R(dxn, {n, h}),
                                                   R(wp(w, L.mlp_norm), {h}), eps, s, off));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(g, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_gate), {f, h}), {}, s));
-  SPW_RETURN_IF_ERROR(
-      be.linear_forward(W(u, {n, f}), R(xn2, {n, h}), R(wp(w, L.w_up), {f, h}), {}, s));
-  SPW_RETURN_IF_ERROR(mlp_activation_forward(n, s));
+  SPW_RETURN_IF_ERROR(mlp_up_forward(w, n, s));
   // out = x2 + post_ff_norm(mo): the backward needs mo and the norm's rstd, so the recompute
   // (out == nullptr) runs the down projection and the norm too, into dxn.
   SPW_RETURN_IF_ERROR(

@@ -62,10 +62,12 @@ StreamingConfig streaming_config(const TrainJob& job) {
   sc.seq_len = job.seq_len;
   sc.hbm_state_blocks = job.hbm_state_blocks;
   sc.saved_activation_layers = std::max(job.saved_activation_layers, 0);
+  sc.mlp_recompute_layers = std::max(job.mlp_recompute_layers, 0);
   return sc;
 }
 
-StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len, int saved_layers) {
+StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len, int saved_layers,
+                     int mlp_recompute_layers) {
   const double embedding = static_cast<double>(config.vocab_size) * config.hidden_size;
   const double params = static_cast<double>(ParameterLayout::build(config).parameter_count());
   const double matmul_params = config.tie_word_embeddings ? params : params - embedding;
@@ -73,14 +75,22 @@ StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len, int 
   // window on a local layer) of q_dim = heads · head_dim (which Qwen3 sets apart from hidden_size,
   // and Gemma's 256-wide heads make 8/9 of it on gemma-3-1b).
   const double attention = config.attended_keys(seq_len) * config.q_dim();
-  // The saved layers' share of the recompute (the layers' matmuls and attention, not the LM
-  // head's), as if the layers were alike.
-  const double saved_share =
-      config.num_layers > 0
-          ? std::clamp(saved_layers, 0, config.num_layers) / static_cast<double>(config.num_layers)
-          : 0.0;
+  // The saved layers' share of the recompute (the layers' matmuls but the down projection, which
+  // the recompute skips, and the attention; not the LM head's), as if the layers were alike; of
+  // the layers that recompute only the MLP's gate and up, the attention's projections and the
+  // attention.
+  const double L = std::max(config.num_layers, 1);
+  const int full = std::clamp(saved_layers, 0, config.num_layers);
+  const int part = std::clamp(mlp_recompute_layers, 0, config.num_layers - full);
+  const double attention_projections = static_cast<double>(config.hidden_size) *
+                                       (2.0 * config.q_dim() + 2.0 * config.kv_dim()) *
+                                       config.num_layers;
+  const double down_projections =
+      static_cast<double>(config.hidden_size) * config.intermediate_size * config.num_layers;
   const double not_recomputed =
-      2.0 * saved_share * (matmul_params - embedding + attention) * tokens;
+      2.0 * tokens *
+      (full / L * (matmul_params - embedding - down_projections + attention) +
+       part / L * (attention_projections + attention));
   return {6.0 * (matmul_params + attention) * tokens,
           8.0 * (matmul_params + attention) * tokens - not_recomputed};
 }
@@ -225,11 +235,20 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
   const double chunks =
       std::ceil(tokens_mb / std::min<double>(lm_head_chunk, tokens_mb)) * job.grad_accum;
   GpuCompute g;
-  // The last `saved` layers keep their activations and skip the recompute (a quarter of a layer's
-  // GEMM FLOPs and of its element-wise passes; of its attention FLOPs, half the forward's half).
+  // The last `saved` layers keep their activations and skip the recompute (the forward's GEMMs but
+  // the down projection, which the recompute skips; a quarter of the element-wise passes; of the
+  // attention's FLOPs, half the forward's half); the `part` before them recompute only the MLP's
+  // gate, up and activation (they skip the attention's projections, the attention and the norms'
+  // and RoPE's passes).
   const int saved = std::clamp(job.saved_activation_layers, 0, c.num_layers);
+  const int part = std::clamp(job.mlp_recompute_layers, 0, c.num_layers - saved);
   const double saved_share = c.num_layers > 0 ? saved / L : 0.0;
-  g.gemm_s = (8.0 - 2.0 * saved_share) * layer_params * tokens / gemm_flops_per_s;
+  const double part_share = c.num_layers > 0 ? part / L : 0.0;
+  const double attention_projections = H * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) * L;
+  const double down_projections = H * c.intermediate_size * L;
+  g.gemm_s = (8.0 * layer_params - 2.0 * saved_share * (layer_params - down_projections) -
+              2.0 * part_share * attention_projections) *
+             tokens / gemm_flops_per_s;
   // Per layer (planner.h): half the FLOPs (the forward and its recompute) at cuDNN's rate where
   // its kernels run the forward, the other half (the backward) where they run that too; the
   // module's rate for the rest.
@@ -251,14 +270,16 @@ GpuCompute gpu_compute(const ModelConfig& c, const ParameterLayout& layout, cons
     const double flops = data.attention * 8.0 * keys * c.q_dim() * tokens;
     const bool layer_backward_fused =
         fused_backward && cuda::cudnn_attention_backward_takes_window(w, job.seq_len);
-    const double forward_share = l >= c.num_layers - saved ? 0.25 : 0.5;
+    const double forward_share = l >= c.num_layers - saved - part ? 0.25 : 0.5;
     g.attention_s += forward_share * flops / (fused_forward ? fused : own) +
                      0.5 * flops / (layer_backward_fused ? fused : own);
   }
   g.lm_head_s = 6.0 * V * H * tokens / gemm_flops_per_s +
                 (16.0 * V * tokens + chunks * 8.0 * V * H) / kGpuHbmBytesPerS;
-  g.elementwise_s = (1.0 - 0.25 * saved_share) * kGpuElementwiseBytes * L *
-                    layer_elementwise_width(c) * tokens / kGpuHbmBytesPerS;
+  const double width = layer_elementwise_width(c);
+  g.elementwise_s =
+      (1.0 - 0.25 * saved_share - 0.25 * part_share * (width - c.intermediate_size) / width) *
+      kGpuElementwiseBytes * L * width * tokens / kGpuHbmBytesPerS;
   if (c.attention_bias) {  // per query head and token, seq_len / 2 visible keys on average
     const double fmas = L * c.num_heads * tokens * (job.seq_len / 2.0) * c.head_dim;
     g.key_bias_s =
@@ -600,6 +621,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   plan.state.hbm_bytes = state_bytes;
   plan.state.device_checkpoint_layers = ckpt_on_device ? kept_layers : 0;
   plan.state.saved_activation_layers = sc.saved_activation_layers;
+  plan.state.mlp_recompute_layers = sc.mlp_recompute_layers;
   plan.state.why =
       state_why(layout, job.hbm_state_blocks, host_memory, ranks, state_blocks, state_bytes,
                 hbm_fixed, ckpt_kept, device_free,
@@ -609,10 +631,13 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   std::string reason;
   if (Status st = check_positions(config, job); !st.ok()) {
     reason = st.message();
-  } else if (job.saved_activation_layers > config.num_layers) {
-    reason = "placement.saved_activation_layers is " + std::to_string(job.saved_activation_layers) +
-             " but the model has " + std::to_string(config.num_layers) + " layers; set it to " +
-             std::to_string(config.num_layers) + " or less, or -1 for the plan's choice";
+  } else if (sc.saved_activation_layers + sc.mlp_recompute_layers > config.num_layers) {
+    reason = "placement.saved_activation_layers and mlp_recompute_layers are " +
+             std::to_string(sc.saved_activation_layers) + " and " +
+             std::to_string(sc.mlp_recompute_layers) + " but the model has " +
+             std::to_string(config.num_layers) + " layers; lower them to " +
+             std::to_string(config.num_layers) +
+             " together, or set them to -1 for the plan's choice";
   } else if (!devices.ok()) {
     reason = devices.status().message();
   } else if (ranks > 1 && asked_blocks > 0) {  // the engine's refusal (StreamingEngine::create)
@@ -620,16 +645,19 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
         "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
         "several GPUs set it to -1 or 0";
   } else if (device_free && hbm_fixed > device_free) {
-    reason = "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) +
-             " weight slots of the largest block, "
-             "gradient buffers, one micro-batch's activations" +
-             (hbm.saved_activation_bytes
-                  ? ", the saved activations of " + std::to_string(sc.saved_activation_layers) +
-                        " layers " + gb(hbm.saved_activation_bytes)
-                  : std::string()) +
-             ") but has " + gb(device_free) + "; lower " +
-             (hbm.saved_activation_bytes ? "placement.saved_activation_layers, " : "") +
-             "micro_batch_size or seq_len";
+    reason =
+        "HBM: needs " + gb(hbm_fixed) + " (" + std::to_string(job.weight_slots) +
+        " weight slots of the largest block, "
+        "gradient buffers, one micro-batch's activations" +
+        (hbm.saved_activation_bytes
+             ? ", the saved activations of " +
+                   std::to_string(sc.saved_activation_layers + sc.mlp_recompute_layers) +
+                   " layers " + gb(hbm.saved_activation_bytes)
+             : std::string()) +
+        ") but has " + gb(device_free) + "; lower " +
+        (hbm.saved_activation_bytes ? "placement.saved_activation_layers or mlp_recompute_layers, "
+                                    : "") +
+        "micro_batch_size or seq_len";
   } else if (!state_fits) {
     reason = "HBM: streaming needs " + gb(hbm_fixed) + " and the state of the first " +
              std::to_string(state_blocks) + " blocks (placement.hbm_state_blocks) " +
@@ -666,7 +694,8 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   // B/param of DRAM traffic: read p, g, m, v; write p, m, v).
   const double gpu_tokens = static_cast<double>(tokens_mb) * job.grad_accum;  // each GPU's
   const double tokens = N * gpu_tokens;
-  const StepFlops flops = step_flops(config, tokens, job.seq_len, sc.saved_activation_layers);
+  const StepFlops flops =
+      step_flops(config, tokens, job.seq_len, sc.saved_activation_layers, sc.mlp_recompute_layers);
   // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
   // traffic that does not shrink with the micro-batch (kGpuHbmBytesPerS).
   const double accumulate_s = cpu ? 0.0 : job.grad_accum * 8.0 * P / kGpuHbmBytesPerS;
@@ -918,54 +947,70 @@ Plan plan_trade(const ModelConfig& config, const TrainJob& job, const MachinePro
   return best;
 }
 
-// Saved activations (planner.h, make_plan): with placement.saved_activation_layers -1 on a GPU
-// whose free memory is known, each count of the last layers keeping their activations, with every
-// checkpoint in HBM and as many blocks' state as fit beside them, against plan_trade with none;
-// the fastest count wins when it saves more than kTradeMargin of the step, and gets plan_trade's
-// own split of checkpoints and blocks. A count whose HBM does not fit ends the search: more layers
-// only need more.
+// Saved activations (planner.h, make_plan): with placement.saved_activation_layers or
+// mlp_recompute_layers -1 on a GPU whose free memory is known, candidates along one path, each
+// with every checkpoint in HBM and as many blocks' state as fit beside them: more layers that keep
+// all but the MLP's intermediates (the most gain per byte: the same as a whole layer's at 2K
+// tokens a sequence, more at long sequences, where attention is most of the forward), then, with
+// every layer saving something, more of the last turned whole. The fastest wins against
+// plan_trade with the job's own counts when it saves more than kTradeMargin of the step, and gets
+// plan_trade's own split of checkpoints and blocks. A count that does not fit ends its leg: more
+// layers only need more.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
               int64_t total_steps, const DataShape& data = {}) {
-  TrainJob none = job;
-  none.saved_activation_layers = std::max(job.saved_activation_layers, 0);
-  Plan best = plan_trade(config, none, machine, total_steps, data);
-  if (job.saved_activation_layers >= 0 || machine.backend_facts().host_memory() ||
-      best.hbm.free_bytes == 0 || !best.fits)
+  const int L = config.num_layers;
+  const int k0 = std::max(job.saved_activation_layers, 0),
+            j0 = std::max(job.mlp_recompute_layers, 0);
+  TrainJob fixed = job;
+  fixed.saved_activation_layers = k0;
+  fixed.mlp_recompute_layers = j0;
+  Plan best = plan_trade(config, fixed, machine, total_steps, data);
+  if ((job.saved_activation_layers >= 0 && job.mlp_recompute_layers >= 0) ||
+      machine.backend_facts().host_memory() || best.hbm.free_bytes == 0 || !best.fits)
     return best;
-  int best_k = 0;
+  int best_k = k0, best_j = j0;
   double best_s = best.step.step_s;
-  for (int k = 1; k <= config.num_layers; ++k) {
-    TrainJob j = job;
-    j.saved_activation_layers = k;
-    const Plan p = plan_split(config, j, machine, total_steps, data, -1);
-    if (!p.fits || !p.checkpoints_on_device) break;
-    if (p.step.step_s < best_s) best_s = p.step.step_s, best_k = k;
-  }
-  char line[256];
-  if (best_k > 0 && best_s < (1.0 - kTradeMargin) * best.step.step_s) {
-    TrainJob j = job;
-    j.saved_activation_layers = best_k;
-    Plan saved = plan_trade(config, j, machine, total_steps, data);
+  auto consider = [&](int k, int j) {
+    TrainJob t = job;
+    t.saved_activation_layers = k;
+    t.mlp_recompute_layers = j;
+    const Plan p = plan_split(config, t, machine, total_steps, data, -1);
+    if (!p.fits || !p.checkpoints_on_device) return false;
+    if (p.step.step_s < best_s) best_s = p.step.step_s, best_k = k, best_j = j;
+    return true;
+  };
+  if (job.mlp_recompute_layers < 0)
+    for (int j = 1; k0 + j <= L && consider(k0, j);) ++j;
+  if (job.saved_activation_layers < 0)
+    for (int k = 1; k + j0 <= L && consider(k, job.mlp_recompute_layers < 0 ? L - k : j0);) ++k;
+  char line[320];
+  const double act = static_cast<double>(job.micro_batch_size) * job.seq_len;
+  const DType dt = machine.backend_facts().act_dtype;
+  auto gb_of = [&](int k, int j) {
+    return gb(job.grad_accum *
+              (k * static_cast<double>(BlockMath::saved_bytes(config, act, dt)) +
+               j * static_cast<double>(BlockMath::saved_bytes(config, act, dt, /*mlp=*/false))));
+  };
+  if ((best_k != k0 || best_j != j0) && best_s < (1.0 - kTradeMargin) * best.step.step_s) {
+    TrainJob t = job;
+    t.saved_activation_layers = best_k;
+    t.mlp_recompute_layers = best_j;
+    Plan saved = plan_trade(config, t, machine, total_steps, data);
     if (saved.fits && saved.step.step_s < best.step.step_s) {
-      std::snprintf(
-          line, sizeof(line),
-          "; the last %d of %d layers keep their activations in HBM (%s), no recompute: "
-          "%.3f s a step against %.3f s recomputing every layer",
-          best_k, config.num_layers,
-          gb(static_cast<double>(BlockMath::saved_bytes(config, job.micro_batch_size * job.seq_len,
-                                                        machine.backend_facts().act_dtype)) *
-             best_k * job.grad_accum)
-              .c_str(),
-          saved.step.step_s, best.step.step_s);
+      std::snprintf(line, sizeof(line),
+                    "; the last %d of %d layers keep every activation in HBM and the %d before "
+                    "them all but the MLP's (%s): %.3f s a step against %.3f s recomputing them",
+                    best_k, L, best_j, gb_of(best_k, best_j).c_str(), saved.step.step_s,
+                    best.step.step_s);
       saved.state.why += line;
       return saved;
     }
   }
-  if (best_k > 0) {
+  if (best_k != k0 || best_j != j0) {
     std::snprintf(line, sizeof(line),
                   "; saving layers' activations in HBM saves less than %.0f%% of the step (at "
-                  "best %.3f s with %d layers')",
-                  100 * kTradeMargin, best_s, best_k);
+                  "best %.3f s with %d layers whole and %d without the MLP's)",
+                  100 * kTradeMargin, best_s, best_k, best_j);
     best.state.why += line;
   }
   return best;
@@ -1034,6 +1079,7 @@ PlanSuggestion suggestion_of(const Candidate& c, const TrainJob& job, const std:
   s.hbm_state_blocks = c.plan.state.hbm_blocks;
   s.device_checkpoint_layers = c.plan.state.device_checkpoint_layers;
   s.saved_activation_layers = c.plan.state.saved_activation_layers;
+  s.mlp_recompute_layers = c.plan.state.mlp_recompute_layers;
   s.hbm_needed_bytes = c.plan.hbm.needed_bytes;
   s.hbm_free_bytes = c.plan.hbm.free_bytes;
   s.same_as_job = c.micro_batch == job.micro_batch_size && c.grad_accum == job.grad_accum;

@@ -32,12 +32,14 @@ StreamingConfig streaming_config(const TrainJob& job);
 // runs, so a tied shape counts as the peers' untied copy of it. hardware: 8 instead of 6, because
 // the engine recomputes each layer's forward in the backward (activation checkpointing), less
 // that recompute's share of the layers for the last `saved_layers`, which keep their activations
-// (StreamingConfig::saved_activation_layers).
+// (StreamingConfig::saved_activation_layers), and the attention's part of it for the
+// `mlp_recompute_layers` before them, which recompute only the MLP's gate and up projections.
 struct StepFlops {
   double model = 0;
   double hardware = 0;
 };
-StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len, int saved_layers = 0);
+StepFlops step_flops(const ModelConfig& config, double tokens, int seq_len, int saved_layers = 0,
+                     int mlp_recompute_layers = 0);
 
 // A GPU step's compute, in four parts (five with attention biases), each at its own rate
 // (MachineProbe::compute_flops is the probe's 8192³ bf16 GEMM, 816 TFLOPS on the H100;

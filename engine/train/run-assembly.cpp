@@ -105,6 +105,7 @@ Status load_model(const TrainJob& job, const ModelConfig& config, RunAssembly& r
   run.device_checkpoint_layers =
       fit.checkpoints_on_device ? fit.state.device_checkpoint_layers : -1;
   run.saved_activation_layers = fit.state.saved_activation_layers;
+  run.mlp_recompute_layers = fit.state.mlp_recompute_layers;
   const BlockTiers& tiers = run.placement.blocks;
   ParameterLayout layout = ParameterLayout::build(config);
   run.parameters = layout.parameter_count();
@@ -280,6 +281,7 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
   sc.hbm_state_blocks = static_cast<int>(run.hbm_state_blocks);  // as load_model decided
   sc.device_checkpoint_layers = run.device_checkpoint_layers;
   sc.saved_activation_layers = run.saved_activation_layers;
+  sc.mlp_recompute_layers = run.mlp_recompute_layers;
   std::vector<compute::Backend*> backends = {run.backend.get()};
   for (auto& p : run.peers) backends.push_back(p.get());
   SPW_ASSIGN_OR_RETURN(run.engine,

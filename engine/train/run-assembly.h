@@ -64,7 +64,8 @@ struct RunAssembly {
   // The last layers that keep their activations (StreamingConfig::saved_activation_layers), as the
   // plan chose.
   int saved_activation_layers = 0;
-  std::unique_ptr<ModelState> state;       // weights, gradients and (in DRAM) AdamW moments
+  int mlp_recompute_layers = 0;       // StreamingConfig::mlp_recompute_layers, as the plan chose
+  std::unique_ptr<ModelState> state;  // weights, gradients and (in DRAM) AdamW moments
   std::unique_ptr<ScratchFolder> scratch;  // the SSD tier's folder, removed when the run ends
   std::string ssd_folder;                  // its path ("" with no SSD tier)
   std::unique_ptr<OptimizerStateStore> opt_state;  // where AdamW reads and writes its state

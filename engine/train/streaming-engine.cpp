@@ -105,9 +105,12 @@ DeviceMemoryPlan StreamingEngine::plan_device_memory(const ParameterLayout& layo
                       ActivationStore::staging_bytes(activation_bytes(c, config, act)) +
                       step_io_bytes(config) + grad_sumsq_bytes(layout) + logits_bytes(c, config) +
                       p.backend_workspace_bytes;
-  p.saved_activation_bytes =
-      static_cast<uint64_t>(std::clamp(config.saved_activation_layers, 0, c.num_layers)) *
-      config.max_micro_batches * BlockMath::saved_bytes(c, tokens_per_micro_batch(config), act);
+  const int full = std::clamp(config.saved_activation_layers, 0, c.num_layers);
+  const int part = std::clamp(config.mlp_recompute_layers, 0, c.num_layers - full);
+  const int tokens = tokens_per_micro_batch(config);
+  p.saved_activation_bytes = static_cast<uint64_t>(config.max_micro_batches) *
+                             (full * BlockMath::saved_bytes(c, tokens, act) +
+                              part * BlockMath::saved_bytes(c, tokens, act, /*mlp=*/false));
   return p;
 }
 
@@ -219,8 +222,9 @@ struct StreamingEngine::Impl {
   std::unique_ptr<WeightSlots> weights;
   std::unique_ptr<ActivationStore> acts;
   std::optional<BlockMath> math;
-  // [saved_activation_layers · max_micro_batches] areas of saved_activation_bytes each, layer-major
-  // from the first saved layer (num_layers - saved_activation_layers); null when none.
+  // The saved activations: [mlp_recompute_layers · max_micro_batches] areas without the MLP's
+  // intermediates, then [saved_activation_layers · max_micro_batches] with, each layer-major from
+  // its first layer (saved_area); null when none.
   char* saved = nullptr;
   std::vector<GradBuffer>
       grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
@@ -261,13 +265,21 @@ struct StreamingEngine::Impl {
     return s;
   }
 
-  // Layer l's saved activations of micro-batch m (StreamingConfig::saved_activation_layers), or
-  // null when the layer recomputes them.
-  void* saved_area(int l, int m) const {
-    const int first = mc.num_layers - cfg.saved_activation_layers;
-    if (!saved || l < first) return nullptr;
-    const uint64_t each = BlockMath::saved_bytes(mc, tokens_per_micro_batch(cfg), act);
-    return saved + (static_cast<uint64_t>(l - first) * cfg.max_micro_batches + m) * each;
+  // Layer l's saved activations of micro-batch m: the last saved_activation_layers whole, the
+  // mlp_recompute_layers before them without the MLP's intermediates; none before those.
+  SavedArea saved_area(int l, int m) const {
+    const int first_full = mc.num_layers - cfg.saved_activation_layers;
+    const int first_part = first_full - cfg.mlp_recompute_layers;
+    if (!saved || l < first_part) return {};
+    const int tokens = tokens_per_micro_batch(cfg);
+    const uint64_t part = BlockMath::saved_bytes(mc, tokens, act, /*mlp=*/false);
+    const uint64_t M = cfg.max_micro_batches;
+    if (l < first_full)
+      return {saved + (static_cast<uint64_t>(l - first_part) * M + m) * part, /*mlp=*/false};
+    const uint64_t full = BlockMath::saved_bytes(mc, tokens, act);
+    return {saved + cfg.mlp_recompute_layers * M * part +
+                (static_cast<uint64_t>(l - first_full) * M + m) * full,
+            /*mlp=*/true};
   }
 
   Result<void*> reserve(const std::string& name, uint64_t bytes, Category category) {
@@ -280,10 +292,12 @@ struct StreamingEngine::Impl {
       return invalid_argument("streaming: logits_tokens must not be negative");
     if (cfg.data_parallel_ranks < 1)
       return invalid_argument("streaming: data_parallel_ranks must be at least 1");
-    if (cfg.saved_activation_layers < 0 || cfg.saved_activation_layers > mc.num_layers)
+    if (cfg.saved_activation_layers < 0 || cfg.mlp_recompute_layers < 0 ||
+        cfg.saved_activation_layers + cfg.mlp_recompute_layers > mc.num_layers)
       return invalid_argument(
           "streaming: saved_activation_layers " + std::to_string(cfg.saved_activation_layers) +
-          " is not a count of the model's " + std::to_string(mc.num_layers) + " layers");
+          " and mlp_recompute_layers " + std::to_string(cfg.mlp_recompute_layers) +
+          " are not counts of the model's " + std::to_string(mc.num_layers) + " layers");
     if (cfg.micro_batch_size < 1 || cfg.max_micro_batches < 1 || cfg.seq_len < 1 ||
         cfg.lm_head_chunk < 0)
       return invalid_argument(
@@ -748,7 +762,7 @@ struct StreamingEngine::Impl {
           SPW_ASSIGN_OR_RETURN(ActivationStore::View out,
                                open(acts->checkpoint(l + 1, m), Access::kWrite));
           SPW_RETURN_IF_ERROR(math->layer_forward(l, w, x.ptr, out.ptr, mb, T, positions(m),
-                                                  compute, train ? saved_area(l, m) : nullptr));
+                                                  compute, train ? saved_area(l, m) : SavedArea{}));
           SPW_RETURN_IF_ERROR(acts->close(x));
           SPW_RETURN_IF_ERROR(acts->close(out));
         }

@@ -93,6 +93,7 @@ const std::vector<TrainJobField> kFields = {
     {"placement.weight_slots", assign<&TrainJob::weight_slots>},
     {"placement.hbm_state_blocks", assign<&TrainJob::hbm_state_blocks>},
     {"placement.saved_activation_layers", assign<&TrainJob::saved_activation_layers>},
+    {"placement.mlp_recompute_layers", assign<&TrainJob::mlp_recompute_layers>},
     {"placement.optimizer", tier<&TrainJob::optimizer_tier>},
     {"placement.master", tier<&TrainJob::master_tier>},
     {"placement.ssd_dir", assign<&TrainJob::ssd_dir>},

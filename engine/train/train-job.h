@@ -69,6 +69,8 @@ struct TrainJob {
   // StreamingConfig::saved_activation_layers; -1 (the schema's default): the planner's choice
   // (planner.h).
   int saved_activation_layers{};
+  // StreamingConfig::mlp_recompute_layers; -1 (the schema's default): the planner's choice.
+  int mlp_recompute_layers{};
   TierChoice optimizer_tier = TierChoice::kDram;
   TierChoice master_tier = TierChoice::kDram;
   std::string ssd_dir;

@@ -301,7 +301,8 @@ TEST(BenchCommand, SavedActivationLayersKeepTheLossAndTakeTheirBytes) {
             5 * 2 * BlockMath::saved_bytes(c, 2 * 32, DType::kF32));
   r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
            "32", "--saved-activation-layers", "6", "--steps", "1", "--json"});
-  EXPECT_NE(r.out.find("saved_activation_layers 6 is not a count of the model's 5 layers"),
+  EXPECT_NE(r.out.find("saved_activation_layers 6 and mlp_recompute_layers 0 are not counts of "
+                       "the model's 5 layers"),
             std::string::npos)
       << r.out << r.err;
 }

@@ -54,6 +54,7 @@ TEST(PlannerCalibration, MeasuredH100StepsWithinTheirTargets) {
     job.backend = "cuda";
     job.hbm_state_blocks = 0;  // measured before the HBM state tier: every block's state in DRAM
     job.saved_activation_layers = 0;  // and before saved activations: every layer recomputed
+    job.mlp_recompute_layers = 0;
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];
     job.seq_len = run["seq_len"];
@@ -95,6 +96,7 @@ TEST(PlannerCalibration, MeasuredCpuStepsWithin25Percent) {
     ASSERT_TRUE(config.ok()) << name << ": " << config.status().to_string();
     TrainJob job;
     job.saved_activation_layers = 0;  // measured recomputing every layer
+    job.mlp_recompute_layers = 0;
     job.backend = "cpu";
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];
@@ -149,6 +151,7 @@ TEST(PlannerCalibration, HbmStateTierOnTheH100) {
     ASSERT_TRUE(config.ok()) << name << ": " << config.status().to_string();
     TrainJob job;
     job.saved_activation_layers = 0;  // measured recomputing every layer
+    job.mlp_recompute_layers = 0;
     job.backend = "cuda";
     job.micro_batch_size = run["micro_batch_size"];
     job.grad_accum = run["grad_accum"];

@@ -1,5 +1,6 @@
-// Selective activation checkpointing (StreamingConfig::saved_activation_layers): the layers that
-// keep their activations from the forward skip the recompute in the backward and give the same
+// Selective activation checkpointing (StreamingConfig::saved_activation_layers and
+// mlp_recompute_layers): the layers that keep their activations from the forward skip the
+// recompute in the backward, or recompute only the MLP's gate, up and activation, and give the same
 // bits as layers that recompute, on each layer shape of the golden models: Llama (stories260K),
 // the key bias (qwen2-tiny), Gemma 3's sandwich norms and sliding window (gemma3-tiny) and Qwen3's
 // q/k norms (qwen3-tiny). Strict streams with poisoned allocations: a view the backward reads
@@ -22,9 +23,11 @@ struct SavedRun {
   DeviceMemoryPlan plan;
 };
 
-Result<SavedRun> run_saved(const Golden& g, const StepBatch& batch, int saved_layers) {
+Result<SavedRun> run_saved(const Golden& g, const StepBatch& batch, int saved_layers,
+                           int mlp_recompute_layers = 0) {
   StreamingConfig cfg = testing::rig_config(g, 1);
   cfg.saved_activation_layers = saved_layers;
+  cfg.mlp_recompute_layers = mlp_recompute_layers;
   auto be = testing::engine_cpu_backend(g.layout, cfg, /*strict=*/true, size_t{256} << 20);
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, testing::golden_state(g));
   SPW_ASSIGN_OR_RETURN(auto engine, StreamingEngine::create(*be, *state, cfg));
@@ -48,12 +51,17 @@ TEST_P(SavedActivations, ChangeNoBitAndTakeTheirBytes) {
   auto recomputed = run_saved(g, batch, 0);
   ASSERT_TRUE(recomputed.ok()) << recomputed.status().to_string();
   EXPECT_EQ(recomputed->plan.saved_activation_bytes, 0u);
-  for (int k : {1, L}) {
-    SCOPED_TRACE("saved layers " + std::to_string(k));
-    auto saved = run_saved(g, batch, k);
+  // (whole, without the MLP's): the last layer whole, every layer whole, the first without, every
+  // layer without, and one whole after the others without.
+  const std::pair<int, int> counts[] = {{1, 0}, {L, 0}, {0, 1}, {0, L}, {1, L - 1}};
+  for (auto [k, j] : counts) {
+    SCOPED_TRACE("saved layers " + std::to_string(k) + ", MLP recomputed " + std::to_string(j));
+    auto saved = run_saved(g, batch, k, j);
     ASSERT_TRUE(saved.ok()) << saved.status().to_string();
     EXPECT_EQ(saved->plan.saved_activation_bytes,
-              uint64_t(k) * batch.micro_batches * BlockMath::saved_bytes(c, g.T, DType::kF32));
+              uint64_t(batch.micro_batches) *
+                  (k * BlockMath::saved_bytes(c, g.T, DType::kF32) +
+                   j * BlockMath::saved_bytes(c, g.T, DType::kF32, /*mlp=*/false)));
     EXPECT_EQ(saved->plan.fixed_bytes() - recomputed->plan.fixed_bytes(),
               saved->plan.saved_activation_bytes);
     for (size_t i = 0; i < saved->steps.size(); ++i) {
@@ -65,10 +73,10 @@ TEST_P(SavedActivations, ChangeNoBitAndTakeTheirBytes) {
         EXPECT_EQ(a.grads[blk], b.grads[blk]) << "step " << i << ", block " << blk;
     }
   }
-  // The saved layers' activations are most of a layer's: three quarters of the GEMM inputs and
-  // outputs beside a checkpoint's [tokens, hidden].
-  EXPECT_GT(BlockMath::saved_bytes(c, g.T, DType::kF32),
-            uint64_t(g.T) * (3 * c.hidden_size + 3 * c.intermediate_size) * 4);
+  // Without the MLP's intermediates, [tokens, 3 · intermediate] less.
+  EXPECT_GE(BlockMath::saved_bytes(c, g.T, DType::kF32) -
+                BlockMath::saved_bytes(c, g.T, DType::kF32, /*mlp=*/false),
+            uint64_t(g.T) * 3 * c.intermediate_size * 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SavedActivations,
@@ -79,11 +87,16 @@ INSTANTIATE_TEST_SUITE_P(Models, SavedActivations,
 TEST(SavedActivations, ACountBeyondTheLayersIsRefused) {
   Golden g("stories260K");
   if (!g.traj) GTEST_SKIP() << "golden data missing";
-  for (int k : {-1, g.layout.config().num_layers + 1}) {
-    auto run = run_saved(g, g.batch(0, 1), k);
+  const int L = g.layout.config().num_layers;
+  for (auto [k, j] : {std::pair{-1, 0}, {L + 1, 0}, {0, -1}, {1, L}}) {
+    auto run = run_saved(g, g.batch(0, 1), k, j);
     ASSERT_FALSE(run.ok());
     EXPECT_EQ(run.status().code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(run.status().message().find("saved_activation_layers"), std::string::npos)
+    EXPECT_NE(run.status().message().find("saved_activation_layers " + std::to_string(k) +
+                                          " and mlp_recompute_layers " + std::to_string(j) +
+                                          " are not counts of the model's " + std::to_string(L) +
+                                          " layers"),
+              std::string::npos)
         << run.status().message();
   }
 }
