@@ -997,10 +997,16 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
     t.mlp_recompute_layers = best_j;
     Plan saved = plan_trade(config, t, machine, total_steps, data);
     if (saved.fits && saved.step.step_s < best.step.step_s) {
-      std::snprintf(line, sizeof(line),
-                    "; the last %d of %d layers keep every activation in HBM and the %d before "
-                    "them all but the MLP's (%s): %.3f s a step against %.3f s recomputing them",
-                    best_k, L, best_j, gb_of(best_k, best_j).c_str(), saved.step.step_s,
+      const std::string what =
+          best_k == 0 ? "the last " + std::to_string(best_j) + " of " + std::to_string(L) +
+                            " layers keep every activation in HBM but the MLP's"
+          : best_j == 0 ? "the last " + std::to_string(best_k) + " of " + std::to_string(L) +
+                              " layers keep every activation in HBM"
+                        : "the last " + std::to_string(best_k) + " of " + std::to_string(L) +
+                              " layers keep every activation in HBM and the " +
+                              std::to_string(best_j) + " before them all but the MLP's";
+      std::snprintf(line, sizeof(line), "; %s (%s): %.3f s a step against %.3f s recomputing them",
+                    what.c_str(), gb_of(best_k, best_j).c_str(), saved.step.step_s,
                     best.step.step_s);
       saved.state.why += line;
       return saved;
