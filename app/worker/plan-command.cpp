@@ -26,6 +26,31 @@
 
 namespace spillway::worker {
 namespace {
+
+// "layers 3-7", "layer 3".
+std::string layers_text(int first, int last) {
+  return first == last ? "layer " + std::to_string(first)
+                       : "layers " + std::to_string(first) + "-" + std::to_string(last);
+}
+
+// What each layer's backward recomputes under the plan's saved activations.
+std::string recompute_text(const Plan& plan) {
+  const int L = plan.model.layers, whole = plan.state.saved_activation_layers,
+            mlp = plan.state.mlp_recompute_layers;
+  const int first_mlp = L - whole - mlp, first_whole = L - whole;
+  std::vector<std::string> parts;
+  if (first_mlp > 0)
+    parts.push_back("the forward of " + layers_text(0, first_mlp - 1) + " from their checkpoints");
+  if (mlp > 0)
+    parts.push_back("the MLP of " + layers_text(first_mlp, first_whole - 1) +
+                    " (their other activations saved in HBM)");
+  if (whole > 0)
+    parts.push_back("nothing of " + layers_text(first_whole, L - 1) +
+                    " (every activation saved in HBM)");
+  std::string text;
+  for (const std::string& p : parts) text += (text.empty() ? "" : "; ") + p;
+  return text.empty() ? "nothing (no layers)" : text;
+}
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage = "usage: plan JOB.json [--measure N] [--json]";
@@ -269,6 +294,9 @@ void print_plan(std::ostream& out, const Plan& plan) {
                              " x " + std::to_string(plan.grad_accum) + " x " +
                              std::to_string(plan.seq_len) + per_device + "), checkpoints " +
                              checkpoints);
+  // What the backward recomputes (planner.h, saved activations): "the forward of layers 0-4 from
+  // their checkpoints; the MLP of layers 5-31 (the rest of their activations saved in HBM)".
+  if (!plan.on_cpu()) row("recompute", recompute_text(plan));
   row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
                   num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
                   (s.gpu_adamw_s > 0

@@ -74,5 +74,23 @@ TEST(PlanTable, CheckpointsMovedForBlocksShowTheSplit) {
       std::string::npos);  // every block in DRAM: no trade, every checkpoint on the device
 }
 
+// The recompute row: what each layer's backward recomputes under the plan's saved activations
+// (placement.saved_activation_layers and mlp_recompute_layers).
+TEST(PlanTable, TheRecomputeRowSaysWhatEachLayerRecomputes) {
+  TrainJob job = seven_b_job(1);
+  EXPECT_NE(table(make_plan(*model_preset("llama-7b"), job, spillway::testing::h100_host(), 10))
+                .find("\n  recompute          the forward of layers 0-31 from their checkpoints\n"),
+            std::string::npos);
+  job.saved_activation_layers = 2;
+  job.mlp_recompute_layers = 5;
+  const std::string text =
+      table(make_plan(*model_preset("llama-7b"), job, spillway::testing::h100_host(), 10));
+  EXPECT_NE(text.find("\n  recompute          the forward of layers 0-24 from their checkpoints; "
+                      "the MLP of layers 25-29 (their other activations saved in HBM); nothing "
+                      "of layers 30-31 (every activation saved in HBM)\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace spillway::worker
