@@ -22,29 +22,14 @@ int pad_row(const ModelConfig& c) {
   return c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
 }
 
-// The scratch's views as (count, bytes each), in carving order; each view starts 256-aligned so
-// that GEMMs and vectorised kernels see aligned rows.
+// The scratch's and saved areas' views as (count, bytes each), in carving order; each view starts
+// 256-aligned so that GEMMs and vectorised kernels see aligned rows. The scratch is a saved area
+// with the MLP's intermediates (the activations: BlockMath::Activations), then the work views.
 struct ScratchShape {
   size_t n, h, qd, kvd, f, heads, kv_heads, act;
   bool qk_norm, sandwich, pad_row;
-  std::array<std::pair<int, size_t>, 13> views() const {
-    const int qk = qk_norm ? 1 : 0, sw = sandwich ? 1 : 0;
-    return {{{5, n * h * act},
-             {4, n * qd * act},
-             {4, n * kvd * act},
-             {5, n * f * act},
-             {2, n * sizeof(float)},
-             {1, heads * n * sizeof(float)},
-             {qk, n * qd * act},                      // q_pre
-             {qk, n * kvd * act},                     // k_pre
-             {qk, n * heads * sizeof(float)},         // rstd_q
-             {qk, n * kv_heads * sizeof(float)},      // rstd_k
-             {sw, n * h * act},                       // mo
-             {2 * sw, n * sizeof(float)},             // rstd3, rstd4
-             {pad_row ? 1 : 0, h * sizeof(float)}}};  // pad_saved
-  }
-  // A saved area's views (BlockMath::Activations), in carving order; g, u and a only with `mlp`.
-  std::array<std::pair<int, size_t>, 11> saved_views(bool mlp) const {
+  // A saved area's views, carved by BlockMath::carve_activations; g, u and a only with `mlp`.
+  std::array<std::pair<int, size_t>, 12> saved_views(bool mlp) const {
     const int qk = qk_norm ? 1 : 0, sw = sandwich ? 1 : 0;
     return {{{3, n * h * act},                    // xn, x2, xn2
              {2, n * qd * act},                   // q, att
@@ -56,7 +41,16 @@ struct ScratchShape {
              {qk, n * kvd * act},                 // k_pre
              {qk, n * heads * sizeof(float)},     // rstd_q
              {qk, n * kv_heads * sizeof(float)},  // rstd_k
-             {2 * sw, n * h * act}}};             // o, mo (rstd3, rstd4 below)
+             {2 * sw, n * h * act},               // o, mo
+             {2 * sw, n * sizeof(float)}}};       // rstd3, rstd4
+  }
+  // The scratch's work views after its activations.
+  std::array<std::pair<int, size_t>, 5> work_views() const {
+    return {{{sandwich ? 1 : 2, n * h * act},         // dxn, and o where it is not an activation
+             {2, n * qd * act},                       // dq, datt
+             {2, n * kvd * act},                      // dk, dv
+             {2, n * f * act},                        // da, du
+             {pad_row ? 1 : 0, h * sizeof(float)}}};  // pad_saved
   }
   template <size_t K>
   static uint64_t total(const std::array<std::pair<int, size_t>, K>& views) {
@@ -64,10 +58,8 @@ struct ScratchShape {
     for (auto [count, each] : views) total += count * aligned(each);
     return total;
   }
-  uint64_t bytes() const { return total(views()); }
-  uint64_t saved_bytes(bool mlp) const {
-    return total(saved_views(mlp)) + (sandwich ? 2 * aligned(n * sizeof(float)) : 0);
-  }
+  uint64_t saved_bytes(bool mlp) const { return total(saved_views(mlp)); }
+  uint64_t bytes() const { return saved_bytes(true) + total(work_views()); }
 };
 
 ScratchShape scratch_shape(const ModelConfig& c, int tokens, DType act) {
@@ -169,67 +161,58 @@ Result<BlockMath> BlockMath::create(compute::Backend& backend, const ParameterLa
   const ScratchShape shape = scratch_shape(layout.config(), max_tokens, backend.act_dtype());
   SPW_ASSIGN_OR_RETURN(void* base,
                        arena.reserve("block-math.scratch", shape.bytes(), Category::kWorkspace));
-  Carver c(base);
+  // The activations, then the work views of ScratchShape::work_views().
+  m.scratch_activations_ = m.carve_activations(base, /*mlp=*/true);
+  Carver c(static_cast<char*>(base) + shape.saved_bytes(true));
   const size_t n = shape.n, act = shape.act;
-  // Carved in the order of ScratchShape::views().
-  for (void** t : {&m.xn, &m.x2, &m.xn2, &m.o, &m.dxn})
-    *t = c.take(n * shape.h * act);                                                 // [n, hidden]
-  for (void** t : {&m.q, &m.att, &m.dq, &m.datt}) *t = c.take(n * shape.qd * act);  // [n, q_dim]
-  for (void** t : {&m.k, &m.v, &m.dk, &m.dv}) *t = c.take(n * shape.kvd * act);     // [n, kv_dim]
-  for (void** t : {&m.g, &m.u, &m.a, &m.da, &m.du})
-    *t = c.take(n * shape.f * act);   // [n, intermediate]
-  m.rstd1 = c.floats(n);              // [n] fp32
-  m.rstd2 = c.floats(n);              // [n] fp32
-  m.lse = c.floats(shape.heads * n);  // [batch, heads, seq] fp32
-  m.q_pre = m.k_pre = m.mo = nullptr;
-  m.rstd_q = m.rstd_k = m.rstd3 = m.rstd4 = nullptr;
-  m.pad_saved = nullptr;
+  m.dxn = c.take(n * shape.h * act);  // [n, hidden]
+  if (!shape.sandwich) m.scratch_activations_.o = c.take(n * shape.h * act);
+  for (void** t : {&m.dq, &m.datt}) *t = c.take(n * shape.qd * act);  // [n, q_dim]
+  for (void** t : {&m.dk, &m.dv}) *t = c.take(n * shape.kvd * act);   // [n, kv_dim]
+  for (void** t : {&m.da, &m.du}) *t = c.take(n * shape.f * act);     // [n, intermediate]
+  m.pad_saved = shape.pad_row ? c.floats(shape.h) : nullptr;          // [hidden]
+  m.use_activations({});
+  return m;
+}
+
+BlockMath::Activations BlockMath::carve_activations(void* area, bool mlp) const {
+  // In the order of ScratchShape::saved_views(); the views the config has not are null.
+  const ScratchShape shape = scratch_shape(*mc_, max_tokens_, act_dtype_);
+  const size_t n = shape.n, act = shape.act;
+  Activations v{};
+  Carver c(area);
+  for (void** t : {&v.xn, &v.x2, &v.xn2}) *t = c.take(n * shape.h * act);  // [n, hidden]
+  for (void** t : {&v.q, &v.att}) *t = c.take(n * shape.qd * act);         // [n, q_dim]
+  for (void** t : {&v.k, &v.v}) *t = c.take(n * shape.kvd * act);          // [n, kv_dim]
+  if (mlp)
+    for (void** t : {&v.g, &v.u, &v.a}) *t = c.take(n * shape.f * act);  // [n, intermediate]
+  v.rstd1 = c.floats(n);                                                 // [n] fp32
+  v.rstd2 = c.floats(n);                                                 // [n] fp32
+  v.lse = c.floats(shape.heads * n);                                     // [batch, heads, seq] fp32
   if (shape.qk_norm) {
-    m.q_pre = c.take(n * shape.qd * act);     // [n, q_dim]
-    m.k_pre = c.take(n * shape.kvd * act);    // [n, kv_dim]
-    m.rstd_q = c.floats(n * shape.heads);     // [n · heads]
-    m.rstd_k = c.floats(n * shape.kv_heads);  // [n · kv_heads]
+    v.q_pre = c.take(n * shape.qd * act);     // [n, q_dim]
+    v.k_pre = c.take(n * shape.kvd * act);    // [n, kv_dim]
+    v.rstd_q = c.floats(n * shape.heads);     // [n · heads]
+    v.rstd_k = c.floats(n * shape.kv_heads);  // [n · kv_heads]
   }
   if (shape.sandwich) {
-    m.mo = c.take(n * shape.h * act);  // [n, hidden]
-    m.rstd3 = c.floats(n);             // [n] fp32
-    m.rstd4 = c.floats(n);             // [n] fp32
+    v.o = c.take(n * shape.h * act);   // [n, hidden]
+    v.mo = c.take(n * shape.h * act);  // [n, hidden]
+    v.rstd3 = c.floats(n);             // [n] fp32
+    v.rstd4 = c.floats(n);             // [n] fp32
   }
-  if (shape.pad_row) m.pad_saved = c.floats(shape.h);  // [hidden]
-  m.scratch_activations_ = {m.xn,    m.x2,    m.xn2, m.o,      m.q,      m.att,   m.k,
-                            m.v,     m.g,     m.u,   m.a,      m.q_pre,  m.k_pre, m.mo,
-                            m.rstd1, m.rstd2, m.lse, m.rstd_q, m.rstd_k, m.rstd3, m.rstd4};
-  return m;
+  return v;
 }
 
 void BlockMath::use_activations(SavedArea saved) {
   Activations to = scratch_activations_;
   if (saved.area) {
-    // Carved in the order of ScratchShape::saved_views(); o stays the scratch's without sandwich
-    // norms (the forward's temporary there, the backward's dxn2), and g, u, a without saved.mlp.
-    const ScratchShape shape = scratch_shape(*mc_, max_tokens_, act_dtype_);
-    const size_t n = shape.n, act = shape.act;
-    Carver c(saved.area);
-    for (void** t : {&to.xn, &to.x2, &to.xn2}) *t = c.take(n * shape.h * act);
-    for (void** t : {&to.q, &to.att}) *t = c.take(n * shape.qd * act);
-    for (void** t : {&to.k, &to.v}) *t = c.take(n * shape.kvd * act);
-    if (saved.mlp)
-      for (void** t : {&to.g, &to.u, &to.a}) *t = c.take(n * shape.f * act);
-    to.rstd1 = c.floats(n);
-    to.rstd2 = c.floats(n);
-    to.lse = c.floats(shape.heads * n);
-    if (shape.qk_norm) {
-      to.q_pre = c.take(n * shape.qd * act);
-      to.k_pre = c.take(n * shape.kvd * act);
-      to.rstd_q = c.floats(n * shape.heads);
-      to.rstd_k = c.floats(n * shape.kv_heads);
-    }
-    if (shape.sandwich) {
-      to.o = c.take(n * shape.h * act);
-      to.mo = c.take(n * shape.h * act);
-      to.rstd3 = c.floats(n);
-      to.rstd4 = c.floats(n);
-    }
+    to = carve_activations(saved.area, saved.mlp);
+    // o is the scratch's without sandwich norms (the forward's temporary, the backward's dxn2),
+    // and g, u, a where the area lacks them.
+    if (!mc_->sandwich_norms) to.o = scratch_activations_.o;
+    if (!saved.mlp)
+      to.g = scratch_activations_.g, to.u = scratch_activations_.u, to.a = scratch_activations_.a;
   }
   xn = to.xn, x2 = to.x2, xn2 = to.xn2, o = to.o, q = to.q, att = to.att, k = to.k, v = to.v;
   g = to.g, u = to.u, a = to.a, q_pre = to.q_pre, k_pre = to.k_pre, mo = to.mo;

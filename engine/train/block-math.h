@@ -175,6 +175,9 @@ class BlockMath {
   // counts it; g, u and a the scratch's without saved.mlp) or, when null, at the scratch's own:
   // every entry point that uses them calls it first.
   void use_activations(SavedArea saved);
+  // The views of a saved area for max_tokens_ (ScratchShape::saved_views, block-math.cpp): g, u
+  // and a only with `mlp`, o and mo only with sandwich norms, the q/k norms' only with those.
+  Activations carve_activations(void* area, bool mlp) const;
   // g = gate(xn2), u = up(xn2), a = act(g, u): the MLP's part of the forward before the down
   // projection, n tokens.
   Status mlp_up_forward(const char* w, int n, compute::StreamId s);

@@ -32,6 +32,14 @@ RunResult run(const std::vector<std::string>& argv) {
   return {code, out.str(), err.str()};
 }
 
+// The JSON lines of a bench's output, one per configuration.
+std::vector<json> json_lines(const std::string& out) {
+  std::istringstream lines(out);
+  std::vector<json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  return rows;
+}
+
 TEST(BenchModels, RealShapesHaveTheirParameterCounts) {
   // transformers' num_parameters() of each model.
   const std::pair<const char*, uint64_t> expected[] = {{"tinyllama-1.1b", 1'100'048'384},
@@ -214,9 +222,7 @@ TEST(BenchCommand, SweepsEveryCombinationInOneProcess) {
                      "--micro-batch", "1,2", "--tokens-per-step", "128", "--weight-slots", "2,3",
                      "--steps", "1", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::vector<json> rows;
-  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  const std::vector<json> rows = json_lines(r.out);
   ASSERT_EQ(rows.size(), 4u) << r.out;
   const int expected[4][3] = {
       {1, 4, 2}, {1, 4, 3}, {2, 2, 2}, {2, 2, 3}};  // micro-batch, micro-batches, slots
@@ -260,9 +266,7 @@ TEST(BenchCommand, CheckpointsOfTheFirstLayersOnTheDevice) {
                      "--seq-len", "32", "--micro-batches", "2", "--device-checkpoint-layers",
                      "-1,1", "--steps", "1", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::vector<json> rows;
-  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  const std::vector<json> rows = json_lines(r.out);
   ASSERT_EQ(rows.size(), 2u) << r.out;
   const json &every = rows[0], &split = rows[1];
   EXPECT_EQ(every["device_checkpoint_layers"], -1);
@@ -289,9 +293,7 @@ TEST(BenchCommand, SavedActivationLayersKeepTheLossAndTakeTheirBytes) {
                      "--seq-len", "32", "--micro-batches", "2", "--saved-activation-layers", "0,5",
                      "--steps", "1", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::vector<json> rows;
-  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  const std::vector<json> rows = json_lines(r.out);
   ASSERT_EQ(rows.size(), 2u) << r.out;
   EXPECT_EQ(rows[0]["saved_activation_layers"], 0);
   EXPECT_EQ(rows[0]["saved_activation_bytes"], 0);
