@@ -33,8 +33,8 @@ std::string layers_text(int first, int last) {
                        : "layers " + std::to_string(first) + "-" + std::to_string(last);
 }
 
-// What each layer's backward recomputes under the plan's saved activations.
-std::string recompute_text(const Plan& plan) {
+// What each layer's backward recomputes under the plan's saved activations, kept in `device`.
+std::string recompute_text(const Plan& plan, const std::string& device) {
   const int L = plan.model.layers, whole = plan.state.saved_activation_layers,
             mlp = plan.state.mlp_recompute_layers;
   const int first_mlp = L - whole - mlp, first_whole = L - whole;
@@ -43,10 +43,10 @@ std::string recompute_text(const Plan& plan) {
     parts.push_back("the forward of " + layers_text(0, first_mlp - 1) + " from their checkpoints");
   if (mlp > 0)
     parts.push_back("the MLP of " + layers_text(first_mlp, first_whole - 1) +
-                    " (their other activations saved in HBM)");
+                    " (their other activations saved in " + device + ")");
   if (whole > 0)
     parts.push_back("nothing of " + layers_text(first_whole, L - 1) +
-                    " (every activation saved in HBM)");
+                    " (every activation saved in " + device + ")");
   std::string text;
   for (const std::string& p : parts) text += (text.empty() ? "" : "; ") + p;
   return text.empty() ? "nothing (no layers)" : text;
@@ -296,7 +296,8 @@ void print_plan(std::ostream& out, const Plan& plan) {
                              checkpoints);
   // What the backward recomputes (planner.h, saved activations): "the forward of layers 0-4 from
   // their checkpoints; the MLP of layers 5-31 (the rest of their activations saved in HBM)".
-  if (!plan.on_cpu()) row("recompute", recompute_text(plan));
+  if (!plan.on_cpu() || state.saved_activation_layers + state.mlp_recompute_layers > 0)
+    row("recompute", recompute_text(plan, plan.on_cpu() ? "the arena" : "HBM"));
   row("step", num(s.step_s, "%.2f s") + ": compute " + num(s.compute_s, "%.2f s") + ", link " +
                   num(s.link_s, "%.2f s") + ", AdamW " + num(s.adamw_s, "%.2f s") +
                   (s.gpu_adamw_s > 0

@@ -254,6 +254,37 @@ TEST_F(WorkerTest, TheHbmStateTierTrainsTheSameBits) {
 // the plan keeps the moments of the first blocks in DRAM and puts the rest on the SSD, the run
 // builds that mix and trains the all-DRAM run's bits into the same checkpoint files, and its
 // checkpoint resumes with everything in DRAM. "dram" under the same cap says what "auto" keeps.
+// placement.saved_activation_layers and mlp_recompute_layers reach the run: the plan records them,
+// its table says what each layer recomputes, and the checkpoints are the files of a run that
+// recomputes every layer.
+TEST_F(WorkerTest, SavedActivationsTrainTheSameBits) {
+  SPILLWAY_REQUIRE_DATA();
+  auto job_for = [&](const std::string& run_dir, int whole, int mlp) {
+    return stories_job(
+        "saved", run_dir, 3, bits_train(),
+        {{"backend", "cpu"}, {"saved_activation_layers", whole}, {"mlp_recompute_layers", mlp}});
+  };
+  const std::string none = tmp_.path() + "/none", saved = tmp_.path() + "/saved";
+  const std::string saved_job = write_job("saved", job_for(saved, 2, 1));
+  auto r = worker({"plan", saved_job});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  recompute          the forward of layers 0-1 from their checkpoints; the "
+                       "MLP of layer 2 (their other activations saved in the arena); nothing of "
+                       "layers 3-4 (every activation saved in the arena)"),
+            std::string::npos)
+      << r.out;
+  ASSERT_EQ(worker({"train", write_job("none", job_for(none, 0, 0))}).exit_code, 0);
+  r = worker({"train", saved_job});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const json& e : of_type(read_events(saved), "plan")) {
+    EXPECT_EQ(e["state"]["saved_activation_layers"], 2) << e.dump();
+    EXPECT_EQ(e["state"]["mlp_recompute_layers"], 1) << e.dump();
+  }
+  for (const char* step : {"step-000002", "step-000004"})
+    same_files(none + "/checkpoints/" + step, saved + "/checkpoints/" + step,
+               std::string("saved activations against none, ") + step);
+}
+
 TEST_F(WorkerTest, AutoPlacementMixesTheTiersPerBlockAndTrainsTheSameBits) {
   SPILLWAY_REQUIRE_DATA();
   const std::string ssd = tmp_.path() + "/ssd";

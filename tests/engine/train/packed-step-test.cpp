@@ -70,24 +70,6 @@ Result<Step> run_step(Golden& g, const StepBatch& batch, int max_micro_batches) 
   return step_of(*engine, *state, batch);
 }
 
-// The same step over `ranks` CPU devices (train/data-parallel-engine.h): each takes its share of
-// the micro-batches, positions included.
-Result<Step> run_data_parallel_step(Golden& g, const StepBatch& batch, int ranks) {
-  StreamingConfig cfg = testing::rig_config(g, 1);
-  cfg.max_micro_batches = batch.micro_batches / ranks;
-  StreamingConfig sized = cfg;
-  sized.data_parallel_ranks = ranks;  // the padded gradient buffers
-  std::vector<std::unique_ptr<compute::Backend>> backends;
-  std::vector<compute::Backend*> group;
-  for (int r = 0; r < ranks; ++r) {
-    backends.push_back(testing::engine_cpu_backend(g.layout, sized, true, size_t{256} << 20));
-    group.push_back(backends.back().get());
-  }
-  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, golden_state(g));
-  SPW_ASSIGN_OR_RETURN(auto engine, DataParallelEngine::create(group, *state, cfg));
-  return step_of(*engine, *state, batch);
-}
-
 class PackedStep : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PackedStep, EqualsTheStepWithOneExampleARow) {
@@ -137,7 +119,7 @@ TEST(PackedStep, DataParallelRanksTakeTheirRowsPositions) {
   ASSERT_EQ(l.packed_rows % 2, 0);
   auto one = run_step(g, l.packed(), l.packed_rows);
   ASSERT_TRUE(one.ok()) << one.status().to_string();
-  auto two = run_data_parallel_step(g, l.packed(), 2);
+  auto two = testing::data_parallel_step(g, l.packed(), 2, testing::rig_config(g, 1));
   ASSERT_TRUE(two.ok()) << two.status().to_string();
   EXPECT_EQ(two->result.targets, one->result.targets);
   EXPECT_NEAR(two->result.loss(), one->result.loss(), 1e-6 * one->result.loss());

@@ -84,6 +84,25 @@ INSTANTIATE_TEST_SUITE_P(Models, SavedActivations,
                                            "qwen3-tiny"),
                          [](const auto& info) { return testing::test_name(info.param); });
 
+// Each GPU of a data-parallel group keeps its own micro-batches' saved activations: two CPU ranks
+// with saved layers give the bits of the same two ranks recomputing every layer.
+TEST(SavedActivations, DataParallelRanksSaveTheirOwn) {
+  Golden g("stories260K");
+  if (!g.traj) GTEST_SKIP() << "golden data missing";
+  const StepBatch batch = g.batch(0, 1);
+  ASSERT_EQ(batch.micro_batches % 2, 0);
+  StreamingConfig cfg = testing::rig_config(g, 1);
+  auto recomputed = testing::data_parallel_step(g, batch, 2, cfg);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status().to_string();
+  cfg.saved_activation_layers = 1;
+  cfg.mlp_recompute_layers = g.layout.config().num_layers - 1;
+  auto saved = testing::data_parallel_step(g, batch, 2, cfg);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  EXPECT_EQ(saved->result.loss_sum, recomputed->result.loss_sum);
+  for (size_t b = 0; b < saved->grads.size(); ++b)
+    EXPECT_EQ(saved->grads[b], recomputed->grads[b]) << "block " << b;
+}
+
 TEST(SavedActivations, ACountBeyondTheLayersIsRefused) {
   Golden g("stories260K");
   if (!g.traj) GTEST_SKIP() << "golden data missing";

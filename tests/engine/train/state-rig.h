@@ -19,6 +19,7 @@
 #include "engine-util.h"
 #include "golden-util.h"
 #include "model/safetensors.h"
+#include "train/data-parallel-engine.h"
 #include "train/hbm-state.h"
 #include "train/optimizer-state.h"
 #include "train/optimizer.h"
@@ -107,6 +108,24 @@ Result<Step> step_of(Engine& engine, ModelState& state, const StepBatch& batch) 
     s.grads.emplace_back(p, p + state.layout().blocks()[b].numel);
   }
   return s;
+}
+
+// The same step over `ranks` CPU devices (train/data-parallel-engine.h) on engines of `cfg`: each
+// takes its share of the micro-batches, positions included.
+inline Result<Step> data_parallel_step(const Golden& g, const StepBatch& batch, int ranks,
+                                       StreamingConfig cfg) {
+  cfg.max_micro_batches = batch.micro_batches / ranks;
+  StreamingConfig sized = cfg;
+  sized.data_parallel_ranks = ranks;  // the padded gradient buffers
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<compute::Backend*> group;
+  for (int r = 0; r < ranks; ++r) {
+    backends.push_back(engine_cpu_backend(g.layout, sized, true, size_t{256} << 20));
+    group.push_back(backends.back().get());
+  }
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, golden_state(g));
+  SPW_ASSIGN_OR_RETURN(auto engine, DataParallelEngine::create(group, *state, cfg));
+  return step_of(*engine, *state, batch);
 }
 
 // The rig's engine: two weight slots, so that layers stream; micro-batches of `mb` sequences;
