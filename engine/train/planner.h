@@ -206,7 +206,16 @@ DataShape data_shape(const Dataset& ds);
 // norm, and what of AdamW outlasts the next step's forward); `machine` should then come from
 // probe_device and measure_adamw, or the compute and link figures are the host's. `suggestion`
 // holds suggest_batch() for the same job and machine unless `with_suggestion` is false (it plans up
-// to 320 jobs, twice with the HBM state tier: about 60 ms each for a 7B model).
+// to 320 jobs, twice with the HBM state tier, each with the saved activations' search: 0.6 s for
+// a 7B model on the dev VM, where the plan alone takes 3 ms; callers run it off the GUI thread).
+//
+// Saved activations (StreamingConfig::saved_activation_layers, mlp_recompute_layers;
+// docs/architecture.md, "The step"): with either job count -1 on a GPU whose free memory is
+// known, the plan searches the counts by predicted step time against the HBM state tier and the
+// checkpoints (plan_job in planner.cpp; kTradeMargin as below), records them in PlanState and
+// says why in PlanState::why. A saved layer's recompute leaves the step model: its GEMMs but the
+// down projection (which the recompute skips), a quarter of its attention and element-wise passes;
+// a layer that recomputes only the MLP keeps the gate and up GEMMs and the activation.
 //
 // The HBM state tier (Plan::state): as many of the first blocks as
 // StreamingEngine::hbm_state_blocks places for job.hbm_state_blocks on the probe's free device
