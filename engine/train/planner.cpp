@@ -954,7 +954,8 @@ Plan plan_trade(const ModelConfig& config, const TrainJob& job, const MachinePro
 // tokens a sequence, more at long sequences, where attention is most of the forward), then, with
 // every layer saving something, more of the last turned whole. The fastest wins against
 // plan_trade with the job's own counts when it saves more than kTradeMargin of the step, and gets
-// plan_trade's own split of checkpoints and blocks. A count that does not fit ends its leg: more
+// plan_trade's own split of checkpoints and blocks. A count that does not fit, with
+// StreamingEngine::kHbmStateReserveBytes left free as the state tier leaves it, ends its leg: more
 // layers only need more.
 Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe& machine,
               int64_t total_steps, const DataShape& data = {}) {
@@ -975,7 +976,10 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
     t.saved_activation_layers = k;
     t.mlp_recompute_layers = j;
     const Plan p = plan_split(config, t, machine, total_steps, data, -1);
-    if (!p.fits || !p.checkpoints_on_device) return false;
+    // As the HBM state tier's "as many as fit", leave the libraries' lazy allocations their room.
+    if (!p.fits || !p.checkpoints_on_device ||
+        p.hbm.needed_bytes + StreamingEngine::kHbmStateReserveBytes > p.hbm.free_bytes)
+      return false;
     if (p.step.step_s < best_s) best_s = p.step.step_s, best_k = k, best_j = j;
     return true;
   };

@@ -1521,7 +1521,8 @@ TEST(SavedActivationsPlan, AutoSavesWhereTheStepGains) {
   ASSERT_TRUE(with.fits && without.fits) << with.reason << without.reason;
   EXPECT_GT(with.state.saved_activation_layers + with.state.mlp_recompute_layers, 0);
   EXPECT_LT(with.step.step_s, (1.0 - kTradeMargin) * without.step.step_s);
-  EXPECT_LE(with.hbm.needed_bytes, with.hbm.free_bytes);
+  // 1 GiB left to the libraries, as the HBM state tier leaves it.
+  EXPECT_LE(with.hbm.needed_bytes + StreamingEngine::kHbmStateReserveBytes, with.hbm.free_bytes);
   EXPECT_NE(with.state.why.find("layers keep every activation in HBM but the MLP's ("),
             std::string::npos)
       << with.state.why;
