@@ -15,6 +15,8 @@ QString PartsBar::partName(const QString& category) {
   if (category == QLatin1String("state")) return tr("HBM state (master, gradients, moments)");
   if (category == QLatin1String("gradients")) return tr("gradients");
   if (category == QLatin1String("workspace")) return tr("workspace (activations)");
+  if (category == QLatin1String("activations"))
+    return tr("saved activations (the layers that skip the recompute)");
   return category;
 }
 

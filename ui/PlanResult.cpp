@@ -46,7 +46,8 @@ QVector<TierPart> categoryParts(const PlanTier& t) {
 
 // The device tier's parts: the HBM state tier as one part (its master, gradients and moments:
 // state.hbm_bytes, or the master and optimizer the tier lists where a plan gives no total), then
-// the weight slots, the gradient buffers, the checkpoints and the workspace. The gradient buffers
+// the weight slots, the gradient buffers, the checkpoints, the saved activations (which the plan
+// counts with the checkpoints) and the workspace. The gradient buffers
 // are what the tier needs beyond the other parts, so that the state's gradients, which a plan may
 // count under the tier's gradients, are not drawn twice.
 QVector<TierPart> deviceParts(const Plan& plan) {
@@ -54,14 +55,17 @@ QVector<TierPart> deviceParts(const Plan& plan) {
   const double state = std::max(static_cast<double>(plan.state.hbm_bytes),
                                 bytesOf(t.master_bytes) + bytesOf(t.optimizer_bytes));
   const double weights = bytesOf(t.weights_bytes), checkpoints = bytesOf(t.checkpoints_bytes),
-               workspace = bytesOf(t.workspace_bytes);
+               workspace = bytesOf(t.workspace_bytes),
+               saved =
+                   std::min(static_cast<double>(plan.state.saved_activation_bytes), checkpoints);
   const double rest =
       static_cast<double>(t.needed_bytes) - state - weights - checkpoints - workspace;
   QVector<TierPart> parts;
   addPart(&parts, "state", state);
   addPart(&parts, "weights", weights);
   addPart(&parts, "gradients", rest > 0 ? rest : state > 0 ? 0 : bytesOf(t.gradients_bytes));
-  addPart(&parts, "checkpoints", checkpoints);
+  addPart(&parts, "checkpoints", checkpoints - saved);
+  addPart(&parts, "activations", saved);
   addPart(&parts, "workspace", workspace);
   return parts;
 }

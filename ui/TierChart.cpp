@@ -24,7 +24,7 @@ QColor categoryColor(const QString& c) {
       {"weights", QColor("#1f77b4")},     {"gradients", QColor("#ff7f0e")},
       {"master", QColor("#2ca02c")},      {"optimizer", QColor("#9467bd")},
       {"checkpoints", QColor("#8c564b")}, {"workspace", QColor("#7f7f7f")},
-      {"state", QColor("#17becf")}};
+      {"state", QColor("#17becf")},       {"activations", QColor("#bcbd22")}};
   return colors.value(c, Qt::gray);
 }
 

@@ -188,6 +188,8 @@ json to_json(const Plan& p) {
   if (st.saved_activation_layers > 0)
     j["state"]["saved_activation_layers"] = st.saved_activation_layers;
   if (st.mlp_recompute_layers > 0) j["state"]["mlp_recompute_layers"] = st.mlp_recompute_layers;
+  if (st.saved_activation_bytes > 0)
+    j["state"]["saved_activation_bytes"] = st.saved_activation_bytes;
   if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks > 0) {  // absent in older plans
     j["state"]["dram_blocks"] = st.dram_blocks;
     j["state"]["ssd_moments_blocks"] = st.ssd_moments_blocks;
@@ -235,6 +237,7 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.device_checkpoint_layers = integer<int>(state, "device_checkpoint_layers").value_or(-1);
   p.state.saved_activation_layers = integer<int>(state, "saved_activation_layers").value_or(0);
   p.state.mlp_recompute_layers = integer<int>(state, "mlp_recompute_layers").value_or(0);
+  p.state.saved_activation_bytes = integer<uint64_t>(state, "saved_activation_bytes").value_or(0);
   p.state.dram_blocks = integer<int>(state, "dram_blocks").value_or(0);
   p.state.ssd_moments_blocks = integer<int>(state, "ssd_moments_blocks").value_or(0);
   p.state.ssd_blocks = integer<int>(state, "ssd_blocks").value_or(0);

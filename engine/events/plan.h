@@ -105,6 +105,8 @@ struct PlanState {
   // The layers before those that keep all but the MLP's intermediates
   // (StreamingConfig::mlp_recompute_layers); 0 in plans written before.
   int mlp_recompute_layers = 0;
+  // Their bytes in HBM, part of the tier's checkpoints_bytes (activations kept for the backward).
+  uint64_t saved_activation_bytes = 0;
   int dram_blocks = 0, ssd_moments_blocks = 0, ssd_blocks = 0;
   std::string host_why;  // one line: which blocks sit in which host tier, and why
 };

@@ -622,6 +622,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   plan.state.device_checkpoint_layers = ckpt_on_device ? kept_layers : 0;
   plan.state.saved_activation_layers = sc.saved_activation_layers;
   plan.state.mlp_recompute_layers = sc.mlp_recompute_layers;
+  plan.state.saved_activation_bytes = hbm.saved_activation_bytes;
   plan.state.why =
       state_why(layout, job.hbm_state_blocks, host_memory, ranks, state_blocks, state_bytes,
                 hbm_fixed, ckpt_kept, device_free,

@@ -176,6 +176,34 @@ TEST(HbmStatePlan, DrawsTheFirstBlocksInHbmAndTheStateInTheHbmBar) {
   EXPECT_DOUBLE_EQ(dram[2].bytes, 54e9);
 }
 
+// Saved activations (placement.saved_activation_layers, mlp_recompute_layers): the plan counts
+// them with the checkpoints; the HBM bar draws them as a part of their own, named in its tooltip.
+TEST(HbmStatePlan, SavedActivationsAreAPartOfTheHbmBar) {
+  Plan plan = planOf(0, 0);
+  plan.state.saved_activation_layers = 2;
+  plan.state.mlp_recompute_layers = 4;
+  plan.state.saved_activation_bytes = 5 * kGB;  // of the 8 GB of checkpoints
+  PlanView view;
+  view.setPlan(resultOf(plan));
+  const QVector<TierPart>& parts = view.tierBar(0)->parts();
+  ASSERT_EQ(parts.size(), 5);
+  const std::pair<const char*, double> expected[] = {{"weights", 2e9},
+                                                     {"gradients", 1e9},
+                                                     {"checkpoints", 3e9},
+                                                     {"activations", 5e9},
+                                                     {"workspace", 3e9}};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(parts[i].category, expected[i].first) << i;
+    EXPECT_DOUBLE_EQ(parts[i].bytes, expected[i].second) << i;
+  }
+  EXPECT_NE(view.tierBar(0)->toolTip().indexOf(
+                "checkpoints 3.00 GB · saved activations (the layers that skip the recompute) "
+                "5.00 GB"),
+            -1)
+      << view.tierBar(0)->toolTip().toStdString();
+  EXPECT_NE(categoryColor("activations"), categoryColor("checkpoints"));
+}
+
 TEST(HbmStatePlan, AnOldPlanWithoutStateDrawsEveryBlockInDram) {
   PlanView view;
   view.setPlan(resultOf(planOf(0, 0, /*state=*/false)));

@@ -1469,9 +1469,11 @@ TEST(SavedActivationsPlan, TakeTheRecomputeOffTheLastLayers) {
       BlockMath::saved_bytes(c, none.micro_batch_size * none.seq_len, DType::kBF16);
   EXPECT_EQ(b.hbm.needed_bytes - a.hbm.needed_bytes, saved);
   EXPECT_EQ(*b.hbm.checkpoints_bytes - *a.hbm.checkpoints_bytes, saved);
+  EXPECT_EQ(b.state.saved_activation_bytes, saved);
   const Result<Plan> back = plan_from_json(to_json(b));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->state.saved_activation_layers, 8);
+  EXPECT_EQ(back->state.saved_activation_bytes, saved);
   EXPECT_FALSE(to_json(a)["state"].contains("saved_activation_layers"));
 
   TrainJob too_many = none;
