@@ -318,7 +318,7 @@ void ComparePage::redraw() {
   const double w = smoothing_->value() / 100.0;
   const int mode = xAxis_->currentIndex();
   // planned: each run's "HBM state (plan)"; gpus: its "GPUs (plan)"
-  QStringList jobs, names, planned, gpus;
+  QStringList jobs, names, planned, gpus, saved;
   struct TierCurve {
     QString label;
     QColor color;
@@ -335,6 +335,7 @@ void ComparePage::redraw() {
                     ? tr("%1 of %2 blocks").arg(run->state.hbmBlocks).arg(run->state.blocks)
                     : QStringLiteral("—"));
     gpus << run->devices.text();
+    saved << (run->state.blocks > 0 ? run->state.savedText() : QStringLiteral("—"));
     names << shortLabel(run->info);
     const QColor color = QColor::fromHsv((k * 67) % 360, 200, 200);
     QVector<double> lx, loss, sx, tps, stepT, stepX;
@@ -417,23 +418,19 @@ void ComparePage::redraw() {
     p->yAxis->setRangeUpper(std::max(p->yAxis->range().upper * 1.05, 1e-6));
   }
   QVector<ConfigDiffRow> rows = configDiff(jobs, diffOnly_->isChecked());
-  // What the plans made of placement.hbm_state_blocks (-1 asks for as many as fit), beside it.
-  ConfigDiffRow state{kPlannedStateKey, planned};
-  for (const QString& v : planned) state.differs |= v != planned.first();
-  if (!diffOnly_->isChecked() || state.differs) {
-    const auto at = std::find_if(rows.begin(), rows.end(), [](const ConfigDiffRow& r) {
-      return r.key > QLatin1String("placement.hbm_state_blocks");
+  // What the plans made of placement.hbm_state_blocks (-1 asks for as many as fit), of
+  // placement.saved_activation_layers and of placement.devices, each beside its key.
+  const std::pair<ConfigDiffRow, const char*> planned_rows[] = {
+      {{kPlannedStateKey, planned}, "placement.hbm_state_blocks"},
+      {{kPlannedSavedKey, saved}, "placement.saved_activation_layers"},
+      {{kPlannedDevicesKey, gpus}, "placement.devices"}};
+  for (auto [row, after] : planned_rows) {
+    for (const QString& v : row.values) row.differs |= v != row.values.first();
+    if (diffOnly_->isChecked() && !row.differs) continue;
+    const auto at = std::find_if(rows.begin(), rows.end(), [&](const ConfigDiffRow& r) {
+      return r.key > QLatin1String(after);
     });
-    rows.insert(at, state);
-  }
-  // The GPUs each run's plan spread its steps over, beside the job's placement.devices.
-  ConfigDiffRow devices{kPlannedDevicesKey, gpus};
-  for (const QString& v : gpus) devices.differs |= v != gpus.first();
-  if (!diffOnly_->isChecked() || devices.differs) {
-    const auto at = std::find_if(rows.begin(), rows.end(), [](const ConfigDiffRow& r) {
-      return r.key > QLatin1String("placement.devices");
-    });
-    rows.insert(at, devices);
+    rows.insert(at, row);
   }
   diff_->clear();
   diff_->setColumnCount(names.size() + 1);

@@ -55,6 +55,8 @@ class ComparePage : public QWidget {
   static constexpr const char* kPlannedStateKey = "HBM state (plan)";
   // The diff's row of the GPUs each run trained on, from its plan ("1", "2 (0, 1)"; "—" without).
   static constexpr const char* kPlannedDevicesKey = "GPUs (plan)";
+  // Each run's saved activations as its plan chose them, beside placement.saved_activation_layers.
+  static constexpr const char* kPlannedSavedKey = "Saved activations (plan)";
   QCustomPlot* lossPlot() const { return loss_; }
   QCustomPlot* memoryPlot() const { return memory_; }
   enum XAxis { kStep, kTokens, kWallTime };

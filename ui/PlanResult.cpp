@@ -83,6 +83,8 @@ StatePlacement StatePlacement::fromPlan(const Plan& plan) {
   s.hbmBytes = static_cast<double>(plan.state.hbm_bytes);
   s.why = QString::fromStdString(plan.state.why);
   s.hostWhy = QString::fromStdString(plan.state.host_why);
+  s.savedLayers = plan.state.saved_activation_layers;
+  s.mlpLayers = plan.state.mlp_recompute_layers;
   const PlanState& st = plan.state;
   if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks == s.blocks && s.blocks > 0) {
     s.dramBlocks = st.dram_blocks;
@@ -110,6 +112,15 @@ QString StatePlacement::blockName(int block) const {
 QString StatePlacement::text() const {
   if (blocks <= 0) return {};
   return QObject::tr("HBM state: %1 of %2 blocks").arg(hbmBlocks).arg(blocks);
+}
+
+QString StatePlacement::savedText() const {
+  QStringList parts;
+  if (savedLayers > 0)
+    parts << (savedLayers == 1 ? QObject::tr("1 layer whole")
+                               : QObject::tr("%1 layers whole").arg(savedLayers));
+  if (mlpLayers > 0) parts << QObject::tr("%1 without the MLP's").arg(mlpLayers);
+  return parts.isEmpty() ? QObject::tr("none") : parts.join(QStringLiteral(", "));
 }
 
 DeviceUse DeviceUse::fromPlan(const Plan& plan) {

@@ -66,6 +66,9 @@ struct StatePlacement {
   QString why;          // the planner's one line: why that many in HBM
   QString hostWhy;      // and which blocks sit in which host tier, and why
   bool onCpu = false;   // the CPU backend: no HBM, its blocks' state is in DRAM
+  // Saved activations (PlanState::saved_activation_layers, mlp_recompute_layers): the last
+  // savedLayers keep every activation, the mlpLayers before them all but the MLP's.
+  int savedLayers = 0, mlpLayers = 0;
 
   static StatePlacement fromPlan(const Plan& plan);
   Tier tierOf(int block) const {
@@ -79,6 +82,8 @@ struct StatePlacement {
   QString blockName(int block) const;
   // "HBM state: 18 of 34 blocks"; "" when the plan does not say how many blocks there are.
   QString text() const;
+  // "2 layers whole, 25 without the MLP's", "none": what the backward does not recompute.
+  QString savedText() const;
 };
 
 // The GPUs a run's plan spread its steps over (events/plan.h, PlanDevices), for History's GPUs

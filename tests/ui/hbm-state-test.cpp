@@ -321,7 +321,10 @@ TEST(HbmStateHistory, HistoryAndCompareShowThePlacementOfEachRun) {
   {
     auto store = RunStore::open(db);
     ASSERT_TRUE(store.ok());
-    placed = addRun(**store, tmp.path(), "placed", planOf(18, 18 * kGB));
+    Plan saved_plan = planOf(18, 18 * kGB);
+    saved_plan.state.saved_activation_layers = 2;
+    saved_plan.state.mlp_recompute_layers = 25;
+    placed = addRun(**store, tmp.path(), "placed", saved_plan);
     old = addRun(**store, tmp.path(), "old", planOf(0, 0, /*state=*/false));
     stored = addRun(**store, tmp.path(), "stored", planOf(34, 40 * kGB), /*inStore=*/true);
     none = addRun(**store, tmp.path(), "none", std::nullopt);
@@ -362,6 +365,14 @@ TEST(HbmStateHistory, HistoryAndCompareShowThePlacementOfEachRun) {
   ASSERT_GE(row, 0);
   EXPECT_EQ(diff->item(row, 1)->text(), "18 of 34 blocks");
   EXPECT_EQ(diff->item(row, 2)->text(), "0 of 34 blocks");
+  EXPECT_EQ(diff->item(row, 3)->text(), "—");
+  // And what each plan saved of the activations, beside placement.saved_activation_layers.
+  row = -1;
+  for (int r = 0; r < diff->rowCount(); ++r)
+    if (diff->item(r, 0)->text() == ComparePage::kPlannedSavedKey) row = r;
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(diff->item(row, 1)->text(), "2 layers whole, 25 without the MLP's");
+  EXPECT_EQ(diff->item(row, 2)->text(), "none");
   EXPECT_EQ(diff->item(row, 3)->text(), "—");
   // A plan from runs.db's events.
   page.setRuns({q(placed), q(stored)});
