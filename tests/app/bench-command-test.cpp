@@ -285,22 +285,36 @@ TEST(BenchCommand, CheckpointsOfTheFirstLayersOnTheDevice) {
 }
 
 // --saved-activation-layers S keeps the last S layers' activations on the device, whose backward
-// skips the recompute: S · micro-batches areas of BlockMath::saved_bytes more (the same bits:
+// skips the recompute, and --mlp-recompute-layers R all but the MLP's of the R before them: S and R
+// micro-batch areas of BlockMath::saved_bytes more, whole and without the MLP's (the same bits:
 // SavedActivations.* in train-test; bench's configurations train one state on, so their losses
-// differ).
-TEST(BenchCommand, SavedActivationLayersKeepTheLossAndTakeTheirBytes) {
-  RunResult r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2",
-                     "--seq-len", "32", "--micro-batches", "2", "--saved-activation-layers", "0,5",
-                     "--steps", "1", "--warmup", "1", "--json"});
+// differ). Both sweep.
+TEST(BenchCommand, SavedActivationLayersTakeTheirBytes) {
+  RunResult r = run({"bench",      "--model",
+                     "llama-tiny", "--backend",
+                     "cpu",        "--micro-batch",
+                     "2",          "--seq-len",
+                     "32",         "--micro-batches",
+                     "2",          "--saved-activation-layers",
+                     "0,2",        "--mlp-recompute-layers",
+                     "0,3",        "--steps",
+                     "1",          "--warmup",
+                     "1",          "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<json> rows = json_lines(r.out);
-  ASSERT_EQ(rows.size(), 2u) << r.out;
-  EXPECT_EQ(rows[0]["saved_activation_layers"], 0);
-  EXPECT_EQ(rows[0]["saved_activation_bytes"], 0);
-  EXPECT_EQ(rows[1]["saved_activation_layers"], 5);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
   const ModelConfig c = *model_preset("llama-tiny");
-  EXPECT_EQ(rows[1]["saved_activation_bytes"].get<uint64_t>(),
-            5 * 2 * BlockMath::saved_bytes(c, 2 * 32, DType::kF32));
+  const uint64_t whole = BlockMath::saved_bytes(c, 2 * 32, DType::kF32);
+  const uint64_t part = BlockMath::saved_bytes(c, 2 * 32, DType::kF32, /*mlp=*/false);
+  const int counts[4][2] = {{0, 0}, {0, 3}, {2, 0}, {2, 3}};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i]["saved_activation_layers"], counts[i][0]) << i;
+    EXPECT_EQ(rows[i]["mlp_recompute_layers"], counts[i][1]) << i;
+    EXPECT_EQ(rows[i]["saved_activation_bytes"].get<uint64_t>(),
+              2 * (counts[i][0] * whole + counts[i][1] * part))
+        << i;
+  }
+  EXPECT_LT(part, whole);
   r = run({"bench", "--model", "llama-tiny", "--backend", "cpu", "--micro-batch", "2", "--seq-len",
            "32", "--saved-activation-layers", "6", "--steps", "1", "--json"});
   EXPECT_NE(r.out.find("saved_activation_layers 6 and mlp_recompute_layers 0 are not counts of "
