@@ -9,7 +9,6 @@
 #include "compute/cuda-workspace.h"
 #include "core/checked-math.h"
 #include "model/parameter-layout.h"
-#include "train/block-math.h"
 #include "train/hbm-state.h"
 #include "train/streaming-engine.h"
 
@@ -989,13 +988,6 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
   if (job.saved_activation_layers < 0)
     for (int k = 1; k + j0 <= L && consider(k, job.mlp_recompute_layers < 0 ? L - k : j0);) ++k;
   char line[320];
-  const double act = static_cast<double>(job.micro_batch_size) * job.seq_len;
-  const DType dt = machine.backend_facts().act_dtype;
-  auto gb_of = [&](int k, int j) {
-    return gb(job.grad_accum *
-              (k * static_cast<double>(BlockMath::saved_bytes(config, act, dt)) +
-               j * static_cast<double>(BlockMath::saved_bytes(config, act, dt, /*mlp=*/false))));
-  };
   if ((best_k != k0 || best_j != j0) && best_s < (1.0 - kTradeMargin) * best.step.step_s) {
     TrainJob t = job;
     t.saved_activation_layers = best_k;
@@ -1011,8 +1003,9 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
                               " layers keep every activation in HBM and the " +
                               std::to_string(best_j) + " before them all but the MLP's";
       std::snprintf(line, sizeof(line), "; %s (%s): %.3f s a step against %.3f s recomputing them",
-                    what.c_str(), gb_of(best_k, best_j).c_str(), saved.step.step_s,
-                    best.step.step_s);
+                    what.c_str(),
+                    gb(static_cast<double>(saved.state.saved_activation_bytes)).c_str(),
+                    saved.step.step_s, best.step.step_s);
       saved.state.why += line;
       return saved;
     }
