@@ -167,7 +167,7 @@ void RunSeries::applyDeviceCategories(const SampleTier& o, double t) {
                                      master.value_or(0) + optimizer.value_or(0) + stateGradients);
   }
   if (gradients) tierBytes["hbm"]["gradients"].append(t, *gradients - stateGradients);
-  for (const char* c : {"weights", "checkpoints", "workspace"})
+  for (const char* c : {"weights", "checkpoints", "activations", "workspace"})
     if (const std::optional<double> v = bytes(c)) tierBytes["hbm"][c].append(t, *v);
 }
 

@@ -15,8 +15,13 @@ const QStringList& categoryNames() {
 }
 
 const QStringList& categoryNames(const QString& tier) {
-  static const QStringList device = {"weights", "gradients", "state", "checkpoints", "workspace"};
+  static const QStringList device = {"weights",     "gradients",   "state",
+                                     "checkpoints", "activations", "workspace"};
   return tier == QLatin1String("hbm") ? device : categoryNames();
+}
+
+bool shownWhenHeld(const QString& category) {
+  return category == QLatin1String("state") || category == QLatin1String("activations");
 }
 
 QColor categoryColor(const QString& c) {
@@ -35,7 +40,9 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
   yAxis->setLabel(tr("GB"));
   for (const QString& c : categoryNames(tier)) {
     QCPGraph* g = addGraph();
-    g->setName(c == QLatin1String("state") ? tr("state tier") : c);
+    g->setName(c == QLatin1String("state")         ? tr("state tier")
+               : c == QLatin1String("activations") ? tr("saved activations")
+                                                   : c);
     QColor col = categoryColor(c);
     g->setPen(QPen(col));
     col.setAlpha(150);
@@ -44,8 +51,8 @@ TierChart::TierChart(const QString& tier, const QString& title, QWidget* parent)
     layers_.push_back(g);
   }
   for (int i = 0; i < layers_.size(); ++i) {
-    if (categoryNames(tier)[i] != QLatin1String("state")) continue;
-    layers_[i]->setVisible(false);  // until a sample holds state there
+    if (!shownWhenHeld(categoryNames(tier)[i])) continue;
+    layers_[i]->setVisible(false);  // until a sample holds some there
     layers_[i]->removeFromLegend();
   }
   capacity_ = addGraph();
@@ -150,9 +157,10 @@ void TierChart::update(const RunSeries& series) {
       if (!ys[i].isEmpty()) newest_[categoryNames(tier_)[i]] = ys[i].last();
     }
     layers_[i]->data()->set(d, true);
-    // The HBM state tier drawn, and in the legend in its place in the stack, only where the run
-    // has one: a run without it, or from before it, shows the device as it always did.
-    if (categoryNames(tier_)[i] == QLatin1String("state")) {
+    // The HBM state tier and the saved activations drawn, and in the legend in their place in the
+    // stack, only where the run has them: a run without, or from before them, shows the device as
+    // it always did.
+    if (shownWhenHeld(categoryNames(tier_)[i])) {
       const bool held =
           i < ys.size() && std::any_of(ys[i].begin(), ys[i].end(), [](double v) { return v > 0; });
       if (held != layers_[i]->visible()) {

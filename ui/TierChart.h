@@ -1,7 +1,8 @@
 // TierChart: one memory tier's bytes by category as a stacked area over time (on HBM the state
 // tier — the master, gradients and moments of the blocks it holds — as one area, "state tier",
-// beside weights, gradient buffers, checkpoints and workspace, in the legend only once a sample
-// holds it: RunSeries), with the tier's
+// beside weights, gradient buffers, checkpoints, the saved activations and workspace; the state
+// tier and the saved activations in the legend only once a sample holds them: RunSeries), with the
+// tier's
 // capacity as a dashed line (QCustomPlot; one graph per category filled down to the one below),
 // and, where the device reports its own use (HBM: the GPU's memory in use, NVML or cudaMemGetInfo),
 // that as a solid line over the stack: the gap is what the CUDA context, the allocator and other
@@ -58,7 +59,11 @@ class TierChart : public QCustomPlot {
 QColor categoryColor(const QString& category);
 const QStringList& categoryNames();
 // The categories a tier's chart stacks, bottom up: on "hbm" the state tier's three as one,
-// "state", in place of master and optimizer (which the device holds only for it).
+// "state", in place of master and optimizer (which the device holds only for it), and the saved
+// activations, "activations".
 const QStringList& categoryNames(const QString& tier);
+// Whether a category is drawn (and in the legend) only once a sample holds some: "state" and
+// "activations", which most runs have none of.
+bool shownWhenHeld(const QString& category);
 
 }  // namespace spillway::ui

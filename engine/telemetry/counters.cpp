@@ -16,6 +16,8 @@ const char* category_name(Category c) {
       return "checkpoints";
     case Category::kWorkspace:
       return "workspace";
+    case Category::kActivations:
+      return "activations";
   }
   return "unknown";
 }

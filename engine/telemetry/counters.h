@@ -22,8 +22,18 @@
 namespace spillway {
 
 // What the bytes are. Names are the JSON keys used in events ("weights" -> "weights_bytes").
-enum class Category { kWeights, kGradients, kMaster, kOptimizer, kCheckpoints, kWorkspace };
-inline constexpr std::size_t kCategoryCount = 6;
+// kActivations: the layers' activations kept from the forward for the backward
+// (StreamingConfig::saved_activation_layers); kCheckpoints: the layers' inputs.
+enum class Category {
+  kWeights,
+  kGradients,
+  kMaster,
+  kOptimizer,
+  kCheckpoints,
+  kWorkspace,
+  kActivations
+};
+inline constexpr std::size_t kCategoryCount = 7;
 
 // Where the bytes live.
 enum class Tier { kHbm, kDram, kSsd };
@@ -33,7 +43,7 @@ inline constexpr std::size_t kTierCount = 3;
 enum class Link { kH2D, kD2H, kSsdRead, kSsdWrite };
 inline constexpr std::size_t kLinkCount = 4;
 
-// "weights", "gradients", "master", "optimizer", "checkpoints", "workspace".
+// "weights", "gradients", "master", "optimizer", "checkpoints", "workspace", "activations".
 const char* category_name(Category c);
 // "hbm", "dram", "ssd".
 const char* tier_name(Tier t);
@@ -45,8 +55,8 @@ std::optional<Tier> tier_from_name(std::string_view name);
 std::optional<Link> link_from_name(std::string_view name);
 
 inline constexpr std::array<Category, kCategoryCount> kAllCategories = {
-    Category::kWeights,   Category::kGradients,   Category::kMaster,
-    Category::kOptimizer, Category::kCheckpoints, Category::kWorkspace};
+    Category::kWeights,     Category::kGradients, Category::kMaster,     Category::kOptimizer,
+    Category::kCheckpoints, Category::kWorkspace, Category::kActivations};
 inline constexpr std::array<Tier, kTierCount> kAllTiers = {Tier::kHbm, Tier::kDram, Tier::kSsd};
 inline constexpr std::array<Link, kLinkCount> kAllLinks = {Link::kH2D, Link::kD2H, Link::kSsdRead,
                                                            Link::kSsdWrite};

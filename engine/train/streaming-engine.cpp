@@ -415,7 +415,7 @@ struct StreamingEngine::Impl {
       // [saved layers, micro-batches] × BlockMath::saved_bytes: each layer's forward leaves there
       // what its backward reads
       SPW_ASSIGN_OR_RETURN(void* p, reserve("activations.saved", need.saved_activation_bytes,
-                                            Category::kCheckpoints));
+                                            Category::kActivations));
       saved = static_cast<char*>(p);
     }
     if (backend_ws > 0) {

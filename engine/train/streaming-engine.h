@@ -145,7 +145,7 @@ struct DeviceMemoryPlan {
   uint64_t workspace_bytes = 0;
   uint64_t backend_workspace_bytes = 0;  // the part of workspace_bytes that the backend's ops use
   // The saved activations of StreamingConfig::saved_activation_layers and mlp_recompute_layers
-  // (counted as checkpoints in the tier counters: activations kept for the backward).
+  // (Category::kActivations in the tier counters).
   uint64_t saved_activation_bytes = 0;
   uint64_t checkpoint_bytes_device = 0;
   uint64_t checkpoint_bytes_host = 0;

@@ -305,6 +305,35 @@ TEST(HbmStateLive, TheHbmChartStacksTheStateTierWhenTheSamplesCarryIt) {
   EXPECT_EQ(hbm->newestBytes("gradients"), 5e8);
 }
 
+// The saved activations (Category::kActivations, "activations_bytes" in a sample): their own band
+// above the checkpoints, "saved activations" in the legend, only in runs that have some.
+TEST(HbmStateLive, TheHbmChartStacksTheSavedActivationsWhenTheSamplesCarryThem) {
+  TempDir with, without;
+  for (const auto& [dir, activations] : {std::pair{&with, 5e9}, std::pair{&without, 0.0}}) {
+    std::ofstream f(dir->path() + "/events.jsonl");
+    for (int i = 1; i <= 2; ++i)
+      f << R"({"type":"sample","t":)" << i
+        << R"(,"tiers":{"hbm":{"capacity_bytes":8e10,"weights_bytes":2e9,"gradients_bytes":5e8,)"
+        << R"("checkpoints_bytes":3e9,"activations_bytes":)" << activations
+        << R"(,"workspace_bytes":1e9}}})"
+        << "\n";
+  }
+  LivePage live;
+  live.attach(q(with.path()), 12345);
+  TierChart* hbm = hbmChartOf(live);
+  ASSERT_NE(hbm, nullptr);
+  EXPECT_TRUE(hbm->categoryShown("activations"));
+  EXPECT_EQ(hbm->newestBytes("activations"), 5e9);
+  EXPECT_EQ(hbm->heading(), "HBM (device): 11.5 GB of 80.0 GB") << hbm->heading().toStdString();
+  const QCPGraph* saved = nullptr;
+  for (int i = 0; i < hbm->graphCount(); ++i)
+    if (hbm->graph(i)->name() == "saved activations") saved = hbm->graph(i);
+  ASSERT_NE(saved, nullptr);
+  EXPECT_DOUBLE_EQ((saved->data()->constEnd() - 1)->value, 10.5);  // GB: 2 + 0.5 + 3 + 5
+  live.attach(q(without.path()), 12345);
+  EXPECT_FALSE(hbm->categoryShown("activations"));
+}
+
 // A run in `store` whose events.jsonl holds `plan` as its plan event (none when null) after a few
 // lines of loading; `inStore`: the plan goes to runs.db's events.
 std::string addRun(RunStore& store, const std::string& root, const std::string& name,

@@ -21,6 +21,7 @@ using testing::Golden;
 struct SavedRun {
   std::vector<testing::Step> steps;  // two steps on one engine: the saved areas are reused
   DeviceMemoryPlan plan;
+  int64_t activations_held = 0;  // the tier counters' device activations
 };
 
 Result<SavedRun> run_saved(const Golden& g, const StepBatch& batch, int saved_layers,
@@ -30,9 +31,11 @@ Result<SavedRun> run_saved(const Golden& g, const StepBatch& batch, int saved_la
   cfg.mlp_recompute_layers = mlp_recompute_layers;
   auto be = testing::engine_cpu_backend(g.layout, cfg, /*strict=*/true, size_t{256} << 20);
   SPW_ASSIGN_OR_RETURN(std::unique_ptr<ModelState> state, testing::golden_state(g));
-  SPW_ASSIGN_OR_RETURN(auto engine, StreamingEngine::create(*be, *state, cfg));
+  TierCounters counters;
+  SPW_ASSIGN_OR_RETURN(auto engine, StreamingEngine::create(*be, *state, cfg, &counters));
   SavedRun run;
   run.plan = engine->memory_plan();
+  run.activations_held = counters.held(Tier::kHbm, Category::kActivations);
   for (int i = 0; i < 2; ++i) {
     SPW_ASSIGN_OR_RETURN(testing::Step s, testing::step_of(*engine, *state, batch));
     run.steps.push_back(std::move(s));
@@ -51,6 +54,7 @@ TEST_P(SavedActivations, ChangeNoBitAndTakeTheirBytes) {
   auto recomputed = run_saved(g, batch, 0);
   ASSERT_TRUE(recomputed.ok()) << recomputed.status().to_string();
   EXPECT_EQ(recomputed->plan.saved_activation_bytes, 0u);
+  EXPECT_EQ(recomputed->activations_held, 0);
   // (whole, without the MLP's): the last layer whole, every layer whole, the first without, every
   // layer without, and one whole after the others without.
   const std::pair<int, int> counts[] = {{1, 0}, {L, 0}, {0, 1}, {0, L}, {1, L - 1}};
@@ -64,6 +68,7 @@ TEST_P(SavedActivations, ChangeNoBitAndTakeTheirBytes) {
                    j * BlockMath::saved_bytes(c, g.T, DType::kF32, /*mlp=*/false)));
     EXPECT_EQ(saved->plan.fixed_bytes() - recomputed->plan.fixed_bytes(),
               saved->plan.saved_activation_bytes);
+    EXPECT_EQ(saved->activations_held, int64_t(saved->plan.saved_activation_bytes));
     for (size_t i = 0; i < saved->steps.size(); ++i) {
       const testing::Step& a = saved->steps[i];
       const testing::Step& b = recomputed->steps[i];
