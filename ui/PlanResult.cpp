@@ -46,26 +46,23 @@ QVector<TierPart> categoryParts(const PlanTier& t) {
 
 // The device tier's parts: the HBM state tier as one part (its master, gradients and moments:
 // state.hbm_bytes, or the master and optimizer the tier lists where a plan gives no total), then
-// the weight slots, the gradient buffers, the checkpoints, the saved activations (which the plan
-// counts with the checkpoints) and the workspace. The gradient buffers
-// are what the tier needs beyond the other parts, so that the state's gradients, which a plan may
-// count under the tier's gradients, are not drawn twice.
+// the weight slots, the gradient buffers, the checkpoints, the saved activations and the
+// workspace. The gradient buffers are what the tier needs beyond the other parts, so that the
+// state's gradients, which a plan may count under the tier's gradients, are not drawn twice.
 QVector<TierPart> deviceParts(const Plan& plan) {
   const PlanTier& t = plan.hbm;
   const double state = std::max(static_cast<double>(plan.state.hbm_bytes),
                                 bytesOf(t.master_bytes) + bytesOf(t.optimizer_bytes));
   const double weights = bytesOf(t.weights_bytes), checkpoints = bytesOf(t.checkpoints_bytes),
-               workspace = bytesOf(t.workspace_bytes),
-               saved =
-                   std::min(static_cast<double>(plan.state.saved_activation_bytes), checkpoints);
+               activations = bytesOf(t.activations_bytes), workspace = bytesOf(t.workspace_bytes);
   const double rest =
-      static_cast<double>(t.needed_bytes) - state - weights - checkpoints - workspace;
+      static_cast<double>(t.needed_bytes) - state - weights - checkpoints - activations - workspace;
   QVector<TierPart> parts;
   addPart(&parts, "state", state);
   addPart(&parts, "weights", weights);
   addPart(&parts, "gradients", rest > 0 ? rest : state > 0 ? 0 : bytesOf(t.gradients_bytes));
-  addPart(&parts, "checkpoints", checkpoints - saved);
-  addPart(&parts, "activations", saved);
+  addPart(&parts, "checkpoints", checkpoints);
+  addPart(&parts, "activations", activations);
   addPart(&parts, "workspace", workspace);
   return parts;
 }

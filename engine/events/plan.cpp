@@ -21,6 +21,7 @@ json tier_json(const PlanTier& t) {
   put("optimizer_bytes", t.optimizer_bytes);
   put("checkpoints_bytes", t.checkpoints_bytes);
   put("workspace_bytes", t.workspace_bytes);
+  put("activations_bytes", t.activations_bytes);
   json j = {{"categories", categories},
             {"needed_bytes", t.needed_bytes},
             {"total_bytes", t.total_bytes},
@@ -38,6 +39,7 @@ PlanTier tier_from_json(const json& j) {
   t.optimizer_bytes = integer<uint64_t>(c, "optimizer_bytes");
   t.checkpoints_bytes = integer<uint64_t>(c, "checkpoints_bytes");
   t.workspace_bytes = integer<uint64_t>(c, "workspace_bytes");
+  t.activations_bytes = integer<uint64_t>(c, "activations_bytes");
   t.needed_bytes = integer<uint64_t>(j, "needed_bytes").value_or(0);
   t.total_bytes = integer<uint64_t>(j, "total_bytes").value_or(0);
   t.free_bytes = integer<uint64_t>(j, "free_bytes").value_or(0);
@@ -188,8 +190,6 @@ json to_json(const Plan& p) {
   if (st.saved_activation_layers > 0)
     j["state"]["saved_activation_layers"] = st.saved_activation_layers;
   if (st.mlp_recompute_layers > 0) j["state"]["mlp_recompute_layers"] = st.mlp_recompute_layers;
-  if (st.saved_activation_bytes > 0)
-    j["state"]["saved_activation_bytes"] = st.saved_activation_bytes;
   if (st.dram_blocks + st.ssd_moments_blocks + st.ssd_blocks > 0) {  // absent in older plans
     j["state"]["dram_blocks"] = st.dram_blocks;
     j["state"]["ssd_moments_blocks"] = st.ssd_moments_blocks;
@@ -237,7 +237,6 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   p.state.device_checkpoint_layers = integer<int>(state, "device_checkpoint_layers").value_or(-1);
   p.state.saved_activation_layers = integer<int>(state, "saved_activation_layers").value_or(0);
   p.state.mlp_recompute_layers = integer<int>(state, "mlp_recompute_layers").value_or(0);
-  p.state.saved_activation_bytes = integer<uint64_t>(state, "saved_activation_bytes").value_or(0);
   p.state.dram_blocks = integer<int>(state, "dram_blocks").value_or(0);
   p.state.ssd_moments_blocks = integer<int>(state, "ssd_moments_blocks").value_or(0);
   p.state.ssd_blocks = integer<int>(state, "ssd_blocks").value_or(0);

@@ -23,8 +23,9 @@ namespace spillway {
 // (nullopt), not 0: HBM has a master and an optimizer category only with the HBM state tier
 // (PlanState), the SSD only those two.
 struct PlanTier {
+  // activations_bytes: the saved activations (HBM only; telemetry's Category::kActivations).
   std::optional<uint64_t> weights_bytes, master_bytes, gradients_bytes, optimizer_bytes,
-      checkpoints_bytes, workspace_bytes;
+      checkpoints_bytes, workspace_bytes, activations_bytes;
   uint64_t needed_bytes = 0;  // what the job needs there
   uint64_t total_bytes =
       0;  // the tier's size; 0: unbounded (the CPU backend's device without a cap)
@@ -105,8 +106,6 @@ struct PlanState {
   // The layers before those that keep all but the MLP's intermediates
   // (StreamingConfig::mlp_recompute_layers); 0 in plans written before.
   int mlp_recompute_layers = 0;
-  // Their bytes in HBM, part of the tier's checkpoints_bytes (activations kept for the backward).
-  uint64_t saved_activation_bytes = 0;
   int dram_blocks = 0, ssd_moments_blocks = 0, ssd_blocks = 0;
   std::string host_why;  // one line: which blocks sit in which host tier, and why
 };

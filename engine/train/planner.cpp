@@ -582,7 +582,8 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   plan.hbm.weights_bytes = slots;
   plan.hbm.gradients_bytes = grads_dev;
   plan.hbm.workspace_bytes = hbm.workspace_bytes;
-  plan.hbm.checkpoints_bytes = ckpt_device + hbm.saved_activation_bytes;
+  plan.hbm.checkpoints_bytes = ckpt_device;
+  if (hbm.saved_activation_bytes > 0) plan.hbm.activations_bytes = hbm.saved_activation_bytes;
   plan.hbm.needed_bytes = hbm_fixed + state_bytes + ckpt_device;
   if (state_blocks > 0) {  // HbmState::block_bytes: master, gradient, m and v of one size each
     plan.hbm.master_bytes = state_bytes / 4;
@@ -621,7 +622,6 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   plan.state.device_checkpoint_layers = ckpt_on_device ? kept_layers : 0;
   plan.state.saved_activation_layers = sc.saved_activation_layers;
   plan.state.mlp_recompute_layers = sc.mlp_recompute_layers;
-  plan.state.saved_activation_bytes = hbm.saved_activation_bytes;
   plan.state.why =
       state_why(layout, job.hbm_state_blocks, host_memory, ranks, state_blocks, state_bytes,
                 hbm_fixed, ckpt_kept, device_free,
@@ -1004,7 +1004,7 @@ Plan plan_job(const ModelConfig& config, const TrainJob& job, const MachineProbe
                               std::to_string(best_j) + " before them all but the MLP's";
       std::snprintf(line, sizeof(line), "; %s (%s): %.3f s a step against %.3f s recomputing them",
                     what.c_str(),
-                    gb(static_cast<double>(saved.state.saved_activation_bytes)).c_str(),
+                    gb(static_cast<double>(saved.hbm.activations_bytes.value_or(0))).c_str(),
                     saved.step.step_s, best.step.step_s);
       saved.state.why += line;
       return saved;

@@ -176,13 +176,14 @@ TEST(HbmStatePlan, DrawsTheFirstBlocksInHbmAndTheStateInTheHbmBar) {
   EXPECT_DOUBLE_EQ(dram[2].bytes, 54e9);
 }
 
-// Saved activations (placement.saved_activation_layers, mlp_recompute_layers): the plan counts
-// them with the checkpoints; the HBM bar draws them as a part of their own, named in its tooltip.
+// Saved activations (placement.saved_activation_layers, mlp_recompute_layers): the plan's HBM
+// category activations_bytes; the HBM bar draws them as a part of their own, named in its tooltip.
 TEST(HbmStatePlan, SavedActivationsAreAPartOfTheHbmBar) {
   Plan plan = planOf(0, 0);
   plan.state.saved_activation_layers = 2;
   plan.state.mlp_recompute_layers = 4;
-  plan.state.saved_activation_bytes = 5 * kGB;  // of the 8 GB of checkpoints
+  plan.hbm.checkpoints_bytes = 3 * kGB;
+  plan.hbm.activations_bytes = 5 * kGB;
   PlanView view;
   view.setPlan(resultOf(plan));
   const QVector<TierPart>& parts = view.tierBar(0)->parts();
