@@ -610,6 +610,12 @@ Result<bool> CudnnAttention::start_packed(const AttentionShape& s, const int32_t
   SPW_RETURN_IF_ERROR(ragged_index(positions, s.batch, s.seq, s.hq, s.hkv, s.head_dim, run->entries,
                                    run->shape.entries, run->shape.length,
                                    static_cast<int32_t*>(workspace), violation_device_, stream));
+  char* ws = static_cast<char*>(workspace);
+  run->index = static_cast<const int32_t*>(workspace);
+  run->stats = reinterpret_cast<float*>(ws + run->index_bytes);
+  run->softmax_sum = ws + run->index_bytes + run->stats_bytes;
+  run->own = ws + run->index_bytes + run->stats_bytes + run->sum_bytes;
+  run->index_ints = cudnn_ragged_chunk_index_ints(run->shape.entries);
   return true;
 }
 
@@ -622,22 +628,15 @@ Result<bool> CudnnAttention::forward_packed(bf16* out, float* lse, const bf16* q
   SPW_ASSIGN_OR_RETURN(bool runs, start_packed(s, positions, bounds, /*backward=*/false, workspace,
                                                workspace_bytes, stream, &r));
   if (!runs) return false;
-  const int chunk = r.shape.entries;
-  char* ws = static_cast<char*>(workspace);
-  const auto* index = reinterpret_cast<const int32_t*>(ws);
-  auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
   const Scalars scalars(scale, api_->version, s.window);
-  const int ints = cudnn_ragged_chunk_index_ints(chunk);
   for (int c = 0; c < r.launches; ++c) {
-    const int32_t* ci = index + static_cast<size_t>(c) * ints;
     Bindings b;
-    b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, stats);
-    bind_ragged(b, scalars, ci, ints);
+    b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, r.stats);
+    bind_ragged(b, scalars, r.chunk_index(c), r.index_ints);
     bind_scalars(b, scalars, s);
-    SPW_RETURN_IF_ERROR(
-        run(*r.plan, b.uids, b.ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
-    SPW_RETURN_IF_ERROR(
-        ragged_stats_scatter(lse, stats, ci, chunk, s.hq, r.shape.length, s.seq, stream));
+    SPW_RETURN_IF_ERROR(run(*r.plan, b.uids, b.ptrs, r.own, stream));
+    SPW_RETURN_IF_ERROR(ragged_stats_scatter(lse, r.stats, r.chunk_index(c), r.shape.entries, s.hq,
+                                             r.shape.length, s.seq, stream));
   }
   return true;
 }
@@ -653,24 +652,16 @@ Result<bool> CudnnAttention::backward_packed(bf16* dq, bf16* dk, bf16* dv, const
   SPW_ASSIGN_OR_RETURN(bool runs, start_packed(s, positions, bounds, /*backward=*/true, workspace,
                                                workspace_bytes, stream, &r));
   if (!runs) return false;
-  const int chunk = r.shape.entries;
-  char* ws = static_cast<char*>(workspace);
-  const auto* index = reinterpret_cast<const int32_t*>(ws);
-  auto* stats = reinterpret_cast<float*>(ws + r.index_bytes);
-  void* softmax_sum = ws + r.index_bytes + r.stats_bytes;
   const Scalars scalars(scale, api_->version, s.window);
-  const int ints = cudnn_ragged_chunk_index_ints(chunk);
   for (int c = 0; c < r.launches; ++c) {
-    const int32_t* ci = index + static_cast<size_t>(c) * ints;
-    SPW_RETURN_IF_ERROR(
-        ragged_stats_gather(stats, lse, ci, chunk, s.hq, r.shape.length, s.seq, stream));
+    SPW_RETURN_IF_ERROR(ragged_stats_gather(r.stats, lse, r.chunk_index(c), r.shape.entries, s.hq,
+                                            r.shape.length, s.seq, stream));
     Bindings b;
-    b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, stats)(kDO, dout)(kDQ, dq)(kDK, dk)(kDV, dv);
-    b(kOne, &scalars.one)(kSoftmaxSum, softmax_sum);
-    bind_ragged(b, scalars, ci, ints);
+    b(kQ, q)(kK, k)(kV, v)(kO, out)(kStats, r.stats)(kDO, dout)(kDQ, dq)(kDK, dk)(kDV, dv);
+    b(kOne, &scalars.one)(kSoftmaxSum, r.softmax_sum);
+    bind_ragged(b, scalars, r.chunk_index(c), r.index_ints);
     bind_scalars(b, scalars, s);
-    SPW_RETURN_IF_ERROR(
-        run(*r.plan, b.uids, b.ptrs, ws + r.index_bytes + r.stats_bytes + r.sum_bytes, stream));
+    SPW_RETURN_IF_ERROR(run(*r.plan, b.uids, b.ptrs, r.own, stream));
   }
   return true;
 }

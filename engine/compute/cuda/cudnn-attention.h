@@ -116,6 +116,13 @@ class CudnnAttention {
     int launches = 0;   // chunks that hold the call's examples
     const CudnnGraph* plan = nullptr;
     size_t index_bytes = 0, stats_bytes = 0, sum_bytes = 0;
+    // The workspace as start_packed lays it out: [index][statistics][softmax sum][cuDNN's own].
+    const int32_t* index = nullptr;  // launch c's index at chunk_index(c)
+    float* stats = nullptr;
+    void* softmax_sum = nullptr;  // the backward's
+    void* own = nullptr;
+    int index_ints = 0;  // cudnn_ragged_chunk_index_ints(shape.entries)
+    const int32_t* chunk_index(int c) const { return index + static_cast<size_t>(c) * index_ints; }
   };
 
   CudnnAttention(const CudnnApi* api, cudnnHandle_t handle) : api_(api), handle_(handle) {}
