@@ -222,10 +222,15 @@ struct StreamingEngine::Impl {
   std::unique_ptr<WeightSlots> weights;
   std::unique_ptr<ActivationStore> acts;
   std::optional<BlockMath> math;
-  // The saved activations: [mlp_recompute_layers · max_micro_batches] areas without the MLP's
-  // intermediates, then [saved_activation_layers · max_micro_batches] with, each layer-major from
-  // its first layer (saved_area); null when none.
-  char* saved = nullptr;
+  // Each layer's saved activations (StreamingConfig::saved_activation_layers and
+  // mlp_recompute_layers), [num_layers] once any: micro-batch m's area at base + m · stride, null
+  // base for a layer that recomputes.
+  struct SavedLayer {
+    char* base = nullptr;
+    uint64_t stride = 0;  // BlockMath::saved_bytes of one micro-batch
+    bool mlp = true;
+  };
+  std::vector<SavedLayer> saved_layers;
   std::vector<GradBuffer>
       grads;  // [0]: the head's, [1] and [0] alternate down the layers; [2]: tied embeddings
   std::vector<GradBuffer> state_grads;  // the HBM state tier's blocks' (no events: never copied)
@@ -268,18 +273,9 @@ struct StreamingEngine::Impl {
   // Layer l's saved activations of micro-batch m: the last saved_activation_layers whole, the
   // mlp_recompute_layers before them without the MLP's intermediates; none before those.
   SavedArea saved_area(int l, int m) const {
-    const int first_full = mc.num_layers - cfg.saved_activation_layers;
-    const int first_part = first_full - cfg.mlp_recompute_layers;
-    if (!saved || l < first_part) return {};
-    const int tokens = tokens_per_micro_batch(cfg);
-    const uint64_t part = BlockMath::saved_bytes(mc, tokens, act, /*mlp=*/false);
-    const uint64_t M = cfg.max_micro_batches;
-    if (l < first_full)
-      return {saved + (static_cast<uint64_t>(l - first_part) * M + m) * part, /*mlp=*/false};
-    const uint64_t full = BlockMath::saved_bytes(mc, tokens, act);
-    return {saved + cfg.mlp_recompute_layers * M * part +
-                (static_cast<uint64_t>(l - first_full) * M + m) * full,
-            /*mlp=*/true};
+    if (static_cast<size_t>(l) >= saved_layers.size() || !saved_layers[l].base) return {};
+    const SavedLayer& s = saved_layers[l];
+    return {s.base + static_cast<uint64_t>(m) * s.stride, s.mlp};
   }
 
   Result<void*> reserve(const std::string& name, uint64_t bytes, Category category) {
@@ -412,11 +408,20 @@ struct StreamingEngine::Impl {
                                                         lm_head_chunk(mc, cfg), *arena));
     math.emplace(std::move(m));
     if (need.saved_activation_bytes > 0) {
-      // [saved layers, micro-batches] × BlockMath::saved_bytes: each layer's forward leaves there
-      // what its backward reads
+      // Layer-major from the first saved layer, [micro-batches] areas of BlockMath::saved_bytes
+      // each: the partial layers' (without the MLP's intermediates), then the whole ones'. Each
+      // layer's forward leaves there what its backward reads.
       SPW_ASSIGN_OR_RETURN(void* p, reserve("activations.saved", need.saved_activation_bytes,
                                             Category::kActivations));
-      saved = static_cast<char*>(p);
+      const int first_whole = mc.num_layers - cfg.saved_activation_layers;
+      char* at = static_cast<char*>(p);
+      saved_layers.resize(mc.num_layers);
+      for (int l = first_whole - cfg.mlp_recompute_layers; l < mc.num_layers; ++l) {
+        const bool mlp = l >= first_whole;
+        const uint64_t stride = BlockMath::saved_bytes(mc, tokens_per_micro_batch(cfg), act, mlp);
+        saved_layers[l] = {at, stride, mlp};
+        at += stride * cfg.max_micro_batches;
+      }
     }
     if (backend_ws > 0) {
       // [backend_ws] bytes: the ops' scratch (logits chunks, partial sums, GEMM workspace)
