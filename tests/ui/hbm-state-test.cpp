@@ -11,6 +11,8 @@
 #include <QTableWidget>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "BlockStrip.h"
 #include "ComparePage.h"
@@ -87,6 +89,16 @@ PlanResult resultOf(const Plan& plan) {
   return PlanResult::fromJson(QJsonDocument::fromJson(text).object());
 }
 
+// A tier bar's parts are these categories with these bytes, in this order.
+void expectParts(const QVector<TierPart>& parts,
+                 const std::vector<std::pair<const char*, double>>& expected) {
+  ASSERT_EQ(parts.size(), static_cast<qsizetype>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(parts[i].category, expected[i].first) << i;
+    EXPECT_DOUBLE_EQ(parts[i].bytes, expected[i].second) << i;
+  }
+}
+
 // The host tiers per block (issue 24, BlockTiers): after the HBM blocks, DRAM, then the moments on
 // the SSD, then master and moments there, each its own colour, legend item and tooltip line.
 TEST(HbmStatePlan, DrawsEachBlocksHostTier) {
@@ -154,17 +166,11 @@ TEST(HbmStatePlan, DrawsTheFirstBlocksInHbmAndTheStateInTheHbmBar) {
   EXPECT_EQ(strip->toolTip(), view.stateCaption());
   // The HBM bar: the state first, then weights, the gradient buffers (what the tier needs
   // beyond the rest: the state's gradients are not counted twice), checkpoints, workspace.
-  const QVector<TierPart>& parts = view.tierBar(0)->parts();
-  ASSERT_EQ(parts.size(), 5);
-  const std::pair<const char*, double> expected[] = {{"state", 18e9},
-                                                     {"weights", 2e9},
-                                                     {"gradients", 1e9},
-                                                     {"checkpoints", 8e9},
-                                                     {"workspace", 3e9}};
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(parts[i].category, expected[i].first) << i;
-    EXPECT_DOUBLE_EQ(parts[i].bytes, expected[i].second) << i;
-  }
+  expectParts(view.tierBar(0)->parts(), {{"state", 18e9},
+                                         {"weights", 2e9},
+                                         {"gradients", 1e9},
+                                         {"checkpoints", 8e9},
+                                         {"workspace", 3e9}});
   EXPECT_TRUE(view.tierBar(0)->toolTip().startsWith(
       "HBM state (master, gradients, moments) 18.0 GB · weights 2.00 GB"))
       << view.tierBar(0)->toolTip().toStdString();
@@ -186,17 +192,11 @@ TEST(HbmStatePlan, SavedActivationsAreAPartOfTheHbmBar) {
   plan.hbm.activations_bytes = 5 * kGB;
   PlanView view;
   view.setPlan(resultOf(plan));
-  const QVector<TierPart>& parts = view.tierBar(0)->parts();
-  ASSERT_EQ(parts.size(), 5);
-  const std::pair<const char*, double> expected[] = {{"weights", 2e9},
-                                                     {"gradients", 1e9},
-                                                     {"checkpoints", 3e9},
-                                                     {"activations", 5e9},
-                                                     {"workspace", 3e9}};
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(parts[i].category, expected[i].first) << i;
-    EXPECT_DOUBLE_EQ(parts[i].bytes, expected[i].second) << i;
-  }
+  expectParts(view.tierBar(0)->parts(), {{"weights", 2e9},
+                                         {"gradients", 1e9},
+                                         {"checkpoints", 3e9},
+                                         {"activations", 5e9},
+                                         {"workspace", 3e9}});
   EXPECT_NE(view.tierBar(0)->toolTip().indexOf(
                 "checkpoints 3.00 GB · saved activations (the layers that skip the recompute) "
                 "5.00 GB"),
