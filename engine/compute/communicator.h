@@ -23,6 +23,8 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/device.h"
@@ -31,6 +33,20 @@
 namespace spillway::compute {
 
 class Backend;
+
+// The run's worker processes, one per machine, as the communicators of a group that spans them
+// see them (host-group.h is the implementation): this process's index and the count, and an
+// all-gather of a few bytes between them, for what NCCL cannot carry itself (its unique id).
+// Errors: kIo when a process left, the group was aborted or `timeout_s` passed (<= 0: none).
+class ProcessExchange {
+ public:
+  virtual ~ProcessExchange() = default;
+  virtual int process() const = 0;
+  virtual int processes() const = 0;
+  // Every process's `mine`, in process order.
+  virtual Result<std::vector<std::string>> all_gather(std::string_view mine, double timeout_s) = 0;
+  virtual void abort() = 0;
+};
 
 class Communicator {
  public:
@@ -44,6 +60,12 @@ class Communicator {
   // device; every rank calls it with the same count, in the same order among its collectives.
   virtual Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) = 0;
 
+  // In place: afterwards every rank's `buffer` ([count] fp32 on its device) holds, element by
+  // element, the sum over every rank's buffer, the same bits on every rank. What a group that
+  // spans machines sums gradients with, since each machine keeps its own copy of the host state
+  // (docs/architecture.md, "Past one machine"). Enqueued as reduce_scatter_sum.
+  virtual Status all_reduce_sum(float* buffer, size_t count, StreamId stream) = 0;
+
   // Stops the group: collectives in flight on any rank end with an error instead of waiting for a
   // rank that will never come (a rank that failed or was stopped half-way through a step), and so
   // do later ones; the group cannot be used again. Thread-safe, idempotent.
@@ -53,7 +75,13 @@ class Communicator {
 // One communicator per backend, rank i on group[i] (rank order is the order of the list). All
 // backends of one kind, each a different device; a group of one is allowed (its collective only
 // keeps the buffer). kUnsupported says what is missing ("NCCL (libnccl.so.2) was not found: ...").
+//
+// With `processes` (a group of more than one process; null: this process alone) the group spans
+// every process, each calling with its own devices, the same count of them on every process: the
+// group's ranks are machine-major, process p's group[i] is rank p · group.size() + i, and ranks()
+// is processes · group.size(). Every process must call it at the same point (it exchanges NCCL's
+// unique id through `processes`), which must outlive the communicators.
 Result<std::vector<std::unique_ptr<Communicator>>> make_communicators(
-    std::span<Backend* const> group);
+    std::span<Backend* const> group, ProcessExchange* processes = nullptr);
 
 }  // namespace spillway::compute
