@@ -424,12 +424,13 @@ void ComparePage::redraw() {
       {{kPlannedStateKey, planned}, "placement.hbm_state_blocks"},
       {{kPlannedSavedKey, saved}, "placement.saved_activation_layers"},
       {{kPlannedDevicesKey, gpus}, "placement.devices"}};
-  for (auto [row, after] : planned_rows) {
+  for (const auto& planned_row : planned_rows) {
+    ConfigDiffRow row = planned_row.first;
+    const QLatin1String after(planned_row.second);
     for (const QString& v : row.values) row.differs |= v != row.values.first();
     if (diffOnly_->isChecked() && !row.differs) continue;
-    const auto at = std::find_if(rows.begin(), rows.end(), [&](const ConfigDiffRow& r) {
-      return r.key > QLatin1String(after);
-    });
+    const auto at = std::find_if(rows.begin(), rows.end(),
+                                 [&](const ConfigDiffRow& r) { return r.key > after; });
     rows.insert(at, row);
   }
   diff_->clear();
