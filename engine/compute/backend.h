@@ -162,10 +162,11 @@ class Backend {
   virtual Status set_workspace(void* ptr, size_t bytes, const OpShapes& shapes) = 0;
 
   // --- groups of devices (communicator.h) ----------------------------------------------------
-  // One communicator per member of `group` (this backend is group[0], every member of its kind):
-  // what make_communicators calls, which checks the group first. Default: kUnsupported.
+  // One communicator per member of `group` (this backend is group[0], every member of its kind),
+  // the group spanning `processes` when not null: what make_communicators calls, which checks the
+  // group first. Default: kUnsupported.
   virtual Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
-      std::span<Backend* const> group);
+      std::span<Backend* const> group, ProcessExchange* processes);
 
   // --- ops, each on `stream` -----------------------------------------------------------------
   // Each op takes tensor references (tensor.h) and checks them before it runs: dtypes (`act` is

@@ -8,12 +8,12 @@
 namespace spillway::compute {
 
 Result<std::vector<std::unique_ptr<Communicator>>> Backend::create_communicators(
-    std::span<Backend* const>) {
+    std::span<Backend* const>, ProcessExchange*) {
   return unsupported("the " + name() + " backend cannot form a group of devices");
 }
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_communicators(
-    std::span<Backend* const> group) {
+    std::span<Backend* const> group, ProcessExchange* processes) {
   if (group.empty()) return invalid_argument("make_communicators: an empty group");
   std::set<const Device*> devices;
   std::set<int> ordinals;
@@ -27,7 +27,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_communicators(
       return unsupported("device " + b->name() + ":" + std::to_string(b->device().ordinal()) +
                          " is in the group twice");
   }
-  SPW_ASSIGN_OR_RETURN(auto comms, group[0]->create_communicators(group));
+  SPW_ASSIGN_OR_RETURN(auto comms, group[0]->create_communicators(group, processes));
   if (comms.size() != group.size())
     return internal_error("create_communicators made " + std::to_string(comms.size()) +
                           " communicators for a group of " + std::to_string(group.size()));

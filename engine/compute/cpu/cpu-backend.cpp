@@ -241,14 +241,14 @@ Status CpuBackend::check_glu(const char* op, StreamId stream, int n, int f,
 // --- groups of devices --------------------------------------------------------------------------
 
 Result<std::vector<std::unique_ptr<Communicator>>> CpuBackend::create_communicators(
-    std::span<Backend* const> group) {
+    std::span<Backend* const> group, ProcessExchange* processes) {
   std::vector<CpuBackend*> cpus;
   for (Backend* b : group) {
     auto* c = dynamic_cast<CpuBackend*>(b);
     if (!c) return unsupported("a group of CPU devices holds a " + b->name() + " backend");
     cpus.push_back(c);
   }
-  return cpu::make_cpu_communicators(cpus);
+  return cpu::make_cpu_communicators(cpus, processes);
 }
 
 Status CpuBackend::submit_work(StreamId stream, std::function<Status()> work) {

@@ -110,7 +110,7 @@ class CpuBackend final : public Backend, public Device {
 
   // A group of CPU backends (cpu/cpu-communicator.h): every member must be a CpuBackend.
   Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
-      std::span<Backend* const> group) override;
+      std::span<Backend* const> group, ProcessExchange* processes) override;
   // Runs `work` on `stream` as an op runs (at once, or queued in strict mode): for the group's
   // collectives. kInvalidArgument for an unknown stream.
   Status submit_work(StreamId stream, std::function<Status()> work);

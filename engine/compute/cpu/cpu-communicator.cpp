@@ -1,8 +1,11 @@
 #include "compute/cpu/cpu-communicator.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "compute/cpu/cpu-backend.h"
 #include "core/fail-point.h"
@@ -59,48 +62,134 @@ class CpuCommunicator final : public Communicator {
   int ranks() const override { return group_->ranks; }
 
   Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) override {
-    if (!buffer && count > 0) return invalid_argument("reduce_scatter_sum: a null buffer");
-    // A collective that fails as NCCL's would (SPILLWAY_FAIL_POINTS="collective.fail=fail@N").
-    if (fail_point("collective.fail"))
-      return internal_error("reduce-scatter failed: injected by SPILLWAY_FAIL_POINTS");
-    return backend_.submit_work(stream, [group = group_, rank = rank_, buffer, count]() -> Status {
-      {
-        std::lock_guard<std::mutex> lock(group->mu);
-        group->buffers[rank] = buffer;
-      }
-      SPW_RETURN_IF_ERROR(group->barrier());
-      // This rank's share, summed over the ranks in rank order: the other ranks only read theirs.
-      float* mine = buffer + static_cast<size_t>(rank) * count;
-      std::vector<const float*> from(group->ranks);
-      for (int r = 0; r < group->ranks; ++r)
-        from[r] = group->buffers[r] + static_cast<size_t>(rank) * count;
-      ThreadPool::global().parallel_for(
-          count,
-          [&](size_t lo, size_t hi) {
-            for (size_t i = lo; i < hi; ++i) {
-              float s = from[0][i];
-              for (int r = 1; r < group->ranks; ++r) s += from[r][i];
-              mine[i] = s;
-            }
-          },
-          size_t{1} << 14);
-      // Nobody writes its buffer again before every rank has read its share of it.
-      return group->barrier();
-    });
+    return sum(buffer, count, stream, /*every_rank=*/false, "reduce-scatter");
+  }
+
+  Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
+    const size_t share = (count + group_->ranks - 1) / group_->ranks;
+    return sum(buffer, share, stream, /*every_rank=*/true, "all-reduce", count);
   }
 
   void abort() override { group_->abort(); }
 
  private:
+  // Each rank sums its share, `share` floats at rank · share (clipped to `total` floats), over
+  // the ranks in rank order, into its own buffer or, with `every_rank`, into every rank's: the
+  // ranks touch disjoint ranges, and every rank's copy of a range has the same bits.
+  Status sum(float* buffer, size_t share, StreamId stream, bool every_rank, const char* what,
+             size_t total = SIZE_MAX) {
+    if (!buffer && share > 0) return invalid_argument(std::string(what) + ": a null buffer");
+    // A collective that fails as NCCL's would (SPILLWAY_FAIL_POINTS="collective.fail=fail@N").
+    if (fail_point("collective.fail"))
+      return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
+    if (total == SIZE_MAX) total = share * group_->ranks;
+    return backend_.submit_work(
+        stream, [group = group_, rank = rank_, buffer, share, total, every_rank]() -> Status {
+          {
+            std::lock_guard<std::mutex> lock(group->mu);
+            group->buffers[rank] = buffer;
+          }
+          SPW_RETURN_IF_ERROR(group->barrier());
+          const size_t begin = std::min(total, static_cast<size_t>(rank) * share);
+          const size_t count = std::min(total, begin + share) - begin;
+          std::vector<const float*> from(group->ranks);
+          for (int r = 0; r < group->ranks; ++r) from[r] = group->buffers[r] + begin;
+          std::vector<float*> to = {buffer + begin};
+          if (every_rank) {
+            to.clear();
+            for (int r = 0; r < group->ranks; ++r) to.push_back(group->buffers[r] + begin);
+          }
+          ThreadPool::global().parallel_for(
+              count,
+              [&](size_t lo, size_t hi) {
+                for (size_t i = lo; i < hi; ++i) {
+                  float s = from[0][i];
+                  for (int r = 1; r < group->ranks; ++r) s += from[r][i];
+                  for (float* t : to) t[i] = s;
+                }
+              },
+              size_t{1} << 14);
+          // Nobody writes its buffer again before every rank has read its share of it.
+          return group->barrier();
+        });
+  }
+
   std::shared_ptr<Group> group_;
   CpuBackend& backend_;
   const int rank_;
 };
 
+// A rank of a group across processes, one CPU backend each: every collective sends this rank's
+// whole buffer to every process and sums the ranks' in rank order, as Group does in one process.
+class CpuProcessCommunicator final : public Communicator {
+ public:
+  CpuProcessCommunicator(ProcessExchange& processes, CpuBackend& backend)
+      : processes_(processes), backend_(backend) {}
+
+  int rank() const override { return processes_.process(); }
+  int ranks() const override { return processes_.processes(); }
+
+  Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) override {
+    return sum(buffer, count * ranks(), static_cast<size_t>(rank()) * count, count, stream,
+               "reduce-scatter");
+  }
+  Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
+    return sum(buffer, count, 0, count, stream, "all-reduce");
+  }
+  void abort() override { processes_.abort(); }
+
+ private:
+  // Sums elements [begin, begin + count) of every rank's `total`-float buffer into this one's.
+  Status sum(float* buffer, size_t total, size_t begin, size_t count, StreamId stream,
+             const char* what) {
+    if (!buffer && total > 0) return invalid_argument(std::string(what) + ": a null buffer");
+    if (fail_point("collective.fail"))
+      return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
+    return backend_.submit_work(stream, [this, buffer, total, begin, count, what]() -> Status {
+      // No time limit: DataParallelEngine's watchdog aborts a step that hangs.
+      auto all = processes_.all_gather(
+          std::string_view(reinterpret_cast<const char*>(buffer), total * sizeof(float)), 0);
+      if (!all.ok()) return all.status().with_context(what);
+      for (const std::string& b : *all) {
+        if (b.size() != total * sizeof(float))
+          return internal_error(std::string(what) + ": a process sent " + std::to_string(b.size()) +
+                                " bytes, expected " + std::to_string(total * sizeof(float)));
+      }
+      std::vector<const float*> from;
+      for (const std::string& b : *all) from.push_back(reinterpret_cast<const float*>(b.data()));
+      float* to = buffer + begin;
+      ThreadPool::global().parallel_for(
+          count,
+          [&](size_t lo, size_t hi) {
+            for (size_t i = lo; i < hi; ++i) {
+              float s = from[0][begin + i];
+              for (size_t r = 1; r < from.size(); ++r) s += from[r][begin + i];
+              to[i] = s;
+            }
+          },
+          size_t{1} << 14);
+      return Status();
+    });
+  }
+
+  ProcessExchange& processes_;
+  CpuBackend& backend_;
+};
+
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_cpu_communicators(
-    std::span<CpuBackend* const> group) {
+Result<std::vector<std::unique_ptr<Communicator>>> make_cpu_communicators(
+    std::span<CpuBackend* const> group, ProcessExchange* processes) {
+  if (processes && processes->processes() > 1) {
+    if (group.size() != 1)
+      return unsupported(
+          "on the CPU backend a run across processes takes one CPU rank per process "
+          "(placement.devices 1), not " +
+          std::to_string(group.size()));
+    std::vector<std::unique_ptr<Communicator>> out;
+    out.push_back(std::make_unique<CpuProcessCommunicator>(*processes, *group[0]));
+    return out;
+  }
   auto shared = std::make_shared<Group>(static_cast<int>(group.size()));
   std::vector<std::unique_ptr<Communicator>> out;
   for (size_t r = 0; r < group.size(); ++r)

@@ -18,9 +18,14 @@ class CpuBackend;
 
 namespace cpu {
 
-// One communicator per backend of `group` (every one a CpuBackend).
-std::vector<std::unique_ptr<Communicator>> make_cpu_communicators(
-    std::span<CpuBackend* const> group);
+// One communicator per backend of `group` (every one a CpuBackend). With `processes` (a group
+// across processes) one backend per process, whose collectives send the whole buffer to every
+// process through `processes` (its rendezvous server: a star, fine for the small models the CPU
+// backend trains, and the test of the GPUs' schedule across processes) and sum in rank order as
+// above, so that the bits are those of the same ranks in one process. kUnsupported for several
+// backends in a process of such a group.
+Result<std::vector<std::unique_ptr<Communicator>>> make_cpu_communicators(
+    std::span<CpuBackend* const> group, ProcessExchange* processes = nullptr);
 
 }  // namespace cpu
 }  // namespace spillway::compute

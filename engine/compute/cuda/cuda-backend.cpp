@@ -394,14 +394,14 @@ Status CudaBackend::device_memory_info(size_t* free_bytes, size_t* total_bytes) 
 // --- streams, events -----------------------------------------------------------------------------
 
 Result<std::vector<std::unique_ptr<Communicator>>> CudaBackend::create_communicators(
-    std::span<Backend* const> group) {
+    std::span<Backend* const> group, ProcessExchange* processes) {
   std::vector<CudaBackend*> gpus;
   for (Backend* b : group) {
     auto* g = dynamic_cast<CudaBackend*>(b);
     if (!g) return unsupported("a group of GPUs holds a " + b->name() + " backend");
     gpus.push_back(g);
   }
-  return make_nccl_communicators(gpus);
+  return make_nccl_communicators(gpus, processes);
 }
 
 Result<cudaStream_t> CudaBackend::stream_of(StreamId stream, const char* what) const {

@@ -93,7 +93,7 @@ class CudaBackend final : public Backend, public Device {
 
   // A group of GPUs through NCCL (nccl-communicator.h): every member must be a CudaBackend.
   Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
-      std::span<Backend* const> group) override;
+      std::span<Backend* const> group, ProcessExchange* processes) override;
   // The CUDA stream behind `stream`, with this device made current on the calling thread: for
   // the group's collectives. kInvalidArgument for an unknown id.
   Result<cudaStream_t> cuda_stream(StreamId stream, const char* what) const {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -18,7 +19,7 @@ namespace spillway::compute {
 #if !SPILLWAY_HAVE_NCCL
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(
-    std::span<CudaBackend* const>) {
+    std::span<CudaBackend* const>, ProcessExchange*) {
   return unsupported(
       "this build of the CUDA backend has no NCCL support (nccl.h was not found when it was "
       "built): it trains on one GPU only; install libnccl-dev and rebuild for several");
@@ -31,9 +32,14 @@ namespace {
 // The NCCL functions the group uses, from the library opened at run time.
 struct Nccl {
   decltype(&ncclCommInitAll) comm_init_all = nullptr;
+  decltype(&ncclCommInitRank) comm_init_rank = nullptr;
+  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclGetLastError) last_error = nullptr;
   decltype(&ncclGetVersion) get_version = nullptr;
@@ -56,14 +62,20 @@ Result<const Nccl*> load_nccl() {
     }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     nccl.comm_init_all = reinterpret_cast<decltype(nccl.comm_init_all)>(sym("ncclCommInitAll"));
+    nccl.comm_init_rank = reinterpret_cast<decltype(nccl.comm_init_rank)>(sym("ncclCommInitRank"));
+    nccl.get_unique_id = reinterpret_cast<decltype(nccl.get_unique_id)>(sym("ncclGetUniqueId"));
+    nccl.group_start = reinterpret_cast<decltype(nccl.group_start)>(sym("ncclGroupStart"));
+    nccl.group_end = reinterpret_cast<decltype(nccl.group_end)>(sym("ncclGroupEnd"));
     nccl.comm_destroy = reinterpret_cast<decltype(nccl.comm_destroy)>(sym("ncclCommDestroy"));
     nccl.comm_abort = reinterpret_cast<decltype(nccl.comm_abort)>(sym("ncclCommAbort"));
     nccl.reduce_scatter = reinterpret_cast<decltype(nccl.reduce_scatter)>(sym("ncclReduceScatter"));
+    nccl.all_reduce = reinterpret_cast<decltype(nccl.all_reduce)>(sym("ncclAllReduce"));
     nccl.error_string = reinterpret_cast<decltype(nccl.error_string)>(sym("ncclGetErrorString"));
     nccl.last_error = reinterpret_cast<decltype(nccl.last_error)>(sym("ncclGetLastError"));
     nccl.get_version = reinterpret_cast<decltype(nccl.get_version)>(sym("ncclGetVersion"));
-    if (!nccl.comm_init_all || !nccl.comm_destroy || !nccl.comm_abort || !nccl.reduce_scatter ||
-        !nccl.error_string || !nccl.last_error || !nccl.get_version) {
+    if (!nccl.comm_init_all || !nccl.comm_init_rank || !nccl.get_unique_id || !nccl.group_start ||
+        !nccl.group_end || !nccl.comm_destroy || !nccl.comm_abort || !nccl.reduce_scatter ||
+        !nccl.all_reduce || !nccl.error_string || !nccl.last_error || !nccl.get_version) {
       error =
           path + " lacks NCCL functions this build needs (NCCL 2.13 or newer: ncclGetLastError)";
       return;
@@ -93,21 +105,16 @@ class NcclCommunicator final : public Communicator {
   int ranks() const override { return ranks_; }
 
   Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) override {
-    SPW_ASSIGN_OR_RETURN(cudaStream_t s, backend_.cuda_stream(stream, "reduce_scatter_sum"));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (aborted_)
-        return internal_error(
-            "NCCL reduce-scatter: the group was aborted (another GPU failed or was stopped)");
-    }
-    // An NCCL failure on demand (SPILLWAY_FAIL_POINTS="collective.fail=fail@N"): the fault tests.
-    // The caller names the GPU (DataParallelEngine).
-    if (fail_point("collective.fail"))
-      return internal_error("NCCL reduce-scatter failed: injected by SPILLWAY_FAIL_POINTS");
-    const ncclResult_t r = nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count,
-                                                count, ncclFloat32, ncclSum, comm_, s);
-    if (r != ncclSuccess) return internal_error(nccl_error(nccl_, r, comm_, "NCCL reduce-scatter"));
-    return {};
+    return collective(stream, "NCCL reduce-scatter", [&](cudaStream_t s) {
+      return nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count, count,
+                                  ncclFloat32, ncclSum, comm_, s);
+    });
+  }
+
+  Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
+    return collective(stream, "NCCL all-reduce", [&](cudaStream_t s) {
+      return nccl_.all_reduce(buffer, buffer, count, ncclFloat32, ncclSum, comm_, s);
+    });
   }
 
   void abort() override {
@@ -118,6 +125,25 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // Enqueues `call` on the rank's stream, unless the group was aborted. The caller names the GPU
+  // (DataParallelEngine).
+  template <typename Call>
+  Status collective(StreamId stream, const char* what, Call&& call) {
+    SPW_ASSIGN_OR_RETURN(cudaStream_t s, backend_.cuda_stream(stream, what));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_)
+        return internal_error(std::string(what) +
+                              ": the group was aborted (another GPU failed or was stopped)");
+    }
+    // An NCCL failure on demand (SPILLWAY_FAIL_POINTS="collective.fail=fail@N"): the fault tests.
+    if (fail_point("collective.fail"))
+      return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
+    const ncclResult_t r = call(s);
+    if (r != ncclSuccess) return internal_error(nccl_error(nccl_, r, comm_, what));
+    return {};
+  }
+
   const Nccl& nccl_;
   ncclComm_t comm_;
   CudaBackend& backend_;
@@ -126,21 +152,76 @@ class NcclCommunicator final : public Communicator {
   bool aborted_ = false;
 };
 
+// The group's NCCL communicators across `processes`: process 0's unique id to every process, the
+// same count of GPUs on each (checked, since the ranks' numbering rests on it), then this process's
+// ranks opened together.
+Result<std::vector<ncclComm_t>> init_across_processes(const Nccl& nccl,
+                                                      std::span<CudaBackend* const> group,
+                                                      ProcessExchange& processes) {
+  const int n = static_cast<int>(group.size());
+  const int p = processes.process();
+  ncclUniqueId id{};
+  if (p == 0) {
+    if (const ncclResult_t r = nccl.get_unique_id(&id); r != ncclSuccess)
+      return internal_error(nccl_error(nccl, r, nullptr, "ncclGetUniqueId"));
+  }
+  std::string mine(reinterpret_cast<const char*>(&id), sizeof(id));
+  mine += std::to_string(n);
+  // NCCL's own bootstrap waits for every rank; a process that never comes ends this one's wait
+  // within the same time (kIo).
+  constexpr double kJoinTimeoutS = 600;
+  SPW_ASSIGN_OR_RETURN(const std::vector<std::string> all,
+                       processes.all_gather(mine, kJoinTimeoutS));
+  for (int q = 0; q < static_cast<int>(all.size()); ++q) {
+    if (all[q].substr(sizeof(id)) != std::to_string(n))
+      return invalid_argument("process " + std::to_string(q) + " runs " +
+                              all[q].substr(sizeof(id)) + " GPUs and process " + std::to_string(p) +
+                              " runs " + std::to_string(n) +
+                              ": every machine of a run must use the same number "
+                              "(placement.devices)");
+  }
+  std::memcpy(&id, all[0].data(), sizeof(id));
+  const int ranks = n * processes.processes();
+  std::vector<ncclComm_t> comms(n, nullptr);
+  nccl.group_start();
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < n && r == ncclSuccess; ++i) {
+    if (cudaSetDevice(group[i]->ordinal()) != cudaSuccess)
+      return internal_error("cudaSetDevice(" + std::to_string(group[i]->ordinal()) + ") failed");
+    r = nccl.comm_init_rank(&comms[i], ranks, id, p * n + i);
+  }
+  if (const ncclResult_t end = nccl.group_end(); r == ncclSuccess) r = end;
+  if (r != ncclSuccess)
+    return internal_error(nccl_error(nccl, r, nullptr, "ncclCommInitRank") + " for " +
+                          std::to_string(ranks) + " GPUs on " +
+                          std::to_string(processes.processes()) + " machines");
+  return comms;
+}
+
 }  // namespace
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(
-    std::span<CudaBackend* const> group) {
+    std::span<CudaBackend* const> group, ProcessExchange* processes) {
   SPW_ASSIGN_OR_RETURN(const Nccl* nccl, load_nccl());
   const int n = static_cast<int>(group.size());
-  std::vector<int> devices;
-  for (CudaBackend* b : group) devices.push_back(b->ordinal());
   std::vector<ncclComm_t> comms(n, nullptr);
-  if (const ncclResult_t r = nccl->comm_init_all(comms.data(), n, devices.data()); r != ncclSuccess)
-    return internal_error(nccl_error(*nccl, r, nullptr, "ncclCommInitAll") + " for " +
-                          std::to_string(n) + " GPUs");
+  int first_rank = 0, ranks = n;
+  if (processes && processes->processes() > 1) {
+    SPW_ASSIGN_OR_RETURN(comms, init_across_processes(*nccl, group, *processes));
+    first_rank = processes->process() * n;
+    ranks = n * processes->processes();
+  } else {
+    std::vector<int> devices;
+    for (CudaBackend* b : group) devices.push_back(b->ordinal());
+    if (const ncclResult_t r = nccl->comm_init_all(comms.data(), n, devices.data());
+        r != ncclSuccess)
+      return internal_error(nccl_error(*nccl, r, nullptr, "ncclCommInitAll") + " for " +
+                            std::to_string(n) + " GPUs");
+  }
   std::vector<std::unique_ptr<Communicator>> out;
-  for (int r = 0; r < n; ++r)
-    out.push_back(std::make_unique<NcclCommunicator>(*nccl, comms[r], *group[r], r, n));
+  for (int i = 0; i < n; ++i)
+    out.push_back(
+        std::make_unique<NcclCommunicator>(*nccl, comms[i], *group[i], first_rank + i, ranks));
   return out;
 }
 
