@@ -157,6 +157,8 @@ json to_json(const Plan& p) {
   for_each_machine_number(p.machine, [&](const char* k, const double& v) { machine[k] = v; });
   machine["device"] = p.machine.device;
   if (!p.machine.attention.empty()) machine["attention"] = p.machine.attention;
+  if (p.machine.network_bytes_per_s > 0)  // past one machine only
+    machine["network_bytes_per_s"] = p.machine.network_bytes_per_s;
   json j = {{"fits", p.fits},
             {"reason", p.reason},
             {"backend", p.backend},
@@ -196,6 +198,10 @@ json to_json(const Plan& p) {
     j["state"]["ssd_blocks"] = st.ssd_blocks;
     j["state"]["host_why"] = st.host_why;
   }
+  if (p.devices.machines > 1) {  // past one machine only
+    j["devices"]["machines"] = p.devices.machines;
+    j["devices"]["network_bytes"] = p.devices.network_bytes;
+  }
   if (p.suggestion) j["suggestion"] = to_json(*p.suggestion);
   if (p.backend_reason) j["backend_reason"] = *p.backend_reason;
   return j;
@@ -225,6 +231,7 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
                           [&](const char* k, double& v) { v = number(machine, k).value_or(0); });
   p.machine.device = text(machine, "device").value_or("");
   p.machine.attention = text(machine, "attention").value_or("");
+  p.machine.network_bytes_per_s = number(machine, "network_bytes_per_s").value_or(0);
   const json& tiers = object(j, "tiers");
   p.hbm = tier_from_json(object(tiers, "hbm"));
   p.dram = tier_from_json(object(tiers, "dram"));
@@ -251,6 +258,8 @@ Result<Plan> plan_from_json(const json& j, bool whole) {
   }
   p.devices.nccl_s = number(devices, "nccl_s").value_or(0);
   p.devices.nccl_bytes = number(devices, "nccl_bytes").value_or(0);
+  p.devices.machines = std::max(1, integer<int>(devices, "machines").value_or(1));
+  p.devices.network_bytes = number(devices, "network_bytes").value_or(0);
   const json& step = object(j, "step");
   for_each_step_number(p.step, [&](const char* k, double& v) { v = number(step, k).value_or(0); });
   p.step.bottleneck = text(step, "bottleneck").value_or("");

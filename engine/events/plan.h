@@ -49,6 +49,9 @@ struct PlanMachine {
   // The GPUs present (0: none, or not counted) and NCCL's reduce-scatter bus bandwidth between
   // them (0: not measured); absent in plans written before data parallel.
   double gpus = 0, nccl_bus_bytes_per_s = 0;
+  // Past one machine: the network each machine has (MachineProbe::network_bytes_per_s; 0 and
+  // absent on one machine).
+  double network_bytes_per_s = 0;
   std::string device;     // empty when no device was probed
   std::string attention;  // MachineProbe::attention; absent in plans before cuDNN attention
 };
@@ -66,7 +69,7 @@ struct PlanStep {
   double h2d_bytes = 0, d2h_bytes = 0, h2d_s = 0, d2h_s = 0, link_s = 0, ssd_s = 0;
   double grad_norm_s = 0, adamw_s = 0, optimizer_s = 0, optimizer_visible_s = 0;
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, eta_s = 0;
-  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer", "nccl", "host memory"
+  std::string bottleneck;  // "compute", "h2d", "ssd", "optimizer", "nccl", "network", "host memory"
   int64_t total_steps = 0;
   // Whether every rate the step time rests on was measured on this machine; false: the time is a
   // rough estimate (a CPU plan without the attention probe; planner.h, "CPU step").
@@ -118,6 +121,10 @@ struct PlanDevices {
   std::vector<int> indices;  // [count]; empty in plans written before data parallel
   double nccl_s = 0;         // exposed NCCL time a step
   double nccl_bytes = 0;     // bytes each GPU sends over NVLink/PCIe a step for the reduce
+  // Past one machine (absent on one): the machines, each with `count` GPUs, and the bytes each
+  // sends over the network a step for the all-reduce of the gradients.
+  int machines = 1;
+  double network_bytes = 0;
 };
 
 struct PlanSuggestion {

@@ -11,6 +11,7 @@ Checkpointer::Checkpointer(RunAssembly& run, RunReporter& report, int keep_check
     : run_(run), report_(report), keep_(keep_checkpoints), started_(started) {}
 
 Status Checkpointer::save(TrainerState& progress, bool manual) {
+  if (run_.process() > 0) return {};  // past one machine, process 0 writes the same state
   // Every block's state on the host, the HBM tier's included (after the update in flight).
   const Status synced = run_.optimizer->sync_host();
   SPW_RETURN_IF_ERROR(report_.checkpointing(progress.step));

@@ -26,7 +26,8 @@ class Checkpointer {
   // Saves the run at `progress` (its step, tokens and loss; the batch cursor and elapsed time are
   // filled in here). `manual`: asked for (SIGUSR1, the app's Save checkpoint), kept by the keep-N
   // rotation. Errors: the optimizer's (an SSD failure in the update), save_checkpoint's (kNoSpace
-  // on a full disk, nothing left behind) and the reporter's.
+  // on a full disk, nothing left behind) and the reporter's. Past one machine only process 0
+  // writes (every machine holds the same state); the others' save does nothing.
   Status save(TrainerState& progress, bool manual = false);
 
  private:

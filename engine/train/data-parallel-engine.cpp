@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -11,7 +12,20 @@
 
 namespace spillway {
 
+// What a process hands the others at the end of a step (past one machine): its GPUs' loss and
+// targets, and whether a stop was asked for on it.
+struct ProcessStep {
+  double loss_sum = 0;
+  int64_t targets = 0;
+  uint8_t stop = 0;
+};
+
 struct DataParallelEngine::Impl {
+  // The run's processes, one per machine (null: this one alone), this one's index and the count.
+  compute::ProcessExchange* processes = nullptr;
+  int process = 0, machines = 1;
+  const std::atomic<bool>* stop = nullptr;  // set_stop_flag, across machines: read at a step's end
+  bool stop_asked = false;                  // a process asked for a stop at the last step's end
   std::vector<std::unique_ptr<compute::Communicator>> comms;  // [rank]; empty for one GPU
   std::vector<std::unique_ptr<StreamingEngine>> engines;      // [rank], destroyed before comms
   std::vector<std::string> names;  // [rank]: "GPU 3", or "CPU rank 1", for messages
@@ -29,6 +43,7 @@ struct DataParallelEngine::Impl {
 
   void abort_group() {
     for (auto& c : comms) c->abort();
+    if (machines > 1) processes->abort();  // the other machines' next exchange fails at once
   }
   void failed(int rank) {
     {
@@ -44,22 +59,25 @@ struct DataParallelEngine::Impl {
     if (broken)
       return internal_error("data parallel: an earlier step failed and aborted the group of " +
                             std::to_string(n) + " devices; start the run again to train on");
-    if (batch.micro_batches % n != 0)
+    const int all = n * machines;  // the group's ranks, machine-major
+    if (batch.micro_batches % all != 0)
       return invalid_argument("data parallel: " + std::to_string(batch.micro_batches) +
-                              " micro-batches do not split evenly over " + std::to_string(n) +
+                              " micro-batches do not split evenly over " + std::to_string(all) +
                               " GPUs");
-    const int per_rank = batch.micro_batches / n;
+    const int per_rank = batch.micro_batches / all;
     const size_t rank_tokens =
         static_cast<size_t>(per_rank) * batch.micro_batch_size * batch.seq_len;
-    if (batch.input_ids.size() != rank_tokens * n || batch.labels.size() != rank_tokens * n ||
-        (!batch.positions.empty() && batch.positions.size() != rank_tokens * n))
+    if (batch.input_ids.size() != rank_tokens * all || batch.labels.size() != rank_tokens * all ||
+        (!batch.positions.empty() && batch.positions.size() != rank_tokens * all))
       return invalid_argument("data parallel: the batch holds " +
                               std::to_string(batch.input_ids.size()) + " ids and " +
                               std::to_string(batch.labels.size()) + " labels and " +
                               std::to_string(batch.positions.size()) + " positions, expected " +
-                              std::to_string(rank_tokens * n));
+                              std::to_string(rank_tokens * all));
+    // Every process holds the whole step's batch and counts its targets alike.
     int64_t targets = 0;
     for (int32_t lab : batch.labels) targets += lab != -100;
+    const size_t first = static_cast<size_t>(process) * n;  // this process's first rank
 
     std::mutex mu;
     std::condition_variable cv;
@@ -71,10 +89,10 @@ struct DataParallelEngine::Impl {
       threads.emplace_back([&, r] {
         StepBatch b = batch;
         b.micro_batches = per_rank;
-        b.input_ids = batch.input_ids.subspan(r * rank_tokens, rank_tokens);
-        b.labels = batch.labels.subspan(r * rank_tokens, rank_tokens);
-        if (!batch.positions.empty())
-          b.positions = batch.positions.subspan(r * rank_tokens, rank_tokens);
+        const size_t at = (first + r) * rank_tokens;
+        b.input_ids = batch.input_ids.subspan(at, rank_tokens);
+        b.labels = batch.labels.subspan(at, rank_tokens);
+        if (!batch.positions.empty()) b.positions = batch.positions.subspan(at, rank_tokens);
         b.loss_targets = targets > 0 ? targets : 1;  // no targets: no gradient anywhere
         Result<StepResult> res = engines[r]->forward_backward(b);
         std::lock_guard<std::mutex> lock(mu);
@@ -123,7 +141,6 @@ struct DataParallelEngine::Impl {
       if (!results[r]->ok() && first_failed < 0) first_failed = r;
     }
     if (first_failed >= 0) return results[first_failed]->status().with_context(names[first_failed]);
-    last_step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     StepResult out;
     out.grad_sumsq.assign(results[0]->value().grad_sumsq.size(), 0.0);
     for (int r = 0; r < n; ++r) {
@@ -134,7 +151,40 @@ struct DataParallelEngine::Impl {
       out.device_timelines.push_back(s.timeline);
     }
     out.timeline = out.device_timelines[0];
+    if (machines > 1) SPW_RETURN_IF_ERROR(across_machines(out, limit_s));
+    last_step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
+  }
+
+  // Past one machine: the step's loss and targets over every machine, summed in process order,
+  // and whether any asked for a stop. The gradient norm needs nothing: every machine's GPUs
+  // brought down the whole all-reduced gradient, so their shares' sums are already the group's.
+  Status across_machines(StepResult& out, double limit_s) {
+    ProcessStep mine;
+    mine.loss_sum = out.loss_sum;
+    mine.targets = out.targets;
+    mine.stop = stop && stop->load();
+    auto all = processes->all_gather(
+        std::string_view(reinterpret_cast<const char*>(&mine), sizeof(mine)), limit_s);
+    if (!all.ok()) {
+      broken = true;
+      abort_group();
+      return all.status().with_context("data parallel across machines");
+    }
+    out.loss_sum = 0;
+    out.targets = 0;
+    stop_asked = false;
+    for (const std::string& p : *all) {
+      ProcessStep theirs;
+      if (p.size() != sizeof(theirs))
+        return internal_error("data parallel: a process sent " + std::to_string(p.size()) +
+                              " bytes for its step, expected " + std::to_string(sizeof(theirs)));
+      std::memcpy(&theirs, p.data(), sizeof(theirs));
+      out.loss_sum += theirs.loss_sum;
+      out.targets += theirs.targets;
+      stop_asked = stop_asked || theirs.stop != 0;
+    }
+    return {};
   }
 };
 
@@ -143,34 +193,44 @@ DataParallelEngine::~DataParallelEngine() = default;
 
 Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     std::span<compute::Backend* const> backends, ModelState& state, const StreamingConfig& config,
-    TierCounters* counters) {
+    TierCounters* counters, compute::ProcessExchange* processes) {
   std::vector<compute::Device*> devices;
   for (compute::Backend* b : backends) devices.push_back(&b->device());
-  return create(devices, backends, state, config, counters);
+  return create(devices, backends, state, config, counters, processes);
 }
 
 Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     std::span<compute::Device* const> devices, std::span<compute::Backend* const> backends,
-    ModelState& state, const StreamingConfig& config, TierCounters* counters) {
+    ModelState& state, const StreamingConfig& config, TierCounters* counters,
+    compute::ProcessExchange* processes) {
   if (backends.empty() || devices.size() != backends.size())
     return invalid_argument("data parallel: " + std::to_string(devices.size()) + " devices for " +
                             std::to_string(backends.size()) + " backends");
   auto impl = std::make_unique<Impl>();
   const int n = static_cast<int>(backends.size());
-  if (n > 1) {
-    SPW_ASSIGN_OR_RETURN(impl->comms, compute::make_communicators(backends));
+  if (processes && processes->processes() > 1) {
+    impl->processes = processes;
+    impl->process = processes->process();
+    impl->machines = processes->processes();
+  }
+  const bool group = n > 1 || impl->machines > 1;
+  if (group) {
+    SPW_ASSIGN_OR_RETURN(impl->comms, compute::make_communicators(backends, impl->processes));
   }
   for (int r = 0; r < n; ++r) {
     StreamingConfig c = config;
     c.data_parallel_ranks = n;
+    c.data_parallel_processes = impl->machines;
     c.register_host_state = r == 0;  // portable: one registration serves every GPU
     const bool gpu = backends[r]->facts().gpu;
     impl->devices.push_back(gpu ? backends[r]->device().ordinal() : r);
-    impl->names.push_back((gpu ? "GPU " : "CPU rank ") + std::to_string(impl->devices.back()));
+    impl->names.push_back(
+        (gpu ? "GPU " : "CPU rank ") + std::to_string(impl->devices.back()) +
+        (impl->machines > 1 ? " of process " + std::to_string(impl->process) : std::string()));
     auto engine = StreamingEngine::create(*devices[r], *backends[r], state, c, counters);
     if (!engine.ok())
-      return n == 1 ? engine.status() : engine.status().with_context(impl->names[r]);
-    if (n > 1) {
+      return !group ? engine.status() : engine.status().with_context(impl->names[r]);
+    if (group) {
       Impl* self = impl.get();
       SPW_RETURN_IF_ERROR(
           (*engine)->set_communicator(impl->comms[r].get(), [self, r] { self->failed(r); }));
@@ -192,8 +252,17 @@ StreamingEngine& DataParallelEngine::rank(int r) {
   return *impl_->engines.at(r);
 }
 
+int DataParallelEngine::machines() const {
+  return impl_->machines;
+}
+
+bool DataParallelEngine::stop_asked() const {
+  return impl_->stop_asked;
+}
+
 Result<StepResult> DataParallelEngine::forward_backward(const StepBatch& batch) {
-  if (impl_->ranks() == 1) return impl_->engines[0]->forward_backward(batch);
+  if (impl_->ranks() == 1 && impl_->machines == 1)
+    return impl_->engines[0]->forward_backward(batch);
   return impl_->step(batch);
 }
 
@@ -217,7 +286,10 @@ void DataParallelEngine::set_span_sink(DeviceSpanSink sink, std::function<double
 }
 
 void DataParallelEngine::set_stop_flag(const std::atomic<bool>* stop) {
-  for (auto& e : impl_->engines) e->set_stop_flag(stop);
+  impl_->stop = stop;
+  // Across machines a stop waits for the step's end, where every machine learns of it: one
+  // machine stopping mid-step would leave the others waiting in its collectives.
+  for (auto& e : impl_->engines) e->set_stop_flag(impl_->machines > 1 ? nullptr : stop);
 }
 
 void DataParallelEngine::invalidate_weights() {

@@ -15,6 +15,15 @@
 //   forward waits for the same weight gate.
 // With one GPU it is a StreamingEngine and nothing else: no thread, no communicator.
 //
+// Past one machine (docs/architecture.md, "Past one machine"): one DataParallelEngine per
+// process, each with this machine's GPUs and its own copy of the host state (FSDP's hybrid
+// sharding: sharded within a machine, replicated across machines). The step's batch is the whole
+// group's, every process holding all of it; process p's GPU r takes the (p · N + r)-th run of its
+// micro-batches. Each block's gradient is all-reduced over every GPU of every machine, so each
+// machine's GPUs bring down the whole sum into its copy, and every machine's optimizer makes the
+// same update to the same bits. At the step's end the processes exchange their loss, targets and
+// stop requests (compute::ProcessExchange); a stop asked on one machine stops all after the step.
+//
 // Faults: the engines run on one thread each; the first to fail aborts the group, so the others
 // end instead of waiting for its collectives, and the step fails with that GPU's error (a stop
 // request, kCancelled, wins over the errors it causes). A step that has not finished within its
@@ -46,26 +55,34 @@ class DataParallelEngine {
   static constexpr double kMinStepTimeoutS = 1800;
 
   // One engine per backend (rank order), each with `config` (its micro-batches are per GPU), and
-  // with more than one backend their communicators (kUnsupported when the backends cannot form a
-  // group, e.g. no NCCL). Errors of StreamingEngine::create, naming the GPU.
+  // with more than one backend, or `processes` of more than one process, their communicators
+  // (kUnsupported when the backends cannot form a group, e.g. no NCCL; every process must create
+  // its engine at the same point, and `processes` outlive it). Errors of StreamingEngine::create,
+  // naming the GPU.
   static Result<std::unique_ptr<DataParallelEngine>> create(
       std::span<compute::Backend* const> backends, ModelState& state, const StreamingConfig& config,
-      TierCounters* counters = nullptr);
+      TierCounters* counters = nullptr, compute::ProcessExchange* processes = nullptr);
   // As above, each engine taking its memory, streams and copies from devices[r] (the backend's
   // device or a wrapper of it, such as the bench's MeteredDevice).
   static Result<std::unique_ptr<DataParallelEngine>> create(
       std::span<compute::Device* const> devices, std::span<compute::Backend* const> backends,
-      ModelState& state, const StreamingConfig& config, TierCounters* counters = nullptr);
+      ModelState& state, const StreamingConfig& config, TierCounters* counters = nullptr,
+      compute::ProcessExchange* processes = nullptr);
   ~DataParallelEngine();
 
   // Overrides the watchdog's time limit (seconds; 0: the default rule), for tests.
   void set_step_timeout(double seconds);
 
+  // This machine's GPUs, and the machines of the group (1 unless its processes span several).
   int ranks() const;
+  int machines() const;
+  // Across machines: whether any process had a stop asked for at the end of the last step (the
+  // stop flag of each is read there, not mid-step). Always false on one machine.
+  bool stop_asked() const;
   // GPU r's engine; rank 0's runs forward() for evaluation and generation.
   StreamingEngine& rank(int r);
 
-  // One step: batch.micro_batches must be a multiple of ranks(), at most ranks() ×
+  // One step: batch.micro_batches must be a multiple of ranks() × machines(), at most that many ×
   // config.max_micro_batches. The result is the whole step's: loss over every target, each block's
   // gradient sum of squares over the GPUs, rank 0's timeline and, with several GPUs, each one's.
   Result<StepResult> forward_backward(const StepBatch& batch);

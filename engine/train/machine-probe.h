@@ -60,6 +60,12 @@ struct MachineProbe {
   //    (kNcclBusBytesPerSPcie). probe_device sets default_nccl_bus_bytes_per_s of the GPU.
   int gpus = 0;
   double nccl_bus_bytes_per_s = 0;
+  // Past one machine (docs/architecture.md, "Past one machine"): the run's machines, each of this
+  // one's shape (1: this one alone), and the network between them: the bytes a second each
+  // machine sends (and receives) to the others, its NICs together; 0: not measured
+  // (kNetworkBytesPerS). Set by the launcher (the worker's processes, `plan --machines`).
+  int machines = 1;
+  double network_bytes_per_s = 0;
   std::string backend =
       compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
   std::string device;  // the backend's device name; empty when no device was probed
@@ -84,6 +90,8 @@ struct MachineProbe {
 // An sm_90 card without NVLink (H100 PCIe) reads as NVLinked: measure it to plan it.
 inline constexpr double kNcclBusBytesPerSNvlink = 150e9;
 inline constexpr double kNcclBusBytesPerSPcie = 20e9;
+// The network between machines when not measured: one 100 Gb/s Ethernet port a machine.
+inline constexpr double kNetworkBytesPerS = 12.5e9;
 // `compute_capability` as DeviceInfo has it (90 for sm_90; 0 on the CPU).
 double default_nccl_bus_bytes_per_s(int compute_capability);
 

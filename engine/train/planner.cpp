@@ -446,21 +446,25 @@ Result<std::vector<int>> job_devices(const TrainJob& job, const MachineProbe& ma
 // (streaming-engine.cpp, finish_grad_share): each block's gradient buffer, padded to a multiple of
 // `ranks` floats, is reduce-scattered on its own stream as soon as its backward ends, S·(N-1)/N
 // bytes per GPU at `bus_bytes_per_s` (nccl-tests' bus bandwidth), one block after another, while
-// the backward goes on to the next block. Backward order (head, layers L-1..0, embedding), block b
-// taking backward_s · share[b] (forward_shares: the embedding's, a scatter-add, none). Returns
-// the time the last reduce ends after the backward (the embedding's whole reduce at least, and
-// what the longer ones queued), and in `bytes` and `busy_s` the bytes each GPU sends and the
-// reduces' time in all.
+// the backward goes on to the next block. Past one machine it is an all-reduce over every GPU of
+// `machines` machines, R = N·machines ranks: S·2(R-1)/R bytes per GPU (nccl-tests' all-reduce bus
+// bandwidth), which cross each machine's network as well (a ring's every rank sends that much to
+// the next, and each machine's GPUs' rings leave it once each), at the slower of the two. Backward
+// order (head, layers L-1..0, embedding), block b taking backward_s · share[b] (forward_shares: the
+// embedding's, a scatter-add, none). Returns the time the last reduce ends after the backward (the
+// embedding's whole reduce at least, and what the longer ones queued), and in `bytes` and `busy_s`
+// the bytes each GPU sends and the reduces' time in all.
 double exposed_reduce_s(const ParameterLayout& layout, const std::vector<double>& share,
-                        double backward_s, int ranks, double bus_bytes_per_s, double* bytes,
-                        double* busy_s) {
-  const double n = ranks;
+                        double backward_s, int ranks, int machines, double bus_bytes_per_s,
+                        double* bytes, double* busy_s) {
+  const double all = static_cast<double>(ranks) * machines;
+  const double per_byte = machines > 1 ? 2.0 * (all - 1) / all : (all - 1) / all;
   double computed = 0, reduced = 0;
   *bytes = *busy_s = 0;
   for (size_t b = layout.num_blocks(); b-- > 0;) {
     const uint64_t numel = layout.blocks()[b].numel;
     const double padded = static_cast<double>((numel + ranks - 1) / ranks * ranks);
-    const double block_bytes = (n - 1) / n * 4.0 * padded;
+    const double block_bytes = per_byte * 4.0 * padded;
     computed += backward_s * share[b];
     reduced = std::max(reduced, computed) + block_bytes / bus_bytes_per_s;
     *bytes += block_bytes;
@@ -484,11 +488,15 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   const Result<std::vector<int>> devices = job_devices(job, machine);
   const int ranks = devices.ok() ? static_cast<int>(devices->size()) : 1;
   const double N = ranks;
+  // Past one machine: each of `machines` runs this one's GPUs on its own copy of the state.
+  const int machines = std::max(1, machine.machines);
+  const bool grouped = ranks > 1 || machines > 1;
 
   // HBM: what the streaming engine allocates (act dtype fp32 on the CPU backend, bf16 on CUDA),
   // on each GPU: with several, the gradient buffers padded to a multiple of N floats.
   StreamingConfig sc = streaming_config(job);
   sc.data_parallel_ranks = ranks;
+  sc.data_parallel_processes = machines;
   sc.device_checkpoint_layers = device_checkpoint_layers;
   const compute::BackendFacts& facts = machine.backend_facts();
   const DType act_dtype = facts.act_dtype;
@@ -529,7 +537,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   // With several GPUs none: -1 gives none, and the engine refuses an explicit count (below).
   const size_t asked_blocks = StreamingEngine::hbm_state_blocks(layout, sc, act_dtype, backend_ws,
                                                                 device_free, host_memory);
-  const size_t state_blocks = ranks > 1 ? 0 : asked_blocks;
+  const size_t state_blocks = grouped ? 0 : asked_blocks;
   const uint64_t state_bytes = HbmState::bytes(layout, state_blocks);
   // The most of the first blocks whose state fits in `room` bytes.
   auto fitting_blocks = [&](uint64_t room) {
@@ -623,8 +631,8 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   plan.state.saved_activation_layers = sc.saved_activation_layers;
   plan.state.mlp_recompute_layers = sc.mlp_recompute_layers;
   plan.state.why =
-      state_why(layout, job.hbm_state_blocks, host_memory, ranks, state_blocks, state_bytes,
-                hbm_fixed, ckpt_kept, device_free,
+      state_why(layout, job.hbm_state_blocks, host_memory, ranks * machines, state_blocks,
+                state_bytes, hbm_fixed, ckpt_kept, device_free,
                 state_fits ? state_blocks
                            : fitting_blocks(device_free > hbm_fixed ? device_free - hbm_fixed : 0));
 
@@ -640,7 +648,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
              " together, or set them to -1 for the plan's choice";
   } else if (!devices.ok()) {
     reason = devices.status().message();
-  } else if (ranks > 1 && asked_blocks > 0) {  // the engine's refusal (StreamingEngine::create)
+  } else if (grouped && asked_blocks > 0) {  // the engine's refusal (StreamingEngine::create)
     reason =
         "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
         "several GPUs set it to -1 or 0";
@@ -693,7 +701,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   // few milliseconds of HBM reads under the download, counted as none) and AdamW (measured, or 28
   // B/param of DRAM traffic: read p, g, m, v; write p, m, v).
   const double gpu_tokens = static_cast<double>(tokens_mb) * job.grad_accum;  // each GPU's
-  const double tokens = N * gpu_tokens;
+  const double tokens = N * machines * gpu_tokens;
   const StepFlops flops =
       step_flops(config, tokens, job.seq_len, sc.saved_activation_layers, sc.mlp_recompute_layers);
   // On a GPU each micro-batch also adds every layer's weight gradient into the fp32 buffers: HBM
@@ -770,7 +778,8 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   // to the next block (exposed_reduce_s); what outlasts the backward delays the gradient norm the
   // optimizer starts from, hence the whole next step. The CPU ranks' in-process group is a copy
   // within DRAM, counted as none.
-  double nccl_s = 0, nccl_bytes = 0, nccl_busy_s = 0;
+  double nccl_s = 0, nccl_bytes = 0, nccl_busy_s = 0, network_bw = 0;
+  bool network_bound = false;  // past one machine, the network is the collective's slower part
   double optimizer_visible_s = optimizer_s, step_s = compute_s + optimizer_s + ssd_s;
   // Data parallel: every GPU's copies pass through the one host's memory. A DMA moves each byte
   // through DRAM once, where the probe's copy rate counts a read and a write: the GPUs' links
@@ -784,11 +793,17 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
     const std::vector<double> shares = forward_shares(config, layout, gpu, job.seq_len);
     const double wait_s =
         forward_wait_s(shares, cpu_params, gpu_blocks, gpu_adamw_s, forward_s, adamw_s);
-    if (ranks > 1) {
-      const double bus =
+    if (grouped) {
+      double bus =
           machine.nccl_bus_bytes_per_s > 0 ? machine.nccl_bus_bytes_per_s : kNcclBusBytesPerSPcie;
-      nccl_s =
-          exposed_reduce_s(layout, shares, 3.0 * forward_s, ranks, bus, &nccl_bytes, &nccl_busy_s);
+      if (machines > 1) {
+        network_bw =
+            machine.network_bytes_per_s > 0 ? machine.network_bytes_per_s : kNetworkBytesPerS;
+        network_bound = ranks == 1 || network_bw <= bus;
+        bus = network_bound ? network_bw : bus;
+      }
+      nccl_s = exposed_reduce_s(layout, shares, 3.0 * forward_s, ranks, machines, bus, &nccl_bytes,
+                                &nccl_busy_s);
     }
     optimizer_visible_s = grad_norm_s + wait_s;
     step_s = optimizer_visible_s + std::max(overlapped_s, ssd_s) + nccl_s;
@@ -799,9 +814,12 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   };
   // The reduce-scatters by their whole time, as compute and the link: NCCL is the bottleneck when
   // the GPUs spend longer reducing than computing.
-  const std::vector<Part> parts = {{"compute", compute_s}, {"h2d", link_s},
-                                   {"ssd", ssd_s},         {"optimizer", optimizer_visible_s},
-                                   {"nccl", nccl_busy_s},  {"host memory", host_dma_s}};
+  const std::vector<Part> parts = {{"compute", compute_s},
+                                   {"h2d", link_s},
+                                   {"ssd", ssd_s},
+                                   {"optimizer", optimizer_visible_s},
+                                   {network_bound ? "network" : "nccl", nccl_busy_s},
+                                   {"host memory", host_dma_s}};
   const Part worst =
       *std::max_element(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.s < b.s; });
   PlanStep& step = plan.step;
@@ -846,6 +864,8 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   if (devices.ok() && !cpu) plan.devices.indices = *devices;  // CPU ranks name no GPU
   plan.devices.nccl_s = nccl_s;
   plan.devices.nccl_bytes = nccl_bytes;
+  plan.devices.machines = machines;
+  plan.devices.network_bytes = machines > 1 ? nccl_bytes : 0;
   plan.model = {config.architecture, P, config.num_layers, config.hidden_size, config.vocab_size};
   plan.machine = {machine.compute_flops,
                   machine.h2d_bytes_per_s,
@@ -860,6 +880,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
                   static_cast<double>(machine.cpu_threads),
                   static_cast<double>(machine.gpus),
                   machine.nccl_bus_bytes_per_s,
+                  network_bw,
                   machine.device,
                   machine.attention};
   return plan;
@@ -1182,7 +1203,8 @@ void search_batches(const ModelConfig& config, const TrainJob& job, const Machin
     for (int ga = 1; ga <= 64; ++ga) {
       j.grad_accum = ga;
       Candidate c{mb, ga, 0, plan_job(config, j, machine, 0)};
-      c.tokens = static_cast<int64_t>(mb) * ga * job.seq_len * c.plan.devices.count;
+      c.tokens = static_cast<int64_t>(mb) * ga * job.seq_len * c.plan.devices.count *
+                 c.plan.devices.machines;
       // One micro-batch that does not fit HBM: neither does any larger one.
       if (ga == 1 && !c.fits() && c.plan.reason.starts_with("HBM")) break;
       any = true;
@@ -1227,8 +1249,8 @@ PlanSuggestion suggest_batch(const ModelConfig& config, const TrainJob& job,
   const std::string shared =
       "the CPU backend runs compute and AdamW on the same cores: a larger step hides nothing";
   const Plan own = plan_job(config, job, machine, 0);
-  const int64_t own_tokens =
-      static_cast<int64_t>(job.micro_batch_size) * job.grad_accum * job.seq_len * own.devices.count;
+  const int64_t own_tokens = static_cast<int64_t>(job.micro_batch_size) * job.grad_accum *
+                             job.seq_len * own.devices.count * own.devices.machines;
   if (cpu && own.fits) {
     const Candidate c{job.micro_batch_size, job.grad_accum, own_tokens, own};
     return suggestion_of(c, job, shared);

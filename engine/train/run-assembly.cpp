@@ -40,6 +40,9 @@ Status create_backend(const TrainJob& job, RunAssembly& run) {
       run.peers.push_back(compute::make_cpu_backend(job.device_memory_bytes));
   }
   if (run.ranks() > 1) run.backend_reason += " (rank 0 of " + std::to_string(run.ranks()) + ")";
+  if (run.machines() > 1)
+    run.backend_reason += ", process " + std::to_string(run.process()) + " of " +
+                          std::to_string(run.machines()) + " (one per machine)";
   // The HBM tier's capacity: the GPU's memory; the CPU backend's "device" only when capped
   // (uncapped, it is DRAM).
   // Data parallel: every GPU's memory (the tier's counters sum the GPUs' arenas).
@@ -210,7 +213,7 @@ Status load_data(const TrainJob& job, RunAssembly& run) {
   }
   if (run.train_ds.empty())
     return invalid_argument(job.train_path + ": no training sequences (is the file empty?)");
-  const int rows = job.micro_batch_size * job.grad_accum * run.ranks();
+  const int rows = job.micro_batch_size * run.step_micro_batches(job.grad_accum);
   SPW_ASSIGN_OR_RETURN(BatchIterator it,
                        BatchIterator::create(run.train_ds, rows, job.data_seed, job.shuffle));
   run.iter.emplace(std::move(it));
@@ -248,6 +251,7 @@ Status resume(const std::string& checkpoint_dir, int64_t sequences_per_step, Run
 // back to the host's figures and probe_note says why.
 void probe_for_plan(const TrainJob& job, const ModelConfig& config, RunAssembly& run) {
   run.machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
+  run.machine.machines = run.machines();    // each of this one's shape
   // The DRAM the job had before it allocated its own state: read now, the plan would count that
   // state as taken, find the job too big for what is left and place the tiers differently.
   if (run.mem_at_start.available_bytes)
@@ -284,8 +288,8 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
   sc.mlp_recompute_layers = run.mlp_recompute_layers;
   std::vector<compute::Backend*> backends = {run.backend.get()};
   for (auto& p : run.peers) backends.push_back(p.get());
-  SPW_ASSIGN_OR_RETURN(run.engine,
-                       DataParallelEngine::create(backends, *run.state, sc, &run.counters));
+  SPW_ASSIGN_OR_RETURN(run.engine, DataParallelEngine::create(backends, *run.state, sc,
+                                                              &run.counters, run.processes));
   AdamWConfig ac;
   ac.beta1 = job.beta1;
   ac.beta2 = job.beta2;
@@ -308,7 +312,8 @@ Status assemble_run(const TrainJob& job, const std::string& resume_from, RunAsse
   probe_for_plan(job, config, *run);
   SPW_RETURN_IF_ERROR(load_model(job, config, *run));
   SPW_RETURN_IF_ERROR(load_data(job, *run));
-  const int64_t sequences_per_step = int64_t{job.micro_batch_size} * job.grad_accum * run->ranks();
+  const int64_t sequences_per_step =
+      int64_t{job.micro_batch_size} * run->step_micro_batches(job.grad_accum);
   run->start.data = DataSegment{0, 0, sequences_per_step};
   if (!resume_from.empty()) SPW_RETURN_IF_ERROR(resume(resume_from, sequences_per_step, *run));
   return build_engine(job, *run);

@@ -51,6 +51,14 @@ struct RunAssembly {
   std::vector<std::unique_ptr<compute::Backend>> peers;
   std::vector<int> devices;
   int ranks() const { return static_cast<int>(devices.size()); }
+  // The run's processes, one per machine (compute/host-group.h), set by the launcher before
+  // assemble_run; null: this process alone. Every machine holds the whole host state; process 0
+  // writes the checkpoints and the export (data-parallel-engine.h).
+  compute::ProcessExchange* processes = nullptr;
+  int machines() const { return processes ? processes->processes() : 1; }
+  int process() const { return processes ? processes->process() : 0; }
+  // The step's micro-batches: the job's accumulation on every GPU of every machine.
+  int step_micro_batches(int grad_accum) const { return grad_accum * ranks() * machines(); }
   MemInfo mem_at_start;     // DRAM before the run allocated its own state
   TierPlacement placement;  // where the master weights and AdamW moments live
   uint64_t parameters = 0;

@@ -48,6 +48,10 @@ int gradient_buffers(const ModelConfig& c) {
 size_t share_numel(size_t numel, int ranks) {
   return (numel + ranks - 1) / ranks;
 }
+// Whether the engine is one of a data-parallel group (of GPUs of this machine, or of machines).
+bool grouped(const StreamingConfig& c) {
+  return c.data_parallel_ranks > 1 || c.data_parallel_processes > 1;
+}
 // A gradient buffer's floats: the largest block, padded to the group's multiple.
 size_t grad_buffer_numel(const ParameterLayout& layout, const StreamingConfig& c) {
   return share_numel(layout.max_block_numel(), c.data_parallel_ranks) * c.data_parallel_ranks;
@@ -158,7 +162,7 @@ size_t StreamingEngine::hbm_state_blocks(const ParameterLayout& layout,
                                          bool host_memory) {
   const size_t n = layout.num_blocks();
   if (config.hbm_state_blocks >= 0) return std::min<size_t>(config.hbm_state_blocks, n);
-  if (host_memory || config.data_parallel_ranks > 1) return 0;
+  if (host_memory || grouped(config)) return 0;
   const uint64_t fixed =
       plan_device_memory(layout, config, act, backend_workspace_bytes).fixed_bytes();
   // The checkpoints kept on the device first: one spilled to the host crosses the link three times
@@ -261,7 +265,7 @@ struct StreamingEngine::Impl {
   // The streams the step's end joins: the copies' and, data parallel, the reduce-scatters'.
   std::vector<StreamId> copy_streams() const {
     std::vector<StreamId> s = {h2d.id(), d2h.id(), act_h2d.id(), act_d2h.id()};
-    if (cfg.data_parallel_ranks > 1) s.push_back(reduce.id());
+    if (grouped(cfg)) s.push_back(reduce.id());
     return s;
   }
   std::vector<StreamId> all_streams() const {
@@ -286,8 +290,9 @@ struct StreamingEngine::Impl {
     if (cfg.weight_slots < 2) return invalid_argument("streaming: weight_slots must be at least 2");
     if (cfg.logits_tokens < 0)
       return invalid_argument("streaming: logits_tokens must not be negative");
-    if (cfg.data_parallel_ranks < 1)
-      return invalid_argument("streaming: data_parallel_ranks must be at least 1");
+    if (cfg.data_parallel_ranks < 1 || cfg.data_parallel_processes < 1)
+      return invalid_argument(
+          "streaming: data_parallel_ranks and data_parallel_processes must be at least 1");
     if (cfg.saved_activation_layers < 0 || cfg.mlp_recompute_layers < 0 ||
         cfg.saved_activation_layers + cfg.mlp_recompute_layers > mc.num_layers)
       return invalid_argument(
@@ -317,7 +322,7 @@ struct StreamingEngine::Impl {
     need.state_blocks =
         hbm_state_blocks(layout, cfg, act, backend_ws, free_bytes, dev.facts().host_memory());
     need.state_bytes = HbmState::bytes(layout, need.state_blocks);
-    if (need.state_blocks > 0 && cfg.data_parallel_ranks > 1)
+    if (need.state_blocks > 0 && grouped(cfg))
       return invalid_argument(
           "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
           "several GPUs set it to -1 or 0");
@@ -355,7 +360,7 @@ struct StreamingEngine::Impl {
     SPW_ASSIGN_OR_RETURN(inputs_ready, dev.create_event());
     SPW_ASSIGN_OR_RETURN(losses_ready, dev.create_event());
     SPW_ASSIGN_OR_RETURN(grad_sumsq_ready, dev.create_event());
-    if (cfg.data_parallel_ranks > 1) {
+    if (grouped(cfg)) {
       SPW_ASSIGN_OR_RETURN(reduce, dev.create_stream());
     }
     for (size_t i = 0; i < copy_streams().size(); ++i) {
@@ -507,7 +512,7 @@ struct StreamingEngine::Impl {
     if (hbm && hbm->holds(b))  // it stays on the device for the GPU's AdamW
       return be.sum_squares(dev_grad_sumsq + b, compute::f32(g.ptr, {static_cast<int64_t>(numel)}),
                             compute);
-    if (cfg.data_parallel_ranks > 1) return finish_grad_share(g, b);
+    if (comm) return finish_grad_share(g, b);
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kD2H, d2h,
@@ -531,7 +536,8 @@ struct StreamingEngine::Impl {
   Share share_of(size_t b) const {
     const size_t numel = layout.blocks()[b].numel;
     const size_t size = share_numel(numel, cfg.data_parallel_ranks);
-    const size_t first = std::min(numel, static_cast<size_t>(comm->rank()) * size);
+    const int local = comm->rank() % cfg.data_parallel_ranks;  // machine-major ranks
+    const size_t first = std::min(numel, static_cast<size_t>(local) * size);
     return {size, first, std::min(numel, first + size) - first};
   }
 
@@ -539,8 +545,12 @@ struct StreamingEngine::Impl {
     const Share sh = share_of(b);  // a struct: lambdas cannot capture structured bindings (C++20)
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(reduce, g.computed));
-    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce,
-                              [&] { return comm->reduce_scatter_sum(g.ptr, sh.size, reduce); }));
+    SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce, [&] {
+      // Across machines every machine's copy needs the whole sum.
+      return cfg.data_parallel_processes > 1
+                 ? comm->all_reduce_sum(g.ptr, sh.size * cfg.data_parallel_ranks, reduce)
+                 : comm->reduce_scatter_sum(g.ptr, sh.size, reduce);
+    }));
     SPW_RETURN_IF_ERROR(dev.record_event(g.reduced, reduce));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.reduced));
     if (sh.count > 0) {
@@ -714,7 +724,7 @@ struct StreamingEngine::Impl {
 
   Result<StepResult> run_pass(const StepBatch& batch, bool train, float* logits) {
     SPW_RETURN_IF_ERROR(check_batch(batch, logits));
-    if (train && cfg.data_parallel_ranks > 1 && !comm)
+    if (train && grouped(cfg) && !comm)
       return invalid_argument(
           "streaming: a data-parallel engine trains only in its group "
           "(set_communicator)");
@@ -924,10 +934,12 @@ void StreamingEngine::set_weight_gate(std::function<void(size_t block)> gate) {
 
 Status StreamingEngine::set_communicator(compute::Communicator* comm,
                                          std::function<void()> on_failure) {
-  if (!comm || comm->ranks() != impl_->cfg.data_parallel_ranks)
+  const StreamingConfig& c = impl_->cfg;
+  if (!comm || comm->ranks() != c.data_parallel_ranks * c.data_parallel_processes)
     return invalid_argument(
         "streaming: a communicator of " + std::to_string(comm ? comm->ranks() : 0) +
-        " ranks for an engine set up for " + std::to_string(impl_->cfg.data_parallel_ranks));
+        " ranks for an engine set up for " + std::to_string(c.data_parallel_ranks) +
+        " devices on each of " + std::to_string(c.data_parallel_processes) + " processes");
   impl_->comm = comm;
   impl_->on_failure = std::move(on_failure);
   return {};

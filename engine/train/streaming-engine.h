@@ -95,6 +95,12 @@ struct StreamingConfig {
   // summed over the group by a reduce-scatter and only this engine's 1/N share comes down (the
   // gradient buffers are padded to a multiple of N floats), and the HBM state tier holds none.
   int data_parallel_ranks = 1;
+  // Past one machine (docs/architecture.md, "Past one machine"): the group spans this many
+  // processes, one per machine, each with data_parallel_ranks devices and its own copy of the host
+  // state. The communicator then has data_parallel_ranks × data_parallel_processes ranks
+  // (machine-major), each block's gradient is summed over all of them by an all-reduce, and this
+  // engine brings down its 1/data_parallel_ranks share of it into this machine's copy.
+  int data_parallel_processes = 1;
   // Page-lock the host master weights and gradients for the engine's life. Off for every engine
   // of a group but the first: one registration (portable) serves every GPU.
   bool register_host_state = true;

@@ -15,10 +15,10 @@
 namespace spillway {
 namespace {
 
-// The step's micro-batches: the job's accumulation on each of the run's `ranks` GPUs.
-StepBatch step_batch(const TrainJob& job, const Batch& b, int ranks) {
+// The step's micro-batches: the job's accumulation on every GPU of every machine.
+StepBatch step_batch(const TrainJob& job, const Batch& b, const RunAssembly& run) {
   StepBatch s;
-  s.micro_batches = job.grad_accum * ranks;
+  s.micro_batches = run.step_micro_batches(job.grad_accum);
   s.micro_batch_size = job.micro_batch_size;
   s.seq_len = b.seq_len;
   s.input_ids = b.input_ids;
@@ -114,7 +114,7 @@ struct Trainer::Impl {
     const bool asked = checkpoint_asked.exchange(false);
     if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
       SPW_RETURN_IF_ERROR(checkpointer->save(progress, asked));
-    if (!stop.load()) return {};
+    if (!stop.load() && !run.engine->stop_asked()) return {};  // on any machine
     if (!asked && !measuring) SPW_RETURN_IF_ERROR(checkpointer->save(progress));
     return cancelled("stopped on request at step " + std::to_string(progress.step));
   }
@@ -138,7 +138,7 @@ struct Trainer::Impl {
       const DataCursor before = batches.cursor();
       const Batch batch = batches.next();
       // Forward and backward; block b's forward first waits for block b's last update.
-      auto stepped = engine.forward_backward(step_batch(job, batch, run.ranks()));
+      auto stepped = engine.forward_backward(step_batch(job, batch, run));
       if (stepped.status().code() == ErrorCode::kCancelled) {
         // SIGTERM inside a long step (the engine checks between micro-batches and layers): the
         // step is dropped unapplied, its batch read again on resume, and the run stops at the
@@ -174,6 +174,7 @@ struct Trainer::Impl {
     if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(evaluate());
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0)
       SPW_RETURN_IF_ERROR(checkpointer->save(progress));
+    if (run.process() > 0) return {};  // process 0 exports: every machine holds the same weights
     const std::string out = (std::filesystem::path(report->run_dir()) / "export").string();
     SPW_RETURN_IF_ERROR(export_model(*run.state, run.tokenizer_source, out));
     report->exported(out, !run.tokenizer_source.empty());
@@ -188,9 +189,17 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job,
                                                  const std::string& resume_from,
                                                  TrainerHooks hooks) {
   std::unique_ptr<Trainer> trainer(new Trainer());
+  TrainJob own = job;
+  // Past one machine the other processes record their part of the run beside process 0's, in a
+  // folder of its run folder when the job names one (a shared file system), else in their own.
+  if (hooks.processes && hooks.processes->process() > 0 && !own.run_dir.empty())
+    own.run_dir = (std::filesystem::path(own.run_dir) /
+                   ("process-" + std::to_string(hooks.processes->process())))
+                      .string();
   trainer->impl_ =
-      std::make_unique<Impl>(job, std::move(hooks), trainer->stop_, trainer->checkpoint_);
+      std::make_unique<Impl>(own, std::move(hooks), trainer->stop_, trainer->checkpoint_);
   Impl& t = *trainer->impl_;
+  t.run.processes = t.hooks.processes;
   SPW_RETURN_IF_ERROR(assemble_run(t.job, resume_from, &t.run));
   t.progress = t.run.start;
   SPW_ASSIGN_OR_RETURN(t.report, RunReporter::create(t.job, t.run, t.hooks));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "compute/communicator.h"
 #include "core/status.h"
 #include "train/run-figures.h"
 #include "train/train-job.h"
@@ -40,6 +41,9 @@ struct TrainerHooks {
   // Called once the run folder exists and the run is recorded, before its first event: the worker
   // writes its job.json there. An error fails create().
   std::function<Status(const std::string& run_dir)> on_run_folder;
+  // The run's processes when it spans machines (compute/host-group.h: one worker per machine);
+  // null: this process alone. Must outlive the trainer.
+  compute::ProcessExchange* processes = nullptr;
 };
 
 class Trainer {

@@ -1202,6 +1202,57 @@ TEST(DataParallel, ASlowReduceIsTheBottleneck) {
               0.5 * 4 * (kLayerParams + kEmbeddingParams) / kNcclBusBytesPerSPcie, 1e-12);
 }
 
+// Past one machine (docs/architecture.md, "Past one machine"): M machines of the host's shape,
+// each with its own copy of the state. The step has M times the tokens; each machine's HBM, DRAM
+// and link are one machine's; each block's gradient is all-reduced over every GPU, which at two
+// ranks moves the whole gradient, 4 bytes a parameter, across each machine's network.
+TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
+  const ModelConfig c = llama2_7b();
+  const Plan one = make_plan(c, seven_b_job(), h100_host(), 10, false);
+  MachineProbe two_machines = h100_host();
+  two_machines.machines = 2;
+  two_machines.network_bytes_per_s = 50e9;  // 400 Gb/s
+  const Plan two = make_plan(c, seven_b_job(), two_machines, 10, false);
+  ASSERT_TRUE(one.fits && two.fits) << two.reason;
+  EXPECT_EQ(two.devices.machines, 2);
+  EXPECT_EQ(two.devices.count, 1);
+  EXPECT_EQ(two.step.tokens, 2 * one.step.tokens);
+  EXPECT_EQ(two.dram.needed_bytes, one.dram.needed_bytes) << "one copy a machine";
+  EXPECT_EQ(two.hbm.needed_bytes, one.hbm.needed_bytes);
+  EXPECT_EQ(two.step.h2d_bytes, one.step.h2d_bytes) << "each machine's GPU its whole gradient";
+  double params = 0;
+  for (const auto& block : ParameterLayout::build(c).blocks()) params += block.numel;
+  EXPECT_DOUBLE_EQ(two.devices.network_bytes, 4 * params);
+  EXPECT_DOUBLE_EQ(two.devices.network_bytes, two.devices.nccl_bytes);
+  EXPECT_EQ(two.machine.network_bytes_per_s, 50e9);
+  // 27 GB at 50 GB/s overlap the backward but for the embedding's and what queued behind it.
+  EXPECT_GT(two.devices.nccl_s, 4 * kEmbeddingParams / 50e9);
+  EXPECT_LT(two.devices.nccl_s, 0.1 * two.step.step_s);
+  EXPECT_NEAR(two.step.step_s - two.devices.nccl_s, one.step.step_s, 1e-9);
+  EXPECT_EQ(two.step.bottleneck, "compute");
+  // Unmeasured: one 100 Gb/s port (kNetworkBytesPerS), which still hides behind the backward
+  // but for more of the last blocks'.
+  two_machines.network_bytes_per_s = 0;
+  const Plan default_network = make_plan(c, seven_b_job(), two_machines, 10, false);
+  EXPECT_EQ(default_network.machine.network_bytes_per_s, kNetworkBytesPerS);
+  EXPECT_GT(default_network.devices.nccl_s, two.devices.nccl_s);
+  // Over 10 Gb/s the network is what the step waits for: 27 GB take 21.6 s against 6 s of
+  // compute.
+  two_machines.network_bytes_per_s = 1.25e9;
+  const Plan slow = make_plan(c, seven_b_job(), two_machines, 10, false);
+  EXPECT_EQ(slow.step.bottleneck, "network");
+  EXPECT_GT(slow.step.step_s, 4 * params / 1.25e9);
+  // The plan's JSON carries the machines; a one-machine plan's has no such key.
+  const nlohmann::json j = to_json(two);
+  EXPECT_EQ(j["devices"]["machines"], 2);
+  EXPECT_FALSE(to_json(one)["devices"].contains("machines"));
+  auto back = plan_from_json(j);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->devices.machines, 2);
+  EXPECT_DOUBLE_EQ(back->devices.network_bytes, two.devices.network_bytes);
+  EXPECT_EQ(back->machine.network_bytes_per_s, 50e9);
+}
+
 // Every GPU's copies pass through the one host's memory: eight GPUs on a host whose memory copies
 // at 20 GB/s move 8 x 59 GB a step through it, which takes longer than the compute.
 TEST(DataParallel, TheHostsMemoryBoundsManyGpus) {
