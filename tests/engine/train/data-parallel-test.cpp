@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -342,6 +343,196 @@ TEST(DataParallel, RefusesWhatItCannotSplit) {
   EXPECT_NE(r.status().message().find("3 micro-batches do not split evenly over 2"),
             std::string::npos)
       << r.status().to_string();
+}
+
+// The processes of a group across machines as threads of this one (compute::ProcessExchange):
+// what HostGroup does over TCP, in memory, so that the engine's part past one machine is tested
+// here and the transport in host-group-test.
+class ThreadExchanges {
+ public:
+  explicit ThreadExchanges(int n) : n_(n), payloads_(n) {
+    for (int p = 0; p < n; ++p) ends_.push_back(std::make_unique<End>(*this, p));
+  }
+  compute::ProcessExchange& of(int p) { return *ends_[p]; }
+
+ private:
+  struct End final : compute::ProcessExchange {
+    End(ThreadExchanges& group, int p) : group(group), p(p) {}
+    int process() const override { return p; }
+    int processes() const override { return group.n_; }
+    Result<std::vector<std::string>> all_gather(std::string_view mine, double) override {
+      std::unique_lock<std::mutex> lock(group.mu_);
+      if (group.aborted_) return io_error("a process left the group");
+      group.payloads_[p] = std::string(mine);
+      const uint64_t round = group.round_;
+      if (++group.arrived_ == group.n_) {
+        group.result_ = group.payloads_;
+        group.arrived_ = 0;
+        ++group.round_;
+        group.cv_.notify_all();
+        return group.result_;
+      }
+      group.cv_.wait(lock, [&] { return group.aborted_ || group.round_ != round; });
+      if (group.round_ == round) return io_error("a process left the group");
+      return group.result_;
+    }
+    void abort() override {
+      std::lock_guard<std::mutex> lock(group.mu_);
+      group.aborted_ = true;
+      group.cv_.notify_all();
+    }
+    ThreadExchanges& group;
+    const int p;
+  };
+  const int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> payloads_, result_;
+  int arrived_ = 0;
+  uint64_t round_ = 0;
+  bool aborted_ = false;
+  std::vector<std::unique_ptr<End>> ends_;
+};
+
+// One "machine" of a group across processes: its CPU device, its own copy of the golden state and
+// its engine, joined to the others through `exchange`.
+struct Machine {
+  std::unique_ptr<compute::Backend> backend;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<DataParallelEngine> engine;
+
+  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange) {
+    StreamingConfig cfg = rig_config(g, 1);
+    cfg.max_micro_batches = micro_batches;
+    backend = testing::engine_cpu_backend(g.layout, cfg, true, size_t{256} << 20);
+    SPW_ASSIGN_OR_RETURN(state, testing::golden_state(g));
+    std::vector<compute::Backend*> group = {backend.get()};
+    SPW_ASSIGN_OR_RETURN(engine,
+                         DataParallelEngine::create(group, *state, cfg, nullptr, &exchange));
+    return {};
+  }
+};
+
+// Two machines of one CPU device each compute the step of two CPU ranks in one process bit for
+// bit: process p's device is rank p, the all-reduce sums in rank order as the reduce-scatter
+// does, and each machine's copy of every gradient is the whole sum. The loss is the step's over
+// both machines, on each.
+TEST(DataParallelMachines, TwoMachinesComputeTheStepOfTwoRanksBitForBit) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  const StepBatch batch = g.batch(0, 1);
+  auto two_ranks = testing::data_parallel_step(g, batch, 2, rig_config(g, 1));
+  ASSERT_OK(two_ranks.status());
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  std::optional<Result<testing::Step>> steps[2];
+  Status made[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      made[p] = machines[p].init(g, g.B / 2, exchange.of(p));
+      if (made[p].ok())
+        steps[p].emplace(testing::step_of(*machines[p].engine, *machines[p].state, batch));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_OK(made[p]);
+    ASSERT_OK(steps[p]->status());
+    const testing::Step& s = steps[p]->value();
+    EXPECT_EQ(machines[p].engine->machines(), 2);
+    EXPECT_EQ(s.result.loss_sum, two_ranks->result.loss_sum) << "process " << p;
+    EXPECT_EQ(s.result.targets, two_ranks->result.targets);
+    ASSERT_EQ(s.grads.size(), two_ranks->grads.size());
+    for (size_t b = 0; b < s.grads.size(); ++b) {
+      EXPECT_EQ(s.grads[b], two_ranks->grads[b]) << "process " << p << " block " << b;
+      // One share's sum of squares against two shares' summed: the same within rounding.
+      EXPECT_NEAR(s.result.grad_sumsq[b], two_ranks->result.grad_sumsq[b],
+                  1e-6 * two_ranks->result.grad_sumsq[b]);
+    }
+    EXPECT_FALSE(machines[p].engine->stop_asked());
+  }
+}
+
+// A stop asked for on one machine does not cut its step short (the others would wait in its
+// collectives): the step ends on both and both learn of it.
+TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  std::atomic<bool> stops[2] = {false, true};
+  Status results[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      results[p] = machines[p].init(g, g.B / 2, exchange.of(p));
+      if (!results[p].ok()) return;
+      machines[p].engine->set_stop_flag(&stops[p]);
+      results[p] = machines[p].engine->forward_backward(g.batch(0, 1)).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_OK(results[p]);
+    EXPECT_TRUE(machines[p].engine->stop_asked()) << "process " << p;
+  }
+}
+
+// A machine that leaves (its process died: the exchange fails) ends the others' step with an
+// error that says so, instead of a hang.
+TEST(DataParallelMachines, AMachineThatLeavesEndsTheStep) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  Status made[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p)
+    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
+  for (auto& t : threads) t.join();
+  ASSERT_OK(made[0]);
+  ASSERT_OK(made[1]);
+  exchange.of(1).abort();
+  auto r = machines[0].engine->forward_backward(g.batch(0, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("left the group"), std::string::npos)
+      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("CPU rank 0 of process 0"), std::string::npos)
+      << r.status().to_string();
+}
+
+// The CPU group's all-reduce: every rank ends with the sum over ranks in rank order, the same bits
+// on each, for a count that does not divide by the ranks.
+TEST(CpuCommunicator, AllReduceGivesEveryRankTheSum) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 7;
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<compute::Backend*> group;
+  for (int r = 0; r < kRanks; ++r) {
+    backends.push_back(compute::make_cpu_backend());
+    group.push_back(backends.back().get());
+  }
+  auto comms = compute::make_communicators(group);
+  ASSERT_TRUE(comms.ok()) << comms.status().to_string();
+  std::vector<std::vector<float>> buf(kRanks, std::vector<float>(kCount));
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < kCount; ++i) buf[r][i] = float(r + 1) * 0.1f + float(i);
+  std::vector<std::thread> threads;
+  std::vector<Status> status(kRanks);
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back(
+        [&, r] { status[r] = (*comms)[r]->all_reduce_sum(buf[r].data(), kCount, 0); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r].to_string();
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0.1f + float(i);  // rank order: ((r0 + r1) + r2)
+      want += 0.2f + float(i);
+      want += 0.3f + float(i);
+      EXPECT_EQ(buf[r][i], want) << "rank " << r << " element " << i;
+    }
+  }
 }
 
 // The CPU group's reduce-scatter: every rank's share is the sum over ranks, in rank order; a

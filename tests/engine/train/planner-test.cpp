@@ -1253,6 +1253,34 @@ TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
   EXPECT_EQ(back->machine.network_bytes_per_s, 50e9);
 }
 
+// llama-70b on machines of the one-H100 host's shape (125 GiB): each machine holds the whole host
+// state (docs/architecture.md, "Past one machine"), so more machines add speed, not room. In DRAM
+// it needs 1,104 GB on each machine, whatever their number; with the SSD tier (a 4 TB SSD each)
+// the gradients and the weights the GPU streams still need 552 GB of DRAM. Neither fits on any
+// number of them: what README's "Past one machine" quotes.
+TEST(DataParallel, SeventyBDoesNotFitMachinesOfTheOneGpuHostsShape) {
+  const ModelConfig c = *model_preset("llama-70b");
+  for (const bool ssd : {false, true}) {
+    uint64_t dram = 0;
+    for (const int machines : {1, 2, 8, 64}) {
+      MachineProbe host = h100_host();
+      host.machines = machines;
+      host.ssd_free_bytes = host.ssd_total_bytes = 4'000'000'000'000ull;
+      TrainJob job = seven_b_job();
+      if (ssd) {
+        job.optimizer_tier = job.master_tier = TierChoice::kAuto;
+        job.ssd_dir = "/ssd";
+      }
+      const Plan p = make_plan(c, job, host, 10, false);
+      EXPECT_FALSE(p.fits) << machines << " machines";
+      EXPECT_TRUE(p.reason.starts_with("DRAM: needs")) << p.reason;
+      if (dram == 0) dram = p.dram.needed_bytes;
+      EXPECT_EQ(p.dram.needed_bytes, dram) << machines << " machines: one copy on each";
+    }
+    EXPECT_NEAR(static_cast<double>(dram), ssd ? 551.8e9 : 1103.6e9, 0.1e9);
+  }
+}
+
 // Every GPU's copies pass through the one host's memory: eight GPUs on a host whose memory copies
 // at 20 GB/s move 8 x 59 GB a step through it, which takes longer than the compute.
 TEST(DataParallel, TheHostsMemoryBoundsManyGpus) {
