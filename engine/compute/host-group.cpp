@@ -549,7 +549,10 @@ class Server {
       char sink[65536];
       char* dst;
       size_t want;
-      const bool discard = closing_ || c.leaving || c.in == Conn::In::kComplete;
+      // Once the group has failed only a hello is still read: a process whose hello was on its
+      // way is owed the failure too.
+      const bool discard =
+          (closing_ && c.in != Conn::In::kHello) || c.leaving || c.in == Conn::In::kComplete;
       if (discard) {
         dst = sink;
         want = sizeof sink;
@@ -599,6 +602,11 @@ class Server {
       return;
     }
     c.greeted = true;
+    if (closing_) {
+      c.leaving = true;
+      send(c, failure_frame_);
+      return;
+    }
     const uint32_t version = get_u32(c.head + 8);
     const int rank = static_cast<int>(get_u32(c.head + 12));
     const int processes = static_cast<int>(get_u32(c.head + 16));
@@ -780,15 +788,11 @@ class Server {
     }
     linger_deadline_ = *deadline_after(kLingerS);
     listen_.reset();
-    const auto f = error_frame(why);
+    failure_frame_ = error_frame(why);
     for (auto& c : conns_) {
-      if (c->dropped) continue;
-      if (!c->greeted) {
-        drop(*c);
-        continue;
-      }
+      if (c->dropped || !c->greeted) continue;  // the others get it with their hello, if any
       c->leaving = true;
-      send(*c, f);
+      send(*c, failure_frame_);
     }
   }
 
@@ -828,6 +832,7 @@ class Server {
   bool formed_ = false;
   bool closing_ = false;
   Clock::time_point linger_deadline_;
+  std::shared_ptr<const Frame> failure_frame_;
   uint64_t round_ = 0;
 };
 
@@ -1216,7 +1221,13 @@ Result<std::unique_ptr<HostGroup>> HostGroup::join(const ProcessGroupSpec& spec,
   uint32_t type = 0;
   uint64_t length = 0;
   const double idle = deadline ? remaining_s() + kServerGraceS : 0;
-  SPW_RETURN_IF_ERROR(impl->read_frame(&type, &length, idle));
+  if (Status s = impl->read_frame(&type, &length, idle); !s.ok()) {
+    // Rank 0's own server knows why better than a closed connection says.
+    if (impl->server) {
+      if (auto why = impl->server->failure()) return *why;
+    }
+    return s;
+  }
   if (type != kJoined || length != 0)
     return io_error("unexpected message from " + impl->server_name() + " (a bug)");
   impl->joined = true;
