@@ -94,9 +94,10 @@ Result<HostPort> parse_host_port(const std::string& address, const std::string& 
   return hp;
 }
 
+// A variable's value; an empty one counts as unset (`SPILLWAY_RANK= worker ...`).
 const std::string* find(const std::map<std::string, std::string>& env, const char* name) {
   auto it = env.find(name);
-  return it == env.end() ? nullptr : &it->second;
+  return it == env.end() || it->second.empty() ? nullptr : &it->second;
 }
 
 // A launcher's pair of variables. Nearest launcher first: torchrun and mpirun run inside Slurm
@@ -129,14 +130,14 @@ Result<std::string> rendezvous_address(const std::string& flag,
   if (!flag.empty()) {
     address = flag;
     what = "--rendezvous";
-  } else if (spillway && !spillway->empty()) {
+  } else if (spillway) {
     address = *spillway;
     what = "SPILLWAY_RENDEZVOUS";
   } else if (addr || port) {
-    if (!addr || addr->empty())
+    if (!addr)
       return invalid_argument("MASTER_PORT is set but MASTER_ADDR is not: set both, or " +
                               std::string(kAddressHelp));
-    if (!port || port->empty())
+    if (!port)
       return invalid_argument("MASTER_ADDR is set but MASTER_PORT is not: set both, or " +
                               std::string(kAddressHelp));
     // MASTER_ADDR may be a bare IPv6 address.
@@ -144,7 +145,15 @@ Result<std::string> rendezvous_address(const std::string& flag,
     address = (v6 ? "[" + *addr + "]" : *addr) + ":" + *port;
     what = "MASTER_ADDR:MASTER_PORT";
   } else {
-    return invalid_argument(count_said + " but no rendezvous address is given: " + kAddressHelp);
+    std::string hint;
+    if (count_said.rfind("SLURM_NTASKS", 0) == 0) {
+      // A batch script's own environment says SLURM_PROCID=0 and --ntasks, without srun.
+      hint =
+          ". Under Slurm, start one worker per machine with srun; to run one process in a "
+          "batch script, set SPILLWAY_PROCESSES=1";
+    }
+    return invalid_argument(count_said + " but no rendezvous address is given: " + kAddressHelp +
+                            hint);
   }
   SPW_RETURN_IF_ERROR(parse_host_port(address, what).status());
   return address;
@@ -613,16 +622,16 @@ class Server {
     const uint64_t join_ms = get_u64(c.head + 20);
     const uint64_t join_left_ms = get_u64(c.head + 28);
     const std::string who = "process " + std::to_string(rank) + " (at " + c.peer + ")";
+    if (formed_) {  // a running group goes on: only this one is turned away
+      reject(c, invalid_argument(who + " came after the group of " + std::to_string(processes_) +
+                                 " processes at " + rendezvous_ +
+                                 " had formed: it is a duplicate, or belongs to another run"));
+      return;
+    }
     if (version != kVersion) {
       fail(invalid_argument(who + " speaks version " + std::to_string(version) +
                             " of the process group's protocol and process 0 version " +
                             std::to_string(kVersion) + ": run the same Spillway on every machine"));
-      return;
-    }
-    if (formed_) {
-      reject(c, invalid_argument(who + " came after the group of " + std::to_string(processes_) +
-                                 " processes at " + rendezvous_ +
-                                 " had formed: it is a duplicate, or belongs to another run"));
       return;
     }
     if (processes != processes_) {
@@ -649,7 +658,11 @@ class Server {
     if (++joined_ == processes_) {
       formed_ = true;
       const auto f = joined_frame();
-      for (Conn* m : by_rank_) send(*m, f);
+      // A send that fails ends the group (fail() tells the others and may drop them).
+      for (Conn* m : by_rank_) {
+        if (closing_) break;
+        if (m) send(*m, f);
+      }
     }
   }
 
@@ -712,7 +725,10 @@ class Server {
     }
     ++round_;
     std::shared_ptr<const Frame> frame = std::move(f);
-    for (Conn* c : by_rank_) send(*c, frame);
+    for (Conn* c : by_rank_) {
+      if (closing_) break;  // a send failed: the group has ended
+      if (c) send(*c, frame);
+    }
   }
 
   void send(Conn& c, std::shared_ptr<const Frame> f) {

@@ -201,6 +201,24 @@ TEST(ProcessGroupSpec, EveryLauncher) {
       // One task: one process, no address needed.
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}, 0, 1, "", "Slurm (SLURM_PROCID)"},
       {{{"SPILLWAY_PROCESSES", "1"}}, 0, 1, "", "SPILLWAY_RANK"},
+      // One process in a Slurm batch script that asked for several tasks, by SPILLWAY_PROCESSES.
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SPILLWAY_PROCESSES", "1"}},
+       0,
+       1,
+       "",
+       "SPILLWAY_RANK"},
+      // An empty variable is unset.
+      {{{"SPILLWAY_RANK", ""},
+        {"SPILLWAY_PROCESSES", ""},
+        {"SLURM_PROCID", "1"},
+        {"SLURM_NTASKS", "2"},
+        {"SPILLWAY_RENDEZVOUS", ""},
+        {"MASTER_ADDR", "m"},
+        {"MASTER_PORT", "9"}},
+       1,
+       2,
+       "m:9",
+       "Slurm (SLURM_PROCID)"},
       // Addresses: IPv6 in brackets, a bare IPv6 MASTER_ADDR, spaces around numbers.
       {{{"SPILLWAY_RANK", " 1 "},
         {"SPILLWAY_PROCESSES", "2"},
@@ -249,7 +267,7 @@ TEST(ProcessGroupSpec, EnvironmentErrorsNameTheVariable) {
        {"SLURM_PROCID is -1"}},
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}},
        {"SLURM_NTASKS is 2 but no rendezvous address", "SPILLWAY_RENDEZVOUS=host:port",
-        "MASTER_ADDR and MASTER_PORT"}},
+        "MASTER_ADDR and MASTER_PORT", "with srun", "SPILLWAY_PROCESSES=1"}},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "n0"}},
        {"MASTER_ADDR is set but MASTER_PORT is not"}},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}},
