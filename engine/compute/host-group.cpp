@@ -1204,6 +1204,12 @@ Result<std::unique_ptr<HostGroup>> HostGroup::join(const ProcessGroupSpec& spec,
     if (impl->server) {
       if (auto why = impl->server->failure()) return *why;
     }
+    if (expired() && spec.rank == 0) {
+      return io_error("process 0 serves the group on port " + std::to_string(hp.port) +
+                      " but could not reach it at " + spec.rendezvous + " within " +
+                      seconds_text(timeout_s) + " s (" + std::strerror(last_error) +
+                      "): the rendezvous address must name process 0's machine");
+    }
     if (expired()) {
       return io_error("process " + std::to_string(spec.rank) + " could not reach " +
                       impl->server_name() + " within " + seconds_text(timeout_s) + " s (" +

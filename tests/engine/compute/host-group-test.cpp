@@ -627,25 +627,58 @@ TEST(HostGroup, LateProcessIsTurnedAwayAndTheGroupGoesOn) {
   }
 }
 
-TEST(HostGroup, StrayClientIsIgnored) {
-  const std::string address = loopback();
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  std::optional<Joined> zero;
-  std::thread t([&] { zero.emplace(HostGroup::join(spec_of(0, 2, address), kTimeoutS)); });
-  // Something that is not a Spillway process connects and sends an HTTP request.
-  int stray = -1;
-  for (int attempt = 0; attempt < 1000 && stray < 0; ++attempt) {
-    stray = ::socket(AF_INET, SOCK_STREAM, 0);
+// A raw TCP connection to `port` on loopback, retried while nothing listens yet.
+int connect_raw(int port) {
+  for (int attempt = 0; attempt < 6000; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(static_cast<uint16_t>(port));
-    if (::connect(stray, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(stray);
-      stray = -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return -1;
+}
+
+int port_of(const std::string& address) {
+  return std::stoi(address.substr(address.rfind(':') + 1));
+}
+
+TEST(HostGroup, OtherProtocolVersionIsRefused) {
+  const std::string address = loopback();
+  std::optional<Joined> zero;
+  std::thread t([&] { zero.emplace(HostGroup::join(spec_of(0, 2, address), kTimeoutS)); });
+  const int fd = connect_raw(port_of(address));
+  if (fd < 0) t.join();  // before the assertion returns (process 0 gives up at its timeout)
+  ASSERT_GE(fd, 0);
+  // A hello as process 1 of 2 would send it, from a Spillway that speaks version 99.
+  char hello[36] = {'S', 'P', 'W', 'Y', 'G', 'R', 'P', '\0', 99, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0};
+  ASSERT_EQ(::send(fd, hello, sizeof hello, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof hello));
+  // It gets an error frame (type 3) with the message, too.
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, n);
+  ::close(fd);
+  t.join();
+  ASSERT_FALSE(zero->ok());
+  EXPECT_EQ(zero->status().code(), ErrorCode::kInvalidArgument);
+  const std::string& m = zero->status().message();
+  EXPECT_TRUE(contains(m, "process 1 (at 127.0.0.1) speaks version 99")) << m;
+  EXPECT_TRUE(contains(m, "run the same Spillway on every machine")) << m;
+  ASSERT_GE(got.size(), 16u);
+  EXPECT_EQ(got[0], 3);
+  EXPECT_EQ(got.substr(16), m);
+}
+
+TEST(HostGroup, StrayClientIsIgnored) {
+  const std::string address = loopback();
+  std::optional<Joined> zero;
+  std::thread t([&] { zero.emplace(HostGroup::join(spec_of(0, 2, address), kTimeoutS)); });
+  // Something that is not a Spillway process connects and sends an HTTP request.
+  const int stray = connect_raw(port_of(address));
+  if (stray < 0) t.join();  // before the assertion returns (process 0 gives up at its timeout)
   ASSERT_GE(stray, 0);
   const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(stray, request, sizeof request - 1, MSG_NOSIGNAL),
