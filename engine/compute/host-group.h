@@ -81,7 +81,7 @@ class HostGroup final : public ProcessExchange {
   int processes() const override;
   // One round: `mine` from this process, every process's payload back in rank order (this
   // process's included). Payloads may differ in size (up to 4 GiB each). Waits at most
-  // `timeout_s` for the others (<= 0: no limit).
+  // `timeout_s` for the others once the server has this process's payload (<= 0: no limit).
   Result<std::vector<std::string>> all_gather(std::string_view mine, double timeout_s) override;
   // Ends the group for every process: this process's rounds in flight and later fail (kIo
   // "aborted"), and the server (on rank 0) closes every connection, so the others' rounds fail too

@@ -504,6 +504,26 @@ TEST(HostGroup, RankZeroThatLeavesEndsTheOthersNextRound) {
   expect_leaving_ends_the_round(0);
 }
 
+TEST(HostGroup, MemberThatLeavesMidRoundEndsIt) {
+  auto group = group_of(3, loopback());
+  ASSERT_EQ(group.size(), 3u);
+  // Processes 0 and 1 wait in a round with no time limit; process 2 leaves instead of sending
+  // (before or after they started waiting: either way their round must end).
+  std::optional<Gathered> zero, one;
+  std::thread t0([&] { zero.emplace(group[0]->all_gather("0", 0)); });
+  std::thread t1([&] { one.emplace(group[1]->all_gather("1", 0)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  group[2].reset();
+  t0.join();
+  t1.join();
+  for (const auto* got : {&*zero, &*one}) {
+    ASSERT_FALSE(got->ok());
+    EXPECT_EQ(got->status().code(), ErrorCode::kIo);
+    EXPECT_TRUE(contains(got->status().message(), "process 2 left the group (connection closed)"))
+        << got->status().message();
+  }
+}
+
 // Process `aborter` aborts from another thread while it and one other process sit in all_gather
 // (the third never sends): both rounds end, and so does the third's next.
 void expect_abort_unblocks(int aborter) {
