@@ -9,7 +9,8 @@
 // rendezvous address's port (all interfaces), as torch.distributed's TCPStore: every process,
 // rank 0 included, keeps one connection to it. A round: each process sends its payload; once the
 // server has every one it sends all of them, in rank order, to every process. One round at a
-// time, in the same order on every process, as NCCL's collectives.
+// time, in the same order on every process, as NCCL's collectives. (compute/rendezvous.h: the
+// wire format and the server.)
 //
 // Any failure ends the group for every process: the server tells every process still connected
 // why, then closes every connection, so no process waits for one that is gone.

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,13 @@ constexpr double kTimeoutS = 60 * testing::kTimeScale;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
+}
+
+// Seconds as the messages write them ("1", "0.5").
+std::string seconds(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -566,13 +574,14 @@ TEST(HostGroup, AbortOnRankZeroUnblocksAllGather) {
 
 TEST(HostGroup, JoinTimesOutNamingTheMissing) {
   const std::string address = loopback();
-  // Process 2 never comes.
-  auto joined = join_all({spec_of(0, 3, address), spec_of(1, 3, address)}, 1);
+  // Long enough for process 1 to join in a loaded sanitizer build; process 2 never comes.
+  const double limit = 1 * testing::kTimeScale;
+  auto joined = join_all({spec_of(0, 3, address), spec_of(1, 3, address)}, limit);
   for (int r = 0; r < 2; ++r) {
     ASSERT_FALSE(joined[r].ok()) << "process " << r;
     EXPECT_EQ(joined[r].status().code(), ErrorCode::kIo);
     const std::string& m = joined[r].status().message();
-    EXPECT_TRUE(contains(m, "did not form within 1 s")) << m;
+    EXPECT_TRUE(contains(m, "did not form within " + seconds(limit) + " s")) << m;
     EXPECT_TRUE(contains(m, "process 2 did not join")) << m;
     EXPECT_TRUE(contains(m, address)) << m;
   }
@@ -723,14 +732,17 @@ TEST(HostGroup, RoundTimeoutNamesTheSilent) {
   ASSERT_EQ(group.size(), 3u);
   // Process 2 does not send this round.
   std::optional<Gathered> zero, one;
-  std::thread t0([&] { zero.emplace(group[0]->all_gather("0", 0.5)); });
+  // Process 0's limit, long enough for process 1 to send in a loaded sanitizer build.
+  const double limit = 1 * testing::kTimeScale;
+  std::thread t0([&] { zero.emplace(group[0]->all_gather("0", limit)); });
   std::thread t1([&] { one.emplace(group[1]->all_gather("1", kTimeoutS)); });
   t0.join();
   t1.join();
   for (const auto* got : {&*zero, &*one}) {
     ASSERT_FALSE(got->ok());
     EXPECT_EQ(got->status().code(), ErrorCode::kIo);
-    EXPECT_TRUE(contains(got->status().message(), "process 2 did not send within 0.5 s (round 1"))
+    EXPECT_TRUE(contains(got->status().message(),
+                         "process 2 did not send within " + seconds(limit) + " s (round 1"))
         << got->status().message();
   }
   auto late = group[2]->all_gather("2", kTimeoutS);
