@@ -29,19 +29,25 @@ int report_failure(CommandIo io, bool json, const Status& st) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
-      {"train", "train JOB.json [--resume CHECKPOINT_DIR] [--run-id ID] [--json]",
+      {"train", kTrainUsage,
        "Runs a training job; SIGTERM checkpoints and stops, SIGUSR1 checkpoints now. --resume "
        "continues the run that "
        "wrote the checkpoint (the same History row and folder); --run-id records the run under ID "
        "(its folder "
-       "runs/ID unless the job names one), or names the run to resume.",
+       "runs/ID unless the job names one), or names the run to resume. Past one machine, one "
+       "worker per machine: --rank (0 on the machine at --rendezvous), --processes (the "
+       "machines), --rendezvous HOST:PORT, or the environment of srun, mpirun or torchrun with "
+       "SPILLWAY_RENDEZVOUS (or MASTER_ADDR and MASTER_PORT); process 0 writes the checkpoints "
+       "and the export.",
        run_train},
-      {"plan", "plan JOB.json [--measure N] [--json]",
+      {"plan", "plan JOB.json [--measure N] [--machines M [--network-gbps G]] [--json]",
        "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; "
        "--measure N runs the job's first N "
        "steps in a throwaway run and prints measured against predicted (step time, peak HBM and "
        "DRAM, link bytes); SIGTERM or "
-       "Ctrl-C stops the measure and removes that run.",
+       "Ctrl-C stops the measure and removes that run. --machines M plans the job on M "
+       "machines of this one's shape, one worker each, over a network of --network-gbps G "
+       "(default 100).",
        run_plan},
       {"eval",
        "eval --model DIR --data FILE [--seq-len N] [--batch N] [--format F] [--template T] "

@@ -53,7 +53,8 @@ std::string recompute_text(const Plan& plan, const std::string& device) {
 }
 namespace fs = std::filesystem;
 
-constexpr const char* kUsage = "usage: plan JOB.json [--measure N] [--json]";
+constexpr const char* kUsage =
+    "usage: plan JOB.json [--measure N] [--machines M [--network-gbps G]] [--json]";
 constexpr int kMaxMeasureSteps = 1000;
 
 std::string num(double v, const char* fmt) {
@@ -278,8 +279,22 @@ void print_plan(std::ostream& out, const Plan& plan) {
                     num(devices.nccl_s, "%.3f s") + " a step exposed (" + gb(devices.nccl_bytes) +
                     " reduce-scattered per GPU)");
   }
+  // Past one machine: "4, each as this one, its own copy of the state; 0.210 s a step exposed,
+  // 25.1 GB all-reduced per machine over 12.5 GB/s of network".
+  if (devices.machines > 1) {
+    const std::string machines =
+        std::to_string(devices.machines) + ", each as this one with its own copy of the host state";
+    // On the CPU backend the collectives go through the rendezvous, which the plan does not time.
+    row("machines", plan.machine.network_bytes_per_s > 0
+                        ? machines + "; gradients all-reduced, " + num(devices.nccl_s, "%.3f s") +
+                              " a step exposed (" + gb(devices.network_bytes) +
+                              " per machine over " + gb(plan.machine.network_bytes_per_s) +
+                              "/s of network)"
+                        : machines + "; gradients all-reduced through the rendezvous (not timed)");
+  }
   const std::string per_device =
-      ranks > 1 ? " x " + std::to_string(ranks) + (plan.on_cpu() ? " ranks" : " GPUs") : "";
+      (ranks > 1 ? " x " + std::to_string(ranks) + (plan.on_cpu() ? " ranks" : " GPUs") : "") +
+      (devices.machines > 1 ? " x " + std::to_string(devices.machines) + " machines" : "");
   const PlanStep& s = plan.step;
   // "of 20 of 33 layers on the device, the rest in host memory": the planner's trade (planner.h).
   const int checkpoint_layers = plan.model.layers + 1;
@@ -324,7 +339,7 @@ void print_plan(std::ostream& out, const Plan& plan) {
 }
 
 int run_plan(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--measure"}, {"--json"});
+  auto args = parse_args(argv, {"--measure", "--machines", "--network-gbps"}, {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool json = args->has("--json");
   if (args->positional.size() != 1) return report_failure(io, json, invalid_argument(kUsage));
@@ -333,7 +348,23 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   // The run folder the job names may hold a killed writer's unfinished checkpoint: removed here
   // when no worker holds the folder, as the next run over it would.
   if (!job->run_dir.empty()) remove_unfinished_checkpoints_if_idle(job->run_dir);
+  // Past one machine: M machines of this one's shape, and the network each has (Gb/s).
+  auto machines = args->integer("--machines", 1, 1, 4096);
+  if (!machines.ok()) return report_failure(io, json, machines.status().with_context("plan"));
+  auto network = args->number("--network-gbps", 0);
+  if (!network.ok() || *network < 0)
+    return report_failure(io, json,
+                          network.ok()
+                              ? invalid_argument("plan: --network-gbps must not be negative")
+                              : network.status().with_context("plan"));
+  if (args->get("--network-gbps") && *machines == 1)
+    return report_failure(io, json,
+                          invalid_argument("plan: --network-gbps needs --machines 2 or more"));
   if (auto text = args->get("--measure")) {
+    if (*machines > 1)
+      return report_failure(io, json,
+                            invalid_argument("plan: --measure runs on this machine alone; "
+                                             "measure each machine's part with train"));
     const auto steps = parse_integer("--measure", *text, 1, kMaxMeasureSteps);
     if (!steps.ok()) return report_failure(io, json, steps.status().with_context("plan"));
     return measure_plan(*job, static_cast<int>(*steps), json, io);
@@ -352,6 +383,8 @@ int run_plan(const std::vector<std::string>& argv, CommandIo io) {
   if (!machine->backend_facts().gpu)
     (void)probe_cpu_compute(*config, job->seq_len,
                             static_cast<int64_t>(job->micro_batch_size) * job->seq_len, &*machine);
+  machine->machines = static_cast<int>(*machines);
+  machine->network_bytes_per_s = *network * 1e9 / 8;
   // Steps from epochs need the dataset size; without reading it the plan assumes `steps`.
   const int64_t steps = job->steps > 0 ? job->steps : 0;
   Plan plan = make_plan(*config, *job, *machine, steps);

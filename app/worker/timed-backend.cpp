@@ -28,11 +28,11 @@ double attended_keys(int seq, int window) {
 }  // namespace
 
 Result<std::vector<std::unique_ptr<compute::Communicator>>> TimedBackend::create_communicators(
-    std::span<compute::Backend* const> group) {
+    std::span<compute::Backend* const> group, compute::ProcessExchange* processes) {
   std::vector<compute::Backend*> inner(group.begin(), group.end());
   for (compute::Backend*& b : inner)
     if (b == this) b = &in_;
-  return in_.create_communicators(inner);
+  return in_.create_communicators(inner, processes);
 }
 
 Status TimedBackend::do_embedding_forward(void* out, const int32_t* ids, const void* table, int n,

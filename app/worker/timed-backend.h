@@ -32,7 +32,7 @@ class TimedBackend final : public compute::Backend {
   }
   // The inner backend's, for the group with the inner backend in this one's place.
   Result<std::vector<std::unique_ptr<compute::Communicator>>> create_communicators(
-      std::span<compute::Backend* const> group) override;
+      std::span<compute::Backend* const> group, compute::ProcessExchange* processes) override;
 
  protected:
   Status do_embedding_forward(void* out, const int32_t* ids, const void* table, int n, int d,

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "compute/host-group.h"
 #include "core/file-util.h"
 #include "core/json-file.h"
 #include "data/batch-iterator.h"
@@ -179,16 +180,19 @@ bool valid_run_id(const std::string& id) {
   });
 }
 
+// How long the processes of a run across machines wait for each other to start: a Slurm job's
+// machines start seconds to minutes apart.
+constexpr double kJoinTimeoutS = 600;
+
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv, CommandIo io) {
-  auto args = parse_args(argv, {"--resume", "--run-id"}, {"--json"});
+  auto args = parse_args(argv, {"--resume", "--run-id", "--rank", "--processes", "--rendezvous"},
+                         {"--json"});
   if (!args.ok()) return report_failure(io, false, args.status());
   const bool json = args->has("--json");
   if (args->positional.size() != 1)
-    return report_failure(
-        io, json,
-        invalid_argument("usage: train JOB.json [--resume CHECKPOINT_DIR] [--run-id ID] [--json]"));
+    return report_failure(io, json, invalid_argument("usage: " + std::string(kTrainUsage)));
   const std::string resume_from = args->get("--resume").value_or("");
   const std::string run_id = args->get("--run-id").value_or("");
   if (args->get("--run-id") && !valid_run_id(run_id)) {
@@ -204,8 +208,28 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
       record_failure(a, job.status(), io.err);
     return report_failure(io, json, job.status());
   }
+  // Past one machine: this process's rank among the run's, from the flags or the launcher's
+  // environment (Slurm, Open MPI, torchrun), and the group joined before anything is loaded.
+  auto rank = args->integer("--rank", -1, 0, 1 << 20);
+  if (!rank.ok()) return report_failure(io, json, rank.status());
+  auto processes = args->integer("--processes", -1, 1, 1 << 20);
+  if (!processes.ok()) return report_failure(io, json, processes.status());
+  auto spec =
+      compute::process_group_spec(static_cast<int>(*rank), static_cast<int>(*processes),
+                                  args->get("--rendezvous").value_or(""), compute::environment());
+  if (!spec.ok()) return report_failure(io, json, spec.status());
+  std::unique_ptr<compute::HostGroup> group;
+  if (spec->multi()) {
+    if (!json)
+      io.out << "process " << spec->rank << " of " << spec->processes << " (" << spec->source
+             << "), joining at " << spec->rendezvous << std::endl;
+    auto joined = compute::HostGroup::join(*spec, kJoinTimeoutS);
+    if (!joined.ok()) return report_failure(io, json, joined.status());
+    group = std::move(*joined);
+  }
   TrainerHooks hooks;
   hooks.run_id = run_id;
+  hooks.processes = group.get();
   // The resolved job is the worker's: the run store keeps it, the run folder holds it as job.json.
   hooks.job_json = job->resolved.dump();
   hooks.on_run_folder = [&](const std::string& dir) {

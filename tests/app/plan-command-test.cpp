@@ -37,6 +37,26 @@ TEST(PlanTable, TwoGpusHaveTheirRow) {
   EXPECT_NE(text.find(" accumulation x 2 GPUs = "), std::string::npos) << text;
 }
 
+// Past one machine: the machines row (the all-reduce over the network) and the step's tokens over
+// every machine.
+TEST(PlanTable, MachinesHaveTheirRow) {
+  MachineProbe m = spillway::testing::h100_host();
+  m.machines = 2;
+  m.network_bytes_per_s = 50e9;
+  const Plan plan = make_plan(*model_preset("llama-7b"), seven_b_job(1), m, 10);
+  ASSERT_TRUE(plan.fits) << plan.reason;
+  const std::string text = table(plan);
+  EXPECT_NE(text.find("\n  machines           2, each as this one with its own copy of the host "
+                      "state; gradients all-reduced, 0.027 s a step exposed (27.0 GB per "
+                      "machine over 50.0 GB/s of network)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  tokens per step    65,536 (4 x 4 x 2048 x 2 machines), "),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("  GPUs "), std::string::npos) << text;
+}
+
 TEST(PlanTable, OneGpuHasNoGpusRow) {
   const Plan plan = make_plan(*model_preset("llama-7b"), seven_b_job(1), two_h100_host(), 10);
   const std::string text = table(plan);

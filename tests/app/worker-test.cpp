@@ -28,6 +28,7 @@
 #include "test-data.h"
 #include "train/inference.h"
 #include "train/planner.h"
+#include "worker-fixture.h"
 #include "worker-process.h"
 
 namespace spillway {
@@ -37,6 +38,7 @@ using nlohmann::json;
 
 using testing::of_type;
 using testing::read_events;
+using testing::WorkerTest;
 
 // Writes the golden batches as pre-tokenized JSONL in the Hugging Face convention (labels aligned
 // with input_ids, the model shifts): one extra id at the end carries the last target.
@@ -63,45 +65,6 @@ std::string write_golden_jsonl(const std::string& dir, const std::string& model,
   }
   return path;
 }
-
-class WorkerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    env_ = {"XDG_DATA_HOME=" + tmp_.path() + "/xdg", "OPENBLAS_THREAD_TIMEOUT=4"};
-  }
-  std::string write_job(const std::string& name, const json& job) {
-    std::string path = tmp_.path() + "/" + name + ".json";
-    std::ofstream(path) << job.dump(2);
-    return path;
-  }
-  testing::ProcessResult worker(const std::vector<std::string>& args) {
-    return testing::run_worker_process(args, env_, tmp_.path());
-  }
-  // stories260K on tiny Shakespeare in sequences of 64 tokens, shuffled with `data_seed`, trained
-  // as `train` says, placed as `placement` says, into `run_dir`.
-  static json stories_job(const std::string& name, const std::string& run_dir, int data_seed,
-                          const json& train, const json& placement) {
-    return json{{"name", name},
-                {"model", {{"path", testing::data_path("models/stories260K")}}},
-                {"data",
-                 {{"train", testing::data_path("datasets/tinyshakespeare/input.txt")},
-                  {"seq_len", 64},
-                  {"seed", data_seed}}},
-                {"train", train},
-                {"placement", placement},
-                {"output", {{"run_dir", run_dir}}}};
-  }
-  // Two checkpoint folders hold the same weights and AdamW state, byte for byte.
-  static void same_files(const std::string& a, const std::string& b, const std::string& what) {
-    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
-      auto x = read_file(a + "/" + f), y = read_file(b + "/" + f);
-      ASSERT_TRUE(x.ok() && y.ok()) << what << " " << f;
-      EXPECT_TRUE(*x == *y) << what << ": " << f << " differs";
-    }
-  }
-  testing::TempDir tmp_;
-  std::vector<std::string> env_;
-};
 
 TEST_F(WorkerTest, GoldenTrajectoryThroughJobFile) {
   SPILLWAY_REQUIRE_DATA();

@@ -1,0 +1,198 @@
+// Past one machine (issue 23, point 7), as a user launches it: one spillway-worker per machine,
+// each told its rank, the number of processes and the rendezvous address. Here both processes run
+// on this machine over loopback, on the CPU backend, whose collectives across processes go through
+// the rendezvous (compute/cpu/cpu-communicator.h): the GPUs' schedule, with NCCL's place taken by
+// TCP.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "run-files.h"
+#include "worker-fixture.h"
+
+namespace spillway {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::of_type;
+using testing::read_events;
+using testing::WorkerTest;
+
+// A loopback port free a moment ago (bound to port 0, then closed): the rendezvous's. Another
+// process may take it in between; the test would then fail to join, not pass wrongly.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+class ProcessesTest : public WorkerTest {
+ protected:
+  // stories260K with 2 micro-batches of 2 sequences on each rank; clipping off, so that the
+  // gradient norm, which one process sums over its GPUs' shares in another grouping, takes no
+  // part in the update and the bits can be compared.
+  json job_for(const std::string& run_dir, int devices) {
+    return stories_job("machines", run_dir, 5,
+                       {{"steps", 4},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", 2},
+                        {"lr", 2e-3},
+                        {"weight_decay", 0.1},
+                        {"clip_grad_norm", 0},
+                        {"checkpoint_every", 2},
+                        {"keep_checkpoints", 0}},
+                       {{"backend", "cpu"}, {"devices", devices}});
+  }
+
+  struct Launched {
+    pid_t pid;
+    std::string out, err;
+  };
+  // spillway-worker `args` in the background, with `env` over the fixture's.
+  Launched launch(const std::string& name, const std::vector<std::string>& args,
+                  const std::vector<std::string>& env = {}) {
+    std::vector<std::string> all_env = env_;
+    all_env.insert(all_env.end(), env.begin(), env.end());
+    Launched l{-1, tmp_.path() + "/" + name + ".out", tmp_.path() + "/" + name + ".err"};
+    l.pid = testing::spawn_worker(args, all_env, l.out, l.err);
+    return l;
+  }
+};
+
+// Two processes of one CPU rank each train what one process with two CPU ranks trains, bit for
+// bit: the same global batch split the same way (process p's rank is p), the gradients summed in
+// rank order, the same AdamW on each machine's copy. Process 0 writes the checkpoints and the
+// export into the job's run folder; process 1 records its part in a folder of its own in it.
+TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string one = tmp_.path() + "/one-process", two = tmp_.path() + "/two-processes";
+  auto r = worker({"train", write_job("one", job_for(one, 2))});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string job = write_job("two", job_for(two, 1));
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  // Process 1 first, through the environment a launcher sets, waiting for process 0 to serve.
+  Launched p1 = launch("p1", {"train", job},
+                       {"SPILLWAY_RANK=1", "SPILLWAY_PROCESSES=2", "SPILLWAY_RENDEZVOUS=" + at});
+  Launched p0 = launch("p0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
+  const int rc0 = testing::wait_exit(p0.pid), rc1 = testing::wait_exit(p1.pid);
+  ASSERT_EQ(rc0, 0) << testing::slurp(p0.err);
+  ASSERT_EQ(rc1, 0) << testing::slurp(p1.err);
+  EXPECT_NE(testing::slurp(p0.out).find("process 0 of 2 (--rank/--processes)"), std::string::npos)
+      << testing::slurp(p0.out);
+  EXPECT_NE(testing::slurp(p1.out).find("process 1 of 2 (SPILLWAY_RANK)"), std::string::npos)
+      << testing::slurp(p1.out);
+
+  const auto a = of_type(read_events(one), "step"), b = of_type(read_events(two), "step");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]) << "step " << i + 1 << ": the same global batch";
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+  for (const char* step : {"step-000002", "step-000004"})
+    same_files(one + "/checkpoints/" + step, two + "/checkpoints/" + step, step);
+  EXPECT_TRUE(fs::exists(two + "/export/model.safetensors"));
+  // Process 1's record: the same steps and losses, no checkpoint and no export of its own.
+  const std::string own = two + "/process-1";
+  const auto c = of_type(read_events(own), "step");
+  ASSERT_EQ(c.size(), 4u);
+  for (size_t i = 0; i < c.size(); ++i)
+    EXPECT_EQ(c[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i + 1;
+  EXPECT_FALSE(fs::exists(own + "/checkpoints/step-000002"));
+  EXPECT_FALSE(fs::exists(own + "/export"));
+
+  // Resumed on two processes from the first checkpoint: the uninterrupted run's bits.
+  const std::string resumed = tmp_.path() + "/resumed";
+  fs::copy(two, resumed, fs::copy_options::recursive);
+  fs::remove_all(resumed + "/checkpoints/step-000004");
+  const std::string job2 = write_job("resumed", job_for(resumed, 1));
+  const std::string from = resumed + "/checkpoints/step-000002";
+  const std::string at2 = "127.0.0.1:" + std::to_string(free_port());
+  Launched q0 = launch("q0", {"train", job2, "--resume", from, "--rank", "0", "--processes", "2",
+                              "--rendezvous", at2});
+  Launched q1 = launch("q1", {"train", job2, "--resume", from, "--rank", "1", "--processes", "2",
+                              "--rendezvous", at2});
+  ASSERT_EQ(testing::wait_exit(q0.pid), 0) << testing::slurp(q0.err);
+  ASSERT_EQ(testing::wait_exit(q1.pid), 0) << testing::slurp(q1.err);
+  same_files(two + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
+             "two processes resumed at step 2");
+}
+
+// SIGTERM to one process (a user's Ctrl-C on one machine) stops both at the end of the same step,
+// each exiting 0 as a stopped run, and process 0 checkpoints that step for the resume.
+TEST_F(ProcessesTest, ASigtermOnOneProcessStopsEveryProcessAfterTheStep) {
+  SPILLWAY_REQUIRE_DATA();
+  json j = job_for(tmp_.path() + "/stopped", 1);
+  j["train"]["steps"] = 100000;
+  j["train"]["checkpoint_every"] = 0;
+  const std::string job = write_job("stopped", j);
+  const std::string at = "127.0.0.1:" + std::to_string(free_port());
+  Launched p0 = launch("p0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
+  Launched p1 = launch("p1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at});
+  const std::string events = tmp_.path() + "/stopped/process-1/events.jsonl";
+  for (int i = 0; i < 6000 && testing::slurp(events).find("\"type\":\"step\"") == std::string::npos;
+       ++i)
+    usleep(10000);
+  kill(p1.pid, SIGTERM);
+  ASSERT_EQ(testing::wait_exit(p1.pid), 0) << testing::slurp(p1.err);
+  ASSERT_EQ(testing::wait_exit(p0.pid), 0) << testing::slurp(p0.err);
+  const auto a = of_type(read_events(tmp_.path() + "/stopped"), "step");
+  const auto b = of_type(read_events(tmp_.path() + "/stopped/process-1"), "step");
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size()) << "both stop after the same step";
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%06d", a.back()["step"].get<int>());
+  EXPECT_TRUE(fs::exists(tmp_.path() + "/stopped/checkpoints/" + name + "/model.safetensors"))
+      << name;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/stopped/process-1/checkpoints"));
+}
+
+// A process that dies mid-run (SIGKILL: a machine lost) stops the others with one line naming it,
+// at once rather than at the step watchdog's limit: its connection to the rendezvous closes.
+TEST_F(ProcessesTest, AProcessLostStopsTheOthersWithALineThatNamesIt) {
+  SPILLWAY_REQUIRE_DATA();
+  json j = job_for(tmp_.path() + "/lost", 1);
+  j["train"]["steps"] = 100000;
+  j["train"]["checkpoint_every"] = 0;
+  const std::string job = write_job("lost", j);
+  const std::string at = "127.0.0.1:" + std::to_string(free_port());
+  Launched p0 = launch("p0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
+  Launched p1 = launch("p1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at});
+  // Until process 1 has trained a step.
+  const std::string events = tmp_.path() + "/lost/process-1/events.jsonl";
+  for (int i = 0; i < 6000 && testing::slurp(events).find("\"type\":\"step\"") == std::string::npos;
+       ++i)
+    usleep(10000);
+  ASSERT_NE(testing::slurp(events).find("\"type\":\"step\""), std::string::npos)
+      << testing::slurp(p1.err);
+  kill(p1.pid, SIGKILL);
+  EXPECT_EQ(testing::wait_exit(p1.pid), 128 + SIGKILL);
+  const int rc0 = testing::wait_exit(p0.pid);
+  EXPECT_NE(rc0, 0);
+  const std::string err = testing::slurp(p0.err);
+  EXPECT_NE(err.find("process 1 left the group"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace spillway
