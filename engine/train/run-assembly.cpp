@@ -251,7 +251,7 @@ Status resume(const std::string& checkpoint_dir, int64_t sequences_per_step, Run
 // back to the host's figures and probe_note says why.
 void probe_for_plan(const TrainJob& job, const ModelConfig& config, RunAssembly& run) {
   run.machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
-  run.machine.machines = run.machines();    // each of this one's shape
+  run.machine.machines = run.machines();     // each of this one's shape
   // The DRAM the job had before it allocated its own state: read now, the plan would count that
   // state as taken, find the job too big for what is left and place the tiers differently.
   if (run.mem_at_start.available_bytes)

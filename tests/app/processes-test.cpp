@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "run-files.h"
@@ -66,6 +67,25 @@ class ProcessesTest : public WorkerTest {
     pid_t pid;
     std::string out, err;
   };
+  // Two processes of an endless run into `name`, launched and past their first step.
+  std::pair<Launched, Launched> endless_pair(const std::string& name) {
+    json j = job_for(tmp_.path() + "/" + name, 1);
+    j["train"]["steps"] = 100000;
+    j["train"]["checkpoint_every"] = 0;
+    const std::string job = write_job(name, j);
+    const std::string at = "127.0.0.1:" + std::to_string(free_port());
+    Launched p0 =
+        launch(name + "-0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
+    Launched p1 =
+        launch(name + "-1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at});
+    const std::string events = tmp_.path() + "/" + name + "/process-1/events.jsonl";
+    auto stepped = [&] {
+      return testing::slurp(events).find("\"type\":\"step\"") != std::string::npos;
+    };
+    for (int i = 0; i < 6000 && !stepped(); ++i) usleep(10000);
+    EXPECT_TRUE(stepped()) << testing::slurp(p1.err);
+    return {p0, p1};
+  }
   // spillway-worker `args` in the background, with `env` over the fixture's.
   Launched launch(const std::string& name, const std::vector<std::string>& args,
                   const std::vector<std::string>& env = {}) {
@@ -143,17 +163,7 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
 // each exiting 0 as a stopped run, and process 0 checkpoints that step for the resume.
 TEST_F(ProcessesTest, ASigtermOnOneProcessStopsEveryProcessAfterTheStep) {
   SPILLWAY_REQUIRE_DATA();
-  json j = job_for(tmp_.path() + "/stopped", 1);
-  j["train"]["steps"] = 100000;
-  j["train"]["checkpoint_every"] = 0;
-  const std::string job = write_job("stopped", j);
-  const std::string at = "127.0.0.1:" + std::to_string(free_port());
-  Launched p0 = launch("p0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
-  Launched p1 = launch("p1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at});
-  const std::string events = tmp_.path() + "/stopped/process-1/events.jsonl";
-  for (int i = 0; i < 6000 && testing::slurp(events).find("\"type\":\"step\"") == std::string::npos;
-       ++i)
-    usleep(10000);
+  auto [p0, p1] = endless_pair("stopped");
   kill(p1.pid, SIGTERM);
   ASSERT_EQ(testing::wait_exit(p1.pid), 0) << testing::slurp(p1.err);
   ASSERT_EQ(testing::wait_exit(p0.pid), 0) << testing::slurp(p0.err);
@@ -172,20 +182,7 @@ TEST_F(ProcessesTest, ASigtermOnOneProcessStopsEveryProcessAfterTheStep) {
 // at once rather than at the step watchdog's limit: its connection to the rendezvous closes.
 TEST_F(ProcessesTest, AProcessLostStopsTheOthersWithALineThatNamesIt) {
   SPILLWAY_REQUIRE_DATA();
-  json j = job_for(tmp_.path() + "/lost", 1);
-  j["train"]["steps"] = 100000;
-  j["train"]["checkpoint_every"] = 0;
-  const std::string job = write_job("lost", j);
-  const std::string at = "127.0.0.1:" + std::to_string(free_port());
-  Launched p0 = launch("p0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
-  Launched p1 = launch("p1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at});
-  // Until process 1 has trained a step.
-  const std::string events = tmp_.path() + "/lost/process-1/events.jsonl";
-  for (int i = 0; i < 6000 && testing::slurp(events).find("\"type\":\"step\"") == std::string::npos;
-       ++i)
-    usleep(10000);
-  ASSERT_NE(testing::slurp(events).find("\"type\":\"step\""), std::string::npos)
-      << testing::slurp(p1.err);
+  auto [p0, p1] = endless_pair("lost");
   kill(p1.pid, SIGKILL);
   EXPECT_EQ(testing::wait_exit(p1.pid), 128 + SIGKILL);
   const int rc0 = testing::wait_exit(p0.pid);

@@ -504,26 +504,43 @@ TEST(DataParallelMachines, AMachineThatLeavesEndsTheStep) {
 
 // The CPU group's all-reduce: every rank ends with the sum over ranks in rank order, the same bits
 // on each, for a count that does not divide by the ranks.
+// A CPU group of `n` ranks: the backends and their communicators.
+struct CpuGroup {
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<std::unique_ptr<compute::Communicator>> comms;
+
+  explicit CpuGroup(int n) {
+    std::vector<compute::Backend*> group;
+    for (int r = 0; r < n; ++r) {
+      backends.push_back(compute::make_cpu_backend());
+      group.push_back(backends.back().get());
+    }
+    auto made = compute::make_communicators(group);
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    if (made.ok()) comms = std::move(*made);
+  }
+  // `collective(rank)` on a thread per rank; each rank's status.
+  template <typename F>
+  std::vector<Status> run(F collective) {
+    std::vector<Status> status(comms.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < comms.size(); ++r)
+      threads.emplace_back([&, r] { status[r] = collective(static_cast<int>(r)); });
+    for (auto& t : threads) t.join();
+    return status;
+  }
+};
+
 TEST(CpuCommunicator, AllReduceGivesEveryRankTheSum) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 7;
-  std::vector<std::unique_ptr<compute::Backend>> backends;
-  std::vector<compute::Backend*> group;
-  for (int r = 0; r < kRanks; ++r) {
-    backends.push_back(compute::make_cpu_backend());
-    group.push_back(backends.back().get());
-  }
-  auto comms = compute::make_communicators(group);
-  ASSERT_TRUE(comms.ok()) << comms.status().to_string();
+  CpuGroup g(kRanks);
+  ASSERT_EQ(g.comms.size(), size_t{kRanks});
   std::vector<std::vector<float>> buf(kRanks, std::vector<float>(kCount));
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < kCount; ++i) buf[r][i] = float(r + 1) * 0.1f + float(i);
-  std::vector<std::thread> threads;
-  std::vector<Status> status(kRanks);
-  for (int r = 0; r < kRanks; ++r)
-    threads.emplace_back(
-        [&, r] { status[r] = (*comms)[r]->all_reduce_sum(buf[r].data(), kCount, 0); });
-  for (auto& t : threads) t.join();
+  const std::vector<Status> status =
+      g.run([&](int r) { return g.comms[r]->all_reduce_sum(buf[r].data(), kCount, 0); });
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_TRUE(status[r].ok()) << status[r].to_string();
     for (size_t i = 0; i < kCount; ++i) {
@@ -540,23 +557,13 @@ TEST(CpuCommunicator, AllReduceGivesEveryRankTheSum) {
 TEST(CpuCommunicator, ReduceScatterSumsEachShare) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 5;
-  std::vector<std::unique_ptr<compute::Backend>> backends;
-  std::vector<compute::Backend*> group;
-  for (int r = 0; r < kRanks; ++r) {
-    backends.push_back(compute::make_cpu_backend());
-    group.push_back(backends.back().get());
-  }
-  auto comms = compute::make_communicators(group);
-  ASSERT_TRUE(comms.ok()) << comms.status().to_string();
+  CpuGroup g(kRanks);
+  ASSERT_EQ(g.comms.size(), size_t{kRanks});
   std::vector<std::vector<float>> buf(kRanks, std::vector<float>(kRanks * kCount));
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < buf[r].size(); ++i) buf[r][i] = float(r + 1) * 0.1f + float(i);
-  std::vector<std::thread> threads;
-  std::vector<Status> status(kRanks);
-  for (int r = 0; r < kRanks; ++r)
-    threads.emplace_back(
-        [&, r] { status[r] = (*comms)[r]->reduce_scatter_sum(buf[r].data(), kCount, 0); });
-  for (auto& t : threads) t.join();
+  const std::vector<Status> status =
+      g.run([&](int r) { return g.comms[r]->reduce_scatter_sum(buf[r].data(), kCount, 0); });
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_TRUE(status[r].ok()) << status[r].to_string();
     for (size_t i = 0; i < kCount; ++i) {
@@ -568,7 +575,7 @@ TEST(CpuCommunicator, ReduceScatterSumsEachShare) {
     }
   }
   // A backend in the group twice is refused.
-  std::vector<compute::Backend*> twice = {group[0], group[0]};
+  std::vector<compute::Backend*> twice = {g.backends[0].get(), g.backends[0].get()};
   auto bad = compute::make_communicators(twice);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("in the group twice"), std::string::npos);
