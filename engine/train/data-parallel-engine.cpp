@@ -13,12 +13,14 @@
 namespace spillway {
 
 // What a process hands the others at the end of a step (past one machine): its GPUs' loss and
-// targets, and whether a stop was asked for on it.
+// targets, and whether a stop was asked for on it. Sent as its bytes (no padding), between
+// machines of one architecture.
 struct ProcessStep {
   double loss_sum = 0;
   int64_t targets = 0;
-  uint8_t stop = 0;
+  int64_t stop = 0;
 };
+static_assert(sizeof(ProcessStep) == 24, "ProcessStep goes over the wire as its bytes");
 
 struct DataParallelEngine::Impl {
   // The run's processes, one per machine (null: this one alone), this one's index and the count.

@@ -114,7 +114,9 @@ struct Trainer::Impl {
     const bool asked = checkpoint_asked.exchange(false);
     if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
       SPW_RETURN_IF_ERROR(checkpointer->save(progress, asked));
-    if (!stop.load() && !run.engine->stop_asked()) return {};  // on any machine
+    // Past one machine the processes stop together, on what they agreed at the step's end: a
+    // SIGTERM that came after that is carried into the next step's.
+    if (!(run.machines() > 1 ? run.engine->stop_asked() : stop.load())) return {};
     if (!asked && !measuring) SPW_RETURN_IF_ERROR(checkpointer->save(progress));
     return cancelled("stopped on request at step " + std::to_string(progress.step));
   }
