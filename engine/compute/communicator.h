@@ -45,6 +45,11 @@ class ProcessExchange {
   virtual int processes() const = 0;
   // Every process's `mine`, in process order.
   virtual Result<std::vector<std::string>> all_gather(std::string_view mine, double timeout_s) = 0;
+  // Whether the group still stands, without waiting: the error the next all_gather would return
+  // once a process left or the group was aborted, else ok (also while a round is in flight on
+  // another thread, which sees it itself). Any thread: a step's watchdog asks it while the GPUs
+  // wait in NCCL for a machine that is gone.
+  virtual Status check() { return {}; }
   virtual void abort() = 0;
 };
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -257,7 +258,9 @@ struct HostGroup::Impl {
   std::unique_ptr<Server> server;  // rank 0's
   std::atomic<bool> aborted{false};
   bool joined = false;
-  Status broken;  // the first failure; every later round returns it (the rounds' thread's own)
+  // Held by a round and by check(): one reader of the connection at a time. Guards `broken`.
+  std::mutex io;
+  Status broken;  // the first failure; every later round returns it
 
   Status aborted_status() const {
     return io_error("the process group was aborted on process " + std::to_string(spec.rank));
@@ -548,6 +551,7 @@ Result<std::unique_ptr<HostGroup>> HostGroup::join(const ProcessGroupSpec& spec,
 
 Result<std::vector<std::string>> HostGroup::all_gather(std::string_view mine, double timeout_s) {
   Impl& g = *impl_;
+  std::lock_guard<std::mutex> lock(g.io);
   if (g.aborted.load()) return g.aborted_status();
   if (!g.broken.ok()) return g.broken;
   if (!g.spec.multi()) return std::vector<std::string>{std::string(mine)};
@@ -555,6 +559,29 @@ Result<std::vector<std::string>> HostGroup::all_gather(std::string_view mine, do
   if (all.ok()) return all;
   g.broken = g.aborted.load() ? g.aborted_status() : all.status();
   // Out of step with the others now: leave, so that they learn it at once.
+  ::shutdown(g.fd.get(), SHUT_RDWR);
+  return g.broken;
+}
+
+Status HostGroup::check() {
+  Impl& g = *impl_;
+  std::unique_lock<std::mutex> lock(g.io, std::try_to_lock);
+  if (!lock.owns_lock()) return Status();  // a round is in flight: it sees a failure itself
+  if (g.aborted.load()) return g.aborted_status();
+  if (!g.broken.ok()) return g.broken;
+  if (!g.spec.multi()) return Status();
+  pollfd pfd{g.fd.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&pfd, 1, 0);
+  } while (rc < 0 && errno == EINTR);
+  if (rc <= 0) return Status();
+  // Readable outside a round: the server's error frame, or the connection closed.
+  uint32_t type = 0;
+  uint64_t length = 0;
+  Status why = g.read_frame(&type, &length, kServerGraceS);
+  if (why.ok()) why = io_error("unexpected message from " + g.server_name() + " (a bug)");
+  g.broken = why;
   ::shutdown(g.fd.get(), SHUT_RDWR);
   return g.broken;
 }

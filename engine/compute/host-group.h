@@ -84,6 +84,9 @@ class HostGroup final : public ProcessExchange {
   // process's included). Payloads may differ in size (up to 4 GiB each). Waits at most
   // `timeout_s` for the others once the server has this process's payload (<= 0: no limit).
   Result<std::vector<std::string>> all_gather(std::string_view mine, double timeout_s) override;
+  // Outside a round the server sends nothing but a failure (a process left, the group ended):
+  // this process's connection readable, or closed, means that, and check() returns it.
+  Status check() override;
   // Ends the group for every process: this process's rounds in flight and later fail (kIo
   // "aborted"), and the server (on rank 0) closes every connection, so the others' rounds fail too
   // ("process K left the group"). Idempotent.

@@ -107,12 +107,26 @@ struct DataParallelEngine::Impl {
     // collectives then end with an error) and the ranks still running named.
     const double limit_s =
         step_timeout_s > 0 ? step_timeout_s : std::max(kMinStepTimeoutS, 10 * last_step_s);
+    // Past one machine it also asks the process group every kGroupCheckS whether a machine left:
+    // NCCL's kernels would wait for it for ever.
     std::string hung;
+    Status lost;
     {
       std::unique_lock<std::mutex> lock(mu);
       const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(limit_s));
-      if (!cv.wait_until(lock, deadline, [&] { return done == n; })) {
+      const auto slice = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(kGroupCheckS));
+      while (done != n && std::chrono::steady_clock::now() < deadline) {
+        const auto until =
+            machines > 1 ? std::min(deadline, std::chrono::steady_clock::now() + slice) : deadline;
+        if (cv.wait_until(lock, until, [&] { return done == n; }) || machines == 1) continue;
+        lock.unlock();
+        lost = processes->check();
+        lock.lock();
+        if (!lost.ok()) break;
+      }
+      if (done != n) {
         for (int r = 0; r < n; ++r) {
           if (!results[r]) hung += (hung.empty() ? "" : ", ") + names[r];
         }
@@ -124,6 +138,10 @@ struct DataParallelEngine::Impl {
     }
     for (std::thread& t : threads) t.join();
     broken = !hung.empty() || first_failed >= 0;
+    if (!lost.ok())
+      return lost.with_context("data parallel across machines: the step stops on " + hung +
+                               " (the last checkpoint stands and resumes on any number of "
+                               "machines)");
     for (int r = 0; r < n; ++r) broken = broken || !results[r]->ok();
 
     for (int r = 0; r < n; ++r) {

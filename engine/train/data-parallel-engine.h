@@ -30,7 +30,9 @@
 // time limit, max(kMinStepTimeoutS, 10 × the last step's time), is taken as hung — a lost GPU, or
 // NCCL waiting for a peer or a link that failed (NCCL itself never times out; torch.distributed's
 // watchdog does the same with its process-group timeout): the group is aborted and the step fails
-// naming the GPUs still running. After a failed step the group cannot train again; forward()
+// naming the GPUs still running. Past one machine the watchdog also asks the process group every
+// kGroupCheckS whether a machine left, and aborts the group when one did. After a failed step the
+// group cannot train again; forward()
 // (rank 0 alone) still works, for the checkpoint that follows a stop.
 // Thread-safety: one thread drives it, as a StreamingEngine. Ownership: borrows the backends and
 // the state, which must outlive it.
@@ -53,6 +55,9 @@ class DataParallelEngine {
   // minutes, torch.distributed's default process-group timeout, long enough for the first step
   // of a 70B model streaming from the SSD.
   static constexpr double kMinStepTimeoutS = 1800;
+  // Past one machine, how often a step's watchdog asks the process group whether a machine left
+  // (ProcessExchange::check): a GPU waiting in NCCL for a machine that is gone stops within it.
+  static constexpr double kGroupCheckS = 1;
 
   // One engine per backend (rank order), each with `config` (its micro-batches are per GPU), and
   // with more than one backend, or `processes` of more than one process, their communicators

@@ -532,6 +532,29 @@ TEST(HostGroup, MemberThatLeavesMidRoundEndsIt) {
   }
 }
 
+// check() answers without a round: ok while the group stands, and once a member left the error
+// its next round would return, on every other member, which then fails its rounds alike.
+TEST(HostGroup, CheckSeesAMemberLeaveWithoutARound) {
+  auto group = group_of(3, loopback());
+  ASSERT_EQ(group.size(), 3u);
+  for (auto& g : group) EXPECT_TRUE(g->check().ok());
+  group[2].reset();
+  for (int p : {0, 1}) {
+    Status seen;
+    // The server's error frame reaches each member a moment after the close.
+    for (int i = 0; i < 1000 && seen.ok(); ++i) {
+      seen = group[p]->check();
+      if (seen.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(seen.code(), ErrorCode::kIo) << "process " << p;
+    EXPECT_TRUE(contains(seen.message(), "process 2 left the group (connection closed)"))
+        << seen.message();
+    auto next = group[p]->all_gather("y", 60);
+    ASSERT_FALSE(next.ok());
+    EXPECT_EQ(next.status().message(), seen.message());
+  }
+}
+
 // Process `aborter` aborts from another thread while it and one other process sit in all_gather
 // (the third never sends): both rounds end, and so does the third's next.
 void expect_abort_unblocks(int aborter) {

@@ -354,6 +354,12 @@ class ThreadExchanges {
     for (int p = 0; p < n; ++p) ends_.push_back(std::make_unique<End>(*this, p));
   }
   compute::ProcessExchange& of(int p) { return *ends_[p]; }
+  // Process p is gone as a machine that died is: check() says so on every process, but a round
+  // waits for it until someone aborts the group (as NCCL's kernels wait for a lost peer).
+  void lose(int p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = "process " + std::to_string(p) + " left the group (connection closed)";
+  }
 
  private:
   struct End final : compute::ProcessExchange {
@@ -376,6 +382,10 @@ class ThreadExchanges {
       if (group.round_ == round) return io_error("a process left the group");
       return group.result_;
     }
+    Status check() override {
+      std::lock_guard<std::mutex> lock(group.mu_);
+      return group.lost_.empty() ? Status() : io_error(group.lost_);
+    }
     void abort() override {
       std::lock_guard<std::mutex> lock(group.mu_);
       group.aborted_ = true;
@@ -391,6 +401,7 @@ class ThreadExchanges {
   int arrived_ = 0;
   uint64_t round_ = 0;
   bool aborted_ = false;
+  std::string lost_;
   std::vector<std::unique_ptr<End>> ends_;
 };
 
@@ -499,6 +510,34 @@ TEST(DataParallelMachines, AMachineThatLeavesEndsTheStep) {
   EXPECT_NE(r.status().message().find("left the group"), std::string::npos)
       << r.status().to_string();
   EXPECT_NE(r.status().message().find("CPU rank 0 of process 0"), std::string::npos)
+      << r.status().to_string();
+}
+
+// A machine lost while the others wait in a collective for it (NCCL never returns): the step's
+// watchdog asks the process group every second, sees the machine gone, aborts the group and
+// ends the step with the group's line, long before its time limit.
+TEST(DataParallelMachines, AMachineLostMidCollectiveEndsTheStepAtTheNextCheck) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  Status made[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p)
+    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
+  for (auto& t : threads) t.join();
+  ASSERT_OK(made[0]);
+  ASSERT_OK(made[1]);
+  machines[0].engine->set_step_timeout(3600);  // the watchdog's limit is not what ends it
+  exchange.lose(1);
+  auto r = machines[0].engine->forward_backward(g.batch(0, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kIo) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("process 1 left the group (connection closed)"),
+            std::string::npos)
+      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("the step stops on CPU rank 0 of process 0"),
+            std::string::npos)
       << r.status().to_string();
 }
 
