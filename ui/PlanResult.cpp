@@ -124,17 +124,19 @@ DeviceUse DeviceUse::fromPlan(const Plan& plan) {
   DeviceUse d;
   d.count = std::max(1, plan.devices.count);
   for (int i : plan.devices.indices) d.indices << i;
+  d.machines = std::max(1, plan.devices.machines);
   return d;
 }
 
 QString DeviceUse::text() const {
   if (count <= 0) return QStringLiteral("—");
+  const QString across = machines > 1 ? QObject::tr(" × %1 machines").arg(machines) : QString();
   // One GPU, the first (or not named, as before data parallel): the count alone.
   if (indices.isEmpty() || (count == 1 && indices == QVector<int>{0}))
-    return QString::number(count);
+    return QString::number(count) + across;
   QStringList names;
   for (int i : indices) names << QString::number(i);
-  return QStringLiteral("%1 (%2)").arg(count).arg(names.join(", "));
+  return QStringLiteral("%1 (%2)").arg(count).arg(names.join(", ")) + across;
 }
 
 PlanResult PlanResult::fromPlan(const Plan& plan) {

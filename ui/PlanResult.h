@@ -91,9 +91,13 @@ struct StatePlacement {
 struct DeviceUse {
   int count = 0;         // 0: no plan found
   QVector<int> indices;  // CUDA indices, rank order; empty when the plan does not list them
+  int machines = 1;      // past one machine: each ran `count` GPUs
   static DeviceUse fromPlan(const Plan& plan);
-  // "1" (one GPU, GPU 0 or unnamed), "2 (0, 1)", "1 (3)"; "—" without a plan.
+  // "1" (one GPU, GPU 0 or unnamed), "2 (0, 1)", "1 (3)", "2 (0, 1) × 4 machines"; "—" without
+  // a plan.
   QString text() const;
+  // Every GPU of the run, over its machines (0: no plan found).
+  int total() const { return count * machines; }
 };
 
 // The plan's "suggestion": the micro-batch and accumulation the planner would run the job with.

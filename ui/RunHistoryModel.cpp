@@ -363,7 +363,7 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
       return r.state.blocks > 0 ? tr("%1 of %2 blocks").arg(r.state.hbmBlocks).arg(r.state.blocks)
                                 : QStringLiteral("—");
     case kDevices:
-      if (raw) return r.devices.count > 0 ? r.devices.count : -1;
+      if (raw) return r.devices.count > 0 ? r.devices.total() : -1;
       return r.devices.text();
     case kTags: {
       QStringList tags;

@@ -267,13 +267,15 @@ std::string addRun(RunStore& store, const std::string& root, const std::string& 
                          /*in_store=*/true);
 }
 
-// A plan as the worker writes it, on `indices` (empty: a plan written before "devices").
-json planOn(const std::vector<int>& indices) {
+// A plan as the worker writes it, on `indices` (empty: a plan written before "devices") of each
+// of `machines`.
+json planOn(const std::vector<int>& indices, int machines = 1) {
   Plan p;
   p.fits = true;
   p.backend = "cuda";
   p.devices.count = static_cast<int>(std::max<size_t>(1, indices.size()));
   p.devices.indices = indices;
+  p.devices.machines = machines;
   json j = to_json(p);
   if (indices.empty()) j.erase("devices");
   return j;
@@ -282,7 +284,7 @@ json planOn(const std::vector<int>& indices) {
 TEST(GpusHistory, HistoryAndCompareShowTheGpusEachRunUsed) {
   TempDir tmp;
   const std::string db = tmp.path() + "/runs.db";
-  std::string two, old, third, none;
+  std::string two, old, third, none, machines;
   {
     auto store = RunStore::open(db);
     ASSERT_TRUE(store.ok());
@@ -290,6 +292,7 @@ TEST(GpusHistory, HistoryAndCompareShowTheGpusEachRunUsed) {
     old = addRun(**store, tmp.path(), "old", planOn({}));
     third = addRun(**store, tmp.path(), "third", planOn({2}));
     none = addRun(**store, tmp.path(), "none", std::nullopt);
+    machines = addRun(**store, tmp.path(), "machines", planOn({0, 1}, 4));
   }
   RunHistoryModel model;
   ASSERT_EQ(model.open(q(db)), "");
@@ -302,7 +305,9 @@ TEST(GpusHistory, HistoryAndCompareShowTheGpusEachRunUsed) {
   EXPECT_EQ(cell(old, Qt::DisplayRole).toString(), "1");  // a plan from before data parallel
   EXPECT_EQ(cell(third, Qt::DisplayRole).toString(), "1 (2)");
   EXPECT_EQ(cell(none, Qt::DisplayRole).toString(), "—");
-  EXPECT_EQ(cell(two, Qt::UserRole).toInt(), 2);  // sorts by the count
+  EXPECT_EQ(cell(machines, Qt::DisplayRole).toString(), "2 (0, 1) × 4 machines");
+  EXPECT_EQ(cell(two, Qt::UserRole).toInt(), 2);       // sorts by the count
+  EXPECT_EQ(cell(machines, Qt::UserRole).toInt(), 8);  // every GPU of every machine
   EXPECT_EQ(cell(none, Qt::UserRole).toInt(), -1);
   // The columns after it kept their places.
   EXPECT_EQ(model.headerData(RunHistoryModel::kTags, Qt::Horizontal, Qt::DisplayRole), "Tags");
