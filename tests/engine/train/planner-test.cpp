@@ -1221,7 +1221,8 @@ TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
   EXPECT_EQ(two.hbm.needed_bytes, one.hbm.needed_bytes);
   EXPECT_EQ(two.step.h2d_bytes, one.step.h2d_bytes) << "each machine's GPU its whole gradient";
   double params = 0;
-  for (const auto& block : ParameterLayout::build(c).blocks()) params += block.numel;
+  const ParameterLayout layout = ParameterLayout::build(c);
+  for (const auto& block : layout.blocks()) params += block.numel;
   EXPECT_DOUBLE_EQ(two.devices.network_bytes, 4 * params);
   EXPECT_DOUBLE_EQ(two.devices.network_bytes, two.devices.nccl_bytes);
   EXPECT_EQ(two.machine.network_bytes_per_s, 50e9);
