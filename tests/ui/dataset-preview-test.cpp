@@ -64,6 +64,7 @@ std::string binaryFile(const TempDir& dir) {
 // ---- DatasetSample -------------------------------------------------------------------------
 
 TEST(DatasetSample, CutsAfterTheLastWholeLineOrListElement) {
+  SPILLWAY_REQUIRE_DATA();  // tiny Shakespeare, and the golden files
   TempDir dir;
   {
     std::ofstream f(dir.file("lines.jsonl"));

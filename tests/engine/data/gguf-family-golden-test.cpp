@@ -47,6 +47,7 @@ std::string python_json_list(const std::vector<testing::GgufValue>& values) {
 class GgufFamilyGoldenTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GgufFamilyGoldenTest, MetadataAndTensorsAsConvertWritesThem) {
+  SPILLWAY_REQUIRE_DATA();
   const json g = golden(GetParam());
   const json& hp = g["config"];
   auto arch = gguf_architecture(hp["architectures"][0].get<std::string>());

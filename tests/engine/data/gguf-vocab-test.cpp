@@ -41,6 +41,7 @@ testing::GgufFile vocab_of(const std::string& arch, const json& hp, const std::s
 }
 
 TEST(GgufVocabTest, PreTokenizerHashesAreConverts) {
+  SPILLWAY_REQUIRE_DATA();
   // transformers' tokenizer.encode(chktxt) hashed by convert: qwen2.5 and qwen3 e636dc30...
   // ("qwen2"), llama3 c136ed14... ("smaug-bpe"), gpt2 3ce83efd... ("gpt-2").
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
@@ -60,6 +61,7 @@ TEST(GgufVocabTest, PreTokenizerHashesAreConverts) {
 }
 
 TEST(GgufVocabTest, SentencePieceVocabulary) {
+  SPILLWAY_REQUIRE_DATA();
   GgufVocabInfo info;
   const json hp = {{"vocab_size", 512}, {"bos_token_id", 1}, {"eos_token_id", 2}};
   auto f = vocab_of("llama", hp, testing::data_path("models/stories260K"), &info);
@@ -95,6 +97,7 @@ TEST(GgufVocabTest, SentencePieceVocabulary) {
 // 2501] where Spillway and transformers give [1, 9038 "U+2581 Once", 2501]. The key is the model's
 // own add_dummy_prefix.
 TEST(GgufVocabTest, GemmaSpacePrefixIsTheTokenizerModels) {
+  SPILLWAY_REQUIRE_DATA();
   const json hp = {{"vocab_size", 32000}, {"bos_token_id", 1}, {"eos_token_id", 2}};
   GgufVocabInfo info;
   auto f = vocab_of("gemma3", hp, testing::data_path("tokenizers/llama2"), &info);
@@ -104,6 +107,7 @@ TEST(GgufVocabTest, GemmaSpacePrefixIsTheTokenizerModels) {
 }
 
 TEST(GgufVocabTest, ByteLevelBpeVocabulary) {
+  SPILLWAY_REQUIRE_DATA();
   GgufVocabInfo info;
   // A model whose embedding is larger than the tokenizer (Qwen2.5's 151936 rows, 151665 tokens).
   const json hp = {{"vocab_size", 151936}, {"bos_token_id", nullptr}, {"eos_token_id", 151645}};
@@ -138,6 +142,7 @@ TEST(GgufVocabTest, ByteLevelBpeVocabulary) {
 // A pre-tokenizer convert's table does not know (GPT-2's with a prefix space added): written as
 // "default", and the note says so, with the hash to look up.
 TEST(GgufVocabTest, AnUnknownPreTokenizerIsWrittenAsDefaultWithANote) {
+  SPILLWAY_REQUIRE_DATA();
   testing::TempDir tmp;
   auto text = read_file(testing::data_path("tokenizers/gpt2/tokenizer.json"));
   ASSERT_TRUE(text.ok());
@@ -156,6 +161,7 @@ TEST(GgufVocabTest, AnUnknownPreTokenizerIsWrittenAsDefaultWithANote) {
 }
 
 TEST(GgufVocabTest, AMalformedTokenizerConfigIsCorruptNotACrash) {
+  SPILLWAY_REQUIRE_DATA();
   testing::TempDir tmp;
   fs_copy(testing::data_path("models/stories260K/tokenizer.model"),
           tmp.path() + "/tokenizer.model");
@@ -169,6 +175,7 @@ TEST(GgufVocabTest, AMalformedTokenizerConfigIsCorruptNotACrash) {
 }
 
 TEST(GgufVocabTest, NoTokenizerOrAByteFallbackJsonAreClearErrors) {
+  SPILLWAY_REQUIRE_DATA();
   testing::TempDir tmp;
   GgufWriter w;
   auto none = set_gguf_vocab("llama", json::object(), tmp.path(), w);

@@ -73,6 +73,7 @@ Result<Step> run_step(Golden& g, const StepBatch& batch, int max_micro_batches) 
 class PackedStep : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PackedStep, EqualsTheStepWithOneExampleARow) {
+  SPILLWAY_REQUIRE_DATA();
   Golden g(GetParam());
   if (!g.traj) GTEST_SKIP() << "golden data missing";
   ASSERT_GE(g.T, 24);
@@ -110,6 +111,7 @@ INSTANTIATE_TEST_SUITE_P(Models, PackedStep,
 // Two CPU ranks split the packed micro-batches, each with its rows' positions: the one device's
 // loss and gradients.
 TEST(PackedStep, DataParallelRanksTakeTheirRowsPositions) {
+  SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   const int T = g.T;
   std::vector<std::vector<int>> cuts;
@@ -130,6 +132,7 @@ TEST(PackedStep, DataParallelRanksTakeTheirRowsPositions) {
 }
 
 TEST(PackedStep, PositionsThatBreakTheConventionAreRefused) {
+  SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   StepBatch golden = g.batch(0, 1);
   std::vector<int32_t> pos(golden.input_ids.size());

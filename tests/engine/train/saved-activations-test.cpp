@@ -46,6 +46,7 @@ Result<SavedRun> run_saved(const Golden& g, const StepBatch& batch, int saved_la
 class SavedActivations : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SavedActivations, ChangeNoBitAndTakeTheirBytes) {
+  SPILLWAY_REQUIRE_DATA();
   Golden g(GetParam());
   if (!g.traj) GTEST_SKIP() << "golden data missing";
   const StepBatch batch = g.batch(0, 1);  // micro-batches of one sequence
@@ -92,6 +93,7 @@ INSTANTIATE_TEST_SUITE_P(Models, SavedActivations,
 // Each GPU of a data-parallel group keeps its own micro-batches' saved activations: two CPU ranks
 // with saved layers give the bits of the same two ranks recomputing every layer.
 TEST(SavedActivations, DataParallelRanksSaveTheirOwn) {
+  SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   if (!g.traj) GTEST_SKIP() << "golden data missing";
   const StepBatch batch = g.batch(0, 1);
@@ -109,6 +111,7 @@ TEST(SavedActivations, DataParallelRanksSaveTheirOwn) {
 }
 
 TEST(SavedActivations, ACountBeyondTheLayersIsRefused) {
+  SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   if (!g.traj) GTEST_SKIP() << "golden data missing";
   const int L = g.layout.config().num_layers;
