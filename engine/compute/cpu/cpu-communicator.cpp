@@ -14,6 +14,23 @@
 namespace spillway::compute::cpu {
 namespace {
 
+// to[t][i] = from[0][i] + from[1][i] + ... for i < count, for every t: the sum over the ranks in
+// rank order, the one order both groups use, so a group across processes gives the bits of the
+// same ranks in one process.
+void sum_in_rank_order(const std::vector<const float*>& from, size_t count,
+                       const std::vector<float*>& to) {
+  ThreadPool::global().parallel_for(
+      count,
+      [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) {
+          float s = from[0][i];
+          for (size_t r = 1; r < from.size(); ++r) s += from[r][i];
+          for (float* t : to) t[i] = s;
+        }
+      },
+      size_t{1} << 14);
+}
+
 // What the ranks of one group share: the buffers of the collective under way and a reusable
 // barrier (a generation count, so a fast rank's next arrival never mixes with a slow rank's last).
 struct Group {
@@ -99,16 +116,7 @@ class CpuCommunicator final : public Communicator {
             to.clear();
             for (int r = 0; r < group->ranks; ++r) to.push_back(group->buffers[r] + begin);
           }
-          ThreadPool::global().parallel_for(
-              count,
-              [&](size_t lo, size_t hi) {
-                for (size_t i = lo; i < hi; ++i) {
-                  float s = from[0][i];
-                  for (int r = 1; r < group->ranks; ++r) s += from[r][i];
-                  for (float* t : to) t[i] = s;
-                }
-              },
-              size_t{1} << 14);
+          sum_in_rank_order(from, count, to);
           // Nobody writes its buffer again before every rank has read its share of it.
           return group->barrier();
         });
@@ -156,18 +164,9 @@ class CpuProcessCommunicator final : public Communicator {
                                 " bytes, expected " + std::to_string(total * sizeof(float)));
       }
       std::vector<const float*> from;
-      for (const std::string& b : *all) from.push_back(reinterpret_cast<const float*>(b.data()));
-      float* to = buffer + begin;
-      ThreadPool::global().parallel_for(
-          count,
-          [&](size_t lo, size_t hi) {
-            for (size_t i = lo; i < hi; ++i) {
-              float s = from[0][begin + i];
-              for (size_t r = 1; r < from.size(); ++r) s += from[r][begin + i];
-              to[i] = s;
-            }
-          },
-          size_t{1} << 14);
+      for (const std::string& b : *all)
+        from.push_back(reinterpret_cast<const float*>(b.data()) + begin);
+      sum_in_rank_order(from, count, {buffer + begin});
       return Status();
     });
   }
