@@ -424,6 +424,17 @@ struct Machine {
   }
 };
 
+// Both machines of `exchange` made at once, as the processes of a run make theirs (on GPUs each
+// waits there for the others' NCCL ranks); the first error, if any.
+Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine (&machines)[2]) {
+  Status made[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p)
+    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
+  for (auto& t : threads) t.join();
+  return made[0].ok() ? made[1] : made[0];
+}
+
 // Two machines of one CPU device each compute the step of two CPU ranks in one process bit for
 // bit: process p's device is rank p, the all-reduce sums in rank order as the reduce-scatter
 // does, and each machine's copy of every gradient is the whole sum. The loss is the step's over
@@ -497,13 +508,7 @@ TEST(DataParallelMachines, AMachineThatLeavesEndsTheStep) {
   Golden g("stories260K");
   ThreadExchanges exchange(2);
   Machine machines[2];
-  Status made[2];
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p)
-    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
-  for (auto& t : threads) t.join();
-  ASSERT_OK(made[0]);
-  ASSERT_OK(made[1]);
+  ASSERT_OK(join_machines(g, exchange, machines));
   exchange.of(1).abort();
   auto r = machines[0].engine->forward_backward(g.batch(0, 1));
   ASSERT_FALSE(r.ok());
@@ -521,13 +526,7 @@ TEST(DataParallelMachines, AMachineLostMidCollectiveEndsTheStepAtTheNextCheck) {
   Golden g("stories260K");
   ThreadExchanges exchange(2);
   Machine machines[2];
-  Status made[2];
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p)
-    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
-  for (auto& t : threads) t.join();
-  ASSERT_OK(made[0]);
-  ASSERT_OK(made[1]);
+  ASSERT_OK(join_machines(g, exchange, machines));
   machines[0].engine->set_step_timeout(3600);  // the watchdog's limit is not what ends it
   exchange.lose(1);
   auto r = machines[0].engine->forward_backward(g.batch(0, 1));
