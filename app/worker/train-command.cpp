@@ -180,10 +180,6 @@ bool valid_run_id(const std::string& id) {
   });
 }
 
-// How long the processes of a run across machines wait for each other to start: a Slurm job's
-// machines start seconds to minutes apart.
-constexpr double kJoinTimeoutS = 600;
-
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv, CommandIo io) {
@@ -223,7 +219,7 @@ int run_train(const std::vector<std::string>& argv, CommandIo io) {
     if (!json)
       io.out << "process " << spec->rank << " of " << spec->processes << " (" << spec->source
              << "), joining at " << spec->rendezvous << std::endl;
-    auto joined = compute::HostGroup::join(*spec, kJoinTimeoutS);
+    auto joined = compute::HostGroup::join(*spec, compute::kProcessJoinTimeoutS);
     if (!joined.ok()) return report_failure(io, json, joined.status());
     group = std::move(*joined);
   }

@@ -38,6 +38,10 @@ class Backend;
 // see them (host-group.h is the implementation): this process's index and the count, and an
 // all-gather of a few bytes between them, for what NCCL cannot carry itself (its unique id).
 // Errors: kIo when a process left, the group was aborted or `timeout_s` passed (<= 0: none).
+// How long the processes of a run wait for each other to join a group (the worker's HostGroup,
+// NCCL's unique id): a Slurm job's machines start seconds to minutes apart.
+inline constexpr double kProcessJoinTimeoutS = 600;
+
 class ProcessExchange {
  public:
   virtual ~ProcessExchange() = default;

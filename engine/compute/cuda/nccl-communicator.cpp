@@ -169,9 +169,8 @@ Result<std::vector<ncclComm_t>> init_across_processes(const Nccl& nccl,
   mine += std::to_string(n);
   // NCCL's own bootstrap waits for every rank; a process that never comes ends this one's wait
   // within the same time (kIo).
-  constexpr double kJoinTimeoutS = 600;
   SPW_ASSIGN_OR_RETURN(const std::vector<std::string> all,
-                       processes.all_gather(mine, kJoinTimeoutS));
+                       processes.all_gather(mine, kProcessJoinTimeoutS));
   for (int q = 0; q < static_cast<int>(all.size()); ++q) {
     if (all[q].substr(sizeof(id)) != std::to_string(n))
       return invalid_argument("process " + std::to_string(q) + " runs " +
@@ -185,12 +184,16 @@ Result<std::vector<ncclComm_t>> init_across_processes(const Nccl& nccl,
   std::vector<ncclComm_t> comms(n, nullptr);
   nccl.group_start();
   ncclResult_t r = ncclSuccess;
-  for (int i = 0; i < n && r == ncclSuccess; ++i) {
+  int unset_device = -1;  // a GPU that could not be made current: the group is closed first
+  for (int i = 0; i < n && r == ncclSuccess && unset_device < 0; ++i) {
     if (cudaSetDevice(group[i]->ordinal()) != cudaSuccess)
-      return internal_error("cudaSetDevice(" + std::to_string(group[i]->ordinal()) + ") failed");
-    r = nccl.comm_init_rank(&comms[i], ranks, id, p * n + i);
+      unset_device = group[i]->ordinal();
+    else
+      r = nccl.comm_init_rank(&comms[i], ranks, id, p * n + i);
   }
   if (const ncclResult_t end = nccl.group_end(); r == ncclSuccess) r = end;
+  if (unset_device >= 0)
+    return internal_error("cudaSetDevice(" + std::to_string(unset_device) + ") failed");
   if (r != ncclSuccess)
     return internal_error(nccl_error(nccl, r, nullptr, "ncclCommInitRank") + " for " +
                           std::to_string(ranks) + " GPUs on " +
