@@ -3,11 +3,8 @@
 // on this machine over loopback, on the CPU backend, whose collectives across processes go through
 // the rendezvous (compute/cpu/cpu-communicator.h): the GPUs' schedule, with NCCL's place taken by
 // TCP.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "loopback-port.h"
 #include "run-files.h"
 #include "worker-fixture.h"
 
@@ -27,23 +25,6 @@ using nlohmann::json;
 using testing::of_type;
 using testing::read_events;
 using testing::WorkerTest;
-
-// A loopback port free a moment ago (bound to port 0, then closed): the rendezvous's. Another
-// process may take it in between; the test would then fail to join, not pass wrongly.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 class ProcessesTest : public WorkerTest {
  protected:
@@ -73,7 +54,7 @@ class ProcessesTest : public WorkerTest {
     j["train"]["steps"] = 100000;
     j["train"]["checkpoint_every"] = 0;
     const std::string job = write_job(name, j);
-    const std::string at = "127.0.0.1:" + std::to_string(free_port());
+    const std::string at = testing::loopback_address();
     Launched p0 =
         launch(name + "-0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
     Launched p1 =
@@ -107,7 +88,7 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
   auto r = worker({"train", write_job("one", job_for(one, 2))});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  const int port = free_port();
+  const int port = testing::free_loopback_port();
   ASSERT_GT(port, 0);
   const std::string job = write_job("two", job_for(two, 1));
   const std::string at = "127.0.0.1:" + std::to_string(port);
@@ -148,7 +129,7 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
   fs::remove_all(resumed + "/checkpoints/step-000004");
   const std::string job2 = write_job("resumed", job_for(resumed, 1));
   const std::string from = resumed + "/checkpoints/step-000002";
-  const std::string at2 = "127.0.0.1:" + std::to_string(free_port());
+  const std::string at2 = testing::loopback_address();
   Launched q0 = launch("q0", {"train", job2, "--resume", from, "--rank", "0", "--processes", "2",
                               "--rendezvous", at2});
   Launched q1 = launch("q1", {"train", job2, "--resume", from, "--rank", "1", "--processes", "2",

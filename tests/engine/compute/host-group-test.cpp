@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "loopback-port.h"
 #include "test-data.h"
 
 namespace spillway::compute {
@@ -317,27 +318,6 @@ TEST(ProcessGroupSpec, EnvironmentReadsTheProcesssOwn) {
 // The group
 // ---------------------------------------------------------------------------------------------
 
-// A loopback port that was free a moment ago: the kernel picks it for port 0, and it is closed
-// again for rank 0 to bind. Another program could take it in between; the kernel hands out
-// ephemeral ports in rotation, which makes that rare.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string loopback() {
-  return "127.0.0.1:" + std::to_string(free_port());
-}
-
 ProcessGroupSpec spec_of(int rank, int processes, const std::string& rendezvous) {
   ProcessGroupSpec spec;
   spec.rank = rank;
@@ -431,7 +411,7 @@ TEST(HostGroup, BadSpecIsRefused) {
 }
 
 TEST(HostGroup, ThreeProcessesGatherInRankOrder) {
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(group[r]->process(), r);
@@ -456,7 +436,7 @@ TEST(HostGroup, ThreeProcessesGatherInRankOrder) {
 }
 
 TEST(HostGroup, LargePayloads) {
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   constexpr size_t kLarge = size_t{64} << 20;
   const std::vector<size_t> bytes = {1, kLarge + 3, 0};
@@ -477,7 +457,7 @@ TEST(HostGroup, LargePayloads) {
 // Member `leaver` is destroyed between rounds: the others' next round fails naming it.
 void expect_leaving_ends_the_round(int leaver) {
   SCOPED_TRACE("process " + std::to_string(leaver) + " leaves");
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   auto got = round_all(group, [](int r) { return std::to_string(r); });
   for (auto& g : got) ASSERT_TRUE(g.ok()) << g.status().to_string();
@@ -513,7 +493,7 @@ TEST(HostGroup, RankZeroThatLeavesEndsTheOthersNextRound) {
 }
 
 TEST(HostGroup, MemberThatLeavesMidRoundEndsIt) {
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   // Processes 0 and 1 wait in a round with no time limit; process 2 leaves instead of sending
   // (before or after they started waiting: either way their round must end).
@@ -535,7 +515,7 @@ TEST(HostGroup, MemberThatLeavesMidRoundEndsIt) {
 // check() answers without a round: ok while the group stands, and once a member left the error
 // its next round would return, on every other member, which then fails its rounds alike.
 TEST(HostGroup, CheckSeesAMemberLeaveWithoutARound) {
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   for (auto& g : group) EXPECT_TRUE(g->check().ok());
   group[2].reset();
@@ -559,7 +539,7 @@ TEST(HostGroup, CheckSeesAMemberLeaveWithoutARound) {
 // (the third never sends): both rounds end, and so does the third's next.
 void expect_abort_unblocks(int aborter) {
   SCOPED_TRACE("process " + std::to_string(aborter) + " aborts");
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   const int waiter = aborter == 0 ? 1 : 0;
   std::optional<Gathered> aborted_round, waiting_round;
@@ -596,7 +576,7 @@ TEST(HostGroup, AbortOnRankZeroUnblocksAllGather) {
 }
 
 TEST(HostGroup, JoinTimesOutNamingTheMissing) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   // Long enough for process 1 to join in a loaded sanitizer build; process 2 never comes.
   const double limit = 1 * testing::kTimeScale;
   auto joined = join_all({spec_of(0, 3, address), spec_of(1, 3, address)}, limit);
@@ -609,14 +589,14 @@ TEST(HostGroup, JoinTimesOutNamingTheMissing) {
     EXPECT_TRUE(contains(m, address)) << m;
   }
   // Processes 1 and 2 never come.
-  joined = join_all({spec_of(0, 3, loopback())}, 0.5);
+  joined = join_all({spec_of(0, 3, testing::loopback_address())}, 0.5);
   ASSERT_FALSE(joined[0].ok());
   EXPECT_TRUE(contains(joined[0].status().message(), "processes 1, 2 did not join"))
       << joined[0].status().message();
 }
 
 TEST(HostGroup, JoinWithoutProcessZeroTimesOut) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   auto joined = HostGroup::join(spec_of(1, 2, address), 0.5);
   ASSERT_FALSE(joined.ok());
   EXPECT_EQ(joined.status().code(), ErrorCode::kIo);
@@ -628,7 +608,7 @@ TEST(HostGroup, JoinWithoutProcessZeroTimesOut) {
 
 TEST(HostGroup, ProcessesStartSecondsApart) {
   // Process 1 starts first and retries until process 0 listens.
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   std::optional<Joined> one;
   std::thread t([&] { one.emplace(HostGroup::join(spec_of(1, 2, address), kTimeoutS)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -639,7 +619,7 @@ TEST(HostGroup, ProcessesStartSecondsApart) {
 }
 
 TEST(HostGroup, DuplicateRankIsRefused) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   auto joined = join_all({spec_of(0, 3, address), spec_of(1, 3, address), spec_of(1, 3, address)});
   for (int i = 0; i < 3; ++i) {
     ASSERT_FALSE(joined[i].ok()) << "member " << i;
@@ -652,7 +632,7 @@ TEST(HostGroup, DuplicateRankIsRefused) {
 }
 
 TEST(HostGroup, DifferentProcessCountsAreRefused) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   auto joined = join_all({spec_of(0, 2, address), spec_of(1, 3, address)});
   for (int i = 0; i < 2; ++i) {
     ASSERT_FALSE(joined[i].ok()) << "member " << i;
@@ -665,7 +645,7 @@ TEST(HostGroup, DifferentProcessCountsAreRefused) {
 }
 
 TEST(HostGroup, LateProcessIsTurnedAwayAndTheGroupGoesOn) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   auto group = group_of(2, address);
   ASSERT_EQ(group.size(), 2u);
   auto late = HostGroup::join(spec_of(1, 2, address), kTimeoutS);
@@ -699,7 +679,7 @@ int port_of(const std::string& address) {
 }
 
 TEST(HostGroup, OtherProtocolVersionIsRefused) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   std::optional<Joined> zero;
   std::thread t([&] { zero.emplace(HostGroup::join(spec_of(0, 2, address), kTimeoutS)); });
   const int fd = connect_raw(port_of(address));
@@ -725,7 +705,7 @@ TEST(HostGroup, OtherProtocolVersionIsRefused) {
 }
 
 TEST(HostGroup, StrayClientIsIgnored) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   std::optional<Joined> zero;
   std::thread t([&] { zero.emplace(HostGroup::join(spec_of(0, 2, address), kTimeoutS)); });
   // Something that is not a Spillway process connects and sends an HTTP request.
@@ -751,7 +731,7 @@ TEST(HostGroup, StrayClientIsIgnored) {
 }
 
 TEST(HostGroup, RoundTimeoutNamesTheSilent) {
-  auto group = group_of(3, loopback());
+  auto group = group_of(3, testing::loopback_address());
   ASSERT_EQ(group.size(), 3u);
   // Process 2 does not send this round.
   std::optional<Gathered> zero, one;
@@ -775,7 +755,7 @@ TEST(HostGroup, RoundTimeoutNamesTheSilent) {
 }
 
 TEST(HostGroup, HostNameAddress) {
-  auto group = group_of(2, "localhost:" + std::to_string(free_port()));
+  auto group = group_of(2, "localhost:" + std::to_string(testing::free_loopback_port()));
   ASSERT_EQ(group.size(), 2u);
   auto got = round_all(group, [](int r) { return std::string(r + 1, 'x'); });
   for (auto& g : got) {
@@ -824,7 +804,7 @@ TEST(HostGroup, PortInUseIsRefused) {
 // Real processes: a forked child is process 1. It gathers, then (second run) is killed with
 // SIGKILL, as a machine's worker that crashes: process 0's next round names it.
 TEST(HostGroup, ForkedProcesses) {
-  const std::string address = loopback();
+  const std::string address = testing::loopback_address();
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
