@@ -485,13 +485,14 @@ TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
   Machine machines[2];
   std::atomic<bool> stops[2] = {false, true};
   Status results[2];
+  const StepBatch batch = g.batch(0, 1);  // read once: Golden::batch fills its cache unguarded
   std::vector<std::thread> threads;
   for (int p = 0; p < 2; ++p) {
     threads.emplace_back([&, p] {
       results[p] = machines[p].init(g, g.B / 2, exchange.of(p));
       if (!results[p].ok()) return;
       machines[p].engine->set_stop_flag(&stops[p]);
-      results[p] = machines[p].engine->forward_backward(g.batch(0, 1)).status();
+      results[p] = machines[p].engine->forward_backward(batch).status();
     });
   }
   for (auto& t : threads) t.join();
