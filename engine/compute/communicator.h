@@ -75,6 +75,18 @@ class Communicator {
   // (docs/architecture.md, "Past one machine"). Enqueued as reduce_scatter_sum.
   virtual Status all_reduce_sum(float* buffer, size_t count, StreamId stream) = 0;
 
+  // Past one machine with the host state sharded by block (docs/architecture.md, "Past one
+  // machine"): the GPUs that hold no copy of a block's state take its weights from the one that
+  // uploaded them, and its gradient's sum goes to that one alone.
+  //
+  // In place: afterwards rank `root`'s `buffer` ([count] fp32) holds, element by element, the sum
+  // over every rank's buffer, in rank order on the CPU backend (the bits of reduce_scatter_sum's
+  // shares); the other ranks' buffers are undefined. Enqueued as reduce_scatter_sum.
+  virtual Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) = 0;
+  // In place: afterwards every rank's `buffer` ([bytes] on its device) holds rank `root`'s bytes.
+  // Enqueued as reduce_scatter_sum.
+  virtual Status broadcast(void* buffer, size_t bytes, int root, StreamId stream) = 0;
+
   // Stops the group: collectives in flight on any rank end with an error instead of waiting for a
   // rank that will never come (a rank that failed or was stopped half-way through a step), and so
   // do later ones; the group cannot be used again. Thread-safe, idempotent.

@@ -14,7 +14,8 @@ namespace spillway {
 
 // What a process hands the others at the end of a step (past one machine): its GPUs' loss and
 // targets, and whether a stop was asked for on it. Sent as its bytes (no padding), between
-// machines of one architecture.
+// machines of one architecture, followed with the host state sharded by block by each block's
+// gradient sum of squares over this machine's GPUs (the blocks it holds; 0 for the others).
 struct ProcessStep {
   double loss_sum = 0;
   int64_t targets = 0;
@@ -26,6 +27,7 @@ struct DataParallelEngine::Impl {
   // The run's processes, one per machine (null: this one alone), this one's index and the count.
   compute::ProcessExchange* processes = nullptr;
   int process = 0, machines = 1;
+  bool sharded = false;  // the host state is sharded by block (StreamingConfig::block_owners)
   const std::atomic<bool>* stop = nullptr;  // set_stop_flag, across machines: read at a step's end
   bool stop_asked = false;                  // a process asked for a stop at the last step's end
   std::vector<std::unique_ptr<compute::Communicator>> comms;  // [rank]; empty for one GPU
@@ -177,15 +179,19 @@ struct DataParallelEngine::Impl {
   }
 
   // Past one machine: the step's loss and targets over every machine, summed in process order,
-  // and whether any asked for a stop. The gradient norm needs nothing: every machine's GPUs
-  // brought down the whole all-reduced gradient, so their shares' sums are already the group's.
+  // and whether any asked for a stop. With one copy of the state per machine the gradient norm
+  // needs nothing more: every machine's GPUs brought down the whole all-reduced gradient, so
+  // their shares' sums are already the group's. With the state sharded by block each block's sum
+  // is its owner's, summed over the processes in process order too (the others add zeros).
   Status across_machines(StepResult& out, double limit_s) {
     ProcessStep mine;
     mine.loss_sum = out.loss_sum;
     mine.targets = out.targets;
     mine.stop = stop && stop->load();
-    auto all = processes->all_gather(
-        std::string_view(reinterpret_cast<const char*>(&mine), sizeof(mine)), limit_s);
+    std::string message(reinterpret_cast<const char*>(&mine), sizeof(mine));
+    const size_t sums = sharded ? out.grad_sumsq.size() : 0;
+    message.append(reinterpret_cast<const char*>(out.grad_sumsq.data()), sums * sizeof(double));
+    auto all = processes->all_gather(message, limit_s);
     if (!all.ok()) {
       broken = true;
       abort_group();
@@ -193,16 +199,22 @@ struct DataParallelEngine::Impl {
     }
     out.loss_sum = 0;
     out.targets = 0;
+    if (sharded) std::fill(out.grad_sumsq.begin(), out.grad_sumsq.end(), 0.0);
     stop_asked = false;
     for (const std::string& p : *all) {
       ProcessStep theirs;
-      if (p.size() != sizeof(theirs))
+      if (p.size() != message.size())
         return internal_error("data parallel: a process sent " + std::to_string(p.size()) +
-                              " bytes for its step, expected " + std::to_string(sizeof(theirs)));
+                              " bytes for its step, expected " + std::to_string(message.size()));
       std::memcpy(&theirs, p.data(), sizeof(theirs));
       out.loss_sum += theirs.loss_sum;
       out.targets += theirs.targets;
       stop_asked = stop_asked || theirs.stop != 0;
+      for (size_t b = 0; b < sums; ++b) {
+        double sq;
+        std::memcpy(&sq, p.data() + sizeof(theirs) + b * sizeof(double), sizeof(sq));
+        out.grad_sumsq[b] += sq;
+      }
     }
     return {};
   }
@@ -233,6 +245,7 @@ Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     impl->process = processes->process();
     impl->machines = processes->processes();
   }
+  impl->sharded = !config.block_owners.empty();
   const bool group = n > 1 || impl->machines > 1;
   if (group) {
     SPW_ASSIGN_OR_RETURN(impl->comms, compute::make_communicators(backends, impl->processes));

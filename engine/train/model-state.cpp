@@ -10,10 +10,16 @@ namespace spillway {
 Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& layout,
                                                        bool with_optimizer,
                                                        size_t device_grad_blocks,
-                                                       size_t moment_blocks) {
+                                                       size_t moment_blocks,
+                                                       std::vector<bool> held) {
+  if (!held.empty() && held.size() != layout.num_blocks())
+    return invalid_argument("model state: `held` names " + std::to_string(held.size()) +
+                            " blocks of " + std::to_string(layout.num_blocks()));
   std::unique_ptr<ModelState> s(new ModelState(layout));
   s->blocks_.resize(layout.num_blocks());
+  s->held_ = std::move(held);
   for (size_t b = 0; b < layout.num_blocks(); ++b) {
+    if (!s->holds(b)) continue;
     const size_t bytes = layout.blocks()[b].numel * sizeof(float);
     Block& k = s->blocks_[b];
     SPW_ASSIGN_OR_RETURN(k.master, AlignedBuffer::allocate(bytes, 4096));
@@ -28,10 +34,18 @@ Result<std::unique_ptr<ModelState>> ModelState::create(const ParameterLayout& la
   return s;
 }
 
+bool ModelState::has_optimizer() const {
+  for (size_t b = num_blocks(); b-- > 0;) {
+    if (holds(b)) return !blocks_[b].m.empty();
+  }
+  return false;
+}
+
 Status ModelState::load_weights(const TensorStore& store) {
   SPW_RETURN_IF_ERROR(layout_.check(store));
-  for (size_t b = 0; b < num_blocks(); ++b)
-    SPW_RETURN_IF_ERROR(layout_.load_block(store, b, master(b)));
+  for (size_t b = 0; b < num_blocks(); ++b) {
+    if (holds(b)) SPW_RETURN_IF_ERROR(layout_.load_block(store, b, master(b)));
+  }
   return {};
 }
 
@@ -40,6 +54,7 @@ void ModelState::init_random(uint64_t seed, float std) {
   // seconds instead of minutes on one thread) and the numbers do not depend on the thread count.
   ThreadPool::global().parallel_for(num_blocks(), [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) {
+      if (!holds(b)) continue;
       std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
                         static_cast<uint32_t>(b)};
       std::mt19937_64 rng(seq);
@@ -72,6 +87,7 @@ Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes
                                 FileDigests* digests) const {
   std::vector<TensorToWrite> tensors;
   for (size_t b = 0; b < num_blocks(); ++b) {
+    if (!holds(b)) continue;
     for (const ParamView& p : layout_.blocks()[b].params) {
       tensors.push_back({p.name, DType::kF32, p.shape, master(b) + p.offset});
     }

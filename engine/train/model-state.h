@@ -26,12 +26,15 @@ class ModelState {
   // `device_grad_blocks` blocks have no host gradient (grad(b) is null): the HBM state tier
   // accumulates and updates theirs on the device (hbm-state.h), so a run saves 4 bytes of DRAM a
   // parameter there. Blocks from `moment_blocks` on have no moments here (exp_avg(b) is null): the
-  // SSD store keeps theirs (optimizer-state.h, BlockTiers). kOutOfMemory names the bytes that
-  // could not be allocated.
+  // SSD store keeps theirs (optimizer-state.h, BlockTiers). With `held` ([block], empty: every
+  // block) the state holds only those blocks (past one machine, each machine holds its own:
+  // block-owners.h); the others have no buffers at all. kOutOfMemory names the bytes that could
+  // not be allocated.
   static Result<std::unique_ptr<ModelState>> create(const ParameterLayout& layout,
                                                     bool with_optimizer,
                                                     size_t device_grad_blocks = 0,
-                                                    size_t moment_blocks = SIZE_MAX);
+                                                    size_t moment_blocks = SIZE_MAX,
+                                                    std::vector<bool> held = {});
 
   const ParameterLayout& layout() const { return layout_; }
   const ModelConfig& config() const { return layout_.config(); }
@@ -41,17 +44,24 @@ class ModelState {
   float* grad(size_t b) { return blocks_[b].grad.as<float>(); }
   float* exp_avg(size_t b) { return blocks_[b].m.as<float>(); }
   float* exp_avg_sq(size_t b) { return blocks_[b].v.as<float>(); }
-  // Whether every block's moments are here (else the SSD store holds those of the blocks whose
-  // exp_avg(b) is null).
-  bool has_optimizer() const { return !blocks_.empty() && !blocks_.back().m.empty(); }
+  // Whether block b's state is here (every block's unless create() was given `held`).
+  bool holds(size_t b) const { return held_.empty() || held_[b]; }
+  // Whether the state holds every block.
+  bool holds_all() const { return held_.empty(); }
+  // Whether every held block's moments are here (else the SSD store holds those of the blocks
+  // whose exp_avg(b) is null).
+  bool has_optimizer() const;
   int64_t step = 0;  // optimizer steps taken
 
-  // Loads every block from `store` after checking that its tensors match the layout.
+  // Loads every held block from `store` after checking that its tensors match the layout.
   Status load_weights(const TensorStore& store);
   // transformers' _init_weights for Llama: linear and embedding weights ~ N(0, std²), biases 0,
-  // norm weights 1. Deterministic for a seed (mt19937_64 + Box-Muller, independent of threads).
+  // norm weights 1. Deterministic for a seed (mt19937_64 + Box-Muller, independent of threads);
+  // each block draws from its own generator, so a held block gets the bits it gets in a state
+  // that holds every block.
   void init_random(uint64_t seed, float std = 0.02f);
-  // Writes the master weights with their Hugging Face names (sharded above `max_shard_bytes`).
+  // Writes the held blocks' master weights with their Hugging Face names (sharded above
+  // `max_shard_bytes`).
   Status save_weights(const std::string& dir, uint64_t max_shard_bytes = 5ull << 30,
                       FileDigests* digests = nullptr) const;
   // Bytes of host memory held, per kind: the fp32 master weights, the gradients, the moments.
@@ -66,6 +76,7 @@ class ModelState {
   explicit ModelState(ParameterLayout layout) : layout_(std::move(layout)) {}
   ParameterLayout layout_;
   std::vector<Block> blocks_;
+  std::vector<bool> held_;  // [block]; empty: every block
 };
 
 }  // namespace spillway

@@ -38,8 +38,9 @@ class DramState final : public OptimizerStateStore {
   Status for_each_block(size_t first, const UpdateFn& update,
                         const std::function<void(size_t)>& released) override {
     for (size_t b = first; b < model_.num_blocks(); ++b) {
-      update(b, 0, model_.layout().blocks()[b].numel, model_.master(b), model_.exp_avg(b),
-             model_.exp_avg_sq(b));
+      if (model_.holds(b))
+        update(b, 0, model_.layout().blocks()[b].numel, model_.master(b), model_.exp_avg(b),
+               model_.exp_avg_sq(b));
       released(b);
     }
     return {};
@@ -82,6 +83,7 @@ class SsdState final : public OptimizerStateStore {
     // All groups at once, so that a disk too small says what the whole state needs, not one group.
     uint64_t need = 0;
     for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
+      if (!model_.holds(b)) continue;  // another machine's (block-owners.h)
       need += (kV - first_kind(b) + 1) *
               ((bytes(b) + config.block_bytes - 1) / config.block_bytes * config.block_bytes);
     }
@@ -93,8 +95,9 @@ class SsdState final : public OptimizerStateStore {
           " are free: free space there, choose another placement.ssd_dir, or keep them in DRAM");
     }
     size_t max_numel = 0;  // of the blocks on the SSD
-    for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b)
-      max_numel = std::max(max_numel, numel(b));
+    for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
+      if (model_.holds(b)) max_numel = std::max(max_numel, numel(b));
+    }
     const size_t piece_bytes = std::min(chunk_numel_, max_numel) * sizeof(float);
     for (Stage& s : stage_) {
       for (int k = tiers_.ssd > 0 ? kMasterKind : kM; k <= kV; ++k) {
@@ -106,6 +109,7 @@ class SsdState final : public OptimizerStateStore {
     if (counters_)
       counters_->add(Tier::kDram, Category::kOptimizer, static_cast<int64_t>(staging_bytes_));
     for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
+      if (!model_.holds(b)) continue;
       for (int k = first_kind(b); k <= kV; ++k) {
         // A fresh group reads as zeros: the moments need no initial write.
         SPW_RETURN_IF_ERROR(store_->create_group(
@@ -118,6 +122,7 @@ class SsdState final : public OptimizerStateStore {
       }
     }
     for (size_t b = tiers_.dram; b < model_.num_blocks(); ++b) {
+      if (!model_.holds(b)) continue;
       for (size_t off = 0; off < numel(b); off += chunk_numel_)
         pieces_.push_back({b, off, std::min(chunk_numel_, numel(b) - off)});
     }
@@ -168,7 +173,7 @@ class SsdState final : public OptimizerStateStore {
 
     Status error = n ? issue(0, false) : Status();
     for (size_t b = first; b < tiers_.dram; ++b) {
-      if (error.ok())
+      if (error.ok() && model_.holds(b))
         update(b, 0, numel(b), model_.master(b), model_.exp_avg(b), model_.exp_avg_sq(b));
       released(b);
     }
@@ -307,7 +312,7 @@ Result<std::unique_ptr<OptimizerStateStore>> make_ssd_state(ModelState& model,
                             " of them on the SSD, for a model of " +
                             std::to_string(model.num_blocks()) + " blocks");
   for (size_t b = 0; b < model.num_blocks(); ++b) {
-    if ((t.of(b) == BlockTiers::kDram) != (model.exp_avg(b) != nullptr))
+    if (model.holds(b) && (t.of(b) == BlockTiers::kDram) != (model.exp_avg(b) != nullptr))
       return invalid_argument("SSD state: ModelState must hold the moments of the first " +
                               std::to_string(t.dram) +
                               " blocks (ModelState::create's moment_blocks), and only those");

@@ -54,8 +54,9 @@ struct BlockTiers {
 
 class OptimizerStateStore {
  public:
-  // update(b, offset, count, master, m, v) over blocks [first, num_blocks) in order (those before
-  // `first` are the HBM state tier's: hbm-state.h), in pieces: elements
+  // update(b, offset, count, master, m, v) over the held blocks (ModelState::holds) of
+  // [first, num_blocks) in order (those before `first` are the HBM state tier's: hbm-state.h;
+  // another machine's are only released), in pieces: elements
   // [offset, offset + count) of block b, each pointer a [count] fp32 array in DRAM; offsets are
   // multiples of kParamAlignment, so AdamW's tiles fall as in one pass over the block (the result
   // is bit-identical). `released(b)` once block b's compute copy is final (the next forward may
@@ -65,8 +66,8 @@ class OptimizerStateStore {
   virtual ~OptimizerStateStore() = default;
   virtual Status for_each_block(size_t first, const UpdateFn& update,
                                 const std::function<void(size_t)>& released) = 0;
-  // One block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may be
-  // null: read_block then skips it, write_block takes ModelState's master (which it also updates
+  // One held block's state, for checkpoints and resume; each pointer [numel(b)] fp32. `master` may
+  // be null: read_block then skips it, write_block takes ModelState's master (which it also updates
   // from a non-null `master`, as the compute copy). read_block also skips a null `m` or `v` (a
   // checkpoint streams one kind at a time).
   virtual Status read_block(size_t b, float* master, float* m, float* v) = 0;

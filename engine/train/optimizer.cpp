@@ -34,8 +34,9 @@ StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
   const bool measured = grad_sumsq.size() == state_.num_blocks();
   double sq = 0.0;  // summed in block order either way: the same bits when the sums are the same
   for (size_t b = 0; b < state_.num_blocks(); ++b) {
-    sq += measured ? grad_sumsq[b]
-                   : sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
+    if (measured || state_.holds(b))
+      sq += measured ? grad_sumsq[b]
+                     : sum_of_squares(state_.grad(b), state_.layout().blocks()[b].numel);
   }
   StepStats s;
   s.grad_norm = std::sqrt(sq);
@@ -46,10 +47,11 @@ StepStats Optimizer::begin_step(double lr, std::span<const double> grad_sumsq) {
   }
   {
     std::lock_guard lock(mu_);
-    if (hbm_ && !measured && error_.ok())
+    if ((hbm_ || !state_.holds_all()) && !measured && error_.ok())
       error_ = internal_error(
-          "optimizer: the HBM state tier's gradients stay on the device, so begin_step needs the "
-          "engine's per-block sums of squares (StepResult::grad_sumsq)");
+          "optimizer: the gradients of the HBM state tier's blocks, or of other machines' blocks, "
+          "are not in this state, so begin_step needs the engine's per-block sums of squares "
+          "(StepResult::grad_sumsq)");
     if (!error_.ok()) return s;
     if (hbm_) {
       // The device's blocks, on its compute stream (after this step's backward, before the next
@@ -125,6 +127,7 @@ void Optimizer::run() {
     Status st = store_->for_each_block(
         first,
         [&](size_t b, size_t offset, size_t count, float* master, float* m, float* v) {
+          if (!state_.holds(b)) return;  // another machine updates it
           const BlockLayout& block = state_.layout().blocks()[b];
           ThreadPool* pool = tiers_.of(b) == BlockTiers::kDram ? nullptr : pool_.get();
           if (span_sink_ && offset == 0) t0 = clock_();

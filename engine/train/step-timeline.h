@@ -23,7 +23,9 @@
 
 namespace spillway {
 
-// kReduce: a block's gradient summed over the GPUs of a data-parallel run (NCCL reduce-scatter).
+// kReduce: a collective between the GPUs of a data-parallel run on its own stream: a block's
+// gradient summed (NCCL reduce-scatter), or, past one machine with the host state sharded by
+// block, its gradient summed into the GPU that carries it or its weights broadcast from there.
 enum class SpanPhase { kH2D, kForward, kBackward, kD2H, kReduce };
 // "h2d", "forward", "backward", "d2h", "reduce": the `phase` of span events.
 const char* span_phase_name(SpanPhase phase);

@@ -29,10 +29,11 @@ uint64_t aligned(uint64_t bytes) {
 }
 
 // Timeline spans a step can record: per block at most an upload for the forward and one for the
-// backward, a forward and a backward compute span, a gradient reduce (data parallel) and download
-// (6 · (L + 2) covers the tied head's second upload of the embedding, since the embedding's
-// backward needs no weights).
-constexpr size_t kSpansPerBlock = 6;
+// backward, each followed past one machine by a broadcast (the state sharded by block), a forward
+// and a backward compute span, a gradient reduce (data parallel) and download (8 · (L + 2) covers
+// the tied head's second upload of the embedding, since the embedding's backward needs no
+// weights).
+constexpr size_t kSpansPerBlock = 8;
 
 int tokens_per_micro_batch(const StreamingConfig& c) {
   return c.micro_batch_size * c.seq_len;
@@ -327,7 +328,7 @@ struct StreamingEngine::Impl {
           "placement.hbm_state_blocks: the HBM state tier trains on one GPU only for now; with "
           "several GPUs set it to -1 or 0");
     for (size_t b = need.state_blocks; b < layout.num_blocks(); ++b) {
-      if (!st.grad(b))
+      if (!st.grad(b) && st.holds(b))  // another machine's block has no host state here
         return invalid_argument("streaming: block " + layout.blocks()[b].name +
                                 " has no host gradient but is outside the HBM state tier's " +
                                 std::to_string(need.state_blocks) +
@@ -535,6 +536,10 @@ struct StreamingEngine::Impl {
   };
   Share share_of(size_t b) const {
     const size_t numel = layout.blocks()[b].numel;
+    if (sharded()) {  // the whole block, on the GPU that carries it
+      const bool here = cfg.block_owners[b].rank(cfg.data_parallel_ranks) == comm->rank();
+      return {numel, 0, here ? numel : 0};
+    }
     const size_t size = share_numel(numel, cfg.data_parallel_ranks);
     const int local = comm->rank() % cfg.data_parallel_ranks;  // machine-major ranks
     const size_t first = std::min(numel, static_cast<size_t>(local) * size);
@@ -546,7 +551,11 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(reduce, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce, [&] {
-      // Across machines every machine's copy needs the whole sum.
+      // Across machines, each with its copy of the state, every machine needs the whole sum;
+      // with the state sharded by block, the GPU that carries the block alone.
+      if (sharded())
+        return comm->reduce_sum(g.ptr, sh.size, cfg.block_owners[b].rank(cfg.data_parallel_ranks),
+                                reduce);
       return cfg.data_parallel_processes > 1
                  ? comm->all_reduce_sum(g.ptr, sh.size * cfg.data_parallel_ranks, reduce)
                  : comm->reduce_scatter_sum(g.ptr, sh.size, reduce);
@@ -722,12 +731,20 @@ struct StreamingEngine::Impl {
     return r;
   }
 
+  // Past one machine with the host state sharded by block (StreamingConfig::block_owners).
+  bool sharded() const { return !cfg.block_owners.empty(); }
+
   Result<StepResult> run_pass(const StepBatch& batch, bool train, float* logits) {
     SPW_RETURN_IF_ERROR(check_batch(batch, logits));
     if (train && grouped(cfg) && !comm)
       return invalid_argument(
           "streaming: a data-parallel engine trains only in its group "
           "(set_communicator)");
+    if (!train && sharded())
+      return unsupported(
+          "streaming: with the host state sharded across machines a forward pass needs every "
+          "GPU of every machine (each block comes from the machine that holds it); evaluation "
+          "and generation do not run in such a run yet");
     weights->invalidate();  // the host weights may have changed since the last pass
     const int M = batch.micro_batches, mb = batch.micro_batch_size, T = batch.seq_len, n = mb * T;
     const int L = mc.num_layers, V = mc.vocab_size;
@@ -940,6 +957,26 @@ Status StreamingEngine::set_communicator(compute::Communicator* comm,
         "streaming: a communicator of " + std::to_string(comm ? comm->ranks() : 0) +
         " ranks for an engine set up for " + std::to_string(c.data_parallel_ranks) +
         " devices on each of " + std::to_string(c.data_parallel_processes) + " processes");
+  if (!c.block_owners.empty()) {
+    const ModelState& st = impl_->st;
+    if (c.data_parallel_processes < 2 || c.block_owners.size() != st.num_blocks())
+      return invalid_argument(
+          "streaming: block_owners names " + std::to_string(c.block_owners.size()) + " blocks of " +
+          std::to_string(st.num_blocks()) + ", for " + std::to_string(c.data_parallel_processes) +
+          " processes (it is for a group across machines)");
+    const int process = comm->rank() / c.data_parallel_ranks;
+    for (size_t b = 0; b < st.num_blocks(); ++b) {
+      const BlockOwner& o = c.block_owners[b];
+      if (o.process < 0 || o.process >= c.data_parallel_processes || o.gpu < 0 ||
+          o.gpu >= c.data_parallel_ranks || st.holds(b) != (o.process == process))
+        return invalid_argument("streaming: block " + st.layout().blocks()[b].name +
+                                " belongs to GPU " + std::to_string(o.gpu) + " of process " +
+                                std::to_string(o.process) + ", but process " +
+                                std::to_string(process) + "'s state " +
+                                (st.holds(b) ? "holds" : "does not hold") + " it");
+    }
+    impl_->weights->set_sharing(comm, &c.block_owners, c.data_parallel_ranks, impl_->reduce.id());
+  }
   impl_->comm = comm;
   impl_->on_failure = std::move(on_failure);
   return {};

@@ -43,6 +43,7 @@
 
 #include "compute/backend.h"
 #include "telemetry/counters.h"
+#include "train/block-owners.h"
 #include "train/model-state.h"
 #include "train/step-timeline.h"
 
@@ -101,6 +102,14 @@ struct StreamingConfig {
   // (machine-major), each block's gradient is summed over all of them by an all-reduce, and this
   // engine brings down its 1/data_parallel_ranks share of it into this machine's copy.
   int data_parallel_processes = 1;
+  // Past one machine with the host state sharded by block (block-owners.h; empty: every machine
+  // holds all of it, as above): [block] the machine that holds each block's state and its GPU
+  // that carries the block. That GPU alone uploads the block's weights, which the group broadcasts
+  // to every GPU, and brings down its gradient, which the group sums into it alone (a reduce in
+  // place of the all-reduce); the ModelState holds that machine's blocks (ModelState::holds).
+  // forward() alone (evaluation, generation) is refused: every GPU of every machine takes part in
+  // a block's broadcast.
+  std::vector<BlockOwner> block_owners;
   // Page-lock the host master weights and gradients for the engine's life. Off for every engine
   // of a group but the first: one registration (portable) serves every GPU.
   bool register_host_state = true;

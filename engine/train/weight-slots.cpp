@@ -78,7 +78,30 @@ int WeightSlots::find(size_t b) const {
   return -1;
 }
 
+void WeightSlots::set_sharing(compute::Communicator* comm, const std::vector<BlockOwner>* owners,
+                              int gpus, StreamId collective) {
+  comm_ = comm;
+  owners_ = owners;
+  gpus_ = gpus;
+  collective_ = collective;
+}
+
 Status WeightSlots::upload(Slot& s, size_t b) {
+  if (!comm_) return upload_here(s, b);
+  const int root = (*owners_)[b].rank(gpus_);
+  if (comm_->rank() == root) {
+    SPW_RETURN_IF_ERROR(upload_here(s, b));
+    SPW_RETURN_IF_ERROR(be_.stream_wait_event(collective_, s.ready));
+  } else {
+    SPW_RETURN_IF_ERROR(be_.stream_wait_event(collective_, s.free));
+  }
+  const size_t bytes = state_.layout().blocks()[b].numel * dtype_size(act_);
+  SPW_RETURN_IF_ERROR(timed(timeline_, b, SpanPhase::kReduce, collective_,
+                            [&] { return comm_->broadcast(s.ptr, bytes, root, collective_); }));
+  return be_.record_event(s.ready, collective_);
+}
+
+Status WeightSlots::upload_here(Slot& s, size_t b) {
   const size_t count = state_.layout().blocks()[b].numel;
   const float* master = state_.master(b);
   SPW_RETURN_IF_ERROR(
@@ -118,7 +141,8 @@ Result<int> WeightSlots::ensure(size_t b, bool forward, bool may_fail) {
     if (may_fail) return -1;
     return internal_error("streaming: every weight slot is pinned");
   }
-  if (forward && gate_ && !(device_state_ && device_state_->holds(b))) gate_(b);
+  // Not for a block another machine holds: its owner's broadcast waits for its update there.
+  if (forward && gate_ && !(device_state_ && device_state_->holds(b)) && state_.holds(b)) gate_(b);
   Slot& s = slots_[victim];
   SPW_RETURN_IF_ERROR(upload(s, b));
   s.block = static_cast<long>(b);

@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "compute/backend.h"
+#include "compute/communicator.h"
 #include "tiers/device-arena.h"
+#include "train/block-owners.h"
 #include "train/model-state.h"
 #include "train/step-timeline.h"
 
@@ -69,6 +71,14 @@ class WeightSlots {
   // (converted on the H2D stream after the tier's last update), nothing crossing the link, and
   // without the gate: their update is on the device, ordered by its event. Null: none.
   void set_device_state(const HbmState* state) { device_state_ = state; }
+  // Past one machine with the host state sharded by block (block-owners.h): only the GPU that
+  // carries block b (owners[b], ranks of `gpus` GPUs per machine) uploads it; the group then
+  // broadcasts it from there to every GPU on the `collective` stream, the one stream of this
+  // device's collectives (so that every process issues them in one order), and `ready` is recorded
+  // there. The gate is skipped for a block this machine does not hold: its owner's broadcast
+  // waits for its update. `comm` and `owners` must outlive the slots.
+  void set_sharing(compute::Communicator* comm, const std::vector<BlockOwner>* owners, int gpus,
+                   compute::StreamId collective);
 
  private:
   struct Slot {
@@ -86,6 +96,7 @@ class WeightSlots {
   // `may_fail`.
   Result<int> ensure(size_t b, bool forward, bool may_fail);
   Status upload(Slot& slot, size_t b);
+  Status upload_here(Slot& slot, size_t b);  // from this machine's master
 
   compute::Device& be_;
   const ModelState& state_;
@@ -95,6 +106,10 @@ class WeightSlots {
   LinkTraffic& traffic_;
   std::function<void(size_t)> gate_;
   const HbmState* device_state_ = nullptr;
+  compute::Communicator* comm_ = nullptr;  // set_sharing; null: every block uploads here
+  const std::vector<BlockOwner>* owners_ = nullptr;
+  int gpus_ = 1;
+  compute::StreamId collective_{};
   std::vector<Slot> slots_;
   float* staging_ = nullptr;  // [staging_numel_] fp32; null when act_dtype is fp32
   size_t staging_numel_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -38,7 +39,7 @@ struct Group {
   const int ranks;
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<float*> buffers;  // [rank], set before the first barrier of a collective
+  std::vector<void*> buffers;  // [rank], set before the first barrier of a collective
   int arrived = 0;
   uint64_t generation = 0;
   bool aborted = false;
@@ -79,21 +80,51 @@ class CpuCommunicator final : public Communicator {
   int ranks() const override { return group_->ranks; }
 
   Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) override {
-    return sum(buffer, count, stream, /*every_rank=*/false, "reduce-scatter");
+    return sum(buffer, count, stream, kOwn, "reduce-scatter");
   }
 
   Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
     const size_t share = (count + group_->ranks - 1) / group_->ranks;
-    return sum(buffer, share, stream, /*every_rank=*/true, "all-reduce", count);
+    return sum(buffer, share, stream, kEveryRank, "all-reduce", count);
+  }
+
+  Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) override {
+    if (root < 0 || root >= group_->ranks)
+      return invalid_argument("reduce: root " + std::to_string(root) + " of " +
+                              std::to_string(group_->ranks) + " ranks");
+    const size_t share = (count + group_->ranks - 1) / group_->ranks;
+    return sum(buffer, share, stream, root, "reduce", count);
+  }
+
+  Status broadcast(void* buffer, size_t bytes, int root, StreamId stream) override {
+    if (root < 0 || root >= group_->ranks)
+      return invalid_argument("broadcast: root " + std::to_string(root) + " of " +
+                              std::to_string(group_->ranks) + " ranks");
+    if (!buffer && bytes > 0) return invalid_argument("broadcast: a null buffer");
+    if (fail_point("collective.fail"))
+      return internal_error("broadcast failed: injected by SPILLWAY_FAIL_POINTS");
+    return backend_.submit_work(
+        stream, [group = group_, rank = rank_, buffer, bytes, root]() -> Status {
+          {
+            std::lock_guard<std::mutex> lock(group->mu);
+            group->buffers[rank] = buffer;
+          }
+          SPW_RETURN_IF_ERROR(group->barrier());
+          if (rank != root) std::memcpy(buffer, group->buffers[root], bytes);
+          return group->barrier();  // the root's buffer stays until every rank has its copy
+        });
   }
 
   void abort() override { group_->abort(); }
 
  private:
+  // Where the sums go: kOwn, kEveryRank, or a rank (>= 0) that receives every share.
+  static constexpr int kOwn = -1, kEveryRank = -2;
+
   // Each rank sums its share, `share` floats at rank · share (clipped to `total` floats), over
-  // the ranks in rank order, into its own buffer or, with `every_rank`, into every rank's: the
-  // ranks touch disjoint ranges, and every rank's copy of a range has the same bits.
-  Status sum(float* buffer, size_t share, StreamId stream, bool every_rank, const char* what,
+  // the ranks in rank order, into its own buffer, every rank's, or rank `to`'s: the ranks touch
+  // disjoint ranges, and every copy of a range has the same bits.
+  Status sum(float* buffer, size_t share, StreamId stream, int to, const char* what,
              size_t total = SIZE_MAX) {
     if (!buffer && share > 0) return invalid_argument(std::string(what) + ": a null buffer");
     // A collective that fails as NCCL's would (SPILLWAY_FAIL_POINTS="collective.fail=fail@N").
@@ -101,7 +132,7 @@ class CpuCommunicator final : public Communicator {
       return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
     if (total == SIZE_MAX) total = share * group_->ranks;
     return backend_.submit_work(
-        stream, [group = group_, rank = rank_, buffer, share, total, every_rank]() -> Status {
+        stream, [group = group_, rank = rank_, buffer, share, total, to]() -> Status {
           {
             std::lock_guard<std::mutex> lock(group->mu);
             group->buffers[rank] = buffer;
@@ -109,14 +140,15 @@ class CpuCommunicator final : public Communicator {
           SPW_RETURN_IF_ERROR(group->barrier());
           const size_t begin = std::min(total, static_cast<size_t>(rank) * share);
           const size_t count = std::min(total, begin + share) - begin;
+          auto at = [&](int r) { return static_cast<float*>(group->buffers[r]) + begin; };
           std::vector<const float*> from(group->ranks);
-          for (int r = 0; r < group->ranks; ++r) from[r] = group->buffers[r] + begin;
-          std::vector<float*> to = {buffer + begin};
-          if (every_rank) {
-            to.clear();
-            for (int r = 0; r < group->ranks; ++r) to.push_back(group->buffers[r] + begin);
+          for (int r = 0; r < group->ranks; ++r) from[r] = at(r);
+          std::vector<float*> into;
+          if (to == kOwn) into.push_back(at(rank));
+          for (int r = 0; r < group->ranks; ++r) {
+            if (to == kEveryRank || to == r) into.push_back(at(r));
           }
-          sum_in_rank_order(from, count, to);
+          sum_in_rank_order(from, count, into);
           // Nobody writes its buffer again before every rank has read its share of it.
           return group->barrier();
         });
@@ -143,6 +175,34 @@ class CpuProcessCommunicator final : public Communicator {
   }
   Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
     return sum(buffer, count, 0, count, stream, "all-reduce");
+  }
+  Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) override {
+    if (root < 0 || root >= ranks())
+      return invalid_argument("reduce: root " + std::to_string(root) + " of " +
+                              std::to_string(ranks()) + " ranks");
+    // Every rank takes part in the exchange; only the root keeps the sum.
+    return sum(buffer, count, 0, rank() == root ? count : 0, stream, "reduce");
+  }
+  Status broadcast(void* buffer, size_t bytes, int root, StreamId stream) override {
+    if (root < 0 || root >= ranks())
+      return invalid_argument("broadcast: root " + std::to_string(root) + " of " +
+                              std::to_string(ranks()) + " ranks");
+    if (!buffer && bytes > 0) return invalid_argument("broadcast: a null buffer");
+    if (fail_point("collective.fail"))
+      return internal_error("broadcast failed: injected by SPILLWAY_FAIL_POINTS");
+    return backend_.submit_work(stream, [this, buffer, bytes, root]() -> Status {
+      const bool mine = rank() == root;
+      auto all = processes_.all_gather(
+          std::string_view(mine ? static_cast<const char*>(buffer) : "", mine ? bytes : 0), 0);
+      if (!all.ok()) return all.status().with_context("broadcast");
+      const std::string& theirs = (*all)[root];
+      if (theirs.size() != bytes)
+        return internal_error("broadcast: process " + std::to_string(root) + " sent " +
+                              std::to_string(theirs.size()) + " bytes, expected " +
+                              std::to_string(bytes));
+      if (!mine) std::memcpy(buffer, theirs.data(), bytes);
+      return Status();
+    });
   }
   void abort() override { processes_.abort(); }
 

@@ -20,6 +20,7 @@
 #include "compute/cpu/cpu-backend.h"
 #include "state-rig.h"
 #include "test-data.h"
+#include "train/block-owners.h"
 #include "train/data-parallel-engine.h"
 
 namespace spillway {
@@ -405,32 +406,67 @@ class ThreadExchanges {
   std::vector<std::unique_ptr<End>> ends_;
 };
 
-// One "machine" of a group across processes: its CPU device, its own copy of the golden state and
-// its engine, joined to the others through `exchange`.
+// One "machine" of a group across processes: its CPU device, its own copy of the golden state
+// (or, `sharded`, of the blocks it owns: block-owners.h) and its engine, joined to the others
+// through `exchange`; train() adds its optimizer.
 struct Machine {
   std::unique_ptr<compute::Backend> backend;
   std::unique_ptr<ModelState> state;
   std::unique_ptr<DataParallelEngine> engine;
+  std::unique_ptr<OptimizerStateStore> store;
+  std::unique_ptr<Optimizer> opt;
 
-  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange) {
+  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange,
+              bool sharded = false) {
     StreamingConfig cfg = rig_config(g, 1);
     cfg.max_micro_batches = micro_batches;
     backend = testing::engine_cpu_backend(g.layout, cfg, true, size_t{256} << 20);
-    SPW_ASSIGN_OR_RETURN(state, testing::golden_state(g));
+    if (sharded) {
+      cfg.block_owners = assign_block_owners(g.layout, exchange.processes(), 1);
+      SPW_ASSIGN_OR_RETURN(state,
+                           ModelState::create(g.layout, true, 0, SIZE_MAX,
+                                              held_blocks(cfg.block_owners, exchange.process())));
+      SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+      SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    } else {
+      SPW_ASSIGN_OR_RETURN(state, testing::golden_state(g));
+    }
     std::vector<compute::Backend*> group = {backend.get()};
     SPW_ASSIGN_OR_RETURN(engine,
                          DataParallelEngine::create(group, *state, cfg, nullptr, &exchange));
     return {};
   }
+
+  // `steps` steps of the golden trajectory with AdamW, each machine taking its half of every
+  // step's micro-batches of one sequence; the losses.
+  Result<std::vector<double>> train(Golden& g, const std::vector<StepBatch>& batches) {
+    store = make_dram_state(*state);
+    opt = std::make_unique<Optimizer>(*state, g.adamw(),
+                                      g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    Optimizer* o = opt.get();
+    engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
+    std::vector<double> losses;
+    for (const StepBatch& batch : batches) {
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(batch));
+      opt->begin_step(g.meta["adamw"]["lr"].get<double>(), r.grad_sumsq);
+      SPW_RETURN_IF_ERROR(opt->status());
+      losses.push_back(r.loss());
+    }
+    opt->wait_all();
+    return losses;
+  }
 };
 
 // Both machines of `exchange` made at once, as the processes of a run make theirs (on GPUs each
-// waits there for the others' NCCL ranks); the first error, if any.
-Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine (&machines)[2]) {
+// waits there for the others' NCCL ranks); the first error, if any. `machines`: two.
+Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine* machines,
+                     bool sharded = false) {
   Status made[2];
   std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p)
-    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back(
+        [&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p), sharded); });
+  }
   for (auto& t : threads) t.join();
   return made[0].ok() ? made[1] : made[0];
 }
@@ -499,6 +535,96 @@ TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
   for (int p = 0; p < 2; ++p) {
     ASSERT_OK(results[p]);
     EXPECT_TRUE(machines[p].engine->stop_asked()) << "process " << p;
+  }
+}
+
+// The host state sharded by block: each machine holds about half of it, the gradient of each
+// block it holds is the two ranks' sum bit for bit (the reduce sums in rank order, as the
+// reduce-scatter does), it holds no other, and both machines know every block's sum of squares.
+TEST(DataParallelMachines, ShardedStateComputesTheStepOfTwoRanksBitForBit) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  const StepBatch batch = g.batch(0, 1);
+  auto two_ranks = testing::data_parallel_step(g, batch, 2, rig_config(g, 1));
+  ASSERT_OK(two_ranks.status());
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  ASSERT_OK(join_machines(g, exchange, machines, /*sharded=*/true));
+  std::optional<Result<testing::Step>> steps[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      steps[p].emplace(testing::step_of(*machines[p].engine, *machines[p].state, batch));
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto whole = ModelState::create(g.layout, true);
+  ASSERT_OK(whole.status());
+  uint64_t held = 0;
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_OK(steps[p]->status());
+    const testing::Step& s = steps[p]->value();
+    const ModelState& st = *machines[p].state;
+    held += st.master_bytes();
+    EXPECT_LT(st.master_bytes(), (*whole)->master_bytes() * 3 / 4) << "process " << p;
+    EXPECT_EQ(s.result.loss_sum, two_ranks->result.loss_sum) << "process " << p;
+    EXPECT_EQ(s.result.targets, two_ranks->result.targets);
+    for (size_t b = 0; b < s.grads.size(); ++b) {
+      if (st.holds(b))
+        EXPECT_EQ(s.grads[b], two_ranks->grads[b]) << "process " << p << " block " << b;
+      else
+        EXPECT_EQ(machines[p].state->grad(b), nullptr);
+      // The whole block's sum of squares against two shares' summed: the same within rounding,
+      // and the same bits on both machines.
+      EXPECT_NEAR(s.result.grad_sumsq[b], two_ranks->result.grad_sumsq[b],
+                  1e-6 * two_ranks->result.grad_sumsq[b]);
+      EXPECT_EQ(s.result.grad_sumsq[b], steps[0]->value().result.grad_sumsq[b]);
+    }
+  }
+  EXPECT_EQ(held, (*whole)->master_bytes());
+}
+
+// Training with the state sharded by block gives the bits of training with a copy of it on each
+// machine: the same losses, and each machine's blocks end with the same master weights and
+// moments (the gradients are the same sums, their norm the same sums of squares).
+TEST(DataParallelMachines, ShardedStateTrainsTheBitsOfACopyPerMachine) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  const int steps = g.meta["adamw"]["steps"];
+  std::vector<StepBatch> batches;
+  for (int s = 0; s < steps; ++s) batches.push_back(g.batch(s, 1));
+  Machine copies[2], shards[2];
+  std::vector<double> copy_losses[2], shard_losses[2];
+  for (bool sharded : {false, true}) {
+    ThreadExchanges exchange(2);
+    Machine* machines = sharded ? shards : copies;
+    ASSERT_OK(join_machines(g, exchange, machines, sharded));
+    Status trained[2];
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        auto r = machines[p].train(g, batches);
+        trained[p] = r.status();
+        if (r.ok()) (sharded ? shard_losses : copy_losses)[p] = *r;
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_OK(trained[0]);
+    ASSERT_OK(trained[1]);
+  }
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(shard_losses[p], copy_losses[0]) << "process " << p;
+    const ModelState& mine = *shards[p].state;
+    ModelState& copy = *copies[0].state;
+    for (size_t b = 0; b < mine.num_blocks(); ++b) {
+      if (!mine.holds(b)) continue;
+      const size_t n = g.layout.blocks()[b].numel;
+      ModelState& m = *shards[p].state;
+      EXPECT_EQ(0, std::memcmp(m.master(b), copy.master(b), n * sizeof(float))) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.exp_avg(b), copy.exp_avg(b), n * sizeof(float))) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.exp_avg_sq(b), copy.exp_avg_sq(b), n * sizeof(float)))
+          << "block " << b;
+    }
   }
 }
 
@@ -618,6 +744,73 @@ TEST(CpuCommunicator, ReduceScatterSumsEachShare) {
   auto bad = compute::make_communicators(twice);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("in the group twice"), std::string::npos);
+}
+
+// The collectives of the host state sharded by block, in one process and across processes (one
+// CPU rank each, through the exchange): a reduce gives the root alone the sum over the ranks in
+// rank order, and a broadcast every rank the root's bytes.
+TEST(CpuCommunicator, ReduceGivesTheRootTheSumAndBroadcastTheRootsBytes) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 7;
+  auto expect = [&](const std::vector<Status>& status, std::vector<std::vector<float>>& buf,
+                    const std::string& where) {
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(status[r].ok()) << where << ": " << status[r].to_string();
+    }
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0.1f + float(i);  // rank order: ((r0 + r1) + r2)
+      want += 0.2f + float(i);
+      want += 0.3f + float(i);
+      EXPECT_EQ(buf[2][i], want) << where << ": element " << i;
+      EXPECT_EQ(buf[0][i], 0.1f + float(i))
+          << where << ": a rank that is not the root keeps its own";
+    }
+  };
+  auto fill = [&] {
+    std::vector<std::vector<float>> buf(kRanks, std::vector<float>(kCount));
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t i = 0; i < kCount; ++i) buf[r][i] = float(r + 1) * 0.1f + float(i);
+    return buf;
+  };
+  std::vector<std::string> bytes = {"rank zero", "rank one!", "rank two."};
+  {
+    CpuGroup g(kRanks);
+    auto buf = fill();
+    expect(g.run([&](int r) { return g.comms[r]->reduce_sum(buf[r].data(), kCount, 2, 0); }), buf,
+           "one process");
+    auto sent = bytes;
+    const std::vector<Status> status =
+        g.run([&](int r) { return g.comms[r]->broadcast(sent[r].data(), sent[r].size(), 1, 0); });
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_OK(status[r]);
+      EXPECT_EQ(sent[r], "rank one!") << "rank " << r;
+    }
+    EXPECT_FALSE(g.comms[0]->reduce_sum(buf[0].data(), kCount, kRanks, 0).ok());
+  }
+  ThreadExchanges exchange(kRanks);
+  auto buf = fill();
+  auto sent = bytes;
+  std::vector<Status> reduced(kRanks), broadcast(kRanks);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kRanks; ++p) {
+    threads.emplace_back([&, p] {
+      auto backend = compute::make_cpu_backend();
+      std::vector<compute::Backend*> group = {backend.get()};
+      auto comms = compute::make_communicators(group, &exchange.of(p));
+      if (!comms.ok()) {
+        reduced[p] = comms.status();
+        return;
+      }
+      reduced[p] = (*comms)[0]->reduce_sum(buf[p].data(), kCount, 2, 0);
+      broadcast[p] = (*comms)[0]->broadcast(sent[p].data(), sent[p].size(), 1, 0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  expect(reduced, buf, "across processes");
+  for (int p = 0; p < kRanks; ++p) {
+    ASSERT_OK(broadcast[p]);
+    EXPECT_EQ(sent[p], "rank one!") << "process " << p;
+  }
 }
 
 // abort() frees a rank that waits for a peer that never comes, and later collectives fail at

@@ -87,7 +87,7 @@ struct Golden {
 // One step's result and each block's host gradient after it.
 struct Step {
   StepResult result;
-  std::vector<std::vector<float>> grads;  // each block's host gradient
+  std::vector<std::vector<float>> grads;  // each block's host gradient; empty: not held here
 };
 
 // The golden model's weights in a host state.
@@ -105,7 +105,10 @@ Result<Step> step_of(Engine& engine, ModelState& state, const StepBatch& batch) 
   SPW_ASSIGN_OR_RETURN(s.result, engine.forward_backward(batch));
   for (size_t b = 0; b < state.num_blocks(); ++b) {
     const float* p = state.grad(b);
-    s.grads.emplace_back(p, p + state.layout().blocks()[b].numel);
+    if (state.holds(b))
+      s.grads.emplace_back(p, p + state.layout().blocks()[b].numel);
+    else
+      s.grads.emplace_back();  // another machine's block (block-owners.h)
   }
   return s;
 }
