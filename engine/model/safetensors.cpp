@@ -296,16 +296,17 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
       digests);
 }
 
-Status write_safetensors_sharded(const std::string& dir, const std::vector<TensorToWrite>& tensors,
-                                 uint64_t max_shard_bytes, FileDigests* digests) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return io_error("cannot create " + dir + ": " + ec.message());
+namespace {
+
+// `tensors` in name order, cut into shards of at most `max_shard_bytes` (a tensor larger than
+// that alone in its shard); the bytes of them all in `total`.
+std::vector<std::vector<TensorToWrite>> split_shards(const std::vector<TensorToWrite>& tensors,
+                                                     uint64_t max_shard_bytes, uint64_t* total) {
   std::vector<const TensorToWrite*> sorted;
-  uint64_t total = 0;
+  *total = 0;
   for (const auto& t : tensors) {
     sorted.push_back(&t);
-    total += tensor_bytes(t);
+    *total += tensor_bytes(t);
   }
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
   std::vector<std::vector<TensorToWrite>> shards(1);
@@ -319,6 +320,48 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
     shards.back().push_back(*t);
     in_shard += b;
   }
+  return shards;
+}
+
+}  // namespace
+
+Status write_safetensors_index(const std::string& dir, const std::string& stem, uint64_t total_size,
+                               const std::map<std::string, std::string>& weight_map,
+                               FileDigests* digests) {
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total_size}};
+  index["weight_map"] = nlohmann::ordered_json::object();
+  for (const auto& [tensor, file] : weight_map) index["weight_map"][tensor] = file;
+  return write_file_atomic((fs::path(dir) / (stem + ".safetensors.index.json")).string(),
+                           index.dump(2) + "\n", digests);
+}
+
+Result<uint64_t> write_safetensors_part(const std::string& dir,
+                                        const std::vector<TensorToWrite>& tensors,
+                                        uint64_t max_shard_bytes, const std::string& prefix,
+                                        std::map<std::string, std::string>* weight_map,
+                                        FileDigests* digests) {
+  uint64_t total = 0;
+  const auto shards = split_shards(tensors, max_shard_bytes, &total);
+  char name[32];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i].empty()) continue;  // no tensors at all
+    std::snprintf(name, sizeof(name), "-%05zu.safetensors", i + 1);
+    const std::string file = prefix + name;
+    SPW_RETURN_IF_ERROR(
+        write_safetensors((fs::path(dir) / file).string(), shards[i], {{"format", "pt"}}, digests));
+    for (const auto& t : shards[i]) (*weight_map)[t.name] = file;
+  }
+  return total;
+}
+
+Status write_safetensors_sharded(const std::string& dir, const std::vector<TensorToWrite>& tensors,
+                                 uint64_t max_shard_bytes, FileDigests* digests) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("cannot create " + dir + ": " + ec.message());
+  uint64_t total = 0;
+  const auto shards = split_shards(tensors, max_shard_bytes, &total);
   if (shards.size() == 1) {
     fs::remove(fs::path(dir) / "model.safetensors.index.json",
                ec);  // a stale index would shadow nothing, but mislead
@@ -326,18 +369,15 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
                              {{"format", "pt"}}, digests);
   }
   fs::remove(fs::path(dir) / "model.safetensors", ec);  // the reader prefers it over an index
-  nlohmann::ordered_json index;
-  index["metadata"] = {{"total_size", total}};
-  index["weight_map"] = nlohmann::ordered_json::object();
+  std::map<std::string, std::string> weight_map;
   char name[64];
   for (size_t i = 0; i < shards.size(); ++i) {
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
     SPW_RETURN_IF_ERROR(
         write_safetensors((fs::path(dir) / name).string(), shards[i], {{"format", "pt"}}, digests));
-    for (const auto& t : shards[i]) index["weight_map"][t.name] = name;
+    for (const auto& t : shards[i]) weight_map[t.name] = name;
   }
-  return write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(),
-                           index.dump(2) + "\n", digests);
+  return write_safetensors_index(dir, "model", total, weight_map, digests);
 }
 
 }  // namespace spillway

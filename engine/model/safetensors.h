@@ -111,4 +111,21 @@ Status write_safetensors_sharded(const std::string& dir, const std::vector<Tenso
                                  uint64_t max_shard_bytes = 5ull << 30,
                                  FileDigests* digests = nullptr);
 
+// One writer's part of a set of shards that several writers fill in one folder (past one
+// machine, each process its own blocks): `tensors` into `<prefix>-00001.safetensors`, ... (a new
+// file above `max_shard_bytes`), each atomic, and each tensor's file name into `weight_map`.
+// Returns the bytes of tensor data written.
+Result<uint64_t> write_safetensors_part(const std::string& dir,
+                                        const std::vector<TensorToWrite>& tensors,
+                                        uint64_t max_shard_bytes, const std::string& prefix,
+                                        std::map<std::string, std::string>* weight_map,
+                                        FileDigests* digests = nullptr);
+
+// `<stem>.safetensors.index.json` in `dir`, transformers' layout: {"metadata": {"total_size"},
+// "weight_map": {tensor: file}}, atomic. TensorStore::open reads it (a folder's, for the stem
+// "model").
+Status write_safetensors_index(const std::string& dir, const std::string& stem, uint64_t total_size,
+                               const std::map<std::string, std::string>& weight_map,
+                               FileDigests* digests = nullptr);
+
 }  // namespace spillway

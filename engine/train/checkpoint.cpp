@@ -20,15 +20,11 @@
 namespace spillway {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string step_name(int64_t step) {
+std::string checkpoint_folder_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step-%06lld", static_cast<long long>(step));
   return buf;
 }
-
-}  // namespace
 
 // Tensors of one block's moments: exp_avg.<name> and exp_avg_sq.<name> at the block's offsets.
 std::vector<TensorToWrite> moment_tensors(const BlockLayout& block, const float* m,
@@ -59,14 +55,11 @@ DataSegment DataSegment::continued(int64_t step, int64_t consumed, int64_t per_s
   return DataSegment{step, consumed, per_step};
 }
 
-namespace {
-
-// optimizer.safetensors: every block's moments, the same bytes wherever they live. A block whose
-// moments ModelState holds is written from there; the others are read through `state` into one
-// staging block as the writer reaches their tensors (name order: every exp_avg, then every
-// exp_avg_sq), one kind at a time, so the staging is one block whatever the model. A block whose
-// tensors are not adjacent in name order (the head: lm_head.weight, then model.norm.weight after
-// the layers) is read once more.
+// A block whose moments ModelState holds is written from there; the others are read through
+// `state` into one staging block as the writer reaches their tensors (name order: every exp_avg,
+// then every exp_avg_sq), one kind at a time, so the staging is one block whatever the model. A
+// block whose tensors are not adjacent in name order (the head: lm_head.weight, then
+// model.norm.weight after the layers) is read once more.
 Status save_moments(const std::string& path, ModelState& model, OptimizerStateStore* state,
                     FileDigests* digests) {
   const size_t n = model.num_blocks();
@@ -78,6 +71,7 @@ Status save_moments(const std::string& path, ModelState& model, OptimizerStateSt
   std::vector<TensorToWrite> moments;
   std::vector<std::pair<size_t, bool>> source;  // per tensor: its block, and whether it is v
   for (size_t b = 0; b < n; ++b) {
+    if (!model.holds(b)) continue;
     const bool here = model.exp_avg(b) != nullptr;
     float* m = here ? model.exp_avg(b) : staging.as<float>();
     float* v = here ? model.exp_avg_sq(b) : staging.as<float>();
@@ -98,7 +92,37 @@ Status save_moments(const std::string& path, ModelState& model, OptimizerStateSt
   return write_safetensors(path, moments, {{"format", "pt"}}, digests, fill);
 }
 
-}  // namespace
+Status write_checkpoint_state(const std::string& dir, const ModelState& model,
+                              const TrainerState& trainer, FileDigests* digests) {
+  nlohmann::json j = {{"format_version", kCheckpointFormatVersion},
+                      {"step", trainer.step},
+                      {"optimizer_step", model.step},
+                      {"tokens", trainer.tokens},
+                      {"last_loss", trainer.last_loss},
+                      {"data_cursor", trainer.data_cursor},
+                      {"data_segment",
+                       {{"since_step", trainer.data.since_step},
+                        {"sequences_before", trainer.data.sequences_before},
+                        {"sequences_per_step", trainer.data.sequences_per_step}}},
+                      {"seed", trainer.seed},
+                      {"elapsed_s", trainer.elapsed_s},
+                      {"manual", trainer.manual},
+                      {"run_id", trainer.run_id}};
+  SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(dir) / "trainer_state.json").string(),
+                                        j.dump(2) + "\n", digests));
+  return write_file_atomic((fs::path(dir) / "config.json").string(),
+                           model.config().to_json().dump(2) + "\n", digests);
+}
+
+Status checkpoint_not_saved(const Status& st, const std::string& checkpoints_dir, int64_t step) {
+  // Nothing of this checkpoint is left behind (write_folder_atomic); the ones before it are whole.
+  const std::vector<std::string> kept = list_checkpoints(checkpoints_dir);
+  return Status(st.code(),
+                "checkpoint at step " + std::to_string(step) + " not saved: " + st.message() +
+                    (kept.empty() ? std::string("; there is no earlier checkpoint")
+                                  : "; the last whole checkpoint, " + kept.back() +
+                                        ", is kept: resume from it (--resume) once that is fixed"));
+}
 
 Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const ModelState& model,
                                     const TrainerState& trainer, OptimizerStateStore* state) {
@@ -107,7 +131,8 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
   if (ec) return io_error("cannot create " + checkpoints_dir + ": " + ec.message());
   // A writer of another process may be alive (no run folder lock here): only dead pids' go.
   remove_unfinished_checkpoints(checkpoints_dir, /*lock_held=*/false);
-  const std::string final_dir = (fs::path(checkpoints_dir) / step_name(trainer.step)).string();
+  const std::string final_dir =
+      (fs::path(checkpoints_dir) / checkpoint_folder_name(trainer.step)).string();
   // A checkpoint of the same step from an earlier attempt is replaced.
   Status st = write_folder_atomic(final_dir, [&](const std::string& tmp) -> Status {
     CheckpointManifest manifest{trainer.step, trainer.run_id, {}};
@@ -121,38 +146,11 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
       SPW_RETURN_IF_ERROR(save_moments((fs::path(tmp) / "optimizer.safetensors").string(),
                                        const_cast<ModelState&>(model), state, digests));
     }
-    nlohmann::json j = {{"format_version", kCheckpointFormatVersion},
-                        {"step", trainer.step},
-                        {"optimizer_step", model.step},
-                        {"tokens", trainer.tokens},
-                        {"last_loss", trainer.last_loss},
-                        {"data_cursor", trainer.data_cursor},
-                        {"data_segment",
-                         {{"since_step", trainer.data.since_step},
-                          {"sequences_before", trainer.data.sequences_before},
-                          {"sequences_per_step", trainer.data.sequences_per_step}}},
-                        {"seed", trainer.seed},
-                        {"elapsed_s", trainer.elapsed_s},
-                        {"manual", trainer.manual},
-                        {"run_id", trainer.run_id}};
-    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "trainer_state.json").string(),
-                                          j.dump(2) + "\n", digests));
-    SPW_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / "config.json").string(),
-                                          model.config().to_json().dump(2) + "\n", digests));
+    SPW_RETURN_IF_ERROR(write_checkpoint_state(tmp, model, trainer, digests));
     // Last: the folder is a checkpoint only once its manifest is there.
     return write_checkpoint_manifest(tmp, manifest);
   });
-  if (!st.ok()) {
-    // Nothing of this checkpoint is left behind (write_folder_atomic); the ones before it are
-    // whole.
-    const std::vector<std::string> kept = list_checkpoints(checkpoints_dir);
-    return Status(
-        st.code(),
-        "checkpoint at step " + std::to_string(trainer.step) + " not saved: " + st.message() +
-            (kept.empty() ? std::string("; there is no earlier checkpoint")
-                          : "; the last whole checkpoint, " + kept.back() +
-                                ", is kept: resume from it (--resume) once that is fixed"));
-  }
+  if (!st.ok()) return checkpoint_not_saved(st, checkpoints_dir, trainer.step);
   return final_dir;
 }
 
@@ -331,13 +329,17 @@ Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
   SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(dir));
   SPW_RETURN_IF_ERROR(model.load_weights(weights));
   if (!model.has_optimizer() && !state) return t;
-  const std::string single = (fs::path(dir) / "optimizer.safetensors").string();
+  // optimizer.safetensors, or each machine's part of it under an index (checkpoint-parts.h).
+  std::string single = (fs::path(dir) / "optimizer.safetensors").string();
+  if (const std::string index = single + ".index.json"; !fs::exists(single) && fs::exists(index))
+    single = index;
   std::optional<TensorStore> all;
   if (fs::exists(single)) {
     SPW_ASSIGN_OR_RETURN(all, TensorStore::open(single));
   }
   std::vector<float> mb(model.layout().max_block_numel()), vb(mb.size());
   for (size_t b = 0; b < model.num_blocks(); ++b) {
+    if (!model.holds(b)) continue;  // another machine's
     const BlockLayout& block = model.layout().blocks()[b];
     // Into ModelState's moments where it holds the block's, else through the store.
     const bool here = model.exp_avg(b) != nullptr;

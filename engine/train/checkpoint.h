@@ -84,8 +84,24 @@ Result<std::string> save_checkpoint(const std::string& checkpoints_dir, const Mo
 // this build does not read. A checkpoint of format 1 (no manifest; before 2026-11-28) loads with
 // the value checks, its files unverified (`*legacy` set when given).
 // A block's moments go into ModelState when it holds them, else into `state` (the SSD store).
+// Only the blocks ModelState holds are read (past one machine, each machine's own), from
+// optimizer.safetensors or the index of the machines' parts (checkpoint-parts.h).
 Result<TrainerState> load_checkpoint(const std::string& dir, ModelState& model,
                                      OptimizerStateStore* state = nullptr, bool* legacy = nullptr);
+// The pieces of a checkpoint that save_checkpoint writes, for checkpoint-parts.h's writers:
+// The name of the checkpoint folder of `step`: "step-000120".
+std::string checkpoint_folder_name(int64_t step);
+// The held blocks' moments into one safetensors file at `path` (exp_avg.<name> and
+// exp_avg_sq.<name>), the same bytes wherever they live: read through `state` where ModelState
+// does not hold them.
+Status save_moments(const std::string& path, ModelState& model, OptimizerStateStore* state,
+                    FileDigests* digests);
+// trainer_state.json and config.json into `dir`.
+Status write_checkpoint_state(const std::string& dir, const ModelState& model,
+                              const TrainerState& trainer, FileDigests* digests);
+// `st` as the error of a checkpoint of `step` that was not saved, naming the last whole one.
+Status checkpoint_not_saved(const Status& st, const std::string& checkpoints_dir, int64_t step);
+
 // Removes all but the newest `keep` of the checkpoints saved by the schedule (keep <= 0: keeps
 // all); a manual one (trainer_state.json "manual": true) is never removed and does not count, nor
 // is one that holds files its manifest does not list (a user's file: the folder is kept whole and

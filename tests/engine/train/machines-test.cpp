@@ -1,0 +1,376 @@
+// Data parallel past one machine (docs/architecture.md, "Past one machine") on the CPU backend:
+// machines as threads of this process, each with its CPU device, joined by an in-memory process
+// group (thread-exchanges.h), with a copy of the host state each or the state sharded by block
+// (block-owners.h): the step of as many ranks in one process bit for bit, stops and lost
+// machines, and the checkpoints the machines write together (checkpoint-parts.h).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "state-rig.h"
+#include "test-data.h"
+#include "thread-exchanges.h"
+#include "train/block-owners.h"
+#include "train/checkpoint-parts.h"
+#include "train/data-parallel-engine.h"
+
+namespace spillway {
+namespace {
+using testing::Golden;
+using testing::rig_config;
+using testing::ThreadExchanges;
+
+// One "machine" of a group across processes: its CPU device, its own copy of the golden state
+// (or, `sharded`, of the blocks it owns: block-owners.h) and its engine, joined to the others
+// through `exchange`; train() adds its optimizer.
+struct Machine {
+  std::unique_ptr<compute::Backend> backend;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<DataParallelEngine> engine;
+  std::unique_ptr<OptimizerStateStore> store;
+  std::unique_ptr<Optimizer> opt;
+
+  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange,
+              bool sharded = false) {
+    StreamingConfig cfg = rig_config(g, 1);
+    cfg.max_micro_batches = micro_batches;
+    backend = testing::engine_cpu_backend(g.layout, cfg, true, size_t{256} << 20);
+    if (sharded) {
+      cfg.block_owners = assign_block_owners(g.layout, exchange.processes(), 1);
+      SPW_ASSIGN_OR_RETURN(state,
+                           ModelState::create(g.layout, true, 0, SIZE_MAX,
+                                              held_blocks(cfg.block_owners, exchange.process())));
+      SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+      SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    } else {
+      SPW_ASSIGN_OR_RETURN(state, testing::golden_state(g));
+    }
+    std::vector<compute::Backend*> group = {backend.get()};
+    SPW_ASSIGN_OR_RETURN(engine,
+                         DataParallelEngine::create(group, *state, cfg, nullptr, &exchange));
+    return {};
+  }
+
+  // `steps` steps of the golden trajectory with AdamW, each machine taking its half of every
+  // step's micro-batches of one sequence; the losses.
+  Result<std::vector<double>> train(Golden& g, const std::vector<StepBatch>& batches) {
+    store = make_dram_state(*state);
+    opt = std::make_unique<Optimizer>(*state, g.adamw(),
+                                      g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    Optimizer* o = opt.get();
+    engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
+    std::vector<double> losses;
+    for (const StepBatch& batch : batches) {
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(batch));
+      opt->begin_step(g.meta["adamw"]["lr"].get<double>(), r.grad_sumsq);
+      SPW_RETURN_IF_ERROR(opt->status());
+      losses.push_back(r.loss());
+    }
+    opt->wait_all();
+    return losses;
+  }
+};
+
+// Both machines of `exchange` made at once, as the processes of a run make theirs (on GPUs each
+// waits there for the others' NCCL ranks); the first error, if any. `machines`: two.
+Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine* machines,
+                     bool sharded = false) {
+  Status made[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back(
+        [&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p), sharded); });
+  }
+  for (auto& t : threads) t.join();
+  return made[0].ok() ? made[1] : made[0];
+}
+
+// Two machines of one CPU device each compute the step of two CPU ranks in one process bit for
+// bit: process p's device is rank p, the all-reduce sums in rank order as the reduce-scatter
+// does, and each machine's copy of every gradient is the whole sum. The loss is the step's over
+// both machines, on each.
+TEST(DataParallelMachines, TwoMachinesComputeTheStepOfTwoRanksBitForBit) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  const StepBatch batch = g.batch(0, 1);
+  auto two_ranks = testing::data_parallel_step(g, batch, 2, rig_config(g, 1));
+  ASSERT_OK(two_ranks.status());
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  std::optional<Result<testing::Step>> steps[2];
+  Status made[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      made[p] = machines[p].init(g, g.B / 2, exchange.of(p));
+      if (made[p].ok())
+        steps[p].emplace(testing::step_of(*machines[p].engine, *machines[p].state, batch));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_OK(made[p]);
+    ASSERT_OK(steps[p]->status());
+    const testing::Step& s = steps[p]->value();
+    EXPECT_EQ(machines[p].engine->machines(), 2);
+    EXPECT_EQ(s.result.loss_sum, two_ranks->result.loss_sum) << "process " << p;
+    EXPECT_EQ(s.result.targets, two_ranks->result.targets);
+    ASSERT_EQ(s.grads.size(), two_ranks->grads.size());
+    for (size_t b = 0; b < s.grads.size(); ++b) {
+      EXPECT_EQ(s.grads[b], two_ranks->grads[b]) << "process " << p << " block " << b;
+      // One share's sum of squares against two shares' summed: the same within rounding.
+      EXPECT_NEAR(s.result.grad_sumsq[b], two_ranks->result.grad_sumsq[b],
+                  1e-6 * two_ranks->result.grad_sumsq[b]);
+    }
+    EXPECT_FALSE(machines[p].engine->stop_asked());
+  }
+}
+
+// A stop asked for on one machine does not cut its step short (the others would wait in its
+// collectives): the step ends on both and both learn of it.
+TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  std::atomic<bool> stops[2] = {false, true};
+  Status results[2];
+  const StepBatch batch = g.batch(0, 1);  // read once: Golden::batch fills its cache unguarded
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      results[p] = machines[p].init(g, g.B / 2, exchange.of(p));
+      if (!results[p].ok()) return;
+      machines[p].engine->set_stop_flag(&stops[p]);
+      results[p] = machines[p].engine->forward_backward(batch).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_OK(results[p]);
+    EXPECT_TRUE(machines[p].engine->stop_asked()) << "process " << p;
+  }
+}
+
+// The host state sharded by block: each machine holds about half of it, the gradient of each
+// block it holds is the two ranks' sum bit for bit (the reduce sums in rank order, as the
+// reduce-scatter does), it holds no other, and both machines know every block's sum of squares.
+TEST(DataParallelMachines, ShardedStateComputesTheStepOfTwoRanksBitForBit) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  const StepBatch batch = g.batch(0, 1);
+  auto two_ranks = testing::data_parallel_step(g, batch, 2, rig_config(g, 1));
+  ASSERT_OK(two_ranks.status());
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  ASSERT_OK(join_machines(g, exchange, machines, /*sharded=*/true));
+  std::optional<Result<testing::Step>> steps[2];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      steps[p].emplace(testing::step_of(*machines[p].engine, *machines[p].state, batch));
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto whole = ModelState::create(g.layout, true);
+  ASSERT_OK(whole.status());
+  uint64_t held = 0;
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_OK(steps[p]->status());
+    const testing::Step& s = steps[p]->value();
+    const ModelState& st = *machines[p].state;
+    held += st.master_bytes();
+    EXPECT_LT(st.master_bytes(), (*whole)->master_bytes() * 3 / 4) << "process " << p;
+    EXPECT_EQ(s.result.loss_sum, two_ranks->result.loss_sum) << "process " << p;
+    EXPECT_EQ(s.result.targets, two_ranks->result.targets);
+    for (size_t b = 0; b < s.grads.size(); ++b) {
+      if (st.holds(b))
+        EXPECT_EQ(s.grads[b], two_ranks->grads[b]) << "process " << p << " block " << b;
+      else
+        EXPECT_EQ(machines[p].state->grad(b), nullptr);
+      // The whole block's sum of squares against two shares' summed: the same within rounding,
+      // and the same bits on both machines.
+      EXPECT_NEAR(s.result.grad_sumsq[b], two_ranks->result.grad_sumsq[b],
+                  1e-6 * two_ranks->result.grad_sumsq[b]);
+      EXPECT_EQ(s.result.grad_sumsq[b], steps[0]->value().result.grad_sumsq[b]);
+    }
+  }
+  EXPECT_EQ(held, (*whole)->master_bytes());
+}
+
+// Training with the state sharded by block gives the bits of training with a copy of it on each
+// machine: the same losses, and each machine's blocks end with the same master weights and
+// moments (the gradients are the same sums, their norm the same sums of squares).
+TEST(DataParallelMachines, ShardedStateTrainsTheBitsOfACopyPerMachine) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  const int steps = g.meta["adamw"]["steps"];
+  std::vector<StepBatch> batches;
+  for (int s = 0; s < steps; ++s) batches.push_back(g.batch(s, 1));
+  Machine copies[2], shards[2];
+  std::vector<double> copy_losses[2], shard_losses[2];
+  for (bool sharded : {false, true}) {
+    ThreadExchanges exchange(2);
+    Machine* machines = sharded ? shards : copies;
+    ASSERT_OK(join_machines(g, exchange, machines, sharded));
+    Status trained[2];
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        auto r = machines[p].train(g, batches);
+        trained[p] = r.status();
+        if (r.ok()) (sharded ? shard_losses : copy_losses)[p] = *r;
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_OK(trained[0]);
+    ASSERT_OK(trained[1]);
+  }
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(shard_losses[p], copy_losses[0]) << "process " << p;
+    const ModelState& mine = *shards[p].state;
+    ModelState& copy = *copies[0].state;
+    for (size_t b = 0; b < mine.num_blocks(); ++b) {
+      if (!mine.holds(b)) continue;
+      const size_t n = g.layout.blocks()[b].numel;
+      ModelState& m = *shards[p].state;
+      EXPECT_EQ(0, std::memcmp(m.master(b), copy.master(b), n * sizeof(float))) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.exp_avg(b), copy.exp_avg(b), n * sizeof(float))) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.exp_avg_sq(b), copy.exp_avg_sq(b), n * sizeof(float)))
+          << "block " << b;
+    }
+  }
+}
+
+// A machine that leaves (its process died: the exchange fails) ends the others' step with an
+// error that says so, instead of a hang.
+TEST(DataParallelMachines, AMachineThatLeavesEndsTheStep) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  ASSERT_OK(join_machines(g, exchange, machines));
+  exchange.of(1).abort();
+  auto r = machines[0].engine->forward_backward(g.batch(0, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("left the group"), std::string::npos)
+      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("CPU rank 0 of process 0"), std::string::npos)
+      << r.status().to_string();
+}
+
+// A machine lost while the others wait in a collective for it (NCCL never returns): the step's
+// watchdog asks the process group every second, sees the machine gone, aborts the group and
+// ends the step with the group's line, long before its time limit.
+TEST(DataParallelMachines, AMachineLostMidCollectiveEndsTheStepAtTheNextCheck) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  ASSERT_OK(join_machines(g, exchange, machines));
+  machines[0].engine->set_step_timeout(3600);  // the watchdog's limit is not what ends it
+  exchange.lose(1);
+  auto r = machines[0].engine->forward_backward(g.batch(0, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kIo) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("process 1 left the group (connection closed)"),
+            std::string::npos)
+      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("the step stops on CPU rank 0 of process 0"),
+            std::string::npos)
+      << r.status().to_string();
+}
+
+// `f(p)` for each of the two machines on a thread of its own, as their processes run; each
+// one's status.
+template <class F>
+std::vector<Status> on_machines(F f) {
+  std::vector<Status> status(2);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) threads.emplace_back([&, p] { status[p] = f(p); });
+  for (auto& t : threads) t.join();
+  return status;
+}
+
+// The checkpoint two machines write together from the sharded state is save_checkpoint's,
+// whole: it loads as a model with every tensor, and resumes on one machine holding every block
+// and on two holding their own, with the master weights and moments of a copy per machine's run
+// bit for bit.
+TEST(DataParallelMachines, ShardedCheckpointResumesOnAnyNumberOfMachines) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  std::vector<StepBatch> batches = {g.batch(0, 1), g.batch(1, 1)};
+  Machine copies[2], shards[2];
+  for (bool sharded : {false, true}) {
+    ThreadExchanges exchange(2);
+    Machine* machines = sharded ? shards : copies;
+    ASSERT_OK(join_machines(g, exchange, machines, sharded));
+    for (const Status& st :
+         on_machines([&](int p) { return machines[p].train(g, batches).status(); }))
+      ASSERT_OK(st);
+  }
+  testing::TempDir dir;
+  const std::string checkpoints = dir.file("run/checkpoints");
+  ThreadExchanges exchange(2);
+  for (const Status& st :
+       on_machines([&](int p) { return check_shared_folder(dir.file("run"), exchange.of(p)); }))
+    ASSERT_OK(st);
+  TrainerState t;
+  t.step = 2;
+  t.run_id = "machines";
+  std::string folders[2];
+  for (const Status& st : on_machines([&](int p) -> Status {
+         SPW_ASSIGN_OR_RETURN(folders[p],
+                              save_checkpoint_parts(checkpoints, *shards[p].state, t,
+                                                    shards[p].store.get(), exchange.of(p)));
+         return {};
+       }))
+    ASSERT_OK(st);
+  EXPECT_EQ(folders[0], folders[1]);
+  EXPECT_EQ(std::filesystem::path(folders[0]).filename(), "step-000002");
+  EXPECT_TRUE(
+      std::filesystem::exists(std::filesystem::path(folders[0]) / "model-m1-00001.safetensors"));
+
+  const ModelState& copy = *copies[0].state;
+  auto same_block = [&](const ModelState& s, size_t b, const std::string& where) {
+    const size_t bytes = g.layout.blocks()[b].numel * sizeof(float);
+    EXPECT_EQ(0, std::memcmp(s.master(b), copy.master(b), bytes)) << where << " block " << b;
+    EXPECT_EQ(0, std::memcmp(const_cast<ModelState&>(s).exp_avg(b),
+                             const_cast<ModelState&>(copy).exp_avg(b), bytes))
+        << where << " block " << b;
+    EXPECT_EQ(0, std::memcmp(const_cast<ModelState&>(s).exp_avg_sq(b),
+                             const_cast<ModelState&>(copy).exp_avg_sq(b), bytes))
+        << where << " block " << b;
+  };
+  // As a model: every tensor, through the index over both machines' files.
+  auto model = TensorStore::open(folders[0]);
+  ASSERT_OK(model.status());
+  const Status complete = g.layout.check(*model);
+  EXPECT_TRUE(complete.ok()) << complete.to_string();
+  // On one machine holding every block.
+  auto one = ModelState::create(g.layout, true);
+  ASSERT_OK(one.status());
+  auto resumed = load_checkpoint(folders[0], **one);
+  ASSERT_OK(resumed.status());
+  EXPECT_EQ(resumed->step, 2);
+  EXPECT_EQ((*one)->step, 2);
+  for (size_t b = 0; b < g.layout.num_blocks(); ++b) same_block(**one, b, "one machine");
+  // On two machines, each holding its own blocks.
+  const auto owners = assign_block_owners(g.layout, 2, 1);
+  for (int p = 0; p < 2; ++p) {
+    auto mine = ModelState::create(g.layout, true, 0, SIZE_MAX, held_blocks(owners, p));
+    ASSERT_OK(mine.status());
+    ASSERT_OK(load_checkpoint(folders[0], **mine).status());
+    for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
+      if ((*mine)->holds(b)) same_block(**mine, b, "process " + std::to_string(p));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spillway
