@@ -3,10 +3,12 @@
 // group[r]; the engine of each rank calls the same collectives in the same order on its own
 // thread, as NCCL requires.
 //
-// The one collective the trainer needs is a reduce-scatter: every rank holds a whole block's
-// gradient, each ends with the sum over ranks of its 1/N share, and brings only that share down
-// to the host (ZeRO's partitioned gradients: the host link carries a block's gradient once per
-// step whatever N is). The CUDA group is NCCL (loaded at run time, so one-GPU and CPU machines need
+// On one machine the one collective the trainer needs is a reduce-scatter: every rank holds a
+// whole block's gradient, each ends with the sum over ranks of its 1/N share, and brings only
+// that share down to the host (ZeRO's partitioned gradients: the host link carries a block's
+// gradient once per step whatever N is). Past one machine, where each block's state lives on one
+// machine, a reduce into the GPU that carries the block and a broadcast of its weights from there.
+// The CUDA group is NCCL (loaded at run time, so one-GPU and CPU machines need
 // none of it); the CPU group sums in host memory across the ranks' threads, so the data-parallel
 // schedule runs in the CPU tests.
 //
@@ -68,12 +70,6 @@ class Communicator {
   // buffer of that range; the rest of `buffer` is undefined. Enqueued on `stream` of this rank's
   // device; every rank calls it with the same count, in the same order among its collectives.
   virtual Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) = 0;
-
-  // In place: afterwards every rank's `buffer` ([count] fp32 on its device) holds, element by
-  // element, the sum over every rank's buffer, the same bits on every rank. What a group that
-  // spans machines sums gradients with, since each machine keeps its own copy of the host state
-  // (docs/architecture.md, "Past one machine"). Enqueued as reduce_scatter_sum.
-  virtual Status all_reduce_sum(float* buffer, size_t count, StreamId stream) = 0;
 
   // Past one machine with the host state sharded by block (docs/architecture.md, "Past one
   // machine"): the GPUs that hold no copy of a block's state take its weights from the one that

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "train/checkpoint-parts.h"
+
 namespace spillway {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -11,7 +13,6 @@ Checkpointer::Checkpointer(RunAssembly& run, RunReporter& report, int keep_check
     : run_(run), report_(report), keep_(keep_checkpoints), started_(started) {}
 
 Status Checkpointer::save(TrainerState& progress, bool manual) {
-  if (run_.process() > 0) return {};  // past one machine, process 0 writes the same state
   // Every block's state on the host, the HBM tier's included (after the update in flight).
   const Status synced = run_.optimizer->sync_host();
   SPW_RETURN_IF_ERROR(report_.checkpointing(progress.step));
@@ -23,11 +24,17 @@ Status Checkpointer::save(TrainerState& progress, bool manual) {
   const std::string checkpoints = (fs::path(report_.run_dir()) / "checkpoints").string();
   progress.manual = manual;
   progress.run_id = report_.run_id();
-  auto saved = save_checkpoint(checkpoints, *run_.state, progress, run_.opt_state.get());
+  auto saved = run_.machines() > 1
+                   ? save_checkpoint_parts(checkpoints, *run_.state, progress, run_.opt_state.get(),
+                                           *run_.processes)
+                   : save_checkpoint(checkpoints, *run_.state, progress, run_.opt_state.get());
   progress.manual = false;
   SPW_ASSIGN_OR_RETURN(std::string dir, std::move(saved));
-  for (const std::string& note : prune_checkpoints(checkpoints, keep_))
-    report_.log(LogLevel::kWarn, note);
+  last_saved_ = dir;
+  if (run_.process() == 0) {
+    for (const std::string& note : prune_checkpoints(checkpoints, keep_))
+      report_.log(LogLevel::kWarn, note);
+  }
   uint64_t bytes = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))

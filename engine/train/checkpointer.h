@@ -26,15 +26,19 @@ class Checkpointer {
   // Saves the run at `progress` (its step, tokens and loss; the batch cursor and elapsed time are
   // filled in here). `manual`: asked for (SIGUSR1, the app's Save checkpoint), kept by the keep-N
   // rotation. Errors: the optimizer's (an SSD failure in the update), save_checkpoint's (kNoSpace
-  // on a full disk, nothing left behind) and the reporter's. Past one machine only process 0
-  // writes (every machine holds the same state); the others' save does nothing.
+  // on a full disk, nothing left behind) and the reporter's. Past one machine every process calls
+  // it at the same step and writes its blocks into process 0's checkpoint folder
+  // (checkpoint-parts.h); process 0 prunes.
   Status save(TrainerState& progress, bool manual = false);
+  // The folder of the last checkpoint save() wrote; empty before the first.
+  const std::string& last_saved() const { return last_saved_; }
 
  private:
   RunAssembly& run_;
   RunReporter& report_;
   const int keep_;
   const std::chrono::steady_clock::time_point started_;
+  std::string last_saved_;
 };
 
 }  // namespace spillway

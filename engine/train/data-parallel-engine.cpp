@@ -13,23 +13,25 @@
 namespace spillway {
 
 // What a process hands the others at the end of a step (past one machine): its GPUs' loss and
-// targets, and whether a stop was asked for on it. Sent as its bytes (no padding), between
-// machines of one architecture, followed with the host state sharded by block by each block's
-// gradient sum of squares over this machine's GPUs (the blocks it holds; 0 for the others).
+// targets, whether a stop and whether a checkpoint were asked for on it, followed by each block's
+// gradient sum of squares over this machine's GPUs (those of the blocks it holds; 0 for the
+// others). Sent as their bytes (no padding), between machines of one architecture.
 struct ProcessStep {
   double loss_sum = 0;
   int64_t targets = 0;
   int64_t stop = 0;
+  int64_t checkpoint = 0;
 };
-static_assert(sizeof(ProcessStep) == 24, "ProcessStep goes over the wire as its bytes");
+static_assert(sizeof(ProcessStep) == 32, "ProcessStep goes over the wire as its bytes");
 
 struct DataParallelEngine::Impl {
   // The run's processes, one per machine (null: this one alone), this one's index and the count.
   compute::ProcessExchange* processes = nullptr;
   int process = 0, machines = 1;
-  bool sharded = false;  // the host state is sharded by block (StreamingConfig::block_owners)
   const std::atomic<bool>* stop = nullptr;  // set_stop_flag, across machines: read at a step's end
   bool stop_asked = false;                  // a process asked for a stop at the last step's end
+  std::atomic<bool>* checkpoint = nullptr;  // set_checkpoint_flag: taken at a step's end
+  bool checkpoint_asked = false;            // a process asked for a checkpoint then
   std::vector<std::unique_ptr<compute::Communicator>> comms;  // [rank]; empty for one GPU
   std::vector<std::unique_ptr<StreamingEngine>> engines;      // [rank], destroyed before comms
   std::vector<std::string> names;  // [rank]: "GPU 3", or "CPU rank 1", for messages
@@ -179,17 +181,16 @@ struct DataParallelEngine::Impl {
   }
 
   // Past one machine: the step's loss and targets over every machine, summed in process order,
-  // and whether any asked for a stop. With one copy of the state per machine the gradient norm
-  // needs nothing more: every machine's GPUs brought down the whole all-reduced gradient, so
-  // their shares' sums are already the group's. With the state sharded by block each block's sum
-  // is its owner's, summed over the processes in process order too (the others add zeros).
+  // whether any asked for a stop, and each block's gradient sum of squares, its owner's, summed
+  // over the processes in process order too (the others add zeros).
   Status across_machines(StepResult& out, double limit_s) {
     ProcessStep mine;
     mine.loss_sum = out.loss_sum;
     mine.targets = out.targets;
     mine.stop = stop && stop->load();
+    mine.checkpoint = checkpoint && checkpoint->exchange(false);
     std::string message(reinterpret_cast<const char*>(&mine), sizeof(mine));
-    const size_t sums = sharded ? out.grad_sumsq.size() : 0;
+    const size_t sums = out.grad_sumsq.size();
     message.append(reinterpret_cast<const char*>(out.grad_sumsq.data()), sums * sizeof(double));
     auto all = processes->all_gather(message, limit_s);
     if (!all.ok()) {
@@ -199,8 +200,8 @@ struct DataParallelEngine::Impl {
     }
     out.loss_sum = 0;
     out.targets = 0;
-    if (sharded) std::fill(out.grad_sumsq.begin(), out.grad_sumsq.end(), 0.0);
-    stop_asked = false;
+    std::fill(out.grad_sumsq.begin(), out.grad_sumsq.end(), 0.0);
+    stop_asked = checkpoint_asked = false;
     for (const std::string& p : *all) {
       ProcessStep theirs;
       if (p.size() != message.size())
@@ -210,6 +211,7 @@ struct DataParallelEngine::Impl {
       out.loss_sum += theirs.loss_sum;
       out.targets += theirs.targets;
       stop_asked = stop_asked || theirs.stop != 0;
+      checkpoint_asked = checkpoint_asked || theirs.checkpoint != 0;
       for (size_t b = 0; b < sums; ++b) {
         double sq;
         std::memcpy(&sq, p.data() + sizeof(theirs) + b * sizeof(double), sizeof(sq));
@@ -245,7 +247,6 @@ Result<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     impl->process = processes->process();
     impl->machines = processes->processes();
   }
-  impl->sharded = !config.block_owners.empty();
   const bool group = n > 1 || impl->machines > 1;
   if (group) {
     SPW_ASSIGN_OR_RETURN(impl->comms, compute::make_communicators(backends, impl->processes));
@@ -293,10 +294,44 @@ bool DataParallelEngine::stop_asked() const {
   return impl_->stop_asked;
 }
 
+void DataParallelEngine::set_checkpoint_flag(std::atomic<bool>* asked) {
+  impl_->checkpoint = asked;
+}
+
+bool DataParallelEngine::checkpoint_asked() const {
+  return impl_->checkpoint_asked;
+}
+
 Result<StepResult> DataParallelEngine::forward_backward(const StepBatch& batch) {
   if (impl_->ranks() == 1 && impl_->machines == 1)
     return impl_->engines[0]->forward_backward(batch);
   return impl_->step(batch);
+}
+
+Result<StepResult> DataParallelEngine::forward(const StepBatch& batch, float* logits) {
+  Impl& m = *impl_;
+  if (m.machines == 1) return m.engines[0]->forward(batch, logits);
+  if (m.broken)
+    return internal_error("data parallel: an earlier step failed and aborted the group");
+  // Every GPU of every machine takes part in each block's broadcast: each runs the pass.
+  const int n = m.ranks();
+  std::vector<std::optional<Result<StepResult>>> results(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      results[r].emplace(m.engines[r]->forward(batch, r == 0 ? logits : nullptr));
+      if (!results[r]->ok()) m.failed(r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!results[r]->ok()) {
+      m.broken = true;
+      return results[m.first_failed >= 0 ? m.first_failed : r]->status().with_context(
+          m.names[m.first_failed >= 0 ? m.first_failed : r]);
+    }
+  }
+  return std::move(*results[0]);
 }
 
 void DataParallelEngine::set_weight_gate(std::function<void(size_t block)> gate) {

@@ -16,13 +16,14 @@
 // With one GPU it is a StreamingEngine and nothing else: no thread, no communicator.
 //
 // Past one machine (docs/architecture.md, "Past one machine"): one DataParallelEngine per
-// process, each with this machine's GPUs and its own copy of the host state (FSDP's hybrid
-// sharding: sharded within a machine, replicated across machines). The step's batch is the whole
-// group's, every process holding all of it; process p's GPU r takes the (p · N + r)-th run of its
-// micro-batches. Each block's gradient is all-reduced over every GPU of every machine, so each
-// machine's GPUs bring down the whole sum into its copy, and every machine's optimizer makes the
-// same update to the same bits. At the step's end the processes exchange their loss, targets and
-// stop requests (compute::ProcessExchange); a stop asked on one machine stops all after the step.
+// process, each with this machine's GPUs and the blocks of the host state it holds
+// (StreamingConfig::block_owners, block-owners.h; ModelState::holds). The step's batch is the
+// whole group's, every process holding all of it; process p's GPU r takes the (p · N + r)-th run
+// of its micro-batches. A block's weights go up from the one GPU that carries it and the group
+// broadcasts them; its gradient is reduced into that GPU, which brings it down into its
+// machine's state, whose optimizer alone updates the block. At the step's end the processes
+// exchange their loss, targets, stop requests and each block's gradient sum of squares
+// (compute::ProcessExchange); a stop asked on one machine stops all after the step.
 //
 // Faults: the engines run on one thread each; the first to fail aborts the group, so the others
 // end instead of waiting for its collectives, and the step fails with that GPU's error (a stop
@@ -32,8 +33,8 @@
 // watchdog does the same with its process-group timeout): the group is aborted and the step fails
 // naming the GPUs still running. Past one machine the watchdog also asks the process group every
 // kGroupCheckS whether a machine left, and aborts the group when one did. After a failed step the
-// group cannot train again; forward()
-// (rank 0 alone) still works, for the checkpoint that follows a stop.
+// group cannot train again; on one machine forward() (rank 0 alone) still works, past one machine
+// nothing does.
 // Thread-safety: one thread drives it, as a StreamingEngine. Ownership: borrows the backends and
 // the state, which must outlive it.
 #pragma once
@@ -84,8 +85,18 @@ class DataParallelEngine {
   // Across machines: whether any process had a stop asked for at the end of the last step (the
   // stop flag of each is read there, not mid-step). Always false on one machine.
   bool stop_asked() const;
-  // GPU r's engine; rank 0's runs forward() for evaluation and generation.
+  // Across machines, a checkpoint asked for (SIGUSR1) on any machine is written by all at the
+  // same step: each takes its `asked` flag (clearing it) at a step's end and checkpoint_asked()
+  // then says whether any process had it set. Unused on one machine.
+  void set_checkpoint_flag(std::atomic<bool>* asked);
+  bool checkpoint_asked() const;
+  // GPU r's engine.
   StreamingEngine& rank(int r);
+
+  // A forward pass without gradients (evaluation, generation): rank 0's StreamingEngine::forward,
+  // run past one machine by every GPU of every process alike (each block's broadcast needs them
+  // all: every process must call it with the same batch), rank 0's result.
+  Result<StepResult> forward(const StepBatch& batch, float* logits = nullptr);
 
   // One step: batch.micro_batches must be a multiple of ranks() × machines(), at most that many ×
   // config.max_micro_batches. The result is the whole step's: loss over every target, each block's

@@ -6,6 +6,7 @@
 
 #include "core/fail-point.h"
 #include "core/file-util.h"
+#include "core/json-file.h"
 #include "history/owned-files.h"
 
 namespace spillway {
@@ -50,46 +51,90 @@ Status check_export_target(const std::string& out) {
       (fs::path(out) / "model").string() + "), or one that holds only an earlier export");
 }
 
+namespace {
+
+// What an export holds beside the weights: config.json and the tokenizer's files.
+Status write_model_files(const std::string& tmp, const ModelConfig& model,
+                         const std::string& tokenizer_source) {
+  if (fail_point("export.write")) return io_error("export.write: failed by SPILLWAY_FAIL_POINTS");
+  nlohmann::json config = model.to_json();
+  config["transformers_version"] = "4.40.0";
+  SPW_RETURN_IF_ERROR(
+      write_file_atomic((fs::path(tmp) / "config.json").string(), config.dump(2) + "\n"));
+  if (tokenizer_source == kBuiltinBytesTokenizer) {
+    // No tokenizer file exists for the built-in byte tokenizer; this marker lets eval/generate
+    // find it.
+    return write_file_atomic((fs::path(tmp) / kBuiltinTokenizerMarker).string(),
+                             "{\"tokenizer\": \"builtin:bytes\"}\n");
+  }
+  if (tokenizer_source.empty()) return {};
+  std::error_code ec;
+  std::vector<fs::path> files;
+  if (fs::is_directory(tokenizer_source, ec)) {
+    for (const char* name :
+         {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
+          "generation_config.json", "chat_template.jinja", kBuiltinTokenizerMarker}) {
+      fs::path p = fs::path(tokenizer_source) / name;
+      if (fs::exists(p, ec)) files.push_back(p);
+    }
+  } else if (fs::exists(tokenizer_source, ec)) {
+    files.push_back(tokenizer_source);
+  }
+  if (files.empty()) {
+    return not_found("no tokenizer at " + tokenizer_source +
+                     " (looked for tokenizer.json and tokenizer.model); pass the tokenizer the "
+                     "model was trained with");
+  }
+  for (const auto& f : files) {
+    fs::copy_file(f, fs::path(tmp) / f.filename(), fs::copy_options::overwrite_existing, ec);
+    if (ec) return io_error("cannot copy " + f.string() + ": " + ec.message());
+  }
+  return {};
+}
+
+}  // namespace
+
 Status export_model(const ModelState& state, const std::string& tokenizer_source,
                     const std::string& out) {
-  auto fill = [&](const std::string& tmp) -> Status {
+  return write_export_folder(out, [&](const std::string& tmp) -> Status {
     SPW_RETURN_IF_ERROR(state.save_weights(tmp));
-    if (fail_point("export.write")) return io_error("export.write: failed by SPILLWAY_FAIL_POINTS");
-    nlohmann::json config = state.config().to_json();
-    config["transformers_version"] = "4.40.0";
-    SPW_RETURN_IF_ERROR(
-        write_file_atomic((fs::path(tmp) / "config.json").string(), config.dump(2) + "\n"));
-    if (tokenizer_source == kBuiltinBytesTokenizer) {
-      // No tokenizer file exists for the built-in byte tokenizer; this marker lets eval/generate
-      // find it.
-      return write_file_atomic((fs::path(tmp) / kBuiltinTokenizerMarker).string(),
-                               "{\"tokenizer\": \"builtin:bytes\"}\n");
+    return write_model_files(tmp, state.config(), tokenizer_source);
+  });
+}
+
+Status export_checkpoint(const std::string& checkpoint, const std::string& tokenizer_source,
+                         const std::string& out) {
+  SPW_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::load(checkpoint));
+  // The weights' files: model.safetensors, or the index and the files it names.
+  std::vector<std::string> names;
+  std::error_code ec;
+  if (fs::exists(fs::path(checkpoint) / "model.safetensors", ec)) {
+    names.push_back("model.safetensors");
+  } else {
+    const std::string index = (fs::path(checkpoint) / "model.safetensors.index.json").string();
+    SPW_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(index, ErrorCode::kCorrupt));
+    names.push_back("model.safetensors.index.json");
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+      return corrupt(index + ": missing 'weight_map' object");
+    for (const auto& [tensor, file] : j["weight_map"].items()) {
+      const std::string name = file.is_string() ? file.get<std::string>() : "";
+      if (name.empty() || name.find('/') != std::string::npos)
+        return corrupt(index + ": the file of " + tensor + " is not a plain file name");
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
-    if (tokenizer_source.empty()) return {};
-    std::error_code ec;
-    std::vector<fs::path> files;
-    if (fs::is_directory(tokenizer_source, ec)) {
-      for (const char* name :
-           {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-            "generation_config.json", "chat_template.jinja", kBuiltinTokenizerMarker}) {
-        fs::path p = fs::path(tokenizer_source) / name;
-        if (fs::exists(p, ec)) files.push_back(p);
-      }
-    } else if (fs::exists(tokenizer_source, ec)) {
-      files.push_back(tokenizer_source);
+  }
+  return write_export_folder(out, [&](const std::string& tmp) -> Status {
+    for (const std::string& name : names) {
+      // A hard link where the checkpoint's filesystem allows one (no copy of a 70B model, and
+      // removing the checkpoint later leaves the export whole), else a copy.
+      const fs::path from = fs::path(checkpoint) / name, to = fs::path(tmp) / name;
+      std::error_code link_ec, copy_ec;
+      fs::create_hard_link(from, to, link_ec);
+      if (link_ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing, copy_ec);
+      if (copy_ec) return io_error("cannot copy " + from.string() + ": " + copy_ec.message());
     }
-    if (files.empty()) {
-      return not_found("no tokenizer at " + tokenizer_source +
-                       " (looked for tokenizer.json and tokenizer.model); pass the tokenizer the "
-                       "model was trained with");
-    }
-    for (const auto& f : files) {
-      fs::copy_file(f, fs::path(tmp) / f.filename(), fs::copy_options::overwrite_existing, ec);
-      if (ec) return io_error("cannot copy " + f.string() + ": " + ec.message());
-    }
-    return {};
-  };
-  return write_export_folder(out, fill);
+    return write_model_files(tmp, config, tokenizer_source);
+  });
 }
 
 Status write_export_folder(const std::string& out,

@@ -28,6 +28,14 @@ Status check_export_target(const std::string& out);
 Status export_model(const ModelState& state, const std::string& tokenizer_source,
                     const std::string& out);
 
+// export_model from a checkpoint folder (checkpoint.h) instead of a state in memory: its weights'
+// files (the same fp32 tensors save_weights writes, in one file or under an index) hard-linked
+// where the filesystem allows, else copied, and its config. Past one machine the trainer exports
+// so, since no machine holds every block (checkpoint-parts.h). Errors as export_model's, and
+// ModelConfig::load's for the checkpoint.
+Status export_checkpoint(const std::string& checkpoint, const std::string& tokenizer_source,
+                         const std::string& out);
+
 // What every export format shares: `fill` writes the files into the temporary folder, then the
 // manifest listing them is written and the folder renamed to `out` (check_export_target first and
 // again before the swap). Errors get "export to OUT: ".

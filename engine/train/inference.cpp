@@ -38,8 +38,8 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::open(
   return s;
 }
 
-Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches,
-                                    int micro_batch_size, int64_t max_batches) {
+Result<EvalResult> evaluate_dataset(const ForwardPass& forward, const Dataset& ds,
+                                    int micro_batches, int micro_batch_size, int64_t max_batches) {
   const int rows = micro_batches * micro_batch_size;
   EvalResult r;
   double loss_sum = 0;
@@ -47,9 +47,8 @@ Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, 
   for (size_t begin = 0; begin < ds.size(); begin += rows) {
     if (max_batches > 0 && batches++ >= max_batches) break;
     Batch b = make_batch_range(ds, begin, rows);
-    SPW_ASSIGN_OR_RETURN(StepResult s,
-                         engine.forward(StepBatch{micro_batches, micro_batch_size, b.seq_len,
-                                                  b.input_ids, b.labels, b.positions}));
+    SPW_ASSIGN_OR_RETURN(StepResult s, forward(StepBatch{micro_batches, micro_batch_size, b.seq_len,
+                                                         b.input_ids, b.labels, b.positions}));
     loss_sum += s.loss_sum;
     r.targets += s.targets;
   }
@@ -63,7 +62,8 @@ Result<EvalResult> InferenceSession::eval(const Dataset& ds) {
   if (ds.seq_len() > max_seq_)
     return invalid_argument("eval: dataset sequences of " + std::to_string(ds.seq_len()) +
                             " tokens exceed the session's " + std::to_string(max_seq_));
-  return evaluate_dataset(*engine_, ds, 1, batch_);
+  StreamingEngine& engine = *engine_;
+  return evaluate_dataset([&](const StepBatch& b) { return engine.forward(b); }, ds, 1, batch_);
 }
 
 Result<std::vector<float>> InferenceSession::logits(const std::vector<int32_t>& ids) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,11 +37,14 @@ struct GenerateOptions {
   std::vector<int32_t> stop_ids;
 };
 
-// Mean loss of `ds` in file order through `engine` (forward only), `micro_batches` ×
-// `micro_batch_size` sequences per pass; at most `max_batches` passes (0: all). Used by eval and by
-// the trainer's periodic evaluation. loss is 0 when no target is trained.
-Result<EvalResult> evaluate_dataset(StreamingEngine& engine, const Dataset& ds, int micro_batches,
-                                    int micro_batch_size, int64_t max_batches = 0);
+// Mean loss of `ds` in file order through `forward` (a StreamingEngine's or a
+// DataParallelEngine's forward pass), `micro_batches` × `micro_batch_size` sequences per pass; at
+// most `max_batches` passes (0: all). Used by eval and by the trainer's periodic evaluation. loss
+// is 0 when no target is trained.
+using ForwardPass = std::function<Result<StepResult>(const StepBatch&)>;
+Result<EvalResult> evaluate_dataset(const ForwardPass& forward, const Dataset& ds,
+                                    int micro_batches, int micro_batch_size,
+                                    int64_t max_batches = 0);
 
 class InferenceSession {
  public:

@@ -66,6 +66,9 @@ struct MachineProbe {
   // (kNetworkBytesPerS). Set by the launcher (the worker's processes, `plan --machines`).
   int machines = 1;
   double network_bytes_per_s = 0;
+  // Past one machine: the process whose share of the host state is planned (each machine holds
+  // its blocks' state, block-owners.h); -1: the one that holds the most (`plan --machines`).
+  int process = -1;
   std::string backend =
       compute::backend_name(compute::BackendKind::kCpu);  // Device::name() of the probed backend
   std::string device;  // the backend's device name; empty when no device was probed

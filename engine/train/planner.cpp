@@ -140,9 +140,12 @@ std::string block_range_text(const ParameterLayout& layout, size_t first, size_t
          " (" + what + ")";
 }
 
-uint64_t blocks_fp32(const ParameterLayout& layout, size_t first, size_t count) {
+// fp32 bytes of blocks [first, first + count), of those `held` names (empty: all).
+uint64_t blocks_fp32(const ParameterLayout& layout, size_t first, size_t count,
+                     const std::vector<bool>& held = {}) {
   uint64_t n = 0;
-  for (size_t b = first; b < first + count; ++b) n += layout.blocks()[b].numel * 4;
+  for (size_t b = first; b < first + count; ++b)
+    n += held.empty() || held[b] ? layout.blocks()[b].numel * 4 : 0;
   return n;
 }
 
@@ -162,9 +165,10 @@ std::string host_tiers_text(const ParameterLayout& layout, const BlockTiers& t) 
 }  // namespace
 
 TierPlacement place_tiers(const ParameterLayout& layout, const TrainJob& job,
-                          uint64_t dram_free_bytes, uint64_t other_dram_bytes) {
+                          uint64_t dram_free_bytes, uint64_t other_dram_bytes,
+                          const std::vector<bool>& held) {
   const size_t n = layout.num_blocks();
-  const uint64_t fp32 = layout.total_numel() * 4;
+  const uint64_t fp32 = blocks_fp32(layout, 0, n, held);
   // DRAM always holds the fp32 master (or, with it on the SSD, the copy the engine streams).
   const uint64_t fixed = fp32 + other_dram_bytes;
   const bool unknown = dram_free_bytes == 0;
@@ -192,7 +196,7 @@ TierPlacement place_tiers(const ParameterLayout& layout, const TrainJob& job,
     const uint64_t room = dram_free_bytes > fixed ? dram_free_bytes - fixed : 0;
     size_t d = 0;
     for (uint64_t used = 0; d < n; ++d) {
-      used += 2 * blocks_fp32(layout, d, 1);
+      used += 2 * blocks_fp32(layout, d, 1, held);
       if (used > room) break;
     }
     p.blocks.dram = d;
@@ -446,10 +450,10 @@ Result<std::vector<int>> job_devices(const TrainJob& job, const MachineProbe& ma
 // (streaming-engine.cpp, finish_grad_share): each block's gradient buffer, padded to a multiple of
 // `ranks` floats, is reduce-scattered on its own stream as soon as its backward ends, S·(N-1)/N
 // bytes per GPU at `bus_bytes_per_s` (nccl-tests' bus bandwidth), one block after another, while
-// the backward goes on to the next block. Past one machine it is an all-reduce over every GPU of
-// `machines` machines, R = N·machines ranks: S·2(R-1)/R bytes per GPU (nccl-tests' all-reduce bus
-// bandwidth), which cross each machine's network as well (a ring's every rank sends that much to
-// the next, and each machine's GPUs' rings leave it once each), at the slower of the two. Backward
+// the backward goes on to the next block. Past one machine it is a reduce over every GPU of
+// `machines` machines into the GPU that carries the block: S bytes per GPU (a ring's or a
+// chain's every rank sends the block on once), which cross each machine's network as well, at the
+// slower of the two. Backward
 // order (head, layers L-1..0, embedding), block b taking backward_s · share[b] (forward_shares: the
 // embedding's, a scatter-add, none). Returns the time the last reduce ends after the backward (the
 // embedding's whole reduce at least, and what the longer ones queued), and in `bytes` and `busy_s`
@@ -458,12 +462,13 @@ double exposed_reduce_s(const ParameterLayout& layout, const std::vector<double>
                         double backward_s, int ranks, int machines, double bus_bytes_per_s,
                         double* bytes, double* busy_s) {
   const double all = static_cast<double>(ranks) * machines;
-  const double per_byte = machines > 1 ? 2.0 * (all - 1) / all : (all - 1) / all;
+  const double per_byte = machines > 1 ? 1.0 : (all - 1) / all;
   double computed = 0, reduced = 0;
   *bytes = *busy_s = 0;
   for (size_t b = layout.num_blocks(); b-- > 0;) {
     const uint64_t numel = layout.blocks()[b].numel;
-    const double padded = static_cast<double>((numel + ranks - 1) / ranks * ranks);
+    const double padded =
+        static_cast<double>(machines > 1 ? numel : (numel + ranks - 1) / ranks * ranks);
     const double block_bytes = per_byte * 4.0 * padded;
     computed += backward_s * share[b];
     reduced = std::max(reduced, computed) + block_bytes / bus_bytes_per_s;
@@ -480,23 +485,38 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
                 int64_t total_steps, const DataShape& data, int device_checkpoint_layers) {
   const ParameterLayout layout = ParameterLayout::build(config);
   const double P = static_cast<double>(layout.parameter_count());
-  const uint64_t padded = layout.total_numel();
-  const uint64_t fp32 = padded * 4;
 
   // The GPUs (or CPU ranks): each runs the job's micro-batches and accumulation, so the step has N
   // times the tokens; each GPU's arena and link are planned as one GPU's (data-parallel-engine.h).
   const Result<std::vector<int>> devices = job_devices(job, machine);
   const int ranks = devices.ok() ? static_cast<int>(devices->size()) : 1;
   const double N = ranks;
-  // Past one machine: each of `machines` runs this one's GPUs on its own copy of the state.
+  // Past one machine: each of `machines` runs this one's GPUs and holds the state of its blocks
+  // (block-owners.h): the planned process's (MachineProbe::process; -1: the one holding most).
   const int machines = std::max(1, machine.machines);
   const bool grouped = ranks > 1 || machines > 1;
+  std::vector<BlockOwner> owners;
+  std::vector<bool> held;  // empty: every block
+  if (machines > 1) {
+    owners = assign_block_owners(layout, machines, ranks);
+    int planned = machine.process;
+    if (planned < 0 || planned >= machines) {
+      uint64_t most = 0;
+      for (int p = 0; p < machines; ++p) {
+        const uint64_t bytes = blocks_fp32(layout, 0, layout.num_blocks(), held_blocks(owners, p));
+        if (bytes > most) most = bytes, planned = p;
+      }
+    }
+    held = held_blocks(owners, planned);
+  }
+  const uint64_t host_fp32 = blocks_fp32(layout, 0, layout.num_blocks(), held);
 
   // HBM: what the streaming engine allocates (act dtype fp32 on the CPU backend, bf16 on CUDA),
   // on each GPU: with several, the gradient buffers padded to a multiple of N floats.
   StreamingConfig sc = streaming_config(job);
   sc.data_parallel_ranks = ranks;
   sc.data_parallel_processes = machines;
+  sc.block_owners = owners;
   sc.device_checkpoint_layers = device_checkpoint_layers;
   const compute::BackendFacts& facts = machine.backend_facts();
   const DType act_dtype = facts.act_dtype;
@@ -560,7 +580,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   const bool cpu = host_memory;
   // The HBM state tier's blocks have no host gradient (ModelState::create): their fp32 gradient,
   // a quarter of their state there, lives only on the device.
-  const uint64_t grads_dram = fp32 - state_bytes / 4;
+  const uint64_t grads_dram = host_fp32 - state_bytes / 4;
   // One copy of the state whatever N; each GPU's spilled checkpoints, and each CPU rank's arena.
   const uint64_t host_ckpt = mul_saturated({ckpt_spilled, uint64_t(ranks)});
   // The CPU "device" is DRAM too.
@@ -573,19 +593,19 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
                              ? std::min(job.dram_cap_bytes, machine.dram_available_bytes)
                              : machine.dram_available_bytes;
   const TierPlacement placement =
-      place_tiers(layout, job, plan.dram.free_bytes, grads_dram + host_ckpt + cpu_arena);
+      place_tiers(layout, job, plan.dram.free_bytes, grads_dram + host_ckpt + cpu_arena, held);
   const BlockTiers& tiers = placement.blocks;
   // fp32 bytes of the blocks in each host tier, and those the update moves over the SSD each step
   // (the HBM state tier's are written there only for a checkpoint).
-  const uint64_t moments_dram = 2 * blocks_fp32(layout, 0, tiers.dram);
-  const uint64_t master_ssd = blocks_fp32(layout, tiers.dram + tiers.ssd_moments, tiers.ssd);
-  const uint64_t moments_ssd = 2 * fp32 - moments_dram;
+  const uint64_t moments_dram = 2 * blocks_fp32(layout, 0, tiers.dram, held);
+  const uint64_t master_ssd = blocks_fp32(layout, tiers.dram + tiers.ssd_moments, tiers.ssd, held);
+  const uint64_t moments_ssd = 2 * host_fp32 - moments_dram;
   uint64_t ssd_step_bytes = 0;
   for (size_t b = state_blocks; b < layout.num_blocks(); ++b) {
     const BlockTiers::Tier t = tiers.of(b);
-    ssd_step_bytes += blocks_fp32(layout, b, 1) * (t == BlockTiers::kSsd          ? 3
-                                                   : t == BlockTiers::kSsdMoments ? 2
-                                                                                  : 0);
+    ssd_step_bytes += blocks_fp32(layout, b, 1, held) * (t == BlockTiers::kSsd          ? 3
+                                                         : t == BlockTiers::kSsdMoments ? 2
+                                                                                        : 0);
   }
   plan.hbm.weights_bytes = slots;
   plan.hbm.gradients_bytes = grads_dev;
@@ -605,11 +625,11 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   // weight-slots.h), so the weights need no copy of their own in DRAM, except that with the master
   // on the SSD ModelState's master buffer stays behind as the streamed copy.
   plan.dram.weights_bytes = master_ssd;
-  plan.dram.master_bytes = fp32 - master_ssd;
+  plan.dram.master_bytes = host_fp32 - master_ssd;
   plan.dram.gradients_bytes = grads_dram;
   plan.dram.optimizer_bytes = moments_dram;
   plan.dram.checkpoints_bytes = host_ckpt;
-  const uint64_t dram_needed = fp32 + grads_dram + moments_dram + host_ckpt + cpu_arena;
+  const uint64_t dram_needed = host_fp32 + grads_dram + moments_dram + host_ckpt + cpu_arena;
   plan.dram.needed_bytes = dram_needed;
   plan.dram.total_bytes = machine.dram_total_bytes;
   plan.dram.runtime_bytes = cpu ? kCpuRuntimeDramBytes : kGpuRuntimeDramBytes;
@@ -677,9 +697,9 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
     // What "auto" would keep in DRAM, for the message.
     TrainJob with_auto = job;
     with_auto.optimizer_tier = with_auto.master_tier = TierChoice::kAuto;
-    const BlockTiers automatic =
-        place_tiers(layout, with_auto, plan.dram.free_bytes, grads_dram + host_ckpt + cpu_arena)
-            .blocks;
+    const BlockTiers automatic = place_tiers(layout, with_auto, plan.dram.free_bytes,
+                                             grads_dram + host_ckpt + cpu_arena, held)
+                                     .blocks;
     reason =
         "DRAM: needs " + gb(dram_needed) + " but " + gb(plan.dram.free_bytes) + " is available; " +
         (automatic.ssd == automatic.blocks() || tiers.dram == 0
@@ -716,13 +736,13 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   const size_t gpu_blocks = cpu ? 0 : state_blocks;
   std::vector<double> cpu_params(layout.num_blocks(), 0.0);
   double P_gpu = 0;
+  double P_cpu = 0;  // past one machine, of the blocks this one holds
   for (size_t b = 0; b < layout.num_blocks(); ++b) {
     if (b < gpu_blocks)
       P_gpu += block_params(layout, b);
-    else
-      cpu_params[b] = block_params(layout, b);
+    else if (held.empty() || held[b])
+      P_cpu += cpu_params[b] = block_params(layout, b);
   }
-  const double P_cpu = P - P_gpu;
   // The GPU's AdamW over the tier's blocks: memory-bound, 28 B/param of HBM traffic as the CPU's.
   const double gpu_adamw_s = kAdamwBytesPerParam * P_gpu / kGpuHbmBytesPerS;
   // Each GPU computes its own micro-batches; CPU ranks share the host's cores, one after another.
@@ -787,8 +807,11 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   // 2-GPU host's 63.5 GB/s copy rate, against a 6.5 s step; at 8 GPUs it starts to count).
   const double host_dma_s =
       !cpu && ranks > 1 ? ranks * (h2d_bytes + d2h_bytes) / (2.0 * host_bw) : 0.0;
+  // Past one machine every GPU also receives each block's weights by broadcast from the GPU that
+  // carries it (act_dtype, as often as a GPU would upload them): a stream beside compute, on the
+  // network with the gradients' reduces.
+  double broadcast_bytes = 0, broadcast_s = 0;
   if (!cpu) {
-    const double overlapped_s = std::max({compute_s, link_s, host_dma_s});
     const double forward_s = std::max(compute_s - gpu_adamw_s, link_s) / 4.0;
     const std::vector<double> shares = forward_shares(config, layout, gpu, job.seq_len);
     const double wait_s =
@@ -801,10 +824,21 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
             machine.network_bytes_per_s > 0 ? machine.network_bytes_per_s : kNetworkBytesPerS;
         network_bound = ranks == 1 || network_bw <= bus;
         bus = network_bound ? network_bw : bus;
+        StreamingConfig whole = sc;  // what one GPU uploads when it carries every block
+        whole.block_owners.clear();
+        whole.data_parallel_processes = 1;
+        broadcast_bytes =
+            static_cast<double>(StreamingEngine::plan_link_bytes(layout, whole, 0).h2d) *
+            static_cast<double>(act) / 4.0;
+        broadcast_s = broadcast_bytes / bus;
       }
       nccl_s = exposed_reduce_s(layout, shares, 3.0 * forward_s, ranks, machines, bus, &nccl_bytes,
                                 &nccl_busy_s);
+      nccl_busy_s += broadcast_s;
     }
+    // Past one machine the network's whole load (reduces and broadcasts) is a stream of its own.
+    const double overlapped_s =
+        std::max({compute_s, link_s, host_dma_s, machines > 1 ? nccl_busy_s : 0.0});
     optimizer_visible_s = grad_norm_s + wait_s;
     step_s = optimizer_visible_s + std::max(overlapped_s, ssd_s) + nccl_s;
   }
@@ -865,7 +899,7 @@ Plan plan_split(const ModelConfig& config, const TrainJob& job, const MachinePro
   plan.devices.nccl_s = nccl_s;
   plan.devices.nccl_bytes = nccl_bytes;
   plan.devices.machines = machines;
-  plan.devices.network_bytes = machines > 1 ? nccl_bytes : 0;
+  plan.devices.network_bytes = machines > 1 ? nccl_bytes + broadcast_bytes : 0;
   plan.model = {config.architecture, P, config.num_layers, config.hidden_size, config.vocab_size};
   plan.machine = {machine.compute_flops,
                   machine.h2d_bytes_per_s,

@@ -179,8 +179,11 @@ struct TierPlacement {
   bool optimizer_on_ssd() const { return blocks.any_on_ssd(); }
   bool master_on_ssd() const { return blocks.ssd > 0; }
 };
+// `held` ([block]; empty: every block): past one machine the blocks this machine holds, the only
+// ones whose state it places (the counts still run in block order over every block).
 TierPlacement place_tiers(const ParameterLayout& layout, const TrainJob& job,
-                          uint64_t dram_free_bytes, uint64_t other_dram_bytes);
+                          uint64_t dram_free_bytes, uint64_t other_dram_bytes,
+                          const std::vector<bool>& held = {});
 // The placement a plan chose (Plan::state's counts), as the run builds it.
 TierPlacement plan_placement(const Plan& plan);
 

@@ -118,9 +118,15 @@ Status load_model(const TrainJob& job, const ModelConfig& config, RunAssembly& r
   if (run.placement.optimizer_on_ssd() && job.ssd_dir.empty())
     return invalid_argument(
         "the optimizer state does not fit in DRAM: set placement.ssd_dir to a folder on an SSD");
+  // Past one machine each holds its own blocks' state (block-owners.h).
+  std::vector<bool> held;
+  if (run.machines() > 1) {
+    run.block_owners = assign_block_owners(layout, run.machines(), run.ranks());
+    held = held_blocks(run.block_owners, run.process());
+  }
   // Moments in DRAM for the first tiers.dram blocks; the SSD store keeps the others'.
-  SPW_ASSIGN_OR_RETURN(run.state,
-                       ModelState::create(layout, true, run.hbm_state_blocks, tiers.dram));
+  SPW_ASSIGN_OR_RETURN(run.state, ModelState::create(layout, true, run.hbm_state_blocks, tiers.dram,
+                                                     std::move(held)));
   if (!job.model_path.empty()) {
     SPW_RETURN_IF_ERROR(verify_if_checkpoint(job.model_path));  // a checkpoint as the model
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(job.model_path));
@@ -131,8 +137,9 @@ Status load_model(const TrainJob& job, const ModelConfig& config, RunAssembly& r
   // With a block's master on the SSD, ModelState's master buffer is the compute copy of its
   // weights.
   uint64_t compute_copy = 0;
-  for (size_t b = tiers.dram + tiers.ssd_moments; b < layout.num_blocks(); ++b)
-    compute_copy += layout.blocks()[b].numel * sizeof(float);
+  for (size_t b = tiers.dram + tiers.ssd_moments; b < layout.num_blocks(); ++b) {
+    if (run.state->holds(b)) compute_copy += layout.blocks()[b].numel * sizeof(float);
+  }
   run.counters.set(Tier::kDram, Category::kWeights, static_cast<int64_t>(compute_copy));
   run.counters.set(Tier::kDram, Category::kMaster,
                    static_cast<int64_t>(run.state->master_bytes() - compute_copy));
@@ -252,6 +259,7 @@ Status resume(const std::string& checkpoint_dir, int64_t sequences_per_step, Run
 void probe_for_plan(const TrainJob& job, const ModelConfig& config, RunAssembly& run) {
   run.machine = probe_machine(job.ssd_dir);  // the disk is probed only when the run uses one
   run.machine.machines = run.machines();     // each of this one's shape
+  run.machine.process = run.process();       // holding its own blocks' state
   // The DRAM the job had before it allocated its own state: read now, the plan would count that
   // state as taken, find the job too big for what is left and place the tiers differently.
   if (run.mem_at_start.available_bytes)
@@ -286,6 +294,7 @@ Status build_engine(const TrainJob& job, RunAssembly& run) {
   sc.device_checkpoint_layers = run.device_checkpoint_layers;
   sc.saved_activation_layers = run.saved_activation_layers;
   sc.mlp_recompute_layers = run.mlp_recompute_layers;
+  sc.block_owners = run.block_owners;
   std::vector<compute::Backend*> backends = {run.backend.get()};
   for (auto& p : run.peers) backends.push_back(p.get());
   SPW_ASSIGN_OR_RETURN(run.engine, DataParallelEngine::create(backends, *run.state, sc,

@@ -24,6 +24,7 @@
 #include "data/tokenizer.h"
 #include "telemetry/counters.h"
 #include "telemetry/sampler.h"
+#include "train/block-owners.h"
 #include "train/checkpoint.h"
 #include "train/data-parallel-engine.h"
 #include "train/machine-probe.h"
@@ -52,9 +53,11 @@ struct RunAssembly {
   std::vector<int> devices;
   int ranks() const { return static_cast<int>(devices.size()); }
   // The run's processes, one per machine (compute/host-group.h), set by the launcher before
-  // assemble_run; null: this process alone. Every machine holds the whole host state; process 0
-  // writes the checkpoints and the export (data-parallel-engine.h).
+  // assemble_run; null: this process alone. Each machine holds the host state of its blocks
+  // (block_owners, block-owners.h), writes them into each checkpoint (checkpoint-parts.h) and
+  // updates them (data-parallel-engine.h); process 0 exports.
   compute::ProcessExchange* processes = nullptr;
+  std::vector<BlockOwner> block_owners;  // past one machine: [block] who holds it; else empty
   int machines() const { return processes ? processes->processes() : 1; }
   int process() const { return processes ? processes->process() : 0; }
   // The step's micro-batches: the job's accumulation on every GPU of every machine.

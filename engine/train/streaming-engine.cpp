@@ -126,22 +126,39 @@ StreamingEngine::LinkBytes StreamingEngine::plan_link_bytes(const ParameterLayou
   const auto& blocks = layout.blocks();  // embedding, layers 1..L, head
   const size_t L = static_cast<size_t>(c.num_layers);
   const uint64_t tokens = tokens_per_step(config);
-  auto fp32 = [&](size_t b) -> uint64_t { return b < hbm_blocks ? 0 : blocks[b].numel * 4; };
-  LinkBytes bytes;
-  for (size_t b = 0; b < blocks.size(); ++b) bytes.h2d += fp32(b);
-  if (c.tie_word_embeddings) bytes.h2d += fp32(0);
-  const size_t others = c.tie_word_embeddings ? 2 : 1;  // blocks after the last layer in the slots
-  const size_t resident =
-      std::min(L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
-  for (size_t l = 0; l + resident < L; ++l) bytes.h2d += fp32(1 + l);
-  bytes.h2d += 2 * tokens * sizeof(int32_t);  // ids and labels (packed rows add 4 bytes a token)
-  // Down: each GPU of a data-parallel group brings its share of every gradient, the first GPU
-  // (whose bytes these are) a whole ceil(numel / N).
   const int ranks = std::max(1, config.data_parallel_ranks);
-  for (size_t b = 0; b < blocks.size(); ++b)
-    bytes.d2h += b < hbm_blocks ? 0 : share_numel(blocks[b].numel, ranks) * 4;
-  bytes.d2h += tokens * sizeof(float) + blocks.size() * sizeof(double);
-  return bytes;
+  const bool sharded =
+      config.data_parallel_processes > 1 && config.block_owners.size() == blocks.size();
+  // The bytes of GPU `rank` of the group (past one machine, where each carries its own blocks).
+  auto of_rank = [&](int rank) {
+    auto fp32 = [&](size_t b) -> uint64_t {
+      const bool here = !sharded || config.block_owners[b].rank(ranks) == rank;
+      return b < hbm_blocks || !here ? 0 : blocks[b].numel * 4;
+    };
+    LinkBytes bytes;
+    for (size_t b = 0; b < blocks.size(); ++b) bytes.h2d += fp32(b);
+    if (c.tie_word_embeddings) bytes.h2d += fp32(0);
+    const size_t others =
+        c.tie_word_embeddings ? 2 : 1;  // blocks after the last layer in the slots
+    const size_t resident = std::min(
+        L, static_cast<size_t>(std::max(0, config.weight_slots - static_cast<int>(others))));
+    for (size_t l = 0; l + resident < L; ++l) bytes.h2d += fp32(1 + l);
+    bytes.h2d += 2 * tokens * sizeof(int32_t);  // ids and labels (packed rows add 4 bytes a token)
+    // Down: each GPU of a data-parallel group brings its share of every gradient, the first GPU
+    // (whose bytes these are) a whole ceil(numel / N); past one machine the whole gradient of
+    // each block it carries.
+    for (size_t b = 0; b < blocks.size(); ++b)
+      bytes.d2h += sharded ? fp32(b) : b < hbm_blocks ? 0 : share_numel(blocks[b].numel, ranks) * 4;
+    bytes.d2h += tokens * sizeof(float) + blocks.size() * sizeof(double);
+    return bytes;
+  };
+  if (!sharded) return of_rank(0);
+  LinkBytes most;
+  for (int r = 0; r < ranks * config.data_parallel_processes; ++r) {
+    const LinkBytes b = of_rank(r);
+    if (b.h2d + b.d2h > most.h2d + most.d2h) most = b;
+  }
+  return most;
 }
 
 uint64_t StreamingEngine::device_checkpoint_bytes(const ParameterLayout& layout,
@@ -551,14 +568,11 @@ struct StreamingEngine::Impl {
     SPW_RETURN_IF_ERROR(dev.record_event(g.computed, compute));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(reduce, g.computed));
     SPW_RETURN_IF_ERROR(timed(timeline, b, SpanPhase::kReduce, reduce, [&] {
-      // Across machines, each with its copy of the state, every machine needs the whole sum;
-      // with the state sharded by block, the GPU that carries the block alone.
+      // Across machines the GPU that carries the block alone needs the sum.
       if (sharded())
         return comm->reduce_sum(g.ptr, sh.size, cfg.block_owners[b].rank(cfg.data_parallel_ranks),
                                 reduce);
-      return cfg.data_parallel_processes > 1
-                 ? comm->all_reduce_sum(g.ptr, sh.size * cfg.data_parallel_ranks, reduce)
-                 : comm->reduce_scatter_sum(g.ptr, sh.size, reduce);
+      return comm->reduce_scatter_sum(g.ptr, sh.size, reduce);
     }));
     SPW_RETURN_IF_ERROR(dev.record_event(g.reduced, reduce));
     SPW_RETURN_IF_ERROR(dev.stream_wait_event(d2h, g.reduced));
@@ -731,8 +745,8 @@ struct StreamingEngine::Impl {
     return r;
   }
 
-  // Past one machine with the host state sharded by block (StreamingConfig::block_owners).
-  bool sharded() const { return !cfg.block_owners.empty(); }
+  // Past one machine: the host state is sharded by block (StreamingConfig::block_owners).
+  bool sharded() const { return cfg.data_parallel_processes > 1; }
 
   Result<StepResult> run_pass(const StepBatch& batch, bool train, float* logits) {
     SPW_RETURN_IF_ERROR(check_batch(batch, logits));
@@ -740,11 +754,6 @@ struct StreamingEngine::Impl {
       return invalid_argument(
           "streaming: a data-parallel engine trains only in its group "
           "(set_communicator)");
-    if (!train && sharded())
-      return unsupported(
-          "streaming: with the host state sharded across machines a forward pass needs every "
-          "GPU of every machine (each block comes from the machine that holds it); evaluation "
-          "and generation do not run in such a run yet");
     weights->invalidate();  // the host weights may have changed since the last pass
     const int M = batch.micro_batches, mb = batch.micro_batch_size, T = batch.seq_len, n = mb * T;
     const int L = mc.num_layers, V = mc.vocab_size;
@@ -957,9 +966,9 @@ Status StreamingEngine::set_communicator(compute::Communicator* comm,
         "streaming: a communicator of " + std::to_string(comm ? comm->ranks() : 0) +
         " ranks for an engine set up for " + std::to_string(c.data_parallel_ranks) +
         " devices on each of " + std::to_string(c.data_parallel_processes) + " processes");
-  if (!c.block_owners.empty()) {
+  if (c.data_parallel_processes > 1) {
     const ModelState& st = impl_->st;
-    if (c.data_parallel_processes < 2 || c.block_owners.size() != st.num_blocks())
+    if (c.block_owners.size() != st.num_blocks())
       return invalid_argument(
           "streaming: block_owners names " + std::to_string(c.block_owners.size()) + " blocks of " +
           std::to_string(st.num_blocks()) + ", for " + std::to_string(c.data_parallel_processes) +

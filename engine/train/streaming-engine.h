@@ -97,18 +97,15 @@ struct StreamingConfig {
   // gradient buffers are padded to a multiple of N floats), and the HBM state tier holds none.
   int data_parallel_ranks = 1;
   // Past one machine (docs/architecture.md, "Past one machine"): the group spans this many
-  // processes, one per machine, each with data_parallel_ranks devices and its own copy of the host
-  // state. The communicator then has data_parallel_ranks × data_parallel_processes ranks
-  // (machine-major), each block's gradient is summed over all of them by an all-reduce, and this
-  // engine brings down its 1/data_parallel_ranks share of it into this machine's copy.
+  // processes, one per machine, each with data_parallel_ranks devices; the communicator has
+  // data_parallel_ranks × data_parallel_processes ranks (machine-major). The host state is then
+  // sharded by block: block_owners ([block], block-owners.h) names the machine that holds each
+  // block's state and its GPU that carries the block. That GPU alone uploads the block's weights,
+  // which the group broadcasts to every GPU, and brings down its gradient, which the group sums
+  // into it alone (a reduce in place of the reduce-scatter); the ModelState holds that machine's
+  // blocks (ModelState::holds). Every pass, forward() too, takes every GPU of every machine: a
+  // block's broadcast needs them all (DataParallelEngine::forward).
   int data_parallel_processes = 1;
-  // Past one machine with the host state sharded by block (block-owners.h; empty: every machine
-  // holds all of it, as above): [block] the machine that holds each block's state and its GPU
-  // that carries the block. That GPU alone uploads the block's weights, which the group broadcasts
-  // to every GPU, and brings down its gradient, which the group sums into it alone (a reduce in
-  // place of the all-reduce); the ModelState holds that machine's blocks (ModelState::holds).
-  // forward() alone (evaluation, generation) is refused: every GPU of every machine takes part in
-  // a block's broadcast.
   std::vector<BlockOwner> block_owners;
   // Page-lock the host master weights and gradients for the engine's life. Off for every engine
   // of a group but the first: one registration (portable) serves every GPU.
@@ -246,7 +243,9 @@ class StreamingEngine {
   // weight slot when the backward starts (slots are reused least recently used: the last K - 1
   // layers stay, K - 2 with a tied head holding the embedding), plus the token ids and labels
   // (int32). Down: every block's fp32 gradient once, the per-token fp32 losses and the per-block
-  // double sums of squares. The engine's h2d_bytes() and d2h_bytes() move by exactly these.
+  // double sums of squares. The engine's h2d_bytes() and d2h_bytes() move by exactly these. Data
+  // parallel, the first GPU's; past one machine (config.block_owners) the busiest GPU's, each
+  // carrying only its own blocks both ways.
   struct LinkBytes {
     uint64_t h2d = 0, d2h = 0;
   };

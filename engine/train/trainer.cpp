@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "train/checkpoint-parts.h"
 #include "train/checkpointer.h"
 #include "train/evaluator.h"
 #include "train/export.h"
@@ -111,7 +112,9 @@ struct Trainer::Impl {
   // (SIGUSR1), and the stop asked for (SIGTERM, with a checkpoint unless one was just written).
   Status after_step() {
     if (job.eval_every > 0 && progress.step % job.eval_every == 0) SPW_RETURN_IF_ERROR(evaluate());
-    const bool asked = checkpoint_asked.exchange(false);
+    // Past one machine every process checkpoints together, on what they agreed at the step's end.
+    const bool asked =
+        run.machines() > 1 ? run.engine->checkpoint_asked() : checkpoint_asked.exchange(false);
     if (asked || (job.checkpoint_every > 0 && progress.step % job.checkpoint_every == 0))
       SPW_RETURN_IF_ERROR(checkpointer->save(progress, asked));
     // Past one machine the processes stop together, on what they agreed at the step's end: a
@@ -176,9 +179,14 @@ struct Trainer::Impl {
     if (job.eval_every <= 0 || progress.step % job.eval_every != 0) SPW_RETURN_IF_ERROR(evaluate());
     if (job.checkpoint_every <= 0 || progress.step % job.checkpoint_every != 0)
       SPW_RETURN_IF_ERROR(checkpointer->save(progress));
-    if (run.process() > 0) return {};  // process 0 exports: every machine holds the same weights
+    if (run.process() > 0) return {};  // process 0 exports
     const std::string out = (std::filesystem::path(report->run_dir()) / "export").string();
-    SPW_RETURN_IF_ERROR(export_model(*run.state, run.tokenizer_source, out));
+    // Past one machine from the last checkpoint (this step's), which holds every machine's
+    // blocks: the one just written, or the one the run resumed from at its last step.
+    const std::string& last =
+        checkpointer->last_saved().empty() ? run.resumed_from : checkpointer->last_saved();
+    SPW_RETURN_IF_ERROR(run.machines() > 1 ? export_checkpoint(last, run.tokenizer_source, out)
+                                           : export_model(*run.state, run.tokenizer_source, out));
     report->exported(out, !run.tokenizer_source.empty());
     return {};
   }
@@ -210,6 +218,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainJob& job,
   t.evaluator = std::make_unique<Evaluator>(t.job, t.run, *t.report);
   t.run.engine->set_stop_flag(
       &trainer->stop_);  // a SIGTERM stops a long step between layers, not after it
+  t.run.engine->set_checkpoint_flag(&trainer->checkpoint_);
+  // Past one machine every checkpoint is written by all into process 0's run folder: a machine
+  // that cannot see it is said now, not at the first checkpoint hours later.
+  if (t.run.machines() > 1)
+    SPW_RETURN_IF_ERROR(check_shared_folder(t.report->run_dir(), *t.run.processes));
   t.report->log(LogLevel::kInfo, "backend " + t.run.backend_reason);
   if (!t.run.probe_note.empty()) t.report->log(LogLevel::kWarn, t.run.probe_note);
   if (!t.run.resume_note.empty()) t.report->log(LogLevel::kWarn, t.run.resume_note);

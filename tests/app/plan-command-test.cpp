@@ -37,8 +37,8 @@ TEST(PlanTable, TwoGpusHaveTheirRow) {
   EXPECT_NE(text.find(" accumulation x 2 GPUs = "), std::string::npos) << text;
 }
 
-// Past one machine: the machines row (the all-reduce over the network) and the step's tokens over
-// every machine.
+// Past one machine: the machines row (the network's reduces and broadcasts) and the step's tokens
+// over every machine.
 TEST(PlanTable, MachinesHaveTheirRow) {
   MachineProbe m = spillway::testing::h100_host();
   m.machines = 2;
@@ -46,9 +46,10 @@ TEST(PlanTable, MachinesHaveTheirRow) {
   const Plan plan = make_plan(*model_preset("llama-7b"), seven_b_job(1), m, 10);
   ASSERT_TRUE(plan.fits) << plan.reason;
   const std::string text = table(plan);
-  EXPECT_NE(text.find("\n  machines           2, each as this one with its own copy of the host "
-                      "state; gradients all-reduced, 0.027 s a step exposed (27.0 GB per "
-                      "machine over 50.0 GB/s of network)\n"),
+  EXPECT_NE(text.find("\n  machines           2, each as this one holding its blocks' host state "
+                      "(the plan's DRAM and SSD are the fullest machine's); 0.027 s a step "
+                      "exposed (53.0 GB per machine over 50.0 GB/s of network: gradients "
+                      "reduced, weights broadcast)\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n  tokens per step    65,536 (4 x 4 x 2048 x 2 machines), "),

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "loopback-port.h"
+#include "model/safetensors.h"
 #include "run-files.h"
 #include "worker-fixture.h"
 
@@ -42,6 +44,31 @@ class ProcessesTest : public WorkerTest {
                         {"checkpoint_every", 2},
                         {"keep_checkpoints", 0}},
                        {{"backend", "cpu"}, {"devices", devices}});
+  }
+
+  // Two checkpoint or export folders hold the same tensors, bit for bit, however they are laid
+  // out in files (one process's model.safetensors, two processes' parts under an index).
+  static void same_tensors(const std::string& a, const std::string& b, const std::string& what,
+                           bool moments = true) {
+    auto open = [](const std::string& dir, const char* stem) {
+      const std::string single = dir + "/" + stem + ".safetensors";
+      return TensorStore::open(fs::exists(single) ? single : single + ".index.json");
+    };
+    for (const char* stem : {"model", "optimizer"}) {
+      if (!moments && std::string(stem) == "optimizer") continue;
+      auto x = open(a, stem), y = open(b, stem);
+      ASSERT_TRUE(x.ok()) << what << " " << a << ": " << x.status().to_string();
+      ASSERT_TRUE(y.ok()) << what << " " << b << ": " << y.status().to_string();
+      const auto xs = x->tensors(), ys = y->tensors();
+      ASSERT_EQ(xs.size(), ys.size()) << what << " " << stem;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        ASSERT_EQ(xs[i]->name, ys[i]->name) << what;
+        const size_t bytes = xs[i]->end - xs[i]->begin;
+        ASSERT_EQ(bytes, ys[i]->end - ys[i]->begin) << what << " " << xs[i]->name;
+        EXPECT_EQ(0, std::memcmp(x->data(*xs[i]), y->data(*ys[i]), bytes))
+            << what << ": " << xs[i]->name << " differs";
+      }
+    }
   }
 
   struct Launched {
@@ -80,8 +107,9 @@ class ProcessesTest : public WorkerTest {
 
 // Two processes of one CPU rank each train what one process with two CPU ranks trains, bit for
 // bit: the same global batch split the same way (process p's rank is p), the gradients summed in
-// rank order, the same AdamW on each machine's copy. Process 0 writes the checkpoints and the
-// export into the job's run folder; process 1 records its part in a folder of its own in it.
+// rank order, each block updated by the machine that holds it. Each writes its blocks into the
+// checkpoints of the job's run folder, which process 0 binds, and process 0 exports; process 1
+// records its part of the run in a folder of its own in it.
 TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
   SPILLWAY_REQUIRE_DATA();
   const std::string one = tmp_.path() + "/one-process", two = tmp_.path() + "/two-processes";
@@ -112,8 +140,10 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
     EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i + 1;
   }
   for (const char* step : {"step-000002", "step-000004"})
-    same_files(one + "/checkpoints/" + step, two + "/checkpoints/" + step, step);
-  EXPECT_TRUE(fs::exists(two + "/export/model.safetensors"));
+    same_tensors(one + "/checkpoints/" + step, two + "/checkpoints/" + step, step);
+  EXPECT_TRUE(fs::exists(two + "/checkpoints/step-000002/model-m1-00001.safetensors"));
+  same_tensors(one + "/export", two + "/export", "the export", /*moments=*/false);
+  EXPECT_TRUE(fs::exists(two + "/export/config.json"));
   // Process 1's record: the same steps and losses, no checkpoint and no export of its own.
   const std::string own = two + "/process-1";
   const auto c = of_type(read_events(own), "step");
@@ -136,12 +166,18 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
                               "--rendezvous", at2});
   ASSERT_EQ(testing::wait_exit(q0.pid), 0) << testing::slurp(q0.err);
   ASSERT_EQ(testing::wait_exit(q1.pid), 0) << testing::slurp(q1.err);
-  same_files(two + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
-             "two processes resumed at step 2");
+  same_tensors(two + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
+               "two processes resumed at step 2");
+  // And on one process of two CPU ranks, from the two processes' checkpoint.
+  const std::string single = tmp_.path() + "/resumed-on-one";
+  auto one_resumed = worker({"train", write_job("single", job_for(single, 2)), "--resume", from});
+  ASSERT_EQ(one_resumed.exit_code, 0) << one_resumed.err;
+  same_tensors(one + "/checkpoints/step-000004", single + "/checkpoints/step-000004",
+               "one process resumed at step 2");
 }
 
 // SIGTERM to one process (a user's Ctrl-C on one machine) stops both at the end of the same step,
-// each exiting 0 as a stopped run, and process 0 checkpoints that step for the resume.
+// each exiting 0 as a stopped run, and both checkpoint that step for the resume.
 TEST_F(ProcessesTest, ASigtermOnOneProcessStopsEveryProcessAfterTheStep) {
   SPILLWAY_REQUIRE_DATA();
   auto [p0, p1] = endless_pair("stopped");
@@ -154,7 +190,8 @@ TEST_F(ProcessesTest, ASigtermOnOneProcessStopsEveryProcessAfterTheStep) {
   ASSERT_EQ(a.size(), b.size()) << "both stop after the same step";
   char name[32];
   std::snprintf(name, sizeof(name), "step-%06d", a.back()["step"].get<int>());
-  EXPECT_TRUE(fs::exists(tmp_.path() + "/stopped/checkpoints/" + name + "/model.safetensors"))
+  EXPECT_TRUE(
+      fs::exists(tmp_.path() + "/stopped/checkpoints/" + name + "/model.safetensors.index.json"))
       << name;
   EXPECT_FALSE(fs::exists(tmp_.path() + "/stopped/process-1/checkpoints"));
 }

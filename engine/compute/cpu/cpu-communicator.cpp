@@ -83,11 +83,6 @@ class CpuCommunicator final : public Communicator {
     return sum(buffer, count, stream, kOwn, "reduce-scatter");
   }
 
-  Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
-    const size_t share = (count + group_->ranks - 1) / group_->ranks;
-    return sum(buffer, share, stream, kEveryRank, "all-reduce", count);
-  }
-
   Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) override {
     if (root < 0 || root >= group_->ranks)
       return invalid_argument("reduce: root " + std::to_string(root) + " of " +
@@ -118,12 +113,12 @@ class CpuCommunicator final : public Communicator {
   void abort() override { group_->abort(); }
 
  private:
-  // Where the sums go: kOwn, kEveryRank, or a rank (>= 0) that receives every share.
-  static constexpr int kOwn = -1, kEveryRank = -2;
+  // Where the sums go: kOwn, or a rank (>= 0) that receives every share.
+  static constexpr int kOwn = -1;
 
   // Each rank sums its share, `share` floats at rank · share (clipped to `total` floats), over
-  // the ranks in rank order, into its own buffer, every rank's, or rank `to`'s: the ranks touch
-  // disjoint ranges, and every copy of a range has the same bits.
+  // the ranks in rank order, into its own buffer or rank `to`'s: the ranks touch disjoint
+  // ranges.
   Status sum(float* buffer, size_t share, StreamId stream, int to, const char* what,
              size_t total = SIZE_MAX) {
     if (!buffer && share > 0) return invalid_argument(std::string(what) + ": a null buffer");
@@ -145,9 +140,7 @@ class CpuCommunicator final : public Communicator {
           for (int r = 0; r < group->ranks; ++r) from[r] = at(r);
           std::vector<float*> into;
           if (to == kOwn) into.push_back(at(rank));
-          for (int r = 0; r < group->ranks; ++r) {
-            if (to == kEveryRank || to == r) into.push_back(at(r));
-          }
+          if (to >= 0) into.push_back(at(to));
           sum_in_rank_order(from, count, into);
           // Nobody writes its buffer again before every rank has read its share of it.
           return group->barrier();
@@ -172,9 +165,6 @@ class CpuProcessCommunicator final : public Communicator {
   Status reduce_scatter_sum(float* buffer, size_t count, StreamId stream) override {
     return sum(buffer, count * ranks(), static_cast<size_t>(rank()) * count, count, stream,
                "reduce-scatter");
-  }
-  Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
-    return sum(buffer, count, 0, count, stream, "all-reduce");
   }
   Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) override {
     if (root < 0 || root >= ranks())

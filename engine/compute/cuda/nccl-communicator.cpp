@@ -39,7 +39,6 @@ struct Nccl {
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclReduceScatter) reduce_scatter = nullptr;
-  decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclReduce) reduce = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
@@ -71,7 +70,6 @@ Result<const Nccl*> load_nccl() {
     nccl.comm_destroy = reinterpret_cast<decltype(nccl.comm_destroy)>(sym("ncclCommDestroy"));
     nccl.comm_abort = reinterpret_cast<decltype(nccl.comm_abort)>(sym("ncclCommAbort"));
     nccl.reduce_scatter = reinterpret_cast<decltype(nccl.reduce_scatter)>(sym("ncclReduceScatter"));
-    nccl.all_reduce = reinterpret_cast<decltype(nccl.all_reduce)>(sym("ncclAllReduce"));
     nccl.reduce = reinterpret_cast<decltype(nccl.reduce)>(sym("ncclReduce"));
     nccl.broadcast = reinterpret_cast<decltype(nccl.broadcast)>(sym("ncclBroadcast"));
     nccl.error_string = reinterpret_cast<decltype(nccl.error_string)>(sym("ncclGetErrorString"));
@@ -79,8 +77,8 @@ Result<const Nccl*> load_nccl() {
     nccl.get_version = reinterpret_cast<decltype(nccl.get_version)>(sym("ncclGetVersion"));
     if (!nccl.comm_init_all || !nccl.comm_init_rank || !nccl.get_unique_id || !nccl.group_start ||
         !nccl.group_end || !nccl.comm_destroy || !nccl.comm_abort || !nccl.reduce_scatter ||
-        !nccl.all_reduce || !nccl.reduce || !nccl.broadcast || !nccl.error_string ||
-        !nccl.last_error || !nccl.get_version) {
+        !nccl.reduce || !nccl.broadcast || !nccl.error_string || !nccl.last_error ||
+        !nccl.get_version) {
       error =
           path + " lacks NCCL functions this build needs (NCCL 2.13 or newer: ncclGetLastError)";
       return;
@@ -113,12 +111,6 @@ class NcclCommunicator final : public Communicator {
     return collective(stream, "NCCL reduce-scatter", [&](cudaStream_t s) {
       return nccl_.reduce_scatter(buffer, buffer + static_cast<size_t>(rank_) * count, count,
                                   ncclFloat32, ncclSum, comm_, s);
-    });
-  }
-
-  Status all_reduce_sum(float* buffer, size_t count, StreamId stream) override {
-    return collective(stream, "NCCL all-reduce", [&](cudaStream_t s) {
-      return nccl_.all_reduce(buffer, buffer, count, ncclFloat32, ncclSum, comm_, s);
     });
   }
 

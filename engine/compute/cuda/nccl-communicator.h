@@ -5,11 +5,10 @@
 //
 // One process drives every GPU of the group on this machine, one thread each (ncclCommInitAll, or
 // ncclCommInitRank for a group across machines), so the group's communicators are made together.
-// The reduce-scatter and the all-reduce are in place on the rank's stream; NCCL's reductions are
-// deterministic for a given group and NCCL version (ring or tree, chosen by size
-// and topology, the same choice each time). abort() is ncclCommAbort, which ends kernels waiting
-// for a peer that will never come (NCCL's documented way out of a hang).
-// Thread-safety: as Communicator.
+// The collectives are in place on the rank's stream; NCCL's reductions are deterministic for a
+// given group and NCCL version (ring or tree, chosen by size and topology, the same choice each
+// time). abort() is ncclCommAbort, which ends kernels waiting for a peer that will never come
+// (NCCL's documented way out of a hang). Thread-safety: as Communicator.
 #pragma once
 
 #include <memory>

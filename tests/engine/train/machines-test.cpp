@@ -1,8 +1,8 @@
 // Data parallel past one machine (docs/architecture.md, "Past one machine") on the CPU backend:
 // machines as threads of this process, each with its CPU device, joined by an in-memory process
-// group (thread-exchanges.h), with a copy of the host state each or the state sharded by block
-// (block-owners.h): the step of as many ranks in one process bit for bit, stops and lost
-// machines, and the checkpoints the machines write together (checkpoint-parts.h).
+// group (thread-exchanges.h), the host state sharded by block between them (block-owners.h): the
+// step and the training of as many ranks in one process bit for bit, stops and lost machines, and
+// the checkpoints the machines write together (checkpoint-parts.h).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -25,9 +25,9 @@ using testing::Golden;
 using testing::rig_config;
 using testing::ThreadExchanges;
 
-// One "machine" of a group across processes: its CPU device, its own copy of the golden state
-// (or, `sharded`, of the blocks it owns: block-owners.h) and its engine, joined to the others
-// through `exchange`; train() adds its optimizer.
+// One "machine" of a group across processes: its CPU device, the golden state of the blocks it
+// owns (block-owners.h) and its engine, joined to the others through `exchange`; train() adds its
+// optimizer.
 struct Machine {
   std::unique_ptr<compute::Backend> backend;
   std::unique_ptr<ModelState> state;
@@ -35,21 +35,16 @@ struct Machine {
   std::unique_ptr<OptimizerStateStore> store;
   std::unique_ptr<Optimizer> opt;
 
-  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange,
-              bool sharded = false) {
+  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange) {
     StreamingConfig cfg = rig_config(g, 1);
     cfg.max_micro_batches = micro_batches;
     backend = testing::engine_cpu_backend(g.layout, cfg, true, size_t{256} << 20);
-    if (sharded) {
-      cfg.block_owners = assign_block_owners(g.layout, exchange.processes(), 1);
-      SPW_ASSIGN_OR_RETURN(state,
-                           ModelState::create(g.layout, true, 0, SIZE_MAX,
-                                              held_blocks(cfg.block_owners, exchange.process())));
-      SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
-      SPW_RETURN_IF_ERROR(state->load_weights(weights));
-    } else {
-      SPW_ASSIGN_OR_RETURN(state, testing::golden_state(g));
-    }
+    cfg.block_owners = assign_block_owners(g.layout, exchange.processes(), 1);
+    SPW_ASSIGN_OR_RETURN(state,
+                         ModelState::create(g.layout, true, 0, SIZE_MAX,
+                                            held_blocks(cfg.block_owners, exchange.process())));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+    SPW_RETURN_IF_ERROR(state->load_weights(weights));
     std::vector<compute::Backend*> group = {backend.get()};
     SPW_ASSIGN_OR_RETURN(engine,
                          DataParallelEngine::create(group, *state, cfg, nullptr, &exchange));
@@ -78,57 +73,25 @@ struct Machine {
 
 // Both machines of `exchange` made at once, as the processes of a run make theirs (on GPUs each
 // waits there for the others' NCCL ranks); the first error, if any. `machines`: two.
-Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine* machines,
-                     bool sharded = false) {
+Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine* machines) {
   Status made[2];
   std::vector<std::thread> threads;
   for (int p = 0; p < 2; ++p) {
-    threads.emplace_back(
-        [&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p), sharded); });
+    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
   }
   for (auto& t : threads) t.join();
   return made[0].ok() ? made[1] : made[0];
 }
 
-// Two machines of one CPU device each compute the step of two CPU ranks in one process bit for
-// bit: process p's device is rank p, the all-reduce sums in rank order as the reduce-scatter
-// does, and each machine's copy of every gradient is the whole sum. The loss is the step's over
-// both machines, on each.
-TEST(DataParallelMachines, TwoMachinesComputeTheStepOfTwoRanksBitForBit) {
-  SPILLWAY_REQUIRE_DATA();
-  Golden g("stories260K");
-  const StepBatch batch = g.batch(0, 1);
-  auto two_ranks = testing::data_parallel_step(g, batch, 2, rig_config(g, 1));
-  ASSERT_OK(two_ranks.status());
-  ThreadExchanges exchange(2);
-  Machine machines[2];
-  std::optional<Result<testing::Step>> steps[2];
-  Status made[2];
+// `f(p)` for each of the two machines on a thread of its own, as their processes run; each
+// one's status.
+template <class F>
+std::vector<Status> on_machines(F f) {
+  std::vector<Status> status(2);
   std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p) {
-    threads.emplace_back([&, p] {
-      made[p] = machines[p].init(g, g.B / 2, exchange.of(p));
-      if (made[p].ok())
-        steps[p].emplace(testing::step_of(*machines[p].engine, *machines[p].state, batch));
-    });
-  }
+  for (int p = 0; p < 2; ++p) threads.emplace_back([&, p] { status[p] = f(p); });
   for (auto& t : threads) t.join();
-  for (int p = 0; p < 2; ++p) {
-    ASSERT_OK(made[p]);
-    ASSERT_OK(steps[p]->status());
-    const testing::Step& s = steps[p]->value();
-    EXPECT_EQ(machines[p].engine->machines(), 2);
-    EXPECT_EQ(s.result.loss_sum, two_ranks->result.loss_sum) << "process " << p;
-    EXPECT_EQ(s.result.targets, two_ranks->result.targets);
-    ASSERT_EQ(s.grads.size(), two_ranks->grads.size());
-    for (size_t b = 0; b < s.grads.size(); ++b) {
-      EXPECT_EQ(s.grads[b], two_ranks->grads[b]) << "process " << p << " block " << b;
-      // One share's sum of squares against two shares' summed: the same within rounding.
-      EXPECT_NEAR(s.result.grad_sumsq[b], two_ranks->result.grad_sumsq[b],
-                  1e-6 * two_ranks->result.grad_sumsq[b]);
-    }
-    EXPECT_FALSE(machines[p].engine->stop_asked());
-  }
+  return status;
 }
 
 // A stop asked for on one machine does not cut its step short (the others would wait in its
@@ -157,10 +120,10 @@ TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
   }
 }
 
-// The host state sharded by block: each machine holds about half of it, the gradient of each
+// Each machine holds about half of the host state, the gradient of each
 // block it holds is the two ranks' sum bit for bit (the reduce sums in rank order, as the
 // reduce-scatter does), it holds no other, and both machines know every block's sum of squares.
-TEST(DataParallelMachines, ShardedStateComputesTheStepOfTwoRanksBitForBit) {
+TEST(DataParallelMachines, TwoMachinesComputeTheStepOfTwoRanksBitForBit) {
   SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   const StepBatch batch = g.batch(0, 1);
@@ -168,7 +131,7 @@ TEST(DataParallelMachines, ShardedStateComputesTheStepOfTwoRanksBitForBit) {
   ASSERT_OK(two_ranks.status());
   ThreadExchanges exchange(2);
   Machine machines[2];
-  ASSERT_OK(join_machines(g, exchange, machines, /*sharded=*/true));
+  ASSERT_OK(join_machines(g, exchange, machines));
   std::optional<Result<testing::Step>> steps[2];
   std::vector<std::thread> threads;
   for (int p = 0; p < 2; ++p) {
@@ -203,47 +166,66 @@ TEST(DataParallelMachines, ShardedStateComputesTheStepOfTwoRanksBitForBit) {
   EXPECT_EQ(held, (*whole)->master_bytes());
 }
 
-// Training with the state sharded by block gives the bits of training with a copy of it on each
-// machine: the same losses, and each machine's blocks end with the same master weights and
-// moments (the gradients are the same sums, their norm the same sums of squares).
-TEST(DataParallelMachines, ShardedStateTrainsTheBitsOfACopyPerMachine) {
+// Training on two machines of one CPU rank each gives the bits of two ranks in one process: the
+// same losses and gradient norms, and each machine's blocks end with the same master weights and
+// moments.
+TEST(DataParallelMachines, TwoMachinesTrainTheBitsOfTwoRanks) {
   SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   const int steps = g.meta["adamw"]["steps"];
   std::vector<StepBatch> batches;
   for (int s = 0; s < steps; ++s) batches.push_back(g.batch(s, 1));
-  Machine copies[2], shards[2];
-  std::vector<double> copy_losses[2], shard_losses[2];
-  for (bool sharded : {false, true}) {
-    ThreadExchanges exchange(2);
-    Machine* machines = sharded ? shards : copies;
-    ASSERT_OK(join_machines(g, exchange, machines, sharded));
-    Status trained[2];
-    std::vector<std::thread> threads;
-    for (int p = 0; p < 2; ++p) {
-      threads.emplace_back([&, p] {
-        auto r = machines[p].train(g, batches);
-        trained[p] = r.status();
-        if (r.ok()) (sharded ? shard_losses : copy_losses)[p] = *r;
-      });
-    }
-    for (auto& t : threads) t.join();
-    ASSERT_OK(trained[0]);
-    ASSERT_OK(trained[1]);
-  }
+  testing::DpRig two;
+  ASSERT_OK(two.init(g, 1, 2));
+  std::vector<double> losses, norms;
+  ASSERT_OK(two.run(g, 1, steps, &losses, &norms));
+  Machine shards[2];
+  ThreadExchanges exchange(2);
+  ASSERT_OK(join_machines(g, exchange, shards));
+  std::vector<double> shard_losses[2];
+  for (const Status& st : on_machines([&](int p) -> Status {
+         SPW_ASSIGN_OR_RETURN(shard_losses[p], shards[p].train(g, batches));
+         return {};
+       }))
+    ASSERT_OK(st);
   for (int p = 0; p < 2; ++p) {
-    EXPECT_EQ(shard_losses[p], copy_losses[0]) << "process " << p;
-    const ModelState& mine = *shards[p].state;
-    ModelState& copy = *copies[0].state;
-    for (size_t b = 0; b < mine.num_blocks(); ++b) {
-      if (!mine.holds(b)) continue;
-      const size_t n = g.layout.blocks()[b].numel;
-      ModelState& m = *shards[p].state;
-      EXPECT_EQ(0, std::memcmp(m.master(b), copy.master(b), n * sizeof(float))) << "block " << b;
-      EXPECT_EQ(0, std::memcmp(m.exp_avg(b), copy.exp_avg(b), n * sizeof(float))) << "block " << b;
-      EXPECT_EQ(0, std::memcmp(m.exp_avg_sq(b), copy.exp_avg_sq(b), n * sizeof(float)))
-          << "block " << b;
+    EXPECT_EQ(shard_losses[p], losses) << "process " << p;
+    ModelState& m = *shards[p].state;
+    for (size_t b = 0; b < m.num_blocks(); ++b) {
+      if (!m.holds(b)) continue;
+      const size_t n = g.layout.blocks()[b].numel * sizeof(float);
+      EXPECT_EQ(0, std::memcmp(m.master(b), two.state->master(b), n)) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.exp_avg(b), two.state->exp_avg(b), n)) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.exp_avg_sq(b), two.state->exp_avg_sq(b), n)) << "block " << b;
     }
+  }
+}
+
+// A forward pass (evaluation) takes every machine, each block coming from its owner, and gives
+// the loss of one machine holding every block, on both.
+TEST(DataParallelMachines, TwoMachinesEvaluateAsOne) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  StepBatch batch = g.batch(0, 1);  // the two micro-batches an engine of a machine takes
+  batch.micro_batches = 2;
+  batch.input_ids = batch.input_ids.first(2 * g.T);
+  batch.labels = batch.labels.first(2 * g.T);
+  testing::DpRig one;
+  ASSERT_OK(one.init(g, 1, 1));
+  auto want = one.engine->forward(batch);
+  ASSERT_OK(want.status());
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  ASSERT_OK(join_machines(g, exchange, machines));
+  std::optional<Result<StepResult>> got[2];
+  for (const Status& st : on_machines([&](int p) {
+         got[p].emplace(machines[p].engine->forward(batch));
+         return got[p]->status();
+       }))
+    ASSERT_OK(st);
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(got[p]->value().loss_sum, want->loss_sum) << "process " << p;
+    EXPECT_EQ(got[p]->value().targets, want->targets) << "process " << p;
   }
 }
 
@@ -286,32 +268,23 @@ TEST(DataParallelMachines, AMachineLostMidCollectiveEndsTheStepAtTheNextCheck) {
       << r.status().to_string();
 }
 
-// `f(p)` for each of the two machines on a thread of its own, as their processes run; each
-// one's status.
-template <class F>
-std::vector<Status> on_machines(F f) {
-  std::vector<Status> status(2);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p) threads.emplace_back([&, p] { status[p] = f(p); });
-  for (auto& t : threads) t.join();
-  return status;
-}
-
-// The checkpoint two machines write together from the sharded state is save_checkpoint's,
-// whole: it loads as a model with every tensor, and resumes on one machine holding every block
-// and on two holding their own, with the master weights and moments of a copy per machine's run
-// bit for bit.
-TEST(DataParallelMachines, ShardedCheckpointResumesOnAnyNumberOfMachines) {
+// The checkpoint two machines write together is save_checkpoint's, whole: it loads as a model
+// with every tensor, and resumes on one machine holding every block and on two holding their own,
+// with the master weights and moments of two ranks in one process bit for bit.
+TEST(DataParallelMachines, TheirCheckpointResumesOnAnyNumberOfMachines) {
   SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
   std::vector<StepBatch> batches = {g.batch(0, 1), g.batch(1, 1)};
-  Machine copies[2], shards[2];
-  for (bool sharded : {false, true}) {
+  testing::DpRig two;  // the reference: two ranks in one process
+  ASSERT_OK(two.init(g, 1, 2));
+  std::vector<double> losses, norms;
+  ASSERT_OK(two.run(g, 1, 2, &losses, &norms));
+  Machine shards[2];
+  {
     ThreadExchanges exchange(2);
-    Machine* machines = sharded ? shards : copies;
-    ASSERT_OK(join_machines(g, exchange, machines, sharded));
+    ASSERT_OK(join_machines(g, exchange, shards));
     for (const Status& st :
-         on_machines([&](int p) { return machines[p].train(g, batches).status(); }))
+         on_machines([&](int p) { return shards[p].train(g, batches).status(); }))
       ASSERT_OK(st);
   }
   testing::TempDir dir;
@@ -336,7 +309,7 @@ TEST(DataParallelMachines, ShardedCheckpointResumesOnAnyNumberOfMachines) {
   EXPECT_TRUE(
       std::filesystem::exists(std::filesystem::path(folders[0]) / "model-m1-00001.safetensors"));
 
-  const ModelState& copy = *copies[0].state;
+  const ModelState& copy = *two.state;
   auto same_block = [&](const ModelState& s, size_t b, const std::string& where) {
     const size_t bytes = g.layout.blocks()[b].numel * sizeof(float);
     EXPECT_EQ(0, std::memcmp(s.master(b), copy.master(b), bytes)) << where << " block " << b;

@@ -1202,11 +1202,11 @@ TEST(DataParallel, ASlowReduceIsTheBottleneck) {
               0.5 * 4 * (kLayerParams + kEmbeddingParams) / kNcclBusBytesPerSPcie, 1e-12);
 }
 
-// Past one machine (docs/architecture.md, "Past one machine"): M machines of the host's shape,
-// each with its own copy of the state. The step has M times the tokens; each machine's HBM, DRAM
-// and link are one machine's; each block's gradient is all-reduced over every GPU, which at two
-// ranks moves the whole gradient, 4 bytes a parameter, across each machine's network.
-TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
+// Past one machine each holds the state of its blocks (block-owners.h): about half of the host
+// state on each of two, half the AdamW, half the host link's bytes per GPU (each carries its own
+// blocks), and the network carries every gradient once (a reduce into the GPU that carries the
+// block) and every upload's weights in bf16 (a broadcast from it).
+TEST(DataParallel, MachinesShardTheStateAndReduceOverTheNetwork) {
   const ModelConfig c = llama2_7b();
   const Plan one = make_plan(c, seven_b_job(), h100_host(), 10, false);
   MachineProbe two_machines = h100_host();
@@ -1217,19 +1217,23 @@ TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
   EXPECT_EQ(two.devices.machines, 2);
   EXPECT_EQ(two.devices.count, 1);
   EXPECT_EQ(two.step.tokens, 2 * one.step.tokens);
-  EXPECT_EQ(two.dram.needed_bytes, one.dram.needed_bytes) << "one copy a machine";
+  const double half_dram = static_cast<double>(two.dram.needed_bytes) / one.dram.needed_bytes;
+  EXPECT_GT(half_dram, 0.45);
+  EXPECT_LT(half_dram, 0.55) << "within a block of half";
   EXPECT_EQ(two.hbm.needed_bytes, one.hbm.needed_bytes);
-  EXPECT_EQ(two.step.h2d_bytes, one.step.h2d_bytes) << "each machine's GPU its whole gradient";
+  EXPECT_LT(two.step.h2d_bytes, 0.55 * one.step.h2d_bytes);
+  EXPECT_LT(two.step.adamw_s, 0.55 * one.step.adamw_s);
   double params = 0;
   const ParameterLayout layout = ParameterLayout::build(c);
   for (const auto& block : layout.blocks()) params += block.numel;
-  EXPECT_DOUBLE_EQ(two.devices.network_bytes, 4 * params);
-  EXPECT_DOUBLE_EQ(two.devices.network_bytes, two.devices.nccl_bytes);
+  EXPECT_DOUBLE_EQ(two.devices.nccl_bytes, 4 * params);
+  // The broadcasts: the weights one GPU uploads alone, in bf16 (half its fp32 bytes).
+  EXPECT_NEAR(two.devices.network_bytes - two.devices.nccl_bytes, one.step.h2d_bytes / 2,
+              0.001 * one.step.h2d_bytes);
   EXPECT_EQ(two.machine.network_bytes_per_s, 50e9);
-  // 27 GB at 50 GB/s overlap the backward but for the embedding's and what queued behind it.
   EXPECT_GT(two.devices.nccl_s, 4 * kEmbeddingParams / 50e9);
   EXPECT_LT(two.devices.nccl_s, 0.1 * two.step.step_s);
-  EXPECT_NEAR(two.step.step_s - two.devices.nccl_s, one.step.step_s, 1e-9);
+  EXPECT_GT(two.step.tokens_per_s, 1.9 * one.step.tokens_per_s);
   EXPECT_EQ(two.step.bottleneck, "compute");
   // Unmeasured: one 100 Gb/s port (kNetworkBytesPerS), which still hides behind the backward
   // but for more of the last blocks'.
@@ -1237,12 +1241,11 @@ TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
   const Plan default_network = make_plan(c, seven_b_job(), two_machines, 10, false);
   EXPECT_EQ(default_network.machine.network_bytes_per_s, kNetworkBytesPerS);
   EXPECT_GT(default_network.devices.nccl_s, two.devices.nccl_s);
-  // Over 10 Gb/s the network is what the step waits for: 27 GB take 21.6 s against 6 s of
-  // compute.
+  // Over 10 Gb/s the network is what the step waits for.
   two_machines.network_bytes_per_s = 1.25e9;
   const Plan slow = make_plan(c, seven_b_job(), two_machines, 10, false);
   EXPECT_EQ(slow.step.bottleneck, "network");
-  EXPECT_GT(slow.step.step_s, 4 * params / 1.25e9);
+  EXPECT_GT(slow.step.step_s, slow.devices.network_bytes / 1.25e9);
   // The plan's JSON carries the machines; a one-machine plan's has no such key.
   const nlohmann::json j = to_json(two);
   EXPECT_EQ(j["devices"]["machines"], 2);
@@ -1254,16 +1257,16 @@ TEST(DataParallel, MachinesAllReduceOverTheNetwork) {
   EXPECT_EQ(back->machine.network_bytes_per_s, 50e9);
 }
 
-// llama-70b on machines of the one-H100 host's shape (125 GiB): each machine holds the whole host
-// state (docs/architecture.md, "Past one machine"), so more machines add speed, not room. In DRAM
-// it needs 1,104 GB on each machine, whatever their number; with the SSD tier (a 4 TB SSD each)
-// the gradients and the weights the GPU streams still need 552 GB of DRAM. Neither fits on any
-// number of them: what README's "Past one machine" quotes.
-TEST(DataParallel, SeventyBDoesNotFitMachinesOfTheOneGpuHostsShape) {
+// llama-70b on machines of the one-H100 host's shape (125 GiB): each holds its blocks' state, so
+// more machines add room. The fewest that hold it: with the state in DRAM, and with the SSD tier
+// (a 4 TB SSD each), where DRAM keeps the gradients and the weights the GPU streams: what README's
+// "Past one machine" quotes.
+TEST(DataParallel, SeventyBFitsEnoughMachinesOfTheOneGpuHostsShape) {
   const ModelConfig c = *model_preset("llama-70b");
   for (const bool ssd : {false, true}) {
+    int fewest = 0;
     uint64_t dram = 0;
-    for (const int machines : {1, 2, 8, 64}) {
+    for (int machines = 1; machines <= 64 && fewest == 0; ++machines) {
       MachineProbe host = h100_host();
       host.machines = machines;
       host.ssd_free_bytes = host.ssd_total_bytes = 4'000'000'000'000ull;
@@ -1273,12 +1276,12 @@ TEST(DataParallel, SeventyBDoesNotFitMachinesOfTheOneGpuHostsShape) {
         job.ssd_dir = "/ssd";
       }
       const Plan p = make_plan(c, job, host, 10, false);
-      EXPECT_FALSE(p.fits) << machines << " machines";
-      EXPECT_TRUE(p.reason.starts_with("DRAM: needs")) << p.reason;
-      if (dram == 0) dram = p.dram.needed_bytes;
-      EXPECT_EQ(p.dram.needed_bytes, dram) << machines << " machines: one copy on each";
+      if (p.fits) fewest = machines, dram = p.dram.needed_bytes;
+      if (!p.fits) EXPECT_TRUE(p.reason.starts_with("DRAM: needs")) << p.reason;
     }
-    EXPECT_NEAR(static_cast<double>(dram), ssd ? 551.8e9 : 1103.6e9, 0.1e9);
+    std::printf("llama-70b, %s: %d machines, %.1f GB of DRAM each\n",
+                ssd ? "SSD tier" : "DRAM only", fewest, dram / 1e9);
+    EXPECT_EQ(fewest, ssd ? 5 : 9) << (ssd ? "with the SSD tier" : "in DRAM");
   }
 }
 

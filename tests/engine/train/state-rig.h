@@ -256,4 +256,64 @@ inline void expect_identical(Rig& a, Rig& b, const std::string& what) {
   }
 }
 
+// N CPU "devices" with the golden run's engine each, one host state in DRAM, one optimizer.
+struct DpRig {
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::unique_ptr<ModelState> state;
+  std::unique_ptr<OptimizerStateStore> store;
+  std::unique_ptr<DataParallelEngine> engine;
+  std::unique_ptr<Optimizer> opt;
+
+  // `mb` sequences a micro-batch; the golden step's B / mb micro-batches split over `ranks`.
+  Status init(const Golden& g, int mb, int ranks, bool strict = false, int hbm_blocks = 0) {
+    StreamingConfig cfg = rig_config(g, mb, hbm_blocks);
+    cfg.max_micro_batches = g.B / mb / ranks;
+    StreamingConfig sized = cfg;
+    sized.data_parallel_ranks = ranks;  // the padded gradient buffers
+    std::vector<compute::Backend*> group;
+    for (int r = 0; r < ranks; ++r) {
+      // Room for every checkpoint: the link then carries only the step's own bytes.
+      backends.push_back(engine_cpu_backend(g.layout, sized, strict, size_t{256} << 20));
+      group.push_back(backends.back().get());
+    }
+    SPW_ASSIGN_OR_RETURN(state, ModelState::create(g.layout, true));
+    SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
+    SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    store = make_dram_state(*state);
+    SPW_ASSIGN_OR_RETURN(engine, DataParallelEngine::create(group, *state, cfg));
+    opt = std::make_unique<Optimizer>(*state, g.adamw(),
+                                      g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
+    Optimizer* o = opt.get();
+    engine->set_weight_gate([o](size_t b) { o->wait_block(b); });
+    return {};
+  }
+
+  Status run(Golden& g, int mb, int steps, std::vector<double>* losses,
+             std::vector<double>* norms) {
+    for (int s = 0; s < steps; ++s) {
+      SPW_ASSIGN_OR_RETURN(StepResult r, engine->forward_backward(g.batch(s, mb)));
+      StepStats st = opt->begin_step(g.meta["adamw"]["lr"].get<double>(), r.grad_sumsq);
+      SPW_RETURN_IF_ERROR(opt->status());
+      losses->push_back(r.loss());
+      norms->push_back(st.grad_norm);
+    }
+    opt->wait_all();
+    return {};
+  }
+
+  // Every block's master, m and v.
+  std::vector<float> all_state() {
+    std::vector<float> out, m, v, p;
+    for (size_t b = 0; b < state->num_blocks(); ++b) {
+      const size_t n = state->layout().blocks()[b].numel;
+      p.resize(n), m.resize(n), v.resize(n);
+      EXPECT_TRUE(store->read_block(b, p.data(), m.data(), v.data()).ok());
+      out.insert(out.end(), p.begin(), p.end());
+      out.insert(out.end(), m.begin(), m.end());
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+};
+
 }  // namespace spillway::testing
