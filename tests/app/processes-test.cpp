@@ -196,6 +196,33 @@ TEST_F(ProcessesTest, ASigtermOnOneProcessStopsEveryProcessAfterTheStep) {
   EXPECT_FALSE(fs::exists(tmp_.path() + "/stopped/process-1/checkpoints"));
 }
 
+// SIGUSR1 to one process (Save checkpoint on one machine) checkpoints every process at the same
+// step, as a stop does: the checkpoint holds both machines' parts and is kept as a manual one.
+TEST_F(ProcessesTest, ASigusr1OnOneProcessCheckpointsEveryProcess) {
+  SPILLWAY_REQUIRE_DATA();
+  auto [p0, p1] = endless_pair("saved");
+  kill(p1.pid, SIGUSR1);
+  const std::string checkpoints = tmp_.path() + "/saved/checkpoints";
+  auto saved = [&]() -> std::string {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
+      if (fs::exists(e.path() / "manifest.json")) return e.path().string();
+    }
+    return "";
+  };
+  for (int i = 0; i < 6000 && saved().empty(); ++i) usleep(10000);
+  const std::string dir = saved();
+  kill(p0.pid, SIGTERM);
+  ASSERT_EQ(testing::wait_exit(p0.pid), 0) << testing::slurp(p0.err);
+  ASSERT_EQ(testing::wait_exit(p1.pid), 0) << testing::slurp(p1.err);
+  ASSERT_FALSE(dir.empty()) << testing::slurp(p1.err);
+  for (const char* part : {"model-m0-00001.safetensors", "model-m1-00001.safetensors",
+                           "optimizer-m0.safetensors", "optimizer-m1.safetensors"})
+    EXPECT_TRUE(fs::exists(dir + "/" + part)) << dir << ": " << part;
+  const auto state = json::parse(testing::slurp(dir + "/trainer_state.json"));
+  EXPECT_TRUE(state["manual"].get<bool>()) << state.dump();
+}
+
 // A process that dies mid-run (SIGKILL: a machine lost) stops the others with one line naming it,
 // at once rather than at the step watchdog's limit: its connection to the rendezvous closes.
 TEST_F(ProcessesTest, AProcessLostStopsTheOthersWithALineThatNamesIt) {

@@ -35,16 +35,31 @@ struct Machine {
   std::unique_ptr<OptimizerStateStore> store;
   std::unique_ptr<Optimizer> opt;
 
-  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange) {
+  // `ssd_folder`: the master and moments of the machine's blocks on the SSD tier there (in
+  // pieces that cut through tensors, as state-rig's Rig), else in DRAM.
+  Status init(const Golden& g, int micro_batches, compute::ProcessExchange& exchange,
+              const std::string& ssd_folder = "") {
     StreamingConfig cfg = rig_config(g, 1);
     cfg.max_micro_batches = micro_batches;
     backend = testing::engine_cpu_backend(g.layout, cfg, true, size_t{256} << 20);
     cfg.block_owners = assign_block_owners(g.layout, exchange.processes(), 1);
+    const BlockTiers tiers = BlockTiers::all(
+        g.layout.num_blocks(), ssd_folder.empty() ? BlockTiers::kDram : BlockTiers::kSsd);
     SPW_ASSIGN_OR_RETURN(state,
-                         ModelState::create(g.layout, true, 0, SIZE_MAX,
+                         ModelState::create(g.layout, true, 0, tiers.dram,
                                             held_blocks(cfg.block_owners, exchange.process())));
     SPW_ASSIGN_OR_RETURN(TensorStore weights, TensorStore::open(g.files.model));
     SPW_RETURN_IF_ERROR(state->load_weights(weights));
+    if (ssd_folder.empty()) {
+      store = make_dram_state(*state);
+    } else {
+      SsdStateConfig sc;
+      sc.store.folder = ssd_folder;
+      sc.store.block_bytes = 64 << 10;
+      sc.tiers = tiers;
+      sc.chunk_bytes = testing::kChunkBytes;
+      SPW_ASSIGN_OR_RETURN(store, make_ssd_state(*state, sc));
+    }
     std::vector<compute::Backend*> group = {backend.get()};
     SPW_ASSIGN_OR_RETURN(engine,
                          DataParallelEngine::create(group, *state, cfg, nullptr, &exchange));
@@ -54,7 +69,6 @@ struct Machine {
   // `steps` steps of the golden trajectory with AdamW, each machine taking its half of every
   // step's micro-batches of one sequence; the losses.
   Result<std::vector<double>> train(Golden& g, const std::vector<StepBatch>& batches) {
-    store = make_dram_state(*state);
     opt = std::make_unique<Optimizer>(*state, g.adamw(),
                                       g.meta["adamw"]["clip_grad_norm"].get<double>(), store.get());
     Optimizer* o = opt.get();
@@ -73,11 +87,15 @@ struct Machine {
 
 // Both machines of `exchange` made at once, as the processes of a run make theirs (on GPUs each
 // waits there for the others' NCCL ranks); the first error, if any. `machines`: two.
-Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine* machines) {
+Status join_machines(const Golden& g, ThreadExchanges& exchange, Machine* machines,
+                     const std::string& ssd_folder = "") {
   Status made[2];
   std::vector<std::thread> threads;
   for (int p = 0; p < 2; ++p) {
-    threads.emplace_back([&, p] { made[p] = machines[p].init(g, g.B / 2, exchange.of(p)); });
+    threads.emplace_back([&, p] {
+      made[p] = machines[p].init(g, g.B / 2, exchange.of(p),
+                                 ssd_folder.empty() ? "" : ssd_folder + "/" + std::to_string(p));
+    });
   }
   for (auto& t : threads) t.join();
   return made[0].ok() ? made[1] : made[0];
@@ -197,6 +215,41 @@ TEST(DataParallelMachines, TwoMachinesTrainTheBitsOfTwoRanks) {
       EXPECT_EQ(0, std::memcmp(m.master(b), two.state->master(b), n)) << "block " << b;
       EXPECT_EQ(0, std::memcmp(m.exp_avg(b), two.state->exp_avg(b), n)) << "block " << b;
       EXPECT_EQ(0, std::memcmp(m.exp_avg_sq(b), two.state->exp_avg_sq(b), n)) << "block " << b;
+    }
+  }
+}
+
+// The same on the SSD tier: each machine keeps the master and moments of its own blocks there
+// (the store skips the others), and they end as two ranks in one process end them in DRAM.
+TEST(DataParallelMachines, TwoMachinesTrainTheBitsOfTwoRanksOnTheSsdTier) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  std::vector<StepBatch> batches = {g.batch(0, 1), g.batch(1, 1)};
+  testing::DpRig two;
+  ASSERT_OK(two.init(g, 1, 2));
+  std::vector<double> losses, norms;
+  ASSERT_OK(two.run(g, 1, 2, &losses, &norms));
+  testing::TempDir ssd;
+  Machine machines[2];
+  ThreadExchanges exchange(2);
+  ASSERT_OK(join_machines(g, exchange, machines, ssd.path()));
+  std::vector<double> got[2];
+  for (const Status& st : on_machines([&](int p) -> Status {
+         SPW_ASSIGN_OR_RETURN(got[p], machines[p].train(g, batches));
+         return {};
+       }))
+    ASSERT_OK(st);
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(got[p], losses) << "process " << p;
+    ModelState& st = *machines[p].state;
+    for (size_t b = 0; b < st.num_blocks(); ++b) {
+      if (!st.holds(b)) continue;
+      const size_t n = g.layout.blocks()[b].numel;
+      std::vector<float> master(n), m(n), v(n);
+      ASSERT_OK(machines[p].store->read_block(b, master.data(), m.data(), v.data()));
+      EXPECT_EQ(0, std::memcmp(master.data(), two.state->master(b), n * 4)) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(m.data(), two.state->exp_avg(b), n * 4)) << "block " << b;
+      EXPECT_EQ(0, std::memcmp(v.data(), two.state->exp_avg_sq(b), n * 4)) << "block " << b;
     }
   }
 }
