@@ -112,6 +112,27 @@ std::vector<Status> on_machines(F f) {
   return status;
 }
 
+// Every block `got` holds has `want`'s master weights and moments, bit for bit: read through
+// `store` where given (the SSD tier's), else from `got` itself.
+void expect_held_blocks(ModelState& got, OptimizerStateStore* store, ModelState& want,
+                        const std::string& where) {
+  for (size_t b = 0; b < got.num_blocks(); ++b) {
+    if (!got.holds(b)) continue;
+    const size_t n = got.layout().blocks()[b].numel;
+    std::vector<float> master(got.master(b), got.master(b) + n), m(n), v(n);
+    if (store) {
+      const Status read = store->read_block(b, master.data(), m.data(), v.data());
+      ASSERT_TRUE(read.ok()) << read.to_string();
+    } else {
+      m.assign(got.exp_avg(b), got.exp_avg(b) + n);
+      v.assign(got.exp_avg_sq(b), got.exp_avg_sq(b) + n);
+    }
+    EXPECT_EQ(0, std::memcmp(master.data(), want.master(b), n * 4)) << where << " block " << b;
+    EXPECT_EQ(0, std::memcmp(m.data(), want.exp_avg(b), n * 4)) << where << " block " << b;
+    EXPECT_EQ(0, std::memcmp(v.data(), want.exp_avg_sq(b), n * 4)) << where << " block " << b;
+  }
+}
+
 // A stop asked for on one machine does not cut its step short (the others would wait in its
 // collectives): the step ends on both and both learn of it.
 TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
@@ -208,14 +229,7 @@ TEST(DataParallelMachines, TwoMachinesTrainTheBitsOfTwoRanks) {
     ASSERT_OK(st);
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(shard_losses[p], losses) << "process " << p;
-    ModelState& m = *shards[p].state;
-    for (size_t b = 0; b < m.num_blocks(); ++b) {
-      if (!m.holds(b)) continue;
-      const size_t n = g.layout.blocks()[b].numel * sizeof(float);
-      EXPECT_EQ(0, std::memcmp(m.master(b), two.state->master(b), n)) << "block " << b;
-      EXPECT_EQ(0, std::memcmp(m.exp_avg(b), two.state->exp_avg(b), n)) << "block " << b;
-      EXPECT_EQ(0, std::memcmp(m.exp_avg_sq(b), two.state->exp_avg_sq(b), n)) << "block " << b;
-    }
+    expect_held_blocks(*shards[p].state, nullptr, *two.state, "process " + std::to_string(p));
   }
 }
 
@@ -241,16 +255,8 @@ TEST(DataParallelMachines, TwoMachinesTrainTheBitsOfTwoRanksOnTheSsdTier) {
     ASSERT_OK(st);
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(got[p], losses) << "process " << p;
-    ModelState& st = *machines[p].state;
-    for (size_t b = 0; b < st.num_blocks(); ++b) {
-      if (!st.holds(b)) continue;
-      const size_t n = g.layout.blocks()[b].numel;
-      std::vector<float> master(n), m(n), v(n);
-      ASSERT_OK(machines[p].store->read_block(b, master.data(), m.data(), v.data()));
-      EXPECT_EQ(0, std::memcmp(master.data(), two.state->master(b), n * 4)) << "block " << b;
-      EXPECT_EQ(0, std::memcmp(m.data(), two.state->exp_avg(b), n * 4)) << "block " << b;
-      EXPECT_EQ(0, std::memcmp(v.data(), two.state->exp_avg_sq(b), n * 4)) << "block " << b;
-    }
+    expect_held_blocks(*machines[p].state, machines[p].store.get(), *two.state,
+                       "process " + std::to_string(p));
   }
 }
 
@@ -362,17 +368,6 @@ TEST(DataParallelMachines, TheirCheckpointResumesOnAnyNumberOfMachines) {
   EXPECT_TRUE(
       std::filesystem::exists(std::filesystem::path(folders[0]) / "model-m1-00001.safetensors"));
 
-  const ModelState& copy = *two.state;
-  auto same_block = [&](const ModelState& s, size_t b, const std::string& where) {
-    const size_t bytes = g.layout.blocks()[b].numel * sizeof(float);
-    EXPECT_EQ(0, std::memcmp(s.master(b), copy.master(b), bytes)) << where << " block " << b;
-    EXPECT_EQ(0, std::memcmp(const_cast<ModelState&>(s).exp_avg(b),
-                             const_cast<ModelState&>(copy).exp_avg(b), bytes))
-        << where << " block " << b;
-    EXPECT_EQ(0, std::memcmp(const_cast<ModelState&>(s).exp_avg_sq(b),
-                             const_cast<ModelState&>(copy).exp_avg_sq(b), bytes))
-        << where << " block " << b;
-  };
   // As a model: every tensor, through the index over both machines' files.
   auto model = TensorStore::open(folders[0]);
   ASSERT_OK(model.status());
@@ -385,16 +380,14 @@ TEST(DataParallelMachines, TheirCheckpointResumesOnAnyNumberOfMachines) {
   ASSERT_OK(resumed.status());
   EXPECT_EQ(resumed->step, 2);
   EXPECT_EQ((*one)->step, 2);
-  for (size_t b = 0; b < g.layout.num_blocks(); ++b) same_block(**one, b, "one machine");
+  expect_held_blocks(**one, nullptr, *two.state, "one machine");
   // On two machines, each holding its own blocks.
   const auto owners = assign_block_owners(g.layout, 2, 1);
   for (int p = 0; p < 2; ++p) {
     auto mine = ModelState::create(g.layout, true, 0, SIZE_MAX, held_blocks(owners, p));
     ASSERT_OK(mine.status());
     ASSERT_OK(load_checkpoint(folders[0], **mine).status());
-    for (size_t b = 0; b < g.layout.num_blocks(); ++b) {
-      if ((*mine)->holds(b)) same_block(**mine, b, "process " + std::to_string(p));
-    }
+    expect_held_blocks(**mine, nullptr, *two.state, "process " + std::to_string(p));
   }
 }
 
