@@ -6,6 +6,8 @@
 //   step losses to its weights and moments, bit for bit;
 // - the whole job reaches a held-out loss within 2% of the CPU backend's on the same job, and its
 //   plan was made with the GPU's measured figures.
+// - past one machine (issue 23, point 7): two worker processes of one GPU each, NCCL held to its
+//   network transport (as between machines), train the one-process two-GPU run's losses.
 // The first two shorten the job (40 and 60 steps instead of 200; the cosine schedule spans them).
 // Each test skips, saying why, when the CUDA backend cannot start.
 // SPILLWAY_WORKER_GPU_TEST_BACKEND=cpu runs the same checks with the CPU backend under test: a
@@ -32,6 +34,7 @@
 #include "app/worker-process.h"
 #include "compute/backend-loader.h"
 #include "core/file-util.h"
+#include "loopback-port.h"
 #include "test-data.h"
 
 namespace spillway {
@@ -103,11 +106,17 @@ class WorkerGpu : public ::testing::Test {
 
   std::string run_dir(const std::string& name) const { return tmp_.path() + "/" + name; }
 
-  // Starts `train job [--resume checkpoint]` in the background, its output in tmp/<name>.out/.err.
-  pid_t start(const std::string& name, const std::string& job, const std::string& resume = "") {
+  // Starts `train job [--resume checkpoint] [extra...]` in the background with `env` over the
+  // fixture's, its output in tmp/<name>.out/.err.
+  pid_t start(const std::string& name, const std::string& job, const std::string& resume = "",
+              const std::vector<std::string>& extra = {},
+              const std::vector<std::string>& env = {}) {
     std::vector<std::string> args = {"train", job};
     if (!resume.empty()) args.insert(args.end(), {"--resume", resume});
-    return testing::spawn_worker(args, env_, tmp_.path() + "/" + name + ".out",
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> all_env = env_;
+    all_env.insert(all_env.end(), env.begin(), env.end());
+    return testing::spawn_worker(args, all_env, tmp_.path() + "/" + name + ".out",
                                  tmp_.path() + "/" + name + ".err");
   }
 
@@ -252,6 +261,53 @@ TEST_F(WorkerGpu, HeldOutLossWithinTwoPercentOfCpu) {
     EXPECT_GT(last.value("gpu_mem_total_bytes", 0.0), 1e9) << "NVML did not watch the run's GPU";
     EXPECT_TRUE(last.contains("gpu_util_pct"));
   }
+}
+
+// Past one machine, on one host of two GPUs: two worker processes, one GPU each, with NCCL held to
+// its network transport (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE: sockets, as between machines) and the
+// host state sharded by block between them, train the losses of one process on both GPUs, bit for
+// bit (two ranks' sums are one addition either way; clipping off, since the gradient norm's sums of
+// squares are grouped per block there and per share here), and their checkpoint resumes on one.
+TEST_F(WorkerGpu, TwoProcessesOverTheNetworkTrainTheTwoGpuRun) {
+  if (backend_ == "cuda") {
+    auto gpus = compute::cuda_device_count();
+    if (!gpus.ok() || *gpus < 2) GTEST_SKIP() << "needs two GPUs";
+  }
+  const json train = {{"steps", 20}, {"checkpoint_every", 10}, {"clip_grad_norm", 0}};
+  auto job = [&](const std::string& name, int devices) {
+    const std::string path = write_job(name, backend_, train);
+    json j = json::parse(*read_file(path));
+    j["placement"]["devices"] = devices;
+    std::ofstream(path) << j.dump(2);
+    return path;
+  };
+  ASSERT_EQ(finish(start("one", job("one", 2)), "one"), 0);
+  const std::string two = job("two", 1), at = testing::loopback_address();
+  const std::vector<std::string> network = {"NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1",
+                                            "NCCL_NVLS_ENABLE=0"};
+  pid_t p[2];
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> env = network;
+    env.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(r));
+    p[r] = start("two-" + std::to_string(r), two, "",
+                 {"--rank", std::to_string(r), "--processes", "2", "--rendezvous", at}, env);
+  }
+  ASSERT_EQ(finish(p[0], "two-0"), 0);
+  ASSERT_EQ(finish(p[1], "two-1"), 0);
+  const auto a = of_type(read_events(run_dir("one")), "step");
+  const auto b = of_type(read_events(run_dir("two")), "step");
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(bits(a[i]["loss"]), bits(b[i]["loss"]))
+        << "step " << i + 1 << ": loss " << a[i]["loss"] << " vs " << b[i]["loss"];
+  const std::string ckpt = run_dir("two") + "/checkpoints/step-000010";
+  EXPECT_TRUE(fs::exists(ckpt + "/model.safetensors.index.json")) << ckpt;
+  // The two processes' checkpoint resumes on one process of both GPUs to the same last loss.
+  ASSERT_EQ(finish(start("resumed", job("resumed", 2), ckpt), "resumed"), 0);
+  const auto c = of_type(read_events(run_dir("resumed")), "step");
+  ASSERT_FALSE(c.empty());
+  EXPECT_EQ(bits(c.back()["loss"]), bits(a.back()["loss"]));
 }
 
 }  // namespace
