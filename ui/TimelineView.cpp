@@ -153,8 +153,9 @@ QString TimelineView::laneToolTip(const QString& lane) const {
       lane == "ssd_read"    ? tr("optimizer state read from the SSD into DRAM")
       : lane == "h2d"       ? tr("weights uploaded to the GPU, block by block")
       : lane == "compute"   ? tr("each block's forward and backward (backward darker)")
-      : lane == "reduce"    ? tr("reducing gradients between GPUs (each block's gradient summed "
-                                    "over the GPUs by NCCL's reduce-scatter, before its D2H)")
+      : lane == "reduce"    ? tr("collectives between GPUs: each block's gradient summed over "
+                                    "the GPUs by NCCL before its D2H (past one machine also its "
+                                    "weights, broadcast from the machine that holds them)")
       : lane == "d2h"       ? (reduce_ ? tr("this GPU's share of the gradients "
                                                   "downloaded to DRAM")
                                        : tr("gradients downloaded to DRAM"))
@@ -457,7 +458,7 @@ QString TimelineView::limiter(QString* laneOut) const {
     return named("", tr("host (no lane busy): %1").arg(idle));
   const QString lane = kLanes[best];
   const QString what = lane == "h2d"         ? tr("waiting for H2D (weights)")
-                       : lane == "reduce"    ? tr("waiting for the reduce (gradients between GPUs)")
+                       : lane == "reduce"    ? tr("waiting for the collectives between GPUs")
                        : lane == "d2h"       ? tr("waiting for D2H (gradients)")
                        : lane == "optimizer" ? tr("waiting for the optimizer")
                        : lane == "ssd_read"  ? tr("waiting for the SSD (reads)")

@@ -10,9 +10,10 @@
 // A data-parallel run's spans name their GPU (Span::device): a chooser ("GPU 0", "GPU 1", ...)
 // left of the summary line picks the GPU whose H2D, compute, reduce and D2H lanes are drawn and
 // measured; the optimizer's and the SSD's lanes are the host's, one for every GPU. Such a run has
-// one more lane, "reduce" (each block's gradient summed between the GPUs, NCCL's reduce-scatter),
-// between compute and D2H: a lane of its own because the reduce of one block runs beside the
-// download of the one before it, on a stream of its own, and the verdict can then name it.
+// one more lane, "reduce" (each block's gradient summed between the GPUs by NCCL, and past one
+// machine the weights broadcast from the machine that holds them), between compute and D2H: a lane
+// of its own because the reduce of one block runs beside the download of the one before it, on a
+// stream of its own, and the verdict can then name it.
 #pragma once
 
 #include <QWidget>
@@ -57,7 +58,7 @@ class TimelineView : public QWidget {
   QStringList shownLanes() const;
   // The lane drawn at `pos` (its name on the left or its row), "" elsewhere.
   QString laneAt(const QPoint& pos) const;
-  // What `lane` shows, its row's tooltip: "reduce: reducing gradients between GPUs (...)", and
+  // What `lane` shows, its row's tooltip: "reduce: collectives between GPUs: ...", and
   // with several GPUs whose lane it is ("GPU 1's", or the host's for every GPU).
   QString laneToolTip(const QString& lane) const;
 

@@ -118,7 +118,7 @@ TEST(TimelineView, NamesTheLaneComputeWaitsFor) {
   };
   const Case cases[] = {
       {"h2d", "waiting for H2D (weights): GPU idle 52%", "h2d"},
-      {"reduce", "waiting for the reduce (gradients between GPUs): GPU idle 52%", "reduce"},
+      {"reduce", "waiting for the collectives between GPUs: GPU idle 52%", "reduce"},
       {"optimizer", "waiting for the optimizer: GPU idle 52%", "optimizer"},
       {"ssd_read", "waiting for the SSD (reads): GPU idle 52%", "ssd_read"},
       {"", "host (no lane busy): GPU idle 52%", ""},
@@ -415,7 +415,7 @@ TEST(TimelineView, ADataParallelRunDrawsTheGpuChosen) {
   EXPECT_NEAR(view.laneBusyFraction("optimizer"), 0.1 / frame, 1e-9);
   // Layer 0's reduce [1.5, 1.7] covers 0.2 s of compute's 0.45 s idle, layer 1's 0.1 s more.
   QString lane;
-  EXPECT_EQ(view.limiter(&lane), "waiting for the reduce (gradients between GPUs): GPU idle 53%");
+  EXPECT_EQ(view.limiter(&lane), "waiting for the collectives between GPUs: GPU idle 53%");
   EXPECT_EQ(lane, "reduce");
   EXPECT_EQ(view.toolTip(), view.summary());
   EXPECT_NE(view.grab().toImage(), drawn0);
@@ -438,7 +438,7 @@ TEST(TimelineView, ADataParallelRunDrawsTheGpuChosen) {
     reduceRow = view.laneAt(QPoint(10, y)) == "reduce";
   EXPECT_TRUE(reduceRow) << "no row of the reduce lane";
   EXPECT_EQ(view.laneAt(QPoint(10, 0)), "");
-  EXPECT_TRUE(view.laneToolTip("reduce").startsWith("reduce: reducing gradients between GPUs"))
+  EXPECT_TRUE(view.laneToolTip("reduce").startsWith("reduce: collectives between GPUs"))
       << view.laneToolTip("reduce").toStdString();
   EXPECT_TRUE(view.laneToolTip("reduce").endsWith("(GPU 0's)"));
   EXPECT_TRUE(view.laneToolTip("optimizer").endsWith("(the host's, for every GPU)"));
