@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/fail-point.h"
 #include "core/file-util.h"
 #include "history/run-folder.h"
 
@@ -15,21 +18,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One round: every process's `mine`, each an error (a text that starts with '!') or a value.
-// The group's own failure (a process left) is the round's error.
+// One round: every process's `mine`, each an error (error_text) or a value. The group's own
+// failure (a process left) is the round's error.
 Result<std::vector<std::string>> round(compute::ProcessExchange& processes,
                                        const std::string& mine) {
   return processes.all_gather(mine, kCheckpointRoundTimeoutS);
 }
 
+// "!<code> process P: <message>": a process's error, its code kept (a full disk stays kNoSpace);
+// without "process P: " for `process` < 0 (a message that names its process already).
 std::string error_text(const Status& st, int process) {
-  return "!process " + std::to_string(process) + ": " + st.message();
+  std::string text = "!";
+  text += std::to_string(static_cast<int>(st.code()));
+  text += ' ';
+  if (process >= 0) text += "process " + std::to_string(process) + ": ";
+  return text + st.message();
 }
 
 // The first error of a round's texts, or ok.
-Status first_error(const std::vector<std::string>& all, ErrorCode code = ErrorCode::kIo) {
+Status first_error(const std::vector<std::string>& all) {
   for (const std::string& s : all) {
-    if (!s.empty() && s[0] == '!') return Status(code, s.substr(1));
+    if (s.empty() || s[0] != '!') continue;
+    const size_t space = s.find(' ');
+    const int code = std::atoi(s.substr(1, space - 1).c_str());
+    return Status(code > 0 && code <= static_cast<int>(ErrorCode::kInternal)
+                      ? static_cast<ErrorCode>(code)
+                      : ErrorCode::kInternal,
+                  s.substr(space + 1));
   }
   return {};
 }
@@ -38,7 +53,8 @@ Status first_error(const std::vector<std::string>& all, ErrorCode code = ErrorCo
 // files with their digests, each tensor's file), or an error text.
 std::string write_part(const std::string& dir, const ModelState& model, OptimizerStateStore* state,
                        int process) {
-  const std::string stem = "m" + std::to_string(process);
+  std::string stem = "m";  // "m<P>" (built by append: GCC 12 warns falsely on "m" + to_string)
+  stem += std::to_string(process);
   FileDigests digests;
   std::map<std::string, std::string> weights, moments;
   Status st = [&]() -> Status {
@@ -53,6 +69,9 @@ std::string write_part(const std::string& dir, const ModelState& model, Optimize
             .status());
     if (!model.has_optimizer() && !state) return {};
     const std::string file = "optimizer-" + stem + ".safetensors";
+    // Armed with `fail`: this machine's disk fills up here (as save_checkpoint's).
+    if (fail_point("checkpoint.write"))
+      return errno_status("cannot write " + (fs::path(dir) / file).string(), ENOSPC);
     SPW_RETURN_IF_ERROR(save_moments((fs::path(dir) / file).string(),
                                      const_cast<ModelState&>(model), state, &digests));
     for (size_t b = 0; b < model.num_blocks(); ++b) {
@@ -114,7 +133,7 @@ Status check_shared_folder(const std::string& dir, compute::ProcessExchange& pro
   if (st.ok() && p > 0) {
     std::error_code ec;
     if (!fs::exists(first[0], ec))
-      seen = "!process " + std::to_string(p) + " does not see " +
+      seen = "process " + std::to_string(p) + " does not see " +
              fs::path(first[0]).parent_path().string();
   }
   SPW_ASSIGN_OR_RETURN(const auto second, round(processes, seen));
@@ -125,7 +144,7 @@ Status check_shared_folder(const std::string& dir, compute::ProcessExchange& pro
   SPW_RETURN_IF_ERROR(st);
   std::string missing;
   for (const std::string& s : second) {
-    if (!s.empty()) missing += (missing.empty() ? "" : "; ") + s.substr(1);
+    if (!s.empty()) missing += (missing.empty() ? "" : "; ") + s;
   }
   if (missing.empty()) return {};
   return invalid_argument(
@@ -183,7 +202,8 @@ Result<std::string> save_checkpoint_parts(const std::string& checkpoints_dir,
   // The rounds the others wait in, when the folder failed before them.
   for (; rounds < 2; ++rounds) (void)round(processes, error_text(st, 0));
   if (!st.ok()) st = checkpoint_not_saved(st, checkpoints_dir, trainer.step);
-  SPW_ASSIGN_OR_RETURN(const auto done, round(processes, st.ok() ? final_dir : error_text(st, 0)));
+  SPW_ASSIGN_OR_RETURN(const auto done,
+                       round(processes, st.ok() ? final_dir : error_text(st, /*process=*/-1)));
   (void)done;
   SPW_RETURN_IF_ERROR(st);
   return final_dir;

@@ -223,6 +223,43 @@ TEST_F(ProcessesTest, ASigusr1OnOneProcessCheckpointsEveryProcess) {
   EXPECT_TRUE(state["manual"].get<bool>()) << state.dump();
 }
 
+// One machine's disk fills up at the second checkpoint (checkpoint.write=fail@2 on process 1):
+// both processes stop with the same line, which names the machine, the disk and the checkpoint
+// kept; nothing of the failed checkpoint is left, and the first one resumes the run.
+TEST_F(ProcessesTest, AFullDiskOnOneMachineFailsTheCheckpointOnEvery) {
+  SPILLWAY_REQUIRE_DATA();
+  const std::string run = tmp_.path() + "/full";
+  const std::string job = write_job("full", job_for(run, 1));
+  const std::string at = testing::loopback_address();
+  Launched p0 = launch("f0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
+  Launched p1 = launch("f1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at},
+                       {"SPILLWAY_FAIL_POINTS=checkpoint.write=fail@2"});
+  EXPECT_EQ(testing::wait_exit(p0.pid), 1);
+  EXPECT_EQ(testing::wait_exit(p1.pid), 1);
+  for (const Launched* l : {&p0, &p1}) {
+    const std::string err = testing::slurp(l->err);
+    EXPECT_NE(err.find("no space: checkpoint at step 4 not saved: process 1: cannot write " + run +
+                       "/checkpoints/step-000004.tmp-"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("the last whole checkpoint, " + run + "/checkpoints/step-000002, is kept"),
+              std::string::npos)
+        << err;
+  }
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+    left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"step-000002"});
+  const std::string from = run + "/checkpoints/step-000002", at2 = testing::loopback_address();
+  Launched q0 = launch("g0", {"train", job, "--resume", from, "--rank", "0", "--processes", "2",
+                              "--rendezvous", at2});
+  Launched q1 = launch("g1", {"train", job, "--resume", from, "--rank", "1", "--processes", "2",
+                              "--rendezvous", at2});
+  ASSERT_EQ(testing::wait_exit(q0.pid), 0) << testing::slurp(q0.err);
+  ASSERT_EQ(testing::wait_exit(q1.pid), 0) << testing::slurp(q1.err);
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step-000004/manifest.json"));
+}
+
 // A process that dies mid-run (SIGKILL: a machine lost) stops the others with one line naming it,
 // at once rather than at the step watchdog's limit: its connection to the rendezvous closes.
 TEST_F(ProcessesTest, AProcessLostStopsTheOthersWithALineThatNamesIt) {
