@@ -37,8 +37,9 @@ const std::vector<Command>& commands() {
        "runs/ID unless the job names one), or names the run to resume. Past one machine, one "
        "worker per machine: --rank (0 on the machine at --rendezvous), --processes (the "
        "machines), --rendezvous HOST:PORT, or the environment of srun, mpirun or torchrun with "
-       "SPILLWAY_RENDEZVOUS (or MASTER_ADDR and MASTER_PORT); process 0 writes the checkpoints "
-       "and the export.",
+       "SPILLWAY_RENDEZVOUS (or MASTER_ADDR and MASTER_PORT); each machine holds and checkpoints "
+       "its share of the state into the run folder, which every machine must see; process 0 "
+       "exports.",
        run_train},
       {"plan", "plan JOB.json [--measure N] [--machines M [--network-gbps G]] [--json]",
        "Bytes per tier (HBM, DRAM, SSD), whether the job fits, and the predicted step time; "

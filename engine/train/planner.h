@@ -264,6 +264,14 @@ DataShape data_shape(const Dataset& ds);
 // checkpoints, and on the CPU backend each rank's arena, whose compute shares the cores (N times
 // one rank's). The CPU's AdamW is the same parameters: unchanged.
 //
+// Past one machine (MachineProbe::machines M > 1; docs/architecture.md, "Past one machine") the
+// step has M times the tokens again, and each machine holds its blocks' state (block-owners.h):
+// DRAM, the SSD and AdamW are those of MachineProbe::process's blocks (-1: the machine holding
+// the most), the host link's bytes those of the GPU carrying the most, and the network carries
+// each block's reduce (4·numel bytes per GPU, PlanDevices::nccl_s as above) and its weights'
+// broadcasts (act_dtype, as often as one GPU would upload them), at the slower of the NCCL bus
+// and MachineProbe::network_bytes_per_s (kNetworkBytesPerS when 0), beside compute.
+//
 // `data`, when the run's dataset is known (the trainer's plan; `plan` without the data assumes
 // DataShape{}), scales the attention by the share the kernels compute and counts tokens/s as the
 // data's tokens, not padding.
