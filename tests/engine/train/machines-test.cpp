@@ -5,6 +5,7 @@
 // the checkpoints the machines write together (checkpoint-parts.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "model/model-config.h"
+#include "model/parameter-layout.h"
 #include "state-rig.h"
 #include "test-data.h"
 #include "thread-exchanges.h"
@@ -156,6 +159,38 @@ TEST(DataParallelMachines, AStopOnOneMachineStopsEveryMachineAfterTheStep) {
   for (int p = 0; p < 2; ++p) {
     ASSERT_OK(results[p]);
     EXPECT_TRUE(machines[p].engine->stop_asked()) << "process " << p;
+  }
+}
+
+// The owners of llama-70b's 82 blocks on M machines of N GPUs: each machine within one block of
+// 1/M of the parameters, neighbouring layers on different machines, each machine's blocks round
+// its GPUs, and the same table on every call (every process computes its own).
+TEST(BlockOwners, BalanceTheParametersWithinABlock) {
+  const ParameterLayout layout = ParameterLayout::build(*model_preset("llama-70b"));
+  uint64_t total = 0, largest = 0;
+  for (const BlockLayout& b : layout.blocks()) {
+    total += b.numel;
+    largest = std::max<uint64_t>(largest, b.numel);
+  }
+  for (const int machines : {2, 3, 9}) {
+    const auto owners = assign_block_owners(layout, machines, 4);
+    ASSERT_EQ(owners.size(), layout.num_blocks());
+    EXPECT_EQ(owners, assign_block_owners(layout, machines, 4));
+    std::vector<uint64_t> held(machines, 0);
+    std::vector<int> given(machines, 0);
+    for (size_t b = 0; b < owners.size(); ++b) {
+      ASSERT_GE(owners[b].process, 0);
+      ASSERT_LT(owners[b].process, machines);
+      EXPECT_EQ(owners[b].gpu, given[owners[b].process]++ % 4) << "block " << b;
+      held[owners[b].process] += layout.blocks()[b].numel;
+      if (b >= 2 && b + 1 < owners.size())  // two layers side by side
+        EXPECT_NE(owners[b].process, owners[b - 1].process) << machines << " machines, block " << b;
+    }
+    for (int p = 0; p < machines; ++p) {
+      EXPECT_LE(held[p], total / machines + largest) << machines << " machines, process " << p;
+      EXPECT_GE(held[p] + largest, total / machines) << machines << " machines, process " << p;
+    }
+    EXPECT_EQ(held_blocks(owners, 1).size(), layout.num_blocks());
   }
 }
 
