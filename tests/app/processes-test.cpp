@@ -80,18 +80,28 @@ class ProcessesTest : public WorkerTest {
     json j = job_for(tmp_.path() + "/" + name, 1);
     j["train"]["steps"] = 100000;
     j["train"]["checkpoint_every"] = 0;
-    const std::string job = write_job(name, j);
-    const std::string at = testing::loopback_address();
-    Launched p0 =
-        launch(name + "-0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
-    Launched p1 =
-        launch(name + "-1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at});
+    auto [p0, p1] = launch_pair(name, {"train", write_job(name, j)});
     const std::string events = tmp_.path() + "/" + name + "/process-1/events.jsonl";
     auto stepped = [&] {
       return testing::slurp(events).find("\"type\":\"step\"") != std::string::npos;
     };
     for (int i = 0; i < 6000 && !stepped(); ++i) usleep(10000);
     EXPECT_TRUE(stepped()) << testing::slurp(p1.err);
+    return {p0, p1};
+  }
+  // `args` on two processes joined at a fresh loopback address (`--rank`, `--processes` and
+  // `--rendezvous` appended), process 1 with `env1` over the fixture's.
+  std::pair<Launched, Launched> launch_pair(const std::string& name,
+                                            const std::vector<std::string>& args,
+                                            const std::vector<std::string>& env1 = {}) {
+    const std::string at = testing::loopback_address();
+    auto as = [&](int rank) {
+      std::vector<std::string> a = args;
+      a.insert(a.end(), {"--rank", std::to_string(rank), "--processes", "2", "--rendezvous", at});
+      return a;
+    };
+    Launched p0 = launch(name + "-0", as(0));
+    Launched p1 = launch(name + "-1", as(1), env1);
     return {p0, p1};
   }
   // spillway-worker `args` in the background, with `env` over the fixture's.
@@ -159,11 +169,7 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
   fs::remove_all(resumed + "/checkpoints/step-000004");
   const std::string job2 = write_job("resumed", job_for(resumed, 1));
   const std::string from = resumed + "/checkpoints/step-000002";
-  const std::string at2 = testing::loopback_address();
-  Launched q0 = launch("q0", {"train", job2, "--resume", from, "--rank", "0", "--processes", "2",
-                              "--rendezvous", at2});
-  Launched q1 = launch("q1", {"train", job2, "--resume", from, "--rank", "1", "--processes", "2",
-                              "--rendezvous", at2});
+  auto [q0, q1] = launch_pair("q", {"train", job2, "--resume", from});
   ASSERT_EQ(testing::wait_exit(q0.pid), 0) << testing::slurp(q0.err);
   ASSERT_EQ(testing::wait_exit(q1.pid), 0) << testing::slurp(q1.err);
   same_tensors(two + "/checkpoints/step-000004", resumed + "/checkpoints/step-000004",
@@ -230,10 +236,8 @@ TEST_F(ProcessesTest, AFullDiskOnOneMachineFailsTheCheckpointOnEvery) {
   SPILLWAY_REQUIRE_DATA();
   const std::string run = tmp_.path() + "/full";
   const std::string job = write_job("full", job_for(run, 1));
-  const std::string at = testing::loopback_address();
-  Launched p0 = launch("f0", {"train", job, "--rank", "0", "--processes", "2", "--rendezvous", at});
-  Launched p1 = launch("f1", {"train", job, "--rank", "1", "--processes", "2", "--rendezvous", at},
-                       {"SPILLWAY_FAIL_POINTS=checkpoint.write=fail@2"});
+  auto [p0, p1] =
+      launch_pair("f", {"train", job}, {"SPILLWAY_FAIL_POINTS=checkpoint.write=fail@2"});
   EXPECT_EQ(testing::wait_exit(p0.pid), 1);
   EXPECT_EQ(testing::wait_exit(p1.pid), 1);
   for (const Launched* l : {&p0, &p1}) {
@@ -250,11 +254,7 @@ TEST_F(ProcessesTest, AFullDiskOnOneMachineFailsTheCheckpointOnEvery) {
   for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
     left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"step-000002"});
-  const std::string from = run + "/checkpoints/step-000002", at2 = testing::loopback_address();
-  Launched q0 = launch("g0", {"train", job, "--resume", from, "--rank", "0", "--processes", "2",
-                              "--rendezvous", at2});
-  Launched q1 = launch("g1", {"train", job, "--resume", from, "--rank", "1", "--processes", "2",
-                              "--rendezvous", at2});
+  auto [q0, q1] = launch_pair("g", {"train", job, "--resume", run + "/checkpoints/step-000002"});
   ASSERT_EQ(testing::wait_exit(q0.pid), 0) << testing::slurp(q0.err);
   ASSERT_EQ(testing::wait_exit(q1.pid), 0) << testing::slurp(q1.err);
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step-000004/manifest.json"));
