@@ -59,32 +59,21 @@ struct DataParallelEngine::Impl {
     abort_group();
   }
 
-  // Each GPU's step on a thread of its own; the caller waits, watching for a hung GPU.
-  Result<StepResult> step(const StepBatch& batch) {
+  // The watchdog's time limit for a pass: step_timeout_s, else max(kMinStepTimeoutS, 10 × the
+  // last step's time).
+  double time_limit_s() const {
+    return step_timeout_s > 0 ? step_timeout_s : std::max(kMinStepTimeoutS, 10 * last_step_s);
+  }
+
+  // `pass(r)` for every rank on a thread of its own, the caller watching for a hung GPU; every
+  // rank's result, or the pass's error (`what`: "step", "forward pass"). A pass that fails calls
+  // failed() itself (StreamingEngine's on_failure), which aborts the group.
+  Result<std::vector<StepResult>> on_every_rank(
+      const char* what, const std::function<Result<StepResult>(int rank)>& pass) {
     const int n = ranks();
     if (broken)
       return internal_error("data parallel: an earlier step failed and aborted the group of " +
                             std::to_string(n) + " devices; start the run again to train on");
-    const int all = n * machines;  // the group's ranks, machine-major
-    if (batch.micro_batches % all != 0)
-      return invalid_argument("data parallel: " + std::to_string(batch.micro_batches) +
-                              " micro-batches do not split evenly over " + std::to_string(all) +
-                              " GPUs");
-    const int per_rank = batch.micro_batches / all;
-    const size_t rank_tokens =
-        static_cast<size_t>(per_rank) * batch.micro_batch_size * batch.seq_len;
-    if (batch.input_ids.size() != rank_tokens * all || batch.labels.size() != rank_tokens * all ||
-        (!batch.positions.empty() && batch.positions.size() != rank_tokens * all))
-      return invalid_argument("data parallel: the batch holds " +
-                              std::to_string(batch.input_ids.size()) + " ids and " +
-                              std::to_string(batch.labels.size()) + " labels and " +
-                              std::to_string(batch.positions.size()) + " positions, expected " +
-                              std::to_string(rank_tokens * all));
-    // Every process holds the whole step's batch and counts its targets alike.
-    int64_t targets = 0;
-    for (int32_t lab : batch.labels) targets += lab != -100;
-    const size_t first = static_cast<size_t>(process) * n;  // this process's first rank
-
     std::mutex mu;
     std::condition_variable cv;
     std::vector<std::optional<Result<StepResult>>> results(n);
@@ -93,24 +82,16 @@ struct DataParallelEngine::Impl {
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
-        StepBatch b = batch;
-        b.micro_batches = per_rank;
-        const size_t at = (first + r) * rank_tokens;
-        b.input_ids = batch.input_ids.subspan(at, rank_tokens);
-        b.labels = batch.labels.subspan(at, rank_tokens);
-        if (!batch.positions.empty()) b.positions = batch.positions.subspan(at, rank_tokens);
-        b.loss_targets = targets > 0 ? targets : 1;  // no targets: no gradient anywhere
-        Result<StepResult> res = engines[r]->forward_backward(b);
+        Result<StepResult> res = pass(r);
         std::lock_guard<std::mutex> lock(mu);
         ++done;
         results[r].emplace(std::move(res));
         cv.notify_all();
       });
     }
-    // The watchdog: a step past its time limit is taken as hung, its group aborted (the GPUs'
+    // The watchdog: a pass past its time limit is taken as hung, its group aborted (the GPUs'
     // collectives then end with an error) and the ranks still running named.
-    const double limit_s =
-        step_timeout_s > 0 ? step_timeout_s : std::max(kMinStepTimeoutS, 10 * last_step_s);
+    const double limit_s = time_limit_s();
     // Past one machine it also asks the process group every kGroupCheckS whether a machine left:
     // NCCL's kernels would wait for it for ever.
     std::string hung;
@@ -143,7 +124,8 @@ struct DataParallelEngine::Impl {
     for (std::thread& t : threads) t.join();
     broken = !hung.empty() || first_failed >= 0;
     if (!lost.ok())
-      return lost.with_context("data parallel across machines: the step stops on " + hung +
+      return lost.with_context("data parallel across machines: the " + std::string(what) +
+                               " stops on " + hung +
                                " (the last checkpoint stands and resumes on any number of "
                                "machines)");
     for (int r = 0; r < n; ++r) broken = broken || !results[r]->ok();
@@ -155,8 +137,8 @@ struct DataParallelEngine::Impl {
     if (!hung.empty()) {
       char limit[32];
       std::snprintf(limit, sizeof(limit), "%.4g", limit_s);
-      return internal_error("the step did not finish within " + std::string(limit) + " s on " +
-                            hung +
+      return internal_error("the " + std::string(what) + " did not finish within " +
+                            std::string(limit) + " s on " + hung +
                             ": a lost GPU, or NCCL waiting for a peer or a link that failed; the "
                             "run stops (the last checkpoint stands and resumes on any number of "
                             "GPUs)");
@@ -165,10 +147,51 @@ struct DataParallelEngine::Impl {
       if (!results[r]->ok() && first_failed < 0) first_failed = r;
     }
     if (first_failed >= 0) return results[first_failed]->status().with_context(names[first_failed]);
+    std::vector<StepResult> out;
+    for (auto& r : results) out.push_back(std::move(r->value()));
+    return out;
+  }
+
+  // Each GPU's step on a thread of its own; the caller waits, watching for a hung GPU.
+  Result<StepResult> step(const StepBatch& batch) {
+    const int n = ranks();
+    const int all = n * machines;  // the group's ranks, machine-major
+    if (batch.micro_batches % all != 0)
+      return invalid_argument("data parallel: " + std::to_string(batch.micro_batches) +
+                              " micro-batches do not split evenly over " + std::to_string(all) +
+                              " GPUs");
+    const int per_rank = batch.micro_batches / all;
+    const size_t rank_tokens =
+        static_cast<size_t>(per_rank) * batch.micro_batch_size * batch.seq_len;
+    if (batch.input_ids.size() != rank_tokens * all || batch.labels.size() != rank_tokens * all ||
+        (!batch.positions.empty() && batch.positions.size() != rank_tokens * all))
+      return invalid_argument("data parallel: the batch holds " +
+                              std::to_string(batch.input_ids.size()) + " ids and " +
+                              std::to_string(batch.labels.size()) + " labels and " +
+                              std::to_string(batch.positions.size()) + " positions, expected " +
+                              std::to_string(rank_tokens * all));
+    // Every process holds the whole step's batch and counts its targets alike.
+    int64_t targets = 0;
+    for (int32_t lab : batch.labels) targets += lab != -100;
+    const size_t first = static_cast<size_t>(process) * n;  // this process's first rank
+    const auto start = std::chrono::steady_clock::now();
+    SPW_ASSIGN_OR_RETURN(std::vector<StepResult> results, on_every_rank("step", [&](int r) {
+                           StepBatch b = batch;
+                           b.micro_batches = per_rank;
+                           const size_t at = (first + r) * rank_tokens;
+                           b.input_ids = batch.input_ids.subspan(at, rank_tokens);
+                           b.labels = batch.labels.subspan(at, rank_tokens);
+                           if (!batch.positions.empty())
+                             b.positions = batch.positions.subspan(at, rank_tokens);
+                           // No targets: no gradient anywhere.
+                           b.loss_targets = targets > 0 ? targets : 1;
+                           return engines[r]->forward_backward(b);
+                         }));
+    const double limit_s = time_limit_s();
     StepResult out;
-    out.grad_sumsq.assign(results[0]->value().grad_sumsq.size(), 0.0);
+    out.grad_sumsq.assign(results[0].grad_sumsq.size(), 0.0);
     for (int r = 0; r < n; ++r) {
-      const StepResult& s = results[r]->value();
+      const StepResult& s = results[r];
       out.loss_sum += s.loss_sum;
       out.targets += s.targets;
       for (size_t b = 0; b < s.grad_sumsq.size(); ++b) out.grad_sumsq[b] += s.grad_sumsq[b];
@@ -309,29 +332,13 @@ Result<StepResult> DataParallelEngine::forward_backward(const StepBatch& batch) 
 }
 
 Result<StepResult> DataParallelEngine::forward(const StepBatch& batch, float* logits) {
-  Impl& m = *impl_;
-  if (m.machines == 1) return m.engines[0]->forward(batch, logits);
-  if (m.broken)
-    return internal_error("data parallel: an earlier step failed and aborted the group");
+  if (impl_->machines == 1) return impl_->engines[0]->forward(batch, logits);
   // Every GPU of every machine takes part in each block's broadcast: each runs the pass.
-  const int n = m.ranks();
-  std::vector<std::optional<Result<StepResult>>> results(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      results[r].emplace(m.engines[r]->forward(batch, r == 0 ? logits : nullptr));
-      if (!results[r]->ok()) m.failed(r);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < n; ++r) {
-    if (!results[r]->ok()) {
-      m.broken = true;
-      return results[m.first_failed >= 0 ? m.first_failed : r]->status().with_context(
-          m.names[m.first_failed >= 0 ? m.first_failed : r]);
-    }
-  }
-  return std::move(*results[0]);
+  SPW_ASSIGN_OR_RETURN(std::vector<StepResult> results,
+                       impl_->on_every_rank("forward pass", [&](int r) {
+                         return impl_->engines[r]->forward(batch, r == 0 ? logits : nullptr);
+                       }));
+  return std::move(results[0]);
 }
 
 void DataParallelEngine::set_weight_gate(std::function<void(size_t block)> gate) {

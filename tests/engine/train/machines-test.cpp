@@ -362,6 +362,30 @@ TEST(DataParallelMachines, AMachineLostMidCollectiveEndsTheStepAtTheNextCheck) {
       << r.status().to_string();
 }
 
+// The same in an evaluation: a forward pass waiting for a lost machine's broadcast ends at the
+// next check, naming the pass, rather than hanging.
+TEST(DataParallelMachines, AMachineLostMidEvaluationEndsItAtTheNextCheck) {
+  SPILLWAY_REQUIRE_DATA();
+  Golden g("stories260K");
+  ThreadExchanges exchange(2);
+  Machine machines[2];
+  ASSERT_OK(join_machines(g, exchange, machines));
+  machines[0].engine->set_step_timeout(3600);
+  exchange.lose(1);
+  StepBatch batch = g.batch(0, 1);
+  batch.micro_batches = 2;
+  batch.input_ids = batch.input_ids.first(2 * g.T);
+  batch.labels = batch.labels.first(2 * g.T);
+  auto r = machines[0].engine->forward(batch);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("process 1 left the group (connection closed)"),
+            std::string::npos)
+      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("the forward pass stops on CPU rank 0 of process 0"),
+            std::string::npos)
+      << r.status().to_string();
+}
+
 // The checkpoint two machines write together is save_checkpoint's, whole: it loads as a model
 // with every tensor, and resumes on one machine holding every block and on two holding their own,
 // with the master weights and moments of two ranks in one process bit for bit.
