@@ -30,20 +30,24 @@ using testing::WorkerTest;
 
 class ProcessesTest : public WorkerTest {
  protected:
-  // stories260K with 2 micro-batches of 2 sequences on each rank; clipping off, so that the
-  // gradient norm, which one process sums over its GPUs' shares in another grouping, takes no
-  // part in the update and the bits can be compared.
+  // stories260K with 2 micro-batches of 2 sequences on each rank and a held-out batch evaluated
+  // every 2 steps; clipping off, so that the gradient norm, which one process sums over its GPUs'
+  // shares in another grouping, takes no part in the update and the bits can be compared.
   json job_for(const std::string& run_dir, int devices) {
-    return stories_job("machines", run_dir, 5,
-                       {{"steps", 4},
-                        {"micro_batch_size", 2},
-                        {"grad_accum", 2},
-                        {"lr", 2e-3},
-                        {"weight_decay", 0.1},
-                        {"clip_grad_norm", 0},
-                        {"checkpoint_every", 2},
-                        {"keep_checkpoints", 0}},
-                       {{"backend", "cpu"}, {"devices", devices}});
+    json j = stories_job("machines", run_dir, 5,
+                         {{"steps", 4},
+                          {"micro_batch_size", 2},
+                          {"grad_accum", 2},
+                          {"lr", 2e-3},
+                          {"weight_decay", 0.1},
+                          {"clip_grad_norm", 0},
+                          {"checkpoint_every", 2},
+                          {"keep_checkpoints", 0},
+                          {"eval_every", 2},
+                          {"eval_batches", 1}},
+                         {{"backend", "cpu"}, {"devices", devices}});
+    j["data"]["eval_fraction"] = 0.05;
+    return j;
   }
 
   // Two checkpoint or export folders hold the same tensors, bit for bit, however they are laid
@@ -115,11 +119,11 @@ class ProcessesTest : public WorkerTest {
   }
 };
 
-// Two processes of one CPU rank each train what one process with two CPU ranks trains, bit for
-// bit: the same global batch split the same way (process p's rank is p), the gradients summed in
-// rank order, each block updated by the machine that holds it. Each writes its blocks into the
-// checkpoints of the job's run folder, which process 0 binds, and process 0 exports; process 1
-// records its part of the run in a folder of its own in it.
+// Two processes of one CPU rank each train and evaluate what one process with two CPU ranks
+// trains and evaluates, bit for bit: the same global batch split the same way (process p's rank is
+// p), the gradients summed in rank order, each block updated by the machine that holds it. Each
+// writes its blocks into the checkpoints of the job's run folder, which process 0 binds, and
+// process 0 exports; process 1 records its part of the run in a folder of its own in it.
 TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
   SPILLWAY_REQUIRE_DATA();
   const std::string one = tmp_.path() + "/one-process", two = tmp_.path() + "/two-processes";
@@ -149,6 +153,13 @@ TEST_F(ProcessesTest, TwoProcessesTrainTheTwoRankRunBitForBit) {
     EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]) << "step " << i + 1 << ": the same global batch";
     EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i + 1;
   }
+  // The held-out loss, which every GPU of every machine computes together (each block broadcast
+  // from its owner), at steps 0, 2 and 4: one machine's bits.
+  const auto ea = of_type(read_events(one), "eval"), eb = of_type(read_events(two), "eval");
+  ASSERT_EQ(ea.size(), 3u);
+  ASSERT_EQ(eb.size(), ea.size());
+  for (size_t i = 0; i < ea.size(); ++i)
+    EXPECT_EQ(ea[i]["loss"].get<double>(), eb[i]["loss"].get<double>()) << "eval " << i;
   for (const char* step : {"step-000002", "step-000004"})
     same_tensors(one + "/checkpoints/" + step, two + "/checkpoints/" + step, step);
   EXPECT_TRUE(fs::exists(two + "/checkpoints/step-000002/model-m1-00001.safetensors"));
