@@ -223,7 +223,10 @@ TEST_F(ProcessesTest, ASigusr1OnOneProcessCheckpointsEveryProcess) {
   auto saved = [&]() -> std::string {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
-      if (fs::exists(e.path() / "manifest.json")) return e.path().string();
+      // A finished one: not `step-N.tmp-<pid>`, which holds its manifest just before the rename.
+      if (e.path().filename().string().find(".tmp-") == std::string::npos &&
+          fs::exists(e.path() / "manifest.json"))
+        return e.path().string();
     }
     return "";
   };
