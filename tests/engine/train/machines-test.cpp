@@ -386,6 +386,46 @@ TEST(DataParallelMachines, AMachineLostMidEvaluationEndsItAtTheNextCheck) {
       << r.status().to_string();
 }
 
+// A machine whose filesystem is not process 0's (seen here as process 0's folder renamed on the
+// way, as another mount would show it) makes the check fail on every process, naming the machine
+// and what to do, before any training.
+TEST(DataParallelMachines, AMachineThatDoesNotSeeTheRunFolderIsNamed) {
+  // Process 1's end of the group, which reads the first round's folder under another path.
+  struct Elsewhere final : compute::ProcessExchange {
+    explicit Elsewhere(compute::ProcessExchange& inner) : inner(inner) {}
+    int process() const override { return inner.process(); }
+    int processes() const override { return inner.processes(); }
+    Result<std::vector<std::string>> all_gather(std::string_view mine, double timeout) override {
+      auto all = inner.all_gather(mine, timeout);
+      if (all.ok() && rounds++ == 0) (*all)[0] = "/nonexistent-mount" + (*all)[0];
+      return all;
+    }
+    void abort() override { inner.abort(); }
+    compute::ProcessExchange& inner;
+    int rounds = 0;
+  };
+  testing::TempDir dir;
+  ThreadExchanges exchange(2);
+  Elsewhere elsewhere(exchange.of(1));
+  const std::vector<Status> checked = on_machines([&](int p) {
+    return check_shared_folder(
+        dir.file("run"),
+        p == 0 ? exchange.of(0) : static_cast<compute::ProcessExchange&>(elsewhere));
+  });
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(checked[p].code(), ErrorCode::kInvalidArgument) << checked[p].to_string();
+    EXPECT_NE(checked[p].message().find("process 1 does not see /nonexistent-mount"),
+              std::string::npos)
+        << checked[p].to_string();
+    EXPECT_NE(checked[p].message().find("set the job's run_dir to a folder on a filesystem they "
+                                        "share"),
+              std::string::npos)
+        << checked[p].to_string();
+  }
+  // The marker is gone: the run folder holds only what the run writes.
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("run")));
+}
+
 // The checkpoint two machines write together is save_checkpoint's, whole: it loads as a model
 // with every tensor, and resumes on one machine holding every block and on two holding their own,
 // with the master weights and moments of two ranks in one process bit for bit.
