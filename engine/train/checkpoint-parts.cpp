@@ -58,15 +58,9 @@ std::string write_part(const std::string& dir, const ModelState& model, Optimize
   FileDigests digests;
   std::map<std::string, std::string> weights, moments;
   Status st = [&]() -> Status {
-    std::vector<TensorToWrite> tensors;
-    for (size_t b = 0; b < model.num_blocks(); ++b) {
-      if (!model.holds(b)) continue;
-      for (const ParamView& p : model.layout().blocks()[b].params)
-        tensors.push_back({p.name, DType::kF32, p.shape, model.master(b) + p.offset});
-    }
-    SPW_RETURN_IF_ERROR(
-        write_safetensors_part(dir, tensors, 5ull << 30, "model-" + stem, &weights, &digests)
-            .status());
+    SPW_RETURN_IF_ERROR(write_safetensors_part(dir, model.master_tensors(), 5ull << 30,
+                                               "model-" + stem, &weights, &digests)
+                            .status());
     if (!model.has_optimizer() && !state) return {};
     const std::string file = "optimizer-" + stem + ".safetensors";
     // Armed with `fail`: this machine's disk fills up here (as save_checkpoint's).

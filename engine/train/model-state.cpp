@@ -83,16 +83,19 @@ void ModelState::init_random(uint64_t seed, float std) {
   });
 }
 
-Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes,
-                                FileDigests* digests) const {
+std::vector<TensorToWrite> ModelState::master_tensors() const {
   std::vector<TensorToWrite> tensors;
   for (size_t b = 0; b < num_blocks(); ++b) {
     if (!holds(b)) continue;
-    for (const ParamView& p : layout_.blocks()[b].params) {
+    for (const ParamView& p : layout_.blocks()[b].params)
       tensors.push_back({p.name, DType::kF32, p.shape, master(b) + p.offset});
-    }
   }
-  return write_safetensors_sharded(dir, tensors, max_shard_bytes, digests);
+  return tensors;
+}
+
+Status ModelState::save_weights(const std::string& dir, uint64_t max_shard_bytes,
+                                FileDigests* digests) const {
+  return write_safetensors_sharded(dir, master_tensors(), max_shard_bytes, digests);
 }
 
 uint64_t ModelState::master_bytes() const {

@@ -60,6 +60,9 @@ class ModelState {
   // each block draws from its own generator, so a held block gets the bits it gets in a state
   // that holds every block.
   void init_random(uint64_t seed, float std = 0.02f);
+  // The held blocks' master weights as tensors to write, with their Hugging Face names (views of
+  // this state's buffers).
+  std::vector<TensorToWrite> master_tensors() const;
   // Writes the held blocks' master weights with their Hugging Face names (sharded above
   // `max_shard_bytes`).
   Status save_weights(const std::string& dir, uint64_t max_shard_bytes = 5ull << 30,
