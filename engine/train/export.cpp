@@ -6,8 +6,8 @@
 
 #include "core/fail-point.h"
 #include "core/file-util.h"
-#include "core/json-file.h"
 #include "history/owned-files.h"
+#include "model/safetensors.h"
 
 namespace spillway {
 namespace fs = std::filesystem;
@@ -105,24 +105,17 @@ Status export_model(const ModelState& state, const std::string& tokenizer_source
 Status export_checkpoint(const std::string& checkpoint, const std::string& tokenizer_source,
                          const std::string& out) {
   SPW_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::load(checkpoint));
-  // The weights' files: model.safetensors, or the index and the files it names.
+  // The weights' files as the reader finds them (model.safetensors, or the index and the files it
+  // names, each checked), and the index when there is one.
+  SPW_ASSIGN_OR_RETURN(const TensorStore weights, TensorStore::open(checkpoint));
   std::vector<std::string> names;
-  std::error_code ec;
-  if (fs::exists(fs::path(checkpoint) / "model.safetensors", ec)) {
-    names.push_back("model.safetensors");
-  } else {
-    const std::string index = (fs::path(checkpoint) / "model.safetensors.index.json").string();
-    SPW_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(index, ErrorCode::kCorrupt));
-    names.push_back("model.safetensors.index.json");
-    if (!j.contains("weight_map") || !j["weight_map"].is_object())
-      return corrupt(index + ": missing 'weight_map' object");
-    for (const auto& [tensor, file] : j["weight_map"].items()) {
-      const std::string name = file.is_string() ? file.get<std::string>() : "";
-      if (name.empty() || name.find('/') != std::string::npos)
-        return corrupt(index + ": the file of " + tensor + " is not a plain file name");
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
+  for (const TensorInfo* t : weights.tensors()) {
+    const std::string name = fs::path(weights.file_of(*t)).filename().string();
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
+  std::error_code ec;
+  if (!fs::exists(fs::path(checkpoint) / "model.safetensors", ec))
+    names.push_back("model.safetensors.index.json");
   return write_export_folder(out, [&](const std::string& tmp) -> Status {
     for (const std::string& name : names) {
       // A hard link where the checkpoint's filesystem allows one (no copy of a 70B model, and
