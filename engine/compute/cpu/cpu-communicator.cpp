@@ -32,6 +32,22 @@ void sum_in_rank_order(const std::vector<const float*>& from, size_t count,
       size_t{1} << 14);
 }
 
+// `root` is a rank of a group of `ranks`.
+Status check_root(const char* what, int root, int ranks) {
+  if (root >= 0 && root < ranks) return {};
+  return invalid_argument(std::string(what) + ": root " + std::to_string(root) + " of " +
+                          std::to_string(ranks) + " ranks");
+}
+
+// What every collective checks before it is enqueued: a buffer where there are bytes, and the
+// fail point that fails it as NCCL's would (SPILLWAY_FAIL_POINTS="collective.fail=fail@N").
+Status check_call(const char* what, const void* buffer, size_t count) {
+  if (!buffer && count > 0) return invalid_argument(std::string(what) + ": a null buffer");
+  if (fail_point("collective.fail"))
+    return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
+  return {};
+}
+
 // What the ranks of one group share: the buffers of the collective under way and a reusable
 // barrier (a generation count, so a fast rank's next arrival never mixes with a slow rank's last).
 struct Group {
@@ -84,20 +100,14 @@ class CpuCommunicator final : public Communicator {
   }
 
   Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) override {
-    if (root < 0 || root >= group_->ranks)
-      return invalid_argument("reduce: root " + std::to_string(root) + " of " +
-                              std::to_string(group_->ranks) + " ranks");
+    SPW_RETURN_IF_ERROR(check_root("reduce", root, group_->ranks));
     const size_t share = (count + group_->ranks - 1) / group_->ranks;
     return sum(buffer, share, stream, root, "reduce", count);
   }
 
   Status broadcast(void* buffer, size_t bytes, int root, StreamId stream) override {
-    if (root < 0 || root >= group_->ranks)
-      return invalid_argument("broadcast: root " + std::to_string(root) + " of " +
-                              std::to_string(group_->ranks) + " ranks");
-    if (!buffer && bytes > 0) return invalid_argument("broadcast: a null buffer");
-    if (fail_point("collective.fail"))
-      return internal_error("broadcast failed: injected by SPILLWAY_FAIL_POINTS");
+    SPW_RETURN_IF_ERROR(check_root("broadcast", root, group_->ranks));
+    SPW_RETURN_IF_ERROR(check_call("broadcast", buffer, bytes));
     return backend_.submit_work(
         stream, [group = group_, rank = rank_, buffer, bytes, root]() -> Status {
           {
@@ -121,10 +131,7 @@ class CpuCommunicator final : public Communicator {
   // ranges.
   Status sum(float* buffer, size_t share, StreamId stream, int to, const char* what,
              size_t total = SIZE_MAX) {
-    if (!buffer && share > 0) return invalid_argument(std::string(what) + ": a null buffer");
-    // A collective that fails as NCCL's would (SPILLWAY_FAIL_POINTS="collective.fail=fail@N").
-    if (fail_point("collective.fail"))
-      return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
+    SPW_RETURN_IF_ERROR(check_call(what, buffer, share));
     if (total == SIZE_MAX) total = share * group_->ranks;
     return backend_.submit_work(
         stream, [group = group_, rank = rank_, buffer, share, total, to]() -> Status {
@@ -167,19 +174,13 @@ class CpuProcessCommunicator final : public Communicator {
                "reduce-scatter");
   }
   Status reduce_sum(float* buffer, size_t count, int root, StreamId stream) override {
-    if (root < 0 || root >= ranks())
-      return invalid_argument("reduce: root " + std::to_string(root) + " of " +
-                              std::to_string(ranks()) + " ranks");
+    SPW_RETURN_IF_ERROR(check_root("reduce", root, ranks()));
     // Every rank takes part in the exchange; only the root keeps the sum.
     return sum(buffer, count, 0, rank() == root ? count : 0, stream, "reduce");
   }
   Status broadcast(void* buffer, size_t bytes, int root, StreamId stream) override {
-    if (root < 0 || root >= ranks())
-      return invalid_argument("broadcast: root " + std::to_string(root) + " of " +
-                              std::to_string(ranks()) + " ranks");
-    if (!buffer && bytes > 0) return invalid_argument("broadcast: a null buffer");
-    if (fail_point("collective.fail"))
-      return internal_error("broadcast failed: injected by SPILLWAY_FAIL_POINTS");
+    SPW_RETURN_IF_ERROR(check_root("broadcast", root, ranks()));
+    SPW_RETURN_IF_ERROR(check_call("broadcast", buffer, bytes));
     return backend_.submit_work(stream, [this, buffer, bytes, root]() -> Status {
       const bool mine = rank() == root;
       auto all = processes_.all_gather(
@@ -200,9 +201,7 @@ class CpuProcessCommunicator final : public Communicator {
   // Sums elements [begin, begin + count) of every rank's `total`-float buffer into this one's.
   Status sum(float* buffer, size_t total, size_t begin, size_t count, StreamId stream,
              const char* what) {
-    if (!buffer && total > 0) return invalid_argument(std::string(what) + ": a null buffer");
-    if (fail_point("collective.fail"))
-      return internal_error(std::string(what) + " failed: injected by SPILLWAY_FAIL_POINTS");
+    SPW_RETURN_IF_ERROR(check_call(what, buffer, total));
     return backend_.submit_work(stream, [this, buffer, total, begin, count, what]() -> Status {
       // No time limit: DataParallelEngine's watchdog aborts a step that hangs.
       auto all = processes_.all_gather(
