@@ -115,6 +115,16 @@ std::vector<Status> on_machines(F f) {
   return status;
 }
 
+// Golden step 0's first two micro-batches of one sequence: what the engine of one of two machines
+// takes, for a forward pass that every machine runs alike.
+StepBatch machine_batch(Golden& g) {
+  StepBatch batch = g.batch(0, 1);
+  batch.micro_batches = 2;
+  batch.input_ids = batch.input_ids.first(2 * g.T);
+  batch.labels = batch.labels.first(2 * g.T);
+  return batch;
+}
+
 // Every block `got` holds has `want`'s master weights and moments, bit for bit: read through
 // `store` where given (the SSD tier's), else from `got` itself.
 void expect_held_blocks(ModelState& got, OptimizerStateStore* store, ModelState& want,
@@ -183,8 +193,9 @@ TEST(BlockOwners, BalanceTheParametersWithinABlock) {
       ASSERT_LT(owners[b].process, machines);
       EXPECT_EQ(owners[b].gpu, given[owners[b].process]++ % 4) << "block " << b;
       held[owners[b].process] += layout.blocks()[b].numel;
-      if (b >= 2 && b + 1 < owners.size())  // two layers side by side
+      if (b >= 2 && b + 1 < owners.size()) {  // two layers side by side
         EXPECT_NE(owners[b].process, owners[b - 1].process) << machines << " machines, block " << b;
+      }
     }
     for (int p = 0; p < machines; ++p) {
       EXPECT_LE(held[p], total / machines + largest) << machines << " machines, process " << p;
@@ -300,10 +311,7 @@ TEST(DataParallelMachines, TwoMachinesTrainTheBitsOfTwoRanksOnTheSsdTier) {
 TEST(DataParallelMachines, TwoMachinesEvaluateAsOne) {
   SPILLWAY_REQUIRE_DATA();
   Golden g("stories260K");
-  StepBatch batch = g.batch(0, 1);  // the two micro-batches an engine of a machine takes
-  batch.micro_batches = 2;
-  batch.input_ids = batch.input_ids.first(2 * g.T);
-  batch.labels = batch.labels.first(2 * g.T);
+  const StepBatch batch = machine_batch(g);
   testing::DpRig one;
   ASSERT_OK(one.init(g, 1, 1));
   auto want = one.engine->forward(batch);
@@ -372,11 +380,7 @@ TEST(DataParallelMachines, AMachineLostMidEvaluationEndsItAtTheNextCheck) {
   ASSERT_OK(join_machines(g, exchange, machines));
   machines[0].engine->set_step_timeout(3600);
   exchange.lose(1);
-  StepBatch batch = g.batch(0, 1);
-  batch.micro_batches = 2;
-  batch.input_ids = batch.input_ids.first(2 * g.T);
-  batch.labels = batch.labels.first(2 * g.T);
-  auto r = machines[0].engine->forward(batch);
+  auto r = machines[0].engine->forward(machine_batch(g));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("process 1 left the group (connection closed)"),
             std::string::npos)

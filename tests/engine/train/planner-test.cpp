@@ -1284,8 +1284,12 @@ TEST(DataParallel, SeventyBFitsEnoughMachinesOfTheOneGpuHostsShape) {
         job.ssd_dir = "/ssd";
       }
       const Plan p = make_plan(c, job, host, 10, false);
-      if (p.fits) fewest = machines, dram = p.dram.needed_bytes;
-      if (!p.fits) EXPECT_TRUE(p.reason.starts_with("DRAM: needs")) << p.reason;
+      if (p.fits) {
+        fewest = machines;
+        dram = p.dram.needed_bytes;
+      } else {
+        EXPECT_TRUE(p.reason.starts_with("DRAM: needs")) << p.reason;
+      }
     }
     std::printf("llama-70b, %s: %d machines, %.1f GB of DRAM each\n",
                 ssd ? "SSD tier" : "DRAM only", fewest, dram / 1e9);
@@ -1626,7 +1630,9 @@ TEST(SavedActivationsPlan, AutoSavesWhereTheStepGains) {
       t.saved_activation_layers = k;
       t.mlp_recompute_layers = j;
       const Plan p = make_plan(c, t, h100_host(), 10, false);
-      if (p.fits) EXPECT_GE(p.step.step_s, with.step.step_s * (1.0 - 0.01)) << k << ", " << j;
+      if (p.fits) {
+        EXPECT_GE(p.step.step_s, with.step.step_s * (1.0 - 0.01)) << k << ", " << j;
+      }
     }
   }
   std::printf("7B 4x4x2048 on the H100: %d whole, %d without the MLP's: %.3f s against %.3f s\n",
